@@ -1,0 +1,19 @@
+{
+  "targets": [{
+    "target_name": "qcuda_native",
+    "sources": [
+      "src/addon.cc",
+      "src/errors.cc",
+      "src/socket.cc",
+      "src/memory.cc",
+      "src/eventfd.cc",
+      "src/watcher.cc"
+    ],
+    "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+    "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
+    "cflags!": ["-fno-exceptions"],
+    "cflags_cc!": ["-fno-exceptions"],
+    "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-O2"],
+    "libraries": ["-ldl"]
+  }]
+}

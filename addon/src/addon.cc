@@ -1,0 +1,17 @@
+// qcuda's native addon: only the system calls JavaScript cannot make.
+#include <napi.h>
+
+#include "eventfd.h"
+#include "memory.h"
+#include "socket.h"
+#include "watcher.h"
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  qcuda::InitSocket(env, exports);
+  qcuda::InitMemory(env, exports);
+  qcuda::InitEventfd(env, exports);
+  qcuda::InitWatcher(env, exports);
+  return exports;
+}
+
+NODE_API_MODULE(qcuda_native, Init)

@@ -1,0 +1,7 @@
+#pragma once
+#include <napi.h>
+namespace qcuda {
+void InitEventfd(Napi::Env env, Napi::Object exports);
+// Reads and clears an eventfd counter: -1 when it was zero (EAGAIN).
+int64_t DrainEventfd(int fd);
+}

@@ -1,0 +1,168 @@
+// memfd and mmap for guest RAM. A Mapping owns one mmap; JS sees it through
+// "windows": external ArrayBuffers of at most 4 GiB (N-API's limit) that do
+// not copy. unmap() detaches every live window before munmap, so JS code that
+// still holds a view reads zero-length memory instead of faulting.
+#include "memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <vector>
+
+#include "errors.h"
+
+namespace qcuda {
+namespace {
+
+constexpr uint64_t kMaxWindow = 1ull << 32;
+
+// Shared between the Mapping object and its windows; the last one to go
+// frees it, and munmap happens exactly once.
+struct Region {
+  void *addr;
+  uint64_t length;
+  bool mapped;
+  int refs;
+};
+
+void Release(Region *r) {
+  if (--r->refs > 0) return;
+  if (r->mapped) munmap(r->addr, r->length);
+  delete r;
+}
+
+uint64_t ArgU64(const Napi::CallbackInfo &info, size_t i, const char *what) {
+  if (info.Length() <= i) ThrowRange(info.Env(), std::string(what) + " is required");
+  if (info[i].IsBigInt()) {
+    bool lossless;
+    uint64_t v = info[i].As<Napi::BigInt>().Uint64Value(&lossless);
+    if (!lossless) ThrowRange(info.Env(), std::string(what) + " out of range");
+    return v;
+  }
+  double d = info[i].As<Napi::Number>().DoubleValue();
+  if (!(d >= 0) || d > 9007199254740991.0 || d != static_cast<double>(static_cast<uint64_t>(d)))
+    ThrowRange(info.Env(), std::string(what) + " must be a non-negative integer");
+  return static_cast<uint64_t>(d);
+}
+
+class Mapping : public Napi::ObjectWrap<Mapping> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "Mapping",
+                       {InstanceMethod("window", &Mapping::Window), InstanceMethod("unmap", &Mapping::Unmap),
+                        InstanceAccessor("length", &Mapping::Length, nullptr),
+                        InstanceAccessor("address", &Mapping::Address, nullptr),
+                        InstanceAccessor("mapped", &Mapping::Mapped, nullptr)});
+  }
+
+  // new Mapping(fd, length, offset): MAP_SHARED read/write.
+  explicit Mapping(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Mapping>(info) {
+    Napi::Env env = info.Env();
+    int fd = ArgFd(info, 0);
+    uint64_t length = ArgU64(info, 1, "length");
+    uint64_t offset = ArgU64(info, 2, "offset");
+    if (length == 0) ThrowRange(env, "mapping length must be > 0");
+    if (offset % sysconf(_SC_PAGESIZE) != 0) ThrowRange(env, "mapping offset must be page aligned");
+    void *p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd,
+                   static_cast<off_t>(offset));
+    if (p == MAP_FAILED) ThrowErrno(env, "mmap", errno);
+    region_ = new Region{p, length, true, 1};
+  }
+
+  ~Mapping() override { Release(region_); }
+
+ private:
+  Napi::Value Window(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    uint64_t offset = ArgU64(info, 0, "offset");
+    uint64_t length = ArgU64(info, 1, "length");
+    if (!region_->mapped) ThrowRange(env, "mapping is unmapped");
+    if (length == 0 || length > kMaxWindow) ThrowRange(env, "window length must be 1..4 GiB");
+    if (offset > region_->length || length > region_->length - offset)
+      ThrowRange(env, "window lies outside the mapping");
+    region_->refs++;
+    Region *r = region_;
+    Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, static_cast<uint8_t *>(r->addr) + offset, length,
+                                                  [](Napi::Env, void *, Region *hint) { Release(hint); }, r);
+    windows_.emplace_back(Napi::Weak(ab));
+    return ab;
+  }
+
+  Napi::Value Unmap(const Napi::CallbackInfo &info) {
+    if (!region_->mapped) return info.Env().Undefined();
+    for (auto &w : windows_) {
+      if (w.IsEmpty()) continue;
+      Napi::ArrayBuffer ab = w.Value();
+      if (!ab.IsEmpty() && !ab.IsDetached()) ab.Detach();
+    }
+    windows_.clear();
+    munmap(region_->addr, region_->length);
+    region_->mapped = false;
+    return info.Env().Undefined();
+  }
+
+  Napi::Value Length(const Napi::CallbackInfo &info) {
+    return Napi::Number::New(info.Env(), static_cast<double>(region_->length));
+  }
+  Napi::Value Address(const Napi::CallbackInfo &info) {
+    return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(reinterpret_cast<uintptr_t>(region_->addr)));
+  }
+  Napi::Value Mapped(const Napi::CallbackInfo &info) { return Napi::Boolean::New(info.Env(), region_->mapped); }
+
+  Region *region_;
+  std::vector<Napi::Reference<Napi::ArrayBuffer>> windows_;
+};
+
+Napi::Value MemfdCreate(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  std::string name = info[0].As<Napi::String>().Utf8Value();
+  uint64_t size = ArgU64(info, 1, "size");
+  int fd = memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) ThrowErrno(env, "memfd_create", errno);
+  if (ftruncate(fd, static_cast<off_t>(size)) < 0) {
+    int err = errno;
+    close(fd);
+    ThrowErrno(env, "ftruncate", err);
+  }
+  return Napi::Number::New(env, fd);
+}
+
+// fdInfo(fd) -> { size, seals }: seals is -1 for files that cannot be sealed.
+// The backend needs both: touching a mapping past the end of its file raises
+// SIGBUS, and an unsealed file can be shrunk under us later.
+Napi::Value FdInfo(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  int fd = ArgFd(info, 0);
+  struct stat st;
+  if (fstat(fd, &st) < 0) ThrowErrno(env, "fstat", errno);
+  int seals = fcntl(fd, F_GET_SEALS);
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("size", static_cast<double>(st.st_size));
+  out.Set("seals", seals);
+  out.Set("regular", S_ISREG(st.st_mode));
+  return out;
+}
+
+Napi::Value AddSeals(const Napi::CallbackInfo &info) {
+  if (fcntl(ArgFd(info, 0), F_ADD_SEALS, info[1].As<Napi::Number>().Int32Value()) < 0)
+    ThrowErrno(info.Env(), "fcntl(F_ADD_SEALS)", errno);
+  return info.Env().Undefined();
+}
+
+}  // namespace
+
+void InitMemory(Napi::Env env, Napi::Object exports) {
+  exports.Set("Mapping", Mapping::Define(env));
+  exports.Set("memfdCreate", Napi::Function::New(env, MemfdCreate));
+  exports.Set("fdInfo", Napi::Function::New(env, FdInfo));
+  exports.Set("addSeals", Napi::Function::New(env, AddSeals));
+  exports.Set("pageSize", Napi::Number::New(env, static_cast<double>(sysconf(_SC_PAGESIZE))));
+  exports.Set("F_SEAL_SHRINK", F_SEAL_SHRINK);
+  exports.Set("F_SEAL_GROW", F_SEAL_GROW);
+}
+
+}  // namespace qcuda

@@ -1,0 +1,55 @@
+// The native addon's surface, typed. Only system calls live there.
+import path from 'node:path';
+
+export interface RecvResult {
+  n: number;
+  fds?: number[];
+  ctrunc?: boolean;
+}
+
+export interface Mapping {
+  readonly length: number;
+  readonly address: bigint;
+  readonly mapped: boolean;
+  window(offset: number, length: number): ArrayBuffer;
+  unmap(): void;
+}
+
+export interface Watcher {
+  start(events: number): void;
+  stop(): void;
+  close(): void;
+}
+
+export interface Native {
+  unixListen(path: string): number;
+  unixAccept(fd: number): number;
+  unixConnect(path: string): number;
+  socketPair(): [number, number];
+  sendMsg(fd: number, data: Uint8Array, fds: number[]): number;
+  recvMsg(fd: number, buf: Uint8Array): RecvResult;
+  close(fd: number): void;
+  shutdown(fd: number): void;
+  memfdCreate(name: string, size: number): number;
+  fdInfo(fd: number): { size: number; seals: number; regular: boolean };
+  addSeals(fd: number, seals: number): void;
+  Mapping: new (fd: number, length: number, offset: number) => Mapping;
+  pageSize: number;
+  F_SEAL_SHRINK: number;
+  F_SEAL_GROW: number;
+  eventfd(): number;
+  eventfdRead(fd: number): number;
+  eventfdWrite(fd: number, n?: number): void;
+  Watcher: new (fd: number, cb: (events: number, status: number) => void, drainEventfd?: boolean) => Watcher;
+}
+
+export const POLL_READABLE = 1;
+export const POLL_WRITABLE = 2;
+
+function load(): Native {
+  const root = path.resolve(__dirname, '..', '..', '..');
+  // eslint-disable-next-line @typescript-eslint/no-var-requires
+  return require(path.join(root, 'addon', 'build', 'Release', 'qcuda_native.node')) as Native;
+}
+
+export const native: Native = load();

@@ -1,0 +1,105 @@
+// Descriptor chains of a split virtqueue: walked defensively. The driver is
+// untrusted, so a chain that loops, points past the table, nests indirect
+// tables, puts a readable buffer after a writable one or names memory outside
+// the guest is rejected as a whole (ChainError), and only that request fails.
+import type { MemoryTable } from './memory';
+
+export const VIRTQ_DESC_F_NEXT = 1;
+export const VIRTQ_DESC_F_WRITE = 2;
+export const VIRTQ_DESC_F_INDIRECT = 4;
+export const DESC_SIZE = 16;
+/** An indirect table larger than this (in descriptors) is refused. */
+export const MAX_INDIRECT = 4096;
+
+export class ChainError extends Error {
+  override readonly name = 'ChainError';
+}
+
+/** A guest buffer: guest-physical address and length. */
+export interface Buf {
+  gpa: bigint;
+  len: number;
+}
+
+export interface DescChain {
+  head: number;
+  readable: Buf[];
+  writable: Buf[];
+  readableBytes: number;
+  writableBytes: number;
+}
+
+/** A descriptor table seen through aligned typed arrays (little-endian host). */
+export class DescTable {
+  readonly u32: Uint32Array;
+  readonly u16: Uint16Array;
+  readonly count: number;
+
+  constructor(bytes: Uint8Array) {
+    if (bytes.byteOffset % 4 !== 0) throw new ChainError('descriptor table is not 4-byte aligned');
+    this.count = Math.floor(bytes.length / DESC_SIZE);
+    this.u32 = new Uint32Array(bytes.buffer, bytes.byteOffset, this.count * 4);
+    this.u16 = new Uint16Array(bytes.buffer, bytes.byteOffset, this.count * 8);
+  }
+
+  addr(i: number): bigint {
+    return (BigInt(this.u32[i * 4 + 1]) << 32n) | BigInt(this.u32[i * 4]);
+  }
+  len(i: number): number {
+    return this.u32[i * 4 + 2];
+  }
+  flags(i: number): number {
+    return this.u16[i * 8 + 6];
+  }
+  next(i: number): number {
+    return this.u16[i * 8 + 7];
+  }
+}
+
+export function walkChain(table: DescTable, head: number, mem: MemoryTable, indirectOk: boolean): DescChain {
+  if (head >= table.count) throw new ChainError(`head ${head} is past the ring (size ${table.count})`);
+  const chain: DescChain = { head, readable: [], writable: [], readableBytes: 0, writableBytes: 0 };
+  let t = table;
+  let i = head;
+  let budget = table.count;
+  let indirect = false;
+  for (;;) {
+    if (budget-- === 0) throw new ChainError(`chain from head ${head} loops or is longer than its table`);
+    const flags = t.flags(i);
+    if (flags & VIRTQ_DESC_F_INDIRECT) {
+      if (!indirectOk) throw new ChainError('indirect descriptor without RING_INDIRECT_DESC');
+      if (indirect) throw new ChainError('nested indirect descriptor');
+      if (flags & VIRTQ_DESC_F_NEXT) throw new ChainError('descriptor has both INDIRECT and NEXT');
+      t = indirectTable(t.addr(i), t.len(i), mem);
+      indirect = true;
+      budget = t.count;
+      i = 0;
+      continue;
+    }
+    addBuffer(chain, t.addr(i), t.len(i), (flags & VIRTQ_DESC_F_WRITE) !== 0, mem);
+    if (!(flags & VIRTQ_DESC_F_NEXT)) return chain;
+    i = t.next(i);
+    if (i >= t.count) throw new ChainError(`next index ${i} is past the table (size ${t.count})`);
+  }
+}
+
+function indirectTable(gpa: bigint, len: number, mem: MemoryTable): DescTable {
+  if (len === 0 || len % DESC_SIZE !== 0) throw new ChainError(`indirect table length ${len} is not a multiple of 16`);
+  if (len / DESC_SIZE > MAX_INDIRECT) throw new ChainError(`indirect table of ${len / DESC_SIZE} descriptors`);
+  const segs = mem.segmentsGpa(gpa, len);
+  if (segs.length !== 1) throw new ChainError('indirect table crosses a mapping window');
+  return new DescTable(segs[0]);
+}
+
+function addBuffer(chain: DescChain, gpa: bigint, len: number, writable: boolean, mem: MemoryTable): void {
+  if (len === 0) return; // legal and harmless; nothing to translate
+  mem.segmentsGpa(gpa, len); // throws if any byte lies outside guest memory
+  if (writable) {
+    chain.writable.push({ gpa, len });
+    chain.writableBytes += len;
+  } else {
+    if (chain.writable.length > 0) throw new ChainError('readable descriptor after a writable one');
+    chain.readable.push({ gpa, len });
+    chain.readableBytes += len;
+  }
+}

@@ -1,0 +1,26 @@
+// What a device implements to be served over vhost-user: its virtio feature
+// bits, config space, queue count and size, and a request handler. The
+// library does the protocol, the memory and the rings.
+import type { Request } from './request';
+
+export interface VhostUserDevice {
+  readonly name: string;
+  readonly numQueues: number;
+  /** Largest queue size the driver may choose (a power of two <= 32768). */
+  readonly maxQueueSize: number;
+  /** Device-specific virtio feature bits; the library adds VERSION_1, RING_INDIRECT_DESC and RING_EVENT_IDX. */
+  readonly features: bigint;
+  /** Config space size in bytes (0..256); 0 means no config space and no CONFIG protocol feature. */
+  readonly configSize: number;
+  /** The config space bytes now. */
+  readConfig?(): Uint8Array;
+  writeConfig?(offset: number, data: Uint8Array): void;
+  /**
+   * Serves one request; returns (or resolves to) the number of bytes written
+   * into the writable part. Completions may come in any order. A throw or a
+   * rejection fails that request only (used length 0).
+   */
+  handle(req: Request): number | Promise<number>;
+  /** The frontend went away or reset the device: drop per-guest state. */
+  reset?(): void;
+}

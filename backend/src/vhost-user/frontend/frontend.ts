@@ -1,0 +1,209 @@
+// A vhost-user frontend that plays QEMU and the guest driver over a real
+// socket: negotiation in QEMU 10's order, memfd guest RAM, rings, kicks and
+// call eventfds. Tests and benchmarks drive backends through it.
+import { native } from '../../native';
+import { Connection, type Message } from '../connection';
+import { EventFd, Fd } from '../fd';
+import {
+  bit, decodeConfig, decodeU64, decodeVringState, encodeConfig, encodeMemTable, encodeSingleRegion, encodeU64,
+  encodeVringAddr, encodeVringState, FLAG_NEED_REPLY, FLAG_VERSION, ProtoF, Req, reqName, VirtioF,
+} from '../message';
+import { GuestMemory } from './guest-memory';
+import { GuestRing, type GuestBuf, type Used } from './guest-ring';
+
+export interface StartOptions {
+  queues?: number; // default: all the backend has
+  size?: number; // default 256
+  eventIdx?: boolean; // default true
+  indirect?: boolean; // default true
+  /** Send the table with ADD_MEM_REG (CONFIGURE_MEM_SLOTS) instead of SET_MEM_TABLE. */
+  addMemReg?: boolean;
+  /** Region index where rings are placed (1 = above 4 GiB). */
+  ringRegion?: number;
+}
+
+interface Queue {
+  ring: GuestRing;
+  kick: EventFd;
+  call: EventFd;
+  waiting: Map<number, (u: Used) => void>;
+}
+
+export class Frontend {
+  readonly conn: Connection;
+  readonly mem: GuestMemory;
+  readonly queues: Queue[] = [];
+  features = 0n;
+  protocolFeatures = 0n;
+  queueNum = 0;
+  #replies: Message[] = [];
+  #replyWaiter: ((m: Message) => void) | undefined;
+  #closeReason: Error | undefined;
+  #closed = false;
+
+  private constructor(sock: Fd, mem: GuestMemory) {
+    this.mem = mem;
+    this.conn = new Connection(sock, {
+      onMessage: (m) => this.#onReply(m),
+      onClose: (reason) => {
+        this.#closed = true;
+        this.#closeReason = reason;
+        this.#replyWaiter?.(undefined as unknown as Message);
+      },
+    }, true);
+  }
+
+  static connect(path: string, mem = new GuestMemory()): Frontend {
+    return new Frontend(new Fd(native.unixConnect(path)), mem);
+  }
+
+  static fromFd(fd: number, mem = new GuestMemory()): Frontend {
+    return new Frontend(new Fd(fd), mem);
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  #onReply(m: Message): void {
+    for (const fd of m.fds) fd.close(); // replies carry no fds we use
+    if (this.#replyWaiter) this.#replyWaiter(m);
+    else this.#replies.push(m);
+  }
+
+  /** Sends a request and, when one is due, waits for its reply. */
+  async request(req: Req, payload: Uint8Array = new Uint8Array(0), fds: number[] = [], opts: { reply?: boolean; needReply?: boolean } = {}): Promise<Message | undefined> {
+    const flags = FLAG_VERSION | (opts.needReply ? FLAG_NEED_REPLY : 0);
+    this.conn.send(req, flags, payload, fds);
+    if (!opts.reply && !opts.needReply) return undefined;
+    const m = await this.#nextReply();
+    if (!m) throw new Error(`backend closed the connection instead of answering ${reqName(req)}${this.#closeReason ? `: ${this.#closeReason.message}` : ''}`);
+    if (m.request !== req) throw new Error(`reply to ${reqName(m.request)} while waiting for ${reqName(req)}`);
+    return m;
+  }
+
+  #nextReply(): Promise<Message | undefined> {
+    const queued = this.#replies.shift();
+    if (queued) return Promise.resolve(queued);
+    if (this.#closed) return Promise.resolve(undefined);
+    return new Promise((resolve) => {
+      this.#replyWaiter = (m) => {
+        this.#replyWaiter = undefined;
+        resolve(m);
+      };
+    });
+  }
+
+  async getU64(req: Req): Promise<bigint> {
+    const m = await this.request(req, undefined, [], { reply: true });
+    return decodeU64(reqName(req), m!.payload);
+  }
+
+  /** A request acked through REPLY_ACK: resolves to the backend's status (0 = ok). */
+  async acked(req: Req, payload?: Uint8Array, fds: number[] = []): Promise<bigint> {
+    const m = await this.request(req, payload, fds, { needReply: true });
+    return decodeU64(reqName(req), m!.payload);
+  }
+
+  /** What QEMU does at device realize. */
+  async negotiate(): Promise<void> {
+    this.features = await this.getU64(Req.GET_FEATURES);
+    if (!(this.features & bit(VirtioF.PROTOCOL_FEATURES))) throw new Error('backend lacks PROTOCOL_FEATURES');
+    this.protocolFeatures = await this.getU64(Req.GET_PROTOCOL_FEATURES);
+    await this.request(Req.SET_PROTOCOL_FEATURES, encodeU64(this.protocolFeatures));
+    this.queueNum = Number(await this.getU64(Req.GET_QUEUE_NUM));
+    await this.getU64(Req.GET_MAX_MEM_SLOTS);
+    await this.request(Req.SET_OWNER);
+    await this.getU64(Req.GET_FEATURES);
+  }
+
+  async getConfig(offset: number, size: number): Promise<Uint8Array> {
+    const m = await this.request(Req.GET_CONFIG, encodeConfig({ offset, size, flags: 0, data: new Uint8Array(size) }), [], { reply: true });
+    return decodeConfig('GET_CONFIG', m!.payload).data;
+  }
+
+  /** What QEMU does when the guest driver sets DRIVER_OK. */
+  async start(o: StartOptions = {}): Promise<void> {
+    const n = o.queues ?? this.queueNum;
+    const size = o.size ?? 256;
+    const eventIdx = o.eventIdx ?? true;
+    const indirect = o.indirect ?? true;
+    let acked = bit(VirtioF.VERSION_1) | bit(VirtioF.PROTOCOL_FEATURES);
+    if (eventIdx) acked |= bit(VirtioF.RING_EVENT_IDX);
+    if (indirect) acked |= bit(VirtioF.RING_INDIRECT_DESC);
+    await this.#ack(Req.SET_FEATURES, encodeU64(acked & this.features));
+    await this.sendMemory(o.addMemReg ?? false);
+    for (let i = 0; i < n; i++) await this.#startQueue(i, size, eventIdx, o.ringRegion ?? 0);
+  }
+
+  async sendMemory(oneByOne: boolean): Promise<void> {
+    const fd = this.mem.fd.value;
+    if (!oneByOne) return this.#ack(Req.SET_MEM_TABLE, encodeMemTable(this.mem.regions), this.mem.regions.map(() => fd));
+    for (const r of this.mem.regions) await this.#ack(Req.ADD_MEM_REG, encodeSingleRegion(r), [fd]);
+  }
+
+  async #startQueue(i: number, size: number, eventIdx: boolean, region: number): Promise<void> {
+    const ring = new GuestRing(this.mem, size, eventIdx, region);
+    const kick = EventFd.create();
+    const call = EventFd.create();
+    await this.#ack(Req.SET_VRING_NUM, encodeVringState({ index: i, num: size }));
+    await this.#ack(Req.SET_VRING_BASE, encodeVringState({ index: i, num: 0 }));
+    await this.#ack(Req.SET_VRING_ADDR, encodeVringAddr({
+      index: i, flags: 0, desc: this.mem.va(ring.desc), used: this.mem.va(ring.used), avail: this.mem.va(ring.avail), log: 0n,
+    }));
+    await this.#ack(Req.SET_VRING_KICK, encodeU64(BigInt(i)), [kick.value]);
+    await this.#ack(Req.SET_VRING_CALL, encodeU64(BigInt(i)), [call.value]);
+    const q: Queue = { ring, kick, call, waiting: new Map() };
+    this.queues[i] = q;
+    call.watch(() => this.#onCall(q), true);
+    await this.#ack(Req.SET_VRING_ENABLE, encodeVringState({ index: i, num: 1 }));
+  }
+
+  /** Sends with NEED_REPLY when REPLY_ACK was negotiated and insists on success. */
+  async #ack(req: Req, payload: Uint8Array, fds: number[] = []): Promise<void> {
+    if (!(this.protocolFeatures & bit(ProtoF.REPLY_ACK))) {
+      await this.request(req, payload, fds);
+      return;
+    }
+    const status = await this.acked(req, payload, fds);
+    if (status !== 0n) throw new Error(`${reqName(req)} failed in the backend (status ${status})`);
+  }
+
+  #onCall(q: Queue): void {
+    for (const u of q.ring.harvest()) {
+      const w = q.waiting.get(u.id);
+      q.waiting.delete(u.id);
+      w?.(u);
+    }
+  }
+
+  /** Posts a chain on queue i, kicks if the backend asked for it, resolves with its used element. */
+  submit(i: number, bufs: GuestBuf[], indirect = false): Promise<Used> {
+    const q = this.queues[i];
+    const head = q.ring.add(bufs, indirect);
+    const done = new Promise<Used>((resolve) => q.waiting.set(head, resolve));
+    if (q.ring.needKick()) q.kick.signal();
+    return done;
+  }
+
+  /** What QEMU does on stop: disable, then GET_VRING_BASE (which stops the ring). */
+  async stop(): Promise<number[]> {
+    const bases: number[] = [];
+    for (let i = 0; i < this.queues.length; i++) {
+      await this.#ack(Req.SET_VRING_ENABLE, encodeVringState({ index: i, num: 0 }));
+      const m = await this.request(Req.GET_VRING_BASE, encodeVringState({ index: i, num: 0 }), [], { reply: true });
+      bases.push(decodeVringState('GET_VRING_BASE', m!.payload).num);
+    }
+    return bases;
+  }
+
+  close(): void {
+    for (const q of this.queues) {
+      q.kick.close();
+      q.call.close();
+    }
+    this.queues.length = 0;
+    this.conn.close();
+    this.mem.close();
+  }
+}

@@ -1,0 +1,171 @@
+// Guest memory as the frontend describes it: regions of an fd, each known by
+// its guest-physical address (descriptor buffers) and by the frontend's
+// virtual address (ring addresses). Every lookup checks the whole range.
+import createDebug from 'debug';
+import { native, type Mapping } from '../native';
+import type { Fd } from './fd';
+import { ProtocolError, type MemRegion } from './message';
+
+const debug = createDebug('qcuda:vhost-user:mem');
+
+/** JS views are windows of at most 4 GiB (N-API); overlapping them by OVERLAP
+ * keeps any range up to OVERLAP bytes (every ring) inside a single window. */
+const WINDOW = 1 << 30;
+const OVERLAP = 1 << 20;
+
+export class MemoryError extends Error {
+  override readonly name = 'MemoryError';
+}
+
+export class GuestRegion {
+  readonly gpa: bigint;
+  readonly size: bigint;
+  readonly userAddr: bigint;
+  readonly #mapping: Mapping;
+  readonly #delta: number; // mmap_offset - its page-aligned base
+  readonly #windows: ArrayBuffer[] = [];
+
+  constructor(r: MemRegion, fd: Fd) {
+    checkRegionShape(r);
+    const info = native.fdInfo(fd.value);
+    if (BigInt(info.size) < r.mmapOffset + r.size)
+      throw new ProtocolError(`region gpa 0x${r.gpa.toString(16)}: fd holds ${info.size} bytes, region needs ${r.mmapOffset + r.size}`);
+    if (info.regular && info.seals >= 0 && (info.seals & native.F_SEAL_SHRINK) === 0)
+      debug('warning: region fd is not sealed against shrinking; a shrink would fault the backend');
+    const page = BigInt(native.pageSize);
+    const aligned = r.mmapOffset - (r.mmapOffset % page);
+    this.#delta = Number(r.mmapOffset - aligned);
+    this.#mapping = new native.Mapping(fd.value, Number(r.size) + this.#delta, Number(aligned));
+    this.gpa = r.gpa;
+    this.size = r.size;
+    this.userAddr = r.userAddr;
+  }
+
+  get hostAddress(): bigint {
+    return this.#mapping.address + BigInt(this.#delta);
+  }
+
+  /** A view of [offset, offset+len) inside this region (caller checked bounds). */
+  view(offset: number, len: number): Uint8Array {
+    const abs = offset + this.#delta;
+    const w = Math.floor(abs / WINDOW);
+    const inWindow = abs - w * WINDOW;
+    if (inWindow + len <= WINDOW + OVERLAP) return new Uint8Array(this.#window(w), inWindow, len);
+    throw new MemoryError('range crosses a mapping window');
+  }
+
+  /** Views covering [offset, offset+len), split at window boundaries. */
+  segments(offset: number, len: number): Uint8Array[] {
+    const out: Uint8Array[] = [];
+    while (len > 0) {
+      const abs = offset + this.#delta;
+      const n = Math.min(len, WINDOW - (abs % WINDOW));
+      out.push(this.view(offset, n));
+      offset += n;
+      len -= n;
+    }
+    return out;
+  }
+
+  #window(w: number): ArrayBuffer {
+    let ab = this.#windows[w];
+    if (!ab) {
+      const start = w * WINDOW;
+      const len = Math.min(WINDOW + OVERLAP, this.#mapping.length - start);
+      ab = this.#mapping.window(start, len);
+      this.#windows[w] = ab;
+    }
+    return ab;
+  }
+
+  unmap(): void {
+    this.#mapping.unmap();
+  }
+}
+
+function checkRegionShape(r: MemRegion): void {
+  const where = `region gpa 0x${r.gpa.toString(16)}`;
+  if (r.size === 0n) throw new ProtocolError(`${where}: size 0`);
+  if (r.size > BigInt(Number.MAX_SAFE_INTEGER)) throw new ProtocolError(`${where}: size too large`);
+  if (r.gpa + r.size > 1n << 64n || r.userAddr + r.size > 1n << 64n) throw new ProtocolError(`${where}: wraps around`);
+  if (r.mmapOffset > BigInt(Number.MAX_SAFE_INTEGER)) throw new ProtocolError(`${where}: mmap offset too large`);
+}
+
+function overlaps(aStart: bigint, aSize: bigint, bStart: bigint, bSize: bigint): boolean {
+  return aStart < bStart + bSize && bStart < aStart + aSize;
+}
+
+export class MemoryTable {
+  #regions: GuestRegion[] = [];
+
+  get regions(): readonly GuestRegion[] {
+    return this.#regions;
+  }
+
+  /** SET_MEM_TABLE: maps the whole new table before letting go of the old one. */
+  replace(list: { region: MemRegion; fd: Fd }[]): void {
+    const old = this.#regions;
+    this.#regions = [];
+    try {
+      for (const { region, fd } of list) this.add(region, fd);
+    } catch (e) {
+      this.clear();
+      this.#regions = old;
+      throw e;
+    }
+    for (const r of old) r.unmap();
+  }
+
+  /** Maps a region; the fd stays the caller's to close (the mapping survives it). */
+  add(r: MemRegion, fd: Fd): GuestRegion {
+    for (const o of this.#regions) {
+      if (overlaps(o.gpa, o.size, r.gpa, r.size) || overlaps(o.userAddr, o.size, r.userAddr, r.size))
+        throw new ProtocolError(`region gpa 0x${r.gpa.toString(16)} overlaps gpa 0x${o.gpa.toString(16)}`);
+    }
+    const region = new GuestRegion(r, fd);
+    this.#regions.push(region);
+    debug('region gpa=0x%s size=0x%s uaddr=0x%s', r.gpa.toString(16), r.size.toString(16), r.userAddr.toString(16));
+    return region;
+  }
+
+  remove(r: MemRegion): void {
+    const i = this.#regions.findIndex((o) => o.gpa === r.gpa && o.size === r.size && o.userAddr === r.userAddr);
+    if (i < 0) throw new ProtocolError(`REM_MEM_REG: no region at gpa 0x${r.gpa.toString(16)}`);
+    this.#regions[i].unmap();
+    this.#regions.splice(i, 1);
+  }
+
+  clear(): void {
+    for (const r of this.#regions) r.unmap();
+    this.#regions = [];
+  }
+
+  #find(addr: bigint, len: number, key: 'gpa' | 'userAddr'): { region: GuestRegion; offset: number } {
+    const end = addr + BigInt(len);
+    for (const region of this.#regions) {
+      const start = region[key];
+      if (addr >= start && end <= start + region.size) return { region, offset: Number(addr - start) };
+    }
+    const kind = key === 'gpa' ? 'guest-physical' : 'frontend-virtual';
+    throw new MemoryError(`${kind} range 0x${addr.toString(16)}+${len} is not inside guest memory`);
+  }
+
+  /** One view of a frontend-virtual range (rings); it must lie in one region. */
+  viewVa(va: bigint, len: number): Uint8Array {
+    const { region, offset } = this.#find(va, len, 'userAddr');
+    return region.view(offset, len);
+  }
+
+  /** Views of a guest-physical range (descriptor buffers); it must lie in one region. */
+  segmentsGpa(gpa: bigint, len: number): Uint8Array[] {
+    if (len === 0) return [];
+    const { region, offset } = this.#find(gpa, len, 'gpa');
+    return region.segments(offset, len);
+  }
+
+  /** The host address of a guest-physical range, for native consumers. */
+  hostAddressGpa(gpa: bigint, len: number): bigint {
+    const { region, offset } = this.#find(gpa, len, 'gpa');
+    return region.hostAddress + BigInt(offset);
+  }
+}

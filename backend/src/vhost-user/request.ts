@@ -1,0 +1,69 @@
+// One request taken from a virtqueue, as a device handler sees it: the
+// readable bytes the driver sent and the writable space for the reply.
+import type { Buf, DescChain } from './chain';
+import type { MemoryTable } from './memory';
+
+export class Request {
+  constructor(
+    readonly queue: number,
+    readonly chain: DescChain,
+    readonly memory: MemoryTable,
+  ) {}
+
+  get readableBytes(): number {
+    return this.chain.readableBytes;
+  }
+
+  get writableBytes(): number {
+    return this.chain.writableBytes;
+  }
+
+  /** The readable bytes [offset, offset+len): a view when contiguous, else a copy. */
+  read(offset = 0, len = this.readableBytes - offset): Uint8Array {
+    checkRange('read', offset, len, this.readableBytes);
+    const parts = this.#views(this.chain.readable, offset, len);
+    return parts.length === 1 ? parts[0] : concat(parts, len);
+  }
+
+  /** Copies data into the writable space at offset. */
+  write(offset: number, data: Uint8Array): void {
+    checkRange('write', offset, data.length, this.writableBytes);
+    let done = 0;
+    for (const v of this.#views(this.chain.writable, offset, data.length)) {
+      v.set(data.subarray(done, done + v.length));
+      done += v.length;
+    }
+  }
+
+  /** Host views over [offset, offset+len) of a list of guest buffers. */
+  #views(bufs: Buf[], offset: number, len: number): Uint8Array[] {
+    const out: Uint8Array[] = [];
+    for (const b of bufs) {
+      if (len === 0) break;
+      if (offset >= b.len) {
+        offset -= b.len;
+        continue;
+      }
+      const n = Math.min(b.len - offset, len);
+      out.push(...this.memory.segmentsGpa(b.gpa + BigInt(offset), n));
+      offset = 0;
+      len -= n;
+    }
+    return out;
+  }
+}
+
+function checkRange(what: string, offset: number, len: number, limit: number): void {
+  if (!Number.isInteger(offset) || !Number.isInteger(len) || offset < 0 || len < 0 || offset + len > limit)
+    throw new RangeError(`${what} of ${len} bytes at ${offset} exceeds the ${limit} bytes of the chain`);
+}
+
+function concat(parts: Uint8Array[], len: number): Uint8Array {
+  const out = new Uint8Array(len);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}

@@ -1,0 +1,271 @@
+// A split virtqueue as the device side sees it, with the ring states of the
+// vhost-user spec: started/stopped (kick fd set, GET_VRING_BASE) and
+// enabled/disabled (SET_VRING_ENABLE), independent of each other.
+//
+// Ordering: ring entries are plain loads/stores; avail->idx is read and
+// used->idx written with Atomics, which on x86 give the acquire/release
+// order the spec needs, and the seq-cst store is the full barrier between
+// publishing used->idx and reading the driver's suppression fields.
+import createDebug from 'debug';
+import { ChainError, DescTable, walkChain, type DescChain } from './chain';
+import { EventFd } from './fd';
+import type { MemoryTable } from './memory';
+import { ProtocolError, type VringAddr } from './message';
+import { Request } from './request';
+
+const debug = createDebug('qcuda:vhost-user:vring');
+
+export const MAX_QUEUE_SIZE = 32768;
+const VRING_AVAIL_F_NO_INTERRUPT = 1;
+const VRING_USED_F_NO_NOTIFY = 1;
+/** How long GET_VRING_BASE waits for in-flight requests before giving up on them. */
+export const STOP_TIMEOUT_MS = 5000;
+
+export type Handler = (req: Request) => number | Promise<number>;
+
+export interface RingFeatures {
+  indirect: boolean;
+  eventIdx: boolean;
+}
+
+interface RingViews {
+  desc: DescTable;
+  avail: Uint16Array; // flags, idx, ring[N], used_event
+  used16: Uint16Array; // flags, idx, ..., avail_event
+  used32: Uint32Array; // flags|idx, {id, len}[N]
+}
+
+export class Vring {
+  readonly index: number;
+  size = 0;
+  lastAvail = 0;
+  enabled = false;
+  started = false;
+  broken = false;
+  kick: EventFd | undefined;
+  call: EventFd | undefined;
+  err: EventFd | undefined;
+  #addr: VringAddr | undefined;
+  #views: RingViews | undefined;
+  #usedIdx = 0;
+  #signalledUsed = 0;
+  #inflight = 0;
+  #generation = 0; // bumped on stop: completions of an older generation are dropped
+  #signalPending = false;
+  #drained: (() => void) | undefined;
+
+  constructor(
+    index: number,
+    private readonly maxSize: number,
+    private readonly features: RingFeatures,
+    private readonly handler: Handler,
+    private readonly memory: MemoryTable,
+  ) {
+    this.index = index;
+  }
+
+  get inflight(): number {
+    return this.#inflight;
+  }
+
+  setNum(num: number): void {
+    if (this.started) throw new ProtocolError(`vring ${this.index}: SET_VRING_NUM on a started ring`);
+    if (num === 0 || num > this.maxSize || (num & (num - 1)) !== 0)
+      throw new ProtocolError(`vring ${this.index}: size ${num} is not a power of two in 1..${this.maxSize}`);
+    this.size = num;
+  }
+
+  setBase(base: number): void {
+    if (this.started) throw new ProtocolError(`vring ${this.index}: SET_VRING_BASE on a started ring`);
+    if (base > 0xffff) throw new ProtocolError(`vring ${this.index}: base ${base} is not a 16-bit index`);
+    this.lastAvail = base;
+  }
+
+  setAddr(addr: VringAddr): void {
+    if (this.size === 0) throw new ProtocolError(`vring ${this.index}: SET_VRING_ADDR before SET_VRING_NUM`);
+    this.#views = mapRing(this.index, addr, this.size, this.memory);
+    this.#addr = addr;
+    this.#usedIdx = this.#signalledUsed = Atomics.load(this.#views.used16, 1);
+  }
+
+  /** After a new memory table the ring addresses resolve to new mappings. */
+  remap(): void {
+    this.#views = this.#addr ? mapRing(this.index, this.#addr, this.size, this.memory) : undefined;
+  }
+
+  setKick(fd: EventFd | undefined): void {
+    this.kick?.close();
+    this.kick = fd;
+    if (!fd) throw new ProtocolError(`vring ${this.index}: polling mode (no kick fd) is not supported`);
+    fd.watch(() => this.process(), true);
+    this.started = true;
+    this.process();
+  }
+
+  setCall(fd: EventFd | undefined): void {
+    this.call?.close();
+    this.call = fd;
+  }
+
+  setErr(fd: EventFd | undefined): void {
+    this.err?.close();
+    this.err = fd;
+  }
+
+  /** Enabling scans the ring: kicks that came while disabled must not be lost. */
+  setEnabled(on: boolean): void {
+    this.enabled = on;
+    if (on) this.process();
+  }
+
+  /** GET_VRING_BASE: stop, let in-flight requests finish (bounded), return the next avail index. */
+  async stop(): Promise<number> {
+    this.started = false;
+    this.kick?.unwatch();
+    if (this.#inflight > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, STOP_TIMEOUT_MS);
+        this.#drained = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.#drained = undefined;
+      if (this.#inflight > 0) debug('vring %d: stopped with %d requests still in flight; their replies are dropped', this.index, this.#inflight);
+    }
+    this.#generation++;
+    this.#inflight = 0;
+    this.#addr = undefined; // a rebooted guest moves its rings: wait for the next SET_VRING_ADDR
+    this.#views = undefined;
+    this.broken = false;
+    return this.lastAvail;
+  }
+
+  /** Back to the state of a new connection, fds closed. */
+  close(): void {
+    this.#generation++;
+    this.started = this.enabled = this.broken = false;
+    this.size = this.lastAvail = this.#inflight = 0;
+    this.#addr = this.#views = undefined;
+    for (const fd of [this.kick, this.call, this.err]) fd?.close();
+    this.kick = this.call = this.err = undefined;
+  }
+
+  /** Takes every available chain and hands it to the device. */
+  process(): void {
+    const v = this.#views;
+    if (!v || !this.started || !this.enabled || this.broken) return;
+    for (;;) {
+      this.#suppressKicks(v, true);
+      const avail = Atomics.load(v.avail, 1);
+      const pending = (avail - this.lastAvail) & 0xffff;
+      if (pending > this.size) return this.#fail(`avail index ${avail} is ${pending} entries ahead of ${this.lastAvail}`);
+      for (let n = 0; n < pending; n++) this.#take(v);
+      this.#suppressKicks(v, false);
+      if (Atomics.load(v.avail, 1) === this.lastAvail) break;
+    }
+    this.#flushSignal();
+  }
+
+  #take(v: RingViews): void {
+    const head = v.avail[2 + (this.lastAvail & (this.size - 1))];
+    this.lastAvail = (this.lastAvail + 1) & 0xffff;
+    let chain: DescChain;
+    try {
+      chain = walkChain(v.desc, head, this.memory, this.features.indirect);
+    } catch (e) {
+      debug('vring %d: bad chain at head %d: %s', this.index, head, (e as Error).message);
+      if (head >= this.size) return this.#fail(`head index ${head} is past the ring`);
+      return this.#publish(v, head, 0);
+    }
+    this.#dispatch(new Request(this.index, chain, this.memory));
+  }
+
+  #dispatch(req: Request): void {
+    const gen = this.#generation;
+    this.#inflight++;
+    const done = (len: number): void => this.#complete(gen, req.chain.head, len);
+    const failed = (e: unknown): void => {
+      debug('vring %d: request at head %d failed: %s', this.index, req.chain.head, (e as Error)?.message ?? e);
+      done(0);
+    };
+    try {
+      const r = this.handler(req);
+      if (typeof r === 'number') done(r);
+      else r.then(done, failed);
+    } catch (e) {
+      failed(e);
+    }
+  }
+
+  #complete(gen: number, head: number, len: number): void {
+    if (gen !== this.#generation) return;
+    this.#inflight--;
+    const v = this.#views;
+    if (v) {
+      this.#publish(v, head, len);
+      if (!this.#signalPending) {
+        this.#signalPending = true;
+        queueMicrotask(() => this.#flushSignal());
+      }
+    }
+    if (this.#inflight === 0) this.#drained?.();
+  }
+
+  #publish(v: RingViews, head: number, len: number): void {
+    const slot = this.#usedIdx & (this.size - 1);
+    v.used32[1 + slot * 2] = head;
+    v.used32[2 + slot * 2] = len >>> 0;
+    this.#usedIdx = (this.#usedIdx + 1) & 0xffff;
+    Atomics.store(v.used16, 1, this.#usedIdx);
+  }
+
+  /** Interrupts the driver if it asked for it (EVENT_IDX or NO_INTERRUPT). */
+  #flushSignal(): void {
+    this.#signalPending = false;
+    const v = this.#views;
+    if (!v || this.#usedIdx === this.#signalledUsed) return;
+    const old = this.#signalledUsed;
+    const now = this.#usedIdx;
+    this.#signalledUsed = now;
+    let need: boolean;
+    if (this.features.eventIdx) {
+      const usedEvent = Atomics.load(v.avail, 2 + this.size);
+      need = ((now - usedEvent - 1) & 0xffff) < ((now - old) & 0xffff);
+    } else {
+      need = (Atomics.load(v.avail, 0) & VRING_AVAIL_F_NO_INTERRUPT) === 0;
+    }
+    if (need) this.call?.signal();
+  }
+
+  /** While the ring is being drained the driver need not kick. */
+  #suppressKicks(v: RingViews, suppress: boolean): void {
+    if (this.features.eventIdx) {
+      if (!suppress) Atomics.store(v.used16, 2 + this.size * 4, this.lastAvail);
+    } else {
+      Atomics.store(v.used16, 0, suppress ? VRING_USED_F_NO_NOTIFY : 0);
+    }
+  }
+
+  #fail(why: string): void {
+    debug('vring %d: broken: %s', this.index, why);
+    this.broken = true;
+    this.err?.signal();
+  }
+}
+
+function mapRing(index: number, a: VringAddr, size: number, mem: MemoryTable): RingViews {
+  const where = `vring ${index}`;
+  if (a.desc % 16n || a.avail % 2n || a.used % 4n) throw new ProtocolError(`${where}: misaligned ring addresses`);
+  const desc = mem.viewVa(a.desc, size * 16);
+  const avail = mem.viewVa(a.avail, 6 + size * 2);
+  const used = mem.viewVa(a.used, 6 + size * 8);
+  return {
+    desc: new DescTable(desc),
+    avail: new Uint16Array(avail.buffer, avail.byteOffset, 3 + size),
+    used16: new Uint16Array(used.buffer, used.byteOffset, 3 + size * 4),
+    used32: new Uint32Array(used.buffer, used.byteOffset, 1 + size * 2),
+  };
+}
+
+export { ChainError };
