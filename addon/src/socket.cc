@@ -108,20 +108,22 @@ Napi::Value SendMsg(const Napi::CallbackInfo &info) {
   return Napi::Number::New(env, static_cast<double>(r));
 }
 
-// recvMsg(fd, buf) -> { n, fds, ctrunc }: n = -1 when nothing is ready, 0 at
+// recvMsg(fd, buf, maxFds = 32) -> { n, fds, ctrunc }: n = -1 when nothing is ready, 0 at
 // EOF. Received fds are close-on-exec; on MSG_CTRUNC the fds that did fit are
 // still returned so the caller closes them.
 Napi::Value RecvMsg(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   int fd = ArgFd(info, 0);
   Napi::Uint8Array buf = info[1].As<Napi::Uint8Array>();
+  size_t maxFds = info.Length() > 2 ? info[2].As<Napi::Number>().Uint32Value() : kMaxFdsPerMsg;
+  if (maxFds < 1 || maxFds > kMaxFdsPerMsg) ThrowRange(env, "maxFds must be 1..32");
   iovec iov{buf.Data(), buf.ByteLength()};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerMsg)];
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
+  msg.msg_controllen = CMSG_SPACE(sizeof(int) * maxFds);
   ssize_t r;
   do r = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
   while (r < 0 && errno == EINTR);

@@ -27,7 +27,7 @@ export interface Native {
   unixConnect(path: string): number;
   socketPair(): [number, number];
   sendMsg(fd: number, data: Uint8Array, fds: number[]): number;
-  recvMsg(fd: number, buf: Uint8Array): RecvResult;
+  recvMsg(fd: number, buf: Uint8Array, maxFds?: number): RecvResult;
   close(fd: number): void;
   shutdown(fd: number): void;
   memfdCreate(name: string, size: number): number;

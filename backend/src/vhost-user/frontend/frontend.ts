@@ -27,6 +27,8 @@ interface Queue {
   kick: EventFd;
   call: EventFd;
   waiting: Map<number, (u: Used) => void>;
+  /** Submitters waiting for free descriptors, as a driver does when its ring is full. */
+  space: (() => void)[];
 }
 
 export class Frontend {
@@ -153,7 +155,7 @@ export class Frontend {
     }));
     await this.#ack(Req.SET_VRING_KICK, encodeU64(BigInt(i)), [kick.value]);
     await this.#ack(Req.SET_VRING_CALL, encodeU64(BigInt(i)), [call.value]);
-    const q: Queue = { ring, kick, call, waiting: new Map() };
+    const q: Queue = { ring, kick, call, waiting: new Map(), space: [] };
     this.queues[i] = q;
     call.watch(() => this.#onCall(q), true);
     await this.#ack(Req.SET_VRING_ENABLE, encodeVringState({ index: i, num: 1 }));
@@ -175,11 +177,13 @@ export class Frontend {
       q.waiting.delete(u.id);
       w?.(u);
     }
+    for (const wake of q.space.splice(0)) wake();
   }
 
   /** Posts a chain on queue i, kicks if the backend asked for it, resolves with its used element. */
-  submit(i: number, bufs: GuestBuf[], indirect = false): Promise<Used> {
+  async submit(i: number, bufs: GuestBuf[], indirect = false): Promise<Used> {
     const q = this.queues[i];
+    while (q.ring.numFree < (indirect ? 1 : bufs.length)) await new Promise<void>((r) => q.space.push(r));
     const head = q.ring.add(bufs, indirect);
     const done = new Promise<Used>((resolve) => q.waiting.set(head, resolve));
     if (q.ring.needKick()) q.kick.signal();

@@ -47,6 +47,15 @@ export class GuestMemory {
     return r.gpa + BigInt(at);
   }
 
+  /** The allocator's position, to rewind() to when scratch buffers are done with. */
+  mark(): number[] {
+    return this.regions.map((r) => r.next);
+  }
+
+  rewind(mark: number[]): void {
+    this.regions.forEach((r, i) => (r.next = mark[i]));
+  }
+
   /** Host bytes of a guest-physical range (one region). */
   bytes(gpa: bigint, len: number): Uint8Array {
     const r = this.#region(gpa, len, 'gpa');

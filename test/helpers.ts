@@ -1,0 +1,77 @@
+// Shared by the tests: temporary dirs, a backend + test frontend pair over a
+// real socket, open-fd counting, a seeded PRNG.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { ExecutionContext } from 'ava';
+import { VhostUserServer, type VhostUserDevice } from '../backend/src/vhost-user';
+import { Frontend, type StartOptions } from '../backend/src/vhost-user/frontend/frontend';
+import { GuestMemory } from '../backend/src/vhost-user/frontend/guest-memory';
+
+export function tmpDir(t: ExecutionContext): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-test-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+export function openFds(): number {
+  return fs.readdirSync('/proc/self/fd').length;
+}
+
+export interface Pair {
+  server: VhostUserServer;
+  fe: Frontend;
+  sock: string;
+}
+
+/** A listening backend for the device and a connected (not negotiated) frontend. */
+export function connect(t: ExecutionContext, device: VhostUserDevice, mem?: GuestMemory): Pair {
+  const sock = path.join(tmpDir(t), 'vhost.sock');
+  const server = VhostUserServer.listen(sock, device);
+  const fe = Frontend.connect(sock, mem ?? new GuestMemory());
+  t.teardown(() => {
+    if (!fe.closed) fe.close();
+    server.close();
+  });
+  return { server, fe, sock };
+}
+
+export async function started(t: ExecutionContext, device: VhostUserDevice, o: StartOptions = {}, mem?: GuestMemory): Promise<Pair> {
+  const p = connect(t, device, mem);
+  await p.fe.negotiate();
+  await p.fe.start(o);
+  return p;
+}
+
+/** Waits for the event loop to run pending I/O callbacks. */
+export function tick(ms = 20): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Polls cond (evaluated once per round: it may consume what it checks). */
+export async function until(cond: () => boolean, ms = 2000): Promise<boolean> {
+  const end = Date.now() + ms;
+  for (;;) {
+    if (cond()) return true;
+    if (Date.now() > end) return false;
+    await tick(5);
+  }
+}
+
+/** mulberry32: a small seeded PRNG so random tests are reproducible. */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export function randomBytes(rnd: () => number, n: number): Uint8Array {
+  const b = new Uint8Array(n);
+  for (let i = 0; i < n; i++) b[i] = (rnd() * 256) | 0;
+  return b;
+}
