@@ -1,0 +1,198 @@
+// Randomized tests with fixed seeds and bounded counts: the message decoder
+// fed mutated and random messages over the socket, and the chain walker fed
+// random descriptor tables. Neither may throw anything but its own errors,
+// leak an fd, or touch memory outside the guest.
+import test from 'ava';
+import { EchoDevice } from '../../backend/src/devices/echo';
+import { native } from '../../backend/src/native';
+import {
+  ChainError, encodeConfig, encodeMemTable, encodeMessage, encodeU64, encodeVringAddr, encodeVringState, Fd,
+  FLAG_NEED_REPLY, FLAG_VERSION, MemoryError, MemoryTable, ProtocolError, Req,
+} from '../../backend/src/vhost-user';
+import { DescTable, walkChain } from '../../backend/src/vhost-user/chain';
+import { Frontend } from '../../backend/src/vhost-user/frontend/frontend';
+import { GuestMemory } from '../../backend/src/vhost-user/frontend/guest-memory';
+import { connect, openFds, prng, randomBytes, tick, until } from '../helpers';
+
+const SEEDS = [11, 22, 33];
+const MESSAGES_PER_SEED = 400;
+
+/** Valid messages to mutate: what a real frontend sends. */
+function corpus(mem: GuestMemory): Uint8Array[] {
+  const vs = (i: number, n: number) => encodeVringState({ index: i, num: n });
+  const m = (req: Req, p: Uint8Array = new Uint8Array(0)) => encodeMessage(req, FLAG_VERSION | FLAG_NEED_REPLY, p);
+  return [
+    m(Req.GET_FEATURES), m(Req.SET_FEATURES, encodeU64((1n << 32n) | (1n << 30n))), m(Req.SET_OWNER),
+    m(Req.GET_PROTOCOL_FEATURES), m(Req.SET_PROTOCOL_FEATURES, encodeU64(9n)), m(Req.GET_QUEUE_NUM),
+    m(Req.SET_MEM_TABLE, encodeMemTable(mem.regions)), m(Req.SET_VRING_NUM, vs(0, 64)), m(Req.SET_VRING_BASE, vs(0, 0)),
+    m(Req.SET_VRING_ADDR, encodeVringAddr({ index: 0, flags: 0, desc: mem.va(0n), used: mem.va(0x2000n), avail: mem.va(0x1000n), log: 0n })),
+    m(Req.SET_VRING_ENABLE, vs(0, 1)), m(Req.GET_VRING_BASE, vs(0, 0)), m(Req.SET_VRING_KICK, encodeU64(0n)),
+    m(Req.GET_CONFIG, encodeConfig({ offset: 0, size: 8, flags: 0, data: new Uint8Array(8) })), m(Req.GET_MAX_MEM_SLOTS),
+    m(Req.SET_STATUS, encodeU64(15n)), m(Req.GET_STATUS), m(Req.RESET_DEVICE),
+  ];
+}
+
+function mutate(rnd: () => number, msg: Uint8Array): Uint8Array {
+  const out = new Uint8Array(msg);
+  const v = new DataView(out.buffer);
+  switch ((rnd() * 6) | 0) {
+    case 0: // flip bytes anywhere, the header included
+      for (let k = 0; k < 1 + rnd() * 4; k++) out[(rnd() * out.length) | 0] ^= 1 << ((rnd() * 8) | 0);
+      return out;
+    case 1: // a random request id
+      v.setUint32(0, (rnd() * 48) | 0, true);
+      return out;
+    case 2: // a lying size field (kept small so the stream stays parseable most of the time)
+      v.setUint32(8, (rnd() * 300) | 0, true);
+      return out;
+    case 3: // random payload words
+      for (let o = 12; o + 4 <= out.length; o += 4) if (rnd() < 0.3) v.setUint32(o, (rnd() * 2 ** 32) >>> 0, true);
+      return out;
+    case 4: // truncated
+      return out.subarray(0, (rnd() * out.length) | 0);
+    default: // pure noise with a plausible header
+      return encodeMessage((rnd() * 48) | 0, FLAG_VERSION, randomBytes(rnd, (rnd() * 64) | 0));
+  }
+}
+
+test.serial('the message decoder survives mutated and random messages, leaking no fd', async (t) => {
+  const dev = new EchoDevice({ queues: 2 });
+  const { fe, sock, server } = connect(t, dev);
+  fe.close();
+  await until(() => !server.connected);
+  const guest = new GuestMemory();
+  t.teardown(() => guest.close());
+  const base = corpus(guest);
+  const before = openFds();
+  let connections = 0;
+  for (const seed of SEEDS) {
+    const rnd = prng(seed);
+    let fd = -1;
+    for (let i = 0; i < MESSAGES_PER_SEED; i++) {
+      if (fd < 0) {
+        fd = native.unixConnect(sock);
+        connections++;
+        await tick(1);
+      }
+      const msg = mutate(rnd, base[(rnd() * base.length) | 0]);
+      const fds = rnd() < 0.2 ? [guest.fd.value] : [];
+      try {
+        native.sendMsg(fd, msg, fds);
+      } catch {
+        native.close(fd); // the backend hung up on an earlier message
+        fd = -1;
+        continue;
+      }
+      if (i % 16 === 0) await tick(1);
+      const sink = new Uint8Array(4096);
+      try {
+        while (native.recvMsg(fd, sink).n > 0);
+      } catch {
+        /* reset by the backend */
+      }
+    }
+    if (fd >= 0) native.close(fd);
+    await until(() => !server.connected);
+  }
+  t.true(await until(() => !server.connected && openFds() === before), `fds ${openFds()} vs ${before}`);
+  // The server still serves a well-behaved frontend.
+  const good = Frontend.connect(sock);
+  t.teardown(() => good.close());
+  await good.negotiate();
+  t.is(good.queueNum, 2);
+  t.log(`${SEEDS.length * MESSAGES_PER_SEED} messages over ${connections} connections`);
+});
+
+test('the chain walker rejects every malformed random table with its own errors, never reading outside guest memory', (t) => {
+  const guest = new GuestMemory([{ gpa: 0n, size: 1 << 20 }, { gpa: 1n << 32n, size: 1 << 20 }]);
+  const mem = new MemoryTable();
+  t.teardown(() => {
+    mem.clear();
+    guest.close();
+  });
+  for (const r of guest.regions) mem.add(r, new Fd(guest.fd.value)); // borrowed: not closed here
+  const rnd = prng(99);
+  const size = 16;
+  const tableGpa = guest.alloc(size * 16, 16);
+  const indirectGpa = guest.alloc(64 * 16, 16);
+  const d = guest.bytes(tableGpa, size * 16);
+  const ind = guest.bytes(indirectGpa, 64 * 16);
+  const table = new DescTable(d);
+  const randomAddr = (): bigint => {
+    const choice = rnd();
+    if (choice < 0.4) return BigInt((rnd() * (1 << 20)) | 0);
+    if (choice < 0.7) return (1n << 32n) + BigInt((rnd() * (1 << 20)) | 0);
+    return BigInt(Math.floor(rnd() * 2 ** 52));
+  };
+  const fill = (bytes: Uint8Array, n: number, indirectTarget: boolean) => {
+    const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+    for (let i = 0; i < n; i++) {
+      v.setBigUint64(i * 16, indirectTarget && rnd() < 0.2 ? indirectGpa : randomAddr(), true);
+      v.setUint32(i * 16 + 8, rnd() < 0.1 ? (rnd() * 2 ** 32) >>> 0 : (rnd() * 4096) | 0, true);
+      v.setUint16(i * 16 + 12, (rnd() * 8) | 0, true);
+      v.setUint16(i * 16 + 14, rnd() < 0.9 ? (rnd() * n) | 0 : (rnd() * 65536) | 0, true);
+    }
+  };
+  let ok = 0;
+  let rejected = 0;
+  for (let iter = 0; iter < 20000; iter++) {
+    fill(d, size, true);
+    fill(ind, 64, false);
+    try {
+      const chain = walkChain(table, (rnd() * size) | 0, mem, rnd() < 0.8);
+      for (const b of [...chain.readable, ...chain.writable]) mem.segmentsGpa(b.gpa, b.len); // each inside guest memory
+      t.true(chain.readable.length + chain.writable.length <= size + 64);
+      ok++;
+    } catch (e) {
+      if (!(e instanceof ChainError || e instanceof MemoryError)) throw e;
+      rejected++;
+    }
+  }
+  t.true(ok > 100 && rejected > 100, `ok ${ok}, rejected ${rejected}`);
+});
+
+test('hand-made malformed chains each fail with the reason', (t) => {
+  const guest = new GuestMemory([{ gpa: 0n, size: 1 << 20 }]);
+  const mem = new MemoryTable();
+  t.teardown(() => {
+    mem.clear();
+    guest.close();
+  });
+  mem.add(guest.regions[0], new Fd(guest.fd.value));
+  const d = guest.bytes(guest.alloc(4 * 16, 16), 4 * 16);
+  const v = new DataView(d.buffer, d.byteOffset, d.length);
+  const table = new DescTable(d);
+  const set = (i: number, addr: bigint, len: number, flags: number, next: number) => {
+    v.setBigUint64(i * 16, addr, true);
+    v.setUint32(i * 16 + 8, len, true);
+    v.setUint16(i * 16 + 12, flags, true);
+    v.setUint16(i * 16 + 14, next, true);
+  };
+  const expectError = (why: RegExp) => t.throws(() => walkChain(table, 0, mem, true), { instanceOf: ChainError, message: why });
+  set(0, 0x1000n, 8, 1, 1);
+  set(1, 0x2000n, 8, 1, 0);
+  expectError(/loops/);
+  set(1, 0x2000n, 8, 1, 9);
+  expectError(/past the table/);
+  set(0, 0x1000n, 8, 2 | 1, 1);
+  set(1, 0x2000n, 8, 0, 0);
+  expectError(/readable descriptor after a writable/);
+  set(0, 0x1000n, 32, 4 | 1, 1);
+  expectError(/both INDIRECT and NEXT/);
+  set(0, 0x1000n, 24, 4, 0);
+  expectError(/multiple of 16/);
+  set(0, 0x100n, 32, 4, 0); // an indirect table that points at itself
+  const inner = new DataView(guest.bytes(0x100n, 32).buffer, guest.bytes(0x100n, 32).byteOffset, 32);
+  inner.setBigUint64(0, 0x100n, true);
+  inner.setUint32(8, 32, true);
+  inner.setUint16(12, 4, true);
+  expectError(/nested indirect/);
+  t.throws(() => walkChain(table, 0, mem, false), { instanceOf: ChainError, message: /without RING_INDIRECT_DESC/ });
+  set(0, 0xfff00n, 0x200, 0, 0); // runs past the end of guest memory by 0x100 bytes
+  t.throws(() => walkChain(table, 0, mem, true), { instanceOf: MemoryError });
+  t.throws(() => walkChain(table, 4, mem, true), { instanceOf: ChainError, message: /past the ring/ });
+  set(0, 0xfff00n, 0x100, 0, 0); // ends exactly at the end: fine
+  t.is(walkChain(table, 0, mem, true).readableBytes, 0x100);
+});
+
+void ProtocolError;
