@@ -1,0 +1,47 @@
+# qcuda: top-level build. On a fresh Debian bookworm machine with Node 20,
+# `make test` installs what it needs (apt, npm) and runs every test, and
+# `make run` boots a guest with the virtual CUDA device and runs programs in it.
+SHELL := /bin/bash
+CACHE ?= $(HOME)/.cache/qcuda
+BUILD := $(CURDIR)/build
+# node-gyp builds against the headers of the node that runs it (no download).
+NODEDIR := $(shell d=$$(dirname $$(dirname $$(command -v node))); [ -f $$d/include/node/node_api.h ] && echo $$d)
+ADDON := addon/build/Release/qcuda_native.node
+
+.PHONY: all node test test-unit run bench clean
+all: node
+
+node: node_modules/.installed $(ADDON) dist/.built
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+$(ADDON): addon/binding.gyp $(wildcard addon/src/*) node_modules/.installed
+	cd addon && ../node_modules/.bin/node-gyp rebuild $(if $(NODEDIR),--nodedir=$(NODEDIR))
+
+dist/.built: tsconfig.json $(shell find backend/src test -name '*.ts') node_modules/.installed
+	rm -rf dist && node_modules/.bin/tsc -p . && touch $@
+
+# Everything the VM tests need: patched QEMU (cached), guest kernel, driver, image.
+vm: qemu vm-image
+
+test: node vm
+	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node_modules/.bin/ava
+
+# The library and device tests alone (no QEMU, no guest).
+test-unit: node
+	node_modules/.bin/ava 'dist/test/addon/**' 'dist/test/vhost-user/**' 'dist/test/qcuda/**'
+
+run: node vm
+	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node dist/backend/src/cli/qcuda.js vm --demo
+
+bench: node
+	node dist/test/bench/vhost-user.js
+
+clean:
+	rm -rf dist build addon/build
+
+include qemu-patches/qemu.mk
+include vm-images/vm.mk
+include guest-driver/guest.mk

@@ -1,0 +1,89 @@
+#!/usr/bin/env node
+// qcuda-backend: the vhost-user backend program, following the vhost-user
+// spec's "backend program conventions" (--socket-path, --fd,
+// --print-capabilities; exits cleanly on SIGTERM).
+import { parseArgs } from 'node:util';
+import { DEVICES } from '../devices';
+import { VhostUserServer } from '../vhost-user/server';
+
+const HELP = `Usage: qcuda-backend (--socket-path=PATH | --fd=FDNUM) [options]
+
+Serves a virtio device to QEMU over vhost-user.
+
+  --socket-path=PATH      listen on this unix socket (an old socket file there
+                          is replaced; it is removed on exit). The backend keeps
+                          listening after a frontend disconnects, so QEMU can
+                          reconnect (-chardev socket,...,reconnect-ms=N).
+  --fd=FDNUM              serve an already connected socket inherited as FDNUM;
+                          exit when it closes.
+  --device=NAME           the device to serve (default qcuda):
+${Object.entries(DEVICES).map(([n, d]) => `                            ${n.padEnd(8)}${d.describe}`).join('\n')}
+  --queues=N              request queues (default 4; must match QEMU's num-queues)
+  --print-capabilities    print the backend's capabilities as JSON and exit
+  -h, --help              this text
+
+Logging: DEBUG=qcuda:* for protocol traces. Exit status: 0 on SIGTERM/SIGINT
+or when an --fd connection ends, 2 on bad usage, 1 on a startup error.`;
+
+function usage(msg: string): never {
+  process.stderr.write(`qcuda-backend: ${msg}\nTry 'qcuda-backend --help'.\n`);
+  process.exit(2);
+}
+
+function positiveInt(name: string, v: string | undefined, dflt: number, max: number): number {
+  if (v === undefined) return dflt;
+  if (!/^\d+$/.test(v) || +v < 1 || +v > max) usage(`--${name} must be an integer in 1..${max}, got '${v}'`);
+  return +v;
+}
+
+function main(): void {
+  let args;
+  try {
+    args = parseArgs({
+      options: {
+        'socket-path': { type: 'string' },
+        fd: { type: 'string' },
+        device: { type: 'string', default: 'qcuda' },
+        queues: { type: 'string' },
+        'print-capabilities': { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }).values;
+  } catch (e) {
+    usage((e as Error).message);
+  }
+  if (args.help) {
+    process.stdout.write(`${HELP}\n`);
+    return;
+  }
+  const kind = DEVICES[args.device!];
+  if (!kind) usage(`unknown device '${args.device}' (known: ${Object.keys(DEVICES).join(', ')})`);
+  if (args['print-capabilities']) {
+    process.stdout.write(`${JSON.stringify({ type: args.device })}\n`);
+    return;
+  }
+  if ((args['socket-path'] === undefined) === (args.fd === undefined)) usage('give exactly one of --socket-path and --fd');
+  const device = kind.create({ queues: positiveInt('queues', args.queues, 4, 64) });
+  let server: VhostUserServer;
+  try {
+    if (args.fd !== undefined) {
+      const fd = positiveInt('fd', args.fd, 0, 1 << 20);
+      server = VhostUserServer.fromConnectedFd(fd, device, { onDisconnect: () => shutdown(0) });
+    } else {
+      server = VhostUserServer.listen(args['socket-path']!, device);
+      process.stderr.write(`qcuda-backend: ${device.name} device listening on ${args['socket-path']}\n`);
+    }
+  } catch (e) {
+    process.stderr.write(`qcuda-backend: ${(e as Error).message}\n`);
+    process.exit(1);
+  }
+  function shutdown(code: number): void {
+    server.close();
+    process.exit(code);
+  }
+  process.on('SIGTERM', () => shutdown(0));
+  process.on('SIGINT', () => shutdown(0));
+}
+
+main();

@@ -1,0 +1,123 @@
+#!/usr/bin/env node
+// qcuda: run commands in a guest with the virtual CUDA device, or print the
+// QEMU command line for people who start QEMU themselves.
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { qemuArgs } from '../vm/qemu-args';
+import { runVm, VmError } from '../vm/runner';
+
+const HELP = `Usage: qcuda <command> [options]
+
+Commands:
+  vm [options] [--] COMMAND...   boot a guest with the qcuda device, run COMMAND
+                                 (a shell command line) in it, print its output
+                                 and exit with its status
+  qemu-args --socket=PATH        print the QEMU arguments that attach the device
+  help                           this text
+
+vm options:
+  --file=PATH          copy a host file into the guest's /qcuda/files (on PATH
+                       and LD_LIBRARY_PATH there); repeatable
+  --timeout=SECONDS    give up (and clean up) after this long (default 300)
+  --queues=N           request queues (default 4)
+  --memory=MIB         guest RAM (default 512)
+  --cpus=N             guest CPUs (default 2)
+  --demo               run the guest test programs built into the image
+  --quiet              do not stream the guest console to stderr
+Common options (defaults from the environment, set by 'make'):
+  --qemu=PATH          QEMU binary (QEMU_BIN)
+  --kernel=PATH        guest kernel (GUEST_KERNEL)
+  --initrd=PATH        guest base initramfs (GUEST_INITRD)
+
+Exit status of 'vm': the guest command's status; 125 when the VM failed (the
+message names the side that failed: backend, qemu, guest or timeout).`;
+
+function usage(msg: string): never {
+  process.stderr.write(`qcuda: ${msg}\nTry 'qcuda help'.\n`);
+  process.exit(2);
+}
+
+function need(v: string | undefined, what: string, env: string): string {
+  const x = v ?? process.env[env];
+  if (!x) usage(`${what} is not set: pass --${what} or set ${env} (make sets it)`);
+  return path.resolve(x);
+}
+
+function intOpt(v: string | undefined, name: string, dflt: number, max: number): number {
+  if (v === undefined) return dflt;
+  if (!/^\d+$/.test(v) || +v < 1 || +v > max) usage(`--${name} must be an integer in 1..${max}`);
+  return +v;
+}
+
+const OPTIONS = {
+  file: { type: 'string', multiple: true },
+  timeout: { type: 'string' },
+  queues: { type: 'string' },
+  memory: { type: 'string' },
+  cpus: { type: 'string' },
+  demo: { type: 'boolean' },
+  quiet: { type: 'boolean' },
+  qemu: { type: 'string' },
+  kernel: { type: 'string' },
+  initrd: { type: 'string' },
+  socket: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+export const DEMO_COMMAND = 'nop_test';
+
+async function main(): Promise<number> {
+  const [cmd, ...rest] = process.argv.slice(2);
+  if (!cmd || cmd === 'help' || cmd === '--help' || cmd === '-h') {
+    process.stdout.write(`${HELP}\n`);
+    return 0;
+  }
+  let parsed;
+  try {
+    parsed = parseArgs({ args: rest, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (e) {
+    usage((e as Error).message);
+  }
+  const { values: v, positionals } = parsed;
+  if (v.help) {
+    process.stdout.write(`${HELP}\n`);
+    return 0;
+  }
+  if (cmd === 'qemu-args') {
+    if (!v.socket) usage('qemu-args needs --socket=PATH (the backend\'s --socket-path)');
+    const args = qemuArgs({
+      kernel: need(v.kernel, 'kernel', 'GUEST_KERNEL'), initrd: need(v.initrd, 'initrd', 'GUEST_INITRD'),
+      socket: path.resolve(v.socket), queues: intOpt(v.queues, 'queues', 4, 64), memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20),
+      cpus: intOpt(v.cpus, 'cpus', 2, 256),
+    });
+    process.stdout.write(`${args.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`)).join(' ')}\n`);
+    return 0;
+  }
+  if (cmd !== 'vm') usage(`unknown command '${cmd}'`);
+  const command = v.demo ? DEMO_COMMAND : positionals.join(' ');
+  if (!command) usage('vm needs a COMMAND to run in the guest (or --demo)');
+  try {
+    const r = await runVm({
+      qemu: need(v.qemu, 'qemu', 'QEMU_BIN'), kernel: need(v.kernel, 'kernel', 'GUEST_KERNEL'), initrd: need(v.initrd, 'initrd', 'GUEST_INITRD'),
+      command, files: (v.file ?? []).map((f) => path.resolve(f)),
+      timeoutMs: intOpt(v.timeout, 'timeout', 300, 86400) * 1000, queues: intOpt(v.queues, 'queues', 4, 64),
+      memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20), cpus: intOpt(v.cpus, 'cpus', 2, 256),
+      onConsole: v.quiet ? undefined : (s) => process.stderr.write(s),
+    });
+    process.stdout.write(r.stdout);
+    process.stderr.write(r.stderr);
+    process.stderr.write(`qcuda: guest command exited with status ${r.exit}; boot to /init ${r.bootMs ?? '?'} ms, total ${r.wallMs} ms\n`);
+    return r.exit ?? 125;
+  } catch (e) {
+    if (e instanceof VmError) {
+      process.stderr.write(`qcuda: VM failed (${e.side}): ${e.message}\n`);
+      return 125;
+    }
+    throw e;
+  }
+}
+
+main().then((code) => process.exit(code), (e) => {
+  process.stderr.write(`qcuda: ${(e as Error).stack ?? e}\n`);
+  process.exit(1);
+});

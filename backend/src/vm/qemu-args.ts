@@ -1,0 +1,55 @@
+// The QEMU command line for a guest with the vhost-user-qcuda-pci device.
+// `qcuda qemu-args` prints it for people who start QEMU themselves.
+import fs from 'node:fs';
+
+export interface QemuConfig {
+  kernel: string;
+  initrd: string;
+  socket: string;
+  /** Where the guest's result channel (ttyS1) goes: a file path. */
+  resultFile?: string;
+  memoryMiB?: number;
+  cpus?: number;
+  queues?: number;
+  queueSize?: number;
+  accel?: 'kvm' | 'tcg';
+  firmwareDirs?: string[];
+  append?: string;
+}
+
+export const DEFAULT_FIRMWARE_DIRS = ['/usr/share/qemu', '/usr/share/seabios', '/usr/lib/ipxe/qemu'];
+
+/** KVM only where the CPU has hardware virtualization and /dev/kvm opens; else TCG. */
+export function detectAccel(): 'kvm' | 'tcg' {
+  try {
+    const cpu = fs.readFileSync('/proc/cpuinfo', 'utf8');
+    if (!/\b(vmx|svm)\b/.test(cpu)) return 'tcg';
+    fs.accessSync('/dev/kvm', fs.constants.R_OK | fs.constants.W_OK);
+    return 'kvm';
+  } catch {
+    return 'tcg';
+  }
+}
+
+export function qemuArgs(c: QemuConfig): string[] {
+  const mem = c.memoryMiB ?? 512;
+  const accel = c.accel ?? detectAccel();
+  return [
+    ...(c.firmwareDirs ?? DEFAULT_FIRMWARE_DIRS).flatMap((d) => ['-L', d]),
+    '-accel', accel === 'kvm' ? 'kvm' : 'tcg,thread=multi',
+    ...(accel === 'kvm' ? ['-cpu', 'host'] : ['-cpu', 'max']),
+    '-machine', 'q35,memory-backend=mem',
+    '-bios', 'qboot.rom',
+    '-smp', String(c.cpus ?? 2),
+    '-m', `${mem}M`,
+    '-object', `memory-backend-memfd,id=mem,size=${mem}M,share=on`,
+    '-nodefaults', '-no-user-config', '-display', 'none', '-no-reboot',
+    '-kernel', c.kernel,
+    '-initrd', c.initrd,
+    '-append', `console=ttyS0 panic=-1 quiet ${c.append ?? ''}`.trim(),
+    '-chardev', `socket,id=qcuda0,path=${c.socket}`,
+    '-device', `vhost-user-qcuda-pci,chardev=qcuda0,num-queues=${c.queues ?? 4},queue-size=${c.queueSize ?? 256}`,
+    '-serial', 'stdio',
+    '-serial', c.resultFile ? `file:${c.resultFile}` : 'null',
+  ];
+}
