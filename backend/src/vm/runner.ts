@@ -31,6 +31,8 @@ export interface VmOptions {
   onConsole?: (text: string) => void;
   firmwareDirs?: string[];
   accel?: QemuConfig['accel'];
+  /** Called once both processes run (tests use it to kill one side). */
+  onStarted?: (info: { backendPid: number; qemuPid: number; dir: string }) => void;
 }
 
 export interface VmResult extends GuestReport {
@@ -149,6 +151,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
       o.onConsole?.(d.toString());
     });
     qemu.stderr!.on('data', (d: Buffer) => (qemuErr += d.toString()));
+    if (qemu.pid !== undefined && backend.pid !== undefined) o.onStarted?.({ backendPid: backend.pid, qemuPid: qemu.pid, dir });
 
     const timeoutMs = o.timeoutMs ?? 120_000;
     let timer: NodeJS.Timeout | undefined;

@@ -1,0 +1,32 @@
+# Guest side: the qcuda.ko virtio driver and the guest test programs.
+# Included by the top-level Makefile (SHELL=bash, BUILD, CACHE defined there).
+# guest-kernel-deps and GUEST_KVER come from vm-images/vm.mk.
+
+GUEST_DRIVER_DIR := $(CURDIR)/guest-driver
+GUEST_INCLUDE := $(GUEST_DRIVER_DIR)/include
+QCUDA_KO := $(BUILD)/guest-driver/kernel/qcuda.ko
+GUEST_BIN := $(BUILD)/guest/bin
+
+# C programs built from test/guest/<name>.c into $(GUEST_BIN)/<name>.
+GUEST_C_PROGRAMS := nop_test
+
+.PHONY: guest-module guest-programs
+
+guest-module: $(QCUDA_KO)
+
+# Kbuild of this kernel (6.12) has no separate object dir for external
+# modules (MO= came in 6.13): build from a copy under $(BUILD).
+# (Rebuilt when the headers of the guest kernel change too.)
+$(QCUDA_KO): $(GUEST_DRIVER_DIR)/kernel/qcuda.c $(GUEST_DRIVER_DIR)/kernel/Kbuild \
+		$(GUEST_INCLUDE)/qcuda_proto.h $(GUEST_INCLUDE)/qcuda_ioctl.h \
+		$(wildcard /usr/src/linux-headers-$(GUEST_KVER)/Module.symvers) | guest-kernel-deps
+	@mkdir -p $(@D)
+	cp $(GUEST_DRIVER_DIR)/kernel/qcuda.c $(GUEST_DRIVER_DIR)/kernel/Kbuild $(@D)/
+	$(MAKE) -C /usr/src/linux-headers-$(GUEST_KVER) M=$(@D) QCUDA_INCLUDE=$(GUEST_INCLUDE) modules
+
+guest-programs: $(addprefix $(GUEST_BIN)/,$(GUEST_C_PROGRAMS))
+
+$(GUEST_BIN)/%: $(CURDIR)/test/guest/%.c $(GUEST_INCLUDE)/qcuda_ioctl.h $(GUEST_INCLUDE)/qcuda_proto.h \
+		| guest-kernel-deps
+	@mkdir -p $(@D)
+	gcc -O2 -g -Wall -Wextra -pthread -I$(GUEST_INCLUDE) -o $@ $<

@@ -1,0 +1,85 @@
+// Real QEMU, a real guest kernel and the real backend: the guest driver
+// probes the device and NOPs round-trip on every queue from many threads;
+// failures of either side are reported by name and leave nothing behind.
+import test from 'ava';
+import fs from 'node:fs';
+import path from 'node:path';
+import { runVm, VmError, type VmOptions } from '../../backend/src/vm/runner';
+import { tmpDir } from '../helpers';
+
+const env = { qemu: process.env.QEMU_BIN, kernel: process.env.GUEST_KERNEL, initrd: process.env.GUEST_INITRD };
+const missing = Object.entries(env).filter(([, v]) => !v || !fs.existsSync(v)).map(([k]) => k);
+if (missing.length > 0) {
+  // Run through `make test`, which builds QEMU and the image and sets these.
+  throw new Error(`VM tests need QEMU_BIN, GUEST_KERNEL and GUEST_INITRD (missing: ${missing.join(', ')}); run them with 'make test'`);
+}
+const base = { qemu: env.qemu!, kernel: env.kernel!, initrd: env.initrd!, timeoutMs: 180_000 };
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+test.serial('the driver probes the device and NOPs round-trip on every queue from 16 threads', async (t) => {
+  const r = await runVm({ ...base, queues: 4, command: 'nop_test -t 16 -n 250' });
+  t.log(`boot to /init: ${r.bootMs} ms; whole run: ${r.wallMs} ms`);
+  t.is(r.module?.state, 'OK', r.log);
+  t.regex(r.module!.detail, /\/dev\/qcuda0/);
+  t.is(r.exit, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
+  // nop_test checks each reply's queue and cookie and prints per-queue counts.
+  const counts = [...r.stdout.matchAll(/queue (\d+): sent (\d+) ok (\d+)/g)].map((m) => m.slice(1).map(Number));
+  t.deepEqual(counts.map(([q]) => q), [0, 1, 2, 3], r.stdout);
+  for (const [q, sent, ok] of counts) {
+    t.is(ok, sent, `queue ${q}`);
+    t.true(sent > 0, `queue ${q} was used`);
+  }
+  t.is(counts.reduce((n, [, , ok]) => n + ok, 0), 16 * 250);
+});
+
+test.serial('exit status, stdout, stderr and host files come back exactly', async (t) => {
+  const f = path.join(tmpDir(t), 'hello.txt');
+  fs.writeFileSync(f, 'from the host\n@@QCUDA END\n');
+  const r = await runVm({ ...base, files: [f], command: 'cat hello.txt; echo "to stderr" >&2; exit 7' });
+  t.is(r.exit, 7);
+  t.is(r.stdout, 'from the host\n@@QCUDA END\n', 'a marker in program output is just output');
+  t.is(r.stderr, 'to stderr\n');
+});
+
+async function killMidRun(t: import('ava').ExecutionContext, victim: 'backend' | 'qemu'): Promise<void> {
+  let info: { backendPid: number; qemuPid: number; dir: string } | undefined;
+  let seen = '';
+  let killed = false;
+  const o: VmOptions = {
+    ...base,
+    command: 'nop_test -t 2 -n 200000',
+    onStarted: (i) => (info = i),
+    onConsole: (s) => {
+      seen += s;
+      if (killed || !info || !seen.includes('qcuda-init: qcuda.ko loaded')) return;
+      killed = true; // NOPs are flowing by now: kill in the middle of them
+      setTimeout(() => process.kill(victim === 'backend' ? info!.backendPid : info!.qemuPid, 'SIGKILL'), 500);
+    },
+  };
+  const e = await t.throwsAsync(runVm(o), { instanceOf: VmError });
+  t.is(e!.side, victim);
+  t.regex(e!.message, victim === 'backend' ? /backend died/ : /QEMU killed by SIGKILL/);
+  t.false(alive(info!.backendPid), 'backend is gone');
+  t.false(alive(info!.qemuPid), 'QEMU is gone');
+  t.false(fs.existsSync(info!.dir), 'socket and temporary files are gone');
+}
+
+test.serial('killing the backend mid-run fails with "backend" and leaves nothing behind', (t) => killMidRun(t, 'backend'));
+test.serial('killing QEMU mid-run fails with "qemu" and leaves nothing behind', (t) => killMidRun(t, 'qemu'));
+
+test.serial('a guest that runs too long is stopped at the timeout', async (t) => {
+  let info: { backendPid: number; qemuPid: number; dir: string } | undefined;
+  const e = await t.throwsAsync(runVm({ ...base, command: 'sleep 600', timeoutMs: 15_000, onStarted: (i) => (info = i) }), { instanceOf: VmError });
+  t.is(e!.side, 'timeout');
+  t.false(alive(info!.qemuPid));
+  t.false(alive(info!.backendPid));
+  t.false(fs.existsSync(info!.dir));
+});
