@@ -31,7 +31,8 @@ for d in lib lib64; do
 done
 
 cp /bin/busybox "$root/bin/busybox"
-if ldd /bin/busybox 2>/dev/null | grep -q '=>'; then
+# (No early-exiting reader in a pipeline: with pipefail its writer's SIGPIPE fails the script.)
+if grep -q '=>' <<<"$(ldd /bin/busybox 2>/dev/null || true)"; then
 	echo "error: /bin/busybox is not static (install busybox-static)" >&2; exit 1
 fi
 for a in $("$root/bin/busybox" --list-full); do
@@ -59,7 +60,7 @@ fi
 
 # Shared libraries: what the programs need (ldd) plus what a program built
 # with `nvcc -cudart=shared` needs, with their own dependencies and the loader.
-libpath() { /sbin/ldconfig -p | awk -v n="$1" '$1 == n && /x86-64/ { print $NF; exit }'; }
+libpath() { /sbin/ldconfig -p | awk -v n="$1" '$1 == n && /x86-64/ && !found { print $NF; found = 1 }'; }
 wanted=()
 for n in libstdc++.so.6 libgcc_s.so.1 libm.so.6 libdl.so.2 libpthread.so.0 librt.so.1 libc.so.6; do
 	p=$(libpath "$n")
