@@ -83,3 +83,13 @@ test.serial('a guest that runs too long is stopped at the timeout', async (t) =>
   t.false(alive(info!.backendPid));
   t.false(fs.existsSync(info!.dir));
 });
+
+test.serial('`qcuda vm` runs a command in a guest and exits with its status', (t) => {
+  const { spawnSync } = require('node:child_process') as typeof import('node:child_process');
+  const cli = path.resolve(__dirname, '..', '..', 'backend/src/cli/qcuda.js');
+  const r = spawnSync(process.execPath, [cli, 'vm', '--quiet', '--qemu', base.qemu, '--kernel', base.kernel, '--initrd', base.initrd, '--',
+    'nop_test -t 4 -n 50 && echo guest-ok && exit 3'], { encoding: 'utf8', timeout: 180_000 });
+  t.is(r.status, 3, r.stderr);
+  t.regex(r.stdout, /nop_test: PASS 200 NOPs\nguest-ok\n$/);
+  t.regex(r.stderr, /guest command exited with status 3/);
+});

@@ -1,0 +1,91 @@
+// The two commands as a user runs them: real processes, real signals.
+import test from 'ava';
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { EchoDevice } from '../../backend/src/devices/echo';
+import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { Frontend } from '../../backend/src/vhost-user/frontend/frontend';
+import { connect, tmpDir, until } from '../helpers';
+
+const dist = path.resolve(__dirname, '..', '..');
+const BACKEND = path.join(dist, 'backend/src/cli/backend.js');
+const QCUDA = path.join(dist, 'backend/src/cli/qcuda.js');
+
+test('qcuda-backend --help, --print-capabilities and bad usage', (t) => {
+  const help = spawnSync(process.execPath, [BACKEND, '--help'], { encoding: 'utf8' });
+  t.is(help.status, 0);
+  for (const opt of ['--socket-path', '--fd', '--print-capabilities', '--device', '--queues']) t.true(help.stdout.includes(opt), opt);
+  const caps = spawnSync(process.execPath, [BACKEND, '--print-capabilities'], { encoding: 'utf8' });
+  t.is(caps.status, 0);
+  t.deepEqual(JSON.parse(caps.stdout), { type: 'qcuda' });
+  const both = spawnSync(process.execPath, [BACKEND, '--socket-path=/tmp/x', '--fd=3'], { encoding: 'utf8' });
+  t.is(both.status, 2);
+  t.regex(both.stderr, /exactly one of --socket-path and --fd/);
+  const dev = spawnSync(process.execPath, [BACKEND, '--socket-path=/tmp/x', '--device=gpu9'], { encoding: 'utf8' });
+  t.is(dev.status, 2);
+  t.regex(dev.stderr, /unknown device 'gpu9'/);
+  const q = spawnSync(process.execPath, [BACKEND, '--socket-path=/tmp/x', '--queues=0'], { encoding: 'utf8' });
+  t.is(q.status, 2);
+});
+
+test('qcuda-backend serves a frontend, keeps listening after it leaves, and exits 0 on SIGTERM removing its socket', async (t) => {
+  const sock = path.join(tmpDir(t), 'b.sock');
+  const p = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=echo', '--queues=2'], { stdio: 'ignore' });
+  t.teardown(() => p.kill('SIGKILL'));
+  t.true(await until(() => fs.existsSync(sock), 5000));
+  for (let round = 0; round < 2; round++) {
+    const fe = Frontend.connect(sock);
+    await fe.negotiate();
+    t.is(fe.queueNum, 2);
+    await fe.start({ size: 8 });
+    const u = await fe.submit(1, [{ gpa: fe.mem.alloc(4), len: 4 }, { gpa: fe.mem.alloc(12), len: 12, write: true }]);
+    t.is(u.len, 12);
+    fe.close();
+  }
+  const exited = new Promise<number | null>((r) => p.once('exit', (code) => r(code)));
+  p.kill('SIGTERM');
+  t.is(await exited, 0);
+  t.false(fs.existsSync(sock));
+});
+
+test('qcuda-backend --fd serves an inherited socket and exits when it closes', async (t) => {
+  const { native } = await import('../../backend/src/native');
+  const [mine, theirs] = native.socketPair();
+  const p = spawn(process.execPath, [BACKEND, '--fd=3', '--device=qcuda', '--queues=3'], { stdio: ['ignore', 'ignore', 'ignore', theirs] });
+  native.close(theirs);
+  t.teardown(() => p.kill('SIGKILL'));
+  const fe = Frontend.fromFd(mine);
+  await fe.negotiate();
+  t.is(fe.queueNum, 3);
+  const exited = new Promise<number | null>((r) => p.once('exit', (code) => r(code)));
+  fe.close();
+  t.is(await exited, 0);
+});
+
+test('several devices in one process, each on its own socket', async (t) => {
+  const echo = connect(t, new EchoDevice({ queues: 2 }));
+  const qcuda = connect(t, new QcudaDevice({ queues: 3 }));
+  await Promise.all([echo.fe.negotiate(), qcuda.fe.negotiate()]);
+  t.is(echo.fe.queueNum, 2);
+  t.is(qcuda.fe.queueNum, 3);
+  await Promise.all([echo.fe.start({ size: 8 }), qcuda.fe.start({ size: 8 })]);
+  const u = await echo.fe.submit(0, [{ gpa: echo.fe.mem.alloc(3), len: 3 }, { gpa: echo.fe.mem.alloc(11), len: 11, write: true }]);
+  t.is(u.len, 11);
+});
+
+test('qcuda with no command or a bad option explains itself', (t) => {
+  const help = spawnSync(process.execPath, [QCUDA, 'help'], { encoding: 'utf8' });
+  t.is(help.status, 0);
+  for (const s of ['vm', 'qemu-args', '--file', '--timeout']) t.true(help.stdout.includes(s), s);
+  const bad = spawnSync(process.execPath, [QCUDA, 'vm', '--nope'], { encoding: 'utf8' });
+  t.is(bad.status, 2);
+  t.regex(bad.stderr, /Unknown option '--nope'/);
+  const noEnv = spawnSync(process.execPath, [QCUDA, 'vm', 'true'], { encoding: 'utf8', env: { PATH: process.env.PATH } });
+  t.is(noEnv.status, 2);
+  t.regex(noEnv.stderr, /qemu is not set: pass --qemu or set QEMU_BIN/);
+  const args = spawnSync(process.execPath, [QCUDA, 'qemu-args', '--socket=/run/q.sock', '--kernel=/k', '--initrd=/i', '--queues=8'], { encoding: 'utf8' });
+  t.is(args.status, 0);
+  t.regex(args.stdout, /-device vhost-user-qcuda-pci,chardev=qcuda0,num-queues=8/);
+  t.regex(args.stdout, /memory-backend-memfd,id=mem,size=512M,share=on/);
+});
