@@ -2,7 +2,20 @@
 /*
  * virtio-qcuda wire protocol: the one definition shared by the guest kernel
  * driver, the guest library and (mirrored, with a test proving they agree)
- * the TypeScript backend. All fields are little-endian.
+ * the TypeScript backend. All fields are little-endian; every struct has
+ * explicit padding and a size that is a multiple of 8.
+ *
+ * A request is one descriptor chain:
+ *   device-readable:  struct qcuda_req_hdr, then hdr.len bytes of arguments
+ *                     (struct qcuda_args_<cmd>), then, for commands that move
+ *                     data to the device, hdr.data_len bytes of data;
+ *   device-writable:  struct qcuda_resp_hdr, then room for the command's
+ *                     output (struct qcuda_out_<cmd>), then, for commands
+ *                     that move data from the device, hdr.data_len bytes.
+ * Data is guest user memory, pinned by the driver and passed page by page
+ * (no copies). A transfer larger than one chunk is split by the driver into
+ * several requests that differ only in data_offset/data_len; the backend
+ * applies each chunk at data_offset and they may complete in any order.
  */
 #ifndef QCUDA_PROTO_H
 #define QCUDA_PROTO_H
@@ -24,7 +37,8 @@ typedef uint64_t __le64;
 #define VIRTIO_ID_QCUDA 60
 
 #define QCUDA_MAGIC 0x44554351u /* "QCUD" */
-#define QCUDA_PROTO_VERSION 1u
+/* Bumped on any incompatible change of this file. */
+#define QCUDA_PROTO_VERSION 2u
 
 /* Device config space, read by the driver at probe (served by the backend). */
 struct virtio_qcuda_config {
@@ -39,26 +53,62 @@ struct virtio_qcuda_config {
 
 #define QCUDA_CAP_GPU (1ull << 0) /* a real GPU serves this device */
 
-/* Every request: this header in the device-readable part of the chain,
- * followed by len payload bytes. */
 struct qcuda_req_hdr {
-	__le32 cmd;      /* QCUDA_CMD_* */
-	__le32 len;      /* payload bytes after this header */
-	__le64 session;  /* 0 before a session is opened */
+	__le32 cmd;          /* QCUDA_CMD_* */
+	__le32 len;          /* argument bytes after this header */
+	__le64 session;      /* from QCUDA_CMD_SESSION_OPEN; 0 before */
+	__le64 data_offset;  /* where this chunk's data starts in the transfer */
+	__le64 data_len;     /* data bytes in this chunk (0 if none) */
 };
 
-/* Every reply: this header at the start of the device-writable part,
- * followed by len payload bytes. */
 struct qcuda_resp_hdr {
-	__le32 status;   /* 0 = ok, else QCUDA_ST_* or a cudaError_t */
-	__le32 len;      /* payload bytes written after this header */
-	__le64 value;    /* command-specific result */
+	__le32 status;       /* 0, a cudaError_t, or QCUDA_ST_* */
+	__le32 len;          /* output bytes written after this header */
+	__le64 value;        /* command-specific result */
 };
+
+/* Largest argument block and output block of any command. */
+#define QCUDA_MAX_ARGS 4096
+#define QCUDA_MAX_OUT 4096
+/* The driver splits transfers into chunks of at most this many bytes. */
+#define QCUDA_CHUNK (4u << 20)
 
 enum qcuda_cmd {
-	/* Echo: reply payload = request payload, value = the queue index the
-	 * backend took the request from. */
+	/* Echo: out = the arguments, value = the queue index. */
 	QCUDA_CMD_NOP = 0,
+	/* Sent by the driver when a process opens / closes the device: the
+	 * backend creates / frees the session (every handle and allocation
+	 * of that process). OPEN: value = the new session id. */
+	QCUDA_CMD_SESSION_OPEN = 1,
+	QCUDA_CMD_SESSION_CLOSE = 2,
+
+	/* From the guest library (hdr.session filled in by the driver). */
+	QCUDA_CMD_HELLO = 16,          /* args hello, out hello */
+	QCUDA_CMD_DEVICE_PROPS = 17,   /* args device, out device_props */
+	QCUDA_CMD_SET_DEVICE = 18,     /* args device */
+	QCUDA_CMD_DEVICE_SYNC = 19,    /* no args */
+	QCUDA_CMD_DEVICE_RESET = 20,   /* no args: frees the session's resources */
+	QCUDA_CMD_MEM_GET_INFO = 21,   /* out mem_info */
+	QCUDA_CMD_MALLOC = 22,         /* args malloc, value = device pointer */
+	QCUDA_CMD_FREE = 23,           /* args ptr */
+	QCUDA_CMD_MEMCPY_HTOD = 24,    /* args memcpy (src unused), data to device */
+	QCUDA_CMD_MEMCPY_DTOH = 25,    /* args memcpy (dst unused), data from device */
+	QCUDA_CMD_MEMCPY_DTOD = 26,    /* args memcpy */
+	QCUDA_CMD_MEMSET = 27,         /* args memset */
+	QCUDA_CMD_HOST_MAP = 28,       /* args host_map: guest memory the GPU may
+	                                  address; value = its device pointer */
+	QCUDA_CMD_HOST_UNMAP = 29,     /* args ptr (the device pointer) */
+	QCUDA_CMD_STREAM_CREATE = 32,  /* args stream_create, value = handle */
+	QCUDA_CMD_STREAM_DESTROY = 33, /* args handle */
+	QCUDA_CMD_STREAM_SYNC = 34,    /* args handle */
+	QCUDA_CMD_STREAM_QUERY = 35,   /* args handle; status = cudaSuccess or cudaErrorNotReady */
+	QCUDA_CMD_STREAM_WAIT_EVENT = 36, /* args stream_wait_event */
+	QCUDA_CMD_EVENT_CREATE = 40,   /* args event_create, value = handle */
+	QCUDA_CMD_EVENT_DESTROY = 41,  /* args handle */
+	QCUDA_CMD_EVENT_RECORD = 42,   /* args event_record */
+	QCUDA_CMD_EVENT_SYNC = 43,     /* args handle */
+	QCUDA_CMD_EVENT_QUERY = 44,    /* args handle */
+	QCUDA_CMD_EVENT_ELAPSED = 45,  /* args event_elapsed, out event_elapsed */
 };
 
 enum qcuda_status {
@@ -66,6 +116,110 @@ enum qcuda_status {
 	QCUDA_ST_BAD_REQUEST = 0x10000, /* above every cudaError_t */
 	QCUDA_ST_UNKNOWN_CMD = 0x10001,
 	QCUDA_ST_TOO_LARGE = 0x10002,
+	QCUDA_ST_VERSION = 0x10003,     /* the guest library speaks another version */
+	QCUDA_ST_NO_SESSION = 0x10004,  /* unknown or missing session id */
+};
+
+/* Stream handles with a meaning of their own (as in CUDA). */
+#define QCUDA_STREAM_LEGACY 0ull      /* the NULL stream */
+#define QCUDA_STREAM_PER_THREAD 2ull  /* cudaStreamPerThread */
+
+struct qcuda_args_hello {
+	__le32 proto_version;    /* QCUDA_PROTO_VERSION of the guest library */
+	__le32 cuda_version;     /* CUDART_VERSION the library implements */
+};
+struct qcuda_out_hello {
+	__le32 proto_version;    /* the backend's */
+	__le32 driver_version;   /* cuDriverGetVersion on the host */
+	__le32 device_count;
+	__le32 reserved;
+	__le64 capabilities;     /* QCUDA_CAP_* */
+	__le64 memory_limit;     /* per-VM device memory quota in bytes, 0 = none */
+};
+
+struct qcuda_args_device {
+	__le32 device;
+	__le32 reserved;
+};
+
+/* Attributes are indexed by CUdevice_attribute (== cudaDeviceAttr). */
+#define QCUDA_NUM_ATTRS 160
+struct qcuda_out_device_props {
+	char name[256];
+	unsigned char uuid[16];
+	__le64 total_mem;        /* what the guest may use (the quota if set) */
+	__le32 attrs[QCUDA_NUM_ATTRS];
+};
+
+struct qcuda_out_mem_info {
+	__le64 free;
+	__le64 total;
+};
+
+struct qcuda_args_malloc {
+	__le64 size;
+};
+
+struct qcuda_args_ptr {
+	__le64 ptr;
+};
+
+struct qcuda_args_handle {
+	__le64 handle;
+};
+
+/* Copies: size is the whole transfer; chunks carry data_offset/data_len. */
+struct qcuda_args_memcpy {
+	__le64 dst;              /* device pointer (HTOD, DTOD) */
+	__le64 src;              /* device pointer (DTOH, DTOD) */
+	__le64 size;
+	__le64 stream;           /* stream handle */
+	__le32 async;            /* 1: enqueue on the stream and return */
+	__le32 reserved;
+};
+
+struct qcuda_args_memset {
+	__le64 dst;
+	__le64 size;
+	__le64 stream;
+	__le32 value;            /* the byte value in the low 8 bits */
+	__le32 async;
+};
+
+struct qcuda_args_host_map {
+	__le64 gpa;              /* guest-physical start (contiguous) */
+	__le64 size;
+};
+
+struct qcuda_args_stream_create {
+	__le32 flags;            /* cudaStreamDefault / cudaStreamNonBlocking */
+	__le32 priority;         /* signed, as cudaStreamCreateWithPriority */
+};
+
+struct qcuda_args_stream_wait_event {
+	__le64 stream;
+	__le64 event;
+	__le32 flags;
+	__le32 reserved;
+};
+
+struct qcuda_args_event_create {
+	__le32 flags;            /* cudaEventDefault, BlockingSync, DisableTiming */
+	__le32 reserved;
+};
+
+struct qcuda_args_event_record {
+	__le64 event;
+	__le64 stream;
+};
+
+struct qcuda_args_event_elapsed {
+	__le64 start;
+	__le64 end;
+};
+struct qcuda_out_event_elapsed {
+	__le32 ms_bits;          /* the float milliseconds, bit for bit */
+	__le32 reserved;
 };
 
 #endif

@@ -1,57 +1,263 @@
-// The qcuda device through the test frontend: config space, NOP on every
-// queue, and refusals of malformed requests.
-import test from 'ava';
+// The qcuda device with the host provider, driven through the test frontend
+// the way the guest driver drives it: sessions, memory, copies of many sizes
+// in chunks over all queues, streams and events, quotas, isolation between
+// sessions, and refusal of malformed requests.
+import test, { type ExecutionContext } from 'ava';
+import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import * as P from '../../backend/src/qcuda/proto';
-import type { Frontend } from '../../backend/src/vhost-user/frontend/frontend';
-import { started } from '../helpers';
+import type { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { Cmd, decode, LAYOUT, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_PROTO_VERSION, Status } from '../../backend/src/qcuda/proto';
+import { GuestMemory } from '../../backend/src/vhost-user/frontend/guest-memory';
+import { prng, randomBytes, started, until } from '../helpers';
+import { QcudaClient } from './client';
 
-function reqHdr(cmd: number, len: number): Uint8Array {
-  const b = new Uint8Array(P.ReqHdr.size);
-  const v = new DataView(b.buffer);
-  v.setUint32(P.ReqHdr.cmd, cmd, true);
-  v.setUint32(P.ReqHdr.len, len, true);
-  return b;
-}
+const MIB = 1 << 20;
 
-async function send(fe: Frontend, q: number, req: Uint8Array, outLen: number) {
-  const inp = fe.mem.alloc(req.length);
-  const out = fe.mem.alloc(Math.max(outLen, P.RespHdr.size));
-  fe.mem.bytes(inp, req.length).set(req);
-  const u = await fe.submit(q, [{ gpa: inp, len: req.length }, { gpa: out, len: outLen, write: true }]);
-  const bytes = fe.mem.bytes(out, Math.max(outLen, P.RespHdr.size));
-  const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
-  return { used: u.len, status: v.getUint32(P.RespHdr.status, true), len: v.getUint32(P.RespHdr.len, true), value: v.getBigUint64(P.RespHdr.value, true), bytes };
+async function setup(t: ExecutionContext, o: { memoryLimit?: bigint; mem?: GuestMemory } = {}) {
+  const dev = new QcudaDevice({ queues: 4, memoryLimit: o.memoryLimit });
+  const pair = await started(t, dev, { size: 256 }, o.mem);
+  const c = new QcudaClient(pair.fe);
+  await c.open();
+  return { dev, c, fe: pair.fe, provider: dev.provider as HostProvider };
 }
 
 test('config space carries magic, version and queue count', async (t) => {
-  const { fe } = await started(t, new QcudaDevice({ queues: 3 }), { size: 16 });
-  const cfg = new DataView((await fe.getConfig(0, P.QCUDA_CONFIG_SIZE)).slice().buffer);
-  t.is(cfg.getUint32(P.ConfigLayout.magic, true), P.QCUDA_MAGIC);
-  t.is(cfg.getUint32(P.ConfigLayout.proto_version, true), P.QCUDA_PROTO_VERSION);
-  t.is(cfg.getUint32(P.ConfigLayout.num_queues, true), 3);
+  const { fe } = await setup(t);
+  const cfg = decode('virtio_qcuda_config', (await fe.getConfig(0, QCUDA_CONFIG_SIZE)).slice());
+  t.is(cfg.magic, QCUDA_MAGIC);
+  t.is(cfg.proto_version, QCUDA_PROTO_VERSION);
+  t.is(cfg.num_queues, 4);
+  t.is(cfg.capabilities, 0n, 'the host provider has no GPU');
 });
 
-test('NOP echoes its payload and names the queue on every queue', async (t) => {
-  const dev = new QcudaDevice({ queues: 4 });
-  const { fe } = await started(t, dev, { size: 16 });
+test('NOP echoes its payload and names the queue, on every queue, without a session', async (t) => {
+  const { dev, c } = await setup(t);
   for (let q = 0; q < 4; q++) {
-    const cookie = new Uint8Array([q, 1, 2, 3, 4, 5, 6, 0xff]);
-    const r = await send(fe, q, new Uint8Array([...reqHdr(P.Cmd.NOP, 8), ...cookie]), P.RespHdr.size + 8);
-    t.is(r.status, P.Status.OK);
+    const r = await c.call(Cmd.NOP, { rawArgs: new Uint8Array([q, 9, 8, 7]), session: 0n, queue: q, outLen: 4 });
+    t.is(r.status, 0);
     t.is(r.value, BigInt(q));
-    t.is(r.len, 8);
-    t.is(r.used, P.RespHdr.size + 8);
-    t.deepEqual(Array.from(r.bytes.subarray(P.RespHdr.size)), Array.from(cookie));
+    t.is(r.len, 4);
   }
-  t.deepEqual(dev.served, [1, 1, 1, 1]);
+  t.true(dev.served.every((n) => n >= 1));
 });
 
-test('malformed requests get error statuses', async (t) => {
-  const { fe } = await started(t, new QcudaDevice({ queues: 1 }), { size: 16 });
-  t.is((await send(fe, 0, new Uint8Array(8), 64)).status, P.Status.BAD_REQUEST, 'short header');
-  t.is((await send(fe, 0, reqHdr(P.Cmd.NOP, 100), 64)).status, P.Status.BAD_REQUEST, 'length lies');
-  t.is((await send(fe, 0, reqHdr(999, 0), 64)).status, P.Status.UNKNOWN_CMD);
-  t.is((await send(fe, 0, new Uint8Array([...reqHdr(P.Cmd.NOP, 32), ...new Uint8Array(32)]), 20)).status, P.Status.TOO_LARGE, 'no room for the echo');
-  t.is((await send(fe, 0, reqHdr(P.Cmd.NOP, 0), 8)).used, 0, 'no room for a reply header: the request fails');
+test('HELLO checks the protocol version; device properties and memory info', async (t) => {
+  const { c } = await setup(t);
+  const bad = await c.call(Cmd.HELLO, { args: ['qcuda_args_hello', { proto_version: 1, cuda_version: 13000 }], out: 'qcuda_out_hello' });
+  t.is(bad.status, Status.VERSION);
+  t.is(bad.value, BigInt(QCUDA_PROTO_VERSION), 'the backend names its own version');
+  const ok = await c.call(Cmd.HELLO, { args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }], out: 'qcuda_out_hello' });
+  t.is(ok.status, 0);
+  t.is(ok.out!.device_count, 1);
+  const p = await c.call(Cmd.DEVICE_PROPS, { args: ['qcuda_args_device', { device: 0 }], out: 'qcuda_out_device_props' });
+  t.is(p.status, 0);
+  t.regex(Buffer.from(p.out!.name as Uint8Array).toString('latin1'), /^qcuda host-memory device \(no GPU\)\0/);
+  t.is((p.out!.attrs as Uint8Array).length, 160 * 4);
+  t.is((await c.call(Cmd.DEVICE_PROPS, { args: ['qcuda_args_device', { device: 1 }], out: 'qcuda_out_device_props' })).status, CudaErr.InvalidDevice);
+  t.is((await c.call(Cmd.SET_DEVICE, { args: ['qcuda_args_device', { device: 3 }] })).status, CudaErr.InvalidDevice);
+  const info = await c.call(Cmd.MEM_GET_INFO, { out: 'qcuda_out_mem_info' });
+  t.is(info.out!.total, 4n << 30n);
+});
+
+test('copies of many sizes and alignments round-trip byte for byte, chunked over all queues', async (t) => {
+  const mem = new GuestMemory([{ gpa: 0n, size: 96 * MIB }, { gpa: 1n << 32n, size: 160 * MIB }]);
+  const { c, fe } = await setup(t, { mem });
+  const rnd = prng(42);
+  const scratch = fe.mem.mark();
+  for (const [size, misalign] of [[1, 0], [1, 3], [4095, 1], [4097, 7], [3 * 4096, 100], [MIB + 13, 5], [9 * MIB + 1, 3], [70 * MIB, 1]]) {
+    fe.mem.rewind(scratch);
+    const src = fe.mem.alloc(size + misalign, 4096, 1) + BigInt(misalign);
+    const dst = fe.mem.alloc(size + misalign, 4096, 1) + BigInt(misalign);
+    const data = size > 4 * MIB ? fe.mem.bytes(src, size) : randomBytes(rnd, size);
+    if (size > 4 * MIB) for (let i = 0; i < size; i += 4093) data[i] = (i * 7) & 0xff;
+    else fe.mem.bytes(src, size).set(data);
+    const m = await c.malloc(size);
+    t.is(m.status, 0);
+    t.is(await c.htod(m.value, src, size), 0, `htod ${size}`);
+    t.is(await c.dtoh(dst, m.value, size), 0, `dtoh ${size}`);
+    t.true(Buffer.compare(fe.mem.bytes(dst, size), fe.mem.bytes(src, size)) === 0, `bytes of ${size}+${misalign}`);
+    t.is((await c.free(m.value)).status, 0);
+  }
+});
+
+test('memset, device-to-device copies (overlapping too) and a copy at an offset inside an allocation', async (t) => {
+  const { c, fe } = await setup(t);
+  const a = (await c.malloc(8192)).value;
+  const set = await c.call(Cmd.MEMSET, { args: ['qcuda_args_memset', { dst: a + 100n, size: 50n, stream: 0n, value: 0x1ab, async: 0 }] });
+  t.is(set.status, 0);
+  const out = fe.mem.alloc(8192);
+  t.is(await c.dtoh(out, a, 8192), 0);
+  const got = fe.mem.bytes(out, 8192);
+  t.is(got[99], 0);
+  t.is(got[100], 0xab, 'only the low byte of the value');
+  t.is(got[149], 0xab);
+  t.is(got[150], 0);
+  const src = fe.mem.alloc(16);
+  fe.mem.bytes(src, 16).set([...Array(16).keys()]);
+  t.is(await c.htod(a + 4000n, src, 16), 0);
+  const d2d = await c.call(Cmd.MEMCPY_DTOD, { args: ['qcuda_args_memcpy', { dst: a + 4004n, src: a + 4000n, size: 8n, stream: 0n, async: 0 }] });
+  t.is(d2d.status, 0);
+  t.is(await c.dtoh(out, a + 4000n, 16), 0);
+  t.deepEqual(Array.from(fe.mem.bytes(out, 16)), [0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7, 12, 13, 14, 15]);
+});
+
+test('every pointer is checked: outside allocations, past their end, freed, double free, zero sizes', async (t) => {
+  const { c, fe } = await setup(t);
+  const a = (await c.malloc(4096)).value;
+  const g = fe.mem.alloc(8192);
+  t.is(await c.htod(a, g, 4097), CudaErr.InvalidValue, 'one byte past the end');
+  t.is(await c.htod(a + 1n, g, 4096), CudaErr.InvalidValue, 'shifted past the end');
+  t.is(await c.dtoh(g, a - 1n, 1), CudaErr.InvalidValue, 'one byte before');
+  t.is(await c.dtoh(g, 0x1234n, 16), CudaErr.InvalidValue, 'a random address');
+  t.is((await c.free(a + 8n)).status, CudaErr.InvalidValue, 'free of an interior pointer');
+  t.is((await c.free(a)).status, 0);
+  t.is((await c.free(a)).status, CudaErr.InvalidValue, 'double free');
+  t.is(await c.dtoh(g, a, 16), CudaErr.InvalidValue, 'use after free');
+  t.is((await c.free(0n)).status, 0, 'cudaFree(NULL)');
+  const z = await c.malloc(0);
+  t.is(z.status, 0);
+  t.is(z.value, 0n, 'cudaMalloc(0) gives NULL');
+  const huge = await c.malloc(1n << 60n);
+  t.is(huge.status, CudaErr.MemoryAllocation);
+});
+
+test('sessions are isolated: another process\'s pointers and handles are unknown to it', async (t) => {
+  const { c, fe, dev } = await setup(t);
+  const other = new QcudaClient(fe);
+  await other.open();
+  t.not(other.session, c.session);
+  const a = (await c.malloc(4096)).value;
+  const s = (await c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] })).value;
+  const e = (await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0 }] })).value;
+  const g = fe.mem.alloc(4096);
+  t.is(await other.dtoh(g, a, 16), CudaErr.InvalidValue, 'read another session\'s memory');
+  t.is(await other.htod(a, g, 16), CudaErr.InvalidValue, 'write it');
+  t.is((await other.free(a)).status, CudaErr.InvalidValue, 'free it');
+  t.is((await other.call(Cmd.STREAM_SYNC, { args: ['qcuda_args_handle', { handle: s }] })).status, CudaErr.InvalidResourceHandle);
+  t.is((await other.call(Cmd.EVENT_RECORD, { args: ['qcuda_args_event_record', { event: e, stream: 0n }] })).status, CudaErr.InvalidResourceHandle);
+  t.is((await c.call(Cmd.MALLOC, { args: ['qcuda_args_malloc', { size: 1n }], session: 12345n })).status, Status.NO_SESSION, 'a forged session id');
+  t.is(await c.dtoh(g, a, 16), 0, 'the owner still reads it');
+  t.is((await other.close()).status, 0);
+  t.is(dev.sessions.size, 1);
+});
+
+test('streams and events: create, query, record, elapsed time, wait, destroy; bad handles and flags', async (t) => {
+  const { c } = await setup(t);
+  const s = await c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 1, priority: -1 }] });
+  t.is(s.status, 0);
+  t.is((await c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 8, priority: 0 }] })).status, CudaErr.InvalidValue);
+  const ev = async (flags: number) => (await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags }] })).value;
+  const [e1, e2, nt] = [await ev(0), await ev(0), await ev(2)];
+  const elapsed = (a: bigint, b: bigint) => c.call(Cmd.EVENT_ELAPSED, { args: ['qcuda_args_event_elapsed', { start: a, end: b }], out: 'qcuda_out_event_elapsed' });
+  t.is((await elapsed(e1, e2)).status, CudaErr.InvalidResourceHandle, 'never recorded');
+  t.is((await c.call(Cmd.EVENT_RECORD, { args: ['qcuda_args_event_record', { event: e1, stream: s.value }] })).status, 0);
+  await new Promise((r) => setTimeout(r, 30));
+  t.is((await c.call(Cmd.EVENT_RECORD, { args: ['qcuda_args_event_record', { event: e2, stream: 0n }] })).status, 0);
+  const el = await elapsed(e1, e2);
+  t.is(el.status, 0);
+  const ms = new DataView(new Uint32Array([el.out!.ms_bits as number]).buffer).getFloat32(0, true);
+  t.true(ms >= 25 && ms < 5000, `elapsed ${ms} ms`);
+  t.is((await c.call(Cmd.EVENT_RECORD, { args: ['qcuda_args_event_record', { event: nt, stream: 0n }] })).status, 0);
+  t.is((await elapsed(e1, nt)).status, CudaErr.InvalidResourceHandle, 'timing disabled');
+  t.is((await c.call(Cmd.EVENT_QUERY, { args: ['qcuda_args_handle', { handle: e1 }] })).status, 0);
+  t.is((await c.call(Cmd.STREAM_QUERY, { args: ['qcuda_args_handle', { handle: s.value }] })).status, 0);
+  t.is((await c.call(Cmd.STREAM_WAIT_EVENT, { args: ['qcuda_args_stream_wait_event', { stream: s.value, event: e2, flags: 0 }] })).status, 0);
+  t.is((await c.call(Cmd.STREAM_DESTROY, { args: ['qcuda_args_handle', { handle: s.value }] })).status, 0);
+  t.is((await c.call(Cmd.STREAM_SYNC, { args: ['qcuda_args_handle', { handle: s.value }] })).status, CudaErr.InvalidResourceHandle, 'destroyed');
+  t.is((await c.call(Cmd.STREAM_DESTROY, { args: ['qcuda_args_handle', { handle: 0n }] })).status, CudaErr.InvalidResourceHandle, 'the NULL stream');
+  t.is((await c.call(Cmd.STREAM_SYNC, { args: ['qcuda_args_handle', { handle: 2n }] })).status, 0, 'cudaStreamPerThread');
+  t.is((await c.call(Cmd.EVENT_DESTROY, { args: ['qcuda_args_handle', { handle: e1 }] })).status, 0);
+  t.is((await c.call(Cmd.EVENT_SYNC, { args: ['qcuda_args_handle', { handle: e1 }] })).status, CudaErr.InvalidResourceHandle);
+  t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0);
+});
+
+test('the per-VM quota: allocations past it fail, memory info reports it', async (t) => {
+  const { c } = await setup(t, { memoryLimit: 3n * BigInt(MIB) });
+  const a = await c.malloc(2 * MIB);
+  t.is(a.status, 0);
+  t.is((await c.malloc(2 * MIB)).status, CudaErr.MemoryAllocation);
+  const info = await c.call(Cmd.MEM_GET_INFO, { out: 'qcuda_out_mem_info' });
+  t.is(info.out!.total, 3n * BigInt(MIB));
+  t.is(info.out!.free, BigInt(MIB));
+  const p = await c.call(Cmd.DEVICE_PROPS, { args: ['qcuda_args_device', { device: 0 }], out: 'qcuda_out_device_props' });
+  t.is(p.out!.total_mem, 3n * BigInt(MIB));
+  t.is((await c.free(a.value)).status, 0);
+  t.is((await c.malloc(3 * MIB)).status, 0);
+});
+
+test('closing a session, resetting the device or losing the VM frees everything it held', async (t) => {
+  const { c, fe, provider, dev } = await setup(t);
+  await c.malloc(MIB);
+  await c.malloc(2 * MIB);
+  t.is(provider.used, 3n * BigInt(MIB));
+  t.is((await c.call(Cmd.DEVICE_RESET)).status, 0);
+  t.is(provider.used, 0n);
+  await c.malloc(MIB);
+  t.is((await c.close()).status, 0);
+  t.is(provider.used, 0n);
+  t.is((await c.malloc(1)).status, Status.NO_SESSION);
+  const again = new QcudaClient(fe);
+  await again.open();
+  await again.malloc(5 * MIB);
+  t.is(provider.used, 5n * BigInt(MIB));
+  fe.close();
+  t.true(await until(() => provider.used === 0n && dev.sessions.size === 0), 'disconnect frees every session');
+});
+
+test('mapped guest memory: the device pointer reads and writes guest RAM; ranges outside guest RAM are refused', async (t) => {
+  const { c, fe } = await setup(t);
+  const host = fe.mem.alloc(8192, 4096);
+  fe.mem.bytes(host, 8).set([1, 2, 3, 4, 5, 6, 7, 8]);
+  const m = await c.call(Cmd.HOST_MAP, { args: ['qcuda_args_host_map', { gpa: host, size: 8192n }] });
+  t.is(m.status, 0);
+  const out = fe.mem.alloc(8);
+  t.is(await c.dtoh(out, m.value, 8), 0);
+  t.deepEqual(Array.from(fe.mem.bytes(out, 8)), [1, 2, 3, 4, 5, 6, 7, 8]);
+  t.is((await c.call(Cmd.HOST_MAP, { args: ['qcuda_args_host_map', { gpa: 1n << 40n, size: 4096n }] })).status, CudaErr.InvalidValue);
+  t.is((await c.call(Cmd.HOST_MAP, { args: ['qcuda_args_host_map', { gpa: host, size: 1n << 40n }] })).status, CudaErr.InvalidValue);
+  t.is((await c.call(Cmd.HOST_UNMAP, { args: ['qcuda_args_ptr', { ptr: m.value }] })).status, 0);
+  t.is(await c.dtoh(out, m.value, 8), CudaErr.InvalidValue, 'unmapped');
+});
+
+test('malformed requests get error statuses and change nothing', async (t) => {
+  const { c, fe, provider } = await setup(t);
+  const g = fe.mem.alloc(64);
+  t.is((await c.call(999)).status, Status.UNKNOWN_CMD);
+  t.is((await c.call(Cmd.MALLOC, { rawArgs: new Uint8Array(4) })).status, Status.BAD_REQUEST, 'short arguments');
+  t.is((await c.call(Cmd.MALLOC, { rawArgs: new Uint8Array(4104) })).status, Status.TOO_LARGE, 'arguments over QCUDA_MAX_ARGS');
+  t.is((await c.call(Cmd.MALLOC, { args: ['qcuda_args_malloc', { size: 8n }], to: [{ gpa: g, len: 8 }] })).status, Status.BAD_REQUEST, 'data on a command without data');
+  t.is((await c.call(Cmd.MEMCPY_HTOD, { args: ['qcuda_args_memcpy', { dst: 0n, src: 0n, size: 8n, stream: 0n }], to: [{ gpa: g, len: 8 }], dataLen: 16n })).status, Status.BAD_REQUEST, 'data_len lies');
+  t.is((await c.call(Cmd.MEM_GET_INFO, { out: undefined })).status, Status.BAD_REQUEST, 'no room for the output');
+  const a = (await c.malloc(64)).value;
+  const chunk = await c.call(Cmd.MEMCPY_HTOD, { args: ['qcuda_args_memcpy', { dst: a, src: 0n, size: 64n, stream: 0n }], to: [{ gpa: g, len: 32 }], dataOffset: 48n });
+  t.is(chunk.status, CudaErr.InvalidValue, 'a chunk past the end of its transfer');
+  t.is(provider.used, 64n);
+});
+
+test('random and mutated commands never crash the backend or disturb another session', async (t) => {
+  const { c, fe } = await setup(t);
+  const victim = new QcudaClient(fe);
+  await victim.open();
+  const secret = (await victim.malloc(4096)).value;
+  const g = fe.mem.alloc(4096);
+  fe.mem.bytes(g, 16).set(Buffer.from('victim-data-0123'));
+  t.is(await victim.htod(secret, g, 16), 0);
+  const rnd = prng(2024);
+  const cmds = [...Object.values(Cmd).filter((v): v is number => typeof v === 'number'), 3, 99, 0xffffffff];
+  const scratch = fe.mem.alloc(64 * 1024);
+  for (let i = 0; i < 1500; i++) {
+    const cmd = cmds[(rnd() * cmds.length) | 0];
+    if (cmd === Cmd.SESSION_CLOSE || cmd === Cmd.DEVICE_RESET) continue; // our own session would end; covered above
+    const argLen = rnd() < 0.7 ? 8 * ((rnd() * 6) | 0) : (rnd() * 100) | 0;
+    const raw = randomBytes(rnd, argLen);
+    if (rnd() < 0.5 && argLen >= 8) new DataView(raw.buffer).setBigUint64(0, secret + BigInt((rnd() * 64) | 0), true); // aim at the victim
+    const dataLen = rnd() < 0.3 ? (rnd() * 8192) | 0 : 0;
+    const bufs = dataLen ? [{ gpa: scratch, len: Math.min(dataLen, 65536) }] : [];
+    const r = await c.call(cmd, { rawArgs: raw, to: rnd() < 0.5 ? bufs : undefined, from: rnd() < 0.5 ? bufs : undefined, dataLen: BigInt(dataLen), dataOffset: rnd() < 0.2 ? BigInt((rnd() * 2 ** 40) | 0) : 0n, queue: i % 4 });
+    t.not(r.status, CudaErr.Unknown, `command ${cmd} hit an internal error`);
+  }
+  const out = fe.mem.alloc(16);
+  t.is(await victim.dtoh(out, secret, 16), 0);
+  t.is(Buffer.from(fe.mem.bytes(out, 16)).toString(), 'victim-data-0123', 'the other session\'s data is intact');
+  t.is(LAYOUT.qcuda_req_hdr.size, 32);
 });

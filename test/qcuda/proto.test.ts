@@ -1,30 +1,59 @@
-// The C header is the protocol's source of truth: compile it, read its
-// layout, and check the TypeScript mirror against every id, size and offset.
+// The C header is the protocol's source of truth: a C program generated from
+// the TypeScript mirror prints sizeof/offsetof of every struct and field and
+// the value of every constant, compiled against the header; every line must
+// match, and every command/status the header names must exist in the mirror.
 import test from 'ava';
 import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import * as P from '../../backend/src/qcuda/proto';
 import { tmpDir } from '../helpers';
 
 const root = path.resolve(__dirname, '..', '..', '..');
+const header = path.join(root, 'guest-driver/include/qcuda_proto.h');
 
-test('TypeScript and C agree on the wire protocol', (t) => {
-  const exe = path.join(tmpDir(t), 'proto-layout');
-  execFileSync('gcc', ['-Wall', '-Werror', '-I', path.join(root, 'guest-driver/include'), '-o', exe, path.join(root, 'test/qcuda/proto-layout.c')]);
-  const c = JSON.parse(execFileSync(exe, { encoding: 'utf8' })) as Record<string, number>;
-  t.is(c.virtio_qcuda_config, P.QCUDA_CONFIG_SIZE);
-  for (const [f, off] of Object.entries(P.ConfigLayout)) t.is(c[`virtio_qcuda_config.${f}`], off, f);
-  t.is(c.qcuda_req_hdr, P.ReqHdr.size);
-  t.is(c.qcuda_resp_hdr, P.RespHdr.size);
-  for (const f of ['cmd', 'len', 'session'] as const) t.is(c[`qcuda_req_hdr.${f}`], P.ReqHdr[f], f);
-  for (const f of ['status', 'len', 'value'] as const) t.is(c[`qcuda_resp_hdr.${f}`], P.RespHdr[f], f);
-  t.is(c.VIRTIO_ID_QCUDA, P.VIRTIO_ID_QCUDA);
-  t.is(c.QCUDA_MAGIC, P.QCUDA_MAGIC);
-  t.is(c.QCUDA_PROTO_VERSION, P.QCUDA_PROTO_VERSION);
-  t.is(c.QCUDA_CONFIG_SIZE, P.QCUDA_CONFIG_SIZE);
-  t.is(BigInt(c.QCUDA_CAP_GPU), P.QCUDA_CAP_GPU);
-  t.is(c.QCUDA_CMD_NOP, P.Cmd.NOP);
-  t.is(c.QCUDA_ST_BAD_REQUEST, P.Status.BAD_REQUEST);
-  t.is(c.QCUDA_ST_UNKNOWN_CMD, P.Status.UNKNOWN_CMD);
-  t.is(c.QCUDA_ST_TOO_LARGE, P.Status.TOO_LARGE);
+const CONSTANTS: Record<string, number | bigint> = {
+  VIRTIO_ID_QCUDA: P.VIRTIO_ID_QCUDA, QCUDA_MAGIC: P.QCUDA_MAGIC, QCUDA_PROTO_VERSION: P.QCUDA_PROTO_VERSION,
+  QCUDA_CONFIG_SIZE: P.QCUDA_CONFIG_SIZE, QCUDA_CAP_GPU: P.QCUDA_CAP_GPU, QCUDA_MAX_ARGS: P.QCUDA_MAX_ARGS,
+  QCUDA_MAX_OUT: P.QCUDA_MAX_OUT, QCUDA_CHUNK: P.QCUDA_CHUNK, QCUDA_NUM_ATTRS: P.QCUDA_NUM_ATTRS,
+  QCUDA_STREAM_LEGACY: P.QCUDA_STREAM_LEGACY, QCUDA_STREAM_PER_THREAD: P.QCUDA_STREAM_PER_THREAD,
+  ...Object.fromEntries(Object.entries(P.Cmd).filter(([, v]) => typeof v === 'number').map(([k, v]) => [`QCUDA_CMD_${k}`, v as number])),
+  ...Object.fromEntries(Object.entries(P.Status).filter(([, v]) => typeof v === 'number').map(([k, v]) => [`QCUDA_ST_${k}`, v as number])),
+};
+
+function checker(): string {
+  const lines = ['#include <stddef.h>', '#include <stdio.h>', '#include "qcuda_proto.h"', 'int main(void) {'];
+  for (const [s, layout] of Object.entries(P.LAYOUT)) {
+    lines.push(`printf("sizeof ${s} %zu\\n", sizeof(struct ${s}));`);
+    for (const f of layout.fields) lines.push(`printf("offsetof ${s}.${f.name} %zu\\n", offsetof(struct ${s}, ${f.name}));`);
+  }
+  for (const c of Object.keys(CONSTANTS)) lines.push(`printf("value ${c} %llu\\n", (unsigned long long)(${c}));`);
+  lines.push('return 0; }');
+  return lines.join('\n');
+}
+
+function expected(): string {
+  const out: string[] = [];
+  for (const [s, layout] of Object.entries(P.LAYOUT)) {
+    out.push(`sizeof ${s} ${layout.size}`);
+    for (const f of layout.fields) out.push(`offsetof ${s}.${f.name} ${f.offset}`);
+  }
+  for (const [c, v] of Object.entries(CONSTANTS)) out.push(`value ${c} ${v}`);
+  return `${out.join('\n')}\n`;
+}
+
+test('TypeScript and C agree on every struct, field offset and constant', (t) => {
+  const dir = tmpDir(t);
+  fs.writeFileSync(path.join(dir, 'check.c'), checker());
+  execFileSync('gcc', ['-Wall', '-Werror', '-I', path.dirname(header), '-o', path.join(dir, 'check'), path.join(dir, 'check.c')]);
+  t.is(execFileSync(path.join(dir, 'check'), { encoding: 'utf8' }), expected());
+});
+
+test('every command and status the header defines is in the mirror', (t) => {
+  const text = fs.readFileSync(header, 'utf8');
+  const names = [...text.matchAll(/^\s*(QCUDA_(?:CMD|ST)_\w+)\s*=/gm)].map((m) => m[1]);
+  t.true(names.length > 20);
+  for (const n of names) t.true(n in CONSTANTS, `${n} is missing from backend/src/qcuda/proto.ts`);
+  const structs = [...text.matchAll(/^struct (\w+) \{/gm)].map((m) => m[1]);
+  for (const s of structs) t.true(s in P.LAYOUT, `struct ${s} is missing from the mirror`);
 });

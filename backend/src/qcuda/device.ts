@@ -1,97 +1,196 @@
-// The virtio-qcuda device on vhost-user-ts: config space and the request
-// dispatcher. Every request is a qcuda_req_hdr (+ payload) in the readable
-// part and a qcuda_resp_hdr (+ payload) in the writable part; anything else
-// is answered with an error status, never trusted.
+// The virtio-qcuda device on vhost-user-ts. Each request is a qcuda_req_hdr
+// with arguments (and data) in the readable part and a qcuda_resp_hdr with
+// output (and data) in the writable part. The device checks the shape of
+// every request against the command table, finds the caller's session, and
+// answers every failure with a status; nothing the guest sends is trusted.
 import createDebug from 'debug';
+import type { MemoryTable } from '../vhost-user/memory';
 import type { Request } from '../vhost-user/request';
 import type { VhostUserDevice } from '../vhost-user/device';
-import { Cmd, ConfigLayout, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_PROTO_VERSION, ReqHdr, RespHdr, Status } from './proto';
+import { COMMANDS, type Call, type DeviceState, type Result } from './commands';
+import { CudaErr, CudaError } from './cuda-error';
+import { HostProvider } from './providers/host';
+import type { GuestSeg, Provider } from './provider';
+import { Cmd, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_PROTO_VERSION, Status } from './proto';
+import { Session } from './session';
 
 const debug = createDebug('qcuda:device');
 
+const REQ = LAYOUT.qcuda_req_hdr.size;
+const RESP = LAYOUT.qcuda_resp_hdr.size;
 /** Largest payload a NOP may echo. */
 export const MAX_NOP_PAYLOAD = 64 << 10;
+/** Sessions (guest processes with the device open) per VM. */
+export const MAX_SESSIONS = 4096;
 
 export interface QcudaOptions {
   queues?: number;
   queueSize?: number;
-  capabilities?: bigint;
+  provider?: Provider;
+  /** Per-VM device memory quota in bytes; 0 = none. */
+  memoryLimit?: bigint;
 }
 
-interface Reply {
-  status: number;
-  value?: bigint;
-  payload?: Uint8Array;
+class RequestError extends Error {
+  constructor(readonly status: Status, message: string) {
+    super(message);
+  }
 }
 
-export class QcudaDevice implements VhostUserDevice {
+export class QcudaDevice implements VhostUserDevice, DeviceState {
   readonly name = 'qcuda';
   readonly numQueues: number;
   readonly maxQueueSize: number;
   readonly features = 0n;
   readonly configSize = QCUDA_CONFIG_SIZE;
-  readonly #capabilities: bigint;
+  readonly provider: Provider;
+  readonly memoryLimit: bigint;
+  readonly sessions = new Map<bigint, Session>();
   /** Requests served, per queue (tests and stats read it). */
   readonly served: number[];
+  #memory: MemoryTable | undefined;
 
   constructor(o: QcudaOptions = {}) {
     this.numQueues = o.queues ?? 4;
     this.maxQueueSize = o.queueSize ?? 256;
-    this.#capabilities = o.capabilities ?? 0n;
+    this.memoryLimit = o.memoryLimit ?? 0n;
+    this.provider = o.provider ?? new HostProvider({ guestView: (addr, len) => this.#viewsAtHost(addr, len) });
     this.served = new Array(this.numQueues).fill(0);
   }
 
   readConfig(): Uint8Array {
-    const b = new Uint8Array(QCUDA_CONFIG_SIZE);
-    const v = new DataView(b.buffer);
-    v.setUint32(ConfigLayout.magic, QCUDA_MAGIC, true);
-    v.setUint32(ConfigLayout.proto_version, QCUDA_PROTO_VERSION, true);
-    v.setUint32(ConfigLayout.num_queues, this.numQueues, true);
-    v.setUint32(ConfigLayout.queue_size, this.maxQueueSize, true);
-    v.setBigUint64(ConfigLayout.capabilities, this.#capabilities, true);
-    return b;
+    return encode('virtio_qcuda_config', {
+      magic: QCUDA_MAGIC, proto_version: QCUDA_PROTO_VERSION, num_queues: this.numQueues, queue_size: this.maxQueueSize,
+      capabilities: this.provider.hasGpu ? QCUDA_CAP_GPU : 0n,
+    });
   }
 
-  handle(req: Request): number {
-    if (req.writableBytes < RespHdr.size) throw new RangeError(`no room for a reply header (${req.writableBytes} bytes)`);
-    const reply = this.#dispatch(req);
-    const payload = reply.payload ?? new Uint8Array(0);
-    const hdr = new Uint8Array(RespHdr.size);
-    const v = new DataView(hdr.buffer);
-    v.setUint32(RespHdr.status, reply.status, true);
-    v.setUint32(RespHdr.len, payload.length, true);
-    v.setBigUint64(RespHdr.value, reply.value ?? 0n, true);
-    req.write(0, hdr);
-    req.write(RespHdr.size, payload);
-    this.served[req.queue]++;
-    return RespHdr.size + payload.length;
+  attachMemory(memory: MemoryTable): void {
+    this.#memory = memory;
+    memory.listener = {
+      added: (r) => this.provider.registerGuestMemory(r.hostAddress, r.size),
+      removing: (r) => this.provider.unregisterGuestMemory(r.hostAddress),
+    };
   }
 
-  #dispatch(req: Request): Reply {
-    if (req.readableBytes < ReqHdr.size) return fail(Status.BAD_REQUEST, `request of ${req.readableBytes} bytes`);
-    const h = new DataView(req.read(0, ReqHdr.size).slice().buffer);
-    const cmd = h.getUint32(ReqHdr.cmd, true);
-    const len = h.getUint32(ReqHdr.len, true);
-    if (len !== req.readableBytes - ReqHdr.size) return fail(Status.BAD_REQUEST, `header says ${len} payload bytes, chain has ${req.readableBytes - ReqHdr.size}`);
-    switch (cmd) {
-      case Cmd.NOP:
-        return this.#nop(req, len);
-      default:
-        return fail(Status.UNKNOWN_CMD, `unknown command ${cmd}`);
+  allocatedTotal(): bigint {
+    let n = 0n;
+    for (const s of this.sessions.values()) n += s.allocated;
+    return n;
+  }
+
+  hostAddressOfGpa(gpa: bigint, size: bigint): bigint {
+    if (!this.#memory || size > BigInt(Number.MAX_SAFE_INTEGER)) throw new CudaError(CudaErr.InvalidValue, 'no such guest memory');
+    try {
+      return this.#memory.hostAddressGpa(gpa, Number(size));
+    } catch (e) {
+      throw new CudaError(CudaErr.InvalidValue, (e as Error).message);
     }
   }
 
-  #nop(req: Request, len: number): Reply {
-    if (len > MAX_NOP_PAYLOAD || req.writableBytes < RespHdr.size + len) return fail(Status.TOO_LARGE, `NOP of ${len} bytes`);
-    return { status: Status.OK, value: BigInt(req.queue), payload: req.read(ReqHdr.size, len).slice() };
+  #viewsAtHost(addr: bigint, len: number): Uint8Array[] {
+    const { region, offset } = this.#memory!.atHost(addr, len);
+    return region.segments(offset, len);
   }
 
-  reset(): void {
-    debug('reset');
+  async handle(req: Request): Promise<number> {
+    if (req.writableBytes < RESP) throw new RangeError(`no room for a reply header (${req.writableBytes} bytes)`);
+    let r: Result & { dataOut?: number };
+    try {
+      r = await this.#dispatch(req);
+    } catch (e) {
+      r = this.#failure(e);
+    }
+    const out = r.out ?? new Uint8Array(0);
+    req.write(0, encode('qcuda_resp_hdr', { status: r.status ?? 0, len: out.length, value: r.value ?? 0n }));
+    req.write(RESP, out);
+    this.served[req.queue]++;
+    return RESP + out.length + (r.dataOut ?? 0);
   }
-}
 
-function fail(status: Status, why: string): Reply {
-  debug('request refused: %s', why);
-  return { status };
+  #failure(e: unknown): Result {
+    if (e instanceof RequestError) {
+      debug('request refused: %s', e.message);
+      return { status: e.status };
+    }
+    if (e instanceof CudaError) {
+      debug('CUDA error %d: %s', e.code, e.message);
+      return { status: e.code };
+    }
+    console.error(`qcuda: internal error: ${(e as Error)?.stack ?? e}`);
+    return { status: CudaErr.Unknown };
+  }
+
+  async #dispatch(req: Request): Promise<Result & { dataOut?: number }> {
+    if (req.readableBytes < REQ) throw new RequestError(Status.BAD_REQUEST, `request of ${req.readableBytes} bytes`);
+    const h = decode('qcuda_req_hdr', req.read(0, REQ).slice());
+    const cmd = h.cmd as number;
+    const len = h.len as number;
+    const dataLen = h.data_len as bigint;
+    if (len > QCUDA_MAX_ARGS && cmd !== Cmd.NOP) throw new RequestError(Status.TOO_LARGE, `${len} argument bytes`);
+    switch (cmd) {
+      case Cmd.NOP:
+        return this.#nop(req, len);
+      case Cmd.SESSION_OPEN:
+        return this.#openSession();
+      case Cmd.SESSION_CLOSE:
+        return this.#closeSession(h.session as bigint);
+      default:
+        break;
+    }
+    const spec = COMMANDS[cmd as Cmd];
+    if (!spec) throw new RequestError(Status.UNKNOWN_CMD, `unknown command ${cmd}`);
+    const session = this.sessions.get(h.session as bigint);
+    if (!session) throw new RequestError(Status.NO_SESSION, `command ${Cmd[cmd]} for unknown session`);
+    const argsSize = spec.args ? LAYOUT[spec.args].size : 0;
+    const outSize = spec.out ? LAYOUT[spec.out].size : 0;
+    if (len !== argsSize) throw new RequestError(Status.BAD_REQUEST, `${Cmd[cmd]}: ${len} argument bytes, expected ${argsSize}`);
+    if (!spec.data && (dataLen !== 0n || h.data_offset !== 0n)) throw new RequestError(Status.BAD_REQUEST, `${Cmd[cmd]} carries no data`);
+    const dataIn = spec.data === 'to' ? Number(dataLen) : 0;
+    const dataOut = spec.data === 'from' ? Number(dataLen) : 0;
+    if (dataLen > BigInt(Number.MAX_SAFE_INTEGER) || req.readableBytes !== REQ + len + dataIn)
+      throw new RequestError(Status.BAD_REQUEST, `${Cmd[cmd]}: ${req.readableBytes} readable bytes for ${len} argument and ${dataLen} data bytes`);
+    if (req.writableBytes < RESP + outSize + dataOut)
+      throw new RequestError(Status.BAD_REQUEST, `${Cmd[cmd]}: ${req.writableBytes} writable bytes, needs ${RESP + outSize + dataOut}`);
+    const data: GuestSeg[] = spec.data === 'to' ? req.segments('readable', REQ + len, dataIn)
+      : spec.data === 'from' ? req.segments('writable', RESP + outSize, dataOut) : [];
+    const call: Call = {
+      session, args: spec.args ? decode(spec.args, req.read(REQ, argsSize).slice()) : {}, queue: req.queue, data,
+      dataOffset: h.data_offset as bigint, dataLen, dev: this,
+    };
+    const r = (await spec.run(call)) ?? {};
+    // The data went out only if the command succeeded; otherwise the guest must not read it.
+    return { ...r, dataOut: (r.status ?? 0) === 0 ? dataOut : 0 };
+  }
+
+  #nop(req: Request, len: number): Result {
+    if (len > MAX_NOP_PAYLOAD || req.readableBytes !== REQ + len || req.writableBytes < RESP + len)
+      throw new RequestError(Status.TOO_LARGE, `NOP of ${len} bytes`);
+    return { value: BigInt(req.queue), out: req.read(REQ, len).slice() };
+  }
+
+  #openSession(): Result {
+    if (this.sessions.size >= MAX_SESSIONS) throw new RequestError(Status.TOO_LARGE, `more than ${MAX_SESSIONS} sessions`);
+    const s = new Session(this.provider);
+    this.sessions.set(s.id, s);
+    debug('session %s opened', s.id.toString(16));
+    return { value: s.id };
+  }
+
+  async #closeSession(id: bigint): Promise<Result> {
+    const s = this.sessions.get(id);
+    if (!s) throw new RequestError(Status.NO_SESSION, 'close of an unknown session');
+    this.sessions.delete(id);
+    await s.reset();
+    debug('session %s closed', id.toString(16));
+    return {};
+  }
+
+  /** The VM went away: every session's resources are freed. */
+  async reset(): Promise<void> {
+    const all = [...this.sessions.values()];
+    this.sessions.clear();
+    const results = await Promise.allSettled(all.map((s) => s.reset()));
+    for (const r of results) if (r.status === 'rejected') console.error(`qcuda: freeing a session failed: ${r.reason}`);
+  }
 }

@@ -42,7 +42,7 @@ const TABLE: Partial<Record<Req, Entry>> = {
   [Req.GET_MAX_MEM_SLOTS]: { fds: noFds, replies: true, run: () => BigInt(MAX_MEM_SLOTS) },
   [Req.SET_MEM_TABLE]: { fds: [1, 8], run: (b, m) => b.setMemTable(m) },
   [Req.ADD_MEM_REG]: { fds: oneFd, run: (b, m) => b.addMemReg(m) },
-  [Req.REM_MEM_REG]: { fds: optFd, run: (b, m) => b.memory.remove(decodeSingleRegion('REM_MEM_REG', m.payload)) },
+  [Req.REM_MEM_REG]: { fds: optFd, run: (b, m) => b.remMemReg(m) },
   [Req.SET_VRING_NUM]: { fds: noFds, run: (b, m) => b.withRing(m, (r, num) => r.setNum(num)) },
   [Req.SET_VRING_BASE]: { fds: noFds, run: (b, m) => b.withRing(m, (r, num) => r.setBase(num)) },
   [Req.SET_VRING_ADDR]: { fds: noFds, run: (b, m) => b.setVringAddr(m) },
@@ -83,6 +83,7 @@ export class Backend {
     const handler = (req: Parameters<VhostUserDevice['handle']>[0]) => device.handle(req);
     this.rings = Array.from({ length: device.numQueues },
       (_, i) => new Vring(i, device.maxQueueSize, this.#ringFeatures, handler, this.memory));
+    device.attachMemory?.(this.memory);
   }
 
   /** Handles one message; resolves once its reply (if any) is sent. */
@@ -143,6 +144,11 @@ export class Backend {
   addMemReg(m: Message): void {
     if (this.memory.regions.length >= MAX_MEM_SLOTS) throw new ProtocolError(`ADD_MEM_REG: all ${MAX_MEM_SLOTS} slots in use`);
     this.memory.add(decodeSingleRegion('ADD_MEM_REG', m.payload), m.fds[0]);
+    this.#remapRings();
+  }
+
+  remMemReg(m: Message): void {
+    this.memory.remove(decodeSingleRegion('REM_MEM_REG', m.payload));
     this.#remapRings();
   }
 
@@ -223,18 +229,22 @@ export class Backend {
   }
 
   /** RESET_OWNER / RESET_DEVICE / disconnect: back to the state of a fresh connection. */
-  reset(): void {
+  async reset(): Promise<void> {
     for (const r of this.rings) r.close();
     this.ackedFeatures = 0n;
     this.#ringFeatures.indirect = this.#ringFeatures.eventIdx = false;
     this.status = 0;
-    this.device.reset?.();
+    await this.device.reset?.();
   }
 
-  close(): void {
-    this.reset();
+  /** The connection is gone: the device lets go of guest memory before it is unmapped. */
+  async close(): Promise<void> {
     this.#backendReq?.close();
-    this.memory.clear();
+    try {
+      await this.reset();
+    } finally {
+      this.memory.clear();
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // What a device implements to be served over vhost-user: its virtio feature
 // bits, config space, queue count and size, and a request handler. The
 // library does the protocol, the memory and the rings.
+import type { MemoryTable } from './memory';
 import type { Request } from './request';
 
 export interface VhostUserDevice {
@@ -21,6 +22,10 @@ export interface VhostUserDevice {
    * rejection fails that request only (used length 0).
    */
   handle(req: Request): number | Promise<number>;
-  /** The frontend went away or reset the device: drop per-guest state. */
-  reset?(): void;
+  /** The frontend went away or reset the device: drop per-guest state. Guest
+   * memory stays mapped until the returned promise settles. */
+  reset?(): void | Promise<void>;
+  /** A frontend connected: its guest memory (the table fills in later; set
+   * memory.listener to hear of regions as they are mapped and unmapped). */
+  attachMemory?(memory: MemoryTable): void;
 }

@@ -95,8 +95,16 @@ function overlaps(aStart: bigint, aSize: bigint, bStart: bigint, bSize: bigint):
   return aStart < bStart + bSize && bStart < aStart + aSize;
 }
 
+/** Told of each region after it is mapped and before it is unmapped (e.g. to
+ * register guest RAM with a DMA engine). */
+export interface MemoryListener {
+  added(r: GuestRegion): void;
+  removing(r: GuestRegion): void;
+}
+
 export class MemoryTable {
   #regions: GuestRegion[] = [];
+  listener: MemoryListener | undefined;
 
   get regions(): readonly GuestRegion[] {
     return this.#regions;
@@ -113,7 +121,15 @@ export class MemoryTable {
       this.#regions = old;
       throw e;
     }
-    for (const r of old) r.unmap();
+    for (const r of old) this.#unmap(r);
+  }
+
+  #unmap(r: GuestRegion): void {
+    try {
+      this.listener?.removing(r);
+    } finally {
+      r.unmap();
+    }
   }
 
   /** Maps a region; the fd stays the caller's to close (the mapping survives it). */
@@ -124,6 +140,7 @@ export class MemoryTable {
     }
     const region = new GuestRegion(r, fd);
     this.#regions.push(region);
+    this.listener?.added(region);
     debug('region gpa=0x%s size=0x%s uaddr=0x%s', r.gpa.toString(16), r.size.toString(16), r.userAddr.toString(16));
     return region;
   }
@@ -131,13 +148,22 @@ export class MemoryTable {
   remove(r: MemRegion): void {
     const i = this.#regions.findIndex((o) => o.gpa === r.gpa && o.size === r.size && o.userAddr === r.userAddr);
     if (i < 0) throw new ProtocolError(`REM_MEM_REG: no region at gpa 0x${r.gpa.toString(16)}`);
-    this.#regions[i].unmap();
+    this.#unmap(this.#regions[i]);
     this.#regions.splice(i, 1);
   }
 
   clear(): void {
-    for (const r of this.#regions) r.unmap();
+    for (const r of this.#regions) this.#unmap(r);
     this.#regions = [];
+  }
+
+  /** The region holding host addresses [addr, addr+len), and the offset into it. */
+  atHost(addr: bigint, len: number): { region: GuestRegion; offset: number } {
+    for (const region of this.#regions) {
+      const start = region.hostAddress;
+      if (addr >= start && addr + BigInt(len) <= start + region.size) return { region, offset: Number(addr - start) };
+    }
+    throw new MemoryError(`host range 0x${addr.toString(16)}+${len} is not guest memory`);
   }
 
   #find(addr: bigint, len: number, key: 'gpa' | 'userAddr'): { region: GuestRegion; offset: number } {

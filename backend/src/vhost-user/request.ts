@@ -35,6 +35,33 @@ export class Request {
     }
   }
 
+  /**
+   * The readable or writable bytes [offset, offset+len) as pieces with host
+   * addresses and views, for consumers that copy natively (DMA).
+   */
+  segments(part: 'readable' | 'writable', offset: number, len: number): { addr: bigint; len: number; view: Uint8Array }[] {
+    const limit = part === 'readable' ? this.readableBytes : this.writableBytes;
+    checkRange(part, offset, len, limit);
+    const out: { addr: bigint; len: number; view: Uint8Array }[] = [];
+    for (const b of this.chain[part]) {
+      if (len === 0) break;
+      if (offset >= b.len) {
+        offset -= b.len;
+        continue;
+      }
+      const n = Math.min(b.len - offset, len);
+      const gpa = b.gpa + BigInt(offset);
+      let addr = this.memory.hostAddressGpa(gpa, n);
+      for (const view of this.memory.segmentsGpa(gpa, n)) {
+        out.push({ addr, len: view.length, view });
+        addr += BigInt(view.length);
+      }
+      offset = 0;
+      len -= n;
+    }
+    return out;
+  }
+
   /** Host views over [offset, offset+len) of a list of guest buffers. */
   #views(bufs: Buf[], offset: number, len: number): Uint8Array[] {
     const out: Uint8Array[] = [];

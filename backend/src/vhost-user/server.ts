@@ -89,7 +89,7 @@ export class VhostUserServer {
   #onClose(reason: Error | undefined): void {
     const active = this.#active;
     this.#active = undefined;
-    active?.backend.close();
+    active?.backend.close().catch((e: Error) => console.error(`vhost-user: ${this.device.name}: device reset failed: ${e.message}`));
     if (reason) console.error(`vhost-user: ${this.device.name}: connection closed: ${reason.message}`);
     debug('%s: frontend disconnected%s', this.device.name, reason ? `: ${reason.message}` : '');
     this.events.onDisconnect?.(reason);

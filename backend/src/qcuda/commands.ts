@@ -1,0 +1,246 @@
+// The qcuda command table: for every command, the argument struct it takes,
+// the output struct it writes, whether it moves data, and what it does. Every
+// device pointer and handle is checked against the caller's session first.
+import { CudaErr, CudaError } from './cuda-error';
+import type { GuestSeg } from './provider';
+import { Cmd, decode, encode, QCUDA_CAP_GPU, QCUDA_NUM_ATTRS, QCUDA_PROTO_VERSION, Status, type Decoded, type StructName } from './proto';
+import type { Session } from './session';
+
+/** What a command sees: its session, decoded arguments and its chunk of data. */
+export interface Call {
+  session: Session;
+  args: Decoded;
+  queue: number;
+  /** The data of this chunk: the bytes after the arguments (to device) or after the output (from device). */
+  data: GuestSeg[];
+  dataOffset: bigint;
+  dataLen: bigint;
+  dev: DeviceState;
+}
+
+/** What the commands need from the device. */
+export interface DeviceState {
+  readonly provider: import('./provider').Provider;
+  readonly memoryLimit: bigint; // 0 = none
+  allocatedTotal(): bigint;
+  /** Host address of a guest-physical range, checked whole. */
+  hostAddressOfGpa(gpa: bigint, size: bigint): bigint;
+}
+
+export interface Result {
+  status?: number;
+  value?: bigint;
+  out?: Uint8Array;
+}
+
+export interface Command {
+  args?: StructName;
+  out?: StructName;
+  data?: 'to' | 'from';
+  run(c: Call): Promise<Result | void>;
+}
+
+const u64 = (c: Call, k: string) => c.args[k] as bigint;
+const u32 = (c: Call, k: string) => c.args[k] as number;
+
+/** A transfer's chunk must lie inside the transfer. */
+function chunkOf(c: Call, size: bigint): { at: bigint; len: bigint } {
+  if (c.dataOffset + c.dataLen > size) throw new CudaError(CudaErr.InvalidValue, `chunk ${c.dataOffset}+${c.dataLen} outside a transfer of ${size}`);
+  return { at: c.dataOffset, len: c.dataLen };
+}
+
+async function malloc(c: Call): Promise<Result> {
+  const size = u64(c, 'size');
+  if (size === 0n) return { value: 0n }; // cudaMalloc(0) succeeds with a NULL pointer
+  const limit = c.dev.memoryLimit;
+  if (limit > 0n && c.dev.allocatedTotal() + size > limit)
+    throw new CudaError(CudaErr.MemoryAllocation, `device memory quota of ${limit} bytes would be exceeded`);
+  const ctx = await c.session.context();
+  const ptr = await ctx.malloc(size);
+  c.session.addAlloc(ptr, size);
+  return { value: ptr };
+}
+
+async function free(c: Call): Promise<Result | void> {
+  const ptr = u64(c, 'ptr');
+  if (ptr === 0n) return; // cudaFree(NULL) is a no-op
+  c.session.removeAlloc(ptr);
+  await (await c.session.context()).free(ptr);
+}
+
+async function memInfo(c: Call): Promise<Result> {
+  const info = await c.dev.provider.memGetInfo(c.session.device);
+  let { free: avail, total } = info;
+  const limit = c.dev.memoryLimit;
+  if (limit > 0n) {
+    total = limit < total ? limit : total;
+    const left = limit - c.dev.allocatedTotal();
+    avail = left < avail ? left : avail;
+    if (avail < 0n) avail = 0n;
+  }
+  return { out: encode('qcuda_out_mem_info', { free: avail, total }) };
+}
+
+async function props(c: Call): Promise<Result> {
+  const device = u32(c, 'device');
+  if (device >= c.dev.provider.deviceCount()) throw new CudaError(CudaErr.InvalidDevice, `device ${device}`);
+  const p = c.dev.provider.deviceProps(device);
+  const limit = c.dev.memoryLimit;
+  const attrs = new Uint32Array(QCUDA_NUM_ATTRS);
+  attrs.set(new Uint32Array(p.attrs.buffer, p.attrs.byteOffset, Math.min(p.attrs.length, QCUDA_NUM_ATTRS)));
+  return {
+    out: encode('qcuda_out_device_props', {
+      name: p.name, uuid: p.uuid, total_mem: limit > 0n && limit < p.totalMem ? limit : p.totalMem, attrs,
+    }),
+  };
+}
+
+export const COMMANDS: Partial<Record<Cmd, Command>> = {
+  [Cmd.HELLO]: {
+    args: 'qcuda_args_hello',
+    out: 'qcuda_out_hello',
+    async run(c) {
+      if (u32(c, 'proto_version') !== QCUDA_PROTO_VERSION) return { status: Status.VERSION, value: BigInt(QCUDA_PROTO_VERSION) };
+      const p = c.dev.provider;
+      return {
+        out: encode('qcuda_out_hello', {
+          proto_version: QCUDA_PROTO_VERSION, driver_version: p.driverVersion(), device_count: p.deviceCount(),
+          capabilities: p.hasGpu ? QCUDA_CAP_GPU : 0n, memory_limit: c.dev.memoryLimit,
+        }),
+      };
+    },
+  },
+  [Cmd.DEVICE_PROPS]: { args: 'qcuda_args_device', out: 'qcuda_out_device_props', run: props },
+  [Cmd.SET_DEVICE]: {
+    args: 'qcuda_args_device',
+    async run(c) {
+      const device = u32(c, 'device');
+      if (device >= c.dev.provider.deviceCount()) throw new CudaError(CudaErr.InvalidDevice, `device ${device}`);
+      if (device !== c.session.device && c.session.hasContext)
+        throw new CudaError(CudaErr.NotSupported, 'switching devices after the context exists');
+      c.session.device = device;
+    },
+  },
+  [Cmd.DEVICE_SYNC]: { run: async (c) => (await c.session.context()).synchronize() },
+  [Cmd.DEVICE_RESET]: { run: (c) => c.session.reset() },
+  [Cmd.MEM_GET_INFO]: { out: 'qcuda_out_mem_info', run: memInfo },
+  [Cmd.MALLOC]: { args: 'qcuda_args_malloc', run: malloc },
+  [Cmd.FREE]: { args: 'qcuda_args_ptr', run: free },
+  [Cmd.MEMCPY_HTOD]: {
+    args: 'qcuda_args_memcpy',
+    data: 'to',
+    async run(c) {
+      const size = u64(c, 'size');
+      const { at, len } = chunkOf(c, size);
+      c.session.checkRange(u64(c, 'dst'), size, 'cudaMemcpy destination');
+      const stream = c.session.stream(u64(c, 'stream'));
+      if (len > 0n) await (await c.session.context()).copyToDevice(u64(c, 'dst') + at, c.data, stream);
+    },
+  },
+  [Cmd.MEMCPY_DTOH]: {
+    args: 'qcuda_args_memcpy',
+    data: 'from',
+    async run(c) {
+      const size = u64(c, 'size');
+      const { at, len } = chunkOf(c, size);
+      c.session.checkRange(u64(c, 'src'), size, 'cudaMemcpy source');
+      const stream = c.session.stream(u64(c, 'stream'));
+      if (len > 0n) await (await c.session.context()).copyFromDevice(c.data, u64(c, 'src') + at, stream);
+    },
+  },
+  [Cmd.MEMCPY_DTOD]: {
+    args: 'qcuda_args_memcpy',
+    async run(c) {
+      const size = u64(c, 'size');
+      c.session.checkRange(u64(c, 'dst'), size, 'cudaMemcpy destination');
+      c.session.checkRange(u64(c, 'src'), size, 'cudaMemcpy source');
+      const stream = c.session.stream(u64(c, 'stream'));
+      if (size > 0n) await (await c.session.context()).copyOnDevice(u64(c, 'dst'), u64(c, 'src'), size, stream, u32(c, 'async') !== 0);
+    },
+  },
+  [Cmd.MEMSET]: {
+    args: 'qcuda_args_memset',
+    async run(c) {
+      const size = u64(c, 'size');
+      c.session.checkRange(u64(c, 'dst'), size, 'cudaMemset destination');
+      const stream = c.session.stream(u64(c, 'stream'));
+      if (size > 0n) await (await c.session.context()).memset(u64(c, 'dst'), u32(c, 'value') & 0xff, size, stream, u32(c, 'async') !== 0);
+    },
+  },
+  [Cmd.HOST_MAP]: {
+    args: 'qcuda_args_host_map',
+    async run(c) {
+      const size = u64(c, 'size');
+      if (size === 0n) throw new CudaError(CudaErr.InvalidValue, 'mapping of 0 bytes');
+      const addr = c.dev.hostAddressOfGpa(u64(c, 'gpa'), size);
+      const ptr = await (await c.session.context()).hostDevicePointer(addr, size);
+      c.session.addHostMap(ptr, size);
+      return { value: ptr };
+    },
+  },
+  [Cmd.HOST_UNMAP]: { args: 'qcuda_args_ptr', run: async (c) => c.session.removeHostMap(u64(c, 'ptr')) },
+  [Cmd.STREAM_CREATE]: {
+    args: 'qcuda_args_stream_create',
+    async run(c) {
+      const flags = u32(c, 'flags');
+      if (flags & ~1) throw new CudaError(CudaErr.InvalidValue, `stream flags 0x${flags.toString(16)}`);
+      const s = await (await c.session.context()).streamCreate(flags, c.args.priority as number);
+      return { value: c.session.addStream(s) };
+    },
+  },
+  [Cmd.STREAM_DESTROY]: { args: 'qcuda_args_handle', run: async (c) => (await c.session.context()).streamDestroy(c.session.takeStream(u64(c, 'handle'))) },
+  [Cmd.STREAM_SYNC]: { args: 'qcuda_args_handle', run: async (c) => (await c.session.context()).streamSynchronize(c.session.stream(u64(c, 'handle'))) },
+  [Cmd.STREAM_QUERY]: {
+    args: 'qcuda_args_handle',
+    async run(c) {
+      const done = await (await c.session.context()).streamQuery(c.session.stream(u64(c, 'handle')));
+      return { status: done ? CudaErr.Success : CudaErr.NotReady };
+    },
+  },
+  [Cmd.STREAM_WAIT_EVENT]: {
+    args: 'qcuda_args_stream_wait_event',
+    async run(c) {
+      const s = c.session.stream(u64(c, 'stream'));
+      const e = c.session.event(u64(c, 'event'));
+      await (await c.session.context()).streamWaitEvent(s, e, u32(c, 'flags'));
+    },
+  },
+  [Cmd.EVENT_CREATE]: {
+    args: 'qcuda_args_event_create',
+    async run(c) {
+      const flags = u32(c, 'flags');
+      if (flags & ~0x7) throw new CudaError(CudaErr.InvalidValue, `event flags 0x${flags.toString(16)}`);
+      return { value: c.session.addEvent(await (await c.session.context()).eventCreate(flags)) };
+    },
+  },
+  [Cmd.EVENT_DESTROY]: { args: 'qcuda_args_handle', run: async (c) => (await c.session.context()).eventDestroy(c.session.takeEvent(u64(c, 'handle'))) },
+  [Cmd.EVENT_RECORD]: {
+    args: 'qcuda_args_event_record',
+    async run(c) {
+      const e = c.session.event(u64(c, 'event'));
+      await (await c.session.context()).eventRecord(e, c.session.stream(u64(c, 'stream')));
+    },
+  },
+  [Cmd.EVENT_SYNC]: { args: 'qcuda_args_handle', run: async (c) => (await c.session.context()).eventSynchronize(c.session.event(u64(c, 'handle'))) },
+  [Cmd.EVENT_QUERY]: {
+    args: 'qcuda_args_handle',
+    async run(c) {
+      const done = await (await c.session.context()).eventQuery(c.session.event(u64(c, 'handle')));
+      return { status: done ? CudaErr.Success : CudaErr.NotReady };
+    },
+  },
+  [Cmd.EVENT_ELAPSED]: {
+    args: 'qcuda_args_event_elapsed',
+    out: 'qcuda_out_event_elapsed',
+    async run(c) {
+      const a = c.session.event(u64(c, 'start'));
+      const b = c.session.event(u64(c, 'end'));
+      const ms = await (await c.session.context()).eventElapsed(a, b);
+      const f = new DataView(new ArrayBuffer(4));
+      f.setFloat32(0, ms, true);
+      return { out: encode('qcuda_out_event_elapsed', { ms_bits: f.getUint32(0, true) }) };
+    },
+  },
+};
+
+export { decode };

@@ -1,0 +1,30 @@
+// cudaError_t values the backend returns (the runtime API's numbering, which
+// the guest library hands to the program unchanged).
+export enum CudaErr {
+  Success = 0,
+  InvalidValue = 1,
+  MemoryAllocation = 2,
+  InitializationError = 3,
+  InvalidDevice = 101,
+  InvalidDevicePointer = 17,
+  InvalidResourceHandle = 400,
+  NotReady = 600,
+  NoDevice = 100,
+  NotSupported = 801,
+  InvalidPitchValue = 12,
+  IllegalAddress = 700,
+  LaunchFailure = 719,
+  Unknown = 999,
+}
+
+/** A failure with a CUDA error code: reaches the guest as the reply status. */
+export class CudaError extends Error {
+  override readonly name = 'CudaError';
+  constructor(readonly code: number, message: string) {
+    super(message);
+  }
+}
+
+export function cudaError(code: number, message: string): CudaError {
+  return new CudaError(code, message);
+}

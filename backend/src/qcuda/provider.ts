@@ -1,0 +1,71 @@
+// What executes CUDA work: a real GPU through the driver API (`cuda`) or
+// device memory emulated in host RAM (`host`). The dispatcher checks every
+// pointer, size and handle before a provider sees it; a provider reports
+// failures by throwing CudaError.
+
+export type DevPtr = bigint;
+
+/** A piece of guest memory, already checked to lie inside guest RAM. */
+export interface GuestSeg {
+  /** Host virtual address (for native copies). */
+  addr: bigint;
+  len: number;
+  /** The same bytes as a JS view. */
+  view: Uint8Array;
+}
+
+export interface DeviceProps {
+  name: string;
+  uuid: Uint8Array; // 16 bytes
+  totalMem: bigint;
+  /** Indexed by CUdevice_attribute; QCUDA_NUM_ATTRS entries. */
+  attrs: Int32Array;
+}
+
+/** Opaque provider objects behind the session's handle ids. */
+export type StreamRef = unknown;
+export type EventRef = unknown;
+
+/** One CUDA context's worth of state: the backend opens one per guest session. */
+export interface ProviderContext {
+  malloc(size: bigint): Promise<DevPtr>;
+  free(ptr: DevPtr): Promise<void>;
+  /** stream undefined = the legacy NULL stream. Resolves once the data has moved. */
+  copyToDevice(dst: DevPtr, src: GuestSeg[], stream: StreamRef | undefined): Promise<void>;
+  copyFromDevice(dst: GuestSeg[], src: DevPtr, stream: StreamRef | undefined): Promise<void>;
+  copyOnDevice(dst: DevPtr, src: DevPtr, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void>;
+  memset(dst: DevPtr, value: number, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void>;
+  synchronize(): Promise<void>;
+  streamCreate(flags: number, priority: number): Promise<StreamRef>;
+  streamDestroy(s: StreamRef): Promise<void>;
+  streamSynchronize(s: StreamRef | undefined): Promise<void>;
+  /** true when all work on the stream is done. */
+  streamQuery(s: StreamRef | undefined): Promise<boolean>;
+  streamWaitEvent(s: StreamRef | undefined, e: EventRef, flags: number): Promise<void>;
+  eventCreate(flags: number): Promise<EventRef>;
+  eventDestroy(e: EventRef): Promise<void>;
+  eventRecord(e: EventRef, s: StreamRef | undefined): Promise<void>;
+  eventSynchronize(e: EventRef): Promise<void>;
+  eventQuery(e: EventRef): Promise<boolean>;
+  /** Milliseconds between two recorded events. */
+  eventElapsed(start: EventRef, end: EventRef): Promise<number>;
+  /** The device pointer through which the GPU addresses registered guest memory at host address addr. */
+  hostDevicePointer(addr: bigint, size: bigint): Promise<DevPtr>;
+  /** Frees everything the context holds. Called once; the context is dead after. */
+  destroy(): Promise<void>;
+}
+
+export interface Provider {
+  readonly name: 'cuda' | 'host';
+  readonly hasGpu: boolean;
+  deviceCount(): number;
+  driverVersion(): number;
+  deviceProps(device: number): DeviceProps;
+  /** Device-wide free and total bytes (the dispatcher applies the quota). */
+  memGetInfo(device: number): Promise<{ free: bigint; total: bigint }>;
+  openContext(device: number): Promise<ProviderContext>;
+  /** Guest RAM as it is mapped in this process: register so copies run at pinned speed. */
+  registerGuestMemory(addr: bigint, size: bigint): void;
+  unregisterGuestMemory(addr: bigint): void;
+  close(): Promise<void>;
+}

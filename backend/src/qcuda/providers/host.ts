@@ -1,0 +1,259 @@
+// The `host` provider: device memory emulated in host RAM, for machines
+// without a GPU (and CI). Memory, device, stream and event calls keep CUDA's
+// semantics and error codes; work completes synchronously, so every stream
+// is always idle. It is not a model of GPU timing and runs no kernels.
+import { performance } from 'node:perf_hooks';
+import { CudaErr, CudaError } from '../cuda-error';
+import type { DeviceProps, DevPtr, EventRef, GuestSeg, Provider, ProviderContext, StreamRef } from '../provider';
+import { QCUDA_NUM_ATTRS } from '../proto';
+
+/** Emulated device addresses live here, far from any host mapping. */
+const DEVICE_BASE = 0x2000_0000_0000n;
+const ALIGN = 512n;
+const GUARD = 1n << 16n; // unmapped gap between allocations
+export const HOST_DEVICE_NAME = 'qcuda host-memory device (no GPU)';
+
+/** cudaEventDisableTiming */
+const EVENT_DISABLE_TIMING = 0x2;
+
+/** A few attributes a program may look at (CUdevice_attribute numbering). */
+const ATTRS: Record<number, number> = {
+  1: 1024, 2: 1024, 3: 1024, 4: 64, 5: 0x7fffffff, 6: 65535, 7: 65535, 8: 49152, 9: 65536, 10: 32, 11: 0x7fffffff,
+  12: 65536, 13: 1000000, 14: 512, 15: 1, 16: 1, 17: 0, 18: 0, 19: 1, 20: 0, 31: 1, 32: 0, 33: 0, 34: 0, 35: 0,
+  36: 1000000, 37: 64, 38: 0, 39: 2048, 40: 1, 41: 1, 75: 0, 76: 0, 81: 49152, 82: 65536, 83: 1, 84: 0,
+};
+
+interface Alloc {
+  base: bigint;
+  bytes: Uint8Array;
+  owner: HostContext;
+}
+
+interface HostEvent {
+  flags: number;
+  at: number | undefined; // ms, when recorded
+}
+
+export interface HostProviderOptions {
+  /** Emulated device memory size in bytes (default 4 GiB). */
+  totalMem?: bigint;
+  /** Views of guest RAM by host address: the device pointers of mapped host memory. */
+  guestView?: (addr: bigint, len: number) => Uint8Array[];
+}
+
+export class HostProvider implements Provider {
+  readonly name = 'host' as const;
+  readonly hasGpu = false;
+  readonly totalMem: bigint;
+  readonly guestView: (addr: bigint, len: number) => Uint8Array[];
+  readonly #allocs: Alloc[] = []; // sorted by base
+  #next = DEVICE_BASE;
+  used = 0n;
+
+  constructor(o: HostProviderOptions = {}) {
+    this.totalMem = o.totalMem ?? 4n << 30n;
+    this.guestView = o.guestView ?? (() => {
+      throw new CudaError(CudaErr.InvalidValue, 'no guest memory to map');
+    });
+  }
+
+  deviceCount(): number {
+    return 1;
+  }
+
+  driverVersion(): number {
+    return 13000;
+  }
+
+  deviceProps(device: number): DeviceProps {
+    checkDevice(device);
+    const attrs = new Int32Array(QCUDA_NUM_ATTRS);
+    for (const [k, v] of Object.entries(ATTRS)) attrs[Number(k)] = v;
+    return { name: HOST_DEVICE_NAME, uuid: new Uint8Array(16).fill(0x51), totalMem: this.totalMem, attrs };
+  }
+
+  async memGetInfo(device: number): Promise<{ free: bigint; total: bigint }> {
+    checkDevice(device);
+    return { free: this.totalMem - this.used, total: this.totalMem };
+  }
+
+  async openContext(device: number): Promise<ProviderContext> {
+    checkDevice(device);
+    return new HostContext(this);
+  }
+
+  registerGuestMemory(): void {
+    /* host memory needs no registration */
+  }
+
+  unregisterGuestMemory(): void {}
+
+  async close(): Promise<void> {}
+
+  allocate(size: bigint, owner: HostContext): DevPtr {
+    if (size <= 0n) throw new CudaError(CudaErr.InvalidValue, 'allocation size 0');
+    if (size > this.totalMem - this.used || size > BigInt(Number.MAX_SAFE_INTEGER))
+      throw new CudaError(CudaErr.MemoryAllocation, `out of device memory: ${size} bytes requested, ${this.totalMem - this.used} free`);
+    let bytes: Uint8Array;
+    try {
+      bytes = new Uint8Array(Number(size));
+    } catch {
+      throw new CudaError(CudaErr.MemoryAllocation, `host cannot back ${size} bytes`);
+    }
+    const base = this.#next;
+    this.#next += ((size + ALIGN - 1n) / ALIGN) * ALIGN + GUARD;
+    this.#allocs.push({ base, bytes, owner });
+    this.used += size;
+    return base;
+  }
+
+  release(ptr: DevPtr, owner: HostContext): void {
+    const i = this.#allocs.findIndex((a) => a.base === ptr && a.owner === owner);
+    if (i < 0) throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} is not an allocation`);
+    this.used -= BigInt(this.#allocs[i].bytes.length);
+    this.#allocs.splice(i, 1);
+  }
+
+  releaseAll(owner: HostContext): void {
+    for (let i = this.#allocs.length - 1; i >= 0; i--) {
+      if (this.#allocs[i].owner !== owner) continue;
+      this.used -= BigInt(this.#allocs[i].bytes.length);
+      this.#allocs.splice(i, 1);
+    }
+  }
+
+  /** Views of [ptr, ptr+size): emulated device memory, or mapped guest memory. */
+  views(ptr: DevPtr, size: bigint, owner: HostContext): Uint8Array[] {
+    const a = this.#find(ptr);
+    if (a && a.owner === owner) {
+      const off = Number(ptr - a.base);
+      if (off + Number(size) > a.bytes.length) throw new CudaError(CudaErr.InvalidValue, 'range runs past its allocation');
+      return [a.bytes.subarray(off, off + Number(size))];
+    }
+    if (owner.isMapped(ptr, size)) return this.guestView(ptr, Number(size));
+    throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} is not device memory of this context`);
+  }
+
+  #find(ptr: DevPtr): Alloc | undefined {
+    let lo = 0;
+    let hi = this.#allocs.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const a = this.#allocs[mid];
+      if (ptr < a.base) hi = mid - 1;
+      else if (ptr >= a.base + BigInt(a.bytes.length)) lo = mid + 1;
+      else return a;
+    }
+    return undefined;
+  }
+}
+
+function checkDevice(device: number): void {
+  if (device !== 0) throw new CudaError(CudaErr.InvalidDevice, `device ${device} does not exist`);
+}
+
+/** Copies between lists of views of equal total length. */
+function copyViews(dst: Uint8Array[], src: Uint8Array[]): void {
+  let si = 0;
+  let so = 0;
+  for (const d of dst) {
+    let done = 0;
+    while (done < d.length) {
+      const s = src[si];
+      const n = Math.min(d.length - done, s.length - so);
+      d.set(s.subarray(so, so + n), done);
+      done += n;
+      so += n;
+      if (so === s.length) {
+        si++;
+        so = 0;
+      }
+    }
+  }
+}
+
+class HostContext implements ProviderContext {
+  readonly #maps: { addr: bigint; size: bigint }[] = [];
+  constructor(private readonly p: HostProvider) {}
+
+  isMapped(ptr: bigint, size: bigint): boolean {
+    return this.#maps.some((m) => ptr >= m.addr && ptr + size <= m.addr + m.size);
+  }
+
+  async malloc(size: bigint): Promise<DevPtr> {
+    return this.p.allocate(size, this);
+  }
+
+  async free(ptr: DevPtr): Promise<void> {
+    this.p.release(ptr, this);
+  }
+
+  async copyToDevice(dst: DevPtr, src: GuestSeg[], _s: StreamRef | undefined): Promise<void> {
+    const len = src.reduce((n, s) => n + s.len, 0);
+    copyViews(this.p.views(dst, BigInt(len), this), src.map((s) => s.view));
+  }
+
+  async copyFromDevice(dst: GuestSeg[], src: DevPtr, _s: StreamRef | undefined): Promise<void> {
+    const len = dst.reduce((n, s) => n + s.len, 0);
+    copyViews(dst.map((s) => s.view), this.p.views(src, BigInt(len), this));
+  }
+
+  async copyOnDevice(dst: DevPtr, src: DevPtr, size: bigint): Promise<void> {
+    const from = this.p.views(src, size, this).map((v) => v.slice()); // memmove semantics for overlaps
+    copyViews(this.p.views(dst, size, this), from);
+  }
+
+  async memset(dst: DevPtr, value: number, size: bigint): Promise<void> {
+    for (const v of this.p.views(dst, size, this)) v.fill(value & 0xff);
+  }
+
+  async synchronize(): Promise<void> {}
+
+  async streamCreate(): Promise<StreamRef> {
+    return {};
+  }
+
+  async streamDestroy(): Promise<void> {}
+  async streamSynchronize(): Promise<void> {}
+
+  async streamQuery(): Promise<boolean> {
+    return true;
+  }
+
+  async streamWaitEvent(): Promise<void> {}
+
+  async eventCreate(flags: number): Promise<EventRef> {
+    const e: HostEvent = { flags, at: undefined };
+    return e;
+  }
+
+  async eventDestroy(): Promise<void> {}
+
+  async eventRecord(e: EventRef): Promise<void> {
+    (e as HostEvent).at = performance.now();
+  }
+
+  async eventSynchronize(): Promise<void> {}
+
+  async eventQuery(): Promise<boolean> {
+    return true;
+  }
+
+  async eventElapsed(start: EventRef, end: EventRef): Promise<number> {
+    const a = start as HostEvent;
+    const b = end as HostEvent;
+    if ((a.flags | b.flags) & EVENT_DISABLE_TIMING) throw new CudaError(CudaErr.InvalidResourceHandle, 'event created with cudaEventDisableTiming');
+    if (a.at === undefined || b.at === undefined) throw new CudaError(CudaErr.InvalidResourceHandle, 'event was never recorded');
+    return b.at - a.at;
+  }
+
+  async hostDevicePointer(addr: bigint, size: bigint): Promise<DevPtr> {
+    this.#maps.push({ addr, size });
+    return addr;
+  }
+
+  async destroy(): Promise<void> {
+    this.p.releaseAll(this);
+    this.#maps.length = 0;
+  }
+}

@@ -1,0 +1,133 @@
+// A guest's side of virtio-qcuda over the test frontend: builds requests the
+// way the guest driver does (header, arguments, data split into chunks over
+// the queues) for tests and benchmarks that run without a VM.
+import { Cmd, decode, encode, LAYOUT, QCUDA_CHUNK, QCUDA_PROTO_VERSION, type Decoded, type StructName } from '../../backend/src/qcuda/proto';
+import type { Frontend } from '../../backend/src/vhost-user/frontend/frontend';
+import type { GuestBuf } from '../../backend/src/vhost-user/frontend/guest-ring';
+
+const REQ = LAYOUT.qcuda_req_hdr.size;
+const RESP = LAYOUT.qcuda_resp_hdr.size;
+const OUT_AT = 4608; // in a slot: request at 0, reply here
+const SLOT = OUT_AT + 4608;
+
+export interface Reply {
+  status: number;
+  value: bigint;
+  len: number;
+  used: number;
+  out?: Decoded;
+}
+
+export interface CallOptions {
+  args?: [StructName, Record<string, number | bigint | string | Uint8Array | undefined>];
+  out?: StructName;
+  /** Guest data read by the device (HTOD) or written by it (DTOH). */
+  to?: GuestBuf[];
+  from?: GuestBuf[];
+  dataOffset?: bigint;
+  dataLen?: bigint;
+  session?: bigint;
+  queue?: number;
+  /** Raw argument bytes instead of args (for hostile tests). */
+  rawArgs?: Uint8Array;
+  /** Room for output when no out struct is named. */
+  outLen?: number;
+}
+
+export class QcudaClient {
+  session = 0n;
+  #nextQueue = 0;
+  /** Scratch slots for headers and outputs: one per request in flight. */
+  readonly #slots: bigint[] = [];
+  readonly #slotWaiters: (() => void)[] = [];
+
+  constructor(readonly fe: Frontend, readonly queues = fe.queues.length, slots = 256) {
+    for (let i = 0; i < slots; i++) this.#slots.push(fe.mem.alloc(SLOT, 64));
+  }
+
+  async #slot(): Promise<bigint> {
+    while (this.#slots.length === 0) await new Promise<void>((r) => this.#slotWaiters.push(r));
+    return this.#slots.pop()!;
+  }
+
+  #release(slot: bigint): void {
+    this.#slots.push(slot);
+    this.#slotWaiters.shift()?.();
+  }
+
+  #pickQueue(q?: number): number {
+    if (q !== undefined) return q;
+    const n = this.#nextQueue;
+    this.#nextQueue = (n + 1) % this.queues;
+    return n;
+  }
+
+  async call(cmd: number, o: CallOptions = {}): Promise<Reply> {
+    const args = o.rawArgs ?? (o.args ? encode(o.args[0], o.args[1]) : new Uint8Array(0));
+    const outSize = o.out ? LAYOUT[o.out].size : (o.outLen ?? 0);
+    const dataLen = o.dataLen ?? BigInt([...(o.to ?? []), ...(o.from ?? [])].reduce((n, b) => n + b.len, 0));
+    const hdr = encode('qcuda_req_hdr', { cmd, len: args.length, session: o.session ?? this.session, data_offset: o.dataOffset ?? 0n, data_len: dataLen });
+    const mem = this.fe.mem;
+    if (args.length > OUT_AT - REQ) throw new RangeError('arguments do not fit a scratch slot');
+    const slot = await this.#slot();
+    const inGpa = slot;
+    const outGpa = slot + BigInt(OUT_AT);
+    mem.bytes(inGpa, REQ).set(hdr);
+    if (args.length) mem.bytes(inGpa + BigInt(REQ), args.length).set(args);
+    mem.bytes(outGpa, RESP + outSize).fill(0xcc);
+    const bufs: GuestBuf[] = [{ gpa: inGpa, len: REQ + args.length }, ...(o.to ?? []), { gpa: outGpa, len: RESP + outSize, write: true }, ...(o.from ?? []).map((b) => ({ ...b, write: true }))];
+    try {
+      const used = await this.fe.submit(this.#pickQueue(o.queue), bufs, bufs.length > 4);
+      const r = decode('qcuda_resp_hdr', mem.bytes(outGpa, RESP).slice());
+      return {
+        status: r.status as number, value: r.value as bigint, len: r.len as number, used: used.len,
+        out: o.out && (r.len as number) >= outSize ? decode(o.out, mem.bytes(outGpa + BigInt(RESP), outSize).slice()) : undefined,
+      };
+    } finally {
+      this.#release(slot);
+    }
+  }
+
+  async open(): Promise<bigint> {
+    const r = await this.call(Cmd.SESSION_OPEN, { session: 0n });
+    if (r.status !== 0) throw new Error(`SESSION_OPEN failed: ${r.status}`);
+    this.session = r.value;
+    const h = await this.call(Cmd.HELLO, { args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }], out: 'qcuda_out_hello' });
+    if (h.status !== 0) throw new Error(`HELLO failed: ${h.status}`);
+    return this.session;
+  }
+
+  close(): Promise<Reply> {
+    return this.call(Cmd.SESSION_CLOSE);
+  }
+
+  async malloc(size: bigint | number): Promise<Reply> {
+    return this.call(Cmd.MALLOC, { args: ['qcuda_args_malloc', { size: BigInt(size) }] });
+  }
+
+  free(ptr: bigint): Promise<Reply> {
+    return this.call(Cmd.FREE, { args: ['qcuda_args_ptr', { ptr }] });
+  }
+
+  /** Copies guest [gpa, gpa+size) to the device in chunks over all queues, as the driver does. */
+  htod(dst: bigint, gpa: bigint, size: number, stream = 0n, chunk = QCUDA_CHUNK): Promise<number> {
+    return this.#chunked(Cmd.MEMCPY_HTOD, { dst, src: 0n, size: BigInt(size), stream, async: 0 }, gpa, size, 'to', chunk);
+  }
+
+  dtoh(gpa: bigint, src: bigint, size: number, stream = 0n, chunk = QCUDA_CHUNK): Promise<number> {
+    return this.#chunked(Cmd.MEMCPY_DTOH, { dst: 0n, src, size: BigInt(size), stream, async: 0 }, gpa, size, 'from', chunk);
+  }
+
+  /** Resolves to the first non-zero status (0 if every chunk succeeded). */
+  async #chunked(cmd: number, args: Record<string, bigint | number>, gpa: bigint, size: number, dir: 'to' | 'from', chunk: number): Promise<number> {
+    const jobs: Promise<Reply>[] = [];
+    for (let at = 0; at < size || (size === 0 && at === 0); at += chunk) {
+      const len = Math.min(chunk, size - at);
+      const bufs = len > 0 ? [{ gpa: gpa + BigInt(at), len }] : [];
+      jobs.push(this.call(cmd, { args: ['qcuda_args_memcpy', args], [dir]: bufs, dataOffset: BigInt(at), dataLen: BigInt(len) }));
+      if (size === 0) break;
+    }
+    const replies = await Promise.all(jobs);
+    return replies.find((r) => r.status !== 0)?.status ?? 0;
+  }
+}
