@@ -4,6 +4,7 @@
 // --print-capabilities; exits cleanly on SIGTERM).
 import { parseArgs } from 'node:util';
 import { DEVICES } from '../devices';
+import { parseSize, type ProviderKind } from '../qcuda/providers';
 import { VhostUserServer } from '../vhost-user/server';
 
 const HELP = `Usage: qcuda-backend (--socket-path=PATH | --fd=FDNUM) [options]
@@ -19,6 +20,15 @@ Serves a virtio device to QEMU over vhost-user.
   --device=NAME           the device to serve (default qcuda):
 ${Object.entries(DEVICES).map(([n, d]) => `                            ${n.padEnd(8)}${d.describe}`).join('\n')}
   --queues=N              request queues (default 4; must match QEMU's num-queues)
+  --provider=KIND         qcuda only: what runs the CUDA calls (default auto):
+                            cuda    the GPU, through the CUDA driver (libcuda.so.1)
+                            host    device memory emulated in host RAM (no kernels)
+                            auto    cuda where a GPU answers, else host
+  --gpu=N                 qcuda only: which GPU (default 0)
+  --device-memory-limit=SIZE
+                          qcuda only: per-VM device memory quota (e.g. 2G);
+                          cudaMalloc past it fails with cudaErrorMemoryAllocation
+                          and cudaMemGetInfo reports the quota
   --print-capabilities    print the backend's capabilities as JSON and exit
   -h, --help              this text
 
@@ -36,6 +46,11 @@ function positiveInt(name: string, v: string | undefined, dflt: number, max: num
   return +v;
 }
 
+function nonNegativeInt(name: string, v: string, max: number): number {
+  if (!/^\d+$/.test(v) || +v > max) usage(`--${name} must be an integer in 0..${max}, got '${v}'`);
+  return +v;
+}
+
 function main(): void {
   let args;
   try {
@@ -45,6 +60,9 @@ function main(): void {
         fd: { type: 'string' },
         device: { type: 'string', default: 'qcuda' },
         queues: { type: 'string' },
+        provider: { type: 'string', default: 'auto' },
+        gpu: { type: 'string' },
+        'device-memory-limit': { type: 'string' },
         'print-capabilities': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -64,9 +82,21 @@ function main(): void {
     return;
   }
   if ((args['socket-path'] === undefined) === (args.fd === undefined)) usage('give exactly one of --socket-path and --fd');
-  const device = kind.create({ queues: positiveInt('queues', args.queues, 4, 64) });
+  if (!['cuda', 'host', 'auto'].includes(args.provider!)) usage(`--provider must be cuda, host or auto, got '${args.provider}'`);
+  let memoryLimit: bigint | undefined;
+  try {
+    memoryLimit = args['device-memory-limit'] === undefined ? undefined : parseSize(args['device-memory-limit']);
+  } catch (e) {
+    usage(`--device-memory-limit: ${(e as Error).message}`);
+  }
+  const gpu = args.gpu === undefined ? 0 : nonNegativeInt('gpu', args.gpu, 63);
+  const queues = positiveInt('queues', args.queues, 4, 64);
   let server: VhostUserServer;
   try {
+    const device = kind.create({
+      queues, provider: args.provider as ProviderKind, gpu, memoryLimit,
+      log: (line) => process.stderr.write(`qcuda-backend: ${line}\n`),
+    });
     if (args.fd !== undefined) {
       const fd = positiveInt('fd', args.fd, 0, 1 << 20);
       server = VhostUserServer.fromConnectedFd(fd, device, { onDisconnect: () => shutdown(0) });

@@ -26,7 +26,9 @@ export const MAX_SESSIONS = 4096;
 export interface QcudaOptions {
   queues?: number;
   queueSize?: number;
-  provider?: Provider;
+  /** Default: the host provider. Given a factory, the device passes it the
+   * guest-memory resolver the host provider needs for mapped memory. */
+  provider?: Provider | ((guestView: (addr: bigint, len: number) => Uint8Array[]) => Provider);
   /** Per-VM device memory quota in bytes; 0 = none. */
   memoryLimit?: bigint;
 }
@@ -54,7 +56,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     this.numQueues = o.queues ?? 4;
     this.maxQueueSize = o.queueSize ?? 256;
     this.memoryLimit = o.memoryLimit ?? 0n;
-    this.provider = o.provider ?? new HostProvider({ guestView: (addr, len) => this.#viewsAtHost(addr, len) });
+    const guestView = (addr: bigint, len: number) => this.#viewsAtHost(addr, len);
+    this.provider = typeof o.provider === 'function' ? o.provider(guestView) : (o.provider ?? new HostProvider({ guestView }));
     this.served = new Array(this.numQueues).fill(0);
   }
 

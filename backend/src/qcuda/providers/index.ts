@@ -1,0 +1,45 @@
+// Picks the provider the backend command asked for.
+import type { Provider } from '../provider';
+import { HostProvider, type HostProviderOptions } from './host';
+
+export type ProviderKind = 'cuda' | 'host' | 'auto';
+
+interface CudaModule {
+  cudaAvailable(): { ok: boolean; reason: string };
+  createCudaProvider(gpu: number): Provider;
+}
+
+/** Loaded on demand: the host path must work where the CUDA part cannot. */
+function cudaModule(): CudaModule {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require('./cuda') as CudaModule;
+}
+
+export interface ProviderChoice {
+  provider: Provider;
+  /** Why auto chose what it chose (for the log). */
+  note: string;
+}
+
+export function createProvider(kind: ProviderKind, gpu: number, host: HostProviderOptions = {}): ProviderChoice {
+  if (kind === 'host') return { provider: new HostProvider(host), note: 'host-memory provider (no GPU)' };
+  let cuda: CudaModule | undefined;
+  let avail: { ok: boolean; reason: string };
+  try {
+    cuda = cudaModule();
+    avail = cuda.cudaAvailable();
+  } catch (e) {
+    avail = { ok: false, reason: `the CUDA provider failed to load: ${(e as Error).message}` };
+  }
+  if (avail.ok && cuda) return { provider: cuda.createCudaProvider(gpu), note: `cuda provider on GPU ${gpu}` };
+  if (kind === 'cuda') throw new Error(`--provider=cuda: ${avail.reason}`);
+  return { provider: new HostProvider(host), note: `host-memory provider: no GPU (${avail.reason})` };
+}
+
+/** "512M", "2G", "1048576" -> bytes. */
+export function parseSize(s: string): bigint {
+  const m = /^(\d+)([KMGT]i?B?)?$/i.exec(s.trim());
+  if (!m) throw new Error(`not a size: '${s}' (use e.g. 512M, 2G or a byte count)`);
+  const shift = { '': 0n, K: 10n, M: 20n, G: 30n, T: 40n }[(m[2] ?? '').charAt(0).toUpperCase() as '' | 'K' | 'M' | 'G' | 'T'];
+  return BigInt(m[1]) << shift;
+}
