@@ -45,3 +45,9 @@ clean:
 include qemu-patches/qemu.mk
 include vm-images/vm.mk
 include guest-driver/guest.mk
+
+# Everything a GPU machine needs (no network, no Node.js there) in .carry/;
+# then on it: bash test/gpu/run.sh (the device tool carries .carry).
+gpu-bundle: node vm
+	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) bash test/gpu/bundle.sh
+.PHONY: gpu-bundle

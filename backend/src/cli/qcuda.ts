@@ -22,6 +22,9 @@ vm options:
   --queues=N           request queues (default 4)
   --memory=MIB         guest RAM (default 512)
   --cpus=N             guest CPUs (default 2)
+  --provider=KIND      cuda, host or auto (default auto: the GPU if one answers)
+  --gpu=N              which host GPU (default 0)
+  --device-memory-limit=SIZE  the VM's device memory quota (e.g. 2G)
   --demo               run the guest test programs built into the image
   --quiet              do not stream the guest console to stderr
 Common options (defaults from the environment, set by 'make'):
@@ -56,6 +59,9 @@ const OPTIONS = {
   memory: { type: 'string' },
   cpus: { type: 'string' },
   demo: { type: 'boolean' },
+  provider: { type: 'string' },
+  gpu: { type: 'string' },
+  'device-memory-limit': { type: 'string' },
   quiet: { type: 'boolean' },
   qemu: { type: 'string' },
   kernel: { type: 'string' },
@@ -103,6 +109,11 @@ async function main(): Promise<number> {
       timeoutMs: intOpt(v.timeout, 'timeout', 300, 86400) * 1000, queues: intOpt(v.queues, 'queues', 4, 64),
       memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20), cpus: intOpt(v.cpus, 'cpus', 2, 256),
       onConsole: v.quiet ? undefined : (s) => process.stderr.write(s),
+      backendArgs: [
+        ...(v.provider ? [`--provider=${v.provider}`] : []),
+        ...(v.gpu ? [`--gpu=${v.gpu}`] : []),
+        ...(v['device-memory-limit'] ? [`--device-memory-limit=${v['device-memory-limit']}`] : []),
+      ],
     });
     process.stdout.write(r.stdout);
     process.stderr.write(r.stderr);

@@ -17,7 +17,9 @@ export interface QemuConfig {
   append?: string;
 }
 
-export const DEFAULT_FIRMWARE_DIRS = ['/usr/share/qemu', '/usr/share/seabios', '/usr/lib/ipxe/qemu'];
+/** Debian's firmware packages; QCUDA_FIRMWARE_DIRS (colon-separated) overrides, e.g. for a carried copy. */
+export const DEFAULT_FIRMWARE_DIRS = process.env.QCUDA_FIRMWARE_DIRS?.split(':').filter(Boolean)
+  ?? ['/usr/share/qemu', '/usr/share/seabios', '/usr/lib/ipxe/qemu'];
 
 /** KVM only where the CPU has hardware virtualization and /dev/kvm opens; else TCG. */
 export function detectAccel(): 'kvm' | 'tcg' {

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The whole GPU run, in one command, on a machine with an NVIDIA GPU and no
+# network (see README.md, "On a GPU machine"): unpacks .carry/ (made by
+# `make gpu-bundle`), runs the cuda provider's tests, then every guest CUDA
+# program natively and in a guest on the cuda provider, diffing their
+# output, then the benchmarks. Logs and a summary go to $OUT (or ./gpu-out).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+work=$(mktemp -d /tmp/qcuda-gpu.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+summary=$OUT/summary.txt
+: > "$summary"
+say() { echo "$*" | tee -a "$summary"; }
+
+xz -dc .carry/node.xz > "$work/node" && chmod +x "$work/node"
+xz -dc .carry/bundle.tar.xz | tar -C "$work" -xf -
+tar -C "$work/app" -xf "$work/app/node_modules.tar"
+export PATH=$work:$PATH
+export LD_LIBRARY_PATH=$work/qemu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export QEMU_BIN=$work/qemu/bin/qemu-system-x86_64 GUEST_KERNEL=$work/guest/vmlinux GUEST_INITRD=$work/guest/initrd.cpio
+export QCUDA_FIRMWARE_DIRS=$work/qemu/firmware
+export QCUDA_GPU_TESTS=1
+app=$work/app
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$summary"
+say "accel: $(grep -qwE 'vmx|svm' /proc/cpuinfo && [ -w /dev/kvm ] && echo kvm || echo tcg)"
+
+status=0
+say "== provider tests (cuda) =="
+(cd "$app" && node node_modules/ava/entrypoints/cli.mjs dist/test/qcuda/cuda-provider.test.js 2>&1) > "$OUT/provider-tests.log"
+rc=$?; tail -3 "$OUT/provider-tests.log" | tee -a "$summary"; [ $rc = 0 ] || status=1
+
+say "== guest programs: native vs guest on the cuda provider =="
+native_lib=$(dirname "$(find /usr/local/cuda*/ /usr/lib -name 'libcudart.so.13*' 2>/dev/null | head -1)")
+for prog in "$work"/guest/bin/*; do
+  name=$(basename "$prog")
+  [ "$name" = nop_test ] && continue
+  LD_LIBRARY_PATH=$native_lib timeout 300 "$prog" > "$OUT/$name.native.out" 2>&1; nrc=$?
+  node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --timeout=600 -- "$name" > "$OUT/$name.guest.out" 2> "$OUT/$name.guest.err"; grc=$?
+  if [ $nrc = $grc ] && diff -q "$OUT/$name.native.out" "$OUT/$name.guest.out" >/dev/null; then
+    say "$name: identical (exit $grc)"
+  else
+    say "$name: DIFFERENT (native exit $nrc, guest exit $grc)"; status=1
+  fi
+done
+
+say "== benchmarks =="
+for b in "$app"/dist/test/bench/*.js; do
+  case $b in *child*|*stats*) continue;; esac
+  node "$b" 2>&1 | tee "$OUT/$(basename "$b" .js).bench" | grep -E '^(JSON|[a-zA-Z])' | tail -20 >> "$summary"
+done
+say "overall: $([ $status = 0 ] && echo PASS || echo FAIL)"
+exit $status
