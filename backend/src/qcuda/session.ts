@@ -5,16 +5,12 @@ import { randomBytes } from 'node:crypto';
 import { CudaErr, CudaError } from './cuda-error';
 import type { DevPtr, EventRef, Provider, ProviderContext, StreamRef } from './provider';
 import { QCUDA_STREAM_LEGACY, QCUDA_STREAM_PER_THREAD } from './proto';
-
-interface Range {
-  base: bigint;
-  size: bigint;
-}
+import { RangeSet, type Range } from './ranges';
 
 export class Session {
   readonly id: bigint;
-  readonly #allocs: Range[] = []; // sorted by base
-  readonly #hostMaps: Range[] = [];
+  readonly #allocs = new RangeSet<Range>();
+  readonly #hostMaps = new RangeSet<Range>();
   readonly #streams = new Map<bigint, StreamRef>();
   readonly #events = new Map<bigint, EventRef>();
   #nextHandle = 0x100n;
@@ -41,50 +37,30 @@ export class Session {
   // ---- device memory ----
 
   addAlloc(base: DevPtr, size: bigint): void {
-    const i = this.#allocs.findIndex((r) => r.base > base);
-    this.#allocs.splice(i < 0 ? this.#allocs.length : i, 0, { base, size });
+    this.#allocs.add({ base, size });
     this.allocated += size;
   }
 
   /** Removes the allocation that starts exactly at ptr; returns its size. */
   removeAlloc(ptr: DevPtr): bigint {
-    const i = this.#allocs.findIndex((r) => r.base === ptr);
-    if (i < 0) throw new CudaError(CudaErr.InvalidValue, `free of 0x${ptr.toString(16)}, which is not an allocation of this process`);
-    const [r] = this.#allocs.splice(i, 1);
+    const r = this.#allocs.removeAt(ptr);
+    if (!r) throw new CudaError(CudaErr.InvalidValue, `free of 0x${ptr.toString(16)}, which is not an allocation of this process`);
     this.allocated -= r.size;
     return r.size;
   }
 
   /** [ptr, ptr+size) must lie inside one allocation or host mapping of this session. */
   checkRange(ptr: DevPtr, size: bigint, what: string): void {
-    if (size === 0n) return;
-    const inside = (r: Range) => ptr >= r.base && ptr + size <= r.base + r.size;
-    if (this.#find(ptr) && inside(this.#find(ptr)!)) return;
-    if (this.#hostMaps.some(inside)) return;
+    if (size === 0n || this.#allocs.holding(ptr, size) || this.#hostMaps.holding(ptr, size)) return;
     throw new CudaError(CudaErr.InvalidValue, `${what}: 0x${ptr.toString(16)}+${size} is not inside memory of this process`);
   }
 
-  #find(ptr: DevPtr): Range | undefined {
-    let lo = 0;
-    let hi = this.#allocs.length - 1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >> 1;
-      const r = this.#allocs[mid];
-      if (ptr < r.base) hi = mid - 1;
-      else if (ptr >= r.base + r.size) lo = mid + 1;
-      else return r;
-    }
-    return undefined;
-  }
-
   addHostMap(base: DevPtr, size: bigint): void {
-    this.#hostMaps.push({ base, size });
+    this.#hostMaps.add({ base, size });
   }
 
   removeHostMap(base: DevPtr): void {
-    const i = this.#hostMaps.findIndex((r) => r.base === base);
-    if (i < 0) throw new CudaError(CudaErr.InvalidValue, `0x${base.toString(16)} is not mapped host memory of this process`);
-    this.#hostMaps.splice(i, 1);
+    if (!this.#hostMaps.removeAt(base)) throw new CudaError(CudaErr.InvalidValue, `0x${base.toString(16)} is not mapped host memory of this process`);
   }
 
   // ---- handles ----
@@ -138,8 +114,8 @@ export class Session {
   async reset(): Promise<void> {
     const ctx = this.#ctx;
     this.#ctx = undefined;
-    this.#allocs.length = 0;
-    this.#hostMaps.length = 0;
+    this.#allocs.clear();
+    this.#hostMaps.clear();
     this.#streams.clear();
     this.#events.clear();
     this.allocated = 0n;

@@ -6,6 +6,7 @@ import { performance } from 'node:perf_hooks';
 import { CudaErr, CudaError } from '../cuda-error';
 import type { DeviceProps, DevPtr, EventRef, GuestSeg, Provider, ProviderContext, StreamRef } from '../provider';
 import { QCUDA_NUM_ATTRS } from '../proto';
+import { RangeSet, type Range } from '../ranges';
 
 /** Emulated device addresses live here, far from any host mapping. */
 const DEVICE_BASE = 0x2000_0000_0000n;
@@ -23,8 +24,7 @@ const ATTRS: Record<number, number> = {
   36: 1000000, 37: 64, 38: 0, 39: 2048, 40: 1, 41: 1, 75: 0, 76: 0, 81: 49152, 82: 65536, 83: 1, 84: 0,
 };
 
-interface Alloc {
-  base: bigint;
+interface Alloc extends Range {
   bytes: Uint8Array;
   owner: HostContext;
 }
@@ -46,7 +46,7 @@ export class HostProvider implements Provider {
   readonly hasGpu = false;
   readonly totalMem: bigint;
   readonly guestView: (addr: bigint, len: number) => Uint8Array[];
-  readonly #allocs: Alloc[] = []; // sorted by base
+  readonly #allocs = new RangeSet<Alloc>();
   #next = DEVICE_BASE;
   used = 0n;
 
@@ -102,29 +102,24 @@ export class HostProvider implements Provider {
     }
     const base = this.#next;
     this.#next += ((size + ALIGN - 1n) / ALIGN) * ALIGN + GUARD;
-    this.#allocs.push({ base, bytes, owner });
+    this.#allocs.add({ base, size, bytes, owner });
     this.used += size;
     return base;
   }
 
   release(ptr: DevPtr, owner: HostContext): void {
-    const i = this.#allocs.findIndex((a) => a.base === ptr && a.owner === owner);
-    if (i < 0) throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} is not an allocation`);
-    this.used -= BigInt(this.#allocs[i].bytes.length);
-    this.#allocs.splice(i, 1);
+    const a = this.#allocs.removeAt(ptr, (x) => x.owner === owner);
+    if (!a) throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} is not an allocation`);
+    this.used -= a.size;
   }
 
   releaseAll(owner: HostContext): void {
-    for (let i = this.#allocs.length - 1; i >= 0; i--) {
-      if (this.#allocs[i].owner !== owner) continue;
-      this.used -= BigInt(this.#allocs[i].bytes.length);
-      this.#allocs.splice(i, 1);
-    }
+    for (const a of this.#allocs.removeWhere((x) => x.owner === owner)) this.used -= a.size;
   }
 
   /** Views of [ptr, ptr+size): emulated device memory, or mapped guest memory. */
   views(ptr: DevPtr, size: bigint, owner: HostContext): Uint8Array[] {
-    const a = this.#find(ptr);
+    const a = this.#allocs.find(ptr);
     if (a && a.owner === owner) {
       const off = Number(ptr - a.base);
       if (off + Number(size) > a.bytes.length) throw new CudaError(CudaErr.InvalidValue, 'range runs past its allocation');
@@ -132,19 +127,6 @@ export class HostProvider implements Provider {
     }
     if (owner.isMapped(ptr, size)) return this.guestView(ptr, Number(size));
     throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} is not device memory of this context`);
-  }
-
-  #find(ptr: DevPtr): Alloc | undefined {
-    let lo = 0;
-    let hi = this.#allocs.length - 1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >> 1;
-      const a = this.#allocs[mid];
-      if (ptr < a.base) hi = mid - 1;
-      else if (ptr >= a.base + BigInt(a.bytes.length)) lo = mid + 1;
-      else return a;
-    }
-    return undefined;
   }
 }
 
@@ -173,11 +155,11 @@ function copyViews(dst: Uint8Array[], src: Uint8Array[]): void {
 }
 
 class HostContext implements ProviderContext {
-  readonly #maps: { addr: bigint; size: bigint }[] = [];
+  readonly #maps = new RangeSet<Range>();
   constructor(private readonly p: HostProvider) {}
 
   isMapped(ptr: bigint, size: bigint): boolean {
-    return this.#maps.some((m) => ptr >= m.addr && ptr + size <= m.addr + m.size);
+    return this.#maps.holding(ptr, size) !== undefined;
   }
 
   async malloc(size: bigint): Promise<DevPtr> {
@@ -248,12 +230,12 @@ class HostContext implements ProviderContext {
   }
 
   async hostDevicePointer(addr: bigint, size: bigint): Promise<DevPtr> {
-    this.#maps.push({ addr, size });
+    this.#maps.add({ base: addr, size });
     return addr;
   }
 
   async destroy(): Promise<void> {
     this.p.releaseAll(this);
-    this.#maps.length = 0;
+    this.#maps.clear();
   }
 }
