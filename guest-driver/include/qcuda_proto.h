@@ -11,7 +11,8 @@
  *                     data to the device, hdr.data_len bytes of data;
  *   device-writable:  struct qcuda_resp_hdr, then room for the command's
  *                     output (struct qcuda_out_<cmd>), then, for commands
- *                     that move data from the device, hdr.data_len bytes.
+ *                     that move data from the device, hdr.data_len bytes:
+ *                     the data always fills the LAST data_len writable bytes.
  * Data is guest user memory, pinned by the driver and passed page by page
  * (no copies). A transfer larger than one chunk is split by the driver into
  * several requests that differ only in data_offset/data_len; the backend
@@ -20,8 +21,8 @@
 #ifndef QCUDA_PROTO_H
 #define QCUDA_PROTO_H
 
-#ifdef __KERNEL__
-#include <linux/types.h>
+#if defined(__KERNEL__) || defined(__linux__)
+#include <linux/types.h> /* __le32/__le64, also in user space: no clash with qcuda_ioctl.h */
 #else
 #include <stdint.h>
 typedef uint32_t __le32;

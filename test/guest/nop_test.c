@@ -3,7 +3,9 @@
  * nop_test: concurrent QCUDA_IOC_NOP round trips over every queue of
  * /dev/qcuda0. Each of T threads sends N NOPs, round robin over the queues,
  * each with a distinct cookie, and checks that the backend answered on the
- * queue it was sent to and echoed the cookie.
+ * queue it was sent to and echoed the cookie. Checks first that the device
+ * speaks this build's protocol version. (NOPs need no session: a file that
+ * only sends NOPs never opens one.)
  *
  *   nop_test [-t threads] [-n nops_per_thread] [-d device]
  *
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "qcuda_ioctl.h"
+#include "qcuda_proto.h"
 
 #define MAX_QUEUES 64
 #define MAX_REPORTED 10 /* failures printed per thread */
@@ -110,9 +113,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "nop_test: FAIL QCUDA_IOC_INFO: %s\n", strerror(errno));
 		return 2;
 	}
-	printf("device %s: %u queues, queue_size %u, vring_size %u, proto %u, capabilities %#" PRIx64 "\n",
+	printf("device %s: %u queues, queue_size %u, vring_size %u, proto %u, capabilities %#" PRIx64
+	       ", session %#" PRIx64 "\n",
 	       dev, info.num_queues, info.queue_size, info.vring_size, info.proto_version,
-	       (uint64_t)info.capabilities);
+	       (uint64_t)info.capabilities, (uint64_t)info.session);
+	if (info.proto_version != QCUDA_PROTO_VERSION) {
+		fprintf(stderr, "nop_test: FAIL protocol %u (want %u)\n", info.proto_version,
+			QCUDA_PROTO_VERSION);
+		return 1;
+	}
 	if (info.num_queues < 1 || info.num_queues > MAX_QUEUES) {
 		fprintf(stderr, "nop_test: FAIL num_queues %u out of range 1..%u\n",
 			info.num_queues, MAX_QUEUES);

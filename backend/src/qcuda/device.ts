@@ -156,7 +156,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     if (req.writableBytes < RESP + outSize + dataOut)
       throw new RequestError(Status.BAD_REQUEST, `${Cmd[cmd]}: ${req.writableBytes} writable bytes, needs ${RESP + outSize + dataOut}`);
     const data: GuestSeg[] = spec.data === 'to' ? req.segments('readable', REQ + len, dataIn)
-      : spec.data === 'from' ? req.segments('writable', RESP + outSize, dataOut) : [];
+      : spec.data === 'from' ? req.segments('writable', req.writableBytes - dataOut, dataOut) : [];
     const call: Call = {
       session, args: spec.args ? decode(spec.args, req.read(REQ, argsSize).slice()) : {}, queue: req.queue, data,
       dataOffset: h.data_offset as bigint, dataLen, dev: this,
