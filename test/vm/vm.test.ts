@@ -93,3 +93,11 @@ test.serial('`qcuda vm` runs a command in a guest and exits with its status', (t
   t.regex(r.stdout, /nop_test: PASS 200 NOPs\nguest-ok\n$/);
   t.regex(r.stderr, /guest command exited with status 3/);
 });
+
+test.serial('the driver\'s zero-copy calls: sessions, chunked copies up to 100 MiB, pinned host memory, bad ioctls (call_test)', async (t) => {
+  const r = await runVm({ ...base, command: 'call_test' });
+  t.is(r.exit, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
+  const m = /call_test: PASS (\d+) checks/.exec(r.stdout);
+  t.truthy(m, r.stdout);
+  t.true(Number(m![1]) > 300);
+});
