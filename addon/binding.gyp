@@ -15,5 +15,19 @@
     "cflags_cc!": ["-fno-exceptions"],
     "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-O2"],
     "libraries": ["-ldl"]
+  }, {
+    "target_name": "qcuda_cuda",
+    "sources": [
+      "src/cuda_api.cc",
+      "src/cuda_check.cc",
+      "src/cuda_exec.cc",
+      "src/cuda_module.cc"
+    ],
+    "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "/usr/local/cuda/include"],
+    "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
+    "cflags!": ["-fno-exceptions"],
+    "cflags_cc!": ["-fno-exceptions"],
+    "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-O2"],
+    "libraries": ["-ldl", "-lpthread"]
   }]
 }

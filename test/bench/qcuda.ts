@@ -78,10 +78,10 @@ async function main(): Promise<void> {
   await new Promise((r) => child.once('exit', r));
 
   // Baseline: the same provider in this process, the same guest RAM, no transport.
-  const { provider, note } = createProvider(PROVIDER, 0, { guestView: () => [] });
+  const { provider, note } = await createProvider(PROVIDER, 0, { guestView: () => [] });
   const direct = new GuestMemory([{ gpa: 0n, size: 2 * BIG + (64 << 20) }]);
   const region = new native.Mapping(direct.fd.value, 2 * BIG + (64 << 20), 0);
-  provider.registerGuestMemory(region.address, BigInt(region.length));
+  await provider.registerGuestMemory(region.address, BigInt(region.length));
   const view = new Uint8Array(region.window(0, 2 * BIG));
   const seg = (off: number, len: number): GuestSeg[] => [{ addr: region.address + BigInt(off), len, view: view.subarray(off, off + len) }];
   const ctx = await provider.openContext(0);
@@ -95,7 +95,7 @@ async function main(): Promise<void> {
     d2h: await gbps(BIG, () => ctx.copyFromDevice(seg(BIG, BIG), dptr, undefined)),
   };
   await ctx.destroy();
-  provider.unregisterGuestMemory(region.address);
+  await provider.unregisterGuestMemory(region.address);
   region.unmap();
   direct.close();
   await provider.close();

@@ -34,7 +34,7 @@ cp "$GUEST_INITRD" "$stage/guest/initrd.cpio"
 # The backend as built here, and the test runner (no compiler needed there).
 mkdir -p "$stage/app/addon/build/Release"
 cp -a dist "$stage/app/dist"
-cp addon/build/Release/qcuda_native.node "$stage/app/addon/build/Release/"
+cp addon/build/Release/*.node "$stage/app/addon/build/Release/"
 cp package.json "$stage/app/"
 tar -C . --exclude='node_modules/typescript' --exclude='node_modules/@types' -cf "$stage/app/node_modules.tar" node_modules
 

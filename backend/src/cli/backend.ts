@@ -51,7 +51,7 @@ function nonNegativeInt(name: string, v: string, max: number): number {
   return +v;
 }
 
-function main(): void {
+async function main(): Promise<void> {
   let args;
   try {
     args = parseArgs({
@@ -93,7 +93,7 @@ function main(): void {
   const queues = positiveInt('queues', args.queues, 4, 64);
   let server: VhostUserServer;
   try {
-    const device = kind.create({
+    const device = await kind.create({
       queues, provider: args.provider as ProviderKind, gpu, memoryLimit,
       log: (line) => process.stderr.write(`qcuda-backend: ${line}\n`),
     });
@@ -116,4 +116,7 @@ function main(): void {
   process.on('SIGINT', () => shutdown(0));
 }
 
-main();
+main().catch((e) => {
+  process.stderr.write(`qcuda-backend: ${(e as Error).stack ?? e}\n`);
+  process.exit(1);
+});

@@ -13,18 +13,17 @@ export interface DeviceOptions {
   log?: (line: string) => void;
 }
 
-export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions): VhostUserDevice }> = {
+export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions): Promise<VhostUserDevice> }> = {
   qcuda: {
     describe: 'the virtual CUDA device (virtio id 60)',
-    create: (o) => new QcudaDevice({
-      queues: o.queues,
-      memoryLimit: o.memoryLimit,
-      provider: (guestView) => {
-        const { provider, note } = createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView });
-        o.log?.(note);
-        return provider;
-      },
-    }),
+    async create(o) {
+      let device: QcudaDevice | undefined;
+      // The host provider reads mapped guest memory through the device, which exists by the time it asks.
+      const { provider, note } = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len) });
+      o.log?.(note);
+      device = new QcudaDevice({ queues: o.queues, memoryLimit: o.memoryLimit, provider });
+      return device;
+    },
   },
-  echo: { describe: 'example device: echoes requests with a checksum (for tests and benchmarks)', create: (o) => new EchoDevice({ queues: o.queues }) },
+  echo: { describe: 'example device: echoes requests with a checksum (for tests and benchmarks)', create: async (o) => new EchoDevice({ queues: o.queues }) },
 };

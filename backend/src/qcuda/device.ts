@@ -26,9 +26,8 @@ export const MAX_SESSIONS = 4096;
 export interface QcudaOptions {
   queues?: number;
   queueSize?: number;
-  /** Default: the host provider. Given a factory, the device passes it the
-   * guest-memory resolver the host provider needs for mapped memory. */
-  provider?: Provider | ((guestView: (addr: bigint, len: number) => Uint8Array[]) => Provider);
+  /** Default: a host provider over this device's guest memory. */
+  provider?: Provider;
   /** Per-VM device memory quota in bytes; 0 = none. */
   memoryLimit?: bigint;
 }
@@ -56,8 +55,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     this.numQueues = o.queues ?? 4;
     this.maxQueueSize = o.queueSize ?? 256;
     this.memoryLimit = o.memoryLimit ?? 0n;
-    const guestView = (addr: bigint, len: number) => this.#viewsAtHost(addr, len);
-    this.provider = typeof o.provider === 'function' ? o.provider(guestView) : (o.provider ?? new HostProvider({ guestView }));
+    this.provider = o.provider ?? new HostProvider({ guestView: (addr, len) => this.guestViews(addr, len) });
     this.served = new Array(this.numQueues).fill(0);
   }
 
@@ -91,7 +89,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     }
   }
 
-  #viewsAtHost(addr: bigint, len: number): Uint8Array[] {
+  /** Views of guest RAM by host address (what mapped host memory's device pointers name). */
+  guestViews(addr: bigint, len: number): Uint8Array[] {
     const { region, offset } = this.#memory!.atHost(addr, len);
     return region.segments(offset, len);
   }

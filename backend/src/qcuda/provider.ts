@@ -64,8 +64,9 @@ export interface Provider {
   /** Device-wide free and total bytes (the dispatcher applies the quota). */
   memGetInfo(device: number): Promise<{ free: bigint; total: bigint }>;
   openContext(device: number): Promise<ProviderContext>;
-  /** Guest RAM as it is mapped in this process: register so copies run at pinned speed. */
-  registerGuestMemory(addr: bigint, size: bigint): void;
-  unregisterGuestMemory(addr: bigint): void;
+  /** Guest RAM as it is mapped in this process: register so copies run at
+   * pinned speed. Unregistering resolves before the memory may be unmapped. */
+  registerGuestMemory(addr: bigint, size: bigint): void | Promise<void>;
+  unregisterGuestMemory(addr: bigint): void | Promise<void>;
   close(): Promise<void>;
 }

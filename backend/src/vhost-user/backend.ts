@@ -133,11 +133,11 @@ export class Backend {
     this.protocolFeatures = v;
   }
 
-  setMemTable(m: Message): void {
+  async setMemTable(m: Message): Promise<void> {
     const regions = decodeMemTable(m.payload);
     if (regions.length !== m.fds.length)
       throw new ProtocolError(`SET_MEM_TABLE: ${regions.length} regions but ${m.fds.length} fds`);
-    this.memory.replace(regions.map((r, i) => ({ region: r, fd: m.fds[i] })));
+    await this.memory.replace(regions.map((r, i) => ({ region: r, fd: m.fds[i] })));
     this.#remapRings();
   }
 
@@ -147,8 +147,8 @@ export class Backend {
     this.#remapRings();
   }
 
-  remMemReg(m: Message): void {
-    this.memory.remove(decodeSingleRegion('REM_MEM_REG', m.payload));
+  async remMemReg(m: Message): Promise<void> {
+    await this.memory.remove(decodeSingleRegion('REM_MEM_REG', m.payload));
     this.#remapRings();
   }
 
@@ -243,7 +243,7 @@ export class Backend {
     try {
       await this.reset();
     } finally {
-      this.memory.clear();
+      await this.memory.clear();
     }
   }
 }

@@ -99,7 +99,8 @@ function overlaps(aStart: bigint, aSize: bigint, bStart: bigint, bSize: bigint):
  * register guest RAM with a DMA engine). */
 export interface MemoryListener {
   added(r: GuestRegion): void;
-  removing(r: GuestRegion): void;
+  /** The region is unmapped once this settles. */
+  removing(r: GuestRegion): void | Promise<void>;
 }
 
 export class MemoryTable {
@@ -111,22 +112,22 @@ export class MemoryTable {
   }
 
   /** SET_MEM_TABLE: maps the whole new table before letting go of the old one. */
-  replace(list: { region: MemRegion; fd: Fd }[]): void {
+  async replace(list: { region: MemRegion; fd: Fd }[]): Promise<void> {
     const old = this.#regions;
     this.#regions = [];
     try {
       for (const { region, fd } of list) this.add(region, fd);
     } catch (e) {
-      this.clear();
+      await this.clear();
       this.#regions = old;
       throw e;
     }
-    for (const r of old) this.#unmap(r);
+    for (const r of old) await this.#unmap(r);
   }
 
-  #unmap(r: GuestRegion): void {
+  async #unmap(r: GuestRegion): Promise<void> {
     try {
-      this.listener?.removing(r);
+      await this.listener?.removing(r);
     } finally {
       r.unmap();
     }
@@ -145,16 +146,17 @@ export class MemoryTable {
     return region;
   }
 
-  remove(r: MemRegion): void {
+  async remove(r: MemRegion): Promise<void> {
     const i = this.#regions.findIndex((o) => o.gpa === r.gpa && o.size === r.size && o.userAddr === r.userAddr);
     if (i < 0) throw new ProtocolError(`REM_MEM_REG: no region at gpa 0x${r.gpa.toString(16)}`);
-    this.#unmap(this.#regions[i]);
-    this.#regions.splice(i, 1);
+    const [gone] = this.#regions.splice(i, 1);
+    await this.#unmap(gone);
   }
 
-  clear(): void {
-    for (const r of this.#regions) this.#unmap(r);
+  async clear(): Promise<void> {
+    const gone = this.#regions;
     this.#regions = [];
+    for (const r of gone) await this.#unmap(r);
   }
 
   /** The region holding host addresses [addr, addr+len), and the offset into it. */

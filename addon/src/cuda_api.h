@@ -1,0 +1,111 @@
+// The CUDA driver API as qcuda uses it, loaded with dlopen("libcuda.so.1") at
+// first use. Nothing here links against CUDA or needs its headers: the types
+// and constants the addon uses are declared below (cuda_check.cc compares them
+// with <cuda.h> where the toolkit is installed). Identifiers avoid the cu*
+// names, which <cuda.h> turns into macros.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace qcuda::cu {
+
+using Result = int;  // CUresult
+using Device = int;  // CUdevice
+using Ptr = unsigned long long;  // CUdeviceptr
+struct CtxSt;
+struct StreamSt;
+struct EventSt;
+using Ctx = CtxSt *;
+using Stream = StreamSt *;
+using Event = EventSt *;
+struct Uuid {
+  unsigned char bytes[16];
+};
+
+// CUresult values the addon itself produces or tests for.
+enum : int {
+  kSuccess = 0,
+  kInvalidValue = 1,
+  kOutOfMemory = 2,
+  kNotInitialized = 3,
+  kNoDevice = 100,
+  kInvalidDevice = 101,
+  kInvalidContext = 201,
+  kInvalidHandle = 400,
+  kNotReady = 600,
+  kContextIsDestroyed = 709,
+  kHostMemoryAlreadyRegistered = 712,
+  kHostMemoryNotRegistered = 713,
+  kNotSupported = 801,
+  kUnknown = 999,
+};
+
+constexpr unsigned kEventDisableTiming = 0x2;        // CU_EVENT_DISABLE_TIMING
+constexpr unsigned kHostRegisterPortable = 0x1;      // CU_MEMHOSTREGISTER_PORTABLE
+constexpr unsigned kHostRegisterDeviceMap = 0x2;     // CU_MEMHOSTREGISTER_DEVICEMAP
+constexpr unsigned kCtxMapHost = 0x8;                // CU_CTX_MAP_HOST
+constexpr int kNumAttrs = 160;                       // QCUDA_NUM_ATTRS (qcuda_proto.h)
+
+// Entry points, each of one fixed ABI version: cuGetProcAddress(name, version,
+// LEGACY_STREAM) where the driver has it, else dlsym of the versioned name.
+struct Api {
+  Result (*Init)(unsigned);
+  Result (*DriverGetVersion)(int *);
+  Result (*DeviceGetCount)(int *);
+  Result (*DeviceGet)(Device *, int);
+  Result (*DeviceGetName)(char *, int, Device);
+  Result (*DeviceGetUuid)(Uuid *, Device);
+  Result (*DeviceTotalMem)(size_t *, Device);
+  Result (*DeviceGetAttribute)(int *, int, Device);
+  Result (*GetErrorName)(Result, const char **);
+  Result (*GetErrorString)(Result, const char **);
+  Result (*CtxCreate)(Ctx *, unsigned, Device);              // cuCtxCreate_v2 (may be null)
+  Result (*CtxCreateV4)(Ctx *, void *, unsigned, Device);    // cuCtxCreate_v4 (may be null)
+  Result (*CtxDestroy)(Ctx);
+  Result (*CtxSetCurrent)(Ctx);
+  Result (*CtxSynchronize)();
+  Result (*DevicePrimaryCtxRetain)(Ctx *, Device);
+  Result (*DevicePrimaryCtxRelease)(Device);
+  Result (*MemAlloc)(Ptr *, size_t);
+  Result (*MemFree)(Ptr);
+  Result (*MemGetInfo)(size_t *, size_t *);
+  Result (*MemcpyHtoDAsync)(Ptr, const void *, size_t, Stream);
+  Result (*MemcpyDtoHAsync)(void *, Ptr, size_t, Stream);
+  Result (*MemcpyDtoDAsync)(Ptr, Ptr, size_t, Stream);
+  Result (*MemsetD8Async)(Ptr, unsigned char, size_t, Stream);
+  Result (*StreamCreateWithPriority)(Stream *, unsigned, int);
+  Result (*StreamDestroy)(Stream);
+  Result (*StreamQuery)(Stream);
+  Result (*StreamSynchronize)(Stream);
+  Result (*StreamWaitEvent)(Stream, Event, unsigned);
+  Result (*EventCreate)(Event *, unsigned);
+  Result (*EventRecord)(Event, Stream);
+  Result (*EventQuery)(Event);
+  Result (*EventSynchronize)(Event);
+  Result (*EventElapsedTime)(float *, Event, Event);
+  Result (*EventDestroy)(Event);
+  Result (*MemHostRegister)(void *, size_t, unsigned);
+  Result (*MemHostUnregister)(void *);
+  Result (*MemHostGetDevicePointer)(Ptr *, void *, unsigned);
+};
+
+struct ProbeResult {
+  bool ok = false;
+  std::string reason;  // why not, in plain words; "" when ok
+  std::string library;  // what was dlopened
+  int driverVersion = 0;
+  int deviceCount = 0;
+};
+
+/** dlopen + dlsym + cuInit(0) + cuDeviceGetCount, once per process (thread-safe).
+ *  QCUDA_LIBCUDA overrides the library path (tests, odd installs). */
+const ProbeResult &Probe();
+/** The entry points; only valid once Probe().ok. */
+const Api &api();
+/** "CUDA_ERROR_X (text)" for a CUresult. */
+std::string Describe(Result r);
+/** CUresult -> the runtime API's cudaError_t. */
+int ToCudaError(Result r);
+
+}  // namespace qcuda::cu

@@ -1,0 +1,43 @@
+// Where the CUDA toolkit's headers are installed, check the addon's own
+// declarations (cuda_api.h) against them at compile time. Elsewhere this file
+// compiles to nothing: the addon never needs CUDA to build.
+#if defined(__has_include)
+#if __has_include(<cuda.h>) && __has_include(<driver_types.h>)
+#include <cuda.h>
+#include <driver_types.h>
+
+#include "cuda_api.h"
+
+namespace qc = qcuda::cu;
+
+static_assert(sizeof(qc::Ptr) == sizeof(CUdeviceptr), "CUdeviceptr");
+static_assert(sizeof(qc::Device) == sizeof(CUdevice), "CUdevice");
+static_assert(sizeof(qc::Uuid) == sizeof(CUuuid), "CUuuid");
+static_assert(sizeof(qc::Result) == sizeof(CUresult), "CUresult");
+static_assert(qc::kEventDisableTiming == CU_EVENT_DISABLE_TIMING, "");
+static_assert(qc::kHostRegisterPortable == CU_MEMHOSTREGISTER_PORTABLE, "");
+static_assert(qc::kHostRegisterDeviceMap == CU_MEMHOSTREGISTER_DEVICEMAP, "");
+static_assert(qc::kCtxMapHost == CU_CTX_MAP_HOST, "");
+static_assert(qc::kNumAttrs > CU_DEVICE_ATTRIBUTE_MAX - 1, "QCUDA_NUM_ATTRS covers every attribute");
+static_assert(static_cast<int>(qc::kInvalidValue) == static_cast<int>(CUDA_ERROR_INVALID_VALUE) && static_cast<int>(qc::kOutOfMemory) == static_cast<int>(CUDA_ERROR_OUT_OF_MEMORY), "");
+static_assert(static_cast<int>(qc::kNoDevice) == static_cast<int>(CUDA_ERROR_NO_DEVICE) && static_cast<int>(qc::kInvalidHandle) == static_cast<int>(CUDA_ERROR_INVALID_HANDLE), "");
+static_assert(static_cast<int>(qc::kNotReady) == static_cast<int>(CUDA_ERROR_NOT_READY) && static_cast<int>(qc::kContextIsDestroyed) == static_cast<int>(CUDA_ERROR_CONTEXT_IS_DESTROYED), "");
+static_assert(static_cast<int>(qc::kInvalidContext) == static_cast<int>(CUDA_ERROR_INVALID_CONTEXT) && static_cast<int>(qc::kUnknown) == static_cast<int>(CUDA_ERROR_UNKNOWN), "");
+static_assert(static_cast<int>(qc::kHostMemoryNotRegistered) == static_cast<int>(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED), "");
+
+// The runtime's numbers for the codes whose names differ (cuda_api.cc maps by number).
+static_assert(CUDA_ERROR_OUT_OF_MEMORY == static_cast<int>(cudaErrorMemoryAllocation), "");
+static_assert(CUDA_ERROR_NOT_INITIALIZED == static_cast<int>(cudaErrorInitializationError), "");
+static_assert(CUDA_ERROR_DEINITIALIZED == static_cast<int>(cudaErrorCudartUnloading), "");
+static_assert(CUDA_ERROR_INVALID_IMAGE == static_cast<int>(cudaErrorInvalidKernelImage), "");
+static_assert(CUDA_ERROR_INVALID_CONTEXT == static_cast<int>(cudaErrorDeviceUninitialized), "");
+static_assert(CUDA_ERROR_NO_BINARY_FOR_GPU == static_cast<int>(cudaErrorNoKernelImageForDevice), "");
+static_assert(CUDA_ERROR_INVALID_HANDLE == static_cast<int>(cudaErrorInvalidResourceHandle), "");
+static_assert(CUDA_ERROR_NOT_FOUND == static_cast<int>(cudaErrorSymbolNotFound), "");
+static_assert(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE == static_cast<int>(cudaErrorSetOnActiveProcess), "");
+static_assert(CUDA_ERROR_LAUNCH_FAILED == static_cast<int>(cudaErrorLaunchFailure), "");
+static_assert(CUDA_ERROR_ILLEGAL_ADDRESS == static_cast<int>(cudaErrorIllegalAddress), "");
+static_assert(CUDA_ERROR_NOT_SUPPORTED == static_cast<int>(cudaErrorNotSupported), "");
+
+#endif
+#endif

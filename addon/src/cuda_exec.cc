@@ -1,0 +1,391 @@
+// Context threads, the waiter pool and the way back to the JS thread (see cuda_exec.h).
+#include "cuda_exec.h"
+
+#include <chrono>
+#include <thread>
+
+namespace qcuda::cuda {
+namespace {
+
+// ---- waiter pool: threads are made when every one is busy, idle ones end after a while.
+struct Pool {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Job *> q;
+  int idle = 0;
+  int threads = 0;
+};
+Pool *g_pool = new Pool;  // leaked: detached threads use it until the process ends
+constexpr int kKeepIdle = 4;
+
+void ExecWait(Job *j) {
+  std::shared_ptr<CtxCore> ctx = j->ctx;
+  if (ctx && ctx->ctx != nullptr) cu::api().CtxSetCurrent(ctx->ctx);
+  j->wait(*j);
+  j->wait = nullptr;  // drops what the wait held (events) before the context may go
+  j->env->Post(j);
+  if (ctx) ctx->WaitDone();
+}
+
+void WaiterLoop() {
+  Pool &p = *g_pool;
+  std::unique_lock<std::mutex> lk(p.mu);
+  for (;;) {
+    if (p.q.empty()) {
+      p.idle++;
+      bool got = p.cv.wait_for(lk, std::chrono::seconds(10), [&] { return !p.q.empty(); });
+      p.idle--;
+      if (!got) {
+        if (p.threads > kKeepIdle) {
+          p.threads--;
+          return;
+        }
+        continue;
+      }
+    }
+    Job *j = p.q.front();
+    p.q.pop_front();
+    lk.unlock();
+    ExecWait(j);
+    lk.lock();
+  }
+}
+
+void OnAsync(uv_async_t *h) { static_cast<EnvState *>(h->data)->Drain(); }
+
+napi_value MakeError(Napi::Env env, EnvState *st, const Job &j) {
+  int code = cu::ToCudaError(j.rc);
+  std::string msg = j.call + ": " + cu::Describe(j.rc);
+  Napi::Value err;
+  if (st->errorFactory != nullptr) {
+    try {
+      napi_value fv = nullptr;
+      napi_get_reference_value(env, st->errorFactory, &fv);
+      err = Napi::Function(env, fv).Call({Napi::Number::New(env, code), Napi::String::New(env, msg)});
+    } catch (const Napi::Error &) {
+      err = Napi::Value();
+    }
+  }
+  if (err.IsEmpty() || !err.IsObject()) {
+    Napi::Error e = Napi::Error::New(env, msg);
+    e.Set("code", Napi::Number::New(env, code));
+    err = e.Value();
+  }
+  Napi::Object o = err.As<Napi::Object>();
+  o.Set("cuResult", Napi::Number::New(env, j.rc));
+  o.Set("call", Napi::String::New(env, j.call));
+  return o;
+}
+
+Napi::Value ProbeValue(Napi::Env env) {
+  const cu::ProbeResult &p = cu::Probe();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("ok", p.ok);
+  o.Set("reason", p.reason);
+  o.Set("library", p.library);
+  o.Set("driverVersion", p.driverVersion);
+  o.Set("deviceCount", p.deviceCount);
+  return o;
+}
+
+napi_value MakeValue(Napi::Env env, const Job &j) {
+  switch (j.kind) {
+    case Kind::kVoid:
+      return env.Undefined();
+    case Kind::kU64:
+      return Napi::BigInt::New(env, static_cast<uint64_t>(j.u64));
+    case Kind::kNumber:
+      return Napi::Number::New(env, j.num);
+    case Kind::kBool:
+      return Napi::Boolean::New(env, j.flag);
+    case Kind::kMemInfo: {
+      Napi::Object o = Napi::Object::New(env);
+      o.Set("free", Napi::BigInt::New(env, static_cast<uint64_t>(j.u64)));
+      o.Set("total", Napi::BigInt::New(env, static_cast<uint64_t>(j.u64b)));
+      return o;
+    }
+    case Kind::kObject: {
+      napi_value v = nullptr;
+      napi_get_reference_value(env, j.obj, &v);
+      return v;
+    }
+    case Kind::kProbe:
+      return ProbeValue(env);
+  }
+  return env.Undefined();
+}
+
+}  // namespace
+
+void SubmitWait(Job *j) {
+  Pool &p = *g_pool;
+  std::unique_lock<std::mutex> lk(p.mu);
+  p.q.push_back(j);
+  if (static_cast<size_t>(p.idle) >= p.q.size()) {
+    p.cv.notify_one();
+    return;
+  }
+  p.threads++;
+  lk.unlock();
+  std::thread(WaiterLoop).detach();
+}
+
+int WaiterThreads() {
+  std::lock_guard<std::mutex> lk(g_pool->mu);
+  return g_pool->threads;
+}
+
+// ---- EnvState
+
+EnvState *InitEnv(napi_env env) {
+  auto *st = new EnvState;  // never freed: see the struct
+  st->env = env;
+  uv_loop_t *loop = nullptr;
+  napi_get_uv_event_loop(env, &loop);
+  uv_async_init(loop, &st->async, OnAsync);
+  st->async.data = st;
+  uv_unref(reinterpret_cast<uv_handle_t *>(&st->async));
+  Napi::Env e(env);
+  napi_async_init(env, Napi::Object::New(e), Napi::String::New(e, "qcuda:cuda"), &st->asyncCtx);
+  napi_add_env_cleanup_hook(
+      env,
+      [](void *arg) {
+        auto *s = static_cast<EnvState *>(arg);
+        {
+          std::lock_guard<std::mutex> lk(s->mu);
+          s->alive = false;
+          for (Job *j : s->done) delete j;
+          s->done.clear();
+        }
+        uv_close(reinterpret_cast<uv_handle_t *>(&s->async), nullptr);
+      },
+      st);
+  return st;
+}
+
+bool EnvState::IsPinned(uint64_t addr, uint64_t len) const {
+  auto it = pinned.upper_bound(addr);
+  if (it == pinned.begin()) return false;
+  --it;
+  return addr - it->first <= it->second && len <= it->second - (addr - it->first);
+}
+
+void EnvState::Post(Job *j) {
+  std::lock_guard<std::mutex> lk(mu);
+  if (!alive) {
+    delete j;  // the environment is gone; so is whoever waited (its deferred and refs go with it)
+    return;
+  }
+  done.push_back(j);
+  uv_async_send(&async);
+}
+
+void EnvState::AddPending() {
+  if (pending++ == 0) uv_ref(reinterpret_cast<uv_handle_t *>(&async));
+}
+
+void EnvState::Settle(Job *j) {
+  Napi::Env e(env);
+  Napi::HandleScope hs(e);
+  if (j->deferred != nullptr) {
+    napi_value v = nullptr;
+    bool ok = j->rc == cu::kSuccess;
+    try {
+      if (j->onMain) j->onMain(*j);
+      v = ok ? MakeValue(e, *j) : MakeError(e, this, *j);
+    } catch (const Napi::Error &err) {
+      ok = false;
+      v = err.Value();
+    }
+    if (ok)
+      napi_resolve_deferred(env, j->deferred, v);
+    else
+      napi_reject_deferred(env, j->deferred, v);
+  } else if (j->onMain) {
+    try {
+      j->onMain(*j);
+    } catch (const Napi::Error &) {
+    }
+  }
+  if (j->obj != nullptr) napi_delete_reference(env, j->obj);
+  delete j;
+}
+
+void EnvState::Drain() {
+  std::deque<Job *> batch;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    batch.swap(done);
+  }
+  if (batch.empty()) return;
+  Napi::Env e(env);
+  Napi::HandleScope hs(e);
+  napi_callback_scope scope = nullptr;
+  // Settling inside a callback scope runs the promise reactions (microtasks) when it closes.
+  napi_open_callback_scope(env, Napi::Object::New(e), asyncCtx, &scope);
+  for (Job *j : batch) {
+    Settle(j);
+    pending--;
+  }
+  napi_close_callback_scope(env, scope);
+  if (pending == 0) uv_unref(reinterpret_cast<uv_handle_t *>(&async));
+}
+
+// ---- Ev
+
+Ev::~Ev() {
+  if (ev == nullptr) return;
+  cu::api().CtxSetCurrent(ctx);
+  cu::api().EventDestroy(ev);
+}
+
+// ---- CtxCore
+
+void CtxCore::Start() {
+  std::shared_ptr<CtxCore> self = shared_from_this();
+  std::thread([self] { self->Loop(); }).detach();
+}
+
+void CtxCore::Loop() {
+  for (;;) {
+    Job *j;
+    {
+      std::unique_lock<std::mutex> lk(mu);
+      cv.wait(lk, [&] { return !q.empty(); });
+      j = q.front();
+      q.pop_front();
+    }
+    if (ctx != nullptr) cu::api().CtxSetCurrent(ctx);
+    j->run(*j);
+    j->run = nullptr;
+    bool exit = j->exitThread;
+    AfterRun(j, false);
+    std::lock_guard<std::mutex> lk(mu);
+    busy--;
+    if (exit) {
+      dead = true;
+      // Anything queued after the end is refused (the JS side stops submitting at destroy()).
+      for (Job *k : q) {
+        k->Fail(cu::kContextIsDestroyed, "qcuda: context destroyed");
+        k->env->Post(k);
+      }
+      q.clear();
+      busy = 0;
+      return;
+    }
+  }
+}
+
+CtxCore::SubmitResult CtxCore::Submit(Job *j, bool inlineOk) {
+  j->ctx = shared_from_this();
+  j->env = env;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (dead) return SubmitResult::kRefused;
+    if (!inlineOk || busy != 0) {
+      env->AddPending();
+      q.push_back(j);
+      busy++;
+      cv.notify_one();
+      return SubmitResult::kQueued;
+    }
+  }
+  // Idle: nothing earlier is left to enqueue, and only this (JS) thread submits,
+  // so running here keeps the order.
+  cu::api().CtxSetCurrent(ctx);
+  j->run(*j);
+  j->run = nullptr;
+  AfterRun(j, true);
+  return SubmitResult::kInline;
+}
+
+void CtxCore::AfterRun(Job *j, bool onJsThread) {
+  if (j->wait) {
+    if (onJsThread) env->AddPending();
+    {
+      std::lock_guard<std::mutex> lk(wmu);
+      waiting++;
+    }
+    SubmitWait(j);
+  } else if (onJsThread) {
+    env->Settle(j);
+  } else {
+    env->Post(j);
+  }
+}
+
+void CtxCore::WaitDone() {
+  std::lock_guard<std::mutex> lk(wmu);
+  if (--waiting == 0) wcv.notify_all();
+}
+
+bool CtxCore::LookupStream(Job &j, uint32_t id, cu::Stream *out) {
+  if (id == 0) {
+    *out = nullptr;  // the legacy NULL stream
+    return true;
+  }
+  auto it = streams.find(id);
+  if (it == streams.end()) {
+    j.Fail(cu::kInvalidHandle, "qcuda: no stream " + std::to_string(id) + " in this context");
+    return false;
+  }
+  *out = it->second;
+  return true;
+}
+
+std::shared_ptr<Ev> CtxCore::LookupEvent(Job &j, uint32_t id) {
+  auto it = events.find(id);
+  if (it == events.end()) {
+    j.Fail(cu::kInvalidHandle, "qcuda: no event " + std::to_string(id) + " in this context");
+    return nullptr;
+  }
+  return it->second;
+}
+
+cu::Event CtxCore::AcquireEvent(Job &j) {
+  {
+    std::lock_guard<std::mutex> lk(pmu);
+    if (!pool.empty()) {
+      cu::Event e = pool.back();
+      pool.pop_back();
+      return e;
+    }
+  }
+  cu::Event e = nullptr;
+  if (!j.Check(cu::api().EventCreate(&e, cu::kEventDisableTiming), "cuEventCreate")) return nullptr;
+  return e;
+}
+
+void CtxCore::ReleaseEvent(cu::Event e) {
+  std::lock_guard<std::mutex> lk(pmu);
+  pool.push_back(e);
+}
+
+void CtxCore::Teardown(Job &j) {
+  {
+    std::unique_lock<std::mutex> lk(wmu);
+    wcv.wait(lk, [&] { return waiting == 0; });
+  }
+  if (ctx != nullptr) {
+    const cu::Api &a = cu::api();
+    a.CtxSetCurrent(ctx);
+    events.clear();
+    for (auto &s : streams) a.StreamDestroy(s.second);
+    streams.clear();
+    {
+      std::lock_guard<std::mutex> lk(pmu);
+      for (cu::Event e : pool) a.EventDestroy(e);
+      pool.clear();
+    }
+    if (primary) {
+      a.CtxSetCurrent(nullptr);
+      j.Check(a.DevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease_v2");
+    } else {
+      j.Check(a.CtxDestroy(ctx), "cuCtxDestroy_v2");
+    }
+    ctx = nullptr;
+  }
+  j.exitThread = true;
+}
+
+}  // namespace qcuda::cuda

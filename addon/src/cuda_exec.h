@@ -1,0 +1,162 @@
+// How the CUDA work of one context runs without blocking Node's event loop.
+//
+// Every request becomes a Job with up to two phases:
+//  - run:  the ordered part (allocation, enqueueing copies/memsets, recording
+//          an event, creating or destroying a handle). Each context has ONE
+//          thread that runs these in submission order with the context
+//          current, so work enqueued on a stream keeps the order in which the
+//          guest asked for it. When that thread has nothing queued or running,
+//          cheap non-blocking jobs (async enqueues from pinned memory, event
+//          record, queries) run inline on the JS thread instead, which keeps
+//          the order too: nothing earlier is still waiting to be enqueued.
+//  - wait: optional, the blocking part (event/stream/context synchronize). It
+//          runs on a shared pool of waiter threads (grown on demand: one
+//          blocked wait never holds up another), after its run phase, so it
+//          waits for everything enqueued before it, and the context thread
+//          goes on enqueueing meanwhile.
+// A finished job goes back to the JS thread through one uv_async per Node
+// environment, which settles the job's promise inside a callback scope.
+#pragma once
+#include <napi.h>
+#include <uv.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda_api.h"
+
+namespace qcuda::cuda {
+
+struct CtxCore;
+struct EnvState;
+
+enum class Kind { kVoid, kU64, kNumber, kBool, kMemInfo, kObject, kProbe };
+
+struct Job {
+  EnvState *env = nullptr;
+  napi_deferred deferred = nullptr;  // JS thread only; null = nobody waits for the result
+  std::shared_ptr<CtxCore> ctx;       // null for jobs that need no context
+  std::function<void(Job &)> run;     // phase 1 (ordered)
+  std::function<void(Job &)> wait;    // phase 2 (waiter pool); run may set it
+  std::function<void(Job &)> onMain;  // JS thread, before the promise settles
+  bool exitThread = false;            // the context thread ends after this job
+
+  // Outcome.
+  cu::Result rc = cu::kSuccess;
+  std::string call;  // the driver call (or qcuda check) that failed
+  Kind kind = Kind::kVoid;
+  uint64_t u64 = 0, u64b = 0;
+  double num = 0;
+  bool flag = false;
+  napi_ref obj = nullptr;  // Kind::kObject: created on the JS thread at submit
+
+  void Fail(cu::Result r, std::string c) {
+    if (rc != cu::kSuccess) return;  // the first failure is the one reported
+    rc = r;
+    call = std::move(c);
+  }
+  bool Check(cu::Result r, const char *c) {
+    if (r != cu::kSuccess) Fail(r, c);
+    return r == cu::kSuccess;
+  }
+};
+
+// One per Node environment; never freed (threads may post to it while the
+// environment goes away: then their jobs are dropped).
+struct EnvState {
+  napi_env env = nullptr;
+  uv_async_t async{};
+  std::mutex mu;
+  std::deque<Job *> done;
+  bool alive = true;
+  // JS thread only:
+  int pending = 0;  // jobs whose promise is not settled yet
+  napi_async_context asyncCtx = nullptr;
+  napi_ref errorFactory = nullptr;
+  napi_ref contextCtor = nullptr;
+  /** Registered (pinned) host ranges: start -> length. Decides which copies may be enqueued inline. */
+  std::map<uint64_t, uint64_t> pinned;
+
+  bool IsPinned(uint64_t addr, uint64_t len) const;
+  /** From any thread: hand a finished job back to the JS thread. */
+  void Post(Job *j);
+  /** JS thread: count a job that will come back through Post. */
+  void AddPending();
+  /** JS thread: settle a job's promise (creates the value/error) and delete the job. */
+  void Settle(Job *j);
+  void Drain();
+};
+
+EnvState *InitEnv(napi_env env);
+
+// Shared pool of threads for the blocking phase.
+void SubmitWait(Job *j);
+int WaiterThreads();
+
+struct Ev {
+  cu::Event ev = nullptr;
+  cu::Ctx ctx = nullptr;
+  ~Ev();
+};
+
+struct CtxCore : std::enable_shared_from_this<CtxCore> {
+  EnvState *env = nullptr;
+  int ordinal = 0;
+  unsigned flags = 0;
+  bool primary = false;
+  cu::Device dev = 0;
+  cu::Ctx ctx = nullptr;
+
+  // The ordered queue and its thread.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Job *> q;
+  int busy = 0;  // queued + running on the context thread
+  bool dead = false;  // the context thread has ended
+  bool closing = false;  // JS thread: destroy() was called; no more jobs are accepted
+
+  // Waits in flight (destroy waits for them to end before the context goes).
+  std::mutex wmu;
+  std::condition_variable wcv;
+  int waiting = 0;
+
+  // Handles: touched only by whoever runs phase 1 (the context thread, or the
+  // JS thread while the context thread is idle).
+  uint32_t nextId = 1;
+  std::unordered_map<uint32_t, cu::Stream> streams;
+  std::unordered_map<uint32_t, std::shared_ptr<Ev>> events;
+
+  // Internal completion events (timing disabled), reused.
+  std::mutex pmu;
+  std::vector<cu::Event> pool;
+
+  void Start();
+  enum class SubmitResult { kInline, kQueued, kRefused };
+  /** JS thread: run now (inlineOk and the context thread idle), or queue on the
+   *  context thread; kRefused once the context thread has ended (j untouched). */
+  SubmitResult Submit(Job *j, bool inlineOk);
+  /** Phase 1 done (on whichever thread ran it): move on to the wait phase or post the result. */
+  void AfterRun(Job *j, bool onJsThread);
+  void WaitDone();
+  /** Phase 1 helpers. */
+  bool LookupStream(Job &j, uint32_t id, cu::Stream *out);
+  std::shared_ptr<Ev> LookupEvent(Job &j, uint32_t id);
+  cu::Event AcquireEvent(Job &j);
+  void ReleaseEvent(cu::Event e);
+  /** Phase 1 of destroy: waits for the waits, frees every handle, destroys the context. */
+  void Teardown(Job &j);
+
+ private:
+  void Loop();
+};
+
+}  // namespace qcuda::cuda

@@ -1,0 +1,729 @@
+// qcuda_cuda.node: the CUDA driver API for the `cuda` provider. A module of
+// its own, so that the main addon never touches CUDA; it loads everywhere and
+// reports through probe() why CUDA cannot be used where it cannot.
+//
+// Handles: a context is a CudaContext object; streams and events are small
+// integer ids in that context's tables (0 = the legacy NULL stream), so a
+// stale or foreign id is refused with CUDA_ERROR_INVALID_HANDLE instead of
+// reaching the driver. Every operation returns a Promise (see cuda_exec.h for
+// which thread runs what). Failures reject with errorFactory(code, message)
+// (cudaError_t number, "<driver call>: CUDA_ERROR_X (text)"), carrying
+// .cuResult and .call as well.
+#include <napi.h>
+
+#include <cmath>
+
+#include "cuda_api.h"
+#include "cuda_exec.h"
+
+namespace qcuda::cuda {
+namespace {
+
+constexpr size_t kMaxInlineSegs = 32;
+
+EnvState *State(Napi::Env env) { return env.GetInstanceData<EnvState>(); }
+
+uint64_t ArgU64(const Napi::Value &v, const char *what) {
+  Napi::Env env = v.Env();
+  if (v.IsBigInt()) {
+    bool lossless = false;
+    uint64_t x = v.As<Napi::BigInt>().Uint64Value(&lossless);
+    if (!lossless) throw Napi::RangeError::New(env, std::string(what) + " out of range");
+    return x;
+  }
+  if (!v.IsNumber()) throw Napi::TypeError::New(env, std::string(what) + " must be a bigint or a number");
+  double d = v.As<Napi::Number>().DoubleValue();
+  if (!(d >= 0) || d > 9007199254740991.0 || d != std::floor(d))
+    throw Napi::RangeError::New(env, std::string(what) + " must be a non-negative integer");
+  return static_cast<uint64_t>(d);
+}
+
+uint32_t ArgId(const Napi::Value &v, const char *what) {
+  if (v.IsUndefined() || v.IsNull()) return 0;
+  uint64_t x = ArgU64(v, what);
+  if (x > 0xffffffffu) throw Napi::RangeError::New(v.Env(), std::string(what) + " out of range");
+  return static_cast<uint32_t>(x);
+}
+
+uint32_t ArgU32(const Napi::Value &v, const char *what) {
+  if (v.IsUndefined()) return 0;
+  return ArgId(v, what);
+}
+
+struct Seg {
+  uint64_t addr;
+  uint64_t len;
+};
+
+std::vector<Seg> ArgSegs(const Napi::Value &v) {
+  Napi::Env env = v.Env();
+  if (!v.IsArray()) throw Napi::TypeError::New(env, "segments must be an array of {addr, len}");
+  Napi::Array a = v.As<Napi::Array>();
+  std::vector<Seg> out;
+  out.reserve(a.Length());
+  for (uint32_t i = 0; i < a.Length(); i++) {
+    Napi::Value e = a.Get(i);
+    if (!e.IsObject()) throw Napi::TypeError::New(env, "segments must be an array of {addr, len}");
+    Napi::Object o = e.As<Napi::Object>();
+    Seg s{ArgU64(o.Get("addr"), "segment addr"), ArgU64(o.Get("len"), "segment len")};
+    if (s.addr + s.len < s.addr) throw Napi::RangeError::New(env, "segment wraps around");
+    if (s.len != 0) out.push_back(s);
+  }
+  return out;
+}
+
+void RequireCuda(Napi::Env env) {
+  const cu::ProbeResult &p = cu::Probe();
+  if (!p.ok) throw Napi::Error::New(env, "CUDA is not available: " + p.reason);
+}
+
+// ---------------------------------------------------------------- CudaContext
+
+class Context : public Napi::ObjectWrap<Context> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(
+        env, "CudaContext",
+        {
+            InstanceMethod("malloc", &Context::Malloc),
+            InstanceMethod("free", &Context::Free),
+            InstanceMethod("copyHtoD", &Context::CopyHtoD),
+            InstanceMethod("copyDtoH", &Context::CopyDtoH),
+            InstanceMethod("copyDtoD", &Context::CopyDtoD),
+            InstanceMethod("memset", &Context::Memset),
+            InstanceMethod("synchronize", &Context::Synchronize),
+            InstanceMethod("streamCreate", &Context::StreamCreate),
+            InstanceMethod("streamDestroy", &Context::StreamDestroy),
+            InstanceMethod("streamSynchronize", &Context::StreamSynchronize),
+            InstanceMethod("streamQuery", &Context::StreamQuery),
+            InstanceMethod("streamWaitEvent", &Context::StreamWaitEvent),
+            InstanceMethod("eventCreate", &Context::EventCreate),
+            InstanceMethod("eventDestroy", &Context::EventDestroy),
+            InstanceMethod("eventRecord", &Context::EventRecord),
+            InstanceMethod("eventSynchronize", &Context::EventSynchronize),
+            InstanceMethod("eventQuery", &Context::EventQuery),
+            InstanceMethod("eventElapsed", &Context::EventElapsed),
+            InstanceMethod("hostDevicePointer", &Context::HostDevicePointer),
+            InstanceMethod("memGetInfo", &Context::MemGetInfo),
+            InstanceMethod("hostRegister", &Context::HostRegister),
+            InstanceMethod("hostUnregister", &Context::HostUnregister),
+            InstanceMethod("destroy", &Context::Destroy),
+            InstanceAccessor("device", &Context::Device, nullptr),
+            InstanceAccessor("primary", &Context::Primary, nullptr),
+            InstanceAccessor("busy", &Context::Busy, nullptr),
+            InstanceAccessor("destroyed", &Context::Destroyed, nullptr),
+        });
+  }
+
+  // Only openContext() makes these (it passes the core as an External).
+  explicit Context(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Context>(info) {
+    if (info.Length() < 1 || !info[0].IsExternal())
+      throw Napi::TypeError::New(info.Env(), "CudaContext objects come from openContext()");
+    core_ = *info[0].As<Napi::External<std::shared_ptr<CtxCore>>>().Data();
+  }
+
+  ~Context() override {
+    // Collected without destroy(): free the context in the background (not while Node shuts down).
+    if (!core_) return;
+    bool alive;
+    {
+      std::lock_guard<std::mutex> lk(core_->env->mu);
+      alive = core_->env->alive;
+    }
+    if (alive && !core_->closing) {
+      core_->closing = true;
+      Job *j = new Job;
+      j->run = [](Job &job) { job.ctx->Teardown(job); };
+      if (core_->Submit(j, false) == CtxCore::SubmitResult::kRefused) delete j;
+    }
+  }
+
+ private:
+  // Settles through the promise; runs the job inline when allowed and idle.
+  Napi::Value Go(Napi::Env env, Job *j, bool inlineOk) {
+    napi_deferred def = nullptr;
+    napi_value promise = nullptr;
+    napi_create_promise(env, &def, &promise);
+    j->deferred = def;
+    j->env = State(env);
+    if (core_->closing || core_->Submit(j, inlineOk) == CtxCore::SubmitResult::kRefused) {
+      j->Fail(cu::kContextIsDestroyed, "qcuda: context destroyed");
+      j->run = nullptr;
+      State(env)->Settle(j);
+    }
+    return Napi::Value(env, promise);
+  }
+
+  Napi::Value Malloc(const Napi::CallbackInfo &info) {
+    uint64_t size = ArgU64(info[0], "size");
+    Job *j = new Job;
+    j->kind = Kind::kU64;
+    j->run = [size](Job &job) {
+      cu::Ptr p = 0;
+      if (job.Check(cu::api().MemAlloc(&p, size), "cuMemAlloc_v2")) job.u64 = p;
+    };
+    return Go(info.Env(), j, false);
+  }
+
+  Napi::Value Free(const Napi::CallbackInfo &info) {
+    uint64_t ptr = ArgU64(info[0], "ptr");
+    Job *j = new Job;
+    j->run = [ptr](Job &job) { job.Check(cu::api().MemFree(ptr), "cuMemFree_v2"); };
+    return Go(info.Env(), j, false);
+  }
+
+  // Phase-1 tail: wait (phase 2) until everything enqueued so far on stream s is done.
+  static void WaitForStream(Job &job, cu::Stream s) {
+    CtxCore *c = job.ctx.get();
+    cu::Event e = c->AcquireEvent(job);
+    if (e != nullptr && job.Check(cu::api().EventRecord(e, s), "cuEventRecord")) {
+      job.wait = [c, e](Job &jb) {
+        jb.Check(cu::api().EventSynchronize(e), "cuEventSynchronize");
+        c->ReleaseEvent(e);
+      };
+      return;
+    }
+    if (e != nullptr) c->ReleaseEvent(e);
+    // Could not record: wait for the whole context instead (returns the sticky error, if that is why).
+    job.wait = [](Job &jb) { jb.Check(cu::api().CtxSynchronize(), "cuCtxSynchronize"); };
+  }
+
+  bool SegsPinned(Napi::Env env, const std::vector<Seg> &segs) {
+    if (segs.size() > kMaxInlineSegs) return false;
+    EnvState *st = State(env);
+    for (const Seg &s : segs)
+      if (!st->IsPinned(s.addr, s.len)) return false;
+    return true;
+  }
+
+  // copyHtoD(dst, segments, stream): resolves once the bytes have left the segments.
+  Napi::Value CopyHtoD(const Napi::CallbackInfo &info) {
+    uint64_t dst = ArgU64(info[0], "dst");
+    std::vector<Seg> segs = ArgSegs(info[1]);
+    uint32_t sid = ArgId(info[2], "stream");
+    bool inl = SegsPinned(info.Env(), segs);
+    Job *j = new Job;
+    j->run = [dst, segs = std::move(segs), sid](Job &job) {
+      cu::Stream s;
+      if (!job.ctx->LookupStream(job, sid, &s)) return;
+      uint64_t off = 0;
+      bool any = false;
+      for (const Seg &g : segs) {
+        if (!job.Check(cu::api().MemcpyHtoDAsync(dst + off, reinterpret_cast<const void *>(g.addr), g.len, s),
+                       "cuMemcpyHtoDAsync_v2"))
+          break;
+        any = true;
+        off += g.len;
+      }
+      if (any) WaitForStream(job, s);  // also after a failure: what was enqueued still reads guest memory
+    };
+    return Go(info.Env(), j, inl);
+  }
+
+  // copyDtoH(segments, src, stream): resolves once the bytes are in the segments.
+  Napi::Value CopyDtoH(const Napi::CallbackInfo &info) {
+    std::vector<Seg> segs = ArgSegs(info[0]);
+    uint64_t src = ArgU64(info[1], "src");
+    uint32_t sid = ArgId(info[2], "stream");
+    bool inl = SegsPinned(info.Env(), segs);
+    Job *j = new Job;
+    j->run = [src, segs = std::move(segs), sid](Job &job) {
+      cu::Stream s;
+      if (!job.ctx->LookupStream(job, sid, &s)) return;
+      uint64_t off = 0;
+      bool any = false;
+      for (const Seg &g : segs) {
+        if (!job.Check(cu::api().MemcpyDtoHAsync(reinterpret_cast<void *>(g.addr), src + off, g.len, s),
+                       "cuMemcpyDtoHAsync_v2"))
+          break;
+        any = true;
+        off += g.len;
+      }
+      if (any) WaitForStream(job, s);
+    };
+    return Go(info.Env(), j, inl);
+  }
+
+  // copyDtoD(dst, src, size, stream, wait)
+  Napi::Value CopyDtoD(const Napi::CallbackInfo &info) {
+    uint64_t dst = ArgU64(info[0], "dst");
+    uint64_t src = ArgU64(info[1], "src");
+    uint64_t size = ArgU64(info[2], "size");
+    uint32_t sid = ArgId(info[3], "stream");
+    bool wait = info[4].ToBoolean();
+    Job *j = new Job;
+    j->run = [dst, src, size, sid, wait](Job &job) {
+      cu::Stream s;
+      if (!job.ctx->LookupStream(job, sid, &s)) return;
+      if (size == 0) return;
+      if (job.Check(cu::api().MemcpyDtoDAsync(dst, src, size, s), "cuMemcpyDtoDAsync_v2") && wait)
+        WaitForStream(job, s);
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  // memset(dst, value, size, stream, wait): cuMemsetD8Async.
+  Napi::Value Memset(const Napi::CallbackInfo &info) {
+    uint64_t dst = ArgU64(info[0], "dst");
+    uint32_t value = ArgU32(info[1], "value") & 0xff;
+    uint64_t size = ArgU64(info[2], "size");
+    uint32_t sid = ArgId(info[3], "stream");
+    bool wait = info[4].ToBoolean();
+    Job *j = new Job;
+    j->run = [dst, value, size, sid, wait](Job &job) {
+      cu::Stream s;
+      if (!job.ctx->LookupStream(job, sid, &s)) return;
+      if (size == 0) return;
+      if (job.Check(cu::api().MemsetD8Async(dst, static_cast<unsigned char>(value), size, s), "cuMemsetD8Async") &&
+          wait)
+        WaitForStream(job, s);
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  Napi::Value Synchronize(const Napi::CallbackInfo &info) {
+    Job *j = new Job;
+    j->run = [](Job &job) {
+      job.wait = [](Job &jb) { jb.Check(cu::api().CtxSynchronize(), "cuCtxSynchronize"); };
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  // streamCreate(flags, priority) -> id
+  Napi::Value StreamCreate(const Napi::CallbackInfo &info) {
+    uint32_t flags = ArgU32(info[0], "flags");
+    int32_t prio = info[1].IsNumber() ? info[1].As<Napi::Number>().Int32Value() : 0;
+    Job *j = new Job;
+    j->kind = Kind::kNumber;
+    j->run = [flags, prio](Job &job) {
+      cu::Stream s = nullptr;
+      if (!job.Check(cu::api().StreamCreateWithPriority(&s, flags, prio), "cuStreamCreateWithPriority")) return;
+      CtxCore *c = job.ctx.get();
+      uint32_t id = c->nextId++;
+      c->streams[id] = s;
+      job.num = id;
+    };
+    return Go(info.Env(), j, false);
+  }
+
+  Napi::Value StreamDestroy(const Napi::CallbackInfo &info) {
+    uint32_t sid = ArgId(info[0], "stream");
+    Job *j = new Job;
+    j->run = [sid](Job &job) {
+      CtxCore *c = job.ctx.get();
+      auto it = c->streams.find(sid);
+      if (it == c->streams.end()) {
+        job.Fail(cu::kInvalidHandle, "qcuda: no stream " + std::to_string(sid) + " in this context");
+        return;
+      }
+      cu::Stream s = it->second;
+      c->streams.erase(it);
+      job.Check(cu::api().StreamDestroy(s), "cuStreamDestroy_v2");
+    };
+    return Go(info.Env(), j, false);
+  }
+
+  Napi::Value StreamSynchronize(const Napi::CallbackInfo &info) {
+    uint32_t sid = ArgId(info[0], "stream");
+    Job *j = new Job;
+    j->run = [sid](Job &job) {
+      cu::Stream s;
+      if (job.ctx->LookupStream(job, sid, &s)) WaitForStream(job, s);
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  Napi::Value StreamQuery(const Napi::CallbackInfo &info) {
+    uint32_t sid = ArgId(info[0], "stream");
+    Job *j = new Job;
+    j->kind = Kind::kBool;
+    j->run = [sid](Job &job) {
+      cu::Stream s;
+      if (!job.ctx->LookupStream(job, sid, &s)) return;
+      cu::Result r = cu::api().StreamQuery(s);
+      if (r == cu::kNotReady) return;
+      if (job.Check(r, "cuStreamQuery")) job.flag = true;
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  // streamWaitEvent(stream, event, flags)
+  Napi::Value StreamWaitEvent(const Napi::CallbackInfo &info) {
+    uint32_t sid = ArgId(info[0], "stream");
+    uint32_t eid = ArgId(info[1], "event");
+    uint32_t flags = ArgU32(info[2], "flags");
+    Job *j = new Job;
+    j->run = [sid, eid, flags](Job &job) {
+      cu::Stream s;
+      if (!job.ctx->LookupStream(job, sid, &s)) return;
+      std::shared_ptr<Ev> e = job.ctx->LookupEvent(job, eid);
+      if (e) job.Check(cu::api().StreamWaitEvent(s, e->ev, flags), "cuStreamWaitEvent");
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  // eventCreate(flags) -> id
+  Napi::Value EventCreate(const Napi::CallbackInfo &info) {
+    uint32_t flags = ArgU32(info[0], "flags");
+    Job *j = new Job;
+    j->kind = Kind::kNumber;
+    j->run = [flags](Job &job) {
+      CtxCore *c = job.ctx.get();
+      cu::Event e = nullptr;
+      if (!job.Check(cu::api().EventCreate(&e, flags), "cuEventCreate")) return;
+      auto ev = std::make_shared<Ev>();
+      ev->ev = e;
+      ev->ctx = c->ctx;
+      uint32_t id = c->nextId++;
+      c->events[id] = std::move(ev);
+      job.num = id;
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  // The driver event goes when the last waiter on it is done (cuEventDestroy itself
+  // defers freeing until the device has passed the event).
+  Napi::Value EventDestroy(const Napi::CallbackInfo &info) {
+    uint32_t eid = ArgId(info[0], "event");
+    Job *j = new Job;
+    j->run = [eid](Job &job) {
+      CtxCore *c = job.ctx.get();
+      auto it = c->events.find(eid);
+      if (it == c->events.end()) {
+        job.Fail(cu::kInvalidHandle, "qcuda: no event " + std::to_string(eid) + " in this context");
+        return;
+      }
+      c->events.erase(it);
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  // eventRecord(event, stream)
+  Napi::Value EventRecord(const Napi::CallbackInfo &info) {
+    uint32_t eid = ArgId(info[0], "event");
+    uint32_t sid = ArgId(info[1], "stream");
+    Job *j = new Job;
+    j->run = [eid, sid](Job &job) {
+      cu::Stream s;
+      if (!job.ctx->LookupStream(job, sid, &s)) return;
+      std::shared_ptr<Ev> e = job.ctx->LookupEvent(job, eid);
+      if (e) job.Check(cu::api().EventRecord(e->ev, s), "cuEventRecord");
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  Napi::Value EventSynchronize(const Napi::CallbackInfo &info) {
+    uint32_t eid = ArgId(info[0], "event");
+    Job *j = new Job;
+    j->run = [eid](Job &job) {
+      std::shared_ptr<Ev> e = job.ctx->LookupEvent(job, eid);
+      if (!e) return;
+      job.wait = [e](Job &jb) { jb.Check(cu::api().EventSynchronize(e->ev), "cuEventSynchronize"); };
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  Napi::Value EventQuery(const Napi::CallbackInfo &info) {
+    uint32_t eid = ArgId(info[0], "event");
+    Job *j = new Job;
+    j->kind = Kind::kBool;
+    j->run = [eid](Job &job) {
+      std::shared_ptr<Ev> e = job.ctx->LookupEvent(job, eid);
+      if (!e) return;
+      cu::Result r = cu::api().EventQuery(e->ev);
+      if (r == cu::kNotReady) return;
+      if (job.Check(r, "cuEventQuery")) job.flag = true;
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  // eventElapsed(start, end) -> milliseconds
+  Napi::Value EventElapsed(const Napi::CallbackInfo &info) {
+    uint32_t a = ArgId(info[0], "start");
+    uint32_t b = ArgId(info[1], "end");
+    Job *j = new Job;
+    j->kind = Kind::kNumber;
+    j->run = [a, b](Job &job) {
+      std::shared_ptr<Ev> ea = job.ctx->LookupEvent(job, a);
+      std::shared_ptr<Ev> eb = job.ctx->LookupEvent(job, b);
+      if (!ea || !eb) return;
+      float ms = 0;
+      if (job.Check(cu::api().EventElapsedTime(&ms, ea->ev, eb->ev), "cuEventElapsedTime")) job.num = ms;
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  // hostDevicePointer(addr) -> the device address of registered (DEVICEMAP) host memory
+  Napi::Value HostDevicePointer(const Napi::CallbackInfo &info) {
+    uint64_t addr = ArgU64(info[0], "addr");
+    Job *j = new Job;
+    j->kind = Kind::kU64;
+    j->run = [addr](Job &job) {
+      cu::Ptr p = 0;
+      if (job.Check(cu::api().MemHostGetDevicePointer(&p, reinterpret_cast<void *>(addr), 0),
+                    "cuMemHostGetDevicePointer_v2"))
+        job.u64 = p;
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  Napi::Value MemGetInfo(const Napi::CallbackInfo &info) {
+    Job *j = new Job;
+    j->kind = Kind::kMemInfo;
+    j->run = [](Job &job) {
+      size_t fr = 0, total = 0;
+      if (job.Check(cu::api().MemGetInfo(&fr, &total), "cuMemGetInfo_v2")) {
+        job.u64 = fr;
+        job.u64b = total;
+      }
+    };
+    return Go(info.Env(), j, false);
+  }
+
+  // hostRegister(addr, size, flags): page-locks host memory (guest RAM) on the context thread.
+  Napi::Value HostRegister(const Napi::CallbackInfo &info) {
+    uint64_t addr = ArgU64(info[0], "addr");
+    uint64_t size = ArgU64(info[1], "size");
+    uint32_t flags = ArgU32(info[2], "flags");
+    Job *j = new Job;
+    j->run = [addr, size, flags](Job &job) {
+      job.Check(cu::api().MemHostRegister(reinterpret_cast<void *>(addr), size, flags), "cuMemHostRegister_v2");
+    };
+    j->onMain = [addr, size](Job &job) {
+      if (job.rc == cu::kSuccess) job.env->pinned[addr] = size;
+    };
+    return Go(info.Env(), j, false);
+  }
+
+  Napi::Value HostUnregister(const Napi::CallbackInfo &info) {
+    uint64_t addr = ArgU64(info[0], "addr");
+    State(info.Env())->pinned.erase(addr);  // copies from it stop being enqueued inline right away
+    Job *j = new Job;
+    j->run = [addr](Job &job) {
+      job.Check(cu::api().MemHostUnregister(reinterpret_cast<void *>(addr)), "cuMemHostUnregister");
+    };
+    j->onMain = [addr](Job &job) { job.env->pinned.erase(addr); };  // in case a registration ended in between
+    return Go(info.Env(), j, false);
+  }
+
+  // destroy(): after everything submitted before it; waits for running waits, frees all handles.
+  Napi::Value Destroy(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    if (core_->closing) {
+      Job *j = new Job;
+      j->deferred = nullptr;
+      napi_deferred def = nullptr;
+      napi_value promise = nullptr;
+      napi_create_promise(env, &def, &promise);
+      j->deferred = def;
+      j->env = State(env);
+      j->Fail(cu::kContextIsDestroyed, "qcuda: context already destroyed");
+      State(env)->Settle(j);
+      return Napi::Value(env, promise);
+    }
+    Job *j = new Job;
+    j->run = [](Job &job) { job.ctx->Teardown(job); };
+    Napi::Value p = Go(env, j, false);
+    core_->closing = true;
+    return p;
+  }
+
+  Napi::Value Device(const Napi::CallbackInfo &info) { return Napi::Number::New(info.Env(), core_->ordinal); }
+  Napi::Value Primary(const Napi::CallbackInfo &info) { return Napi::Boolean::New(info.Env(), core_->primary); }
+  Napi::Value Busy(const Napi::CallbackInfo &info) {
+    std::lock_guard<std::mutex> lk(core_->mu);
+    return Napi::Number::New(info.Env(), core_->busy);
+  }
+  Napi::Value Destroyed(const Napi::CallbackInfo &info) {
+    std::lock_guard<std::mutex> lk(core_->mu);
+    return Napi::Boolean::New(info.Env(), core_->closing || core_->dead);
+  }
+
+  std::shared_ptr<CtxCore> core_;
+};
+
+// ---------------------------------------------------------------- module functions
+
+Napi::Value Probe(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  const cu::ProbeResult &p = cu::Probe();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("ok", p.ok);
+  o.Set("reason", p.reason);
+  o.Set("library", p.library);
+  o.Set("driverVersion", p.driverVersion);
+  o.Set("deviceCount", p.deviceCount);
+  return o;
+}
+
+// probeAsync(): the same, with dlopen and cuInit (which can take a second) on a worker thread.
+Napi::Value ProbeAsync(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  EnvState *st = State(env);
+  napi_deferred def = nullptr;
+  napi_value promise = nullptr;
+  napi_create_promise(env, &def, &promise);
+  Job *j = new Job;
+  j->env = st;
+  j->deferred = def;
+  j->kind = Kind::kProbe;
+  j->wait = [](Job &) { cu::Probe(); };
+  st->AddPending();
+  SubmitWait(j);
+  return Napi::Value(env, promise);
+}
+
+// openContext(ordinal, flags, primary) -> Promise<CudaContext>. The context's own
+// thread creates it (cuCtxCreate_v2 with flags, or retains the primary context).
+Napi::Value OpenContext(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  RequireCuda(env);
+  EnvState *st = State(env);
+  int ordinal = info[0].As<Napi::Number>().Int32Value();
+  uint32_t flags = ArgU32(info[1], "flags");
+  bool primary = info[2].ToBoolean();
+  auto core = std::make_shared<CtxCore>();
+  core->env = st;
+  core->ordinal = ordinal;
+  core->flags = flags;
+  core->primary = primary;
+  napi_value ctorv = nullptr;
+  napi_get_reference_value(env, st->contextCtor, &ctorv);
+  std::shared_ptr<CtxCore> holder = core;
+  Napi::Object wrapper =
+      Napi::Function(env, ctorv).New({Napi::External<std::shared_ptr<CtxCore>>::New(env, &holder)});
+  core->Start();
+
+  napi_deferred def = nullptr;
+  napi_value promise = nullptr;
+  napi_create_promise(env, &def, &promise);
+  Job *j = new Job;
+  j->deferred = def;
+  j->kind = Kind::kObject;
+  napi_create_reference(env, wrapper, 1, &j->obj);
+  j->run = [](Job &job) {
+    CtxCore *c = job.ctx.get();
+    const cu::Api &a = cu::api();
+    cu::Device d = 0;
+    if (!job.Check(a.DeviceGet(&d, c->ordinal), "cuDeviceGet")) {
+      job.exitThread = true;
+      return;
+    }
+    c->dev = d;
+    cu::Ctx ctx = nullptr;
+    if (c->primary) {
+      if (job.Check(a.DevicePrimaryCtxRetain(&ctx, d), "cuDevicePrimaryCtxRetain") &&
+          !job.Check(a.CtxSetCurrent(ctx), "cuCtxSetCurrent")) {
+        a.DevicePrimaryCtxRelease(d);
+        ctx = nullptr;
+      }
+    } else if (a.CtxCreate != nullptr) {
+      job.Check(a.CtxCreate(&ctx, c->flags, d), "cuCtxCreate_v2");
+    } else {
+      job.Check(a.CtxCreateV4(&ctx, nullptr, c->flags, d), "cuCtxCreate_v4");
+    }
+    if (job.rc != cu::kSuccess) {
+      job.exitThread = true;
+      return;
+    }
+    c->ctx = ctx;  // cuCtxCreate made it current on this thread
+  };
+  if (core->Submit(j, false) == CtxCore::SubmitResult::kRefused) {  // cannot happen: a fresh core
+    j->Fail(cu::kUnknown, "qcuda: context thread");
+    st->Settle(j);
+  }
+  return Napi::Value(env, promise);
+}
+
+// deviceProps(ordinal) -> {name, uuid, totalMem, attrs}
+Napi::Value DeviceProps(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  RequireCuda(env);
+  const cu::Api &a = cu::api();
+  int ordinal = info[0].As<Napi::Number>().Int32Value();
+  cu::Device d = 0;
+  cu::Result r = a.DeviceGet(&d, ordinal);
+  if (r != cu::kSuccess) {
+    Napi::Error e = Napi::Error::New(env, "cuDeviceGet: " + cu::Describe(r));
+    e.Set("code", Napi::Number::New(env, cu::ToCudaError(r)));
+    e.Set("cuResult", Napi::Number::New(env, r));
+    throw e;
+  }
+  char name[256] = {0};
+  a.DeviceGetName(name, sizeof(name) - 1, d);
+  cu::Uuid uuid{};
+  a.DeviceGetUuid(&uuid, d);
+  size_t total = 0;
+  a.DeviceTotalMem(&total, d);
+  Napi::Int32Array attrs = Napi::Int32Array::New(env, cu::kNumAttrs);
+  attrs[0] = 0;
+  for (int i = 1; i < cu::kNumAttrs; i++) {
+    int v = 0;
+    if (a.DeviceGetAttribute(&v, i, d) != cu::kSuccess) v = 0;  // not an attribute of this driver
+    attrs[i] = v;
+  }
+  Napi::Uint8Array u = Napi::Uint8Array::New(env, 16);
+  for (int i = 0; i < 16; i++) u[i] = uuid.bytes[i];
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("name", Napi::String::New(env, name));
+  o.Set("uuid", u);
+  o.Set("totalMem", Napi::BigInt::New(env, static_cast<uint64_t>(total)));
+  o.Set("attrs", attrs);
+  return o;
+}
+
+Napi::Value SetErrorFactory(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  EnvState *st = State(env);
+  if (st->errorFactory != nullptr) napi_delete_reference(env, st->errorFactory);
+  st->errorFactory = nullptr;
+  if (info[0].IsFunction()) napi_create_reference(env, info[0], 1, &st->errorFactory);
+  return env.Undefined();
+}
+
+Napi::Value ToCudaError(const Napi::CallbackInfo &info) {
+  return Napi::Number::New(info.Env(), cu::ToCudaError(info[0].As<Napi::Number>().Int32Value()));
+}
+
+Napi::Value Describe(const Napi::CallbackInfo &info) {
+  return Napi::String::New(info.Env(), cu::Describe(info[0].As<Napi::Number>().Int32Value()));
+}
+
+Napi::Value Stats(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("waiterThreads", WaiterThreads());
+  o.Set("pending", State(env)->pending);
+  return o;
+}
+
+void KeepEnvState(Napi::Env, EnvState *) {}  // never freed (see EnvState)
+
+}  // namespace
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  EnvState *st = InitEnv(env);
+  env.SetInstanceData<EnvState, KeepEnvState>(st);
+  Napi::Function ctor = Context::Define(env);
+  napi_create_reference(env, ctor, 1, &st->contextCtor);
+  exports.Set("CudaContext", ctor);
+  exports.Set("probe", Napi::Function::New(env, Probe));
+  exports.Set("probeAsync", Napi::Function::New(env, ProbeAsync));
+  exports.Set("openContext", Napi::Function::New(env, OpenContext));
+  exports.Set("deviceProps", Napi::Function::New(env, DeviceProps));
+  exports.Set("setErrorFactory", Napi::Function::New(env, SetErrorFactory));
+  exports.Set("toCudaError", Napi::Function::New(env, ToCudaError));
+  exports.Set("describe", Napi::Function::New(env, Describe));
+  exports.Set("stats", Napi::Function::New(env, Stats));
+  exports.Set("NUM_ATTRS", Napi::Number::New(env, cu::kNumAttrs));
+  exports.Set("HOST_REGISTER_PORTABLE", Napi::Number::New(env, cu::kHostRegisterPortable));
+  exports.Set("HOST_REGISTER_DEVICEMAP", Napi::Number::New(env, cu::kHostRegisterDeviceMap));
+  exports.Set("CTX_MAP_HOST", Napi::Number::New(env, cu::kCtxMapHost));
+  return exports;
+}
+
+}  // namespace qcuda::cuda
+
+static Napi::Object InitCudaModule(Napi::Env env, Napi::Object exports) { return qcuda::cuda::Init(env, exports); }
+
+NODE_API_MODULE(qcuda_cuda, InitCudaModule)

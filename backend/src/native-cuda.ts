@@ -1,0 +1,104 @@
+// The CUDA addon (addon/build/Release/qcuda_cuda.node), typed. It loads on any
+// machine: libcuda.so.1 is dlopened at the first probe(), never linked.
+//
+// Threads (addon/src/cuda_exec.h): each context has one thread that runs its
+// work in submission order; blocking waits run on a pool of waiter threads;
+// cheap non-blocking calls run inline when the context thread is idle. Every
+// operation returns a Promise and never blocks the event loop.
+// Failures reject with the error made by setErrorFactory(code, message), code
+// being the runtime API's cudaError_t; the error also carries cuResult (the
+// driver's CUresult) and call (the driver call that failed).
+import path from 'node:path';
+
+export interface CudaProbe {
+  ok: boolean;
+  /** Why CUDA cannot be used, in plain words ('' when ok). */
+  reason: string;
+  /** What was dlopened: libcuda.so.1, or $QCUDA_LIBCUDA. */
+  library: string;
+  driverVersion: number;
+  deviceCount: number;
+}
+
+/** A host range (guest RAM mapped in this process). */
+export interface CudaSeg {
+  addr: bigint;
+  len: number;
+}
+
+export interface CudaDeviceProps {
+  name: string;
+  uuid: Uint8Array;
+  totalMem: bigint;
+  /** cuDeviceGetAttribute(i) for i in 1..NUM_ATTRS-1; 0 where the driver has no such attribute. */
+  attrs: Int32Array;
+}
+
+/** Stream ids: 0 is the legacy NULL stream. Stream and event ids belong to their context. */
+export interface CudaContextNative {
+  readonly device: number;
+  readonly primary: boolean;
+  /** Jobs queued or running on the context thread. */
+  readonly busy: number;
+  readonly destroyed: boolean;
+  malloc(size: bigint): Promise<bigint>;
+  free(ptr: bigint): Promise<void>;
+  /** Resolves once the bytes have left the segments (the caller may reuse them). */
+  copyHtoD(dst: bigint, src: readonly CudaSeg[], stream: number): Promise<void>;
+  /** Resolves once the bytes are in the segments. */
+  copyDtoH(dst: readonly CudaSeg[], src: bigint, stream: number): Promise<void>;
+  /** wait: resolve when the copy is done, else when it is enqueued. */
+  copyDtoD(dst: bigint, src: bigint, size: bigint, stream: number, wait: boolean): Promise<void>;
+  memset(dst: bigint, value: number, size: bigint, stream: number, wait: boolean): Promise<void>;
+  synchronize(): Promise<void>;
+  streamCreate(flags: number, priority: number): Promise<number>;
+  streamDestroy(stream: number): Promise<void>;
+  streamSynchronize(stream: number): Promise<void>;
+  streamQuery(stream: number): Promise<boolean>;
+  streamWaitEvent(stream: number, event: number, flags: number): Promise<void>;
+  eventCreate(flags: number): Promise<number>;
+  eventDestroy(event: number): Promise<void>;
+  eventRecord(event: number, stream: number): Promise<void>;
+  eventSynchronize(event: number): Promise<void>;
+  eventQuery(event: number): Promise<boolean>;
+  eventElapsed(start: number, end: number): Promise<number>;
+  hostDevicePointer(addr: bigint): Promise<bigint>;
+  memGetInfo(): Promise<{ free: bigint; total: bigint }>;
+  /** cuMemHostRegister on this context's thread (blocking: ~50 ms per GiB). */
+  hostRegister(addr: bigint, size: bigint, flags: number): Promise<void>;
+  hostUnregister(addr: bigint): Promise<void>;
+  /** Runs after everything submitted before it, waits for running waits, frees every handle. */
+  destroy(): Promise<void>;
+}
+
+export interface CudaNative {
+  /** dlopen + cuInit + cuDeviceGetCount, once per process (synchronous: cuInit can take a second). */
+  probe(): CudaProbe;
+  /** The same on a worker thread. */
+  probeAsync(): Promise<CudaProbe>;
+  /** Throws unless probe().ok. */
+  deviceProps(ordinal: number): CudaDeviceProps;
+  /** primary: retain the device's primary context, else cuCtxCreate(flags). Throws unless probe().ok. */
+  openContext(ordinal: number, flags: number, primary: boolean): Promise<CudaContextNative>;
+  setErrorFactory(make: ((code: number, message: string) => Error) | undefined): void;
+  /** CUresult -> cudaError_t. */
+  toCudaError(cuResult: number): number;
+  /** "CUDA_ERROR_X (text)" (just "CUresult N" before libcuda is loaded). */
+  describe(cuResult: number): string;
+  stats(): { waiterThreads: number; pending: number };
+  readonly NUM_ATTRS: number;
+  readonly HOST_REGISTER_PORTABLE: number;
+  readonly HOST_REGISTER_DEVICEMAP: number;
+  readonly CTX_MAP_HOST: number;
+}
+
+let loaded: CudaNative | undefined;
+
+export function cudaNative(): CudaNative {
+  if (loaded === undefined) {
+    const root = path.resolve(__dirname, '..', '..', '..');
+    // eslint-disable-next-line @typescript-eslint/no-var-requires
+    loaded = require(path.join(root, 'addon', 'build', 'Release', 'qcuda_cuda.node')) as CudaNative;
+  }
+  return loaded;
+}

@@ -1,0 +1,272 @@
+// The `cuda` provider: one host GPU through the CUDA driver API (the
+// qcuda_cuda addon, which dlopens libcuda.so.1).
+//
+// - The guest sees one device, 0: the host GPU chosen at creation.
+// - Each guest session gets a context of its own (cuCtxCreate), as each native
+//   process does: its allocations, streams and events are its own and go with
+//   it at destroy(), and a sticky fault (an illegal address in a kernel) kills
+//   only that session's context, never the others'.
+// - The provider itself holds the device's primary context, for what is not a
+//   session's: registering guest RAM (PORTABLE, so every context sees it as
+//   pinned; DEVICEMAP, for hostDevicePointer) and memGetInfo.
+// - Stream and event refs are the addon's per-context ids (numbers); undefined
+//   is the legacy NULL stream.
+import createDebug from 'debug';
+import { CudaErr, CudaError } from '../cuda-error';
+import type { DevPtr, DeviceProps, EventRef, GuestSeg, Provider, ProviderContext, StreamRef } from '../provider';
+import { cudaNative, type CudaContextNative, type CudaNative } from '../../native-cuda';
+
+const debug = createDebug('qcuda:cuda');
+
+let factorySet = false;
+
+function addon(): CudaNative {
+  const n = cudaNative();
+  if (!factorySet) {
+    n.setErrorFactory((code, message) => new CudaError(code, message));
+    factorySet = true;
+  }
+  return n;
+}
+
+/** Whether the cuda provider can run here, and if not why (for --provider auto). Runs cuInit once: can take a second. */
+export function cudaAvailable(): { ok: boolean; reason: string } {
+  const p = addon().probe();
+  return { ok: p.ok, reason: p.ok ? `${p.deviceCount} CUDA device(s), driver ${p.driverVersion}` : p.reason };
+}
+
+export interface CudaProviderOptions {
+  /** Flags for each session's cuCtxCreate (CU_CTX_*; the runtime's cudaDeviceSchedule* values). Default: MAP_HOST, scheduling auto. */
+  contextFlags?: number;
+}
+
+interface Region {
+  size: bigint;
+  /** Settles when registration is over; true if the range is registered. */
+  done: Promise<boolean>;
+}
+
+function streamId(s: StreamRef | undefined): number {
+  if (s === undefined || s === null) return 0;
+  if (typeof s === 'number' && Number.isInteger(s) && s > 0) return s;
+  throw new CudaError(CudaErr.InvalidResourceHandle, `not a cuda provider stream: ${String(s)}`);
+}
+
+function eventId(e: EventRef): number {
+  if (typeof e === 'number' && Number.isInteger(e) && e > 0) return e;
+  throw new CudaError(CudaErr.InvalidResourceHandle, `not a cuda provider event: ${String(e)}`);
+}
+
+class CudaSessionContext implements ProviderContext {
+  #dead = false;
+
+  constructor(
+    readonly native: CudaContextNative,
+    readonly provider: CudaProvider,
+  ) {}
+
+  malloc(size: bigint): Promise<DevPtr> {
+    return this.native.malloc(size);
+  }
+  free(ptr: DevPtr): Promise<void> {
+    return this.native.free(ptr);
+  }
+  copyToDevice(dst: DevPtr, src: GuestSeg[], stream: StreamRef | undefined): Promise<void> {
+    return this.native.copyHtoD(dst, src, streamId(stream));
+  }
+  copyFromDevice(dst: GuestSeg[], src: DevPtr, stream: StreamRef | undefined): Promise<void> {
+    return this.native.copyDtoH(dst, src, streamId(stream));
+  }
+  copyOnDevice(dst: DevPtr, src: DevPtr, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> {
+    return this.native.copyDtoD(dst, src, size, streamId(stream), !async);
+  }
+  memset(dst: DevPtr, value: number, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> {
+    return this.native.memset(dst, value & 0xff, size, streamId(stream), !async);
+  }
+  synchronize(): Promise<void> {
+    return this.native.synchronize();
+  }
+  streamCreate(flags: number, priority: number): Promise<StreamRef> {
+    return this.native.streamCreate(flags, priority);
+  }
+  streamDestroy(s: StreamRef): Promise<void> {
+    return this.native.streamDestroy(streamId(s));
+  }
+  streamSynchronize(s: StreamRef | undefined): Promise<void> {
+    return this.native.streamSynchronize(streamId(s));
+  }
+  streamQuery(s: StreamRef | undefined): Promise<boolean> {
+    return this.native.streamQuery(streamId(s));
+  }
+  streamWaitEvent(s: StreamRef | undefined, e: EventRef, flags: number): Promise<void> {
+    return this.native.streamWaitEvent(streamId(s), eventId(e), flags);
+  }
+  eventCreate(flags: number): Promise<EventRef> {
+    return this.native.eventCreate(flags);
+  }
+  eventDestroy(e: EventRef): Promise<void> {
+    return this.native.eventDestroy(eventId(e));
+  }
+  eventRecord(e: EventRef, s: StreamRef | undefined): Promise<void> {
+    return this.native.eventRecord(eventId(e), streamId(s));
+  }
+  eventSynchronize(e: EventRef): Promise<void> {
+    return this.native.eventSynchronize(eventId(e));
+  }
+  eventQuery(e: EventRef): Promise<boolean> {
+    return this.native.eventQuery(eventId(e));
+  }
+  eventElapsed(start: EventRef, end: EventRef): Promise<number> {
+    return this.native.eventElapsed(eventId(start), eventId(end));
+  }
+  async hostDevicePointer(addr: bigint, size: bigint): Promise<DevPtr> {
+    if (!(await this.provider.isRegistered(addr, size)))
+      throw new CudaError(CudaErr.InvalidValue, `hostDevicePointer: 0x${addr.toString(16)}+${size} is not registered guest memory`);
+    return this.native.hostDevicePointer(addr);
+  }
+  async destroy(): Promise<void> {
+    if (this.#dead) return;
+    this.#dead = true;
+    this.provider.forget(this);
+    await this.native.destroy();
+  }
+}
+
+export class CudaProvider implements Provider {
+  readonly name = 'cuda' as const;
+  readonly hasGpu = true;
+  readonly #n: CudaNative;
+  readonly #props: DeviceProps;
+  readonly #driverVersion: number;
+  readonly #contexts = new Set<CudaSessionContext>();
+  readonly #regions = new Map<bigint, Region>();
+  readonly #contextFlags: number;
+  #closed = false;
+
+  constructor(
+    n: CudaNative,
+    readonly gpu: number,
+    readonly primary: CudaContextNative,
+    o: CudaProviderOptions,
+  ) {
+    this.#n = n;
+    const p = n.deviceProps(gpu);
+    this.#props = { name: p.name, uuid: p.uuid, totalMem: p.totalMem, attrs: p.attrs };
+    this.#driverVersion = n.probe().driverVersion;
+    this.#contextFlags = o.contextFlags ?? n.CTX_MAP_HOST;
+  }
+
+  deviceCount(): number {
+    return 1;
+  }
+
+  driverVersion(): number {
+    return this.#driverVersion;
+  }
+
+  #device(device: number): void {
+    if (device !== 0) throw new CudaError(CudaErr.InvalidDevice, `no device ${device} (the cuda provider exposes one)`);
+  }
+
+  deviceProps(device: number): DeviceProps {
+    this.#device(device);
+    const p = this.#props;
+    return { name: p.name, uuid: p.uuid.slice(), totalMem: p.totalMem, attrs: p.attrs.slice() };
+  }
+
+  async memGetInfo(device: number): Promise<{ free: bigint; total: bigint }> {
+    this.#device(device);
+    return this.primary.memGetInfo();
+  }
+
+  async openContext(device: number): Promise<ProviderContext> {
+    this.#device(device);
+    if (this.#closed) throw new CudaError(CudaErr.InitializationError, 'the cuda provider is closed');
+    const native = await this.#n.openContext(this.gpu, this.#contextFlags, false);
+    const c = new CudaSessionContext(native, this);
+    this.#contexts.add(c);
+    return c;
+  }
+
+  /**
+   * Page-locks guest RAM (PORTABLE | DEVICEMAP) on the primary context's thread.
+   * Returns a promise that never rejects (a failure only costs speed: copies
+   * then go through the driver's staging buffers); await it where it matters.
+   */
+  registerGuestMemory(addr: bigint, size: bigint): Promise<void> {
+    const flags = this.#n.HOST_REGISTER_PORTABLE | this.#n.HOST_REGISTER_DEVICEMAP;
+    const prev = this.#regions.get(addr)?.done ?? Promise.resolve(false);
+    const done = prev.then(() =>
+      this.primary.hostRegister(addr, size, flags).then(
+        () => true,
+        (e: Error) => {
+          debug('cuMemHostRegister 0x%s+%s failed: %s', addr.toString(16), size, e.message);
+          return false;
+        },
+      ),
+    );
+    this.#regions.set(addr, { size, done });
+    return done.then(() => undefined);
+  }
+
+  /**
+   * Unpins a region registered before. The mapping must stay mapped until the
+   * returned promise settles (it never rejects).
+   */
+  unregisterGuestMemory(addr: bigint): Promise<void> {
+    const r = this.#regions.get(addr);
+    if (r === undefined) return Promise.resolve();
+    this.#regions.delete(addr);
+    return r.done.then(async (ok) => {
+      if (!ok) return;
+      try {
+        await this.primary.hostUnregister(addr);
+      } catch (e) {
+        debug('cuMemHostUnregister 0x%s failed: %s', addr.toString(16), (e as Error).message);
+      }
+    });
+  }
+
+  /** Whether [addr, addr+size) lies in one registered region (waits for a registration in progress). */
+  async isRegistered(addr: bigint, size: bigint): Promise<boolean> {
+    for (const [start, r] of this.#regions) {
+      if (addr >= start && addr + size <= start + r.size) return r.done;
+    }
+    return false;
+  }
+
+  forget(c: CudaSessionContext): void {
+    this.#contexts.delete(c);
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.allSettled([...this.#contexts].map((c) => c.destroy()));
+    await Promise.allSettled([...this.#regions.keys()].map((a) => this.unregisterGuestMemory(a)));
+    await this.primary.destroy();
+  }
+}
+
+/**
+ * The cuda provider on host GPU `gpu` (guest device 0). Rejects with a
+ * CudaError saying why where CUDA cannot be used. cuInit and the primary
+ * context's creation run on worker threads.
+ */
+export async function createCudaProvider(gpu = 0, o: CudaProviderOptions = {}): Promise<CudaProvider> {
+  const n = addon();
+  const p = await n.probeAsync();
+  if (!p.ok) {
+    const code = /no CUDA-capable device/.test(p.reason) ? CudaErr.NoDevice : CudaErr.InitializationError;
+    throw new CudaError(code, `CUDA is not available: ${p.reason}`);
+  }
+  if (!Number.isInteger(gpu) || gpu < 0 || gpu >= p.deviceCount)
+    throw new CudaError(CudaErr.InvalidDevice, `no GPU ${gpu}: this host has ${p.deviceCount}`);
+  const primary = await n.openContext(gpu, 0, true);
+  try {
+    return new CudaProvider(n, gpu, primary, o);
+  } catch (e) {
+    await primary.destroy().catch(() => undefined);
+    throw e;
+  }
+}
