@@ -45,6 +45,7 @@ clean:
 include qemu-patches/qemu.mk
 include vm-images/vm.mk
 include guest-driver/guest.mk
+include guest-driver/lib/lib.mk
 
 # Everything a GPU machine needs (no network, no Node.js there) in .carry/;
 # then on it: bash test/gpu/run.sh (the device tool carries .carry).

@@ -101,3 +101,21 @@ test.serial('the driver\'s zero-copy calls: sessions, chunked copies up to 100 M
   t.truthy(m, r.stdout);
   t.true(Number(m![1]) > 300);
 });
+
+// Every guest CUDA program (test/guest/*.cu, built with nvcc -cudart=shared and
+// loading qcuda's libcudart.so.13) in one guest on the host provider, with a
+// quota so the quota program meets it; each must end in PASS.
+test.serial('the guest CUDA programs pass against the host provider', async (t) => {
+  const dir = path.resolve(__dirname, '..', '..', '..', 'test', 'guest');
+  const programs = fs.readdirSync(dir).filter((f) => f.endsWith('.cu')).map((f) => f.slice(0, -3));
+  programs.push('memcpy_ptds', 'stream_ptds');
+  const script = programs.map((p) => `echo "=== ${p}"; ${p}; echo "=== ${p} exit $?"`).join('\n');
+  const r = await runVm({ ...base, command: script, backendArgs: ['--provider=host', '--device-memory-limit=1G'], timeoutMs: 600_000 });
+  for (const p of programs) {
+    const section = r.stdout.split(`=== ${p}\n`)[1]?.split(`=== ${p} exit`)[0] ?? '';
+    const exit = new RegExp(`=== ${p} exit (\\d+)`).exec(r.stdout)?.[1];
+    t.is(exit, '0', `${p}:\n${section.split('\n').filter((l) => /FAIL/.test(l)).join('\n')}`);
+    t.regex(section, new RegExp(`PASS: ${p.replace('_ptds', '')}: \\d+ checks`), p);
+  }
+  t.log(programs.map((p) => new RegExp(`PASS: ${p.replace('_ptds', '')}: (\\d+) checks`).exec(r.stdout.split(`=== ${p}\n`)[1] ?? '')?.[0] ?? `${p}: ?`).join('; '));
+});

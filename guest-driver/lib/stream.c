@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Streams and events. Their handles are the backend's session ids cast to
+ * cudaStream_t / cudaEvent_t (never pointers: the backend checks each one
+ * against the session, so a forged handle gets an error, not a crash). The
+ * special streams: NULL -> QCUDA_STREAM_LEGACY (QCUDA_STREAM_PER_THREAD in
+ * the _ptsz entry points, as nvcc --default-stream per-thread compiles),
+ * cudaStreamLegacy -> QCUDA_STREAM_LEGACY, cudaStreamPerThread ->
+ * QCUDA_STREAM_PER_THREAD.
+ */
+#include "qcrt.h"
+
+uint64_t qc_stream(cudaStream_t s, int ptds)
+{
+	if (s == NULL)
+		return ptds ? QCUDA_STREAM_PER_THREAD : QCUDA_STREAM_LEGACY;
+	if (s == cudaStreamLegacy)
+		return QCUDA_STREAM_LEGACY;
+	if (s == cudaStreamPerThread)
+		return QCUDA_STREAM_PER_THREAD;
+	return (uint64_t)(uintptr_t)s;
+}
+
+static int special_stream(cudaStream_t s)
+{
+	return s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
+/* A new handle must not be one of the special values. */
+static cudaError_t check_new_handle(uint64_t h, uint32_t destroy_cmd)
+{
+	struct qcuda_args_handle a = { .handle = h };
+
+	/* 0, 1 and 2 mean NULL, cudaStreamLegacy and cudaStreamPerThread. */
+	if (h > QCUDA_STREAM_PER_THREAD)
+		return cudaSuccess;
+	qc_msg("the backend returned the reserved handle %llu", (unsigned long long)h);
+	if (h)
+		qc_call(destroy_cmd, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+	return cudaErrorUnknown;
+}
+
+/* ---------------------------------------------------------------- streams */
+
+QC_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
+{
+	struct qcuda_args_stream_create a = { .flags = flags, .priority = (uint32_t)priority };
+	uint64_t h = 0;
+	cudaError_t e;
+
+	if (!pStream)
+		return qc_ret(cudaErrorInvalidValue);
+	if (flags != cudaStreamDefault && flags != cudaStreamNonBlocking)
+		return qc_ret(cudaErrorInvalidValue);
+	e = qc_ready();
+	if (e == cudaSuccess)
+		e = qc_call(QCUDA_CMD_STREAM_CREATE, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, &h);
+	if (e == cudaSuccess)
+		e = check_new_handle(h, QCUDA_CMD_STREAM_DESTROY);
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	*pStream = (cudaStream_t)(uintptr_t)h;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
+{
+	return cudaStreamCreateWithPriority(pStream, flags, 0);
+}
+
+QC_API cudaError_t cudaStreamCreate(cudaStream_t *pStream)
+{
+	return cudaStreamCreateWithPriority(pStream, cudaStreamDefault, 0);
+}
+
+QC_API cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+	struct qcuda_args_handle a = { .handle = (uint64_t)(uintptr_t)stream };
+	cudaError_t e = qc_ready();
+
+	if (e == cudaSuccess && special_stream(stream))
+		e = cudaErrorInvalidResourceHandle;
+	if (e == cudaSuccess)
+		e = qc_call(QCUDA_CMD_STREAM_DESTROY, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+	return qc_ret(e);
+}
+
+static cudaError_t stream_cmd(uint32_t cmd, cudaStream_t stream, int ptds)
+{
+	struct qcuda_args_handle a = { .handle = qc_stream(stream, ptds) };
+	cudaError_t e = qc_ready();
+
+	if (e == cudaSuccess)
+		e = qc_call(cmd, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+	return qc_ret(e);
+}
+
+QC_API cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+	return stream_cmd(QCUDA_CMD_STREAM_SYNC, stream, 0);
+}
+
+QC_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
+QC_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
+{
+	return stream_cmd(QCUDA_CMD_STREAM_SYNC, stream, 1);
+}
+
+/* cudaSuccess or cudaErrorNotReady (which is not recorded as an error). */
+QC_API cudaError_t cudaStreamQuery(cudaStream_t stream)
+{
+	return stream_cmd(QCUDA_CMD_STREAM_QUERY, stream, 0);
+}
+
+QC_API cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream);
+QC_API cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)
+{
+	return stream_cmd(QCUDA_CMD_STREAM_QUERY, stream, 1);
+}
+
+static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, unsigned int flags,
+				     int ptds)
+{
+	struct qcuda_args_stream_wait_event a = {
+		.stream = qc_stream(stream, ptds),
+		.event = (uint64_t)(uintptr_t)event,
+		.flags = flags,
+	};
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	if (flags & ~(unsigned)cudaEventWaitExternal)
+		return qc_ret(cudaErrorInvalidValue);
+	if (!event)
+		return qc_ret(cudaErrorInvalidResourceHandle);
+	/* External waits only exist in stream capture, which qcuda lacks. */
+	if (flags & cudaEventWaitExternal)
+		return qc_ret(cudaErrorIllegalState);
+	return qc_ret(qc_call(QCUDA_CMD_STREAM_WAIT_EVENT, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0,
+			      NULL));
+}
+
+QC_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+	return stream_wait_event(stream, event, flags, 0);
+}
+
+QC_API cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags);
+QC_API cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+	return stream_wait_event(stream, event, flags, 1);
+}
+
+/* ----------------------------------------------------------------- events */
+
+QC_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
+{
+	struct qcuda_args_event_create a = { .flags = flags };
+	uint64_t h = 0;
+	cudaError_t e;
+
+	if (!event)
+		return qc_ret(cudaErrorInvalidValue);
+	/* Interprocess events must disable timing (as CUDA checks). */
+	if ((flags & ~(unsigned)(cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess)) ||
+	    ((flags & cudaEventInterprocess) && !(flags & cudaEventDisableTiming)))
+		return qc_ret(cudaErrorInvalidValue);
+	e = qc_ready();
+	if (e == cudaSuccess)
+		e = qc_call(QCUDA_CMD_EVENT_CREATE, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, &h);
+	if (e == cudaSuccess)
+		e = check_new_handle(h, QCUDA_CMD_EVENT_DESTROY);
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	*event = (cudaEvent_t)(uintptr_t)h;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaEventCreate(cudaEvent_t *event)
+{
+	return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+static cudaError_t event_cmd(uint32_t cmd, cudaEvent_t event)
+{
+	struct qcuda_args_handle a = { .handle = (uint64_t)(uintptr_t)event };
+	cudaError_t e = qc_ready();
+
+	if (e == cudaSuccess && !event)
+		e = cudaErrorInvalidResourceHandle;
+	if (e == cudaSuccess)
+		e = qc_call(cmd, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+	return qc_ret(e);
+}
+
+QC_API cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+	return event_cmd(QCUDA_CMD_EVENT_DESTROY, event);
+}
+
+QC_API cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+	return event_cmd(QCUDA_CMD_EVENT_SYNC, event);
+}
+
+QC_API cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+	return event_cmd(QCUDA_CMD_EVENT_QUERY, event);
+}
+
+static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned int flags, int ptds)
+{
+	struct qcuda_args_event_record a = {
+		.event = (uint64_t)(uintptr_t)event,
+		.stream = qc_stream(stream, ptds),
+	};
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	if (flags & ~(unsigned)cudaEventRecordExternal)
+		return qc_ret(cudaErrorInvalidValue);
+	if (!event)
+		return qc_ret(cudaErrorInvalidResourceHandle);
+	if (flags & cudaEventRecordExternal)	/* capture only */
+		return qc_ret(cudaErrorIllegalState);
+	return qc_ret(qc_call(QCUDA_CMD_EVENT_RECORD, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL));
+}
+
+QC_API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+	return event_record(event, stream, 0, 0);
+}
+
+QC_API cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream);
+QC_API cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream)
+{
+	return event_record(event, stream, 0, 1);
+}
+
+QC_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
+{
+	return event_record(event, stream, flags, 0);
+}
+
+QC_API cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream, unsigned int flags);
+QC_API cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
+{
+	return event_record(event, stream, flags, 1);
+}
+
+QC_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+	struct qcuda_args_event_elapsed a = {
+		.start = (uint64_t)(uintptr_t)start,
+		.end = (uint64_t)(uintptr_t)end,
+	};
+	struct qcuda_out_event_elapsed out;
+	cudaError_t e = qc_ready();
+	union { uint32_t u; float f; } v;
+
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	if (!start || !end)
+		return qc_ret(cudaErrorInvalidResourceHandle);
+	if (!ms)
+		return qc_ret(cudaErrorInvalidValue);
+	e = qc_call(QCUDA_CMD_EVENT_ELAPSED, &a, sizeof(a), &out, sizeof(out), QT_NONE, NULL, 0, NULL);
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	v.u = out.ms_bits;
+	*ms = v.f;
+	return cudaSuccess;
+}
