@@ -10,19 +10,11 @@ OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 work=$(mktemp -d /tmp/qcuda-gpu.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+. test/gpu/unpack.sh
 summary=$OUT/summary.txt
 : > "$summary"
 say() { echo "$*" | tee -a "$summary"; }
 
-xz -dc .carry/node.xz > "$work/node" && chmod +x "$work/node"
-xz -dc .carry/bundle.tar.xz | tar -C "$work" -xf -
-tar -C "$work/app" -xf "$work/app/node_modules.tar"
-export PATH=$work:$PATH
-export LD_LIBRARY_PATH=$work/qemu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export QEMU_BIN=$work/qemu/bin/qemu-system-x86_64 GUEST_KERNEL=$work/guest/vmlinux GUEST_INITRD=$work/guest/initrd.cpio
-export QCUDA_FIRMWARE_DIRS=$work/qemu/firmware
-export QCUDA_GPU_TESTS=1
-app=$work/app
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$summary"
 say "accel: $(grep -qwE 'vmx|svm' /proc/cpuinfo && [ -w /dev/kvm ] && echo kvm || echo tcg)"
 
