@@ -68,3 +68,10 @@ $(addprefix $(GUEST_BIN)/,$(addsuffix _ptds,$(GUEST_CUDA_PTDS))): $(GUEST_BIN)/%
 	@mkdir -p $(@D)
 	$(NVCC) -cudart=shared -arch=sm_90 -ccbin gcc -O2 --default-stream per-thread -Xcompiler -Wall,-pthread \
 	  -I$(GUEST_INCLUDE) -o $@ $< -lpthread
+
+# Benchmarks that run both natively and in a guest (test/bench/*.cu).
+GUEST_CUDA_BENCHES := $(patsubst $(CURDIR)/test/bench/%.cu,%,$(wildcard $(CURDIR)/test/bench/*.cu))
+guest-cuda-programs: $(addprefix $(GUEST_BIN)/,$(GUEST_CUDA_BENCHES))
+$(addprefix $(GUEST_BIN)/,$(GUEST_CUDA_BENCHES)): $(GUEST_BIN)/%: $(CURDIR)/test/bench/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) -cudart=shared -arch=sm_90 -ccbin gcc -O2 -o $@ $<

@@ -42,6 +42,12 @@ for src in test/guest/*.cu; do
   fi
 done
 
+say "== copy benchmark: the same program natively and in the guest (cuda provider) =="
+LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/copy_bench" > "$OUT/copy_bench.native.json" 2>&1
+node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --memory=1536 --timeout=300 -- copy_bench > "$OUT/copy_bench.guest.json" 2> "$OUT/copy_bench.guest.err"
+say "native: $(cat "$OUT/copy_bench.native.json")"
+say "guest:  $(cat "$OUT/copy_bench.guest.json")"
+
 say "== benchmarks =="
 for b in "$app"/dist/test/bench/*.js; do
   case $b in *child*|*stats*) continue;; esac
