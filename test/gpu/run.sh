@@ -6,22 +6,26 @@
 # output, then the benchmarks. Logs and a summary go to $OUT (or ./gpu-out).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+# Logs go to a scratch dir and come back as one archive (the device tool
+# returns at most 8 files); the summary is printed as it grows.
 OUT=${OUT:-$PWD/gpu-out}
+LOGS=$(mktemp -d /tmp/qcuda-logs.XXXXXX)
 mkdir -p "$OUT"
 work=$(mktemp -d /tmp/qcuda-gpu.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+trap 'tar -C "$LOGS" -cJf "$OUT/logs.tar.xz" . 2>/dev/null; rm -rf "$work" "$LOGS"' EXIT
 . test/gpu/unpack.sh
 summary=$OUT/summary.txt
+T0=$(date +%s)
 : > "$summary"
-say() { echo "$*" | tee -a "$summary"; }
+say() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$summary"; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$summary"
 say "accel: $(grep -qwE 'vmx|svm' /proc/cpuinfo && [ -w /dev/kvm ] && echo kvm || echo tcg)"
 
 status=0
 say "== provider tests (cuda) =="
-(cd "$app" && node node_modules/ava/entrypoints/cli.mjs dist/test/qcuda/cuda-provider.test.js 2>&1) > "$OUT/provider-tests.log"
-rc=$?; tail -3 "$OUT/provider-tests.log" | tee -a "$summary"; [ $rc = 0 ] || status=1
+(cd "$app" && node node_modules/ava/entrypoints/cli.mjs dist/test/qcuda/cuda-provider.test.js 2>&1) > "$LOGS/provider-tests.log"
+rc=$?; tail -3 "$LOGS/provider-tests.log" | tee -a "$summary"; [ $rc = 0 ] || status=1
 
 say "== guest programs: native vs guest on the cuda provider =="
 native_lib=$(dirname "$(find /usr/local/cuda*/ /usr/lib -name 'libcudart.so.13*' 2>/dev/null | head -1)")
@@ -29,13 +33,13 @@ for src in test/guest/*.cu; do
   name=$(basename "$src" .cu)
   prog=$work/guest/bin/$name
   [ -x "$prog" ] || { say "$name: not built"; status=1; continue; }
-  node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --timeout=300 -- "$name" > "$OUT/$name.guest.out" 2> "$OUT/$name.guest.err"; grc=$?
+  node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --timeout=150 -- "$name" > "$LOGS/$name.guest.out" 2> "$LOGS/$name.guest.err"; grc=$?
   if [ "$name" = hostile ]; then # qcuda only: it attacks the transport, natively it skips
     if [ $grc = 0 ]; then say "$name: PASS in the guest"; else say "$name: FAIL in the guest (exit $grc)"; status=1; fi
     continue
   fi
-  LD_LIBRARY_PATH=$native_lib timeout 300 "$prog" > "$OUT/$name.native.out" 2>&1; nrc=$?
-  if [ $nrc = $grc ] && diff -q "$OUT/$name.native.out" "$OUT/$name.guest.out" >/dev/null; then
+  LD_LIBRARY_PATH=$native_lib timeout 120 "$prog" > "$LOGS/$name.native.out" 2>&1; nrc=$?
+  if [ $nrc = $grc ] && diff -q "$LOGS/$name.native.out" "$LOGS/$name.guest.out" >/dev/null; then
     say "$name: identical (exit $grc)"
   else
     say "$name: DIFFERENT (native exit $nrc, guest exit $grc)"; status=1
@@ -43,15 +47,16 @@ for src in test/guest/*.cu; do
 done
 
 say "== copy benchmark: the same program natively and in the guest (cuda provider) =="
-LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/copy_bench" > "$OUT/copy_bench.native.json" 2>&1
-node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --memory=1536 --timeout=300 -- copy_bench > "$OUT/copy_bench.guest.json" 2> "$OUT/copy_bench.guest.err"
-say "native: $(cat "$OUT/copy_bench.native.json")"
-say "guest:  $(cat "$OUT/copy_bench.guest.json")"
+LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/copy_bench" > "$LOGS/copy_bench.native.json" 2>&1
+node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --memory=1536 --timeout=300 -- copy_bench > "$LOGS/copy_bench.guest.json" 2> "$LOGS/copy_bench.guest.err"
+say "native: $(cat "$LOGS/copy_bench.native.json")"
+say "guest:  $(cat "$LOGS/copy_bench.guest.json")"
 
 say "== benchmarks =="
 for b in "$app"/dist/test/bench/*.js; do
   case $b in *child*|*stats*) continue;; esac
-  node "$b" 2>&1 | tee "$OUT/$(basename "$b" .js).bench" | grep -E '^(JSON|[a-zA-Z])' | tail -20 >> "$summary"
+  say "$(basename "$b")"
+  timeout 180 node "$b" 2>&1 | tee "$LOGS/$(basename "$b" .js).bench" | grep -vE '^(JSON|qcuda-backend)' | tee -a "$summary"
 done
 say "overall: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status
