@@ -25,7 +25,8 @@ vm options:
   --provider=KIND      cuda, host or auto (default auto: the GPU if one answers)
   --gpu=N              which host GPU (default 0)
   --device-memory-limit=SIZE  the VM's device memory quota (e.g. 2G)
-  --demo               run the guest test programs built into the image
+  --demo               run the guest test programs built into the image (the
+                       transport, then CUDA programs, each printing PASS)
   --quiet              do not stream the guest console to stderr
 Common options (defaults from the environment, set by 'make'):
   --qemu=PATH          QEMU binary (QEMU_BIN)
@@ -70,7 +71,9 @@ const OPTIONS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-export const DEMO_COMMAND = 'nop_test';
+/** The main job: the transport, then CUDA programs (on the GPU where the backend finds one). */
+export const DEMO_COMMAND = 'nop_test -t 4 -n 100 > /tmp/nop.out || { cat /tmp/nop.out; exit 1; }; tail -1 /tmp/nop.out; ' +
+  'for p in device memcpy stream hostmem errors killcopy; do $p > /tmp/$p.out || { cat /tmp/$p.out; exit 1; }; tail -1 /tmp/$p.out; done';
 
 async function main(): Promise<number> {
   const [cmd, ...rest] = process.argv.slice(2);
