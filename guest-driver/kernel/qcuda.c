@@ -12,11 +12,13 @@
  * Operations and chunks: every round trip is a struct qcuda_op (a driver
  * command or a QCUDA_IOC_CALL), split into chunks of at most QCUDA_CHUNK
  * data bytes, one request each. The data is user memory, pinned chunk by
- * chunk and passed as a scatterlist (physically contiguous pages coalesced)
- * through an indirect descriptor table. Chunks are submitted round robin
- * over the queues and waited for only when QCUDA_WINDOW of them are in
- * flight, so a transfer of up to QCUDA_WINDOW chunks is submitted whole
- * before the first wait, and a larger one streams through the window.
+ * chunk (inside a mapping of the file's HOST_ALLOC memory: a reference on
+ * the allocation instead) and passed as a scatterlist (physically contiguous
+ * pages coalesced) through an indirect descriptor table. Chunks are
+ * submitted round robin over the queues and waited for only when
+ * QCUDA_WINDOW of them are in flight, so a transfer of up to QCUDA_WINDOW
+ * chunks is submitted whole before the first wait, and a larger one streams
+ * through the window.
  *
  * Lifetimes: an op is reference counted (one reference for the caller, one
  * per chunk the device holds), so a caller killed while waiting never
@@ -139,6 +141,8 @@ struct qcuda_chunk {
 	bool busy;			/* submitted, not yet reaped */
 	u64 len;			/* data bytes */
 	unsigned int npages;		/* pinned pages, 0 if none */
+	struct qcuda_hostmem *hm;	/* or the data lies in this HOST_ALLOC
+					 * (referenced), nothing pinned */
 	struct page **pages;		/* QCUDA_CHUNK_PAGES, allocated on first use */
 	struct sg_table sgt;		/* the data */
 	void *out;			/* output room of chunks > 0 (never read) */
@@ -173,6 +177,7 @@ static DEFINE_IDA(qcuda_ida);
 static struct workqueue_struct *qcuda_wq;
 
 static void qcuda_file_put(struct qcuda_file *qf, bool wait);
+static void qcuda_hostmem_put(struct qcuda_hostmem *hm);
 static void qcuda_session_set(struct qcuda_file *qf, u64 session);
 static int qcuda_session_open(struct qcuda_file *qf);
 
@@ -188,6 +193,11 @@ static void qcuda_release_dev(struct kref *kref)
 
 static void qcuda_chunk_unpin(struct qcuda_op *op, struct qcuda_chunk *c)
 {
+	if (c->hm) {
+		/* Driver pages (no mapping, not on the LRU): nothing to dirty. */
+		qcuda_hostmem_put(c->hm);
+		c->hm = NULL;
+	}
 	if (c->npages) {
 		if (op->dir == QCUDA_DATA_FROM_DEVICE)
 			unpin_user_pages_dirty_lock(c->pages, c->npages, true);
@@ -362,6 +372,52 @@ static int qcuda_submit(struct qcuda_dev *qd, struct qcuda_queue *q,
 	return err;
 }
 
+static const struct vm_operations_struct qcuda_vm_ops;
+
+/*
+ * If the n pages from user address start lie in one mapping of a HOST_ALLOC
+ * of this file (with the access the transfer needs), take a reference on
+ * that allocation for the chunk and return its pages. They are the driver's
+ * own (MAP_SHARED, inserted on fault: the mapping always shows them), so
+ * they need no pinning, and pin_user_pages_fast() would take its slow path
+ * on them (GUP-fast refuses pages without a mapping). The reference keeps
+ * them past HOST_FREE, munmap and close until the chunk is released, as a
+ * pin would. Anything else (other VMAs, a range not wholly inside one such
+ * mapping) returns NULL and goes through GUP.
+ */
+static struct page **qcuda_chunk_hold(struct qcuda_op *op, struct qcuda_chunk *c,
+				      unsigned long start, unsigned int n)
+{
+	vm_flags_t need = op->dir == QCUDA_DATA_FROM_DEVICE ? VM_WRITE : VM_READ;
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+	struct qcuda_hostmem *hm;
+	struct page **pages = NULL;
+	unsigned long first;
+
+	if (!mm)
+		return NULL;
+	mmap_read_lock(mm);
+	vma = vma_lookup(mm, start);
+	if (!vma || vma->vm_ops != &qcuda_vm_ops || !vma->vm_file ||
+	    vma->vm_file->private_data != op->qf || !(vma->vm_flags & need) ||
+	    n > (vma->vm_end - start) >> PAGE_SHIFT)
+		goto out;
+	/* The VMA holds a reference to hm and cannot go while we hold the
+	 * mmap lock. */
+	hm = vma->vm_private_data;
+	first = vma->vm_pgoff + ((start - vma->vm_start) >> PAGE_SHIFT) -
+		(hm->key >> PAGE_SHIFT);
+	if (first >= hm->npages || n > hm->npages - first)
+		goto out;
+	refcount_inc(&hm->ref);
+	c->hm = hm;
+	pages = hm->pages + first;
+out:
+	mmap_read_unlock(mm);
+	return pages;
+}
+
 /* Pin the user pages of chunk c (data at addr) and build its scatterlist. */
 static int qcuda_chunk_pin(struct qcuda_op *op, struct qcuda_chunk *c, u64 addr)
 {
@@ -369,15 +425,17 @@ static int qcuda_chunk_pin(struct qcuda_op *op, struct qcuda_chunk *c, u64 addr)
 	unsigned int offset = offset_in_page(addr);
 	unsigned int n = DIV_ROUND_UP(offset + c->len, PAGE_SIZE);
 	unsigned int gup = op->dir == QCUDA_DATA_FROM_DEVICE ? FOLL_WRITE : 0;
+	struct page **pages;
 	int got, err;
 
-	if (!c->pages) {
+	pages = qcuda_chunk_hold(op, c, start, n);
+	if (!pages && !c->pages) {
 		c->pages = kvmalloc_array(QCUDA_CHUNK_PAGES, sizeof(*c->pages),
 					  GFP_KERNEL);
 		if (!c->pages)
 			return -ENOMEM;
 	}
-	while (c->npages < n) {
+	while (!pages && c->npages < n) {
 		got = pin_user_pages_fast(start + ((unsigned long)c->npages << PAGE_SHIFT),
 					  n - c->npages, gup, c->pages + c->npages);
 		if (got <= 0) {
@@ -387,8 +445,9 @@ static int qcuda_chunk_pin(struct qcuda_op *op, struct qcuda_chunk *c, u64 addr)
 		c->npages += got;
 	}
 	/* Physically contiguous pages become one entry. */
-	err = sg_alloc_table_from_pages_segment(&c->sgt, c->pages, n, offset,
-						c->len, UINT_MAX, GFP_KERNEL);
+	err = sg_alloc_table_from_pages_segment(&c->sgt, pages ?: c->pages, n,
+						offset, c->len, UINT_MAX,
+						GFP_KERNEL);
 	if (!err)
 		return 0;
 fail:
@@ -760,8 +819,6 @@ static long qcuda_ioctl_host_register(struct qcuda_file *qf,
 	}
 	return 0;
 }
-
-static const struct vm_operations_struct qcuda_vm_ops;
 
 static long qcuda_ioctl_gpa(struct file *f, struct qcuda_gpa __user *uarg)
 {
