@@ -42,6 +42,10 @@ export interface Command {
 
 const u64 = (c: Call, k: string) => c.args[k] as bigint;
 const u32 = (c: Call, k: string) => c.args[k] as number;
+/** The caller's context (created on first use). */
+const ctx = (c: Call) => c.session.context();
+/** cudaStreamQuery / cudaEventQuery answer with a status, not a value. */
+const readiness = (done: boolean): Result => ({ status: done ? CudaErr.Success : CudaErr.NotReady });
 
 /** A transfer's chunk must lie inside the transfer. */
 function chunkOf(c: Call, size: bigint): { at: bigint; len: bigint } {
@@ -55,7 +59,7 @@ async function malloc(c: Call): Promise<Result> {
   const limit = c.dev.memoryLimit;
   if (limit > 0n && c.dev.allocatedTotal() + size > limit)
     throw new CudaError(CudaErr.MemoryAllocation, `device memory quota of ${limit} bytes would be exceeded`);
-  const ctx = await c.session.context();
+  const ctx = await ctx(c);
   const ptr = await ctx.malloc(size);
   c.session.addAlloc(ptr, size);
   return { value: ptr };
@@ -65,7 +69,7 @@ async function free(c: Call): Promise<Result | void> {
   const ptr = u64(c, 'ptr');
   if (ptr === 0n) return; // cudaFree(NULL) is a no-op
   c.session.removeAlloc(ptr);
-  await (await c.session.context()).free(ptr);
+  await (await ctx(c)).free(ptr);
 }
 
 async function memInfo(c: Call): Promise<Result> {
@@ -121,7 +125,7 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
       c.session.device = device;
     },
   },
-  [Cmd.DEVICE_SYNC]: { run: async (c) => (await c.session.context()).synchronize() },
+  [Cmd.DEVICE_SYNC]: { run: async (c) => (await ctx(c)).synchronize() },
   [Cmd.DEVICE_RESET]: { run: (c) => c.session.reset() },
   [Cmd.MEM_GET_INFO]: { out: 'qcuda_out_mem_info', run: memInfo },
   [Cmd.MALLOC]: { args: 'qcuda_args_malloc', run: malloc },
@@ -134,7 +138,7 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
       const { at, len } = chunkOf(c, size);
       c.session.checkRange(u64(c, 'dst'), size, 'cudaMemcpy destination');
       const stream = c.session.stream(u64(c, 'stream'));
-      if (len > 0n) await (await c.session.context()).copyToDevice(u64(c, 'dst') + at, c.data, stream);
+      if (len > 0n) await (await ctx(c)).copyToDevice(u64(c, 'dst') + at, c.data, stream);
     },
   },
   [Cmd.MEMCPY_DTOH]: {
@@ -145,7 +149,7 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
       const { at, len } = chunkOf(c, size);
       c.session.checkRange(u64(c, 'src'), size, 'cudaMemcpy source');
       const stream = c.session.stream(u64(c, 'stream'));
-      if (len > 0n) await (await c.session.context()).copyFromDevice(c.data, u64(c, 'src') + at, stream);
+      if (len > 0n) await (await ctx(c)).copyFromDevice(c.data, u64(c, 'src') + at, stream);
     },
   },
   [Cmd.MEMCPY_DTOD]: {
@@ -155,7 +159,7 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
       c.session.checkRange(u64(c, 'dst'), size, 'cudaMemcpy destination');
       c.session.checkRange(u64(c, 'src'), size, 'cudaMemcpy source');
       const stream = c.session.stream(u64(c, 'stream'));
-      if (size > 0n) await (await c.session.context()).copyOnDevice(u64(c, 'dst'), u64(c, 'src'), size, stream, u32(c, 'async') !== 0);
+      if (size > 0n) await (await ctx(c)).copyOnDevice(u64(c, 'dst'), u64(c, 'src'), size, stream, u32(c, 'async') !== 0);
     },
   },
   [Cmd.MEMSET]: {
@@ -164,7 +168,7 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
       const size = u64(c, 'size');
       c.session.checkRange(u64(c, 'dst'), size, 'cudaMemset destination');
       const stream = c.session.stream(u64(c, 'stream'));
-      if (size > 0n) await (await c.session.context()).memset(u64(c, 'dst'), u32(c, 'value') & 0xff, size, stream, u32(c, 'async') !== 0);
+      if (size > 0n) await (await ctx(c)).memset(u64(c, 'dst'), u32(c, 'value') & 0xff, size, stream, u32(c, 'async') !== 0);
     },
   },
   [Cmd.HOST_MAP]: {
@@ -173,7 +177,7 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
       const size = u64(c, 'size');
       if (size === 0n) throw new CudaError(CudaErr.InvalidValue, 'mapping of 0 bytes');
       const addr = c.dev.hostAddressOfGpa(u64(c, 'gpa'), size);
-      const ptr = await (await c.session.context()).hostDevicePointer(addr, size);
+      const ptr = await (await ctx(c)).hostDevicePointer(addr, size);
       c.session.addHostMap(ptr, size);
       return { value: ptr };
     },
@@ -184,25 +188,22 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
     async run(c) {
       const flags = u32(c, 'flags');
       if (flags & ~1) throw new CudaError(CudaErr.InvalidValue, `stream flags 0x${flags.toString(16)}`);
-      const s = await (await c.session.context()).streamCreate(flags, c.args.priority as number);
+      const s = await (await ctx(c)).streamCreate(flags, c.args.priority as number);
       return { value: c.session.addStream(s) };
     },
   },
-  [Cmd.STREAM_DESTROY]: { args: 'qcuda_args_handle', run: async (c) => (await c.session.context()).streamDestroy(c.session.takeStream(u64(c, 'handle'))) },
-  [Cmd.STREAM_SYNC]: { args: 'qcuda_args_handle', run: async (c) => (await c.session.context()).streamSynchronize(c.session.stream(u64(c, 'handle'))) },
+  [Cmd.STREAM_DESTROY]: { args: 'qcuda_args_handle', run: async (c) => (await ctx(c)).streamDestroy(c.session.takeStream(u64(c, 'handle'))) },
+  [Cmd.STREAM_SYNC]: { args: 'qcuda_args_handle', run: async (c) => (await ctx(c)).streamSynchronize(c.session.stream(u64(c, 'handle'))) },
   [Cmd.STREAM_QUERY]: {
     args: 'qcuda_args_handle',
-    async run(c) {
-      const done = await (await c.session.context()).streamQuery(c.session.stream(u64(c, 'handle')));
-      return { status: done ? CudaErr.Success : CudaErr.NotReady };
-    },
+    run: async (c) => readiness(await (await ctx(c)).streamQuery(c.session.stream(u64(c, 'handle')))),
   },
   [Cmd.STREAM_WAIT_EVENT]: {
     args: 'qcuda_args_stream_wait_event',
     async run(c) {
       const s = c.session.stream(u64(c, 'stream'));
       const e = c.session.event(u64(c, 'event'));
-      await (await c.session.context()).streamWaitEvent(s, e, u32(c, 'flags'));
+      await (await ctx(c)).streamWaitEvent(s, e, u32(c, 'flags'));
     },
   },
   [Cmd.EVENT_CREATE]: {
@@ -210,24 +211,21 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
     async run(c) {
       const flags = u32(c, 'flags');
       if (flags & ~0x7) throw new CudaError(CudaErr.InvalidValue, `event flags 0x${flags.toString(16)}`);
-      return { value: c.session.addEvent(await (await c.session.context()).eventCreate(flags)) };
+      return { value: c.session.addEvent(await (await ctx(c)).eventCreate(flags)) };
     },
   },
-  [Cmd.EVENT_DESTROY]: { args: 'qcuda_args_handle', run: async (c) => (await c.session.context()).eventDestroy(c.session.takeEvent(u64(c, 'handle'))) },
+  [Cmd.EVENT_DESTROY]: { args: 'qcuda_args_handle', run: async (c) => (await ctx(c)).eventDestroy(c.session.takeEvent(u64(c, 'handle'))) },
   [Cmd.EVENT_RECORD]: {
     args: 'qcuda_args_event_record',
     async run(c) {
       const e = c.session.event(u64(c, 'event'));
-      await (await c.session.context()).eventRecord(e, c.session.stream(u64(c, 'stream')));
+      await (await ctx(c)).eventRecord(e, c.session.stream(u64(c, 'stream')));
     },
   },
-  [Cmd.EVENT_SYNC]: { args: 'qcuda_args_handle', run: async (c) => (await c.session.context()).eventSynchronize(c.session.event(u64(c, 'handle'))) },
+  [Cmd.EVENT_SYNC]: { args: 'qcuda_args_handle', run: async (c) => (await ctx(c)).eventSynchronize(c.session.event(u64(c, 'handle'))) },
   [Cmd.EVENT_QUERY]: {
     args: 'qcuda_args_handle',
-    async run(c) {
-      const done = await (await c.session.context()).eventQuery(c.session.event(u64(c, 'handle')));
-      return { status: done ? CudaErr.Success : CudaErr.NotReady };
-    },
+    run: async (c) => readiness(await (await ctx(c)).eventQuery(c.session.event(u64(c, 'handle')))),
   },
   [Cmd.EVENT_ELAPSED]: {
     args: 'qcuda_args_event_elapsed',
@@ -235,7 +233,7 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
     async run(c) {
       const a = c.session.event(u64(c, 'start'));
       const b = c.session.event(u64(c, 'end'));
-      const ms = await (await c.session.context()).eventElapsed(a, b);
+      const ms = await (await ctx(c)).eventElapsed(a, b);
       const f = new DataView(new ArrayBuffer(4));
       f.setFloat32(0, ms, true);
       return { out: encode('qcuda_out_event_elapsed', { ms_bits: f.getUint32(0, true) }) };
