@@ -59,8 +59,7 @@ async function malloc(c: Call): Promise<Result> {
   const limit = c.dev.memoryLimit;
   if (limit > 0n && c.dev.allocatedTotal() + size > limit)
     throw new CudaError(CudaErr.MemoryAllocation, `device memory quota of ${limit} bytes would be exceeded`);
-  const ctx = await ctx(c);
-  const ptr = await ctx.malloc(size);
+  const ptr = await (await ctx(c)).malloc(size);
   c.session.addAlloc(ptr, size);
   return { value: ptr };
 }
