@@ -38,7 +38,7 @@ typedef uint64_t __le64;
 #define VIRTIO_ID_QCUDA 60
 
 #define QCUDA_MAGIC 0x44554351u /* "QCUD" */
-/* Bumped on any incompatible change of this file. */
+/* Bumped on any incompatible change of this file (new commands and structs are compatible). */
 #define QCUDA_PROTO_VERSION 2u
 
 /* Device config space, read by the driver at probe (served by the backend). */
@@ -110,6 +110,20 @@ enum qcuda_cmd {
 	QCUDA_CMD_EVENT_SYNC = 43,     /* args handle */
 	QCUDA_CMD_EVENT_QUERY = 44,    /* args handle */
 	QCUDA_CMD_EVENT_ELAPSED = 45,  /* args event_elapsed, out event_elapsed */
+
+	/* Modules and launches. A fat binary crosses once per module: first
+	 * MODULE_UPLOAD (data to device, chunked like any transfer) into a
+	 * staging buffer of the session named by upload_id, then MODULE_LOAD
+	 * of that buffer (value = module handle; the staging buffer is freed). */
+	QCUDA_CMD_MODULE_UPLOAD = 48,  /* args module_upload, data = the image bytes */
+	QCUDA_CMD_MODULE_LOAD = 49,    /* args module_load, value = module handle */
+	QCUDA_CMD_MODULE_UNLOAD = 50,  /* args handle */
+	QCUDA_CMD_FUNC_GET = 51,       /* args symbol, out func_info, value = function handle */
+	QCUDA_CMD_VAR_GET = 52,        /* args symbol, out var_info (the variable becomes
+	                                  addressable memory of the session) */
+	QCUDA_CMD_LAUNCH = 53,         /* args launch + param_bytes of packed parameters;
+	                                  enqueued, not waited for: errors of the kernel
+	                                  surface at the next synchronizing call */
 };
 
 enum qcuda_status {
@@ -221,6 +235,51 @@ struct qcuda_args_event_elapsed {
 struct qcuda_out_event_elapsed {
 	__le32 ms_bits;          /* the float milliseconds, bit for bit */
 	__le32 reserved;
+};
+
+/* Largest fat binary the backend accepts, and most kernel parameters. */
+#define QCUDA_MAX_MODULE (64u << 20)
+#define QCUDA_MAX_PARAMS 256
+#define QCUDA_MAX_PARAM_BYTES 4000 /* what fits in QCUDA_MAX_ARGS after struct launch */
+#define QCUDA_MAX_NAME 256
+
+struct qcuda_args_module_upload {
+	__le64 upload_id;        /* chosen by the library, unique in its session */
+	__le64 size;             /* the whole image (QCUDA_MAX_MODULE at most) */
+};
+
+struct qcuda_args_module_load {
+	__le64 upload_id;
+};
+
+struct qcuda_args_symbol {
+	__le64 module;
+	char name[QCUDA_MAX_NAME]; /* NUL-terminated mangled name */
+};
+
+/* The kernel's parameter layout as the host driver reports it
+ * (cuFuncGetParamInfo): the library packs launch parameters exactly so,
+ * and the backend refuses a launch whose parameter block differs in size. */
+struct qcuda_out_func_info {
+	__le32 num_params;
+	__le32 param_bytes;      /* offset + size of the last parameter */
+	__le32 offset[QCUDA_MAX_PARAMS];
+	__le32 size[QCUDA_MAX_PARAMS];
+};
+
+struct qcuda_out_var_info {
+	__le64 dptr;
+	__le64 size;
+};
+
+struct qcuda_args_launch {
+	__le64 func;             /* handle from FUNC_GET */
+	__le64 stream;
+	__le32 grid[3];
+	__le32 block[3];
+	__le32 shared_mem;
+	__le32 param_bytes;      /* bytes of packed parameters after this struct */
+	/* followed by param_bytes of parameters */
 };
 
 #endif

@@ -17,6 +17,8 @@ const CONSTANTS: Record<string, number | bigint> = {
   QCUDA_CONFIG_SIZE: P.QCUDA_CONFIG_SIZE, QCUDA_CAP_GPU: P.QCUDA_CAP_GPU, QCUDA_MAX_ARGS: P.QCUDA_MAX_ARGS,
   QCUDA_MAX_OUT: P.QCUDA_MAX_OUT, QCUDA_CHUNK: P.QCUDA_CHUNK, QCUDA_NUM_ATTRS: P.QCUDA_NUM_ATTRS,
   QCUDA_STREAM_LEGACY: P.QCUDA_STREAM_LEGACY, QCUDA_STREAM_PER_THREAD: P.QCUDA_STREAM_PER_THREAD,
+  QCUDA_MAX_MODULE: P.QCUDA_MAX_MODULE, QCUDA_MAX_PARAMS: P.QCUDA_MAX_PARAMS, QCUDA_MAX_PARAM_BYTES: P.QCUDA_MAX_PARAM_BYTES,
+  QCUDA_MAX_NAME: P.QCUDA_MAX_NAME,
   ...Object.fromEntries(Object.entries(P.Cmd).filter(([, v]) => typeof v === 'number').map(([k, v]) => [`QCUDA_CMD_${k}`, v as number])),
   ...Object.fromEntries(Object.entries(P.Status).filter(([, v]) => typeof v === 'number').map(([k, v]) => [`QCUDA_ST_${k}`, v as number])),
 };

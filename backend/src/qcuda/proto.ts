@@ -15,6 +15,10 @@ export const QCUDA_CHUNK = 4 << 20;
 export const QCUDA_NUM_ATTRS = 160;
 export const QCUDA_STREAM_LEGACY = 0n;
 export const QCUDA_STREAM_PER_THREAD = 2n;
+export const QCUDA_MAX_MODULE = 64 << 20;
+export const QCUDA_MAX_PARAMS = 256;
+export const QCUDA_MAX_PARAM_BYTES = 4000;
+export const QCUDA_MAX_NAME = 256;
 
 export enum Cmd {
   NOP = 0,
@@ -45,6 +49,12 @@ export enum Cmd {
   EVENT_SYNC = 43,
   EVENT_QUERY = 44,
   EVENT_ELAPSED = 45,
+  MODULE_UPLOAD = 48,
+  MODULE_LOAD = 49,
+  MODULE_UNLOAD = 50,
+  FUNC_GET = 51,
+  VAR_GET = 52,
+  LAUNCH = 53,
 }
 
 export enum Status {
@@ -81,6 +91,12 @@ export const STRUCTS = {
   qcuda_args_event_record: [['event', 'u64'], ['stream', 'u64']],
   qcuda_args_event_elapsed: [['start', 'u64'], ['end', 'u64']],
   qcuda_out_event_elapsed: [['ms_bits', 'u32'], ['reserved', 'u32']],
+  qcuda_args_module_upload: [['upload_id', 'u64'], ['size', 'u64']],
+  qcuda_args_module_load: [['upload_id', 'u64']],
+  qcuda_args_symbol: [['module', 'u64'], ['name', 'char[256]']],
+  qcuda_out_func_info: [['num_params', 'u32'], ['param_bytes', 'u32'], ['offset', 'u32[256]'], ['size', 'u32[256]']],
+  qcuda_out_var_info: [['dptr', 'u64'], ['size', 'u64']],
+  qcuda_args_launch: [['func', 'u64'], ['stream', 'u64'], ['grid', 'u32[3]'], ['block', 'u32[3]'], ['shared_mem', 'u32'], ['param_bytes', 'u32']],
 } as const satisfies Record<string, Fields>;
 
 export type StructName = keyof typeof STRUCTS;
