@@ -127,3 +127,29 @@ test.serial('the guest CUDA programs pass against the host provider', async (t) 
   if (skipped.length) t.log(`kernel programs refused by the host provider (they run on the GPU): ${skipped.join(', ')}`);
   t.log(programs.map((p) => new RegExp(`PASS: ${p.replace('_ptds', '')}: (\\d+) checks`).exec(r.stdout.split(`=== ${p}\n`)[1] ?? '')?.[0] ?? `${p}: ?`).join('; '));
 });
+
+test.serial('QEMU reconnects to a restarted backend and the guest carries on (qemu-patches/0002)', async (t) => {
+  let info: { backendPid: number; qemuPid: number; dir: string } | undefined;
+  const restarted: number[] = [];
+  let seen = '';
+  let killed = false;
+  const r = await runVm({
+    ...base,
+    command: 'nop_test -t 2 -n 20000',
+    restartBackend: 1,
+    onStarted: (i) => (info = i),
+    onBackendRestarted: (pid) => restarted.push(pid),
+    onConsole: (s) => {
+      seen += s;
+      if (killed || !info || !seen.includes('qcuda-init: qcuda.ko loaded')) return;
+      killed = true;
+      setTimeout(() => process.kill(info!.backendPid, 'SIGKILL'), 300); // NOPs are in flight by then
+    },
+  });
+  t.is(restarted.length, 1, 'a second backend was started');
+  t.is(r.exit, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
+  t.regex(r.stdout, /nop_test: PASS 40000 NOPs/);
+  t.false(alive(info!.backendPid));
+  t.false(alive(restarted[0]));
+  t.false(alive(info!.qemuPid));
+});

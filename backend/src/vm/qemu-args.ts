@@ -15,6 +15,8 @@ export interface QemuConfig {
   accel?: 'kvm' | 'tcg';
   firmwareDirs?: string[];
   append?: string;
+  /** Reconnect to a restarted backend after this many ms (needs qemu-patches/0002). */
+  reconnectMs?: number;
 }
 
 /** Debian's firmware packages; QCUDA_FIRMWARE_DIRS (colon-separated) overrides, e.g. for a carried copy. */
@@ -49,7 +51,7 @@ export function qemuArgs(c: QemuConfig): string[] {
     '-kernel', c.kernel,
     '-initrd', c.initrd,
     '-append', `console=ttyS0 panic=-1 quiet ${c.append ?? ''}`.trim(),
-    '-chardev', `socket,id=qcuda0,path=${c.socket}`,
+    '-chardev', `socket,id=qcuda0,path=${c.socket}${c.reconnectMs ? `,reconnect-ms=${c.reconnectMs}` : ''}`,
     '-device', `vhost-user-qcuda-pci,chardev=qcuda0,num-queues=${c.queues ?? 4},queue-size=${c.queueSize ?? 256}`,
     '-serial', 'stdio',
     '-serial', c.resultFile ? `file:${c.resultFile}` : 'null',

@@ -33,6 +33,10 @@ export interface VmOptions {
   accel?: QemuConfig['accel'];
   /** Called once both processes run (tests use it to kill one side). */
   onStarted?: (info: { backendPid: number; qemuPid: number; dir: string }) => void;
+  /** Start a new backend this many times when one dies, and let QEMU
+   * reconnect to it (-chardev ...,reconnect-ms); 0: a dead backend fails the run. */
+  restartBackend?: number;
+  onBackendRestarted?: (pid: number) => void;
 }
 
 export interface VmResult extends GuestReport {
@@ -131,17 +135,23 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     const sock = path.join(dir, 'vhost.sock');
     const resultFile = path.join(dir, 'result');
     let beErr = '';
-    backend = start(process.execPath, [BACKEND_JS, `--socket-path=${sock}`, '--device=qcuda', `--queues=${o.queues ?? 4}`, ...(o.backendArgs ?? [])], 'backend');
-    backend.stdout!.on('data', (d: Buffer) => debug('backend: %s', d.toString().trimEnd()));
-    backend.stderr!.on('data', (d: Buffer) => (beErr += d.toString()));
-    await waitForSocket(sock, backend, () => beErr);
+    const launchBackend = async (): Promise<ChildProcess> => {
+      const p = start(process.execPath, [BACKEND_JS, `--socket-path=${sock}`, '--device=qcuda', `--queues=${o.queues ?? 4}`, ...(o.backendArgs ?? [])], 'backend');
+      backend = p;
+      p.stdout!.on('data', (d: Buffer) => debug('backend: %s', d.toString().trimEnd()));
+      p.stderr!.on('data', (d: Buffer) => (beErr += d.toString()));
+      await waitForSocket(sock, p, () => beErr);
+      return p;
+    };
+    await launchBackend();
+    let restarts = o.restartBackend ?? 0;
 
     const initrd = buildInitrd(dir, o);
     let consoleText = '';
     let qemuErr = '';
     qemu = start(o.qemu, qemuArgs({
       kernel: o.kernel, initrd, socket: sock, resultFile, queues: o.queues, memoryMiB: o.memoryMiB, cpus: o.cpus,
-      firmwareDirs: o.firmwareDirs, accel: o.accel,
+      firmwareDirs: o.firmwareDirs, accel: o.accel, reconnectMs: restarts > 0 ? 200 : undefined,
     }), 'qemu');
     const qemuT0 = Date.now();
     let bootMs: number | undefined;
@@ -151,15 +161,20 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
       o.onConsole?.(d.toString());
     });
     qemu.stderr!.on('data', (d: Buffer) => (qemuErr += d.toString()));
-    if (qemu.pid !== undefined && backend.pid !== undefined) o.onStarted?.({ backendPid: backend.pid, qemuPid: qemu.pid, dir });
+    if (qemu.pid !== undefined && backend!.pid !== undefined) o.onStarted?.({ backendPid: backend!.pid, qemuPid: qemu.pid, dir });
 
     const timeoutMs = o.timeoutMs ?? 120_000;
     let timer: NodeJS.Timeout | undefined;
-    const outcome = await Promise.race([
-      exited(qemu).then((how) => ({ who: 'qemu' as const, how })),
-      exited(backend).then((how) => ({ who: 'backend' as const, how })),
-      new Promise<{ who: 'timeout'; how: string }>((r) => (timer = setTimeout(() => r({ who: 'timeout', how: '' }), timeoutMs))),
-    ]);
+    const timeout = new Promise<{ who: 'timeout'; how: string }>((r) => (timer = setTimeout(() => r({ who: 'timeout', how: '' }), timeoutMs)));
+    const qemuExit = exited(qemu).then((how) => ({ who: 'qemu' as const, how }));
+    let outcome;
+    for (;;) {
+      outcome = await Promise.race([qemuExit, exited(backend!).then((how) => ({ who: 'backend' as const, how })), timeout]);
+      if (outcome.who !== 'backend' || restarts-- <= 0 || qemu.exitCode !== null) break;
+      debug('backend %s: starting another', outcome.how);
+      const p = await launchBackend();
+      o.onBackendRestarted?.(p.pid!);
+    }
     clearTimeout(timer);
     const report = parseReport(fs.existsSync(resultFile) ? fs.readFileSync(resultFile, 'utf8') : '');
     const result: VmResult = { ...report, console: consoleText, wallMs: Date.now() - t0, bootMs };
