@@ -85,6 +85,12 @@ void DoProbe(ProbeResult *p) {
   resolve(a.MemHostRegister, "cuMemHostRegister", 6050, "cuMemHostRegister_v2", nullptr, true);
   resolve(a.MemHostUnregister, "cuMemHostUnregister", 4000, "cuMemHostUnregister", nullptr, true);
   resolve(a.MemHostGetDevicePointer, "cuMemHostGetDevicePointer", 3020, "cuMemHostGetDevicePointer_v2", nullptr, true);
+  resolve(a.ModuleLoadData, "cuModuleLoadData", 2000, "cuModuleLoadData", nullptr, true);
+  resolve(a.ModuleUnload, "cuModuleUnload", 2000, "cuModuleUnload", nullptr, true);
+  resolve(a.ModuleGetFunction, "cuModuleGetFunction", 2000, "cuModuleGetFunction", nullptr, true);
+  resolve(a.ModuleGetGlobal, "cuModuleGetGlobal", 3020, "cuModuleGetGlobal_v2", nullptr, true);
+  resolve(a.FuncGetParamInfo, "cuFuncGetParamInfo", 12040, "cuFuncGetParamInfo", nullptr, false);
+  resolve(a.LaunchKernel, "cuLaunchKernel", 4000, "cuLaunchKernel", nullptr, true);
   if (!missing.empty()) {
     p->reason = p->library + " has no " + missing + " (driver too old or not NVIDIA's)";
     return;

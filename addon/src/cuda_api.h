@@ -19,6 +19,10 @@ struct EventSt;
 using Ctx = CtxSt *;
 using Stream = StreamSt *;
 using Event = EventSt *;
+struct ModSt;
+struct FuncSt;
+using Module = ModSt *;
+using Function = FuncSt *;
 struct Uuid {
   unsigned char bytes[16];
 };
@@ -33,6 +37,7 @@ enum : int {
   kInvalidDevice = 101,
   kInvalidContext = 201,
   kInvalidHandle = 400,
+  kNotFound = 500,
   kNotReady = 600,
   kContextIsDestroyed = 709,
   kHostMemoryAlreadyRegistered = 712,
@@ -45,7 +50,11 @@ constexpr unsigned kEventDisableTiming = 0x2;        // CU_EVENT_DISABLE_TIMING
 constexpr unsigned kHostRegisterPortable = 0x1;      // CU_MEMHOSTREGISTER_PORTABLE
 constexpr unsigned kHostRegisterDeviceMap = 0x2;     // CU_MEMHOSTREGISTER_DEVICEMAP
 constexpr unsigned kCtxMapHost = 0x8;                // CU_CTX_MAP_HOST
-constexpr int kNumAttrs = 160;                       // QCUDA_NUM_ATTRS (qcuda_proto.h)
+constexpr int kNumAttrs = 160;
+// cuLaunchKernel's `extra` keys (CU_LAUNCH_PARAM_*): the parameters as one packed buffer.
+constexpr uintptr_t kLaunchParamEnd = 0x00;
+constexpr uintptr_t kLaunchParamBufferPointer = 0x01;
+constexpr uintptr_t kLaunchParamBufferSize = 0x02;                       // QCUDA_NUM_ATTRS (qcuda_proto.h)
 
 // Entry points, each of one fixed ABI version: cuGetProcAddress(name, version,
 // LEGACY_STREAM) where the driver has it, else dlsym of the versioned name.
@@ -88,6 +97,13 @@ struct Api {
   Result (*MemHostRegister)(void *, size_t, unsigned);
   Result (*MemHostUnregister)(void *);
   Result (*MemHostGetDevicePointer)(Ptr *, void *, unsigned);
+  Result (*ModuleLoadData)(Module *, const void *);
+  Result (*ModuleUnload)(Module);
+  Result (*ModuleGetFunction)(Function *, Module, const char *);
+  Result (*ModuleGetGlobal)(Ptr *, size_t *, Module, const char *);         // cuModuleGetGlobal_v2
+  Result (*FuncGetParamInfo)(Function, size_t, size_t *, size_t *);          // driver >= 12.4 (may be null)
+  Result (*LaunchKernel)(Function, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Stream,
+                         void **, void **);
 };
 
 struct ProbeResult {

@@ -23,6 +23,10 @@ static_assert(static_cast<int>(qc::kInvalidValue) == static_cast<int>(CUDA_ERROR
 static_assert(static_cast<int>(qc::kNoDevice) == static_cast<int>(CUDA_ERROR_NO_DEVICE) && static_cast<int>(qc::kInvalidHandle) == static_cast<int>(CUDA_ERROR_INVALID_HANDLE), "");
 static_assert(static_cast<int>(qc::kNotReady) == static_cast<int>(CUDA_ERROR_NOT_READY) && static_cast<int>(qc::kContextIsDestroyed) == static_cast<int>(CUDA_ERROR_CONTEXT_IS_DESTROYED), "");
 static_assert(static_cast<int>(qc::kInvalidContext) == static_cast<int>(CUDA_ERROR_INVALID_CONTEXT) && static_cast<int>(qc::kUnknown) == static_cast<int>(CUDA_ERROR_UNKNOWN), "");
+static_assert(sizeof(qc::Module) == sizeof(CUmodule) && sizeof(qc::Function) == sizeof(CUfunction), "");
+static_assert(static_cast<int>(qc::kNotFound) == static_cast<int>(CUDA_ERROR_NOT_FOUND), "");
+static_assert(qc::kLaunchParamEnd == CU_LAUNCH_PARAM_END_AS_INT && qc::kLaunchParamBufferPointer == CU_LAUNCH_PARAM_BUFFER_POINTER_AS_INT &&
+                  qc::kLaunchParamBufferSize == CU_LAUNCH_PARAM_BUFFER_SIZE_AS_INT, "");
 static_assert(static_cast<int>(qc::kHostMemoryNotRegistered) == static_cast<int>(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED), "");
 
 // The runtime's numbers for the codes whose names differ (cuda_api.cc maps by number).

@@ -111,6 +111,25 @@ napi_value MakeValue(Napi::Env env, const Job &j) {
     }
     case Kind::kProbe:
       return ProbeValue(env);
+    case Kind::kFunc: {
+      Napi::Object o = Napi::Object::New(env);
+      o.Set("id", Napi::Number::New(env, j.num));
+      Napi::Array params = Napi::Array::New(env, j.list.size() / 2);
+      for (size_t i = 0; i + 1 < j.list.size(); i += 2) {
+        Napi::Object p = Napi::Object::New(env);
+        p.Set("offset", Napi::Number::New(env, static_cast<double>(j.list[i])));
+        p.Set("size", Napi::Number::New(env, static_cast<double>(j.list[i + 1])));
+        params.Set(static_cast<uint32_t>(i / 2), p);
+      }
+      o.Set("params", params);
+      return o;
+    }
+    case Kind::kVar: {
+      Napi::Object o = Napi::Object::New(env);
+      o.Set("dptr", Napi::BigInt::New(env, static_cast<uint64_t>(j.u64)));
+      o.Set("size", Napi::BigInt::New(env, static_cast<uint64_t>(j.u64b)));
+      return o;
+    }
   }
   return env.Undefined();
 }
@@ -342,6 +361,25 @@ std::shared_ptr<Ev> CtxCore::LookupEvent(Job &j, uint32_t id) {
   return it->second;
 }
 
+bool CtxCore::LookupModule(Job &j, uint32_t id, cu::Module *out) {
+  auto it = modules.find(id);
+  if (it == modules.end()) {
+    j.Fail(cu::kInvalidHandle, "qcuda: no module " + std::to_string(id) + " in this context");
+    return false;
+  }
+  *out = it->second;
+  return true;
+}
+
+const CtxCore::Fn *CtxCore::LookupFunction(Job &j, uint32_t id) {
+  auto it = functions.find(id);
+  if (it == functions.end()) {
+    j.Fail(cu::kInvalidHandle, "qcuda: no function " + std::to_string(id) + " in this context");
+    return nullptr;
+  }
+  return &it->second;
+}
+
 cu::Event CtxCore::AcquireEvent(Job &j) {
   {
     std::lock_guard<std::mutex> lk(pmu);
@@ -372,6 +410,9 @@ void CtxCore::Teardown(Job &j) {
     events.clear();
     for (auto &s : streams) a.StreamDestroy(s.second);
     streams.clear();
+    functions.clear();
+    for (auto &m : modules) a.ModuleUnload(m.second);
+    modules.clear();
     {
       std::lock_guard<std::mutex> lk(pmu);
       for (cu::Event e : pool) a.EventDestroy(e);

@@ -39,7 +39,7 @@ namespace qcuda::cuda {
 struct CtxCore;
 struct EnvState;
 
-enum class Kind { kVoid, kU64, kNumber, kBool, kMemInfo, kObject, kProbe };
+enum class Kind { kVoid, kU64, kNumber, kBool, kMemInfo, kObject, kProbe, kFunc, kVar };
 
 struct Job {
   EnvState *env = nullptr;
@@ -58,6 +58,7 @@ struct Job {
   double num = 0;
   bool flag = false;
   napi_ref obj = nullptr;  // Kind::kObject: created on the JS thread at submit
+  std::vector<uint64_t> list;  // Kind::kFunc: offset, size of each parameter
 
   void Fail(cu::Result r, std::string c) {
     if (rc != cu::kSuccess) return;  // the first failure is the one reported
@@ -134,6 +135,13 @@ struct CtxCore : std::enable_shared_from_this<CtxCore> {
   uint32_t nextId = 1;
   std::unordered_map<uint32_t, cu::Stream> streams;
   std::unordered_map<uint32_t, std::shared_ptr<Ev>> events;
+  std::unordered_map<uint32_t, cu::Module> modules;
+  struct Fn {
+    cu::Function fn;
+    uint32_t module;
+    uint64_t paramBytes;
+  };
+  std::unordered_map<uint32_t, Fn> functions;
 
   // Internal completion events (timing disabled), reused.
   std::mutex pmu;
@@ -150,6 +158,8 @@ struct CtxCore : std::enable_shared_from_this<CtxCore> {
   /** Phase 1 helpers. */
   bool LookupStream(Job &j, uint32_t id, cu::Stream *out);
   std::shared_ptr<Ev> LookupEvent(Job &j, uint32_t id);
+  bool LookupModule(Job &j, uint32_t id, cu::Module *out);
+  const Fn *LookupFunction(Job &j, uint32_t id);
   cu::Event AcquireEvent(Job &j);
   void ReleaseEvent(cu::Event e);
   /** Phase 1 of destroy: waits for the waits, frees every handle, destroys the context. */

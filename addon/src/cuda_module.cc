@@ -11,7 +11,9 @@
 // .cuResult and .call as well.
 #include <napi.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "cuda_api.h"
 #include "cuda_exec.h"
@@ -106,6 +108,11 @@ class Context : public Napi::ObjectWrap<Context> {
             InstanceMethod("hostDevicePointer", &Context::HostDevicePointer),
             InstanceMethod("memGetInfo", &Context::MemGetInfo),
             InstanceMethod("hostRegister", &Context::HostRegister),
+            InstanceMethod("moduleLoad", &Context::ModuleLoad),
+            InstanceMethod("moduleUnload", &Context::ModuleUnload),
+            InstanceMethod("functionGet", &Context::FunctionGet),
+            InstanceMethod("variableGet", &Context::VariableGet),
+            InstanceMethod("launch", &Context::Launch),
             InstanceMethod("hostUnregister", &Context::HostUnregister),
             InstanceMethod("destroy", &Context::Destroy),
             InstanceAccessor("device", &Context::Device, nullptr),
@@ -503,6 +510,160 @@ class Context : public Napi::ObjectWrap<Context> {
       job.Check(cu::api().MemHostUnregister(reinterpret_cast<void *>(addr)), "cuMemHostUnregister");
     };
     j->onMain = [addr](Job &job) { job.env->pinned.erase(addr); };  // in case a registration ended in between
+    return Go(info.Env(), j, false);
+  }
+
+  static std::vector<uint8_t> ArgBytes(const Napi::Value &v, const char *what) {
+    if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+      throw Napi::TypeError::New(v.Env(), std::string(what) + " must be a Uint8Array");
+    Napi::Uint8Array a = v.As<Napi::Uint8Array>();
+    return std::vector<uint8_t>(a.Data(), a.Data() + a.ByteLength());
+  }
+
+  static std::string ArgName(const Napi::Value &v) {
+    if (!v.IsString()) throw Napi::TypeError::New(v.Env(), "name must be a string");
+    std::string s = v.As<Napi::String>().Utf8Value();
+    if (s.find('\0') != std::string::npos) throw Napi::TypeError::New(v.Env(), "name has a NUL");
+    return s;
+  }
+
+  // moduleLoad(image) -> module id: cuModuleLoadData on the context thread (it may JIT for a while).
+  Napi::Value ModuleLoad(const Napi::CallbackInfo &info) {
+    auto image = std::make_shared<std::vector<uint8_t>>(ArgBytes(info[0], "image"));
+    Job *j = new Job;
+    j->kind = Kind::kNumber;
+    j->run = [image](Job &job) {
+      if (image->empty()) {
+        job.Fail(cu::kInvalidValue, "qcuda: empty module image");
+        return;
+      }
+      cu::Module m = nullptr;
+      if (!job.Check(cu::api().ModuleLoadData(&m, image->data()), "cuModuleLoadData")) return;
+      CtxCore *c = job.ctx.get();
+      uint32_t id = c->nextId++;
+      c->modules[id] = m;
+      job.num = id;
+    };
+    return Go(info.Env(), j, false);
+  }
+
+  // moduleUnload(id): its function ids go with it.
+  Napi::Value ModuleUnload(const Napi::CallbackInfo &info) {
+    uint32_t mid = ArgId(info[0], "module");
+    Job *j = new Job;
+    j->run = [mid](Job &job) {
+      CtxCore *c = job.ctx.get();
+      cu::Module m;
+      if (!c->LookupModule(job, mid, &m)) return;
+      c->modules.erase(mid);
+      for (auto it = c->functions.begin(); it != c->functions.end();) {
+        if (it->second.module == mid)
+          it = c->functions.erase(it);
+        else
+          ++it;
+      }
+      job.Check(cu::api().ModuleUnload(m), "cuModuleUnload");
+    };
+    return Go(info.Env(), j, false);
+  }
+
+  // functionGet(module, name) -> {id, params: [{offset, size}]}: the layout from cuFuncGetParamInfo.
+  Napi::Value FunctionGet(const Napi::CallbackInfo &info) {
+    uint32_t mid = ArgId(info[0], "module");
+    std::string name = ArgName(info[1]);
+    uint32_t maxParams = ArgU32(info[2], "maxParams");
+    if (maxParams == 0) maxParams = 256;
+    Job *j = new Job;
+    j->kind = Kind::kFunc;
+    j->run = [mid, name = std::move(name), maxParams](Job &job) {
+      CtxCore *c = job.ctx.get();
+      const cu::Api &a = cu::api();
+      cu::Module m;
+      if (!c->LookupModule(job, mid, &m)) return;
+      cu::Function f = nullptr;
+      if (!job.Check(a.ModuleGetFunction(&f, m, name.c_str()), "cuModuleGetFunction")) return;
+      if (a.FuncGetParamInfo == nullptr) {
+        job.Fail(cu::kNotSupported, "qcuda: cuFuncGetParamInfo (driver >= 12.4) is missing");
+        return;
+      }
+      uint64_t bytes = 0;
+      for (size_t i = 0;; i++) {
+        size_t off = 0, size = 0;
+        cu::Result r = a.FuncGetParamInfo(f, i, &off, &size);
+        if (r == cu::kInvalidValue) break;  // past the last parameter
+        if (!job.Check(r, "cuFuncGetParamInfo")) return;
+        if (i >= maxParams) {
+          job.Fail(cu::kNotSupported, "qcuda: kernel " + name + " has more than " + std::to_string(maxParams) + " parameters");
+          return;
+        }
+        job.list.push_back(off);
+        job.list.push_back(size);
+        bytes = std::max<uint64_t>(bytes, off + size);
+      }
+      uint32_t id = c->nextId++;
+      c->functions[id] = CtxCore::Fn{f, mid, bytes};
+      job.num = id;
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  // variableGet(module, name) -> {dptr, size}: cuModuleGetGlobal_v2.
+  Napi::Value VariableGet(const Napi::CallbackInfo &info) {
+    uint32_t mid = ArgId(info[0], "module");
+    std::string name = ArgName(info[1]);
+    Job *j = new Job;
+    j->kind = Kind::kVar;
+    j->run = [mid, name = std::move(name)](Job &job) {
+      cu::Module m;
+      if (!job.ctx->LookupModule(job, mid, &m)) return;
+      cu::Ptr p = 0;
+      size_t size = 0;
+      if (job.Check(cu::api().ModuleGetGlobal(&p, &size, m, name.c_str()), "cuModuleGetGlobal_v2")) {
+        job.u64 = p;
+        job.u64b = size;
+      }
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  static void Dims(const Napi::Value &v, const char *what, unsigned out[3]) {
+    if (!v.IsArray() || v.As<Napi::Array>().Length() != 3)
+      throw Napi::TypeError::New(v.Env(), std::string(what) + " must be an array of 3");
+    Napi::Array a = v.As<Napi::Array>();
+    for (uint32_t i = 0; i < 3; i++) out[i] = ArgU32(a.Get(i), what);
+  }
+
+  // launch(func, grid[3], block[3], sharedMem, stream, params): resolves once enqueued
+  // (cuLaunchKernel with the packed block as CU_LAUNCH_PARAM_BUFFER_POINTER). Always on the
+  // context thread: cuLaunchKernel blocks when the launch queue is full.
+  Napi::Value Launch(const Napi::CallbackInfo &info) {
+    uint32_t fid = ArgId(info[0], "function");
+    unsigned grid[3], block[3];
+    Dims(info[1], "grid", grid);
+    Dims(info[2], "block", block);
+    uint32_t shared = ArgU32(info[3], "sharedMem");
+    uint32_t sid = ArgId(info[4], "stream");
+    auto params = std::make_shared<std::vector<uint8_t>>(ArgBytes(info[5], "params"));
+    Job *j = new Job;
+    j->run = [fid, g0 = grid[0], g1 = grid[1], g2 = grid[2], b0 = block[0], b1 = block[1], b2 = block[2], shared, sid,
+              params](Job &job) {
+      CtxCore *c = job.ctx.get();
+      const CtxCore::Fn *f = c->LookupFunction(job, fid);
+      if (f == nullptr) return;
+      cu::Stream s;
+      if (!c->LookupStream(job, sid, &s)) return;
+      if (params->size() != f->paramBytes) {
+        job.Fail(cu::kInvalidValue, "qcuda: " + std::to_string(params->size()) + " parameter bytes for a kernel taking " +
+                                        std::to_string(f->paramBytes));
+        return;
+      }
+      size_t size = params->size();
+      void *extra[] = {reinterpret_cast<void *>(cu::kLaunchParamBufferPointer), params->data(),
+                       reinterpret_cast<void *>(cu::kLaunchParamBufferSize), &size,
+                       reinterpret_cast<void *>(cu::kLaunchParamEnd)};
+      job.Check(cu::api().LaunchKernel(f->fn, g0, g1, g2, b0, b1, b2, shared, s, nullptr, size ? extra : nullptr),
+                "cuLaunchKernel");
+    };
     return Go(info.Env(), j, false);
   }
 

@@ -67,6 +67,16 @@ export interface CudaContextNative {
   /** cuMemHostRegister on this context's thread (blocking: ~50 ms per GiB). */
   hostRegister(addr: bigint, size: bigint, flags: number): Promise<void>;
   hostUnregister(addr: bigint): Promise<void>;
+  /** cuModuleLoadData on the context thread -> module id. */
+  moduleLoad(image: Uint8Array): Promise<number>;
+  /** cuModuleUnload; the module's function ids go with it. */
+  moduleUnload(module: number): Promise<void>;
+  /** cuModuleGetFunction + cuFuncGetParamInfo for each parameter (driver >= 12.4; fails with more than maxParams). */
+  functionGet(module: number, name: string, maxParams: number): Promise<{ id: number; params: { offset: number; size: number }[] }>;
+  /** cuModuleGetGlobal_v2. */
+  variableGet(module: number, name: string): Promise<{ dptr: bigint; size: bigint }>;
+  /** cuLaunchKernel with params as CU_LAUNCH_PARAM_BUFFER_POINTER; resolves once enqueued (on the context thread). */
+  launch(func: number, grid: readonly number[], block: readonly number[], sharedMem: number, stream: number, params: Uint8Array): Promise<void>;
   /** Runs after everything submitted before it, waits for running waits, frees every handle. */
   destroy(): Promise<void>;
 }

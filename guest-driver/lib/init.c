@@ -309,19 +309,15 @@ QC_API cudaError_t cudaGetLastError(void)
 {
 	cudaError_t e = last_error;
 
+	/* The sticky error is not reported here by itself: the calls that
+	 * fail with it set it as the last error (CUDA 13, measured natively). */
 	last_error = cudaSuccess;
-	if (e == cudaSuccess)
-		e = (cudaError_t)atomic_load(&sticky_err);
 	return e;
 }
 
 QC_API cudaError_t cudaPeekAtLastError(void)
 {
-	cudaError_t e = last_error;
-
-	if (e == cudaSuccess)
-		e = (cudaError_t)atomic_load(&sticky_err);
-	return e;
+	return last_error;
 }
 
 QC_API const char *cudaGetErrorName(cudaError_t error)
@@ -652,6 +648,7 @@ QC_API cudaError_t cudaDeviceReset(void)
 		return qc_ret(e);
 	/* The backend freed the session's allocations, streams and events. */
 	qc_mem_reset();
+	qc_module_reset();
 	atomic_store(&device_flags[current_device], 0);
 	atomic_store(&sticky_err, cudaSuccess);
 	return cudaSuccess;

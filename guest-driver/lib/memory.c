@@ -35,7 +35,9 @@
 /* Top of x86-64 user space with 4-level page tables. */
 #define QC_USER_TOP 0x7ffffffff000ull
 
-enum rkind { R_DEVICE, R_PINNED, R_REGISTERED, R_MANAGED };
+/* R_SYMBOL: a module's __device__/__constant__ variable (VAR_GET), device
+ * memory that cudaFree refuses; dropped with its module or at reset. */
+enum rkind { R_DEVICE, R_PINNED, R_REGISTERED, R_MANAGED, R_SYMBOL };
 
 struct region {
 	enum rkind kind;
@@ -215,6 +217,8 @@ static cudaError_t release_region(struct region *r, int after_reset)
 	int rc;
 
 	switch (r->kind) {
+	case R_SYMBOL:
+		break;
 	case R_DEVICE:
 		if (!after_reset) {
 			struct qcuda_args_ptr a = { .ptr = r->dev };
@@ -366,7 +370,7 @@ static cudaError_t resolve(const void *p, size_t n, int need_device, struct loc 
 	if ((r = rmap_find(&dev_map, a))) {
 		if (n > r->dev + r->size - a)
 			e = cudaErrorInvalidValue;
-		else if (r->kind == R_DEVICE)
+		else if (r->kind == R_DEVICE || r->kind == R_SYMBOL)
 			*l = (struct loc){ .device = 1, .dptr = a };
 		else	/* host memory seen through its device pointer */
 			*l = (struct loc){ .device = 0, .hptr = (void *)(r->host + (a - r->dev)) };
@@ -427,6 +431,50 @@ static cudaError_t do_copy(void *dst, const void *src, size_t n, enum cudaMemcpy
 	/* Guest memory on both sides. */
 	memmove(d.hptr, s.hptr, n);
 	return cudaSuccess;
+}
+
+cudaError_t qc_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
+		      cudaStream_t stream, int async, int ptds)
+{
+	return do_copy(dst, src, n, kind, stream, async, ptds);
+}
+
+void qc_mem_add_symbol(uint64_t dptr, uint64_t size)
+{
+	struct region *r;
+
+	if (!dptr || !size)
+		return;
+	pthread_rwlock_rdlock(&maps_lock);
+	r = rmap_find(&dev_map, dptr);
+	pthread_rwlock_unlock(&maps_lock);
+	if (r)	/* already known (looked up again after a race) */
+		return;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return;
+	r->kind = R_SYMBOL;
+	r->dev = dptr;
+	r->size = size;
+	if (add_region(r)) {
+		qc_debug("variable at %#llx+%llu overlaps a known range",
+			 (unsigned long long)dptr, (unsigned long long)size);
+		free(r);
+	}
+}
+
+void qc_mem_remove_symbol(uint64_t dptr)
+{
+	struct region *r;
+
+	pthread_rwlock_wrlock(&maps_lock);
+	r = rmap_find(&dev_map, dptr);
+	if (r && r->kind == R_SYMBOL && r->dev == dptr)
+		remove_region_locked(r);
+	else
+		r = NULL;
+	pthread_rwlock_unlock(&maps_lock);
+	free(r);
 }
 
 QC_API cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
@@ -801,7 +849,7 @@ QC_API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attrib
 	}
 	if (r) {
 		attributes->device = qc_current_device();
-		attributes->type = r->kind == R_DEVICE ? cudaMemoryTypeDevice :
+		attributes->type = r->kind == R_DEVICE || r->kind == R_SYMBOL ? cudaMemoryTypeDevice :
 				   r->kind == R_MANAGED ? cudaMemoryTypeManaged : cudaMemoryTypeHost;
 		if (r->kind == R_MANAGED)
 			attributes->devicePointer = attributes->hostPointer;

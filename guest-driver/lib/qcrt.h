@@ -68,6 +68,19 @@ int qc_current_device(void);
 
 /* Forgets every allocation after DEVICE_RESET (the backend freed them). */
 void qc_mem_reset(void);
+/* cudaMemcpy*'s core (not recording the error). */
+cudaError_t qc_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
+		      cudaStream_t stream, int async, int ptds);
+/* A module variable's device range (VAR_GET), so that copies and
+ * cudaPointerGetAttributes know it as device memory. */
+void qc_mem_add_symbol(uint64_t dptr, uint64_t size);
+void qc_mem_remove_symbol(uint64_t dptr);
+
+/* ---- module.c ---- */
+
+/* Forgets every module, function and variable handle after DEVICE_RESET
+ * (the backend freed them; they are loaded again on next use). */
+void qc_module_reset(void);
 
 /* ---- stream.c ---- */
 

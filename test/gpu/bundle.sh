@@ -34,6 +34,10 @@ cp "$GUEST_INITRD" "$stage/guest/initrd.cpio"
 # The backend as built here, and the test runner (no compiler needed there).
 mkdir -p "$stage/app/addon/build/Release"
 cp -a dist "$stage/app/dist"
+# The kernels of the cuda provider's module tests (the GPU machine has no nvcc).
+mkdir -p "$stage/app/dist/test/qcuda/fixtures"
+nvcc -fatbin -gencode 'arch=compute_80,code=[sm_80,compute_80]' -gencode arch=compute_90,code=sm_90 \
+  -o "$stage/app/dist/test/qcuda/fixtures/kernels.fatbin" test/qcuda/fixtures/kernels.cu
 cp addon/build/Release/*.node "$stage/app/addon/build/Release/"
 cp package.json "$stage/app/"
 tar -C . --exclude='node_modules/typescript' --exclude='node_modules/@types' -cf "$stage/app/node_modules.tar" node_modules

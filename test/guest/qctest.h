@@ -143,4 +143,25 @@ static inline __attribute__((unused)) bool qt_on_qcuda(void)
 	return access("/dev/qcuda0", F_OK) == 0;
 }
 
+/*
+ * Kernel programs: the result of the first launch (or first use of a module,
+ * e.g. cudaMemcpyToSymbol). A qcuda device without kernel support (the host
+ * provider, CI) refuses it with cudaErrorNoKernelImageForDevice, as CUDA
+ * does for a program without code for the GPU: the program prints
+ * "SKIP: <name>: no kernel support on this device (<error>)" and exits 77,
+ * which is not a pass. Otherwise the call must have succeeded.
+ */
+#define QT_EXIT_SKIP 77
+#define FIRST_KERNEL_USE(call) qt_first_kernel_use((call), #call)
+static inline __attribute__((unused)) bool qt_first_kernel_use(cudaError_t got, const char *what)
+{
+	if (got == cudaErrorNoKernelImageForDevice && qt_on_qcuda()) {
+		printf("SKIP: %s: no kernel support on this device (%s)\n", qt_name,
+		       cudaGetErrorName(got));
+		fflush(stdout);
+		exit(QT_EXIT_SKIP);
+	}
+	return qt_expect(got, cudaSuccess, what);
+}
+
 #endif

@@ -11,6 +11,10 @@ import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
 import type { GuestSeg, ProviderContext } from '../../backend/src/qcuda/provider';
 import { cudaAvailable, createCudaProvider, type CudaProvider } from '../../backend/src/qcuda/providers/cuda';
 import { prng } from '../helpers';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 
 const MiB = 1 << 20;
 const avail = cudaAvailable();
@@ -465,4 +469,169 @@ function gpuTests(): void {
     const diff = Number(info0.free - info1.free) / MiB;
     t.true(Math.abs(diff) < 64, `free memory changed by ${diff} MiB`);
   });
+
+  // ---------------------------------------------------------------- modules and launches
+
+  test.serial('modules: parameter layouts, vector add, by-value struct and small params, __device__ variables, ordering', async (t) => {
+    const image = kernelsFatbin(t);
+    if (!image) return;
+    const m = await ctx.moduleLoad(image);
+    const vadd = await ctx.functionGet(m, 'vadd', 256);
+    t.deepEqual(vadd.params, [{ offset: 0, size: 8 }, { offset: 8, size: 8 }, { offset: 16, size: 8 }, { offset: 24, size: 4 }]);
+    t.is(vadd.paramBytes, 28);
+    const mixed = await ctx.functionGet(m, 'mixed', 256);
+    t.deepEqual(mixed.params, [{ offset: 0, size: 1 }, { offset: 8, size: 32 }, { offset: 40, size: 2 }, { offset: 48, size: 8 }, { offset: 56, size: 8 }]);
+    t.is(mixed.paramBytes, 64);
+    await rejectsWith(t, ctx.functionGet(m, 'no_such_kernel', 256), CudaErr.SymbolNotFound);
+    await rejectsWith(t, ctx.functionGet(m, 'mixed', 3), CudaErr.NotSupported, /more than 3 parameters/);
+
+    // vector add on a stream, after an async memset of the output on the same stream, byte-exact
+    const N = (1 << 20) + 3;
+    const bytes = 4 * N;
+    const [da, db, dout] = await Promise.all([0, 1, 2].map(() => ctx.malloc(BigInt(bytes))));
+    const a = new Float32Array(ram.view.buffer, ram.view.byteOffset, N);
+    const b = new Float32Array(ram.view.buffer, ram.view.byteOffset + bytes, N);
+    const rnd = prng(7);
+    for (let i = 0; i < N; i++) {
+      a[i] = (rnd() - 0.5) * 1e6;
+      b[i] = rnd() * 1e-3;
+    }
+    const s = await ctx.streamCreate(1, 0);
+    await ctx.copyToDevice(da, [seg(ram, 0, bytes)], s);
+    await ctx.copyToDevice(db, [seg(ram, bytes, bytes)], s);
+    await ctx.memset(dout, 0xff, BigInt(bytes), s, true);
+    const p = new DataView(new ArrayBuffer(28));
+    p.setBigUint64(0, dout, true);
+    p.setBigUint64(8, da, true);
+    p.setBigUint64(16, db, true);
+    p.setInt32(24, N, true);
+    const params = new Uint8Array(p.buffer);
+    const l = await whileTicking(() => ctx.launch(vadd.ref, [Math.ceil(N / 256), 1, 1], [256, 1, 1], 0, s, params));
+    t.log(`launch enqueued in ${l.ms.toFixed(3)} ms`);
+    const OUTB = 64 * MiB;
+    ram.view.fill(0, OUTB, OUTB + bytes);
+    await ctx.copyFromDevice([seg(ram, OUTB, bytes)], dout, s);
+    const got = new Float32Array(ram.view.buffer, ram.view.byteOffset + OUTB, N);
+    let bad = -1;
+    for (let i = 0; i < N && bad < 0; i++) if (got[i] !== Math.fround(a[i] + b[i]) && !(Number.isNaN(got[i]))) bad = i;
+    t.is(bad, -1, bad >= 0 ? `element ${bad}: ${got[bad]} != ${Math.fround(a[bad] + b[bad])}` : '');
+    t.false(got.some((x) => Number.isNaN(x)), 'every element written (the memset left NaNs)');
+    await rejectsWith(t, ctx.launch(vadd.ref, [1, 1, 1], [1, 1, 1], 0, s, params.subarray(0, 24)), CudaErr.InvalidValue, /parameter bytes/);
+
+    // by-value struct, char, short, double: what the kernel saw, bit for bit
+    const q = new DataView(new ArrayBuffer(64));
+    q.setUint8(0, 0x7f);
+    q.setUint8(8, 0xa5);
+    q.setFloat64(16, Math.PI, true);
+    q.setUint16(24, 0x1234, true);
+    q.setUint16(26, 0xbeef, true);
+    q.setUint16(28, 0x7fff, true);
+    q.setInt32(32, -123456789, true);
+    q.setUint16(40, 0xcafe, true);
+    q.setFloat64(48, -1.5e300, true);
+    const dres = await ctx.malloc(64n);
+    q.setBigUint64(56, dres, true);
+    await ctx.launch(mixed.ref, [1, 1, 1], [1, 1, 1], 0, undefined, new Uint8Array(q.buffer));
+    await ctx.copyFromDevice([seg(ram, OUTB, 64)], dres, undefined);
+    const r = new BigUint64Array(ram.view.buffer.slice(ram.view.byteOffset + OUTB, ram.view.byteOffset + OUTB + 64));
+    const f64 = (x: number) => new BigUint64Array(new Float64Array([x]).buffer)[0];
+    t.deepEqual([...r], [0x7fn, 0xa5n, f64(Math.PI), 0x7fff_beef_1234n, BigInt(-123456789 >>> 0), 0xcafen, f64(-1.5e300), 0x600dn]);
+
+    // a __device__ variable: read, written by a kernel, written by a copy
+    const v = await ctx.variableGet(m, 'counter');
+    t.is(v.size, 16n);
+    await rejectsWith(t, ctx.variableGet(m, 'nothing'), CudaErr.SymbolNotFound);
+    const bump = await ctx.functionGet(m, 'bump', 256);
+    t.is(bump.paramBytes, 4);
+    const readCounter = async () => {
+      await ctx.copyFromDevice([seg(ram, OUTB, 16)], v.dptr, undefined);
+      return [...new Int32Array(ram.view.buffer.slice(ram.view.byteOffset + OUTB, ram.view.byteOffset + OUTB + 16))];
+    };
+    t.deepEqual(await readCounter(), [1, 2, 3, 4]);
+    await ctx.launch(bump.ref, [1, 1, 1], [4, 1, 1], 0, undefined, new Uint8Array(new Int32Array([10]).buffer));
+    t.deepEqual(await readCounter(), [11, 12, 13, 14]);
+    new Int32Array(ram.view.buffer, ram.view.byteOffset, 4).set([-1, -2, -3, -4]);
+    await ctx.copyToDevice(v.dptr, [seg(ram, 0, 16)], undefined);
+    await ctx.launch(bump.ref, [1, 1, 1], [4, 1, 1], 0, undefined, new Uint8Array(new Int32Array([1]).buffer));
+    t.deepEqual(await readCounter(), [0, -1, -2, -3]);
+
+    // stale and foreign handles; a garbage image
+    const other = await provider.openContext(0);
+    await rejectsWith(t, other.launch(vadd.ref, [1, 1, 1], [1, 1, 1], 0, undefined, params), CudaErr.InvalidResourceHandle);
+    await rejectsWith(t, other.functionGet(m, 'vadd', 256), CudaErr.InvalidResourceHandle);
+    const e = await t.throwsAsync(other.moduleLoad(new Uint8Array(4096).fill(0x42)), { instanceOf: CudaError });
+    t.log(`garbage image: ${e!.code} ${e!.message}`);
+    await other.destroy();
+    await ctx.moduleUnload(m);
+    await rejectsWith(t, ctx.launch(vadd.ref, [1, 1, 1], [1, 1, 1], 0, undefined, params), CudaErr.InvalidResourceHandle);
+    await rejectsWith(t, ctx.moduleUnload(m), CudaErr.InvalidResourceHandle);
+    await ctx.synchronize();
+    await ctx.streamDestroy(s);
+    await Promise.all([da, db, dout, dres].map((x) => ctx.free(x)));
+  });
+
+  test.serial('an illegal address in a kernel surfaces at synchronize as 700; other contexts keep working', async (t) => {
+    const image = kernelsFatbin(t);
+    if (!image) return;
+    // the healthy session loads its module before the other one faults
+    const gm = await ctx.moduleLoad(image);
+    const bump = await ctx.functionGet(gm, 'bump', 256);
+    const v = await ctx.variableGet(gm, 'counter');
+    const bad = await provider.openContext(0);
+    const m = await bad.moduleLoad(image);
+    const crash = await bad.functionGet(m, 'crash', 256);
+    const x = await bad.malloc(64n);
+    const p = new DataView(new ArrayBuffer(8));
+    p.setBigUint64(0, x, true);
+    await bad.launch(crash.ref, [1, 1, 1], [1, 1, 1], 0, undefined, new Uint8Array(p.buffer)); // enqueued: no error yet
+    await rejectsWith(t, bad.synchronize(), CudaErr.IllegalAddress);
+    await rejectsWith(t, bad.malloc(64n), CudaErr.IllegalAddress, /illegal/i);
+    // what still works in the other context (logged step by step: the driver decides)
+    const step = async (name: string, f: () => Promise<unknown>) => {
+      try {
+        await f();
+        t.log(`after the fault, other context: ${name}: ok`);
+        return true;
+      } catch (e) {
+        t.log(`after the fault, other context: ${name}: ${(e as CudaError).code} ${(e as Error).message}`);
+        return false;
+      }
+    };
+    const ok: boolean[] = [];
+    ok.push(await step('malloc+free', async () => ctx.free(await ctx.malloc(4096n))));
+    ok.push(await step('copy', () => ctx.copyFromDevice([seg(ram, 0, 16)], v.dptr, undefined)));
+    ok.push(await step('launch+synchronize', async () => {
+      await ctx.launch(bump.ref, [1, 1, 1], [4, 1, 1], 0, undefined, new Uint8Array(new Int32Array([5]).buffer));
+      await ctx.synchronize();
+    }));
+    ok.push(await step('moduleLoad', async () => ctx.moduleUnload(await ctx.moduleLoad(image))));
+    await bad.destroy().catch((e: Error) => t.log(`destroy of the faulted context: ${e.message}`));
+    const fresh = await provider.openContext(0);
+    ok.push(await step('fresh context after destroy: moduleLoad', async () => fresh.moduleUnload(await fresh.moduleLoad(image))));
+    ok.push(await step('old context after destroy: moduleLoad', async () => ctx.moduleUnload(await ctx.moduleLoad(image))));
+    await fresh.destroy().catch(() => undefined);
+    await ctx.moduleUnload(gm).catch(() => undefined);
+    t.deepEqual(ok, ok.map(() => true), 'every step in the healthy context works');
+  });
+}
+
+/**
+ * test/qcuda/fixtures/kernels.cu as a fat binary: $QCUDA_KERNELS_FATBIN, the
+ * one test/gpu/bundle.sh puts next to this test (dist/test/qcuda/fixtures/),
+ * or built here with nvcc. Without any, a GPU run fails (the tests need it).
+ */
+let fatbin: Uint8Array | undefined;
+function kernelsFatbin(t: ExecutionContext): Uint8Array | undefined {
+  if (fatbin) return fatbin;
+  const candidates = [process.env.QCUDA_KERNELS_FATBIN, path.join(__dirname, 'fixtures', 'kernels.fatbin')].filter((x): x is string => !!x);
+  for (const f of candidates) if (fs.existsSync(f)) return (fatbin = new Uint8Array(fs.readFileSync(f)));
+  const src = path.resolve(__dirname, '..', '..', '..', 'test', 'qcuda', 'fixtures', 'kernels.cu');
+  const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-fatbin-')), 'kernels.fatbin');
+  try {
+    execFileSync('nvcc', ['-fatbin', '-gencode', 'arch=compute_80,code=[sm_80,compute_80]', '-gencode', 'arch=compute_90,code=sm_90', '-o', out, src], { stdio: 'pipe' });
+    return (fatbin = new Uint8Array(fs.readFileSync(out)));
+  } catch (e) {
+    t.fail(`no kernels.fatbin (looked at ${candidates.join(', ')}) and nvcc could not build one: ${(e as Error).message}`);
+    return undefined;
+  }
 }

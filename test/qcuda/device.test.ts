@@ -6,7 +6,8 @@ import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
 import type { HostProvider } from '../../backend/src/qcuda/providers/host';
-import { Cmd, decode, LAYOUT, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_PROTO_VERSION, Status } from '../../backend/src/qcuda/proto';
+import { Cmd, decode, encode, LAYOUT, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_MODULE, QCUDA_PROTO_VERSION, Status, type StructName } from '../../backend/src/qcuda/proto';
+import { MAX_PENDING_UPLOADS } from '../../backend/src/qcuda/session';
 import { GuestMemory } from '../../backend/src/vhost-user/frontend/guest-memory';
 import { prng, randomBytes, started, until } from '../helpers';
 import { QcudaClient } from './client';
@@ -260,4 +261,78 @@ test('random and mutated commands never crash the backend or disturb another ses
   t.is(await victim.dtoh(out, secret, 16), 0);
   t.is(Buffer.from(fe.mem.bytes(out, 16)).toString(), 'victim-data-0123', 'the other session\'s data is intact');
   t.is(LAYOUT.qcuda_req_hdr.size, 32);
+});
+
+// ---- modules and launches (the host provider runs no kernels: the protocol checks)
+
+function upload(c: QcudaClient, id: bigint, size: bigint, gpa: bigint, at: number, len: number) {
+  return c.call(Cmd.MODULE_UPLOAD, { args: ['qcuda_args_module_upload', { upload_id: id, size }], to: len ? [{ gpa: gpa + BigInt(at), len }] : [], dataOffset: BigInt(at), dataLen: BigInt(len) });
+}
+const load = (c: QcudaClient, id: bigint) => c.call(Cmd.MODULE_LOAD, { args: ['qcuda_args_module_load', { upload_id: id }] });
+
+test('module uploads: sizes, chunks out of range, unknown, incomplete and too many uploads; load on the host provider says 209', async (t) => {
+  const { c, fe, dev, provider } = await setup(t);
+  const g = fe.mem.alloc(64 * 1024);
+  fe.mem.bytes(g, 64 * 1024).fill(0x5a);
+  const session = dev.sessions.get(c.session)!;
+  t.is((await upload(c, 1n, 0n, g, 0, 0)).status, CudaErr.InvalidValue, 'size 0');
+  t.is((await upload(c, 1n, BigInt(QCUDA_MAX_MODULE) + 1n, g, 0, 16)).status, Status.TOO_LARGE, 'over QCUDA_MAX_MODULE');
+  t.is((await upload(c, 1n, 100n, g, 96, 8)).status, CudaErr.InvalidValue, 'a chunk past the end');
+  t.is((await upload(c, 1n, 100n, g, 0, 101)).status, CudaErr.InvalidValue, 'a chunk longer than the image');
+  t.is(session.pendingUploads, 0, 'refused chunks leave nothing behind');
+  t.is((await load(c, 77n)).status, CudaErr.InvalidValue, 'unknown upload id');
+  // Incomplete: the middle never arrives; the load fails and forgets the upload.
+  t.is((await upload(c, 2n, 1000n, g, 0, 400)).status, 0);
+  t.is((await upload(c, 2n, 1000n, g, 600, 400)).status, 0);
+  t.is((await upload(c, 2n, 999n, g, 400, 10)).status, CudaErr.InvalidValue, 'another size for the same upload');
+  t.is((await load(c, 2n)).status, CudaErr.InvalidValue, 'incomplete upload');
+  t.is((await load(c, 2n)).status, CudaErr.InvalidValue, 'the staging buffer is gone');
+  // Overlapping chunks in any order complete an upload; the load then fails on the host provider.
+  for (const [at, len] of [[500, 500], [0, 300], [200, 400]]) t.is((await upload(c, 3n, 1000n, g, at, len)).status, 0);
+  const l = await load(c, 3n);
+  t.is(l.status, CudaErr.NoKernelImageForDevice, 'host provider: cudaErrorNoKernelImageForDevice');
+  t.is(l.value, 0n);
+  t.is(session.pendingUploads, 0, 'staging freed');
+  t.is(session.moduleCount, 0, 'no module kept');
+  // At most MAX_PENDING_UPLOADS at once.
+  for (let i = 0n; i < BigInt(MAX_PENDING_UPLOADS); i++) t.is((await upload(c, 10n + i, 64n, g, 0, 8)).status, 0);
+  t.is((await upload(c, 99n, 64n, g, 0, 8)).status, Status.TOO_LARGE, 'one upload too many');
+  t.is((await upload(c, 10n, 64n, g, 8, 8)).status, 0, 'pending uploads still take chunks');
+  t.is(session.pendingUploads, MAX_PENDING_UPLOADS);
+  // Another session cannot load this one's upload.
+  const other = new QcudaClient(fe);
+  await other.open();
+  t.is((await load(other, 10n)).status, CudaErr.InvalidValue);
+  // Reset frees the staging buffers.
+  t.is((await c.call(Cmd.DEVICE_RESET)).status, 0);
+  t.is(session.pendingUploads, 0);
+  t.is(provider.used, 0n);
+});
+
+test('module, function, variable and launch requests with bad lengths or handles are refused', async (t) => {
+  const { c, fe } = await setup(t);
+  const stream = (await c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] })).value;
+  const sym = (module: bigint, name: string | Uint8Array) => ({ args: ['qcuda_args_symbol', { module, name }] as [StructName, Record<string, bigint | string | Uint8Array>] });
+  t.is((await c.call(Cmd.FUNC_GET, { ...sym(stream, 'k'), out: 'qcuda_out_func_info' })).status, CudaErr.InvalidResourceHandle, 'a stream is no module');
+  t.is((await c.call(Cmd.FUNC_GET, { ...sym(0x1234n, 'k'), out: 'qcuda_out_func_info' })).status, CudaErr.InvalidResourceHandle);
+  t.is((await c.call(Cmd.FUNC_GET, { ...sym(0x1234n, 'k') })).status, Status.BAD_REQUEST, 'no room for func_info');
+  t.is((await c.call(Cmd.VAR_GET, { ...sym(0x1234n, 'v'), out: 'qcuda_out_var_info' })).status, CudaErr.InvalidResourceHandle);
+  t.is((await c.call(Cmd.FUNC_GET, { ...sym(0x1234n, new Uint8Array(256).fill(0x41)), out: 'qcuda_out_func_info' })).status, CudaErr.InvalidValue, 'name without NUL');
+  t.is((await c.call(Cmd.MODULE_UNLOAD, { args: ['qcuda_args_handle', { handle: stream }] })).status, CudaErr.InvalidResourceHandle);
+  const L = LAYOUT.qcuda_args_launch.size;
+  t.is(L, 48);
+  const launch = (o: { func?: bigint; stream?: bigint; grid?: number[]; block?: number[]; paramBytes?: number; extra?: number }) => {
+    const a = encode('qcuda_args_launch', { func: o.func ?? stream, stream: o.stream ?? 0n, grid: new Uint32Array(o.grid ?? [1, 1, 1]), block: new Uint32Array(o.block ?? [1, 1, 1]), shared_mem: 0, param_bytes: o.paramBytes ?? 0 });
+    const raw = new Uint8Array(L + (o.extra ?? o.paramBytes ?? 0));
+    raw.set(a);
+    return c.call(Cmd.LAUNCH, { rawArgs: raw });
+  };
+  t.is((await c.call(Cmd.LAUNCH, { rawArgs: new Uint8Array(40) })).status, Status.BAD_REQUEST, 'shorter than struct launch');
+  t.is((await launch({ paramBytes: 16, extra: 8 })).status, Status.BAD_REQUEST, 'param_bytes says 16, 8 came');
+  t.is((await launch({ paramBytes: 8, extra: 16 })).status, Status.BAD_REQUEST, 'param_bytes says 8, 16 came');
+  t.is((await launch({ paramBytes: 4056, extra: 4056 })).status, Status.TOO_LARGE, 'over QCUDA_MAX_ARGS');
+  t.is((await launch({ paramBytes: 8 })).status, CudaErr.InvalidResourceHandle, 'a stream handle is no function');
+  t.is((await launch({ func: 0n })).status, CudaErr.InvalidResourceHandle, 'function 0');
+  const g = fe.mem.alloc(8);
+  t.is((await c.call(Cmd.LAUNCH, { rawArgs: new Uint8Array(L), to: [{ gpa: g, len: 8 }] })).status, Status.BAD_REQUEST, 'launch carries no data');
 });

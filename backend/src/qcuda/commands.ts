@@ -3,7 +3,7 @@
 // device pointer and handle is checked against the caller's session first.
 import { CudaErr, CudaError } from './cuda-error';
 import type { GuestSeg } from './provider';
-import { Cmd, decode, encode, QCUDA_CAP_GPU, QCUDA_NUM_ATTRS, QCUDA_PROTO_VERSION, Status, type Decoded, type StructName } from './proto';
+import { Cmd, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_MAX_NAME, QCUDA_MAX_PARAMS, QCUDA_NUM_ATTRS, QCUDA_PROTO_VERSION, Status, type Decoded, type StructName } from './proto';
 import type { Session } from './session';
 
 /** What a command sees: its session, decoded arguments and its chunk of data. */
@@ -16,6 +16,8 @@ export interface Call {
   dataOffset: bigint;
   dataLen: bigint;
   dev: DeviceState;
+  /** Argument bytes after the argument struct (commands with varArgs). */
+  extra: Uint8Array;
 }
 
 /** What the commands need from the device. */
@@ -37,6 +39,8 @@ export interface Command {
   args?: StructName;
   out?: StructName;
   data?: 'to' | 'from';
+  /** The argument struct may be followed by more argument bytes (hdr.len >= its size); run checks them. */
+  varArgs?: boolean;
   run(c: Call): Promise<Result | void>;
 }
 
@@ -96,6 +100,65 @@ async function props(c: Call): Promise<Result> {
       name: p.name, uuid: p.uuid, total_mem: limit > 0n && limit < p.totalMem ? limit : p.totalMem, attrs,
     }),
   };
+}
+
+/** The NUL-terminated name of a qcuda_args_symbol. */
+function symbolName(c: Call): string {
+  const raw = c.args.name as Uint8Array;
+  const end = raw.indexOf(0);
+  if (end < 0) throw new CudaError(CudaErr.InvalidValue, `symbol name not NUL-terminated within ${QCUDA_MAX_NAME} bytes`);
+  if (end === 0) throw new CudaError(CudaErr.InvalidValue, 'empty symbol name');
+  if (raw.subarray(0, end).some((b) => b < 0x21 || b > 0x7e)) throw new CudaError(CudaErr.SymbolNotFound, 'symbol name with bytes no symbol has');
+  return Buffer.from(raw.subarray(0, end)).toString('latin1');
+}
+
+async function funcGet(c: Call): Promise<Result> {
+  const mh = u64(c, 'module');
+  const name = symbolName(c);
+  const module = c.session.module(mh);
+  let fh = c.session.knownFunction(mh, name);
+  if (fh === undefined) {
+    const info = await (await ctx(c)).functionGet(module, name, QCUDA_MAX_PARAMS);
+    if (info.params.length > QCUDA_MAX_PARAMS) throw new CudaError(CudaErr.NotSupported, `kernel ${name} has ${info.params.length} parameters (at most ${QCUDA_MAX_PARAMS})`);
+    fh = c.session.addFunction(mh, name, { ref: info.ref, module: mh, params: info.params, paramBytes: info.paramBytes });
+  }
+  const f = c.session.func(fh);
+  const offset = new Uint32Array(QCUDA_MAX_PARAMS);
+  const size = new Uint32Array(QCUDA_MAX_PARAMS);
+  f.params.forEach((p, i) => {
+    offset[i] = p.offset;
+    size[i] = p.size;
+  });
+  return { value: fh, out: encode('qcuda_out_func_info', { num_params: f.params.length, param_bytes: f.paramBytes, offset, size }) };
+}
+
+async function varGet(c: Call): Promise<Result> {
+  const mh = u64(c, 'module');
+  const name = symbolName(c);
+  const v = await (await ctx(c)).variableGet(c.session.module(mh), name);
+  c.session.addVariable(mh, name, v.dptr, v.size);
+  return { out: encode('qcuda_out_var_info', { dptr: v.dptr, size: v.size }) };
+}
+
+const LAUNCH_ARGS = LAYOUT.qcuda_args_launch.size;
+
+async function launch(c: Call): Promise<void> {
+  const paramBytes = u32(c, 'param_bytes');
+  if (c.extra.length !== paramBytes)
+    throw new CudaError(Status.BAD_REQUEST, `LAUNCH: ${LAUNCH_ARGS + c.extra.length} argument bytes for ${paramBytes} parameter bytes`);
+  const f = c.session.func(u64(c, 'func'));
+  if (paramBytes !== f.paramBytes) throw new CudaError(CudaErr.InvalidValue, `${paramBytes} parameter bytes for a kernel taking ${f.paramBytes}`);
+  const dims = (k: string): [number, number, number] => {
+    const a = c.args[k] as Uint8Array;
+    const v = new DataView(a.buffer, a.byteOffset, 12);
+    const d: [number, number, number] = [v.getUint32(0, true), v.getUint32(4, true), v.getUint32(8, true)];
+    if (d.some((x) => x === 0)) throw new CudaError(CudaErr.InvalidConfiguration, `${k} dimensions ${d.join('x')}`);
+    return d;
+  };
+  const grid = dims('grid');
+  const block = dims('block');
+  const stream = c.session.stream(u64(c, 'stream'));
+  await (await ctx(c)).launch(f.ref, grid, block, u32(c, 'shared_mem'), stream, c.extra);
 }
 
 export const COMMANDS: Partial<Record<Cmd, Command>> = {
@@ -238,6 +301,24 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
       return { out: encode('qcuda_out_event_elapsed', { ms_bits: f.getUint32(0, true) }) };
     },
   },
+  [Cmd.MODULE_UPLOAD]: {
+    args: 'qcuda_args_module_upload',
+    data: 'to',
+    async run(c) {
+      c.session.uploadChunk(u64(c, 'upload_id'), u64(c, 'size'), c.dataOffset, c.data);
+    },
+  },
+  [Cmd.MODULE_LOAD]: {
+    args: 'qcuda_args_module_load',
+    async run(c) {
+      const image = c.session.takeUpload(u64(c, 'upload_id'));
+      return { value: c.session.addModule(await (await ctx(c)).moduleLoad(image)) };
+    },
+  },
+  [Cmd.MODULE_UNLOAD]: { args: 'qcuda_args_handle', run: async (c) => (await ctx(c)).moduleUnload(c.session.takeModule(u64(c, 'handle'))) },
+  [Cmd.FUNC_GET]: { args: 'qcuda_args_symbol', out: 'qcuda_out_func_info', run: funcGet },
+  [Cmd.VAR_GET]: { args: 'qcuda_args_symbol', out: 'qcuda_out_var_info', run: varGet },
+  [Cmd.LAUNCH]: { args: 'qcuda_args_launch', varArgs: true, run: launch },
 };
 
 export { decode };

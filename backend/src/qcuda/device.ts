@@ -146,7 +146,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     if (!session) throw new RequestError(Status.NO_SESSION, `command ${Cmd[cmd]} for unknown session`);
     const argsSize = spec.args ? LAYOUT[spec.args].size : 0;
     const outSize = spec.out ? LAYOUT[spec.out].size : 0;
-    if (len !== argsSize) throw new RequestError(Status.BAD_REQUEST, `${Cmd[cmd]}: ${len} argument bytes, expected ${argsSize}`);
+    if (spec.varArgs ? len < argsSize : len !== argsSize)
+      throw new RequestError(Status.BAD_REQUEST, `${Cmd[cmd]}: ${len} argument bytes, expected ${spec.varArgs ? 'at least ' : ''}${argsSize}`);
     if (!spec.data && (dataLen !== 0n || h.data_offset !== 0n)) throw new RequestError(Status.BAD_REQUEST, `${Cmd[cmd]} carries no data`);
     const dataIn = spec.data === 'to' ? Number(dataLen) : 0;
     const dataOut = spec.data === 'from' ? Number(dataLen) : 0;
@@ -159,6 +160,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const call: Call = {
       session, args: spec.args ? decode(spec.args, req.read(REQ, argsSize).slice()) : {}, queue: req.queue, data,
       dataOffset: h.data_offset as bigint, dataLen, dev: this,
+      extra: len > argsSize ? req.read(REQ + argsSize, len - argsSize).slice() : new Uint8Array(0),
     };
     const r = (await spec.run(call)) ?? {};
     // The data went out only if the command succeeded; otherwise the guest must not read it.

@@ -25,6 +25,19 @@ export interface DeviceProps {
 /** Opaque provider objects behind the session's handle ids. */
 export type StreamRef = unknown;
 export type EventRef = unknown;
+export type ModuleRef = unknown;
+export type FunctionRef = unknown;
+
+/** A kernel as the driver describes it (cuFuncGetParamInfo). */
+export interface FunctionInfo {
+  ref: FunctionRef;
+  /** Each parameter's offset and size in the packed parameter block, in order. */
+  params: { offset: number; size: number }[];
+  /** offset + size of the last parameter (0 without parameters). */
+  paramBytes: number;
+}
+
+export type Dim3 = readonly [number, number, number];
 
 /** One CUDA context's worth of state: the backend opens one per guest session. */
 export interface ProviderContext {
@@ -51,6 +64,21 @@ export interface ProviderContext {
   eventElapsed(start: EventRef, end: EventRef): Promise<number>;
   /** The device pointer through which the GPU addresses registered guest memory at host address addr. */
   hostDevicePointer(addr: bigint, size: bigint): Promise<DevPtr>;
+  /** Loads a module (fat binary, cubin or PTX). */
+  moduleLoad(image: Uint8Array): Promise<ModuleRef>;
+  /** Unloads a module; its functions become invalid. */
+  moduleUnload(m: ModuleRef): Promise<void>;
+  /** A kernel of a module and its parameter layout (at most maxParams parameters). */
+  functionGet(m: ModuleRef, name: string, maxParams: number): Promise<FunctionInfo>;
+  /** A __device__ variable of a module: where it lives and its size. */
+  variableGet(m: ModuleRef, name: string): Promise<{ dptr: DevPtr; size: bigint }>;
+  /**
+   * Enqueues a kernel on the stream, after the work already enqueued there;
+   * resolves once enqueued, not completed (the kernel's own errors surface at
+   * the next synchronizing call). params is the packed parameter block,
+   * exactly paramBytes long: the provider never interprets it.
+   */
+  launch(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Promise<void>;
   /** Frees everything the context holds. Called once; the context is dead after. */
   destroy(): Promise<void>;
 }

@@ -3,9 +3,35 @@
 // here, so a pointer or handle of another session (or VM) is simply unknown.
 import { randomBytes } from 'node:crypto';
 import { CudaErr, CudaError } from './cuda-error';
-import type { DevPtr, EventRef, Provider, ProviderContext, StreamRef } from './provider';
-import { QCUDA_STREAM_LEGACY, QCUDA_STREAM_PER_THREAD } from './proto';
+import type { DevPtr, EventRef, FunctionRef, GuestSeg, ModuleRef, Provider, ProviderContext, StreamRef } from './provider';
+import { QCUDA_MAX_MODULE, QCUDA_STREAM_LEGACY, QCUDA_STREAM_PER_THREAD, Status } from './proto';
 import { RangeSet, type Range } from './ranges';
+
+/** Module images being uploaded at once by one session (each up to QCUDA_MAX_MODULE bytes). */
+export const MAX_PENDING_UPLOADS = 4;
+
+/** Disjoint received pieces an upload may have before it is complete (the driver sends QCUDA_CHUNK-sized chunks). */
+const MAX_UPLOAD_PIECES = 1024;
+
+interface Upload {
+  bytes: Uint8Array;
+  /** Received byte ranges [start, end), sorted and merged. */
+  got: [number, number][];
+}
+
+interface ModuleEntry {
+  ref: ModuleRef;
+  /** name -> function handle, name -> variable range (one handle / range per name). */
+  funcs: Map<string, bigint>;
+  vars: Map<string, Range>;
+}
+
+export interface SessionFunction {
+  ref: FunctionRef;
+  module: bigint;
+  params: { offset: number; size: number }[];
+  paramBytes: number;
+}
 
 export class Session {
   readonly id: bigint;
@@ -13,6 +39,11 @@ export class Session {
   readonly #hostMaps = new RangeSet<Range>();
   readonly #streams = new Map<bigint, StreamRef>();
   readonly #events = new Map<bigint, EventRef>();
+  readonly #uploads = new Map<bigint, Upload>();
+  readonly #modules = new Map<bigint, ModuleEntry>();
+  readonly #functions = new Map<bigint, SessionFunction>();
+  /** __device__ variables asked for with VAR_GET: addressable, not freeable. */
+  readonly #symbols = new RangeSet<Range & { module: bigint }>();
   #nextHandle = 0x100n;
   #ctx: Promise<ProviderContext> | undefined;
   allocated = 0n;
@@ -51,7 +82,7 @@ export class Session {
 
   /** [ptr, ptr+size) must lie inside one allocation or host mapping of this session. */
   checkRange(ptr: DevPtr, size: bigint, what: string): void {
-    if (size === 0n || this.#allocs.holding(ptr, size) || this.#hostMaps.holding(ptr, size)) return;
+    if (size === 0n || this.#allocs.holding(ptr, size) || this.#hostMaps.holding(ptr, size) || this.#symbols.holding(ptr, size)) return;
     throw new CudaError(CudaErr.InvalidValue, `${what}: 0x${ptr.toString(16)}+${size} is not inside memory of this process`);
   }
 
@@ -110,6 +141,108 @@ export class Session {
     return e;
   }
 
+  // ---- modules ----
+
+  /** Stores one chunk of module image `id` (of `size` bytes in all) at `at`. */
+  uploadChunk(id: bigint, size: bigint, at: bigint, data: GuestSeg[]): void {
+    if (size === 0n) throw new CudaError(CudaErr.InvalidValue, 'module upload of 0 bytes');
+    if (size > BigInt(QCUDA_MAX_MODULE)) throw new CudaError(Status.TOO_LARGE, `module of ${size} bytes (QCUDA_MAX_MODULE is ${QCUDA_MAX_MODULE})`);
+    const len = data.reduce((n, d) => n + d.len, 0);
+    if (at < 0n || at + BigInt(len) > size) throw new CudaError(CudaErr.InvalidValue, `module chunk ${at}+${len} outside an image of ${size} bytes`);
+    let u = this.#uploads.get(id);
+    if (u === undefined) {
+      if (this.#uploads.size >= MAX_PENDING_UPLOADS) throw new CudaError(Status.TOO_LARGE, `more than ${MAX_PENDING_UPLOADS} module uploads pending`);
+      u = { bytes: new Uint8Array(Number(size)), got: [] };
+      this.#uploads.set(id, u);
+    } else if (BigInt(u.bytes.length) !== size) {
+      throw new CudaError(CudaErr.InvalidValue, `module upload ${id}: size ${size}, earlier chunks said ${u.bytes.length}`);
+    }
+    let off = Number(at);
+    for (const d of data) {
+      u.bytes.set(d.view, off);
+      off += d.len;
+    }
+    if (len > 0) addInterval(u.got, Number(at), off);
+    if (u.got.length > MAX_UPLOAD_PIECES) {
+      this.#uploads.delete(id);
+      throw new CudaError(CudaErr.InvalidValue, `module upload ${id} arrives in more than ${MAX_UPLOAD_PIECES} separate pieces: dropped`);
+    }
+  }
+
+  /** The whole image of upload `id`, which is forgotten (complete or not). */
+  takeUpload(id: bigint): Uint8Array {
+    const u = this.#uploads.get(id);
+    if (u === undefined) throw new CudaError(CudaErr.InvalidValue, `no module upload ${id} in this process`);
+    this.#uploads.delete(id);
+    const done = u.got.length === 1 && u.got[0][0] === 0 && u.got[0][1] === u.bytes.length;
+    if (!done) {
+      const have = u.got.reduce((n, [a, b]) => n + b - a, 0);
+      throw new CudaError(CudaErr.InvalidValue, `module upload ${id} is incomplete: ${have} of ${u.bytes.length} bytes arrived`);
+    }
+    return u.bytes;
+  }
+
+  get pendingUploads(): number {
+    return this.#uploads.size;
+  }
+
+  get moduleCount(): number {
+    return this.#modules.size;
+  }
+
+  addModule(ref: ModuleRef): bigint {
+    const h = this.#newHandle();
+    this.#modules.set(h, { ref, funcs: new Map(), vars: new Map() });
+    return h;
+  }
+
+  module(h: bigint): ModuleRef {
+    const m = this.#modules.get(h);
+    if (m === undefined) throw new CudaError(CudaErr.InvalidResourceHandle, `module 0x${h.toString(16)} is not a module of this process`);
+    return m.ref;
+  }
+
+  /** Forgets a module with its functions and variables; returns its ref for unloading. */
+  takeModule(h: bigint): ModuleRef {
+    const ref = this.module(h);
+    const m = this.#modules.get(h)!;
+    this.#modules.delete(h);
+    for (const f of m.funcs.values()) this.#functions.delete(f);
+    this.#symbols.removeWhere((r) => r.module === h);
+    return ref;
+  }
+
+  /** The handle of a function of module h already asked for by name, if any. */
+  knownFunction(h: bigint, name: string): bigint | undefined {
+    return this.#modules.get(h)?.funcs.get(name);
+  }
+
+  addFunction(h: bigint, name: string, f: SessionFunction): bigint {
+    const m = this.#modules.get(h);
+    if (m === undefined) throw new CudaError(CudaErr.InvalidResourceHandle, `module 0x${h.toString(16)} was unloaded meanwhile`);
+    const known = m.funcs.get(name);
+    if (known !== undefined) return known;
+    const fh = this.#newHandle();
+    this.#functions.set(fh, f);
+    m.funcs.set(name, fh);
+    return fh;
+  }
+
+  func(h: bigint): SessionFunction {
+    const f = this.#functions.get(h);
+    if (f === undefined) throw new CudaError(CudaErr.InvalidResourceHandle, `function 0x${h.toString(16)} is not a function of this process`);
+    return f;
+  }
+
+  /** Makes a module variable addressable memory of this session. */
+  addVariable(h: bigint, name: string, base: DevPtr, size: bigint): void {
+    const m = this.#modules.get(h);
+    if (m === undefined) throw new CudaError(CudaErr.InvalidResourceHandle, `module 0x${h.toString(16)} was unloaded meanwhile`);
+    if (m.vars.has(name)) return;
+    m.vars.set(name, { base, size });
+    this.#symbols.add({ base, size, module: h });
+  }
+
   /** Frees everything (cudaDeviceReset, process exit): the context goes with it. */
   async reset(): Promise<void> {
     const ctx = this.#ctx;
@@ -118,7 +251,26 @@ export class Session {
     this.#hostMaps.clear();
     this.#streams.clear();
     this.#events.clear();
+    this.#uploads.clear();
+    this.#modules.clear(); // the context's destruction unloads them
+    this.#functions.clear();
+    this.#symbols.clear();
     this.allocated = 0n;
     if (ctx) await (await ctx).destroy();
   }
+}
+
+/** Adds [a, b) to sorted, merged intervals. */
+function addInterval(list: [number, number][], a: number, b: number): void {
+  const out: [number, number][] = [];
+  let i = 0;
+  while (i < list.length && list[i][1] < a) out.push(list[i++]);
+  while (i < list.length && list[i][0] <= b) {
+    a = Math.min(a, list[i][0]);
+    b = Math.max(b, list[i][1]);
+    i++;
+  }
+  out.push([a, b]);
+  while (i < list.length) out.push(list[i++]);
+  list.splice(0, list.length, ...out);
 }

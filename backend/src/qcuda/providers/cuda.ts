@@ -13,7 +13,7 @@
 //   is the legacy NULL stream.
 import createDebug from 'debug';
 import { CudaErr, CudaError } from '../cuda-error';
-import type { DevPtr, DeviceProps, EventRef, GuestSeg, Provider, ProviderContext, StreamRef } from '../provider';
+import type { DevPtr, DeviceProps, Dim3, EventRef, FunctionInfo, FunctionRef, GuestSeg, ModuleRef, Provider, ProviderContext, StreamRef } from '../provider';
 import { cudaNative, type CudaContextNative, type CudaNative } from '../../native-cuda';
 
 const debug = createDebug('qcuda:cuda');
@@ -55,6 +55,12 @@ function streamId(s: StreamRef | undefined): number {
 function eventId(e: EventRef): number {
   if (typeof e === 'number' && Number.isInteger(e) && e > 0) return e;
   throw new CudaError(CudaErr.InvalidResourceHandle, `not a cuda provider event: ${String(e)}`);
+}
+
+/** Module and function refs are addon ids too. */
+function handleId(x: unknown, what: string): number {
+  if (typeof x === 'number' && Number.isInteger(x) && x > 0) return x;
+  throw new CudaError(CudaErr.InvalidResourceHandle, `not a cuda provider ${what}: ${String(x)}`);
 }
 
 class CudaSessionContext implements ProviderContext {
@@ -118,6 +124,23 @@ class CudaSessionContext implements ProviderContext {
   }
   eventElapsed(start: EventRef, end: EventRef): Promise<number> {
     return this.native.eventElapsed(eventId(start), eventId(end));
+  }
+  moduleLoad(image: Uint8Array): Promise<ModuleRef> {
+    return this.native.moduleLoad(image);
+  }
+  moduleUnload(m: ModuleRef): Promise<void> {
+    return this.native.moduleUnload(handleId(m, 'module'));
+  }
+  async functionGet(m: ModuleRef, name: string, maxParams: number): Promise<FunctionInfo> {
+    const f = await this.native.functionGet(handleId(m, 'module'), name, maxParams);
+    const paramBytes = f.params.reduce((n, p) => Math.max(n, p.offset + p.size), 0);
+    return { ref: f.id, params: f.params, paramBytes };
+  }
+  variableGet(m: ModuleRef, name: string): Promise<{ dptr: DevPtr; size: bigint }> {
+    return this.native.variableGet(handleId(m, 'module'), name);
+  }
+  launch(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Promise<void> {
+    return this.native.launch(handleId(f, 'function'), grid, block, sharedMem, streamId(stream), params);
   }
   async hostDevicePointer(addr: bigint, size: bigint): Promise<DevPtr> {
     if (!(await this.provider.isRegistered(addr, size)))

@@ -4,7 +4,7 @@
 // is always idle. It is not a model of GPU timing and runs no kernels.
 import { performance } from 'node:perf_hooks';
 import { CudaErr, CudaError } from '../cuda-error';
-import type { DeviceProps, DevPtr, EventRef, GuestSeg, Provider, ProviderContext, StreamRef } from '../provider';
+import type { DeviceProps, DevPtr, Dim3, EventRef, FunctionInfo, GuestSeg, Provider, ProviderContext, StreamRef } from '../provider';
 import { QCUDA_NUM_ATTRS } from '../proto';
 import { RangeSet, type Range } from '../ranges';
 
@@ -227,6 +227,27 @@ class HostContext implements ProviderContext {
     if ((a.flags | b.flags) & EVENT_DISABLE_TIMING) throw new CudaError(CudaErr.InvalidResourceHandle, 'event created with cudaEventDisableTiming');
     if (a.at === undefined || b.at === undefined) throw new CudaError(CudaErr.InvalidResourceHandle, 'event was never recorded');
     return b.at - a.at;
+  }
+
+  // No kernels here. cudaErrorNoKernelImageForDevice (209) is what CUDA itself
+  // says when a program's fat binary holds nothing this device can run, so a
+  // program (and the guest library, which loads modules lazily) reports it the
+  // way it would on a GPU of the wrong architecture; 801 (not supported) would
+  // read as a missing feature of the API rather than of the device.
+  async moduleLoad(_image: Uint8Array): Promise<never> {
+    throw new CudaError(CudaErr.NoKernelImageForDevice, 'the host provider runs no kernels: kernels need the cuda provider (a GPU)');
+  }
+  async moduleUnload(_m: unknown): Promise<void> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no modules');
+  }
+  async functionGet(_m: unknown, _name: string): Promise<FunctionInfo> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no modules');
+  }
+  async variableGet(_m: unknown, _name: string): Promise<{ dptr: DevPtr; size: bigint }> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no modules');
+  }
+  async launch(_f: unknown, _g: Dim3, _b: Dim3, _s: number, _st: StreamRef | undefined, _p: Uint8Array): Promise<void> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
   }
 
   async hostDevicePointer(addr: bigint, size: bigint): Promise<DevPtr> {
