@@ -570,7 +570,12 @@ function gpuTests(): void {
     await Promise.all([da, db, dout, dres].map((x) => ctx.free(x)));
   });
 
-  test.serial('an illegal address in a kernel surfaces at synchronize as 700; other contexts keep working', async (t) => {
+  // KNOWN FAILURE (measured on the H100, driver 580): an illegal address poisons the whole
+  // process, every context and even new ones (cuCtxCreate then returns 700). Contexts per
+  // session therefore do not isolate a kernel fault; a backend process per VM keeps other
+  // VMs safe, but sessions of the same VM need a process each (issue 5). ava reports this
+  // test as a known failure until that holds, and flags it the day it passes.
+  test.serial.failing('an illegal address in a kernel surfaces at synchronize as 700; other contexts keep working', async (t) => {
     const image = kernelsFatbin(t);
     if (!image) return;
     // the healthy session loads its module before the other one faults
