@@ -52,6 +52,12 @@ node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --memory=15
 say "native: $(cat "$LOGS/copy_bench.native.json")"
 say "guest:  $(cat "$LOGS/copy_bench.guest.json")"
 
+say "== launch benchmark: the same program natively and in the guest (cuda provider) =="
+LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/launch_bench" > "$LOGS/launch_bench.native.json" 2>&1
+node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --timeout=300 -- 'launch_bench 2000' > "$LOGS/launch_bench.guest.json" 2> "$LOGS/launch_bench.guest.err"
+say "native: $(cat "$LOGS/launch_bench.native.json")"
+say "guest:  $(cat "$LOGS/launch_bench.guest.json")"
+
 say "== benchmarks =="
 for b in "$app"/dist/test/bench/*.js; do
   case $b in *child*|*stats*) continue;; esac

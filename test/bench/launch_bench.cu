@@ -1,0 +1,43 @@
+// Launch benchmark that runs unchanged natively and in a qcuda guest: the
+// rate of asynchronous null-kernel launches (N launches, then one
+// synchronize) and the round trip of one launch + synchronize. One JSON line.
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define CHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
+	fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+
+__global__ void null_kernel(void) {}
+
+static double now(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv) {
+	int n = argc > 1 ? atoi(argv[1]) : 20000;
+	null_kernel<<<1, 1>>>(); // loads the module
+	CHECK(cudaDeviceSynchronize());
+	double best = 1e9;
+	for (int rep = 0; rep < 3; rep++) {
+		double t0 = now();
+		for (int i = 0; i < n; i++) null_kernel<<<1, 1>>>();
+		CHECK(cudaGetLastError());
+		CHECK(cudaDeviceSynchronize());
+		double t = now() - t0;
+		if (t < best) best = t;
+	}
+	double rt = 1e9;
+	for (int i = 0; i < 200; i++) {
+		double t0 = now();
+		null_kernel<<<1, 1>>>();
+		CHECK(cudaDeviceSynchronize());
+		double t = now() - t0;
+		if (t < rt) rt = t;
+	}
+	printf("{\"launches\":%d,\"launches_per_s\":%.0f,\"launch_sync_us\":%.2f}\n", n, n / best, rt * 1e6);
+	return 0;
+}
