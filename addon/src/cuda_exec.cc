@@ -77,17 +77,6 @@ napi_value MakeError(Napi::Env env, EnvState *st, const Job &j) {
   return o;
 }
 
-Napi::Value ProbeValue(Napi::Env env) {
-  const cu::ProbeResult &p = cu::Probe();
-  Napi::Object o = Napi::Object::New(env);
-  o.Set("ok", p.ok);
-  o.Set("reason", p.reason);
-  o.Set("library", p.library);
-  o.Set("driverVersion", p.driverVersion);
-  o.Set("deviceCount", p.deviceCount);
-  return o;
-}
-
 napi_value MakeValue(Napi::Env env, const Job &j) {
   switch (j.kind) {
     case Kind::kVoid:
@@ -427,6 +416,17 @@ void CtxCore::Teardown(Job &j) {
     ctx = nullptr;
   }
   j.exitThread = true;
+}
+
+Napi::Value ProbeValue(Napi::Env env) {
+  const cu::ProbeResult &p = cu::Probe();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("ok", p.ok);
+  o.Set("reason", p.reason);
+  o.Set("library", p.library);
+  o.Set("driverVersion", p.driverVersion);
+  o.Set("deviceCount", p.deviceCount);
+  return o;
 }
 
 }  // namespace qcuda::cuda

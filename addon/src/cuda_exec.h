@@ -39,6 +39,9 @@ namespace qcuda::cuda {
 struct CtxCore;
 struct EnvState;
 
+// What probe() and probeAsync() return: the driver's availability, and why not.
+Napi::Value ProbeValue(Napi::Env env);
+
 enum class Kind { kVoid, kU64, kNumber, kBool, kMemInfo, kObject, kProbe, kFunc, kVar };
 
 struct Job {

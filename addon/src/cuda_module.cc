@@ -705,17 +705,7 @@ class Context : public Napi::ObjectWrap<Context> {
 
 // ---------------------------------------------------------------- module functions
 
-Napi::Value Probe(const Napi::CallbackInfo &info) {
-  Napi::Env env = info.Env();
-  const cu::ProbeResult &p = cu::Probe();
-  Napi::Object o = Napi::Object::New(env);
-  o.Set("ok", p.ok);
-  o.Set("reason", p.reason);
-  o.Set("library", p.library);
-  o.Set("driverVersion", p.driverVersion);
-  o.Set("deviceCount", p.deviceCount);
-  return o;
-}
+Napi::Value Probe(const Napi::CallbackInfo &info) { return ProbeValue(info.Env()); }
 
 // probeAsync(): the same, with dlopen and cuInit (which can take a second) on a worker thread.
 Napi::Value ProbeAsync(const Napi::CallbackInfo &info) {

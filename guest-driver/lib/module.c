@@ -711,38 +711,44 @@ QC_API cudaError_t cudaGetSymbolSize(size_t *size, const void *symbol)
 	return cudaSuccess;
 }
 
+/* The device address of [offset, offset+count) of a variable, checked against its size. */
+static cudaError_t symbol_at(const void *symbol, size_t count, size_t offset, void **at)
+{
+	uint64_t dptr, size;
+	cudaError_t e = var_get(symbol, &dptr, &size);
+
+	if (e != cudaSuccess)
+		return e;
+	if (offset > size || count > size - offset)
+		return cudaErrorInvalidValue;
+	*at = (void *)(uintptr_t)(dptr + offset);
+	return cudaSuccess;
+}
+
 static cudaError_t to_symbol(const void *symbol, const void *src, size_t count, size_t offset,
 			     enum cudaMemcpyKind kind, cudaStream_t stream, int async, int ptds)
 {
-	uint64_t dptr, size;
+	void *at;
 	cudaError_t e;
 
 	if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice &&
 	    kind != cudaMemcpyDefault)
 		return cudaErrorInvalidMemcpyDirection;
-	e = var_get(symbol, &dptr, &size);
-	if (e != cudaSuccess)
-		return e;
-	if (offset > size || count > size - offset)
-		return cudaErrorInvalidValue;
-	return qc_memcpy((void *)(uintptr_t)(dptr + offset), src, count, kind, stream, async, ptds);
+	e = symbol_at(symbol, count, offset, &at);
+	return e != cudaSuccess ? e : qc_memcpy(at, src, count, kind, stream, async, ptds);
 }
 
 static cudaError_t from_symbol(void *dst, const void *symbol, size_t count, size_t offset,
 			       enum cudaMemcpyKind kind, cudaStream_t stream, int async, int ptds)
 {
-	uint64_t dptr, size;
+	void *at;
 	cudaError_t e;
 
 	if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice &&
 	    kind != cudaMemcpyDefault)
 		return cudaErrorInvalidMemcpyDirection;
-	e = var_get(symbol, &dptr, &size);
-	if (e != cudaSuccess)
-		return e;
-	if (offset > size || count > size - offset)
-		return cudaErrorInvalidValue;
-	return qc_memcpy(dst, (void *)(uintptr_t)(dptr + offset), count, kind, stream, async, ptds);
+	e = symbol_at(symbol, count, offset, &at);
+	return e != cudaSuccess ? e : qc_memcpy(dst, at, count, kind, stream, async, ptds);
 }
 
 QC_API cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count,
