@@ -21,7 +21,8 @@
       "src/cuda_api.cc",
       "src/cuda_check.cc",
       "src/cuda_exec.cc",
-      "src/cuda_module.cc"
+      "src/cuda_module.cc",
+      "src/cuda_output.cc"
     ],
     "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "/usr/local/cuda/include"],
     "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],

@@ -91,6 +91,17 @@ void DoProbe(ProbeResult *p) {
   resolve(a.ModuleGetGlobal, "cuModuleGetGlobal", 3020, "cuModuleGetGlobal_v2", nullptr, true);
   resolve(a.FuncGetParamInfo, "cuFuncGetParamInfo", 12040, "cuFuncGetParamInfo", nullptr, false);
   resolve(a.LaunchKernel, "cuLaunchKernel", 4000, "cuLaunchKernel", nullptr, true);
+  resolve(a.FuncGetAttribute, "cuFuncGetAttribute", 2020, "cuFuncGetAttribute", nullptr, false);
+  resolve(a.FuncSetAttribute, "cuFuncSetAttribute", 9000, "cuFuncSetAttribute", nullptr, false);
+  resolve(a.OccupancyMaxActiveBlocksPerMultiprocessorWithFlags, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+          7000, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", nullptr, false);
+  resolve(a.OccupancyAvailableDynamicSMemPerBlock, "cuOccupancyAvailableDynamicSMemPerBlock", 11000,
+          "cuOccupancyAvailableDynamicSMemPerBlock", nullptr, false);
+  resolve(a.CtxSetLimit, "cuCtxSetLimit", 3010, "cuCtxSetLimit", nullptr, false);
+  resolve(a.CtxGetLimit, "cuCtxGetLimit", 3010, "cuCtxGetLimit", nullptr, false);
+  resolve(a.StreamSetAttribute, "cuStreamSetAttribute", 11000, "cuStreamSetAttribute", nullptr, false);
+  resolve(a.StreamGetAttribute, "cuStreamGetAttribute", 11000, "cuStreamGetAttribute", nullptr, false);
+  resolve(a.LaunchCooperativeKernel, "cuLaunchCooperativeKernel", 9000, "cuLaunchCooperativeKernel", nullptr, false);
   if (!missing.empty()) {
     p->reason = p->library + " has no " + missing + " (driver too old or not NVIDIA's)";
     return;

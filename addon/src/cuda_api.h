@@ -55,6 +55,9 @@ constexpr int kNumAttrs = 160;
 constexpr uintptr_t kLaunchParamEnd = 0x00;
 constexpr uintptr_t kLaunchParamBufferPointer = 0x01;
 constexpr uintptr_t kLaunchParamBufferSize = 0x02;                       // QCUDA_NUM_ATTRS (qcuda_proto.h)
+constexpr int kNumFuncAttrs = 16;      // CU_FUNC_ATTRIBUTE_MAX (QCUDA_NUM_FUNC_ATTRS)
+constexpr int kFuncAttrEssential = 10; // attributes 0..9 exist on every GPU qcuda serves; the cluster ones (10..15) need sm_90
+constexpr size_t kAttrValueBytes = 64; // sizeof(CUstreamAttrValue) (QCUDA_ATTR_VALUE_BYTES)
 
 // Entry points, each of one fixed ABI version: cuGetProcAddress(name, version,
 // LEGACY_STREAM) where the driver has it, else dlsym of the versioned name.
@@ -104,6 +107,18 @@ struct Api {
   Result (*FuncGetParamInfo)(Function, size_t, size_t *, size_t *);          // driver >= 12.4 (may be null)
   Result (*LaunchKernel)(Function, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Stream,
                          void **, void **);
+  // Function attributes, occupancy, limits, stream attributes, cooperative launches
+  // (optional: null where the driver lacks them; the jobs say so).
+  Result (*FuncGetAttribute)(int *, int, Function);
+  Result (*FuncSetAttribute)(Function, int, int);
+  Result (*OccupancyMaxActiveBlocksPerMultiprocessorWithFlags)(int *, Function, int, size_t, unsigned);
+  Result (*OccupancyAvailableDynamicSMemPerBlock)(size_t *, Function, int, int);
+  Result (*CtxSetLimit)(int, size_t);
+  Result (*CtxGetLimit)(size_t *, int);
+  Result (*StreamSetAttribute)(Stream, int, const void *);  // value: a CUstreamAttrValue (kAttrValueBytes)
+  Result (*StreamGetAttribute)(Stream, int, void *);
+  Result (*LaunchCooperativeKernel)(Function, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                    Stream, void **);
 };
 
 struct ProbeResult {

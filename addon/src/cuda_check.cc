@@ -29,6 +29,31 @@ static_assert(qc::kLaunchParamEnd == CU_LAUNCH_PARAM_END_AS_INT && qc::kLaunchPa
                   qc::kLaunchParamBufferSize == CU_LAUNCH_PARAM_BUFFER_SIZE_AS_INT, "");
 static_assert(static_cast<int>(qc::kHostMemoryNotRegistered) == static_cast<int>(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED), "");
 
+// Function attributes, limits and stream attributes cross with the runtime's
+// numbers and layouts and reach the driver unchanged.
+static_assert(qc::kNumFuncAttrs == CU_FUNC_ATTRIBUTE_MAX, "QCUDA_NUM_FUNC_ATTRS");
+static_assert(static_cast<int>(cudaFuncAttributeMaxDynamicSharedMemorySize) == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES &&
+                  static_cast<int>(cudaFuncAttributePreferredSharedMemoryCarveout) == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT &&
+                  static_cast<int>(cudaFuncAttributeClusterSchedulingPolicyPreference) == CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE &&
+                  static_cast<int>(cudaFuncAttributeMax) == CU_FUNC_ATTRIBUTE_MAX,
+              "cudaFuncAttribute == CUfunction_attribute");
+static_assert(static_cast<int>(cudaLimitStackSize) == CU_LIMIT_STACK_SIZE && static_cast<int>(cudaLimitMallocHeapSize) == CU_LIMIT_MALLOC_HEAP_SIZE &&
+                  static_cast<int>(cudaLimitPersistingL2CacheSize) == CU_LIMIT_PERSISTING_L2_CACHE_SIZE,
+              "cudaLimit == CUlimit");
+static_assert(qc::kAttrValueBytes == sizeof(CUstreamAttrValue) && sizeof(cudaLaunchAttributeValue) == sizeof(CUstreamAttrValue), "QCUDA_ATTR_VALUE_BYTES");
+static_assert(static_cast<int>(cudaLaunchAttributeAccessPolicyWindow) == CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW &&
+                  static_cast<int>(cudaLaunchAttributeSynchronizationPolicy) == CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY &&
+                  static_cast<int>(cudaLaunchAttributePriority) == CU_LAUNCH_ATTRIBUTE_PRIORITY &&
+                  static_cast<int>(cudaLaunchAttributeMemSyncDomainMap) == CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP &&
+                  static_cast<int>(cudaLaunchAttributeMemSyncDomain) == CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN &&
+                  static_cast<int>(cudaLaunchAttributeNvlinkUtilCentricScheduling) == CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING,
+              "cudaStreamAttrID == CUstreamAttrID");
+static_assert(offsetof(CUaccessPolicyWindow, num_bytes) == 8 && offsetof(CUaccessPolicyWindow, hitRatio) == 16 &&
+                  offsetof(CUaccessPolicyWindow, hitProp) == 20 && offsetof(CUaccessPolicyWindow, missProp) == 24 &&
+                  sizeof(CUaccessPolicyWindow) == sizeof(cudaAccessPolicyWindow),
+              "the access policy window layout commands.ts encodes");
+static_assert(offsetof(CUlaunchMemSyncDomainMap, default_) == 0 && offsetof(CUlaunchMemSyncDomainMap, remote) == 1, "");
+
 // The runtime's numbers for the codes whose names differ (cuda_api.cc maps by number).
 static_assert(CUDA_ERROR_OUT_OF_MEMORY == static_cast<int>(cudaErrorMemoryAllocation), "");
 static_assert(CUDA_ERROR_NOT_INITIALIZED == static_cast<int>(cudaErrorInitializationError), "");

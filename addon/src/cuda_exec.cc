@@ -2,6 +2,7 @@
 #include "cuda_exec.h"
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 namespace qcuda::cuda {
@@ -74,6 +75,7 @@ napi_value MakeError(Napi::Env env, EnvState *st, const Job &j) {
   Napi::Object o = err.As<Napi::Object>();
   o.Set("cuResult", Napi::Number::New(env, j.rc));
   o.Set("call", Napi::String::New(env, j.call));
+  if (j.index >= 0) o.Set("index", Napi::Number::New(env, static_cast<double>(j.index)));
   return o;
 }
 
@@ -118,6 +120,16 @@ napi_value MakeValue(Napi::Env env, const Job &j) {
       o.Set("dptr", Napi::BigInt::New(env, static_cast<uint64_t>(j.u64)));
       o.Set("size", Napi::BigInt::New(env, static_cast<uint64_t>(j.u64b)));
       return o;
+    }
+    case Kind::kInts: {
+      Napi::Int32Array a = Napi::Int32Array::New(env, j.ints.size());
+      for (size_t i = 0; i < j.ints.size(); i++) a[i] = j.ints[i];
+      return a;
+    }
+    case Kind::kBytes: {
+      Napi::Uint8Array a = Napi::Uint8Array::New(env, j.bytes.size());
+      if (!j.bytes.empty()) memcpy(a.Data(), j.bytes.data(), j.bytes.size());
+      return a;
     }
   }
   return env.Undefined();

@@ -42,7 +42,7 @@ struct EnvState;
 // What probe() and probeAsync() return: the driver's availability, and why not.
 Napi::Value ProbeValue(Napi::Env env);
 
-enum class Kind { kVoid, kU64, kNumber, kBool, kMemInfo, kObject, kProbe, kFunc, kVar };
+enum class Kind { kVoid, kU64, kNumber, kBool, kMemInfo, kObject, kProbe, kFunc, kVar, kInts, kBytes };
 
 struct Job {
   EnvState *env = nullptr;
@@ -62,6 +62,9 @@ struct Job {
   bool flag = false;
   napi_ref obj = nullptr;  // Kind::kObject: created on the JS thread at submit
   std::vector<uint64_t> list;  // Kind::kFunc: offset, size of each parameter
+  std::vector<int32_t> ints;   // Kind::kInts (an Int32Array)
+  std::vector<uint8_t> bytes;  // Kind::kBytes (a Uint8Array)
+  int64_t index = -1;          // batches: which item failed first (set on the error as `index`)
 
   void Fail(cu::Result r, std::string c) {
     if (rc != cu::kSuccess) return;  // the first failure is the one reported
@@ -143,6 +146,9 @@ struct CtxCore : std::enable_shared_from_this<CtxCore> {
     cu::Function fn;
     uint32_t module;
     uint64_t paramBytes;
+    // Each parameter's offset in the packed block: cuLaunchCooperativeKernel takes
+    // one pointer per parameter, not the packed buffer cuLaunchKernel takes.
+    std::vector<uint32_t> offsets;
   };
   std::unordered_map<uint32_t, Fn> functions;
 

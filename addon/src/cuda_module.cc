@@ -13,10 +13,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 
 #include "cuda_api.h"
 #include "cuda_exec.h"
+#include "cuda_output.h"
 
 namespace qcuda::cuda {
 namespace {
@@ -112,7 +114,17 @@ class Context : public Napi::ObjectWrap<Context> {
             InstanceMethod("moduleUnload", &Context::ModuleUnload),
             InstanceMethod("functionGet", &Context::FunctionGet),
             InstanceMethod("variableGet", &Context::VariableGet),
+            InstanceMethod("funcGetAttributes", &Context::FuncGetAttributes),
+            InstanceMethod("funcSetAttribute", &Context::FuncSetAttribute),
+            InstanceMethod("occupancyBlocks", &Context::OccupancyBlocks),
+            InstanceMethod("occupancySmem", &Context::OccupancySmem),
+            InstanceMethod("limitSet", &Context::LimitSet),
+            InstanceMethod("limitGet", &Context::LimitGet),
+            InstanceMethod("streamSetAttribute", &Context::StreamSetAttribute),
+            InstanceMethod("streamGetAttribute", &Context::StreamGetAttribute),
+            InstanceMethod("launchCooperative", &Context::LaunchCooperative),
             InstanceMethod("launch", &Context::Launch),
+            InstanceMethod("launchMany", &Context::LaunchMany),
             InstanceMethod("hostUnregister", &Context::HostUnregister),
             InstanceMethod("destroy", &Context::Destroy),
             InstanceAccessor("device", &Context::Device, nullptr),
@@ -600,8 +612,10 @@ class Context : public Napi::ObjectWrap<Context> {
         job.list.push_back(size);
         bytes = std::max<uint64_t>(bytes, off + size);
       }
+      std::vector<uint32_t> offsets;  // for cuLaunchCooperativeKernel's per-parameter pointers
+      for (size_t k = 0; k < job.list.size(); k += 2) offsets.push_back(static_cast<uint32_t>(job.list[k]));
       uint32_t id = c->nextId++;
-      c->functions[id] = CtxCore::Fn{f, mid, bytes};
+      c->functions[id] = CtxCore::Fn{f, mid, bytes, std::move(offsets)};
       job.num = id;
     };
     return Go(info.Env(), j, true);
@@ -624,6 +638,201 @@ class Context : public Napi::ObjectWrap<Context> {
       }
     };
     return Go(info.Env(), j, true);
+  }
+
+  // ---- function attributes, occupancy, limits, stream attributes, cooperative launches.
+  // The dispatcher (commands.ts) has checked every id and value range; the driver checks
+  // the rest. Cheap queries and settings run inline when the context thread is idle
+  // (which keeps them in order with the launches queued there).
+
+  static int32_t ArgI32(const Napi::Value &v, const char *what) {
+    if (!v.IsNumber()) throw Napi::TypeError::New(v.Env(), std::string(what) + " must be a number");
+    double d = v.As<Napi::Number>().DoubleValue();
+    if (!(d >= -2147483648.0 && d <= 2147483647.0) || d != std::floor(d))
+      throw Napi::RangeError::New(v.Env(), std::string(what) + " must be a 32-bit integer");
+    return static_cast<int32_t>(d);
+  }
+
+  // The entry points below are optional (cuda_api.cc): a driver without one fails the job.
+  template <typename Fp>
+  static bool Have(Job &job, Fp fn, const char *name) {
+    if (fn != nullptr) return true;
+    job.Fail(cu::kNotSupported, std::string("qcuda: the driver has no ") + name);
+    return false;
+  }
+
+  // funcGetAttributes(func) -> Int32Array indexed by CUfunction_attribute (cuFuncGetAttribute each).
+  Napi::Value FuncGetAttributes(const Napi::CallbackInfo &info) {
+    uint32_t fid = ArgId(info[0], "function");
+    Job *j = new Job;
+    j->kind = Kind::kInts;
+    j->run = [fid](Job &job) {
+      const CtxCore::Fn *f = job.ctx->LookupFunction(job, fid);
+      if (f == nullptr || !Have(job, cu::api().FuncGetAttribute, "cuFuncGetAttribute")) return;
+      job.ints.assign(cu::kNumFuncAttrs, 0);
+      for (int a = 0; a < cu::kNumFuncAttrs; a++) {
+        int v = 0;
+        cu::Result r = cu::api().FuncGetAttribute(&v, a, f->fn);
+        if (r != cu::kSuccess && a >= cu::kFuncAttrEssential) continue;  // no clusters before sm_90: 0
+        if (!job.Check(r, "cuFuncGetAttribute")) return;
+        job.ints[a] = v;
+      }
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  // funcSetAttribute(func, attr, value): cuFuncSetAttribute.
+  Napi::Value FuncSetAttribute(const Napi::CallbackInfo &info) {
+    uint32_t fid = ArgId(info[0], "function");
+    int32_t attr = ArgI32(info[1], "attr");
+    int32_t value = ArgI32(info[2], "value");
+    Job *j = new Job;
+    j->run = [fid, attr, value](Job &job) {
+      const CtxCore::Fn *f = job.ctx->LookupFunction(job, fid);
+      if (f == nullptr || !Have(job, cu::api().FuncSetAttribute, "cuFuncSetAttribute")) return;
+      job.Check(cu::api().FuncSetAttribute(f->fn, attr, value), "cuFuncSetAttribute");
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  // occupancyBlocks(func, blockSize, dynamicSmem, flags) -> active blocks per multiprocessor.
+  Napi::Value OccupancyBlocks(const Napi::CallbackInfo &info) {
+    uint32_t fid = ArgId(info[0], "function");
+    int32_t blockSize = ArgI32(info[1], "blockSize");
+    uint64_t smem = ArgU64(info[2], "dynamicSmem");
+    uint32_t flags = ArgU32(info[3], "flags");
+    Job *j = new Job;
+    j->kind = Kind::kNumber;
+    j->run = [fid, blockSize, smem, flags](Job &job) {
+      const cu::Api &a = cu::api();
+      const CtxCore::Fn *f = job.ctx->LookupFunction(job, fid);
+      if (f == nullptr || !Have(job, a.OccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+                                "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"))
+        return;
+      int n = 0;
+      if (job.Check(a.OccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, f->fn, blockSize, smem, flags),
+                    "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"))
+        job.num = n;
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  // occupancySmem(func, numBlocks, blockSize) -> bigint: dynamic shared memory per block
+  // that still lets numBlocks blocks fit on a multiprocessor.
+  Napi::Value OccupancySmem(const Napi::CallbackInfo &info) {
+    uint32_t fid = ArgId(info[0], "function");
+    int32_t numBlocks = ArgI32(info[1], "numBlocks");
+    int32_t blockSize = ArgI32(info[2], "blockSize");
+    Job *j = new Job;
+    j->kind = Kind::kU64;
+    j->run = [fid, numBlocks, blockSize](Job &job) {
+      const cu::Api &a = cu::api();
+      const CtxCore::Fn *f = job.ctx->LookupFunction(job, fid);
+      if (f == nullptr ||
+          !Have(job, a.OccupancyAvailableDynamicSMemPerBlock, "cuOccupancyAvailableDynamicSMemPerBlock"))
+        return;
+      size_t bytes = 0;
+      if (job.Check(a.OccupancyAvailableDynamicSMemPerBlock(&bytes, f->fn, numBlocks, blockSize),
+                    "cuOccupancyAvailableDynamicSMemPerBlock"))
+        job.u64 = bytes;
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  // limitSet(limit, value): cuCtxSetLimit, always on the context thread (a new stack size
+  // or heap makes the driver wait for the device and reallocate).
+  Napi::Value LimitSet(const Napi::CallbackInfo &info) {
+    int32_t limit = ArgI32(info[0], "limit");
+    uint64_t value = ArgU64(info[1], "value");
+    Job *j = new Job;
+    j->run = [limit, value](Job &job) {
+      if (Have(job, cu::api().CtxSetLimit, "cuCtxSetLimit"))
+        job.Check(cu::api().CtxSetLimit(limit, static_cast<size_t>(value)), "cuCtxSetLimit");
+    };
+    return Go(info.Env(), j, false);
+  }
+
+  // limitGet(limit) -> bigint: cuCtxGetLimit.
+  Napi::Value LimitGet(const Napi::CallbackInfo &info) {
+    int32_t limit = ArgI32(info[0], "limit");
+    Job *j = new Job;
+    j->kind = Kind::kU64;
+    j->run = [limit](Job &job) {
+      if (!Have(job, cu::api().CtxGetLimit, "cuCtxGetLimit")) return;
+      size_t v = 0;
+      if (job.Check(cu::api().CtxGetLimit(&v, limit), "cuCtxGetLimit")) job.u64 = v;
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  // streamSetAttribute(stream, attr, value): cuStreamSetAttribute; value is the whole
+  // CUstreamAttrValue (kAttrValueBytes), as commands.ts rebuilt it from checked fields.
+  Napi::Value StreamSetAttribute(const Napi::CallbackInfo &info) {
+    uint32_t sid = ArgId(info[0], "stream");
+    int32_t attr = ArgI32(info[1], "attr");
+    std::vector<uint8_t> value = ArgBytes(info[2], "value");
+    if (value.size() != cu::kAttrValueBytes)
+      throw Napi::RangeError::New(info.Env(), "value must be " + std::to_string(cu::kAttrValueBytes) + " bytes");
+    Job *j = new Job;
+    j->run = [sid, attr, value = std::move(value)](Job &job) {
+      cu::Stream s;
+      if (!job.ctx->LookupStream(job, sid, &s) || !Have(job, cu::api().StreamSetAttribute, "cuStreamSetAttribute"))
+        return;
+      alignas(8) uint8_t v[cu::kAttrValueBytes];
+      std::memcpy(v, value.data(), sizeof(v));
+      job.Check(cu::api().StreamSetAttribute(s, attr, v), "cuStreamSetAttribute");
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  // streamGetAttribute(stream, attr) -> Uint8Array(kAttrValueBytes): cuStreamGetAttribute.
+  Napi::Value StreamGetAttribute(const Napi::CallbackInfo &info) {
+    uint32_t sid = ArgId(info[0], "stream");
+    int32_t attr = ArgI32(info[1], "attr");
+    Job *j = new Job;
+    j->kind = Kind::kBytes;
+    j->run = [sid, attr](Job &job) {
+      cu::Stream s;
+      if (!job.ctx->LookupStream(job, sid, &s) || !Have(job, cu::api().StreamGetAttribute, "cuStreamGetAttribute"))
+        return;
+      alignas(8) uint8_t v[cu::kAttrValueBytes] = {};
+      if (job.Check(cu::api().StreamGetAttribute(s, attr, v), "cuStreamGetAttribute")) job.bytes.assign(v, v + sizeof(v));
+    };
+    return Go(info.Env(), j, true);
+  }
+
+  // launchCooperative(func, grid[3], block[3], sharedMem, stream, params): as launch(), with
+  // cuLaunchCooperativeKernel, which takes a pointer per parameter (into the packed block,
+  // at the offsets cuFuncGetParamInfo gave) instead of the packed buffer.
+  Napi::Value LaunchCooperative(const Napi::CallbackInfo &info) {
+    uint32_t fid = ArgId(info[0], "function");
+    unsigned grid[3], block[3];
+    Dims(info[1], "grid", grid);
+    Dims(info[2], "block", block);
+    uint32_t shared = ArgU32(info[3], "sharedMem");
+    uint32_t sid = ArgId(info[4], "stream");
+    auto params = std::make_shared<std::vector<uint8_t>>(ArgBytes(info[5], "params"));
+    Job *j = new Job;
+    j->run = [fid, g0 = grid[0], g1 = grid[1], g2 = grid[2], b0 = block[0], b1 = block[1], b2 = block[2], shared, sid,
+              params](Job &job) {
+      CtxCore *c = job.ctx.get();
+      const CtxCore::Fn *f = c->LookupFunction(job, fid);
+      if (f == nullptr) return;
+      cu::Stream s;
+      if (!c->LookupStream(job, sid, &s) || !Have(job, cu::api().LaunchCooperativeKernel, "cuLaunchCooperativeKernel"))
+        return;
+      if (params->size() != f->paramBytes) {
+        job.Fail(cu::kInvalidValue, "qcuda: " + std::to_string(params->size()) + " parameter bytes for a kernel taking " +
+                                        std::to_string(f->paramBytes));
+        return;
+      }
+      std::vector<void *> ptrs;
+      for (uint32_t off : f->offsets) ptrs.push_back(params->data() + off);  // off + size <= paramBytes
+      job.Check(cu::api().LaunchCooperativeKernel(f->fn, g0, g1, g2, b0, b1, b2, shared, s,
+                                                  ptrs.empty() ? nullptr : ptrs.data()),
+                "cuLaunchCooperativeKernel");
+    };
+    return Go(info.Env(), j, false);
   }
 
   static void Dims(const Napi::Value &v, const char *what, unsigned out[3]) {
@@ -665,6 +874,60 @@ class Context : public Napi::ObjectWrap<Context> {
                 "cuLaunchKernel");
     };
     return Go(info.Env(), j, false);
+  }
+
+  // launchMany(records, count): `count` launches in one job on the context thread (see
+  // native-cuda.ts for the record layout). Each is tried even after one failed, as separate
+  // cudaLaunchKernel calls would be; the first failure rejects with its index.
+  Napi::Value LaunchMany(const Napi::CallbackInfo &info) {
+    auto recs = std::make_shared<std::vector<uint8_t>>(ArgBytes(info[0], "records"));
+    uint32_t count = ArgU32(info[1], "count");
+    Job *j = new Job;
+    j->run = [recs, count](Job &job) {
+      const uint8_t *p = recs->data();
+      size_t left = recs->size();
+      for (uint32_t i = 0; i < count; i++) {
+        uint32_t h[10];
+        if (left < sizeof(h)) {
+          job.Fail(cu::kInvalidValue, "qcuda: launch records truncated");
+          job.index = i;
+          return;
+        }
+        std::memcpy(h, p, sizeof(h));
+        size_t padded = (static_cast<size_t>(h[9]) + 7) & ~static_cast<size_t>(7);
+        if (left - sizeof(h) < padded) {
+          job.Fail(cu::kInvalidValue, "qcuda: launch record parameters truncated");
+          job.index = i;
+          return;
+        }
+        bool first = job.rc == cu::kSuccess;
+        LaunchOne(job, h, const_cast<uint8_t *>(p + sizeof(h)));
+        if (first && job.rc != cu::kSuccess) job.index = i;
+        p += sizeof(h) + padded;
+        left -= sizeof(h) + padded;
+      }
+    };
+    return Go(info.Env(), j, false);
+  }
+
+  // One record of launchMany: h = func, stream, grid[3], block[3], sharedMem, paramBytes.
+  static void LaunchOne(Job &job, const uint32_t h[10], uint8_t *params) {
+    CtxCore *c = job.ctx.get();
+    const CtxCore::Fn *f = c->LookupFunction(job, h[0]);
+    if (f == nullptr) return;
+    cu::Stream s;
+    if (!c->LookupStream(job, h[1], &s)) return;
+    size_t size = h[9];
+    if (size != f->paramBytes) {
+      job.Fail(cu::kInvalidValue, "qcuda: " + std::to_string(size) + " parameter bytes for a kernel taking " +
+                                      std::to_string(f->paramBytes));
+      return;
+    }
+    void *extra[] = {reinterpret_cast<void *>(cu::kLaunchParamBufferPointer), params,
+                     reinterpret_cast<void *>(cu::kLaunchParamBufferSize), &size,
+                     reinterpret_cast<void *>(cu::kLaunchParamEnd)};
+    job.Check(cu::api().LaunchKernel(f->fn, h[2], h[3], h[4], h[5], h[6], h[7], h[8], s, nullptr, size ? extra : nullptr),
+              "cuLaunchKernel");
   }
 
   // destroy(): after everything submitted before it; waits for running waits, frees all handles.
@@ -870,6 +1133,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("HOST_REGISTER_PORTABLE", Napi::Number::New(env, cu::kHostRegisterPortable));
   exports.Set("HOST_REGISTER_DEVICEMAP", Napi::Number::New(env, cu::kHostRegisterDeviceMap));
   exports.Set("CTX_MAP_HOST", Napi::Number::New(env, cu::kCtxMapHost));
+  InitOutput(env, exports);
   return exports;
 }
 

@@ -75,8 +75,33 @@ export interface CudaContextNative {
   functionGet(module: number, name: string, maxParams: number): Promise<{ id: number; params: { offset: number; size: number }[] }>;
   /** cuModuleGetGlobal_v2. */
   variableGet(module: number, name: string): Promise<{ dptr: bigint; size: bigint }>;
+  /** cuFuncGetAttribute of every CUfunction_attribute (0 for the cluster ones a pre-sm_90 driver lacks). */
+  funcGetAttributes(func: number): Promise<Int32Array>;
+  /** cuFuncSetAttribute. */
+  funcSetAttribute(func: number, attr: number, value: number): Promise<void>;
+  /** cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags -> blocks per multiprocessor. */
+  occupancyBlocks(func: number, blockSize: number, dynamicSmem: bigint, flags: number): Promise<number>;
+  /** cuOccupancyAvailableDynamicSMemPerBlock -> bytes. */
+  occupancySmem(func: number, numBlocks: number, blockSize: number): Promise<bigint>;
+  /** cuCtxSetLimit (on the context thread). */
+  limitSet(limit: number, value: bigint): Promise<void>;
+  /** cuCtxGetLimit. */
+  limitGet(limit: number): Promise<bigint>;
+  /** cuStreamSetAttribute with a whole CUstreamAttrValue (64 bytes). */
+  streamSetAttribute(stream: number, attr: number, value: Uint8Array): Promise<void>;
+  /** cuStreamGetAttribute -> the CUstreamAttrValue's 64 bytes. */
+  streamGetAttribute(stream: number, attr: number): Promise<Uint8Array>;
+  /** cuLaunchCooperativeKernel, parameters as for launch(); resolves once enqueued (on the context thread). */
+  launchCooperative(func: number, grid: readonly number[], block: readonly number[], sharedMem: number, stream: number, params: Uint8Array): Promise<void>;
   /** cuLaunchKernel with params as CU_LAUNCH_PARAM_BUFFER_POINTER; resolves once enqueued (on the context thread). */
   launch(func: number, grid: readonly number[], block: readonly number[], sharedMem: number, stream: number, params: Uint8Array): Promise<void>;
+  /**
+   * Several launches as one job on the context thread: `records` holds `count`
+   * records of LAUNCH_RECORD bytes (u32 func, stream, grid[3], block[3],
+   * sharedMem, paramBytes) each followed by its parameters, padded to 8.
+   * Every launch is tried; rejects with the first failure, its `index` set.
+   */
+  launchMany(records: Uint8Array, count: number): Promise<void>;
   /** Runs after everything submitted before it, waits for running waits, frees every handle. */
   destroy(): Promise<void>;
 }
@@ -96,6 +121,18 @@ export interface CudaNative {
   /** "CUDA_ERROR_X (text)" (just "CUresult N" before libcuda is loaded). */
   describe(cuResult: number): string;
   stats(): { waiterThreads: number; pending: number };
+  /**
+   * Device output capture (addon/src/cuda_output.h): fds 1 and 2 become pipes;
+   * what the driver prints there (stdout: printf; stderr: device assert lines,
+   * other lines go through to the real stderr) reaches onOutput, from the
+   * event loop or synchronously inside outputDrain(). One per process.
+   */
+  outputStart(onOutput: (kind: number, bytes: Buffer) => void): void;
+  /** fflush(stdout), reads both pipes dry, delivers everything captured before returning. */
+  outputDrain(): void;
+  /** Puts fds 1 and 2 back and delivers what is left. */
+  outputStop(): void;
+  outputStats(): { running: boolean; queued: number; dropped: number };
   readonly NUM_ATTRS: number;
   readonly HOST_REGISTER_PORTABLE: number;
   readonly HOST_REGISTER_DEVICEMAP: number;

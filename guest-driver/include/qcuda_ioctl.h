@@ -73,8 +73,9 @@ struct qcuda_nop {
  *      must be exactly the size of the command's output struct, since the
  *      device puts the data right after it), data_dir, data/data_len
  *      (data_len must be 0 with QCUDA_DATA_NONE).
- * out: status      = first non-zero status of any chunk, else 0 (a
- *                    cudaError_t or QCUDA_ST_*; not an errno)
+ * out: status      = first failing status of any chunk, else 0 (a
+ *                    cudaError_t or QCUDA_ST_*; not an errno), with
+ *                    QCUDA_ST_OUTPUT OR-ed in if any chunk's reply had it
  *      out_written = output bytes copied to out (from chunk 0)
  *      value       = resp.value of chunk 0
  * The ioctl returns 0 whenever the device answered every chunk, whatever

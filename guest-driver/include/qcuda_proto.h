@@ -39,7 +39,7 @@ typedef uint64_t __le64;
 
 #define QCUDA_MAGIC 0x44554351u /* "QCUD" */
 /* Bumped on any incompatible change of this file (new commands and structs are compatible). */
-#define QCUDA_PROTO_VERSION 2u
+#define QCUDA_PROTO_VERSION 3u
 
 /* Device config space, read by the driver at probe (served by the backend). */
 struct virtio_qcuda_config {
@@ -124,7 +124,56 @@ enum qcuda_cmd {
 	QCUDA_CMD_LAUNCH = 53,         /* args launch + param_bytes of packed parameters;
 	                                  enqueued, not waited for: errors of the kernel
 	                                  surface at the next synchronizing call */
+
+	/* Posted work: several commands in one request (data to device:
+	 * args.bytes of entries, each a struct qcuda_batch_entry, then its
+	 * argument struct as the command takes it, then padding to 8 bytes).
+	 * Only commands that enqueue and never wait may be posted: LAUNCH,
+	 * MEMSET and MEMCPY_DTOD with async = 1, EVENT_RECORD and
+	 * STREAM_WAIT_EVENT. They run in order; one that fails does not stop
+	 * the others. status = the first failure's, value = its entry index
+	 * (the entry count if none failed). A malformed batch runs nothing. */
+	QCUDA_CMD_BATCH = 54,          /* args batch, data = the entries */
+
+	/* Host functions (cudaLaunchHostFunc, cudaStreamAddCallback) run in
+	 * the guest process, in stream order. HOST_FUNC (postable) marks a
+	 * point in a stream: work on that stream after it waits until the
+	 * guest says the function has run. The library's callback thread
+	 * sends CALLBACK_WAIT, which says that callback `done` (0: none) has
+	 * run and waits for the next marked point the GPU has reached. */
+	QCUDA_CMD_HOST_FUNC = 55,      /* args host_func */
+	QCUDA_CMD_CALLBACK_WAIT = 70,  /* args callback_wait, out callback */
+
+	/* Function attributes, occupancy, limits, stream attributes and
+	 * cooperative launches (60-69). */
+	QCUDA_CMD_FUNC_ATTRS = 60,     /* args handle (function), out func_attrs */
+	QCUDA_CMD_FUNC_SET_ATTR = 61,  /* args func_attr (a cudaFuncAttribute) */
+	QCUDA_CMD_OCCUPANCY_BLOCKS = 62, /* args occupancy, value = active blocks per SM */
+	QCUDA_CMD_OCCUPANCY_SMEM = 63, /* args occupancy, value = dynamic shared memory
+	                                  bytes per block that lets num_blocks blocks fit */
+	QCUDA_CMD_LIMIT_SET = 64,      /* args limit (a cudaLimit of the session's context) */
+	QCUDA_CMD_LIMIT_GET = 65,      /* args limit (value unused), value = the limit */
+	QCUDA_CMD_STREAM_SET_ATTR = 66, /* args stream_attr */
+	QCUDA_CMD_STREAM_GET_ATTR = 67, /* args stream_attr (value unused), out stream_attr_value */
+	QCUDA_CMD_LAUNCH_COOPERATIVE = 68, /* as LAUNCH, for a grid whose blocks synchronize
+	                                      (cudaLaunchCooperativeKernel) */
+
+	/* Device-side printf and assert output of the session's kernels
+	 * (56-59). The backend keeps what CUDA flushed for the session (at
+	 * synchronizing calls, blocking copies, module load/unload, context
+	 * destruction; some at other moments) and OR-s QCUDA_ST_OUTPUT into
+	 * the status of every reply to the session while any is waiting.
+	 * OUTPUT_READ takes the oldest waiting output, up to data_len bytes of
+	 * one kind, into the data (from device, written from its start; one
+	 * chunk: data_offset 0, data_len 1..QCUDA_CHUNK, since reading
+	 * consumes); value = the bytes written (0: nothing was waiting). */
+	QCUDA_CMD_OUTPUT_READ = 56,    /* no args, out output_read, data from device */
 };
+
+/* Not a status: a flag OR-ed into resp.status of any reply to a session
+ * with device output waiting ("fetch it with OUTPUT_READ"); the rest of the
+ * status is the command's own. Statuses stay below it. */
+#define QCUDA_ST_OUTPUT 0x40000000u
 
 enum qcuda_status {
 	QCUDA_ST_OK = 0,
@@ -280,6 +329,85 @@ struct qcuda_args_launch {
 	__le32 shared_mem;
 	__le32 param_bytes;      /* bytes of packed parameters after this struct */
 	/* followed by param_bytes of parameters */
+};
+
+/* FUNC_ATTRS: every CUfunction_attribute (cuFuncGetAttribute), indexed by
+ * it (CU_FUNC_ATTRIBUTE_MAX in CUDA 13); each an int, as its bits. */
+#define QCUDA_NUM_FUNC_ATTRS 16
+struct qcuda_out_func_attrs {
+	__le32 values[QCUDA_NUM_FUNC_ATTRS];
+};
+
+struct qcuda_args_func_attr {
+	__le64 func;             /* handle from FUNC_GET */
+	__le32 attr;             /* cudaFuncAttribute (== CUfunction_attribute) */
+	__le32 value;            /* signed, as cudaFuncSetAttribute's int */
+};
+
+/* OCCUPANCY_BLOCKS uses dynamic_smem and flags, OCCUPANCY_SMEM num_blocks. */
+struct qcuda_args_occupancy {
+	__le64 func;
+	__le64 dynamic_smem;     /* bytes per block */
+	__le32 block_size;       /* threads per block (signed int in CUDA) */
+	__le32 flags;            /* cudaOccupancyDefault / DisableCachingOverride */
+	__le32 num_blocks;       /* signed int in CUDA */
+	__le32 reserved;
+};
+
+struct qcuda_args_limit {
+	__le32 limit;            /* cudaLimit (== CUlimit) */
+	__le32 reserved;
+	__le64 value;            /* LIMIT_SET only */
+};
+
+/* A stream attribute's value: cudaLaunchAttributeValue / CUstreamAttrValue,
+ * the same 64-byte union in both APIs. */
+#define QCUDA_ATTR_VALUE_BYTES 64
+struct qcuda_args_stream_attr {
+	__le64 stream;
+	__le32 attr;             /* cudaStreamAttrID (== CUstreamAttrID) */
+	__le32 reserved;
+	unsigned char value[QCUDA_ATTR_VALUE_BYTES]; /* STREAM_SET_ATTR only */
+};
+struct qcuda_out_stream_attr_value {
+	unsigned char value[QCUDA_ATTR_VALUE_BYTES];
+};
+
+struct qcuda_args_host_func {
+	__le64 stream;
+	__le64 id;               /* chosen by the library: nonzero, unique in its session */
+};
+
+struct qcuda_args_callback_wait {
+	__le64 done;             /* the callback that has run, 0 if none */
+};
+struct qcuda_out_callback {
+	__le64 id;               /* the callback to run now */
+	__le32 status;           /* the stream's error at that point (cudaStreamAddCallback's status) */
+	__le32 reserved;
+};
+
+/* A batch carries at most this many bytes of entries. */
+#define QCUDA_MAX_BATCH (64u << 10)
+
+struct qcuda_args_batch {
+	__le32 count;            /* entries */
+	__le32 reserved;
+	__le64 bytes;            /* == hdr.data_len; QCUDA_MAX_BATCH at most */
+};
+
+struct qcuda_batch_entry {
+	__le32 cmd;              /* QCUDA_CMD_* (a postable one) */
+	__le32 len;              /* argument bytes after this header (unpadded) */
+};
+
+/* OUTPUT_READ: what the data holds. */
+#define QCUDA_OUTPUT_STDOUT 1u /* device printf: for the program's stdout */
+#define QCUDA_OUTPUT_STDERR 2u /* failed device asserts, qcuda's notes of dropped
+                                  output: for its stderr */
+struct qcuda_out_output_read {
+	__le32 kind;             /* QCUDA_OUTPUT_*; 0 when nothing was waiting */
+	__le32 more;             /* 1: more output is waiting */
 };
 
 #endif

@@ -152,7 +152,8 @@ struct qcuda_chunk {
 };
 
 /* One round trip, in chunks. Results are folded in as chunks are reaped
- * (in chunk order): status = the first non-zero one, value and out from
+ * (in chunk order): status = the first failing one, with QCUDA_ST_OUTPUT
+ * (a flag, not a failure) OR-ed in from any chunk; value and out from
  * chunk 0. */
 struct qcuda_op {
 	refcount_t ref;			/* the caller + one per chunk in the device */
@@ -171,6 +172,12 @@ struct qcuda_op {
 	unsigned int nslots;
 	struct qcuda_chunk slot[] __counted_by(nslots);
 };
+
+/* A reply's status without the QCUDA_ST_OUTPUT flag: 0 when it succeeded. */
+static inline u32 qcuda_st_err(u32 status)
+{
+	return status & ~QCUDA_ST_OUTPUT;
+}
 
 static DEFINE_IDA(qcuda_ida);
 /* Frees ops whose last reference the device dropped (in interrupt context). */
@@ -223,7 +230,8 @@ static void qcuda_op_free(struct qcuda_op *op)
 	 * (or, if another caller opened one meanwhile, closes it). */
 	if (op->cmd == QCUDA_CMD_SESSION_OPEN && !op->reaped &&
 	    completion_done(&c->done) && !c->error &&
-	    c->used_len >= sizeof(c->resp) && !c->resp.status && c->resp.value)
+	    c->used_len >= sizeof(c->resp) &&
+	    !qcuda_st_err(le32_to_cpu(c->resp.status)) && c->resp.value)
 		qcuda_session_set(qf, le64_to_cpu(c->resp.value));
 	kfree(op->args);
 	kfree(op->out);
@@ -531,8 +539,10 @@ static int qcuda_chunk_reap(struct qcuda_op *op, struct qcuda_chunk *c, u64 i)
 	if (c->used_len < sizeof(c->resp))
 		return -EPROTO;
 	status = le32_to_cpu(c->resp.status);
-	if (status && !op->status)
-		op->status = status;
+	if (qcuda_st_err(status) && !qcuda_st_err(op->status))
+		op->status |= status;
+	else
+		op->status |= status & QCUDA_ST_OUTPUT;
 	if (i == 0) {
 		len = le32_to_cpu(c->resp.len);
 		if (len > op->out_len || c->used_len < sizeof(c->resp) + len)
@@ -971,14 +981,14 @@ static void qcuda_map_end(struct qcuda_file *qf, struct qcuda_hostmem *hm,
 {
 	struct qcuda_map *m = NULL;
 
-	if (!err && !op->status)
+	if (!err && !qcuda_st_err(op->status))
 		m = kmalloc(sizeof(*m), GFP_KERNEL);
 	mutex_lock(&qf->lock);
 	if (m) {
 		m->devptr = op->value;
 		m->hm = hm;
 		list_add(&m->node, &qf->maps);
-	} else if ((!err && op->status) || err == -ENODEV) {
+	} else if ((!err && qcuda_st_err(op->status)) || err == -ENODEV) {
 		hm->maps--;
 	}
 	/* Otherwise the device may hold a mapping: kept until close. */
@@ -1048,10 +1058,10 @@ static long qcuda_ioctl_call(struct qcuda_file *qf, struct qcuda_call __user *ua
 		qcuda_map_end(qf, mapped, ret, op);
 	if (ret)
 		goto out;
-	if (!op->status && a.cmd == QCUDA_CMD_HOST_UNMAP &&
+	if (!qcuda_st_err(op->status) && a.cmd == QCUDA_CMD_HOST_UNMAP &&
 	    a.args_len == sizeof(struct qcuda_args_ptr))
 		qcuda_unmap(qf, false, le64_to_cpu(((struct qcuda_args_ptr *)op->args)->ptr));
-	if (!op->status && a.cmd == QCUDA_CMD_DEVICE_RESET)
+	if (!qcuda_st_err(op->status) && a.cmd == QCUDA_CMD_DEVICE_RESET)
 		qcuda_unmap(qf, true, 0);
 
 	if (op->out_written &&
@@ -1088,7 +1098,7 @@ static long qcuda_ioctl_nop(struct qcuda_file *qf, struct qcuda_nop __user *arg)
 	*(__le64 *)op->args = cpu_to_le64(a.cookie);
 
 	ret = qcuda_op_run(op, a.queue);
-	if (!ret && op->status) {
+	if (!ret && qcuda_st_err(op->status)) {
 		dev_dbg(&qd->vdev->dev, "NOP: status %#x\n", op->status);
 		ret = -EIO;
 	} else if (!ret && op->out_written != sizeof(__le64)) {
@@ -1263,7 +1273,7 @@ static int qcuda_session_open(struct qcuda_file *qf)
 		goto out;
 	}
 	err = qcuda_op_run(op, QCUDA_QUEUE_ANY);
-	if (!err && op->status) {
+	if (!err && qcuda_st_err(op->status)) {
 		dev_dbg(&qf->qd->vdev->dev, "SESSION_OPEN: status %#x\n", op->status);
 		err = -EIO;
 	} else if (!err && !op->value) {

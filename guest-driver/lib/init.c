@@ -103,6 +103,7 @@ static void init_once_fn(void)
 		       r == -ENOTTY ? " (the qcuda driver is too old: no QCUDA_IOC_CALL)" : "");
 		return;
 	}
+	qc_output_reply(QCUDA_CMD_HELLO, &res.status);
 	if (res.status == QCUDA_ST_VERSION ||
 	    (res.status == 0 && out.proto_version != QCUDA_PROTO_VERSION)) {
 		/* A refusing backend names its version in value. */
@@ -258,6 +259,7 @@ static cudaError_t raw_call(uint32_t cmd, const void *args, uint32_t args_len, v
 
 	if (r)
 		return map_errno(cmd, r);
+	qc_output_reply(cmd, &res.status);	/* device output first: CUDA prints it before returning */
 	if (value)
 		*value = res.value;
 	if (res.status == 0 && out_len && dir != QT_FROM_DEVICE && res.out_written < out_len) {
@@ -271,6 +273,14 @@ static cudaError_t raw_call(uint32_t cmd, const void *args, uint32_t args_len, v
 cudaError_t qc_call(uint32_t cmd, const void *args, uint32_t args_len, void *out,
 		    uint32_t out_len, enum qt_dir dir, void *data, uint64_t data_len,
 		    uint64_t *value)
+{
+	qc_flush();
+	return raw_call(cmd, args, args_len, out, out_len, dir, data, data_len, value);
+}
+
+cudaError_t qc_call_unbatched(uint32_t cmd, const void *args, uint32_t args_len, void *out,
+			      uint32_t out_len, enum qt_dir dir, void *data, uint64_t data_len,
+			      uint64_t *value)
 {
 	return raw_call(cmd, args, args_len, out, out_len, dir, data, data_len, value);
 }
@@ -624,7 +634,7 @@ QC_API cudaError_t cudaDeviceSynchronize(void)
 	cudaError_t e = qc_ready();
 
 	if (e == cudaSuccess)
-		e = qc_call(QCUDA_CMD_DEVICE_SYNC, NULL, 0, NULL, 0, QT_NONE, NULL, 0, NULL);
+		e = qc_deferred(qc_call(QCUDA_CMD_DEVICE_SYNC, NULL, 0, NULL, 0, QT_NONE, NULL, 0, NULL));
 	return qc_ret(e);
 }
 
@@ -649,8 +659,10 @@ QC_API cudaError_t cudaDeviceReset(void)
 	/* The backend freed the session's allocations, streams and events. */
 	qc_mem_reset();
 	qc_module_reset();
+	qc_handle_reset();
 	atomic_store(&device_flags[current_device], 0);
 	atomic_store(&sticky_err, cudaSuccess);
+	(void)qc_deferred(cudaSuccess);	/* errors of work the reset discarded */
 	return cudaSuccess;
 }
 

@@ -26,6 +26,13 @@ GUEST_LIB_CFLAGS := -std=gnu11 -O2 -g -fPIC -Wall -Wextra -Wno-unused-parameter 
 GUEST_CUDA_PROGRAMS := $(patsubst $(CURDIR)/test/guest/%.cu,%,$(wildcard $(CURDIR)/test/guest/*.cu))
 # Also built with --default-stream per-thread (the _ptds/_ptsz entry points).
 GUEST_CUDA_PTDS := memcpy stream
+# Programs of several translation units: test/guest/<name>.cu plus their
+# parts in test/guest/parts/ (which the wildcard above does not see).
+GUEST_CUDA_MULTI := multimodule multimodule_rdc
+GUEST_CUDA_SINGLE := $(filter-out $(GUEST_CUDA_MULTI),$(GUEST_CUDA_PROGRAMS))
+MULTIMODULE_PARTS := $(CURDIR)/test/guest/parts/multimodule_a.cu $(CURDIR)/test/guest/parts/multimodule_b.cu
+MULTIMODULE_RDC_PARTS := $(CURDIR)/test/guest/parts/multimodule_rdc_a.cu \
+	$(CURDIR)/test/guest/parts/multimodule_rdc_b.cu
 
 .PHONY: guest-lib guest-cuda-programs
 
@@ -57,11 +64,25 @@ endif
 
 # A static pattern rule, so that it takes precedence over guest.mk's
 # $(GUEST_BIN)/% rule for C programs.
-$(addprefix $(GUEST_BIN)/,$(GUEST_CUDA_PROGRAMS)): $(GUEST_BIN)/%: $(CURDIR)/test/guest/%.cu \
+$(addprefix $(GUEST_BIN)/,$(GUEST_CUDA_SINGLE)): $(GUEST_BIN)/%: $(CURDIR)/test/guest/%.cu \
 		$(wildcard $(CURDIR)/test/guest/*.h) $(GUEST_INCLUDE)/qcuda_ioctl.h $(GUEST_INCLUDE)/qcuda_proto.h
 	@mkdir -p $(@D)
 	$(NVCC) -cudart=shared -arch=sm_90 -ccbin gcc -O2 -Xcompiler -Wall,-pthread -I$(GUEST_INCLUDE) \
 	  -o $@ $< -lpthread
+
+# multimodule: three TUs, each its own fat binary (no -rdc).
+$(GUEST_BIN)/multimodule: $(CURDIR)/test/guest/multimodule.cu $(MULTIMODULE_PARTS) \
+		$(wildcard $(CURDIR)/test/guest/*.h) $(wildcard $(CURDIR)/test/guest/parts/*.h)
+	@mkdir -p $(@D)
+	$(NVCC) -cudart=shared -arch=sm_90 -ccbin gcc -O2 -Xcompiler -Wall,-pthread -I$(GUEST_INCLUDE) \
+	  -o $@ $< $(MULTIMODULE_PARTS) -lpthread
+
+# multimodule_rdc: three TUs with relocatable device code, linked on the device.
+$(GUEST_BIN)/multimodule_rdc: $(CURDIR)/test/guest/multimodule_rdc.cu $(MULTIMODULE_RDC_PARTS) \
+		$(wildcard $(CURDIR)/test/guest/*.h) $(wildcard $(CURDIR)/test/guest/parts/*.h)
+	@mkdir -p $(@D)
+	$(NVCC) -cudart=shared -arch=sm_90 -rdc=true -ccbin gcc -O2 -Xcompiler -Wall,-pthread -I$(GUEST_INCLUDE) \
+	  -o $@ $< $(MULTIMODULE_RDC_PARTS) -lpthread
 
 $(addprefix $(GUEST_BIN)/,$(addsuffix _ptds,$(GUEST_CUDA_PTDS))): $(GUEST_BIN)/%_ptds: $(CURDIR)/test/guest/%.cu \
 		$(wildcard $(CURDIR)/test/guest/*.h)

@@ -388,6 +388,16 @@ static cudaError_t resolve(const void *p, size_t n, int need_device, struct loc 
 	return e;
 }
 
+/* Waits for the work queued on a stream so far (for copies and memsets that
+ * the library does itself, on guest memory). */
+static cudaError_t stream_drain(cudaStream_t stream, int ptds)
+{
+	struct qcuda_args_handle a = { .handle = qc_stream(stream, ptds) };
+
+	return qc_deferred(qc_call(QCUDA_CMD_STREAM_SYNC, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0,
+				   NULL));
+}
+
 static cudaError_t do_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
 			   cudaStream_t stream, int async, int ptds)
 {
@@ -416,21 +426,32 @@ static cudaError_t do_copy(void *dst, const void *src, size_t n, enum cudaMemcpy
 	if (d.device && s.device) {
 		a.dst = d.dptr;
 		a.src = s.dptr;
-		return qc_call(QCUDA_CMD_MEMCPY_DTOD, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+		if (async)
+			return qc_stream_known(stream, ptds) ? qc_post(QCUDA_CMD_MEMCPY_DTOD, &a, sizeof(a)) :
+							       cudaErrorInvalidResourceHandle;
+		return qc_deferred(qc_call(QCUDA_CMD_MEMCPY_DTOD, &a, sizeof(a), NULL, 0, QT_NONE, NULL,
+					   0, NULL));
 	}
+	/* Copies from or to guest memory go at once (the driver pins the pages
+	 * for the call); a synchronous one is where posted work's errors show. */
 	if (d.device) {
 		a.dst = d.dptr;
-		return qc_call(QCUDA_CMD_MEMCPY_HTOD, &a, sizeof(a), NULL, 0, QT_TO_DEVICE,
-			       s.hptr, n, NULL);
+		e = qc_call(QCUDA_CMD_MEMCPY_HTOD, &a, sizeof(a), NULL, 0, QT_TO_DEVICE, s.hptr, n,
+			    NULL);
+		return async ? e : qc_deferred(e);
 	}
 	if (s.device) {
 		a.src = s.dptr;
-		return qc_call(QCUDA_CMD_MEMCPY_DTOH, &a, sizeof(a), NULL, 0, QT_FROM_DEVICE,
-			       d.hptr, n, NULL);
+		e = qc_call(QCUDA_CMD_MEMCPY_DTOH, &a, sizeof(a), NULL, 0, QT_FROM_DEVICE, d.hptr, n,
+			    NULL);
+		return async ? e : qc_deferred(e);
 	}
-	/* Guest memory on both sides. */
-	memmove(d.hptr, s.hptr, n);
-	return cudaSuccess;
+	/* Guest memory on both sides: done here, after the stream's earlier work
+	 * (a kernel may still be writing mapped or managed memory). */
+	e = stream_drain(stream, ptds);
+	if (e == cudaSuccess)
+		memmove(d.hptr, s.hptr, n);
+	return e;
 }
 
 cudaError_t qc_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
@@ -519,8 +540,10 @@ static cudaError_t do_memset(void *dst, int value, size_t n, cudaStream_t stream
 	if (e != cudaSuccess)
 		return e;
 	if (!d.device) {
-		memset(d.hptr, value, n);
-		return cudaSuccess;
+		e = stream_drain(stream, ptds);
+		if (e == cudaSuccess)
+			memset(d.hptr, value, n);
+		return e;
 	}
 	memset(&a, 0, sizeof(a));
 	a.dst = d.dptr;
@@ -528,6 +551,9 @@ static cudaError_t do_memset(void *dst, int value, size_t n, cudaStream_t stream
 	a.stream = qc_stream(stream, ptds);
 	a.value = (uint32_t)value & 0xff;
 	a.async = async ? 1 : 0;
+	if (async)
+		return qc_stream_known(stream, ptds) ? qc_post(QCUDA_CMD_MEMSET, &a, sizeof(a)) :
+						       cudaErrorInvalidResourceHandle;
 	return qc_call(QCUDA_CMD_MEMSET, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
 }
 

@@ -375,6 +375,15 @@ static struct qc_kernel *kernel_of(cudaKernel_t kernel)
 	return k;
 }
 
+/* A kernel's host stub or a cudaKernel_t from cudaGetKernel: the entry
+ * points documented with \note_cudaKernel_t in CUDA's headers take both. */
+static struct qc_kernel *kernel_by_func(const void *func)
+{
+	struct qc_kernel *k = find_kernel(func);
+
+	return k ? k : kernel_of((cudaKernel_t)(uintptr_t)func);
+}
+
 /* The function handle (and layout) of k in the current generation. */
 static cudaError_t kernel_get(struct qc_kernel *k, uint64_t *func)
 {
@@ -448,8 +457,9 @@ static cudaError_t kernel_get(struct qc_kernel *k, uint64_t *func)
 	return e;
 }
 
-static cudaError_t launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
-			  cudaStream_t stream, int ptds)
+/* cooperative: cudaLaunchCooperativeKernel's launch, every block resident at once. */
+static cudaError_t launch_as(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
+			     cudaStream_t stream, int ptds, int cooperative)
 {
 	union {
 		struct qcuda_args_launch l;
@@ -471,6 +481,8 @@ static cudaError_t launch(struct qc_kernel *k, dim3 grid, dim3 block, void **arg
 		return cudaErrorInvalidValue;	/* what CUDA 13 answers (H100, driver 580) */
 	if (k->num_params && !args)
 		return cudaErrorInvalidValue;
+	if (!qc_stream_known(stream, ptds))
+		return cudaErrorInvalidResourceHandle;
 	memset(&buf, 0, sizeof(buf.l) + k->param_bytes);
 	for (uint32_t i = 0; i < k->num_params; i++) {
 		if (!args[i])
@@ -483,8 +495,19 @@ static cudaError_t launch(struct qc_kernel *k, dim3 grid, dim3 block, void **arg
 	buf.l.block[0] = block.x, buf.l.block[1] = block.y, buf.l.block[2] = block.z;
 	buf.l.shared_mem = (uint32_t)shmem;
 	buf.l.param_bytes = k->param_bytes;
-	return qc_call(QCUDA_CMD_LAUNCH, &buf, (uint32_t)(sizeof(buf.l) + k->param_bytes), NULL, 0,
-		       QT_NONE, NULL, 0, NULL);
+	/* Not posted: whether the grid fits on the device at once
+	 * (cudaErrorCooperativeLaunchTooLarge) is this call's answer, as in CUDA. */
+	if (cooperative)
+		return qc_call(QCUDA_CMD_LAUNCH_COOPERATIVE, &buf,
+			       (uint32_t)(sizeof(buf.l) + k->param_bytes), NULL, 0, QT_NONE, NULL, 0,
+			       NULL);
+	return qc_post(QCUDA_CMD_LAUNCH, &buf, (uint32_t)(sizeof(buf.l) + k->param_bytes));
+}
+
+static cudaError_t launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
+			  cudaStream_t stream, int ptds)
+{
+	return launch_as(k, grid, block, args, shmem, stream, ptds, 0);
 }
 
 QC_API cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun)
@@ -530,10 +553,30 @@ QC_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 bl
 	return qc_ret(launch(find_kernel(func), gridDim, blockDim, args, sharedMem, stream, 1));
 }
 
-/* Only attributes that change nothing here are honoured. */
+QC_API cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim,
+					       void **args, size_t sharedMem, cudaStream_t stream)
+{
+	return qc_ret(launch_as(kernel_by_func(func), gridDim, blockDim, args, sharedMem, stream,
+			       0, 1));
+}
+
+QC_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
+						    void **args, size_t sharedMem,
+						    cudaStream_t stream);
+QC_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
+						    void **args, size_t sharedMem,
+						    cudaStream_t stream)
+{
+	return qc_ret(launch_as(kernel_by_func(func), gridDim, blockDim, args, sharedMem, stream,
+			       1, 1));
+}
+
+/* Only attributes that change nothing here, and cooperative launches, are honoured. */
 static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func, void **args,
 			     int ptds)
 {
+	int cooperative = 0;
+
 	if (!config)
 		return cudaErrorInvalidValue;
 	if (config->numAttrs && !config->attrs)
@@ -543,8 +586,10 @@ static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func,
 
 		if (a->id == cudaLaunchAttributeIgnore)
 			continue;
-		if (a->id == cudaLaunchAttributeCooperative && !a->val.cooperative)
+		if (a->id == cudaLaunchAttributeCooperative) {
+			cooperative = a->val.cooperative != 0;	/* the last one counts */
 			continue;
+		}
 		if (a->id == cudaLaunchAttributeClusterDimension && a->val.clusterDim.x <= 1 &&
 		    a->val.clusterDim.y <= 1 && a->val.clusterDim.z <= 1)
 			continue;
@@ -552,8 +597,8 @@ static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func,
 		       "returning cudaErrorNotSupported", (int)a->id);
 		return cudaErrorNotSupported;
 	}
-	return launch(find_kernel(func), config->gridDim, config->blockDim, args,
-		      config->dynamicSmemBytes, config->stream, ptds);
+	return launch_as(find_kernel(func), config->gridDim, config->blockDim, args,
+			 config->dynamicSmemBytes, config->stream, ptds, cooperative);
 }
 
 QC_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func,
@@ -592,21 +637,140 @@ QC_API cudaError_t cudaGetFuncBySymbol(cudaFunction_t *functionPtr, const void *
 	return cudaSuccess;
 }
 
-/* The backend has no command for function attributes (registers, local
- * memory, ...), so none are reported. */
+/* ------------------------------------ function attributes and occupancy */
+
+_Static_assert(QCUDA_NUM_FUNC_ATTRS == cudaFuncAttributeMax,
+	       "FUNC_ATTRS carries every CUfunction_attribute");
+
+/* The function handle behind func (a host stub or a cudaKernel_t). */
+static cudaError_t func_of(const void *func, uint64_t *handle)
+{
+	struct qc_kernel *k;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	k = kernel_by_func(func);
+	if (!k)
+		return cudaErrorInvalidDeviceFunction;
+	return kernel_get(k, handle);
+}
+
+/* values[] is indexed by CUfunction_attribute (cuda.h). */
+static void fill_func_attrs(struct cudaFuncAttributes *a, const struct qcuda_out_func_attrs *o)
+{
+#define V(i) ((int)o->values[i])
+	memset(a, 0, sizeof(*a));
+	a->maxThreadsPerBlock = V(0);
+	a->sharedSizeBytes = (size_t)(unsigned int)V(1);
+	a->constSizeBytes = (size_t)(unsigned int)V(2);
+	a->localSizeBytes = (size_t)(unsigned int)V(3);
+	a->numRegs = V(4);
+	a->ptxVersion = V(5);
+	a->binaryVersion = V(6);
+	a->cacheModeCA = V(7);
+	a->maxDynamicSharedSizeBytes = V(8);
+	a->preferredShmemCarveout = V(9);
+	a->clusterDimMustBeSet = V(10);
+	a->requiredClusterWidth = V(11);
+	a->requiredClusterHeight = V(12);
+	a->requiredClusterDepth = V(13);
+	a->nonPortableClusterSizeAllowed = V(14);
+	a->clusterSchedulingPolicyPreference = V(15);
+#undef V
+}
+
+/* Asked each time: maxDynamicSharedSizeBytes and the carveout change with
+ * cudaFuncSetAttribute. */
 QC_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
 {
-	static atomic_int warned;
-	struct qc_kernel *k;
+	struct qcuda_args_handle a;
+	struct qcuda_out_func_attrs out;
+	uint64_t fh = 0;
+	cudaError_t e;
 
 	if (!attr)
 		return qc_ret(cudaErrorInvalidValue);
-	k = find_kernel(func);
-	if (!k)
-		return qc_ret(cudaErrorInvalidDeviceFunction);
-	if (!atomic_exchange(&warned, 1))
-		qc_msg("cudaFuncGetAttributes is not supported by qcuda: returning cudaErrorNotSupported");
-	return qc_ret(cudaErrorNotSupported);
+	e = func_of(func, &fh);
+	a.handle = fh;
+	if (e == cudaSuccess)
+		e = qc_call(QCUDA_CMD_FUNC_ATTRS, &a, sizeof(a), &out, sizeof(out), QT_NONE, NULL, 0,
+			    NULL);
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	fill_func_attrs(attr, &out);
+	return cudaSuccess;
+}
+
+/* The backend refuses attributes and values CUDA refuses (cudaErrorInvalidValue). */
+QC_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+	struct qcuda_args_func_attr a = { .attr = (uint32_t)attr, .value = (uint32_t)value };
+	uint64_t fh = 0;
+	cudaError_t e = func_of(func, &fh);
+
+	a.func = fh;
+	if (e == cudaSuccess)
+		e = qc_call(QCUDA_CMD_FUNC_SET_ATTR, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+	return qc_ret(e);
+}
+
+/* What the cudaOccupancyMaxPotentialBlockSize* templates of cuda_runtime.h call. */
+QC_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks,
+									 const void *func,
+									 int blockSize,
+									 size_t dynamicSMemSize,
+									 unsigned int flags)
+{
+	struct qcuda_args_occupancy a = {
+		.dynamic_smem = dynamicSMemSize,
+		.block_size = (uint32_t)blockSize,
+		.flags = flags,
+	};
+	uint64_t fh = 0, n = 0;
+	cudaError_t e;
+
+	if (!numBlocks)
+		return qc_ret(cudaErrorInvalidValue);
+	e = func_of(func, &fh);
+	a.func = fh;
+	if (e == cudaSuccess)
+		e = qc_call(QCUDA_CMD_OCCUPANCY_BLOCKS, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, &n);
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	*numBlocks = (int)n;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func,
+								 int blockSize, size_t dynamicSMemSize)
+{
+	return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize,
+								      dynamicSMemSize,
+								      cudaOccupancyDefault);
+}
+
+QC_API cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize,
+							     const void *func, int numBlocks,
+							     int blockSize)
+{
+	struct qcuda_args_occupancy a = {
+		.block_size = (uint32_t)blockSize,
+		.num_blocks = (uint32_t)numBlocks,
+	};
+	uint64_t fh = 0, bytes = 0;
+	cudaError_t e;
+
+	if (!dynamicSmemSize)
+		return qc_ret(cudaErrorInvalidValue);
+	e = func_of(func, &fh);
+	a.func = fh;
+	if (e == cudaSuccess)
+		e = qc_call(QCUDA_CMD_OCCUPANCY_SMEM, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, &bytes);
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	*dynamicSmemSize = (size_t)bytes;
+	return cudaSuccess;
 }
 
 /* A hint: accepted and ignored. */

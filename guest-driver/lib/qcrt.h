@@ -10,7 +10,11 @@
  *
  * Files: transport.c (the only user of qcuda_ioctl.h), init.c (start-up,
  * errors, devices), memory.c (allocations, copies, host memory), stream.c
- * (streams, events), module.c (fat binaries, launches), errtab.c (error
+ * (streams, events), module.c (fat binaries, launches), batch.c (posted
+ * work: launches and other enqueues sent together), devctl.c (limits,
+ * peer access, profiler, driver entry points), callback.c (host functions),
+ * handles.c (the stream and event handles held), output.c (device
+ * printf and assert output), errtab.c (error
  * names and strings), stubs.c (entry points qcuda does not implement).
  *
  * Concurrency: no lock is ever held across a device call; the tables of
@@ -57,6 +61,10 @@ cudaError_t qc_ready(void);
 cudaError_t qc_call(uint32_t cmd, const void *args, uint32_t args_len,
 		    void *out, uint32_t out_len, enum qt_dir dir, void *data,
 		    uint64_t data_len, uint64_t *value);
+/* qc_call without flushing posted work first (batch.c sends batches with it). */
+cudaError_t qc_call_unbatched(uint32_t cmd, const void *args, uint32_t args_len,
+			      void *out, uint32_t out_len, enum qt_dir dir, void *data,
+			      uint64_t data_len, uint64_t *value);
 /* Prints "qcuda: <msg>" on stderr. */
 void qc_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints only when QCUDA_DEBUG is set. */
@@ -87,6 +95,35 @@ void qc_module_reset(void);
 /* Stream handle on the wire for a cudaStream_t; ptds: the per-thread
  * default stream variant (_ptds/_ptsz entry points) was called. */
 uint64_t qc_stream(cudaStream_t s, int ptds);
+/* Whether s is a special stream or one the process created and holds. */
+int qc_stream_known(cudaStream_t s, int ptds);
+
+/* ---- batch.c ---- */
+
+/* Posts a command that only enqueues work (see batch.c for which): it is sent
+ * later with others, in order; errors come back through qc_deferred. */
+cudaError_t qc_post(uint32_t cmd, const void *args, uint32_t len);
+/* Sends posted work now (qc_call does it before every command). */
+void qc_flush(void);
+/* For synchronizing calls: e if it is an error, else the first error of
+ * posted work since the last such call (cleared), else cudaSuccess. */
+cudaError_t qc_deferred(cudaError_t e);
+
+/* ---- handles.c ---- */
+
+/* The stream and event handles the process holds (for posted work's checks). */
+enum qc_handle_kind { QC_STREAM = 1, QC_EVENT = 2 };
+cudaError_t qc_handle_add(enum qc_handle_kind kind, uint64_t h);
+void qc_handle_remove(enum qc_handle_kind kind, uint64_t h);
+int qc_handle_known(enum qc_handle_kind kind, uint64_t h);
+void qc_handle_reset(void);
+
+/* ---- output.c ---- */
+
+/* After every reply to a command (cmd): strips QCUDA_ST_OUTPUT from *status
+ * and, if it was set, fetches the device output (printf, asserts) waiting in
+ * the backend and writes it to stdout / stderr as CUDA would. */
+void qc_output_reply(uint32_t cmd, uint32_t *status);
 
 /* ---- errtab.c ---- */
 const char *qc_error_name(int err);	/* NULL if unknown */

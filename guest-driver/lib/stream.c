@@ -8,6 +8,8 @@
  * cudaStreamLegacy -> QCUDA_STREAM_LEGACY, cudaStreamPerThread ->
  * QCUDA_STREAM_PER_THREAD.
  */
+#include <string.h>
+
 #include "qcrt.h"
 
 uint64_t qc_stream(cudaStream_t s, int ptds)
@@ -24,6 +26,22 @@ uint64_t qc_stream(cudaStream_t s, int ptds)
 static int special_stream(cudaStream_t s)
 {
 	return s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
+int qc_stream_known(cudaStream_t s, int ptds)
+{
+	return special_stream(s) || qc_handle_known(QC_STREAM, qc_stream(s, ptds));
+}
+
+/* Records a new handle; a handle that cannot be recorded is given back. */
+static cudaError_t keep_handle(enum qc_handle_kind kind, uint64_t h, uint32_t destroy_cmd)
+{
+	struct qcuda_args_handle a = { .handle = h };
+	cudaError_t e = qc_handle_add(kind, h);
+
+	if (e != cudaSuccess)
+		qc_call(destroy_cmd, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+	return e;
 }
 
 /* A new handle must not be one of the special values. */
@@ -57,6 +75,8 @@ QC_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned 
 		e = qc_call(QCUDA_CMD_STREAM_CREATE, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, &h);
 	if (e == cudaSuccess)
 		e = check_new_handle(h, QCUDA_CMD_STREAM_DESTROY);
+	if (e == cudaSuccess)
+		e = keep_handle(QC_STREAM, h, QCUDA_CMD_STREAM_DESTROY);
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	*pStream = (cudaStream_t)(uintptr_t)h;
@@ -82,6 +102,8 @@ QC_API cudaError_t cudaStreamDestroy(cudaStream_t stream)
 		e = cudaErrorInvalidResourceHandle;
 	if (e == cudaSuccess)
 		e = qc_call(QCUDA_CMD_STREAM_DESTROY, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+	if (e == cudaSuccess)
+		qc_handle_remove(QC_STREAM, a.handle);
 	return qc_ret(e);
 }
 
@@ -92,6 +114,8 @@ static cudaError_t stream_cmd(uint32_t cmd, cudaStream_t stream, int ptds)
 
 	if (e == cudaSuccess)
 		e = qc_call(cmd, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+	if (cmd == QCUDA_CMD_STREAM_SYNC)
+		e = qc_deferred(e);
 	return qc_ret(e);
 }
 
@@ -137,8 +161,9 @@ static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, uns
 	/* External waits only exist in stream capture, which qcuda lacks. */
 	if (flags & cudaEventWaitExternal)
 		return qc_ret(cudaErrorIllegalState);
-	return qc_ret(qc_call(QCUDA_CMD_STREAM_WAIT_EVENT, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0,
-			      NULL));
+	if (!qc_handle_known(QC_EVENT, a.event) || !qc_stream_known(stream, ptds))
+		return qc_ret(cudaErrorInvalidResourceHandle);
+	return qc_ret(qc_post(QCUDA_CMD_STREAM_WAIT_EVENT, &a, sizeof(a)));
 }
 
 QC_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
@@ -150,6 +175,70 @@ QC_API cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t eve
 QC_API cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
 {
 	return stream_wait_event(stream, event, flags, 1);
+}
+
+/* Stream attributes: the value crosses whole; the backend takes the fields
+ * each attribute has and refuses attributes streams do not have. */
+_Static_assert(sizeof(cudaStreamAttrValue) == QCUDA_ATTR_VALUE_BYTES, "a stream attribute value");
+
+static cudaError_t stream_set_attr(cudaStream_t stream, cudaStreamAttrID attr,
+				   const cudaStreamAttrValue *value, int ptds)
+{
+	struct qcuda_args_stream_attr a = { .stream = qc_stream(stream, ptds), .attr = (uint32_t)attr };
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	if (!value)
+		return cudaErrorInvalidValue;
+	memcpy(a.value, value, sizeof(a.value));
+	return qc_call(QCUDA_CMD_STREAM_SET_ATTR, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+}
+
+static cudaError_t stream_get_attr(cudaStream_t stream, cudaStreamAttrID attr,
+				   cudaStreamAttrValue *value, int ptds)
+{
+	struct qcuda_args_stream_attr a = { .stream = qc_stream(stream, ptds), .attr = (uint32_t)attr };
+	struct qcuda_out_stream_attr_value out;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	if (!value)
+		return cudaErrorInvalidValue;
+	e = qc_call(QCUDA_CMD_STREAM_GET_ATTR, &a, sizeof(a), &out, sizeof(out), QT_NONE, NULL, 0,
+		    NULL);
+	if (e == cudaSuccess)
+		memcpy(value, out.value, sizeof(out.value));
+	return e;
+}
+
+QC_API cudaError_t cudaStreamSetAttribute(cudaStream_t stream, cudaStreamAttrID attr,
+					  const cudaStreamAttrValue *value)
+{
+	return qc_ret(stream_set_attr(stream, attr, value, 0));
+}
+
+QC_API cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t stream, cudaStreamAttrID attr,
+					       const cudaStreamAttrValue *value);
+QC_API cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t stream, cudaStreamAttrID attr,
+					       const cudaStreamAttrValue *value)
+{
+	return qc_ret(stream_set_attr(stream, attr, value, 1));
+}
+
+QC_API cudaError_t cudaStreamGetAttribute(cudaStream_t stream, cudaStreamAttrID attr,
+					  cudaStreamAttrValue *value)
+{
+	return qc_ret(stream_get_attr(stream, attr, value, 0));
+}
+
+QC_API cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t stream, cudaStreamAttrID attr,
+					       cudaStreamAttrValue *value);
+QC_API cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t stream, cudaStreamAttrID attr,
+					       cudaStreamAttrValue *value)
+{
+	return qc_ret(stream_get_attr(stream, attr, value, 1));
 }
 
 /* ----------------------------------------------------------------- events */
@@ -171,6 +260,8 @@ QC_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int fla
 		e = qc_call(QCUDA_CMD_EVENT_CREATE, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, &h);
 	if (e == cudaSuccess)
 		e = check_new_handle(h, QCUDA_CMD_EVENT_DESTROY);
+	if (e == cudaSuccess)
+		e = keep_handle(QC_EVENT, h, QCUDA_CMD_EVENT_DESTROY);
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	*event = (cudaEvent_t)(uintptr_t)h;
@@ -191,6 +282,10 @@ static cudaError_t event_cmd(uint32_t cmd, cudaEvent_t event)
 		e = cudaErrorInvalidResourceHandle;
 	if (e == cudaSuccess)
 		e = qc_call(cmd, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+	if (e == cudaSuccess && cmd == QCUDA_CMD_EVENT_DESTROY)
+		qc_handle_remove(QC_EVENT, a.handle);
+	if (cmd == QCUDA_CMD_EVENT_SYNC)
+		e = qc_deferred(e);
 	return qc_ret(e);
 }
 
@@ -225,7 +320,9 @@ static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned
 		return qc_ret(cudaErrorInvalidResourceHandle);
 	if (flags & cudaEventRecordExternal)	/* capture only */
 		return qc_ret(cudaErrorIllegalState);
-	return qc_ret(qc_call(QCUDA_CMD_EVENT_RECORD, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL));
+	if (!qc_handle_known(QC_EVENT, a.event) || !qc_stream_known(stream, ptds))
+		return qc_ret(cudaErrorInvalidResourceHandle);
+	return qc_ret(qc_post(QCUDA_CMD_EVENT_RECORD, &a, sizeof(a)));
 }
 
 QC_API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)

@@ -4,13 +4,20 @@
 // GPU machine (provider cuda) the ratios are the backend's own cost; the
 // native CUDA program test/bench/native_bench.cu gives the driver-level
 // figures next to them (test/gpu/run.sh runs both).
-//   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--mib 256]
-import { spawn } from 'node:child_process';
+// With a GPU it also measures the rate of asynchronous null-kernel launches
+// posted in batches as the guest library posts them, against the same
+// launches issued by the addon in one tight cuLaunchKernel loop (the
+// driver's own rate). The kernel comes from test/qcuda/fixtures/kernels.cu
+// ($QCUDA_KERNELS_FATBIN, dist/test/qcuda/fixtures/kernels.fatbin, or nvcc).
+//   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--mib 256] [--launches 100000]
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { native } from '../../backend/src/native';
-import { Cmd } from '../../backend/src/qcuda/proto';
+import { Cmd, encode, LAYOUT, QCUDA_MAX_BATCH, QCUDA_PROTO_VERSION } from '../../backend/src/qcuda/proto';
 import { createProvider, type ProviderKind } from '../../backend/src/qcuda/providers';
-import type { GuestSeg } from '../../backend/src/qcuda/provider';
+import type { GuestSeg, LaunchDesc, ProviderContext } from '../../backend/src/qcuda/provider';
 import { Frontend } from '../../backend/src/vhost-user/frontend/frontend';
 import { GuestMemory } from '../../backend/src/vhost-user/frontend/guest-memory';
 import { QcudaClient } from '../qcuda/client';
@@ -19,6 +26,7 @@ import { percentile, report, type Row } from './stats';
 const arg = (name: string, dflt: string) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : dflt);
 const PROVIDER = arg('--provider', 'auto') as ProviderKind;
 const BIG = Number(arg('--mib', '256')) << 20;
+const LAUNCHES = Number(arg('--launches', '100000'));
 const dist = path.resolve(__dirname, '..', '..');
 
 async function lat(n: number, once: () => Promise<unknown>): Promise<number> {
@@ -41,6 +49,76 @@ async function gbps(bytes: number, once: () => Promise<unknown>, reps = 5): Prom
     best = Math.min(best, Number(process.hrtime.bigint() - t0) / 1e9);
   }
   return bytes / best / 1e9;
+}
+
+/** The fixture kernels' fat binary, or undefined where there is none and no nvcc. */
+function fixtureFatbin(): Uint8Array | undefined {
+  const known = [process.env.QCUDA_KERNELS_FATBIN, path.join(dist, 'test/qcuda/fixtures/kernels.fatbin')];
+  for (const f of known) if (f && fs.existsSync(f)) return new Uint8Array(fs.readFileSync(f));
+  const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-bench-')), 'kernels.fatbin');
+  try {
+    execFileSync('nvcc', ['-fatbin', '-gencode', 'arch=compute_90,code=sm_90', '-o', out, path.join(dist, '..', 'test/qcuda/fixtures/kernels.cu')], { stdio: 'pipe' });
+    return new Uint8Array(fs.readFileSync(out));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Launches per second of `n` null launches posted in full batches, one batch in flight (as the guest library does). */
+async function postedLaunchRate(c: QcudaClient, mem: GuestMemory, func: bigint, n: number): Promise<number> {
+  const one = encode('qcuda_args_launch', { func, stream: 0n, grid: gridOf(1), block: gridOf(1), shared_mem: 0, param_bytes: 0 });
+  const size = LAYOUT.qcuda_batch_entry.size + one.length;
+  const per = Math.floor(QCUDA_MAX_BATCH / size);
+  const bytes = new Uint8Array(per * size);
+  const v = new DataView(bytes.buffer);
+  for (let i = 0; i < per; i++) {
+    v.setUint32(i * size, Cmd.LAUNCH, true);
+    v.setUint32(i * size + 4, one.length, true);
+    bytes.set(one, i * size + 8);
+  }
+  const gpa = mem.alloc(bytes.length, 4096);
+  mem.bytes(gpa, bytes.length).set(bytes);
+  const batch = (count: number) => c.call(Cmd.BATCH, { args: ['qcuda_args_batch', { count, bytes: BigInt(count * size) }], to: [{ gpa, len: count * size }] });
+  const run = async () => {
+    const t0 = process.hrtime.bigint();
+    for (let left = n; left > 0; left -= per) mustOk('batch')((await batch(Math.min(per, left))).status);
+    mustOk('sync')((await c.call(Cmd.DEVICE_SYNC)).status);
+    return Number(process.hrtime.bigint() - t0) / 1e9;
+  };
+  await run();
+  return n / Math.min(await run(), await run(), await run());
+}
+
+/** The same null launches from the addon in one cuLaunchKernel loop: the driver's rate. */
+async function directLaunchRate(ctx: ProviderContext, f: unknown, n: number): Promise<number> {
+  const list: LaunchDesc[] = Array.from({ length: n }, () => ({ f, grid: [1, 1, 1], block: [1, 1, 1], sharedMem: 0, stream: undefined, params: new Uint8Array(0) }));
+  const run = async () => {
+    const t0 = process.hrtime.bigint();
+    await ctx.launchMany(list);
+    await ctx.synchronize();
+    return Number(process.hrtime.bigint() - t0) / 1e9;
+  };
+  await run();
+  return n / Math.min(await run(), await run(), await run());
+}
+
+function gridOf(x: number): Uint8Array {
+  return new Uint8Array(new Uint32Array([x, 1, 1]).buffer);
+}
+
+/** Uploads and loads a module; resolves to the handle of its function `name`. */
+async function loadFunction(c: QcudaClient, mem: GuestMemory, image: Uint8Array, name: string): Promise<bigint> {
+  const gpa = mem.alloc(image.length, 4096);
+  mem.bytes(gpa, image.length).set(image);
+  const size = BigInt(image.length);
+  mustOk('module upload')((await c.call(Cmd.MODULE_UPLOAD, { args: ['qcuda_args_module_upload', { upload_id: 1n, size }], to: [{ gpa, len: image.length }] })).status);
+  const m = await c.call(Cmd.MODULE_LOAD, { args: ['qcuda_args_module_load', { upload_id: 1n }] });
+  mustOk('module load')(m.status);
+  const nameBytes = new Uint8Array(256);
+  nameBytes.set(Buffer.from(name));
+  const f = await c.call(Cmd.FUNC_GET, { args: ['qcuda_args_symbol', { module: m.value, name: nameBytes }], out: 'qcuda_out_func_info' });
+  mustOk('function get')(f.status);
+  return f.value;
 }
 
 function mustOk(what: string) {
@@ -74,6 +152,10 @@ async function main(): Promise<void> {
     h2d: await gbps(BIG, () => c.htod(dev, src, BIG).then(mustOk('htod'))),
     d2h: await gbps(BIG, () => c.dtoh(dst, dev, BIG).then(mustOk('dtoh'))),
   };
+  const image = PROVIDER !== 'host' ? fixtureFatbin() : undefined;
+  const hello = await c.call(Cmd.HELLO, { args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }], out: 'qcuda_out_hello' });
+  const gpu = hello.status === 0 && ((hello.out!.capabilities as bigint) & 1n) === 1n;
+  const launches = gpu && image ? await postedLaunchRate(c, mem, await loadFunction(c, mem, image, 'nop'), LAUNCHES) : undefined;
   fe.close();
   await new Promise((r) => child.once('exit', r));
 
@@ -94,6 +176,12 @@ async function main(): Promise<void> {
     h2d: await gbps(BIG, () => ctx.copyToDevice(dptr, seg(0, BIG), undefined)),
     d2h: await gbps(BIG, () => ctx.copyFromDevice(seg(BIG, BIG), dptr, undefined)),
   };
+  let directLaunches: number | undefined;
+  if (launches !== undefined && image) {
+    const mod = await ctx.moduleLoad(image);
+    const f = await ctx.functionGet(mod, 'nop', 256);
+    directLaunches = await directLaunchRate(ctx, f.ref, LAUNCHES);
+  }
   await ctx.destroy();
   await provider.unregisterGuestMemory(region.address);
   region.unmap();
@@ -109,6 +197,7 @@ async function main(): Promise<void> {
     r('64 KiB H2D copy', be.h2d64k, base.h2d64k, 'us', false),
     r(`${BIG >> 20} MiB H2D`, be.h2d, base.h2d, 'GB/s', true),
     r(`${BIG >> 20} MiB D2H`, be.d2h, base.d2h, 'GB/s', true),
+    ...(launches !== undefined && directLaunches !== undefined ? [r('async null-kernel launches (batched)', launches, directLaunches, '/s', true)] : []),
   ], { provider: note, ratio: 'backend figure relative to the direct one (1.0 = no overhead)' });
 }
 

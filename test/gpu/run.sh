@@ -38,11 +38,18 @@ for src in test/guest/*.cu; do
     if [ $grc = 0 ]; then say "$name: PASS in the guest"; else say "$name: FAIL in the guest (exit $grc)"; status=1; fi
     continue
   fi
-  LD_LIBRARY_PATH=$native_lib timeout 120 "$prog" > "$LOGS/$name.native.out" 2>&1; nrc=$?
-  if [ $nrc = $grc ] && diff -q "$LOGS/$name.native.out" "$LOGS/$name.guest.out" >/dev/null; then
+  LD_LIBRARY_PATH=$native_lib timeout 120 "$prog" > "$LOGS/$name.native.out" 2> "$LOGS/$name.native.err"; nrc=$?
+  # stdout and stderr are compared each on its own (device printf goes to
+  # stdout, failed device asserts to stderr). qcuda's own lines on the guest's
+  # stderr (the library's notes, the CLI's exit line) are not the program's.
+  grep -v '^qcuda: ' "$LOGS/$name.guest.err" > "$LOGS/$name.guest.err.program"
+  diffs=""
+  diff -q "$LOGS/$name.native.out" "$LOGS/$name.guest.out" >/dev/null || diffs="$diffs stdout"
+  diff -q "$LOGS/$name.native.err" "$LOGS/$name.guest.err.program" >/dev/null || diffs="$diffs stderr"
+  if [ $nrc = $grc ] && [ -z "$diffs" ]; then
     say "$name: identical (exit $grc)"
   else
-    say "$name: DIFFERENT (native exit $nrc, guest exit $grc)"; status=1
+    say "$name: DIFFERENT (native exit $nrc, guest exit $grc;${diffs:- same output})"; status=1
   fi
 done
 

@@ -164,7 +164,7 @@ function gpuTests(): void {
   const cleanups: (() => void)[] = [];
 
   test.before(async () => {
-    provider = await createCudaProvider(0);
+    provider = await createCudaProvider(0, { captureOutput: true });
     ram = mapRam(RAM, (f) => cleanups.push(f));
     await provider.registerGuestMemory(ram.addr, BigInt(RAM));
     ctx = await provider.openContext(0);
@@ -568,6 +568,30 @@ function gpuTests(): void {
     await ctx.synchronize();
     await ctx.streamDestroy(s);
     await Promise.all([da, db, dout, dres].map((x) => ctx.free(x)));
+  });
+
+  test.serial('device printf reaches the output sink of the context that printed, by its synchronize; not another context\'s', async (t) => {
+    const image = kernelsFatbin(t);
+    if (!image) return;
+    const got = { a: [] as string[], b: [] as string[] };
+    const sink = (who: 'a' | 'b') => (kind: number, bytes: Uint8Array) => got[who].push(`${kind}:${Buffer.from(bytes).toString('latin1')}`);
+    const a = await provider.openContext(0, sink('a'));
+    const b = await provider.openContext(0, sink('b'));
+    const sayA = await a.functionGet(await a.moduleLoad(image), 'say', 256);
+    await b.functionGet(await b.moduleLoad(image), 'say', 256); // b never launches
+    const expect = (x: number, n: number) => Array.from({ length: n }, (_, i) => `say ${x} line ${String(i).padStart(5, '0')}: 0123456789abcdefghijklmnopqrstuvwxyz\n`).join('');
+    const text = (l: string[]) => l.map((p) => p.slice(2)).join('');
+    for (const [x, n] of [[42, 3], [7, 3000]]) { // 3000 lines: about 160 KiB through the capture's pipe
+      got.a.length = 0;
+      await a.launch(sayA.ref, [1, 1, 1], [1, 1, 1], 0, undefined, new Uint8Array(new Int32Array([x, n]).buffer));
+      await b.synchronize(); // a flush point of a context that never launched: whatever it brings is a's
+      await a.synchronize();
+      t.true(got.a.every((p) => p.startsWith('1:')), 'printf output is stdout output');
+      t.is(text(got.a), expect(x, n), `${n} lines, whole and in order, by the end of a's synchronize`);
+    }
+    t.deepEqual(got.b, [], 'nothing went to the other context');
+    await a.destroy();
+    await b.destroy();
   });
 
   // KNOWN FAILURE (measured on the H100, driver 580): an illegal address poisons the whole

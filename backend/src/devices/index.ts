@@ -19,7 +19,7 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
     async create(o) {
       let device: QcudaDevice | undefined;
       // The host provider reads mapped guest memory through the device, which exists by the time it asks.
-      const { provider, note } = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len) });
+      const { provider, note } = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len) }, true);
       o.log?.(note);
       device = new QcudaDevice({ queues: o.queues, memoryLimit: o.memoryLimit, provider });
       return device;

@@ -1,9 +1,12 @@
 // The qcuda command table: for every command, the argument struct it takes,
 // the output struct it writes, whether it moves data, and what it does. Every
 // device pointer and handle is checked against the caller's session first.
+import { batchCommand } from './batch';
+import { checkFuncAttr, checkLimit, checkLimitValue, checkStreamAttr, OCCUPANCY_FLAGS, residentThreads, streamAttrValue } from './attrs';
 import { CudaErr, CudaError } from './cuda-error';
-import type { GuestSeg } from './provider';
-import { Cmd, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_MAX_NAME, QCUDA_MAX_PARAMS, QCUDA_NUM_ATTRS, QCUDA_PROTO_VERSION, Status, type Decoded, type StructName } from './proto';
+import { OUTPUT_READ } from './output';
+import type { GuestSeg, StreamRef } from './provider';
+import { Cmd, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_MAX_NAME, QCUDA_MAX_PARAMS, QCUDA_ATTR_VALUE_BYTES, QCUDA_NUM_ATTRS, QCUDA_NUM_FUNC_ATTRS, QCUDA_PROTO_VERSION, Status, type Decoded, type StructName } from './proto';
 import type { Session } from './session';
 
 /** What a command sees: its session, decoded arguments and its chunk of data. */
@@ -41,6 +44,11 @@ export interface Command {
   data?: 'to' | 'from';
   /** The argument struct may be followed by more argument bytes (hdr.len >= its size); run checks them. */
   varArgs?: boolean;
+  /** The argument naming the stream it works on ('all': every stream): it runs only after the host
+   * functions marked there before it have run (see callbacks.ts). */
+  stream?: string;
+  /** The argument naming an event it uses: it waits for a deferred record of that event. */
+  event?: string;
   run(c: Call): Promise<Result | void>;
 }
 
@@ -142,7 +150,61 @@ async function varGet(c: Call): Promise<Result> {
 
 const LAUNCH_ARGS = LAYOUT.qcuda_args_launch.size;
 
-async function launch(c: Call): Promise<void> {
+/** Waits until the host functions marked before on the command's stream have run. */
+export async function passGate(c: Call, spec: Command): Promise<void> {
+  const cb = c.session.callbacks;
+  if (spec.event) await cb.eventGate(c.args[spec.event] as bigint);
+  if (!spec.stream) return;
+  const g = spec.stream === 'all' ? cb.all() : cb.gate(c.args[spec.stream] as bigint);
+  if (g) await g;
+}
+
+/**
+ * HOST_FUNC: marks the point at once (later work on the stream waits for the
+ * function); an event recorded there, once the stream's earlier gates are
+ * open, says when the GPU gets to it.
+ */
+async function hostFunc(c: Call): Promise<void> {
+  const h = u64(c, 'stream');
+  const stream = c.session.stream(h);
+  const gate = c.session.callbacks.gate(h);
+  const record = reachedAt(c, stream);
+  c.session.callbacks.mark(h, u64(c, 'id'), gate ? gate.then(record) : record());
+}
+
+/** Enqueues an event on the stream and resolves (never rejects) with its status once the GPU got there. */
+function reachedAt(c: Call, stream: StreamRef | undefined): () => Promise<number> {
+  const code = (e: unknown) => (e instanceof CudaError ? e.code : CudaErr.Unknown);
+  return async () => {
+    try {
+      const x = await ctx(c);
+      const ev = await x.eventCreate(2); // cudaEventDisableTiming
+      await x.eventRecord(ev, stream);
+      const status = await x.eventSynchronize(ev).then(() => 0, code);
+      await x.eventDestroy(ev).catch(() => undefined);
+      return status;
+    } catch (e) {
+      return code(e); // the function still runs, with the stream's error, as CUDA calls it
+    }
+  };
+}
+
+/** A synchronizing command's status: posted work's failure that came after its batch, if any. */
+function withAsyncError(run: (c: Call) => Promise<unknown>): (c: Call) => Promise<Result | void> {
+  return async (c) => {
+    await run(c);
+    const e = c.session.takeAsyncError();
+    if (e !== 0) return { status: e };
+  };
+}
+
+async function callbackWait(c: Call): Promise<Result> {
+  const r = await c.session.callbacks.wait(u64(c, 'done'));
+  return { out: encode('qcuda_out_callback', { id: r.id, status: r.status }) };
+}
+
+/** LAUNCH, and LAUNCH_COOPERATIVE (the same arguments) when cooperative. */
+async function launch(c: Call, cooperative = false): Promise<void> {
   const paramBytes = u32(c, 'param_bytes');
   if (c.extra.length !== paramBytes)
     throw new CudaError(Status.BAD_REQUEST, `LAUNCH: ${LAUNCH_ARGS + c.extra.length} argument bytes for ${paramBytes} parameter bytes`);
@@ -158,7 +220,82 @@ async function launch(c: Call): Promise<void> {
   const grid = dims('grid');
   const block = dims('block');
   const stream = c.session.stream(u64(c, 'stream'));
-  await (await ctx(c)).launch(f.ref, grid, block, u32(c, 'shared_mem'), stream, c.extra);
+  const x = await ctx(c);
+  if (cooperative) await x.launchCooperative(f.ref, grid, block, u32(c, 'shared_mem'), stream, c.extra);
+  else await x.launch(f.ref, grid, block, u32(c, 'shared_mem'), stream, c.extra);
+}
+
+// ---- function attributes, occupancy, limits, stream attributes (the checks: attrs.ts)
+
+async function funcAttrs(c: Call): Promise<Result> {
+  const f = c.session.func(u64(c, 'handle'));
+  const v = await (await ctx(c)).funcGetAttributes(f.ref);
+  if (v.length !== QCUDA_NUM_FUNC_ATTRS) throw new CudaError(CudaErr.Unknown, `the provider gave ${v.length} function attributes`);
+  return { out: encode('qcuda_out_func_attrs', { values: new Uint32Array(v.buffer, v.byteOffset, v.length) }) };
+}
+
+// Arguments are checked before the function handle: the guest library has
+// resolved the function already (cudaErrorInvalidDeviceFunction is its answer).
+async function funcSetAttr(c: Call): Promise<void> {
+  const attr = u32(c, 'attr');
+  const value = c.args.value as number;
+  checkFuncAttr(attr, value);
+  const f = c.session.func(u64(c, 'func'));
+  await (await ctx(c)).funcSetAttribute(f.ref, attr, value);
+}
+
+/** A count CUDA takes as a signed int: negative ones are refused. */
+function count(c: Call, k: string): number {
+  const n = c.args[k] as number;
+  if (n < 0) throw new CudaError(CudaErr.InvalidValue, `${k} ${n} is negative`);
+  return n;
+}
+
+async function occupancyBlocks(c: Call): Promise<Result> {
+  const flags = u32(c, 'flags');
+  if (flags & ~OCCUPANCY_FLAGS) throw new CudaError(CudaErr.InvalidValue, `occupancy flags 0x${flags.toString(16)}`);
+  const blockSize = count(c, 'block_size');
+  const f = c.session.func(u64(c, 'func'));
+  const n = await (await ctx(c)).occupancyBlocks(f.ref, blockSize, u64(c, 'dynamic_smem'), flags);
+  return { value: BigInt(n) };
+}
+
+async function occupancySmem(c: Call): Promise<Result> {
+  const numBlocks = count(c, 'num_blocks');
+  const blockSize = count(c, 'block_size');
+  const f = c.session.func(u64(c, 'func'));
+  return { value: await (await ctx(c)).occupancySmem(f.ref, numBlocks, blockSize) };
+}
+
+async function limitSet(c: Call): Promise<void> {
+  const limit = u32(c, 'limit');
+  checkLimit(limit);
+  const value = u64(c, 'value');
+  const attrs = c.dev.provider.deviceProps(c.session.device).attrs;
+  checkLimitValue(limit, value, { memoryLimit: c.dev.memoryLimit, residentThreads: residentThreads(attrs) });
+  await (await ctx(c)).limitSet(limit, value);
+}
+
+async function limitGet(c: Call): Promise<Result> {
+  const limit = u32(c, 'limit');
+  checkLimit(limit);
+  return { value: await (await ctx(c)).limitGet(limit) };
+}
+
+async function streamSetAttr(c: Call): Promise<void> {
+  const s = c.session.stream(u64(c, 'stream'));
+  const attr = u32(c, 'attr');
+  const value = streamAttrValue(attr, c.args.value as Uint8Array, (p, n) => c.session.checkRange(p, n, 'access policy window'));
+  await (await ctx(c)).streamSetAttribute(s, attr, value);
+}
+
+async function streamGetAttr(c: Call): Promise<Result> {
+  const s = c.session.stream(u64(c, 'stream'));
+  const attr = u32(c, 'attr');
+  checkStreamAttr(attr);
+  const v = await (await ctx(c)).streamGetAttribute(s, attr);
+  if (v.length !== QCUDA_ATTR_VALUE_BYTES) throw new CudaError(CudaErr.Unknown, `the provider gave a ${v.length}-byte attribute value`);
+  return { out: encode('qcuda_out_stream_attr_value', { value: v }) };
 }
 
 export const COMMANDS: Partial<Record<Cmd, Command>> = {
@@ -187,13 +324,14 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
       c.session.device = device;
     },
   },
-  [Cmd.DEVICE_SYNC]: { run: async (c) => (await ctx(c)).synchronize() },
+  [Cmd.DEVICE_SYNC]: { stream: 'all', run: withAsyncError(async (c) => (await ctx(c)).synchronize()) },
   [Cmd.DEVICE_RESET]: { run: (c) => c.session.reset() },
   [Cmd.MEM_GET_INFO]: { out: 'qcuda_out_mem_info', run: memInfo },
   [Cmd.MALLOC]: { args: 'qcuda_args_malloc', run: malloc },
   [Cmd.FREE]: { args: 'qcuda_args_ptr', run: free },
   [Cmd.MEMCPY_HTOD]: {
     args: 'qcuda_args_memcpy',
+    stream: 'stream',
     data: 'to',
     async run(c) {
       const size = u64(c, 'size');
@@ -205,6 +343,7 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
   },
   [Cmd.MEMCPY_DTOH]: {
     args: 'qcuda_args_memcpy',
+    stream: 'stream',
     data: 'from',
     async run(c) {
       const size = u64(c, 'size');
@@ -216,6 +355,7 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
   },
   [Cmd.MEMCPY_DTOD]: {
     args: 'qcuda_args_memcpy',
+    stream: 'stream',
     async run(c) {
       const size = u64(c, 'size');
       c.session.checkRange(u64(c, 'dst'), size, 'cudaMemcpy destination');
@@ -226,6 +366,7 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
   },
   [Cmd.MEMSET]: {
     args: 'qcuda_args_memset',
+    stream: 'stream',
     async run(c) {
       const size = u64(c, 'size');
       c.session.checkRange(u64(c, 'dst'), size, 'cudaMemset destination');
@@ -255,13 +396,19 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
     },
   },
   [Cmd.STREAM_DESTROY]: { args: 'qcuda_args_handle', run: async (c) => (await ctx(c)).streamDestroy(c.session.takeStream(u64(c, 'handle'))) },
-  [Cmd.STREAM_SYNC]: { args: 'qcuda_args_handle', run: async (c) => (await ctx(c)).streamSynchronize(c.session.stream(u64(c, 'handle'))) },
+  [Cmd.STREAM_SYNC]: { args: 'qcuda_args_handle', stream: 'handle', run: withAsyncError(async (c) => (await ctx(c)).streamSynchronize(c.session.stream(u64(c, 'handle')))) },
   [Cmd.STREAM_QUERY]: {
     args: 'qcuda_args_handle',
-    run: async (c) => readiness(await (await ctx(c)).streamQuery(c.session.stream(u64(c, 'handle')))),
+    run: async (c) => {
+      const s = c.session.stream(u64(c, 'handle'));
+      if (c.session.callbacks.gate(u64(c, 'handle'))) return readiness(false); // a host function has not run yet
+      return readiness(await (await ctx(c)).streamQuery(s));
+    },
   },
   [Cmd.STREAM_WAIT_EVENT]: {
     args: 'qcuda_args_stream_wait_event',
+    stream: 'stream',
+    event: 'event',
     async run(c) {
       const s = c.session.stream(u64(c, 'stream'));
       const e = c.session.event(u64(c, 'event'));
@@ -279,15 +426,20 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
   [Cmd.EVENT_DESTROY]: { args: 'qcuda_args_handle', run: async (c) => (await ctx(c)).eventDestroy(c.session.takeEvent(u64(c, 'handle'))) },
   [Cmd.EVENT_RECORD]: {
     args: 'qcuda_args_event_record',
+    stream: 'stream',
     async run(c) {
       const e = c.session.event(u64(c, 'event'));
       await (await ctx(c)).eventRecord(e, c.session.stream(u64(c, 'stream')));
     },
   },
-  [Cmd.EVENT_SYNC]: { args: 'qcuda_args_handle', run: async (c) => (await ctx(c)).eventSynchronize(c.session.event(u64(c, 'handle'))) },
+  [Cmd.EVENT_SYNC]: { args: 'qcuda_args_handle', event: 'handle', run: withAsyncError(async (c) => (await ctx(c)).eventSynchronize(c.session.event(u64(c, 'handle')))) },
   [Cmd.EVENT_QUERY]: {
     args: 'qcuda_args_handle',
-    run: async (c) => readiness(await (await ctx(c)).eventQuery(c.session.event(u64(c, 'handle')))),
+    run: async (c) => {
+      const e = c.session.event(u64(c, 'handle'));
+      if (c.session.callbacks.eventGate(u64(c, 'handle'))) return readiness(false); // its record waits for a host function
+      return readiness(await (await ctx(c)).eventQuery(e));
+    },
   },
   [Cmd.EVENT_ELAPSED]: {
     args: 'qcuda_args_event_elapsed',
@@ -318,7 +470,21 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
   [Cmd.MODULE_UNLOAD]: { args: 'qcuda_args_handle', run: async (c) => (await ctx(c)).moduleUnload(c.session.takeModule(u64(c, 'handle'))) },
   [Cmd.FUNC_GET]: { args: 'qcuda_args_symbol', out: 'qcuda_out_func_info', run: funcGet },
   [Cmd.VAR_GET]: { args: 'qcuda_args_symbol', out: 'qcuda_out_var_info', run: varGet },
-  [Cmd.LAUNCH]: { args: 'qcuda_args_launch', varArgs: true, run: launch },
+  [Cmd.LAUNCH]: { args: 'qcuda_args_launch', varArgs: true, stream: 'stream', run: launch },
+  [Cmd.HOST_FUNC]: { args: 'qcuda_args_host_func', run: hostFunc },
+  [Cmd.CALLBACK_WAIT]: { args: 'qcuda_args_callback_wait', out: 'qcuda_out_callback', run: callbackWait },
+  [Cmd.FUNC_ATTRS]: { args: 'qcuda_args_handle', out: 'qcuda_out_func_attrs', run: funcAttrs },
+  [Cmd.FUNC_SET_ATTR]: { args: 'qcuda_args_func_attr', run: funcSetAttr },
+  [Cmd.OCCUPANCY_BLOCKS]: { args: 'qcuda_args_occupancy', run: occupancyBlocks },
+  [Cmd.OCCUPANCY_SMEM]: { args: 'qcuda_args_occupancy', run: occupancySmem },
+  [Cmd.LIMIT_SET]: { args: 'qcuda_args_limit', run: limitSet },
+  [Cmd.LIMIT_GET]: { args: 'qcuda_args_limit', run: limitGet },
+  [Cmd.STREAM_SET_ATTR]: { args: 'qcuda_args_stream_attr', run: streamSetAttr },
+  [Cmd.STREAM_GET_ATTR]: { args: 'qcuda_args_stream_attr', out: 'qcuda_out_stream_attr_value', run: streamGetAttr },
+  [Cmd.LAUNCH_COOPERATIVE]: { args: 'qcuda_args_launch', varArgs: true, stream: 'stream', run: (c) => launch(c, true) },
 };
+
+COMMANDS[Cmd.BATCH] = batchCommand(COMMANDS);
+COMMANDS[Cmd.OUTPUT_READ] = OUTPUT_READ;
 
 export { decode };

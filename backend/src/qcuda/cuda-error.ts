@@ -8,6 +8,7 @@ export enum CudaErr {
   InvalidDevice = 101,
   InvalidDevicePointer = 17,
   NoKernelImageForDevice = 209,
+  UnsupportedLimit = 215,
   SymbolNotFound = 500,
   InvalidResourceHandle = 400,
   NotReady = 600,

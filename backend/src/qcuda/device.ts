@@ -7,11 +7,11 @@ import createDebug from 'debug';
 import type { MemoryTable } from '../vhost-user/memory';
 import type { Request } from '../vhost-user/request';
 import type { VhostUserDevice } from '../vhost-user/device';
-import { COMMANDS, type Call, type DeviceState, type Result } from './commands';
+import { COMMANDS, passGate, type Call, type DeviceState, type Result } from './commands';
 import { CudaErr, CudaError } from './cuda-error';
 import { HostProvider } from './providers/host';
 import type { GuestSeg, Provider } from './provider';
-import { Cmd, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_PROTO_VERSION, Status } from './proto';
+import { Cmd, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_PROTO_VERSION, QCUDA_ST_OUTPUT, Status } from './proto';
 import { Session } from './session';
 
 const debug = createDebug('qcuda:device');
@@ -98,13 +98,16 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   async handle(req: Request): Promise<number> {
     if (req.writableBytes < RESP) throw new RangeError(`no room for a reply header (${req.writableBytes} bytes)`);
     let r: Result & { dataOut?: number };
+    const caller: { session?: Session } = {};
     try {
-      r = await this.#dispatch(req);
+      r = await this.#dispatch(req, caller);
     } catch (e) {
       r = this.#failure(e);
     }
     const out = r.out ?? new Uint8Array(0);
-    req.write(0, encode('qcuda_resp_hdr', { status: r.status ?? 0, len: out.length, value: r.value ?? 0n }));
+    // Checked last: the command itself may just have brought device output.
+    const status = (r.status ?? 0) | (caller.session?.output.pending ? QCUDA_ST_OUTPUT : 0);
+    req.write(0, encode('qcuda_resp_hdr', { status, len: out.length, value: r.value ?? 0n }));
     req.write(RESP, out);
     this.served[req.queue]++;
     return RESP + out.length + (r.dataOut ?? 0);
@@ -123,7 +126,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     return { status: CudaErr.Unknown };
   }
 
-  async #dispatch(req: Request): Promise<Result & { dataOut?: number }> {
+  /** Runs the request; caller.session is set once the caller's session is known. */
+  async #dispatch(req: Request, caller: { session?: Session }): Promise<Result & { dataOut?: number }> {
     if (req.readableBytes < REQ) throw new RequestError(Status.BAD_REQUEST, `request of ${req.readableBytes} bytes`);
     const h = decode('qcuda_req_hdr', req.read(0, REQ).slice());
     const cmd = h.cmd as number;
@@ -143,6 +147,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const spec = COMMANDS[cmd as Cmd];
     if (!spec) throw new RequestError(Status.UNKNOWN_CMD, `unknown command ${cmd}`);
     const session = this.sessions.get(h.session as bigint);
+    caller.session = session;
     if (!session) throw new RequestError(Status.NO_SESSION, `command ${Cmd[cmd]} for unknown session`);
     const argsSize = spec.args ? LAYOUT[spec.args].size : 0;
     const outSize = spec.out ? LAYOUT[spec.out].size : 0;
@@ -162,6 +167,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       dataOffset: h.data_offset as bigint, dataLen, dev: this,
       extra: len > argsSize ? req.read(REQ + argsSize, len - argsSize).slice() : new Uint8Array(0),
     };
+    await passGate(call, spec);
     const r = (await spec.run(call)) ?? {};
     // The data went out only if the command succeeded; otherwise the guest must not read it.
     return { ...r, dataOut: (r.status ?? 0) === 0 ? dataOut : 0 };
@@ -185,7 +191,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const s = this.sessions.get(id);
     if (!s) throw new RequestError(Status.NO_SESSION, 'close of an unknown session');
     this.sessions.delete(id);
-    await s.reset();
+    s.output.close();
+    await s.close();
     debug('session %s closed', id.toString(16));
     return {};
   }
@@ -194,7 +201,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   async reset(): Promise<void> {
     const all = [...this.sessions.values()];
     this.sessions.clear();
-    const results = await Promise.allSettled(all.map((s) => s.reset()));
+    for (const s of all) s.output.close();
+    const results = await Promise.allSettled(all.map((s) => s.close()));
     for (const r of results) if (r.status === 'rejected') console.error(`qcuda: freeing a session failed: ${r.reason}`);
   }
 }

@@ -6,7 +6,7 @@
 
 export const VIRTIO_ID_QCUDA = 60;
 export const QCUDA_MAGIC = 0x44554351;
-export const QCUDA_PROTO_VERSION = 2;
+export const QCUDA_PROTO_VERSION = 3;
 export const QCUDA_CONFIG_SIZE = 40;
 export const QCUDA_CAP_GPU = 1n << 0n;
 export const QCUDA_MAX_ARGS = 4096;
@@ -19,6 +19,9 @@ export const QCUDA_MAX_MODULE = 64 << 20;
 export const QCUDA_MAX_PARAMS = 256;
 export const QCUDA_MAX_PARAM_BYTES = 4000;
 export const QCUDA_MAX_NAME = 256;
+export const QCUDA_NUM_FUNC_ATTRS = 16;
+export const QCUDA_ATTR_VALUE_BYTES = 64;
+export const QCUDA_MAX_BATCH = 64 << 10;
 
 export enum Cmd {
   NOP = 0,
@@ -55,7 +58,26 @@ export enum Cmd {
   FUNC_GET = 51,
   VAR_GET = 52,
   LAUNCH = 53,
+  FUNC_ATTRS = 60,
+  FUNC_SET_ATTR = 61,
+  OCCUPANCY_BLOCKS = 62,
+  OCCUPANCY_SMEM = 63,
+  LIMIT_SET = 64,
+  LIMIT_GET = 65,
+  STREAM_SET_ATTR = 66,
+  STREAM_GET_ATTR = 67,
+  LAUNCH_COOPERATIVE = 68,
+  OUTPUT_READ = 56,
+  BATCH = 54,
+  HOST_FUNC = 55,
+  CALLBACK_WAIT = 70,
 }
+
+/** Not a status: OR-ed into the status of any reply to a session with device output waiting. */
+export const QCUDA_ST_OUTPUT = 0x40000000;
+/** OUTPUT_READ kinds: device printf (the program's stdout), failed asserts (its stderr). */
+export const QCUDA_OUTPUT_STDOUT = 1;
+export const QCUDA_OUTPUT_STDERR = 2;
 
 export enum Status {
   OK = 0,
@@ -97,6 +119,18 @@ export const STRUCTS = {
   qcuda_out_func_info: [['num_params', 'u32'], ['param_bytes', 'u32'], ['offset', 'u32[256]'], ['size', 'u32[256]']],
   qcuda_out_var_info: [['dptr', 'u64'], ['size', 'u64']],
   qcuda_args_launch: [['func', 'u64'], ['stream', 'u64'], ['grid', 'u32[3]'], ['block', 'u32[3]'], ['shared_mem', 'u32'], ['param_bytes', 'u32']],
+  qcuda_out_func_attrs: [['values', 'u32[16]']],
+  qcuda_args_func_attr: [['func', 'u64'], ['attr', 'u32'], ['value', 'i32']],
+  qcuda_args_occupancy: [['func', 'u64'], ['dynamic_smem', 'u64'], ['block_size', 'i32'], ['flags', 'u32'], ['num_blocks', 'i32'], ['reserved', 'u32']],
+  qcuda_args_limit: [['limit', 'u32'], ['reserved', 'u32'], ['value', 'u64']],
+  qcuda_args_stream_attr: [['stream', 'u64'], ['attr', 'u32'], ['reserved', 'u32'], ['value', 'u8[64]']],
+  qcuda_out_stream_attr_value: [['value', 'u8[64]']],
+  qcuda_args_host_func: [['stream', 'u64'], ['id', 'u64']],
+  qcuda_args_callback_wait: [['done', 'u64']],
+  qcuda_out_callback: [['id', 'u64'], ['status', 'u32'], ['reserved', 'u32']],
+  qcuda_args_batch: [['count', 'u32'], ['reserved', 'u32'], ['bytes', 'u64']],
+  qcuda_batch_entry: [['cmd', 'u32'], ['len', 'u32']],
+  qcuda_out_output_read: [['kind', 'u32'], ['more', 'u32']],
 } as const satisfies Record<string, Fields>;
 
 export type StructName = keyof typeof STRUCTS;

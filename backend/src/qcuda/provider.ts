@@ -39,6 +39,24 @@ export interface FunctionInfo {
 
 export type Dim3 = readonly [number, number, number];
 
+/**
+ * Where a context's device output goes (kernels' printf: kind 1, stdout;
+ * failed device asserts: kind 2, stderr): the session's queue for the guest.
+ * A provider calls it, before the reply of the flush point that produced the
+ * output goes back, where it has such output; the host provider never does.
+ */
+export type OutputSink = (kind: 1 | 2, bytes: Uint8Array) => void;
+
+/** One launch of a batch, already checked by the dispatcher. */
+export interface LaunchDesc {
+  f: FunctionRef;
+  grid: Dim3;
+  block: Dim3;
+  sharedMem: number;
+  stream: StreamRef | undefined;
+  params: Uint8Array;
+}
+
 /** One CUDA context's worth of state: the backend opens one per guest session. */
 export interface ProviderContext {
   malloc(size: bigint): Promise<DevPtr>;
@@ -72,6 +90,22 @@ export interface ProviderContext {
   functionGet(m: ModuleRef, name: string, maxParams: number): Promise<FunctionInfo>;
   /** A __device__ variable of a module: where it lives and its size. */
   variableGet(m: ModuleRef, name: string): Promise<{ dptr: DevPtr; size: bigint }>;
+  /** Every CUfunction_attribute of a kernel (QCUDA_NUM_FUNC_ATTRS values, indexed by it). */
+  funcGetAttributes(f: FunctionRef): Promise<Int32Array>;
+  /** cudaFuncSetAttribute (attr and value already range-checked). */
+  funcSetAttribute(f: FunctionRef, attr: number, value: number): Promise<void>;
+  /** Active blocks per multiprocessor for a block size and dynamic shared memory per block. */
+  occupancyBlocks(f: FunctionRef, blockSize: number, dynamicSmem: bigint, flags: number): Promise<number>;
+  /** Dynamic shared memory per block that lets numBlocks blocks of blockSize threads fit on a multiprocessor. */
+  occupancySmem(f: FunctionRef, numBlocks: number, blockSize: number): Promise<bigint>;
+  /** The context's cudaLimit values (limit already checked to be one the runtime names). */
+  limitSet(limit: number, value: bigint): Promise<void>;
+  limitGet(limit: number): Promise<bigint>;
+  /** A stream attribute's value (cudaLaunchAttributeValue, QCUDA_ATTR_VALUE_BYTES), rebuilt from checked fields. */
+  streamSetAttribute(s: StreamRef | undefined, attr: number, value: Uint8Array): Promise<void>;
+  streamGetAttribute(s: StreamRef | undefined, attr: number): Promise<Uint8Array>;
+  /** As launch(), for a cooperative grid (cudaLaunchCooperativeKernel): every block resident at once. */
+  launchCooperative(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Promise<void>;
   /**
    * Enqueues a kernel on the stream, after the work already enqueued there;
    * resolves once enqueued, not completed (the kernel's own errors surface at
@@ -79,6 +113,12 @@ export interface ProviderContext {
    * exactly paramBytes long: the provider never interprets it.
    */
   launch(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Promise<void>;
+  /**
+   * Enqueues several launches in order, as launch() does each, in one go.
+   * Every launch is tried; the promise rejects with the first failure's
+   * CudaError, which carries `index`, that launch's position in the list.
+   */
+  launchMany(list: readonly LaunchDesc[]): Promise<void>;
   /** Frees everything the context holds. Called once; the context is dead after. */
   destroy(): Promise<void>;
 }
@@ -91,7 +131,7 @@ export interface Provider {
   deviceProps(device: number): DeviceProps;
   /** Device-wide free and total bytes (the dispatcher applies the quota). */
   memGetInfo(device: number): Promise<{ free: bigint; total: bigint }>;
-  openContext(device: number): Promise<ProviderContext>;
+  openContext(device: number, output?: OutputSink): Promise<ProviderContext>;
   /** Guest RAM as it is mapped in this process: register so copies run at
    * pinned speed. Unregistering resolves before the memory may be unmapped. */
   registerGuestMemory(addr: bigint, size: bigint): void | Promise<void>;

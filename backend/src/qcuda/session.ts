@@ -2,8 +2,10 @@
 // its stream and event handles. Everything the guest names is looked up
 // here, so a pointer or handle of another session (or VM) is simply unknown.
 import { randomBytes } from 'node:crypto';
+import { Callbacks } from './callbacks';
 import { CudaErr, CudaError } from './cuda-error';
 import type { DevPtr, EventRef, FunctionRef, GuestSeg, ModuleRef, Provider, ProviderContext, StreamRef } from './provider';
+import { OutputQueue } from './output';
 import { QCUDA_MAX_MODULE, QCUDA_STREAM_LEGACY, QCUDA_STREAM_PER_THREAD, Status } from './proto';
 import { RangeSet, type Range } from './ranges';
 
@@ -46,7 +48,14 @@ export class Session {
   readonly #symbols = new RangeSet<Range & { module: bigint }>();
   #nextHandle = 0x100n;
   #ctx: Promise<ProviderContext> | undefined;
+  #closed = false;
   allocated = 0n;
+  /** Host functions marked in its streams, and the gates they put there. */
+  readonly callbacks = new Callbacks();
+  /** The first failure of posted work that ran after its batch was answered (0: none). */
+  #asyncError = 0;
+  /** Device output for the guest (OUTPUT_READ). Kept across cudaDeviceReset, which natively prints it too. */
+  readonly output = new OutputQueue();
 
   constructor(
     private readonly provider: Provider,
@@ -57,8 +66,21 @@ export class Session {
 
   /** The CUDA context, created on first use (a NOP-only process costs nothing). */
   context(): Promise<ProviderContext> {
-    this.#ctx ??= this.provider.openContext(this.device);
+    // A command that waited at a gate may run after the session ended.
+    if (this.#closed) return Promise.reject(new CudaError(Status.NO_SESSION, 'the session has closed'));
+    this.#ctx ??= this.provider.openContext(this.device, (kind, bytes) => this.output.push(kind, bytes));
     return this.#ctx;
+  }
+
+  noteAsyncError(status: number): void {
+    if (this.#asyncError === 0) this.#asyncError = status;
+  }
+
+  /** For synchronizing commands: the async error, once. */
+  takeAsyncError(): number {
+    const e = this.#asyncError;
+    this.#asyncError = 0;
+    return e;
   }
 
   get hasContext(): boolean {
@@ -243,8 +265,16 @@ export class Session {
     this.#symbols.add({ base, size, module: h });
   }
 
+  /** The process is gone: frees everything; nothing can use the session after. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.callbacks.close();
+    await this.reset();
+  }
+
   /** Frees everything (cudaDeviceReset, process exit): the context goes with it. */
   async reset(): Promise<void> {
+    this.callbacks.reset();
     const ctx = this.#ctx;
     this.#ctx = undefined;
     this.#allocs.clear();

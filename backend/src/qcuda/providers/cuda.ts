@@ -11,10 +11,15 @@
 //   pinned; DEVICEMAP, for hostDevicePointer) and memGetInfo.
 // - Stream and event refs are the addon's per-context ids (numbers); undefined
 //   is the legacy NULL stream.
+// - Device printf/assert output: the provider captures the process's stdout
+//   and stderr and hands what kernels print to the sessions' output sinks at
+//   the flush points, before their replies (cuda-output.ts says how output
+//   is attributed to sessions).
 import createDebug from 'debug';
 import { CudaErr, CudaError } from '../cuda-error';
-import type { DevPtr, DeviceProps, Dim3, EventRef, FunctionInfo, FunctionRef, GuestSeg, ModuleRef, Provider, ProviderContext, StreamRef } from '../provider';
+import type { DevPtr, DeviceProps, Dim3, EventRef, FunctionInfo, FunctionRef, GuestSeg, LaunchDesc, ModuleRef, OutputSink, Provider, ProviderContext, StreamRef } from '../provider';
 import { cudaNative, type CudaContextNative, type CudaNative } from '../../native-cuda';
+import { deviceOutput, type OutputSource } from './cuda-output';
 
 const debug = createDebug('qcuda:cuda');
 
@@ -38,6 +43,8 @@ export function cudaAvailable(): { ok: boolean; reason: string } {
 export interface CudaProviderOptions {
   /** Flags for each session's cuCtxCreate (CU_CTX_*; the runtime's cudaDeviceSchedule* values). Default: MAP_HOST, scheduling auto. */
   contextFlags?: number;
+  /** Capture device printf/assert output for the sessions (cuda-output.ts). Default false: only a backend process should take over its stdout and stderr. */
+  captureOutput?: boolean;
 }
 
 interface Region {
@@ -63,13 +70,49 @@ function handleId(x: unknown, what: string): number {
   throw new CudaError(CudaErr.InvalidResourceHandle, `not a cuda provider ${what}: ${String(x)}`);
 }
 
-class CudaSessionContext implements ProviderContext {
+/** Bytes of a launch record's header for the addon's launchMany (10 u32). */
+const LAUNCH_RECORD = 40;
+
+/** The addon's launchMany records: a header of 10 u32, then the parameters padded to 8. */
+function packLaunches(list: readonly LaunchDesc[]): Uint8Array {
+  let size = 0;
+  for (const l of list) size += LAUNCH_RECORD + ((l.params.length + 7) & ~7);
+  const buf = new Uint8Array(size);
+  const v = new DataView(buf.buffer);
+  let at = 0;
+  for (const l of list) {
+    const head = [handleId(l.f, 'function'), streamId(l.stream), ...l.grid, ...l.block, l.sharedMem, l.params.length];
+    head.forEach((x, i) => v.setUint32(at + 4 * i, x, true));
+    buf.set(l.params, at + LAUNCH_RECORD);
+    at += LAUNCH_RECORD + ((l.params.length + 7) & ~7);
+  }
+  return buf;
+}
+
+class CudaSessionContext implements ProviderContext, OutputSource {
   #dead = false;
+  #launched = false;
 
   constructor(
     readonly native: CudaContextNative,
     readonly provider: CudaProvider,
+    readonly output: OutputSink | undefined,
   ) {}
+
+  get launched(): boolean {
+    return this.#launched;
+  }
+
+  /** p ends at a point where CUDA flushes device output: hand it to the session before the reply goes back. */
+  #flushing<T>(p: Promise<T>): Promise<T> {
+    return p.finally(() => deviceOutput.drain(this));
+  }
+
+  /** A kernel goes in: output from nowhere in particular is now likely this context's. */
+  #launching(): void {
+    this.#launched = true;
+    deviceOutput.launched(this);
+  }
 
   malloc(size: bigint): Promise<DevPtr> {
     return this.native.malloc(size);
@@ -78,19 +121,20 @@ class CudaSessionContext implements ProviderContext {
     return this.native.free(ptr);
   }
   copyToDevice(dst: DevPtr, src: GuestSeg[], stream: StreamRef | undefined): Promise<void> {
-    return this.native.copyHtoD(dst, src, streamId(stream));
+    return this.#flushing(this.native.copyHtoD(dst, src, streamId(stream)));
   }
   copyFromDevice(dst: GuestSeg[], src: DevPtr, stream: StreamRef | undefined): Promise<void> {
-    return this.native.copyDtoH(dst, src, streamId(stream));
+    return this.#flushing(this.native.copyDtoH(dst, src, streamId(stream)));
   }
   copyOnDevice(dst: DevPtr, src: DevPtr, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> {
-    return this.native.copyDtoD(dst, src, size, streamId(stream), !async);
+    const p = this.native.copyDtoD(dst, src, size, streamId(stream), !async);
+    return async ? p : this.#flushing(p);
   }
   memset(dst: DevPtr, value: number, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> {
     return this.native.memset(dst, value & 0xff, size, streamId(stream), !async);
   }
   synchronize(): Promise<void> {
-    return this.native.synchronize();
+    return this.#flushing(this.native.synchronize());
   }
   streamCreate(flags: number, priority: number): Promise<StreamRef> {
     return this.native.streamCreate(flags, priority);
@@ -99,7 +143,7 @@ class CudaSessionContext implements ProviderContext {
     return this.native.streamDestroy(streamId(s));
   }
   streamSynchronize(s: StreamRef | undefined): Promise<void> {
-    return this.native.streamSynchronize(streamId(s));
+    return this.#flushing(this.native.streamSynchronize(streamId(s)));
   }
   streamQuery(s: StreamRef | undefined): Promise<boolean> {
     return this.native.streamQuery(streamId(s));
@@ -117,7 +161,7 @@ class CudaSessionContext implements ProviderContext {
     return this.native.eventRecord(eventId(e), streamId(s));
   }
   eventSynchronize(e: EventRef): Promise<void> {
-    return this.native.eventSynchronize(eventId(e));
+    return this.#flushing(this.native.eventSynchronize(eventId(e)));
   }
   eventQuery(e: EventRef): Promise<boolean> {
     return this.native.eventQuery(eventId(e));
@@ -126,10 +170,10 @@ class CudaSessionContext implements ProviderContext {
     return this.native.eventElapsed(eventId(start), eventId(end));
   }
   moduleLoad(image: Uint8Array): Promise<ModuleRef> {
-    return this.native.moduleLoad(image);
+    return this.#flushing(this.native.moduleLoad(image));
   }
   moduleUnload(m: ModuleRef): Promise<void> {
-    return this.native.moduleUnload(handleId(m, 'module'));
+    return this.#flushing(this.native.moduleUnload(handleId(m, 'module')));
   }
   async functionGet(m: ModuleRef, name: string, maxParams: number): Promise<FunctionInfo> {
     const f = await this.native.functionGet(handleId(m, 'module'), name, maxParams);
@@ -139,8 +183,41 @@ class CudaSessionContext implements ProviderContext {
   variableGet(m: ModuleRef, name: string): Promise<{ dptr: DevPtr; size: bigint }> {
     return this.native.variableGet(handleId(m, 'module'), name);
   }
+  funcGetAttributes(f: FunctionRef): Promise<Int32Array> {
+    return this.native.funcGetAttributes(handleId(f, 'function'));
+  }
+  funcSetAttribute(f: FunctionRef, attr: number, value: number): Promise<void> {
+    return this.native.funcSetAttribute(handleId(f, 'function'), attr, value);
+  }
+  occupancyBlocks(f: FunctionRef, blockSize: number, dynamicSmem: bigint, flags: number): Promise<number> {
+    return this.native.occupancyBlocks(handleId(f, 'function'), blockSize, dynamicSmem, flags);
+  }
+  occupancySmem(f: FunctionRef, numBlocks: number, blockSize: number): Promise<bigint> {
+    return this.native.occupancySmem(handleId(f, 'function'), numBlocks, blockSize);
+  }
+  limitSet(limit: number, value: bigint): Promise<void> {
+    return this.native.limitSet(limit, value);
+  }
+  limitGet(limit: number): Promise<bigint> {
+    return this.native.limitGet(limit);
+  }
+  streamSetAttribute(s: StreamRef | undefined, attr: number, value: Uint8Array): Promise<void> {
+    return this.native.streamSetAttribute(streamId(s), attr, value);
+  }
+  streamGetAttribute(s: StreamRef | undefined, attr: number): Promise<Uint8Array> {
+    return this.native.streamGetAttribute(streamId(s), attr);
+  }
+  launchCooperative(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Promise<void> {
+    this.#launching();
+    return this.native.launchCooperative(handleId(f, 'function'), grid, block, sharedMem, streamId(stream), params);
+  }
   launch(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Promise<void> {
+    this.#launching();
     return this.native.launch(handleId(f, 'function'), grid, block, sharedMem, streamId(stream), params);
+  }
+  launchMany(list: readonly LaunchDesc[]): Promise<void> {
+    if (list.length > 0) this.#launching();
+    return this.native.launchMany(packLaunches(list), list.length);
   }
   async hostDevicePointer(addr: bigint, size: bigint): Promise<DevPtr> {
     if (!(await this.provider.isRegistered(addr, size)))
@@ -151,7 +228,12 @@ class CudaSessionContext implements ProviderContext {
     if (this.#dead) return;
     this.#dead = true;
     this.provider.forget(this);
-    await this.native.destroy();
+    try {
+      await this.native.destroy(); // destroying a context flushes its device output too
+    } finally {
+      deviceOutput.drain(this);
+      deviceOutput.forget(this);
+    }
   }
 }
 
@@ -164,6 +246,7 @@ export class CudaProvider implements Provider {
   readonly #contexts = new Set<CudaSessionContext>();
   readonly #regions = new Map<bigint, Region>();
   readonly #contextFlags: number;
+  readonly #capturing: boolean;
   #closed = false;
 
   constructor(
@@ -177,6 +260,7 @@ export class CudaProvider implements Provider {
     this.#props = { name: p.name, uuid: p.uuid, totalMem: p.totalMem, attrs: p.attrs };
     this.#driverVersion = n.probe().driverVersion;
     this.#contextFlags = o.contextFlags ?? n.CTX_MAP_HOST;
+    this.#capturing = (o.captureOutput ?? false) && deviceOutput.acquire(n); // last: nothing after it may throw
   }
 
   deviceCount(): number {
@@ -202,11 +286,11 @@ export class CudaProvider implements Provider {
     return this.primary.memGetInfo();
   }
 
-  async openContext(device: number): Promise<ProviderContext> {
+  async openContext(device: number, output?: OutputSink): Promise<ProviderContext> {
     this.#device(device);
     if (this.#closed) throw new CudaError(CudaErr.InitializationError, 'the cuda provider is closed');
     const native = await this.#n.openContext(this.gpu, this.#contextFlags, false);
-    const c = new CudaSessionContext(native, this);
+    const c = new CudaSessionContext(native, this, output);
     this.#contexts.add(c);
     return c;
   }
@@ -267,7 +351,11 @@ export class CudaProvider implements Provider {
     this.#closed = true;
     await Promise.allSettled([...this.#contexts].map((c) => c.destroy()));
     await Promise.allSettled([...this.#regions.keys()].map((a) => this.unregisterGuestMemory(a)));
-    await this.primary.destroy();
+    try {
+      await this.primary.destroy();
+    } finally {
+      if (this.#capturing) deviceOutput.release();
+    }
   }
 }
 

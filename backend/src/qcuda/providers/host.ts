@@ -4,8 +4,9 @@
 // is always idle. It is not a model of GPU timing and runs no kernels.
 import { performance } from 'node:perf_hooks';
 import { CudaErr, CudaError } from '../cuda-error';
-import type { DeviceProps, DevPtr, Dim3, EventRef, FunctionInfo, GuestSeg, Provider, ProviderContext, StreamRef } from '../provider';
-import { QCUDA_NUM_ATTRS } from '../proto';
+import type { DeviceProps, DevPtr, Dim3, EventRef, FunctionInfo, GuestSeg, LaunchDesc, Provider, ProviderContext, StreamRef } from '../provider';
+import { StreamAttr } from '../attrs';
+import { QCUDA_ATTR_VALUE_BYTES, QCUDA_NUM_ATTRS } from '../proto';
 import { RangeSet, type Range } from '../ranges';
 
 /** Emulated device addresses live here, far from any host mapping. */
@@ -32,6 +33,39 @@ interface Alloc extends Range {
 interface HostEvent {
   flags: number;
   at: number | undefined; // ms, when recorded
+}
+
+/** A stream: its creation priority and the attributes set on it (cudaLaunchAttributeValue bytes by id). */
+interface HostStream {
+  priority: number;
+  attrs: Map<number, Uint8Array>;
+}
+
+/**
+ * A fresh context's limits (cudaLimit order) as CUDA 13 reports them on the
+ * sm_90 GPUs qcuda serves; undefined: cudaErrorUnsupportedLimit there
+ * (cudaLimitDevRuntimeSyncDepth exists only below compute capability 9.0).
+ */
+const LIMIT_DEFAULTS: readonly (bigint | undefined)[] = [
+  1024n, // cudaLimitStackSize
+  1n << 20n, // cudaLimitPrintfFifoSize
+  8n << 20n, // cudaLimitMallocHeapSize
+  undefined, // cudaLimitDevRuntimeSyncDepth
+  2048n, // cudaLimitDevRuntimePendingLaunchCount
+  32n, // cudaLimitMaxL2FetchGranularity
+  0n, // cudaLimitPersistingL2CacheSize
+];
+/** The hints CUDA clamps: L2 fetch granularity to 128 bytes, persisting L2 to the device's (none here). */
+const LIMIT_MAX: Record<number, bigint> = { 5: 128n, 6: 0n };
+
+/** A stream attribute nobody set, as CUDA reports it for a fresh stream. */
+function defaultStreamAttr(attr: number, priority: number): Uint8Array {
+  const out = new Uint8Array(QCUDA_ATTR_VALUE_BYTES);
+  const v = new DataView(out.buffer);
+  if (attr === StreamAttr.Priority) v.setInt32(0, priority, true);
+  else if (attr === StreamAttr.SynchronizationPolicy) v.setUint32(0, 1, true); // cudaSyncPolicyAuto
+  else if (attr === StreamAttr.MemSyncDomainMap) out[1] = 1; // default domain 0, remote domain 1
+  return out;
 }
 
 export interface HostProviderOptions {
@@ -156,6 +190,9 @@ function copyViews(dst: Uint8Array[], src: Uint8Array[]): void {
 
 class HostContext implements ProviderContext {
   readonly #maps = new RangeSet<Range>();
+  readonly #limits = LIMIT_DEFAULTS.slice();
+  /** The NULL stream's attributes. */
+  readonly #legacy: HostStream = { priority: 0, attrs: new Map() };
   constructor(private readonly p: HostProvider) {}
 
   isMapped(ptr: bigint, size: bigint): boolean {
@@ -191,8 +228,9 @@ class HostContext implements ProviderContext {
 
   async synchronize(): Promise<void> {}
 
-  async streamCreate(): Promise<StreamRef> {
-    return {};
+  async streamCreate(_flags: number, priority: number): Promise<StreamRef> {
+    const st: HostStream = { priority, attrs: new Map() };
+    return st;
   }
 
   async streamDestroy(): Promise<void> {}
@@ -246,8 +284,50 @@ class HostContext implements ProviderContext {
   async variableGet(_m: unknown, _name: string): Promise<{ dptr: DevPtr; size: bigint }> {
     throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no modules');
   }
+  // Function queries and cooperative launches: there are no functions (as for launch).
+  async funcGetAttributes(_f: unknown): Promise<Int32Array> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+  }
+  async funcSetAttribute(_f: unknown, _a: number, _v: number): Promise<void> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+  }
+  async occupancyBlocks(_f: unknown, _b: number, _s: bigint, _fl: number): Promise<number> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+  }
+  async occupancySmem(_f: unknown, _n: number, _b: number): Promise<bigint> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+  }
+  async launchCooperative(_f: unknown, _g: Dim3, _b: Dim3, _s: number, _st: StreamRef | undefined, _p: Uint8Array): Promise<void> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+  }
+
+  // Limits: a table per context that keeps what is set (clamping the hints as CUDA does).
+  async limitSet(limit: number, value: bigint): Promise<void> {
+    if (this.#limits[limit] === undefined) throw new CudaError(CudaErr.UnsupportedLimit, `cudaLimit ${limit} is not supported on this device`);
+    const max = LIMIT_MAX[limit];
+    this.#limits[limit] = max !== undefined && value > max ? max : value;
+  }
+  async limitGet(limit: number): Promise<bigint> {
+    const v = this.#limits[limit];
+    if (v === undefined) throw new CudaError(CudaErr.UnsupportedLimit, `cudaLimit ${limit} is not supported on this device`);
+    return v;
+  }
+
+  // Stream attributes: kept per stream, as set (they change nothing here: work completes at once).
+  async streamSetAttribute(s: StreamRef | undefined, attr: number, value: Uint8Array): Promise<void> {
+    const st = (s as HostStream | undefined) ?? this.#legacy;
+    st.attrs.set(attr, value.slice());
+    if (attr === StreamAttr.Priority) st.priority = new DataView(value.buffer, value.byteOffset, 4).getInt32(0, true);
+  }
+  async streamGetAttribute(s: StreamRef | undefined, attr: number): Promise<Uint8Array> {
+    const st = (s as HostStream | undefined) ?? this.#legacy;
+    return (st.attrs.get(attr) ?? defaultStreamAttr(attr, st.priority)).slice();
+  }
   async launch(_f: unknown, _g: Dim3, _b: Dim3, _s: number, _st: StreamRef | undefined, _p: Uint8Array): Promise<void> {
     throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+  }
+  async launchMany(_list: readonly LaunchDesc[]): Promise<void> {
+    throw Object.assign(new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels'), { index: 0 });
   }
 
   async hostDevicePointer(addr: bigint, size: bigint): Promise<DevPtr> {

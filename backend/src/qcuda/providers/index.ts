@@ -6,7 +6,7 @@ export type ProviderKind = 'cuda' | 'host' | 'auto';
 
 interface CudaModule {
   cudaAvailable(): { ok: boolean; reason: string };
-  createCudaProvider(gpu: number): Promise<Provider>;
+  createCudaProvider(gpu: number, o?: { captureOutput?: boolean }): Promise<Provider>;
 }
 
 /** Loaded on demand: the host path must work where the CUDA part cannot. */
@@ -21,7 +21,12 @@ export interface ProviderChoice {
   note: string;
 }
 
-export async function createProvider(kind: ProviderKind, gpu: number, host: HostProviderOptions = {}): Promise<ProviderChoice> {
+/**
+ * captureOutput: the cuda provider takes the process's stdout and stderr to
+ * forward device printf/assert output to the guests (a backend process does;
+ * a benchmark or tool that prints its own results must not).
+ */
+export async function createProvider(kind: ProviderKind, gpu: number, host: HostProviderOptions = {}, captureOutput = false): Promise<ProviderChoice> {
   if (kind === 'host') return { provider: new HostProvider(host), note: 'host-memory provider (no GPU)' };
   let cuda: CudaModule | undefined;
   let avail: { ok: boolean; reason: string };
@@ -31,7 +36,7 @@ export async function createProvider(kind: ProviderKind, gpu: number, host: Host
   } catch (e) {
     avail = { ok: false, reason: `the CUDA provider failed to load: ${(e as Error).message}` };
   }
-  if (avail.ok && cuda) return { provider: await cuda.createCudaProvider(gpu), note: `cuda provider on GPU ${gpu}` };
+  if (avail.ok && cuda) return { provider: await cuda.createCudaProvider(gpu, { captureOutput }), note: `cuda provider on GPU ${gpu}` };
   if (kind === 'cuda') throw new Error(`--provider=cuda: ${avail.reason}`);
   return { provider: new HostProvider(host), note: `host-memory provider: no GPU (${avail.reason})` };
 }

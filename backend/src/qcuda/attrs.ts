@@ -1,0 +1,172 @@
+// What the guest may set or ask for with the function attribute, limit and
+// stream attribute commands, checked before any of it reaches a provider.
+// Numbers are the runtime API's (cudaFuncAttribute, cudaLimit,
+// cudaStreamAttrID), which equal the driver API's (addon/src/cuda_check.cc
+// asserts it). Only what is plainly invalid by CUDA's documentation is
+// refused here; the driver checks the rest as it does natively.
+import { CudaErr, CudaError } from './cuda-error';
+import { QCUDA_ATTR_VALUE_BYTES } from './proto';
+
+// ---- cudaFuncSetAttribute
+
+/** cudaFuncAttribute: the settable attributes, 8..15 (CUDA 13). */
+export const FuncAttr = {
+  MaxDynamicSharedMemorySize: 8,
+  PreferredSharedMemoryCarveout: 9,
+  ClusterDimMustBeSet: 10,
+  RequiredClusterWidth: 11,
+  RequiredClusterHeight: 12,
+  RequiredClusterDepth: 13,
+  NonPortableClusterSizeAllowed: 14,
+  ClusterSchedulingPolicyPreference: 15,
+} as const;
+
+/** Refuses a cudaFuncSetAttribute CUDA refuses with cudaErrorInvalidValue before any kernel is involved. */
+export function checkFuncAttr(attr: number, value: number): void {
+  const bad = (why: string) => new CudaError(CudaErr.InvalidValue, `cudaFuncSetAttribute: ${why}`);
+  switch (attr) {
+    case FuncAttr.MaxDynamicSharedMemorySize:
+    case FuncAttr.RequiredClusterWidth:
+    case FuncAttr.RequiredClusterHeight:
+    case FuncAttr.RequiredClusterDepth:
+      if (value < 0) throw bad(`attribute ${attr} cannot be negative (${value})`);
+      return;
+    case FuncAttr.PreferredSharedMemoryCarveout: // a percentage, or cudaSharedmemCarveoutDefault (-1)
+      if (value < -1 || value > 100) throw bad(`shared memory carveout ${value} is not -1 or 0..100`);
+      return;
+    case FuncAttr.ClusterSchedulingPolicyPreference: // cudaClusterSchedulingPolicy: Default, Spread, LoadBalancing
+      if (value < 0 || value > 2) throw bad(`cluster scheduling policy ${value}`);
+      return;
+    case FuncAttr.ClusterDimMustBeSet:
+    case FuncAttr.NonPortableClusterSizeAllowed:
+      return;
+    default:
+      throw bad(`${attr} is not a cudaFuncAttribute that can be set`);
+  }
+}
+
+// ---- occupancy
+
+/** cudaOccupancyDefault | cudaOccupancyDisableCachingOverride. */
+export const OCCUPANCY_FLAGS = 0x1;
+
+// ---- cudaDeviceSetLimit / cudaDeviceGetLimit
+
+/** cudaLimit: the limits the runtime API names (CUDA 13). */
+export const Limit = {
+  StackSize: 0,
+  PrintfFifoSize: 1,
+  MallocHeapSize: 2,
+  DevRuntimeSyncDepth: 3,
+  DevRuntimePendingLaunchCount: 4,
+  MaxL2FetchGranularity: 5,
+  PersistingL2CacheSize: 6,
+} as const;
+const LIMIT_COUNT = 7;
+
+/** The driver's limits 7.. (CIG contexts) are not cudaLimit values: the runtime has no name for them. */
+export function checkLimit(limit: number): void {
+  if (limit >= LIMIT_COUNT)
+    throw new CudaError(CudaErr.UnsupportedLimit, `cudaLimit ${limit} does not exist (CUDA 13 names 0..${LIMIT_COUNT - 1})`);
+}
+
+/** What the device looks like, for the memory a limit reserves. */
+export interface LimitDevice {
+  /** Per-VM device memory quota in bytes, 0 = none. */
+  memoryLimit: bigint;
+  /** Multiprocessors x resident threads per multiprocessor. */
+  residentThreads: bigint;
+}
+
+/** Threads the device holds at once (CUdevice_attribute 16 MULTIPROCESSOR_COUNT x 39 MAX_THREADS_PER_MULTIPROCESSOR). */
+export function residentThreads(attrs: Int32Array): bigint {
+  return BigInt(Math.max(attrs[16], 1)) * BigInt(Math.max(attrs[39], 1));
+}
+
+/**
+ * The driver reserves device memory for the stack of every resident thread,
+ * the printf FIFO and the malloc heap, outside any allocation the quota
+ * counts: none of them may exceed the VM's quota by itself (CUDA's answer to
+ * a reservation that does not fit is cudaErrorMemoryAllocation).
+ */
+export function checkLimitValue(limit: number, value: bigint, d: LimitDevice): void {
+  if (d.memoryLimit === 0n) return;
+  let reserved = 0n;
+  if (limit === Limit.StackSize) reserved = value * d.residentThreads;
+  else if (limit === Limit.PrintfFifoSize || limit === Limit.MallocHeapSize) reserved = value;
+  if (reserved > d.memoryLimit)
+    throw new CudaError(CudaErr.MemoryAllocation, `cudaLimit ${limit} = ${value} reserves ${reserved} bytes of device memory, more than the quota of ${d.memoryLimit}`);
+}
+
+// ---- cudaStreamSetAttribute / cudaStreamGetAttribute
+
+/** cudaStreamAttrID: the launch attributes CUDA 13 documents as valid for streams. */
+export const StreamAttr = {
+  AccessPolicyWindow: 1,
+  SynchronizationPolicy: 3,
+  Priority: 8,
+  MemSyncDomainMap: 9,
+  MemSyncDomain: 10,
+  NvlinkUtilCentricScheduling: 16,
+} as const;
+const STREAM_ATTRS = new Set<number>(Object.values(StreamAttr));
+
+export function checkStreamAttr(attr: number): void {
+  if (!STREAM_ATTRS.has(attr))
+    throw new CudaError(CudaErr.InvalidValue, `attribute ${attr} is not a stream attribute (streams take ${[...STREAM_ATTRS].join(', ')})`);
+}
+
+/**
+ * A stream attribute's value (cudaLaunchAttributeValue) rebuilt from its
+ * checked fields, so that nothing but those fields reaches the driver.
+ * inSession(ptr, size) throws unless the range is memory of the caller's.
+ */
+export function streamAttrValue(attr: number, raw: Uint8Array, inSession: (ptr: bigint, size: bigint) => void): Uint8Array {
+  checkStreamAttr(attr);
+  const bad = (why: string) => new CudaError(CudaErr.InvalidValue, `cudaStreamSetAttribute: ${why}`);
+  const v = new DataView(raw.buffer, raw.byteOffset, QCUDA_ATTR_VALUE_BYTES);
+  const out = new Uint8Array(QCUDA_ATTR_VALUE_BYTES);
+  const o = new DataView(out.buffer);
+  const enumIn = (what: string, lo: number, hi: number) => {
+    const x = v.getUint32(0, true);
+    if (x < lo || x > hi) throw bad(`${what} ${x} (${lo}..${hi})`);
+    o.setUint32(0, x, true);
+  };
+  switch (attr) {
+    case StreamAttr.AccessPolicyWindow: {
+      // struct cudaAccessPolicyWindow: base_ptr, num_bytes, float hitRatio, hitProp, missProp.
+      const base = v.getBigUint64(0, true);
+      const bytes = v.getBigUint64(8, true);
+      const hitRatio = v.getFloat32(16, true);
+      const hitProp = v.getUint32(20, true);
+      const missProp = v.getUint32(24, true);
+      if (!(hitRatio >= 0 && hitRatio <= 1)) throw bad(`access policy hitRatio ${hitRatio} is not in [0, 1]`);
+      if (hitProp > 2) throw bad(`access policy hitProp ${hitProp} is not a cudaAccessProperty`);
+      if (missProp > 1) throw bad(`access policy missProp ${missProp} is not Normal or Streaming`);
+      if (bytes > 0n) inSession(base, bytes); // a window over other processes' memory is refused
+      o.setBigUint64(0, base, true);
+      o.setBigUint64(8, bytes, true);
+      o.setUint32(16, v.getUint32(16, true), true);
+      o.setUint32(20, hitProp, true);
+      o.setUint32(24, missProp, true);
+      break;
+    }
+    case StreamAttr.SynchronizationPolicy: // cudaSyncPolicyAuto .. BlockingSync
+      enumIn('synchronization policy', 1, 4);
+      break;
+    case StreamAttr.Priority: // any int: the driver clamps it to the device's range
+      o.setInt32(0, v.getInt32(0, true), true);
+      break;
+    case StreamAttr.MemSyncDomainMap: // two domain ids (bytes): the driver checks them
+      out[0] = raw[0];
+      out[1] = raw[1];
+      break;
+    case StreamAttr.MemSyncDomain: // cudaLaunchMemSyncDomainDefault, Remote
+      enumIn('memory sync domain', 0, 1);
+      break;
+    case StreamAttr.NvlinkUtilCentricScheduling:
+      enumIn('NVLink utilisation-centric scheduling', 0, 1);
+      break;
+  }
+  return out;
+}

@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Posted work (QCUDA_CMD_BATCH). Launches, async memsets and device-to-device
+ * copies, event records and stream waits return at once, as in CUDA: they are
+ * queued here and sent together
+ *  - when the batch is full,
+ *  - before any other command (qc_call flushes first, so the backend runs
+ *    calls in the order the program made them),
+ *  - by a flusher thread once the oldest entry has waited QC_BATCH_DELAY_US
+ *    (a program that posts a kernel and then spins on mapped memory must
+ *    see it run), and at exit.
+ * A failure in a batch is kept and returned by the next synchronizing call
+ * (qc_deferred), which is where CUDA reports errors of asynchronous work.
+ *
+ * Two buffers: entries go into `fill` (under fill_lock) while the previous
+ * batch is being sent (under send_lock, taken before fill_lock), so posting
+ * goes on during a send while batches are still sent strictly in order.
+ * Back-pressure: at most one batch waits here and one is in flight per
+ * process; a send returns once the backend has enqueued every entry on the
+ * GPU, which itself waits when the GPU's queue is full.
+ * QCUDA_BATCH=0 sends each posted command at once (debugging, comparisons).
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "qcrt.h"
+
+#define QC_BATCH_DELAY_US 1000
+
+struct batch {
+	uint32_t count;
+	uint32_t used;
+	_Alignas(8) unsigned char bytes[QCUDA_MAX_BATCH];
+};
+
+static struct batch buffers[2];
+static struct batch *fill = &buffers[0], *spare = &buffers[1];
+static pthread_mutex_t fill_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fill_cv = PTHREAD_COND_INITIALIZER;
+static atomic_uint pending;	/* entries in `fill`, read without the lock */
+static atomic_uint sending;	/* a batch is out (set before it leaves `fill`) */
+static unsigned int swaps;	/* batches taken out of `fill` (under fill_lock) */
+static _Atomic int deferred_err;
+static pthread_once_t flusher_once = PTHREAD_ONCE_INIT;
+static int posting = -1;	/* -1: not decided yet */
+
+static void note_deferred(cudaError_t e)
+{
+	int none = cudaSuccess;
+
+	if (e != cudaSuccess)
+		atomic_compare_exchange_strong(&deferred_err, &none, (int)e);
+}
+
+cudaError_t qc_deferred(cudaError_t e)
+{
+	if (e != cudaSuccess)
+		return e;
+	return (cudaError_t)atomic_exchange(&deferred_err, cudaSuccess);
+}
+
+/* Sends the filled batch, if any; called with send_lock held. */
+static void send_locked(void)
+{
+	struct qcuda_args_batch a;
+	struct batch *b;
+	uint64_t failed = 0;
+	cudaError_t e;
+
+	atomic_store(&sending, 1);
+	pthread_mutex_lock(&fill_lock);
+	b = fill;
+	if (b->count == 0) {
+		pthread_mutex_unlock(&fill_lock);
+		atomic_store(&sending, 0);
+		return;
+	}
+	fill = spare;
+	spare = b;
+	swaps++;
+	atomic_store(&pending, 0);
+	pthread_mutex_unlock(&fill_lock);
+
+	memset(&a, 0, sizeof(a));
+	a.count = b->count;
+	a.bytes = b->used;
+	e = qc_call_unbatched(QCUDA_CMD_BATCH, &a, sizeof(a), NULL, 0, QT_TO_DEVICE, b->bytes, b->used,
+			      &failed);
+	if (e != cudaSuccess)
+		qc_debug("batch of %u: entry %llu failed: %d", b->count, (unsigned long long)failed, (int)e);
+	note_deferred(e);
+	b->count = 0;
+	b->used = 0;
+	atomic_store(&sending, 0);
+}
+
+void qc_flush(void)
+{
+	/* Also wait for a batch another thread (the flusher) is sending: it
+	 * may hold this thread's work, which must reach the backend first. */
+	if (atomic_load(&pending) == 0 && atomic_load(&sending) == 0)
+		return;
+	pthread_mutex_lock(&send_lock);
+	send_locked();
+	pthread_mutex_unlock(&send_lock);
+}
+
+/* Flushes a batch that has waited QC_BATCH_DELAY_US and was not sent meanwhile. */
+static void *flusher(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct timespec ts = { 0, QC_BATCH_DELAY_US * 1000L };
+		unsigned int seen;
+		int same;
+
+		pthread_mutex_lock(&fill_lock);
+		while (fill->count == 0)
+			pthread_cond_wait(&fill_cv, &fill_lock);
+		seen = swaps;
+		pthread_mutex_unlock(&fill_lock);
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&send_lock);
+		pthread_mutex_lock(&fill_lock);
+		same = seen == swaps;	/* still the batch we saw filling */
+		pthread_mutex_unlock(&fill_lock);
+		if (same)
+			send_locked();
+		pthread_mutex_unlock(&send_lock);
+	}
+	return NULL;
+}
+
+static void start_flusher(void)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	sigset_t all, old;
+
+	/* The thread takes no signals: they stay the program's. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 64 << 10);
+	if (pthread_create(&t, &attr, flusher, NULL) != 0)
+		qc_msg("no flusher thread: posted work waits for the next call");
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static int posting_enabled(void)
+{
+	if (posting < 0) {
+		const char *v = getenv("QCUDA_BATCH");
+
+		posting = !(v && strcmp(v, "0") == 0);
+	}
+	return posting;
+}
+
+/* Appends one entry if it fits; returns 0 if the batch is full. */
+static int append(uint32_t cmd, const void *args, uint32_t len)
+{
+	struct qcuda_batch_entry h = { .cmd = cmd, .len = len };
+	uint32_t need = sizeof(h) + ((len + 7) & ~7u);
+	int was_empty;
+
+	pthread_mutex_lock(&fill_lock);
+	if (need > QCUDA_MAX_BATCH - fill->used) {
+		pthread_mutex_unlock(&fill_lock);
+		return 0;
+	}
+	memcpy(fill->bytes + fill->used, &h, sizeof(h));
+	memcpy(fill->bytes + fill->used + sizeof(h), args, len);
+	memset(fill->bytes + fill->used + sizeof(h) + len, 0, need - sizeof(h) - len);
+	fill->used += need;
+	was_empty = fill->count++ == 0;
+	atomic_store(&pending, fill->count);
+	if (was_empty)
+		pthread_cond_signal(&fill_cv);
+	pthread_mutex_unlock(&fill_lock);
+	return 1;
+}
+
+cudaError_t qc_post(uint32_t cmd, const void *args, uint32_t len)
+{
+	if (!posting_enabled())
+		return qc_call(cmd, args, len, NULL, 0, QT_NONE, NULL, 0, NULL);
+	pthread_once(&flusher_once, start_flusher);
+	while (!append(cmd, args, len)) {
+		pthread_mutex_lock(&send_lock);
+		send_locked();
+		pthread_mutex_unlock(&send_lock);
+	}
+	return cudaSuccess;
+}
+
+/* Work posted just before exit runs, as it would natively. */
+__attribute__((destructor)) static void flush_at_exit(void)
+{
+	if (qc.fd >= 0)
+		qc_flush();
+}

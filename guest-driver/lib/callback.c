@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Host functions: cudaLaunchHostFunc and cudaStreamAddCallback. The function
+ * runs in this process, on one callback thread (as CUDA runs them on a
+ * thread of its own), once the stream has reached it; work queued on the
+ * stream after it waits until it has returned (the backend holds that work
+ * back: see backend/src/qcuda/callbacks.ts). The mark is posted like a
+ * launch. The callback thread starts with the first host function and then
+ * lives in CALLBACK_WAIT; it never flushes posted work itself, since a flush
+ * may be waiting for the very function it is to run.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "qcrt.h"
+
+struct host_fn {
+	uint64_t id;
+	cudaHostFn_t fn;		/* cudaLaunchHostFunc, or */
+	cudaStreamCallback_t cb;	/* cudaStreamAddCallback */
+	cudaStream_t stream;
+	void *data;
+	struct host_fn *next;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct host_fn *marked;
+static uint64_t next_id = 1;
+static int thread_state;	/* 0: none, 1: running, -1: could not start */
+
+static struct host_fn *take(uint64_t id)
+{
+	struct host_fn **p, *f;
+
+	pthread_mutex_lock(&lock);
+	for (p = &marked; *p && (*p)->id != id; p = &(*p)->next)
+		;
+	f = *p;
+	if (f)
+		*p = f->next;
+	pthread_mutex_unlock(&lock);
+	return f;
+}
+
+static void *callback_thread(void *arg)
+{
+	uint64_t done = 0;
+
+	(void)arg;
+	for (;;) {
+		struct qcuda_args_callback_wait a = { .done = done };
+		struct qcuda_out_callback out;
+		struct host_fn *f;
+		cudaError_t e;
+
+		e = qc_call_unbatched(QCUDA_CMD_CALLBACK_WAIT, &a, sizeof(a), &out, sizeof(out), QT_NONE,
+				      NULL, 0, NULL);
+		if (e != cudaSuccess) {
+			/* The session or device is gone: nothing more can run. */
+			qc_debug("callback thread ends: %d", (int)e);
+			break;
+		}
+		done = out.id;
+		f = take(out.id);
+		if (!f) {
+			qc_msg("the backend named an unknown host function %llu", (unsigned long long)out.id);
+			continue;
+		}
+		if (f->fn)
+			f->fn(f->data);
+		else
+			f->cb(f->stream, (cudaError_t)out.status, f->data);
+		free(f);
+	}
+	pthread_mutex_lock(&lock);
+	thread_state = 0;
+	pthread_mutex_unlock(&lock);
+	return NULL;
+}
+
+/* Called with lock held. */
+static int ensure_thread(void)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	sigset_t all, old;
+
+	if (thread_state == 1)
+		return 0;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	thread_state = pthread_create(&t, &attr, callback_thread, NULL) == 0 ? 1 : -1;
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return thread_state == 1 ? 0 : -1;
+}
+
+static cudaError_t add_host_fn(cudaStream_t stream, int ptds, cudaHostFn_t fn,
+			       cudaStreamCallback_t cb, void *data)
+{
+	struct qcuda_args_host_func a;
+	struct host_fn *f;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	if (!fn && !cb)
+		return cudaErrorInvalidValue;
+	if (!qc_stream_known(stream, ptds))
+		return cudaErrorInvalidResourceHandle;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return cudaErrorMemoryAllocation;
+	f->fn = fn;
+	f->cb = cb;
+	f->stream = stream;
+	f->data = data;
+	pthread_mutex_lock(&lock);
+	if (ensure_thread()) {
+		pthread_mutex_unlock(&lock);
+		free(f);
+		qc_msg("cannot start the callback thread");
+		return cudaErrorOperatingSystem;
+	}
+	f->id = next_id++;
+	f->next = marked;
+	marked = f;
+	pthread_mutex_unlock(&lock);
+	a.stream = qc_stream(stream, ptds);
+	a.id = f->id;
+	e = qc_post(QCUDA_CMD_HOST_FUNC, &a, sizeof(a));
+	if (e != cudaSuccess)
+		free(take(a.id));
+	return e;
+}
+
+QC_API cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+	return qc_ret(add_host_fn(stream, 0, fn, NULL, userData));
+}
+
+QC_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData);
+QC_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+	return qc_ret(add_host_fn(stream, 1, fn, NULL, userData));
+}
+
+QC_API cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback,
+					 void *userData, unsigned int flags)
+{
+	if (flags != 0)
+		return qc_ret(cudaErrorInvalidValue);
+	return qc_ret(add_host_fn(stream, 0, NULL, callback, userData));
+}
+
+QC_API cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback,
+					      void *userData, unsigned int flags);
+QC_API cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback,
+					      void *userData, unsigned int flags)
+{
+	if (flags != 0)
+		return qc_ret(cudaErrorInvalidValue);
+	return qc_ret(add_host_fn(stream, 1, NULL, callback, userData));
+}

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Device control odds and ends: context limits (forwarded to the session's
+ * context), peer access queries, profiler control and driver entry points
+ * (answered here: there is no peer, no profiler and no driver API in the
+ * guest).
+ */
+#include <stdatomic.h>
+
+#include <cuda_profiler_api.h>
+
+#include "qcrt.h"
+
+/* ----------------------------------------------------------------- limits */
+
+/* cuCtxSetLimit on the session's context; the backend refuses limits the
+ * runtime does not name (cudaErrorUnsupportedLimit) and reservations larger
+ * than the VM's memory quota (cudaErrorMemoryAllocation). */
+QC_API cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value)
+{
+	struct qcuda_args_limit a = { .limit = (uint32_t)limit, .value = value };
+	cudaError_t e = qc_ready();
+
+	if (e == cudaSuccess)
+		e = qc_call(QCUDA_CMD_LIMIT_SET, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+	return qc_ret(e);
+}
+
+QC_API cudaError_t cudaDeviceGetLimit(size_t *pValue, enum cudaLimit limit)
+{
+	struct qcuda_args_limit a = { .limit = (uint32_t)limit };
+	uint64_t v = 0;
+	cudaError_t e;
+
+	if (!pValue)
+		return qc_ret(cudaErrorInvalidValue);
+	e = qc_ready();
+	if (e == cudaSuccess)
+		e = qc_call(QCUDA_CMD_LIMIT_GET, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, &v);
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	*pValue = (size_t)v;
+	return cudaSuccess;
+}
+
+/* ------------------------------------------------------------ peer access */
+
+/* No device of a guest can reach another's memory (qcuda sets up no peer
+ * path; cudaDeviceEnablePeerAccess is unsupported), and a device is not its
+ * own peer: CUDA answers 0 for device == peerDevice. */
+QC_API cudaError_t cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevice)
+{
+	cudaError_t e = qc_init();
+
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	if (!canAccessPeer)
+		return qc_ret(cudaErrorInvalidValue);
+	if (device < 0 || device >= qc.device_count || peerDevice < 0 ||
+	    peerDevice >= qc.device_count)
+		return qc_ret(cudaErrorInvalidDevice);
+	*canAccessPeer = 0;
+	return cudaSuccess;
+}
+
+/* --------------------------------------------------------------- profiler */
+
+/* Accepted and not forwarded: a profiler attaches to the backend's process
+ * on the host, never to the guest, so there is nothing here to start or stop
+ * (CUDA itself answers cudaSuccess when no profiler is attached). */
+QC_API cudaError_t cudaProfilerStart(void)
+{
+	return qc_ret(qc_init());
+}
+
+QC_API cudaError_t cudaProfilerStop(void)
+{
+	return qc_ret(qc_init());
+}
+
+/* ----------------------------------------------------- driver entry points */
+
+/* There is no CUDA driver API (libcuda) in the guest: every symbol is "not
+ * found", which CUDA reports as cudaSuccess with a NULL pointer and
+ * cudaDriverEntryPointSymbolNotFound. */
+static cudaError_t entry_point(const char *symbol, void **funcPtr, unsigned long long flags,
+			       enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	static atomic_int warned;
+	cudaError_t e = qc_init();
+
+	if (e != cudaSuccess)
+		return e;
+	if (!symbol || !funcPtr ||
+	    (flags & ~(unsigned long long)(cudaEnableLegacyStream | cudaEnablePerThreadDefaultStream)))
+		return cudaErrorInvalidValue;
+	*funcPtr = NULL;
+	if (driverStatus)
+		*driverStatus = cudaDriverEntryPointSymbolNotFound;
+	if (!atomic_exchange(&warned, 1))
+		qc_msg("cudaGetDriverEntryPoint(\"%.60s\"): a qcuda guest has no CUDA driver API; "
+		       "every driver symbol is reported as not found", symbol);
+	return cudaSuccess;
+}
+
+/* As CUDA: a version above the driver's is cudaErrorInvalidValue. */
+static cudaError_t entry_point_by_version(const char *symbol, void **funcPtr,
+					  unsigned int cudaVersion, unsigned long long flags,
+					  enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	cudaError_t e = qc_init();
+
+	if (e != cudaSuccess)
+		return e;
+	if (cudaVersion > qc.driver_version)
+		return cudaErrorInvalidValue;
+	return entry_point(symbol, funcPtr, flags, driverStatus);
+}
+
+QC_API cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr,
+					   unsigned long long flags,
+					   enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return qc_ret(entry_point(symbol, funcPtr, flags, driverStatus));
+}
+
+QC_API cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr,
+						unsigned long long flags,
+						enum cudaDriverEntryPointQueryResult *driverStatus);
+QC_API cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr,
+						unsigned long long flags,
+						enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return qc_ret(entry_point(symbol, funcPtr, flags, driverStatus));
+}
+
+QC_API cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
+						    unsigned int cudaVersion,
+						    unsigned long long flags,
+						    enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return qc_ret(entry_point_by_version(symbol, funcPtr, cudaVersion, flags, driverStatus));
+}
+
+QC_API cudaError_t cudaGetDriverEntryPointByVersion_ptsz(
+	const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags,
+	enum cudaDriverEntryPointQueryResult *driverStatus);
+QC_API cudaError_t cudaGetDriverEntryPointByVersion_ptsz(
+	const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags,
+	enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return qc_ret(entry_point_by_version(symbol, funcPtr, cudaVersion, flags, driverStatus));
+}

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The stream and event handles this process holds. Posted work (batch.c)
+ * reaches the backend later, so its handles are checked here first: an
+ * unknown handle fails at the call, as in CUDA, not at the next
+ * synchronization. The backend still checks every handle itself; this is for
+ * the program's sake, not for safety.
+ *
+ * An open-addressing set of nonzero 64-bit keys (kind in the top bits over
+ * the backend's handle), grown at 3/4 full; removal re-inserts the rest of
+ * the cluster so that lookups need no tombstones.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "qcrt.h"
+
+static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
+static uint64_t *slots;
+static size_t cap, used;	/* cap: a power of two, or 0 */
+
+static uint64_t key(enum qc_handle_kind kind, uint64_t h)
+{
+	return h ^ ((uint64_t)kind << 62);
+}
+
+static size_t home(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	return (size_t)k & (cap - 1);
+}
+
+static void put(uint64_t k)
+{
+	size_t i = home(k);
+
+	while (slots[i] && slots[i] != k)
+		i = (i + 1) & (cap - 1);
+	if (!slots[i])
+		used++;
+	slots[i] = k;
+}
+
+static int grow(void)
+{
+	size_t old_cap = cap;
+	uint64_t *old = slots;
+	size_t n = cap ? cap * 2 : 64;
+
+	slots = calloc(n, sizeof(*slots));
+	if (!slots) {
+		slots = old;
+		return -1;
+	}
+	cap = n;
+	used = 0;
+	for (size_t i = 0; i < old_cap; i++)
+		if (old[i])
+			put(old[i]);
+	free(old);
+	return 0;
+}
+
+cudaError_t qc_handle_add(enum qc_handle_kind kind, uint64_t h)
+{
+	cudaError_t e = cudaSuccess;
+
+	pthread_rwlock_wrlock(&lock);
+	if ((used + 1) * 4 > cap * 3 && grow())
+		e = cudaErrorMemoryAllocation;
+	else
+		put(key(kind, h));
+	pthread_rwlock_unlock(&lock);
+	return e;
+}
+
+void qc_handle_remove(enum qc_handle_kind kind, uint64_t h)
+{
+	uint64_t k = key(kind, h);
+	size_t i;
+
+	pthread_rwlock_wrlock(&lock);
+	if (cap) {
+		for (i = home(k); slots[i] && slots[i] != k; i = (i + 1) & (cap - 1))
+			;
+		if (slots[i]) {
+			slots[i] = 0;
+			used--;
+			for (i = (i + 1) & (cap - 1); slots[i]; i = (i + 1) & (cap - 1)) {
+				uint64_t moved = slots[i];
+
+				slots[i] = 0;
+				used--;
+				put(moved);
+			}
+		}
+	}
+	pthread_rwlock_unlock(&lock);
+}
+
+int qc_handle_known(enum qc_handle_kind kind, uint64_t h)
+{
+	uint64_t k = key(kind, h);
+	size_t i;
+	int found = 0;
+
+	pthread_rwlock_rdlock(&lock);
+	if (cap) {
+		for (i = home(k); slots[i] && slots[i] != k; i = (i + 1) & (cap - 1))
+			;
+		found = slots[i] == k;
+	}
+	pthread_rwlock_unlock(&lock);
+	return found;
+}
+
+void qc_handle_reset(void)
+{
+	pthread_rwlock_wrlock(&lock);
+	for (size_t i = 0; i < cap; i++)
+		slots[i] = 0;
+	used = 0;
+	pthread_rwlock_unlock(&lock);
+}

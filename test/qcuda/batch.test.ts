@@ -1,0 +1,141 @@
+// BATCH (posted work) through the frontend harness, on the host provider:
+// entries run in order, a failing entry is reported by index and does not
+// stop the rest, a malformed batch runs nothing, and mutated batches never
+// crash the backend or touch another session.
+import test, { type ExecutionContext } from 'ava';
+import { CudaErr } from '../../backend/src/qcuda/cuda-error';
+import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { Cmd, encode, QCUDA_MAX_BATCH, Status, type StructName } from '../../backend/src/qcuda/proto';
+import { prng, randomBytes, started } from '../helpers';
+import { QcudaClient } from './client';
+
+type Entry = [cmd: number, args: Uint8Array];
+
+/** The bytes of a batch, framed as the guest library frames them. */
+function frame(entries: Entry[]): Uint8Array {
+  const size = entries.reduce((n, [, a]) => n + 8 + ((a.length + 7) & ~7), 0);
+  const buf = new Uint8Array(size);
+  const v = new DataView(buf.buffer);
+  let at = 0;
+  for (const [cmd, args] of entries) {
+    v.setUint32(at, cmd, true);
+    v.setUint32(at + 4, args.length, true);
+    buf.set(args, at + 8);
+    at += 8 + ((args.length + 7) & ~7);
+  }
+  return buf;
+}
+
+const entry = (cmd: number, struct: StructName, f: Record<string, number | bigint>): Entry => [cmd, encode(struct, f)];
+const memset = (dst: bigint, size: bigint, value: number, async = 1) => entry(Cmd.MEMSET, 'qcuda_args_memset', { dst, size, stream: 0n, value, async });
+const d2d = (dst: bigint, src: bigint, size: bigint) => entry(Cmd.MEMCPY_DTOD, 'qcuda_args_memcpy', { dst, src, size, stream: 0n, async: 1 });
+
+async function setup(t: ExecutionContext) {
+  const dev = new QcudaDevice({ queues: 2 });
+  const pair = await started(t, dev, { size: 64 });
+  const c = new QcudaClient(pair.fe);
+  await c.open();
+  const scratch = pair.fe.mem.alloc(QCUDA_MAX_BATCH + 4096);
+  /** Sends a batch: `count` and `bytes` may lie (hostile tests). */
+  const send = (bytes: Uint8Array, count: number, o: { argBytes?: number; session?: QcudaClient } = {}) => {
+    pair.fe.mem.bytes(scratch, bytes.length).set(bytes);
+    return (o.session ?? c).call(Cmd.BATCH, {
+      args: ['qcuda_args_batch', { count, bytes: BigInt(o.argBytes ?? bytes.length) }],
+      to: bytes.length ? [{ gpa: scratch, len: bytes.length }] : [],
+    });
+  };
+  const read = async (ptr: bigint, n: number) => {
+    const g = pair.fe.mem.alloc(n);
+    t.is(await c.dtoh(g, ptr, n), 0);
+    return Array.from(pair.fe.mem.bytes(g, n));
+  };
+  return { c, fe: pair.fe, send, read };
+}
+
+test('posted entries run in order; the reply counts them', async (t) => {
+  const { c, send, read } = await setup(t);
+  const a = (await c.malloc(64)).value;
+  const b = (await c.malloc(64)).value;
+  const ev = (await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0 }] })).value;
+  const list = [
+    memset(a, 64n, 1), d2d(b, a, 32n), memset(a, 16n, 2),
+    entry(Cmd.EVENT_RECORD, 'qcuda_args_event_record', { event: ev, stream: 0n }),
+    entry(Cmd.STREAM_WAIT_EVENT, 'qcuda_args_stream_wait_event', { stream: 0n, event: ev, flags: 0 }),
+  ];
+  const r = await send(frame(list), list.length);
+  t.is(r.status, 0);
+  t.is(r.value, 5n);
+  t.deepEqual(await read(a, 20), [...Array(16).fill(2), 1, 1, 1, 1]);
+  t.deepEqual(await read(b, 34), [...Array(32).fill(1), 0, 0], 'the copy ran between the two memsets');
+  t.is((await c.call(Cmd.EVENT_QUERY, { args: ['qcuda_args_handle', { handle: ev }] })).status, 0, 'the event was recorded');
+});
+
+test('a failing entry is reported by its index and the others still run', async (t) => {
+  const { c, send, read } = await setup(t);
+  const a = (await c.malloc(16)).value;
+  const list = [
+    memset(a, 4n, 7),
+    memset(a, 17n, 9), // past the allocation
+    entry(Cmd.LAUNCH, 'qcuda_args_launch', { func: 0x4242n, stream: 0n, param_bytes: 0 }), // unknown function
+    memset(a, 8n, 3, 0), // synchronous: cannot be posted
+    memset(a + 8n, 8n, 5),
+  ];
+  const r = await send(frame(list), list.length);
+  t.is(r.status, CudaErr.InvalidValue);
+  t.is(r.value, 1n, 'the first failure');
+  t.deepEqual(await read(a, 16), [7, 7, 7, 7, 0, 0, 0, 0, 5, 5, 5, 5, 5, 5, 5, 5]);
+  const launch = await send(frame([list[2], list[4]]), 2);
+  t.is(launch.status, CudaErr.InvalidResourceHandle);
+  t.is(launch.value, 0n);
+});
+
+test('a malformed batch runs nothing', async (t) => {
+  const { c, send, read } = await setup(t);
+  const a = (await c.malloc(8)).value;
+  const good = frame([memset(a, 8n, 1)]);
+  const malloc: Entry = [Cmd.MALLOC, encode('qcuda_args_malloc', { size: 8n })];
+  const cases: [string, () => ReturnType<typeof send>, number][] = [
+    ['more entries than announced', () => send(frame([memset(a, 8n, 1), memset(a, 8n, 1)]), 1), Status.BAD_REQUEST],
+    ['fewer entries than announced', () => send(good, 2), Status.BAD_REQUEST],
+    ['a command that cannot be posted', () => send(frame([memset(a, 8n, 1), malloc]), 2), Status.BAD_REQUEST],
+    ['an argument length that is not the struct\'s', () => send(frame([[Cmd.MEMSET, encode('qcuda_args_memset', { dst: a, size: 8n, stream: 0n, value: 1, async: 1 }).subarray(0, 24)]]), 1), Status.BAD_REQUEST],
+    ['an entry running past the end', () => send(good.subarray(0, good.length - 8), 1), Status.BAD_REQUEST],
+    ['a truncated entry header', () => send(new Uint8Array([...good, 1, 0, 0, 0]), 2), Status.BAD_REQUEST],
+    ['bytes that are not the data length', () => send(good, 1, { argBytes: good.length + 8 }), Status.BAD_REQUEST],
+    ['more than QCUDA_MAX_BATCH bytes', () => send(new Uint8Array(QCUDA_MAX_BATCH + 8), 1), Status.TOO_LARGE],
+  ];
+  for (const [what, run, status] of cases) t.is((await run()).status, status, what);
+  t.deepEqual(await read(a, 8), Array(8).fill(0), 'no entry of a malformed batch ran');
+  t.is((await send(new Uint8Array(0), 0)).status, 0, 'an empty batch is fine');
+});
+
+test('mutated batches never crash the backend or touch another session', async (t) => {
+  const { c, fe, send, read } = await setup(t);
+  const victim = new QcudaClient(fe);
+  await victim.open();
+  const secret = (await victim.malloc(64)).value;
+  const g = fe.mem.alloc(64);
+  fe.mem.bytes(g, 64).fill(0x5a);
+  t.is(await victim.htod(secret, g, 64), 0);
+  const mine = (await c.malloc(64)).value;
+  const rnd = prng(54);
+  const base = frame([memset(mine, 64n, 1), d2d(mine, mine + 32n, 16n), memset(secret, 8n, 0), entry(Cmd.LAUNCH, 'qcuda_args_launch', { func: 0x101n, stream: 0n, param_bytes: 0 })]);
+  const seen = new Set<number>();
+  for (let i = 0; i < 600; i++) {
+    const b = base.slice();
+    for (let k = 1 + ((rnd() * 4) | 0); k > 0; k--) {
+      const at = (rnd() * b.length) | 0;
+      if (rnd() < 0.5) b[at] = (rnd() * 256) | 0;
+      else b.set(randomBytes(rnd, 8).subarray(0, Math.min(8, b.length - at)), at);
+    }
+    if (rnd() < 0.3) new DataView(b.buffer).setBigUint64(8 + ((rnd() * 3) | 0) * 8, secret + BigInt((rnd() * 64) | 0), true);
+    const r = await send(b, rnd() < 0.9 ? 4 : (rnd() * 8) | 0);
+    t.not(r.status, CudaErr.Unknown, `mutation ${i} hit an internal error`);
+    seen.add(r.status);
+  }
+  t.true(seen.has(Status.BAD_REQUEST) && seen.size > 2, `statuses seen: ${[...seen].join(', ')}`);
+  const out = fe.mem.alloc(64);
+  t.is(await victim.dtoh(out, secret, 64), 0);
+  t.deepEqual(Array.from(fe.mem.bytes(out, 64)), Array(64).fill(0x5a), 'the other session\'s memory is intact');
+  t.is((await read(mine, 1)).length, 1, 'the session still works');
+});
