@@ -14,7 +14,8 @@
 /* ----------------------------------------------------------------- limits */
 
 /* cuCtxSetLimit on the session's context; the backend refuses limits the
- * runtime does not name (cudaErrorUnsupportedLimit) and reservations larger
+ * runtime does not name (cudaErrorInvalidValue, as CUDA 13 answers) and
+ * reservations larger
  * than the VM's memory quota (cudaErrorMemoryAllocation). */
 QC_API cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value)
 {

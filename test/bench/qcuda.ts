@@ -102,8 +102,8 @@ async function directLaunchRate(ctx: ProviderContext, f: unknown, n: number): Pr
   return n / Math.min(await run(), await run(), await run());
 }
 
-function gridOf(x: number): Uint8Array {
-  return new Uint8Array(new Uint32Array([x, 1, 1]).buffer);
+function gridOf(x: number): Uint32Array {
+  return new Uint32Array([x, 1, 1]);
 }
 
 /** Uploads and loads a module; resolves to the handle of its function `name`. */

@@ -67,7 +67,7 @@ const LIMIT_COUNT = 7;
 /** The driver's limits 7.. (CIG contexts) are not cudaLimit values: the runtime has no name for them. */
 export function checkLimit(limit: number): void {
   if (limit >= LIMIT_COUNT)
-    throw new CudaError(CudaErr.UnsupportedLimit, `cudaLimit ${limit} does not exist (CUDA 13 names 0..${LIMIT_COUNT - 1})`);
+    throw new CudaError(CudaErr.InvalidValue, `cudaLimit ${limit} does not exist (CUDA 13 names 0..${LIMIT_COUNT - 1})`);
 }
 
 /** What the device looks like, for the memory a limit reserves. */
