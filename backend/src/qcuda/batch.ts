@@ -11,6 +11,8 @@ import { Cmd, decode, LAYOUT, QCUDA_MAX_BATCH, Status, type Decoded, type Struct
 import type { LaunchDesc } from './provider';
 
 const ENTRY = LAYOUT.qcuda_batch_entry.size;
+/** Launch jobs a session may have handed to the provider and not seen enqueued. */
+const LAUNCH_JOBS = 2;
 const LAUNCH_ARGS = LAYOUT.qcuda_args_launch.size;
 
 /** What may be posted: commands that enqueue work and never wait for it. */
@@ -121,7 +123,6 @@ function merge(a: Promise<void> | undefined, b: Promise<void> | undefined): Prom
 class Runner {
   readonly out = new Outcome();
   #launches: LaunchDesc[] = [];
-  #index: number[] = [];
 
   constructor(
     readonly c: Call,
@@ -131,7 +132,7 @@ class Runner {
   async run(entries: Entry[]): Promise<void> {
     for (let i = 0; i < entries.length; i++) {
       try {
-        await this.#entry(entries[i], i);
+        await this.#entry(entries[i]);
       } catch (e) {
         this.out.note(i, e);
       }
@@ -139,22 +140,24 @@ class Runner {
     await this.#sendLaunches();
   }
 
-  async #entry(e: Entry, i: number): Promise<void> {
+  async #entry(e: Entry): Promise<void> {
     const cb = this.c.session.callbacks;
-    const args = decode(POSTABLE.get(e.cmd)!, e.cmd === Cmd.LAUNCH ? e.args.subarray(0, LAUNCH_ARGS) : e.args);
-    const t = targets(e, args);
-    const gate = e.cmd === Cmd.HOST_FUNC ? undefined : merge(cb.gate(t.stream), t.uses !== undefined ? cb.eventGate(t.uses) : undefined);
     if (e.cmd === Cmd.LAUNCH) {
+      // The hot path: no decoding beyond launchOf's.
+      const stream = new DataView(e.args.buffer, e.args.byteOffset + 8, 8).getBigUint64(0, true);
+      const gate = cb.gate(stream);
       const l = launchOf(this.c, e.args);
       if (!gate) {
         this.#launches.push(l);
-        this.#index.push(i);
         return;
       }
       await this.#sendLaunches();
-      cb.defer(t.stream, gate, async () => (await this.c.session.context()).launchMany([l]), (err) => this.#late(err));
+      cb.defer(stream, gate, async () => (await this.c.session.context()).launchMany([l]), (err) => this.#late(err));
       return;
     }
+    const args = decode(POSTABLE.get(e.cmd)!, e.args);
+    const t = targets(e, args);
+    const gate = e.cmd === Cmd.HOST_FUNC ? undefined : merge(cb.gate(t.stream), t.uses !== undefined ? cb.eventGate(t.uses) : undefined);
     await this.#sendLaunches();
     if ((e.cmd === Cmd.MEMSET || e.cmd === Cmd.MEMCPY_DTOD) && args.async !== 1)
       throw new CudaError(CudaErr.InvalidValue, `a posted ${Cmd[e.cmd]} must be async`);
@@ -167,16 +170,24 @@ class Runner {
     cb.defer(t.stream, gate, async () => void (await spec.run(call)), (err) => this.#late(err), t.records);
   }
 
+  /**
+   * Hands the launches gathered so far to the provider without waiting for
+   * them to be enqueued (the context's thread keeps their order with what
+   * follows), so the next batch is read while these go to the GPU. At most
+   * LAUNCH_JOBS such jobs per session are outstanding: beyond that the batch
+   * waits, which is the back-pressure. Their failures are the session's
+   * async error, reported at the next synchronize.
+   */
   async #sendLaunches(): Promise<void> {
     if (this.#launches.length === 0) return;
-    const [list, index] = [this.#launches, this.#index];
-    [this.#launches, this.#index] = [[], []];
-    try {
-      await (await this.c.session.context()).launchMany(list);
-    } catch (e) {
-      const at = (e as { index?: unknown }).index;
-      this.out.note(typeof at === 'number' && at >= 0 && at < index.length ? index[at] : index[0], e);
-    }
+    const list = this.#launches;
+    this.#launches = [];
+    const s = this.c.session;
+    const jobs = s.launchJobs;
+    while (jobs.size >= LAUNCH_JOBS) await Promise.race(jobs);
+    const job = (async () => (await s.context()).launchMany(list))().catch((e) => this.#late(e));
+    jobs.add(job);
+    void job.finally(() => jobs.delete(job));
   }
 
   /** A deferred entry failed after the batch was answered. */

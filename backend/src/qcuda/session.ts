@@ -52,6 +52,8 @@ export class Session {
   allocated = 0n;
   /** Host functions marked in its streams, and the gates they put there. */
   readonly callbacks = new Callbacks();
+  /** Posted launches handed to the provider and not enqueued yet (batch.ts bounds them). */
+  readonly launchJobs = new Set<Promise<void>>();
   /** The first failure of posted work that ran after its batch was answered (0: none). */
   #asyncError = 0;
   /** Device output for the guest (OUTPUT_READ). Kept across cudaDeviceReset, which natively prints it too. */
