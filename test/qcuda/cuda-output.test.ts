@@ -57,7 +57,7 @@ const until = async (f) => { for (let i = 0; i < 500 && !f(); i++) await new Pro
   r.bOwn = take('a') + '/' + take('b');
 
   await a.launch(later.ref, one, one, 0, undefined, arg(5)); // printed by a driver thread, 20 ms on
-  await until(() => got.a.length > 0);
+  await until(() => got.a.join('').endsWith('\\n')); // the whole line: a write may arrive in pieces
   r.unprompted = take('a') + '/' + take('b');
 
   console.error('backend: a log line');
