@@ -12,6 +12,7 @@
 #include <napi.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -853,26 +854,11 @@ class Context : public Napi::ObjectWrap<Context> {
     uint32_t shared = ArgU32(info[3], "sharedMem");
     uint32_t sid = ArgId(info[4], "stream");
     auto params = std::make_shared<std::vector<uint8_t>>(ArgBytes(info[5], "params"));
+    // The same checks and call as one record of launchMany.
+    std::array<uint32_t, 10> h = {fid, sid, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared,
+                                  static_cast<uint32_t>(params->size())};
     Job *j = new Job;
-    j->run = [fid, g0 = grid[0], g1 = grid[1], g2 = grid[2], b0 = block[0], b1 = block[1], b2 = block[2], shared, sid,
-              params](Job &job) {
-      CtxCore *c = job.ctx.get();
-      const CtxCore::Fn *f = c->LookupFunction(job, fid);
-      if (f == nullptr) return;
-      cu::Stream s;
-      if (!c->LookupStream(job, sid, &s)) return;
-      if (params->size() != f->paramBytes) {
-        job.Fail(cu::kInvalidValue, "qcuda: " + std::to_string(params->size()) + " parameter bytes for a kernel taking " +
-                                        std::to_string(f->paramBytes));
-        return;
-      }
-      size_t size = params->size();
-      void *extra[] = {reinterpret_cast<void *>(cu::kLaunchParamBufferPointer), params->data(),
-                       reinterpret_cast<void *>(cu::kLaunchParamBufferSize), &size,
-                       reinterpret_cast<void *>(cu::kLaunchParamEnd)};
-      job.Check(cu::api().LaunchKernel(f->fn, g0, g1, g2, b0, b1, b2, shared, s, nullptr, size ? extra : nullptr),
-                "cuLaunchKernel");
-    };
+    j->run = [h, params](Job &job) { LaunchOne(job, h.data(), params->data()); };
     return Go(info.Env(), j, false);
   }
 
