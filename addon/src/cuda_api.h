@@ -46,6 +46,7 @@ enum : int {
   kUnknown = 999,
 };
 
+constexpr unsigned kEventBlockingSync = 0x1;         // CU_EVENT_BLOCKING_SYNC
 constexpr unsigned kEventDisableTiming = 0x2;        // CU_EVENT_DISABLE_TIMING
 constexpr unsigned kHostRegisterPortable = 0x1;      // CU_MEMHOSTREGISTER_PORTABLE
 constexpr unsigned kHostRegisterDeviceMap = 0x2;     // CU_MEMHOSTREGISTER_DEVICEMAP

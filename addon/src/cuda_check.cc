@@ -14,7 +14,7 @@ static_assert(sizeof(qc::Ptr) == sizeof(CUdeviceptr), "CUdeviceptr");
 static_assert(sizeof(qc::Device) == sizeof(CUdevice), "CUdevice");
 static_assert(sizeof(qc::Uuid) == sizeof(CUuuid), "CUuuid");
 static_assert(sizeof(qc::Result) == sizeof(CUresult), "CUresult");
-static_assert(qc::kEventDisableTiming == CU_EVENT_DISABLE_TIMING, "");
+static_assert(qc::kEventDisableTiming == CU_EVENT_DISABLE_TIMING && qc::kEventBlockingSync == CU_EVENT_BLOCKING_SYNC, "");
 static_assert(qc::kHostRegisterPortable == CU_MEMHOSTREGISTER_PORTABLE, "");
 static_assert(qc::kHostRegisterDeviceMap == CU_MEMHOSTREGISTER_DEVICEMAP, "");
 static_assert(qc::kCtxMapHost == CU_CTX_MAP_HOST, "");

@@ -391,7 +391,8 @@ cu::Event CtxCore::AcquireEvent(Job &j) {
     }
   }
   cu::Event e = nullptr;
-  if (!j.Check(cu::api().EventCreate(&e, cu::kEventDisableTiming), "cuEventCreate")) return nullptr;
+  // BLOCKING_SYNC: a waiter that gives up polling sleeps (WaitEvent) instead of spinning.
+  if (!j.Check(cu::api().EventCreate(&e, cu::kEventDisableTiming | cu::kEventBlockingSync), "cuEventCreate")) return nullptr;
   return e;
 }
 

@@ -13,9 +13,11 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 #include "cuda_api.h"
 #include "cuda_exec.h"
@@ -192,13 +194,32 @@ class Context : public Napi::ObjectWrap<Context> {
     return Go(info.Env(), j, false);
   }
 
+  // A transfer arrives as many chunks, each waiting on the pool at once: had
+  // they all spun (the driver's default where contexts are few), they would
+  // take the CPUs that the JS thread needs to enqueue the next chunks. So a
+  // waiter polls for a short while (a small copy is done by then: no sleep,
+  // no wake-up latency), then sleeps in the BLOCKING_SYNC event.
+  static void WaitEvent(Job &jb, cu::Event e) {
+    constexpr auto kPoll = std::chrono::microseconds(40);
+    auto until = std::chrono::steady_clock::now() + kPoll;
+    do {
+      cu::Result r = cu::api().EventQuery(e);
+      if (r != cu::kNotReady) {
+        jb.Check(r, "cuEventQuery");
+        return;
+      }
+      std::this_thread::yield();
+    } while (std::chrono::steady_clock::now() < until);
+    jb.Check(cu::api().EventSynchronize(e), "cuEventSynchronize");
+  }
+
   // Phase-1 tail: wait (phase 2) until everything enqueued so far on stream s is done.
   static void WaitForStream(Job &job, cu::Stream s) {
     CtxCore *c = job.ctx.get();
     cu::Event e = c->AcquireEvent(job);
     if (e != nullptr && job.Check(cu::api().EventRecord(e, s), "cuEventRecord")) {
       job.wait = [c, e](Job &jb) {
-        jb.Check(cu::api().EventSynchronize(e), "cuEventSynchronize");
+        WaitEvent(jb, e);
         c->ReleaseEvent(e);
       };
       return;

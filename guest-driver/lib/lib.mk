@@ -25,7 +25,7 @@ GUEST_LIB_CFLAGS := -std=gnu11 -O2 -g -fPIC -Wall -Wextra -Wno-unused-parameter 
 
 GUEST_CUDA_PROGRAMS := $(patsubst $(CURDIR)/test/guest/%.cu,%,$(wildcard $(CURDIR)/test/guest/*.cu))
 # Also built with --default-stream per-thread (the _ptds/_ptsz entry points).
-GUEST_CUDA_PTDS := memcpy stream
+GUEST_CUDA_PTDS := memcpy stream memadvise
 # Programs of several translation units: test/guest/<name>.cu plus their
 # parts in test/guest/parts/ (which the wildcard above does not see).
 GUEST_CUDA_MULTI := multimodule multimodule_rdc

@@ -49,6 +49,7 @@ struct region {
 	unsigned int flags;	/* cudaHostAlloc / cudaHostRegister / managed flags */
 	int reserved;		/* [res_start, +map_len) reserved PROT_NONE here */
 	uint64_t res_start;
+	void *hints;		/* managed: managed.c's advice and prefetch record, or NULL */
 };
 
 struct rent {
@@ -247,6 +248,7 @@ static cudaError_t release_region(struct region *r, int after_reset)
 			qc_debug("HOST_UNREGISTER: %s", strerror(-rc));
 		break;
 	}
+	qc_managed_free(r->hints);
 	free(r);
 	return e;
 }
@@ -717,6 +719,22 @@ QC_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int fl
 	if (size == 0)
 		return cudaSuccess;
 	return qc_ret(host_alloc(devPtr, size, flags, R_MANAGED, 0));
+}
+
+cudaError_t qc_mem_managed(const void *p, size_t n, qc_managed_fn fn, void *arg)
+{
+	uint64_t a = (uintptr_t)p;
+	struct region *r;
+	cudaError_t e = cudaErrorInvalidValue;
+
+	/* The read lock is held across fn: cudaFree (write lock) waits for it,
+	 * so the region and its hints stay alive meanwhile. */
+	pthread_rwlock_rdlock(&maps_lock);
+	r = rmap_find(&host_map, a);
+	if (r && r->kind == R_MANAGED && n > 0 && n <= r->host + r->size - a)
+		e = fn(&r->hints, r->host, r->size, arg);
+	pthread_rwlock_unlock(&maps_lock);
+	return e;
 }
 
 QC_API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)

@@ -9,7 +9,8 @@
  * and version node as NVIDIA's library (libcudart.map).
  *
  * Files: transport.c (the only user of qcuda_ioctl.h), init.c (start-up,
- * errors, devices), memory.c (allocations, copies, host memory), stream.c
+ * errors, devices), memory.c (allocations, copies, host memory), managed.c
+ * (managed memory hints: prefetch, advice, range attributes), stream.c
  * (streams, events), module.c (fat binaries, launches), batch.c (posted
  * work: launches and other enqueues sent together), devctl.c (limits,
  * peer access, profiler, driver entry points), callback.c (host functions),
@@ -18,8 +19,10 @@
  * names and strings), stubs.c (entry points qcuda does not implement).
  *
  * Concurrency: no lock is ever held across a device call; the tables of
- * memory.c have one rwlock held for lookups/updates only; the last error,
- * the current device and the launch configuration stack are per thread.
+ * memory.c have one rwlock held for lookups/updates only (and, read, around
+ * managed.c's callbacks, which take managed.c's own lock inside it); the
+ * last error, the current device and the launch configuration stack are per
+ * thread.
  */
 #ifndef QCRT_H
 #define QCRT_H
@@ -83,6 +86,18 @@ cudaError_t qc_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind 
  * cudaPointerGetAttributes know it as device memory. */
 void qc_mem_add_symbol(uint64_t dptr, uint64_t size);
 void qc_mem_remove_symbol(uint64_t dptr);
+/* For managed.c: calls fn on the managed allocation that holds all of
+ * [p, p + n) (n > 0) with its start, its size and its hint slot, under the
+ * maps' read lock (the allocation cannot be freed meanwhile); returns what
+ * fn returns, or cudaErrorInvalidValue if no managed allocation holds the
+ * whole range. */
+typedef cudaError_t (*qc_managed_fn)(void **hints, uint64_t start, uint64_t size, void *arg);
+cudaError_t qc_mem_managed(const void *p, size_t n, qc_managed_fn fn, void *arg);
+
+/* ---- managed.c ---- */
+
+/* Frees an allocation's hints (qc_mem_managed's slot) with the allocation. */
+void qc_managed_free(void *hints);
 
 /* ---- module.c ---- */
 

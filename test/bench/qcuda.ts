@@ -29,7 +29,13 @@ const BIG = Number(arg('--mib', '256')) << 20;
 const LAUNCHES = Number(arg('--launches', '100000'));
 const dist = path.resolve(__dirname, '..', '..');
 
-async function lat(n: number, once: () => Promise<unknown>): Promise<number> {
+/** A line on stderr per measurement, so a run that stalls says where. */
+function progress(what: string): void {
+  process.stderr.write(`bench: ${what}\n`);
+}
+
+async function lat(what: string, n: number, once: () => Promise<unknown>): Promise<number> {
+  progress(what);
   for (let i = 0; i < Math.min(200, n); i++) await once();
   const xs: number[] = [];
   for (let i = 0; i < n; i++) {
@@ -40,7 +46,8 @@ async function lat(n: number, once: () => Promise<unknown>): Promise<number> {
   return percentile(xs.sort((a, b) => a - b), 50);
 }
 
-async function gbps(bytes: number, once: () => Promise<unknown>, reps = 5): Promise<number> {
+async function gbps(what: string, bytes: number, once: () => Promise<unknown>, reps = 5): Promise<number> {
+  progress(what);
   await once();
   let best = Infinity;
   for (let i = 0; i < reps; i++) {
@@ -66,6 +73,7 @@ function fixtureFatbin(): Uint8Array | undefined {
 
 /** Launches per second of `n` null launches posted in full batches, one batch in flight (as the guest library does). */
 async function postedLaunchRate(c: QcudaClient, mem: GuestMemory, func: bigint, n: number): Promise<number> {
+  progress('backend launch rate');
   const one = encode('qcuda_args_launch', { func, stream: 0n, grid: gridOf(1), block: gridOf(1), shared_mem: 0, param_bytes: 0 });
   const size = LAYOUT.qcuda_batch_entry.size + one.length;
   const per = Math.floor(QCUDA_MAX_BATCH / size);
@@ -91,6 +99,7 @@ async function postedLaunchRate(c: QcudaClient, mem: GuestMemory, func: bigint, 
 
 /** The same null launches from the addon in one cuLaunchKernel loop: the driver's rate. */
 async function directLaunchRate(ctx: ProviderContext, f: unknown, n: number): Promise<number> {
+  progress('direct launch rate');
   const list: LaunchDesc[] = Array.from({ length: n }, () => ({ f, grid: [1, 1, 1], block: [1, 1, 1], sharedMem: 0, stream: undefined, params: new Uint8Array(0) }));
   const run = async () => {
     const t0 = process.hrtime.bigint();
@@ -108,6 +117,7 @@ function gridOf(x: number): Uint32Array {
 
 /** Uploads and loads a module; resolves to the handle of its function `name`. */
 async function loadFunction(c: QcudaClient, mem: GuestMemory, image: Uint8Array, name: string): Promise<bigint> {
+  progress(`backend module load (${image.length} bytes)`);
   const gpa = mem.alloc(image.length, 4096);
   mem.bytes(gpa, image.length).set(image);
   const size = BigInt(image.length);
@@ -145,12 +155,12 @@ async function main(): Promise<void> {
   const dev = (await c.malloc(BIG)).value;
   const small = mem.alloc(65536, 4096);
   const be = {
-    sync: await lat(3000, () => c.call(Cmd.DEVICE_SYNC)),
-    h2d4: await lat(3000, () => c.htod(dev, small, 4).then(mustOk('htod'))),
-    d2h4: await lat(3000, () => c.dtoh(small, dev, 4).then(mustOk('dtoh'))),
-    h2d64k: await lat(1000, () => c.htod(dev, small, 65536).then(mustOk('htod'))),
-    h2d: await gbps(BIG, () => c.htod(dev, src, BIG).then(mustOk('htod'))),
-    d2h: await gbps(BIG, () => c.dtoh(dst, dev, BIG).then(mustOk('dtoh'))),
+    sync: await lat('backend sync', 3000, () => c.call(Cmd.DEVICE_SYNC)),
+    h2d4: await lat('backend h2d4', 3000, () => c.htod(dev, small, 4).then(mustOk('htod'))),
+    d2h4: await lat('backend d2h4', 3000, () => c.dtoh(small, dev, 4).then(mustOk('dtoh'))),
+    h2d64k: await lat('backend h2d64k', 1000, () => c.htod(dev, small, 65536).then(mustOk('htod'))),
+    h2d: await gbps('backend h2d', BIG, () => c.htod(dev, src, BIG).then(mustOk('htod'))),
+    d2h: await gbps('backend d2h', BIG, () => c.dtoh(dst, dev, BIG).then(mustOk('dtoh'))),
   };
   const image = PROVIDER !== 'host' ? fixtureFatbin() : undefined;
   const hello = await c.call(Cmd.HELLO, { args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }], out: 'qcuda_out_hello' });
@@ -169,12 +179,12 @@ async function main(): Promise<void> {
   const ctx = await provider.openContext(0);
   const dptr = await ctx.malloc(BigInt(BIG));
   const base = {
-    sync: await lat(3000, () => ctx.synchronize()),
-    h2d4: await lat(3000, () => ctx.copyToDevice(dptr, seg(0, 4), undefined)),
-    d2h4: await lat(3000, () => ctx.copyFromDevice(seg(0, 4), dptr, undefined)),
-    h2d64k: await lat(1000, () => ctx.copyToDevice(dptr, seg(0, 65536), undefined)),
-    h2d: await gbps(BIG, () => ctx.copyToDevice(dptr, seg(0, BIG), undefined)),
-    d2h: await gbps(BIG, () => ctx.copyFromDevice(seg(BIG, BIG), dptr, undefined)),
+    sync: await lat('direct sync', 3000, () => ctx.synchronize()),
+    h2d4: await lat('direct h2d4', 3000, () => ctx.copyToDevice(dptr, seg(0, 4), undefined)),
+    d2h4: await lat('direct d2h4', 3000, () => ctx.copyFromDevice(seg(0, 4), dptr, undefined)),
+    h2d64k: await lat('direct h2d64k', 1000, () => ctx.copyToDevice(dptr, seg(0, 65536), undefined)),
+    h2d: await gbps('direct h2d', BIG, () => ctx.copyToDevice(dptr, seg(0, BIG), undefined)),
+    d2h: await gbps('direct d2h', BIG, () => ctx.copyFromDevice(seg(BIG, BIG), dptr, undefined)),
   };
   let directLaunches: number | undefined;
   if (launches !== undefined && image) {

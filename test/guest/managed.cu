@@ -14,8 +14,8 @@
 // In a qcuda guest managed memory is pinned guest memory that the GPU can
 // only address when it is physically contiguous (up to 4 MiB), so every
 // allocation used by a kernel here is at most 1 MiB.
-// (cudaMemAdvise, cudaMemPrefetchAsync and cudaStreamAttachMemAsync are not
-// implemented by qcuda yet: they return cudaErrorNotSupported.)
+// (cudaMemAdvise, cudaMemPrefetchAsync, cudaMemRangeGetAttribute(s) and
+// cudaStreamAttachMemAsync: memadvise.cu.)
 // __managed__ variables are not used: qcuda does not support them.
 #include "qctest.h"
 

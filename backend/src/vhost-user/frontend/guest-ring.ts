@@ -125,19 +125,26 @@ export class GuestRing {
     return (Atomics.load(this.u16, 0) & VRING_USED_F_NO_NOTIFY) === 0;
   }
 
-  /** Takes every used element; re-arms the interrupt (used_event) after. */
+  /**
+   * Takes every used element; re-arms the interrupt (used_event) after, then
+   * looks again: an element the device published before it saw the new
+   * used_event got no interrupt, and none would ever come for it.
+   */
   harvest(): Used[] {
     const out: Used[] = [];
-    const end = Atomics.load(this.u16, 1);
-    while (this.#lastUsed !== end) {
-      const slot = this.#lastUsed & (this.size - 1);
-      const id = this.u32[1 + slot * 2];
-      out.push({ id, len: this.u32[2 + slot * 2] });
-      this.#release(id);
-      this.#lastUsed = (this.#lastUsed + 1) & 0xffff;
+    for (;;) {
+      const end = Atomics.load(this.u16, 1);
+      while (this.#lastUsed !== end) {
+        const slot = this.#lastUsed & (this.size - 1);
+        const id = this.u32[1 + slot * 2];
+        out.push({ id, len: this.u32[2 + slot * 2] });
+        this.#release(id);
+        this.#lastUsed = (this.#lastUsed + 1) & 0xffff;
+      }
+      if (!this.eventIdx) return out;
+      Atomics.store(this.a16, 2 + this.size, this.#lastUsed);
+      if (Atomics.load(this.u16, 1) === this.#lastUsed) return out;
     }
-    if (this.eventIdx) Atomics.store(this.a16, 2 + this.size, this.#lastUsed);
-    return out;
   }
 
   #release(head: number): void {
