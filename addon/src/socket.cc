@@ -153,6 +153,13 @@ Napi::Value CloseFd(const Napi::CallbackInfo &info) {
   return info.Env().Undefined();
 }
 
+// dup(fd) -> a new close-on-exec fd for the same file (kept past the caller's close).
+Napi::Value DupFd(const Napi::CallbackInfo &info) {
+  int fd = fcntl(ArgFd(info, 0), F_DUPFD_CLOEXEC, 3);
+  if (fd < 0) ThrowErrno(info.Env(), "dup", errno);
+  return Napi::Number::New(info.Env(), fd);
+}
+
 Napi::Value ShutdownFd(const Napi::CallbackInfo &info) {
   shutdown(ArgFd(info, 0), SHUT_RDWR);
   return info.Env().Undefined();
@@ -168,6 +175,7 @@ void InitSocket(Napi::Env env, Napi::Object exports) {
   exports.Set("sendMsg", Napi::Function::New(env, SendMsg));
   exports.Set("recvMsg", Napi::Function::New(env, RecvMsg));
   exports.Set("close", Napi::Function::New(env, CloseFd));
+  exports.Set("dup", Napi::Function::New(env, DupFd));
   exports.Set("shutdown", Napi::Function::New(env, ShutdownFd));
 }
 

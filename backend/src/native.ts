@@ -29,6 +29,7 @@ export interface Native {
   sendMsg(fd: number, data: Uint8Array, fds: number[]): number;
   recvMsg(fd: number, buf: Uint8Array, maxFds?: number): RecvResult;
   close(fd: number): void;
+  dup(fd: number): number;
   shutdown(fd: number): void;
   memfdCreate(name: string, size: number): number;
   fdInfo(fd: number): { size: number; seals: number; regular: boolean };

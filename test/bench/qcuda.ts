@@ -9,7 +9,9 @@
 // launches issued by the addon in one tight cuLaunchKernel loop (the
 // driver's own rate). The kernel comes from test/qcuda/fixtures/kernels.cu
 // ($QCUDA_KERNELS_FATBIN, dist/test/qcuda/fixtures/kernels.fatbin, or nvcc).
-//   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--mib 256] [--launches 100000]
+// --isolation (the backend's; default process: each session's context in a
+// worker process, one IPC hop more per call) says which backend is measured.
+//   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--isolation process|none] [--mib 256] [--launches 100000]
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -25,6 +27,7 @@ import { percentile, report, type Row } from './stats';
 
 const arg = (name: string, dflt: string) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : dflt);
 const PROVIDER = arg('--provider', 'auto') as ProviderKind;
+const ISOLATION = arg('--isolation', 'process');
 const BIG = Number(arg('--mib', '256')) << 20;
 const LAUNCHES = Number(arg('--launches', '100000'));
 const dist = path.resolve(__dirname, '..', '..');
@@ -140,7 +143,7 @@ function mustOk(what: string) {
 async function main(): Promise<void> {
   // Backend path: harness -> backend process -> provider.
   const [mine, theirs] = native.socketPair();
-  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=qcuda', '--queues=4', `--provider=${PROVIDER}`],
+  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=qcuda', '--queues=4', `--provider=${PROVIDER}`, `--isolation=${ISOLATION}`],
     { stdio: ['ignore', 'inherit', 'inherit', theirs] });
   native.close(theirs);
   const mem = new GuestMemory([{ gpa: 0n, size: 64 << 20 }, { gpa: 1n << 32n, size: 2 * BIG + (64 << 20) }]);
@@ -200,7 +203,7 @@ async function main(): Promise<void> {
 
   const r = (what: string, v: number, b: number, unit: string, higherIsBetter: boolean): Row =>
     ({ what, value: v, unit, baseline: b, ratio: higherIsBetter ? v / b : b / v });
-  report(`qcuda backend path vs the provider called directly (${note})`, [
+  report(`qcuda backend path (isolation ${ISOLATION}) vs the provider called directly (${note})`, [
     r('cudaDeviceSynchronize round trip', be.sync, base.sync, 'us', false),
     r('4 B H2D copy', be.h2d4, base.h2d4, 'us', false),
     r('4 B D2H copy', be.d2h4, base.d2h4, 'us', false),
@@ -208,7 +211,7 @@ async function main(): Promise<void> {
     r(`${BIG >> 20} MiB H2D`, be.h2d, base.h2d, 'GB/s', true),
     r(`${BIG >> 20} MiB D2H`, be.d2h, base.d2h, 'GB/s', true),
     ...(launches !== undefined && directLaunches !== undefined ? [r('async null-kernel launches (batched)', launches, directLaunches, '/s', true)] : []),
-  ], { provider: note, ratio: 'backend figure relative to the direct one (1.0 = no overhead)' });
+  ], { provider: note, isolation: ISOLATION, ratio: 'backend figure relative to the direct one (1.0 = no overhead)' });
 }
 
 main().then(() => process.exit(0), (e) => {

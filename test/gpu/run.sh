@@ -69,7 +69,9 @@ say "== benchmarks =="
 for b in "$app"/dist/test/bench/*.js; do
   case $b in *child*|*stats*) continue;; esac
   say "$(basename "$b")"
-  timeout 180 node "$b" 2>&1 | tee "$LOGS/$(basename "$b" .js).bench" | grep -vE '^(JSON|qcuda-backend)' | tee -a "$summary"
+  timeout 180 node "$b" 2>&1 | tee "$LOGS/$(basename "$b" .js).bench" | grep -vE '^(JSON|qcuda-backend|bench:)' | tee -a "$summary"
 done
+say "qcuda.js --isolation none (every session in the backend process)"
+timeout 180 node "$app/dist/test/bench/qcuda.js" --isolation none 2>&1 | tee "$LOGS/qcuda-none.bench" | grep -vE '^(JSON|qcuda-backend|bench:)' | tee -a "$summary"
 say "overall: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status

@@ -25,6 +25,15 @@ ${Object.entries(DEVICES).map(([n, d]) => `                            ${n.padEn
                             host    device memory emulated in host RAM (no kernels)
                             auto    cuda where a GPU answers, else host
   --gpu=N                 qcuda only: which GPU (default 0)
+  --isolation=MODE        qcuda with the cuda provider: where each guest
+                          process's CUDA context runs (default process):
+                            process  a worker process per guest process: a
+                                     kernel fault (which poisons every CUDA
+                                     context of the process it happens in)
+                                     ends only that guest process's context
+                            none     all in this process: one message hop
+                                     less per call, but one guest process's
+                                     kernel fault ends CUDA for all of the VM
   --device-memory-limit=SIZE
                           qcuda only: per-VM device memory quota (e.g. 2G);
                           cudaMalloc past it fails with cudaErrorMemoryAllocation
@@ -62,6 +71,7 @@ async function main(): Promise<void> {
         queues: { type: 'string' },
         provider: { type: 'string', default: 'auto' },
         gpu: { type: 'string' },
+        isolation: { type: 'string', default: 'process' },
         'device-memory-limit': { type: 'string' },
         'print-capabilities': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -83,6 +93,7 @@ async function main(): Promise<void> {
   }
   if ((args['socket-path'] === undefined) === (args.fd === undefined)) usage('give exactly one of --socket-path and --fd');
   if (!['cuda', 'host', 'auto'].includes(args.provider!)) usage(`--provider must be cuda, host or auto, got '${args.provider}'`);
+  if (!['process', 'none'].includes(args.isolation!)) usage(`--isolation must be process or none, got '${args.isolation}'`);
   let memoryLimit: bigint | undefined;
   try {
     memoryLimit = args['device-memory-limit'] === undefined ? undefined : parseSize(args['device-memory-limit']);
@@ -94,7 +105,7 @@ async function main(): Promise<void> {
   let server: VhostUserServer;
   try {
     const device = await kind.create({
-      queues, provider: args.provider as ProviderKind, gpu, memoryLimit,
+      queues, provider: args.provider as ProviderKind, gpu, memoryLimit, isolation: args.isolation as 'process' | 'none',
       log: (line) => process.stderr.write(`qcuda-backend: ${line}\n`),
     });
     if (args.fd !== undefined) {

@@ -24,6 +24,9 @@ vm options:
   --cpus=N             guest CPUs (default 2)
   --provider=KIND      cuda, host or auto (default auto: the GPU if one answers)
   --gpu=N              which host GPU (default 0)
+  --isolation=MODE     process (default: a backend worker process per guest
+                       process, so a kernel fault ends only that process's
+                       CUDA) or none (see qcuda-backend --help)
   --device-memory-limit=SIZE  the VM's device memory quota (e.g. 2G)
   --demo               run the guest test programs built into the image (the
                        transport, then CUDA programs, each printing PASS)
@@ -62,6 +65,7 @@ const OPTIONS = {
   demo: { type: 'boolean' },
   provider: { type: 'string' },
   gpu: { type: 'string' },
+  isolation: { type: 'string' },
   'device-memory-limit': { type: 'string' },
   quiet: { type: 'boolean' },
   qemu: { type: 'string' },
@@ -115,6 +119,7 @@ async function main(): Promise<number> {
       backendArgs: [
         ...(v.provider ? [`--provider=${v.provider}`] : []),
         ...(v.gpu ? [`--gpu=${v.gpu}`] : []),
+        ...(v.isolation ? [`--isolation=${v.isolation}`] : []),
         ...(v['device-memory-limit'] ? [`--device-memory-limit=${v['device-memory-limit']}`] : []),
       ],
     });

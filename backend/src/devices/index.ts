@@ -9,6 +9,8 @@ export interface DeviceOptions {
   provider?: ProviderKind;
   gpu?: number;
   memoryLimit?: bigint;
+  /** cuda provider: 'process' (default) runs each guest process's context in a worker process of its own. */
+  isolation?: 'process' | 'none';
   /** Where to say which provider was chosen. */
   log?: (line: string) => void;
 }
@@ -19,7 +21,8 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
     async create(o) {
       let device: QcudaDevice | undefined;
       // The host provider reads mapped guest memory through the device, which exists by the time it asks.
-      const { provider, note } = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len) }, true);
+      const { provider, note } = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len) },
+        { isolate: (o.isolation ?? 'process') === 'process', captureOutput: true });
       o.log?.(note);
       device = new QcudaDevice({ queues: o.queues, memoryLimit: o.memoryLimit, provider });
       return device;

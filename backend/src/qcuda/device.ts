@@ -69,7 +69,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   attachMemory(memory: MemoryTable): void {
     this.#memory = memory;
     memory.listener = {
-      added: (r) => this.provider.registerGuestMemory(r.hostAddress, r.size),
+      added: (r, fd) => this.provider.registerGuestMemory(r.hostAddress, r.size, { fd: fd.value, region: r }),
       removing: (r) => this.provider.unregisterGuestMemory(r.hostAddress),
     };
   }

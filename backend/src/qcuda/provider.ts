@@ -3,6 +3,8 @@
 // pointer, size and handle before a provider sees it; a provider reports
 // failures by throwing CudaError.
 
+import type { MemRegion } from '../vhost-user/message';
+
 export type DevPtr = bigint;
 
 /** A piece of guest memory, already checked to lie inside guest RAM. */
@@ -55,6 +57,12 @@ export interface LaunchDesc {
   sharedMem: number;
   stream: StreamRef | undefined;
   params: Uint8Array;
+}
+
+/** Where a region of guest RAM comes from: an fd and the vhost-user region that maps it. */
+export interface GuestMemorySource {
+  fd: number;
+  region: MemRegion;
 }
 
 /** One CUDA context's worth of state: the backend opens one per guest session. */
@@ -132,9 +140,13 @@ export interface Provider {
   /** Device-wide free and total bytes (the dispatcher applies the quota). */
   memGetInfo(device: number): Promise<{ free: bigint; total: bigint }>;
   openContext(device: number, output?: OutputSink): Promise<ProviderContext>;
-  /** Guest RAM as it is mapped in this process: register so copies run at
-   * pinned speed. Unregistering resolves before the memory may be unmapped. */
-  registerGuestMemory(addr: bigint, size: bigint): void | Promise<void>;
+  /**
+   * Guest RAM as it is mapped in this process: register so copies run at
+   * pinned speed. Unregistering resolves before the memory may be unmapped.
+   * source: the file behind it, for a provider that maps guest RAM in other
+   * processes too (its fd is open only during the call).
+   */
+  registerGuestMemory(addr: bigint, size: bigint, source?: GuestMemorySource): void | Promise<void>;
   unregisterGuestMemory(addr: bigint): void | Promise<void>;
   close(): Promise<void>;
 }

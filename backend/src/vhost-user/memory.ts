@@ -21,6 +21,7 @@ export class GuestRegion {
   readonly gpa: bigint;
   readonly size: bigint;
   readonly userAddr: bigint;
+  readonly mmapOffset: bigint;
   readonly #mapping: Mapping;
   readonly #delta: number; // mmap_offset - its page-aligned base
   readonly #windows: ArrayBuffer[] = [];
@@ -39,6 +40,7 @@ export class GuestRegion {
     this.gpa = r.gpa;
     this.size = r.size;
     this.userAddr = r.userAddr;
+    this.mmapOffset = r.mmapOffset;
   }
 
   get hostAddress(): bigint {
@@ -98,7 +100,8 @@ function overlaps(aStart: bigint, aSize: bigint, bStart: bigint, bSize: bigint):
 /** Told of each region after it is mapped and before it is unmapped (e.g. to
  * register guest RAM with a DMA engine). */
 export interface MemoryListener {
-  added(r: GuestRegion): void;
+  /** fd: the region's file, open only during the call (dup it to keep it). */
+  added(r: GuestRegion, fd: Fd): void;
   /** The region is unmapped once this settles. */
   removing(r: GuestRegion): void | Promise<void>;
 }
@@ -141,7 +144,7 @@ export class MemoryTable {
     }
     const region = new GuestRegion(r, fd);
     this.#regions.push(region);
-    this.listener?.added(region);
+    this.listener?.added(region, fd);
     debug('region gpa=0x%s size=0x%s uaddr=0x%s', r.gpa.toString(16), r.size.toString(16), r.userAddr.toString(16));
     return region;
   }

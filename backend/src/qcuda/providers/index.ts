@@ -1,6 +1,7 @@
 // Picks the provider the backend command asked for.
 import type { Provider } from '../provider';
 import { HostProvider, type HostProviderOptions } from './host';
+import { IsolatedProvider } from './isolated';
 
 export type ProviderKind = 'cuda' | 'host' | 'auto';
 
@@ -21,12 +22,22 @@ export interface ProviderChoice {
   note: string;
 }
 
-/**
- * captureOutput: the cuda provider takes the process's stdout and stderr to
- * forward device printf/assert output to the guests (a backend process does;
- * a benchmark or tool that prints its own results must not).
- */
-export async function createProvider(kind: ProviderKind, gpu: number, host: HostProviderOptions = {}, captureOutput = false): Promise<ProviderChoice> {
+export interface ProviderSetup {
+  /**
+   * cuda only: run each session's context in a worker process of its own
+   * (isolated.ts), so a kernel fault in one guest process cannot end CUDA
+   * for the others. A backend serving guests does; default false.
+   */
+  isolate?: boolean;
+  /**
+   * cuda without isolate: the provider takes the process's stdout and stderr
+   * to forward device printf/assert output to the guests (a benchmark or a
+   * tool that prints its own results must not). Isolated workers always do.
+   */
+  captureOutput?: boolean;
+}
+
+export async function createProvider(kind: ProviderKind, gpu: number, host: HostProviderOptions = {}, setup: ProviderSetup = {}): Promise<ProviderChoice> {
   if (kind === 'host') return { provider: new HostProvider(host), note: 'host-memory provider (no GPU)' };
   let cuda: CudaModule | undefined;
   let avail: { ok: boolean; reason: string };
@@ -36,7 +47,11 @@ export async function createProvider(kind: ProviderKind, gpu: number, host: Host
   } catch (e) {
     avail = { ok: false, reason: `the CUDA provider failed to load: ${(e as Error).message}` };
   }
-  if (avail.ok && cuda) return { provider: await cuda.createCudaProvider(gpu, { captureOutput }), note: `cuda provider on GPU ${gpu}` };
+  if (avail.ok && cuda && setup.isolate) {
+    const local = await cuda.createCudaProvider(gpu, { captureOutput: false });
+    return { provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu } }), note: `cuda provider on GPU ${gpu}, a worker process per guest process` };
+  }
+  if (avail.ok && cuda) return { provider: await cuda.createCudaProvider(gpu, { captureOutput: setup.captureOutput }), note: `cuda provider on GPU ${gpu}` };
   if (kind === 'cuda') throw new Error(`--provider=cuda: ${avail.reason}`);
   return { provider: new HostProvider(host), note: `host-memory provider: no GPU (${avail.reason})` };
 }

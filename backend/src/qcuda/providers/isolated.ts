@@ -1,0 +1,311 @@
+// A provider with a process per session: each guest process's CUDA context
+// lives in a worker process of its own (worker.ts), which maps guest RAM
+// from the same memfds and runs the calls there.
+//
+// Why: on the H100 (driver 580) a kernel fault (an illegal address) poisons
+// every CUDA context of the process it happens in, new ones too. With all
+// sessions in the backend process, one guest process's bad kernel would end
+// CUDA for every other process of its VM; in a worker it ends that worker.
+// It also makes device printf attribution exact: a worker's stdout holds one
+// session's output.
+//
+// This process keeps what is no session's: device properties and memory
+// info, from an in-process provider that never runs a kernel (so nothing can
+// poison it), and the guest RAM regions, with a dup of each fd, which every
+// worker gets when it starts and whenever they change. Every call costs a
+// message each way on the worker's IPC channel.
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import createDebug from 'debug';
+import { native } from '../../native';
+import { Fd } from '../../vhost-user/fd';
+import type { MemRegion } from '../../vhost-user/message';
+import { CudaErr, CudaError } from '../cuda-error';
+import type {
+  DevPtr, DeviceProps, Dim3, EventRef, FunctionInfo, FunctionRef, GuestMemorySource, GuestSeg, LaunchDesc, ModuleRef,
+  OutputSink, Provider, ProviderContext, StreamRef,
+} from '../provider';
+import type { ToParent, ToWorker, WorkerOptions } from './worker-messages';
+
+const debug = createDebug('qcuda:isolated');
+
+/** How long a worker may take to start (node, CUDA init, a context) and to shut down. */
+const START_TIMEOUT_MS = 60_000;
+const STOP_TIMEOUT_MS = 10_000;
+
+interface SharedRegion {
+  id: number;
+  region: MemRegion;
+  parentAddr: bigint;
+  fd: Fd;
+}
+
+/** A worker process as its parent sees it: calls go out, replies and output come back. */
+class Worker {
+  readonly #child: ChildProcess;
+  readonly #side: Fd;
+  readonly #pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  #nextId = 1;
+  #gone: CudaError | undefined;
+  readonly ready: Promise<void>;
+  readonly exited: Promise<void>;
+
+  constructor(options: WorkerOptions, readonly output: OutputSink | undefined) {
+    const [mine, theirs] = native.socketPair();
+    this.#side = new Fd(mine);
+    try {
+      this.#child = spawn(process.execPath, [path.join(__dirname, 'worker.js'), JSON.stringify(options)], {
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc', theirs],
+        serialization: 'advanced',
+      });
+    } finally {
+      native.close(theirs);
+    }
+    const pid = this.#child.pid;
+    this.exited = new Promise((resolve) => this.#child.once('exit', (code, signal) => {
+      this.#fail(`the session's GPU worker (pid ${pid}) exited (${signal ?? `status ${code}`})`);
+      this.#side.close();
+      resolve();
+    }));
+    this.#child.on('error', (e) => this.#fail(`the session's GPU worker: ${e.message}`));
+    this.ready = new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new CudaError(CudaErr.InitializationError, 'the GPU worker did not start in time')), START_TIMEOUT_MS);
+      this.#pending.set(0, {
+        resolve: () => { clearTimeout(timer); resolve(); },
+        reject: (e) => { clearTimeout(timer); reject(e); },
+      });
+    });
+    this.#child.on('message', (m: ToParent) => this.#onMessage(m));
+    debug('worker pid %d started', pid);
+  }
+
+  get pid(): number | undefined {
+    return this.#child.pid;
+  }
+
+  /** Lets the worker map a region: the fd goes over the side socket first, then the message that names it. */
+  addRegion(r: SharedRegion): void {
+    if (this.#gone) return;
+    if (native.sendMsg(this.#side.value, new Uint8Array([1]), [r.fd.value]) !== 1) throw new Error('the worker\'s fd socket is full');
+    this.#send({ t: 'region', id: r.id, region: r.region, parentAddr: r.parentAddr });
+  }
+
+  removeRegion(id: number): void {
+    if (!this.#gone) this.#send({ t: 'unregion', id });
+  }
+
+  call(m: string, a: unknown[]): Promise<unknown> {
+    if (this.#gone) return Promise.reject(this.#gone);
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject });
+      this.#send({ t: 'call', id, m, a });
+    });
+  }
+
+  /** Destroys the context, then makes sure the process is gone. */
+  async stop(): Promise<void> {
+    const timer = setTimeout(() => this.kill(), STOP_TIMEOUT_MS);
+    try {
+      await this.call('destroy', []).catch((e: Error) => debug('worker %d: destroy: %s', this.pid, e.message));
+      await Promise.race([this.exited, new Promise((r) => setTimeout(r, 1000))]);
+    } finally {
+      clearTimeout(timer);
+      this.kill();
+      await this.exited;
+    }
+  }
+
+  kill(): void {
+    if (this.#child.exitCode === null && this.#child.signalCode === null) this.#child.kill('SIGKILL');
+  }
+
+  #send(m: ToWorker): void {
+    try {
+      this.#child.send(m);
+    } catch (e) {
+      this.#fail(`the session's GPU worker cannot be reached: ${(e as Error).message}`);
+    }
+  }
+
+  #onMessage(m: ToParent): void {
+    switch (m.t) {
+      case 'ready':
+        return this.#settle(0, true, undefined);
+      case 'reply':
+        return this.#settle(m.id, m.ok, m.ok ? m.v : toError(m));
+      case 'output':
+        try {
+          this.output?.(m.kind, m.bytes);
+        } catch (e) {
+          debug('output sink: %s', (e as Error).message);
+        }
+        return;
+    }
+  }
+
+  #settle(id: number, ok: boolean, v: unknown): void {
+    const p = this.#pending.get(id);
+    if (!p) return;
+    this.#pending.delete(id);
+    if (ok) p.resolve(v);
+    else p.reject(v as Error);
+  }
+
+  /** The worker is gone: every call waiting and every later one fails. */
+  #fail(why: string): void {
+    if (this.#gone) return;
+    debug('%s', why);
+    this.#gone = new CudaError(CudaErr.Unknown, why);
+    for (const p of this.#pending.values()) p.reject(this.#gone);
+    this.#pending.clear();
+  }
+}
+
+function toError(m: { code: number; message: string; index?: number }): CudaError {
+  const e = new CudaError(m.code, m.message);
+  if (m.index !== undefined) Object.assign(e, { index: m.index });
+  return e;
+}
+
+/** Segments go as addresses of this process; the worker finds them in its own mappings. */
+function addrs(segs: GuestSeg[]): { addr: bigint; len: number }[] {
+  return segs.map((s) => ({ addr: s.addr, len: s.len }));
+}
+
+/** A session's context, in its worker. */
+class RemoteContext implements ProviderContext {
+  #stopped: Promise<void> | undefined;
+
+  constructor(readonly worker: Worker, readonly onDestroy: () => void) {}
+
+  #c<T>(m: keyof ProviderContext, ...a: unknown[]): Promise<T> {
+    return this.worker.call(m, a) as Promise<T>;
+  }
+
+  malloc(size: bigint): Promise<DevPtr> { return this.#c('malloc', size); }
+  free(ptr: DevPtr): Promise<void> { return this.#c('free', ptr); }
+  copyToDevice(dst: DevPtr, src: GuestSeg[], stream: StreamRef | undefined): Promise<void> { return this.#c('copyToDevice', dst, addrs(src), stream); }
+  copyFromDevice(dst: GuestSeg[], src: DevPtr, stream: StreamRef | undefined): Promise<void> { return this.#c('copyFromDevice', addrs(dst), src, stream); }
+  copyOnDevice(dst: DevPtr, src: DevPtr, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> { return this.#c('copyOnDevice', dst, src, size, stream, async); }
+  memset(dst: DevPtr, value: number, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> { return this.#c('memset', dst, value, size, stream, async); }
+  synchronize(): Promise<void> { return this.#c('synchronize'); }
+  streamCreate(flags: number, priority: number): Promise<StreamRef> { return this.#c('streamCreate', flags, priority); }
+  streamDestroy(s: StreamRef): Promise<void> { return this.#c('streamDestroy', s); }
+  streamSynchronize(s: StreamRef | undefined): Promise<void> { return this.#c('streamSynchronize', s); }
+  streamQuery(s: StreamRef | undefined): Promise<boolean> { return this.#c('streamQuery', s); }
+  streamWaitEvent(s: StreamRef | undefined, e: EventRef, flags: number): Promise<void> { return this.#c('streamWaitEvent', s, e, flags); }
+  eventCreate(flags: number): Promise<EventRef> { return this.#c('eventCreate', flags); }
+  eventDestroy(e: EventRef): Promise<void> { return this.#c('eventDestroy', e); }
+  eventRecord(e: EventRef, s: StreamRef | undefined): Promise<void> { return this.#c('eventRecord', e, s); }
+  eventSynchronize(e: EventRef): Promise<void> { return this.#c('eventSynchronize', e); }
+  eventQuery(e: EventRef): Promise<boolean> { return this.#c('eventQuery', e); }
+  eventElapsed(start: EventRef, end: EventRef): Promise<number> { return this.#c('eventElapsed', start, end); }
+  hostDevicePointer(addr: bigint, size: bigint): Promise<DevPtr> { return this.#c('hostDevicePointer', addr, size); }
+  moduleLoad(image: Uint8Array): Promise<ModuleRef> { return this.#c('moduleLoad', image); }
+  moduleUnload(m: ModuleRef): Promise<void> { return this.#c('moduleUnload', m); }
+  functionGet(m: ModuleRef, name: string, maxParams: number): Promise<FunctionInfo> { return this.#c('functionGet', m, name, maxParams); }
+  variableGet(m: ModuleRef, name: string): Promise<{ dptr: DevPtr; size: bigint }> { return this.#c('variableGet', m, name); }
+  funcGetAttributes(f: FunctionRef): Promise<Int32Array> { return this.#c('funcGetAttributes', f); }
+  funcSetAttribute(f: FunctionRef, attr: number, value: number): Promise<void> { return this.#c('funcSetAttribute', f, attr, value); }
+  occupancyBlocks(f: FunctionRef, blockSize: number, dynamicSmem: bigint, flags: number): Promise<number> { return this.#c('occupancyBlocks', f, blockSize, dynamicSmem, flags); }
+  occupancySmem(f: FunctionRef, numBlocks: number, blockSize: number): Promise<bigint> { return this.#c('occupancySmem', f, numBlocks, blockSize); }
+  limitSet(limit: number, value: bigint): Promise<void> { return this.#c('limitSet', limit, value); }
+  limitGet(limit: number): Promise<bigint> { return this.#c('limitGet', limit); }
+  streamSetAttribute(s: StreamRef | undefined, attr: number, value: Uint8Array): Promise<void> { return this.#c('streamSetAttribute', s, attr, value); }
+  streamGetAttribute(s: StreamRef | undefined, attr: number): Promise<Uint8Array> { return this.#c('streamGetAttribute', s, attr); }
+  launchCooperative(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Promise<void> {
+    return this.#c('launchCooperative', f, grid, block, sharedMem, stream, params);
+  }
+  launch(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Promise<void> {
+    return this.#c('launch', f, grid, block, sharedMem, stream, params);
+  }
+  launchMany(list: readonly LaunchDesc[]): Promise<void> { return this.#c('launchMany', list); }
+
+  destroy(): Promise<void> {
+    this.#stopped ??= this.worker.stop().finally(this.onDestroy);
+    return this.#stopped;
+  }
+}
+
+export interface IsolatedOptions {
+  /** What each worker runs (the cuda provider in production; host for tests without a GPU). */
+  worker: WorkerOptions;
+}
+
+export class IsolatedProvider implements Provider {
+  readonly name: 'cuda' | 'host';
+  readonly hasGpu: boolean;
+  readonly #regions = new Map<bigint, SharedRegion>();
+  readonly #contexts = new Set<RemoteContext>();
+  #nextRegion = 1;
+  #closed = false;
+
+  /** local answers what is device-wide; it must never run a kernel. */
+  constructor(readonly local: Provider, readonly o: IsolatedOptions) {
+    this.name = local.name;
+    this.hasGpu = local.hasGpu;
+  }
+
+  deviceCount(): number {
+    return this.local.deviceCount();
+  }
+  driverVersion(): number {
+    return this.local.driverVersion();
+  }
+  deviceProps(device: number): DeviceProps {
+    return this.local.deviceProps(device);
+  }
+  memGetInfo(device: number): Promise<{ free: bigint; total: bigint }> {
+    return this.local.memGetInfo(device);
+  }
+
+  /** Worker pids (tests check that each is gone after destroy). */
+  get workerPids(): number[] {
+    return [...this.#contexts].map((c) => c.worker.pid).filter((p): p is number => p !== undefined);
+  }
+
+  async openContext(device: number, output?: OutputSink): Promise<ProviderContext> {
+    if (this.#closed) throw new CudaError(CudaErr.InitializationError, 'the provider is closed');
+    if (device < 0 || device >= this.deviceCount()) throw new CudaError(CudaErr.InvalidDevice, `no device ${device}`);
+    const w = new Worker(this.o.worker, output);
+    const c = new RemoteContext(w, () => this.#contexts.delete(c));
+    this.#contexts.add(c);
+    try {
+      for (const r of this.#regions.values()) w.addRegion(r);
+      await w.ready;
+    } catch (e) {
+      await c.destroy();
+      throw e;
+    }
+    return c;
+  }
+
+  /** Keeps a dup of the region's fd for workers to come and hands it to those running. */
+  registerGuestMemory(addr: bigint, size: bigint, source?: GuestMemorySource): void {
+    if (!source) {
+      debug('region 0x%s+%s comes without its fd: workers cannot map it', addr.toString(16), size);
+      return;
+    }
+    const r: SharedRegion = { id: this.#nextRegion++, region: { gpa: source.region.gpa, size: source.region.size, userAddr: source.region.userAddr, mmapOffset: source.region.mmapOffset }, parentAddr: addr, fd: new Fd(native.dup(source.fd)) };
+    this.#regions.set(addr, r);
+    for (const c of this.#contexts) c.worker.addRegion(r);
+  }
+
+  unregisterGuestMemory(addr: bigint): void {
+    const r = this.#regions.get(addr);
+    if (!r) return;
+    this.#regions.delete(addr);
+    for (const c of this.#contexts) c.worker.removeRegion(r.id);
+    r.fd.close();
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.allSettled([...this.#contexts].map((c) => c.destroy()));
+    for (const r of this.#regions.values()) r.fd.close();
+    this.#regions.clear();
+    await this.local.close();
+  }
+}

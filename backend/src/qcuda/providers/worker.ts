@@ -1,0 +1,172 @@
+// A session's GPU worker process (isolated.ts says why): one provider, one
+// context, and its own mappings of guest RAM. It runs what its parent sends
+// and ends when the parent asks, or when the parent is gone.
+import createDebug from 'debug';
+import { native } from '../../native';
+import { Fd } from '../../vhost-user/fd';
+import { GuestRegion } from '../../vhost-user/memory';
+import { CudaErr, CudaError } from '../cuda-error';
+import type { GuestSeg, OutputSink, Provider, ProviderContext } from '../provider';
+import { HostProvider } from './host';
+import { SIDE_FD, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
+
+const debug = createDebug('qcuda:worker');
+
+/** The ProviderContext methods a parent may call (nothing else runs). */
+const METHODS = new Set([
+  'malloc', 'free', 'copyToDevice', 'copyFromDevice', 'copyOnDevice', 'memset', 'synchronize', 'streamCreate',
+  'streamDestroy', 'streamSynchronize', 'streamQuery', 'streamWaitEvent', 'eventCreate', 'eventDestroy', 'eventRecord',
+  'eventSynchronize', 'eventQuery', 'eventElapsed', 'hostDevicePointer', 'moduleLoad', 'moduleUnload', 'functionGet',
+  'variableGet', 'funcGetAttributes', 'funcSetAttribute', 'occupancyBlocks', 'occupancySmem', 'limitSet', 'limitGet',
+  'streamSetAttribute', 'streamGetAttribute', 'launchCooperative', 'launch', 'launchMany',
+]);
+
+interface Mapped {
+  parentAddr: bigint;
+  region: GuestRegion;
+}
+
+const regions = new Map<number, Mapped>();
+
+function send(m: ToParent, then?: () => void): void {
+  process.send!(m, undefined, undefined, then);
+}
+
+/** A parent address range -> the same bytes here. */
+function local(addr: bigint, len: number): GuestSeg {
+  for (const { parentAddr, region } of regions.values()) {
+    if (addr >= parentAddr && addr + BigInt(len) <= parentAddr + region.size) {
+      const offset = Number(addr - parentAddr);
+      return { addr: region.hostAddress + BigInt(offset), len, view: region.view(offset, len) };
+    }
+  }
+  throw new CudaError(CudaErr.InvalidValue, `0x${addr.toString(16)}+${len} is in no guest RAM region this worker maps`);
+}
+
+const segs = (a: unknown) => (a as { addr: bigint; len: number }[]).map((s) => local(s.addr, s.len));
+
+/** Arguments as the provider takes them: guest addresses of the parent become this process's. */
+function translate(m: string, a: unknown[]): unknown[] {
+  if (m === 'copyToDevice') return [a[0], segs(a[1]), a[2]];
+  if (m === 'copyFromDevice') return [segs(a[0]), a[1], a[2]];
+  if (m === 'hostDevicePointer') return [local(a[0] as bigint, Number(a[1])).addr, a[1]];
+  return a;
+}
+
+/** The provider's views of guest RAM by (this process's) host address, for the host provider. */
+function guestView(addr: bigint, len: number): Uint8Array[] {
+  for (const { region } of regions.values()) {
+    const start = region.hostAddress;
+    if (addr >= start && addr + BigInt(len) <= start + region.size) return region.segments(Number(addr - start), len);
+  }
+  throw new CudaError(CudaErr.InvalidValue, `0x${addr.toString(16)}+${len} is not guest RAM`);
+}
+
+async function createLocal(o: WorkerOptions): Promise<Provider> {
+  if (o.kind === 'host') return new HostProvider({ guestView });
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { createCudaProvider } = require('./cuda') as typeof import('./cuda');
+  // This process serves one session: its stdout and stderr are that session's device output.
+  return createCudaProvider(o.gpu, { captureOutput: true });
+}
+
+class WorkerMain {
+  provider: Provider | undefined;
+  ctx: ProviderContext | undefined;
+  readonly #started: Promise<void>;
+
+  constructor(readonly o: WorkerOptions) {
+    this.#started = this.#start();
+  }
+
+  async #start(): Promise<void> {
+    this.provider = await createLocal(this.o);
+    for (const r of regions.values()) void this.provider.registerGuestMemory(r.region.hostAddress, r.region.size);
+    const output: OutputSink = (kind, bytes) => send({ t: 'output', kind, bytes });
+    this.ctx = await this.provider.openContext(0, output);
+    send({ t: 'ready' });
+  }
+
+  get started(): Promise<void> {
+    return this.#started;
+  }
+
+  onMessage(m: ToWorker): void {
+    if (m.t === 'region') this.#addRegion(m.id, m);
+    else if (m.t === 'unregion') void this.#removeRegion(m.id);
+    else if (m.t === 'call') void this.#call(m.id, m.m, m.a);
+  }
+
+  #addRegion(id: number, m: Extract<ToWorker, { t: 'region' }>): void {
+    const got = native.recvMsg(SIDE_FD, new Uint8Array(1), 1);
+    if (got.n !== 1 || got.fds?.length !== 1) throw new Error(`region ${id}: no fd on the side socket`);
+    const fd = new Fd(got.fds[0]);
+    try {
+      const region = new GuestRegion(m.region, fd);
+      regions.set(id, { parentAddr: m.parentAddr, region });
+      void this.provider?.registerGuestMemory(region.hostAddress, region.size);
+    } finally {
+      fd.close(); // the mapping keeps the memory
+    }
+  }
+
+  async #removeRegion(id: number): Promise<void> {
+    const r = regions.get(id);
+    if (!r) return;
+    regions.delete(id);
+    await this.provider?.unregisterGuestMemory(r.region.hostAddress);
+    r.region.unmap();
+  }
+
+  async #call(id: number, m: string, a: unknown[]): Promise<void> {
+    try {
+      await this.#started;
+      const v = m === 'destroy' ? await this.#destroy() : await this.#run(m, a);
+      send({ t: 'reply', id, ok: true, v }, m === 'destroy' ? () => process.exit(0) : undefined);
+    } catch (e) {
+      const err = e as CudaError & { index?: number };
+      const code = e instanceof CudaError ? err.code : CudaErr.Unknown;
+      if (!(e instanceof CudaError)) debug('call %s: %s', m, (e as Error)?.stack ?? e);
+      send({ t: 'reply', id, ok: false, code, message: err?.message ?? String(e), ...(typeof err?.index === 'number' ? { index: err.index } : {}) });
+    }
+  }
+
+  #run(m: string, a: unknown[]): Promise<unknown> {
+    if (!METHODS.has(m)) throw new CudaError(CudaErr.Unknown, `no such worker call: ${m}`);
+    const ctx = this.ctx as unknown as Record<string, (...x: unknown[]) => Promise<unknown>>;
+    return ctx[m](...translate(m, a));
+  }
+
+  async #destroy(): Promise<undefined> {
+    try {
+      await this.ctx?.destroy();
+    } finally {
+      for (const id of [...regions.keys()]) await this.#removeRegion(id);
+      await this.provider?.close();
+    }
+    return undefined;
+  }
+}
+
+function main(): void {
+  const o = JSON.parse(process.argv[2] ?? '{}') as WorkerOptions;
+  const w = new WorkerMain(o);
+  w.started.catch((e: Error) => {
+    // id 0 is the start: the parent's openContext fails with this.
+    const code = e instanceof CudaError ? e.code : CudaErr.InitializationError;
+    send({ t: 'reply', id: 0, ok: false, code, message: `GPU worker: ${e.message}` }, () => process.exit(3));
+  });
+  process.on('message', (m: ToWorker) => {
+    try {
+      w.onMessage(m);
+    } catch (e) {
+      // Only the parent talks here, so this is a bug (or a region that cannot be mapped): say it and end.
+      process.stderr.write(`qcuda-worker: ${(e as Error).message}\n`);
+      process.exit(1);
+    }
+  });
+  // The parent is gone (it exited, or was killed): so is the session.
+  process.on('disconnect', () => process.exit(0));
+}
+
+main();

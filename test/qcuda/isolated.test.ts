@@ -1,0 +1,123 @@
+// The provider with a worker process per session (isolated.ts), here with
+// host-provider workers so it runs without a GPU: real child processes, guest
+// RAM shared through memfds passed over a socket, calls over the IPC channel.
+// (The GPU run repeats the fault-isolation case with the cuda provider:
+// test/qcuda/cuda-provider.test.ts.)
+import test from 'ava';
+import { native } from '../../backend/src/native';
+import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
+import type { GuestSeg, ProviderContext } from '../../backend/src/qcuda/provider';
+import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
+
+const MIB = 1 << 20;
+
+/** A memfd region mapped here, as the backend maps guest RAM. */
+function guestRam(size: number, gpa: bigint) {
+  const fd = native.memfdCreate('qcuda-test-ram', size);
+  const m = new native.Mapping(fd, size, 0);
+  const view = new Uint8Array(m.window(0, size));
+  const seg = (off: number, len: number): GuestSeg => ({ addr: m.address + BigInt(off), len, view: view.subarray(off, off + len) });
+  const source = { fd, region: { gpa, size: BigInt(size), userAddr: gpa, mmapOffset: 0n } };
+  return { fd, m, view, seg, source, close: () => { m.unmap(); native.close(fd); } };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function gone(pid: number, ms = 5000): Promise<boolean> {
+  for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 20))) if (!alive(pid)) return true;
+  return false;
+}
+
+function isolated(): IsolatedProvider {
+  return new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } });
+}
+
+async function roundTrip(ctx: ProviderContext, ram: ReturnType<typeof guestRam>, off: number, len: number, seed: number): Promise<boolean> {
+  for (let i = 0; i < len; i++) ram.view[off + i] = (i * 7 + seed) & 0xff;
+  const dev = await ctx.malloc(BigInt(len));
+  await ctx.copyToDevice(dev, [ram.seg(off, len >> 1), ram.seg(off + (len >> 1), len - (len >> 1))], undefined);
+  ram.view.fill(0, off + len, off + 2 * len);
+  await ctx.copyFromDevice([ram.seg(off + len, len)], dev, undefined);
+  await ctx.free(dev);
+  return Buffer.compare(ram.view.subarray(off, off + len), ram.view.subarray(off + len, off + 2 * len)) === 0;
+}
+
+test('each context runs in a worker process of its own; bytes cross guest RAM both ways; destroy ends the process', async (t) => {
+  const p = isolated();
+  const ram = guestRam(8 * MIB, 0n);
+  p.registerGuestMemory(ram.m.address, BigInt(8 * MIB), ram.source);
+  const a = await p.openContext(0);
+  const b = await p.openContext(0);
+  const [pa, pb] = p.workerPids;
+  t.true(pa !== pb && alive(pa) && alive(pb) && pa !== process.pid, 'two live worker processes');
+  t.true(await roundTrip(a, ram, 0, MIB + 3, 1), 'a: H2D then D2H, bytes identical');
+  t.true(await roundTrip(b, ram, 4 * MIB, 65536, 2), 'b: the same through its own worker');
+  const e = await a.free(0x1234n).then(() => undefined, (x: unknown) => x);
+  t.true(e instanceof CudaError && e.code === CudaErr.InvalidDevicePointer || e instanceof CudaError && e.code === CudaErr.InvalidValue,
+    `a bad pointer comes back as the worker provider's CudaError (${(e as Error)?.message})`);
+  await a.destroy();
+  t.true(await gone(pa), 'a\'s worker exited after destroy');
+  t.true(alive(pb), 'b\'s worker is still there');
+  await p.close();
+  t.true(await gone(pb), 'close() ends the remaining workers');
+  ram.close();
+});
+
+test('a worker that dies fails only its own session: every pending and later call says so', async (t) => {
+  const p = isolated();
+  const ram = guestRam(4 * MIB, 0n);
+  p.registerGuestMemory(ram.m.address, BigInt(4 * MIB), ram.source);
+  const victim = await p.openContext(0);
+  const other = await p.openContext(0);
+  const [pv, po] = p.workerPids;
+  const dev = await victim.malloc(4096n);
+  process.kill(pv, 'SIGKILL');
+  t.true(await gone(pv), 'killed');
+  const err = await victim.copyFromDevice([ram.seg(0, 4096)], dev, undefined).then(() => undefined, (e: unknown) => e);
+  t.true(err instanceof CudaError && err.code === CudaErr.Unknown && /worker .*exited .*SIGKILL/.test(err.message), `the dead session's call fails: ${(err as Error)?.message}`);
+  const again = await victim.malloc(16n).then(() => undefined, (e: unknown) => e);
+  t.true(again instanceof CudaError && again.code === CudaErr.Unknown, 'and so does every later one');
+  t.true(await roundTrip(other, ram, 0, 100_000, 3), 'the other session works on');
+  await victim.destroy(); // of a dead worker: resolves
+  await p.close();
+  t.true(await gone(po));
+  ram.close();
+});
+
+test('regions added and removed while workers run reach them; unknown memory is refused', async (t) => {
+  const p = isolated();
+  const first = guestRam(MIB, 0n);
+  p.registerGuestMemory(first.m.address, BigInt(MIB), first.source);
+  const ctx = await p.openContext(0);
+  const later = guestRam(2 * MIB, 1n << 32n);
+  p.registerGuestMemory(later.m.address, BigInt(2 * MIB), later.source);
+  t.true(await roundTrip(ctx, later, 0, MIB - 5, 4), 'a region registered after the worker started is mapped there');
+  const stray = guestRam(MIB, 2n << 32n); // never registered
+  const dev = await ctx.malloc(64n);
+  const e = await ctx.copyToDevice(dev, [stray.seg(0, 64)], undefined).then(() => undefined, (x: unknown) => x);
+  t.true(e instanceof CudaError && e.code === CudaErr.InvalidValue && /no guest RAM region/.test(e.message), 'memory the worker does not map is refused');
+  p.unregisterGuestMemory(later.m.address);
+  const e2 = await ctx.copyToDevice(dev, [later.seg(0, 64)], undefined).then(() => undefined, (x: unknown) => x);
+  t.true(e2 instanceof CudaError && e2.code === CudaErr.InvalidValue, 'an unregistered region is gone from the worker too');
+  t.true(await roundTrip(ctx, first, 0, 1000, 5), 'the first region still works');
+  await p.close();
+  for (const r of [first, later, stray]) r.close();
+});
+
+test('a worker that cannot start fails openContext with the reason, and leaves no process behind', async (t) => {
+  const p = new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 9999 } });
+  const before = p.workerPids.length;
+  const e = await p.openContext(0).then(() => undefined, (x: unknown) => x);
+  t.true(e instanceof CudaError, `openContext rejects with a CudaError: ${(e as Error)?.message}`);
+  t.regex((e as Error).message, /GPU worker/);
+  t.is(p.workerPids.length, before, 'the failed worker is forgotten');
+  await p.close();
+});
