@@ -9,6 +9,7 @@ import { CudaErr, CudaError } from './cuda-error';
 import type { Call, Command, Result } from './commands';
 import { Cmd, decode, LAYOUT, QCUDA_MAX_BATCH, Status, type Decoded, type StructName } from './proto';
 import type { LaunchDesc } from './provider';
+import type { Session } from './session';
 
 const ENTRY = LAYOUT.qcuda_batch_entry.size;
 /** Launch jobs a session may have handed to the provider and not seen enqueued. */
@@ -71,14 +72,21 @@ export function parseBatch(buf: Uint8Array, count: number): Entry[] {
 
 /** A posted launch, checked as LAUNCH checks it, ready for the provider. */
 function launchOf(c: Call, args: Uint8Array): LaunchDesc {
-  const a = decode('qcuda_args_launch', args.subarray(0, LAUNCH_ARGS));
-  const params = args.subarray(LAUNCH_ARGS);
+  return launchDesc(c.session, decode('qcuda_args_launch', args.subarray(0, LAUNCH_ARGS)), args.subarray(LAUNCH_ARGS));
+}
+
+/**
+ * A launch (qcuda_args_launch a, then its parameter block), posted or not,
+ * checked: the parameter bytes are what the header and the kernel say, no
+ * dimension is 0, the function and the stream are the session's.
+ */
+export function launchDesc(s: Session, a: Decoded, params: Uint8Array): LaunchDesc {
   if (params.length !== (a.param_bytes as number)) throw new CudaError(Status.BAD_REQUEST, `LAUNCH: ${params.length} parameter bytes, param_bytes says ${a.param_bytes}`);
-  const f = c.session.func(a.func as bigint);
+  const f = s.func(a.func as bigint);
   if (params.length !== f.paramBytes) throw new CudaError(CudaErr.InvalidValue, `${params.length} parameter bytes for a kernel taking ${f.paramBytes}`);
   return {
     f: f.ref, grid: dims(a.grid as Uint8Array, 'grid'), block: dims(a.block as Uint8Array, 'block'),
-    sharedMem: a.shared_mem as number, stream: c.session.stream(a.stream as bigint), params,
+    sharedMem: a.shared_mem as number, stream: s.stream(a.stream as bigint), params,
   };
 }
 

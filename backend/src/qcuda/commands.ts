@@ -1,12 +1,12 @@
 // The qcuda command table: for every command, the argument struct it takes,
 // the output struct it writes, whether it moves data, and what it does. Every
 // device pointer and handle is checked against the caller's session first.
-import { batchCommand } from './batch';
+import { batchCommand, launchDesc } from './batch';
 import { checkFuncAttr, checkLimit, checkLimitValue, checkStreamAttr, OCCUPANCY_FLAGS, residentThreads, streamAttrValue } from './attrs';
 import { CudaErr, CudaError } from './cuda-error';
 import { OUTPUT_READ } from './output';
 import type { GuestSeg, StreamRef } from './provider';
-import { Cmd, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_MAX_NAME, QCUDA_MAX_PARAMS, QCUDA_ATTR_VALUE_BYTES, QCUDA_NUM_ATTRS, QCUDA_NUM_FUNC_ATTRS, QCUDA_PROTO_VERSION, Status, type Decoded, type StructName } from './proto';
+import { Cmd, decode, encode, QCUDA_CAP_GPU, QCUDA_MAX_NAME, QCUDA_MAX_PARAMS, QCUDA_ATTR_VALUE_BYTES, QCUDA_NUM_ATTRS, QCUDA_NUM_FUNC_ATTRS, QCUDA_PROTO_VERSION, Status, type Decoded, type StructName } from './proto';
 import type { Session } from './session';
 
 /** What a command sees: its session, decoded arguments and its chunk of data. */
@@ -148,8 +148,6 @@ async function varGet(c: Call): Promise<Result> {
   return { out: encode('qcuda_out_var_info', { dptr: v.dptr, size: v.size }) };
 }
 
-const LAUNCH_ARGS = LAYOUT.qcuda_args_launch.size;
-
 /** Waits until the host functions marked before on the command's stream have run. */
 export async function passGate(c: Call, spec: Command): Promise<void> {
   const cb = c.session.callbacks;
@@ -205,24 +203,10 @@ async function callbackWait(c: Call): Promise<Result> {
 
 /** LAUNCH, and LAUNCH_COOPERATIVE (the same arguments) when cooperative. */
 async function launch(c: Call, cooperative = false): Promise<void> {
-  const paramBytes = u32(c, 'param_bytes');
-  if (c.extra.length !== paramBytes)
-    throw new CudaError(Status.BAD_REQUEST, `LAUNCH: ${LAUNCH_ARGS + c.extra.length} argument bytes for ${paramBytes} parameter bytes`);
-  const f = c.session.func(u64(c, 'func'));
-  if (paramBytes !== f.paramBytes) throw new CudaError(CudaErr.InvalidValue, `${paramBytes} parameter bytes for a kernel taking ${f.paramBytes}`);
-  const dims = (k: string): [number, number, number] => {
-    const a = c.args[k] as Uint8Array;
-    const v = new DataView(a.buffer, a.byteOffset, 12);
-    const d: [number, number, number] = [v.getUint32(0, true), v.getUint32(4, true), v.getUint32(8, true)];
-    if (d.some((x) => x === 0)) throw new CudaError(CudaErr.InvalidConfiguration, `${k} dimensions ${d.join('x')}`);
-    return d;
-  };
-  const grid = dims('grid');
-  const block = dims('block');
-  const stream = c.session.stream(u64(c, 'stream'));
+  const l = launchDesc(c.session, c.args, c.extra);
   const x = await ctx(c);
-  if (cooperative) await x.launchCooperative(f.ref, grid, block, u32(c, 'shared_mem'), stream, c.extra);
-  else await x.launch(f.ref, grid, block, u32(c, 'shared_mem'), stream, c.extra);
+  if (cooperative) await x.launchCooperative(l.f, l.grid, l.block, l.sharedMem, l.stream, l.params);
+  else await x.launch(l.f, l.grid, l.block, l.sharedMem, l.stream, l.params);
 }
 
 // ---- function attributes, occupancy, limits, stream attributes (the checks: attrs.ts)
