@@ -642,9 +642,9 @@ function gpuTests(): void {
 
   // KNOWN FAILURE (measured on the H100, driver 580): an illegal address poisons the whole
   // process, every context and even new ones (cuCtxCreate then returns 700). Contexts per
-  // session therefore do not isolate a kernel fault; a backend process per VM keeps other
-  // VMs safe, but sessions of the same VM need a process each (issue 5). ava reports this
-  // test as a known failure until that holds, and flags it the day it passes.
+  // session therefore do not isolate a kernel fault in one process: that is why the backend
+  // runs each session in a worker process (IsolatedProvider, the test above). This test
+  // records the driver's behaviour for --isolation=none; ava flags it the day it passes.
   test.serial.failing('an illegal address in a kernel surfaces at synchronize as 700; other contexts keep working', async (t) => {
     const image = kernelsFatbin(t);
     if (!image) return;

@@ -16,8 +16,9 @@
 //    recently launched a kernel.
 // With one CUDA process of a VM printing at a time this is exact. When several
 // processes of ONE VM print at once, their output may be mixed up among them
-// (never with another VM's: each VM has a backend process of its own); a
-// backend process per session would make it exact.
+// (never with another VM's: each VM has a backend process of its own). The
+// backend therefore runs each session in a worker process of its own by
+// default (isolated.ts), where this is exact: a worker has one context.
 import createDebug from 'debug';
 import type { CudaNative } from '../../native-cuda';
 import type { OutputSink } from '../provider';
