@@ -198,18 +198,13 @@ class Context : public Napi::ObjectWrap<Context> {
   // they all spun (the driver's default where contexts are few), they would
   // take the CPUs that the JS thread needs to enqueue the next chunks. So a
   // waiter polls for a short while (a small copy is done by then: no sleep,
-  // no wake-up latency), then sleeps in the BLOCKING_SYNC event.
+  // no wake-up latency), then sleeps in the BLOCKING_SYNC event. It ends in
+  // cuEventSynchronize either way: a synchronize is where the driver flushes
+  // device printf output, as a blocking copy does natively.
   static void WaitEvent(Job &jb, cu::Event e) {
     constexpr auto kPoll = std::chrono::microseconds(40);
     auto until = std::chrono::steady_clock::now() + kPoll;
-    do {
-      cu::Result r = cu::api().EventQuery(e);
-      if (r != cu::kNotReady) {
-        jb.Check(r, "cuEventQuery");
-        return;
-      }
-      std::this_thread::yield();
-    } while (std::chrono::steady_clock::now() < until);
+    while (cu::api().EventQuery(e) == cu::kNotReady && std::chrono::steady_clock::now() < until) std::this_thread::yield();
     jb.Check(cu::api().EventSynchronize(e), "cuEventSynchronize");
   }
 

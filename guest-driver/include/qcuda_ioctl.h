@@ -82,7 +82,10 @@ struct qcuda_nop {
  * the status. Errors: EIO the backend refused to open the file's session
  * (first call); EINVAL cmd < 16, sizes or data_dir out of range; a
  * call with an invalid HOST_MAP range (see below); EFAULT bad args, out or
- * data pointer (chunks before the bad page may have been executed).
+ * data pointer (chunks before the bad page may have been executed);
+ * ENOMEM no memory for a request, e.g. for the indirect descriptor table
+ * of a chunk (just over 64 KiB for QCUDA_CHUNK bytes of scattered pages;
+ * chunks before it may have been executed).
  *
  * QCUDA_CMD_HOST_MAP is checked here: [gpa, gpa+size) must lie in
  * physically contiguous pages of one live HOST_ALLOC or HOST_REGISTER of

@@ -71,8 +71,12 @@ struct qcuda_resp_hdr {
 /* Largest argument block and output block of any command. */
 #define QCUDA_MAX_ARGS 4096
 #define QCUDA_MAX_OUT 4096
-/* The driver splits transfers into chunks of at most this many bytes. */
-#define QCUDA_CHUNK (4u << 20)
+/* The driver splits transfers into chunks of at most this many bytes. The
+ * backend takes data chunks of any size (it bounds only OUTPUT_READ, a
+ * single chunk, by this). Large, since each request costs the backend time
+ * on the GPU (~12 us); a chunk of scattered pages is a chain of up to 4097
+ * data descriptors + 4, which the backend's indirect tables must admit. */
+#define QCUDA_CHUNK (16u << 20)
 
 enum qcuda_cmd {
 	/* Echo: out = the arguments, value = the queue index. */

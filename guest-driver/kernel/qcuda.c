@@ -14,7 +14,8 @@
  * data bytes, one request each. The data is user memory, pinned chunk by
  * chunk (inside a mapping of the file's HOST_ALLOC memory: a reference on
  * the allocation instead) and passed as a scatterlist (physically contiguous
- * pages coalesced) through an indirect descriptor table. Chunks are
+ * pages coalesced) through an indirect descriptor table (if that table
+ * cannot be allocated, the call fails with -ENOMEM). Chunks are
  * submitted round robin over the queues and waited for only when
  * QCUDA_WINDOW of them are in flight, so a transfer of up to QCUDA_WINDOW
  * chunks is submitted whole before the first wait, and a larger one streams
@@ -60,11 +61,19 @@
 #include "qcuda_ioctl.h"
 
 #define QCUDA_MAX_QUEUES 64
-/* Chunks of one op in flight at once (256 MiB): bounds what one call pins
- * and allocates, not the size of a transfer. */
-#define QCUDA_WINDOW 64
-/* Pages one chunk can touch (an unaligned chunk straddles one more). */
+/* Chunks of one op in flight at once (16 x 16 MiB = 256 MiB): bounds what
+ * one call pins and allocates, not the size of a transfer. */
+#define QCUDA_WINDOW (SZ_256M / QCUDA_CHUNK)
+/* Pages one chunk can touch (an unaligned chunk straddles one more): 4097.
+ * So the chain of a chunk of scattered pages has up to 4101 descriptors
+ * (header, arguments, data, response, output), more than a ring holds: it
+ * can only go indirect, in a table that virtio_ring kmallocs atomically
+ * (4101 x 16 bytes, just over 64 KiB: an order-5 allocation). See
+ * qcuda_indirect_room(). */
 #define QCUDA_CHUNK_PAGES (QCUDA_CHUNK / PAGE_SIZE + 1)
+/* Retries, a tick apart (a second in all), of a chunk that can only go
+ * indirect, before the call fails with -ENOMEM. */
+#define QCUDA_INDIRECT_TRIES HZ
 
 struct qcuda_queue {
 	struct virtqueue *vq;
@@ -322,27 +331,64 @@ static void qcuda_vq_done(struct virtqueue *vq)
 }
 
 /*
+ * A chain longer than the ring can only go in through an indirect table,
+ * which virtio_ring allocates atomically, under the queue lock: for a chunk
+ * of scattered pages an order-5 block, which can fail for a long time while
+ * memory is fragmented (retrying alone could wait forever). Before each
+ * retry, allocate a block of the table's size here, where we may sleep
+ * (reclaim, compaction), and free it for the retry to take (blocks of that
+ * order go straight back to the buddy lists). -ENOMEM if even that fails,
+ * or after QCUDA_INDIRECT_TRIES retries, a tick apart after the first.
+ * (Kernels that keep state beside each table entry allocate more than
+ * this: there the block helps less, and the retries still end.)
+ */
+static int qcuda_indirect_room(unsigned int nsg, unsigned int *tries,
+			       bool killable)
+{
+	void *table;
+
+	if ((*tries)++) {
+		if (*tries > QCUDA_INDIRECT_TRIES)
+			return -ENOMEM;
+		if (killable)
+			schedule_timeout_killable(1);
+		else
+			schedule_timeout_uninterruptible(1);
+	}
+	table = kmalloc_array(nsg, sizeof(struct vring_desc),
+			      GFP_KERNEL | __GFP_NOWARN);
+	if (!table)
+		return -ENOMEM;
+	kfree(table);
+	return 0;
+}
+
+/*
  * Queue one chunk and kick the device; on success the device holds a
  * reference to the op. Waits while the ring is full: killably, or (for
  * SESSION_CLOSE from release, which must go out) until the ring has room
- * or the device is gone.
+ * or the device is gone. A chain longer than the ring whose indirect table
+ * cannot be allocated fails with -ENOMEM (qcuda_indirect_room()).
  */
 static int qcuda_submit(struct qcuda_dev *qd, struct qcuda_queue *q,
 			struct qcuda_chunk *c, struct scatterlist **sgs,
 			unsigned int out_sgs, unsigned int in_sgs, bool killable)
 {
+	unsigned int free, n, nsg = 0, tries = 0;
 	bool notify = false;
-	unsigned int free;
 	int err;
 
+	for (n = 0; n < out_sgs + in_sgs; n++)
+		nsg += sg_nents(sgs[n]);
 	down_read(&qd->vq_sem);
 	for (;;) {
 		spin_lock_irq(&q->lock);
 		if (qd->dead) {
 			err = -ENODEV;
 		} else {
+			/* No warning: a failed table allocation is handled. */
 			err = virtqueue_add_sgs(q->vq, sgs, out_sgs, in_sgs, c,
-						GFP_ATOMIC);
+						GFP_ATOMIC | __GFP_NOWARN);
 			if (!err) {
 				refcount_inc(&c->op->ref);
 				notify = virtqueue_kick_prepare(q->vq);
@@ -356,9 +402,22 @@ static int qcuda_submit(struct qcuda_dev *qd, struct qcuda_queue *q,
 			err = -EINTR;
 			break;
 		}
-		if (free) {
+		if (free && nsg > virtqueue_get_vring_size(q->vq)) {
 			/* Room in the ring: the atomic allocation of the
-			 * indirect table failed. Retry a little later. */
+			 * indirect table failed, and the chain can never go
+			 * in direct. */
+			err = qcuda_indirect_room(nsg, &tries, killable);
+			if (err) {
+				dev_warn_ratelimited(&qd->vdev->dev,
+						     "no memory for the indirect table of a %u-descriptor request\n",
+						     nsg);
+				break;
+			}
+		} else if (free) {
+			/* Room in the ring: the atomic allocation of the
+			 * indirect table failed. The chain goes in direct
+			 * once enough of the ring is free: retry a little
+			 * later. */
 			if (killable)
 				schedule_timeout_killable(1);
 			else

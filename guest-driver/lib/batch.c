@@ -21,7 +21,6 @@
  * QCUDA_BATCH=0 sends each posted command at once (debugging, comparisons).
  */
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,20 +137,8 @@ static void *flusher(void *arg)
 
 static void start_flusher(void)
 {
-	pthread_attr_t attr;
-	pthread_t t;
-	sigset_t all, old;
-
-	/* The thread takes no signals: they stay the program's. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 64 << 10);
-	if (pthread_create(&t, &attr, flusher, NULL) != 0)
+	if (qc_start_thread(flusher, 64 << 10) != 0)
 		qc_msg("no flusher thread: posted work waits for the next call");
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 static int posting_enabled(void)

@@ -10,7 +10,6 @@
  * may be waiting for the very function it is to run.
  */
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -83,19 +82,8 @@ static void *callback_thread(void *arg)
 /* Called with lock held. */
 static int ensure_thread(void)
 {
-	pthread_attr_t attr;
-	pthread_t t;
-	sigset_t all, old;
-
-	if (thread_state == 1)
-		return 0;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	thread_state = pthread_create(&t, &attr, callback_thread, NULL) == 0 ? 1 : -1;
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (thread_state != 1)
+		thread_state = qc_start_thread(callback_thread, 0) == 0 ? 1 : -1;
 	return thread_state == 1 ? 0 : -1;
 }
 

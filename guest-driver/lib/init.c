@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -41,6 +42,25 @@ void qc_msg(const char *fmt, ...)
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "qcuda: %s\n", buf);
+}
+
+int qc_start_thread(void *(*fn)(void *), size_t stack)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	sigset_t all, old;
+	int err;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (stack)
+		pthread_attr_setstacksize(&attr, stack);
+	err = pthread_create(&t, &attr, fn, NULL);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return err;
 }
 
 void qc_debug(const char *fmt, ...)

@@ -74,6 +74,9 @@ void qc_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void qc_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern int qc_debug_on;
 int qc_current_device(void);
+/* Starts a detached thread of the library's own (stack: 0 for the default)
+ * that takes no signals: they stay the program's. 0 on success. */
+int qc_start_thread(void *(*fn)(void *), size_t stack);
 
 /* ---- memory.c ---- */
 

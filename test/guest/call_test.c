@@ -7,7 +7,8 @@
  * alone is tested: argument checks, HOST_ALLOC/mmap/HOST_FREE,
  * HOST_REGISTER, GPA (checked against /proc/self/pagemap). With one, also
  * MALLOC + MEMCPY_HTOD/DTOH round trips checked byte by byte (1 byte,
- * unaligned, page-crossing, chunk edges, -b MiB), HOST_MAP end to end,
+ * unaligned, page-crossing, chunk edges, a chunk of scattered pages,
+ * -b MiB), HOST_MAP end to end,
  * sessions (opened by the first CALL; SESSION_CLOSE at close and after
  * SIGKILL mid-copy), SIGALRM
  * during copies, and concurrent threads.
@@ -587,29 +588,50 @@ static void test_copies(int fd)
 	/* CUDA errors are a status, not an errno; every chunk's counts. */
 	r = copy(fd, true, dptr + big + PG + 4096, src, 100, &st);
 	CHECK(r == 0 && st == CUDA_ERROR_INVALID_VALUE, "HTOD outside the allocation: %d status %u", r, st);
-	r = copy(fd, false, dptr + big - 5 * MiB, dst, 9 * MiB, &st);
+	r = copy(fd, false, dptr + big - QCUDA_CHUNK - MiB, dst, QCUDA_CHUNK + 2 * MiB, &st);
 	CHECK(r == 0 && st == CUDA_ERROR_INVALID_VALUE, "DTOH running past the allocation: %d status %u", r, st);
 	/* A bad page in chunk 2: chunk 1 goes out, the call fails with EFAULT. */
-	munmap(src + 6 * MiB, PG);
-	r = copy(fd, true, dptr, src, 12 * MiB, &st);
-	CHECK(r == -EFAULT, "HTOD with a hole at 6 MiB: %d", r);
+	munmap(src + QCUDA_CHUNK + 2 * MiB, PG);
+	r = copy(fd, true, dptr, src, 2 * QCUDA_CHUNK, &st);
+	CHECK(r == -EFAULT, "HTOD with a hole in chunk 2: %d", r);
 
-	/* Pinned memory from HOST_ALLOC as the host side of copies. */
+	/* The longest chains the driver sends: an unaligned chunk of pages none
+	 * of which follows the one before (faulted in alternately with another
+	 * mapping's): 4097 data descriptors, an indirect table of 4100. */
+	size_t ns = QCUDA_CHUNK + 2 * PG, apart = 0;
+	uint8_t *sa = xmap(ns), *sb = xmap(ns);
+
+	for (size_t i = 0; i < ns; i += PG)
+		sa[i] = sb[i] = 1;
+	for (size_t i = PG; i < ns; i += PG)
+		apart += phys_of(sa + i) != phys_of(sa + i - PG) + PG;
+	printf("  scattered pages: %zu of %zu not next to the one before\n", apart, ns / PG - 1);
+	fill(sa, ns, 33);
+	r = copy(fd, true, dptr + 5, sa + 7, QCUDA_CHUNK, &st);
+	CHECK(r == 0 && st == 0, "HTOD of a chunk of scattered pages: %d %u", r, st);
+	r = copy(fd, false, dptr + 5, sb + PG - 1, QCUDA_CHUNK, &st);
+	CHECK(r == 0 && st == 0, "DTOH into a chunk of scattered pages: %d %u", r, st);
+	CHECK(first_diff(sa + 7, sb + PG - 1, QCUDA_CHUNK) < 0, "scattered pages: round trip differs");
+	munmap(sa, ns);
+	munmap(sb, ns);
+
+	/* Pinned memory from HOST_ALLOC as the host side of copies (two chunks). */
 	struct qcuda_host_alloc a, b;
+	const size_t na = QCUDA_CHUNK + 9 * MiB + 3;
 
-	if (host_alloc(fd, 9 * MiB + 3, 0, &a) == 0 && host_alloc(fd, 4 * MiB, QCUDA_HOST_CONTIGUOUS, &b) == 0) {
-		uint8_t *ma = map_alloc(fd, a.mmap_offset, 9 * MiB + 3), *mb = map_alloc(fd, b.mmap_offset, 4 * MiB);
+	if (host_alloc(fd, na, 0, &a) == 0 && host_alloc(fd, 4 * MiB, QCUDA_HOST_CONTIGUOUS, &b) == 0) {
+		uint8_t *ma = map_alloc(fd, a.mmap_offset, na), *mb = map_alloc(fd, b.mmap_offset, 4 * MiB);
 
 		if (ma && mb) {
-			fill(ma, 9 * MiB + 3, 77);
-			r = copy(fd, true, dptr, ma, 9 * MiB + 3, &st);
+			fill(ma, na, 77);
+			r = copy(fd, true, dptr, ma, na, &st);
 			CHECK(r == 0 && st == 0, "HTOD from HOST_ALLOC memory: %d %u", r, st);
 			r = copy(fd, false, dptr + 5 * MiB, mb + 1, 4 * MiB - 1, &st);
 			CHECK(r == 0 && st == 0, "DTOH into HOST_ALLOC memory: %d %u", r, st);
 			CHECK(first_diff(ma + 5 * MiB, mb + 1, 4 * MiB - 1) < 0, "HOST_ALLOC round trip differs");
 		}
 		if (ma)
-			munmap(ma, 9 * MiB + 3);
+			munmap(ma, na);
 		if (mb)
 			munmap(mb, 4 * MiB);
 		host_free(fd, a.mmap_offset);
@@ -921,8 +943,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (big < 16 * MiB)
-		big = 16 * MiB;
+	if (big < 4 * QCUDA_CHUNK)	/* the chunk cases of test_copies() */
+		big = 4 * QCUDA_CHUNK;
 	fd = xopen();
 	if (ioctl(fd, QCUDA_IOC_INFO, &info)) {
 		printf("call_test: QCUDA_IOC_INFO: %s\n", strerror(errno));

@@ -7,9 +7,10 @@
 #define GUARD 64		/* bytes checked on each side of a copy */
 #define PAGE 4096
 
+/* The large ones sit at and across the edges of the driver's 16 MiB chunks (QCUDA_CHUNK). */
 static const size_t sizes[] = {
 	1, 2, 3, 7, 8, 15, 16, 17, 63, 64, 100, 255, 4095, 4096, 4097, 8191, 8192,
-	65536 + 13, (1 << 20) + 1, (4 << 20) - 1, 4 << 20, (4 << 20) + 1, (9 << 20) + 3,
+	65536 + 13, (1 << 20) + 1, (16 << 20) - 1, 16 << 20, (16 << 20) + 1, (33 << 20) + 3,
 };
 static const size_t offsets[] = { 0, 1, 3, 7, 8, PAGE - 1, PAGE - 8 };
 
@@ -18,7 +19,7 @@ static const size_t offsets[] = { 0, 1, 3, 7, 8, PAGE - 1, PAGE - 8 };
 
 static unsigned char *src_h, *dst_h, *want_h;
 static char *dev_a, *dev_b;
-static const size_t cap = (9 << 20) + 3 + 2 * PAGE + 2 * GUARD;
+static const size_t cap = (33 << 20) + 3 + 2 * PAGE + 2 * GUARD;
 
 /* One round trip of n bytes: host(src+so) -H2D-> a+ao -D2D-> b+bo -D2H->
  * host(dst+do), each with the given kind for its direction (Default or the

@@ -9,7 +9,7 @@ import {
   ChainError, encodeConfig, encodeMemTable, encodeMessage, encodeU64, encodeVringAddr, encodeVringState, Fd,
   FLAG_NEED_REPLY, FLAG_VERSION, MemoryError, MemoryTable, ProtocolError, Req,
 } from '../../backend/src/vhost-user';
-import { DescTable, walkChain } from '../../backend/src/vhost-user/chain';
+import { DescTable, MAX_INDIRECT, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT, VIRTQ_DESC_F_WRITE, walkChain } from '../../backend/src/vhost-user/chain';
 import { Frontend } from '../../backend/src/vhost-user/frontend/frontend';
 import { GuestMemory } from '../../backend/src/vhost-user/frontend/guest-memory';
 import { connect, openFds, prng, randomBytes, tick, until } from '../helpers';
@@ -193,6 +193,40 @@ test('hand-made malformed chains each fail with the reason', (t) => {
   t.throws(() => walkChain(table, 4, mem, true), { instanceOf: ChainError, message: /past the ring/ });
   set(0, 0xfff00n, 0x100, 0, 0); // ends exactly at the end: fine
   t.is(walkChain(table, 0, mem, true).readableBytes, 0x100);
+});
+
+test('an indirect table as large as a 16 MiB chunk of scattered pages is walked; one above MAX_INDIRECT is refused', (t) => {
+  const guest = new GuestMemory([{ gpa: 0n, size: 1 << 20 }]);
+  const mem = new MemoryTable();
+  t.teardown(() => {
+    mem.clear();
+    guest.close();
+  });
+  mem.add(guest.regions[0], new Fd(guest.fd.value));
+  const head = guest.bytes(guest.alloc(16, 16), 16);
+  const hv = new DataView(head.buffer, head.byteOffset, 16);
+  const tableGpa = guest.alloc((MAX_INDIRECT + 1) * 16, 16);
+  const tb = guest.bytes(tableGpa, (MAX_INDIRECT + 1) * 16);
+  const tv = new DataView(tb.buffer, tb.byteOffset, tb.length);
+  /** An indirect chain of n descriptors (4 KiB each, repeating addresses), the last `writable` device-writable. */
+  const chain = (n: number, writable: number) => {
+    for (let i = 0; i < n; i++) {
+      tv.setBigUint64(i * 16, BigInt((i % 128) * 4096), true);
+      tv.setUint32(i * 16 + 8, 4096, true);
+      tv.setUint16(i * 16 + 12, (i < n - 1 ? VIRTQ_DESC_F_NEXT : 0) | (i >= n - writable ? VIRTQ_DESC_F_WRITE : 0), true);
+      tv.setUint16(i * 16 + 14, i < n - 1 ? i + 1 : 0, true);
+    }
+    hv.setBigUint64(0, tableGpa, true);
+    hv.setUint32(8, n * 16, true);
+    hv.setUint16(12, VIRTQ_DESC_F_INDIRECT, true);
+    hv.setUint16(14, 0, true);
+    return walkChain(new DescTable(head), 0, mem, true);
+  };
+  // A device-to-host chunk: header, arguments; response, output, 4097 pages (unaligned 16 MiB).
+  const c = chain(2 + 2 + 4097, 2 + 4097);
+  t.deepEqual([c.readable.length, c.writable.length, c.writableBytes], [2, 4099, 4099 * 4096]);
+  t.is(chain(MAX_INDIRECT, 1).readable.length, MAX_INDIRECT - 1);
+  t.throws(() => chain(MAX_INDIRECT + 1, 1), { instanceOf: ChainError, message: `indirect table of ${MAX_INDIRECT + 1} descriptors` });
 });
 
 void ProtocolError;

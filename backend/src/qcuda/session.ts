@@ -12,7 +12,7 @@ import { RangeSet, type Range } from './ranges';
 /** Module images being uploaded at once by one session (each up to QCUDA_MAX_MODULE bytes). */
 export const MAX_PENDING_UPLOADS = 4;
 
-/** Disjoint received pieces an upload may have before it is complete (the driver sends QCUDA_CHUNK-sized chunks). */
+/** Disjoint received pieces an upload may have before it is complete (the driver sends QCUDA_CHUNK-sized chunks: at most 4 for an image of QCUDA_MAX_MODULE bytes). */
 const MAX_UPLOAD_PIECES = 1024;
 
 interface Upload {

@@ -8,8 +8,13 @@ export const VIRTQ_DESC_F_NEXT = 1;
 export const VIRTQ_DESC_F_WRITE = 2;
 export const VIRTQ_DESC_F_INDIRECT = 4;
 export const DESC_SIZE = 16;
-/** An indirect table larger than this (in descriptors) is refused. */
-export const MAX_INDIRECT = 4096;
+/**
+ * An indirect table larger than this (in descriptors) is refused. The qcuda
+ * driver sends a chunk of up to 16 MiB (QCUDA_CHUNK) page by page: unaligned
+ * and with no two pages physically adjacent, 4097 data descriptors, plus
+ * header, arguments, response and output: 4101. The next power of two.
+ */
+export const MAX_INDIRECT = 8192;
 
 export class ChainError extends Error {
   override readonly name = 'ChainError';
