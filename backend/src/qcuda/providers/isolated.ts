@@ -50,7 +50,10 @@ class Worker {
   readonly ready: Promise<void>;
   readonly exited: Promise<void>;
 
-  constructor(options: WorkerOptions, readonly output: OutputSink | undefined) {
+  /** Where device output goes: the session's sink, once a session has this worker. */
+  output: OutputSink | undefined;
+
+  constructor(options: WorkerOptions) {
     const [mine, theirs] = native.socketPair();
     this.#side = new Fd(mine);
     try {
@@ -82,6 +85,7 @@ class Worker {
   get pid(): number | undefined {
     return this.#child.pid;
   }
+
 
   /** Lets the worker map a region: the fd goes over the side socket first, then the message that names it. */
   addRegion(r: SharedRegion): void {
@@ -268,11 +272,13 @@ export class IsolatedProvider implements Provider {
   async openContext(device: number, output?: OutputSink): Promise<ProviderContext> {
     if (this.#closed) throw new CudaError(CudaErr.InitializationError, 'the provider is closed');
     if (device < 0 || device >= this.deviceCount()) throw new CudaError(CudaErr.InvalidDevice, `no device ${device}`);
-    const w = new Worker(this.o.worker, output);
+    // No worker is started ahead: an idle one would hold a context's GPU
+    // memory, which cudaMemGetInfo would show every guest as gone.
+    const w = this.#startWorker();
+    w.output = output;
     const c = new RemoteContext(w, () => this.#contexts.delete(c));
     this.#contexts.add(c);
     try {
-      for (const r of this.#regions.values()) w.addRegion(r);
       await w.ready;
     } catch (e) {
       await c.destroy();
@@ -280,6 +286,14 @@ export class IsolatedProvider implements Provider {
     }
     return c;
   }
+
+  #startWorker(): Worker {
+    const w = new Worker(this.o.worker);
+    for (const r of this.#regions.values()) w.addRegion(r);
+    return w;
+  }
+
+
 
   /** Keeps a dup of the region's fd for workers to come and hands it to those running. */
   registerGuestMemory(addr: bigint, size: bigint, source?: GuestMemorySource): void {

@@ -79,11 +79,17 @@ class WorkerMain {
     this.#started = this.#start();
   }
 
+  /**
+   * Ready once guest RAM known by now is registered too: registering holds
+   * the driver for a while (hundreds of ms per GiB), which a session would
+   * otherwise pay in its first calls (staged copies, driver calls waiting).
+   */
   async #start(): Promise<void> {
-    this.provider = await createLocal(this.o);
-    for (const r of regions.values()) void this.provider.registerGuestMemory(r.region.hostAddress, r.region.size);
+    const p = await createLocal(this.o);
+    this.provider = p;
     const output: OutputSink = (kind, bytes) => send({ t: 'output', kind, bytes });
-    this.ctx = await this.provider.openContext(0, output);
+    this.ctx = await p.openContext(0, output);
+    await Promise.all([...regions.values()].map((r) => p.registerGuestMemory(r.region.hostAddress, r.region.size)));
     send({ t: 'ready' });
   }
 
