@@ -13,7 +13,7 @@
 // info, from an in-process provider that never runs a kernel (so nothing can
 // poison it), and the guest RAM regions, with a dup of each fd, which every
 // worker gets when it starts and whenever they change. Every call costs a
-// message each way on the worker's IPC channel.
+// message each way on the worker's channel (channel.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import createDebug from 'debug';
@@ -25,6 +25,7 @@ import type {
   DevPtr, DeviceProps, Dim3, EventRef, FunctionInfo, FunctionRef, GuestMemorySource, GuestSeg, LaunchDesc, ModuleRef,
   OutputSink, Provider, ProviderContext, StreamRef,
 } from '../provider';
+import { Channel } from './channel';
 import type { ToParent, ToWorker, WorkerOptions } from './worker-messages';
 
 const debug = createDebug('qcuda:isolated');
@@ -43,7 +44,7 @@ interface SharedRegion {
 /** A worker process as its parent sees it: calls go out, replies and output come back. */
 class Worker {
   readonly #child: ChildProcess;
-  readonly #side: Fd;
+  readonly #channel: Channel;
   readonly #pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   #nextId = 1;
   #gone: CudaError | undefined;
@@ -55,19 +56,18 @@ class Worker {
 
   constructor(options: WorkerOptions) {
     const [mine, theirs] = native.socketPair();
-    this.#side = new Fd(mine);
     try {
       this.#child = spawn(process.execPath, [path.join(__dirname, 'worker.js'), JSON.stringify(options)], {
-        stdio: ['ignore', 'inherit', 'inherit', 'ipc', theirs],
-        serialization: 'advanced',
+        stdio: ['ignore', 'inherit', 'inherit', theirs],
       });
     } finally {
       native.close(theirs);
     }
+    this.#channel = new Channel(mine, (m) => this.#onMessage(m as ToParent), () => undefined);
     const pid = this.#child.pid;
     this.exited = new Promise((resolve) => this.#child.once('exit', (code, signal) => {
       this.#fail(`the session's GPU worker (pid ${pid}) exited (${signal ?? `status ${code}`})`);
-      this.#side.close();
+      this.#channel.close();
       resolve();
     }));
     this.#child.on('error', (e) => this.#fail(`the session's GPU worker: ${e.message}`));
@@ -78,7 +78,6 @@ class Worker {
         reject: (e) => { clearTimeout(timer); reject(e); },
       });
     });
-    this.#child.on('message', (m: ToParent) => this.#onMessage(m));
     debug('worker pid %d started', pid);
   }
 
@@ -86,12 +85,9 @@ class Worker {
     return this.#child.pid;
   }
 
-
-  /** Lets the worker map a region: the fd goes over the side socket first, then the message that names it. */
+  /** Lets the worker map a region: its fd goes with the message. */
   addRegion(r: SharedRegion): void {
-    if (this.#gone) return;
-    if (native.sendMsg(this.#side.value, new Uint8Array([1]), [r.fd.value]) !== 1) throw new Error('the worker\'s fd socket is full');
-    this.#send({ t: 'region', id: r.id, region: r.region, parentAddr: r.parentAddr });
+    if (!this.#gone) this.#send({ t: 'region', id: r.id, region: r.region, parentAddr: r.parentAddr }, [r.fd.value]);
   }
 
   removeRegion(id: number): void {
@@ -124,9 +120,9 @@ class Worker {
     if (this.#child.exitCode === null && this.#child.signalCode === null) this.#child.kill('SIGKILL');
   }
 
-  #send(m: ToWorker): void {
+  #send(m: ToWorker, fds: number[] = []): void {
     try {
-      this.#child.send(m);
+      this.#channel.send(m, fds);
     } catch (e) {
       this.#fail(`the session's GPU worker cannot be reached: ${(e as Error).message}`);
     }

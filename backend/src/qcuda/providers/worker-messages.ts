@@ -1,6 +1,6 @@
 // What a session's GPU worker (worker.ts) and its parent (isolated.ts) say to
-// each other over the worker's IPC channel (Node's, with the structured-clone
-// serialization: bigint and typed arrays go through as they are).
+// each other over the worker's channel (channel.ts: V8 serialization, so
+// bigint and typed arrays go through as they are).
 import type { MemRegion } from '../../vhost-user/message';
 
 /** What the worker runs, as its one command-line argument (JSON). */
@@ -10,7 +10,7 @@ export interface WorkerOptions {
 }
 
 export type ToWorker =
-  /** A guest RAM region: its fd was sent just before, over the side socket (fd 4). */
+  /** A guest RAM region: its fd comes with the message. */
   | { t: 'region'; id: number; region: MemRegion; parentAddr: bigint }
   | { t: 'unregion'; id: number }
   /** A ProviderContext method (or 'destroy'); segments carry the parent's addresses. */
@@ -23,5 +23,5 @@ export type ToParent =
   /** Device printf (1) or assert (2) output, sent before the reply of the call that flushed it. */
   | { t: 'output'; kind: 1 | 2; bytes: Uint8Array };
 
-/** Fd number of the side socket in the worker. */
-export const SIDE_FD = 4;
+/** The worker's end of the channel: its fd 3. */
+export const CHANNEL_FD = 3;

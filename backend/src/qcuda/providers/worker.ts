@@ -2,13 +2,12 @@
 // context, and its own mappings of guest RAM. It runs what its parent sends
 // and ends when the parent asks, or when the parent is gone.
 import createDebug from 'debug';
-import { native } from '../../native';
-import { Fd } from '../../vhost-user/fd';
 import { GuestRegion } from '../../vhost-user/memory';
 import { CudaErr, CudaError } from '../cuda-error';
 import type { GuestSeg, OutputSink, Provider, ProviderContext } from '../provider';
 import { HostProvider } from './host';
-import { SIDE_FD, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
+import { Channel } from './channel';
+import { CHANNEL_FD, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
 
 const debug = createDebug('qcuda:worker');
 
@@ -28,8 +27,10 @@ interface Mapped {
 
 const regions = new Map<number, Mapped>();
 
-function send(m: ToParent, then?: () => void): void {
-  process.send!(m, undefined, undefined, then);
+let channel: Channel;
+
+function send(m: ToParent): void {
+  channel.send(m);
 }
 
 /** A parent address range -> the same bytes here. */
@@ -104,9 +105,8 @@ class WorkerMain {
   }
 
   #addRegion(id: number, m: Extract<ToWorker, { t: 'region' }>): void {
-    const got = native.recvMsg(SIDE_FD, new Uint8Array(1), 1);
-    if (got.n !== 1 || got.fds?.length !== 1) throw new Error(`region ${id}: no fd on the side socket`);
-    const fd = new Fd(got.fds[0]);
+    const fd = channel.takeFd();
+    if (!fd) throw new Error(`region ${id} came without its fd`);
     try {
       const region = new GuestRegion(m.region, fd);
       regions.set(id, { parentAddr: m.parentAddr, region });
@@ -128,7 +128,8 @@ class WorkerMain {
     try {
       await this.#started;
       const v = m === 'destroy' ? await this.#destroy() : await this.#run(m, a);
-      send({ t: 'reply', id, ok: true, v }, m === 'destroy' ? () => process.exit(0) : undefined);
+      send({ t: 'reply', id, ok: true, v });
+      if (m === 'destroy') channel.close(); // the reply is sent: the process ends with the channel
     } catch (e) {
       const err = e as CudaError & { index?: number };
       const code = e instanceof CudaError ? err.code : CudaErr.Unknown;
@@ -156,23 +157,27 @@ class WorkerMain {
 
 function main(): void {
   const o = JSON.parse(process.argv[2] ?? '{}') as WorkerOptions;
-  const w = new WorkerMain(o);
-  w.started.catch((e: Error) => {
-    // id 0 is the start: the parent's openContext fails with this.
-    const code = e instanceof CudaError ? e.code : CudaErr.InitializationError;
-    send({ t: 'reply', id: 0, ok: false, code, message: `GPU worker: ${e.message}` }, () => process.exit(3));
-  });
-  process.on('message', (m: ToWorker) => {
+  let w: WorkerMain | undefined;
+  const onMessage = (m: unknown): void => {
     try {
-      w.onMessage(m);
+      w!.onMessage(m as ToWorker);
     } catch (e) {
       // Only the parent talks here, so this is a bug (or a region that cannot be mapped): say it and end.
       process.stderr.write(`qcuda-worker: ${(e as Error).message}\n`);
       process.exit(1);
     }
+  };
+  // Closed: the parent is gone (it exited, or was killed), or the session ended. So does this process.
+  channel = new Channel(CHANNEL_FD, onMessage, () => process.exit());
+  w = new WorkerMain(o);
+  w.started.catch((e: Error) => {
+    // id 0 is the start: the parent's openContext fails with this.
+    const code = e instanceof CudaError ? e.code : CudaErr.InitializationError;
+    send({ t: 'reply', id: 0, ok: false, code, message: `GPU worker: ${e.message}` });
+    process.exitCode = 3;
+    channel.close();
   });
-  // The parent is gone (it exited, or was killed): so is the session.
-  process.on('disconnect', () => process.exit(0));
+
 }
 
 main();

@@ -1,0 +1,69 @@
+// The backend <-> worker channel (providers/channel.ts) on a real socketpair:
+// order, values V8 serializes, fds, messages far larger than the socket
+// buffer (partial writes and reads), and a peer that sends garbage.
+import { isDeepStrictEqual } from 'node:util';
+import test from 'ava';
+import { native } from '../../backend/src/native';
+import { Channel } from '../../backend/src/qcuda/providers/channel';
+
+function pair() {
+  const [a, b] = native.socketPair();
+  const got: unknown[] = [];
+  const closed: (Error | undefined)[] = [];
+  let wake: (() => void) | undefined;
+  const rx = new Channel(b, (m) => { got.push(m); wake?.(); }, (e) => { closed.push(e); wake?.(); });
+  const tx = new Channel(a, () => undefined, () => undefined);
+  const until = async (ok: () => boolean) => { while (!ok()) await new Promise<void>((r) => { wake = r; setTimeout(r, 50); }); };
+  return { rx, tx, got, closed, until };
+}
+
+test('messages arrive whole and in order: bigint, typed arrays, undefined, 24 MiB bodies among small ones', async (t) => {
+  const { rx, tx, got, until } = pair();
+  const big = new Uint8Array(24 << 20).map((_, i) => (i * 13) & 0xff);
+  const sent: unknown[] = [];
+  for (let i = 0; i < 200; i++) {
+    const m = i % 50 === 7 ? { i, big } : { i, n: BigInt(i) << 40n, a: [undefined, new Int32Array([i, -i])], s: 'x'.repeat(i) };
+    sent.push(m);
+    tx.send(m);
+  }
+  await until(() => got.length === 200);
+  // node's own deep equality (ava's would diff 24 MiB arrays element by element)
+  const same = got.every((m, i) => isDeepStrictEqual(m, sent[i]));
+  t.true(same, 'every message identical to what was sent, in order');
+  t.is(((got[7] as { big: Uint8Array }).big)[12345], (12345 * 13) & 0xff);
+  tx.close();
+  rx.close();
+});
+
+test('fds travel with their message and stay usable', async (t) => {
+  const { rx, tx, got, until } = pair();
+  const mfd = native.memfdCreate('channel-test', 4096);
+  const m = new native.Mapping(mfd, 4096, 0);
+  new Uint8Array(m.window(0, 4096)).set([1, 2, 3]);
+  tx.send({ t: 'region' }, [mfd]);
+  await until(() => got.length === 1);
+  const fd = rx.takeFd();
+  t.truthy(fd, 'an fd came');
+  const m2 = new native.Mapping(fd!.value, 4096, 0);
+  t.deepEqual([...new Uint8Array(m2.window(0, 3))], [1, 2, 3], 'the same memory, mapped from the received fd');
+  t.is(rx.takeFd(), undefined);
+  for (const x of [m, m2]) x.unmap();
+  fd!.close();
+  native.close(mfd);
+  tx.close();
+  rx.close();
+});
+
+test('a peer that sends a length past the limit, or closes mid-message, closes the channel with a reason', async (t) => {
+  for (const bytes of [new Uint8Array([0xff, 0xff, 0xff, 0x7f, 1, 2]), new Uint8Array([16, 0, 0, 0, 1, 2])]) {
+    const [a, b] = native.socketPair();
+    const closed: (Error | undefined)[] = [];
+    const rx = new Channel(b, () => t.fail('no message may come'), (e) => closed.push(e));
+    native.sendMsg(a, bytes, []);
+    native.close(a);
+    for (let i = 0; i < 100 && closed.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    t.is(closed.length, 1);
+    t.regex(closed[0]?.message ?? '', /a message of|in the middle of a message/);
+    t.true(rx.closed);
+  }
+});
