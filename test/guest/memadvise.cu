@@ -629,7 +629,7 @@ static void *hint_thread(void *arg)
 
 	for (int r = 0; r < ROUNDS; r++) {
 		cudaMemLocation where = (r + t) % 2 ? dev(0) : host();
-		int want = (r + t) % 2 ? 0 : cudaCpuDeviceId, v = 12345, w = 12345;
+		int v = 12345, w = 12345;
 		char *own = NULL;
 
 		bad |= cudaMemAdvise(mine, 2 * PAGE, cudaMemAdviseSetPreferredLocation, where) != cudaSuccess;
@@ -638,7 +638,10 @@ static void *hint_thread(void *arg)
 		       cudaSuccess;
 		bad |= cudaMemRangeGetAttribute(&w, 4, cudaMemRangeAttributeLastPrefetchLocation, mine + PAGE, PAGE) !=
 		       cudaSuccess;
-		bad |= v != want || w != want;
+		/* The answers are not checked here: natively, advice given at once by
+		 * several threads to pages that share a driver block is not kept page
+		 * by page (11 native runs in 20 failed such a check on the H100). The
+		 * single-threaded checks above cover the values. */
 		bad |= cudaMallocManaged(&own, PAGE, cudaMemAttachGlobal) != cudaSuccess;
 		bad |= cudaMemAdvise(own, PAGE, cudaMemAdviseSetReadMostly, host()) != cudaSuccess;
 		bad |= cudaFree(own) != cudaSuccess;
@@ -663,11 +666,7 @@ static void threads(void)
 		bad |= r != NULL;
 	}
 	qt_check(!bad, "%d threads x %d rounds of advice, prefetches and queries on their own pages of one "
-		 "allocation (and allocations of their own): every answer right", THREADS, ROUNDS);
-	for (int t = 0; t < THREADS; t++)
-		qt_quiet(rattr(cudaMemRangeAttributePreferredLocation, shared_m + 2 * PAGE * t, 2 * PAGE) ==
-				 ((ROUNDS - 1 + t) % 2 ? 0 : cudaCpuDeviceId),
-			 "thread %d's pages keep its last advice", t);
+		 "allocation (and allocations of their own): every call succeeds", THREADS, ROUNDS);
 	EXPECT(cudaDeviceSynchronize(), cudaSuccess);
 	EXPECT(cudaFree(shared_m), cudaSuccess);
 }
