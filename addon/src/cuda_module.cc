@@ -832,17 +832,9 @@ class Context : public Napi::ObjectWrap<Context> {
     Job *j = new Job;
     j->run = [fid, g0 = grid[0], g1 = grid[1], g2 = grid[2], b0 = block[0], b1 = block[1], b2 = block[2], shared, sid,
               params](Job &job) {
-      CtxCore *c = job.ctx.get();
-      const CtxCore::Fn *f = c->LookupFunction(job, fid);
-      if (f == nullptr) return;
       cu::Stream s;
-      if (!c->LookupStream(job, sid, &s) || !Have(job, cu::api().LaunchCooperativeKernel, "cuLaunchCooperativeKernel"))
-        return;
-      if (params->size() != f->paramBytes) {
-        job.Fail(cu::kInvalidValue, "qcuda: " + std::to_string(params->size()) + " parameter bytes for a kernel taking " +
-                                        std::to_string(f->paramBytes));
-        return;
-      }
+      const CtxCore::Fn *f = LaunchTarget(job, fid, sid, params->size(), &s);
+      if (f == nullptr || !Have(job, cu::api().LaunchCooperativeKernel, "cuLaunchCooperativeKernel")) return;
       std::vector<void *> ptrs;
       for (uint32_t off : f->offsets) ptrs.push_back(params->data() + off);  // off + size <= paramBytes
       job.Check(cu::api().LaunchCooperativeKernel(f->fn, g0, g1, g2, b0, b1, b2, shared, s,
@@ -913,18 +905,25 @@ class Context : public Napi::ObjectWrap<Context> {
   }
 
   // One record of launchMany: h = func, stream, grid[3], block[3], sharedMem, paramBytes.
-  static void LaunchOne(Job &job, const uint32_t h[10], uint8_t *params) {
+  // The function and stream of a launch, once its parameter block is the size the kernel takes; null (and
+  // job failed) otherwise.
+  static const CtxCore::Fn *LaunchTarget(Job &job, uint32_t fid, uint32_t sid, size_t size, cu::Stream *s) {
     CtxCore *c = job.ctx.get();
-    const CtxCore::Fn *f = c->LookupFunction(job, h[0]);
-    if (f == nullptr) return;
-    cu::Stream s;
-    if (!c->LookupStream(job, h[1], &s)) return;
-    size_t size = h[9];
+    const CtxCore::Fn *f = c->LookupFunction(job, fid);
+    if (f == nullptr || !c->LookupStream(job, sid, s)) return nullptr;
     if (size != f->paramBytes) {
       job.Fail(cu::kInvalidValue, "qcuda: " + std::to_string(size) + " parameter bytes for a kernel taking " +
                                       std::to_string(f->paramBytes));
-      return;
+      return nullptr;
     }
+    return f;
+  }
+
+  static void LaunchOne(Job &job, const uint32_t h[10], uint8_t *params) {
+    cu::Stream s;
+    size_t size = h[9];
+    const CtxCore::Fn *f = LaunchTarget(job, h[0], h[1], size, &s);
+    if (f == nullptr) return;
     void *extra[] = {reinterpret_cast<void *>(cu::kLaunchParamBufferPointer), params,
                      reinterpret_cast<void *>(cu::kLaunchParamBufferSize), &size,
                      reinterpret_cast<void *>(cu::kLaunchParamEnd)};
