@@ -3,6 +3,7 @@
 // RAM shared through memfds passed over a socket, calls over the IPC channel.
 // (The GPU run repeats the fault-isolation case with the cuda provider:
 // test/qcuda/cuda-provider.test.ts.)
+import { spawn } from 'node:child_process';
 import test from 'ava';
 import { native } from '../../backend/src/native';
 import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
@@ -120,4 +121,20 @@ test('a worker that cannot start fails openContext with the reason, and leaves n
   t.regex((e as Error).message, /GPU worker/);
   t.is(p.workerPids.length, before, 'the failed worker is forgotten');
   await p.close();
+});
+
+test('workers end when the backend process is killed (their channel closes)', async (t) => {
+  const script = `
+    const { HostProvider } = require(${JSON.stringify(require.resolve('../../backend/src/qcuda/providers/host'))});
+    const { IsolatedProvider } = require(${JSON.stringify(require.resolve('../../backend/src/qcuda/providers/isolated'))});
+    const p = new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } });
+    Promise.all([p.openContext(0), p.openContext(0)]).then(() => console.log(p.workerPids.join(' ')));
+    setInterval(() => undefined, 1000);`;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const line = await new Promise<string>((resolve) => child.stdout.once('data', (d: Buffer) => resolve(d.toString())));
+  const pids = line.trim().split(' ').map(Number);
+  t.is(pids.length, 2);
+  t.true(pids.every(alive), 'two workers run');
+  child.kill('SIGKILL');
+  for (const pid of pids) t.true(await gone(pid), `worker ${pid} exited after its backend was killed`);
 });
