@@ -87,10 +87,13 @@ class WorkerMain {
    */
   async #start(): Promise<void> {
     const p = await createLocal(this.o);
+    // In the same tick as provider is set: regions mapped until now are
+    // registered here, later ones by #addRegion, none twice.
     this.provider = p;
+    const registered = [...regions.values()].map((r) => p.registerGuestMemory(r.region.hostAddress, r.region.size));
     const output: OutputSink = (kind, bytes) => send({ t: 'output', kind, bytes });
     this.ctx = await p.openContext(0, output);
-    await Promise.all([...regions.values()].map((r) => p.registerGuestMemory(r.region.hostAddress, r.region.size)));
+    await Promise.all(registered);
     send({ t: 'ready' });
   }
 
