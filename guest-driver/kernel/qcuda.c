@@ -330,6 +330,15 @@ static void qcuda_vq_done(struct virtqueue *vq)
 		wake_up(&q->space_wq);
 }
 
+/* Sleeps a tick before a retry (killably, where the caller can be killed). */
+static void qcuda_nap(bool killable)
+{
+	if (killable)
+		schedule_timeout_killable(1);
+	else
+		schedule_timeout_uninterruptible(1);
+}
+
 /*
  * A chain longer than the ring can only go in through an indirect table,
  * which virtio_ring allocates atomically, under the queue lock: for a chunk
@@ -350,10 +359,7 @@ static int qcuda_indirect_room(unsigned int nsg, unsigned int *tries,
 	if ((*tries)++) {
 		if (*tries > QCUDA_INDIRECT_TRIES)
 			return -ENOMEM;
-		if (killable)
-			schedule_timeout_killable(1);
-		else
-			schedule_timeout_uninterruptible(1);
+		qcuda_nap(killable);
 	}
 	table = kmalloc_array(nsg, sizeof(struct vring_desc),
 			      GFP_KERNEL | __GFP_NOWARN);
@@ -418,10 +424,7 @@ static int qcuda_submit(struct qcuda_dev *qd, struct qcuda_queue *q,
 			 * indirect table failed. The chain goes in direct
 			 * once enough of the ring is free: retry a little
 			 * later. */
-			if (killable)
-				schedule_timeout_killable(1);
-			else
-				schedule_timeout_uninterruptible(1);
+			qcuda_nap(killable);
 		} else if (killable) {
 			if (wait_event_killable(q->space_wq, READ_ONCE(qd->dead) ||
 						READ_ONCE(q->vq->num_free)))

@@ -51,10 +51,7 @@ class Worker {
   readonly ready: Promise<void>;
   readonly exited: Promise<void>;
 
-  /** Where device output goes: the session's sink, once a session has this worker. */
-  output: OutputSink | undefined;
-
-  constructor(options: WorkerOptions) {
+  constructor(options: WorkerOptions, readonly output: OutputSink | undefined) {
     const [mine, theirs] = native.socketPair();
     try {
       this.#child = spawn(process.execPath, [path.join(__dirname, 'worker.js'), JSON.stringify(options)], {
@@ -270,8 +267,8 @@ export class IsolatedProvider implements Provider {
     if (device < 0 || device >= this.deviceCount()) throw new CudaError(CudaErr.InvalidDevice, `no device ${device}`);
     // No worker is started ahead: an idle one would hold a context's GPU
     // memory, which cudaMemGetInfo would show every guest as gone.
-    const w = this.#startWorker();
-    w.output = output;
+    const w = new Worker(this.o.worker, output);
+    for (const r of this.#regions.values()) w.addRegion(r);
     const c = new RemoteContext(w, () => this.#contexts.delete(c));
     this.#contexts.add(c);
     try {
@@ -281,12 +278,6 @@ export class IsolatedProvider implements Provider {
       throw e;
     }
     return c;
-  }
-
-  #startWorker(): Worker {
-    const w = new Worker(this.o.worker);
-    for (const r of this.#regions.values()) w.addRegion(r);
-    return w;
   }
 
 
