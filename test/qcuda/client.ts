@@ -62,30 +62,39 @@ export class QcudaClient {
     return n;
   }
 
-  async call(cmd: number, o: CallOptions = {}): Promise<Reply> {
+  /** Posts at once when a slot is free: a transfer's first chunk goes before the next one is even encoded. */
+  call(cmd: number, o: CallOptions = {}): Promise<Reply> {
+    const slot = this.#slots.pop();
+    return slot !== undefined ? this.#callIn(slot, cmd, o) : this.#slot().then((s) => this.#callIn(s, cmd, o));
+  }
+
+  async #callIn(slot: bigint, cmd: number, o: CallOptions): Promise<Reply> {
+    try {
+      return await this.#post(slot, cmd, o);
+    } finally {
+      this.#release(slot);
+    }
+  }
+
+  async #post(slot: bigint, cmd: number, o: CallOptions): Promise<Reply> {
     const args = o.rawArgs ?? (o.args ? encode(o.args[0], o.args[1]) : new Uint8Array(0));
     const outSize = o.out ? LAYOUT[o.out].size : (o.outLen ?? 0);
     const dataLen = o.dataLen ?? BigInt([...(o.to ?? []), ...(o.from ?? [])].reduce((n, b) => n + b.len, 0));
     const hdr = encode('qcuda_req_hdr', { cmd, len: args.length, session: o.session ?? this.session, data_offset: o.dataOffset ?? 0n, data_len: dataLen });
     const mem = this.fe.mem;
     if (args.length > OUT_AT - REQ) throw new RangeError('arguments do not fit a scratch slot');
-    const slot = await this.#slot();
     const inGpa = slot;
     const outGpa = slot + BigInt(OUT_AT);
     mem.bytes(inGpa, REQ).set(hdr);
     if (args.length) mem.bytes(inGpa + BigInt(REQ), args.length).set(args);
     mem.bytes(outGpa, RESP + outSize).fill(0xcc);
     const bufs: GuestBuf[] = [{ gpa: inGpa, len: REQ + args.length }, ...(o.to ?? []), { gpa: outGpa, len: RESP + outSize, write: true }, ...(o.from ?? []).map((b) => ({ ...b, write: true }))];
-    try {
-      const used = await this.fe.submit(this.#pickQueue(o.queue), bufs, bufs.length > 4);
-      const r = decode('qcuda_resp_hdr', mem.bytes(outGpa, RESP).slice());
-      return {
-        status: r.status as number, value: r.value as bigint, len: r.len as number, used: used.len,
-        out: o.out && (r.len as number) >= outSize ? decode(o.out, mem.bytes(outGpa + BigInt(RESP), outSize).slice()) : undefined,
-      };
-    } finally {
-      this.#release(slot);
-    }
+    const used = await this.fe.submit(this.#pickQueue(o.queue), bufs, bufs.length > 4);
+    const r = decode('qcuda_resp_hdr', mem.bytes(outGpa, RESP).slice());
+    return {
+      status: r.status as number, value: r.value as bigint, len: r.len as number, used: used.len,
+      out: o.out && (r.len as number) >= outSize ? decode(o.out, mem.bytes(outGpa + BigInt(RESP), outSize).slice()) : undefined,
+    };
   }
 
   async open(): Promise<bigint> {

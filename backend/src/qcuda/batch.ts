@@ -193,7 +193,7 @@ class Runner {
     const s = this.c.session;
     const jobs = s.launchJobs;
     while (jobs.size >= LAUNCH_JOBS) await Promise.race(jobs);
-    const job = (async () => (await s.context()).launchMany(list))().catch((e) => this.#late(e));
+    const job = s.withContext((x) => x.launchMany(list)).catch((e) => this.#late(e));
     jobs.add(job);
     void job.finally(() => jobs.delete(job));
   }

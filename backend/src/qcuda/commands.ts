@@ -148,13 +148,16 @@ async function varGet(c: Call): Promise<Result> {
   return { out: encode('qcuda_out_var_info', { dptr: v.dptr, size: v.size }) };
 }
 
-/** Waits until the host functions marked before on the command's stream have run. */
-export async function passGate(c: Call, spec: Command): Promise<void> {
+/**
+ * What the command must wait for first: the host functions marked before on
+ * its stream. Undefined (the usual case) lets the command start in the same
+ * tick, before the next request of the ring is even parsed.
+ */
+export function gateOf(c: Call, spec: Command): Promise<unknown> | undefined {
   const cb = c.session.callbacks;
-  if (spec.event) await cb.eventGate(c.args[spec.event] as bigint);
-  if (!spec.stream) return;
-  const g = spec.stream === 'all' ? cb.all() : cb.gate(c.args[spec.stream] as bigint);
-  if (g) await g;
+  const e = spec.event ? cb.eventGate(c.args[spec.event] as bigint) : undefined;
+  const g = !spec.stream ? undefined : spec.stream === 'all' ? cb.all() : cb.gate(c.args[spec.stream] as bigint);
+  return e && g ? Promise.all([e, g]) : e ?? g;
 }
 
 /**
@@ -308,7 +311,7 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
       c.session.device = device;
     },
   },
-  [Cmd.DEVICE_SYNC]: { stream: 'all', run: withAsyncError(async (c) => (await ctx(c)).synchronize()) },
+  [Cmd.DEVICE_SYNC]: { stream: 'all', run: withAsyncError((c) => c.session.withContext((x) => x.synchronize())) },
   [Cmd.DEVICE_RESET]: { run: (c) => c.session.reset() },
   [Cmd.MEM_GET_INFO]: { out: 'qcuda_out_mem_info', run: memInfo },
   [Cmd.MALLOC]: { args: 'qcuda_args_malloc', run: malloc },
@@ -322,7 +325,7 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
       const { at, len } = chunkOf(c, size);
       c.session.checkRange(u64(c, 'dst'), size, 'cudaMemcpy destination');
       const stream = c.session.stream(u64(c, 'stream'));
-      if (len > 0n) await (await ctx(c)).copyToDevice(u64(c, 'dst') + at, c.data, stream);
+      if (len > 0n) await c.session.withContext((x) => x.copyToDevice(u64(c, 'dst') + at, c.data, stream));
     },
   },
   [Cmd.MEMCPY_DTOH]: {
@@ -334,7 +337,7 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
       const { at, len } = chunkOf(c, size);
       c.session.checkRange(u64(c, 'src'), size, 'cudaMemcpy source');
       const stream = c.session.stream(u64(c, 'stream'));
-      if (len > 0n) await (await ctx(c)).copyFromDevice(c.data, u64(c, 'src') + at, stream);
+      if (len > 0n) await c.session.withContext((x) => x.copyFromDevice(c.data, u64(c, 'src') + at, stream));
     },
   },
   [Cmd.MEMCPY_DTOD]: {

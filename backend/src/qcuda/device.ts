@@ -7,7 +7,7 @@ import createDebug from 'debug';
 import type { MemoryTable } from '../vhost-user/memory';
 import type { Request } from '../vhost-user/request';
 import type { VhostUserDevice } from '../vhost-user/device';
-import { COMMANDS, passGate, type Call, type DeviceState, type Result } from './commands';
+import { COMMANDS, gateOf, type Call, type DeviceState, type Result } from './commands';
 import { CudaErr, CudaError } from './cuda-error';
 import { HostProvider } from './providers/host';
 import type { GuestSeg, Provider } from './provider';
@@ -167,7 +167,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       dataOffset: h.data_offset as bigint, dataLen, dev: this,
       extra: len > argsSize ? req.read(REQ + argsSize, len - argsSize).slice() : new Uint8Array(0),
     };
-    await passGate(call, spec);
+    const gate = gateOf(call, spec);
+    if (gate) await gate;
     const r = (await spec.run(call)) ?? {};
     // The data went out only if the command succeeded; otherwise the guest must not read it.
     return { ...r, dataOut: (r.status ?? 0) === 0 ? dataOut : 0 };

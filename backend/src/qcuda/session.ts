@@ -48,6 +48,8 @@ export class Session {
   readonly #symbols = new RangeSet<Range & { module: bigint }>();
   #nextHandle = 0x100n;
   #ctx: Promise<ProviderContext> | undefined;
+  /** #ctx once it has resolved. */
+  #opened: ProviderContext | undefined;
   #closed = false;
   allocated = 0n;
   /** Host functions marked in its streams, and the gates they put there. */
@@ -70,8 +72,28 @@ export class Session {
   context(): Promise<ProviderContext> {
     // A command that waited at a gate may run after the session ended.
     if (this.#closed) return Promise.reject(new CudaError(Status.NO_SESSION, 'the session has closed'));
-    this.#ctx ??= this.provider.openContext(this.device, (kind, bytes) => this.output.push(kind, bytes));
+    if (!this.#ctx) {
+      const p = this.provider.openContext(this.device, (kind, bytes) => this.output.push(kind, bytes));
+      this.#ctx = p;
+      p.then((c) => {
+        if (this.#ctx === p) this.#opened = c;
+      }, () => undefined);
+    }
     return this.#ctx;
+  }
+
+  /**
+   * Runs f on the context: at once where it is open, so that the first
+   * chunk of a transfer reaches the GPU before the ring's next request is
+   * even parsed (an await would let every request taken with it go first).
+   */
+  withContext<T>(f: (ctx: ProviderContext) => Promise<T>): Promise<T> {
+    if (!this.#opened || this.#closed) return this.context().then(f);
+    try {
+      return f(this.#opened);
+    } catch (e) {
+      return Promise.reject(e); // as from the context's promise: callers handle one kind of failure
+    }
   }
 
   noteAsyncError(status: number): void {
@@ -279,6 +301,7 @@ export class Session {
     this.callbacks.reset();
     const ctx = this.#ctx;
     this.#ctx = undefined;
+    this.#opened = undefined;
     this.#allocs.clear();
     this.#hostMaps.clear();
     this.#streams.clear();

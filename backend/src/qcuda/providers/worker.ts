@@ -75,6 +75,7 @@ class WorkerMain {
   provider: Provider | undefined;
   ctx: ProviderContext | undefined;
   readonly #started: Promise<void>;
+  #ready = false;
 
   constructor(readonly o: WorkerOptions) {
     this.#started = this.#start();
@@ -94,6 +95,7 @@ class WorkerMain {
     const output: OutputSink = (kind, bytes) => send({ t: 'output', kind, bytes });
     this.ctx = await p.openContext(0, output);
     await Promise.all(registered);
+    this.#ready = true;
     send({ t: 'ready' });
   }
 
@@ -129,8 +131,9 @@ class WorkerMain {
 
   async #call(id: number, m: string, a: unknown[]): Promise<void> {
     try {
-      await this.#started;
-      const v = m === 'destroy' ? await this.#destroy() : await this.#run(m, a);
+      // Once started, a call runs in the tick its message arrives in, before later messages are even decoded.
+      if (!this.#ready) await this.#started;
+      const v = await (m === 'destroy' ? this.#destroy() : this.#run(m, a));
       send({ t: 'reply', id, ok: true, v });
       if (m === 'destroy') channel.close(); // the reply is sent: the process ends with the channel
     } catch (e) {
