@@ -1,10 +1,12 @@
 // The backend <-> worker channel (providers/channel.ts) on a real socketpair:
-// order, values V8 serializes, fds, messages far larger than the socket
-// buffer (partial writes and reads), and a peer that sends garbage.
+// order, values V8 serializes, raw frames among them, fds, messages far
+// larger than the socket buffer (partial writes and reads), and a peer that
+// sends garbage; and the raw frames' codec (worker-messages.ts).
 import { isDeepStrictEqual } from 'node:util';
 import test from 'ava';
 import { native } from '../../backend/src/native';
 import { Channel } from '../../backend/src/qcuda/providers/channel';
+import { decodeFast, encodeCopy, encodeDone, Fast } from '../../backend/src/qcuda/providers/worker-messages';
 
 function pair() {
   const [a, b] = native.socketPair();
@@ -66,4 +68,36 @@ test('a peer that sends a length past the limit, or closes mid-message, closes t
     t.regex(closed[0]?.message ?? '', /a message of|in the middle of a message/);
     t.true(rx.closed);
   }
+});
+
+test('raw frames keep their place among serialized messages and decode to what was encoded', async (t) => {
+  const { rx, tx, got, until } = pair();
+  const segs = Array.from({ length: 4101 }, (_, i) => ({ addr: 0x7f00_0000_0000n + BigInt(i) * 8192n, len: 4096 + (i % 3) }));
+  const copy = { kind: Fast.FromDevice as const, id: 0xfffffffe, ptr: 0xffff_ffff_ffff_f000n, stream: 7, segs };
+  tx.send({ t: 'first' });
+  tx.sendRaw(encodeCopy(copy));
+  tx.sendRaw(encodeDone(42));
+  tx.sendRaw(encodeCopy({ ...copy, kind: Fast.ToDevice, stream: undefined, segs: [] }));
+  tx.send({ t: 'last' });
+  await until(() => got.length === 5);
+  t.deepEqual(got[0], { t: 'first' });
+  t.true(got[1] instanceof Uint8Array && got[2] instanceof Uint8Array);
+  t.true(isDeepStrictEqual(decodeFast(got[1] as Uint8Array), copy), 'a 4101-segment copy call, intact');
+  t.deepEqual(decodeFast(got[2] as Uint8Array), { kind: Fast.Done, id: 42 });
+  t.deepEqual(decodeFast(got[3] as Uint8Array), { kind: Fast.ToDevice, id: 0xfffffffe, ptr: copy.ptr, stream: undefined, segs: [] });
+  t.deepEqual(got[4], { t: 'last' });
+  tx.close();
+  rx.close();
+});
+
+test('malformed raw frames are refused with the reason, never half-decoded', (t) => {
+  const good = encodeCopy({ kind: Fast.ToDevice, id: 1, ptr: 0n, stream: undefined, segs: [{ addr: 4096n, len: 8 }] });
+  t.throws(() => decodeFast(new Uint8Array(0)), { message: /kind 0 and 0 bytes/ });
+  t.throws(() => decodeFast(Uint8Array.of(9, 0, 0, 0, 0)), { message: /kind 9/ });
+  t.throws(() => decodeFast(Uint8Array.of(Fast.Done, 1, 0, 0)), { message: /kind 3 and 4 bytes/ });
+  t.throws(() => decodeFast(good.subarray(0, good.length - 1)), { message: /36 bytes for 1 segments/ });
+  t.throws(() => decodeFast(good.subarray(0, 20)), { message: /20 bytes/ });
+  const more = good.slice();
+  new DataView(more.buffer).setUint32(17, 2, true);
+  t.throws(() => decodeFast(more), { message: /37 bytes for 2 segments/ });
 });

@@ -41,12 +41,13 @@ function isolated(): IsolatedProvider {
   return new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } });
 }
 
-async function roundTrip(ctx: ProviderContext, ram: ReturnType<typeof guestRam>, off: number, len: number, seed: number): Promise<boolean> {
+/** stream: undefined goes in a raw frame (worker-messages.ts); a host provider's stream object, V8-serialized. */
+async function roundTrip(ctx: ProviderContext, ram: ReturnType<typeof guestRam>, off: number, len: number, seed: number, stream?: unknown): Promise<boolean> {
   for (let i = 0; i < len; i++) ram.view[off + i] = (i * 7 + seed) & 0xff;
   const dev = await ctx.malloc(BigInt(len));
-  await ctx.copyToDevice(dev, [ram.seg(off, len >> 1), ram.seg(off + (len >> 1), len - (len >> 1))], undefined);
+  await ctx.copyToDevice(dev, [ram.seg(off, len >> 1), ram.seg(off + (len >> 1), len - (len >> 1))], stream);
   ram.view.fill(0, off + len, off + 2 * len);
-  await ctx.copyFromDevice([ram.seg(off + len, len)], dev, undefined);
+  await ctx.copyFromDevice([ram.seg(off + len, len)], dev, stream);
   await ctx.free(dev);
   return Buffer.compare(ram.view.subarray(off, off + len), ram.view.subarray(off + len, off + 2 * len)) === 0;
 }
@@ -61,6 +62,7 @@ test('each context runs in a worker process of its own; bytes cross guest RAM bo
   t.true(pa !== pb && alive(pa) && alive(pb) && pa !== process.pid, 'two live worker processes');
   t.true(await roundTrip(a, ram, 0, MIB + 3, 1), 'a: H2D then D2H, bytes identical');
   t.true(await roundTrip(b, ram, 4 * MIB, 65536, 2), 'b: the same through its own worker');
+  t.true(await roundTrip(b, ram, 4 * MIB, 65536, 3, await b.streamCreate(0, 0)), 'b: the same on a stream of its own');
   const e = await a.free(0x1234n).then(() => undefined, (x: unknown) => x);
   t.true(e instanceof CudaError && e.code === CudaErr.InvalidDevicePointer || e instanceof CudaError && e.code === CudaErr.InvalidValue,
     `a bad pointer comes back as the worker provider's CudaError (${(e as Error)?.message})`);

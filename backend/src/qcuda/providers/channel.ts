@@ -3,12 +3,16 @@
 // through as they are), each behind a u32 length, on a unix stream socket
 // that also carries fds. Node's own IPC channel does the same job, but cost
 // ~45 us more per round trip on the H100 host, on every CUDA call.
+// A frame whose length has RAW set holds bytes the sender encoded itself
+// (the hot copy calls and their answers, worker-messages.ts): the receiver
+// gets them as a Uint8Array.
 import { deserialize, serialize } from 'node:v8';
 import { native, POLL_READABLE, POLL_WRITABLE } from '../../native';
 import { Fd } from '../../vhost-user/fd';
 
 /** Module images are the largest messages. */
 const MAX_MESSAGE = 512 << 20;
+const RAW = 0x8000_0000;
 const READ_ROOM = 256 << 10;
 
 export class Channel {
@@ -33,10 +37,18 @@ export class Channel {
 
   /** fds go with the message's first byte; the receiver takes them with takeFd(). */
   send(m: unknown, fds: number[] = []): void {
+    this.#post(serialize(m), 0, fds);
+  }
+
+  /** A frame of bytes the caller encoded; the peer's onMessage gets them as a Uint8Array. */
+  sendRaw(bytes: Uint8Array): void {
+    this.#post(bytes, RAW, []);
+  }
+
+  #post(body: Uint8Array, flags: number, fds: number[]): void {
     if (this.#closed) throw new Error('the channel is closed');
-    const body = serialize(m);
     const data = new Uint8Array(4 + body.length);
-    new DataView(data.buffer).setUint32(0, body.length, true);
+    new DataView(data.buffer).setUint32(0, (body.length | flags) >>> 0, true);
     data.set(body, 4);
     this.#outbox.push({ data, fds });
     if (this.#outbox.length === 1) this.#flush();
@@ -102,7 +114,7 @@ export class Channel {
 
   /** At least READ_ROOM free bytes, or room for the whole message being read. */
   #room(): void {
-    const want = this.#len >= 4 ? 4 + new DataView(this.#buf.buffer).getUint32(0, true) : 0;
+    const want = this.#len >= 4 ? 4 + (new DataView(this.#buf.buffer).getUint32(0, true) & ~RAW) : 0;
     const need = Math.max(this.#len + READ_ROOM, want);
     if (need <= this.#buf.length) return;
     const bigger = new Uint8Array(Math.max(need, this.#buf.length * 2));
@@ -114,11 +126,13 @@ export class Channel {
     let at = 0;
     const view = new DataView(this.#buf.buffer);
     while (this.#len - at >= 4) {
-      const size = view.getUint32(at, true);
+      const word = view.getUint32(at, true);
+      const size = word & ~RAW;
       if (size > MAX_MESSAGE) throw new Error(`a message of ${size} bytes`);
       if (this.#len - at - 4 < size) break;
       // A copy: typed arrays in the result are views of what is deserialized, and #buf is reused.
-      const m = deserialize(this.#buf.slice(at + 4, at + 4 + size));
+      const body = this.#buf.slice(at + 4, at + 4 + size);
+      const m = word & RAW ? body : deserialize(body);
       at += 4 + size;
       this.onMessage(m);
       if (this.#closed) return;

@@ -26,7 +26,7 @@ import type {
   OutputSink, Provider, ProviderContext, StreamRef,
 } from '../provider';
 import { Channel } from './channel';
-import type { ToParent, ToWorker, WorkerOptions } from './worker-messages';
+import { decodeFast, encodeCopy, Fast, fastStream, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
 
 const debug = createDebug('qcuda:isolated');
 
@@ -60,7 +60,7 @@ class Worker {
     } finally {
       native.close(theirs);
     }
-    this.#channel = new Channel(mine, (m) => this.#onMessage(m as ToParent), () => undefined);
+    this.#channel = new Channel(mine, (m) => this.#onMessage(m as ToParent | Uint8Array), () => undefined);
     const pid = this.#child.pid;
     this.exited = new Promise((resolve) => this.#child.once('exit', (code, signal) => {
       this.#fail(`the session's GPU worker (pid ${pid}) exited (${signal ?? `status ${code}`})`);
@@ -92,11 +92,22 @@ class Worker {
   }
 
   call(m: string, a: unknown[]): Promise<unknown> {
+    return this.#expect((id) => this.#send({ t: 'call', id, m, a }));
+  }
+
+  /** copyToDevice / copyFromDevice, in a raw frame where the stream allows. */
+  copy(kind: Fast.ToDevice | Fast.FromDevice, ptr: bigint, segs: GuestSeg[], stream: StreamRef | undefined): Promise<void> {
+    const m = kind === Fast.ToDevice ? 'copyToDevice' : 'copyFromDevice';
+    if (!fastStream(stream)) return this.call(m, kind === Fast.ToDevice ? [ptr, addrs(segs), stream] : [addrs(segs), ptr, stream]) as Promise<void>;
+    return this.#expect((id) => this.#sendRaw(encodeCopy({ kind, id, ptr, stream, segs }))) as Promise<void>;
+  }
+
+  #expect(post: (id: number) => void): Promise<unknown> {
     if (this.#gone) return Promise.reject(this.#gone);
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
-      this.#send({ t: 'call', id, m, a });
+      post(id);
     });
   }
 
@@ -118,14 +129,27 @@ class Worker {
   }
 
   #send(m: ToWorker, fds: number[] = []): void {
+    this.#post(() => this.#channel.send(m, fds));
+  }
+
+  #sendRaw(frame: Uint8Array): void {
+    this.#post(() => this.#channel.sendRaw(frame));
+  }
+
+  #post(write: () => void): void {
     try {
-      this.#channel.send(m, fds);
+      write();
     } catch (e) {
       this.#fail(`the session's GPU worker cannot be reached: ${(e as Error).message}`);
     }
   }
 
-  #onMessage(m: ToParent): void {
+  #onMessage(m: ToParent | Uint8Array): void {
+    if (m instanceof Uint8Array) {
+      const f = decodeFast(m);
+      if (f.kind !== Fast.Done) throw new Error(`a worker sent a raw frame of kind ${f.kind}`);
+      return this.#settle(f.id, true, undefined);
+    }
     switch (m.t) {
       case 'ready':
         return this.#settle(0, true, undefined);
@@ -182,8 +206,8 @@ class RemoteContext implements ProviderContext {
 
   malloc(size: bigint): Promise<DevPtr> { return this.#c('malloc', size); }
   free(ptr: DevPtr): Promise<void> { return this.#c('free', ptr); }
-  copyToDevice(dst: DevPtr, src: GuestSeg[], stream: StreamRef | undefined): Promise<void> { return this.#c('copyToDevice', dst, addrs(src), stream); }
-  copyFromDevice(dst: GuestSeg[], src: DevPtr, stream: StreamRef | undefined): Promise<void> { return this.#c('copyFromDevice', addrs(dst), src, stream); }
+  copyToDevice(dst: DevPtr, src: GuestSeg[], stream: StreamRef | undefined): Promise<void> { return this.worker.copy(Fast.ToDevice, dst, src, stream); }
+  copyFromDevice(dst: GuestSeg[], src: DevPtr, stream: StreamRef | undefined): Promise<void> { return this.worker.copy(Fast.FromDevice, src, dst, stream); }
   copyOnDevice(dst: DevPtr, src: DevPtr, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> { return this.#c('copyOnDevice', dst, src, size, stream, async); }
   memset(dst: DevPtr, value: number, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> { return this.#c('memset', dst, value, size, stream, async); }
   synchronize(): Promise<void> { return this.#c('synchronize'); }

@@ -7,7 +7,7 @@ import { CudaErr, CudaError } from '../cuda-error';
 import type { GuestSeg, OutputSink, Provider, ProviderContext } from '../provider';
 import { HostProvider } from './host';
 import { Channel } from './channel';
-import { CHANNEL_FD, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
+import { CHANNEL_FD, decodeFast, encodeDone, Fast, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
 
 const debug = createDebug('qcuda:worker');
 
@@ -103,7 +103,8 @@ class WorkerMain {
     return this.#started;
   }
 
-  onMessage(m: ToWorker): void {
+  onMessage(m: ToWorker | Uint8Array): void {
+    if (m instanceof Uint8Array) return this.#fastCall(m);
     if (m.t === 'region') this.#addRegion(m.id, m);
     else if (m.t === 'unregion') void this.#removeRegion(m.id);
     else if (m.t === 'call') void this.#call(m.id, m.m, m.a);
@@ -129,12 +130,20 @@ class WorkerMain {
     r.region.unmap();
   }
 
+  #fastCall(frame: Uint8Array): void {
+    const f = decodeFast(frame);
+    if (f.kind === Fast.ToDevice) void this.#call(f.id, 'copyToDevice', [f.ptr, f.segs, f.stream]);
+    else if (f.kind === Fast.FromDevice) void this.#call(f.id, 'copyFromDevice', [f.segs, f.ptr, f.stream]);
+    else throw new Error(`the parent sent a raw frame of kind ${f.kind}`);
+  }
+
   async #call(id: number, m: string, a: unknown[]): Promise<void> {
     try {
       // Once started, a call runs in the tick its message arrives in, before later messages are even decoded.
       if (!this.#ready) await this.#started;
       const v = await (m === 'destroy' ? this.#destroy() : this.#run(m, a));
-      send({ t: 'reply', id, ok: true, v });
+      if (v === undefined) channel.sendRaw(encodeDone(id));
+      else send({ t: 'reply', id, ok: true, v });
       if (m === 'destroy') channel.close(); // the reply is sent: the process ends with the channel
     } catch (e) {
       const err = e as CudaError & { index?: number };
@@ -166,7 +175,7 @@ function main(): void {
   let w: WorkerMain | undefined;
   const onMessage = (m: unknown): void => {
     try {
-      w!.onMessage(m as ToWorker);
+      w!.onMessage(m as ToWorker | Uint8Array);
     } catch (e) {
       // Only the parent talks here, so this is a bug (or a region that cannot be mapped): say it and end.
       process.stderr.write(`qcuda-worker: ${(e as Error).message}\n`);
