@@ -11,13 +11,15 @@
 // ($QCUDA_KERNELS_FATBIN, dist/test/qcuda/fixtures/kernels.fatbin, or nvcc).
 // --isolation (the backend's; default process: each session's context in a
 // worker process, one IPC hop more per call) says which backend is measured.
-//   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--isolation process|none] [--mib 256] [--launches 100000]
+// --chunk-mib sets the size of a transfer's requests (default QCUDA_CHUNK, as
+// the guest driver sends them), to see what the request size costs.
+//   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--isolation process|none] [--mib 256] [--chunk-mib 16] [--launches 100000]
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { native } from '../../backend/src/native';
-import { Cmd, encode, LAYOUT, QCUDA_MAX_BATCH, QCUDA_PROTO_VERSION } from '../../backend/src/qcuda/proto';
+import { Cmd, encode, LAYOUT, QCUDA_CHUNK, QCUDA_MAX_BATCH, QCUDA_PROTO_VERSION } from '../../backend/src/qcuda/proto';
 import { createProvider, type ProviderKind } from '../../backend/src/qcuda/providers';
 import type { GuestSeg, LaunchDesc, ProviderContext } from '../../backend/src/qcuda/provider';
 import { Frontend } from '../../backend/src/vhost-user/frontend/frontend';
@@ -30,6 +32,7 @@ const PROVIDER = arg('--provider', 'auto') as ProviderKind;
 const ISOLATION = arg('--isolation', 'process');
 const BIG = Number(arg('--mib', '256')) << 20;
 const LAUNCHES = Number(arg('--launches', '100000'));
+const CHUNK = Number(arg('--chunk-mib', String(QCUDA_CHUNK >> 20))) << 20;
 const dist = path.resolve(__dirname, '..', '..');
 
 /** A line on stderr per measurement, so a run that stalls says where. */
@@ -162,8 +165,8 @@ async function main(): Promise<void> {
     h2d4: await lat('backend h2d4', 3000, () => c.htod(dev, small, 4).then(mustOk('htod'))),
     d2h4: await lat('backend d2h4', 3000, () => c.dtoh(small, dev, 4).then(mustOk('dtoh'))),
     h2d64k: await lat('backend h2d64k', 1000, () => c.htod(dev, small, 65536).then(mustOk('htod'))),
-    h2d: await gbps('backend h2d', BIG, () => c.htod(dev, src, BIG).then(mustOk('htod'))),
-    d2h: await gbps('backend d2h', BIG, () => c.dtoh(dst, dev, BIG).then(mustOk('dtoh'))),
+    h2d: await gbps('backend h2d', BIG, () => c.htod(dev, src, BIG, 0n, CHUNK).then(mustOk('htod'))),
+    d2h: await gbps('backend d2h', BIG, () => c.dtoh(dst, dev, BIG, 0n, CHUNK).then(mustOk('dtoh'))),
   };
   const image = PROVIDER !== 'host' ? fixtureFatbin() : undefined;
   const hello = await c.call(Cmd.HELLO, { args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }], out: 'qcuda_out_hello' });
@@ -203,7 +206,7 @@ async function main(): Promise<void> {
 
   const r = (what: string, v: number, b: number, unit: string, higherIsBetter: boolean): Row =>
     ({ what, value: v, unit, baseline: b, ratio: higherIsBetter ? v / b : b / v });
-  report(`qcuda backend path (isolation ${ISOLATION}) vs the provider called directly (${note})`, [
+  report(`qcuda backend path (isolation ${ISOLATION}, transfers in ${CHUNK >> 20} MiB requests) vs the provider called directly (${note})`, [
     r('cudaDeviceSynchronize round trip', be.sync, base.sync, 'us', false),
     r('4 B H2D copy', be.h2d4, base.h2d4, 'us', false),
     r('4 B D2H copy', be.d2h4, base.d2h4, 'us', false),
@@ -211,7 +214,7 @@ async function main(): Promise<void> {
     r(`${BIG >> 20} MiB H2D`, be.h2d, base.h2d, 'GB/s', true),
     r(`${BIG >> 20} MiB D2H`, be.d2h, base.d2h, 'GB/s', true),
     ...(launches !== undefined && directLaunches !== undefined ? [r('async null-kernel launches (batched)', launches, directLaunches, '/s', true)] : []),
-  ], { provider: note, isolation: ISOLATION, ratio: 'backend figure relative to the direct one (1.0 = no overhead)' });
+  ], { provider: note, isolation: ISOLATION, chunkMiB: CHUNK >> 20, ratio: 'backend figure relative to the direct one (1.0 = no overhead)' });
 }
 
 main().then(() => process.exit(0), (e) => {

@@ -73,5 +73,21 @@ for b in "$app"/dist/test/bench/*.js; do
 done
 say "qcuda.js --isolation none (every session in the backend process)"
 timeout 180 node "$app/dist/test/bench/qcuda.js" --isolation none 2>&1 | tee "$LOGS/qcuda-none.bench" | grep -vE '^(JSON|qcuda-backend|bench:)' | tee -a "$summary"
+# The harness figures above are against the same driver calls made directly;
+# this puts them against the native program's pinned copies of this run too.
+vs_native() {
+  node -e '
+    const fs = require("fs");
+    const rows = (f) => { try { return JSON.parse(fs.readFileSync(f, "utf8").split("\n").find((l) => l.startsWith("JSON ")).slice(5)).rows; } catch { return []; } };
+    const nat = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
+    const out = [["isolation process", process.argv[2]], ["isolation none", process.argv[3]]].map(([name, f]) => {
+      const v = (w) => rows(f).find((r) => r.what === w)?.value;
+      const h = v("256 MiB H2D"), d = v("256 MiB D2H");
+      return h && d ? `${name} ${(h / nat.h2d_pinned).toFixed(3)} / ${(d / nat.d2h_pinned).toFixed(3)}` : `${name}: no figure`;
+    });
+    console.log(`native pinned ${nat.h2d_pinned} / ${nat.d2h_pinned} GB/s; harness/native H2D / D2H: ${out.join(", ")}`);
+  ' "$LOGS/copy_bench.native.json" "$LOGS/qcuda.bench" "$LOGS/qcuda-none.bench" 2>&1
+}
+say "256 MiB pinned copies, backend harness vs the native program: $(vs_native)"
 say "overall: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status
