@@ -5,6 +5,7 @@
 import createDebug from 'debug';
 import { native, POLL_READABLE, POLL_WRITABLE } from '../native';
 import { Fd, closeAll } from './fd';
+import { Outbox } from './outbox';
 import { checkHeader, decodeHeader, encodeMessage, HEADER_SIZE, MAX_FDS, ProtocolError, type Header } from './message';
 
 const debug = createDebug('qcuda:vhost-user:conn');
@@ -27,7 +28,7 @@ export class Connection {
   #current: Header | undefined;
   #payload = new Uint8Array(0);
   #fds: Fd[] = [];
-  #outbox: { data: Uint8Array; fds: number[] }[] = [];
+  readonly #outbox: Outbox;
   #paused = false;
   #closed = false;
   #pollMask = -1;
@@ -35,6 +36,7 @@ export class Connection {
   /** replies: this end is a frontend and reads replies instead of requests. */
   constructor(sock: Fd, events: ConnectionEvents, private readonly replies = false) {
     this.#sock = sock;
+    this.#outbox = new Outbox(sock.value);
     this.#events = events;
     this.#sock.watch((ev, status) => this.#onPoll(ev, status), false, POLL_READABLE);
     this.#pollMask = POLL_READABLE;
@@ -59,8 +61,8 @@ export class Connection {
 
   send(request: number, flags: number, payload: Uint8Array, fds: number[] = []): void {
     if (this.#closed) throw new Error('connection is closed');
-    this.#outbox.push({ data: encodeMessage(request, flags, payload), fds });
-    this.#flush();
+    const data = encodeMessage(request, flags, payload);
+    this.#write(() => this.#outbox.push(data, fds));
   }
 
   close(reason?: Error): void {
@@ -75,7 +77,7 @@ export class Connection {
   /** Level-triggered polling: watch only what can make progress now. */
   #updateWatch(): void {
     if (this.#closed) return;
-    const mask = (this.#paused ? 0 : POLL_READABLE) | (this.#outbox.length > 0 ? POLL_WRITABLE : 0);
+    const mask = (this.#paused ? 0 : POLL_READABLE) | (this.#outbox.pending ? POLL_WRITABLE : 0);
     if (mask === this.#pollMask) return;
     this.#pollMask = mask;
     this.#sock.setWatchEvents(mask);
@@ -83,7 +85,7 @@ export class Connection {
 
   #onPoll(events: number, status: number): void {
     if (status < 0) return this.close(new Error(`socket poll failed (${status})`));
-    if (events & POLL_WRITABLE) this.#flush();
+    if (events & POLL_WRITABLE) this.#write(() => this.#outbox.flush());
     if (events & POLL_READABLE && !this.#paused) this.#readAvailable();
   }
 
@@ -130,19 +132,9 @@ export class Connection {
     this.#events.onMessage(msg);
   }
 
-  #flush(): void {
+  #write(write: () => void): void {
     try {
-      while (this.#outbox.length > 0) {
-        const head = this.#outbox[0];
-        const n = native.sendMsg(this.#sock.value, head.data, head.fds);
-        if (n < 0) break;
-        if (n < head.data.length) {
-          head.data = head.data.subarray(n);
-          head.fds = []; // the fds went with the first byte
-          continue;
-        }
-        this.#outbox.shift();
-      }
+      write();
     } catch (e) {
       return this.close(e as Error);
     }

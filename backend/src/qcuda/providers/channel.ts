@@ -9,6 +9,7 @@
 import { deserialize, serialize } from 'node:v8';
 import { native, POLL_READABLE, POLL_WRITABLE } from '../../native';
 import { Fd } from '../../vhost-user/fd';
+import { Outbox } from '../../vhost-user/outbox';
 
 /** Module images are the largest messages. */
 const MAX_MESSAGE = 512 << 20;
@@ -17,7 +18,7 @@ const READ_ROOM = 256 << 10;
 
 export class Channel {
   readonly #sock: Fd;
-  readonly #outbox: { data: Uint8Array; fds: number[] }[] = [];
+  readonly #outbox: Outbox;
   readonly #fds: Fd[] = [];
   #buf = new Uint8Array(READ_ROOM * 2);
   #len = 0;
@@ -27,6 +28,7 @@ export class Channel {
   /** Takes fd over. onMessage gets every message in order; onClose once, at EOF or a broken socket. */
   constructor(fd: number, readonly onMessage: (m: unknown) => void, readonly onClose: (why?: Error) => void) {
     this.#sock = new Fd(fd);
+    this.#outbox = new Outbox(fd);
     this.#sock.watch((events, status) => this.#onPoll(events, status), false, POLL_READABLE);
     this.#mask = POLL_READABLE;
   }
@@ -50,8 +52,7 @@ export class Channel {
     const data = new Uint8Array(4 + body.length);
     new DataView(data.buffer).setUint32(0, (body.length | flags) >>> 0, true);
     data.set(body, 4);
-    this.#outbox.push({ data, fds });
-    if (this.#outbox.length === 1) this.#flush();
+    this.#write(() => this.#outbox.push(data, fds));
   }
 
   /** The oldest fd received and not yet taken (the caller owns it), or undefined. */
@@ -69,27 +70,20 @@ export class Channel {
 
   #onPoll(events: number, status: number): void {
     if (status < 0) return this.close(new Error(`channel poll failed (${status})`));
-    if (events & POLL_WRITABLE) this.#flush();
+    if (events & POLL_WRITABLE) this.#write(() => this.#outbox.flush());
     if (events & POLL_READABLE) this.#read();
   }
 
   #watch(): void {
-    const mask = POLL_READABLE | (this.#outbox.length > 0 ? POLL_WRITABLE : 0);
+    const mask = POLL_READABLE | (this.#outbox.pending ? POLL_WRITABLE : 0);
     if (this.#closed || mask === this.#mask) return;
     this.#mask = mask;
     this.#sock.setWatchEvents(mask);
   }
 
-  #flush(): void {
+  #write(write: () => void): void {
     try {
-      while (this.#outbox.length > 0) {
-        const head = this.#outbox[0];
-        const n = native.sendMsg(this.#sock.value, head.data, head.fds);
-        if (n < 0) break;
-        head.fds = [];
-        if (n < head.data.length) head.data = head.data.subarray(n);
-        else this.#outbox.shift();
-      }
+      write();
     } catch (e) {
       return this.close(e as Error);
     }
