@@ -58,6 +58,16 @@ export async function until(cond: () => boolean, ms = 2000): Promise<boolean> {
   }
 }
 
+/** Whether a process of ours still exists (signal 0 checks without sending). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** mulberry32: a small seeded PRNG so random tests are reproducible. */
 export function prng(seed: number): () => number {
   let a = seed >>> 0;

@@ -10,6 +10,7 @@ import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
 import type { GuestSeg, ProviderContext } from '../../backend/src/qcuda/provider';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
+import { alive, until } from '../helpers';
 
 const MIB = 1 << 20;
 
@@ -23,19 +24,7 @@ function guestRam(size: number, gpa: bigint) {
   return { fd, m, view, seg, source, close: () => { m.unmap(); native.close(fd); } };
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function gone(pid: number, ms = 5000): Promise<boolean> {
-  for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 20))) if (!alive(pid)) return true;
-  return false;
-}
+const gone = (pid: number, ms = 5000): Promise<boolean> => until(() => !alive(pid), ms);
 
 function isolated(): IsolatedProvider {
   return new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } });

@@ -2,7 +2,7 @@
 // fed mutated and random messages over the socket, and the chain walker fed
 // random descriptor tables. Neither may throw anything but its own errors,
 // leak an fd, or touch memory outside the guest.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { EchoDevice } from '../../backend/src/devices/echo';
 import { native } from '../../backend/src/native';
 import {
@@ -16,6 +16,26 @@ import { connect, openFds, prng, randomBytes, tick, until } from '../helpers';
 
 const SEEDS = [11, 22, 33];
 const MESSAGES_PER_SEED = 400;
+
+/** Guest RAM and a memory table over it (the table borrows the memfd), both gone after the test. */
+function mappedGuest(t: ExecutionContext, regions = [{ gpa: 0n, size: 1 << 20 }]): { guest: GuestMemory; mem: MemoryTable } {
+  const guest = new GuestMemory(regions);
+  const mem = new MemoryTable();
+  t.teardown(() => {
+    mem.clear();
+    guest.close();
+  });
+  for (const r of guest.regions) mem.add(r, new Fd(guest.fd.value));
+  return { guest, mem };
+}
+
+/** Writes descriptor i of a table in the split-ring layout. */
+function putDesc(v: DataView, i: number, addr: bigint, len: number, flags: number, next: number): void {
+  v.setBigUint64(i * 16, addr, true);
+  v.setUint32(i * 16 + 8, len, true);
+  v.setUint16(i * 16 + 12, flags, true);
+  v.setUint16(i * 16 + 14, next, true);
+}
 
 /** Valid messages to mutate: what a real frontend sends. */
 function corpus(mem: GuestMemory): Uint8Array[] {
@@ -104,13 +124,7 @@ test.serial('the message decoder survives mutated and random messages, leaking n
 });
 
 test('the chain walker rejects every malformed random table with its own errors, never reading outside guest memory', (t) => {
-  const guest = new GuestMemory([{ gpa: 0n, size: 1 << 20 }, { gpa: 1n << 32n, size: 1 << 20 }]);
-  const mem = new MemoryTable();
-  t.teardown(() => {
-    mem.clear();
-    guest.close();
-  });
-  for (const r of guest.regions) mem.add(r, new Fd(guest.fd.value)); // borrowed: not closed here
+  const { guest, mem } = mappedGuest(t, [{ gpa: 0n, size: 1 << 20 }, { gpa: 1n << 32n, size: 1 << 20 }]);
   const rnd = prng(99);
   const size = 16;
   const tableGpa = guest.alloc(size * 16, 16);
@@ -127,10 +141,10 @@ test('the chain walker rejects every malformed random table with its own errors,
   const fill = (bytes: Uint8Array, n: number, indirectTarget: boolean) => {
     const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
     for (let i = 0; i < n; i++) {
-      v.setBigUint64(i * 16, indirectTarget && rnd() < 0.2 ? indirectGpa : randomAddr(), true);
-      v.setUint32(i * 16 + 8, rnd() < 0.1 ? (rnd() * 2 ** 32) >>> 0 : (rnd() * 4096) | 0, true);
-      v.setUint16(i * 16 + 12, (rnd() * 8) | 0, true);
-      v.setUint16(i * 16 + 14, rnd() < 0.9 ? (rnd() * n) | 0 : (rnd() * 65536) | 0, true);
+      const addr = indirectTarget && rnd() < 0.2 ? indirectGpa : randomAddr();
+      const len = rnd() < 0.1 ? (rnd() * 2 ** 32) >>> 0 : (rnd() * 4096) | 0;
+      const flags = (rnd() * 8) | 0;
+      putDesc(v, i, addr, len, flags, rnd() < 0.9 ? (rnd() * n) | 0 : (rnd() * 65536) | 0);
     }
   };
   let ok = 0;
@@ -152,22 +166,11 @@ test('the chain walker rejects every malformed random table with its own errors,
 });
 
 test('hand-made malformed chains each fail with the reason', (t) => {
-  const guest = new GuestMemory([{ gpa: 0n, size: 1 << 20 }]);
-  const mem = new MemoryTable();
-  t.teardown(() => {
-    mem.clear();
-    guest.close();
-  });
-  mem.add(guest.regions[0], new Fd(guest.fd.value));
+  const { guest, mem } = mappedGuest(t);
   const d = guest.bytes(guest.alloc(4 * 16, 16), 4 * 16);
   const v = new DataView(d.buffer, d.byteOffset, d.length);
   const table = new DescTable(d);
-  const set = (i: number, addr: bigint, len: number, flags: number, next: number) => {
-    v.setBigUint64(i * 16, addr, true);
-    v.setUint32(i * 16 + 8, len, true);
-    v.setUint16(i * 16 + 12, flags, true);
-    v.setUint16(i * 16 + 14, next, true);
-  };
+  const set = (i: number, addr: bigint, len: number, flags: number, next: number) => putDesc(v, i, addr, len, flags, next);
   const expectError = (why: RegExp) => t.throws(() => walkChain(table, 0, mem, true), { instanceOf: ChainError, message: why });
   set(0, 0x1000n, 8, 1, 1);
   set(1, 0x2000n, 8, 1, 0);
@@ -196,13 +199,7 @@ test('hand-made malformed chains each fail with the reason', (t) => {
 });
 
 test('an indirect table as large as a 16 MiB chunk of scattered pages is walked; one above MAX_INDIRECT is refused', (t) => {
-  const guest = new GuestMemory([{ gpa: 0n, size: 1 << 20 }]);
-  const mem = new MemoryTable();
-  t.teardown(() => {
-    mem.clear();
-    guest.close();
-  });
-  mem.add(guest.regions[0], new Fd(guest.fd.value));
+  const { guest, mem } = mappedGuest(t);
   const head = guest.bytes(guest.alloc(16, 16), 16);
   const hv = new DataView(head.buffer, head.byteOffset, 16);
   const tableGpa = guest.alloc((MAX_INDIRECT + 1) * 16, 16);
@@ -211,15 +208,10 @@ test('an indirect table as large as a 16 MiB chunk of scattered pages is walked;
   /** An indirect chain of n descriptors (4 KiB each, repeating addresses), the last `writable` device-writable. */
   const chain = (n: number, writable: number) => {
     for (let i = 0; i < n; i++) {
-      tv.setBigUint64(i * 16, BigInt((i % 128) * 4096), true);
-      tv.setUint32(i * 16 + 8, 4096, true);
-      tv.setUint16(i * 16 + 12, (i < n - 1 ? VIRTQ_DESC_F_NEXT : 0) | (i >= n - writable ? VIRTQ_DESC_F_WRITE : 0), true);
-      tv.setUint16(i * 16 + 14, i < n - 1 ? i + 1 : 0, true);
+      const flags = (i < n - 1 ? VIRTQ_DESC_F_NEXT : 0) | (i >= n - writable ? VIRTQ_DESC_F_WRITE : 0);
+      putDesc(tv, i, BigInt((i % 128) * 4096), 4096, flags, i < n - 1 ? i + 1 : 0);
     }
-    hv.setBigUint64(0, tableGpa, true);
-    hv.setUint32(8, n * 16, true);
-    hv.setUint16(12, VIRTQ_DESC_F_INDIRECT, true);
-    hv.setUint16(14, 0, true);
+    putDesc(hv, 0, tableGpa, n * 16, VIRTQ_DESC_F_INDIRECT, 0);
     return walkChain(new DescTable(head), 0, mem, true);
   };
   // A device-to-host chunk: header, arguments; response, output, 4097 pages (unaligned 16 MiB).

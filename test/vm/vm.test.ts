@@ -5,7 +5,7 @@ import test from 'ava';
 import fs from 'node:fs';
 import path from 'node:path';
 import { runVm, VmError, type VmOptions } from '../../backend/src/vm/runner';
-import { tmpDir } from '../helpers';
+import { alive, tmpDir } from '../helpers';
 
 const env = { qemu: process.env.QEMU_BIN, kernel: process.env.GUEST_KERNEL, initrd: process.env.GUEST_INITRD };
 const missing = Object.entries(env).filter(([, v]) => !v || !fs.existsSync(v)).map(([k]) => k);
@@ -14,15 +14,6 @@ if (missing.length > 0) {
   throw new Error(`VM tests need QEMU_BIN, GUEST_KERNEL and GUEST_INITRD (missing: ${missing.join(', ')}); run them with 'make test'`);
 }
 const base = { qemu: env.qemu!, kernel: env.kernel!, initrd: env.initrd!, timeoutMs: 180_000 };
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 test.serial('the driver probes the device and NOPs round-trip on every queue from 16 threads', async (t) => {
   const r = await runVm({ ...base, queues: 4, command: 'nop_test -t 16 -n 250' });
