@@ -21,6 +21,7 @@
       "src/cuda_api.cc",
       "src/cuda_check.cc",
       "src/cuda_exec.cc",
+      "src/cuda_image.cc",
       "src/cuda_module.cc",
       "src/cuda_output.cc"
     ],

@@ -35,7 +35,9 @@ enum : int {
   kNotInitialized = 3,
   kNoDevice = 100,
   kInvalidDevice = 101,
+  kInvalidImage = 200,      // cudaErrorInvalidKernelImage
   kInvalidContext = 201,
+  kOperatingSystem = 304,   // cudaErrorOperatingSystem
   kInvalidHandle = 400,
   kNotFound = 500,
   kNotReady = 600,

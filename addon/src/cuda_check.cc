@@ -25,6 +25,10 @@ static_assert(static_cast<int>(qc::kNotReady) == static_cast<int>(CUDA_ERROR_NOT
 static_assert(static_cast<int>(qc::kInvalidContext) == static_cast<int>(CUDA_ERROR_INVALID_CONTEXT) && static_cast<int>(qc::kUnknown) == static_cast<int>(CUDA_ERROR_UNKNOWN), "");
 static_assert(sizeof(qc::Module) == sizeof(CUmodule) && sizeof(qc::Function) == sizeof(CUfunction), "");
 static_assert(static_cast<int>(qc::kNotFound) == static_cast<int>(CUDA_ERROR_NOT_FOUND), "");
+static_assert(static_cast<int>(qc::kInvalidImage) == static_cast<int>(CUDA_ERROR_INVALID_IMAGE) &&
+                  static_cast<int>(qc::kInvalidImage) == static_cast<int>(cudaErrorInvalidKernelImage), "");
+static_assert(static_cast<int>(qc::kOperatingSystem) == static_cast<int>(CUDA_ERROR_OPERATING_SYSTEM) &&
+                  static_cast<int>(qc::kOperatingSystem) == static_cast<int>(cudaErrorOperatingSystem), "");
 static_assert(qc::kLaunchParamEnd == CU_LAUNCH_PARAM_END_AS_INT && qc::kLaunchParamBufferPointer == CU_LAUNCH_PARAM_BUFFER_POINTER_AS_INT &&
                   qc::kLaunchParamBufferSize == CU_LAUNCH_PARAM_BUFFER_SIZE_AS_INT, "");
 static_assert(static_cast<int>(qc::kHostMemoryNotRegistered) == static_cast<int>(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED), "");

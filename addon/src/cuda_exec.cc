@@ -1,6 +1,7 @@
 // Context threads, the waiter pool and the way back to the JS thread (see cuda_exec.h).
 #include "cuda_exec.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -8,13 +9,16 @@
 namespace qcuda::cuda {
 namespace {
 
-// ---- waiter pool: threads are made when every one is busy, idle ones end after a while.
+// ---- waiter pool: threads are made when every one is busy, up to the limit; idle ones end after a while.
 struct Pool {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Job *> q;
   int idle = 0;
-  int threads = 0;
+  int threads = 0;  // counted from just before a thread is created (so the limit holds across concurrent submits)
+  int limit = kDefaultWaiterLimit;
+  int peak = 0;
+  uint64_t spawnFailures = 0;
 };
 Pool *g_pool = new Pool;  // leaked: detached threads use it until the process ends
 constexpr int kKeepIdle = 4;
@@ -28,21 +32,33 @@ void ExecWait(Job *j) {
   if (ctx) ctx->WaitDone();
 }
 
+// A wait that no thread will ever run: it fails instead (its wait phase is dropped unrun).
+void FailWait(Job *j, const std::string &why) {
+  std::shared_ptr<CtxCore> ctx = j->ctx;
+  j->Fail(cu::kOperatingSystem, why);
+  j->wait = nullptr;
+  j->env->Post(j);
+  if (ctx) ctx->WaitDone();
+}
+
 void WaiterLoop() {
   Pool &p = *g_pool;
   std::unique_lock<std::mutex> lk(p.mu);
   for (;;) {
+    if (p.threads > p.limit) {  // the limit was lowered
+      p.threads--;
+      if (!p.q.empty()) p.cv.notify_one();  // this thread may have been woken for a job: pass it on
+      return;
+    }
     if (p.q.empty()) {
       p.idle++;
-      bool got = p.cv.wait_for(lk, std::chrono::seconds(10), [&] { return !p.q.empty(); });
+      bool got = p.cv.wait_for(lk, std::chrono::seconds(10), [&] { return !p.q.empty() || p.threads > p.limit; });
       p.idle--;
-      if (!got) {
-        if (p.threads > kKeepIdle) {
-          p.threads--;
-          return;
-        }
-        continue;
+      if (!got && p.threads > kKeepIdle) {
+        p.threads--;
+        return;
       }
+      continue;
     }
     Job *j = p.q.front();
     p.q.pop_front();
@@ -126,6 +142,12 @@ napi_value MakeValue(Napi::Env env, const Job &j) {
       for (size_t i = 0; i < j.ints.size(); i++) a[i] = j.ints[i];
       return a;
     }
+    case Kind::kModule: {
+      Napi::Object o = Napi::Object::New(env);
+      o.Set("id", Napi::Number::New(env, j.num));
+      o.Set("bytes", Napi::BigInt::New(env, static_cast<uint64_t>(j.u64)));
+      return o;
+    }
     case Kind::kBytes: {
       Napi::Uint8Array a = Napi::Uint8Array::New(env, j.bytes.size());
       if (!j.bytes.empty()) memcpy(a.Data(), j.bytes.data(), j.bytes.size());
@@ -141,13 +163,50 @@ void SubmitWait(Job *j) {
   Pool &p = *g_pool;
   std::unique_lock<std::mutex> lk(p.mu);
   p.q.push_back(j);
-  if (static_cast<size_t>(p.idle) >= p.q.size()) {
-    p.cv.notify_one();
+  if (static_cast<size_t>(p.idle) >= p.q.size() || p.threads >= p.limit) {
+    p.cv.notify_one();  // an idle thread takes it, else it waits for the first busy one to finish
     return;
   }
   p.threads++;
+  p.peak = std::max(p.peak, p.threads);
   lk.unlock();
-  std::thread(WaiterLoop).detach();
+  std::string why;
+  try {
+    std::thread(WaiterLoop).detach();
+    return;
+  } catch (const std::exception &e) {  // std::system_error (EAGAIN: thread or memory limits), std::bad_alloc
+    why = e.what();
+  }
+  // No new thread. The job stays queued for the threads there are; with none,
+  // nothing would ever run what is queued, so it fails (all of it: a submit
+  // that raced this one and also failed finds the queue empty).
+  std::deque<Job *> orphans;
+  lk.lock();
+  p.threads--;
+  p.spawnFailures++;
+  if (p.threads == 0)
+    orphans.swap(p.q);
+  else
+    p.cv.notify_one();
+  lk.unlock();
+  for (Job *k : orphans) FailWait(k, "qcuda: no thread could be created to wait for the GPU (" + why + ")");
+}
+
+void SetWaiterLimit(int n) {
+  std::lock_guard<std::mutex> lk(g_pool->mu);
+  g_pool->limit = std::clamp(n, 1, kMaxWaiterLimit);
+  g_pool->cv.notify_all();  // idle threads above the limit end
+}
+
+WaiterStats GetWaiterStats() {
+  std::lock_guard<std::mutex> lk(g_pool->mu);
+  WaiterStats s;
+  s.threads = g_pool->threads;
+  s.limit = g_pool->limit;
+  s.peak = g_pool->peak;
+  s.queued = g_pool->q.size();
+  s.spawnFailures = g_pool->spawnFailures;
+  return s;
 }
 
 int WaiterThreads() {
@@ -261,9 +320,17 @@ Ev::~Ev() {
 
 // ---- CtxCore
 
-void CtxCore::Start() {
+bool CtxCore::Start(std::string *why) {
   std::shared_ptr<CtxCore> self = shared_from_this();
-  std::thread([self] { self->Loop(); }).detach();
+  try {
+    std::thread([self] { self->Loop(); }).detach();
+    return true;
+  } catch (const std::exception &e) {  // std::system_error: thread or memory limits
+    *why = e.what();
+  }
+  std::lock_guard<std::mutex> lk(mu);
+  dead = true;  // Submit refuses everything from now on
+  return false;
 }
 
 void CtxCore::Loop() {

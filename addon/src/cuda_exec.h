@@ -10,10 +10,21 @@
 //          record, queries) run inline on the JS thread instead, which keeps
 //          the order too: nothing earlier is still waiting to be enqueued.
 //  - wait: optional, the blocking part (event/stream/context synchronize). It
-//          runs on a shared pool of waiter threads (grown on demand: one
-//          blocked wait never holds up another), after its run phase, so it
+//          runs on a shared pool of waiter threads, after its run phase, so it
 //          waits for everything enqueued before it, and the context thread
-//          goes on enqueueing meanwhile.
+//          goes on enqueueing meanwhile. The pool grows on demand (one blocked
+//          wait does not hold up another) up to a limit per process
+//          (kDefaultWaiterLimit, SetWaiterLimit); past it, waits queue for the
+//          next free thread. Queueing cannot deadlock: a wait only waits for
+//          work already on the GPU, and the backend never enqueues work that
+//          depends on a guest host function (it holds it back until the guest
+//          says the function returned), so every running wait ends without
+//          help from a queued one. It can delay: with the limit reached, a
+//          wait queues behind the running ones (a long kernel's, say). When a
+//          thread cannot be created (std::system_error: thread or memory
+//          limits), the pool goes on with the threads it has; with none at
+//          all, the waits fail with CUDA_ERROR_OPERATING_SYSTEM
+//          (cudaErrorOperatingSystem) instead of the process ending.
 // A finished job goes back to the JS thread through one uv_async per Node
 // environment, which settles the job's promise inside a callback scope.
 #pragma once
@@ -42,7 +53,7 @@ struct EnvState;
 // What probe() and probeAsync() return: the driver's availability, and why not.
 Napi::Value ProbeValue(Napi::Env env);
 
-enum class Kind { kVoid, kU64, kNumber, kBool, kMemInfo, kObject, kProbe, kFunc, kVar, kInts, kBytes };
+enum class Kind { kVoid, kU64, kNumber, kBool, kMemInfo, kObject, kProbe, kFunc, kVar, kInts, kBytes, kModule };
 
 struct Job {
   EnvState *env = nullptr;
@@ -57,7 +68,7 @@ struct Job {
   cu::Result rc = cu::kSuccess;
   std::string call;  // the driver call (or qcuda check) that failed
   Kind kind = Kind::kVoid;
-  uint64_t u64 = 0, u64b = 0;
+  uint64_t u64 = 0, u64b = 0;  // kModule: u64 = the bytes the load took
   double num = 0;
   bool flag = false;
   napi_ref obj = nullptr;  // Kind::kObject: created on the JS thread at submit
@@ -105,8 +116,23 @@ struct EnvState {
 
 EnvState *InitEnv(napi_env env);
 
-// Shared pool of threads for the blocking phase.
+// Shared pool of threads for the blocking phase (one per process, all contexts and environments).
+/** Waiter threads a process may have unless told otherwise (qcuda-backend --waiter-threads). */
+constexpr int kDefaultWaiterLimit = 64;
+/** The largest limit SetWaiterLimit takes. */
+constexpr int kMaxWaiterLimit = 4096;
+/** Queues j's wait phase (j->wait set); from any thread. j comes back through j->env->Post. */
 void SubmitWait(Job *j);
+/** 1..kMaxWaiterLimit. Lowering it ends idle threads above it at once, busy ones once their wait is done. */
+void SetWaiterLimit(int n);
+struct WaiterStats {
+  int threads = 0;        // waiter threads now (those being started included)
+  int limit = 0;
+  int peak = 0;           // the most there have been at once
+  size_t queued = 0;      // waits not yet taken by a thread
+  uint64_t spawnFailures = 0;  // thread creations that failed
+};
+WaiterStats GetWaiterStats();
 int WaiterThreads();
 
 struct Ev {
@@ -156,7 +182,8 @@ struct CtxCore : std::enable_shared_from_this<CtxCore> {
   std::mutex pmu;
   std::vector<cu::Event> pool;
 
-  void Start();
+  /** Starts the context thread; false (and the core refuses every job) when it cannot be created. */
+  bool Start(std::string *why);
   enum class SubmitResult { kInline, kQueued, kRefused };
   /** JS thread: run now (inlineOk and the context thread idle), or queue on the
    *  context thread; kRefused once the context thread has ended (j untouched). */

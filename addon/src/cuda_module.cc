@@ -21,6 +21,7 @@
 
 #include "cuda_api.h"
 #include "cuda_exec.h"
+#include "cuda_image.h"
 #include "cuda_output.h"
 
 namespace qcuda::cuda {
@@ -556,24 +557,68 @@ class Context : public Napi::ObjectWrap<Context> {
     return s;
   }
 
-  // moduleLoad(image) -> module id: cuModuleLoadData on the context thread (it may JIT for a while).
+  // moduleLoad(image, limit?) -> {id, bytes}: cuModuleLoadData on the context thread (it may JIT
+  // for a while), of a checked copy of the image with zero padding after it (cuda_image.h), and
+  // the device memory the load took (its module's globals, mostly), measured.
+  //
+  // Measured as a delta: cuMemGetInfo's free memory right before and right after the load, on
+  // this thread, so nothing else of this context runs in between. It is an estimate, not an
+  // account: free memory is the device's, so another process's (or, with several contexts in
+  // this process, another context's) allocations and frees in between show up in it, and the
+  // driver takes memory in pages (2 MiB) and may keep some it freed. Hence bytes = max(0,
+  // before - after), and the backend counts the larger of this and its own estimate from the
+  // image, checking the quota again after the load. What the driver takes later (function code
+  // under lazy loading, at first use) is not in it. With `limit` (bytes), a load that took more
+  // is undone here at once (cuModuleUnload) and fails with CUDA_ERROR_OUT_OF_MEMORY; without it
+  // the caller decides, and unloads with moduleUnload.
   Napi::Value ModuleLoad(const Napi::CallbackInfo &info) {
-    auto image = std::make_shared<std::vector<uint8_t>>(ArgBytes(info[0], "image"));
+    Napi::Env env = info.Env();
+    if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+      throw Napi::TypeError::New(env, "image must be a Uint8Array");
+    Napi::Uint8Array a = info[0].As<Napi::Uint8Array>();
+    const size_t n = a.ByteLength();
+    bool limited = info.Length() > 1 && !info[1].IsUndefined() && !info[1].IsNull();
+    uint64_t limit = limited ? ArgU64(info[1], "limit") : UINT64_MAX;
+    // The copy the driver reads: the caller's bytes and kImagePadding zeros, whatever they were followed by.
+    auto image = std::make_shared<std::vector<uint8_t>>(n + kImagePadding, 0);
+    if (n != 0) std::memcpy(image->data(), a.Data(), n);
     Job *j = new Job;
-    j->kind = Kind::kNumber;
-    j->run = [image](Job &job) {
-      if (image->empty()) {
+    j->kind = Kind::kModule;
+    j->run = [image, n, limited, limit](Job &job) {
+      if (n == 0) {
         job.Fail(cu::kInvalidValue, "qcuda: empty module image");
         return;
       }
+      std::string bad = CheckModuleImage(image->data(), n);
+      if (!bad.empty()) {
+        job.Fail(cu::kInvalidImage, "qcuda: module image: " + bad);
+        return;
+      }
+      const cu::Api &api = cu::api();
+      size_t before = 0, after = 0, total = 0;
+      if (!job.Check(api.MemGetInfo(&before, &total), "cuMemGetInfo_v2")) return;
       cu::Module m = nullptr;
-      if (!job.Check(cu::api().ModuleLoadData(&m, image->data()), "cuModuleLoadData")) return;
+      if (!job.Check(api.ModuleLoadData(&m, image->data()), "cuModuleLoadData")) return;
+      cu::Result r = api.MemGetInfo(&after, &total);
+      if (r != cu::kSuccess) {  // unmeasured, it would count as nothing: undo it
+        api.ModuleUnload(m);
+        job.Fail(r, "cuMemGetInfo_v2");
+        return;
+      }
+      uint64_t bytes = before > after ? before - after : 0;
+      if (limited && bytes > limit) {
+        api.ModuleUnload(m);
+        job.Fail(cu::kOutOfMemory, "qcuda: loading the module took " + std::to_string(bytes) +
+                                       " bytes of device memory, more than the " + std::to_string(limit) + " allowed");
+        return;
+      }
       CtxCore *c = job.ctx.get();
       uint32_t id = c->nextId++;
       c->modules[id] = m;
       job.num = id;
+      job.u64 = bytes;
     };
-    return Go(info.Env(), j, false);
+    return Go(env, j, false);
   }
 
   // moduleUnload(id): its function ids go with it.
@@ -1007,13 +1052,19 @@ Napi::Value OpenContext(const Napi::CallbackInfo &info) {
   std::shared_ptr<CtxCore> holder = core;
   Napi::Object wrapper =
       Napi::Function(env, ctorv).New({Napi::External<std::shared_ptr<CtxCore>>::New(env, &holder)});
-  core->Start();
 
   napi_deferred def = nullptr;
   napi_value promise = nullptr;
   napi_create_promise(env, &def, &promise);
   Job *j = new Job;
   j->deferred = def;
+  j->env = st;
+  std::string why;
+  if (!core->Start(&why)) {  // the wrapper's core refuses all jobs: nothing is left behind
+    j->Fail(cu::kOperatingSystem, "qcuda: no thread could be created for the context (" + why + ")");
+    st->Settle(j);
+    return Napi::Value(env, promise);
+  }
   j->kind = Kind::kObject;
   napi_create_reference(env, wrapper, 1, &j->obj);
   j->run = [](Job &job) {
@@ -1107,9 +1158,33 @@ Napi::Value Describe(const Napi::CallbackInfo &info) {
 Napi::Value Stats(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   Napi::Object o = Napi::Object::New(env);
-  o.Set("waiterThreads", WaiterThreads());
+  WaiterStats w = GetWaiterStats();
+  o.Set("waiterThreads", w.threads);
+  o.Set("waiterLimit", w.limit);
+  o.Set("waiterPeak", w.peak);
+  o.Set("waiterQueued", static_cast<double>(w.queued));
+  o.Set("waiterSpawnFailures", static_cast<double>(w.spawnFailures));
   o.Set("pending", State(env)->pending);
   return o;
+}
+
+// checkModuleImage(image) -> "" or why moduleLoad would refuse the image (cuda_image.h); needs no driver.
+Napi::Value CheckModuleImageJs(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+    throw Napi::TypeError::New(env, "image must be a Uint8Array");
+  Napi::Uint8Array a = info[0].As<Napi::Uint8Array>();
+  return Napi::String::New(env, CheckModuleImage(a.Data(), a.ByteLength()));
+}
+
+// setWaiterLimit(n): the most waiter threads this process may have (1..kMaxWaiterLimit; cuda_exec.h).
+Napi::Value SetWaiterLimitJs(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  double d = info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : 0;
+  if (!(d >= 1 && d <= kMaxWaiterLimit) || d != std::floor(d))
+    throw Napi::RangeError::New(env, "the waiter thread limit must be an integer from 1 to " + std::to_string(kMaxWaiterLimit));
+  SetWaiterLimit(static_cast<int>(d));
+  return env.Undefined();
 }
 
 void KeepEnvState(Napi::Env, EnvState *) {}  // never freed (see EnvState)
@@ -1130,6 +1205,10 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("toCudaError", Napi::Function::New(env, ToCudaError));
   exports.Set("describe", Napi::Function::New(env, Describe));
   exports.Set("stats", Napi::Function::New(env, Stats));
+  exports.Set("setWaiterLimit", Napi::Function::New(env, SetWaiterLimitJs));
+  exports.Set("checkModuleImage", Napi::Function::New(env, CheckModuleImageJs));
+  exports.Set("MODULE_IMAGE_PADDING", Napi::Number::New(env, static_cast<double>(kImagePadding)));
+  exports.Set("DEFAULT_WAITER_LIMIT", Napi::Number::New(env, kDefaultWaiterLimit));
   exports.Set("NUM_ATTRS", Napi::Number::New(env, cu::kNumAttrs));
   exports.Set("HOST_REGISTER_PORTABLE", Napi::Number::New(env, cu::kHostRegisterPortable));
   exports.Set("HOST_REGISTER_DEVICEMAP", Napi::Number::New(env, cu::kHostRegisterDeviceMap));

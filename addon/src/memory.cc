@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,18 +60,43 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
                         InstanceAccessor("mapped", &Mapping::Mapped, nullptr)});
   }
 
-  // new Mapping(fd, length, offset): MAP_SHARED read/write.
+  // new Mapping(fd, length, offset, random?): MAP_SHARED read/write; with
+  // random, at an address drawn from the whole user address space.
   explicit Mapping(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Mapping>(info) {
     Napi::Env env = info.Env();
     int fd = ArgFd(info, 0);
     uint64_t length = ArgU64(info, 1, "length");
     uint64_t offset = ArgU64(info, 2, "offset");
+    bool random = info.Length() > 3 && info[3].ToBoolean().Value();
     if (length == 0) ThrowRange(env, "mapping length must be > 0");
     if (offset % sysconf(_SC_PAGESIZE) != 0) ThrowRange(env, "mapping offset must be page aligned");
-    void *p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd,
-                   static_cast<off_t>(offset));
+    void *p = random ? MapAtRandom(length, fd, offset) : MAP_FAILED;
+    if (p == MAP_FAILED)
+      p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, static_cast<off_t>(offset));
     if (p == MAP_FAILED) ThrowErrno(env, "mmap", errno);
     region_ = new Region{p, length, true, 1};
+  }
+
+  // Registered guest RAM can be read by any kernel of the process through
+  // its host address (measured on the H100, whatever the registration
+  // flags), so where it lies must not be guessable from anything a guest
+  // sees: a 2 MiB-aligned address drawn from [2^40, 2^46) (x86-64 user space
+  // is 2^47), where the kernel's own mmap placement has 28 bits of entropy
+  // near a known base. MAP_FIXED_NOREPLACE never replaces another mapping;
+  // after a few collisions the kernel chooses (MAP_FAILED here).
+  static void *MapAtRandom(uint64_t length, int fd, uint64_t offset) {
+    constexpr uint64_t kLow = 1ull << 40, kHigh = 1ull << 46, kAlign = 2ull << 20;
+    if (length >= kHigh - kLow) return MAP_FAILED;
+    for (int tries = 0; tries < 16; tries++) {
+      uint64_t r;
+      if (getrandom(&r, sizeof(r), 0) != sizeof(r)) return MAP_FAILED;
+      uint64_t at = kLow + (r % ((kHigh - kLow - length) / kAlign)) * kAlign;
+      void *p = mmap(reinterpret_cast<void *>(at), length, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_NORESERVE | MAP_FIXED_NOREPLACE, fd, static_cast<off_t>(offset));
+      if (p == reinterpret_cast<void *>(at)) return p;
+      if (p != MAP_FAILED) munmap(p, length);  // a kernel before 4.17 took it as a hint only
+    }
+    return MAP_FAILED;
   }
 
   ~Mapping() override { Release(region_); }

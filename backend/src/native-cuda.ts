@@ -2,7 +2,8 @@
 // machine: libcuda.so.1 is dlopened at the first probe(), never linked.
 //
 // Threads (addon/src/cuda_exec.h): each context has one thread that runs its
-// work in submission order; blocking waits run on a pool of waiter threads;
+// work in submission order; blocking waits run on a pool of waiter threads
+// (at most setWaiterLimit() per process; more waits queue for a free one);
 // cheap non-blocking calls run inline when the context thread is idle. Every
 // operation returns a Promise and never blocks the event loop.
 // Failures reject with the error made by setErrorFactory(code, message), code
@@ -67,8 +68,19 @@ export interface CudaContextNative {
   /** cuMemHostRegister on this context's thread (blocking: ~50 ms per GiB). */
   hostRegister(addr: bigint, size: bigint, flags: number): Promise<void>;
   hostUnregister(addr: bigint): Promise<void>;
-  /** cuModuleLoadData on the context thread -> module id. */
-  moduleLoad(image: Uint8Array): Promise<number>;
+  /**
+   * cuModuleLoadData on the context thread, of a copy of the image with 16
+   * zero bytes after it, once its structure lies inside its length (a fat
+   * binary, an ELF64 cubin, or text: else cudaErrorInvalidKernelImage; see
+   * addon/src/cuda_image.h). Resolves to the module id and the device memory
+   * the load took: the drop in cuMemGetInfo's free memory across the load
+   * (max 0). That is an estimate: free memory is the whole device's, so
+   * other processes' (and this process's other contexts') allocations in
+   * between count in it; check it against the quota after the load and
+   * moduleUnload() what does not fit. With `limit` (bytes), a load that took
+   * more is unloaded at once and rejects with cudaErrorMemoryAllocation.
+   */
+  moduleLoad(image: Uint8Array, limit?: bigint): Promise<{ id: number; bytes: bigint }>;
   /** cuModuleUnload; the module's function ids go with it. */
   moduleUnload(module: number): Promise<void>;
   /** cuModuleGetFunction + cuFuncGetParamInfo for each parameter (driver >= 12.4; fails with more than maxParams). */
@@ -113,14 +125,34 @@ export interface CudaNative {
   probeAsync(): Promise<CudaProbe>;
   /** Throws unless probe().ok. */
   deviceProps(ordinal: number): CudaDeviceProps;
-  /** primary: retain the device's primary context, else cuCtxCreate(flags). Throws unless probe().ok. */
+  /**
+   * primary: retain the device's primary context, else cuCtxCreate(flags). Throws unless probe().ok.
+   * Rejects with cudaErrorOperatingSystem (304) when the context's thread cannot be created.
+   */
   openContext(ordinal: number, flags: number, primary: boolean): Promise<CudaContextNative>;
   setErrorFactory(make: ((code: number, message: string) => Error) | undefined): void;
   /** CUresult -> cudaError_t. */
   toCudaError(cuResult: number): number;
   /** "CUDA_ERROR_X (text)" (just "CUresult N" before libcuda is loaded). */
   describe(cuResult: number): string;
-  stats(): { waiterThreads: number; pending: number };
+  /**
+   * waiterThreads: the process's waiter threads now (addon/src/cuda_exec.h); waiterLimit: the most it
+   * may have; waiterPeak: the most it has had at once; waiterQueued: waits waiting for a thread;
+   * waiterSpawnFailures: thread creations that failed; pending: this environment's unsettled jobs.
+   */
+  stats(): { waiterThreads: number; waiterLimit: number; waiterPeak: number; waiterQueued: number; waiterSpawnFailures: number; pending: number };
+  /**
+   * The most waiter threads (blocking synchronizes) this process may have, 1..4096 (default
+   * DEFAULT_WAITER_LIMIT, 64); throws RangeError otherwise. Past it, waits queue for a free thread.
+   * Where a thread cannot be created, waits go on with the threads there are, and fail with
+   * cudaErrorOperatingSystem (304) when there are none.
+   */
+  setWaiterLimit(n: number): void;
+  /** '' when moduleLoad() would pass the image on to the driver, else why it refuses it (no driver needed). */
+  checkModuleImage(image: Uint8Array): string;
+  readonly DEFAULT_WAITER_LIMIT: number;
+  /** Zero bytes moduleLoad() puts after every image. */
+  readonly MODULE_IMAGE_PADDING: number;
   /**
    * Device output capture (addon/src/cuda_output.h): fds 1 and 2 become pipes;
    * what the driver prints there (stdout: printf; stderr: device assert lines,

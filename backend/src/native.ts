@@ -34,7 +34,8 @@ export interface Native {
   memfdCreate(name: string, size: number): number;
   fdInfo(fd: number): { size: number; seals: number; regular: boolean };
   addSeals(fd: number, seals: number): void;
-  Mapping: new (fd: number, length: number, offset: number) => Mapping;
+  /** random: at an unguessable address (guest RAM the GPU can reach: addon/src/memory.cc says why). */
+  Mapping: new (fd: number, length: number, offset: number, random?: boolean) => Mapping;
   pageSize: number;
   F_SEAL_SHRINK: number;
   F_SEAL_GROW: number;

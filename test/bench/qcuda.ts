@@ -194,7 +194,7 @@ async function main(): Promise<void> {
   };
   let directLaunches: number | undefined;
   if (launches !== undefined && image) {
-    const mod = await ctx.moduleLoad(image);
+    const mod = (await ctx.moduleLoad(image)).ref;
     const f = await ctx.functionGet(mod, 'nop', 256);
     directLaunches = await directLaunchRate(ctx, f.ref, LAUNCHES);
   }

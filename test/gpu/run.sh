@@ -24,8 +24,12 @@ say "accel: $(grep -qwE 'vmx|svm' /proc/cpuinfo && [ -w /dev/kvm ] && echo kvm |
 
 status=0
 say "== provider tests (cuda) =="
-(cd "$app" && node node_modules/ava/entrypoints/cli.mjs dist/test/qcuda/cuda-provider.test.js 2>&1) > "$LOGS/provider-tests.log"
-rc=$?; tail -3 "$LOGS/provider-tests.log" | tee -a "$summary"; [ $rc = 0 ] || status=1
+(cd "$app" && node node_modules/ava/entrypoints/cli.mjs --verbose dist/test/qcuda/cuda-provider.test.js 2>&1) > "$LOGS/provider-tests.log"
+rc=$?; grep -E "ℹ|✘" "$LOGS/provider-tests.log" | tee -a "$summary"; tail -3 "$LOGS/provider-tests.log" | tee -a "$summary"; [ $rc = 0 ] || status=1
+
+say "== hostile suite on the GPU (a worker per session) =="
+(cd "$app" && QCUDA_HOSTILE_PROVIDER=cuda node node_modules/ava/entrypoints/cli.mjs --verbose dist/test/qcuda/hostile.test.js 2>&1) > "$LOGS/hostile-gpu.log"
+rc=$?; grep -E 'hostile suite|ℹ|✘' "$LOGS/hostile-gpu.log" | tee -a "$summary"; tail -2 "$LOGS/hostile-gpu.log" | tee -a "$summary"; [ $rc = 0 ] || status=1
 
 say "== guest programs: native vs guest on the cuda provider =="
 native_lib=$(dirname "$(find /usr/local/cuda*/ /usr/lib -name 'libcudart.so.13*' 2>/dev/null | head -1)")

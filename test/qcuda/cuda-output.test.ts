@@ -33,8 +33,8 @@ const until = async (f) => { for (let i = 0; i < 500 && !f(); i++) await new Pro
   const p = await createCudaProvider(0, { captureOutput: true });
   const a = await p.openContext(0, sink('a'));
   const b = await p.openContext(0, sink('b'));
-  const ma = await a.moduleLoad(new Uint8Array(8));
-  const mb = await b.moduleLoad(new Uint8Array(8));
+  const ma = (await a.moduleLoad(new Uint8Array(Buffer.from('// a PTX comment')))).ref;
+  const mb = (await b.moduleLoad(new Uint8Array(Buffer.from('// a PTX comment')))).ref;
   const say = await a.functionGet(ma, 'say', 256);
   const later = await a.functionGet(ma, 'later', 256);
   const boom = await a.functionGet(ma, 'boom', 256);

@@ -81,14 +81,18 @@ interface Ram {
   addr: bigint;
   view: Uint8Array;
   size: number;
+  /** As the backend registers guest RAM: the file goes with it (mapped host memory gets a mapping of its own). */
+  source: { fd: number; region: { gpa: bigint; size: bigint; userAddr: bigint; mmapOffset: bigint } };
 }
 
 function mapRam(size: number, teardown: (f: () => void) => void): Ram {
   const fd = native.memfdCreate('qcuda-cuda-test', size);
   const m = new native.Mapping(fd, size, 0);
-  native.close(fd);
-  teardown(() => m.unmap());
-  return { addr: m.address, view: new Uint8Array(m.window(0, size)), size };
+  teardown(() => {
+    m.unmap();
+    native.close(fd);
+  });
+  return { addr: m.address, view: new Uint8Array(m.window(0, size)), size, source: { fd, region: { gpa: 0n, size: BigInt(size), userAddr: 0n, mmapOffset: 0n } } };
 }
 
 function seg(r: Ram, off: number, len: number): GuestSeg {
@@ -167,7 +171,7 @@ function gpuTests(): void {
   test.before(async () => {
     provider = await createCudaProvider(0, { captureOutput: true });
     ram = mapRam(RAM, (f) => cleanups.push(f));
-    await provider.registerGuestMemory(ram.addr, BigInt(RAM));
+    await provider.registerGuestMemory(ram.addr, BigInt(RAM), ram.source);
     ctx = await provider.openContext(0);
   });
 
@@ -382,9 +386,11 @@ function gpuTests(): void {
     await rejectsWith(t, other.copyFromDevice([seg(ram, 0, 16)], 0x1000n, undefined), CudaErr.InvalidValue, /cuMemcpyDtoHAsync_v2/);
     const e = await rejectsWith(t, ctx.hostDevicePointer(0x1000n, 16n), CudaErr.InvalidValue);
     t.regex(e.message, /not registered/);
-    const hp = await ctx.hostDevicePointer(ram.addr + 4096n, 4096n);
+    const hp = await ctx.hostDevicePointer(ram.addr + 4096n + 100n, 4096n);
     t.true(hp !== 0n);
-    if (realDriver && provider.deviceProps(0).attrs[91] === 1) t.is(hp, ram.addr + 4096n, 'CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: same address');
+    t.is(hp % 4096n, 100n, 'the offset in the page is kept');
+    t.true(hp < ram.addr || hp >= ram.addr + BigInt(RAM), 'mapped host memory reaches the GPU through an alias, not through the guest RAM mapping');
+    await ctx.hostUnmap(hp);
     // a destroyed context refuses work
     await other.destroy();
     await rejectsWith(t, other.malloc(16n), 709 /* cudaErrorContextIsDestroyed */, /context destroyed/);
@@ -476,7 +482,7 @@ function gpuTests(): void {
   test.serial('modules: parameter layouts, vector add, by-value struct and small params, __device__ variables, ordering', async (t) => {
     const image = kernelsFatbin(t);
     if (!image) return;
-    const m = await ctx.moduleLoad(image);
+    const m = (await ctx.moduleLoad(image)).ref;
     const vadd = await ctx.functionGet(m, 'vadd', 256);
     t.deepEqual(vadd.params, [{ offset: 0, size: 8 }, { offset: 8, size: 8 }, { offset: 16, size: 8 }, { offset: 24, size: 4 }]);
     t.is(vadd.paramBytes, 28);
@@ -578,8 +584,8 @@ function gpuTests(): void {
     const sink = (who: 'a' | 'b') => (kind: number, bytes: Uint8Array) => got[who].push(`${kind}:${Buffer.from(bytes).toString('latin1')}`);
     const a = await provider.openContext(0, sink('a'));
     const b = await provider.openContext(0, sink('b'));
-    const sayA = await a.functionGet(await a.moduleLoad(image), 'say', 256);
-    await b.functionGet(await b.moduleLoad(image), 'say', 256); // b never launches
+    const sayA = await a.functionGet((await a.moduleLoad(image)).ref, 'say', 256);
+    await b.functionGet((await b.moduleLoad(image)).ref, 'say', 256); // b never launches
     const expect = (x: number, n: number) => Array.from({ length: n }, (_, i) => `say ${x} line ${String(i).padStart(5, '0')}: 0123456789abcdefghijklmnopqrstuvwxyz\n`).join('');
     const text = (l: string[]) => l.map((p) => p.slice(2)).join('');
     for (const [x, n] of [[42, 3], [7, 3000]]) { // 3000 lines: about 160 KiB through the capture's pipe
@@ -611,10 +617,10 @@ function gpuTests(): void {
       const good = await iso.openContext(0);
       t.log(`a cuda worker starts in ${Date.now() - t0} ms (node, cuInit, contexts; guest RAM registration goes on after)`);
       const bad = await iso.openContext(0);
-      const gm = await good.moduleLoad(image);
+      const gm = (await good.moduleLoad(image)).ref;
       const bump = await good.functionGet(gm, 'bump', 256);
       const counter = await good.variableGet(gm, 'counter');
-      const bm = await bad.moduleLoad(image);
+      const bm = (await bad.moduleLoad(image)).ref;
       const crash = await bad.functionGet(bm, 'crash', 256);
       const x = await bad.malloc(64n);
       const p = new DataView(new ArrayBuffer(8));
@@ -629,7 +635,7 @@ function gpuTests(): void {
       t.deepEqual([...new Int32Array(view.buffer.slice(0, 16))], [6, 7, 8, 9], 'the other session\'s kernel ran and its result came back');
       await bad.destroy();
       const fresh = await iso.openContext(0);
-      await fresh.moduleUnload(await fresh.moduleLoad(image));
+      await fresh.moduleUnload((await fresh.moduleLoad(image)).ref);
       t.pass('a session opened after the fault loads a module');
       t.true((await iso.memGetInfo(0)).free > 0n, 'the backend\'s own context still answers memGetInfo');
       await fresh.destroy();
@@ -649,11 +655,11 @@ function gpuTests(): void {
     const image = kernelsFatbin(t);
     if (!image) return;
     // the healthy session loads its module before the other one faults
-    const gm = await ctx.moduleLoad(image);
+    const gm = (await ctx.moduleLoad(image)).ref;
     const bump = await ctx.functionGet(gm, 'bump', 256);
     const v = await ctx.variableGet(gm, 'counter');
     const bad = await provider.openContext(0);
-    const m = await bad.moduleLoad(image);
+    const m = (await bad.moduleLoad(image)).ref;
     const crash = await bad.functionGet(m, 'crash', 256);
     const x = await bad.malloc(64n);
     const p = new DataView(new ArrayBuffer(8));
@@ -679,14 +685,207 @@ function gpuTests(): void {
       await ctx.launch(bump.ref, [1, 1, 1], [4, 1, 1], 0, undefined, new Uint8Array(new Int32Array([5]).buffer));
       await ctx.synchronize();
     }));
-    ok.push(await step('moduleLoad', async () => ctx.moduleUnload(await ctx.moduleLoad(image))));
+    ok.push(await step('moduleLoad', async () => ctx.moduleUnload((await ctx.moduleLoad(image)).ref)));
     await bad.destroy().catch((e: Error) => t.log(`destroy of the faulted context: ${e.message}`));
     const fresh = await provider.openContext(0);
-    ok.push(await step('fresh context after destroy: moduleLoad', async () => fresh.moduleUnload(await fresh.moduleLoad(image))));
-    ok.push(await step('old context after destroy: moduleLoad', async () => ctx.moduleUnload(await ctx.moduleLoad(image))));
+    ok.push(await step('fresh context after destroy: moduleLoad', async () => fresh.moduleUnload((await fresh.moduleLoad(image)).ref)));
+    ok.push(await step('old context after destroy: moduleLoad', async () => ctx.moduleUnload((await ctx.moduleLoad(image)).ref)));
     await fresh.destroy().catch(() => undefined);
     await ctx.moduleUnload(gm).catch(() => undefined);
     t.deepEqual(ok, ok.map(() => true), 'every step in the healthy context works');
+  });
+
+  // ---- hardening (issue 11): the cases only a GPU can show
+
+  test.serial('a session ended with a kernel that never ends: its worker is killed and its memory is back within seconds', async (t) => {
+    const image = kernelsFatbin(t);
+    if (!image) return;
+    const iso = new IsolatedProvider(await createCudaProvider(0), { worker: { kind: 'cuda', gpu: 0 } });
+    try {
+      const f0 = (await iso.memGetInfo(0)).free;
+      const x = await iso.openContext(0);
+      await x.free(await x.malloc(1n));
+      const f1 = (await iso.memGetInfo(0)).free;
+      t.log(`one session's context (its worker's, before any module): ${(f0 - f1) >> 20n} MiB of device memory the quota does not count`);
+      const spin = await x.functionGet((await x.moduleLoad(image)).ref, 'spin', 256);
+      const before = (await iso.memGetInfo(0)).free;
+      const GiB = 1n << 30n;
+      await x.malloc(GiB);
+      const flag = await x.malloc(4n);
+      await x.memset(flag, 0, 4n, undefined, false);
+      const p = new DataView(new ArrayBuffer(8));
+      p.setBigUint64(0, flag, true);
+      await x.launch(spin.ref, [1, 1, 1], [1, 1, 1], 0, undefined, new Uint8Array(p.buffer));
+      const sync = x.synchronize().then(() => 'returned', (e: Error) => e.message);
+      const held = (await iso.memGetInfo(0)).free;
+      t.true(before - held >= GiB, `the session holds its 1 GiB (${before - held} bytes)`);
+      const t0 = Date.now();
+      await x.destroy('exit'); // the guest process is gone (SESSION_CLOSE)
+      let free = held;
+      while (Date.now() - t0 < 20_000 && free < before - 64n * BigInt(MiB)) {
+        await new Promise((r) => setTimeout(r, 50));
+        free = (await iso.memGetInfo(0)).free;
+      }
+      const ms = Date.now() - t0;
+      t.log(`killed with an endless kernel running: memory back in ${ms} ms (free ${before} -> ${held} -> ${free})`);
+      t.true(free >= before - 64n * BigInt(MiB), 'the GiB and the context came back');
+      t.true(ms < 10_000, `within seconds (${ms} ms)`);
+      t.regex(String(await sync), /exited|worker/, 'the synchronize in flight failed');
+    } finally {
+      await iso.close();
+    }
+  });
+
+  test.serial('mapped host memory: the device pointer is an alias of just those pages; neighbouring guest RAM and an unmapped alias fault', async (t) => {
+    const image = kernelsFatbin(t);
+    if (!image) return;
+    const size = 8 * MiB;
+    const fd = native.memfdCreate('qcuda-alias-test', size);
+    const m = new native.Mapping(fd, size, 0);
+    const view = new Uint8Array(m.window(0, size));
+    const iso = new IsolatedProvider(await createCudaProvider(0), { worker: { kind: 'cuda', gpu: 0 } });
+    const peekFrom = async (x: ProviderContext, src: bigint): Promise<number[] | string> => {
+      const peek = await x.functionGet((await x.moduleLoad(image)).ref, 'peek', 256);
+      const out = await x.malloc(64n);
+      const p = new DataView(new ArrayBuffer(20));
+      p.setBigUint64(0, src, true);
+      p.setBigUint64(8, out, true);
+      p.setInt32(16, 4, true);
+      try {
+        await x.launch(peek.ref, [1, 1, 1], [4, 1, 1], 0, undefined, new Uint8Array(p.buffer));
+        await x.synchronize();
+      } catch (e) {
+        return (e as Error).message;
+      }
+      await x.copyFromDevice([{ addr: m.address + 4096n * 100n, len: 16, view: view.subarray(4096 * 100, 4096 * 100 + 16) }], out, undefined);
+      return [...new Int32Array(view.buffer.slice(4096 * 100, 4096 * 100 + 16))];
+    };
+    try {
+      iso.registerGuestMemory(m.address, BigInt(size), { fd, region: { gpa: 0n, size: BigInt(size), userAddr: 0n, mmapOffset: 0n } });
+      new Int32Array(view.buffer, 8192, 4).set([11, 22, 33, 44]);
+      new Int32Array(view.buffer, 16384, 4).set([55, 66, 77, 88]); // another guest page, never mapped for the device
+      const x = await iso.openContext(0);
+      const hp = await x.hostDevicePointer(m.address + 8192n, 4096n);
+      t.deepEqual(await peekFrom(x, hp), [11, 22, 33, 44], 'a kernel reads mapped memory through its device pointer');
+      const neighbour = await peekFrom(x, hp + 8192n);
+      t.log(`a kernel reading 8 KiB past a mapped page's device pointer: ${typeof neighbour === 'string' ? neighbour : JSON.stringify(neighbour)}`);
+      t.true(typeof neighbour === 'string' && /illegal|700/i.test(neighbour), 'the next guest page is not there: an illegal address, not guest RAM');
+      await x.destroy();
+      const y = await iso.openContext(0);
+      const hp2 = await y.hostDevicePointer(m.address + 8192n, 4096n);
+      await y.hostUnmap(hp2);
+      const after = await peekFrom(y, hp2);
+      t.true(typeof after === 'string' && /illegal|700/i.test(after), `after HOST_UNMAP the pointer reaches nothing (${String(after)})`);
+      await y.destroy();
+    } finally {
+      await iso.close();
+      m.unmap();
+      native.close(fd);
+    }
+  });
+
+  test.serial('module loads: what a load takes is measured; a 100-byte PTX with an 8 GiB .global is refused before it reaches the driver', async (t) => {
+    const ptx = Buffer.from('.version 8.0\n.target sm_80\n.address_size 64\n.global .b8 big[8589934592];\n');
+    const { checkImage } = await import('../../backend/src/qcuda/module-image');
+    t.is(checkImage(new Uint8Array(ptx)).globalBytes, 8n << 30n, 'the estimate sees it');
+    const x = await provider.openContext(0);
+    try {
+      const small = Buffer.from('.version 8.0\n.target sm_80\n.address_size 64\n.global .b8 some[67108864];\n');
+      const m = await x.moduleLoad(new Uint8Array(small));
+      t.log(`a PTX declaring a 64 MiB .global: the load measured ${m.bytes} bytes`);
+      t.true(m.bytes >= 64n * BigInt(MiB), `measured ${m.bytes}`);
+      await x.moduleUnload(m.ref);
+    } finally {
+      await x.destroy();
+    }
+  });
+
+  test.serial('module images the driver would misread: PTX without a NUL ending at a page boundary, fuzzed fat binaries and PTX: errors, never a crash', async (t) => {
+    const image = kernelsFatbin(t);
+    if (!image) return;
+    const { checkImage } = await import('../../backend/src/qcuda/module-image');
+    const x = await provider.openContext(0);
+    try {
+      // A PTX prefix filling a whole page exactly, no NUL: the driver read past it (SIGSEGV) before.
+      const page = native.pageSize;
+      const fd = native.memfdCreate('qcuda-ptx-page', page);
+      const m = new native.Mapping(fd, page, 0);
+      const v = new Uint8Array(m.window(0, page));
+      const text = Buffer.from('.version 8.0\n.target sm_80\n.address_size 64\n');
+      v.fill(0x20);
+      v.set(text);
+      v[page - 1] = 0x0a;
+      const e = await x.moduleLoad(v.subarray(0, page)).then(() => 0, (err: CudaError) => err.code);
+      t.log(`a page of unterminated PTX: ${e === 0 ? 'loaded' : `error ${e}`}, and the process lives`);
+      m.unmap();
+      native.close(fd);
+      // Fuzz: what passes the backend's checks reaches the driver; the worker side must answer each.
+      const rnd = prng(77);
+      const ptxSeed = new Uint8Array(Buffer.from('.version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k(.param .u64 p) { ret; }\n.global .b32 g[64];\n'));
+      const counts = new Map<string, number>();
+      for (let i = 0; i < 300; i++) {
+        const seed = i % 2 ? image : ptxSeed;
+        const img = seed.slice();
+        for (let k = 1 + Math.floor(rnd() * 6); k > 0; k--) img[Math.floor(rnd() * img.length)] ^= 1 << Math.floor(rnd() * 8);
+        let key: string;
+        try {
+          checkImage(img);
+          const r = await x.moduleLoad(img).then(async (mm) => {
+            await x.moduleUnload(mm.ref);
+            return 'loaded';
+          }, (err: CudaError) => `driver ${err.code}`);
+          key = r;
+        } catch (err) {
+          key = `checks ${(err as CudaError).code}`;
+        }
+        counts.set(key, (counts.get(key) ?? 0) + 1);
+      }
+      t.log(`300 mutated images on the GPU: ${JSON.stringify(Object.fromEntries(counts))}`);
+      await x.synchronize();
+      t.pass('the process survived every image');
+    } finally {
+      await x.destroy();
+    }
+  });
+
+  test.serial('--isolation=none: contexts of one process read each other\'s memory, so a VM gets one CUDA process at a time', async (t) => {
+    const image = kernelsFatbin(t);
+    if (!image) return;
+    // The hazard, measured: a kernel in context a reads memory context b allocated.
+    const a = await provider.openContext(0);
+    const b = await provider.openContext(0);
+    try {
+      const secret = await b.malloc(64n);
+      await b.memset(secret, 0x5a, 64n, undefined, false);
+      const peek = await a.functionGet((await a.moduleLoad(image)).ref, 'peek', 256);
+      const out = await a.malloc(64n);
+      const p = new DataView(new ArrayBuffer(20));
+      p.setBigUint64(0, secret, true);
+      p.setBigUint64(8, out, true);
+      p.setInt32(16, 16, true);
+      const r = await a.launch(peek.ref, [1, 1, 1], [32, 1, 1], 0, undefined, new Uint8Array(p.buffer.slice(0, peek.paramBytes))).then(() => a.synchronize()).then(() => 'ran', (e: Error) => e.message);
+      t.log(`a kernel in context a given context b's pointer: ${r}`);
+    } finally {
+      await a.destroy();
+      await b.destroy();
+    }
+    // So the device refuses a second CUDA process with isolation none.
+    const { DEVICES } = await import('../../backend/src/devices');
+    const { started } = await import('../helpers');
+    const { QcudaClient } = await import('./client');
+    const { Cmd } = await import('../../backend/src/qcuda/proto');
+    const dev = await DEVICES.qcuda.create({ provider: 'cuda', isolation: 'none', queues: 2 });
+    const pair = await started(t, dev, { size: 64 });
+    const one = new QcudaClient(pair.fe, 2, 8);
+    const two = new QcudaClient(pair.fe, 2, 8);
+    await one.open();
+    await two.open();
+    t.is((await one.malloc(64)).status, 0);
+    t.is((await two.malloc(64)).status, CudaErr.DevicesUnavailable, 'a second CUDA process of the VM is refused');
+    t.is((await one.call(Cmd.SESSION_CLOSE)).status, 0);
+    t.is((await two.malloc(64)).status, 0, 'once the first is gone, the next one runs');
+    await two.call(Cmd.SESSION_CLOSE);
+    await (dev as unknown as { provider: { close(): Promise<void> } }).provider.close();
   });
 }
 

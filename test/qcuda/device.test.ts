@@ -287,9 +287,16 @@ test('module uploads: sizes, chunks out of range, unknown, incomplete and too ma
   t.is((await upload(c, 2n, 999n, g, 400, 10)).status, CudaErr.InvalidValue, 'another size for the same upload');
   t.is((await load(c, 2n)).status, CudaErr.InvalidValue, 'incomplete upload');
   t.is((await load(c, 2n)).status, CudaErr.InvalidValue, 'the staging buffer is gone');
-  // Overlapping chunks in any order complete an upload; the load then fails on the host provider.
+  // Overlapping chunks in any order complete an upload; junk is refused before any provider sees it.
   for (const [at, len] of [[500, 500], [0, 300], [200, 400]]) t.is((await upload(c, 3n, 1000n, g, at, len)).status, 0);
-  const l = await load(c, 3n);
+  const junk = await load(c, 3n);
+  t.is(junk.status, CudaErr.InvalidKernelImage, 'neither a fat binary, ELF nor PTX: cudaErrorInvalidKernelImage');
+  t.is(junk.value, 0n);
+  // A well-formed image reaches the provider, and the host provider runs no kernels.
+  const ptx = Buffer.from('//\n.version 8.0\n.target sm_90\n.address_size 64\n');
+  fe.mem.bytes(g, ptx.length).set(ptx);
+  t.is((await upload(c, 4n, BigInt(ptx.length), g, 0, ptx.length)).status, 0);
+  const l = await load(c, 4n);
   t.is(l.status, CudaErr.NoKernelImageForDevice, 'host provider: cudaErrorNoKernelImageForDevice');
   t.is(l.value, 0n);
   t.is(session.pendingUploads, 0, 'staging freed');

@@ -164,7 +164,7 @@ test('limits: CUDA 13 defaults per context, set and get, clamped hints, unsuppor
 test('limits that reserve device memory stay within the VM quota', async (t) => {
   const { c } = await setup(t, 64n * MIB);
   t.is((await limitSet(c, HEAP, 128n * MIB)).status, CudaErr.MemoryAllocation, 'a heap larger than the quota');
-  t.is((await limitSet(c, FIFO, 65n * MIB)).status, CudaErr.MemoryAllocation, 'a printf FIFO larger than the quota');
+  t.is((await limitSet(c, FIFO, 66n * MIB)).status, CudaErr.MemoryAllocation, 'a printf FIFO reserving more than the quota beyond its 1 MiB default');
   t.is((await limitSet(c, HEAP, 32n * MIB)).status, 0);
   // The host device holds 1 x 2048 threads: 64 KiB each is 128 MiB.
   t.is((await limitSet(c, STACK, 64n * 1024n)).status, CudaErr.MemoryAllocation, 'a stack for every resident thread larger than the quota');

@@ -129,3 +129,39 @@ test('workers end when the backend process is killed (their channel closes)', as
   child.kill('SIGKILL');
   for (const pid of pids) t.true(await gone(pid), `worker ${pid} exited after its backend was killed`);
 });
+
+test('through the device: worker processes are bounded per VM, and a closed session\'s worker is killed at once even when it hangs', async (t) => {
+  const { QcudaDevice } = await import('../../backend/src/qcuda/device');
+  const { QcudaClient } = await import('./client');
+  const { started } = await import('../helpers');
+  const { Cmd } = await import('../../backend/src/qcuda/proto');
+  const p = isolated();
+  const dev = new QcudaDevice({ queues: 2, provider: p, limits: { contexts: 3 } });
+  const pair = await started(t, dev, { size: 64 });
+  const clients = await Promise.all(Array.from({ length: 5 }, async () => {
+    const c = new QcudaClient(pair.fe, 2, 8);
+    await c.open();
+    return c;
+  }));
+  const status = await Promise.all(clients.map((c) => c.malloc(4096).then((r) => r.status)));
+  t.is(status.filter((s) => s === 0).length, 3, `${status}`);
+  t.is(status.filter((s) => s === CudaErr.DevicesUnavailable).length, 2);
+  const pids = p.workerPids;
+  t.is(pids.length, 3, 'three worker processes, no more');
+  const rss = pids.map((pid) => Number(/VmRSS:\s+(\d+)/.exec(require('node:fs').readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0));
+  t.log(`5 sessions asked for a context under --max-processes=3: ${pids.length} workers, RSS ${rss.map((k) => `${(k / 1024).toFixed(0)} MiB`).join(', ')}`);
+  // A worker that no longer answers (stopped, as one stuck in an endless kernel would be busy):
+  const owner = clients[status.indexOf(0)];
+  const hung = pids[0];
+  process.kill(hung, 'SIGSTOP');
+  const sync = owner.call(Cmd.DEVICE_SYNC);
+  const t0 = Date.now();
+  // Which session owns the stopped worker is not known here: close them all.
+  await Promise.all(clients.map((c) => c.close()));
+  t.true(await gone(hung, 3000), 'the stopped worker was killed');
+  t.log(`sessions closed and every worker gone in ${Date.now() - t0} ms`);
+  t.not((await sync).status, 0, 'the call it held failed');
+  for (const pid of pids) t.false(alive(pid));
+  t.is(dev.vm.contexts.used, 0n);
+  await p.close();
+});

@@ -4,6 +4,7 @@
 // --print-capabilities; exits cleanly on SIGTERM).
 import { parseArgs } from 'node:util';
 import { DEVICES } from '../devices';
+import { DEFAULT_LIMITS, type VmLimits } from '../qcuda/limits';
 import { parseSize, type ProviderKind } from '../qcuda/providers';
 import { VhostUserServer } from '../vhost-user/server';
 
@@ -33,11 +34,36 @@ ${Object.entries(DEVICES).map(([n, d]) => `                            ${n.padEn
                                      ends only that guest process's context
                             none     all in this process: one message hop
                                      less per call, but one guest process's
-                                     kernel fault ends CUDA for all of the VM
+                                     kernel fault ends CUDA for all of the VM,
+                                     and contexts of one process can read each
+                                     other's device memory, so the VM gets one
+                                     CUDA process at a time (a second one's
+                                     first call fails: cudaErrorDevicesUnavailable)
   --device-memory-limit=SIZE
-                          qcuda only: per-VM device memory quota (e.g. 2G);
-                          cudaMalloc past it fails with cudaErrorMemoryAllocation
-                          and cudaMemGetInfo reports the quota
+                          qcuda only: per-VM device memory quota (e.g. 2G):
+                          allocations, module globals and what the stack, heap
+                          and printf limits reserve beyond their defaults, all
+                          processes of the VM together; past it calls fail with
+                          cudaErrorMemoryAllocation, and cudaMemGetInfo reports
+                          the quota. Not counted: each context's own overhead
+                          (see the README)
+
+Bounds per VM (what a guest can make this process hold; past each, the call
+that would pass it fails with the CUDA error named, nothing grows):
+  --max-processes=N       guest processes with a CUDA context at once, i.e.
+                          worker processes (default ${DEFAULT_LIMITS.contexts}; 1 with
+                          --isolation=none): cudaErrorDevicesUnavailable
+  --module-staging=SIZE   module image bytes being uploaded at once, all
+                          processes together (default ${DEFAULT_LIMITS.moduleStaging >> 20n}M):
+                          cudaErrorMemoryAllocation
+  --deferred-limit=SIZE   posted work one process may have held behind host
+                          functions that have not run (default ${DEFAULT_LIMITS.deferredBytes >> 20n}M):
+                          cudaErrorMemoryAllocation at the next synchronize
+  --waiter-threads=N      threads of the cuda addon that wait for the GPU
+                          (blocking synchronizes), per process: this one and
+                          each worker (default ${DEFAULT_LIMITS.waiterThreads}); more waits queue for one
+  --log-rate=N            log lines a second caused by the VM (default
+                          ${DEFAULT_LIMITS.logLinesPerSecond}); the rest are counted and the count logged
   --print-capabilities    print the backend's capabilities as JSON and exit
   -h, --help              this text
 
@@ -73,6 +99,11 @@ async function main(): Promise<void> {
         gpu: { type: 'string' },
         isolation: { type: 'string', default: 'process' },
         'device-memory-limit': { type: 'string' },
+        'max-processes': { type: 'string' },
+        'module-staging': { type: 'string' },
+        'deferred-limit': { type: 'string' },
+        'log-rate': { type: 'string' },
+        'waiter-threads': { type: 'string' },
         'print-capabilities': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -100,12 +131,30 @@ async function main(): Promise<void> {
   } catch (e) {
     usage(`--device-memory-limit: ${(e as Error).message}`);
   }
+  const limits: Partial<VmLimits> = {};
+  const size = (name: string, v: string | undefined): bigint | undefined => {
+    if (v === undefined) return undefined;
+    try {
+      const n = parseSize(v);
+      if (n === 0n) usage(`--${name} must be more than 0`);
+      return n;
+    } catch (e) {
+      usage(`--${name}: ${(e as Error).message}`);
+    }
+  };
+  if (args['max-processes'] !== undefined) limits.contexts = positiveInt('max-processes', args['max-processes'], 0, 4096);
+  if (args['waiter-threads'] !== undefined) limits.waiterThreads = positiveInt('waiter-threads', args['waiter-threads'], 0, 4096);
+  if (args['log-rate'] !== undefined) limits.logLinesPerSecond = positiveInt('log-rate', args['log-rate'], 0, 1_000_000);
+  const staging = size('module-staging', args['module-staging']);
+  if (staging !== undefined) limits.moduleStaging = staging;
+  const deferred = size('deferred-limit', args['deferred-limit']);
+  if (deferred !== undefined) limits.deferredBytes = deferred;
   const gpu = args.gpu === undefined ? 0 : nonNegativeInt('gpu', args.gpu, 63);
   const queues = positiveInt('queues', args.queues, 4, 64);
   let server: VhostUserServer;
   try {
     const device = await kind.create({
-      queues, provider: args.provider as ProviderKind, gpu, memoryLimit, isolation: args.isolation as 'process' | 'none',
+      queues, provider: args.provider as ProviderKind, gpu, memoryLimit, limits, isolation: args.isolation as 'process' | 'none',
       log: (line) => process.stderr.write(`qcuda-backend: ${line}\n`),
     });
     if (args.fd !== undefined) {

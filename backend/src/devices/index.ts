@@ -1,6 +1,8 @@
 // The devices the backend command can serve.
 import { QcudaDevice } from '../qcuda/device';
+import type { VmLimits } from '../qcuda/limits';
 import { createProvider, type ProviderKind } from '../qcuda/providers';
+import { IsolatedProvider } from '../qcuda/providers/isolated';
 import type { VhostUserDevice } from '../vhost-user/device';
 import { EchoDevice } from './echo';
 
@@ -9,6 +11,8 @@ export interface DeviceOptions {
   provider?: ProviderKind;
   gpu?: number;
   memoryLimit?: bigint;
+  /** qcuda: the VM's bounds (limits.ts). */
+  limits?: Partial<VmLimits>;
   /** cuda provider: 'process' (default) runs each guest process's context in a worker process of its own. */
   isolation?: 'process' | 'none';
   /** Where to say which provider was chosen. */
@@ -22,9 +26,15 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       let device: QcudaDevice | undefined;
       // The host provider reads mapped guest memory through the device, which exists by the time it asks.
       const { provider, note } = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len) },
-        { isolate: (o.isolation ?? 'process') === 'process', captureOutput: true });
+        { isolate: (o.isolation ?? 'process') === 'process', captureOutput: true, waiterThreads: o.limits?.waiterThreads });
       o.log?.(note);
-      device = new QcudaDevice({ queues: o.queues, memoryLimit: o.memoryLimit, provider });
+      // All contexts in one process (isolation none, or a host provider: no
+      // kernels, no context to share) can address one another's device
+      // memory with a guessed pointer (a kernel in one context read another's
+      // on the H100): with isolation none, one CUDA process per VM at a time.
+      const shared = provider.name === 'cuda' && !(provider instanceof IsolatedProvider);
+      const limits = { ...o.limits, ...(shared ? { contexts: 1 } : {}) };
+      device = new QcudaDevice({ queues: o.queues, memoryLimit: o.memoryLimit, limits, provider, log: o.log });
       return device;
     },
   },

@@ -70,32 +70,28 @@ export function checkLimit(limit: number): void {
     throw new CudaError(CudaErr.InvalidValue, `cudaLimit ${limit} does not exist (CUDA 13 names 0..${LIMIT_COUNT - 1})`);
 }
 
-/** What the device looks like, for the memory a limit reserves. */
-export interface LimitDevice {
-  /** Per-VM device memory quota in bytes, 0 = none. */
-  memoryLimit: bigint;
-  /** Multiprocessors x resident threads per multiprocessor. */
-  residentThreads: bigint;
-}
-
 /** Threads the device holds at once (CUdevice_attribute 16 MULTIPROCESSOR_COUNT x 39 MAX_THREADS_PER_MULTIPROCESSOR). */
 export function residentThreads(attrs: Int32Array): bigint {
   return BigInt(Math.max(attrs[16], 1)) * BigInt(Math.max(attrs[39], 1));
 }
 
 /**
- * The driver reserves device memory for the stack of every resident thread,
- * the printf FIFO and the malloc heap, outside any allocation the quota
- * counts: none of them may exceed the VM's quota by itself (CUDA's answer to
- * a reservation that does not fit is cudaErrorMemoryAllocation).
+ * The device memory a limit's value reserves beyond what the context held
+ * with its default value (`base`), which is context overhead. The driver
+ * reserves the stack of every resident thread, the printf FIFO and the
+ * malloc heap outside any allocation: this is what the VM's quota counts
+ * for them (0 for the limits that reserve nothing).
  */
-export function checkLimitValue(limit: number, value: bigint, d: LimitDevice): void {
-  if (d.memoryLimit === 0n) return;
-  let reserved = 0n;
-  if (limit === Limit.StackSize) reserved = value * d.residentThreads;
-  else if (limit === Limit.PrintfFifoSize || limit === Limit.MallocHeapSize) reserved = value;
-  if (reserved > d.memoryLimit)
-    throw new CudaError(CudaErr.MemoryAllocation, `cudaLimit ${limit} = ${value} reserves ${reserved} bytes of device memory, more than the quota of ${d.memoryLimit}`);
+export function limitBytes(limit: number, value: bigint, base: bigint, threads: bigint): bigint {
+  const extra = value > base ? value - base : 0n;
+  if (limit === Limit.StackSize) return extra * threads;
+  if (limit === Limit.PrintfFifoSize || limit === Limit.MallocHeapSize) return extra;
+  return 0n;
+}
+
+/** The limits limitBytes counts. */
+export function limitReservesMemory(limit: number): boolean {
+  return limit === Limit.StackSize || limit === Limit.PrintfFifoSize || limit === Limit.MallocHeapSize;
 }
 
 // ---- cudaStreamSetAttribute / cudaStreamGetAttribute

@@ -15,6 +15,8 @@ const ENTRY = LAYOUT.qcuda_batch_entry.size;
 /** Launch jobs a session may have handed to the provider and not seen enqueued. */
 const LAUNCH_JOBS = 2;
 const LAUNCH_ARGS = LAYOUT.qcuda_args_launch.size;
+/** What a deferred entry costs in memory besides its argument bytes (closures, promises, the decoded call), counted against VmLimits.deferredBytes. */
+const DEFERRED_OVERHEAD = 512;
 
 /** What may be posted: commands that enqueue work and never wait for it. */
 const POSTABLE = new Map<number, StructName>([
@@ -160,7 +162,7 @@ class Runner {
         return;
       }
       await this.#sendLaunches();
-      cb.defer(stream, gate, async () => (await this.c.session.context()).launchMany([l]), (err) => this.#late(err));
+      cb.defer(stream, gate, async () => (await this.c.session.context()).launchMany([l]), (err) => this.#late(err), e.args.length + DEFERRED_OVERHEAD);
       return;
     }
     const args = decode(POSTABLE.get(e.cmd)!, e.args);
@@ -175,7 +177,7 @@ class Runner {
       await spec.run(call);
       return;
     }
-    cb.defer(t.stream, gate, async () => void (await spec.run(call)), (err) => this.#late(err), t.records);
+    cb.defer(t.stream, gate, async () => void (await spec.run(call)), (err) => this.#late(err), e.args.length + DEFERRED_OVERHEAD, t.records);
   }
 
   /**

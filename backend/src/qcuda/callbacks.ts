@@ -42,6 +42,8 @@ interface Waiter {
 }
 
 export class Callbacks {
+  /** Bytes of posted work deferred behind gates and not run yet (bounded by the constructor's limit). */
+  #deferredBytes = 0n;
   readonly #marked = new Map<bigint, Marked>();
   readonly #reached: Reached[] = [];
   readonly #waiters: Waiter[] = [];
@@ -50,6 +52,9 @@ export class Callbacks {
   /** Event handle -> settles when its deferred record has run. */
   readonly #eventGates = new Map<bigint, Promise<void>>();
   #closed = false;
+
+  /** deferredLimit: VmLimits.deferredBytes (0: unbounded). */
+  constructor(readonly deferredLimit: bigint) {}
 
   /** What a command on stream h must wait for first; undefined if nothing. */
   gate(h: bigint): Promise<void> | undefined {
@@ -69,10 +74,17 @@ export class Callbacks {
   /**
    * Runs `fn` once `gate` opens, as the next work on stream h (and, if
    * `records` is given, as that event's pending record); later work on h
-   * waits for it. Its failure goes to onError.
+   * waits for it. Its failure goes to onError. `bytes` is what the deferred
+   * entry holds in memory: a guest that never runs its host function must
+   * not make the backend hold its later work without bound, so past the
+   * limit the entry fails at once (cudaErrorMemoryAllocation).
    */
-  defer(h: bigint, gate: Promise<void>, fn: () => Promise<void>, onError: (e: unknown) => void, records?: bigint): void {
-    const p = gate.then(fn).catch(onError);
+  defer(h: bigint, gate: Promise<void>, fn: () => Promise<void>, onError: (e: unknown) => void, bytes: number, records?: bigint): void {
+    const n = BigInt(bytes);
+    if (this.deferredLimit > 0n && this.#deferredBytes + n > this.deferredLimit)
+      throw new CudaError(CudaErr.MemoryAllocation, `more than ${this.deferredLimit} bytes of posted work held behind host functions that have not run`);
+    this.#deferredBytes += n;
+    const p = gate.then(fn).catch(onError).finally(() => (this.#deferredBytes -= n));
     setUntilSettled(this.#gates, h, p);
     if (records !== undefined) setUntilSettled(this.#eventGates, records, p);
   }
@@ -126,18 +138,31 @@ export class Callbacks {
     return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
   }
 
-  /** cudaDeviceReset: marked functions are forgotten and their gates open; parked waits stay. */
+  /**
+   * cudaDeviceReset: marked functions are forgotten (natively they never
+   * run) and their gates open; each parked wait is answered with id 0
+   * ("nothing to run: wait again"), so no request stays parked on a point
+   * that no longer exists.
+   */
   reset(): void {
     for (const m of this.#marked.values()) m.ran();
     this.#marked.clear();
     this.#reached.length = 0;
+    for (const w of this.#waiters.splice(0)) w.resolve({ id: 0n, status: 0 });
   }
 
   /** Session end: every gate opens and every parked wait ends. */
   close(): void {
-    this.reset();
     this.#closed = true;
+    for (const m of this.#marked.values()) m.ran();
+    this.#marked.clear();
+    this.#reached.length = 0;
     for (const w of this.#waiters.splice(0)) w.reject(new CudaError(Status.NO_SESSION, 'the session closed'));
+  }
+
+  /** Bytes of posted work deferred and not run yet (tests read it). */
+  get deferredBytes(): bigint {
+    return this.#deferredBytes;
   }
 
   get waiting(): number {

@@ -2,8 +2,9 @@
 // the output struct it writes, whether it moves data, and what it does. Every
 // device pointer and handle is checked against the caller's session first.
 import { batchCommand, launchDesc } from './batch';
-import { checkFuncAttr, checkLimit, checkLimitValue, checkStreamAttr, OCCUPANCY_FLAGS, residentThreads, streamAttrValue } from './attrs';
+import { checkFuncAttr, checkLimit, checkStreamAttr, limitBytes, limitReservesMemory, OCCUPANCY_FLAGS, residentThreads, streamAttrValue } from './attrs';
 import { CudaErr, CudaError } from './cuda-error';
+import { checkImage } from './module-image';
 import { OUTPUT_READ } from './output';
 import type { GuestSeg, StreamRef } from './provider';
 import { Cmd, decode, encode, QCUDA_CAP_GPU, QCUDA_MAX_NAME, QCUDA_MAX_PARAMS, QCUDA_ATTR_VALUE_BYTES, QCUDA_NUM_ATTRS, QCUDA_NUM_FUNC_ATTRS, QCUDA_PROTO_VERSION, Status, type Decoded, type StructName } from './proto';
@@ -26,8 +27,6 @@ export interface Call {
 /** What the commands need from the device. */
 export interface DeviceState {
   readonly provider: import('./provider').Provider;
-  readonly memoryLimit: bigint; // 0 = none
-  allocatedTotal(): bigint;
   /** Host address of a guest-physical range, checked whole. */
   hostAddressOfGpa(gpa: bigint, size: bigint): bigint;
 }
@@ -68,12 +67,17 @@ function chunkOf(c: Call, size: bigint): { at: bigint; len: bigint } {
 async function malloc(c: Call): Promise<Result> {
   const size = u64(c, 'size');
   if (size === 0n) return { value: 0n }; // cudaMalloc(0) succeeds with a NULL pointer
-  const limit = c.dev.memoryLimit;
-  if (limit > 0n && c.dev.allocatedTotal() + size > limit)
-    throw new CudaError(CudaErr.MemoryAllocation, `device memory quota of ${limit} bytes would be exceeded`);
-  const ptr = await (await ctx(c)).malloc(size);
-  c.session.addAlloc(ptr, size);
-  return { value: ptr };
+  // Reserved before the first await: concurrent mallocs cannot all pass the quota.
+  const r = c.session.reserve(size);
+  try {
+    const x = await ctx(c);
+    const ptr = await x.malloc(size);
+    c.session.addAlloc(x, ptr, r); // after a reset meanwhile, the memory went with the old context
+    return { value: ptr };
+  } catch (e) {
+    c.session.unreserve(r);
+    throw e;
+  }
 }
 
 async function free(c: Call): Promise<Result | void> {
@@ -86,12 +90,11 @@ async function free(c: Call): Promise<Result | void> {
 async function memInfo(c: Call): Promise<Result> {
   const info = await c.dev.provider.memGetInfo(c.session.device);
   let { free: avail, total } = info;
-  const limit = c.dev.memoryLimit;
-  if (limit > 0n) {
-    total = limit < total ? limit : total;
-    const left = limit - c.dev.allocatedTotal();
+  const quota = c.session.vm.quota;
+  const left = quota.left;
+  if (left !== undefined) {
+    total = quota.limit < total ? quota.limit : total;
     avail = left < avail ? left : avail;
-    if (avail < 0n) avail = 0n;
   }
   return { out: encode('qcuda_out_mem_info', { free: avail, total }) };
 }
@@ -100,7 +103,7 @@ async function props(c: Call): Promise<Result> {
   const device = u32(c, 'device');
   if (device >= c.dev.provider.deviceCount()) throw new CudaError(CudaErr.InvalidDevice, `device ${device}`);
   const p = c.dev.provider.deviceProps(device);
-  const limit = c.dev.memoryLimit;
+  const limit = c.session.vm.quota.limit;
   const attrs = new Uint32Array(QCUDA_NUM_ATTRS);
   attrs.set(new Uint32Array(p.attrs.buffer, p.attrs.byteOffset, Math.min(p.attrs.length, QCUDA_NUM_ATTRS)));
   return {
@@ -126,9 +129,10 @@ async function funcGet(c: Call): Promise<Result> {
   const module = c.session.module(mh);
   let fh = c.session.knownFunction(mh, name);
   if (fh === undefined) {
-    const info = await (await ctx(c)).functionGet(module, name, QCUDA_MAX_PARAMS);
+    const x = await ctx(c);
+    const info = await x.functionGet(module, name, QCUDA_MAX_PARAMS);
     if (info.params.length > QCUDA_MAX_PARAMS) throw new CudaError(CudaErr.NotSupported, `kernel ${name} has ${info.params.length} parameters (at most ${QCUDA_MAX_PARAMS})`);
-    fh = c.session.addFunction(mh, name, { ref: info.ref, module: mh, params: info.params, paramBytes: info.paramBytes });
+    fh = c.session.addFunction(x, mh, name, { ref: info.ref, module: mh, params: info.params, paramBytes: info.paramBytes });
   }
   const f = c.session.func(fh);
   const offset = new Uint32Array(QCUDA_MAX_PARAMS);
@@ -143,8 +147,10 @@ async function funcGet(c: Call): Promise<Result> {
 async function varGet(c: Call): Promise<Result> {
   const mh = u64(c, 'module');
   const name = symbolName(c);
-  const v = await (await ctx(c)).variableGet(c.session.module(mh), name);
-  c.session.addVariable(mh, name, v.dptr, v.size);
+  const module = c.session.module(mh);
+  const x = await ctx(c);
+  const v = await x.variableGet(module, name);
+  c.session.addVariable(x, mh, name, v.dptr, v.size);
   return { out: encode('qcuda_out_var_info', { dptr: v.dptr, size: v.size }) };
 }
 
@@ -254,13 +260,63 @@ async function occupancySmem(c: Call): Promise<Result> {
   return { value: await (await ctx(c)).occupancySmem(f.ref, numBlocks, blockSize) };
 }
 
+/**
+ * The stack, heap and printf limits reserve device memory: what a value
+ * reserves beyond the context's default counts against the VM's quota
+ * (every session's together), given back when set lower or at reset.
+ */
 async function limitSet(c: Call): Promise<void> {
   const limit = u32(c, 'limit');
   checkLimit(limit);
   const value = u64(c, 'value');
-  const attrs = c.dev.provider.deviceProps(c.session.device).attrs;
-  checkLimitValue(limit, value, { memoryLimit: c.dev.memoryLimit, residentThreads: residentThreads(attrs) });
-  await (await ctx(c)).limitSet(limit, value);
+  const x = await ctx(c);
+  let undo = () => {};
+  if (limitReservesMemory(limit)) {
+    const threads = residentThreads(c.dev.provider.deviceProps(c.session.device).attrs);
+    undo = c.session.chargeLimit(limit, limitBytes(limit, value, await c.session.limitBase(x, limit), threads));
+  }
+  try {
+    await x.limitSet(limit, value);
+  } catch (e) {
+    undo();
+    throw e;
+  }
+}
+
+/**
+ * MODULE_LOAD: the image is checked and its globals estimated before the
+ * driver sees it; the estimate is reserved from the quota first, and what
+ * the load measurably took beyond it after (the module is unloaded again
+ * if that passes the quota).
+ */
+async function moduleLoad(c: Call): Promise<Result> {
+  const image = c.session.takeUpload(u64(c, 'upload_id'));
+  const { globalBytes } = checkImage(image);
+  const s = c.session;
+  const r = s.reserve(globalBytes);
+  let x;
+  let loaded;
+  try {
+    x = await ctx(c);
+    loaded = await x.moduleLoad(image);
+  } catch (e) {
+    s.unreserve(r);
+    throw e;
+  }
+  try {
+    const more = loaded.bytes > r.bytes ? s.reserve(loaded.bytes - r.bytes) : undefined;
+    const all = more ? { epoch: r.epoch, bytes: r.bytes + more.bytes } : r;
+    try {
+      return { value: s.addModule(x, loaded.ref, all) };
+    } catch (e) {
+      if (more) s.unreserve(more);
+      throw e;
+    }
+  } catch (e) {
+    s.unreserve(r);
+    await x.moduleUnload(loaded.ref).catch(() => undefined);
+    throw e;
+  }
 }
 
 async function limitGet(c: Call): Promise<Result> {
@@ -295,7 +351,7 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
       return {
         out: encode('qcuda_out_hello', {
           proto_version: QCUDA_PROTO_VERSION, driver_version: p.driverVersion(), device_count: p.deviceCount(),
-          capabilities: p.hasGpu ? QCUDA_CAP_GPU : 0n, memory_limit: c.dev.memoryLimit,
+          capabilities: p.hasGpu ? QCUDA_CAP_GPU : 0n, memory_limit: c.session.vm.quota.limit,
         }),
       };
     },
@@ -367,19 +423,27 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
       const size = u64(c, 'size');
       if (size === 0n) throw new CudaError(CudaErr.InvalidValue, 'mapping of 0 bytes');
       const addr = c.dev.hostAddressOfGpa(u64(c, 'gpa'), size);
-      const ptr = await (await ctx(c)).hostDevicePointer(addr, size);
-      c.session.addHostMap(ptr, size);
+      const x = await ctx(c);
+      const ptr = await x.hostDevicePointer(addr, size);
+      c.session.addHostMap(x, ptr, size); // not after a reset meanwhile: the guest driver then drops its hold on the pages
       return { value: ptr };
     },
   },
-  [Cmd.HOST_UNMAP]: { args: 'qcuda_args_ptr', run: async (c) => c.session.removeHostMap(u64(c, 'ptr')) },
+  [Cmd.HOST_UNMAP]: {
+    args: 'qcuda_args_ptr',
+    async run(c) {
+      c.session.removeHostMap(u64(c, 'ptr'));
+      await (await ctx(c)).hostUnmap(u64(c, 'ptr')); // the GPU loses its way to those pages before the guest frees them
+    },
+  },
   [Cmd.STREAM_CREATE]: {
     args: 'qcuda_args_stream_create',
     async run(c) {
       const flags = u32(c, 'flags');
       if (flags & ~1) throw new CudaError(CudaErr.InvalidValue, `stream flags 0x${flags.toString(16)}`);
-      const s = await (await ctx(c)).streamCreate(flags, c.args.priority as number);
-      return { value: c.session.addStream(s) };
+      const x = await ctx(c);
+      const s = await x.streamCreate(flags, c.args.priority as number);
+      return { value: c.session.addStream(x, s) };
     },
   },
   [Cmd.STREAM_DESTROY]: { args: 'qcuda_args_handle', run: async (c) => (await ctx(c)).streamDestroy(c.session.takeStream(u64(c, 'handle'))) },
@@ -407,7 +471,9 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
     async run(c) {
       const flags = u32(c, 'flags');
       if (flags & ~0x7) throw new CudaError(CudaErr.InvalidValue, `event flags 0x${flags.toString(16)}`);
-      return { value: c.session.addEvent(await (await ctx(c)).eventCreate(flags)) };
+      const x = await ctx(c);
+      const e = await x.eventCreate(flags);
+      return { value: c.session.addEvent(x, e) };
     },
   },
   [Cmd.EVENT_DESTROY]: { args: 'qcuda_args_handle', run: async (c) => (await ctx(c)).eventDestroy(c.session.takeEvent(u64(c, 'handle'))) },
@@ -447,13 +513,7 @@ export const COMMANDS: Partial<Record<Cmd, Command>> = {
       c.session.uploadChunk(u64(c, 'upload_id'), u64(c, 'size'), c.dataOffset, c.data);
     },
   },
-  [Cmd.MODULE_LOAD]: {
-    args: 'qcuda_args_module_load',
-    async run(c) {
-      const image = c.session.takeUpload(u64(c, 'upload_id'));
-      return { value: c.session.addModule(await (await ctx(c)).moduleLoad(image)) };
-    },
-  },
+  [Cmd.MODULE_LOAD]: { args: 'qcuda_args_module_load', run: moduleLoad },
   [Cmd.MODULE_UNLOAD]: { args: 'qcuda_args_handle', run: async (c) => (await ctx(c)).moduleUnload(c.session.takeModule(u64(c, 'handle'))) },
   [Cmd.FUNC_GET]: { args: 'qcuda_args_symbol', out: 'qcuda_out_func_info', run: funcGet },
   [Cmd.VAR_GET]: { args: 'qcuda_args_symbol', out: 'qcuda_out_var_info', run: varGet },

@@ -5,6 +5,8 @@ export enum CudaErr {
   InvalidValue = 1,
   MemoryAllocation = 2,
   InitializationError = 3,
+  DevicesUnavailable = 46,
+  InvalidKernelImage = 200,
   InvalidDevice = 101,
   InvalidDevicePointer = 17,
   NoKernelImageForDevice = 209,
@@ -18,6 +20,8 @@ export enum CudaErr {
   InvalidConfiguration = 9,
   IllegalAddress = 700,
   LaunchFailure = 719,
+  ContextIsDestroyed = 709,
+  OperatingSystem = 304,
   Unknown = 999,
 }
 

@@ -9,10 +9,12 @@ import type { Request } from '../vhost-user/request';
 import type { VhostUserDevice } from '../vhost-user/device';
 import { COMMANDS, gateOf, type Call, type DeviceState, type Result } from './commands';
 import { CudaErr, CudaError } from './cuda-error';
+import { LogLimiter } from '../vhost-user/log-limiter';
+import { DEFAULT_LIMITS, type VmLimits } from './limits';
 import { HostProvider } from './providers/host';
 import type { GuestSeg, Provider } from './provider';
 import { Cmd, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_PROTO_VERSION, QCUDA_ST_OUTPUT, Status } from './proto';
-import { Session } from './session';
+import { Session, vmShared, type VmShared } from './session';
 
 const debug = createDebug('qcuda:device');
 
@@ -28,13 +30,29 @@ export interface QcudaOptions {
   queueSize?: number;
   /** Default: a host provider over this device's guest memory. */
   provider?: Provider;
-  /** Per-VM device memory quota in bytes; 0 = none. */
+  /** Per-VM device memory quota in bytes; 0 = none (the same as limits.deviceMemory). */
   memoryLimit?: bigint;
+  /** The VM's bounds (limits.ts); DEFAULT_LIMITS where not given. */
+  limits?: Partial<VmLimits>;
+  /** Where the backend's lines about this VM go (rate-limited); default stderr. */
+  log?: (line: string) => void;
 }
 
 class RequestError extends Error {
   constructor(readonly status: Status, message: string) {
     super(message);
+  }
+}
+
+/** The guest memory a command's data lies in, resolved from the current memory table. */
+function dataOf(req: Request, dir: 'to' | 'from' | undefined, at: number, dataIn: number, dataOut: number): GuestSeg[] {
+  try {
+    if (dir === 'to') return req.segments('readable', at, dataIn);
+    if (dir === 'from') return req.segments('writable', req.writableBytes - dataOut, dataOut);
+    return [];
+  } catch (e) {
+    // The guest's buffers left guest memory while the request waited (a memory table change).
+    throw new CudaError(Status.BAD_REQUEST, `data buffers: ${(e as Error).message}`);
   }
 }
 
@@ -45,7 +63,9 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   readonly features = 0n;
   readonly configSize = QCUDA_CONFIG_SIZE;
   readonly provider: Provider;
-  readonly memoryLimit: bigint;
+  /** The VM's bounds and what its sessions hold against them. */
+  readonly vm: VmShared;
+  readonly log: LogLimiter;
   readonly sessions = new Map<bigint, Session>();
   /** Requests served, per queue (tests and stats read it). */
   readonly served: number[];
@@ -54,7 +74,9 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   constructor(o: QcudaOptions = {}) {
     this.numQueues = o.queues ?? 4;
     this.maxQueueSize = o.queueSize ?? 256;
-    this.memoryLimit = o.memoryLimit ?? 0n;
+    const limits = { ...DEFAULT_LIMITS, ...(o.memoryLimit !== undefined ? { deviceMemory: o.memoryLimit } : {}), ...o.limits };
+    this.vm = vmShared(limits);
+    this.log = new LogLimiter(limits.logLinesPerSecond, o.log ?? ((l) => console.error(l)));
     this.provider = o.provider ?? new HostProvider({ guestView: (addr, len) => this.guestViews(addr, len) });
     this.served = new Array(this.numQueues).fill(0);
   }
@@ -72,12 +94,6 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       added: (r, fd) => this.provider.registerGuestMemory(r.hostAddress, r.size, { fd: fd.value, region: r }),
       removing: (r) => this.provider.unregisterGuestMemory(r.hostAddress),
     };
-  }
-
-  allocatedTotal(): bigint {
-    let n = 0n;
-    for (const s of this.sessions.values()) n += s.allocated;
-    return n;
   }
 
   hostAddressOfGpa(gpa: bigint, size: bigint): bigint {
@@ -122,7 +138,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       debug('CUDA error %d: %s', e.code, e.message);
       return { status: e.code };
     }
-    console.error(`qcuda: internal error: ${(e as Error)?.stack ?? e}`);
+    this.log.log(`qcuda: internal error: ${(e as Error)?.stack ?? e}`);
     return { status: CudaErr.Unknown };
   }
 
@@ -160,15 +176,17 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       throw new RequestError(Status.BAD_REQUEST, `${Cmd[cmd]}: ${req.readableBytes} readable bytes for ${len} argument and ${dataLen} data bytes`);
     if (req.writableBytes < RESP + outSize + dataOut)
       throw new RequestError(Status.BAD_REQUEST, `${Cmd[cmd]}: ${req.writableBytes} writable bytes, needs ${RESP + outSize + dataOut}`);
-    const data: GuestSeg[] = spec.data === 'to' ? req.segments('readable', REQ + len, dataIn)
-      : spec.data === 'from' ? req.segments('writable', req.writableBytes - dataOut, dataOut) : [];
     const call: Call = {
-      session, args: spec.args ? decode(spec.args, req.read(REQ, argsSize).slice()) : {}, queue: req.queue, data,
+      session, args: spec.args ? decode(spec.args, req.read(REQ, argsSize).slice()) : {}, queue: req.queue, data: [],
       dataOffset: h.data_offset as bigint, dataLen, dev: this,
       extra: len > argsSize ? req.read(REQ + argsSize, len - argsSize).slice() : new Uint8Array(0),
     };
     const gate = gateOf(call, spec);
     if (gate) await gate;
+    // Host addresses of the data are worked out here, after any wait: the
+    // memory table may have changed meanwhile (the request holds the regions
+    // it was taken with mapped until it completes: vring.ts).
+    call.data = dataOf(req, spec.data, REQ + len, dataIn, dataOut);
     const r = (await spec.run(call)) ?? {};
     // The data went out only if the command succeeded; otherwise the guest must not read it.
     return { ...r, dataOut: (r.status ?? 0) === 0 ? dataOut : 0 };
@@ -182,7 +200,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
 
   #openSession(): Result {
     if (this.sessions.size >= MAX_SESSIONS) throw new RequestError(Status.TOO_LARGE, `more than ${MAX_SESSIONS} sessions`);
-    const s = new Session(this.provider);
+    const s = new Session(this.provider, this.vm);
     this.sessions.set(s.id, s);
     debug('session %s opened', s.id.toString(16));
     return { value: s.id };
@@ -204,6 +222,6 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     this.sessions.clear();
     for (const s of all) s.output.close();
     const results = await Promise.allSettled(all.map((s) => s.close()));
-    for (const r of results) if (r.status === 'rejected') console.error(`qcuda: freeing a session failed: ${r.reason}`);
+    for (const r of results) if (r.status === 'rejected') this.log.log(`qcuda: freeing a session failed: ${r.reason}`);
   }
 }

@@ -88,10 +88,20 @@ export interface ProviderContext {
   eventQuery(e: EventRef): Promise<boolean>;
   /** Milliseconds between two recorded events. */
   eventElapsed(start: EventRef, end: EventRef): Promise<number>;
-  /** The device pointer through which the GPU addresses registered guest memory at host address addr. */
+  /**
+   * The device pointer through which the GPU addresses registered guest
+   * memory at host address addr (size bytes): valid until hostUnmap or
+   * destroy, and telling nothing of where the rest of guest RAM lies.
+   */
   hostDevicePointer(addr: bigint, size: bigint): Promise<DevPtr>;
-  /** Loads a module (fat binary, cubin or PTX). */
-  moduleLoad(image: Uint8Array): Promise<ModuleRef>;
+  /** Undoes hostDevicePointer (the guest's HOST_UNMAP): the GPU can no longer reach those pages through it. */
+  hostUnmap(ptr: DevPtr): Promise<void>;
+  /**
+   * Loads a module (fat binary, cubin or PTX; checked by module-image.ts and
+   * followed by NUL padding). bytes: the device memory the load took, as far
+   * as the provider can measure it (0 where it cannot).
+   */
+  moduleLoad(image: Uint8Array): Promise<{ ref: ModuleRef; bytes: bigint }>;
   /** Unloads a module; its functions become invalid. */
   moduleUnload(m: ModuleRef): Promise<void>;
   /** A kernel of a module and its parameter layout (at most maxParams parameters). */
@@ -127,8 +137,13 @@ export interface ProviderContext {
    * CudaError, which carries `index`, that launch's position in the list.
    */
   launchMany(list: readonly LaunchDesc[]): Promise<void>;
-  /** Frees everything the context holds. Called once; the context is dead after. */
-  destroy(): Promise<void>;
+  /**
+   * Frees everything the context holds. Called once; the context is dead
+   * after. why: 'reset' (cudaDeviceReset: the process lives on, so device
+   * output is flushed to it) or 'exit' (the process is gone: end it at once,
+   * even with a kernel still running, e.g. by ending its worker process).
+   */
+  destroy(why?: 'reset' | 'exit'): Promise<void>;
 }
 
 export interface Provider {

@@ -4,7 +4,9 @@
 import { randomBytes } from 'node:crypto';
 import { Callbacks } from './callbacks';
 import { CudaErr, CudaError } from './cuda-error';
+import { Budget, Share, type VmLimits } from './limits';
 import type { DevPtr, EventRef, FunctionRef, GuestSeg, ModuleRef, Provider, ProviderContext, StreamRef } from './provider';
+import { IMAGE_PADDING } from './module-image';
 import { OutputQueue } from './output';
 import { QCUDA_MAX_MODULE, QCUDA_STREAM_LEGACY, QCUDA_STREAM_PER_THREAD, Status } from './proto';
 import { RangeSet, type Range } from './ranges';
@@ -23,6 +25,8 @@ interface Upload {
 
 interface ModuleEntry {
   ref: ModuleRef;
+  /** Device memory the load took (counted against the quota until it is unloaded). */
+  bytes: bigint;
   /** name -> function handle, name -> variable range (one handle / range per name). */
   funcs: Map<string, bigint>;
   vars: Map<string, Range>;
@@ -33,6 +37,32 @@ export interface SessionFunction {
   module: bigint;
   params: { offset: number; size: number }[];
   paramBytes: number;
+}
+
+/** What a VM's sessions share: its bounds and what they count. */
+export interface VmShared {
+  readonly limits: VmLimits;
+  /** Device memory (deviceMemory). */
+  readonly quota: Budget;
+  /** Module image bytes being uploaded (moduleStaging). */
+  readonly staging: Budget;
+  /** Sessions with a context (contexts). */
+  readonly contexts: Budget;
+}
+
+export function vmShared(limits: VmLimits): VmShared {
+  return {
+    limits,
+    quota: new Budget(limits.deviceMemory, 'the device memory quota'),
+    staging: new Budget(limits.moduleStaging, 'the module upload staging bound'),
+    contexts: new Budget(BigInt(limits.contexts), 'the bound on CUDA processes per VM', CudaErr.DevicesUnavailable),
+  };
+}
+
+/** Device memory taken from the quota for a request in flight (Session.reserve). */
+export interface Reservation {
+  readonly epoch: number;
+  readonly bytes: bigint;
 }
 
 export class Session {
@@ -51,9 +81,24 @@ export class Session {
   /** #ctx once it has resolved. */
   #opened: ProviderContext | undefined;
   #closed = false;
-  allocated = 0n;
+  /**
+   * Counts resets: a result that comes back from a context after a reset
+   * (or the close) is not recorded: the context that made it is gone, and
+   * its pointer could name the next context's memory (see live()).
+   */
+  #epoch = 0;
+  /** Device memory of the VM's quota held by this session. */
+  readonly #memory: Share;
+  readonly #staging: Share;
+  /** This session's place among the VM's contexts, while it has one (#slot: the current context's). */
+  readonly #contextSlot: Share;
+  #slot: { held: boolean } | undefined;
+  /** cudaLimit -> the device memory its value reserves beyond the context's default (counted). */
+  readonly #limitCharges = new Map<number, bigint>();
+  /** cudaLimit -> its value in a fresh context (what the context's overhead holds already). */
+  readonly #limitBases = new Map<number, bigint>();
   /** Host functions marked in its streams, and the gates they put there. */
-  readonly callbacks = new Callbacks();
+  readonly callbacks: Callbacks;
   /** Posted launches handed to the provider and not enqueued yet (batch.ts bounds them). */
   readonly launchJobs = new Set<Promise<void>>();
   /** The first failure of posted work that ran after its batch was answered (0: none). */
@@ -63,9 +108,14 @@ export class Session {
 
   constructor(
     private readonly provider: Provider,
+    readonly vm: VmShared,
     public device = 0,
   ) {
     this.id = randomBytes(8).readBigUInt64LE() | 1n; // never 0: 0 means "no session"
+    this.#memory = new Share(vm.quota);
+    this.#staging = new Share(vm.staging);
+    this.#contextSlot = new Share(vm.contexts);
+    this.callbacks = new Callbacks(vm.limits.deferredBytes);
   }
 
   /** The CUDA context, created on first use (a NOP-only process costs nothing). */
@@ -73,13 +123,80 @@ export class Session {
     // A command that waited at a gate may run after the session ended.
     if (this.#closed) return Promise.reject(new CudaError(Status.NO_SESSION, 'the session has closed'));
     if (!this.#ctx) {
+      try {
+        this.#contextSlot.take(1n); // given back once the context is gone (#free) or failed to open
+      } catch (e) {
+        return Promise.reject(e);
+      }
+      const slot = { held: true };
       const p = this.provider.openContext(this.device, (kind, bytes) => this.output.push(kind, bytes));
       this.#ctx = p;
+      this.#slot = slot;
       p.then((c) => {
         if (this.#ctx === p) this.#opened = c;
-      }, () => undefined);
+      }, () => this.#giveSlot(slot)); // no context: the session's calls keep failing with the reason, as before
     }
     return this.#ctx;
+  }
+
+  /**
+   * Throws unless x is still this session's context: an object a command
+   * made on x may be recorded only then. After a DEVICE_RESET or the close,
+   * x is destroyed with everything made on it, and a device pointer it
+   * returned may be reused by the next context (with isolation none, in
+   * the same process), so it must never become addressable.
+   */
+  live(x: ProviderContext): void {
+    if (this.#closed || this.#opened !== x)
+      throw new CudaError(CudaErr.ContextIsDestroyed, 'the context was reset or closed while the call ran: its result is gone with it');
+  }
+
+  // ---- the VM's quota ----
+
+  /** Takes bytes of device memory from the VM's quota before the call that uses them awaits anything. */
+  reserve(bytes: bigint): Reservation {
+    this.#memory.take(bytes);
+    return { epoch: this.#epoch, bytes };
+  }
+
+  /** Gives a reservation back (a failed call); a reset gave it back already. */
+  unreserve(r: Reservation): void {
+    if (r.epoch === this.#epoch) this.#memory.give(r.bytes);
+  }
+
+  /** Device memory this session holds against the quota. */
+  get allocated(): bigint {
+    return this.#memory.held;
+  }
+
+  /** A limit's value before the program first set it (asked of x once). */
+  async limitBase(x: ProviderContext, limit: number): Promise<bigint> {
+    let v = this.#limitBases.get(limit);
+    if (v === undefined) {
+      v = await x.limitGet(limit);
+      this.live(x);
+      if (!this.#limitBases.has(limit)) this.#limitBases.set(limit, v);
+    }
+    return this.#limitBases.get(limit)!;
+  }
+
+  /**
+   * cudaDeviceSetLimit: the device memory a limit's value reserves beyond
+   * the context's default (`extra`) replaces what the limit counted before.
+   * Returns the undo for a call that then fails.
+   */
+  chargeLimit(limit: number, extra: bigint): () => void {
+    const before = this.#limitCharges.get(limit) ?? 0n;
+    const epoch = this.#epoch;
+    if (extra > before) this.#memory.take(extra - before);
+    else this.#memory.give(before - extra);
+    this.#limitCharges.set(limit, extra);
+    return () => {
+      if (epoch !== this.#epoch) return;
+      if (extra > before) this.#memory.give(extra - before);
+      else this.#memory.take(before - extra);
+      this.#limitCharges.set(limit, before);
+    };
   }
 
   /**
@@ -113,16 +230,17 @@ export class Session {
 
   // ---- device memory ----
 
-  addAlloc(base: DevPtr, size: bigint): void {
-    this.#allocs.add({ base, size });
-    this.allocated += size;
+  /** Records an allocation made on x with the bytes reserved for it. */
+  addAlloc(x: ProviderContext, base: DevPtr, r: Reservation): void {
+    this.live(x);
+    this.#allocs.add({ base, size: r.bytes });
   }
 
-  /** Removes the allocation that starts exactly at ptr; returns its size. */
+  /** Removes the allocation that starts exactly at ptr and gives its bytes back to the quota; returns its size. */
   removeAlloc(ptr: DevPtr): bigint {
     const r = this.#allocs.removeAt(ptr);
     if (!r) throw new CudaError(CudaErr.InvalidValue, `free of 0x${ptr.toString(16)}, which is not an allocation of this process`);
-    this.allocated -= r.size;
+    this.#memory.give(r.size);
     return r.size;
   }
 
@@ -132,7 +250,8 @@ export class Session {
     throw new CudaError(CudaErr.InvalidValue, `${what}: 0x${ptr.toString(16)}+${size} is not inside memory of this process`);
   }
 
-  addHostMap(base: DevPtr, size: bigint): void {
+  addHostMap(x: ProviderContext, base: DevPtr, size: bigint): void {
+    this.live(x);
     this.#hostMaps.add({ base, size });
   }
 
@@ -148,7 +267,8 @@ export class Session {
     return h;
   }
 
-  addStream(s: StreamRef): bigint {
+  addStream(x: ProviderContext, s: StreamRef): bigint {
+    this.live(x);
     const h = this.#newHandle();
     this.#streams.set(h, s);
     return h;
@@ -169,7 +289,8 @@ export class Session {
     return s;
   }
 
-  addEvent(e: EventRef): bigint {
+  addEvent(x: ProviderContext, e: EventRef): bigint {
+    this.live(x);
     const h = this.#newHandle();
     this.#events.set(h, e);
     return h;
@@ -198,7 +319,9 @@ export class Session {
     let u = this.#uploads.get(id);
     if (u === undefined) {
       if (this.#uploads.size >= MAX_PENDING_UPLOADS) throw new CudaError(Status.TOO_LARGE, `more than ${MAX_PENDING_UPLOADS} module uploads pending`);
-      u = { bytes: new Uint8Array(Number(size)), got: [] };
+      this.#staging.take(size); // the VM's bound on staged bytes, given back when the upload is taken or dropped
+      // NUL padding after the image: the driver reads PTX up to a NUL (module-image.ts).
+      u = { bytes: new Uint8Array(Number(size) + IMAGE_PADDING).subarray(0, Number(size)), got: [] };
       this.#uploads.set(id, u);
     } else if (BigInt(u.bytes.length) !== size) {
       throw new CudaError(CudaErr.InvalidValue, `module upload ${id}: size ${size}, earlier chunks said ${u.bytes.length}`);
@@ -210,22 +333,27 @@ export class Session {
     }
     if (len > 0) addInterval(u.got, Number(at), off);
     if (u.got.length > MAX_UPLOAD_PIECES) {
-      this.#uploads.delete(id);
+      this.#dropUpload(id, u);
       throw new CudaError(CudaErr.InvalidValue, `module upload ${id} arrives in more than ${MAX_UPLOAD_PIECES} separate pieces: dropped`);
     }
   }
 
-  /** The whole image of upload `id`, which is forgotten (complete or not). */
+  /** The whole image of upload `id` (IMAGE_PADDING zero bytes follow it in its buffer), which is forgotten (complete or not). */
   takeUpload(id: bigint): Uint8Array {
     const u = this.#uploads.get(id);
     if (u === undefined) throw new CudaError(CudaErr.InvalidValue, `no module upload ${id} in this process`);
-    this.#uploads.delete(id);
+    this.#dropUpload(id, u);
     const done = u.got.length === 1 && u.got[0][0] === 0 && u.got[0][1] === u.bytes.length;
     if (!done) {
       const have = u.got.reduce((n, [a, b]) => n + b - a, 0);
       throw new CudaError(CudaErr.InvalidValue, `module upload ${id} is incomplete: ${have} of ${u.bytes.length} bytes arrived`);
     }
     return u.bytes;
+  }
+
+  #dropUpload(id: bigint, u: Upload): void {
+    this.#uploads.delete(id);
+    this.#staging.give(BigInt(u.bytes.length));
   }
 
   get pendingUploads(): number {
@@ -236,9 +364,11 @@ export class Session {
     return this.#modules.size;
   }
 
-  addModule(ref: ModuleRef): bigint {
+  /** Records a module loaded on x, whose load took r.bytes of device memory (reserved). */
+  addModule(x: ProviderContext, ref: ModuleRef, r: Reservation): bigint {
+    this.live(x);
     const h = this.#newHandle();
-    this.#modules.set(h, { ref, funcs: new Map(), vars: new Map() });
+    this.#modules.set(h, { ref, bytes: r.bytes, funcs: new Map(), vars: new Map() });
     return h;
   }
 
@@ -253,6 +383,7 @@ export class Session {
     const ref = this.module(h);
     const m = this.#modules.get(h)!;
     this.#modules.delete(h);
+    this.#memory.give(m.bytes);
     for (const f of m.funcs.values()) this.#functions.delete(f);
     this.#symbols.removeWhere((r) => r.module === h);
     return ref;
@@ -263,7 +394,8 @@ export class Session {
     return this.#modules.get(h)?.funcs.get(name);
   }
 
-  addFunction(h: bigint, name: string, f: SessionFunction): bigint {
+  addFunction(x: ProviderContext, h: bigint, name: string, f: SessionFunction): bigint {
+    this.live(x);
     const m = this.#modules.get(h);
     if (m === undefined) throw new CudaError(CudaErr.InvalidResourceHandle, `module 0x${h.toString(16)} was unloaded meanwhile`);
     const known = m.funcs.get(name);
@@ -281,7 +413,8 @@ export class Session {
   }
 
   /** Makes a module variable addressable memory of this session. */
-  addVariable(h: bigint, name: string, base: DevPtr, size: bigint): void {
+  addVariable(x: ProviderContext, h: bigint, name: string, base: DevPtr, size: bigint): void {
+    this.live(x);
     const m = this.#modules.get(h);
     if (m === undefined) throw new CudaError(CudaErr.InvalidResourceHandle, `module 0x${h.toString(16)} was unloaded meanwhile`);
     if (m.vars.has(name)) return;
@@ -289,29 +422,58 @@ export class Session {
     this.#symbols.add({ base, size, module: h });
   }
 
-  /** The process is gone: frees everything; nothing can use the session after. */
+  /**
+   * The process is gone: frees everything; nothing can use the session
+   * after. Requests of it still in flight fail (a wait at a gate ends, then
+   * finds the session closed; a call in the context fails as the context
+   * goes), and the context is ended the fast way: nobody will read what it
+   * would still print, and a kernel that never ends must not keep it.
+   */
   async close(): Promise<void> {
     this.#closed = true;
     this.callbacks.close();
-    await this.reset();
+    await this.#free('exit');
   }
 
-  /** Frees everything (cudaDeviceReset, process exit): the context goes with it. */
-  async reset(): Promise<void> {
+  /** Frees everything (cudaDeviceReset): the context goes with it. */
+  reset(): Promise<void> {
     this.callbacks.reset();
+    return this.#free('reset');
+  }
+
+  /** Gives a context's place back, once. */
+  #giveSlot(slot: { held: boolean } | undefined): void {
+    if (!slot?.held) return;
+    slot.held = false;
+    this.#contextSlot.give(1n);
+  }
+
+  async #free(why: 'reset' | 'exit'): Promise<void> {
     const ctx = this.#ctx;
+    const slot = this.#slot;
     this.#ctx = undefined;
+    this.#slot = undefined;
     this.#opened = undefined;
+    this.#epoch++;
     this.#allocs.clear();
     this.#hostMaps.clear();
     this.#streams.clear();
     this.#events.clear();
-    this.#uploads.clear();
+    for (const [id, u] of this.#uploads) this.#dropUpload(id, u);
     this.#modules.clear(); // the context's destruction unloads them
     this.#functions.clear();
     this.#symbols.clear();
-    this.allocated = 0n;
-    if (ctx) await (await ctx).destroy();
+    this.#limitCharges.clear();
+    this.#limitBases.clear();
+    this.#memory.giveAll();
+    if (!ctx) return;
+    // The slot is the VM's bound on contexts (worker processes): given back once this one is gone.
+    try {
+      const x = await ctx.catch(() => undefined);
+      await x?.destroy(why);
+    } finally {
+      this.#giveSlot(slot);
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // The backend side of one vhost-user connection: protocol state, memory and
 // rings, and one table that says, for every request, how many fds it takes,
 // whether it replies, and what it does.
+import { LogLimiter } from './log-limiter';
 import createDebug from 'debug';
 import type { Connection, Message } from './connection';
 import type { VhostUserDevice } from './device';
@@ -59,6 +60,8 @@ const TABLE: Partial<Record<Req, Entry>> = {
   [Req.GET_STATUS]: { fds: noFds, replies: true, run: (b) => BigInt(b.status) },
 };
 
+const LOG_LINES_PER_SECOND = 20;
+
 export class Backend {
   readonly memory = new MemoryTable();
   readonly rings: Vring[];
@@ -70,6 +73,8 @@ export class Backend {
   owned = false;
   status = 0;
   #backendReq: Fd | undefined;
+  /** Failed frontend messages are logged, at most LOG_LINES_PER_SECOND a second. */
+  readonly #log = new LogLimiter(LOG_LINES_PER_SECOND, (l) => console.error(l));
 
   constructor(
     readonly device: VhostUserDevice,
@@ -102,7 +107,7 @@ export class Backend {
     } catch (e) {
       const err = e as Error;
       debug('%s failed: %s', name, err.message);
-      console.error(`vhost-user: ${name} failed: ${err.message}`);
+      this.#log.log(`vhost-user: ${name} failed: ${err.message}`);
       if (entry?.replies) throw err; // the frontend waits for an answer we cannot give
       if (needReply && !this.conn.closed) this.#send(m.request, 1n);
     } finally {

@@ -25,6 +25,10 @@ export class GuestRegion {
   readonly #mapping: Mapping;
   readonly #delta: number; // mmap_offset - its page-aligned base
   readonly #windows: ArrayBuffer[] = [];
+  /** Requests in flight that may use this region (MemoryTable.hold). */
+  #holds = 0;
+  /** Set once the region left the table: runs when the last hold goes. */
+  #onIdle: (() => void) | undefined;
 
   constructor(r: MemRegion, fd: Fd) {
     checkRegionShape(r);
@@ -36,7 +40,8 @@ export class GuestRegion {
     const page = BigInt(native.pageSize);
     const aligned = r.mmapOffset - (r.mmapOffset % page);
     this.#delta = Number(r.mmapOffset - aligned);
-    this.#mapping = new native.Mapping(fd.value, Number(r.size) + this.#delta, Number(aligned));
+    // At a random address: a GPU may be able to read guest RAM through it (addon/src/memory.cc).
+    this.#mapping = new native.Mapping(fd.value, Number(r.size) + this.#delta, Number(aligned), true);
     this.gpa = r.gpa;
     this.size = r.size;
     this.userAddr = r.userAddr;
@@ -83,6 +88,28 @@ export class GuestRegion {
   unmap(): void {
     this.#mapping.unmap();
   }
+
+  hold(): void {
+    this.#holds++;
+  }
+
+  release(): void {
+    if (--this.#holds === 0 && this.#onIdle) {
+      const f = this.#onIdle;
+      this.#onIdle = undefined;
+      f();
+    }
+  }
+
+  /** Runs f now if no request holds the region, else when the last one lets go. */
+  whenIdle(f: () => void): void {
+    if (this.#holds === 0) f();
+    else this.#onIdle = f;
+  }
+
+  get held(): number {
+    return this.#holds;
+  }
 }
 
 function checkRegionShape(r: MemRegion): void {
@@ -107,8 +134,11 @@ export interface MemoryListener {
 }
 
 export class MemoryTable {
-  #regions: GuestRegion[] = [];
+  /** Replaced, never changed in place: a hold keeps the array it saw. */
+  #regions: readonly GuestRegion[] = [];
   listener: MemoryListener | undefined;
+  /** Regions out of the table and still held by requests in flight. */
+  readonly #retiring = new Set<GuestRegion>();
 
   get regions(): readonly GuestRegion[] {
     return this.#regions;
@@ -128,12 +158,47 @@ export class MemoryTable {
     for (const r of old) await this.#unmap(r);
   }
 
-  async #unmap(r: GuestRegion): Promise<void> {
-    try {
-      await this.listener?.removing(r);
-    } finally {
-      r.unmap();
-    }
+  /**
+   * Unmaps a region that has left the table. A request in flight may still
+   * use it (a copy the GPU or a worker is doing, a reply to write): then it
+   * stays mapped, and registered, until the last such request completes, and
+   * this returns at once so the frontend's message is answered (the guest
+   * decides when a request completes; the frontend must not wait for it).
+   */
+  #unmap(r: GuestRegion): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (r.held) this.#retiring.add(r);
+      r.whenIdle(() => {
+        this.#retiring.delete(r);
+        Promise.resolve()
+          .then(() => this.listener?.removing(r))
+          .finally(() => r.unmap())
+          .then(resolve, reject);
+      });
+      if (r.held) resolve();
+    });
+  }
+
+  /**
+   * Keeps every region of the table mapped until the returned function is
+   * called: a request holds the table it was taken with for as long as it is
+   * in flight, so a memory-table change meanwhile cannot unmap what it uses
+   * (host addresses are still resolved from the current table, when used).
+   */
+  hold(): () => void {
+    const held = this.#regions;
+    for (const r of held) r.hold();
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      for (const r of held) r.release();
+    };
+  }
+
+  /** Regions unmapped from the table that requests still hold (tests read it). */
+  get retiring(): number {
+    return this.#retiring.size;
   }
 
   /** Maps a region; the fd stays the caller's to close (the mapping survives it). */
@@ -143,7 +208,7 @@ export class MemoryTable {
         throw new ProtocolError(`region gpa 0x${r.gpa.toString(16)} overlaps gpa 0x${o.gpa.toString(16)}`);
     }
     const region = new GuestRegion(r, fd);
-    this.#regions.push(region);
+    this.#regions = [...this.#regions, region];
     this.listener?.added(region, fd);
     debug('region gpa=0x%s size=0x%s uaddr=0x%s', r.gpa.toString(16), r.size.toString(16), r.userAddr.toString(16));
     return region;
@@ -152,7 +217,8 @@ export class MemoryTable {
   async remove(r: MemRegion): Promise<void> {
     const i = this.#regions.findIndex((o) => o.gpa === r.gpa && o.size === r.size && o.userAddr === r.userAddr);
     if (i < 0) throw new ProtocolError(`REM_MEM_REG: no region at gpa 0x${r.gpa.toString(16)}`);
-    const [gone] = this.#regions.splice(i, 1);
+    const gone = this.#regions[i];
+    this.#regions = this.#regions.filter((_, j) => j !== i);
     await this.#unmap(gone);
   }
 

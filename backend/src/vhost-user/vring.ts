@@ -184,7 +184,11 @@ export class Vring {
   #dispatch(req: Request): void {
     const gen = this.#generation;
     this.#inflight++;
-    const done = (len: number): void => this.#complete(gen, req.chain.head, len);
+    const release = this.memory.hold();
+    const done = (len: number): void => {
+      release();
+      this.#complete(gen, req.chain.head, len);
+    };
     const failed = (e: unknown): void => {
       debug('vring %d: request at head %d failed: %s', this.index, req.chain.head, (e as Error)?.message ?? e);
       done(0);

@@ -20,6 +20,9 @@ import { CudaErr, CudaError } from '../cuda-error';
 import type { DevPtr, DeviceProps, Dim3, EventRef, FunctionInfo, FunctionRef, GuestSeg, LaunchDesc, ModuleRef, OutputSink, Provider, ProviderContext, StreamRef } from '../provider';
 import { cudaNative, type CudaContextNative, type CudaNative } from '../../native-cuda';
 import { deviceOutput, type OutputSource } from './cuda-output';
+import { native as sys, type Mapping } from '../../native';
+import { Fd } from '../../vhost-user/fd';
+import type { GuestMemorySource } from '../provider';
 
 const debug = createDebug('qcuda:cuda');
 
@@ -32,6 +35,11 @@ function addon(): CudaNative {
     factorySet = true;
   }
   return n;
+}
+
+/** The most waiter threads (blocking waits) the addon may run in this process (VmLimits.waiterThreads). */
+export function setWaiterThreads(n: number): void {
+  addon().setWaiterLimit(n);
 }
 
 /** Whether the cuda provider can run here, and if not why (for --provider auto). Runs cuInit once: can take a second. */
@@ -51,6 +59,25 @@ interface Region {
   size: bigint;
   /** Settles when registration is over; true if the range is registered. */
   done: Promise<boolean>;
+  /** A dup of the region's file and where the region starts in it (for HOST_MAP's aliases). */
+  fd?: Fd;
+  fileOffset: bigint;
+}
+
+/**
+ * Mapped host memory (HOST_MAP) as a kernel sees it: a second mapping of
+ * just those guest pages, at a random address, registered for the device.
+ * Registered guest RAM can be read by any kernel of the process through its
+ * host address whatever the registration flags (measured on the H100), so a
+ * device pointer that were an address inside the guest RAM mapping would
+ * tell a guest where all of guest RAM lies (its kernel memory, the other
+ * processes' pages). The alias tells it nothing: it lies elsewhere, at an
+ * address unrelated to the mapping's.
+ */
+interface Alias {
+  mapping: Mapping;
+  /** Where the registered alias starts (the mapping's address). */
+  base: bigint;
 }
 
 function streamId(s: StreamRef | undefined): number {
@@ -92,6 +119,8 @@ function packLaunches(list: readonly LaunchDesc[]): Uint8Array {
 class CudaSessionContext implements ProviderContext, OutputSource {
   #dead = false;
   #launched = false;
+  /** HOST_MAP aliases, by the device pointer handed out. */
+  readonly #aliases = new Map<bigint, Alias>();
 
   constructor(
     readonly native: CudaContextNative,
@@ -169,8 +198,9 @@ class CudaSessionContext implements ProviderContext, OutputSource {
   eventElapsed(start: EventRef, end: EventRef): Promise<number> {
     return this.native.eventElapsed(eventId(start), eventId(end));
   }
-  moduleLoad(image: Uint8Array): Promise<ModuleRef> {
-    return this.#flushing(this.native.moduleLoad(image));
+  async moduleLoad(image: Uint8Array): Promise<{ ref: ModuleRef; bytes: bigint }> {
+    const m = await this.#flushing(this.native.moduleLoad(image));
+    return { ref: m.id, bytes: m.bytes };
   }
   moduleUnload(m: ModuleRef): Promise<void> {
     return this.#flushing(this.native.moduleUnload(handleId(m, 'module')));
@@ -222,12 +252,39 @@ class CudaSessionContext implements ProviderContext, OutputSource {
   async hostDevicePointer(addr: bigint, size: bigint): Promise<DevPtr> {
     if (!(await this.provider.isRegistered(addr, size)))
       throw new CudaError(CudaErr.InvalidValue, `hostDevicePointer: 0x${addr.toString(16)}+${size} is not registered guest memory`);
-    return this.native.hostDevicePointer(addr);
+    const a = this.provider.alias(addr, size);
+    try {
+      await this.native.hostRegister(a.base, BigInt(a.mapping.length), this.provider.aliasFlags);
+    } catch (e) {
+      a.mapping.unmap();
+      throw e;
+    }
+    const ptr = (await this.native.hostDevicePointer(a.base)) + (addr % BigInt(sys.pageSize));
+    this.#aliases.set(ptr, a);
+    return ptr;
   }
-  async destroy(): Promise<void> {
+
+  async hostUnmap(ptr: DevPtr): Promise<void> {
+    const a = this.#aliases.get(ptr);
+    if (!a) return;
+    this.#aliases.delete(ptr);
+    await this.#dropAlias(a);
+  }
+
+  async #dropAlias(a: Alias): Promise<void> {
+    try {
+      await this.native.hostUnregister(a.base);
+    } finally {
+      a.mapping.unmap();
+    }
+  }
+  async destroy(_why?: 'reset' | 'exit'): Promise<void> {
     if (this.#dead) return;
     this.#dead = true;
     this.provider.forget(this);
+    const aliases = [...this.#aliases.values()];
+    this.#aliases.clear();
+    await Promise.allSettled(aliases.map((a) => this.#dropAlias(a)));
     try {
       await this.native.destroy(); // destroying a context flushes its device output too
     } finally {
@@ -300,9 +357,10 @@ export class CudaProvider implements Provider {
    * Returns a promise that never rejects (a failure only costs speed: copies
    * then go through the driver's staging buffers); await it where it matters.
    */
-  registerGuestMemory(addr: bigint, size: bigint): Promise<void> {
+  registerGuestMemory(addr: bigint, size: bigint, source?: GuestMemorySource): Promise<void> {
     const flags = this.#n.HOST_REGISTER_PORTABLE | this.#n.HOST_REGISTER_DEVICEMAP;
     const prev = this.#regions.get(addr)?.done ?? Promise.resolve(false);
+    const fd = source ? new Fd(sys.dup(source.fd)) : undefined;
     const done = prev.then(() =>
       this.primary.hostRegister(addr, size, flags).then(
         () => true,
@@ -312,8 +370,29 @@ export class CudaProvider implements Provider {
         },
       ),
     );
-    this.#regions.set(addr, { size, done });
+    this.#regions.get(addr)?.fd?.close();
+    this.#regions.set(addr, { size, done, fd, fileOffset: source?.region.mmapOffset ?? 0n });
     return done.then(() => undefined);
+  }
+
+  get aliasFlags(): number {
+    return this.#n.HOST_REGISTER_PORTABLE | this.#n.HOST_REGISTER_DEVICEMAP;
+  }
+
+  /** A new mapping of the guest pages holding [addr, addr+size), at a random address (see Alias). */
+  alias(addr: bigint, size: bigint): Alias {
+    const page = BigInt(sys.pageSize);
+    for (const [start, r] of this.#regions) {
+      if (addr < start || addr + size > start + r.size) continue;
+      if (!r.fd) throw new CudaError(CudaErr.InvalidValue, `hostDevicePointer: the region of 0x${addr.toString(16)} came without its file`);
+      const first = r.fileOffset + (addr - start);
+      const from = first - (first % page);
+      const len = ((first + size + page - 1n) / page) * page - from;
+      if (len > BigInt(Number.MAX_SAFE_INTEGER)) break;
+      const mapping = new sys.Mapping(r.fd.value, Number(len), Number(from), true);
+      return { mapping, base: mapping.address };
+    }
+    throw new CudaError(CudaErr.InvalidValue, `hostDevicePointer: 0x${addr.toString(16)}+${size} is not guest memory`);
   }
 
   /**
@@ -324,6 +403,7 @@ export class CudaProvider implements Provider {
     const r = this.#regions.get(addr);
     if (r === undefined) return Promise.resolve();
     this.#regions.delete(addr);
+    r.fd?.close();
     return r.done.then(async (ok) => {
       if (!ok) return;
       try {

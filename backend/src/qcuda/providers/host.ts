@@ -125,6 +125,7 @@ export class HostProvider implements Provider {
   async close(): Promise<void> {}
 
   allocate(size: bigint, owner: HostContext): DevPtr {
+    if (owner.dead) throw new CudaError(CudaErr.ContextIsDestroyed, 'the context was destroyed');
     if (size <= 0n) throw new CudaError(CudaErr.InvalidValue, 'allocation size 0');
     if (size > this.totalMem - this.used || size > BigInt(Number.MAX_SAFE_INTEGER))
       throw new CudaError(CudaErr.MemoryAllocation, `out of device memory: ${size} bytes requested, ${this.totalMem - this.used} free`);
@@ -189,6 +190,8 @@ function copyViews(dst: Uint8Array[], src: Uint8Array[]): void {
 }
 
 class HostContext implements ProviderContext {
+  /** Destroyed: it makes nothing more (a call that reaches it after the destroy fails). */
+  dead = false;
   readonly #maps = new RangeSet<Range>();
   readonly #limits = LIMIT_DEFAULTS.slice();
   /** The NULL stream's attributes. */
@@ -272,7 +275,7 @@ class HostContext implements ProviderContext {
   // program (and the guest library, which loads modules lazily) reports it the
   // way it would on a GPU of the wrong architecture; 801 (not supported) would
   // read as a missing feature of the API rather than of the device.
-  async moduleLoad(_image: Uint8Array): Promise<never> {
+  async moduleLoad(_image: Uint8Array): Promise<{ ref: never; bytes: bigint }> {
     throw new CudaError(CudaErr.NoKernelImageForDevice, 'the host provider runs no kernels: kernels need the cuda provider (a GPU)');
   }
   async moduleUnload(_m: unknown): Promise<void> {
@@ -335,7 +338,12 @@ class HostContext implements ProviderContext {
     return addr;
   }
 
+  async hostUnmap(ptr: DevPtr): Promise<void> {
+    this.#maps.removeAt(ptr);
+  }
+
   async destroy(): Promise<void> {
+    this.dead = true;
     this.p.releaseAll(this);
     this.#maps.clear();
   }

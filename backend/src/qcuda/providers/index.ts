@@ -8,6 +8,7 @@ export type ProviderKind = 'cuda' | 'host' | 'auto';
 interface CudaModule {
   cudaAvailable(): { ok: boolean; reason: string };
   createCudaProvider(gpu: number, o?: { captureOutput?: boolean }): Promise<Provider>;
+  setWaiterThreads(n: number): void;
 }
 
 /** Loaded on demand: the host path must work where the CUDA part cannot. */
@@ -35,6 +36,8 @@ export interface ProviderSetup {
    * tool that prints its own results must not). Isolated workers always do.
    */
   captureOutput?: boolean;
+  /** cuda: the addon's waiter threads per process, this one's and each worker's (VmLimits.waiterThreads). */
+  waiterThreads?: number;
 }
 
 export async function createProvider(kind: ProviderKind, gpu: number, host: HostProviderOptions = {}, setup: ProviderSetup = {}): Promise<ProviderChoice> {
@@ -47,9 +50,13 @@ export async function createProvider(kind: ProviderKind, gpu: number, host: Host
   } catch (e) {
     avail = { ok: false, reason: `the CUDA provider failed to load: ${(e as Error).message}` };
   }
+  if (avail.ok && cuda && setup.waiterThreads !== undefined) cuda.setWaiterThreads(setup.waiterThreads);
   if (avail.ok && cuda && setup.isolate) {
     const local = await cuda.createCudaProvider(gpu, { captureOutput: false });
-    return { provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu } }), note: `cuda provider on GPU ${gpu}, a worker process per guest process` };
+    return {
+      provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads } }),
+      note: `cuda provider on GPU ${gpu}, a worker process per guest process`,
+    };
   }
   if (avail.ok && cuda) return { provider: await cuda.createCudaProvider(gpu, { captureOutput: setup.captureOutput }), note: `cuda provider on GPU ${gpu}` };
   if (kind === 'cuda') throw new Error(`--provider=cuda: ${avail.reason}`);

@@ -124,6 +124,16 @@ class Worker {
     }
   }
 
+  /**
+   * Ends the worker at once (SIGKILL): the guest process is gone, so nothing
+   * it would still print matters, and a kernel that never ends cannot hold
+   * the context (the driver frees a dead process's context and memory).
+   */
+  async end(): Promise<void> {
+    this.kill();
+    await this.exited;
+  }
+
   kill(): void {
     if (this.#child.exitCode === null && this.#child.signalCode === null) this.#child.kill('SIGKILL');
   }
@@ -223,7 +233,8 @@ class RemoteContext implements ProviderContext {
   eventQuery(e: EventRef): Promise<boolean> { return this.#c('eventQuery', e); }
   eventElapsed(start: EventRef, end: EventRef): Promise<number> { return this.#c('eventElapsed', start, end); }
   hostDevicePointer(addr: bigint, size: bigint): Promise<DevPtr> { return this.#c('hostDevicePointer', addr, size); }
-  moduleLoad(image: Uint8Array): Promise<ModuleRef> { return this.#c('moduleLoad', image); }
+  hostUnmap(ptr: DevPtr): Promise<void> { return this.#c('hostUnmap', ptr); }
+  moduleLoad(image: Uint8Array): Promise<{ ref: ModuleRef; bytes: bigint }> { return this.#c('moduleLoad', image); }
   moduleUnload(m: ModuleRef): Promise<void> { return this.#c('moduleUnload', m); }
   functionGet(m: ModuleRef, name: string, maxParams: number): Promise<FunctionInfo> { return this.#c('functionGet', m, name, maxParams); }
   variableGet(m: ModuleRef, name: string): Promise<{ dptr: DevPtr; size: bigint }> { return this.#c('variableGet', m, name); }
@@ -243,8 +254,9 @@ class RemoteContext implements ProviderContext {
   }
   launchMany(list: readonly LaunchDesc[]): Promise<void> { return this.#c('launchMany', list); }
 
-  destroy(): Promise<void> {
-    this.#stopped ??= this.worker.stop().finally(this.onDestroy);
+  /** At a reset the worker is asked to destroy its context (its device output reaches the guest); when the process is gone, it is killed at once. */
+  destroy(why: 'reset' | 'exit' = 'reset'): Promise<void> {
+    this.#stopped ??= (why === 'exit' ? this.worker.end() : this.worker.stop()).finally(this.onDestroy);
     return this.#stopped;
   }
 }

@@ -7,6 +7,8 @@ import type { MemRegion } from '../../vhost-user/message';
 export interface WorkerOptions {
   kind: 'cuda' | 'host';
   gpu: number;
+  /** The addon's waiter threads (blocking waits) in the worker: VmLimits.waiterThreads. */
+  waiterThreads?: number;
 }
 
 export type ToWorker =

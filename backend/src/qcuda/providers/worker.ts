@@ -3,6 +3,7 @@
 // and ends when the parent asks, or when the parent is gone.
 import createDebug from 'debug';
 import { GuestRegion } from '../../vhost-user/memory';
+import type { Fd } from '../../vhost-user/fd';
 import { CudaErr, CudaError } from '../cuda-error';
 import type { GuestSeg, OutputSink, Provider, ProviderContext } from '../provider';
 import { HostProvider } from './host';
@@ -15,7 +16,7 @@ const debug = createDebug('qcuda:worker');
 const METHODS = new Set([
   'malloc', 'free', 'copyToDevice', 'copyFromDevice', 'copyOnDevice', 'memset', 'synchronize', 'streamCreate',
   'streamDestroy', 'streamSynchronize', 'streamQuery', 'streamWaitEvent', 'eventCreate', 'eventDestroy', 'eventRecord',
-  'eventSynchronize', 'eventQuery', 'eventElapsed', 'hostDevicePointer', 'moduleLoad', 'moduleUnload', 'functionGet',
+  'eventSynchronize', 'eventQuery', 'eventElapsed', 'hostDevicePointer', 'hostUnmap', 'moduleLoad', 'moduleUnload', 'functionGet',
   'variableGet', 'funcGetAttributes', 'funcSetAttribute', 'occupancyBlocks', 'occupancySmem', 'limitSet', 'limitGet',
   'streamSetAttribute', 'streamGetAttribute', 'launchCooperative', 'launch', 'launchMany',
 ]);
@@ -23,6 +24,8 @@ const METHODS = new Set([
 interface Mapped {
   parentAddr: bigint;
   region: GuestRegion;
+  /** The region's file (kept: mapped host memory gets a mapping of its own from it). */
+  fd: Fd;
 }
 
 const regions = new Map<number, Mapped>();
@@ -31,6 +34,11 @@ let channel: Channel;
 
 function send(m: ToParent): void {
   channel.send(m);
+}
+
+function sourceOf(r: Mapped): { fd: number; region: { gpa: bigint; size: bigint; userAddr: bigint; mmapOffset: bigint } } {
+  const g = r.region;
+  return { fd: r.fd.value, region: { gpa: g.gpa, size: g.size, userAddr: g.userAddr, mmapOffset: g.mmapOffset } };
 }
 
 /** A parent address range -> the same bytes here. */
@@ -66,7 +74,8 @@ function guestView(addr: bigint, len: number): Uint8Array[] {
 async function createLocal(o: WorkerOptions): Promise<Provider> {
   if (o.kind === 'host') return new HostProvider({ guestView });
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { createCudaProvider } = require('./cuda') as typeof import('./cuda');
+  const { createCudaProvider, setWaiterThreads } = require('./cuda') as typeof import('./cuda');
+  if (o.waiterThreads !== undefined) setWaiterThreads(o.waiterThreads);
   // This process serves one session: its stdout and stderr are that session's device output.
   return createCudaProvider(o.gpu, { captureOutput: true });
 }
@@ -91,7 +100,7 @@ class WorkerMain {
     // In the same tick as provider is set: regions mapped until now are
     // registered here, later ones by #addRegion, none twice.
     this.provider = p;
-    const registered = [...regions.values()].map((r) => p.registerGuestMemory(r.region.hostAddress, r.region.size));
+    const registered = [...regions.values()].map((r) => p.registerGuestMemory(r.region.hostAddress, r.region.size, sourceOf(r)));
     const output: OutputSink = (kind, bytes) => send({ t: 'output', kind, bytes });
     this.ctx = await p.openContext(0, output);
     await Promise.all(registered);
@@ -113,13 +122,16 @@ class WorkerMain {
   #addRegion(id: number, m: Extract<ToWorker, { t: 'region' }>): void {
     const fd = channel.takeFd();
     if (!fd) throw new Error(`region ${id} came without its fd`);
+    let region: GuestRegion;
     try {
-      const region = new GuestRegion(m.region, fd);
-      regions.set(id, { parentAddr: m.parentAddr, region });
-      void this.provider?.registerGuestMemory(region.hostAddress, region.size);
-    } finally {
-      fd.close(); // the mapping keeps the memory
+      region = new GuestRegion(m.region, fd);
+    } catch (e) {
+      fd.close();
+      throw e;
     }
+    const r = { parentAddr: m.parentAddr, region, fd };
+    regions.set(id, r);
+    void this.provider?.registerGuestMemory(region.hostAddress, region.size, sourceOf(r));
   }
 
   async #removeRegion(id: number): Promise<void> {
@@ -128,6 +140,7 @@ class WorkerMain {
     regions.delete(id);
     await this.provider?.unregisterGuestMemory(r.region.hostAddress);
     r.region.unmap();
+    r.fd.close();
   }
 
   #fastCall(frame: Uint8Array): void {

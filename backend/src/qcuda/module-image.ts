@@ -1,0 +1,158 @@
+// Module images from the guest, checked before the driver sees them. The
+// driver trusts what it is given: a PTX image is read as a C string (one not
+// NUL-terminated that ends at a page boundary crashed the process inside
+// cuModuleLoadData), and ELF and fat binary headers carry sizes it follows.
+// So: images are kept with NUL padding after them (Session's uploads), every
+// size in an ELF or fatbin header must lie inside the uploaded length, and
+// the device memory the module's globals will take is estimated from the
+// image, so that a load cannot take the VM past its quota (a 100-byte PTX
+// declaring an 8 GiB .global took 8 GiB at load). The estimate is checked
+// before the load; what the load really took is measured after it where
+// the provider can (the cuda addon), and the larger of the two is counted.
+import { CudaErr, CudaError } from './cuda-error';
+
+/** Zero bytes kept after every image (a PTX image is read up to a NUL). */
+export const IMAGE_PADDING = 16;
+
+export const FATBIN_MAGIC = 0xba55ed50;
+const ELF_MAGIC = 0x464c457f; // "\x7fELF" read little-endian
+const SHT_NOBITS = 8;
+/** Fat binary entry kinds. */
+const ENTRY_PTX = 1;
+const ENTRY_ELF = 2;
+/** Entry flags saying the payload is compressed (then it is not looked into). */
+const ENTRY_COMPRESSED = 0x2000n | 0x8000n;
+
+export interface ImageInfo {
+  kind: 'ptx' | 'elf' | 'fatbin';
+  /** Device memory the module's global variables need, as far as the image says (a lower bound where a payload is compressed). */
+  globalBytes: bigint;
+}
+
+const invalid = (why: string) => new CudaError(CudaErr.InvalidKernelImage, `module image: ${why}`);
+
+/** Checks an image's structure against its length and estimates its globals; throws cudaErrorInvalidKernelImage. */
+export function checkImage(image: Uint8Array): ImageInfo {
+  if (image.length < 4) throw invalid(`${image.length} bytes`);
+  const v = view(image);
+  const magic = v.getUint32(0, true);
+  if (magic === FATBIN_MAGIC) return { kind: 'fatbin', globalBytes: checkFatbin(image) };
+  if (magic === ELF_MAGIC) return { kind: 'elf', globalBytes: checkElf(image) };
+  return { kind: 'ptx', globalBytes: checkPtx(image) };
+}
+
+function view(b: Uint8Array): DataView {
+  return new DataView(b.buffer, b.byteOffset, b.byteLength);
+}
+
+/** [at, at+len) inside [0, size)? (BigInt: header fields are 64-bit.) */
+function inside(at: bigint, len: bigint, size: number): boolean {
+  return at >= 0n && len >= 0n && at + len <= BigInt(size);
+}
+
+// ---- fat binaries: {u32 magic, u16 version, u16 header_size, u64 fat_size}, then entries
+// {u16 kind, u16 version, u32 header_size, u32 padded_payload_size, u32, u32 payload_size, ..., u64 flags at 48}
+
+function checkFatbin(b: Uint8Array): bigint {
+  const v = view(b);
+  if (b.length < 16) throw invalid('fat binary header truncated');
+  const headerSize = v.getUint16(6, true);
+  const fatSize = v.getBigUint64(8, true);
+  if (headerSize < 16 || !inside(BigInt(headerSize), fatSize, b.length))
+    throw invalid(`fat binary of ${headerSize} + ${fatSize} bytes in an image of ${b.length}`);
+  const end = headerSize + Number(fatSize);
+  let at = headerSize;
+  let most = 0n;
+  let entries = 0;
+  while (at < end) {
+    if (end - at < 16) throw invalid(`fat binary entry ${entries} truncated`);
+    const kind = v.getUint16(at, true);
+    const eh = v.getUint32(at + 4, true);
+    const padded = v.getUint32(at + 8, true);
+    if (eh < 16 || !inside(BigInt(at), BigInt(eh) + BigInt(padded), end))
+      throw invalid(`fat binary entry ${entries} (${eh} + ${padded} bytes at ${at}) runs past the fat binary's ${end} bytes`);
+    const flags = eh >= 56 ? v.getBigUint64(at + 48, true) : 0n;
+    const payload = b.subarray(at + eh, at + eh + padded);
+    if ((flags & ENTRY_COMPRESSED) === 0n && payload.length > 0) {
+      // The driver loads one entry (its SM's code, else PTX): the largest bounds it.
+      const g = kind === ENTRY_ELF ? checkElf(payload) : kind === ENTRY_PTX ? checkPtx(payload) : 0n;
+      if (g > most) most = g;
+    }
+    at += eh + padded;
+    entries++;
+  }
+  if (entries === 0) throw invalid('fat binary without entries');
+  return most;
+}
+
+// ---- ELF64 little-endian (cubins)
+
+function checkElf(b: Uint8Array): bigint {
+  const v = view(b);
+  if (b.length < 64) throw invalid('ELF header truncated');
+  if (b[4] !== 2 || b[5] !== 1) throw invalid('not a 64-bit little-endian ELF image');
+  const phoff = v.getBigUint64(0x20, true);
+  const shoff = v.getBigUint64(0x28, true);
+  const phentsize = v.getUint16(0x36, true);
+  const phnum = v.getUint16(0x38, true);
+  const shentsize = v.getUint16(0x3a, true);
+  const shnum = v.getUint16(0x3c, true);
+  const shstrndx = v.getUint16(0x3e, true);
+  if (phnum > 0 && (phentsize < 56 || !inside(phoff, BigInt(phentsize) * BigInt(phnum), b.length)))
+    throw invalid(`ELF program headers (${phnum} x ${phentsize} at ${phoff}) outside the image of ${b.length} bytes`);
+  if (shnum === 0) return 0n;
+  if (shentsize < 64 || !inside(shoff, BigInt(shentsize) * BigInt(shnum), b.length))
+    throw invalid(`ELF section headers (${shnum} x ${shentsize} at ${shoff}) outside the image of ${b.length} bytes`);
+  if (shstrndx >= shnum) throw invalid(`ELF section name table ${shstrndx} of ${shnum}`);
+  const sec = (i: number) => {
+    const o = Number(shoff) + i * shentsize;
+    return { name: v.getUint32(o, true), type: v.getUint32(o + 4, true), offset: v.getBigUint64(o + 24, true), size: v.getBigUint64(o + 32, true) };
+  };
+  for (let i = 0; i < shnum; i++) {
+    const s = sec(i);
+    if (s.type !== SHT_NOBITS && s.type !== 0 && !inside(s.offset, s.size, b.length))
+      throw invalid(`ELF section ${i} (${s.size} bytes at ${s.offset}) outside the image of ${b.length} bytes`);
+  }
+  const names = sec(shstrndx);
+  const strtab = b.subarray(Number(names.offset), Number(names.offset + names.size));
+  // Globals: .nv.global (zero-filled, NOBITS) and .nv.global.init (initialized).
+  let globals = 0n;
+  for (let i = 0; i < shnum; i++) {
+    const s = sec(i);
+    if (sectionName(strtab, s.name).startsWith('.nv.global')) globals += s.size;
+  }
+  return globals;
+}
+
+function sectionName(strtab: Uint8Array, at: number): string {
+  if (at >= strtab.length) return '';
+  let end = strtab.indexOf(0, at);
+  if (end < 0) end = strtab.length;
+  return Buffer.from(strtab.subarray(at, end)).toString('latin1');
+}
+
+// ---- PTX: text up to the first NUL
+
+const PTX_TYPE_BYTES: Record<string, bigint> = {
+  b8: 1n, u8: 1n, s8: 1n, b16: 2n, u16: 2n, s16: 2n, f16: 2n, bf16: 2n, f16x2: 4n, bf16x2: 4n,
+  b32: 4n, u32: 4n, s32: 4n, f32: 4n, b64: 8n, u64: 8n, s64: 8n, f64: 8n, b128: 16n, pred: 1n,
+};
+
+/** `.global [.align N] [.vN] .type name[d0][d1]...` (an `.extern` one takes no memory here). */
+const PTX_GLOBAL = /(^|[\s;{}])(\.extern\s+|\.visible\s+|\.weak\s+|\.common\s+)*\.global\s+(?:\.align\s+(?:0x[0-9a-f]+|\d+)\s+)?(?:\.v(\d)\s+)?\.([a-z0-9x]+)\s+[A-Za-z_$%][\w$]*((?:\s*\[\s*(?:0x[0-9a-fA-F]+|\d+)?\s*\])*)/g;
+
+function checkPtx(b: Uint8Array): bigint {
+  let end = b.indexOf(0);
+  if (end < 0) end = b.length;
+  const text = Buffer.from(b.buffer, b.byteOffset, end).toString('latin1');
+  if (!/^\s*(\/\/|\/\*|\.version|\.target|\.address_size)/.test(text)) throw invalid('neither a fat binary, an ELF image nor PTX text');
+  let total = 0n;
+  for (const m of text.matchAll(PTX_GLOBAL)) {
+    if (m[2]?.includes('.extern')) continue;
+    const elem = PTX_TYPE_BYTES[m[4]] ?? 16n;
+    let n = elem * BigInt(m[3] ?? 1);
+    for (const d of m[5].matchAll(/\[\s*(0x[0-9a-fA-F]+|\d+)?\s*\]/g)) n *= d[1] ? BigInt(d[1]) : 1n;
+    total += n;
+  }
+  return total;
+}
