@@ -6,6 +6,10 @@
 // afterwards (sessions, quota, staging, deferred work) and that another
 // session keeps working. The suite prints its figures at the end.
 import test, { type ExecutionContext } from 'ava';
+import { execFileSync, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
 import type { VmLimits } from '../../backend/src/qcuda/limits';
@@ -363,7 +367,7 @@ function fatbin(entries: { kind: 1 | 2; payload: Uint8Array }[]): Uint8Array {
     const padded = (e.payload.length + 7) & ~7;
     v.setUint16(at, e.kind, true);
     v.setUint32(at + 4, eh, true);
-    v.setUint32(at + 8, padded, true);
+    v.setBigUint64(at + 8, BigInt(padded), true);
     b.set(e.payload, at + eh);
     at += eh + padded;
   }
@@ -390,6 +394,34 @@ it('module images: structure checked against the length, globals estimated from 
   bad(entryLie, 'an entry past the end');
   bad(new Uint8Array(4096).fill(0x5a), 'junk');
   bad(new Uint8Array(0), 'empty');
+});
+
+const KERNELS_CU = path.resolve(__dirname, '..', '..', '..', 'test', 'qcuda', 'fixtures', 'kernels.cu');
+/** nvcc and the sources (a GPU machine's bundle has neither the sources nor, always, nvcc). */
+const HAVE_NVCC = fs.existsSync(KERNELS_CU) && spawnSync('nvcc', ['--version']).status === 0;
+
+// What nvcc 13 makes must pass the checks: fat binaries (their entries compressed or not), cubins, PTX.
+(HAVE_NVCC ? it : test.skip)('module images as nvcc makes them pass the checks; truncated ones do not', (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-images-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const src = KERNELS_CU;
+  const build = (name: string, ...args: string[]) => {
+    execFileSync('nvcc', [...args, '-o', path.join(dir, name), src], { stdio: 'pipe' });
+    return new Uint8Array(fs.readFileSync(path.join(dir, name)));
+  };
+  const images = {
+    fatbin: build('k.fatbin', '-fatbin', '-gencode', 'arch=compute_80,code=[sm_80,compute_80]', '-gencode', 'arch=compute_90,code=sm_90'),
+    compressed: build('kc.fatbin', '-fatbin', '-Xfatbin=-compress-all', '-gencode', 'arch=compute_80,code=[sm_80,compute_80]'),
+    cubin: build('k.cubin', '-cubin', '-arch=sm_90'),
+    ptx: build('k.ptx', '-ptx', '-arch=sm_90'),
+  };
+  for (const [name, img] of Object.entries(images)) {
+    const info = checkImage(img);
+    t.log(`${name}: ${img.length} bytes, ${info.kind}, globals estimated at ${info.globalBytes} bytes`);
+    // kernels.cu has __device__ int counter[4]: 16 bytes, seen where the code is not compressed.
+    if (name !== 'compressed') t.true(info.globalBytes >= 16n, name);
+    if (name !== 'ptx') t.throws(() => checkImage(img.subarray(0, img.length - 64)), { message: /module image/ }, `${name} truncated`);
+  }
 });
 
 it('fuzzed module images: only cudaErrorInvalidKernelImage or a load answer, never a crash, staging always freed', async (t) => {

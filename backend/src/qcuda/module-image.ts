@@ -22,6 +22,8 @@ const ENTRY_PTX = 1;
 const ENTRY_ELF = 2;
 /** Entry flags saying the payload is compressed (then it is not looked into). */
 const ENTRY_COMPRESSED = 0x2000n | 0x8000n;
+/** The smallest fat binary entry header (the flags lie inside it). */
+const ENTRY_HEADER = 64;
 
 export interface ImageInfo {
   kind: 'ptx' | 'elf' | 'fatbin';
@@ -51,7 +53,8 @@ function inside(at: bigint, len: bigint, size: number): boolean {
 }
 
 // ---- fat binaries: {u32 magic, u16 version, u16 header_size, u64 fat_size}, then entries
-// {u16 kind, u16 version, u32 header_size, u32 padded_payload_size, u32, u32 payload_size, ..., u64 flags at 48}
+// {u16 kind, u16 version, u32 header_size, u64 payload_size (padded), ..., u64 flags at 40}: a
+// header of 64, 80 or 112 bytes (nvcc 13), the payload after it; flag 0x8000 is zstd, 0x2000 LZ4
 
 function checkFatbin(b: Uint8Array): bigint {
   const v = view(b);
@@ -65,13 +68,14 @@ function checkFatbin(b: Uint8Array): bigint {
   let most = 0n;
   let entries = 0;
   while (at < end) {
-    if (end - at < 16) throw invalid(`fat binary entry ${entries} truncated`);
+    if (end - at < ENTRY_HEADER) throw invalid(`fat binary entry ${entries} truncated`);
     const kind = v.getUint16(at, true);
     const eh = v.getUint32(at + 4, true);
-    const padded = v.getUint32(at + 8, true);
-    if (eh < 16 || !inside(BigInt(at), BigInt(eh) + BigInt(padded), end))
-      throw invalid(`fat binary entry ${entries} (${eh} + ${padded} bytes at ${at}) runs past the fat binary's ${end} bytes`);
-    const flags = eh >= 56 ? v.getBigUint64(at + 48, true) : 0n;
+    const size = v.getBigUint64(at + 8, true);
+    if (eh < ENTRY_HEADER || !inside(BigInt(at), BigInt(eh) + size, end))
+      throw invalid(`fat binary entry ${entries} (${eh} + ${size} bytes at ${at}) runs past the fat binary's ${end} bytes`);
+    const padded = Number(size);
+    const flags = v.getBigUint64(at + 40, true);
     const payload = b.subarray(at + eh, at + eh + padded);
     if ((flags & ENTRY_COMPRESSED) === 0n && payload.length > 0) {
       // The driver loads one entry (its SM's code, else PTX): the largest bounds it.
