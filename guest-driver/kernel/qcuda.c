@@ -25,15 +25,35 @@
  * per chunk the device holds), so a caller killed while waiting never
  * unpins or frees what the device may still touch: the last reference
  * (possibly in the interrupt handler, then via a work item) does. Each op
- * holds a reference to its file; when the file is released and its last op
- * is gone, the driver sends SESSION_CLOSE, and frees the file's host memory
- * only when that request has come back (or the device is gone).
+ * holds a reference to its file. When the file is released the driver sends
+ * SESSION_CLOSE at once, even with requests of the file still in the device
+ * (the callback thread's CALLBACK_WAIT is always parked there, and a killed
+ * process may leave calls waiting on a host function or an endless kernel):
+ * the backend then answers every one of them. The file, its host memory and
+ * the pages those requests use are freed only when the last op has come
+ * back (or the device is gone).
+ *
+ * Bounds: one file may have at most file_slots requests in the device (a
+ * quarter of all ring slots, at least QCUDA_MIN_FILE_SLOTS), so that one
+ * process whose calls wait in the backend (behind a host function that
+ * never returns, say) cannot take every ring slot of the VM; more callers
+ * wait (killably) for one of the file's slots, as threads wait natively.
+ * SESSION_CLOSE and CALLBACK_WAIT do not wait: the first must go out, and
+ * the second is what lets calls parked behind a host function go on (the
+ * backend parks at most a few per session and answers the rest at once).
+ * Pinning: HOST_REGISTER pins (FOLL_LONGTERM) and HOST_ALLOC pages last
+ * until freed, so they count in the caller's pinned_vm (VmPin) against
+ * RLIMIT_MEMLOCK (-ENOMEM past it, unless CAP_IPC_LOCK), as RDMA
+ * registrations do. A transfer pins its pages only while its requests are
+ * in the device: at most QCUDA_WINDOW chunks (256 MiB) per call, and
+ * file_slots chunks per file; that is not accounted.
  *
  * Concurrency: a request holds its queue's spinlock only while it is added
  * and the kick is prepared; callers then sleep on the chunk's completion,
  * which the queue's interrupt callback signals. No lock is held across a
  * round trip. Waits are killable: only a fatal signal interrupts a call.
  */
+#include <linux/capability.h>
 #include <linux/completion.h>
 #include <linux/fs.h>
 #include <linux/idr.h>
@@ -47,6 +67,7 @@
 #include <linux/refcount.h>
 #include <linux/rwsem.h>
 #include <linux/scatterlist.h>
+#include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
@@ -61,6 +82,8 @@
 #include "qcuda_ioctl.h"
 
 #define QCUDA_MAX_QUEUES 64
+/* The fewest requests a file may have in flight, however small the rings. */
+#define QCUDA_MIN_FILE_SLOTS 4
 /* Chunks of one op in flight at once (16 x 16 MiB = 256 MiB): bounds what
  * one call pins and allocates, not the size of a transfer. */
 #define QCUDA_WINDOW (SZ_256M / QCUDA_CHUNK)
@@ -96,6 +119,7 @@ struct qcuda_dev {
 
 	u32 num_queues;
 	u32 queue_size;
+	int file_slots;			/* requests one file may have in flight */
 	u32 proto_version;
 	u64 capabilities;
 	atomic_t next_queue;		/* round robin */
@@ -105,14 +129,15 @@ struct qcuda_dev {
 /* An open file: one backend session and the host memory it owns. */
 struct qcuda_file {
 	struct qcuda_dev *qd;
-	/* The open file + one per op. At zero the session is closed (the
-	 * SESSION_CLOSE op takes a fresh reference); at zero again, with
-	 * closing set, the file is freed. */
+	/* The open file + one per op; at zero the file is freed. */
 	refcount_t ref;
-	bool closing;
 	u64 session;			/* 0 until the first CALL opened it */
+	bool released;			/* release() ran; under lock */
+	atomic_t inflight;		/* requests in the device */
+	wait_queue_head_t slot_wq;	/* callers waiting for inflight < file_slots */
 	struct mutex open_lock;		/* one SESSION_OPEN at a time */
-	struct mutex lock;		/* hostmem, maps, next_token */
+	struct mutex lock;		/* hostmem, maps, next_token, session
+					 * changes, released */
 	struct list_head hostmem;	/* live HOST_ALLOCs and HOST_REGISTERs */
 	struct list_head maps;		/* device mappings (HOST_MAP) */
 	u64 next_token;			/* mmap offset of the next HOST_ALLOC */
@@ -124,11 +149,14 @@ struct qcuda_hostmem {
 	refcount_t ref;			/* the list + each VMA mapping it */
 	bool registered;
 	bool live;			/* in qf->hostmem; under qf->lock */
-	unsigned int maps;		/* HOST_MAPs not undone; under qf->lock */
+	unsigned int maps;		/* HOST_MAPs in flight or not undone;
+					 * under qf->lock */
 	u64 key;			/* mmap token, or the registered address */
 	u64 size;			/* bytes from key */
 	unsigned long npages;
 	struct page **pages;
+	struct mm_struct *mm;		/* whose pinned_vm counts it (grabbed) */
+	unsigned long accounted;	/* pages counted there */
 };
 
 /* A device pointer HOST_MAP returned for memory of hm. */
@@ -192,10 +220,11 @@ static DEFINE_IDA(qcuda_ida);
 /* Frees ops whose last reference the device dropped (in interrupt context). */
 static struct workqueue_struct *qcuda_wq;
 
-static void qcuda_file_put(struct qcuda_file *qf, bool wait);
+static void qcuda_file_put(struct qcuda_file *qf);
 static void qcuda_hostmem_put(struct qcuda_hostmem *hm);
 static void qcuda_session_set(struct qcuda_file *qf, u64 session);
 static int qcuda_session_open(struct qcuda_file *qf);
+static void qcuda_slot_put(struct qcuda_file *qf);
 
 static void qcuda_release_dev(struct kref *kref)
 {
@@ -245,7 +274,7 @@ static void qcuda_op_free(struct qcuda_op *op)
 	kfree(op->args);
 	kfree(op->out);
 	kfree(op);
-	qcuda_file_put(qf, false);
+	qcuda_file_put(qf);
 }
 
 static void qcuda_op_free_work(struct work_struct *work)
@@ -265,6 +294,45 @@ static void qcuda_op_put_dev(struct qcuda_op *op)
 {
 	if (refcount_dec_and_test(&op->ref))
 		queue_work(qcuda_wq, &op->free_work);
+}
+
+/* Takes one of the file's request slots if one is free. */
+static bool qcuda_slot_try(struct qcuda_file *qf)
+{
+	int n = atomic_read(&qf->inflight);
+
+	do {
+		if (n >= qf->qd->file_slots)
+			return false;
+	} while (!atomic_try_cmpxchg(&qf->inflight, &n, n + 1));
+	return true;
+}
+
+/*
+ * A slot of the file for one request of op, waiting killably while the
+ * file has file_slots in the device (exclusive waits: a slot given back
+ * wakes one caller). SESSION_CLOSE and CALLBACK_WAIT take theirs at once
+ * (see the top of the file); they are counted all the same.
+ */
+static int qcuda_slot_get(struct qcuda_op *op)
+{
+	struct qcuda_file *qf = op->qf;
+
+	if (op->cmd == QCUDA_CMD_SESSION_CLOSE || op->cmd == QCUDA_CMD_CALLBACK_WAIT) {
+		atomic_inc(&qf->inflight);
+		return 0;
+	}
+	if (qcuda_slot_try(qf))
+		return 0;
+	return wait_event_killable_exclusive(qf->slot_wq, qcuda_slot_try(qf)) ? -EINTR : 0;
+}
+
+/* The device gave a request back (or it never went in); any context. */
+static void qcuda_slot_put(struct qcuda_file *qf)
+{
+	atomic_dec(&qf->inflight);
+	if (wq_has_sleeper(&qf->slot_wq))
+		wake_up(&qf->slot_wq);
 }
 
 static struct qcuda_op *qcuda_op_alloc(struct qcuda_file *qf, u32 cmd,
@@ -322,6 +390,7 @@ static void qcuda_vq_done(struct virtqueue *vq)
 		while ((c = virtqueue_get_buf(vq, &len)) != NULL) {
 			c->used_len = len;
 			complete(&c->done);
+			qcuda_slot_put(c->op->qf);
 			qcuda_op_put_dev(c->op);
 		}
 	} while (!virtqueue_enable_cb(vq));
@@ -555,10 +624,16 @@ static int qcuda_chunk_start(struct qcuda_op *op, struct qcuda_chunk *c,
 			return -ENOMEM;
 		out = c->out;
 	}
+	/* Before pinning: a caller waiting for a slot holds no pages. */
+	err = qcuda_slot_get(op);
+	if (err)
+		return err;
 	if (c->len) {
 		err = qcuda_chunk_pin(op, c, op->data + off);
-		if (err)
+		if (err) {
+			qcuda_slot_put(op->qf);
 			return err;
+		}
 	}
 
 	sg_init_one(&c->sg_hdr, &c->hdr, sizeof(c->hdr));
@@ -580,6 +655,7 @@ static int qcuda_chunk_start(struct qcuda_op *op, struct qcuda_chunk *c,
 
 	err = qcuda_submit(qd, &qd->queues[qi], c, sgs, nout, nin, killable);
 	if (err) {
+		qcuda_slot_put(op->qf);
 		qcuda_chunk_unpin(op, c);
 		return err;
 	}
@@ -656,12 +732,41 @@ static int qcuda_op_run(struct qcuda_op *op, u32 queue)
 
 /* ---- host memory ---- */
 
+/*
+ * Count npages of long-term pinned memory for hm in the caller's
+ * pinned_vm, against RLIMIT_MEMLOCK unless it has CAP_IPC_LOCK (as RDMA's
+ * ib_umem_get() does); -ENOMEM past the limit. Undone when hm is freed,
+ * possibly after the process is gone: hm keeps the mm_struct (not its
+ * address space).
+ */
+static int qcuda_hostmem_account(struct qcuda_hostmem *hm, unsigned long npages)
+{
+	struct mm_struct *mm = current->mm;
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+
+	if (!mm)
+		return -EFAULT;
+	if (atomic64_add_return(npages, &mm->pinned_vm) > limit &&
+	    !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &mm->pinned_vm);
+		return -ENOMEM;
+	}
+	mmgrab(mm);
+	hm->mm = mm;
+	hm->accounted = npages;
+	return 0;
+}
+
 static void qcuda_hostmem_put(struct qcuda_hostmem *hm)
 {
 	unsigned long i;
 
 	if (!refcount_dec_and_test(&hm->ref))
 		return;
+	if (hm->mm) {
+		atomic64_sub(hm->accounted, &hm->mm->pinned_vm);
+		mmdrop(hm->mm);
+	}
 	if (hm->registered) {
 		/* The device may have written them. */
 		unpin_user_pages_dirty_lock(hm->pages, hm->npages, true);
@@ -806,7 +911,10 @@ static long qcuda_ioctl_host_alloc(struct qcuda_file *qf,
 	if (!hm)
 		return -ENOMEM;
 	hm->size = (u64)hm->npages << PAGE_SHIFT;
-	err = qcuda_hostmem_alloc(hm, a.flags & QCUDA_HOST_CONTIGUOUS);
+	/* The pages stay until HOST_FREE and the last munmap: long-term. */
+	err = qcuda_hostmem_account(hm, hm->npages);
+	if (!err)
+		err = qcuda_hostmem_alloc(hm, a.flags & QCUDA_HOST_CONTIGUOUS);
 	if (err) {
 		qcuda_hostmem_put(hm);
 		return err;
@@ -850,7 +958,8 @@ static long qcuda_ioctl_host_register(struct qcuda_file *qf,
 	if (!hm)
 		return -ENOMEM;
 	/* Long-term pin: the GPU may use these pages until unregistered. */
-	while (pinned < npages) {
+	err = qcuda_hostmem_account(hm, npages);
+	while (!err && pinned < npages) {
 		got = pin_user_pages_fast((a.addr & PAGE_MASK) + (pinned << PAGE_SHIFT),
 					  min_t(unsigned long, npages - pinned, SZ_1M),
 					  FOLL_WRITE | FOLL_LONGTERM, hm->pages + pinned);
@@ -1057,11 +1166,17 @@ static void qcuda_map_end(struct qcuda_file *qf, struct qcuda_hostmem *hm,
 	mutex_unlock(&qf->lock);
 }
 
-/* After a successful HOST_UNMAP (devptr) or DEVICE_RESET (all). */
+/*
+ * After a successful HOST_UNMAP (devptr) or DEVICE_RESET (all): drop the
+ * holds of the mappings that had completed (qf->maps). A HOST_MAP still in
+ * flight keeps its hold: qcuda_map_end() drops it if the mapping failed
+ * (the backend fails one that completes after the reset) and records it
+ * otherwise; it may then outlive the reset, which only keeps the memory
+ * until close.
+ */
 static void qcuda_unmap(struct qcuda_file *qf, bool all, u64 devptr)
 {
 	struct qcuda_map *m, *t;
-	struct qcuda_hostmem *hm;
 
 	mutex_lock(&qf->lock);
 	list_for_each_entry_safe(m, t, &qf->maps, node) {
@@ -1073,9 +1188,6 @@ static void qcuda_unmap(struct qcuda_file *qf, bool all, u64 devptr)
 				break;
 		}
 	}
-	if (all)
-		list_for_each_entry(hm, &qf->hostmem, node)
-			hm->maps = 0;
 	mutex_unlock(&qf->lock);
 }
 
@@ -1246,70 +1358,64 @@ static void qcuda_file_free(struct qcuda_file *qf)
 }
 
 /*
- * The last reference to qf is gone: every request of the file has come
- * back. Send SESSION_CLOSE (the backend frees the process's device memory),
- * or, the second time (it came back, or could not be sent: device gone),
- * free the file and its host memory, which the backend may use until then.
+ * Send SESSION_CLOSE for session (the backend answers the session's
+ * requests still in the device and frees what it held). The op holds a
+ * reference to qf, so the file and its host memory, which the device may
+ * use until then, stay until it has come back. It takes its request slot at
+ * once and waits for ring room until there is some or the device is gone.
  * wait: from release; wait (killably) for the reply, so that when close()
  * or exit returns the session's resources are free on the host.
  */
-static void qcuda_file_close(struct qcuda_file *qf, bool wait)
+static void qcuda_session_close(struct qcuda_file *qf, u64 session, bool wait)
 {
 	struct qcuda_op *op;
 	int err;
 	u32 qi;
 
-	if (qf->closing || !qf->session) {
-		qcuda_file_free(qf);
+	op = qcuda_op_alloc(qf, QCUDA_CMD_SESSION_CLOSE, 0, 0, QCUDA_DATA_NONE, 0, 0);
+	if (!op) {
+		dev_warn(&qf->qd->vdev->dev, "cannot close session %llx: no memory\n",
+			 session);
 		return;
 	}
-	dev_dbg(&qf->qd->vdev->dev, "closing session %llx (%s)\n", qf->session,
-		wait ? "release" : "after its last request");
-	qf->closing = true;
-	refcount_set(&qf->ref, 1);
-	op = qcuda_op_alloc(qf, QCUDA_CMD_SESSION_CLOSE, 0, 0, QCUDA_DATA_NONE, 0, 0);
-	if (op) {
-		qi = (u32)atomic_inc_return(&qf->qd->next_queue) % qf->qd->num_queues;
-		err = qcuda_chunk_start(op, &op->slot[0], 0, qi, false);
-		/* If killed meanwhile, the reply alone frees the file. */
-		if (!err && wait)
-			err = wait_for_completion_killable(&op->slot[0].done);
-		qcuda_op_put(op);
-	} else {
-		dev_warn(&qf->qd->vdev->dev, "cannot close session %llx: no memory\n",
-			 qf->session);
-	}
-	qcuda_file_put(qf, false);	/* qf may be gone after this */
+	op->session = session;
+	qi = (u32)atomic_inc_return(&qf->qd->next_queue) % qf->qd->num_queues;
+	err = qcuda_chunk_start(op, &op->slot[0], 0, qi, false);
+	/* If killed meanwhile, the reply alone frees the op (and the file). */
+	if (!err && wait)
+		wait_for_completion_killable(&op->slot[0].done);
+	qcuda_op_put(op);
 }
 
-static void qcuda_file_put(struct qcuda_file *qf, bool wait)
+/* The last reference (the file is released and every request of it has
+ * come back) frees qf. */
+static void qcuda_file_put(struct qcuda_file *qf)
 {
 	if (refcount_dec_and_test(&qf->ref))
-		qcuda_file_close(qf, wait);
+		qcuda_file_free(qf);
 }
 
 /*
  * Record a session opened by SESSION_OPEN. If the file has one already (a
- * killed opener's reply came back after another caller opened one), close
- * the extra one now.
+ * killed opener's reply came back after another caller opened one), or was
+ * released meanwhile (the opener was killed, then the process exited),
+ * close this one now: release() closes only the session it found.
  */
 static void qcuda_session_set(struct qcuda_file *qf, u64 session)
 {
-	struct qcuda_op *op;
-	u32 qi;
+	bool keep;
 
-	if (!cmpxchg64(&qf->session, 0, session)) {
+	mutex_lock(&qf->lock);
+	keep = !qf->session && !qf->released;
+	if (keep)
+		WRITE_ONCE(qf->session, session);
+	mutex_unlock(&qf->lock);
+	if (keep) {
 		dev_dbg(&qf->qd->vdev->dev, "session %llx opened\n", session);
 		return;
 	}
 	dev_dbg(&qf->qd->vdev->dev, "closing extra session %llx\n", session);
-	op = qcuda_op_alloc(qf, QCUDA_CMD_SESSION_CLOSE, 0, 0, QCUDA_DATA_NONE, 0, 0);
-	if (!op)
-		return;
-	op->session = session;
-	qi = (u32)atomic_inc_return(&qf->qd->next_queue) % qf->qd->num_queues;
-	qcuda_chunk_start(op, &op->slot[0], 0, qi, false);
-	qcuda_op_put(op);
+	qcuda_session_close(qf, session, false);
 }
 
 /*
@@ -1363,6 +1469,8 @@ static int qcuda_open(struct inode *inode, struct file *f)
 	kref_get(&qd->kref);
 	qf->qd = qd;
 	refcount_set(&qf->ref, 1);
+	atomic_set(&qf->inflight, 0);
+	init_waitqueue_head(&qf->slot_wq);
 	mutex_init(&qf->open_lock);
 	mutex_init(&qf->lock);
 	INIT_LIST_HEAD(&qf->hostmem);
@@ -1371,10 +1479,27 @@ static int qcuda_open(struct inode *inode, struct file *f)
 	return 0;
 }
 
+/*
+ * The last file reference is gone, so no ioctl runs on qf and none will;
+ * requests of killed callers may still be in the device. Close the session
+ * now all the same (they come back answered); the ops' references keep the
+ * file until the last of them has returned.
+ */
 static int qcuda_release(struct inode *inode, struct file *f)
 {
-	/* Usually nothing is in flight and this closes the session now. */
-	qcuda_file_put(f->private_data, true);
+	struct qcuda_file *qf = f->private_data;
+	u64 session;
+
+	mutex_lock(&qf->lock);
+	qf->released = true;
+	session = qf->session;
+	mutex_unlock(&qf->lock);
+	if (session) {
+		dev_dbg(&qf->qd->vdev->dev, "closing session %llx (%d requests in flight)\n",
+			session, atomic_read(&qf->inflight));
+		qcuda_session_close(qf, session, true);
+	}
+	qcuda_file_put(qf);
 	return 0;
 }
 
@@ -1459,6 +1584,18 @@ out:
 	return err;
 }
 
+/* Requests one file may have in flight: a quarter of every ring's slots
+ * (each request takes one: its chain goes indirect), at least a few. */
+static int qcuda_file_slots(struct qcuda_dev *qd)
+{
+	unsigned int total = 0;
+	u32 i;
+
+	for (i = 0; i < qd->num_queues; i++)
+		total += virtqueue_get_vring_size(qd->queues[i].vq);
+	return max_t(unsigned int, total / 4, QCUDA_MIN_FILE_SLOTS);
+}
+
 static int qcuda_probe(struct virtio_device *vdev)
 {
 	struct qcuda_dev *qd;
@@ -1495,6 +1632,7 @@ static int qcuda_probe(struct virtio_device *vdev)
 	err = qcuda_init_vqs(qd);
 	if (err)
 		goto err_free;
+	qd->file_slots = qcuda_file_slots(qd);
 
 	qd->index = ida_alloc(&qcuda_ida, GFP_KERNEL);
 	if (qd->index < 0) {
@@ -1512,10 +1650,10 @@ static int qcuda_probe(struct virtio_device *vdev)
 	if (err)
 		goto err_reset;
 
-	dev_info(&vdev->dev, "/dev/%s: %u queues, queue_size %u, vring %u, proto %u, caps %#llx\n",
+	dev_info(&vdev->dev, "/dev/%s: %u queues, queue_size %u, vring %u, proto %u, caps %#llx, %d requests per file\n",
 		 qd->name, qd->num_queues, qd->queue_size,
 		 virtqueue_get_vring_size(qd->queues[0].vq), qd->proto_version,
-		 qd->capabilities);
+		 qd->capabilities, qd->file_slots);
 	return 0;
 
 err_reset:
@@ -1554,6 +1692,7 @@ static void qcuda_remove(struct virtio_device *vdev)
 		while ((c = virtqueue_detach_unused_buf(q->vq)) != NULL) {
 			c->error = -ENODEV;
 			complete(&c->done);
+			qcuda_slot_put(c->op->qf);
 			qcuda_op_put_dev(c->op);
 		}
 		spin_unlock_irq(&q->lock);

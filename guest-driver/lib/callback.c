@@ -7,7 +7,9 @@
  * back: see backend/src/qcuda/callbacks.ts). The mark is posted like a
  * launch. The callback thread starts with the first host function and then
  * lives in CALLBACK_WAIT; it never flushes posted work itself, since a flush
- * may be waiting for the very function it is to run.
+ * may be waiting for the very function it is to run. cudaDeviceReset
+ * forgets the functions marked and not run (natively they never run), and
+ * answers a parked wait with id 0: the thread parks again.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -56,12 +58,25 @@ static void *callback_thread(void *arg)
 
 		e = qc_call_unbatched(QCUDA_CMD_CALLBACK_WAIT, &a, sizeof(a), &out, sizeof(out), QT_NONE,
 				      NULL, 0, NULL);
+		if (e == cudaErrorInvalidValue && done) {
+			/* A cudaDeviceReset forgot the function that just ran:
+			 * nothing to report, park again. */
+			qc_debug("host function %llu forgotten by a reset", (unsigned long long)done);
+			done = 0;
+			continue;
+		}
 		if (e != cudaSuccess) {
 			/* The session or device is gone: nothing more can run. */
 			qc_debug("callback thread ends: %d", (int)e);
 			break;
 		}
 		done = out.id;
+		if (!done) {
+			/* cudaDeviceReset answered the wait: nothing to run. The
+			 * thread parks again rather than end, so that a host
+			 * function launched right after the reset finds it. */
+			continue;
+		}
 		f = take(out.id);
 		if (!f) {
 			qc_msg("the backend named an unknown host function %llu", (unsigned long long)out.id);
@@ -77,6 +92,18 @@ static void *callback_thread(void *arg)
 	thread_state = 0;
 	pthread_mutex_unlock(&lock);
 	return NULL;
+}
+
+void qc_callback_reset(void)
+{
+	struct host_fn *f;
+
+	pthread_mutex_lock(&lock);
+	while ((f = marked) != NULL) {
+		marked = f->next;
+		free(f);
+	}
+	pthread_mutex_unlock(&lock);
 }
 
 /* Called with lock held. */

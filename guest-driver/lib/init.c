@@ -680,6 +680,7 @@ QC_API cudaError_t cudaDeviceReset(void)
 	qc_mem_reset();
 	qc_module_reset();
 	qc_handle_reset();
+	qc_callback_reset();
 	atomic_store(&device_flags[current_device], 0);
 	atomic_store(&sticky_err, cudaSuccess);
 	(void)qc_deferred(cudaSuccess);	/* errors of work the reset discarded */

@@ -127,6 +127,12 @@ void qc_flush(void);
  * posted work since the last such call (cleared), else cudaSuccess. */
 cudaError_t qc_deferred(cudaError_t e);
 
+/* ---- callback.c ---- */
+
+/* Forgets the host functions marked and not run, after DEVICE_RESET (the
+ * backend forgot them too; natively they never run). */
+void qc_callback_reset(void);
+
 /* ---- handles.c ---- */
 
 /* The stream and event handles the process holds (for posted work's checks). */

@@ -121,6 +121,76 @@ test.serial('the guest CUDA programs pass against the host provider', async (t) 
   t.log(programs.map((p) => new RegExp(`PASS: ${p.replace('_ptds', '')}: (\\d+) checks`).exec(r.stdout.split(`=== ${p}\n`)[1] ?? '')?.[0] ?? `${p}: ?`).join('; '));
 });
 
+// A section of a guest script's stdout: what follows "=== name\n" up to the next "=== ".
+function section(stdout: string, name: string): string {
+  return stdout.split(`=== ${name}\n`)[1]?.split('\n=== ')[0] ?? '';
+}
+
+// Security review finding 2: the callback thread of a process that used a
+// host function keeps a CALLBACK_WAIT parked in the backend, so the driver
+// must close the session at release with that request still in flight, or
+// the process's device memory stays counted against the quota. sessionend
+// also resets the device, after which the parked wait is answered with id 0
+// ("park again") and a host function launched after the reset still runs.
+test.serial('a process that ran a host function frees its memory at exit: 48 MiB three times under a 64 MiB quota (sessionend)', async (t) => {
+  const script = [1, 2, 3].map((i) => `echo "=== run ${i}"; sessionend; echo "=== run ${i} exit $?"`).join('\n');
+  const r = await runVm({ ...base, command: script, backendArgs: ['--provider=host', '--device-memory-limit=64M'] });
+  for (const i of [1, 2, 3]) {
+    t.regex(r.stdout, new RegExp(`=== run ${i} exit 0`), `run ${i}:\n${section(r.stdout, `run ${i}`)}`);
+    t.regex(section(r.stdout, `run ${i}`), /PASS: sessionend: \d+ checks/, `run ${i}`);
+  }
+  t.notRegex(r.stderr, /^qcuda: /m, 'no complaint from the library (e.g. about host function 0)');
+});
+
+// Finding 8: one process's requests parked in the device (syncs behind a host
+// function that never returns, from more threads than the VM has ring slots:
+// 4 queues x 256) must not block another process; killed, its session
+// closes at once (the driver does not wait for the parked requests), so a
+// third process gets its memory back under the same quota.
+test.serial('a process with more blocked calls than ring slots leaves room for others, and its memory comes back when it is killed (ringfill)', async (t) => {
+  t.timeout(560_000);
+  const script = [
+    'ringfill hold 1100 48 > hold.out 2>&1 &',
+    'pid=$!',
+    'i=0; until grep -q "ringfill: holding" hold.out || [ $i -ge 120 ]; do sleep 1; i=$((i+1)); done',
+    'echo "=== hold ready after $i s"',
+    'echo "=== probe"; timeout -s KILL 120 ringfill probe 1; echo "=== probe exit $?"',
+    'kill -9 $pid; wait $pid; echo "=== hold killed $?"',
+    'echo "=== after"; timeout -s KILL 120 ringfill probe 48; echo "=== after exit $?"',
+    'echo "=== hold output"; cat hold.out',
+  ].join('\n');
+  const r = await runVm({ ...base, command: script, backendArgs: ['--provider=host', '--device-memory-limit=64M'], timeoutMs: 540_000 });
+  t.log(/=== hold ready after \d+ s/.exec(r.stdout)?.[0] ?? 'no hold line');
+  t.regex(section(r.stdout, 'hold output'), /ringfill: holding/, r.stdout);
+  t.regex(r.stdout, /=== probe exit 0/, `probe:\n${section(r.stdout, 'probe')}`);
+  t.regex(section(r.stdout, 'probe'), /PASS: ringfill_probe: \d+ checks/);
+  t.regex(r.stdout, /=== hold killed 137/);
+  t.regex(r.stdout, /=== after exit 0/, `after:\n${section(r.stdout, 'after')}`);
+  t.regex(section(r.stdout, 'after'), /PASS: ringfill_probe: \d+ checks/);
+});
+
+// Finding 12: pinned host memory (cudaHostRegister, cudaHostAlloc,
+// cudaMallocManaged) counts against RLIMIT_MEMLOCK of an unprivileged
+// process, and is given back when freed.
+test.serial('pinned host memory counts against RLIMIT_MEMLOCK of an unprivileged process (memlock)', async (t) => {
+  const r = await runVm({ ...base, command: 'memlock', backendArgs: ['--provider=host'] });
+  t.is(r.exit, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
+  t.regex(r.stdout, /PASS: memlock: \d+ checks/);
+});
+
+// Finding 10: a DEVICE_RESET that completes while a HOST_MAP is in flight
+// must not drop that map's hold on its pages (else HOST_FREE lets the guest
+// reuse pages the device may map). A race: three runs of 6000 rounds each
+// (one run caught the old driver 5 times in 6).
+test.serial('a DEVICE_RESET racing HOST_MAP keeps the hold of the map in flight (mapreset)', async (t) => {
+  const script = [1, 2, 3].map((i) => `echo "=== run ${i}"; mapreset; echo "=== run ${i} exit $?"`).join('\n');
+  const r = await runVm({ ...base, command: script, backendArgs: ['--provider=host'] });
+  for (const i of [1, 2, 3]) {
+    t.regex(r.stdout, new RegExp(`=== run ${i} exit 0`), `run ${i}:\n${section(r.stdout, `run ${i}`)}`);
+    t.regex(section(r.stdout, `run ${i}`), /PASS: mapreset: \d+ checks/, `run ${i}`);
+  }
+});
+
 test.serial('QEMU reconnects to a restarted backend and the guest carries on (qemu-patches/0002)', async (t) => {
   let info: { backendPid: number; qemuPid: number; dir: string } | undefined;
   const restarted: number[] = [];
