@@ -93,6 +93,9 @@ export class Session {
   /** This session's place among the VM's contexts, while it has one (#slot: the current context's). */
   readonly #contextSlot: Share;
   #slot: { held: boolean } | undefined;
+  /** Contexts being destroyed (by a reset) and the promises that settle when they are gone. */
+  readonly #ending = new Set<ProviderContext>();
+  readonly #endings = new Set<Promise<void>>();
   /** cudaLimit -> the device memory its value reserves beyond the context's default (counted). */
   readonly #limitCharges = new Map<number, bigint>();
   /** cudaLimit -> its value in a fresh context (what the context's overhead holds already). */
@@ -432,7 +435,11 @@ export class Session {
   async close(): Promise<void> {
     this.#closed = true;
     this.callbacks.close();
-    await this.#free('exit');
+    // A context a reset is still destroying (gracefully: a worker asked to
+    // stop) is ended the fast way too: the close is answered once every
+    // context of the session is gone.
+    for (const x of this.#ending) void x.destroy('exit');
+    await Promise.all([this.#free('exit'), ...this.#endings]);
   }
 
   /** Frees everything (cudaDeviceReset): the context goes with it. */
@@ -468,11 +475,21 @@ export class Session {
     this.#memory.giveAll();
     if (!ctx) return;
     // The slot is the VM's bound on contexts (worker processes): given back once this one is gone.
+    let gone!: () => void;
+    const done = new Promise<void>((r) => (gone = r));
+    this.#endings.add(done);
+    let x: ProviderContext | undefined;
     try {
-      const x = await ctx.catch(() => undefined);
-      await x?.destroy(why);
+      x = await ctx.catch(() => undefined);
+      if (x) {
+        this.#ending.add(x);
+        await x.destroy(this.#closed ? 'exit' : why);
+      }
     } finally {
+      if (x) this.#ending.delete(x);
       this.#giveSlot(slot);
+      this.#endings.delete(done);
+      gone();
     }
   }
 }

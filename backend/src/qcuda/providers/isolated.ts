@@ -256,6 +256,7 @@ class RemoteContext implements ProviderContext {
 
   /** At a reset the worker is asked to destroy its context (its device output reaches the guest); when the process is gone, it is killed at once. */
   destroy(why: 'reset' | 'exit' = 'reset'): Promise<void> {
+    if (this.#stopped && why === 'exit') this.worker.kill(); // a graceful stop under way: end it now
     this.#stopped ??= (why === 'exit' ? this.worker.end() : this.worker.stop()).finally(this.onDestroy);
     return this.#stopped;
   }
