@@ -19,12 +19,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { native } from '../../backend/src/native';
-import { Cmd, encode, LAYOUT, QCUDA_CHUNK, QCUDA_MAX_BATCH, QCUDA_PROTO_VERSION } from '../../backend/src/qcuda/proto';
+import { Cmd, encode, QCUDA_CHUNK, QCUDA_PROTO_VERSION } from '../../backend/src/qcuda/proto';
 import { createProvider, type ProviderKind } from '../../backend/src/qcuda/providers';
 import type { GuestSeg, LaunchDesc, ProviderContext } from '../../backend/src/qcuda/provider';
 import { Frontend } from '../../backend/src/vhost-user/frontend/frontend';
 import { GuestMemory } from '../../backend/src/vhost-user/frontend/guest-memory';
-import { QcudaClient } from '../qcuda/client';
+import { fullBatch, QcudaClient } from '../qcuda/client';
 import { percentile, report, type Row } from './stats';
 
 const arg = (name: string, dflt: string) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : dflt);
@@ -81,15 +81,7 @@ function fixtureFatbin(): Uint8Array | undefined {
 async function postedLaunchRate(c: QcudaClient, mem: GuestMemory, func: bigint, n: number): Promise<number> {
   progress('backend launch rate');
   const one = encode('qcuda_args_launch', { func, stream: 0n, grid: gridOf(1), block: gridOf(1), shared_mem: 0, param_bytes: 0 });
-  const size = LAYOUT.qcuda_batch_entry.size + one.length;
-  const per = Math.floor(QCUDA_MAX_BATCH / size);
-  const bytes = new Uint8Array(per * size);
-  const v = new DataView(bytes.buffer);
-  for (let i = 0; i < per; i++) {
-    v.setUint32(i * size, Cmd.LAUNCH, true);
-    v.setUint32(i * size + 4, one.length, true);
-    bytes.set(one, i * size + 8);
-  }
+  const { bytes, count: per, entryBytes: size } = fullBatch(Cmd.LAUNCH, one);
   const gpa = mem.alloc(bytes.length, 4096);
   mem.bytes(gpa, bytes.length).set(bytes);
   const batch = (count: number) => c.call(Cmd.BATCH, { args: ['qcuda_args_batch', { count, bytes: BigInt(count * size) }], to: [{ gpa, len: count * size }] });

@@ -1,7 +1,7 @@
 // A guest's side of virtio-qcuda over the test frontend: builds requests the
 // way the guest driver does (header, arguments, data split into chunks over
 // the queues) for tests and benchmarks that run without a VM.
-import { Cmd, decode, encode, LAYOUT, QCUDA_CHUNK, QCUDA_PROTO_VERSION, type Decoded, type StructName } from '../../backend/src/qcuda/proto';
+import { Cmd, decode, encode, LAYOUT, QCUDA_CHUNK, QCUDA_MAX_BATCH, QCUDA_PROTO_VERSION, type Decoded, type StructName } from '../../backend/src/qcuda/proto';
 import type { Frontend } from '../../backend/src/vhost-user/frontend/frontend';
 import type { GuestBuf } from '../../backend/src/vhost-user/frontend/guest-ring';
 
@@ -32,6 +32,20 @@ export interface CallOptions {
   rawArgs?: Uint8Array;
   /** Room for output when no out struct is named. */
   outLen?: number;
+}
+
+/** A BATCH of as many copies of one posted entry as fit in QCUDA_MAX_BATCH: its bytes, entry count and bytes per entry. */
+export function fullBatch(cmd: number, args: Uint8Array): { bytes: Uint8Array; count: number; entryBytes: number } {
+  const entryBytes = LAYOUT.qcuda_batch_entry.size + ((args.length + 7) & ~7);
+  const count = Math.floor(QCUDA_MAX_BATCH / entryBytes);
+  const bytes = new Uint8Array(count * entryBytes);
+  const v = new DataView(bytes.buffer);
+  for (let i = 0; i < count; i++) {
+    v.setUint32(i * entryBytes, cmd, true);
+    v.setUint32(i * entryBytes + 4, args.length, true);
+    bytes.set(args, i * entryBytes + LAYOUT.qcuda_batch_entry.size);
+  }
+  return { bytes, count, entryBytes };
 }
 
 export class QcudaClient {

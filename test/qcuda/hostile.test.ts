@@ -21,7 +21,7 @@ import type { Frontend } from '../../backend/src/vhost-user/frontend/frontend';
 import { encodeSingleRegion, Req } from '../../backend/src/vhost-user/message';
 import { LogLimiter } from '../../backend/src/vhost-user/log-limiter';
 import { prng, started, tick, until } from '../helpers';
-import { QcudaClient } from './client';
+import { fullBatch, QcudaClient } from './client';
 
 const MIB = 1n << 20n;
 /** QCUDA_HOSTILE_PROVIDER=cuda (the GPU run): the cases that need no host-provider internals run on the GPU, a worker per session. */
@@ -203,16 +203,7 @@ it('deferred posted work is bounded per session: past the bound entries fail, th
   const s = await newStream(c);
   t.is((await hostFunc(c, s, 1n)).status, 0); // never reported as run
   const scratch = fe.mem.alloc(QCUDA_MAX_BATCH);
-  const entry = encode('qcuda_args_memset', { dst: a, size: 64n, stream: s, value: 1, async: 1 });
-  const per = 8 + ((entry.length + 7) & ~7);
-  const n = Math.floor(QCUDA_MAX_BATCH / per);
-  const frame = new Uint8Array(n * per);
-  const v = new DataView(frame.buffer);
-  for (let i = 0; i < n; i++) {
-    v.setUint32(i * per, Cmd.MEMSET, true);
-    v.setUint32(i * per + 4, entry.length, true);
-    frame.set(entry, i * per + 8);
-  }
+  const { bytes: frame, count: n } = fullBatch(Cmd.MEMSET, encode('qcuda_args_memset', { dst: a, size: 64n, stream: s, value: 1, async: 1 }));
   fe.mem.bytes(scratch, frame.length).set(frame);
   global.gc?.();
   const heapBefore = process.memoryUsage().heapUsed;

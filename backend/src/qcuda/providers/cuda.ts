@@ -254,7 +254,7 @@ class CudaSessionContext implements ProviderContext, OutputSource {
       throw new CudaError(CudaErr.InvalidValue, `hostDevicePointer: 0x${addr.toString(16)}+${size} is not registered guest memory`);
     const a = this.provider.alias(addr, size);
     try {
-      await this.native.hostRegister(a.base, BigInt(a.mapping.length), this.provider.aliasFlags);
+      await this.native.hostRegister(a.base, BigInt(a.mapping.length), this.provider.registerFlags);
     } catch (e) {
       a.mapping.unmap();
       throw e;
@@ -358,7 +358,7 @@ export class CudaProvider implements Provider {
    * then go through the driver's staging buffers); await it where it matters.
    */
   registerGuestMemory(addr: bigint, size: bigint, source?: GuestMemorySource): Promise<void> {
-    const flags = this.#n.HOST_REGISTER_PORTABLE | this.#n.HOST_REGISTER_DEVICEMAP;
+    const flags = this.registerFlags;
     const prev = this.#regions.get(addr)?.done ?? Promise.resolve(false);
     const fd = source ? new Fd(sys.dup(source.fd)) : undefined;
     const done = prev.then(() =>
@@ -375,7 +375,8 @@ export class CudaProvider implements Provider {
     return done.then(() => undefined);
   }
 
-  get aliasFlags(): number {
+  /** How guest RAM and HOST_MAP aliases are registered: pinned for every context, mapped for the device. */
+  get registerFlags(): number {
     return this.#n.HOST_REGISTER_PORTABLE | this.#n.HOST_REGISTER_DEVICEMAP;
   }
 
