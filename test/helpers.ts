@@ -5,8 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { ExecutionContext } from 'ava';
 import { VhostUserServer, type VhostUserDevice } from '../backend/src/vhost-user';
-import { Frontend, type StartOptions } from '../backend/src/vhost-user/frontend/frontend';
-import { GuestMemory } from '../backend/src/vhost-user/frontend/guest-memory';
+import { Frontend, GuestMemory, type StartOptions } from '../backend/src/vhost-user/frontend';
 
 export function tmpDir(t: ExecutionContext): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-test-'));

@@ -17,7 +17,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { native } from '../../backend/src/native';
+import { native } from '../../backend/src/sys/native';
 import type { CudaContextNative } from '../../backend/src/native-cuda';
 import { prng } from '../helpers';
 import { fakeCuda, text } from './fake-driver';

@@ -18,12 +18,11 @@ import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { native } from '../../backend/src/native';
+import { native } from '../../backend/src/sys/native';
 import { Cmd, encode, QCUDA_CHUNK, QCUDA_PROTO_VERSION } from '../../backend/src/qcuda/proto';
 import { createProvider, type ProviderKind } from '../../backend/src/qcuda/providers';
 import type { GuestSeg, LaunchDesc, ProviderContext } from '../../backend/src/qcuda/provider';
-import { Frontend } from '../../backend/src/vhost-user/frontend/frontend';
-import { GuestMemory } from '../../backend/src/vhost-user/frontend/guest-memory';
+import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { fullBatch, QcudaClient } from '../qcuda/client';
 import { percentile, report, type Row } from './stats';
 

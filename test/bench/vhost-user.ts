@@ -4,10 +4,9 @@
 //   node dist/test/bench/vhost-user.js [--iterations N]
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { native } from '../../backend/src/native';
-import { EventFd } from '../../backend/src/vhost-user/fd';
-import { Frontend } from '../../backend/src/vhost-user/frontend/frontend';
-import { GuestMemory } from '../../backend/src/vhost-user/frontend/guest-memory';
+import { native } from '../../backend/src/sys/native';
+import { EventFd } from '../../backend/src/sys/fd';
+import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { percentile, report } from './stats';
 
 const ITER = Number(process.argv[process.argv.indexOf('--iterations') + 1]) || 20000;

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { EchoDevice } from '../../backend/src/devices/echo';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import { Frontend } from '../../backend/src/vhost-user/frontend/frontend';
+import { Frontend } from '../../backend/src/vhost-user/frontend';
 import { connect, tmpDir, until } from '../helpers';
 
 const dist = path.resolve(__dirname, '..', '..');
@@ -50,7 +50,7 @@ test('qcuda-backend serves a frontend, keeps listening after it leaves, and exit
 });
 
 test('qcuda-backend --fd serves an inherited socket and exits when it closes', async (t) => {
-  const { native } = await import('../../backend/src/native');
+  const { native } = await import('../../backend/src/sys/native');
   const [mine, theirs] = native.socketPair();
   const p = spawn(process.execPath, [BACKEND, '--fd=3', '--device=qcuda', '--queues=3'], { stdio: ['ignore', 'ignore', 'ignore', theirs] });
   native.close(theirs);

@@ -4,7 +4,7 @@
 // sends garbage; and the raw frames' codec (worker-messages.ts).
 import { isDeepStrictEqual } from 'node:util';
 import test from 'ava';
-import { native } from '../../backend/src/native';
+import { native } from '../../backend/src/sys/native';
 import { Channel } from '../../backend/src/qcuda/providers/channel';
 import { decodeFast, encodeCopy, encodeDone, Fast } from '../../backend/src/qcuda/providers/worker-messages';
 

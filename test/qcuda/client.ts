@@ -1,9 +1,8 @@
 // A guest's side of virtio-qcuda over the test frontend: builds requests the
 // way the guest driver does (header, arguments, data split into chunks over
 // the queues) for tests and benchmarks that run without a VM.
-import { Cmd, decode, encode, LAYOUT, QCUDA_CHUNK, QCUDA_MAX_BATCH, QCUDA_PROTO_VERSION, type Decoded, type StructName } from '../../backend/src/qcuda/proto';
-import type { Frontend } from '../../backend/src/vhost-user/frontend/frontend';
-import type { GuestBuf } from '../../backend/src/vhost-user/frontend/guest-ring';
+import { Cmd, decode, encode, LAYOUT, QCUDA_CHUNK, QCUDA_MAX_BATCH, QCUDA_PROTO_VERSION, type StructName } from '../../backend/src/qcuda/proto';
+import type { Frontend, GuestBuf } from '../../backend/src/vhost-user/frontend';
 
 const REQ = LAYOUT.qcuda_req_hdr.size;
 const RESP = LAYOUT.qcuda_resp_hdr.size;
@@ -15,7 +14,8 @@ export interface Reply {
   value: bigint;
   len: number;
   used: number;
-  out?: Decoded;
+  /** The output struct's fields (loosely typed: the struct is chosen at run time). */
+  out?: Record<string, number | bigint | Uint8Array | Uint32Array | BigUint64Array>;
 }
 
 export interface CallOptions {
@@ -107,7 +107,7 @@ export class QcudaClient {
     const r = decode('qcuda_resp_hdr', mem.bytes(outGpa, RESP).slice());
     return {
       status: r.status as number, value: r.value as bigint, len: r.len as number, used: used.len,
-      out: o.out && (r.len as number) >= outSize ? decode(o.out, mem.bytes(outGpa + BigInt(RESP), outSize).slice()) : undefined,
+      out: o.out && (r.len as number) >= outSize ? (decode(o.out, mem.bytes(outGpa + BigInt(RESP), outSize).slice()) as Reply['out']) : undefined,
     };
   }
 

@@ -5,7 +5,7 @@
 // errors, and the event loop kept free during long waits.
 // QCUDA_LIBCUDA=/path/to/libcuda.so.1 loads another driver library (a fake one, say).
 import test, { type ExecutionContext } from 'ava';
-import { native } from '../../backend/src/native';
+import { native } from '../../backend/src/sys/native';
 import { cudaNative } from '../../backend/src/native-cuda';
 import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
 import type { GuestSeg, ProviderContext } from '../../backend/src/qcuda/provider';

@@ -8,7 +8,7 @@ import { QcudaDevice } from '../../backend/src/qcuda/device';
 import type { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { Cmd, decode, encode, LAYOUT, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_MODULE, QCUDA_PROTO_VERSION, Status, type StructName } from '../../backend/src/qcuda/proto';
 import { MAX_PENDING_UPLOADS } from '../../backend/src/qcuda/session';
-import { GuestMemory } from '../../backend/src/vhost-user/frontend/guest-memory';
+import { GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { prng, randomBytes, started, until } from '../helpers';
 import { QcudaClient } from './client';
 
@@ -53,7 +53,7 @@ test('HELLO checks the protocol version; device properties and memory info', asy
   const p = await c.call(Cmd.DEVICE_PROPS, { args: ['qcuda_args_device', { device: 0 }], out: 'qcuda_out_device_props' });
   t.is(p.status, 0);
   t.regex(Buffer.from(p.out!.name as Uint8Array).toString('latin1'), /^qcuda host-memory device \(no GPU\)\0/);
-  t.is((p.out!.attrs as Uint8Array).length, 160 * 4);
+  t.is((p.out!.attrs as Uint32Array).length, 160);
   t.is((await c.call(Cmd.DEVICE_PROPS, { args: ['qcuda_args_device', { device: 1 }], out: 'qcuda_out_device_props' })).status, CudaErr.InvalidDevice);
   t.is((await c.call(Cmd.SET_DEVICE, { args: ['qcuda_args_device', { device: 3 }] })).status, CudaErr.InvalidDevice);
   const info = await c.call(Cmd.MEM_GET_INFO, { out: 'qcuda_out_mem_info' });
@@ -244,7 +244,7 @@ test('random and mutated commands never crash the backend or disturb another ses
   fe.mem.bytes(g, 16).set(Buffer.from('victim-data-0123'));
   t.is(await victim.htod(secret, g, 16), 0);
   const rnd = prng(2024);
-  const cmds = [...Object.values(Cmd).filter((v): v is number => typeof v === 'number'), 3, 99, 0xffffffff];
+  const cmds: number[] = [...Object.values(Cmd), 3, 99, 0xffffffff];
   const scratch = fe.mem.alloc(64 * 1024);
   for (let i = 0; i < 1500; i++) {
     const cmd = cmds[(rnd() * cmds.length) | 0];
@@ -343,3 +343,31 @@ test('module, function, variable and launch requests with bad lengths or handles
   const g = fe.mem.alloc(8);
   t.is((await c.call(Cmd.LAUNCH, { rawArgs: new Uint8Array(L), to: [{ gpa: g, len: 8 }] })).status, Status.BAD_REQUEST, 'launch carries no data');
 });
+
+// The three calls added by declaration alone (wire/protocol.ts) plus each
+// provider's method: answered in process and through a session's worker.
+for (const where of ['in process', 'in a worker'] as const) {
+  test(`stream priority range, a stream's priority (clamped), L2 persistence reset: ${where}`, async (t) => {
+    const { IsolatedProvider } = await import('../../backend/src/qcuda/providers/isolated');
+    const { HostProvider } = await import('../../backend/src/qcuda/providers/host');
+    const provider = where === 'in a worker' ? new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } }) : undefined;
+    const dev = new QcudaDevice({ queues: 2, provider });
+    t.teardown(() => provider?.close());
+    const c = new QcudaClient((await started(t, dev, { size: 256 })).fe);
+    await c.open();
+    const range = await c.call(Cmd.STREAM_PRIORITY_RANGE, { out: 'qcuda_out_priority_range' });
+    t.is(range.status, 0);
+    t.deepEqual({ least: range.out!.least, greatest: range.out!.greatest }, { least: 0, greatest: -5 });
+    const created = await c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 1, priority: -9 }] });
+    t.is(created.status, 0);
+    const prio = await c.call(Cmd.STREAM_GET_PRIORITY, { args: ['qcuda_args_handle', { handle: created.value }] });
+    t.is(prio.status, 0);
+    t.is(BigInt.asIntN(64, prio.value), -5n, 'clamped to the greatest priority, as the driver does');
+    const legacy = await c.call(Cmd.STREAM_GET_PRIORITY, { args: ['qcuda_args_handle', { handle: 0n }] });
+    t.deepEqual([legacy.status, legacy.value], [0, 0n]);
+    const bogus = await c.call(Cmd.STREAM_GET_PRIORITY, { args: ['qcuda_args_handle', { handle: 12345n }] });
+    t.is(bogus.status, CudaErr.InvalidResourceHandle);
+    t.is((await c.call(Cmd.CTX_RESET_PERSISTING_L2, {})).status, 0);
+    t.is((await c.call(Cmd.CTX_RESET_PERSISTING_L2, { args: ['qcuda_args_handle', { handle: 1n }] })).status, Status.BAD_REQUEST, 'it takes no arguments');
+  });
+}

@@ -17,9 +17,9 @@ import { checkImage, FATBIN_MAGIC } from '../../backend/src/qcuda/module-image';
 import type { Provider, ProviderContext } from '../../backend/src/qcuda/provider';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { Cmd, encode, QCUDA_MAX_BATCH, QCUDA_STREAM_LEGACY, Status } from '../../backend/src/qcuda/proto';
-import type { Frontend } from '../../backend/src/vhost-user/frontend/frontend';
-import { encodeSingleRegion, Req } from '../../backend/src/vhost-user/message';
-import { LogLimiter } from '../../backend/src/vhost-user/log-limiter';
+import type { Frontend } from '../../backend/src/vhost-user/frontend';
+import { encodeSingleRegion, Req } from '../../backend/src/vhost-user';
+import { LogLimiter } from '../../backend/src/sys/log-limiter';
 import { prng, started, tick, until } from '../helpers';
 import { fullBatch, QcudaClient } from './client';
 

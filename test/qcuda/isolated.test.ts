@@ -5,7 +5,7 @@
 // test/qcuda/cuda-provider.test.ts.)
 import { spawn } from 'node:child_process';
 import test from 'ava';
-import { native } from '../../backend/src/native';
+import { native } from '../../backend/src/sys/native';
 import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
 import type { GuestSeg, ProviderContext } from '../../backend/src/qcuda/provider';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';

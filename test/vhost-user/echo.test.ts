@@ -2,8 +2,7 @@
 // back is checked, over several queues, chain shapes and feature sets.
 import test, { type ExecutionContext } from 'ava';
 import { EchoDevice, fnv1a, ECHO_TRAILER } from '../../backend/src/devices/echo';
-import type { Frontend } from '../../backend/src/vhost-user/frontend/frontend';
-import type { GuestBuf } from '../../backend/src/vhost-user/frontend/guest-ring';
+import type { Frontend, GuestBuf } from '../../backend/src/vhost-user/frontend';
 import { prng, randomBytes, started } from '../helpers';
 
 interface Shape {
@@ -80,7 +79,7 @@ test('rings above 4 GiB of guest-physical space and memory sent with ADD_MEM_REG
 });
 
 test('a 1 MiB request in one chain of large buffers', async (t) => {
-  const { GuestMemory } = await import('../../backend/src/vhost-user/frontend/guest-memory');
+  const { GuestMemory } = await import('../../backend/src/vhost-user/frontend');
   const mem = new GuestMemory([{ gpa: 0n, size: 8 << 20 }, { gpa: 1n << 32n, size: 8 << 20 }]);
   const { fe } = await started(t, new EchoDevice({ queues: 1 }), { size: 16 }, mem);
   await roundTrip(t, fe, 0, randomBytes(prng(5), 1 << 20), { indirect: true, pieces: 4, region: 1 });

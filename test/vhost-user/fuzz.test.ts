@@ -4,14 +4,13 @@
 // leak an fd, or touch memory outside the guest.
 import test, { type ExecutionContext } from 'ava';
 import { EchoDevice } from '../../backend/src/devices/echo';
-import { native } from '../../backend/src/native';
+import { native } from '../../backend/src/sys/native';
 import {
-  ChainError, encodeConfig, encodeMemTable, encodeMessage, encodeU64, encodeVringAddr, encodeVringState, Fd,
-  FLAG_NEED_REPLY, FLAG_VERSION, MemoryError, MemoryTable, ProtocolError, Req,
+  ChainError, DEFAULT_MAX_INDIRECT as MAX_INDIRECT, DescTable, encodeConfig, encodeMemTable, encodeMessage, encodeU64,
+  encodeVringAddr, encodeVringState, Fd, FLAG_NEED_REPLY, FLAG_VERSION, MemoryError, MemoryTable, ProtocolError, Req,
+  VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT, VIRTQ_DESC_F_WRITE, walkChain,
 } from '../../backend/src/vhost-user';
-import { DescTable, MAX_INDIRECT, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT, VIRTQ_DESC_F_WRITE, walkChain } from '../../backend/src/vhost-user/chain';
-import { Frontend } from '../../backend/src/vhost-user/frontend/frontend';
-import { GuestMemory } from '../../backend/src/vhost-user/frontend/guest-memory';
+import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { connect, openFds, prng, randomBytes, tick, until } from '../helpers';
 
 const SEEDS = [11, 22, 33];

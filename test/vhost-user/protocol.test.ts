@@ -3,13 +3,12 @@
 // and the server keeps serving.
 import test from 'ava';
 import { EchoDevice } from '../../backend/src/devices/echo';
-import { native } from '../../backend/src/native';
+import { native } from '../../backend/src/sys/native';
 import {
   encodeConfig, encodeMemTable, encodeU64, encodeVringAddr, encodeVringState, EventFd, FLAG_NEED_REPLY, FLAG_VERSION,
   encodeMessage, Req,
 } from '../../backend/src/vhost-user';
-import { Frontend } from '../../backend/src/vhost-user/frontend/frontend';
-import { GuestMemory } from '../../backend/src/vhost-user/frontend/guest-memory';
+import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { connect, openFds, started, tick, until } from '../helpers';
 
 const state = (index: number, num: number) => encodeVringState({ index, num });

@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import { DEVICES } from '../devices';
 import { DEFAULT_LIMITS, type VmLimits } from '../qcuda/limits';
 import { parseSize, type ProviderKind } from '../qcuda/providers';
-import { VhostUserServer } from '../vhost-user/server';
+import { stderrLogger, VhostUserServer } from '../vhost-user';
 
 const HELP = `Usage: qcuda-backend (--socket-path=PATH | --fd=FDNUM) [options]
 
@@ -157,11 +157,14 @@ async function main(): Promise<void> {
       queues, provider: args.provider as ProviderKind, gpu, memoryLimit, limits, isolation: args.isolation as 'process' | 'none',
       log: (line) => process.stderr.write(`qcuda-backend: ${line}\n`),
     });
+    // The library's own lines (a frontend's failed requests, rate-limited;
+    // connection errors) go to stderr as they are: they start "vhost-user: ".
+    const logger = stderrLogger;
     if (args.fd !== undefined) {
       const fd = positiveInt('fd', args.fd, 0, 1 << 20);
-      server = VhostUserServer.fromConnectedFd(fd, device, { onDisconnect: () => shutdown(0) });
+      server = VhostUserServer.fromConnectedFd(fd, device, { onDisconnect: () => shutdown(0), logger });
     } else {
-      server = VhostUserServer.listen(args['socket-path']!, device);
+      server = VhostUserServer.listen(args['socket-path']!, device, { logger });
       process.stderr.write(`qcuda-backend: ${device.name} device listening on ${args['socket-path']}\n`);
     }
   } catch (e) {

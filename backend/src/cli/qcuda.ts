@@ -76,7 +76,7 @@ const OPTIONS = {
 } as const;
 
 /** The main job: the transport, then CUDA programs (on the GPU where the backend finds one). */
-export const DEMO_COMMAND = 'nop_test -t 4 -n 100 > /tmp/nop.out || { cat /tmp/nop.out; exit 1; }; tail -1 /tmp/nop.out; ' +
+const DEMO_COMMAND = 'nop_test -t 4 -n 100 > /tmp/nop.out || { cat /tmp/nop.out; exit 1; }; tail -1 /tmp/nop.out; ' +
   'for p in device memcpy stream hostmem errors killcopy; do $p > /tmp/$p.out || { cat /tmp/$p.out; exit 1; }; tail -1 /tmp/$p.out; done';
 
 async function main(): Promise<number> {

@@ -1,10 +1,9 @@
 // An example device on vhost-user-ts: echoes the readable bytes back into the
 // writable part, followed by their FNV-1a checksum and the queue index, so a
 // test can tell a wrong byte, a short copy and a wrong queue apart.
-import type { Request } from '../vhost-user/request';
-import type { VhostUserDevice } from '../vhost-user/device';
+import type { Request, VhostUserDevice } from '../vhost-user';
 
-/** Virtio id of the example device (unassigned; only ever used over the test frontend). */
+/** Bytes the device adds after the echoed data: u32 FNV-1a checksum, u32 queue index. */
 export const ECHO_TRAILER = 8;
 
 export function fnv1a(data: Uint8Array): number {
@@ -23,6 +22,7 @@ export class EchoDevice implements VhostUserDevice {
   readonly name = 'echo';
   readonly numQueues: number;
   readonly maxQueueSize = 1024;
+  // maxIndirect: the library's default (DEFAULT_MAX_INDIRECT).
   readonly features = 0n;
   readonly configSize = 8;
   readonly #maxDelayMs: number;

@@ -3,7 +3,7 @@ import { QcudaDevice } from '../qcuda/device';
 import type { VmLimits } from '../qcuda/limits';
 import { createProvider, type ProviderKind } from '../qcuda/providers';
 import { IsolatedProvider } from '../qcuda/providers/isolated';
-import type { VhostUserDevice } from '../vhost-user/device';
+import type { VhostUserDevice } from '../vhost-user';
 import { EchoDevice } from './echo';
 
 export interface DeviceOptions {

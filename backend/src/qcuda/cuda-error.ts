@@ -33,6 +33,3 @@ export class CudaError extends Error {
   }
 }
 
-export function cudaError(code: number, message: string): CudaError {
-  return new CudaError(code, message);
-}

@@ -4,26 +4,26 @@
 // every request against the command table, finds the caller's session, and
 // answers every failure with a status; nothing the guest sends is trusted.
 import createDebug from 'debug';
-import type { MemoryTable } from '../vhost-user/memory';
-import type { Request } from '../vhost-user/request';
-import type { VhostUserDevice } from '../vhost-user/device';
-import { COMMANDS, gateOf, type Call, type DeviceState, type Result } from './commands';
+import type { MemoryTable, Request, VhostUserDevice } from '../vhost-user';
+import type { Call, DeviceState, Result, SessionCmd } from './command';
+import { COMMANDS, gateOf } from './commands';
 import { CudaErr, CudaError } from './cuda-error';
-import { LogLimiter } from '../vhost-user/log-limiter';
+import { LogLimiter } from '../sys/log-limiter';
 import { DEFAULT_LIMITS, type VmLimits } from './limits';
 import { HostProvider } from './providers/host';
 import type { GuestSeg, Provider } from './provider';
-import { Cmd, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_PROTO_VERSION, QCUDA_ST_OUTPUT, Status } from './proto';
+import { CALLS, Cmd, cmdNamed, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_PROTO_VERSION, QCUDA_ST_OUTPUT, Status } from './proto';
 import { Session, vmShared, type VmShared } from './session';
+import type { CallDecl } from './wire/protocol';
 
 const debug = createDebug('qcuda:device');
 
 const REQ = LAYOUT.qcuda_req_hdr.size;
 const RESP = LAYOUT.qcuda_resp_hdr.size;
 /** Largest payload a NOP may echo. */
-export const MAX_NOP_PAYLOAD = 64 << 10;
+const MAX_NOP_PAYLOAD = 64 << 10;
 /** Sessions (guest processes with the device open) per VM. */
-export const MAX_SESSIONS = 4096;
+const MAX_SESSIONS = 4096;
 
 export interface QcudaOptions {
   queues?: number;
@@ -36,12 +36,6 @@ export interface QcudaOptions {
   limits?: Partial<VmLimits>;
   /** Where the backend's lines about this VM go (rate-limited); default stderr. */
   log?: (line: string) => void;
-}
-
-class RequestError extends Error {
-  constructor(readonly status: Status, message: string) {
-    super(message);
-  }
 }
 
 /** The guest memory a command's data lies in, resolved from the current memory table. */
@@ -62,6 +56,9 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   readonly maxQueueSize: number;
   readonly features = 0n;
   readonly configSize = QCUDA_CONFIG_SIZE;
+  /** A 16 MiB chunk (QCUDA_CHUNK) page by page, unaligned, no two pages adjacent: 4097 data descriptors, plus
+   * header, arguments, response and output, 4101. The next power of two (larger tables fail their request). */
+  readonly maxIndirect = 8192;
   readonly provider: Provider;
   /** The VM's bounds and what its sessions hold against them. */
   readonly vm: VmShared;
@@ -130,12 +127,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   }
 
   #failure(e: unknown): Result {
-    if (e instanceof RequestError) {
-      debug('request refused: %s', e.message);
-      return { status: e.status };
-    }
     if (e instanceof CudaError) {
-      debug('CUDA error %d: %s', e.code, e.message);
+      debug('status 0x%s: %s', e.code.toString(16), e.message);
       return { status: e.code };
     }
     this.log.log(`qcuda: internal error: ${(e as Error)?.stack ?? e}`);
@@ -144,62 +137,62 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
 
   /** Runs the request; caller.session is set once the caller's session is known. */
   async #dispatch(req: Request, caller: { session?: Session }): Promise<Result & { dataOut?: number }> {
-    if (req.readableBytes < REQ) throw new RequestError(Status.BAD_REQUEST, `request of ${req.readableBytes} bytes`);
+    if (req.readableBytes < REQ) throw new CudaError(Status.BAD_REQUEST, `request of ${req.readableBytes} bytes`);
     const h = decode('qcuda_req_hdr', req.read(0, REQ).slice());
-    const cmd = h.cmd as number;
-    const len = h.len as number;
-    const dataLen = h.data_len as bigint;
-    if (len > QCUDA_MAX_ARGS && cmd !== Cmd.NOP) throw new RequestError(Status.TOO_LARGE, `${len} argument bytes`);
+    const { cmd, len, data_len: dataLen } = h;
+    if (len > QCUDA_MAX_ARGS && cmd !== Cmd.NOP) throw new CudaError(Status.TOO_LARGE, `${len} argument bytes`);
     switch (cmd) {
       case Cmd.NOP:
         return this.#nop(req, len);
       case Cmd.SESSION_OPEN:
         return this.#openSession();
       case Cmd.SESSION_CLOSE:
-        return this.#closeSession(h.session as bigint);
+        return this.#closeSession(h.session);
       default:
         break;
     }
-    const spec = COMMANDS[cmd as Cmd];
-    if (!spec) throw new RequestError(Status.UNKNOWN_CMD, `unknown command ${cmd}`);
-    const session = this.sessions.get(h.session as bigint);
+    const name = cmdNamed(cmd) as SessionCmd | undefined;
+    if (!name) throw new CudaError(Status.UNKNOWN_CMD, `unknown command ${cmd}`);
+    const spec: CallDecl = CALLS[name];
+    const session = this.sessions.get(h.session);
     caller.session = session;
-    if (!session) throw new RequestError(Status.NO_SESSION, `command ${Cmd[cmd]} for unknown session`);
+    if (!session) throw new CudaError(Status.NO_SESSION, `command ${name} for unknown session`);
     const argsSize = spec.args ? LAYOUT[spec.args].size : 0;
     const outSize = spec.out ? LAYOUT[spec.out].size : 0;
     if (spec.varArgs ? len < argsSize : len !== argsSize)
-      throw new RequestError(Status.BAD_REQUEST, `${Cmd[cmd]}: ${len} argument bytes, expected ${spec.varArgs ? 'at least ' : ''}${argsSize}`);
-    if (!spec.data && (dataLen !== 0n || h.data_offset !== 0n)) throw new RequestError(Status.BAD_REQUEST, `${Cmd[cmd]} carries no data`);
+      throw new CudaError(Status.BAD_REQUEST, `${name}: ${len} argument bytes, expected ${spec.varArgs ? 'at least ' : ''}${argsSize}`);
+    if (!spec.data && (dataLen !== 0n || h.data_offset !== 0n)) throw new CudaError(Status.BAD_REQUEST, `${name} carries no data`);
     const dataIn = spec.data === 'to' ? Number(dataLen) : 0;
     const dataOut = spec.data === 'from' ? Number(dataLen) : 0;
     if (dataLen > BigInt(Number.MAX_SAFE_INTEGER) || req.readableBytes !== REQ + len + dataIn)
-      throw new RequestError(Status.BAD_REQUEST, `${Cmd[cmd]}: ${req.readableBytes} readable bytes for ${len} argument and ${dataLen} data bytes`);
+      throw new CudaError(Status.BAD_REQUEST, `${name}: ${req.readableBytes} readable bytes for ${len} argument and ${dataLen} data bytes`);
     if (req.writableBytes < RESP + outSize + dataOut)
-      throw new RequestError(Status.BAD_REQUEST, `${Cmd[cmd]}: ${req.writableBytes} writable bytes, needs ${RESP + outSize + dataOut}`);
-    const call: Call = {
+      throw new CudaError(Status.BAD_REQUEST, `${name}: ${req.writableBytes} writable bytes, needs ${RESP + outSize + dataOut}`);
+    const call = {
       session, args: spec.args ? decode(spec.args, req.read(REQ, argsSize).slice()) : {}, queue: req.queue, data: [],
-      dataOffset: h.data_offset as bigint, dataLen, dev: this,
+      dataOffset: h.data_offset, dataLen, dev: this,
       extra: len > argsSize ? req.read(REQ + argsSize, len - argsSize).slice() : new Uint8Array(0),
-    };
-    const gate = gateOf(call, spec);
+    } as Call;
+    const gate = gateOf(name, call);
     if (gate) await gate;
     // Host addresses of the data are worked out here, after any wait: the
     // memory table may have changed meanwhile (the request holds the regions
     // it was taken with mapped until it completes: vring.ts).
     call.data = dataOf(req, spec.data, REQ + len, dataIn, dataOut);
-    const r = (await spec.run(call)) ?? {};
+    const run = COMMANDS[name] as (c: Call) => Promise<Result | void>;
+    const r = (await run(call)) ?? {};
     // The data went out only if the command succeeded; otherwise the guest must not read it.
     return { ...r, dataOut: (r.status ?? 0) === 0 ? dataOut : 0 };
   }
 
   #nop(req: Request, len: number): Result {
     if (len > MAX_NOP_PAYLOAD || req.readableBytes !== REQ + len || req.writableBytes < RESP + len)
-      throw new RequestError(Status.TOO_LARGE, `NOP of ${len} bytes`);
+      throw new CudaError(Status.TOO_LARGE, `NOP of ${len} bytes`);
     return { value: BigInt(req.queue), out: req.read(REQ, len).slice() };
   }
 
   #openSession(): Result {
-    if (this.sessions.size >= MAX_SESSIONS) throw new RequestError(Status.TOO_LARGE, `more than ${MAX_SESSIONS} sessions`);
+    if (this.sessions.size >= MAX_SESSIONS) throw new CudaError(Status.TOO_LARGE, `more than ${MAX_SESSIONS} sessions`);
     const s = new Session(this.provider, this.vm);
     this.sessions.set(s.id, s);
     debug('session %s opened', s.id.toString(16));
@@ -208,7 +201,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
 
   async #closeSession(id: bigint): Promise<Result> {
     const s = this.sessions.get(id);
-    if (!s) throw new RequestError(Status.NO_SESSION, 'close of an unknown session');
+    if (!s) throw new CudaError(Status.NO_SESSION, 'close of an unknown session');
     this.sessions.delete(id);
     s.output.close();
     await s.close();

@@ -3,9 +3,7 @@
 // any waits, every reply to the session carries QCUDA_ST_OUTPUT. Bounded:
 // beyond the limit bytes are dropped, and a note saying how many takes their
 // place in the stream.
-import type { Call, Command, Result } from './commands';
-import { CudaError } from './cuda-error';
-import { encode, QCUDA_CHUNK, QCUDA_OUTPUT_STDERR, QCUDA_OUTPUT_STDOUT, Status } from './proto';
+import { QCUDA_OUTPUT_STDERR, QCUDA_OUTPUT_STDOUT } from './proto';
 
 /** Bytes of device output a session may have waiting. */
 export const MAX_SESSION_OUTPUT = 1 << 20;
@@ -89,22 +87,3 @@ export class OutputQueue {
     this.#dropped = 0;
   }
 }
-
-/** OUTPUT_READ: the oldest waiting output of the caller's session into the guest's buffer. */
-function outputRead(c: Call): Result {
-  // Reading consumes, so the buffer must be one request: a chunked one could
-  // complete in any order and its pieces would be lost or misplaced.
-  if (c.dataOffset !== 0n || c.dataLen === 0n || c.dataLen > BigInt(QCUDA_CHUNK))
-    throw new CudaError(Status.BAD_REQUEST, `OUTPUT_READ: a buffer of ${c.dataLen} bytes at offset ${c.dataOffset} (1 to ${QCUDA_CHUNK} bytes at offset 0)`);
-  const p = c.session.output.read(Number(c.dataLen));
-  let at = 0;
-  for (const d of c.data) {
-    if (at >= p.bytes.length) break;
-    const n = Math.min(d.len, p.bytes.length - at);
-    d.view.set(p.bytes.subarray(at, at + n));
-    at += n;
-  }
-  return { value: BigInt(p.bytes.length), out: encode('qcuda_out_output_read', { kind: p.kind, more: p.more ? 1 : 0 }) };
-}
-
-export const OUTPUT_READ: Command = { out: 'qcuda_out_output_read', data: 'from', run: async (c) => outputRead(c) };

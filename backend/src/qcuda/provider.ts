@@ -3,7 +3,9 @@
 // pointer, size and handle before a provider sees it; a provider reports
 // failures by throwing CudaError.
 
-import type { MemRegion } from '../vhost-user/message';
+import type { MemRegion } from '../vhost-user';
+import type { FieldInput, Fields } from './wire/layout';
+import { CALLS, type CallDecl, type CmdName, type HandleKind, type StructName, type STRUCTS } from './wire/protocol';
 
 export type DevPtr = bigint;
 
@@ -65,8 +67,60 @@ export interface GuestMemorySource {
   region: MemRegion;
 }
 
+// ---- the methods of calls a context answers one to one, derived from their
+// declaration (wire/protocol.ts ContextDecl): handles become the provider's
+// objects, the other arguments their decoded fields.
+
+type RefOf<K extends HandleKind> = K extends 'stream' ? StreamRef | undefined : K extends 'event' ? EventRef : K extends 'module' ? ModuleRef : FunctionRef;
+type ArgFields<D> = D extends { args: infer S extends StructName } ? Fields<(typeof STRUCTS)[S]> : Record<string, never>;
+type OutInput<D> = D extends { out: infer S extends StructName } ? Required<FieldInput<(typeof STRUCTS)[S]>> : never;
+type ParamOf<D, P> = D extends { handles: infer H } ? (P extends keyof H ? (H[P] extends HandleKind ? RefOf<H[P]> : never) : ArgOf<D, P>) : ArgOf<D, P>;
+type ArgOf<D, P> = P extends keyof ArgFields<D> ? ArgFields<D>[P] : never;
+type ResultOf<D, R> = R extends 'none' ? void : R extends 'value' ? bigint : R extends 'signed' ? number : R extends 'ready' ? boolean
+  : R extends 'stream' ? StreamRef : R extends 'event' ? EventRef : R extends 'out' ? OutInput<D> : never;
+type MethodOf<D> = D extends { context: { params: infer P extends readonly string[]; result: infer R } }
+  ? (...args: { [I in keyof P]: ParamOf<D, P[I]> }) => Promise<ResultOf<D, R>>
+  : never;
+
+/** The methods of the calls declared with `context`, by method name. */
+export type ContextCalls = {
+  [K in CmdName as (typeof CALLS)[K] extends { context: { method: infer M extends string } } ? M : never]: MethodOf<(typeof CALLS)[K]>;
+};
+
+/** A ContextCalls method at run time: its declaration, and the handle kind of each argument (undefined: a plain value). */
+export interface ContextCallInfo {
+  method: keyof ContextCalls;
+  decl: CallDecl;
+  kinds: (HandleKind | undefined)[];
+}
+
+const CONTEXT_CALLS: readonly ContextCallInfo[] = Object.values(CALLS as Record<string, CallDecl>).flatMap((d) =>
+  d.context ? [{ method: d.context.method as keyof ContextCalls, decl: d, kinds: d.context.params.map((p) => d.handles?.[p]) }] : [],
+);
+
+/**
+ * Gives a class every ContextCalls method, each running impl with its
+ * declaration and arguments: for implementations that treat them alike (a
+ * worker's forwarding, the addon's methods of the same names). The class
+ * declares them with `interface X extends ContextCalls {}`.
+ */
+export function defineContextCalls<T>(cls: { prototype: T }, impl: (self: T, call: ContextCallInfo, args: unknown[]) => Promise<unknown>): void {
+  for (const call of CONTEXT_CALLS) {
+    Object.defineProperty(cls.prototype, call.method, {
+      value(this: T, ...args: unknown[]) {
+        return impl(this, call, args);
+      },
+      writable: true,
+      configurable: true,
+    });
+  }
+}
+
 /** One CUDA context's worth of state: the backend opens one per guest session. */
-export interface ProviderContext {
+export interface ProviderContext extends ContextCalls, CoreContext {}
+
+/** The context's methods that are not one call's (copies, launches, modules, teardown). */
+export interface CoreContext {
   malloc(size: bigint): Promise<DevPtr>;
   free(ptr: DevPtr): Promise<void>;
   /** stream undefined = the legacy NULL stream. Resolves once the data has moved. */
@@ -75,17 +129,6 @@ export interface ProviderContext {
   copyOnDevice(dst: DevPtr, src: DevPtr, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void>;
   memset(dst: DevPtr, value: number, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void>;
   synchronize(): Promise<void>;
-  streamCreate(flags: number, priority: number): Promise<StreamRef>;
-  streamDestroy(s: StreamRef): Promise<void>;
-  streamSynchronize(s: StreamRef | undefined): Promise<void>;
-  /** true when all work on the stream is done. */
-  streamQuery(s: StreamRef | undefined): Promise<boolean>;
-  streamWaitEvent(s: StreamRef | undefined, e: EventRef, flags: number): Promise<void>;
-  eventCreate(flags: number): Promise<EventRef>;
-  eventDestroy(e: EventRef): Promise<void>;
-  eventRecord(e: EventRef, s: StreamRef | undefined): Promise<void>;
-  eventSynchronize(e: EventRef): Promise<void>;
-  eventQuery(e: EventRef): Promise<boolean>;
   /** Milliseconds between two recorded events. */
   eventElapsed(start: EventRef, end: EventRef): Promise<number>;
   /**
@@ -145,6 +188,19 @@ export interface ProviderContext {
    */
   destroy(why?: 'reset' | 'exit'): Promise<void>;
 }
+
+/** Every method of CoreContext, at run time (checked complete below). */
+const CORE_METHODS = [
+  'malloc', 'free', 'copyToDevice', 'copyFromDevice', 'copyOnDevice', 'memset', 'synchronize', 'eventElapsed', 'hostDevicePointer',
+  'hostUnmap', 'moduleLoad', 'moduleUnload', 'functionGet', 'variableGet', 'funcGetAttributes', 'funcSetAttribute', 'occupancyBlocks',
+  'occupancySmem', 'limitSet', 'limitGet', 'streamSetAttribute', 'streamGetAttribute', 'launchCooperative', 'launch', 'launchMany', 'destroy',
+] as const satisfies readonly (keyof CoreContext)[];
+type Unlisted = Exclude<keyof CoreContext, (typeof CORE_METHODS)[number]>;
+const complete: [Unlisted] extends [never] ? true : Unlisted = true;
+void complete;
+
+/** Every ProviderContext method a session's worker may be asked to run (destroy is the worker's own). */
+export const CONTEXT_METHODS: readonly (keyof ProviderContext)[] = [...CORE_METHODS, ...CONTEXT_CALLS.map((c) => c.method)];
 
 export interface Provider {
   readonly name: 'cuda' | 'host';

@@ -1,11 +1,13 @@
 // The backend side of one vhost-user connection: protocol state, memory and
 // rings, and one table that says, for every request, how many fds it takes,
 // whether it replies, and what it does.
-import { LogLimiter } from './log-limiter';
 import createDebug from 'debug';
+import { EventFd, Fd, closeAll } from '../sys/fd';
+import { LogLimiter } from '../sys/log-limiter';
+import { DEFAULT_MAX_INDIRECT, MAX_INDIRECT_LIMIT } from './chain';
 import type { Connection, Message } from './connection';
 import type { VhostUserDevice } from './device';
-import { EventFd, Fd, closeAll } from './fd';
+import { stderrLogger, type Logger } from './logger';
 import { MemoryTable } from './memory';
 import {
   bit, decodeConfig, decodeMemTable, decodeSingleRegion, decodeU64, decodeVringAddr, decodeVringFdArg,
@@ -32,69 +34,93 @@ const noFds: [number, number] = [0, 0];
 const oneFd: [number, number] = [1, 1];
 const optFd: [number, number] = [0, 1];
 
-const TABLE: Partial<Record<Req, Entry>> = {
-  [Req.GET_FEATURES]: { fds: noFds, replies: true, run: (b) => b.offeredFeatures },
-  [Req.SET_FEATURES]: { fds: noFds, run: (b, m) => b.setFeatures(decodeU64('SET_FEATURES', m.payload)) },
-  [Req.SET_OWNER]: { fds: noFds, run: (b) => void (b.owned = true) },
-  [Req.RESET_OWNER]: { fds: noFds, run: (b) => b.reset() },
-  [Req.GET_PROTOCOL_FEATURES]: { fds: noFds, replies: true, run: (b) => b.offeredProtocolFeatures },
-  [Req.SET_PROTOCOL_FEATURES]: { fds: noFds, run: (b, m) => b.setProtocolFeatures(decodeU64('SET_PROTOCOL_FEATURES', m.payload)) },
-  [Req.GET_QUEUE_NUM]: { fds: noFds, replies: true, run: (b) => BigInt(b.device.numQueues) },
-  [Req.GET_MAX_MEM_SLOTS]: { fds: noFds, replies: true, run: () => BigInt(MAX_MEM_SLOTS) },
-  [Req.SET_MEM_TABLE]: { fds: [1, 8], run: (b, m) => b.setMemTable(m) },
-  [Req.ADD_MEM_REG]: { fds: oneFd, run: (b, m) => b.addMemReg(m) },
-  [Req.REM_MEM_REG]: { fds: optFd, run: (b, m) => b.remMemReg(m) },
-  [Req.SET_VRING_NUM]: { fds: noFds, run: (b, m) => b.withRing(m, (r, num) => r.setNum(num)) },
-  [Req.SET_VRING_BASE]: { fds: noFds, run: (b, m) => b.withRing(m, (r, num) => r.setBase(num)) },
-  [Req.SET_VRING_ADDR]: { fds: noFds, run: (b, m) => b.setVringAddr(m) },
-  [Req.GET_VRING_BASE]: { fds: noFds, replies: true, run: (b, m) => b.getVringBase(m) },
-  [Req.SET_VRING_KICK]: { fds: optFd, run: (b, m) => b.setVringFd(m, (r, fd) => r.setKick(fd)) },
-  [Req.SET_VRING_CALL]: { fds: optFd, run: (b, m) => b.setVringFd(m, (r, fd) => r.setCall(fd)) },
-  [Req.SET_VRING_ERR]: { fds: optFd, run: (b, m) => b.setVringFd(m, (r, fd) => r.setErr(fd)) },
-  [Req.SET_VRING_ENABLE]: { fds: noFds, run: (b, m) => b.setVringEnable(m) },
-  [Req.SET_BACKEND_REQ_FD]: { fds: oneFd, run: (b, m) => b.setBackendReqFd(m.fds[0]) },
-  [Req.GET_CONFIG]: { fds: noFds, replies: true, run: (b, m) => b.getConfig(m) },
-  [Req.SET_CONFIG]: { fds: noFds, run: (b, m) => b.setConfig(m) },
-  [Req.RESET_DEVICE]: { fds: noFds, run: (b) => b.reset() },
-  [Req.SET_STATUS]: { fds: noFds, run: (b, m) => void (b.status = Number(decodeU64('SET_STATUS', m.payload) & 0xffn)) },
-  [Req.GET_STATUS]: { fds: noFds, replies: true, run: (b) => BigInt(b.status) },
-};
-
 const LOG_LINES_PER_SECOND = 20;
 
 export class Backend {
+  /** Every request the backend serves (inside the class: its handlers are private). */
+  static readonly #TABLE: Partial<Record<Req, Entry>> = {
+    [Req.GET_FEATURES]: { fds: noFds, replies: true, run: (b) => b.offeredFeatures },
+    [Req.SET_FEATURES]: { fds: noFds, run: (b, m) => b.#setFeatures(decodeU64('SET_FEATURES', m.payload)) },
+    [Req.SET_OWNER]: { fds: noFds, run: (b) => void (b.#owned = true) },
+    [Req.RESET_OWNER]: { fds: noFds, run: (b) => b.#reset() },
+    [Req.GET_PROTOCOL_FEATURES]: { fds: noFds, replies: true, run: (b) => b.offeredProtocolFeatures },
+    [Req.SET_PROTOCOL_FEATURES]: { fds: noFds, run: (b, m) => b.#setProtocolFeatures(decodeU64('SET_PROTOCOL_FEATURES', m.payload)) },
+    [Req.GET_QUEUE_NUM]: { fds: noFds, replies: true, run: (b) => BigInt(b.device.numQueues) },
+    [Req.GET_MAX_MEM_SLOTS]: { fds: noFds, replies: true, run: () => BigInt(MAX_MEM_SLOTS) },
+    [Req.SET_MEM_TABLE]: { fds: [1, 8], run: (b, m) => b.#setMemTable(m) },
+    [Req.ADD_MEM_REG]: { fds: oneFd, run: (b, m) => b.#addMemReg(m) },
+    [Req.REM_MEM_REG]: { fds: optFd, run: (b, m) => b.#remMemReg(m) },
+    [Req.SET_VRING_NUM]: { fds: noFds, run: (b, m) => b.#withRing(m, (r, num) => r.setNum(num)) },
+    [Req.SET_VRING_BASE]: { fds: noFds, run: (b, m) => b.#withRing(m, (r, num) => r.setBase(num)) },
+    [Req.SET_VRING_ADDR]: { fds: noFds, run: (b, m) => b.#setVringAddr(m) },
+    [Req.GET_VRING_BASE]: { fds: noFds, replies: true, run: (b, m) => b.#getVringBase(m) },
+    [Req.SET_VRING_KICK]: { fds: optFd, run: (b, m) => b.#setVringFd(m, (r, fd) => r.setKick(fd)) },
+    [Req.SET_VRING_CALL]: { fds: optFd, run: (b, m) => b.#setVringFd(m, (r, fd) => r.setCall(fd)) },
+    [Req.SET_VRING_ERR]: { fds: optFd, run: (b, m) => b.#setVringFd(m, (r, fd) => r.setErr(fd)) },
+    [Req.SET_VRING_ENABLE]: { fds: noFds, run: (b, m) => b.#setVringEnable(m) },
+    [Req.SET_BACKEND_REQ_FD]: { fds: oneFd, run: (b, m) => b.#setBackendReqFd(m.fds[0]) },
+    [Req.GET_CONFIG]: { fds: noFds, replies: true, run: (b, m) => b.#getConfig(m) },
+    [Req.SET_CONFIG]: { fds: noFds, run: (b, m) => b.#setConfig(m) },
+    [Req.RESET_DEVICE]: { fds: noFds, run: (b) => b.#reset() },
+    [Req.SET_STATUS]: { fds: noFds, run: (b, m) => void (b.#status = Number(decodeU64('SET_STATUS', m.payload) & 0xffn)) },
+    [Req.GET_STATUS]: { fds: noFds, replies: true, run: (b) => BigInt(b.#status) },
+  };
+
   readonly memory = new MemoryTable();
   readonly rings: Vring[];
   readonly offeredFeatures: bigint;
   readonly offeredProtocolFeatures: bigint;
   readonly #ringFeatures: RingFeatures = { indirect: false, eventIdx: false };
-  ackedFeatures = 0n;
-  protocolFeatures = 0n;
-  owned = false;
-  status = 0;
+  #ackedFeatures = 0n;
+  #protocolFeatures = 0n;
+  #owned = false;
+  #status = 0;
   #backendReq: Fd | undefined;
   /** Failed frontend messages are logged, at most LOG_LINES_PER_SECOND a second. */
-  readonly #log = new LogLimiter(LOG_LINES_PER_SECOND, (l) => console.error(l));
+  readonly #log: LogLimiter;
 
   constructor(
     readonly device: VhostUserDevice,
     readonly conn: Connection,
+    logger: Logger = stderrLogger,
   ) {
     checkDevice(device);
+    this.#log = new LogLimiter(LOG_LINES_PER_SECOND, (l) => logger.error(l));
     this.offeredFeatures = device.features | bit(VirtioF.VERSION_1) | bit(VirtioF.RING_INDIRECT_DESC) |
       bit(VirtioF.RING_EVENT_IDX) | bit(VirtioF.PROTOCOL_FEATURES);
     this.offeredProtocolFeatures = bit(ProtoF.MQ) | bit(ProtoF.REPLY_ACK) | bit(ProtoF.CONFIGURE_MEM_SLOTS) |
       bit(ProtoF.STATUS) | bit(ProtoF.RESET_DEVICE) | (device.configSize > 0 ? bit(ProtoF.CONFIG) : 0n);
     const handler = (req: Parameters<VhostUserDevice['handle']>[0]) => device.handle(req);
+    const limits = { maxSize: device.maxQueueSize, maxIndirect: device.maxIndirect ?? DEFAULT_MAX_INDIRECT };
     this.rings = Array.from({ length: device.numQueues },
-      (_, i) => new Vring(i, device.maxQueueSize, this.#ringFeatures, handler, this.memory));
+      (_, i) => new Vring(i, limits, this.#ringFeatures, handler, this.memory));
     device.attachMemory?.(this.memory);
+  }
+
+  /** The virtio features the frontend acknowledged (SET_FEATURES). */
+  get ackedFeatures(): bigint {
+    return this.#ackedFeatures;
+  }
+
+  /** The protocol features the frontend acknowledged (SET_PROTOCOL_FEATURES). */
+  get protocolFeatures(): bigint {
+    return this.#protocolFeatures;
+  }
+
+  /** SET_OWNER came (nothing else depends on it). */
+  get owned(): boolean {
+    return this.#owned;
+  }
+
+  /** The device status byte (SET_STATUS / GET_STATUS). */
+  get status(): number {
+    return this.#status;
   }
 
   /** Handles one message; resolves once its reply (if any) is sent. */
   async handle(m: Message): Promise<void> {
     const name = reqName(m.request);
-    const entry = TABLE[m.request as Req];
+    const entry = Backend.#TABLE[m.request as Req];
     const needReply = (m.flags & FLAG_NEED_REPLY) !== 0;
     try {
       if (!entry) throw new ProtocolError(`${name}: request not supported`);
@@ -122,23 +148,23 @@ export class Backend {
 
   // ---- handlers ----
 
-  setFeatures(v: bigint): void {
+  #setFeatures(v: bigint): void {
     const unknown = v & ~this.offeredFeatures;
     if (unknown) throw new ProtocolError(`SET_FEATURES: bits 0x${unknown.toString(16)} were not offered`);
-    this.ackedFeatures = v;
+    this.#ackedFeatures = v;
     this.#ringFeatures.indirect = (v & bit(VirtioF.RING_INDIRECT_DESC)) !== 0n;
     this.#ringFeatures.eventIdx = (v & bit(VirtioF.RING_EVENT_IDX)) !== 0n;
     // Without PROTOCOL_FEATURES there is no SET_VRING_ENABLE: rings start enabled.
     if ((v & bit(VirtioF.PROTOCOL_FEATURES)) === 0n) for (const r of this.rings) r.setEnabled(true);
   }
 
-  setProtocolFeatures(v: bigint): void {
+  #setProtocolFeatures(v: bigint): void {
     const unknown = v & ~this.offeredProtocolFeatures;
     if (unknown) throw new ProtocolError(`SET_PROTOCOL_FEATURES: bits 0x${unknown.toString(16)} were not offered`);
-    this.protocolFeatures = v;
+    this.#protocolFeatures = v;
   }
 
-  async setMemTable(m: Message): Promise<void> {
+  async #setMemTable(m: Message): Promise<void> {
     const regions = decodeMemTable(m.payload);
     if (regions.length !== m.fds.length)
       throw new ProtocolError(`SET_MEM_TABLE: ${regions.length} regions but ${m.fds.length} fds`);
@@ -146,13 +172,13 @@ export class Backend {
     this.#remapRings();
   }
 
-  addMemReg(m: Message): void {
+  #addMemReg(m: Message): void {
     if (this.memory.regions.length >= MAX_MEM_SLOTS) throw new ProtocolError(`ADD_MEM_REG: all ${MAX_MEM_SLOTS} slots in use`);
     this.memory.add(decodeSingleRegion('ADD_MEM_REG', m.payload), m.fds[0]);
     this.#remapRings();
   }
 
-  async remMemReg(m: Message): Promise<void> {
+  async #remMemReg(m: Message): Promise<void> {
     await this.memory.remove(decodeSingleRegion('REM_MEM_REG', m.payload));
     this.#remapRings();
   }
@@ -167,52 +193,52 @@ export class Backend {
     }
   }
 
-  ring(index: number, what: string): Vring {
+  #ring(index: number, what: string): Vring {
     const r = this.rings[index];
     if (!r) throw new ProtocolError(`${what}: vring ${index} does not exist (${this.rings.length} queues)`);
     return r;
   }
 
   /** For the {index, num} requests. */
-  withRing<T>(m: Message, f: (ring: Vring, num: number) => T): T {
+  #withRing<T>(m: Message, f: (ring: Vring, num: number) => T): T {
     const s = decodeVringState(reqName(m.request), m.payload);
-    return f(this.ring(s.index, reqName(m.request)), s.num);
+    return f(this.#ring(s.index, reqName(m.request)), s.num);
   }
 
-  setVringAddr(m: Message): void {
+  #setVringAddr(m: Message): void {
     const a = decodeVringAddr(m.payload);
     if (a.flags & VRING_ADDR_F_LOG) throw new ProtocolError('SET_VRING_ADDR: dirty logging was not offered');
-    this.ring(a.index, 'SET_VRING_ADDR').setAddr(a);
+    this.#ring(a.index, 'SET_VRING_ADDR').setAddr(a);
   }
 
-  async getVringBase(m: Message): Promise<Uint8Array> {
-    const ring = this.withRing(m, (r) => r);
+  async #getVringBase(m: Message): Promise<Uint8Array> {
+    const ring = this.#withRing(m, (r) => r);
     return encodeVringState({ index: ring.index, num: await ring.stop() });
   }
 
-  setVringFd(m: Message, set: (r: Vring, fd: EventFd | undefined) => void): void {
+  #setVringFd(m: Message, set: (r: Vring, fd: EventFd | undefined) => void): void {
     const name = reqName(m.request);
     const arg = decodeVringFdArg(name, m.payload);
-    const ring = this.ring(arg.index, name);
+    const ring = this.#ring(arg.index, name);
     if (arg.noFd !== (m.fds.length === 0))
       throw new ProtocolError(`${name}: the no-fd flag says ${arg.noFd} but ${m.fds.length} fds came`);
     const fd = arg.noFd ? undefined : new EventFd(m.fds.shift()!.take());
     set(ring, fd);
   }
 
-  setVringEnable(m: Message): void {
-    this.withRing(m, (ring, num) => {
+  #setVringEnable(m: Message): void {
+    this.#withRing(m, (ring, num) => {
       if (num > 1) throw new ProtocolError(`SET_VRING_ENABLE: state ${num}`);
       ring.setEnabled(num === 1);
     });
   }
 
-  setBackendReqFd(fd: Fd): void {
+  #setBackendReqFd(fd: Fd): void {
     this.#backendReq?.close();
     this.#backendReq = new Fd(fd.take());
   }
 
-  getConfig(m: Message): Uint8Array {
+  #getConfig(m: Message): Uint8Array {
     const c = decodeConfig('GET_CONFIG', m.payload);
     const space = this.#configSpace();
     if (c.offset + c.size > space.length)
@@ -220,7 +246,7 @@ export class Backend {
     return encodeConfig({ ...c, data: space.subarray(c.offset, c.offset + c.size) });
   }
 
-  setConfig(m: Message): void {
+  #setConfig(m: Message): void {
     const c = decodeConfig('SET_CONFIG', m.payload);
     const size = this.#configSpace().length;
     if (c.offset + c.size > size) throw new ProtocolError(`SET_CONFIG: ${c.size} bytes at ${c.offset} exceed ${size}`);
@@ -234,11 +260,11 @@ export class Backend {
   }
 
   /** RESET_OWNER / RESET_DEVICE / disconnect: back to the state of a fresh connection. */
-  async reset(): Promise<void> {
+  async #reset(): Promise<void> {
     for (const r of this.rings) r.close();
-    this.ackedFeatures = 0n;
+    this.#ackedFeatures = 0n;
     this.#ringFeatures.indirect = this.#ringFeatures.eventIdx = false;
-    this.status = 0;
+    this.#status = 0;
     await this.device.reset?.();
   }
 
@@ -246,7 +272,7 @@ export class Backend {
   async close(): Promise<void> {
     this.#backendReq?.close();
     try {
-      await this.reset();
+      await this.#reset();
     } finally {
       await this.memory.clear();
     }
@@ -257,5 +283,7 @@ function checkDevice(d: VhostUserDevice): void {
   if (!Number.isInteger(d.numQueues) || d.numQueues < 1 || d.numQueues > 256) throw new RangeError(`${d.name}: numQueues ${d.numQueues}`);
   const q = d.maxQueueSize;
   if (!Number.isInteger(q) || q < 1 || q > MAX_QUEUE_SIZE || (q & (q - 1)) !== 0) throw new RangeError(`${d.name}: maxQueueSize ${q}`);
+  const ind = d.maxIndirect ?? DEFAULT_MAX_INDIRECT;
+  if (!Number.isInteger(ind) || ind < 1 || ind > MAX_INDIRECT_LIMIT) throw new RangeError(`${d.name}: maxIndirect ${ind}`);
   if (d.configSize < 0 || d.configSize > MAX_CONFIG_SIZE) throw new RangeError(`${d.name}: configSize ${d.configSize}`);
 }

@@ -9,12 +9,13 @@ export const VIRTQ_DESC_F_WRITE = 2;
 export const VIRTQ_DESC_F_INDIRECT = 4;
 export const DESC_SIZE = 16;
 /**
- * An indirect table larger than this (in descriptors) is refused. The qcuda
- * driver sends a chunk of up to 16 MiB (QCUDA_CHUNK) page by page: unaligned
- * and with no two pages physically adjacent, 4097 data descriptors, plus
- * header, arguments, response and output: 4101. The next power of two.
+ * An indirect table larger than this (in descriptors) is refused unless the
+ * device says otherwise (VhostUserDevice.maxIndirect): the virtio queue size
+ * limit, as a driver may not make a chain longer than its queue.
  */
-export const MAX_INDIRECT = 8192;
+export const DEFAULT_MAX_INDIRECT = 32768;
+/** The largest maxIndirect a device may set: `next` is a 16-bit index. */
+export const MAX_INDIRECT_LIMIT = 65536;
 
 export class ChainError extends Error {
   override readonly name = 'ChainError';
@@ -61,7 +62,13 @@ export class DescTable {
   }
 }
 
-export function walkChain(table: DescTable, head: number, mem: MemoryTable, indirectOk: boolean): DescChain {
+/**
+ * The chain from `head`; indirectOk: RING_INDIRECT_DESC was negotiated;
+ * maxIndirect: the largest indirect table accepted, in descriptors.
+ */
+export function walkChain(
+  table: DescTable, head: number, mem: MemoryTable, indirectOk: boolean, maxIndirect = DEFAULT_MAX_INDIRECT,
+): DescChain {
   if (head >= table.count) throw new ChainError(`head ${head} is past the ring (size ${table.count})`);
   const chain: DescChain = { head, readable: [], writable: [], readableBytes: 0, writableBytes: 0 };
   let t = table;
@@ -75,7 +82,7 @@ export function walkChain(table: DescTable, head: number, mem: MemoryTable, indi
       if (!indirectOk) throw new ChainError('indirect descriptor without RING_INDIRECT_DESC');
       if (indirect) throw new ChainError('nested indirect descriptor');
       if (flags & VIRTQ_DESC_F_NEXT) throw new ChainError('descriptor has both INDIRECT and NEXT');
-      t = indirectTable(t.addr(i), t.len(i), mem);
+      t = indirectTable(t.addr(i), t.len(i), mem, maxIndirect);
       indirect = true;
       budget = t.count;
       i = 0;
@@ -88,9 +95,9 @@ export function walkChain(table: DescTable, head: number, mem: MemoryTable, indi
   }
 }
 
-function indirectTable(gpa: bigint, len: number, mem: MemoryTable): DescTable {
+function indirectTable(gpa: bigint, len: number, mem: MemoryTable, max: number): DescTable {
   if (len === 0 || len % DESC_SIZE !== 0) throw new ChainError(`indirect table length ${len} is not a multiple of 16`);
-  if (len / DESC_SIZE > MAX_INDIRECT) throw new ChainError(`indirect table of ${len / DESC_SIZE} descriptors`);
+  if (len / DESC_SIZE > max) throw new ChainError(`indirect table of ${len / DESC_SIZE} descriptors`);
   const segs = mem.segmentsGpa(gpa, len);
   if (segs.length !== 1) throw new ChainError('indirect table crosses a mapping window');
   return new DescTable(segs[0]);

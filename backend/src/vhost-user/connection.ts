@@ -3,9 +3,9 @@
 // socket takes them. The peer is untrusted: a malformed header ends the
 // connection (the stream cannot be resynchronised), never the process.
 import createDebug from 'debug';
-import { native, POLL_READABLE, POLL_WRITABLE } from '../native';
-import { Fd, closeAll } from './fd';
-import { Outbox } from './outbox';
+import { native, POLL_READABLE, POLL_WRITABLE } from '../sys/native';
+import { Fd, closeAll } from '../sys/fd';
+import { Outbox } from '../sys/outbox';
 import { checkHeader, decodeHeader, encodeMessage, HEADER_SIZE, MAX_FDS, ProtocolError, type Header } from './message';
 
 const debug = createDebug('qcuda:vhost-user:conn');

@@ -9,6 +9,13 @@ export interface VhostUserDevice {
   readonly numQueues: number;
   /** Largest queue size the driver may choose (a power of two <= 32768). */
   readonly maxQueueSize: number;
+  /**
+   * Largest indirect descriptor table accepted, in descriptors (1..65536);
+   * a larger one fails its request. Default DEFAULT_MAX_INDIRECT (32768, the
+   * virtio queue size limit); a device whose driver sends longer chains
+   * (qcuda: a 16 MiB chunk page by page) says so here.
+   */
+  readonly maxIndirect?: number;
   /** Device-specific virtio feature bits; the library adds VERSION_1, RING_INDIRECT_DESC and RING_EVENT_IDX. */
   readonly features: bigint;
   /** Config space size in bytes (0..256); 0 means no config space and no CONFIG protocol feature. */

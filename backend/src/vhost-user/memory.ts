@@ -2,8 +2,8 @@
 // its guest-physical address (descriptor buffers) and by the frontend's
 // virtual address (ring addresses). Every lookup checks the whole range.
 import createDebug from 'debug';
-import { native, type Mapping } from '../native';
-import type { Fd } from './fd';
+import { native, type Mapping } from '../sys/native';
+import type { Fd } from '../sys/fd';
 import { ProtocolError, type MemRegion } from './message';
 
 const debug = createDebug('qcuda:vhost-user:mem');

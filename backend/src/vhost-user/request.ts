@@ -43,21 +43,12 @@ export class Request {
     const limit = part === 'readable' ? this.readableBytes : this.writableBytes;
     checkRange(part, offset, len, limit);
     const out: { addr: bigint; len: number; view: Uint8Array }[] = [];
-    for (const b of this.chain[part]) {
-      if (len === 0) break;
-      if (offset >= b.len) {
-        offset -= b.len;
-        continue;
-      }
-      const n = Math.min(b.len - offset, len);
-      const gpa = b.gpa + BigInt(offset);
+    for (const { gpa, n } of pieces(this.chain[part], offset, len)) {
       let addr = this.memory.hostAddressGpa(gpa, n);
       for (const view of this.memory.segmentsGpa(gpa, n)) {
         out.push({ addr, len: view.length, view });
         addr += BigInt(view.length);
       }
-      offset = 0;
-      len -= n;
     }
     return out;
   }
@@ -65,18 +56,23 @@ export class Request {
   /** Host views over [offset, offset+len) of a list of guest buffers. */
   #views(bufs: Buf[], offset: number, len: number): Uint8Array[] {
     const out: Uint8Array[] = [];
-    for (const b of bufs) {
-      if (len === 0) break;
-      if (offset >= b.len) {
-        offset -= b.len;
-        continue;
-      }
-      const n = Math.min(b.len - offset, len);
-      out.push(...this.memory.segmentsGpa(b.gpa + BigInt(offset), n));
-      offset = 0;
-      len -= n;
-    }
+    for (const { gpa, n } of pieces(bufs, offset, len)) out.push(...this.memory.segmentsGpa(gpa, n));
     return out;
+  }
+}
+
+/** The guest ranges that [offset, offset+len) of a list of buffers covers, in order. */
+function* pieces(bufs: Buf[], offset: number, len: number): Generator<{ gpa: bigint; n: number }> {
+  for (const b of bufs) {
+    if (len === 0) return;
+    if (offset >= b.len) {
+      offset -= b.len;
+      continue;
+    }
+    const n = Math.min(b.len - offset, len);
+    yield { gpa: b.gpa + BigInt(offset), n };
+    offset = 0;
+    len -= n;
   }
 }
 

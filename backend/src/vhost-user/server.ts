@@ -3,11 +3,12 @@
 // servers, one per device and socket, can share a process.
 import createDebug from 'debug';
 import fs from 'node:fs';
-import { native } from '../native';
+import { native } from '../sys/native';
 import { Backend } from './backend';
+import { Fd } from '../sys/fd';
 import { Connection, type Message } from './connection';
 import type { VhostUserDevice } from './device';
-import { Fd } from './fd';
+import { stderrLogger, type Logger } from './logger';
 
 const debug = createDebug('qcuda:vhost-user:server');
 
@@ -17,20 +18,28 @@ export interface ServerEvents {
   onDisconnect?(reason: Error | undefined): void;
 }
 
+export interface ServerOptions extends ServerEvents {
+  /** Where the library's lines go (failed requests, connection errors); default stderrLogger. */
+  logger?: Logger;
+}
+
 export class VhostUserServer {
   #listener: Fd | undefined;
   #socketPath: string | undefined;
   #active: { conn: Connection; backend: Backend } | undefined;
   #closed = false;
+  readonly #logger: Logger;
 
   private constructor(
     readonly device: VhostUserDevice,
-    private readonly events: ServerEvents,
-  ) {}
+    private readonly events: ServerOptions,
+  ) {
+    this.#logger = events.logger ?? stderrLogger;
+  }
 
   /** Listens on a unix socket path (an existing socket file there is replaced). */
-  static listen(path: string, device: VhostUserDevice, events: ServerEvents = {}): VhostUserServer {
-    const s = new VhostUserServer(device, events);
+  static listen(path: string, device: VhostUserDevice, options: ServerOptions = {}): VhostUserServer {
+    const s = new VhostUserServer(device, options);
     try {
       if (fs.lstatSync(path, { throwIfNoEntry: false })?.isSocket()) fs.unlinkSync(path);
     } catch {
@@ -44,8 +53,8 @@ export class VhostUserServer {
   }
 
   /** Serves an already connected socket (--fd=FDNUM). */
-  static fromConnectedFd(fd: number, device: VhostUserDevice, events: ServerEvents = {}): VhostUserServer {
-    const s = new VhostUserServer(device, events);
+  static fromConnectedFd(fd: number, device: VhostUserDevice, options: ServerOptions = {}): VhostUserServer {
+    const s = new VhostUserServer(device, options);
     s.#serve(new Fd(fd));
     return s;
   }
@@ -72,7 +81,7 @@ export class VhostUserServer {
       onMessage: (m) => this.#onMessage(m),
       onClose: (reason) => this.#onClose(reason),
     });
-    this.#active = { conn, backend: new Backend(this.device, conn) };
+    this.#active = { conn, backend: new Backend(this.device, conn, this.#logger) };
     debug('%s: frontend connected', this.device.name);
     this.events.onConnect?.();
   }
@@ -89,8 +98,8 @@ export class VhostUserServer {
   #onClose(reason: Error | undefined): void {
     const active = this.#active;
     this.#active = undefined;
-    active?.backend.close().catch((e: Error) => console.error(`vhost-user: ${this.device.name}: device reset failed: ${e.message}`));
-    if (reason) console.error(`vhost-user: ${this.device.name}: connection closed: ${reason.message}`);
+    active?.backend.close().catch((e: Error) => this.#logger.error(`vhost-user: ${this.device.name}: device reset failed: ${e.message}`));
+    if (reason) this.#logger.error(`vhost-user: ${this.device.name}: connection closed: ${reason.message}`);
     debug('%s: frontend disconnected%s', this.device.name, reason ? `: ${reason.message}` : '');
     this.events.onDisconnect?.(reason);
   }

@@ -8,7 +8,7 @@
 // publishing used->idx and reading the driver's suppression fields.
 import createDebug from 'debug';
 import { ChainError, DescTable, walkChain, type DescChain } from './chain';
-import { EventFd } from './fd';
+import { EventFd } from '../sys/fd';
 import type { MemoryTable } from './memory';
 import { ProtocolError, type VringAddr } from './message';
 import { Request } from './request';
@@ -26,6 +26,14 @@ export type Handler = (req: Request) => number | Promise<number>;
 export interface RingFeatures {
   indirect: boolean;
   eventIdx: boolean;
+}
+
+/** The device's bounds on what a driver may put in a ring. */
+export interface RingLimits {
+  /** Largest queue size (a power of two). */
+  maxSize: number;
+  /** Largest indirect table, in descriptors. */
+  maxIndirect: number;
 }
 
 interface RingViews {
@@ -56,7 +64,7 @@ export class Vring {
 
   constructor(
     index: number,
-    private readonly maxSize: number,
+    private readonly limits: RingLimits,
     private readonly features: RingFeatures,
     private readonly handler: Handler,
     private readonly memory: MemoryTable,
@@ -70,8 +78,9 @@ export class Vring {
 
   setNum(num: number): void {
     if (this.started) throw new ProtocolError(`vring ${this.index}: SET_VRING_NUM on a started ring`);
-    if (num === 0 || num > this.maxSize || (num & (num - 1)) !== 0)
-      throw new ProtocolError(`vring ${this.index}: size ${num} is not a power of two in 1..${this.maxSize}`);
+    const max = this.limits.maxSize;
+    if (num === 0 || num > max || (num & (num - 1)) !== 0)
+      throw new ProtocolError(`vring ${this.index}: size ${num} is not a power of two in 1..${max}`);
     this.size = num;
   }
 
@@ -172,7 +181,7 @@ export class Vring {
     this.lastAvail = (this.lastAvail + 1) & 0xffff;
     let chain: DescChain;
     try {
-      chain = walkChain(v.desc, head, this.memory, this.features.indirect);
+      chain = walkChain(v.desc, head, this.memory, this.features.indirect, this.limits.maxIndirect);
     } catch (e) {
       debug('vring %d: bad chain at head %d: %s', this.index, head, (e as Error).message);
       if (head >= this.size) return this.#fail(`head index ${head} is past the ring`);

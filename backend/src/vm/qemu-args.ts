@@ -20,11 +20,11 @@ export interface QemuConfig {
 }
 
 /** Debian's firmware packages; QCUDA_FIRMWARE_DIRS (colon-separated) overrides, e.g. for a carried copy. */
-export const DEFAULT_FIRMWARE_DIRS = process.env.QCUDA_FIRMWARE_DIRS?.split(':').filter(Boolean)
+const DEFAULT_FIRMWARE_DIRS = process.env.QCUDA_FIRMWARE_DIRS?.split(':').filter(Boolean)
   ?? ['/usr/share/qemu', '/usr/share/seabios', '/usr/lib/ipxe/qemu'];
 
 /** KVM only where the CPU has hardware virtualization and /dev/kvm opens; else TCG. */
-export function detectAccel(): 'kvm' | 'tcg' {
+function detectAccel(): 'kvm' | 'tcg' {
   try {
     const cpu = fs.readFileSync('/proc/cpuinfo', 'utf8');
     if (!/\b(vmx|svm)\b/.test(cpu)) return 'tcg';

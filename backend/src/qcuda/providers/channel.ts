@@ -7,9 +7,9 @@
 // (the hot copy calls and their answers, worker-messages.ts): the receiver
 // gets them as a Uint8Array.
 import { deserialize, serialize } from 'node:v8';
-import { native, POLL_READABLE, POLL_WRITABLE } from '../../native';
-import { Fd } from '../../vhost-user/fd';
-import { Outbox } from '../../vhost-user/outbox';
+import { native, POLL_READABLE, POLL_WRITABLE } from '../../sys/native';
+import { Fd } from '../../sys/fd';
+import { Outbox } from '../../sys/outbox';
 
 /** Module images are the largest messages. */
 const MAX_MESSAGE = 512 << 20;

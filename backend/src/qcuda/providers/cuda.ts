@@ -17,11 +17,13 @@
 //   is attributed to sessions).
 import createDebug from 'debug';
 import { CudaErr, CudaError } from '../cuda-error';
-import type { DevPtr, DeviceProps, Dim3, EventRef, FunctionInfo, FunctionRef, GuestSeg, LaunchDesc, ModuleRef, OutputSink, Provider, ProviderContext, StreamRef } from '../provider';
+import { defineContextCalls, type ContextCalls, type DevPtr, type DeviceProps, type Dim3, type EventRef, type FunctionInfo, type FunctionRef, type GuestSeg, type LaunchDesc, type ModuleRef, type OutputSink, type Provider, type ProviderContext, type StreamRef } from '../provider';
+import type { HandleKind } from '../wire/protocol';
 import { cudaNative, type CudaContextNative, type CudaNative } from '../../native-cuda';
 import { deviceOutput, type OutputSource } from './cuda-output';
-import { native as sys, type Mapping } from '../../native';
-import { Fd } from '../../vhost-user/fd';
+import { packLaunches, type LaunchIds } from './launch-record';
+import { native as sys, type Mapping } from '../../sys/native';
+import { Fd } from '../../sys/fd';
 import type { GuestMemorySource } from '../provider';
 
 const debug = createDebug('qcuda:cuda');
@@ -97,25 +99,15 @@ function handleId(x: unknown, what: string): number {
   throw new CudaError(CudaErr.InvalidResourceHandle, `not a cuda provider ${what}: ${String(x)}`);
 }
 
-/** Bytes of a launch record's header for the addon's launchMany (10 u32). */
-const LAUNCH_RECORD = 40;
+/** launchMany's ids (launch-record.ts packs the records). */
+const LAUNCH_IDS: LaunchIds = { func: (f) => handleId(f, 'function'), stream: streamId };
 
-/** The addon's launchMany records: a header of 10 u32, then the parameters padded to 8. */
-function packLaunches(list: readonly LaunchDesc[]): Uint8Array {
-  let size = 0;
-  for (const l of list) size += LAUNCH_RECORD + ((l.params.length + 7) & ~7);
-  const buf = new Uint8Array(size);
-  const v = new DataView(buf.buffer);
-  let at = 0;
-  for (const l of list) {
-    const head = [handleId(l.f, 'function'), streamId(l.stream), ...l.grid, ...l.block, l.sharedMem, l.params.length];
-    head.forEach((x, i) => v.setUint32(at + 4 * i, x, true));
-    buf.set(l.params, at + LAUNCH_RECORD);
-    at += LAUNCH_RECORD + ((l.params.length + 7) & ~7);
-  }
-  return buf;
-}
+// The calls a context answers one to one are the addon's methods of the same
+// names (defined after the class), with handles as the addon's ids.
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
+interface CudaSessionContext extends ContextCalls {}
 
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 class CudaSessionContext implements ProviderContext, OutputSource {
   #dead = false;
   #launched = false;
@@ -133,7 +125,7 @@ class CudaSessionContext implements ProviderContext, OutputSource {
   }
 
   /** p ends at a point where CUDA flushes device output: hand it to the session before the reply goes back. */
-  #flushing<T>(p: Promise<T>): Promise<T> {
+  flushing<T>(p: Promise<T>): Promise<T> {
     return p.finally(() => deviceOutput.drain(this));
   }
 
@@ -150,60 +142,30 @@ class CudaSessionContext implements ProviderContext, OutputSource {
     return this.native.free(ptr);
   }
   copyToDevice(dst: DevPtr, src: GuestSeg[], stream: StreamRef | undefined): Promise<void> {
-    return this.#flushing(this.native.copyHtoD(dst, src, streamId(stream)));
+    return this.flushing(this.native.copyHtoD(dst, src, streamId(stream)));
   }
   copyFromDevice(dst: GuestSeg[], src: DevPtr, stream: StreamRef | undefined): Promise<void> {
-    return this.#flushing(this.native.copyDtoH(dst, src, streamId(stream)));
+    return this.flushing(this.native.copyDtoH(dst, src, streamId(stream)));
   }
   copyOnDevice(dst: DevPtr, src: DevPtr, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> {
     const p = this.native.copyDtoD(dst, src, size, streamId(stream), !async);
-    return async ? p : this.#flushing(p);
+    return async ? p : this.flushing(p);
   }
   memset(dst: DevPtr, value: number, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> {
     return this.native.memset(dst, value & 0xff, size, streamId(stream), !async);
   }
   synchronize(): Promise<void> {
-    return this.#flushing(this.native.synchronize());
-  }
-  streamCreate(flags: number, priority: number): Promise<StreamRef> {
-    return this.native.streamCreate(flags, priority);
-  }
-  streamDestroy(s: StreamRef): Promise<void> {
-    return this.native.streamDestroy(streamId(s));
-  }
-  streamSynchronize(s: StreamRef | undefined): Promise<void> {
-    return this.#flushing(this.native.streamSynchronize(streamId(s)));
-  }
-  streamQuery(s: StreamRef | undefined): Promise<boolean> {
-    return this.native.streamQuery(streamId(s));
-  }
-  streamWaitEvent(s: StreamRef | undefined, e: EventRef, flags: number): Promise<void> {
-    return this.native.streamWaitEvent(streamId(s), eventId(e), flags);
-  }
-  eventCreate(flags: number): Promise<EventRef> {
-    return this.native.eventCreate(flags);
-  }
-  eventDestroy(e: EventRef): Promise<void> {
-    return this.native.eventDestroy(eventId(e));
-  }
-  eventRecord(e: EventRef, s: StreamRef | undefined): Promise<void> {
-    return this.native.eventRecord(eventId(e), streamId(s));
-  }
-  eventSynchronize(e: EventRef): Promise<void> {
-    return this.#flushing(this.native.eventSynchronize(eventId(e)));
-  }
-  eventQuery(e: EventRef): Promise<boolean> {
-    return this.native.eventQuery(eventId(e));
+    return this.flushing(this.native.synchronize());
   }
   eventElapsed(start: EventRef, end: EventRef): Promise<number> {
     return this.native.eventElapsed(eventId(start), eventId(end));
   }
   async moduleLoad(image: Uint8Array): Promise<{ ref: ModuleRef; bytes: bigint }> {
-    const m = await this.#flushing(this.native.moduleLoad(image));
+    const m = await this.flushing(this.native.moduleLoad(image));
     return { ref: m.id, bytes: m.bytes };
   }
   moduleUnload(m: ModuleRef): Promise<void> {
-    return this.#flushing(this.native.moduleUnload(handleId(m, 'module')));
+    return this.flushing(this.native.moduleUnload(handleId(m, 'module')));
   }
   async functionGet(m: ModuleRef, name: string, maxParams: number): Promise<FunctionInfo> {
     const f = await this.native.functionGet(handleId(m, 'module'), name, maxParams);
@@ -247,7 +209,7 @@ class CudaSessionContext implements ProviderContext, OutputSource {
   }
   launchMany(list: readonly LaunchDesc[]): Promise<void> {
     if (list.length > 0) this.#launching();
-    return this.native.launchMany(packLaunches(list), list.length);
+    return this.native.launchMany(packLaunches(list, LAUNCH_IDS), list.length);
   }
   async hostDevicePointer(addr: bigint, size: bigint): Promise<DevPtr> {
     if (!(await this.provider.isRegistered(addr, size)))
@@ -293,6 +255,19 @@ class CudaSessionContext implements ProviderContext, OutputSource {
     }
   }
 }
+
+/** An argument of a one-to-one call as the addon takes it: handles as ids (0: the legacy NULL stream). */
+function nativeArg(kind: HandleKind | undefined, a: unknown): unknown {
+  if (kind === undefined) return a;
+  return kind === 'stream' ? streamId(a) : kind === 'event' ? eventId(a) : handleId(a, kind);
+}
+
+// A synchronizing call ends at a point where CUDA flushes device output.
+defineContextCalls(CudaSessionContext, (x, call, args) => {
+  const method = x.native[call.method as keyof CudaContextNative] as (...a: unknown[]) => Promise<unknown>;
+  const p = method.apply(x.native, args.map((a, i) => nativeArg(call.kinds[i], a)));
+  return call.decl.syncs ? x.flushing(p) : p;
+});
 
 export class CudaProvider implements Provider {
   readonly name = 'cuda' as const;

@@ -13,7 +13,7 @@ import { RangeSet, type Range } from '../ranges';
 const DEVICE_BASE = 0x2000_0000_0000n;
 const ALIGN = 512n;
 const GUARD = 1n << 16n; // unmapped gap between allocations
-export const HOST_DEVICE_NAME = 'qcuda host-memory device (no GPU)';
+const HOST_DEVICE_NAME = 'qcuda host-memory device (no GPU)';
 
 /** cudaEventDisableTiming */
 const EVENT_DISABLE_TIMING = 0x2;
@@ -59,6 +59,10 @@ const LIMIT_DEFAULTS: readonly (bigint | undefined)[] = [
 const LIMIT_MAX: Record<number, bigint> = { 5: 128n, 6: 0n };
 
 /** A stream attribute nobody set, as CUDA reports it for a fresh stream. */
+/** Stream priorities, as the H100's driver reports them: a lower number is a higher priority. */
+const PRIORITY_LEAST = 0;
+const PRIORITY_GREATEST = -5;
+
 function defaultStreamAttr(attr: number, priority: number): Uint8Array {
   const out = new Uint8Array(QCUDA_ATTR_VALUE_BYTES);
   const v = new DataView(out.buffer);
@@ -232,9 +236,21 @@ class HostContext implements ProviderContext {
   async synchronize(): Promise<void> {}
 
   async streamCreate(_flags: number, priority: number): Promise<StreamRef> {
-    const st: HostStream = { priority, attrs: new Map() };
+    // Clamped to the device's range, as the driver does.
+    const st: HostStream = { priority: Math.min(PRIORITY_LEAST, Math.max(PRIORITY_GREATEST, priority)), attrs: new Map() };
     return st;
   }
+
+  async streamGetPriority(s: StreamRef | undefined): Promise<number> {
+    return ((s as HostStream | undefined) ?? this.#legacy).priority;
+  }
+
+  async streamPriorityRange(): Promise<{ least: number; greatest: number }> {
+    return { least: PRIORITY_LEAST, greatest: PRIORITY_GREATEST };
+  }
+
+  /** There is no L2 here: nothing persists. */
+  async resetPersistingL2Cache(): Promise<void> {}
 
   async streamDestroy(): Promise<void> {}
   async streamSynchronize(): Promise<void> {}

@@ -17,13 +17,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import createDebug from 'debug';
-import { native } from '../../native';
-import { Fd } from '../../vhost-user/fd';
-import type { MemRegion } from '../../vhost-user/message';
+import { native } from '../../sys/native';
+import { Fd } from '../../sys/fd';
+import type { MemRegion } from '../../vhost-user';
 import { CudaErr, CudaError } from '../cuda-error';
-import type {
-  DevPtr, DeviceProps, Dim3, EventRef, FunctionInfo, FunctionRef, GuestMemorySource, GuestSeg, LaunchDesc, ModuleRef,
-  OutputSink, Provider, ProviderContext, StreamRef,
+import {
+  CONTEXT_METHODS, type DevPtr, type DeviceProps, type GuestMemorySource, type GuestSeg, type OutputSink, type Provider, type ProviderContext,
+  type StreamRef,
 } from '../provider';
 import { Channel } from './channel';
 import { decodeFast, encodeCopy, Fast, fastStream, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
@@ -204,55 +204,22 @@ function addrs(segs: GuestSeg[]): { addr: bigint; len: number }[] {
   return segs.map((s) => ({ addr: s.addr, len: s.len }));
 }
 
-/** A session's context, in its worker. */
+/** A session's context, in its worker: every method but the copies (raw frames) and destroy is a call message (defined below). */
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
+interface RemoteContext extends Omit<ProviderContext, 'copyToDevice' | 'copyFromDevice' | 'destroy'> {}
+
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 class RemoteContext implements ProviderContext {
   #stopped: Promise<void> | undefined;
 
   constructor(readonly worker: Worker, readonly onDestroy: () => void) {}
 
-  #c<T>(m: keyof ProviderContext, ...a: unknown[]): Promise<T> {
-    return this.worker.call(m, a) as Promise<T>;
+  copyToDevice(dst: DevPtr, src: GuestSeg[], stream: StreamRef | undefined): Promise<void> {
+    return this.worker.copy(Fast.ToDevice, dst, src, stream);
   }
-
-  malloc(size: bigint): Promise<DevPtr> { return this.#c('malloc', size); }
-  free(ptr: DevPtr): Promise<void> { return this.#c('free', ptr); }
-  copyToDevice(dst: DevPtr, src: GuestSeg[], stream: StreamRef | undefined): Promise<void> { return this.worker.copy(Fast.ToDevice, dst, src, stream); }
-  copyFromDevice(dst: GuestSeg[], src: DevPtr, stream: StreamRef | undefined): Promise<void> { return this.worker.copy(Fast.FromDevice, src, dst, stream); }
-  copyOnDevice(dst: DevPtr, src: DevPtr, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> { return this.#c('copyOnDevice', dst, src, size, stream, async); }
-  memset(dst: DevPtr, value: number, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> { return this.#c('memset', dst, value, size, stream, async); }
-  synchronize(): Promise<void> { return this.#c('synchronize'); }
-  streamCreate(flags: number, priority: number): Promise<StreamRef> { return this.#c('streamCreate', flags, priority); }
-  streamDestroy(s: StreamRef): Promise<void> { return this.#c('streamDestroy', s); }
-  streamSynchronize(s: StreamRef | undefined): Promise<void> { return this.#c('streamSynchronize', s); }
-  streamQuery(s: StreamRef | undefined): Promise<boolean> { return this.#c('streamQuery', s); }
-  streamWaitEvent(s: StreamRef | undefined, e: EventRef, flags: number): Promise<void> { return this.#c('streamWaitEvent', s, e, flags); }
-  eventCreate(flags: number): Promise<EventRef> { return this.#c('eventCreate', flags); }
-  eventDestroy(e: EventRef): Promise<void> { return this.#c('eventDestroy', e); }
-  eventRecord(e: EventRef, s: StreamRef | undefined): Promise<void> { return this.#c('eventRecord', e, s); }
-  eventSynchronize(e: EventRef): Promise<void> { return this.#c('eventSynchronize', e); }
-  eventQuery(e: EventRef): Promise<boolean> { return this.#c('eventQuery', e); }
-  eventElapsed(start: EventRef, end: EventRef): Promise<number> { return this.#c('eventElapsed', start, end); }
-  hostDevicePointer(addr: bigint, size: bigint): Promise<DevPtr> { return this.#c('hostDevicePointer', addr, size); }
-  hostUnmap(ptr: DevPtr): Promise<void> { return this.#c('hostUnmap', ptr); }
-  moduleLoad(image: Uint8Array): Promise<{ ref: ModuleRef; bytes: bigint }> { return this.#c('moduleLoad', image); }
-  moduleUnload(m: ModuleRef): Promise<void> { return this.#c('moduleUnload', m); }
-  functionGet(m: ModuleRef, name: string, maxParams: number): Promise<FunctionInfo> { return this.#c('functionGet', m, name, maxParams); }
-  variableGet(m: ModuleRef, name: string): Promise<{ dptr: DevPtr; size: bigint }> { return this.#c('variableGet', m, name); }
-  funcGetAttributes(f: FunctionRef): Promise<Int32Array> { return this.#c('funcGetAttributes', f); }
-  funcSetAttribute(f: FunctionRef, attr: number, value: number): Promise<void> { return this.#c('funcSetAttribute', f, attr, value); }
-  occupancyBlocks(f: FunctionRef, blockSize: number, dynamicSmem: bigint, flags: number): Promise<number> { return this.#c('occupancyBlocks', f, blockSize, dynamicSmem, flags); }
-  occupancySmem(f: FunctionRef, numBlocks: number, blockSize: number): Promise<bigint> { return this.#c('occupancySmem', f, numBlocks, blockSize); }
-  limitSet(limit: number, value: bigint): Promise<void> { return this.#c('limitSet', limit, value); }
-  limitGet(limit: number): Promise<bigint> { return this.#c('limitGet', limit); }
-  streamSetAttribute(s: StreamRef | undefined, attr: number, value: Uint8Array): Promise<void> { return this.#c('streamSetAttribute', s, attr, value); }
-  streamGetAttribute(s: StreamRef | undefined, attr: number): Promise<Uint8Array> { return this.#c('streamGetAttribute', s, attr); }
-  launchCooperative(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Promise<void> {
-    return this.#c('launchCooperative', f, grid, block, sharedMem, stream, params);
+  copyFromDevice(dst: GuestSeg[], src: DevPtr, stream: StreamRef | undefined): Promise<void> {
+    return this.worker.copy(Fast.FromDevice, src, dst, stream);
   }
-  launch(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Promise<void> {
-    return this.#c('launch', f, grid, block, sharedMem, stream, params);
-  }
-  launchMany(list: readonly LaunchDesc[]): Promise<void> { return this.#c('launchMany', list); }
 
   /** At a reset the worker is asked to destroy its context (its device output reaches the guest); when the process is gone, it is killed at once. */
   destroy(why: 'reset' | 'exit' = 'reset'): Promise<void> {
@@ -260,6 +227,17 @@ class RemoteContext implements ProviderContext {
     this.#stopped ??= (why === 'exit' ? this.worker.end() : this.worker.stop()).finally(this.onDestroy);
     return this.#stopped;
   }
+}
+
+for (const m of CONTEXT_METHODS) {
+  if (m === 'copyToDevice' || m === 'copyFromDevice' || m === 'destroy') continue;
+  Object.defineProperty(RemoteContext.prototype, m, {
+    value(this: RemoteContext, ...a: unknown[]) {
+      return this.worker.call(m, a);
+    },
+    writable: true,
+    configurable: true,
+  });
 }
 
 export interface IsolatedOptions {

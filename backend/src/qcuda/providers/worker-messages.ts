@@ -1,7 +1,7 @@
 // What a session's GPU worker (worker.ts) and its parent (isolated.ts) say to
 // each other over the worker's channel (channel.ts: V8 serialization, so
 // bigint and typed arrays go through as they are).
-import type { MemRegion } from '../../vhost-user/message';
+import type { MemRegion } from '../../vhost-user';
 
 /** What the worker runs, as its one command-line argument (JSON). */
 export interface WorkerOptions {

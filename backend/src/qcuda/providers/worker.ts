@@ -2,10 +2,10 @@
 // context, and its own mappings of guest RAM. It runs what its parent sends
 // and ends when the parent asks, or when the parent is gone.
 import createDebug from 'debug';
-import { GuestRegion } from '../../vhost-user/memory';
-import type { Fd } from '../../vhost-user/fd';
+import { GuestRegion } from '../../vhost-user';
+import type { Fd } from '../../sys/fd';
 import { CudaErr, CudaError } from '../cuda-error';
-import type { GuestSeg, OutputSink, Provider, ProviderContext } from '../provider';
+import { CONTEXT_METHODS, type GuestSeg, type OutputSink, type Provider, type ProviderContext } from '../provider';
 import { HostProvider } from './host';
 import { Channel } from './channel';
 import { CHANNEL_FD, decodeFast, encodeDone, Fast, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
@@ -13,13 +13,8 @@ import { CHANNEL_FD, decodeFast, encodeDone, Fast, type ToParent, type ToWorker,
 const debug = createDebug('qcuda:worker');
 
 /** The ProviderContext methods a parent may call (nothing else runs). */
-const METHODS = new Set([
-  'malloc', 'free', 'copyToDevice', 'copyFromDevice', 'copyOnDevice', 'memset', 'synchronize', 'streamCreate',
-  'streamDestroy', 'streamSynchronize', 'streamQuery', 'streamWaitEvent', 'eventCreate', 'eventDestroy', 'eventRecord',
-  'eventSynchronize', 'eventQuery', 'eventElapsed', 'hostDevicePointer', 'hostUnmap', 'moduleLoad', 'moduleUnload', 'functionGet',
-  'variableGet', 'funcGetAttributes', 'funcSetAttribute', 'occupancyBlocks', 'occupancySmem', 'limitSet', 'limitGet',
-  'streamSetAttribute', 'streamGetAttribute', 'launchCooperative', 'launch', 'launchMany',
-]);
+/** What the parent may ask of the context (destroy is answered apart: it ends the worker). */
+const METHODS = new Set<string>(CONTEXT_METHODS.filter((m) => m !== 'destroy'));
 
 interface Mapped {
   parentAddr: bigint;

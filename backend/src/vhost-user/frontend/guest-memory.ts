@@ -1,7 +1,7 @@
 // Guest RAM for the test frontend: one memfd cut into regions the way QEMU
 // does it (RAM below 4 GiB, the rest above), with a bump allocator.
-import { native, type Mapping } from '../../native';
-import { Fd } from '../fd';
+import { native, type Mapping } from '../../sys/native';
+import { Fd } from '../../sys/fd';
 import type { MemRegion } from '../message';
 
 export const GIB = 1n << 30n;

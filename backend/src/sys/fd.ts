@@ -1,6 +1,6 @@
 // Every fd the process creates or receives is owned by exactly one Fd and is
 // closed exactly once. A watcher on the fd is closed before the fd itself.
-import { native, POLL_READABLE, type Watcher } from '../native';
+import { native, POLL_READABLE, type Watcher } from './native';
 
 export class Fd {
   #fd: number;

@@ -2,7 +2,7 @@
 // partial write resumes where it stopped, and a message's fds go with its
 // first byte. The owner polls for POLL_WRITABLE while `pending` and calls
 // flush() then.
-import { native } from '../native';
+import { native } from './native';
 
 export class Outbox {
   readonly #queue: { data: Uint8Array; fds: number[] }[] = [];

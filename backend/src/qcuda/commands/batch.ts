@@ -5,28 +5,27 @@
 // checked), its framing is checked whole (a malformed batch runs nothing),
 // then its entries run in order; a failing entry does not stop the others,
 // and the first failure is what the guest sees at its next synchronizing call.
-import { CudaErr, CudaError } from './cuda-error';
-import type { Call, Command, Result } from './commands';
-import { Cmd, decode, LAYOUT, QCUDA_MAX_BATCH, Status, type Decoded, type StructName } from './proto';
-import type { LaunchDesc } from './provider';
-import type { Session } from './session';
+import type { Call, Result, Run, Runs } from '../command';
+import { CudaErr, CudaError } from '../cuda-error';
+import { CALLS, Cmd, cmdName, decode, LAYOUT, QCUDA_MAX_BATCH, Status, type CmdName, type StructName } from '../proto';
+import type { LaunchDesc } from '../provider';
+import { postedLaunch } from './launch';
 
 const ENTRY = LAYOUT.qcuda_batch_entry.size;
 /** Launch jobs a session may have handed to the provider and not seen enqueued. */
 const LAUNCH_JOBS = 2;
-const LAUNCH_ARGS = LAYOUT.qcuda_args_launch.size;
 /** What a deferred entry costs in memory besides its argument bytes (closures, promises, the decoded call), counted against VmLimits.deferredBytes. */
 const DEFERRED_OVERHEAD = 512;
 
-/** What may be posted: commands that enqueue work and never wait for it. */
-const POSTABLE = new Map<number, StructName>([
-  [Cmd.LAUNCH, 'qcuda_args_launch'],
-  [Cmd.MEMSET, 'qcuda_args_memset'],
-  [Cmd.MEMCPY_DTOD, 'qcuda_args_memcpy'],
-  [Cmd.EVENT_RECORD, 'qcuda_args_event_record'],
-  [Cmd.STREAM_WAIT_EVENT, 'qcuda_args_stream_wait_event'],
-  [Cmd.HOST_FUNC, 'qcuda_args_host_func'],
-]);
+/** The commands that may be posted (declared `posted`): they enqueue work and never wait for it. */
+type PostedCmd = { [K in CmdName]: (typeof CALLS)[K] extends { posted: true } ? K : never }[CmdName];
+/** What a batch runs its entries with, but launches (which go to the provider together). */
+export type PostedRuns = Runs<Exclude<PostedCmd, 'LAUNCH'>>;
+
+/** Postable command number -> its argument struct. */
+const POSTABLE = new Map<number, StructName>(
+  Object.values(CALLS).flatMap((d) => ('posted' in d && d.posted ? [[d.cmd, d.args] as [number, StructName]] : [])),
+);
 
 interface Entry {
   cmd: number;
@@ -37,7 +36,7 @@ interface Entry {
 const bad = (msg: string) => new CudaError(Status.BAD_REQUEST, `BATCH: ${msg}`);
 
 /** The batch's bytes, copied out of guest memory. */
-function gather(c: Call, bytes: bigint): Uint8Array {
+function gather(c: Call<'BATCH'>, bytes: bigint): Uint8Array {
   if (bytes > BigInt(QCUDA_MAX_BATCH)) throw new CudaError(Status.TOO_LARGE, `BATCH of ${bytes} bytes (QCUDA_MAX_BATCH is ${QCUDA_MAX_BATCH})`);
   if (c.dataOffset !== 0n || c.dataLen !== bytes) throw bad(`${c.dataLen} data bytes at ${c.dataOffset} for a batch of ${bytes}`);
   const out = new Uint8Array(Number(bytes));
@@ -60,9 +59,9 @@ export function parseBatch(buf: Uint8Array, count: number): Entry[] {
     const cmd = v.getUint32(at, true);
     const len = v.getUint32(at + 4, true);
     const struct = POSTABLE.get(cmd);
-    if (struct === undefined) throw bad(`entry ${entries.length}: command ${Cmd[cmd] ?? cmd} cannot be posted`);
+    if (struct === undefined) throw bad(`entry ${entries.length}: command ${cmdName(cmd)} cannot be posted`);
     const size = LAYOUT[struct].size;
-    if (cmd === Cmd.LAUNCH ? len < size : len !== size) throw bad(`entry ${entries.length}: ${len} argument bytes for ${Cmd[cmd]}`);
+    if (cmd === Cmd.LAUNCH ? len < size : len !== size) throw bad(`entry ${entries.length}: ${len} argument bytes for ${cmdName(cmd)}`);
     const padded = (len + 7) & ~7;
     if (padded > buf.length - at - ENTRY) throw bad(`entry ${entries.length} runs past the end of the batch`);
     entries.push({ cmd, args: buf.subarray(at + ENTRY, at + ENTRY + len) });
@@ -70,33 +69,6 @@ export function parseBatch(buf: Uint8Array, count: number): Entry[] {
   }
   if (entries.length !== count) throw bad(`${entries.length} entries, ${count} announced`);
   return entries;
-}
-
-/** A posted launch, checked as LAUNCH checks it, ready for the provider. */
-function launchOf(c: Call, args: Uint8Array): LaunchDesc {
-  return launchDesc(c.session, decode('qcuda_args_launch', args.subarray(0, LAUNCH_ARGS)), args.subarray(LAUNCH_ARGS));
-}
-
-/**
- * A launch (qcuda_args_launch a, then its parameter block), posted or not,
- * checked: the parameter bytes are what the header and the kernel say, no
- * dimension is 0, the function and the stream are the session's.
- */
-export function launchDesc(s: Session, a: Decoded, params: Uint8Array): LaunchDesc {
-  if (params.length !== (a.param_bytes as number)) throw new CudaError(Status.BAD_REQUEST, `LAUNCH: ${params.length} parameter bytes, param_bytes says ${a.param_bytes}`);
-  const f = s.func(a.func as bigint);
-  if (params.length !== f.paramBytes) throw new CudaError(CudaErr.InvalidValue, `${params.length} parameter bytes for a kernel taking ${f.paramBytes}`);
-  return {
-    f: f.ref, grid: dims(a.grid as Uint8Array, 'grid'), block: dims(a.block as Uint8Array, 'block'),
-    sharedMem: a.shared_mem as number, stream: s.stream(a.stream as bigint), params,
-  };
-}
-
-function dims(raw: Uint8Array, what: string): [number, number, number] {
-  const v = new DataView(raw.buffer, raw.byteOffset, 12);
-  const d: [number, number, number] = [v.getUint32(0, true), v.getUint32(4, true), v.getUint32(8, true)];
-  if (d.some((x) => x === 0)) throw new CudaError(CudaErr.InvalidConfiguration, `${what} dimensions ${d.join('x')}`);
-  return d;
 }
 
 /** The first failure of a batch: its entry index and status. */
@@ -112,10 +84,10 @@ class Outcome {
 }
 
 /** The stream an entry works on, and the event it records or waits for. */
-function targets(e: Entry, args: Decoded): { stream: bigint; records?: bigint; uses?: bigint } {
+function targets(cmd: number, args: Record<string, unknown>): { stream: bigint; records?: bigint; uses?: bigint } {
   const stream = args.stream as bigint;
-  if (e.cmd === Cmd.EVENT_RECORD) return { stream, records: args.event as bigint };
-  if (e.cmd === Cmd.STREAM_WAIT_EVENT) return { stream, uses: args.event as bigint };
+  if (cmd === Cmd.EVENT_RECORD) return { stream, records: args.event as bigint };
+  if (cmd === Cmd.STREAM_WAIT_EVENT) return { stream, uses: args.event as bigint };
   return { stream };
 }
 
@@ -135,8 +107,8 @@ class Runner {
   #launches: LaunchDesc[] = [];
 
   constructor(
-    readonly c: Call,
-    readonly commands: Partial<Record<Cmd, Command>>,
+    readonly c: Call<'BATCH'>,
+    readonly runs: PostedRuns,
   ) {}
 
   async run(entries: Entry[]): Promise<void> {
@@ -153,10 +125,10 @@ class Runner {
   async #entry(e: Entry): Promise<void> {
     const cb = this.c.session.callbacks;
     if (e.cmd === Cmd.LAUNCH) {
-      // The hot path: no decoding beyond launchOf's.
+      // The hot path: no decoding beyond postedLaunch's.
       const stream = new DataView(e.args.buffer, e.args.byteOffset + 8, 8).getBigUint64(0, true);
       const gate = cb.gate(stream);
-      const l = launchOf(this.c, e.args);
+      const l = postedLaunch(this.c.session, e.args);
       if (!gate) {
         this.#launches.push(l);
         return;
@@ -165,19 +137,20 @@ class Runner {
       cb.defer(stream, gate, async () => (await this.c.session.context()).launchMany([l]), (err) => this.#late(err), e.args.length + DEFERRED_OVERHEAD);
       return;
     }
-    const args = decode(POSTABLE.get(e.cmd)!, e.args);
-    const t = targets(e, args);
+    const name = cmdName(e.cmd) as Exclude<PostedCmd, 'LAUNCH'>;
+    const args = decode(POSTABLE.get(e.cmd)!, e.args) as Record<string, unknown>;
+    const t = targets(e.cmd, args);
     const gate = e.cmd === Cmd.HOST_FUNC ? undefined : merge(cb.gate(t.stream), t.uses !== undefined ? cb.eventGate(t.uses) : undefined);
     await this.#sendLaunches();
     if ((e.cmd === Cmd.MEMSET || e.cmd === Cmd.MEMCPY_DTOD) && args.async !== 1)
-      throw new CudaError(CudaErr.InvalidValue, `a posted ${Cmd[e.cmd]} must be async`);
-    const spec = this.commands[e.cmd as Cmd]!;
-    const call: Call = { ...this.c, args, data: [], dataOffset: 0n, dataLen: 0n, extra: new Uint8Array(0) };
+      throw new CudaError(CudaErr.InvalidValue, `a posted ${name} must be async`);
+    const run = this.runs[name] as Run<CmdName>;
+    const call = { ...this.c, args, data: [], dataOffset: 0n, dataLen: 0n, extra: new Uint8Array(0) } as unknown as Call;
     if (!gate) {
-      await spec.run(call);
+      await run(call);
       return;
     }
-    cb.defer(t.stream, gate, async () => void (await spec.run(call)), (err) => this.#late(err), e.args.length + DEFERRED_OVERHEAD, t.records);
+    cb.defer(t.stream, gate, async () => void (await run(call)), (err) => this.#late(err), e.args.length + DEFERRED_OVERHEAD, t.records);
   }
 
   /**
@@ -206,15 +179,12 @@ class Runner {
   }
 }
 
-export function batchCommand(commands: Partial<Record<Cmd, Command>>): Command {
-  return {
-    args: 'qcuda_args_batch',
-    data: 'to',
-    async run(c): Promise<Result> {
-      const entries = parseBatch(gather(c, c.args.bytes as bigint), c.args.count as number);
-      const r = new Runner(c, commands);
-      await r.run(entries);
-      return r.out.index < 0 ? { value: BigInt(entries.length) } : { status: r.out.status, value: BigInt(r.out.index) };
-    },
+/** BATCH, running posted entries with runs. */
+export function batchRun(runs: PostedRuns): Run<'BATCH'> {
+  return async (c): Promise<Result> => {
+    const entries = parseBatch(gather(c, c.args.bytes), c.args.count);
+    const r = new Runner(c, runs);
+    await r.run(entries);
+    return r.out.index < 0 ? { value: BigInt(entries.length) } : { status: r.out.status, value: BigInt(r.out.index) };
   };
 }

@@ -1,4 +1,6 @@
 // The native addon's surface, typed. Only system calls live there.
+// (sys/: the process's system pieces -- addon, fds, socket write queue, log
+// rate limit -- shared by the vhost-user library and the qcuda worker channel.)
 import path from 'node:path';
 
 export interface RecvResult {
@@ -49,7 +51,7 @@ export const POLL_READABLE = 1;
 export const POLL_WRITABLE = 2;
 
 function load(): Native {
-  const root = path.resolve(__dirname, '..', '..', '..');
+  const root = path.resolve(__dirname, '..', '..', '..', '..');
   // eslint-disable-next-line @typescript-eslint/no-var-requires
   return require(path.join(root, 'addon', 'build', 'Release', 'qcuda_native.node')) as Native;
 }

@@ -1,0 +1,79 @@
+// The run of every call a provider context answers one to one, derived from
+// its declaration (ContextDecl in wire/protocol.ts): flags checked, handles
+// looked up in the session (an ended handle forgotten first), the context's
+// method called with the declared arguments, its result made the reply.
+import type { Call, Result, Run } from '../command';
+import { CudaErr, CudaError } from '../cuda-error';
+import { encode } from '../proto';
+import type { ProviderContext } from '../provider';
+import type { Session } from '../session';
+import { CALLS, type CallDecl, type CmdName, type ContextDecl, type HandleKind } from '../wire/protocol';
+
+/** The commands declared with `context`. */
+export type ContextCmd = { [K in CmdName]: (typeof CALLS)[K] extends { context: object } ? K : never }[CmdName];
+
+function lookup(s: Session, kind: HandleKind, h: bigint, ends: boolean): unknown {
+  switch (kind) {
+    case 'stream': return ends ? s.takeStream(h) : s.stream(h);
+    case 'event': return ends ? s.takeEvent(h) : s.event(h);
+    case 'module': return ends ? s.takeModule(h) : s.module(h);
+    case 'function': return s.func(h).ref;
+  }
+}
+
+/** A host function the guest has not run yet still holds the handle: not ready, whatever the GPU says. */
+function heldByHostFunction(s: Session, kind: HandleKind | undefined, h: bigint): boolean {
+  if (kind === 'stream') return s.callbacks.gate(h) !== undefined;
+  if (kind === 'event') return s.callbacks.eventGate(h) !== undefined;
+  return false;
+}
+
+function checkFlags(name: string, x: ContextDecl, args: Record<string, unknown>): void {
+  for (const [field, allowed] of Object.entries(x.flags ?? {})) {
+    const v = args[field] as number;
+    if (v & ~allowed) throw new CudaError(CudaErr.InvalidValue, `${name}: ${field} 0x${v.toString(16)}`);
+  }
+}
+
+function reply(c: Call, d: CallDecl, x: ContextDecl, ctx: ProviderContext, r: unknown): Result {
+  switch (x.result) {
+    case 'none': return {};
+    case 'value': return { value: r as bigint };
+    case 'signed': return { value: BigInt.asUintN(64, BigInt(r as number)) };
+    case 'ready': return { status: r ? CudaErr.Success : CudaErr.NotReady };
+    case 'out': return { out: encode(d.out!, r as never) };
+    case 'stream': return { value: c.session.addStream(ctx, r) };
+    case 'event': return { value: c.session.addEvent(ctx, r) };
+  }
+}
+
+function contextCall(name: ContextCmd): Run<ContextCmd> {
+  const d: CallDecl = CALLS[name];
+  const x = d.context!;
+  const handles: Readonly<Record<string, HandleKind>> = d.handles ?? {};
+  const resolve = (c: Call) => {
+    const args = c.args as Record<string, unknown>;
+    return x.params.map((p) => (handles[p] ? lookup(c.session, handles[p], args[p] as bigint, d.ends === p) : args[p]));
+  };
+  return async (c) => {
+    checkFlags(name, x, c.args as Record<string, unknown>);
+    let params;
+    if (x.result === 'ready') {
+      // Answered without the GPU while a host function holds the handle.
+      params = resolve(c);
+      const h = x.params[0];
+      if (heldByHostFunction(c.session, handles[h], (c.args as Record<string, bigint>)[h])) return { status: CudaErr.NotReady };
+    }
+    // The context first, as natively (a call makes it), then the handles.
+    const ctx = await c.session.context();
+    params ??= resolve(c);
+    const method = ctx[x.method as keyof ProviderContext] as (...a: unknown[]) => Promise<unknown>;
+    return reply(c, d, x, ctx, await method.apply(ctx, params));
+  };
+}
+
+/** The run of every call declared with `context`. */
+export function contextCalls(): { readonly [K in ContextCmd]: Run<K> } {
+  const names = (Object.keys(CALLS) as CmdName[]).filter((k): k is ContextCmd => 'context' in CALLS[k]);
+  return Object.fromEntries(names.map((k) => [k, contextCall(k)])) as { readonly [K in ContextCmd]: Run<K> };
+}

@@ -1,0 +1,84 @@
+// Commands of the device as a whole: version handshake, properties, the
+// current device, synchronize and reset, memory info (under the VM's quota)
+// and the context's limits.
+import { checkLimit, limitBytes, limitReservesMemory, residentThreads } from '../attrs';
+import type { Runs } from '../command';
+import { CudaErr, CudaError } from '../cuda-error';
+import { encode, QCUDA_CAP_GPU, QCUDA_NUM_ATTRS, QCUDA_PROTO_VERSION, Status } from '../proto';
+
+export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DEVICE_SYNC' | 'DEVICE_RESET' | 'MEM_GET_INFO' | 'LIMIT_SET' | 'LIMIT_GET'> = {
+  async HELLO(c) {
+    if (c.args.proto_version !== QCUDA_PROTO_VERSION) return { status: Status.VERSION, value: BigInt(QCUDA_PROTO_VERSION) };
+    const p = c.dev.provider;
+    return {
+      out: encode('qcuda_out_hello', {
+        proto_version: QCUDA_PROTO_VERSION, driver_version: p.driverVersion(), device_count: p.deviceCount(),
+        capabilities: p.hasGpu ? QCUDA_CAP_GPU : 0n, memory_limit: c.session.vm.quota.limit,
+      }),
+    };
+  },
+
+  async DEVICE_PROPS(c) {
+    const { device } = c.args;
+    if (device >= c.dev.provider.deviceCount()) throw new CudaError(CudaErr.InvalidDevice, `device ${device}`);
+    const p = c.dev.provider.deviceProps(device);
+    const limit = c.session.vm.quota.limit;
+    const attrs = new Uint32Array(QCUDA_NUM_ATTRS);
+    attrs.set(new Uint32Array(p.attrs.buffer, p.attrs.byteOffset, Math.min(p.attrs.length, QCUDA_NUM_ATTRS)));
+    return {
+      out: encode('qcuda_out_device_props', {
+        name: p.name, uuid: p.uuid, total_mem: limit > 0n && limit < p.totalMem ? limit : p.totalMem, attrs,
+      }),
+    };
+  },
+
+  async SET_DEVICE(c) {
+    const { device } = c.args;
+    if (device >= c.dev.provider.deviceCount()) throw new CudaError(CudaErr.InvalidDevice, `device ${device}`);
+    if (device !== c.session.device && c.session.hasContext) throw new CudaError(CudaErr.NotSupported, 'switching devices after the context exists');
+    c.session.device = device;
+  },
+
+  DEVICE_SYNC: (c) => c.session.withContext((x) => x.synchronize()),
+
+  DEVICE_RESET: (c) => c.session.reset(),
+
+  async MEM_GET_INFO(c) {
+    const info = await c.dev.provider.memGetInfo(c.session.device);
+    let { free: avail, total } = info;
+    const quota = c.session.vm.quota;
+    const left = quota.left;
+    if (left !== undefined) {
+      total = quota.limit < total ? quota.limit : total;
+      avail = left < avail ? left : avail;
+    }
+    return { out: encode('qcuda_out_mem_info', { free: avail, total }) };
+  },
+
+  /**
+   * The stack, heap and printf limits reserve device memory: what a value
+   * reserves beyond the context's default counts against the VM's quota
+   * (every session's together), given back when set lower or at reset.
+   */
+  async LIMIT_SET(c) {
+    const { limit, value } = c.args;
+    checkLimit(limit);
+    const x = await c.session.context();
+    let undo = () => {};
+    if (limitReservesMemory(limit)) {
+      const threads = residentThreads(c.dev.provider.deviceProps(c.session.device).attrs);
+      undo = c.session.chargeLimit(limit, limitBytes(limit, value, await c.session.limitBase(x, limit), threads));
+    }
+    try {
+      await x.limitSet(limit, value);
+    } catch (e) {
+      undo();
+      throw e;
+    }
+  },
+
+  async LIMIT_GET(c) {
+    checkLimit(c.args.limit);
+    return { value: await (await c.session.context()).limitGet(c.args.limit) };
+  },
+};

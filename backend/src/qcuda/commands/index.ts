@@ -1,0 +1,63 @@
+// The command table: every command a session sends, with its run. Built
+// once from the command files; the compiler checks that every declared
+// command (wire/protocol.ts) has exactly one run, typed by its declaration.
+import type { Call, Result, Run, Runs, SessionCmd } from '../command';
+import { CALLS, type CallDecl, type CmdName } from '../wire/protocol';
+import { batchRun } from './batch';
+import { contextCalls } from './context-call';
+import { DEVICE_COMMANDS } from './device';
+import { LAUNCH_COMMANDS } from './launch';
+import { MEMORY_COMMANDS } from './memory';
+import { MODULE_COMMANDS } from './module';
+import { OUTPUT_COMMANDS } from './output';
+import { STREAM_COMMANDS } from './stream';
+
+/** A synchronizing command's status: posted work's failure that came after its batch, if any. */
+function reportingPostedErrors<K extends CmdName>(run: Run<K>): Run<K> {
+  return async (c) => {
+    const r = await run(c);
+    const e = c.session.takeAsyncError();
+    return e !== 0 ? { ...r, status: e } : r;
+  };
+}
+
+/**
+ * What must run before the command may start: the host functions marked
+ * before it on its stream (or every stream), and a deferred record of the
+ * event it uses (callbacks.ts). Undefined, the usual case, lets it start in
+ * the same tick, before the next request of the ring is even parsed.
+ */
+export function gateOf(name: SessionCmd, c: Call): Promise<unknown> | undefined {
+  const d: CallDecl = CALLS[name];
+  const cb = c.session.callbacks;
+  const args = c.args as Record<string, unknown>;
+  const e = d.event ? cb.eventGate(args[d.event] as bigint) : undefined;
+  const g = !d.stream ? undefined : d.stream === 'all' ? cb.all() : cb.gate(args[d.stream] as bigint);
+  return e && g ? Promise.all([e, g]) : (e ?? g);
+}
+
+function build(): Runs<SessionCmd> {
+  const context = contextCalls();
+  const runs: Runs<SessionCmd> = {
+    ...DEVICE_COMMANDS,
+    ...MEMORY_COMMANDS,
+    ...STREAM_COMMANDS,
+    ...MODULE_COMMANDS,
+    ...LAUNCH_COMMANDS,
+    ...OUTPUT_COMMANDS,
+    ...context,
+    BATCH: batchRun({
+      MEMSET: MEMORY_COMMANDS.MEMSET,
+      MEMCPY_DTOD: MEMORY_COMMANDS.MEMCPY_DTOD,
+      EVENT_RECORD: context.EVENT_RECORD,
+      STREAM_WAIT_EVENT: context.STREAM_WAIT_EVENT,
+      HOST_FUNC: STREAM_COMMANDS.HOST_FUNC,
+    }),
+  };
+  const synced = (Object.keys(runs) as SessionCmd[]).filter((k) => (CALLS[k] as CallDecl).syncs);
+  return { ...runs, ...Object.fromEntries(synced.map((k) => [k, reportingPostedErrors(runs[k] as Run<CmdName>)])) };
+}
+
+export const COMMANDS: Runs<SessionCmd> = build();
+
+export type { Result };

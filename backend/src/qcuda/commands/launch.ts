@@ -1,0 +1,43 @@
+// Kernel launches, sent on their own (LAUNCH, LAUNCH_COOPERATIVE) or posted
+// in a batch (batch.ts): each checked the same way before the provider sees it.
+import type { Runs } from '../command';
+import { CudaErr, CudaError } from '../cuda-error';
+import { decode, LAYOUT, Status, type Decoded } from '../proto';
+import type { LaunchDesc } from '../provider';
+import type { Session } from '../session';
+
+/** Bytes of the launch arguments struct, after which its parameters follow. */
+const LAUNCH_ARGS = LAYOUT.qcuda_args_launch.size;
+
+function dims(d: Uint32Array, what: string): [number, number, number] {
+  if (d.some((x) => x === 0)) throw new CudaError(CudaErr.InvalidConfiguration, `${what} dimensions ${d.join('x')}`);
+  return [d[0], d[1], d[2]];
+}
+
+/**
+ * A launch (its arguments a, then its parameter block), posted or not,
+ * checked: the parameter bytes are what the header and the kernel say, no
+ * dimension is 0, the function and the stream are the session's.
+ */
+function launchDesc(s: Session, a: Decoded<'qcuda_args_launch'>, params: Uint8Array): LaunchDesc {
+  if (params.length !== a.param_bytes) throw new CudaError(Status.BAD_REQUEST, `LAUNCH: ${params.length} parameter bytes, param_bytes says ${a.param_bytes}`);
+  const f = s.func(a.func);
+  if (params.length !== f.paramBytes) throw new CudaError(CudaErr.InvalidValue, `${params.length} parameter bytes for a kernel taking ${f.paramBytes}`);
+  return { f: f.ref, grid: dims(a.grid, 'grid'), block: dims(a.block, 'block'), sharedMem: a.shared_mem, stream: s.stream(a.stream), params };
+}
+
+/** A posted launch's bytes (the struct, then the parameters), checked as LAUNCH checks them. */
+export function postedLaunch(s: Session, bytes: Uint8Array): LaunchDesc {
+  return launchDesc(s, decode('qcuda_args_launch', bytes.subarray(0, LAUNCH_ARGS)), bytes.subarray(LAUNCH_ARGS));
+}
+
+export const LAUNCH_COMMANDS: Runs<'LAUNCH' | 'LAUNCH_COOPERATIVE'> = {
+  async LAUNCH(c) {
+    const l = launchDesc(c.session, c.args, c.extra);
+    await (await c.session.context()).launch(l.f, l.grid, l.block, l.sharedMem, l.stream, l.params);
+  },
+  async LAUNCH_COOPERATIVE(c) {
+    const l = launchDesc(c.session, c.args, c.extra);
+    await (await c.session.context()).launchCooperative(l.f, l.grid, l.block, l.sharedMem, l.stream, l.params);
+  },
+};

@@ -1,0 +1,82 @@
+// Memory commands: allocations (under the VM's quota), copies and memsets
+// (every device range checked to lie in the session's allocations), and
+// guest memory mapped for the GPU.
+import type { Call, Runs } from '../command';
+import { CudaErr, CudaError } from '../cuda-error';
+
+/** A transfer's chunk must lie inside the transfer. */
+function chunkOf(c: Call<'MEMCPY_HTOD' | 'MEMCPY_DTOH'>): bigint {
+  if (c.dataOffset + c.dataLen > c.args.size) throw new CudaError(CudaErr.InvalidValue, `chunk ${c.dataOffset}+${c.dataLen} outside a transfer of ${c.args.size}`);
+  return c.dataOffset;
+}
+
+export const MEMORY_COMMANDS: Runs<'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_DTOH' | 'MEMCPY_DTOD' | 'MEMSET' | 'HOST_MAP' | 'HOST_UNMAP'> = {
+  async MALLOC(c) {
+    const { size } = c.args;
+    if (size === 0n) return { value: 0n }; // cudaMalloc(0) succeeds with a NULL pointer
+    // Reserved before the first await: concurrent mallocs cannot all pass the quota.
+    const r = c.session.reserve(size);
+    try {
+      const x = await c.session.context();
+      const ptr = await x.malloc(size);
+      c.session.addAlloc(x, ptr, r); // after a reset meanwhile, the memory went with the old context
+      return { value: ptr };
+    } catch (e) {
+      c.session.unreserve(r);
+      throw e;
+    }
+  },
+
+  async FREE(c) {
+    const { ptr } = c.args;
+    if (ptr === 0n) return; // cudaFree(NULL) is a no-op
+    c.session.removeAlloc(ptr);
+    await (await c.session.context()).free(ptr);
+  },
+
+  async MEMCPY_HTOD(c) {
+    const { dst, size } = c.args;
+    const at = chunkOf(c);
+    c.session.checkRange(dst, size, 'cudaMemcpy destination');
+    const stream = c.session.stream(c.args.stream);
+    if (c.dataLen > 0n) await c.session.withContext((x) => x.copyToDevice(dst + at, c.data, stream));
+  },
+
+  async MEMCPY_DTOH(c) {
+    const { src, size } = c.args;
+    const at = chunkOf(c);
+    c.session.checkRange(src, size, 'cudaMemcpy source');
+    const stream = c.session.stream(c.args.stream);
+    if (c.dataLen > 0n) await c.session.withContext((x) => x.copyFromDevice(c.data, src + at, stream));
+  },
+
+  async MEMCPY_DTOD(c) {
+    const { dst, src, size } = c.args;
+    c.session.checkRange(dst, size, 'cudaMemcpy destination');
+    c.session.checkRange(src, size, 'cudaMemcpy source');
+    const stream = c.session.stream(c.args.stream);
+    if (size > 0n) await (await c.session.context()).copyOnDevice(dst, src, size, stream, c.args.async !== 0);
+  },
+
+  async MEMSET(c) {
+    const { dst, size } = c.args;
+    c.session.checkRange(dst, size, 'cudaMemset destination');
+    const stream = c.session.stream(c.args.stream);
+    if (size > 0n) await (await c.session.context()).memset(dst, c.args.value & 0xff, size, stream, c.args.async !== 0);
+  },
+
+  async HOST_MAP(c) {
+    const { gpa, size } = c.args;
+    if (size === 0n) throw new CudaError(CudaErr.InvalidValue, 'mapping of 0 bytes');
+    const addr = c.dev.hostAddressOfGpa(gpa, size);
+    const x = await c.session.context();
+    const ptr = await x.hostDevicePointer(addr, size);
+    c.session.addHostMap(x, ptr, size); // not after a reset meanwhile: the guest driver then drops its hold on the pages
+    return { value: ptr };
+  },
+
+  async HOST_UNMAP(c) {
+    c.session.removeHostMap(c.args.ptr);
+    await (await c.session.context()).hostUnmap(c.args.ptr); // the GPU loses its way to those pages before the guest frees them
+  },
+};

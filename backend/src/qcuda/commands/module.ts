@@ -1,0 +1,129 @@
+// Module commands: images uploaded in chunks, checked and loaded (their
+// globals counted against the quota), kernels and variables looked up,
+// kernel attributes and occupancy.
+import { checkFuncAttr, OCCUPANCY_FLAGS } from '../attrs';
+import type { Call, Runs } from '../command';
+import { CudaErr, CudaError } from '../cuda-error';
+import { checkImage } from '../module-image';
+import { encode, QCUDA_MAX_NAME, QCUDA_MAX_PARAMS, QCUDA_NUM_FUNC_ATTRS } from '../proto';
+
+/** The NUL-terminated name of a qcuda_args_symbol. */
+function symbolName(c: Call<'FUNC_GET' | 'VAR_GET'>): string {
+  const raw = c.args.name;
+  const end = raw.indexOf(0);
+  if (end < 0) throw new CudaError(CudaErr.InvalidValue, `symbol name not NUL-terminated within ${QCUDA_MAX_NAME} bytes`);
+  if (end === 0) throw new CudaError(CudaErr.InvalidValue, 'empty symbol name');
+  if (raw.subarray(0, end).some((b) => b < 0x21 || b > 0x7e)) throw new CudaError(CudaErr.SymbolNotFound, 'symbol name with bytes no symbol has');
+  return Buffer.from(raw.subarray(0, end)).toString('latin1');
+}
+
+/** A count CUDA takes as a signed int: negative ones are refused. */
+function count(what: string, n: number): number {
+  if (n < 0) throw new CudaError(CudaErr.InvalidValue, `${what} ${n} is negative`);
+  return n;
+}
+
+export const MODULE_COMMANDS: Runs<
+  'MODULE_UPLOAD' | 'MODULE_LOAD' | 'MODULE_UNLOAD' | 'FUNC_GET' | 'VAR_GET' | 'FUNC_ATTRS' | 'FUNC_SET_ATTR' | 'OCCUPANCY_BLOCKS' | 'OCCUPANCY_SMEM'
+> = {
+  async MODULE_UPLOAD(c) {
+    c.session.uploadChunk(c.args.upload_id, c.args.size, c.dataOffset, c.data);
+  },
+
+  /**
+   * The image is checked and its globals estimated before the driver sees
+   * it; the estimate is reserved from the quota first, and what the load
+   * measurably took beyond it after (the module is unloaded again if that
+   * passes the quota).
+   */
+  async MODULE_LOAD(c) {
+    const s = c.session;
+    const image = s.takeUpload(c.args.upload_id);
+    const r = s.reserve(checkImage(image).globalBytes);
+    let x;
+    let loaded;
+    try {
+      x = await s.context();
+      loaded = await x.moduleLoad(image);
+    } catch (e) {
+      s.unreserve(r);
+      throw e;
+    }
+    const more = loaded.bytes > r.bytes ? loaded.bytes - r.bytes : 0n;
+    let extra;
+    try {
+      extra = more > 0n ? s.reserve(more) : undefined;
+      return { value: s.addModule(x, loaded.ref, { epoch: r.epoch, bytes: r.bytes + (extra?.bytes ?? 0n) }) };
+    } catch (e) {
+      s.unreserve(r);
+      if (extra) s.unreserve(extra);
+      await x.moduleUnload(loaded.ref).catch(() => undefined);
+      throw e;
+    }
+  },
+
+  MODULE_UNLOAD: async (c) => (await c.session.context()).moduleUnload(c.session.takeModule(c.args.handle)),
+
+  async FUNC_GET(c) {
+    const mh = c.args.module;
+    const name = symbolName(c);
+    const module = c.session.module(mh);
+    let fh = c.session.knownFunction(mh, name);
+    if (fh === undefined) {
+      const x = await c.session.context();
+      const info = await x.functionGet(module, name, QCUDA_MAX_PARAMS);
+      if (info.params.length > QCUDA_MAX_PARAMS) throw new CudaError(CudaErr.NotSupported, `kernel ${name} has ${info.params.length} parameters (at most ${QCUDA_MAX_PARAMS})`);
+      fh = c.session.addFunction(x, mh, name, { ref: info.ref, module: mh, params: info.params, paramBytes: info.paramBytes });
+    }
+    const f = c.session.func(fh);
+    const offset = new Uint32Array(QCUDA_MAX_PARAMS);
+    const size = new Uint32Array(QCUDA_MAX_PARAMS);
+    f.params.forEach((p, i) => {
+      offset[i] = p.offset;
+      size[i] = p.size;
+    });
+    return { value: fh, out: encode('qcuda_out_func_info', { num_params: f.params.length, param_bytes: f.paramBytes, offset, size }) };
+  },
+
+  async VAR_GET(c) {
+    const mh = c.args.module;
+    const name = symbolName(c);
+    const module = c.session.module(mh);
+    const x = await c.session.context();
+    const v = await x.variableGet(module, name);
+    c.session.addVariable(x, mh, name, v.dptr, v.size);
+    return { out: encode('qcuda_out_var_info', { dptr: v.dptr, size: v.size }) };
+  },
+
+  async FUNC_ATTRS(c) {
+    const f = c.session.func(c.args.handle);
+    const v = await (await c.session.context()).funcGetAttributes(f.ref);
+    if (v.length !== QCUDA_NUM_FUNC_ATTRS) throw new CudaError(CudaErr.Unknown, `the provider gave ${v.length} function attributes`);
+    return { out: encode('qcuda_out_func_attrs', { values: new Uint32Array(v.buffer, v.byteOffset, v.length) }) };
+  },
+
+  // Arguments are checked before the function handle: the guest library has
+  // resolved the function already (cudaErrorInvalidDeviceFunction is its answer).
+  async FUNC_SET_ATTR(c) {
+    const { attr, value } = c.args;
+    checkFuncAttr(attr, value);
+    const f = c.session.func(c.args.func);
+    await (await c.session.context()).funcSetAttribute(f.ref, attr, value);
+  },
+
+  async OCCUPANCY_BLOCKS(c) {
+    const { flags } = c.args;
+    if (flags & ~OCCUPANCY_FLAGS) throw new CudaError(CudaErr.InvalidValue, `occupancy flags 0x${flags.toString(16)}`);
+    const blockSize = count('block_size', c.args.block_size);
+    const f = c.session.func(c.args.func);
+    const n = await (await c.session.context()).occupancyBlocks(f.ref, blockSize, c.args.dynamic_smem, flags);
+    return { value: BigInt(n) };
+  },
+
+  async OCCUPANCY_SMEM(c) {
+    const numBlocks = count('num_blocks', c.args.num_blocks);
+    const blockSize = count('block_size', c.args.block_size);
+    const f = c.session.func(c.args.func);
+    return { value: await (await c.session.context()).occupancySmem(f.ref, numBlocks, blockSize) };
+  },
+};

@@ -1,0 +1,463 @@
+// The virtio-qcuda wire protocol, declared once. Everything else is derived
+// from this file: the C header the guest kernel driver and library include
+// (guest-driver/include/qcuda_proto.h), the guest library's request builders
+// (guest-driver/lib/qc_calls.h), both written by `npm run gen` and checked
+// current by test/qcuda/proto.test.ts; the backend's typed decoders
+// (proto.ts), the command table's shape checks (commands/), and the provider
+// context's methods for the calls a context answers (provider.ts).
+//
+// A call declares its command number, argument and output structs, the data
+// it moves, the handles it takes, whether it may be posted (sent later in a
+// BATCH), whether it reports posted work's errors, and which side answers
+// it. Structs list their fields in order; the C header gives each the
+// natural alignment and explicit padding (every struct's size is a multiple
+// of 8), so offsets computed here (layout.ts) are C's.
+import type { StructDecl } from './layout';
+
+// ---- constants (name: value, C suffix, comment)
+
+export interface ConstantDecl {
+  readonly value: number | bigint;
+  /** How C writes it when it is not the plain decimal value. */
+  readonly c?: string;
+  readonly doc?: string;
+}
+
+export const CONSTANTS = {
+  VIRTIO_ID_QCUDA: {
+    value: 60,
+    doc: 'Virtio device id. 60 is unassigned in virtio 1.3 and the current draft (assigned: 1-13, 16-36, 38-49) and keeps the modern PCI id 0x1040 + 60 = 0x107c below Linux\'s 0x107f limit. To be replaced by an id reserved with the virtio TC.',
+  },
+  QCUDA_MAGIC: { value: 0x44554351, c: '0x44554351u', doc: '"QCUD"' },
+  QCUDA_PROTO_VERSION: { value: 3, c: '3u', doc: 'Bumped on any incompatible change of this file (new commands and structs are compatible).' },
+  QCUDA_CONFIG_SIZE: { value: 40, doc: 'sizeof(struct virtio_qcuda_config)' },
+  QCUDA_CAP_GPU: { value: 1n, c: '(1ull << 0)', doc: 'a real GPU serves this device' },
+  QCUDA_MAX_ARGS: { value: 4096, doc: 'Largest argument block of any command.' },
+  QCUDA_MAX_OUT: { value: 4096, doc: 'Largest output block of any command.' },
+  QCUDA_CHUNK: {
+    value: 16 << 20,
+    c: '(16u << 20)',
+    doc: 'The driver splits transfers into chunks of at most this many bytes. The backend takes data chunks of any size (it bounds only OUTPUT_READ, a single chunk, by this). Large, since each request costs the backend time on the GPU (~12 us); a chunk of scattered pages is a chain of up to 4097 data descriptors + 4, which the backend\'s indirect tables must admit.',
+  },
+  QCUDA_ST_OUTPUT: {
+    value: 0x40000000,
+    c: '0x40000000u',
+    doc: 'Not a status: a flag OR-ed into resp.status of any reply to a session with device output waiting ("fetch it with OUTPUT_READ"); the rest of the status is the command\'s own. Statuses stay below it.',
+  },
+  QCUDA_STREAM_LEGACY: { value: 0n, c: '0ull', doc: 'the NULL stream (stream handles with a meaning of their own, as in CUDA)' },
+  QCUDA_STREAM_PER_THREAD: { value: 2n, c: '2ull', doc: 'cudaStreamPerThread' },
+  QCUDA_NUM_ATTRS: { value: 160, doc: 'Device attributes are indexed by CUdevice_attribute (== cudaDeviceAttr).' },
+  QCUDA_MAX_MODULE: { value: 64 << 20, c: '(64u << 20)', doc: 'Largest fat binary the backend accepts.' },
+  QCUDA_MAX_PARAMS: { value: 256, doc: 'Most kernel parameters.' },
+  QCUDA_MAX_PARAM_BYTES: { value: 4000, doc: 'What fits in QCUDA_MAX_ARGS after struct qcuda_args_launch.' },
+  QCUDA_MAX_NAME: { value: 256 },
+  QCUDA_NUM_FUNC_ATTRS: { value: 16, doc: 'FUNC_ATTRS: every CUfunction_attribute (cuFuncGetAttribute), indexed by it (CU_FUNC_ATTRIBUTE_MAX in CUDA 13); each an int, as its bits.' },
+  QCUDA_ATTR_VALUE_BYTES: { value: 64, doc: 'A stream attribute\'s value: cudaLaunchAttributeValue / CUstreamAttrValue, the same 64-byte union in both APIs.' },
+  QCUDA_MAX_BATCH: { value: 64 << 10, c: '(64u << 10)', doc: 'A batch carries at most this many bytes of entries.' },
+  QCUDA_OUTPUT_STDOUT: { value: 1, c: '1u', doc: 'OUTPUT_READ kinds: device printf, for the program\'s stdout' },
+  QCUDA_OUTPUT_STDERR: { value: 2, c: '2u', doc: 'failed device asserts and qcuda\'s notes of dropped output, for its stderr' },
+} as const satisfies Record<string, ConstantDecl>;
+
+/** Statuses besides cudaError_t values (which pass through unchanged). */
+export const STATUSES = {
+  OK: { value: 0 },
+  BAD_REQUEST: { value: 0x10000, doc: 'above every cudaError_t' },
+  UNKNOWN_CMD: { value: 0x10001 },
+  TOO_LARGE: { value: 0x10002 },
+  VERSION: { value: 0x10003, doc: 'the guest library speaks another version' },
+  NO_SESSION: { value: 0x10004, doc: 'unknown or missing session id' },
+} as const;
+
+// ---- structs (by their C name without "struct ")
+
+const NUM_ATTRS = CONSTANTS.QCUDA_NUM_ATTRS.value;
+const MAX_PARAMS = CONSTANTS.QCUDA_MAX_PARAMS.value;
+const NUM_FUNC_ATTRS = CONSTANTS.QCUDA_NUM_FUNC_ATTRS.value;
+const ATTR_VALUE_BYTES = CONSTANTS.QCUDA_ATTR_VALUE_BYTES.value;
+const MAX_NAME = CONSTANTS.QCUDA_MAX_NAME.value;
+
+export const STRUCTS = {
+  virtio_qcuda_config: {
+    doc: 'Device config space, read by the driver at probe (served by the backend).',
+    fields: [['magic', 'u32'], ['proto_version', 'u32'], ['num_queues', 'u32', 'request queues'], ['queue_size', 'u32'],
+      ['capabilities', 'u64', 'QCUDA_CAP_*'], ['reserved', 'u64[2]']],
+  },
+  qcuda_req_hdr: {
+    fields: [['cmd', 'u32', 'QCUDA_CMD_*'], ['len', 'u32', 'argument bytes after this header'],
+      ['session', 'u64', 'from QCUDA_CMD_SESSION_OPEN; 0 before'], ['data_offset', 'u64', 'where this chunk\'s data starts in the transfer'],
+      ['data_len', 'u64', 'data bytes in this chunk (0 if none)']],
+  },
+  qcuda_resp_hdr: {
+    fields: [['status', 'u32', '0, a cudaError_t, or QCUDA_ST_*'], ['len', 'u32', 'output bytes written after this header'],
+      ['value', 'u64', 'command-specific result']],
+  },
+  qcuda_args_hello: { fields: [['proto_version', 'u32', 'QCUDA_PROTO_VERSION of the guest library'], ['cuda_version', 'u32', 'CUDART_VERSION the library implements']] },
+  qcuda_out_hello: {
+    fields: [['proto_version', 'u32', 'the backend\'s'], ['driver_version', 'u32', 'cuDriverGetVersion on the host'], ['device_count', 'u32'],
+      ['reserved', 'u32'], ['capabilities', 'u64', 'QCUDA_CAP_*'], ['memory_limit', 'u64', 'per-VM device memory quota in bytes, 0 = none']],
+  },
+  qcuda_args_device: { fields: [['device', 'u32'], ['reserved', 'u32']] },
+  qcuda_out_device_props: {
+    fields: [['name', `char[256]`], ['uuid', 'u8[16]'], ['total_mem', 'u64', 'what the guest may use (the quota if set)'],
+      ['attrs', `u32[${NUM_ATTRS}]`, 'indexed by CUdevice_attribute']],
+  },
+  qcuda_out_mem_info: { fields: [['free', 'u64'], ['total', 'u64']] },
+  qcuda_args_malloc: { fields: [['size', 'u64']] },
+  qcuda_args_ptr: { fields: [['ptr', 'u64']] },
+  qcuda_args_handle: { fields: [['handle', 'u64']] },
+  qcuda_args_memcpy: {
+    doc: 'Copies: size is the whole transfer; chunks carry data_offset/data_len.',
+    fields: [['dst', 'u64', 'device pointer (HTOD, DTOD)'], ['src', 'u64', 'device pointer (DTOH, DTOD)'], ['size', 'u64'],
+      ['stream', 'u64', 'stream handle'], ['async', 'u32', '1: enqueue on the stream and return'], ['reserved', 'u32']],
+  },
+  qcuda_args_memset: {
+    fields: [['dst', 'u64'], ['size', 'u64'], ['stream', 'u64'], ['value', 'u32', 'the byte value in the low 8 bits'], ['async', 'u32']],
+  },
+  qcuda_args_host_map: { fields: [['gpa', 'u64', 'guest-physical start (contiguous)'], ['size', 'u64']] },
+  qcuda_args_stream_create: {
+    fields: [['flags', 'u32', 'cudaStreamDefault / cudaStreamNonBlocking'], ['priority', 'i32', 'as cudaStreamCreateWithPriority']],
+  },
+  qcuda_args_stream_wait_event: { fields: [['stream', 'u64'], ['event', 'u64'], ['flags', 'u32'], ['reserved', 'u32']] },
+  qcuda_args_event_create: { fields: [['flags', 'u32', 'cudaEventDefault, BlockingSync, DisableTiming'], ['reserved', 'u32']] },
+  qcuda_args_event_record: { fields: [['event', 'u64'], ['stream', 'u64']] },
+  qcuda_args_event_elapsed: { fields: [['start', 'u64'], ['end', 'u64']] },
+  qcuda_out_event_elapsed: { fields: [['ms_bits', 'u32', 'the float milliseconds, bit for bit'], ['reserved', 'u32']] },
+  qcuda_args_module_upload: {
+    fields: [['upload_id', 'u64', 'chosen by the library, unique in its session'], ['size', 'u64', 'the whole image (QCUDA_MAX_MODULE at most)']],
+  },
+  qcuda_args_module_load: { fields: [['upload_id', 'u64']] },
+  qcuda_args_symbol: { fields: [['module', 'u64'], ['name', `char[${MAX_NAME}]`, 'NUL-terminated mangled name']] },
+  qcuda_out_func_info: {
+    doc: 'The kernel\'s parameter layout as the host driver reports it (cuFuncGetParamInfo): the library packs launch parameters exactly so, and the backend refuses a launch whose parameter block differs in size.',
+    fields: [['num_params', 'u32'], ['param_bytes', 'u32', 'offset + size of the last parameter'],
+      ['offset', `u32[${MAX_PARAMS}]`], ['size', `u32[${MAX_PARAMS}]`]],
+  },
+  qcuda_out_var_info: { fields: [['dptr', 'u64'], ['size', 'u64']] },
+  qcuda_args_launch: {
+    fields: [['func', 'u64', 'handle from FUNC_GET'], ['stream', 'u64'], ['grid', 'u32[3]'], ['block', 'u32[3]'], ['shared_mem', 'u32'],
+      ['param_bytes', 'u32', 'bytes of packed parameters after this struct']],
+    trailer: 'followed by param_bytes of parameters',
+  },
+  qcuda_out_func_attrs: { fields: [['values', `u32[${NUM_FUNC_ATTRS}]`]] },
+  qcuda_args_func_attr: {
+    fields: [['func', 'u64', 'handle from FUNC_GET'], ['attr', 'u32', 'cudaFuncAttribute (== CUfunction_attribute)'],
+      ['value', 'i32', 'as cudaFuncSetAttribute\'s int']],
+  },
+  qcuda_args_occupancy: {
+    doc: 'OCCUPANCY_BLOCKS uses dynamic_smem and flags, OCCUPANCY_SMEM num_blocks.',
+    fields: [['func', 'u64'], ['dynamic_smem', 'u64', 'bytes per block'], ['block_size', 'i32', 'threads per block'],
+      ['flags', 'u32', 'cudaOccupancyDefault / DisableCachingOverride'], ['num_blocks', 'i32'], ['reserved', 'u32']],
+  },
+  qcuda_args_limit: { fields: [['limit', 'u32', 'cudaLimit (== CUlimit)'], ['reserved', 'u32'], ['value', 'u64', 'LIMIT_SET only']] },
+  qcuda_args_stream_attr: {
+    fields: [['stream', 'u64'], ['attr', 'u32', 'cudaStreamAttrID (== CUstreamAttrID)'], ['reserved', 'u32'],
+      ['value', `u8[${ATTR_VALUE_BYTES}]`, 'STREAM_SET_ATTR only']],
+  },
+  qcuda_out_stream_attr_value: { fields: [['value', `u8[${ATTR_VALUE_BYTES}]`]] },
+  qcuda_out_priority_range: {
+    doc: 'cudaDeviceGetStreamPriorityRange: numerically, greatest <= least (a lower number is a higher priority).',
+    fields: [['least', 'i32'], ['greatest', 'i32']],
+  },
+  qcuda_args_host_func: { fields: [['stream', 'u64'], ['id', 'u64', 'chosen by the library: nonzero, unique in its session']] },
+  qcuda_args_callback_wait: { fields: [['done', 'u64', 'the callback that has run, 0 if none']] },
+  qcuda_out_callback: {
+    fields: [['id', 'u64', 'the callback to run now'], ['status', 'u32', 'the stream\'s error at that point (cudaStreamAddCallback\'s status)'],
+      ['reserved', 'u32']],
+  },
+  qcuda_args_batch: { fields: [['count', 'u32', 'entries'], ['reserved', 'u32'], ['bytes', 'u64', '== hdr.data_len; QCUDA_MAX_BATCH at most']] },
+  qcuda_batch_entry: { fields: [['cmd', 'u32', 'QCUDA_CMD_* (a postable one)'], ['len', 'u32', 'argument bytes after this header (unpadded)']] },
+  qcuda_out_output_read: { fields: [['kind', 'u32', 'QCUDA_OUTPUT_*; 0 when nothing was waiting'], ['more', 'u32', '1: more output is waiting']] },
+} as const satisfies Record<string, StructDecl>;
+
+export type StructName = keyof typeof STRUCTS;
+
+// ---- calls
+
+/** Kinds of handle a call may take: ids in the caller's session's tables. */
+export type HandleKind = 'stream' | 'event' | 'module' | 'function';
+
+/**
+ * How a call a provider context answers maps onto its method: the arguments
+ * it passes (handles resolved to the provider's objects), what it makes of
+ * the result, and the flag bits it admits. From it come the ProviderContext
+ * method (provider.ts), its forwarding to a session's worker (isolated.ts,
+ * worker.ts) and, for the cuda provider, the addon method of the same name.
+ */
+export interface ContextDecl {
+  readonly method: string;
+  readonly params: readonly string[];
+  /**
+   * none: no value; value: the u64 reply value; signed: an int as the reply
+   * value; ready: cudaSuccess or cudaErrorNotReady (not ready either while a
+   * host function holds the handle); out: the output struct's fields;
+   * stream / event: a new handle of that kind.
+   */
+  readonly result: 'none' | 'value' | 'signed' | 'ready' | 'out' | 'stream' | 'event';
+  /** Argument fields holding flags, and the bits each admits (others: cudaErrorInvalidValue). */
+  readonly flags?: Readonly<Record<string, number>>;
+}
+
+export interface CallDecl {
+  readonly cmd: number;
+  /** For the header: what the call does. */
+  readonly doc: string;
+  /** What the reply's value is, for calls that return one (those of `context` results stream, event, value and signed say it themselves). */
+  readonly value?: string;
+  readonly args?: StructName;
+  readonly out?: StructName;
+  /** Data moved with the call: 'to' the device (readable) or 'from' it (the last writable bytes). */
+  readonly data?: 'to' | 'from';
+  /** The argument struct may be followed by more argument bytes (checked by the call). */
+  readonly varArgs?: boolean;
+  /** Argument fields that are handles, and of what. */
+  readonly handles?: Readonly<Record<string, HandleKind>>;
+  /** The handle field the call ends: the session forgets it before the provider frees it. */
+  readonly ends?: string;
+  /** The stream field (or 'all') it runs after the host functions marked before it on (callbacks.ts). */
+  readonly stream?: string;
+  /** The event field whose deferred record it waits for. */
+  readonly event?: string;
+  /** May be sent later, in a BATCH (it enqueues work and never waits for it). */
+  readonly posted?: boolean;
+  /** The guest library sends it without flushing posted work first (the batch itself; the callback thread's wait). */
+  readonly unbatched?: boolean;
+  /** Synchronizes: its status is also the first error of posted work since the last such call. */
+  readonly syncs?: boolean;
+  /**
+   * Who answers: the virtio device itself (requests of the guest kernel
+   * driver, no session), the backend from the session's state, or the
+   * session's provider context (in the session's worker when isolated).
+   */
+  readonly side: 'device' | 'backend' | 'context';
+  /** For calls a context answers one to one: how (see ContextDecl). */
+  readonly context?: ContextDecl;
+}
+
+export const CALLS = {
+  NOP: { cmd: 0, side: 'device', doc: 'Echo: out = the arguments.', value: 'the queue index' },
+  SESSION_OPEN: {
+    cmd: 1,
+    side: 'device',
+    doc: 'Sent by the driver when a process opens / closes the device: the backend creates / frees the session (every handle and allocation of that process).',
+    value: 'the new session id',
+  },
+  SESSION_CLOSE: { cmd: 2, side: 'device', doc: '' },
+
+  // From the guest library (hdr.session filled in by the driver).
+  HELLO: { cmd: 16, side: 'backend', args: 'qcuda_args_hello', out: 'qcuda_out_hello', doc: '', value: 'the backend\'s version when status is QCUDA_ST_VERSION' },
+  DEVICE_PROPS: { cmd: 17, side: 'backend', args: 'qcuda_args_device', out: 'qcuda_out_device_props', doc: '' },
+  SET_DEVICE: { cmd: 18, side: 'backend', args: 'qcuda_args_device', doc: '' },
+  DEVICE_SYNC: { cmd: 19, side: 'context', stream: 'all', syncs: true, doc: 'cudaDeviceSynchronize' },
+  DEVICE_RESET: { cmd: 20, side: 'backend', doc: 'frees the session\'s resources' },
+  MEM_GET_INFO: { cmd: 21, side: 'backend', out: 'qcuda_out_mem_info', doc: '' },
+  MALLOC: { cmd: 22, side: 'context', args: 'qcuda_args_malloc', doc: '', value: 'the device pointer' },
+  FREE: { cmd: 23, side: 'context', args: 'qcuda_args_ptr', doc: '' },
+  MEMCPY_HTOD: { cmd: 24, side: 'context', args: 'qcuda_args_memcpy', data: 'to', stream: 'stream', handles: { stream: 'stream' }, doc: 'src unused' },
+  MEMCPY_DTOH: { cmd: 25, side: 'context', args: 'qcuda_args_memcpy', data: 'from', stream: 'stream', handles: { stream: 'stream' }, doc: 'dst unused' },
+  MEMCPY_DTOD: { cmd: 26, side: 'context', args: 'qcuda_args_memcpy', stream: 'stream', handles: { stream: 'stream' }, posted: true, doc: 'posted with async = 1' },
+  MEMSET: { cmd: 27, side: 'context', args: 'qcuda_args_memset', stream: 'stream', handles: { stream: 'stream' }, posted: true, doc: 'posted with async = 1' },
+  HOST_MAP: { cmd: 28, side: 'context', args: 'qcuda_args_host_map', doc: 'guest memory the GPU may address', value: 'its device pointer' },
+  HOST_UNMAP: { cmd: 29, side: 'context', args: 'qcuda_args_ptr', doc: 'ptr: the device pointer' },
+
+  STREAM_CREATE: {
+    cmd: 32,
+    side: 'context',
+    args: 'qcuda_args_stream_create',
+    doc: '',
+    context: { method: 'streamCreate', params: ['flags', 'priority'], result: 'stream', flags: { flags: 0x1 } },
+  },
+  STREAM_DESTROY: {
+    cmd: 33,
+    side: 'context',
+    args: 'qcuda_args_handle',
+    handles: { handle: 'stream' },
+    ends: 'handle',
+    doc: '',
+    context: { method: 'streamDestroy', params: ['handle'], result: 'none' },
+  },
+  STREAM_SYNC: {
+    cmd: 34,
+    side: 'context',
+    args: 'qcuda_args_handle',
+    handles: { handle: 'stream' },
+    stream: 'handle',
+    syncs: true,
+    doc: '',
+    context: { method: 'streamSynchronize', params: ['handle'], result: 'none' },
+  },
+  STREAM_QUERY: {
+    cmd: 35,
+    side: 'context',
+    args: 'qcuda_args_handle',
+    handles: { handle: 'stream' },
+    doc: 'status = cudaSuccess or cudaErrorNotReady',
+    context: { method: 'streamQuery', params: ['handle'], result: 'ready' },
+  },
+  STREAM_WAIT_EVENT: {
+    cmd: 36,
+    side: 'context',
+    args: 'qcuda_args_stream_wait_event',
+    handles: { stream: 'stream', event: 'event' },
+    stream: 'stream',
+    event: 'event',
+    posted: true,
+    doc: '',
+    context: { method: 'streamWaitEvent', params: ['stream', 'event', 'flags'], result: 'none' },
+  },
+  STREAM_SET_ATTR: { cmd: 66, side: 'context', args: 'qcuda_args_stream_attr', handles: { stream: 'stream' }, doc: '' },
+  STREAM_GET_ATTR: {
+    cmd: 67,
+    side: 'context',
+    args: 'qcuda_args_stream_attr',
+    out: 'qcuda_out_stream_attr_value',
+    handles: { stream: 'stream' },
+    doc: 'args.value unused',
+  },
+  STREAM_GET_PRIORITY: {
+    cmd: 71,
+    side: 'context',
+    args: 'qcuda_args_handle',
+    handles: { handle: 'stream' },
+    doc: 'cudaStreamGetPriority',
+    context: { method: 'streamGetPriority', params: ['handle'], result: 'signed' },
+  },
+  STREAM_PRIORITY_RANGE: {
+    cmd: 72,
+    side: 'context',
+    out: 'qcuda_out_priority_range',
+    doc: 'cudaDeviceGetStreamPriorityRange of the session\'s context',
+    context: { method: 'streamPriorityRange', params: [], result: 'out' },
+  },
+  CTX_RESET_PERSISTING_L2: {
+    cmd: 73,
+    side: 'context',
+    doc: 'cudaCtxResetPersistingL2Cache: persisting L2 lines become normal',
+    context: { method: 'resetPersistingL2Cache', params: [], result: 'none' },
+  },
+
+  EVENT_CREATE: {
+    cmd: 40,
+    side: 'context',
+    args: 'qcuda_args_event_create',
+    doc: '',
+    context: { method: 'eventCreate', params: ['flags'], result: 'event', flags: { flags: 0x7 } },
+  },
+  EVENT_DESTROY: {
+    cmd: 41,
+    side: 'context',
+    args: 'qcuda_args_handle',
+    handles: { handle: 'event' },
+    ends: 'handle',
+    doc: '',
+    context: { method: 'eventDestroy', params: ['handle'], result: 'none' },
+  },
+  EVENT_RECORD: {
+    cmd: 42,
+    side: 'context',
+    args: 'qcuda_args_event_record',
+    handles: { event: 'event', stream: 'stream' },
+    stream: 'stream',
+    posted: true,
+    doc: '',
+    context: { method: 'eventRecord', params: ['event', 'stream'], result: 'none' },
+  },
+  EVENT_SYNC: {
+    cmd: 43,
+    side: 'context',
+    args: 'qcuda_args_handle',
+    handles: { handle: 'event' },
+    event: 'handle',
+    syncs: true,
+    doc: '',
+    context: { method: 'eventSynchronize', params: ['handle'], result: 'none' },
+  },
+  EVENT_QUERY: {
+    cmd: 44,
+    side: 'context',
+    args: 'qcuda_args_handle',
+    handles: { handle: 'event' },
+    doc: 'status = cudaSuccess or cudaErrorNotReady',
+    context: { method: 'eventQuery', params: ['handle'], result: 'ready' },
+  },
+  EVENT_ELAPSED: { cmd: 45, side: 'context', args: 'qcuda_args_event_elapsed', out: 'qcuda_out_event_elapsed', handles: { start: 'event', end: 'event' }, doc: '' },
+
+  MODULE_UPLOAD: {
+    cmd: 48,
+    side: 'backend',
+    args: 'qcuda_args_module_upload',
+    data: 'to',
+    doc: 'Modules: a fat binary crosses once per module: first MODULE_UPLOAD (data to device, chunked like any transfer) into a staging buffer of the session named by upload_id, then MODULE_LOAD of that buffer (value = module handle; the staging buffer is freed).',
+  },
+  MODULE_LOAD: { cmd: 49, side: 'context', args: 'qcuda_args_module_load', doc: '', value: 'the module handle' },
+  MODULE_UNLOAD: { cmd: 50, side: 'context', args: 'qcuda_args_handle', handles: { handle: 'module' }, ends: 'handle', doc: '' },
+  FUNC_GET: { cmd: 51, side: 'context', args: 'qcuda_args_symbol', out: 'qcuda_out_func_info', handles: { module: 'module' }, doc: '', value: 'the function handle' },
+  VAR_GET: {
+    cmd: 52,
+    side: 'context',
+    args: 'qcuda_args_symbol',
+    out: 'qcuda_out_var_info',
+    handles: { module: 'module' },
+    doc: 'the variable becomes addressable memory of the session',
+  },
+  LAUNCH: {
+    cmd: 53,
+    side: 'context',
+    args: 'qcuda_args_launch',
+    varArgs: true,
+    handles: { func: 'function', stream: 'stream' },
+    stream: 'stream',
+    posted: true,
+    doc: 'param_bytes of packed parameters follow the struct; enqueued, not waited for: errors of the kernel surface at the next synchronizing call',
+  },
+  LAUNCH_COOPERATIVE: {
+    cmd: 68,
+    side: 'context',
+    args: 'qcuda_args_launch',
+    varArgs: true,
+    handles: { func: 'function', stream: 'stream' },
+    stream: 'stream',
+    doc: 'as LAUNCH, for a grid whose blocks synchronize (cudaLaunchCooperativeKernel)',
+  },
+  FUNC_ATTRS: { cmd: 60, side: 'context', args: 'qcuda_args_handle', out: 'qcuda_out_func_attrs', handles: { handle: 'function' }, doc: '' },
+  FUNC_SET_ATTR: { cmd: 61, side: 'context', args: 'qcuda_args_func_attr', handles: { func: 'function' }, doc: 'attr: a cudaFuncAttribute' },
+  OCCUPANCY_BLOCKS: { cmd: 62, side: 'context', args: 'qcuda_args_occupancy', handles: { func: 'function' }, doc: '', value: 'active blocks per SM' },
+  OCCUPANCY_SMEM: {
+    cmd: 63,
+    side: 'context',
+    args: 'qcuda_args_occupancy',
+    handles: { func: 'function' },
+    doc: '',
+    value: 'dynamic shared memory bytes per block that lets num_blocks blocks fit',
+  },
+  LIMIT_SET: { cmd: 64, side: 'context', args: 'qcuda_args_limit', doc: 'a cudaLimit of the session\'s context' },
+  LIMIT_GET: { cmd: 65, side: 'context', args: 'qcuda_args_limit', doc: 'args.value unused', value: 'the limit' },
+
+  BATCH: {
+    cmd: 54,
+    side: 'backend',
+    unbatched: true,
+    args: 'qcuda_args_batch',
+    data: 'to',
+    doc: 'Posted work: several commands in one request (data to device: args.bytes of entries, each a struct qcuda_batch_entry, then its argument struct as the command takes it, then padding to 8 bytes). Only commands that enqueue and never wait may be posted (the postable ones: LAUNCH, MEMSET and MEMCPY_DTOD with async = 1, EVENT_RECORD, STREAM_WAIT_EVENT, HOST_FUNC). They run in order; one that fails does not stop the others. status = the first failure\'s. A malformed batch runs nothing.',
+    value: 'the failed entry\'s index (the entry count if none failed)',
+  },
+  HOST_FUNC: {
+    cmd: 55,
+    side: 'backend',
+    args: 'qcuda_args_host_func',
+    handles: { stream: 'stream' },
+    posted: true,
+    doc: 'Host functions (cudaLaunchHostFunc, cudaStreamAddCallback) run in the guest process, in stream order. HOST_FUNC marks a point in a stream: work on that stream after it waits until the guest says the function has run. The library\'s callback thread sends CALLBACK_WAIT, which says that callback `done` (0: none) has run and waits for the next marked point the GPU has reached.',
+  },
+  CALLBACK_WAIT: { cmd: 70, side: 'backend', args: 'qcuda_args_callback_wait', out: 'qcuda_out_callback', unbatched: true, doc: '' },
+  OUTPUT_READ: {
+    cmd: 56,
+    side: 'backend',
+    out: 'qcuda_out_output_read',
+    data: 'from',
+    doc: 'Device-side printf and assert output of the session\'s kernels. The backend keeps what CUDA flushed for the session (at synchronizing calls, blocking copies, module load/unload, context destruction; some at other moments) and OR-s QCUDA_ST_OUTPUT into the status of every reply to the session while any is waiting. OUTPUT_READ takes the oldest waiting output, up to data_len bytes of one kind, into the data (from device, written from its start; one chunk: data_offset 0, data_len 1..QCUDA_CHUNK, since reading consumes).',
+    value: 'the bytes written (0: nothing was waiting)',
+  },
+} as const satisfies Record<string, CallDecl>;
+
+export type CmdName = keyof typeof CALLS;
