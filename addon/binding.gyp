@@ -19,7 +19,13 @@
     "target_name": "qcuda_cuda",
     "sources": [
       "src/cuda_api.cc",
+      "src/cuda_args.cc",
       "src/cuda_check.cc",
+      "src/cuda_context.cc",
+      "src/cuda_ctx_launch.cc",
+      "src/cuda_ctx_memory.cc",
+      "src/cuda_ctx_modules.cc",
+      "src/cuda_ctx_streams.cc",
       "src/cuda_exec.cc",
       "src/cuda_image.cc",
       "src/cuda_module.cc",

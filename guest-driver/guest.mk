@@ -14,14 +14,20 @@ GUEST_C_PROGRAMS := nop_test call_test
 
 guest-module: $(QCUDA_KO)
 
+# The module's sources: every .c and .h of guest-driver/kernel (Kbuild lists
+# the objects).
+QCUDA_KO_SRCS := $(wildcard $(GUEST_DRIVER_DIR)/kernel/*.c $(GUEST_DRIVER_DIR)/kernel/*.h)
+
 # Kbuild of this kernel (6.12) has no separate object dir for external
-# modules (MO= came in 6.13): build from a copy under $(BUILD).
+# modules (MO= came in 6.13): build from a copy under $(BUILD) (sources
+# gone from the kernel folder are removed from it first).
 # (Rebuilt when the headers of the guest kernel change too.)
-$(QCUDA_KO): $(GUEST_DRIVER_DIR)/kernel/qcuda.c $(GUEST_DRIVER_DIR)/kernel/Kbuild \
+$(QCUDA_KO): $(QCUDA_KO_SRCS) $(GUEST_DRIVER_DIR)/kernel/Kbuild \
 		$(GUEST_INCLUDE)/qcuda_proto.h $(GUEST_INCLUDE)/qcuda_ioctl.h \
 		$(wildcard /usr/src/linux-headers-$(GUEST_KVER)/Module.symvers) | guest-kernel-deps
 	@mkdir -p $(@D)
-	cp $(GUEST_DRIVER_DIR)/kernel/qcuda.c $(GUEST_DRIVER_DIR)/kernel/Kbuild $(@D)/
+	rm -f $(@D)/*.c $(@D)/*.h
+	cp $(QCUDA_KO_SRCS) $(GUEST_DRIVER_DIR)/kernel/Kbuild $(@D)/
 	$(MAKE) -C /usr/src/linux-headers-$(GUEST_KVER) M=$(@D) QCUDA_INCLUDE=$(GUEST_INCLUDE) modules
 
 guest-programs: $(addprefix $(GUEST_BIN)/,$(GUEST_C_PROGRAMS))

@@ -46,62 +46,10 @@ void DoProbe(ProbeResult *p) {
     if (fn == nullptr && required && missing.empty()) missing = name;
   };
   Api &a = g_api;
-  resolve(a.Init, "cuInit", 2000, "cuInit", nullptr, true);
-  resolve(a.DriverGetVersion, "cuDriverGetVersion", 2020, "cuDriverGetVersion", nullptr, true);
-  resolve(a.DeviceGetCount, "cuDeviceGetCount", 2000, "cuDeviceGetCount", nullptr, true);
-  resolve(a.DeviceGet, "cuDeviceGet", 2000, "cuDeviceGet", nullptr, true);
-  resolve(a.DeviceGetName, "cuDeviceGetName", 2000, "cuDeviceGetName", nullptr, true);
-  resolve(a.DeviceGetUuid, "cuDeviceGetUuid", 11040, "cuDeviceGetUuid_v2", "cuDeviceGetUuid", true);
-  resolve(a.DeviceTotalMem, "cuDeviceTotalMem", 3020, "cuDeviceTotalMem_v2", nullptr, true);
-  resolve(a.DeviceGetAttribute, "cuDeviceGetAttribute", 2000, "cuDeviceGetAttribute", nullptr, true);
-  resolve(a.GetErrorName, "cuGetErrorName", 6000, "cuGetErrorName", nullptr, true);
-  resolve(a.GetErrorString, "cuGetErrorString", 6000, "cuGetErrorString", nullptr, true);
-  resolve(a.CtxCreate, "cuCtxCreate", 3020, "cuCtxCreate_v2", nullptr, false);
-  resolve(a.CtxCreateV4, "cuCtxCreate", 12050, "cuCtxCreate_v4", nullptr, false);
+#define QCUDA_CU_RESOLVE(name, params, base, version, symbol, alt, required) resolve(a.name, base, version, symbol, alt, required);
+  QCUDA_CU_API(QCUDA_CU_RESOLVE)
+#undef QCUDA_CU_RESOLVE
   if (a.CtxCreate == nullptr && a.CtxCreateV4 == nullptr && missing.empty()) missing = "cuCtxCreate_v2";
-  resolve(a.CtxDestroy, "cuCtxDestroy", 4000, "cuCtxDestroy_v2", nullptr, true);
-  resolve(a.CtxSetCurrent, "cuCtxSetCurrent", 4000, "cuCtxSetCurrent", nullptr, true);
-  resolve(a.CtxSynchronize, "cuCtxSynchronize", 2000, "cuCtxSynchronize", nullptr, true);
-  resolve(a.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000, "cuDevicePrimaryCtxRetain", nullptr, true);
-  resolve(a.DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", 11000, "cuDevicePrimaryCtxRelease_v2", nullptr, true);
-  resolve(a.MemAlloc, "cuMemAlloc", 3020, "cuMemAlloc_v2", nullptr, true);
-  resolve(a.MemFree, "cuMemFree", 3020, "cuMemFree_v2", nullptr, true);
-  resolve(a.MemGetInfo, "cuMemGetInfo", 3020, "cuMemGetInfo_v2", nullptr, true);
-  resolve(a.MemcpyHtoDAsync, "cuMemcpyHtoDAsync", 3020, "cuMemcpyHtoDAsync_v2", nullptr, true);
-  resolve(a.MemcpyDtoHAsync, "cuMemcpyDtoHAsync", 3020, "cuMemcpyDtoHAsync_v2", nullptr, true);
-  resolve(a.MemcpyDtoDAsync, "cuMemcpyDtoDAsync", 3020, "cuMemcpyDtoDAsync_v2", nullptr, true);
-  resolve(a.MemsetD8Async, "cuMemsetD8Async", 3020, "cuMemsetD8Async", nullptr, true);
-  resolve(a.StreamCreateWithPriority, "cuStreamCreateWithPriority", 5050, "cuStreamCreateWithPriority", nullptr, true);
-  resolve(a.StreamDestroy, "cuStreamDestroy", 4000, "cuStreamDestroy_v2", nullptr, true);
-  resolve(a.StreamQuery, "cuStreamQuery", 2000, "cuStreamQuery", nullptr, true);
-  resolve(a.StreamSynchronize, "cuStreamSynchronize", 2000, "cuStreamSynchronize", nullptr, true);
-  resolve(a.StreamWaitEvent, "cuStreamWaitEvent", 3020, "cuStreamWaitEvent", nullptr, true);
-  resolve(a.EventCreate, "cuEventCreate", 2000, "cuEventCreate", nullptr, true);
-  resolve(a.EventRecord, "cuEventRecord", 2000, "cuEventRecord", nullptr, true);
-  resolve(a.EventQuery, "cuEventQuery", 2000, "cuEventQuery", nullptr, true);
-  resolve(a.EventSynchronize, "cuEventSynchronize", 2000, "cuEventSynchronize", nullptr, true);
-  resolve(a.EventElapsedTime, "cuEventElapsedTime", 12080, "cuEventElapsedTime_v2", "cuEventElapsedTime", true);
-  resolve(a.EventDestroy, "cuEventDestroy", 4000, "cuEventDestroy_v2", nullptr, true);
-  resolve(a.MemHostRegister, "cuMemHostRegister", 6050, "cuMemHostRegister_v2", nullptr, true);
-  resolve(a.MemHostUnregister, "cuMemHostUnregister", 4000, "cuMemHostUnregister", nullptr, true);
-  resolve(a.MemHostGetDevicePointer, "cuMemHostGetDevicePointer", 3020, "cuMemHostGetDevicePointer_v2", nullptr, true);
-  resolve(a.ModuleLoadData, "cuModuleLoadData", 2000, "cuModuleLoadData", nullptr, true);
-  resolve(a.ModuleUnload, "cuModuleUnload", 2000, "cuModuleUnload", nullptr, true);
-  resolve(a.ModuleGetFunction, "cuModuleGetFunction", 2000, "cuModuleGetFunction", nullptr, true);
-  resolve(a.ModuleGetGlobal, "cuModuleGetGlobal", 3020, "cuModuleGetGlobal_v2", nullptr, true);
-  resolve(a.FuncGetParamInfo, "cuFuncGetParamInfo", 12040, "cuFuncGetParamInfo", nullptr, false);
-  resolve(a.LaunchKernel, "cuLaunchKernel", 4000, "cuLaunchKernel", nullptr, true);
-  resolve(a.FuncGetAttribute, "cuFuncGetAttribute", 2020, "cuFuncGetAttribute", nullptr, false);
-  resolve(a.FuncSetAttribute, "cuFuncSetAttribute", 9000, "cuFuncSetAttribute", nullptr, false);
-  resolve(a.OccupancyMaxActiveBlocksPerMultiprocessorWithFlags, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
-          7000, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", nullptr, false);
-  resolve(a.OccupancyAvailableDynamicSMemPerBlock, "cuOccupancyAvailableDynamicSMemPerBlock", 11000,
-          "cuOccupancyAvailableDynamicSMemPerBlock", nullptr, false);
-  resolve(a.CtxSetLimit, "cuCtxSetLimit", 3010, "cuCtxSetLimit", nullptr, false);
-  resolve(a.CtxGetLimit, "cuCtxGetLimit", 3010, "cuCtxGetLimit", nullptr, false);
-  resolve(a.StreamSetAttribute, "cuStreamSetAttribute", 11000, "cuStreamSetAttribute", nullptr, false);
-  resolve(a.StreamGetAttribute, "cuStreamGetAttribute", 11000, "cuStreamGetAttribute", nullptr, false);
-  resolve(a.LaunchCooperativeKernel, "cuLaunchCooperativeKernel", 9000, "cuLaunchCooperativeKernel", nullptr, false);
   if (!missing.empty()) {
     p->reason = p->library + " has no " + missing + " (driver too old or not NVIDIA's)";
     return;

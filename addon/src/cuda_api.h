@@ -62,66 +62,74 @@ constexpr int kNumFuncAttrs = 16;      // CU_FUNC_ATTRIBUTE_MAX (QCUDA_NUM_FUNC_
 constexpr int kFuncAttrEssential = 10; // attributes 0..9 exist on every GPU qcuda serves; the cluster ones (10..15) need sm_90
 constexpr size_t kAttrValueBytes = 64; // sizeof(CUstreamAttrValue) (QCUDA_ATTR_VALUE_BYTES)
 
-// Entry points, each of one fixed ABI version: cuGetProcAddress(name, version,
-// LEGACY_STREAM) where the driver has it, else dlsym of the versioned name.
+// Every driver entry point the addon uses, once: X(field, (parameters), base
+// name for cuGetProcAddress, ABI version, versioned symbol, older symbol or
+// nullptr, required). Each is resolved with cuGetProcAddress(base, version,
+// LEGACY_STREAM) where the driver has it, else dlsym of the versioned name
+// (then the older one); a required one missing means the driver is unusable,
+// an optional one missing fails just the calls that need it.
+#define QCUDA_CU_API(X) \
+  X(Init, (unsigned), "cuInit", 2000, "cuInit", nullptr, true) \
+  X(DriverGetVersion, (int *), "cuDriverGetVersion", 2020, "cuDriverGetVersion", nullptr, true) \
+  X(DeviceGetCount, (int *), "cuDeviceGetCount", 2000, "cuDeviceGetCount", nullptr, true) \
+  X(DeviceGet, (Device *, int), "cuDeviceGet", 2000, "cuDeviceGet", nullptr, true) \
+  X(DeviceGetName, (char *, int, Device), "cuDeviceGetName", 2000, "cuDeviceGetName", nullptr, true) \
+  X(DeviceGetUuid, (Uuid *, Device), "cuDeviceGetUuid", 11040, "cuDeviceGetUuid_v2", "cuDeviceGetUuid", true) \
+  X(DeviceTotalMem, (size_t *, Device), "cuDeviceTotalMem", 3020, "cuDeviceTotalMem_v2", nullptr, true) \
+  X(DeviceGetAttribute, (int *, int, Device), "cuDeviceGetAttribute", 2000, "cuDeviceGetAttribute", nullptr, true) \
+  X(GetErrorName, (Result, const char **), "cuGetErrorName", 6000, "cuGetErrorName", nullptr, true) \
+  X(GetErrorString, (Result, const char **), "cuGetErrorString", 6000, "cuGetErrorString", nullptr, true) \
+  X(CtxCreate, (Ctx *, unsigned, Device), "cuCtxCreate", 3020, "cuCtxCreate_v2", nullptr, false) /* cuCtxCreate_v2 (may be null) */ \
+  X(CtxCreateV4, (Ctx *, void *, unsigned, Device), "cuCtxCreate", 12050, "cuCtxCreate_v4", nullptr, false) /* cuCtxCreate_v4 (may be null) */ \
+  X(CtxDestroy, (Ctx), "cuCtxDestroy", 4000, "cuCtxDestroy_v2", nullptr, true) \
+  X(CtxSetCurrent, (Ctx), "cuCtxSetCurrent", 4000, "cuCtxSetCurrent", nullptr, true) \
+  X(CtxSynchronize, (), "cuCtxSynchronize", 2000, "cuCtxSynchronize", nullptr, true) \
+  X(DevicePrimaryCtxRetain, (Ctx *, Device), "cuDevicePrimaryCtxRetain", 7000, "cuDevicePrimaryCtxRetain", nullptr, true) \
+  X(DevicePrimaryCtxRelease, (Device), "cuDevicePrimaryCtxRelease", 11000, "cuDevicePrimaryCtxRelease_v2", nullptr, true) \
+  X(MemAlloc, (Ptr *, size_t), "cuMemAlloc", 3020, "cuMemAlloc_v2", nullptr, true) \
+  X(MemFree, (Ptr), "cuMemFree", 3020, "cuMemFree_v2", nullptr, true) \
+  X(MemGetInfo, (size_t *, size_t *), "cuMemGetInfo", 3020, "cuMemGetInfo_v2", nullptr, true) \
+  X(MemcpyHtoDAsync, (Ptr, const void *, size_t, Stream), "cuMemcpyHtoDAsync", 3020, "cuMemcpyHtoDAsync_v2", nullptr, true) \
+  X(MemcpyDtoHAsync, (void *, Ptr, size_t, Stream), "cuMemcpyDtoHAsync", 3020, "cuMemcpyDtoHAsync_v2", nullptr, true) \
+  X(MemcpyDtoDAsync, (Ptr, Ptr, size_t, Stream), "cuMemcpyDtoDAsync", 3020, "cuMemcpyDtoDAsync_v2", nullptr, true) \
+  X(MemsetD8Async, (Ptr, unsigned char, size_t, Stream), "cuMemsetD8Async", 3020, "cuMemsetD8Async", nullptr, true) \
+  X(StreamCreateWithPriority, (Stream *, unsigned, int), "cuStreamCreateWithPriority", 5050, "cuStreamCreateWithPriority", nullptr, true) \
+  X(StreamDestroy, (Stream), "cuStreamDestroy", 4000, "cuStreamDestroy_v2", nullptr, true) \
+  X(StreamQuery, (Stream), "cuStreamQuery", 2000, "cuStreamQuery", nullptr, true) \
+  X(StreamSynchronize, (Stream), "cuStreamSynchronize", 2000, "cuStreamSynchronize", nullptr, true) \
+  X(StreamWaitEvent, (Stream, Event, unsigned), "cuStreamWaitEvent", 3020, "cuStreamWaitEvent", nullptr, true) \
+  X(EventCreate, (Event *, unsigned), "cuEventCreate", 2000, "cuEventCreate", nullptr, true) \
+  X(EventRecord, (Event, Stream), "cuEventRecord", 2000, "cuEventRecord", nullptr, true) \
+  X(EventQuery, (Event), "cuEventQuery", 2000, "cuEventQuery", nullptr, true) \
+  X(EventSynchronize, (Event), "cuEventSynchronize", 2000, "cuEventSynchronize", nullptr, true) \
+  X(EventElapsedTime, (float *, Event, Event), "cuEventElapsedTime", 12080, "cuEventElapsedTime_v2", "cuEventElapsedTime", true) \
+  X(EventDestroy, (Event), "cuEventDestroy", 4000, "cuEventDestroy_v2", nullptr, true) \
+  X(MemHostRegister, (void *, size_t, unsigned), "cuMemHostRegister", 6050, "cuMemHostRegister_v2", nullptr, true) \
+  X(MemHostUnregister, (void *), "cuMemHostUnregister", 4000, "cuMemHostUnregister", nullptr, true) \
+  X(MemHostGetDevicePointer, (Ptr *, void *, unsigned), "cuMemHostGetDevicePointer", 3020, "cuMemHostGetDevicePointer_v2", nullptr, true) \
+  X(ModuleLoadData, (Module *, const void *), "cuModuleLoadData", 2000, "cuModuleLoadData", nullptr, true) \
+  X(ModuleUnload, (Module), "cuModuleUnload", 2000, "cuModuleUnload", nullptr, true) \
+  X(ModuleGetFunction, (Function *, Module, const char *), "cuModuleGetFunction", 2000, "cuModuleGetFunction", nullptr, true) \
+  X(ModuleGetGlobal, (Ptr *, size_t *, Module, const char *), "cuModuleGetGlobal", 3020, "cuModuleGetGlobal_v2", nullptr, true) /* cuModuleGetGlobal_v2 */ \
+  X(FuncGetParamInfo, (Function, size_t, size_t *, size_t *), "cuFuncGetParamInfo", 12040, "cuFuncGetParamInfo", nullptr, false) /* driver >= 12.4 (may be null) */ \
+  X(LaunchKernel, (Function, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Stream, void **, void **), "cuLaunchKernel", 4000, "cuLaunchKernel", nullptr, true) \
+  X(FuncGetAttribute, (int *, int, Function), "cuFuncGetAttribute", 2020, "cuFuncGetAttribute", nullptr, false) \
+  X(FuncSetAttribute, (Function, int, int), "cuFuncSetAttribute", 9000, "cuFuncSetAttribute", nullptr, false) \
+  X(OccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (int *, Function, int, size_t, unsigned), "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", nullptr, false) \
+  X(OccupancyAvailableDynamicSMemPerBlock, (size_t *, Function, int, int), "cuOccupancyAvailableDynamicSMemPerBlock", 11000, "cuOccupancyAvailableDynamicSMemPerBlock", nullptr, false) \
+  X(CtxSetLimit, (int, size_t), "cuCtxSetLimit", 3010, "cuCtxSetLimit", nullptr, false) \
+  X(CtxGetLimit, (size_t *, int), "cuCtxGetLimit", 3010, "cuCtxGetLimit", nullptr, false) \
+  X(StreamSetAttribute, (Stream, int, const void *), "cuStreamSetAttribute", 11000, "cuStreamSetAttribute", nullptr, false) /* value: a CUstreamAttrValue (kAttrValueBytes) */ \
+  X(StreamGetAttribute, (Stream, int, void *), "cuStreamGetAttribute", 11000, "cuStreamGetAttribute", nullptr, false) \
+  X(LaunchCooperativeKernel, (Function, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Stream, void **), "cuLaunchCooperativeKernel", 9000, "cuLaunchCooperativeKernel", nullptr, false) \
+  X(CtxGetStreamPriorityRange, (int *, int *), "cuCtxGetStreamPriorityRange", 5050, "cuCtxGetStreamPriorityRange", nullptr, false) /* least, greatest */ \
+  X(StreamGetPriority, (Stream, int *), "cuStreamGetPriority", 5050, "cuStreamGetPriority", nullptr, false) \
+  X(CtxResetPersistingL2Cache, (), "cuCtxResetPersistingL2Cache", 11000, "cuCtxResetPersistingL2Cache", nullptr, false)
+
 struct Api {
-  Result (*Init)(unsigned);
-  Result (*DriverGetVersion)(int *);
-  Result (*DeviceGetCount)(int *);
-  Result (*DeviceGet)(Device *, int);
-  Result (*DeviceGetName)(char *, int, Device);
-  Result (*DeviceGetUuid)(Uuid *, Device);
-  Result (*DeviceTotalMem)(size_t *, Device);
-  Result (*DeviceGetAttribute)(int *, int, Device);
-  Result (*GetErrorName)(Result, const char **);
-  Result (*GetErrorString)(Result, const char **);
-  Result (*CtxCreate)(Ctx *, unsigned, Device);              // cuCtxCreate_v2 (may be null)
-  Result (*CtxCreateV4)(Ctx *, void *, unsigned, Device);    // cuCtxCreate_v4 (may be null)
-  Result (*CtxDestroy)(Ctx);
-  Result (*CtxSetCurrent)(Ctx);
-  Result (*CtxSynchronize)();
-  Result (*DevicePrimaryCtxRetain)(Ctx *, Device);
-  Result (*DevicePrimaryCtxRelease)(Device);
-  Result (*MemAlloc)(Ptr *, size_t);
-  Result (*MemFree)(Ptr);
-  Result (*MemGetInfo)(size_t *, size_t *);
-  Result (*MemcpyHtoDAsync)(Ptr, const void *, size_t, Stream);
-  Result (*MemcpyDtoHAsync)(void *, Ptr, size_t, Stream);
-  Result (*MemcpyDtoDAsync)(Ptr, Ptr, size_t, Stream);
-  Result (*MemsetD8Async)(Ptr, unsigned char, size_t, Stream);
-  Result (*StreamCreateWithPriority)(Stream *, unsigned, int);
-  Result (*StreamDestroy)(Stream);
-  Result (*StreamQuery)(Stream);
-  Result (*StreamSynchronize)(Stream);
-  Result (*StreamWaitEvent)(Stream, Event, unsigned);
-  Result (*EventCreate)(Event *, unsigned);
-  Result (*EventRecord)(Event, Stream);
-  Result (*EventQuery)(Event);
-  Result (*EventSynchronize)(Event);
-  Result (*EventElapsedTime)(float *, Event, Event);
-  Result (*EventDestroy)(Event);
-  Result (*MemHostRegister)(void *, size_t, unsigned);
-  Result (*MemHostUnregister)(void *);
-  Result (*MemHostGetDevicePointer)(Ptr *, void *, unsigned);
-  Result (*ModuleLoadData)(Module *, const void *);
-  Result (*ModuleUnload)(Module);
-  Result (*ModuleGetFunction)(Function *, Module, const char *);
-  Result (*ModuleGetGlobal)(Ptr *, size_t *, Module, const char *);         // cuModuleGetGlobal_v2
-  Result (*FuncGetParamInfo)(Function, size_t, size_t *, size_t *);          // driver >= 12.4 (may be null)
-  Result (*LaunchKernel)(Function, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Stream,
-                         void **, void **);
-  // Function attributes, occupancy, limits, stream attributes, cooperative launches
-  // (optional: null where the driver lacks them; the jobs say so).
-  Result (*FuncGetAttribute)(int *, int, Function);
-  Result (*FuncSetAttribute)(Function, int, int);
-  Result (*OccupancyMaxActiveBlocksPerMultiprocessorWithFlags)(int *, Function, int, size_t, unsigned);
-  Result (*OccupancyAvailableDynamicSMemPerBlock)(size_t *, Function, int, int);
-  Result (*CtxSetLimit)(int, size_t);
-  Result (*CtxGetLimit)(size_t *, int);
-  Result (*StreamSetAttribute)(Stream, int, const void *);  // value: a CUstreamAttrValue (kAttrValueBytes)
-  Result (*StreamGetAttribute)(Stream, int, void *);
-  Result (*LaunchCooperativeKernel)(Function, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                    Stream, void **);
+#define QCUDA_CU_FIELD(name, params, base, version, symbol, alt, required) Result(*name) params;
+  QCUDA_CU_API(QCUDA_CU_FIELD)
+#undef QCUDA_CU_FIELD
 };
 
 struct ProbeResult {

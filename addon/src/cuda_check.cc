@@ -2,9 +2,12 @@
 // declarations (cuda_api.h) against them at compile time. Elsewhere this file
 // compiles to nothing: the addon never needs CUDA to build.
 #if defined(__has_include)
-#if __has_include(<cuda.h>) && __has_include(<driver_types.h>)
+#if __has_include(<cuda.h>) && __has_include(<cudaTypedefs.h>) && __has_include(<driver_types.h>)
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <driver_types.h>
+
+#include <type_traits>
 
 #include "cuda_api.h"
 
@@ -57,6 +60,30 @@ static_assert(offsetof(CUaccessPolicyWindow, num_bytes) == 8 && offsetof(CUacces
                   sizeof(CUaccessPolicyWindow) == sizeof(cudaAccessPolicyWindow),
               "the access policy window layout commands.ts encodes");
 static_assert(offsetof(CUlaunchMemSyncDomainMap, default_) == 0 && offsetof(CUlaunchMemSyncDomainMap, remote) == 1, "");
+
+// Entry points' signatures (cuda_api.h's Api), against the toolkit's PFN_* typedefs of the
+// ABI version cuda_api.cc asks for: the addon's opaque types stand for the driver's.
+template <typename T>
+struct Real {
+  using type = T;
+};
+template <typename T>
+struct Real<T *> {
+  using type = typename Real<T>::type *;
+};
+template <>
+struct Real<qc::Stream> {
+  using type = CUstream;
+};
+template <typename... A>
+struct Real<qc::Result (*)(A...)> {  // qc::Result is int: it stands for CUresult only as the return type
+  using type = CUresult(CUDAAPI *)(typename Real<A>::type...);
+};
+template <typename Fp, typename Pfn>
+constexpr bool kSameSignature = std::is_same_v<typename Real<Fp>::type, Pfn>;
+static_assert(kSameSignature<decltype(qc::Api::CtxGetStreamPriorityRange), PFN_cuCtxGetStreamPriorityRange_v5050>, "");
+static_assert(kSameSignature<decltype(qc::Api::StreamGetPriority), PFN_cuStreamGetPriority_v5050>, "");
+static_assert(kSameSignature<decltype(qc::Api::CtxResetPersistingL2Cache), PFN_cuCtxResetPersistingL2Cache_v11000>, "");
 
 // The runtime's numbers for the codes whose names differ (cuda_api.cc maps by number).
 static_assert(CUDA_ERROR_OUT_OF_MEMORY == static_cast<int>(cudaErrorMemoryAllocation), "");

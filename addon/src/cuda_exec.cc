@@ -95,66 +95,78 @@ napi_value MakeError(Napi::Env env, EnvState *st, const Job &j) {
   return o;
 }
 
-napi_value MakeValue(Napi::Env env, const Job &j) {
-  switch (j.kind) {
-    case Kind::kVoid:
-      return env.Undefined();
-    case Kind::kU64:
-      return Napi::BigInt::New(env, static_cast<uint64_t>(j.u64));
-    case Kind::kNumber:
-      return Napi::Number::New(env, j.num);
-    case Kind::kBool:
-      return Napi::Boolean::New(env, j.flag);
-    case Kind::kMemInfo: {
-      Napi::Object o = Napi::Object::New(env);
-      o.Set("free", Napi::BigInt::New(env, static_cast<uint64_t>(j.u64)));
-      o.Set("total", Napi::BigInt::New(env, static_cast<uint64_t>(j.u64b)));
-      return o;
-    }
-    case Kind::kObject: {
-      napi_value v = nullptr;
-      napi_get_reference_value(env, j.obj, &v);
-      return v;
-    }
-    case Kind::kProbe:
-      return ProbeValue(env);
-    case Kind::kFunc: {
-      Napi::Object o = Napi::Object::New(env);
-      o.Set("id", Napi::Number::New(env, j.num));
-      Napi::Array params = Napi::Array::New(env, j.list.size() / 2);
-      for (size_t i = 0; i + 1 < j.list.size(); i += 2) {
-        Napi::Object p = Napi::Object::New(env);
-        p.Set("offset", Napi::Number::New(env, static_cast<double>(j.list[i])));
-        p.Set("size", Napi::Number::New(env, static_cast<double>(j.list[i + 1])));
-        params.Set(static_cast<uint32_t>(i / 2), p);
-      }
-      o.Set("params", params);
-      return o;
-    }
-    case Kind::kVar: {
-      Napi::Object o = Napi::Object::New(env);
-      o.Set("dptr", Napi::BigInt::New(env, static_cast<uint64_t>(j.u64)));
-      o.Set("size", Napi::BigInt::New(env, static_cast<uint64_t>(j.u64b)));
-      return o;
-    }
-    case Kind::kInts: {
-      Napi::Int32Array a = Napi::Int32Array::New(env, j.ints.size());
-      for (size_t i = 0; i < j.ints.size(); i++) a[i] = j.ints[i];
-      return a;
-    }
-    case Kind::kModule: {
-      Napi::Object o = Napi::Object::New(env);
-      o.Set("id", Napi::Number::New(env, j.num));
-      o.Set("bytes", Napi::BigInt::New(env, static_cast<uint64_t>(j.u64)));
-      return o;
-    }
-    case Kind::kBytes: {
-      Napi::Uint8Array a = Napi::Uint8Array::New(env, j.bytes.size());
-      if (!j.bytes.empty()) memcpy(a.Data(), j.bytes.data(), j.bytes.size());
-      return a;
-    }
-  }
-  return env.Undefined();
+template <typename... F>
+struct Overload : F... {
+  using F::operator()...;
+};
+template <typename... F>
+Overload(F...) -> Overload<F...>;
+
+// The one place where a job's result becomes a JS value.
+napi_value MakeValue(Napi::Env env, const Value &result) {
+  auto big = [&](uint64_t x) { return Napi::BigInt::New(env, x); };
+  auto num = [&](double x) { return Napi::Number::New(env, x); };
+  return std::visit(
+      Overload{
+          [&](const res::None &) -> napi_value { return env.Undefined(); },
+          [&](const res::Big &r) -> napi_value { return big(r.v); },
+          [&](const res::Num &r) -> napi_value { return num(r.v); },
+          [&](const res::Flag &r) -> napi_value { return Napi::Boolean::New(env, r.v); },
+          [&](const res::MemInfo &r) -> napi_value {
+            Napi::Object o = Napi::Object::New(env);
+            o.Set("free", big(r.free));
+            o.Set("total", big(r.total));
+            return o;
+          },
+          [&](const res::Object &r) -> napi_value {
+            napi_value v = nullptr;
+            napi_get_reference_value(env, r.ref, &v);
+            return v;
+          },
+          [&](const res::Probe &) -> napi_value { return ProbeValue(env); },
+          [&](const res::Func &r) -> napi_value {
+            Napi::Object o = Napi::Object::New(env);
+            o.Set("id", num(r.id));
+            Napi::Array params = Napi::Array::New(env, r.params.size());
+            for (size_t i = 0; i < r.params.size(); i++) {
+              Napi::Object p = Napi::Object::New(env);
+              p.Set("offset", num(static_cast<double>(r.params[i].offset)));
+              p.Set("size", num(static_cast<double>(r.params[i].size)));
+              params.Set(static_cast<uint32_t>(i), p);
+            }
+            o.Set("params", params);
+            return o;
+          },
+          [&](const res::Var &r) -> napi_value {
+            Napi::Object o = Napi::Object::New(env);
+            o.Set("dptr", big(r.dptr));
+            o.Set("size", big(r.size));
+            return o;
+          },
+          [&](const res::Module &r) -> napi_value {
+            Napi::Object o = Napi::Object::New(env);
+            o.Set("id", num(r.id));
+            o.Set("bytes", big(r.bytes));
+            return o;
+          },
+          [&](const res::Ints &r) -> napi_value {
+            Napi::Int32Array a = Napi::Int32Array::New(env, r.v.size());
+            for (size_t i = 0; i < r.v.size(); i++) a[i] = r.v[i];
+            return a;
+          },
+          [&](const res::Bytes &r) -> napi_value {
+            Napi::Uint8Array a = Napi::Uint8Array::New(env, r.v.size());
+            if (!r.v.empty()) memcpy(a.Data(), r.v.data(), r.v.size());
+            return a;
+          },
+          [&](const res::PriorityRange &r) -> napi_value {
+            Napi::Object o = Napi::Object::New(env);
+            o.Set("least", num(r.least));
+            o.Set("greatest", num(r.greatest));
+            return o;
+          },
+      },
+      result);
 }
 
 }  // namespace
@@ -271,7 +283,7 @@ void EnvState::Settle(Job *j) {
     bool ok = j->rc == cu::kSuccess;
     try {
       if (j->onMain) j->onMain(*j);
-      v = ok ? MakeValue(e, *j) : MakeError(e, this, *j);
+      v = ok ? MakeValue(e, j->result) : MakeError(e, this, *j);
     } catch (const Napi::Error &err) {
       ok = false;
       v = err.Value();
@@ -286,7 +298,7 @@ void EnvState::Settle(Job *j) {
     } catch (const Napi::Error &) {
     }
   }
-  if (j->obj != nullptr) napi_delete_reference(env, j->obj);
+  if (auto *o = std::get_if<res::Object>(&j->result); o != nullptr && o->ref != nullptr) napi_delete_reference(env, o->ref);
   delete j;
 }
 

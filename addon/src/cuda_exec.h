@@ -41,6 +41,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "cuda_api.h"
@@ -53,7 +54,26 @@ struct EnvState;
 // What probe() and probeAsync() return: the driver's availability, and why not.
 Napi::Value ProbeValue(Napi::Env env);
 
-enum class Kind { kVoid, kU64, kNumber, kBool, kMemInfo, kObject, kProbe, kFunc, kVar, kInts, kBytes, kModule };
+// What a job resolves its promise with: one alternative per kind of result,
+// each turned into its JS value in one place (MakeValue, cuda_exec.cc).
+namespace res {
+struct None {};                                   // undefined
+struct Big { uint64_t v = 0; };                   // bigint
+struct Num { double v = 0; };                     // number
+struct Flag { bool v = false; };                  // boolean
+struct MemInfo { uint64_t free = 0, total = 0; };  // {free, total} (bigints)
+struct Object { napi_ref ref = nullptr; };        // an object made on the JS thread at submit (its ref goes with the job)
+struct Probe {};                                  // ProbeValue()
+struct Param { uint64_t offset = 0, size = 0; };
+struct Func { uint32_t id = 0; std::vector<Param> params; };  // {id, params: [{offset, size}]}
+struct Var { uint64_t dptr = 0, size = 0; };      // {dptr, size} (bigints)
+struct Module { uint32_t id = 0; uint64_t bytes = 0; };  // {id, bytes}: bytes = the device memory the load took
+struct Ints { std::vector<int32_t> v; };          // Int32Array
+struct Bytes { std::vector<uint8_t> v; };         // Uint8Array
+struct PriorityRange { int least = 0, greatest = 0; };  // {least, greatest}
+}  // namespace res
+using Value = std::variant<res::None, res::Big, res::Num, res::Flag, res::MemInfo, res::Object, res::Probe, res::Func,
+                           res::Var, res::Module, res::Ints, res::Bytes, res::PriorityRange>;
 
 struct Job {
   EnvState *env = nullptr;
@@ -67,14 +87,7 @@ struct Job {
   // Outcome.
   cu::Result rc = cu::kSuccess;
   std::string call;  // the driver call (or qcuda check) that failed
-  Kind kind = Kind::kVoid;
-  uint64_t u64 = 0, u64b = 0;  // kModule: u64 = the bytes the load took
-  double num = 0;
-  bool flag = false;
-  napi_ref obj = nullptr;  // Kind::kObject: created on the JS thread at submit
-  std::vector<uint64_t> list;  // Kind::kFunc: offset, size of each parameter
-  std::vector<int32_t> ints;   // Kind::kInts (an Int32Array)
-  std::vector<uint8_t> bytes;  // Kind::kBytes (a Uint8Array)
+  Value result;      // what the promise resolves with (when rc is kSuccess)
   int64_t index = -1;          // batches: which item failed first (set on the error as `index`)
 
   void Fail(cu::Result r, std::string c) {

@@ -1,5 +1,7 @@
 #include "errors.h"
 
+#include <uv.h>
+
 #include <cstring>
 
 namespace qcuda {
@@ -7,6 +9,7 @@ namespace qcuda {
 void ThrowErrno(Napi::Env env, const char *call, int err) {
   Napi::Error e = Napi::Error::New(env, std::string(call) + ": " + strerror(err));
   e.Set("errno", Napi::Number::New(env, err));
+  e.Set("code", Napi::String::New(env, uv_err_name(-err)));  // "EBADF", as Node's SystemError says it (libuv's codes are -errno)
   e.Set("syscall", Napi::String::New(env, call));
   throw e;
 }

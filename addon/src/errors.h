@@ -1,4 +1,4 @@
-// Errors from system calls become JS exceptions carrying errno and the call.
+// Errors from system calls become JS exceptions carrying errno, its code (EBADF) and the call.
 #pragma once
 #include <napi.h>
 

@@ -10,6 +10,7 @@
 // being the runtime API's cudaError_t; the error also carries cuResult (the
 // driver's CUresult) and call (the driver call that failed).
 import path from 'node:path';
+import type { ContextCalls } from './qcuda/provider';
 
 export interface CudaProbe {
   ok: boolean;
@@ -35,8 +36,19 @@ export interface CudaDeviceProps {
   attrs: Int32Array;
 }
 
+/** A provider method as the addon has it: the provider's objects (streams, events, ...) as the addon's ids. */
+type WithIds<F> = F extends (...a: infer A) => Promise<infer R> ? (...a: { [I in keyof A]: unknown extends A[I] ? number : A[I] }) => Promise<unknown extends R ? number : R> : never;
+
+/**
+ * The calls a context answers one to one (wire/protocol.ts), each the driver
+ * call of the same name (a query resolves true once the work is done; a stream
+ * priority range is {least, greatest}, least 0 and greatest -5 on an H100); a
+ * synchronizing one blocks on a waiter thread.
+ */
+export type CudaContextCalls = { [M in keyof ContextCalls]: WithIds<ContextCalls[M]> };
+
 /** Stream ids: 0 is the legacy NULL stream. Stream and event ids belong to their context. */
-export interface CudaContextNative {
+export interface CudaContextNative extends CudaContextCalls {
   readonly device: number;
   readonly primary: boolean;
   /** Jobs queued or running on the context thread. */
@@ -52,16 +64,6 @@ export interface CudaContextNative {
   copyDtoD(dst: bigint, src: bigint, size: bigint, stream: number, wait: boolean): Promise<void>;
   memset(dst: bigint, value: number, size: bigint, stream: number, wait: boolean): Promise<void>;
   synchronize(): Promise<void>;
-  streamCreate(flags: number, priority: number): Promise<number>;
-  streamDestroy(stream: number): Promise<void>;
-  streamSynchronize(stream: number): Promise<void>;
-  streamQuery(stream: number): Promise<boolean>;
-  streamWaitEvent(stream: number, event: number, flags: number): Promise<void>;
-  eventCreate(flags: number): Promise<number>;
-  eventDestroy(event: number): Promise<void>;
-  eventRecord(event: number, stream: number): Promise<void>;
-  eventSynchronize(event: number): Promise<void>;
-  eventQuery(event: number): Promise<boolean>;
   eventElapsed(start: number, end: number): Promise<number>;
   hostDevicePointer(addr: bigint): Promise<bigint>;
   memGetInfo(): Promise<{ free: bigint; total: bigint }>;
@@ -109,8 +111,8 @@ export interface CudaContextNative {
   launch(func: number, grid: readonly number[], block: readonly number[], sharedMem: number, stream: number, params: Uint8Array): Promise<void>;
   /**
    * Several launches as one job on the context thread: `records` holds `count`
-   * records of LAUNCH_RECORD bytes (u32 func, stream, grid[3], block[3],
-   * sharedMem, paramBytes) each followed by its parameters, padded to 8.
+   * records laid out as backend/src/qcuda/providers/launch-record.ts declares
+   * (a header of u32 fields, then the parameters padded; packLaunches writes them).
    * Every launch is tried; rejects with the first failure, its `index` set.
    */
   launchMany(records: Uint8Array, count: number): Promise<void>;

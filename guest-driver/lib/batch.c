@@ -88,8 +88,10 @@ static void send_locked(void)
 	memset(&a, 0, sizeof(a));
 	a.count = b->count;
 	a.bytes = b->used;
-	e = qc_call_unbatched(QCUDA_CMD_BATCH, &a, sizeof(a), NULL, 0, QT_TO_DEVICE, b->bytes, b->used,
-			      &failed);
+	e = qc_call_unbatched(&(struct qc_req){ .cmd = QCUDA_CMD_BATCH, .args = &a,
+						.args_len = sizeof(a), .dir = QT_TO_DEVICE,
+						.data = b->bytes, .data_len = b->used,
+						.value = &failed });
 	if (e != cudaSuccess)
 		qc_debug("batch of %u: entry %llu failed: %d", b->count, (unsigned long long)failed, (int)e);
 	note_deferred(e);
@@ -178,7 +180,7 @@ static int append(uint32_t cmd, const void *args, uint32_t len)
 cudaError_t qc_post(uint32_t cmd, const void *args, uint32_t len)
 {
 	if (!posting_enabled())
-		return qc_call(cmd, args, len, NULL, 0, QT_NONE, NULL, 0, NULL);
+		return qc_call(&(struct qc_req){ .cmd = cmd, .args = args, .args_len = len });
 	pthread_once(&flusher_once, start_flusher);
 	while (!append(cmd, args, len)) {
 		pthread_mutex_lock(&send_lock);

@@ -56,8 +56,9 @@ static void *callback_thread(void *arg)
 		struct host_fn *f;
 		cudaError_t e;
 
-		e = qc_call_unbatched(QCUDA_CMD_CALLBACK_WAIT, &a, sizeof(a), &out, sizeof(out), QT_NONE,
-				      NULL, 0, NULL);
+		e = qc_call_unbatched(&(struct qc_req){ .cmd = QCUDA_CMD_CALLBACK_WAIT, .args = &a,
+							.args_len = sizeof(a), .out = &out,
+							.out_len = sizeof(out) });
 		if (e == cudaErrorInvalidValue && done) {
 			/* A cudaDeviceReset forgot the function that just ran:
 			 * nothing to report, park again. */

@@ -23,7 +23,8 @@ QC_API cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value)
 	cudaError_t e = qc_ready();
 
 	if (e == cudaSuccess)
-		e = qc_call(QCUDA_CMD_LIMIT_SET, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_LIMIT_SET, .args = &a,
+					      .args_len = sizeof(a) });
 	return qc_ret(e);
 }
 
@@ -37,7 +38,8 @@ QC_API cudaError_t cudaDeviceGetLimit(size_t *pValue, enum cudaLimit limit)
 		return qc_ret(cudaErrorInvalidValue);
 	e = qc_ready();
 	if (e == cudaSuccess)
-		e = qc_call(QCUDA_CMD_LIMIT_GET, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, &v);
+		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_LIMIT_GET, .args = &a,
+					      .args_len = sizeof(a), .value = &v });
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	*pValue = (size_t)v;

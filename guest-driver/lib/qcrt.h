@@ -8,18 +8,24 @@
  * struct layout is CUDA 13's, and exports its symbols under the same soname
  * and version node as NVIDIA's library (libcudart.map).
  *
- * Files: transport.c (the only user of qcuda_ioctl.h), init.c (start-up,
- * errors, devices), memory.c (allocations, copies, host memory), managed.c
- * (managed memory hints: prefetch, advice, range attributes), stream.c
- * (streams, events), module.c (fat binaries, launches), batch.c (posted
- * work: launches and other enqueues sent together), devctl.c (limits,
- * peer access, profiler, driver entry points), callback.c (host functions),
- * handles.c (the stream and event handles held), output.c (device
- * printf and assert output), errtab.c (error
- * names and strings), stubs.c (entry points qcuda does not implement).
+ * Files: transport.c (the only user of qcuda_ioctl.h), log.c (messages),
+ * thread.c (the library's own threads), init.c (start-up: HELLO), call.c
+ * (the call path: qc_call, status mapping, sticky and last errors), device.c
+ * (devices, synchronization, reset, versions), rmap.c (the range maps of
+ * allocations), memory.c (device allocations, pointer attributes), copy.c
+ * (copies, memsets), hostmem.c (pinned, registered and managed host
+ * memory), managed.c (managed memory hints: prefetch, advice, range
+ * attributes), stream.c (streams, events), module.c (fat binaries, kernel
+ * and variable registration and loading), launch.c (launch configuration,
+ * launches), funcattr.c (function attributes, occupancy), symbol.c (module
+ * variables), batch.c (posted work: launches and other enqueues sent
+ * together), devctl.c (limits, peer access, profiler, driver entry points),
+ * callback.c (host functions), handles.c (the stream and event handles
+ * held), output.c (device printf and assert output), errtab.c (error names
+ * and strings), stubs.c (entry points qcuda does not implement).
  *
  * Concurrency: no lock is ever held across a device call; the tables of
- * memory.c have one rwlock held for lookups/updates only (and, read, around
+ * rmap.c have one rwlock held for lookups/updates only (and, read, around
  * managed.c's callbacks, which take managed.c's own lock inside it); the
  * last error, the current device and the launch configuration stack are per
  * thread.
@@ -27,6 +33,7 @@
 #ifndef QCRT_H
 #define QCRT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,7 +45,24 @@
 
 #include "transport.h"
 
+/* ---- log.c ---- */
+
+/* Prints "qcuda: <msg>" on stderr. */
+void qc_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints only when QCUDA_DEBUG is set. */
+void qc_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+extern int qc_debug_on;
+
+/* ---- thread.c ---- */
+
+/* Starts a detached thread of the library's own (stack: 0 for the default)
+ * that takes no signals: they stay the program's. 0 on success. */
+int qc_start_thread(void *(*fn)(void *), size_t stack);
+
 /* ---- init.c ---- */
+
+/* Devices the library knows at most (the backend's count is capped). */
+#define QC_MAX_DEVICES 64
 
 struct qc_state {
 	int fd;
@@ -52,43 +76,120 @@ extern struct qc_state qc;
 
 /* Opens the device and says HELLO once; returns qc.init_err. */
 cudaError_t qc_init(void);
+
+/* ---- call.c ---- */
+
+/* One command to the device. Fields not set are 0/NULL (no args, no output, no data). */
+struct qc_req {
+	uint32_t cmd;			/* QCUDA_CMD_* */
+	const void *args;		/* the argument struct (and what follows it), args_len bytes */
+	uint32_t args_len;
+	void *out;			/* room for the output struct, out_len bytes */
+	uint32_t out_len;
+	enum qt_dir dir;		/* data direction: QT_NONE, QT_TO_DEVICE, QT_FROM_DEVICE */
+	void *data;			/* guest user memory moved, data_len bytes */
+	uint64_t data_len;
+	uint64_t *value;		/* the reply's value, or NULL */
+};
+/* One command; maps transport errors and QCUDA_ST_* to cudaError_t and
+ * notes sticky errors. Sends posted work first (qc_flush). */
+cudaError_t qc_call(const struct qc_req *r);
+/* qc_call without flushing posted work first (batch.c sends batches with it). */
+cudaError_t qc_call_unbatched(const struct qc_req *r);
 /* Records err as the calling thread's last error (unless it is cudaSuccess
  * or cudaErrorNotReady) and returns it. Every API function returns through
  * it. */
 cudaError_t qc_ret(cudaError_t err);
 /* qc_init(), then the sticky error if the context is dead, then makes the
- * thread's current device the session's. */
+ * thread's current device the session's (qc_sync_device). */
 cudaError_t qc_ready(void);
-/* One command; maps transport errors and QCUDA_ST_* to cudaError_t and
- * notes sticky errors. value may be NULL. */
-cudaError_t qc_call(uint32_t cmd, const void *args, uint32_t args_len,
-		    void *out, uint32_t out_len, enum qt_dir dir, void *data,
-		    uint64_t data_len, uint64_t *value);
-/* qc_call without flushing posted work first (batch.c sends batches with it). */
-cudaError_t qc_call_unbatched(uint32_t cmd, const void *args, uint32_t args_len,
-			      void *out, uint32_t out_len, enum qt_dir dir, void *data,
-			      uint64_t data_len, uint64_t *value);
-/* Prints "qcuda: <msg>" on stderr. */
-void qc_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Prints only when QCUDA_DEBUG is set. */
-void qc_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-extern int qc_debug_on;
+/* The context's sticky error (cudaSuccess if none); cudaDeviceReset clears it. */
+cudaError_t qc_sticky(void);
+void qc_sticky_clear(void);
+
+/* ---- device.c ---- */
+
 int qc_current_device(void);
-/* Starts a detached thread of the library's own (stack: 0 for the default)
- * that takes no signals: they stay the program's. 0 on success. */
-int qc_start_thread(void *(*fn)(void *), size_t stack);
+/* The session has one current device; CUDA has one per thread: switches the
+ * session to the calling thread's if they differ (SET_DEVICE, only with
+ * several devices). */
+cudaError_t qc_sync_device(void);
+
+/* ---- rmap.c ---- */
+
+/* Top of x86-64 user space with 4-level page tables. */
+#define QC_USER_TOP 0x7ffffffff000ull
+
+/* QC_MEM_SYMBOL: a module's __device__/__constant__ variable (VAR_GET),
+ * device memory that cudaFree refuses; dropped with its module or at reset. */
+enum qc_mem_kind { QC_MEM_DEVICE, QC_MEM_PINNED, QC_MEM_REGISTERED, QC_MEM_MANAGED, QC_MEM_SYMBOL };
+
+/* One allocation, in qc_dev_map by its device range, in qc_host_map by its
+ * host range, or both. */
+struct qc_region {
+	enum qc_mem_kind kind;
+	uint64_t dev;		/* device pointer, 0 if none (not mapped) */
+	uintptr_t host;		/* host address, 0 for device memory */
+	uint64_t size;		/* as asked for */
+	size_t map_len;		/* page-rounded: mmap / reservation length */
+	uint64_t token;		/* HOST_ALLOC token (pinned, managed) */
+	unsigned int flags;	/* cudaHostAlloc / cudaHostRegister / managed flags */
+	int reserved;		/* [res_start, +map_len) reserved PROT_NONE here */
+	uint64_t res_start;
+	void *hints;		/* managed: managed.c's advice and prefetch record, or NULL */
+};
+
+struct qc_rent {
+	uint64_t start, end;
+	struct qc_region *r;
+};
+
+/* Sorted, non-overlapping ranges. */
+struct qc_rmap {
+	struct qc_rent *v;
+	size_t n, cap;
+};
+
+/* Held (read) for lookups, (write) for updates of the two maps. */
+extern pthread_rwlock_t qc_maps_lock;
+extern struct qc_rmap qc_dev_map, qc_host_map;
+extern size_t qc_page_size;
+size_t qc_page_round(uint64_t n);
+/* The region holding p, or NULL (maps lock held). */
+struct qc_region *qc_rmap_find(const struct qc_rmap *m, uint64_t p);
+/* Any entry overlapping [start, end)? (maps lock held) */
+int qc_rmap_overlaps(const struct qc_rmap *m, uint64_t start, uint64_t end);
+/* Adds r to the maps (both, if it has both sides); takes the lock. 0 or
+ * -EEXIST (overlap), -ENOMEM. */
+int qc_region_add(struct qc_region *r);
+/* Removes r from the maps (write lock held). */
+void qc_region_remove_locked(struct qc_region *r);
+/* PROT_NONE placeholder at a device address, so that nothing else in the
+ * guest is ever mapped there (best effort): 1 if reserved. */
+int qc_reserve_range(uint64_t dev, size_t len);
 
 /* ---- memory.c ---- */
 
+/* Releases what a region holds on both sides and frees it; r is out of the
+ * maps. With after_reset, the backend already dropped its side. */
+cudaError_t qc_region_release(struct qc_region *r, int after_reset);
 /* Forgets every allocation after DEVICE_RESET (the backend freed them). */
 void qc_mem_reset(void);
-/* cudaMemcpy*'s core (not recording the error). */
-cudaError_t qc_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
-		      cudaStream_t stream, int async, int ptds);
 /* A module variable's device range (VAR_GET), so that copies and
  * cudaPointerGetAttributes know it as device memory. */
 void qc_mem_add_symbol(uint64_t dptr, uint64_t size);
 void qc_mem_remove_symbol(uint64_t dptr);
+
+/* ---- copy.c ---- */
+
+/* cudaMemcpy*'s core (not recording the error). */
+cudaError_t qc_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
+		      cudaStream_t stream, int async, int ptds);
+
+/* ---- hostmem.c ---- */
+
+/* HOST_UNMAP of a host allocation's device side. */
+cudaError_t qc_host_unmap(uint64_t dev);
 /* For managed.c: calls fn on the managed allocation that holds all of
  * [p, p + n) (n > 0) with its start, its size and its hint slot, under the
  * maps' read lock (the allocation cannot be freed meanwhile); returns what
@@ -104,9 +205,38 @@ void qc_managed_free(void *hints);
 
 /* ---- module.c ---- */
 
+struct qc_module;
+/* A registered kernel (__cudaRegisterFunction); a cudaKernel_t and a
+ * cudaFunction_t are pointers to one. */
+struct qc_kernel {
+	struct qc_module *module;
+	const void *host_fun;	/* the host stub, the program's key for it */
+	const char *device_name;	/* mangled name in the fat binary */
+	pthread_mutex_t lock;
+	unsigned int gen;
+	cudaError_t err;
+	uint64_t func;		/* function handle */
+	uint32_t num_params, param_bytes;
+	uint32_t *offset, *size;	/* the layout, set once */
+	struct qc_kernel *next;
+};
+
 /* Forgets every module, function and variable handle after DEVICE_RESET
  * (the backend freed them; they are loaded again on next use). */
 void qc_module_reset(void);
+/* The kernel whose host stub is host_fun, or NULL. */
+struct qc_kernel *qc_kernel_find(const void *host_fun);
+/* The kernel a cudaKernel_t (from __cudaGetKernel) is, or NULL. */
+struct qc_kernel *qc_kernel_of(cudaKernel_t kernel);
+/* A kernel's host stub or a cudaKernel_t from cudaGetKernel: the entry
+ * points documented with \note_cudaKernel_t in CUDA's headers take both. */
+struct qc_kernel *qc_kernel_by_func(const void *func);
+/* The function handle (and layout) of k in the current generation, loading
+ * its module and looking it up (FUNC_GET) if need be. */
+cudaError_t qc_kernel_get(struct qc_kernel *k, uint64_t *func);
+/* The device range of the variable whose host shadow is symbol (VAR_GET on
+ * first use in a generation); checks qc_ready() first. */
+cudaError_t qc_var_get(const void *symbol, uint64_t *dptr, uint64_t *size);
 
 /* ---- stream.c ---- */
 
@@ -152,5 +282,8 @@ void qc_output_reply(uint32_t cmd, uint32_t *status);
 /* ---- errtab.c ---- */
 const char *qc_error_name(int err);	/* NULL if unknown */
 const char *qc_error_string(int err);	/* NULL if unknown */
+
+/* The generated per-command request builders (qc_req_*, qc_post_*). */
+#include "qc_calls.h"
 
 #endif

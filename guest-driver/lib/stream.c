@@ -40,7 +40,7 @@ static cudaError_t keep_handle(enum qc_handle_kind kind, uint64_t h, uint32_t de
 	cudaError_t e = qc_handle_add(kind, h);
 
 	if (e != cudaSuccess)
-		qc_call(destroy_cmd, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+		qc_call(&(struct qc_req){ .cmd = destroy_cmd, .args = &a, .args_len = sizeof(a) });
 	return e;
 }
 
@@ -54,7 +54,7 @@ static cudaError_t check_new_handle(uint64_t h, uint32_t destroy_cmd)
 		return cudaSuccess;
 	qc_msg("the backend returned the reserved handle %llu", (unsigned long long)h);
 	if (h)
-		qc_call(destroy_cmd, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+		qc_call(&(struct qc_req){ .cmd = destroy_cmd, .args = &a, .args_len = sizeof(a) });
 	return cudaErrorUnknown;
 }
 
@@ -72,7 +72,8 @@ QC_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned 
 		return qc_ret(cudaErrorInvalidValue);
 	e = qc_ready();
 	if (e == cudaSuccess)
-		e = qc_call(QCUDA_CMD_STREAM_CREATE, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, &h);
+		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_STREAM_CREATE, .args = &a,
+					      .args_len = sizeof(a), .value = &h });
 	if (e == cudaSuccess)
 		e = check_new_handle(h, QCUDA_CMD_STREAM_DESTROY);
 	if (e == cudaSuccess)
@@ -101,7 +102,8 @@ QC_API cudaError_t cudaStreamDestroy(cudaStream_t stream)
 	if (e == cudaSuccess && special_stream(stream))
 		e = cudaErrorInvalidResourceHandle;
 	if (e == cudaSuccess)
-		e = qc_call(QCUDA_CMD_STREAM_DESTROY, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_STREAM_DESTROY, .args = &a,
+					      .args_len = sizeof(a) });
 	if (e == cudaSuccess)
 		qc_handle_remove(QC_STREAM, a.handle);
 	return qc_ret(e);
@@ -113,7 +115,7 @@ static cudaError_t stream_cmd(uint32_t cmd, cudaStream_t stream, int ptds)
 	cudaError_t e = qc_ready();
 
 	if (e == cudaSuccess)
-		e = qc_call(cmd, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+		e = qc_call(&(struct qc_req){ .cmd = cmd, .args = &a, .args_len = sizeof(a) });
 	if (cmd == QCUDA_CMD_STREAM_SYNC)
 		e = qc_deferred(e);
 	return qc_ret(e);
@@ -192,7 +194,8 @@ static cudaError_t stream_set_attr(cudaStream_t stream, cudaStreamAttrID attr,
 	if (!value)
 		return cudaErrorInvalidValue;
 	memcpy(a.value, value, sizeof(a.value));
-	return qc_call(QCUDA_CMD_STREAM_SET_ATTR, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_STREAM_SET_ATTR, .args = &a,
+					 .args_len = sizeof(a) });
 }
 
 static cudaError_t stream_get_attr(cudaStream_t stream, cudaStreamAttrID attr,
@@ -206,8 +209,8 @@ static cudaError_t stream_get_attr(cudaStream_t stream, cudaStreamAttrID attr,
 		return e;
 	if (!value)
 		return cudaErrorInvalidValue;
-	e = qc_call(QCUDA_CMD_STREAM_GET_ATTR, &a, sizeof(a), &out, sizeof(out), QT_NONE, NULL, 0,
-		    NULL);
+	e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_STREAM_GET_ATTR, .args = &a,
+				      .args_len = sizeof(a), .out = &out, .out_len = sizeof(out) });
 	if (e == cudaSuccess)
 		memcpy(value, out.value, sizeof(out.value));
 	return e;
@@ -257,7 +260,8 @@ QC_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int fla
 		return qc_ret(cudaErrorInvalidValue);
 	e = qc_ready();
 	if (e == cudaSuccess)
-		e = qc_call(QCUDA_CMD_EVENT_CREATE, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, &h);
+		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_EVENT_CREATE, .args = &a,
+					      .args_len = sizeof(a), .value = &h });
 	if (e == cudaSuccess)
 		e = check_new_handle(h, QCUDA_CMD_EVENT_DESTROY);
 	if (e == cudaSuccess)
@@ -281,7 +285,7 @@ static cudaError_t event_cmd(uint32_t cmd, cudaEvent_t event)
 	if (e == cudaSuccess && !event)
 		e = cudaErrorInvalidResourceHandle;
 	if (e == cudaSuccess)
-		e = qc_call(cmd, &a, sizeof(a), NULL, 0, QT_NONE, NULL, 0, NULL);
+		e = qc_call(&(struct qc_req){ .cmd = cmd, .args = &a, .args_len = sizeof(a) });
 	if (e == cudaSuccess && cmd == QCUDA_CMD_EVENT_DESTROY)
 		qc_handle_remove(QC_EVENT, a.handle);
 	if (cmd == QCUDA_CMD_EVENT_SYNC)
@@ -363,7 +367,8 @@ QC_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_
 		return qc_ret(cudaErrorInvalidResourceHandle);
 	if (!ms)
 		return qc_ret(cudaErrorInvalidValue);
-	e = qc_call(QCUDA_CMD_EVENT_ELAPSED, &a, sizeof(a), &out, sizeof(out), QT_NONE, NULL, 0, NULL);
+	e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_EVENT_ELAPSED, .args = &a,
+				      .args_len = sizeof(a), .out = &out, .out_len = sizeof(out) });
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	v.u = out.ms_bits;

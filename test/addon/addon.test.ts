@@ -1,7 +1,7 @@
 // The native addon's system calls, each checked for its outcome and errors.
 import test from 'ava';
 import fs from 'node:fs';
-import { native } from '../../backend/src/native';
+import { native } from '../../backend/src/sys/native';
 import { Connection, EventFd, Fd, encodeMessage, FLAG_VERSION, type Message } from '../../backend/src/vhost-user';
 import { openFds, until } from '../helpers';
 
@@ -105,4 +105,12 @@ test('fd ownership: take() hands over without closing', (t) => {
   owner.signal();
   t.is(owner.drain(), 1);
   owner.close();
+});
+
+test('a failed system call throws as Node does: errno, code and syscall', (t) => {
+  const e = t.throws(() => native.fdInfo(1 << 20)) as Error & { errno?: number; code?: string; syscall?: string };
+  t.is(e.errno, 9);
+  t.is(e.code, 'EBADF');
+  t.is(e.syscall, 'fstat');
+  t.regex(e.message, /^fstat: /);
 });

@@ -52,7 +52,6 @@ export const POLL_WRITABLE = 2;
 
 function load(): Native {
   const root = path.resolve(__dirname, '..', '..', '..', '..');
-  // eslint-disable-next-line @typescript-eslint/no-var-requires
   return require(path.join(root, 'addon', 'build', 'Release', 'qcuda_native.node')) as Native;
 }
 

@@ -104,10 +104,8 @@ const LAUNCH_IDS: LaunchIds = { func: (f) => handleId(f, 'function'), stream: st
 
 // The calls a context answers one to one are the addon's methods of the same
 // names (defined after the class), with handles as the addon's ids.
-// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 interface CudaSessionContext extends ContextCalls {}
 
-// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 class CudaSessionContext implements ProviderContext, OutputSource {
   #dead = false;
   #launched = false;
@@ -264,7 +262,7 @@ function nativeArg(kind: HandleKind | undefined, a: unknown): unknown {
 
 // A synchronizing call ends at a point where CUDA flushes device output.
 defineContextCalls(CudaSessionContext, (x, call, args) => {
-  const method = x.native[call.method as keyof CudaContextNative] as (...a: unknown[]) => Promise<unknown>;
+  const method = x.native[call.method] as (...a: unknown[]) => Promise<unknown>;
   const p = method.apply(x.native, args.map((a, i) => nativeArg(call.kinds[i], a)));
   return call.decl.syncs ? x.flushing(p) : p;
 });

@@ -13,7 +13,6 @@ interface CudaModule {
 
 /** Loaded on demand: the host path must work where the CUDA part cannot. */
 function cudaModule(): CudaModule {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
   return require('./cuda') as CudaModule;
 }
 

@@ -205,10 +205,8 @@ function addrs(segs: GuestSeg[]): { addr: bigint; len: number }[] {
 }
 
 /** A session's context, in its worker: every method but the copies (raw frames) and destroy is a call message (defined below). */
-// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 interface RemoteContext extends Omit<ProviderContext, 'copyToDevice' | 'copyFromDevice' | 'destroy'> {}
 
-// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 class RemoteContext implements ProviderContext {
   #stopped: Promise<void> | undefined;
 

@@ -68,7 +68,6 @@ function guestView(addr: bigint, len: number): Uint8Array[] {
 
 async function createLocal(o: WorkerOptions): Promise<Provider> {
   if (o.kind === 'host') return new HostProvider({ guestView });
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { createCudaProvider, setWaiterThreads } = require('./cuda') as typeof import('./cuda');
   if (o.waiterThreads !== undefined) setWaiterThreads(o.waiterThreads);
   // This process serves one session: its stdout and stderr are that session's device output.

@@ -1,0 +1,89 @@
+// The CUDA addon's argument checks (see cuda_args.h).
+#include "cuda_args.h"
+
+#include <cmath>
+
+namespace qcuda::cuda {
+
+uint64_t ArgU64(const Napi::Value &v, const char *what) {
+  Napi::Env env = v.Env();
+  if (v.IsBigInt()) {
+    bool lossless = false;
+    uint64_t x = v.As<Napi::BigInt>().Uint64Value(&lossless);
+    if (!lossless) throw Napi::RangeError::New(env, std::string(what) + " out of range");
+    return x;
+  }
+  if (!v.IsNumber()) throw Napi::TypeError::New(env, std::string(what) + " must be a bigint or a number");
+  double d = v.As<Napi::Number>().DoubleValue();
+  if (!(d >= 0) || d > 9007199254740991.0 || d != std::floor(d))
+    throw Napi::RangeError::New(env, std::string(what) + " must be a non-negative integer");
+  return static_cast<uint64_t>(d);
+}
+
+uint32_t ArgId(const Napi::Value &v, const char *what) {
+  if (v.IsUndefined() || v.IsNull()) return 0;
+  uint64_t x = ArgU64(v, what);
+  if (x > 0xffffffffu) throw Napi::RangeError::New(v.Env(), std::string(what) + " out of range");
+  return static_cast<uint32_t>(x);
+}
+
+uint32_t ArgU32(const Napi::Value &v, const char *what) {
+  if (v.IsUndefined()) return 0;
+  return ArgId(v, what);
+}
+
+int32_t ArgI32(const Napi::Value &v, const char *what) {
+  if (!v.IsNumber()) throw Napi::TypeError::New(v.Env(), std::string(what) + " must be a number");
+  double d = v.As<Napi::Number>().DoubleValue();
+  if (!(d >= -2147483648.0 && d <= 2147483647.0) || d != std::floor(d))
+    throw Napi::RangeError::New(v.Env(), std::string(what) + " must be a 32-bit integer");
+  return static_cast<int32_t>(d);
+}
+
+int32_t ArgI32Or(const Napi::Value &v, int32_t otherwise) {
+  return v.IsNumber() ? v.As<Napi::Number>().Int32Value() : otherwise;
+}
+
+std::vector<Seg> ArgSegs(const Napi::Value &v) {
+  Napi::Env env = v.Env();
+  if (!v.IsArray()) throw Napi::TypeError::New(env, "segments must be an array of {addr, len}");
+  Napi::Array a = v.As<Napi::Array>();
+  std::vector<Seg> out;
+  out.reserve(a.Length());
+  for (uint32_t i = 0; i < a.Length(); i++) {
+    Napi::Value e = a.Get(i);
+    if (!e.IsObject()) throw Napi::TypeError::New(env, "segments must be an array of {addr, len}");
+    Napi::Object o = e.As<Napi::Object>();
+    Seg s{ArgU64(o.Get("addr"), "segment addr"), ArgU64(o.Get("len"), "segment len")};
+    if (s.addr + s.len < s.addr) throw Napi::RangeError::New(env, "segment wraps around");
+    if (s.len != 0) out.push_back(s);
+  }
+  return out;
+}
+
+Napi::Uint8Array ArgUint8Array(const Napi::Value &v, const char *what) {
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+    throw Napi::TypeError::New(v.Env(), std::string(what) + " must be a Uint8Array");
+  return v.As<Napi::Uint8Array>();
+}
+
+std::vector<uint8_t> ArgBytes(const Napi::Value &v, const char *what) {
+  Napi::Uint8Array a = ArgUint8Array(v, what);
+  return std::vector<uint8_t>(a.Data(), a.Data() + a.ByteLength());
+}
+
+std::string ArgName(const Napi::Value &v) {
+  if (!v.IsString()) throw Napi::TypeError::New(v.Env(), "name must be a string");
+  std::string s = v.As<Napi::String>().Utf8Value();
+  if (s.find('\0') != std::string::npos) throw Napi::TypeError::New(v.Env(), "name has a NUL");
+  return s;
+}
+
+void ArgDims(const Napi::Value &v, const char *what, unsigned out[3]) {
+  if (!v.IsArray() || v.As<Napi::Array>().Length() != 3)
+    throw Napi::TypeError::New(v.Env(), std::string(what) + " must be an array of 3");
+  Napi::Array a = v.As<Napi::Array>();
+  for (uint32_t i = 0; i < 3; i++) out[i] = ArgU32(a.Get(i), what);
+}
+
+}  // namespace qcuda::cuda

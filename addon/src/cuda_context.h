@@ -1,0 +1,126 @@
+// The CudaContext JS class (CudaContextNative in backend/src/native-cuda.ts):
+// one CUDA context (a CtxCore, cuda_exec.h) and the calls on it. Every call
+// reads its arguments on the JS thread (cuda_args.h), then hands the driver
+// work to Submit() as one job and returns the job's promise. The calls are
+// spread over files by concern, each small, and each call is named only where
+// it is written (QCUDA_CONTEXT_METHOD below):
+//   cuda_context.cc      the class itself: Define, Submit's way in (Go), destroy, the getters
+//   cuda_ctx_memory.cc   allocations, copies, filling memory, host registration, free memory
+//   cuda_ctx_streams.cc  context waits, streams, events, stream attributes and priorities, limits,
+//                        L2, the wait for a stream (WaitForStream)
+//   cuda_ctx_modules.cc  modules, functions, variables, function attributes, occupancy
+//   cuda_ctx_launch.cc   kernel launches (launch_record.h)
+#pragma once
+#include <napi.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "cuda_api.h"
+#include "cuda_exec.h"
+
+namespace qcuda::cuda {
+
+inline EnvState *State(Napi::Env env) { return env.GetInstanceData<EnvState>(); }
+
+/** The optional entry points (cuda_api.cc): a driver without one fails the job. */
+template <typename Fp>
+bool Have(Job &job, Fp fn, const char *name) {
+  if (fn != nullptr) return true;
+  job.Fail(cu::kNotSupported, std::string("qcuda: the driver has no ") + name);
+  return false;
+}
+
+/** Phase-1 tail: wait (phase 2) until everything enqueued so far on stream s is done. */
+void WaitForStream(Job &job, cu::Stream s);
+
+// Where a job's phase 1 runs (cuda_exec.h): always on the context thread (in
+// submission order), or inline on the JS thread when the context thread is
+// idle (cheap calls that never block), else queued there all the same.
+enum class Where { kContextThread, kInlineWhenIdle };
+
+class Context : public Napi::ObjectWrap<Context> {
+ public:
+  static Napi::Function Define(Napi::Env env);
+  // Only openContext() makes these (it passes the core as an External).
+  explicit Context(const Napi::CallbackInfo &info);
+  ~Context() override;
+
+  // The one way a call becomes a job: `run(Job &)` does the driver work in
+  // phase 1 (it may set job.wait for a blocking phase 2) and returns what the
+  // promise resolves with: void (undefined) or one of the res:: alternatives
+  // (cuda_exec.h), which counts only if the job did not fail. `onMain` runs on
+  // the JS thread before the promise settles. Public for the calls
+  // (QCUDA_CONTEXT_METHOD), which are free functions; it is all they use of
+  // the context.
+  template <typename Run>
+  Napi::Value Submit(const Napi::CallbackInfo &info, Where where, Run run, std::function<void(Job &)> onMain = nullptr) {
+    Job *j = new Job;
+    if constexpr (std::is_void_v<std::invoke_result_t<Run &, Job &>>) {
+      j->run = std::move(run);
+    } else {
+      j->run = [run = std::move(run)](Job &job) mutable {
+        auto r = run(job);
+        if (job.rc == cu::kSuccess) job.result = std::move(r);
+      };
+    }
+    j->onMain = std::move(onMain);
+    return Go(info.Env(), j, where == Where::kInlineWhenIdle);
+  }
+
+ private:
+  // Settles through the promise; runs the job inline when allowed and idle.
+  Napi::Value Go(Napi::Env env, Job *j, bool inlineOk);
+
+  // Every QCUDA_CONTEXT_METHOD call: info.Data() is its ContextMethod (Define).
+  Napi::Value Dispatch(const Napi::CallbackInfo &info);
+
+  // cuda_context.cc
+  Napi::Value Destroy(const Napi::CallbackInfo &info);
+  Napi::Value Device(const Napi::CallbackInfo &info);
+  Napi::Value Primary(const Napi::CallbackInfo &info);
+  Napi::Value Busy(const Napi::CallbackInfo &info);
+  Napi::Value Destroyed(const Napi::CallbackInfo &info);
+
+  std::shared_ptr<CtxCore> core_;
+};
+
+// ---- The calls' registry. Each JS call of CudaContext is written once, in its
+// cuda_ctx_*.cc file, as
+//
+//   QCUDA_CONTEXT_METHOD(someCall, ctx, info) {
+//     uint32_t flags = ArgU32(info[0], "flags");  // arguments, on the JS thread
+//     return ctx.Submit(info, Where::kContextThread, [flags](Job &job) { ... });
+//   }
+//
+// which defines the call as a free function of the Context and the call's
+// CallbackInfo and adds {"someCall", that function} to ContextMethods()
+// during static initialisation; Define() makes every entry an instance method
+// (through Dispatch). So adding a call touches one file, not three (a
+// declaration here, a line in Define and the definition). Threading and errors
+// are the call's own, as before: what it passes to Submit, what it throws.
+using ContextMethodFn = Napi::Value (*)(Context &ctx, const Napi::CallbackInfo &info);
+struct ContextMethod {
+  const char *name;  // the JS name
+  ContextMethodFn fn;
+};
+// The table. A function-local static, so that it exists before the first
+// registration whatever order the files' static initialisers run in; complete
+// (never changed again) by the time the addon's init calls Define().
+std::vector<ContextMethod> &ContextMethods();
+struct ContextMethodRegistration {
+  ContextMethodRegistration(const char *name, ContextMethodFn fn) { ContextMethods().push_back({name, fn}); }
+};
+
+// jsName is the call's JS name as a bare identifier; ctx and info name the
+// function's parameters (Context &, const Napi::CallbackInfo &).
+#define QCUDA_CONTEXT_METHOD(jsName, ctx, info)                                                                \
+  static Napi::Value ContextMethod_##jsName(Context &ctx, const Napi::CallbackInfo &info);                     \
+  static const ContextMethodRegistration contextMethodRegistration_##jsName(#jsName, &ContextMethod_##jsName); \
+  static Napi::Value ContextMethod_##jsName(Context &ctx, const Napi::CallbackInfo &info)
+
+}  // namespace qcuda::cuda

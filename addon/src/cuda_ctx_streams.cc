@@ -1,0 +1,281 @@
+// CudaContext's ordering calls: synchronize, streams (and their attributes
+// and priorities), events, the context's limits and its persisting L2 lines;
+// and the wait for a stream that copies and synchronizes share (WaitForStream).
+// Stream and event ids are the context's own (0 = the legacy NULL stream).
+// Waits (synchronizes) run on the waiter pool; cheap queries and settings run
+// inline when the context thread is idle, which keeps them in order with the
+// work queued there.
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "cuda_args.h"
+#include "cuda_context.h"
+
+namespace qcuda::cuda {
+namespace {
+
+// A transfer arrives as many chunks, each waiting on the pool at once: had
+// they all spun (the driver's default where contexts are few), they would
+// take the CPUs that the JS thread needs to enqueue the next chunks. So a
+// waiter polls for a short while (a small copy is done by then: no sleep,
+// no wake-up latency), then sleeps in the BLOCKING_SYNC event. It ends in
+// cuEventSynchronize either way: a synchronize is where the driver flushes
+// device printf output, as a blocking copy does natively.
+void WaitEvent(Job &jb, cu::Event e) {
+  constexpr auto kPoll = std::chrono::microseconds(40);
+  auto until = std::chrono::steady_clock::now() + kPoll;
+  while (cu::api().EventQuery(e) == cu::kNotReady && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  jb.Check(cu::api().EventSynchronize(e), "cuEventSynchronize");
+}
+
+}  // namespace
+
+void WaitForStream(Job &job, cu::Stream s) {
+  CtxCore *c = job.ctx.get();
+  cu::Event e = c->AcquireEvent(job);
+  if (e != nullptr && job.Check(cu::api().EventRecord(e, s), "cuEventRecord")) {
+    job.wait = [c, e](Job &jb) {
+      WaitEvent(jb, e);
+      c->ReleaseEvent(e);
+    };
+    return;
+  }
+  if (e != nullptr) c->ReleaseEvent(e);
+  // Could not record: wait for the whole context instead (returns the sticky error, if that is why).
+  job.wait = [](Job &jb) { jb.Check(cu::api().CtxSynchronize(), "cuCtxSynchronize"); };
+}
+
+QCUDA_CONTEXT_METHOD(synchronize, ctx, info) {
+  return ctx.Submit(info, Where::kInlineWhenIdle, [](Job &job) {
+    job.wait = [](Job &jb) { jb.Check(cu::api().CtxSynchronize(), "cuCtxSynchronize"); };
+  });
+}
+
+// streamCreate(flags, priority) -> id
+QCUDA_CONTEXT_METHOD(streamCreate, ctx, info) {
+  uint32_t flags = ArgU32(info[0], "flags");
+  int32_t prio = ArgI32Or(info[1], 0);
+  return ctx.Submit(info, Where::kContextThread, [flags, prio](Job &job) -> res::Num {
+    cu::Stream s = nullptr;
+    if (!job.Check(cu::api().StreamCreateWithPriority(&s, flags, prio), "cuStreamCreateWithPriority")) return {};
+    CtxCore *c = job.ctx.get();
+    uint32_t id = c->nextId++;
+    c->streams[id] = s;
+    return {static_cast<double>(id)};
+  });
+}
+
+QCUDA_CONTEXT_METHOD(streamDestroy, ctx, info) {
+  uint32_t sid = ArgId(info[0], "stream");
+  return ctx.Submit(info, Where::kContextThread, [sid](Job &job) {
+    CtxCore *c = job.ctx.get();
+    auto it = c->streams.find(sid);
+    if (it == c->streams.end()) {
+      job.Fail(cu::kInvalidHandle, "qcuda: no stream " + std::to_string(sid) + " in this context");
+      return;
+    }
+    cu::Stream s = it->second;
+    c->streams.erase(it);
+    job.Check(cu::api().StreamDestroy(s), "cuStreamDestroy_v2");
+  });
+}
+
+QCUDA_CONTEXT_METHOD(streamSynchronize, ctx, info) {
+  uint32_t sid = ArgId(info[0], "stream");
+  return ctx.Submit(info, Where::kInlineWhenIdle, [sid](Job &job) {
+    cu::Stream s;
+    if (job.ctx->LookupStream(job, sid, &s)) WaitForStream(job, s);
+  });
+}
+
+// streamQuery(stream) -> true once everything enqueued on it is done.
+QCUDA_CONTEXT_METHOD(streamQuery, ctx, info) {
+  uint32_t sid = ArgId(info[0], "stream");
+  return ctx.Submit(info, Where::kInlineWhenIdle, [sid](Job &job) -> res::Flag {
+    cu::Stream s;
+    if (!job.ctx->LookupStream(job, sid, &s)) return {};
+    cu::Result r = cu::api().StreamQuery(s);
+    if (r == cu::kNotReady) return {false};
+    return {job.Check(r, "cuStreamQuery")};
+  });
+}
+
+// streamWaitEvent(stream, event, flags)
+QCUDA_CONTEXT_METHOD(streamWaitEvent, ctx, info) {
+  uint32_t sid = ArgId(info[0], "stream");
+  uint32_t eid = ArgId(info[1], "event");
+  uint32_t flags = ArgU32(info[2], "flags");
+  return ctx.Submit(info, Where::kInlineWhenIdle, [sid, eid, flags](Job &job) {
+    cu::Stream s;
+    if (!job.ctx->LookupStream(job, sid, &s)) return;
+    std::shared_ptr<Ev> e = job.ctx->LookupEvent(job, eid);
+    if (e) job.Check(cu::api().StreamWaitEvent(s, e->ev, flags), "cuStreamWaitEvent");
+  });
+}
+
+// streamSetAttribute(stream, attr, value): cuStreamSetAttribute; value is the whole
+// CUstreamAttrValue (kAttrValueBytes), as the dispatcher rebuilt it from checked fields.
+QCUDA_CONTEXT_METHOD(streamSetAttribute, ctx, info) {
+  uint32_t sid = ArgId(info[0], "stream");
+  int32_t attr = ArgI32(info[1], "attr");
+  std::vector<uint8_t> value = ArgBytes(info[2], "value");
+  if (value.size() != cu::kAttrValueBytes)
+    throw Napi::RangeError::New(info.Env(), "value must be " + std::to_string(cu::kAttrValueBytes) + " bytes");
+  return ctx.Submit(info, Where::kInlineWhenIdle, [sid, attr, value = std::move(value)](Job &job) {
+    cu::Stream s;
+    if (!job.ctx->LookupStream(job, sid, &s) || !Have(job, cu::api().StreamSetAttribute, "cuStreamSetAttribute")) return;
+    alignas(8) uint8_t v[cu::kAttrValueBytes];
+    std::memcpy(v, value.data(), sizeof(v));
+    job.Check(cu::api().StreamSetAttribute(s, attr, v), "cuStreamSetAttribute");
+  });
+}
+
+// streamGetAttribute(stream, attr) -> Uint8Array(kAttrValueBytes): cuStreamGetAttribute.
+QCUDA_CONTEXT_METHOD(streamGetAttribute, ctx, info) {
+  uint32_t sid = ArgId(info[0], "stream");
+  int32_t attr = ArgI32(info[1], "attr");
+  return ctx.Submit(info, Where::kInlineWhenIdle, [sid, attr](Job &job) -> res::Bytes {
+    cu::Stream s;
+    if (!job.ctx->LookupStream(job, sid, &s) || !Have(job, cu::api().StreamGetAttribute, "cuStreamGetAttribute"))
+      return {};
+    alignas(8) uint8_t v[cu::kAttrValueBytes] = {};
+    if (!job.Check(cu::api().StreamGetAttribute(s, attr, v), "cuStreamGetAttribute")) return {};
+    return {std::vector<uint8_t>(v, v + sizeof(v))};
+  });
+}
+
+// streamPriorityRange() -> {least, greatest}: cuCtxGetStreamPriorityRange (greatest is the
+// numerically lowest, e.g. least 0, greatest -5).
+QCUDA_CONTEXT_METHOD(streamPriorityRange, ctx, info) {
+  return ctx.Submit(info, Where::kInlineWhenIdle, [](Job &job) -> res::PriorityRange {
+    const cu::Api &a = cu::api();
+    if (!Have(job, a.CtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange")) return {};
+    int least = 0, greatest = 0;
+    job.Check(a.CtxGetStreamPriorityRange(&least, &greatest), "cuCtxGetStreamPriorityRange");
+    return {least, greatest};
+  });
+}
+
+// streamGetPriority(stream) -> the stream's priority: cuStreamGetPriority (0 = the legacy NULL stream).
+QCUDA_CONTEXT_METHOD(streamGetPriority, ctx, info) {
+  uint32_t sid = ArgId(info[0], "stream");
+  return ctx.Submit(info, Where::kInlineWhenIdle, [sid](Job &job) -> res::Num {
+    cu::Stream s;
+    if (!job.ctx->LookupStream(job, sid, &s) || !Have(job, cu::api().StreamGetPriority, "cuStreamGetPriority")) return {};
+    int prio = 0;
+    job.Check(cu::api().StreamGetPriority(s, &prio), "cuStreamGetPriority");
+    return {static_cast<double>(prio)};
+  });
+}
+
+// eventCreate(flags) -> id
+QCUDA_CONTEXT_METHOD(eventCreate, ctx, info) {
+  uint32_t flags = ArgU32(info[0], "flags");
+  return ctx.Submit(info, Where::kInlineWhenIdle, [flags](Job &job) -> res::Num {
+    CtxCore *c = job.ctx.get();
+    cu::Event e = nullptr;
+    if (!job.Check(cu::api().EventCreate(&e, flags), "cuEventCreate")) return {};
+    auto ev = std::make_shared<Ev>();
+    ev->ev = e;
+    ev->ctx = c->ctx;
+    uint32_t id = c->nextId++;
+    c->events[id] = std::move(ev);
+    return {static_cast<double>(id)};
+  });
+}
+
+// The driver event goes when the last waiter on it is done (cuEventDestroy itself
+// defers freeing until the device has passed the event).
+QCUDA_CONTEXT_METHOD(eventDestroy, ctx, info) {
+  uint32_t eid = ArgId(info[0], "event");
+  return ctx.Submit(info, Where::kInlineWhenIdle, [eid](Job &job) {
+    CtxCore *c = job.ctx.get();
+    auto it = c->events.find(eid);
+    if (it == c->events.end()) {
+      job.Fail(cu::kInvalidHandle, "qcuda: no event " + std::to_string(eid) + " in this context");
+      return;
+    }
+    c->events.erase(it);
+  });
+}
+
+// eventRecord(event, stream)
+QCUDA_CONTEXT_METHOD(eventRecord, ctx, info) {
+  uint32_t eid = ArgId(info[0], "event");
+  uint32_t sid = ArgId(info[1], "stream");
+  return ctx.Submit(info, Where::kInlineWhenIdle, [eid, sid](Job &job) {
+    cu::Stream s;
+    if (!job.ctx->LookupStream(job, sid, &s)) return;
+    std::shared_ptr<Ev> e = job.ctx->LookupEvent(job, eid);
+    if (e) job.Check(cu::api().EventRecord(e->ev, s), "cuEventRecord");
+  });
+}
+
+QCUDA_CONTEXT_METHOD(eventSynchronize, ctx, info) {
+  uint32_t eid = ArgId(info[0], "event");
+  return ctx.Submit(info, Where::kInlineWhenIdle, [eid](Job &job) {
+    std::shared_ptr<Ev> e = job.ctx->LookupEvent(job, eid);
+    if (!e) return;
+    job.wait = [e](Job &jb) { jb.Check(cu::api().EventSynchronize(e->ev), "cuEventSynchronize"); };
+  });
+}
+
+// eventQuery(event) -> true once the device has passed it.
+QCUDA_CONTEXT_METHOD(eventQuery, ctx, info) {
+  uint32_t eid = ArgId(info[0], "event");
+  return ctx.Submit(info, Where::kInlineWhenIdle, [eid](Job &job) -> res::Flag {
+    std::shared_ptr<Ev> e = job.ctx->LookupEvent(job, eid);
+    if (!e) return {};
+    cu::Result r = cu::api().EventQuery(e->ev);
+    if (r == cu::kNotReady) return {false};
+    return {job.Check(r, "cuEventQuery")};
+  });
+}
+
+// eventElapsed(start, end) -> milliseconds
+QCUDA_CONTEXT_METHOD(eventElapsed, ctx, info) {
+  uint32_t a = ArgId(info[0], "start");
+  uint32_t b = ArgId(info[1], "end");
+  return ctx.Submit(info, Where::kInlineWhenIdle, [a, b](Job &job) -> res::Num {
+    std::shared_ptr<Ev> ea = job.ctx->LookupEvent(job, a);
+    std::shared_ptr<Ev> eb = job.ctx->LookupEvent(job, b);
+    if (!ea || !eb) return {};
+    float ms = 0;
+    job.Check(cu::api().EventElapsedTime(&ms, ea->ev, eb->ev), "cuEventElapsedTime");
+    return {ms};
+  });
+}
+
+// limitSet(limit, value): cuCtxSetLimit, always on the context thread (a new stack size
+// or heap makes the driver wait for the device and reallocate).
+QCUDA_CONTEXT_METHOD(limitSet, ctx, info) {
+  int32_t limit = ArgI32(info[0], "limit");
+  uint64_t value = ArgU64(info[1], "value");
+  return ctx.Submit(info, Where::kContextThread, [limit, value](Job &job) {
+    if (Have(job, cu::api().CtxSetLimit, "cuCtxSetLimit"))
+      job.Check(cu::api().CtxSetLimit(limit, static_cast<size_t>(value)), "cuCtxSetLimit");
+  });
+}
+
+// limitGet(limit) -> bigint: cuCtxGetLimit.
+QCUDA_CONTEXT_METHOD(limitGet, ctx, info) {
+  int32_t limit = ArgI32(info[0], "limit");
+  return ctx.Submit(info, Where::kInlineWhenIdle, [limit](Job &job) -> res::Big {
+    if (!Have(job, cu::api().CtxGetLimit, "cuCtxGetLimit")) return {};
+    size_t v = 0;
+    job.Check(cu::api().CtxGetLimit(&v, limit), "cuCtxGetLimit");
+    return {v};
+  });
+}
+
+// resetPersistingL2Cache(): cuCtxResetPersistingL2Cache, on the context thread (it acts on
+// the device's L2, after the work queued before it is enqueued).
+QCUDA_CONTEXT_METHOD(resetPersistingL2Cache, ctx, info) {
+  return ctx.Submit(info, Where::kContextThread, [](Job &job) {
+    if (Have(job, cu::api().CtxResetPersistingL2Cache, "cuCtxResetPersistingL2Cache"))
+      job.Check(cu::api().CtxResetPersistingL2Cache(), "cuCtxResetPersistingL2Cache");
+  });
+}
+
+}  // namespace qcuda::cuda

@@ -1,0 +1,462 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * qcuda: operations. An op is split into chunks, one request each: pinned
+ * (or held) data, submitted round robin over the request queues, completed
+ * by the queues' interrupt callback and reaped by the caller. See
+ * qcuda_drv.h for lifetimes and concurrency.
+ */
+#include <linux/mm.h>
+#include <linux/sched.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/virtio_ring.h>
+
+#include "qcuda_drv.h"
+
+static void qcuda_chunk_unpin(struct qcuda_op *op, struct qcuda_chunk *c)
+{
+	if (c->hm) {
+		/* Driver pages (no mapping, not on the LRU): nothing to dirty. */
+		qcuda_hostmem_put(c->hm);
+		c->hm = NULL;
+	}
+	if (c->npages) {
+		if (op->dir == QCUDA_DATA_FROM_DEVICE)
+			unpin_user_pages_dirty_lock(c->pages, c->npages, true);
+		else
+			unpin_user_pages(c->pages, c->npages);
+		c->npages = 0;
+	}
+	sg_free_table(&c->sgt);
+}
+
+static void qcuda_op_free(struct qcuda_op *op)
+{
+	struct qcuda_file *qf = op->qf;
+	struct qcuda_chunk *c = &op->slot[0];
+	unsigned int i;
+
+	for (i = 0; i < op->nslots; i++) {
+		qcuda_chunk_unpin(op, &op->slot[i]);
+		kvfree(op->slot[i].pages);
+		kfree(op->slot[i].out);
+	}
+	/* A SESSION_OPEN whose caller was killed: the file adopts the session
+	 * (or, if another caller opened one meanwhile, closes it). */
+	if (op->cmd == QCUDA_CMD_SESSION_OPEN && !op->reaped &&
+	    completion_done(&c->done) && !c->error &&
+	    c->used_len >= sizeof(c->resp) &&
+	    !qcuda_st_err(le32_to_cpu(c->resp.status)) && c->resp.value)
+		qcuda_session_set(qf, le64_to_cpu(c->resp.value));
+	kfree(op->args);
+	kfree(op->out);
+	kfree(op);
+	qcuda_file_put(qf);
+}
+
+static void qcuda_op_free_work(struct work_struct *work)
+{
+	qcuda_op_free(container_of(work, struct qcuda_op, free_work));
+}
+
+/* The caller's reference; process context. */
+void qcuda_op_put(struct qcuda_op *op)
+{
+	if (refcount_dec_and_test(&op->ref))
+		qcuda_op_free(op);
+}
+
+/* A chunk's device reference; interrupt context or under a queue lock. */
+void qcuda_op_put_dev(struct qcuda_op *op)
+{
+	if (refcount_dec_and_test(&op->ref))
+		queue_work(qcuda_wq, &op->free_work);
+}
+
+/* Takes one of the file's request slots if one is free. */
+static bool qcuda_slot_try(struct qcuda_file *qf)
+{
+	int n = atomic_read(&qf->inflight);
+
+	do {
+		if (n >= qf->qd->file_slots)
+			return false;
+	} while (!atomic_try_cmpxchg(&qf->inflight, &n, n + 1));
+	return true;
+}
+
+/*
+ * A slot of the file for one request of op, waiting killably while the
+ * file has file_slots in the device (exclusive waits: a slot given back
+ * wakes one caller). SESSION_CLOSE and CALLBACK_WAIT take theirs at once
+ * (see qcuda_drv.h); they are counted all the same.
+ */
+static int qcuda_slot_get(struct qcuda_op *op)
+{
+	struct qcuda_file *qf = op->qf;
+
+	if (op->cmd == QCUDA_CMD_SESSION_CLOSE || op->cmd == QCUDA_CMD_CALLBACK_WAIT) {
+		atomic_inc(&qf->inflight);
+		return 0;
+	}
+	if (qcuda_slot_try(qf))
+		return 0;
+	return wait_event_killable_exclusive(qf->slot_wq, qcuda_slot_try(qf)) ? -EINTR : 0;
+}
+
+/* The device gave a request back (or it never went in); any context. */
+void qcuda_slot_put(struct qcuda_file *qf)
+{
+	atomic_dec(&qf->inflight);
+	if (wq_has_sleeper(&qf->slot_wq))
+		wake_up(&qf->slot_wq);
+}
+
+struct qcuda_op *qcuda_op_alloc(struct qcuda_file *qf, u32 cmd,
+				u32 args_len, u32 out_len, u32 dir,
+				u64 data, u64 data_len)
+{
+	u64 nchunks = data_len ? DIV_ROUND_UP_ULL(data_len, QCUDA_CHUNK) : 1;
+	unsigned int nslots = min_t(u64, nchunks, QCUDA_WINDOW);
+	struct qcuda_op *op;
+	unsigned int i;
+
+	op = kzalloc(struct_size(op, slot, nslots), GFP_KERNEL);
+	if (!op)
+		return NULL;
+	refcount_set(&op->ref, 1);
+	refcount_inc(&qf->ref);
+	op->qf = qf;
+	INIT_WORK(&op->free_work, qcuda_op_free_work);
+	op->nslots = nslots;
+	for (i = 0; i < nslots; i++) {
+		op->slot[i].op = op;
+		init_completion(&op->slot[i].done);
+	}
+	op->cmd = cmd;
+	op->session = cmd < QCUDA_CMD_SESSION_CLOSE ? 0 : READ_ONCE(qf->session);
+	op->args_len = args_len;
+	op->out_len = out_len;
+	op->dir = dir;
+	op->data = data;
+	op->data_len = data_len;
+	op->nchunks = nchunks;
+	if (args_len)
+		op->args = kmalloc(args_len, GFP_KERNEL);
+	if (out_len)
+		op->out = kzalloc(out_len, GFP_KERNEL);
+	if ((args_len && !op->args) || (out_len && !op->out)) {
+		qcuda_op_put(op);
+		return NULL;
+	}
+	return op;
+}
+
+/* Interrupt callback of one request queue: complete every used buffer. */
+void qcuda_vq_done(struct virtqueue *vq)
+{
+	struct qcuda_dev *qd = vq->vdev->priv;
+	struct qcuda_queue *q = &qd->queues[vq->index];
+	struct qcuda_chunk *c;
+	unsigned long flags;
+	unsigned int len;
+
+	spin_lock_irqsave(&q->lock, flags);
+	do {
+		virtqueue_disable_cb(vq);
+		while ((c = virtqueue_get_buf(vq, &len)) != NULL) {
+			c->used_len = len;
+			complete(&c->done);
+			qcuda_slot_put(c->op->qf);
+			qcuda_op_put_dev(c->op);
+		}
+	} while (!virtqueue_enable_cb(vq));
+	spin_unlock_irqrestore(&q->lock, flags);
+	if (wq_has_sleeper(&q->space_wq))
+		wake_up(&q->space_wq);
+}
+
+/* Sleeps a tick before a retry (killably, where the caller can be killed). */
+static void qcuda_nap(bool killable)
+{
+	if (killable)
+		schedule_timeout_killable(1);
+	else
+		schedule_timeout_uninterruptible(1);
+}
+
+/*
+ * A chain longer than the ring can only go in through an indirect table,
+ * which virtio_ring allocates atomically, under the queue lock: for a chunk
+ * of scattered pages an order-5 block, which can fail for a long time while
+ * memory is fragmented (retrying alone could wait forever). Before each
+ * retry, allocate a block of the table's size here, where we may sleep
+ * (reclaim, compaction), and free it for the retry to take (blocks of that
+ * order go straight back to the buddy lists). -ENOMEM if even that fails,
+ * or after QCUDA_INDIRECT_TRIES retries, a tick apart after the first.
+ * (Kernels that keep state beside each table entry allocate more than
+ * this: there the block helps less, and the retries still end.)
+ */
+static int qcuda_indirect_room(unsigned int nsg, unsigned int *tries,
+			       bool killable)
+{
+	void *table;
+
+	if ((*tries)++) {
+		if (*tries > QCUDA_INDIRECT_TRIES)
+			return -ENOMEM;
+		qcuda_nap(killable);
+	}
+	table = kmalloc_array(nsg, sizeof(struct vring_desc),
+			      GFP_KERNEL | __GFP_NOWARN);
+	if (!table)
+		return -ENOMEM;
+	kfree(table);
+	return 0;
+}
+
+/*
+ * Queue one chunk and kick the device; on success the device holds a
+ * reference to the op. Waits while the ring is full: killably, or (for
+ * SESSION_CLOSE from release, which must go out) until the ring has room
+ * or the device is gone. A chain longer than the ring whose indirect table
+ * cannot be allocated fails with -ENOMEM (qcuda_indirect_room()).
+ */
+static int qcuda_submit(struct qcuda_dev *qd, struct qcuda_queue *q,
+			struct qcuda_chunk *c, struct scatterlist **sgs,
+			unsigned int out_sgs, unsigned int in_sgs, bool killable)
+{
+	unsigned int free, n, nsg = 0, tries = 0;
+	bool notify = false;
+	int err;
+
+	for (n = 0; n < out_sgs + in_sgs; n++)
+		nsg += sg_nents(sgs[n]);
+	down_read(&qd->vq_sem);
+	for (;;) {
+		spin_lock_irq(&q->lock);
+		if (qd->dead) {
+			err = -ENODEV;
+		} else {
+			/* No warning: a failed table allocation is handled. */
+			err = virtqueue_add_sgs(q->vq, sgs, out_sgs, in_sgs, c,
+						GFP_ATOMIC | __GFP_NOWARN);
+			if (!err) {
+				refcount_inc(&c->op->ref);
+				notify = virtqueue_kick_prepare(q->vq);
+			}
+		}
+		free = err ? q->vq->num_free : 0;
+		spin_unlock_irq(&q->lock);
+		if (err != -ENOSPC)
+			break;
+		if (killable && fatal_signal_pending(current)) {
+			err = -EINTR;
+			break;
+		}
+		if (free && nsg > virtqueue_get_vring_size(q->vq)) {
+			/* Room in the ring: the atomic allocation of the
+			 * indirect table failed, and the chain can never go
+			 * in direct. */
+			err = qcuda_indirect_room(nsg, &tries, killable);
+			if (err) {
+				dev_warn_ratelimited(&qd->vdev->dev,
+						     "no memory for the indirect table of a %u-descriptor request\n",
+						     nsg);
+				break;
+			}
+		} else if (free) {
+			/* Room in the ring: the atomic allocation of the
+			 * indirect table failed. The chain goes in direct
+			 * once enough of the ring is free: retry a little
+			 * later. */
+			qcuda_nap(killable);
+		} else if (killable) {
+			if (wait_event_killable(q->space_wq, READ_ONCE(qd->dead) ||
+						READ_ONCE(q->vq->num_free)))
+				err = -EINTR;
+		} else {
+			wait_event(q->space_wq, READ_ONCE(qd->dead) ||
+				   READ_ONCE(q->vq->num_free));
+		}
+		if (err == -EINTR)
+			break;
+	}
+	if (notify)
+		virtqueue_notify(q->vq);
+	up_read(&qd->vq_sem);
+	return err;
+}
+
+
+/* Pin the user pages of chunk c (data at addr) and build its scatterlist. */
+static int qcuda_chunk_pin(struct qcuda_op *op, struct qcuda_chunk *c, u64 addr)
+{
+	unsigned long start = addr & PAGE_MASK;
+	unsigned int offset = offset_in_page(addr);
+	unsigned int n = DIV_ROUND_UP(offset + c->len, PAGE_SIZE);
+	unsigned int gup = op->dir == QCUDA_DATA_FROM_DEVICE ? FOLL_WRITE : 0;
+	struct page **pages;
+	int got, err;
+
+	pages = qcuda_chunk_hold(op, c, start, n);
+	if (!pages && !c->pages) {
+		c->pages = kvmalloc_array(QCUDA_CHUNK_PAGES, sizeof(*c->pages),
+					  GFP_KERNEL);
+		if (!c->pages)
+			return -ENOMEM;
+	}
+	while (!pages && c->npages < n) {
+		got = pin_user_pages_fast(start + ((unsigned long)c->npages << PAGE_SHIFT),
+					  n - c->npages, gup, c->pages + c->npages);
+		if (got <= 0) {
+			err = got ? got : -EFAULT;
+			goto fail;
+		}
+		c->npages += got;
+	}
+	/* Physically contiguous pages become one entry. */
+	err = sg_alloc_table_from_pages_segment(&c->sgt, pages ?: c->pages, n,
+						offset, c->len, UINT_MAX,
+						GFP_KERNEL);
+	if (!err)
+		return 0;
+fail:
+	qcuda_chunk_unpin(op, c);
+	return err;
+}
+
+/* Build chunk i of op in slot c and submit it to queue qi. */
+int qcuda_chunk_start(struct qcuda_op *op, struct qcuda_chunk *c,
+		      u64 i, u32 qi, bool killable)
+{
+	struct qcuda_dev *qd = op->qf->qd;
+	struct scatterlist *sgs[6];
+	unsigned int nout = 0, nin = 0;
+	u64 off = i * QCUDA_CHUNK;
+	void *out = op->out;
+	int err;
+
+	c->len = op->data_len ? min_t(u64, op->data_len - off, QCUDA_CHUNK) : 0;
+	c->hdr.cmd = cpu_to_le32(op->cmd);
+	c->hdr.len = cpu_to_le32(op->args_len);
+	c->hdr.session = cpu_to_le64(op->session);
+	c->hdr.data_offset = cpu_to_le64(c->len ? off : 0);
+	c->hdr.data_len = cpu_to_le64(c->len);
+	c->error = 0;
+	c->used_len = 0;
+	reinit_completion(&c->done);
+
+	if (i && op->out_len) {
+		/* Every chunk needs the output room (the data follows it);
+		 * only chunk 0's output is used. */
+		if (!c->out)
+			c->out = kmalloc(op->out_len, GFP_KERNEL);
+		if (!c->out)
+			return -ENOMEM;
+		out = c->out;
+	}
+	/* Before pinning: a caller waiting for a slot holds no pages. */
+	err = qcuda_slot_get(op);
+	if (err)
+		return err;
+	if (c->len) {
+		err = qcuda_chunk_pin(op, c, op->data + off);
+		if (err) {
+			qcuda_slot_put(op->qf);
+			return err;
+		}
+	}
+
+	sg_init_one(&c->sg_hdr, &c->hdr, sizeof(c->hdr));
+	sgs[nout++] = &c->sg_hdr;
+	if (op->args_len) {
+		sg_init_one(&c->sg_args, op->args, op->args_len);
+		sgs[nout++] = &c->sg_args;
+	}
+	if (c->len && op->dir == QCUDA_DATA_TO_DEVICE)
+		sgs[nout++] = c->sgt.sgl;
+	sg_init_one(&c->sg_resp, &c->resp, sizeof(c->resp));
+	sgs[nout + nin++] = &c->sg_resp;
+	if (op->out_len) {
+		sg_init_one(&c->sg_out, out, op->out_len);
+		sgs[nout + nin++] = &c->sg_out;
+	}
+	if (c->len && op->dir == QCUDA_DATA_FROM_DEVICE)
+		sgs[nout + nin++] = c->sgt.sgl;
+
+	err = qcuda_submit(qd, &qd->queues[qi], c, sgs, nout, nin, killable);
+	if (err) {
+		qcuda_slot_put(op->qf);
+		qcuda_chunk_unpin(op, c);
+		return err;
+	}
+	c->busy = true;
+	return 0;
+}
+
+/* Wait (killably) for chunk i in slot c, release its pages, fold in its result. */
+static int qcuda_chunk_reap(struct qcuda_op *op, struct qcuda_chunk *c, u64 i)
+{
+	u32 status, len;
+
+	if (wait_for_completion_killable(&c->done))
+		return -EINTR;	/* the device's reference keeps op alive */
+	c->busy = false;
+	qcuda_chunk_unpin(op, c);
+	if (c->error)
+		return c->error;
+	if (c->used_len < sizeof(c->resp))
+		return -EPROTO;
+	status = le32_to_cpu(c->resp.status);
+	if (qcuda_st_err(status) && !qcuda_st_err(op->status))
+		op->status |= status;
+	else
+		op->status |= status & QCUDA_ST_OUTPUT;
+	if (i == 0) {
+		len = le32_to_cpu(c->resp.len);
+		if (len > op->out_len || c->used_len < sizeof(c->resp) + len)
+			return -EPROTO;
+		op->out_written = len;
+		op->value = le64_to_cpu(c->resp.value);
+	}
+	return 0;
+}
+
+/*
+ * Run op: submit its chunks round robin over the queues, starting at queue
+ * (or the next queue in turn, QCUDA_QUEUE_ANY), and wait for every chunk
+ * submitted, even after an error, so the call never returns while the
+ * device still uses the caller's buffer - except on a fatal signal.
+ */
+int qcuda_op_run(struct qcuda_op *op, u32 queue)
+{
+	struct qcuda_dev *qd = op->qf->qd;
+	u32 base = queue == QCUDA_QUEUE_ANY ? qcuda_next_queue(qd) : queue;
+	u64 i, submitted = 0, reaped = 0;
+	int err = 0, e;
+
+	for (i = 0; i < op->nchunks && !err; i++) {
+		struct qcuda_chunk *c = &op->slot[i % op->nslots];
+
+		if (c->busy) {		/* the window is full */
+			err = qcuda_chunk_reap(op, c, reaped++);
+			if (err == -EINTR)
+				return err;
+			if (err)
+				break;
+		}
+		err = qcuda_chunk_start(op, c, i, (base + i) % qd->num_queues, true);
+		if (!err)
+			submitted++;
+	}
+	for (; reaped < submitted; reaped++) {
+		e = qcuda_chunk_reap(op, &op->slot[reaped % op->nslots], reaped);
+		if (e == -EINTR)
+			return e;
+		if (!err)
+			err = e;
+	}
+	op->reaped = true;
+	return err;
+}

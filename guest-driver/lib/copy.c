@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Copies and memsets. Memory that is host memory on both sides (pinned,
+ * registered, managed) is copied and set by the CPU; device memory through
+ * the backend, the host side of a copy being pinned by the driver (no
+ * copies).
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "qcrt.h"
+
+/* Where one side of a copy lives. */
+struct loc {
+	int device;		/* 1: device memory (the backend's), 0: guest memory */
+	uint64_t dptr;		/* device pointer if device */
+	void *hptr;		/* guest address if !device */
+};
+
+/*
+ * Resolves [p, p+n). need_device: the call's kind says this side is device
+ * memory, so it must be a known device-accessible range (device
+ * allocations, pinned/registered/managed memory); otherwise anything goes
+ * (unknown pointers are pageable host memory), as under unified addressing.
+ */
+static cudaError_t resolve(const void *p, size_t n, int need_device, struct loc *l)
+{
+	uint64_t a = (uintptr_t)p;
+	cudaError_t e = cudaSuccess;
+	struct qc_region *r;
+
+	pthread_rwlock_rdlock(&qc_maps_lock);
+	if ((r = qc_rmap_find(&qc_dev_map, a))) {
+		if (n > r->dev + r->size - a)
+			e = cudaErrorInvalidValue;
+		else if (r->kind == QC_MEM_DEVICE || r->kind == QC_MEM_SYMBOL)
+			*l = (struct loc){ .device = 1, .dptr = a };
+		else	/* host memory seen through its device pointer */
+			*l = (struct loc){ .device = 0, .hptr = (void *)(r->host + (a - r->dev)) };
+	} else if ((r = qc_rmap_find(&qc_host_map, a))) {
+		if (need_device && n > r->host + r->size - a)
+			e = cudaErrorInvalidValue;
+		else
+			*l = (struct loc){ .device = 0, .hptr = (void *)p };
+	} else if (need_device) {
+		e = cudaErrorInvalidValue;
+	} else {
+		*l = (struct loc){ .device = 0, .hptr = (void *)p };
+	}
+	pthread_rwlock_unlock(&qc_maps_lock);
+	return e;
+}
+
+/* Waits for the work queued on a stream so far (for copies and memsets that
+ * the library does itself, on guest memory). */
+static cudaError_t stream_drain(cudaStream_t stream, int ptds)
+{
+	struct qcuda_args_handle a = { .handle = qc_stream(stream, ptds) };
+
+	return qc_deferred(qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_STREAM_SYNC, .args = &a,
+						     .args_len = sizeof(a) }));
+}
+
+static cudaError_t do_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
+			   cudaStream_t stream, int async, int ptds)
+{
+	struct qcuda_args_memcpy a;
+	struct loc d, s;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	if (n == 0)
+		return cudaSuccess;
+	if ((unsigned)kind > cudaMemcpyDefault)
+		return cudaErrorInvalidMemcpyDirection;
+	if (!dst || !src)
+		return cudaErrorInvalidValue;
+	e = resolve(dst, n, kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice, &d);
+	if (e == cudaSuccess)
+		e = resolve(src, n, kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice, &s);
+	if (e != cudaSuccess)
+		return e;
+
+	memset(&a, 0, sizeof(a));
+	a.size = n;
+	a.stream = qc_stream(stream, ptds);
+	a.async = async ? 1 : 0;
+	if (d.device && s.device) {
+		a.dst = d.dptr;
+		a.src = s.dptr;
+		if (async)
+			return qc_stream_known(stream, ptds) ? qc_post(QCUDA_CMD_MEMCPY_DTOD, &a, sizeof(a)) :
+							       cudaErrorInvalidResourceHandle;
+		return qc_deferred(qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEMCPY_DTOD,
+							     .args = &a, .args_len = sizeof(a) }));
+	}
+	/* Copies from or to guest memory go at once (the driver pins the pages
+	 * for the call); a synchronous one is where posted work's errors show. */
+	if (d.device) {
+		a.dst = d.dptr;
+		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEMCPY_HTOD, .args = &a,
+					      .args_len = sizeof(a), .dir = QT_TO_DEVICE,
+					      .data = s.hptr, .data_len = n });
+		return async ? e : qc_deferred(e);
+	}
+	if (s.device) {
+		a.src = s.dptr;
+		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEMCPY_DTOH, .args = &a,
+					      .args_len = sizeof(a), .dir = QT_FROM_DEVICE,
+					      .data = d.hptr, .data_len = n });
+		return async ? e : qc_deferred(e);
+	}
+	/* Guest memory on both sides: done here, after the stream's earlier work
+	 * (a kernel may still be writing mapped or managed memory). */
+	e = stream_drain(stream, ptds);
+	if (e == cudaSuccess)
+		memmove(d.hptr, s.hptr, n);
+	return e;
+}
+
+cudaError_t qc_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
+		      cudaStream_t stream, int async, int ptds)
+{
+	return do_copy(dst, src, n, kind, stream, async, ptds);
+}
+
+QC_API cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+	return qc_ret(do_copy(dst, src, count, kind, NULL, 0, 0));
+}
+
+QC_API cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind);
+QC_API cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+	return qc_ret(do_copy(dst, src, count, kind, NULL, 0, 1));
+}
+
+QC_API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
+				   enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return qc_ret(do_copy(dst, src, count, kind, stream, 1, 0));
+}
+
+QC_API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count,
+					enum cudaMemcpyKind kind, cudaStream_t stream);
+QC_API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count,
+					enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return qc_ret(do_copy(dst, src, count, kind, stream, 1, 1));
+}
+
+static cudaError_t do_memset(void *dst, int value, size_t n, cudaStream_t stream, int async,
+			     int ptds)
+{
+	struct qcuda_args_memset a;
+	struct loc d;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	if (n == 0)
+		return cudaSuccess;
+	if (!dst)
+		return cudaErrorInvalidValue;
+	e = resolve(dst, n, 1, &d);
+	if (e != cudaSuccess)
+		return e;
+	if (!d.device) {
+		e = stream_drain(stream, ptds);
+		if (e == cudaSuccess)
+			memset(d.hptr, value, n);
+		return e;
+	}
+	memset(&a, 0, sizeof(a));
+	a.dst = d.dptr;
+	a.size = n;
+	a.stream = qc_stream(stream, ptds);
+	a.value = (uint32_t)value & 0xff;
+	a.async = async ? 1 : 0;
+	if (async)
+		return qc_stream_known(stream, ptds) ? qc_post(QCUDA_CMD_MEMSET, &a, sizeof(a)) :
+						       cudaErrorInvalidResourceHandle;
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEMSET, .args = &a,
+					 .args_len = sizeof(a) });
+}
+
+QC_API cudaError_t cudaMemset(void *devPtr, int value, size_t count)
+{
+	return qc_ret(do_memset(devPtr, value, count, NULL, 0, 0));
+}
+
+QC_API cudaError_t cudaMemset_ptds(void *devPtr, int value, size_t count);
+QC_API cudaError_t cudaMemset_ptds(void *devPtr, int value, size_t count)
+{
+	return qc_ret(do_memset(devPtr, value, count, NULL, 0, 1));
+}
+
+QC_API cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+	return qc_ret(do_memset(devPtr, value, count, stream, 1, 0));
+}
+
+QC_API cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, cudaStream_t stream);
+QC_API cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+	return qc_ret(do_memset(devPtr, value, count, stream, 1, 1));
+}

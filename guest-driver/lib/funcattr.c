@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Function attributes and occupancy.
+ */
+#include <string.h>
+
+#include "qcrt.h"
+
+_Static_assert(QCUDA_NUM_FUNC_ATTRS == cudaFuncAttributeMax,
+	       "FUNC_ATTRS carries every CUfunction_attribute");
+
+/* The function handle behind func (a host stub or a cudaKernel_t). */
+static cudaError_t func_of(const void *func, uint64_t *handle)
+{
+	struct qc_kernel *k;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	k = qc_kernel_by_func(func);
+	if (!k)
+		return cudaErrorInvalidDeviceFunction;
+	return qc_kernel_get(k, handle);
+}
+
+/* values[] is indexed by CUfunction_attribute (cuda.h). */
+static void fill_func_attrs(struct cudaFuncAttributes *a, const struct qcuda_out_func_attrs *o)
+{
+#define V(i) ((int)o->values[i])
+	memset(a, 0, sizeof(*a));
+	a->maxThreadsPerBlock = V(0);
+	a->sharedSizeBytes = (size_t)(unsigned int)V(1);
+	a->constSizeBytes = (size_t)(unsigned int)V(2);
+	a->localSizeBytes = (size_t)(unsigned int)V(3);
+	a->numRegs = V(4);
+	a->ptxVersion = V(5);
+	a->binaryVersion = V(6);
+	a->cacheModeCA = V(7);
+	a->maxDynamicSharedSizeBytes = V(8);
+	a->preferredShmemCarveout = V(9);
+	a->clusterDimMustBeSet = V(10);
+	a->requiredClusterWidth = V(11);
+	a->requiredClusterHeight = V(12);
+	a->requiredClusterDepth = V(13);
+	a->nonPortableClusterSizeAllowed = V(14);
+	a->clusterSchedulingPolicyPreference = V(15);
+#undef V
+}
+
+/* Asked each time: maxDynamicSharedSizeBytes and the carveout change with
+ * cudaFuncSetAttribute. */
+QC_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
+{
+	struct qcuda_args_handle a;
+	struct qcuda_out_func_attrs out;
+	uint64_t fh = 0;
+	cudaError_t e;
+
+	if (!attr)
+		return qc_ret(cudaErrorInvalidValue);
+	e = func_of(func, &fh);
+	a.handle = fh;
+	if (e == cudaSuccess)
+		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_FUNC_ATTRS, .args = &a,
+					      .args_len = sizeof(a), .out = &out,
+					      .out_len = sizeof(out) });
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	fill_func_attrs(attr, &out);
+	return cudaSuccess;
+}
+
+/* The backend refuses attributes and values CUDA refuses (cudaErrorInvalidValue). */
+QC_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+	struct qcuda_args_func_attr a = { .attr = (uint32_t)attr, .value = (uint32_t)value };
+	uint64_t fh = 0;
+	cudaError_t e = func_of(func, &fh);
+
+	a.func = fh;
+	if (e == cudaSuccess)
+		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_FUNC_SET_ATTR, .args = &a,
+					      .args_len = sizeof(a) });
+	return qc_ret(e);
+}
+
+/* What the cudaOccupancyMaxPotentialBlockSize* templates of cuda_runtime.h call. */
+QC_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks,
+									 const void *func,
+									 int blockSize,
+									 size_t dynamicSMemSize,
+									 unsigned int flags)
+{
+	struct qcuda_args_occupancy a = {
+		.dynamic_smem = dynamicSMemSize,
+		.block_size = (uint32_t)blockSize,
+		.flags = flags,
+	};
+	uint64_t fh = 0, n = 0;
+	cudaError_t e;
+
+	if (!numBlocks)
+		return qc_ret(cudaErrorInvalidValue);
+	e = func_of(func, &fh);
+	a.func = fh;
+	if (e == cudaSuccess)
+		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_OCCUPANCY_BLOCKS, .args = &a,
+					      .args_len = sizeof(a), .value = &n });
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	*numBlocks = (int)n;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func,
+								 int blockSize, size_t dynamicSMemSize)
+{
+	return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize,
+								      dynamicSMemSize,
+								      cudaOccupancyDefault);
+}
+
+QC_API cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize,
+							     const void *func, int numBlocks,
+							     int blockSize)
+{
+	struct qcuda_args_occupancy a = {
+		.block_size = (uint32_t)blockSize,
+		.num_blocks = (uint32_t)numBlocks,
+	};
+	uint64_t fh = 0, bytes = 0;
+	cudaError_t e;
+
+	if (!dynamicSmemSize)
+		return qc_ret(cudaErrorInvalidValue);
+	e = func_of(func, &fh);
+	a.func = fh;
+	if (e == cudaSuccess)
+		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_OCCUPANCY_SMEM, .args = &a,
+					      .args_len = sizeof(a), .value = &bytes });
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	*dynamicSmemSize = (size_t)bytes;
+	return cudaSuccess;
+}
+
+/* A hint: accepted and ignored. */
+QC_API cudaError_t cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache cacheConfig)
+{
+	if (!qc_kernel_find(func))
+		return qc_ret(cudaErrorInvalidDeviceFunction);
+	if ((unsigned)cacheConfig > cudaFuncCachePreferEqual)
+		return qc_ret(cudaErrorInvalidValue);
+	return cudaSuccess;
+}

@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Launches: the <<<>>> launch configuration stack, kernel handles
+ * (cudaGetKernel, cudaGetFuncBySymbol) and the launch calls.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "qcrt.h"
+
+#define QC_CONFIG_DEPTH 16
+struct launch_config {
+	dim3 grid, block;
+	size_t shmem;
+	cudaStream_t stream;
+};
+static __thread struct launch_config config_stack[QC_CONFIG_DEPTH];
+static __thread unsigned int config_depth;
+
+QC_API unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
+					    struct CUstream_st *stream)
+{
+	if (config_depth >= QC_CONFIG_DEPTH)
+		return 1;
+	config_stack[config_depth++] = (struct launch_config){ gridDim, blockDim, sharedMem, stream };
+	return 0;
+}
+
+QC_API cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem,
+					      void *stream)
+{
+	struct launch_config *c;
+
+	if (config_depth == 0)
+		return qc_ret(cudaErrorMissingConfiguration);
+	c = &config_stack[--config_depth];
+	*gridDim = c->grid;
+	*blockDim = c->block;
+	*sharedMem = c->shmem;
+	*(cudaStream_t *)stream = c->stream;
+	return cudaSuccess;
+}
+
+/* cooperative: cudaLaunchCooperativeKernel's launch, every block resident at once. */
+static cudaError_t launch_as(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
+			     cudaStream_t stream, int ptds, int cooperative)
+{
+	union {
+		struct qcuda_args_launch l;
+		unsigned char b[sizeof(struct qcuda_args_launch) + QCUDA_MAX_PARAM_BYTES];
+	} buf;
+	unsigned char *params = buf.b + sizeof(buf.l);
+	uint64_t func;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	if (!k)
+		return cudaErrorInvalidDeviceFunction;
+	e = qc_kernel_get(k, &func);
+	if (e != cudaSuccess)
+		return e;
+	if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z ||
+	    shmem > UINT32_MAX)
+		return cudaErrorInvalidValue;	/* what CUDA 13 answers (H100, driver 580) */
+	if (k->num_params && !args)
+		return cudaErrorInvalidValue;
+	if (!qc_stream_known(stream, ptds))
+		return cudaErrorInvalidResourceHandle;
+	memset(&buf, 0, sizeof(buf.l) + k->param_bytes);
+	for (uint32_t i = 0; i < k->num_params; i++) {
+		if (!args[i])
+			return cudaErrorInvalidValue;
+		memcpy(params + k->offset[i], args[i], k->size[i]);
+	}
+	buf.l.func = func;
+	buf.l.stream = qc_stream(stream, ptds);
+	buf.l.grid[0] = grid.x, buf.l.grid[1] = grid.y, buf.l.grid[2] = grid.z;
+	buf.l.block[0] = block.x, buf.l.block[1] = block.y, buf.l.block[2] = block.z;
+	buf.l.shared_mem = (uint32_t)shmem;
+	buf.l.param_bytes = k->param_bytes;
+	/* Not posted: whether the grid fits on the device at once
+	 * (cudaErrorCooperativeLaunchTooLarge) is this call's answer, as in CUDA. */
+	if (cooperative)
+		return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_LAUNCH_COOPERATIVE, .args = &buf,
+						 .args_len = (uint32_t)(sizeof(buf.l) +
+									k->param_bytes) });
+	return qc_post(QCUDA_CMD_LAUNCH, &buf, (uint32_t)(sizeof(buf.l) + k->param_bytes));
+}
+
+static cudaError_t launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
+			  cudaStream_t stream, int ptds)
+{
+	return launch_as(k, grid, block, args, shmem, stream, ptds, 0);
+}
+
+QC_API cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun)
+{
+	struct qc_kernel *k = qc_kernel_find(hostFun);
+
+	if (!kernel)
+		return qc_ret(cudaErrorInvalidValue);
+	if (!k)
+		return qc_ret(cudaErrorInvalidDeviceFunction);
+	*kernel = (cudaKernel_t)(void *)k;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaGetKernel(cudaKernel_t *kernelPtr, const void *entryFuncAddr)
+{
+	return __cudaGetKernel(kernelPtr, entryFuncAddr);
+}
+
+QC_API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+				      size_t sharedMem, cudaStream_t stream)
+{
+	return qc_ret(launch(qc_kernel_of(kernel), gridDim, blockDim, args, sharedMem, stream, 0));
+}
+
+QC_API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+					   void **args, size_t sharedMem, cudaStream_t stream)
+{
+	return qc_ret(launch(qc_kernel_of(kernel), gridDim, blockDim, args, sharedMem, stream, 1));
+}
+
+QC_API cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+				    size_t sharedMem, cudaStream_t stream)
+{
+	return qc_ret(launch(qc_kernel_find(func), gridDim, blockDim, args, sharedMem, stream, 0));
+}
+
+QC_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+					 size_t sharedMem, cudaStream_t stream);
+QC_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+					 size_t sharedMem, cudaStream_t stream)
+{
+	return qc_ret(launch(qc_kernel_find(func), gridDim, blockDim, args, sharedMem, stream, 1));
+}
+
+QC_API cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim,
+					       void **args, size_t sharedMem, cudaStream_t stream)
+{
+	return qc_ret(launch_as(qc_kernel_by_func(func), gridDim, blockDim, args, sharedMem, stream,
+			       0, 1));
+}
+
+QC_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
+						    void **args, size_t sharedMem,
+						    cudaStream_t stream);
+QC_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
+						    void **args, size_t sharedMem,
+						    cudaStream_t stream)
+{
+	return qc_ret(launch_as(qc_kernel_by_func(func), gridDim, blockDim, args, sharedMem, stream,
+			       1, 1));
+}
+
+/* Only attributes that change nothing here, and cooperative launches, are honoured. */
+static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func, void **args,
+			     int ptds)
+{
+	int cooperative = 0;
+
+	if (!config)
+		return cudaErrorInvalidValue;
+	if (config->numAttrs && !config->attrs)
+		return cudaErrorInvalidValue;
+	for (unsigned int i = 0; i < config->numAttrs; i++) {
+		const cudaLaunchAttribute *a = &config->attrs[i];
+
+		if (a->id == cudaLaunchAttributeIgnore)
+			continue;
+		if (a->id == cudaLaunchAttributeCooperative) {
+			cooperative = a->val.cooperative != 0;	/* the last one counts */
+			continue;
+		}
+		if (a->id == cudaLaunchAttributeClusterDimension && a->val.clusterDim.x <= 1 &&
+		    a->val.clusterDim.y <= 1 && a->val.clusterDim.z <= 1)
+			continue;
+		qc_msg("cudaLaunchKernelEx: launch attribute %d is not supported by qcuda: "
+		       "returning cudaErrorNotSupported", (int)a->id);
+		return cudaErrorNotSupported;
+	}
+	return launch_as(qc_kernel_find(func), config->gridDim, config->blockDim, args,
+			 config->dynamicSmemBytes, config->stream, ptds, cooperative);
+}
+
+QC_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func,
+				       void **args)
+{
+	return qc_ret(launch_ex(config, func, args, 0));
+}
+
+QC_API cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func,
+					    void **args);
+QC_API cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func,
+					    void **args)
+{
+	return qc_ret(launch_ex(config, func, args, 1));
+}
+
+/* A cudaFunction_t here is the kernel's record (only the runtime takes it). */
+QC_API cudaError_t cudaGetFuncBySymbol(cudaFunction_t *functionPtr, const void *symbolPtr)
+{
+	struct qc_kernel *k;
+	uint64_t func;
+	cudaError_t e;
+
+	if (!functionPtr)
+		return qc_ret(cudaErrorInvalidValue);
+	e = qc_ready();
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	k = qc_kernel_find(symbolPtr);
+	if (!k)
+		return qc_ret(cudaErrorInvalidDeviceFunction);
+	e = qc_kernel_get(k, &func);
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	*functionPtr = (cudaFunction_t)(void *)k;
+	return cudaSuccess;
+}
