@@ -30,6 +30,13 @@ typedef uint32_t __le32;
 typedef uint64_t __le64;
 #endif
 
+/* Each struct's size is checked where it is compiled: C11 and C++ (nvcc) spell it differently. */
+#ifdef __cplusplus
+#define QCUDA_SIZE_IS(s, n) static_assert(sizeof(struct s) == (n), "struct " #s ": " #n " bytes")
+#else
+#define QCUDA_SIZE_IS(s, n) _Static_assert(sizeof(struct s) == (n), "struct " #s ": " #n " bytes")
+#endif
+
 /*
  * Virtio device id. 60 is unassigned in virtio 1.3 and the current draft
  * (assigned: 1-13, 16-36, 38-49) and keeps the modern PCI id 0x1040 + 60 =
@@ -293,7 +300,7 @@ struct virtio_qcuda_config {
 	__le64 capabilities;    /* QCUDA_CAP_* */
 	__le64 reserved[2];
 };
-_Static_assert(sizeof(struct virtio_qcuda_config) == 40, "struct virtio_qcuda_config: 40 bytes");
+QCUDA_SIZE_IS(virtio_qcuda_config, 40);
 
 struct qcuda_req_hdr {
 	__le32 cmd;             /* QCUDA_CMD_* */
@@ -302,20 +309,20 @@ struct qcuda_req_hdr {
 	__le64 data_offset;     /* where this chunk's data starts in the transfer */
 	__le64 data_len;        /* data bytes in this chunk (0 if none) */
 };
-_Static_assert(sizeof(struct qcuda_req_hdr) == 32, "struct qcuda_req_hdr: 32 bytes");
+QCUDA_SIZE_IS(qcuda_req_hdr, 32);
 
 struct qcuda_resp_hdr {
 	__le32 status;          /* 0, a cudaError_t, or QCUDA_ST_* */
 	__le32 len;             /* output bytes written after this header */
 	__le64 value;           /* command-specific result */
 };
-_Static_assert(sizeof(struct qcuda_resp_hdr) == 16, "struct qcuda_resp_hdr: 16 bytes");
+QCUDA_SIZE_IS(qcuda_resp_hdr, 16);
 
 struct qcuda_args_hello {
 	__le32 proto_version;   /* QCUDA_PROTO_VERSION of the guest library */
 	__le32 cuda_version;    /* CUDART_VERSION the library implements */
 };
-_Static_assert(sizeof(struct qcuda_args_hello) == 8, "struct qcuda_args_hello: 8 bytes");
+QCUDA_SIZE_IS(qcuda_args_hello, 8);
 
 struct qcuda_out_hello {
 	__le32 proto_version;   /* the backend's */
@@ -325,13 +332,13 @@ struct qcuda_out_hello {
 	__le64 capabilities;    /* QCUDA_CAP_* */
 	__le64 memory_limit;    /* per-VM device memory quota in bytes, 0 = none */
 };
-_Static_assert(sizeof(struct qcuda_out_hello) == 32, "struct qcuda_out_hello: 32 bytes");
+QCUDA_SIZE_IS(qcuda_out_hello, 32);
 
 struct qcuda_args_device {
 	__le32 device;
 	__le32 reserved;
 };
-_Static_assert(sizeof(struct qcuda_args_device) == 8, "struct qcuda_args_device: 8 bytes");
+QCUDA_SIZE_IS(qcuda_args_device, 8);
 
 struct qcuda_out_device_props {
 	char name[256];
@@ -339,28 +346,28 @@ struct qcuda_out_device_props {
 	__le64 total_mem;       /* what the guest may use (the quota if set) */
 	__le32 attrs[160];      /* indexed by CUdevice_attribute */
 };
-_Static_assert(sizeof(struct qcuda_out_device_props) == 920, "struct qcuda_out_device_props: 920 bytes");
+QCUDA_SIZE_IS(qcuda_out_device_props, 920);
 
 struct qcuda_out_mem_info {
 	__le64 free;
 	__le64 total;
 };
-_Static_assert(sizeof(struct qcuda_out_mem_info) == 16, "struct qcuda_out_mem_info: 16 bytes");
+QCUDA_SIZE_IS(qcuda_out_mem_info, 16);
 
 struct qcuda_args_malloc {
 	__le64 size;
 };
-_Static_assert(sizeof(struct qcuda_args_malloc) == 8, "struct qcuda_args_malloc: 8 bytes");
+QCUDA_SIZE_IS(qcuda_args_malloc, 8);
 
 struct qcuda_args_ptr {
 	__le64 ptr;
 };
-_Static_assert(sizeof(struct qcuda_args_ptr) == 8, "struct qcuda_args_ptr: 8 bytes");
+QCUDA_SIZE_IS(qcuda_args_ptr, 8);
 
 struct qcuda_args_handle {
 	__le64 handle;
 };
-_Static_assert(sizeof(struct qcuda_args_handle) == 8, "struct qcuda_args_handle: 8 bytes");
+QCUDA_SIZE_IS(qcuda_args_handle, 8);
 
 /* Copies: size is the whole transfer; chunks carry data_offset/data_len. */
 struct qcuda_args_memcpy {
@@ -371,7 +378,7 @@ struct qcuda_args_memcpy {
 	__le32 async;           /* 1: enqueue on the stream and return */
 	__le32 reserved;
 };
-_Static_assert(sizeof(struct qcuda_args_memcpy) == 40, "struct qcuda_args_memcpy: 40 bytes");
+QCUDA_SIZE_IS(qcuda_args_memcpy, 40);
 
 struct qcuda_args_memset {
 	__le64 dst;
@@ -380,19 +387,19 @@ struct qcuda_args_memset {
 	__le32 value;           /* the byte value in the low 8 bits */
 	__le32 async;
 };
-_Static_assert(sizeof(struct qcuda_args_memset) == 32, "struct qcuda_args_memset: 32 bytes");
+QCUDA_SIZE_IS(qcuda_args_memset, 32);
 
 struct qcuda_args_host_map {
 	__le64 gpa;             /* guest-physical start (contiguous) */
 	__le64 size;
 };
-_Static_assert(sizeof(struct qcuda_args_host_map) == 16, "struct qcuda_args_host_map: 16 bytes");
+QCUDA_SIZE_IS(qcuda_args_host_map, 16);
 
 struct qcuda_args_stream_create {
 	__le32 flags;           /* cudaStreamDefault / cudaStreamNonBlocking */
 	__le32 priority;        /* signed; as cudaStreamCreateWithPriority */
 };
-_Static_assert(sizeof(struct qcuda_args_stream_create) == 8, "struct qcuda_args_stream_create: 8 bytes");
+QCUDA_SIZE_IS(qcuda_args_stream_create, 8);
 
 struct qcuda_args_stream_wait_event {
 	__le64 stream;
@@ -400,48 +407,48 @@ struct qcuda_args_stream_wait_event {
 	__le32 flags;
 	__le32 reserved;
 };
-_Static_assert(sizeof(struct qcuda_args_stream_wait_event) == 24, "struct qcuda_args_stream_wait_event: 24 bytes");
+QCUDA_SIZE_IS(qcuda_args_stream_wait_event, 24);
 
 struct qcuda_args_event_create {
 	__le32 flags;           /* cudaEventDefault, BlockingSync, DisableTiming */
 	__le32 reserved;
 };
-_Static_assert(sizeof(struct qcuda_args_event_create) == 8, "struct qcuda_args_event_create: 8 bytes");
+QCUDA_SIZE_IS(qcuda_args_event_create, 8);
 
 struct qcuda_args_event_record {
 	__le64 event;
 	__le64 stream;
 };
-_Static_assert(sizeof(struct qcuda_args_event_record) == 16, "struct qcuda_args_event_record: 16 bytes");
+QCUDA_SIZE_IS(qcuda_args_event_record, 16);
 
 struct qcuda_args_event_elapsed {
 	__le64 start;
 	__le64 end;
 };
-_Static_assert(sizeof(struct qcuda_args_event_elapsed) == 16, "struct qcuda_args_event_elapsed: 16 bytes");
+QCUDA_SIZE_IS(qcuda_args_event_elapsed, 16);
 
 struct qcuda_out_event_elapsed {
 	__le32 ms_bits;         /* the float milliseconds, bit for bit */
 	__le32 reserved;
 };
-_Static_assert(sizeof(struct qcuda_out_event_elapsed) == 8, "struct qcuda_out_event_elapsed: 8 bytes");
+QCUDA_SIZE_IS(qcuda_out_event_elapsed, 8);
 
 struct qcuda_args_module_upload {
 	__le64 upload_id;       /* chosen by the library, unique in its session */
 	__le64 size;            /* the whole image (QCUDA_MAX_MODULE at most) */
 };
-_Static_assert(sizeof(struct qcuda_args_module_upload) == 16, "struct qcuda_args_module_upload: 16 bytes");
+QCUDA_SIZE_IS(qcuda_args_module_upload, 16);
 
 struct qcuda_args_module_load {
 	__le64 upload_id;
 };
-_Static_assert(sizeof(struct qcuda_args_module_load) == 8, "struct qcuda_args_module_load: 8 bytes");
+QCUDA_SIZE_IS(qcuda_args_module_load, 8);
 
 struct qcuda_args_symbol {
 	__le64 module;
 	char name[256];         /* NUL-terminated mangled name */
 };
-_Static_assert(sizeof(struct qcuda_args_symbol) == 264, "struct qcuda_args_symbol: 264 bytes");
+QCUDA_SIZE_IS(qcuda_args_symbol, 264);
 
 /*
  * The kernel's parameter layout as the host driver reports it
@@ -454,13 +461,13 @@ struct qcuda_out_func_info {
 	__le32 offset[256];
 	__le32 size[256];
 };
-_Static_assert(sizeof(struct qcuda_out_func_info) == 2056, "struct qcuda_out_func_info: 2056 bytes");
+QCUDA_SIZE_IS(qcuda_out_func_info, 2056);
 
 struct qcuda_out_var_info {
 	__le64 dptr;
 	__le64 size;
 };
-_Static_assert(sizeof(struct qcuda_out_var_info) == 16, "struct qcuda_out_var_info: 16 bytes");
+QCUDA_SIZE_IS(qcuda_out_var_info, 16);
 
 struct qcuda_args_launch {
 	__le64 func;            /* handle from FUNC_GET */
@@ -471,19 +478,19 @@ struct qcuda_args_launch {
 	__le32 param_bytes;     /* bytes of packed parameters after this struct */
 	/* followed by param_bytes of parameters */
 };
-_Static_assert(sizeof(struct qcuda_args_launch) == 48, "struct qcuda_args_launch: 48 bytes");
+QCUDA_SIZE_IS(qcuda_args_launch, 48);
 
 struct qcuda_out_func_attrs {
 	__le32 values[16];
 };
-_Static_assert(sizeof(struct qcuda_out_func_attrs) == 64, "struct qcuda_out_func_attrs: 64 bytes");
+QCUDA_SIZE_IS(qcuda_out_func_attrs, 64);
 
 struct qcuda_args_func_attr {
 	__le64 func;            /* handle from FUNC_GET */
 	__le32 attr;            /* cudaFuncAttribute (== CUfunction_attribute) */
 	__le32 value;           /* signed; as cudaFuncSetAttribute's int */
 };
-_Static_assert(sizeof(struct qcuda_args_func_attr) == 16, "struct qcuda_args_func_attr: 16 bytes");
+QCUDA_SIZE_IS(qcuda_args_func_attr, 16);
 
 /* OCCUPANCY_BLOCKS uses dynamic_smem and flags, OCCUPANCY_SMEM num_blocks. */
 struct qcuda_args_occupancy {
@@ -494,14 +501,14 @@ struct qcuda_args_occupancy {
 	__le32 num_blocks;      /* signed */
 	__le32 reserved;
 };
-_Static_assert(sizeof(struct qcuda_args_occupancy) == 32, "struct qcuda_args_occupancy: 32 bytes");
+QCUDA_SIZE_IS(qcuda_args_occupancy, 32);
 
 struct qcuda_args_limit {
 	__le32 limit;           /* cudaLimit (== CUlimit) */
 	__le32 reserved;
 	__le64 value;           /* LIMIT_SET only */
 };
-_Static_assert(sizeof(struct qcuda_args_limit) == 16, "struct qcuda_args_limit: 16 bytes");
+QCUDA_SIZE_IS(qcuda_args_limit, 16);
 
 struct qcuda_args_stream_attr {
 	__le64 stream;
@@ -509,12 +516,12 @@ struct qcuda_args_stream_attr {
 	__le32 reserved;
 	unsigned char value[64]; /* STREAM_SET_ATTR only */
 };
-_Static_assert(sizeof(struct qcuda_args_stream_attr) == 80, "struct qcuda_args_stream_attr: 80 bytes");
+QCUDA_SIZE_IS(qcuda_args_stream_attr, 80);
 
 struct qcuda_out_stream_attr_value {
 	unsigned char value[64];
 };
-_Static_assert(sizeof(struct qcuda_out_stream_attr_value) == 64, "struct qcuda_out_stream_attr_value: 64 bytes");
+QCUDA_SIZE_IS(qcuda_out_stream_attr_value, 64);
 
 /*
  * cudaDeviceGetStreamPriorityRange: numerically, greatest <= least (a lower
@@ -524,43 +531,43 @@ struct qcuda_out_priority_range {
 	__le32 least;           /* signed */
 	__le32 greatest;        /* signed */
 };
-_Static_assert(sizeof(struct qcuda_out_priority_range) == 8, "struct qcuda_out_priority_range: 8 bytes");
+QCUDA_SIZE_IS(qcuda_out_priority_range, 8);
 
 struct qcuda_args_host_func {
 	__le64 stream;
 	__le64 id;              /* chosen by the library: nonzero, unique in its session */
 };
-_Static_assert(sizeof(struct qcuda_args_host_func) == 16, "struct qcuda_args_host_func: 16 bytes");
+QCUDA_SIZE_IS(qcuda_args_host_func, 16);
 
 struct qcuda_args_callback_wait {
 	__le64 done;            /* the callback that has run, 0 if none */
 };
-_Static_assert(sizeof(struct qcuda_args_callback_wait) == 8, "struct qcuda_args_callback_wait: 8 bytes");
+QCUDA_SIZE_IS(qcuda_args_callback_wait, 8);
 
 struct qcuda_out_callback {
 	__le64 id;              /* the callback to run now */
 	__le32 status;          /* the stream's error at that point (cudaStreamAddCallback's status) */
 	__le32 reserved;
 };
-_Static_assert(sizeof(struct qcuda_out_callback) == 16, "struct qcuda_out_callback: 16 bytes");
+QCUDA_SIZE_IS(qcuda_out_callback, 16);
 
 struct qcuda_args_batch {
 	__le32 count;           /* entries */
 	__le32 reserved;
 	__le64 bytes;           /* == hdr.data_len; QCUDA_MAX_BATCH at most */
 };
-_Static_assert(sizeof(struct qcuda_args_batch) == 16, "struct qcuda_args_batch: 16 bytes");
+QCUDA_SIZE_IS(qcuda_args_batch, 16);
 
 struct qcuda_batch_entry {
 	__le32 cmd;             /* QCUDA_CMD_* (a postable one) */
 	__le32 len;             /* argument bytes after this header (unpadded) */
 };
-_Static_assert(sizeof(struct qcuda_batch_entry) == 8, "struct qcuda_batch_entry: 8 bytes");
+QCUDA_SIZE_IS(qcuda_batch_entry, 8);
 
 struct qcuda_out_output_read {
 	__le32 kind;            /* QCUDA_OUTPUT_*; 0 when nothing was waiting */
 	__le32 more;            /* 1: more output is waiting */
 };
-_Static_assert(sizeof(struct qcuda_out_output_read) == 8, "struct qcuda_out_output_read: 8 bytes");
+QCUDA_SIZE_IS(qcuda_out_output_read, 8);
 
 #endif

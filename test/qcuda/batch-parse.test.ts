@@ -161,23 +161,14 @@ test('the returned arguments are the batch\'s own bytes, at the right offsets', 
   t.is(new DataView(m.args.buffer, m.args.byteOffset).getBigUint64(0, true), 0xabcdn, 'memset dst');
 });
 
-// A bug: the padding is computed with 32-bit bitwise arithmetic,
-// (len + 7) & ~7, and LAUNCH takes any len at least its struct's. A len near
-// 2^32 then pads to 0 or to a negative number, so the bounds check passes and
-// the cursor stays put or moves backwards:
-//  - len 0xfffffff9..0xffffffff: padded 0, the entry "ends" after its header and
-//    the bytes of its own struct are parsed as the next entry (a malformed
-//    batch is accepted; its LAUNCH has fewer argument bytes than its struct);
-//  - len 0x7ffffff9..0xfffffff0: padded negative, the cursor goes before the
-//    batch and a RangeError (an internal error, not BAD_REQUEST) escapes;
-//  - len 0xfffffff1..0xfffffff8: padded -8, the cursor does not move and the
-//    same entry is returned again and again until `count` (a u32 from the
-//    guest) is reached: with count 0xffffffff one 56-byte BATCH keeps the
-//    backend's event loop busy and its heap growing until it dies of OOM
-//    (seen: node --max-old-space-size=512 aborts with a heap OOM).
-// Fix: compute padded without 32-bit operators (len + ((8 - (len % 8)) % 8)),
-// or refuse len > buf.length - at - ENTRY before padding.
-test.failing('a LAUNCH len near 2^32 is refused as running past the end (padding must not wrap)', (t) => {
+// Regression (found by this suite): the padding was computed with 32-bit
+// bitwise arithmetic, (len + 7) & ~7, and LAUNCH takes any len at least its
+// struct's. A len near 2^32 padded to 0 or a negative number, the bounds
+// check passed and the cursor stayed put or moved backwards: a hidden entry
+// was parsed, a RangeError escaped, or (len 0xfffffff1..8, count 0xffffffff)
+// one 56-byte BATCH kept the event loop busy and the heap growing until the
+// backend died of OOM. Such a len must be refused as running past the end.
+test('a LAUNCH len near 2^32 is refused as running past the end (padding must not wrap)', (t) => {
   const l = launch(0);
   // padded 0: a HOST_FUNC hidden at byte 8 would be parsed as the second entry.
   const hidden = Buffer.concat([frame([{ cmd: Cmd.LAUNCH, args: new Uint8Array(0), len: 0xffffffff }]), frame([hostFunc(1n)])]);

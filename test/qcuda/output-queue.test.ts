@@ -168,12 +168,12 @@ test('close drops what waits, and the note of a loss; later pushes are ignored',
   t.deepEqual([r.kind, r.bytes.length, r.more], [0, 0, false]);
 });
 
-// A small flaw: when a loss ends, the check that the new bytes fit is made
-// before the note is put in front of them, so the note's own bytes can push
-// those bytes past the limit and they are cut (a second loss, and a second
-// note, right after the first). The check should count the note's length
-// (then the bytes are kept whole, or dropped whole and counted in the one note).
-test.failing('bytes that end a loss are not cut by the note put in front of them', (t) => {
+// Regression (found by this suite): when a loss ended, the check that the new
+// bytes fit was made before the note was put in front of them, so the note
+// could push them past the limit and cut them (a second loss right after the
+// first). Now the note's length counts: the bytes come whole or are dropped
+// whole and counted in the one note.
+test('bytes that end a loss are not cut by the note put in front of them', (t) => {
   const q = new OutputQueue(60);
   q.push(OUT, new Uint8Array(60).fill(0x61));
   q.push(OUT, enc('lost!')); // 5 bytes dropped

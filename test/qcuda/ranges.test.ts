@@ -178,14 +178,12 @@ test('find and holding agree with a linear scan over random disjoint ranges (adj
   t.pass();
 });
 
-// A latent flaw: an empty range that arrives after a non-empty one at the same
-// base sits after it, and the binary search, meeting the empty one first,
-// goes right and misses the non-empty one. The callers today add no empty
-// ranges (cudaMalloc(0) and 0-byte HOST_MAPs never get here) but for a
-// module variable whose size the driver reports as 0 (session.addVariable).
-// A fix: sort empty ranges before the others at their base in add (or keep
-// them out of the set).
-test.failing('an empty range added after a non-empty one at the same base does not hide it', (t) => {
+// Regression (found by this suite): an empty range added after a non-empty
+// one at the same base sat after it, and the binary search, meeting the empty
+// one first, went right and missed the non-empty one (a module variable the
+// driver reports as 0 bytes, session.addVariable, could do this). Empty
+// ranges now go before the others at their base.
+test('an empty range added after a non-empty one at the same base does not hide it', (t) => {
   const s = new RangeSet<Tagged>();
   s.add(r(0x10n, 0x10n, 'a'));
   s.add(r(0x10n, 0n, 'empty'));

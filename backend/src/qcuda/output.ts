@@ -37,7 +37,9 @@ export class OutputQueue {
   push(kind: OutputKind, bytes: Uint8Array): void {
     if (this.#closed || bytes.length === 0) return;
     if (this.#dropped > 0) {
-      if (bytes.length > this.limit - this.#size) {
+      // The note goes in first, so these bytes come whole after it or are
+      // counted in it: never cut by the note taking their room.
+      if (noteOf(this.#dropped).length + bytes.length > this.limit - this.#size) {
         this.#dropped += bytes.length;
         return;
       }
@@ -81,9 +83,14 @@ export class OutputQueue {
   }
 
   #note(): void {
-    const text = `[qcuda: ${this.#dropped} bytes of device output dropped]\n`;
-    this.#pieces.push({ kind: QCUDA_OUTPUT_STDERR, bytes: new TextEncoder().encode(text) });
-    this.#size += text.length;
+    const bytes = noteOf(this.#dropped);
+    this.#pieces.push({ kind: QCUDA_OUTPUT_STDERR, bytes });
+    this.#size += bytes.length;
     this.#dropped = 0;
   }
+}
+
+/** The note that takes the place of dropped bytes in the stream. */
+function noteOf(dropped: number): Uint8Array {
+  return new TextEncoder().encode(`[qcuda: ${dropped} bytes of device output dropped]\n`);
 }

@@ -16,8 +16,13 @@ export class RangeSet<T extends Range> {
     return this.#items;
   }
 
+  /**
+   * An empty range goes before the others at its base: find() steps past an
+   * empty range towards higher bases, so one placed after a non-empty range
+   * at the same base would hide it.
+   */
   add(r: T): void {
-    const i = this.#items.findIndex((x) => x.base > r.base);
+    const i = this.#items.findIndex((x) => (r.size === 0n ? x.base >= r.base : x.base > r.base));
     this.#items.splice(i < 0 ? this.#items.length : i, 0, r);
   }
 

@@ -62,7 +62,9 @@ export function parseBatch(buf: Uint8Array, count: number): Entry[] {
     if (struct === undefined) throw bad(`entry ${entries.length}: command ${cmdName(cmd)} cannot be posted`);
     const size = LAYOUT[struct].size;
     if (cmd === Cmd.LAUNCH ? len < size : len !== size) throw bad(`entry ${entries.length}: ${len} argument bytes for ${cmdName(cmd)}`);
-    const padded = (len + 7) & ~7;
+    // Plain arithmetic, not (len + 7) & ~7: JavaScript's bitwise operators
+    // work in 32 bits, so a len near 2^32 would wrap to a small padded size.
+    const padded = len + ((8 - (len % 8)) % 8);
     if (padded > buf.length - at - ENTRY) throw bad(`entry ${entries.length} runs past the end of the batch`);
     entries.push({ cmd, args: buf.subarray(at + ENTRY, at + ENTRY + len) });
     at += ENTRY + padded;

@@ -56,7 +56,7 @@ function struct(name: string, s: StructDecl): string[] {
     ...s.fields.map(field),
     ...(s.trailer ? [`\t/* ${s.trailer} */`] : []),
     `};`,
-    `_Static_assert(sizeof(struct ${name}) == ${size}, "struct ${name}: ${size} bytes");`,
+    `QCUDA_SIZE_IS(${name}, ${size});`,
     '',
   ];
 }
@@ -126,6 +126,13 @@ export function protoHeader(): string {
     '#include <stdint.h>',
     'typedef uint32_t __le32;',
     'typedef uint64_t __le64;',
+    '#endif',
+    '',
+    '/* Each struct\'s size is checked where it is compiled: C11 and C++ (nvcc) spell it differently. */',
+    '#ifdef __cplusplus',
+    '#define QCUDA_SIZE_IS(s, n) static_assert(sizeof(struct s) == (n), "struct " #s ": " #n " bytes")',
+    '#else',
+    '#define QCUDA_SIZE_IS(s, n) _Static_assert(sizeof(struct s) == (n), "struct " #s ": " #n " bytes")',
     '#endif',
     '',
   ];
