@@ -21,18 +21,21 @@ export interface Pair {
   server: VhostUserServer;
   fe: Frontend;
   sock: string;
+  /** What the library logged (failed requests, closed connections), kept off the test's stderr. */
+  logged: string[];
 }
 
 /** A listening backend for the device and a connected (not negotiated) frontend. */
 export function connect(t: ExecutionContext, device: VhostUserDevice, mem?: GuestMemory): Pair {
   const sock = path.join(tmpDir(t), 'vhost.sock');
-  const server = VhostUserServer.listen(sock, device);
+  const logged: string[] = [];
+  const server = VhostUserServer.listen(sock, device, { logger: { error: (line) => logged.push(line) } });
   const fe = Frontend.connect(sock, mem ?? new GuestMemory());
   t.teardown(() => {
     if (!fe.closed) fe.close();
     server.close();
   });
-  return { server, fe, sock };
+  return { server, fe, sock, logged };
 }
 
 export async function started(t: ExecutionContext, device: VhostUserDevice, o: StartOptions = {}, mem?: GuestMemory): Promise<Pair> {

@@ -66,7 +66,6 @@ export interface CudaContextNative extends CudaContextCalls {
   synchronize(): Promise<void>;
   eventElapsed(start: number, end: number): Promise<number>;
   hostDevicePointer(addr: bigint): Promise<bigint>;
-  memGetInfo(): Promise<{ free: bigint; total: bigint }>;
   /** cuMemHostRegister on this context's thread (blocking: ~50 ms per GiB). */
   hostRegister(addr: bigint, size: bigint, flags: number): Promise<void>;
   hostUnregister(addr: bigint): Promise<void>;

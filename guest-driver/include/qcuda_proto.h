@@ -146,7 +146,7 @@ enum qcuda_cmd {
 	QCUDA_CMD_DEVICE_SYNC = 19,
 	/* frees the session's resources; no args */
 	QCUDA_CMD_DEVICE_RESET = 20,
-	/* no args, out mem_info */
+	/* cudaMemGetInfo; no args, out mem_info */
 	QCUDA_CMD_MEM_GET_INFO = 21,
 	/* args malloc, value = the device pointer */
 	QCUDA_CMD_MALLOC = 22,

@@ -51,14 +51,11 @@ static void *callback_thread(void *arg)
 
 	(void)arg;
 	for (;;) {
-		struct qcuda_args_callback_wait a = { .done = done };
 		struct qcuda_out_callback out;
 		struct host_fn *f;
 		cudaError_t e;
 
-		e = qc_call_unbatched(&(struct qc_req){ .cmd = QCUDA_CMD_CALLBACK_WAIT, .args = &a,
-							.args_len = sizeof(a), .out = &out,
-							.out_len = sizeof(out) });
+		e = qc_req_callback_wait(done, &out);
 		if (e == cudaErrorInvalidValue && done) {
 			/* A cudaDeviceReset forgot the function that just ran:
 			 * nothing to report, park again. */
@@ -118,8 +115,8 @@ static int ensure_thread(void)
 static cudaError_t add_host_fn(cudaStream_t stream, int ptds, cudaHostFn_t fn,
 			       cudaStreamCallback_t cb, void *data)
 {
-	struct qcuda_args_host_func a;
 	struct host_fn *f;
+	uint64_t id;
 	cudaError_t e = qc_ready();
 
 	if (e != cudaSuccess)
@@ -142,15 +139,16 @@ static cudaError_t add_host_fn(cudaStream_t stream, int ptds, cudaHostFn_t fn,
 		qc_msg("cannot start the callback thread");
 		return cudaErrorOperatingSystem;
 	}
-	f->id = next_id++;
+	/* Once marked and unlocked, f may be taken and freed by the callback
+	 * thread or a reset: only its id is used after this. */
+	id = next_id++;
+	f->id = id;
 	f->next = marked;
 	marked = f;
 	pthread_mutex_unlock(&lock);
-	a.stream = qc_stream(stream, ptds);
-	a.id = f->id;
-	e = qc_post(QCUDA_CMD_HOST_FUNC, &a, sizeof(a));
+	e = qc_post_host_func(qc_stream(stream, ptds), id);
 	if (e != cudaSuccess)
-		free(take(a.id));
+		free(take(id));
 	return e;
 }
 

@@ -55,16 +55,14 @@ static cudaError_t resolve(const void *p, size_t n, int need_device, struct loc 
  * the library does itself, on guest memory). */
 static cudaError_t stream_drain(cudaStream_t stream, int ptds)
 {
-	struct qcuda_args_handle a = { .handle = qc_stream(stream, ptds) };
-
-	return qc_deferred(qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_STREAM_SYNC, .args = &a,
-						     .args_len = sizeof(a) }));
+	return qc_deferred(qc_req_stream_sync(qc_stream(stream, ptds)));
 }
 
 static cudaError_t do_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
 			   cudaStream_t stream, int async, int ptds)
 {
-	struct qcuda_args_memcpy a;
+	uint64_t qs = qc_stream(stream, ptds);
+	uint32_t as = async ? 1 : 0;
 	struct loc d, s;
 	cudaError_t e = qc_ready();
 
@@ -82,33 +80,22 @@ static cudaError_t do_copy(void *dst, const void *src, size_t n, enum cudaMemcpy
 	if (e != cudaSuccess)
 		return e;
 
-	memset(&a, 0, sizeof(a));
-	a.size = n;
-	a.stream = qc_stream(stream, ptds);
-	a.async = async ? 1 : 0;
 	if (d.device && s.device) {
-		a.dst = d.dptr;
-		a.src = s.dptr;
 		if (async)
-			return qc_stream_known(stream, ptds) ? qc_post(QCUDA_CMD_MEMCPY_DTOD, &a, sizeof(a)) :
-							       cudaErrorInvalidResourceHandle;
-		return qc_deferred(qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEMCPY_DTOD,
-							     .args = &a, .args_len = sizeof(a) }));
+			return qc_stream_known(stream, ptds) ?
+				       qc_post_memcpy_dtod(d.dptr, s.dptr, n, qs, as) :
+				       cudaErrorInvalidResourceHandle;
+		return qc_deferred(qc_req_memcpy_dtod(d.dptr, s.dptr, n, qs, as));
 	}
 	/* Copies from or to guest memory go at once (the driver pins the pages
-	 * for the call); a synchronous one is where posted work's errors show. */
+	 * for the call); a synchronous one is where posted work's errors show.
+	 * The guest side's device pointer is unused: 0. */
 	if (d.device) {
-		a.dst = d.dptr;
-		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEMCPY_HTOD, .args = &a,
-					      .args_len = sizeof(a), .dir = QT_TO_DEVICE,
-					      .data = s.hptr, .data_len = n });
+		e = qc_req_memcpy_htod(d.dptr, 0, n, qs, as, s.hptr, n);
 		return async ? e : qc_deferred(e);
 	}
 	if (s.device) {
-		a.src = s.dptr;
-		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEMCPY_DTOH, .args = &a,
-					      .args_len = sizeof(a), .dir = QT_FROM_DEVICE,
-					      .data = d.hptr, .data_len = n });
+		e = qc_req_memcpy_dtoh(0, s.dptr, n, qs, as, d.hptr, n);
 		return async ? e : qc_deferred(e);
 	}
 	/* Guest memory on both sides: done here, after the stream's earlier work
@@ -153,7 +140,8 @@ QC_API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count
 static cudaError_t do_memset(void *dst, int value, size_t n, cudaStream_t stream, int async,
 			     int ptds)
 {
-	struct qcuda_args_memset a;
+	uint64_t qs = qc_stream(stream, ptds);
+	uint32_t v = (uint32_t)value & 0xff;	/* CUDA sets bytes: the low 8 bits */
 	struct loc d;
 	cudaError_t e = qc_ready();
 
@@ -172,17 +160,10 @@ static cudaError_t do_memset(void *dst, int value, size_t n, cudaStream_t stream
 			memset(d.hptr, value, n);
 		return e;
 	}
-	memset(&a, 0, sizeof(a));
-	a.dst = d.dptr;
-	a.size = n;
-	a.stream = qc_stream(stream, ptds);
-	a.value = (uint32_t)value & 0xff;
-	a.async = async ? 1 : 0;
 	if (async)
-		return qc_stream_known(stream, ptds) ? qc_post(QCUDA_CMD_MEMSET, &a, sizeof(a)) :
+		return qc_stream_known(stream, ptds) ? qc_post_memset(d.dptr, n, qs, v, 1) :
 						       cudaErrorInvalidResourceHandle;
-	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEMSET, .args = &a,
-					 .args_len = sizeof(a) });
+	return qc_req_memset(d.dptr, n, qs, v, 0);
 }
 
 QC_API cudaError_t cudaMemset(void *devPtr, int value, size_t count)

@@ -19,18 +19,15 @@
  * than the VM's memory quota (cudaErrorMemoryAllocation). */
 QC_API cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value)
 {
-	struct qcuda_args_limit a = { .limit = (uint32_t)limit, .value = value };
 	cudaError_t e = qc_ready();
 
 	if (e == cudaSuccess)
-		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_LIMIT_SET, .args = &a,
-					      .args_len = sizeof(a) });
+		e = qc_req_limit_set((uint32_t)limit, value);
 	return qc_ret(e);
 }
 
 QC_API cudaError_t cudaDeviceGetLimit(size_t *pValue, enum cudaLimit limit)
 {
-	struct qcuda_args_limit a = { .limit = (uint32_t)limit };
 	uint64_t v = 0;
 	cudaError_t e;
 
@@ -38,8 +35,7 @@ QC_API cudaError_t cudaDeviceGetLimit(size_t *pValue, enum cudaLimit limit)
 		return qc_ret(cudaErrorInvalidValue);
 	e = qc_ready();
 	if (e == cudaSuccess)
-		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_LIMIT_GET, .args = &a,
-					      .args_len = sizeof(a), .value = &v });
+		e = qc_req_limit_get((uint32_t)limit, 0, &v);	/* args.value: unused */
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	*pValue = (size_t)v;

@@ -336,7 +336,7 @@ QC_API cudaError_t cudaDeviceSynchronize(void)
 	cudaError_t e = qc_ready();
 
 	if (e == cudaSuccess)
-		e = qc_deferred(qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_DEVICE_SYNC }));
+		e = qc_deferred(qc_req_device_sync());
 	return qc_ret(e);
 }
 
@@ -355,7 +355,7 @@ QC_API cudaError_t cudaDeviceReset(void)
 		return qc_ret(e);
 	e = qc_sync_device();
 	if (e == cudaSuccess)
-		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_DEVICE_RESET });
+		e = qc_req_device_reset();
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	/* The backend freed the session's allocations, streams and events. */
@@ -392,8 +392,7 @@ QC_API cudaError_t cudaMemGetInfo(size_t *free_, size_t *total)
 	cudaError_t e = qc_ready();
 
 	if (e == cudaSuccess)
-		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEM_GET_INFO, .out = &out,
-					      .out_len = sizeof(out) });
+		e = qc_req_mem_get_info(&out);
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	if (free_)

@@ -51,7 +51,6 @@ static void fill_func_attrs(struct cudaFuncAttributes *a, const struct qcuda_out
  * cudaFuncSetAttribute. */
 QC_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
 {
-	struct qcuda_args_handle a;
 	struct qcuda_out_func_attrs out;
 	uint64_t fh = 0;
 	cudaError_t e;
@@ -59,11 +58,8 @@ QC_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const 
 	if (!attr)
 		return qc_ret(cudaErrorInvalidValue);
 	e = func_of(func, &fh);
-	a.handle = fh;
 	if (e == cudaSuccess)
-		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_FUNC_ATTRS, .args = &a,
-					      .args_len = sizeof(a), .out = &out,
-					      .out_len = sizeof(out) });
+		e = qc_req_func_attrs(fh, &out);
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	fill_func_attrs(attr, &out);
@@ -73,14 +69,11 @@ QC_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const 
 /* The backend refuses attributes and values CUDA refuses (cudaErrorInvalidValue). */
 QC_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
 {
-	struct qcuda_args_func_attr a = { .attr = (uint32_t)attr, .value = (uint32_t)value };
 	uint64_t fh = 0;
 	cudaError_t e = func_of(func, &fh);
 
-	a.func = fh;
 	if (e == cudaSuccess)
-		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_FUNC_SET_ATTR, .args = &a,
-					      .args_len = sizeof(a) });
+		e = qc_req_func_set_attr(fh, (uint32_t)attr, value);
 	return qc_ret(e);
 }
 
@@ -91,21 +84,15 @@ QC_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n
 									 size_t dynamicSMemSize,
 									 unsigned int flags)
 {
-	struct qcuda_args_occupancy a = {
-		.dynamic_smem = dynamicSMemSize,
-		.block_size = (uint32_t)blockSize,
-		.flags = flags,
-	};
 	uint64_t fh = 0, n = 0;
 	cudaError_t e;
 
 	if (!numBlocks)
 		return qc_ret(cudaErrorInvalidValue);
 	e = func_of(func, &fh);
-	a.func = fh;
+	/* OCCUPANCY_BLOCKS reads no num_blocks: 0 */
 	if (e == cudaSuccess)
-		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_OCCUPANCY_BLOCKS, .args = &a,
-					      .args_len = sizeof(a), .value = &n });
+		e = qc_req_occupancy_blocks(fh, dynamicSMemSize, blockSize, flags, 0, &n);
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	*numBlocks = (int)n;
@@ -124,20 +111,15 @@ QC_API cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmem
 							     const void *func, int numBlocks,
 							     int blockSize)
 {
-	struct qcuda_args_occupancy a = {
-		.block_size = (uint32_t)blockSize,
-		.num_blocks = (uint32_t)numBlocks,
-	};
 	uint64_t fh = 0, bytes = 0;
 	cudaError_t e;
 
 	if (!dynamicSmemSize)
 		return qc_ret(cudaErrorInvalidValue);
 	e = func_of(func, &fh);
-	a.func = fh;
+	/* OCCUPANCY_SMEM reads neither dynamic_smem nor flags: 0 */
 	if (e == cudaSuccess)
-		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_OCCUPANCY_SMEM, .args = &a,
-					      .args_len = sizeof(a), .value = &bytes });
+		e = qc_req_occupancy_smem(fh, 0, blockSize, 0, numBlocks, &bytes);
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	*dynamicSmemSize = (size_t)bytes;

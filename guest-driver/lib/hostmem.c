@@ -17,20 +17,15 @@
 
 cudaError_t qc_host_unmap(uint64_t dev)
 {
-	struct qcuda_args_ptr a = { .ptr = dev };
-
-	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_HOST_UNMAP, .args = &a,
-					 .args_len = sizeof(a) });
+	return qc_req_host_unmap(dev);
 }
 
 static cudaError_t host_map_call(uint64_t gpa, uint64_t size, uint64_t *dev)
 {
-	struct qcuda_args_host_map a = { .gpa = gpa, .size = size };
 	cudaError_t e;
 
 	*dev = 0;
-	e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_HOST_MAP, .args = &a, .args_len = sizeof(a),
-				      .value = dev });
+	e = qc_req_host_map(gpa, size, dev);
 	if (e == cudaSuccess && *dev == 0) {
 		qc_msg("HOST_MAP returned a NULL device pointer");
 		e = cudaErrorUnknown;

@@ -50,6 +50,7 @@ static cudaError_t launch_as(struct qc_kernel *k, dim3 grid, dim3 block, void **
 		unsigned char b[sizeof(struct qcuda_args_launch) + QCUDA_MAX_PARAM_BYTES];
 	} buf;
 	unsigned char *params = buf.b + sizeof(buf.l);
+	uint32_t len;	/* the struct and the packed parameters after it */
 	uint64_t func;
 	cudaError_t e = qc_ready();
 
@@ -79,13 +80,12 @@ static cudaError_t launch_as(struct qc_kernel *k, dim3 grid, dim3 block, void **
 	buf.l.block[0] = block.x, buf.l.block[1] = block.y, buf.l.block[2] = block.z;
 	buf.l.shared_mem = (uint32_t)shmem;
 	buf.l.param_bytes = k->param_bytes;
+	len = (uint32_t)(sizeof(buf.l) + k->param_bytes);
 	/* Not posted: whether the grid fits on the device at once
 	 * (cudaErrorCooperativeLaunchTooLarge) is this call's answer, as in CUDA. */
 	if (cooperative)
-		return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_LAUNCH_COOPERATIVE, .args = &buf,
-						 .args_len = (uint32_t)(sizeof(buf.l) +
-									k->param_bytes) });
-	return qc_post(QCUDA_CMD_LAUNCH, &buf, (uint32_t)(sizeof(buf.l) + k->param_bytes));
+		return qc_req_launch_cooperative(&buf.l, len);
+	return qc_post_launch(&buf.l, len);
 }
 
 static cudaError_t launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,

@@ -22,12 +22,8 @@ cudaError_t qc_region_release(struct qc_region *r, int after_reset)
 	case QC_MEM_SYMBOL:
 		break;
 	case QC_MEM_DEVICE:
-		if (!after_reset) {
-			struct qcuda_args_ptr a = { .ptr = r->dev };
-
-			e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_FREE, .args = &a,
-						      .args_len = sizeof(a) });
-		}
+		if (!after_reset)
+			e = qc_req_free(r->dev);
 		if (r->reserved)
 			munmap((void *)(uintptr_t)r->res_start, r->map_len);
 		break;
@@ -82,7 +78,6 @@ void qc_mem_reset(void)
 
 QC_API cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
-	struct qcuda_args_malloc a = { .size = size };
 	struct qc_region *r;
 	uint64_t dev = 0;
 	cudaError_t e;
@@ -98,8 +93,7 @@ QC_API cudaError_t cudaMalloc(void **devPtr, size_t size)
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return qc_ret(cudaErrorMemoryAllocation);
-	e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MALLOC, .args = &a, .args_len = sizeof(a),
-				      .value = &dev });
+	e = qc_req_malloc(size, &dev);
 	if (e == cudaSuccess && dev == 0) {
 		qc_msg("MALLOC returned a NULL device pointer");
 		e = cudaErrorUnknown;

@@ -107,10 +107,8 @@ static cudaError_t module_get(struct qc_module *m, uint64_t *dev)
 {
 	unsigned int gen = atomic_load(&generation);
 	const struct fatbin_wrapper *w = m->fatbin;
-	struct qcuda_args_module_upload up;
-	struct qcuda_args_module_load ld;
 	struct fatbin_header h;
-	uint64_t size, handle = 0;
+	uint64_t size, id, handle = 0;
 	cudaError_t e;
 
 	pthread_mutex_lock(&m->lock);
@@ -137,16 +135,10 @@ static cudaError_t module_get(struct qc_module *m, uint64_t *dev)
 		}
 	}
 	if (e == cudaSuccess) {
-		up.upload_id = atomic_fetch_add(&next_upload_id, 1);
-		up.size = size;
-		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MODULE_UPLOAD, .args = &up,
-					      .args_len = sizeof(up), .dir = QT_TO_DEVICE,
-					      .data = (void *)w->data, .data_len = size });
-		if (e == cudaSuccess) {
-			ld.upload_id = up.upload_id;
-			e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MODULE_LOAD, .args = &ld,
-						      .args_len = sizeof(ld), .value = &handle });
-		}
+		id = atomic_fetch_add(&next_upload_id, 1);
+		e = qc_req_module_upload(id, size, (void *)w->data, size);
+		if (e == cudaSuccess)
+			e = qc_req_module_load(id, &handle);
 		qc_debug("module of %llu bytes: %s, handle %#llx", (unsigned long long)size,
 			 qc_error_name(e) ? qc_error_name(e) : "?", (unsigned long long)handle);
 	}
@@ -222,13 +214,9 @@ QC_API void __cudaUnregisterFatBinary(void **fatCubinHandle)
 			qc_mem_remove_symbol(v->dptr);
 		free(v);
 	}
-	if (m->gen == gen && m->err == cudaSuccess && m->dev) {
-		struct qcuda_args_handle a = { .handle = m->dev };
-
-		/* At exit: the context may be dead; closing the session frees it anyway. */
-		qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MODULE_UNLOAD, .args = &a,
-					  .args_len = sizeof(a) });
-	}
+	/* At exit: the context may be dead; closing the session frees it anyway. */
+	if (m->gen == gen && m->err == cudaSuccess && m->dev)
+		qc_req_module_unload(m->dev);
 	free(m);
 }
 
@@ -365,9 +353,7 @@ cudaError_t qc_kernel_get(struct qc_kernel *k, uint64_t *func)
 		memset(&a, 0, sizeof(a));
 		a.module = mod;
 		strcpy(a.name, k->device_name);
-		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_FUNC_GET, .args = &a,
-					      .args_len = sizeof(a), .out = fi,
-					      .out_len = sizeof(*fi), .value = &handle });
+		e = qc_req_func_get(&a, fi, &handle);
 		if (e == cudaSuccess && (fi->num_params > QCUDA_MAX_PARAMS ||
 					 fi->param_bytes > QCUDA_MAX_PARAM_BYTES)) {
 			qc_msg("%s takes %u bytes of parameters; qcuda passes at most %u",
@@ -449,9 +435,7 @@ cudaError_t qc_var_get(const void *symbol, uint64_t *dptr, uint64_t *size)
 			memset(&a, 0, sizeof(a));
 			a.module = mod;
 			strcpy(a.name, v->device_name);
-			e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_VAR_GET, .args = &a,
-						      .args_len = sizeof(a), .out = &out,
-						      .out_len = sizeof(out) });
+			e = qc_req_var_get(&a, &out);
 		}
 		if (e == cudaSuccess && !out.dptr) {
 			qc_msg("VAR_GET returned a NULL device pointer for %s", v->device_name);

@@ -47,7 +47,7 @@ static inline cudaError_t qc_req_device_reset(void)
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_DEVICE_RESET });
 }
 
-/* MEM_GET_INFO: no args, out mem_info */
+/* MEM_GET_INFO: cudaMemGetInfo; no args, out mem_info */
 static inline cudaError_t qc_req_mem_get_info(struct qcuda_out_mem_info *out)
 {
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEM_GET_INFO, .out = out, .out_len = sizeof(*out) });

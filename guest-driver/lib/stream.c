@@ -33,36 +33,33 @@ int qc_stream_known(cudaStream_t s, int ptds)
 	return special_stream(s) || qc_handle_known(QC_STREAM, qc_stream(s, ptds));
 }
 
-/* Records a new handle; a handle that cannot be recorded is given back. */
-static cudaError_t keep_handle(enum qc_handle_kind kind, uint64_t h, uint32_t destroy_cmd)
-{
-	struct qcuda_args_handle a = { .handle = h };
-	cudaError_t e = qc_handle_add(kind, h);
+typedef cudaError_t (*handle_req)(uint64_t handle);
 
+/*
+ * Records a new handle (of a stream or an event: destroy gives one back). It
+ * must not be one of the special values 0, 1 and 2 (NULL, cudaStreamLegacy
+ * and cudaStreamPerThread); a handle that cannot be recorded is given back.
+ */
+static cudaError_t keep_handle(enum qc_handle_kind kind, uint64_t h, handle_req destroy)
+{
+	cudaError_t e;
+
+	if (h <= QCUDA_STREAM_PER_THREAD) {
+		qc_msg("the backend returned the reserved handle %llu", (unsigned long long)h);
+		if (h)
+			destroy(h);
+		return cudaErrorUnknown;
+	}
+	e = qc_handle_add(kind, h);
 	if (e != cudaSuccess)
-		qc_call(&(struct qc_req){ .cmd = destroy_cmd, .args = &a, .args_len = sizeof(a) });
+		destroy(h);
 	return e;
-}
-
-/* A new handle must not be one of the special values. */
-static cudaError_t check_new_handle(uint64_t h, uint32_t destroy_cmd)
-{
-	struct qcuda_args_handle a = { .handle = h };
-
-	/* 0, 1 and 2 mean NULL, cudaStreamLegacy and cudaStreamPerThread. */
-	if (h > QCUDA_STREAM_PER_THREAD)
-		return cudaSuccess;
-	qc_msg("the backend returned the reserved handle %llu", (unsigned long long)h);
-	if (h)
-		qc_call(&(struct qc_req){ .cmd = destroy_cmd, .args = &a, .args_len = sizeof(a) });
-	return cudaErrorUnknown;
 }
 
 /* ---------------------------------------------------------------- streams */
 
 QC_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
 {
-	struct qcuda_args_stream_create a = { .flags = flags, .priority = (uint32_t)priority };
 	uint64_t h = 0;
 	cudaError_t e;
 
@@ -72,12 +69,9 @@ QC_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned 
 		return qc_ret(cudaErrorInvalidValue);
 	e = qc_ready();
 	if (e == cudaSuccess)
-		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_STREAM_CREATE, .args = &a,
-					      .args_len = sizeof(a), .value = &h });
+		e = qc_req_stream_create(flags, priority, &h);
 	if (e == cudaSuccess)
-		e = check_new_handle(h, QCUDA_CMD_STREAM_DESTROY);
-	if (e == cudaSuccess)
-		e = keep_handle(QC_STREAM, h, QCUDA_CMD_STREAM_DESTROY);
+		e = keep_handle(QC_STREAM, h, qc_req_stream_destroy);
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	*pStream = (cudaStream_t)(uintptr_t)h;
@@ -96,62 +90,117 @@ QC_API cudaError_t cudaStreamCreate(cudaStream_t *pStream)
 
 QC_API cudaError_t cudaStreamDestroy(cudaStream_t stream)
 {
-	struct qcuda_args_handle a = { .handle = (uint64_t)(uintptr_t)stream };
+	uint64_t h = (uint64_t)(uintptr_t)stream;
 	cudaError_t e = qc_ready();
 
 	if (e == cudaSuccess && special_stream(stream))
 		e = cudaErrorInvalidResourceHandle;
 	if (e == cudaSuccess)
-		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_STREAM_DESTROY, .args = &a,
-					      .args_len = sizeof(a) });
+		e = qc_req_stream_destroy(h);
 	if (e == cudaSuccess)
-		qc_handle_remove(QC_STREAM, a.handle);
+		qc_handle_remove(QC_STREAM, h);
 	return qc_ret(e);
 }
 
-static cudaError_t stream_cmd(uint32_t cmd, cudaStream_t stream, int ptds)
+static cudaError_t stream_sync(cudaStream_t stream, int ptds)
 {
-	struct qcuda_args_handle a = { .handle = qc_stream(stream, ptds) };
 	cudaError_t e = qc_ready();
 
 	if (e == cudaSuccess)
-		e = qc_call(&(struct qc_req){ .cmd = cmd, .args = &a, .args_len = sizeof(a) });
-	if (cmd == QCUDA_CMD_STREAM_SYNC)
-		e = qc_deferred(e);
-	return qc_ret(e);
+		e = qc_req_stream_sync(qc_stream(stream, ptds));
+	return qc_ret(qc_deferred(e));
 }
 
 QC_API cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
-	return stream_cmd(QCUDA_CMD_STREAM_SYNC, stream, 0);
+	return stream_sync(stream, 0);
 }
 
 QC_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
 QC_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
 {
-	return stream_cmd(QCUDA_CMD_STREAM_SYNC, stream, 1);
+	return stream_sync(stream, 1);
 }
 
 /* cudaSuccess or cudaErrorNotReady (which is not recorded as an error). */
+static cudaError_t stream_query(cudaStream_t stream, int ptds)
+{
+	cudaError_t e = qc_ready();
+
+	if (e == cudaSuccess)
+		e = qc_req_stream_query(qc_stream(stream, ptds));
+	return qc_ret(e);
+}
+
 QC_API cudaError_t cudaStreamQuery(cudaStream_t stream)
 {
-	return stream_cmd(QCUDA_CMD_STREAM_QUERY, stream, 0);
+	return stream_query(stream, 0);
 }
 
 QC_API cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream);
 QC_API cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)
 {
-	return stream_cmd(QCUDA_CMD_STREAM_QUERY, stream, 1);
+	return stream_query(stream, 1);
+}
+
+/* ------------------------------------------------ priorities and L2 lines */
+
+/* Either pointer may be NULL, as natively; the range is the context's. */
+QC_API cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+	struct qcuda_out_priority_range r;
+	cudaError_t e = qc_ready();
+
+	if (e == cudaSuccess)
+		e = qc_req_stream_priority_range(&r);
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	if (leastPriority)
+		*leastPriority = (int32_t)r.least;
+	if (greatestPriority)
+		*greatestPriority = (int32_t)r.greatest;
+	return cudaSuccess;
+}
+
+static cudaError_t stream_get_priority(cudaStream_t stream, int *priority, int ptds)
+{
+	uint64_t v = 0;
+	cudaError_t e = qc_ready();
+
+	if (e == cudaSuccess && !priority)
+		e = cudaErrorInvalidValue;
+	if (e == cudaSuccess)
+		e = qc_req_stream_get_priority(qc_stream(stream, ptds), &v);
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	*priority = (int)(int64_t)v;	/* a signed int, sign-extended on the wire */
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaStreamGetPriority(cudaStream_t stream, int *priority)
+{
+	return stream_get_priority(stream, priority, 0);
+}
+
+QC_API cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t stream, int *priority);
+QC_API cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t stream, int *priority)
+{
+	return stream_get_priority(stream, priority, 1);
+}
+
+QC_API cudaError_t cudaCtxResetPersistingL2Cache(void)
+{
+	cudaError_t e = qc_ready();
+
+	if (e == cudaSuccess)
+		e = qc_req_ctx_reset_persisting_l2();
+	return qc_ret(e);
 }
 
 static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, unsigned int flags,
 				     int ptds)
 {
-	struct qcuda_args_stream_wait_event a = {
-		.stream = qc_stream(stream, ptds),
-		.event = (uint64_t)(uintptr_t)event,
-		.flags = flags,
-	};
+	uint64_t ev = (uint64_t)(uintptr_t)event;
 	cudaError_t e = qc_ready();
 
 	if (e != cudaSuccess)
@@ -163,9 +212,9 @@ static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, uns
 	/* External waits only exist in stream capture, which qcuda lacks. */
 	if (flags & cudaEventWaitExternal)
 		return qc_ret(cudaErrorIllegalState);
-	if (!qc_handle_known(QC_EVENT, a.event) || !qc_stream_known(stream, ptds))
+	if (!qc_handle_known(QC_EVENT, ev) || !qc_stream_known(stream, ptds))
 		return qc_ret(cudaErrorInvalidResourceHandle);
-	return qc_ret(qc_post(QCUDA_CMD_STREAM_WAIT_EVENT, &a, sizeof(a)));
+	return qc_ret(qc_post_stream_wait_event(qc_stream(stream, ptds), ev, flags));
 }
 
 QC_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
@@ -194,8 +243,7 @@ static cudaError_t stream_set_attr(cudaStream_t stream, cudaStreamAttrID attr,
 	if (!value)
 		return cudaErrorInvalidValue;
 	memcpy(a.value, value, sizeof(a.value));
-	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_STREAM_SET_ATTR, .args = &a,
-					 .args_len = sizeof(a) });
+	return qc_req_stream_set_attr(&a);
 }
 
 static cudaError_t stream_get_attr(cudaStream_t stream, cudaStreamAttrID attr,
@@ -209,8 +257,7 @@ static cudaError_t stream_get_attr(cudaStream_t stream, cudaStreamAttrID attr,
 		return e;
 	if (!value)
 		return cudaErrorInvalidValue;
-	e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_STREAM_GET_ATTR, .args = &a,
-				      .args_len = sizeof(a), .out = &out, .out_len = sizeof(out) });
+	e = qc_req_stream_get_attr(&a, &out);
 	if (e == cudaSuccess)
 		memcpy(value, out.value, sizeof(out.value));
 	return e;
@@ -248,7 +295,6 @@ QC_API cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t stream, cudaStreamAt
 
 QC_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 {
-	struct qcuda_args_event_create a = { .flags = flags };
 	uint64_t h = 0;
 	cudaError_t e;
 
@@ -260,12 +306,9 @@ QC_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int fla
 		return qc_ret(cudaErrorInvalidValue);
 	e = qc_ready();
 	if (e == cudaSuccess)
-		e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_EVENT_CREATE, .args = &a,
-					      .args_len = sizeof(a), .value = &h });
+		e = qc_req_event_create(flags, &h);
 	if (e == cudaSuccess)
-		e = check_new_handle(h, QCUDA_CMD_EVENT_DESTROY);
-	if (e == cudaSuccess)
-		e = keep_handle(QC_EVENT, h, QCUDA_CMD_EVENT_DESTROY);
+		e = keep_handle(QC_EVENT, h, qc_req_event_destroy);
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	*event = (cudaEvent_t)(uintptr_t)h;
@@ -277,43 +320,41 @@ QC_API cudaError_t cudaEventCreate(cudaEvent_t *event)
 	return cudaEventCreateWithFlags(event, cudaEventDefault);
 }
 
-static cudaError_t event_cmd(uint32_t cmd, cudaEvent_t event)
+/* One of the event calls that take just the event: NULL is refused here. */
+static cudaError_t event_call(handle_req req, cudaEvent_t event)
 {
-	struct qcuda_args_handle a = { .handle = (uint64_t)(uintptr_t)event };
 	cudaError_t e = qc_ready();
 
 	if (e == cudaSuccess && !event)
 		e = cudaErrorInvalidResourceHandle;
 	if (e == cudaSuccess)
-		e = qc_call(&(struct qc_req){ .cmd = cmd, .args = &a, .args_len = sizeof(a) });
-	if (e == cudaSuccess && cmd == QCUDA_CMD_EVENT_DESTROY)
-		qc_handle_remove(QC_EVENT, a.handle);
-	if (cmd == QCUDA_CMD_EVENT_SYNC)
-		e = qc_deferred(e);
-	return qc_ret(e);
+		e = req((uint64_t)(uintptr_t)event);
+	return e;
 }
 
 QC_API cudaError_t cudaEventDestroy(cudaEvent_t event)
 {
-	return event_cmd(QCUDA_CMD_EVENT_DESTROY, event);
+	cudaError_t e = event_call(qc_req_event_destroy, event);
+
+	if (e == cudaSuccess)
+		qc_handle_remove(QC_EVENT, (uint64_t)(uintptr_t)event);
+	return qc_ret(e);
 }
 
 QC_API cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
-	return event_cmd(QCUDA_CMD_EVENT_SYNC, event);
+	return qc_ret(qc_deferred(event_call(qc_req_event_sync, event)));
 }
 
+/* cudaSuccess or cudaErrorNotReady (which is not recorded as an error). */
 QC_API cudaError_t cudaEventQuery(cudaEvent_t event)
 {
-	return event_cmd(QCUDA_CMD_EVENT_QUERY, event);
+	return qc_ret(event_call(qc_req_event_query, event));
 }
 
 static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned int flags, int ptds)
 {
-	struct qcuda_args_event_record a = {
-		.event = (uint64_t)(uintptr_t)event,
-		.stream = qc_stream(stream, ptds),
-	};
+	uint64_t ev = (uint64_t)(uintptr_t)event;
 	cudaError_t e = qc_ready();
 
 	if (e != cudaSuccess)
@@ -324,9 +365,9 @@ static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned
 		return qc_ret(cudaErrorInvalidResourceHandle);
 	if (flags & cudaEventRecordExternal)	/* capture only */
 		return qc_ret(cudaErrorIllegalState);
-	if (!qc_handle_known(QC_EVENT, a.event) || !qc_stream_known(stream, ptds))
+	if (!qc_handle_known(QC_EVENT, ev) || !qc_stream_known(stream, ptds))
 		return qc_ret(cudaErrorInvalidResourceHandle);
-	return qc_ret(qc_post(QCUDA_CMD_EVENT_RECORD, &a, sizeof(a)));
+	return qc_ret(qc_post_event_record(ev, qc_stream(stream, ptds)));
 }
 
 QC_API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
@@ -353,10 +394,6 @@ QC_API cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t
 
 QC_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 {
-	struct qcuda_args_event_elapsed a = {
-		.start = (uint64_t)(uintptr_t)start,
-		.end = (uint64_t)(uintptr_t)end,
-	};
 	struct qcuda_out_event_elapsed out;
 	cudaError_t e = qc_ready();
 	union { uint32_t u; float f; } v;
@@ -367,8 +404,7 @@ QC_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_
 		return qc_ret(cudaErrorInvalidResourceHandle);
 	if (!ms)
 		return qc_ret(cudaErrorInvalidValue);
-	e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_EVENT_ELAPSED, .args = &a,
-				      .args_len = sizeof(a), .out = &out, .out_len = sizeof(out) });
+	e = qc_req_event_elapsed((uint64_t)(uintptr_t)start, (uint64_t)(uintptr_t)end, &out);
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	v.u = out.ms_bits;

@@ -38,6 +38,7 @@ int main()
 	EXPECT(cudaStreamGetPriority(plain, &p), cudaSuccess);
 	qt_check(p == 0, "cudaStreamCreate's priority %d", p);
 	EXPECT(cudaStreamGetPriority(plain, NULL), cudaErrorInvalidValue);
+	EXPECT(cudaGetLastError(), cudaErrorInvalidValue);
 	OK(cudaStreamDestroy(plain));
 	p = 99;
 	EXPECT(cudaStreamGetPriority(0, &p), cudaSuccess);

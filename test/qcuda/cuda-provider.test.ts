@@ -204,15 +204,15 @@ function gpuTests(): void {
     }
     t.throws(() => provider.deviceProps(1), { instanceOf: CudaError, message: /no device 1/ });
     t.true(await provider.isRegistered(ram.addr, BigInt(RAM)), 'cuMemHostRegister(PORTABLE | DEVICEMAP) of the memfd mapping succeeded');
-    const info = await provider.memGetInfo(0);
+    const info = await provider.primary.memGetInfo();
     t.true(info.total > 0n && info.free > 0n && info.free <= info.total);
     t.true(info.total <= p.totalMem + (1n << 30n));
     const before = info.free;
     const big = await ctx.malloc(512n * BigInt(MiB));
-    const during = await provider.memGetInfo(0);
+    const during = await provider.primary.memGetInfo();
     t.true(before - during.free >= 500n * BigInt(MiB), `free went ${before} -> ${during.free}`);
+    t.is((await ctx.memGetInfo()).total, during.total, 'a session\'s context sees the device\'s memory, as natively');
     await ctx.free(big);
-    await rejectsWith(t, provider.memGetInfo(1), CudaErr.InvalidDevice);
   });
 
   test.serial('host <-> device round trips: many sizes and alignments, scattered segments, 256 MiB', async (t) => {
@@ -452,7 +452,7 @@ function gpuTests(): void {
   });
 
   test.serial('contexts: several at once, each with its own memory; destroy waits for running waits', async (t) => {
-    const info0 = await provider.memGetInfo(0);
+    const info0 = await provider.primary.memGetInfo();
     const cs = await Promise.all([0, 1, 2].map(() => provider.openContext(0)));
     const ptrs = await Promise.all(cs.map((c) => c.malloc(64n * BigInt(MiB))));
     await Promise.all(cs.map((c, i) => c.memset(ptrs[i], i + 1, 64n * BigInt(MiB), undefined, false)));
@@ -472,7 +472,7 @@ function gpuTests(): void {
     // contexts not freed by hand: destroying frees their memory (no free() calls)
     await cs[1].destroy();
     await cs[2].destroy();
-    const info1 = await provider.memGetInfo(0);
+    const info1 = await provider.primary.memGetInfo();
     const diff = Number(info0.free - info1.free) / MiB;
     t.true(Math.abs(diff) < 64, `free memory changed by ${diff} MiB`);
   });
@@ -609,7 +609,8 @@ function gpuTests(): void {
     const fd = native.memfdCreate('qcuda-isolated-test', size);
     const m = new native.Mapping(fd, size, 0);
     const view = new Uint8Array(m.window(0, size));
-    const iso = new IsolatedProvider(await createCudaProvider(0), { worker: { kind: 'cuda', gpu: 0 } });
+    const local = await createCudaProvider(0);
+    const iso = new IsolatedProvider(local, { worker: { kind: 'cuda', gpu: 0 } });
     try {
       iso.registerGuestMemory(m.address, BigInt(size), { fd, region: { gpa: 0n, size: BigInt(size), userAddr: 0n, mmapOffset: 0n } });
       native.close(fd); // the provider keeps a dup for its workers
@@ -637,7 +638,7 @@ function gpuTests(): void {
       const fresh = await iso.openContext(0);
       await fresh.moduleUnload((await fresh.moduleLoad(image)).ref);
       t.pass('a session opened after the fault loads a module');
-      t.true((await iso.memGetInfo(0)).free > 0n, 'the backend\'s own context still answers memGetInfo');
+      t.true((await local.primary.memGetInfo()).free > 0n, 'the backend\'s own context still answers memGetInfo');
       await fresh.destroy();
       await good.destroy();
     } finally {
@@ -651,15 +652,16 @@ function gpuTests(): void {
   test.serial('a session ended with a kernel that never ends: its worker is killed and its memory is back within seconds', async (t) => {
     const image = kernelsFatbin(t);
     if (!image) return;
-    const iso = new IsolatedProvider(await createCudaProvider(0), { worker: { kind: 'cuda', gpu: 0 } });
+    const local = await createCudaProvider(0);
+    const iso = new IsolatedProvider(local, { worker: { kind: 'cuda', gpu: 0 } });
     try {
-      const f0 = (await iso.memGetInfo(0)).free;
+      const f0 = (await local.primary.memGetInfo()).free;
       const x = await iso.openContext(0);
       await x.free(await x.malloc(1n));
-      const f1 = (await iso.memGetInfo(0)).free;
+      const f1 = (await local.primary.memGetInfo()).free;
       t.log(`one session's context (its worker's, before any module): ${(f0 - f1) >> 20n} MiB of device memory the quota does not count`);
       const spin = await x.functionGet((await x.moduleLoad(image)).ref, 'spin', 256);
-      const before = (await iso.memGetInfo(0)).free;
+      const before = (await local.primary.memGetInfo()).free;
       const GiB = 1n << 30n;
       await x.malloc(GiB);
       const flag = await x.malloc(4n);
@@ -668,14 +670,14 @@ function gpuTests(): void {
       p.setBigUint64(0, flag, true);
       await x.launch(spin.ref, [1, 1, 1], [1, 1, 1], 0, undefined, new Uint8Array(p.buffer));
       const sync = x.synchronize().then(() => 'returned', (e: Error) => e.message);
-      const held = (await iso.memGetInfo(0)).free;
+      const held = (await local.primary.memGetInfo()).free;
       t.true(before - held >= GiB, `the session holds its 1 GiB (${before - held} bytes)`);
       const t0 = Date.now();
       await x.destroy('exit'); // the guest process is gone (SESSION_CLOSE)
       let free = held;
       while (Date.now() - t0 < 20_000 && free < before - 64n * BigInt(MiB)) {
         await new Promise((r) => setTimeout(r, 50));
-        free = (await iso.memGetInfo(0)).free;
+        free = (await local.primary.memGetInfo()).free;
       }
       const ms = Date.now() - t0;
       t.log(`killed with an endless kernel running: memory back in ${ms} ms (free ${before} -> ${held} -> ${free})`);
@@ -694,7 +696,8 @@ function gpuTests(): void {
     const fd = native.memfdCreate('qcuda-alias-test', size);
     const m = new native.Mapping(fd, size, 0);
     const view = new Uint8Array(m.window(0, size));
-    const iso = new IsolatedProvider(await createCudaProvider(0), { worker: { kind: 'cuda', gpu: 0 } });
+    const local = await createCudaProvider(0);
+    const iso = new IsolatedProvider(local, { worker: { kind: 'cuda', gpu: 0 } });
     const peekFrom = async (x: ProviderContext, src: bigint): Promise<number[] | string> => {
       const peek = await x.functionGet((await x.moduleLoad(image)).ref, 'peek', 256);
       const out = await x.malloc(64n);
@@ -778,7 +781,8 @@ function gpuTests(): void {
     const image = kernelsFatbin(t);
     if (!image) return;
     const { checkImage } = await import('../../backend/src/qcuda/module-image');
-    const iso = new IsolatedProvider(await createCudaProvider(0), { worker: { kind: 'cuda', gpu: 0 } });
+    const local = await createCudaProvider(0);
+    const iso = new IsolatedProvider(local, { worker: { kind: 'cuda', gpu: 0 } });
     try {
       let x = await iso.openContext(0);
       const rnd = prng(77);

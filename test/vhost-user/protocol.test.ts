@@ -98,7 +98,7 @@ async function raw(sock: string, bytes: Uint8Array, closeAfter = false): Promise
 
 test.serial('broken framing ends only that connection; the server accepts the next frontend', async (t) => {
   const dev = new EchoDevice({ queues: 1 });
-  const { fe, sock, server } = connect(t, dev);
+  const { fe, sock, server, logged } = connect(t, dev);
   fe.close();
   await until(() => !server.connected);
   const header = (req: number, flags: number, size: number) => {
@@ -117,6 +117,8 @@ test.serial('broken framing ends only that connection; the server accepts the ne
   t.true(await raw(sock, encodeMessage(Req.SET_FEATURES, FLAG_VERSION, new Uint8Array(8)).subarray(0, 15), true), 'truncated payload');
   t.true(await raw(sock, encodeMessage(Req.GET_CONFIG, FLAG_VERSION, encodeConfig({ offset: 250, size: 8, flags: 0, data: new Uint8Array(8) }))), 'GET_CONFIG past the config space');
   t.true(await until(() => openFds() === before));
+  t.true(logged.some((l) => /connection closed: bad header: SET_MEM_TABLE payload of 1048576 bytes/.test(l)), 'the reason reaches the logger');
+  t.false(logged.some((l) => !l.startsWith('vhost-user: ')), 'each line names its source');
   const next = Frontend.connect(sock);
   t.teardown(() => next.close());
   await next.negotiate();

@@ -73,11 +73,12 @@ export interface GuestMemorySource {
 
 type RefOf<K extends HandleKind> = K extends 'stream' ? StreamRef | undefined : K extends 'event' ? EventRef : K extends 'module' ? ModuleRef : FunctionRef;
 type ArgFields<D> = D extends { args: infer S extends StructName } ? Fields<(typeof STRUCTS)[S]> : Record<string, never>;
+type OutFields<D> = D extends { out: infer S extends StructName } ? Fields<(typeof STRUCTS)[S]> : never;
 type OutInput<D> = D extends { out: infer S extends StructName } ? Required<FieldInput<(typeof STRUCTS)[S]>> : never;
 type ParamOf<D, P> = D extends { handles: infer H } ? (P extends keyof H ? (H[P] extends HandleKind ? RefOf<H[P]> : never) : ArgOf<D, P>) : ArgOf<D, P>;
 type ArgOf<D, P> = P extends keyof ArgFields<D> ? ArgFields<D>[P] : never;
 type ResultOf<D, R> = R extends 'none' ? void : R extends 'value' ? bigint : R extends 'signed' ? number : R extends 'ready' ? boolean
-  : R extends 'stream' ? StreamRef : R extends 'event' ? EventRef : R extends 'out' ? OutInput<D> : never;
+  : R extends 'stream' ? StreamRef : R extends 'event' ? EventRef : R extends 'out' ? OutInput<D> : R extends 'memory' ? OutFields<D> : never;
 type MethodOf<D> = D extends { context: { params: infer P extends readonly string[]; result: infer R } }
   ? (...args: { [I in keyof P]: ParamOf<D, P[I]> }) => Promise<ResultOf<D, R>>
   : never;
@@ -208,8 +209,6 @@ export interface Provider {
   deviceCount(): number;
   driverVersion(): number;
   deviceProps(device: number): DeviceProps;
-  /** Device-wide free and total bytes (the dispatcher applies the quota). */
-  memGetInfo(device: number): Promise<{ free: bigint; total: bigint }>;
   openContext(device: number, output?: OutputSink): Promise<ProviderContext>;
   /**
    * Guest RAM as it is mapped in this process: register so copies run at

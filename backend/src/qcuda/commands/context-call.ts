@@ -35,6 +35,19 @@ function checkFlags(name: string, x: ContextDecl, args: Record<string, unknown>)
   }
 }
 
+interface Memory {
+  free: bigint;
+  total: bigint;
+}
+
+/** Device memory as the VM sees it: its quota's limit as the total, what it has left as free. */
+function quotaView(c: Call, m: Memory): Memory {
+  const quota = c.session.vm.quota;
+  const left = quota.left;
+  if (left === undefined) return m;
+  return { free: left < m.free ? left : m.free, total: quota.limit < m.total ? quota.limit : m.total };
+}
+
 function reply(c: Call, d: CallDecl, x: ContextDecl, ctx: ProviderContext, r: unknown): Result {
   switch (x.result) {
     case 'none': return {};
@@ -42,6 +55,7 @@ function reply(c: Call, d: CallDecl, x: ContextDecl, ctx: ProviderContext, r: un
     case 'signed': return { value: BigInt.asUintN(64, BigInt(r as number)) };
     case 'ready': return { status: r ? CudaErr.Success : CudaErr.NotReady };
     case 'out': return { out: encode(d.out!, r as never) };
+    case 'memory': return { out: encode(d.out!, quotaView(c, r as Memory) as never) };
     case 'stream': return { value: c.session.addStream(ctx, r) };
     case 'event': return { value: c.session.addEvent(ctx, r) };
   }

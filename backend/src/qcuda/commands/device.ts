@@ -1,12 +1,11 @@
 // Commands of the device as a whole: version handshake, properties, the
-// current device, synchronize and reset, memory info (under the VM's quota)
-// and the context's limits.
+// current device, synchronize and reset, and the context's limits.
 import { checkLimit, limitBytes, limitReservesMemory, residentThreads } from '../attrs';
 import type { Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
 import { encode, QCUDA_CAP_GPU, QCUDA_NUM_ATTRS, QCUDA_PROTO_VERSION, Status } from '../proto';
 
-export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DEVICE_SYNC' | 'DEVICE_RESET' | 'MEM_GET_INFO' | 'LIMIT_SET' | 'LIMIT_GET'> = {
+export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DEVICE_SYNC' | 'DEVICE_RESET' | 'LIMIT_SET' | 'LIMIT_GET'> = {
   async HELLO(c) {
     if (c.args.proto_version !== QCUDA_PROTO_VERSION) return { status: Status.VERSION, value: BigInt(QCUDA_PROTO_VERSION) };
     const p = c.dev.provider;
@@ -42,18 +41,6 @@ export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DE
   DEVICE_SYNC: (c) => c.session.withContext((x) => x.synchronize()),
 
   DEVICE_RESET: (c) => c.session.reset(),
-
-  async MEM_GET_INFO(c) {
-    const info = await c.dev.provider.memGetInfo(c.session.device);
-    let { free: avail, total } = info;
-    const quota = c.session.vm.quota;
-    const left = quota.left;
-    if (left !== undefined) {
-      total = quota.limit < total ? quota.limit : total;
-      avail = left < avail ? left : avail;
-    }
-    return { out: encode('qcuda_out_mem_info', { free: avail, total }) };
-  },
 
   /**
    * The stack, heap and printf limits reserve device memory: what a value

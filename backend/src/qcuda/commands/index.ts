@@ -1,6 +1,7 @@
 // The command table: every command a session sends, with its run. Built
 // once from the command files; the compiler checks that every declared
-// command (wire/protocol.ts) has exactly one run, typed by its declaration.
+// command (wire/protocol.ts) has a run, typed by its declaration, and the
+// build that no command has two.
 import type { Call, Result, Run, Runs, SessionCmd } from '../command';
 import { CALLS, type CallDecl, type CmdName } from '../wire/protocol';
 import { batchRun } from './batch';
@@ -36,16 +37,38 @@ export function gateOf(name: SessionCmd, c: Call): Promise<unknown> | undefined 
   return e && g ? Promise.all([e, g]) : (e ?? g);
 }
 
+/** Each command in one group only: a spread would let a later run replace an earlier one unseen. */
+function disjoint(groups: Readonly<Record<string, object>>): void {
+  const owner = new Map<string, string>();
+  for (const [group, runs] of Object.entries(groups)) {
+    for (const cmd of Object.keys(runs)) {
+      const other = owner.get(cmd);
+      if (other !== undefined) throw new Error(`command ${cmd} has a run in ${other} and in ${group}`);
+      owner.set(cmd, group);
+    }
+  }
+}
+
 function build(): Runs<SessionCmd> {
   const context = contextCalls();
+  const groups = {
+    device: DEVICE_COMMANDS,
+    memory: MEMORY_COMMANDS,
+    stream: STREAM_COMMANDS,
+    module: MODULE_COMMANDS,
+    launch: LAUNCH_COMMANDS,
+    output: OUTPUT_COMMANDS,
+    context,
+  };
+  disjoint(groups);
   const runs: Runs<SessionCmd> = {
-    ...DEVICE_COMMANDS,
-    ...MEMORY_COMMANDS,
-    ...STREAM_COMMANDS,
-    ...MODULE_COMMANDS,
-    ...LAUNCH_COMMANDS,
-    ...OUTPUT_COMMANDS,
-    ...context,
+    ...groups.device,
+    ...groups.memory,
+    ...groups.stream,
+    ...groups.module,
+    ...groups.launch,
+    ...groups.output,
+    ...groups.context,
     BATCH: batchRun({
       MEMSET: MEMORY_COMMANDS.MEMSET,
       MEMCPY_DTOD: MEMORY_COMMANDS.MEMCPY_DTOD,

@@ -8,7 +8,7 @@
 //   only that session's context, never the others'.
 // - The provider itself holds the device's primary context, for what is not a
 //   session's: registering guest RAM (PORTABLE, so every context sees it as
-//   pinned; DEVICEMAP, for hostDevicePointer) and memGetInfo.
+//   pinned; DEVICEMAP, for hostDevicePointer).
 // - Stream and event refs are the addon's per-context ids (numbers); undefined
 //   is the legacy NULL stream.
 // - Device printf/assert output: the provider captures the process's stdout
@@ -309,11 +309,6 @@ export class CudaProvider implements Provider {
     this.#device(device);
     const p = this.#props;
     return { name: p.name, uuid: p.uuid.slice(), totalMem: p.totalMem, attrs: p.attrs.slice() };
-  }
-
-  async memGetInfo(device: number): Promise<{ free: bigint; total: bigint }> {
-    this.#device(device);
-    return this.primary.memGetInfo();
   }
 
   async openContext(device: number, output?: OutputSink): Promise<ProviderContext> {

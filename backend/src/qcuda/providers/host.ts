@@ -110,11 +110,6 @@ export class HostProvider implements Provider {
     return { name: HOST_DEVICE_NAME, uuid: new Uint8Array(16).fill(0x51), totalMem: this.totalMem, attrs };
   }
 
-  async memGetInfo(device: number): Promise<{ free: bigint; total: bigint }> {
-    checkDevice(device);
-    return { free: this.totalMem - this.used, total: this.totalMem };
-  }
-
   async openContext(device: number): Promise<ProviderContext> {
     checkDevice(device);
     return new HostContext(this);
@@ -212,6 +207,11 @@ class HostContext implements ProviderContext {
 
   async free(ptr: DevPtr): Promise<void> {
     this.p.release(ptr, this);
+  }
+
+  /** Device-wide, as natively: every context's allocations count. */
+  async memGetInfo(): Promise<{ free: bigint; total: bigint }> {
+    return { free: this.p.totalMem - this.p.used, total: this.p.totalMem };
   }
 
   async copyToDevice(dst: DevPtr, src: GuestSeg[], _s: StreamRef | undefined): Promise<void> {

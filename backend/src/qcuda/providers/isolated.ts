@@ -266,9 +266,6 @@ export class IsolatedProvider implements Provider {
   deviceProps(device: number): DeviceProps {
     return this.local.deviceProps(device);
   }
-  memGetInfo(device: number): Promise<{ free: bigint; total: bigint }> {
-    return this.local.memGetInfo(device);
-  }
 
   /** Worker pids (tests check that each is gone after destroy). */
   get workerPids(): number[] {

@@ -190,9 +190,11 @@ export interface ContextDecl {
    * none: no value; value: the u64 reply value; signed: an int as the reply
    * value; ready: cudaSuccess or cudaErrorNotReady (not ready either while a
    * host function holds the handle); out: the output struct's fields;
-   * stream / event: a new handle of that kind.
+   * stream / event: a new handle of that kind; memory: free and total bytes
+   * (the output struct's), as the VM sees them through its quota (a total
+   * of at most its limit, a free of at most what it has left).
    */
-  readonly result: 'none' | 'value' | 'signed' | 'ready' | 'out' | 'stream' | 'event';
+  readonly result: 'none' | 'value' | 'signed' | 'ready' | 'out' | 'stream' | 'event' | 'memory';
   /** Argument fields holding flags, and the bits each admits (others: cudaErrorInvalidValue). */
   readonly flags?: Readonly<Record<string, number>>;
 }
@@ -249,7 +251,13 @@ export const CALLS = {
   SET_DEVICE: { cmd: 18, side: 'backend', args: 'qcuda_args_device', doc: '' },
   DEVICE_SYNC: { cmd: 19, side: 'context', stream: 'all', syncs: true, doc: 'cudaDeviceSynchronize' },
   DEVICE_RESET: { cmd: 20, side: 'backend', doc: 'frees the session\'s resources' },
-  MEM_GET_INFO: { cmd: 21, side: 'backend', out: 'qcuda_out_mem_info', doc: '' },
+  MEM_GET_INFO: {
+    cmd: 21,
+    side: 'context',
+    out: 'qcuda_out_mem_info',
+    doc: 'cudaMemGetInfo',
+    context: { method: 'memGetInfo', params: [], result: 'memory' },
+  },
   MALLOC: { cmd: 22, side: 'context', args: 'qcuda_args_malloc', doc: '', value: 'the device pointer' },
   FREE: { cmd: 23, side: 'context', args: 'qcuda_args_ptr', doc: '' },
   MEMCPY_HTOD: { cmd: 24, side: 'context', args: 'qcuda_args_memcpy', data: 'to', stream: 'stream', handles: { stream: 'stream' }, doc: 'src unused' },
