@@ -30,7 +30,7 @@ test: node vm
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node_modules/.bin/ava
 
 # The library and device tests alone (no QEMU, no guest).
-test-unit: node
+test-unit: node guest-libcuda
 	node_modules/.bin/ava 'dist/test/addon/**' 'dist/test/vhost-user/**' 'dist/test/qcuda/**' 'dist/test/cli/**'
 
 run: node vm
@@ -46,6 +46,7 @@ include qemu-patches/qemu.mk
 include vm-images/vm.mk
 include guest-driver/guest.mk
 include guest-driver/lib/lib.mk
+include guest-driver/libcuda/libcuda.mk
 
 # Everything a GPU machine needs (no network, no Node.js there) in .carry/;
 # then on it: bash test/gpu/run.sh (the device tool carries .carry).

@@ -26,6 +26,11 @@ int qc_current_device(void)
 	return current_device;
 }
 
+void qc_set_thread_device(int device)
+{
+	current_device = device;
+}
+
 /* The session has one current device; CUDA has one per thread. Switch the
  * session when the calling thread's differs (only with several devices). */
 cudaError_t qc_sync_device(void)
@@ -106,7 +111,7 @@ QC_API cudaError_t cudaInitDevice(int device, unsigned int deviceFlags, unsigned
 }
 
 /* The device's properties from the backend, cached (they do not change). */
-static cudaError_t get_props(int device, const struct qcuda_out_device_props **out)
+cudaError_t qc_device_props(int device, const struct qcuda_out_device_props **out)
 {
 	struct qcuda_args_device a = { .device = (uint32_t)device };
 	struct qcuda_out_device_props *p;
@@ -156,7 +161,7 @@ QC_API cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, 
 		return qc_ret(cudaErrorInvalidDevice);
 	if (!value || (int)attr < 1 || (int)attr >= QC_ATTR_MAX || (int)attr >= QCUDA_NUM_ATTRS)
 		return qc_ret(cudaErrorInvalidValue);
-	e = get_props(device, &p);
+	e = qc_device_props(device, &p);
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	*value = (int)p->attrs[attr];
@@ -176,7 +181,7 @@ QC_API cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int devi
 		return qc_ret(e);
 	if (device < 0 || device >= qc.device_count)
 		return qc_ret(cudaErrorInvalidDevice);
-	e = get_props(device, &p);
+	e = qc_device_props(device, &p);
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	a = p->attrs;

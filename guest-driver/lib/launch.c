@@ -41,9 +41,13 @@ QC_API cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, siz
 	return cudaSuccess;
 }
 
-/* cooperative: cudaLaunchCooperativeKernel's launch, every block resident at once. */
-static cudaError_t launch_as(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
-			     cudaStream_t stream, int ptds, int cooperative)
+/* The launch of k with its parameters packed by pack(); cooperative:
+ * cudaLaunchCooperativeKernel's launch, every block resident at once. */
+static cudaError_t launch_with(struct qc_kernel *k, dim3 grid, dim3 block, size_t shmem,
+			       cudaStream_t stream, int ptds, int cooperative,
+			       cudaError_t (*pack)(const struct qc_kernel *k, unsigned char *params,
+						   const void *src, size_t size),
+			       const void *src, size_t size)
 {
 	union {
 		struct qcuda_args_launch l;
@@ -64,16 +68,12 @@ static cudaError_t launch_as(struct qc_kernel *k, dim3 grid, dim3 block, void **
 	if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z ||
 	    shmem > UINT32_MAX)
 		return cudaErrorInvalidValue;	/* what CUDA 13 answers (H100, driver 580) */
-	if (k->num_params && !args)
-		return cudaErrorInvalidValue;
 	if (!qc_stream_known(stream, ptds))
 		return cudaErrorInvalidResourceHandle;
 	memset(&buf, 0, sizeof(buf.l) + k->param_bytes);
-	for (uint32_t i = 0; i < k->num_params; i++) {
-		if (!args[i])
-			return cudaErrorInvalidValue;
-		memcpy(params + k->offset[i], args[i], k->size[i]);
-	}
+	e = pack(k, params, src, size);
+	if (e != cudaSuccess)
+		return e;
 	buf.l.func = func;
 	buf.l.stream = qc_stream(stream, ptds);
 	buf.l.grid[0] = grid.x, buf.l.grid[1] = grid.y, buf.l.grid[2] = grid.z;
@@ -88,10 +88,49 @@ static cudaError_t launch_as(struct qc_kernel *k, dim3 grid, dim3 block, void **
 	return qc_post_launch(&buf.l, len);
 }
 
+/* args: one pointer per parameter, each copied at its offset in the layout. */
+static cudaError_t pack_args(const struct qc_kernel *k, unsigned char *params, const void *src,
+			     size_t size)
+{
+	void *const *args = src;
+
+	(void)size;
+	if (k->num_params && !args)
+		return cudaErrorInvalidValue;
+	for (uint32_t i = 0; i < k->num_params; i++) {
+		if (!args[i])
+			return cudaErrorInvalidValue;
+		memcpy(params + k->offset[i], args[i], k->size[i]);
+	}
+	return cudaSuccess;
+}
+
+/* src: the parameters already in the layout, size bytes (must be its size). */
+static cudaError_t pack_copy(const struct qc_kernel *k, unsigned char *params, const void *src,
+			     size_t size)
+{
+	if (size != k->param_bytes || (size && !src))
+		return cudaErrorInvalidValue;
+	memcpy(params, src, size);
+	return cudaSuccess;
+}
+
+cudaError_t qc_launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
+		      cudaStream_t stream, int ptds, int cooperative)
+{
+	return launch_with(k, grid, block, shmem, stream, ptds, cooperative, pack_args, args, 0);
+}
+
+cudaError_t qc_launch_packed(struct qc_kernel *k, dim3 grid, dim3 block, const void *params,
+			     size_t size, size_t shmem, cudaStream_t stream, int ptds, int cooperative)
+{
+	return launch_with(k, grid, block, shmem, stream, ptds, cooperative, pack_copy, params, size);
+}
+
 static cudaError_t launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
 			  cudaStream_t stream, int ptds)
 {
-	return launch_as(k, grid, block, args, shmem, stream, ptds, 0);
+	return qc_launch(k, grid, block, args, shmem, stream, ptds, 0);
 }
 
 QC_API cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun)
@@ -140,7 +179,7 @@ QC_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 bl
 QC_API cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim,
 					       void **args, size_t sharedMem, cudaStream_t stream)
 {
-	return qc_ret(launch_as(qc_kernel_by_func(func), gridDim, blockDim, args, sharedMem, stream,
+	return qc_ret(qc_launch(qc_kernel_by_func(func), gridDim, blockDim, args, sharedMem, stream,
 			       0, 1));
 }
 
@@ -151,7 +190,7 @@ QC_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridD
 						    void **args, size_t sharedMem,
 						    cudaStream_t stream)
 {
-	return qc_ret(launch_as(qc_kernel_by_func(func), gridDim, blockDim, args, sharedMem, stream,
+	return qc_ret(qc_launch(qc_kernel_by_func(func), gridDim, blockDim, args, sharedMem, stream,
 			       1, 1));
 }
 
@@ -181,7 +220,7 @@ static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func,
 		       "returning cudaErrorNotSupported", (int)a->id);
 		return cudaErrorNotSupported;
 	}
-	return launch_as(qc_kernel_find(func), config->gridDim, config->blockDim, args,
+	return qc_launch(qc_kernel_find(func), config->gridDim, config->blockDim, args,
 			 config->dynamicSmemBytes, config->stream, ptds, cooperative);
 }
 

@@ -15,6 +15,10 @@
  *
  * Handles are valid for one "generation": cudaDeviceReset frees them in the
  * backend and bumps it (qc_module_reset), and the next use loads again.
+ *
+ * The driver API (../libcuda) adds modules of its own images (a fat binary,
+ * cubin or PTX: cuLibraryLoadData, cuModuleLoadData), kernels and globals
+ * looked up by name in them, with the same lazy loading.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -43,7 +47,10 @@ struct fatbin_header {
 
 struct qc_module {
 	void *handle;		/* what the program holds is &module->handle */
-	const struct fatbin_wrapper *fatbin;
+	const struct fatbin_wrapper *fatbin;	/* registered by nvcc's host code, or */
+	const void *image;	/* a driver-API image of image_size bytes */
+	uint64_t image_size;
+	void *owned;		/* image, when the library holds a copy */
 	int complete;		/* __cudaRegisterFatBinaryEnd seen */
 	pthread_mutex_t lock;	/* serialises loading */
 	unsigned int gen;	/* generation of dev/err; 0: never */
@@ -54,8 +61,9 @@ struct qc_module {
 
 struct qc_var {
 	struct qc_module *module;
-	const void *host_var;
+	const void *host_var;	/* NULL for a driver-API global */
 	const char *device_name;
+	char *owned_name;	/* device_name, for a driver-API global */
 	size_t size;
 	int constant, managed;
 	pthread_mutex_t lock;
@@ -108,7 +116,8 @@ static cudaError_t module_get(struct qc_module *m, uint64_t *dev)
 	unsigned int gen = atomic_load(&generation);
 	const struct fatbin_wrapper *w = m->fatbin;
 	struct fatbin_header h;
-	uint64_t size, id, handle = 0;
+	const void *data = NULL;
+	uint64_t size = 0, id, handle = 0;
 	cudaError_t e;
 
 	pthread_mutex_lock(&m->lock);
@@ -119,11 +128,15 @@ static cudaError_t module_get(struct qc_module *m, uint64_t *dev)
 		return e;
 	}
 	e = cudaSuccess;
-	if (!w || w->magic != FATBIN_WRAPPER_MAGIC || !w->data) {
+	if (m->image) {
+		data = m->image;
+		size = m->image_size;
+	} else if (!w || w->magic != FATBIN_WRAPPER_MAGIC || !w->data) {
 		qc_msg("a module's fat binary wrapper is not one nvcc makes");
 		e = cudaErrorInvalidKernelImage;
 	} else {
 		memcpy(&h, w->data, sizeof(h));
+		data = w->data;
 		size = (uint64_t)h.header_size + h.fat_size;
 		if (h.magic != FATBIN_MAGIC || h.header_size < sizeof(h)) {
 			qc_msg("a module's fat binary has an unknown header (magic %#x)", h.magic);
@@ -136,7 +149,7 @@ static cudaError_t module_get(struct qc_module *m, uint64_t *dev)
 	}
 	if (e == cudaSuccess) {
 		id = atomic_fetch_add(&next_upload_id, 1);
-		e = qc_req_module_upload(id, size, (void *)w->data, size);
+		e = qc_req_module_upload(id, size, (void *)data, size);
 		if (e == cudaSuccess)
 			e = qc_req_module_load(id, &handle);
 		qc_debug("module of %llu bytes: %s, handle %#llx", (unsigned long long)size,
@@ -159,15 +172,14 @@ void qc_module_reset(void)
 	atomic_fetch_add(&generation, 1);
 }
 
-QC_API void __cudaUnregisterFatBinary(void **fatCubinHandle)
+/* Forgets m, its kernels and variables, and unloads it if it is loaded. */
+static void module_remove(struct qc_module *m)
 {
-	struct qc_module *m = module_of(fatCubinHandle), **pm;
+	struct qc_module **pm;
 	struct qc_kernel *dead_k = NULL, **pk;
 	struct qc_var *dead_v = NULL, **pv;
 	unsigned int gen = atomic_load(&generation);
 
-	if (!m)
-		return;
 	pthread_mutex_lock(&reg_lock);
 	for (pk = &kernels; *pk;) {
 		struct qc_kernel *k = *pk;
@@ -204,6 +216,7 @@ QC_API void __cudaUnregisterFatBinary(void **fatCubinHandle)
 		dead_k = k->next;
 		free(k->offset);
 		free(k->size);
+		free(k->owned_name);
 		free(k);
 	}
 	while (dead_v) {
@@ -212,12 +225,22 @@ QC_API void __cudaUnregisterFatBinary(void **fatCubinHandle)
 		dead_v = v->next;
 		if (v->gen == gen && v->err == cudaSuccess)
 			qc_mem_remove_symbol(v->dptr);
+		free(v->owned_name);
 		free(v);
 	}
 	/* At exit: the context may be dead; closing the session frees it anyway. */
 	if (m->gen == gen && m->err == cudaSuccess && m->dev)
 		qc_req_module_unload(m->dev);
+	free(m->owned);
 	free(m);
+}
+
+QC_API void __cudaUnregisterFatBinary(void **fatCubinHandle)
+{
+	struct qc_module *m = module_of(fatCubinHandle);
+
+	if (m)
+		module_remove(m);
 }
 
 QC_API void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun,
@@ -400,13 +423,11 @@ cudaError_t qc_kernel_get(struct qc_kernel *k, uint64_t *func)
 /* -------------------------------------------------------------- variables */
 
 /* The device range of the variable whose host shadow is symbol. */
+static cudaError_t var_load(struct qc_var *v, uint64_t *dptr, uint64_t *size);
+
 cudaError_t qc_var_get(const void *symbol, uint64_t *dptr, uint64_t *size)
 {
-	unsigned int gen = atomic_load(&generation);
-	struct qcuda_args_symbol a;
-	struct qcuda_out_var_info out;
 	struct qc_var *v;
-	uint64_t mod;
 	cudaError_t e = qc_ready();
 
 	if (e != cudaSuccess)
@@ -417,6 +438,19 @@ cudaError_t qc_var_get(const void *symbol, uint64_t *dptr, uint64_t *size)
 	pthread_mutex_unlock(&reg_lock);
 	if (!v)
 		return cudaErrorInvalidSymbol;
+	return var_load(v, dptr, size);
+}
+
+/* v's device range in the current generation, loading its module and
+ * looking it up (VAR_GET) if need be. */
+static cudaError_t var_load(struct qc_var *v, uint64_t *dptr, uint64_t *size)
+{
+	unsigned int gen = atomic_load(&generation);
+	struct qcuda_args_symbol a;
+	struct qcuda_out_var_info out;
+	uint64_t mod;
+	cudaError_t e;
+
 	if (v->managed) {
 		qc_msg("__managed__ variables are not supported by qcuda (%s): returning "
 		       "cudaErrorNotSupported", v->device_name);
@@ -458,4 +492,107 @@ cudaError_t qc_var_get(const void *symbol, uint64_t *dptr, uint64_t *size)
 	*dptr = out.dptr;
 	*size = out.size;
 	return e;
+}
+
+/* ------------------------------------------------- driver-API modules */
+
+struct qc_module *qc_module_add_image(const void *image, uint64_t size, int copy)
+{
+	struct qc_module *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return NULL;
+	if (copy) {
+		m->owned = malloc(size);
+		if (!m->owned) {
+			free(m);
+			return NULL;
+		}
+		memcpy(m->owned, image, size);
+		image = m->owned;
+	}
+	m->image = image;
+	m->image_size = size;
+	m->complete = 1;
+	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_lock(&reg_lock);
+	m->next = modules;
+	modules = m;
+	pthread_mutex_unlock(&reg_lock);
+	return m;
+}
+
+int qc_module_known(const struct qc_module *m)
+{
+	const struct qc_module *p;
+
+	pthread_mutex_lock(&reg_lock);
+	for (p = modules; p && p != m; p = p->next)
+		;
+	pthread_mutex_unlock(&reg_lock);
+	return p != NULL;
+}
+
+cudaError_t qc_module_load(struct qc_module *m)
+{
+	uint64_t dev;
+
+	return module_get(m, &dev);
+}
+
+void qc_module_remove(struct qc_module *m)
+{
+	module_remove(m);
+}
+
+struct qc_kernel *qc_module_kernel(struct qc_module *m, const char *name)
+{
+	struct qc_kernel *k;
+
+	pthread_mutex_lock(&reg_lock);
+	for (k = kernels; k && !(k->module == m && !k->host_fun && !strcmp(k->device_name, name));
+	     k = k->next)
+		;
+	if (!k && (k = calloc(1, sizeof(*k)))) {
+		k->owned_name = strdup(name);
+		if (!k->owned_name) {
+			free(k);
+			k = NULL;
+		} else {
+			k->module = m;
+			k->device_name = k->owned_name;
+			pthread_mutex_init(&k->lock, NULL);
+			k->next = kernels;
+			kernels = k;
+		}
+	}
+	pthread_mutex_unlock(&reg_lock);
+	return k;
+}
+
+cudaError_t qc_module_global(struct qc_module *m, const char *name, uint64_t *dptr, uint64_t *size)
+{
+	struct qc_var *v;
+
+	pthread_mutex_lock(&reg_lock);
+	for (v = vars; v && !(v->module == m && !v->host_var && !strcmp(v->device_name, name));
+	     v = v->next)
+		;
+	if (!v && (v = calloc(1, sizeof(*v)))) {
+		v->owned_name = strdup(name);
+		if (!v->owned_name) {
+			free(v);
+			v = NULL;
+		} else {
+			v->module = m;
+			v->device_name = v->owned_name;
+			pthread_mutex_init(&v->lock, NULL);
+			v->next = vars;
+			vars = v;
+		}
+	}
+	pthread_mutex_unlock(&reg_lock);
+	if (!v)
+		return cudaErrorMemoryAllocation;
+	return var_load(v, dptr, size);
 }

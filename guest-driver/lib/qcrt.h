@@ -110,6 +110,12 @@ void qc_sticky_clear(void);
 /* ---- device.c ---- */
 
 int qc_current_device(void);
+/* Makes device the calling thread's current device (libcuda: the device of
+ * the thread's current context); the session follows at the next call. */
+void qc_set_thread_device(int device);
+/* The device's properties and attributes, fetched once (device checked by
+ * the caller). */
+cudaError_t qc_device_props(int device, const struct qcuda_out_device_props **out);
 /* The session has one current device; CUDA has one per thread: switches the
  * session to the calling thread's if they differ (SET_DEVICE, only with
  * several devices). */
@@ -218,6 +224,7 @@ struct qc_kernel {
 	uint64_t func;		/* function handle */
 	uint32_t num_params, param_bytes;
 	uint32_t *offset, *size;	/* the layout, set once */
+	char *owned_name;	/* device_name, for a driver-API kernel */
 	struct qc_kernel *next;
 };
 
@@ -237,6 +244,35 @@ cudaError_t qc_kernel_get(struct qc_kernel *k, uint64_t *func);
 /* The device range of the variable whose host shadow is symbol (VAR_GET on
  * first use in a generation); checks qc_ready() first. */
 cudaError_t qc_var_get(const void *symbol, uint64_t *dptr, uint64_t *size);
+
+/* The driver API's modules (../libcuda): an image (fat binary, cubin or
+ * PTX) of size bytes, loaded at first use like a registered one; copy: the
+ * library keeps its own copy (else the caller keeps image alive). NULL if
+ * out of memory. */
+struct qc_module *qc_module_add_image(const void *image, uint64_t size, int copy);
+/* Whether m is a module the library holds (a handle from the program). */
+int qc_module_known(const struct qc_module *m);
+/* Loads m now, if it is not loaded (cuModuleLoad* report image errors at once). */
+cudaError_t qc_module_load(struct qc_module *m);
+/* Unloads m and forgets it with its kernels and globals. */
+void qc_module_remove(struct qc_module *m);
+/* The kernel of m named name, found or made (not looked up yet: see
+ * qc_kernel_get); NULL if out of memory. */
+struct qc_kernel *qc_module_kernel(struct qc_module *m, const char *name);
+/* A global of m: its device range (VAR_GET on first use), known to copies
+ * as device memory. */
+cudaError_t qc_module_global(struct qc_module *m, const char *name, uint64_t *dptr, uint64_t *size);
+
+/* ---- launch.c ---- */
+
+/* Launches k (its layout packs args: one pointer per parameter) on stream;
+ * cooperative: every block resident at once (answered at once, not posted). */
+cudaError_t qc_launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
+		      cudaStream_t stream, int ptds, int cooperative);
+/* The same with the parameters already packed in the kernel's layout
+ * (cuLaunchKernel's `extra` form): size must be the layout's size. */
+cudaError_t qc_launch_packed(struct qc_kernel *k, dim3 grid, dim3 block, const void *params,
+			     size_t size, size_t shmem, cudaStream_t stream, int ptds, int cooperative);
 
 /* ---- stream.c ---- */
 

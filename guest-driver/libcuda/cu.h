@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * qcuda's libcuda.so.1: internal declarations.
+ *
+ * The guest's CUDA driver API, for programs built with nvcc's defaults
+ * (static cudart), programs written against the driver API, and NVIDIA's
+ * libraries (each embeds a static cudart). It is built from this directory
+ * plus every object of the runtime library (../lib): the driver API is
+ * served by the same session, the same range maps of allocations, the same
+ * posted-work batches and module loading as qcuda's libcudart.so.13, with
+ * the runtime's cuda* names kept local (libcuda.map exports cu* only).
+ *
+ * Entry points are defined under the names cuda.h gives today's ABI (it
+ * #defines cuMemAlloc to cuMemAlloc_v2): the files here write those names
+ * out. Older ABIs (cuMemAlloc taking 32-bit sizes) and the _ptsz/_ptds
+ * variants are declared where they are defined.
+ *
+ * Files: entry.c (cuInit, versions, cuGetExportTable), procaddr.c and the
+ * generated procs.c (cuGetProcAddress), export.c (the tables cudart asks
+ * for), integrity.c (the runtime's integrity check), context.c (primary and
+ * created contexts, the current context per thread, context-local storage),
+ * device.c (devices and their attributes), memory.c (allocations, copies,
+ * memsets, pointer attributes), stream.c (streams and events), module.c
+ * (libraries, modules, kernels, functions, globals), launch.c (launches,
+ * function attributes, occupancy), errors.c (CUresult names, strings and the
+ * mapping from the runtime's cudaError_t), the generated stubs.c (every
+ * other name of cuda.h: CUDA_ERROR_NOT_SUPPORTED).
+ */
+#ifndef QCUDA_CU_H
+#define QCUDA_CU_H
+
+#include <cuda.h>
+
+#include "../lib/qcrt.h"
+
+/* ---- errors.c ---- */
+
+/* The driver API's status for what the runtime layer returned. */
+CUresult cu_result(cudaError_t e);
+/* For entry points qcuda does not implement: notes the name once on stderr
+ * ("qcuda: cuFoo is not supported") and returns CUDA_ERROR_NOT_SUPPORTED. */
+CUresult cu_unsupported(const char *name, int *warned);
+
+/* ---- procaddr.c / procs.c ---- */
+
+/* One row of the generated cuGetProcAddress table: the entry point of `name`
+ * for programs built against CUDA `version` and later (until the next row of
+ * the same name and stream kind), ptds: the per-thread default stream one. */
+struct cu_proc {
+	const char *name;
+	int version;
+	int ptds;
+	void *fn;
+};
+extern const struct cu_proc cu_procs[];
+extern const unsigned int cu_nprocs;
+
+/* ---- context.c ---- */
+
+/* cuInit has succeeded. */
+extern int cu_initialized;
+/* Checks that cuInit ran and the thread has a current context, and points
+ * the runtime layer's per-thread device at its device. */
+CUresult cu_enter(void);
+/* The device's primary context (not retained, as cudart's interface asks). */
+CUresult cu_primary_ctx(CUdevice dev, CUcontext *pctx);
+/* CONTEXT_LOCAL_STORAGE (export.c's table). */
+CUresult cu_cls_put(CUcontext ctx, void *key, void *value,
+		    void (*dtor)(CUcontext, void *, void *));
+CUresult cu_cls_delete(CUcontext ctx, void *key);
+CUresult cu_cls_get(void **value, CUcontext ctx, void *key);
+
+/* ---- device.c ---- */
+
+/* Checks cuInit ran and dev is a device. */
+CUresult cu_device_check(CUdevice dev);
+
+/* ---- module.c ---- */
+
+/* A CUkernel or CUfunction the program holds (both are a kernel of the
+ * runtime layer), or NULL. */
+struct qc_kernel *cu_kernel(const void *h);
+
+#endif

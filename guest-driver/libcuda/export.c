@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cuGetExportTable: the private tables CUDA's runtime (and each library
+ * that embeds it) asks libcuda for, by UUID. None can be forwarded to the
+ * host: they hand over guest addresses, guest callbacks and per-process
+ * state, so they are served here. Names as ZLUDA uses them; slot 0 of each
+ * is the table's size in bytes. A slot the runtime was never seen calling
+ * is NULL: a call there crashes loudly rather than doing something wrong.
+ * ../../shared/notes/libcuda.md lists what each caller uses.
+ */
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cu.h"
+#include "integrity.h"
+
+#define SLOTS(n) ((void *)(uintptr_t)((n) * sizeof(void *)))
+
+/* ---- CUDART_INTERFACE: [2] a device's primary context (not retained). */
+static CUresult cudart_primary_ctx(CUcontext *pctx, CUdevice dev)
+{
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	return cu_primary_ctx(dev, pctx);
+}
+
+/* [7] is called with one argument at start-up and returns nothing. */
+static void cudart_fn7(uintptr_t arg)
+{
+	(void)arg;
+}
+
+/* [12] loads the PTX compiler and others natively: nothing to load here. */
+static CUresult cudart_load_compilers(void)
+{
+	return CUDA_SUCCESS;
+}
+
+static void *const cudart_interface[13] = {
+	[0] = SLOTS(13), [2] = (void *)cudart_primary_ctx, [7] = (void *)cudart_fn7,
+	[12] = (void *)cudart_load_compilers,
+};
+
+/* ---- TOOLS_RUNTIME_CALLBACK_HOOKS: [2] and [6] hand out buffers the
+ * runtime writes its tools state into (sized generously: the unit of the
+ * size it reads is not known). */
+static uint64_t tools_buffer1[1024], tools_buffer2[14];
+
+static void tools_get_buffer1(void **ptr, size_t *size)
+{
+	*ptr = tools_buffer1;
+	*size = sizeof(tools_buffer1) / sizeof(tools_buffer1[0]);
+}
+
+static void tools_get_buffer2(void **ptr, size_t *size)
+{
+	*ptr = tools_buffer2;
+	*size = sizeof(tools_buffer2) / sizeof(tools_buffer2[0]);
+}
+
+static void *const tools_callback_hooks[7] = {
+	[0] = SLOTS(7), [2] = (void *)tools_get_buffer1, [6] = (void *)tools_get_buffer2,
+};
+
+/* ---- TOOLS_TLS: only its size is read by the runtime. */
+static void *const tools_tls[4] = { [0] = SLOTS(4) };
+
+/* ---- CONTEXT_LOCAL_STORAGE: per-context values the runtime keeps its
+ * state in (context.c), asked for on nearly every runtime call. */
+static void *const context_local_storage[4] = {
+	(void *)cu_cls_put, (void *)cu_cls_delete, (void *)cu_cls_get, NULL,
+};
+
+/* ---- CONTEXT_CHECKS: [2] at activation and synchronize, [3] once. */
+static CUresult context_check(CUcontext ctx, uint32_t *result, const void **unused)
+{
+	(void)ctx;
+	(void)unused;
+	if (result)
+		*result = 0;
+	return CUDA_SUCCESS;
+}
+
+static uint32_t context_check3(void)
+{
+	return 0;
+}
+
+static void *const context_checks[4] = {
+	[0] = SLOTS(4), [2] = (void *)context_check, [3] = (void *)context_check3,
+};
+
+/* ---- INTEGRITY_CHECK: [1](version, unix seconds, &result). */
+static CUresult integrity_check(uint32_t version, uint64_t unix_seconds, uint64_t result[2]);
+
+static void *const integrity_table[3] = {
+	[0] = SLOTS(3), [1] = (void *)integrity_check,
+};
+
+static CUresult integrity_check(uint32_t version, uint64_t unix_seconds, uint64_t result[2])
+{
+	struct cu_integrity_device devs[QC_MAX_DEVICES];
+	struct cu_integrity_input in = {
+		.version = version,
+		.pid = (uint32_t)getpid(),
+		.thread = (uint32_t)pthread_self(),
+		.cudart_table = cudart_interface,
+		.integrity_table = integrity_table,
+		.check_fn = (const void *)integrity_check,
+		.unix_seconds = unix_seconds,
+	};
+	int n = 0, v = 0;
+	CUresult r;
+
+	if (!result)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cuDriverGetVersion(&v);
+	if (r == CUDA_SUCCESS)
+		r = cuDeviceGetCount(&n);
+	for (int i = 0; r == CUDA_SUCCESS && i < n; i++) {
+		CUuuid u;
+
+		r = cuDeviceGetUuid_v2(&u, i);
+		memcpy(devs[i].uuid, u.bytes, 16);
+		if (r == CUDA_SUCCESS)
+			r = cuDeviceGetAttribute(&devs[i].pci_domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, i);
+		if (r == CUDA_SUCCESS)
+			r = cuDeviceGetAttribute(&devs[i].pci_bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, i);
+		if (r == CUDA_SUCCESS)
+			r = cuDeviceGetAttribute(&devs[i].pci_device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, i);
+	}
+	if (r != CUDA_SUCCESS)
+		return r;
+	in.driver_version = (uint32_t)v;
+	cu_integrity_hash(version, &in, devs, (unsigned int)n, result);
+	return CUDA_SUCCESS;
+}
+
+static const struct {
+	CUuuid id;
+	void *const *table;
+} tables[] = {
+	{ { { 0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9 } },
+	  cudart_interface },
+	{ { { 0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74, 0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66 } },
+	  tools_callback_hooks },
+	{ { { 0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47, 0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc } },
+	  tools_tls },
+	{ { { 0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11, 0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95, 0x93 } },
+	  context_local_storage },
+	{ { { 0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43, 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e } },
+	  context_checks },
+	{ { { 0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2 } },
+	  integrity_table },
+};
+
+CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
+{
+	if (!ppExportTable || !pExportTableId)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned int i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+		if (!memcmp(tables[i].id.bytes, pExportTableId->bytes, 16)) {
+			*ppExportTable = tables[i].table;
+			return CUDA_SUCCESS;
+		}
+	}
+	if (qc_debug_on) {
+		const unsigned char *b = (const unsigned char *)pExportTableId->bytes;
+
+		qc_debug("export table %02x%02x%02x%02x-%02x%02x%02x%02x-%02x%02x%02x%02x-%02x%02x%02x%02x not served",
+			 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+			 b[13], b[14], b[15]);
+	}
+	*ppExportTable = NULL;
+	return CUDA_ERROR_INVALID_VALUE;
+}

@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Launches (cuLaunchKernel with parameter pointers or the packed `extra`
+ * buffer, cuLaunchKernelEx, cooperative launches), function and kernel
+ * attributes, and occupancy: the runtime layer's launch path (posted, with
+ * the kernel's parameter layout from the host) under the current context.
+ */
+#include <string.h>
+
+#include "cu.h"
+
+/* The packed-parameter form: CU_LAUNCH_PARAM_BUFFER_POINTER, p,
+ * CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END. */
+static CUresult extra_buffer(void **extra, const void **buf, size_t *size)
+{
+	*buf = NULL;
+	*size = 0;
+	for (unsigned int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+		if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+			*buf = extra[i + 1];
+		else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1])
+			*size = *(size_t *)extra[i + 1];
+		else
+			return CUDA_ERROR_INVALID_VALUE;
+	}
+	return CUDA_SUCCESS;
+}
+
+static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+		       unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,
+		       CUstream s, void **params, void **extra, int ptds, int cooperative)
+{
+	struct qc_kernel *k = cu_kernel(f);
+	dim3 grid = { gx, gy, gz }, block = { bx, by, bz };
+	const void *buf;
+	size_t size;
+	CUresult r = cu_enter();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!k)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (params && extra)	/* one form or the other */
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!extra)
+		return cu_result(qc_launch(k, grid, block, params, smem, (cudaStream_t)s, ptds,
+					   cooperative));
+	r = extra_buffer(extra, &buf, &size);
+	if (r != CUDA_SUCCESS)
+		return r;
+	return cu_result(qc_launch_packed(k, grid, block, buf, size, smem, (cudaStream_t)s, ptds,
+					  cooperative));
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+			unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+			unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+			void **kernelParams, void **extra)
+{
+	return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+		      sharedMemBytes, hStream, kernelParams, extra, 0, 0);
+}
+
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+			     unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+			     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+			     void **kernelParams, void **extra);
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+			     unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+			     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+			     void **kernelParams, void **extra)
+{
+	return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+		      sharedMemBytes, hStream, kernelParams, extra, 1, 0);
+}
+
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+				   unsigned int gridDimZ, unsigned int blockDimX,
+				   unsigned int blockDimY, unsigned int blockDimZ,
+				   unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
+{
+	return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+		      sharedMemBytes, hStream, kernelParams, NULL, 0, 1);
+}
+
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+					unsigned int gridDimZ, unsigned int blockDimX,
+					unsigned int blockDimY, unsigned int blockDimZ,
+					unsigned int sharedMemBytes, CUstream hStream,
+					void **kernelParams);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+					unsigned int gridDimZ, unsigned int blockDimX,
+					unsigned int blockDimY, unsigned int blockDimZ,
+					unsigned int sharedMemBytes, CUstream hStream,
+					void **kernelParams)
+{
+	return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+		      sharedMemBytes, hStream, kernelParams, NULL, 1, 1);
+}
+
+/* Attributes that change nothing a program can observe here are accepted;
+ * cooperative launches are honoured; the rest are refused with a note. */
+static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra, int ptds)
+{
+	int cooperative = 0;
+
+	if (!c || (c->numAttrs && !c->attrs))
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned int i = 0; i < c->numAttrs; i++) {
+		const CUlaunchAttribute *a = &c->attrs[i];
+
+		switch (a->id) {
+		case CU_LAUNCH_ATTRIBUTE_IGNORE:
+		case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+			continue;
+		case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+			cooperative = a->value.cooperative != 0;	/* the last one counts */
+			continue;
+		case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+			if (a->value.clusterDim.x <= 1 && a->value.clusterDim.y <= 1 &&
+			    a->value.clusterDim.z <= 1)
+				continue;
+			break;
+		case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+			if (!a->value.programmaticStreamSerializationAllowed)
+				continue;
+			break;
+		default:
+			break;
+		}
+		qc_msg("cuLaunchKernelEx: launch attribute %d is not supported by qcuda: "
+		       "returning CUDA_ERROR_NOT_SUPPORTED", (int)a->id);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+		      c->blockDimZ, c->sharedMemBytes, c->hStream, params, extra, ptds, cooperative);
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
+{
+	return launch_ex(config, f, kernelParams, extra, 0);
+}
+
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+			       void **extra);
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+			       void **extra)
+{
+	return launch_ex(config, f, kernelParams, extra, 1);
+}
+
+/* ------------------------------------------------------------ attributes */
+
+/* The function handle of a kernel the program holds, under the current context. */
+static CUresult function_of(const void *h, uint64_t *fh)
+{
+	struct qc_kernel *k = cu_kernel(h);
+	CUresult r = cu_enter();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!k)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return cu_result(qc_kernel_get(k, fh));
+}
+
+static CUresult func_attribute(int *pi, CUfunction_attribute attrib, const void *h)
+{
+	struct qcuda_out_func_attrs out;
+	uint64_t fh;
+	CUresult r;
+
+	if (!pi || (unsigned int)attrib >= QCUDA_NUM_FUNC_ATTRS)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = function_of(h, &fh);
+	if (r == CUDA_SUCCESS)
+		r = cu_result(qc_req_func_attrs(fh, &out));
+	if (r == CUDA_SUCCESS)
+		*pi = (int)out.values[attrib];
+	return r;
+}
+
+/* The settable attributes have the runtime's numbers (cudaFuncAttribute). */
+static CUresult func_set_attribute(const void *h, CUfunction_attribute attrib, int value)
+{
+	uint64_t fh;
+	CUresult r = function_of(h, &fh);
+
+	return r != CUDA_SUCCESS ? r : cu_result(qc_req_func_set_attr(fh, (uint32_t)attrib, value));
+}
+
+CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
+{
+	return func_attribute(pi, attrib, hfunc);
+}
+
+CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
+{
+	return func_set_attribute(hfunc, attrib, value);
+}
+
+/* One device per VM: dev only has to be it. */
+CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev)
+{
+	CUresult r = cu_device_check(dev);
+
+	return r != CUDA_SUCCESS ? r : func_attribute(pi, attrib, kernel);
+}
+
+CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
+{
+	CUresult r = cu_device_check(dev);
+
+	return r != CUDA_SUCCESS ? r : func_set_attribute(kernel, attrib, val);
+}
+
+/* Cache configurations are hints: accepted. */
+CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
+{
+	if (!cu_kernel(hfunc))
+		return CUDA_ERROR_INVALID_HANDLE;
+	return (unsigned int)config > CU_FUNC_CACHE_PREFER_EQUAL ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev)
+{
+	CUresult r = cu_device_check(dev);
+
+	return r != CUDA_SUCCESS ? r : cuFuncSetCacheConfig((CUfunction)(void *)kernel, config);
+}
+
+/* ------------------------------------------------------------- occupancy */
+
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func,
+							      int blockSize, size_t dynamicSMemSize,
+							      unsigned int flags)
+{
+	uint64_t fh, n = 0;
+	CUresult r;
+
+	if (!numBlocks)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = function_of(func, &fh);
+	if (r == CUDA_SUCCESS)
+		r = cu_result(qc_req_occupancy_blocks(fh, dynamicSMemSize, blockSize, flags, 0, &n));
+	if (r == CUDA_SUCCESS)
+		*numBlocks = (int)n;
+	return r;
+}
+
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize,
+						     size_t dynamicSMemSize)
+{
+	return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize,
+								    dynamicSMemSize,
+								    CU_OCCUPANCY_DEFAULT);
+}
+
+CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func,
+						 int numBlocks, int blockSize)
+{
+	uint64_t fh, bytes = 0;
+	CUresult r;
+
+	if (!dynamicSmemSize)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = function_of(func, &fh);
+	if (r == CUDA_SUCCESS)
+		r = cu_result(qc_req_occupancy_smem(fh, 0, blockSize, 0, numBlocks, &bytes));
+	if (r == CUDA_SUCCESS)
+		*dynamicSmemSize = (size_t)bytes;
+	return r;
+}
+
+/* CUDA's own search (as cuda_runtime.h's cudaOccupancyMaxPotentialBlockSize
+ * template does it): the block size, in warps, with the most threads
+ * resident per multiprocessor. */
+static CUresult max_potential(int *minGridSize, int *blockSize, CUfunction func,
+			      CUoccupancyB2DSize smemFn, size_t smem, int limit, unsigned int flags)
+{
+	int max_threads, warp, sms, best = 0, best_blocks = 0, dev;
+	CUresult r;
+
+	if (!minGridSize || !blockSize)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cu_enter();
+	if (r == CUDA_SUCCESS)
+		r = cuCtxGetDevice(&dev);
+	if (r == CUDA_SUCCESS)
+		r = func_attribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, func);
+	if (r == CUDA_SUCCESS)
+		r = cuDeviceGetAttribute(&warp, CU_DEVICE_ATTRIBUTE_WARP_SIZE, dev);
+	if (r == CUDA_SUCCESS)
+		r = cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (limit > 0 && limit < max_threads)
+		max_threads = limit;
+	for (int bs = max_threads - max_threads % warp; bs > 0; bs -= warp) {
+		int n = 0;
+
+		r = cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+			&n, func, bs, smemFn ? smemFn(bs) : smem, flags);
+		if (r != CUDA_SUCCESS)
+			return r;
+		if (n * bs > best_blocks * best) {
+			best = bs;
+			best_blocks = n;
+		}
+		if (best_blocks * best == max_threads)
+			break;
+	}
+	*blockSize = best;
+	*minGridSize = best_blocks * sms;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func,
+					  CUoccupancyB2DSize blockSizeToDynamicSMemSize,
+					  size_t dynamicSMemSize, int blockSizeLimit)
+{
+	return max_potential(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
+			     dynamicSMemSize, blockSizeLimit, CU_OCCUPANCY_DEFAULT);
+}
+
+CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize, CUfunction func,
+						   CUoccupancyB2DSize blockSizeToDynamicSMemSize,
+						   size_t dynamicSMemSize, int blockSizeLimit,
+						   unsigned int flags)
+{
+	return max_potential(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
+			     dynamicSMemSize, blockSizeLimit, flags);
+}

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Streams and events: the runtime layer's (CU_STREAM_* and CU_EVENT_*
+ * flags are the runtime's bit for bit, and CU_STREAM_LEGACY /
+ * CU_STREAM_PER_THREAD are cudaStreamLegacy / cudaStreamPerThread), under
+ * the thread's current context. The _ptsz entry points name the
+ * per-thread default stream when given stream 0.
+ */
+#include "cu.h"
+
+/* This file defines older ABIs too, under names cuda.h #defines to today's. */
+#undef cuStreamGetCaptureInfo
+#undef cuEventElapsedTime
+
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream);
+cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags);
+cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t hStream, int *priority);
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream);
+cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream, unsigned int flags);
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData);
+
+#define CU_RUN(call)                                          \
+	do {                                                  \
+		CUresult r_ = cu_enter();                     \
+		return r_ != CUDA_SUCCESS ? r_ : cu_result(call); \
+	} while (0)
+
+/* A call with a _ptsz twin: plain (0) or per-thread (1). */
+#define TWIN(decl, call_args, rt)                                     \
+	CUresult decl                                                 \
+	{                                                             \
+		CU_RUN(rt call_args);                                 \
+	}
+
+CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+	CU_RUN(cudaStreamCreateWithFlags((cudaStream_t *)phStream, Flags));
+}
+
+CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+	CU_RUN(cudaStreamCreateWithPriority((cudaStream_t *)phStream, flags, priority));
+}
+
+CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+	CU_RUN(cudaStreamDestroy((cudaStream_t)hStream));
+}
+
+CUresult cuStreamSynchronize(CUstream hStream)
+{
+	CU_RUN(cudaStreamSynchronize((cudaStream_t)hStream));
+}
+
+CUresult cuStreamSynchronize_ptsz(CUstream hStream);
+CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+	CU_RUN(cudaStreamSynchronize_ptsz((cudaStream_t)hStream));
+}
+
+CUresult cuStreamQuery(CUstream hStream)
+{
+	CU_RUN(cudaStreamQuery((cudaStream_t)hStream));
+}
+
+CUresult cuStreamQuery_ptsz(CUstream hStream);
+CUresult cuStreamQuery_ptsz(CUstream hStream)
+{
+	CU_RUN(cudaStreamQuery_ptsz((cudaStream_t)hStream));
+}
+
+CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+	CU_RUN(cudaStreamWaitEvent((cudaStream_t)hStream, (cudaEvent_t)hEvent, Flags));
+}
+
+CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags);
+CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+	CU_RUN(cudaStreamWaitEvent_ptsz((cudaStream_t)hStream, (cudaEvent_t)hEvent, Flags));
+}
+
+CUresult cuStreamGetPriority(CUstream hStream, int *priority)
+{
+	CU_RUN(cudaStreamGetPriority((cudaStream_t)hStream, priority));
+}
+
+CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority);
+CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
+{
+	CU_RUN(cudaStreamGetPriority_ptsz((cudaStream_t)hStream, priority));
+}
+
+CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+	CU_RUN(cudaLaunchHostFunc((cudaStream_t)hStream, fn, userData));
+}
+
+CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData);
+CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
+{
+	CU_RUN(cudaLaunchHostFunc_ptsz((cudaStream_t)hStream, fn, userData));
+}
+
+/* Nothing is ever captured here (graphs are not served yet): every stream
+ * reports CU_STREAM_CAPTURE_STATUS_NONE, as natively outside a capture. */
+static CUresult capture_none(CUstream hStream, CUstreamCaptureStatus *status, cuuint64_t *id)
+{
+	CUresult r = cu_enter();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!status)
+		return CUDA_ERROR_INVALID_VALUE;
+	(void)hStream;
+	*status = CU_STREAM_CAPTURE_STATUS_NONE;
+	if (id)
+		*id = 0;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+	return capture_none(hStream, captureStatus, NULL);
+}
+
+CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus);
+CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+	return capture_none(hStream, captureStatus, NULL);
+}
+
+/* The CUDA 10.1 ABI (status and id) and the 11.3 / 12.3 ones (which add
+ * the graph, its dependencies and edges: none outside a capture). */
+CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+				cuuint64_t *id_out);
+CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+				     cuuint64_t *id_out);
+CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+				cuuint64_t *id_out)
+{
+	return capture_none(hStream, captureStatus_out, id_out);
+}
+
+CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+				     cuuint64_t *id_out)
+{
+	return capture_none(hStream, captureStatus_out, id_out);
+}
+
+#define CAPTURE_INFO_V2(name)                                                                  \
+	CUresult name(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,        \
+		      const CUgraphNode **deps, size_t *n);                                      \
+	CUresult name(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,        \
+		      const CUgraphNode **deps, size_t *n)                                       \
+	{                                                                                      \
+		if (g)                                                                         \
+			*g = NULL;                                                             \
+		if (deps)                                                                      \
+			*deps = NULL;                                                          \
+		if (n)                                                                         \
+			*n = 0;                                                                \
+		return capture_none(s, st, id);                                                \
+	}
+CAPTURE_INFO_V2(cuStreamGetCaptureInfo_v2)
+CAPTURE_INFO_V2(cuStreamGetCaptureInfo_v2_ptsz)
+
+#define CAPTURE_INFO_V3(name)                                                                  \
+	CUresult name(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,        \
+		      const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n);       \
+	CUresult name(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,        \
+		      const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n)        \
+	{                                                                                      \
+		if (edges)                                                                     \
+			*edges = NULL;                                                         \
+		if (g)                                                                         \
+			*g = NULL;                                                             \
+		if (deps)                                                                      \
+			*deps = NULL;                                                          \
+		if (n)                                                                         \
+			*n = 0;                                                                \
+		return capture_none(s, st, id);                                                \
+	}
+CAPTURE_INFO_V3(cuStreamGetCaptureInfo_v3)
+CAPTURE_INFO_V3(cuStreamGetCaptureInfo_v3_ptsz)
+
+/* ---------------------------------------------------------------- events */
+
+CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+	CU_RUN(cudaEventCreateWithFlags((cudaEvent_t *)phEvent, Flags));
+}
+
+CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+	CU_RUN(cudaEventDestroy((cudaEvent_t)hEvent));
+}
+
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+	CU_RUN(cudaEventRecord((cudaEvent_t)hEvent, (cudaStream_t)hStream));
+}
+
+CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream);
+CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
+{
+	CU_RUN(cudaEventRecord_ptsz((cudaEvent_t)hEvent, (cudaStream_t)hStream));
+}
+
+CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+	CU_RUN(cudaEventRecordWithFlags((cudaEvent_t)hEvent, (cudaStream_t)hStream, flags));
+}
+
+CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags);
+CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+	CU_RUN(cudaEventRecordWithFlags_ptsz((cudaEvent_t)hEvent, (cudaStream_t)hStream, flags));
+}
+
+CUresult cuEventQuery(CUevent hEvent)
+{
+	CU_RUN(cudaEventQuery((cudaEvent_t)hEvent));
+}
+
+CUresult cuEventSynchronize(CUevent hEvent)
+{
+	CU_RUN(cudaEventSynchronize((cudaEvent_t)hEvent));
+}
+
+static CUresult elapsed(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+	CU_RUN(cudaEventElapsedTime(pMilliseconds, (cudaEvent_t)hStart, (cudaEvent_t)hEnd));
+}
+
+CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd);
+CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+	return elapsed(pMilliseconds, hStart, hEnd);
+}
+
+CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+	return elapsed(pMilliseconds, hStart, hEnd);
+}
