@@ -447,8 +447,9 @@ CUresult cuCtxGetFlags(unsigned int *flags)
 	if (!flags)
 		return CUDA_ERROR_INVALID_VALUE;
 	r = ctx_or_current(NULL, &c);
+	/* Mapping host memory is always on since CUDA 4: contexts report it. */
 	if (r == CUDA_SUCCESS)
-		*flags = c->flags;
+		*flags = c->flags | CU_CTX_MAP_HOST;
 	return r;
 }
 

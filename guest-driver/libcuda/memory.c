@@ -37,6 +37,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 
 	if (!dptr)
 		return CUDA_ERROR_INVALID_VALUE;
+	*dptr = 0;	/* what a failed allocation leaves, as natively */
 	if (bytesize == 0)	/* natively refused, unlike cudaMalloc(0) */
 		return CUDA_ERROR_INVALID_VALUE;
 	r = cu_enter();
@@ -125,6 +126,7 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 
 	if (!dptr)
 		return CUDA_ERROR_INVALID_VALUE;
+	*dptr = 0;
 	r = cu_enter();
 	if (r == CUDA_SUCCESS)
 		r = cu_result(cudaMallocManaged(&p, bytesize, flags));
@@ -196,6 +198,81 @@ CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, 
 DIRECTED(cuMemcpyHtoD, CUdeviceptr, const void *, PTR(dst), src, cudaMemcpyHostToDevice)
 DIRECTED(cuMemcpyDtoH, void *, CUdeviceptr, dst, PTR(src), cudaMemcpyDeviceToHost)
 DIRECTED(cuMemcpyDtoD, CUdeviceptr, CUdeviceptr, PTR(dst), PTR(src), cudaMemcpyDeviceToDevice)
+
+/* 2D copies between linear memories (the runtime's cudaMemcpy between host
+ * buffers and cudaMemcpy2D* come here): one copy when both sides are
+ * contiguous, else one per row. Arrays are not served yet. */
+static CUresult copy_2d(const CUDA_MEMCPY2D *c, CUstream stream, int async, int ptds)
+{
+	static const enum cudaMemcpyKind kinds[2][2] = {
+		{ cudaMemcpyHostToHost, cudaMemcpyHostToDevice },
+		{ cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice },
+	};
+	enum cudaMemcpyKind kind;
+	const char *src;
+	char *dst;
+	CUresult r;
+
+	if (!c)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+		static int warned;
+
+		return cu_unsupported("cuMemcpy2D with a CUDA array", &warned);
+	}
+	if (c->Height > 1 && (c->srcPitch < c->WidthInBytes || c->dstPitch < c->WidthInBytes))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (c->srcMemoryType == CU_MEMORYTYPE_UNIFIED || c->dstMemoryType == CU_MEMORYTYPE_UNIFIED)
+		kind = cudaMemcpyDefault;
+	else
+		kind = kinds[c->srcMemoryType == CU_MEMORYTYPE_DEVICE][c->dstMemoryType == CU_MEMORYTYPE_DEVICE];
+	src = c->srcMemoryType == CU_MEMORYTYPE_HOST ? (const char *)c->srcHost : (const char *)PTR(c->srcDevice);
+	dst = c->dstMemoryType == CU_MEMORYTYPE_HOST ? (char *)c->dstHost : (char *)PTR(c->dstDevice);
+	src += c->srcY * c->srcPitch + c->srcXInBytes;
+	dst += c->dstY * c->dstPitch + c->dstXInBytes;
+	if (c->Height <= 1 || (c->srcPitch == c->WidthInBytes && c->dstPitch == c->WidthInBytes))
+		return copy(dst, src, c->WidthInBytes * c->Height, kind, stream, async, ptds);
+	for (size_t y = 0; y < c->Height; y++) {
+		r = copy(dst + y * c->dstPitch, src + y * c->srcPitch, c->WidthInBytes, kind, stream, async, ptds);
+		if (r != CUDA_SUCCESS)
+			return r;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
+{
+	return copy_2d(pCopy, NULL, 0, 0);
+}
+
+CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy);
+CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
+{
+	return copy_2d(pCopy, NULL, 0, 1);
+}
+
+/* Unaligned: what the pitches may be does not matter here. */
+CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
+{
+	return copy_2d(pCopy, NULL, 0, 0);
+}
+
+CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy);
+CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
+{
+	return copy_2d(pCopy, NULL, 0, 1);
+}
+
+CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{
+	return copy_2d(pCopy, hStream, 1, 0);
+}
+
+CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream);
+CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{
+	return copy_2d(pCopy, hStream, 1, 1);
+}
 
 /* --------------------------------------------------------------- memsets */
 

@@ -19,19 +19,14 @@ cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t hStream, int *priority);
 cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream);
 cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream, unsigned int flags);
 cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData);
+cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback, void *userData,
+				       unsigned int flags);
 
 #define CU_RUN(call)                                          \
 	do {                                                  \
 		CUresult r_ = cu_enter();                     \
 		return r_ != CUDA_SUCCESS ? r_ : cu_result(call); \
 	} while (0)
-
-/* A call with a _ptsz twin: plain (0) or per-thread (1). */
-#define TWIN(decl, call_args, rt)                                     \
-	CUresult decl                                                 \
-	{                                                             \
-		CU_RUN(rt call_args);                                 \
-	}
 
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
@@ -101,6 +96,22 @@ CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData);
 CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
 {
 	CU_RUN(cudaLaunchHostFunc_ptsz((cudaStream_t)hStream, fn, userData));
+}
+
+/* A CUstreamCallback is called with CUDA_SUCCESS where the runtime's gets
+ * cudaSuccess: the same function type, bit for bit. */
+CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)
+{
+	CU_RUN(cudaStreamAddCallback((cudaStream_t)hStream, (cudaStreamCallback_t)(void *)callback, userData, flags));
+}
+
+CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData,
+				  unsigned int flags);
+CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData,
+				  unsigned int flags)
+{
+	CU_RUN(cudaStreamAddCallback_ptsz((cudaStream_t)hStream, (cudaStreamCallback_t)(void *)callback,
+					  userData, flags));
 }
 
 /* Nothing is ever captured here (graphs are not served yet): every stream

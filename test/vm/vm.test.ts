@@ -121,6 +121,38 @@ test.serial('the guest CUDA programs pass against the host provider', async (t) 
   t.log(programs.map((p) => new RegExp(`PASS: ${p.replace('_ptds', '')}: (\\d+) checks`).exec(r.stdout.split(`=== ${p}\n`)[1] ?? '')?.[0] ?? `${p}: ?`).join('; '));
 });
 
+// The same programs built with nvcc's defaults (static cudart: NVIDIA's
+// runtime inside the program, which loads libcuda.so.1, here qcuda's) must
+// print exactly what their -cudart=shared builds print and exit the same way:
+// NVIDIA's runtime accepts qcuda's export tables and integrity check, and
+// every runtime call it makes through the driver API answers as qcuda's own
+// runtime does. Kernel programs stop at their first kernel on this provider
+// (the same SKIP line from both builds); the GPU run (test/gpu) runs them.
+test.serial('default-built programs (static cudart over qcuda\'s libcuda.so.1) print what their -cudart=shared builds print', async (t) => {
+  const script = [
+    'cd /tmp',
+    'for s in /usr/local/bin/*_static; do p=$(basename $s _static)',
+    '  echo "=== $p shared"; $p 2>/dev/null; echo "=== $p shared exit $?"',
+    '  echo "=== $p static"; ${p}_static 2>/dev/null; echo "=== $p static exit $?"',
+    'done',
+  ].join('\n');
+  const r = await runVm({ ...base, command: script, backendArgs: ['--provider=host', '--device-memory-limit=1G'], timeoutMs: 600_000 });
+  t.is(r.exit, 0, r.stderr);
+  const programs = [...r.stdout.matchAll(/^=== (\w+) static$/gm)].map((m) => m[1]);
+  t.true(programs.length >= 20, `only ${programs.length} programs: ${programs.join(', ')}`);
+  const passed: string[] = [];
+  for (const p of programs) {
+    const shared = r.stdout.split(`=== ${p} shared\n`)[1].split(`=== ${p} shared exit`)[0];
+    const stat = r.stdout.split(`=== ${p} static\n`)[1].split(`=== ${p} static exit`)[0];
+    t.is(stat, shared, p);
+    t.is(new RegExp(`=== ${p} static exit (\\d+)`).exec(r.stdout)?.[1], new RegExp(`=== ${p} shared exit (\\d+)`).exec(r.stdout)?.[1], `${p}: exit status`);
+    if (new RegExp(`^PASS: ${p}: \\d+ checks`, 'm').test(stat)) passed.push(p);
+  }
+  // The programs without kernels run all their checks here: they must pass, not skip.
+  for (const p of ['callbacks', 'device', 'errors', 'hostmem', 'memcpy', 'priorities', 'quota', 'stream', 'threads']) t.true(passed.includes(p), `${p} passed`);
+  t.log(`${programs.length} default-built programs, identical output; passing (no kernels): ${passed.join(', ')}`);
+});
+
 // A section of a guest script's stdout: what follows "=== name\n" up to the next "=== ".
 function section(stdout: string, name: string): string {
   return stdout.split(`=== ${name}\n`)[1]?.split('\n=== ')[0] ?? '';
