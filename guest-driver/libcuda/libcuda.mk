@@ -76,3 +76,19 @@ endif
 ifneq ($(wildcard $(NVCC)),)
 vm-image: guest-cuda-static
 endif
+
+# A program written against the driver API (linked with -lcuda: here this
+# library, by its soname; natively NVIDIA's).
+GUEST_CU_PROGRAMS := drvapi
+guest-cuda-static: $(addprefix $(GUEST_BIN)/,$(GUEST_CU_PROGRAMS))
+$(addprefix $(GUEST_BIN)/,$(GUEST_CU_PROGRAMS)): $(GUEST_BIN)/%: $(CURDIR)/test/libcuda/%.c $(GUEST_LIBCUDA)
+	@mkdir -p $(@D)
+	gcc -std=gnu11 -O2 -Wall -Wextra -I$(CUDA_HOME)/include -o $@ $< -L$(GUEST_LIB_OUT) -l:libcuda.so.1
+
+# gpa_dump (test/libcuda): what a libcuda's cuGetProcAddress answers; the
+# GPU run compares NVIDIA's and this one's (a host tool, carried with the
+# guest programs).
+guest-cuda-static: $(GUEST_BIN)/gpa_dump
+$(GUEST_BIN)/gpa_dump: $(CURDIR)/test/libcuda/gpa_dump.c
+	@mkdir -p $(@D)
+	gcc -std=gnu11 -O2 -Wall -Wextra -o $@ $< -ldl

@@ -23,14 +23,23 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 say "accel: $(grep -qwE 'vmx|svm' /proc/cpuinfo && [ -w /dev/kvm ] && echo kvm || echo tcg)"
 
 status=0
+# PARTS picks sections (default all): provider hostile guest libcuda bench.
+PARTS=${PARTS:-provider hostile guest libcuda bench}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
+
+if part provider; then
 say "== provider tests (cuda) =="
 (cd "$app" && node node_modules/ava/entrypoints/cli.mjs --verbose dist/test/qcuda/cuda-provider.test.js 2>&1) > "$LOGS/provider-tests.log"
 rc=$?; grep -E "ℹ|✘" "$LOGS/provider-tests.log" | tee -a "$summary"; tail -3 "$LOGS/provider-tests.log" | tee -a "$summary"; [ $rc = 0 ] || status=1
+fi
 
+if part hostile; then
 say "== hostile suite on the GPU (a worker per session) =="
 (cd "$app" && QCUDA_HOSTILE_PROVIDER=cuda node node_modules/ava/entrypoints/cli.mjs --verbose dist/test/qcuda/hostile.test.js 2>&1) > "$LOGS/hostile-gpu.log"
 rc=$?; grep -E 'hostile suite|ℹ|✘' "$LOGS/hostile-gpu.log" | tee -a "$summary"; tail -2 "$LOGS/hostile-gpu.log" | tee -a "$summary"; [ $rc = 0 ] || status=1
+fi
 
+if part guest; then
 say "== guest programs: native vs guest on the cuda provider =="
 native_lib=$(dirname "$(find /usr/local/cuda*/ /usr/lib -name 'libcudart.so.13*' 2>/dev/null | head -1)")
 for src in test/guest/*.cu; do
@@ -57,6 +66,44 @@ for src in test/guest/*.cu; do
   fi
 done
 
+fi
+
+if part libcuda; then
+# qcuda's libcuda.so.1 against NVIDIA's on the same requests: every
+# cuGetProcAddress answer of the runtime's 440 must name the same function.
+say "== cuGetProcAddress: NVIDIA's libcuda.so.1 vs qcuda's =="
+"$work/guest/bin/gpa_dump" libcuda.so.1 < guest-driver/libcuda/gpa-requests.txt > "$LOGS/gpa.native.txt" 2> "$LOGS/gpa.native.err"
+"$work/guest/bin/gpa_dump" "$work/guest/lib/libcuda.so.1" < guest-driver/libcuda/gpa-requests.txt > "$LOGS/gpa.qcuda.txt" 2> "$LOGS/gpa.qcuda.err"
+if diff "$LOGS/gpa.native.txt" "$LOGS/gpa.qcuda.txt" > "$LOGS/gpa.diff"; then
+  say "cuGetProcAddress: $(wc -l < "$LOGS/gpa.native.txt") requests, the same function for each"
+else
+  say "cuGetProcAddress: $(grep -c '^<' "$LOGS/gpa.diff") of $(wc -l < "$LOGS/gpa.native.txt") answers differ:"; head -20 "$LOGS/gpa.diff" | tee -a "$summary"; status=1
+fi
+
+# Programs built with nvcc's defaults (static cudart, loading libcuda.so.1)
+# and a driver-API program: natively over NVIDIA's libcuda.so.1, in one
+# guest over qcuda's, stdout and stderr compared per program.
+say "== default-built programs and drvapi: native vs guest (qcuda's libcuda.so.1) =="
+progs=$(cd "$work/guest/bin" && ls *_static drvapi)
+script='cd /tmp; for p in '"$(echo $progs)"'; do $p > $p.out 2> $p.err; echo "=== $p exit $?"; echo "=== $p stdout"; cat $p.out; echo "=== $p stderr"; grep -v "^qcuda: " $p.err; echo "=== $p end"; done'
+node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --timeout=480 -- "$script" > "$LOGS/static.guest.all" 2> "$LOGS/static.guest.err"
+for p in $progs; do
+  timeout 120 "$work/guest/bin/$p" > "$LOGS/$p.native.out" 2> "$LOGS/$p.native.err"; nrc=$?
+  sed -n "/^=== $p stdout\$/,/^=== $p stderr\$/p" "$LOGS/static.guest.all" | sed '1d;$d' > "$LOGS/$p.guest.out"
+  sed -n "/^=== $p stderr\$/,/^=== $p end\$/p" "$LOGS/static.guest.all" | sed '1d;$d' > "$LOGS/$p.guest.err"
+  grc=$(sed -n "s/^=== $p exit \([0-9]*\)$/\1/p" "$LOGS/static.guest.all")
+  diffs=""
+  diff -q "$LOGS/$p.native.out" "$LOGS/$p.guest.out" >/dev/null || diffs="$diffs stdout"
+  diff -q "$LOGS/$p.native.err" "$LOGS/$p.guest.err" >/dev/null || diffs="$diffs stderr"
+  if [ "$nrc" = "$grc" ] && [ -z "$diffs" ]; then
+    say "$p: identical (exit $grc; $(tail -1 "$LOGS/$p.guest.out"))"
+  else
+    say "$p: DIFFERENT (native exit $nrc, guest exit ${grc:-none};${diffs:- same output})"; status=1
+  fi
+done
+fi
+
+if part bench; then
 say "== copy benchmark: the same program natively and in the guest (cuda provider) =="
 LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/copy_bench" > "$LOGS/copy_bench.native.json" 2>&1
 node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --memory=1536 --timeout=300 -- copy_bench > "$LOGS/copy_bench.guest.json" 2> "$LOGS/copy_bench.guest.err"
@@ -93,5 +140,6 @@ vs_native() {
   ' "$LOGS/copy_bench.native.json" "$LOGS/qcuda.bench" "$LOGS/qcuda-none.bench" 2>&1
 }
 say "256 MiB pinned copies, backend harness vs the native program: $(vs_native)"
+fi
 say "overall: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status

@@ -135,6 +135,7 @@ test.serial('default-built programs (static cudart over qcuda\'s libcuda.so.1) p
     '  echo "=== $p shared"; $p 2>/dev/null; echo "=== $p shared exit $?"',
     '  echo "=== $p static"; ${p}_static 2>/dev/null; echo "=== $p static exit $?"',
     'done',
+    'echo "=== drvapi"; drvapi; echo "=== drvapi exit $?"',
   ].join('\n');
   const r = await runVm({ ...base, command: script, backendArgs: ['--provider=host', '--device-memory-limit=1G'], timeoutMs: 600_000 });
   t.is(r.exit, 0, r.stderr);
@@ -150,7 +151,13 @@ test.serial('default-built programs (static cudart over qcuda\'s libcuda.so.1) p
   }
   // The programs without kernels run all their checks here: they must pass, not skip.
   for (const p of ['callbacks', 'device', 'errors', 'hostmem', 'memcpy', 'priorities', 'quota', 'stream', 'threads']) t.true(passed.includes(p), `${p} passed`);
-  t.log(`${programs.length} default-built programs, identical output; passing (no kernels): ${passed.join(', ')}`);
+  // The driver-API program runs every check up to its first module here.
+  const drv = r.stdout.split('=== drvapi\n')[1]?.split('=== drvapi exit')[0] ?? '';
+  t.is(/=== drvapi exit (\d+)/.exec(r.stdout)?.[1], '77', drv);
+  t.regex(drv, /^SKIP: drvapi: no kernel support on this device \(CUDA_ERROR_NO_BINARY_FOR_GPU\)$/m);
+  t.notRegex(drv, /^FAIL /m, drv);
+  t.true((drv.match(/^ok /gm) ?? []).length >= 45, drv);
+  t.log(`${programs.length} default-built programs, identical output; passing (no kernels): ${passed.join(', ')}; drvapi: ${(drv.match(/^ok /gm) ?? []).length} checks before its first module`);
 });
 
 // A section of a guest script's stdout: what follows "=== name\n" up to the next "=== ".
