@@ -447,9 +447,10 @@ CUresult cuCtxGetFlags(unsigned int *flags)
 	if (!flags)
 		return CUDA_ERROR_INVALID_VALUE;
 	r = ctx_or_current(NULL, &c);
-	/* Mapping host memory is always on since CUDA 4: contexts report it. */
+	/* A primary context always maps host memory and says so (the runtime
+	 * reports cudaDeviceMapHost from it); a created one reports its flags. */
 	if (r == CUDA_SUCCESS)
-		*flags = c->flags | CU_CTX_MAP_HOST;
+		*flags = c->flags | (c->primary ? CU_CTX_MAP_HOST : 0);
 	return r;
 }
 
@@ -539,6 +540,17 @@ CUresult cuCtxResetPersistingL2Cache(void)
 	CUresult r = cu_enter();
 
 	return r != CUDA_SUCCESS ? r : cu_result(cudaCtxResetPersistingL2Cache());
+}
+
+/* Profiling is the host's business: nothing to start or stop here. */
+CUresult cuProfilerStart(void)
+{
+	return cu_enter();
+}
+
+CUresult cuProfilerStop(void)
+{
+	return cu_enter();
 }
 
 /* Cache and shared memory configurations are hints: kept, never refused. */

@@ -67,7 +67,10 @@ static CUresult get_proc(const char *symbol, void **pfn, int version, cuuint64_t
 		qc_debug("cuGetProcAddress: %s (version %d, flags %llu): %s", symbol, version,
 			 (unsigned long long)flags,
 			 status == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND ? "no such entry point" : "version too old");
-	return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+	/* With a status to read, not finding is an answer (the runtime's
+	 * cudaGetDriverEntryPoint* then succeed with a NULL function, as
+	 * natively); without one it is CUDA_ERROR_NOT_FOUND. */
+	return *pfn || symbolStatus ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
 /* The CUDA 11.3 ABI (no status). */

@@ -19,6 +19,8 @@ cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t hStream, int *priority);
 cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream);
 cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream, unsigned int flags);
 cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData);
+cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t hStream, cudaStreamAttrID attr, cudaStreamAttrValue *value_out);
+cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t hStream, cudaStreamAttrID attr, const cudaStreamAttrValue *value);
 cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback, void *userData,
 				       unsigned int flags);
 
@@ -96,6 +98,33 @@ CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData);
 CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
 {
 	CU_RUN(cudaLaunchHostFunc_ptsz((cudaStream_t)hStream, fn, userData));
+}
+
+/* CUstreamAttrValue is cudaStreamAttrValue, and the ids are the same. */
+_Static_assert(sizeof(CUstreamAttrValue) == sizeof(cudaStreamAttrValue), "one union");
+
+CUresult cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out)
+{
+	CU_RUN(cudaStreamGetAttribute((cudaStream_t)hStream, (cudaStreamAttrID)attr, (cudaStreamAttrValue *)value_out));
+}
+
+CUresult cuStreamGetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out);
+CUresult cuStreamGetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out)
+{
+	CU_RUN(cudaStreamGetAttribute_ptsz((cudaStream_t)hStream, (cudaStreamAttrID)attr,
+					   (cudaStreamAttrValue *)value_out));
+}
+
+CUresult cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value)
+{
+	CU_RUN(cudaStreamSetAttribute((cudaStream_t)hStream, (cudaStreamAttrID)attr, (const cudaStreamAttrValue *)value));
+}
+
+CUresult cuStreamSetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value);
+CUresult cuStreamSetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value)
+{
+	CU_RUN(cudaStreamSetAttribute_ptsz((cudaStream_t)hStream, (cudaStreamAttrID)attr,
+					   (const cudaStreamAttrValue *)value));
 }
 
 /* A CUstreamCallback is called with CUDA_SUCCESS where the runtime's gets

@@ -47,7 +47,7 @@ int main(int argc, char **argv)
 			continue;	/* the empty-name request and blank lines */
 		r = gpa(name, &fn, ver, flags, &status);
 		if (r || !fn) {
-			printf("%s %d %llu -> NOT_FOUND %d\n", name, ver, flags, status);
+			printf("%s %d %llu -> NOT_FOUND %d (result %d)\n", name, ver, flags, status, r);
 			continue;
 		}
 		if (dladdr(fn, &info) && info.dli_sname && info.dli_saddr == fn)
