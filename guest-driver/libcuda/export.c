@@ -64,8 +64,63 @@ static void *const tools_callback_hooks[7] = {
 	[0] = SLOTS(7), [2] = (void *)tools_get_buffer1, [6] = (void *)tools_get_buffer2,
 };
 
-/* ---- TOOLS_TLS: only its size is read by the runtime. */
-static void *const tools_tls[4] = { [0] = SLOTS(4) };
+/* ---- TOOLS_TLS: the runtime reads its size; cuBLASLt calls [2], which
+ * must succeed (tools' thread-local state: none here). */
+static uintptr_t tools_tls_none(void)
+{
+	return 0;
+}
+
+static uintptr_t tools_tls_none1(const void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+static void *const tools_tls[4] = {
+	[0] = SLOTS(4), [1] = (void *)tools_tls_none, [2] = (void *)tools_tls_none1,
+	[3] = (void *)tools_tls_none1,
+};
+
+/* ---- 21318c60-...: asked for by cuBLASLt, which calls [4], [39] and [51]
+ * at its first matrix multiply and stops unless they succeed. What they
+ * are is not known; these answers are the ones observed to let cuBLASLt
+ * run (LUPINE's): [4] says whether its first argument is set, [39] answers
+ * zero, [51] hands out a zeroed object. */
+static uint64_t cublaslt_object[64];
+
+static CUresult cublaslt_slot4(uint64_t arg0, uint64_t *out)
+{
+	if (!out)
+		return CUDA_ERROR_UNKNOWN;
+	*out = arg0 != 0;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cublaslt_slot39(uint64_t arg0, uint64_t arg1, uint64_t *out)
+{
+	(void)arg0;
+	if (!arg1 || !out)
+		return CUDA_ERROR_INVALID_VALUE;
+	*out = 0;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cublaslt_slot51(uint64_t arg0, uint64_t arg1, uint64_t *out)
+{
+	(void)arg0;
+	if (!out)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (arg1 == UINT64_MAX)
+		return CUDA_ERROR_INVALID_HANDLE;
+	*out = (uint64_t)(uintptr_t)cublaslt_object;
+	return CUDA_SUCCESS;
+}
+
+static void *const cublaslt_private[64] = {
+	[0] = SLOTS(64), [4] = (void *)cublaslt_slot4, [39] = (void *)cublaslt_slot39,
+	[51] = (void *)cublaslt_slot51,
+};
 
 /* ---- CONTEXT_LOCAL_STORAGE: per-context values the runtime keeps its
  * state in (context.c), asked for on nearly every runtime call. */
@@ -154,6 +209,8 @@ static const struct {
 	  context_checks },
 	{ { { 0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2 } },
 	  integrity_table },
+	{ { { 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2 } },
+	  cublaslt_private },
 };
 
 CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)

@@ -331,3 +331,32 @@ CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockS
 	return max_potential(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
 			     dynamicSMemSize, blockSizeLimit, flags);
 }
+
+/* Clusters of one block are blocks: as many as fit on every multiprocessor.
+ * Larger clusters are placed by the hardware within GPCs, which this
+ * estimate (whole clusters out of the resident blocks) does not model. */
+CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)
+{
+	unsigned int cluster = 1;
+	int blocks = 0, sms = 0, dev;
+	CUresult r;
+
+	if (!numClusters || !config || (config->numAttrs && !config->attrs))
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned int i = 0; i < config->numAttrs; i++)
+		if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+			cluster = config->attrs[i].value.clusterDim.x * config->attrs[i].value.clusterDim.y *
+				  config->attrs[i].value.clusterDim.z;
+	if (!cluster)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, func,
+							(int)(config->blockDimX * config->blockDimY * config->blockDimZ),
+							config->sharedMemBytes);
+	if (r == CUDA_SUCCESS)
+		r = cuCtxGetDevice(&dev);
+	if (r == CUDA_SUCCESS)
+		r = cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+	if (r == CUDA_SUCCESS)
+		*numClusters = (int)((unsigned int)(blocks * sms) / cluster);
+	return r;
+}

@@ -79,11 +79,11 @@ endif
 
 # A program written against the driver API (linked with -lcuda: here this
 # library, by its soname; natively NVIDIA's).
-GUEST_CU_PROGRAMS := drvapi
+GUEST_CU_PROGRAMS := drvapi cublas_sgemm
 guest-cuda-static: $(addprefix $(GUEST_BIN)/,$(GUEST_CU_PROGRAMS))
 $(addprefix $(GUEST_BIN)/,$(GUEST_CU_PROGRAMS)): $(GUEST_BIN)/%: $(CURDIR)/test/libcuda/%.c $(GUEST_LIBCUDA)
 	@mkdir -p $(@D)
-	gcc -std=gnu11 -O2 -Wall -Wextra -I$(CUDA_HOME)/include -o $@ $< -L$(GUEST_LIB_OUT) -l:libcuda.so.1
+	gcc -std=gnu11 -O2 -Wall -Wextra -I$(CUDA_HOME)/include -o $@ $< -L$(GUEST_LIB_OUT) -l:libcuda.so.1 -ldl
 
 # gpa_dump (test/libcuda): what a libcuda's cuGetProcAddress answers; the
 # GPU run compares NVIDIA's and this one's (a host tool, carried with the

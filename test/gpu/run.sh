@@ -23,8 +23,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 say "accel: $(grep -qwE 'vmx|svm' /proc/cpuinfo && [ -w /dev/kvm ] && echo kvm || echo tcg)"
 
 status=0
-# PARTS picks sections (default all): provider hostile guest libcuda bench.
-PARTS=${PARTS:-provider hostile guest libcuda bench}
+# PARTS picks sections (default all): provider hostile guest libcuda cublas bench.
+PARTS=${PARTS:-provider hostile guest libcuda cublas bench}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 
 if part provider; then
@@ -101,6 +101,28 @@ for p in $progs; do
     say "$p: DIFFERENT (native exit $nrc, guest exit ${grc:-none};${diffs:- same output})"; status=1
   fi
 done
+fi
+
+if part cublas; then
+# NVIDIA's cuBLAS of this machine, natively and in a guest over qcuda's
+# libcuda.so.1: the libraries go into the guest as an extra initramfs
+# archive appended to the image (a guest of 6 GiB holds them).
+say "== cuBLAS: native vs guest (qcuda's libcuda.so.1) =="
+cuda_lib=$(dirname "$(readlink -f /usr/local/cuda/lib64/libcublas.so.13)")
+python3 test/gpu/extra-cpio.py "$work/cublas.cpio" \
+  "$cuda_lib/$(basename "$(readlink -f "$cuda_lib/libcublas.so.13")"):usr/local/lib/libcublas.so.13" \
+  "$cuda_lib/$(basename "$(readlink -f "$cuda_lib/libcublasLt.so.13")"):usr/local/lib/libcublasLt.so.13"
+cat "$work/guest/initrd.cpio" "$work/cublas.cpio" > "$work/initrd-cublas.cpio"
+say "guest image with cuBLAS: $(du -m "$work/initrd-cublas.cpio" | cut -f1) MiB"
+LD_LIBRARY_PATH=$cuda_lib timeout 120 "$work/guest/bin/cublas_sgemm" > "$LOGS/cublas.native.out" 2> "$LOGS/cublas.native.err"; nrc=$?
+node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --memory=6144 --timeout=500 --initrd "$work/initrd-cublas.cpio" \
+  -- 'cublas_sgemm' > "$LOGS/cublas.guest.out" 2> "$LOGS/cublas.guest.err"; grc=$?
+if [ $nrc = $grc ] && diff -q "$LOGS/cublas.native.out" "$LOGS/cublas.guest.out" >/dev/null; then
+  say "cublas_sgemm: identical (exit $grc; $(tail -1 "$LOGS/cublas.guest.out"))"
+else
+  say "cublas_sgemm: DIFFERENT (native exit $nrc, guest exit $grc)"; diff "$LOGS/cublas.native.out" "$LOGS/cublas.guest.out" | head -20 | tee -a "$summary"
+  tail -20 "$LOGS/cublas.guest.err" | tee -a "$summary"; status=1
+fi
 fi
 
 if part bench; then
