@@ -29,7 +29,9 @@ vm options:
                        CUDA) or none (see qcuda-backend --help)
   --device-memory-limit=SIZE  the VM's device memory quota (e.g. 2G)
   --demo               run the guest test programs built into the image (the
-                       transport, then CUDA programs, each printing PASS)
+                       transport, then CUDA programs, each printing PASS: built
+                       with -cudart=shared over qcuda's libcudart.so.13, and
+                       with nvcc's defaults (NAME_static) over its libcuda.so.1)
   --quiet              do not stream the guest console to stderr
 Common options (defaults from the environment, set by 'make'):
   --qemu=PATH          QEMU binary (QEMU_BIN)
@@ -75,9 +77,10 @@ const OPTIONS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-/** The main job: the transport, then CUDA programs (on the GPU where the backend finds one). */
+/** The main job: the transport, then CUDA programs of both builds (on the GPU where the backend finds one). */
 const DEMO_COMMAND = 'nop_test -t 4 -n 100 > /tmp/nop.out || { cat /tmp/nop.out; exit 1; }; tail -1 /tmp/nop.out; ' +
-  'for p in device memcpy stream hostmem errors killcopy; do $p > /tmp/$p.out || { cat /tmp/$p.out; exit 1; }; tail -1 /tmp/$p.out; done';
+  'for p in device memcpy stream hostmem errors killcopy device_static memcpy_static stream_static hostmem_static; ' +
+  'do $p > /tmp/$p.out || { cat /tmp/$p.out; exit 1; }; echo "$p: $(tail -1 /tmp/$p.out)"; done';
 
 async function main(): Promise<number> {
   const [cmd, ...rest] = process.argv.slice(2);
