@@ -39,3 +39,5 @@ vm-image: guest-kernel-deps guest-module guest-programs
 	GUEST_KVER='$(GUEST_KVER)' QCUDA_KO='$(QCUDA_KO)' GUEST_BIN='$(GUEST_BIN)' \
 	  GUEST_LIB='$(BUILD)/guest/lib' \
 	  $(VM_IMAGES_DIR)/mkimage.sh '$(VM_BUILD)'
+
+include $(VM_IMAGES_DIR)/virtiofsd.mk

@@ -211,6 +211,13 @@ enum qcuda_cmd {
 	QCUDA_CMD_MODULE_UPLOAD = 48,
 	/* args module_load, value = the module handle */
 	QCUDA_CMD_MODULE_LOAD = 49,
+	/*
+	 * Before MODULE_UPLOAD: an image the VM loaded before (the backend keeps
+	 * images by content, bounded in bytes) is staged as upload_id without
+	 * crossing again; then MODULE_LOAD as after an upload; args module_find,
+	 * value = 1: staged (no MODULE_UPLOAD needed); 0: not cached, upload it
+	 */
+	QCUDA_CMD_MODULE_FIND = 57,
 	/* args handle */
 	QCUDA_CMD_MODULE_UNLOAD = 50,
 	/* args symbol, out func_info, value = the function handle */
@@ -443,6 +450,13 @@ struct qcuda_args_module_load {
 	__le64 upload_id;
 };
 QCUDA_SIZE_IS(qcuda_args_module_load, 8);
+
+struct qcuda_args_module_find {
+	__le64 upload_id;       /* the upload to stage the image as */
+	__le64 size;            /* the image's bytes */
+	unsigned char sha256[32]; /* the image's SHA-256 */
+};
+QCUDA_SIZE_IS(qcuda_args_module_find, 48);
 
 struct qcuda_args_symbol {
 	__le64 module;

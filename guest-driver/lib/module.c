@@ -110,6 +110,42 @@ QC_API void __cudaRegisterFatBinaryEnd(void **fatCubinHandle)
 		m->complete = 1;
 }
 
+/* The current device's compute capability as one number (90 for 9.0), or 0. */
+static int device_sm(void)
+{
+	const struct qcuda_out_device_props *p;
+
+	if (qc_device_props(qc_current_device(), &p) != cudaSuccess)
+		return 0;
+	return (int)(p->attrs[cudaDevAttrComputeCapabilityMajor] * 10 + p->attrs[cudaDevAttrComputeCapabilityMinor]);
+}
+
+/* Loads an image on the host: only the code objects the device runs
+ * (fatbin.c), and not sent at all when the VM loaded the same bytes before
+ * (MODULE_FIND by SHA-256; the backend keeps images by content). */
+static cudaError_t image_load(const void *data, uint64_t size, uint64_t *handle)
+{
+	struct qcuda_args_module_find f = { 0 };
+	void *sel = NULL;
+	uint64_t n = qc_fatbin_select(data, size, device_sm(), &sel), found = 0;
+	const void *img = sel ? sel : data;
+	cudaError_t e;
+
+	f.upload_id = atomic_fetch_add(&next_upload_id, 1);
+	f.size = sel ? n : size;
+	qc_sha256(img, f.size, f.sha256);
+	if (qc_req_module_find(&f, &found) != cudaSuccess)
+		found = 0;	/* the upload says what is wrong, if anything is */
+	e = found ? cudaSuccess : qc_req_module_upload(f.upload_id, f.size, (void *)img, f.size);
+	if (e == cudaSuccess)
+		e = qc_req_module_load(f.upload_id, handle);
+	qc_debug("module of %llu bytes: %llu of them for this device, %s: %s, handle %#llx",
+		 (unsigned long long)size, (unsigned long long)f.size, found ? "cached on the host" : "sent",
+		 qc_error_name(e) ? qc_error_name(e) : "?", (unsigned long long)*handle);
+	free(sel);
+	return e;
+}
+
 /* The module's handle in the current generation, loading it if need be. */
 static cudaError_t module_get(struct qc_module *m, uint64_t *dev)
 {
@@ -117,7 +153,7 @@ static cudaError_t module_get(struct qc_module *m, uint64_t *dev)
 	const struct fatbin_wrapper *w = m->fatbin;
 	struct fatbin_header h;
 	const void *data = NULL;
-	uint64_t size = 0, id, handle = 0;
+	uint64_t size = 0, handle = 0;
 	cudaError_t e;
 
 	pthread_mutex_lock(&m->lock);
@@ -147,14 +183,8 @@ static cudaError_t module_get(struct qc_module *m, uint64_t *dev)
 			e = cudaErrorNotSupported;
 		}
 	}
-	if (e == cudaSuccess) {
-		id = atomic_fetch_add(&next_upload_id, 1);
-		e = qc_req_module_upload(id, size, (void *)data, size);
-		if (e == cudaSuccess)
-			e = qc_req_module_load(id, &handle);
-		qc_debug("module of %llu bytes: %s, handle %#llx", (unsigned long long)size,
-			 qc_error_name(e) ? qc_error_name(e) : "?", (unsigned long long)handle);
-	}
+	if (e == cudaSuccess)
+		e = image_load(data, size, &handle);
 	/* A failure stays (as CUDA's does for a bad image), except for
 	 * shortages, which may pass. */
 	if (e != cudaErrorMemoryAllocation && e != cudaErrorUnknown) {

@@ -309,6 +309,19 @@ static inline cudaError_t qc_req_module_load(uint64_t upload_id, uint64_t *resul
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MODULE_LOAD, .args = &a, .args_len = sizeof(a), .value = result });
 }
 
+/*
+ * MODULE_FIND: Before MODULE_UPLOAD: an image the VM loaded before (the
+ * backend keeps images by content, bounded in bytes) is staged as upload_id
+ * without crossing again; then MODULE_LOAD as after an upload; args
+ * module_find, value = 1: staged (no MODULE_UPLOAD needed); 0: not cached,
+ * upload it
+ */
+static inline cudaError_t qc_req_module_find(const struct qcuda_args_module_find *a,
+						uint64_t *result)
+{
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MODULE_FIND, .args = a, .args_len = sizeof(*a), .value = result });
+}
+
 /* MODULE_UNLOAD: args handle */
 static inline cudaError_t qc_req_module_unload(uint64_t handle)
 {

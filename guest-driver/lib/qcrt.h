@@ -263,6 +263,15 @@ struct qc_kernel *qc_module_kernel(struct qc_module *m, const char *name);
  * as device memory. */
 cudaError_t qc_module_global(struct qc_module *m, const char *name, uint64_t *dptr, uint64_t *size);
 
+/* ---- fatbin.c, sha256.c ---- */
+
+/* A fat binary of only the entries a device of compute capability sm (e.g.
+ * 90) runs: its SASS of that major version not above sm, else its newest
+ * PTX not above sm, in a new buffer (*out, malloc'd); returns its size, or 0
+ * (and *out NULL) when the image should go as it is. */
+uint64_t qc_fatbin_select(const void *image, uint64_t size, int sm, void **out);
+void qc_sha256(const void *data, uint64_t n, uint8_t out[32]);
+
 /* ---- launch.c ---- */
 
 /* Launches k (its layout packs args: one pointer per parameter) on stream;

@@ -140,3 +140,29 @@ test('the integrity check\'s MD2 matches RFC 1319, and versions ending in 0 and 
   t.regex(lines[8], /^13002 [0-9a-f]{16} [0-9a-f]{16}$/);
   t.notRegex(lines[8], /^13002 0{16} 0{16}$/);
 });
+
+test('a fat binary crosses with only the entries the device runs: its SASS of that major version, else its newest PTX, else all of it', (t) => {
+  const CUDA = process.env.CUDA_HOME ?? '/usr/local/cuda';
+  const src = path.join(work, 'k.cu');
+  const fatbin = path.join(work, 'k.fatbin');
+  fs.writeFileSync(src, '__global__ void k(int *p) { *p = 1; }\n');
+  const nv = spawnSync(`${CUDA}/bin/nvcc`, ['-fatbin', '-gencode', 'arch=compute_80,code=sm_80', '-gencode', 'arch=compute_90,code=[sm_90,compute_90]',
+    '-gencode', 'arch=compute_90a,code=sm_90a', '-o', fatbin, src], { encoding: 'utf8' });
+  t.is(nv.status, 0, nv.stderr);
+  const lib = path.join(ROOT, 'guest-driver/lib');
+  const exe = cc('fatbin_select', `-I${lib}`, `-I${ROOT}/guest-driver/include`, `-I${CUDA}/include`, path.join(ROOT, 'test/libcuda/fatbin_select.c'),
+    path.join(lib, 'fatbin.c'), path.join(lib, 'sha256.c'));
+  const r = run(exe, [fatbin, '90', '86', '80', '75', '100', '0']);
+  t.is(r.status, 0, r.stderr);
+  const { createHash } = require('node:crypto') as typeof import('node:crypto');
+  t.deepEqual(r.stdout.split('\n'), [
+    `sha256 ${createHash('sha256').update(fs.readFileSync(fatbin)).digest('hex')}`, // the library names images as node does
+    'sm 90: sass90 sass90', // sm_90 and sm_90a
+    'sm 86: sass80', // 8.x runs 8.0 code
+    'sm 80: sass80',
+    'sm 75: whole', // nothing it runs: the driver says so, as natively
+    'sm 100: ptx90', // no SASS of its generation: PTX, JIT-compiled by the driver
+    'sm 0: whole', // no compute capability (the host provider)
+    '',
+  ]);
+});

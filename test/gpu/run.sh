@@ -127,6 +127,13 @@ else
   say "cublas_sgemm: DIFFERENT (native exit $nrc, guest exit $grc)"; diff "$LOGS/cublas.native.out" "$LOGS/cublas.guest.out" | head -20 | tee -a "$summary"
   tail -20 "$LOGS/cublas.guest.err" | tee -a "$summary"; status=1
 fi
+# What crossed: each module a process loaded (the library's debug lines),
+# twice in one guest: the second process finds the images on the host.
+node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --memory=6144 --timeout=500 --initrd "$work/initrd-cublas.cpio" \
+  -- 'for i in 1 2; do echo "=== run $i"; QCUDA_DEBUG=1 cublas_sgemm 2>&1 >/dev/null | grep "module of"; done' > "$LOGS/cublas.modules" 2>&1
+awk '/^=== run/ { run = $3 } /module of/ { n[run]++; all[run] += $4; kept[run] += $6; if (/, sent:/) sent[run] += $6 }
+  END { for (r = 1; r <= 2; r++) printf "cublas_sgemm process %d: %d modules loaded, %d bytes registered for them, %d for this device, %d bytes sent\n", r, n[r], all[r], kept[r], sent[r] }' \
+  "$LOGS/cublas.modules" | while read -r l; do say "$l"; done
 fi
 
 if part bench; then

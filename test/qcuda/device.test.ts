@@ -270,6 +270,70 @@ function upload(c: QcudaClient, id: bigint, size: bigint, gpa: bigint, at: numbe
 }
 const load = (c: QcudaClient, id: bigint) => c.call(Cmd.MODULE_LOAD, { args: ['qcuda_args_module_load', { upload_id: id }] });
 
+const find = (c: QcudaClient, id: bigint, size: bigint, sha256: Uint8Array) =>
+  c.call(Cmd.MODULE_FIND, { args: ['qcuda_args_module_find', { upload_id: id, size, sha256 }] });
+
+test('module images cross once per VM: MODULE_FIND stages an image loaded before by any process, by its content only, within the cache bound', async (t) => {
+  const { createHash } = await import('node:crypto');
+  const { c, fe, dev } = await setup(t);
+  const g = fe.mem.alloc(4096);
+  const ptx = Buffer.from('//\n.version 8.0\n.target sm_90\n.address_size 64\n// one\n');
+  fe.mem.bytes(g, ptx.length).set(ptx);
+  const sha = createHash('sha256').update(ptx).digest();
+  const size = BigInt(ptx.length);
+  let r = await find(c, 1n, size, sha);
+  t.is(r.status, 0);
+  t.is(r.value, 0n, 'nothing cached yet: upload it');
+  t.is(dev.sessions.get(c.session)!.pendingUploads, 0, 'a miss stages nothing');
+  t.is((await upload(c, 1n, size, g, 0, ptx.length)).status, 0);
+  t.is((await load(c, 1n)).status, CudaErr.NoKernelImageForDevice, 'host provider: checked, then 209');
+  t.is(dev.vm.modules.count, 1, 'the checked image is kept');
+  // Another process of the VM finds it by content and loads it without sending it.
+  const other = new QcudaClient(fe);
+  await other.open();
+  r = await find(other, 7n, size, sha);
+  t.is(r.value, 1n, 'found: staged as upload 7');
+  t.is(dev.sessions.get(other.session)!.pendingUploads, 1);
+  t.is((await upload(other, 7n, size, g, 0, 8)).status, CudaErr.InvalidValue, 'a staged cached image takes no chunks (the cache is never written)');
+  t.is((await find(other, 7n, size, sha)).status, CudaErr.InvalidValue, 'the upload id is taken');
+  t.is((await load(other, 7n)).status, CudaErr.NoKernelImageForDevice, 'loads as the uploaded image did');
+  t.is(dev.sessions.get(other.session)!.pendingUploads, 0, 'staging given back');
+  // Only content that was uploaded is found: another hash or another size is a miss.
+  const wrong = Buffer.from(sha);
+  wrong[0] ^= 1;
+  t.is((await find(other, 8n, size, wrong)).value, 0n, 'another hash');
+  t.is((await find(other, 8n, size + 1n, sha)).value, 0n, 'another size');
+  t.is((await find(other, 8n, 0n, sha)).status, CudaErr.InvalidValue, 'size 0');
+  // Junk is not kept (refused before the cache).
+  const junk = Buffer.alloc(100, 0x5a);
+  fe.mem.bytes(g, 100).set(junk);
+  t.is((await upload(other, 9n, 100n, g, 0, 100)).status, 0);
+  t.is((await load(other, 9n)).status, CudaErr.InvalidKernelImage);
+  t.is((await find(other, 10n, 100n, createHash('sha256').update(junk).digest())).value, 0n, 'an image the checks refused is not cached');
+});
+
+test('the module cache keeps at most its bound in bytes, the least recently used going first', async (t) => {
+  const { ModuleCache } = await import('../../backend/src/qcuda/module-cache');
+  const { createHash } = await import('node:crypto');
+  const m = new ModuleCache(1000n);
+  const img = (b: number, n: number) => new Uint8Array(n).fill(b);
+  const has = (i: Uint8Array) => m.find(createHash('sha256').update(i).digest(), BigInt(i.length)) !== undefined;
+  const a = img(1, 400), b = img(2, 400), c = img(3, 400);
+  m.add(a);
+  m.add(b);
+  t.true(has(a), 'a used: b is now the oldest');
+  m.add(c);
+  t.is(m.bytes, 800n);
+  t.false(has(b), 'b went first');
+  t.true(has(a) && has(c));
+  m.add(img(4, 1001));
+  t.is(m.count, 2, 'an image above the bound is not kept');
+  const found = m.find(createHash('sha256').update(a).digest(), 400n)!;
+  a[0] = 9;
+  t.is(found[0], 1, 'the cache holds its own copy');
+  t.is(new ModuleCache(0n).count, 0);
+});
+
 test('module uploads: sizes, chunks out of range, unknown, incomplete and too many uploads; load on the host provider says 209', async (t) => {
   const { c, fe, dev, provider } = await setup(t);
   const g = fe.mem.alloc(64 * 1024);

@@ -160,6 +160,22 @@ test.serial('default-built programs (static cudart over qcuda\'s libcuda.so.1) p
   t.log(`${programs.length} default-built programs, identical output; passing (no kernels): ${passed.join(', ')}; drvapi: ${(drv.match(/^ok /gm) ?? []).length} checks before its first module`);
 });
 
+// A module image crosses once per VM: the first process sends it, the next
+// ones (either library: the static cudart's cuLibraryLoadData and qcuda's
+// runtime name the same fat binary) find it on the host by its SHA-256.
+test.serial('module images cross once per VM: later processes find them on the host by content', async (t) => {
+  const r = await runVm({
+    ...base,
+    command: 'for p in vectorAdd vectorAdd_static vectorAdd; do QCUDA_DEBUG=1 $p 2>&1 | grep "qcuda\\[debug\\]: module of"; done',
+    backendArgs: ['--provider=host'],
+  });
+  t.is(r.exit, 0, r.stderr);
+  const lines = r.stdout.split('\n').filter(Boolean);
+  t.is(lines.length, 3, r.stdout);
+  t.regex(lines[0], /module of (\d+) bytes: \1 of them for this device, sent: cudaErrorNoKernelImageForDevice/);
+  for (const l of lines.slice(1)) t.regex(l, /, cached on the host: cudaErrorNoKernelImageForDevice/);
+});
+
 // A section of a guest script's stdout: what follows "=== name\n" up to the next "=== ".
 function section(stdout: string, name: string): string {
   return stdout.split(`=== ${name}\n`)[1]?.split('\n=== ')[0] ?? '';

@@ -56,6 +56,9 @@ that would pass it fails with the CUDA error named, nothing grows):
   --module-staging=SIZE   module image bytes being uploaded at once, all
                           processes together (default ${DEFAULT_LIMITS.moduleStaging >> 20n}M):
                           cudaErrorMemoryAllocation
+  --module-cache=SIZE     module image bytes kept by content so that the VM's
+                          next processes do not send them again (default
+                          ${DEFAULT_LIMITS.moduleCache >> 20n}M; 0: none): the oldest images go first
   --deferred-limit=SIZE   posted work one process may have held behind host
                           functions that have not run (default ${DEFAULT_LIMITS.deferredBytes >> 20n}M):
                           cudaErrorMemoryAllocation at the next synchronize
@@ -101,6 +104,7 @@ async function main(): Promise<void> {
         'device-memory-limit': { type: 'string' },
         'max-processes': { type: 'string' },
         'module-staging': { type: 'string' },
+        'module-cache': { type: 'string' },
         'deferred-limit': { type: 'string' },
         'log-rate': { type: 'string' },
         'waiter-threads': { type: 'string' },
@@ -147,6 +151,8 @@ async function main(): Promise<void> {
   if (args['log-rate'] !== undefined) limits.logLinesPerSecond = positiveInt('log-rate', args['log-rate'], 0, 1_000_000);
   const staging = size('module-staging', args['module-staging']);
   if (staging !== undefined) limits.moduleStaging = staging;
+  const cache = size('module-cache', args['module-cache']);
+  if (cache !== undefined) limits.moduleCache = cache;
   const deferred = size('deferred-limit', args['deferred-limit']);
   if (deferred !== undefined) limits.deferredBytes = deferred;
   const gpu = args.gpu === undefined ? 0 : nonNegativeInt('gpu', args.gpu, 63);

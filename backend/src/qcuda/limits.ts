@@ -11,6 +11,8 @@ export interface VmLimits {
   deviceMemory: bigint;
   /** Module image bytes being uploaded at once, all sessions together (each image is at most QCUDA_MAX_MODULE). */
   moduleStaging: bigint;
+  /** Module image bytes kept by content for the VM's next processes (module-cache.ts; 0: none). */
+  moduleCache: bigint;
   /** Bytes of posted work one session may have held behind host functions that have not run. */
   deferredBytes: bigint;
   /** Guest processes with a CUDA context at once (with isolation: worker processes). */
@@ -24,6 +26,7 @@ export interface VmLimits {
 export const DEFAULT_LIMITS: VmLimits = {
   deviceMemory: 0n,
   moduleStaging: 256n << 20n,
+  moduleCache: 256n << 20n,
   deferredBytes: 16n << 20n,
   contexts: 64,
   logLinesPerSecond: 20,

@@ -6,6 +6,7 @@ import { Callbacks } from './callbacks';
 import { CudaErr, CudaError } from './cuda-error';
 import { Budget, Share, type VmLimits } from './limits';
 import type { DevPtr, EventRef, FunctionRef, GuestSeg, ModuleRef, Provider, ProviderContext, StreamRef } from './provider';
+import { ModuleCache } from './module-cache';
 import { IMAGE_PADDING } from './module-image';
 import { OutputQueue } from './output';
 import { QCUDA_MAX_MODULE, QCUDA_STREAM_LEGACY, QCUDA_STREAM_PER_THREAD, Status } from './proto';
@@ -19,6 +20,8 @@ const MAX_UPLOAD_PIECES = 1024;
 
 interface Upload {
   bytes: Uint8Array;
+  /** The VM's cached image (MODULE_FIND): complete, and never written. */
+  cached?: boolean;
   /** Received byte ranges [start, end), sorted and merged. */
   got: [number, number][];
 }
@@ -48,6 +51,8 @@ export interface VmShared {
   readonly staging: Budget;
   /** Sessions with a context (contexts). */
   readonly contexts: Budget;
+  /** Module images by content (moduleCache). */
+  readonly modules: ModuleCache;
 }
 
 export function vmShared(limits: VmLimits): VmShared {
@@ -56,6 +61,7 @@ export function vmShared(limits: VmLimits): VmShared {
     quota: new Budget(limits.deviceMemory, 'the device memory quota'),
     staging: new Budget(limits.moduleStaging, 'the module upload staging bound'),
     contexts: new Budget(BigInt(limits.contexts), 'the bound on CUDA processes per VM', CudaErr.DevicesUnavailable),
+    modules: new ModuleCache(limits.moduleCache),
   };
 }
 
@@ -326,6 +332,8 @@ export class Session {
       // NUL padding after the image: the driver reads PTX up to a NUL (module-image.ts).
       u = { bytes: new Uint8Array(Number(size) + IMAGE_PADDING).subarray(0, Number(size)), got: [] };
       this.#uploads.set(id, u);
+    } else if (u.cached) {
+      throw new CudaError(CudaErr.InvalidValue, `module upload ${id} is the VM's cached image: it takes no chunks`);
     } else if (BigInt(u.bytes.length) !== size) {
       throw new CudaError(CudaErr.InvalidValue, `module upload ${id}: size ${size}, earlier chunks said ${u.bytes.length}`);
     }
@@ -339,6 +347,22 @@ export class Session {
       this.#dropUpload(id, u);
       throw new CudaError(CudaErr.InvalidValue, `module upload ${id} arrives in more than ${MAX_UPLOAD_PIECES} separate pieces: dropped`);
     }
+  }
+
+  /**
+   * Stages the VM's cached image of `size` bytes with this SHA-256 as upload
+   * `id`, complete, if the cache has it (MODULE_FIND); it counts against the
+   * staging bound like an upload until it is loaded. false: not cached.
+   */
+  stageCached(id: bigint, size: bigint, sha256: Uint8Array): boolean {
+    if (size === 0n || size > BigInt(QCUDA_MAX_MODULE)) throw new CudaError(CudaErr.InvalidValue, `module of ${size} bytes`);
+    if (this.#uploads.has(id)) throw new CudaError(CudaErr.InvalidValue, `module upload ${id} exists already`);
+    const image = this.vm.modules.find(sha256, size);
+    if (image === undefined) return false;
+    if (this.#uploads.size >= MAX_PENDING_UPLOADS) throw new CudaError(Status.TOO_LARGE, `more than ${MAX_PENDING_UPLOADS} module uploads pending`);
+    this.#staging.take(size);
+    this.#uploads.set(id, { bytes: image, got: [[0, image.length]], cached: true });
+    return true;
   }
 
   /** The whole image of upload `id` (IMAGE_PADDING zero bytes follow it in its buffer), which is forgotten (complete or not). */

@@ -17,6 +17,8 @@ export interface QemuConfig {
   append?: string;
   /** Reconnect to a restarted backend after this many ms (needs qemu-patches/0002). */
   reconnectMs?: number;
+  /** virtiofs devices (vhost-user-fs-pci): a virtiofsd's socket and the tag the guest mounts. */
+  shares?: { socket: string; tag: string }[];
 }
 
 /** Debian's firmware packages; QCUDA_FIRMWARE_DIRS (colon-separated) overrides, e.g. for a carried copy. */
@@ -53,6 +55,10 @@ export function qemuArgs(c: QemuConfig): string[] {
     '-append', `console=ttyS0 panic=-1 quiet ${c.append ?? ''}`.trim(),
     '-chardev', `socket,id=qcuda0,path=${c.socket}${c.reconnectMs ? `,reconnect-ms=${c.reconnectMs}` : ''}`,
     '-device', `vhost-user-qcuda-pci,chardev=qcuda0,num-queues=${c.queues ?? 4},queue-size=${c.queueSize ?? 256}`,
+    ...(c.shares ?? []).flatMap((s, i) => [
+      '-chardev', `socket,id=fs${i},path=${s.socket}`,
+      '-device', `vhost-user-fs-pci,chardev=fs${i},tag=${s.tag}`,
+    ]),
     '-serial', 'stdio',
     '-serial', c.resultFile ? `file:${c.resultFile}` : 'null',
   ];

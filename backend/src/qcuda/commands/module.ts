@@ -24,22 +24,28 @@ function count(what: string, n: number): number {
 }
 
 export const MODULE_COMMANDS: Runs<
-  'MODULE_UPLOAD' | 'MODULE_LOAD' | 'MODULE_UNLOAD' | 'FUNC_GET' | 'VAR_GET' | 'FUNC_ATTRS' | 'FUNC_SET_ATTR' | 'OCCUPANCY_BLOCKS' | 'OCCUPANCY_SMEM'
+  'MODULE_UPLOAD' | 'MODULE_FIND' | 'MODULE_LOAD' | 'MODULE_UNLOAD' | 'FUNC_GET' | 'VAR_GET' | 'FUNC_ATTRS' | 'FUNC_SET_ATTR' | 'OCCUPANCY_BLOCKS' | 'OCCUPANCY_SMEM'
 > = {
   async MODULE_UPLOAD(c) {
     c.session.uploadChunk(c.args.upload_id, c.args.size, c.dataOffset, c.data);
   },
 
+  MODULE_FIND: async (c) => ({ value: c.session.stageCached(c.args.upload_id, c.args.size, c.args.sha256) ? 1n : 0n }),
+
   /**
    * The image is checked and its globals estimated before the driver sees
    * it; the estimate is reserved from the quota first, and what the load
    * measurably took beyond it after (the module is unloaded again if that
-   * passes the quota).
+   * passes the quota). A checked image is kept by content for the VM's next
+   * processes (whether this device runs it or not: the next load answers the
+   * same).
    */
   async MODULE_LOAD(c) {
     const s = c.session;
     const image = s.takeUpload(c.args.upload_id);
-    const r = s.reserve(checkImage(image).globalBytes);
+    const info = checkImage(image);
+    s.vm.modules.add(image);
+    const r = s.reserve(info.globalBytes);
     let x;
     let loaded;
     try {

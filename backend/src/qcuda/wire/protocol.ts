@@ -126,6 +126,10 @@ export const STRUCTS = {
     fields: [['upload_id', 'u64', 'chosen by the library, unique in its session'], ['size', 'u64', 'the whole image (QCUDA_MAX_MODULE at most)']],
   },
   qcuda_args_module_load: { fields: [['upload_id', 'u64']] },
+  qcuda_args_module_find: {
+    fields: [['upload_id', 'u64', 'the upload to stage the image as'], ['size', 'u64', 'the image\'s bytes'],
+      ['sha256', 'u8[32]', 'the image\'s SHA-256']],
+  },
   qcuda_args_symbol: { fields: [['module', 'u64'], ['name', `char[${MAX_NAME}]`, 'NUL-terminated mangled name']] },
   qcuda_out_func_info: {
     doc: 'The kernel\'s parameter layout as the host driver reports it (cuFuncGetParamInfo): the library packs launch parameters exactly so, and the backend refuses a launch whose parameter block differs in size.',
@@ -397,6 +401,13 @@ export const CALLS = {
     doc: 'Modules: a fat binary crosses once per module: first MODULE_UPLOAD (data to device, chunked like any transfer) into a staging buffer of the session named by upload_id, then MODULE_LOAD of that buffer (value = module handle; the staging buffer is freed).',
   },
   MODULE_LOAD: { cmd: 49, side: 'context', args: 'qcuda_args_module_load', doc: '', value: 'the module handle' },
+  MODULE_FIND: {
+    cmd: 57,
+    side: 'backend',
+    args: 'qcuda_args_module_find',
+    doc: 'Before MODULE_UPLOAD: an image the VM loaded before (the backend keeps images by content, bounded in bytes) is staged as upload_id without crossing again; then MODULE_LOAD as after an upload.',
+    value: '1: staged (no MODULE_UPLOAD needed); 0: not cached, upload it',
+  },
   MODULE_UNLOAD: { cmd: 50, side: 'context', args: 'qcuda_args_handle', handles: { handle: 'module' }, ends: 'handle', doc: '' },
   FUNC_GET: { cmd: 51, side: 'context', args: 'qcuda_args_symbol', out: 'qcuda_out_func_info', handles: { module: 'module' }, doc: '', value: 'the function handle' },
   VAR_GET: {

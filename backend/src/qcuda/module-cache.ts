@@ -1,0 +1,63 @@
+// Module images by content, per VM (per backend): the next process of a VM
+// that loads an image already loaded once (cuBLAS registers ~3,000 fat
+// binaries; every process that uses it loads the same ones) names it by its
+// SHA-256 (MODULE_FIND) instead of sending it again. The key is computed
+// here from the bytes that were uploaded and checked, never taken from the
+// guest: a guest can only ask for what the VM itself sent before. Bounded in
+// bytes (moduleCache); the least recently used images go first.
+import { createHash } from 'node:crypto';
+import { IMAGE_PADDING } from './module-image';
+
+export class ModuleCache {
+  readonly #limit: bigint;
+  /** Insertion order is use order: the first entry is the least recently used. */
+  readonly #images = new Map<string, Uint8Array>();
+  #bytes = 0n;
+
+  /** limit: bytes of images held at most (0: nothing is cached). */
+  constructor(limit: bigint) {
+    this.#limit = limit;
+  }
+
+  static key(sha256: Uint8Array, size: bigint): string {
+    return `${Buffer.from(sha256).toString('hex')}:${size}`;
+  }
+
+  /** The cached image (IMAGE_PADDING zero bytes follow it in its buffer; never to be written), or undefined. */
+  find(sha256: Uint8Array, size: bigint): Uint8Array | undefined {
+    const k = ModuleCache.key(sha256, size);
+    const image = this.#images.get(k);
+    if (image === undefined) return undefined;
+    this.#images.delete(k);
+    this.#images.set(k, image);
+    return image;
+  }
+
+  /** Keeps a copy of image (checked, complete) under its own SHA-256; evicts the least recently used past the bound. */
+  add(image: Uint8Array): void {
+    const size = BigInt(image.length);
+    if (size > this.#limit) return;
+    const k = ModuleCache.key(createHash('sha256').update(image).digest(), size);
+    if (this.#images.has(k)) {
+      this.find(Buffer.from(k.slice(0, 64), 'hex'), size);
+      return;
+    }
+    const copy = new Uint8Array(image.length + IMAGE_PADDING).subarray(0, image.length);
+    copy.set(image);
+    this.#images.set(k, copy);
+    this.#bytes += size;
+    for (const [old, img] of this.#images) {
+      if (this.#bytes <= this.#limit) break;
+      this.#images.delete(old);
+      this.#bytes -= BigInt(img.length);
+    }
+  }
+
+  get bytes(): bigint {
+    return this.#bytes;
+  }
+
+  get count(): number {
+    return this.#images.size;
+  }
+}
