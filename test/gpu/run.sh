@@ -26,6 +26,8 @@ status=0
 # PARTS picks sections (default all): provider hostile guest libcuda cublas bench.
 PARTS=${PARTS:-provider hostile guest libcuda cublas bench}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
+# NVIDIA's libcudart.so.13, for the -cudart=shared programs run natively.
+native_lib=$(dirname "$(find /usr/local/cuda*/ /usr/lib -name 'libcudart.so.13*' 2>/dev/null | head -1)")
 
 if part provider; then
 say "== provider tests (cuda) =="
@@ -41,7 +43,6 @@ fi
 
 if part guest; then
 say "== guest programs: native vs guest on the cuda provider =="
-native_lib=$(dirname "$(find /usr/local/cuda*/ /usr/lib -name 'libcudart.so.13*' 2>/dev/null | head -1)")
 for src in test/guest/*.cu; do
   name=$(basename "$src" .cu)
   prog=$work/guest/bin/$name
@@ -105,6 +106,35 @@ for p in $progs; do
     say "$p: DIFFERENT (native exit $nrc, guest exit ${grc:-none};${diffs:- same output})"; status=1
   fi
 done
+
+# NVIDIA's own libcudart.so.13 over qcuda's libcuda.so.1: the -cudart=shared
+# programs in one guest, the toolkit's runtime first on the library path
+# (/qcuda/files), against native; then the launch benchmark with either
+# runtime in the guest, beside native.
+say "== -cudart=shared programs over NVIDIA's libcudart.so.13 and qcuda's libcuda.so.1: native vs guest =="
+nvrt=$(readlink -f /usr/local/cuda/lib64/libcudart.so.13)
+cp "$nvrt" "$work/libcudart.so.13"
+shared=""
+for src in test/guest/*.cu; do n=$(basename "$src" .cu); case $n in hostile|memlock|mapreset|ringfill|sessionend|killcopy) ;; *) shared="$shared $n";; esac; done
+script='cd /tmp; for p in '"$shared"'; do $p > $p.out 2> $p.err; echo "=== $p exit $?"; echo "=== $p stdout"; cat $p.out; echo "=== $p stderr"; grep -v "^qcuda: " $p.err; echo "=== $p end"; done; echo "=== bench nvidia"; launch_bench 2000; echo "=== bench qcuda"; LD_LIBRARY_PATH=/usr/local/lib launch_bench 2000'
+node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --timeout=480 --file "$work/libcudart.so.13" -- "$script" > "$LOGS/nvrt.guest.all" 2> "$LOGS/nvrt.guest.err"
+same=0; differ=""
+for p in $shared; do
+  LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/$p" > "$LOGS/$p.nv.native.out" 2> "$LOGS/$p.nv.native.err"; nrc=$?
+  sed -n "/^=== $p stdout\$/,/^=== $p stderr\$/p" "$LOGS/nvrt.guest.all" | sed '1d;$d' > "$LOGS/$p.nv.guest.out"
+  sed -n "/^=== $p stderr\$/,/^=== $p end\$/p" "$LOGS/nvrt.guest.all" | sed '1d;$d' > "$LOGS/$p.nv.guest.err"
+  grc=$(sed -n "s/^=== $p exit \([0-9]*\)$/\1/p" "$LOGS/nvrt.guest.all")
+  if [ "$nrc" = "$grc" ] && diff -q "$LOGS/$p.nv.native.out" "$LOGS/$p.nv.guest.out" >/dev/null && diff -q "$LOGS/$p.nv.native.err" "$LOGS/$p.nv.guest.err" >/dev/null; then
+    same=$((same + 1))
+  else
+    differ="$differ $p"; status=1
+  fi
+done
+say "NVIDIA's runtime over qcuda's libcuda.so.1: $same programs identical to native${differ:+; DIFFERENT:$differ}"
+LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/launch_bench" 2000 > "$LOGS/launch.native.json" 2>&1
+say "launch_bench 2000: native $(cat "$LOGS/launch.native.json")"
+say "  guest, NVIDIA's runtime over qcuda's libcuda.so.1: $(sed -n '/^=== bench nvidia/{n;p}' "$LOGS/nvrt.guest.all")"
+say "  guest, qcuda's libcudart.so.13: $(sed -n '/^=== bench qcuda/{n;p}' "$LOGS/nvrt.guest.all")"
 fi
 
 if part cublas; then
@@ -130,10 +160,17 @@ fi
 # What crossed: each module a process loaded (the library's debug lines),
 # twice in one guest: the second process finds the images on the host.
 node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --memory=6144 --timeout=500 --initrd "$work/initrd-cublas.cpio" \
-  -- 'for i in 1 2; do echo "=== run $i"; QCUDA_DEBUG=1 cublas_sgemm 2>&1 >/dev/null | grep "module of"; done' > "$LOGS/cublas.modules" 2>&1
+  -- 'for i in 1 2; do echo "=== run $i"; QCUDA_DEBUG=1 cublas_sgemm 2>&1 >/dev/null | grep "module of"; done; echo "=== bench"; cublas_sgemm bench' > "$LOGS/cublas.modules" 2>&1
 awk '/^=== run/ { run = $3 } /module of/ { n[run]++; all[run] += $4; kept[run] += $6; if (/, sent:/) sent[run] += $6 }
   END { for (r = 1; r <= 2; r++) printf "cublas_sgemm process %d: %d modules loaded, %d bytes registered for them, %d for this device, %d bytes sent\n", r, n[r], all[r], kept[r], sent[r] }' \
   "$LOGS/cublas.modules" | while read -r l; do say "$l"; done
+# sgemm 4096^3 in the same run natively and in the guest (after the two runs above: images cached).
+LD_LIBRARY_PATH=$cuda_lib timeout 120 "$work/guest/bin/cublas_sgemm" bench > "$LOGS/cublas.bench.native" 2>&1
+guest_bench=$(sed -n '/^=== bench/,$p' "$LOGS/cublas.modules" | grep -m1 '^{')
+say "sgemm 4096x4096x4096: native $(cat "$LOGS/cublas.bench.native"), guest ${guest_bench:-none}"
+node -e 'const [n, g] = process.argv.slice(1).map((s) => { try { return JSON.parse(s).gflops; } catch { return NaN; } });
+  console.log(JSON.stringify({ bench: "cublas_sgemm_4096", native_gflops: n, guest_gflops: g, ratio: +(g / n).toFixed(3) }));' \
+  "$(cat "$LOGS/cublas.bench.native")" "$guest_bench" | while read -r l; do say "$l"; done
 fi
 
 if part bench; then

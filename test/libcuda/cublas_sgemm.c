@@ -2,8 +2,10 @@
 /*
  * cublas_sgemm: NVIDIA's cuBLAS (libcublas.so.13 and libcublasLt.so.13,
  * each with its own static CUDA runtime over libcuda.so.1) multiplies
- * matrices in memory the driver API allocated: sgemm at three shapes, with
- * and without transposes, on the NULL stream and a created one. Entries
+ * matrices in memory the driver API allocated: sgemm at four shapes, with
+ * and without transposes, on the NULL stream and a created one, and dgemm.
+ * `cublas_sgemm bench` times sgemm 4096x4096x4096 instead and prints
+ * {"gflops": N} (the GPU run compares the guest with native). Entries
  * are small integers, so every product is exact whatever order the GPU sums
  * in, and checked element by element against the CPU. cuBLAS is opened at
  * run time (the project builds no cuBLAS headers in); on a machine without
@@ -13,12 +15,15 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef int (*create_fn)(void **handle);
 typedef int (*destroy_fn)(void *handle);
 typedef int (*set_stream_fn)(void *handle, CUstream s);
 typedef int (*sgemm_fn)(void *handle, int transa, int transb, int m, int n, int k, const float *alpha,
 			const float *A, int lda, const float *B, int ldb, const float *beta, float *C, int ldc);
+typedef int (*dgemm_fn)(void *handle, int transa, int transb, int m, int n, int k, const double *alpha,
+			const double *A, int lda, const double *B, int ldb, const double *beta, double *C, int ldc);
 
 static int checks, failed;
 
@@ -86,7 +91,72 @@ static int gemm(void *h, sgemm_fn sgemm, CUstream s, int ta, int tb, int m, int 
 	return 0;
 }
 
-int main(void)
+/* dgemm once: C = A * B, 300x200x100, integer-valued entries, exact. */
+static void dgemm_check(void *h, dgemm_fn dgemm)
+{
+	enum { M = 300, N = 200, K = 100 };
+	static double A[M * K], B[K * N], C[M * N];
+	const double one = 1, zero = 0;
+	CUdeviceptr dA, dB, dC;
+	int st, bad = 0;
+
+	for (int i = 0; i < M * K; i++)
+		A[i] = (i * 7 % 9) - 4;
+	for (int i = 0; i < K * N; i++)
+		B[i] = (i * 5 % 7) - 3;
+	if (cuMemAlloc(&dA, sizeof(A)) || cuMemAlloc(&dB, sizeof(B)) || cuMemAlloc(&dC, sizeof(C)) ||
+	    cuMemcpyHtoD(dA, A, sizeof(A)) || cuMemcpyHtoD(dB, B, sizeof(B))) {
+		printf("FAIL device memory for dgemm\n");
+		failed++;
+		return;
+	}
+	st = dgemm(h, 0, 0, M, N, K, &one, (const double *)(uintptr_t)dA, M, (const double *)(uintptr_t)dB, K, &zero,
+		   (double *)(uintptr_t)dC, M);
+	check(st == 0, "cublasDgemm NN 300x200x100", st);
+	if (cuMemcpyDtoH(C, dC, sizeof(C)) == CUDA_SUCCESS) {
+		for (int j = 0; j < N; j++)
+			for (int i = 0; i < M; i++) {
+				double s = 0;
+
+				for (int p = 0; p < K; p++)
+					s += A[i + p * M] * B[p + j * K];
+				bad += C[i + j * M] != s;
+			}
+		check(bad == 0, "dgemm result equals the CPU's, element by element (wrong:", bad);
+	}
+	cuMemFree(dA);
+	cuMemFree(dB);
+	cuMemFree(dC);
+}
+
+/* sgemm 4096^3, 20 timed after 3 warm-up runs: GFLOP/s. */
+static int bench(void *h, sgemm_fn sgemm)
+{
+	const int n = 4096, reps = 20;
+	const float one = 1, zero = 0;
+	CUdeviceptr dA, dB, dC;
+	CUevent e0, e1;
+	float ms = 0;
+
+	if (cuMemAlloc(&dA, (size_t)n * n * 4) || cuMemAlloc(&dB, (size_t)n * n * 4) || cuMemAlloc(&dC, (size_t)n * n * 4) ||
+	    cuMemsetD32(dA, 0x3f800000, (size_t)n * n) || cuMemsetD32(dB, 0x3f800000, (size_t)n * n) ||
+	    cuEventCreate(&e0, 0) || cuEventCreate(&e1, 0))
+		return 1;
+	for (int i = 0; i < 3 + reps; i++) {
+		if (i == 3)
+			cuEventRecord(e0, NULL);
+		if (sgemm(h, 0, 0, n, n, n, &one, (const float *)(uintptr_t)dA, n, (const float *)(uintptr_t)dB, n, &zero,
+			  (float *)(uintptr_t)dC, n))
+			return 1;
+	}
+	cuEventRecord(e1, NULL);
+	cuEventSynchronize(e1);
+	cuEventElapsedTime(&ms, e0, e1);
+	printf("{\"gflops\": %.1f, \"ms_per_sgemm\": %.3f}\n", 2.0 * n * n * n * reps / (ms * 1e6), ms / reps);
+	return 0;
+}
+
+int main(int argc, char **argv)
 {
 	void *lib = dlopen("libcublas.so.13", RTLD_NOW), *h = NULL;
 	create_fn create;
@@ -98,7 +168,8 @@ int main(void)
 	int st;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	printf("# cublas_sgemm\n");
+	if (argc < 2)
+		printf("# cublas_sgemm\n");
 	if (!lib) {
 		printf("SKIP: cublas_sgemm: no libcublas.so.13 here\n");
 		return 77;
@@ -107,10 +178,18 @@ int main(void)
 	destroy = (destroy_fn)dlsym(lib, "cublasDestroy_v2");
 	set_stream = (set_stream_fn)dlsym(lib, "cublasSetStream_v2");
 	sgemm = (sgemm_fn)dlsym(lib, "cublasSgemm_v2");
-	if (!create || !destroy || !set_stream || !sgemm || cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) ||
+	dgemm_fn dgemm = (dgemm_fn)dlsym(lib, "cublasDgemm_v2");
+	if (!create || !destroy || !set_stream || !sgemm || !dgemm || cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) ||
 	    cuCtxSetCurrent(ctx)) {
 		printf("FAIL: cublas_sgemm: cuBLAS entry points or a context missing\n");
 		return 1;
+	}
+	if (argc > 1 && !strcmp(argv[1], "bench")) {
+		if (create(&h) || bench(h, sgemm)) {
+			printf("{\"error\": \"cuBLAS failed\"}\n");
+			return 1;
+		}
+		return 0;
 	}
 	st = create(&h);
 	check(st == 0, "cublasCreate", st);
@@ -123,6 +202,7 @@ int main(void)
 	st = set_stream(h, s);
 	check(st == 0, "cublasSetStream", st);
 	gemm(h, sgemm, s, 1, 1, 512, 512, 512);
+	dgemm_check(h, dgemm);
 	st = destroy(h);
 	check(st == 0, "cublasDestroy", st);
 	cuStreamDestroy(s);
