@@ -49,47 +49,64 @@ flock 9
 
 # The version apt would download now: the file name in --print-uris
 # ('URL' qemu-system-common_1%3a7.2+dfsg-7+deb12u18+b3_amd64.deb SIZE SHA256:...).
-print_uri() { apt-get -qq --print-uris download "$PKG/$RELEASE" 2>/dev/null | head -n1; }
-uri=$(print_uri || true)
-if [ -z "$uri" ] && [ -z "$updated" ]; then
-	# A fresh machine has no package lists yet.
-	$APT update -qq || true
-	uri=$(print_uri || true)
-fi
-ver=
-if [ -n "$uri" ]; then
+version() {
+	local uri file v
+	uri=$(apt-get -qq --print-uris download "$PKG/$RELEASE" 2>/dev/null | head -n1) || true
+	[ -n "$uri" ] || return 0
 	file=$(awk '{ print $2 }' <<<"$uri")
-	ver=${file#"${PKG}_"}
-	ver=${ver%_*.deb}
-	ver=${ver//%3a/:}
-	ver=${ver//%3A/:}
-fi
+	v=${file#"${PKG}_"}
+	v=${v%_*.deb}
+	v=${v//%3a/:}
+	printf '%s\n' "${v//%3A/:}"
+}
 key() { printf '%s' "$1" | tr ':~' '_-'; }
 
+# Fetch version $1 into the cache; fails when apt cannot download it.
+fetch() {
+	local ver=$1 dir tmp deb
+	dir=$CACHE/virtiofsd-$(key "$ver")
+	[ -x "$dir/virtiofsd" ] && return 0
+	log "fetching $PKG $ver ($RELEASE) for its virtiofsd"
+	tmp=$(mktemp -d "$CACHE/virtiofsd.tmp.XXXXXX")
+	# apt checks the download against the signed package lists.
+	if ! (cd "$tmp" && apt-get -qq $([ "$(id -u)" -eq 0 ] && echo -o APT::Sandbox::User=root) \
+		download "$PKG=$ver" >/dev/null); then
+		rm -rf "$tmp"
+		return 1
+	fi
+	deb=$(ls "$tmp"/*.deb)
+	mkdir "$tmp/x" "$tmp/out"
+	dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp/x" ./usr/lib/qemu/virtiofsd
+	mv "$tmp/x/usr/lib/qemu/virtiofsd" "$tmp/out/virtiofsd"
+	if ! "$tmp/out/virtiofsd" --version >/dev/null; then
+		local why
+		why=$(ldd "$tmp/out/virtiofsd" 2>&1 | grep 'not found' || true)
+		rm -rf "$tmp"
+		die "the virtiofsd of $PKG $ver does not run${why:+: $why}"
+	fi
+	rm -rf "$dir"
+	mv "$tmp/out" "$dir"
+	rm -rf "$tmp"
+}
+
+ver=$(version)
+if [ -n "$ver" ] && ! fetch "$ver" && [ -z "$updated" ]; then
+	ver= # stale package lists (the mirror dropped that version): update once
+fi
+if [ -z "$ver" ] && [ -z "$updated" ]; then
+	# (A fresh machine has no package lists yet.)
+	$APT update -qq || true
+	ver=$(version)
+	[ -n "$ver" ] && { fetch "$ver" || ver=; }
+fi
 if [ -n "$ver" ]; then
 	dir=$CACHE/virtiofsd-$(key "$ver")
-	if [ ! -x "$dir/virtiofsd" ]; then
-		log "fetching $PKG $ver ($RELEASE) for its virtiofsd"
-		tmp=$(mktemp -d "$CACHE/virtiofsd.tmp.XXXXXX")
-		trap 'rm -rf "$tmp"' EXIT
-		# apt checks the download against the signed package lists.
-		(cd "$tmp" && apt-get -qq $([ "$(id -u)" -eq 0 ] && echo -o APT::Sandbox::User=root) \
-			download "$PKG=$ver" >/dev/null) || die "apt-get download $PKG=$ver failed"
-		deb=$(ls "$tmp"/*.deb)
-		mkdir "$tmp/x"
-		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp/x" ./usr/lib/qemu/virtiofsd
-		mkdir "$tmp/out"
-		mv "$tmp/x/usr/lib/qemu/virtiofsd" "$tmp/out/virtiofsd"
-		"$tmp/out/virtiofsd" --version >/dev/null || die "the extracted virtiofsd does not run: $(ldd "$tmp/out/virtiofsd" | grep 'not found' || true)"
-		rm -rf "$dir"
-		mv "$tmp/out" "$dir"
-	fi
 else
-	# Offline and no package lists: the newest cached one, if any.
+	# Offline, or apt cannot find it: the newest cached one, if any.
 	dir=$(ls -d "$CACHE"/virtiofsd-*/ 2>/dev/null | grep -v '\.tmp\.' | sort -V | tail -n1 || true)
 	dir=${dir%/}
-	[ -n "$dir" ] && [ -x "$dir/virtiofsd" ] || die "apt cannot find $PKG in $RELEASE (apt-get update?) and nothing is cached in $CACHE"
-	log "apt does not know $PKG/$RELEASE; using the cached $dir"
+	[ -n "$dir" ] && [ -x "$dir/virtiofsd" ] || die "apt cannot get $PKG from $RELEASE (network? apt sources?) and nothing is cached in $CACHE"
+	log "apt cannot get $PKG/$RELEASE now; using the cached $dir"
 fi
 
 if ! cmp -s "$dir/virtiofsd" "$out"; then

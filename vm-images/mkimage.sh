@@ -39,6 +39,7 @@ for a in $("$root/bin/busybox" --list-full); do
 	[ -e "$root/$a" ] || [ -L "$root/$a" ] || ln -s /bin/busybox "$root/$a"
 done
 install -m 755 "$here/init" "$root/init"
+install -m 755 "$here/qcuda-chroot" "$root/usr/bin/qcuda-chroot"
 mkdir -p "$root/lib/modules"
 strip --strip-debug -o "$root/lib/modules/qcuda.ko" "$QCUDA_KO"
 echo "root:x:0:0:root:/root:/bin/sh" > "$root/etc/passwd"

@@ -9,6 +9,9 @@
 
 #include "qcrt.h"
 
+/* Exported (libcudart.map): this runtime library is qcuda's, not NVIDIA's. */
+QC_API const char qcuda_libcudart[] = "qcuda libcudart.so.13";
+
 struct qc_state qc = { .fd = -1, .init_err = cudaErrorInitializationError };
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;

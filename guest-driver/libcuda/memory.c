@@ -5,6 +5,7 @@
  * runtime layer's own operation (the same range maps, pointer checks,
  * chunked transfers and posted work), under the thread's current context.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cu.h"
@@ -289,22 +290,41 @@ static CUresult memset8(CUdeviceptr dst, unsigned char v, size_t n, CUstream s, 
 }
 
 /* A 16- or 32-bit pattern whose bytes are all equal (zero, all ones: what
- * programs clear memory with) is a byte memset; other patterns need element
- * memsets the wire does not carry yet. */
-static CUresult memset_wide(CUdeviceptr dst, uint32_t v, unsigned int width, size_t n, CUstream s,
-			    int async, int ptds, const char *name)
-{
-	static int warned;
-	unsigned char b = v & 0xff;
-	uint32_t splat = width == 2 ? b * 0x0101u : b * 0x01010101u;
+ * programs clear memory with) is a byte memset. Another pattern is written
+ * as copies of a host buffer holding it, in stream order (the wire carries
+ * byte memsets only; a copy from guest memory is done with the buffer when
+ * its call returns). */
+#define PATTERN_CHUNK (4u << 20)
 
-	if (dst % width)
+static CUresult memset_wide(CUdeviceptr dst, uint32_t v, unsigned int width, size_t n, CUstream s,
+			    int async, int ptds)
+{
+	unsigned char b = v & 0xff, *buf;
+	uint32_t splat = width == 2 ? b * 0x0101u : b * 0x01010101u;
+	size_t total, chunk;
+	CUresult r;
+
+	if (dst % width || n > SIZE_MAX / width)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (v != splat)
-		return cu_unsupported(name, &warned);
-	if (n > SIZE_MAX / width)
-		return CUDA_ERROR_INVALID_VALUE;
-	return memset8(dst, b, n * width, s, async, ptds);
+	if (v == splat)
+		return memset8(dst, b, n * width, s, async, ptds);
+	r = cu_enter();
+	if (r != CUDA_SUCCESS || n == 0)
+		return r;
+	total = n * width;
+	chunk = total < PATTERN_CHUNK ? total : PATTERN_CHUNK;
+	buf = malloc(chunk);
+	if (!buf)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (size_t i = 0; i < chunk; i += width)
+		memcpy(buf + i, &v, width);	/* little-endian: the pattern's bytes in order */
+	for (size_t off = 0; r == CUDA_SUCCESS && off < total; off += chunk) {
+		size_t len = total - off < chunk ? total - off : chunk;
+
+		r = copy(PTR(dst + off), buf, len, cudaMemcpyHostToDevice, s, async, ptds);
+	}
+	free(buf);
+	return r;
 }
 
 CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
@@ -332,21 +352,21 @@ CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N,
 #define WIDE(name, type, width)                                                                 \
 	CUresult name##_v2(CUdeviceptr d, type v, size_t n)                                     \
 	{                                                                                       \
-		return memset_wide(d, v, width, n, NULL, 0, 0, #name);                         \
+		return memset_wide(d, v, width, n, NULL, 0, 0);                                 \
 	}                                                                                       \
 	CUresult name##_v2_ptds(CUdeviceptr d, type v, size_t n);                               \
 	CUresult name##_v2_ptds(CUdeviceptr d, type v, size_t n)                                \
 	{                                                                                       \
-		return memset_wide(d, v, width, n, NULL, 0, 1, #name);                          \
+		return memset_wide(d, v, width, n, NULL, 0, 1);                                 \
 	}                                                                                       \
 	CUresult name##Async(CUdeviceptr d, type v, size_t n, CUstream s)                       \
 	{                                                                                       \
-		return memset_wide(d, v, width, n, s, 1, 0, #name "Async");                    \
+		return memset_wide(d, v, width, n, s, 1, 0);                                    \
 	}                                                                                       \
 	CUresult name##Async_ptsz(CUdeviceptr d, type v, size_t n, CUstream s);                 \
 	CUresult name##Async_ptsz(CUdeviceptr d, type v, size_t n, CUstream s)                  \
 	{                                                                                       \
-		return memset_wide(d, v, width, n, s, 1, 1, #name "Async");                    \
+		return memset_wide(d, v, width, n, s, 1, 1);                                    \
 	}
 
 WIDE(cuMemsetD16, unsigned short, 2)

@@ -25,6 +25,12 @@ for f in qboot.rom pvh.bin linuxboot.bin linuxboot_dma.bin kvmvapic.bin multiboo
 done
 cp -L /usr/share/seabios/*.bin "$stage/qemu/firmware/" 2>/dev/null || true
 
+# virtiofsd (qcuda vm --share, --host-root), with its libraries beside QEMU's.
+: "${QCUDA_VIRTIOFSD:?}"
+cp "$QCUDA_VIRTIOFSD" "$stage/qemu/bin/virtiofsd"
+ldd "$QCUDA_VIRTIOFSD" | awk '/=> \// { print $3 }' | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' \
+  | xargs -r cp -L -n1 -t "$stage/qemu/lib/"
+
 mkdir -p "$stage/guest"
 cp "$GUEST_KERNEL" "$stage/guest/vmlinux"
 cp "$GUEST_INITRD" "$stage/guest/initrd.cpio"

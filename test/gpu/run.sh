@@ -23,8 +23,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 say "accel: $(grep -qwE 'vmx|svm' /proc/cpuinfo && [ -w /dev/kvm ] && echo kvm || echo tcg)"
 
 status=0
-# PARTS picks sections (default all): provider hostile guest libcuda cublas bench.
-PARTS=${PARTS:-provider hostile guest libcuda cublas bench}
+# PARTS picks sections (default all): provider hostile guest libcuda cublas torch bench.
+PARTS=${PARTS:-provider hostile guest libcuda cublas torch bench}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 # NVIDIA's libcudart.so.13, for the -cudart=shared programs run natively.
 native_lib=$(dirname "$(find /usr/local/cuda*/ /usr/lib -name 'libcudart.so.13*' 2>/dev/null | head -1)")
@@ -171,6 +171,29 @@ say "sgemm 4096x4096x4096: native $(cat "$LOGS/cublas.bench.native"), guest ${gu
 node -e 'const [n, g] = process.argv.slice(1).map((s) => { try { return JSON.parse(s).gflops; } catch { return NaN; } });
   console.log(JSON.stringify({ bench: "cublas_sgemm_4096", native_gflops: n, guest_gflops: g, ratio: +(g / n).toFixed(3) }));' \
   "$(cat "$LOGS/cublas.bench.native")" "$guest_bench" | while read -r l; do say "$l"; done
+fi
+
+if part torch; then
+# PyTorch of this machine (/opt/torch/.venv), natively and in a guest booted
+# on this machine's own root filesystem (qcuda vm --host-root: read-only over
+# virtiofs, qcuda's libcuda.so.1 first on the library path, PyTorch's own
+# runtime and libraries unchanged). The script goes in as text: the guest's
+# /tmp is its own.
+say "== PyTorch: native vs guest on the host's root filesystem (qcuda's libcuda.so.1) =="
+py=/opt/torch/.venv/bin/python
+env -u LD_LIBRARY_PATH timeout 300 $py test/gpu/torch_mlp.py > "$LOGS/torch.native.out" 2> "$LOGS/torch.native.err"; nrc=$?
+b64=$(base64 -w0 test/gpu/torch_mlp.py)
+node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --host-root --memory=12288 --cpus=8 --timeout=560 \
+  -- "echo $b64 | base64 -d > /tmp/torch_mlp.py && $py /tmp/torch_mlp.py" > "$LOGS/torch.guest.out" 2> "$LOGS/torch.guest.err"; grc=$?
+paste -d '|' "$LOGS/torch.native.out" "$LOGS/torch.guest.out" | awk -F'|' '{ printf "%-60s | %s\n", $1, $2 }' > "$LOGS/torch.side-by-side"
+if [ $nrc = $grc ] && diff -q "$LOGS/torch.native.out" "$LOGS/torch.guest.out" >/dev/null; then
+  say "torch_mlp: identical (exit $grc); native | guest:"
+else
+  say "torch_mlp: DIFFERENT (native exit $nrc, guest exit $grc); native | guest:"; status=1
+  grep -v '^qcuda: guest command' "$LOGS/torch.guest.err" | tail -15 | tee -a "$summary"
+fi
+tee -a "$summary" < "$LOGS/torch.side-by-side"
+say "step time: native $(grep -m1 '^{' "$LOGS/torch.native.err"), guest $(grep -m1 '^{' "$LOGS/torch.guest.err")"
 fi
 
 if part bench; then

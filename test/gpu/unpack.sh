@@ -9,5 +9,6 @@ export PATH=$work:$PATH
 export LD_LIBRARY_PATH=$work/qemu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export QEMU_BIN=$work/qemu/bin/qemu-system-x86_64 GUEST_KERNEL=$work/guest/vmlinux GUEST_INITRD=$work/guest/initrd.cpio
 export QCUDA_FIRMWARE_DIRS=$work/qemu/firmware
+export QCUDA_VIRTIOFSD=$work/qemu/bin/virtiofsd
 export QCUDA_GPU_TESTS=1
 app=$work/app

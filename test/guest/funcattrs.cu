@@ -78,13 +78,11 @@ static void print_attrs(const char *name, const cudaFuncAttributes &a)
 }
 
 /* Whether the runtime is qcuda's libcudart.so.13 (a -cudart=shared build in
- * a guest), not NVIDIA's (natively, or linked in by a default build). */
+ * a guest, which exports the marker qcuda_libcudart), not NVIDIA's (natively,
+ * linked in by a default build, or NVIDIA's shared library in a guest). */
 static bool qcuda_runtime(void)
 {
-	Dl_info i;
-
-	return qt_on_qcuda() && dladdr((void *)&cudaGetDriverEntryPointByVersion, &i) && i.dli_fname &&
-	       strstr(i.dli_fname, "libcudart.so");
+	return dlsym(RTLD_DEFAULT, "qcuda_libcudart") != NULL;
 }
 
 static void attributes(void)

@@ -192,6 +192,13 @@ int main(void)
 	OK(cuMemsetD32(dc, 0, N));
 	OK(cuMemcpyDtoH(c, dc, N * sizeof(float)));
 	check(c[0] == 0 && c[N - 1] == 0, "cuMemsetD32 zeroed the buffer");
+	OK(cuMemsetD32(dc, 0x3f800000, N));	/* 1.0f: a pattern of four different bytes */
+	OK(cuMemcpyDtoH(c, dc, N * sizeof(float)));
+	check(c[0] == 1.0f && c[N / 2] == 1.0f && c[N - 1] == 1.0f, "cuMemsetD32 wrote 1.0f everywhere");
+	OK(cuMemsetD16(dc, 0x1234, 2 * N));
+	OK(cuMemcpyDtoH(c, dc, 8));
+	check(((unsigned short *)c)[0] == 0x1234 && ((unsigned short *)c)[3] == 0x1234, "cuMemsetD16 wrote its pattern");
+	EXPECT(cuMemsetD32(dc + 2, 0, 4), CUDA_ERROR_INVALID_VALUE);
 	OK(cuMemsetD8(dc, 0xff, 4));
 	OK(cuMemcpyDtoD(dc + 4, da + 4, 8));
 	OK(cuMemcpyDtoH(c, dc, 12));

@@ -4,7 +4,8 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { qemuArgs } from '../vm/qemu-args';
-import { runVm, VmError } from '../vm/runner';
+import { runVm, VmConfigError, VmError } from '../vm/runner';
+import { defaultVirtiofsd, MAX_SHARES, parseShareSpec, resolveShares, type VmShare } from '../vm/shares';
 
 const HELP = `Usage: qcuda <command> [options]
 
@@ -18,6 +19,22 @@ Commands:
 vm options:
   --file=PATH          copy a host file into the guest's /qcuda/files (on PATH
                        and LD_LIBRARY_PATH there); repeatable
+  --share=HOSTDIR[:GUESTDIR[:rw]]
+                       mount a host directory in the guest over virtiofs
+                       before COMMAND runs, at GUESTDIR (default: the same
+                       path; /host for /). Read-only unless :rw (HOSTDIR:rw
+                       keeps the default GUESTDIR); read-only is enforced on
+                       the host (a read-only bind mount in virtiofsd's own
+                       mount namespace), so guest root cannot write either.
+                       Mounts below HOSTDIR come along (nosuid,nodev), kernel
+                       filesystems (proc, sys, dev, cgroup...) do not.
+                       Repeatable, up to ${MAX_SHARES}; needs root and virtiofsd
+  --host-root          run COMMAND on the host's own root filesystem: shares /
+                       read-only at /host and runs COMMAND chrooted there
+                       (qcuda-chroot: guest /proc, /sys, /dev, a tmpfs /tmp
+                       and /run instead of the host's, qcuda's libcuda.so.1 and
+                       libcudart.so.13 first on LD_LIBRARY_PATH), in the
+                       current directory; e.g. --host-root -- 'python3 x.py'
   --timeout=SECONDS    give up (and clean up) after this long (default 300)
   --queues=N           request queues (default 4)
   --memory=MIB         guest RAM (default 512)
@@ -37,9 +54,12 @@ Common options (defaults from the environment, set by 'make'):
   --qemu=PATH          QEMU binary (QEMU_BIN)
   --kernel=PATH        guest kernel (GUEST_KERNEL)
   --initrd=PATH        guest base initramfs (GUEST_INITRD)
+  --virtiofsd=PATH     virtiofsd for --share (QCUDA_VIRTIOFSD, else
+                       build/vm/virtiofsd: 'make virtiofsd' puts it there)
 
 Exit status of 'vm': the guest command's status; 125 when the VM failed (the
-message names the side that failed: backend, qemu, guest or timeout).`;
+message names the side that failed: backend, qemu, virtiofsd, guest or
+timeout); 2 for bad usage (a share that is not a directory, ...).`;
 
 function usage(msg: string): never {
   process.stderr.write(`qcuda: ${msg}\nTry 'qcuda help'.\n`);
@@ -58,8 +78,16 @@ function intOpt(v: string | undefined, name: string, dflt: number, max: number):
   return +v;
 }
 
+/** Quotes a word for sh. */
+function shq(a: string): string {
+  return /^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`;
+}
+
 const OPTIONS = {
   file: { type: 'string', multiple: true },
+  share: { type: 'string', multiple: true },
+  'host-root': { type: 'boolean' },
+  virtiofsd: { type: 'string' },
   timeout: { type: 'string' },
   queues: { type: 'string' },
   memory: { type: 'string' },
@@ -106,16 +134,28 @@ async function main(): Promise<number> {
       socket: path.resolve(v.socket), queues: intOpt(v.queues, 'queues', 4, 64), memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20),
       cpus: intOpt(v.cpus, 'cpus', 2, 256),
     });
-    process.stdout.write(`${args.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`)).join(' ')}\n`);
+    process.stdout.write(`${args.map(shq).join(' ')}\n`);
     return 0;
   }
   if (cmd !== 'vm') usage(`unknown command '${cmd}'`);
-  const command = v.demo ? DEMO_COMMAND : positionals.join(' ');
+  let command = v.demo ? DEMO_COMMAND : positionals.join(' ');
   if (!command) usage('vm needs a COMMAND to run in the guest (or --demo)');
+  const shares: VmShare[] = [];
+  try {
+    for (const spec of v.share ?? []) shares.push(parseShareSpec(spec));
+    if (v['host-root']) {
+      shares.push({ hostDir: '/', guestDir: '/host' });
+      command = `exec qcuda-chroot /host -C ${shq(process.cwd())} ${shq(command)}`;
+    }
+    resolveShares(shares);
+  } catch (e) {
+    usage((e as Error).message);
+  }
+  const virtiofsd = shares.length > 0 ? need(v.virtiofsd ?? (defaultVirtiofsd() || undefined), 'virtiofsd', 'QCUDA_VIRTIOFSD') : undefined;
   try {
     const r = await runVm({
       qemu: need(v.qemu, 'qemu', 'QEMU_BIN'), kernel: need(v.kernel, 'kernel', 'GUEST_KERNEL'), initrd: need(v.initrd, 'initrd', 'GUEST_INITRD'),
-      command, files: (v.file ?? []).map((f) => path.resolve(f)),
+      command, files: (v.file ?? []).map((f) => path.resolve(f)), shares, virtiofsd,
       timeoutMs: intOpt(v.timeout, 'timeout', 300, 86400) * 1000, queues: intOpt(v.queues, 'queues', 4, 64),
       memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20), cpus: intOpt(v.cpus, 'cpus', 2, 256),
       onConsole: v.quiet ? undefined : (s) => process.stderr.write(s),
@@ -131,6 +171,7 @@ async function main(): Promise<number> {
     process.stderr.write(`qcuda: guest command exited with status ${r.exit}; boot to /init ${r.bootMs ?? '?'} ms, total ${r.wallMs} ms\n`);
     return r.exit ?? 125;
   } catch (e) {
+    if (e instanceof VmConfigError) usage(e.message);
     if (e instanceof VmError) {
       process.stderr.write(`qcuda: VM failed (${e.side}): ${e.message}\n`);
       return 125;

@@ -1,7 +1,8 @@
-// Runs a command in a fresh guest: starts the backend, starts QEMU with the
-// device, streams the console, enforces a timeout and returns what the guest
-// reported. Whatever happens (a failure, a timeout, an interrupted test
-// run), QEMU, the backend, the socket and the temporary files are removed.
+// Runs a command in a fresh guest: starts the backend (and a virtiofsd per
+// shared host directory), starts QEMU with the device, streams the console,
+// enforces a timeout and returns what the guest reported. Whatever happens (a
+// failure, a timeout, an interrupted test run), QEMU, the backend, the
+// virtiofsds, the sockets and the temporary files are removed.
 import { spawn, type ChildProcess } from 'node:child_process';
 import createDebug from 'debug';
 import fs from 'node:fs';
@@ -10,6 +11,9 @@ import path from 'node:path';
 import { cpio, type CpioEntry } from './cpio';
 import { qemuArgs, type QemuConfig } from './qemu-args';
 import { parseReport, type GuestReport } from './result';
+import { defaultVirtiofsd, resolveShares, virtiofsdCommand, type ResolvedShare, type VmShare } from './shares';
+
+export type { VmShare } from './shares';
 
 const debug = createDebug('qcuda:vm');
 
@@ -31,8 +35,13 @@ export interface VmOptions {
   onConsole?: (text: string) => void;
   firmwareDirs?: string[];
   accel?: QemuConfig['accel'];
-  /** Called once both processes run (tests use it to kill one side). */
-  onStarted?: (info: { backendPid: number; qemuPid: number; dir: string }) => void;
+  /** Host directories the guest mounts over virtiofs before the command runs
+   * (at most 8; read-only unless writable, enforced on the host). */
+  shares?: VmShare[];
+  /** The virtiofsd binary for shares (default: $QCUDA_VIRTIOFSD, set by make, or build/vm/virtiofsd). */
+  virtiofsd?: string;
+  /** Called once the processes run (tests use it to kill one side). */
+  onStarted?: (info: StartedInfo) => void;
   /** Start a new backend this many times when one dies, and let QEMU
    * reconnect to it (-chardev ...,reconnect-ms); 0: a dead backend fails the run. */
   restartBackend?: number;
@@ -46,13 +55,26 @@ export interface VmResult extends GuestReport {
   wallMs: number;
 }
 
-export type FailedSide = 'backend' | 'qemu' | 'guest' | 'timeout';
+export interface StartedInfo {
+  backendPid: number;
+  qemuPid: number;
+  /** One per share, in order (each also has a sandboxed child once QEMU connected). */
+  virtiofsdPids: number[];
+  dir: string;
+}
+
+export type FailedSide = 'backend' | 'qemu' | 'virtiofsd' | 'guest' | 'timeout';
 
 export class VmError extends Error {
   override readonly name = 'VmError';
   constructor(readonly side: FailedSide, message: string, readonly consoleText = '') {
     super(message);
   }
+}
+
+/** Options that cannot work (a bad share, no virtiofsd): thrown before anything starts. */
+export class VmConfigError extends Error {
+  override readonly name = 'VmConfigError';
 }
 
 /** What vm-images/init prints on the console first. */
@@ -104,18 +126,68 @@ function tail(s: string, lines = 15): string {
   return s.trimEnd().split('\n').slice(-lines).join('\n');
 }
 
-async function waitForSocket(sock: string, backend: ChildProcess, stderr: () => string): Promise<void> {
-  const died = exited(backend).then((how) => how);
+async function waitForSocket(sock: string, p: ChildProcess, stderr: () => string, side: FailedSide = 'backend', name = 'backend'): Promise<void> {
+  const died = exited(p).then((how) => how);
   for (let i = 0; i < 400; i++) {
     if (fs.existsSync(sock)) return;
     const how = await Promise.race([died, new Promise<undefined>((r) => setTimeout(() => r(undefined), 25))]);
-    if (how) throw new VmError('backend', `backend ${how} before listening:\n${tail(stderr())}`);
+    if (how) throw new VmError(side, `${name} ${how} before listening:\n${tail(stderr())}`);
   }
-  throw new VmError('backend', `backend did not create ${sock} within 10 s`);
+  throw new VmError(side, `${name} did not create ${sock} within 10 s`);
 }
 
-function buildInitrd(dir: string, o: VmOptions): string {
+/** pid and start time (to tell a reused pid apart) of a process's children. */
+function childrenOf(pid: number): { pid: number; start: string }[] {
+  const out: { pid: number; start: string }[] = [];
+  for (const e of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${e}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // f[0] is field 3 (state)
+      if (+f[1] === pid) out.push({ pid: +e, start: f[19] });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+function sameProcess(k: { pid: number; start: string }): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${k.pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return f[19] === k.start && f[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+// virtiofsd (sandbox=namespace) forks once QEMU has connected: the child
+// serves in new pid/mount/net namespaces, the parent waits for it. Killed,
+// the parent exits and the child gets SIGTERM (PR_SET_PDEATHSIG); wait for
+// it too, so that no virtiofsd outlives the run.
+async function stopVirtiofsd(p: ChildProcess): Promise<void> {
+  const kids = p.pid !== undefined && p.exitCode === null && p.signalCode === null ? childrenOf(p.pid) : [];
+  await stop(p);
+  for (const k of kids) {
+    for (let i = 0; i < 100 && sameProcess(k); i++) await new Promise((r) => setTimeout(r, 20));
+    if (sameProcess(k)) {
+      debug('virtiofsd child %d did not exit: SIGKILL', k.pid);
+      try {
+        process.kill(k.pid, 'SIGKILL');
+      } catch {
+        // exited meanwhile
+      }
+      for (let i = 0; i < 50 && sameProcess(k); i++) await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+}
+
+function buildInitrd(dir: string, o: VmOptions, shares: ResolvedShare[]): string {
   const entries: CpioEntry[] = [{ name: 'qcuda/run', data: Buffer.from(`${o.command}\n`), mode: 0o755 }];
+  // vm-images/init mounts each line's tag at its directory before the command runs.
+  if (shares.length > 0)
+    entries.push({ name: 'qcuda/shares', data: Buffer.from(shares.map((s) => `${s.tag} ${s.writable ? 'rw' : 'ro'} ${s.guestDir}\n`).join('')), mode: 0o644 });
   for (const f of o.files ?? []) {
     const st = fs.statSync(f);
     entries.push({ name: `qcuda/files/${path.basename(f)}`, data: fs.readFileSync(f), mode: st.mode & 0o777 });
@@ -126,14 +198,54 @@ function buildInitrd(dir: string, o: VmOptions): string {
   return out;
 }
 
+function checkShares(o: VmOptions): { shares: ResolvedShare[]; virtiofsd: string } {
+  let shares: ResolvedShare[];
+  try {
+    shares = resolveShares(o.shares);
+  } catch (e) {
+    throw new VmConfigError((e as Error).message);
+  }
+  const virtiofsd = o.virtiofsd ?? defaultVirtiofsd();
+  if (shares.length === 0) return { shares, virtiofsd };
+  if (!virtiofsd) throw new VmConfigError('shares need virtiofsd: pass --virtiofsd=PATH or set QCUDA_VIRTIOFSD (make sets it; `make virtiofsd` fetches it)');
+  try {
+    fs.accessSync(virtiofsd, fs.constants.X_OK);
+  } catch {
+    throw new VmConfigError(`virtiofsd ${virtiofsd} is not there or not executable (\`make virtiofsd\` fetches it)`);
+  }
+  if (process.getuid?.() !== 0)
+    throw new VmConfigError('shares need root: virtiofsd, and the private mount namespace that makes a share read-only on the host, need CAP_SYS_ADMIN');
+  return { shares, virtiofsd };
+}
+
 export async function runVm(o: VmOptions): Promise<VmResult> {
+  const { shares, virtiofsd } = checkShares(o);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-vm-'));
   let backend: ChildProcess | undefined;
   let qemu: ChildProcess | undefined;
+  const fsds: ChildProcess[] = [];
   const t0 = Date.now();
   try {
     const sock = path.join(dir, 'vhost.sock');
     const resultFile = path.join(dir, 'result');
+    // One virtiofsd per share, each on its own socket, serving its own
+    // (read-only) bind mount of the host directory.
+    const fsErr: string[] = [];
+    await Promise.all(shares.map(async (s, i) => {
+      const mnt = path.join(dir, `share${i}`);
+      fs.mkdirSync(mnt);
+      const fsSock = path.join(dir, `fs${i}.sock`);
+      fsErr[i] = '';
+      const c = virtiofsdCommand(virtiofsd, s, mnt, fsSock);
+      const p = start(c.cmd, c.args, `virtiofsd ${i}`);
+      fsds[i] = p;
+      p.stdout!.on('data', (d: Buffer) => debug('virtiofsd %d: %s', i, d.toString().trimEnd()));
+      p.stderr!.on('data', (d: Buffer) => {
+        debug('virtiofsd %d: %s', i, d.toString().trimEnd());
+        fsErr[i] += d.toString();
+      });
+      await waitForSocket(fsSock, p, () => fsErr[i], 'virtiofsd', `virtiofsd for share ${s.hostDir}`);
+    }));
     let beErr = '';
     const launchBackend = async (): Promise<ChildProcess> => {
       const p = start(process.execPath, [BACKEND_JS, `--socket-path=${sock}`, '--device=qcuda', `--queues=${o.queues ?? 4}`, ...(o.backendArgs ?? [])], 'backend');
@@ -146,12 +258,13 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     await launchBackend();
     let restarts = o.restartBackend ?? 0;
 
-    const initrd = buildInitrd(dir, o);
+    const initrd = buildInitrd(dir, o, shares);
     let consoleText = '';
     let qemuErr = '';
     qemu = start(o.qemu, qemuArgs({
       kernel: o.kernel, initrd, socket: sock, resultFile, queues: o.queues, memoryMiB: o.memoryMiB, cpus: o.cpus,
       firmwareDirs: o.firmwareDirs, accel: o.accel, reconnectMs: restarts > 0 ? 200 : undefined,
+      shares: shares.map((s, i) => ({ socket: path.join(dir, `fs${i}.sock`), tag: s.tag })),
     }), 'qemu');
     const qemuT0 = Date.now();
     let bootMs: number | undefined;
@@ -161,34 +274,52 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
       o.onConsole?.(d.toString());
     });
     qemu.stderr!.on('data', (d: Buffer) => (qemuErr += d.toString()));
-    if (qemu.pid !== undefined && backend!.pid !== undefined) o.onStarted?.({ backendPid: backend!.pid, qemuPid: qemu.pid, dir });
+    if (qemu.pid !== undefined && backend!.pid !== undefined)
+      o.onStarted?.({ backendPid: backend!.pid, qemuPid: qemu.pid, virtiofsdPids: fsds.map((p) => p.pid!), dir });
 
     const timeoutMs = o.timeoutMs ?? 120_000;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<{ who: 'timeout'; how: string }>((r) => (timer = setTimeout(() => r({ who: 'timeout', how: '' }), timeoutMs)));
     const qemuExit = exited(qemu).then((how) => ({ who: 'qemu' as const, how }));
+    const readReport = () => parseReport(fs.existsSync(resultFile) ? fs.readFileSync(resultFile, 'utf8') : '');
+    const fsdExit = fsds.length === 0 ? new Promise<never>(() => {})
+      : Promise.race(fsds.map((p, i) => exited(p).then((how) => ({ who: 'virtiofsd' as const, how, i }))));
     let outcome;
     for (;;) {
-      outcome = await Promise.race([qemuExit, exited(backend!).then((how) => ({ who: 'backend' as const, how })), timeout]);
+      outcome = await Promise.race([qemuExit, exited(backend!).then((how) => ({ who: 'backend' as const, how })), fsdExit, timeout]);
+      if (outcome.who === 'virtiofsd') {
+        // A virtiofsd exits by itself when QEMU closes its socket, which can
+        // come before QEMU's own exit: that is QEMU's outcome, not a death.
+        const late = await Promise.race([qemuExit, new Promise<undefined>((r) => setTimeout(() => r(undefined), 1000))]);
+        if (late) outcome = late;
+        else if (readReport().complete) outcome = await Promise.race([qemuExit, timeout]);
+        break;
+      }
       if (outcome.who !== 'backend' || restarts-- <= 0 || qemu.exitCode !== null) break;
       debug('backend %s: starting another', outcome.how);
       const p = await launchBackend();
       o.onBackendRestarted?.(p.pid!);
     }
     clearTimeout(timer);
-    const report = parseReport(fs.existsSync(resultFile) ? fs.readFileSync(resultFile, 'utf8') : '');
+    const report = readReport();
     const result: VmResult = { ...report, console: consoleText, wallMs: Date.now() - t0, bootMs };
     if (outcome.who === 'backend')
       throw new VmError('backend', `the backend died during the run (${outcome.how}):\n${tail(beErr)}`, consoleText);
+    if (outcome.who === 'virtiofsd')
+      throw new VmError('virtiofsd', `the virtiofsd of share ${shares[outcome.i].hostDir} died during the run (${outcome.how})${fsErr[outcome.i].trim() ? `:\n${tail(fsErr[outcome.i])}` : ''}`, consoleText);
     if (outcome.who === 'timeout')
       throw new VmError('timeout', `guest did not finish within ${timeoutMs / 1000} s; console tail:\n${tail(consoleText)}`, consoleText);
-    if (!report.complete) {
+    const share = /^share qcudashare(\d+)/.exec(report.error ?? '');
+    if (share) {
+      const s = shares[+share[1]];
+      throw new VmError('guest', `the guest could not mount share ${s?.hostDir} at ${s?.guestDir}:\n${tail(report.log)}`, consoleText);
+    }    if (!report.complete) {
       const why = qemuErr.trim() ? `:\n${tail(qemuErr)}` : '';
       throw new VmError('qemu', `QEMU ${outcome.how} before the guest reported a result${why}\nconsole tail:\n${tail(consoleText)}`, consoleText);
     }
     return result;
   } finally {
-    await Promise.all([stop(qemu), stop(backend)]);
+    await Promise.all([stop(qemu), stop(backend), ...fsds.filter(Boolean).map(stopVirtiofsd)]);
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -34,6 +34,14 @@ export interface ResolvedShare {
 
 export const MAX_SHARES = 8;
 
+/** $QCUDA_VIRTIOFSD (make sets it), else what `make virtiofsd` put in the
+ * checkout's build/vm/, if there; '' when neither. */
+export function defaultVirtiofsd(): string {
+  if (process.env.QCUDA_VIRTIOFSD) return process.env.QCUDA_VIRTIOFSD;
+  const built = path.resolve(__dirname, '..', '..', '..', '..', 'build', 'vm', 'virtiofsd');
+  return fs.existsSync(built) ? built : '';
+}
+
 /** Guest paths a share may not cover: the guest's own /init machinery. */
 const RESERVED = ['/proc', '/sys', '/dev', '/qcuda'];
 const RESERVED_EXACT = ['/', '/tmp', '/usr', '/usr/local', '/usr/local/bin', '/usr/local/lib', '/bin', '/sbin', '/lib', '/lib64', '/usr/bin', '/usr/sbin', '/usr/lib'];
