@@ -29,7 +29,7 @@ cp -L /usr/share/seabios/*.bin "$stage/qemu/firmware/" 2>/dev/null || true
 : "${QCUDA_VIRTIOFSD:?}"
 cp "$QCUDA_VIRTIOFSD" "$stage/qemu/bin/virtiofsd"
 ldd "$QCUDA_VIRTIOFSD" | awk '/=> \// { print $3 }' | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' \
-  | xargs -r cp -L -n1 -t "$stage/qemu/lib/"
+  | xargs -r -n1 cp -L -t "$stage/qemu/lib/"
 
 mkdir -p "$stage/guest"
 cp "$GUEST_KERNEL" "$stage/guest/vmlinux"
