@@ -52,7 +52,7 @@ typedef uint64_t __le64;
  * Bumped on any incompatible change of this file (new commands and structs
  * are compatible).
  */
-#define QCUDA_PROTO_VERSION 3u
+#define QCUDA_PROTO_VERSION 4u
 
 /* sizeof(struct virtio_qcuda_config) */
 #define QCUDA_CONFIG_SIZE 40
@@ -100,7 +100,12 @@ typedef uint64_t __le64;
 /* What fits in QCUDA_MAX_ARGS after struct qcuda_args_launch. */
 #define QCUDA_MAX_PARAM_BYTES 4000
 
-#define QCUDA_MAX_NAME 256
+/*
+ * A kernel or variable name with its NUL: what fits in QCUDA_MAX_ARGS after
+ * the module handle (PyTorch's templated kernels have names of over 256
+ * bytes).
+ */
+#define QCUDA_MAX_NAME 4088
 
 /*
  * FUNC_ATTRS: every CUfunction_attribute (cuFuncGetAttribute), indexed by it
@@ -460,9 +465,9 @@ QCUDA_SIZE_IS(qcuda_args_module_find, 48);
 
 struct qcuda_args_symbol {
 	__le64 module;
-	char name[256];         /* NUL-terminated mangled name */
+	char name[4088];        /* NUL-terminated mangled name */
 };
-QCUDA_SIZE_IS(qcuda_args_symbol, 264);
+QCUDA_SIZE_IS(qcuda_args_symbol, 4096);
 
 /*
  * The kernel's parameter layout as the host driver reports it

@@ -6,7 +6,7 @@ import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
 import type { HostProvider } from '../../backend/src/qcuda/providers/host';
-import { Cmd, decode, encode, LAYOUT, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_MODULE, QCUDA_PROTO_VERSION, Status, type StructName } from '../../backend/src/qcuda/proto';
+import { Cmd, decode, encode, LAYOUT, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_MODULE, QCUDA_MAX_NAME, QCUDA_PROTO_VERSION, Status, type StructName } from '../../backend/src/qcuda/proto';
 import { MAX_PENDING_UPLOADS } from '../../backend/src/qcuda/session';
 import { GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { prng, randomBytes, started, until } from '../helpers';
@@ -388,7 +388,7 @@ test('module, function, variable and launch requests with bad lengths or handles
   t.is((await c.call(Cmd.FUNC_GET, { ...sym(0x1234n, 'k'), out: 'qcuda_out_func_info' })).status, CudaErr.InvalidResourceHandle);
   t.is((await c.call(Cmd.FUNC_GET, { ...sym(0x1234n, 'k') })).status, Status.BAD_REQUEST, 'no room for func_info');
   t.is((await c.call(Cmd.VAR_GET, { ...sym(0x1234n, 'v'), out: 'qcuda_out_var_info' })).status, CudaErr.InvalidResourceHandle);
-  t.is((await c.call(Cmd.FUNC_GET, { ...sym(0x1234n, new Uint8Array(256).fill(0x41)), out: 'qcuda_out_func_info' })).status, CudaErr.InvalidValue, 'name without NUL');
+  t.is((await c.call(Cmd.FUNC_GET, { ...sym(0x1234n, new Uint8Array(QCUDA_MAX_NAME).fill(0x41)), out: 'qcuda_out_func_info' })).status, CudaErr.InvalidValue, 'name without NUL');
   t.is((await c.call(Cmd.MODULE_UNLOAD, { args: ['qcuda_args_handle', { handle: stream }] })).status, CudaErr.InvalidResourceHandle);
   const L = LAYOUT.qcuda_args_launch.size;
   t.is(L, 48);
