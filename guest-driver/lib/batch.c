@@ -43,6 +43,7 @@ static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t fill_cv = PTHREAD_COND_INITIALIZER;
 static atomic_uint pending;	/* entries in `fill`, read without the lock */
 static atomic_uint sending;	/* a batch is out (set before it leaves `fill`) */
+static atomic_ullong posted;	/* requests posted (QCUDA_STATS) */
 static unsigned int swaps;	/* batches taken out of `fill` (under fill_lock) */
 static _Atomic int deferred_err;
 static pthread_once_t flusher_once = PTHREAD_ONCE_INIT;
@@ -182,6 +183,7 @@ cudaError_t qc_post(uint32_t cmd, const void *args, uint32_t len)
 	if (!posting_enabled())
 		return qc_call(&(struct qc_req){ .cmd = cmd, .args = args, .args_len = len });
 	pthread_once(&flusher_once, start_flusher);
+	atomic_fetch_add(&posted, 1);
 	while (!append(cmd, args, len)) {
 		pthread_mutex_lock(&send_lock);
 		send_locked();
@@ -190,9 +192,18 @@ cudaError_t qc_post(uint32_t cmd, const void *args, uint32_t len)
 	return cudaSuccess;
 }
 
-/* Work posted just before exit runs, as it would natively. */
+/* Work posted just before exit runs, as it would natively. With
+ * QCUDA_STATS set, what crossed to the host is said on stderr after it. */
 __attribute__((destructor)) static void flush_at_exit(void)
 {
-	if (qc.fd >= 0)
-		qc_flush();
+	unsigned long long calls, batches;
+
+	if (qc.fd < 0)
+		return;
+	qc_flush();
+	if (!getenv("QCUDA_STATS"))
+		return;
+	qc_stats(&calls, &batches);
+	qc_msg("%llu round trips to the host: %llu calls and %llu batches carrying %llu posted requests",
+	       calls + batches, calls, batches, (unsigned long long)atomic_load(&posted));
 }

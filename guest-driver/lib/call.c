@@ -107,11 +107,25 @@ static cudaError_t map_errno(uint32_t cmd, int r)
 	}
 }
 
+/* What crossed to the host (QCUDA_STATS: printed at exit by batch.c). */
+static atomic_ullong round_trips, batch_trips;
+
+void qc_stats(unsigned long long *calls, unsigned long long *batches)
+{
+	*batches = atomic_load(&batch_trips);
+	*calls = atomic_load(&round_trips) - *batches;
+}
+
 static cudaError_t raw_call(const struct qc_req *q)
 {
 	struct qt_result res;
-	int r = qt_call(qc.fd, q->cmd, q->args, q->args_len, q->out, q->out_len, q->dir, q->data,
-			q->data_len, &res);
+	int r;
+
+	atomic_fetch_add(&round_trips, 1);
+	if (q->cmd == QCUDA_CMD_BATCH)
+		atomic_fetch_add(&batch_trips, 1);
+	r = qt_call(qc.fd, q->cmd, q->args, q->args_len, q->out, q->out_len, q->dir, q->data,
+		    q->data_len, &res);
 
 	if (r)
 		return map_errno(q->cmd, r);

@@ -96,6 +96,8 @@ struct qc_req {
 cudaError_t qc_call(const struct qc_req *r);
 /* qc_call without flushing posted work first (batch.c sends batches with it). */
 cudaError_t qc_call_unbatched(const struct qc_req *r);
+/* Round trips so far: synchronous calls and batches of posted work sent. */
+void qc_stats(unsigned long long *calls, unsigned long long *batches);
 /* Records err as the calling thread's last error (unless it is cudaSuccess
  * or cudaErrorNotReady) and returns it. Every API function returns through
  * it. */

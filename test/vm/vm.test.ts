@@ -185,6 +185,22 @@ test.serial('NVIDIA\'s libcudart.so.13 over qcuda\'s libcuda.so.1 runs the -cuda
   }
 });
 
+// QCUDA_STATS: a process says at exit what crossed to the host (round trips:
+// synchronous calls and batches of posted work), through either library.
+test.serial('QCUDA_STATS counts the round trips to the host: synchronous calls, and batches of posted requests', async (t) => {
+  const r = await runVm({ ...base, command: 'QCUDA_STATS=1 stream >/dev/null; QCUDA_STATS=1 stream_static >/dev/null', backendArgs: ['--provider=host'] });
+  t.is(r.exit, 0, r.stderr);
+  const rows = [...r.stderr.matchAll(/qcuda: (\d+) round trips to the host: (\d+) calls and (\d+) batches carrying (\d+) posted requests/g)].map((m) => m.slice(1).map(Number));
+  t.is(rows.length, 2, r.stderr);
+  for (const [trips, calls, batches, posted] of rows) {
+    t.is(trips, calls + batches);
+    t.true(batches > 0 && posted > batches, 'posted requests travel several to a batch');
+  }
+  t.is(rows[1][3], rows[0][3], 'the driver API posts the same work as qcuda\'s runtime');
+  t.true(Math.abs(rows[1][1] - rows[0][1]) <= 2, `synchronous calls: ${rows[0][1]} and ${rows[1][1]}`);
+  t.log(`stream: ${rows[0][0]} round trips (${rows[0][3]} requests posted in ${rows[0][2]} batches); stream_static: ${rows[1][0]}`);
+});
+
 // A module image crosses once per VM: the first process sends it, the next
 // ones (either library: the static cudart's cuLibraryLoadData and qcuda's
 // runtime name the same fat binary) find it on the host by its SHA-256.
