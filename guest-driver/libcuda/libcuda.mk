@@ -81,6 +81,10 @@ endif
 # library, by its soname; natively NVIDIA's).
 GUEST_CU_PROGRAMS := drvapi cublas_sgemm
 guest-cuda-static: $(addprefix $(GUEST_BIN)/,$(GUEST_CU_PROGRAMS))
+guest-cuda-static: $(GUEST_BIN)/drvapi.cubin
+$(GUEST_BIN)/drvapi.cubin: $(CURDIR)/test/libcuda/drvapi_kernels.cu
+	@mkdir -p $(@D)
+	$(NVCC) -cubin -arch=sm_90 -o $@ $<
 $(addprefix $(GUEST_BIN)/,$(GUEST_CU_PROGRAMS)): $(GUEST_BIN)/%: $(CURDIR)/test/libcuda/%.c $(GUEST_LIBCUDA)
 	@mkdir -p $(@D)
 	gcc -std=gnu11 -O2 -Wall -Wextra -I$(CUDA_HOME)/include -o $@ $< -L$(GUEST_LIB_OUT) -l:libcuda.so.1 -ldl

@@ -4,6 +4,8 @@
  * *Drv programs are (linked with -lcuda, kernels in PTX loaded at run time):
  * devices, a created context and the context stack, memory, copies and
  * memsets, a PTX module and a library (JIT-compiled by the host's driver),
+ * a cubin (SASS for sm_90, drvapi.cubin beside the program) by file and from
+ * memory,
  * functions and globals by name, cuLaunchKernel with parameter pointers and
  * with the packed `extra` buffer, cuLaunchKernelEx on a stream, events,
  * attributes, occupancy, error names. Prints deterministic lines (the GPU run
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int checks, failed;
 
@@ -300,6 +303,40 @@ int main(void)
 		check(sums_ok(b, b, c), "vadd of the library: c = b + b");
 	}
 	OK(cuLibraryUnload(lib));
+
+	/* A cubin, from its file and from memory: x *= 2, then x *= 0.5. */
+	{
+		char path[4096];
+		ssize_t len = readlink("/proc/self/exe", path, sizeof(path) - 32);
+		CUmodule cm, cm2;
+		CUfunction sc;
+		float two = 2.0f, half = 0.5f;
+		void *p1[] = { &db, &two, &n }, *p2[] = { &db, &half, &n };
+		FILE *f;
+		static char image[1 << 20];
+		size_t got = 0;
+
+		path[len > 0 ? len : 0] = 0;
+		strcpy(strrchr(path, '/') ? strrchr(path, '/') + 1 : path, "drvapi.cubin");
+		OK(cuModuleLoad(&cm, path));
+		OK(cuModuleGetFunction(&sc, cm, "scale"));
+		OK(cuLaunchKernel(sc, (N + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, p1, NULL));
+		OK(cuMemcpyDtoH(c, db, N * sizeof(float)));
+		check(c[0] == 2 * b[0] && c[N - 1] == 2 * b[N - 1] && c[N / 3] == 2 * b[N / 3], "the cubin's kernel doubled b");
+		f = fopen(path, "rb");
+		if (f) {
+			got = fread(image, 1, sizeof(image), f);
+			fclose(f);
+		}
+		check(got > 0, "read the cubin");
+		OK(cuModuleLoadData(&cm2, image));
+		OK(cuModuleGetFunction(&sc, cm2, "scale"));
+		OK(cuLaunchKernel(sc, (N + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, p2, NULL));
+		OK(cuMemcpyDtoH(c, db, N * sizeof(float)));
+		check(c[0] == b[0] && c[N - 1] == b[N - 1], "the cubin loaded from memory halved it back");
+		EXPECT(cuModuleLoad(&cm2, "/nonexistent/drvapi.cubin"), CUDA_ERROR_FILE_NOT_FOUND);
+		OK(cuModuleUnload(cm));
+	}
 
 	/* Error names and strings. */
 	OK(cuGetErrorName(CUDA_ERROR_INVALID_VALUE, &str));
