@@ -184,7 +184,7 @@ py=/opt/torch/.venv/bin/python
 env -u LD_LIBRARY_PATH timeout 300 $py test/gpu/torch_mlp.py > "$LOGS/torch.native.out" 2> "$LOGS/torch.native.err"; nrc=$?
 b64=$(base64 -w0 test/gpu/torch_mlp.py)
 node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --host-root --memory=12288 --cpus=8 --timeout=560 \
-  -- "echo $b64 | base64 -d > /tmp/torch_mlp.py && $py /tmp/torch_mlp.py" > "$LOGS/torch.guest.out" 2> "$LOGS/torch.guest.err"; grc=$?
+  -- "echo $b64 | base64 -d > /tmp/torch_mlp.py && QCUDA_STATS=1 $py /tmp/torch_mlp.py" > "$LOGS/torch.guest.out" 2> "$LOGS/torch.guest.err"; grc=$?
 paste -d '|' "$LOGS/torch.native.out" "$LOGS/torch.guest.out" | awk -F'|' '{ printf "%-60s | %s\n", $1, $2 }' > "$LOGS/torch.side-by-side"
 # float32 reductions whose order the GPU does not fix may round apart in the
 # last place (one loss in a run, 1e-7 relative): compared within 1e-5.
@@ -197,6 +197,7 @@ else
 fi
 tee -a "$summary" < "$LOGS/torch.side-by-side"
 say "step time: native $(grep -m1 '^{' "$LOGS/torch.native.err"), guest $(grep -m1 '^{' "$LOGS/torch.guest.err")"
+say "the whole script (start-up, checks, 100 steps) in the guest: $(grep -m1 'round trips to the host' "$LOGS/torch.guest.err" | sed 's/^qcuda: //')"
 fi
 
 if part bench; then
