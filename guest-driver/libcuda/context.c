@@ -515,31 +515,22 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
 
 CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
 {
-	CUresult r = cu_enter();
-
-	return r != CUDA_SUCCESS ? r : cu_result(cudaDeviceGetLimit(pvalue, (enum cudaLimit)limit));
+	CU_RUN(cudaDeviceGetLimit(pvalue, (enum cudaLimit)limit));
 }
 
 CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 {
-	CUresult r = cu_enter();
-
-	return r != CUDA_SUCCESS ? r : cu_result(cudaDeviceSetLimit((enum cudaLimit)limit, value));
+	CU_RUN(cudaDeviceSetLimit((enum cudaLimit)limit, value));
 }
 
 CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
 {
-	CUresult r = cu_enter();
-
-	return r != CUDA_SUCCESS ? r :
-		cu_result(cudaDeviceGetStreamPriorityRange(leastPriority, greatestPriority));
+	CU_RUN(cudaDeviceGetStreamPriorityRange(leastPriority, greatestPriority));
 }
 
 CUresult cuCtxResetPersistingL2Cache(void)
 {
-	CUresult r = cu_enter();
-
-	return r != CUDA_SUCCESS ? r : cu_result(cudaCtxResetPersistingL2Cache());
+	CU_RUN(cudaCtxResetPersistingL2Cache());
 }
 
 /* Profiling is the host's business: nothing to start or stop here. */

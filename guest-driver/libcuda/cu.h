@@ -33,6 +33,17 @@
 
 #include "../lib/qcrt.h"
 
+/* A device pointer as the runtime layer's void *. */
+#define PTR(d) ((void *)(uintptr_t)(d))
+
+/* The body of an entry point that is one runtime-layer call under the
+ * thread's current context: its CUresult. */
+#define CU_RUN(call)                                          \
+	do {                                                  \
+		CUresult r_ = cu_enter();                     \
+		return r_ != CUDA_SUCCESS ? r_ : cu_result(call); \
+	} while (0)
+
 /* ---- errors.c ---- */
 
 /* The driver API's status for what the runtime layer returned. */

@@ -109,8 +109,10 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 	const struct qcuda_out_device_props *p;
 	CUresult r;
 
-	if (!pi || (int)attrib < 1 || (int)attrib >= ATTR_MAX || (int)attrib >= QCUDA_NUM_ATTRS)
-		return cu_device_check(dev) != CUDA_SUCCESS ? cu_device_check(dev) : CUDA_ERROR_INVALID_VALUE;
+	if (!pi || (int)attrib < 1 || (int)attrib >= ATTR_MAX || (int)attrib >= QCUDA_NUM_ATTRS) {
+		r = cu_device_check(dev);	/* a bad device is said first */
+		return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+	}
 	r = props(dev, &p);
 	if (r == CUDA_SUCCESS)
 		*pi = (int)p->attrs[attrib];

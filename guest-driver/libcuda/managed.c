@@ -19,13 +19,6 @@ cudaError_t cudaMemPrefetchBatchAsync_ptsz(void **dptrs, size_t *sizes, size_t c
 cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void *devPtr, size_t length,
 					  unsigned int flags);
 
-#define PTR(d) ((void *)(uintptr_t)(d))
-#define CU_RUN(call)                                          \
-	do {                                                  \
-		CUresult r_ = cu_enter();                     \
-		return r_ != CUDA_SUCCESS ? r_ : cu_result(call); \
-	} while (0)
-
 _Static_assert(sizeof(CUmemLocation) == sizeof(struct cudaMemLocation), "CUmemLocation is cudaMemLocation");
 
 static struct cudaMemLocation loc(CUmemLocation l)

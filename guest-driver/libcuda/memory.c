@@ -15,15 +15,6 @@
 cudaError_t cudaMemset_ptds(void *devPtr, int value, size_t count);
 cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, cudaStream_t stream);
 
-#define PTR(d) ((void *)(uintptr_t)(d))
-
-/* Runs a runtime-layer operation under the current context. */
-#define CU_RUN(call)                                          \
-	do {                                                  \
-		CUresult r_ = cu_enter();                     \
-		return r_ != CUDA_SUCCESS ? r_ : cu_result(call); \
-	} while (0)
-
 /* ------------------------------------------------------------ allocation */
 
 CUresult cuMemGetInfo_v2(size_t *free, size_t *total)

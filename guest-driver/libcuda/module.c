@@ -35,7 +35,6 @@ struct fatbin_header {
 };
 
 #define MOD(h) ((struct qc_module *)(void *)(h))
-#define KERNEL(h) ((struct qc_kernel *)(void *)(h))
 
 /* The furthest byte an ELF64 image's headers, sections and segments reach. */
 static uint64_t elf_size(const unsigned char *p)

@@ -24,12 +24,6 @@ cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t hStream, cudaStreamAttrID a
 cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback, void *userData,
 				       unsigned int flags);
 
-#define CU_RUN(call)                                          \
-	do {                                                  \
-		CUresult r_ = cu_enter();                     \
-		return r_ != CUDA_SUCCESS ? r_ : cu_result(call); \
-	} while (0)
-
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
 	CU_RUN(cudaStreamCreateWithFlags((cudaStream_t *)phStream, Flags));
