@@ -25,11 +25,16 @@ export class ModuleCache {
 
   /** The cached image (IMAGE_PADDING zero bytes follow it in its buffer; never to be written), or undefined. */
   find(sha256: Uint8Array, size: bigint): Uint8Array | undefined {
-    const k = ModuleCache.key(sha256, size);
+    return this.#touch(ModuleCache.key(sha256, size));
+  }
+
+  /** Marks the image under k the most recently used (re-inserted last) and returns it. */
+  #touch(k: string): Uint8Array | undefined {
     const image = this.#images.get(k);
-    if (image === undefined) return undefined;
-    this.#images.delete(k);
-    this.#images.set(k, image);
+    if (image !== undefined) {
+      this.#images.delete(k);
+      this.#images.set(k, image);
+    }
     return image;
   }
 
@@ -38,10 +43,7 @@ export class ModuleCache {
     const size = BigInt(image.length);
     if (size > this.#limit) return;
     const k = ModuleCache.key(createHash('sha256').update(image).digest(), size);
-    if (this.#images.has(k)) {
-      this.find(Buffer.from(k.slice(0, 64), 'hex'), size);
-      return;
-    }
+    if (this.#touch(k) !== undefined) return;
     const copy = new Uint8Array(image.length + IMAGE_PADDING).subarray(0, image.length);
     copy.set(image);
     this.#images.set(k, copy);

@@ -365,8 +365,12 @@ export class Session {
     return true;
   }
 
-  /** The whole image of upload `id` (IMAGE_PADDING zero bytes follow it in its buffer), which is forgotten (complete or not). */
-  takeUpload(id: bigint): Uint8Array {
+  /**
+   * The whole image of upload `id` (IMAGE_PADDING zero bytes follow it in its
+   * buffer), which is forgotten (complete or not); cached: it is the VM's
+   * cached image (stageCached), already kept by content.
+   */
+  takeUpload(id: bigint): { image: Uint8Array; cached: boolean } {
     const u = this.#uploads.get(id);
     if (u === undefined) throw new CudaError(CudaErr.InvalidValue, `no module upload ${id} in this process`);
     this.#dropUpload(id, u);
@@ -375,7 +379,7 @@ export class Session {
       const have = u.got.reduce((n, [a, b]) => n + b - a, 0);
       throw new CudaError(CudaErr.InvalidValue, `module upload ${id} is incomplete: ${have} of ${u.bytes.length} bytes arrived`);
     }
-    return u.bytes;
+    return { image: u.bytes, cached: u.cached === true };
   }
 
   #dropUpload(id: bigint, u: Upload): void {

@@ -42,9 +42,9 @@ export const MODULE_COMMANDS: Runs<
    */
   async MODULE_LOAD(c) {
     const s = c.session;
-    const image = s.takeUpload(c.args.upload_id);
+    const { image, cached } = s.takeUpload(c.args.upload_id);
     const info = checkImage(image);
-    s.vm.modules.add(image);
+    if (!cached) s.vm.modules.add(image); // a cached one was found by content: not hashed again
     const r = s.reserve(info.globalBytes);
     let x;
     let loaded;
