@@ -192,6 +192,16 @@ cudaError_t qc_post(uint32_t cmd, const void *args, uint32_t len)
 	return cudaSuccess;
 }
 
+/* qcuda's own entry point, exported by both libraries beside CUDA's names:
+ * what crossed to the host so far, so that a program (or a script through
+ * ctypes) can count the round trips of one piece of work. out[0]: synchronous
+ * calls, out[1]: batches of posted requests, out[2]: requests posted. */
+QC_API void qcuda_stats(unsigned long long out[3])
+{
+	qc_stats(&out[0], &out[1]);
+	out[2] = atomic_load(&posted);
+}
+
 /* Work posted just before exit runs, as it would natively. With
  * QCUDA_STATS set, what crossed to the host is said on stderr after it. */
 __attribute__((destructor)) static void flush_at_exit(void)

@@ -9,7 +9,8 @@
 // writes into DIR:
 //   exports.txt   every entry point of cuda.h and cudaProfiler.h under every
 //                 ABI (today's names, the _ptsz/_ptds ones, the old ones)
-//   libcuda.map   a version script exporting exactly those names
+//   libcuda.map   a version script exporting exactly those names, and
+//                 qcuda's own (QCUDA_EXPORTS)
 //   stubs.c       for each of them not named in NAMES (what the hand-written
 //                 objects define), an entry point that returns
 //                 CUDA_ERROR_NOT_SUPPORTED
@@ -101,6 +102,9 @@ const MODES = [
   { key: 'internal', flags: ['-D__CUDA_API_VERSION_INTERNAL'] },
 ];
 const PROBE = '__qcuda_probe__';
+// qcuda's own exports beside cuda.h's (not in exports.txt, which is CUDA's):
+// qcuda_stats, the round trips so far (guest-driver/lib/batch.c).
+const QCUDA_EXPORTS = ['qcuda_stats'];
 
 function gccE(inc, flags, input) {
   try {
@@ -514,7 +518,7 @@ function main() {
 
   fs.mkdirSync(opts.out, { recursive: true });
   fs.writeFileSync(path.join(opts.out, 'exports.txt'), names.join('\n') + '\n');
-  fs.writeFileSync(path.join(opts.out, 'libcuda.map'), ['{', '	global:', ...names.map((n) => `		${n};`), '	local: *;', '};', ''].join('\n'));
+  fs.writeFileSync(path.join(opts.out, 'libcuda.map'), ['{', '	global:', ...[...names, ...QCUDA_EXPORTS].map((n) => `		${n};`), '	local: *;', '};', ''].join('\n'));
   writeStubs(opts.out, stubs, version);
   writeProcs(opts.out, rows, version);
 

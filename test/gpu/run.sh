@@ -26,6 +26,23 @@ status=0
 # PARTS picks sections (default all): provider hostile guest libcuda cublas torch bench.
 PARTS=${PARTS:-provider hostile guest libcuda cublas torch bench}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
+# Several programs run in one guest (a boot each costs minutes under TCG):
+# batch_script makes the guest's command line, marking each program's exit,
+# stdout and stderr; batch_compare cuts one program's part out of the
+# guest's log and compares it with the native run ($LOGS/P.TAG.native.*).
+batch_script() {
+  echo 'cd /tmp; for p in '"$*"'; do $p > $p.out 2> $p.err; echo "=== $p exit $?"; echo "=== $p stdout"; cat $p.out; echo "=== $p stderr"; grep -v "^qcuda: " $p.err; echo "=== $p end"; done'
+}
+batch_compare() { # ALL_LOG TAG PROGRAM NATIVE_EXIT -> sets $grc, $diffs; 0 if identical
+  local all=$1 tag=$2 p=$3 nrc=$4
+  sed -n "/^=== $p stdout\$/,/^=== $p stderr\$/p" "$all" | sed '1d;$d' > "$LOGS/$p.$tag.guest.out"
+  sed -n "/^=== $p stderr\$/,/^=== $p end\$/p" "$all" | sed '1d;$d' > "$LOGS/$p.$tag.guest.err"
+  grc=$(sed -n "s/^=== $p exit \([0-9]*\)$/\1/p" "$all")
+  diffs=""
+  diff -q "$LOGS/$p.$tag.native.out" "$LOGS/$p.$tag.guest.out" >/dev/null || diffs="$diffs stdout"
+  diff -q "$LOGS/$p.$tag.native.err" "$LOGS/$p.$tag.guest.err" >/dev/null || diffs="$diffs stderr"
+  [ "$nrc" = "$grc" ] && [ -z "$diffs" ]
+}
 # NVIDIA's libcudart.so.13, for the -cudart=shared programs run natively.
 native_lib=$(dirname "$(find /usr/local/cuda*/ /usr/lib -name 'libcudart.so.13*' 2>/dev/null | head -1)")
 
@@ -90,18 +107,12 @@ fi
 # guest over qcuda's, stdout and stderr compared per program.
 say "== default-built programs and drvapi: native vs guest (qcuda's libcuda.so.1) =="
 progs=$(cd "$work/guest/bin" && ls *_static drvapi)
-script='cd /tmp; for p in '"$(echo $progs)"'; do $p > $p.out 2> $p.err; echo "=== $p exit $?"; echo "=== $p stdout"; cat $p.out; echo "=== $p stderr"; grep -v "^qcuda: " $p.err; echo "=== $p end"; done'
+script=$(batch_script $progs)
 node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --timeout=480 -- "$script" > "$LOGS/static.guest.all" 2> "$LOGS/static.guest.err"
 for p in $progs; do
-  timeout 120 "$work/guest/bin/$p" > "$LOGS/$p.native.out" 2> "$LOGS/$p.native.err"; nrc=$?
-  sed -n "/^=== $p stdout\$/,/^=== $p stderr\$/p" "$LOGS/static.guest.all" | sed '1d;$d' > "$LOGS/$p.guest.out"
-  sed -n "/^=== $p stderr\$/,/^=== $p end\$/p" "$LOGS/static.guest.all" | sed '1d;$d' > "$LOGS/$p.guest.err"
-  grc=$(sed -n "s/^=== $p exit \([0-9]*\)$/\1/p" "$LOGS/static.guest.all")
-  diffs=""
-  diff -q "$LOGS/$p.native.out" "$LOGS/$p.guest.out" >/dev/null || diffs="$diffs stdout"
-  diff -q "$LOGS/$p.native.err" "$LOGS/$p.guest.err" >/dev/null || diffs="$diffs stderr"
-  if [ "$nrc" = "$grc" ] && [ -z "$diffs" ]; then
-    say "$p: identical (exit $grc; $(tail -1 "$LOGS/$p.guest.out"))"
+  timeout 120 "$work/guest/bin/$p" > "$LOGS/$p.st.native.out" 2> "$LOGS/$p.st.native.err"; nrc=$?
+  if batch_compare "$LOGS/static.guest.all" st "$p" "$nrc"; then
+    say "$p: identical (exit $grc; $(tail -1 "$LOGS/$p.st.guest.out"))"
   else
     say "$p: DIFFERENT (native exit $nrc, guest exit ${grc:-none};${diffs:- same output})"; status=1
   fi
@@ -116,19 +127,12 @@ nvrt=$(readlink -f /usr/local/cuda/lib64/libcudart.so.13)
 cp "$nvrt" "$work/libcudart.so.13"
 shared=""
 for src in test/guest/*.cu; do n=$(basename "$src" .cu); case $n in hostile|memlock|mapreset|ringfill|sessionend|killcopy) ;; *) shared="$shared $n";; esac; done
-script='cd /tmp; for p in '"$shared"'; do $p > $p.out 2> $p.err; echo "=== $p exit $?"; echo "=== $p stdout"; cat $p.out; echo "=== $p stderr"; grep -v "^qcuda: " $p.err; echo "=== $p end"; done; echo "=== bench nvidia"; launch_bench 2000; echo "=== bench qcuda"; LD_LIBRARY_PATH=/usr/local/lib launch_bench 2000'
+script="$(batch_script $shared); echo '=== bench nvidia'; launch_bench 2000; echo '=== bench qcuda'; LD_LIBRARY_PATH=/usr/local/lib launch_bench 2000"
 node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --timeout=480 --file "$work/libcudart.so.13" -- "$script" > "$LOGS/nvrt.guest.all" 2> "$LOGS/nvrt.guest.err"
 same=0; differ=""
 for p in $shared; do
   LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/$p" > "$LOGS/$p.nv.native.out" 2> "$LOGS/$p.nv.native.err"; nrc=$?
-  sed -n "/^=== $p stdout\$/,/^=== $p stderr\$/p" "$LOGS/nvrt.guest.all" | sed '1d;$d' > "$LOGS/$p.nv.guest.out"
-  sed -n "/^=== $p stderr\$/,/^=== $p end\$/p" "$LOGS/nvrt.guest.all" | sed '1d;$d' > "$LOGS/$p.nv.guest.err"
-  grc=$(sed -n "s/^=== $p exit \([0-9]*\)$/\1/p" "$LOGS/nvrt.guest.all")
-  if [ "$nrc" = "$grc" ] && diff -q "$LOGS/$p.nv.native.out" "$LOGS/$p.nv.guest.out" >/dev/null && diff -q "$LOGS/$p.nv.native.err" "$LOGS/$p.nv.guest.err" >/dev/null; then
-    same=$((same + 1))
-  else
-    differ="$differ $p"; status=1
-  fi
+  if batch_compare "$LOGS/nvrt.guest.all" nv "$p" "$nrc"; then same=$((same + 1)); else differ="$differ $p"; status=1; fi
 done
 say "NVIDIA's runtime over qcuda's libcuda.so.1: $same programs identical to native${differ:+; DIFFERENT:$differ}"
 LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/launch_bench" 2000 > "$LOGS/launch.native.json" 2>&1
