@@ -15,7 +15,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "qcrt.h"
+#include "graph.h"
 
 struct host_fn {
 	uint64_t id;
@@ -125,6 +125,12 @@ static cudaError_t add_host_fn(cudaStream_t stream, int ptds, cudaHostFn_t fn,
 		return cudaErrorInvalidValue;
 	if (!qc_stream_known(stream, ptds))
 		return cudaErrorInvalidResourceHandle;
+	if (fn && qc_capture_active(stream, ptds)) {	/* a host node instead */
+		struct qc_node_op op = { .type = cudaGraphNodeTypeHost, .host = { fn, data } };
+
+		if (qc_capture_op(stream, ptds, &op, &e))
+			return e;
+	}
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return cudaErrorMemoryAllocation;
@@ -150,6 +156,11 @@ static cudaError_t add_host_fn(cudaStream_t stream, int ptds, cudaHostFn_t fn,
 	if (e != cudaSuccess)
 		free(take(id));
 	return e;
+}
+
+cudaError_t qc_host_fn(cudaStream_t stream, int ptds, cudaHostFn_t fn, void *data)
+{
+	return add_host_fn(stream, ptds, fn, NULL, data);
 }
 
 QC_API cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)

@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "qcrt.h"
+#include "graph.h"
 
 /* Where one side of a copy lives. */
 struct loc {
@@ -58,6 +58,22 @@ static cudaError_t stream_drain(cudaStream_t stream, int ptds)
 	return qc_deferred(qc_req_stream_sync(qc_stream(stream, ptds)));
 }
 
+/* In a captured stream, a copy becomes a memcpy node (1; *e its answer). */
+static int capture_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
+			cudaStream_t stream, int ptds, cudaError_t *e)
+{
+	struct qc_node_op op = { .type = cudaGraphNodeTypeMemcpy };
+
+	if (!qc_capture_active(stream, ptds))
+		return 0;
+	op.copy.dst = dst;
+	op.copy.src = src;
+	op.copy.width = op.copy.dpitch = op.copy.spitch = op.copy.dslice = op.copy.sslice = n;
+	op.copy.height = op.copy.depth = 1;
+	op.copy.kind = kind;
+	return qc_capture_op(stream, ptds, &op, e);
+}
+
 static cudaError_t do_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
 			   cudaStream_t stream, int async, int ptds)
 {
@@ -78,6 +94,8 @@ static cudaError_t do_copy(void *dst, const void *src, size_t n, enum cudaMemcpy
 	if (e == cudaSuccess)
 		e = resolve(src, n, kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice, &s);
 	if (e != cudaSuccess)
+		return e;
+	if (async && capture_copy(dst, src, n, kind, stream, ptds, &e))
 		return e;
 
 	if (d.device && s.device) {
@@ -154,6 +172,16 @@ static cudaError_t do_memset(void *dst, int value, size_t n, cudaStream_t stream
 	e = resolve(dst, n, 1, &d);
 	if (e != cudaSuccess)
 		return e;
+	if (async && qc_capture_active(stream, ptds)) {	/* a memset node instead */
+		struct qc_node_op op = { .type = cudaGraphNodeTypeEmpty };
+
+		e = qc_node_op_memset(&op, dst, n, v, 1, n, 1);
+		if (e == cudaSuccess && qc_capture_op(stream, ptds, &op, &e))
+			return e;
+		qc_node_op_free(&op);
+		if (e != cudaSuccess)
+			return e;
+	}
 	if (!d.device) {
 		e = stream_drain(stream, ptds);
 		if (e == cudaSuccess)
@@ -164,6 +192,11 @@ static cudaError_t do_memset(void *dst, int value, size_t n, cudaStream_t stream
 		return qc_stream_known(stream, ptds) ? qc_post_memset(d.dptr, n, qs, v, 1) :
 						       cudaErrorInvalidResourceHandle;
 	return qc_req_memset(d.dptr, n, qs, v, 0);
+}
+
+cudaError_t qc_memset(void *dst, int value, size_t n, cudaStream_t stream, int async, int ptds)
+{
+	return do_memset(dst, value, n, stream, async, ptds);
 }
 
 QC_API cudaError_t cudaMemset(void *devPtr, int value, size_t count)

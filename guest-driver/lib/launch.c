@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "qcrt.h"
+#include "graph.h"
 
 #define QC_CONFIG_DEPTH 16
 struct launch_config {
@@ -81,6 +81,17 @@ static cudaError_t launch_with(struct qc_kernel *k, dim3 grid, dim3 block, size_
 	buf.l.shared_mem = (uint32_t)shmem;
 	buf.l.param_bytes = k->param_bytes;
 	len = (uint32_t)(sizeof(buf.l) + k->param_bytes);
+	if (qc_capture_active(stream, ptds)) {	/* a kernel node instead */
+		struct qc_node_op op;
+
+		e = qc_node_op_kernel(&op, k, grid, block, shmem, NULL, params, k->param_bytes);
+		if (e != cudaSuccess)
+			return e;
+		op.kernel.cooperative = cooperative;
+		if (qc_capture_op(stream, ptds, &op, &e))
+			return e;
+		qc_node_op_free(&op);	/* the capture ended meanwhile: launch */
+	}
 	/* Not posted: whether the grid fits on the device at once
 	 * (cudaErrorCooperativeLaunchTooLarge) is this call's answer, as in CUDA. */
 	if (cooperative)

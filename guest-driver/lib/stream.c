@@ -10,7 +10,7 @@
  */
 #include <string.h>
 
-#include "qcrt.h"
+#include "graph.h"
 
 uint64_t qc_stream(cudaStream_t s, int ptds)
 {
@@ -107,6 +107,8 @@ static cudaError_t stream_sync(cudaStream_t stream, int ptds)
 	cudaError_t e = qc_ready();
 
 	if (e == cudaSuccess)
+		e = qc_capture_refuse(stream, ptds);	/* nothing to wait for in a capture */
+	if (e == cudaSuccess)
 		e = qc_req_stream_sync(qc_stream(stream, ptds));
 	return qc_ret(qc_deferred(e));
 }
@@ -127,6 +129,8 @@ static cudaError_t stream_query(cudaStream_t stream, int ptds)
 {
 	cudaError_t e = qc_ready();
 
+	if (e == cudaSuccess)
+		e = qc_capture_refuse(stream, ptds);
 	if (e == cudaSuccess)
 		e = qc_req_stream_query(qc_stream(stream, ptds));
 	return qc_ret(e);
@@ -209,12 +213,28 @@ static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, uns
 		return qc_ret(cudaErrorInvalidValue);
 	if (!event)
 		return qc_ret(cudaErrorInvalidResourceHandle);
-	/* External waits only exist in stream capture, which qcuda lacks. */
-	if (flags & cudaEventWaitExternal)
-		return qc_ret(cudaErrorIllegalState);
 	if (!qc_handle_known(QC_EVENT, ev) || !qc_stream_known(stream, ptds))
 		return qc_ret(cudaErrorInvalidResourceHandle);
-	return qc_ret(qc_post_stream_wait_event(qc_stream(stream, ptds), ev, flags));
+	/* An external wait is a wait node of a capture, and only that. */
+	if (flags & cudaEventWaitExternal) {
+		struct qc_node_op op = { .type = cudaGraphNodeTypeWaitEvent, .event = event };
+
+		if (qc_capture_op(stream, ptds, &op, &e))
+			return qc_ret(e);
+		return qc_ret(cudaErrorIllegalState);
+	}
+	if (qc_capture_event_wait(stream, ptds, event, &e))
+		return qc_ret(e);
+	return qc_ret(qc_post_stream_wait_event(qc_stream(stream, ptds), ev, 0));
+}
+
+cudaError_t qc_event_wait_now(cudaStream_t stream, cudaEvent_t event, int ptds)
+{
+	uint64_t ev = (uint64_t)(uintptr_t)event;
+
+	if (!qc_handle_known(QC_EVENT, ev) || !qc_stream_known(stream, ptds))
+		return cudaErrorInvalidResourceHandle;
+	return qc_post_stream_wait_event(qc_stream(stream, ptds), ev, 0);
 }
 
 QC_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
@@ -336,8 +356,10 @@ QC_API cudaError_t cudaEventDestroy(cudaEvent_t event)
 {
 	cudaError_t e = event_call(qc_req_event_destroy, event);
 
-	if (e == cudaSuccess)
+	if (e == cudaSuccess) {
 		qc_handle_remove(QC_EVENT, (uint64_t)(uintptr_t)event);
+		qc_capture_forget_event(event);
+	}
 	return qc_ret(e);
 }
 
@@ -363,11 +385,28 @@ static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned
 		return qc_ret(cudaErrorInvalidValue);
 	if (!event)
 		return qc_ret(cudaErrorInvalidResourceHandle);
-	if (flags & cudaEventRecordExternal)	/* capture only */
-		return qc_ret(cudaErrorIllegalState);
 	if (!qc_handle_known(QC_EVENT, ev) || !qc_stream_known(stream, ptds))
 		return qc_ret(cudaErrorInvalidResourceHandle);
+	/* An external record is a record node of a capture, and only that. */
+	if (flags & cudaEventRecordExternal) {
+		struct qc_node_op op = { .type = cudaGraphNodeTypeEventRecord, .event = event };
+
+		if (qc_capture_op(stream, ptds, &op, &e))
+			return qc_ret(e);
+		return qc_ret(cudaErrorIllegalState);
+	}
+	if (qc_capture_event_record(event, stream, ptds, &e))
+		return qc_ret(e);
 	return qc_ret(qc_post_event_record(ev, qc_stream(stream, ptds)));
+}
+
+cudaError_t qc_event_record_now(cudaEvent_t event, cudaStream_t stream, int ptds)
+{
+	uint64_t ev = (uint64_t)(uintptr_t)event;
+
+	if (!qc_handle_known(QC_EVENT, ev) || !qc_stream_known(stream, ptds))
+		return cudaErrorInvalidResourceHandle;
+	return qc_post_event_record(ev, qc_stream(stream, ptds));
 }
 
 QC_API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)

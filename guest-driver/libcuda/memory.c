@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cu.h"
+#include "../lib/graph.h"
 
 /* The runtime layer's per-thread-default-stream variants (cuda_runtime_api.h
  * declares them only for programs built that way). */
@@ -302,6 +303,18 @@ static CUresult memset_wide(CUdeviceptr dst, uint32_t v, unsigned int width, siz
 	r = cu_enter();
 	if (r != CUDA_SUCCESS || n == 0)
 		return r;
+	if (async && qc_capture_active((cudaStream_t)s, ptds)) {
+		/* In a capture, a memset node (the buffer below would be gone
+		 * by the time the graph runs). */
+		struct qc_node_op op = { .type = cudaGraphNodeTypeEmpty };
+		cudaError_t e = qc_node_op_memset(&op, PTR(dst), n * width, v, width, n, 1);
+
+		if (e == cudaSuccess && qc_capture_op((cudaStream_t)s, ptds, &op, &e))
+			return cu_result(e);
+		qc_node_op_free(&op);
+		if (e != cudaSuccess)
+			return cu_result(e);
+	}
 	total = n * width;
 	chunk = total < PATTERN_CHUNK ? total : PATTERN_CHUNK;
 	buf = malloc(chunk);

@@ -9,7 +9,6 @@
 #include "cu.h"
 
 /* This file defines older ABIs too, under names cuda.h #defines to today's. */
-#undef cuStreamGetCaptureInfo
 #undef cuEventElapsedTime
 
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
@@ -136,88 +135,6 @@ CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, v
 	CU_RUN(cudaStreamAddCallback_ptsz((cudaStream_t)hStream, (cudaStreamCallback_t)(void *)callback,
 					  userData, flags));
 }
-
-/* Nothing is ever captured here (graphs are not served yet): every stream
- * reports CU_STREAM_CAPTURE_STATUS_NONE, as natively outside a capture. */
-static CUresult capture_none(CUstream hStream, CUstreamCaptureStatus *status, cuuint64_t *id)
-{
-	CUresult r = cu_enter();
-
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!status)
-		return CUDA_ERROR_INVALID_VALUE;
-	(void)hStream;
-	*status = CU_STREAM_CAPTURE_STATUS_NONE;
-	if (id)
-		*id = 0;
-	return CUDA_SUCCESS;
-}
-
-CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-	return capture_none(hStream, captureStatus, NULL);
-}
-
-CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus);
-CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-	return capture_none(hStream, captureStatus, NULL);
-}
-
-/* The CUDA 10.1 ABI (status and id) and the 11.3 / 12.3 ones (which add
- * the graph, its dependencies and edges: none outside a capture). */
-CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
-				cuuint64_t *id_out);
-CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
-				     cuuint64_t *id_out);
-CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
-				cuuint64_t *id_out)
-{
-	return capture_none(hStream, captureStatus_out, id_out);
-}
-
-CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
-				     cuuint64_t *id_out)
-{
-	return capture_none(hStream, captureStatus_out, id_out);
-}
-
-#define CAPTURE_INFO_V2(name)                                                                  \
-	CUresult name(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,        \
-		      const CUgraphNode **deps, size_t *n);                                      \
-	CUresult name(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,        \
-		      const CUgraphNode **deps, size_t *n)                                       \
-	{                                                                                      \
-		if (g)                                                                         \
-			*g = NULL;                                                             \
-		if (deps)                                                                      \
-			*deps = NULL;                                                          \
-		if (n)                                                                         \
-			*n = 0;                                                                \
-		return capture_none(s, st, id);                                                \
-	}
-CAPTURE_INFO_V2(cuStreamGetCaptureInfo_v2)
-CAPTURE_INFO_V2(cuStreamGetCaptureInfo_v2_ptsz)
-
-#define CAPTURE_INFO_V3(name)                                                                  \
-	CUresult name(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,        \
-		      const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n);       \
-	CUresult name(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,        \
-		      const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n)        \
-	{                                                                                      \
-		if (edges)                                                                     \
-			*edges = NULL;                                                         \
-		if (g)                                                                         \
-			*g = NULL;                                                             \
-		if (deps)                                                                      \
-			*deps = NULL;                                                          \
-		if (n)                                                                         \
-			*n = 0;                                                                \
-		return capture_none(s, st, id);                                                \
-	}
-CAPTURE_INFO_V3(cuStreamGetCaptureInfo_v3)
-CAPTURE_INFO_V3(cuStreamGetCaptureInfo_v3_ptsz)
 
 /* ---------------------------------------------------------------- events */
 

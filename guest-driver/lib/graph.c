@@ -1,0 +1,660 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Graphs, nodes and executable graphs (see graph.h): building, copying,
+ * instantiating in a dependency order, launching and updating.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph.h"
+
+/* Graphs, nodes and executable graphs the program holds, so that a handle
+ * it passes is checked before it is followed. */
+static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
+static const void **known;
+static size_t nknown, known_cap;
+
+static int remember(const void *p)
+{
+	int ok = 1;
+
+	pthread_mutex_lock(&known_lock);
+	if (nknown == known_cap) {
+		size_t cap = known_cap ? 2 * known_cap : 64;
+		const void **v = realloc(known, cap * sizeof(*v));
+
+		if (v)
+			known = v, known_cap = cap;
+		else
+			ok = 0;
+	}
+	if (ok)
+		known[nknown++] = p;
+	pthread_mutex_unlock(&known_lock);
+	return ok;
+}
+
+static void forget(const void *p)
+{
+	pthread_mutex_lock(&known_lock);
+	for (size_t i = 0; i < nknown; i++)
+		if (known[i] == p) {
+			known[i] = known[--nknown];
+			break;
+		}
+	pthread_mutex_unlock(&known_lock);
+}
+
+static int is_known(const void *p)
+{
+	int found = 0;
+
+	if (!p)
+		return 0;
+	pthread_mutex_lock(&known_lock);
+	for (size_t i = 0; i < nknown && !found; i++)
+		found = known[i] == p;
+	pthread_mutex_unlock(&known_lock);
+	return found;
+}
+
+int qc_graph_known(const struct qc_graph *g) { return is_known(g); }
+int qc_node_known(const struct qc_node *n) { return is_known(n); }
+int qc_exec_known(const struct qc_exec *x) { return is_known(x); }
+
+/* ------------------------------------------------------------ operations */
+
+void qc_node_op_free(struct qc_node_op *op)
+{
+	switch (op->type) {
+	case cudaGraphNodeTypeKernel:
+		free(op->kernel.params);
+		free(op->kernel.argv);
+		break;
+	case cudaGraphNodeTypeMemset:
+		free(op->set.row);
+		break;
+	case cudaGraphNodeTypeGraph:
+		qc_graph_free(op->child);
+		break;
+	default:
+		break;
+	}
+	memset(op, 0, sizeof(*op));
+}
+
+static void *dup_bytes(const void *p, size_t n)
+{
+	void *d = malloc(n ? n : 1);
+
+	if (d && n)
+		memcpy(d, p, n);
+	return d;
+}
+
+cudaError_t qc_node_op_copy(struct qc_node_op *dst, const struct qc_node_op *src)
+{
+	*dst = *src;
+	switch (src->type) {
+	case cudaGraphNodeTypeKernel:
+		dst->kernel.argv = NULL;
+		dst->kernel.params = dup_bytes(src->kernel.params, src->kernel.k->param_bytes);
+		return dst->kernel.params ? cudaSuccess : cudaErrorMemoryAllocation;
+	case cudaGraphNodeTypeMemset:
+		if (!src->set.row)
+			return cudaSuccess;
+		dst->set.row = dup_bytes(src->set.row, src->set.width * src->set.elem);
+		return dst->set.row ? cudaSuccess : cudaErrorMemoryAllocation;
+	case cudaGraphNodeTypeGraph:
+		dst->child = qc_graph_clone(src->child, NULL);
+		return dst->child ? cudaSuccess : cudaErrorMemoryAllocation;
+	default:
+		return cudaSuccess;
+	}
+}
+
+/* Packs a launch's parameters in k's layout, as launch.c does. */
+cudaError_t qc_node_op_kernel(struct qc_node_op *op, struct qc_kernel *k, dim3 grid, dim3 block,
+			      size_t shmem, void **args, const void *packed, size_t size)
+{
+	uint64_t func;
+	cudaError_t e;
+
+	if (!k)
+		return cudaErrorInvalidDeviceFunction;
+	e = qc_kernel_get(k, &func);	/* the layout comes with the handle */
+	if (e != cudaSuccess)
+		return e;
+	if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z || shmem > UINT32_MAX)
+		return cudaErrorInvalidValue;
+	memset(op, 0, sizeof(*op));
+	op->type = cudaGraphNodeTypeKernel;
+	op->kernel.k = k;
+	op->kernel.grid = grid;
+	op->kernel.block = block;
+	op->kernel.shmem = (uint32_t)shmem;
+	op->kernel.params = calloc(1, k->param_bytes ? k->param_bytes : 1);
+	if (!op->kernel.params)
+		return cudaErrorMemoryAllocation;
+	if (packed) {
+		if (size != k->param_bytes)
+			e = cudaErrorInvalidValue;
+		else
+			memcpy(op->kernel.params, packed, size);
+	} else if (k->num_params && !args) {
+		e = cudaErrorInvalidValue;
+	} else {
+		for (uint32_t i = 0; i < k->num_params && e == cudaSuccess; i++) {
+			if (!args[i])
+				e = cudaErrorInvalidValue;
+			else
+				memcpy(op->kernel.params + k->offset[i], args[i], k->size[i]);
+		}
+	}
+	if (e != cudaSuccess)
+		qc_node_op_free(op);
+	return e;
+}
+
+cudaError_t qc_node_op_memset(struct qc_node_op *op, void *dst, size_t pitch, uint32_t value,
+			      unsigned int elem, size_t width, size_t height)
+{
+	int bytewise;
+
+	if (!dst || (elem != 1 && elem != 2 && elem != 4) || !width || !height ||
+	    (height > 1 && pitch < width * elem))
+		return cudaErrorInvalidValue;
+	memset(op, 0, sizeof(*op));
+	op->type = cudaGraphNodeTypeMemset;
+	op->set.dst = dst;
+	op->set.pitch = pitch;
+	op->set.width = width;
+	op->set.height = height;
+	op->set.elem = elem;
+	op->set.value = elem == 4 ? value : elem == 2 ? value & 0xffff : value & 0xff;
+	/* A pattern whose bytes are all the same is a byte memset; another goes
+	 * as a copy of one row of it (the backend's memset sets bytes). */
+	bytewise = elem == 1 || (elem == 2 && (value & 0xff) == ((value >> 8) & 0xff)) ||
+		   (elem == 4 && value == (value & 0xff) * 0x01010101u);
+	if (!bytewise) {
+		op->set.row = malloc(width * elem);
+		if (!op->set.row)
+			return cudaErrorMemoryAllocation;
+		for (size_t i = 0; i < width; i++)
+			memcpy((char *)op->set.row + i * elem, &op->set.value, elem);
+	}
+	return cudaSuccess;
+}
+
+/* ------------------------------------------------------------ graphs */
+
+struct qc_graph *qc_graph_new(void)
+{
+	struct qc_graph *g = calloc(1, sizeof(*g));
+
+	if (g && !remember(g)) {
+		free(g);
+		g = NULL;
+	}
+	return g;
+}
+
+static void node_free(struct qc_node *n)
+{
+	forget(n);
+	qc_node_op_free(&n->op);
+	free(n->deps);
+	free(n);
+}
+
+void qc_graph_free(struct qc_graph *g)
+{
+	if (!g)
+		return;
+	forget(g);
+	for (size_t i = 0; i < g->n; i++)
+		node_free(g->nodes[i]);
+	free(g->nodes);
+	free(g);
+}
+
+static int in_graph(const struct qc_graph *g, const struct qc_node *n)
+{
+	return is_known(n) && n->graph == g;
+}
+
+static cudaError_t add_dep(struct qc_node *n, struct qc_node *dep)
+{
+	struct qc_node **v;
+
+	for (size_t i = 0; i < n->ndeps; i++)
+		if (n->deps[i] == dep)
+			return cudaErrorInvalidValue;	/* CUDA refuses a duplicate edge */
+	v = realloc(n->deps, (n->ndeps + 1) * sizeof(*v));
+	if (!v)
+		return cudaErrorMemoryAllocation;
+	v[n->ndeps++] = dep;
+	n->deps = v;
+	return cudaSuccess;
+}
+
+cudaError_t qc_graph_add(struct qc_graph *g, struct qc_node_op *op, struct qc_node *const *deps,
+			 size_t ndeps, struct qc_node **out)
+{
+	struct qc_node *n;
+	cudaError_t e = cudaSuccess;
+
+	if (!qc_graph_known(g) || (ndeps && !deps))
+		e = cudaErrorInvalidValue;
+	for (size_t i = 0; e == cudaSuccess && i < ndeps; i++)
+		if (!in_graph(g, deps[i]))
+			e = cudaErrorInvalidValue;
+	n = e == cudaSuccess ? calloc(1, sizeof(*n)) : NULL;
+	if (e == cudaSuccess && !n)
+		e = cudaErrorMemoryAllocation;
+	if (e == cudaSuccess && g->n == g->cap) {
+		size_t cap = g->cap ? 2 * g->cap : 16;
+		struct qc_node **v = realloc(g->nodes, cap * sizeof(*v));
+
+		if (v)
+			g->nodes = v, g->cap = cap;
+		else
+			e = cudaErrorMemoryAllocation;
+	}
+	if (e == cudaSuccess && ndeps) {
+		n->deps = malloc(ndeps * sizeof(*n->deps));
+		if (!n->deps)
+			e = cudaErrorMemoryAllocation;
+		for (size_t i = 0; e == cudaSuccess && i < ndeps; i++) {
+			for (size_t j = 0; j < n->ndeps; j++)
+				if (n->deps[j] == deps[i])
+					e = cudaErrorInvalidValue;
+			n->deps[n->ndeps++] = deps[i];
+		}
+	}
+	if (e == cudaSuccess && !remember(n))
+		e = cudaErrorMemoryAllocation;
+	if (e != cudaSuccess) {
+		if (n)
+			free(n->deps);
+		free(n);
+		qc_node_op_free(op);
+		return e;
+	}
+	n->graph = g;
+	n->op = *op;
+	memset(op, 0, sizeof(*op));
+	n->index = g->n;
+	g->nodes[g->n++] = n;
+	if (out)
+		*out = n;
+	return cudaSuccess;
+}
+
+/* Whether b is reachable from a through dependencies (a depends on b). */
+static int depends_on(const struct qc_node *a, const struct qc_node *b)
+{
+	if (a == b)
+		return 1;
+	for (size_t i = 0; i < a->ndeps; i++)
+		if (depends_on(a->deps[i], b))
+			return 1;
+	return 0;
+}
+
+cudaError_t qc_graph_add_edges(struct qc_graph *g, struct qc_node *const *from,
+			       struct qc_node *const *to, size_t n)
+{
+	if (!qc_graph_known(g) || (n && (!from || !to)))
+		return cudaErrorInvalidValue;
+	for (size_t i = 0; i < n; i++)
+		if (!in_graph(g, from[i]) || !in_graph(g, to[i]) || depends_on(from[i], to[i]))
+			return cudaErrorInvalidValue;	/* unknown node, or a cycle */
+	for (size_t i = 0; i < n; i++) {
+		cudaError_t e = add_dep(to[i], from[i]);
+
+		if (e != cudaSuccess)
+			return e;
+	}
+	return cudaSuccess;
+}
+
+cudaError_t qc_graph_remove_edges(struct qc_graph *g, struct qc_node *const *from,
+				  struct qc_node *const *to, size_t n)
+{
+	if (!qc_graph_known(g) || (n && (!from || !to)))
+		return cudaErrorInvalidValue;
+	for (size_t i = 0; i < n; i++) {
+		struct qc_node *t = to[i];
+		size_t j = 0;
+
+		if (!in_graph(g, from[i]) || !in_graph(g, t))
+			return cudaErrorInvalidValue;
+		while (j < t->ndeps && t->deps[j] != from[i])
+			j++;
+		if (j == t->ndeps)
+			return cudaErrorInvalidValue;	/* no such edge */
+		memmove(&t->deps[j], &t->deps[j + 1], (t->ndeps - j - 1) * sizeof(*t->deps));
+		t->ndeps--;
+	}
+	return cudaSuccess;
+}
+
+cudaError_t qc_graph_remove(struct qc_node *node)
+{
+	struct qc_graph *g;
+	size_t k = 0;
+
+	if (!qc_node_known(node))
+		return cudaErrorInvalidValue;
+	g = node->graph;
+	for (size_t i = 0; i < g->n; i++) {
+		struct qc_node *m = g->nodes[i];
+		size_t d = 0;
+
+		if (m == node)
+			continue;
+		for (size_t j = 0; j < m->ndeps; j++)
+			if (m->deps[j] != node)
+				m->deps[d++] = m->deps[j];
+		m->ndeps = d;
+		m->index = k;
+		g->nodes[k++] = m;
+	}
+	g->n = k;
+	node_free(node);
+	return cudaSuccess;
+}
+
+static size_t index_of(const struct qc_graph *g, const struct qc_node *n)
+{
+	(void)g;
+	return n->index;
+}
+
+/* Nodes first, edges after: an edge may point at a node added later. */
+struct qc_graph *qc_graph_clone(const struct qc_graph *g, struct qc_node **map)
+{
+	struct qc_graph *c = qc_graph_new();
+	struct qc_node **copy = map ? map : calloc(g->n ? g->n : 1, sizeof(*copy));
+
+	if (!c || !copy)
+		goto fail;
+	for (size_t i = 0; i < g->n; i++) {
+		struct qc_node_op op;
+
+		if (qc_node_op_copy(&op, &g->nodes[i]->op) != cudaSuccess) {
+			qc_node_op_free(&op);
+			goto fail;
+		}
+		if (qc_graph_add(c, &op, NULL, 0, &copy[i]) != cudaSuccess)
+			goto fail;
+	}
+	for (size_t i = 0; i < g->n; i++) {
+		const struct qc_node *n = g->nodes[i];
+
+		if (!n->ndeps)
+			continue;
+		copy[i]->deps = malloc(n->ndeps * sizeof(*copy[i]->deps));
+		if (!copy[i]->deps)
+			goto fail;
+		for (size_t j = 0; j < n->ndeps; j++)
+			copy[i]->deps[j] = copy[index_of(g, n->deps[j])];
+		copy[i]->ndeps = n->ndeps;
+	}
+	if (!map)
+		free(copy);
+	return c;
+fail:
+	if (!map)
+		free(copy);
+	qc_graph_free(c);
+	return NULL;
+}
+
+/* ------------------------------------------------------------ executable graphs */
+
+/* Appends the nodes of g in a dependency order (a node after all it
+ * depends on; otherwise in the order added), a child graph's in its place. */
+static cudaError_t order(struct qc_exec *x, struct qc_graph *g, int top)
+{
+	char *done = calloc(g->n ? g->n : 1, 1);
+	size_t left = g->n;
+	cudaError_t e = cudaSuccess;
+
+	if (!done)
+		return cudaErrorMemoryAllocation;
+	while (left && e == cudaSuccess) {
+		size_t before = left;
+
+		for (size_t i = 0; i < g->n && e == cudaSuccess; i++) {
+			struct qc_node *n = g->nodes[i];
+			int ready = !done[i];
+
+			for (size_t j = 0; ready && j < n->ndeps; j++)
+				ready = done[index_of(g, n->deps[j])];
+			if (!ready)
+				continue;
+			done[i] = 1, left--;
+			if (n->op.type == cudaGraphNodeTypeGraph) {
+				e = order(x, n->op.child, 0);
+				continue;
+			}
+			if (n->op.type == cudaGraphNodeTypeEmpty)
+				continue;
+			{
+				struct qc_step *v = realloc(x->steps, (x->n + 1) * sizeof(*v));
+
+				if (!v) {
+					e = cudaErrorMemoryAllocation;
+					break;
+				}
+				x->steps = v;
+				x->steps[x->n++] = (struct qc_step){ &n->op, top ? n : NULL, NULL };
+			}
+		}
+		if (left == before)
+			e = cudaErrorInvalidValue;	/* a cycle (edges are checked when added) */
+	}
+	free(done);
+	return e;
+}
+
+/* The steps of the top-level nodes know the nodes they came from. */
+static void link_origins(struct qc_exec *x, const struct qc_graph *from, struct qc_node **map)
+{
+	for (size_t s = 0; s < x->n; s++) {
+		x->steps[s].orig = NULL;
+		for (size_t i = 0; x->steps[s].snap && i < from->n; i++)
+			if (map[i] == x->steps[s].snap)
+				x->steps[s].orig = from->nodes[i];
+	}
+}
+
+cudaError_t qc_exec_new(const struct qc_graph *g, unsigned long long flags, struct qc_exec **out)
+{
+	struct qc_exec *x;
+	struct qc_node **map;
+	cudaError_t e;
+
+	if (!qc_graph_known(g))
+		return cudaErrorInvalidValue;
+	x = calloc(1, sizeof(*x));
+	map = calloc(g->n ? g->n : 1, sizeof(*map));
+	if (!x || !map || !(x->snapshot = qc_graph_clone(g, map))) {
+		free(map);
+		free(x);
+		return cudaErrorMemoryAllocation;
+	}
+	x->flags = flags;
+	e = order(x, x->snapshot, 1);
+	if (e == cudaSuccess && !remember(x))
+		e = cudaErrorMemoryAllocation;
+	if (e != cudaSuccess) {
+		qc_graph_free(x->snapshot);
+		free(x->steps);
+		free(x);
+		free(map);
+		return e;
+	}
+	link_origins(x, g, map);
+	free(map);
+	*out = x;
+	return cudaSuccess;
+}
+
+void qc_exec_free(struct qc_exec *x)
+{
+	forget(x);
+	qc_graph_free(x->snapshot);
+	free(x->steps);
+	free(x);
+}
+
+cudaError_t qc_node_op_run(const struct qc_node_op *op, cudaStream_t stream, int ptds)
+{
+	switch (op->type) {
+	case cudaGraphNodeTypeKernel:
+		return qc_launch_packed(op->kernel.k, op->kernel.grid, op->kernel.block,
+					op->kernel.params, op->kernel.k->param_bytes, op->kernel.shmem,
+					stream, ptds, op->kernel.cooperative);
+	case cudaGraphNodeTypeMemcpy: {
+		cudaError_t e = cudaSuccess;
+		const struct qc_node_op *c = op;
+
+		if (c->copy.height * c->copy.depth == 1 ||
+		    (c->copy.dpitch == c->copy.width && c->copy.spitch == c->copy.width &&
+		     c->copy.dslice == c->copy.width * c->copy.height &&
+		     c->copy.sslice == c->copy.width * c->copy.height))
+			return qc_memcpy(c->copy.dst, c->copy.src,
+					 c->copy.width * c->copy.height * c->copy.depth, c->copy.kind,
+					 stream, 1, ptds);
+		for (size_t z = 0; z < c->copy.depth && e == cudaSuccess; z++)
+			for (size_t y = 0; y < c->copy.height && e == cudaSuccess; y++)
+				e = qc_memcpy(c->copy.dst + z * c->copy.dslice + y * c->copy.dpitch,
+					      c->copy.src + z * c->copy.sslice + y * c->copy.spitch,
+					      c->copy.width, c->copy.kind, stream, 1, ptds);
+		return e;
+	}
+	case cudaGraphNodeTypeMemset: {
+		cudaError_t e = cudaSuccess;
+		size_t row = op->set.width * op->set.elem;
+
+		for (size_t y = 0; y < op->set.height && e == cudaSuccess; y++) {
+			char *d = op->set.dst + y * op->set.pitch;
+
+			e = op->set.row ? qc_memcpy(d, op->set.row, row, cudaMemcpyHostToDevice, stream, 1, ptds) :
+					  qc_memset(d, (int)(op->set.value & 0xff), row, stream, 1, ptds);
+		}
+		return e;
+	}
+	case cudaGraphNodeTypeHost:
+		return qc_host_fn(stream, ptds, op->host.fn, op->host.data);
+	case cudaGraphNodeTypeEventRecord:
+		return qc_event_record_now(op->event, stream, ptds);
+	case cudaGraphNodeTypeWaitEvent:
+		return qc_event_wait_now(stream, op->event, ptds);
+	case cudaGraphNodeTypeEmpty:
+		return cudaSuccess;
+	default:
+		return cudaErrorNotSupported;
+	}
+}
+
+cudaError_t qc_exec_launch(struct qc_exec *x, cudaStream_t stream, int ptds)
+{
+	cudaError_t e = cudaSuccess;
+
+	if (!qc_exec_known(x))
+		return cudaErrorInvalidValue;
+	if (!qc_stream_known(stream, ptds))
+		return cudaErrorInvalidResourceHandle;
+	for (size_t i = 0; i < x->n && e == cudaSuccess; i++)
+		e = qc_node_op_run(x->steps[i].op, stream, ptds);
+	return e;
+}
+
+cudaError_t qc_exec_set_op(struct qc_exec *x, const struct qc_node *node, struct qc_node_op *op)
+{
+	for (size_t i = 0; i < x->n; i++) {
+		struct qc_node *snap = x->steps[i].snap;
+
+		if (x->steps[i].orig != node || !snap)
+			continue;
+		if (snap->op.type != op->type) {
+			qc_node_op_free(op);
+			return cudaErrorInvalidValue;
+		}
+		qc_node_op_free(&snap->op);
+		snap->op = *op;
+		memset(op, 0, sizeof(*op));
+		return cudaSuccess;
+	}
+	qc_node_op_free(op);
+	return cudaErrorInvalidValue;
+}
+
+/* Same shape: as many nodes, of the same types, with the same edges. */
+static const struct qc_node *shape_differs(const struct qc_graph *a, const struct qc_graph *b,
+					   enum cudaGraphExecUpdateResult *why)
+{
+	if (a->n != b->n) {
+		*why = cudaGraphExecUpdateErrorTopologyChanged;
+		return NULL;
+	}
+	for (size_t i = 0; i < a->n; i++) {
+		const struct qc_node *p = a->nodes[i], *q = b->nodes[i];
+
+		if (p->op.type != q->op.type) {
+			*why = cudaGraphExecUpdateErrorNodeTypeChanged;
+			return q;
+		}
+		if (p->ndeps != q->ndeps) {
+			*why = cudaGraphExecUpdateErrorTopologyChanged;
+			return q;
+		}
+		for (size_t j = 0; j < p->ndeps; j++)
+			if (index_of(a, p->deps[j]) != index_of(b, q->deps[j])) {
+				*why = cudaGraphExecUpdateErrorTopologyChanged;
+				return q;
+			}
+		if (p->op.type == cudaGraphNodeTypeGraph &&
+		    shape_differs(p->op.child, q->op.child, why)) {
+			return q;
+		}
+	}
+	return NULL;
+}
+
+cudaError_t qc_exec_update(struct qc_exec *x, const struct qc_graph *g,
+			   enum cudaGraphExecUpdateResult *result, const struct qc_node **err_node)
+{
+	struct qc_exec *fresh;
+	enum cudaGraphExecUpdateResult why = cudaGraphExecUpdateSuccess;
+	cudaError_t e;
+
+	*err_node = NULL;
+	if (!qc_exec_known(x) || !qc_graph_known(g))
+		return cudaErrorInvalidValue;
+	*err_node = shape_differs(x->snapshot, g, &why);
+	if (why != cudaGraphExecUpdateSuccess) {
+		*result = why;
+		return cudaErrorGraphExecUpdateFailure;
+	}
+	/* The same shape: a new snapshot of g replaces the old one. */
+	e = qc_exec_new(g, x->flags, &fresh);
+	if (e != cudaSuccess) {
+		*result = cudaGraphExecUpdateError;
+		return e;
+	}
+	forget(fresh);
+	qc_graph_free(x->snapshot);
+	free(x->steps);
+	x->snapshot = fresh->snapshot;
+	x->steps = fresh->steps;
+	x->n = fresh->n;
+	free(fresh);
+	*result = cudaGraphExecUpdateSuccess;
+	return cudaSuccess;
+}

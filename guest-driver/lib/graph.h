@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CUDA graphs, kept in the guest: a graph is a list of nodes, each one
+ * operation the library already knows how to post (a launch, a copy, a
+ * memset, a host function, an event record or wait), with the nodes it
+ * depends on. Instantiating snapshots the graph in a dependency order;
+ * launching posts that order onto the stream, where the batch layer
+ * (batch.c) carries it to the host together: one round trip for a graph of
+ * posted work. Stream capture (capture.c) records what a capturing stream is
+ * given into such a graph instead of posting it.
+ *
+ * graph.c: graphs, nodes, executable graphs; capture.c: capture state of
+ * streams and events; graph_api.c: the runtime's cudaGraph* and capture
+ * entry points. The driver API's cuGraph* (../libcuda/graph.c) use the same
+ * objects: a CUgraph is a struct qc_graph *, a CUgraphNode a struct qc_node *.
+ *
+ * Not thread-safe per graph, as CUDA's graphs are not; capture state has a
+ * lock of its own.
+ */
+#ifndef QC_GRAPH_H
+#define QC_GRAPH_H
+
+#include "qcrt.h"
+
+/* What a node does. type is CUDA's cudaGraphNodeType (Kernel, Memcpy,
+ * Memset, Host, Graph, Empty, WaitEvent, EventRecord are served). */
+struct qc_node_op {
+	enum cudaGraphNodeType type;
+	union {
+		struct {
+			struct qc_kernel *k;
+			dim3 grid, block;
+			uint32_t shmem;
+			int cooperative;
+			unsigned char *params;	/* k's layout, k->param_bytes; owned */
+			void **argv;	/* pointers into params, made for GetParams; owned */
+		} kernel;
+		/* width bytes x height rows x depth slices of linear memory;
+		 * kind may be cudaMemcpyDefault (pointers say where they are). */
+		struct {
+			char *dst;
+			const char *src;
+			size_t width, height, depth;
+			size_t dpitch, spitch, dslice, sslice;
+			enum cudaMemcpyKind kind;
+		} copy;
+		/* width elements of elem (1, 2, 4) bytes x height rows */
+		struct {
+			char *dst;
+			size_t pitch, width, height;
+			uint32_t value;
+			unsigned int elem;
+			void *row;	/* one row of the pattern, when it is not one byte; owned */
+		} set;
+		struct {
+			cudaHostFn_t fn;
+			void *data;
+		} host;
+		struct qc_graph *child;	/* owned */
+		cudaEvent_t event;
+	};
+};
+
+struct qc_node {
+	struct qc_graph *graph;
+	struct qc_node_op op;
+	struct qc_node **deps;
+	size_t ndeps;
+	size_t index;	/* in graph->nodes */
+};
+
+struct qc_graph {
+	struct qc_node **nodes;	/* in the order they were added */
+	size_t n, cap;
+};
+
+/* An instantiated graph: a snapshot and the order its nodes run in. */
+struct qc_step {
+	const struct qc_node_op *op;	/* in the snapshot */
+	struct qc_node *snap;		/* the snapshot's node (NULL inside a child) */
+	const struct qc_node *orig;	/* the node of the graph instantiated or last updated from */
+};
+struct qc_exec {
+	struct qc_graph *snapshot;
+	struct qc_step *steps;
+	size_t n;
+	unsigned long long flags;
+};
+
+/* ---- graph.c ---- */
+
+struct qc_graph *qc_graph_new(void);
+void qc_graph_free(struct qc_graph *g);
+int qc_graph_known(const struct qc_graph *g);
+int qc_node_known(const struct qc_node *n);
+/* Adds a node doing op (taken over: its owned buffers become the node's;
+ * on error they are freed) after deps. */
+cudaError_t qc_graph_add(struct qc_graph *g, struct qc_node_op *op, struct qc_node *const *deps,
+			 size_t ndeps, struct qc_node **out);
+/* Adds the edges from[i] -> to[i]. */
+cudaError_t qc_graph_add_edges(struct qc_graph *g, struct qc_node *const *from,
+			       struct qc_node *const *to, size_t n);
+/* Removes the edges from[i] -> to[i] (each must exist). */
+cudaError_t qc_graph_remove_edges(struct qc_graph *g, struct qc_node *const *from,
+				  struct qc_node *const *to, size_t n);
+/* Removes a node and the edges touching it. */
+cudaError_t qc_graph_remove(struct qc_node *node);
+/* A deep copy; map (optional, g->n entries) receives the copy of each node. */
+struct qc_graph *qc_graph_clone(const struct qc_graph *g, struct qc_node **map);
+/* Copies op's owned buffers so that the copy owns its own. */
+cudaError_t qc_node_op_copy(struct qc_node_op *dst, const struct qc_node_op *src);
+void qc_node_op_free(struct qc_node_op *op);
+/* A kernel node's operation from a kernel and its arguments (one pointer per
+ * parameter) or its packed parameters (extra form: packed, size bytes). */
+cudaError_t qc_node_op_kernel(struct qc_node_op *op, struct qc_kernel *k, dim3 grid, dim3 block,
+			      size_t shmem, void **args, const void *packed, size_t size);
+/* A memset node's operation (checks elem and the sizes). */
+cudaError_t qc_node_op_memset(struct qc_node_op *op, void *dst, size_t pitch, uint32_t value,
+			      unsigned int elem, size_t width, size_t height);
+
+cudaError_t qc_exec_new(const struct qc_graph *g, unsigned long long flags, struct qc_exec **out);
+void qc_exec_free(struct qc_exec *x);
+int qc_exec_known(const struct qc_exec *x);
+/* Posts the steps of x onto stream, in order. */
+cudaError_t qc_exec_launch(struct qc_exec *x, cudaStream_t stream, int ptds);
+/* Takes a new kernel operation for the step of node (x's source graph's). */
+cudaError_t qc_exec_set_op(struct qc_exec *x, const struct qc_node *node, struct qc_node_op *op);
+/* cudaGraphExecUpdate: g's parameters into x if g has x's shape; else why not. */
+cudaError_t qc_exec_update(struct qc_exec *x, const struct qc_graph *g,
+			   enum cudaGraphExecUpdateResult *result, const struct qc_node **err_node);
+/* Runs one operation on a stream (what a step of a launch does). */
+cudaError_t qc_node_op_run(const struct qc_node_op *op, cudaStream_t stream, int ptds);
+
+/* ---- capture.c ---- */
+
+/* Whether stream is being captured (the mode of the calling thread aside). */
+int qc_capture_active(cudaStream_t stream, int ptds);
+/* If stream is being captured: op is recorded in its graph (taken over) and
+ * 1 returned with *e the call's answer; else 0 (op untouched). */
+int qc_capture_op(cudaStream_t stream, int ptds, struct qc_node_op *op, cudaError_t *e);
+/* Event record / wait on a stream: 1 and *e if capture handled it, else 0. */
+int qc_capture_event_record(cudaEvent_t event, cudaStream_t stream, int ptds, cudaError_t *e);
+int qc_capture_event_wait(cudaStream_t stream, int ptds, cudaEvent_t event, cudaError_t *e);
+/* For a synchronizing call on stream (synchronize, query): an error, and the
+ * capture invalidated, if the stream is being captured; else cudaSuccess. */
+cudaError_t qc_capture_refuse(cudaStream_t stream, int ptds);
+/* Forgets the capture state of an event or stream being destroyed. */
+void qc_capture_forget_event(cudaEvent_t event);
+
+cudaError_t qc_capture_begin(cudaStream_t stream, int ptds, enum cudaStreamCaptureMode mode,
+			     struct qc_graph *to, struct qc_node *const *deps, size_t ndeps);
+cudaError_t qc_capture_end(cudaStream_t stream, int ptds, struct qc_graph **graph);
+/* cudaStreamGetCaptureInfo: every output optional. */
+cudaError_t qc_capture_info(cudaStream_t stream, int ptds, enum cudaStreamCaptureStatus *status,
+			    unsigned long long *id, struct qc_graph **graph,
+			    struct qc_node *const **deps, const cudaGraphEdgeData **edges,
+			    size_t *ndeps);
+cudaError_t qc_capture_update_deps(cudaStream_t stream, int ptds, struct qc_node *const *deps,
+				   size_t n, unsigned int flags);
+/* cudaThreadExchangeStreamCaptureMode */
+cudaError_t qc_capture_exchange_mode(enum cudaStreamCaptureMode *mode);
+
+/* ---- copy.c, callback.c (what a step runs) ---- */
+
+cudaError_t qc_memset(void *dst, int value, size_t n, cudaStream_t stream, int async, int ptds);
+cudaError_t qc_host_fn(cudaStream_t stream, int ptds, cudaHostFn_t fn, void *data);
+/* event.c-like helpers of stream.c: record / wait without the capture hooks. */
+cudaError_t qc_event_record_now(cudaEvent_t event, cudaStream_t stream, int ptds);
+cudaError_t qc_event_wait_now(cudaStream_t stream, cudaEvent_t event, int ptds);
+
+#endif

@@ -1,0 +1,1024 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The runtime's graph and stream capture entry points (see graph.h): a
+ * cudaGraph_t is a struct qc_graph *, a cudaGraphNode_t a struct qc_node *,
+ * a cudaGraphExec_t a struct qc_exec *. Not served: memory alloc/free
+ * nodes, conditional nodes, external semaphore nodes, user objects, copies
+ * from or to CUDA arrays; they answer cudaErrorNotSupported with a note.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph.h"
+
+#define G(x) ((struct qc_graph *)(void *)(x))
+#define N(x) ((struct qc_node *)(void *)(x))
+#define X(x) ((struct qc_exec *)(void *)(x))
+
+static struct cudaPitchedPtr pitched(void *p, size_t pitch, size_t xsize, size_t ysize)
+{
+	return (struct cudaPitchedPtr){ .ptr = p, .pitch = pitch, .xsize = xsize, .ysize = ysize };
+}
+
+static struct cudaExtent extent(size_t w, size_t h, size_t d)
+{
+	return (struct cudaExtent){ .width = w, .height = h, .depth = d };
+}
+
+static cudaError_t not_served(const char *what)
+{
+	qc_msg("%s is not supported by qcuda: returning cudaErrorNotSupported", what);
+	return cudaErrorNotSupported;
+}
+
+/* ------------------------------------------------------------ capture */
+
+static cudaError_t begin(cudaStream_t stream, int ptds, enum cudaStreamCaptureMode mode)
+{
+	cudaError_t e = qc_ready();
+
+	return qc_ret(e == cudaSuccess ? qc_capture_begin(stream, ptds, mode, NULL, NULL, 0) : e);
+}
+
+QC_API cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+	return begin(stream, 0, mode);
+}
+
+QC_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode);
+QC_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+	return begin(stream, 1, mode);
+}
+
+static cudaError_t begin_to(cudaStream_t stream, int ptds, cudaGraph_t graph,
+			    const cudaGraphNode_t *deps, const cudaGraphEdgeData *edges, size_t n,
+			    enum cudaStreamCaptureMode mode)
+{
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	for (size_t i = 0; edges && i < n; i++)
+		if (edges[i].type || edges[i].from_port || edges[i].to_port)
+			return qc_ret(not_served("a graph edge with data"));
+	return qc_ret(qc_capture_begin(stream, ptds, mode, G(graph),
+				       (struct qc_node *const *)deps, n));
+}
+
+QC_API cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
+						 const cudaGraphNode_t *dependencies,
+						 const cudaGraphEdgeData *dependencyData,
+						 size_t numDependencies, enum cudaStreamCaptureMode mode)
+{
+	return begin_to(stream, 0, graph, dependencies, dependencyData, numDependencies, mode);
+}
+
+QC_API cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
+						      const cudaGraphNode_t *dependencies,
+						      const cudaGraphEdgeData *dependencyData,
+						      size_t numDependencies,
+						      enum cudaStreamCaptureMode mode);
+QC_API cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
+						      const cudaGraphNode_t *dependencies,
+						      const cudaGraphEdgeData *dependencyData,
+						      size_t numDependencies,
+						      enum cudaStreamCaptureMode mode)
+{
+	return begin_to(stream, 1, graph, dependencies, dependencyData, numDependencies, mode);
+}
+
+QC_API cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+	return qc_ret(qc_capture_end(stream, 0, (struct qc_graph **)pGraph));
+}
+
+QC_API cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph);
+QC_API cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+	return qc_ret(qc_capture_end(stream, 1, (struct qc_graph **)pGraph));
+}
+
+QC_API cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
+{
+	return qc_ret(qc_capture_info(stream, 0, pCaptureStatus, NULL, NULL, NULL, NULL, NULL));
+}
+
+QC_API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus);
+QC_API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
+{
+	return qc_ret(qc_capture_info(stream, 1, pCaptureStatus, NULL, NULL, NULL, NULL, NULL));
+}
+
+QC_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus *status,
+					    unsigned long long *id, cudaGraph_t *graph,
+					    const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges,
+					    size_t *ndeps)
+{
+	return qc_ret(qc_capture_info(stream, 0, status, id, (struct qc_graph **)graph,
+				      (struct qc_node *const **)deps, edges, ndeps));
+}
+
+QC_API cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *status,
+						 unsigned long long *id, cudaGraph_t *graph,
+						 const cudaGraphNode_t **deps,
+						 const cudaGraphEdgeData **edges, size_t *ndeps);
+QC_API cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *status,
+						 unsigned long long *id, cudaGraph_t *graph,
+						 const cudaGraphNode_t **deps,
+						 const cudaGraphEdgeData **edges, size_t *ndeps)
+{
+	return qc_ret(qc_capture_info(stream, 1, status, id, (struct qc_graph **)graph,
+				      (struct qc_node *const **)deps, edges, ndeps));
+}
+
+QC_API cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t *deps,
+						       const cudaGraphEdgeData *edges, size_t n,
+						       unsigned int flags)
+{
+	(void)edges;
+	return qc_ret(qc_capture_update_deps(stream, 0, (struct qc_node *const *)deps, n, flags));
+}
+
+QC_API cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t stream, cudaGraphNode_t *deps,
+							    const cudaGraphEdgeData *edges, size_t n,
+							    unsigned int flags);
+QC_API cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t stream, cudaGraphNode_t *deps,
+							    const cudaGraphEdgeData *edges, size_t n,
+							    unsigned int flags)
+{
+	(void)edges;
+	return qc_ret(qc_capture_update_deps(stream, 1, (struct qc_node *const *)deps, n, flags));
+}
+
+QC_API cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+	return qc_ret(qc_capture_exchange_mode(mode));
+}
+
+/* ------------------------------------------------------------ graphs */
+
+QC_API cudaError_t cudaGraphCreate(cudaGraph_t *pGraph, unsigned int flags)
+{
+	struct qc_graph *g;
+
+	if (!pGraph || flags)
+		return qc_ret(cudaErrorInvalidValue);
+	g = qc_graph_new();
+	if (!g)
+		return qc_ret(cudaErrorMemoryAllocation);
+	*pGraph = (cudaGraph_t)(void *)g;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+	if (!qc_graph_known(G(graph)))
+		return qc_ret(cudaErrorInvalidValue);
+	qc_graph_free(G(graph));
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaGraphClone(cudaGraph_t *pGraphClone, cudaGraph_t originalGraph)
+{
+	struct qc_graph *c;
+
+	if (!pGraphClone || !qc_graph_known(G(originalGraph)))
+		return qc_ret(cudaErrorInvalidValue);
+	c = qc_graph_clone(G(originalGraph), NULL);
+	if (!c)
+		return qc_ret(cudaErrorMemoryAllocation);
+	*pGraphClone = (cudaGraph_t)(void *)c;
+	return cudaSuccess;
+}
+
+/* A clone has its original's nodes at the same places. */
+QC_API cudaError_t cudaGraphNodeFindInClone(cudaGraphNode_t *pNode, cudaGraphNode_t originalNode,
+					    cudaGraph_t clonedGraph)
+{
+	struct qc_node *o = N(originalNode);
+	struct qc_graph *c = G(clonedGraph);
+
+	if (!pNode || !qc_node_known(o) || !qc_graph_known(c) || o->index >= c->n ||
+	    c->nodes[o->index]->op.type != o->op.type)
+		return qc_ret(cudaErrorInvalidValue);
+	*pNode = (cudaGraphNode_t)(void *)c->nodes[o->index];
+	return cudaSuccess;
+}
+
+static cudaError_t add(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps,
+		       size_t n, struct qc_node_op *op)
+{
+	if (!out) {
+		qc_node_op_free(op);
+		return qc_ret(cudaErrorInvalidValue);
+	}
+	return qc_ret(qc_graph_add(G(graph), op, (struct qc_node *const *)deps, n,
+				   (struct qc_node **)out));
+}
+
+/* The packed parameters of kernelParams or of extra's buffer. */
+static cudaError_t kernel_op(struct qc_node_op *op, const struct cudaKernelNodeParams *p)
+{
+	const void *packed = NULL;
+	size_t size = 0;
+
+	if (!p)
+		return cudaErrorInvalidValue;
+	if (p->kernelParams && p->extra)
+		return cudaErrorInvalidValue;
+	for (void **x = p->extra; x && *x; x += 2) {
+		if (*x == (void *)0x01)		/* CU_LAUNCH_PARAM_BUFFER_POINTER */
+			packed = x[1];
+		else if (*x == (void *)0x02)	/* CU_LAUNCH_PARAM_BUFFER_SIZE */
+			size = *(size_t *)x[1];
+		else
+			return cudaErrorInvalidValue;
+	}
+	if (p->extra && !packed)
+		return cudaErrorInvalidValue;
+	return qc_node_op_kernel(op, qc_kernel_by_func(p->func), p->gridDim, p->blockDim,
+				 p->sharedMemBytes, p->kernelParams, packed, size);
+}
+
+QC_API cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+					  const cudaGraphNode_t *pDependencies, size_t numDependencies,
+					  const struct cudaKernelNodeParams *pNodeParams)
+{
+	struct qc_node_op op;
+	cudaError_t e = qc_ready();
+
+	if (e == cudaSuccess)
+		e = kernel_op(&op, pNodeParams);
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	return add(pGraphNode, graph, pDependencies, numDependencies, &op);
+}
+
+static struct qc_node *typed(cudaGraphNode_t node, enum cudaGraphNodeType type)
+{
+	struct qc_node *n = N(node);
+
+	return qc_node_known(n) && n->op.type == type ? n : NULL;
+}
+
+QC_API cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, struct cudaKernelNodeParams *p)
+{
+	struct qc_node *n = typed(node, cudaGraphNodeTypeKernel);
+	struct qc_kernel *k;
+
+	if (!n || !p)
+		return qc_ret(cudaErrorInvalidValue);
+	k = n->op.kernel.k;
+	if (!n->op.kernel.argv) {
+		n->op.kernel.argv = calloc(k->num_params + 1, sizeof(void *));
+		if (!n->op.kernel.argv)
+			return qc_ret(cudaErrorMemoryAllocation);
+		for (uint32_t i = 0; i < k->num_params; i++)
+			n->op.kernel.argv[i] = n->op.kernel.params + k->offset[i];
+	}
+	memset(p, 0, sizeof(*p));
+	p->func = (void *)k->host_fun;
+	p->gridDim = n->op.kernel.grid;
+	p->blockDim = n->op.kernel.block;
+	p->sharedMemBytes = n->op.kernel.shmem;
+	p->kernelParams = n->op.kernel.argv;
+	return cudaSuccess;
+}
+
+/* Replaces a node's operation with op (taken over). */
+static cudaError_t replace(struct qc_node *n, struct qc_node_op *op)
+{
+	qc_node_op_free(&n->op);
+	n->op = *op;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node, const struct cudaKernelNodeParams *p)
+{
+	struct qc_node *n = typed(node, cudaGraphNodeTypeKernel);
+	struct qc_node_op op;
+	cudaError_t e = n ? kernel_op(&op, p) : cudaErrorInvalidValue;
+
+	return qc_ret(e == cudaSuccess ? replace(n, &op) : e);
+}
+
+/* A copy of linear memory (pitched pointers, or host/device pointers with
+ * cudaMemcpyDefault); copies of CUDA arrays are not served. */
+static cudaError_t memcpy_op(struct qc_node_op *op, const struct cudaMemcpy3DParms *p)
+{
+	const struct cudaPitchedPtr *s, *d;
+
+	if (!p)
+		return cudaErrorInvalidValue;
+	if (p->srcArray || p->dstArray)
+		return not_served("a graph memcpy node with a CUDA array");
+	if ((unsigned)p->kind > cudaMemcpyDefault)
+		return cudaErrorInvalidMemcpyDirection;
+	s = &p->srcPtr, d = &p->dstPtr;
+	if (!s->ptr || !d->ptr || !p->extent.width || !p->extent.height || !p->extent.depth ||
+	    (p->extent.height * p->extent.depth > 1 &&
+	     (s->pitch < p->extent.width || d->pitch < p->extent.width)))
+		return cudaErrorInvalidValue;
+	memset(op, 0, sizeof(*op));
+	op->type = cudaGraphNodeTypeMemcpy;
+	op->copy.width = p->extent.width;
+	op->copy.height = p->extent.height;
+	op->copy.depth = p->extent.depth;
+	op->copy.spitch = s->pitch ? s->pitch : p->extent.width;
+	op->copy.dpitch = d->pitch ? d->pitch : p->extent.width;
+	op->copy.sslice = op->copy.spitch * (s->ysize ? s->ysize : p->extent.height);
+	op->copy.dslice = op->copy.dpitch * (d->ysize ? d->ysize : p->extent.height);
+	op->copy.src = (const char *)s->ptr + p->srcPos.x + p->srcPos.y * op->copy.spitch +
+		       p->srcPos.z * op->copy.sslice;
+	op->copy.dst = (char *)d->ptr + p->dstPos.x + p->dstPos.y * op->copy.dpitch +
+		       p->dstPos.z * op->copy.dslice;
+	op->copy.kind = p->kind;
+	return cudaSuccess;
+}
+
+static cudaError_t memcpy1d_op(struct qc_node_op *op, void *dst, const void *src, size_t count,
+			       enum cudaMemcpyKind kind)
+{
+	struct cudaMemcpy3DParms p;
+
+	memset(&p, 0, sizeof(p));
+	p.srcPtr = pitched((void *)src, count, count, 1);
+	p.dstPtr = pitched(dst, count, count, 1);
+	p.extent = extent(count, 1, 1);
+	p.kind = kind;
+	return memcpy_op(op, &p);
+}
+
+QC_API cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+					  const cudaGraphNode_t *pDependencies, size_t numDependencies,
+					  const struct cudaMemcpy3DParms *pCopyParams)
+{
+	struct qc_node_op op;
+	cudaError_t e = memcpy_op(&op, pCopyParams);
+
+	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) :
+				  qc_ret(e);
+}
+
+QC_API cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+					    const cudaGraphNode_t *pDependencies, size_t numDependencies,
+					    void *dst, const void *src, size_t count,
+					    enum cudaMemcpyKind kind)
+{
+	struct qc_node_op op;
+	cudaError_t e = memcpy1d_op(&op, dst, src, count, kind);
+
+	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) :
+				  qc_ret(e);
+}
+
+QC_API cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, struct cudaMemcpy3DParms *p)
+{
+	struct qc_node *n = typed(node, cudaGraphNodeTypeMemcpy);
+	const struct qc_node_op *op;
+
+	if (!n || !p)
+		return qc_ret(cudaErrorInvalidValue);
+	op = &n->op;
+	memset(p, 0, sizeof(*p));
+	p->srcPtr = pitched((void *)op->copy.src, op->copy.spitch, op->copy.width,
+					op->copy.sslice / op->copy.spitch);
+	p->dstPtr = pitched(op->copy.dst, op->copy.dpitch, op->copy.width,
+					op->copy.dslice / op->copy.dpitch);
+	p->extent = extent(op->copy.width, op->copy.height, op->copy.depth);
+	p->kind = op->copy.kind;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node, const struct cudaMemcpy3DParms *p)
+{
+	struct qc_node *n = typed(node, cudaGraphNodeTypeMemcpy);
+	struct qc_node_op op;
+	cudaError_t e = n ? memcpy_op(&op, p) : cudaErrorInvalidValue;
+
+	return qc_ret(e == cudaSuccess ? replace(n, &op) : e);
+}
+
+QC_API cudaError_t cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void *dst, const void *src,
+						  size_t count, enum cudaMemcpyKind kind)
+{
+	struct qc_node *n = typed(node, cudaGraphNodeTypeMemcpy);
+	struct qc_node_op op;
+	cudaError_t e = n ? memcpy1d_op(&op, dst, src, count, kind) : cudaErrorInvalidValue;
+
+	return qc_ret(e == cudaSuccess ? replace(n, &op) : e);
+}
+
+static cudaError_t memset_op(struct qc_node_op *op, const struct cudaMemsetParams *p)
+{
+	if (!p)
+		return cudaErrorInvalidValue;
+	return qc_node_op_memset(op, p->dst, p->pitch, p->value, p->elementSize, p->width, p->height);
+}
+
+QC_API cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+					  const cudaGraphNode_t *pDependencies, size_t numDependencies,
+					  const struct cudaMemsetParams *pMemsetParams)
+{
+	struct qc_node_op op;
+	cudaError_t e = memset_op(&op, pMemsetParams);
+
+	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) :
+				  qc_ret(e);
+}
+
+QC_API cudaError_t cudaGraphMemsetNodeGetParams(cudaGraphNode_t node, struct cudaMemsetParams *p)
+{
+	struct qc_node *n = typed(node, cudaGraphNodeTypeMemset);
+
+	if (!n || !p)
+		return qc_ret(cudaErrorInvalidValue);
+	memset(p, 0, sizeof(*p));
+	p->dst = n->op.set.dst;
+	p->pitch = n->op.set.pitch;
+	p->value = n->op.set.value;
+	p->elementSize = n->op.set.elem;
+	p->width = n->op.set.width;
+	p->height = n->op.set.height;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaGraphMemsetNodeSetParams(cudaGraphNode_t node, const struct cudaMemsetParams *p)
+{
+	struct qc_node *n = typed(node, cudaGraphNodeTypeMemset);
+	struct qc_node_op op;
+	cudaError_t e = n ? memset_op(&op, p) : cudaErrorInvalidValue;
+
+	return qc_ret(e == cudaSuccess ? replace(n, &op) : e);
+}
+
+static cudaError_t host_op(struct qc_node_op *op, const struct cudaHostNodeParams *p)
+{
+	if (!p || !p->fn)
+		return cudaErrorInvalidValue;
+	memset(op, 0, sizeof(*op));
+	op->type = cudaGraphNodeTypeHost;
+	op->host.fn = p->fn;
+	op->host.data = p->userData;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+					const cudaGraphNode_t *pDependencies, size_t numDependencies,
+					const struct cudaHostNodeParams *pNodeParams)
+{
+	struct qc_node_op op;
+	cudaError_t e = host_op(&op, pNodeParams);
+
+	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) :
+				  qc_ret(e);
+}
+
+QC_API cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, struct cudaHostNodeParams *p)
+{
+	struct qc_node *n = typed(node, cudaGraphNodeTypeHost);
+
+	if (!n || !p)
+		return qc_ret(cudaErrorInvalidValue);
+	p->fn = n->op.host.fn;
+	p->userData = n->op.host.data;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaGraphHostNodeSetParams(cudaGraphNode_t node, const struct cudaHostNodeParams *p)
+{
+	struct qc_node *n = typed(node, cudaGraphNodeTypeHost);
+	struct qc_node_op op;
+	cudaError_t e = n ? host_op(&op, p) : cudaErrorInvalidValue;
+
+	return qc_ret(e == cudaSuccess ? replace(n, &op) : e);
+}
+
+QC_API cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+					      const cudaGraphNode_t *pDependencies, size_t numDependencies,
+					      cudaGraph_t childGraph)
+{
+	struct qc_node_op op = { .type = cudaGraphNodeTypeGraph };
+
+	if (!qc_graph_known(G(childGraph)))
+		return qc_ret(cudaErrorInvalidValue);
+	op.child = qc_graph_clone(G(childGraph), NULL);	/* the node holds a copy, as in CUDA */
+	if (!op.child)
+		return qc_ret(cudaErrorMemoryAllocation);
+	return add(pGraphNode, graph, pDependencies, numDependencies, &op);
+}
+
+QC_API cudaError_t cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGraph_t *pGraph)
+{
+	struct qc_node *n = typed(node, cudaGraphNodeTypeGraph);
+
+	if (!n || !pGraph)
+		return qc_ret(cudaErrorInvalidValue);
+	*pGraph = (cudaGraph_t)(void *)n->op.child;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+					 const cudaGraphNode_t *pDependencies, size_t numDependencies)
+{
+	struct qc_node_op op = { .type = cudaGraphNodeTypeEmpty };
+
+	return add(pGraphNode, graph, pDependencies, numDependencies, &op);
+}
+
+static cudaError_t add_event_node(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps,
+				  size_t n, cudaEvent_t event, enum cudaGraphNodeType type)
+{
+	struct qc_node_op op = { .type = type, .event = event };
+
+	if (!event || !qc_handle_known(QC_EVENT, (uint64_t)(uintptr_t)event))
+		return qc_ret(cudaErrorInvalidValue);
+	return add(out, graph, deps, n, &op);
+}
+
+QC_API cudaError_t cudaGraphAddEventRecordNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+					       const cudaGraphNode_t *pDependencies,
+					       size_t numDependencies, cudaEvent_t event)
+{
+	return add_event_node(pGraphNode, graph, pDependencies, numDependencies, event,
+			      cudaGraphNodeTypeEventRecord);
+}
+
+QC_API cudaError_t cudaGraphAddEventWaitNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+					     const cudaGraphNode_t *pDependencies,
+					     size_t numDependencies, cudaEvent_t event)
+{
+	return add_event_node(pGraphNode, graph, pDependencies, numDependencies, event,
+			      cudaGraphNodeTypeWaitEvent);
+}
+
+static cudaError_t node_event(cudaGraphNode_t node, enum cudaGraphNodeType type, cudaEvent_t *get,
+			      cudaEvent_t set)
+{
+	struct qc_node *n = typed(node, type);
+
+	if (!n || (get == NULL && !qc_handle_known(QC_EVENT, (uint64_t)(uintptr_t)set)))
+		return qc_ret(cudaErrorInvalidValue);
+	if (get)
+		*get = n->op.event;
+	else
+		n->op.event = set;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaGraphEventRecordNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out)
+{
+	return event_out ? node_event(node, cudaGraphNodeTypeEventRecord, event_out, NULL) :
+			   qc_ret(cudaErrorInvalidValue);
+}
+
+QC_API cudaError_t cudaGraphEventRecordNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event)
+{
+	return node_event(node, cudaGraphNodeTypeEventRecord, NULL, event);
+}
+
+QC_API cudaError_t cudaGraphEventWaitNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out)
+{
+	return event_out ? node_event(node, cudaGraphNodeTypeWaitEvent, event_out, NULL) :
+			   qc_ret(cudaErrorInvalidValue);
+}
+
+QC_API cudaError_t cudaGraphEventWaitNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event)
+{
+	return node_event(node, cudaGraphNodeTypeWaitEvent, NULL, event);
+}
+
+QC_API cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *pType)
+{
+	if (!qc_node_known(N(node)) || !pType)
+		return qc_ret(cudaErrorInvalidValue);
+	*pType = N(node)->op.type;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node)
+{
+	return qc_ret(qc_graph_remove(N(node)));
+}
+
+/* ------------------------------------------------------------ listing */
+
+/* CUDA's convention for lists: with out NULL, *count is set to how many
+ * there are; else up to *count are written, the rest of out is NULLed, and
+ * *count becomes how many were written. */
+static cudaError_t list(cudaGraphNode_t *out, size_t *count, struct qc_node *const *v, size_t n)
+{
+	if (!count)
+		return cudaErrorInvalidValue;
+	if (!out) {
+		*count = n;
+		return cudaSuccess;
+	}
+	for (size_t i = 0; i < *count; i++)
+		out[i] = i < n ? (cudaGraphNode_t)(void *)v[i] : NULL;
+	if (n < *count)
+		*count = n;
+	return cudaSuccess;
+}
+
+static void zero_edges(cudaGraphEdgeData *edges, size_t n)
+{
+	if (edges)
+		memset(edges, 0, n * sizeof(*edges));
+}
+
+QC_API cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes)
+{
+	if (!qc_graph_known(G(graph)))
+		return qc_ret(cudaErrorInvalidValue);
+	return qc_ret(list(nodes, numNodes, G(graph)->nodes, G(graph)->n));
+}
+
+/* A list built for one answer. */
+static cudaError_t list_where(cudaGraphNode_t *out, size_t *count, const struct qc_graph *g,
+			      int (*keep)(const struct qc_node *n, const void *arg), const void *arg)
+{
+	struct qc_node **v = malloc((g->n ? g->n : 1) * sizeof(*v));
+	size_t k = 0;
+	cudaError_t e;
+
+	if (!v)
+		return cudaErrorMemoryAllocation;
+	for (size_t i = 0; i < g->n; i++)
+		if (keep(g->nodes[i], arg))
+			v[k++] = g->nodes[i];
+	e = list(out, count, v, k);
+	free(v);
+	return e;
+}
+
+static int is_root(const struct qc_node *n, const void *arg)
+{
+	(void)arg;
+	return n->ndeps == 0;
+}
+
+static int depends_on_arg(const struct qc_node *n, const void *arg)
+{
+	for (size_t i = 0; i < n->ndeps; i++)
+		if (n->deps[i] == arg)
+			return 1;
+	return 0;
+}
+
+QC_API cudaError_t cudaGraphGetRootNodes(cudaGraph_t graph, cudaGraphNode_t *pRootNodes,
+					 size_t *pNumRootNodes)
+{
+	if (!qc_graph_known(G(graph)))
+		return qc_ret(cudaErrorInvalidValue);
+	return qc_ret(list_where(pRootNodes, pNumRootNodes, G(graph), is_root, NULL));
+}
+
+QC_API cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t *pDependencies,
+						cudaGraphEdgeData *edgeData, size_t *pNumDependencies)
+{
+	cudaError_t e;
+
+	if (!qc_node_known(N(node)))
+		return qc_ret(cudaErrorInvalidValue);
+	e = list(pDependencies, pNumDependencies, N(node)->deps, N(node)->ndeps);
+	if (e == cudaSuccess && pDependencies)
+		zero_edges(edgeData, *pNumDependencies);
+	return qc_ret(e);
+}
+
+QC_API cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cudaGraphNode_t *pDependentNodes,
+						  cudaGraphEdgeData *edgeData,
+						  size_t *pNumDependentNodes)
+{
+	cudaError_t e;
+
+	if (!qc_node_known(N(node)))
+		return qc_ret(cudaErrorInvalidValue);
+	e = list_where(pDependentNodes, pNumDependentNodes, N(node)->graph, depends_on_arg, N(node));
+	if (e == cudaSuccess && pDependentNodes)
+		zero_edges(edgeData, *pNumDependentNodes);
+	return qc_ret(e);
+}
+
+QC_API cudaError_t cudaGraphGetEdges(cudaGraph_t graph, cudaGraphNode_t *from, cudaGraphNode_t *to,
+				     cudaGraphEdgeData *edgeData, size_t *numEdges)
+{
+	struct qc_graph *g = G(graph);
+	size_t n = 0, k = 0;
+
+	if (!qc_graph_known(g) || !numEdges || (!from) != (!to))
+		return qc_ret(cudaErrorInvalidValue);
+	for (size_t i = 0; i < g->n; i++)
+		n += g->nodes[i]->ndeps;
+	if (!from) {
+		*numEdges = n;
+		return cudaSuccess;
+	}
+	for (size_t i = 0; i < g->n; i++)
+		for (size_t j = 0; j < g->nodes[i]->ndeps && k < *numEdges; j++, k++) {
+			from[k] = (cudaGraphNode_t)(void *)g->nodes[i]->deps[j];
+			to[k] = (cudaGraphNode_t)(void *)g->nodes[i];
+		}
+	for (size_t i = k; i < *numEdges; i++)
+		from[i] = to[i] = NULL;
+	zero_edges(edgeData, k);
+	*numEdges = k;
+	return cudaSuccess;
+}
+
+static int plain_edges(const cudaGraphEdgeData *edges, size_t n)
+{
+	for (size_t i = 0; edges && i < n; i++)
+		if (edges[i].type || edges[i].from_port || edges[i].to_port)
+			return 0;
+	return 1;
+}
+
+QC_API cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t *from,
+					    const cudaGraphNode_t *to, const cudaGraphEdgeData *edgeData,
+					    size_t numDependencies)
+{
+	if (!plain_edges(edgeData, numDependencies))
+		return qc_ret(not_served("a graph edge with data"));
+	return qc_ret(qc_graph_add_edges(G(graph), (struct qc_node *const *)from,
+					 (struct qc_node *const *)to, numDependencies));
+}
+
+QC_API cudaError_t cudaGraphRemoveDependencies(cudaGraph_t graph, const cudaGraphNode_t *from,
+					       const cudaGraphNode_t *to,
+					       const cudaGraphEdgeData *edgeData, size_t numDependencies)
+{
+	if (!plain_edges(edgeData, numDependencies))
+		return qc_ret(cudaErrorInvalidValue);
+	return qc_ret(qc_graph_remove_edges(G(graph), (struct qc_node *const *)from,
+					    (struct qc_node *const *)to, numDependencies));
+}
+
+/* ------------------------------------------------------------ executable graphs */
+
+static cudaError_t instantiate(cudaGraphExec_t *out, cudaGraph_t graph, unsigned long long flags)
+{
+	/* Auto-free-on-launch and device launch need memory nodes and device
+	 * graphs; upload and priority flags change nothing here. */
+	const unsigned long long known = cudaGraphInstantiateFlagAutoFreeOnLaunch |
+					 cudaGraphInstantiateFlagUpload |
+					 cudaGraphInstantiateFlagDeviceLaunch |
+					 cudaGraphInstantiateFlagUseNodePriority;
+
+	if (!out || (flags & ~known))
+		return cudaErrorInvalidValue;
+	if (flags & cudaGraphInstantiateFlagDeviceLaunch)
+		return not_served("cudaGraphInstantiateFlagDeviceLaunch");
+	return qc_exec_new(G(graph), flags, (struct qc_exec **)out);
+}
+
+QC_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+					unsigned long long flags)
+{
+	return qc_ret(instantiate(pGraphExec, graph, flags));
+}
+
+QC_API cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+						 unsigned long long flags)
+{
+	return qc_ret(instantiate(pGraphExec, graph, flags));
+}
+
+static cudaError_t instantiate_params(cudaGraphExec_t *out, cudaGraph_t graph,
+				      cudaGraphInstantiateParams *p)
+{
+	cudaError_t e;
+
+	if (!p)
+		return cudaErrorInvalidValue;
+	e = instantiate(out, graph, p->flags);
+	p->errNode_out = NULL;
+	p->result_out = e == cudaSuccess ? cudaGraphInstantiateSuccess : cudaGraphInstantiateError;
+	return e;
+}
+
+QC_API cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+						  cudaGraphInstantiateParams *instantiateParams)
+{
+	return qc_ret(instantiate_params(pGraphExec, graph, instantiateParams));
+}
+
+QC_API cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+						       cudaGraphInstantiateParams *instantiateParams);
+QC_API cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+						       cudaGraphInstantiateParams *instantiateParams)
+{
+	return qc_ret(instantiate_params(pGraphExec, graph, instantiateParams));
+}
+
+QC_API cudaError_t cudaGraphExecGetFlags(cudaGraphExec_t graphExec, unsigned long long *flags)
+{
+	if (!qc_exec_known(X(graphExec)) || !flags)
+		return qc_ret(cudaErrorInvalidValue);
+	*flags = X(graphExec)->flags;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
+{
+	if (!qc_exec_known(X(graphExec)))
+		return qc_ret(cudaErrorInvalidValue);
+	qc_exec_free(X(graphExec));
+	return cudaSuccess;
+}
+
+/* Launched into a captured stream, a graph becomes a child graph node. */
+static cudaError_t launch(cudaGraphExec_t graphExec, cudaStream_t stream, int ptds)
+{
+	struct qc_exec *x = X(graphExec);
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	if (!qc_exec_known(x))
+		return cudaErrorInvalidValue;
+	if (qc_capture_active(stream, ptds)) {
+		struct qc_node_op op = { .type = cudaGraphNodeTypeGraph };
+
+		op.child = qc_graph_clone(x->snapshot, NULL);
+		if (!op.child)
+			return cudaErrorMemoryAllocation;
+		if (qc_capture_op(stream, ptds, &op, &e))
+			return e;
+		qc_node_op_free(&op);
+	}
+	return qc_exec_launch(x, stream, ptds);
+}
+
+QC_API cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+	return qc_ret(launch(graphExec, stream, 0));
+}
+
+QC_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
+QC_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+	return qc_ret(launch(graphExec, stream, 1));
+}
+
+/* Nothing to upload: a graph's work crosses when it is launched. */
+static cudaError_t upload(cudaGraphExec_t graphExec, cudaStream_t stream, int ptds)
+{
+	if (!qc_exec_known(X(graphExec)))
+		return cudaErrorInvalidValue;
+	return qc_stream_known(stream, ptds) ? cudaSuccess : cudaErrorInvalidResourceHandle;
+}
+
+QC_API cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+	return qc_ret(upload(graphExec, stream, 0));
+}
+
+QC_API cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
+QC_API cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+	return qc_ret(upload(graphExec, stream, 1));
+}
+
+QC_API cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t hGraph,
+				       cudaGraphExecUpdateResultInfo *resultInfo)
+{
+	enum cudaGraphExecUpdateResult result = cudaGraphExecUpdateError;
+	const struct qc_node *node = NULL;
+	cudaError_t e;
+
+	if (!resultInfo)
+		return qc_ret(cudaErrorInvalidValue);
+	e = qc_exec_update(X(hGraphExec), G(hGraph), &result, &node);
+	resultInfo->result = result;
+	resultInfo->errorNode = (cudaGraphNode_t)(void *)node;
+	resultInfo->errorFromNode = NULL;
+	return qc_ret(e);
+}
+
+/* The exec's copy of node gets op, built by make from the caller's params. */
+static cudaError_t exec_set(cudaGraphExec_t graphExec, cudaGraphNode_t node, struct qc_node_op *op,
+			    cudaError_t made)
+{
+	if (made != cudaSuccess)
+		return qc_ret(made);
+	if (!qc_exec_known(X(graphExec)) || !qc_node_known(N(node))) {
+		qc_node_op_free(op);
+		return qc_ret(cudaErrorInvalidValue);
+	}
+	return qc_ret(qc_exec_set_op(X(graphExec), N(node), op));
+}
+
+QC_API cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+						    const struct cudaKernelNodeParams *pNodeParams)
+{
+	struct qc_node_op op;
+
+	return exec_set(hGraphExec, node, &op, kernel_op(&op, pNodeParams));
+}
+
+QC_API cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+						    const struct cudaMemcpy3DParms *pNodeParams)
+{
+	struct qc_node_op op;
+
+	return exec_set(hGraphExec, node, &op, memcpy_op(&op, pNodeParams));
+}
+
+QC_API cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+						      void *dst, const void *src, size_t count,
+						      enum cudaMemcpyKind kind)
+{
+	struct qc_node_op op;
+
+	return exec_set(hGraphExec, node, &op, memcpy1d_op(&op, dst, src, count, kind));
+}
+
+QC_API cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+						    const struct cudaMemsetParams *pNodeParams)
+{
+	struct qc_node_op op;
+
+	return exec_set(hGraphExec, node, &op, memset_op(&op, pNodeParams));
+}
+
+QC_API cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+						  const struct cudaHostNodeParams *pNodeParams)
+{
+	struct qc_node_op op;
+
+	return exec_set(hGraphExec, node, &op, host_op(&op, pNodeParams));
+}
+
+static cudaError_t event_op(struct qc_node_op *op, enum cudaGraphNodeType type, cudaEvent_t event)
+{
+	if (!event || !qc_handle_known(QC_EVENT, (uint64_t)(uintptr_t)event))
+		return cudaErrorInvalidValue;
+	memset(op, 0, sizeof(*op));
+	op->type = type;
+	op->event = event;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t hGraphExec,
+							cudaGraphNode_t hNode, cudaEvent_t event)
+{
+	struct qc_node_op op;
+
+	return exec_set(hGraphExec, hNode, &op, event_op(&op, cudaGraphNodeTypeEventRecord, event));
+}
+
+QC_API cudaError_t cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t hGraphExec,
+						      cudaGraphNode_t hNode, cudaEvent_t event)
+{
+	struct qc_node_op op;
+
+	return exec_set(hGraphExec, hNode, &op, event_op(&op, cudaGraphNodeTypeWaitEvent, event));
+}
+
+/* ------------------------------------------------------------ DOT */
+
+static const char *type_name(enum cudaGraphNodeType t)
+{
+	switch (t) {
+	case cudaGraphNodeTypeKernel: return "KERNEL";
+	case cudaGraphNodeTypeMemcpy: return "MEMCPY";
+	case cudaGraphNodeTypeMemset: return "MEMSET";
+	case cudaGraphNodeTypeHost: return "HOST";
+	case cudaGraphNodeTypeGraph: return "GRAPH";
+	case cudaGraphNodeTypeEmpty: return "EMPTY";
+	case cudaGraphNodeTypeWaitEvent: return "EVENT_WAIT";
+	case cudaGraphNodeTypeEventRecord: return "EVENT_RECORD";
+	default: return "NODE";
+	}
+}
+
+/* The nodes and edges in Graphviz's DOT language (CUDA's own output has
+ * more detail; flags are accepted and ignored). */
+QC_API cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, unsigned int flags)
+{
+	struct qc_graph *g = G(graph);
+	FILE *f;
+
+	(void)flags;
+	if (!qc_graph_known(g) || !path)
+		return qc_ret(cudaErrorInvalidValue);
+	f = fopen(path, "w");
+	if (!f)
+		return qc_ret(cudaErrorOperatingSystem);
+	fprintf(f, "digraph qcuda_graph {\n");
+	for (size_t i = 0; i < g->n; i++) {
+		const struct qc_node *n = g->nodes[i];
+
+		fprintf(f, "  n%zu [label=\"%zu %s%s%s\"];\n", i, i, type_name(n->op.type),
+			n->op.type == cudaGraphNodeTypeKernel ? " " : "",
+			n->op.type == cudaGraphNodeTypeKernel ? n->op.kernel.k->device_name : "");
+		for (size_t j = 0; j < n->ndeps; j++)
+			fprintf(f, "  n%zu -> n%zu;\n", n->deps[j]->index, i);
+	}
+	fprintf(f, "}\n");
+	return qc_ret(fclose(f) ? cudaErrorOperatingSystem : cudaSuccess);
+}

@@ -1,0 +1,1001 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Stream-ordered allocation: cudaMallocAsync, cudaFreeAsync and memory
+ * pools, kept in the guest on top of cudaMalloc's path (MALLOC / FREE and
+ * memory.c's regions), so that the backend's per-session pointer checks and
+ * the VM's memory quota apply unchanged and the backend has no call of its
+ * own for them. libcuda's cuMemAllocAsync and cuMemPool* (../libcuda/pool.c)
+ * are these same functions and pools.
+ *
+ * Blocks. A pool hands out blocks; each is one device allocation, a
+ * QC_MEM_DEVICE region whose token (unused for device memory) is the
+ * block's serial. A block is alive exactly while a region with its address
+ * and serial is in qc_dev_map: cudaFree (which natively may free pool
+ * memory too) and cudaDeviceReset drop regions behind the pool's back, and
+ * the pool notices when it next looks at the block (stale blocks leave the
+ * counts then).
+ *
+ * Reuse. cudaFreeAsync makes a block idle, tagged with the stream it was
+ * freed on; only an allocation on that same stream takes it again, at once:
+ * stream order makes that safe (work queued before the free runs before
+ * work queued after the allocation). Blocks are never reused across streams
+ * (the simplest correct choice: no event has to be waited for), so the
+ * three reuse attributes are kept and reported but change nothing. The
+ * per-thread default stream is a different stream in each thread and is
+ * tagged with the thread; stream handles are never reused in a session, so
+ * a tag never names a later stream (blocks freed on a stream since
+ * destroyed wait for a trim, a lower threshold or an allocation short of
+ * memory).
+ *
+ * Release. Idle blocks are really freed (FREE, as cudaFree frees) while the
+ * pool holds more than its release threshold (oldest first, and none whose
+ * release would take it below the threshold): in cudaFreeAsync itself, and
+ * when the threshold is lowered - earlier than CUDA, which releases at the
+ * next synchronize, and correct because a real free is cudaFree's: qc_call
+ * sends the posted work first, and the backend frees on the context's queue
+ * after it with cuMemFree, which waits for the device as cudaFree does, so
+ * work queued before the free, on any stream, is done first. The cost is
+ * that with the default threshold (0) cudaFreeAsync waits as cudaFree does;
+ * raise the threshold and it returns at once. Also released: by
+ * cudaMemPoolTrimTo, cudaMemPoolDestroy, and when an allocation fails for
+ * want of memory (every pool's idle blocks, then one more try).
+ *
+ * Sizes. A block is its request rounded up to QC_POOL_ALIGN bytes.
+ * UsedMemCurrent is the sum of the live blocks, ReservedMemCurrent that plus
+ * the idle blocks (and allocations under way), each High the largest its
+ * Current has been since it was reset. So reserved >= used, high >=
+ * current, a trim releases idle blocks while reserved exceeds its argument
+ * but never below it (as CUDA's keeps at least minBytesToKeep), trimming to
+ * 0 leaves only the live blocks, and an empty pool reserves 0. CUDA maps pool
+ * memory in larger granules (2 MiB on the H100), so its numbers differ from
+ * these; the relations do not.
+ *
+ * Locking: one mutex for every pool and the table of live blocks, never
+ * held across a device call; it is taken before qc_maps_lock, never after.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool.h"
+
+#define QC_POOL_ALIGN 512u
+#define QC_POOL_BUCKETS 1024u
+
+/* The stream a block was freed on: its handle, and for the per-thread
+ * default stream the thread (a serial of the library's: thread ids are
+ * reused). */
+struct skey {
+	uint64_t stream;
+	uint64_t thread;
+};
+
+struct block {
+	uint64_t dev, size, serial;
+	struct qc_pool *pool;
+	struct skey key;		/* idle: the stream that freed it */
+	struct block *prev, *next;	/* the pool's live or idle list; a chain to release */
+	struct block *hnext;		/* live: the address table's chain */
+};
+
+struct blist {
+	struct block *head, *tail;
+};
+
+struct qc_pool {
+	struct cudaMemPoolProps props;
+	int is_default;
+	int destroyed;		/* destroyed with blocks out: freed with the last */
+	uint64_t threshold;
+	int reuse[3];		/* cudaMemPoolReuse* (attributes 1..3) */
+	uint64_t used, used_high, reserved, reserved_high;
+	struct blist live, idle;
+	struct qc_pool *next;	/* every pool, destroyed ones with blocks out too */
+};
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct qc_pool *pools;
+static struct qc_pool *default_pool[QC_MAX_DEVICES], *current_pool[QC_MAX_DEVICES];
+static struct block *live_table[QC_POOL_BUCKETS];
+static uint64_t serials;
+static atomic_ullong thread_serials;
+static __thread uint64_t thread_serial;
+
+/* Until capture.c defines it: no stream is ever being captured. */
+__attribute__((weak)) int qc_capture_active(cudaStream_t s, int ptds)
+{
+	(void)s;
+	(void)ptds;
+	return 0;
+}
+
+/* ------------------------------------------------------------ bookkeeping */
+
+static struct skey key_of(cudaStream_t s, int ptds)
+{
+	struct skey k = { qc_stream(s, ptds), 0 };
+
+	if (k.stream == QCUDA_STREAM_PER_THREAD) {
+		if (!thread_serial)
+			thread_serial = atomic_fetch_add(&thread_serials, 1) + 1;
+		k.thread = thread_serial;
+	}
+	return k;
+}
+
+static void blist_add(struct blist *l, struct block *b)
+{
+	b->next = NULL;
+	b->prev = l->tail;
+	if (l->tail)
+		l->tail->next = b;
+	else
+		l->head = b;
+	l->tail = b;
+}
+
+static void blist_del(struct blist *l, struct block *b)
+{
+	if (b->prev)
+		b->prev->next = b->next;
+	else
+		l->head = b->next;
+	if (b->next)
+		b->next->prev = b->prev;
+	else
+		l->tail = b->prev;
+	b->prev = b->next = NULL;
+}
+
+static struct block **bucket(uint64_t dev)
+{
+	return &live_table[(dev / QC_POOL_ALIGN * 0x9E3779B97F4A7C15ull) >> 54 & (QC_POOL_BUCKETS - 1)];
+}
+
+static struct block *table_find(uint64_t dev)
+{
+	struct block *b = *bucket(dev);
+
+	while (b && b->dev != dev)
+		b = b->hnext;
+	return b;
+}
+
+static void table_del(struct block *b)
+{
+	struct block **p = bucket(b->dev);
+
+	while (*p && *p != b)
+		p = &(*p)->hnext;
+	if (*p)
+		*p = b->hnext;
+	b->hnext = NULL;
+}
+
+static void note_highs(struct qc_pool *p)
+{
+	if (p->used > p->used_high)
+		p->used_high = p->used;
+	if (p->reserved > p->reserved_high)
+		p->reserved_high = p->reserved;
+}
+
+/* The region of a block, if the block is alive (maps lock held). */
+static struct qc_region *block_region(const struct block *b)
+{
+	struct qc_region *r = qc_rmap_find(&qc_dev_map, b->dev);
+
+	if (r && r->kind == QC_MEM_DEVICE && r->dev == b->dev && r->token == b->serial)
+		return r;
+	return NULL;
+}
+
+static int block_alive(const struct block *b)
+{
+	int alive;
+
+	pthread_rwlock_rdlock(&qc_maps_lock);
+	alive = block_region(b) != NULL;
+	pthread_rwlock_unlock(&qc_maps_lock);
+	return alive;
+}
+
+/* A destroyed pool goes once nothing of it is left (pool lock held). */
+static void pool_maybe_free(struct qc_pool *p)
+{
+	struct qc_pool **pp = &pools;
+
+	if (!p->destroyed || p->reserved || p->live.head || p->idle.head)
+		return;
+	while (*pp && *pp != p)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = p->next;
+	free(p);
+}
+
+/* Forgets the blocks cudaFree or a reset freed behind the pool's back
+ * (pool lock held). */
+static void drop_stale(struct qc_pool *p)
+{
+	struct block *b, *n;
+
+	for (b = p->live.head; b; b = n) {
+		n = b->next;
+		if (block_alive(b))
+			continue;
+		blist_del(&p->live, b);
+		table_del(b);
+		p->used -= b->size;
+		p->reserved -= b->size;
+		free(b);
+	}
+	for (b = p->idle.head; b; b = n) {
+		n = b->next;
+		if (block_alive(b))
+			continue;
+		blist_del(&p->idle, b);
+		p->reserved -= b->size;
+		free(b);
+	}
+}
+
+/* Takes idle blocks, oldest first, off p while it reserves more than keep,
+ * but none whose release would leave it less (CUDA's trim keeps at least
+ * what it is asked to), onto *chain for release_chain (pool lock held). */
+static void take_idle(struct qc_pool *p, uint64_t keep, struct block **chain)
+{
+	struct block *b, *n;
+
+	for (b = p->idle.head; b && p->reserved > keep; b = n) {
+		n = b->next;
+		if (p->reserved - b->size < keep)
+			continue;
+		blist_del(&p->idle, b);
+		p->reserved -= b->size;
+		b->next = *chain;
+		*chain = b;
+	}
+}
+
+/* Really frees each block of a chain (pool lock not held); the first error. */
+static cudaError_t release_chain(struct block *chain)
+{
+	cudaError_t first = cudaSuccess;
+
+	/* Explicit, though qc_call does it too: the FREEs must follow every
+	 * piece of work posted before them. */
+	if (chain)
+		qc_flush();
+	while (chain) {
+		struct block *b = chain;
+		struct qc_region *r;
+		cudaError_t e = cudaSuccess;
+
+		chain = b->next;
+		pthread_rwlock_wrlock(&qc_maps_lock);
+		r = block_region(b);
+		if (r)
+			qc_region_remove_locked(r);
+		pthread_rwlock_unlock(&qc_maps_lock);
+		if (r)
+			e = qc_region_release(r, 0);
+		if (first == cudaSuccess)
+			first = e;
+		free(b);
+	}
+	return first;
+}
+
+/* Every pool's idle blocks, for an allocation that found no memory. */
+static void release_all_idle(void)
+{
+	struct block *chain = NULL;
+
+	pthread_mutex_lock(&pool_lock);
+	for (struct qc_pool *p = pools; p; p = p->next)
+		take_idle(p, 0, &chain);
+	pthread_mutex_unlock(&pool_lock);
+	release_chain(chain);
+}
+
+/* cudaMalloc's path for a block: a device region whose token is serial. */
+static cudaError_t alloc_region(uint64_t size, uint64_t serial, uint64_t *devp)
+{
+	struct qc_region *r = calloc(1, sizeof(*r));
+	uint64_t dev = 0;
+	cudaError_t e;
+
+	if (!r)
+		return cudaErrorMemoryAllocation;
+	e = qc_req_malloc(size, &dev);
+	if (e == cudaSuccess && dev == 0) {
+		qc_msg("MALLOC returned a NULL device pointer");
+		e = cudaErrorUnknown;
+	}
+	if (e != cudaSuccess) {
+		free(r);
+		return e;
+	}
+	r->kind = QC_MEM_DEVICE;
+	r->dev = dev;
+	r->size = size;
+	r->token = serial;
+	r->map_len = qc_page_round(size);
+	r->res_start = dev;
+	r->reserved = qc_reserve_range(dev, r->map_len);
+	if (qc_region_add(r)) {
+		qc_msg("MALLOC returned %#llx+%llu, which overlaps a live allocation",
+		       (unsigned long long)dev, (unsigned long long)size);
+		qc_region_release(r, 0);
+		return cudaErrorUnknown;
+	}
+	*devp = dev;
+	return cudaSuccess;
+}
+
+/* ------------------------------------------------------------------ pools */
+
+static struct qc_pool *pool_new(int device)
+{
+	struct qc_pool *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->props.allocType = cudaMemAllocationTypePinned;
+	p->props.handleTypes = cudaMemHandleTypeNone;
+	p->props.location.type = cudaMemLocationTypeDevice;
+	p->props.location.id = device;
+	p->reuse[0] = p->reuse[1] = p->reuse[2] = 1;	/* CUDA's defaults */
+	p->next = pools;
+	pools = p;
+	return p;
+}
+
+/* The device's default pool, made at first use (pool lock held; device checked). */
+static struct qc_pool *default_of(int device)
+{
+	if (!default_pool[device]) {
+		default_pool[device] = pool_new(device);
+		if (default_pool[device])
+			default_pool[device]->is_default = 1;
+	}
+	return default_pool[device];
+}
+
+static struct qc_pool *current_of(int device)
+{
+	return current_pool[device] ? current_pool[device] : default_of(device);
+}
+
+/* A live pool the program holds, or NULL (pool lock held). */
+static struct qc_pool *pool_find(cudaMemPool_t h)
+{
+	for (struct qc_pool *p = pools; p; p = p->next)
+		if ((cudaMemPool_t)p == h)
+			return p->destroyed ? NULL : p;
+	return NULL;
+}
+
+static cudaError_t check_device(int device)
+{
+	return device < 0 || device >= qc.device_count || device >= QC_MAX_DEVICES ?
+		       cudaErrorInvalidDevice : cudaSuccess;
+}
+
+/* -------------------------------------------------------- allocation, free */
+
+/* An idle block of p freed on key, fitting size without wasting more than
+ * its size again (pool lock held), off the idle list; stale ones dropped. */
+static struct block *reuse_block(struct qc_pool *p, struct skey key, uint64_t size)
+{
+	struct block *best = NULL, *b, *n;
+
+	for (b = p->idle.head; b; b = n) {
+		n = b->next;
+		if (b->key.stream != key.stream || b->key.thread != key.thread ||
+		    b->size < size || b->size / 2 > size || (best && best->size <= b->size))
+			continue;
+		if (!block_alive(b)) {
+			blist_del(&p->idle, b);
+			p->reserved -= b->size;
+			free(b);
+			continue;
+		}
+		best = b;
+	}
+	if (best)
+		blist_del(&p->idle, best);
+	return best;
+}
+
+/* Makes b a live block of p (pool lock held). */
+static void go_live(struct qc_pool *p, struct block *b)
+{
+	blist_add(&p->live, b);
+	b->hnext = *bucket(b->dev);
+	*bucket(b->dev) = b;
+	p->used += b->size;
+	note_highs(p);
+}
+
+/* Room for size more bytes under the pool's maxSize, releasing its idle
+ * blocks if need be (pool lock held; *chain for the caller to release). */
+static int room_for(struct qc_pool *p, uint64_t size, struct block **chain)
+{
+	uint64_t max = p->props.maxSize;
+
+	if (!max)
+		return 1;
+	if (size > max)
+		return 0;
+	if (p->reserved > max - size)
+		take_idle(p, 0, chain);
+	return p->reserved <= max - size;
+}
+
+/* A new block b of size bytes for p (reserved while it is being made), its
+ * address in *ptr. */
+static cudaError_t new_block(struct qc_pool *p, uint64_t size, struct block *b, void **ptr)
+{
+	struct block *chain = NULL;
+	cudaError_t e;
+
+	pthread_mutex_lock(&pool_lock);
+	if (!room_for(p, size, &chain)) {
+		pthread_mutex_unlock(&pool_lock);
+		release_chain(chain);
+		return cudaErrorMemoryAllocation;
+	}
+	p->reserved += size;
+	b->serial = ++serials;
+	pthread_mutex_unlock(&pool_lock);
+	release_chain(chain);
+
+	e = alloc_region(size, b->serial, &b->dev);
+	if (e == cudaErrorMemoryAllocation) {
+		release_all_idle();
+		e = alloc_region(size, b->serial, &b->dev);
+	}
+	pthread_mutex_lock(&pool_lock);
+	if (e == cudaSuccess) {
+		b->pool = p;
+		b->size = size;
+		go_live(p, b);
+		*ptr = (void *)(uintptr_t)b->dev;
+	} else {
+		p->reserved -= size;
+		pool_maybe_free(p);
+	}
+	pthread_mutex_unlock(&pool_lock);
+	return e;
+}
+
+/* The common checks of an allocation or free on a stream. */
+static cudaError_t stream_checks(cudaStream_t stream, int ptds)
+{
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	if (!qc_stream_known(stream, ptds))
+		return cudaErrorInvalidResourceHandle;
+	/* Allocation and free nodes of graphs are not served. */
+	if (qc_capture_active(stream, ptds))
+		return cudaErrorStreamCaptureUnsupported;
+	return cudaSuccess;
+}
+
+/* cudaMallocAsync (h NULL: the current pool of the thread's device) and
+ * cudaMallocFromPoolAsync. */
+static cudaError_t malloc_async(void **ptr, size_t size, cudaMemPool_t h, int from_pool,
+				cudaStream_t stream, int ptds)
+{
+	struct qc_pool *p;
+	struct block *b;
+	struct skey key;
+	uint64_t need;
+	cudaError_t e;
+
+	if (!ptr)
+		return cudaErrorInvalidValue;
+	*ptr = NULL;
+	e = stream_checks(stream, ptds);
+	if (e != cudaSuccess)
+		return e;
+	/* As cuMemAlloc, unlike cudaMalloc: no empty allocations. */
+	if (size == 0 || size > UINT64_MAX - QC_POOL_ALIGN)
+		return cudaErrorInvalidValue;
+	need = (size + QC_POOL_ALIGN - 1) / QC_POOL_ALIGN * QC_POOL_ALIGN;
+	key = key_of(stream, ptds);
+
+	pthread_mutex_lock(&pool_lock);
+	p = from_pool ? pool_find(h) : current_of(qc_current_device());
+	if (!p) {
+		pthread_mutex_unlock(&pool_lock);
+		return from_pool ? cudaErrorInvalidValue : cudaErrorMemoryAllocation;
+	}
+	b = reuse_block(p, key, need);
+	if (b) {
+		go_live(p, b);
+		*ptr = (void *)(uintptr_t)b->dev;
+		pthread_mutex_unlock(&pool_lock);
+		return cudaSuccess;
+	}
+	pthread_mutex_unlock(&pool_lock);
+
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return cudaErrorMemoryAllocation;
+	e = new_block(p, need, b, ptr);
+	if (e != cudaSuccess)
+		free(b);
+	return e;
+}
+
+/* cudaFreeAsync of memory that is no pool's: a device allocation of
+ * cudaMalloc is freed as cudaFree frees it (after the work queued before);
+ * anything else is refused. */
+static cudaError_t free_plain(uint64_t dev)
+{
+	struct qc_region *r;
+
+	pthread_rwlock_wrlock(&qc_maps_lock);
+	r = qc_rmap_find(&qc_dev_map, dev);
+	if (r && r->kind == QC_MEM_DEVICE && r->dev == dev)
+		qc_region_remove_locked(r);
+	else
+		r = NULL;
+	pthread_rwlock_unlock(&qc_maps_lock);
+	return r ? qc_region_release(r, 0) : cudaErrorInvalidValue;
+}
+
+static cudaError_t free_async(void *ptr, cudaStream_t stream, int ptds)
+{
+	uint64_t dev = (uintptr_t)ptr;
+	struct block *b, *chain = NULL;
+	struct qc_pool *p;
+	cudaError_t e = stream_checks(stream, ptds);
+
+	if (e != cudaSuccess)
+		return e;
+	if (!ptr)
+		return cudaErrorInvalidValue;
+
+	pthread_mutex_lock(&pool_lock);
+	b = table_find(dev);
+	if (b && !block_alive(b)) {	/* cudaFree or a reset took it: forget it */
+		p = b->pool;
+		drop_stale(p);	/* frees b */
+		pool_maybe_free(p);
+		b = NULL;
+	}
+	if (!b) {
+		pthread_mutex_unlock(&pool_lock);
+		return free_plain(dev);
+	}
+	p = b->pool;
+	table_del(b);
+	blist_del(&p->live, b);
+	p->used -= b->size;
+	b->key = key_of(stream, ptds);
+	blist_add(&p->idle, b);
+	/* A destroyed pool keeps nothing; a live one its threshold. */
+	take_idle(p, p->destroyed ? 0 : p->threshold, &chain);
+	pool_maybe_free(p);
+	pthread_mutex_unlock(&pool_lock);
+	return release_chain(chain);
+}
+
+QC_API cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+{
+	return qc_ret(malloc_async(devPtr, size, NULL, 0, hStream, 0));
+}
+
+QC_API cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
+{
+	return qc_ret(malloc_async(devPtr, size, NULL, 0, hStream, 1));
+}
+
+QC_API cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
+					   cudaStream_t stream)
+{
+	return qc_ret(malloc_async(ptr, size, memPool, 1, stream, 0));
+}
+
+QC_API cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
+						cudaStream_t stream)
+{
+	return qc_ret(malloc_async(ptr, size, memPool, 1, stream, 1));
+}
+
+QC_API cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+	return qc_ret(free_async(devPtr, hStream, 0));
+}
+
+QC_API cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
+{
+	return qc_ret(free_async(devPtr, hStream, 1));
+}
+
+/* ------------------------------------------------------- device's pools */
+
+/* The default (dflt) or current pool of a device. */
+static cudaError_t device_pool(cudaMemPool_t *memPool, int device, int dflt)
+{
+	struct qc_pool *p;
+	cudaError_t e = qc_ready();
+
+	if (e == cudaSuccess)
+		e = check_device(device);
+	if (e == cudaSuccess && !memPool)
+		e = cudaErrorInvalidValue;
+	if (e != cudaSuccess)
+		return e;
+	pthread_mutex_lock(&pool_lock);
+	p = dflt ? default_of(device) : current_of(device);
+	pthread_mutex_unlock(&pool_lock);
+	if (!p)
+		return cudaErrorMemoryAllocation;
+	*memPool = (cudaMemPool_t)p;
+	return cudaSuccess;
+}
+
+static cudaError_t set_device_pool(int device, cudaMemPool_t memPool)
+{
+	struct qc_pool *p;
+	cudaError_t e = qc_ready();
+
+	if (e == cudaSuccess)
+		e = check_device(device);
+	if (e != cudaSuccess)
+		return e;
+	pthread_mutex_lock(&pool_lock);
+	p = pool_find(memPool);
+	/* The pool must be of that device. */
+	if (p && p->props.location.type == cudaMemLocationTypeDevice && p->props.location.id == device)
+		current_pool[device] = p->is_default ? NULL : p;
+	else
+		e = cudaErrorInvalidValue;
+	pthread_mutex_unlock(&pool_lock);
+	return e;
+}
+
+QC_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
+{
+	return qc_ret(device_pool(memPool, device, 1));
+}
+
+QC_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
+{
+	return qc_ret(device_pool(memPool, device, 0));
+}
+
+QC_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
+{
+	return qc_ret(set_device_pool(device, memPool));
+}
+
+/* CUDA 13's location forms: a device's pinned memory is what qcuda serves;
+ * host, host NUMA and managed pools are not. */
+static cudaError_t location_device(const struct cudaMemLocation *loc, enum cudaMemAllocationType type,
+				   int *device)
+{
+	if (!loc)
+		return cudaErrorInvalidValue;
+	if (type == cudaMemAllocationTypeManaged)
+		return loc->type == cudaMemLocationTypeDevice || loc->type == cudaMemLocationTypeHost ||
+			       loc->type == cudaMemLocationTypeHostNuma || loc->type == cudaMemLocationTypeNone ?
+		       cudaErrorNotSupported : cudaErrorInvalidValue;
+	if (type != cudaMemAllocationTypePinned)
+		return cudaErrorInvalidValue;
+	if (loc->type == cudaMemLocationTypeHost || loc->type == cudaMemLocationTypeHostNuma)
+		return cudaErrorNotSupported;
+	if (loc->type != cudaMemLocationTypeDevice)
+		return cudaErrorInvalidValue;
+	*device = loc->id;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaMemGetDefaultMemPool(cudaMemPool_t *memPool, struct cudaMemLocation *location,
+					    enum cudaMemAllocationType type)
+{
+	int device = 0;
+	cudaError_t e = location_device(location, type, &device);
+
+	return qc_ret(e != cudaSuccess ? e : device_pool(memPool, device, 1));
+}
+
+QC_API cudaError_t cudaMemGetMemPool(cudaMemPool_t *memPool, struct cudaMemLocation *location,
+				     enum cudaMemAllocationType type)
+{
+	int device = 0;
+	cudaError_t e = location_device(location, type, &device);
+
+	return qc_ret(e != cudaSuccess ? e : device_pool(memPool, device, 0));
+}
+
+QC_API cudaError_t cudaMemSetMemPool(struct cudaMemLocation *location, enum cudaMemAllocationType type,
+				     cudaMemPool_t memPool)
+{
+	int device = 0;
+	cudaError_t e = location_device(location, type, &device);
+
+	return qc_ret(e != cudaSuccess ? e : set_device_pool(device, memPool));
+}
+
+/* ------------------------------------------------------- created pools */
+
+static int all_zero(const unsigned char *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (b[i])
+			return 0;
+	return 1;
+}
+
+static cudaError_t pool_create(cudaMemPool_t *memPool, const struct cudaMemPoolProps *props)
+{
+	struct qc_pool *p;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	if (!memPool || !props)
+		return cudaErrorInvalidValue;
+	if (props->allocType == cudaMemAllocationTypeManaged ||
+	    props->location.type == cudaMemLocationTypeHost ||
+	    props->location.type == cudaMemLocationTypeHostNuma)
+		return cudaErrorNotSupported;
+	if (props->allocType != cudaMemAllocationTypePinned ||
+	    props->location.type != cudaMemLocationTypeDevice || props->win32SecurityAttributes ||
+	    !all_zero(props->reserved, sizeof(props->reserved)))
+		return cudaErrorInvalidValue;
+	if (check_device(props->location.id) != cudaSuccess)
+		return cudaErrorInvalidDevice;
+	/* IPC (exporting the pool or its pointers) is not served. */
+	if (props->handleTypes != cudaMemHandleTypeNone)
+		return cudaErrorNotSupported;
+	pthread_mutex_lock(&pool_lock);
+	p = pool_new(props->location.id);
+	if (p) {
+		p->props.maxSize = props->maxSize;
+		p->props.usage = props->usage;
+	}
+	pthread_mutex_unlock(&pool_lock);
+	if (!p)
+		return cudaErrorMemoryAllocation;
+	*memPool = (cudaMemPool_t)p;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *poolProps)
+{
+	return qc_ret(pool_create(memPool, poolProps));
+}
+
+/* Its idle memory goes now; what is still allocated when it is freed. */
+static cudaError_t pool_destroy(cudaMemPool_t memPool)
+{
+	struct block *chain = NULL;
+	struct qc_pool *p;
+	int device;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	pthread_mutex_lock(&pool_lock);
+	p = pool_find(memPool);
+	if (!p || p->is_default) {	/* a device's default pool stays */
+		pthread_mutex_unlock(&pool_lock);
+		return cudaErrorInvalidValue;
+	}
+	device = p->props.location.id;
+	if (device >= 0 && device < QC_MAX_DEVICES && current_pool[device] == p)
+		current_pool[device] = NULL;
+	p->destroyed = 1;
+	drop_stale(p);
+	take_idle(p, 0, &chain);
+	pool_maybe_free(p);
+	pthread_mutex_unlock(&pool_lock);
+	return release_chain(chain);
+}
+
+QC_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
+{
+	return qc_ret(pool_destroy(memPool));
+}
+
+/* --------------------------------------------------------- attributes */
+
+static cudaError_t pool_trim(cudaMemPool_t memPool, size_t minBytesToKeep)
+{
+	struct block *chain = NULL;
+	struct qc_pool *p;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	pthread_mutex_lock(&pool_lock);
+	p = pool_find(memPool);
+	if (p) {
+		drop_stale(p);
+		take_idle(p, minBytesToKeep, &chain);
+	}
+	pthread_mutex_unlock(&pool_lock);
+	if (!p)
+		return cudaErrorInvalidValue;
+	return release_chain(chain);
+}
+
+QC_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
+{
+	return qc_ret(pool_trim(memPool, minBytesToKeep));
+}
+
+/* Sets attr of p (pool lock held); lowering the threshold releases now. */
+static cudaError_t set_attr(struct qc_pool *p, enum cudaMemPoolAttr attr, const void *value,
+			    struct block **chain)
+{
+	uint64_t v64;
+
+	switch (attr) {
+	case cudaMemPoolReuseFollowEventDependencies:
+	case cudaMemPoolReuseAllowOpportunistic:
+	case cudaMemPoolReuseAllowInternalDependencies:
+		p->reuse[attr - cudaMemPoolReuseFollowEventDependencies] = *(const int *)value != 0;
+		return cudaSuccess;
+	case cudaMemPoolAttrReleaseThreshold:
+		memcpy(&p->threshold, value, sizeof(p->threshold));
+		take_idle(p, p->threshold, chain);
+		return cudaSuccess;
+	case cudaMemPoolAttrReservedMemHigh:
+	case cudaMemPoolAttrUsedMemHigh:
+		/* Only 0, which resets the mark to the current value. */
+		memcpy(&v64, value, sizeof(v64));
+		if (v64)
+			return cudaErrorInvalidValue;
+		if (attr == cudaMemPoolAttrUsedMemHigh)
+			p->used_high = p->used;
+		else
+			p->reserved_high = p->reserved;
+		return cudaSuccess;
+	default:	/* the Current ones are read-only */
+		return cudaErrorInvalidValue;
+	}
+}
+
+static cudaError_t get_attr(struct qc_pool *p, enum cudaMemPoolAttr attr, void *value)
+{
+	uint64_t v;
+
+	switch (attr) {
+	case cudaMemPoolReuseFollowEventDependencies:
+	case cudaMemPoolReuseAllowOpportunistic:
+	case cudaMemPoolReuseAllowInternalDependencies:
+		*(int *)value = p->reuse[attr - cudaMemPoolReuseFollowEventDependencies];
+		return cudaSuccess;
+	case cudaMemPoolAttrReleaseThreshold:
+		v = p->threshold;
+		break;
+	case cudaMemPoolAttrReservedMemCurrent:
+		v = p->reserved;
+		break;
+	case cudaMemPoolAttrReservedMemHigh:
+		v = p->reserved_high;
+		break;
+	case cudaMemPoolAttrUsedMemCurrent:
+		v = p->used;
+		break;
+	case cudaMemPoolAttrUsedMemHigh:
+		v = p->used_high;
+		break;
+	default:
+		return cudaErrorInvalidValue;
+	}
+	memcpy(value, &v, sizeof(v));	/* a cuuint64_t */
+	return cudaSuccess;
+}
+
+static cudaError_t pool_attr(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value, int set)
+{
+	struct block *chain = NULL;
+	struct qc_pool *p;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	pthread_mutex_lock(&pool_lock);
+	p = pool_find(memPool);
+	if (!p || !value) {
+		e = cudaErrorInvalidValue;
+	} else {
+		drop_stale(p);
+		e = set ? set_attr(p, attr, value, &chain) : get_attr(p, attr, value);
+	}
+	pthread_mutex_unlock(&pool_lock);
+	release_chain(chain);
+	return e;
+}
+
+QC_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
+{
+	return qc_ret(pool_attr(memPool, attr, value, 1));
+}
+
+QC_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
+{
+	return qc_ret(pool_attr(memPool, attr, value, 0));
+}
+
+/* ------------------------------------------------------------- access */
+
+/* The device a pool lives on (-1 if p is not a pool). */
+static int pool_device(cudaMemPool_t memPool)
+{
+	struct qc_pool *p;
+	int device;
+
+	pthread_mutex_lock(&pool_lock);
+	p = pool_find(memPool);
+	device = p ? p->props.location.id : -1;
+	pthread_mutex_unlock(&pool_lock);
+	return device;
+}
+
+/* With one device per pool and no peers served, the pool's own device has
+ * read-write access, always; it cannot be taken away (as natively) and no
+ * other device can be given any. */
+static cudaError_t pool_set_access(cudaMemPool_t memPool, const struct cudaMemAccessDesc *desc, size_t count)
+{
+	int device;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	device = pool_device(memPool);
+	if (device < 0 || (count && !desc))
+		return cudaErrorInvalidValue;
+	for (size_t i = 0; i < count; i++) {
+		if (desc[i].location.type != cudaMemLocationTypeDevice)
+			return cudaErrorInvalidValue;
+		if (check_device(desc[i].location.id) != cudaSuccess)
+			return cudaErrorInvalidDevice;
+		if (desc[i].location.id != device)
+			return cudaErrorInvalidDevice;	/* a peer: not served */
+		if (desc[i].flags != cudaMemAccessFlagsProtReadWrite)
+			return cudaErrorInvalidValue;
+	}
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc *descList,
+					size_t count)
+{
+	return qc_ret(pool_set_access(memPool, descList, count));
+}
+
+static cudaError_t pool_get_access(enum cudaMemAccessFlags *flags, cudaMemPool_t memPool,
+				   struct cudaMemLocation *location)
+{
+	int device;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	device = pool_device(memPool);
+	if (device < 0 || !flags || !location || location->type != cudaMemLocationTypeDevice)
+		return cudaErrorInvalidValue;
+	if (check_device(location->id) != cudaSuccess)
+		return cudaErrorInvalidDevice;
+	*flags = location->id == device ? cudaMemAccessFlagsProtReadWrite : cudaMemAccessFlagsProtNone;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaMemPoolGetAccess(enum cudaMemAccessFlags *flags, cudaMemPool_t memPool,
+					struct cudaMemLocation *location)
+{
+	return qc_ret(pool_get_access(flags, memPool, location));
+}

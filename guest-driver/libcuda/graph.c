@@ -1,0 +1,731 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Graphs, the driver API's: the runtime layer's graphs (../lib/graph.h),
+ * under the thread's current context. CUgraph, CUgraphNode and CUgraphExec
+ * are cudaGraph_t, cudaGraphNode_t and cudaGraphExec_t (the same struct
+ * pointers), so most entry points are the runtime's call; nodes whose
+ * parameters differ between the two APIs (kernel, memcpy, memset) are built
+ * here. Not served, as in the runtime: memory, conditional, batch memop and
+ * external semaphore nodes, user objects, copies of CUDA arrays.
+ */
+#include <string.h>
+
+#include "cu.h"
+#include "../lib/graph.h"
+
+/* This file defines older ABIs too, under names cuda.h #defines to today's. */
+#undef cuGraphAddKernelNode
+#undef cuGraphKernelNodeGetParams
+#undef cuGraphKernelNodeSetParams
+#undef cuGraphExecKernelNodeSetParams
+#undef cuGraphGetEdges
+#undef cuGraphNodeGetDependencies
+#undef cuGraphNodeGetDependentNodes
+#undef cuGraphAddDependencies
+#undef cuGraphRemoveDependencies
+#undef cuGraphInstantiate
+
+#define RG(x) ((cudaGraph_t)(x))
+#define RN(x) ((cudaGraphNode_t)(x))
+#define RX(x) ((cudaGraphExec_t)(x))
+
+/* ------------------------------------------------------------ graphs */
+
+CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+{
+	CU_RUN(cudaGraphCreate((cudaGraph_t *)phGraph, flags));
+}
+
+CUresult cuGraphDestroy(CUgraph hGraph)
+{
+	CU_RUN(cudaGraphDestroy(RG(hGraph)));
+}
+
+CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
+{
+	CU_RUN(cudaGraphClone((cudaGraph_t *)phGraphClone, RG(originalGraph)));
+}
+
+CUresult cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)
+{
+	CU_RUN(cudaGraphNodeFindInClone((cudaGraphNode_t *)phNode, RN(hOriginalNode), RG(hClonedGraph)));
+}
+
+static CUresult add(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
+		    struct qc_node_op *op)
+{
+	if (!out) {
+		qc_node_op_free(op);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	return cu_result(qc_graph_add((struct qc_graph *)(void *)g, op,
+				      (struct qc_node *const *)deps, n, (struct qc_node **)out));
+}
+
+/* A kernel node from CUDA_KERNEL_NODE_PARAMS: the kernel (kern) or function
+ * (func), kernelParams or extra's buffer. */
+static cudaError_t kernel_op(struct qc_node_op *op, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	const void *packed = NULL;
+	size_t size = 0;
+	struct qc_kernel *k;
+
+	if (!p || (p->kernelParams && p->extra))
+		return cudaErrorInvalidValue;
+	k = cu_kernel(p->kern ? (const void *)p->kern : (const void *)p->func);
+	if (!k)
+		return cudaErrorInvalidResourceHandle;
+	for (void **x = p->extra; x && *x != CU_LAUNCH_PARAM_END; x += 2) {
+		if (*x == CU_LAUNCH_PARAM_BUFFER_POINTER)
+			packed = x[1];
+		else if (*x == CU_LAUNCH_PARAM_BUFFER_SIZE)
+			size = *(size_t *)x[1];
+		else
+			return cudaErrorInvalidValue;
+	}
+	if (p->extra && !packed)
+		return cudaErrorInvalidValue;
+	return qc_node_op_kernel(op, k, (dim3){ p->gridDimX, p->gridDimY, p->gridDimZ },
+				 (dim3){ p->blockDimX, p->blockDimY, p->blockDimZ },
+				 p->sharedMemBytes, p->kernelParams, packed, size);
+}
+
+/* The CUDA 10 ABI's params are the first fields of today's. */
+static CUDA_KERNEL_NODE_PARAMS from_v1(const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+	CUDA_KERNEL_NODE_PARAMS q;
+
+	memset(&q, 0, sizeof(q));
+	memcpy(&q, p, sizeof(*p));
+	return q;
+}
+
+static CUresult add_kernel(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
+			   const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	struct qc_node_op op;
+	CUresult r = cu_enter();
+
+	if (r == CUDA_SUCCESS)
+		r = cu_result(kernel_op(&op, p));
+	return r == CUDA_SUCCESS ? add(out, g, deps, n, &op) : r;
+}
+
+CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+				 const CUgraphNode *dependencies, size_t numDependencies,
+				 const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+	return add_kernel(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
+CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+			      size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
+CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+			      size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+	CUDA_KERNEL_NODE_PARAMS p;
+
+	if (!nodeParams)
+		return CUDA_ERROR_INVALID_VALUE;
+	p = from_v1(nodeParams);
+	return add_kernel(phGraphNode, hGraph, dependencies, numDependencies, &p);
+}
+
+static struct qc_node *typed(CUgraphNode node, enum cudaGraphNodeType type)
+{
+	struct qc_node *n = (struct qc_node *)(void *)node;
+
+	return qc_node_known(n) && n->op.type == type ? n : NULL;
+}
+
+CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *p)
+{
+	struct cudaKernelNodeParams rp;
+	struct qc_node *n = typed(hNode, cudaGraphNodeTypeKernel);
+	CUresult r = cu_enter();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!n || !p)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cu_result(cudaGraphKernelNodeGetParams(RN(hNode), &rp));
+	if (r != CUDA_SUCCESS)
+		return r;
+	memset(p, 0, sizeof(*p));
+	p->func = (CUfunction)(void *)n->op.kernel.k;
+	p->gridDimX = rp.gridDim.x, p->gridDimY = rp.gridDim.y, p->gridDimZ = rp.gridDim.z;
+	p->blockDimX = rp.blockDim.x, p->blockDimY = rp.blockDim.y, p->blockDimZ = rp.blockDim.z;
+	p->sharedMemBytes = rp.sharedMemBytes;
+	p->kernelParams = rp.kernelParams;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *p);
+CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+	CUDA_KERNEL_NODE_PARAMS q;
+	CUresult r;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cuGraphKernelNodeGetParams_v2(hNode, &q);
+	if (r == CUDA_SUCCESS)
+		memcpy(p, &q, sizeof(*p));
+	return r;
+}
+
+static CUresult set_kernel(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	struct qc_node *n = typed(hNode, cudaGraphNodeTypeKernel);
+	struct qc_node_op op;
+	CUresult r = cu_enter();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!n)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cu_result(kernel_op(&op, p));
+	if (r == CUDA_SUCCESS) {
+		qc_node_op_free(&n->op);
+		n->op = op;
+	}
+	return r;
+}
+
+CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	return set_kernel(hNode, p);
+}
+
+CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *p);
+CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+	CUDA_KERNEL_NODE_PARAMS q;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	q = from_v1(p);
+	return set_kernel(hNode, &q);
+}
+
+/* One side of a CUDA_MEMCPY3D as an address (arrays are not served). */
+static cudaError_t side(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
+			size_t z, size_t pitch, size_t height, const char **out)
+{
+	const char *base;
+
+	switch (type) {
+	case CU_MEMORYTYPE_HOST:
+		base = host;
+		break;
+	case CU_MEMORYTYPE_DEVICE:
+	case CU_MEMORYTYPE_UNIFIED:
+		base = PTR(dev);
+		break;
+	case CU_MEMORYTYPE_ARRAY:
+		qc_msg("a graph memcpy node with a CUDA array is not supported by qcuda: "
+		       "returning CUDA_ERROR_NOT_SUPPORTED");
+		return cudaErrorNotSupported;
+	default:
+		return cudaErrorInvalidValue;
+	}
+	if (!base)
+		return cudaErrorInvalidValue;
+	*out = base + x + y * pitch + z * pitch * height;
+	return cudaSuccess;
+}
+
+static cudaError_t memcpy_op(struct qc_node_op *op, const CUDA_MEMCPY3D *c)
+{
+	const char *src, *dst;
+	size_t spitch, dpitch, sheight, dheight;
+	cudaError_t e;
+
+	if (!c || !c->WidthInBytes || !c->Height || !c->Depth)
+		return cudaErrorInvalidValue;
+	spitch = c->srcPitch ? c->srcPitch : c->WidthInBytes;
+	dpitch = c->dstPitch ? c->dstPitch : c->WidthInBytes;
+	sheight = c->srcHeight ? c->srcHeight : c->Height;
+	dheight = c->dstHeight ? c->dstHeight : c->Height;
+	if (c->Height * c->Depth > 1 && (spitch < c->WidthInBytes || dpitch < c->WidthInBytes))
+		return cudaErrorInvalidValue;
+	e = side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, c->srcZ, spitch,
+		 sheight, &src);
+	if (e == cudaSuccess)
+		e = side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY, c->dstZ,
+			 dpitch, dheight, &dst);
+	if (e != cudaSuccess)
+		return e;
+	memset(op, 0, sizeof(*op));
+	op->type = cudaGraphNodeTypeMemcpy;
+	op->copy.src = src;
+	op->copy.dst = (char *)dst;
+	op->copy.width = c->WidthInBytes;
+	op->copy.height = c->Height;
+	op->copy.depth = c->Depth;
+	op->copy.spitch = spitch;
+	op->copy.dpitch = dpitch;
+	op->copy.sslice = spitch * sheight;
+	op->copy.dslice = dpitch * dheight;
+	op->copy.kind = cudaMemcpyDefault;
+	return cudaSuccess;
+}
+
+CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+			      size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+	struct qc_node_op op;
+	CUresult r = cu_enter();
+
+	(void)ctx;
+	if (r == CUDA_SUCCESS)
+		r = cu_result(memcpy_op(&op, copyParams));
+	return r == CUDA_SUCCESS ? add(phGraphNode, hGraph, dependencies, numDependencies, &op) : r;
+}
+
+CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *p)
+{
+	struct qc_node *n = typed(hNode, cudaGraphNodeTypeMemcpy);
+
+	if (!n || !p)
+		return CUDA_ERROR_INVALID_VALUE;
+	memset(p, 0, sizeof(*p));
+	p->srcMemoryType = p->dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+	p->srcDevice = (CUdeviceptr)(uintptr_t)n->op.copy.src;
+	p->dstDevice = (CUdeviceptr)(uintptr_t)n->op.copy.dst;
+	p->srcPitch = n->op.copy.spitch;
+	p->dstPitch = n->op.copy.dpitch;
+	p->srcHeight = n->op.copy.sslice / n->op.copy.spitch;
+	p->dstHeight = n->op.copy.dslice / n->op.copy.dpitch;
+	p->WidthInBytes = n->op.copy.width;
+	p->Height = n->op.copy.height;
+	p->Depth = n->op.copy.depth;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *p)
+{
+	struct qc_node *n = typed(hNode, cudaGraphNodeTypeMemcpy);
+	struct qc_node_op op;
+	CUresult r;
+
+	if (!n)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cu_result(memcpy_op(&op, p));
+	if (r == CUDA_SUCCESS) {
+		qc_node_op_free(&n->op);
+		n->op = op;
+	}
+	return r;
+}
+
+static struct cudaMemsetParams memset_params(const CUDA_MEMSET_NODE_PARAMS *p)
+{
+	return (struct cudaMemsetParams){ .dst = PTR(p->dst), .pitch = p->pitch, .value = p->value,
+					  .elementSize = p->elementSize, .width = p->width,
+					  .height = p->height };
+}
+
+CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+			      size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams,
+			      CUcontext ctx)
+{
+	struct cudaMemsetParams p;
+
+	(void)ctx;
+	if (!memsetParams)
+		return CUDA_ERROR_INVALID_VALUE;
+	p = memset_params(memsetParams);
+	CU_RUN(cudaGraphAddMemsetNode((cudaGraphNode_t *)phGraphNode, RG(hGraph),
+				      (const cudaGraphNode_t *)dependencies, numDependencies, &p));
+}
+
+CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+	struct cudaMemsetParams p;
+	CUresult r;
+
+	if (!nodeParams)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cu_result(cudaGraphMemsetNodeGetParams(RN(hNode), &p));
+	if (r == CUDA_SUCCESS)
+		*nodeParams = (CUDA_MEMSET_NODE_PARAMS){ .dst = (CUdeviceptr)(uintptr_t)p.dst,
+							 .pitch = p.pitch, .value = p.value,
+							 .elementSize = p.elementSize,
+							 .width = p.width, .height = p.height };
+	return r;
+}
+
+CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+	struct cudaMemsetParams p;
+
+	if (!nodeParams)
+		return CUDA_ERROR_INVALID_VALUE;
+	p = memset_params(nodeParams);
+	return cu_result(cudaGraphMemsetNodeSetParams(RN(hNode), &p));
+}
+
+/* CUDA_HOST_NODE_PARAMS is cudaHostNodeParams field for field. */
+_Static_assert(sizeof(CUDA_HOST_NODE_PARAMS) == sizeof(struct cudaHostNodeParams), "host node params");
+
+CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+			    size_t numDependencies, const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+	CU_RUN(cudaGraphAddHostNode((cudaGraphNode_t *)phGraphNode, RG(hGraph),
+				    (const cudaGraphNode_t *)dependencies, numDependencies,
+				    (const struct cudaHostNodeParams *)(const void *)nodeParams));
+}
+
+CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+	return cu_result(cudaGraphHostNodeGetParams(RN(hNode), (struct cudaHostNodeParams *)(void *)nodeParams));
+}
+
+CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+	return cu_result(cudaGraphHostNodeSetParams(RN(hNode),
+						    (const struct cudaHostNodeParams *)(const void *)nodeParams));
+}
+
+CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+				  size_t numDependencies, CUgraph childGraph)
+{
+	CU_RUN(cudaGraphAddChildGraphNode((cudaGraphNode_t *)phGraphNode, RG(hGraph),
+					  (const cudaGraphNode_t *)dependencies, numDependencies,
+					  RG(childGraph)));
+}
+
+CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
+{
+	return cu_result(cudaGraphChildGraphNodeGetGraph(RN(hNode), (cudaGraph_t *)phGraph));
+}
+
+CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+			     size_t numDependencies)
+{
+	return cu_result(cudaGraphAddEmptyNode((cudaGraphNode_t *)phGraphNode, RG(hGraph),
+					       (const cudaGraphNode_t *)dependencies, numDependencies));
+}
+
+CUresult cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+				   const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
+{
+	CU_RUN(cudaGraphAddEventRecordNode((cudaGraphNode_t *)phGraphNode, RG(hGraph),
+					   (const cudaGraphNode_t *)dependencies, numDependencies,
+					   (cudaEvent_t)event));
+}
+
+CUresult cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+				 const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
+{
+	CU_RUN(cudaGraphAddEventWaitNode((cudaGraphNode_t *)phGraphNode, RG(hGraph),
+					 (const cudaGraphNode_t *)dependencies, numDependencies,
+					 (cudaEvent_t)event));
+}
+
+CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+{
+	return cu_result(cudaGraphEventRecordNodeGetEvent(RN(hNode), (cudaEvent_t *)event_out));
+}
+
+CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
+{
+	return cu_result(cudaGraphEventRecordNodeSetEvent(RN(hNode), (cudaEvent_t)event));
+}
+
+CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+{
+	return cu_result(cudaGraphEventWaitNodeGetEvent(RN(hNode), (cudaEvent_t *)event_out));
+}
+
+CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
+{
+	return cu_result(cudaGraphEventWaitNodeSetEvent(RN(hNode), (cudaEvent_t)event));
+}
+
+CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+{
+	return cu_result(cudaGraphNodeGetType(RN(hNode), (enum cudaGraphNodeType *)type));
+}
+
+CUresult cuGraphDestroyNode(CUgraphNode hNode)
+{
+	return cu_result(cudaGraphDestroyNode(RN(hNode)));
+}
+
+/* ------------------------------------------------------------ listing and edges */
+
+CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+	return cu_result(cudaGraphGetNodes(RG(hGraph), (cudaGraphNode_t *)nodes, numNodes));
+}
+
+CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes)
+{
+	return cu_result(cudaGraphGetRootNodes(RG(hGraph), (cudaGraphNode_t *)rootNodes, numRootNodes));
+}
+
+CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *edgeData,
+			    size_t *numEdges)
+{
+	return cu_result(cudaGraphGetEdges(RG(hGraph), (cudaGraphNode_t *)from, (cudaGraphNode_t *)to,
+					   (cudaGraphEdgeData *)(void *)edgeData, numEdges));
+}
+
+CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, size_t *numEdges);
+CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, size_t *numEdges)
+{
+	return cuGraphGetEdges_v2(hGraph, from, to, NULL, numEdges);
+}
+
+CUresult cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *deps, CUgraphEdgeData *edgeData,
+				       size_t *numDependencies)
+{
+	return cu_result(cudaGraphNodeGetDependencies(RN(hNode), (cudaGraphNode_t *)deps,
+						      (cudaGraphEdgeData *)(void *)edgeData,
+						      numDependencies));
+}
+
+CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *deps, size_t *numDependencies);
+CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *deps, size_t *numDependencies)
+{
+	return cuGraphNodeGetDependencies_v2(hNode, deps, NULL, numDependencies);
+}
+
+CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *nodes, CUgraphEdgeData *edgeData,
+					 size_t *numNodes)
+{
+	return cu_result(cudaGraphNodeGetDependentNodes(RN(hNode), (cudaGraphNode_t *)nodes,
+							(cudaGraphEdgeData *)(void *)edgeData, numNodes));
+}
+
+CUresult cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *nodes, size_t *numNodes);
+CUresult cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *nodes, size_t *numNodes)
+{
+	return cuGraphNodeGetDependentNodes_v2(hNode, nodes, NULL, numNodes);
+}
+
+CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+				   const CUgraphEdgeData *edgeData, size_t numDependencies)
+{
+	return cu_result(cudaGraphAddDependencies(RG(hGraph), (const cudaGraphNode_t *)from,
+						  (const cudaGraphNode_t *)to,
+						  (const cudaGraphEdgeData *)(const void *)edgeData,
+						  numDependencies));
+}
+
+CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+				size_t numDependencies);
+CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+				size_t numDependencies)
+{
+	return cuGraphAddDependencies_v2(hGraph, from, to, NULL, numDependencies);
+}
+
+CUresult cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+				      const CUgraphEdgeData *edgeData, size_t numDependencies)
+{
+	return cu_result(cudaGraphRemoveDependencies(RG(hGraph), (const cudaGraphNode_t *)from,
+						     (const cudaGraphNode_t *)to,
+						     (const cudaGraphEdgeData *)(const void *)edgeData,
+						     numDependencies));
+}
+
+CUresult cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+				   size_t numDependencies);
+CUresult cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+				   size_t numDependencies)
+{
+	return cuGraphRemoveDependencies_v2(hGraph, from, to, NULL, numDependencies);
+}
+
+CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
+{
+	return cu_result(cudaGraphDebugDotPrint(RG(hGraph), path, flags));
+}
+
+/* ------------------------------------------------------------ executable graphs */
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
+{
+	CU_RUN(cudaGraphInstantiateWithFlags((cudaGraphExec_t *)phGraphExec, RG(hGraph), flags));
+}
+
+/* CUDA_GRAPH_INSTANTIATE_PARAMS: the flags, an upload stream, and what went wrong. */
+static CUresult instantiate_params(CUgraphExec *phGraphExec, CUgraph hGraph,
+				   CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+	CUresult r;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cuGraphInstantiateWithFlags(phGraphExec, hGraph, p->flags);
+	p->hErrNode_out = NULL;
+	p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
+	return r;
+}
+
+CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+				      CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+	return instantiate_params(phGraphExec, hGraph, instantiateParams);
+}
+
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+					   CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams);
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+					   CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+	return instantiate_params(phGraphExec, hGraph, instantiateParams);
+}
+
+CUresult cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
+{
+	unsigned long long f = 0;
+	CUresult r;
+
+	if (!flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cu_result(cudaGraphExecGetFlags(RX(hGraphExec), &f));
+	if (r == CUDA_SUCCESS)
+		*flags = f;
+	return r;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+	return cu_result(cudaGraphExecDestroy(RX(hGraphExec)));
+}
+
+cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
+cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
+
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+	CU_RUN(cudaGraphLaunch(RX(hGraphExec), (cudaStream_t)hStream));
+}
+
+CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
+CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+	CU_RUN(cudaGraphLaunch_ptsz(RX(hGraphExec), (cudaStream_t)hStream));
+}
+
+CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
+{
+	CU_RUN(cudaGraphUpload(RX(hGraphExec), (cudaStream_t)hStream));
+}
+
+CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream);
+CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+	CU_RUN(cudaGraphUpload_ptsz(RX(hGraphExec), (cudaStream_t)hStream));
+}
+
+_Static_assert(sizeof(CUgraphExecUpdateResultInfo) == sizeof(cudaGraphExecUpdateResultInfo),
+	       "update result info");
+
+CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
+{
+	CU_RUN(cudaGraphExecUpdate(RX(hGraphExec), RG(hGraph),
+				   (cudaGraphExecUpdateResultInfo *)(void *)resultInfo));
+}
+
+static CUresult exec_set(CUgraphExec x, CUgraphNode node, struct qc_node_op *op, cudaError_t made)
+{
+	if (made != cudaSuccess)
+		return cu_result(made);
+	if (!qc_exec_known((struct qc_exec *)(void *)x) || !qc_node_known((struct qc_node *)(void *)node)) {
+		qc_node_op_free(op);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	return cu_result(qc_exec_set_op((struct qc_exec *)(void *)x, (struct qc_node *)(void *)node, op));
+}
+
+CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
+					   const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+	struct qc_node_op op;
+	CUresult r = cu_enter();
+
+	return r != CUDA_SUCCESS ? r : exec_set(hGraphExec, hNode, &op, kernel_op(&op, nodeParams));
+}
+
+CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+					const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
+CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+					const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+	CUDA_KERNEL_NODE_PARAMS q;
+
+	if (!nodeParams)
+		return CUDA_ERROR_INVALID_VALUE;
+	q = from_v1(nodeParams);
+	return cuGraphExecKernelNodeSetParams_v2(hGraphExec, hNode, &q);
+}
+
+CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+					const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+	struct qc_node_op op;
+
+	(void)ctx;
+	return exec_set(hGraphExec, hNode, &op, memcpy_op(&op, copyParams));
+}
+
+CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+					const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+	struct cudaMemsetParams p;
+
+	(void)ctx;
+	if (!memsetParams)
+		return CUDA_ERROR_INVALID_VALUE;
+	p = memset_params(memsetParams);
+	return cu_result(cudaGraphExecMemsetNodeSetParams(RX(hGraphExec), RN(hNode), &p));
+}
+
+CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+				      const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+	return cu_result(cudaGraphExecHostNodeSetParams(RX(hGraphExec), RN(hNode),
+							(const struct cudaHostNodeParams *)(const void *)nodeParams));
+}
+
+CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
+{
+	return cu_result(cudaGraphExecEventRecordNodeSetEvent(RX(hGraphExec), RN(hNode), (cudaEvent_t)event));
+}
+
+CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
+{
+	return cu_result(cudaGraphExecEventWaitNodeSetEvent(RX(hGraphExec), RN(hNode), (cudaEvent_t)event));
+}
+
+/* The CUDA 10 and 11.0 ABIs: an error node and a log instead of flags. */
+static CUresult instantiate_old(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+				char *logBuffer, size_t bufferSize)
+{
+	CUresult r = cuGraphInstantiateWithFlags(phGraphExec, hGraph, 0);
+
+	if (phErrorNode)
+		*phErrorNode = NULL;
+	if (logBuffer && bufferSize)
+		logBuffer[0] = 0;
+	return r;
+}
+
+CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+			    char *logBuffer, size_t bufferSize);
+CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+			    char *logBuffer, size_t bufferSize)
+{
+	return instantiate_old(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
+CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+			       char *logBuffer, size_t bufferSize)
+{
+	return instantiate_old(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
