@@ -205,7 +205,10 @@ QC_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridD
 			       1, 1));
 }
 
-/* Only attributes that change nothing here, and cooperative launches, are honoured. */
+/* Cooperative launches are honoured. Attributes that are hints for the
+ * hardware, changing no result (a launch's priority, its L2 access policy
+ * window: the stream's own ones are applied through cudaStreamSetAttribute),
+ * are accepted and not carried per launch; others are refused with a note. */
 static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func, void **args,
 			     int ptds)
 {
@@ -218,7 +221,8 @@ static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func,
 	for (unsigned int i = 0; i < config->numAttrs; i++) {
 		const cudaLaunchAttribute *a = &config->attrs[i];
 
-		if (a->id == cudaLaunchAttributeIgnore)
+		if (a->id == cudaLaunchAttributeIgnore || a->id == cudaLaunchAttributePriority ||
+		    a->id == cudaLaunchAttributeAccessPolicyWindow)
 			continue;
 		if (a->id == cudaLaunchAttributeCooperative) {
 			cooperative = a->val.cooperative != 0;	/* the last one counts */

@@ -98,8 +98,9 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, uns
 		      sharedMemBytes, hStream, kernelParams, NULL, 1, 1);
 }
 
-/* Attributes that change nothing a program can observe here are accepted;
- * cooperative launches are honoured; the rest are refused with a note. */
+/* Attributes that are hints changing nothing a program can observe (a
+ * launch's priority, its L2 access policy window) are accepted; cooperative
+ * launches are honoured; the rest are refused with a note. */
 static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra, int ptds)
 {
 	int cooperative = 0;
@@ -112,6 +113,7 @@ static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, 
 		switch (a->id) {
 		case CU_LAUNCH_ATTRIBUTE_IGNORE:
 		case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+		case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
 			continue;
 		case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
 			cooperative = a->value.cooperative != 0;	/* the last one counts */

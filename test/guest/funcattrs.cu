@@ -299,6 +299,33 @@ static void cooperative(int sms)
 	EXPECT(cudaMemcpy(&h, d_res, sizeof(h), cudaMemcpyDeviceToHost), cudaSuccess);
 	qt_check(h == blocks, "cudaLaunchKernelEx with cudaLaunchAttributeCooperative: every block met");
 
+	/* With the hints a launch may carry too: a priority and an L2 access
+	 * policy window over the result (they change no result). */
+	{
+		cudaLaunchAttribute hints[3];
+		int lo = 0, hi = 0;
+
+		OK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+		hints[0] = attr[0];
+		hints[1].id = cudaLaunchAttributePriority;
+		hints[1].val.priority = hi;
+		hints[2].id = cudaLaunchAttributeAccessPolicyWindow;
+		hints[2].val.accessPolicyWindow.base_ptr = d_res;
+		hints[2].val.accessPolicyWindow.num_bytes = sizeof(int);
+		hints[2].val.accessPolicyWindow.hitRatio = 1.0f;
+		hints[2].val.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+		hints[2].val.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+		cfg.attrs = hints;
+		cfg.numAttrs = 3;
+		OK(cudaMemset(d_counter, 0, sizeof(int)));
+		EXPECT(cudaLaunchKernelEx(&cfg, gridsum, d_counter, d_res), cudaSuccess);
+		EXPECT(cudaMemcpy(&h, d_res, sizeof(h), cudaMemcpyDeviceToHost), cudaSuccess);
+		qt_check(h == blocks, "cudaLaunchKernelEx with a priority and an access policy window too");
+		EXPECT(cudaCtxResetPersistingL2Cache(), cudaSuccess);
+		cfg.attrs = attr;
+		cfg.numAttrs = 1;
+	}
+
 	/* One block more than fit at once. */
 	EXPECT(cudaLaunchCooperativeKernel((const void *)gridsum, dim3(blocks + 1), dim3(128), args, 0, 0),
 	       cudaErrorCooperativeLaunchTooLarge);
