@@ -23,6 +23,63 @@ struct ModSt;
 struct FuncSt;
 using Module = ModSt *;
 using Function = FuncSt *;
+struct ArraySt;
+using Array = ArraySt *;  // CUarray
+struct MipmapSt;
+using Mipmap = MipmapSt *;  // CUmipmappedArray
+using TexObject = unsigned long long;  // CUtexObject, CUsurfObject
+
+// CUmemorytype
+enum : int { kMemHost = 1, kMemDevice = 2, kMemArray = 3 };
+// CUresourcetype
+enum : int { kResArray = 0, kResMipmap = 1, kResLinear = 2, kResPitch2D = 3 };
+
+// The driver's structs qcuda fills, as cuda.h lays them out (cuda_check.cc compares).
+struct Memcpy3D {  // CUDA_MEMCPY3D
+  size_t srcXInBytes, srcY, srcZ, srcLOD;
+  int srcMemoryType;
+  const void *srcHost;
+  Ptr srcDevice;
+  Array srcArray;
+  void *reserved0;
+  size_t srcPitch, srcHeight;
+  size_t dstXInBytes, dstY, dstZ, dstLOD;
+  int dstMemoryType;
+  void *dstHost;
+  Ptr dstDevice;
+  Array dstArray;
+  void *reserved1;
+  size_t dstPitch, dstHeight;
+  size_t WidthInBytes, Height, Depth;
+};
+struct Array3DDescriptor {  // CUDA_ARRAY3D_DESCRIPTOR
+  size_t Width, Height, Depth;
+  int Format;
+  unsigned NumChannels;
+  unsigned Flags;
+};
+struct ResourceDesc {  // CUDA_RESOURCE_DESC
+  int resType;
+  union {
+    struct { Array hArray; } array;
+    struct { Mipmap hMipmappedArray; } mipmap;
+    struct { Ptr devPtr; int format; unsigned numChannels; size_t sizeInBytes; } linear;
+    struct { Ptr devPtr; int format; unsigned numChannels; size_t width, height, pitchInBytes; } pitch2D;
+    struct { int reserved[32]; } reserved;
+  } res;
+  unsigned flags;
+};
+struct TextureDesc {  // CUDA_TEXTURE_DESC
+  int addressMode[3];
+  int filterMode;
+  unsigned flags;
+  unsigned maxAnisotropy;
+  int mipmapFilterMode;
+  float mipmapLevelBias, minMipmapLevelClamp, maxMipmapLevelClamp;
+  float borderColor[4];
+  int reserved[12];
+};
+
 struct Uuid {
   unsigned char bytes[16];
 };
@@ -124,7 +181,18 @@ constexpr size_t kAttrValueBytes = 64; // sizeof(CUstreamAttrValue) (QCUDA_ATTR_
   X(LaunchCooperativeKernel, (Function, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Stream, void **), "cuLaunchCooperativeKernel", 9000, "cuLaunchCooperativeKernel", nullptr, false) \
   X(CtxGetStreamPriorityRange, (int *, int *), "cuCtxGetStreamPriorityRange", 5050, "cuCtxGetStreamPriorityRange", nullptr, false) /* least, greatest */ \
   X(StreamGetPriority, (Stream, int *), "cuStreamGetPriority", 5050, "cuStreamGetPriority", nullptr, false) \
-  X(CtxResetPersistingL2Cache, (), "cuCtxResetPersistingL2Cache", 11000, "cuCtxResetPersistingL2Cache", nullptr, false)
+  X(CtxResetPersistingL2Cache, (), "cuCtxResetPersistingL2Cache", 11000, "cuCtxResetPersistingL2Cache", nullptr, false) \
+  X(Array3DCreate, (Array *, const Array3DDescriptor *), "cuArray3DCreate", 3020, "cuArray3DCreate_v2", nullptr, false) \
+  X(ArrayDestroy, (Array), "cuArrayDestroy", 2000, "cuArrayDestroy", nullptr, false) \
+  X(MipmappedArrayCreate, (Mipmap *, const Array3DDescriptor *, unsigned), "cuMipmappedArrayCreate", 5000, "cuMipmappedArrayCreate", nullptr, false) \
+  X(MipmappedArrayGetLevel, (Array *, Mipmap, unsigned), "cuMipmappedArrayGetLevel", 5000, "cuMipmappedArrayGetLevel", nullptr, false) \
+  X(MipmappedArrayDestroy, (Mipmap), "cuMipmappedArrayDestroy", 5000, "cuMipmappedArrayDestroy", nullptr, false) \
+  X(Memcpy3DAsync, (const Memcpy3D *, Stream), "cuMemcpy3DAsync", 3020, "cuMemcpy3DAsync_v2", nullptr, false) \
+  X(MemsetD2D8Async, (Ptr, size_t, unsigned char, size_t, size_t, Stream), "cuMemsetD2D8Async", 3020, "cuMemsetD2D8Async", nullptr, false) \
+  X(TexObjectCreate, (TexObject *, const ResourceDesc *, const TextureDesc *, const void *), "cuTexObjectCreate", 5000, "cuTexObjectCreate", nullptr, false) \
+  X(TexObjectDestroy, (TexObject), "cuTexObjectDestroy", 5000, "cuTexObjectDestroy", nullptr, false) \
+  X(SurfObjectCreate, (TexObject *, const ResourceDesc *), "cuSurfObjectCreate", 5000, "cuSurfObjectCreate", nullptr, false) \
+  X(SurfObjectDestroy, (TexObject), "cuSurfObjectDestroy", 5000, "cuSurfObjectDestroy", nullptr, false)
 
 struct Api {
 #define QCUDA_CU_FIELD(name, params, base, version, symbol, alt, required) Result(*name) params;

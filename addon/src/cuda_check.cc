@@ -3,6 +3,7 @@
 // compiles to nothing: the addon never needs CUDA to build.
 #if defined(__has_include)
 #if __has_include(<cuda.h>) && __has_include(<cudaTypedefs.h>) && __has_include(<driver_types.h>)
+#include <cstddef>
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <driver_types.h>
@@ -16,6 +17,22 @@ namespace qc = qcuda::cu;
 static_assert(sizeof(qc::Ptr) == sizeof(CUdeviceptr), "CUdeviceptr");
 static_assert(sizeof(qc::Device) == sizeof(CUdevice), "CUdevice");
 static_assert(sizeof(qc::Uuid) == sizeof(CUuuid), "CUuuid");
+static_assert(sizeof(qc::Memcpy3D) == sizeof(CUDA_MEMCPY3D) && offsetof(qc::Memcpy3D, dstXInBytes) == offsetof(CUDA_MEMCPY3D, dstXInBytes) &&
+                  offsetof(qc::Memcpy3D, srcArray) == offsetof(CUDA_MEMCPY3D, srcArray) && offsetof(qc::Memcpy3D, dstArray) == offsetof(CUDA_MEMCPY3D, dstArray) &&
+                  offsetof(qc::Memcpy3D, WidthInBytes) == offsetof(CUDA_MEMCPY3D, WidthInBytes),
+              "CUDA_MEMCPY3D");
+static_assert(sizeof(qc::Array3DDescriptor) == sizeof(CUDA_ARRAY3D_DESCRIPTOR) && offsetof(qc::Array3DDescriptor, Flags) == offsetof(CUDA_ARRAY3D_DESCRIPTOR, Flags), "CUDA_ARRAY3D_DESCRIPTOR");
+static_assert(sizeof(qc::ResourceDesc) == sizeof(CUDA_RESOURCE_DESC) && offsetof(qc::ResourceDesc, flags) == offsetof(CUDA_RESOURCE_DESC, flags) &&
+                  offsetof(qc::ResourceDesc, res.pitch2D.pitchInBytes) == offsetof(CUDA_RESOURCE_DESC, res.pitch2D.pitchInBytes),
+              "CUDA_RESOURCE_DESC");
+static_assert(sizeof(qc::TextureDesc) == sizeof(CUDA_TEXTURE_DESC) && offsetof(qc::TextureDesc, borderColor) == offsetof(CUDA_TEXTURE_DESC, borderColor), "CUDA_TEXTURE_DESC");
+static_assert(static_cast<int>(qc::kMemHost) == static_cast<int>(CU_MEMORYTYPE_HOST) && static_cast<int>(qc::kMemDevice) == static_cast<int>(CU_MEMORYTYPE_DEVICE) &&
+                  static_cast<int>(qc::kMemArray) == static_cast<int>(CU_MEMORYTYPE_ARRAY),
+              "CUmemorytype");
+static_assert(static_cast<int>(qc::kResMipmap) == static_cast<int>(CU_RESOURCE_TYPE_MIPMAPPED_ARRAY), "CUresourcetype");
+static_assert(static_cast<int>(qc::kResArray) == static_cast<int>(CU_RESOURCE_TYPE_ARRAY) && static_cast<int>(qc::kResLinear) == static_cast<int>(CU_RESOURCE_TYPE_LINEAR) &&
+                  static_cast<int>(qc::kResPitch2D) == static_cast<int>(CU_RESOURCE_TYPE_PITCH2D),
+              "CUresourcetype");
 static_assert(sizeof(qc::Result) == sizeof(CUresult), "CUresult");
 static_assert(qc::kEventDisableTiming == CU_EVENT_DISABLE_TIMING && qc::kEventBlockingSync == CU_EVENT_BLOCKING_SYNC, "");
 static_assert(qc::kHostRegisterPortable == CU_MEMHOSTREGISTER_PORTABLE, "");

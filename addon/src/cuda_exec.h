@@ -181,6 +181,12 @@ struct CtxCore : std::enable_shared_from_this<CtxCore> {
   std::unordered_map<uint32_t, cu::Stream> streams;
   std::unordered_map<uint32_t, std::shared_ptr<Ev>> events;
   std::unordered_map<uint32_t, cu::Module> modules;
+  std::unordered_map<uint32_t, cu::Array> arrays;  // cuda_ctx_arrays.cc (freed with the context)
+  struct Mip {
+    cu::Mipmap m;
+    std::unordered_map<unsigned, uint32_t> levels;  // level -> its id in arrays
+  };
+  std::unordered_map<uint32_t, Mip> mipmaps;
   struct Fn {
     cu::Function fn;
     uint32_t module;

@@ -62,8 +62,14 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
 
   // new Mapping(fd, length, offset, random?): MAP_SHARED read/write; with
   // random, at an address drawn from the whole user address space.
+  // new Mapping([[fd, offset, length], ...]): the pieces one after another,
+  // at a random address (HOST_MAP_PAGES: scattered guest pages as one range).
   explicit Mapping(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Mapping>(info) {
     Napi::Env env = info.Env();
+    if (info.Length() > 0 && info[0].IsArray()) {
+      region_ = MapPieces(env, info[0].As<Napi::Array>());
+      return;
+    }
     int fd = ArgFd(info, 0);
     uint64_t length = ArgU64(info, 1, "length");
     uint64_t offset = ArgU64(info, 2, "offset");
@@ -91,12 +97,51 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
       uint64_t r;
       if (getrandom(&r, sizeof(r), 0) != sizeof(r)) return MAP_FAILED;
       uint64_t at = kLow + (r % ((kHigh - kLow - length) / kAlign)) * kAlign;
-      void *p = mmap(reinterpret_cast<void *>(at), length, PROT_READ | PROT_WRITE,
-                     MAP_SHARED | MAP_NORESERVE | MAP_FIXED_NOREPLACE, fd, static_cast<off_t>(offset));
+      // fd -1: an anonymous reservation with no access (pieces go over it).
+      void *p = fd < 0 ? mmap(reinterpret_cast<void *>(at), length, PROT_NONE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0)
+                       : mmap(reinterpret_cast<void *>(at), length, PROT_READ | PROT_WRITE,
+                              MAP_SHARED | MAP_NORESERVE | MAP_FIXED_NOREPLACE, fd, static_cast<off_t>(offset));
       if (p == reinterpret_cast<void *>(at)) return p;
       if (p != MAP_FAILED) munmap(p, length);  // a kernel before 4.17 took it as a hint only
     }
     return MAP_FAILED;
+  }
+
+  // Reserves the whole range (anonymous, no access) at a random address,
+  // then maps each piece over its part of it.
+  static Region *MapPieces(Napi::Env env, Napi::Array list) {
+    struct Piece {
+      int fd;
+      uint64_t offset, length;
+    };
+    std::vector<Piece> pieces;
+    uint64_t total = 0;
+    const uint64_t page = sysconf(_SC_PAGESIZE);
+    for (uint32_t i = 0; i < list.Length(); i++) {
+      Napi::Array e = list.Get(i).As<Napi::Array>();
+      Piece p{e.Get(0u).As<Napi::Number>().Int32Value(), static_cast<uint64_t>(e.Get(1u).As<Napi::Number>().Int64Value()),
+              static_cast<uint64_t>(e.Get(2u).As<Napi::Number>().Int64Value())};
+      if (p.fd < 0 || p.length == 0 || p.offset % page || p.length % page || p.length > (1ull << 46) - total)
+        ThrowRange(env, "mapping pieces must be whole pages of a file");
+      total += p.length;
+      pieces.push_back(p);
+    }
+    if (pieces.empty()) ThrowRange(env, "a mapping of no pieces");
+    void *base = MapAtRandom(total, -1, 0);
+    if (base == MAP_FAILED) ThrowErrno(env, "mmap (reserve)", errno);
+    uint64_t at = 0;
+    for (const Piece &p : pieces) {
+      void *want = static_cast<uint8_t *>(base) + at;
+      if (mmap(want, p.length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE | MAP_FIXED, p.fd,
+               static_cast<off_t>(p.offset)) != want) {
+        int err = errno;
+        munmap(base, total);
+        ThrowErrno(env, "mmap (piece)", err);
+      }
+      at += p.length;
+    }
+    return new Region{base, total, true, 1};
   }
 
   ~Mapping() override { Release(region_); }

@@ -64,6 +64,28 @@ export interface CudaContextNative extends CudaContextCalls {
   copyDtoD(dst: bigint, src: bigint, size: bigint, stream: number, wait: boolean): Promise<void>;
   memset(dst: bigint, value: number, size: bigint, stream: number, wait: boolean): Promise<void>;
   synchronize(): Promise<void>;
+  /** cuArray3DCreate_v2 -> the array's id. */
+  arrayCreate(width: bigint, height: bigint, depth: bigint, format: number, channels: number, flags: number): Promise<number>;
+  arrayDestroy(array: number): Promise<void>;
+  /** cuMipmappedArrayCreate -> its id. */
+  mipmapCreate(width: bigint, height: bigint, depth: bigint, format: number, channels: number, flags: number, levels: number): Promise<number>;
+  /** cuMipmappedArrayGetLevel -> the level's array id (the same id for the same level; freed with the mipmapped array). */
+  mipmapLevel(mipmap: number, level: number): Promise<number>;
+  mipmapDestroy(mipmap: number): Promise<void>;
+  /**
+   * cuMemcpy3DAsync of each record (17 u64: src kind, src, pitch, rows, x, y, z, the same for dst, width, height, depth; kinds
+   * 0 device pointer, 1 array id, 2 offset in a staging buffer of the segments' length, gathered from them before (toDevice)
+   * or scattered to them after). With segments it resolves once the bytes have left or reached them; else once enqueued unless wait.
+   */
+  copy3D(records: BigUint64Array, segs: readonly CudaSeg[] | null, toDevice: boolean, stream: number, wait: boolean): Promise<void>;
+  /** cuMemsetD2D8Async. */
+  memset2D(dst: bigint, pitch: bigint, value: number, width: bigint, height: bigint, stream: number, wait: boolean): Promise<void>;
+  /** cuTexObjectCreate from a record of 22 u64 (cuda_ctx_arrays.cc; resource 0: an array id, 1: a mipmapped array id) -> the CUtexObject. */
+  texCreate(record: BigUint64Array): Promise<bigint>;
+  texDestroy(t: bigint): Promise<void>;
+  /** cuSurfObjectCreate of an array -> the CUsurfObject. */
+  surfCreate(array: number): Promise<bigint>;
+  surfDestroy(s: bigint): Promise<void>;
   eventElapsed(start: number, end: number): Promise<number>;
   hostDevicePointer(addr: bigint): Promise<bigint>;
   /** cuMemHostRegister on this context's thread (blocking: ~50 ms per GiB). */

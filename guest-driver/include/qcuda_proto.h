@@ -60,8 +60,11 @@ typedef uint64_t __le64;
 /* a real GPU serves this device */
 #define QCUDA_CAP_GPU (1ull << 0)
 
-/* Largest argument block of any command. */
-#define QCUDA_MAX_ARGS 4096
+/*
+ * Largest argument block of any command: a launch's struct qcuda_args_launch
+ * (48 bytes) and QCUDA_MAX_PARAM_BYTES of parameters, rounded up to 64.
+ */
+#define QCUDA_MAX_ARGS 32832
 
 /* Largest output block of any command. */
 #define QCUDA_MAX_OUT 4096
@@ -97,13 +100,12 @@ typedef uint64_t __le64;
 /* Most kernel parameters. */
 #define QCUDA_MAX_PARAMS 256
 
-/* What fits in QCUDA_MAX_ARGS after struct qcuda_args_launch. */
-#define QCUDA_MAX_PARAM_BYTES 4000
+/* A kernel's parameters: CUDA 12.1+'s limit on Volta and later. */
+#define QCUDA_MAX_PARAM_BYTES 32764
 
 /*
- * A kernel or variable name with its NUL: what fits in QCUDA_MAX_ARGS after
- * the module handle (PyTorch's templated kernels have names of over 256
- * bytes).
+ * A kernel or variable name with its NUL (PyTorch's templated kernels have
+ * names of over 256 bytes).
  */
 #define QCUDA_MAX_NAME 4088
 
@@ -122,8 +124,23 @@ typedef uint64_t __le64;
 /* A batch carries at most this many bytes of entries. */
 #define QCUDA_MAX_BATCH (64u << 10)
 
+/*
+ * HOST_MAP_PAGES: extents at most (what fits in QCUDA_MAX_ARGS); 8 GiB of the
+ * guest kernel's 4 MiB blocks.
+ */
+#define QCUDA_MAX_EXTENTS 2048
+
 /* OUTPUT_READ kinds: device printf, for the program's stdout */
 #define QCUDA_OUTPUT_STDOUT 1u
+
+/* MEMCPY_3D sides: linear device memory */
+#define QCUDA_MEM_LINEAR 0u
+
+/* a CUDA array of the session (ARRAY_CREATE) */
+#define QCUDA_MEM_ARRAY 1u
+
+/* the request's data (guest memory) */
+#define QCUDA_MEM_HOST 2u
 
 /* failed device asserts and qcuda's notes of dropped output, for its stderr */
 #define QCUDA_OUTPUT_STDERR 2u
@@ -170,6 +187,13 @@ enum qcuda_cmd {
 	 * pointer
 	 */
 	QCUDA_CMD_HOST_MAP = 28,
+	/*
+	 * HOST_MAP of guest pages that are not physically contiguous (managed or
+	 * mapped memory of any size): the backend maps them in order into one range
+	 * of its own and registers that; QCUDA_MAX_EXTENTS at most; args
+	 * host_map_pages + more, value = its device pointer
+	 */
+	QCUDA_CMD_HOST_MAP_PAGES = 160,
 	/* ptr: the device pointer; args ptr */
 	QCUDA_CMD_HOST_UNMAP = 29,
 	/* args stream_create, value = the new stream handle */
@@ -258,6 +282,60 @@ enum qcuda_cmd {
 	QCUDA_CMD_LIMIT_SET = 64,
 	/* args.value unused; args limit, value = the limit */
 	QCUDA_CMD_LIMIT_GET = 65,
+	/*
+	 * cudaMemcpy2D/3D from guest memory (src_kind QCUDA_MEM_HOST) to linear
+	 * memory or an array; args memcpy_3d, data to device
+	 */
+	QCUDA_CMD_MEMCPY_3D_HTOD = 140,
+	/*
+	 * cudaMemcpy2D/3D from linear memory or an array to guest memory (dst_kind
+	 * QCUDA_MEM_HOST); args memcpy_3d, data from device
+	 */
+	QCUDA_CMD_MEMCPY_3D_DTOH = 141,
+	/*
+	 * cudaMemcpy2D/3D between linear memory and arrays on the device; posted
+	 * with async = 1; args memcpy_3d, postable
+	 */
+	QCUDA_CMD_MEMCPY_3D_DTOD = 142,
+	/*
+	 * cudaMemset2D: height rows of width bytes, pitch apart; posted with async =
+	 * 1; args memset_2d, postable
+	 */
+	QCUDA_CMD_MEMSET_2D = 143,
+	/*
+	 * a CUDA array, counted against the quota; args array_create, value = the
+	 * array handle
+	 */
+	QCUDA_CMD_ARRAY_CREATE = 144,
+	/* cudaFreeArray; args handle */
+	QCUDA_CMD_ARRAY_DESTROY = 145,
+	/*
+	 * cudaCreateTextureObject; args tex_create, value = the texture object, as
+	 * kernels take it
+	 */
+	QCUDA_CMD_TEX_CREATE = 146,
+	/* handle: the texture object; args handle */
+	QCUDA_CMD_TEX_DESTROY = 147,
+	/*
+	 * cudaCreateSurfaceObject of an array (handle); args handle, value = the
+	 * surface object, as kernels take it
+	 */
+	QCUDA_CMD_SURF_CREATE = 148,
+	/* handle: the surface object; args handle */
+	QCUDA_CMD_SURF_DESTROY = 149,
+	/*
+	 * cudaMallocMipmappedArray, counted against the quota (every level); args
+	 * mipmap_create, value = the mipmapped array handle
+	 */
+	QCUDA_CMD_MIPMAP_CREATE = 150,
+	/*
+	 * cudaGetMipmappedArrayLevel: the level as an array of the session (freed
+	 * with its mipmapped array); args mipmap_level, value = the level's array
+	 * handle
+	 */
+	QCUDA_CMD_MIPMAP_LEVEL = 151,
+	/* cudaFreeMipmappedArray; args handle */
+	QCUDA_CMD_MIPMAP_DESTROY = 152,
 	/*
 	 * Posted work: several commands in one request (data to device: args.bytes
 	 * of entries, each a struct qcuda_batch_entry, then its argument struct as
@@ -406,6 +484,21 @@ struct qcuda_args_host_map {
 	__le64 size;
 };
 QCUDA_SIZE_IS(qcuda_args_host_map, 16);
+
+struct qcuda_args_host_map_pages {
+	__le64 key;             /* from the library: an address in its HOST_ALLOC or HOST_REGISTER range (page aligned); the guest driver sends 0 */
+	__le64 size;            /* bytes (whole pages) */
+	__le32 count;           /* extents that follow (the guest driver fills them in) */
+	__le32 reserved;
+	/* followed by count struct qcuda_extent, in order, their lengths adding up to size */
+};
+QCUDA_SIZE_IS(qcuda_args_host_map_pages, 24);
+
+struct qcuda_extent {
+	__le64 gpa;             /* guest-physical start, page aligned */
+	__le64 len;             /* bytes, whole pages */
+};
+QCUDA_SIZE_IS(qcuda_extent, 16);
 
 struct qcuda_args_stream_create {
 	__le32 flags;           /* cudaStreamDefault / cudaStreamNonBlocking */
@@ -582,6 +675,115 @@ struct qcuda_batch_entry {
 	__le32 len;             /* argument bytes after this header (unpadded) */
 };
 QCUDA_SIZE_IS(qcuda_batch_entry, 8);
+
+/*
+ * A 2D/3D copy (MEMCPY_3D_*): a box of width bytes x height rows x depth
+ * slices from one side to the other. A side is linear device memory (ptr: its
+ * start; pitch: bytes per row; rows: rows per slice), an array (ptr: its
+ * handle; x in bytes, a multiple of its element size) or the data (host side:
+ * x, y, z 0; the data holds the box's first byte to its last, size bytes in
+ * all, rows pitch apart and slices pitch * rows apart). The backend walks the
+ * rows of each chunk itself: one request, whatever the row count.
+ */
+struct qcuda_args_memcpy_3d {
+	__le64 dst;             /* device pointer or array handle (QCUDA_MEM_HOST: unused) */
+	__le64 src;
+	__le64 dst_pitch;
+	__le64 src_pitch;
+	__le64 dst_rows;        /* rows per slice */
+	__le64 src_rows;
+	__le64 dst_x;           /* bytes */
+	__le64 dst_y;
+	__le64 dst_z;
+	__le64 src_x;
+	__le64 src_y;
+	__le64 src_z;
+	__le64 width;           /* bytes */
+	__le64 height;
+	__le64 depth;
+	__le64 size;            /* the host side's bytes (the whole transfer); 0 without one */
+	__le64 stream;
+	__le32 dst_kind;        /* QCUDA_MEM_* */
+	__le32 src_kind;
+	__le32 async;
+	__le32 reserved;
+};
+QCUDA_SIZE_IS(qcuda_args_memcpy_3d, 152);
+
+struct qcuda_args_memset_2d {
+	__le64 dst;
+	__le64 pitch;
+	__le64 width;           /* bytes */
+	__le64 height;
+	__le64 stream;
+	__le32 value;           /* the byte value in the low 8 bits */
+	__le32 async;
+};
+QCUDA_SIZE_IS(qcuda_args_memset_2d, 48);
+
+/*
+ * As CUDA_ARRAY3D_DESCRIPTOR: height 0 for a 1D array, depth 0 for a 2D one
+ * (the layer count for a layered one, 6 (times the layers) for a cubemap).
+ */
+struct qcuda_args_array_create {
+	__le64 width;
+	__le64 height;
+	__le64 depth;
+	__le32 format;          /* CUarray_format */
+	__le32 channels;        /* 1, 2 or 4 */
+	__le32 flags;           /* CUDA_ARRAY3D_LAYERED, SURFACE_LDST, CUBEMAP, TEXTURE_GATHER */
+	__le32 reserved;
+};
+QCUDA_SIZE_IS(qcuda_args_array_create, 40);
+
+/*
+ * A mipmapped array: the level-0 shape as ARRAY_CREATE's, and its level
+ * count.
+ */
+struct qcuda_args_mipmap_create {
+	__le64 width;
+	__le64 height;
+	__le64 depth;
+	__le32 format;          /* CUarray_format */
+	__le32 channels;
+	__le32 flags;
+	__le32 levels;          /* 1 .. 1 + log2 of the largest extent */
+};
+QCUDA_SIZE_IS(qcuda_args_mipmap_create, 40);
+
+struct qcuda_args_mipmap_level {
+	__le64 handle;          /* the mipmapped array */
+	__le32 level;
+	__le32 reserved;
+};
+QCUDA_SIZE_IS(qcuda_args_mipmap_level, 16);
+
+/*
+ * A texture object (cuTexObjectCreate): the resource (an array of the
+ * session, or its linear / pitched device memory) and CUDA_TEXTURE_DESC's
+ * fields; no view.
+ */
+struct qcuda_args_tex_create {
+	__le32 res_type;        /* CUresourcetype: 0 array, 1 mipmapped array, 2 linear, 3 pitch2D */
+	__le32 format;          /* linear / pitch2D: CUarray_format */
+	__le32 channels;        /* linear / pitch2D */
+	__le32 reserved;
+	__le64 res;             /* the (mipmapped) array handle, or the device pointer */
+	__le64 width;           /* pitch2D: elements */
+	__le64 height;          /* pitch2D */
+	__le64 pitch;           /* pitch2D: bytes */
+	__le64 size;            /* linear: bytes */
+	__le32 address_mode[3]; /* CUaddress_mode */
+	__le32 filter_mode;     /* CUfilter_mode */
+	__le32 flags;           /* CU_TRSF_* */
+	__le32 max_anisotropy;
+	__le32 mipmap_filter_mode;
+	__le32 mipmap_level_bias; /* float bits */
+	__le32 min_lod;         /* float bits */
+	__le32 max_lod;         /* float bits */
+	__le32 border_color[4]; /* float bits */
+};
+QCUDA_SIZE_IS(qcuda_args_tex_create, 112);
 
 struct qcuda_out_output_read {
 	__le32 kind;            /* QCUDA_OUTPUT_*; 0 when nothing was waiting */

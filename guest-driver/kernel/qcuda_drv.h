@@ -255,6 +255,8 @@ long qcuda_ioctl_gpa(struct file *f, struct qcuda_gpa __user *uarg);
 int qcuda_mmap(struct file *f, struct vm_area_struct *vma);
 int qcuda_map_begin(struct qcuda_file *qf, struct qcuda_op *op,
 		    struct qcuda_hostmem **mapped);
+int qcuda_map_pages_begin(struct qcuda_file *qf, struct qcuda_op *op,
+			  struct qcuda_hostmem **mapped);
 void qcuda_map_end(struct qcuda_file *qf, struct qcuda_hostmem *hm,
 		   int err, struct qcuda_op *op);
 void qcuda_unmap(struct qcuda_file *qf, bool all, u64 devptr);

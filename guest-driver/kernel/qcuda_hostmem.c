@@ -474,6 +474,79 @@ out:
 	return *mapped ? 0 : -EINVAL;
 }
 
+/*
+ * HOST_MAP_PAGES: the library names a page-aligned range of one of its own
+ * HOST_ALLOC or HOST_REGISTER areas by address (key); the request that goes
+ * out names its pages instead, as extents of physically consecutive pages,
+ * built here from the pages this file holds (the library cannot name pages
+ * that are not its own). Holds hm like HOST_MAP; -E2BIG if the pages are too
+ * scattered for QCUDA_MAX_EXTENTS.
+ */
+int qcuda_map_pages_begin(struct qcuda_file *qf, struct qcuda_op *op,
+			  struct qcuda_hostmem **mapped)
+{
+	const struct qcuda_args_host_map_pages *a = op->args;
+	struct qcuda_args_host_map_pages *out;
+	struct qcuda_extent *ext;
+	struct qcuda_hostmem *hm, *found = NULL;
+	unsigned long first = 0, n, i;
+	u32 count = 0;
+	u64 key, size;
+
+	if (op->args_len != sizeof(*a))
+		return -EINVAL;
+	key = le64_to_cpu(a->key);
+	size = le64_to_cpu(a->size);
+	if (!size || !PAGE_ALIGNED(key) || !PAGE_ALIGNED(size) || key + size < key)
+		return -EINVAL;
+	n = size >> PAGE_SHIFT;
+	out = kzalloc(sizeof(*out) + QCUDA_MAX_EXTENTS * sizeof(*ext), GFP_KERNEL);
+	if (!out)
+		return -ENOMEM;
+	ext = (struct qcuda_extent *)(out + 1);
+
+	mutex_lock(&qf->lock);
+	list_for_each_entry(hm, &qf->hostmem, node) {
+		/* A registered area's key may be mid-page; its pages start at that page. */
+		if (key >= (hm->key & PAGE_MASK) &&
+		    (key >> PAGE_SHIFT) - (hm->key >> PAGE_SHIFT) + n <= hm->npages) {
+			found = hm;
+			first = (key >> PAGE_SHIFT) - (hm->key >> PAGE_SHIFT);
+			break;
+		}
+	}
+	for (i = 0; found && i < n; i++) {
+		phys_addr_t pa = page_to_phys(found->pages[first + i]);
+
+		if (count && le64_to_cpu(ext[count - 1].gpa) + le64_to_cpu(ext[count - 1].len) == pa) {
+			le64_add_cpu(&ext[count - 1].len, PAGE_SIZE);
+			continue;
+		}
+		if (count == QCUDA_MAX_EXTENTS) {
+			found = NULL;
+			count = U32_MAX;
+			break;
+		}
+		ext[count].gpa = cpu_to_le64(pa);
+		ext[count].len = cpu_to_le64(PAGE_SIZE);
+		count++;
+	}
+	if (found)
+		found->maps++;
+	mutex_unlock(&qf->lock);
+	if (!found) {
+		kfree(out);
+		return count == U32_MAX ? -E2BIG : -EINVAL;
+	}
+	out->size = cpu_to_le64(size);
+	out->count = cpu_to_le32(count);
+	kfree(op->args);
+	op->args = out;
+	op->args_len = sizeof(*out) + count * sizeof(*ext);
+	*mapped = found;
+	return 0;
+}
+
 /* After the HOST_MAP round trip: record the device pointer, or (if it
  * surely failed) drop the hold. */
 void qcuda_map_end(struct qcuda_file *qf, struct qcuda_hostmem *hm,

@@ -34,8 +34,9 @@ static long qcuda_ioctl_call(struct qcuda_file *qf, struct qcuda_call __user *ua
 		ret = -EFAULT;
 		goto out;
 	}
-	if (a.cmd == QCUDA_CMD_HOST_MAP) {
-		ret = qcuda_map_begin(qf, op, &mapped);
+	if (a.cmd == QCUDA_CMD_HOST_MAP || a.cmd == QCUDA_CMD_HOST_MAP_PAGES) {
+		ret = a.cmd == QCUDA_CMD_HOST_MAP ? qcuda_map_begin(qf, op, &mapped) :
+						    qcuda_map_pages_begin(qf, op, &mapped);
 		if (ret)
 			goto out;
 	}

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "qcrt.h"
+#include "qc_array.h"
 
 /* Device the session was last switched to (SET_DEVICE), -1 before. */
 static _Atomic int session_device = -1;
@@ -365,6 +366,7 @@ QC_API cudaError_t cudaDeviceReset(void)
 		return qc_ret(e);
 	/* The backend freed the session's allocations, streams and events. */
 	qc_mem_reset();
+	qc_array_reset();
 	qc_module_reset();
 	qc_handle_reset();
 	qc_callback_reset();

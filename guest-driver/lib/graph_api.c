@@ -830,7 +830,8 @@ QC_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
 	return cudaSuccess;
 }
 
-/* Launched into a captured stream, a graph becomes a child graph node. */
+/* Launching into a captured stream is refused, and invalidates the
+ * capture, as CUDA 13 does (measured on the H100). */
 static cudaError_t launch(cudaGraphExec_t graphExec, cudaStream_t stream, int ptds)
 {
 	struct qc_exec *x = X(graphExec);
@@ -840,17 +841,8 @@ static cudaError_t launch(cudaGraphExec_t graphExec, cudaStream_t stream, int pt
 		return e;
 	if (!qc_exec_known(x))
 		return cudaErrorInvalidValue;
-	if (qc_capture_active(stream, ptds)) {
-		struct qc_node_op op = { .type = cudaGraphNodeTypeGraph };
-
-		op.child = qc_graph_clone(x->snapshot, NULL);
-		if (!op.child)
-			return cudaErrorMemoryAllocation;
-		if (qc_capture_op(stream, ptds, &op, &e))
-			return e;
-		qc_node_op_free(&op);
-	}
-	return qc_exec_launch(x, stream, ptds);
+	e = qc_capture_refuse(stream, ptds);
+	return e != cudaSuccess ? e : qc_exec_launch(x, stream, ptds);
 }
 
 QC_API cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)

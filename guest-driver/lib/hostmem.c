@@ -33,14 +33,31 @@ static cudaError_t host_map_call(uint64_t gpa, uint64_t size, uint64_t *dev)
 	return e;
 }
 
+/* Pages that are not physically contiguous: the guest driver names them
+ * (HOST_MAP_PAGES) for [key, key+size), whole pages of one of this
+ * process's HOST_ALLOC or HOST_REGISTER areas. */
+static cudaError_t host_map_pages(uint64_t key, uint64_t size, uint64_t *dev)
+{
+	struct qcuda_args_host_map_pages a = { .key = key, .size = size };
+	cudaError_t e;
+
+	*dev = 0;
+	e = qc_req_host_map_pages(&a, sizeof(a), dev);
+	if (e == cudaSuccess && *dev == 0) {
+		qc_msg("HOST_MAP_PAGES returned a NULL device pointer");
+		e = cudaErrorUnknown;
+	}
+	return e;
+}
+
 static int warned_unmapped;
 
 /*
  * Pinned guest memory (cudaHostAlloc, cudaMallocManaged): a HOST_ALLOC,
- * physically contiguous when it can be (<= 4 MiB) so that the device can
- * map it (HOST_MAP), then mapped into this process at its device address
- * when that is free. need_map: fail rather than return memory the device
- * cannot address.
+ * physically contiguous when it can be (<= 4 MiB: one extent, HOST_MAP),
+ * else scattered pages the backend maps as one range (HOST_MAP_PAGES); then
+ * mapped into this process at its device address when that is free.
+ * need_map: fail rather than return memory the device cannot address.
  */
 static cudaError_t host_alloc(void **out, size_t size, unsigned int flags, enum qc_mem_kind kind,
 			      int need_map)
@@ -57,7 +74,7 @@ static cudaError_t host_alloc(void **out, size_t size, unsigned int flags, enum 
 	if (!r)
 		return cudaErrorMemoryAllocation;
 	rc = qt_host_alloc(qc.fd, len, contiguous, &r->token, &gpa);
-	if (rc == -ENOMEM && contiguous && !need_map) {
+	if (rc == -ENOMEM && contiguous) {
 		contiguous = 0;
 		rc = qt_host_alloc(qc.fd, len, 0, &r->token, &gpa);
 	}
@@ -65,12 +82,11 @@ static cudaError_t host_alloc(void **out, size_t size, unsigned int flags, enum 
 		free(r);
 		return rc == -ENOMEM || rc == -EINVAL ? cudaErrorMemoryAllocation : cudaErrorUnknown;
 	}
-	if (gpa) {
-		e = host_map_call(gpa, len, &dev);
-		if (e != cudaSuccess) {
-			qc_debug("HOST_MAP of %zu bytes failed: %s", len, cudaGetErrorName(e));
-			dev = 0;
-		}
+	e = gpa ? host_map_call(gpa, len, &dev) : host_map_pages(r->token, len, &dev);
+	if (e != cudaSuccess) {
+		qc_debug("HOST_MAP%s of %zu bytes failed: %s", gpa ? "" : "_PAGES", len,
+			 cudaGetErrorName(e));
+		dev = 0;
 	}
 	if (!dev && need_map) {
 		qt_host_free(qc.fd, r->token);
@@ -79,9 +95,9 @@ static cudaError_t host_alloc(void **out, size_t size, unsigned int flags, enum 
 	}
 	if (!dev && !warned_unmapped && kind == QC_MEM_MANAGED) {
 		warned_unmapped = 1;
-		qc_msg("note: managed allocations above %llu KiB are guest memory the device cannot "
-		       "address (copies and memsets work, kernels could not use them)",
-		       QC_MAX_CONTIGUOUS >> 10);
+		qc_msg("note: a managed allocation of %zu bytes could not be mapped for the device "
+		       "(its pages are too scattered, or the backend refused): copies and memsets "
+		       "work, kernels could not use it", len);
 	}
 	want = dev && !(dev & (qc_page_size - 1)) && dev < QC_USER_TOP && len <= QC_USER_TOP - dev
 		       ? (void *)(uintptr_t)dev : NULL;
@@ -192,7 +208,7 @@ QC_API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 {
 	const unsigned int known = cudaHostRegisterPortable | cudaHostRegisterMapped |
 				   cudaHostRegisterIoMemory | cudaHostRegisterReadOnly;
-	uint64_t a = (uintptr_t)ptr, gpa = 0, dev = 0;
+	uint64_t a = (uintptr_t)ptr, gpa = 0, dev = 0, unmap_dev = 0;
 	struct qc_region *r;
 	cudaError_t e = qc_ready();
 	int rc, busy;
@@ -214,18 +230,30 @@ QC_API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 		return qc_ret(cudaErrorHostMemoryAlreadyRegistered);
 	if (rc)
 		return qc_ret(rc == -ENOMEM ? cudaErrorMemoryAllocation : cudaErrorInvalidValue);
-	if (gpa && host_map_call(gpa, size, &dev) != cudaSuccess)
-		dev = 0;
+	if (gpa) {
+		if (host_map_call(gpa, size, &dev) != cudaSuccess)
+			dev = 0;
+	} else {
+		uint64_t key = a & ~(uint64_t)(qc_page_size - 1);
+
+		e = host_map_pages(key, qc_page_round(a + size - key), &unmap_dev);
+		if (e == cudaSuccess)
+			dev = unmap_dev + (a - key);
+		else
+			qc_debug("HOST_MAP_PAGES of %zu registered bytes failed: %s", size,
+				 cudaGetErrorName(e));
+	}
 	r = calloc(1, sizeof(*r));
 	if (!r) {
 		if (dev)
-			qc_host_unmap(dev);
+			qc_host_unmap(unmap_dev ? unmap_dev : dev);
 		qt_host_unregister(qc.fd, ptr);
 		return qc_ret(cudaErrorMemoryAllocation);
 	}
 	r->kind = QC_MEM_REGISTERED;
 	r->host = (uintptr_t)ptr;
 	r->dev = dev;
+	r->unmap_dev = unmap_dev;
 	r->size = size;
 	r->flags = flags;
 	if (dev && dev != a) {
@@ -290,9 +318,8 @@ QC_API cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigne
 	pthread_rwlock_unlock(&qc_maps_lock);
 	if (e == cudaErrorNotSupported && !warned) {
 		warned = 1;
-		qc_msg("cudaHostGetDevicePointer: this memory is not physically contiguous in the "
-		       "guest (pinned allocations above %llu KiB, most cudaHostRegister ranges), "
-		       "so the device cannot address it", QC_MAX_CONTIGUOUS >> 10);
+		qc_msg("cudaHostGetDevicePointer: this memory could not be mapped for the device "
+		       "(its pages are too scattered for one mapping, or the backend refused it)");
 	}
 	return qc_ret(e);
 }

@@ -38,7 +38,7 @@ cudaError_t qc_region_release(struct qc_region *r, int after_reset)
 		break;
 	case QC_MEM_REGISTERED:
 		if (r->dev && !after_reset)
-			e = qc_host_unmap(r->dev);
+			e = qc_host_unmap(r->unmap_dev ? r->unmap_dev : r->dev);
 		if (r->reserved)
 			munmap((void *)(uintptr_t)r->res_start, r->map_len);
 		rc = qt_host_unregister(qc.fd, (void *)r->host);

@@ -668,9 +668,13 @@ QC_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int devic
 	return qc_ret(device_pool(memPool, device, 1));
 }
 
+/* A device that does not exist is an invalid value here, not an invalid
+ * device as for the default pool (what CUDA 13 answers, on the H100). */
 QC_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
 {
-	return qc_ret(device_pool(memPool, device, 0));
+	cudaError_t e = device_pool(memPool, device, 0);
+
+	return qc_ret(e == cudaErrorInvalidDevice ? cudaErrorInvalidValue : e);
 }
 
 QC_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)

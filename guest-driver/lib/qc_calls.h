@@ -145,6 +145,19 @@ static inline cudaError_t qc_req_host_map(uint64_t gpa, uint64_t size, uint64_t 
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_HOST_MAP, .args = &a, .args_len = sizeof(a), .value = result });
 }
 
+/*
+ * HOST_MAP_PAGES: HOST_MAP of guest pages that are not physically contiguous
+ * (managed or mapped memory of any size): the backend maps them in order into
+ * one range of its own and registers that; QCUDA_MAX_EXTENTS at most; args
+ * host_map_pages + more, value = its device pointer
+ */
+static inline cudaError_t qc_req_host_map_pages(const struct qcuda_args_host_map_pages *a,
+						uint32_t args_len,
+						uint64_t *result)
+{
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_HOST_MAP_PAGES, .args = a, .args_len = args_len, .value = result });
+}
+
 /* HOST_UNMAP: ptr: the device pointer; args ptr */
 static inline cudaError_t qc_req_host_unmap(uint64_t ptr)
 {
@@ -425,6 +438,241 @@ static inline cudaError_t qc_req_limit_get(uint32_t limit, uint64_t value, uint6
 {
 	struct qcuda_args_limit a = { .limit = limit, .value = value };
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_LIMIT_GET, .args = &a, .args_len = sizeof(a), .value = result });
+}
+
+/*
+ * MEMCPY_3D_HTOD: cudaMemcpy2D/3D from guest memory (src_kind QCUDA_MEM_HOST)
+ * to linear memory or an array; args memcpy_3d, data to device
+ */
+static inline cudaError_t qc_req_memcpy_3d_htod(uint64_t dst,
+						uint64_t src,
+						uint64_t dst_pitch,
+						uint64_t src_pitch,
+						uint64_t dst_rows,
+						uint64_t src_rows,
+						uint64_t dst_x,
+						uint64_t dst_y,
+						uint64_t dst_z,
+						uint64_t src_x,
+						uint64_t src_y,
+						uint64_t src_z,
+						uint64_t width,
+						uint64_t height,
+						uint64_t depth,
+						uint64_t size,
+						uint64_t stream,
+						uint32_t dst_kind,
+						uint32_t src_kind,
+						uint32_t async,
+						void *data,
+						uint64_t data_len)
+{
+	struct qcuda_args_memcpy_3d a = { .dst = dst, .src = src, .dst_pitch = dst_pitch, .src_pitch = src_pitch, .dst_rows = dst_rows, .src_rows = src_rows, .dst_x = dst_x, .dst_y = dst_y, .dst_z = dst_z, .src_x = src_x, .src_y = src_y, .src_z = src_z, .width = width, .height = height, .depth = depth, .size = size, .stream = stream, .dst_kind = dst_kind, .src_kind = src_kind, .async = async };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEMCPY_3D_HTOD, .args = &a, .args_len = sizeof(a), .dir = QT_TO_DEVICE, .data = data, .data_len = data_len });
+}
+
+/*
+ * MEMCPY_3D_DTOH: cudaMemcpy2D/3D from linear memory or an array to guest
+ * memory (dst_kind QCUDA_MEM_HOST); args memcpy_3d, data from device
+ */
+static inline cudaError_t qc_req_memcpy_3d_dtoh(uint64_t dst,
+						uint64_t src,
+						uint64_t dst_pitch,
+						uint64_t src_pitch,
+						uint64_t dst_rows,
+						uint64_t src_rows,
+						uint64_t dst_x,
+						uint64_t dst_y,
+						uint64_t dst_z,
+						uint64_t src_x,
+						uint64_t src_y,
+						uint64_t src_z,
+						uint64_t width,
+						uint64_t height,
+						uint64_t depth,
+						uint64_t size,
+						uint64_t stream,
+						uint32_t dst_kind,
+						uint32_t src_kind,
+						uint32_t async,
+						void *data,
+						uint64_t data_len)
+{
+	struct qcuda_args_memcpy_3d a = { .dst = dst, .src = src, .dst_pitch = dst_pitch, .src_pitch = src_pitch, .dst_rows = dst_rows, .src_rows = src_rows, .dst_x = dst_x, .dst_y = dst_y, .dst_z = dst_z, .src_x = src_x, .src_y = src_y, .src_z = src_z, .width = width, .height = height, .depth = depth, .size = size, .stream = stream, .dst_kind = dst_kind, .src_kind = src_kind, .async = async };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEMCPY_3D_DTOH, .args = &a, .args_len = sizeof(a), .dir = QT_FROM_DEVICE, .data = data, .data_len = data_len });
+}
+
+/*
+ * MEMCPY_3D_DTOD: cudaMemcpy2D/3D between linear memory and arrays on the
+ * device; posted with async = 1; args memcpy_3d, postable
+ */
+static inline cudaError_t qc_req_memcpy_3d_dtod(uint64_t dst,
+						uint64_t src,
+						uint64_t dst_pitch,
+						uint64_t src_pitch,
+						uint64_t dst_rows,
+						uint64_t src_rows,
+						uint64_t dst_x,
+						uint64_t dst_y,
+						uint64_t dst_z,
+						uint64_t src_x,
+						uint64_t src_y,
+						uint64_t src_z,
+						uint64_t width,
+						uint64_t height,
+						uint64_t depth,
+						uint64_t size,
+						uint64_t stream,
+						uint32_t dst_kind,
+						uint32_t src_kind,
+						uint32_t async)
+{
+	struct qcuda_args_memcpy_3d a = { .dst = dst, .src = src, .dst_pitch = dst_pitch, .src_pitch = src_pitch, .dst_rows = dst_rows, .src_rows = src_rows, .dst_x = dst_x, .dst_y = dst_y, .dst_z = dst_z, .src_x = src_x, .src_y = src_y, .src_z = src_z, .width = width, .height = height, .depth = depth, .size = size, .stream = stream, .dst_kind = dst_kind, .src_kind = src_kind, .async = async };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEMCPY_3D_DTOD, .args = &a, .args_len = sizeof(a) });
+}
+
+static inline cudaError_t qc_post_memcpy_3d_dtod(uint64_t dst,
+							uint64_t src,
+							uint64_t dst_pitch,
+							uint64_t src_pitch,
+							uint64_t dst_rows,
+							uint64_t src_rows,
+							uint64_t dst_x,
+							uint64_t dst_y,
+							uint64_t dst_z,
+							uint64_t src_x,
+							uint64_t src_y,
+							uint64_t src_z,
+							uint64_t width,
+							uint64_t height,
+							uint64_t depth,
+							uint64_t size,
+							uint64_t stream,
+							uint32_t dst_kind,
+							uint32_t src_kind,
+							uint32_t async)
+{
+	struct qcuda_args_memcpy_3d a = { .dst = dst, .src = src, .dst_pitch = dst_pitch, .src_pitch = src_pitch, .dst_rows = dst_rows, .src_rows = src_rows, .dst_x = dst_x, .dst_y = dst_y, .dst_z = dst_z, .src_x = src_x, .src_y = src_y, .src_z = src_z, .width = width, .height = height, .depth = depth, .size = size, .stream = stream, .dst_kind = dst_kind, .src_kind = src_kind, .async = async };
+	return qc_post(QCUDA_CMD_MEMCPY_3D_DTOD, &a, sizeof(a));
+}
+
+/*
+ * MEMSET_2D: cudaMemset2D: height rows of width bytes, pitch apart; posted
+ * with async = 1; args memset_2d, postable
+ */
+static inline cudaError_t qc_req_memset_2d(uint64_t dst,
+						uint64_t pitch,
+						uint64_t width,
+						uint64_t height,
+						uint64_t stream,
+						uint32_t value,
+						uint32_t async)
+{
+	struct qcuda_args_memset_2d a = { .dst = dst, .pitch = pitch, .width = width, .height = height, .stream = stream, .value = value, .async = async };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEMSET_2D, .args = &a, .args_len = sizeof(a) });
+}
+
+static inline cudaError_t qc_post_memset_2d(uint64_t dst,
+						uint64_t pitch,
+						uint64_t width,
+						uint64_t height,
+						uint64_t stream,
+						uint32_t value,
+						uint32_t async)
+{
+	struct qcuda_args_memset_2d a = { .dst = dst, .pitch = pitch, .width = width, .height = height, .stream = stream, .value = value, .async = async };
+	return qc_post(QCUDA_CMD_MEMSET_2D, &a, sizeof(a));
+}
+
+/*
+ * ARRAY_CREATE: a CUDA array, counted against the quota; args array_create,
+ * value = the array handle
+ */
+static inline cudaError_t qc_req_array_create(uint64_t width,
+						uint64_t height,
+						uint64_t depth,
+						uint32_t format,
+						uint32_t channels,
+						uint32_t flags,
+						uint64_t *result)
+{
+	struct qcuda_args_array_create a = { .width = width, .height = height, .depth = depth, .format = format, .channels = channels, .flags = flags };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_ARRAY_CREATE, .args = &a, .args_len = sizeof(a), .value = result });
+}
+
+/* ARRAY_DESTROY: cudaFreeArray; args handle */
+static inline cudaError_t qc_req_array_destroy(uint64_t handle)
+{
+	struct qcuda_args_handle a = { .handle = handle };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_ARRAY_DESTROY, .args = &a, .args_len = sizeof(a) });
+}
+
+/*
+ * TEX_CREATE: cudaCreateTextureObject; args tex_create, value = the texture
+ * object, as kernels take it
+ */
+static inline cudaError_t qc_req_tex_create(const struct qcuda_args_tex_create *a, uint64_t *result)
+{
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_TEX_CREATE, .args = a, .args_len = sizeof(*a), .value = result });
+}
+
+/* TEX_DESTROY: handle: the texture object; args handle */
+static inline cudaError_t qc_req_tex_destroy(uint64_t handle)
+{
+	struct qcuda_args_handle a = { .handle = handle };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_TEX_DESTROY, .args = &a, .args_len = sizeof(a) });
+}
+
+/*
+ * SURF_CREATE: cudaCreateSurfaceObject of an array (handle); args handle,
+ * value = the surface object, as kernels take it
+ */
+static inline cudaError_t qc_req_surf_create(uint64_t handle, uint64_t *result)
+{
+	struct qcuda_args_handle a = { .handle = handle };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_SURF_CREATE, .args = &a, .args_len = sizeof(a), .value = result });
+}
+
+/* SURF_DESTROY: handle: the surface object; args handle */
+static inline cudaError_t qc_req_surf_destroy(uint64_t handle)
+{
+	struct qcuda_args_handle a = { .handle = handle };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_SURF_DESTROY, .args = &a, .args_len = sizeof(a) });
+}
+
+/*
+ * MIPMAP_CREATE: cudaMallocMipmappedArray, counted against the quota (every
+ * level); args mipmap_create, value = the mipmapped array handle
+ */
+static inline cudaError_t qc_req_mipmap_create(uint64_t width,
+						uint64_t height,
+						uint64_t depth,
+						uint32_t format,
+						uint32_t channels,
+						uint32_t flags,
+						uint32_t levels,
+						uint64_t *result)
+{
+	struct qcuda_args_mipmap_create a = { .width = width, .height = height, .depth = depth, .format = format, .channels = channels, .flags = flags, .levels = levels };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MIPMAP_CREATE, .args = &a, .args_len = sizeof(a), .value = result });
+}
+
+/*
+ * MIPMAP_LEVEL: cudaGetMipmappedArrayLevel: the level as an array of the
+ * session (freed with its mipmapped array); args mipmap_level, value = the
+ * level's array handle
+ */
+static inline cudaError_t qc_req_mipmap_level(uint64_t handle, uint32_t level, uint64_t *result)
+{
+	struct qcuda_args_mipmap_level a = { .handle = handle, .level = level };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MIPMAP_LEVEL, .args = &a, .args_len = sizeof(a), .value = result });
+}
+
+/* MIPMAP_DESTROY: cudaFreeMipmappedArray; args handle */
+static inline cudaError_t qc_req_mipmap_destroy(uint64_t handle)
+{
+	struct qcuda_args_handle a = { .handle = handle };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MIPMAP_DESTROY, .args = &a, .args_len = sizeof(a) });
 }
 
 /*

@@ -137,6 +137,7 @@ enum qc_mem_kind { QC_MEM_DEVICE, QC_MEM_PINNED, QC_MEM_REGISTERED, QC_MEM_MANAG
 struct qc_region {
 	enum qc_mem_kind kind;
 	uint64_t dev;		/* device pointer, 0 if none (not mapped) */
+	uint64_t unmap_dev;	/* what HOST_UNMAP takes, if not dev (a registered range mapped by pages) */
 	uintptr_t host;		/* host address, 0 for device memory */
 	uint64_t size;		/* as asked for */
 	size_t map_len;		/* page-rounded: mmap / reservation length */

@@ -86,6 +86,11 @@ CUresult cu_cls_get(void **value, CUcontext ctx, void *key);
 /* Checks cuInit ran and dev is a device. */
 CUresult cu_device_check(CUdevice dev);
 
+/* ---- array.c ---- */
+
+/* cuMemcpy2D*'s core: linear memory and arrays, one request (../lib/array.c). */
+CUresult cu_memcpy2d(const CUDA_MEMCPY2D *c, CUstream stream, int async, int ptds);
+
 /* ---- module.c ---- */
 
 /* A CUkernel or CUfunction the program holds (both are a kernel of the

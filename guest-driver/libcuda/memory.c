@@ -192,45 +192,11 @@ DIRECTED(cuMemcpyHtoD, CUdeviceptr, const void *, PTR(dst), src, cudaMemcpyHostT
 DIRECTED(cuMemcpyDtoH, void *, CUdeviceptr, dst, PTR(src), cudaMemcpyDeviceToHost)
 DIRECTED(cuMemcpyDtoD, CUdeviceptr, CUdeviceptr, PTR(dst), PTR(src), cudaMemcpyDeviceToDevice)
 
-/* 2D copies between linear memories (the runtime's cudaMemcpy between host
- * buffers and cudaMemcpy2D* come here): one copy when both sides are
- * contiguous, else one per row. Arrays are not served yet. */
+/* 2D copies (the runtime's cudaMemcpy between host buffers and cudaMemcpy2D*
+ * come here): array.c's, one request whatever the row count. */
 static CUresult copy_2d(const CUDA_MEMCPY2D *c, CUstream stream, int async, int ptds)
 {
-	static const enum cudaMemcpyKind kinds[2][2] = {
-		{ cudaMemcpyHostToHost, cudaMemcpyHostToDevice },
-		{ cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice },
-	};
-	enum cudaMemcpyKind kind;
-	const char *src;
-	char *dst;
-	CUresult r;
-
-	if (!c)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
-		static int warned;
-
-		return cu_unsupported("cuMemcpy2D with a CUDA array", &warned);
-	}
-	if (c->Height > 1 && (c->srcPitch < c->WidthInBytes || c->dstPitch < c->WidthInBytes))
-		return CUDA_ERROR_INVALID_VALUE;
-	if (c->srcMemoryType == CU_MEMORYTYPE_UNIFIED || c->dstMemoryType == CU_MEMORYTYPE_UNIFIED)
-		kind = cudaMemcpyDefault;
-	else
-		kind = kinds[c->srcMemoryType == CU_MEMORYTYPE_DEVICE][c->dstMemoryType == CU_MEMORYTYPE_DEVICE];
-	src = c->srcMemoryType == CU_MEMORYTYPE_HOST ? (const char *)c->srcHost : (const char *)PTR(c->srcDevice);
-	dst = c->dstMemoryType == CU_MEMORYTYPE_HOST ? (char *)c->dstHost : (char *)PTR(c->dstDevice);
-	src += c->srcY * c->srcPitch + c->srcXInBytes;
-	dst += c->dstY * c->dstPitch + c->dstXInBytes;
-	if (c->Height <= 1 || (c->srcPitch == c->WidthInBytes && c->dstPitch == c->WidthInBytes))
-		return copy(dst, src, c->WidthInBytes * c->Height, kind, stream, async, ptds);
-	for (size_t y = 0; y < c->Height; y++) {
-		r = copy(dst + y * c->dstPitch, src + y * c->srcPitch, c->WidthInBytes, kind, stream, async, ptds);
-		if (r != CUDA_SUCCESS)
-			return r;
-	}
-	return CUDA_SUCCESS;
+	return cu_memcpy2d(c, stream, async, ptds);
 }
 
 CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)

@@ -86,10 +86,14 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
 	return r != CUDA_SUCCESS ? r : cu_result(cudaDeviceGetDefaultMemPool(pool_out, dev));
 }
 
+/* A device that does not exist: CUDA_ERROR_INVALID_VALUE, as CUDA 13's
+ * driver answers (NVIDIA's runtime passes it on; H100). */
 CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
 	CUresult r = cu_device_check(dev);
 
+	if (r == CUDA_ERROR_INVALID_DEVICE)
+		return CUDA_ERROR_INVALID_VALUE;
 	return r != CUDA_SUCCESS ? r : cu_result(cudaDeviceGetMemPool(pool, dev));
 }
 

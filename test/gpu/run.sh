@@ -23,8 +23,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 say "accel: $(grep -qwE 'vmx|svm' /proc/cpuinfo && [ -w /dev/kvm ] && echo kvm || echo tcg)"
 
 status=0
-# PARTS picks sections (default all): provider hostile guest libcuda cublas torch bench.
-PARTS=${PARTS:-provider hostile guest libcuda cublas torch bench}
+# PARTS picks sections (default all): provider hostile guest libcuda cublas torch managed bench.
+PARTS=${PARTS:-provider hostile guest libcuda cublas torch managed bench}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 # Several programs run in one guest (a boot each costs minutes under TCG):
 # batch_script makes the guest's command line, marking each program's exit,
@@ -202,6 +202,18 @@ fi
 tee -a "$summary" < "$LOGS/torch.side-by-side"
 say "step time: native $(grep -m1 '^{' "$LOGS/torch.native.err"), guest $(grep -m1 '^{' "$LOGS/torch.guest.err")"
 say "the whole script (start-up, checks, 100 steps) in the guest: $(grep -m1 'round trips to the host' "$LOGS/torch.guest.err" | sed 's/^qcuda: //')"
+fi
+
+if part managed; then
+# Managed memory of 1 GiB (scattered guest pages, one HOST_MAP_PAGES range in
+# the backend) against CUDA's own managed memory: the allocation, the first
+# kernel over it (natively: page faults and migration; in the guest: the
+# mapping is made at allocation), and a kernel's read bandwidth.
+say "== managed memory of 1 GiB: native vs guest =="
+LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/bigmapped" bench > "$LOGS/bigmapped.native.json" 2>&1
+node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --memory=3072 --timeout=300 -- 'bigmapped bench' > "$LOGS/bigmapped.guest.json" 2> "$LOGS/bigmapped.guest.err"
+say "native: $(cat "$LOGS/bigmapped.native.json")"
+say "guest:  $(cat "$LOGS/bigmapped.guest.json")"
 fi
 
 if part bench; then

@@ -57,7 +57,7 @@ static void default_pool(cudaMemPool_t dp)
 	EXPECT(cudaDeviceGetDefaultMemPool(NULL, 0), cudaErrorInvalidValue);
 	EXPECT(cudaDeviceGetDefaultMemPool(&other, 99), cudaErrorInvalidDevice);
 	EXPECT(cudaDeviceGetDefaultMemPool(&other, -1), cudaErrorInvalidDevice);
-	EXPECT(cudaDeviceGetMemPool(&other, 99), cudaErrorInvalidDevice);
+	EXPECT(cudaDeviceGetMemPool(&other, 99), cudaErrorInvalidValue);
 	qt_check(attr(dp, cudaMemPoolAttrReleaseThreshold) == 0, "the release threshold is 0 by default");
 	EXPECT(cudaMemPoolGetAttribute(dp, cudaMemPoolReuseFollowEventDependencies, &flag), cudaSuccess);
 	qt_check(flag == 1, "reuse following event dependencies is on by default");
@@ -158,21 +158,8 @@ static void counted(cudaStream_t s)
 	qt_check(free2 >= free1 + 64 * MiB, "freed and synchronized, the memory is free again");
 }
 
-/* cudaFree takes pool memory too, once the allocation is done. */
-static void plain_free(cudaMemPool_t dp, cudaStream_t s)
-{
-	void *a = NULL;
-
-	EXPECT(cudaMallocAsync(&a, MiB, s), cudaSuccess);
-	qt_check(works(a, MiB, 0x24, s), "memory to be freed by cudaFree works");
-	EXPECT(cudaFree(a), cudaSuccess);
-	qt_check(used(dp) == 0, "after cudaFree the pool has nothing in use");
-	EXPECT(cudaMallocAsync(&a, MiB, s), cudaSuccess);
-	qt_check(works(a, MiB, 0x25, s), "the pool allocates again after it");
-	EXPECT(cudaFreeAsync(a, s), cudaSuccess);
-	EXPECT(cudaStreamSynchronize(s), cudaSuccess);
-	qt_check(used(dp) == 0, "and frees again");
-}
+/* cudaFree of pool memory is not asked: natively the pool goes on
+ * counting it as used (CUDA 13, H100), which qcuda's pools do not mimic. */
 
 static void created_pool(cudaMemPool_t dp, cudaStream_t s)
 {
@@ -249,10 +236,8 @@ static void errors(cudaMemPool_t dp, cudaStream_t s)
 	EXPECT(cudaGetLastError(), cudaSuccess);
 	EXPECT(cudaMemPoolGetAttribute(dp, cudaMemPoolAttrUsedMemCurrent, NULL), cudaErrorInvalidValue);
 	EXPECT(cudaMemPoolGetAttribute(NULL, cudaMemPoolAttrUsedMemCurrent, &v), cudaErrorInvalidValue);
-	EXPECT(cudaMemPoolSetAttribute(dp, cudaMemPoolAttrReleaseThreshold, NULL), cudaErrorInvalidValue);
-	EXPECT(cudaMemPoolTrimTo(NULL, 0), cudaErrorInvalidValue);
-	EXPECT(cudaMemPoolDestroy(NULL), cudaErrorInvalidValue);
-	EXPECT(cudaDeviceSetMemPool(0, NULL), cudaErrorInvalidValue);
+	/* Not asked: a NULL attribute value to set, a NULL pool to trim,
+	 * destroy or make current (NVIDIA's runtime crashes on the first). */
 	EXPECT(cudaGetLastError(), cudaErrorInvalidValue);
 	EXPECT(cudaStreamSynchronize(s), cudaSuccess);
 }
@@ -272,7 +257,6 @@ int main(void)
 	on_stream(dp, cudaStreamPerThread, "per-thread stream");
 	reuse(dp, s);
 	counted(s);
-	plain_free(dp, s);
 	created_pool(dp, s);
 	errors(dp, s);
 	EXPECT(cudaStreamDestroy(s), cudaSuccess);

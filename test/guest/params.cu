@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // params: kernel parameters of every shape cross intact: scalars of every
 // width at odd alignments, structs by value (with arrays, nested, padded),
-// pointers, a ~2 KB parameter block, and no parameters at all.
+// pointers, a ~2 KB parameter block, the largest block CUDA 12.1+ allows
+// (32,764 bytes), and no parameters at all.
 #include "qctest.h"
 
 struct Inner {
@@ -54,6 +55,20 @@ __global__ void big_block(Big b, long long *out, int scale)
 		sum += (long long)b.v[i] * (i + 1);
 	for (int i = 0; i < 7; i++)
 		sum += b.tail[i];
+	*out = sum * scale;
+}
+
+/* With the pointer and the int after it: 32,764 bytes of parameters, the
+ * most CUDA 12.1+ takes on Volta and later. */
+struct Huge {
+	int v[8188];
+};
+
+__global__ void huge_block(Huge h, long long *out, int scale)
+{
+	long long sum = 0;
+	for (int i = 0; i < 8188; i++)
+		sum += (long long)h.v[i] * (i % 97 + 1);
 	*out = sum * scale;
 }
 
@@ -126,6 +141,23 @@ int main(void)
 	EXPECT(cudaLaunchKernel((const void *)big_block, dim3(1), dim3(1), args, 0, 0), cudaSuccess);
 	EXPECT(cudaMemcpy(&h_ll, d_ll, sizeof(h_ll), cudaMemcpyDeviceToHost), cudaSuccess);
 	qt_check(h_ll == want * 2, "the same through cudaLaunchKernel(args[])");
+
+	Huge *huge = (Huge *)malloc(sizeof(Huge));
+	want = 0;
+	for (int i = 0; i < 8188; i++) {
+		huge->v[i] = (i * 7919) % 2003 - 1000;
+		want += (long long)huge->v[i] * (i % 97 + 1);
+	}
+	huge_block<<<1, 1>>>(*huge, d_ll, 5);
+	EXPECT(cudaGetLastError(), cudaSuccess);
+	EXPECT(cudaMemcpy(&h_ll, d_ll, sizeof(h_ll), cudaMemcpyDeviceToHost), cudaSuccess);
+	qt_check(h_ll == want * 5, "%zu bytes of parameters (a %zu-byte struct, a pointer, an int) arrive whole",
+		 sizeof(Huge) + 8 + 4, sizeof(Huge));
+	void *hargs[] = { huge, &d_ll, &scale };
+	EXPECT(cudaLaunchKernel((const void *)huge_block, dim3(1), dim3(1), hargs, 0, 0), cudaSuccess);
+	EXPECT(cudaMemcpy(&h_ll, d_ll, sizeof(h_ll), cudaMemcpyDeviceToHost), cudaSuccess);
+	qt_check(h_ll == want * 2, "the same through cudaLaunchKernel(args[])");
+	free(huge);
 
 	no_params<<<3, 7>>>();
 	EXPECT(cudaGetLastError(), cudaSuccess);

@@ -12,7 +12,7 @@ const HDR = LAYOUT.qcuda_batch_entry.size;
 const LAUNCH = LAYOUT.qcuda_args_launch.size;
 
 /** What the protocol lets a batch carry (its BATCH doc); anything else must be refused. */
-const POSTED: CmdName[] = ['LAUNCH', 'MEMSET', 'MEMCPY_DTOD', 'EVENT_RECORD', 'STREAM_WAIT_EVENT', 'HOST_FUNC'];
+const POSTED: CmdName[] = ['LAUNCH', 'MEMSET', 'MEMCPY_DTOD', 'EVENT_RECORD', 'STREAM_WAIT_EVENT', 'HOST_FUNC', 'MEMCPY_3D_DTOD', 'MEMSET_2D'];
 
 /** An entry: its command, its argument bytes, and optionally a len field that lies and padding that differs. */
 interface Raw {

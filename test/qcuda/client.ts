@@ -96,8 +96,9 @@ export class QcudaClient {
     const dataLen = o.dataLen ?? BigInt([...(o.to ?? []), ...(o.from ?? [])].reduce((n, b) => n + b.len, 0));
     const hdr = encode('qcuda_req_hdr', { cmd, len: args.length, session: o.session ?? this.session, data_offset: o.dataOffset ?? 0n, data_len: dataLen });
     const mem = this.fe.mem;
-    if (args.length > OUT_AT - REQ) throw new RangeError('arguments do not fit a scratch slot');
-    const inGpa = slot;
+    // Arguments larger than a slot's room (launches with large parameter
+    // blocks, HOST_MAP_PAGES, the QCUDA_MAX_ARGS tests) get a buffer of their own.
+    const inGpa = args.length > OUT_AT - REQ ? mem.alloc(REQ + args.length, 64) : slot;
     const outGpa = slot + BigInt(OUT_AT);
     mem.bytes(inGpa, REQ).set(hdr);
     if (args.length) mem.bytes(inGpa + BigInt(REQ), args.length).set(args);

@@ -384,13 +384,23 @@ function gpuTests(): void {
     // bad device pointers, in a context of their own in case the driver only notices on the device
     await rejectsWith(t, other.copyToDevice(0x1000n, [seg(ram, 0, 16)], undefined), CudaErr.InvalidValue, /cuMemcpyHtoDAsync_v2/);
     await rejectsWith(t, other.copyFromDevice([seg(ram, 0, 16)], 0x1000n, undefined), CudaErr.InvalidValue, /cuMemcpyDtoHAsync_v2/);
-    const e = await rejectsWith(t, ctx.hostDevicePointer(0x1000n, 16n), CudaErr.InvalidValue);
+    const e = await rejectsWith(t, ctx.hostDevicePointer([{ addr: 0x1000n, size: 16n }]), CudaErr.InvalidValue);
     t.regex(e.message, /not registered/);
-    const hp = await ctx.hostDevicePointer(ram.addr + 4096n + 100n, 4096n);
+    const hp = await ctx.hostDevicePointer([{ addr: ram.addr + 4096n + 100n, size: 4096n }]);
     t.true(hp !== 0n);
     t.is(hp % 4096n, 100n, 'the offset in the page is kept');
     t.true(hp < ram.addr || hp >= ram.addr + BigInt(RAM), 'mapped host memory reaches the GPU through an alias, not through the guest RAM mapping');
     await ctx.hostUnmap(hp);
+    // Scattered pages (HOST_MAP_PAGES): one device range, the pieces in the order given.
+    ram.view.fill(0x5a, 5 * 4096, 6 * 4096);
+    ram.view.fill(0x2b, 2 * 4096, 4 * 4096);
+    const sg = await ctx.hostDevicePointer([{ addr: ram.addr + 5n * 4096n, size: 4096n }, { addr: ram.addr + 2n * 4096n, size: 8192n }]);
+    const back = seg(ram, 8 * 4096, 3 * 4096);
+    await ctx.copyFromDevice([back], sg, undefined);
+    t.true(back.view.subarray(0, 4096).every((b) => b === 0x5a) && back.view.subarray(4096).every((b) => b === 0x2b), 'the GPU reads the pieces in order');
+    await ctx.memset(sg + 4096n, 0x77, 4096n, undefined, false);
+    t.true(ram.view.subarray(2 * 4096, 3 * 4096).every((b) => b === 0x77) && ram.view[4 * 4096 - 1] === 0x2b, 'and writes the guest pages themselves');
+    await ctx.hostUnmap(sg);
     // a destroyed context refuses work
     await other.destroy();
     await rejectsWith(t, other.malloc(16n), 709 /* cudaErrorContextIsDestroyed */, /context destroyed/);
@@ -719,14 +729,14 @@ function gpuTests(): void {
       new Int32Array(view.buffer, 8192, 4).set([11, 22, 33, 44]);
       new Int32Array(view.buffer, 16384, 4).set([55, 66, 77, 88]); // another guest page, never mapped for the device
       const x = await iso.openContext(0);
-      const hp = await x.hostDevicePointer(m.address + 8192n, 4096n);
+      const hp = await x.hostDevicePointer([{ addr: m.address + 8192n, size: 4096n }]);
       t.deepEqual(await peekFrom(x, hp), [11, 22, 33, 44], 'a kernel reads mapped memory through its device pointer');
       const neighbour = await peekFrom(x, hp + 8192n);
       t.log(`a kernel reading 8 KiB past a mapped page's device pointer: ${typeof neighbour === 'string' ? neighbour : JSON.stringify(neighbour)}`);
       t.true(typeof neighbour === 'string' && /illegal|700/i.test(neighbour), 'the next guest page is not there: an illegal address, not guest RAM');
       await x.destroy();
       const y = await iso.openContext(0);
-      const hp2 = await y.hostDevicePointer(m.address + 8192n, 4096n);
+      const hp2 = await y.hostDevicePointer([{ addr: m.address + 8192n, size: 4096n }]);
       await y.hostUnmap(hp2);
       const after = await peekFrom(y, hp2);
       t.true(typeof after === 'string' && /illegal|700/i.test(after), `after HOST_UNMAP the pointer reaches nothing (${String(after)})`);

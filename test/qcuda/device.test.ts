@@ -6,7 +6,7 @@ import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
 import type { HostProvider } from '../../backend/src/qcuda/providers/host';
-import { Cmd, decode, encode, LAYOUT, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_MODULE, QCUDA_MAX_NAME, QCUDA_PROTO_VERSION, Status, type StructName } from '../../backend/src/qcuda/proto';
+import { Cmd, decode, encode, LAYOUT, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_MAX_EXTENTS, QCUDA_MAX_MODULE, QCUDA_MAX_NAME, QCUDA_PROTO_VERSION, Status, type StructName } from '../../backend/src/qcuda/proto';
 import { MAX_PENDING_UPLOADS } from '../../backend/src/qcuda/session';
 import { GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { prng, randomBytes, started, until } from '../helpers';
@@ -220,12 +220,54 @@ test('mapped guest memory: the device pointer reads and writes guest RAM; ranges
   t.is(await c.dtoh(out, m.value, 8), CudaErr.InvalidValue, 'unmapped');
 });
 
+/** HOST_MAP_PAGES' arguments: the struct, then the extents. */
+function mapPages(size: bigint, extents: [bigint, bigint][], count = extents.length): Uint8Array {
+  const head = encode('qcuda_args_host_map_pages', { key: 0n, size, count, reserved: 0 });
+  const out = new Uint8Array(head.length + extents.length * 16);
+  out.set(head);
+  extents.forEach(([gpa, len], i) => out.set(encode('qcuda_extent', { gpa, len }), head.length + i * 16));
+  return out;
+}
+
+test('scattered guest pages (HOST_MAP_PAGES): one device range, the pieces in order; malformed extents are refused', async (t) => {
+  const { c, fe } = await setup(t);
+  const a = fe.mem.alloc(8192, 4096);
+  const b = fe.mem.alloc(4096, 4096);
+  fe.mem.bytes(a, 8192).fill(0xa1);
+  fe.mem.bytes(b, 4096).fill(0xb2);
+  // b first, then a: 12 KiB as one range.
+  const m = await c.call(Cmd.HOST_MAP_PAGES, { rawArgs: mapPages(12288n, [[b, 4096n], [a, 8192n]]) });
+  t.is(m.status, 0);
+  const out = fe.mem.alloc(12288);
+  t.is(await c.dtoh(out, m.value, 12288), 0);
+  const got = fe.mem.bytes(out, 12288);
+  t.true(got.subarray(0, 4096).every((x) => x === 0xb2) && got.subarray(4096).every((x) => x === 0xa1), 'the pieces in the order given');
+  // A copy that straddles the two pieces, into the device range: lands in both pages.
+  const src = fe.mem.alloc(16);
+  fe.mem.bytes(src, 16).fill(0x3c);
+  t.is(await c.htod(m.value + 4088n, src, 16), 0);
+  t.true(fe.mem.bytes(b + 4088n, 8).every((x) => x === 0x3c) && fe.mem.bytes(a, 8).every((x) => x === 0x3c) && fe.mem.bytes(a + 8n, 1)[0] === 0xa1);
+  t.is(await c.dtoh(out, m.value + 12280n, 16), CudaErr.InvalidValue, 'past the end of the range');
+  t.is((await c.call(Cmd.HOST_UNMAP, { args: ['qcuda_args_ptr', { ptr: m.value }] })).status, 0);
+  t.is(await c.dtoh(out, m.value, 8), CudaErr.InvalidValue, 'unmapped');
+
+  const bad = async (args: Uint8Array, want: number, why: string) => t.is((await c.call(Cmd.HOST_MAP_PAGES, { rawArgs: args })).status, want, why);
+  await bad(mapPages(4096n, [[b, 4096n]], 2), Status.BAD_REQUEST, 'count says 2, 1 came');
+  await bad(mapPages(0n, [], 0), Status.BAD_REQUEST, 'no extents');
+  await bad(mapPages(8192n, [[b, 4096n]]), CudaErr.InvalidValue, 'extents of 4096 bytes for 8192');
+  await bad(mapPages(4096n, [[b + 8n, 4096n]]), CudaErr.InvalidValue, 'not page aligned');
+  await bad(mapPages(4096n, [[b, 4000n]]), CudaErr.InvalidValue, 'not whole pages');
+  await bad(mapPages(4096n, [[1n << 40n, 4096n]]), CudaErr.InvalidValue, 'outside guest RAM');
+  await bad(mapPages(0n, [[b, 0n]]), CudaErr.InvalidValue, 'an empty extent');
+  await bad(mapPages(BigInt(QCUDA_MAX_EXTENTS + 1) * 4096n, Array.from({ length: QCUDA_MAX_EXTENTS + 1 }, () => [b, 4096n] as [bigint, bigint])), Status.BAD_REQUEST, 'more extents than QCUDA_MAX_EXTENTS');
+});
+
 test('malformed requests get error statuses and change nothing', async (t) => {
   const { c, fe, provider } = await setup(t);
   const g = fe.mem.alloc(64);
   t.is((await c.call(999)).status, Status.UNKNOWN_CMD);
   t.is((await c.call(Cmd.MALLOC, { rawArgs: new Uint8Array(4) })).status, Status.BAD_REQUEST, 'short arguments');
-  t.is((await c.call(Cmd.MALLOC, { rawArgs: new Uint8Array(4104) })).status, Status.TOO_LARGE, 'arguments over QCUDA_MAX_ARGS');
+  t.is((await c.call(Cmd.MALLOC, { rawArgs: new Uint8Array(QCUDA_MAX_ARGS + 1) })).status, Status.TOO_LARGE, 'arguments over QCUDA_MAX_ARGS');
   t.is((await c.call(Cmd.MALLOC, { args: ['qcuda_args_malloc', { size: 8n }], to: [{ gpa: g, len: 8 }] })).status, Status.BAD_REQUEST, 'data on a command without data');
   t.is((await c.call(Cmd.MEMCPY_HTOD, { args: ['qcuda_args_memcpy', { dst: 0n, src: 0n, size: 8n, stream: 0n }], to: [{ gpa: g, len: 8 }], dataLen: 16n })).status, Status.BAD_REQUEST, 'data_len lies');
   t.is((await c.call(Cmd.MEM_GET_INFO, { out: undefined })).status, Status.BAD_REQUEST, 'no room for the output');
@@ -401,7 +443,7 @@ test('module, function, variable and launch requests with bad lengths or handles
   t.is((await c.call(Cmd.LAUNCH, { rawArgs: new Uint8Array(40) })).status, Status.BAD_REQUEST, 'shorter than struct launch');
   t.is((await launch({ paramBytes: 16, extra: 8 })).status, Status.BAD_REQUEST, 'param_bytes says 16, 8 came');
   t.is((await launch({ paramBytes: 8, extra: 16 })).status, Status.BAD_REQUEST, 'param_bytes says 8, 16 came');
-  t.is((await launch({ paramBytes: 4056, extra: 4056 })).status, Status.TOO_LARGE, 'over QCUDA_MAX_ARGS');
+  t.is((await launch({ paramBytes: QCUDA_MAX_ARGS, extra: QCUDA_MAX_ARGS })).status, Status.TOO_LARGE, 'over QCUDA_MAX_ARGS');
   t.is((await launch({ paramBytes: 8 })).status, CudaErr.InvalidResourceHandle, 'a stream handle is no function');
   t.is((await launch({ func: 0n })).status, CudaErr.InvalidResourceHandle, 'function 0');
   const g = fe.mem.alloc(8);

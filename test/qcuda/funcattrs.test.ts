@@ -7,7 +7,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import { Cmd, encode, LAYOUT, QCUDA_ATTR_VALUE_BYTES, Status } from '../../backend/src/qcuda/proto';
+import { Cmd, encode, LAYOUT, QCUDA_ATTR_VALUE_BYTES, QCUDA_MAX_ARGS, Status } from '../../backend/src/qcuda/proto';
 import { started } from '../helpers';
 import { QcudaClient } from './client';
 
@@ -114,7 +114,7 @@ test('cooperative launches are checked like launches', async (t) => {
   };
   t.is((await c.call(Cmd.LAUNCH_COOPERATIVE, { rawArgs: new Uint8Array(L - 8) })).status, Status.BAD_REQUEST, 'shorter than struct launch');
   t.is((await launch({ paramBytes: 16, extra: 8 })).status, Status.BAD_REQUEST, 'param_bytes says 16, 8 came');
-  t.is((await launch({ paramBytes: 4056, extra: 4056 })).status, Status.TOO_LARGE, 'over QCUDA_MAX_ARGS');
+  t.is((await launch({ paramBytes: QCUDA_MAX_ARGS, extra: QCUDA_MAX_ARGS })).status, Status.TOO_LARGE, 'over QCUDA_MAX_ARGS');
   t.is((await launch({})).status, CudaErr.InvalidResourceHandle, 'unknown function');
   t.is((await launch({ func: stream })).status, CudaErr.InvalidResourceHandle, 'a stream is no function');
   t.is((await launch({ func: 0n, grid: [0, 1, 1] })).status, CudaErr.InvalidResourceHandle, 'the function is checked first');

@@ -25,8 +25,12 @@ export const QCUDA_MAX_NAME = CONSTANTS.QCUDA_MAX_NAME.value;
 export const QCUDA_NUM_FUNC_ATTRS = CONSTANTS.QCUDA_NUM_FUNC_ATTRS.value;
 export const QCUDA_ATTR_VALUE_BYTES = CONSTANTS.QCUDA_ATTR_VALUE_BYTES.value;
 export const QCUDA_MAX_BATCH = CONSTANTS.QCUDA_MAX_BATCH.value;
+export const QCUDA_MAX_EXTENTS = CONSTANTS.QCUDA_MAX_EXTENTS.value;
 export const QCUDA_OUTPUT_STDOUT = CONSTANTS.QCUDA_OUTPUT_STDOUT.value;
 export const QCUDA_OUTPUT_STDERR = CONSTANTS.QCUDA_OUTPUT_STDERR.value;
+export const QCUDA_MEM_LINEAR = CONSTANTS.QCUDA_MEM_LINEAR.value;
+export const QCUDA_MEM_ARRAY = CONSTANTS.QCUDA_MEM_ARRAY.value;
+export const QCUDA_MEM_HOST = CONSTANTS.QCUDA_MEM_HOST.value;
 
 /** Command numbers by name (Cmd.MALLOC === 22). */
 export const Cmd = Object.fromEntries(Object.entries(CALLS).map(([k, v]) => [k, v.cmd])) as {

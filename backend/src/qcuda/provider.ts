@@ -18,6 +18,12 @@ export interface GuestSeg {
   view: Uint8Array;
 }
 
+/** Guest memory by host address, one piece of a HOST_MAP / HOST_MAP_PAGES range. */
+export interface HostPiece {
+  addr: bigint;
+  size: bigint;
+}
+
 export interface DeviceProps {
   name: string;
   uuid: Uint8Array; // 16 bytes
@@ -31,6 +37,68 @@ export type StreamRef = unknown;
 export type EventRef = unknown;
 export type ModuleRef = unknown;
 export type FunctionRef = unknown;
+/** A CUDA array (a provider's id: it crosses to a session's worker and back). */
+export type ArrayRef = unknown;
+/** A mipmapped array (the same). */
+export type MipmapRef = unknown;
+
+/** A CUDA array's shape, as CUDA_ARRAY3D_DESCRIPTOR (height 0: 1D, depth 0: 2D; checked by the dispatcher). */
+export interface ArrayDesc {
+  width: bigint;
+  height: bigint;
+  depth: bigint;
+  /** CUarray_format */
+  format: number;
+  channels: number;
+  flags: number;
+}
+
+/** Where one side of a 2D/3D copy lies on the device: linear memory (rows pitch bytes apart, slices pitch * rows apart) or an array. */
+export type Place = { array: ArrayRef } | { ptr: DevPtr; pitch: bigint; rows: bigint };
+/** A position in a Place: x in bytes. */
+export interface Pos {
+  x: bigint;
+  y: bigint;
+  z: bigint;
+}
+/** width bytes x height rows x depth slices. */
+export interface Extent {
+  width: bigint;
+  height: bigint;
+  depth: bigint;
+}
+/**
+ * A box of a 2D/3D copy between guest memory (the chunk's segments) and a
+ * Place, checked by the dispatcher: its first byte lies `off` bytes into the
+ * chunk, its rows pitch bytes apart and its slices pitch * rows apart, all
+ * inside the chunk; on the device side it starts at pos.
+ */
+export interface HostBlock {
+  off: bigint;
+  pitch: bigint;
+  rows: bigint;
+  pos: Pos;
+  extent: Extent;
+}
+
+/** A texture object's resource, resolved from the session's handles and checked. */
+export type TexResource =
+  | { kind: 'array'; array: ArrayRef }
+  | { kind: 'mipmap'; mipmap: MipmapRef }
+  | { kind: 'linear'; ptr: DevPtr; format: number; channels: number; size: bigint }
+  | { kind: 'pitch2d'; ptr: DevPtr; format: number; channels: number; width: bigint; height: bigint; pitch: bigint };
+/** CUDA_TEXTURE_DESC's fields (floats as their bits). */
+export interface TexDesc {
+  addressMode: [number, number, number];
+  filterMode: number;
+  flags: number;
+  maxAnisotropy: number;
+  mipmapFilterMode: number;
+  mipmapLevelBias: number;
+  minLod: number;
+  maxLod: number;
+  borderColor: [number, number, number, number];
+}
 
 /** A kernel as the driver describes it (cuFuncGetParamInfo). */
 export interface FunctionInfo {
@@ -130,14 +198,37 @@ export interface CoreContext {
   copyOnDevice(dst: DevPtr, src: DevPtr, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void>;
   memset(dst: DevPtr, value: number, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void>;
   synchronize(): Promise<void>;
+  /** A 2D/3D copy between device places (linear memory, arrays); async: resolve once enqueued. */
+  copy3DOnDevice(dst: Place, dstPos: Pos, src: Place, srcPos: Pos, extent: Extent, stream: StreamRef | undefined, async: boolean): Promise<void>;
+  /** The blocks of a 2D/3D copy from guest memory (one chunk's segments) to a place. Resolves once the bytes have left the segments. */
+  copy3DToDevice(dst: Place, src: GuestSeg[], blocks: readonly HostBlock[], stream: StreamRef | undefined): Promise<void>;
+  /** The blocks of a 2D/3D copy from a place to guest memory (one chunk's segments). Resolves once the bytes are there. */
+  copy3DFromDevice(dst: GuestSeg[], src: Place, blocks: readonly HostBlock[], stream: StreamRef | undefined): Promise<void>;
+  /** cudaMemset2D (range checked): height rows of width bytes, pitch apart. */
+  memset2D(dst: DevPtr, pitch: bigint, value: number, width: bigint, height: bigint, stream: StreamRef | undefined, async: boolean): Promise<void>;
+  /** A CUDA array (shape checked by the dispatcher). */
+  arrayCreate(desc: ArrayDesc): Promise<ArrayRef>;
+  arrayDestroy(a: ArrayRef): Promise<void>;
+  /** A mipmapped array of `levels` levels, level 0 of shape desc. */
+  mipmapCreate(desc: ArrayDesc, levels: number): Promise<MipmapRef>;
+  /** A level of it, as an array (valid until the mipmapped array is destroyed; never destroyed by itself). */
+  mipmapLevel(m: MipmapRef, level: number): Promise<ArrayRef>;
+  mipmapDestroy(m: MipmapRef): Promise<void>;
+  /** A texture object: the value kernels take (on a GPU, the CUtexObject itself). */
+  texCreate(res: TexResource, desc: TexDesc): Promise<bigint>;
+  texDestroy(t: bigint): Promise<void>;
+  /** A surface object of an array (made with CUDA_ARRAY3D_SURFACE_LDST). */
+  surfCreate(a: ArrayRef): Promise<bigint>;
+  surfDestroy(s: bigint): Promise<void>;
   /** Milliseconds between two recorded events. */
   eventElapsed(start: EventRef, end: EventRef): Promise<number>;
   /**
    * The device pointer through which the GPU addresses registered guest
-   * memory at host address addr (size bytes): valid until hostUnmap or
-   * destroy, and telling nothing of where the rest of guest RAM lies.
+   * memory, the pieces (host addresses; after the first, whole pages) one
+   * after another as one range: valid until hostUnmap or destroy, and
+   * telling nothing of where the rest of guest RAM lies.
    */
-  hostDevicePointer(addr: bigint, size: bigint): Promise<DevPtr>;
+  hostDevicePointer(pieces: readonly HostPiece[]): Promise<DevPtr>;
   /** Undoes hostDevicePointer (the guest's HOST_UNMAP): the GPU can no longer reach those pages through it. */
   hostUnmap(ptr: DevPtr): Promise<void>;
   /**
@@ -192,7 +283,8 @@ export interface CoreContext {
 
 /** Every method of CoreContext, at run time (checked complete below). */
 const CORE_METHODS = [
-  'malloc', 'free', 'copyToDevice', 'copyFromDevice', 'copyOnDevice', 'memset', 'synchronize', 'eventElapsed', 'hostDevicePointer',
+  'malloc', 'free', 'copyToDevice', 'copyFromDevice', 'copyOnDevice', 'memset', 'synchronize', 'copy3DOnDevice', 'copy3DToDevice',
+  'copy3DFromDevice', 'memset2D', 'arrayCreate', 'arrayDestroy', 'mipmapCreate', 'mipmapLevel', 'mipmapDestroy', 'texCreate', 'texDestroy', 'surfCreate', 'surfDestroy', 'eventElapsed', 'hostDevicePointer',
   'hostUnmap', 'moduleLoad', 'moduleUnload', 'functionGet', 'variableGet', 'funcGetAttributes', 'funcSetAttribute', 'occupancyBlocks',
   'occupancySmem', 'limitSet', 'limitGet', 'streamSetAttribute', 'streamGetAttribute', 'launchCooperative', 'launch', 'launchMany', 'destroy',
 ] as const satisfies readonly (keyof CoreContext)[];

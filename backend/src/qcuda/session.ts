@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { Callbacks } from './callbacks';
 import { CudaErr, CudaError } from './cuda-error';
 import { Budget, Share, type VmLimits } from './limits';
-import type { DevPtr, EventRef, FunctionRef, GuestSeg, ModuleRef, Provider, ProviderContext, StreamRef } from './provider';
+import type { ArrayDesc, ArrayRef, MipmapRef, DevPtr, EventRef, FunctionRef, GuestSeg, ModuleRef, Provider, ProviderContext, StreamRef } from './provider';
 import { ModuleCache } from './module-cache';
 import { IMAGE_PADDING } from './module-image';
 import { OutputQueue } from './output';
@@ -40,6 +40,27 @@ export interface SessionFunction {
   module: bigint;
   params: { offset: number; size: number }[];
   paramBytes: number;
+}
+
+/** A CUDA array of the session: its shape (copies are checked against it) and what it counts against the quota. */
+export interface SessionArray {
+  ref: ArrayRef;
+  desc: ArrayDesc;
+  /** Bytes per element (channels * the format's size). */
+  elemSize: bigint;
+  bytes: bigint;
+  /** A level of this mipmapped array (handle): freed with it, never by itself. */
+  levelOf?: bigint;
+}
+
+/** A mipmapped array of the session: its level-0 shape, levels, and the handles of the levels asked for. */
+export interface SessionMipmap {
+  ref: MipmapRef;
+  desc: ArrayDesc;
+  levels: number;
+  elemSize: bigint;
+  bytes: bigint;
+  levelHandles: Map<number, bigint>;
 }
 
 /** What a VM's sessions share: its bounds and what they count. */
@@ -77,6 +98,11 @@ export class Session {
   readonly #hostMaps = new RangeSet<Range>();
   readonly #streams = new Map<bigint, StreamRef>();
   readonly #events = new Map<bigint, EventRef>();
+  readonly #arrays = new Map<bigint, SessionArray>();
+  readonly #mipmaps = new Map<bigint, SessionMipmap>();
+  /** Texture and surface objects the session made (their values are the GPU's): only these may be destroyed. */
+  readonly #textures = new Set<bigint>();
+  readonly #surfaces = new Set<bigint>();
   readonly #uploads = new Map<bigint, Upload>();
   readonly #modules = new Map<bigint, ModuleEntry>();
   readonly #functions = new Map<bigint, SessionFunction>();
@@ -317,6 +343,84 @@ export class Session {
     return e;
   }
 
+  // ---- arrays, texture and surface objects ----
+
+  /** Records an array made on x with the bytes reserved for it. */
+  addArray(x: ProviderContext, ref: ArrayRef, desc: ArrayDesc, elemSize: bigint, r: Reservation): bigint {
+    this.live(x);
+    const h = this.#newHandle();
+    this.#arrays.set(h, { ref, desc, elemSize, bytes: r.bytes });
+    return h;
+  }
+
+  array(h: bigint): SessionArray {
+    const a = this.#arrays.get(h);
+    if (a === undefined) throw new CudaError(CudaErr.InvalidResourceHandle, `array 0x${h.toString(16)} is not an array of this process`);
+    return a;
+  }
+
+  /** Forgets an array and gives its bytes back to the quota (a mipmap level is freed with its mipmapped array only). */
+  takeArray(h: bigint): SessionArray {
+    const a = this.array(h);
+    if (a.levelOf !== undefined) throw new CudaError(CudaErr.InvalidValue, `array 0x${h.toString(16)} is a level of a mipmapped array: free that`);
+    this.#arrays.delete(h);
+    this.#memory.give(a.bytes);
+    return a;
+  }
+
+  get arrayCount(): number {
+    return this.#arrays.size + this.#mipmaps.size;
+  }
+
+  addMipmap(x: ProviderContext, ref: MipmapRef, desc: ArrayDesc, levels: number, elemSize: bigint, r: Reservation): bigint {
+    this.live(x);
+    const h = this.#newHandle();
+    this.#mipmaps.set(h, { ref, desc, levels, elemSize, bytes: r.bytes, levelHandles: new Map() });
+    return h;
+  }
+
+  mipmap(h: bigint): SessionMipmap {
+    const m = this.#mipmaps.get(h);
+    if (m === undefined) throw new CudaError(CudaErr.InvalidResourceHandle, `mipmapped array 0x${h.toString(16)} is not one of this process`);
+    return m;
+  }
+
+  /** A level of mipmapped array h as an array of the session (its shape desc), once per level. */
+  addLevel(x: ProviderContext, h: bigint, level: number, ref: ArrayRef, desc: ArrayDesc): bigint {
+    this.live(x);
+    const m = this.mipmap(h); // destroyed meanwhile: refused
+    const known = m.levelHandles.get(level);
+    if (known !== undefined) return known;
+    const lh = this.#newHandle();
+    this.#arrays.set(lh, { ref, desc, elemSize: m.elemSize, bytes: 0n, levelOf: h });
+    m.levelHandles.set(level, lh);
+    return lh;
+  }
+
+  /** Forgets a mipmapped array with its levels and gives its bytes back. */
+  takeMipmap(h: bigint): SessionMipmap {
+    const m = this.mipmap(h);
+    this.#mipmaps.delete(h);
+    for (const lh of m.levelHandles.values()) this.#arrays.delete(lh);
+    this.#memory.give(m.bytes);
+    return m;
+  }
+
+  addObject(x: ProviderContext, kind: 'texture' | 'surface', v: bigint): void {
+    this.live(x);
+    (kind === 'texture' ? this.#textures : this.#surfaces).add(v);
+  }
+
+  /** Forgets a texture or surface object of this session (another's, or a destroyed one, is refused). */
+  takeObject(kind: 'texture' | 'surface', v: bigint): void {
+    const set = kind === 'texture' ? this.#textures : this.#surfaces;
+    if (!set.delete(v)) throw new CudaError(CudaErr.InvalidValue, `${kind} object 0x${v.toString(16)} is not one of this process`);
+  }
+
+  get objectCount(): number {
+    return this.#textures.size + this.#surfaces.size;
+  }
+
   // ---- modules ----
 
   /** Stores one chunk of module image `id` (of `size` bytes in all) at `at`. */
@@ -494,6 +598,10 @@ export class Session {
     this.#hostMaps.clear();
     this.#streams.clear();
     this.#events.clear();
+    this.#arrays.clear(); // the context's destruction frees them, and its texture and surface objects
+    this.#mipmaps.clear();
+    this.#textures.clear();
+    this.#surfaces.clear();
     for (const [id, u] of this.#uploads) this.#dropUpload(id, u);
     this.#modules.clear(); // the context's destruction unloads them
     this.#functions.clear();

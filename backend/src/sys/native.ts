@@ -37,7 +37,11 @@ export interface Native {
   fdInfo(fd: number): { size: number; seals: number; regular: boolean };
   addSeals(fd: number, seals: number): void;
   /** random: at an unguessable address (guest RAM the GPU can reach: addon/src/memory.cc says why). */
-  Mapping: new (fd: number, length: number, offset: number, random?: boolean) => Mapping;
+  Mapping: {
+    new (fd: number, length: number, offset: number, random?: boolean): Mapping;
+    /** The pieces ([fd, offset, length], whole pages) one after another, at a random address. */
+    new (pieces: readonly (readonly [number, number, number])[]): Mapping;
+  };
   pageSize: number;
   F_SEAL_SHRINK: number;
   F_SEAL_GROW: number;

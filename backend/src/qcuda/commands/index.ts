@@ -4,6 +4,7 @@
 // build that no command has two.
 import type { Call, Result, Run, Runs, SessionCmd } from '../command';
 import { CALLS, type CallDecl, type CmdName } from '../wire/protocol';
+import { ARRAY_COMMANDS } from './array';
 import { batchRun } from './batch';
 import { contextCalls } from './context-call';
 import { DEVICE_COMMANDS } from './device';
@@ -54,6 +55,7 @@ function build(): Runs<SessionCmd> {
   const groups = {
     device: DEVICE_COMMANDS,
     memory: MEMORY_COMMANDS,
+    array: ARRAY_COMMANDS,
     stream: STREAM_COMMANDS,
     module: MODULE_COMMANDS,
     launch: LAUNCH_COMMANDS,
@@ -64,6 +66,7 @@ function build(): Runs<SessionCmd> {
   const runs: Runs<SessionCmd> = {
     ...groups.device,
     ...groups.memory,
+    ...groups.array,
     ...groups.stream,
     ...groups.module,
     ...groups.launch,
@@ -72,6 +75,8 @@ function build(): Runs<SessionCmd> {
     BATCH: batchRun({
       MEMSET: MEMORY_COMMANDS.MEMSET,
       MEMCPY_DTOD: MEMORY_COMMANDS.MEMCPY_DTOD,
+      MEMCPY_3D_DTOD: ARRAY_COMMANDS.MEMCPY_3D_DTOD,
+      MEMSET_2D: ARRAY_COMMANDS.MEMSET_2D,
       EVENT_RECORD: context.EVENT_RECORD,
       STREAM_WAIT_EVENT: context.STREAM_WAIT_EVENT,
       HOST_FUNC: STREAM_COMMANDS.HOST_FUNC,

@@ -3,6 +3,11 @@
 // guest memory mapped for the GPU.
 import type { Call, Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
+import { decode, LAYOUT, QCUDA_MAX_EXTENTS, Status } from '../proto';
+import type { HostPiece } from '../provider';
+import { native as sys } from '../../sys/native';
+
+const EXTENT = LAYOUT.qcuda_extent.size;
 
 /** A transfer's chunk must lie inside the transfer. */
 function chunkOf(c: Call<'MEMCPY_HTOD' | 'MEMCPY_DTOH'>): bigint {
@@ -10,7 +15,29 @@ function chunkOf(c: Call<'MEMCPY_HTOD' | 'MEMCPY_DTOH'>): bigint {
   return c.dataOffset;
 }
 
-export const MEMORY_COMMANDS: Runs<'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_DTOH' | 'MEMCPY_DTOD' | 'MEMSET' | 'HOST_MAP' | 'HOST_UNMAP'> = {
+/**
+ * HOST_MAP_PAGES' extents as host addresses: count of them, each whole
+ * pages of this VM's RAM, adding up to size (the guest driver built them;
+ * a guest kernel that lies can only name its own VM's memory).
+ */
+function pieces(c: Call<'HOST_MAP_PAGES'>): HostPiece[] {
+  const { size, count } = c.args;
+  const page = BigInt(sys.pageSize);
+  if (count === 0 || count > QCUDA_MAX_EXTENTS || c.extra.length !== count * EXTENT)
+    throw new CudaError(Status.BAD_REQUEST, `HOST_MAP_PAGES: ${count} extents in ${c.extra.length} bytes`);
+  const out: HostPiece[] = [];
+  let total = 0n;
+  for (let i = 0; i < count; i++) {
+    const { gpa, len } = decode('qcuda_extent', c.extra.subarray(i * EXTENT, (i + 1) * EXTENT));
+    if (len === 0n || gpa % page !== 0n || len % page !== 0n) throw new CudaError(CudaErr.InvalidValue, `HOST_MAP_PAGES: extent ${i} (0x${gpa.toString(16)}+${len}) is not whole pages`);
+    total += len;
+    out.push({ addr: c.dev.hostAddressOfGpa(gpa, len), size: len });
+  }
+  if (total !== size || size === 0n) throw new CudaError(CudaErr.InvalidValue, `HOST_MAP_PAGES: extents of ${total} bytes for a mapping of ${size}`);
+  return out;
+}
+
+export const MEMORY_COMMANDS: Runs<'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_DTOH' | 'MEMCPY_DTOD' | 'MEMSET' | 'HOST_MAP' | 'HOST_MAP_PAGES' | 'HOST_UNMAP'> = {
   async MALLOC(c) {
     const { size } = c.args;
     if (size === 0n) return { value: 0n }; // cudaMalloc(0) succeeds with a NULL pointer
@@ -70,8 +97,16 @@ export const MEMORY_COMMANDS: Runs<'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_D
     if (size === 0n) throw new CudaError(CudaErr.InvalidValue, 'mapping of 0 bytes');
     const addr = c.dev.hostAddressOfGpa(gpa, size);
     const x = await c.session.context();
-    const ptr = await x.hostDevicePointer(addr, size);
+    const ptr = await x.hostDevicePointer([{ addr, size }]);
     c.session.addHostMap(x, ptr, size); // not after a reset meanwhile: the guest driver then drops its hold on the pages
+    return { value: ptr };
+  },
+
+  async HOST_MAP_PAGES(c) {
+    const list = pieces(c);
+    const x = await c.session.context();
+    const ptr = await x.hostDevicePointer(list);
+    c.session.addHostMap(x, ptr, c.args.size);
     return { value: ptr };
   },
 

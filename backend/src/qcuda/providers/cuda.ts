@@ -17,7 +17,7 @@
 //   is attributed to sessions).
 import createDebug from 'debug';
 import { CudaErr, CudaError } from '../cuda-error';
-import { defineContextCalls, type ContextCalls, type DevPtr, type DeviceProps, type Dim3, type EventRef, type FunctionInfo, type FunctionRef, type GuestSeg, type LaunchDesc, type ModuleRef, type OutputSink, type Provider, type ProviderContext, type StreamRef } from '../provider';
+import { defineContextCalls, type ContextCalls, type DevPtr, type DeviceProps, type Dim3, type EventRef, type FunctionInfo, type FunctionRef, type GuestSeg, type HostPiece, type LaunchDesc, type ModuleRef, type OutputSink, type Provider, type ProviderContext, type StreamRef, type ArrayDesc, type ArrayRef, type MipmapRef, type Extent, type HostBlock, type Place, type Pos, type TexDesc, type TexResource } from '../provider';
 import type { HandleKind } from '../wire/protocol';
 import { cudaNative, type CudaContextNative, type CudaNative } from '../../native-cuda';
 import { deviceOutput, type OutputSource } from './cuda-output';
@@ -99,6 +99,23 @@ function handleId(x: unknown, what: string): number {
   throw new CudaError(CudaErr.InvalidResourceHandle, `not a cuda provider ${what}: ${String(x)}`);
 }
 
+/** A Place and position as a copy3D record's 7 fields. */
+function sideFields(p: Place, pos: Pos): bigint[] {
+  if ('array' in p) return [1n, BigInt(handleId(p.array, 'array')), 0n, 0n, pos.x, pos.y, pos.z];
+  return [0n, p.ptr, p.pitch, p.rows, pos.x, pos.y, pos.z];
+}
+
+/** copy3D records of host blocks: the host side an offset in the staging buffer (the chunk). */
+function blockRecords(place: Place, blocks: readonly HostBlock[], toDevice: boolean): BigUint64Array {
+  const out = new BigUint64Array(blocks.length * 17);
+  blocks.forEach((b, i) => {
+    const host = [2n, b.off, b.pitch, b.rows, 0n, 0n, 0n];
+    const dev = sideFields(place, b.pos);
+    out.set([...(toDevice ? host : dev), ...(toDevice ? dev : host), b.extent.width, b.extent.height, b.extent.depth], i * 17);
+  });
+  return out;
+}
+
 /** launchMany's ids (launch-record.ts packs the records). */
 const LAUNCH_IDS: LaunchIds = { func: (f) => handleId(f, 'function'), stream: streamId };
 
@@ -155,6 +172,52 @@ class CudaSessionContext implements ProviderContext, OutputSource {
   synchronize(): Promise<void> {
     return this.flushing(this.native.synchronize());
   }
+  copy3DOnDevice(dst: Place, dstPos: Pos, src: Place, srcPos: Pos, e: Extent, stream: StreamRef | undefined, async: boolean): Promise<void> {
+    const rec = BigUint64Array.from([...sideFields(src, srcPos), ...sideFields(dst, dstPos), e.width, e.height, e.depth]);
+    return this.native.copy3D(rec, null, false, streamId(stream), !async);
+  }
+  copy3DToDevice(dst: Place, src: GuestSeg[], blocks: readonly HostBlock[], stream: StreamRef | undefined): Promise<void> {
+    return this.flushing(this.native.copy3D(blockRecords(dst, blocks, true), src, true, streamId(stream), true));
+  }
+  copy3DFromDevice(dst: GuestSeg[], src: Place, blocks: readonly HostBlock[], stream: StreamRef | undefined): Promise<void> {
+    return this.flushing(this.native.copy3D(blockRecords(src, blocks, false), dst, false, streamId(stream), true));
+  }
+  memset2D(dst: DevPtr, pitch: bigint, value: number, width: bigint, height: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> {
+    return this.native.memset2D(dst, pitch, value & 0xff, width, height, streamId(stream), !async);
+  }
+  arrayCreate(d: ArrayDesc): Promise<ArrayRef> {
+    return this.native.arrayCreate(d.width, d.height, d.depth, d.format, d.channels, d.flags);
+  }
+  arrayDestroy(a: ArrayRef): Promise<void> {
+    return this.native.arrayDestroy(handleId(a, 'array'));
+  }
+  mipmapCreate(d: ArrayDesc, levels: number): Promise<MipmapRef> {
+    return this.native.mipmapCreate(d.width, d.height, d.depth, d.format, d.channels, d.flags, levels);
+  }
+  mipmapLevel(m: MipmapRef, level: number): Promise<ArrayRef> {
+    return this.native.mipmapLevel(handleId(m, 'mipmapped array'), level);
+  }
+  mipmapDestroy(m: MipmapRef): Promise<void> {
+    return this.native.mipmapDestroy(handleId(m, 'mipmapped array'));
+  }
+  texCreate(r: TexResource, d: TexDesc): Promise<bigint> {
+    const res =
+      r.kind === 'array' ? [0n, BigInt(handleId(r.array, 'array')), 0n, 0n, 0n, 0n, 0n, 0n]
+      : r.kind === 'mipmap' ? [1n, BigInt(handleId(r.mipmap, 'mipmapped array')), 0n, 0n, 0n, 0n, 0n, 0n]
+      : r.kind === 'linear' ? [2n, r.ptr, BigInt(r.format), BigInt(r.channels), 0n, 0n, 0n, r.size]
+      : [3n, r.ptr, BigInt(r.format), BigInt(r.channels), r.width, r.height, r.pitch, 0n];
+    const desc = [...d.addressMode, d.filterMode, d.flags, d.maxAnisotropy, d.mipmapFilterMode, d.mipmapLevelBias, d.minLod, d.maxLod, ...d.borderColor].map(BigInt);
+    return this.native.texCreate(BigUint64Array.from([...res, ...desc]));
+  }
+  texDestroy(t: bigint): Promise<void> {
+    return this.native.texDestroy(t);
+  }
+  surfCreate(a: ArrayRef): Promise<bigint> {
+    return this.native.surfCreate(handleId(a, 'array'));
+  }
+  surfDestroy(s: bigint): Promise<void> {
+    return this.native.surfDestroy(s);
+  }
   eventElapsed(start: EventRef, end: EventRef): Promise<number> {
     return this.native.eventElapsed(eventId(start), eventId(end));
   }
@@ -209,10 +272,12 @@ class CudaSessionContext implements ProviderContext, OutputSource {
     if (list.length > 0) this.#launching();
     return this.native.launchMany(packLaunches(list, LAUNCH_IDS), list.length);
   }
-  async hostDevicePointer(addr: bigint, size: bigint): Promise<DevPtr> {
-    if (!(await this.provider.isRegistered(addr, size)))
-      throw new CudaError(CudaErr.InvalidValue, `hostDevicePointer: 0x${addr.toString(16)}+${size} is not registered guest memory`);
-    const a = this.provider.alias(addr, size);
+  async hostDevicePointer(pieces: readonly HostPiece[]): Promise<DevPtr> {
+    for (const { addr, size } of pieces)
+      if (!(await this.provider.isRegistered(addr, size)))
+        throw new CudaError(CudaErr.InvalidValue, `hostDevicePointer: 0x${addr.toString(16)}+${size} is not registered guest memory`);
+    const addr = pieces[0].addr;
+    const a = pieces.length === 1 ? this.provider.alias(addr, pieces[0].size) : this.provider.aliasPieces(pieces);
     try {
       await this.native.hostRegister(a.base, BigInt(a.mapping.length), this.provider.registerFlags);
     } catch (e) {
@@ -346,6 +411,25 @@ export class CudaProvider implements Provider {
   /** How guest RAM and HOST_MAP aliases are registered: pinned for every context, mapped for the device. */
   get registerFlags(): number {
     return this.#n.HOST_REGISTER_PORTABLE | this.#n.HOST_REGISTER_DEVICEMAP;
+  }
+
+  /** Where a piece of guest RAM lies in its region's file: [fd, offset, length] (whole pages). */
+  #filePiece(addr: bigint, size: bigint): [number, number, number] {
+    const page = BigInt(sys.pageSize);
+    for (const [start, r] of this.#regions) {
+      if (addr < start || addr + size > start + r.size) continue;
+      if (!r.fd) throw new CudaError(CudaErr.InvalidValue, `hostDevicePointer: the region of 0x${addr.toString(16)} came without its file`);
+      const off = r.fileOffset + (addr - start);
+      if (off % page !== 0n || size % page !== 0n) break;
+      return [r.fd.value, Number(off), Number(size)];
+    }
+    throw new CudaError(CudaErr.InvalidValue, `hostDevicePointer: 0x${addr.toString(16)}+${size} is not whole pages of guest memory`);
+  }
+
+  /** Scattered guest pages as one new mapping, in order, at a random address (see Alias). */
+  aliasPieces(pieces: readonly HostPiece[]): Alias {
+    const mapping = new sys.Mapping(pieces.map((p) => this.#filePiece(p.addr, p.size)));
+    return { mapping, base: mapping.address };
   }
 
   /** A new mapping of the guest pages holding [addr, addr+size), at a random address (see Alias). */

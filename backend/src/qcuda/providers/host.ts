@@ -4,10 +4,22 @@
 // is always idle. It is not a model of GPU timing and runs no kernels.
 import { performance } from 'node:perf_hooks';
 import { CudaErr, CudaError } from '../cuda-error';
-import type { DeviceProps, DevPtr, Dim3, EventRef, FunctionInfo, GuestSeg, LaunchDesc, Provider, ProviderContext, StreamRef } from '../provider';
+import type {
+  ArrayDesc, ArrayRef, MipmapRef, DeviceProps, DevPtr, Dim3, EventRef, Extent, FunctionInfo, GuestSeg, HostBlock, HostPiece, LaunchDesc, Place, Pos, Provider, ProviderContext, StreamRef,
+  TexDesc, TexResource,
+} from '../provider';
+import { elementSize, levelDesc } from '../commands/array';
 import { StreamAttr } from '../attrs';
 import { QCUDA_ATTR_VALUE_BYTES, QCUDA_NUM_ATTRS } from '../proto';
 import { RangeSet, type Range } from '../ranges';
+
+/**
+ * Where the device pointers of mappings of several pieces (HOST_MAP_PAGES)
+ * start: above every user address of x86-64 and aarch64, so that none is
+ * also a host address some single-piece mapping hands out; 2 MiB apart.
+ */
+const HOST_MAP_PAGES_BASE = 0xffff_c000_0000_0000n;
+const MAP_ALIGN = 2n << 20n;
 
 /** Emulated device addresses live here, far from any host mapping. */
 const DEVICE_BASE = 0x2000_0000_0000n;
@@ -159,7 +171,8 @@ export class HostProvider implements Provider {
       if (off + Number(size) > a.bytes.length) throw new CudaError(CudaErr.InvalidValue, 'range runs past its allocation');
       return [a.bytes.subarray(off, off + Number(size))];
     }
-    if (owner.isMapped(ptr, size)) return this.guestView(ptr, Number(size));
+    const pieces = owner.mappedPieces(ptr, size);
+    if (pieces) return pieces.flatMap((p) => this.guestView(p.addr, Number(p.size)));
     throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} is not device memory of this context`);
   }
 }
@@ -188,17 +201,66 @@ function copyViews(dst: Uint8Array[], src: Uint8Array[]): void {
   }
 }
 
+/** An array here: dense rows of width * elem bytes, height rows a slice (an allocation of the provider's, reachable only through its id). */
+interface HostArray {
+  base: DevPtr;
+  bytes: Uint8Array;
+  desc: ArrayDesc;
+  elem: bigint;
+}
+
+/** Views of [off, off + len) of a chunk's segments. */
+function segRange(segs: GuestSeg[], off: bigint, len: bigint): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  let at = 0n;
+  let want = len;
+  for (const s of segs) {
+    const n = BigInt(s.len);
+    if (want > 0n && off < at + n) {
+      const from = off > at ? off - at : 0n;
+      const take = n - from < want ? n - from : want;
+      out.push(s.view.subarray(Number(from), Number(from + take)));
+      want -= take;
+      off += take;
+    }
+    at += n;
+    if (want === 0n) break;
+  }
+  if (want !== 0n) throw new CudaError(CudaErr.InvalidValue, 'a block runs past its chunk');
+  return out;
+}
+
 class HostContext implements ProviderContext {
   /** Destroyed: it makes nothing more (a call that reaches it after the destroy fails). */
   dead = false;
-  readonly #maps = new RangeSet<Range>();
+  /** Mapped guest memory by device pointer: one piece's pointer is its host address; several get a range of their own. */
+  readonly #maps = new RangeSet<Range & { pieces: readonly HostPiece[] }>();
+  #nextMapBase = HOST_MAP_PAGES_BASE;
   readonly #limits = LIMIT_DEFAULTS.slice();
+  readonly #arrays = new Map<number, HostArray>();
+  #nextArray = 1;
+  /** Mipmapped arrays: their levels' array ids. */
+  readonly #mipmaps = new Map<number, number[]>();
+  /** Texture and surface objects: records (nothing samples them here). */
+  readonly #objects = new Map<bigint, 'texture' | 'surface'>();
+  #nextObject = 0x7e0000001n;
   /** The NULL stream's attributes. */
   readonly #legacy: HostStream = { priority: 0, attrs: new Map() };
   constructor(private readonly p: HostProvider) {}
 
-  isMapped(ptr: bigint, size: bigint): boolean {
-    return this.#maps.holding(ptr, size) !== undefined;
+  /** The pieces of guest memory (host addresses) that [ptr, ptr+size) of a mapping is, or undefined. */
+  mappedPieces(ptr: bigint, size: bigint): HostPiece[] | undefined {
+    const m = this.#maps.holding(ptr, size);
+    if (!m) return undefined;
+    const out: HostPiece[] = [];
+    let at = m.base;
+    for (const p of m.pieces) {
+      const from = ptr > at ? ptr : at;
+      const to = ptr + size < at + p.size ? ptr + size : at + p.size;
+      if (from < to) out.push({ addr: p.addr + (from - at), size: to - from });
+      at += p.size;
+    }
+    return out;
   }
 
   async malloc(size: bigint): Promise<DevPtr> {
@@ -234,6 +296,122 @@ class HostContext implements ProviderContext {
   }
 
   async synchronize(): Promise<void> {}
+
+  #array(a: ArrayRef): HostArray {
+    const x = typeof a === 'number' ? this.#arrays.get(a) : undefined;
+    if (!x) throw new CudaError(CudaErr.InvalidResourceHandle, `not an array of this context: ${String(a)}`);
+    return x;
+  }
+
+  /** Views of one row of a box: width bytes at pos + (0, y, z) of a place. */
+  #row(place: Place, pos: Pos, width: bigint, y: bigint, z: bigint): Uint8Array[] {
+    if ('array' in place) {
+      const a = this.#array(place.array);
+      const rowBytes = a.desc.width * a.elem;
+      const h = a.desc.height === 0n ? 1n : a.desc.height;
+      const off = ((pos.z + z) * h + pos.y + y) * rowBytes + pos.x;
+      if (pos.x + width > rowBytes || off + width > BigInt(a.bytes.length)) throw new CudaError(CudaErr.InvalidValue, 'box outside the array');
+      return [a.bytes.subarray(Number(off), Number(off + width))];
+    }
+    return this.p.views(place.ptr + (pos.z + z) * place.pitch * place.rows + (pos.y + y) * place.pitch + pos.x, width, this);
+  }
+
+  async copy3DOnDevice(dst: Place, dstPos: Pos, src: Place, srcPos: Pos, e: Extent): Promise<void> {
+    for (let z = 0n; z < e.depth; z++)
+      for (let y = 0n; y < e.height; y++) {
+        const from = this.#row(src, srcPos, e.width, y, z).map((v) => v.slice()); // memmove semantics
+        copyViews(this.#row(dst, dstPos, e.width, y, z), from);
+      }
+  }
+
+  async copy3DToDevice(dst: Place, src: GuestSeg[], blocks: readonly HostBlock[]): Promise<void> {
+    for (const b of blocks)
+      for (let z = 0n; z < b.extent.depth; z++)
+        for (let y = 0n; y < b.extent.height; y++)
+          copyViews(this.#row(dst, b.pos, b.extent.width, y, z), segRange(src, b.off + z * b.pitch * b.rows + y * b.pitch, b.extent.width));
+  }
+
+  async copy3DFromDevice(dst: GuestSeg[], src: Place, blocks: readonly HostBlock[]): Promise<void> {
+    for (const b of blocks)
+      for (let z = 0n; z < b.extent.depth; z++)
+        for (let y = 0n; y < b.extent.height; y++)
+          copyViews(segRange(dst, b.off + z * b.pitch * b.rows + y * b.pitch, b.extent.width), this.#row(src, b.pos, b.extent.width, y, z));
+  }
+
+  async memset2D(dst: DevPtr, pitch: bigint, value: number, width: bigint, height: bigint): Promise<void> {
+    for (let y = 0n; y < height; y++) for (const v of this.p.views(dst + y * pitch, width, this)) v.fill(value & 0xff);
+  }
+
+  async arrayCreate(desc: ArrayDesc): Promise<ArrayRef> {
+    const elem = elementSize(desc.format, desc.channels);
+    const size = desc.width * elem * (desc.height === 0n ? 1n : desc.height) * (desc.depth === 0n ? 1n : desc.depth);
+    const base = this.p.allocate(size, this);
+    const id = this.#nextArray++;
+    this.#arrays.set(id, { base, bytes: this.p.views(base, size, this)[0], desc, elem });
+    return id;
+  }
+
+  async arrayDestroy(a: ArrayRef): Promise<void> {
+    const x = this.#array(a);
+    this.#arrays.delete(a as number);
+    this.p.release(x.base, this);
+  }
+
+  async mipmapCreate(desc: ArrayDesc, levels: number): Promise<MipmapRef> {
+    const ids: number[] = [];
+    try {
+      for (let l = 0; l < levels; l++) ids.push((await this.arrayCreate(levelDesc(desc, l))) as number);
+    } catch (e) {
+      for (const id of ids) await this.arrayDestroy(id);
+      throw e;
+    }
+    const id = this.#nextArray++;
+    this.#mipmaps.set(id, ids);
+    return id;
+  }
+
+  #mipmap(m: MipmapRef): number[] {
+    const x = typeof m === 'number' ? this.#mipmaps.get(m) : undefined;
+    if (!x) throw new CudaError(CudaErr.InvalidResourceHandle, `not a mipmapped array of this context: ${String(m)}`);
+    return x;
+  }
+
+  async mipmapLevel(m: MipmapRef, level: number): Promise<ArrayRef> {
+    const ids = this.#mipmap(m);
+    if (level >= ids.length) throw new CudaError(CudaErr.InvalidValue, `level ${level} of ${ids.length}`);
+    return ids[level];
+  }
+
+  async mipmapDestroy(m: MipmapRef): Promise<void> {
+    const ids = this.#mipmap(m);
+    this.#mipmaps.delete(m as number);
+    for (const id of ids) await this.arrayDestroy(id);
+  }
+
+  async texCreate(res: TexResource, _desc: TexDesc): Promise<bigint> {
+    if (res.kind === 'array') this.#array(res.array);
+    if (res.kind === 'mipmap') this.#mipmap(res.mipmap);
+    const t = this.#nextObject++;
+    this.#objects.set(t, 'texture');
+    return t;
+  }
+
+  async texDestroy(t: bigint): Promise<void> {
+    if (this.#objects.get(t) !== 'texture') throw new CudaError(CudaErr.InvalidValue, 'not a texture object');
+    this.#objects.delete(t);
+  }
+
+  async surfCreate(a: ArrayRef): Promise<bigint> {
+    this.#array(a);
+    const s = this.#nextObject++;
+    this.#objects.set(s, 'surface');
+    return s;
+  }
+
+  async surfDestroy(s: bigint): Promise<void> {
+    if (this.#objects.get(s) !== 'surface') throw new CudaError(CudaErr.InvalidValue, 'not a surface object');
+    this.#objects.delete(s);
+  }
 
   async streamCreate(_flags: number, priority: number): Promise<StreamRef> {
     // Clamped to the device's range, as the driver does.
@@ -349,9 +527,12 @@ class HostContext implements ProviderContext {
     throw Object.assign(new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels'), { index: 0 });
   }
 
-  async hostDevicePointer(addr: bigint, size: bigint): Promise<DevPtr> {
-    this.#maps.add({ base: addr, size });
-    return addr;
+  async hostDevicePointer(pieces: readonly HostPiece[]): Promise<DevPtr> {
+    const size = pieces.reduce((n, p) => n + p.size, 0n);
+    const base = pieces.length === 1 ? pieces[0].addr : this.#nextMapBase;
+    if (pieces.length > 1) this.#nextMapBase += (size + MAP_ALIGN - 1n) / MAP_ALIGN * MAP_ALIGN + MAP_ALIGN;
+    this.#maps.add({ base, size, pieces: pieces.slice() });
+    return base;
   }
 
   async hostUnmap(ptr: DevPtr): Promise<void> {
@@ -361,6 +542,9 @@ class HostContext implements ProviderContext {
   async destroy(): Promise<void> {
     this.dead = true;
     this.p.releaseAll(this);
+    this.#arrays.clear();
+    this.#mipmaps.clear();
+    this.#objects.clear();
     this.#maps.clear();
   }
 }

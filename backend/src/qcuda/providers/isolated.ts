@@ -23,7 +23,7 @@ import type { MemRegion } from '../../vhost-user';
 import { CudaErr, CudaError } from '../cuda-error';
 import {
   CONTEXT_METHODS, type DevPtr, type DeviceProps, type GuestMemorySource, type GuestSeg, type OutputSink, type Provider, type ProviderContext,
-  type StreamRef,
+  type StreamRef, type HostBlock, type Place,
 } from '../provider';
 import { Channel } from './channel';
 import { decodeFast, encodeCopy, Fast, fastStream, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
@@ -205,7 +205,7 @@ function addrs(segs: GuestSeg[]): { addr: bigint; len: number }[] {
 }
 
 /** A session's context, in its worker: every method but the copies (raw frames) and destroy is a call message (defined below). */
-interface RemoteContext extends Omit<ProviderContext, 'copyToDevice' | 'copyFromDevice' | 'destroy'> {}
+interface RemoteContext extends Omit<ProviderContext, 'copyToDevice' | 'copyFromDevice' | 'copy3DToDevice' | 'copy3DFromDevice' | 'destroy'> {}
 
 class RemoteContext implements ProviderContext {
   #stopped: Promise<void> | undefined;
@@ -219,6 +219,14 @@ class RemoteContext implements ProviderContext {
     return this.worker.copy(Fast.FromDevice, src, dst, stream);
   }
 
+  /** 2D/3D copies with guest memory: its segments go as addresses (the worker has the same bytes mapped). */
+  copy3DToDevice(dst: Place, src: GuestSeg[], blocks: readonly HostBlock[], stream: StreamRef | undefined): Promise<void> {
+    return this.worker.call('copy3DToDevice', [dst, addrs(src), blocks, stream]) as Promise<void>;
+  }
+  copy3DFromDevice(dst: GuestSeg[], src: Place, blocks: readonly HostBlock[], stream: StreamRef | undefined): Promise<void> {
+    return this.worker.call('copy3DFromDevice', [addrs(dst), src, blocks, stream]) as Promise<void>;
+  }
+
   /** At a reset the worker is asked to destroy its context (its device output reaches the guest); when the process is gone, it is killed at once. */
   destroy(why: 'reset' | 'exit' = 'reset'): Promise<void> {
     if (this.#stopped && why === 'exit') this.worker.kill(); // a graceful stop under way: end it now
@@ -228,7 +236,7 @@ class RemoteContext implements ProviderContext {
 }
 
 for (const m of CONTEXT_METHODS) {
-  if (m === 'copyToDevice' || m === 'copyFromDevice' || m === 'destroy') continue;
+  if (m === 'copyToDevice' || m === 'copyFromDevice' || m === 'copy3DToDevice' || m === 'copy3DFromDevice' || m === 'destroy') continue;
   Object.defineProperty(RemoteContext.prototype, m, {
     value(this: RemoteContext, ...a: unknown[]) {
       return this.worker.call(m, a);

@@ -5,7 +5,7 @@ import createDebug from 'debug';
 import { GuestRegion } from '../../vhost-user';
 import type { Fd } from '../../sys/fd';
 import { CudaErr, CudaError } from '../cuda-error';
-import { CONTEXT_METHODS, type GuestSeg, type OutputSink, type Provider, type ProviderContext } from '../provider';
+import { CONTEXT_METHODS, type GuestSeg, type HostPiece, type OutputSink, type Provider, type ProviderContext } from '../provider';
 import { HostProvider } from './host';
 import { Channel } from './channel';
 import { CHANNEL_FD, decodeFast, encodeDone, Fast, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
@@ -53,7 +53,9 @@ const segs = (a: unknown) => (a as { addr: bigint; len: number }[]).map((s) => l
 function translate(m: string, a: unknown[]): unknown[] {
   if (m === 'copyToDevice') return [a[0], segs(a[1]), a[2]];
   if (m === 'copyFromDevice') return [segs(a[0]), a[1], a[2]];
-  if (m === 'hostDevicePointer') return [local(a[0] as bigint, Number(a[1])).addr, a[1]];
+  if (m === 'copy3DToDevice') return [a[0], segs(a[1]), a[2], a[3]];
+  if (m === 'copy3DFromDevice') return [segs(a[0]), a[1], a[2], a[3]];
+  if (m === 'hostDevicePointer') return [(a[0] as HostPiece[]).map((p) => ({ addr: local(p.addr, Number(p.size)).addr, size: p.size }))];
   return a;
 }
 

@@ -32,7 +32,7 @@ export const CONSTANTS = {
   QCUDA_PROTO_VERSION: { value: 4, c: '4u', doc: 'Bumped on any incompatible change of this file (new commands and structs are compatible).' },
   QCUDA_CONFIG_SIZE: { value: 40, doc: 'sizeof(struct virtio_qcuda_config)' },
   QCUDA_CAP_GPU: { value: 1n, c: '(1ull << 0)', doc: 'a real GPU serves this device' },
-  QCUDA_MAX_ARGS: { value: 4096, doc: 'Largest argument block of any command.' },
+  QCUDA_MAX_ARGS: { value: 32832, doc: 'Largest argument block of any command: a launch\'s struct qcuda_args_launch (48 bytes) and QCUDA_MAX_PARAM_BYTES of parameters, rounded up to 64.' },
   QCUDA_MAX_OUT: { value: 4096, doc: 'Largest output block of any command.' },
   QCUDA_CHUNK: {
     value: 16 << 20,
@@ -49,12 +49,16 @@ export const CONSTANTS = {
   QCUDA_NUM_ATTRS: { value: 160, doc: 'Device attributes are indexed by CUdevice_attribute (== cudaDeviceAttr).' },
   QCUDA_MAX_MODULE: { value: 64 << 20, c: '(64u << 20)', doc: 'Largest fat binary the backend accepts.' },
   QCUDA_MAX_PARAMS: { value: 256, doc: 'Most kernel parameters.' },
-  QCUDA_MAX_PARAM_BYTES: { value: 4000, doc: 'What fits in QCUDA_MAX_ARGS after struct qcuda_args_launch.' },
-  QCUDA_MAX_NAME: { value: 4088, doc: 'A kernel or variable name with its NUL: what fits in QCUDA_MAX_ARGS after the module handle (PyTorch\'s templated kernels have names of over 256 bytes).' },
+  QCUDA_MAX_PARAM_BYTES: { value: 32764, doc: 'A kernel\'s parameters: CUDA 12.1+\'s limit on Volta and later.' },
+  QCUDA_MAX_NAME: { value: 4088, doc: 'A kernel or variable name with its NUL (PyTorch\'s templated kernels have names of over 256 bytes).' },
   QCUDA_NUM_FUNC_ATTRS: { value: 16, doc: 'FUNC_ATTRS: every CUfunction_attribute (cuFuncGetAttribute), indexed by it (CU_FUNC_ATTRIBUTE_MAX in CUDA 13); each an int, as its bits.' },
   QCUDA_ATTR_VALUE_BYTES: { value: 64, doc: 'A stream attribute\'s value: cudaLaunchAttributeValue / CUstreamAttrValue, the same 64-byte union in both APIs.' },
   QCUDA_MAX_BATCH: { value: 64 << 10, c: '(64u << 10)', doc: 'A batch carries at most this many bytes of entries.' },
+  QCUDA_MAX_EXTENTS: { value: 2048, doc: 'HOST_MAP_PAGES: extents at most (what fits in QCUDA_MAX_ARGS); 8 GiB of the guest kernel\'s 4 MiB blocks.' },
   QCUDA_OUTPUT_STDOUT: { value: 1, c: '1u', doc: 'OUTPUT_READ kinds: device printf, for the program\'s stdout' },
+  QCUDA_MEM_LINEAR: { value: 0, c: '0u', doc: 'MEMCPY_3D sides: linear device memory' },
+  QCUDA_MEM_ARRAY: { value: 1, c: '1u', doc: 'a CUDA array of the session (ARRAY_CREATE)' },
+  QCUDA_MEM_HOST: { value: 2, c: '2u', doc: 'the request\'s data (guest memory)' },
   QCUDA_OUTPUT_STDERR: { value: 2, c: '2u', doc: 'failed device asserts and qcuda\'s notes of dropped output, for its stderr' },
 } as const satisfies Record<string, ConstantDecl>;
 
@@ -114,6 +118,12 @@ export const STRUCTS = {
     fields: [['dst', 'u64'], ['size', 'u64'], ['stream', 'u64'], ['value', 'u32', 'the byte value in the low 8 bits'], ['async', 'u32']],
   },
   qcuda_args_host_map: { fields: [['gpa', 'u64', 'guest-physical start (contiguous)'], ['size', 'u64']] },
+  qcuda_args_host_map_pages: {
+    fields: [['key', 'u64', 'from the library: an address in its HOST_ALLOC or HOST_REGISTER range (page aligned); the guest driver sends 0'],
+      ['size', 'u64', 'bytes (whole pages)'], ['count', 'u32', 'extents that follow (the guest driver fills them in)'], ['reserved', 'u32']],
+    trailer: 'followed by count struct qcuda_extent, in order, their lengths adding up to size',
+  },
+  qcuda_extent: { fields: [['gpa', 'u64', 'guest-physical start, page aligned'], ['len', 'u64', 'bytes, whole pages']] },
   qcuda_args_stream_create: {
     fields: [['flags', 'u32', 'cudaStreamDefault / cudaStreamNonBlocking'], ['priority', 'i32', 'as cudaStreamCreateWithPriority']],
   },
@@ -170,6 +180,39 @@ export const STRUCTS = {
   },
   qcuda_args_batch: { fields: [['count', 'u32', 'entries'], ['reserved', 'u32'], ['bytes', 'u64', '== hdr.data_len; QCUDA_MAX_BATCH at most']] },
   qcuda_batch_entry: { fields: [['cmd', 'u32', 'QCUDA_CMD_* (a postable one)'], ['len', 'u32', 'argument bytes after this header (unpadded)']] },
+  qcuda_args_memcpy_3d: {
+    doc: 'A 2D/3D copy (MEMCPY_3D_*): a box of width bytes x height rows x depth slices from one side to the other. A side is linear device memory (ptr: its start; pitch: bytes per row; rows: rows per slice), an array (ptr: its handle; x in bytes, a multiple of its element size) or the data (host side: x, y, z 0; the data holds the box\'s first byte to its last, size bytes in all, rows pitch apart and slices pitch * rows apart). The backend walks the rows of each chunk itself: one request, whatever the row count.',
+    fields: [['dst', 'u64', 'device pointer or array handle (QCUDA_MEM_HOST: unused)'], ['src', 'u64'],
+      ['dst_pitch', 'u64'], ['src_pitch', 'u64'], ['dst_rows', 'u64', 'rows per slice'], ['src_rows', 'u64'],
+      ['dst_x', 'u64', 'bytes'], ['dst_y', 'u64'], ['dst_z', 'u64'], ['src_x', 'u64'], ['src_y', 'u64'], ['src_z', 'u64'],
+      ['width', 'u64', 'bytes'], ['height', 'u64'], ['depth', 'u64'],
+      ['size', 'u64', 'the host side\'s bytes (the whole transfer); 0 without one'], ['stream', 'u64'],
+      ['dst_kind', 'u32', 'QCUDA_MEM_*'], ['src_kind', 'u32'], ['async', 'u32'], ['reserved', 'u32']],
+  },
+  qcuda_args_memset_2d: {
+    fields: [['dst', 'u64'], ['pitch', 'u64'], ['width', 'u64', 'bytes'], ['height', 'u64'], ['stream', 'u64'],
+      ['value', 'u32', 'the byte value in the low 8 bits'], ['async', 'u32']],
+  },
+  qcuda_args_array_create: {
+    doc: 'As CUDA_ARRAY3D_DESCRIPTOR: height 0 for a 1D array, depth 0 for a 2D one (the layer count for a layered one, 6 (times the layers) for a cubemap).',
+    fields: [['width', 'u64'], ['height', 'u64'], ['depth', 'u64'], ['format', 'u32', 'CUarray_format'], ['channels', 'u32', '1, 2 or 4'],
+      ['flags', 'u32', 'CUDA_ARRAY3D_LAYERED, SURFACE_LDST, CUBEMAP, TEXTURE_GATHER'], ['reserved', 'u32']],
+  },
+  qcuda_args_mipmap_create: {
+    doc: 'A mipmapped array: the level-0 shape as ARRAY_CREATE\'s, and its level count.',
+    fields: [['width', 'u64'], ['height', 'u64'], ['depth', 'u64'], ['format', 'u32', 'CUarray_format'], ['channels', 'u32'],
+      ['flags', 'u32'], ['levels', 'u32', '1 .. 1 + log2 of the largest extent']],
+  },
+  qcuda_args_mipmap_level: { fields: [['handle', 'u64', 'the mipmapped array'], ['level', 'u32'], ['reserved', 'u32']] },
+  qcuda_args_tex_create: {
+    doc: 'A texture object (cuTexObjectCreate): the resource (an array of the session, or its linear / pitched device memory) and CUDA_TEXTURE_DESC\'s fields; no view.',
+    fields: [['res_type', 'u32', 'CUresourcetype: 0 array, 1 mipmapped array, 2 linear, 3 pitch2D'], ['format', 'u32', 'linear / pitch2D: CUarray_format'],
+      ['channels', 'u32', 'linear / pitch2D'], ['reserved', 'u32'], ['res', 'u64', 'the (mipmapped) array handle, or the device pointer'],
+      ['width', 'u64', 'pitch2D: elements'], ['height', 'u64', 'pitch2D'], ['pitch', 'u64', 'pitch2D: bytes'], ['size', 'u64', 'linear: bytes'],
+      ['address_mode', 'u32[3]', 'CUaddress_mode'], ['filter_mode', 'u32', 'CUfilter_mode'], ['flags', 'u32', 'CU_TRSF_*'],
+      ['max_anisotropy', 'u32'], ['mipmap_filter_mode', 'u32'], ['mipmap_level_bias', 'u32', 'float bits'], ['min_lod', 'u32', 'float bits'],
+      ['max_lod', 'u32', 'float bits'], ['border_color', 'u32[4]', 'float bits']],
+  },
   qcuda_out_output_read: { fields: [['kind', 'u32', 'QCUDA_OUTPUT_*; 0 when nothing was waiting'], ['more', 'u32', '1: more output is waiting']] },
 } as const satisfies Record<string, StructDecl>;
 
@@ -269,6 +312,14 @@ export const CALLS = {
   MEMCPY_DTOD: { cmd: 26, side: 'context', args: 'qcuda_args_memcpy', stream: 'stream', handles: { stream: 'stream' }, posted: true, doc: 'posted with async = 1' },
   MEMSET: { cmd: 27, side: 'context', args: 'qcuda_args_memset', stream: 'stream', handles: { stream: 'stream' }, posted: true, doc: 'posted with async = 1' },
   HOST_MAP: { cmd: 28, side: 'context', args: 'qcuda_args_host_map', doc: 'guest memory the GPU may address', value: 'its device pointer' },
+  HOST_MAP_PAGES: {
+    cmd: 160,
+    side: 'context',
+    args: 'qcuda_args_host_map_pages',
+    varArgs: true,
+    doc: 'HOST_MAP of guest pages that are not physically contiguous (managed or mapped memory of any size): the backend maps them in order into one range of its own and registers that; QCUDA_MAX_EXTENTS at most',
+    value: 'its device pointer',
+  },
   HOST_UNMAP: { cmd: 29, side: 'context', args: 'qcuda_args_ptr', doc: 'ptr: the device pointer' },
 
   STREAM_CREATE: {
@@ -450,6 +501,39 @@ export const CALLS = {
   },
   LIMIT_SET: { cmd: 64, side: 'context', args: 'qcuda_args_limit', doc: 'a cudaLimit of the session\'s context' },
   LIMIT_GET: { cmd: 65, side: 'context', args: 'qcuda_args_limit', doc: 'args.value unused', value: 'the limit' },
+
+  MEMCPY_3D_HTOD: {
+    cmd: 140, side: 'context', args: 'qcuda_args_memcpy_3d', data: 'to', stream: 'stream', handles: { stream: 'stream' },
+    doc: 'cudaMemcpy2D/3D from guest memory (src_kind QCUDA_MEM_HOST) to linear memory or an array',
+  },
+  MEMCPY_3D_DTOH: {
+    cmd: 141, side: 'context', args: 'qcuda_args_memcpy_3d', data: 'from', stream: 'stream', handles: { stream: 'stream' },
+    doc: 'cudaMemcpy2D/3D from linear memory or an array to guest memory (dst_kind QCUDA_MEM_HOST)',
+  },
+  MEMCPY_3D_DTOD: {
+    cmd: 142, side: 'context', args: 'qcuda_args_memcpy_3d', stream: 'stream', handles: { stream: 'stream' }, posted: true,
+    doc: 'cudaMemcpy2D/3D between linear memory and arrays on the device; posted with async = 1',
+  },
+  MEMSET_2D: {
+    cmd: 143, side: 'context', args: 'qcuda_args_memset_2d', stream: 'stream', handles: { stream: 'stream' }, posted: true,
+    doc: 'cudaMemset2D: height rows of width bytes, pitch apart; posted with async = 1',
+  },
+  ARRAY_CREATE: {
+    cmd: 144, side: 'context', args: 'qcuda_args_array_create', doc: 'a CUDA array, counted against the quota', value: 'the array handle',
+  },
+  ARRAY_DESTROY: { cmd: 145, side: 'context', args: 'qcuda_args_handle', doc: 'cudaFreeArray' },
+  TEX_CREATE: { cmd: 146, side: 'context', args: 'qcuda_args_tex_create', doc: 'cudaCreateTextureObject', value: 'the texture object, as kernels take it' },
+  TEX_DESTROY: { cmd: 147, side: 'context', args: 'qcuda_args_handle', doc: 'handle: the texture object' },
+  SURF_CREATE: { cmd: 148, side: 'context', args: 'qcuda_args_handle', doc: 'cudaCreateSurfaceObject of an array (handle)', value: 'the surface object, as kernels take it' },
+  SURF_DESTROY: { cmd: 149, side: 'context', args: 'qcuda_args_handle', doc: 'handle: the surface object' },
+
+  MIPMAP_CREATE: {
+    cmd: 150, side: 'context', args: 'qcuda_args_mipmap_create', doc: 'cudaMallocMipmappedArray, counted against the quota (every level)', value: 'the mipmapped array handle',
+  },
+  MIPMAP_LEVEL: {
+    cmd: 151, side: 'context', args: 'qcuda_args_mipmap_level', doc: 'cudaGetMipmappedArrayLevel: the level as an array of the session (freed with its mipmapped array)', value: 'the level\'s array handle',
+  },
+  MIPMAP_DESTROY: { cmd: 152, side: 'context', args: 'qcuda_args_handle', doc: 'cudaFreeMipmappedArray' },
 
   BATCH: {
     cmd: 54,

@@ -1,0 +1,1380 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CUDA arrays, pitched allocations, 2D/3D copies and memsets, texture and
+ * surface objects.
+ *
+ * A 2D/3D copy between guest memory and the device is one request
+ * (MEMCPY_3D_HTOD/DTOH): the guest side's box crosses as the request's data
+ * from its first byte to its last (the driver pins those pages, no copy),
+ * the arguments describe both sides (pitch, rows per slice, position,
+ * extent) and the backend walks the rows, checking both sides. Between
+ * device places (linear memory, arrays) it is MEMCPY_3D_DTOD, posted when
+ * asynchronous. A copy whose two sides are contiguous linear memory is an
+ * ordinary 1D copy; guest memory on both sides is copied here.
+ *
+ * An array is a struct qc_array the program holds as its cudaArray_t (and
+ * CUarray): its backend handle and shape, kept for cudaArrayGetInfo and the
+ * checks made here before a request goes out (the backend checks again).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph.h"
+#include "qc_array.h"
+
+/* The runtime's per-thread-default-stream variants (copy.c). */
+cudaError_t cudaMemset_ptds(void *devPtr, int value, size_t count);
+cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, cudaStream_t stream);
+
+#define QC_ARRAY_MAGIC 0x41524159u	/* "ARAY" */
+
+static pthread_mutex_t arrays_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct qc_array *arrays;
+static unsigned int generation = 1;
+
+/* ------------------------------------------------------------- formats */
+
+size_t qc_format_size(int format, unsigned int channels)
+{
+	size_t b;
+
+	switch (format) {
+	case 0x01: case 0x08: b = 1; break;	/* (un)signed int 8 */
+	case 0x02: case 0x09: case 0x10: b = 2; break;	/* (un)signed int 16, half */
+	case 0x03: case 0x0a: case 0x20: b = 4; break;	/* (un)signed int 32, float */
+	default: return 0;
+	}
+	if (channels != 1 && channels != 2 && channels != 4)
+		return 0;
+	return b * channels;
+}
+
+/* cudaChannelFormatDesc -> CUarray_format and channels. */
+static cudaError_t format_of(const struct cudaChannelFormatDesc *d, int *format, unsigned int *channels)
+{
+	int bits = d->x;
+	unsigned int n = 0;
+
+	if (d->x > 0)
+		n = 1;
+	if (d->y > 0)
+		n = 2;
+	if (d->z > 0)
+		n = 3;
+	if (d->w > 0)
+		n = 4;
+	if (n == 0 || n == 3 || (d->y && d->y != bits) || (n > 2 && (d->z != bits || d->w != bits)) ||
+	    (n == 1 && (d->y || d->z || d->w)) || (n == 2 && (d->z || d->w)))
+		return cudaErrorInvalidChannelDescriptor;
+	*channels = n;
+	switch (d->f) {
+	case cudaChannelFormatKindSigned:
+		*format = bits == 8 ? 0x08 : bits == 16 ? 0x09 : bits == 32 ? 0x0a : 0;
+		break;
+	case cudaChannelFormatKindUnsigned:
+		*format = bits == 8 ? 0x01 : bits == 16 ? 0x02 : bits == 32 ? 0x03 : 0;
+		break;
+	case cudaChannelFormatKindFloat:
+		*format = bits == 16 ? 0x10 : bits == 32 ? 0x20 : 0;
+		break;
+	default:
+		*format = 0;
+	}
+	return *format ? cudaSuccess : cudaErrorInvalidChannelDescriptor;
+}
+
+static struct cudaChannelFormatDesc desc_of(int format, unsigned int channels)
+{
+	struct cudaChannelFormatDesc d = { 0 };
+	int bits = (int)(qc_format_size(format, 1) * 8);
+
+	d.f = format == 0x10 || format == 0x20 ? cudaChannelFormatKindFloat :
+	      format >= 0x08 && format <= 0x0a ? cudaChannelFormatKindSigned :
+						 cudaChannelFormatKindUnsigned;
+	d.x = bits;
+	d.y = channels > 1 ? bits : 0;
+	d.z = channels > 2 ? bits : 0;
+	d.w = channels > 3 ? bits : 0;
+	return d;
+}
+
+/* -------------------------------------------------------------- arrays */
+
+struct qc_array *qc_array_lookup(const void *p)
+{
+	struct qc_array *a;
+
+	if (!p)
+		return NULL;
+	pthread_mutex_lock(&arrays_lock);
+	for (a = arrays; a && a != p; a = a->next)
+		;
+	pthread_mutex_unlock(&arrays_lock);
+	return a && a->magic == QC_ARRAY_MAGIC ? a : NULL;
+}
+
+/* The array, if it is one of this session generation's. */
+static cudaError_t live_array(const void *p, struct qc_array **out)
+{
+	struct qc_array *a = qc_array_lookup(p);
+
+	if (!a)
+		return cudaErrorInvalidResourceHandle;
+	if (a->gen != generation)
+		return cudaErrorInvalidResourceHandle;	/* gone with a cudaDeviceReset */
+	*out = a;
+	return cudaSuccess;
+}
+
+cudaError_t qc_array_create(int format, unsigned int channels, size_t width, size_t height,
+			    size_t depth, unsigned int flags, struct qc_array **out)
+{
+	struct qcuda_args_array_create args = { .width = width, .height = height, .depth = depth,
+						.format = (uint32_t)format, .channels = channels,
+						.flags = flags };
+	struct qc_array *a;
+	uint64_t h = 0;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	if (!qc_format_size(format, channels))
+		return cudaErrorInvalidChannelDescriptor;
+	e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_ARRAY_CREATE, .args = &args,
+				     .args_len = sizeof(args), .value = &h });
+	if (e != cudaSuccess)
+		return e;
+	a = calloc(1, sizeof(*a));
+	if (!a) {
+		qc_req_array_destroy(h);
+		return cudaErrorMemoryAllocation;
+	}
+	*a = (struct qc_array){ .magic = QC_ARRAY_MAGIC, .handle = h, .format = format,
+				.channels = channels, .width = width, .height = height,
+				.depth = depth, .flags = flags,
+				.elem = qc_format_size(format, channels) };
+	pthread_mutex_lock(&arrays_lock);
+	a->gen = generation;
+	a->next = arrays;
+	arrays = a;
+	pthread_mutex_unlock(&arrays_lock);
+	*out = a;
+	return cudaSuccess;
+}
+
+cudaError_t qc_array_destroy(struct qc_array *a)
+{
+	struct qc_array **pp;
+	cudaError_t e = cudaSuccess;
+	int live;
+
+	pthread_mutex_lock(&arrays_lock);
+	for (pp = &arrays; *pp && *pp != a; pp = &(*pp)->next)
+		;
+	if (!*pp || a->level) {
+		pthread_mutex_unlock(&arrays_lock);
+		return cudaErrorInvalidValue;
+	}
+	*pp = a->next;
+	live = a->gen == generation;
+	pthread_mutex_unlock(&arrays_lock);
+	if (live)
+		e = qc_req_array_destroy(a->handle);
+	a->magic = 0;
+	free(a);
+	return e;
+}
+
+void qc_array_reset(void)
+{
+	pthread_mutex_lock(&arrays_lock);
+	generation++;
+	pthread_mutex_unlock(&arrays_lock);
+}
+
+/* ---------------------------------------------------- mipmapped arrays */
+
+#define QC_MIPMAP_MAGIC 0x4d495050u	/* "MIPP" */
+
+static struct qc_mipmap *mipmaps;	/* under arrays_lock */
+
+struct qc_mipmap *qc_mipmap_lookup(const void *p)
+{
+	struct qc_mipmap *m;
+
+	if (!p)
+		return NULL;
+	pthread_mutex_lock(&arrays_lock);
+	for (m = mipmaps; m && m != p; m = m->next)
+		;
+	pthread_mutex_unlock(&arrays_lock);
+	return m && m->magic == QC_MIPMAP_MAGIC ? m : NULL;
+}
+
+struct qc_mipmap *qc_mipmap_of_handle(uint64_t h)
+{
+	struct qc_mipmap *m;
+
+	pthread_mutex_lock(&arrays_lock);
+	for (m = mipmaps; m && !(m->handle == h && m->gen == generation); m = m->next)
+		;
+	pthread_mutex_unlock(&arrays_lock);
+	return m;
+}
+
+static cudaError_t live_mipmap(const void *p, struct qc_mipmap **out)
+{
+	struct qc_mipmap *m = qc_mipmap_lookup(p);
+
+	if (!m || m->gen != generation)
+		return cudaErrorInvalidResourceHandle;
+	*out = m;
+	return cudaSuccess;
+}
+
+cudaError_t qc_mipmap_create(int format, unsigned int channels, size_t width, size_t height,
+			     size_t depth, unsigned int flags, unsigned int levels, struct qc_mipmap **out)
+{
+	struct qcuda_args_mipmap_create args = { .width = width, .height = height, .depth = depth,
+						 .format = (uint32_t)format, .channels = channels,
+						 .flags = flags, .levels = levels };
+	struct qc_mipmap *m;
+	uint64_t h = 0;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	if (!qc_format_size(format, channels))
+		return cudaErrorInvalidChannelDescriptor;
+	if (levels == 0 || levels > QC_MAX_LEVELS)
+		return cudaErrorInvalidValue;
+	e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MIPMAP_CREATE, .args = &args,
+				     .args_len = sizeof(args), .value = &h });
+	if (e != cudaSuccess)
+		return e;
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		qc_req_mipmap_destroy(h);
+		return cudaErrorMemoryAllocation;
+	}
+	*m = (struct qc_mipmap){ .magic = QC_MIPMAP_MAGIC, .handle = h, .format = format,
+				 .channels = channels, .width = width, .height = height,
+				 .depth = depth, .flags = flags, .levels = levels };
+	pthread_mutex_lock(&arrays_lock);
+	m->gen = generation;
+	m->next = mipmaps;
+	mipmaps = m;
+	pthread_mutex_unlock(&arrays_lock);
+	*out = m;
+	return cudaSuccess;
+}
+
+cudaError_t qc_mipmap_level(struct qc_mipmap *m, unsigned int level, struct qc_array **out)
+{
+	struct qcuda_args_mipmap_level args = { .handle = m->handle, .level = level };
+	struct qc_array *a;
+	int keep = (m->flags & (cudaArrayLayered | cudaArrayCubemap)) != 0;
+	uint64_t h = 0;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	if (level >= m->levels)
+		return cudaErrorInvalidValue;
+	pthread_mutex_lock(&arrays_lock);
+	a = m->lv[level];
+	pthread_mutex_unlock(&arrays_lock);
+	if (a) {
+		*out = a;
+		return cudaSuccess;
+	}
+	e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MIPMAP_LEVEL, .args = &args,
+				     .args_len = sizeof(args), .value = &h });
+	if (e != cudaSuccess)
+		return e;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return cudaErrorMemoryAllocation;
+	*a = (struct qc_array){ .magic = QC_ARRAY_MAGIC, .handle = h, .format = m->format,
+				.channels = m->channels,
+				.width = m->width >> level ? m->width >> level : 1,
+				.height = m->height ? (m->height >> level ? m->height >> level : 1) : 0,
+				.depth = keep || !m->depth ? m->depth : (m->depth >> level ? m->depth >> level : 1),
+				.flags = m->flags, .elem = qc_format_size(m->format, m->channels),
+				.level = 1 };
+	pthread_mutex_lock(&arrays_lock);
+	if (m->lv[level]) {	/* another thread made it meanwhile (the same handle) */
+		free(a);
+		a = m->lv[level];
+	} else {
+		a->gen = m->gen;
+		a->next = arrays;
+		arrays = a;
+		m->lv[level] = a;
+	}
+	pthread_mutex_unlock(&arrays_lock);
+	*out = a;
+	return cudaSuccess;
+}
+
+cudaError_t qc_mipmap_destroy(struct qc_mipmap *m)
+{
+	struct qc_mipmap **pp;
+	cudaError_t e = cudaSuccess;
+	int live;
+
+	pthread_mutex_lock(&arrays_lock);
+	for (pp = &mipmaps; *pp && *pp != m; pp = &(*pp)->next)
+		;
+	if (!*pp) {
+		pthread_mutex_unlock(&arrays_lock);
+		return cudaErrorInvalidValue;
+	}
+	*pp = m->next;
+	for (unsigned int l = 0; l < m->levels; l++) {
+		struct qc_array **ap;
+
+		if (!m->lv[l])
+			continue;
+		for (ap = &arrays; *ap && *ap != m->lv[l]; ap = &(*ap)->next)
+			;
+		if (*ap)
+			*ap = m->lv[l]->next;
+		m->lv[l]->magic = 0;
+		free(m->lv[l]);
+	}
+	live = m->gen == generation;
+	pthread_mutex_unlock(&arrays_lock);
+	if (live)
+		e = qc_req_mipmap_destroy(m->handle);
+	m->magic = 0;
+	free(m);
+	return e;
+}
+
+QC_API cudaError_t cudaMallocMipmappedArray(cudaMipmappedArray_t *mipmappedArray,
+					    const struct cudaChannelFormatDesc *desc,
+					    struct cudaExtent extent, unsigned int numLevels,
+					    unsigned int flags)
+{
+	struct qc_mipmap *m;
+	unsigned int channels;
+	int format;
+	cudaError_t e;
+
+	if (!mipmappedArray || !desc)
+		return qc_ret(cudaErrorInvalidValue);
+	e = format_of(desc, &format, &channels);
+	if (e == cudaSuccess)
+		e = qc_mipmap_create(format, channels, extent.width, extent.height, extent.depth, flags,
+				     numLevels, &m);
+	if (e == cudaSuccess)
+		*mipmappedArray = (cudaMipmappedArray_t)m;
+	return qc_ret(e);
+}
+
+QC_API cudaError_t cudaGetMipmappedArrayLevel(cudaArray_t *levelArray,
+					      cudaMipmappedArray_const_t mipmappedArray,
+					      unsigned int level)
+{
+	struct qc_mipmap *m;
+	struct qc_array *a;
+	cudaError_t e;
+
+	if (!levelArray)
+		return qc_ret(cudaErrorInvalidValue);
+	e = live_mipmap(mipmappedArray, &m);
+	if (e == cudaSuccess)
+		e = qc_mipmap_level(m, level, &a);
+	if (e == cudaSuccess)
+		*levelArray = (cudaArray_t)a;
+	return qc_ret(e);
+}
+
+QC_API cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray)
+{
+	struct qc_mipmap *m;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	if (!mipmappedArray)
+		return cudaSuccess;
+	m = qc_mipmap_lookup(mipmappedArray);
+	return qc_ret(m ? qc_mipmap_destroy(m) : cudaErrorInvalidValue);
+}
+
+QC_API cudaError_t cudaMallocArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc,
+				   size_t width, size_t height, unsigned int flags)
+{
+	struct qc_array *a;
+	unsigned int channels;
+	int format;
+	cudaError_t e;
+
+	if (!array || !desc)
+		return qc_ret(cudaErrorInvalidValue);
+	e = format_of(desc, &format, &channels);
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	if (flags & (cudaArrayLayered | cudaArrayCubemap))	/* cudaMalloc3DArray's */
+		return qc_ret(cudaErrorInvalidValue);
+	e = qc_array_create(format, channels, width, height, 0, flags, &a);
+	if (e == cudaSuccess)
+		*array = (cudaArray_t)a;
+	return qc_ret(e);
+}
+
+QC_API cudaError_t cudaMalloc3DArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc,
+				     struct cudaExtent extent, unsigned int flags)
+{
+	struct qc_array *a;
+	unsigned int channels;
+	int format;
+	cudaError_t e;
+
+	if (!array || !desc)
+		return qc_ret(cudaErrorInvalidValue);
+	e = format_of(desc, &format, &channels);
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	e = qc_array_create(format, channels, extent.width, extent.height, extent.depth, flags, &a);
+	if (e == cudaSuccess)
+		*array = (cudaArray_t)a;
+	return qc_ret(e);
+}
+
+QC_API cudaError_t cudaFreeArray(cudaArray_t array)
+{
+	struct qc_array *a;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	if (!array)
+		return cudaSuccess;
+	a = qc_array_lookup(array);
+	return qc_ret(a ? qc_array_destroy(a) : cudaErrorInvalidValue);
+}
+
+QC_API cudaError_t cudaArrayGetInfo(struct cudaChannelFormatDesc *desc, struct cudaExtent *extent,
+				    unsigned int *flags, cudaArray_t array)
+{
+	struct qc_array *a;
+	cudaError_t e = live_array(array, &a);
+
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	if (desc)
+		*desc = desc_of(a->format, a->channels);
+	if (extent)
+		*extent = (struct cudaExtent){ .width = a->width, .height = a->height, .depth = a->depth };
+	if (flags)
+		*flags = a->flags;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaGetChannelDesc(struct cudaChannelFormatDesc *desc, cudaArray_const_t array)
+{
+	struct qc_array *a;
+	cudaError_t e = live_array(array, &a);
+
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	if (!desc)
+		return qc_ret(cudaErrorInvalidValue);
+	*desc = desc_of(a->format, a->channels);
+	return cudaSuccess;
+}
+
+/* --------------------------------------------------- pitched allocations */
+
+/* The pitch cudaMallocPitch gives: rows rounded to 512 bytes, as on the
+ * GPUs qcuda serves (more than their texture pitch alignment). */
+#define QC_PITCH_ALIGN 512u
+
+static cudaError_t malloc_pitch(void **p, size_t *pitch, size_t width, size_t rows)
+{
+	size_t pt, bytes;
+
+	if (!p || !pitch)
+		return cudaErrorInvalidValue;
+	if (width > SIZE_MAX - QC_PITCH_ALIGN)
+		return cudaErrorMemoryAllocation;
+	pt = (width + QC_PITCH_ALIGN - 1) / QC_PITCH_ALIGN * QC_PITCH_ALIGN;
+	if (__builtin_mul_overflow(pt, rows, &bytes))
+		return cudaErrorMemoryAllocation;
+	*pitch = pt;
+	return cudaMalloc(p, bytes);
+}
+
+QC_API cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+{
+	return qc_ret(malloc_pitch(devPtr, pitch, width, height));
+}
+
+QC_API cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent)
+{
+	size_t rows, pitch = 0;
+	void *p = NULL;
+	cudaError_t e;
+
+	if (!pitchedDevPtr)
+		return qc_ret(cudaErrorInvalidValue);
+	if (__builtin_mul_overflow(extent.height, extent.depth, &rows))
+		return qc_ret(cudaErrorMemoryAllocation);
+	e = malloc_pitch(&p, &pitch, extent.width, rows);
+	if (e == cudaSuccess)
+		*pitchedDevPtr = (struct cudaPitchedPtr){ .ptr = p, .pitch = pitch, .xsize = extent.width, .ysize = extent.height };
+	return qc_ret(e);
+}
+
+/* ---------------------------------------------------------------- copies */
+
+struct loc {
+	int device;		/* 1: the backend's memory */
+	uint64_t dptr;
+	void *hptr;
+};
+
+/* [p, p + n): device memory (need_device: it must be), or guest memory;
+ * as copy.c resolves a 1D copy's sides. */
+static cudaError_t resolve(const void *p, size_t n, int need_device, struct loc *l)
+{
+	uint64_t a = (uintptr_t)p;
+	cudaError_t e = cudaSuccess;
+	struct qc_region *r;
+
+	pthread_rwlock_rdlock(&qc_maps_lock);
+	if ((r = qc_rmap_find(&qc_dev_map, a))) {
+		if (n > r->dev + r->size - a)
+			e = cudaErrorInvalidValue;
+		else if (r->kind == QC_MEM_DEVICE || r->kind == QC_MEM_SYMBOL)
+			*l = (struct loc){ .device = 1, .dptr = a };
+		else
+			*l = (struct loc){ .device = 0, .hptr = (void *)(r->host + (a - r->dev)) };
+	} else if ((r = qc_rmap_find(&qc_host_map, a))) {
+		if (need_device && n > r->host + r->size - a)
+			e = cudaErrorInvalidValue;
+		else
+			*l = (struct loc){ .device = 0, .hptr = (void *)p };
+	} else if (need_device) {
+		e = cudaErrorInvalidValue;
+	} else {
+		*l = (struct loc){ .device = 0, .hptr = (void *)p };
+	}
+	pthread_rwlock_unlock(&qc_maps_lock);
+	return e;
+}
+
+/* A side, resolved: an array, device memory or guest memory (from the box's first byte). */
+struct rside {
+	uint32_t kind;		/* QCUDA_MEM_* */
+	struct qc_array *array;
+	struct loc loc;
+	uint64_t first;		/* the box's first byte (pointer sides) */
+	size_t span;		/* bytes from it to the last */
+	size_t pitch, rows;
+};
+
+static cudaError_t side_of(const struct qc_side *s, size_t w, size_t h, size_t d, int need_device,
+			   struct rside *out)
+{
+	size_t a, b, off, span;
+
+	memset(out, 0, sizeof(*out));
+	if (s->array) {
+		struct qc_array *arr;
+		cudaError_t e = live_array(s->array, &arr);
+		size_t ah = arr->height ? arr->height : 1, ad = arr->depth ? arr->depth : 1;
+
+		if (e != cudaSuccess)
+			return e;
+		if (s->x % arr->elem || w % arr->elem || s->x > arr->width * arr->elem ||
+		    w > arr->width * arr->elem - s->x || s->y > ah || h > ah - s->y || s->z > ad ||
+		    d > ad - s->z)
+			return cudaErrorInvalidValue;
+		out->kind = QCUDA_MEM_ARRAY;
+		out->array = arr;
+		return cudaSuccess;
+	}
+	if ((h > 1 || d > 1) && (s->pitch < w || s->x > s->pitch - w))
+		return cudaErrorInvalidPitchValue;
+	if ((d > 1 || s->z) && (s->rows < h || s->y > s->rows - h))
+		return cudaErrorInvalidValue;
+	if (__builtin_mul_overflow(s->z, s->pitch, &a) || __builtin_mul_overflow(a, s->rows, &a) ||
+	    __builtin_mul_overflow(s->y, s->pitch, &b) || __builtin_add_overflow(a, b, &off) ||
+	    __builtin_add_overflow(off, s->x, &off) ||
+	    __builtin_mul_overflow(d - 1, s->pitch, &a) || __builtin_mul_overflow(a, s->rows, &a) ||
+	    __builtin_mul_overflow(h - 1, s->pitch, &b) || __builtin_add_overflow(a, b, &span) ||
+	    __builtin_add_overflow(span, w, &span) || (uintptr_t)s->ptr + off < (uintptr_t)s->ptr)
+		return cudaErrorInvalidValue;
+	if (!s->ptr)
+		return cudaErrorInvalidValue;
+	out->first = (uintptr_t)s->ptr + off;
+	out->span = span;
+	out->pitch = s->pitch;
+	out->rows = s->rows;
+	{
+		cudaError_t e = resolve((const void *)(uintptr_t)out->first, span, need_device, &out->loc);
+
+		if (e != cudaSuccess)
+			return e;
+	}
+	out->kind = out->loc.device ? QCUDA_MEM_LINEAR : QCUDA_MEM_HOST;
+	return cudaSuccess;
+}
+
+/* Guest memory on both sides: row by row here (after the stream's work). */
+static void host_rows(const struct rside *d, const struct rside *s, size_t w, size_t h, size_t n)
+{
+	for (size_t z = 0; z < n; z++)
+		for (size_t y = 0; y < h; y++)
+			memmove((char *)d->loc.hptr + z * d->pitch * d->rows + y * d->pitch,
+				(const char *)s->loc.hptr + z * s->pitch * s->rows + y * s->pitch, w);
+}
+
+static void fill_side(const struct rside *r, const struct qc_side *s, __le64 *h, __le64 *pitch,
+		      __le64 *rows, __le64 *x, __le64 *y, __le64 *z)
+{
+	if (r->kind == QCUDA_MEM_ARRAY) {
+		*h = r->array->handle, *pitch = 0, *rows = 0, *x = s->x, *y = s->y, *z = s->z;
+	} else {
+		/* Pointer sides go from the box's first byte. */
+		*h = r->kind == QCUDA_MEM_LINEAR ? r->loc.dptr : 0;
+		*pitch = r->pitch, *rows = r->rows, *x = 0, *y = 0, *z = 0;
+	}
+}
+
+cudaError_t qc_copy3d(const struct qc_side *dst, const struct qc_side *src, size_t w, size_t h,
+		      size_t d, enum cudaMemcpyKind kind, cudaStream_t stream, int async, int ptds)
+{
+	struct qcuda_args_memcpy_3d a = { 0 };
+	struct rside ds, ss;
+	uint64_t qs = qc_stream(stream, ptds);
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	if ((unsigned)kind > cudaMemcpyDefault)
+		return cudaErrorInvalidMemcpyDirection;
+	if (w == 0 || h == 0 || d == 0)
+		return cudaSuccess;
+	e = side_of(dst, w, h, d, kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice, &ds);
+	if (e == cudaSuccess)
+		e = side_of(src, w, h, d, kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice, &ss);
+	if (e != cudaSuccess)
+		return e;
+
+	if (ds.kind == QCUDA_MEM_HOST && ss.kind == QCUDA_MEM_HOST) {
+		e = qc_deferred(qc_req_stream_sync(qs));
+		if (e == cudaSuccess)
+			host_rows(&ds, &ss, w, h, d);
+		return e;
+	}
+	/* Contiguous linear memory on both sides: a 1D copy. */
+	if (ds.kind != QCUDA_MEM_ARRAY && ss.kind != QCUDA_MEM_ARRAY &&
+	    ((h == 1 && d == 1) ||
+	     (ds.pitch == w && ss.pitch == w && (d == 1 || (ds.rows == h && ss.rows == h)))))
+		return qc_memcpy((void *)(uintptr_t)ds.first, (const void *)(uintptr_t)ss.first,
+				 w * h * d, kind == cudaMemcpyDefault ? cudaMemcpyDefault : kind,
+				 stream, async, ptds);
+
+	/* Not a node a captured stream can hold yet (a contiguous copy is, above). */
+	if (async && qc_capture_active(stream, ptds))
+		return cudaErrorStreamCaptureUnsupported;
+	/* An array and guest memory of more than a chunk: requests of whole rows
+	 * (slices where they fit), each at most QCUDA_CHUNK, so that the driver
+	 * never cuts an element of a row in two (a row of an array is at most
+	 * 2 MiB). */
+	if ((ds.kind == QCUDA_MEM_ARRAY || ss.kind == QCUDA_MEM_ARRAY) &&
+	    (ss.kind == QCUDA_MEM_HOST ? ss.span : ds.kind == QCUDA_MEM_HOST ? ds.span : 0) > QCUDA_CHUNK) {
+		const struct rside *hs = ss.kind == QCUDA_MEM_HOST ? &ss : &ds;
+		size_t slice = hs->pitch * hs->rows;	/* no overflow: side_of computed the span */
+		struct qc_side d2 = *dst, s2 = *src;
+
+		if (d > 1 && slice <= QCUDA_CHUNK) {
+			size_t n = QCUDA_CHUNK / slice;
+
+			for (size_t z = 0; e == cudaSuccess && z < d; z += n) {
+				d2.z = dst->z + z, s2.z = src->z + z;
+				e = qc_copy3d(&d2, &s2, w, h, n < d - z ? n : d - z, kind, stream, async, ptds);
+			}
+			return e;
+		}
+		size_t k = hs->pitch && hs->pitch <= QCUDA_CHUNK ? QCUDA_CHUNK / hs->pitch : 1;
+
+		for (size_t z = 0; e == cudaSuccess && z < d; z++)
+			for (size_t y = 0; e == cudaSuccess && y < h; y += k) {
+				d2.z = dst->z + z, s2.z = src->z + z;
+				d2.y = dst->y + y, s2.y = src->y + y;
+				e = qc_copy3d(&d2, &s2, w, k < h - y ? k : h - y, 1, kind, stream, async, ptds);
+			}
+		return e;
+	}
+	fill_side(&ds, dst, &a.dst, &a.dst_pitch, &a.dst_rows, &a.dst_x, &a.dst_y, &a.dst_z);
+	fill_side(&ss, src, &a.src, &a.src_pitch, &a.src_rows, &a.src_x, &a.src_y, &a.src_z);
+	a.width = w, a.height = h, a.depth = d;
+	a.stream = qs;
+	a.dst_kind = ds.kind, a.src_kind = ss.kind;
+	a.async = async ? 1 : 0;
+	if (ss.kind == QCUDA_MEM_HOST || ds.kind == QCUDA_MEM_HOST) {
+		int to_dev = ss.kind == QCUDA_MEM_HOST;
+		const struct rside *hs = to_dev ? &ss : &ds;
+		size_t dense = w * h * d;	/* <= the span: no overflow */
+		void *data = hs->loc.hptr, *bounce = NULL;
+		uint64_t len = hs->span;
+
+		/* A sparse box (a column of a wide image): its rows go through a
+		 * dense buffer here rather than pinning every page between them. */
+		if (hs->span - dense > (1u << 20) && hs->span / 2 > dense && (bounce = malloc(dense))) {
+			for (size_t z = 0; to_dev && z < d; z++)
+				for (size_t y = 0; y < h; y++)
+					memcpy((char *)bounce + (z * h + y) * w,
+					       (const char *)hs->loc.hptr + z * hs->pitch * hs->rows + y * hs->pitch, w);
+			if (to_dev)
+				a.src_pitch = w, a.src_rows = h;
+			else
+				a.dst_pitch = w, a.dst_rows = h;
+			data = bounce, len = dense;
+		}
+		a.size = len;
+		e = qc_call(&(struct qc_req){ .cmd = to_dev ? QCUDA_CMD_MEMCPY_3D_HTOD : QCUDA_CMD_MEMCPY_3D_DTOH,
+					     .args = &a, .args_len = sizeof(a),
+					     .dir = to_dev ? QT_TO_DEVICE : QT_FROM_DEVICE, .data = data,
+					     .data_len = len });
+		if (bounce && !to_dev && e == cudaSuccess)
+			for (size_t z = 0; z < d; z++)
+				for (size_t y = 0; y < h; y++)
+					memcpy((char *)hs->loc.hptr + z * hs->pitch * hs->rows + y * hs->pitch,
+					       (const char *)bounce + (z * h + y) * w, w);
+		free(bounce);
+		return async ? e : qc_deferred(e);
+	}
+	if (async)
+		return qc_stream_known(stream, ptds) ? qc_post(QCUDA_CMD_MEMCPY_3D_DTOD, &a, sizeof(a)) :
+						       cudaErrorInvalidResourceHandle;
+	return qc_deferred(qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEMCPY_3D_DTOD, .args = &a,
+						    .args_len = sizeof(a) }));
+}
+
+/* Pointer sides of a 2D copy. */
+#define PSIDE(p, pt) ((struct qc_side){ .ptr = (p), .pitch = (pt), .rows = 0 })
+
+static cudaError_t copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+			  size_t height, enum cudaMemcpyKind kind, cudaStream_t s, int async, int ptds)
+{
+	struct qc_side d = PSIDE(dst, dpitch), r = PSIDE(src, spitch);
+
+	d.rows = r.rows = height;
+	return qc_copy3d(&d, &r, width, height, 1, kind, s, async, ptds);
+}
+
+QC_API cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
+				size_t width, size_t height, enum cudaMemcpyKind kind)
+{
+	return qc_ret(copy2d(dst, dpitch, src, spitch, width, height, kind, NULL, 0, 0));
+}
+
+QC_API cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
+				     size_t width, size_t height, enum cudaMemcpyKind kind);
+QC_API cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
+				     size_t width, size_t height, enum cudaMemcpyKind kind)
+{
+	return qc_ret(copy2d(dst, dpitch, src, spitch, width, height, kind, NULL, 0, 1));
+}
+
+QC_API cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+				     size_t width, size_t height, enum cudaMemcpyKind kind,
+				     cudaStream_t stream)
+{
+	return qc_ret(copy2d(dst, dpitch, src, spitch, width, height, kind, stream, 1, 0));
+}
+
+QC_API cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src, size_t spitch,
+					  size_t width, size_t height, enum cudaMemcpyKind kind,
+					  cudaStream_t stream);
+QC_API cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src, size_t spitch,
+					  size_t width, size_t height, enum cudaMemcpyKind kind,
+					  cudaStream_t stream)
+{
+	return qc_ret(copy2d(dst, dpitch, src, spitch, width, height, kind, stream, 1, 1));
+}
+
+/* An array side at (wOffset bytes, hOffset). */
+static cudaError_t aside(cudaArray_const_t array, size_t x, size_t y, struct qc_side *out)
+{
+	struct qc_array *a;
+	cudaError_t e = live_array(array, &a);
+
+	if (e == cudaSuccess)
+		*out = (struct qc_side){ .array = a, .x = x, .y = y };
+	return e;
+}
+
+static cudaError_t to_array2d(cudaArray_t dst, size_t wo, size_t ho, const void *src, size_t spitch,
+			      size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t s,
+			      int async, int ptds)
+{
+	struct qc_side d, r = PSIDE(src, spitch);
+	cudaError_t e = aside(dst, wo, ho, &d);
+
+	r.rows = height;
+	return e != cudaSuccess ? e : qc_copy3d(&d, &r, width, height, 1, kind, s, async, ptds);
+}
+
+static cudaError_t from_array2d(void *dst, size_t dpitch, cudaArray_const_t src, size_t wo,
+				size_t ho, size_t width, size_t height, enum cudaMemcpyKind kind,
+				cudaStream_t s, int async, int ptds)
+{
+	struct qc_side d = PSIDE(dst, dpitch), r;
+	cudaError_t e = aside(src, wo, ho, &r);
+
+	d.rows = height;
+	return e != cudaSuccess ? e : qc_copy3d(&d, &r, width, height, 1, kind, s, async, ptds);
+}
+
+/* The 2D array copies under each ABI: name, parameters, call. */
+#define ARRAY2D(name, params, call)                                                       \
+	QC_API cudaError_t name params;                                                   \
+	QC_API cudaError_t name params { return qc_ret(call); }
+
+ARRAY2D(cudaMemcpy2DToArray, (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind),
+	to_array2d(dst, wOffset, hOffset, src, spitch, width, height, kind, NULL, 0, 0))
+ARRAY2D(cudaMemcpy2DToArray_ptds, (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind),
+	to_array2d(dst, wOffset, hOffset, src, spitch, width, height, kind, NULL, 0, 1))
+ARRAY2D(cudaMemcpy2DToArrayAsync, (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream),
+	to_array2d(dst, wOffset, hOffset, src, spitch, width, height, kind, stream, 1, 0))
+ARRAY2D(cudaMemcpy2DToArrayAsync_ptsz, (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream),
+	to_array2d(dst, wOffset, hOffset, src, spitch, width, height, kind, stream, 1, 1))
+ARRAY2D(cudaMemcpy2DFromArray, (void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind),
+	from_array2d(dst, dpitch, src, wOffset, hOffset, width, height, kind, NULL, 0, 0))
+ARRAY2D(cudaMemcpy2DFromArray_ptds, (void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind),
+	from_array2d(dst, dpitch, src, wOffset, hOffset, width, height, kind, NULL, 0, 1))
+ARRAY2D(cudaMemcpy2DFromArrayAsync, (void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream),
+	from_array2d(dst, dpitch, src, wOffset, hOffset, width, height, kind, stream, 1, 0))
+ARRAY2D(cudaMemcpy2DFromArrayAsync_ptsz, (void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream),
+	from_array2d(dst, dpitch, src, wOffset, hOffset, width, height, kind, stream, 1, 1))
+
+static cudaError_t array_to_array2d(cudaArray_t dst, size_t wd, size_t hd, cudaArray_const_t src,
+				    size_t ws, size_t hs, size_t width, size_t height,
+				    enum cudaMemcpyKind kind, int ptds)
+{
+	struct qc_side d, r;
+	cudaError_t e = aside(dst, wd, hd, &d);
+
+	if (e == cudaSuccess)
+		e = aside(src, ws, hs, &r);
+	if (e == cudaSuccess && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+		e = cudaErrorInvalidMemcpyDirection;
+	return e != cudaSuccess ? e : qc_copy3d(&d, &r, width, height, 1, kind, NULL, 0, ptds);
+}
+
+ARRAY2D(cudaMemcpy2DArrayToArray, (cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t width, size_t height, enum cudaMemcpyKind kind),
+	array_to_array2d(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, width, height, kind, 0))
+ARRAY2D(cudaMemcpy2DArrayToArray_ptds, (cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t width, size_t height, enum cudaMemcpyKind kind),
+	array_to_array2d(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, width, height, kind, 1))
+
+/*
+ * The deprecated 1D array copies: count bytes from (wOffset bytes, hOffset)
+ * on, in row order (a partial first row, whole rows, a partial last row).
+ */
+static cudaError_t linear_array(cudaArray_const_t array, size_t wo, size_t ho, void *mem, size_t count,
+				int to_array, enum cudaMemcpyKind kind, cudaStream_t s, int async,
+				int ptds)
+{
+	struct qc_array *a;
+	cudaError_t e = live_array(array, &a);
+
+	return e != cudaSuccess ? e : qc_linear_array(a, wo, ho, mem, count, to_array, kind, s, async, ptds);
+}
+
+cudaError_t qc_linear_array(struct qc_array *a, size_t wo, size_t ho, void *mem, size_t count,
+			    int to_array, enum cudaMemcpyKind kind, cudaStream_t s, int async, int ptds)
+{
+	size_t rowb, done = 0;
+	cudaError_t e = cudaSuccess;
+
+	rowb = a->width * a->elem;
+	if (wo >= rowb && count)
+		return cudaErrorInvalidValue;
+	while (e == cudaSuccess && done < count) {
+		struct qc_side as = { .array = a, .x = wo, .y = ho }, ms;
+		size_t w, h;
+
+		if (wo == 0 && count - done >= rowb) {
+			w = rowb;
+			h = (count - done) / rowb;
+		} else {
+			w = rowb - wo < count - done ? rowb - wo : count - done;
+			h = 1;
+		}
+		ms = (struct qc_side){ .ptr = (char *)mem + done, .pitch = w, .rows = h };
+		e = to_array ? qc_copy3d(&as, &ms, w, h, 1, kind, s, async, ptds) :
+			       qc_copy3d(&ms, &as, w, h, 1, kind, s, async, ptds);
+		done += w * h;
+		wo = (wo + w) % rowb;
+		ho += (wo == 0) ? h : 0;
+	}
+	return e;
+}
+
+ARRAY2D(cudaMemcpyToArray, (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind),
+	linear_array(dst, wOffset, hOffset, (void *)src, count, 1, kind, NULL, 0, 0))
+ARRAY2D(cudaMemcpyToArray_ptds, (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind),
+	linear_array(dst, wOffset, hOffset, (void *)src, count, 1, kind, NULL, 0, 1))
+ARRAY2D(cudaMemcpyToArrayAsync, (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream),
+	linear_array(dst, wOffset, hOffset, (void *)src, count, 1, kind, stream, 1, 0))
+ARRAY2D(cudaMemcpyToArrayAsync_ptsz, (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream),
+	linear_array(dst, wOffset, hOffset, (void *)src, count, 1, kind, stream, 1, 1))
+ARRAY2D(cudaMemcpyFromArray, (void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind),
+	linear_array(src, wOffset, hOffset, dst, count, 0, kind, NULL, 0, 0))
+ARRAY2D(cudaMemcpyFromArray_ptds, (void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind),
+	linear_array(src, wOffset, hOffset, dst, count, 0, kind, NULL, 0, 1))
+ARRAY2D(cudaMemcpyFromArrayAsync, (void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream),
+	linear_array(src, wOffset, hOffset, dst, count, 0, kind, stream, 1, 0))
+ARRAY2D(cudaMemcpyFromArrayAsync_ptsz, (void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream),
+	linear_array(src, wOffset, hOffset, dst, count, 0, kind, stream, 1, 1))
+
+/* cudaMemcpy3D: positions and the extent's width are in elements of the
+ * array taking part (bytes without one). */
+static cudaError_t copy3d_parms(const struct cudaMemcpy3DParms *p, cudaStream_t s, int async, int ptds)
+{
+	struct qc_side d = { 0 }, r = { 0 };
+	struct qc_array *da = NULL, *sa = NULL;
+	size_t elem = 1;
+	cudaError_t e;
+
+	if (!p)
+		return cudaErrorInvalidValue;
+	if ((p->dstArray && p->dstPtr.ptr) || (p->srcArray && p->srcPtr.ptr) ||
+	    (!p->dstArray && !p->dstPtr.ptr) || (!p->srcArray && !p->srcPtr.ptr))
+		return cudaErrorInvalidValue;
+	if (p->dstArray && (e = live_array(p->dstArray, &da)) != cudaSuccess)
+		return e;
+	if (p->srcArray && (e = live_array(p->srcArray, &sa)) != cudaSuccess)
+		return e;
+	if (sa)
+		elem = sa->elem;
+	else if (da)
+		elem = da->elem;
+	if (p->extent.width > SIZE_MAX / elem)
+		return cudaErrorInvalidValue;
+	if (da)
+		d = (struct qc_side){ .array = da, .x = p->dstPos.x * da->elem, .y = p->dstPos.y, .z = p->dstPos.z };
+	else
+		d = (struct qc_side){ .ptr = p->dstPtr.ptr, .pitch = p->dstPtr.pitch, .rows = p->dstPtr.ysize,
+				      .x = p->dstPos.x, .y = p->dstPos.y, .z = p->dstPos.z };
+	if (sa)
+		r = (struct qc_side){ .array = sa, .x = p->srcPos.x * sa->elem, .y = p->srcPos.y, .z = p->srcPos.z };
+	else
+		r = (struct qc_side){ .ptr = p->srcPtr.ptr, .pitch = p->srcPtr.pitch, .rows = p->srcPtr.ysize,
+				      .x = p->srcPos.x, .y = p->srcPos.y, .z = p->srcPos.z };
+	if ((da && p->dstPos.x > SIZE_MAX / da->elem) || (sa && p->srcPos.x > SIZE_MAX / sa->elem))
+		return cudaErrorInvalidValue;
+	return qc_copy3d(&d, &r, p->extent.width * elem, p->extent.height, p->extent.depth, p->kind,
+			 s, async, ptds);
+}
+
+QC_API cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p)
+{
+	return qc_ret(copy3d_parms(p, NULL, 0, 0));
+}
+
+ARRAY2D(cudaMemcpy3D_ptds, (const struct cudaMemcpy3DParms *p), copy3d_parms(p, NULL, 0, 1))
+
+QC_API cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t stream)
+{
+	return qc_ret(copy3d_parms(p, stream, 1, 0));
+}
+
+ARRAY2D(cudaMemcpy3DAsync_ptsz, (const struct cudaMemcpy3DParms *p, cudaStream_t stream), copy3d_parms(p, stream, 1, 1))
+
+/* --------------------------------------------------------------- memsets */
+
+cudaError_t qc_memset2d(void *dst, size_t pitch, int value, size_t width, size_t height,
+			cudaStream_t stream, int async, int ptds)
+{
+	struct qcuda_args_memset_2d a;
+	struct loc l;
+	size_t span;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	if (width == 0 || height == 0)
+		return cudaSuccess;
+	if (!dst)
+		return cudaErrorInvalidValue;
+	if (height > 1 && pitch < width)
+		return cudaErrorInvalidPitchValue;
+	if (__builtin_mul_overflow(height - 1, pitch, &span) || __builtin_add_overflow(span, width, &span))
+		return cudaErrorInvalidValue;
+	if (height == 1 || pitch == width)
+		return async ? (ptds ? cudaMemsetAsync_ptsz(dst, value, span, stream) :
+				       cudaMemsetAsync(dst, value, span, stream)) :
+			       (ptds ? cudaMemset_ptds(dst, value, span) : cudaMemset(dst, value, span));
+	if (async && qc_capture_active(stream, ptds))
+		return cudaErrorStreamCaptureUnsupported;	/* no 2D memset node yet */
+	e = resolve(dst, span, 1, &l);
+	if (e != cudaSuccess)
+		return e;
+	if (!l.device) {	/* mapped or managed memory: here, after the stream's work */
+		e = qc_deferred(qc_req_stream_sync(qc_stream(stream, ptds)));
+		for (size_t y = 0; e == cudaSuccess && y < height; y++)
+			memset((char *)l.hptr + y * pitch, value, width);
+		return e;
+	}
+	a = (struct qcuda_args_memset_2d){ .dst = l.dptr, .pitch = pitch, .width = width, .height = height,
+					   .stream = qc_stream(stream, ptds),
+					   .value = (uint32_t)value & 0xff, .async = async ? 1 : 0 };
+	if (async)
+		return qc_stream_known(stream, ptds) ? qc_post(QCUDA_CMD_MEMSET_2D, &a, sizeof(a)) :
+						       cudaErrorInvalidResourceHandle;
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEMSET_2D, .args = &a, .args_len = sizeof(a) });
+}
+
+ARRAY2D(cudaMemset2D, (void *devPtr, size_t pitch, int value, size_t width, size_t height),
+	qc_memset2d(devPtr, pitch, value, width, height, NULL, 0, 0))
+ARRAY2D(cudaMemset2D_ptds, (void *devPtr, size_t pitch, int value, size_t width, size_t height),
+	qc_memset2d(devPtr, pitch, value, width, height, NULL, 0, 1))
+ARRAY2D(cudaMemset2DAsync, (void *devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream),
+	qc_memset2d(devPtr, pitch, value, width, height, stream, 1, 0))
+ARRAY2D(cudaMemset2DAsync_ptsz, (void *devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream),
+	qc_memset2d(devPtr, pitch, value, width, height, stream, 1, 1))
+
+/* A 3D memset: one 2D memset when the slices follow each other, else one a slice. */
+static cudaError_t memset3d(struct cudaPitchedPtr p, int value, struct cudaExtent e, cudaStream_t s,
+			    int async, int ptds)
+{
+	cudaError_t r = cudaSuccess;
+	size_t slice;
+
+	if (e.width == 0 || e.height == 0 || e.depth == 0)
+		return qc_ready();
+	if (e.depth > 1 && p.ysize < e.height)
+		return cudaErrorInvalidValue;
+	if (__builtin_mul_overflow(p.pitch, p.ysize, &slice))
+		return cudaErrorInvalidValue;
+	if (e.depth == 1 || p.ysize == e.height) {
+		size_t rows;
+
+		if (__builtin_mul_overflow(e.height, e.depth, &rows))
+			return cudaErrorInvalidValue;
+		return qc_memset2d(p.ptr, p.pitch, value, e.width, rows, s, async, ptds);
+	}
+	for (size_t z = 0; r == cudaSuccess && z < e.depth; z++)
+		r = qc_memset2d((char *)p.ptr + z * slice, p.pitch, value, e.width, e.height, s, async, ptds);
+	return r;
+}
+
+ARRAY2D(cudaMemset3D, (struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent),
+	memset3d(pitchedDevPtr, value, extent, NULL, 0, 0))
+ARRAY2D(cudaMemset3D_ptds, (struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent),
+	memset3d(pitchedDevPtr, value, extent, NULL, 0, 1))
+ARRAY2D(cudaMemset3DAsync, (struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent, cudaStream_t stream),
+	memset3d(pitchedDevPtr, value, extent, stream, 1, 0))
+ARRAY2D(cudaMemset3DAsync_ptsz, (struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent, cudaStream_t stream),
+	memset3d(pitchedDevPtr, value, extent, stream, 1, 1))
+
+/* ------------------------------------------- texture and surface objects */
+
+/* What each object the program holds was made of (cudaGet*ObjectResourceDesc,
+ * cuTexObjectGetResourceDesc). */
+struct obj_rec {
+	uint64_t obj;
+	int surface;
+	struct qcuda_args_tex_create a;
+	struct qc_array *arr;
+	int has_rt;		/* the runtime's descriptions below */
+	struct cudaResourceDesc res;
+	struct cudaTextureDesc tex;
+	struct obj_rec *next;
+};
+
+static pthread_mutex_t objs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct obj_rec *objs;
+static unsigned int objs_gen = 1;
+
+static void obj_add(struct obj_rec *r)
+{
+	pthread_mutex_lock(&objs_lock);
+	if (objs_gen != generation) {	/* a reset dropped the ones before */
+		while (objs) {
+			struct obj_rec *n = objs->next;
+
+			free(objs);
+			objs = n;
+		}
+		objs_gen = generation;
+	}
+	r->next = objs;
+	objs = r;
+	pthread_mutex_unlock(&objs_lock);
+}
+
+/* Finds (and with take, unlinks) an object's record; NULL if not ours. */
+static struct obj_rec *obj_find(uint64_t obj, int surface, int take, struct obj_rec *copy)
+{
+	struct obj_rec **pp, *r = NULL;
+
+	pthread_mutex_lock(&objs_lock);
+	if (objs_gen == generation)
+		for (pp = &objs; *pp; pp = &(*pp)->next)
+			if ((*pp)->obj == obj && (*pp)->surface == surface) {
+				r = *pp;
+				if (take)
+					*pp = r->next;
+				else if (copy)
+					*copy = *r;
+				break;
+			}
+	pthread_mutex_unlock(&objs_lock);
+	return r;
+}
+
+int qc_obj_args(uint64_t obj, int surface, struct qcuda_args_tex_create *a, struct qc_array **arr)
+{
+	struct obj_rec r;
+
+	if (!obj_find(obj, surface, 0, &r))
+		return -1;
+	*a = r.a;
+	*arr = r.arr;
+	return 0;
+}
+
+static uint32_t fbits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+static cudaError_t obj_create(struct qcuda_args_tex_create *a, struct qc_array *arr, int surface,
+			      const struct cudaResourceDesc *rd, const struct cudaTextureDesc *td,
+			      uint64_t *obj)
+{
+	struct obj_rec *rec;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	rec = calloc(1, sizeof(*rec));
+	if (!rec)
+		return cudaErrorMemoryAllocation;
+	e = surface ? qc_req_surf_create(arr->handle, obj) :
+		      qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_TEX_CREATE, .args = a,
+					       .args_len = sizeof(*a), .value = obj });
+	if (e != cudaSuccess) {
+		free(rec);
+		return e;
+	}
+	rec->obj = *obj, rec->surface = surface, rec->arr = arr;
+	if (a)
+		rec->a = *a;
+	if (rd) {
+		rec->has_rt = 1, rec->res = *rd;
+		if (td)
+			rec->tex = *td;
+	}
+	obj_add(rec);
+	return cudaSuccess;
+}
+
+cudaError_t qc_tex_create(struct qcuda_args_tex_create *a, struct qc_array *arr,
+			  const struct cudaResourceDesc *rd, const struct cudaTextureDesc *td,
+			  uint64_t *obj)
+{
+	return obj_create(a, arr, 0, rd, td, obj);
+}
+
+cudaError_t qc_surf_create(struct qc_array *arr, const struct cudaResourceDesc *rd, uint64_t *obj)
+{
+	struct qcuda_args_tex_create a = { .res_type = 0, .res = arr->handle };
+
+	return obj_create(&a, arr, 1, rd, NULL, obj);
+}
+
+static cudaError_t destroy_obj(uint64_t obj, int surface)
+{
+	struct obj_rec *r;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	if (obj == 0)
+		return cudaSuccess;
+	r = obj_find(obj, surface, 1, NULL);
+	e = surface ? qc_req_surf_destroy(obj) : qc_req_tex_destroy(obj);
+	free(r);
+	return e;
+}
+
+cudaError_t qc_tex_destroy(uint64_t obj)
+{
+	return destroy_obj(obj, 0);
+}
+
+cudaError_t qc_surf_destroy(uint64_t obj)
+{
+	return destroy_obj(obj, 1);
+}
+
+static cudaError_t create_texture(cudaTextureObject_t *out, const struct cudaResourceDesc *rd,
+				  const struct cudaTextureDesc *td, const struct cudaResourceViewDesc *vd)
+{
+	struct qcuda_args_tex_create a = { 0 };
+	struct qc_array *arr = NULL;
+	unsigned int channels;
+	uint64_t obj = 0;
+	int format;
+	cudaError_t e;
+
+	if (!out || !rd || !td)
+		return cudaErrorInvalidValue;
+	if (vd)
+		return cudaErrorNotSupported;	/* resource views: not served */
+	switch (rd->resType) {
+	case cudaResourceTypeArray:
+		if ((e = live_array(rd->res.array.array, &arr)) != cudaSuccess)
+			return e;
+		a.res_type = 0;
+		a.res = arr->handle;
+		format = arr->format;
+		break;
+	case cudaResourceTypeLinear:
+		if ((e = format_of(&rd->res.linear.desc, &format, &channels)) != cudaSuccess)
+			return e;
+		a.res_type = 2, a.res = (uintptr_t)rd->res.linear.devPtr, a.format = (uint32_t)format;
+		a.channels = channels, a.size = rd->res.linear.sizeInBytes;
+		break;
+	case cudaResourceTypePitch2D:
+		if ((e = format_of(&rd->res.pitch2D.desc, &format, &channels)) != cudaSuccess)
+			return e;
+		a.res_type = 3, a.res = (uintptr_t)rd->res.pitch2D.devPtr, a.format = (uint32_t)format;
+		a.channels = channels, a.width = rd->res.pitch2D.width, a.height = rd->res.pitch2D.height;
+		a.pitch = rd->res.pitch2D.pitchInBytes;
+		break;
+	case cudaResourceTypeMipmappedArray: {
+		struct qc_mipmap *m;
+
+		if ((e = live_mipmap(rd->res.mipmap.mipmap, &m)) != cudaSuccess)
+			return e;
+		a.res_type = 1;
+		a.res = m->handle;
+		format = m->format;
+		break;
+	}
+	default:
+		return cudaErrorInvalidValue;
+	}
+	for (int i = 0; i < 3; i++)
+		a.address_mode[i] = (uint32_t)td->addressMode[i];
+	a.filter_mode = (uint32_t)td->filterMode;
+	/* Integer formats read as integers unless normalized floats are asked for. */
+	if (td->readMode == cudaReadModeElementType && format != 0x10 && format != 0x20)
+		a.flags |= 0x1;
+	if (td->normalizedCoords)
+		a.flags |= 0x2;
+	if (td->sRGB)
+		a.flags |= 0x10;
+	if (td->disableTrilinearOptimization)
+		a.flags |= 0x20;
+	if (td->seamlessCubemap)
+		a.flags |= 0x40;
+	a.max_anisotropy = td->maxAnisotropy;
+	a.mipmap_filter_mode = (uint32_t)td->mipmapFilterMode;
+	a.mipmap_level_bias = fbits(td->mipmapLevelBias);
+	a.min_lod = fbits(td->minMipmapLevelClamp);
+	a.max_lod = fbits(td->maxMipmapLevelClamp);
+	for (int i = 0; i < 4; i++)
+		a.border_color[i] = fbits(td->borderColor[i]);
+	e = qc_tex_create(&a, rd->resType == cudaResourceTypeArray ? arr : NULL, rd, td, &obj);
+	if (e == cudaSuccess)
+		*out = obj;
+	return e;
+}
+
+QC_API cudaError_t cudaCreateTextureObject(cudaTextureObject_t *pTexObject,
+					   const struct cudaResourceDesc *pResDesc,
+					   const struct cudaTextureDesc *pTexDesc,
+					   const struct cudaResourceViewDesc *pResViewDesc)
+{
+	return qc_ret(create_texture(pTexObject, pResDesc, pTexDesc, pResViewDesc));
+}
+
+QC_API cudaError_t cudaDestroyTextureObject(cudaTextureObject_t texObject)
+{
+	return qc_ret(destroy_obj(texObject, 0));
+}
+
+QC_API cudaError_t cudaGetTextureObjectResourceDesc(struct cudaResourceDesc *pResDesc,
+						    cudaTextureObject_t texObject)
+{
+	struct obj_rec r;
+
+	if (!pResDesc)
+		return qc_ret(cudaErrorInvalidValue);
+	if (!obj_find(texObject, 0, 0, &r) || !r.has_rt)
+		return qc_ret(cudaErrorInvalidValue);
+	*pResDesc = r.res;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaGetTextureObjectTextureDesc(struct cudaTextureDesc *pTexDesc,
+						   cudaTextureObject_t texObject)
+{
+	struct obj_rec r;
+
+	if (!pTexDesc)
+		return qc_ret(cudaErrorInvalidValue);
+	if (!obj_find(texObject, 0, 0, &r) || !r.has_rt)
+		return qc_ret(cudaErrorInvalidValue);
+	*pTexDesc = r.tex;
+	return cudaSuccess;
+}
+
+static cudaError_t create_surface(cudaSurfaceObject_t *out, const struct cudaResourceDesc *rd)
+{
+	struct qc_array *arr;
+	uint64_t obj = 0;
+	cudaError_t e;
+
+	if (!out || !rd)
+		return cudaErrorInvalidValue;
+	if (rd->resType != cudaResourceTypeArray)
+		return cudaErrorInvalidValue;
+	if ((e = live_array(rd->res.array.array, &arr)) != cudaSuccess)
+		return e;
+	e = qc_surf_create(arr, rd, &obj);
+	if (e == cudaSuccess)
+		*out = obj;
+	return e;
+}
+
+QC_API cudaError_t cudaCreateSurfaceObject(cudaSurfaceObject_t *pSurfObject,
+					   const struct cudaResourceDesc *pResDesc)
+{
+	return qc_ret(create_surface(pSurfObject, pResDesc));
+}
+
+QC_API cudaError_t cudaDestroySurfaceObject(cudaSurfaceObject_t surfObject)
+{
+	return qc_ret(destroy_obj(surfObject, 1));
+}
+
+QC_API cudaError_t cudaGetSurfaceObjectResourceDesc(struct cudaResourceDesc *pResDesc,
+						    cudaSurfaceObject_t surfObject)
+{
+	struct obj_rec r;
+
+	if (!pResDesc)
+		return qc_ret(cudaErrorInvalidValue);
+	if (!obj_find(surfObject, 1, 0, &r) || !r.has_rt)
+		return qc_ret(cudaErrorInvalidValue);
+	*pResDesc = r.res;
+	return cudaSuccess;
+}
