@@ -504,8 +504,11 @@ static cudaError_t malloc_async(void **ptr, size_t size, cudaMemPool_t h, int fr
 	e = stream_checks(stream, ptds);
 	if (e != cudaSuccess)
 		return e;
-	/* As cuMemAlloc, unlike cudaMalloc: no empty allocations. */
-	if (size == 0 || size > UINT64_MAX - QC_POOL_ALIGN)
+	/* An empty allocation is NULL, as cudaMalloc's (CUDA 13 answers
+	 * cudaSuccess, measured on the H100). */
+	if (size == 0)
+		return cudaSuccess;
+	if (size > UINT64_MAX - QC_POOL_ALIGN)
 		return cudaErrorInvalidValue;
 	need = (size + QC_POOL_ALIGN - 1) / QC_POOL_ALIGN * QC_POOL_ALIGN;
 	key = key_of(stream, ptds);
@@ -561,7 +564,7 @@ static cudaError_t free_async(void *ptr, cudaStream_t stream, int ptds)
 	if (e != cudaSuccess)
 		return e;
 	if (!ptr)
-		return cudaErrorInvalidValue;
+		return cudaSuccess;	/* as cudaFree(NULL) (CUDA 13, H100) */
 
 	pthread_mutex_lock(&pool_lock);
 	b = table_find(dev);

@@ -152,7 +152,11 @@ CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAM
 	if (r != CUDA_SUCCESS)
 		return r;
 	memset(p, 0, sizeof(*p));
+	/* The kernel as a function and as a CUkernel (the same record here):
+	 * NVIDIA's runtime finds its kernel by the CUkernel. */
 	p->func = (CUfunction)(void *)n->op.kernel.k;
+	p->kern = (CUkernel)(void *)n->op.kernel.k;
+	cuCtxGetCurrent(&p->ctx);
 	p->gridDimX = rp.gridDim.x, p->gridDimY = rp.gridDim.y, p->gridDimZ = rp.gridDim.z;
 	p->blockDimX = rp.blockDim.x, p->blockDimY = rp.blockDim.y, p->blockDimZ = rp.blockDim.z;
 	p->sharedMemBytes = rp.sharedMemBytes;

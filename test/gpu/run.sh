@@ -26,6 +26,8 @@ status=0
 # PARTS picks sections (default all): provider hostile guest libcuda cublas torch managed bench.
 PARTS=${PARTS:-provider hostile guest libcuda cublas torch managed bench}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
+# PROGRAMS (default all) picks the guest programs the guest and libcuda parts run.
+picked() { [ -z "${PROGRAMS:-}" ] || [[ " $PROGRAMS " == *" ${1%_static} "* ]]; }
 # Several programs run in one guest (a boot each costs minutes under TCG):
 # batch_script makes the guest's command line, marking each program's exit,
 # stdout and stderr; batch_compare cuts one program's part out of the
@@ -62,6 +64,7 @@ if part guest; then
 say "== guest programs: native vs guest on the cuda provider =="
 for src in test/guest/*.cu; do
   name=$(basename "$src" .cu)
+  picked "$name" || continue
   prog=$work/guest/bin/$name
   [ -x "$prog" ] || { say "$name: not built"; status=1; continue; }
   node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --timeout=150 -- "$name" > "$LOGS/$name.guest.out" 2> "$LOGS/$name.guest.err"; grc=$?
@@ -106,7 +109,7 @@ fi
 # and a driver-API program: natively over NVIDIA's libcuda.so.1, in one
 # guest over qcuda's, stdout and stderr compared per program.
 say "== default-built programs and drvapi: native vs guest (qcuda's libcuda.so.1) =="
-progs=$(cd "$work/guest/bin" && ls *_static drvapi)
+progs=$(cd "$work/guest/bin" && for p in *_static drvapi; do picked "$p" && echo "$p"; done)
 script=$(batch_script $progs)
 node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --timeout=480 -- "$script" > "$LOGS/static.guest.all" 2> "$LOGS/static.guest.err"
 for p in $progs; do
@@ -126,7 +129,7 @@ say "== -cudart=shared programs over NVIDIA's libcudart.so.13 and qcuda's libcud
 nvrt=$(readlink -f /usr/local/cuda/lib64/libcudart.so.13)
 cp "$nvrt" "$work/libcudart.so.13"
 shared=""
-for src in test/guest/*.cu; do n=$(basename "$src" .cu); case $n in hostile|memlock|mapreset|ringfill|sessionend|killcopy) ;; *) shared="$shared $n";; esac; done
+for src in test/guest/*.cu; do n=$(basename "$src" .cu); picked "$n" || continue; case $n in hostile|memlock|mapreset|ringfill|sessionend|killcopy) ;; *) shared="$shared $n";; esac; done
 script="$(batch_script $shared); echo '=== bench nvidia'; launch_bench 2000; echo '=== bench qcuda'; LD_LIBRARY_PATH=/usr/local/lib launch_bench 2000"
 node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --timeout=480 --file "$work/libcudart.so.13" -- "$script" > "$LOGS/nvrt.guest.all" 2> "$LOGS/nvrt.guest.err"
 same=0; differ=""

@@ -227,10 +227,10 @@ static void errors(cudaMemPool_t dp, cudaStream_t s)
 	char host[64];
 
 	EXPECT(cudaMallocAsync(NULL, 16, s), cudaErrorInvalidValue);
-	EXPECT(cudaMallocAsync(&p, 0, s), cudaErrorInvalidValue);
+	EXPECT(cudaMallocAsync(&p, 0, s), cudaSuccess);
 	EXPECT(cudaMallocFromPoolAsync(NULL, 16, dp, s), cudaErrorInvalidValue);
 	EXPECT(cudaMallocFromPoolAsync(&p, 16, NULL, s), cudaErrorInvalidValue);
-	EXPECT(cudaFreeAsync(NULL, s), cudaErrorInvalidValue);
+	EXPECT(cudaFreeAsync(NULL, s), cudaSuccess);
 	EXPECT(cudaFreeAsync(host, s), cudaErrorInvalidValue);
 	EXPECT(cudaGetLastError(), cudaErrorInvalidValue);
 	EXPECT(cudaGetLastError(), cudaSuccess);
