@@ -5,6 +5,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
+import type { VmLimits } from '../../backend/src/qcuda/limits';
 import type { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { Cmd, decode, encode, LAYOUT, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_MAX_EXTENTS, QCUDA_MAX_MODULE, QCUDA_MAX_NAME, QCUDA_PROTO_VERSION, Status, type StructName } from '../../backend/src/qcuda/proto';
 import { MAX_PENDING_UPLOADS } from '../../backend/src/qcuda/session';
@@ -14,8 +15,8 @@ import { QcudaClient } from './client';
 
 const MIB = 1 << 20;
 
-async function setup(t: ExecutionContext, o: { memoryLimit?: bigint; mem?: GuestMemory } = {}) {
-  const dev = new QcudaDevice({ queues: 4, memoryLimit: o.memoryLimit });
+async function setup(t: ExecutionContext, o: { memoryLimit?: bigint; mem?: GuestMemory; limits?: Partial<VmLimits> } = {}) {
+  const dev = new QcudaDevice({ queues: 4, memoryLimit: o.memoryLimit, limits: o.limits });
   const pair = await started(t, dev, { size: 256 }, o.mem);
   const c = new QcudaClient(pair.fe);
   await c.open();
@@ -260,6 +261,23 @@ test('scattered guest pages (HOST_MAP_PAGES): one device range, the pieces in or
   await bad(mapPages(4096n, [[1n << 40n, 4096n]]), CudaErr.InvalidValue, 'outside guest RAM');
   await bad(mapPages(0n, [[b, 0n]]), CudaErr.InvalidValue, 'an empty extent');
   await bad(mapPages(BigInt(QCUDA_MAX_EXTENTS + 1) * 4096n, Array.from({ length: QCUDA_MAX_EXTENTS + 1 }, () => [b, 4096n] as [bigint, bigint])), Status.BAD_REQUEST, 'more extents than QCUDA_MAX_EXTENTS');
+});
+
+test('mapped pieces of guest memory are bounded per VM (--host-map-pieces): past it a mapping fails; an unmap or a closed session gives them back', async (t) => {
+  const { c, fe } = await setup(t, { limits: { hostMapPieces: 3 } });
+  const p = [fe.mem.alloc(4096, 4096), fe.mem.alloc(4096, 4096), fe.mem.alloc(4096, 4096)];
+  const two = await c.call(Cmd.HOST_MAP_PAGES, { rawArgs: mapPages(8192n, [[p[0], 4096n], [p[1], 4096n]]) });
+  t.is(two.status, 0);
+  t.is((await c.call(Cmd.HOST_MAP_PAGES, { rawArgs: mapPages(8192n, [[p[1], 4096n], [p[2], 4096n]]) })).status, CudaErr.MemoryAllocation, '2 + 2 pieces > 3');
+  const one = await c.call(Cmd.HOST_MAP, { args: ['qcuda_args_host_map', { gpa: p[2], size: 4096n }] });
+  t.is(one.status, 0, '2 + 1 pieces');
+  t.is((await c.call(Cmd.HOST_MAP, { args: ['qcuda_args_host_map', { gpa: p[0], size: 4096n }] })).status, CudaErr.MemoryAllocation, 'a fourth piece');
+  t.is((await c.call(Cmd.HOST_UNMAP, { args: ['qcuda_args_ptr', { ptr: two.value }] })).status, 0);
+  t.is((await c.call(Cmd.HOST_MAP_PAGES, { rawArgs: mapPages(8192n, [[p[1], 4096n], [p[0], 4096n]]) })).status, 0, 'given back by the unmap');
+  t.is((await c.close()).status, 0);
+  const again = new QcudaClient(fe);
+  await again.open();
+  t.is((await again.call(Cmd.HOST_MAP_PAGES, { rawArgs: mapPages(12288n, [[p[0], 4096n], [p[1], 4096n], [p[2], 4096n]]) })).status, 0, 'all three again once the session closed');
 });
 
 test('malformed requests get error statuses and change nothing', async (t) => {

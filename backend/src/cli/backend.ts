@@ -65,6 +65,11 @@ that would pass it fails with the CUDA error named, nothing grows):
   --waiter-threads=N      threads of the cuda addon that wait for the GPU
                           (blocking synchronizes), per process: this one and
                           each worker (default ${DEFAULT_LIMITS.waiterThreads}); more waits queue for one
+  --host-map-pieces=N     pieces of guest memory mapped for the GPU at once
+                          (pinned, mapped and managed memory; a piece is a
+                          run of physically adjacent guest pages), all
+                          processes together (default ${DEFAULT_LIMITS.hostMapPieces}):
+                          the memory gets no device pointer past it
   --log-rate=N            log lines a second caused by the VM (default
                           ${DEFAULT_LIMITS.logLinesPerSecond}); the rest are counted and the count logged
   --print-capabilities    print the backend's capabilities as JSON and exit
@@ -108,6 +113,7 @@ async function main(): Promise<void> {
         'deferred-limit': { type: 'string' },
         'log-rate': { type: 'string' },
         'waiter-threads': { type: 'string' },
+        'host-map-pieces': { type: 'string' },
         'print-capabilities': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -148,6 +154,7 @@ async function main(): Promise<void> {
   };
   if (args['max-processes'] !== undefined) limits.contexts = positiveInt('max-processes', args['max-processes'], 0, 4096);
   if (args['waiter-threads'] !== undefined) limits.waiterThreads = positiveInt('waiter-threads', args['waiter-threads'], 0, 4096);
+  if (args['host-map-pieces'] !== undefined) limits.hostMapPieces = positiveInt('host-map-pieces', args['host-map-pieces'], 0, 1 << 20);
   if (args['log-rate'] !== undefined) limits.logLinesPerSecond = positiveInt('log-rate', args['log-rate'], 0, 1_000_000);
   const staging = size('module-staging', args['module-staging']);
   if (staging !== undefined) limits.moduleStaging = staging;

@@ -21,6 +21,8 @@ export interface VmLimits {
   logLinesPerSecond: number;
   /** The cuda addon's waiter threads per process (each blocking synchronize holds one while it waits; more waits queue). */
   waiterThreads: number;
+  /** Pieces of guest memory mapped for the GPU at once (HOST_MAP: 1, HOST_MAP_PAGES: its extents), all sessions: each is a mapping in the backend (Linux allows 65530 per process). */
+  hostMapPieces: number;
 }
 
 export const DEFAULT_LIMITS: VmLimits = {
@@ -31,6 +33,7 @@ export const DEFAULT_LIMITS: VmLimits = {
   contexts: 64,
   logLinesPerSecond: 20,
   waiterThreads: 64,
+  hostMapPieces: 32768,
 };
 
 /** A bounded count shared by the VM's sessions: take() fails instead of passing the bound (0: unbounded). */

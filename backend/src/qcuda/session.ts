@@ -72,6 +72,8 @@ export interface VmShared {
   readonly staging: Budget;
   /** Sessions with a context (contexts). */
   readonly contexts: Budget;
+  /** Pieces of guest memory mapped for the GPU (hostMapPieces). */
+  readonly hostMaps: Budget;
   /** Module images by content (moduleCache). */
   readonly modules: ModuleCache;
 }
@@ -82,6 +84,7 @@ export function vmShared(limits: VmLimits): VmShared {
     quota: new Budget(limits.deviceMemory, 'the device memory quota'),
     staging: new Budget(limits.moduleStaging, 'the module upload staging bound'),
     contexts: new Budget(BigInt(limits.contexts), 'the bound on CUDA processes per VM', CudaErr.DevicesUnavailable),
+    hostMaps: new Budget(BigInt(limits.hostMapPieces), 'the bound on pieces of guest memory mapped for the GPU'),
     modules: new ModuleCache(limits.moduleCache),
   };
 }
@@ -95,7 +98,9 @@ export interface Reservation {
 export class Session {
   readonly id: bigint;
   readonly #allocs = new RangeSet<Range>();
-  readonly #hostMaps = new RangeSet<Range>();
+  readonly #hostMaps = new RangeSet<Range & { pieces: number }>();
+  /** The VM's bound on mapped pieces: what this session's host maps hold. */
+  readonly #hostMapPieces: Share;
   readonly #streams = new Map<bigint, StreamRef>();
   readonly #events = new Map<bigint, EventRef>();
   readonly #arrays = new Map<bigint, SessionArray>();
@@ -150,6 +155,7 @@ export class Session {
     this.#memory = new Share(vm.quota);
     this.#staging = new Share(vm.staging);
     this.#contextSlot = new Share(vm.contexts);
+    this.#hostMapPieces = new Share(vm.hostMaps);
     this.callbacks = new Callbacks(vm.limits.deferredBytes);
   }
 
@@ -285,13 +291,30 @@ export class Session {
     throw new CudaError(CudaErr.InvalidValue, `${what}: 0x${ptr.toString(16)}+${size} is not inside memory of this process`);
   }
 
-  addHostMap(x: ProviderContext, base: DevPtr, size: bigint): void {
-    this.live(x);
-    this.#hostMaps.add({ base, size });
+  /** Takes pieces of the VM's bound on mapped guest memory before the mapping is made (given back by dropHostMapPieces if it fails). */
+  takeHostMapPieces(n: number): void {
+    this.#hostMapPieces.take(BigInt(n));
+  }
+
+  dropHostMapPieces(n: number): void {
+    this.#hostMapPieces.give(BigInt(n));
+  }
+
+  /** Records a mapping made of pieces taken with takeHostMapPieces; after a reset meanwhile they are given back and this throws. */
+  addHostMap(x: ProviderContext, base: DevPtr, size: bigint, pieces: number): void {
+    try {
+      this.live(x);
+    } catch (e) {
+      this.dropHostMapPieces(pieces);
+      throw e;
+    }
+    this.#hostMaps.add({ base, size, pieces });
   }
 
   removeHostMap(base: DevPtr): void {
-    if (!this.#hostMaps.removeAt(base)) throw new CudaError(CudaErr.InvalidValue, `0x${base.toString(16)} is not mapped host memory of this process`);
+    const m = this.#hostMaps.removeAt(base);
+    if (!m) throw new CudaError(CudaErr.InvalidValue, `0x${base.toString(16)} is not mapped host memory of this process`);
+    this.dropHostMapPieces(m.pieces);
   }
 
   // ---- handles ----
@@ -596,6 +619,7 @@ export class Session {
     this.#epoch++;
     this.#allocs.clear();
     this.#hostMaps.clear();
+    this.#hostMapPieces.giveAll();
     this.#streams.clear();
     this.#events.clear();
     this.#arrays.clear(); // the context's destruction frees them, and its texture and surface objects

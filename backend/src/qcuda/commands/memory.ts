@@ -37,6 +37,21 @@ function pieces(c: Call<'HOST_MAP_PAGES'>): HostPiece[] {
   return out;
 }
 
+/** Maps the pieces for the GPU, counted against the VM's bound on mapped pieces first. */
+async function hostMap(c: Call<'HOST_MAP' | 'HOST_MAP_PAGES'>, list: HostPiece[], size: bigint): Promise<bigint> {
+  c.session.takeHostMapPieces(list.length);
+  let x, ptr;
+  try {
+    x = await c.session.context();
+    ptr = await x.hostDevicePointer(list);
+  } catch (e) {
+    c.session.dropHostMapPieces(list.length);
+    throw e;
+  }
+  c.session.addHostMap(x, ptr, size, list.length); // not after a reset meanwhile: the guest driver then drops its hold on the pages
+  return ptr;
+}
+
 export const MEMORY_COMMANDS: Runs<'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_DTOH' | 'MEMCPY_DTOD' | 'MEMSET' | 'HOST_MAP' | 'HOST_MAP_PAGES' | 'HOST_UNMAP'> = {
   async MALLOC(c) {
     const { size } = c.args;
@@ -96,18 +111,11 @@ export const MEMORY_COMMANDS: Runs<'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_D
     const { gpa, size } = c.args;
     if (size === 0n) throw new CudaError(CudaErr.InvalidValue, 'mapping of 0 bytes');
     const addr = c.dev.hostAddressOfGpa(gpa, size);
-    const x = await c.session.context();
-    const ptr = await x.hostDevicePointer([{ addr, size }]);
-    c.session.addHostMap(x, ptr, size); // not after a reset meanwhile: the guest driver then drops its hold on the pages
-    return { value: ptr };
+    return { value: await hostMap(c, [{ addr, size }], size) };
   },
 
   async HOST_MAP_PAGES(c) {
-    const list = pieces(c);
-    const x = await c.session.context();
-    const ptr = await x.hostDevicePointer(list);
-    c.session.addHostMap(x, ptr, c.args.size);
-    return { value: ptr };
+    return { value: await hostMap(c, pieces(c), c.args.size) };
   },
 
   async HOST_UNMAP(c) {
