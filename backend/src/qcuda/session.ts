@@ -89,6 +89,12 @@ export function vmShared(limits: VmLimits): VmShared {
   };
 }
 
+/** Pieces of the VM's bound on mapped guest memory taken for a mapping in flight (Session.takeHostMapPieces). */
+export interface HostMapTicket {
+  readonly epoch: number;
+  readonly pieces: number;
+}
+
 /** Device memory taken from the quota for a request in flight (Session.reserve). */
 export interface Reservation {
   readonly epoch: number;
@@ -291,30 +297,36 @@ export class Session {
     throw new CudaError(CudaErr.InvalidValue, `${what}: 0x${ptr.toString(16)}+${size} is not inside memory of this process`);
   }
 
-  /** Takes pieces of the VM's bound on mapped guest memory before the mapping is made (given back by dropHostMapPieces if it fails). */
-  takeHostMapPieces(n: number): void {
+  /**
+   * Takes pieces of the VM's bound on mapped guest memory before the mapping
+   * is made: given back by dropHostMapPieces if it fails, kept by addHostMap
+   * if it is recorded. A reset meanwhile gives back everything the session
+   * held (its epoch tells the late call not to give again).
+   */
+  takeHostMapPieces(n: number): HostMapTicket {
     this.#hostMapPieces.take(BigInt(n));
+    return { epoch: this.#epoch, pieces: n };
   }
 
-  dropHostMapPieces(n: number): void {
-    this.#hostMapPieces.give(BigInt(n));
+  dropHostMapPieces(r: HostMapTicket): void {
+    if (r.epoch === this.#epoch) this.#hostMapPieces.give(BigInt(r.pieces));
   }
 
-  /** Records a mapping made of pieces taken with takeHostMapPieces; after a reset meanwhile they are given back and this throws. */
-  addHostMap(x: ProviderContext, base: DevPtr, size: bigint, pieces: number): void {
+  /** Records a mapping made of the pieces r took; after a reset meanwhile they are given back and this throws. */
+  addHostMap(x: ProviderContext, base: DevPtr, size: bigint, r: HostMapTicket): void {
     try {
       this.live(x);
     } catch (e) {
-      this.dropHostMapPieces(pieces);
+      this.dropHostMapPieces(r);
       throw e;
     }
-    this.#hostMaps.add({ base, size, pieces });
+    this.#hostMaps.add({ base, size, pieces: r.pieces });
   }
 
   removeHostMap(base: DevPtr): void {
     const m = this.#hostMaps.removeAt(base);
     if (!m) throw new CudaError(CudaErr.InvalidValue, `0x${base.toString(16)} is not mapped host memory of this process`);
-    this.dropHostMapPieces(m.pieces);
+    this.#hostMapPieces.give(BigInt(m.pieces));
   }
 
   // ---- handles ----

@@ -39,16 +39,16 @@ function pieces(c: Call<'HOST_MAP_PAGES'>): HostPiece[] {
 
 /** Maps the pieces for the GPU, counted against the VM's bound on mapped pieces first. */
 async function hostMap(c: Call<'HOST_MAP' | 'HOST_MAP_PAGES'>, list: HostPiece[], size: bigint): Promise<bigint> {
-  c.session.takeHostMapPieces(list.length);
+  const taken = c.session.takeHostMapPieces(list.length);
   let x, ptr;
   try {
     x = await c.session.context();
     ptr = await x.hostDevicePointer(list);
   } catch (e) {
-    c.session.dropHostMapPieces(list.length);
+    c.session.dropHostMapPieces(taken);
     throw e;
   }
-  c.session.addHostMap(x, ptr, size, list.length); // not after a reset meanwhile: the guest driver then drops its hold on the pages
+  c.session.addHostMap(x, ptr, size, taken); // not after a reset meanwhile: the guest driver then drops its hold on the pages
   return ptr;
 }
 
