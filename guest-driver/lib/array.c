@@ -99,6 +99,42 @@ static struct cudaChannelFormatDesc desc_of(int format, unsigned int channels)
 	return d;
 }
 
+/* The device's limit for 1D textures over linear memory, in elements
+ * whatever their size (cudaDevAttrMaxTexture1DLinearWidth, the attribute
+ * this query replaces). */
+cudaError_t qc_tex1d_linear_max(int format, unsigned int channels, int device, size_t *max)
+{
+	const struct qcuda_out_device_props *p;
+	cudaError_t e;
+
+	if (!qc_format_size(format, channels))
+		return cudaErrorInvalidValue;
+	e = qc_device_props(device, &p);
+	if (e == cudaSuccess)
+		*max = (size_t)(unsigned int)p->attrs[cudaDevAttrMaxTexture1DLinearWidth];
+	return e;
+}
+
+QC_API cudaError_t cudaDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements,
+							const struct cudaChannelFormatDesc *fmtDesc,
+							int device)
+{
+	unsigned int channels;
+	int format;
+	cudaError_t e = qc_init();
+
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	if (device < 0 || device >= qc.device_count)
+		return qc_ret(cudaErrorInvalidDevice);
+	if (!maxWidthInElements || !fmtDesc)
+		return qc_ret(cudaErrorInvalidValue);
+	e = format_of(fmtDesc, &format, &channels);
+	if (e == cudaSuccess)
+		e = qc_tex1d_linear_max(format, channels, device, maxWidthInElements);
+	return qc_ret(e);
+}
+
 /* -------------------------------------------------------------- arrays */
 
 struct qc_array *qc_array_lookup(const void *p)

@@ -155,6 +155,34 @@ QC_API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count
 	return qc_ret(do_copy(dst, src, count, kind, stream, 1, 1));
 }
 
+/*
+ * Peer copies. Device memory is one address space (unified addressing), so
+ * a copy between two devices' memory is a device-to-device copy once both
+ * devices are checked; with one device, device 0 to device 0 is one.
+ */
+static cudaError_t peer_copy(void *dst, int dst_dev, const void *src, int src_dev, size_t n,
+			     cudaStream_t stream, int async, int ptds)
+{
+	cudaError_t e = qc_init();
+
+	if (e != cudaSuccess)
+		return e;
+	if (dst_dev < 0 || dst_dev >= qc.device_count || src_dev < 0 || src_dev >= qc.device_count)
+		return cudaErrorInvalidDevice;
+	return do_copy(dst, src, n, cudaMemcpyDeviceToDevice, stream, async, ptds);
+}
+
+QC_API cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice, size_t count)
+{
+	return qc_ret(peer_copy(dst, dstDevice, src, srcDevice, count, NULL, 0, 0));
+}
+
+QC_API cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
+				       size_t count, cudaStream_t stream)
+{
+	return qc_ret(peer_copy(dst, dstDevice, src, srcDevice, count, stream, 1, 0));
+}
+
 static cudaError_t do_memset(void *dst, int value, size_t n, cudaStream_t stream, int async,
 			     int ptds)
 {

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Device control odds and ends: context limits (forwarded to the session's
- * context), peer access queries, profiler control and driver entry points
- * (answered here: there is no peer, no profiler and no driver API in the
- * guest).
+ * context), cache and shared memory configurations (hints, kept here), peer
+ * access queries, profiler control and driver entry points (answered here:
+ * there is no peer, no profiler and no driver API in the guest).
  */
 #include <stdatomic.h>
 
@@ -40,6 +40,61 @@ QC_API cudaError_t cudaDeviceGetLimit(size_t *pValue, enum cudaLimit limit)
 		return qc_ret(e);
 	*pValue = (size_t)v;
 	return cudaSuccess;
+}
+
+/* ------------------------------------------- cache and shared memory banks */
+
+/* cudaDeviceSetCacheConfig, per device: a preference the driver may ignore,
+ * so it is kept and answered, never sent (cudaFuncCachePreferNone, 0, in a
+ * fresh context). */
+static _Atomic int cache_config[QC_MAX_DEVICES];
+
+QC_API cudaError_t cudaDeviceGetCacheConfig(enum cudaFuncCache *pCacheConfig)
+{
+	cudaError_t e = qc_ready();
+
+	if (e == cudaSuccess && !pCacheConfig)
+		e = cudaErrorInvalidValue;
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	*pCacheConfig = (enum cudaFuncCache)atomic_load(&cache_config[qc_current_device()]);
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaDeviceSetCacheConfig(enum cudaFuncCache cacheConfig)
+{
+	cudaError_t e = qc_ready();
+
+	if (e == cudaSuccess && (unsigned)cacheConfig > cudaFuncCachePreferEqual)
+		e = cudaErrorInvalidValue;
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	atomic_store(&cache_config[qc_current_device()], (int)cacheConfig);
+	return cudaSuccess;
+}
+
+/* Bank sizes are fixed (four bytes) on every device CUDA 13 runs: the
+ * query answers that, and a set of a valid size does nothing, as CUDA
+ * documents for such devices. */
+QC_API cudaError_t cudaDeviceGetSharedMemConfig(enum cudaSharedMemConfig *pConfig)
+{
+	cudaError_t e = qc_ready();
+
+	if (e == cudaSuccess && !pConfig)
+		e = cudaErrorInvalidValue;
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	*pConfig = cudaSharedMemBankSizeFourByte;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig config)
+{
+	cudaError_t e = qc_ready();
+
+	if (e == cudaSuccess && (unsigned)config > cudaSharedMemBankSizeEightByte)
+		e = cudaErrorInvalidValue;
+	return qc_ret(e);
 }
 
 /* ------------------------------------------------------------ peer access */

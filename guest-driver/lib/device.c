@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Devices: the per-thread current device and the session's, properties and
- * attributes, flags, synchronization, reset, versions and memory info.
+ * attributes, PCI bus ids, choosing a device, flags, synchronization, reset,
+ * versions and memory info.
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -305,6 +307,130 @@ QC_API cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int devi
 	prop->gpuPciSubsystemID = (unsigned)A(cudaDevAttrGpuPciSubsystemId);
 	prop->hostNumaMultinodeIpcSupported = A(cudaDevAttrHostNumaMultinodeIpcSupported);
 #undef A
+	return cudaSuccess;
+}
+
+/* ---------------------------------------------------------- PCI bus ids */
+
+/* The device's PCI domain, bus and device numbers (attributes fetched once). */
+static cudaError_t pci_of(int device, unsigned int *domain, unsigned int *bus, unsigned int *slot)
+{
+	const struct qcuda_out_device_props *p;
+	cudaError_t e = qc_device_props(device, &p);
+
+	if (e != cudaSuccess)
+		return e;
+	*domain = (unsigned int)p->attrs[cudaDevAttrPciDomainId];
+	*bus = (unsigned int)p->attrs[cudaDevAttrPciBusId];
+	*slot = (unsigned int)p->attrs[cudaDevAttrPciDeviceId];
+	return cudaSuccess;
+}
+
+/* "domain:bus:device.function" in upper-case hex, the domain in four digits
+ * (CUDA asks for room for 13 characters), cut to len - 1 characters. */
+QC_API cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device)
+{
+	unsigned int domain, bus, slot;
+	cudaError_t e = qc_init();
+
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	if (device < 0 || device >= qc.device_count)
+		return qc_ret(cudaErrorInvalidDevice);
+	if (!pciBusId || len <= 0)
+		return qc_ret(cudaErrorInvalidValue);
+	e = pci_of(device, &domain, &bus, &slot);
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	snprintf(pciBusId, (size_t)len, "%04X:%02X:%02X.0", domain, bus, slot);
+	return cudaSuccess;
+}
+
+/* The forms CUDA takes: domain:bus:device.function, domain:bus:device and
+ * bus:device.function (domain 0), hex of either case. */
+QC_API cudaError_t cudaDeviceGetByPCIBusId(int *device, const char *pciBusId)
+{
+	unsigned int domain = 0, bus, slot, d, b, s;
+	cudaError_t e;
+
+	if (!device || !pciBusId)
+		return qc_ret(cudaErrorInvalidValue);
+	e = qc_init();
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	if (sscanf(pciBusId, "%x:%x:%x", &domain, &bus, &slot) != 3 &&
+	    (domain = 0, sscanf(pciBusId, "%x:%x", &bus, &slot) != 2))
+		return qc_ret(cudaErrorInvalidValue);
+	for (int i = 0; i < qc.device_count; i++) {
+		e = pci_of(i, &d, &b, &s);
+		if (e != cudaSuccess)
+			return qc_ret(e);
+		if (d == domain && b == bus && s == slot) {
+			*device = i;
+			return cudaSuccess;
+		}
+	}
+	return qc_ret(cudaErrorInvalidDevice);
+}
+
+/* -------------------------------------------------------- choosing devices */
+
+/* How far a device of compute capability cc is from the one asked for:
+ * 0 for a match, then those above by distance, then those below. */
+static int cc_distance(int cc, int want)
+{
+	return cc >= want ? cc - want : 1000 + want - cc;
+}
+
+/* The device nearest prop's compute capability (the first of equals; with
+ * one device, that one). */
+QC_API cudaError_t cudaChooseDevice(int *device, const struct cudaDeviceProp *prop)
+{
+	const struct qcuda_out_device_props *p;
+	int best = 0, best_d = -1, want;
+	cudaError_t e;
+
+	if (!device || !prop)
+		return qc_ret(cudaErrorInvalidValue);
+	e = qc_init();
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	want = prop->major * 10 + prop->minor;
+	for (int i = 0; i < qc.device_count; i++) {
+		int d;
+
+		e = qc_device_props(i, &p);
+		if (e != cudaSuccess)
+			return qc_ret(e);
+		d = cc_distance((int)p->attrs[cudaDevAttrComputeCapabilityMajor] * 10 +
+				(int)p->attrs[cudaDevAttrComputeCapabilityMinor], want);
+		if (best_d < 0 || d < best_d) {
+			best = i;
+			best_d = d;
+		}
+	}
+	*device = best;
+	return cudaSuccess;
+}
+
+/*
+ * The devices CUDA may pick when a thread names none, in order. A thread's
+ * device here is 0 until it sets one, and every device works, so the list
+ * changes nothing: it is checked as CUDA checks it (len 0 clears it).
+ */
+QC_API cudaError_t cudaSetValidDevices(int *device_arr, int len)
+{
+	cudaError_t e = qc_init();
+
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	if (len == 0)
+		return cudaSuccess;
+	if (len < 0 || !device_arr || len > qc.device_count)
+		return qc_ret(cudaErrorInvalidValue);
+	for (int i = 0; i < len; i++)
+		if (device_arr[i] < 0 || device_arr[i] >= qc.device_count)
+			return qc_ret(cudaErrorInvalidDevice);
 	return cudaSuccess;
 }
 

@@ -135,3 +135,29 @@ QC_API cudaError_t cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache c
 		return qc_ret(cudaErrorInvalidValue);
 	return cudaSuccess;
 }
+
+/* Bank sizes are fixed since Maxwell (four bytes): a hint, accepted and
+ * left there, as CUDA does on such devices. */
+QC_API cudaError_t cudaFuncSetSharedMemConfig(const void *func, enum cudaSharedMemConfig config)
+{
+	if (!qc_kernel_by_func(func))
+		return qc_ret(cudaErrorInvalidDeviceFunction);
+	if ((unsigned)config > cudaSharedMemBankSizeEightByte)
+		return qc_ret(cudaErrorInvalidValue);
+	return cudaSuccess;
+}
+
+/* The name in the fat binary (mangled unless the kernel is extern "C"),
+ * known from registration: no module is loaded for it. */
+QC_API cudaError_t cudaFuncGetName(const char **name, const void *func)
+{
+	struct qc_kernel *k;
+
+	if (!name)
+		return qc_ret(cudaErrorInvalidValue);
+	k = qc_kernel_by_func(func);
+	if (!k)
+		return qc_ret(cudaErrorInvalidDeviceFunction);
+	*name = k->device_name;
+	return cudaSuccess;
+}

@@ -8,7 +8,9 @@
  *
  * An open-addressing set of nonzero 64-bit keys (kind in the top bits over
  * the backend's handle), grown at 3/4 full; removal re-inserts the rest of
- * the cluster so that lookups need no tombstones.
+ * the cluster so that lookups need no tombstones. Each key carries a value
+ * of its owner's (stream.c keeps a stream's flags, device and id there:
+ * what the queries of a stream answer without a round trip).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -16,7 +18,7 @@
 #include "qcrt.h"
 
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
-static uint64_t *slots;
+static uint64_t *slots, *vals;	/* vals[i]: the value of slots[i] */
 static size_t cap, used;	/* cap: a power of two, or 0 */
 
 static uint64_t key(enum qc_handle_kind kind, uint64_t h)
@@ -32,7 +34,7 @@ static size_t home(uint64_t k)
 	return (size_t)k & (cap - 1);
 }
 
-static void put(uint64_t k)
+static void put(uint64_t k, uint64_t v)
 {
 	size_t i = home(k);
 
@@ -41,29 +43,46 @@ static void put(uint64_t k)
 	if (!slots[i])
 		used++;
 	slots[i] = k;
+	vals[i] = v;
+}
+
+/* The slot of k, or -1 (lock held). */
+static long find(uint64_t k)
+{
+	size_t i;
+
+	if (!cap)
+		return -1;
+	for (i = home(k); slots[i] && slots[i] != k; i = (i + 1) & (cap - 1))
+		;
+	return slots[i] ? (long)i : -1;
 }
 
 static int grow(void)
 {
 	size_t old_cap = cap;
-	uint64_t *old = slots;
+	uint64_t *old = slots, *old_vals = vals;
 	size_t n = cap ? cap * 2 : 64;
+	uint64_t *s = calloc(n, sizeof(*s)), *v = calloc(n, sizeof(*v));
 
-	slots = calloc(n, sizeof(*slots));
-	if (!slots) {
-		slots = old;
+	if (!s || !v) {
+		free(s);
+		free(v);
 		return -1;
 	}
+	slots = s;
+	vals = v;
 	cap = n;
 	used = 0;
 	for (size_t i = 0; i < old_cap; i++)
 		if (old[i])
-			put(old[i]);
+			put(old[i], old_vals[i]);
 	free(old);
+	free(old_vals);
 	return 0;
 }
 
-cudaError_t qc_handle_add(enum qc_handle_kind kind, uint64_t h)
+cudaError_t qc_handle_add(enum qc_handle_kind kind, uint64_t h, uint64_t value)
 {
 	cudaError_t e = cudaSuccess;
 
@@ -71,30 +90,28 @@ cudaError_t qc_handle_add(enum qc_handle_kind kind, uint64_t h)
 	if ((used + 1) * 4 > cap * 3 && grow())
 		e = cudaErrorMemoryAllocation;
 	else
-		put(key(kind, h));
+		put(key(kind, h), value);
 	pthread_rwlock_unlock(&lock);
 	return e;
 }
 
 void qc_handle_remove(enum qc_handle_kind kind, uint64_t h)
 {
-	uint64_t k = key(kind, h);
+	long at;
 	size_t i;
 
 	pthread_rwlock_wrlock(&lock);
-	if (cap) {
-		for (i = home(k); slots[i] && slots[i] != k; i = (i + 1) & (cap - 1))
-			;
-		if (slots[i]) {
+	at = find(key(kind, h));
+	if (at >= 0) {
+		i = (size_t)at;
+		slots[i] = 0;
+		used--;
+		for (i = (i + 1) & (cap - 1); slots[i]; i = (i + 1) & (cap - 1)) {
+			uint64_t moved = slots[i];
+
 			slots[i] = 0;
 			used--;
-			for (i = (i + 1) & (cap - 1); slots[i]; i = (i + 1) & (cap - 1)) {
-				uint64_t moved = slots[i];
-
-				slots[i] = 0;
-				used--;
-				put(moved);
-			}
+			put(moved, vals[i]);
 		}
 	}
 	pthread_rwlock_unlock(&lock);
@@ -102,18 +119,24 @@ void qc_handle_remove(enum qc_handle_kind kind, uint64_t h)
 
 int qc_handle_known(enum qc_handle_kind kind, uint64_t h)
 {
-	uint64_t k = key(kind, h);
-	size_t i;
-	int found = 0;
+	int found;
 
 	pthread_rwlock_rdlock(&lock);
-	if (cap) {
-		for (i = home(k); slots[i] && slots[i] != k; i = (i + 1) & (cap - 1))
-			;
-		found = slots[i] == k;
-	}
+	found = find(key(kind, h)) >= 0;
 	pthread_rwlock_unlock(&lock);
 	return found;
+}
+
+int qc_handle_value(enum qc_handle_kind kind, uint64_t h, uint64_t *value)
+{
+	long at;
+
+	pthread_rwlock_rdlock(&lock);
+	at = find(key(kind, h));
+	if (at >= 0)
+		*value = vals[at];
+	pthread_rwlock_unlock(&lock);
+	return at >= 0;
 }
 
 void qc_handle_reset(void)

@@ -53,6 +53,10 @@ cudaError_t qc_array_create(int format, unsigned int channels, size_t width, siz
 cudaError_t qc_array_destroy(struct qc_array *a);
 /* Bytes per element of a CUarray_format and channel count; 0 if not served. */
 size_t qc_format_size(int format, unsigned int channels);
+/* The most elements of a format a 1D texture over linear memory holds on
+ * device (checked by the caller); cudaErrorInvalidValue for a format or
+ * channel count not served. */
+cudaError_t qc_tex1d_linear_max(int format, unsigned int channels, int device, size_t *max);
 
 /* One side of a 2D/3D copy: memory at ptr (rows pitch bytes apart, slices
  * pitch * rows apart), or an array; x in bytes. */

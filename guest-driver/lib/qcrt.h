@@ -313,11 +313,15 @@ void qc_callback_reset(void);
 
 /* ---- handles.c ---- */
 
-/* The stream and event handles the process holds (for posted work's checks). */
+/* The stream and event handles the process holds (for posted work's
+ * checks), each with a value of its owner's (stream.c: a stream's flags,
+ * device and id). */
 enum qc_handle_kind { QC_STREAM = 1, QC_EVENT = 2 };
-cudaError_t qc_handle_add(enum qc_handle_kind kind, uint64_t h);
+cudaError_t qc_handle_add(enum qc_handle_kind kind, uint64_t h, uint64_t value);
 void qc_handle_remove(enum qc_handle_kind kind, uint64_t h);
 int qc_handle_known(enum qc_handle_kind kind, uint64_t h);
+/* 1 and *value if the process holds h, else 0. */
+int qc_handle_value(enum qc_handle_kind kind, uint64_t h, uint64_t *value);
 void qc_handle_reset(void);
 
 /* ---- output.c ---- */

@@ -8,6 +8,7 @@
  * cudaStreamLegacy -> QCUDA_STREAM_LEGACY, cudaStreamPerThread ->
  * QCUDA_STREAM_PER_THREAD.
  */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "graph.h"
@@ -40,7 +41,8 @@ typedef cudaError_t (*handle_req)(uint64_t handle);
  * must not be one of the special values 0, 1 and 2 (NULL, cudaStreamLegacy
  * and cudaStreamPerThread); a handle that cannot be recorded is given back.
  */
-static cudaError_t keep_handle(enum qc_handle_kind kind, uint64_t h, handle_req destroy)
+static cudaError_t keep_handle(enum qc_handle_kind kind, uint64_t h, handle_req destroy,
+			       uint64_t value)
 {
 	cudaError_t e;
 
@@ -50,7 +52,7 @@ static cudaError_t keep_handle(enum qc_handle_kind kind, uint64_t h, handle_req 
 			destroy(h);
 		return cudaErrorUnknown;
 	}
-	e = qc_handle_add(kind, h);
+	e = qc_handle_add(kind, h, value);
 	if (e != cudaSuccess)
 		destroy(h);
 	return e;
@@ -58,9 +60,64 @@ static cudaError_t keep_handle(enum qc_handle_kind kind, uint64_t h, handle_req 
 
 /* ---------------------------------------------------------------- streams */
 
+/*
+ * What a stream's queries answer, known at its creation and kept with its
+ * handle (handles.c): its flags, its device and its id. CUDA gives every
+ * stream an id unique for the life of the program (the backend's handles
+ * may come again after a destroy, so they are not ids): one counter here,
+ * also for the special streams, whose ids are taken at their first query:
+ * the legacy stream's per device, the per-thread stream's per thread and
+ * device.
+ */
+#define INFO(id, device, flags) ((uint64_t)(id) << 16 | (uint64_t)(device) << 8 | (flags))
+#define INFO_ID(v) ((v) >> 16)
+#define INFO_DEVICE(v) ((int)((v) >> 8 & 0xff))
+#define INFO_FLAGS(v) ((unsigned int)((v) & 0xff))
+_Static_assert(QC_MAX_DEVICES <= 256, "a device in 8 bits");
+
+static atomic_ullong next_stream_id = 1;
+static atomic_ullong legacy_ids[QC_MAX_DEVICES];
+static __thread unsigned long long per_thread_ids[QC_MAX_DEVICES];
+
+static unsigned long long legacy_id(int device)
+{
+	unsigned long long id = atomic_load(&legacy_ids[device]), none = 0;
+
+	if (id)
+		return id;
+	id = atomic_fetch_add(&next_stream_id, 1);
+	if (!atomic_compare_exchange_strong(&legacy_ids[device], &none, id))
+		id = none;	/* another thread's came first */
+	return id;
+}
+
+static unsigned long long per_thread_id(int device)
+{
+	if (!per_thread_ids[device])
+		per_thread_ids[device] = atomic_fetch_add(&next_stream_id, 1);
+	return per_thread_ids[device];
+}
+
+/* A stream's flags, device and id (after qc_ready). The special streams are
+ * the current device's, with flags 0 (cudaStreamDefault) as CUDA answers:
+ * the per-thread stream is not a non-blocking one either. */
+static cudaError_t stream_info(cudaStream_t s, int ptds, uint64_t *info)
+{
+	int dev = qc_current_device();
+	uint64_t h = qc_stream(s, ptds);
+
+	if (h == QCUDA_STREAM_LEGACY)
+		*info = INFO(legacy_id(dev), dev, 0);
+	else if (h == QCUDA_STREAM_PER_THREAD)
+		*info = INFO(per_thread_id(dev), dev, 0);
+	else if (!qc_handle_value(QC_STREAM, h, info))
+		return cudaErrorInvalidResourceHandle;
+	return cudaSuccess;
+}
+
 QC_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
 {
-	uint64_t h = 0;
+	uint64_t h = 0, info;
 	cudaError_t e;
 
 	if (!pStream)
@@ -68,10 +125,11 @@ QC_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned 
 	if (flags != cudaStreamDefault && flags != cudaStreamNonBlocking)
 		return qc_ret(cudaErrorInvalidValue);
 	e = qc_ready();
+	info = INFO(atomic_fetch_add(&next_stream_id, 1), qc_current_device(), flags);
 	if (e == cudaSuccess)
 		e = qc_req_stream_create(flags, priority, &h);
 	if (e == cudaSuccess)
-		e = keep_handle(QC_STREAM, h, qc_req_stream_destroy);
+		e = keep_handle(QC_STREAM, h, qc_req_stream_destroy, info);
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	*pStream = (cudaStream_t)(uintptr_t)h;
@@ -190,6 +248,64 @@ QC_API cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t stream, int *priority
 QC_API cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t stream, int *priority)
 {
 	return stream_get_priority(stream, priority, 1);
+}
+
+/* ------------------------------------------------- flags, ids and devices */
+
+enum info_field { FIELD_FLAGS, FIELD_ID, FIELD_DEVICE };
+
+/* One field of a stream's info; out: the caller's result, NULL refused. */
+static cudaError_t stream_field(cudaStream_t stream, int ptds, enum info_field f, void *out)
+{
+	uint64_t info;
+	cudaError_t e = qc_ready();
+
+	if (e == cudaSuccess && !out)
+		e = cudaErrorInvalidValue;
+	if (e == cudaSuccess)
+		e = stream_info(stream, ptds, &info);
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	if (f == FIELD_FLAGS)
+		*(unsigned int *)out = INFO_FLAGS(info);
+	else if (f == FIELD_ID)
+		*(unsigned long long *)out = INFO_ID(info);
+	else
+		*(int *)out = INFO_DEVICE(info);
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
+{
+	return stream_field(hStream, 0, FIELD_FLAGS, flags);
+}
+
+QC_API cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t hStream, unsigned int *flags);
+QC_API cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t hStream, unsigned int *flags)
+{
+	return stream_field(hStream, 1, FIELD_FLAGS, flags);
+}
+
+QC_API cudaError_t cudaStreamGetId(cudaStream_t hStream, unsigned long long *streamId)
+{
+	return stream_field(hStream, 0, FIELD_ID, streamId);
+}
+
+QC_API cudaError_t cudaStreamGetId_ptsz(cudaStream_t hStream, unsigned long long *streamId);
+QC_API cudaError_t cudaStreamGetId_ptsz(cudaStream_t hStream, unsigned long long *streamId)
+{
+	return stream_field(hStream, 1, FIELD_ID, streamId);
+}
+
+QC_API cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int *device)
+{
+	return stream_field(hStream, 0, FIELD_DEVICE, device);
+}
+
+QC_API cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t hStream, int *device);
+QC_API cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t hStream, int *device)
+{
+	return stream_field(hStream, 1, FIELD_DEVICE, device);
 }
 
 QC_API cudaError_t cudaCtxResetPersistingL2Cache(void)
@@ -311,6 +427,48 @@ QC_API cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t stream, cudaStreamAt
 	return qc_ret(stream_get_attr(stream, attr, value, 1));
 }
 
+/*
+ * The attributes a stream keeps for its launches, as cuStreamCopyAttributes
+ * copies them: the access policy window, the synchronization policy and the
+ * memory synchronization domain and its map. The priority is the stream's
+ * own, fixed at its creation: it is not copied.
+ */
+static const cudaStreamAttrID copied_attrs[] = {
+	cudaStreamAttributeAccessPolicyWindow,
+	cudaStreamAttributeSynchronizationPolicy,
+	cudaStreamAttributeMemSyncDomainMap,
+	cudaStreamAttributeMemSyncDomain,
+};
+
+static cudaError_t stream_copy_attrs(cudaStream_t dst, cudaStream_t src, int ptds)
+{
+	cudaStreamAttrValue v;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	if (!qc_stream_known(dst, ptds) || !qc_stream_known(src, ptds))
+		return cudaErrorInvalidResourceHandle;
+	for (size_t i = 0; i < sizeof(copied_attrs) / sizeof(copied_attrs[0]) && e == cudaSuccess; i++) {
+		memset(&v, 0, sizeof(v));
+		e = stream_get_attr(src, copied_attrs[i], &v, ptds);
+		if (e == cudaSuccess)
+			e = stream_set_attr(dst, copied_attrs[i], &v, ptds);
+	}
+	return e;
+}
+
+QC_API cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src)
+{
+	return qc_ret(stream_copy_attrs(dst, src, 0));
+}
+
+QC_API cudaError_t cudaStreamCopyAttributes_ptsz(cudaStream_t dst, cudaStream_t src);
+QC_API cudaError_t cudaStreamCopyAttributes_ptsz(cudaStream_t dst, cudaStream_t src)
+{
+	return qc_ret(stream_copy_attrs(dst, src, 1));
+}
+
 /* ----------------------------------------------------------------- events */
 
 QC_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
@@ -328,7 +486,7 @@ QC_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int fla
 	if (e == cudaSuccess)
 		e = qc_req_event_create(flags, &h);
 	if (e == cudaSuccess)
-		e = keep_handle(QC_EVENT, h, qc_req_event_destroy);
+		e = keep_handle(QC_EVENT, h, qc_req_event_destroy, 0);
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	*event = (cudaEvent_t)(uintptr_t)h;

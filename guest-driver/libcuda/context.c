@@ -569,6 +569,29 @@ CUresult cuCtxSetCacheConfig(CUfunc_cache config)
 	return r;
 }
 
+/* Bank sizes are fixed (four bytes) on every device CUDA 13 runs: that is
+ * the answer, and a valid set does nothing (as the runtime layer's
+ * cudaDevice*SharedMemConfig). */
+CUresult cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
+{
+	CUresult r = cu_enter();
+
+	if (r == CUDA_SUCCESS && !pConfig)
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (r == CUDA_SUCCESS)
+		*pConfig = CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE;
+	return r;
+}
+
+CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
+{
+	CUresult r = cu_enter();
+
+	if (r == CUDA_SUCCESS && (unsigned int)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
+		r = CUDA_ERROR_INVALID_VALUE;
+	return r;
+}
+
 /* ------------------------------------------------ context-local storage */
 
 CUresult cu_cls_put(CUcontext ctx, void *key, void *value, void (*dtor)(CUcontext, void *, void *))

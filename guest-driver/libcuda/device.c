@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cu.h"
+#include "../lib/qc_array.h"
 
 /* This file defines older ABIs too, under names cuda.h #defines to today's. */
 #undef cuDeviceGetUuid
@@ -131,7 +132,8 @@ CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
 	return r;
 }
 
-/* "domain:bus:device.0", as CUDA writes it. */
+/* "domain:bus:device.0" in upper-case hex, the domain in four digits (CUDA
+ * asks for room for 13 characters), as cudaDeviceGetPCIBusId writes it. */
 CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 {
 	int domain, bus, device;
@@ -145,7 +147,7 @@ CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 	if (r == CUDA_SUCCESS)
 		r = cuDeviceGetAttribute(&device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev);
 	if (r == CUDA_SUCCESS)
-		snprintf(pciBusId, (size_t)len, "%08X:%02X:%02X.0", domain, bus, device);
+		snprintf(pciBusId, (size_t)len, "%04X:%02X:%02X.0", domain, bus, device);
 	return r;
 }
 
@@ -171,6 +173,18 @@ CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 		}
 	}
 	return CUDA_ERROR_INVALID_DEVICE;
+}
+
+CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, CUarray_format format,
+					    unsigned numChannels, CUdevice dev)
+{
+	CUresult r = cu_device_check(dev);
+
+	if (r == CUDA_SUCCESS && !maxWidthInElements)
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (r == CUDA_SUCCESS)
+		r = cu_result(qc_tex1d_linear_max((int)format, numChannels, dev, maxWidthInElements));
+	return r;
 }
 
 /* One device per VM is what qcuda gives: no peers. */

@@ -231,6 +231,15 @@ CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice d
 	return r != CUDA_SUCCESS ? r : cuFuncSetCacheConfig((CUfunction)(void *)kernel, config);
 }
 
+/* Bank sizes are fixed: a valid one is accepted and changes nothing. */
+CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)
+{
+	if (!cu_kernel(hfunc))
+		return CUDA_ERROR_INVALID_HANDLE;
+	return (unsigned int)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE ? CUDA_ERROR_INVALID_VALUE :
+										   CUDA_SUCCESS;
+}
+
 /* ------------------------------------------------------------- occupancy */
 
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func,

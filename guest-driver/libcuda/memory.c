@@ -166,6 +166,49 @@ CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, 
 	return copy(PTR(dst), PTR(src), ByteCount, cudaMemcpyDefault, hStream, 1, 1);
 }
 
+/* Peer copies: both contexts checked (NULL is none here), then a device to
+ * device copy, device memory being one address space. */
+static CUresult peer_copy(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
+			  size_t n, CUstream stream, int async, int ptds)
+{
+	CUdevice dev;
+	CUresult r = dst_ctx && src_ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+
+	if (r == CUDA_SUCCESS)
+		r = cuCtxGetDevice_v2(&dev, dst_ctx);
+	if (r == CUDA_SUCCESS)
+		r = cuCtxGetDevice_v2(&dev, src_ctx);
+	return r != CUDA_SUCCESS ? r : copy(PTR(dst), PTR(src), n, cudaMemcpyDeviceToDevice, stream, async, ptds);
+}
+
+CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+		      CUcontext srcContext, size_t ByteCount)
+{
+	return peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, NULL, 0, 0);
+}
+
+CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+			   CUcontext srcContext, size_t ByteCount);
+CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+			   CUcontext srcContext, size_t ByteCount)
+{
+	return peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, NULL, 0, 1);
+}
+
+CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+			   CUcontext srcContext, size_t ByteCount, CUstream hStream)
+{
+	return peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, 1, 0);
+}
+
+CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+				CUcontext srcContext, size_t ByteCount, CUstream hStream);
+CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+				CUcontext srcContext, size_t ByteCount, CUstream hStream)
+{
+	return peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, 1, 1);
+}
+
 /* The directed copies: name, arguments, the runtime's kind. Each comes as
  * the synchronous _v2 / _v2_ptds and the Async _v2 / _v2_ptsz ABIs. */
 #define DIRECTED(name, dst_t, src_t, dst_e, src_e, kind)                                        \

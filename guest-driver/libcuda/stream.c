@@ -20,6 +20,10 @@ cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream
 cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData);
 cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t hStream, cudaStreamAttrID attr, cudaStreamAttrValue *value_out);
 cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t hStream, cudaStreamAttrID attr, const cudaStreamAttrValue *value);
+cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t hStream, unsigned int *flags);
+cudaError_t cudaStreamGetId_ptsz(cudaStream_t hStream, unsigned long long *streamId);
+cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t hStream, int *device);
+cudaError_t cudaStreamCopyAttributes_ptsz(cudaStream_t dst, cudaStream_t src);
 cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback, void *userData,
 				       unsigned int flags);
 
@@ -82,6 +86,41 @@ CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
 	CU_RUN(cudaStreamGetPriority_ptsz((cudaStream_t)hStream, priority));
 }
 
+/* Flags, ids and devices: kept by the runtime layer since the stream's
+ * creation (CUdevice is the runtime's device ordinal). */
+CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
+{
+	CU_RUN(cudaStreamGetFlags((cudaStream_t)hStream, flags));
+}
+
+CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags);
+CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
+{
+	CU_RUN(cudaStreamGetFlags_ptsz((cudaStream_t)hStream, flags));
+}
+
+CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+{
+	CU_RUN(cudaStreamGetId((cudaStream_t)hStream, streamId));
+}
+
+CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId);
+CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId)
+{
+	CU_RUN(cudaStreamGetId_ptsz((cudaStream_t)hStream, streamId));
+}
+
+CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
+{
+	CU_RUN(cudaStreamGetDevice((cudaStream_t)hStream, device));
+}
+
+CUresult cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *device);
+CUresult cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *device)
+{
+	CU_RUN(cudaStreamGetDevice_ptsz((cudaStream_t)hStream, device));
+}
+
 CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
 {
 	CU_RUN(cudaLaunchHostFunc((cudaStream_t)hStream, fn, userData));
@@ -118,6 +157,17 @@ CUresult cuStreamSetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, const 
 {
 	CU_RUN(cudaStreamSetAttribute_ptsz((cudaStream_t)hStream, (cudaStreamAttrID)attr,
 					   (const cudaStreamAttrValue *)value));
+}
+
+CUresult cuStreamCopyAttributes(CUstream dst, CUstream src)
+{
+	CU_RUN(cudaStreamCopyAttributes((cudaStream_t)dst, (cudaStream_t)src));
+}
+
+CUresult cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src);
+CUresult cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src)
+{
+	CU_RUN(cudaStreamCopyAttributes_ptsz((cudaStream_t)dst, (cudaStream_t)src));
 }
 
 /* A CUstreamCallback is called with CUDA_SUCCESS where the runtime's gets
