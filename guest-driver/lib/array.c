@@ -107,12 +107,20 @@ cudaError_t qc_tex1d_linear_max(int format, unsigned int channels, int device, s
 	const struct qcuda_out_device_props *p;
 	cudaError_t e;
 
-	if (!qc_format_size(format, channels))
+	unsigned int size = qc_format_size(format, channels);
+	uint64_t w;
+
+	if (!size)
 		return cudaErrorInvalidValue;
 	e = qc_device_props(device, &p);
-	if (e == cudaSuccess)
-		*max = (size_t)(unsigned int)p->attrs[cudaDevAttrMaxTexture1DLinearWidth];
-	return e;
+	if (e != cudaSuccess)
+		return e;
+	/* The attribute is the width for the largest element (16 bytes): a
+	 * smaller element gets as many more, up to 2^30 (what CUDA 13 answers
+	 * on the H100: 2^28 for float4, 2^30 for float and for uchar). */
+	w = (uint64_t)(unsigned int)p->attrs[cudaDevAttrMaxTexture1DLinearWidth] * 16 / size;
+	*max = (size_t)(w < (1ull << 30) ? w : (1ull << 30));
+	return cudaSuccess;
 }
 
 QC_API cudaError_t cudaDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements,
