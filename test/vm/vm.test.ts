@@ -154,7 +154,7 @@ test.serial('default-built programs (static cudart over qcuda\'s libcuda.so.1) p
     if (new RegExp(`^PASS: ${p}: \\d+ checks`, 'm').test(stat)) passed.push(p);
   }
   // The programs without kernels run all their checks here: they must pass, not skip.
-  for (const p of ['callbacks', 'device', 'errors', 'hostmem', 'memcpy', 'priorities', 'quota', 'stream', 'threads']) t.true(passed.includes(p), `${p} passed`);
+  for (const p of ['callbacks', 'device', 'errors', 'hostmem', 'memcpy', 'mempool', 'priorities', 'queries', 'quota', 'stream', 'threads']) t.true(passed.includes(p), `${p} passed`);
   // The driver-API program runs every check up to its first module here.
   const drv = r.stdout.split('=== drvapi\n')[1]?.split('=== drvapi exit')[0] ?? '';
   t.is(/=== drvapi exit (\d+)/.exec(r.stdout)?.[1], '77', drv);
