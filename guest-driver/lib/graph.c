@@ -9,20 +9,28 @@
 
 #include "graph.h"
 
-/* Graphs, nodes and executable graphs the program holds, so that a handle
- * it passes is checked before it is followed. */
+/* Graphs, nodes and executable graphs the program holds, each with its
+ * kind, so that a handle it passes is checked before it is followed (and a
+ * node passed as a graph is not taken for one). */
+enum kind { GRAPH = 1, NODE, EXEC };
+
+struct known_obj {
+	const void *p;
+	enum kind kind;
+};
+
 static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
-static const void **known;
+static struct known_obj *known;
 static size_t nknown, known_cap;
 
-static int remember(const void *p)
+static int remember(const void *p, enum kind kind)
 {
 	int ok = 1;
 
 	pthread_mutex_lock(&known_lock);
 	if (nknown == known_cap) {
 		size_t cap = known_cap ? 2 * known_cap : 64;
-		const void **v = realloc(known, cap * sizeof(*v));
+		struct known_obj *v = realloc(known, cap * sizeof(*v));
 
 		if (v)
 			known = v, known_cap = cap;
@@ -30,7 +38,7 @@ static int remember(const void *p)
 			ok = 0;
 	}
 	if (ok)
-		known[nknown++] = p;
+		known[nknown++] = (struct known_obj){ p, kind };
 	pthread_mutex_unlock(&known_lock);
 	return ok;
 }
@@ -39,14 +47,14 @@ static void forget(const void *p)
 {
 	pthread_mutex_lock(&known_lock);
 	for (size_t i = 0; i < nknown; i++)
-		if (known[i] == p) {
+		if (known[i].p == p) {
 			known[i] = known[--nknown];
 			break;
 		}
 	pthread_mutex_unlock(&known_lock);
 }
 
-static int is_known(const void *p)
+static int is_known(const void *p, enum kind kind)
 {
 	int found = 0;
 
@@ -54,14 +62,14 @@ static int is_known(const void *p)
 		return 0;
 	pthread_mutex_lock(&known_lock);
 	for (size_t i = 0; i < nknown && !found; i++)
-		found = known[i] == p;
+		found = known[i].p == p && known[i].kind == kind;
 	pthread_mutex_unlock(&known_lock);
 	return found;
 }
 
-int qc_graph_known(const struct qc_graph *g) { return is_known(g); }
-int qc_node_known(const struct qc_node *n) { return is_known(n); }
-int qc_exec_known(const struct qc_exec *x) { return is_known(x); }
+int qc_graph_known(const struct qc_graph *g) { return is_known(g, GRAPH); }
+int qc_node_known(const struct qc_node *n) { return is_known(n, NODE); }
+int qc_exec_known(const struct qc_exec *x) { return is_known(x, EXEC); }
 
 /* ------------------------------------------------------------ operations */
 
@@ -193,7 +201,7 @@ struct qc_graph *qc_graph_new(void)
 {
 	struct qc_graph *g = calloc(1, sizeof(*g));
 
-	if (g && !remember(g)) {
+	if (g && !remember(g, GRAPH)) {
 		free(g);
 		g = NULL;
 	}
@@ -221,7 +229,7 @@ void qc_graph_free(struct qc_graph *g)
 
 static int in_graph(const struct qc_graph *g, const struct qc_node *n)
 {
-	return is_known(n) && n->graph == g;
+	return qc_node_known(n) && n->graph == g;
 }
 
 static cudaError_t add_dep(struct qc_node *n, struct qc_node *dep)
@@ -273,7 +281,7 @@ cudaError_t qc_graph_add(struct qc_graph *g, struct qc_node_op *op, struct qc_no
 			n->deps[n->ndeps++] = deps[i];
 		}
 	}
-	if (e == cudaSuccess && !remember(n))
+	if (e == cudaSuccess && !remember(n, NODE))
 		e = cudaErrorMemoryAllocation;
 	if (e != cudaSuccess) {
 		if (n)
@@ -489,7 +497,7 @@ cudaError_t qc_exec_new(const struct qc_graph *g, unsigned long long flags, stru
 	}
 	x->flags = flags;
 	e = order(x, x->snapshot, 1);
-	if (e == cudaSuccess && !remember(x))
+	if (e == cudaSuccess && !remember(x, EXEC))
 		e = cudaErrorMemoryAllocation;
 	if (e != cudaSuccess) {
 		qc_graph_free(x->snapshot);
