@@ -49,6 +49,18 @@ static size_t nevents;
 static unsigned long long next_id = 1;
 static __thread enum cudaStreamCaptureMode thread_mode = cudaStreamCaptureModeGlobal;
 
+/* A stream's key here: its wire handle, but the per-thread default stream
+ * is a stream of each thread (one handle on the wire), so its key is the
+ * thread's own (an address no handle has: the top bit set). */
+static __thread char thread_marker;
+
+static uint64_t cap_key(cudaStream_t stream, int ptds)
+{
+	uint64_t h = qc_stream(stream, ptds);
+
+	return h == QCUDA_STREAM_PER_THREAD ? (uint64_t)(uintptr_t)&thread_marker | (1ull << 63) : h;
+}
+
 static struct cap_stream *find_stream(uint64_t s)
 {
 	for (size_t i = 0; i < nstreams; i++)
@@ -167,7 +179,7 @@ int qc_capture_active(cudaStream_t stream, int ptds)
 	if (none())
 		return 0;
 	pthread_mutex_lock(&lock);
-	active = nstreams && find_stream(qc_stream(stream, ptds)) != NULL;
+	active = nstreams && find_stream(cap_key(stream, ptds)) != NULL;
 	pthread_mutex_unlock(&lock);
 	return active;
 }
@@ -181,7 +193,7 @@ int qc_capture_op(cudaStream_t stream, int ptds, struct qc_node_op *op, cudaErro
 		return 0;
 
 	pthread_mutex_lock(&lock);
-	cs = nstreams ? find_stream(qc_stream(stream, ptds)) : NULL;
+	cs = nstreams ? find_stream(cap_key(stream, ptds)) : NULL;
 	if (!cs) {
 		pthread_mutex_unlock(&lock);
 		return 0;
@@ -210,7 +222,7 @@ int qc_capture_event_record(cudaEvent_t event, cudaStream_t stream, int ptds, cu
 		return 0;
 
 	pthread_mutex_lock(&lock);
-	cs = nstreams ? find_stream(qc_stream(stream, ptds)) : NULL;
+	cs = nstreams ? find_stream(cap_key(stream, ptds)) : NULL;
 	ce = find_event(event_key(event));
 	if (!cs) {
 		if (ce)		/* recorded outside capture from now on */
@@ -240,7 +252,7 @@ int qc_capture_event_record(cudaEvent_t event, cudaStream_t stream, int ptds, cu
 
 int qc_capture_event_wait(cudaStream_t stream, int ptds, cudaEvent_t event, cudaError_t *e)
 {
-	uint64_t s = qc_stream(stream, ptds);
+	uint64_t s = cap_key(stream, ptds);
 	struct cap_stream *cs;
 	struct cap_event *ce;
 
@@ -291,7 +303,7 @@ cudaError_t qc_capture_refuse(cudaStream_t stream, int ptds)
 	if (none())
 		return cudaSuccess;
 	pthread_mutex_lock(&lock);
-	cs = nstreams ? find_stream(qc_stream(stream, ptds)) : NULL;
+	cs = nstreams ? find_stream(cap_key(stream, ptds)) : NULL;
 	if (cs) {
 		cs->cap->invalid = 1;
 		e = cudaErrorStreamCaptureUnsupported;
@@ -321,7 +333,7 @@ static int legacy(cudaStream_t stream, int ptds)
 cudaError_t qc_capture_begin(cudaStream_t stream, int ptds, enum cudaStreamCaptureMode mode,
 			     struct qc_graph *to, struct qc_node *const *deps, size_t ndeps)
 {
-	uint64_t s = qc_stream(stream, ptds);
+	uint64_t s = cap_key(stream, ptds);
 	struct capture *cap;
 	cudaError_t e;
 
@@ -397,7 +409,7 @@ static int joined(const struct qc_graph *g, struct qc_node *const *tail, size_t 
 
 cudaError_t qc_capture_end(cudaStream_t stream, int ptds, struct qc_graph **graph)
 {
-	uint64_t s = qc_stream(stream, ptds);
+	uint64_t s = cap_key(stream, ptds);
 	struct cap_stream *cs;
 	struct capture *cap;
 	cudaError_t e = cudaSuccess;
@@ -442,7 +454,7 @@ cudaError_t qc_capture_info(cudaStream_t stream, int ptds, enum cudaStreamCaptur
 	if (!qc_stream_known(stream, ptds))
 		return cudaErrorInvalidResourceHandle;
 	pthread_mutex_lock(&lock);
-	cs = nstreams ? find_stream(qc_stream(stream, ptds)) : NULL;
+	cs = nstreams ? find_stream(cap_key(stream, ptds)) : NULL;
 	*status = !cs ? cudaStreamCaptureStatusNone :
 		  cs->cap->invalid ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
 	if (cs && id)
@@ -468,7 +480,7 @@ cudaError_t qc_capture_update_deps(cudaStream_t stream, int ptds, struct qc_node
 	if (flags > cudaStreamSetCaptureDependencies || (n && !deps))
 		return cudaErrorInvalidValue;
 	pthread_mutex_lock(&lock);
-	cs = nstreams ? find_stream(qc_stream(stream, ptds)) : NULL;
+	cs = nstreams ? find_stream(cap_key(stream, ptds)) : NULL;
 	if (!cs)
 		e = cudaErrorIllegalState;
 	for (size_t i = 0; e == cudaSuccess && i < n; i++)

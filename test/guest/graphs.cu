@@ -5,6 +5,8 @@
 // node (memset, memcpy, host, empty, child graph, event record and wait,
 // kernel), their listing and edges, instantiate, launch, clone, update of
 // an executable graph; the bytes each launch leaves.
+#include <pthread.h>
+
 #include "qctest.h"
 
 #define N 4096
@@ -168,6 +170,45 @@ static void capture_fork_join(unsigned char *d, unsigned char *h_out)
 	OK(cudaEventDestroy(fork));
 	OK(cudaEventDestroy(join));
 	OK(cudaStreamDestroy(s1));
+}
+
+/* The per-thread default stream is each thread's own: capturing it in one
+ * thread leaves another thread's alone (relaxed mode: it may do anything). */
+struct other_thread {
+	unsigned char *d, *h;
+	cudaError_t set, sync, copy;
+};
+
+static void *other_per_thread(void *arg)
+{
+	struct other_thread *o = (struct other_thread *)arg;
+
+	/* Only its per-thread stream: the legacy stream would synchronize with
+	 * the capturing one. */
+	o->set = cudaMemsetAsync(o->d, 0x6b, 256, cudaStreamPerThread);
+	o->copy = cudaMemcpyAsync(o->h, o->d, 256, cudaMemcpyDeviceToHost, cudaStreamPerThread);
+	o->sync = cudaStreamSynchronize(cudaStreamPerThread);
+	return NULL;
+}
+
+static void capture_per_thread(unsigned char *d, unsigned char *h_out)
+{
+	struct other_thread o = { d + 1024, h_out, cudaErrorUnknown, cudaErrorUnknown, cudaErrorUnknown };
+	cudaGraph_t g = NULL;
+	pthread_t t;
+
+	memset(h_out, 0, 256);
+	EXPECT(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed), cudaSuccess);
+	EXPECT(cudaMemsetAsync(d, 0x5c, 256, cudaStreamPerThread), cudaSuccess);
+	pthread_create(&t, NULL, other_per_thread, &o);
+	pthread_join(t, NULL);
+	qt_check(o.set == cudaSuccess && o.sync == cudaSuccess && o.copy == cudaSuccess &&
+		 qt_not_byte(h_out, 0x6b, 256) < 0,
+		 "another thread's per-thread stream ran its work while this thread's was captured");
+	EXPECT(cudaStreamEndCapture(cudaStreamPerThread, &g), cudaSuccess);
+	qt_check(g && count_nodes(g) == 1, "the capture took this thread's memset only");
+	if (g)
+		OK(cudaGraphDestroy(g));
 }
 
 /* A synchronizing call on a capturing stream invalidates the capture. */
@@ -422,6 +463,7 @@ int main(void)
 	capture_basic(d, h_in, h_out);
 	capture_fork_join(d, h_out);
 	capture_invalidated(d);
+	capture_per_thread(d, h_out);
 	built(d, h_out);
 	OK(cudaFree(d));
 	OK(cudaFreeHost(h_in));
