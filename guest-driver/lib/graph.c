@@ -71,6 +71,147 @@ int qc_graph_known(const struct qc_graph *g) { return is_known(g, GRAPH); }
 int qc_node_known(const struct qc_node *n) { return is_known(n, NODE); }
 int qc_exec_known(const struct qc_exec *x) { return is_known(x, EXEC); }
 
+/* ------------------------------------------------------------ alloc nodes' memory */
+
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct qc_graph_mem **mems;	/* live, for free nodes' checks */
+static size_t nmems, mems_cap;
+static uint64_t mem_used, mem_high;	/* bytes of alloc nodes, as CUDA's attributes count them */
+
+static void mem_get(struct qc_graph_mem *m)
+{
+	pthread_mutex_lock(&mem_lock);
+	m->refs++;
+	pthread_mutex_unlock(&mem_lock);
+}
+
+static void mem_put(struct qc_graph_mem *m)
+{
+	int last;
+
+	pthread_mutex_lock(&mem_lock);
+	last = --m->refs == 0;
+	if (last) {
+		for (size_t i = 0; i < nmems; i++)
+			if (mems[i] == m) {
+				mems[i] = mems[--nmems];
+				break;
+			}
+		mem_used -= m->size;
+	}
+	pthread_mutex_unlock(&mem_lock);
+	if (last) {
+		cudaFree(m->ptr);
+		free(m);
+	}
+}
+
+/* Whether ptr is the memory of a live alloc node. */
+static int mem_known(const void *ptr)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&mem_lock);
+	for (size_t i = 0; i < nmems && !found; i++)
+		found = mems[i]->ptr == ptr;
+	pthread_mutex_unlock(&mem_lock);
+	return found;
+}
+
+cudaError_t qc_node_op_alloc(struct qc_node_op *op, const struct cudaMemPoolProps *props, size_t size)
+{
+	struct qc_graph_mem *m;
+	cudaError_t e;
+
+	if (!props || !size)
+		return cudaErrorInvalidValue;
+	if (props->allocType != cudaMemAllocationTypePinned ||
+	    props->handleTypes != cudaMemHandleTypeNone ||
+	    props->location.type != cudaMemLocationTypeDevice)
+		return cudaErrorInvalidValue;
+	if (props->location.id < 0 || props->location.id >= qc.device_count)
+		return cudaErrorInvalidDevice;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return cudaErrorMemoryAllocation;
+	e = cudaMalloc(&m->ptr, size);	/* the session's allocation: quota and checks apply */
+	if (e == cudaSuccess) {
+		pthread_mutex_lock(&mem_lock);
+		if (nmems == mems_cap) {
+			size_t cap = mems_cap ? 2 * mems_cap : 16;
+			struct qc_graph_mem **v = realloc(mems, cap * sizeof(*v));
+
+			if (v)
+				mems = v, mems_cap = cap;
+		}
+		if (nmems < mems_cap) {
+			mems[nmems++] = m;
+			mem_used += size;
+			if (mem_used > mem_high)
+				mem_high = mem_used;
+		} else {
+			e = cudaErrorMemoryAllocation;
+		}
+		pthread_mutex_unlock(&mem_lock);
+		if (e != cudaSuccess)
+			cudaFree(m->ptr);
+	}
+	if (e != cudaSuccess) {
+		free(m);
+		return e;
+	}
+	m->size = size;
+	m->props = *props;
+	m->refs = 1;
+	memset(op, 0, sizeof(*op));
+	op->type = cudaGraphNodeTypeMemAlloc;
+	op->alloc = m;
+	return cudaSuccess;
+}
+
+cudaError_t qc_node_op_free_mem(struct qc_node_op *op, void *ptr)
+{
+	if (!ptr || !mem_known(ptr))
+		return cudaErrorInvalidValue;
+	memset(op, 0, sizeof(*op));
+	op->type = cudaGraphNodeTypeMemFree;
+	op->free_ptr = ptr;
+	return cudaSuccess;
+}
+
+/* Used and reserved are the same here: an alloc node's memory is its own
+ * allocation (CUDA's reserved grows in larger granules). */
+cudaError_t qc_graph_mem_attr(enum cudaGraphMemAttributeType attr, uint64_t *value, int set)
+{
+	cudaError_t e = cudaSuccess;
+
+	if (!value)
+		return cudaErrorInvalidValue;
+	pthread_mutex_lock(&mem_lock);
+	switch (attr) {
+	case cudaGraphMemAttrUsedMemCurrent:
+	case cudaGraphMemAttrReservedMemCurrent:
+		if (set)
+			e = cudaErrorInvalidValue;
+		else
+			*value = mem_used;
+		break;
+	case cudaGraphMemAttrUsedMemHigh:
+	case cudaGraphMemAttrReservedMemHigh:
+		if (set && *value != 0)
+			e = cudaErrorInvalidValue;
+		else if (set)
+			mem_high = mem_used;
+		else
+			*value = mem_high;
+		break;
+	default:
+		e = cudaErrorInvalidValue;
+	}
+	pthread_mutex_unlock(&mem_lock);
+	return e;
+}
+
 /* ------------------------------------------------------------ operations */
 
 void qc_node_op_free(struct qc_node_op *op)
@@ -85,6 +226,10 @@ void qc_node_op_free(struct qc_node_op *op)
 		break;
 	case cudaGraphNodeTypeGraph:
 		qc_graph_free(op->child);
+		break;
+	case cudaGraphNodeTypeMemAlloc:
+		if (op->alloc)
+			mem_put(op->alloc);
 		break;
 	default:
 		break;
@@ -117,6 +262,9 @@ cudaError_t qc_node_op_copy(struct qc_node_op *dst, const struct qc_node_op *src
 	case cudaGraphNodeTypeGraph:
 		dst->child = qc_graph_clone(src->child, NULL);
 		return dst->child ? cudaSuccess : cudaErrorMemoryAllocation;
+	case cudaGraphNodeTypeMemAlloc:
+		mem_get(src->alloc);
+		return cudaSuccess;
 	default:
 		return cudaSuccess;
 	}
@@ -449,7 +597,11 @@ static cudaError_t order(struct qc_exec *x, struct qc_graph *g, int top)
 				e = order(x, n->op.child, 0);
 				continue;
 			}
-			if (n->op.type == cudaGraphNodeTypeEmpty)
+			/* Nothing to run: an alloc node's memory exists from
+			 * the node's creation, a free node's until the graph's end. */
+			if (n->op.type == cudaGraphNodeTypeEmpty ||
+			    n->op.type == cudaGraphNodeTypeMemAlloc ||
+			    n->op.type == cudaGraphNodeTypeMemFree)
 				continue;
 			{
 				struct qc_step *v = realloc(x->steps, (x->n + 1) * sizeof(*v));

@@ -58,7 +58,20 @@ struct qc_node_op {
 		} host;
 		struct qc_graph *child;	/* owned */
 		cudaEvent_t event;
+		/* A memory alloc node's allocation: made when the node is (its
+		 * address is fixed for the graph's life, as CUDA's is), shared
+		 * by the graph's copies and freed with the last of them. */
+		struct qc_graph_mem *alloc;
+		void *free_ptr;		/* a memory free node's */
 	};
+};
+
+/* Memory of alloc nodes (graph.c). */
+struct qc_graph_mem {
+	void *ptr;
+	size_t size;
+	struct cudaMemPoolProps props;
+	int refs;		/* nodes holding it (under graph.c's lock) */
 };
 
 struct qc_node {
@@ -130,6 +143,14 @@ cudaError_t qc_exec_update(struct qc_exec *x, const struct qc_graph *g,
 			   enum cudaGraphExecUpdateResult *result, const struct qc_node **err_node);
 /* Runs one operation on a stream (what a step of a launch does). */
 cudaError_t qc_node_op_run(const struct qc_node_op *op, cudaStream_t stream, int ptds);
+
+/* An alloc node's operation: size bytes allocated now (the pool's
+ * properties: device memory of a device), or a free node's of ptr (which an
+ * alloc node of some graph made). */
+cudaError_t qc_node_op_alloc(struct qc_node_op *op, const struct cudaMemPoolProps *props, size_t size);
+cudaError_t qc_node_op_free_mem(struct qc_node_op *op, void *ptr);
+/* cudaDeviceGetGraphMemAttribute / Set: the alloc nodes' memory. */
+cudaError_t qc_graph_mem_attr(enum cudaGraphMemAttributeType attr, uint64_t *value, int set);
 
 /* ---- capture.c ---- */
 

@@ -2,9 +2,9 @@
 /*
  * The runtime's graph and stream capture entry points (see graph.h): a
  * cudaGraph_t is a struct qc_graph *, a cudaGraphNode_t a struct qc_node *,
- * a cudaGraphExec_t a struct qc_exec *. Not served: memory alloc/free
- * nodes, conditional nodes, external semaphore nodes, user objects, copies
- * from or to CUDA arrays; they answer cudaErrorNotSupported with a note.
+ * a cudaGraphExec_t a struct qc_exec *. Not served: conditional nodes,
+ * external semaphore nodes, user objects, copies from or to CUDA arrays;
+ * they answer cudaErrorNotSupported with a note.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -588,6 +588,89 @@ QC_API cudaError_t cudaGraphEventWaitNodeGetEvent(cudaGraphNode_t node, cudaEven
 QC_API cudaError_t cudaGraphEventWaitNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event)
 {
 	return node_event(node, cudaGraphNodeTypeWaitEvent, NULL, event);
+}
+
+/* Memory alloc and free nodes: the allocation is made when the node is
+ * (the address is the node's for the graph's life, as in CUDA) and freed
+ * with the last graph holding it; launching them does nothing. */
+QC_API cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+					    const cudaGraphNode_t *pDependencies, size_t numDependencies,
+					    struct cudaMemAllocNodeParams *nodeParams)
+{
+	struct qc_node_op op;
+	cudaError_t e = qc_ready();
+
+	if (e == cudaSuccess && (!nodeParams || !pGraphNode || !qc_graph_known(G(graph))))
+		e = cudaErrorInvalidValue;
+	if (e == cudaSuccess)
+		e = qc_node_op_alloc(&op, &nodeParams->poolProps, nodeParams->bytesize);
+	if (e != cudaSuccess)
+		return qc_ret(e);
+	nodeParams->dptr = op.alloc->ptr;
+	return add(pGraphNode, graph, pDependencies, numDependencies, &op);
+}
+
+QC_API cudaError_t cudaGraphMemAllocNodeGetParams(cudaGraphNode_t node, struct cudaMemAllocNodeParams *params_out)
+{
+	struct qc_node *n = typed(node, cudaGraphNodeTypeMemAlloc);
+
+	if (!n || !params_out)
+		return qc_ret(cudaErrorInvalidValue);
+	memset(params_out, 0, sizeof(*params_out));
+	params_out->poolProps = n->op.alloc->props;
+	params_out->bytesize = n->op.alloc->size;
+	params_out->dptr = n->op.alloc->ptr;
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+					   const cudaGraphNode_t *pDependencies, size_t numDependencies,
+					   void *dptr)
+{
+	struct qc_node_op op;
+	cudaError_t e = qc_node_op_free_mem(&op, dptr);
+
+	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) :
+				  qc_ret(e);
+}
+
+QC_API cudaError_t cudaGraphMemFreeNodeGetParams(cudaGraphNode_t node, void *dptr_out)
+{
+	struct qc_node *n = typed(node, cudaGraphNodeTypeMemFree);
+
+	if (!n || !dptr_out)
+		return qc_ret(cudaErrorInvalidValue);
+	*(void **)dptr_out = n->op.free_ptr;
+	return cudaSuccess;
+}
+
+static cudaError_t graph_mem_device(int device)
+{
+	cudaError_t e = qc_ready();
+
+	if (e == cudaSuccess && (device < 0 || device >= qc.device_count))
+		e = cudaErrorInvalidDevice;
+	return e;
+}
+
+/* Nothing is cached beyond the alloc nodes' own memory. */
+QC_API cudaError_t cudaDeviceGraphMemTrim(int device)
+{
+	return qc_ret(graph_mem_device(device));
+}
+
+QC_API cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value)
+{
+	cudaError_t e = graph_mem_device(device);
+
+	return qc_ret(e == cudaSuccess ? qc_graph_mem_attr(attr, value, 0) : e);
+}
+
+QC_API cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value)
+{
+	cudaError_t e = graph_mem_device(device);
+
+	return qc_ret(e == cudaSuccess ? qc_graph_mem_attr(attr, value, 1) : e);
 }
 
 QC_API cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *pType)

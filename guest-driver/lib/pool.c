@@ -58,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph.h"
 #include "pool.h"
 
 #define QC_POOL_ALIGN 512u
@@ -101,14 +102,6 @@ static struct block *live_table[QC_POOL_BUCKETS];
 static uint64_t serials;
 static atomic_ullong thread_serials;
 static __thread uint64_t thread_serial;
-
-/* Until capture.c defines it: no stream is ever being captured. */
-__attribute__((weak)) int qc_capture_active(cudaStream_t s, int ptds)
-{
-	(void)s;
-	(void)ptds;
-	return 0;
-}
 
 /* ------------------------------------------------------------ bookkeeping */
 
@@ -481,10 +474,44 @@ static cudaError_t stream_checks(cudaStream_t stream, int ptds)
 		return e;
 	if (!qc_stream_known(stream, ptds))
 		return cudaErrorInvalidResourceHandle;
-	/* Allocation and free nodes of graphs are not served. */
-	if (qc_capture_active(stream, ptds))
-		return cudaErrorStreamCaptureUnsupported;
 	return cudaSuccess;
+}
+
+/* In a captured stream, an allocation is a memory alloc node of the
+ * capture's graph, a free a memory free node (graph.c): 1 and *e if so. */
+static int capture_malloc(void **ptr, size_t size, cudaStream_t stream, int ptds, cudaError_t *e)
+{
+	struct cudaMemPoolProps props;
+	struct qc_node_op op;
+
+	if (!qc_capture_active(stream, ptds))
+		return 0;
+	memset(&props, 0, sizeof(props));
+	props.allocType = cudaMemAllocationTypePinned;
+	props.location.type = cudaMemLocationTypeDevice;
+	props.location.id = qc_current_device();
+	*e = qc_node_op_alloc(&op, &props, size);
+	if (*e != cudaSuccess)
+		return 1;
+	*ptr = op.alloc->ptr;
+	if (!qc_capture_op(stream, ptds, &op, e)) {
+		qc_node_op_free(&op);	/* the capture ended meanwhile */
+		*ptr = NULL;
+		return 0;
+	}
+	if (*e != cudaSuccess)
+		*ptr = NULL;
+	return 1;
+}
+
+static int capture_free(void *ptr, cudaStream_t stream, int ptds, cudaError_t *e)
+{
+	struct qc_node_op op;
+
+	if (!qc_capture_active(stream, ptds))
+		return 0;
+	*e = qc_node_op_free_mem(&op, ptr);
+	return *e != cudaSuccess || qc_capture_op(stream, ptds, &op, e);
 }
 
 /* cudaMallocAsync (h NULL: the current pool of the thread's device) and
@@ -510,6 +537,8 @@ static cudaError_t malloc_async(void **ptr, size_t size, cudaMemPool_t h, int fr
 		return cudaSuccess;
 	if (size > UINT64_MAX - QC_POOL_ALIGN)
 		return cudaErrorInvalidValue;
+	if (capture_malloc(ptr, size, stream, ptds, &e))
+		return e;
 	need = (size + QC_POOL_ALIGN - 1) / QC_POOL_ALIGN * QC_POOL_ALIGN;
 	key = key_of(stream, ptds);
 
@@ -565,6 +594,8 @@ static cudaError_t free_async(void *ptr, cudaStream_t stream, int ptds)
 		return e;
 	if (!ptr)
 		return cudaSuccess;	/* as cudaFree(NULL) (CUDA 13, H100) */
+	if (capture_free(ptr, stream, ptds, &e))
+		return e;
 
 	pthread_mutex_lock(&pool_lock);
 	b = table_find(dev);

@@ -5,7 +5,7 @@
  * are cudaGraph_t, cudaGraphNode_t and cudaGraphExec_t (the same struct
  * pointers), so most entry points are the runtime's call; nodes whose
  * parameters differ between the two APIs (kernel, memcpy, memset) are built
- * here. Not served, as in the runtime: memory, conditional, batch memop and
+ * here. Not served, as in the runtime: conditional, batch memop and
  * external semaphore nodes, user objects, copies of CUDA arrays.
  */
 #include <string.h>
@@ -732,4 +732,88 @@ CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraph
 			       char *logBuffer, size_t bufferSize)
 {
 	return instantiate_old(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
+/* ------------------------------------------------------------ memory nodes */
+
+_Static_assert(sizeof(CUmemPoolProps) == sizeof(struct cudaMemPoolProps), "pool properties");
+
+CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+				size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+	struct cudaMemAllocNodeParams p;
+	CUresult r = cu_enter();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!nodeParams)
+		return CUDA_ERROR_INVALID_VALUE;
+	memset(&p, 0, sizeof(p));
+	memcpy(&p.poolProps, &nodeParams->poolProps, sizeof(p.poolProps));
+	p.bytesize = nodeParams->bytesize;
+	r = cu_result(cudaGraphAddMemAllocNode((cudaGraphNode_t *)phGraphNode, RG(hGraph),
+					       (const cudaGraphNode_t *)dependencies, numDependencies, &p));
+	if (r == CUDA_SUCCESS)
+		nodeParams->dptr = (CUdeviceptr)(uintptr_t)p.dptr;
+	return r;
+}
+
+CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
+{
+	struct cudaMemAllocNodeParams p;
+	CUresult r;
+
+	if (!params_out)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cu_result(cudaGraphMemAllocNodeGetParams(RN(hNode), &p));
+	if (r != CUDA_SUCCESS)
+		return r;
+	memset(params_out, 0, sizeof(*params_out));
+	memcpy(&params_out->poolProps, &p.poolProps, sizeof(params_out->poolProps));
+	params_out->bytesize = p.bytesize;
+	params_out->dptr = (CUdeviceptr)(uintptr_t)p.dptr;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+			       size_t numDependencies, CUdeviceptr dptr)
+{
+	CU_RUN(cudaGraphAddMemFreeNode((cudaGraphNode_t *)phGraphNode, RG(hGraph),
+				       (const cudaGraphNode_t *)dependencies, numDependencies, PTR(dptr)));
+}
+
+CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
+{
+	void *p = NULL;
+	CUresult r;
+
+	if (!dptr_out)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cu_result(cudaGraphMemFreeNodeGetParams(RN(hNode), &p));
+	if (r == CUDA_SUCCESS)
+		*dptr_out = (CUdeviceptr)(uintptr_t)p;
+	return r;
+}
+
+CUresult cuDeviceGraphMemTrim(CUdevice device)
+{
+	CUresult r = cu_device_check(device);
+
+	return r != CUDA_SUCCESS ? r : cu_result(cudaDeviceGraphMemTrim(device));
+}
+
+CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+{
+	CUresult r = cu_device_check(device);
+
+	return r != CUDA_SUCCESS ? r :
+	       cu_result(cudaDeviceGetGraphMemAttribute(device, (enum cudaGraphMemAttributeType)attr, value));
+}
+
+CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+{
+	CUresult r = cu_device_check(device);
+
+	return r != CUDA_SUCCESS ? r :
+	       cu_result(cudaDeviceSetGraphMemAttribute(device, (enum cudaGraphMemAttributeType)attr, value));
 }

@@ -380,6 +380,81 @@ static void built(unsigned char *d, unsigned char *h_out)
 	OK(cudaStreamDestroy(s));
 }
 
+static bool types_are(cudaGraph_t g, const enum cudaGraphNodeType *want, size_t n)
+{
+	cudaGraphNode_t nodes[8];
+	enum cudaGraphNodeType type;
+	size_t got = 8;
+
+	if (cudaGraphGetNodes(g, nodes, &got) != cudaSuccess || got != n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (cudaGraphNodeGetType(nodes[i], &type) != cudaSuccess || type != want[i])
+			return false;
+	return true;
+}
+
+/* Memory alloc and free nodes, built and captured (cudaMallocAsync and
+ * cudaFreeAsync in a capture). */
+static void mem_nodes(unsigned char *h_out)
+{
+	cudaStream_t s;
+	cudaGraph_t g, cg;
+	cudaGraphExec_t x;
+	cudaGraphNode_t a, set, copy, fr;
+	struct cudaMemAllocNodeParams ap = {};
+	struct cudaMemsetParams mp = {};
+	void *freed = NULL, *p = NULL;
+	uint64_t used = 0;
+
+	OK(cudaStreamCreate(&s));
+	OK(cudaGraphCreate(&g, 0));
+	ap.poolProps.allocType = cudaMemAllocationTypePinned;
+	ap.poolProps.location.type = cudaMemLocationTypeDevice;
+	ap.poolProps.location.id = 0;
+	ap.bytesize = N;
+	EXPECT(cudaGraphAddMemAllocNode(&a, g, NULL, 0, &ap), cudaSuccess);
+	qt_check(ap.dptr != NULL, "an alloc node has its address when it is made");
+	mp.dst = ap.dptr, mp.value = 0x42, mp.elementSize = 1, mp.width = N, mp.height = 1;
+	EXPECT(cudaGraphAddMemsetNode(&set, g, &a, 1, &mp), cudaSuccess);
+	EXPECT(cudaGraphAddMemcpyNode1D(&copy, g, &set, 1, h_out, ap.dptr, N, cudaMemcpyDeviceToHost), cudaSuccess);
+	EXPECT(cudaGraphAddMemFreeNode(&fr, g, &copy, 1, ap.dptr), cudaSuccess);
+	EXPECT(cudaGraphMemFreeNodeGetParams(fr, &freed), cudaSuccess);
+	qt_check(freed == ap.dptr, "the free node frees the alloc node's memory");
+	EXPECT(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+	memset(h_out, 0, N);
+	EXPECT(cudaGraphLaunch(x, s), cudaSuccess);
+	EXPECT(cudaStreamSynchronize(s), cudaSuccess);
+	qt_check(qt_not_byte(h_out, 0x42, N) < 0, "an alloc node's memory is there until its free node");
+	EXPECT(cudaGraphLaunch(x, s), cudaSuccess);
+	EXPECT(cudaStreamSynchronize(s), cudaSuccess);
+	OK(cudaGraphExecDestroy(x));
+	OK(cudaGraphDestroy(g));
+
+	memset(h_out, 0, N);
+	EXPECT(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+	EXPECT(cudaMallocAsync(&p, 4096, s), cudaSuccess);
+	EXPECT(cudaMemsetAsync(p, 0x21, 4096, s), cudaSuccess);
+	EXPECT(cudaMemcpyAsync(h_out, p, 4096, cudaMemcpyDeviceToHost, s), cudaSuccess);
+	EXPECT(cudaFreeAsync(p, s), cudaSuccess);
+	EXPECT(cudaStreamEndCapture(s, &cg), cudaSuccess);
+	{
+		const enum cudaGraphNodeType want[] = { cudaGraphNodeTypeMemAlloc, cudaGraphNodeTypeMemset,
+							cudaGraphNodeTypeMemcpy, cudaGraphNodeTypeMemFree };
+
+		qt_check(types_are(cg, want, 4), "cudaMallocAsync and cudaFreeAsync captured as alloc and free nodes");
+	}
+	EXPECT(cudaGraphInstantiate(&x, cg, 0), cudaSuccess);
+	EXPECT(cudaGraphLaunch(x, s), cudaSuccess);
+	EXPECT(cudaStreamSynchronize(s), cudaSuccess);
+	qt_check(qt_not_byte(h_out, 0x21, 4096) < 0, "the captured allocation worked");
+	EXPECT(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &used), cudaSuccess);
+	EXPECT(cudaDeviceGraphMemTrim(0), cudaSuccess);
+	OK(cudaGraphExecDestroy(x));
+	OK(cudaGraphDestroy(cg));
+	OK(cudaStreamDestroy(s));
+}
+
 /* Kernels: captured and as kernel nodes, and parameters changed in place. */
 static void kernels(void)
 {
@@ -465,6 +540,7 @@ int main(void)
 	capture_invalidated(d);
 	capture_per_thread(d, h_out);
 	built(d, h_out);
+	mem_nodes(h_out);
 	OK(cudaFree(d));
 	OK(cudaFreeHost(h_in));
 	OK(cudaFreeHost(h_out));
