@@ -449,8 +449,10 @@ QC_API cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray)
 	return qc_ret(m ? qc_mipmap_destroy(m) : cudaErrorInvalidValue);
 }
 
-QC_API cudaError_t cudaMallocArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc,
-				   size_t width, size_t height, unsigned int flags)
+/* cudaMalloc3DArray, and cudaMallocArray (plain: no layered or cubemap
+ * flag, which are cudaMalloc3DArray's). */
+static cudaError_t malloc_array(cudaArray_t *array, const struct cudaChannelFormatDesc *desc,
+				size_t width, size_t height, size_t depth, unsigned int flags, int plain)
 {
 	struct qc_array *a;
 	unsigned int channels;
@@ -458,35 +460,27 @@ QC_API cudaError_t cudaMallocArray(cudaArray_t *array, const struct cudaChannelF
 	cudaError_t e;
 
 	if (!array || !desc)
-		return qc_ret(cudaErrorInvalidValue);
+		return cudaErrorInvalidValue;
 	e = format_of(desc, &format, &channels);
-	if (e != cudaSuccess)
-		return qc_ret(e);
-	if (flags & (cudaArrayLayered | cudaArrayCubemap))	/* cudaMalloc3DArray's */
-		return qc_ret(cudaErrorInvalidValue);
-	e = qc_array_create(format, channels, width, height, 0, flags, &a);
+	if (e == cudaSuccess && plain && (flags & (cudaArrayLayered | cudaArrayCubemap)))
+		e = cudaErrorInvalidValue;
+	if (e == cudaSuccess)
+		e = qc_array_create(format, channels, width, height, depth, flags, &a);
 	if (e == cudaSuccess)
 		*array = (cudaArray_t)a;
-	return qc_ret(e);
+	return e;
+}
+
+QC_API cudaError_t cudaMallocArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc,
+				   size_t width, size_t height, unsigned int flags)
+{
+	return qc_ret(malloc_array(array, desc, width, height, 0, flags, 1));
 }
 
 QC_API cudaError_t cudaMalloc3DArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc,
 				     struct cudaExtent extent, unsigned int flags)
 {
-	struct qc_array *a;
-	unsigned int channels;
-	int format;
-	cudaError_t e;
-
-	if (!array || !desc)
-		return qc_ret(cudaErrorInvalidValue);
-	e = format_of(desc, &format, &channels);
-	if (e != cudaSuccess)
-		return qc_ret(e);
-	e = qc_array_create(format, channels, extent.width, extent.height, extent.depth, flags, &a);
-	if (e == cudaSuccess)
-		*array = (cudaArray_t)a;
-	return qc_ret(e);
+	return qc_ret(malloc_array(array, desc, extent.width, extent.height, extent.depth, flags, 0));
 }
 
 QC_API cudaError_t cudaFreeArray(cudaArray_t array)
@@ -576,47 +570,11 @@ QC_API cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cud
 
 /* ---------------------------------------------------------------- copies */
 
-struct loc {
-	int device;		/* 1: the backend's memory */
-	uint64_t dptr;
-	void *hptr;
-};
-
-/* [p, p + n): device memory (need_device: it must be), or guest memory;
- * as copy.c resolves a 1D copy's sides. */
-static cudaError_t resolve(const void *p, size_t n, int need_device, struct loc *l)
-{
-	uint64_t a = (uintptr_t)p;
-	cudaError_t e = cudaSuccess;
-	struct qc_region *r;
-
-	pthread_rwlock_rdlock(&qc_maps_lock);
-	if ((r = qc_rmap_find(&qc_dev_map, a))) {
-		if (n > r->dev + r->size - a)
-			e = cudaErrorInvalidValue;
-		else if (r->kind == QC_MEM_DEVICE || r->kind == QC_MEM_SYMBOL)
-			*l = (struct loc){ .device = 1, .dptr = a };
-		else
-			*l = (struct loc){ .device = 0, .hptr = (void *)(r->host + (a - r->dev)) };
-	} else if ((r = qc_rmap_find(&qc_host_map, a))) {
-		if (need_device && n > r->host + r->size - a)
-			e = cudaErrorInvalidValue;
-		else
-			*l = (struct loc){ .device = 0, .hptr = (void *)p };
-	} else if (need_device) {
-		e = cudaErrorInvalidValue;
-	} else {
-		*l = (struct loc){ .device = 0, .hptr = (void *)p };
-	}
-	pthread_rwlock_unlock(&qc_maps_lock);
-	return e;
-}
-
 /* A side, resolved: an array, device memory or guest memory (from the box's first byte). */
 struct rside {
 	uint32_t kind;		/* QCUDA_MEM_* */
 	struct qc_array *array;
-	struct loc loc;
+	struct qc_loc loc;
 	uint64_t first;		/* the box's first byte (pointer sides) */
 	size_t span;		/* bytes from it to the last */
 	size_t pitch, rows;
@@ -661,7 +619,7 @@ static cudaError_t side_of(const struct qc_side *s, size_t w, size_t h, size_t d
 	out->pitch = s->pitch;
 	out->rows = s->rows;
 	{
-		cudaError_t e = resolve((const void *)(uintptr_t)out->first, span, need_device, &out->loc);
+		cudaError_t e = qc_resolve((const void *)(uintptr_t)out->first, span, need_device, &out->loc);
 
 		if (e != cudaSuccess)
 			return e;
@@ -1041,7 +999,7 @@ cudaError_t qc_memset2d(void *dst, size_t pitch, int value, size_t width, size_t
 			cudaStream_t stream, int async, int ptds)
 {
 	struct qcuda_args_memset_2d a;
-	struct loc l;
+	struct qc_loc l;
 	size_t span;
 	cudaError_t e = qc_ready();
 
@@ -1061,7 +1019,7 @@ cudaError_t qc_memset2d(void *dst, size_t pitch, int value, size_t width, size_t
 			       (ptds ? cudaMemset_ptds(dst, value, span) : cudaMemset(dst, value, span));
 	if (async && qc_capture_active(stream, ptds))
 		return cudaErrorStreamCaptureUnsupported;	/* no 2D memset node yet */
-	e = resolve(dst, span, 1, &l);
+	e = qc_resolve(dst, span, 1, &l);
 	if (e != cudaSuccess)
 		return e;
 	if (!l.device) {	/* mapped or managed memory: here, after the stream's work */

@@ -10,20 +10,13 @@
 
 #include "graph.h"
 
-/* Where one side of a copy lives. */
-struct loc {
-	int device;		/* 1: device memory (the backend's), 0: guest memory */
-	uint64_t dptr;		/* device pointer if device */
-	void *hptr;		/* guest address if !device */
-};
-
 /*
  * Resolves [p, p+n). need_device: the call's kind says this side is device
  * memory, so it must be a known device-accessible range (device
  * allocations, pinned/registered/managed memory); otherwise anything goes
  * (unknown pointers are pageable host memory), as under unified addressing.
  */
-static cudaError_t resolve(const void *p, size_t n, int need_device, struct loc *l)
+cudaError_t qc_resolve(const void *p, size_t n, int need_device, struct qc_loc *l)
 {
 	uint64_t a = (uintptr_t)p;
 	cudaError_t e = cudaSuccess;
@@ -34,18 +27,18 @@ static cudaError_t resolve(const void *p, size_t n, int need_device, struct loc 
 		if (n > r->dev + r->size - a)
 			e = cudaErrorInvalidValue;
 		else if (r->kind == QC_MEM_DEVICE || r->kind == QC_MEM_SYMBOL)
-			*l = (struct loc){ .device = 1, .dptr = a };
+			*l = (struct qc_loc){ .device = 1, .dptr = a };
 		else	/* host memory seen through its device pointer */
-			*l = (struct loc){ .device = 0, .hptr = (void *)(r->host + (a - r->dev)) };
+			*l = (struct qc_loc){ .device = 0, .hptr = (void *)(r->host + (a - r->dev)) };
 	} else if ((r = qc_rmap_find(&qc_host_map, a))) {
 		if (need_device && n > r->host + r->size - a)
 			e = cudaErrorInvalidValue;
 		else
-			*l = (struct loc){ .device = 0, .hptr = (void *)p };
+			*l = (struct qc_loc){ .device = 0, .hptr = (void *)p };
 	} else if (need_device) {
 		e = cudaErrorInvalidValue;
 	} else {
-		*l = (struct loc){ .device = 0, .hptr = (void *)p };
+		*l = (struct qc_loc){ .device = 0, .hptr = (void *)p };
 	}
 	pthread_rwlock_unlock(&qc_maps_lock);
 	return e;
@@ -79,7 +72,7 @@ static cudaError_t do_copy(void *dst, const void *src, size_t n, enum cudaMemcpy
 {
 	uint64_t qs = qc_stream(stream, ptds);
 	uint32_t as = async ? 1 : 0;
-	struct loc d, s;
+	struct qc_loc d, s;
 	cudaError_t e = qc_ready();
 
 	if (e != cudaSuccess)
@@ -90,9 +83,9 @@ static cudaError_t do_copy(void *dst, const void *src, size_t n, enum cudaMemcpy
 		return cudaErrorInvalidMemcpyDirection;
 	if (!dst || !src)
 		return cudaErrorInvalidValue;
-	e = resolve(dst, n, kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice, &d);
+	e = qc_resolve(dst, n, kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice, &d);
 	if (e == cudaSuccess)
-		e = resolve(src, n, kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice, &s);
+		e = qc_resolve(src, n, kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice, &s);
 	if (e != cudaSuccess)
 		return e;
 	if (async && capture_copy(dst, src, n, kind, stream, ptds, &e))
@@ -188,7 +181,7 @@ static cudaError_t do_memset(void *dst, int value, size_t n, cudaStream_t stream
 {
 	uint64_t qs = qc_stream(stream, ptds);
 	uint32_t v = (uint32_t)value & 0xff;	/* CUDA sets bytes: the low 8 bits */
-	struct loc d;
+	struct qc_loc d;
 	cudaError_t e = qc_ready();
 
 	if (e != cudaSuccess)
@@ -197,7 +190,7 @@ static cudaError_t do_memset(void *dst, int value, size_t n, cudaStream_t stream
 		return cudaSuccess;
 	if (!dst)
 		return cudaErrorInvalidValue;
-	e = resolve(dst, n, 1, &d);
+	e = qc_resolve(dst, n, 1, &d);
 	if (e != cudaSuccess)
 		return e;
 	if (async && qc_capture_active(stream, ptds)) {	/* a memset node instead */

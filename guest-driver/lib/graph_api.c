@@ -228,15 +228,7 @@ static cudaError_t kernel_op(struct qc_node_op *op, const struct cudaKernelNodeP
 		return cudaErrorInvalidValue;
 	if (p->kernelParams && p->extra)
 		return cudaErrorInvalidValue;
-	for (void **x = p->extra; x && *x; x += 2) {
-		if (*x == (void *)0x01)		/* CU_LAUNCH_PARAM_BUFFER_POINTER */
-			packed = x[1];
-		else if (*x == (void *)0x02)	/* CU_LAUNCH_PARAM_BUFFER_SIZE */
-			size = *(size_t *)x[1];
-		else
-			return cudaErrorInvalidValue;
-	}
-	if (p->extra && !packed)
+	if (p->extra && (qc_extra_buffer(p->extra, &packed, &size) != cudaSuccess || !packed))
 		return cudaErrorInvalidValue;
 	return qc_node_op_kernel(op, qc_kernel_by_func(p->func), p->gridDim, p->blockDim,
 				 p->sharedMemBytes, p->kernelParams, packed, size);

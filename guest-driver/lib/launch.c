@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <cuda.h>	/* CU_LAUNCH_PARAM_*: the `extra` form is the driver API's */
+
 #include "graph.h"
 
 #define QC_CONFIG_DEPTH 16
@@ -123,6 +125,21 @@ static cudaError_t pack_copy(const struct qc_kernel *k, unsigned char *params, c
 	if (size != k->param_bytes || (size && !src))
 		return cudaErrorInvalidValue;
 	memcpy(params, src, size);
+	return cudaSuccess;
+}
+
+cudaError_t qc_extra_buffer(void **extra, const void **buf, size_t *size)
+{
+	*buf = NULL;
+	*size = 0;
+	for (unsigned int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+		if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+			*buf = extra[i + 1];
+		else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1])
+			*size = *(size_t *)extra[i + 1];
+		else
+			return cudaErrorInvalidValue;
+	}
 	return cudaSuccess;
 }
 

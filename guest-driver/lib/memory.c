@@ -168,18 +168,23 @@ void qc_mem_add_symbol(uint64_t dptr, uint64_t size)
 	}
 }
 
-void qc_mem_remove_symbol(uint64_t dptr)
+struct qc_region *qc_region_take(uint64_t dev, enum qc_mem_kind kind)
 {
 	struct qc_region *r;
 
 	pthread_rwlock_wrlock(&qc_maps_lock);
-	r = qc_rmap_find(&qc_dev_map, dptr);
-	if (r && r->kind == QC_MEM_SYMBOL && r->dev == dptr)
+	r = qc_rmap_find(&qc_dev_map, dev);
+	if (r && r->kind == kind && r->dev == dev)
 		qc_region_remove_locked(r);
 	else
 		r = NULL;
 	pthread_rwlock_unlock(&qc_maps_lock);
-	free(r);
+	return r;
+}
+
+void qc_mem_remove_symbol(uint64_t dptr)
+{
+	free(qc_region_take(dptr, QC_MEM_SYMBOL));
 }
 
 QC_API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, const void *ptr)

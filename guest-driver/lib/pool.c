@@ -571,15 +571,8 @@ static cudaError_t malloc_async(void **ptr, size_t size, cudaMemPool_t h, int fr
  * anything else is refused. */
 static cudaError_t free_plain(uint64_t dev)
 {
-	struct qc_region *r;
+	struct qc_region *r = qc_region_take(dev, QC_MEM_DEVICE);
 
-	pthread_rwlock_wrlock(&qc_maps_lock);
-	r = qc_rmap_find(&qc_dev_map, dev);
-	if (r && r->kind == QC_MEM_DEVICE && r->dev == dev)
-		qc_region_remove_locked(r);
-	else
-		r = NULL;
-	pthread_rwlock_unlock(&qc_maps_lock);
 	return r ? qc_region_release(r, 0) : cudaErrorInvalidValue;
 }
 

@@ -182,6 +182,9 @@ int qc_reserve_range(uint64_t dev, size_t len);
 /* Releases what a region holds on both sides and frees it; r is out of the
  * maps. With after_reset, the backend already dropped its side. */
 cudaError_t qc_region_release(struct qc_region *r, int after_reset);
+/* Takes out of the maps the region of kind that starts at device address
+ * dev, and returns it (the caller releases it), or NULL if there is none. */
+struct qc_region *qc_region_take(uint64_t dev, enum qc_mem_kind kind);
 /* Forgets every allocation after DEVICE_RESET (the backend freed them). */
 void qc_mem_reset(void);
 /* A module variable's device range (VAR_GET), so that copies and
@@ -281,10 +284,28 @@ void qc_sha256(const void *data, uint64_t n, uint8_t out[32]);
  * cooperative: every block resident at once (answered at once, not posted). */
 cudaError_t qc_launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
 		      cudaStream_t stream, int ptds, int cooperative);
+/* The packed parameters of cuLaunchKernel's `extra` form
+ * (CU_LAUNCH_PARAM_BUFFER_POINTER, p, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+ * CU_LAUNCH_PARAM_END): *buf NULL and *size 0 where not given;
+ * cudaErrorInvalidValue for another key. */
+cudaError_t qc_extra_buffer(void **extra, const void **buf, size_t *size);
 /* The same with the parameters already packed in the kernel's layout
  * (cuLaunchKernel's `extra` form): size must be the layout's size. */
 cudaError_t qc_launch_packed(struct qc_kernel *k, dim3 grid, dim3 block, const void *params,
 			     size_t size, size_t shmem, cudaStream_t stream, int ptds, int cooperative);
+
+/* ---- copy.c ---- */
+
+/* Where one side of a copy lives. */
+struct qc_loc {
+	int device;		/* 1: device memory (the backend's), 0: guest memory */
+	uint64_t dptr;		/* device pointer if device */
+	void *hptr;		/* guest address if !device */
+};
+/* [p, p+n): device memory (need_device: it must be a device-accessible
+ * range), or guest memory (host memory seen through its device pointer
+ * too); unknown pointers are pageable memory, as under unified addressing. */
+cudaError_t qc_resolve(const void *p, size_t n, int need_device, struct qc_loc *l);
 
 /* ---- stream.c ---- */
 

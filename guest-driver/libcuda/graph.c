@@ -75,15 +75,7 @@ static cudaError_t kernel_op(struct qc_node_op *op, const CUDA_KERNEL_NODE_PARAM
 	k = cu_kernel(p->kern ? (const void *)p->kern : (const void *)p->func);
 	if (!k)
 		return cudaErrorInvalidResourceHandle;
-	for (void **x = p->extra; x && *x != CU_LAUNCH_PARAM_END; x += 2) {
-		if (*x == CU_LAUNCH_PARAM_BUFFER_POINTER)
-			packed = x[1];
-		else if (*x == CU_LAUNCH_PARAM_BUFFER_SIZE)
-			size = *(size_t *)x[1];
-		else
-			return cudaErrorInvalidValue;
-	}
-	if (p->extra && !packed)
+	if (p->extra && (qc_extra_buffer(p->extra, &packed, &size) != cudaSuccess || !packed))
 		return cudaErrorInvalidValue;
 	return qc_node_op_kernel(op, k, (dim3){ p->gridDimX, p->gridDimY, p->gridDimZ },
 				 (dim3){ p->blockDimX, p->blockDimY, p->blockDimZ },

@@ -9,23 +9,6 @@
 
 #include "cu.h"
 
-/* The packed-parameter form: CU_LAUNCH_PARAM_BUFFER_POINTER, p,
- * CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END. */
-static CUresult extra_buffer(void **extra, const void **buf, size_t *size)
-{
-	*buf = NULL;
-	*size = 0;
-	for (unsigned int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-		if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
-			*buf = extra[i + 1];
-		else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1])
-			*size = *(size_t *)extra[i + 1];
-		else
-			return CUDA_ERROR_INVALID_VALUE;
-	}
-	return CUDA_SUCCESS;
-}
-
 static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
 		       unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,
 		       CUstream s, void **params, void **extra, int ptds, int cooperative)
@@ -45,7 +28,7 @@ static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned 
 	if (!extra)
 		return cu_result(qc_launch(k, grid, block, params, smem, (cudaStream_t)s, ptds,
 					   cooperative));
-	r = extra_buffer(extra, &buf, &size);
+	r = cu_result(qc_extra_buffer(extra, &buf, &size));
 	if (r != CUDA_SUCCESS)
 		return r;
 	return cu_result(qc_launch_packed(k, grid, block, buf, size, smem, (cudaStream_t)s, ptds,
