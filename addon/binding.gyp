@@ -23,6 +23,7 @@
       "src/cuda_check.cc",
       "src/cuda_context.cc",
       "src/cuda_ctx_arrays.cc",
+      "src/cuda_ctx_graphs.cc",
       "src/cuda_ctx_launch.cc",
       "src/cuda_ctx_memory.cc",
       "src/cuda_ctx_modules.cc",

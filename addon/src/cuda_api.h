@@ -28,6 +28,13 @@ using Array = ArraySt *;  // CUarray
 struct MipmapSt;
 using Mipmap = MipmapSt *;  // CUmipmappedArray
 using TexObject = unsigned long long;  // CUtexObject, CUsurfObject
+struct GraphSt;
+struct GraphExecSt;
+struct GraphNodeSt;
+using Graph = GraphSt *;          // CUgraph
+using GraphExec = GraphExecSt *;  // CUgraphExec
+using GraphNode = GraphNodeSt *;  // CUgraphNode
+using CondHandle = unsigned long long;  // CUgraphConditionalHandle
 
 // CUmemorytype
 enum : int { kMemHost = 1, kMemDevice = 2, kMemArray = 3 };
@@ -79,6 +86,41 @@ struct TextureDesc {  // CUDA_TEXTURE_DESC
   float borderColor[4];
   int reserved[12];
 };
+
+struct KernelNodeParams {  // CUDA_KERNEL_NODE_PARAMS (_v2)
+  Function func;
+  unsigned gridDimX, gridDimY, gridDimZ;
+  unsigned blockDimX, blockDimY, blockDimZ;
+  unsigned sharedMemBytes;
+  void **kernelParams;
+  void **extra;
+  void *kern;  // CUkernel
+  Ctx ctx;
+};
+struct MemsetNodeParams {  // CUDA_MEMSET_NODE_PARAMS
+  Ptr dst;
+  size_t pitch;
+  unsigned value;
+  unsigned elementSize;
+  size_t width, height;
+};
+struct ConditionalNodeParams {  // CUDA_CONDITIONAL_NODE_PARAMS
+  CondHandle handle;
+  int type;  // CUgraphConditionalNodeType
+  unsigned size;
+  Graph *phGraph_out;
+  Ctx ctx;
+};
+struct GraphNodeParams {  // CUgraphNodeParams (only its conditional member is used)
+  int type;  // CUgraphNodeType
+  int reserved0[3];
+  union {
+    long long reserved1[29];
+    ConditionalNodeParams conditional;
+  };
+  long long reserved2;
+};
+constexpr int kGraphNodeConditional = 13;  // CU_GRAPH_NODE_TYPE_CONDITIONAL
 
 struct Uuid {
   unsigned char bytes[16];
@@ -192,7 +234,21 @@ constexpr size_t kAttrValueBytes = 64; // sizeof(CUstreamAttrValue) (QCUDA_ATTR_
   X(TexObjectCreate, (TexObject *, const ResourceDesc *, const TextureDesc *, const void *), "cuTexObjectCreate", 5000, "cuTexObjectCreate", nullptr, false) \
   X(TexObjectDestroy, (TexObject), "cuTexObjectDestroy", 5000, "cuTexObjectDestroy", nullptr, false) \
   X(SurfObjectCreate, (TexObject *, const ResourceDesc *), "cuSurfObjectCreate", 5000, "cuSurfObjectCreate", nullptr, false) \
-  X(SurfObjectDestroy, (TexObject), "cuSurfObjectDestroy", 5000, "cuSurfObjectDestroy", nullptr, false)
+  X(SurfObjectDestroy, (TexObject), "cuSurfObjectDestroy", 5000, "cuSurfObjectDestroy", nullptr, false) \
+  X(GraphCreate, (Graph *, unsigned), "cuGraphCreate", 10000, "cuGraphCreate", nullptr, false) \
+  X(GraphDestroy, (Graph), "cuGraphDestroy", 10000, "cuGraphDestroy", nullptr, false) \
+  X(GraphConditionalHandleCreate, (CondHandle *, Graph, Ctx, unsigned, unsigned), "cuGraphConditionalHandleCreate", 12030, "cuGraphConditionalHandleCreate", nullptr, false) \
+  X(GraphAddKernelNode, (GraphNode *, Graph, const GraphNode *, size_t, const KernelNodeParams *), "cuGraphAddKernelNode", 12000, "cuGraphAddKernelNode_v2", nullptr, false) \
+  X(GraphAddMemcpyNode, (GraphNode *, Graph, const GraphNode *, size_t, const Memcpy3D *, Ctx), "cuGraphAddMemcpyNode", 10000, "cuGraphAddMemcpyNode", nullptr, false) \
+  X(GraphAddMemsetNode, (GraphNode *, Graph, const GraphNode *, size_t, const MemsetNodeParams *, Ctx), "cuGraphAddMemsetNode", 10000, "cuGraphAddMemsetNode", nullptr, false) \
+  X(GraphAddEmptyNode, (GraphNode *, Graph, const GraphNode *, size_t), "cuGraphAddEmptyNode", 10000, "cuGraphAddEmptyNode", nullptr, false) \
+  X(GraphAddEventRecordNode, (GraphNode *, Graph, const GraphNode *, size_t, Event), "cuGraphAddEventRecordNode", 11010, "cuGraphAddEventRecordNode", nullptr, false) \
+  X(GraphAddEventWaitNode, (GraphNode *, Graph, const GraphNode *, size_t, Event), "cuGraphAddEventWaitNode", 11010, "cuGraphAddEventWaitNode", nullptr, false) \
+  X(GraphAddNode, (GraphNode *, Graph, const GraphNode *, const void *, size_t, GraphNodeParams *), "cuGraphAddNode", 12040, "cuGraphAddNode_v2", nullptr, false) /* edge data: null */ \
+  X(GraphDestroyNode, (GraphNode), "cuGraphDestroyNode", 10000, "cuGraphDestroyNode", nullptr, false) \
+  X(GraphInstantiateWithFlags, (GraphExec *, Graph, unsigned long long), "cuGraphInstantiateWithFlags", 11040, "cuGraphInstantiateWithFlags", nullptr, false) \
+  X(GraphExecDestroy, (GraphExec), "cuGraphExecDestroy", 10000, "cuGraphExecDestroy", nullptr, false) \
+  X(GraphLaunch, (GraphExec, Stream), "cuGraphLaunch", 10000, "cuGraphLaunch", nullptr, false)
 
 struct Api {
 #define QCUDA_CU_FIELD(name, params, base, version, symbol, alt, required) Result(*name) params;

@@ -34,6 +34,17 @@ static_assert(static_cast<int>(qc::kResArray) == static_cast<int>(CU_RESOURCE_TY
                   static_cast<int>(qc::kResPitch2D) == static_cast<int>(CU_RESOURCE_TYPE_PITCH2D),
               "CUresourcetype");
 static_assert(sizeof(qc::Result) == sizeof(CUresult), "CUresult");
+static_assert(sizeof(qc::KernelNodeParams) == sizeof(CUDA_KERNEL_NODE_PARAMS_v2) && offsetof(qc::KernelNodeParams, extra) == offsetof(CUDA_KERNEL_NODE_PARAMS_v2, extra) &&
+                  offsetof(qc::KernelNodeParams, ctx) == offsetof(CUDA_KERNEL_NODE_PARAMS_v2, ctx),
+              "CUDA_KERNEL_NODE_PARAMS_v2");
+static_assert(sizeof(qc::MemsetNodeParams) == sizeof(CUDA_MEMSET_NODE_PARAMS) && offsetof(qc::MemsetNodeParams, width) == offsetof(CUDA_MEMSET_NODE_PARAMS, width), "CUDA_MEMSET_NODE_PARAMS");
+static_assert(sizeof(qc::ConditionalNodeParams) == sizeof(CUDA_CONDITIONAL_NODE_PARAMS) && offsetof(qc::ConditionalNodeParams, phGraph_out) == offsetof(CUDA_CONDITIONAL_NODE_PARAMS, phGraph_out) &&
+                  offsetof(qc::ConditionalNodeParams, ctx) == offsetof(CUDA_CONDITIONAL_NODE_PARAMS, ctx),
+              "CUDA_CONDITIONAL_NODE_PARAMS");
+static_assert(sizeof(qc::GraphNodeParams) == sizeof(CUgraphNodeParams) && offsetof(qc::GraphNodeParams, conditional) == offsetof(CUgraphNodeParams, conditional),
+              "CUgraphNodeParams");
+static_assert(qc::kGraphNodeConditional == CU_GRAPH_NODE_TYPE_CONDITIONAL, "");
+static_assert(sizeof(qc::CondHandle) == sizeof(CUgraphConditionalHandle), "");
 static_assert(qc::kEventDisableTiming == CU_EVENT_DISABLE_TIMING && qc::kEventBlockingSync == CU_EVENT_BLOCKING_SYNC, "");
 static_assert(qc::kHostRegisterPortable == CU_MEMHOSTREGISTER_PORTABLE, "");
 static_assert(qc::kHostRegisterDeviceMap == CU_MEMHOSTREGISTER_DEVICEMAP, "");

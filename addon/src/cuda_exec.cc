@@ -488,6 +488,10 @@ void CtxCore::Teardown(Job &j) {
   if (ctx != nullptr) {
     const cu::Api &a = cu::api();
     a.CtxSetCurrent(ctx);
+    for (auto &x : graphExecs) a.GraphExecDestroy(x.second);  // present whenever one was made
+    graphExecs.clear();
+    for (auto &g : graphs) a.GraphDestroy(g.second);
+    graphs.clear();
     events.clear();
     for (auto &s : streams) a.StreamDestroy(s.second);
     streams.clear();

@@ -187,6 +187,8 @@ struct CtxCore : std::enable_shared_from_this<CtxCore> {
     std::unordered_map<unsigned, uint32_t> levels;  // level -> its id in arrays
   };
   std::unordered_map<uint32_t, Mip> mipmaps;
+  std::unordered_map<uint32_t, cu::Graph> graphs;          // cuda_ctx_graphs.cc
+  std::unordered_map<uint32_t, cu::GraphExec> graphExecs;
   struct Fn {
     cu::Function fn;
     uint32_t module;

@@ -86,6 +86,21 @@ export interface CudaContextNative extends CudaContextCalls {
   /** cuSurfObjectCreate of an array -> the CUsurfObject. */
   surfCreate(array: number): Promise<bigint>;
   surfDestroy(s: bigint): Promise<void>;
+  /** cuGraphCreate -> its id (conditional handles are made on it). */
+  graphCreate(): Promise<number>;
+  graphDestroy(graph: number): Promise<void>;
+  /** cuGraphConditionalHandleCreate -> the handle. */
+  graphCondHandle(graph: number, defaultValue: number, flags: number): Promise<bigint>;
+  /**
+   * Builds the nodes into the graph, instantiates it and removes them again
+   * -> the executable graph's id. records: 16 u64 per node (type, parent or
+   * 0xffffffff, body, then the type's fields: providers/cuda.ts graphRecords);
+   * edges: (from, to) pairs; params: the kernels' parameters.
+   */
+  graphInstantiate(graph: number, records: BigUint64Array, edges: Uint32Array, params: Uint8Array): Promise<number>;
+  graphExecDestroy(exec: number): Promise<void>;
+  /** cuGraphLaunch; resolves once enqueued (on the context thread). */
+  graphLaunch(exec: number, stream: number): Promise<void>;
   eventElapsed(start: number, end: number): Promise<number>;
   hostDevicePointer(addr: bigint): Promise<bigint>;
   /** cuMemHostRegister on this context's thread (blocking: ~50 ms per GiB). */

@@ -139,6 +139,45 @@ typedef uint64_t __le64;
 /* a CUDA array of the session (ARRAY_CREATE) */
 #define QCUDA_MEM_ARRAY 1u
 
+/*
+ * GRAPH_INSTANTIATE node types: a kernel (handle: the function; params at
+ * param_off)
+ */
+#define QCUDA_GNODE_KERNEL 1u
+
+/*
+ * a copy of width x height x depth between device ranges (dst/src with pitch
+ * and rows)
+ */
+#define QCUDA_GNODE_MEMCPY 2u
+
+/* width elements of elem bytes x height rows, pitch apart, set to value */
+#define QCUDA_GNODE_MEMSET 3u
+
+/* nothing (an ordering point) */
+#define QCUDA_GNODE_EMPTY 4u
+
+/* records event handle */
+#define QCUDA_GNODE_EVENT_RECORD 5u
+
+/* waits for event handle */
+#define QCUDA_GNODE_EVENT_WAIT 6u
+
+/*
+ * a conditional node: cond_type (cudaGraphCondType), size bodies, handle from
+ * GRAPH_COND_HANDLE
+ */
+#define QCUDA_GNODE_COND 7u
+
+/*
+ * a node's parent when it is in the graph itself, not in a conditional node's
+ * body
+ */
+#define QCUDA_GRAPH_TOP 0xffffffffu
+
+/* GRAPH_INSTANTIATE: nodes at most (bodies included), and as many edges */
+#define QCUDA_MAX_GRAPH_NODES 16384
+
 /* the request's data (guest memory) */
 #define QCUDA_MEM_HOST 2u
 
@@ -336,6 +375,30 @@ enum qcuda_cmd {
 	QCUDA_CMD_MIPMAP_LEVEL = 151,
 	/* cudaFreeMipmappedArray; args handle */
 	QCUDA_CMD_MIPMAP_DESTROY = 152,
+	/*
+	 * Graphs with conditional nodes run as CUDA graphs of the session's context
+	 * (a kernel sets a condition through the driver): GRAPH_CREATE makes the
+	 * graph their handles belong to, GRAPH_COND_HANDLE a handle,
+	 * GRAPH_INSTANTIATE an executable graph of nodes, GRAPH_LAUNCH runs it;
+	 * other graphs the library runs itself; no args, value = the graph handle
+	 */
+	QCUDA_CMD_GRAPH_CREATE = 170,
+	/* its executable graphs live on; args handle */
+	QCUDA_CMD_GRAPH_DESTROY = 171,
+	/*
+	 * cudaGraphConditionalHandleCreate; args graph_cond, value = the handle, as
+	 * kernels take it
+	 */
+	QCUDA_CMD_GRAPH_COND_HANDLE = 172,
+	/*
+	 * cudaGraphInstantiate; args graph_instantiate, value = the executable graph
+	 * handle
+	 */
+	QCUDA_CMD_GRAPH_INSTANTIATE = 173,
+	/* args handle */
+	QCUDA_CMD_GRAPH_EXEC_DESTROY = 174,
+	/* enqueued, not waited for; args graph_launch */
+	QCUDA_CMD_GRAPH_LAUNCH = 175,
 	/*
 	 * Posted work: several commands in one request (data to device: args.bytes
 	 * of entries, each a struct qcuda_batch_entry, then its argument struct as
@@ -784,6 +847,70 @@ struct qcuda_args_tex_create {
 	__le32 border_color[4]; /* float bits */
 };
 QCUDA_SIZE_IS(qcuda_args_tex_create, 112);
+
+struct qcuda_args_graph_cond {
+	__le64 graph;           /* from GRAPH_CREATE */
+	__le32 default_value;
+	__le32 flags;           /* cudaGraphCondAssignDefault or 0 */
+};
+QCUDA_SIZE_IS(qcuda_args_graph_cond, 16);
+
+/*
+ * The graph's nodes, staged as upload_id (MODULE_UPLOAD's staging): nodes
+ * structs qcuda_graph_node, then edges structs qcuda_graph_edge, then the
+ * kernels' parameters; size bytes in all.
+ */
+struct qcuda_args_graph_instantiate {
+	__le64 graph;           /* from GRAPH_CREATE: where the conditional handles live */
+	__le64 upload_id;
+	__le64 size;
+	__le32 nodes;
+	__le32 edges;
+};
+QCUDA_SIZE_IS(qcuda_args_graph_instantiate, 32);
+
+/*
+ * A node of GRAPH_INSTANTIATE. Nodes come parents first: a body node's parent
+ * (a QCUDA_GNODE_COND node) has a lower index.
+ */
+struct qcuda_graph_node {
+	__le32 type;            /* QCUDA_GNODE_* */
+	__le32 parent;          /* index of the conditional node whose body holds it, or QCUDA_GRAPH_TOP */
+	__le32 body;            /* which body of the parent */
+	__le32 param_bytes;     /* kernel */
+	__le64 handle;          /* kernel: function; event nodes: event; conditional: its handle */
+	__le64 dst;             /* memcpy, memset */
+	__le64 src;             /* memcpy */
+	__le64 pitch;           /* memcpy: dst pitch; memset */
+	__le64 src_pitch;
+	__le64 rows;            /* memcpy: dst rows per slice */
+	__le64 src_rows;
+	__le64 width;           /* memcpy: bytes; memset: elements */
+	__le64 height;
+	__le64 depth;           /* memcpy */
+	__le64 param_off;       /* kernel: where its parameters start, after the edges */
+	__le32 grid[3];
+	__le32 block[3];
+	__le32 shared_mem;
+	__le32 value;           /* memset */
+	__le32 elem;            /* memset: 1, 2 or 4 */
+	__le32 cond_type;       /* cudaGraphCondType */
+	__le32 size;            /* conditional: bodies */
+	__le32 reserved;
+};
+QCUDA_SIZE_IS(qcuda_graph_node, 152);
+
+struct qcuda_graph_edge {
+	__le32 from;
+	__le32 to;              /* from < to, both in the same body */
+};
+QCUDA_SIZE_IS(qcuda_graph_edge, 8);
+
+struct qcuda_args_graph_launch {
+	__le64 exec;            /* from GRAPH_INSTANTIATE */
+	__le64 stream;
+};
+QCUDA_SIZE_IS(qcuda_args_graph_launch, 16);
 
 struct qcuda_out_output_read {
 	__le32 kind;            /* QCUDA_OUTPUT_*; 0 when nothing was waiting */

@@ -412,18 +412,26 @@ cudaError_t qc_capture_end(cudaStream_t stream, int ptds, struct qc_graph **grap
 	uint64_t s = cap_key(stream, ptds);
 	struct cap_stream *cs;
 	struct capture *cap;
+	struct qc_graph *unused;
 	cudaError_t e = cudaSuccess;
+	int no_out = !graph;
 
-	if (!graph)
-		return cudaErrorInvalidValue;
+	if (no_out)
+		graph = &unused;
 	*graph = NULL;
 	pthread_mutex_lock(&lock);
 	cs = find_stream(s);
 	if (!cs) {
 		pthread_mutex_unlock(&lock);
-		return cudaErrorIllegalState;	/* not capturing */
+		return no_out ? cudaErrorInvalidValue : cudaErrorIllegalState;	/* not capturing */
 	}
 	cap = cs->cap;
+	/* Only a capture into the caller's graph (cudaStreamBeginCaptureToGraph)
+	 * may end without taking the graph: the caller has it already. */
+	if (no_out && cap->own_graph) {
+		pthread_mutex_unlock(&lock);
+		return cudaErrorInvalidValue;
+	}
 	if (cap->origin != s) {
 		cap->invalid = 1;
 		pthread_mutex_unlock(&lock);

@@ -231,6 +231,11 @@ void qc_node_op_free(struct qc_node_op *op)
 		if (op->alloc)
 			mem_put(op->alloc);
 		break;
+	case cudaGraphNodeTypeConditional:
+		for (unsigned int i = 0; op->cond.bodies && i < op->cond.size; i++)
+			qc_graph_free(op->cond.bodies[i]);
+		free(op->cond.bodies);
+		break;
 	default:
 		break;
 	}
@@ -264,6 +269,14 @@ cudaError_t qc_node_op_copy(struct qc_node_op *dst, const struct qc_node_op *src
 		return dst->child ? cudaSuccess : cudaErrorMemoryAllocation;
 	case cudaGraphNodeTypeMemAlloc:
 		mem_get(src->alloc);
+		return cudaSuccess;
+	case cudaGraphNodeTypeConditional:
+		dst->cond.bodies = calloc(src->cond.size, sizeof(*dst->cond.bodies));
+		if (!dst->cond.bodies)
+			return cudaErrorMemoryAllocation;
+		for (unsigned int i = 0; i < src->cond.size; i++)
+			if (!(dst->cond.bodies[i] = qc_graph_clone(src->cond.bodies[i], NULL)))
+				return cudaErrorMemoryAllocation;	/* the caller frees dst */
 		return cudaSuccess;
 	default:
 		return cudaSuccess;
@@ -369,6 +382,7 @@ void qc_graph_free(struct qc_graph *g)
 	if (!g)
 		return;
 	forget(g);
+	qc_graph_free_host(g);
 	for (size_t i = 0; i < g->n; i++)
 		node_free(g->nodes[i]);
 	free(g->nodes);
@@ -441,6 +455,8 @@ cudaError_t qc_graph_add(struct qc_graph *g, struct qc_node_op *op, struct qc_no
 	n->graph = g;
 	n->op = *op;
 	memset(op, 0, sizeof(*op));
+	for (unsigned int i = 0; n->op.type == cudaGraphNodeTypeConditional && i < n->op.cond.size; i++)
+		n->op.cond.bodies[i]->owner = n;
 	n->index = g->n;
 	g->nodes[g->n++] = n;
 	if (out)
@@ -537,6 +553,7 @@ struct qc_graph *qc_graph_clone(const struct qc_graph *g, struct qc_node **map)
 
 	if (!c || !copy)
 		goto fail;
+	c->host = g->host;	/* its conditional handles are the original's */
 	for (size_t i = 0; i < g->n; i++) {
 		struct qc_node_op op;
 
@@ -632,6 +649,25 @@ static void link_origins(struct qc_exec *x, const struct qc_graph *from, struct 
 	}
 }
 
+/* A graph with conditional nodes: the host's executable graph. */
+static cudaError_t exec_new_host(const struct qc_graph *g, unsigned long long flags, struct qc_exec **out)
+{
+	struct qc_exec *x = calloc(1, sizeof(*x));
+	cudaError_t e = x ? qc_graph_instantiate_host(g, &x->host) : cudaErrorMemoryAllocation;
+
+	if (e == cudaSuccess && !remember(x, EXEC)) {
+		qc_req_graph_exec_destroy(x->host);
+		e = cudaErrorMemoryAllocation;
+	}
+	if (e != cudaSuccess) {
+		free(x);
+		return e;
+	}
+	x->flags = flags;
+	*out = x;
+	return cudaSuccess;
+}
+
 cudaError_t qc_exec_new(const struct qc_graph *g, unsigned long long flags, struct qc_exec **out)
 {
 	struct qc_exec *x;
@@ -640,6 +676,8 @@ cudaError_t qc_exec_new(const struct qc_graph *g, unsigned long long flags, stru
 
 	if (!qc_graph_known(g))
 		return cudaErrorInvalidValue;
+	if (qc_graph_has_cond(g))
+		return exec_new_host(g, flags, out);
 	x = calloc(1, sizeof(*x));
 	map = calloc(g->n ? g->n : 1, sizeof(*map));
 	if (!x || !map || !(x->snapshot = qc_graph_clone(g, map))) {
@@ -667,6 +705,8 @@ cudaError_t qc_exec_new(const struct qc_graph *g, unsigned long long flags, stru
 void qc_exec_free(struct qc_exec *x)
 {
 	forget(x);
+	if (x->host)
+		qc_req_graph_exec_destroy(x->host);
 	qc_graph_free(x->snapshot);
 	free(x->steps);
 	free(x);
@@ -730,6 +770,8 @@ cudaError_t qc_exec_launch(struct qc_exec *x, cudaStream_t stream, int ptds)
 		return cudaErrorInvalidValue;
 	if (!qc_stream_known(stream, ptds))
 		return cudaErrorInvalidResourceHandle;
+	if (x->host)
+		return qc_req_graph_launch(x->host, qc_stream(stream, ptds));
 	for (size_t i = 0; i < x->n && e == cudaSuccess; i++)
 		e = qc_node_op_run(x->steps[i].op, stream, ptds);
 	return e;
@@ -797,6 +839,10 @@ cudaError_t qc_exec_update(struct qc_exec *x, const struct qc_graph *g,
 	*err_node = NULL;
 	if (!qc_exec_known(x) || !qc_graph_known(g))
 		return cudaErrorInvalidValue;
+	if (x->host || qc_graph_has_cond(g)) {	/* the host's graph is not updated in place */
+		*result = cudaGraphExecUpdateErrorNotSupported;
+		return cudaErrorGraphExecUpdateFailure;
+	}
 	*err_node = shape_differs(x->snapshot, g, &why);
 	if (why != cudaGraphExecUpdateSuccess) {
 		*result = why;

@@ -14,6 +14,10 @@
  * entry points. The driver API's cuGraph* (../libcuda/graph.c) use the same
  * objects: a CUgraph is a struct qc_graph *, a CUgraphNode a struct qc_node *.
  *
+ * A graph with conditional nodes is the exception: a kernel sets the
+ * condition through the driver, so the host builds and runs such a graph as
+ * a CUDA graph (graph_native.c); the library keeps its nodes all the same.
+ *
  * Not thread-safe per graph, as CUDA's graphs are not; capture state has a
  * lock of its own.
  */
@@ -23,7 +27,8 @@
 #include "qcrt.h"
 
 /* What a node does. type is CUDA's cudaGraphNodeType (Kernel, Memcpy,
- * Memset, Host, Graph, Empty, WaitEvent, EventRecord are served). */
+ * Memset, Host, Graph, Empty, WaitEvent, EventRecord, MemAlloc, MemFree,
+ * Conditional are served). */
 struct qc_node_op {
 	enum cudaGraphNodeType type;
 	union {
@@ -63,6 +68,13 @@ struct qc_node_op {
 		 * by the graph's copies and freed with the last of them. */
 		struct qc_graph_mem *alloc;
 		void *free_ptr;		/* a memory free node's */
+		/* A conditional node: its handle (GRAPH_COND_HANDLE's) and bodies. */
+		struct {
+			cudaGraphConditionalHandle handle;
+			enum cudaGraphConditionalNodeType type;
+			unsigned int size;
+			struct qc_graph **bodies;	/* size of them; owned */
+		} cond;
 	};
 };
 
@@ -85,6 +97,11 @@ struct qc_node {
 struct qc_graph {
 	struct qc_node **nodes;	/* in the order they were added */
 	size_t n, cap;
+	/* The host's graph its conditional handles live in (GRAPH_CREATE; 0:
+	 * none yet), freed with this graph if it made it (a clone shares it). */
+	uint64_t host;
+	int owns_host;
+	struct qc_node *owner;	/* the conditional node whose body this is */
 };
 
 /* An instantiated graph: a snapshot and the order its nodes run in. */
@@ -94,6 +111,7 @@ struct qc_step {
 	const struct qc_node *orig;	/* the node of the graph instantiated or last updated from */
 };
 struct qc_exec {
+	uint64_t host;	/* GRAPH_INSTANTIATE's: a graph with conditional nodes (no snapshot, no steps) */
 	struct qc_graph *snapshot;
 	struct qc_step *steps;
 	size_t n;
@@ -151,6 +169,21 @@ cudaError_t qc_node_op_alloc(struct qc_node_op *op, const struct cudaMemPoolProp
 cudaError_t qc_node_op_free_mem(struct qc_node_op *op, void *ptr);
 /* cudaDeviceGetGraphMemAttribute / Set: the alloc nodes' memory. */
 cudaError_t qc_graph_mem_attr(enum cudaGraphMemAttributeType attr, uint64_t *value, int set);
+
+/* ---- graph_native.c ---- */
+
+/* Whether g (its child graphs too) holds a conditional node. */
+int qc_graph_has_cond(const struct qc_graph *g);
+/* cudaGraphConditionalHandleCreate: a handle of g's outermost graph's host graph. */
+cudaError_t qc_graph_cond_handle(struct qc_graph *g, unsigned int value, unsigned int flags,
+				 cudaGraphConditionalHandle *out);
+/* A conditional node's operation, with size empty bodies. */
+cudaError_t qc_node_op_cond(struct qc_node_op *op, cudaGraphConditionalHandle handle,
+			    enum cudaGraphConditionalNodeType type, unsigned int size);
+/* Sends g's nodes to the host, which makes the executable graph *out. */
+cudaError_t qc_graph_instantiate_host(const struct qc_graph *g, uint64_t *out);
+/* Frees g's host graph, if it made one. */
+void qc_graph_free_host(struct qc_graph *g);
 
 /* ---- capture.c ---- */
 

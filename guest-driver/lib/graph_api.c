@@ -832,6 +832,95 @@ QC_API cudaError_t cudaGraphRemoveDependencies(cudaGraph_t graph, const cudaGrap
 					    (struct qc_node *const *)to, numDependencies));
 }
 
+/* ------------------------------------------------------------ conditional nodes, cudaGraphAddNode */
+
+QC_API cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *pHandle_out, cudaGraph_t graph,
+						    unsigned int defaultLaunchValue, unsigned int flags)
+{
+	return qc_ret(qc_graph_cond_handle(G(graph), defaultLaunchValue, flags, pHandle_out));
+}
+
+/* A conditional node; its bodies are given back in p (valid while the node lives, as in CUDA). */
+static cudaError_t add_cond(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps,
+			    size_t n, struct cudaConditionalNodeParams *p)
+{
+	struct qc_node_op op;
+	cudaError_t e = qc_node_op_cond(&op, p->handle, p->type, p->size);
+
+	if (e == cudaSuccess)
+		e = add(out, graph, deps, n, &op);
+	if (e == cudaSuccess)
+		p->phGraph_out = (cudaGraph_t *)(void *)N(*out)->op.cond.bodies;
+	return e;
+}
+
+/* Each type's own entry point, from the parameters of the generic one. */
+static cudaError_t add_node(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps, size_t n,
+			    struct cudaGraphNodeParams *p)
+{
+	switch (p->type) {
+	case cudaGraphNodeTypeKernel: {
+		const struct cudaKernelNodeParamsV2 *k = &p->kernel;
+		struct cudaKernelNodeParams v1 = { .func = k->func, .gridDim = k->gridDim, .blockDim = k->blockDim,
+						  .sharedMemBytes = k->sharedMemBytes, .kernelParams = k->kernelParams,
+						  .extra = k->extra };
+
+		return cudaGraphAddKernelNode(out, g, deps, n, &v1);
+	}
+	case cudaGraphNodeTypeMemcpy:
+		return p->memcpy.flags ? cudaErrorInvalidValue :
+					 cudaGraphAddMemcpyNode(out, g, deps, n, &p->memcpy.copyParams);
+	case cudaGraphNodeTypeMemset: {
+		const struct cudaMemsetParamsV2 *m = &p->memset;
+		struct cudaMemsetParams v1 = { .dst = m->dst, .pitch = m->pitch, .value = m->value,
+					      .elementSize = m->elementSize, .width = m->width, .height = m->height };
+
+		return cudaGraphAddMemsetNode(out, g, deps, n, &v1);
+	}
+	case cudaGraphNodeTypeHost: {
+		struct cudaHostNodeParams v1 = { .fn = p->host.fn, .userData = p->host.userData };
+
+		return cudaGraphAddHostNode(out, g, deps, n, &v1);
+	}
+	case cudaGraphNodeTypeGraph:
+		if (p->graph.ownership != cudaGraphChildGraphOwnershipClone)
+			return not_served("a child graph node that takes its graph over");
+		return cudaGraphAddChildGraphNode(out, g, deps, n, p->graph.graph);
+	case cudaGraphNodeTypeEmpty:
+		return cudaGraphAddEmptyNode(out, g, deps, n);
+	case cudaGraphNodeTypeWaitEvent:
+		return cudaGraphAddEventWaitNode(out, g, deps, n, p->eventWait.event);
+	case cudaGraphNodeTypeEventRecord:
+		return cudaGraphAddEventRecordNode(out, g, deps, n, p->eventRecord.event);
+	case cudaGraphNodeTypeMemAlloc: {
+		struct cudaMemAllocNodeParams v1 = { .poolProps = p->alloc.poolProps, .accessDescs = p->alloc.accessDescs,
+						    .accessDescCount = p->alloc.accessDescCount,
+						    .bytesize = p->alloc.bytesize };
+		cudaError_t e = cudaGraphAddMemAllocNode(out, g, deps, n, &v1);
+
+		p->alloc.dptr = v1.dptr;
+		return e;
+	}
+	case cudaGraphNodeTypeMemFree:
+		return cudaGraphAddMemFreeNode(out, g, deps, n, p->free.dptr);
+	case cudaGraphNodeTypeConditional:
+		return add_cond(out, g, deps, n, &p->conditional);
+	default:
+		return not_served("this graph node type");
+	}
+}
+
+QC_API cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+				    const cudaGraphNode_t *pDependencies, const cudaGraphEdgeData *dependencyData,
+				    size_t numDependencies, struct cudaGraphNodeParams *nodeParams)
+{
+	if (!nodeParams || !pGraphNode)
+		return qc_ret(cudaErrorInvalidValue);
+	if (!plain_edges(dependencyData, numDependencies))
+		return qc_ret(not_served("a graph edge with data"));
+	return qc_ret(add_node(pGraphNode, graph, pDependencies, numDependencies, nodeParams));
+}
+
 /* ------------------------------------------------------------ executable graphs */
 
 static cudaError_t instantiate(cudaGraphExec_t *out, cudaGraph_t graph, unsigned long long flags)

@@ -80,6 +80,11 @@ static struct qc_var *vars;
 static atomic_uint generation = 1;
 static atomic_ullong next_upload_id = 1;
 
+uint64_t qc_upload_id(void)
+{
+	return atomic_fetch_add(&next_upload_id, 1);
+}
+
 static struct qc_module *module_of(void **handle)
 {
 	return handle ? (struct qc_module *)((char *)handle - offsetof(struct qc_module, handle)) : NULL;
@@ -131,7 +136,7 @@ static cudaError_t image_load(const void *data, uint64_t size, uint64_t *handle)
 	const void *img = sel ? sel : data;
 	cudaError_t e;
 
-	f.upload_id = atomic_fetch_add(&next_upload_id, 1);
+	f.upload_id = qc_upload_id();
 	f.size = sel ? n : size;
 	qc_sha256(img, f.size, f.sha256);
 	if (qc_req_module_find(&f, &found) != cudaSuccess)

@@ -676,6 +676,67 @@ static inline cudaError_t qc_req_mipmap_destroy(uint64_t handle)
 }
 
 /*
+ * GRAPH_CREATE: Graphs with conditional nodes run as CUDA graphs of the
+ * session's context (a kernel sets a condition through the driver):
+ * GRAPH_CREATE makes the graph their handles belong to, GRAPH_COND_HANDLE a
+ * handle, GRAPH_INSTANTIATE an executable graph of nodes, GRAPH_LAUNCH runs
+ * it; other graphs the library runs itself; no args, value = the graph handle
+ */
+static inline cudaError_t qc_req_graph_create(uint64_t *result)
+{
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_GRAPH_CREATE, .value = result });
+}
+
+/* GRAPH_DESTROY: its executable graphs live on; args handle */
+static inline cudaError_t qc_req_graph_destroy(uint64_t handle)
+{
+	struct qcuda_args_handle a = { .handle = handle };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_GRAPH_DESTROY, .args = &a, .args_len = sizeof(a) });
+}
+
+/*
+ * GRAPH_COND_HANDLE: cudaGraphConditionalHandleCreate; args graph_cond, value
+ * = the handle, as kernels take it
+ */
+static inline cudaError_t qc_req_graph_cond_handle(uint64_t graph,
+							uint32_t default_value,
+							uint32_t flags,
+							uint64_t *result)
+{
+	struct qcuda_args_graph_cond a = { .graph = graph, .default_value = default_value, .flags = flags };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_GRAPH_COND_HANDLE, .args = &a, .args_len = sizeof(a), .value = result });
+}
+
+/*
+ * GRAPH_INSTANTIATE: cudaGraphInstantiate; args graph_instantiate, value =
+ * the executable graph handle
+ */
+static inline cudaError_t qc_req_graph_instantiate(uint64_t graph,
+							uint64_t upload_id,
+							uint64_t size,
+							uint32_t nodes,
+							uint32_t edges,
+							uint64_t *result)
+{
+	struct qcuda_args_graph_instantiate a = { .graph = graph, .upload_id = upload_id, .size = size, .nodes = nodes, .edges = edges };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_GRAPH_INSTANTIATE, .args = &a, .args_len = sizeof(a), .value = result });
+}
+
+/* GRAPH_EXEC_DESTROY: args handle */
+static inline cudaError_t qc_req_graph_exec_destroy(uint64_t handle)
+{
+	struct qcuda_args_handle a = { .handle = handle };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_GRAPH_EXEC_DESTROY, .args = &a, .args_len = sizeof(a) });
+}
+
+/* GRAPH_LAUNCH: enqueued, not waited for; args graph_launch */
+static inline cudaError_t qc_req_graph_launch(uint64_t exec, uint64_t stream)
+{
+	struct qcuda_args_graph_launch a = { .exec = exec, .stream = stream };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_GRAPH_LAUNCH, .args = &a, .args_len = sizeof(a) });
+}
+
+/*
  * BATCH: Posted work: several commands in one request (data to device:
  * args.bytes of entries, each a struct qcuda_batch_entry, then its argument
  * struct as the command takes it, then padding to 8 bytes). Only commands

@@ -247,6 +247,8 @@ struct qc_kernel *qc_kernel_by_func(const void *func);
 /* The function handle (and layout) of k in the current generation, loading
  * its module and looking it up (FUNC_GET) if need be. */
 cudaError_t qc_kernel_get(struct qc_kernel *k, uint64_t *func);
+/* A new id for a staged upload (MODULE_UPLOAD): module images, graph descriptions. */
+uint64_t qc_upload_id(void);
 /* The device range of the variable whose host shadow is symbol (VAR_GET on
  * first use in a generation); checks qc_ready() first. */
 cudaError_t qc_var_get(const void *symbol, uint64_t *dptr, uint64_t *size);

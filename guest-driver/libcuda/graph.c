@@ -5,8 +5,8 @@
  * are cudaGraph_t, cudaGraphNode_t and cudaGraphExec_t (the same struct
  * pointers), so most entry points are the runtime's call; nodes whose
  * parameters differ between the two APIs (kernel, memcpy, memset) are built
- * here. Not served, as in the runtime: conditional, batch memop and
- * external semaphore nodes, user objects, copies of CUDA arrays.
+ * here. Not served, as in the runtime: batch memop and external semaphore
+ * nodes, user objects, copies of CUDA arrays.
  */
 #include <string.h>
 
@@ -24,6 +24,7 @@
 #undef cuGraphAddDependencies
 #undef cuGraphRemoveDependencies
 #undef cuGraphInstantiate
+#undef cuGraphAddNode
 
 #define RG(x) ((cudaGraph_t)(x))
 #define RN(x) ((cudaGraphNode_t)(x))
@@ -808,4 +809,108 @@ CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr
 
 	return r != CUDA_SUCCESS ? r :
 	       cu_result(cudaDeviceSetGraphMemAttribute(device, (enum cudaGraphMemAttributeType)attr, value));
+}
+
+/* ------------------------------------------------------------ conditional nodes, cuGraphAddNode */
+
+CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx,
+					unsigned int defaultLaunchValue, unsigned int flags)
+{
+	CUresult r = cu_enter();
+
+	(void)ctx;	/* the thread's context is the one the library serves */
+	if (r != CUDA_SUCCESS)
+		return r;
+	return cu_result(qc_graph_cond_handle((struct qc_graph *)(void *)hGraph, defaultLaunchValue, flags,
+					      (cudaGraphConditionalHandle *)pHandle_out));
+}
+
+static CUresult add_cond(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
+			 CUDA_CONDITIONAL_NODE_PARAMS *p)
+{
+	struct qc_node_op op;
+	CUresult r = cu_result(qc_node_op_cond(&op, p->handle, (enum cudaGraphConditionalNodeType)p->type, p->size));
+
+	if (r == CUDA_SUCCESS)
+		r = add(out, g, deps, n, &op);
+	if (r == CUDA_SUCCESS)
+		p->phGraph_out = (CUgraph *)(void *)((struct qc_node *)(void *)*out)->op.cond.bodies;
+	return r;
+}
+
+/* Each type's own entry point, from the parameters of the generic one. */
+static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p)
+{
+	switch (p->type) {
+	case CU_GRAPH_NODE_TYPE_KERNEL: {
+		CUDA_KERNEL_NODE_PARAMS k;
+
+		_Static_assert(sizeof(k) == sizeof(p->kernel), "CUDA_KERNEL_NODE_PARAMS v2 and v3");
+		memcpy(&k, &p->kernel, sizeof(k));
+		return add_kernel(out, g, deps, n, &k);
+	}
+	case CU_GRAPH_NODE_TYPE_MEMCPY:
+		return p->memcpy.flags ? CUDA_ERROR_INVALID_VALUE :
+					 cuGraphAddMemcpyNode(out, g, deps, n, &p->memcpy.copyParams, p->memcpy.copyCtx);
+	case CU_GRAPH_NODE_TYPE_MEMSET: {
+		const CUDA_MEMSET_NODE_PARAMS_v2 *m = &p->memset;
+		CUDA_MEMSET_NODE_PARAMS v1 = { .dst = m->dst, .pitch = m->pitch, .value = m->value,
+					       .elementSize = m->elementSize, .width = m->width, .height = m->height };
+
+		return cuGraphAddMemsetNode(out, g, deps, n, &v1, m->ctx);
+	}
+	case CU_GRAPH_NODE_TYPE_HOST: {
+		CUDA_HOST_NODE_PARAMS v1 = { .fn = p->host.fn, .userData = p->host.userData };
+
+		return cuGraphAddHostNode(out, g, deps, n, &v1);
+	}
+	case CU_GRAPH_NODE_TYPE_GRAPH:
+		return p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE ? CUDA_ERROR_NOT_SUPPORTED :
+			cuGraphAddChildGraphNode(out, g, deps, n, p->graph.graph);
+	case CU_GRAPH_NODE_TYPE_EMPTY:
+		return cuGraphAddEmptyNode(out, g, deps, n);
+	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+		return cuGraphAddEventWaitNode(out, g, deps, n, p->eventWait.event);
+	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+		return cuGraphAddEventRecordNode(out, g, deps, n, p->eventRecord.event);
+	case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
+		CUDA_MEM_ALLOC_NODE_PARAMS v1 = { .poolProps = p->alloc.poolProps, .accessDescs = p->alloc.accessDescs,
+						  .accessDescCount = p->alloc.accessDescCount,
+						  .bytesize = p->alloc.bytesize };
+		CUresult r = cuGraphAddMemAllocNode(out, g, deps, n, &v1);
+
+		p->alloc.dptr = v1.dptr;
+		return r;
+	}
+	case CU_GRAPH_NODE_TYPE_MEM_FREE:
+		return cuGraphAddMemFreeNode(out, g, deps, n, p->free.dptr);
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+		return add_cond(out, g, deps, n, &p->conditional);
+	default:
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+}
+
+CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+			   const CUgraphEdgeData *dependencyData, size_t numDependencies,
+			   CUgraphNodeParams *nodeParams)
+{
+	CUresult r = cu_enter();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!phGraphNode || !nodeParams)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; dependencyData && i < numDependencies; i++)
+		if (dependencyData[i].type || dependencyData[i].from_port || dependencyData[i].to_port)
+			return CUDA_ERROR_NOT_SUPPORTED;	/* edges with data, as in the runtime */
+	return add_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
+CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+			size_t numDependencies, CUgraphNodeParams *nodeParams);
+CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+			size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+	return cuGraphAddNode_v2(phGraphNode, hGraph, dependencies, NULL, numDependencies, nodeParams);
 }

@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
   printf("integrity table %d %zu\\n", r, tab ? *(const size_t *)tab : 0);
   r = ((f_et)dlsym(l, "cuGetExportTable"))(&tab, unknown);
   printf("unknown table %d %p\\n", r, tab);
-  printf("stub %d\\n", ((f_init)dlsym(l, "cuGraphConditionalHandleCreate"))(0));
+  printf("stub %d\\n", ((f_init)dlsym(l, "cuGraphAddBatchMemOpNode"))(0));
   void *fn = (void *)1;
   r = ((int (*)(const char *, void **, int, unsigned long long))dlsym(l, "cuGetProcAddress"))("cuNoSuchThing", &fn, 13000, 0);
   printf("v1 unknown %d %p\\n", r, fn);
@@ -115,7 +115,7 @@ int main(int argc, char **argv) {
     'v1 unknown 500 (nil)', // CUDA_ERROR_NOT_FOUND: the CUDA 11.3 ABI has no status to say it with
     '',
   ].join('\n'));
-  t.regex(r.stderr, /qcuda: cuGraphConditionalHandleCreate is not supported/);
+  t.regex(r.stderr, /qcuda: cuGraphAddBatchMemOpNode is not supported/);
 });
 
 test('the integrity check\'s MD2 matches RFC 1319, and versions ending in 0 and 1 get their fixed answers', (t) => {

@@ -53,6 +53,34 @@ export interface ArrayDesc {
   flags: number;
 }
 
+/** A CUDA graph of the context (GRAPH_CREATE: where conditional handles live), and an executable one. */
+export type GraphRef = unknown;
+export type GraphExecRef = unknown;
+
+/**
+ * A node of a graph to instantiate, checked by the dispatcher
+ * (commands/graph.ts): every range inside the session's memory, every
+ * handle the session's. parent: the index of the conditional node whose
+ * body `body` holds it (always lower), or -1 for the graph itself.
+ */
+export type GraphNodeSpec = { parent: number; body: number } & (
+  | { type: 'kernel'; f: FunctionRef; grid: Dim3; block: Dim3; sharedMem: number; params: Uint8Array }
+  /** width bytes x height rows x depth slices; rows pitch apart, slices pitch * rows apart. */
+  | { type: 'memcpy'; dst: DevPtr; src: DevPtr; dstPitch: bigint; dstRows: bigint; srcPitch: bigint; srcRows: bigint; width: bigint; height: bigint; depth: bigint }
+  /** width elements of elem (1, 2, 4) bytes x height rows, pitch bytes apart. */
+  | { type: 'memset'; dst: DevPtr; pitch: bigint; value: number; elem: number; width: bigint; height: bigint }
+  | { type: 'empty' }
+  | { type: 'eventRecord' | 'eventWait'; event: EventRef }
+  /** condType: cudaGraphCondType (0 if, 1 while, 2 switch); size bodies. */
+  | { type: 'cond'; handle: bigint; condType: number; size: number }
+);
+
+/** The nodes, and the edges as pairs (from, to) of node indices, from < to, in one body. */
+export interface GraphSpec {
+  nodes: GraphNodeSpec[];
+  edges: Uint32Array;
+}
+
 /** Where one side of a 2D/3D copy lies on the device: linear memory (rows pitch bytes apart, slices pitch * rows apart) or an array. */
 export type Place = { array: ArrayRef } | { ptr: DevPtr; pitch: bigint; rows: bigint };
 /** A position in a Place: x in bytes. */
@@ -220,6 +248,16 @@ export interface CoreContext {
   /** A surface object of an array (made with CUDA_ARRAY3D_SURFACE_LDST). */
   surfCreate(a: ArrayRef): Promise<bigint>;
   surfDestroy(s: bigint): Promise<void>;
+  /** An empty CUDA graph, for conditional handles (GRAPH_CREATE). */
+  graphCreate(): Promise<GraphRef>;
+  graphDestroy(g: GraphRef): Promise<void>;
+  /** cuGraphConditionalHandleCreate on g: the handle as kernels take it. */
+  graphCondHandle(g: GraphRef, defaultValue: number, flags: number): Promise<bigint>;
+  /** The nodes built into g (whose handles the conditional nodes use) and instantiated; g is left as it was. */
+  graphInstantiate(g: GraphRef, spec: GraphSpec): Promise<GraphExecRef>;
+  graphExecDestroy(x: GraphExecRef): Promise<void>;
+  /** Enqueues the executable graph; resolves once enqueued. */
+  graphLaunch(x: GraphExecRef, stream: StreamRef | undefined): Promise<void>;
   /** Milliseconds between two recorded events. */
   eventElapsed(start: EventRef, end: EventRef): Promise<number>;
   /**
@@ -284,7 +322,8 @@ export interface CoreContext {
 /** Every method of CoreContext, at run time (checked complete below). */
 const CORE_METHODS = [
   'malloc', 'free', 'copyToDevice', 'copyFromDevice', 'copyOnDevice', 'memset', 'synchronize', 'copy3DOnDevice', 'copy3DToDevice',
-  'copy3DFromDevice', 'memset2D', 'arrayCreate', 'arrayDestroy', 'mipmapCreate', 'mipmapLevel', 'mipmapDestroy', 'texCreate', 'texDestroy', 'surfCreate', 'surfDestroy', 'eventElapsed', 'hostDevicePointer',
+  'copy3DFromDevice', 'memset2D', 'arrayCreate', 'arrayDestroy', 'mipmapCreate', 'mipmapLevel', 'mipmapDestroy', 'texCreate', 'texDestroy', 'surfCreate', 'surfDestroy',
+  'graphCreate', 'graphDestroy', 'graphCondHandle', 'graphInstantiate', 'graphExecDestroy', 'graphLaunch', 'eventElapsed', 'hostDevicePointer',
   'hostUnmap', 'moduleLoad', 'moduleUnload', 'functionGet', 'variableGet', 'funcGetAttributes', 'funcSetAttribute', 'occupancyBlocks',
   'occupancySmem', 'limitSet', 'limitGet', 'streamSetAttribute', 'streamGetAttribute', 'launchCooperative', 'launch', 'launchMany', 'destroy',
 ] as const satisfies readonly (keyof CoreContext)[];

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { Callbacks } from './callbacks';
 import { CudaErr, CudaError } from './cuda-error';
 import { Budget, Share, type VmLimits } from './limits';
-import type { ArrayDesc, ArrayRef, MipmapRef, DevPtr, EventRef, FunctionRef, GuestSeg, ModuleRef, Provider, ProviderContext, StreamRef } from './provider';
+import type { ArrayDesc, ArrayRef, GraphExecRef, GraphRef, MipmapRef, DevPtr, EventRef, FunctionRef, GuestSeg, ModuleRef, Provider, ProviderContext, StreamRef } from './provider';
 import { ModuleCache } from './module-cache';
 import { IMAGE_PADDING } from './module-image';
 import { OutputQueue } from './output';
@@ -51,6 +51,17 @@ export interface SessionArray {
   bytes: bigint;
   /** A level of this mipmapped array (handle): freed with it, never by itself. */
   levelOf?: bigint;
+}
+
+/** Graphs and executable graphs a session may hold at once (each is host memory of the driver's). */
+export const MAX_GRAPHS = 4096;
+/** Conditional handles one graph may have. */
+export const MAX_COND_HANDLES = 1024;
+
+/** A graph of the session (GRAPH_CREATE) and the conditional handles made on it. */
+export interface SessionGraph {
+  ref: GraphRef;
+  conds: Set<bigint>;
 }
 
 /** A mipmapped array of the session: its level-0 shape, levels, and the handles of the levels asked for. */
@@ -112,6 +123,8 @@ export class Session {
   readonly #arrays = new Map<bigint, SessionArray>();
   readonly #mipmaps = new Map<bigint, SessionMipmap>();
   /** Texture and surface objects the session made (their values are the GPU's): only these may be destroyed. */
+  readonly #graphs = new Map<bigint, SessionGraph>();
+  readonly #graphExecs = new Map<bigint, GraphExecRef>();
   readonly #textures = new Set<bigint>();
   readonly #surfaces = new Set<bigint>();
   readonly #uploads = new Map<bigint, Upload>();
@@ -456,6 +469,56 @@ export class Session {
     return this.#textures.size + this.#surfaces.size;
   }
 
+  // ---- graphs with conditional nodes ----
+
+  /** Refuses one more graph or executable graph past MAX_GRAPHS. */
+  checkGraphRoom(): void {
+    if (this.#graphs.size + this.#graphExecs.size >= MAX_GRAPHS)
+      throw new CudaError(CudaErr.MemoryAllocation, `${MAX_GRAPHS} graphs and executable graphs held at once`);
+  }
+
+  addGraph(x: ProviderContext, ref: GraphRef): bigint {
+    this.live(x);
+    const h = this.#newHandle();
+    this.#graphs.set(h, { ref, conds: new Set() });
+    return h;
+  }
+
+  graph(h: bigint): SessionGraph {
+    const g = this.#graphs.get(h);
+    if (g === undefined) throw new CudaError(CudaErr.InvalidValue, `graph 0x${h.toString(16)} is not a graph of this process`);
+    return g;
+  }
+
+  takeGraph(h: bigint): SessionGraph {
+    const g = this.graph(h);
+    this.#graphs.delete(h);
+    return g;
+  }
+
+  addGraphExec(x: ProviderContext, ref: GraphExecRef): bigint {
+    this.live(x);
+    const h = this.#newHandle();
+    this.#graphExecs.set(h, ref);
+    return h;
+  }
+
+  graphExec(h: bigint): GraphExecRef {
+    const e = this.#graphExecs.get(h);
+    if (e === undefined) throw new CudaError(CudaErr.InvalidValue, `executable graph 0x${h.toString(16)} is not one of this process`);
+    return e;
+  }
+
+  takeGraphExec(h: bigint): GraphExecRef {
+    const e = this.graphExec(h);
+    this.#graphExecs.delete(h);
+    return e;
+  }
+
+  get graphCount(): number {
+    return this.#graphs.size + this.#graphExecs.size;
+  }
+
   // ---- modules ----
 
   /** Stores one chunk of module image `id` (of `size` bytes in all) at `at`. */
@@ -638,6 +701,8 @@ export class Session {
     this.#mipmaps.clear();
     this.#textures.clear();
     this.#surfaces.clear();
+    this.#graphs.clear(); // the context's destruction frees them
+    this.#graphExecs.clear();
     for (const [id, u] of this.#uploads) this.#dropUpload(id, u);
     this.#modules.clear(); // the context's destruction unloads them
     this.#functions.clear();

@@ -8,6 +8,7 @@ import { ARRAY_COMMANDS } from './array';
 import { batchRun } from './batch';
 import { contextCalls } from './context-call';
 import { DEVICE_COMMANDS } from './device';
+import { GRAPH_COMMANDS } from './graph';
 import { LAUNCH_COMMANDS } from './launch';
 import { MEMORY_COMMANDS } from './memory';
 import { MODULE_COMMANDS } from './module';
@@ -56,6 +57,7 @@ function build(): Runs<SessionCmd> {
     device: DEVICE_COMMANDS,
     memory: MEMORY_COMMANDS,
     array: ARRAY_COMMANDS,
+    graph: GRAPH_COMMANDS,
     stream: STREAM_COMMANDS,
     module: MODULE_COMMANDS,
     launch: LAUNCH_COMMANDS,
@@ -67,6 +69,7 @@ function build(): Runs<SessionCmd> {
     ...groups.device,
     ...groups.memory,
     ...groups.array,
+    ...groups.graph,
     ...groups.stream,
     ...groups.module,
     ...groups.launch,

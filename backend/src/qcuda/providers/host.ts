@@ -5,8 +5,8 @@
 import { performance } from 'node:perf_hooks';
 import { CudaErr, CudaError } from '../cuda-error';
 import type {
-  ArrayDesc, ArrayRef, MipmapRef, DeviceProps, DevPtr, Dim3, EventRef, Extent, FunctionInfo, GuestSeg, HostBlock, HostPiece, LaunchDesc, Place, Pos, Provider, ProviderContext, StreamRef,
-  TexDesc, TexResource,
+  ArrayDesc, ArrayRef, MipmapRef, DeviceProps, DevPtr, Dim3, EventRef, Extent, FunctionInfo, GraphExecRef, GraphNodeSpec, GraphRef, GraphSpec, GuestSeg, HostBlock,
+  HostPiece, LaunchDesc, Place, Pos, Provider, ProviderContext, StreamRef, TexDesc, TexResource,
 } from '../provider';
 import { elementSize, levelDesc } from '../commands/array';
 import { StreamAttr } from '../attrs';
@@ -45,6 +45,81 @@ interface Alloc extends Range {
 interface HostEvent {
   flags: number;
   at: number | undefined; // ms, when recorded
+}
+
+/** cudaGraphCondAssignDefault: the handle takes its default value at every launch. */
+const COND_ASSIGN_DEFAULT = 1;
+/** cudaGraphCondType */
+const COND_IF = 0;
+const COND_WHILE = 1;
+/** cudaErrorLaunchTimeout (CudaErr does not name it). */
+const LAUNCH_TIMEOUT = 702;
+/**
+ * Iterations one WHILE node may run per launch. Only kernels set conditions
+ * and none run here, so a WHILE that goes round once goes round forever: fail
+ * it as a GPU's watchdog would, rather than hang the session.
+ */
+const MAX_WHILE_ITERATIONS = 1_000_000;
+/**
+ * What WHILE bodies may do in one launch, in units of a node run or 512 bytes
+ * written: the iteration bound alone would let a body of thousands of nodes,
+ * or of large memsets, hold the backend's event loop for hours (this provider
+ * runs in it, synchronously). About a second of work; a one-node body meets
+ * MAX_WHILE_ITERATIONS first.
+ */
+const MAX_LOOP_WORK = 2_000_000;
+const LOOP_WORK_BYTES = 512n;
+
+/** A conditional handle: what a launch starts it at, and its current value. */
+interface HostCond {
+  defaultValue: number;
+  assignDefault: boolean;
+  value: number;
+}
+
+/** A graph (GRAPH_CREATE): only where conditional handles live; the nodes come at instantiation. */
+interface HostGraph {
+  conds: Map<bigint, HostCond>;
+}
+
+/**
+ * An executable graph: a copy of its spec, each body's node indices
+ * (bodies.get(-1)![0]: the graph itself; bodies.get(i)![b]: body b of
+ * conditional node i), and its own conditions (CUDA keeps their values per
+ * executable graph, so they outlive the graph they were made on).
+ */
+interface HostGraphExec {
+  spec: GraphSpec;
+  bodies: Map<number, number[][]>;
+  conds: Map<bigint, HostCond>;
+  hasKernel: boolean;
+}
+
+/** One launch of an executable graph: how deep in WHILE bodies it is, and the work they have done. */
+interface GraphRun {
+  exec: HostGraphExec;
+  loops: number;
+  loopWork: number;
+}
+
+/** The error every kernel call gets here. */
+function noKernels(): CudaError {
+  return new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+}
+
+/** Counts a node run inside a WHILE body against the launch's MAX_LOOP_WORK. */
+function chargeLoopWork(r: GraphRun, n: GraphNodeSpec): void {
+  const bytes = n.type === 'memcpy' ? n.width * n.height * n.depth : n.type === 'memset' ? n.width * BigInt(n.elem) * n.height : 0n;
+  r.loopWork += 1 + Number(bytes / LOOP_WORK_BYTES);
+  if (r.loopWork > MAX_LOOP_WORK) throw new CudaError(LAUNCH_TIMEOUT, `graph: while bodies did more than ${MAX_LOOP_WORK} units of work (node runs, 512 bytes written) in one launch`);
+}
+
+/** count elements of elem bytes, each value's low elem bytes little-endian (a memset node's row). */
+function pattern(value: number, elem: number, count: number): Uint8Array {
+  const out = new Uint8Array(count * elem);
+  for (let b = 0; b < elem; b++) out[b] = (value >>> (8 * b)) & 0xff;
+  for (let have = elem; have < out.length; have *= 2) out.copyWithin(have, 0, have); // doubling: few calls for any size
+  return out;
 }
 
 /** A stream: its creation priority and the attributes set on it (cudaLaunchAttributeValue bytes by id). */
@@ -244,6 +319,12 @@ class HostContext implements ProviderContext {
   /** Texture and surface objects: records (nothing samples them here). */
   readonly #objects = new Map<bigint, 'texture' | 'surface'>();
   #nextObject = 0x7e0000001n;
+  /** Graphs and executable graphs, by id (one numbering: neither passes for the other). */
+  readonly #graphs = new Map<number, HostGraph>();
+  readonly #execs = new Map<number, HostGraphExec>();
+  #nextGraph = 1;
+  /** Conditional handles: unique in the context, never 0. */
+  #nextCond = 0xc0d0000001n;
   /** The NULL stream's attributes. */
   readonly #legacy: HostStream = { priority: 0, attrs: new Map() };
   constructor(private readonly p: HostProvider) {}
@@ -317,6 +398,11 @@ class HostContext implements ProviderContext {
   }
 
   async copy3DOnDevice(dst: Place, dstPos: Pos, src: Place, srcPos: Pos, e: Extent): Promise<void> {
+    this.#copyBox(dst, dstPos, src, srcPos, e);
+  }
+
+  /** copy3DOnDevice's work, synchronous (graph launches run it in a loop). */
+  #copyBox(dst: Place, dstPos: Pos, src: Place, srcPos: Pos, e: Extent): void {
     for (let z = 0n; z < e.depth; z++)
       for (let y = 0n; y < e.height; y++) {
         const from = this.#row(src, srcPos, e.width, y, z).map((v) => v.slice()); // memmove semantics
@@ -521,10 +607,132 @@ class HostContext implements ProviderContext {
     return (st.attrs.get(attr) ?? defaultStreamAttr(attr, st.priority)).slice();
   }
   async launch(_f: unknown, _g: Dim3, _b: Dim3, _s: number, _st: StreamRef | undefined, _p: Uint8Array): Promise<void> {
-    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+    throw noKernels();
   }
   async launchMany(_list: readonly LaunchDesc[]): Promise<void> {
-    throw Object.assign(new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels'), { index: 0 });
+    throw Object.assign(noKernels(), { index: 0 });
+  }
+
+  // Graphs with conditional nodes. Refs are ids, as for arrays: they cross to
+  // a session's worker and back. Work completes when enqueued here, so a
+  // launch runs the whole graph before it resolves, in stream order like any
+  // other call.
+  async graphCreate(): Promise<GraphRef> {
+    const id = this.#nextGraph++;
+    this.#graphs.set(id, { conds: new Map() });
+    return id;
+  }
+
+  async graphDestroy(g: GraphRef): Promise<void> {
+    this.#graph(g);
+    this.#graphs.delete(g as number); // its executable graphs hold their own copies
+  }
+
+  async graphCondHandle(g: GraphRef, defaultValue: number, flags: number): Promise<bigint> {
+    const h = this.#nextCond++;
+    this.#graph(g).conds.set(h, { defaultValue, assignDefault: (flags & COND_ASSIGN_DEFAULT) !== 0, value: defaultValue });
+    return h;
+  }
+
+  async graphInstantiate(g: GraphRef, spec: GraphSpec): Promise<GraphExecRef> {
+    const graph = this.#graph(g);
+    const nodes = spec.nodes.map((n) => (n.type === 'kernel' ? { ...n, params: n.params.slice() } : { ...n })); // params view the staged image
+    const bodies = new Map<number, number[][]>([[-1, [[]]]]);
+    const conds = new Map<bigint, HostCond>();
+    nodes.forEach((n, i) => {
+      // Parents come first (the dispatcher checked), so a node's body list exists when it is reached.
+      const body = bodies.get(n.parent)?.[n.body];
+      if (body === undefined) throw new CudaError(CudaErr.InvalidValue, `graph: node ${i} is in no body of a conditional node before it`);
+      body.push(i);
+      if (n.type !== 'cond') return;
+      const c = graph.conds.get(n.handle);
+      if (c === undefined) throw new CudaError(CudaErr.InvalidValue, `graph: node ${i}: conditional handle 0x${n.handle.toString(16)} is not this graph's`);
+      conds.set(n.handle, { ...c, value: c.defaultValue });
+      bodies.set(i, Array.from({ length: n.size }, () => []));
+    });
+    const id = this.#nextGraph++;
+    this.#execs.set(id, { spec: { nodes, edges: spec.edges.slice() }, bodies, conds, hasKernel: nodes.some((n) => n.type === 'kernel') });
+    return id;
+  }
+
+  async graphExecDestroy(x: GraphExecRef): Promise<void> {
+    this.#exec(x);
+    this.#execs.delete(x as number);
+  }
+
+  async graphLaunch(x: GraphExecRef, _stream: StreamRef | undefined): Promise<void> {
+    const e = this.#exec(x);
+    if (e.hasKernel) throw noKernels(); // as launch() would, before any node runs: no half-run graph
+    for (const c of e.conds.values()) if (c.assignDefault) c.value = c.defaultValue;
+    this.#runBody({ exec: e, loops: 0, loopWork: 0 }, e.bodies.get(-1)![0]);
+  }
+
+  #graph(g: GraphRef): HostGraph {
+    const x = typeof g === 'number' ? this.#graphs.get(g) : undefined;
+    if (!x) throw new CudaError(CudaErr.InvalidValue, `not a graph of this context: ${String(g)}`);
+    return x;
+  }
+
+  #exec(x: GraphExecRef): HostGraphExec {
+    const e = typeof x === 'number' ? this.#execs.get(x) : undefined;
+    if (!e) throw new CudaError(CudaErr.InvalidValue, `not an executable graph of this context: ${String(x)}`);
+    return e;
+  }
+
+  /**
+   * One body's nodes in index order: every edge runs from a lower index to a
+   * higher one inside its body (the dispatcher checked), so that order keeps
+   * every dependency, and nodes run one at a time here anyway.
+   */
+  #runBody(r: GraphRun, body: readonly number[]): void {
+    for (const i of body) this.#runNode(r, i);
+  }
+
+  #runNode(r: GraphRun, i: number): void {
+    const n = r.exec.spec.nodes[i];
+    if (r.loops > 0) chargeLoopWork(r, n);
+    switch (n.type) {
+      case 'memcpy': {
+        const zero = { x: 0n, y: 0n, z: 0n };
+        this.#copyBox({ ptr: n.dst, pitch: n.dstPitch, rows: n.dstRows }, zero, { ptr: n.src, pitch: n.srcPitch, rows: n.srcRows }, zero, n);
+        return;
+      }
+      case 'memset': {
+        const row = pattern(n.value, n.elem, Number(n.width));
+        for (let y = 0n; y < n.height; y++) copyViews(this.p.views(n.dst + y * n.pitch, BigInt(row.length), this), [row]);
+        return;
+      }
+      case 'eventRecord':
+        (n.event as HostEvent).at = performance.now(); // as eventRecord()
+        return;
+      case 'eventWait': // as streamWaitEvent(): recorded work is already done
+      case 'empty':
+        return;
+      case 'kernel':
+        throw noKernels(); // graphLaunch refused it already
+      case 'cond':
+        return this.#runCond(r, i, n);
+    }
+  }
+
+  /** A conditional node: which body runs (and how often) by its handle's value now. */
+  #runCond(r: GraphRun, i: number, n: Extract<GraphNodeSpec, { type: 'cond' }>): void {
+    const c = r.exec.conds.get(n.handle)!;
+    const bodies = r.exec.bodies.get(i)!;
+    if (n.condType === COND_IF) {
+      const b = c.value !== 0 ? 0 : 1; // body 1: the else branch, where there is one
+      if (b < n.size) this.#runBody(r, bodies[b]);
+    } else if (n.condType === COND_WHILE) {
+      r.loops++;
+      for (let k = 0; c.value !== 0; k++) {
+        if (k === MAX_WHILE_ITERATIONS)
+          throw new CudaError(LAUNCH_TIMEOUT, `graph: while node ${i} still true after ${MAX_WHILE_ITERATIONS} iterations (no kernel runs here to end it)`);
+        this.#runBody(r, bodies[0]);
+      }
+      r.loops--;
+    } else if (c.value < n.size) {
+      this.#runBody(r, bodies[c.value]); // switch: no body for a value past the last
+    }
   }
 
   async hostDevicePointer(pieces: readonly HostPiece[]): Promise<DevPtr> {
@@ -546,5 +754,7 @@ class HostContext implements ProviderContext {
     this.#mipmaps.clear();
     this.#objects.clear();
     this.#maps.clear();
+    this.#graphs.clear();
+    this.#execs.clear();
   }
 }

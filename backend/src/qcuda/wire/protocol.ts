@@ -58,6 +58,15 @@ export const CONSTANTS = {
   QCUDA_OUTPUT_STDOUT: { value: 1, c: '1u', doc: 'OUTPUT_READ kinds: device printf, for the program\'s stdout' },
   QCUDA_MEM_LINEAR: { value: 0, c: '0u', doc: 'MEMCPY_3D sides: linear device memory' },
   QCUDA_MEM_ARRAY: { value: 1, c: '1u', doc: 'a CUDA array of the session (ARRAY_CREATE)' },
+  QCUDA_GNODE_KERNEL: { value: 1, c: '1u', doc: 'GRAPH_INSTANTIATE node types: a kernel (handle: the function; params at param_off)' },
+  QCUDA_GNODE_MEMCPY: { value: 2, c: '2u', doc: 'a copy of width x height x depth between device ranges (dst/src with pitch and rows)' },
+  QCUDA_GNODE_MEMSET: { value: 3, c: '3u', doc: 'width elements of elem bytes x height rows, pitch apart, set to value' },
+  QCUDA_GNODE_EMPTY: { value: 4, c: '4u', doc: 'nothing (an ordering point)' },
+  QCUDA_GNODE_EVENT_RECORD: { value: 5, c: '5u', doc: 'records event handle' },
+  QCUDA_GNODE_EVENT_WAIT: { value: 6, c: '6u', doc: 'waits for event handle' },
+  QCUDA_GNODE_COND: { value: 7, c: '7u', doc: 'a conditional node: cond_type (cudaGraphCondType), size bodies, handle from GRAPH_COND_HANDLE' },
+  QCUDA_GRAPH_TOP: { value: 0xffffffff, c: '0xffffffffu', doc: 'a node\'s parent when it is in the graph itself, not in a conditional node\'s body' },
+  QCUDA_MAX_GRAPH_NODES: { value: 16384, doc: 'GRAPH_INSTANTIATE: nodes at most (bodies included), and as many edges' },
   QCUDA_MEM_HOST: { value: 2, c: '2u', doc: 'the request\'s data (guest memory)' },
   QCUDA_OUTPUT_STDERR: { value: 2, c: '2u', doc: 'failed device asserts and qcuda\'s notes of dropped output, for its stderr' },
 } as const satisfies Record<string, ConstantDecl>;
@@ -213,6 +222,27 @@ export const STRUCTS = {
       ['max_anisotropy', 'u32'], ['mipmap_filter_mode', 'u32'], ['mipmap_level_bias', 'u32', 'float bits'], ['min_lod', 'u32', 'float bits'],
       ['max_lod', 'u32', 'float bits'], ['border_color', 'u32[4]', 'float bits']],
   },
+  qcuda_args_graph_cond: {
+    fields: [['graph', 'u64', 'from GRAPH_CREATE'], ['default_value', 'u32'], ['flags', 'u32', 'cudaGraphCondAssignDefault or 0']],
+  },
+  qcuda_args_graph_instantiate: {
+    doc: 'The graph\'s nodes, staged as upload_id (MODULE_UPLOAD\'s staging): nodes structs qcuda_graph_node, then edges structs qcuda_graph_edge, then the kernels\' parameters; size bytes in all.',
+    fields: [['graph', 'u64', 'from GRAPH_CREATE: where the conditional handles live'], ['upload_id', 'u64'], ['size', 'u64'],
+      ['nodes', 'u32'], ['edges', 'u32']],
+  },
+  qcuda_graph_node: {
+    doc: 'A node of GRAPH_INSTANTIATE. Nodes come parents first: a body node\'s parent (a QCUDA_GNODE_COND node) has a lower index.',
+    fields: [['type', 'u32', 'QCUDA_GNODE_*'], ['parent', 'u32', 'index of the conditional node whose body holds it, or QCUDA_GRAPH_TOP'],
+      ['body', 'u32', 'which body of the parent'], ['param_bytes', 'u32', 'kernel'],
+      ['handle', 'u64', 'kernel: function; event nodes: event; conditional: its handle'],
+      ['dst', 'u64', 'memcpy, memset'], ['src', 'u64', 'memcpy'], ['pitch', 'u64', 'memcpy: dst pitch; memset'], ['src_pitch', 'u64'],
+      ['rows', 'u64', 'memcpy: dst rows per slice'], ['src_rows', 'u64'], ['width', 'u64', 'memcpy: bytes; memset: elements'],
+      ['height', 'u64'], ['depth', 'u64', 'memcpy'], ['param_off', 'u64', 'kernel: where its parameters start, after the edges'],
+      ['grid', 'u32[3]'], ['block', 'u32[3]'], ['shared_mem', 'u32'], ['value', 'u32', 'memset'], ['elem', 'u32', 'memset: 1, 2 or 4'],
+      ['cond_type', 'u32', 'cudaGraphCondType'], ['size', 'u32', 'conditional: bodies'], ['reserved', 'u32']],
+  },
+  qcuda_graph_edge: { fields: [['from', 'u32'], ['to', 'u32', 'from < to, both in the same body']] },
+  qcuda_args_graph_launch: { fields: [['exec', 'u64', 'from GRAPH_INSTANTIATE'], ['stream', 'u64']] },
   qcuda_out_output_read: { fields: [['kind', 'u32', 'QCUDA_OUTPUT_*; 0 when nothing was waiting'], ['more', 'u32', '1: more output is waiting']] },
 } as const satisfies Record<string, StructDecl>;
 
@@ -534,6 +564,20 @@ export const CALLS = {
     cmd: 151, side: 'context', args: 'qcuda_args_mipmap_level', doc: 'cudaGetMipmappedArrayLevel: the level as an array of the session (freed with its mipmapped array)', value: 'the level\'s array handle',
   },
   MIPMAP_DESTROY: { cmd: 152, side: 'context', args: 'qcuda_args_handle', doc: 'cudaFreeMipmappedArray' },
+
+  GRAPH_CREATE: {
+    cmd: 170, side: 'context',
+    doc: 'Graphs with conditional nodes run as CUDA graphs of the session\'s context (a kernel sets a condition through the driver): GRAPH_CREATE makes the graph their handles belong to, GRAPH_COND_HANDLE a handle, GRAPH_INSTANTIATE an executable graph of nodes, GRAPH_LAUNCH runs it; other graphs the library runs itself',
+    value: 'the graph handle',
+  },
+  GRAPH_DESTROY: { cmd: 171, side: 'context', args: 'qcuda_args_handle', doc: 'its executable graphs live on' },
+  GRAPH_COND_HANDLE: { cmd: 172, side: 'context', args: 'qcuda_args_graph_cond', doc: 'cudaGraphConditionalHandleCreate', value: 'the handle, as kernels take it' },
+  GRAPH_INSTANTIATE: { cmd: 173, side: 'context', args: 'qcuda_args_graph_instantiate', doc: 'cudaGraphInstantiate', value: 'the executable graph handle' },
+  GRAPH_EXEC_DESTROY: { cmd: 174, side: 'context', args: 'qcuda_args_handle', doc: '' },
+  GRAPH_LAUNCH: {
+    cmd: 175, side: 'context', args: 'qcuda_args_graph_launch', stream: 'stream', handles: { stream: 'stream' },
+    doc: 'enqueued, not waited for',
+  },
 
   BATCH: {
     cmd: 54,
