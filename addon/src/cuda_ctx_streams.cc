@@ -35,6 +35,7 @@ void WaitForStream(Job &job, cu::Stream s) {
   CtxCore *c = job.ctx.get();
   cu::Event e = c->AcquireEvent(job);
   if (e != nullptr && job.Check(cu::api().EventRecord(e, s), "cuEventRecord")) {
+    job.ready = [e] { return cu::api().EventQuery(e) != cu::kNotReady; };
     job.wait = [c, e](Job &jb) {
       WaitEvent(jb, e);
       c->ReleaseEvent(e);
@@ -46,9 +47,34 @@ void WaitForStream(Job &job, cu::Stream s) {
   job.wait = [](Job &jb) { jb.Check(cu::api().CtxSynchronize(), "cuCtxSynchronize"); };
 }
 
+// The whole context: cuCtxSynchronize, which has no query; an event recorded
+// on each stream (and the NULL stream) tells when it would return at once.
+// Past a few streams the marks cost more than a hop: no inline poll then.
 QCUDA_CONTEXT_METHOD(synchronize, ctx, info) {
   return ctx.Submit(info, Where::kInlineWhenIdle, [](Job &job) {
-    job.wait = [](Job &jb) { jb.Check(cu::api().CtxSynchronize(), "cuCtxSynchronize"); };
+    constexpr size_t kMostMarks = 16;
+    CtxCore *c = job.ctx.get();
+    auto marks = std::make_shared<std::vector<cu::Event>>();
+    bool all = c->streams.size() < kMostMarks;
+    Job scratch;  // a mark that cannot be made fails nothing: the wait is the same without it
+    auto mark = [&](cu::Stream s) {
+      cu::Event e = all ? c->AcquireEvent(scratch) : nullptr;
+      if (e != nullptr && cu::api().EventRecord(e, s) == cu::kSuccess) return marks->push_back(e);
+      if (e != nullptr) c->ReleaseEvent(e);
+      all = false;
+    };
+    mark(nullptr);
+    for (auto &s : c->streams) mark(s.second);
+    if (all)
+      job.ready = [marks] {
+        for (cu::Event e : *marks)
+          if (cu::api().EventQuery(e) == cu::kNotReady) return false;
+        return true;
+      };
+    job.wait = [c, marks](Job &jb) {
+      jb.Check(cu::api().CtxSynchronize(), "cuCtxSynchronize");
+      for (cu::Event e : *marks) c->ReleaseEvent(e);
+    };
   });
 }
 
@@ -217,6 +243,7 @@ QCUDA_CONTEXT_METHOD(eventSynchronize, ctx, info) {
   return ctx.Submit(info, Where::kInlineWhenIdle, [eid](Job &job) {
     std::shared_ptr<Ev> e = job.ctx->LookupEvent(job, eid);
     if (!e) return;
+    job.ready = [e] { return cu::api().EventQuery(e->ev) != cu::kNotReady; };
     job.wait = [e](Job &jb) { jb.Check(cu::api().EventSynchronize(e->ev), "cuEventSynchronize"); };
   });
 }

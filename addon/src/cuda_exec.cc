@@ -1,4 +1,6 @@
 // Context threads, the waiter pool and the way back to the JS thread (see cuda_exec.h).
+#include <atomic>
+#include <chrono>
 #include "cuda_exec.h"
 
 #include <algorithm>
@@ -398,7 +400,36 @@ CtxCore::SubmitResult CtxCore::Submit(Job *j, bool inlineOk) {
   return SubmitResult::kInline;
 }
 
+namespace {
+std::atomic<int64_t> g_inlineWaitNs{0};
+std::atomic<uint64_t> g_inlineDone{0}, g_inlineHandedOn{0}, g_inlinePollNs{0};
+
+// Polls j->ready for up to the inline wait; true if it became ready (then the wait returns at once).
+bool PollInline(Job *j) {
+  const int64_t budget = g_inlineWaitNs.load(std::memory_order_relaxed);
+  if (budget <= 0 || !j->ready) return false;
+  const auto t0 = std::chrono::steady_clock::now();
+  bool ok = j->ready();
+  while (!ok && std::chrono::steady_clock::now() - t0 < std::chrono::nanoseconds(budget)) ok = j->ready();
+  g_inlinePollNs += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  (ok ? g_inlineDone : g_inlineHandedOn)++;
+  return ok;
+}
+}  // namespace
+
+void SetInlineWait(int64_t ns) { g_inlineWaitNs = ns > 0 ? ns : 0; }
+
+InlineWaitStats GetInlineWaitStats() {
+  InlineWaitStats s;
+  s.done = g_inlineDone, s.handedOn = g_inlineHandedOn, s.pollNs = g_inlinePollNs;
+  return s;
+}
+
 void CtxCore::AfterRun(Job *j, bool onJsThread) {
+  if (j->wait && onJsThread && PollInline(j)) {
+    j->wait(*j);  // returns at once: what it waits for is done (it still reports errors, flushes output)
+    j->wait = nullptr;
+  }
   if (j->wait) {
     if (onJsThread) env->AddPending();
     {

@@ -81,6 +81,10 @@ struct Job {
   std::shared_ptr<CtxCore> ctx;       // null for jobs that need no context
   std::function<void(Job &)> run;     // phase 1 (ordered)
   std::function<void(Job &)> wait;    // phase 2 (waiter pool); run may set it
+  // Optional with wait: whether wait would return at once (non-blocking). A
+  // job run on the JS thread polls it for a while before handing wait to the
+  // pool (SetInlineWait): a short wait then costs no thread hop at all.
+  std::function<bool()> ready;
   std::function<void(Job &)> onMain;  // JS thread, before the promise settles
   bool exitThread = false;            // the context thread ends after this job
 
@@ -146,6 +150,19 @@ struct WaiterStats {
   uint64_t spawnFailures = 0;  // thread creations that failed
 };
 WaiterStats GetWaiterStats();
+/**
+ * How long a job run on the JS thread polls its ready() before its wait goes
+ * to the pool (0, the default: never). For a process whose JS thread serves
+ * one guest process (a session's worker), where blocking it briefly is what
+ * a native program's thread does; not for a backend serving many.
+ */
+void SetInlineWait(int64_t ns);
+struct InlineWaitStats {
+  uint64_t done = 0;     // waits that ended while polled on the JS thread
+  uint64_t handedOn = 0; // waits still running after the poll, handed to the pool
+  uint64_t pollNs = 0;   // time spent polling, all waits
+};
+InlineWaitStats GetInlineWaitStats();
 int WaiterThreads();
 
 struct Ev {

@@ -185,7 +185,20 @@ Napi::Value Stats(const Napi::CallbackInfo &info) {
   o.Set("waiterQueued", static_cast<double>(w.queued));
   o.Set("waiterSpawnFailures", static_cast<double>(w.spawnFailures));
   o.Set("pending", State(env)->pending);
+  InlineWaitStats iw = GetInlineWaitStats();
+  o.Set("inlineWaitsDone", static_cast<double>(iw.done));
+  o.Set("inlineWaitsHandedOn", static_cast<double>(iw.handedOn));
+  o.Set("inlinePollNs", static_cast<double>(iw.pollNs));
   return o;
+}
+
+// setInlineWait(us): how long a wait run on the JS thread polls before going to the pool (cuda_exec.h).
+Napi::Value SetInlineWaitJs(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  double d = info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
+  if (!(d >= 0 && d <= 1e6)) throw Napi::RangeError::New(env, "the inline wait must be 0 to 1000000 microseconds");
+  SetInlineWait(static_cast<int64_t>(d * 1000));
+  return env.Undefined();
 }
 
 // checkModuleImage(image) -> "" or why moduleLoad would refuse the image (cuda_image.h); needs no driver.
@@ -226,6 +239,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("describe", Napi::Function::New(env, Describe));
   exports.Set("stats", Napi::Function::New(env, Stats));
   exports.Set("setWaiterLimit", Napi::Function::New(env, SetWaiterLimitJs));
+  exports.Set("setInlineWait", Napi::Function::New(env, SetInlineWaitJs));
   exports.Set("checkModuleImage", Napi::Function::New(env, CheckModuleImageJs));
   exports.Set("MODULE_IMAGE_PADDING", Napi::Number::New(env, static_cast<double>(kImagePadding)));
   exports.Set("DEFAULT_WAITER_LIMIT", Napi::Number::New(env, kDefaultWaiterLimit));

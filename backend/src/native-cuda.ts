@@ -178,7 +178,11 @@ export interface CudaNative {
    * may have; waiterPeak: the most it has had at once; waiterQueued: waits waiting for a thread;
    * waiterSpawnFailures: thread creations that failed; pending: this environment's unsettled jobs.
    */
-  stats(): { waiterThreads: number; waiterLimit: number; waiterPeak: number; waiterQueued: number; waiterSpawnFailures: number; pending: number };
+  stats(): {
+    waiterThreads: number; waiterLimit: number; waiterPeak: number; waiterQueued: number; waiterSpawnFailures: number; pending: number;
+    /** Waits that ended while polled on the JS thread, those handed on to a waiter thread after the poll, and the time polled (setInlineWait). */
+    inlineWaitsDone: number; inlineWaitsHandedOn: number; inlinePollNs: number;
+  };
   /**
    * The most waiter threads (blocking synchronizes) this process may have, 1..4096 (default
    * DEFAULT_WAITER_LIMIT, 64); throws RangeError otherwise. Past it, waits queue for a free thread.
@@ -186,6 +190,13 @@ export interface CudaNative {
    * cudaErrorOperatingSystem (304) when there are none.
    */
   setWaiterLimit(n: number): void;
+  /**
+   * How long (microseconds, 0..1e6; default 0) a synchronize, blocking copy or
+   * event wait run on the JS thread polls the GPU before its wait goes to a
+   * waiter thread: a wait that ends within it costs no thread hop. For a
+   * process whose JS thread serves one guest process.
+   */
+  setInlineWait(us: number): void;
   /** '' when moduleLoad() would pass the image on to the driver, else why it refuses it (no driver needed). */
   checkModuleImage(image: Uint8Array): string;
   readonly DEFAULT_WAITER_LIMIT: number;

@@ -179,3 +179,32 @@ try {
   t.is(c.threads, 0);
   t.is(c.pending, 0);
 });
+
+// A session's worker polls a short wait on its own thread (setInlineWait):
+// a wait whose work is done ends there, with no waiter thread; one still
+// running after the poll goes to the pool as before and still completes.
+test.serial('with an inline wait, a wait that is over ends on the JS thread; a longer one is handed to the pool', async (t) => {
+  const { ctx, hold } = await holdingContext();
+  try {
+    t.throws(() => n.setInlineWait(-1), { instanceOf: RangeError });
+    n.setInlineWait(200);
+    const before = n.stats();
+    await ctx.synchronize();
+    await ctx.streamSynchronize(0);
+    const ev = await ctx.eventCreate(0);
+    await ctx.eventRecord(ev, 0);
+    await ctx.eventSynchronize(ev);
+    const idle = n.stats();
+    t.is(idle.inlineWaitsDone - before.inlineWaitsDone, 3, 'three waits on idle work ended inline');
+    t.is(idle.inlineWaitsHandedOn, before.inlineWaitsHandedOn);
+    t.true(idle.inlinePollNs >= before.inlinePollNs);
+    await ctx.launch(hold.id, ONE, ONE, 0, 0, i32(300));
+    const t0 = Date.now();
+    await ctx.synchronize();
+    t.true(Date.now() - t0 >= 250, 'the synchronize still waited for the kernel');
+    t.is(n.stats().inlineWaitsHandedOn - idle.inlineWaitsHandedOn, 1, 'the long wait went to the pool after its poll');
+  } finally {
+    n.setInlineWait(0);
+    await ctx.destroy();
+  }
+});

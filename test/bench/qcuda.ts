@@ -11,9 +11,11 @@
 // ($QCUDA_KERNELS_FATBIN, dist/test/qcuda/fixtures/kernels.fatbin, or nvcc).
 // --isolation (the backend's; default process: each session's context in a
 // worker process, one IPC hop more per call) says which backend is measured.
+// --inline-wait (the backend's, microseconds) sets how long a worker polls a
+// short wait on its own thread (0: every wait goes to a waiter thread).
 // --chunk-mib sets the size of a transfer's requests (default QCUDA_CHUNK, as
 // the guest driver sends them), to see what the request size costs.
-//   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--isolation process|none] [--mib 256] [--chunk-mib 16] [--launches 100000]
+//   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--isolation process|none] [--mib 256] [--chunk-mib 16] [--launches 100000] [--inline-wait US]
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -31,6 +33,7 @@ const PROVIDER = arg('--provider', 'auto') as ProviderKind;
 const ISOLATION = arg('--isolation', 'process');
 const BIG = Number(arg('--mib', '256')) << 20;
 const LAUNCHES = Number(arg('--launches', '100000'));
+const INLINE_WAIT = arg('--inline-wait', '');
 const CHUNK = Number(arg('--chunk-mib', String(QCUDA_CHUNK >> 20))) << 20;
 const dist = path.resolve(__dirname, '..', '..');
 
@@ -137,7 +140,7 @@ function mustOk(what: string) {
 async function main(): Promise<void> {
   // Backend path: harness -> backend process -> provider.
   const [mine, theirs] = native.socketPair();
-  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=qcuda', '--queues=4', `--provider=${PROVIDER}`, `--isolation=${ISOLATION}`],
+  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=qcuda', '--queues=4', `--provider=${PROVIDER}`, `--isolation=${ISOLATION}`, ...(INLINE_WAIT ? [`--inline-wait=${INLINE_WAIT}`] : [])],
     { stdio: ['ignore', 'inherit', 'inherit', theirs] });
   native.close(theirs);
   const mem = new GuestMemory([{ gpa: 0n, size: 64 << 20 }, { gpa: 1n << 32n, size: 2 * BIG + (64 << 20) }]);
@@ -162,7 +165,13 @@ async function main(): Promise<void> {
   const image = PROVIDER !== 'host' ? fixtureFatbin() : undefined;
   const hello = await c.call(Cmd.HELLO, { args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }], out: 'qcuda_out_hello' });
   const gpu = hello.status === 0 && ((hello.out!.capabilities as bigint) & 1n) === 1n;
-  const launches = gpu && image ? await postedLaunchRate(c, mem, await loadFunction(c, mem, image, 'nop'), LAUNCHES) : undefined;
+  const nop = gpu && image ? await loadFunction(c, mem, image, 'nop') : undefined;
+  const launches = nop !== undefined ? await postedLaunchRate(c, mem, nop, LAUNCHES) : undefined;
+  const launchArgs = nop !== undefined ? encode('qcuda_args_launch', { func: nop, stream: 0n, grid: gridOf(1), block: gridOf(1), shared_mem: 0, param_bytes: 0 }) : undefined;
+  const launchSync = launchArgs !== undefined ? await lat('backend launch+sync', 2000, async () => {
+    mustOk('launch')((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs })).status);
+    mustOk('sync')((await c.call(Cmd.DEVICE_SYNC)).status);
+  }) : undefined;
   fe.close();
   await new Promise((r) => child.once('exit', r));
 
@@ -184,10 +193,15 @@ async function main(): Promise<void> {
     d2h: await gbps('direct d2h', BIG, () => ctx.copyFromDevice(seg(BIG, BIG), dptr, undefined)),
   };
   let directLaunches: number | undefined;
+  let directLaunchSync: number | undefined;
   if (launches !== undefined && image) {
     const mod = (await ctx.moduleLoad(image)).ref;
     const f = await ctx.functionGet(mod, 'nop', 256);
     directLaunches = await directLaunchRate(ctx, f.ref, LAUNCHES);
+    directLaunchSync = await lat('direct launch+sync', 2000, async () => {
+      await ctx.launch(f.ref, [1, 1, 1], [1, 1, 1], 0, undefined, new Uint8Array(0));
+      await ctx.synchronize();
+    });
   }
   await ctx.destroy();
   await provider.unregisterGuestMemory(region.address);
@@ -197,15 +211,16 @@ async function main(): Promise<void> {
 
   const r = (what: string, v: number, b: number, unit: string, higherIsBetter: boolean): Row =>
     ({ what, value: v, unit, baseline: b, ratio: higherIsBetter ? v / b : b / v });
-  report(`qcuda backend path (isolation ${ISOLATION}, transfers in ${CHUNK >> 20} MiB requests) vs the provider called directly (${note})`, [
+  report(`qcuda backend path (isolation ${ISOLATION}${INLINE_WAIT ? `, inline wait ${INLINE_WAIT} us` : ''}, transfers in ${CHUNK >> 20} MiB requests) vs the provider called directly (${note})`, [
     r('cudaDeviceSynchronize round trip', be.sync, base.sync, 'us', false),
     r('4 B H2D copy', be.h2d4, base.h2d4, 'us', false),
     r('4 B D2H copy', be.d2h4, base.d2h4, 'us', false),
     r('64 KiB H2D copy', be.h2d64k, base.h2d64k, 'us', false),
     r(`${BIG >> 20} MiB H2D`, be.h2d, base.h2d, 'GB/s', true),
     r(`${BIG >> 20} MiB D2H`, be.d2h, base.d2h, 'GB/s', true),
+    ...(launchSync !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize', launchSync, directLaunchSync, 'us', false)] : []),
     ...(launches !== undefined && directLaunches !== undefined ? [r('async null-kernel launches (batched)', launches, directLaunches, '/s', true)] : []),
-  ], { provider: note, isolation: ISOLATION, chunkMiB: CHUNK >> 20, ratio: 'backend figure relative to the direct one (1.0 = no overhead)' });
+  ], { provider: note, isolation: ISOLATION, inlineWaitUs: INLINE_WAIT || 'default', chunkMiB: CHUNK >> 20, ratio: 'backend figure relative to the direct one (1.0 = no overhead)' });
 }
 
 main().then(() => process.exit(0), (e) => {

@@ -23,8 +23,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 say "accel: $(grep -qwE 'vmx|svm' /proc/cpuinfo && [ -w /dev/kvm ] && echo kvm || echo tcg)"
 
 status=0
-# PARTS picks sections (default all): provider hostile guest libcuda cublas torch managed bench.
-PARTS=${PARTS:-provider hostile guest libcuda cublas torch managed bench}
+# PARTS picks sections (default all): provider hostile guest libcuda cublas torch managed bench latency.
+PARTS=${PARTS:-provider hostile guest libcuda cublas torch managed bench latency}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 # PROGRAMS (default all) picks the guest programs the guest and libcuda parts run.
 picked() { [ -z "${PROGRAMS:-}" ] || [[ " $PROGRAMS " == *" ${1%_static} "* ]]; }
@@ -256,6 +256,18 @@ vs_native() {
   ' "$LOGS/copy_bench.native.json" "$LOGS/qcuda.bench" "$LOGS/qcuda-none.bench" 2>&1
 }
 say "256 MiB pinned copies, backend harness vs the native program: $(vs_native)"
+fi
+if part latency; then
+say "== call latency: the harness (isolation process) with a worker's inline wait off (0) and on (default), native programs of the same run =="
+LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/copy_bench" > "$LOGS/lat.copy.native.json" 2>&1
+LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/launch_bench" 2000 > "$LOGS/lat.launch.native.json" 2>&1
+say "native: $(cat "$LOGS/lat.copy.native.json") $(cat "$LOGS/lat.launch.native.json")"
+for run in 1 2; do
+  for w in 0 default; do
+    timeout 240 node "$app/dist/test/bench/qcuda.js" --mib 64 --launches 20000 $([ $w = default ] || echo --inline-wait $w) > "$LOGS/lat.$w.$run.bench" 2>&1
+    say "run $run, inline wait $w: $(grep '^JSON ' "$LOGS/lat.$w.$run.bench" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const j=JSON.parse(s.slice(5));console.log(j.rows.map(r=>`${r.what} ${+r.value.toFixed(2)} ${r.unit} (direct ${+r.baseline.toFixed(2)})`).join("; "))}catch{console.log("no result")}})')"
+  done
+done
 fi
 say "overall: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status

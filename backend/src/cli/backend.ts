@@ -5,7 +5,7 @@
 import { parseArgs } from 'node:util';
 import { DEVICES } from '../devices';
 import { DEFAULT_LIMITS, type VmLimits } from '../qcuda/limits';
-import { parseSize, type ProviderKind } from '../qcuda/providers';
+import { DEFAULT_INLINE_WAIT_US, parseSize, type ProviderKind } from '../qcuda/providers';
 import { stderrLogger, VhostUserServer } from '../vhost-user';
 
 const HELP = `Usage: qcuda-backend (--socket-path=PATH | --fd=FDNUM) [options]
@@ -65,6 +65,12 @@ that would pass it fails with the CUDA error named, nothing grows):
   --waiter-threads=N      threads of the cuda addon that wait for the GPU
                           (blocking synchronizes), per process: this one and
                           each worker (default ${DEFAULT_LIMITS.waiterThreads}); more waits queue for one
+  --inline-wait=US        with --isolation=process: how long a guest process's
+                          worker polls the GPU on its own thread for a
+                          synchronize, blocking copy or event wait before
+                          handing it to a waiter thread (default ${DEFAULT_INLINE_WAIT_US};
+                          0: never); the CPU time of a short wait, for no
+                          thread hop
   --host-map-pieces=N     pieces of guest memory mapped for the GPU at once
                           (pinned, mapped and managed memory; a piece is a
                           run of physically adjacent guest pages), all
@@ -113,6 +119,7 @@ async function main(): Promise<void> {
         'deferred-limit': { type: 'string' },
         'log-rate': { type: 'string' },
         'waiter-threads': { type: 'string' },
+        'inline-wait': { type: 'string' },
         'host-map-pieces': { type: 'string' },
         'print-capabilities': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -168,6 +175,7 @@ async function main(): Promise<void> {
   try {
     const device = await kind.create({
       queues, provider: args.provider as ProviderKind, gpu, memoryLimit, limits, isolation: args.isolation as 'process' | 'none',
+      inlineWaitUs: args['inline-wait'] === undefined ? undefined : nonNegativeInt('inline-wait', args['inline-wait'], 1_000_000),
       log: (line) => process.stderr.write(`qcuda-backend: ${line}\n`),
     });
     // The library's own lines (a frontend's failed requests, rate-limited;

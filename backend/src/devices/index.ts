@@ -15,6 +15,8 @@ export interface DeviceOptions {
   limits?: Partial<VmLimits>;
   /** cuda provider: 'process' (default) runs each guest process's context in a worker process of its own. */
   isolation?: 'process' | 'none';
+  /** cuda, isolation process: how long a worker polls for a short wait on its own thread (ProviderSetup.inlineWaitUs). */
+  inlineWaitUs?: number;
   /** Where to say which provider was chosen. */
   log?: (line: string) => void;
 }
@@ -26,7 +28,7 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       let device: QcudaDevice | undefined;
       // The host provider reads mapped guest memory through the device, which exists by the time it asks.
       const { provider, note } = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len) },
-        { isolate: (o.isolation ?? 'process') === 'process', captureOutput: true, waiterThreads: o.limits?.waiterThreads });
+        { isolate: (o.isolation ?? 'process') === 'process', captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs });
       o.log?.(note);
       // All contexts in one process (isolation none, or a host provider: no
       // kernels, no context to share) can address one another's device

@@ -44,6 +44,11 @@ export function setWaiterThreads(n: number): void {
   addon().setWaiterLimit(n);
 }
 
+/** How long a wait run on this process's JS thread polls before going to a waiter thread (ProviderSetup.inlineWaitUs). */
+export function setInlineWait(us: number): void {
+  addon().setInlineWait(us);
+}
+
 /** Whether the cuda provider can run here, and if not why (for --provider auto). Runs cuInit once: can take a second. */
 export function cudaAvailable(): { ok: boolean; reason: string } {
   const p = addon().probe();

@@ -37,7 +37,18 @@ export interface ProviderSetup {
   captureOutput?: boolean;
   /** cuda: the addon's waiter threads per process, this one's and each worker's (VmLimits.waiterThreads). */
   waiterThreads?: number;
+  /**
+   * cuda with isolate: how long a session's worker polls the GPU on its own
+   * thread for a synchronize, a blocking copy or an event wait before handing
+   * the wait to a waiter thread (DEFAULT_INLINE_WAIT_US; 0: never). A worker
+   * serves one guest process, whose thread would block there natively; a
+   * short wait then takes no thread hop.
+   */
+  inlineWaitUs?: number;
 }
+
+/** A worker's inline wait unless told otherwise: a small copy or a short kernel ends within it. */
+export const DEFAULT_INLINE_WAIT_US = 50;
 
 export async function createProvider(kind: ProviderKind, gpu: number, host: HostProviderOptions = {}, setup: ProviderSetup = {}): Promise<ProviderChoice> {
   if (kind === 'host') return { provider: new HostProvider(host), note: 'host-memory provider (no GPU)' };
@@ -53,7 +64,7 @@ export async function createProvider(kind: ProviderKind, gpu: number, host: Host
   if (avail.ok && cuda && setup.isolate) {
     const local = await cuda.createCudaProvider(gpu, { captureOutput: false });
     return {
-      provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads } }),
+      provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads, inlineWaitUs: setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US } }),
       note: `cuda provider on GPU ${gpu}, a worker process per guest process`,
     };
   }

@@ -9,6 +9,8 @@ export interface WorkerOptions {
   gpu: number;
   /** The addon's waiter threads (blocking waits) in the worker: VmLimits.waiterThreads. */
   waiterThreads?: number;
+  /** How long the worker polls a short wait on its own thread (ProviderSetup.inlineWaitUs). */
+  inlineWaitUs?: number;
 }
 
 export type ToWorker =

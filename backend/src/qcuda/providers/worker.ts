@@ -70,8 +70,9 @@ function guestView(addr: bigint, len: number): Uint8Array[] {
 
 async function createLocal(o: WorkerOptions): Promise<Provider> {
   if (o.kind === 'host') return new HostProvider({ guestView });
-  const { createCudaProvider, setWaiterThreads } = require('./cuda') as typeof import('./cuda');
+  const { createCudaProvider, setWaiterThreads, setInlineWait } = require('./cuda') as typeof import('./cuda');
   if (o.waiterThreads !== undefined) setWaiterThreads(o.waiterThreads);
+  if (o.inlineWaitUs !== undefined) setInlineWait(o.inlineWaitUs);
   // This process serves one session: its stdout and stderr are that session's device output.
   return createCudaProvider(o.gpu, { captureOutput: true });
 }
