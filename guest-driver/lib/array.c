@@ -878,6 +878,59 @@ ARRAY2D(cudaMemcpy2DArrayToArray, (cudaArray_t dst, size_t wOffsetDst, size_t hO
 ARRAY2D(cudaMemcpy2DArrayToArray_ptds, (cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t width, size_t height, enum cudaMemcpyKind kind),
 	array_to_array2d(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, width, height, kind, 1))
 
+static size_t min3(size_t a, size_t b, size_t c)
+{
+	size_t m = a < b ? a : b;
+
+	return m < c ? m : c;
+}
+
+/*
+ * The deprecated cudaMemcpyArrayToArray: count bytes from (ws bytes, hs) of
+ * src on, in row order, to dst from (wd bytes, hd) on. Pieces end where a
+ * row of either array does; where both start rows of one length, whole rows
+ * go as one 2D copy.
+ */
+static cudaError_t array_to_array(cudaArray_t dst, size_t wd, size_t hd, cudaArray_const_t src, size_t ws,
+				  size_t hs, size_t count, enum cudaMemcpyKind kind, int ptds)
+{
+	struct qc_array *da, *sa;
+	size_t drow, srow, done = 0;
+	cudaError_t e = live_array(dst, &da);
+
+	if (e == cudaSuccess)
+		e = live_array(src, &sa);
+	if (e == cudaSuccess && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+		e = cudaErrorInvalidMemcpyDirection;
+	if (e != cudaSuccess)
+		return e;
+	drow = da->width * da->elem, srow = sa->width * sa->elem;
+	if (count && (wd >= drow || ws >= srow))
+		return cudaErrorInvalidValue;
+	while (e == cudaSuccess && done < count) {
+		struct qc_side d = { .array = da, .x = wd, .y = hd }, r = { .array = sa, .x = ws, .y = hs };
+		size_t w, h = 1;
+
+		if (!wd && !ws && drow == srow && count - done >= drow)
+			w = drow, h = (count - done) / drow;
+		else
+			w = min3(drow - wd, srow - ws, count - done);
+		e = qc_copy3d(&d, &r, w, h, 1, kind, NULL, 0, ptds);
+		done += w * h;
+		wd += w, ws += w;
+		if (wd == drow)
+			wd = 0, hd += h;
+		if (ws == srow)
+			ws = 0, hs += h;
+	}
+	return e;
+}
+
+ARRAY2D(cudaMemcpyArrayToArray, (cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t count, enum cudaMemcpyKind kind),
+	array_to_array(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, count, kind, 0))
+ARRAY2D(cudaMemcpyArrayToArray_ptds, (cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t count, enum cudaMemcpyKind kind),
+	array_to_array(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, count, kind, 1))
+
 /*
  * The deprecated 1D array copies: count bytes from (wOffset bytes, hOffset)
  * on, in row order (a partial first row, whole rows, a partial last row).
@@ -992,6 +1045,140 @@ QC_API cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStre
 }
 
 ARRAY2D(cudaMemcpy3DAsync_ptsz, (const struct cudaMemcpy3DParms *p, cudaStream_t stream), copy3d_parms(p, stream, 1, 1))
+
+/* Device memory is one address space (unified addressing), and a guest
+ * process has one device at a time: a 3D copy between two existing
+ * devices' memory is cudaMemcpy3D's device-to-device copy. */
+static cudaError_t copy3d_peer(const struct cudaMemcpy3DPeerParms *p, cudaStream_t s, int async, int ptds)
+{
+	struct cudaMemcpy3DParms q;
+	cudaError_t e = qc_init();
+
+	if (e != cudaSuccess)
+		return e;
+	if (!p)
+		return cudaErrorInvalidValue;
+	if (p->srcDevice < 0 || p->srcDevice >= qc.device_count || p->dstDevice < 0 ||
+	    p->dstDevice >= qc.device_count)
+		return cudaErrorInvalidDevice;
+	memset(&q, 0, sizeof(q));
+	q.srcArray = p->srcArray, q.srcPos = p->srcPos, q.srcPtr = p->srcPtr;
+	q.dstArray = p->dstArray, q.dstPos = p->dstPos, q.dstPtr = p->dstPtr;
+	q.extent = p->extent;
+	q.kind = cudaMemcpyDeviceToDevice;
+	return copy3d_parms(&q, s, async, ptds);
+}
+
+ARRAY2D(cudaMemcpy3DPeer, (const struct cudaMemcpy3DPeerParms *p), copy3d_peer(p, NULL, 0, 0))
+ARRAY2D(cudaMemcpy3DPeer_ptds, (const struct cudaMemcpy3DPeerParms *p), copy3d_peer(p, NULL, 0, 1))
+ARRAY2D(cudaMemcpy3DPeerAsync, (const struct cudaMemcpy3DPeerParms *p, cudaStream_t stream), copy3d_peer(p, stream, 1, 0))
+ARRAY2D(cudaMemcpy3DPeerAsync_ptsz, (const struct cudaMemcpy3DPeerParms *p, cudaStream_t stream), copy3d_peer(p, stream, 1, 1))
+
+/* One operand of a cudaMemcpy3DBatchAsync copy as a side: a pointer (rows
+ * of rowLength elements, layers of layerHeight rows; 0: as tight as the
+ * extent) or an array at an offset in elements. elem: the copy's element. */
+static cudaError_t batch_side(const struct cudaMemcpy3DOperand *o, const struct cudaExtent *ext, size_t elem,
+			      struct qc_side *out)
+{
+	struct qc_array *a;
+	size_t row;
+	cudaError_t e;
+
+	switch (o->type) {
+	case cudaMemcpyOperandTypePointer:
+		if ((o->op.ptr.rowLength && o->op.ptr.rowLength < ext->width) ||
+		    (o->op.ptr.layerHeight && o->op.ptr.layerHeight < ext->height))
+			return cudaErrorInvalidValue;
+		if (__builtin_mul_overflow(o->op.ptr.rowLength ? o->op.ptr.rowLength : ext->width, elem, &row))
+			return cudaErrorInvalidValue;
+		*out = (struct qc_side){ .ptr = o->op.ptr.ptr, .pitch = row,
+					 .rows = o->op.ptr.layerHeight ? o->op.ptr.layerHeight : ext->height };
+		return cudaSuccess;
+	case cudaMemcpyOperandTypeArray:
+		if ((e = live_array(o->op.array.array, &a)) != cudaSuccess)
+			return e;
+		if (o->op.array.offset.x > SIZE_MAX / a->elem)
+			return cudaErrorInvalidValue;
+		*out = (struct qc_side){ .array = a, .x = o->op.array.offset.x * a->elem,
+					 .y = o->op.array.offset.y, .z = o->op.array.offset.z };
+		return cudaSuccess;
+	default:
+		return cudaErrorInvalidValue;
+	}
+}
+
+/* An operand's array, or NULL for a pointer (or a bad operand: batch_side says). */
+static struct qc_array *batch_array(const struct cudaMemcpy3DOperand *o)
+{
+	return o->type == cudaMemcpyOperandTypeArray ? qc_array_lookup(o->op.array.array) : NULL;
+}
+
+/* One copy of a batch, checked, as two sides and a width in bytes: the
+ * extent is in elements, a byte for pointers on both sides, else the
+ * array's (two arrays must have the same). The access order and the flag
+ * are hints here. */
+static cudaError_t batch_prepare(const struct cudaMemcpy3DBatchOp *op, struct qc_side *d, struct qc_side *r,
+				 size_t *width)
+{
+	struct qc_array *sa = batch_array(&op->src), *da = batch_array(&op->dst);
+	size_t elem = sa ? sa->elem : da ? da->elem : 1;
+	cudaError_t e;
+
+	if (!op->extent.width || !op->extent.height || !op->extent.depth ||
+	    op->srcAccessOrder < cudaMemcpySrcAccessOrderStream || op->srcAccessOrder > cudaMemcpySrcAccessOrderAny ||
+	    (op->flags & ~(unsigned int)cudaMemcpyFlagPreferOverlapWithCompute) || (sa && da && sa->elem != da->elem) ||
+	    op->extent.width > SIZE_MAX / elem)
+		return cudaErrorInvalidValue;
+	e = batch_side(&op->src, &op->extent, elem, r);
+	if (e == cudaSuccess)
+		e = batch_side(&op->dst, &op->extent, elem, d);
+	*width = op->extent.width * elem;
+	return e;
+}
+
+/* Every copy is checked before the first is queued; each goes as its own
+ * cudaMemcpy3DAsync. The legacy NULL stream is refused, as CUDA 13 says.
+ * *fail: the copy that failed, SIZE_MAX for an error of no one copy. */
+cudaError_t qc_memcpy3d_batch(size_t n, const struct cudaMemcpy3DBatchOp *ops, unsigned long long flags,
+			      cudaStream_t s, int ptds, size_t *fail)
+{
+	struct qc_side d, r;
+	size_t w;
+	cudaError_t e = qc_ready();
+
+	*fail = SIZE_MAX;
+	if (e != cudaSuccess)
+		return e;
+	if (!n || !ops || flags || s == cudaStreamLegacy || (!s && !ptds))
+		return cudaErrorInvalidValue;
+	if (!qc_stream_known(s, ptds))
+		return cudaErrorInvalidResourceHandle;
+	for (size_t i = 0; i < n && e == cudaSuccess; i++)
+		if ((e = batch_prepare(&ops[i], &d, &r, &w)) != cudaSuccess)
+			*fail = i;
+	for (size_t i = 0; i < n && e == cudaSuccess; i++) {
+		e = batch_prepare(&ops[i], &d, &r, &w);
+		if (e == cudaSuccess)
+			e = qc_copy3d(&d, &r, w, ops[i].extent.height, ops[i].extent.depth, cudaMemcpyDefault,
+				      s, 1, ptds);
+		if (e != cudaSuccess)
+			*fail = i;
+	}
+	return e;
+}
+
+static cudaError_t batch3d(size_t n, const struct cudaMemcpy3DBatchOp *ops, unsigned long long flags,
+			   cudaStream_t s, int ptds)
+{
+	size_t fail;
+
+	return qc_memcpy3d_batch(n, ops, flags, s, ptds, &fail);
+}
+
+ARRAY2D(cudaMemcpy3DBatchAsync, (size_t numOps, struct cudaMemcpy3DBatchOp *opList, unsigned long long flags, cudaStream_t stream),
+	batch3d(numOps, opList, flags, stream, 0))
+ARRAY2D(cudaMemcpy3DBatchAsync_ptsz, (size_t numOps, struct cudaMemcpy3DBatchOp *opList, unsigned long long flags, cudaStream_t stream),
+	batch3d(numOps, opList, flags, stream, 1))
 
 /* --------------------------------------------------------------- memsets */
 

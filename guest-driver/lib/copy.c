@@ -176,6 +176,69 @@ QC_API cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src
 	return qc_ret(peer_copy(dst, dstDevice, src, srcDevice, count, stream, 1, 0));
 }
 
+/*
+ * cudaMemcpyBatchAsync: each copy as its own cudaMemcpyAsync (kind
+ * cudaMemcpyDefault: pointers say where they are), in order, after every
+ * copy's attributes are checked. The access order, location hints and the
+ * overlap flag are hints here: a copy from guest memory has read it by the
+ * time its call returns, which is what cudaMemcpySrcAccessOrderDuringApiCall
+ * asks. The legacy NULL stream is refused, as CUDA 13 says. *fail: the copy
+ * that failed, SIZE_MAX for an error of no one copy.
+ */
+cudaError_t qc_memcpy_batch(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t n,
+			    const struct cudaMemcpyAttributes *attrs, const size_t *idxs, size_t nattrs,
+			    cudaStream_t stream, int ptds, size_t *fail)
+{
+	cudaError_t e = qc_ready();
+
+	*fail = SIZE_MAX;
+	if (e != cudaSuccess)
+		return e;
+	if (!dsts || !srcs || !sizes || !n || !attrs || !idxs || !nattrs || nattrs > n || idxs[0] != 0 ||
+	    stream == cudaStreamLegacy || (!stream && !ptds))
+		return cudaErrorInvalidValue;
+	for (size_t k = 0; k < nattrs; k++)
+		if ((k && idxs[k] <= idxs[k - 1]) || idxs[k] >= n ||
+		    attrs[k].srcAccessOrder < cudaMemcpySrcAccessOrderStream ||
+		    attrs[k].srcAccessOrder > cudaMemcpySrcAccessOrderAny ||
+		    (attrs[k].flags & ~(unsigned int)cudaMemcpyFlagPreferOverlapWithCompute))
+			return cudaErrorInvalidValue;
+	if (!qc_stream_known(stream, ptds))
+		return cudaErrorInvalidResourceHandle;
+	for (size_t i = 0; i < n && e == cudaSuccess; i++) {
+		e = do_copy(dsts[i], srcs[i], sizes[i], cudaMemcpyDefault, stream, 1, ptds);
+		if (e != cudaSuccess)
+			*fail = i;
+	}
+	return e;
+}
+
+static cudaError_t batch_copy(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t n,
+			      const struct cudaMemcpyAttributes *attrs, const size_t *idxs, size_t nattrs,
+			      cudaStream_t stream, int ptds)
+{
+	size_t fail;
+
+	return qc_memcpy_batch(dsts, srcs, sizes, n, attrs, idxs, nattrs, stream, ptds, &fail);
+}
+
+QC_API cudaError_t cudaMemcpyBatchAsync(void *const *dsts, const void *const *srcs, const size_t *sizes,
+					size_t count, struct cudaMemcpyAttributes *attrs, size_t *attrsIdxs,
+					size_t numAttrs, cudaStream_t stream)
+{
+	return qc_ret(batch_copy(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream, 0));
+}
+
+QC_API cudaError_t cudaMemcpyBatchAsync_ptsz(void *const *dsts, const void *const *srcs, const size_t *sizes,
+					     size_t count, struct cudaMemcpyAttributes *attrs, size_t *attrsIdxs,
+					     size_t numAttrs, cudaStream_t stream);
+QC_API cudaError_t cudaMemcpyBatchAsync_ptsz(void *const *dsts, const void *const *srcs, const size_t *sizes,
+					     size_t count, struct cudaMemcpyAttributes *attrs, size_t *attrsIdxs,
+					     size_t numAttrs, cudaStream_t stream)
+{
+	return qc_ret(batch_copy(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream, 1));
+}
+
 static cudaError_t do_memset(void *dst, int value, size_t n, cudaStream_t stream, int async,
 			     int ptds)
 {

@@ -147,6 +147,33 @@ QC_API cudaError_t cudaFuncSetSharedMemConfig(const void *func, enum cudaSharedM
 	return cudaSuccess;
 }
 
+/* The layout launches pack parameters by, as the driver reported it. */
+cudaError_t qc_param_info(struct qc_kernel *k, size_t index, size_t *offset, size_t *size)
+{
+	uint64_t fh;
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	if (!k)
+		return cudaErrorInvalidDeviceFunction;
+	e = qc_kernel_get(k, &fh);
+	if (e != cudaSuccess)
+		return e;
+	if (!offset || index >= k->num_params)
+		return cudaErrorInvalidValue;
+	*offset = k->offset[index];
+	if (size)
+		*size = k->size[index];
+	return cudaSuccess;
+}
+
+QC_API cudaError_t cudaFuncGetParamInfo(const void *func, size_t paramIndex, size_t *paramOffset,
+					size_t *paramSize)
+{
+	return qc_ret(qc_param_info(qc_kernel_by_func(func), paramIndex, paramOffset, paramSize));
+}
+
 /* The name in the fat binary (mangled unless the kernel is extern "C"),
  * known from registration: no module is loaded for it. */
 QC_API cudaError_t cudaFuncGetName(const char **name, const void *func)

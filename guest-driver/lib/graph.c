@@ -3,16 +3,17 @@
  * Graphs, nodes and executable graphs (see graph.h): building, copying,
  * instantiating in a dependency order, launching and updating.
  */
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph.h"
 
-/* Graphs, nodes and executable graphs the program holds, each with its
- * kind, so that a handle it passes is checked before it is followed (and a
- * node passed as a graph is not taken for one). */
-enum kind { GRAPH = 1, NODE, EXEC };
+/* Graphs, nodes, executable graphs and user objects the program holds,
+ * each with its kind, so that a handle it passes is checked before it is
+ * followed (and a node passed as a graph is not taken for one). */
+enum kind { GRAPH = 1, NODE, EXEC, UOBJ };
 
 struct known_obj {
 	const void *p;
@@ -70,6 +71,236 @@ static int is_known(const void *p, enum kind kind)
 int qc_graph_known(const struct qc_graph *g) { return is_known(g, GRAPH); }
 int qc_node_known(const struct qc_node *n) { return is_known(n, NODE); }
 int qc_exec_known(const struct qc_exec *x) { return is_known(x, EXEC); }
+
+/* ------------------------------------------------------------ user objects */
+
+struct qc_uobj {
+	void *ptr;
+	cudaHostFn_t destroy;
+	unsigned long long refs;	/* the program's and graphs' (under uobj_lock) */
+};
+
+static pthread_mutex_t uobj_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Destructors queued for the destructor thread, in the order their objects went. */
+struct dtor {
+	cudaHostFn_t fn;
+	void *ptr;
+	struct dtor *next;
+};
+
+static pthread_mutex_t dtor_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t dtor_cond = PTHREAD_COND_INITIALIZER;
+static struct dtor *dtor_head, **dtor_tail = &dtor_head;
+static int dtor_state;	/* 0: no thread yet, 1: running, -1: could not start */
+
+static void *dtor_thread(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct dtor *d;
+
+		pthread_mutex_lock(&dtor_lock);
+		while (!dtor_head)
+			pthread_cond_wait(&dtor_cond, &dtor_lock);
+		d = dtor_head;
+		dtor_head = d->next;
+		if (!dtor_head)
+			dtor_tail = &dtor_head;
+		pthread_mutex_unlock(&dtor_lock);
+		d->fn(d->ptr);
+		free(d);
+	}
+	return NULL;
+}
+
+/* The last reference can go where the library holds a lock (a capture
+ * ending with its graph), and a destructor may block: it runs on a thread
+ * of its own, as CUDA's run on an internal thread. Only when that thread
+ * cannot be had (no memory, no thread) does it run here. */
+static void run_destructor(cudaHostFn_t fn, void *ptr)
+{
+	struct dtor *d = malloc(sizeof(*d));
+
+	pthread_mutex_lock(&dtor_lock);
+	if (d && dtor_state == 0)
+		dtor_state = qc_start_thread(dtor_thread, 0) == 0 ? 1 : -1;
+	if (d && dtor_state == 1) {
+		*d = (struct dtor){ fn, ptr, NULL };
+		*dtor_tail = d;
+		dtor_tail = &d->next;
+		pthread_cond_signal(&dtor_cond);
+		d = NULL;
+		fn = NULL;
+	}
+	pthread_mutex_unlock(&dtor_lock);
+	free(d);
+	if (fn)
+		fn(ptr);
+}
+
+/* CUDA takes counts of references from 1 to INT_MAX. */
+static int count_ok(unsigned int count)
+{
+	return count && count <= INT_MAX;
+}
+
+cudaError_t qc_uobj_create(void *ptr, cudaHostFn_t destroy, unsigned int count, unsigned int flags,
+			   struct qc_uobj **out)
+{
+	struct qc_uobj *o;
+
+	/* cudaUserObjectNoDestructorSync, the only flag, is required. */
+	if (!out || !destroy || !count_ok(count) || flags != cudaUserObjectNoDestructorSync)
+		return cudaErrorInvalidValue;
+	o = malloc(sizeof(*o));
+	if (!o)
+		return cudaErrorMemoryAllocation;
+	*o = (struct qc_uobj){ ptr, destroy, count };
+	if (!remember(o, UOBJ)) {
+		free(o);
+		return cudaErrorMemoryAllocation;
+	}
+	*out = o;
+	return cudaSuccess;
+}
+
+static void uobj_get(struct qc_uobj *o, unsigned long long n)
+{
+	pthread_mutex_lock(&uobj_lock);
+	o->refs += n;
+	pthread_mutex_unlock(&uobj_lock);
+}
+
+/* n references go (uobj_lock held): whether they were the last, the
+ * object then forgotten (uobj_destroy is the caller's, unlocked). */
+static int uobj_drop_locked(struct qc_uobj *o, unsigned long long n)
+{
+	o->refs -= n;
+	if (o->refs)
+		return 0;
+	forget(o);
+	return 1;
+}
+
+static void uobj_destroy(struct qc_uobj *o)
+{
+	run_destructor(o->destroy, o->ptr);
+	free(o);
+}
+
+static void uobj_put(struct qc_uobj *o, unsigned long long n)
+{
+	int last;
+
+	pthread_mutex_lock(&uobj_lock);
+	last = uobj_drop_locked(o, n);
+	pthread_mutex_unlock(&uobj_lock);
+	if (last)
+		uobj_destroy(o);
+}
+
+cudaError_t qc_uobj_retain(struct qc_uobj *o, unsigned int count)
+{
+	cudaError_t e = cudaSuccess;
+
+	pthread_mutex_lock(&uobj_lock);
+	if (!count_ok(count) || !is_known(o, UOBJ))
+		e = cudaErrorInvalidValue;
+	else
+		o->refs += count;
+	pthread_mutex_unlock(&uobj_lock);
+	return e;
+}
+
+/* Releasing more than there are is undefined in CUDA: refused here. */
+cudaError_t qc_uobj_release(struct qc_uobj *o, unsigned int count)
+{
+	int ok, last = 0;
+
+	pthread_mutex_lock(&uobj_lock);
+	ok = count_ok(count) && is_known(o, UOBJ) && count <= o->refs;
+	if (ok)
+		last = uobj_drop_locked(o, count);
+	pthread_mutex_unlock(&uobj_lock);
+	if (last)
+		uobj_destroy(o);
+	return ok ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+/* n more references of o in r (one entry per object). */
+static int urefs_add(struct qc_urefs *r, struct qc_uobj *o, unsigned long long n)
+{
+	struct qc_uref *v;
+
+	for (size_t i = 0; i < r->n; i++)
+		if (r->v[i].obj == o) {
+			r->v[i].count += n;
+			return 0;
+		}
+	v = realloc(r->v, (r->n + 1) * sizeof(*v));
+	if (!v)
+		return -1;
+	v[r->n++] = (struct qc_uref){ o, n };
+	r->v = v;
+	return 0;
+}
+
+static void urefs_release(struct qc_urefs *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		uobj_put(r->v[i].obj, r->v[i].count);
+	free(r->v);
+	*r = (struct qc_urefs){ 0 };
+}
+
+/* A clone's references: as many as the original's. */
+static int urefs_copy(struct qc_urefs *dst, const struct qc_urefs *src)
+{
+	if (!src->n)
+		return 0;
+	dst->v = malloc(src->n * sizeof(*dst->v));
+	if (!dst->v)
+		return -1;
+	memcpy(dst->v, src->v, src->n * sizeof(*dst->v));
+	dst->n = src->n;
+	for (size_t i = 0; i < src->n; i++)
+		uobj_get(src->v[i].obj, src->v[i].count);
+	return 0;
+}
+
+cudaError_t qc_graph_retain_uobj(struct qc_graph *g, struct qc_uobj *o, unsigned int count, unsigned int flags)
+{
+	cudaError_t e = cudaSuccess;
+
+	if (!qc_graph_known(g) || !count_ok(count) || (flags & ~(unsigned int)cudaGraphUserObjectMove))
+		return cudaErrorInvalidValue;
+	pthread_mutex_lock(&uobj_lock);
+	if (!is_known(o, UOBJ))
+		e = cudaErrorInvalidValue;
+	else if (urefs_add(&g->urefs, o, count))
+		e = cudaErrorMemoryAllocation;
+	else if (!(flags & cudaGraphUserObjectMove))
+		o->refs += count;	/* moved: the caller's references become the graph's */
+	pthread_mutex_unlock(&uobj_lock);
+	return e;
+}
+
+cudaError_t qc_graph_release_uobj(struct qc_graph *g, struct qc_uobj *o, unsigned int count)
+{
+	size_t i = 0;
+
+	if (!qc_graph_known(g) || !count_ok(count))
+		return cudaErrorInvalidValue;
+	while (i < g->urefs.n && g->urefs.v[i].obj != o)
+		i++;
+	if (i == g->urefs.n || count > g->urefs.v[i].count)
+		return cudaErrorInvalidValue;	/* not the graph's to release */
+	if (!(g->urefs.v[i].count -= count))
+		g->urefs.v[i] = g->urefs.v[--g->urefs.n];
+	uobj_put(o, count);
+	return cudaSuccess;
+}
 
 /* ------------------------------------------------------------ alloc nodes' memory */
 
@@ -220,6 +451,7 @@ void qc_node_op_free(struct qc_node_op *op)
 	case cudaGraphNodeTypeKernel:
 		free(op->kernel.params);
 		free(op->kernel.argv);
+		free(op->kernel.attrs);
 		break;
 	case cudaGraphNodeTypeMemset:
 		free(op->set.row);
@@ -257,8 +489,12 @@ cudaError_t qc_node_op_copy(struct qc_node_op *dst, const struct qc_node_op *src
 	switch (src->type) {
 	case cudaGraphNodeTypeKernel:
 		dst->kernel.argv = NULL;
+		dst->kernel.attrs = NULL;
+		dst->kernel.nattrs = 0;
 		dst->kernel.params = dup_bytes(src->kernel.params, src->kernel.k->param_bytes);
-		return dst->kernel.params ? cudaSuccess : cudaErrorMemoryAllocation;
+		if (!dst->kernel.params)
+			return cudaErrorMemoryAllocation;
+		return qc_kattr_copy(dst, src);
 	case cudaGraphNodeTypeMemset:
 		if (!src->set.row)
 			return cudaSuccess;
@@ -281,6 +517,80 @@ cudaError_t qc_node_op_copy(struct qc_node_op *dst, const struct qc_node_op *src
 	default:
 		return cudaSuccess;
 	}
+}
+
+void qc_node_op_keep_attrs(struct qc_node_op *op, struct qc_node_op *old)
+{
+	if (op->type != cudaGraphNodeTypeKernel || old->type != cudaGraphNodeTypeKernel)
+		return;
+	free(op->kernel.attrs);
+	op->kernel.attrs = old->kernel.attrs;
+	op->kernel.nattrs = old->kernel.nattrs;
+	op->kernel.cooperative = old->kernel.cooperative;
+	old->kernel.attrs = NULL;
+	old->kernel.nattrs = 0;
+}
+
+void qc_node_set_op(struct qc_node *n, struct qc_node_op *op)
+{
+	qc_node_op_keep_attrs(op, &n->op);
+	qc_node_op_free(&n->op);
+	n->op = *op;
+	memset(op, 0, sizeof(*op));
+}
+
+/* The cooperative attribute is the op's flag (what a launch and the host's
+ * graphs read); the others are kept as set. */
+cudaError_t qc_kattr_get(const struct qc_node_op *op, enum cudaLaunchAttributeID id,
+			 cudaLaunchAttributeValue *val)
+{
+	memset(val, 0, sizeof(*val));
+	if (id == cudaLaunchAttributeCooperative) {
+		val->cooperative = op->kernel.cooperative;
+		return cudaSuccess;
+	}
+	for (unsigned int i = 0; i < op->kernel.nattrs; i++)
+		if (op->kernel.attrs[i].id == id)
+			*val = op->kernel.attrs[i].val;
+	return cudaSuccess;
+}
+
+cudaError_t qc_kattr_set(struct qc_node_op *op, enum cudaLaunchAttributeID id,
+			 const cudaLaunchAttributeValue *val)
+{
+	struct qc_kattr *v;
+
+	if (id == cudaLaunchAttributeCooperative) {
+		op->kernel.cooperative = val->cooperative;
+		return cudaSuccess;
+	}
+	for (unsigned int i = 0; i < op->kernel.nattrs; i++)
+		if (op->kernel.attrs[i].id == id) {
+			op->kernel.attrs[i].val = *val;
+			return cudaSuccess;
+		}
+	v = realloc(op->kernel.attrs, (op->kernel.nattrs + 1) * sizeof(*v));
+	if (!v)
+		return cudaErrorMemoryAllocation;
+	v[op->kernel.nattrs++] = (struct qc_kattr){ id, *val };
+	op->kernel.attrs = v;
+	return cudaSuccess;
+}
+
+cudaError_t qc_kattr_copy(struct qc_node_op *dst, const struct qc_node_op *src)
+{
+	struct qc_kattr *v = NULL;
+
+	if (src->kernel.nattrs) {
+		v = dup_bytes(src->kernel.attrs, src->kernel.nattrs * sizeof(*v));
+		if (!v)
+			return cudaErrorMemoryAllocation;
+	}
+	free(dst->kernel.attrs);
+	dst->kernel.attrs = v;
+	dst->kernel.nattrs = src->kernel.nattrs;
+	dst->kernel.cooperative = src->kernel.cooperative;
+	return cudaSuccess;
 }
 
 /* Packs a launch's parameters in k's layout, as launch.c does. */
@@ -386,6 +696,7 @@ void qc_graph_free(struct qc_graph *g)
 	for (size_t i = 0; i < g->n; i++)
 		node_free(g->nodes[i]);
 	free(g->nodes);
+	urefs_release(&g->urefs);
 	free(g);
 }
 
@@ -551,7 +862,7 @@ struct qc_graph *qc_graph_clone(const struct qc_graph *g, struct qc_node **map)
 	struct qc_graph *c = qc_graph_new();
 	struct qc_node **copy = map ? map : calloc(g->n ? g->n : 1, sizeof(*copy));
 
-	if (!c || !copy)
+	if (!c || !copy || urefs_copy(&c->urefs, &g->urefs))
 		goto fail;
 	c->host = g->host;	/* its conditional handles are the original's */
 	for (size_t i = 0; i < g->n; i++) {
@@ -628,7 +939,7 @@ static cudaError_t order(struct qc_exec *x, struct qc_graph *g, int top)
 					break;
 				}
 				x->steps = v;
-				x->steps[x->n++] = (struct qc_step){ &n->op, top ? n : NULL, NULL };
+				x->steps[x->n++] = (struct qc_step){ &n->op, top ? n : NULL, NULL, 0 };
 			}
 		}
 		if (left == before)
@@ -638,24 +949,98 @@ static cudaError_t order(struct qc_exec *x, struct qc_graph *g, int top)
 	return e;
 }
 
-/* The steps of the top-level nodes know the nodes they came from. */
-static void link_origins(struct qc_exec *x, const struct qc_graph *from, struct qc_node **map)
+/* The steps of the top-level nodes know the nodes they came from (a
+ * snapshot has its graph's nodes at the same places). */
+static void link_origins(struct qc_exec *x)
 {
-	for (size_t s = 0; s < x->n; s++) {
-		x->steps[s].orig = NULL;
-		for (size_t i = 0; x->steps[s].snap && i < from->n; i++)
-			if (map[i] == x->steps[s].snap)
-				x->steps[s].orig = from->nodes[i];
-	}
+	for (size_t s = 0; s < x->n; s++)
+		x->steps[s].orig = x->steps[s].snap ? x->orig[x->steps[s].snap->index] : NULL;
 }
 
-/* A graph with conditional nodes: the host's executable graph. */
+/* The references g and the graphs inside it (child graphs, conditional
+ * bodies) own, added to into: moved out of them (take), or new ones. */
+static int urefs_gather(struct qc_graph *g, struct qc_urefs *into, int take)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < g->urefs.n; i++) {
+		struct qc_uref *r = &g->urefs.v[i];
+
+		if (!urefs_add(into, r->obj, r->count)) {
+			if (!take)
+				uobj_get(r->obj, r->count);
+		} else if (take) {
+			uobj_put(r->obj, r->count);	/* out of memory: now, not after the launches */
+		} else {
+			err = -1;
+		}
+	}
+	if (take) {
+		free(g->urefs.v);
+		g->urefs = (struct qc_urefs){ 0 };
+	}
+	for (size_t i = 0; i < g->n; i++) {
+		const struct qc_node_op *op = &g->nodes[i]->op;
+
+		if (op->type == cudaGraphNodeTypeGraph)
+			err |= urefs_gather(op->child, into, take);
+		for (unsigned int b = 0; op->type == cudaGraphNodeTypeConditional && b < op->cond.size; b++)
+			err |= urefs_gather(op->cond.bodies[b], into, take);
+	}
+	return err;
+}
+
+static void release_later(void *arg)
+{
+	urefs_release(arg);
+	free(arg);
+}
+
+/* References x gives up (taken from r): released once its last launch is
+ * done, by a host function queued after it on that stream (CUDA holds them
+ * until the launches end); at once if it never ran or the stream is gone. */
+static void release_after(struct qc_exec *x, struct qc_urefs *r)
+{
+	struct qc_urefs *held;
+
+	if (!r->n) {
+		urefs_release(r);
+		return;
+	}
+	if (x->launched && qc_stream_known(x->last_stream, x->last_ptds) &&
+	    !qc_capture_active(x->last_stream, x->last_ptds) && (held = malloc(sizeof(*held)))) {
+		*held = *r;
+		if (qc_host_fn(x->last_stream, x->last_ptds, release_later, held) == cudaSuccess) {
+			*r = (struct qc_urefs){ 0 };
+			return;
+		}
+		free(held);
+	}
+	urefs_release(r);
+}
+
+/* Frees a graph x no longer runs (its snapshot, or a child graph of it),
+ * the user objects it holds released after x's launches. */
+static void exec_drop(struct qc_exec *x, struct qc_graph *g)
+{
+	struct qc_urefs r = { 0 };
+
+	if (!g)
+		return;
+	urefs_gather(g, &r, 1);
+	qc_graph_free(g);
+	release_after(x, &r);
+}
+
+/* A graph with conditional nodes: the host's executable graph, holding
+ * references to the user objects of g (and of the graphs in it). */
 static cudaError_t exec_new_host(const struct qc_graph *g, unsigned long long flags, struct qc_exec **out)
 {
 	struct qc_exec *x = calloc(1, sizeof(*x));
 	cudaError_t e = x ? qc_graph_instantiate_host(g, &x->host) : cudaErrorMemoryAllocation;
 
-	if (e == cudaSuccess && !remember(x, EXEC)) {
+	if (e == cudaSuccess && (urefs_gather((struct qc_graph *)g, &x->urefs, 0) || !remember(x, EXEC))) {
+		urefs_release(&x->urefs);
 		qc_req_graph_exec_destroy(x->host);
 		e = cudaErrorMemoryAllocation;
 	}
@@ -668,10 +1053,11 @@ static cudaError_t exec_new_host(const struct qc_graph *g, unsigned long long fl
 	return cudaSuccess;
 }
 
+/* The snapshot is a clone: it holds its own references to g's user
+ * objects, as CUDA's instantiation retains them. */
 cudaError_t qc_exec_new(const struct qc_graph *g, unsigned long long flags, struct qc_exec **out)
 {
 	struct qc_exec *x;
-	struct qc_node **map;
 	cudaError_t e;
 
 	if (!qc_graph_known(g))
@@ -679,25 +1065,28 @@ cudaError_t qc_exec_new(const struct qc_graph *g, unsigned long long flags, stru
 	if (qc_graph_has_cond(g))
 		return exec_new_host(g, flags, out);
 	x = calloc(1, sizeof(*x));
-	map = calloc(g->n ? g->n : 1, sizeof(*map));
-	if (!x || !map || !(x->snapshot = qc_graph_clone(g, map))) {
-		free(map);
+	if (x)
+		x->orig = malloc((g->n ? g->n : 1) * sizeof(*x->orig));
+	if (!x || !x->orig || !(x->snapshot = qc_graph_clone(g, NULL))) {
+		if (x)
+			free(x->orig);
 		free(x);
 		return cudaErrorMemoryAllocation;
 	}
+	for (size_t i = 0; i < g->n; i++)
+		x->orig[i] = g->nodes[i];
 	x->flags = flags;
 	e = order(x, x->snapshot, 1);
 	if (e == cudaSuccess && !remember(x, EXEC))
 		e = cudaErrorMemoryAllocation;
 	if (e != cudaSuccess) {
 		qc_graph_free(x->snapshot);
+		free(x->orig);
 		free(x->steps);
 		free(x);
-		free(map);
 		return e;
 	}
-	link_origins(x, g, map);
-	free(map);
+	link_origins(x);
 	*out = x;
 	return cudaSuccess;
 }
@@ -707,7 +1096,9 @@ void qc_exec_free(struct qc_exec *x)
 	forget(x);
 	if (x->host)
 		qc_req_graph_exec_destroy(x->host);
-	qc_graph_free(x->snapshot);
+	exec_drop(x, x->snapshot);
+	release_after(x, &x->urefs);
+	free(x->orig);
 	free(x->steps);
 	free(x);
 }
@@ -762,6 +1153,7 @@ cudaError_t qc_node_op_run(const struct qc_node_op *op, cudaStream_t stream, int
 	}
 }
 
+/* A disabled step runs as an empty node: nothing to post. */
 cudaError_t qc_exec_launch(struct qc_exec *x, cudaStream_t stream, int ptds)
 {
 	cudaError_t e = cudaSuccess;
@@ -770,10 +1162,14 @@ cudaError_t qc_exec_launch(struct qc_exec *x, cudaStream_t stream, int ptds)
 		return cudaErrorInvalidValue;
 	if (!qc_stream_known(stream, ptds))
 		return cudaErrorInvalidResourceHandle;
+	x->launched = 1;
+	x->last_stream = stream;
+	x->last_ptds = ptds;
 	if (x->host)
 		return qc_req_graph_launch(x->host, qc_stream(stream, ptds));
 	for (size_t i = 0; i < x->n && e == cudaSuccess; i++)
-		e = qc_node_op_run(x->steps[i].op, stream, ptds);
+		if (!x->steps[i].disabled)
+			e = qc_node_op_run(x->steps[i].op, stream, ptds);
 	return e;
 }
 
@@ -788,13 +1184,32 @@ cudaError_t qc_exec_set_op(struct qc_exec *x, const struct qc_node *node, struct
 			qc_node_op_free(op);
 			return cudaErrorInvalidValue;
 		}
-		qc_node_op_free(&snap->op);
-		snap->op = *op;
-		memset(op, 0, sizeof(*op));
+		qc_node_set_op(snap, op);
 		return cudaSuccess;
 	}
 	qc_node_op_free(op);
 	return cudaErrorInvalidValue;
+}
+
+/* Only kernel, memset and memcpy nodes can be disabled, as in CUDA 13. A
+ * graph the host runs has no steps here. */
+cudaError_t qc_exec_enabled(struct qc_exec *x, const struct qc_node *node, int set, unsigned int *enabled)
+{
+	struct qc_step *s = NULL;
+
+	if (x->host)
+		return cudaErrorNotSupported;
+	for (size_t i = 0; i < x->n && !s; i++)
+		if (x->steps[i].orig == node && x->steps[i].snap)
+			s = &x->steps[i];
+	if (!s || (s->op->type != cudaGraphNodeTypeKernel && s->op->type != cudaGraphNodeTypeMemset &&
+		   s->op->type != cudaGraphNodeTypeMemcpy))
+		return cudaErrorInvalidValue;
+	if (set)
+		s->disabled = !*enabled;
+	else
+		*enabled = !s->disabled;
+	return cudaSuccess;
 }
 
 /* Same shape: as many nodes, of the same types, with the same edges. */
@@ -829,6 +1244,8 @@ static const struct qc_node *shape_differs(const struct qc_graph *a, const struc
 	return NULL;
 }
 
+/* The same shape orders its nodes the same way: the steps disabled stay
+ * so, the references of the old snapshot go after x's launches. */
 cudaError_t qc_exec_update(struct qc_exec *x, const struct qc_graph *g,
 			   enum cudaGraphExecUpdateResult *result, const struct qc_node **err_node)
 {
@@ -855,12 +1272,74 @@ cudaError_t qc_exec_update(struct qc_exec *x, const struct qc_graph *g,
 		return e;
 	}
 	forget(fresh);
-	qc_graph_free(x->snapshot);
+	for (size_t i = 0; i < fresh->n && i < x->n; i++)
+		fresh->steps[i].disabled = x->steps[i].disabled;
+	exec_drop(x, x->snapshot);
+	free(x->orig);
 	free(x->steps);
 	x->snapshot = fresh->snapshot;
+	x->orig = fresh->orig;
 	x->steps = fresh->steps;
 	x->n = fresh->n;
 	free(fresh);
 	*result = cudaGraphExecUpdateSuccess;
+	return cudaSuccess;
+}
+
+/* The steps of x again, after a child graph of its snapshot changed (a
+ * disabled step stays so). */
+static cudaError_t restep(struct qc_exec *x)
+{
+	struct qc_exec fresh = { .orig = x->orig };
+	cudaError_t e = order(&fresh, x->snapshot, 1);
+
+	if (e != cudaSuccess) {
+		free(fresh.steps);
+		return e;
+	}
+	link_origins(&fresh);
+	for (size_t i = 0; i < fresh.n; i++)
+		for (size_t j = 0; fresh.steps[i].orig && j < x->n; j++)
+			if (x->steps[j].orig == fresh.steps[i].orig)
+				fresh.steps[i].disabled = x->steps[j].disabled;
+	free(x->steps);
+	x->steps = fresh.steps;
+	x->n = fresh.n;
+	return cudaSuccess;
+}
+
+/* x's copy of node takes a clone of child, which must have the shape of
+ * the graph it replaces (as cudaGraphExecUpdate asks; CUDA 13 answers
+ * cudaErrorGraphExecUpdateFailure otherwise, measured on the H100). The
+ * host's graphs are not updated in place. */
+cudaError_t qc_exec_set_child(struct qc_exec *x, const struct qc_node *node, const struct qc_graph *child)
+{
+	enum cudaGraphExecUpdateResult why = cudaGraphExecUpdateSuccess;
+	struct qc_node *snap = NULL;
+	struct qc_graph *c, *old;
+	cudaError_t e;
+
+	if (x->host)
+		return cudaErrorNotSupported;
+	for (size_t i = 0; i < x->snapshot->n && !snap; i++)
+		if (x->orig[i] == node)
+			snap = x->snapshot->nodes[i];
+	if (!snap || snap->op.type != cudaGraphNodeTypeGraph || !qc_graph_known(child))
+		return cudaErrorInvalidValue;
+	if (qc_graph_has_cond(child) || shape_differs(snap->op.child, child, &why) ||
+	    why != cudaGraphExecUpdateSuccess)
+		return cudaErrorGraphExecUpdateFailure;
+	c = qc_graph_clone(child, NULL);
+	if (!c)
+		return cudaErrorMemoryAllocation;
+	old = snap->op.child;
+	snap->op.child = c;
+	e = restep(x);
+	if (e != cudaSuccess) {
+		snap->op.child = old;
+		qc_graph_free(c);
+		return e;
+	}
+	exec_drop(x, old);
 	return cudaSuccess;
 }

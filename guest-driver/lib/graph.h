@@ -26,6 +26,13 @@
 
 #include "qcrt.h"
 
+/* A kernel node's launch attribute (cudaGraphKernelNodeSetAttribute), as
+ * set: the cooperative one is the op's own field instead. */
+struct qc_kattr {
+	enum cudaLaunchAttributeID id;
+	cudaLaunchAttributeValue val;
+};
+
 /* What a node does. type is CUDA's cudaGraphNodeType (Kernel, Memcpy,
  * Memset, Host, Graph, Empty, WaitEvent, EventRecord, MemAlloc, MemFree,
  * Conditional are served). */
@@ -39,6 +46,8 @@ struct qc_node_op {
 			int cooperative;
 			unsigned char *params;	/* k's layout, k->param_bytes; owned */
 			void **argv;	/* pointers into params, made for GetParams; owned */
+			struct qc_kattr *attrs;	/* nattrs of them, one per id; owned */
+			unsigned int nattrs;
 		} kernel;
 		/* width bytes x height rows x depth slices of linear memory;
 		 * kind may be cudaMemcpyDefault (pointers say where they are). */
@@ -94,9 +103,25 @@ struct qc_node {
 	size_t index;	/* in graph->nodes */
 };
 
+/* A user object (cudaUserObject_t, CUuserObject; graph.c): the program's
+ * destructor, run once no reference is left. */
+struct qc_uobj;
+
+/* User object references a graph (or an executable graph) owns: count of
+ * obj each, one entry per object. */
+struct qc_uref {
+	struct qc_uobj *obj;
+	unsigned long long count;
+};
+struct qc_urefs {
+	struct qc_uref *v;
+	size_t n;
+};
+
 struct qc_graph {
 	struct qc_node **nodes;	/* in the order they were added */
 	size_t n, cap;
+	struct qc_urefs urefs;	/* released with the graph; a clone takes its own */
 	/* The host's graph its conditional handles live in (GRAPH_CREATE; 0:
 	 * none yet), freed with this graph if it made it (a clone shares it). */
 	uint64_t host;
@@ -109,13 +134,21 @@ struct qc_step {
 	const struct qc_node_op *op;	/* in the snapshot */
 	struct qc_node *snap;		/* the snapshot's node (NULL inside a child) */
 	const struct qc_node *orig;	/* the node of the graph instantiated or last updated from */
+	int disabled;			/* cudaGraphNodeSetEnabled: runs as an empty node */
 };
 struct qc_exec {
 	uint64_t host;	/* GRAPH_INSTANTIATE's: a graph with conditional nodes (no snapshot, no steps) */
 	struct qc_graph *snapshot;
+	const struct qc_node **orig;	/* of each snapshot node: the node it is a copy of */
 	struct qc_step *steps;
 	size_t n;
 	unsigned long long flags;
+	/* The user objects a host-run graph holds (a snapshot holds its own). */
+	struct qc_urefs urefs;
+	/* Where it was last launched: references it gives up are released
+	 * after that launch (as CUDA defers them until the launches end). */
+	int launched, last_ptds;
+	cudaStream_t last_stream;
 };
 
 /* ---- graph.c ---- */
@@ -141,6 +174,16 @@ struct qc_graph *qc_graph_clone(const struct qc_graph *g, struct qc_node **map);
 /* Copies op's owned buffers so that the copy owns its own. */
 cudaError_t qc_node_op_copy(struct qc_node_op *dst, const struct qc_node_op *src);
 void qc_node_op_free(struct qc_node_op *op);
+/* Replaces a node's operation with op (taken over); a kernel keeps the
+ * attributes it had (they are not parameters). */
+void qc_node_set_op(struct qc_node *n, struct qc_node_op *op);
+/* Moves a kernel op's attributes (cooperative included) from old to op. */
+void qc_node_op_keep_attrs(struct qc_node_op *op, struct qc_node_op *old);
+/* A kernel op's attribute id: into *val (0s if never set), or set from *val. */
+cudaError_t qc_kattr_get(const struct qc_node_op *op, enum cudaLaunchAttributeID id, cudaLaunchAttributeValue *val);
+cudaError_t qc_kattr_set(struct qc_node_op *op, enum cudaLaunchAttributeID id, const cudaLaunchAttributeValue *val);
+/* Every attribute of src's kernel op becomes dst's. */
+cudaError_t qc_kattr_copy(struct qc_node_op *dst, const struct qc_node_op *src);
 /* A kernel node's operation from a kernel and its arguments (one pointer per
  * parameter) or its packed parameters (extra form: packed, size bytes). */
 cudaError_t qc_node_op_kernel(struct qc_node_op *op, struct qc_kernel *k, dim3 grid, dim3 block,
@@ -154,8 +197,14 @@ void qc_exec_free(struct qc_exec *x);
 int qc_exec_known(const struct qc_exec *x);
 /* Posts the steps of x onto stream, in order. */
 cudaError_t qc_exec_launch(struct qc_exec *x, cudaStream_t stream, int ptds);
-/* Takes a new kernel operation for the step of node (x's source graph's). */
+/* Takes a new operation for the step of node (x's source graph's); a
+ * kernel keeps its attributes. */
 cudaError_t qc_exec_set_op(struct qc_exec *x, const struct qc_node *node, struct qc_node_op *op);
+/* cudaGraphExecChildGraphNodeSetParams: child's parameters for x's copy of
+ * node, a child graph node (child must have its shape). */
+cudaError_t qc_exec_set_child(struct qc_exec *x, const struct qc_node *node, const struct qc_graph *child);
+/* cudaGraphNodeSetEnabled / GetEnabled (set: 0 reads into *enabled). */
+cudaError_t qc_exec_enabled(struct qc_exec *x, const struct qc_node *node, int set, unsigned int *enabled);
 /* cudaGraphExecUpdate: g's parameters into x if g has x's shape; else why not. */
 cudaError_t qc_exec_update(struct qc_exec *x, const struct qc_graph *g,
 			   enum cudaGraphExecUpdateResult *result, const struct qc_node **err_node);
@@ -169,6 +218,17 @@ cudaError_t qc_node_op_alloc(struct qc_node_op *op, const struct cudaMemPoolProp
 cudaError_t qc_node_op_free_mem(struct qc_node_op *op, void *ptr);
 /* cudaDeviceGetGraphMemAttribute / Set: the alloc nodes' memory. */
 cudaError_t qc_graph_mem_attr(enum cudaGraphMemAttributeType attr, uint64_t *value, int set);
+
+/* User objects: a count of references and a destructor, run on a thread
+ * of the library's own once the last one goes (as CUDA runs it on one of
+ * its own: never under a lock of the caller's). */
+cudaError_t qc_uobj_create(void *ptr, cudaHostFn_t destroy, unsigned int count, unsigned int flags,
+			   struct qc_uobj **out);
+cudaError_t qc_uobj_retain(struct qc_uobj *o, unsigned int count);
+cudaError_t qc_uobj_release(struct qc_uobj *o, unsigned int count);
+/* References owned by g: new ones, or (flags cudaGraphUserObjectMove) the caller's. */
+cudaError_t qc_graph_retain_uobj(struct qc_graph *g, struct qc_uobj *o, unsigned int count, unsigned int flags);
+cudaError_t qc_graph_release_uobj(struct qc_graph *g, struct qc_uobj *o, unsigned int count);
 
 /* ---- graph_native.c ---- */
 

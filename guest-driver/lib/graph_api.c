@@ -2,9 +2,9 @@
 /*
  * The runtime's graph and stream capture entry points (see graph.h): a
  * cudaGraph_t is a struct qc_graph *, a cudaGraphNode_t a struct qc_node *,
- * a cudaGraphExec_t a struct qc_exec *. Not served: conditional nodes,
- * external semaphore nodes, user objects, copies from or to CUDA arrays;
- * they answer cudaErrorNotSupported with a note.
+ * a cudaGraphExec_t a struct qc_exec *, a cudaUserObject_t a struct
+ * qc_uobj *. Not served: external semaphore nodes, copies from or to CUDA
+ * arrays; they answer cudaErrorNotSupported with a note.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,11 +279,10 @@ QC_API cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, struct cud
 	return cudaSuccess;
 }
 
-/* Replaces a node's operation with op (taken over). */
+/* Replaces a node's operation with op (taken over; a kernel keeps its attributes). */
 static cudaError_t replace(struct qc_node *n, struct qc_node_op *op)
 {
-	qc_node_op_free(&n->op);
-	n->op = *op;
+	qc_node_set_op(n, op);
 	return cudaSuccess;
 }
 
@@ -1133,6 +1132,351 @@ QC_API cudaError_t cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t hGraphExec
 	struct qc_node_op op;
 
 	return exec_set(hGraphExec, hNode, &op, event_op(&op, cudaGraphNodeTypeWaitEvent, event));
+}
+
+/* ------------------------------------------------------------ node parameters, generic */
+
+/* Each type's own setter, from the parameters of the generic call. The
+ * memory nodes' parameters cannot change (CUDA 13: cudaErrorNotSupported). */
+static cudaError_t node_set(cudaGraphNode_t node, struct cudaGraphNodeParams *p)
+{
+	struct qc_node *n = N(node);
+
+	if (!qc_node_known(n) || !p || n->op.type != p->type)
+		return cudaErrorInvalidValue;
+	switch (p->type) {
+	case cudaGraphNodeTypeKernel: {
+		const struct cudaKernelNodeParamsV2 *k = &p->kernel;
+		struct cudaKernelNodeParams v1 = { .func = k->func, .gridDim = k->gridDim, .blockDim = k->blockDim,
+						  .sharedMemBytes = k->sharedMemBytes, .kernelParams = k->kernelParams,
+						  .extra = k->extra };
+
+		return cudaGraphKernelNodeSetParams(node, &v1);
+	}
+	case cudaGraphNodeTypeMemcpy:
+		return p->memcpy.flags ? cudaErrorInvalidValue :
+					 cudaGraphMemcpyNodeSetParams(node, &p->memcpy.copyParams);
+	case cudaGraphNodeTypeMemset: {
+		const struct cudaMemsetParamsV2 *m = &p->memset;
+		struct cudaMemsetParams v1 = { .dst = m->dst, .pitch = m->pitch, .value = m->value,
+					      .elementSize = m->elementSize, .width = m->width, .height = m->height };
+
+		return cudaGraphMemsetNodeSetParams(node, &v1);
+	}
+	case cudaGraphNodeTypeHost: {
+		struct cudaHostNodeParams v1 = { .fn = p->host.fn, .userData = p->host.userData };
+
+		return cudaGraphHostNodeSetParams(node, &v1);
+	}
+	case cudaGraphNodeTypeEmpty:
+		return cudaSuccess;	/* nothing to set */
+	case cudaGraphNodeTypeWaitEvent:
+		return cudaGraphEventWaitNodeSetEvent(node, p->eventWait.event);
+	case cudaGraphNodeTypeEventRecord:
+		return cudaGraphEventRecordNodeSetEvent(node, p->eventRecord.event);
+	case cudaGraphNodeTypeMemAlloc:
+	case cudaGraphNodeTypeMemFree:
+		return cudaErrorNotSupported;
+	default:
+		return not_served("setting the parameters of this graph node type");
+	}
+}
+
+QC_API cudaError_t cudaGraphNodeSetParams(cudaGraphNode_t node, struct cudaGraphNodeParams *nodeParams)
+{
+	return qc_ret(node_set(node, nodeParams));
+}
+
+static cudaError_t exec_node_set(cudaGraphExec_t x, cudaGraphNode_t node, struct cudaGraphNodeParams *p)
+{
+	if (!qc_exec_known(X(x)) || !qc_node_known(N(node)) || !p || N(node)->op.type != p->type)
+		return cudaErrorInvalidValue;
+	switch (p->type) {
+	case cudaGraphNodeTypeKernel: {
+		const struct cudaKernelNodeParamsV2 *k = &p->kernel;
+		struct cudaKernelNodeParams v1 = { .func = k->func, .gridDim = k->gridDim, .blockDim = k->blockDim,
+						  .sharedMemBytes = k->sharedMemBytes, .kernelParams = k->kernelParams,
+						  .extra = k->extra };
+
+		return cudaGraphExecKernelNodeSetParams(x, node, &v1);
+	}
+	case cudaGraphNodeTypeMemcpy:
+		return p->memcpy.flags ? cudaErrorInvalidValue :
+					 cudaGraphExecMemcpyNodeSetParams(x, node, &p->memcpy.copyParams);
+	case cudaGraphNodeTypeMemset: {
+		const struct cudaMemsetParamsV2 *m = &p->memset;
+		struct cudaMemsetParams v1 = { .dst = m->dst, .pitch = m->pitch, .value = m->value,
+					      .elementSize = m->elementSize, .width = m->width, .height = m->height };
+
+		return cudaGraphExecMemsetNodeSetParams(x, node, &v1);
+	}
+	case cudaGraphNodeTypeHost: {
+		struct cudaHostNodeParams v1 = { .fn = p->host.fn, .userData = p->host.userData };
+
+		return cudaGraphExecHostNodeSetParams(x, node, &v1);
+	}
+	case cudaGraphNodeTypeGraph:
+		return cudaGraphExecChildGraphNodeSetParams(x, node, p->graph.graph);
+	case cudaGraphNodeTypeEmpty:
+		return cudaSuccess;
+	case cudaGraphNodeTypeWaitEvent:
+		return cudaGraphExecEventWaitNodeSetEvent(x, node, p->eventWait.event);
+	case cudaGraphNodeTypeEventRecord:
+		return cudaGraphExecEventRecordNodeSetEvent(x, node, p->eventRecord.event);
+	case cudaGraphNodeTypeMemAlloc:
+	case cudaGraphNodeTypeMemFree:
+		return cudaErrorNotSupported;
+	default:
+		return not_served("setting the parameters of this graph node type in an executable graph");
+	}
+}
+
+QC_API cudaError_t cudaGraphExecNodeSetParams(cudaGraphExec_t graphExec, cudaGraphNode_t node,
+					      struct cudaGraphNodeParams *nodeParams)
+{
+	return qc_ret(exec_node_set(graphExec, node, nodeParams));
+}
+
+static cudaError_t exec_child(cudaGraphExec_t graphExec, cudaGraphNode_t node, cudaGraph_t child)
+{
+	cudaError_t e;
+
+	if (!qc_exec_known(X(graphExec)) || !qc_node_known(N(node)))
+		return cudaErrorInvalidValue;
+	e = qc_exec_set_child(X(graphExec), N(node), G(child));
+	return e == cudaErrorNotSupported ?
+		       not_served("updating a child graph of a graph with conditional nodes") : e;
+}
+
+QC_API cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+							cudaGraph_t childGraph)
+{
+	return qc_ret(exec_child(hGraphExec, node, childGraph));
+}
+
+/* ------------------------------------------------------------ enabling nodes */
+
+/* A graph with conditional nodes runs on the host as one graph: its nodes
+ * cannot be disabled here. */
+static cudaError_t node_enabled(cudaGraphExec_t x, cudaGraphNode_t node, int set, unsigned int *enabled)
+{
+	cudaError_t e;
+
+	if (!qc_exec_known(X(x)) || !qc_node_known(N(node)) || !enabled)
+		return cudaErrorInvalidValue;
+	e = qc_exec_enabled(X(x), N(node), set, enabled);
+	return e == cudaErrorNotSupported ?
+		       not_served("enabling nodes of a graph with conditional nodes") : e;
+}
+
+QC_API cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode,
+					   unsigned int isEnabled)
+{
+	return qc_ret(node_enabled(hGraphExec, hNode, 1, &isEnabled));
+}
+
+QC_API cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode,
+					   unsigned int *isEnabled)
+{
+	return qc_ret(node_enabled(hGraphExec, hNode, 0, isEnabled));
+}
+
+/* ------------------------------------------------------------ kernel node attributes */
+
+/*
+ * The launch attributes a kernel node takes. Those that change nothing a
+ * program sees here (priority, the L2 access policy window, memory
+ * synchronization domains, scheduling and carveout hints) are kept and
+ * answered as set, as launch.c accepts them for a launch; cooperative is
+ * honoured when the node runs. Clusters of more than one block and device
+ * updates are not served; attributes of streams or launches only are not
+ * a node's (cudaErrorInvalidValue). val NULL: only whether id is one.
+ */
+static cudaError_t kattr_check(enum cudaLaunchAttributeID id, const cudaLaunchAttributeValue *val)
+{
+	switch (id) {
+	case cudaLaunchAttributeAccessPolicyWindow:
+	case cudaLaunchAttributeCooperative:
+	case cudaLaunchAttributeClusterSchedulingPolicyPreference:
+	case cudaLaunchAttributePriority:
+	case cudaLaunchAttributeMemSyncDomainMap:
+	case cudaLaunchAttributeMemSyncDomain:
+	case cudaLaunchAttributePreferredSharedMemoryCarveout:
+	case cudaLaunchAttributeNvlinkUtilCentricScheduling:
+		return cudaSuccess;
+	case cudaLaunchAttributeClusterDimension:
+		if (!val || (val->clusterDim.x <= 1 && val->clusterDim.y <= 1 && val->clusterDim.z <= 1))
+			return cudaSuccess;
+		return not_served("a kernel node of clusters of more than one block");
+	case cudaLaunchAttributePreferredClusterDimension:
+		if (!val || (val->preferredClusterDim.x <= 1 && val->preferredClusterDim.y <= 1 &&
+			     val->preferredClusterDim.z <= 1))
+			return cudaSuccess;
+		return not_served("a kernel node of clusters of more than one block");
+	case cudaLaunchAttributeDeviceUpdatableKernelNode:
+		if (!val || !val->deviceUpdatableKernelNode.deviceUpdatable)
+			return cudaSuccess;
+		return not_served("a device-updatable kernel node");
+	default:
+		return cudaErrorInvalidValue;
+	}
+}
+
+QC_API cudaError_t cudaGraphKernelNodeGetAttribute(cudaGraphNode_t hNode, cudaKernelNodeAttrID attr,
+						   cudaKernelNodeAttrValue *value_out)
+{
+	struct qc_node *n = typed(hNode, cudaGraphNodeTypeKernel);
+	cudaError_t e = n && value_out ? kattr_check(attr, NULL) : cudaErrorInvalidValue;
+
+	return qc_ret(e == cudaSuccess ? qc_kattr_get(&n->op, attr, value_out) : e);
+}
+
+QC_API cudaError_t cudaGraphKernelNodeSetAttribute(cudaGraphNode_t hNode, cudaKernelNodeAttrID attr,
+						   const cudaKernelNodeAttrValue *value)
+{
+	struct qc_node *n = typed(hNode, cudaGraphNodeTypeKernel);
+	cudaError_t e = n && value ? kattr_check(attr, value) : cudaErrorInvalidValue;
+
+	return qc_ret(e == cudaSuccess ? qc_kattr_set(&n->op, attr, value) : e);
+}
+
+QC_API cudaError_t cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t hDst, cudaGraphNode_t hSrc)
+{
+	struct qc_node *d = typed(hDst, cudaGraphNodeTypeKernel), *s = typed(hSrc, cudaGraphNodeTypeKernel);
+
+	if (!d || !s)
+		return qc_ret(cudaErrorInvalidValue);
+	return d == s ? cudaSuccess : qc_ret(qc_kattr_copy(&d->op, &s->op));
+}
+
+/* ------------------------------------------------------------ memcpy nodes of symbols */
+
+/* The device address of [offset, offset+count) of a module variable (as
+ * cudaMemcpyToSymbol finds it); to: the copy goes to it. The kinds are
+ * cudaMemcpyToSymbol's and cudaMemcpyFromSymbol's. */
+static cudaError_t symbol_at(const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind,
+			     int to, void **at)
+{
+	uint64_t dptr, size;
+	cudaError_t e;
+
+	if (kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault &&
+	    kind != (to ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost))
+		return cudaErrorInvalidMemcpyDirection;
+	e = qc_var_get(symbol, &dptr, &size);
+	if (e != cudaSuccess)
+		return e;
+	if (offset > size || count > size - offset)
+		return cudaErrorInvalidValue;
+	*at = (void *)(uintptr_t)(dptr + offset);
+	return cudaSuccess;
+}
+
+/* A 1D memcpy node's operation to (to) or from a symbol. */
+static cudaError_t symbol_op(struct qc_node_op *op, const void *symbol, void *mem, size_t count,
+			     size_t offset, enum cudaMemcpyKind kind, int to)
+{
+	void *at;
+	cudaError_t e = symbol_at(symbol, count, offset, kind, to, &at);
+
+	if (e != cudaSuccess)
+		return e;
+	return to ? memcpy1d_op(op, at, mem, count, kind) : memcpy1d_op(op, mem, at, count, kind);
+}
+
+QC_API cudaError_t cudaGraphAddMemcpyNodeToSymbol(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+						  const cudaGraphNode_t *pDependencies, size_t numDependencies,
+						  const void *symbol, const void *src, size_t count,
+						  size_t offset, enum cudaMemcpyKind kind)
+{
+	struct qc_node_op op;
+	cudaError_t e = symbol_op(&op, symbol, (void *)src, count, offset, kind, 1);
+
+	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) :
+				  qc_ret(e);
+}
+
+QC_API cudaError_t cudaGraphAddMemcpyNodeFromSymbol(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+						    const cudaGraphNode_t *pDependencies, size_t numDependencies,
+						    void *dst, const void *symbol, size_t count,
+						    size_t offset, enum cudaMemcpyKind kind)
+{
+	struct qc_node_op op;
+	cudaError_t e = symbol_op(&op, symbol, dst, count, offset, kind, 0);
+
+	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) :
+				  qc_ret(e);
+}
+
+QC_API cudaError_t cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, const void *symbol,
+							const void *src, size_t count, size_t offset,
+							enum cudaMemcpyKind kind)
+{
+	struct qc_node *n = typed(node, cudaGraphNodeTypeMemcpy);
+	struct qc_node_op op;
+	cudaError_t e = n ? symbol_op(&op, symbol, (void *)src, count, offset, kind, 1) : cudaErrorInvalidValue;
+
+	return qc_ret(e == cudaSuccess ? replace(n, &op) : e);
+}
+
+QC_API cudaError_t cudaGraphMemcpyNodeSetParamsFromSymbol(cudaGraphNode_t node, void *dst,
+							  const void *symbol, size_t count, size_t offset,
+							  enum cudaMemcpyKind kind)
+{
+	struct qc_node *n = typed(node, cudaGraphNodeTypeMemcpy);
+	struct qc_node_op op;
+	cudaError_t e = n ? symbol_op(&op, symbol, dst, count, offset, kind, 0) : cudaErrorInvalidValue;
+
+	return qc_ret(e == cudaSuccess ? replace(n, &op) : e);
+}
+
+QC_API cudaError_t cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+							    const void *symbol, const void *src, size_t count,
+							    size_t offset, enum cudaMemcpyKind kind)
+{
+	struct qc_node_op op;
+
+	return exec_set(hGraphExec, node, &op, symbol_op(&op, symbol, (void *)src, count, offset, kind, 1));
+}
+
+QC_API cudaError_t cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+							      void *dst, const void *symbol, size_t count,
+							      size_t offset, enum cudaMemcpyKind kind)
+{
+	struct qc_node_op op;
+
+	return exec_set(hGraphExec, node, &op, symbol_op(&op, symbol, dst, count, offset, kind, 0));
+}
+
+/* ------------------------------------------------------------ user objects */
+
+#define U(x) ((struct qc_uobj *)(void *)(x))
+
+QC_API cudaError_t cudaUserObjectCreate(cudaUserObject_t *object_out, void *ptr, cudaHostFn_t destroy,
+					unsigned int initialRefcount, unsigned int flags)
+{
+	return qc_ret(qc_uobj_create(ptr, destroy, initialRefcount, flags, (struct qc_uobj **)object_out));
+}
+
+QC_API cudaError_t cudaUserObjectRetain(cudaUserObject_t object, unsigned int count)
+{
+	return qc_ret(qc_uobj_retain(U(object), count));
+}
+
+QC_API cudaError_t cudaUserObjectRelease(cudaUserObject_t object, unsigned int count)
+{
+	return qc_ret(qc_uobj_release(U(object), count));
+}
+
+QC_API cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count,
+					     unsigned int flags)
+{
+	return qc_ret(qc_graph_retain_uobj(G(graph), U(object), count, flags));
+}
+
+QC_API cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count)
+{
+	return qc_ret(qc_graph_release_uobj(G(graph), U(object), count));
 }
 
 /* ------------------------------------------------------------ DOT */

@@ -197,6 +197,14 @@ void qc_mem_remove_symbol(uint64_t dptr);
 /* cudaMemcpy*'s core (not recording the error). */
 cudaError_t qc_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
 		      cudaStream_t stream, int async, int ptds);
+/* cudaMemcpyBatchAsync's and cudaMemcpy3DBatchAsync's (array.c) cores:
+ * *fail is the index of the copy that failed, SIZE_MAX if the error is of
+ * no one copy (cuMemcpyBatchAsync's failIdx). */
+cudaError_t qc_memcpy_batch(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t n,
+			    const struct cudaMemcpyAttributes *attrs, const size_t *idxs, size_t nattrs,
+			    cudaStream_t stream, int ptds, size_t *fail);
+cudaError_t qc_memcpy3d_batch(size_t n, const struct cudaMemcpy3DBatchOp *ops, unsigned long long flags,
+			      cudaStream_t stream, int ptds, size_t *fail);
 
 /* ---- hostmem.c ---- */
 
@@ -270,6 +278,12 @@ struct qc_kernel *qc_module_kernel(struct qc_module *m, const char *name);
 /* A global of m: its device range (VAR_GET on first use), known to copies
  * as device memory. */
 cudaError_t qc_module_global(struct qc_module *m, const char *name, uint64_t *dptr, uint64_t *size);
+
+/* ---- funcattr.c ---- */
+
+/* Where parameter index of k lies in its layout (what FUNC_GET gave with
+ * its handle): *size may be NULL. */
+cudaError_t qc_param_info(struct qc_kernel *k, size_t index, size_t *offset, size_t *size);
 
 /* ---- fatbin.c, sha256.c ---- */
 

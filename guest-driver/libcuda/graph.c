@@ -6,7 +6,7 @@
  * pointers), so most entry points are the runtime's call; nodes whose
  * parameters differ between the two APIs (kernel, memcpy, memset) are built
  * here. Not served, as in the runtime: batch memop and external semaphore
- * nodes, user objects, copies of CUDA arrays.
+ * nodes, copies of CUDA arrays.
  */
 #include <string.h>
 
@@ -182,10 +182,8 @@ static CUresult set_kernel(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *p)
 	if (!n)
 		return CUDA_ERROR_INVALID_VALUE;
 	r = cu_result(kernel_op(&op, p));
-	if (r == CUDA_SUCCESS) {
-		qc_node_op_free(&n->op);
-		n->op = op;
-	}
+	if (r == CUDA_SUCCESS)
+		qc_node_set_op(n, &op);	/* its attributes stay */
 	return r;
 }
 
@@ -309,10 +307,8 @@ CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *p)
 	if (!n)
 		return CUDA_ERROR_INVALID_VALUE;
 	r = cu_result(memcpy_op(&op, p));
-	if (r == CUDA_SUCCESS) {
-		qc_node_op_free(&n->op);
-		n->op = op;
-	}
+	if (r == CUDA_SUCCESS)
+		qc_node_set_op(n, &op);
 	return r;
 }
 
@@ -913,4 +909,175 @@ CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphN
 			size_t numDependencies, CUgraphNodeParams *nodeParams)
 {
 	return cuGraphAddNode_v2(phGraphNode, hGraph, dependencies, NULL, numDependencies, nodeParams);
+}
+
+/* ------------------------------------------------------------ node parameters, generic */
+
+/* Each type's own setter, from the parameters of the generic call (the
+ * memory nodes' cannot change: CUDA_ERROR_NOT_SUPPORTED, as CUDA 13). */
+static CUresult node_set(CUgraphNode node, CUgraphNodeParams *p)
+{
+	struct qc_node *n = (struct qc_node *)(void *)node;
+
+	if (!qc_node_known(n) || !p || (int)n->op.type != (int)p->type)
+		return CUDA_ERROR_INVALID_VALUE;
+	switch (p->type) {
+	case CU_GRAPH_NODE_TYPE_KERNEL: {
+		CUDA_KERNEL_NODE_PARAMS k;
+
+		memcpy(&k, &p->kernel, sizeof(k));
+		return set_kernel(node, &k);
+	}
+	case CU_GRAPH_NODE_TYPE_MEMCPY:
+		return p->memcpy.flags ? CUDA_ERROR_INVALID_VALUE : cuGraphMemcpyNodeSetParams(node, &p->memcpy.copyParams);
+	case CU_GRAPH_NODE_TYPE_MEMSET: {
+		const CUDA_MEMSET_NODE_PARAMS_v2 *m = &p->memset;
+		CUDA_MEMSET_NODE_PARAMS v1 = { .dst = m->dst, .pitch = m->pitch, .value = m->value,
+					       .elementSize = m->elementSize, .width = m->width, .height = m->height };
+
+		return cuGraphMemsetNodeSetParams(node, &v1);
+	}
+	case CU_GRAPH_NODE_TYPE_HOST: {
+		CUDA_HOST_NODE_PARAMS v1 = { .fn = p->host.fn, .userData = p->host.userData };
+
+		return cuGraphHostNodeSetParams(node, &v1);
+	}
+	case CU_GRAPH_NODE_TYPE_EMPTY:
+		return CUDA_SUCCESS;
+	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+		return cuGraphEventWaitNodeSetEvent(node, p->eventWait.event);
+	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+		return cuGraphEventRecordNodeSetEvent(node, p->eventRecord.event);
+	default:
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+}
+
+CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams)
+{
+	CUresult r = cu_enter();
+
+	return r != CUDA_SUCCESS ? r : node_set(hNode, nodeParams);
+}
+
+static CUresult exec_node_set(CUgraphExec x, CUgraphNode node, CUgraphNodeParams *p)
+{
+	struct qc_node *n = (struct qc_node *)(void *)node;
+
+	if (!qc_exec_known((struct qc_exec *)(void *)x) || !qc_node_known(n) || !p ||
+	    (int)n->op.type != (int)p->type)
+		return CUDA_ERROR_INVALID_VALUE;
+	switch (p->type) {
+	case CU_GRAPH_NODE_TYPE_KERNEL: {
+		CUDA_KERNEL_NODE_PARAMS k;
+
+		memcpy(&k, &p->kernel, sizeof(k));
+		return cuGraphExecKernelNodeSetParams_v2(x, node, &k);
+	}
+	case CU_GRAPH_NODE_TYPE_MEMCPY:
+		return p->memcpy.flags ? CUDA_ERROR_INVALID_VALUE :
+			cuGraphExecMemcpyNodeSetParams(x, node, &p->memcpy.copyParams, p->memcpy.copyCtx);
+	case CU_GRAPH_NODE_TYPE_MEMSET: {
+		const CUDA_MEMSET_NODE_PARAMS_v2 *m = &p->memset;
+		CUDA_MEMSET_NODE_PARAMS v1 = { .dst = m->dst, .pitch = m->pitch, .value = m->value,
+					       .elementSize = m->elementSize, .width = m->width, .height = m->height };
+
+		return cuGraphExecMemsetNodeSetParams(x, node, &v1, m->ctx);
+	}
+	case CU_GRAPH_NODE_TYPE_HOST: {
+		CUDA_HOST_NODE_PARAMS v1 = { .fn = p->host.fn, .userData = p->host.userData };
+
+		return cuGraphExecHostNodeSetParams(x, node, &v1);
+	}
+	case CU_GRAPH_NODE_TYPE_GRAPH:
+		return cuGraphExecChildGraphNodeSetParams(x, node, p->graph.graph);
+	case CU_GRAPH_NODE_TYPE_EMPTY:
+		return CUDA_SUCCESS;
+	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+		return cuGraphExecEventWaitNodeSetEvent(x, node, p->eventWait.event);
+	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+		return cuGraphExecEventRecordNodeSetEvent(x, node, p->eventRecord.event);
+	default:
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+}
+
+CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraphNodeParams *nodeParams)
+{
+	CUresult r = cu_enter();
+
+	return r != CUDA_SUCCESS ? r : exec_node_set(hGraphExec, hNode, nodeParams);
+}
+
+CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
+{
+	return cu_result(cudaGraphExecChildGraphNodeSetParams(RX(hGraphExec), RN(hNode), RG(childGraph)));
+}
+
+/* ------------------------------------------------------------ enabling nodes, kernel node attributes */
+
+CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
+{
+	return cu_result(cudaGraphNodeSetEnabled(RX(hGraphExec), RN(hNode), isEnabled));
+}
+
+CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
+{
+	return cu_result(cudaGraphNodeGetEnabled(RX(hGraphExec), RN(hNode), isEnabled));
+}
+
+/* The driver's launch attributes are the runtime's, value for value. */
+_Static_assert(sizeof(CUkernelNodeAttrValue) == sizeof(cudaKernelNodeAttrValue), "kernel node attribute value");
+_Static_assert((int)CU_LAUNCH_ATTRIBUTE_PRIORITY == (int)cudaLaunchAttributePriority &&
+	       (int)CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING ==
+	       (int)cudaLaunchAttributeNvlinkUtilCentricScheduling, "launch attribute ids");
+
+CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *value_out)
+{
+	return cu_result(cudaGraphKernelNodeGetAttribute(RN(hNode), (cudaKernelNodeAttrID)attr,
+							 (cudaKernelNodeAttrValue *)(void *)value_out));
+}
+
+CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
+				       const CUkernelNodeAttrValue *value)
+{
+	return cu_result(cudaGraphKernelNodeSetAttribute(RN(hNode), (cudaKernelNodeAttrID)attr,
+							 (const cudaKernelNodeAttrValue *)(const void *)value));
+}
+
+CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
+{
+	return cu_result(cudaGraphKernelNodeCopyAttributes(RN(dst), RN(src)));
+}
+
+/* ------------------------------------------------------------ user objects */
+
+/* A CUuserObject is the runtime layer's cudaUserObject_t; CUhostFn is cudaHostFn_t. */
+#define RU(x) ((cudaUserObject_t)(void *)(x))
+
+CUresult cuUserObjectCreate(CUuserObject *object_out, void *ptr, CUhostFn destroy, unsigned int initialRefcount,
+			    unsigned int flags)
+{
+	return cu_result(cudaUserObjectCreate((cudaUserObject_t *)object_out, ptr, (cudaHostFn_t)destroy,
+					      initialRefcount, flags));
+}
+
+CUresult cuUserObjectRetain(CUuserObject object, unsigned int count)
+{
+	return cu_result(cudaUserObjectRetain(RU(object), count));
+}
+
+CUresult cuUserObjectRelease(CUuserObject object, unsigned int count)
+{
+	return cu_result(cudaUserObjectRelease(RU(object), count));
+}
+
+CUresult cuGraphRetainUserObject(CUgraph graph, CUuserObject object, unsigned int count, unsigned int flags)
+{
+	return cu_result(cudaGraphRetainUserObject(RG(graph), RU(object), count, flags));
+}
+
+CUresult cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, unsigned int count)
+{
+	return cu_result(cudaGraphReleaseUserObject(RG(graph), RU(object), count));
 }

@@ -474,3 +474,25 @@ CUresult cuFuncLoad(CUfunction function)
 	r = cu_enter();
 	return r != CUDA_SUCCESS ? r : cu_result(qc_kernel_get(k, &func));
 }
+
+/* Where a parameter lies in the layout launches pack by (paramSize may be NULL). */
+static CUresult param_info(const void *h, size_t index, size_t *offset, size_t *size)
+{
+	struct qc_kernel *k = cu_kernel(h);
+	CUresult r;
+
+	if (!k)
+		return CUDA_ERROR_INVALID_HANDLE;
+	r = cu_enter();
+	return r != CUDA_SUCCESS ? r : cu_result(qc_param_info(k, index, offset, size));
+}
+
+CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
+{
+	return param_info(func, paramIndex, paramOffset, paramSize);
+}
+
+CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
+{
+	return param_info(kernel, paramIndex, paramOffset, paramSize);
+}
