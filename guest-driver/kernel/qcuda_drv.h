@@ -176,6 +176,7 @@ struct qcuda_op;
 struct qcuda_chunk {
 	struct qcuda_op *op;
 	struct completion done;
+	struct qcuda_queue *q;		/* the queue it went to (polled for its answer) */
 	int error;			/* -ENODEV if reclaimed by remove() */
 	unsigned int used_len;		/* bytes the device wrote */
 	bool busy;			/* submitted, not yet reaped */

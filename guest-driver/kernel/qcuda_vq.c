@@ -152,24 +152,31 @@ struct qcuda_op *qcuda_op_alloc(struct qcuda_file *qf, u32 cmd,
 	return op;
 }
 
+/* Completes every used buffer of q (q->lock held). */
+static void qcuda_vq_reap(struct qcuda_queue *q)
+{
+	struct qcuda_chunk *c;
+	unsigned int len;
+
+	while ((c = virtqueue_get_buf(q->vq, &len)) != NULL) {
+		c->used_len = len;
+		complete(&c->done);
+		qcuda_slot_put(c->op->qf);
+		qcuda_op_put_dev(c->op);
+	}
+}
+
 /* Interrupt callback of one request queue: complete every used buffer. */
 void qcuda_vq_done(struct virtqueue *vq)
 {
 	struct qcuda_dev *qd = vq->vdev->priv;
 	struct qcuda_queue *q = &qd->queues[vq->index];
-	struct qcuda_chunk *c;
 	unsigned long flags;
-	unsigned int len;
 
 	spin_lock_irqsave(&q->lock, flags);
 	do {
 		virtqueue_disable_cb(vq);
-		while ((c = virtqueue_get_buf(vq, &len)) != NULL) {
-			c->used_len = len;
-			complete(&c->done);
-			qcuda_slot_put(c->op->qf);
-			qcuda_op_put_dev(c->op);
-		}
+		qcuda_vq_reap(q);
 	} while (!virtqueue_enable_cb(vq));
 	spin_unlock_irqrestore(&q->lock, flags);
 	if (wq_has_sleeper(&q->space_wq))
@@ -385,7 +392,8 @@ int qcuda_chunk_start(struct qcuda_op *op, struct qcuda_chunk *c,
 	if (c->len && op->dir == QCUDA_DATA_FROM_DEVICE)
 		sgs[nout + nin++] = c->sgt.sgl;
 
-	err = qcuda_submit(qd, &qd->queues[qi], c, sgs, nout, nin, killable);
+	c->q = &qd->queues[qi];
+	err = qcuda_submit(qd, c->q, c, sgs, nout, nin, killable);
 	if (err) {
 		qcuda_slot_put(op->qf);
 		qcuda_chunk_unpin(op, c);
@@ -395,11 +403,54 @@ int qcuda_chunk_start(struct qcuda_op *op, struct qcuda_chunk *c,
 	return 0;
 }
 
+/*
+ * How long a caller polls its queue for the answer before it sleeps (0:
+ * never). A short call (a synchronize, a small copy) is answered within tens
+ * of microseconds; taking the interrupt and waking the sleeper costs more
+ * than that, under TCG far more. Writable at run time
+ * (/sys/module/qcuda/parameters/poll_us).
+ */
+static unsigned int poll_us = 50;
+module_param(poll_us, uint, 0644);
+MODULE_PARM_DESC(poll_us, "microseconds a caller polls for its answer before sleeping (0: never)");
+
+/*
+ * Polls c's queue for up to poll_us, completing whatever it finds (anyone's:
+ * a sleeper on the same queue is woken as by the interrupt). Interrupts are
+ * off meanwhile (the backend honours EVENT_IDX), back on after, with what
+ * came in between reaped.
+ */
+static void qcuda_chunk_poll(struct qcuda_op *op, struct qcuda_chunk *c)
+{
+	struct qcuda_dev *qd = op->qf->qd;
+	struct qcuda_queue *q = c->q;
+	unsigned int us = READ_ONCE(poll_us);
+	unsigned long flags;
+	u64 until;
+
+	if (!us || !q || completion_done(&c->done) || !down_read_trylock(&qd->vq_sem))
+		return;		/* a remove() in progress: sleep as before */
+	until = ktime_get_ns() + (u64)us * NSEC_PER_USEC;
+	spin_lock_irqsave(&q->lock, flags);
+	virtqueue_disable_cb(q->vq);
+	spin_unlock_irqrestore(&q->lock, flags);
+	while (!READ_ONCE(qd->dead) && !completion_done(&c->done) && ktime_get_ns() < until) {
+		spin_lock_irqsave(&q->lock, flags);
+		qcuda_vq_reap(q);
+		spin_unlock_irqrestore(&q->lock, flags);
+		cpu_relax();
+	}
+	if (!READ_ONCE(qd->dead))
+		qcuda_vq_done(q->vq);
+	up_read(&qd->vq_sem);
+}
+
 /* Wait (killably) for chunk i in slot c, release its pages, fold in its result. */
 static int qcuda_chunk_reap(struct qcuda_op *op, struct qcuda_chunk *c, u64 i)
 {
 	u32 status, len;
 
+	qcuda_chunk_poll(op, c);
 	if (wait_for_completion_killable(&c->done))
 		return -EINTR;	/* the device's reference keeps op alive */
 	c->busy = false;

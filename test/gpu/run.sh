@@ -265,9 +265,13 @@ say "native: $(cat "$LOGS/lat.copy.native.json") $(cat "$LOGS/lat.launch.native.
 for run in 1 2; do
   for w in 0 default; do
     timeout 240 node "$app/dist/test/bench/qcuda.js" --mib 64 --launches 20000 $([ $w = default ] || echo --inline-wait $w) > "$LOGS/lat.$w.$run.bench" 2>&1
-    say "run $run, inline wait $w: $(grep '^JSON ' "$LOGS/lat.$w.$run.bench" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const j=JSON.parse(s.slice(5));console.log(j.rows.map(r=>`${r.what} ${+r.value.toFixed(2)} ${r.unit} (direct ${+r.baseline.toFixed(2)})`).join("; "))}catch{console.log("no result")}})')"
+    say "harness run $run, inline wait $w: $(grep '^JSON ' "$LOGS/lat.$w.$run.bench" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const j=JSON.parse(s.slice(5));console.log(j.rows.map(r=>`${r.what} ${+r.value.toFixed(2)} ${r.unit} (direct ${+r.baseline.toFixed(2)})`).join("; "))}catch{console.log("no result")}})')"
   done
 done
+say "== call latency in the TCG guest (cuda provider): the guest driver's poll_us off (0) and on (50), alternating =="
+node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --memory=1536 --timeout=400 -- \
+  'for p in 0 50 0 50; do echo $p > /sys/module/qcuda/parameters/poll_us; echo "poll_us $p: $(copy_bench) $(launch_bench 2000)"; done' > "$LOGS/lat.guest.log" 2>&1
+grep '^poll_us' "$LOGS/lat.guest.log" | while read -r l; do say "$l"; done
 fi
 say "overall: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status
