@@ -42,6 +42,9 @@ install -m 755 "$here/init" "$root/init"
 install -m 755 "$here/qcuda-chroot" "$root/usr/bin/qcuda-chroot"
 mkdir -p "$root/lib/modules"
 strip --strip-debug -o "$root/lib/modules/qcuda.ko" "$QCUDA_KO"
+# virtio_blk (a module in the cloud kernel): for GPU disks (qcuda vm --disk).
+blk=/lib/modules/$GUEST_KVER/kernel/drivers/block/virtio_blk.ko.xz
+if [ -f "$blk" ]; then xz -dc "$blk" > "$root/lib/modules/virtio_blk.ko"; fi
 echo "root:x:0:0:root:/root:/bin/sh" > "$root/etc/passwd"
 echo "root:x:0:" > "$root/etc/group"
 # The kernel opens /dev/console for /init before devtmpfs is mounted.

@@ -25,7 +25,7 @@ ${Object.entries(DEVICES).map(([n, d]) => `                            ${n.padEn
                             cuda    the GPU, through the CUDA driver (libcuda.so.1)
                             host    device memory emulated in host RAM (no kernels)
                             auto    cuda where a GPU answers, else host
-  --gpu=N                 qcuda only: which GPU (default 0)
+  --gpu=N                 qcuda, and blk with --store=gpu: which GPU (default 0)
   --isolation=MODE        qcuda with the cuda provider: where each guest
                           process's CUDA context runs (default process):
                             process  a worker process per guest process: a
@@ -39,6 +39,11 @@ ${Object.entries(DEVICES).map(([n, d]) => `                            ${n.padEn
                                      other's device memory, so the VM gets one
                                      CUDA process at a time (a second one's
                                      first call fails: cudaErrorDevicesUnavailable)
+  --size=SIZE             blk only: the disk's size (e.g. 4G; whole 512-byte sectors)
+  --store=WHERE           blk only: where the disk lives (default gpu):
+                            gpu     device memory of GPU --gpu, allocated at start
+                            host    host memory (no GPU needed)
+  --read-only             blk only: the guest may read the disk, not write it
   --device-memory-limit=SIZE
                           qcuda only: per-VM device memory quota (e.g. 2G):
                           allocations, module globals and what the stack, heap
@@ -100,6 +105,24 @@ function nonNegativeInt(name: string, v: string, max: number): number {
   return +v;
 }
 
+/** --size: whole 512-byte sectors, more than 0. */
+function diskSize(v: string | undefined): bigint | undefined {
+  if (v === undefined) return undefined;
+  let n: bigint;
+  try {
+    n = parseSize(v);
+  } catch (e) {
+    usage(`--size: ${(e as Error).message}`);
+  }
+  if (n === 0n || n % 512n !== 0n) usage(`--size must be a positive multiple of 512 bytes, got '${v}'`);
+  return n;
+}
+
+function storeOf(v: string | undefined): 'gpu' | 'host' | undefined {
+  if (v !== undefined && v !== 'gpu' && v !== 'host') usage(`--store must be gpu or host, got '${v}'`);
+  return v;
+}
+
 async function main(): Promise<void> {
   let args;
   try {
@@ -122,6 +145,9 @@ async function main(): Promise<void> {
         'inline-wait': { type: 'string' },
         'host-map-pieces': { type: 'string' },
         'print-capabilities': { type: 'boolean' },
+        size: { type: 'string' },
+        store: { type: 'string' },
+        'read-only': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -136,7 +162,9 @@ async function main(): Promise<void> {
   const kind = DEVICES[args.device!];
   if (!kind) usage(`unknown device '${args.device}' (known: ${Object.keys(DEVICES).join(', ')})`);
   if (args['print-capabilities']) {
-    process.stdout.write(`${JSON.stringify({ type: args.device })}\n`);
+    // vhost-user.json: a block backend says "block" and the options it takes.
+    const caps = args.device === 'blk' ? { type: 'block', features: ['read-only'] } : { type: args.device };
+    process.stdout.write(`${JSON.stringify(caps)}\n`);
     return;
   }
   if ((args['socket-path'] === undefined) === (args.fd === undefined)) usage('give exactly one of --socket-path and --fd');
@@ -175,6 +203,7 @@ async function main(): Promise<void> {
   try {
     const device = await kind.create({
       queues, provider: args.provider as ProviderKind, gpu, memoryLimit, limits, isolation: args.isolation as 'process' | 'none',
+      size: diskSize(args.size), store: storeOf(args.store), readOnly: args['read-only'],
       inlineWaitUs: args['inline-wait'] === undefined ? undefined : nonNegativeInt('inline-wait', args['inline-wait'], 1_000_000),
       log: (line) => process.stderr.write(`qcuda-backend: ${line}\n`),
     });

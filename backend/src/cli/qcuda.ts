@@ -4,7 +4,8 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { qemuArgs } from '../vm/qemu-args';
-import { runVm, VmConfigError, VmError } from '../vm/runner';
+import { parseSize } from '../qcuda/providers';
+import { DISK_QUEUES, runVm, VmConfigError, VmError, type VmDisk } from '../vm/runner';
 import { defaultVirtiofsd, MAX_SHARES, parseShareSpec, resolveShares, type VmShare } from '../vm/shares';
 
 const HELP = `Usage: qcuda <command> [options]
@@ -13,7 +14,10 @@ Commands:
   vm [options] [--] COMMAND...   boot a guest with the qcuda device, run COMMAND
                                  (a shell command line) in it, print its output
                                  and exit with its status
-  qemu-args --socket=PATH        print the QEMU arguments that attach the device
+  qemu-args --socket=PATH [--disk-socket=PATH...]
+                                 print the QEMU arguments that attach the device
+                                 (and GPU disks: qcuda-backend --device=blk
+                                 --queues=2 sockets, one per disk)
   help                           this text
 
 vm options:
@@ -35,6 +39,12 @@ vm options:
                        and /run instead of the host's, qcuda's libcuda.so.1 and
                        libcudart.so.13 first on LD_LIBRARY_PATH), in the
                        current directory; e.g. --host-root -- 'python3 x.py'
+  --disk=SIZE[,store=gpu|host][,ro]
+                       attach a disk of SIZE (e.g. 1G) kept in GPU memory
+                       (store=gpu, the default) or host memory (store=host),
+                       served by a qcuda-backend --device=blk of its own to
+                       QEMU's vhost-user-blk-pci: /dev/vda, then vdb, ...;
+                       ro: read-only. Repeatable
   --timeout=SECONDS    give up (and clean up) after this long (default 300)
   --queues=N           request queues (default 4)
   --memory=MIB         guest RAM (default 512)
@@ -86,6 +96,8 @@ function shq(a: string): string {
 const OPTIONS = {
   file: { type: 'string', multiple: true },
   share: { type: 'string', multiple: true },
+  disk: { type: 'string', multiple: true },
+  'disk-socket': { type: 'string', multiple: true },
   'host-root': { type: 'boolean' },
   virtiofsd: { type: 'string' },
   timeout: { type: 'string' },
@@ -110,6 +122,24 @@ const DEMO_COMMAND = 'nop_test -t 4 -n 100 > /tmp/nop.out || { cat /tmp/nop.out;
   'for p in device memcpy stream hostmem errors killcopy device_static memcpy_static stream_static hostmem_static; ' +
   'do $p > /tmp/$p.out || { cat /tmp/$p.out; exit 1; }; echo "$p: $(tail -1 /tmp/$p.out)"; done';
 
+/** SIZE[,store=gpu|host][,ro] -> a disk (bad usage exits 2). */
+function parseDisk(spec: string): VmDisk {
+  const [size, ...opts] = spec.split(',');
+  const d: VmDisk = { size: 0n };
+  try {
+    d.size = parseSize(size);
+  } catch (e) {
+    usage(`--disk=${spec}: ${(e as Error).message}`);
+  }
+  if (d.size === 0n || d.size % 512n !== 0n) usage(`--disk=${spec}: the size must be a positive multiple of 512 bytes`);
+  for (const o of opts) {
+    if (o === 'ro') d.readOnly = true;
+    else if (o === 'store=gpu' || o === 'store=host') d.store = o.slice(6) as 'gpu' | 'host';
+    else usage(`--disk=${spec}: unknown option '${o}' (store=gpu, store=host or ro)`);
+  }
+  return d;
+}
+
 async function main(): Promise<number> {
   const [cmd, ...rest] = process.argv.slice(2);
   if (!cmd || cmd === 'help' || cmd === '--help' || cmd === '-h') {
@@ -133,6 +163,7 @@ async function main(): Promise<number> {
       kernel: need(v.kernel, 'kernel', 'GUEST_KERNEL'), initrd: need(v.initrd, 'initrd', 'GUEST_INITRD'),
       socket: path.resolve(v.socket), queues: intOpt(v.queues, 'queues', 4, 64), memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20),
       cpus: intOpt(v.cpus, 'cpus', 2, 256),
+      disks: (v['disk-socket'] ?? []).map((s) => ({ socket: path.resolve(s), queues: DISK_QUEUES })),
     });
     process.stdout.write(`${args.map(shq).join(' ')}\n`);
     return 0;
@@ -151,11 +182,12 @@ async function main(): Promise<number> {
   } catch (e) {
     usage((e as Error).message);
   }
+  const disks = (v.disk ?? []).map(parseDisk);
   const virtiofsd = shares.length > 0 ? need(v.virtiofsd ?? (defaultVirtiofsd() || undefined), 'virtiofsd', 'QCUDA_VIRTIOFSD') : undefined;
   try {
     const r = await runVm({
       qemu: need(v.qemu, 'qemu', 'QEMU_BIN'), kernel: need(v.kernel, 'kernel', 'GUEST_KERNEL'), initrd: need(v.initrd, 'initrd', 'GUEST_INITRD'),
-      command, files: (v.file ?? []).map((f) => path.resolve(f)), shares, virtiofsd,
+      command, files: (v.file ?? []).map((f) => path.resolve(f)), shares, virtiofsd, disks,
       timeoutMs: intOpt(v.timeout, 'timeout', 300, 86400) * 1000, queues: intOpt(v.queues, 'queues', 4, 64),
       memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20), cpus: intOpt(v.cpus, 'cpus', 2, 256),
       onConsole: v.quiet ? undefined : (s) => process.stderr.write(s),

@@ -4,6 +4,8 @@ import type { VmLimits } from '../qcuda/limits';
 import { createProvider, type ProviderKind } from '../qcuda/providers';
 import { IsolatedProvider } from '../qcuda/providers/isolated';
 import type { VhostUserDevice } from '../vhost-user';
+import { BlkDevice } from './blk';
+import { ProviderStore } from './blk-store';
 import { EchoDevice } from './echo';
 
 export interface DeviceOptions {
@@ -19,6 +21,10 @@ export interface DeviceOptions {
   inlineWaitUs?: number;
   /** Where to say which provider was chosen. */
   log?: (line: string) => void;
+  /** blk: the disk's size in bytes (whole sectors), where it lives, and whether the guest may write it. */
+  size?: bigint;
+  store?: 'gpu' | 'host';
+  readOnly?: boolean;
 }
 
 export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions): Promise<VhostUserDevice> }> = {
@@ -38,6 +44,17 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       const limits = { ...o.limits, ...(shared ? { contexts: 1 } : {}) };
       device = new QcudaDevice({ queues: o.queues, memoryLimit: o.memoryLimit, limits, provider, log: o.log });
       return device;
+    },
+  },
+  blk: {
+    describe: 'a disk in GPU memory (or host memory) for stock QEMU\'s vhost-user-blk-pci',
+    async create(o) {
+      if (o.size === undefined) throw new Error('--device=blk needs --size');
+      const kind = o.store ?? 'gpu';
+      const { provider, note } = await createProvider(kind === 'gpu' ? 'cuda' : 'host', o.gpu ?? 0, {}, { captureOutput: false });
+      const store = await ProviderStore.open(provider, o.size);
+      o.log?.(`disk of ${o.size} bytes${o.readOnly ? ', read-only' : ''} in the ${note}`);
+      return new BlkDevice({ queues: o.queues, store, readOnly: o.readOnly, provider });
     },
   },
   echo: { describe: 'example device: echoes requests with a checksum (for tests and benchmarks)', create: async (o) => new EchoDevice({ queues: o.queues }) },

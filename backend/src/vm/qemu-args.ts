@@ -19,6 +19,8 @@ export interface QemuConfig {
   reconnectMs?: number;
   /** virtiofs devices (vhost-user-fs-pci): a virtiofsd's socket and the tag the guest mounts. */
   shares?: { socket: string; tag: string }[];
+  /** GPU disks (vhost-user-blk-pci): a blk backend's socket and its queues. */
+  disks?: { socket: string; queues: number }[];
 }
 
 /** Debian's firmware packages; QCUDA_FIRMWARE_DIRS (colon-separated) overrides, e.g. for a carried copy. */
@@ -58,6 +60,10 @@ export function qemuArgs(c: QemuConfig): string[] {
     ...(c.shares ?? []).flatMap((s, i) => [
       '-chardev', `socket,id=fs${i},path=${s.socket}`,
       '-device', `vhost-user-fs-pci,chardev=fs${i},tag=${s.tag}`,
+    ]),
+    ...(c.disks ?? []).flatMap((d, i) => [
+      '-chardev', `socket,id=blk${i},path=${d.socket}`,
+      '-device', `vhost-user-blk-pci,chardev=blk${i},num-queues=${d.queues}`,
     ]),
     '-serial', 'stdio',
     '-serial', c.resultFile ? `file:${c.resultFile}` : 'null',

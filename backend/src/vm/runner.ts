@@ -46,7 +46,20 @@ export interface VmOptions {
    * reconnect to it (-chardev ...,reconnect-ms); 0: a dead backend fails the run. */
   restartBackend?: number;
   onBackendRestarted?: (pid: number) => void;
+  /** GPU disks: each a blk backend of its own (vhost-user-blk-pci), /dev/vda, vdb, ... in the guest. */
+  disks?: VmDisk[];
 }
+
+export interface VmDisk {
+  /** Bytes, whole 512-byte sectors. */
+  size: bigint;
+  /** Where the disk lives (default gpu). */
+  store?: 'gpu' | 'host';
+  readOnly?: boolean;
+}
+
+/** Request queues of a disk (QEMU's num-queues and the backend's --queues). */
+export const DISK_QUEUES = 2;
 
 export interface VmResult extends GuestReport {
   console: string;
@@ -57,6 +70,8 @@ export interface VmResult extends GuestReport {
 
 export interface StartedInfo {
   backendPid: number;
+  /** One per disk, in order. */
+  diskPids: number[];
   qemuPid: number;
   /** One per share, in order (each also has a sandboxed child once QEMU connected). */
   virtiofsdPids: number[];
@@ -224,6 +239,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
   let backend: ChildProcess | undefined;
   let qemu: ChildProcess | undefined;
   const fsds: ChildProcess[] = [];
+  const disks: ChildProcess[] = [];
   const t0 = Date.now();
   try {
     const sock = path.join(dir, 'vhost.sock');
@@ -257,6 +273,18 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     };
     await launchBackend();
     let restarts = o.restartBackend ?? 0;
+    // A blk backend per disk: its disk is allocated before QEMU starts, so a
+    // disk that does not fit fails the run here, as the backend's.
+    const diskErr: string[] = [];
+    await Promise.all((o.disks ?? []).map(async (d, i) => {
+      const s = path.join(dir, `blk${i}.sock`);
+      diskErr[i] = '';
+      const args = [BACKEND_JS, `--socket-path=${s}`, '--device=blk', `--queues=${DISK_QUEUES}`, `--size=${d.size}`, `--store=${d.store ?? 'gpu'}`, ...(d.readOnly ? ['--read-only'] : [])];
+      const p = start(process.execPath, args, `disk ${i}`);
+      disks[i] = p;
+      p.stderr!.on('data', (b: Buffer) => (diskErr[i] += b.toString()));
+      await waitForSocket(s, p, () => diskErr[i], 'backend', `the backend of disk ${i}`);
+    }));
 
     const initrd = buildInitrd(dir, o, shares);
     let consoleText = '';
@@ -265,6 +293,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
       kernel: o.kernel, initrd, socket: sock, resultFile, queues: o.queues, memoryMiB: o.memoryMiB, cpus: o.cpus,
       firmwareDirs: o.firmwareDirs, accel: o.accel, reconnectMs: restarts > 0 ? 200 : undefined,
       shares: shares.map((s, i) => ({ socket: path.join(dir, `fs${i}.sock`), tag: s.tag })),
+      disks: disks.map((_, i) => ({ socket: path.join(dir, `blk${i}.sock`), queues: DISK_QUEUES })),
     }), 'qemu');
     const qemuT0 = Date.now();
     let bootMs: number | undefined;
@@ -275,7 +304,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     });
     qemu.stderr!.on('data', (d: Buffer) => (qemuErr += d.toString()));
     if (qemu.pid !== undefined && backend!.pid !== undefined)
-      o.onStarted?.({ backendPid: backend!.pid, qemuPid: qemu.pid, virtiofsdPids: fsds.map((p) => p.pid!), dir });
+      o.onStarted?.({ backendPid: backend!.pid, diskPids: disks.map((p) => p.pid!), qemuPid: qemu.pid, virtiofsdPids: fsds.map((p) => p.pid!), dir });
 
     const timeoutMs = o.timeoutMs ?? 120_000;
     let timer: NodeJS.Timeout | undefined;
@@ -284,9 +313,12 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     const readReport = () => parseReport(fs.existsSync(resultFile) ? fs.readFileSync(resultFile, 'utf8') : '');
     const fsdExit = fsds.length === 0 ? new Promise<never>(() => {})
       : Promise.race(fsds.map((p, i) => exited(p).then((how) => ({ who: 'virtiofsd' as const, how, i }))));
+    const diskExit = disks.length === 0 ? new Promise<never>(() => {})
+      : Promise.race(disks.map((p, i) => exited(p).then((how) => ({ who: 'disk' as const, how, i }))));
     let outcome;
     for (;;) {
-      outcome = await Promise.race([qemuExit, exited(backend!).then((how) => ({ who: 'backend' as const, how })), fsdExit, timeout]);
+      outcome = await Promise.race([qemuExit, exited(backend!).then((how) => ({ who: 'backend' as const, how })), fsdExit, diskExit, timeout]);
+      if (outcome.who === 'disk') break;
       if (outcome.who === 'virtiofsd') {
         // A virtiofsd exits by itself when QEMU closes its socket, which can
         // come before QEMU's own exit: that is QEMU's outcome, not a death.
@@ -303,6 +335,8 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     clearTimeout(timer);
     const report = readReport();
     const result: VmResult = { ...report, console: consoleText, wallMs: Date.now() - t0, bootMs };
+    if (outcome.who === 'disk')
+      throw new VmError('backend', `the backend of disk ${outcome.i} died during the run (${outcome.how}):\n${tail(diskErr[outcome.i])}`, consoleText);
     if (outcome.who === 'backend')
       throw new VmError('backend', `the backend died during the run (${outcome.how}):\n${tail(beErr)}`, consoleText);
     if (outcome.who === 'virtiofsd')
@@ -319,7 +353,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     }
     return result;
   } finally {
-    await Promise.all([stop(qemu), stop(backend), ...fsds.filter(Boolean).map(stopVirtiofsd)]);
+    await Promise.all([stop(qemu), stop(backend), ...disks.filter(Boolean).map(stop), ...fsds.filter(Boolean).map(stopVirtiofsd)]);
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
