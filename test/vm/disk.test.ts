@@ -5,13 +5,17 @@
 // zeroes, a read-only disk refuses writes, and a disk backend that dies
 // fails the run with nothing left running.
 import test from 'ava';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { runVm, VmError, type StartedInfo } from '../../backend/src/vm/runner';
 import { alive } from '../helpers';
 
 const env = { qemu: process.env.QEMU_BIN, kernel: process.env.GUEST_KERNEL, initrd: process.env.GUEST_INITRD };
 const missing = Object.entries(env).filter(([, v]) => !v || !fs.existsSync(v)).map(([k]) => k);
 if (missing.length > 0) throw new Error(`VM tests need QEMU_BIN, GUEST_KERNEL and GUEST_INITRD (missing: ${missing.join(', ')}); run them with 'make test'`);
+const BACKEND = path.resolve(__dirname, '..', '..', 'backend', 'src', 'cli', 'backend.js');
 const base = { qemu: env.qemu!, kernel: env.kernel!, initrd: env.initrd!, timeoutMs: 180_000, memoryMiB: 768, backendArgs: ['--provider=host'] };
 
 test.serial('a disk on the host store: data survives a dropped page cache, ext2 on it, discard, two queues; a read-only disk refuses writes', async (t) => {
@@ -78,4 +82,30 @@ test('a disk that does not fit its store fails the run before QEMU starts, namin
   const e = await t.throwsAsync(runVm({ ...base, disks: [{ size: 1n << 50n, store: 'host' }], command: 'true' }), { instanceOf: VmError });
   t.is(e!.side, 'backend');
   t.regex(e!.message, /disk 0[\s\S]*does not fit/);
+});
+
+test.serial('a disk outlives its guest: a second guest booted onto the same backend reads what the first wrote', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-disk-'));
+  const sock = path.join(dir, 'disk.sock');
+  const be = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=blk', '--queues=2', '--size=32M', '--store=host'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  be.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  try {
+    for (let i = 0; i < 100 && !fs.existsSync(sock); i++) await new Promise((r) => setTimeout(r, 50));
+    t.true(fs.existsSync(sock), err);
+    const disk = { size: 32n << 20n, socket: sock };
+    const first = await runVm({ ...base, disks: [disk], command: 'dd if=/dev/urandom of=/tmp/a bs=1M count=8 2>/dev/null; dd if=/tmp/a of=/dev/vda bs=1M conv=fsync 2>/dev/null; echo "=== $(md5sum < /tmp/a | cut -c1-32)"' });
+    t.is(first.exit, 0, first.stderr);
+    const second = await runVm({ ...base, disks: [disk], command: 'echo "=== $(dd if=/dev/vda bs=1M count=8 2>/dev/null | md5sum | cut -c1-32)"' });
+    t.is(second.exit, 0, second.stderr);
+    const sum = (o: string) => /^=== ([0-9a-f]{32})$/m.exec(o)?.[1];
+    t.truthy(sum(first.stdout), first.stdout);
+    t.is(sum(second.stdout), sum(first.stdout), 'the second guest reads the first one\'s bytes');
+    t.is(be.exitCode, null, 'the backend serves on between guests');
+  } finally {
+    be.kill('SIGTERM');
+    await new Promise((r) => (be.exitCode !== null ? r(undefined) : be.once('exit', r)));
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  t.false(alive(be.pid!), 'the backend is gone');
 });

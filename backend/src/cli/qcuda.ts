@@ -44,7 +44,9 @@ vm options:
                        (store=gpu, the default) or host memory (store=host),
                        served by a qcuda-backend --device=blk of its own to
                        QEMU's vhost-user-blk-pci: /dev/vda, then vdb, ...;
-                       ro: read-only. Repeatable
+                       ro: read-only. Repeatable. --disk=socket=PATH: the disk
+                       of a qcuda-backend --device=blk --queues=2 started by
+                       hand, which keeps it across runs
   --timeout=SECONDS    give up (and clean up) after this long (default 300)
   --queues=N           request queues (default 4)
   --memory=MIB         guest RAM (default 512)
@@ -124,6 +126,7 @@ const DEMO_COMMAND = 'nop_test -t 4 -n 100 > /tmp/nop.out || { cat /tmp/nop.out;
 
 /** SIZE[,store=gpu|host][,ro] -> a disk (bad usage exits 2). */
 function parseDisk(spec: string): VmDisk {
+  if (spec.startsWith('socket=')) return { size: 0n, socket: path.resolve(spec.slice(7)) };
   const [size, ...opts] = spec.split(',');
   const d: VmDisk = { size: 0n };
   try {

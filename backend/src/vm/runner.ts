@@ -53,6 +53,8 @@ export interface VmOptions {
 export interface VmDisk {
   /** Bytes, whole 512-byte sectors. */
   size: bigint;
+  /** The socket of a blk backend started by the caller (size, store and readOnly are its own then): it outlives the run, and the disk with it. */
+  socket?: string;
   /** Where the disk lives (default gpu). */
   store?: 'gpu' | 'host';
   readOnly?: boolean;
@@ -276,8 +278,10 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     // A blk backend per disk: its disk is allocated before QEMU starts, so a
     // disk that does not fit fails the run here, as the backend's.
     const diskErr: string[] = [];
+    const diskSockets = (o.disks ?? []).map((d, i) => d.socket ?? path.join(dir, `blk${i}.sock`));
     await Promise.all((o.disks ?? []).map(async (d, i) => {
-      const s = path.join(dir, `blk${i}.sock`);
+      if (d.socket) return;
+      const s = diskSockets[i];
       diskErr[i] = '';
       const args = [BACKEND_JS, `--socket-path=${s}`, '--device=blk', `--queues=${DISK_QUEUES}`, `--size=${d.size}`, `--store=${d.store ?? 'gpu'}`, ...(d.readOnly ? ['--read-only'] : [])];
       const p = start(process.execPath, args, `disk ${i}`);
@@ -293,7 +297,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
       kernel: o.kernel, initrd, socket: sock, resultFile, queues: o.queues, memoryMiB: o.memoryMiB, cpus: o.cpus,
       firmwareDirs: o.firmwareDirs, accel: o.accel, reconnectMs: restarts > 0 ? 200 : undefined,
       shares: shares.map((s, i) => ({ socket: path.join(dir, `fs${i}.sock`), tag: s.tag })),
-      disks: disks.map((_, i) => ({ socket: path.join(dir, `blk${i}.sock`), queues: DISK_QUEUES })),
+      disks: diskSockets.map((socket) => ({ socket, queues: DISK_QUEUES })),
     }), 'qemu');
     const qemuT0 = Date.now();
     let bootMs: number | undefined;
@@ -304,7 +308,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     });
     qemu.stderr!.on('data', (d: Buffer) => (qemuErr += d.toString()));
     if (qemu.pid !== undefined && backend!.pid !== undefined)
-      o.onStarted?.({ backendPid: backend!.pid, diskPids: disks.map((p) => p.pid!), qemuPid: qemu.pid, virtiofsdPids: fsds.map((p) => p.pid!), dir });
+      o.onStarted?.({ backendPid: backend!.pid, diskPids: disks.filter(Boolean).map((p) => p.pid!), qemuPid: qemu.pid, virtiofsdPids: fsds.map((p) => p.pid!), dir });
 
     const timeoutMs = o.timeoutMs ?? 120_000;
     let timer: NodeJS.Timeout | undefined;
@@ -313,8 +317,9 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     const readReport = () => parseReport(fs.existsSync(resultFile) ? fs.readFileSync(resultFile, 'utf8') : '');
     const fsdExit = fsds.length === 0 ? new Promise<never>(() => {})
       : Promise.race(fsds.map((p, i) => exited(p).then((how) => ({ who: 'virtiofsd' as const, how, i }))));
-    const diskExit = disks.length === 0 ? new Promise<never>(() => {})
-      : Promise.race(disks.map((p, i) => exited(p).then((how) => ({ who: 'disk' as const, how, i }))));
+    const ours = disks.flatMap((p, i) => (p ? [{ p, i }] : []));
+    const diskExit = ours.length === 0 ? new Promise<never>(() => {})
+      : Promise.race(ours.map(({ p, i }) => exited(p).then((how) => ({ who: 'disk' as const, how, i }))));
     let outcome;
     for (;;) {
       outcome = await Promise.race([qemuExit, exited(backend!).then((how) => ({ who: 'backend' as const, how })), fsdExit, diskExit, timeout]);
