@@ -23,8 +23,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 say "accel: $(grep -qwE 'vmx|svm' /proc/cpuinfo && [ -w /dev/kvm ] && echo kvm || echo tcg)"
 
 status=0
-# PARTS picks sections (default all): provider hostile guest libcuda cublas torch managed bench latency.
-PARTS=${PARTS:-provider hostile guest libcuda cublas torch managed bench latency}
+# PARTS picks sections (default all): provider hostile guest libcuda cublas torch managed bench latency disk.
+PARTS=${PARTS:-provider hostile guest libcuda cublas torch managed bench latency disk}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 # PROGRAMS (default all) picks the guest programs the guest and libcuda parts run.
 picked() { [ -z "${PROGRAMS:-}" ] || [[ " $PROGRAMS " == *" ${1%_static} "* ]]; }
@@ -272,6 +272,15 @@ say "== call latency in the TCG guest (cuda provider): the guest driver's poll_u
 node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --memory=1536 --timeout=400 -- \
   'for p in 0 50 0 50; do echo $p > /sys/module/qcuda/parameters/poll_us; echo "poll_us $p: $(copy_bench) $(launch_bench 2000)"; done' > "$LOGS/lat.guest.log" 2>&1
 grep '^poll_us' "$LOGS/lat.guest.log" | while read -r l; do say "$l"; done
+fi
+if part disk; then
+say "== GPU disk (store gpu): data and a filesystem in the guest; the harness benchmark beside native pinned copies =="
+node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --memory=1024 --timeout=300 --disk=512M -- \
+  'dd if=/dev/urandom of=/tmp/a bs=1M count=64 2>/dev/null; dd if=/tmp/a of=/dev/vda bs=1M conv=fsync 2>/dev/null; echo 3 > /proc/sys/vm/drop_caches; dd if=/dev/vda bs=1M count=64 2>/dev/null | cmp - /tmp/a && echo "disk: raw data identical"; mke2fs -q /dev/vda >/dev/null && mount -t ext2 /dev/vda /mnt && cp /tmp/a /mnt/a && umount /mnt && echo 3 > /proc/sys/vm/drop_caches && mount -t ext2 /dev/vda /mnt && cmp /mnt/a /tmp/a && echo "disk: ext2 file identical"' > "$LOGS/disk.guest.log" 2>&1
+rc=$?; grep '^disk:' "$LOGS/disk.guest.log" | while read -r l; do say "$l"; done; [ $rc = 0 ] && [ "$(grep -c '^disk:' "$LOGS/disk.guest.log")" = 2 ] || { say "disk: FAIL ($rc)"; status=1; }
+LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/copy_bench" > "$LOGS/disk.copy.native.json" 2>&1
+say "native pinned copies (the gpu store's limit): $(cat "$LOGS/disk.copy.native.json")"
+timeout 180 node "$app/dist/test/bench/blk.js" --store gpu --mib 1024 2>&1 | tee "$LOGS/disk.bench" | grep -vE '^(JSON|qcuda-backend|bench:)' | tee -a "$summary"
 fi
 say "overall: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status
