@@ -42,7 +42,8 @@ ${Object.entries(DEVICES).map(([n, d]) => `                            ${n.padEn
   --size=SIZE             blk only: the disk's size (e.g. 4G; whole 512-byte sectors)
   --store=WHERE           blk only: where the disk lives (default gpu):
                             gpu     device memory of GPU --gpu, allocated at start
-                            host    host memory (no GPU needed)
+                            host    host memory (no GPU needed; at most half the
+                                    host's RAM)
   --read-only             blk only: the guest may read the disk, not write it
   --device-memory-limit=SIZE
                           qcuda only: per-VM device memory quota (e.g. 2G):

@@ -1,4 +1,5 @@
 // The devices the backend command can serve.
+import os from 'node:os';
 import { QcudaDevice } from '../qcuda/device';
 import type { VmLimits } from '../qcuda/limits';
 import { createProvider, type ProviderKind } from '../qcuda/providers';
@@ -51,7 +52,8 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
     async create(o) {
       if (o.size === undefined) throw new Error('--device=blk needs --size');
       const kind = o.store ?? 'gpu';
-      const { provider, note } = await createProvider(kind === 'gpu' ? 'cuda' : 'host', o.gpu ?? 0, {}, { captureOutput: false });
+      // The host store may take at most half the host's RAM (it is all committed at start).
+      const { provider, note } = await createProvider(kind === 'gpu' ? 'cuda' : 'host', o.gpu ?? 0, { totalMem: BigInt(os.totalmem()) / 2n }, { captureOutput: false });
       const store = await ProviderStore.open(provider, o.size);
       o.log?.(`disk of ${o.size} bytes${o.readOnly ? ', read-only' : ''} in the ${note}`);
       return new BlkDevice({ queues: o.queues, store, readOnly: o.readOnly, provider });
