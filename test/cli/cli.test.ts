@@ -89,3 +89,25 @@ test('qcuda with no command or a bad option explains itself', (t) => {
   t.regex(args.stdout, /-device vhost-user-qcuda-pci,chardev=qcuda0,num-queues=8/);
   t.regex(args.stdout, /memory-backend-memfd,id=mem,size=512M,share=on/);
 });
+
+test('GPU disks on the command line: capabilities, bad sizes and stores, the quota they take, the QEMU arguments', (t) => {
+  const caps = spawnSync(process.execPath, [BACKEND, '--device=blk', '--print-capabilities'], { encoding: 'utf8' });
+  t.deepEqual(JSON.parse(caps.stdout), { type: 'block', features: ['read-only'] });
+  const run = (args: string[]) => spawnSync(process.execPath, args, { encoding: 'utf8' });
+  const odd = run([BACKEND, '--socket-path=/tmp/x', '--device=blk', '--size=1000']);
+  t.is(odd.status, 2);
+  t.regex(odd.stderr, /--size must be a positive multiple of 512 bytes/);
+  const store = run([BACKEND, '--socket-path=/tmp/x', '--device=blk', '--size=1M', '--store=disk']);
+  t.is(store.status, 2);
+  t.regex(store.stderr, /--store must be gpu or host/);
+  const env = ['--qemu=/q', '--kernel=/k', '--initrd=/i'];
+  const badDisk = run([QCUDA, 'vm', ...env, '--disk=1G,store=tape', 'true']);
+  t.is(badDisk.status, 2);
+  t.regex(badDisk.stderr, /unknown option 'store=tape'/);
+  const over = run([QCUDA, 'vm', ...env, '--device-memory-limit=1G', '--disk=512M', '--disk=512M', 'true']);
+  t.is(over.status, 2);
+  t.regex(over.stderr, /the GPU disks take 1073741824 bytes of it, leaving nothing for CUDA/);
+  const args = run([QCUDA, 'qemu-args', '--socket=/run/q.sock', '--disk-socket=/run/d.sock', '--kernel=/k', '--initrd=/i']);
+  t.is(args.status, 0);
+  t.regex(args.stdout, /-chardev socket,id=blk0,path=\/run\/d.sock -device vhost-user-blk-pci,chardev=blk0,num-queues=2/);
+});

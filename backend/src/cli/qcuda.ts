@@ -56,7 +56,8 @@ vm options:
   --isolation=MODE     process (default: a backend worker process per guest
                        process, so a kernel fault ends only that process's
                        CUDA) or none (see qcuda-backend --help)
-  --device-memory-limit=SIZE  the VM's device memory quota (e.g. 2G)
+  --device-memory-limit=SIZE  the VM's device memory quota (e.g. 2G); GPU disks
+                       (--disk, store=gpu) count against it
   --demo               run the guest test programs built into the image (the
                        transport, then CUDA programs, each printing PASS: built
                        with -cudart=shared over qcuda's libcudart.so.13, and
@@ -143,6 +144,23 @@ function parseDisk(spec: string): VmDisk {
   return d;
 }
 
+/**
+ * The VM's device memory quota less its GPU disks (allocated in full when
+ * their backends start): the disks count against the same quota as the
+ * CUDA processes' memory.
+ */
+function quotaLeft(limit: string, disks: VmDisk[]): bigint {
+  let q: bigint;
+  try {
+    q = parseSize(limit);
+  } catch (e) {
+    usage(`--device-memory-limit: ${(e as Error).message}`);
+  }
+  const taken = disks.filter((d) => !d.socket && (d.store ?? 'gpu') === 'gpu').reduce((n, d) => n + d.size, 0n);
+  if (taken >= q) usage(`--device-memory-limit=${limit}: the GPU disks take ${taken} bytes of it, leaving nothing for CUDA`);
+  return q - taken;
+}
+
 async function main(): Promise<number> {
   const [cmd, ...rest] = process.argv.slice(2);
   if (!cmd || cmd === 'help' || cmd === '--help' || cmd === '-h') {
@@ -198,7 +216,7 @@ async function main(): Promise<number> {
         ...(v.provider ? [`--provider=${v.provider}`] : []),
         ...(v.gpu ? [`--gpu=${v.gpu}`] : []),
         ...(v.isolation ? [`--isolation=${v.isolation}`] : []),
-        ...(v['device-memory-limit'] ? [`--device-memory-limit=${v['device-memory-limit']}`] : []),
+        ...(v['device-memory-limit'] ? [`--device-memory-limit=${quotaLeft(v['device-memory-limit'], disks)}`] : []),
       ],
     });
     process.stdout.write(r.stdout);
