@@ -26,11 +26,11 @@ dist/.built: tsconfig.json $(shell find backend/src test -name '*.ts') node_modu
 # Everything the VM tests need: patched QEMU (cached), guest kernel, driver, image.
 vm: qemu vm-image
 
-test: node vm
+test: node vm guest-debs
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node_modules/.bin/ava
 
 # The library and device tests alone (no QEMU, no guest).
-test-unit: node guest-libcuda
+test-unit: node guest-libcuda guest-debs
 	node_modules/.bin/ava 'dist/test/addon/**' 'dist/test/vhost-user/**' 'dist/test/qcuda/**' 'dist/test/cli/**'
 
 run: node vm
@@ -47,6 +47,7 @@ include vm-images/vm.mk
 include guest-driver/guest.mk
 include guest-driver/lib/lib.mk
 include guest-driver/libcuda/libcuda.mk
+include packaging/packaging.mk
 
 # Everything a GPU machine needs (no network, no Node.js there) in .carry/;
 # then on it: bash test/gpu/run.sh (the device tool carries .carry).
