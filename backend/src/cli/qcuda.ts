@@ -161,6 +161,21 @@ function quotaLeft(limit: string, disks: VmDisk[]): bigint {
   return q - taken;
 }
 
+/** What to try after the demo (the environment as make run sets it: QEMU_BIN, GUEST_KERNEL, GUEST_INITRD). */
+function demoNext(gpu: boolean): string {
+  const q = 'node dist/backend/src/cli/qcuda.js';
+  return [
+    '',
+    'Next, try (with the environment make run sets: QEMU_BIN, GUEST_KERNEL, GUEST_INITRD):',
+    `  ${q} vm -- 'vectorAdd; matrixMul'${gpu ? '' : '        (kernels need a GPU host: here they stop at SKIP)'}`,
+    `  ${q} vm --file=./my_program -- my_program`,
+    `  ${q} vm --host-root -- 'python3 my_script.py'   (the host's own files and Python, over qcuda's libcuda.so.1)`,
+    `  ${q} vm --disk=1G${gpu ? '' : ',store=host'} -- 'mke2fs -q /dev/vda && mount /dev/vda /mnt && df -h /mnt'`,
+    `  ${q} help`,
+    '',
+  ].join('\n');
+}
+
 async function main(): Promise<number> {
   const [cmd, ...rest] = process.argv.slice(2);
   if (!cmd || cmd === 'help' || cmd === '--help' || cmd === '-h') {
@@ -211,7 +226,8 @@ async function main(): Promise<number> {
       command, files: (v.file ?? []).map((f) => path.resolve(f)), shares, virtiofsd, disks,
       timeoutMs: intOpt(v.timeout, 'timeout', 300, 86400) * 1000, queues: intOpt(v.queues, 'queues', 4, 64),
       memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20), cpus: intOpt(v.cpus, 'cpus', 2, 256),
-      onConsole: v.quiet ? undefined : (s) => process.stderr.write(s),
+      // The demo prints each result once (from the guest's stdout), not the console too.
+      onConsole: v.quiet || v.demo ? undefined : (s) => process.stderr.write(s),
       backendArgs: [
         ...(v.provider ? [`--provider=${v.provider}`] : []),
         ...(v.gpu ? [`--gpu=${v.gpu}`] : []),
@@ -219,8 +235,10 @@ async function main(): Promise<number> {
         ...(v['device-memory-limit'] ? [`--device-memory-limit=${quotaLeft(v['device-memory-limit'], disks)}`] : []),
       ],
     });
+    if (v.demo) process.stdout.write(`qcuda: the guest's CUDA calls ran on the ${r.provider ?? 'backend\'s provider'}\n`);
     process.stdout.write(r.stdout);
     process.stderr.write(r.stderr);
+    if (v.demo) process.stdout.write(demoNext(r.provider?.startsWith('cuda') ?? false));
     process.stderr.write(`qcuda: guest command exited with status ${r.exit}; boot to /init ${r.bootMs ?? '?'} ms, total ${r.wallMs} ms\n`);
     return r.exit ?? 125;
   } catch (e) {

@@ -68,6 +68,8 @@ export interface VmResult extends GuestReport {
   /** Milliseconds from QEMU's start to the guest's /init printing its first line (host clock). */
   bootMs?: number;
   wallMs: number;
+  /** What the backend said of the provider it chose ("cuda provider on GPU 0 ...", "host-memory provider: no GPU (why)"). */
+  provider?: string;
 }
 
 export interface StartedInfo {
@@ -339,7 +341,8 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     }
     clearTimeout(timer);
     const report = readReport();
-    const result: VmResult = { ...report, console: consoleText, wallMs: Date.now() - t0, bootMs };
+    const provider = /^qcuda-backend: (.*provider.*)$/m.exec(beErr)?.[1];
+    const result: VmResult = { ...report, console: consoleText, wallMs: Date.now() - t0, bootMs, provider };
     if (outcome.who === 'disk')
       throw new VmError('backend', `the backend of disk ${outcome.i} died during the run (${outcome.how}):\n${tail(diskErr[outcome.i])}`, consoleText);
     if (outcome.who === 'backend')
