@@ -72,6 +72,25 @@ std::vector<uint8_t> ArgBytes(const Napi::Value &v, const char *what) {
   return std::vector<uint8_t>(a.Data(), a.Data() + a.ByteLength());
 }
 
+namespace {
+// The values of a typed array of element T (type: its napi type), copied.
+template <typename T>
+std::vector<T> ArgTyped(const Napi::Value &v, napi_typedarray_type type, const char *what, const char *typeName) {
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != type)
+    throw Napi::TypeError::New(v.Env(), std::string(what) + " must be a " + typeName);
+  Napi::TypedArrayOf<T> a = v.As<Napi::TypedArrayOf<T>>();
+  return std::vector<T>(a.Data(), a.Data() + a.ElementLength());
+}
+}  // namespace
+
+std::vector<uint64_t> ArgU64s(const Napi::Value &v, const char *what) {
+  return ArgTyped<uint64_t>(v, napi_biguint64_array, what, "BigUint64Array");
+}
+
+std::vector<uint32_t> ArgU32s(const Napi::Value &v, const char *what) {
+  return ArgTyped<uint32_t>(v, napi_uint32_array, what, "Uint32Array");
+}
+
 std::string ArgName(const Napi::Value &v) {
   if (!v.IsString()) throw Napi::TypeError::New(v.Env(), "name must be a string");
   std::string s = v.As<Napi::String>().Utf8Value();

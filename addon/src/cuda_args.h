@@ -34,6 +34,10 @@ std::vector<Seg> ArgSegs(const Napi::Value &v);
 Napi::Uint8Array ArgUint8Array(const Napi::Value &v, const char *what);
 /** A copy of a Uint8Array's bytes. */
 std::vector<uint8_t> ArgBytes(const Napi::Value &v, const char *what);
+/** A copy of a BigUint64Array's values (records of u64 fields). */
+std::vector<uint64_t> ArgU64s(const Napi::Value &v, const char *what);
+/** A copy of a Uint32Array's values. */
+std::vector<uint32_t> ArgU32s(const Napi::Value &v, const char *what);
 /** A string without NULs (a kernel or variable name). */
 std::string ArgName(const Napi::Value &v);
 /** An array of 3 u32 (grid or block dimensions). */

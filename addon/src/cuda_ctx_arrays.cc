@@ -24,13 +24,6 @@ namespace {
 constexpr size_t kRecord = 17;
 constexpr uint64_t kKindDevice = 0, kKindArray = 1, kKindStaging = 2;
 
-std::vector<uint64_t> ArgU64s(const Napi::Value &v, const char *what) {
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_biguint64_array)
-    throw Napi::TypeError::New(v.Env(), std::string(what) + " must be a BigUint64Array");
-  Napi::TypedArrayOf<uint64_t> a = v.As<Napi::TypedArrayOf<uint64_t>>();
-  return std::vector<uint64_t>(a.Data(), a.Data() + a.ElementLength());
-}
-
 bool Mul(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 bool Add(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
 

@@ -22,20 +22,6 @@ constexpr size_t kRecord = 16;
 enum : uint64_t { kKernel = 1, kMemcpy = 2, kMemset = 3, kEmpty = 4, kEventRecord = 5, kEventWait = 6, kCond = 7 };
 constexpr uint64_t kTop = 0xffffffff;
 
-std::vector<uint64_t> ArgU64s(const Napi::Value &v, const char *what) {
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_biguint64_array)
-    throw Napi::TypeError::New(v.Env(), std::string(what) + " must be a BigUint64Array");
-  Napi::TypedArrayOf<uint64_t> a = v.As<Napi::TypedArrayOf<uint64_t>>();
-  return std::vector<uint64_t>(a.Data(), a.Data() + a.ElementLength());
-}
-
-std::vector<uint32_t> ArgU32s(const Napi::Value &v, const char *what) {
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array)
-    throw Napi::TypeError::New(v.Env(), std::string(what) + " must be a Uint32Array");
-  Napi::TypedArrayOf<uint32_t> a = v.As<Napi::TypedArrayOf<uint32_t>>();
-  return std::vector<uint32_t>(a.Data(), a.Data() + a.ElementLength());
-}
-
 bool HaveGraphs(Job &job) {
   const cu::Api &a = cu::api();
   return Have(job, a.GraphCreate, "cuGraphCreate") && Have(job, a.GraphAddNode, "cuGraphAddNode_v2") &&

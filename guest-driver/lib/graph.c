@@ -899,9 +899,7 @@ fail:
 
 /* ------------------------------------------------------------ executable graphs */
 
-/* Appends the nodes of g in a dependency order (a node after all it
- * depends on; otherwise in the order added), a child graph's in its place. */
-static cudaError_t order(struct qc_exec *x, struct qc_graph *g, int top)
+cudaError_t qc_graph_walk(const struct qc_graph *g, cudaError_t (*visit)(struct qc_node *n, void *arg), void *arg)
 {
 	char *done = calloc(g->n ? g->n : 1, 1);
 	size_t left = g->n;
@@ -921,32 +919,50 @@ static cudaError_t order(struct qc_exec *x, struct qc_graph *g, int top)
 			if (!ready)
 				continue;
 			done[i] = 1, left--;
-			if (n->op.type == cudaGraphNodeTypeGraph) {
-				e = order(x, n->op.child, 0);
-				continue;
-			}
-			/* Nothing to run: an alloc node's memory exists from
-			 * the node's creation, a free node's until the graph's end. */
-			if (n->op.type == cudaGraphNodeTypeEmpty ||
-			    n->op.type == cudaGraphNodeTypeMemAlloc ||
-			    n->op.type == cudaGraphNodeTypeMemFree)
-				continue;
-			{
-				struct qc_step *v = realloc(x->steps, (x->n + 1) * sizeof(*v));
-
-				if (!v) {
-					e = cudaErrorMemoryAllocation;
-					break;
-				}
-				x->steps = v;
-				x->steps[x->n++] = (struct qc_step){ &n->op, top ? n : NULL, NULL, 0 };
-			}
+			e = visit(n, arg);
 		}
-		if (left == before)
+		if (e == cudaSuccess && left == before)
 			e = cudaErrorInvalidValue;	/* a cycle (edges are checked when added) */
 	}
 	free(done);
 	return e;
+}
+
+/* What order() appends to: the executable graph, and whether its nodes are the top level's. */
+struct order_to {
+	struct qc_exec *x;
+	int top;
+};
+
+static cudaError_t order(struct qc_exec *x, struct qc_graph *g, int top);
+
+/* A node's step (a child graph's in its place); nothing for nodes with nothing to run. */
+static cudaError_t order_node(struct qc_node *n, void *arg)
+{
+	struct order_to *to = arg;
+	struct qc_step *v;
+
+	if (n->op.type == cudaGraphNodeTypeGraph)
+		return order(to->x, n->op.child, 0);
+	/* Nothing to run: an alloc node's memory exists from
+	 * the node's creation, a free node's until the graph's end. */
+	if (n->op.type == cudaGraphNodeTypeEmpty || n->op.type == cudaGraphNodeTypeMemAlloc ||
+	    n->op.type == cudaGraphNodeTypeMemFree)
+		return cudaSuccess;
+	v = realloc(to->x->steps, (to->x->n + 1) * sizeof(*v));
+	if (!v)
+		return cudaErrorMemoryAllocation;
+	to->x->steps = v;
+	to->x->steps[to->x->n++] = (struct qc_step){ &n->op, to->top ? n : NULL, NULL, 0 };
+	return cudaSuccess;
+}
+
+/* Appends the steps of g's nodes in a dependency order. */
+static cudaError_t order(struct qc_exec *x, struct qc_graph *g, int top)
+{
+	struct order_to to = { x, top };
+
+	return qc_graph_walk(g, order_node, &to);
 }
 
 /* The steps of the top-level nodes know the nodes they came from (a

@@ -169,6 +169,10 @@ cudaError_t qc_graph_remove_edges(struct qc_graph *g, struct qc_node *const *fro
 				  struct qc_node *const *to, size_t n);
 /* Removes a node and the edges touching it. */
 cudaError_t qc_graph_remove(struct qc_node *node);
+/* Calls visit for each node of g in a dependency order (a node after all it
+ * depends on; otherwise in the order added), up to the first error;
+ * cudaErrorInvalidValue for a cycle. */
+cudaError_t qc_graph_walk(const struct qc_graph *g, cudaError_t (*visit)(struct qc_node *n, void *arg), void *arg);
 /* A deep copy; map (optional, g->n entries) receives the copy of each node. */
 struct qc_graph *qc_graph_clone(const struct qc_graph *g, struct qc_node **map);
 /* Copies op's owned buffers so that the copy owns its own. */

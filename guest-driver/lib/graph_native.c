@@ -266,46 +266,41 @@ static cudaError_t put_op(struct desc *d, const struct qc_node_op *op, uint32_t 
 	return e;
 }
 
+/* Where put_graph puts one graph's nodes: the scope, the node its roots
+ * follow (if any), and where each node (by index) ended. */
+struct put_to {
+	struct desc *d;
+	uint32_t parent, body;
+	const uint32_t *start;
+	uint32_t *end;
+};
+
+static cudaError_t put_node_of(struct qc_node *n, void *arg)
+{
+	struct put_to *to = arg;
+	uint32_t *deps = malloc((n->ndeps + 1) * sizeof(*deps));
+	size_t nd = 0;
+	cudaError_t e;
+
+	if (!deps)
+		return cudaErrorMemoryAllocation;
+	for (size_t j = 0; j < n->ndeps; j++)
+		deps[nd++] = to->end[n->deps[j]->index];
+	if (!n->ndeps && to->start)
+		deps[nd++] = *to->start;
+	e = put_op(to->d, &n->op, to->parent, to->body, deps, nd, &to->end[n->index]);
+	free(deps);
+	return e;
+}
+
 /* Adds g's nodes to (parent, body) in a dependency order; its roots after *start if given. */
 static cudaError_t put_graph(struct desc *d, const struct qc_graph *g, uint32_t parent, uint32_t body,
 			     const uint32_t *start)
 {
-	uint32_t *end = calloc(g->n ? g->n : 1, sizeof(*end)), *deps = NULL;
-	char *done = calloc(g->n ? g->n : 1, 1);
-	size_t left = g->n;
-	cudaError_t e = end && done ? cudaSuccess : cudaErrorMemoryAllocation;
+	struct put_to to = { d, parent, body, start, calloc(g->n ? g->n : 1, sizeof(uint32_t)) };
+	cudaError_t e = to.end ? qc_graph_walk(g, put_node_of, &to) : cudaErrorMemoryAllocation;
 
-	while (e == cudaSuccess && left) {
-		size_t before = left;
-
-		for (size_t i = 0; e == cudaSuccess && i < g->n; i++) {
-			const struct qc_node *n = g->nodes[i];
-			size_t nd = 0;
-			int ready = !done[i];
-
-			for (size_t j = 0; ready && j < n->ndeps; j++)
-				ready = done[n->deps[j]->index];
-			if (!ready)
-				continue;
-			free(deps);
-			deps = malloc((n->ndeps + 1) * sizeof(*deps));
-			if (!deps) {
-				e = cudaErrorMemoryAllocation;
-				break;
-			}
-			for (size_t j = 0; j < n->ndeps; j++)
-				deps[nd++] = end[n->deps[j]->index];
-			if (!n->ndeps && start)
-				deps[nd++] = *start;
-			e = put_op(d, &n->op, parent, body, deps, nd, &end[i]);
-			done[i] = 1, left--;
-		}
-		if (e == cudaSuccess && left == before)
-			e = cudaErrorInvalidValue;	/* a cycle */
-	}
-	free(deps);
-	free(done);
-	free(end);
+	free(to.end);
 	return e;
 }
 

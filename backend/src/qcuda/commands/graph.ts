@@ -18,7 +18,7 @@ import { MAX_COND_HANDLES, type Session, type SessionGraph } from '../session';
 const NODE_BYTES = LAYOUT.qcuda_graph_node.size;
 const EDGE_BYTES = LAYOUT.qcuda_graph_edge.size;
 /** cudaGraphCondAssignDefault: the only flag of a conditional handle. */
-const COND_ASSIGN_DEFAULT = 1;
+export const COND_ASSIGN_DEFAULT = 1;
 /** Bodies one switch node may have (each is a graph the driver makes). */
 export const MAX_SWITCH_BODIES = 256;
 

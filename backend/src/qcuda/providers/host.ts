@@ -9,6 +9,7 @@ import type {
   HostPiece, LaunchDesc, Place, Pos, Provider, ProviderContext, StreamRef, TexDesc, TexResource,
 } from '../provider';
 import { elementSize, levelDesc } from '../commands/array';
+import { COND_ASSIGN_DEFAULT } from '../commands/graph';
 import { StreamAttr } from '../attrs';
 import { QCUDA_ATTR_VALUE_BYTES, QCUDA_NUM_ATTRS } from '../proto';
 import { RangeSet, type Range } from '../ranges';
@@ -47,8 +48,6 @@ interface HostEvent {
   at: number | undefined; // ms, when recorded
 }
 
-/** cudaGraphCondAssignDefault: the handle takes its default value at every launch. */
-const COND_ASSIGN_DEFAULT = 1;
 /** cudaGraphCondType */
 const COND_IF = 0;
 const COND_WHILE = 1;
