@@ -2,6 +2,9 @@
 // runtime) and in a qcuda guest (built with -cudart=shared), so the two
 // figures come from the same program in the same GPU run. Prints one JSON
 // line: bandwidths in GB/s (best of 5), latencies in microseconds (median).
+// `copy_bench blk` instead gives the GPU disk's limit: pinned copies of its
+// request sizes (1 MiB, 4 KiB) one after another for a second each, as GB/s
+// and copies a second.
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +50,37 @@ static double lat_copy(void *dst, const void *src, size_t n, cudaMemcpyKind kind
 	return t[REPS / 2];
 }
 
+/* Copies of n bytes from (or to) pinned memory at consecutive offsets of a 256 MiB buffer for a second. */
+static double copies_per_second(char *dev, char *pinned, size_t n, cudaMemcpyKind kind) {
+	const size_t span = 256u << 20;
+	size_t off = 0, count = 0;
+	double t0 = now(), t;
+	do {
+		if (kind == cudaMemcpyHostToDevice) CHECK(cudaMemcpy(dev + off, pinned, n, kind));
+		else CHECK(cudaMemcpy(pinned, dev + off, n, kind));
+		off = (off + n) % span;
+		count++;
+	} while ((t = now() - t0) < 1.0);
+	return count / t;
+}
+
+static int blk_sizes(void) {
+	char *dev, *pinned;
+	CHECK(cudaMalloc((void **)&dev, 256u << 20));
+	CHECK(cudaMallocHost((void **)&pinned, 1u << 20));
+	memset(pinned, 3, 1u << 20);
+	copies_per_second(dev, pinned, 1u << 20, cudaMemcpyHostToDevice); /* warm-up */
+	printf("{\"h2d_1MiB_GBps\":%.2f,\"d2h_1MiB_GBps\":%.2f,", copies_per_second(dev, pinned, 1u << 20, cudaMemcpyHostToDevice) * (1u << 20) / 1e9,
+	       copies_per_second(dev, pinned, 1u << 20, cudaMemcpyDeviceToHost) * (1u << 20) / 1e9);
+	printf("\"h2d_4KiB_per_s\":%.0f,\"d2h_4KiB_per_s\":%.0f}\n", copies_per_second(dev, pinned, 4096, cudaMemcpyHostToDevice),
+	       copies_per_second(dev, pinned, 4096, cudaMemcpyDeviceToHost));
+	CHECK(cudaFreeHost(pinned));
+	CHECK(cudaFree(dev));
+	return 0;
+}
+
 int main(int argc, char **argv) {
+	if (argc > 1 && strcmp(argv[1], "blk") == 0) return blk_sizes();
 	size_t big = (argc > 1 ? strtoul(argv[1], NULL, 0) : 256) << 20;
 	void *dev, *pinned, *pageable = malloc(big);
 	memset(pageable, 1, big);

@@ -13,9 +13,15 @@
 // worker process, one IPC hop more per call) says which backend is measured.
 // --inline-wait (the backend's, microseconds) sets how long a worker polls a
 // short wait on its own thread (0: every wait goes to a waiter thread).
+// --poll-us sets how long the backend polls its rings, each worker its
+// channel, and the harness (as the guest driver's poll_us) its used rings
+// after each request (default: the backend's, 50; 0: interrupts and kicks
+// only). The CPU the backend and its workers use is measured over the
+// synchronize loop (per call, and in cores) and with four sessions open and
+// idle, which must cost nothing.
 // --chunk-mib sets the size of a transfer's requests (default QCUDA_CHUNK, as
 // the guest driver sends them), to see what the request size costs.
-//   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--isolation process|none] [--mib 256] [--chunk-mib 16] [--launches 100000] [--inline-wait US]
+//   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--isolation process|none] [--mib 256] [--chunk-mib 16] [--launches 100000] [--inline-wait US] [--poll-us US] [--guest-poll-us US]
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -26,6 +32,7 @@ import { createProvider, type ProviderKind } from '../../backend/src/qcuda/provi
 import type { GuestSeg, LaunchDesc, ProviderContext } from '../../backend/src/qcuda/provider';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { fullBatch, QcudaClient } from '../qcuda/client';
+import { treeCpuNs } from './cpu';
 import { percentile, report, type Row } from './stats';
 
 const arg = (name: string, dflt: string) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : dflt);
@@ -34,6 +41,9 @@ const ISOLATION = arg('--isolation', 'process');
 const BIG = Number(arg('--mib', '256')) << 20;
 const LAUNCHES = Number(arg('--launches', '100000'));
 const INLINE_WAIT = arg('--inline-wait', '');
+const POLL_US = arg('--poll-us', '');
+/** The harness plays the guest driver: its poll_us (default 50, the driver's; else --poll-us where given). */
+const GUEST_POLL_US = Number(arg('--guest-poll-us', POLL_US || '50'));
 const CHUNK = Number(arg('--chunk-mib', String(QCUDA_CHUNK >> 20))) << 20;
 const dist = path.resolve(__dirname, '..', '..');
 
@@ -111,6 +121,36 @@ async function directLaunchRate(ctx: ProviderContext, f: unknown, n: number): Pr
   return n / Math.min(await run(), await run(), await run());
 }
 
+/** CPU the backend and its workers use per call, and in cores, over n calls one after another. */
+async function cpuPerCall(pid: number, n: number, once: () => Promise<unknown>): Promise<{ perCallUs: number; cores: number }> {
+  progress('backend CPU per synchronize');
+  for (let i = 0; i < 200; i++) await once();
+  const cpu0 = treeCpuNs(pid);
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < n; i++) await once();
+  const wall = Number(process.hrtime.bigint() - t0);
+  const cpu = treeCpuNs(pid) - cpu0;
+  return { perCallUs: cpu / n / 1000, cores: cpu / wall };
+}
+
+/** Cores the backend and its workers use with four sessions open, each with a context, and no calls (polling must have stopped). */
+async function idleCores(pid: number, fe: Frontend): Promise<number> {
+  progress('backend CPU, 4 sessions idle');
+  const others = await Promise.all([1, 2, 3].map(async () => {
+    const c = new QcudaClient(fe, undefined, 4);
+    await c.open();
+    mustOk('malloc')((await c.malloc(1 << 20)).status);
+    return c;
+  }));
+  await new Promise((r) => setTimeout(r, 500));
+  const cpu0 = treeCpuNs(pid);
+  const t0 = process.hrtime.bigint();
+  await new Promise((r) => setTimeout(r, 2000));
+  const cores = (treeCpuNs(pid) - cpu0) / Number(process.hrtime.bigint() - t0);
+  for (const c of others) await c.close();
+  return cores;
+}
+
 function gridOf(x: number): Uint32Array {
   return new Uint32Array([x, 1, 1]);
 }
@@ -140,13 +180,13 @@ function mustOk(what: string) {
 async function main(): Promise<void> {
   // Backend path: harness -> backend process -> provider.
   const [mine, theirs] = native.socketPair();
-  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=qcuda', '--queues=4', `--provider=${PROVIDER}`, `--isolation=${ISOLATION}`, ...(INLINE_WAIT ? [`--inline-wait=${INLINE_WAIT}`] : [])],
+  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=qcuda', '--queues=4', `--provider=${PROVIDER}`, `--isolation=${ISOLATION}`, ...(INLINE_WAIT ? [`--inline-wait=${INLINE_WAIT}`] : []), ...(POLL_US ? [`--poll-us=${POLL_US}`] : [])],
     { stdio: ['ignore', 'inherit', 'inherit', theirs] });
   native.close(theirs);
   const mem = new GuestMemory([{ gpa: 0n, size: 64 << 20 }, { gpa: 1n << 32n, size: 2 * BIG + (64 << 20) }]);
   const fe = Frontend.fromFd(mine, mem);
   await fe.negotiate();
-  await fe.start({ size: 256 });
+  await fe.start({ size: 256, pollUs: GUEST_POLL_US });
   const c = new QcudaClient(fe);
   await c.open();
   const src = mem.alloc(BIG, 4096, 1);
@@ -154,6 +194,8 @@ async function main(): Promise<void> {
   mem.bytes(src, BIG).fill(7);
   const dev = (await c.malloc(BIG)).value;
   const small = mem.alloc(65536, 4096);
+  const pid = child.pid!;
+  const syncCpu = await cpuPerCall(pid, 3000, () => c.call(Cmd.DEVICE_SYNC));
   const be = {
     sync: await lat('backend sync', 3000, () => c.call(Cmd.DEVICE_SYNC)),
     h2d4: await lat('backend h2d4', 3000, () => c.htod(dev, small, 4).then(mustOk('htod'))),
@@ -172,6 +214,7 @@ async function main(): Promise<void> {
     mustOk('launch')((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs })).status);
     mustOk('sync')((await c.call(Cmd.DEVICE_SYNC)).status);
   }) : undefined;
+  const idle = await idleCores(pid, fe);
   fe.close();
   await new Promise((r) => child.once('exit', r));
 
@@ -220,7 +263,10 @@ async function main(): Promise<void> {
     r(`${BIG >> 20} MiB D2H`, be.d2h, base.d2h, 'GB/s', true),
     ...(launchSync !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize', launchSync, directLaunchSync, 'us', false)] : []),
     ...(launches !== undefined && directLaunches !== undefined ? [r('async null-kernel launches (batched)', launches, directLaunches, '/s', true)] : []),
-  ], { provider: note, isolation: ISOLATION, inlineWaitUs: INLINE_WAIT || 'default', chunkMiB: CHUNK >> 20, ratio: 'backend figure relative to the direct one (1.0 = no overhead)' });
+    { what: 'backend + workers CPU per synchronize', value: syncCpu.perCallUs, unit: 'us' },
+    { what: 'backend + workers CPU while synchronizing', value: syncCpu.cores, unit: 'cores' },
+    { what: 'backend + workers CPU, 4 sessions idle', value: idle * 100, unit: '% core' },
+  ], { provider: note, pollUs: POLL_US || 'default', isolation: ISOLATION, inlineWaitUs: INLINE_WAIT || 'default', chunkMiB: CHUNK >> 20, ratio: 'backend figure relative to the direct one (1.0 = no overhead)' });
 }
 
 main().then(() => process.exit(0), (e) => {

@@ -258,14 +258,14 @@ vs_native() {
 say "256 MiB pinned copies, backend harness vs the native program: $(vs_native)"
 fi
 if part latency; then
-say "== call latency: the harness (isolation process) with a worker's inline wait off (0) and on (default), native programs of the same run =="
+say "== call latency: the harness (isolation process) with polling off (--poll-us 0: kicks, interrupts and wake-ups) and on (default), native programs of the same run =="
 LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/copy_bench" > "$LOGS/lat.copy.native.json" 2>&1
 LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/launch_bench" 2000 > "$LOGS/lat.launch.native.json" 2>&1
 say "native: $(cat "$LOGS/lat.copy.native.json") $(cat "$LOGS/lat.launch.native.json")"
 for run in 1 2; do
-  for w in 0 default; do
-    timeout 240 node "$app/dist/test/bench/qcuda.js" --mib 64 --launches 20000 $([ $w = default ] || echo --inline-wait $w) > "$LOGS/lat.$w.$run.bench" 2>&1
-    say "harness run $run, inline wait $w: $(grep '^JSON ' "$LOGS/lat.$w.$run.bench" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const j=JSON.parse(s.slice(5));console.log(j.rows.map(r=>`${r.what} ${+r.value.toFixed(2)} ${r.unit} (direct ${+r.baseline.toFixed(2)})`).join("; "))}catch{console.log("no result")}})')"
+  for p in 0 default; do
+    timeout 240 node "$app/dist/test/bench/qcuda.js" --mib 256 --launches 20000 $([ $p = default ] || echo --poll-us $p) > "$LOGS/lat.$p.$run.bench" 2>&1
+    say "harness run $run, poll $p: $(grep '^JSON ' "$LOGS/lat.$p.$run.bench" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const j=JSON.parse(s.slice(5));console.log(j.rows.map(r=>`${r.what} ${+r.value.toFixed(2)} ${r.unit}${r.baseline===undefined?"":` (direct ${+r.baseline.toFixed(2)})`}`).join("; "))}catch{console.log("no result")}})')"
   done
 done
 say "== call latency in the TCG guest (cuda provider): the guest driver's poll_us off (0) and on (50), alternating =="
@@ -278,9 +278,29 @@ say "== GPU disk (store gpu): data and a filesystem in the guest; the harness be
 node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --memory=1024 --timeout=300 --disk=512M -- \
   'dd if=/dev/urandom of=/tmp/a bs=1M count=64 2>/dev/null; dd if=/tmp/a of=/dev/vda bs=1M conv=fsync 2>/dev/null; echo 3 > /proc/sys/vm/drop_caches; dd if=/dev/vda bs=1M count=64 2>/dev/null | cmp - /tmp/a && echo "disk: raw data identical"; mke2fs -q /dev/vda >/dev/null && mount -t ext2 /dev/vda /mnt && cp /tmp/a /mnt/a && umount /mnt && echo 3 > /proc/sys/vm/drop_caches && mount -t ext2 /dev/vda /mnt && cmp /mnt/a /tmp/a && echo "disk: ext2 file identical"' > "$LOGS/disk.guest.log" 2>&1
 rc=$?; grep '^disk:' "$LOGS/disk.guest.log" | while read -r l; do say "$l"; done; [ $rc = 0 ] && [ "$(grep -c '^disk:' "$LOGS/disk.guest.log")" = 2 ] || { say "disk: FAIL ($rc)"; status=1; }
+# The disk outlives its guest: a backend started by hand, a first guest
+# writes a file system and a file, a second guest (a reboot) boots onto the
+# same backend and finds both.
+sock=$work/gpudisk.sock
+node "$app/dist/backend/src/cli/backend.js" --socket-path="$sock" --device=blk --queues=2 --size=256M --store=gpu 2> "$LOGS/disk.backend.err" & bpid=$!
+for i in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
+node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --timeout=200 --disk=socket="$sock" -- \
+  'dd if=/dev/urandom of=/tmp/a bs=1M count=32 2>/dev/null; mke2fs -q /dev/vda && mount -t ext2 /dev/vda /mnt && cp /tmp/a /mnt/a && sha256sum < /tmp/a > /mnt/sum && umount /mnt && echo written' > "$LOGS/disk.boot1.log" 2>&1
+node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --timeout=200 --disk=socket="$sock" -- \
+  'mount -t ext2 /dev/vda /mnt && [ "$(sha256sum < /mnt/a)" = "$(cat /mnt/sum)" ] && echo "disk: a second guest on the same backend reads the first one'"'"'s file"' > "$LOGS/disk.boot2.log" 2>&1
+grep -q '^disk: a second guest' "$LOGS/disk.boot2.log" && say "$(grep '^disk: a second guest' "$LOGS/disk.boot2.log")" || { say "disk: FAIL after the reboot onto the same backend"; status=1; }
+kill "$bpid"; wait "$bpid" 2>/dev/null
 LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/copy_bench" > "$LOGS/disk.copy.native.json" 2>&1
-say "native pinned copies (the gpu store's limit): $(cat "$LOGS/disk.copy.native.json")"
-timeout 180 node "$app/dist/test/bench/blk.js" --store gpu --mib 1024 2>&1 | tee "$LOGS/disk.bench" | grep -vE '^(JSON|qcuda-backend|bench:)' | tee -a "$summary"
+say "native pinned copies, 256 MiB (the gpu store's limit): $(cat "$LOGS/disk.copy.native.json")"
+LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/copy_bench" blk > "$LOGS/disk.copyblk.native.json" 2>&1
+say "native pinned copies of the disk's request sizes, one at a time: $(cat "$LOGS/disk.copyblk.native.json")"
+for store in gpu host; do
+  timeout 180 node "$app/dist/test/bench/blk.js" --store $store --mib 1024 2>&1 | tee "$LOGS/disk.bench.$store" | grep -vE '^(JSON|qcuda-backend|bench:)' | tee -a "$summary"
+done
+say "== GPU disk from the TCG guest: blkbench (O_DIRECT; 1 MiB sequential, 4 KiB random from 4 threads), /dev/vda store gpu, /dev/vdb store host =="
+node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --memory=1024 --cpus=4 --timeout=300 --disk=512M --disk=512M,store=host -- \
+  'echo "gpu store: $(blkbench /dev/vda 3 4)"; echo "host store: $(blkbench /dev/vdb 3 4)"' > "$LOGS/disk.tcg.log" 2>&1
+grep -E '^(gpu|host) store:' "$LOGS/disk.tcg.log" | while read -r l; do say "$l"; done
 fi
 say "overall: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status

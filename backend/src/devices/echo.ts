@@ -16,6 +16,8 @@ export interface EchoOptions {
   queues?: number;
   /** Complete each request after a random 0..maxDelayMs delay: out of order. */
   maxDelayMs?: number;
+  /** VhostUserDevice.pollUs: poll the rings this long after each request and answer. */
+  pollUs?: number;
 }
 
 export class EchoDevice implements VhostUserDevice {
@@ -26,10 +28,12 @@ export class EchoDevice implements VhostUserDevice {
   readonly features = 0n;
   readonly configSize = 8;
   readonly #maxDelayMs: number;
+  readonly pollUs: number;
   requests = 0;
 
   constructor(o: EchoOptions = {}) {
     this.numQueues = o.queues ?? 4;
+    this.pollUs = o.pollUs ?? 0;
     this.#maxDelayMs = o.maxDelayMs ?? 0;
   }
 

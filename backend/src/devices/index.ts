@@ -2,7 +2,7 @@
 import os from 'node:os';
 import { QcudaDevice } from '../qcuda/device';
 import type { VmLimits } from '../qcuda/limits';
-import { createProvider, type ProviderKind } from '../qcuda/providers';
+import { createProvider, DEFAULT_POLL_US, type ProviderKind } from '../qcuda/providers';
 import { IsolatedProvider } from '../qcuda/providers/isolated';
 import type { VhostUserDevice } from '../vhost-user';
 import { BlkDevice } from './blk';
@@ -20,6 +20,8 @@ export interface DeviceOptions {
   isolation?: 'process' | 'none';
   /** cuda, isolation process: how long a worker polls for a short wait on its own thread (ProviderSetup.inlineWaitUs). */
   inlineWaitUs?: number;
+  /** qcuda: how long the rings (and with isolation process each worker's channel) are polled after each request and answer (DEFAULT_POLL_US). */
+  pollUs?: number;
   /** Where to say which provider was chosen. */
   log?: (line: string) => void;
   /** blk: the disk's size in bytes (whole sectors), where it lives, and whether the guest may write it. */
@@ -35,7 +37,7 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       let device: QcudaDevice | undefined;
       // The host provider reads mapped guest memory through the device, which exists by the time it asks.
       const { provider, note } = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len) },
-        { isolate: (o.isolation ?? 'process') === 'process', captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs });
+        { isolate: (o.isolation ?? 'process') === 'process', captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs, pollUs: o.pollUs });
       o.log?.(note);
       // All contexts in one process (isolation none, or a host provider: no
       // kernels, no context to share) can address one another's device
@@ -43,7 +45,7 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       // on the H100): with isolation none, one CUDA process per VM at a time.
       const shared = provider.name === 'cuda' && !(provider instanceof IsolatedProvider);
       const limits = { ...o.limits, ...(shared ? { contexts: 1 } : {}) };
-      device = new QcudaDevice({ queues: o.queues, memoryLimit: o.memoryLimit, limits, provider, log: o.log });
+      device = new QcudaDevice({ queues: o.queues, memoryLimit: o.memoryLimit, limits, provider, log: o.log, pollUs: o.pollUs ?? DEFAULT_POLL_US });
       return device;
     },
   },

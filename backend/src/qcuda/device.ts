@@ -34,6 +34,8 @@ export interface QcudaOptions {
   memoryLimit?: bigint;
   /** The VM's bounds (limits.ts); DEFAULT_LIMITS where not given. */
   limits?: Partial<VmLimits>;
+  /** Microseconds the rings are polled after each request and answer (VhostUserDevice.pollUs); default 0: kicks only. */
+  pollUs?: number;
   /** Where the backend's lines about this VM go (rate-limited); default stderr. */
   log?: (line: string) => void;
 }
@@ -59,6 +61,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   /** A 16 MiB chunk (QCUDA_CHUNK) page by page, unaligned, no two pages adjacent: 4097 data descriptors, plus
    * header, arguments, response and output, 4101. The next power of two (larger tables fail their request). */
   readonly maxIndirect = 8192;
+  readonly pollUs: number;
   readonly provider: Provider;
   /** The VM's bounds and what its sessions hold against them. */
   readonly vm: VmShared;
@@ -71,6 +74,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   constructor(o: QcudaOptions = {}) {
     this.numQueues = o.queues ?? 4;
     this.maxQueueSize = o.queueSize ?? 256;
+    this.pollUs = o.pollUs ?? 0;
     const limits = { ...DEFAULT_LIMITS, ...(o.memoryLimit !== undefined ? { deviceMemory: o.memoryLimit } : {}), ...o.limits };
     this.vm = vmShared(limits);
     this.log = new LogLimiter(limits.logLinesPerSecond, o.log ?? ((l) => console.error(l)));

@@ -2,6 +2,7 @@
 // rings, and one table that says, for every request, how many fds it takes,
 // whether it replies, and what it does.
 import createDebug from 'debug';
+import { BusyPoll } from '../sys/busy-poll';
 import { EventFd, Fd, closeAll } from '../sys/fd';
 import { LogLimiter } from '../sys/log-limiter';
 import { DEFAULT_MAX_INDIRECT, MAX_INDIRECT_LIMIT } from './chain';
@@ -68,6 +69,8 @@ export class Backend {
 
   readonly memory = new MemoryTable();
   readonly rings: Vring[];
+  /** Keeps the rings polled for device.pollUs after each request and answer (none when 0). */
+  readonly poll: BusyPoll;
   readonly offeredFeatures: bigint;
   readonly offeredProtocolFeatures: bigint;
   readonly #ringFeatures: RingFeatures = { indirect: false, eventIdx: false };
@@ -90,10 +93,11 @@ export class Backend {
       bit(VirtioF.RING_EVENT_IDX) | bit(VirtioF.PROTOCOL_FEATURES);
     this.offeredProtocolFeatures = bit(ProtoF.MQ) | bit(ProtoF.REPLY_ACK) | bit(ProtoF.CONFIGURE_MEM_SLOTS) |
       bit(ProtoF.STATUS) | bit(ProtoF.RESET_DEVICE) | (device.configSize > 0 ? bit(ProtoF.CONFIG) : 0n);
+    this.poll = new BusyPoll(device.pollUs ?? 0);
     const handler = (req: Parameters<VhostUserDevice['handle']>[0]) => device.handle(req);
     const limits = { maxSize: device.maxQueueSize, maxIndirect: device.maxIndirect ?? DEFAULT_MAX_INDIRECT };
     this.rings = Array.from({ length: device.numQueues },
-      (_, i) => new Vring(i, limits, this.#ringFeatures, handler, this.memory));
+      (_, i) => new Vring(i, limits, this.#ringFeatures, handler, this.memory, this.poll));
     device.attachMemory?.(this.memory);
   }
 

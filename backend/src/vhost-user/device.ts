@@ -18,6 +18,12 @@ export interface VhostUserDevice {
   readonly maxIndirect?: number;
   /** Device-specific virtio feature bits; the library adds VERSION_1, RING_INDIRECT_DESC and RING_EVENT_IDX. */
   readonly features: bigint;
+  /**
+   * Microseconds the rings are polled after each request and each answer,
+   * the driver's kicks suppressed meanwhile (sys/busy-poll.ts says why);
+   * 0 or absent: the rings wait for kicks.
+   */
+  readonly pollUs?: number;
   /** Config space size in bytes (0..256); 0 means no config space and no CONFIG protocol feature. */
   readonly configSize: number;
   /** The config space bytes now. */

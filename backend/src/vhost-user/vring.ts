@@ -8,6 +8,7 @@
 // publishing used->idx and reading the driver's suppression fields.
 import createDebug from 'debug';
 import { ChainError, DescTable, walkChain, type DescChain } from './chain';
+import type { BusyPoll } from '../sys/busy-poll';
 import { EventFd } from '../sys/fd';
 import type { MemoryTable } from './memory';
 import { ProtocolError, type VringAddr } from './message';
@@ -61,6 +62,8 @@ export class Vring {
   #generation = 0; // bumped on stop: completions of an older generation are dropped
   #signalPending = false;
   #drained: (() => void) | undefined;
+  /** This ring is checked every turn of the poller (its kicks stay suppressed meanwhile). */
+  #polling = false;
 
   constructor(
     index: number,
@@ -68,6 +71,8 @@ export class Vring {
     private readonly features: RingFeatures,
     private readonly handler: Handler,
     private readonly memory: MemoryTable,
+    /** Polls the ring for a while after each request instead of waiting for a kick (none: kicks only). */
+    private readonly poll?: BusyPoll,
   ) {
     this.index = index;
   }
@@ -131,6 +136,7 @@ export class Vring {
   async stop(): Promise<number> {
     this.started = false;
     this.kick?.unwatch();
+    this.#stopPolling();
     if (this.#inflight > 0) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, STOP_TIMEOUT_MS);
@@ -152,6 +158,7 @@ export class Vring {
 
   /** Back to the state of a new connection, fds closed. */
   close(): void {
+    this.#stopPolling();
     this.#generation++;
     this.started = this.enabled = this.broken = false;
     this.size = this.lastAvail = this.#inflight = 0;
@@ -160,20 +167,65 @@ export class Vring {
     this.kick = this.call = this.err = undefined;
   }
 
-  /** Takes every available chain and hands it to the device. */
+  /**
+   * Takes every available chain and hands it to the device. With a poller,
+   * a ring that had work is checked every loop turn for the poller's window
+   * with the driver's kicks suppressed (a kick costs the guest an exit and
+   * this process a wake-up); when the window passes, kicks are asked for
+   * again and the ring checked once more, so nothing made available in
+   * between is missed.
+   */
   process(): void {
     const v = this.#views;
     if (!v || !this.started || !this.enabled || this.broken) return;
+    const took = this.#drain(v);
+    if (took > 0 && this.poll?.enabled) this.#keepPolling();
+    if (!this.#polling) this.#askForKicks(v);
+    this.#flushSignal();
+  }
+
+  /** Takes what is available until nothing is, kicks suppressed; returns how many were taken. */
+  #drain(v: RingViews): number {
+    this.#suppressKicks(v, true);
+    let took = 0;
     for (;;) {
-      this.#suppressKicks(v, true);
       const avail = Atomics.load(v.avail, 1);
       const pending = (avail - this.lastAvail) & 0xffff;
-      if (pending > this.size) return this.#fail(`avail index ${avail} is ${pending} entries ahead of ${this.lastAvail}`);
+      if (pending > this.size) {
+        this.#fail(`avail index ${avail} is ${pending} entries ahead of ${this.lastAvail}`);
+        return took;
+      }
+      if (pending === 0) return took;
       for (let n = 0; n < pending; n++) this.#take(v);
-      this.#suppressKicks(v, false);
-      if (Atomics.load(v.avail, 1) === this.lastAvail) break;
+      took += pending;
+      if (this.broken) return took;
     }
-    this.#flushSignal();
+  }
+
+  /** Kicks wanted again; what came before they were is taken now (the store is a full barrier). */
+  #askForKicks(v: RingViews): void {
+    for (;;) {
+      this.#suppressKicks(v, false);
+      if (this.broken || Atomics.load(v.avail, 1) === this.lastAvail) return;
+      if (this.#drain(v) > 0 && this.poll?.enabled) return this.#keepPolling();
+    }
+  }
+
+  #keepPolling(): void {
+    this.poll!.touch();
+    if (this.#polling) return;
+    this.#polling = true;
+    this.poll!.add(this.#pollTurn);
+  }
+
+  readonly #pollTurn = (expired: boolean): void => {
+    if (expired) this.#polling = false;
+    this.process();
+  };
+
+  #stopPolling(): void {
+    this.poll?.delete(this.#pollTurn);
+    this.#polling = false;
   }
 
   #take(v: RingViews): void {
@@ -217,6 +269,8 @@ export class Vring {
     const v = this.#views;
     if (v) {
       this.#publish(v, head, len);
+      // A caller's next request follows its answer: poll for it.
+      if (this.poll?.enabled) this.#keepPolling();
       if (!this.#signalPending) {
         this.#signalPending = true;
         queueMicrotask(() => this.#flushSignal());

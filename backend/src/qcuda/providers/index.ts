@@ -1,4 +1,5 @@
 // Picks the provider the backend command asked for.
+import os from 'node:os';
 import type { Provider } from '../provider';
 import { HostProvider, type HostProviderOptions } from './host';
 import { IsolatedProvider } from './isolated';
@@ -45,10 +46,23 @@ export interface ProviderSetup {
    * short wait then takes no thread hop.
    */
   inlineWaitUs?: number;
+  /** cuda with isolate: how long a session's worker keeps polling its channel after each call (DEFAULT_POLL_US; 0: never). */
+  pollUs?: number;
 }
 
 /** A worker's inline wait unless told otherwise: a small copy or a short kernel ends within it. */
 export const DEFAULT_INLINE_WAIT_US = 50;
+
+/**
+ * How long the backend polls its rings, and a worker its channel, after each
+ * request and answer before sleeping (sys/busy-poll.ts): a synchronous
+ * caller's next request comes within it, with no wake-up on either side.
+ * Only where the host has cores to spare: a poller holds a core, and on a
+ * 2-core machine with other work (a TCG guest, a build) it took the core
+ * from the very process it waited for: a synchronize round trip went from
+ * 14 us without polling to 65-116 us with it (host provider, harness).
+ */
+export const DEFAULT_POLL_US = os.availableParallelism() >= 4 ? 50 : 0;
 
 export async function createProvider(kind: ProviderKind, gpu: number, host: HostProviderOptions = {}, setup: ProviderSetup = {}): Promise<ProviderChoice> {
   if (kind === 'host') return { provider: new HostProvider(host), note: 'host-memory provider (no GPU)' };
@@ -64,7 +78,7 @@ export async function createProvider(kind: ProviderKind, gpu: number, host: Host
   if (avail.ok && cuda && setup.isolate) {
     const local = await cuda.createCudaProvider(gpu, { captureOutput: false });
     return {
-      provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads, inlineWaitUs: setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US } }),
+      provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads, inlineWaitUs: setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US, pollUs: setup.pollUs ?? DEFAULT_POLL_US } }),
       note: `cuda provider on GPU ${gpu}, a worker process per guest process`,
     };
   }

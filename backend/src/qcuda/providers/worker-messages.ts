@@ -11,6 +11,8 @@ export interface WorkerOptions {
   waiterThreads?: number;
   /** How long the worker polls a short wait on its own thread (ProviderSetup.inlineWaitUs). */
   inlineWaitUs?: number;
+  /** How long the worker polls its channel after each call (ProviderSetup.pollUs). */
+  pollUs?: number;
 }
 
 export type ToWorker =

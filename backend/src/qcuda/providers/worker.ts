@@ -3,6 +3,7 @@
 // and ends when the parent asks, or when the parent is gone.
 import createDebug from 'debug';
 import { GuestRegion } from '../../vhost-user';
+import { BusyPoll } from '../../sys/busy-poll';
 import type { Fd } from '../../sys/fd';
 import { CudaErr, CudaError } from '../cuda-error';
 import { CONTEXT_METHODS, type GuestSeg, type HostPiece, type OutputSink, type Provider, type ProviderContext } from '../provider';
@@ -26,6 +27,8 @@ interface Mapped {
 const regions = new Map<number, Mapped>();
 
 let channel: Channel;
+/** The channel is polled for a while after each call (WorkerOptions.pollUs): the session's next call then finds this process awake. */
+let poll: BusyPoll;
 
 function send(m: ToParent): void {
   channel.send(m);
@@ -110,6 +113,7 @@ class WorkerMain {
   }
 
   onMessage(m: ToWorker | Uint8Array): void {
+    poll.touch();
     if (m instanceof Uint8Array) return this.#fastCall(m);
     if (m.t === 'region') this.#addRegion(m.id, m);
     else if (m.t === 'unregion') void this.#removeRegion(m.id);
@@ -154,6 +158,7 @@ class WorkerMain {
       const v = await (m === 'destroy' ? this.#destroy() : this.#run(m, a));
       if (v === undefined) channel.sendRaw(encodeDone(id));
       else send({ t: 'reply', id, ok: true, v });
+      poll.touch();
       if (m === 'destroy') channel.close(); // the reply is sent: the process ends with the channel
     } catch (e) {
       const err = e as CudaError & { index?: number };
@@ -182,6 +187,7 @@ class WorkerMain {
 
 function main(): void {
   const o = JSON.parse(process.argv[2] ?? '{}') as WorkerOptions;
+  poll = new BusyPoll(o.pollUs ?? 0);
   let w: WorkerMain | undefined;
   const onMessage = (m: unknown): void => {
     try {

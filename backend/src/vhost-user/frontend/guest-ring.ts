@@ -128,9 +128,11 @@ export class GuestRing {
   /**
    * Takes every used element; re-arms the interrupt (used_event) after, then
    * looks again: an element the device published before it saw the new
-   * used_event got no interrupt, and none would ever come for it.
+   * used_event got no interrupt, and none would ever come for it. A driver
+   * that polls the ring passes rearm = false: used_event stays behind, so
+   * the device sends no interrupt meanwhile (EVENT_IDX).
    */
-  harvest(): Used[] {
+  harvest(rearm = true): Used[] {
     const out: Used[] = [];
     for (;;) {
       const end = Atomics.load(this.u16, 1);
@@ -141,7 +143,7 @@ export class GuestRing {
         this.#release(id);
         this.#lastUsed = (this.#lastUsed + 1) & 0xffff;
       }
-      if (!this.eventIdx) return out;
+      if (!this.eventIdx || !rearm) return out;
       Atomics.store(this.a16, 2 + this.size, this.#lastUsed);
       if (Atomics.load(this.u16, 1) === this.#lastUsed) return out;
     }

@@ -1,0 +1,70 @@
+// Ring polling (VhostUserDevice.pollUs, sys/busy-poll.ts): while a device is
+// busy its rings are polled with the driver's kicks suppressed, every
+// request is still served, and once the window has passed kicks are asked
+// for again and the process sleeps (no CPU).
+import test from 'ava';
+import { EchoDevice, ECHO_TRAILER } from '../../backend/src/devices/echo';
+import type { Frontend } from '../../backend/src/vhost-user/frontend';
+import { started, tick } from '../helpers';
+
+/** One echo of `n` bytes on queue 0; resolves once its bytes came back right. */
+async function echo(fe: Frontend, n: number, fill: number): Promise<boolean> {
+  const at = fe.mem.mark();
+  const src = fe.mem.alloc(n, 1);
+  const dst = fe.mem.alloc(n + ECHO_TRAILER, 1);
+  fe.mem.bytes(src, n).fill(fill);
+  const used = await fe.submit(0, [{ gpa: src, len: n }, { gpa: dst, len: n + ECHO_TRAILER, write: true }]);
+  const ok = used.len === n + ECHO_TRAILER && fe.mem.bytes(dst, n).every((b) => b === fill);
+  fe.mem.rewind(at);
+  return ok;
+}
+
+/** CPU milliseconds this process (backend and frontend both live here) uses over `ms`. */
+async function cpuOver(ms: number): Promise<number> {
+  const before = process.cpuUsage();
+  await tick(ms);
+  const d = process.cpuUsage(before);
+  return (d.user + d.system) / 1000;
+}
+
+const ROUNDS = 100;
+/** Long enough that a loaded CI machine does not pause past it between two requests. */
+const WINDOW_US = 200_000;
+
+for (const eventIdx of [true, false]) {
+  const mode = `EVENT_IDX ${eventIdx ? 'on' : 'off'}`;
+
+  test(`without polling each request after an answer needs a kick (${mode})`, async (t) => {
+    const { fe } = await started(t, new EchoDevice({ queues: 1 }), { queues: 1, size: 64, eventIdx });
+    for (let i = 0; i < ROUNDS; i++) t.true(await echo(fe, 64 + i, i));
+    t.is(fe.queues[0].kicks, ROUNDS);
+  });
+
+  test(`a polled ring serves requests without kicks, then asks for them again and sleeps (${mode})`, async (t) => {
+    const dev = new EchoDevice({ queues: 1, pollUs: WINDOW_US });
+    const { fe } = await started(t, dev, { queues: 1, size: 64, eventIdx });
+    for (let i = 0; i < ROUNDS; i++) t.true(await echo(fe, 64 + i, i));
+    t.is(dev.requests, ROUNDS);
+    // The first request woke the ring; the rest came while it was polled.
+    t.true(fe.queues[0].kicks <= 3, `${fe.queues[0].kicks} kicks for ${ROUNDS} requests`);
+    // Past the window the process sleeps: no CPU, whatever is polled.
+    await tick(WINDOW_US / 1000 + 100);
+    const idle = await cpuOver(300);
+    t.true(idle < 60, `${idle} ms of CPU in 300 ms idle`);
+    // And the ring wants kicks again: the next request sends one and is served.
+    const kicks = fe.queues[0].kicks;
+    t.true(await echo(fe, 10, 0xab));
+    t.is(fe.queues[0].kicks, kicks + 1);
+  });
+
+  test(`requests made while the window closes are not lost (${mode})`, async (t) => {
+    // A short window: many requests land just before, during and after its end.
+    const dev = new EchoDevice({ queues: 1, pollUs: 50 });
+    const { fe } = await started(t, dev, { queues: 1, size: 64, eventIdx });
+    for (let i = 0; i < 300; i++) {
+      if (i % 3 === 0) await new Promise((r) => setTimeout(r, 0));
+      t.true(await echo(fe, 8, i & 0xff));
+    }
+    t.is(dev.requests, 300);
+  });
+}
