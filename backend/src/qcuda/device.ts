@@ -67,6 +67,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   readonly sessions = new Map<bigint, Session>();
   /** Requests served, per queue (tests and stats read it). */
   readonly served: number[];
+  /** Session events (opened, closed, reset): the embedder's log where it gave one, else DEBUG=qcuda:device. */
+  readonly #event: (line: string) => void;
   #memory: MemoryTable | undefined;
 
   constructor(o: QcudaOptions = {}) {
@@ -75,6 +77,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const limits = { ...DEFAULT_LIMITS, ...(o.memoryLimit !== undefined ? { deviceMemory: o.memoryLimit } : {}), ...o.limits };
     this.vm = vmShared(limits);
     this.log = new LogLimiter(limits.logLinesPerSecond, o.log ?? ((l) => console.error(l)));
+    this.#event = o.log ? (l) => this.log.log(l) : (l) => debug('%s', l);
     this.provider = o.provider ?? new HostProvider({ guestView: (addr, len) => this.guestViews(addr, len) });
     this.served = new Array(this.numQueues).fill(0);
   }
@@ -197,7 +200,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     if (this.sessions.size >= MAX_SESSIONS) throw new CudaError(Status.TOO_LARGE, `more than ${MAX_SESSIONS} sessions`);
     const s = new Session(this.provider, this.vm);
     this.sessions.set(s.id, s);
-    this.log.log(`qcuda: session ${s.id.toString(16)} opened (${this.sessions.size} open)`);
+    this.#event(`qcuda: session ${s.id.toString(16)} opened (${this.sessions.size} open)`);
     return { value: s.id };
   }
 
@@ -208,7 +211,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const held = describeSession(sessionStatus(s));
     s.output.close();
     await s.close();
-    this.log.log(`qcuda: session ${id.toString(16)} closed after ${held} (${this.sessions.size} open)`);
+    this.#event(`qcuda: session ${id.toString(16)} closed after ${held} (${this.sessions.size} open)`);
     return {};
   }
 
@@ -217,7 +220,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const all = [...this.sessions.values()];
     this.sessions.clear();
     for (const s of all) s.output.close();
-    if (all.length > 0) this.log.log(`qcuda: device reset: closing ${all.length} sessions (${all.map((s) => `${s.id.toString(16)}: ${describeSession(sessionStatus(s))}`).join('; ')})`);
+    if (all.length > 0) this.#event(`qcuda: device reset: closing ${all.length} sessions (${all.map((s) => `${s.id.toString(16)}: ${describeSession(sessionStatus(s))}`).join('; ')})`);
     const results = await Promise.allSettled(all.map((s) => s.close()));
     for (const r of results) if (r.status === 'rejected') this.log.log(`qcuda: freeing a session failed: ${r.reason}`);
   }
