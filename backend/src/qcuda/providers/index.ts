@@ -45,6 +45,8 @@ export interface ProviderSetup {
    * short wait then takes no thread hop.
    */
   inlineWaitUs?: number;
+  /** cuda with isolate: where each worker's start and exit are logged (the VM's event log). */
+  log?: (line: string) => void;
 }
 
 /** A worker's inline wait unless told otherwise: a small copy or a short kernel ends within it. */
@@ -64,7 +66,7 @@ export async function createProvider(kind: ProviderKind, gpu: number, host: Host
   if (avail.ok && cuda && setup.isolate) {
     const local = await cuda.createCudaProvider(gpu, { captureOutput: false });
     return {
-      provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads, inlineWaitUs: setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US } }),
+      provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads, inlineWaitUs: setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US }, log: setup.log }),
       note: `cuda provider on GPU ${gpu}, a worker process per guest process`,
     };
   }
