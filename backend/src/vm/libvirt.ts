@@ -41,9 +41,13 @@ function esc(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/'/g, '&apos;').replace(/"/g, '&quot;');
 }
 
-function serial(port: number, file: string | undefined): string {
-  if (!file) return `    <serial type='null'><target type='isa-serial' port='${port}'/></serial>`;
-  return `    <serial type='file'><source path='${esc(file)}'/><target type='isa-serial' port='${port}'/></serial>`;
+/** ttyS0 (and ttyS1 where results go) to files; else ttyS0 on a pty, for `virsh console`. */
+function serials(c: DomainConfig): string[] {
+  const file = (port: number, f: string) => `    <serial type='file'><source path='${esc(f)}'/><target type='isa-serial' port='${port}'/></serial>`;
+  return [
+    c.consoleFile ? file(0, c.consoleFile) : `    <serial type='pty'><target type='isa-serial' port='0'/></serial>`,
+    ...(c.resultFile ? [file(1, c.resultFile)] : []),
+  ];
 }
 
 function osBlock(c: DomainConfig): string[] {
@@ -93,8 +97,7 @@ export function domainXml(c: DomainConfig): string {
       `      <target dev='vda' bus='virtio'/>`,
       `    </disk>`,
     ] : []),
-    serial(0, c.consoleFile),
-    serial(1, c.resultFile),
+    ...serials(c),
     `    <controller type='usb' model='none'/>`,
     `    <memballoon model='none'/>`,
     `  </devices>`,
