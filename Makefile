@@ -26,15 +26,23 @@ dist/.built: tsconfig.json $(shell find backend/src test -name '*.ts') node_modu
 # Everything the VM tests need: patched QEMU (cached), guest kernel, driver, image.
 vm: qemu vm-image
 
-test: node vm guest-debs
+test: node vm guest-debs libvirt-deps
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node_modules/.bin/ava
 
 # The library and device tests alone (no QEMU, no guest).
-test-unit: node guest-libcuda guest-debs
+test-unit: node guest-libcuda guest-debs libvirt-deps
 	node_modules/.bin/ava 'dist/test/addon/**' 'dist/test/vhost-user/**' 'dist/test/qcuda/**' 'dist/test/cli/**'
 
 run: node vm
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node dist/backend/src/cli/qcuda.js vm --demo
+
+# libvirt (test/vm/libvirt.test.ts: virsh defines and starts a domain with
+# the device) and systemd-analyze (test/cli/systemd.test.ts checks the unit).
+LIBVIRT_PKGS := libvirt-daemon-system libvirt-clients systemd
+.PHONY: libvirt-deps
+libvirt-deps:
+	@[ "$$(dpkg-query -W -f='$${Status}\n' $(LIBVIRT_PKGS) 2>/dev/null | grep -c 'install ok installed')" = $(words $(LIBVIRT_PKGS)) ] || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(LIBVIRT_PKGS); }
 
 bench: node
 	node dist/test/bench/vhost-user.js

@@ -276,7 +276,7 @@ fi
 if part disk; then
 say "== GPU disk (store gpu): data and a filesystem in the guest; the harness benchmark beside native pinned copies =="
 node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --memory=1024 --timeout=300 --disk=512M -- \
-  'dd if=/dev/urandom of=/tmp/a bs=1M count=64 2>/dev/null; dd if=/tmp/a of=/dev/vda bs=1M conv=fsync 2>/dev/null; echo 3 > /proc/sys/vm/drop_caches; dd if=/dev/vda bs=1M count=64 2>/dev/null | cmp - /tmp/a && echo "disk: raw data identical"; mke2fs -q /dev/vda >/dev/null && mount -t ext2 /dev/vda /mnt && cp /tmp/a /mnt/a && umount /mnt && echo 3 > /proc/sys/vm/drop_caches && mount -t ext2 /dev/vda /mnt && cmp /mnt/a /tmp/a && echo "disk: ext2 file identical"' > "$LOGS/disk.guest.log" 2>&1
+  'dd if=/dev/urandom of=/tmp/a bs=1M count=64 2>/dev/null; dd if=/tmp/a of=/dev/vda bs=1M conv=fsync 2>/dev/null; echo 3 > /proc/sys/vm/drop_caches; dd if=/dev/vda bs=1M count=64 2>/dev/null | cmp - /tmp/a && echo "disk: raw data identical"; mkdir -p /mnt && mke2fs -q /dev/vda >/dev/null && mount -t ext2 /dev/vda /mnt && cp /tmp/a /mnt/a && umount /mnt && echo 3 > /proc/sys/vm/drop_caches && mount -t ext2 /dev/vda /mnt && cmp /mnt/a /tmp/a && echo "disk: ext2 file identical"' > "$LOGS/disk.guest.log" 2>&1
 rc=$?; grep '^disk:' "$LOGS/disk.guest.log" | while read -r l; do say "$l"; done; [ $rc = 0 ] && [ "$(grep -c '^disk:' "$LOGS/disk.guest.log")" = 2 ] || { say "disk: FAIL ($rc)"; status=1; }
 # The disk outlives its guest: a backend started by hand, a first guest
 # writes a file system and a file, a second guest (a reboot) boots onto the
@@ -285,9 +285,9 @@ sock=$work/gpudisk.sock
 node "$app/dist/backend/src/cli/backend.js" --socket-path="$sock" --device=blk --queues=2 --size=256M --store=gpu 2> "$LOGS/disk.backend.err" & bpid=$!
 for i in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --timeout=200 --disk=socket="$sock" -- \
-  'dd if=/dev/urandom of=/tmp/a bs=1M count=32 2>/dev/null; mke2fs -q /dev/vda && mount -t ext2 /dev/vda /mnt && cp /tmp/a /mnt/a && sha256sum < /tmp/a > /mnt/sum && umount /mnt && echo written' > "$LOGS/disk.boot1.log" 2>&1
+  'dd if=/dev/urandom of=/tmp/a bs=1M count=32 2>/dev/null; mkdir -p /mnt && mke2fs -q /dev/vda && mount -t ext2 /dev/vda /mnt && cp /tmp/a /mnt/a && sha256sum < /tmp/a > /mnt/sum && umount /mnt && echo written' > "$LOGS/disk.boot1.log" 2>&1
 node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --timeout=200 --disk=socket="$sock" -- \
-  'mount -t ext2 /dev/vda /mnt && [ "$(sha256sum < /mnt/a)" = "$(cat /mnt/sum)" ] && echo "disk: a second guest on the same backend reads the first one'"'"'s file"' > "$LOGS/disk.boot2.log" 2>&1
+  'mkdir -p /mnt && mount -t ext2 /dev/vda /mnt && [ "$(sha256sum < /mnt/a)" = "$(cat /mnt/sum)" ] && echo "disk: a second guest on the same backend reads the first one'"'"'s file"' > "$LOGS/disk.boot2.log" 2>&1
 grep -q '^disk: a second guest' "$LOGS/disk.boot2.log" && say "$(grep '^disk: a second guest' "$LOGS/disk.boot2.log")" || { say "disk: FAIL after the reboot onto the same backend"; status=1; }
 kill "$bpid"; wait "$bpid" 2>/dev/null
 LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/copy_bench" > "$LOGS/disk.copy.native.json" 2>&1

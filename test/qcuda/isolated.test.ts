@@ -26,8 +26,8 @@ function guestRam(size: number, gpa: bigint) {
 
 const gone = (pid: number, ms = 5000): Promise<boolean> => until(() => !alive(pid), ms);
 
-function isolated(): IsolatedProvider {
-  return new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } });
+function isolated(log?: (line: string) => void): IsolatedProvider {
+  return new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 }, log });
 }
 
 /** stream: undefined goes in a raw frame (worker-messages.ts); a host provider's stream object, V8-serialized. */
@@ -42,7 +42,8 @@ async function roundTrip(ctx: ProviderContext, ram: ReturnType<typeof guestRam>,
 }
 
 test('each context runs in a worker process of its own; bytes cross guest RAM both ways; destroy ends the process', async (t) => {
-  const p = isolated();
+  const logged: string[] = [];
+  const p = isolated((l) => logged.push(l));
   const ram = guestRam(8 * MIB, 0n);
   p.registerGuestMemory(ram.m.address, BigInt(8 * MIB), ram.source);
   const a = await p.openContext(0);
@@ -60,6 +61,9 @@ test('each context runs in a worker process of its own; bytes cross guest RAM bo
   t.true(alive(pb), 'b\'s worker is still there');
   await p.close();
   t.true(await gone(pb), 'close() ends the remaining workers');
+  t.true(await until(() => logged.length === 4, 5000), logged.join('\n'));
+  t.deepEqual(logged.filter((l) => l.endsWith('started')), [`qcuda: GPU worker pid ${pa} started`, `qcuda: GPU worker pid ${pb} started`], 'each worker\'s start is logged');
+  t.deepEqual(logged.filter((l) => l.includes('exited')).map((l) => +/pid (\d+)/.exec(l)![1]).sort(), [pa, pb].sort(), 'and its exit');
   ram.close();
 });
 

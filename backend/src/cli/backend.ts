@@ -6,7 +6,10 @@ import { parseArgs } from 'node:util';
 import { DEVICES } from '../devices';
 import { DEFAULT_LIMITS, type VmLimits } from '../qcuda/limits';
 import { DEFAULT_INLINE_WAIT_US, DEFAULT_POLL_US, parseSize, type ProviderKind } from '../qcuda/providers';
-import { stderrLogger, VhostUserServer } from '../vhost-user';
+import { LogLimiter } from '../sys/log-limiter';
+import { StatusSocket } from '../sys/status-socket';
+import { stderrLogger, VhostUserServer, type Logger } from '../vhost-user';
+import { backendStatus, defaultStatusSocket } from './status';
 
 const HELP = `Usage: qcuda-backend (--socket-path=PATH | --fd=FDNUM) [options]
 
@@ -18,6 +21,12 @@ Serves a virtio device to QEMU over vhost-user.
                           reconnect (-chardev socket,...,reconnect-ms=N).
   --fd=FDNUM              serve an already connected socket inherited as FDNUM;
                           exit when it closes.
+  --status-socket=PATH    answer each connection on this unix socket with one
+                          JSON document: sessions, device memory against the
+                          quota, calls served per queue, guest memory mapped,
+                          uptime ('qcuda status' prints it). Default: the
+                          --socket-path with '.status' appended; 'none': no
+                          status socket (the default with --fd)
   --device=NAME           the device to serve (default qcuda):
 ${Object.entries(DEVICES).map(([n, d]) => `                            ${n.padEnd(8)}${d.describe}`).join('\n')}
   --queues=N              request queues (default 4; must match QEMU's num-queues)
@@ -94,7 +103,9 @@ that would pass it fails with the CUDA error named, nothing grows):
   --print-capabilities    print the backend's capabilities as JSON and exit
   -h, --help              this text
 
-Logging: DEBUG=qcuda:* for protocol traces. Exit status: 0 on SIGTERM/SIGINT
+Logging: one line on stderr per VM event (frontend connected or gone, memory
+table, session opened or closed with what it held, errors), at most --log-rate
+a second; DEBUG=qcuda:* adds protocol traces. Exit status: 0 on SIGTERM/SIGINT
 or when an --fd connection ends, 2 on bad usage, 1 on a startup error.`;
 
 function usage(msg: string): never {
@@ -138,6 +149,7 @@ async function main(): Promise<void> {
       options: {
         'socket-path': { type: 'string' },
         fd: { type: 'string' },
+        'status-socket': { type: 'string' },
         device: { type: 'string', default: 'qcuda' },
         queues: { type: 'string' },
         provider: { type: 'string', default: 'auto' },
@@ -208,24 +220,38 @@ async function main(): Promise<void> {
   if (deferred !== undefined) limits.deferredBytes = deferred;
   const gpu = args.gpu === undefined ? 0 : nonNegativeInt('gpu', args.gpu, 63);
   const queues = positiveInt('queues', args.queues, 4, 64);
+  const startedAt = Date.now();
+  const write = (line: string) => void process.stderr.write(`qcuda-backend: ${line}\n`);
+  // Every line the VM's doings cause (the device's, the connection's events)
+  // shares one rate limit, so that a guest cannot flood the journal.
+  const vmLog = new LogLimiter(limits.logLinesPerSecond ?? DEFAULT_LIMITS.logLinesPerSecond, write);
+  const statusPath = args['status-socket'] === 'none' ? undefined
+    : args['status-socket'] ?? (args['socket-path'] !== undefined ? defaultStatusSocket(args['socket-path']) : undefined);
   let server: VhostUserServer;
+  let status: StatusSocket | undefined;
   try {
     const device = await kind.create({
       queues, provider: args.provider as ProviderKind, gpu, memoryLimit, limits, isolation: args.isolation as 'process' | 'none',
       size: diskSize(args.size), store: storeOf(args.store), readOnly: args['read-only'],
       inlineWaitUs: args['inline-wait'] === undefined ? undefined : nonNegativeInt('inline-wait', args['inline-wait'], 1_000_000),
       pollUs: args['poll-us'] === undefined ? undefined : nonNegativeInt('poll-us', args['poll-us'], 1_000_000),
-      log: (line) => process.stderr.write(`qcuda-backend: ${line}\n`),
+      log: (line) => vmLog.log(line),
     });
     // The library's own lines (a frontend's failed requests, rate-limited;
     // connection errors) go to stderr as they are: they start "vhost-user: ".
-    const logger = stderrLogger;
+    // Its events (connected, memory table, disconnected) are VM events.
+    const logger: Logger = { error: stderrLogger.error, info: (line) => vmLog.log(line) };
     if (args.fd !== undefined) {
       const fd = positiveInt('fd', args.fd, 0, 1 << 20);
       server = VhostUserServer.fromConnectedFd(fd, device, { onDisconnect: () => shutdown(0), logger });
     } else {
       server = VhostUserServer.listen(args['socket-path']!, device, { logger });
-      process.stderr.write(`qcuda-backend: ${device.name} device listening on ${args['socket-path']}\n`);
+      write(`${device.name} device listening on ${args['socket-path']}`);
+    }
+    if (statusPath !== undefined) {
+      const s = server;
+      status = await StatusSocket.listen(statusPath, () => backendStatus(s, args['socket-path'], startedAt));
+      write(`status on ${statusPath} (qcuda status --status-socket=${statusPath})`);
     }
   } catch (e) {
     process.stderr.write(`qcuda-backend: ${(e as Error).message}\n`);
@@ -233,6 +259,7 @@ async function main(): Promise<void> {
   }
   function shutdown(code: number): void {
     server.close();
+    status?.close();
     process.exit(code);
   }
   process.on('SIGTERM', () => shutdown(0));

@@ -3,7 +3,10 @@
 // QEMU command line for people who start QEMU themselves.
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { readStatus } from '../sys/status-socket';
+import { domainXml } from '../vm/libvirt';
 import { qemuArgs } from '../vm/qemu-args';
+import { defaultStatusSocket, formatStatus, type BackendStatus } from './status';
 import { parseSize } from '../qcuda/providers';
 import { DISK_QUEUES, runVm, VmConfigError, VmError, type VmDisk } from '../vm/runner';
 import { defaultVirtiofsd, MAX_SHARES, parseShareSpec, resolveShares, type VmShare } from '../vm/shares';
@@ -18,6 +21,16 @@ Commands:
                                  print the QEMU arguments that attach the device
                                  (and GPU disks: qcuda-backend --device=blk
                                  --queues=2 sockets, one per disk)
+  status --socket=PATH [--json]  what the backend serving PATH (its --socket-path)
+                                 holds: sessions, device memory against the
+                                 quota, calls served per queue, guest memory,
+                                 uptime (from its status socket, PATH.status;
+                                 --status-socket=PATH names that one instead)
+  libvirt-xml --name=VM --socket=PATH (--kernel=K [--initrd=I] [--cmdline=C] | --disk=IMAGE)
+                                 print a libvirt domain with the qcuda device on
+                                 the backend at PATH (guest RAM a shared memfd;
+                                 the device through <qemu:commandline>); also
+                                 --qemu, --memory, --cpus, --queues, --type=kvm|qemu
   help                           this text
 
 vm options:
@@ -117,6 +130,11 @@ const OPTIONS = {
   kernel: { type: 'string' },
   initrd: { type: 'string' },
   socket: { type: 'string' },
+  'status-socket': { type: 'string' },
+  json: { type: 'boolean' },
+  name: { type: 'string' },
+  cmdline: { type: 'string' },
+  type: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -176,6 +194,37 @@ function demoNext(gpu: boolean): string {
   ].join('\n');
 }
 
+async function status(socket: string | undefined, statusSocket: string | undefined, json: boolean): Promise<number> {
+  if (!socket && !statusSocket) usage('status needs --socket=PATH (the backend\'s --socket-path) or --status-socket=PATH');
+  const at = statusSocket ?? defaultStatusSocket(socket!);
+  let doc: BackendStatus;
+  try {
+    doc = (await readStatus(at)) as BackendStatus;
+  } catch (e) {
+    process.stderr.write(`qcuda: no status from ${at}: ${(e as Error).message}\n`);
+    return 1;
+  }
+  process.stdout.write(json ? `${JSON.stringify(doc, null, 2)}\n` : formatStatus(doc));
+  return 0;
+}
+
+/** qcuda libvirt-xml: a domain for the backend at --socket. */
+function libvirtXml(v: { [k: string]: string | boolean | string[] | undefined }): string {
+  const str = (k: string) => v[k] as string | undefined;
+  if (!str('name') || !str('socket')) usage('libvirt-xml needs --name=VM and --socket=PATH (the backend\'s --socket-path)');
+  const disk = (v.disk as string[] | undefined)?.[0];
+  if (!disk && !str('kernel')) usage('libvirt-xml needs --kernel=PATH (direct boot) or --disk=IMAGE (raw or qcow2)');
+  const type = str('type') ?? 'kvm';
+  if (type !== 'kvm' && type !== 'qemu') usage(`--type must be kvm or qemu (TCG), got '${type}'`);
+  return domainXml({
+    name: str('name')!, socket: path.resolve(str('socket')!), emulator: need(str('qemu'), 'qemu', 'QEMU_BIN'),
+    kernel: str('kernel') && path.resolve(str('kernel')!), initrd: str('initrd') && path.resolve(str('initrd')!), cmdline: str('cmdline'),
+    disk: disk ? { path: path.resolve(disk), format: disk.endsWith('.qcow2') ? 'qcow2' : 'raw' } : undefined,
+    memoryMiB: intOpt(str('memory'), 'memory', 2048, 1 << 20), cpus: intOpt(str('cpus'), 'cpus', 2, 256),
+    queues: intOpt(str('queues'), 'queues', 4, 64), type, reconnectMs: 1000,
+  });
+}
+
 async function main(): Promise<number> {
   const [cmd, ...rest] = process.argv.slice(2);
   if (!cmd || cmd === 'help' || cmd === '--help' || cmd === '-h') {
@@ -202,6 +251,11 @@ async function main(): Promise<number> {
       disks: (v['disk-socket'] ?? []).map((s) => ({ socket: path.resolve(s), queues: DISK_QUEUES })),
     });
     process.stdout.write(`${args.map(shq).join(' ')}\n`);
+    return 0;
+  }
+  if (cmd === 'status') return status(v.socket, v['status-socket'], v.json ?? false);
+  if (cmd === 'libvirt-xml') {
+    process.stdout.write(libvirtXml(v));
     return 0;
   }
   if (cmd !== 'vm') usage(`unknown command '${cmd}'`);

@@ -37,7 +37,7 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       let device: QcudaDevice | undefined;
       // The host provider reads mapped guest memory through the device, which exists by the time it asks.
       const { provider, note } = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len) },
-        { isolate: (o.isolation ?? 'process') === 'process', captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs, pollUs: o.pollUs });
+        { isolate: (o.isolation ?? 'process') === 'process', captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs, pollUs: o.pollUs, log: o.log });
       o.log?.(note);
       // All contexts in one process (isolation none, or a host provider: no
       // kernels, no context to share) can address one another's device

@@ -14,6 +14,7 @@ import { HostProvider } from './providers/host';
 import type { GuestSeg, Provider } from './provider';
 import { CALLS, Cmd, cmdNamed, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_PROTO_VERSION, QCUDA_ST_OUTPUT, Status } from './proto';
 import { Session, vmShared, type VmShared } from './session';
+import { describeSession, sessionStatus, type QcudaStatus } from './status';
 import type { CallDecl } from './wire/protocol';
 
 const debug = createDebug('qcuda:device');
@@ -69,6 +70,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   readonly sessions = new Map<bigint, Session>();
   /** Requests served, per queue (tests and stats read it). */
   readonly served: number[];
+  /** Session events (opened, closed, reset): the embedder's log where it gave one, else DEBUG=qcuda:device. */
+  readonly #event: (line: string) => void;
   #memory: MemoryTable | undefined;
 
   constructor(o: QcudaOptions = {}) {
@@ -78,6 +81,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const limits = { ...DEFAULT_LIMITS, ...(o.memoryLimit !== undefined ? { deviceMemory: o.memoryLimit } : {}), ...o.limits };
     this.vm = vmShared(limits);
     this.log = new LogLimiter(limits.logLinesPerSecond, o.log ?? ((l) => console.error(l)));
+    this.#event = o.log ? (l) => this.log.log(l) : (l) => debug('%s', l);
     this.provider = o.provider ?? new HostProvider({ guestView: (addr, len) => this.guestViews(addr, len) });
     this.served = new Array(this.numQueues).fill(0);
   }
@@ -127,6 +131,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     req.write(0, encode('qcuda_resp_hdr', { status, len: out.length, value: r.value ?? 0n }));
     req.write(RESP, out);
     this.served[req.queue]++;
+    if (caller.session) caller.session.calls++;
     return RESP + out.length + (r.dataOut ?? 0);
   }
 
@@ -199,7 +204,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     if (this.sessions.size >= MAX_SESSIONS) throw new CudaError(Status.TOO_LARGE, `more than ${MAX_SESSIONS} sessions`);
     const s = new Session(this.provider, this.vm);
     this.sessions.set(s.id, s);
-    debug('session %s opened', s.id.toString(16));
+    this.#event(`qcuda: session ${s.id.toString(16)} opened (${this.sessions.size} open)`);
     return { value: s.id };
   }
 
@@ -207,9 +212,10 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const s = this.sessions.get(id);
     if (!s) throw new CudaError(Status.NO_SESSION, 'close of an unknown session');
     this.sessions.delete(id);
+    const held = describeSession(sessionStatus(s));
     s.output.close();
     await s.close();
-    debug('session %s closed', id.toString(16));
+    this.#event(`qcuda: session ${id.toString(16)} closed after ${held} (${this.sessions.size} open)`);
     return {};
   }
 
@@ -218,7 +224,17 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const all = [...this.sessions.values()];
     this.sessions.clear();
     for (const s of all) s.output.close();
+    if (all.length > 0) this.#event(`qcuda: device reset: closing ${all.length} sessions (${all.map((s) => `${s.id.toString(16)}: ${describeSession(sessionStatus(s))}`).join('; ')})`);
     const results = await Promise.allSettled(all.map((s) => s.close()));
     for (const r of results) if (r.status === 'rejected') this.log.log(`qcuda: freeing a session failed: ${r.reason}`);
+  }
+
+  status(): QcudaStatus {
+    return {
+      device: 'qcuda', provider: this.provider.name, gpu: this.provider.hasGpu,
+      sessions: [...this.sessions.values()].map(sessionStatus),
+      deviceMemory: { used: Number(this.vm.quota.used), quota: Number(this.vm.quota.limit) },
+      served: [...this.served], logDropped: this.log.dropped,
+    };
   }
 }

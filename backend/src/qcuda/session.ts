@@ -114,6 +114,8 @@ export interface Reservation {
 
 export class Session {
   readonly id: bigint;
+  /** Requests served for this session (qcuda status, the close log line). */
+  calls = 0;
   readonly #allocs = new RangeSet<Range>();
   readonly #hostMaps = new RangeSet<Range & { pieces: number }>();
   /** The VM's bound on mapped pieces: what this session's host maps hold. */

@@ -81,6 +81,8 @@ export class Backend {
   #backendReq: Fd | undefined;
   /** Failed frontend messages are logged, at most LOG_LINES_PER_SECOND a second. */
   readonly #log: LogLimiter;
+  /** Memory table changes (the frontend chooses how often), as limited. */
+  readonly #events: LogLimiter;
 
   constructor(
     readonly device: VhostUserDevice,
@@ -89,6 +91,7 @@ export class Backend {
   ) {
     checkDevice(device);
     this.#log = new LogLimiter(LOG_LINES_PER_SECOND, (l) => logger.error(l));
+    this.#events = new LogLimiter(LOG_LINES_PER_SECOND, (l) => logger.info?.(l));
     this.offeredFeatures = device.features | bit(VirtioF.VERSION_1) | bit(VirtioF.RING_INDIRECT_DESC) |
       bit(VirtioF.RING_EVENT_IDX) | bit(VirtioF.PROTOCOL_FEATURES);
     this.offeredProtocolFeatures = bit(ProtoF.MQ) | bit(ProtoF.REPLY_ACK) | bit(ProtoF.CONFIGURE_MEM_SLOTS) |
@@ -174,17 +177,25 @@ export class Backend {
       throw new ProtocolError(`SET_MEM_TABLE: ${regions.length} regions but ${m.fds.length} fds`);
     await this.memory.replace(regions.map((r, i) => ({ region: r, fd: m.fds[i] })));
     this.#remapRings();
+    this.#memoryEvent('memory table');
   }
 
   #addMemReg(m: Message): void {
     if (this.memory.regions.length >= MAX_MEM_SLOTS) throw new ProtocolError(`ADD_MEM_REG: all ${MAX_MEM_SLOTS} slots in use`);
     this.memory.add(decodeSingleRegion('ADD_MEM_REG', m.payload), m.fds[0]);
     this.#remapRings();
+    this.#memoryEvent('memory region added');
   }
 
   async #remMemReg(m: Message): Promise<void> {
     await this.memory.remove(decodeSingleRegion('REM_MEM_REG', m.payload));
     this.#remapRings();
+    this.#memoryEvent('memory region removed');
+  }
+
+  /** One line for the table as it now is: what the backend has mapped of the guest. */
+  #memoryEvent(what: string): void {
+    this.#events.log(`vhost-user: ${this.device.name}: ${what}: ${describeRegions(this.memory.regions)}`);
   }
 
   #remapRings(): void {
@@ -281,6 +292,13 @@ export class Backend {
       await this.memory.clear();
     }
   }
+}
+
+/** "2 regions, 2048 MiB: 0x0+2047 MiB, 0x100000000+1 MiB". */
+export function describeRegions(rs: readonly { gpa: bigint; size: bigint }[]): string {
+  const mib = (n: bigint) => `${Number(n) / (1 << 20)} MiB`;
+  const total = rs.reduce((n, r) => n + r.size, 0n);
+  return `${rs.length} region${rs.length === 1 ? '' : 's'}, ${mib(total)}${rs.length ? ': ' : ''}${rs.map((r) => `0x${r.gpa.toString(16)}+${mib(r.size)}`).join(', ')}`;
 }
 
 function checkDevice(d: VhostUserDevice): void {

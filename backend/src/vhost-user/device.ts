@@ -41,4 +41,6 @@ export interface VhostUserDevice {
   /** A frontend connected: its guest memory (the table fills in later; set
    * memory.listener to hear of regions as they are mapped and unmapped). */
   attachMemory?(memory: MemoryTable): void;
+  /** What the device holds now, as JSON-able values (the embedder's status endpoint shows it). */
+  status?(): object;
 }

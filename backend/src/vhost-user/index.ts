@@ -5,7 +5,7 @@
 // Its system pieces (the addon, Fd/EventFd, the socket write queue, the log
 // rate limiter) live in ../sys/, which the qcuda worker channel shares.
 export { EventFd, Fd } from '../sys/fd';
-export { Backend, MAX_MEM_SLOTS } from './backend';
+export { Backend, describeRegions, MAX_MEM_SLOTS } from './backend';
 export {
   ChainError, DEFAULT_MAX_INDIRECT, DESC_SIZE, DescTable, MAX_INDIRECT_LIMIT, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT,
   VIRTQ_DESC_F_WRITE, walkChain, type Buf, type DescChain,

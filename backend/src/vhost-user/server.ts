@@ -63,6 +63,11 @@ export class VhostUserServer {
     return this.#active !== undefined;
   }
 
+  /** The guest memory the frontend now has mapped into this process (empty with none connected). */
+  get memoryRegions(): { gpa: bigint; size: bigint }[] {
+    return (this.#active?.backend.memory.regions ?? []).map((r) => ({ gpa: r.gpa, size: r.size }));
+  }
+
   #accept(): void {
     for (;;) {
       const fd = native.unixAccept(this.#listener!.value);
@@ -83,6 +88,7 @@ export class VhostUserServer {
     });
     this.#active = { conn, backend: new Backend(this.device, conn, this.#logger) };
     debug('%s: frontend connected', this.device.name);
+    this.#logger.info?.(`vhost-user: ${this.device.name}: frontend connected`);
     this.events.onConnect?.();
   }
 
@@ -100,6 +106,7 @@ export class VhostUserServer {
     this.#active = undefined;
     active?.backend.close().catch((e: Error) => this.#logger.error(`vhost-user: ${this.device.name}: device reset failed: ${e.message}`));
     if (reason) this.#logger.error(`vhost-user: ${this.device.name}: connection closed: ${reason.message}`);
+    else this.#logger.info?.(`vhost-user: ${this.device.name}: frontend disconnected`);
     debug('%s: frontend disconnected%s', this.device.name, reason ? `: ${reason.message}` : '');
     this.events.onDisconnect?.(reason);
   }

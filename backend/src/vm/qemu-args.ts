@@ -24,7 +24,7 @@ export interface QemuConfig {
 }
 
 /** Debian's firmware packages; QCUDA_FIRMWARE_DIRS (colon-separated) overrides, e.g. for a carried copy. */
-const DEFAULT_FIRMWARE_DIRS = process.env.QCUDA_FIRMWARE_DIRS?.split(':').filter(Boolean)
+export const DEFAULT_FIRMWARE_DIRS = process.env.QCUDA_FIRMWARE_DIRS?.split(':').filter(Boolean)
   ?? ['/usr/share/qemu', '/usr/share/seabios', '/usr/lib/ipxe/qemu'];
 
 /** KVM only where the CPU has hardware virtualization and /dev/kvm opens; else TCG. */
@@ -37,6 +37,23 @@ function detectAccel(): 'kvm' | 'tcg' {
   } catch {
     return 'tcg';
   }
+}
+
+/** The kernel command line the test guest boots with (vm-images/init reports on ttyS1). */
+export function guestCmdline(append?: string): string {
+  return `console=ttyS0 panic=-1 quiet ${append ?? ''}`.trim();
+}
+
+/**
+ * The qcuda device's own arguments: the chardev to the backend's socket and
+ * vhost-user-qcuda-pci on it. Guest RAM must be a shared memfd (the
+ * backend maps it): qemuArgs and the libvirt domain (libvirt.ts) both add that.
+ */
+export function qcudaDeviceArgs(c: { socket: string; queues?: number; queueSize?: number; reconnectMs?: number }): string[] {
+  return [
+    '-chardev', `socket,id=qcuda0,path=${c.socket}${c.reconnectMs ? `,reconnect-ms=${c.reconnectMs}` : ''}`,
+    '-device', `vhost-user-qcuda-pci,chardev=qcuda0,num-queues=${c.queues ?? 4},queue-size=${c.queueSize ?? 256}`,
+  ];
 }
 
 export function qemuArgs(c: QemuConfig): string[] {
@@ -54,9 +71,8 @@ export function qemuArgs(c: QemuConfig): string[] {
     '-nodefaults', '-no-user-config', '-display', 'none', '-no-reboot',
     '-kernel', c.kernel,
     '-initrd', c.initrd,
-    '-append', `console=ttyS0 panic=-1 quiet ${c.append ?? ''}`.trim(),
-    '-chardev', `socket,id=qcuda0,path=${c.socket}${c.reconnectMs ? `,reconnect-ms=${c.reconnectMs}` : ''}`,
-    '-device', `vhost-user-qcuda-pci,chardev=qcuda0,num-queues=${c.queues ?? 4},queue-size=${c.queueSize ?? 256}`,
+    '-append', guestCmdline(c.append),
+    ...qcudaDeviceArgs(c),
     ...(c.shares ?? []).flatMap((s, i) => [
       '-chardev', `socket,id=fs${i},path=${s.socket}`,
       '-device', `vhost-user-fs-pci,chardev=fs${i},tag=${s.tag}`,

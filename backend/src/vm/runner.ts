@@ -202,7 +202,12 @@ async function stopVirtiofsd(p: ChildProcess): Promise<void> {
   }
 }
 
-function buildInitrd(dir: string, o: VmOptions, shares: ResolvedShare[]): string {
+/**
+ * The base initramfs with the command (and files, and shares to mount)
+ * appended as a second archive, written to DIR/initrd; vm-images/init runs
+ * the command. Also what a libvirt domain boots (libvirt.ts).
+ */
+export function buildInitrd(dir: string, o: Pick<VmOptions, 'initrd' | 'command' | 'files'>, shares: ResolvedShare[] = []): string {
   const entries: CpioEntry[] = [{ name: 'qcuda/run', data: Buffer.from(`${o.command}\n`), mode: 0o755 }];
   // vm-images/init mounts each line's tag at its directory before the command runs.
   if (shares.length > 0)

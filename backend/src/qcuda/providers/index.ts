@@ -48,6 +48,8 @@ export interface ProviderSetup {
   inlineWaitUs?: number;
   /** cuda with isolate: how long a session's worker keeps polling its channel after each call (DEFAULT_POLL_US; 0: never). */
   pollUs?: number;
+  /** cuda with isolate: where each worker's start and exit are logged (the VM's event log). */
+  log?: (line: string) => void;
 }
 
 /** A worker's inline wait unless told otherwise: a small copy or a short kernel ends within it. */
@@ -78,7 +80,7 @@ export async function createProvider(kind: ProviderKind, gpu: number, host: Host
   if (avail.ok && cuda && setup.isolate) {
     const local = await cuda.createCudaProvider(gpu, { captureOutput: false });
     return {
-      provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads, inlineWaitUs: setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US, pollUs: setup.pollUs ?? DEFAULT_POLL_US } }),
+      provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads, inlineWaitUs: setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US, pollUs: setup.pollUs ?? DEFAULT_POLL_US }, log: setup.log }),
       note: `cuda provider on GPU ${gpu}, a worker process per guest process`,
     };
   }

@@ -51,7 +51,7 @@ class Worker {
   readonly ready: Promise<void>;
   readonly exited: Promise<void>;
 
-  constructor(options: WorkerOptions, readonly output: OutputSink | undefined) {
+  constructor(options: WorkerOptions, readonly output: OutputSink | undefined, log: (line: string) => void) {
     const [mine, theirs] = native.socketPair();
     try {
       this.#child = spawn(process.execPath, [path.join(__dirname, 'worker.js'), JSON.stringify(options)], {
@@ -63,6 +63,7 @@ class Worker {
     this.#channel = new Channel(mine, (m) => this.#onMessage(m as ToParent | Uint8Array), () => undefined);
     const pid = this.#child.pid;
     this.exited = new Promise((resolve) => this.#child.once('exit', (code, signal) => {
+      log(`qcuda: GPU worker pid ${pid} exited (${signal ?? `status ${code}`})`);
       this.#fail(`the session's GPU worker (pid ${pid}) exited (${signal ?? `status ${code}`})`);
       this.#channel.close();
       resolve();
@@ -75,7 +76,7 @@ class Worker {
         reject: (e) => { clearTimeout(timer); reject(e); },
       });
     });
-    debug('worker pid %d started', pid);
+    log(`qcuda: GPU worker pid ${pid} started`);
   }
 
   get pid(): number | undefined {
@@ -249,6 +250,8 @@ for (const m of CONTEXT_METHODS) {
 export interface IsolatedOptions {
   /** What each worker runs (the cuda provider in production; host for tests without a GPU). */
   worker: WorkerOptions;
+  /** Where a worker's start and exit are logged (the VM's event log); default DEBUG=qcuda:isolated. */
+  log?: (line: string) => void;
 }
 
 export class IsolatedProvider implements Provider {
@@ -285,7 +288,7 @@ export class IsolatedProvider implements Provider {
     if (device < 0 || device >= this.deviceCount()) throw new CudaError(CudaErr.InvalidDevice, `no device ${device}`);
     // No worker is started ahead: an idle one would hold a context's GPU
     // memory, which cudaMemGetInfo would show every guest as gone.
-    const w = new Worker(this.o.worker, output);
+    const w = new Worker(this.o.worker, output, this.o.log ?? ((l) => debug('%s', l)));
     for (const r of this.#regions.values()) w.addRegion(r);
     const c = new RemoteContext(w, () => this.#contexts.delete(c));
     this.#contexts.add(c);

@@ -1,0 +1,50 @@
+// What a qcuda device holds, as the status socket reports it and as the log
+// line of a closing session says it: one description of a session, used by both.
+import type { Session } from './session';
+
+export interface SessionStatus {
+  /** The session id (hex), as the guest driver's SESSION_OPEN returned it. */
+  id: string;
+  /** Requests served for it. */
+  calls: number;
+  /** Device memory it holds against the VM's quota, bytes. */
+  deviceMemory: number;
+  /** Whether it has a CUDA context (with isolation: a worker process). */
+  context: boolean;
+  modules: number;
+  arrays: number;
+  graphs: number;
+}
+
+export interface QcudaStatus {
+  device: 'qcuda';
+  provider: string;
+  gpu: boolean;
+  sessions: SessionStatus[];
+  /** All sessions together against --device-memory-limit (quota 0: none). */
+  deviceMemory: { used: number; quota: number };
+  /** Requests served, per queue. */
+  served: number[];
+  /** Log lines held back by the rate limit since the last one let through. */
+  logDropped: number;
+}
+
+export function sessionStatus(s: Session): SessionStatus {
+  return {
+    id: s.id.toString(16), calls: s.calls, deviceMemory: Number(s.allocated), context: s.hasContext,
+    modules: s.moduleCount, arrays: s.arrayCount, graphs: s.graphCount,
+  };
+}
+
+/** "1234 calls, 64 MiB device memory, a context, 2 modules" (what a closing session held). */
+export function describeSession(s: SessionStatus): string {
+  const parts = [`${s.calls} calls`, `${mib(s.deviceMemory)} device memory`, s.context ? 'a context' : 'no context'];
+  if (s.modules) parts.push(`${s.modules} modules`);
+  if (s.arrays) parts.push(`${s.arrays} arrays`);
+  if (s.graphs) parts.push(`${s.graphs} graphs`);
+  return parts.join(', ');
+}
+
+export function mib(bytes: number): string {
+  return `${+(bytes / (1 << 20)).toFixed(1)} MiB`;
+}

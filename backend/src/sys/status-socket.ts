@@ -1,0 +1,61 @@
+// A unix socket that answers each connection with one JSON document (what
+// the process holds now) and closes it: `qcuda status` reads it. Nothing is
+// read from the client, so a client cannot make the process do more than
+// serialize the document.
+import fs from 'node:fs';
+import net from 'node:net';
+
+/** bigints (byte counts, addresses) as numbers: JSON has no bigint, and these stay below 2^53. */
+function replacer(_key: string, v: unknown): unknown {
+  return typeof v === 'bigint' ? Number(v) : v;
+}
+
+export class StatusSocket {
+  private constructor(readonly path: string, readonly server: net.Server) {}
+
+  /** Listens on path (an old socket file there is replaced); each client gets doc() as one line of JSON. */
+  static listen(path: string, doc: () => unknown): Promise<StatusSocket> {
+    if (fs.lstatSync(path, { throwIfNoEntry: false })?.isSocket()) fs.unlinkSync(path);
+    const server = net.createServer((c) => {
+      c.on('error', () => undefined); // a client that left early
+      c.end(`${JSON.stringify(doc(), replacer)}\n`);
+    });
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(path, () => {
+        server.off('error', reject);
+        // A status socket must never keep the process alive by itself.
+        server.unref();
+        resolve(new StatusSocket(path, server));
+      });
+    });
+  }
+
+  close(): void {
+    this.server.close();
+    fs.rmSync(this.path, { force: true });
+  }
+}
+
+/** Reads the document a StatusSocket serves (the client side: qcuda status). */
+export function readStatus(path: string, timeoutMs = 5000): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const c = net.connect(path);
+    let text = '';
+    const timer = setTimeout(() => c.destroy(new Error(`no answer from ${path} within ${timeoutMs} ms`)), timeoutMs);
+    c.setEncoding('utf8');
+    c.on('data', (d: string) => (text += d));
+    c.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    c.on('end', () => {
+      clearTimeout(timer);
+      try {
+        resolve(JSON.parse(text));
+      } catch (e) {
+        reject(new Error(`${path} did not answer a status document: ${(e as Error).message}`));
+      }
+    });
+  });
+}

@@ -1,0 +1,111 @@
+// A libvirt domain with the qcuda device. libvirt has no element for a
+// vhost-user device of its own kind, so the device goes in through
+// <qemu:commandline> (the same arguments as qemuArgs: qcudaDeviceArgs);
+// what the backend needs of guest RAM (a memfd it can map) is libvirt's own
+// <memoryBacking>. `qcuda libvirt-xml` prints one; test/vm/libvirt.test.ts
+// defines, starts and destroys one with virsh.
+import { DEFAULT_FIRMWARE_DIRS, guestCmdline, qcudaDeviceArgs } from './qemu-args';
+
+export interface DomainConfig {
+  name: string;
+  /** The patched QEMU (vhost-user-qcuda-pci). */
+  emulator: string;
+  /** The backend's vhost-user socket (qcuda-backend --socket-path). */
+  socket: string;
+  memoryMiB?: number;
+  cpus?: number;
+  queues?: number;
+  queueSize?: number;
+  /** kvm (default where /dev/kvm works) or qemu (TCG). */
+  type?: 'kvm' | 'qemu';
+  /** Direct kernel boot (the test guest): kernel, initrd and command line. */
+  kernel?: string;
+  initrd?: string;
+  cmdline?: string;
+  /** A disk image to boot from instead (virtio, /dev/vda), raw or qcow2. */
+  disk?: { path: string; format: 'raw' | 'qcow2' };
+  /** Files the serial ports write to: ttyS0 (console) and ttyS1 (the test guest's results). */
+  consoleFile?: string;
+  resultFile?: string;
+  /** QEMU's firmware search path (-L): a source build of QEMU has none of its own. */
+  firmwareDirs?: string[];
+  /** Let QEMU reconnect to a restarted backend after this many ms (systemd's Restart=). */
+  reconnectMs?: number;
+  /** Run QEMU as root instead of libvirt's qemu user (the test: its QEMU lives in root's home). */
+  runAsRoot?: boolean;
+}
+
+const QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0';
+
+function esc(s: string): string {
+  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/'/g, '&apos;').replace(/"/g, '&quot;');
+}
+
+/** ttyS0 (and ttyS1 where results go) to files; else ttyS0 on a pty, for `virsh console`. */
+function serials(c: DomainConfig): string[] {
+  const file = (port: number, f: string) => `    <serial type='file'><source path='${esc(f)}'/><target type='isa-serial' port='${port}'/></serial>`;
+  return [
+    c.consoleFile ? file(0, c.consoleFile) : `    <serial type='pty'><target type='isa-serial' port='0'/></serial>`,
+    ...(c.resultFile ? [file(1, c.resultFile)] : []),
+  ];
+}
+
+function osBlock(c: DomainConfig): string[] {
+  const lines = [`    <type arch='x86_64' machine='q35'>hvm</type>`];
+  if (c.kernel) {
+    // qboot: the firmware that boots a PVH kernel fastest (as qemuArgs does).
+    lines.push(`    <loader type='rom' readonly='yes'>${esc(`${(c.firmwareDirs ?? DEFAULT_FIRMWARE_DIRS)[0]}/qboot.rom`)}</loader>`);
+    lines.push(`    <kernel>${esc(c.kernel)}</kernel>`);
+    if (c.initrd) lines.push(`    <initrd>${esc(c.initrd)}</initrd>`);
+    lines.push(`    <cmdline>${esc(c.cmdline ?? guestCmdline())}</cmdline>`);
+  } else {
+    lines.push(`    <boot dev='hd'/>`);
+  }
+  return lines;
+}
+
+export function domainXml(c: DomainConfig): string {
+  if (!c.kernel && !c.disk) throw new Error('a domain needs a kernel (direct boot) or a disk to boot from');
+  const mem = c.memoryMiB ?? 512;
+  const args = [...(c.firmwareDirs ?? DEFAULT_FIRMWARE_DIRS).flatMap((d) => ['-L', d]), ...qcudaDeviceArgs(c)];
+  const type = c.type ?? 'kvm';
+  return [
+    `<domain type='${type}' xmlns:qemu='${QEMU_NS}'>`,
+    `  <name>${esc(c.name)}</name>`,
+    `  <memory unit='MiB'>${mem}</memory>`,
+    `  <vcpu>${c.cpus ?? 2}</vcpu>`,
+    // The backend maps guest RAM from the memfd QEMU passes it: shared, not private.
+    `  <memoryBacking>`,
+    `    <source type='memfd'/>`,
+    `    <access mode='shared'/>`,
+    `  </memoryBacking>`,
+    `  <os>`,
+    ...osBlock(c),
+    `  </os>`,
+    // ACPI: the guest's poweroff ends QEMU (q35 powers off through it).
+    `  <features><acpi/></features>`,
+    type === 'kvm' ? `  <cpu mode='host-passthrough'/>` : `  <cpu mode='maximum'/>`,
+    `  <on_poweroff>destroy</on_poweroff>`,
+    `  <on_reboot>destroy</on_reboot>`,
+    `  <on_crash>destroy</on_crash>`,
+    `  <devices>`,
+    `    <emulator>${esc(c.emulator)}</emulator>`,
+    ...(c.disk ? [
+      `    <disk type='file' device='disk'>`,
+      `      <driver name='qemu' type='${c.disk.format}'/>`,
+      `      <source file='${esc(c.disk.path)}'/>`,
+      `      <target dev='vda' bus='virtio'/>`,
+      `    </disk>`,
+    ] : []),
+    ...serials(c),
+    `    <controller type='usb' model='none'/>`,
+    `    <memballoon model='none'/>`,
+    `  </devices>`,
+    ...(c.runAsRoot ? [`  <seclabel type='static' model='dac' relabel='no'><label>+0:+0</label></seclabel>`] : []),
+    `  <qemu:commandline>`,
+    ...args.map((a) => `    <qemu:arg value='${esc(a)}'/>`),
+    `  </qemu:commandline>`,
+    `</domain>`,
+    '',
+  ].join('\n');
+}

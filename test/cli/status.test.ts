@@ -1,0 +1,120 @@
+// What a user sees of a running backend: its log lines per VM event and
+// `qcuda status` (the status socket), against the real qcuda-backend program
+// driven by the test frontend (which plays QEMU and the guest driver).
+import test from 'ava';
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { BackendStatus } from '../../backend/src/cli/status';
+import type { QcudaStatus } from '../../backend/src/qcuda/status';
+import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
+import { tmpDir, until } from '../helpers';
+import { QcudaClient } from '../qcuda/client';
+
+const dist = path.resolve(__dirname, '..', '..');
+const BACKEND = path.join(dist, 'backend/src/cli/backend.js');
+const QCUDA = path.join(dist, 'backend/src/cli/qcuda.js');
+const MIB = 1 << 20;
+
+function qcudaStatus(...args: string[]): { status: number | null; stdout: string; stderr: string } {
+  return spawnSync(process.execPath, [QCUDA, 'status', ...args], { encoding: 'utf8', timeout: 20_000 });
+}
+
+test('qcuda status shows sessions, device memory against the quota and calls served; the backend logs each VM event', async (t) => {
+  const sock = path.join(tmpDir(t), 'vm1.sock');
+  const p = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=qcuda', '--queues=2', '--provider=host', '--device-memory-limit=64M'],
+    { stdio: ['ignore', 'ignore', 'pipe'] });
+  t.teardown(() => p.kill('SIGKILL'));
+  let log = '';
+  p.stderr!.on('data', (d: Buffer) => (log += d.toString()));
+  t.true(await until(() => fs.existsSync(`${sock}.status`), 10_000), log);
+
+  // Before any frontend.
+  const idle = JSON.parse(qcudaStatus(`--socket=${sock}`, '--json').stdout) as BackendStatus;
+  t.is(idle.pid, p.pid!);
+  t.false(idle.frontend.connected);
+  t.deepEqual((idle.status as QcudaStatus).served, [0, 0]);
+
+  const fe = Frontend.connect(sock, new GuestMemory([{ gpa: 0n, size: 64 * MIB }]));
+  t.teardown(() => void (fe.closed || fe.close()));
+  await fe.negotiate();
+  await fe.start({ size: 64 });
+  const c = new QcudaClient(fe);
+  const id = await c.open();
+  t.is((await c.malloc(3 * MIB)).status, 0);
+  t.is((await c.malloc(MIB)).status, 0);
+
+  const r = qcudaStatus(`--socket=${sock}`, '--json');
+  t.is(r.status, 0, r.stderr);
+  const doc = JSON.parse(r.stdout) as BackendStatus;
+  const q = doc.status as QcudaStatus;
+  t.true(doc.frontend.connected);
+  t.deepEqual(doc.frontend.memory, [{ gpa: 0, size: 64 * MIB }]);
+  t.is(q.device, 'qcuda');
+  t.is(q.provider, 'host');
+  t.deepEqual(q.deviceMemory, { used: 4 * MIB, quota: 64 * MIB });
+  t.is(q.served.reduce((a, b) => a + b, 0), 4, 'SESSION_OPEN, HELLO and two MALLOCs');
+  t.is(q.sessions.length, 1);
+  t.like(q.sessions[0], { id: id.toString(16), calls: 3, deviceMemory: 4 * MIB, context: true });
+
+  // The same as a person reads it.
+  const table = qcudaStatus(`--socket=${sock}`);
+  t.is(table.status, 0, table.stderr);
+  t.regex(table.stdout, new RegExp(`^qcuda-backend pid ${p.pid}, up \\d+s, qcuda device on ${sock}$`, 'm'));
+  t.regex(table.stdout, /^frontend: connected, guest memory 64 MiB in 1 region$/m);
+  t.regex(table.stdout, /^device memory: 4 MiB used of a 64 MiB quota \(6\.3%\)$/m);
+  t.regex(table.stdout, /^calls served: 4 \(queue 0: 2, queue 1: 2\)$/m);
+  t.regex(table.stdout, new RegExp(`^  ${id.toString(16)}\\s+3\\s+4 MiB\\s+yes\\s+0\\s+0\\s+0$`, 'm'));
+
+  t.is((await c.close()).status, 0);
+  fe.close();
+  t.true(await until(() => /frontend disconnected/.test(log), 5000), log);
+  const after = JSON.parse(qcudaStatus(`--status-socket=${sock}.status`, '--json').stdout) as BackendStatus;
+  t.false(after.frontend.connected);
+  t.deepEqual((after.status as QcudaStatus).sessions, []);
+  t.deepEqual((after.status as QcudaStatus).deviceMemory, { used: 0, quota: 64 * MIB });
+
+  // One line per event, in order, each naming the VM's device.
+  const lines = log.split('\n').filter((l) => /vhost-user: qcuda|session/.test(l));
+  t.deepEqual(lines, [
+    'qcuda-backend: vhost-user: qcuda: frontend connected',
+    'qcuda-backend: vhost-user: qcuda: memory table: 1 region, 64 MiB: 0x0+64 MiB',
+    `qcuda-backend: qcuda: session ${id.toString(16)} opened (1 open)`,
+    `qcuda-backend: qcuda: session ${id.toString(16)} closed after 3 calls, 4 MiB device memory, a context (0 open)`,
+    'qcuda-backend: vhost-user: qcuda: frontend disconnected',
+  ]);
+
+  const gone = new Promise<number | null>((res) => p.once('exit', (code) => res(code)));
+  p.kill('SIGTERM');
+  t.is(await gone, 0);
+  t.false(fs.existsSync(`${sock}.status`), 'the status socket is removed on exit');
+  const none = qcudaStatus(`--socket=${sock}`);
+  t.is(none.status, 1);
+  t.regex(none.stderr, /no status from .*vm1\.sock\.status/);
+});
+
+test('the VM event log is rate-limited: a flood of sessions cannot flood the journal', async (t) => {
+  const sock = path.join(tmpDir(t), 'vm2.sock');
+  const p = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=qcuda', '--queues=1', '--provider=host', '--log-rate=5', '--status-socket=none'],
+    { stdio: ['ignore', 'ignore', 'pipe'] });
+  t.teardown(() => p.kill('SIGKILL'));
+  let log = '';
+  p.stderr!.on('data', (d: Buffer) => (log += d.toString()));
+  t.true(await until(() => fs.existsSync(sock), 10_000), log);
+  t.false(fs.existsSync(`${sock}.status`), '--status-socket=none');
+  const fe = Frontend.connect(sock);
+  t.teardown(() => void (fe.closed || fe.close()));
+  await fe.negotiate();
+  await fe.start({ size: 64 });
+  const c = new QcudaClient(fe);
+  for (let i = 0; i < 50; i++) {
+    await c.open();
+    await c.close();
+  }
+  await new Promise((r) => setTimeout(r, 1100));
+  await c.open(); // the next line let through reports the count
+  t.true(await until(() => /log lines dropped/.test(log), 5000), log);
+  const sessionLines = log.split('\n').filter((l) => /session \w+ (opened|closed)/.test(l)).length;
+  t.true(sessionLines < 20, `${sessionLines} session lines for 101 events at 5 a second`);
+  t.regex(log, /\(\d+ log lines dropped: more than 5 a second\)/);
+});

@@ -1,0 +1,61 @@
+// packaging/systemd/qcuda-backend@.service: systemd accepts it (an instance
+// of it verified by systemd-analyze), and its ExecStart, as systemd would
+// expand it for a VM, starts a backend that serves the VM's socket and status.
+// (Not run under systemd itself: CI has no systemd as PID 1.)
+import test from 'ava';
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { tmpDir, until } from '../helpers';
+
+const UNIT = path.resolve(__dirname, '..', '..', '..', 'packaging', 'systemd', 'qcuda-backend@.service');
+const BACKEND = path.resolve(__dirname, '..', '..', 'backend', 'src', 'cli', 'backend.js');
+const QCUDA = path.resolve(__dirname, '..', '..', 'backend', 'src', 'cli', 'qcuda.js');
+const INSTALLED = '/usr/local/bin/qcuda-backend';
+const unit = fs.readFileSync(UNIT, 'utf8');
+
+function setting(key: string): string[] {
+  return [...unit.matchAll(new RegExp(`^${key}=(.*)$`, 'gm'))].map((m) => m[1]);
+}
+
+test('systemd-analyze verify accepts an instance of the unit', (t) => {
+  const dir = tmpDir(t);
+  // verify checks that ExecStart's program exists: point it at one that does.
+  const stub = path.join(dir, 'qcuda-backend');
+  fs.writeFileSync(stub, '#!/bin/sh\n', { mode: 0o755 });
+  fs.writeFileSync(path.join(dir, 'qcuda-backend@.service'), unit.replaceAll(INSTALLED, stub));
+  fs.symlinkSync('qcuda-backend@.service', path.join(dir, 'qcuda-backend@vm1.service'));
+  const r = spawnSync('systemd-analyze', ['verify', path.join(dir, 'qcuda-backend@vm1.service')], { encoding: 'utf8', timeout: 60_000 });
+  t.is(r.status, 0, r.stderr);
+  t.is(r.stderr.trim(), '', 'no warnings');
+});
+
+test('one backend per VM: the socket under /run/qcuda named by the instance, options from /etc/qcuda/VM.conf, restarts, journald', (t) => {
+  t.deepEqual(setting('ExecStart'), [`${INSTALLED} --socket-path=/run/qcuda/%i.sock --device=qcuda $QCUDA_BACKEND_OPTS`]);
+  t.deepEqual(setting('EnvironmentFile'), ['-/etc/qcuda/%i.conf']);
+  t.deepEqual(setting('Restart'), ['on-failure']);
+  t.deepEqual(setting('RuntimeDirectory'), ['qcuda']);
+  t.deepEqual(setting('StandardError'), ['journal']);
+});
+
+test('ExecStart as systemd expands it for a VM starts a backend serving that VM', async (t) => {
+  const run = tmpDir(t);
+  const vm = 'vm1';
+  // %i -> the instance, /run/qcuda -> a directory of the test's, the
+  // environment file's options -> a host provider with a quota.
+  const words = setting('ExecStart')[0].replaceAll('%i', vm).replaceAll('/run/qcuda', run).split(' ')
+    .flatMap((w) => (w === '$QCUDA_BACKEND_OPTS' ? ['--provider=host', '--device-memory-limit=1G'] : [w]));
+  t.is(words[0], INSTALLED);
+  const p = spawn(process.execPath, [BACKEND, ...words.slice(1)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  t.teardown(() => p.kill('SIGKILL'));
+  let log = '';
+  p.stderr!.on('data', (d: Buffer) => (log += d.toString()));
+  t.true(await until(() => fs.existsSync(path.join(run, `${vm}.sock.status`)), 10_000), log);
+  t.true(fs.statSync(path.join(run, `${vm}.sock`)).isSocket());
+  const s = spawnSync(process.execPath, [QCUDA, 'status', `--socket=${path.join(run, `${vm}.sock`)}`], { encoding: 'utf8', timeout: 20_000 });
+  t.is(s.status, 0, s.stderr);
+  t.regex(s.stdout, /^device memory: 0 MiB used of a 1024 MiB quota/m);
+  const gone = new Promise<number | null>((r) => p.once('exit', (code) => r(code)));
+  p.kill('SIGTERM'); // what systemctl stop sends
+  t.is(await gone, 0, 'a clean stop is not a failure (Restart=on-failure leaves it stopped)');
+});
