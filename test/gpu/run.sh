@@ -290,6 +290,10 @@ node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --timeout=2
   'mkdir -p /mnt && mount -t ext2 /dev/vda /mnt && [ "$(sha256sum < /mnt/a)" = "$(cat /mnt/sum)" ] && echo "disk: a second guest on the same backend reads the first one'"'"'s file"' > "$LOGS/disk.boot2.log" 2>&1
 grep -q '^disk: a second guest' "$LOGS/disk.boot2.log" && say "$(grep '^disk: a second guest' "$LOGS/disk.boot2.log")" || { say "disk: FAIL after the reboot onto the same backend"; status=1; }
 kill "$bpid"; wait "$bpid" 2>/dev/null
+# Swap in GPU memory: a tmpfs larger than the guest's RAM pages out to the disk.
+node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --memory=256 --timeout=200 --disk=384M -- \
+  'mkswap /dev/vda >/dev/null && swapon /dev/vda && mkdir -p /scratch && mount -t tmpfs -o size=400m tmpfs /scratch && w=$(dd if=/dev/urandom bs=1M count=300 2>/dev/null | tee /scratch/a | sha256sum) && s=$(awk "/^SwapTotal/ {t=\$2} /^SwapFree/ {f=\$2} END {print int((t-f)/1024)}" /proc/meminfo) && [ "$(sha256sum < /scratch/a)" = "$w" ] && echo "disk: swap in GPU memory: $s MiB paged out of a 256 MiB guest and read back as written"' > "$LOGS/disk.swap.log" 2>&1
+grep -q '^disk: swap' "$LOGS/disk.swap.log" && say "$(grep '^disk: swap' "$LOGS/disk.swap.log")" || { say "disk: FAIL (swap)"; status=1; }
 LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/copy_bench" > "$LOGS/disk.copy.native.json" 2>&1
 say "native pinned copies, 256 MiB (the gpu store's limit): $(cat "$LOGS/disk.copy.native.json")"
 LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/copy_bench" blk > "$LOGS/disk.copyblk.native.json" 2>&1

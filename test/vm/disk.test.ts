@@ -55,6 +55,29 @@ test.serial('a disk on the host store: data survives a dropped page cache, ext2 
   t.regex(o, /^=== ro reads 8388608 bytes$/m);
 });
 
+test.serial('swap on a disk: a tmpfs larger than the guest\'s RAM pages out to it and reads back as written', async (t) => {
+  const r = await runVm({
+    ...base,
+    memoryMiB: 256,
+    disks: [{ size: 384n << 20n, store: 'host' }],
+    command: [
+      'mkswap /dev/vda >/dev/null && swapon /dev/vda',
+      'mkdir -p /scratch && mount -t tmpfs -o size=400m tmpfs /scratch',
+      // 300 MiB of random bytes in a guest of 256 MiB: most of it can only be on the disk.
+      'dd if=/dev/urandom bs=1M count=300 2>/dev/null | tee /scratch/a | sha256sum | cut -c1-64 > /tmp/written',
+      'echo "=== swapped $(awk \'/^SwapTotal/ {t=$2} /^SwapFree/ {f=$2} END {print int((t-f)/1024)}\' /proc/meminfo) MiB"',
+      'echo "=== read $(sha256sum < /scratch/a | cut -c1-64) written $(cat /tmp/written)"',
+    ].join('\n'),
+  });
+  t.is(r.exit, 0, `${r.stdout}\n${r.stderr}`);
+  const swapped = /^=== swapped (\d+) MiB$/m.exec(r.stdout);
+  t.truthy(swapped, r.stdout);
+  t.true(Number(swapped![1]) >= 100, `only ${swapped![1]} MiB went to the swap disk`);
+  const sums = /^=== read (\w{64}) written (\w{64})$/m.exec(r.stdout);
+  t.truthy(sums, r.stdout);
+  t.is(sums![1], sums![2], 'what came back from swap is what was written');
+});
+
 test.serial('a disk backend killed mid-write fails the run as the backend\'s and leaves nothing running', async (t) => {
   let info: StartedInfo | undefined;
   let seen = '';
