@@ -41,7 +41,11 @@ void WaitForStream(Job &job, cu::Stream s);
 // Where a job's phase 1 runs (cuda_exec.h): always on the context thread (in
 // submission order), or inline on the JS thread when the context thread is
 // idle (cheap calls that never block), else queued there all the same.
-enum class Where { kContextThread, kInlineWhenIdle };
+// Where a job's run phase goes: kInlineWhenIdle (cheap, never blocks long) runs
+// on the JS thread when the context thread is idle; kContextThread (ordered,
+// may block) does so too in a process with inline calls on (SetInlineCalls);
+// kContextThreadAlways (teardown: it waits for the waiter threads) never does.
+enum class Where { kContextThread, kInlineWhenIdle, kContextThreadAlways };
 
 class Context : public Napi::ObjectWrap<Context> {
  public:
@@ -69,7 +73,7 @@ class Context : public Napi::ObjectWrap<Context> {
       };
     }
     j->onMain = std::move(onMain);
-    return Go(info.Env(), j, where == Where::kInlineWhenIdle);
+    return Go(info.Env(), j, where == Where::kInlineWhenIdle || (where == Where::kContextThread && InlineCalls()));
   }
 
  private:

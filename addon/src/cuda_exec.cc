@@ -419,6 +419,12 @@ bool PollInline(Job *j) {
 
 void SetInlineWait(int64_t ns) { g_inlineWaitNs = ns > 0 ? ns : 0; }
 
+namespace {
+std::atomic<bool> g_inlineCalls{false};
+}  // namespace
+void SetInlineCalls(bool on) { g_inlineCalls = on; }
+bool InlineCalls() { return g_inlineCalls.load(std::memory_order_relaxed); }
+
 InlineWaitStats GetInlineWaitStats() {
   InlineWaitStats s;
   s.done = g_inlineDone, s.handedOn = g_inlineHandedOn, s.pollNs = g_inlinePollNs;

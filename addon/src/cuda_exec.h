@@ -157,6 +157,15 @@ WaiterStats GetWaiterStats();
  * a native program's thread does; not for a backend serving many.
  */
 void SetInlineWait(int64_t ns);
+/**
+ * Whether ordered calls (allocations, launches, handle changes: Where::
+ * kContextThread) run on the JS thread too when the context thread is idle,
+ * as the cheap ones always do (false, the default: they go to the context
+ * thread). For the same processes as SetInlineWait: a call then costs no
+ * thread hop, and its caller blocks in the driver as a native thread would.
+ */
+void SetInlineCalls(bool on);
+bool InlineCalls();
 struct InlineWaitStats {
   uint64_t done = 0;     // waits that ended while polled on the JS thread
   uint64_t handedOn = 0; // waits still running after the poll, handed to the pool

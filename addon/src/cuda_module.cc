@@ -201,6 +201,13 @@ Napi::Value SetInlineWaitJs(const Napi::CallbackInfo &info) {
   return env.Undefined();
 }
 
+// setInlineCalls(on): ordered calls run on the JS thread when the context thread is idle (cuda_exec.h).
+Napi::Value SetInlineCallsJs(const Napi::CallbackInfo &info) {
+  if (info.Length() < 1 || !info[0].IsBoolean()) throw Napi::TypeError::New(info.Env(), "setInlineCalls(on: boolean)");
+  SetInlineCalls(info[0].As<Napi::Boolean>().Value());
+  return info.Env().Undefined();
+}
+
 // checkModuleImage(image) -> "" or why moduleLoad would refuse the image (cuda_image.h); needs no driver.
 Napi::Value CheckModuleImageJs(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
@@ -240,6 +247,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("stats", Napi::Function::New(env, Stats));
   exports.Set("setWaiterLimit", Napi::Function::New(env, SetWaiterLimitJs));
   exports.Set("setInlineWait", Napi::Function::New(env, SetInlineWaitJs));
+  exports.Set("setInlineCalls", Napi::Function::New(env, SetInlineCallsJs));
   exports.Set("checkModuleImage", Napi::Function::New(env, CheckModuleImageJs));
   exports.Set("MODULE_IMAGE_PADDING", Napi::Number::New(env, static_cast<double>(kImagePadding)));
   exports.Set("DEFAULT_WAITER_LIMIT", Napi::Number::New(env, kDefaultWaiterLimit));

@@ -197,6 +197,13 @@ export interface CudaNative {
    * process whose JS thread serves one guest process.
    */
   setInlineWait(us: number): void;
+  /**
+   * Ordered calls (allocations, launches, handle changes) run on the JS
+   * thread too when the context's thread is idle: no thread hop, the JS
+   * thread blocking in the driver meanwhile. For the same processes as
+   * setInlineWait.
+   */
+  setInlineCalls(on: boolean): void;
   /** '' when moduleLoad() would pass the image on to the driver, else why it refuses it (no driver needed). */
   checkModuleImage(image: Uint8Array): string;
   readonly DEFAULT_WAITER_LIMIT: number;

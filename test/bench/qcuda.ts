@@ -19,9 +19,11 @@
 // only). The CPU the backend and its workers use is measured over the
 // synchronize loop (per call, and in cores) and with four sessions open and
 // idle, which must cost nothing.
+// --inline-calls (the backend's, yes|no) says whether a worker runs its
+// ordered calls (allocations, launches) on its own thread when it can.
 // --chunk-mib sets the size of a transfer's requests (default QCUDA_CHUNK, as
 // the guest driver sends them), to see what the request size costs.
-//   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--isolation process|none] [--mib 256] [--chunk-mib 16] [--launches 100000] [--inline-wait US] [--poll-us US] [--guest-poll-us US]
+//   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--isolation process|none] [--mib 256] [--chunk-mib 16] [--launches 100000] [--inline-wait US] [--poll-us US] [--guest-poll-us US] [--inline-calls yes|no]
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -42,6 +44,7 @@ const BIG = Number(arg('--mib', '256')) << 20;
 const LAUNCHES = Number(arg('--launches', '100000'));
 const INLINE_WAIT = arg('--inline-wait', '');
 const POLL_US = arg('--poll-us', '');
+const INLINE_CALLS = arg('--inline-calls', '');
 /** The harness plays the guest driver: its poll_us (default 50, the driver's; else --poll-us where given). */
 const GUEST_POLL_US = Number(arg('--guest-poll-us', POLL_US || '50'));
 const CHUNK = Number(arg('--chunk-mib', String(QCUDA_CHUNK >> 20))) << 20;
@@ -151,9 +154,11 @@ async function idleCores(pid: number, fe: Frontend): Promise<number> {
   return cores;
 }
 
-/** The addon's inline wait for this process (loaded only where the cuda provider is). */
-function cudaSetInlineWait(us: number): void {
-  (require('../../backend/src/qcuda/providers/cuda') as typeof import('../../backend/src/qcuda/providers/cuda')).setInlineWait(us);
+/** This process's waits and calls inline as a worker's are (the addon is loaded only where the cuda provider is). */
+function cudaInlineAsWorker(waitUs: number, calls: boolean): void {
+  const cuda = require('../../backend/src/qcuda/providers/cuda') as typeof import('../../backend/src/qcuda/providers/cuda');
+  cuda.setInlineWait(waitUs);
+  cuda.setInlineCalls(calls);
 }
 
 function gridOf(x: number): Uint32Array {
@@ -185,7 +190,7 @@ function mustOk(what: string) {
 async function main(): Promise<void> {
   // Backend path: harness -> backend process -> provider.
   const [mine, theirs] = native.socketPair();
-  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=qcuda', '--queues=4', `--provider=${PROVIDER}`, `--isolation=${ISOLATION}`, ...(INLINE_WAIT ? [`--inline-wait=${INLINE_WAIT}`] : []), ...(POLL_US ? [`--poll-us=${POLL_US}`] : [])],
+  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=qcuda', '--queues=4', `--provider=${PROVIDER}`, `--isolation=${ISOLATION}`, ...(INLINE_WAIT ? [`--inline-wait=${INLINE_WAIT}`] : []), ...(POLL_US ? [`--poll-us=${POLL_US}`] : []), ...(INLINE_CALLS ? [`--inline-calls=${INLINE_CALLS}`] : [])],
     { stdio: ['ignore', 'inherit', 'inherit', theirs] });
   native.close(theirs);
   const mem = new GuestMemory([{ gpa: 0n, size: 64 << 20 }, { gpa: 1n << 32n, size: 2 * BIG + (64 << 20) }]);
@@ -227,7 +232,7 @@ async function main(): Promise<void> {
   // transport; its waits polled on this thread as a worker's are (the
   // worker's inline wait), so the ratio is the transport's alone.
   const { provider, note } = await createProvider(PROVIDER, 0, { guestView: () => [] });
-  if (provider.name === 'cuda') cudaSetInlineWait(Number(INLINE_WAIT || DEFAULT_INLINE_WAIT_US));
+  if (provider.name === 'cuda') cudaInlineAsWorker(Number(INLINE_WAIT || DEFAULT_INLINE_WAIT_US), INLINE_CALLS !== 'no');
   const direct = new GuestMemory([{ gpa: 0n, size: 2 * BIG + (64 << 20) }]);
   const region = new native.Mapping(direct.fd.value, 2 * BIG + (64 << 20), 0);
   await provider.registerGuestMemory(region.address, BigInt(region.length));
@@ -274,7 +279,7 @@ async function main(): Promise<void> {
     { what: 'backend + workers CPU per synchronize', value: syncCpu.perCallUs, unit: 'us' },
     { what: 'backend + workers CPU while synchronizing', value: syncCpu.cores, unit: 'cores' },
     { what: 'backend + workers CPU, 4 sessions idle', value: idle * 100, unit: '% core' },
-  ], { provider: note, pollUs: POLL_US || 'default', isolation: ISOLATION, inlineWaitUs: INLINE_WAIT || 'default', chunkMiB: CHUNK >> 20, ratio: 'backend figure relative to the direct one (1.0 = no overhead)' });
+  ], { provider: note, pollUs: POLL_US || 'default', inlineCalls: INLINE_CALLS || 'default', isolation: ISOLATION, inlineWaitUs: INLINE_WAIT || 'default', chunkMiB: CHUNK >> 20, ratio: 'backend figure relative to the direct one (1.0 = no overhead)' });
 }
 
 main().then(() => process.exit(0), (e) => {

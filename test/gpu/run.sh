@@ -262,12 +262,20 @@ say "== call latency: the harness (isolation process) with polling off (--poll-u
 LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/copy_bench" > "$LOGS/lat.copy.native.json" 2>&1
 LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/launch_bench" 2000 > "$LOGS/lat.launch.native.json" 2>&1
 say "native: $(cat "$LOGS/lat.copy.native.json") $(cat "$LOGS/lat.launch.native.json")"
-for run in 1 2; do
+# Five runs polled (the 256 MiB copies' target is every run), two not; then
+# the host provider, which runs in the backend process: the backend's own
+# path on this machine's CPU, no worker and no GPU.
+for run in 1 2 3 4 5; do
   for p in 0 default; do
+    [ $p = 0 ] && [ $run -gt 2 ] && continue
     timeout 240 node "$app/dist/test/bench/qcuda.js" --mib 256 --launches 20000 $([ $p = default ] || echo --poll-us $p) > "$LOGS/lat.$p.$run.bench" 2>&1
     say "harness run $run, poll $p: $(grep '^JSON ' "$LOGS/lat.$p.$run.bench" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const j=JSON.parse(s.slice(5));console.log(j.rows.map(r=>`${r.what} ${+r.value.toFixed(2)} ${r.unit}${r.baseline===undefined?"":` (direct ${+r.baseline.toFixed(2)})`}`).join("; "))}catch{console.log("no result")}})')"
   done
 done
+timeout 240 node "$app/dist/test/bench/qcuda.js" --mib 256 --launches 20000 --inline-calls no > "$LOGS/lat.nocalls.bench" 2>&1
+say "harness, polled, ordered calls on the worker's context thread (--inline-calls no): $(grep -E '^(cudaDeviceSynchronize|4 B H2D|null-kernel launch)' "$LOGS/lat.nocalls.bench" | tr -s ' ' | paste -sd';')"
+timeout 120 node "$app/dist/test/bench/qcuda.js" --provider host --mib 64 > "$LOGS/lat.host.bench" 2>&1
+say "harness, host provider (the backend process alone, no worker): $(grep -E '^(cudaDeviceSynchronize|4 B H2D|backend \+ workers CPU per)' "$LOGS/lat.host.bench" | tr -s ' ' | paste -sd';')"
 say "== call latency in the TCG guest (cuda provider): the guest driver's poll_us off (0) and on (50), alternating =="
 node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda --memory=1536 --timeout=400 -- \
   'for p in 0 50 0 50; do echo $p > /sys/module/qcuda/parameters/poll_us; echo "poll_us $p: $(copy_bench) $(launch_bench 2000)"; done' > "$LOGS/lat.guest.log" 2>&1

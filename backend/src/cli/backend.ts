@@ -86,6 +86,10 @@ that would pass it fails with the CUDA error named, nothing grows):
                           handing it to a waiter thread (default ${DEFAULT_INLINE_WAIT_US};
                           0: never); the CPU time of a short wait, for no
                           thread hop
+  --inline-calls=yes|no   with --isolation=process: a guest process's worker
+                          runs its ordered calls (allocations, launches,
+                          handle changes) on its own thread when its context
+                          thread is idle (default yes): no thread hop a call
   --poll-us=US            how long the rings, and each worker its channel, are
                           polled after each request and answer before the
                           process sleeps (default 50 on a host of 4 or more
@@ -122,6 +126,11 @@ function positiveInt(name: string, v: string | undefined, dflt: number, max: num
 function nonNegativeInt(name: string, v: string, max: number): number {
   if (!/^\d+$/.test(v) || +v > max) usage(`--${name} must be an integer in 0..${max}, got '${v}'`);
   return +v;
+}
+
+function yesNo(name: string, v: string): boolean {
+  if (v !== 'yes' && v !== 'no') usage(`--${name} must be yes or no, got '${v}'`);
+  return v === 'yes';
 }
 
 /** --size: whole 512-byte sectors, more than 0. */
@@ -164,6 +173,7 @@ async function main(): Promise<void> {
         'waiter-threads': { type: 'string' },
         'inline-wait': { type: 'string' },
         'poll-us': { type: 'string' },
+        'inline-calls': { type: 'string' },
         'host-map-pieces': { type: 'string' },
         'print-capabilities': { type: 'boolean' },
         size: { type: 'string' },
@@ -234,6 +244,7 @@ async function main(): Promise<void> {
       queues, provider: args.provider as ProviderKind, gpu, memoryLimit, limits, isolation: args.isolation as 'process' | 'none',
       size: diskSize(args.size), store: storeOf(args.store), readOnly: args['read-only'],
       inlineWaitUs: args['inline-wait'] === undefined ? undefined : nonNegativeInt('inline-wait', args['inline-wait'], 1_000_000),
+      inlineCalls: args['inline-calls'] === undefined ? undefined : yesNo('inline-calls', args['inline-calls']),
       pollUs: args['poll-us'] === undefined ? undefined : nonNegativeInt('poll-us', args['poll-us'], 1_000_000),
       log: (line) => vmLog.log(line),
     });

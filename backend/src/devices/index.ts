@@ -20,6 +20,8 @@ export interface DeviceOptions {
   isolation?: 'process' | 'none';
   /** cuda, isolation process: how long a worker polls for a short wait on its own thread (ProviderSetup.inlineWaitUs). */
   inlineWaitUs?: number;
+  /** cuda, isolation process: ordered calls on the worker's own thread when its context thread is idle (ProviderSetup.inlineCalls). */
+  inlineCalls?: boolean;
   /** qcuda: how long the rings (and with isolation process each worker's channel) are polled after each request and answer (DEFAULT_POLL_US). */
   pollUs?: number;
   /** Where to say which provider was chosen. */
@@ -37,7 +39,7 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       let device: QcudaDevice | undefined;
       // The host provider reads mapped guest memory through the device, which exists by the time it asks.
       const { provider, note } = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len) },
-        { isolate: (o.isolation ?? 'process') === 'process', captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs, pollUs: o.pollUs, log: o.log });
+        { isolate: (o.isolation ?? 'process') === 'process', captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs, inlineCalls: o.inlineCalls, pollUs: o.pollUs, log: o.log });
       o.log?.(note);
       // All contexts in one process (isolation none, or a host provider: no
       // kernels, no context to share) can address one another's device

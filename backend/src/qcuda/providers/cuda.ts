@@ -49,6 +49,11 @@ export function setInlineWait(us: number): void {
   addon().setInlineWait(us);
 }
 
+/** Whether ordered calls run on this process's JS thread when the context thread is idle (ProviderSetup.inlineCalls). */
+export function setInlineCalls(on: boolean): void {
+  addon().setInlineCalls(on);
+}
+
 /** Whether the cuda provider can run here, and if not why (for --provider auto). Runs cuInit once: can take a second. */
 export function cudaAvailable(): { ok: boolean; reason: string } {
   const p = addon().probe();

@@ -46,6 +46,12 @@ export interface ProviderSetup {
    * short wait then takes no thread hop.
    */
   inlineWaitUs?: number;
+  /**
+   * cuda with isolate: a session's worker runs its ordered calls (allocations,
+   * launches, handle changes) on its own thread when the context's thread is
+   * idle, as it does its short waits (default true): no thread hop per call.
+   */
+  inlineCalls?: boolean;
   /** cuda with isolate: how long a session's worker keeps polling its channel after each call (DEFAULT_POLL_US; 0: never). */
   pollUs?: number;
   /** cuda with isolate: where each worker's start and exit are logged (the VM's event log). */
@@ -80,7 +86,7 @@ export async function createProvider(kind: ProviderKind, gpu: number, host: Host
   if (avail.ok && cuda && setup.isolate) {
     const local = await cuda.createCudaProvider(gpu, { captureOutput: false });
     return {
-      provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads, inlineWaitUs: setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US, pollUs: setup.pollUs ?? DEFAULT_POLL_US }, log: setup.log }),
+      provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads, inlineWaitUs: setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US, inlineCalls: setup.inlineCalls ?? true, pollUs: setup.pollUs ?? DEFAULT_POLL_US }, log: setup.log }),
       note: `cuda provider on GPU ${gpu}, a worker process per guest process`,
     };
   }

@@ -11,6 +11,8 @@ export interface WorkerOptions {
   waiterThreads?: number;
   /** How long the worker polls a short wait on its own thread (ProviderSetup.inlineWaitUs). */
   inlineWaitUs?: number;
+  /** Ordered calls run on the worker's JS thread when its context thread is idle (ProviderSetup.inlineCalls; default true). */
+  inlineCalls?: boolean;
   /** How long the worker polls its channel after each call (ProviderSetup.pollUs). */
   pollUs?: number;
 }
