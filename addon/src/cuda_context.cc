@@ -82,7 +82,7 @@ Napi::Value Context::Destroy(const Napi::CallbackInfo &info) {
     State(env)->Settle(j);
     return Napi::Value(env, promise);
   }
-  Napi::Value p = Submit(info, Where::kContextThreadAlways, [](Job &job) { job.ctx->Teardown(job); });
+  Napi::Value p = Submit(info, Where::kContextThreadOnly, [](Job &job) { job.ctx->Teardown(job); });
   core_->closing = true;
   return p;
 }

@@ -110,13 +110,13 @@ QCUDA_CONTEXT_METHOD(launch, ctx, info) {
   return ctx.Submit(info, Where::kContextThread, [h, params](Job &job) { LaunchOne(job, h, params->data()); });
 }
 
-// launchMany(records, count): `count` launches in one job on the context thread (records as
+// launchMany(records, count): `count` launches in one job, always on the context thread (records as
 // launch_record.h lays them out). Each is tried even after one failed, as separate
 // cudaLaunchKernel calls would be; the first failure rejects with its index.
 QCUDA_CONTEXT_METHOD(launchMany, ctx, info) {
   auto recs = std::make_shared<std::vector<uint8_t>>(ArgBytes(info[0], "records"));
   uint32_t count = ArgU32(info[1], "count");
-  return ctx.Submit(info, Where::kContextThread, [recs, count](Job &job) {
+  return ctx.Submit(info, Where::kContextThreadOnly, [recs, count](Job &job) {
     const uint8_t *p = recs->data();
     size_t left = recs->size();
     for (uint32_t i = 0; i < count; i++) {
