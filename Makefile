@@ -48,6 +48,7 @@ include guest-driver/guest.mk
 include guest-driver/lib/lib.mk
 include guest-driver/libcuda/libcuda.mk
 include packaging/packaging.mk
+include vm-images/disk/disk.mk
 
 # Everything a GPU machine needs (no network, no Node.js there) in .carry/;
 # then on it: bash test/gpu/run.sh (the device tool carries .carry).

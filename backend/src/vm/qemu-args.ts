@@ -21,6 +21,10 @@ export interface QemuConfig {
   shares?: { socket: string; tag: string }[];
   /** GPU disks (vhost-user-blk-pci): a blk backend's socket and its queues. */
   disks?: { socket: string; queues: number }[];
+  /** A root disk image (virtio-blk, raw); snapshot: the guest's writes go to a temporary overlay, the file is not changed. */
+  rootDisk?: { file: string; snapshot: boolean };
+  /** fw_cfg files the guest reads under /sys/firmware/qemu_fw_cfg/by_name/NAME/raw. */
+  fwCfg?: { name: string; file: string }[];
 }
 
 /** Debian's firmware packages; QCUDA_FIRMWARE_DIRS (colon-separated) overrides, e.g. for a carried copy. */
@@ -65,6 +69,11 @@ export function qemuArgs(c: QemuConfig): string[] {
       '-chardev', `socket,id=blk${i},path=${d.socket}`,
       '-device', `vhost-user-blk-pci,chardev=blk${i},num-queues=${d.queues}`,
     ]),
+    ...(c.rootDisk ? [
+      '-drive', `file=${c.rootDisk.file},if=none,id=root,format=raw${c.rootDisk.snapshot ? ',snapshot=on,cache=unsafe' : ''}`,
+      '-device', 'virtio-blk-pci,drive=root',
+    ] : []),
+    ...(c.fwCfg ?? []).flatMap((f) => ['-fw_cfg', `name=${f.name},file=${f.file}`]),
     '-serial', 'stdio',
     '-serial', c.resultFile ? `file:${c.resultFile}` : 'null',
   ];

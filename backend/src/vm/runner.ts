@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { cpio, type CpioEntry } from './cpio';
+import { DISK_APPEND, DiskImageError, prepareDiskImage, RUN_FW_CFG } from './disk-image';
 import { qemuArgs, type QemuConfig } from './qemu-args';
 import { parseReport, type GuestReport } from './result';
 import { defaultVirtiofsd, resolveShares, virtiofsdCommand, type ResolvedShare, type VmShare } from './shares';
@@ -19,9 +20,13 @@ const debug = createDebug('qcuda:vm');
 
 export interface VmOptions {
   qemu: string;
-  kernel: string;
-  initrd: string;
-  /** Shell script run by the guest's /init (as /qcuda/run, cwd /qcuda/files). */
+  /** The initramfs guest's kernel; with diskImage, the image's own unless given (then initrd too). */
+  kernel?: string;
+  /** The initramfs guest's base image; with diskImage, the image's own initrd unless given. */
+  initrd?: string;
+  /** Boot this disk image (`make guest-disk`'s) with systemd instead of the initramfs guest. */
+  diskImage?: VmDiskImage;
+  /** Shell script run by the guest's /init (as /qcuda/run, cwd /qcuda/files); in a disk image, by qcuda-vm-run as its user. */
   command: string;
   /** Host files copied into the guest's /qcuda/files (on PATH and LD_LIBRARY_PATH). */
   files?: string[];
@@ -48,6 +53,12 @@ export interface VmOptions {
   onBackendRestarted?: (pid: number) => void;
   /** GPU disks: each a blk backend of its own (vhost-user-blk-pci), /dev/vda, vdb, ... in the guest. */
   disks?: VmDisk[];
+}
+
+export interface VmDiskImage {
+  path: string;
+  /** Keep the guest's writes in the image; default: a snapshot (QEMU's temporary overlay), the file is left as it was. */
+  writable?: boolean;
 }
 
 export interface VmDisk {
@@ -202,7 +213,8 @@ async function stopVirtiofsd(p: ChildProcess): Promise<void> {
   }
 }
 
-function buildInitrd(dir: string, o: VmOptions, shares: ResolvedShare[]): string {
+/** The per-run archive (vm-images/README.md): the command, the shares to mount, the files. */
+function runArchive(o: VmOptions, shares: ResolvedShare[]): Buffer {
   const entries: CpioEntry[] = [{ name: 'qcuda/run', data: Buffer.from(`${o.command}\n`), mode: 0o755 }];
   // vm-images/init mounts each line's tag at its directory before the command runs.
   if (shares.length > 0)
@@ -211,10 +223,51 @@ function buildInitrd(dir: string, o: VmOptions, shares: ResolvedShare[]): string
     const st = fs.statSync(f);
     entries.push({ name: `qcuda/files/${path.basename(f)}`, data: fs.readFileSync(f), mode: st.mode & 0o777 });
   }
+  return Buffer.from(cpio(entries));
+}
+
+/** The initramfs guest's initrd: the base image with the run archive appended. */
+function buildInitrd(dir: string, base: string, archive: Buffer): string {
   const out = path.join(dir, 'initrd');
-  fs.copyFileSync(o.initrd, out);
-  fs.appendFileSync(out, cpio(entries));
+  fs.copyFileSync(base, out);
+  fs.appendFileSync(out, archive);
   return out;
+}
+
+interface Boot {
+  kernel: string;
+  initrd: string;
+  append?: string;
+  rootDisk?: { file: string; snapshot: boolean };
+  fwCfg?: { name: string; file: string }[];
+}
+
+/**
+ * What QEMU boots: the initramfs guest with the run archive appended to its
+ * initrd, or a disk image (its own kernel and initrd, full systemd boot) with
+ * the run archive in fw_cfg, where qcuda-vm-run.service reads it.
+ */
+function prepareBoot(dir: string, o: VmOptions, shares: ResolvedShare[]): Boot {
+  const archive = runArchive(o, shares);
+  if (!o.diskImage) {
+    if (!o.kernel || !o.initrd) throw new VmConfigError('the guest needs a kernel and an initrd (GUEST_KERNEL, GUEST_INITRD)');
+    return { kernel: o.kernel, initrd: buildInitrd(dir, o.initrd, archive) };
+  }
+  let files: { kernel: string; initrd: string };
+  try {
+    files = prepareDiskImage(o.diskImage.path, dir);
+  } catch (e) {
+    if (e instanceof DiskImageError) throw new VmConfigError(e.message);
+    throw e;
+  }
+  if (o.kernel && o.initrd) files = { kernel: o.kernel, initrd: o.initrd };
+  const runFile = path.join(dir, 'run.cpio');
+  fs.writeFileSync(runFile, archive);
+  return {
+    ...files, append: DISK_APPEND,
+    rootDisk: { file: path.resolve(o.diskImage.path), snapshot: !o.diskImage.writable },
+    fwCfg: [{ name: RUN_FW_CFG, file: runFile }],
+  };
 }
 
 function checkShares(o: VmOptions): { shares: ResolvedShare[]; virtiofsd: string } {
@@ -239,6 +292,8 @@ function checkShares(o: VmOptions): { shares: ResolvedShare[]; virtiofsd: string
 
 export async function runVm(o: VmOptions): Promise<VmResult> {
   const { shares, virtiofsd } = checkShares(o);
+  // qcuda-vm-run (the disk image's side) mounts no shares yet.
+  if (o.diskImage && shares.length > 0) throw new VmConfigError('--share and --host-root work with the initramfs guest only, not with --disk-image');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-vm-'));
   let backend: ChildProcess | undefined;
   let qemu: ChildProcess | undefined;
@@ -246,6 +301,8 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
   const disks: ChildProcess[] = [];
   const t0 = Date.now();
   try {
+    // First: a bad disk image fails the run before any process starts.
+    const boot = prepareBoot(dir, o, shares);
     const sock = path.join(dir, 'vhost.sock');
     const resultFile = path.join(dir, 'result');
     // One virtiofsd per share, each on its own socket, serving its own
@@ -292,11 +349,10 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
       await waitForSocket(s, p, () => diskErr[i], 'backend', `the backend of disk ${i}`);
     }));
 
-    const initrd = buildInitrd(dir, o, shares);
     let consoleText = '';
     let qemuErr = '';
     qemu = start(o.qemu, qemuArgs({
-      kernel: o.kernel, initrd, socket: sock, resultFile, queues: o.queues, memoryMiB: o.memoryMiB, cpus: o.cpus,
+      kernel: boot.kernel, initrd: boot.initrd, append: boot.append, rootDisk: boot.rootDisk, fwCfg: boot.fwCfg, socket: sock, resultFile, queues: o.queues, memoryMiB: o.memoryMiB, cpus: o.cpus,
       firmwareDirs: o.firmwareDirs, accel: o.accel, reconnectMs: restarts > 0 ? 200 : undefined,
       shares: shares.map((s, i) => ({ socket: path.join(dir, `fs${i}.sock`), tag: s.tag })),
       disks: diskSockets.map((socket) => ({ socket, queues: DISK_QUEUES })),
