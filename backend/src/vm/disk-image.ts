@@ -1,7 +1,7 @@
 // A disk image as `make guest-disk` builds it (vm-images/disk/): Debian 12 on
 // a partitionless ext4 filesystem, the qcuda packages installed, and
-// qcuda-vm-run.service, which runs the command the runner hands in through
-// fw_cfg. Before QEMU starts, the image is read with debugfs (e2fsprogs; no
+// qcuda-vm-run.service, which runs the command the runner hands in on a
+// second, read-only disk. Before QEMU starts, the image is read with debugfs (e2fsprogs; no
 // mount, no root): it must be such an image, and its own kernel and initrd
 // (the ones DKMS built qcuda.ko for) are copied out to boot it.
 import { spawnSync } from 'node:child_process';
@@ -10,8 +10,13 @@ import path from 'node:path';
 
 /** The filesystem label mkdisk.sh gives the image; the kernel finds root by it. */
 export const ROOT_LABEL = 'qcuda-root';
-/** The fw_cfg file qcuda-vm-run reads the run archive (qcuda/run, qcuda/files/...) from. */
-export const RUN_FW_CFG = 'opt/qcuda/run.cpio';
+/**
+ * The virtio serial of the disk that holds the run archive (qcuda/run,
+ * qcuda/files/...), which qcuda-vm-run reads. A disk rather than fw_cfg:
+ * the kernel reads fw_cfg files a byte at a time (minutes for a few MB under
+ * TCG), a virtio disk at once.
+ */
+export const RUN_DISK_SERIAL = 'qcuda-run';
 /** Kernel arguments of a disk-image boot: root by label, and qcuda.run, the condition of qcuda-vm-run.service. */
 export const DISK_APPEND = `root=LABEL=${ROOT_LABEL} rw qcuda.run`;
 

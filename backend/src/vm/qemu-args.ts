@@ -23,8 +23,8 @@ export interface QemuConfig {
   disks?: { socket: string; queues: number }[];
   /** A root disk image (virtio-blk, raw); snapshot: the guest's writes go to a temporary overlay, the file is not changed. */
   rootDisk?: { file: string; snapshot: boolean };
-  /** fw_cfg files the guest reads under /sys/firmware/qemu_fw_cfg/by_name/NAME/raw. */
-  fwCfg?: { name: string; file: string }[];
+  /** Read-only raw disks the guest finds by their virtio serial (/sys/block/vdX/serial). */
+  dataDisks?: { file: string; serial: string }[];
 }
 
 /** Debian's firmware packages; QCUDA_FIRMWARE_DIRS (colon-separated) overrides, e.g. for a carried copy. */
@@ -73,7 +73,10 @@ export function qemuArgs(c: QemuConfig): string[] {
       '-drive', `file=${c.rootDisk.file},if=none,id=root,format=raw${c.rootDisk.snapshot ? ',snapshot=on,cache=unsafe' : ''}`,
       '-device', 'virtio-blk-pci,drive=root',
     ] : []),
-    ...(c.fwCfg ?? []).flatMap((f) => ['-fw_cfg', `name=${f.name},file=${f.file}`]),
+    ...(c.dataDisks ?? []).flatMap((d, i) => [
+      '-drive', `file=${d.file},if=none,id=data${i},format=raw,readonly=on`,
+      '-device', `virtio-blk-pci,drive=data${i},serial=${d.serial}`,
+    ]),
     '-serial', 'stdio',
     '-serial', c.resultFile ? `file:${c.resultFile}` : 'null',
   ];

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { cpio, type CpioEntry } from './cpio';
-import { DISK_APPEND, DiskImageError, prepareDiskImage, RUN_FW_CFG } from './disk-image';
+import { DISK_APPEND, DiskImageError, prepareDiskImage, RUN_DISK_SERIAL } from './disk-image';
 import { qemuArgs, type QemuConfig } from './qemu-args';
 import { parseReport, type GuestReport } from './result';
 import { defaultVirtiofsd, resolveShares, virtiofsdCommand, type ResolvedShare, type VmShare } from './shares';
@@ -239,13 +239,13 @@ interface Boot {
   initrd: string;
   append?: string;
   rootDisk?: { file: string; snapshot: boolean };
-  fwCfg?: { name: string; file: string }[];
+  dataDisks?: { file: string; serial: string }[];
 }
 
 /**
  * What QEMU boots: the initramfs guest with the run archive appended to its
  * initrd, or a disk image (its own kernel and initrd, full systemd boot) with
- * the run archive in fw_cfg, where qcuda-vm-run.service reads it.
+ * the run archive on a second disk, where qcuda-vm-run.service reads it.
  */
 function prepareBoot(dir: string, o: VmOptions, shares: ResolvedShare[]): Boot {
   const archive = runArchive(o, shares);
@@ -262,11 +262,12 @@ function prepareBoot(dir: string, o: VmOptions, shares: ResolvedShare[]): Boot {
   }
   if (o.kernel && o.initrd) files = { kernel: o.kernel, initrd: o.initrd };
   const runFile = path.join(dir, 'run.cpio');
-  fs.writeFileSync(runFile, archive);
+  // Whole sectors: QEMU drops a raw image's partial last sector.
+  fs.writeFileSync(runFile, Buffer.concat([archive, Buffer.alloc((512 - (archive.length % 512)) % 512)]));
   return {
     ...files, append: DISK_APPEND,
     rootDisk: { file: path.resolve(o.diskImage.path), snapshot: !o.diskImage.writable },
-    fwCfg: [{ name: RUN_FW_CFG, file: runFile }],
+    dataDisks: [{ file: runFile, serial: RUN_DISK_SERIAL }],
   };
 }
 
@@ -352,7 +353,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     let consoleText = '';
     let qemuErr = '';
     qemu = start(o.qemu, qemuArgs({
-      kernel: boot.kernel, initrd: boot.initrd, append: boot.append, rootDisk: boot.rootDisk, fwCfg: boot.fwCfg, socket: sock, resultFile, queues: o.queues, memoryMiB: o.memoryMiB, cpus: o.cpus,
+      kernel: boot.kernel, initrd: boot.initrd, append: boot.append, rootDisk: boot.rootDisk, dataDisks: boot.dataDisks, socket: sock, resultFile, queues: o.queues, memoryMiB: o.memoryMiB, cpus: o.cpus,
       firmwareDirs: o.firmwareDirs, accel: o.accel, reconnectMs: restarts > 0 ? 200 : undefined,
       shares: shares.map((s, i) => ({ socket: path.join(dir, `fs${i}.sock`), tag: s.tag })),
       disks: diskSockets.map((socket) => ({ socket, queues: DISK_QUEUES })),
