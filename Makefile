@@ -26,7 +26,7 @@ dist/.built: tsconfig.json $(shell find backend/src test -name '*.ts') node_modu
 # Everything the VM tests need: patched QEMU (cached), guest kernel, driver, image.
 vm: qemu vm-image
 
-test: node vm guest-debs
+test: node vm guest-debs guest-disk
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node_modules/.bin/ava
 
 # The library and device tests alone (no QEMU, no guest).
