@@ -2,9 +2,10 @@
 // user runs it: one full systemd boot in which DKMS's qcuda.ko is loaded,
 // /dev/qcuda0 is the qcuda group's, and the demo's CUDA programs pass as the
 // image's user over the packaged libraries; the image file is left as it was;
+// a second boot where a person logs in on the serial console (--console);
 // images that cannot work are refused before anything starts.
 import test from 'ava';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { tmpDir } from '../helpers';
@@ -43,7 +44,7 @@ function facts(stdout: string): Record<string, string> {
   return Object.fromEntries(stdout.split('\n').map((l) => /^(\w+)=(.*)$/.exec(l)).filter((m) => m !== null).map((m) => [m[1], m[2]]));
 }
 
-test('a full systemd boot of the image runs the CUDA programs as its user over the packages', (t) => {
+test.serial('a full systemd boot of the image runs the CUDA programs as its user over the packages', (t) => {
   const before = fs.statSync(DISK!);
   const files = ['nop_test', ...CUDA_PROGRAMS].flatMap((p) => ['--file', path.join(GUEST_BIN, p)]);
   const r = qcuda([`--disk-image=${DISK}`, '--provider=host', '--timeout=240', '--quiet', ...files, '--', `${FACTS}; ${PROGRAMS}`], 300_000);
@@ -68,7 +69,36 @@ test('a full systemd boot of the image runs the CUDA programs as its user over t
   t.is(after.size, before.size);
 });
 
-test('a missing image, and images without the qcuda packages, are refused before the VM starts', (t) => {
+test.serial('a login on the serial console (qcuda vm --console), then sudo poweroff', async (t) => {
+  const p = spawn(process.execPath, [QCUDA, 'vm', `--disk-image=${DISK}`, '--console', '--provider=host', '--timeout=240'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const exited = new Promise<number | null>((resolve) => p.once('exit', (code) => resolve(code)));
+  t.teardown(() => p.kill('SIGTERM')); // the CLI stops QEMU and the backend on SIGTERM
+  let out = '';
+  p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  let err = '';
+  p.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  // Waits for the console to show `re` after position `from`; returns where it ended.
+  const expect = async (re: RegExp, from: number, ms: number): Promise<number> => {
+    for (const t0 = Date.now(); Date.now() - t0 < ms; await new Promise((r) => setTimeout(r, 100))) {
+      const m = re.exec(out.slice(from));
+      if (m) return from + m.index + m[0].length;
+      if (p.exitCode !== null) break;
+    }
+    throw new Error(`no ${re} on the console; its tail:\n${out.slice(-2000)}\nstderr:\n${err}`);
+  };
+  let at = await expect(/^qcuda login: $/m, 0, 180_000);
+  p.stdin.write('guest\n');
+  at = await expect(/Password: $/, at, 30_000);
+  p.stdin.write('guest\n');
+  at = await expect(/guest@qcuda:~\$ $/, at, 60_000);
+  // Typed lines come back echoed: match only what the commands print.
+  p.stdin.write('echo "groups=$(id -Gn) dev=$(stat -c %G.%a /dev/qcuda0)"; echo guest | sudo -S poweroff\n');
+  await expect(/^groups=guest sudo qcuda dev=qcuda\.660\r?$/m, at, 30_000);
+  t.is(await exited, 0, err);
+  t.regex(err, /qcuda: the guest powered off \(QEMU exited with status 0\)/);
+});
+
+test.serial('a missing image, and images without the qcuda packages, are refused before the VM starts', (t) => {
   const dir = tmpDir(t);
   const missing = qcuda([`--disk-image=${path.join(dir, 'nope.img')}`, '--', 'true'], 30_000);
   t.is(missing.status, 2);

@@ -31,6 +31,11 @@ vm options:
                        (the first member of group qcuda) in the directory of
                        the --file files. The image is not changed (the run
                        writes to a temporary snapshot) unless :rw
+  --console            with --disk-image and no COMMAND: boot to the login
+                       prompt on this terminal (the serial console; user
+                       guest, password guest in make guest-disk's image);
+                       the run ends when the guest powers off (sudo
+                       poweroff) or on Ctrl-a x. No timeout unless --timeout
   --file=PATH          copy a host file into the guest's /qcuda/files (on PATH
                        and LD_LIBRARY_PATH there); repeatable
   --share=HOSTDIR[:GUESTDIR[:rw]]
@@ -120,6 +125,7 @@ const OPTIONS = {
   memory: { type: 'string' },
   cpus: { type: 'string' },
   demo: { type: 'boolean' },
+  console: { type: 'boolean' },
   provider: { type: 'string' },
   gpu: { type: 'string' },
   isolation: { type: 'string' },
@@ -242,7 +248,10 @@ async function main(): Promise<number> {
   }
   if (cmd !== 'vm') usage(`unknown command '${cmd}'`);
   let command = v.demo ? DEMO_COMMAND : positionals.join(' ');
-  if (!command) usage('vm needs a COMMAND to run in the guest (or --demo)');
+  if (v.console) {
+    if (!v['disk-image']) usage('--console needs --disk-image (the initramfs guest has no login)');
+    if (command) usage('--console runs no COMMAND: log in and run it yourself');
+  } else if (!command) usage('vm needs a COMMAND to run in the guest (or --demo)');
   const shares: VmShare[] = [];
   try {
     for (const spec of v.share ?? []) shares.push(parseShareSpec(spec));
@@ -267,7 +276,7 @@ async function main(): Promise<number> {
         ? { diskImage, kernel: v.kernel && path.resolve(v.kernel), initrd: v.initrd && path.resolve(v.initrd) }
         : { kernel: need(v.kernel, 'kernel', 'GUEST_KERNEL'), initrd: need(v.initrd, 'initrd', 'GUEST_INITRD') }),
       command, files, shares, virtiofsd, disks,
-      timeoutMs: intOpt(v.timeout, 'timeout', 300, 86400) * 1000, queues: intOpt(v.queues, 'queues', 4, 64),
+      timeoutMs: intOpt(v.timeout, 'timeout', v.console ? 86400 : 300, 86400) * 1000, interactive: v.console, queues: intOpt(v.queues, 'queues', 4, 64),
       memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20), cpus: intOpt(v.cpus, 'cpus', 2, 256),
       // The demo prints each result once (from the guest's stdout), not the console too.
       onConsole: v.quiet || v.demo ? undefined : (s) => process.stderr.write(s),
@@ -278,6 +287,10 @@ async function main(): Promise<number> {
         ...(v['device-memory-limit'] ? [`--device-memory-limit=${quotaLeft(v['device-memory-limit'], disks)}`] : []),
       ],
     });
+    if (v.console) {
+      process.stderr.write(`\nqcuda: the guest powered off (QEMU exited with status ${r.exit})\n`);
+      return r.exit ?? 125;
+    }
     if (v.demo) process.stdout.write(`qcuda: the guest's CUDA calls ran on the ${r.provider ?? 'backend\'s provider'}\n`);
     process.stdout.write(r.stdout);
     process.stderr.write(r.stderr);

@@ -17,8 +17,10 @@ export const ROOT_LABEL = 'qcuda-root';
  * TCG), a virtio disk at once.
  */
 export const RUN_DISK_SERIAL = 'qcuda-run';
-/** Kernel arguments of a disk-image boot: root by label, and qcuda.run, the condition of qcuda-vm-run.service. */
-export const DISK_APPEND = `root=LABEL=${ROOT_LABEL} rw qcuda.run`;
+/** Kernel arguments of a disk-image boot: root by label. */
+export const DISK_APPEND = `root=LABEL=${ROOT_LABEL} rw`;
+/** The kernel argument that starts qcuda-vm-run.service (its condition): a run with a command. */
+export const RUN_ARG = 'qcuda.run';
 
 const PACKAGES = ['qcuda-dkms', 'qcuda-libs'];
 const SERVICE = '/etc/systemd/system/qcuda-vm-run.service';

@@ -8,6 +8,8 @@ export interface QemuConfig {
   socket: string;
   /** Where the guest's result channel (ttyS1) goes: a file path. */
   resultFile?: string;
+  /** The console (ttyS0) is a person's terminal: QEMU's monitor multiplexed in (Ctrl-a x quits, Ctrl-a h helps). */
+  interactive?: boolean;
   memoryMiB?: number;
   cpus?: number;
   queues?: number;
@@ -77,7 +79,7 @@ export function qemuArgs(c: QemuConfig): string[] {
       '-drive', `file=${d.file},if=none,id=data${i},format=raw,readonly=on`,
       '-device', `virtio-blk-pci,drive=data${i},serial=${d.serial}`,
     ]),
-    '-serial', 'stdio',
+    '-serial', c.interactive ? 'mon:stdio' : 'stdio',
     '-serial', c.resultFile ? `file:${c.resultFile}` : 'null',
   ];
 }

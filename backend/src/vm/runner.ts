@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { cpio, type CpioEntry } from './cpio';
-import { DISK_APPEND, DiskImageError, prepareDiskImage, RUN_DISK_SERIAL } from './disk-image';
+import { DISK_APPEND, DiskImageError, prepareDiskImage, RUN_ARG, RUN_DISK_SERIAL } from './disk-image';
 import { qemuArgs, type QemuConfig } from './qemu-args';
 import { parseReport, type GuestReport } from './result';
 import { defaultVirtiofsd, resolveShares, virtiofsdCommand, type ResolvedShare, type VmShare } from './shares';
@@ -28,6 +28,12 @@ export interface VmOptions {
   diskImage?: VmDiskImage;
   /** Shell script run by the guest's /init (as /qcuda/run, cwd /qcuda/files); in a disk image, by qcuda-vm-run as its user. */
   command: string;
+  /**
+   * Disk images only: no command; the console is this process's terminal
+   * (stdin and stdout) for a person to log in, and the run ends when the
+   * guest powers off. The result has no report, exit is QEMU's status.
+   */
+  interactive?: boolean;
   /** Host files copied into the guest's /qcuda/files (on PATH and LD_LIBRARY_PATH). */
   files?: string[];
   timeoutMs?: number;
@@ -125,9 +131,9 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-function start(cmd: string, args: string[], name: string): ChildProcess {
+function start(cmd: string, args: string[], name: string, terminal = false): ChildProcess {
   debug('%s: %s %s', name, cmd, args.join(' '));
-  const p = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const p = spawn(cmd, args, { stdio: terminal ? ['inherit', 'inherit', 'pipe'] : ['ignore', 'pipe', 'pipe'] });
   live.add(p);
   p.once('exit', () => live.delete(p));
   p.once('error', () => live.delete(p));
@@ -261,12 +267,14 @@ function prepareBoot(dir: string, o: VmOptions, shares: ResolvedShare[]): Boot {
     throw e;
   }
   if (o.kernel && o.initrd) files = { kernel: o.kernel, initrd: o.initrd };
+  const rootDisk = { file: path.resolve(o.diskImage.path), snapshot: !o.diskImage.writable };
+  // Without qcuda.run, qcuda-vm-run.service stays off: a plain boot to the login prompt.
+  if (o.interactive) return { ...files, append: DISK_APPEND, rootDisk };
   const runFile = path.join(dir, 'run.cpio');
   // Whole sectors: QEMU drops a raw image's partial last sector.
   fs.writeFileSync(runFile, Buffer.concat([archive, Buffer.alloc((512 - (archive.length % 512)) % 512)]));
   return {
-    ...files, append: DISK_APPEND,
-    rootDisk: { file: path.resolve(o.diskImage.path), snapshot: !o.diskImage.writable },
+    ...files, append: `${DISK_APPEND} ${RUN_ARG}`, rootDisk,
     dataDisks: [{ file: runFile, serial: RUN_DISK_SERIAL }],
   };
 }
@@ -295,6 +303,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
   const { shares, virtiofsd } = checkShares(o);
   // qcuda-vm-run (the disk image's side) mounts no shares yet.
   if (o.diskImage && shares.length > 0) throw new VmConfigError('--share and --host-root work with the initramfs guest only, not with --disk-image');
+  if (o.interactive && !o.diskImage) throw new VmConfigError('an interactive console needs a disk image (the initramfs guest has no login)');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-vm-'));
   let backend: ChildProcess | undefined;
   let qemu: ChildProcess | undefined;
@@ -356,11 +365,12 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
       kernel: boot.kernel, initrd: boot.initrd, append: boot.append, rootDisk: boot.rootDisk, dataDisks: boot.dataDisks, socket: sock, resultFile, queues: o.queues, memoryMiB: o.memoryMiB, cpus: o.cpus,
       firmwareDirs: o.firmwareDirs, accel: o.accel, reconnectMs: restarts > 0 ? 200 : undefined,
       shares: shares.map((s, i) => ({ socket: path.join(dir, `fs${i}.sock`), tag: s.tag })),
-      disks: diskSockets.map((socket) => ({ socket, queues: DISK_QUEUES })),
-    }), 'qemu');
+      disks: diskSockets.map((socket) => ({ socket, queues: DISK_QUEUES })), interactive: o.interactive,
+    }), 'qemu', o.interactive);
     const qemuT0 = Date.now();
     let bootMs: number | undefined;
-    qemu.stdout!.on('data', (d: Buffer) => {
+    // Interactive: the console goes to the terminal, not through here.
+    qemu.stdout?.on('data', (d: Buffer) => {
       consoleText += d.toString();
       if (bootMs === undefined && consoleText.includes(INIT_MARK)) bootMs = Date.now() - qemuT0;
       o.onConsole?.(d.toString());
@@ -408,6 +418,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
       throw new VmError('virtiofsd', `the virtiofsd of share ${shares[outcome.i].hostDir} died during the run (${outcome.how})${fsErr[outcome.i].trim() ? `:\n${tail(fsErr[outcome.i])}` : ''}`, consoleText);
     if (outcome.who === 'timeout')
       throw new VmError('timeout', `guest did not finish within ${timeoutMs / 1000} s; console tail:\n${tail(consoleText)}`, consoleText);
+    if (o.interactive) return { ...result, exit: qemu.exitCode ?? 125 };
     const share = /^share qcudashare(\d+)/.exec(report.error ?? '');
     if (share) {
       const s = shares[+share[1]];
