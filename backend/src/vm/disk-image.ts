@@ -19,8 +19,14 @@ export const ROOT_LABEL = 'qcuda-root';
 export const RUN_DISK_SERIAL = 'qcuda-run';
 /** Kernel arguments of a disk-image boot: root by label. */
 export const DISK_APPEND = `root=LABEL=${ROOT_LABEL} rw`;
-/** The kernel argument that starts qcuda-vm-run.service (its condition): a run with a command. */
-export const RUN_ARG = 'qcuda.run';
+/**
+ * The kernel argument that starts qcuda-vm-run.service (its condition): a run
+ * with a command. Its value says whether the root disk is a snapshot, which
+ * the guest may power off without unmounting (3-4 s less under TCG).
+ */
+export function runArg(snapshot: boolean): string {
+  return `qcuda.run=${snapshot ? 'snapshot' : 'rw'}`;
+}
 
 const PACKAGES = ['qcuda-dkms', 'qcuda-libs'];
 const SERVICE = '/etc/systemd/system/qcuda-vm-run.service';

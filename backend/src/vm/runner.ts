@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { cpio, type CpioEntry } from './cpio';
-import { DISK_APPEND, DiskImageError, prepareDiskImage, RUN_ARG, RUN_DISK_SERIAL } from './disk-image';
+import { DISK_APPEND, DiskImageError, prepareDiskImage, runArg, RUN_DISK_SERIAL } from './disk-image';
 import { qemuArgs, type QemuConfig } from './qemu-args';
 import { parseReport, type GuestReport } from './result';
 import { defaultVirtiofsd, resolveShares, virtiofsdCommand, type ResolvedShare, type VmShare } from './shares';
@@ -274,7 +274,7 @@ function prepareBoot(dir: string, o: VmOptions, shares: ResolvedShare[]): Boot {
   // Whole sectors: QEMU drops a raw image's partial last sector.
   fs.writeFileSync(runFile, Buffer.concat([archive, Buffer.alloc((512 - (archive.length % 512)) % 512)]));
   return {
-    ...files, append: `${DISK_APPEND} ${RUN_ARG}`, rootDisk,
+    ...files, append: `${DISK_APPEND} ${runArg(rootDisk.snapshot)}`, rootDisk,
     dataDisks: [{ file: runFile, serial: RUN_DISK_SERIAL }],
   };
 }
