@@ -40,10 +40,12 @@ key() {
 	} | sha256sum | cut -c1-16
 }
 
+# mmdebstrap builds; mke2fs makes the image; debugfs (e2fsprogs too) is what
+# qcuda vm --disk-image reads the image with.
 install_tools() {
-	command -v mmdebstrap >/dev/null && return
-	log "installing mmdebstrap (apt)"
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends mmdebstrap >/dev/null
+	command -v mmdebstrap >/dev/null && command -v mke2fs >/dev/null && command -v debugfs >/dev/null && return
+	log "installing mmdebstrap and e2fsprogs (apt)"
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends mmdebstrap e2fsprogs >/dev/null
 }
 
 build() {   # $1: the cache directory to fill
@@ -82,12 +84,13 @@ build() {   # $1: the cache directory to fill
 
 main() {
 	local k dir
+	install_tools
+	[ "$(id -u)" = 0 ] || { echo "mkdisk.sh: needs root (mmdebstrap --mode=root into a directory)" >&2; exit 1; }
 	k=$(key)
 	dir=$CACHE/guest-disk-$k
 	if [ -f "$dir/disk.img" ]; then
 		log "cached: $dir/disk.img"
 	else
-		install_tools
 		local t0=$SECONDS tmp
 		mkdir -p "$CACHE"
 		tmp=$(mktemp -d "$CACHE/guest-disk-$k.tmp.XXXXXX")
