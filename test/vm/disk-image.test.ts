@@ -98,7 +98,7 @@ test.serial('a login on the serial console (qcuda vm --console), then sudo power
   t.regex(err, /qcuda: the guest powered off \(QEMU exited with status 0\)/);
 });
 
-test.serial('a missing image, and images without the qcuda packages, are refused before the VM starts', (t) => {
+test.serial('a missing image, images without the qcuda packages, and options a disk image does not take are refused before the VM starts', (t) => {
   const dir = tmpDir(t);
   const missing = qcuda([`--disk-image=${path.join(dir, 'nope.img')}`, '--', 'true'], 30_000);
   t.is(missing.status, 2);
@@ -120,4 +120,12 @@ test.serial('a missing image, and images without the qcuda packages, are refused
   const noPkgs = qcuda([`--disk-image=${plain}`, '--', 'true'], 30_000);
   t.is(noPkgs.status, 2);
   t.regex(noPkgs.stderr, /does not have the qcuda packages installed \(missing: qcuda-dkms, qcuda-libs\); install them in it with apt install/);
+
+  // What the image's side does not do (yet), and a console without an image.
+  const share = qcuda([`--disk-image=${DISK}`, `--share=${dir}`, '--', 'true'], 30_000);
+  t.is(share.status, 2);
+  t.regex(share.stderr, /--share and --host-root work with the initramfs guest only/);
+  const noImage = qcuda(['--console'], 30_000);
+  t.is(noImage.status, 2);
+  t.regex(noImage.stderr, /--console needs --disk-image/);
 });
