@@ -220,7 +220,7 @@ async function stopVirtiofsd(p: ChildProcess): Promise<void> {
 }
 
 /** The per-run archive (vm-images/README.md): the command, the shares to mount, the files. */
-function runArchive(o: VmOptions, shares: ResolvedShare[]): Buffer {
+function runArchive(o: Pick<VmOptions, 'command' | 'files'>, shares: ResolvedShare[]): Buffer {
   const entries: CpioEntry[] = [{ name: 'qcuda/run', data: Buffer.from(`${o.command}\n`), mode: 0o755 }];
   // vm-images/init mounts each line's tag at its directory before the command runs.
   if (shares.length > 0)
@@ -232,11 +232,16 @@ function runArchive(o: VmOptions, shares: ResolvedShare[]): Buffer {
   return Buffer.from(cpio(entries));
 }
 
-/** The initramfs guest's initrd: the base image with the run archive appended. */
-function buildInitrd(dir: string, base: string, archive: Buffer): string {
+/**
+ * The base initramfs with the command (and files, and shares to mount)
+ * appended as a second archive, written to DIR/initrd; vm-images/init runs
+ * the command.
+ */
+export function buildInitrd(dir: string, o: Pick<VmOptions, 'initrd' | 'command' | 'files'>, shares: ResolvedShare[] = []): string {
+  if (!o.initrd) throw new VmConfigError('the guest needs a base initramfs (GUEST_INITRD)');
   const out = path.join(dir, 'initrd');
-  fs.copyFileSync(base, out);
-  fs.appendFileSync(out, archive);
+  fs.copyFileSync(o.initrd, out);
+  fs.appendFileSync(out, runArchive(o, shares));
   return out;
 }
 
@@ -254,10 +259,9 @@ interface Boot {
  * the run archive on a second disk, where qcuda-vm-run.service reads it.
  */
 function prepareBoot(dir: string, o: VmOptions, shares: ResolvedShare[]): Boot {
-  const archive = runArchive(o, shares);
   if (!o.diskImage) {
-    if (!o.kernel || !o.initrd) throw new VmConfigError('the guest needs a kernel and an initrd (GUEST_KERNEL, GUEST_INITRD)');
-    return { kernel: o.kernel, initrd: buildInitrd(dir, o.initrd, archive) };
+    if (!o.kernel) throw new VmConfigError('the guest needs a kernel (GUEST_KERNEL)');
+    return { kernel: o.kernel, initrd: buildInitrd(dir, o, shares) };
   }
   let files: { kernel: string; initrd: string };
   try {
@@ -270,6 +274,7 @@ function prepareBoot(dir: string, o: VmOptions, shares: ResolvedShare[]): Boot {
   const rootDisk = { file: path.resolve(o.diskImage.path), snapshot: !o.diskImage.writable };
   // Without qcuda.run, qcuda-vm-run.service stays off: a plain boot to the login prompt.
   if (o.interactive) return { ...files, append: DISK_APPEND, rootDisk };
+  const archive = runArchive(o, shares);
   const runFile = path.join(dir, 'run.cpio');
   // Whole sectors: QEMU drops a raw image's partial last sector.
   fs.writeFileSync(runFile, Buffer.concat([archive, Buffer.alloc((512 - (archive.length % 512)) % 512)]));
