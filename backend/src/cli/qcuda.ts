@@ -8,7 +8,8 @@ import { domainXml } from '../vm/libvirt';
 import { qemuArgs } from '../vm/qemu-args';
 import { defaultStatusSocket, formatStatus, type BackendStatus } from './status';
 import { parseSize } from '../qcuda/providers';
-import { DISK_QUEUES, runVm, VmConfigError, VmError, type VmDisk } from '../vm/runner';
+import fs from 'node:fs';
+import { DISK_QUEUES, runVm, VmConfigError, VmError, type VmDisk, type VmDiskImage } from '../vm/runner';
 import { defaultVirtiofsd, MAX_SHARES, parseShareSpec, resolveShares, type VmShare } from '../vm/shares';
 
 const HELP = `Usage: qcuda <command> [options]
@@ -34,6 +35,20 @@ Commands:
   help                           this text
 
 vm options:
+  --disk-image=PATH[:rw]
+                       boot this disk image instead of the initramfs guest: a
+                       partitionless ext4 Debian image with the qcuda packages,
+                       as 'make guest-disk' builds it (build/guest-disk/
+                       qcuda-debian12.img), with its own kernel and initrd and
+                       a full systemd boot; COMMAND runs as the image's user
+                       (the first member of group qcuda) in the directory of
+                       the --file files. The image is not changed (the run
+                       writes to a temporary snapshot) unless :rw
+  --console            with --disk-image and no COMMAND: boot to the login
+                       prompt on this terminal (the serial console; user
+                       guest, password guest in make guest-disk's image);
+                       the run ends when the guest powers off (sudo
+                       poweroff) or on Ctrl-a x. No timeout unless --timeout
   --file=PATH          copy a host file into the guest's /qcuda/files (on PATH
                        and LD_LIBRARY_PATH there); repeatable
   --share=HOSTDIR[:GUESTDIR[:rw]]
@@ -74,7 +89,9 @@ vm options:
   --demo               run the guest test programs built into the image (the
                        transport, then CUDA programs, each printing PASS: built
                        with -cudart=shared over qcuda's libcudart.so.13, and
-                       with nvcc's defaults (NAME_static) over its libcuda.so.1)
+                       with nvcc's defaults (NAME_static) over its libcuda.so.1);
+                       with --disk-image, the same programs from GUEST_BIN
+                       (build/guest/bin) as --file, over the image's packages
   --quiet              do not stream the guest console to stderr
 Common options (defaults from the environment, set by 'make'):
   --qemu=PATH          QEMU binary (QEMU_BIN)
@@ -121,6 +138,7 @@ const OPTIONS = {
   memory: { type: 'string' },
   cpus: { type: 'string' },
   demo: { type: 'boolean' },
+  console: { type: 'boolean' },
   provider: { type: 'string' },
   gpu: { type: 'string' },
   isolation: { type: 'string' },
@@ -128,6 +146,7 @@ const OPTIONS = {
   quiet: { type: 'boolean' },
   qemu: { type: 'string' },
   kernel: { type: 'string' },
+  'disk-image': { type: 'string' },
   initrd: { type: 'string' },
   socket: { type: 'string' },
   'status-socket': { type: 'string' },
@@ -138,10 +157,33 @@ const OPTIONS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
+/** The CUDA programs of the demo, of both builds. */
+const DEMO_PROGRAMS = ['device', 'memcpy', 'stream', 'hostmem', 'errors', 'killcopy', 'device_static', 'memcpy_static', 'stream_static', 'hostmem_static'];
+
 /** The main job: the transport, then CUDA programs of both builds (on the GPU where the backend finds one). */
 const DEMO_COMMAND = 'nop_test -t 4 -n 100 > /tmp/nop.out || { cat /tmp/nop.out; exit 1; }; tail -1 /tmp/nop.out; ' +
-  'for p in device memcpy stream hostmem errors killcopy device_static memcpy_static stream_static hostmem_static; ' +
+  `for p in ${DEMO_PROGRAMS.join(' ')}; ` +
   'do $p > /tmp/$p.out || { cat /tmp/$p.out; exit 1; }; echo "$p: $(tail -1 /tmp/$p.out)"; done';
+
+/**
+ * A disk image holds none of the test programs: the demo hands them in
+ * (GUEST_BIN, which make sets, else the clone's build/guest/bin).
+ */
+function demoFiles(): string[] {
+  const bin = process.env.GUEST_BIN ?? path.resolve(__dirname, '..', '..', '..', '..', 'build', 'guest', 'bin');
+  const files = ['nop_test', ...DEMO_PROGRAMS].map((p) => path.join(bin, p));
+  const missing = files.filter((f) => !fs.existsSync(f));
+  if (missing.length > 0) usage(`--demo --disk-image needs the guest programs (make vm builds them): missing ${missing.join(', ')}`);
+  return files;
+}
+
+/** PATH[:rw] -> the disk image to boot. */
+function parseDiskImage(spec: string): VmDiskImage {
+  const writable = spec.endsWith(':rw');
+  const p = writable ? spec.slice(0, -3) : spec;
+  if (!p) usage('--disk-image needs a PATH');
+  return { path: path.resolve(p), writable };
+}
 
 /** SIZE[,store=gpu|host][,ro] -> a disk (bad usage exits 2). */
 function parseDisk(spec: string): VmDisk {
@@ -260,7 +302,10 @@ async function main(): Promise<number> {
   }
   if (cmd !== 'vm') usage(`unknown command '${cmd}'`);
   let command = v.demo ? DEMO_COMMAND : positionals.join(' ');
-  if (!command) usage('vm needs a COMMAND to run in the guest (or --demo)');
+  if (v.console) {
+    if (!v['disk-image']) usage('--console needs --disk-image (the initramfs guest has no login)');
+    if (command) usage('--console runs no COMMAND: log in and run it yourself');
+  } else if (!command) usage('vm needs a COMMAND to run in the guest (or --demo)');
   const shares: VmShare[] = [];
   try {
     for (const spec of v.share ?? []) shares.push(parseShareSpec(spec));
@@ -273,12 +318,19 @@ async function main(): Promise<number> {
     usage((e as Error).message);
   }
   const disks = (v.disk ?? []).map(parseDisk);
+  const diskImage = v['disk-image'] !== undefined ? parseDiskImage(v['disk-image']) : undefined;
+  // A disk image boots its own kernel and initrd unless both are given.
+  if (diskImage && (v.kernel === undefined) !== (v.initrd === undefined)) usage('with --disk-image, pass both --kernel and --initrd or neither');
+  const files = [...(v.file ?? []).map((f) => path.resolve(f)), ...(diskImage && v.demo ? demoFiles() : [])];
   const virtiofsd = shares.length > 0 ? need(v.virtiofsd ?? (defaultVirtiofsd() || undefined), 'virtiofsd', 'QCUDA_VIRTIOFSD') : undefined;
   try {
     const r = await runVm({
-      qemu: need(v.qemu, 'qemu', 'QEMU_BIN'), kernel: need(v.kernel, 'kernel', 'GUEST_KERNEL'), initrd: need(v.initrd, 'initrd', 'GUEST_INITRD'),
-      command, files: (v.file ?? []).map((f) => path.resolve(f)), shares, virtiofsd, disks,
-      timeoutMs: intOpt(v.timeout, 'timeout', 300, 86400) * 1000, queues: intOpt(v.queues, 'queues', 4, 64),
+      qemu: need(v.qemu, 'qemu', 'QEMU_BIN'),
+      ...(diskImage
+        ? { diskImage, kernel: v.kernel && path.resolve(v.kernel), initrd: v.initrd && path.resolve(v.initrd) }
+        : { kernel: need(v.kernel, 'kernel', 'GUEST_KERNEL'), initrd: need(v.initrd, 'initrd', 'GUEST_INITRD') }),
+      command, files, shares, virtiofsd, disks,
+      timeoutMs: intOpt(v.timeout, 'timeout', v.console ? 86400 : 300, 86400) * 1000, interactive: v.console, queues: intOpt(v.queues, 'queues', 4, 64),
       memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20), cpus: intOpt(v.cpus, 'cpus', 2, 256),
       // The demo prints each result once (from the guest's stdout), not the console too.
       onConsole: v.quiet || v.demo ? undefined : (s) => process.stderr.write(s),
@@ -289,11 +341,16 @@ async function main(): Promise<number> {
         ...(v['device-memory-limit'] ? [`--device-memory-limit=${quotaLeft(v['device-memory-limit'], disks)}`] : []),
       ],
     });
+    if (v.console) {
+      process.stderr.write(`\nqcuda: the guest powered off (QEMU exited with status ${r.exit})\n`);
+      return r.exit ?? 125;
+    }
     if (v.demo) process.stdout.write(`qcuda: the guest's CUDA calls ran on the ${r.provider ?? 'backend\'s provider'}\n`);
     process.stdout.write(r.stdout);
     process.stderr.write(r.stderr);
     if (v.demo) process.stdout.write(demoNext(r.provider?.startsWith('cuda') ?? false));
-    process.stderr.write(`qcuda: guest command exited with status ${r.exit}; boot to /init ${r.bootMs ?? '?'} ms, total ${r.wallMs} ms\n`);
+    const boot = diskImage ? `systemd ${r.systemd ?? '?'}; boot to qcuda-vm-run` : 'boot to /init';
+    process.stderr.write(`qcuda: guest command exited with status ${r.exit}; ${boot} ${r.bootMs ?? '?'} ms, total ${r.wallMs} ms\n`);
     return r.exit ?? 125;
   } catch (e) {
     if (e instanceof VmConfigError) usage(e.message);

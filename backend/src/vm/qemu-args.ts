@@ -8,6 +8,8 @@ export interface QemuConfig {
   socket: string;
   /** Where the guest's result channel (ttyS1) goes: a file path. */
   resultFile?: string;
+  /** The console (ttyS0) is a person's terminal: QEMU's monitor multiplexed in (Ctrl-a x quits, Ctrl-a h helps). */
+  interactive?: boolean;
   memoryMiB?: number;
   cpus?: number;
   queues?: number;
@@ -21,6 +23,10 @@ export interface QemuConfig {
   shares?: { socket: string; tag: string }[];
   /** GPU disks (vhost-user-blk-pci): a blk backend's socket and its queues. */
   disks?: { socket: string; queues: number }[];
+  /** A root disk image (virtio-blk, raw); snapshot: the guest's writes go to a temporary overlay, the file is not changed. */
+  rootDisk?: { file: string; snapshot: boolean };
+  /** Read-only raw disks the guest finds by their virtio serial (/sys/block/vdX/serial). */
+  dataDisks?: { file: string; serial: string }[];
 }
 
 /** Debian's firmware packages; QCUDA_FIRMWARE_DIRS (colon-separated) overrides, e.g. for a carried copy. */
@@ -81,7 +87,15 @@ export function qemuArgs(c: QemuConfig): string[] {
       '-chardev', `socket,id=blk${i},path=${d.socket}`,
       '-device', `vhost-user-blk-pci,chardev=blk${i},num-queues=${d.queues}`,
     ]),
-    '-serial', 'stdio',
+    ...(c.rootDisk ? [
+      '-drive', `file=${c.rootDisk.file},if=none,id=root,format=raw${c.rootDisk.snapshot ? ',snapshot=on,cache=unsafe' : ''}`,
+      '-device', 'virtio-blk-pci,drive=root',
+    ] : []),
+    ...(c.dataDisks ?? []).flatMap((d, i) => [
+      '-drive', `file=${d.file},if=none,id=data${i},format=raw,readonly=on`,
+      '-device', `virtio-blk-pci,drive=data${i},serial=${d.serial}`,
+    ]),
+    '-serial', c.interactive ? 'mon:stdio' : 'stdio',
     '-serial', c.resultFile ? `file:${c.resultFile}` : 'null',
   ];
 }

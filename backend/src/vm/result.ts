@@ -5,6 +5,8 @@ export interface GuestReport {
   initAt?: number; // guest uptime (s) when /init started
   module?: { state: 'OK' | 'FAIL' | 'NODEV'; detail: string };
   runAt?: number;
+  /** Disk images only: what `systemctl is-system-running --wait` said before the command ran (running, degraded, ...). */
+  systemd?: string;
   stdout: string;
   stderr: string;
   exit?: number;
@@ -29,6 +31,7 @@ export function parseReport(text: string): GuestReport {
         break;
       }
       case 'RUN': r.runAt = Number(rest); break;
+      case 'SYSTEMD': r.systemd = rest.split(' ')[0]; break;
       case 'STDOUT': case 'STDERR': case 'LOG': b64[kind].push(rest); break;
       case 'EXIT': r.exit = Number(rest); break;
       case 'END': r.complete = true; break;

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { cpio, type CpioEntry } from './cpio';
+import { DISK_APPEND, DiskImageError, prepareDiskImage, runArg, RUN_DISK_SERIAL } from './disk-image';
 import { qemuArgs, type QemuConfig } from './qemu-args';
 import { parseReport, type GuestReport } from './result';
 import { defaultVirtiofsd, resolveShares, virtiofsdCommand, type ResolvedShare, type VmShare } from './shares';
@@ -19,10 +20,20 @@ const debug = createDebug('qcuda:vm');
 
 export interface VmOptions {
   qemu: string;
-  kernel: string;
-  initrd: string;
-  /** Shell script run by the guest's /init (as /qcuda/run, cwd /qcuda/files). */
+  /** The initramfs guest's kernel; with diskImage, the image's own unless given (then initrd too). */
+  kernel?: string;
+  /** The initramfs guest's base image; with diskImage, the image's own initrd unless given. */
+  initrd?: string;
+  /** Boot this disk image (`make guest-disk`'s) with systemd instead of the initramfs guest. */
+  diskImage?: VmDiskImage;
+  /** Shell script run by the guest's /init (as /qcuda/run, cwd /qcuda/files); in a disk image, by qcuda-vm-run as its user. */
   command: string;
+  /**
+   * Disk images only: no command; the console is this process's terminal
+   * (stdin and stdout) for a person to log in, and the run ends when the
+   * guest powers off. The result has no report, exit is QEMU's status.
+   */
+  interactive?: boolean;
   /** Host files copied into the guest's /qcuda/files (on PATH and LD_LIBRARY_PATH). */
   files?: string[];
   timeoutMs?: number;
@@ -48,6 +59,12 @@ export interface VmOptions {
   onBackendRestarted?: (pid: number) => void;
   /** GPU disks: each a blk backend of its own (vhost-user-blk-pci), /dev/vda, vdb, ... in the guest. */
   disks?: VmDisk[];
+}
+
+export interface VmDiskImage {
+  path: string;
+  /** Keep the guest's writes in the image; default: a snapshot (QEMU's temporary overlay), the file is left as it was. */
+  writable?: boolean;
 }
 
 export interface VmDisk {
@@ -114,9 +131,9 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-function start(cmd: string, args: string[], name: string): ChildProcess {
+function start(cmd: string, args: string[], name: string, terminal = false): ChildProcess {
   debug('%s: %s %s', name, cmd, args.join(' '));
-  const p = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const p = spawn(cmd, args, { stdio: terminal ? ['inherit', 'inherit', 'pipe'] : ['ignore', 'pipe', 'pipe'] });
   live.add(p);
   p.once('exit', () => live.delete(p));
   p.once('error', () => live.delete(p));
@@ -202,12 +219,8 @@ async function stopVirtiofsd(p: ChildProcess): Promise<void> {
   }
 }
 
-/**
- * The base initramfs with the command (and files, and shares to mount)
- * appended as a second archive, written to DIR/initrd; vm-images/init runs
- * the command. Also what a libvirt domain boots (libvirt.ts).
- */
-export function buildInitrd(dir: string, o: Pick<VmOptions, 'initrd' | 'command' | 'files'>, shares: ResolvedShare[] = []): string {
+/** The per-run archive (vm-images/README.md): the command, the shares to mount, the files. */
+function runArchive(o: Pick<VmOptions, 'command' | 'files'>, shares: ResolvedShare[]): Buffer {
   const entries: CpioEntry[] = [{ name: 'qcuda/run', data: Buffer.from(`${o.command}\n`), mode: 0o755 }];
   // vm-images/init mounts each line's tag at its directory before the command runs.
   if (shares.length > 0)
@@ -216,10 +229,59 @@ export function buildInitrd(dir: string, o: Pick<VmOptions, 'initrd' | 'command'
     const st = fs.statSync(f);
     entries.push({ name: `qcuda/files/${path.basename(f)}`, data: fs.readFileSync(f), mode: st.mode & 0o777 });
   }
+  return Buffer.from(cpio(entries));
+}
+
+/**
+ * The base initramfs with the command (and files, and shares to mount)
+ * appended as a second archive, written to DIR/initrd; vm-images/init runs
+ * the command. Also what a libvirt domain boots (libvirt.ts).
+ */
+export function buildInitrd(dir: string, o: Pick<VmOptions, 'initrd' | 'command' | 'files'>, shares: ResolvedShare[] = []): string {
+  if (!o.initrd) throw new VmConfigError('the guest needs a base initramfs (GUEST_INITRD)');
   const out = path.join(dir, 'initrd');
   fs.copyFileSync(o.initrd, out);
-  fs.appendFileSync(out, cpio(entries));
+  fs.appendFileSync(out, runArchive(o, shares));
   return out;
+}
+
+interface Boot {
+  kernel: string;
+  initrd: string;
+  append?: string;
+  rootDisk?: { file: string; snapshot: boolean };
+  dataDisks?: { file: string; serial: string }[];
+}
+
+/**
+ * What QEMU boots: the initramfs guest with the run archive appended to its
+ * initrd, or a disk image (its own kernel and initrd, full systemd boot) with
+ * the run archive on a second disk, where qcuda-vm-run.service reads it.
+ */
+function prepareBoot(dir: string, o: VmOptions, shares: ResolvedShare[]): Boot {
+  if (!o.diskImage) {
+    if (!o.kernel) throw new VmConfigError('the guest needs a kernel (GUEST_KERNEL)');
+    return { kernel: o.kernel, initrd: buildInitrd(dir, o, shares) };
+  }
+  let files: { kernel: string; initrd: string };
+  try {
+    files = prepareDiskImage(o.diskImage.path, dir);
+  } catch (e) {
+    if (e instanceof DiskImageError) throw new VmConfigError(e.message);
+    throw e;
+  }
+  if (o.kernel && o.initrd) files = { kernel: o.kernel, initrd: o.initrd };
+  const rootDisk = { file: path.resolve(o.diskImage.path), snapshot: !o.diskImage.writable };
+  // Without qcuda.run, qcuda-vm-run.service stays off: a plain boot to the login prompt.
+  if (o.interactive) return { ...files, append: DISK_APPEND, rootDisk };
+  const archive = runArchive(o, shares);
+  const runFile = path.join(dir, 'run.cpio');
+  // Whole sectors: QEMU drops a raw image's partial last sector.
+  fs.writeFileSync(runFile, Buffer.concat([archive, Buffer.alloc((512 - (archive.length % 512)) % 512)]));
+  return {
+    ...files, append: `${DISK_APPEND} ${runArg(rootDisk.snapshot)}`, rootDisk,
+    dataDisks: [{ file: runFile, serial: RUN_DISK_SERIAL }],
+  };
 }
 
 function checkShares(o: VmOptions): { shares: ResolvedShare[]; virtiofsd: string } {
@@ -244,6 +306,9 @@ function checkShares(o: VmOptions): { shares: ResolvedShare[]; virtiofsd: string
 
 export async function runVm(o: VmOptions): Promise<VmResult> {
   const { shares, virtiofsd } = checkShares(o);
+  // qcuda-vm-run (the disk image's side) mounts no shares yet.
+  if (o.diskImage && shares.length > 0) throw new VmConfigError('--share and --host-root work with the initramfs guest only, not with --disk-image');
+  if (o.interactive && !o.diskImage) throw new VmConfigError('an interactive console needs a disk image (the initramfs guest has no login)');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-vm-'));
   let backend: ChildProcess | undefined;
   let qemu: ChildProcess | undefined;
@@ -251,6 +316,8 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
   const disks: ChildProcess[] = [];
   const t0 = Date.now();
   try {
+    // First: a bad disk image fails the run before any process starts.
+    const boot = prepareBoot(dir, o, shares);
     const sock = path.join(dir, 'vhost.sock');
     const resultFile = path.join(dir, 'result');
     // One virtiofsd per share, each on its own socket, serving its own
@@ -297,18 +364,18 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
       await waitForSocket(s, p, () => diskErr[i], 'backend', `the backend of disk ${i}`);
     }));
 
-    const initrd = buildInitrd(dir, o, shares);
     let consoleText = '';
     let qemuErr = '';
     qemu = start(o.qemu, qemuArgs({
-      kernel: o.kernel, initrd, socket: sock, resultFile, queues: o.queues, memoryMiB: o.memoryMiB, cpus: o.cpus,
+      kernel: boot.kernel, initrd: boot.initrd, append: boot.append, rootDisk: boot.rootDisk, dataDisks: boot.dataDisks, socket: sock, resultFile, queues: o.queues, memoryMiB: o.memoryMiB, cpus: o.cpus,
       firmwareDirs: o.firmwareDirs, accel: o.accel, reconnectMs: restarts > 0 ? 200 : undefined,
       shares: shares.map((s, i) => ({ socket: path.join(dir, `fs${i}.sock`), tag: s.tag })),
-      disks: diskSockets.map((socket) => ({ socket, queues: DISK_QUEUES })),
-    }), 'qemu');
+      disks: diskSockets.map((socket) => ({ socket, queues: DISK_QUEUES })), interactive: o.interactive,
+    }), 'qemu', o.interactive);
     const qemuT0 = Date.now();
     let bootMs: number | undefined;
-    qemu.stdout!.on('data', (d: Buffer) => {
+    // Interactive: the console goes to the terminal, not through here.
+    qemu.stdout?.on('data', (d: Buffer) => {
       consoleText += d.toString();
       if (bootMs === undefined && consoleText.includes(INIT_MARK)) bootMs = Date.now() - qemuT0;
       o.onConsole?.(d.toString());
@@ -356,6 +423,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
       throw new VmError('virtiofsd', `the virtiofsd of share ${shares[outcome.i].hostDir} died during the run (${outcome.how})${fsErr[outcome.i].trim() ? `:\n${tail(fsErr[outcome.i])}` : ''}`, consoleText);
     if (outcome.who === 'timeout')
       throw new VmError('timeout', `guest did not finish within ${timeoutMs / 1000} s; console tail:\n${tail(consoleText)}`, consoleText);
+    if (o.interactive) return { ...result, exit: qemu.exitCode ?? 125 };
     const share = /^share qcudashare(\d+)/.exec(report.error ?? '');
     if (share) {
       const s = shares[+share[1]];
