@@ -44,10 +44,13 @@ void WaitForStream(Job &job, cu::Stream s);
 // Where a job's run phase goes: kInlineWhenIdle (cheap, never blocks long) runs
 // on the JS thread when the context thread is idle; kContextThread (ordered,
 // may block) does so too in a process with inline calls on (SetInlineCalls);
-// kContextThreadOnly never does: teardown (it waits for the waiter threads),
-// and posted launch batches, which nobody waits for, so the JS thread takes
-// the next batch while the context thread launches this one (inline, the
-// H100 harness's batched launch rate fell from 147-225k/s to 118-148k/s).
+// kContextThreadOnly never does: teardown (it waits for the waiter threads);
+// posted launch batches, which nobody waits for, so the JS thread takes the
+// next batch while the context thread launches this one (inline, the H100
+// harness's batched launch rate fell from 147-225k/s to 118-148k/s); and
+// the long calls, module loads and graph instantiation (milliseconds to
+// seconds: a thread hop is nothing beside them, and the JS thread keeps
+// answering meanwhile).
 enum class Where { kContextThread, kInlineWhenIdle, kContextThreadOnly };
 
 class Context : public Napi::ObjectWrap<Context> {

@@ -194,7 +194,7 @@ QCUDA_CONTEXT_METHOD(graphInstantiate, ctx, info) {
   auto recs = std::make_shared<std::vector<uint64_t>>(ArgU64s(info[1], "records"));
   auto edges = std::make_shared<std::vector<uint32_t>>(ArgU32s(info[2], "edges"));
   auto params = std::make_shared<std::vector<uint8_t>>(ArgBytes(info[3], "params"));
-  return ctx.Submit(info, Where::kContextThread, [id, recs, edges, params](Job &job) -> res::Num {
+  return ctx.Submit(info, Where::kContextThreadOnly, [id, recs, edges, params](Job &job) -> res::Num {
     auto it = job.ctx->graphs.find(id);
     if (it == job.ctx->graphs.end()) return job.Fail(cu::kInvalidHandle, "qcuda: graphInstantiate: no such graph"), res::Num{};
     if (recs->size() % kRecord != 0 || edges->size() % 2 != 0) return job.Fail(cu::kInvalidValue, "qcuda: graphInstantiate: record sizes"), res::Num{};

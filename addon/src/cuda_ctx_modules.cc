@@ -33,7 +33,7 @@ QCUDA_CONTEXT_METHOD(moduleLoad, ctx, info) {
   // The copy the driver reads: the caller's bytes and kImagePadding zeros, whatever they were followed by.
   auto image = std::make_shared<std::vector<uint8_t>>(n + kImagePadding, 0);
   if (n != 0) std::memcpy(image->data(), a.Data(), n);
-  return ctx.Submit(info, Where::kContextThread, [image, n, limited, limit](Job &job) -> res::Module {
+  return ctx.Submit(info, Where::kContextThreadOnly, [image, n, limited, limit](Job &job) -> res::Module {
     if (n == 0) {
       job.Fail(cu::kInvalidValue, "qcuda: empty module image");
       return {};

@@ -274,6 +274,8 @@ for run in 1 2 3 4 5; do
 done
 timeout 240 node "$app/dist/test/bench/qcuda.js" --mib 256 --launches 20000 --inline-calls no > "$LOGS/lat.nocalls.bench" 2>&1
 say "harness, polled, ordered calls on the worker's context thread (--inline-calls no): $(grep -E '^(cudaDeviceSynchronize|4 B H2D|null-kernel launch)' "$LOGS/lat.nocalls.bench" | tr -s ' ' | paste -sd';')"
+timeout 240 node "$app/dist/test/bench/qcuda.js" --mib 256 --launches 20000 --isolation none > "$LOGS/lat.none.bench" 2>&1
+say "harness, polled, --isolation=none (no worker: one hop less, the backend's own thread inline): $(grep -E '^(cudaDeviceSynchronize|4 B H2D|null-kernel launch|async)' "$LOGS/lat.none.bench" | tr -s ' ' | paste -sd';')"
 timeout 120 node "$app/dist/test/bench/qcuda.js" --provider host --mib 64 > "$LOGS/lat.host.bench" 2>&1
 say "harness, host provider (the backend process alone, no worker): $(grep -E '^(cudaDeviceSynchronize|4 B H2D|backend \+ workers CPU per)' "$LOGS/lat.host.bench" | tr -s ' ' | paste -sd';')"
 say "== call latency in the TCG guest (cuda provider): the guest driver's poll_us off (0) and on (50), alternating =="

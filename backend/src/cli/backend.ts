@@ -47,7 +47,10 @@ ${Object.entries(DEVICES).map(([n, d]) => `                            ${n.padEn
                                      and contexts of one process can read each
                                      other's device memory, so the VM gets one
                                      CUDA process at a time (a second one's
-                                     first call fails: cudaErrorDevicesUnavailable)
+                                     first call fails: cudaErrorDevicesUnavailable);
+                                     its waits and calls then run on this
+                                     process's thread as a worker's do
+                                     (--inline-wait, --inline-calls)
   --size=SIZE             blk only: the disk's size (e.g. 4G; whole 512-byte sectors)
   --store=WHERE           blk only: where the disk lives (default gpu):
                             gpu     device memory of GPU --gpu, allocated at start
@@ -80,16 +83,18 @@ that would pass it fails with the CUDA error named, nothing grows):
   --waiter-threads=N      threads of the cuda addon that wait for the GPU
                           (blocking synchronizes), per process: this one and
                           each worker (default ${DEFAULT_LIMITS.waiterThreads}); more waits queue for one
-  --inline-wait=US        with --isolation=process: how long a guest process's
-                          worker polls the GPU on its own thread for a
+  --inline-wait=US        how long a guest process's worker (with
+                          --isolation=none: this process) polls the GPU on
+                          its own thread for a
                           synchronize, blocking copy or event wait before
                           handing it to a waiter thread (default ${DEFAULT_INLINE_WAIT_US};
                           0: never); the CPU time of a short wait, for no
                           thread hop
-  --inline-calls=yes|no   with --isolation=process: a guest process's worker
-                          runs its ordered calls (allocations, launches,
-                          handle changes) on its own thread when its context
-                          thread is idle (default yes): no thread hop a call
+  --inline-calls=yes|no   a guest process's worker (with --isolation=none:
+                          this process) runs its ordered calls (allocations,
+                          launches, handle changes) on its own thread when
+                          its context thread is idle (default yes): no
+                          thread hop a call
   --poll-us=US            how long the rings, and each worker its channel, are
                           polled after each request and answer before the
                           process sleeps (default 50 on a host of 4 or more

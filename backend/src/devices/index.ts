@@ -38,8 +38,10 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
     async create(o) {
       let device: QcudaDevice | undefined;
       // The host provider reads mapped guest memory through the device, which exists by the time it asks.
+      const isolate = (o.isolation ?? 'process') === 'process';
+      // Without isolation the VM has one CUDA process at a time (below), which this process's waits and calls may block for.
       const { provider, note } = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len) },
-        { isolate: (o.isolation ?? 'process') === 'process', captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs, inlineCalls: o.inlineCalls, pollUs: o.pollUs, log: o.log });
+        { isolate, inlineHere: !isolate, captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs, inlineCalls: o.inlineCalls, pollUs: o.pollUs, log: o.log });
       o.log?.(note);
       // All contexts in one process (isolation none, or a host provider: no
       // kernels, no context to share) can address one another's device

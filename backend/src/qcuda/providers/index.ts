@@ -10,6 +10,8 @@ interface CudaModule {
   cudaAvailable(): { ok: boolean; reason: string };
   createCudaProvider(gpu: number, o?: { captureOutput?: boolean }): Promise<Provider>;
   setWaiterThreads(n: number): void;
+  setInlineWait(us: number): void;
+  setInlineCalls(on: boolean): void;
 }
 
 /** Loaded on demand: the host path must work where the CUDA part cannot. */
@@ -52,6 +54,13 @@ export interface ProviderSetup {
    * idle, as it does its short waits (default true): no thread hop per call.
    */
   inlineCalls?: boolean;
+  /**
+   * cuda without isolate: this process serves one guest process at a time
+   * (the backend with --isolation=none, which allows one CUDA process per
+   * VM), so its waits and calls run inline as a worker's do (inlineWaitUs,
+   * inlineCalls). Default false: a process serving many must not block.
+   */
+  inlineHere?: boolean;
   /** cuda with isolate: how long a session's worker keeps polling its channel after each call (DEFAULT_POLL_US; 0: never). */
   pollUs?: number;
   /** cuda with isolate: where each worker's start and exit are logged (the VM's event log). */
@@ -90,7 +99,13 @@ export async function createProvider(kind: ProviderKind, gpu: number, host: Host
       note: `cuda provider on GPU ${gpu}, a worker process per guest process`,
     };
   }
-  if (avail.ok && cuda) return { provider: await cuda.createCudaProvider(gpu, { captureOutput: setup.captureOutput }), note: `cuda provider on GPU ${gpu}` };
+  if (avail.ok && cuda) {
+    if (setup.inlineHere) {
+      cuda.setInlineWait(setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US);
+      cuda.setInlineCalls(setup.inlineCalls ?? true);
+    }
+    return { provider: await cuda.createCudaProvider(gpu, { captureOutput: setup.captureOutput }), note: `cuda provider on GPU ${gpu}` };
+  }
   if (kind === 'cuda') throw new Error(`--provider=cuda: ${avail.reason}`);
   return { provider: new HostProvider(host), note: `host-memory provider: no GPU (${avail.reason})` };
 }
