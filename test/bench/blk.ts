@@ -4,7 +4,8 @@
 // store called directly in this process (the copies alone: the baseline).
 // test/gpu/run.sh prints native pinned cudaMemcpy figures of the same run
 // beside it (copy_bench), the limit of the gpu store.
-//   node dist/test/bench/blk.js [--store gpu|host] [--mib 256] [--seconds 3]
+// --poll-us sets the backend's (default: its own default; 0: kicks and wake-ups only).
+//   node dist/test/bench/blk.js [--store gpu|host] [--mib 256] [--seconds 3] [--poll-us US]
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { BlkT } from '../../backend/src/devices/blk';
@@ -19,6 +20,7 @@ const arg = (name: string, dflt: string) => (process.argv.includes(name) ? proce
 const STORE = arg('--store', 'gpu') as 'gpu' | 'host';
 const MIB = Number(arg('--mib', '256'));
 const SECONDS = Number(arg('--seconds', '2'));
+const POLL_US = arg('--poll-us', '');
 const DEPTH = 16;
 const QUEUES = 2;
 const dist = path.resolve(__dirname, '..', '..');
@@ -66,7 +68,7 @@ async function direct(store: ProviderStore, seg: (len: number) => GuestSeg[], wr
 async function main(): Promise<void> {
   const size = BigInt(MIB) << 20n;
   const [mine, theirs] = native.socketPair();
-  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=blk', `--queues=${QUEUES}`, `--size=${size}`, `--store=${STORE}`],
+  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=blk', `--queues=${QUEUES}`, `--size=${size}`, `--store=${STORE}`, ...(POLL_US ? [`--poll-us=${POLL_US}`] : [])],
     { stdio: ['ignore', 'inherit', 'inherit', theirs] });
   native.close(theirs);
   const mem = new GuestMemory([{ gpa: 0n, size: 64 << 20 }]);
@@ -116,7 +118,7 @@ async function main(): Promise<void> {
     { what: '4 KiB random write', value: rw.iops, unit: 'IOPS' },
   ];
   report(`GPU disk through the vhost-user harness (store ${STORE}, ${MIB} MiB, ${DEPTH} requests in flight on ${QUEUES} queues) vs the store called directly (${note})`, rows,
-    { store: STORE, mib: MIB, depth: DEPTH, queues: QUEUES, ratio: 'harness figure relative to the direct one' });
+    { store: STORE, mib: MIB, depth: DEPTH, queues: QUEUES, pollUs: POLL_US || 'default', ratio: 'harness figure relative to the direct one' });
 }
 
 main().then(() => process.exit(0), (e) => {

@@ -36,6 +36,8 @@ export interface BlkOptions {
   serial?: string;
   /** The provider behind the store, told of guest RAM so that copies to and from it run natively. */
   provider?: Provider;
+  /** VhostUserDevice.pollUs: the rings (and with them the copies' completions) polled this long after each request and answer. */
+  pollUs?: number;
 }
 
 class BlkError extends Error {
@@ -53,6 +55,7 @@ export class BlkDevice implements VhostUserDevice {
   readonly maxQueueSize = 1024;
   readonly features: bigint;
   readonly configSize = BLK_CONFIG_SIZE;
+  readonly pollUs: number;
   readonly #store: BlkStore;
   readonly #readOnly: boolean;
   readonly #serial: Uint8Array;
@@ -67,6 +70,7 @@ export class BlkDevice implements VhostUserDevice {
     this.#readOnly = o.readOnly ?? false;
     this.#serial = new TextEncoder().encode((o.serial ?? 'qcuda-gpu-disk').slice(0, 20));
     this.#provider = o.provider;
+    this.pollUs = o.pollUs ?? 0;
     const bits = [BlkF.SEG_MAX, BlkF.BLK_SIZE, BlkF.FLUSH, BlkF.MQ, ...(this.#readOnly ? [BlkF.RO] : [BlkF.DISCARD, BlkF.WRITE_ZEROES])];
     this.features = bits.reduce((f, b) => f | (1n << BigInt(b)), 0n);
   }

@@ -22,7 +22,7 @@ export interface DeviceOptions {
   inlineWaitUs?: number;
   /** cuda, isolation process: ordered calls on the worker's own thread when its context thread is idle (ProviderSetup.inlineCalls). */
   inlineCalls?: boolean;
-  /** qcuda: how long the rings (and with isolation process each worker's channel) are polled after each request and answer (DEFAULT_POLL_US). */
+  /** qcuda and blk: how long the rings (qcuda with isolation process: each worker's channel too) are polled after each request and answer (DEFAULT_POLL_US). */
   pollUs?: number;
   /** Where to say which provider was chosen. */
   log?: (line: string) => void;
@@ -62,7 +62,7 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       const { provider, note } = await createProvider(kind === 'gpu' ? 'cuda' : 'host', o.gpu ?? 0, { totalMem: BigInt(os.totalmem()) / 2n }, { captureOutput: false });
       const store = await ProviderStore.open(provider, o.size);
       o.log?.(`disk of ${o.size} bytes${o.readOnly ? ', read-only' : ''} in the ${note}`);
-      return new BlkDevice({ queues: o.queues, store, readOnly: o.readOnly, provider });
+      return new BlkDevice({ queues: o.queues, store, readOnly: o.readOnly, provider, pollUs: o.pollUs ?? DEFAULT_POLL_US });
     },
   },
   echo: { describe: 'example device: echoes requests with a checksum (for tests and benchmarks)', create: async (o) => new EchoDevice({ queues: o.queues }) },
