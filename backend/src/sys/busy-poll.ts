@@ -16,9 +16,6 @@ export class BusyPoll {
   readonly #checks = new Set<PollCheck>();
   #until = 0n;
   #running = false;
-  #started = 0n;
-  #spentNs = 0n;
-  #turns = 0;
 
   /** windowUs: how long to poll after the last touch (0: never poll). */
   constructor(windowUs: number) {
@@ -29,19 +26,12 @@ export class BusyPoll {
     return this.#windowNs > 0n;
   }
 
-  /** Microseconds spent polling so far and loop turns taken (what busy sessions cost in CPU). */
-  get stats(): { pollUs: number; turns: number } {
-    const now = this.#running ? process.hrtime.bigint() - this.#started : 0n;
-    return { pollUs: Number((this.#spentNs + now) / 1000n), turns: this.#turns };
-  }
-
   /** Something happened: poll for another window from now. */
   touch(): void {
     if (this.#windowNs === 0n) return;
     this.#until = process.hrtime.bigint() + this.#windowNs;
     if (this.#running) return;
     this.#running = true;
-    this.#started = process.hrtime.bigint();
     setImmediate(this.#turn);
   }
 
@@ -55,12 +45,8 @@ export class BusyPoll {
   }
 
   readonly #turn = (): void => {
-    this.#turns++;
     const expired = process.hrtime.bigint() >= this.#until;
-    if (expired) {
-      this.#running = false;
-      this.#spentNs += process.hrtime.bigint() - this.#started;
-    }
+    if (expired) this.#running = false;
     for (const check of [...this.#checks]) {
       if (expired) this.#checks.delete(check);
       check(expired);
