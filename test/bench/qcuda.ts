@@ -30,7 +30,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { native } from '../../backend/src/sys/native';
 import { Cmd, encode, QCUDA_CHUNK, QCUDA_PROTO_VERSION } from '../../backend/src/qcuda/proto';
-import { createProvider, DEFAULT_INLINE_WAIT_US, type ProviderKind } from '../../backend/src/qcuda/providers';
+import { createProvider, type ProviderKind } from '../../backend/src/qcuda/providers';
 import type { GuestSeg, LaunchDesc, ProviderContext } from '../../backend/src/qcuda/provider';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { fullBatch, QcudaClient } from '../qcuda/client';
@@ -155,13 +155,6 @@ async function idleCores(pid: number, fe: Frontend): Promise<number> {
   return cores;
 }
 
-/** This process's waits and calls inline as a worker's are (the addon is loaded only where the cuda provider is). */
-function cudaInlineAsWorker(waitUs: number, calls: boolean): void {
-  const cuda = require('../../backend/src/qcuda/providers/cuda') as typeof import('../../backend/src/qcuda/providers/cuda');
-  cuda.setInlineWait(waitUs);
-  cuda.setInlineCalls(calls);
-}
-
 function gridOf(x: number): Uint32Array {
   return new Uint32Array([x, 1, 1]);
 }
@@ -230,10 +223,11 @@ async function main(): Promise<void> {
   await new Promise((r) => child.once('exit', r));
 
   // Baseline: the same provider in this process, the same guest RAM, no
-  // transport; its waits polled on this thread as a worker's are (the
-  // worker's inline wait), so the ratio is the transport's alone.
-  const { provider, note } = await createProvider(PROVIDER, 0, { guestView: () => [] });
-  if (provider.name === 'cuda') cudaInlineAsWorker(Number(INLINE_WAIT || DEFAULT_INLINE_WAIT_US), INLINE_CALLS !== 'no');
+  // transport; its waits and calls inline on this thread as a worker's are
+  // (inlineHere, with the backend's --inline-wait and --inline-calls), so
+  // the ratio is the transport's alone.
+  const { provider, note } = await createProvider(PROVIDER, 0, { guestView: () => [] },
+    { inlineHere: true, inlineWaitUs: INLINE_WAIT ? Number(INLINE_WAIT) : undefined, inlineCalls: INLINE_CALLS !== 'no' });
   const direct = new GuestMemory([{ gpa: 0n, size: 2 * BIG + (64 << 20) }]);
   const region = new native.Mapping(direct.fd.value, 2 * BIG + (64 << 20), 0);
   await provider.registerGuestMemory(region.address, BigInt(region.length));

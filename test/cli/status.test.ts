@@ -1,8 +1,8 @@
 // What a user sees of a running backend: its log lines per VM event and
 // `qcuda status` (the status socket), against the real qcuda-backend program
 // driven by the test frontend (which plays QEMU and the guest driver).
-import test from 'ava';
-import { spawn, spawnSync } from 'node:child_process';
+import test, { type ExecutionContext } from 'ava';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { BackendStatus } from '../../backend/src/cli/status';
@@ -16,18 +16,24 @@ const BACKEND = path.join(dist, 'backend/src/cli/backend.js');
 const QCUDA = path.join(dist, 'backend/src/cli/qcuda.js');
 const MIB = 1 << 20;
 
+/** A qcuda-backend on the host provider serving sock, its stderr gathered in .log; killed when the test ends. */
+function startBackend(t: ExecutionContext, sock: string, args: string[]): { p: ChildProcess; log: string } {
+  const p = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=qcuda', '--provider=host', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  t.teardown(() => p.kill('SIGKILL'));
+  const b = { p, log: '' };
+  p.stderr!.on('data', (d: Buffer) => (b.log += d.toString()));
+  return b;
+}
+
 function qcudaStatus(...args: string[]): { status: number | null; stdout: string; stderr: string } {
   return spawnSync(process.execPath, [QCUDA, 'status', ...args], { encoding: 'utf8', timeout: 20_000 });
 }
 
 test('qcuda status shows sessions, device memory against the quota and calls served; the backend logs each VM event', async (t) => {
   const sock = path.join(tmpDir(t), 'vm1.sock');
-  const p = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=qcuda', '--queues=2', '--provider=host', '--device-memory-limit=64M'],
-    { stdio: ['ignore', 'ignore', 'pipe'] });
-  t.teardown(() => p.kill('SIGKILL'));
-  let log = '';
-  p.stderr!.on('data', (d: Buffer) => (log += d.toString()));
-  t.true(await until(() => fs.existsSync(`${sock}.status`), 10_000), log);
+  const b = startBackend(t, sock, ['--queues=2', '--device-memory-limit=64M']);
+  const { p } = b;
+  t.true(await until(() => fs.existsSync(`${sock}.status`), 10_000), b.log);
 
   // Before any frontend.
   const idle = JSON.parse(qcudaStatus(`--socket=${sock}`, '--json').stdout) as BackendStatus;
@@ -68,14 +74,14 @@ test('qcuda status shows sessions, device memory against the quota and calls ser
 
   t.is((await c.close()).status, 0);
   fe.close();
-  t.true(await until(() => /frontend disconnected/.test(log), 5000), log);
+  t.true(await until(() => /frontend disconnected/.test(b.log), 5000), b.log);
   const after = JSON.parse(qcudaStatus(`--status-socket=${sock}.status`, '--json').stdout) as BackendStatus;
   t.false(after.frontend.connected);
   t.deepEqual((after.status as QcudaStatus).sessions, []);
   t.deepEqual((after.status as QcudaStatus).deviceMemory, { used: 0, quota: 64 * MIB });
 
   // One line per event, in order, each naming the VM's device.
-  const lines = log.split('\n').filter((l) => /vhost-user: qcuda|session/.test(l));
+  const lines = b.log.split('\n').filter((l) => /vhost-user: qcuda|session/.test(l));
   t.deepEqual(lines, [
     'qcuda-backend: vhost-user: qcuda: frontend connected',
     'qcuda-backend: vhost-user: qcuda: memory table: 1 region, 64 MiB: 0x0+64 MiB',
@@ -95,12 +101,8 @@ test('qcuda status shows sessions, device memory against the quota and calls ser
 
 test('the VM event log is rate-limited: a flood of sessions cannot flood the journal', async (t) => {
   const sock = path.join(tmpDir(t), 'vm2.sock');
-  const p = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=qcuda', '--queues=1', '--provider=host', '--log-rate=5', '--status-socket=none'],
-    { stdio: ['ignore', 'ignore', 'pipe'] });
-  t.teardown(() => p.kill('SIGKILL'));
-  let log = '';
-  p.stderr!.on('data', (d: Buffer) => (log += d.toString()));
-  t.true(await until(() => fs.existsSync(sock), 10_000), log);
+  const b = startBackend(t, sock, ['--queues=1', '--log-rate=5', '--status-socket=none']);
+  t.true(await until(() => fs.existsSync(sock), 10_000), b.log);
   t.false(fs.existsSync(`${sock}.status`), '--status-socket=none');
   const fe = Frontend.connect(sock);
   t.teardown(() => void (fe.closed || fe.close()));
@@ -113,8 +115,8 @@ test('the VM event log is rate-limited: a flood of sessions cannot flood the jou
   }
   await new Promise((r) => setTimeout(r, 1100));
   await c.open(); // the next line let through reports the count
-  t.true(await until(() => /log lines dropped/.test(log), 5000), log);
-  const sessionLines = log.split('\n').filter((l) => /session \w+ (opened|closed)/.test(l)).length;
+  t.true(await until(() => /log lines dropped/.test(b.log), 5000), b.log);
+  const sessionLines = b.log.split('\n').filter((l) => /session \w+ (opened|closed)/.test(l)).length;
   t.true(sessionLines < 20, `${sessionLines} session lines for 101 events at 5 a second`);
-  t.regex(log, /\(\d+ log lines dropped: more than 5 a second\)/);
+  t.regex(b.log, /\(\d+ log lines dropped: more than 5 a second\)/);
 });

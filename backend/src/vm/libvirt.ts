@@ -4,18 +4,15 @@
 // what the backend needs of guest RAM (a memfd it can map) is libvirt's own
 // <memoryBacking>. `qcuda libvirt-xml` prints one; test/vm/libvirt.test.ts
 // defines, starts and destroys one with virsh.
-import { DEFAULT_FIRMWARE_DIRS, guestCmdline, qcudaDeviceArgs } from './qemu-args';
+import { DEFAULT_FIRMWARE_DIRS, guestCmdline, qcudaDeviceArgs, type QemuConfig } from './qemu-args';
 
-export interface DomainConfig {
+/** What the domain shares with a QEMU command line (qemu-args.ts): the backend's socket, the guest's size, firmware, reconnect, the result file. */
+type SharedWithQemu = 'socket' | 'memoryMiB' | 'cpus' | 'queues' | 'queueSize' | 'firmwareDirs' | 'reconnectMs' | 'resultFile';
+
+export interface DomainConfig extends Pick<QemuConfig, SharedWithQemu> {
   name: string;
   /** The patched QEMU (vhost-user-qcuda-pci). */
   emulator: string;
-  /** The backend's vhost-user socket (qcuda-backend --socket-path). */
-  socket: string;
-  memoryMiB?: number;
-  cpus?: number;
-  queues?: number;
-  queueSize?: number;
   /** kvm (default where /dev/kvm works) or qemu (TCG). */
   type?: 'kvm' | 'qemu';
   /** Direct kernel boot (the test guest): kernel, initrd and command line. */
@@ -24,13 +21,8 @@ export interface DomainConfig {
   cmdline?: string;
   /** A disk image to boot from instead (virtio, /dev/vda), raw or qcow2. */
   disk?: { path: string; format: 'raw' | 'qcow2' };
-  /** Files the serial ports write to: ttyS0 (console) and ttyS1 (the test guest's results). */
+  /** The file the console (ttyS0) writes to (the result channel, ttyS1: resultFile). */
   consoleFile?: string;
-  resultFile?: string;
-  /** QEMU's firmware search path (-L): a source build of QEMU has none of its own. */
-  firmwareDirs?: string[];
-  /** Let QEMU reconnect to a restarted backend after this many ms (systemd's Restart=). */
-  reconnectMs?: number;
   /** Run QEMU as root instead of libvirt's qemu user (the test: its QEMU lives in root's home). */
   runAsRoot?: boolean;
 }

@@ -15,6 +15,7 @@ export interface QemuConfig {
   queues?: number;
   queueSize?: number;
   accel?: 'kvm' | 'tcg';
+  /** QEMU's firmware search path (-L): a source build of QEMU has none of its own. */
   firmwareDirs?: string[];
   append?: string;
   /** Reconnect to a restarted backend after this many ms (needs qemu-patches/0002). */
