@@ -304,6 +304,37 @@ void EnvState::Settle(Job *j) {
   delete j;
 }
 
+int EnvState::PollParked(bool stop) {
+  int settled = 0;
+  std::vector<Job *> left;
+  for (Job *j : parked) {
+    std::shared_ptr<CtxCore> ctx = j->ctx;
+    if (ctx && ctx->ctx != nullptr) cu::api().CtxSetCurrent(ctx->ctx);
+    if (!j->ready()) {
+      left.push_back(j);
+      continue;
+    }
+    j->wait(*j);  // returns at once: what it waits for is done (it still reports errors, flushes output)
+    j->wait = nullptr;
+    Settle(j);  // deletes j
+    pending--;
+    settled++;
+    if (ctx) ctx->WaitDone();
+  }
+  parked.swap(left);
+  parkedDone += settled;
+  if (stop && settled == 0) {
+    parkedHandedOn += parked.size();
+    for (Job *j : parked) SubmitWait(j);  // counted in pending and in its context's waits already
+    parked.clear();
+    parking = false;
+  } else {
+    parking = true;
+  }
+  if (pending == 0) uv_unref(reinterpret_cast<uv_handle_t *>(&async));
+  return settled;
+}
+
 void EnvState::Drain() {
   std::deque<Job *> batch;
   {
@@ -441,6 +472,10 @@ void CtxCore::AfterRun(Job *j, bool onJsThread) {
     {
       std::lock_guard<std::mutex> lk(wmu);
       waiting++;
+    }
+    if (onJsThread && env->parking && j->ready) {
+      env->parked.push_back(j);  // the JS thread's poll loop settles it (EnvState::PollParked)
+      return;
     }
     SubmitWait(j);
   } else if (onJsThread) {

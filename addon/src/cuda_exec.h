@@ -120,6 +120,11 @@ struct EnvState {
   napi_ref contextCtor = nullptr;
   /** Registered (pinned) host ranges: start -> length. Decides which copies may be enqueued inline. */
   std::map<uint64_t, uint64_t> pinned;
+  /** Polled waits (PollParked): while the JS thread polls, waits begun on it are parked here, not
+   *  handed to a waiter thread, and the JS thread settles them as they become ready. */
+  bool parking = false;
+  std::vector<Job *> parked;
+  uint64_t parkedDone = 0, parkedHandedOn = 0;
 
   bool IsPinned(uint64_t addr, uint64_t len) const;
   /** From any thread: hand a finished job back to the JS thread. */
@@ -129,6 +134,13 @@ struct EnvState {
   /** JS thread: settle a job's promise (creates the value/error) and delete the job. */
   void Settle(Job *j);
   void Drain();
+  /**
+   * JS thread, once a turn of its poll loop: settles the parked waits that are
+   * ready and returns how many. The first call starts parking; a call with
+   * stop set (the loop's last turn) that settles none hands what is left to
+   * the waiter pool and stops parking, so no wait outlives the polling.
+   */
+  int PollParked(bool stop);
 };
 
 EnvState *InitEnv(napi_env env);

@@ -189,6 +189,8 @@ Napi::Value Stats(const Napi::CallbackInfo &info) {
   o.Set("inlineWaitsDone", static_cast<double>(iw.done));
   o.Set("inlineWaitsHandedOn", static_cast<double>(iw.handedOn));
   o.Set("inlinePollNs", static_cast<double>(iw.pollNs));
+  o.Set("parkedWaitsDone", static_cast<double>(State(env)->parkedDone));
+  o.Set("parkedWaitsHandedOn", static_cast<double>(State(env)->parkedHandedOn));
   return o;
 }
 
@@ -199,6 +201,12 @@ Napi::Value SetInlineWaitJs(const Napi::CallbackInfo &info) {
   if (!(d >= 0 && d <= 1e6)) throw Napi::RangeError::New(env, "the inline wait must be 0 to 1000000 microseconds");
   SetInlineWait(static_cast<int64_t>(d * 1000));
   return env.Undefined();
+}
+
+// pollWaits(stop) -> waits settled: a turn of the JS thread's poll loop (EnvState::PollParked).
+Napi::Value PollWaitsJs(const Napi::CallbackInfo &info) {
+  if (info.Length() < 1 || !info[0].IsBoolean()) throw Napi::TypeError::New(info.Env(), "pollWaits(stop: boolean)");
+  return Napi::Number::New(info.Env(), State(info.Env())->PollParked(info[0].As<Napi::Boolean>().Value()));
 }
 
 // setInlineCalls(on): ordered calls run on the JS thread when the context thread is idle (cuda_exec.h).
@@ -248,6 +256,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setWaiterLimit", Napi::Function::New(env, SetWaiterLimitJs));
   exports.Set("setInlineWait", Napi::Function::New(env, SetInlineWaitJs));
   exports.Set("setInlineCalls", Napi::Function::New(env, SetInlineCallsJs));
+  exports.Set("pollWaits", Napi::Function::New(env, PollWaitsJs));
   exports.Set("checkModuleImage", Napi::Function::New(env, CheckModuleImageJs));
   exports.Set("MODULE_IMAGE_PADDING", Napi::Number::New(env, static_cast<double>(kImagePadding)));
   exports.Set("DEFAULT_WAITER_LIMIT", Napi::Number::New(env, kDefaultWaiterLimit));

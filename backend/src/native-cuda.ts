@@ -182,6 +182,8 @@ export interface CudaNative {
     waiterThreads: number; waiterLimit: number; waiterPeak: number; waiterQueued: number; waiterSpawnFailures: number; pending: number;
     /** Waits that ended while polled on the JS thread, those handed on to a waiter thread after the poll, and the time polled (setInlineWait). */
     inlineWaitsDone: number; inlineWaitsHandedOn: number; inlinePollNs: number;
+    /** Waits settled by pollWaits, and those its last turn handed on to a waiter thread. */
+    parkedWaitsDone: number; parkedWaitsHandedOn: number;
   };
   /**
    * The most waiter threads (blocking synchronizes) this process may have, 1..4096 (default
@@ -204,6 +206,14 @@ export interface CudaNative {
    * setInlineWait.
    */
   setInlineCalls(on: boolean): void;
+  /**
+   * A turn of this process's poll loop (sys/busy-poll.ts): settles the waits
+   * begun on the JS thread that are done, and returns how many. From the
+   * first call on, such waits are kept for these turns instead of going to a
+   * waiter thread; a call with stop set that settles none hands the rest to
+   * the waiter threads and ends that, so call it with stop on the loop's last turn.
+   */
+  pollWaits(stop: boolean): number;
   /** '' when moduleLoad() would pass the image on to the driver, else why it refuses it (no driver needed). */
   checkModuleImage(image: Uint8Array): string;
   readonly DEFAULT_WAITER_LIMIT: number;

@@ -21,6 +21,8 @@ const STORE = arg('--store', 'gpu') as 'gpu' | 'host';
 const MIB = Number(arg('--mib', '256'));
 const SECONDS = Number(arg('--seconds', '2'));
 const POLL_US = arg('--poll-us', '');
+/** More backend options, space-separated (e.g. '--waiter-threads=1'). */
+const BACKEND_ARGS = arg('--backend-args', '').split(' ').filter(Boolean);
 const DEPTH = 16;
 const QUEUES = 2;
 const dist = path.resolve(__dirname, '..', '..');
@@ -68,7 +70,7 @@ async function direct(store: ProviderStore, seg: (len: number) => GuestSeg[], wr
 async function main(): Promise<void> {
   const size = BigInt(MIB) << 20n;
   const [mine, theirs] = native.socketPair();
-  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=blk', `--queues=${QUEUES}`, `--size=${size}`, `--store=${STORE}`, ...(POLL_US ? [`--poll-us=${POLL_US}`] : [])],
+  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=blk', `--queues=${QUEUES}`, `--size=${size}`, `--store=${STORE}`, ...(POLL_US ? [`--poll-us=${POLL_US}`] : []), ...BACKEND_ARGS],
     { stdio: ['ignore', 'inherit', 'inherit', theirs] });
   native.close(theirs);
   const mem = new GuestMemory([{ gpa: 0n, size: 64 << 20 }]);

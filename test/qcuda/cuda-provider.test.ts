@@ -12,6 +12,7 @@ import type { GuestSeg, ProviderContext } from '../../backend/src/qcuda/provider
 import { cudaAvailable, createCudaProvider, type CudaProvider } from '../../backend/src/qcuda/providers/cuda';
 import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
 import { prng } from '../helpers';
+import { BusyPoll } from '../../backend/src/sys/busy-poll';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -459,6 +460,48 @@ function gpuTests(): void {
     await ctx.eventDestroy(a);
     await ctx.eventDestroy(b);
     await ctx.free(x);
+  });
+
+  test.serial('waits polled on the JS thread (pollWith): copies settle on the poll loop\'s turns, not on waiter threads; a longer wait is handed on at the window\'s end and still settles', async (t) => {
+    const poll = new BusyPoll(50);
+    provider.pollWith(poll);
+    const n = cudaNative();
+    const dev = await ctx.malloc(BigInt(16 * MiB));
+    const before = n.stats();
+    // 64 copies of 1 MiB in flight, both ways, each checked afterwards.
+    for (let round = 0; round < 4; round++) {
+      poll.touch();
+      fill(ram.view.subarray(0, 16 * MiB), 100 + round);
+      await Promise.all(Array.from({ length: 16 }, (_, i) => ctx.copyToDevice(dev + BigInt(i * MiB), [seg(ram, i * MiB, MiB)], undefined)));
+      poll.touch();
+      ram.view.fill(0, 32 * MiB, 48 * MiB);
+      await Promise.all(Array.from({ length: 16 }, (_, i) => ctx.copyFromDevice([seg(ram, 32 * MiB + i * MiB, MiB)], dev + BigInt(i * MiB), undefined)));
+      t.true(same(ram.view.subarray(0, 16 * MiB), ram.view.subarray(32 * MiB, 48 * MiB)), `round ${round}: the bytes came back`);
+    }
+    const mid = n.stats();
+    const polled = mid.parkedWaitsDone - before.parkedWaitsDone;
+    t.log(`128 copies: ${polled} waits settled by the poll loop, ${mid.parkedWaitsHandedOn - before.parkedWaitsHandedOn} handed on, ${mid.inlineWaitsDone - before.inlineWaitsDone} inline`);
+    t.true(polled >= 96, `only ${polled} of 128 waits were settled by the poll loop`);
+    // A wait of tens of ms (200 memsets of 1 GiB, about 0.3 ms each on an H100): the 50 us window ends
+    // long before it, hands it on, and it settles all the same.
+    const big = 1024 * MiB;
+    const x = await ctx.malloc(BigInt(big));
+    await ctx.memset(x, 1, BigInt(big), undefined, false);
+    for (let i = 0; i < 200; i++) void ctx.memset(x, i, BigInt(big), undefined, true);
+    poll.touch();
+    const r = await whileTicking(() => ctx.synchronize());
+    const after = n.stats();
+    t.log(`a synchronize of ${r.ms.toFixed(1)} ms`);
+    t.true(r.ms >= 5, `the synchronize took ${r.ms} ms`);
+    t.true(after.parkedWaitsHandedOn > mid.parkedWaitsHandedOn, 'the long wait went to a waiter thread when the window ended');
+    t.is(n.stats().pending, 0, 'nothing is left unsettled');
+    await ctx.free(x);
+    await ctx.free(dev);
+    // The loop stops polling (no kept check keeps it turning) once the window passes idle.
+    await new Promise((res) => setTimeout(res, 20));
+    const idle = n.stats();
+    await new Promise((res) => setTimeout(res, 50));
+    t.is(n.stats().parkedWaitsDone, idle.parkedWaitsDone);
   });
 
   test.serial('contexts: several at once, each with its own memory; destroy waits for running waits', async (t) => {

@@ -5,6 +5,7 @@
 import test from 'ava';
 import { EchoDevice, ECHO_TRAILER } from '../../backend/src/devices/echo';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
+import type { BusyPoll } from '../../backend/src/sys/busy-poll';
 import type { Frontend } from '../../backend/src/vhost-user/frontend';
 import { prng, randomBytes, started, tick } from '../helpers';
 import { QcudaClient } from '../qcuda/client';
@@ -96,4 +97,33 @@ test.serial('the qcuda device polled: copies of many sizes come back whole with 
   // Each queue's first request after a quiet spell kicks; the rest come while it is polled.
   t.true(kicks <= 12, `${kicks} kicks for 80+ requests`);
   t.is((await c.close()).status, 0);
+});
+
+test.serial('a device given the poller (usePoll) has its kept check run as each window opens, on each turn, and once expired; never while idle', async (t) => {
+  const calls: boolean[] = [];
+  class Polled extends EchoDevice {
+    given = 0;
+    usePoll(poll: BusyPoll): void {
+      this.given++;
+      poll.keep((expired) => calls.push(expired));
+    }
+  }
+  const dev = new Polled({ queues: 1, pollUs: 2000 });
+  const { fe } = await started(t, dev, { queues: 1, size: 64 });
+  t.is(dev.given, 1, 'the backend hands its poller over once');
+  t.true(await echo(fe, 16, 1));
+  await tick(50);
+  const first = calls.length;
+  t.true(first >= 2, `${first} calls`);
+  t.is(calls.filter((e) => e).length, 1, 'one window, one last turn');
+  t.true(calls[first - 1], 'the last call is the expired one');
+  await tick(100);
+  t.is(calls.length, first, 'not called while idle');
+  t.true(await echo(fe, 16, 2));
+  await tick(50);
+  t.is(calls.filter((e) => e).length, 2, 'a second window, a second last turn');
+  t.false(calls[first], 'the second window opens with a call that is not expired');
+  const unpolled = new Polled({ queues: 1, pollUs: 0 });
+  await started(t, unpolled, { queues: 1, size: 64 });
+  t.is(unpolled.given, 0, 'no poller where the rings are not polled');
 });

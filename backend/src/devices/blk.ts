@@ -8,6 +8,7 @@
 import type { Request, VhostUserDevice } from '../vhost-user';
 import type { MemoryTable } from '../vhost-user';
 import type { Provider } from '../qcuda/provider';
+import type { BusyPoll } from '../sys/busy-poll';
 import type { BlkStore } from './blk-store';
 
 export const SECTOR = 512n;
@@ -89,6 +90,10 @@ export class BlkDevice implements VhostUserDevice {
     v.setUint32(52, MAX_DISCARD_SEGS, true);
     b[56] = 1; // write_zeroes_may_unmap
     return b;
+  }
+
+  usePoll(poll: BusyPoll): void {
+    this.#provider?.pollWith?.(poll);
   }
 
   attachMemory(memory: MemoryTable): void {

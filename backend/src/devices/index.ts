@@ -59,7 +59,7 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       if (o.size === undefined) throw new Error('--device=blk needs --size');
       const kind = o.store ?? 'gpu';
       // The host store may take at most half the host's RAM (it is all committed at start).
-      const { provider, note } = await createProvider(kind === 'gpu' ? 'cuda' : 'host', o.gpu ?? 0, { totalMem: BigInt(os.totalmem()) / 2n }, { captureOutput: false });
+      const { provider, note } = await createProvider(kind === 'gpu' ? 'cuda' : 'host', o.gpu ?? 0, { totalMem: BigInt(os.totalmem()) / 2n }, { captureOutput: false, waiterThreads: o.limits?.waiterThreads });
       const store = await ProviderStore.open(provider, o.size);
       o.log?.(`disk of ${o.size} bytes${o.readOnly ? ', read-only' : ''} in the ${note}`);
       return new BlkDevice({ queues: o.queues, store, readOnly: o.readOnly, provider, pollUs: o.pollUs ?? DEFAULT_POLL_US });

@@ -9,6 +9,7 @@ import type { Call, DeviceState, Result, SessionCmd } from './command';
 import { COMMANDS, gateOf } from './commands';
 import { CudaErr, CudaError } from './cuda-error';
 import { LogLimiter } from '../sys/log-limiter';
+import type { BusyPoll } from '../sys/busy-poll';
 import { DEFAULT_LIMITS, type VmLimits } from './limits';
 import { HostProvider } from './providers/host';
 import type { GuestSeg, Provider } from './provider';
@@ -91,6 +92,10 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       magic: QCUDA_MAGIC, proto_version: QCUDA_PROTO_VERSION, num_queues: this.numQueues, queue_size: this.maxQueueSize,
       capabilities: this.provider.hasGpu ? QCUDA_CAP_GPU : 0n,
     });
+  }
+
+  usePoll(poll: BusyPoll): void {
+    this.provider.pollWith?.(poll);
   }
 
   attachMemory(memory: MemoryTable): void {

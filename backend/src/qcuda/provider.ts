@@ -3,6 +3,7 @@
 // pointer, size and handle before a provider sees it; a provider reports
 // failures by throwing CudaError.
 
+import type { BusyPoll } from '../sys/busy-poll';
 import type { MemRegion } from '../vhost-user';
 import type { FieldInput, Fields } from './wire/layout';
 import { CALLS, type CallDecl, type CmdName, type HandleKind, type StructName, type STRUCTS } from './wire/protocol';
@@ -349,5 +350,12 @@ export interface Provider {
    */
   registerGuestMemory(addr: bigint, size: bigint, source?: GuestMemorySource): void | Promise<void>;
   unregisterGuestMemory(addr: bigint): void | Promise<void>;
+  /**
+   * This process's poll loop (sys/busy-poll.ts) also waits for the GPU: a
+   * wait begun on the JS thread while it polls is settled by a later turn
+   * instead of a waiter thread, so a completion needs no thread's wake-up.
+   * Absent where the provider has no waits of its own.
+   */
+  pollWith?(poll: BusyPoll): void;
   close(): Promise<void>;
 }

@@ -14,6 +14,8 @@ export type PollCheck = (expired: boolean) => void;
 export class BusyPoll {
   readonly #windowNs: bigint;
   readonly #checks = new Set<PollCheck>();
+  /** Checks that stay across windows (keep). */
+  readonly #kept = new Set<PollCheck>();
   #until = 0n;
   #running = false;
 
@@ -32,6 +34,8 @@ export class BusyPoll {
     this.#until = process.hrtime.bigint() + this.#windowNs;
     if (this.#running) return;
     this.#running = true;
+    // Kept checks learn of the window as it opens: what they start from now on is polled by its turns.
+    for (const check of [...this.#kept]) check(false);
     setImmediate(this.#turn);
   }
 
@@ -44,6 +48,11 @@ export class BusyPoll {
     this.#checks.delete(check);
   }
 
+  /** Like add, for every window to come: check runs as each window opens (inside touch), each turn, and on its last turn with expired = true. */
+  keep(check: PollCheck): void {
+    this.#kept.add(check);
+  }
+
   readonly #turn = (): void => {
     const expired = process.hrtime.bigint() >= this.#until;
     if (expired) this.#running = false;
@@ -51,6 +60,7 @@ export class BusyPoll {
       if (expired) this.#checks.delete(check);
       check(expired);
     }
+    for (const check of [...this.#kept]) check(expired);
     // After the last turn a check that found work has touched, which started a new window.
     if (!expired) setImmediate(this.#turn);
   };

@@ -102,6 +102,7 @@ export class Backend {
     this.rings = Array.from({ length: device.numQueues },
       (_, i) => new Vring(i, limits, this.#ringFeatures, handler, this.memory, this.poll));
     device.attachMemory?.(this.memory);
+    if (this.poll.enabled) device.usePoll?.(this.poll);
   }
 
   /** The virtio features the frontend acknowledged (SET_FEATURES). */

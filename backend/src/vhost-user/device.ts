@@ -1,6 +1,7 @@
 // What a device implements to be served over vhost-user: its virtio feature
 // bits, config space, queue count and size, and a request handler. The
 // library does the protocol, the memory and the rings.
+import type { BusyPoll } from '../sys/busy-poll';
 import type { MemoryTable } from './memory';
 import type { Request } from './request';
 
@@ -24,6 +25,8 @@ export interface VhostUserDevice {
    * 0 or absent: the rings wait for kicks.
    */
   readonly pollUs?: number;
+  /** Given the rings' poller when pollUs > 0: a device may poll its own completions on the same turns (BusyPoll.keep). */
+  usePoll?(poll: BusyPoll): void;
   /** Config space size in bytes (0..256); 0 means no config space and no CONFIG protocol feature. */
   readonly configSize: number;
   /** The config space bytes now. */

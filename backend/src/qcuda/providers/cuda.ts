@@ -25,6 +25,7 @@ import { packLaunches, type LaunchIds } from './launch-record';
 import { native as sys, type Mapping } from '../../sys/native';
 import { Fd } from '../../sys/fd';
 import type { GuestMemorySource } from '../provider';
+import type { BusyPoll } from '../../sys/busy-poll';
 
 const debug = createDebug('qcuda:cuda');
 
@@ -546,6 +547,14 @@ export class CudaProvider implements Provider {
 
   forget(c: CudaSessionContext): void {
     this.#contexts.delete(c);
+  }
+
+  pollWith(poll: BusyPoll): void {
+    // A turn that settled a wait is activity: the window goes on (and its
+    // last turn, which then settled something, does not hand the rest on).
+    poll.keep((expired) => {
+      if (this.#n.pollWaits(expired) > 0) poll.touch();
+    });
   }
 
   async close(): Promise<void> {

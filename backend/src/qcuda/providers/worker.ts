@@ -102,6 +102,7 @@ class WorkerMain {
     // In the same tick as provider is set: regions mapped until now are
     // registered here, later ones by #addRegion, none twice.
     this.provider = p;
+    if (poll.enabled) p.pollWith?.(poll);
     const registered = [...regions.values()].map((r) => p.registerGuestMemory(r.region.hostAddress, r.region.size, sourceOf(r)));
     const output: OutputSink = (kind, bytes) => send({ t: 'output', kind, bytes });
     this.ctx = await p.openContext(0, output);
