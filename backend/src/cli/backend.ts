@@ -101,7 +101,9 @@ that would pass it fails with the CUDA error named, nothing grows):
                           CPUs, else 0; here ${DEFAULT_POLL_US}; 0: wait for kicks): a
                           synchronous call's next request then finds this side
                           awake (no wake-up, no guest kick), for the CPU time
-                          of the window; an idle VM costs none
+                          of the window; an idle VM costs none. Meanwhile
+                          the GPU's completions are polled on the same turns
+                          (no waiter thread's wake-up per copy)
   --host-map-pieces=N     pieces of guest memory mapped for the GPU at once
                           (pinned, mapped and managed memory; a piece is a
                           run of physically adjacent guest pages), all
