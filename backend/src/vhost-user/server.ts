@@ -37,6 +37,11 @@ export class VhostUserServer {
     this.#logger = events.logger ?? stderrLogger;
   }
 
+  /** The connected frontend's backend (rings, memory), if one is connected. */
+  get backend(): Backend | undefined {
+    return this.#active?.backend;
+  }
+
   /** Listens on a unix socket path (an existing socket file there is replaced). */
   static listen(path: string, device: VhostUserDevice, options: ServerOptions = {}): VhostUserServer {
     const s = new VhostUserServer(device, options);

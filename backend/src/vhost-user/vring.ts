@@ -10,6 +10,7 @@ import createDebug from 'debug';
 import { ChainError, DescTable, walkChain, type DescChain } from './chain';
 import type { BusyPoll } from '../sys/busy-poll';
 import { EventFd } from '../sys/fd';
+import { leftover, type InflightRecord } from './inflight';
 import type { MemoryTable } from './memory';
 import { ProtocolError, type VringAddr } from './message';
 import { Request } from './request';
@@ -35,6 +36,22 @@ export interface RingLimits {
   maxSize: number;
   /** Largest indirect table, in descriptors. */
   maxIndirect: number;
+}
+
+/**
+ * Where a started ring stands, for handing it to another process (detach,
+ * adopt) and back (resume). Its kick and call fds travel beside it.
+ */
+export interface RingState {
+  index: number;
+  size: number;
+  lastAvail: number;
+  usedIdx: number;
+  signalledUsed: number;
+  addr: VringAddr;
+  features: RingFeatures;
+  limits: RingLimits;
+  enabled: boolean;
 }
 
 interface RingViews {
@@ -64,6 +81,10 @@ export class Vring {
   #drained: (() => void) | undefined;
   /** This ring is checked every turn of the poller (its kicks stay suppressed meanwhile). */
   #polling = false;
+  /** Another process serves the ring for now (detach); this one takes nothing from it. */
+  #delegated = false;
+  /** Where this process, serving a ring handed to it, records what it has in flight (inflight.ts). */
+  #record: InflightRecord | undefined;
 
   constructor(
     index: number,
@@ -137,23 +158,118 @@ export class Vring {
     this.started = false;
     this.kick?.unwatch();
     this.#stopPolling();
-    if (this.#inflight > 0) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, STOP_TIMEOUT_MS);
-        this.#drained = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      this.#drained = undefined;
-      if (this.#inflight > 0) debug('vring %d: stopped with %d requests still in flight; their replies are dropped', this.index, this.#inflight);
-    }
+    await this.#settle();
+    if (this.#inflight > 0) debug('vring %d: stopped with %d requests still in flight; their replies are dropped', this.index, this.#inflight);
     this.#generation++;
     this.#inflight = 0;
     this.#addr = undefined; // a rebooted guest moves its rings: wait for the next SET_VRING_ADDR
     this.#views = undefined;
     this.broken = false;
     return this.lastAvail;
+  }
+
+  /** Resolves once nothing is in flight, or after STOP_TIMEOUT_MS. */
+  async #settle(): Promise<void> {
+    if (this.#inflight === 0) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, STOP_TIMEOUT_MS);
+      this.#drained = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.#drained = undefined;
+  }
+
+  /** Where the ring stands now (see RingState). */
+  state(): RingState {
+    if (!this.#addr) throw new ProtocolError(`vring ${this.index}: no ring addresses`);
+    return {
+      index: this.index, size: this.size, lastAvail: this.lastAvail, usedIdx: this.#usedIdx, signalledUsed: this.#signalledUsed,
+      addr: this.#addr, features: { ...this.features }, limits: { ...this.limits }, enabled: this.enabled,
+    };
+  }
+
+  get delegated(): boolean {
+    return this.#delegated;
+  }
+
+  /**
+   * Hands the ring to another process (which adopts it with dups of the kick
+   * and call fds): takes nothing more from it, lets what is in flight
+   * finish, and returns where it stands. Throws (and goes on serving the
+   * ring) if the ring is not started, or what is in flight does not finish
+   * within STOP_TIMEOUT_MS.
+   */
+  async detach(): Promise<RingState> {
+    if (!this.started || !this.#addr || this.#delegated || this.broken) throw new ProtocolError(`vring ${this.index}: only a started, working ring can be handed over`);
+    this.#delegated = true;
+    this.kick?.unwatch();
+    this.#stopPolling();
+    await this.#settle();
+    if (this.#inflight > 0) {
+      this.resume();
+      throw new ProtocolError(`vring ${this.index}: ${this.#inflight} requests still in flight after ${STOP_TIMEOUT_MS} ms`);
+    }
+    return this.state();
+  }
+
+  /**
+   * Serves the ring here again: from `at` (the state the other process
+   * handed back), or from where it was when detached.
+   */
+  resume(at?: Pick<RingState, 'lastAvail' | 'usedIdx' | 'signalledUsed'>): void {
+    if (!this.#delegated) return;
+    if (at) {
+      this.lastAvail = at.lastAvail & 0xffff;
+      this.#usedIdx = at.usedIdx & 0xffff;
+      this.#signalledUsed = at.signalledUsed & 0xffff;
+    }
+    this.#delegated = false;
+    if (this.started) this.kick?.watch(() => this.process(), true);
+    this.process();
+  }
+
+  /**
+   * The process the ring was handed to died: answers what it took and never
+   * answered (used length 0: a failed request), then serves the ring here
+   * again from where that process stopped taking (its in-flight record).
+   * Returns the heads answered so.
+   */
+  recover(record: InflightRecord): number[] {
+    const v = this.#views;
+    if (!this.#delegated || !v) return [];
+    const usedIdx = Atomics.load(v.used16, 1);
+    const left = leftover(record, {
+      usedIdx, availIdx: Atomics.load(v.avail, 1),
+      usedHead: (i) => v.used32[1 + (i & (this.size - 1)) * 2],
+      availHead: (i) => v.avail[2 + (i & (this.size - 1))],
+    });
+    this.#usedIdx = usedIdx;
+    for (const head of left.heads) this.#publish(v, head, 0);
+    this.resume({ lastAvail: left.lastAvail, usedIdx: this.#usedIdx, signalledUsed: this.#signalledUsed });
+    this.#flushSignal();
+    return left.heads;
+  }
+
+  /**
+   * This process serves a ring handed to it (state from detach, the kick
+   * and call fds it came with, guest memory mapped here): what it takes and
+   * answers goes into record, for the backend to finish should this
+   * process die.
+   */
+  static adopt(state: RingState, fds: { kick: EventFd; call: EventFd }, handler: Handler, memory: MemoryTable, o: { poll?: BusyPoll; record?: InflightRecord } = {}): Vring {
+    const r = new Vring(state.index, state.limits, state.features, handler, memory, o.poll);
+    r.#record = o.record;
+    r.setNum(state.size);
+    r.setBase(state.lastAvail);
+    r.setAddr(state.addr);
+    r.#usedIdx = state.usedIdx & 0xffff;
+    r.#signalledUsed = state.signalledUsed & 0xffff;
+    r.enabled = state.enabled;
+    r.setCall(fds.call);
+    r.setKick(fds.kick);
+    return r;
   }
 
   /** Back to the state of a new connection, fds closed. */
@@ -177,7 +293,7 @@ export class Vring {
    */
   process(): void {
     const v = this.#views;
-    if (!v || !this.started || !this.enabled || this.broken) return;
+    if (!v || !this.started || !this.enabled || this.broken || this.#delegated) return;
     const took = this.#drain(v);
     if (took > 0 && this.poll?.enabled) this.#keepPolling();
     if (!this.#polling) this.#askForKicks(v);
@@ -231,6 +347,7 @@ export class Vring {
   #take(v: RingViews): void {
     const head = v.avail[2 + (this.lastAvail & (this.size - 1))];
     this.lastAvail = (this.lastAvail + 1) & 0xffff;
+    this.#record?.took(head, this.lastAvail);
     let chain: DescChain;
     try {
       chain = walkChain(v.desc, head, this.memory, this.features.indirect, this.limits.maxIndirect);
@@ -285,6 +402,7 @@ export class Vring {
     v.used32[2 + slot * 2] = len >>> 0;
     this.#usedIdx = (this.#usedIdx + 1) & 0xffff;
     Atomics.store(v.used16, 1, this.#usedIdx);
+    this.#record?.published(head, this.#usedIdx);
   }
 
   /** Interrupts the driver if it asked for it (EVENT_IDX or NO_INTERRUPT). */
