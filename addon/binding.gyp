@@ -7,7 +7,8 @@
       "src/socket.cc",
       "src/memory.cc",
       "src/eventfd.cc",
-      "src/watcher.cc"
+      "src/watcher.cc",
+      "src/ledger.cc"
     ],
     "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
     "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],

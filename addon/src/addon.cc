@@ -2,6 +2,7 @@
 #include <napi.h>
 
 #include "eventfd.h"
+#include "ledger.h"
 #include "memory.h"
 #include "socket.h"
 #include "watcher.h"
@@ -11,6 +12,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   qcuda::InitMemory(env, exports);
   qcuda::InitEventfd(env, exports);
   qcuda::InitWatcher(env, exports);
+  qcuda::InitLedger(env, exports);
   return exports;
 }
 

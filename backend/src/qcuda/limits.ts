@@ -5,6 +5,8 @@
 // error instead of growing the backend. The defaults are safe for a host
 // serving several VMs; each is a qcuda-backend option (cli/backend.ts).
 import { CudaErr, CudaError } from './cuda-error';
+import { Fd } from '../sys/fd';
+import { native, type NativeLedger } from '../sys/native';
 
 export interface VmLimits {
   /** Device memory the VM's processes may hold, in bytes (0: no quota): allocations, module globals, stack/heap/printf reservations. */
@@ -36,67 +38,127 @@ export const DEFAULT_LIMITS: VmLimits = {
   hostMapPieces: 32768,
 };
 
-/** A bounded count shared by the VM's sessions: take() fails instead of passing the bound (0: unbounded). */
+/**
+ * A VM's bounded counts in shared memory (addon/src/ledger.cc), so that every
+ * process serving the VM's sessions takes from the same budgets: a robust
+ * process-shared mutex, a total per budget, and a slot per holder saying
+ * what it holds (given back whole when the holder goes, or dies).
+ */
+export class Ledger {
+  readonly #n: NativeLedger;
+  readonly #free: number[];
+
+  private constructor(
+    n: NativeLedger,
+    /** The memfd behind it, for the processes that open it too. */
+    readonly fd: Fd,
+  ) {
+    this.#n = n;
+    this.#free = Array.from({ length: n.slots }, (_, i) => n.slots - 1 - i);
+  }
+
+  /** A new ledger with these limits (0: unbounded) and room for `slots` holders. */
+  static create(limits: bigint[], slots: number): Ledger {
+    const fd = new Fd(native.memfdCreate('qcuda-ledger', 0));
+    try {
+      return new Ledger(new native.Ledger(fd.value, limits, slots), fd);
+    } catch (e) {
+      fd.close();
+      throw e;
+    }
+  }
+
+  get native(): NativeLedger {
+    return this.#n;
+  }
+
+  /** A holder's slot (Share); throws when every slot is taken. */
+  allocSlot(): number {
+    const s = this.#free.pop();
+    if (s === undefined) throw new CudaError(CudaErr.MemoryAllocation, `all ${this.#n.slots} holder slots of the VM's ledger are taken`);
+    return s;
+  }
+
+  /** The holder is gone: what it still held is given back and its slot is free again. */
+  freeSlot(s: number): void {
+    this.#n.reclaim(s);
+    this.#free.push(s);
+  }
+
+  close(): void {
+    this.#n.close();
+    this.fd.close();
+  }
+}
+
+/** The most a ledger counts (int64 in shared memory): asking for more fails as passing the bound does. */
+const MAX_COUNT = (1n << 63n) - 1n;
+
+/** A bounded count shared by the VM's sessions: a Share's take() fails instead of passing the bound (0: unbounded). */
 export class Budget {
-  #used = 0n;
+  readonly limit: bigint;
 
   constructor(
-    readonly limit: bigint,
+    readonly ledger: Ledger,
+    readonly index: number,
     /** What is counted, for the error ("device memory quota"). */
     readonly what: string,
     /** The CUDA error a request that would pass the bound gets. */
     readonly code: number = CudaErr.MemoryAllocation,
-  ) {}
+  ) {
+    this.limit = ledger.native.limit(index);
+  }
 
   get used(): bigint {
-    return this.#used;
+    return this.ledger.native.total(this.index);
   }
 
   /** What is left (undefined: unbounded). */
   get left(): bigint | undefined {
     if (this.limit === 0n) return undefined;
-    return this.limit > this.#used ? this.limit - this.#used : 0n;
-  }
-
-  take(n: bigint): void {
-    if (n < 0n) throw new RangeError(`take(${n})`);
-    if (this.limit > 0n && this.#used + n > this.limit)
-      throw new CudaError(this.code, `${this.what} of ${this.limit} bytes would be exceeded (${this.#used} in use, ${n} more asked)`);
-    this.#used += n;
-  }
-
-  give(n: bigint): void {
-    if (n < 0n || n > this.#used) throw new RangeError(`give(${n}) with ${this.#used} taken`);
-    this.#used -= n;
+    const used = this.used;
+    return this.limit > used ? this.limit - used : 0n;
   }
 }
 
 /**
- * A share of a Budget held by one owner (a session): everything it took is
- * given back at once when the owner goes (giveAll), so nothing it held stays
- * counted against the VM.
+ * A share of a Budget held by one owner (a session, through its ledger
+ * slot): everything it took is given back at once when the owner goes
+ * (giveAll, or the slot's reclaim), so nothing it held stays counted
+ * against the VM.
  */
 export class Share {
-  #held = 0n;
+  #retired = false;
 
-  constructor(readonly budget: Budget) {}
+  constructor(
+    readonly budget: Budget,
+    readonly slot: number,
+  ) {}
 
   get held(): bigint {
-    return this.#held;
+    return this.#retired ? 0n : this.budget.ledger.native.held(this.budget.index, this.slot);
   }
 
   take(n: bigint): void {
-    this.budget.take(n);
-    this.#held += n;
+    if (n < 0n) throw new RangeError(`take(${n})`);
+    if (this.#retired) throw new CudaError(this.budget.code, `${this.budget.what}: the holder has gone`);
+    if (n > MAX_COUNT || !this.budget.ledger.native.take(this.budget.index, this.slot, n)) {
+      const b = this.budget;
+      throw new CudaError(b.code, `${b.what} of ${b.limit} bytes would be exceeded (${b.used} in use, ${n} more asked)`);
+    }
   }
 
   give(n: bigint): void {
-    if (n > this.#held) throw new RangeError(`give(${n}) with ${this.#held} held`);
-    this.budget.give(n);
-    this.#held -= n;
+    if (this.#retired) return; // the slot was reclaimed whole
+    if (n < 0n || !this.budget.ledger.native.give(this.budget.index, this.slot, n)) throw new RangeError(`give(${n}) with ${this.held} held`);
   }
 
   giveAll(): void {
-    this.give(this.#held);
+    this.give(this.held);
+  }
+
+  /** The slot is about to be freed (and may go to another holder): this share neither takes nor gives from now on. */
+  retire(): void {
+    this.#retired = true;
   }
 }

@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { Callbacks } from './callbacks';
 import { CudaErr, CudaError } from './cuda-error';
-import { Budget, Share, type VmLimits } from './limits';
+import { Budget, Ledger, Share, type VmLimits } from './limits';
 import type { ArrayDesc, ArrayRef, GraphExecRef, GraphRef, MipmapRef, DevPtr, EventRef, FunctionRef, GuestSeg, ModuleRef, Provider, ProviderContext, StreamRef } from './provider';
 import { ModuleCache } from './module-cache';
 import { IMAGE_PADDING } from './module-image';
@@ -77,6 +77,8 @@ export interface SessionMipmap {
 /** What a VM's sessions share: its bounds and what they count. */
 export interface VmShared {
   readonly limits: VmLimits;
+  /** Where the budgets below are counted (shared memory: limits.ts Ledger). */
+  readonly ledger: Ledger;
   /** Device memory (deviceMemory). */
   readonly quota: Budget;
   /** Module image bytes being uploaded (moduleStaging). */
@@ -89,13 +91,18 @@ export interface VmShared {
   readonly modules: ModuleCache;
 }
 
+/** Holder slots of a VM's ledger: one per session, those still closing included (device.ts allows 4096 open). */
+const LEDGER_SLOTS = 8192;
+
 export function vmShared(limits: VmLimits): VmShared {
+  const ledger = Ledger.create([limits.deviceMemory, limits.moduleStaging, BigInt(limits.contexts), BigInt(limits.hostMapPieces)], LEDGER_SLOTS);
   return {
     limits,
-    quota: new Budget(limits.deviceMemory, 'the device memory quota'),
-    staging: new Budget(limits.moduleStaging, 'the module upload staging bound'),
-    contexts: new Budget(BigInt(limits.contexts), 'the bound on CUDA processes per VM', CudaErr.DevicesUnavailable),
-    hostMaps: new Budget(BigInt(limits.hostMapPieces), 'the bound on pieces of guest memory mapped for the GPU'),
+    ledger,
+    quota: new Budget(ledger, 0, 'the device memory quota'),
+    staging: new Budget(ledger, 1, 'the module upload staging bound'),
+    contexts: new Budget(ledger, 2, 'the bound on CUDA processes per VM', CudaErr.DevicesUnavailable),
+    hostMaps: new Budget(ledger, 3, 'the bound on pieces of guest memory mapped for the GPU'),
     modules: new ModuleCache(limits.moduleCache),
   };
 }
@@ -145,6 +152,9 @@ export class Session {
    * its pointer could name the next context's memory (see live()).
    */
   #epoch = 0;
+  /** This session's slot in the VM's ledger: what its shares below hold. */
+  readonly #ledgerSlot: number;
+  #slotFreed = false;
   /** Device memory of the VM's quota held by this session. */
   readonly #memory: Share;
   readonly #staging: Share;
@@ -173,10 +183,11 @@ export class Session {
     public device = 0,
   ) {
     this.id = randomBytes(8).readBigUInt64LE() | 1n; // never 0: 0 means "no session"
-    this.#memory = new Share(vm.quota);
-    this.#staging = new Share(vm.staging);
-    this.#contextSlot = new Share(vm.contexts);
-    this.#hostMapPieces = new Share(vm.hostMaps);
+    this.#ledgerSlot = vm.ledger.allocSlot();
+    this.#memory = new Share(vm.quota, this.#ledgerSlot);
+    this.#staging = new Share(vm.staging, this.#ledgerSlot);
+    this.#contextSlot = new Share(vm.contexts, this.#ledgerSlot);
+    this.#hostMapPieces = new Share(vm.hostMaps, this.#ledgerSlot);
     this.callbacks = new Callbacks(vm.limits.deferredBytes);
   }
 
@@ -672,6 +683,11 @@ export class Session {
     // context of the session is gone.
     for (const x of this.#ending) void x.destroy('exit');
     await Promise.all([this.#free('exit'), ...this.#endings]);
+    // Everything is given back by now; the slot may go to the next session, so these shares stop here.
+    if (this.#slotFreed) return;
+    this.#slotFreed = true;
+    for (const share of [this.#memory, this.#staging, this.#contextSlot, this.#hostMapPieces]) share.retire();
+    this.vm.ledger.freeSlot(this.#ledgerSlot);
   }
 
   /** Frees everything (cudaDeviceReset): the context goes with it. */

@@ -23,6 +23,24 @@ export interface Watcher {
   close(): void;
 }
 
+/** Budgets in shared memory (addon/src/ledger.cc; qcuda/limits.ts Ledger). Amounts are bigints from 0 to 2^63-1. */
+export interface NativeLedger {
+  readonly budgets: number;
+  readonly slots: number;
+  /** Counts n against budget for slot; false (nothing counted) where it would pass the limit (0: none). */
+  take(budget: number, slot: number, n: bigint): boolean;
+  /** false (nothing changes) where the slot holds less than n. */
+  give(budget: number, slot: number, n: bigint): boolean;
+  /** Gives back everything the slot holds. */
+  reclaim(slot: number): void;
+  held(budget: number, slot: number): bigint;
+  total(budget: number): bigint;
+  limit(budget: number): bigint;
+  close(): void;
+  /** Takes the lock and keeps it (tests: a process that then dies leaves the next locker to repair the totals). */
+  lockForTest(): void;
+}
+
 export interface Native {
   unixListen(path: string): number;
   unixAccept(fd: number): number;
@@ -49,6 +67,8 @@ export interface Native {
   eventfdRead(fd: number): number;
   eventfdWrite(fd: number, n?: number): void;
   Watcher: new (fd: number, cb: (events: number, status: number) => void, drainEventfd?: boolean) => Watcher;
+  /** (fd, limits, slots) formats a new ledger in the file; (fd) opens one. The fd stays the caller's. */
+  Ledger: new (fd: number, limits?: bigint[], slots?: number) => NativeLedger;
 }
 
 export const POLL_READABLE = 1;
