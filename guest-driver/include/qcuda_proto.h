@@ -85,6 +85,15 @@ typedef uint64_t __le64;
  */
 #define QCUDA_ST_OUTPUT 0x40000000u
 
+/*
+ * SESSION_OPEN flags: every request of the session, its SESSION_CLOSE
+ * included, comes on the queue this SESSION_OPEN came on (not queue 0), and
+ * no other session's does until that close; the backend may then hand the
+ * queue to the session's worker, which serves it with no hop through the
+ * backend
+ */
+#define QCUDA_SESSION_OWN_QUEUE 1u
+
 /* the NULL stream (stream handles with a meaning of their own, as in CUDA) */
 #define QCUDA_STREAM_LEGACY 0ull
 
@@ -189,8 +198,9 @@ enum qcuda_cmd {
 	QCUDA_CMD_NOP = 0,
 	/*
 	 * Sent by the driver when a process opens / closes the device: the backend
-	 * creates / frees the session (every handle and allocation of that process);
-	 * value = the new session id
+	 * creates / frees the session (every handle and allocation of that process).
+	 * The arguments may be left out (no flags); args session_open, value = the
+	 * new session id
 	 */
 	QCUDA_CMD_SESSION_OPEN = 1,
 	QCUDA_CMD_SESSION_CLOSE = 2,
@@ -470,6 +480,12 @@ struct qcuda_resp_hdr {
 	__le64 value;           /* command-specific result */
 };
 QCUDA_SIZE_IS(qcuda_resp_hdr, 16);
+
+struct qcuda_args_session_open {
+	__le32 flags;           /* QCUDA_SESSION_* */
+	__le32 reserved;
+};
+QCUDA_SIZE_IS(qcuda_args_session_open, 8);
 
 struct qcuda_args_hello {
 	__le32 proto_version;   /* QCUDA_PROTO_VERSION of the guest library */

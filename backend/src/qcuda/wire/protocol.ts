@@ -44,6 +44,11 @@ export const CONSTANTS = {
     c: '0x40000000u',
     doc: 'Not a status: a flag OR-ed into resp.status of any reply to a session with device output waiting ("fetch it with OUTPUT_READ"); the rest of the status is the command\'s own. Statuses stay below it.',
   },
+  QCUDA_SESSION_OWN_QUEUE: {
+    value: 1,
+    c: '1u',
+    doc: 'SESSION_OPEN flags: every request of the session, its SESSION_CLOSE included, comes on the queue this SESSION_OPEN came on (not queue 0), and no other session\'s does until that close; the backend may then hand the queue to the session\'s worker, which serves it with no hop through the backend',
+  },
   QCUDA_STREAM_LEGACY: { value: 0n, c: '0ull', doc: 'the NULL stream (stream handles with a meaning of their own, as in CUDA)' },
   QCUDA_STREAM_PER_THREAD: { value: 2n, c: '2ull', doc: 'cudaStreamPerThread' },
   QCUDA_NUM_ATTRS: { value: 160, doc: 'Device attributes are indexed by CUdevice_attribute (== cudaDeviceAttr).' },
@@ -104,6 +109,7 @@ export const STRUCTS = {
     fields: [['status', 'u32', '0, a cudaError_t, or QCUDA_ST_*'], ['len', 'u32', 'output bytes written after this header'],
       ['value', 'u64', 'command-specific result']],
   },
+  qcuda_args_session_open: { fields: [['flags', 'u32', 'QCUDA_SESSION_*'], ['reserved', 'u32']] },
   qcuda_args_hello: { fields: [['proto_version', 'u32', 'QCUDA_PROTO_VERSION of the guest library'], ['cuda_version', 'u32', 'CUDART_VERSION the library implements']] },
   qcuda_out_hello: {
     fields: [['proto_version', 'u32', 'the backend\'s'], ['driver_version', 'u32', 'cuDriverGetVersion on the host'], ['device_count', 'u32'],
@@ -317,7 +323,8 @@ export const CALLS = {
   SESSION_OPEN: {
     cmd: 1,
     side: 'device',
-    doc: 'Sent by the driver when a process opens / closes the device: the backend creates / frees the session (every handle and allocation of that process).',
+    args: 'qcuda_args_session_open',
+    doc: 'Sent by the driver when a process opens / closes the device: the backend creates / frees the session (every handle and allocation of that process). The arguments may be left out (no flags).',
     value: 'the new session id',
   },
   SESSION_CLOSE: { cmd: 2, side: 'device', doc: '' },
