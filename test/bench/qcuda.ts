@@ -23,7 +23,7 @@
 // ordered calls (allocations, launches) on its own thread when it can.
 // --chunk-mib sets the size of a transfer's requests (default QCUDA_CHUNK, as
 // the guest driver sends them), to see what the request size costs.
-//   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--isolation process|none] [--mib 256] [--chunk-mib 16] [--launches 100000] [--inline-wait US] [--poll-us US] [--guest-poll-us US] [--inline-calls yes|no]
+//   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--isolation process|none] [--mib 256] [--chunk-mib 16] [--launches 100000] [--inline-wait US] [--poll-us US] [--guest-poll-us US] [--inline-calls yes|no] [--own-queues]
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -45,6 +45,8 @@ const LAUNCHES = Number(arg('--launches', '100000'));
 const INLINE_WAIT = arg('--inline-wait', '');
 const POLL_US = arg('--poll-us', '');
 const INLINE_CALLS = arg('--inline-calls', '');
+/** --own-queues: the sessions keep to queues of their own, which the backend hands to their workers (qcuda-backend --own-queues). */
+const OWN_QUEUES = process.argv.includes('--own-queues');
 /** The harness plays the guest driver: its poll_us (default 50, the driver's; else --poll-us where given). */
 const GUEST_POLL_US = Number(arg('--guest-poll-us', POLL_US || '50'));
 const CHUNK = Number(arg('--chunk-mib', String(QCUDA_CHUNK >> 20))) << 20;
@@ -139,9 +141,10 @@ async function cpuPerCall(pid: number, n: number, once: () => Promise<unknown>):
 /** Cores the backend and its workers use with four sessions open, each with a context (isolation process), and no calls (polling must have stopped). */
 async function idleCores(pid: number, fe: Frontend): Promise<number> {
   progress('backend CPU, 4 sessions idle');
-  const others = await Promise.all([1, 2, 3].map(async () => {
-    const c = new QcudaClient(fe, undefined, 4);
-    await c.open();
+  const others = await Promise.all([2, 3, 0].map(async (q) => {
+    // With owned queues: two more owners, and one session on the shared queue 0.
+    const c = new QcudaClient(fe, OWN_QUEUES ? 1 : undefined, 4);
+    await (OWN_QUEUES && q !== 0 ? c.openOwn(q) : c.open());
     // With --isolation=none a VM has one CUDA process: the others stay sessions without a context.
     if (ISOLATION !== 'none') mustOk('malloc')((await c.malloc(1 << 20)).status);
     return c;
@@ -184,15 +187,15 @@ function mustOk(what: string) {
 async function main(): Promise<void> {
   // Backend path: harness -> backend process -> provider.
   const [mine, theirs] = native.socketPair();
-  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=qcuda', '--queues=4', `--provider=${PROVIDER}`, `--isolation=${ISOLATION}`, ...(INLINE_WAIT ? [`--inline-wait=${INLINE_WAIT}`] : []), ...(POLL_US ? [`--poll-us=${POLL_US}`] : []), ...(INLINE_CALLS ? [`--inline-calls=${INLINE_CALLS}`] : [])],
+  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=qcuda', '--queues=4', `--provider=${PROVIDER}`, `--isolation=${ISOLATION}`, ...(INLINE_WAIT ? [`--inline-wait=${INLINE_WAIT}`] : []), ...(POLL_US ? [`--poll-us=${POLL_US}`] : []), ...(INLINE_CALLS ? [`--inline-calls=${INLINE_CALLS}`] : []), ...(OWN_QUEUES ? ['--own-queues=yes'] : [])],
     { stdio: ['ignore', 'inherit', 'inherit', theirs] });
   native.close(theirs);
   const mem = new GuestMemory([{ gpa: 0n, size: 64 << 20 }, { gpa: 1n << 32n, size: 2 * BIG + (64 << 20) }]);
   const fe = Frontend.fromFd(mine, mem);
   await fe.negotiate();
   await fe.start({ size: 256, pollUs: GUEST_POLL_US });
-  const c = new QcudaClient(fe);
-  await c.open();
+  const c = new QcudaClient(fe, OWN_QUEUES ? 1 : undefined);
+  await (OWN_QUEUES ? c.openOwn(1) : c.open());
   const src = mem.alloc(BIG, 4096, 1);
   const dst = mem.alloc(BIG, 4096, 1);
   mem.bytes(src, BIG).fill(7);

@@ -272,6 +272,11 @@ for run in 1 2 3 4 5; do
     say "harness run $run, poll $p: $(grep '^JSON ' "$LOGS/lat.$p.$run.bench" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const j=JSON.parse(s.slice(5));console.log(j.rows.map(r=>`${r.what} ${+r.value.toFixed(2)} ${r.unit}${r.baseline===undefined?"":` (direct ${+r.baseline.toFixed(2)})`}`).join("; "))}catch{console.log("no result")}})')"
   done
 done
+# Sessions on queues of their own, served by their workers (--own-queues): no hop through the backend.
+for run in 1 2 3; do
+  timeout 240 node "$app/dist/test/bench/qcuda.js" --mib 256 --launches 20000 --own-queues > "$LOGS/lat.own.$run.bench" 2>&1
+  say "harness run $run, own queues (polled): $(grep '^JSON ' "$LOGS/lat.own.$run.bench" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const j=JSON.parse(s.slice(5));console.log(j.rows.map(r=>`${r.what} ${+r.value.toFixed(2)} ${r.unit}${r.baseline===undefined?"":` (direct ${+r.baseline.toFixed(2)})`}`).join("; "))}catch{console.log("no result")}})')"
+done
 timeout 240 node "$app/dist/test/bench/qcuda.js" --mib 256 --launches 20000 --inline-calls no > "$LOGS/lat.nocalls.bench" 2>&1
 say "harness, polled, ordered calls on the worker's context thread (--inline-calls no): $(grep -E '^(cudaDeviceSynchronize|4 B H2D|null-kernel launch)' "$LOGS/lat.nocalls.bench" | tr -s ' ' | paste -sd';')"
 timeout 240 node "$app/dist/test/bench/qcuda.js" --mib 256 --launches 20000 --isolation none > "$LOGS/lat.none.bench" 2>&1

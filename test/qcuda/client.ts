@@ -1,7 +1,7 @@
 // A guest's side of virtio-qcuda over the test frontend: builds requests the
 // way the guest driver does (header, arguments, data split into chunks over
 // the queues) for tests and benchmarks that run without a VM.
-import { Cmd, decode, encode, LAYOUT, QCUDA_CHUNK, QCUDA_MAX_BATCH, QCUDA_PROTO_VERSION, type StructName } from '../../backend/src/qcuda/proto';
+import { Cmd, decode, encode, LAYOUT, QCUDA_CHUNK, QCUDA_MAX_BATCH, QCUDA_PROTO_VERSION, QCUDA_SESSION_OWN_QUEUE, type StructName } from '../../backend/src/qcuda/proto';
 import type { Frontend, GuestBuf } from '../../backend/src/vhost-user/frontend';
 
 const REQ = LAYOUT.qcuda_req_hdr.size;
@@ -51,6 +51,8 @@ export function fullBatch(cmd: number, args: Uint8Array): { bytes: Uint8Array; c
 export class QcudaClient {
   session = 0n;
   #nextQueue = 0;
+  /** The queue every request goes on, as the driver does for a session that owns one (openOwn). */
+  #ownQueue: number | undefined;
   /** Scratch slots for headers and outputs: one per request in flight. */
   readonly #slots: bigint[] = [];
   readonly #slotWaiters: (() => void)[] = [];
@@ -71,6 +73,7 @@ export class QcudaClient {
 
   #pickQueue(q?: number): number {
     if (q !== undefined) return q;
+    if (this.#ownQueue !== undefined) return this.#ownQueue;
     const n = this.#nextQueue;
     this.#nextQueue = (n + 1) % this.queues;
     return n;
@@ -116,6 +119,17 @@ export class QcudaClient {
     const r = await this.call(Cmd.SESSION_OPEN, { session: 0n });
     if (r.status !== 0) throw new Error(`SESSION_OPEN failed: ${r.status}`);
     this.session = r.value;
+    const h = await this.call(Cmd.HELLO, { args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }], out: 'qcuda_out_hello' });
+    if (h.status !== 0) throw new Error(`HELLO failed: ${h.status}`);
+    return this.session;
+  }
+
+  /** As open(), keeping every request on queue q (QCUDA_SESSION_OWN_QUEUE): the backend may hand q to the session's worker. */
+  async openOwn(q: number): Promise<bigint> {
+    const r = await this.call(Cmd.SESSION_OPEN, { session: 0n, queue: q, args: ['qcuda_args_session_open', { flags: QCUDA_SESSION_OWN_QUEUE, reserved: 0 }] });
+    if (r.status !== 0) throw new Error(`SESSION_OPEN failed: ${r.status}`);
+    this.session = r.value;
+    this.#ownQueue = q;
     const h = await this.call(Cmd.HELLO, { args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }], out: 'qcuda_out_hello' });
     if (h.status !== 0) throw new Error(`HELLO failed: ${h.status}`);
     return this.session;

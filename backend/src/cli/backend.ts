@@ -95,6 +95,11 @@ that would pass it fails with the CUDA error named, nothing grows):
                           launches, handle changes) on its own thread when
                           its context thread is idle (default yes): no
                           thread hop a call
+  --own-queues=yes|no     a guest process whose driver keeps its requests on a
+                          queue of its own (QCUDA_SESSION_OWN_QUEUE) gets that
+                          queue served by its worker (isolation process):
+                          no hop through this process a call (default no).
+                          A VM stop (GET_VRING_BASE) ends such sessions
   --poll-us=US            how long the rings, and each worker its channel, are
                           polled after each request and answer before the
                           process sleeps (default 50 on a host of 4 or more
@@ -181,6 +186,7 @@ async function main(): Promise<void> {
         'inline-wait': { type: 'string' },
         'poll-us': { type: 'string' },
         'inline-calls': { type: 'string' },
+        'own-queues': { type: 'string' },
         'host-map-pieces': { type: 'string' },
         'print-capabilities': { type: 'boolean' },
         size: { type: 'string' },
@@ -252,6 +258,7 @@ async function main(): Promise<void> {
       size: diskSize(args.size), store: storeOf(args.store), readOnly: args['read-only'],
       inlineWaitUs: args['inline-wait'] === undefined ? undefined : nonNegativeInt('inline-wait', args['inline-wait'], 1_000_000),
       inlineCalls: args['inline-calls'] === undefined ? undefined : yesNo('inline-calls', args['inline-calls']),
+      ownQueues: args['own-queues'] === undefined ? undefined : yesNo('own-queues', args['own-queues']),
       pollUs: args['poll-us'] === undefined ? undefined : nonNegativeInt('poll-us', args['poll-us'], 1_000_000),
       log: (line) => vmLog.log(line),
     });

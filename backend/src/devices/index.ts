@@ -22,6 +22,8 @@ export interface DeviceOptions {
   inlineWaitUs?: number;
   /** cuda, isolation process: ordered calls on the worker's own thread when its context thread is idle (ProviderSetup.inlineCalls). */
   inlineCalls?: boolean;
+  /** qcuda, isolation process: sessions that keep to a queue of their own have it served by their worker (QcudaOptions.ownQueues). */
+  ownQueues?: boolean;
   /** qcuda and blk: how long the rings (qcuda with isolation process: each worker's channel too) are polled after each request and answer (DEFAULT_POLL_US). */
   pollUs?: number;
   /** Where to say which provider was chosen. */
@@ -49,7 +51,7 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       // on the H100): with isolation none, one CUDA process per VM at a time.
       const shared = provider.name === 'cuda' && !(provider instanceof IsolatedProvider);
       const limits = { ...o.limits, ...(shared ? { contexts: 1 } : {}) };
-      device = new QcudaDevice({ queues: o.queues, memoryLimit: o.memoryLimit, limits, provider, log: o.log, pollUs: o.pollUs ?? DEFAULT_POLL_US });
+      device = new QcudaDevice({ queues: o.queues, memoryLimit: o.memoryLimit, limits, provider, log: o.log, pollUs: o.pollUs ?? DEFAULT_POLL_US, ownQueues: o.ownQueues });
       return device;
     },
   },

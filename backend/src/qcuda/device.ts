@@ -4,7 +4,8 @@
 // every request against the command table, finds the caller's session, and
 // answers every failure with a status; nothing the guest sends is trusted.
 import createDebug from 'debug';
-import type { MemoryTable, Request, VhostUserDevice } from '../vhost-user';
+import { InflightRecord, type MemoryTable, type Request, type RingState, type VhostUserDevice, type Vring } from '../vhost-user';
+import { IsolatedProvider } from './providers/isolated';
 import type { Call, DeviceState, Result, SessionCmd } from './command';
 import { COMMANDS, gateOf } from './commands';
 import { CudaErr, CudaError } from './cuda-error';
@@ -13,7 +14,7 @@ import type { BusyPoll } from '../sys/busy-poll';
 import { DEFAULT_LIMITS, type VmLimits } from './limits';
 import { HostProvider } from './providers/host';
 import type { GuestSeg, Provider } from './provider';
-import { CALLS, Cmd, cmdNamed, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_PROTO_VERSION, QCUDA_ST_OUTPUT, Status } from './proto';
+import { CALLS, Cmd, cmdNamed, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_PROTO_VERSION, QCUDA_SESSION_OWN_QUEUE, QCUDA_ST_OUTPUT, Status } from './proto';
 import { Session, vmShared, type VmShared } from './session';
 import { describeSession, sessionStatus, type QcudaStatus } from './status';
 import type { CallDecl } from './wire/protocol';
@@ -40,6 +41,26 @@ export interface QcudaOptions {
   pollUs?: number;
   /** Where the backend's lines about this VM go (rate-limited); default stderr. */
   log?: (line: string) => void;
+  /** The VM's bounds and what they count, where another process keeps them (a session's worker); default: new ones from limits. */
+  vm?: VmShared;
+  /**
+   * A session that asks for its own queue (QCUDA_SESSION_OWN_QUEUE) gets it
+   * served by its worker process (owned-queue.ts), with an isolated provider
+   * (default false: the backend serves every queue).
+   */
+  ownQueues?: boolean;
+  /** Told after a session's SESSION_CLOSE is done (a worker serving that session's queue gives it back then). */
+  onSessionClosed?: (id: bigint) => void;
+}
+
+/** A session served by its worker on the queue it owns (QcudaOptions.ownQueues). */
+interface Delegation {
+  session: Session;
+  queue: number;
+  /** Ends it early: the worker gives the ring back (handback) or is killed. */
+  end?: (how: 'handback' | 'kill') => void;
+  /** Settles once the ring is served here again and the session is gone. */
+  done: Promise<void>;
 }
 
 /** The guest memory a command's data lies in, resolved from the current memory table. */
@@ -74,13 +95,22 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   /** Session events (opened, closed, reset): the embedder's log where it gave one, else DEBUG=qcuda:device. */
   readonly #event: (line: string) => void;
   #memory: MemoryTable | undefined;
+  readonly #ownQueues: boolean;
+  readonly #onSessionClosed: ((id: bigint) => void) | undefined;
+  /** This device serves one adopted session and opens no others (adoptSession: a worker serving its session's queue). */
+  #adoptedOnly = false;
+  #rings: readonly Vring[] | undefined;
+  /** Queue -> the session its worker serves there. */
+  readonly #delegated = new Map<number, Delegation>();
 
   constructor(o: QcudaOptions = {}) {
     this.numQueues = o.queues ?? 4;
     this.maxQueueSize = o.queueSize ?? 256;
     this.pollUs = o.pollUs ?? 0;
     const limits = { ...DEFAULT_LIMITS, ...(o.memoryLimit !== undefined ? { deviceMemory: o.memoryLimit } : {}), ...o.limits };
-    this.vm = vmShared(limits);
+    this.vm = o.vm ?? vmShared(limits);
+    this.#ownQueues = o.ownQueues ?? false;
+    this.#onSessionClosed = o.onSessionClosed;
     this.log = new LogLimiter(limits.logLinesPerSecond, o.log ?? ((l) => console.error(l)));
     this.#event = o.log ? (l) => this.log.log(l) : (l) => debug('%s', l);
     this.provider = o.provider ?? new HostProvider({ guestView: (addr, len) => this.guestViews(addr, len) });
@@ -96,6 +126,36 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
 
   usePoll(poll: BusyPoll): void {
     this.provider.pollWith?.(poll);
+  }
+
+  /** Guest memory as this process maps it, registered with the provider by someone else (a worker's own table). */
+  useMemory(memory: MemoryTable): void {
+    this.#memory = memory;
+  }
+
+  /** The backend's rings: a queue a session owns is handed to its worker (ownQueues). */
+  useRings(rings: readonly Vring[]): void {
+    this.#rings = rings;
+  }
+
+  /**
+   * This process serves one session of another's making (a worker serving
+   * that session's queue): the session with this id and ledger slot, and
+   * no other (SESSION_OPEN is refused).
+   */
+  adoptSession(id: bigint, slot: number): Session {
+    const s = new Session(this.provider, this.vm, 0, { id, slot, placeTaken: true });
+    this.sessions.set(id, s);
+    this.#adoptedOnly = true;
+    return s;
+  }
+
+  /** GET_VRING_BASE on a ring a worker serves: the ring comes back here first (the session ends). */
+  async reclaimRing(index: number): Promise<void> {
+    const d = this.#delegated.get(index);
+    if (!d) return;
+    d.end?.('handback');
+    await d.done;
   }
 
   attachMemory(memory: MemoryTable): void {
@@ -159,7 +219,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       case Cmd.NOP:
         return this.#nop(req, len);
       case Cmd.SESSION_OPEN:
-        return this.#openSession();
+        return this.#openSession(req, len);
       case Cmd.SESSION_CLOSE:
         return this.#closeSession(h.session);
       default:
@@ -171,6 +231,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const session = this.sessions.get(h.session);
     caller.session = session;
     if (!session) throw new CudaError(Status.NO_SESSION, `command ${name} for unknown session`);
+    const owned = [...this.#delegated.values()].find((d) => d.session === session);
+    if (owned) throw new CudaError(Status.BAD_REQUEST, `${name} on queue ${req.queue}: the session is served on its own queue ${owned.queue}`);
     const argsSize = spec.args ? LAYOUT[spec.args].size : 0;
     const outSize = spec.out ? LAYOUT[spec.out].size : 0;
     if (spec.varArgs ? len < argsSize : len !== argsSize)
@@ -205,27 +267,92 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     return { value: BigInt(req.queue), out: req.read(REQ, len).slice() };
   }
 
-  #openSession(): Result {
+  #openSession(req: Request, len: number): Result {
+    if (this.#adoptedOnly) throw new CudaError(Status.BAD_REQUEST, `SESSION_OPEN on queue ${req.queue}, which its session's worker serves`);
+    const argsSize = LAYOUT.qcuda_args_session_open.size;
+    if (len !== 0 && (len !== argsSize || req.readableBytes !== REQ + len)) throw new CudaError(Status.BAD_REQUEST, `SESSION_OPEN with ${len} argument bytes`);
+    const flags = len === 0 ? 0 : decode('qcuda_args_session_open', req.read(REQ, argsSize).slice()).flags;
     if (this.sessions.size >= MAX_SESSIONS) throw new CudaError(Status.TOO_LARGE, `more than ${MAX_SESSIONS} sessions`);
     const s = new Session(this.provider, this.vm);
     this.sessions.set(s.id, s);
     this.#event(`qcuda: session ${s.id.toString(16)} opened (${this.sessions.size} open)`);
+    if (flags & QCUDA_SESSION_OWN_QUEUE) this.#handOver(s, req.queue);
     return { value: s.id };
+  }
+
+  /**
+   * Hands queue q to s's worker when it may: owned queues are on, q is not
+   * queue 0 and not another session's, and there is a place for another
+   * worker. The ring stops taking requests now (this SESSION_OPEN is the
+   * last one this process answers there); the worker takes it from there.
+   */
+  #handOver(s: Session, q: number): void {
+    const ring = this.#rings?.[q];
+    if (!this.#ownQueues || !ring || q === 0 || this.#delegated.has(q) || !(this.provider instanceof IsolatedProvider)) return;
+    try {
+      s.takeProcessPlace();
+    } catch {
+      return; // at the bound on processes: served here, where its context fails the same way
+    }
+    const provider = this.provider;
+    const d: Delegation = { session: s, queue: q, done: Promise.resolve() };
+    this.#delegated.set(q, d);
+    const detaching = ring.detach();
+    d.done = this.#serveElsewhere(d, ring, detaching, provider).catch((e: Error) => this.log.log(`qcuda: queue ${q}: ${e.message}`));
+  }
+
+  async #serveElsewhere(d: Delegation, ring: Vring, detaching: Promise<RingState>, provider: IsolatedProvider): Promise<void> {
+    const s = d.session;
+    let record: InflightRecord | undefined;
+    let returned: RingState | undefined;
+    try {
+      const state = await detaching;
+      record = InflightRecord.create(state.size, state.lastAvail, state.usedIdx);
+      const owner = await provider.startOwner({ session: s.id, slot: s.slot, limits: this.vm.limits, state },
+        [ring.kick!.value, ring.call!.value, record.fd.value, this.vm.ledger.fd.value]);
+      d.end = (how) => (how === 'kill' ? owner.kill() : owner.handback());
+      this.#event(`qcuda: session ${s.id.toString(16)}: queue ${d.queue} served by its worker, pid ${owner.pid}`);
+      returned = await owner.returned;
+    } catch (e) {
+      this.log.log(`qcuda: session ${s.id.toString(16)}: queue ${d.queue} could not be handed to a worker: ${(e as Error).message}; the session is closed`);
+    } finally {
+      // The ring is served here again: from where the worker left it, or past what a dead one left in flight (answered as failed).
+      if (returned) ring.resume(returned);
+      else if (record) ring.recover(record);
+      else ring.resume();
+      record?.close();
+      this.#delegated.delete(d.queue);
+      if (this.sessions.get(s.id) === s) this.sessions.delete(s.id);
+      s.output.close();
+      await s.close();
+      this.#event(`qcuda: session ${s.id.toString(16)} (queue ${d.queue}) ended (${this.sessions.size} open)`);
+    }
   }
 
   async #closeSession(id: bigint): Promise<Result> {
     const s = this.sessions.get(id);
     if (!s) throw new CudaError(Status.NO_SESSION, 'close of an unknown session');
+    const owned = [...this.#delegated.values()].find((d) => d.session === s);
+    if (owned) {
+      // Its close should have come on its own queue; it ends all the same.
+      owned.end?.('kill');
+      await owned.done;
+      return {};
+    }
     this.sessions.delete(id);
     const held = describeSession(sessionStatus(s));
     s.output.close();
     await s.close();
     this.#event(`qcuda: session ${id.toString(16)} closed after ${held} (${this.sessions.size} open)`);
+    this.#onSessionClosed?.(id);
     return {};
   }
 
   /** The VM went away: every session's resources are freed. */
   async reset(): Promise<void> {
+    const owned = [...this.#delegated.values()];
+    for (const d of owned) d.end?.('kill');
+    await Promise.all(owned.map((d) => d.done));
     const all = [...this.sessions.values()];
     this.sessions.clear();
     for (const s of all) s.output.close();

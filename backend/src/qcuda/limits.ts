@@ -68,6 +68,13 @@ export class Ledger {
     }
   }
 
+  /** A ledger another process created (a session's worker): it takes no slots of its own. */
+  static open(fd: Fd): Ledger {
+    const l = new Ledger(new native.Ledger(fd.value), fd);
+    l.#free.length = 0;
+    return l;
+  }
+
   get native(): NativeLedger {
     return this.#n;
   }

@@ -94,8 +94,8 @@ export interface VmShared {
 /** Holder slots of a VM's ledger: one per session, those still closing included (device.ts allows 4096 open). */
 const LEDGER_SLOTS = 8192;
 
-export function vmShared(limits: VmLimits): VmShared {
-  const ledger = Ledger.create([limits.deviceMemory, limits.moduleStaging, BigInt(limits.contexts), BigInt(limits.hostMapPieces)], LEDGER_SLOTS);
+/** The VM's bounds, counted in `ledger` (default: a new one; a session's worker passes the VM's). */
+export function vmShared(limits: VmLimits, ledger = Ledger.create([limits.deviceMemory, limits.moduleStaging, BigInt(limits.contexts), BigInt(limits.hostMapPieces)], LEDGER_SLOTS)): VmShared {
   return {
     limits,
     ledger,
@@ -105,6 +105,15 @@ export function vmShared(limits: VmLimits): VmShared {
     hostMaps: new Budget(ledger, 3, 'the bound on pieces of guest memory mapped for the GPU'),
     modules: new ModuleCache(limits.moduleCache),
   };
+}
+
+export interface SessionOptions {
+  /** The session's id (default: a new random one). */
+  id?: bigint;
+  /** Its slot in the VM's ledger, held by another process (default: one of its own, freed at close). */
+  slot?: number;
+  /** Its place among the VM's contexts (processes) was taken when its worker was started: context() takes none. */
+  placeTaken?: boolean;
 }
 
 /** Pieces of the VM's bound on mapped guest memory taken for a mapping in flight (Session.takeHostMapPieces). */
@@ -181,9 +190,10 @@ export class Session {
     private readonly provider: Provider,
     readonly vm: VmShared,
     public device = 0,
+    private readonly o: SessionOptions = {},
   ) {
-    this.id = randomBytes(8).readBigUInt64LE() | 1n; // never 0: 0 means "no session"
-    this.#ledgerSlot = vm.ledger.allocSlot();
+    this.id = o.id ?? randomBytes(8).readBigUInt64LE() | 1n; // never 0: 0 means "no session"
+    this.#ledgerSlot = o.slot ?? vm.ledger.allocSlot();
     this.#memory = new Share(vm.quota, this.#ledgerSlot);
     this.#staging = new Share(vm.staging, this.#ledgerSlot);
     this.#contextSlot = new Share(vm.contexts, this.#ledgerSlot);
@@ -197,11 +207,11 @@ export class Session {
     if (this.#closed) return Promise.reject(new CudaError(Status.NO_SESSION, 'the session has closed'));
     if (!this.#ctx) {
       try {
-        this.#contextSlot.take(1n); // given back once the context is gone (#free) or failed to open
+        if (!this.o.placeTaken) this.#contextSlot.take(1n); // given back once the context is gone (#free) or failed to open
       } catch (e) {
         return Promise.reject(e);
       }
-      const slot = { held: true };
+      const slot = { held: !this.o.placeTaken };
       const p = this.provider.openContext(this.device, (kind, bytes) => this.output.push(kind, bytes));
       this.#ctx = p;
       this.#slot = slot;
@@ -235,6 +245,16 @@ export class Session {
   /** Gives a reservation back (a failed call); a reset gave it back already. */
   unreserve(r: Reservation): void {
     if (r.epoch === this.#epoch) this.#memory.give(r.bytes);
+  }
+
+  /** This session's slot in the VM's ledger (a worker serving its queue counts there too). */
+  get slot(): number {
+    return this.#ledgerSlot;
+  }
+
+  /** Takes the session's place among the VM's contexts for a worker started ahead of its context (given back when the slot is freed). */
+  takeProcessPlace(): void {
+    this.#contextSlot.take(1n);
   }
 
   /** Device memory this session holds against the quota. */
@@ -687,7 +707,8 @@ export class Session {
     if (this.#slotFreed) return;
     this.#slotFreed = true;
     for (const share of [this.#memory, this.#staging, this.#contextSlot, this.#hostMapPieces]) share.retire();
-    this.vm.ledger.freeSlot(this.#ledgerSlot);
+    // A slot held by another process is that process's to free.
+    if (this.o.slot === undefined) this.vm.ledger.freeSlot(this.#ledgerSlot);
   }
 
   /** Frees everything (cudaDeviceReset): the context goes with it. */

@@ -103,6 +103,7 @@ export class Backend {
       (_, i) => new Vring(i, limits, this.#ringFeatures, handler, this.memory, this.poll));
     device.attachMemory?.(this.memory);
     if (this.poll.enabled) device.usePoll?.(this.poll);
+    device.useRings?.(this.rings);
   }
 
   /** The virtio features the frontend acknowledged (SET_FEATURES). */
@@ -229,6 +230,7 @@ export class Backend {
 
   async #getVringBase(m: Message): Promise<Uint8Array> {
     const ring = this.#withRing(m, (r) => r);
+    if (ring.delegated) await this.device.reclaimRing?.(ring.index);
     return encodeVringState({ index: ring.index, num: await ring.stop() });
   }
 

@@ -4,6 +4,7 @@
 import type { BusyPoll } from '../sys/busy-poll';
 import type { MemoryTable } from './memory';
 import type { Request } from './request';
+import type { Vring } from './vring';
 
 export interface VhostUserDevice {
   readonly name: string;
@@ -27,6 +28,10 @@ export interface VhostUserDevice {
   readonly pollUs?: number;
   /** Given the rings' poller when pollUs > 0: a device may poll its own completions on the same turns (BusyPoll.keep). */
   usePoll?(poll: BusyPoll): void;
+  /** Given the rings: a device may hand one to another process (Vring.detach). */
+  useRings?(rings: readonly Vring[]): void;
+  /** GET_VRING_BASE on a ring handed to another process: the device gets it back here first. */
+  reclaimRing?(index: number): Promise<void>;
   /** Config space size in bytes (0..256); 0 means no config space and no CONFIG protocol feature. */
   readonly configSize: number;
   /** The config space bytes now. */

@@ -276,7 +276,7 @@ export class Vring {
   close(): void {
     this.#stopPolling();
     this.#generation++;
-    this.started = this.enabled = this.broken = false;
+    this.started = this.enabled = this.broken = this.#delegated = false;
     this.size = this.lastAvail = this.#inflight = 0;
     this.#addr = this.#views = undefined;
     for (const fd of [this.kick, this.call, this.err]) fd?.close();

@@ -19,14 +19,14 @@ import path from 'node:path';
 import createDebug from 'debug';
 import { native } from '../../sys/native';
 import { Fd } from '../../sys/fd';
-import type { MemRegion } from '../../vhost-user';
+import type { MemRegion, RingState } from '../../vhost-user';
 import { CudaErr, CudaError } from '../cuda-error';
 import {
   CONTEXT_METHODS, type DevPtr, type DeviceProps, type GuestMemorySource, type GuestSeg, type OutputSink, type Provider, type ProviderContext,
   type StreamRef, type HostBlock, type Place,
 } from '../provider';
 import { Channel } from './channel';
-import { decodeFast, encodeCopy, Fast, fastStream, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
+import { decodeFast, encodeCopy, Fast, fastStream, type OwnOrder, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
 
 const debug = createDebug('qcuda:isolated');
 
@@ -50,6 +50,9 @@ class Worker {
   #gone: CudaError | undefined;
   readonly ready: Promise<void>;
   readonly exited: Promise<void>;
+  /** A queue owner: 'owning' came; where it left its ring ('returned'), or undefined if it ended without saying. */
+  #owning: (() => void) | undefined;
+  #returned: RingState | undefined;
 
   constructor(options: WorkerOptions, readonly output: OutputSink | undefined, log: (line: string) => void) {
     const [mine, theirs] = native.socketPair();
@@ -90,6 +93,28 @@ class Worker {
 
   removeRegion(id: number): void {
     if (!this.#gone) this.#send({ t: 'unregion', id });
+  }
+
+  /** Hands the worker its session's queue (fds: kick, call, in-flight record, ledger); resolves once it serves it. */
+  own(order: OwnOrder, fds: number[]): Promise<void> {
+    if (this.#gone) return Promise.reject(this.#gone);
+    const owning = new Promise<void>((resolve, reject) => {
+      this.#owning = resolve;
+      void this.exited.then(() => reject(this.#gone ?? new CudaError(CudaErr.Unknown, 'the worker exited')));
+    });
+    this.#send({ t: 'own', ...order }, fds);
+    return owning;
+  }
+
+  /** Asks a queue owner to give its queue back (its session ends). */
+  handback(): void {
+    if (!this.#gone) this.#send({ t: 'handback' });
+  }
+
+  /** Where a queue owner left its ring, once the process is gone (undefined: it died without saying). */
+  async returned(): Promise<RingState | undefined> {
+    await this.exited;
+    return this.#returned;
   }
 
   call(m: string, a: unknown[]): Promise<unknown> {
@@ -166,6 +191,11 @@ class Worker {
         return this.#settle(0, true, undefined);
       case 'reply':
         return this.#settle(m.id, m.ok, m.ok ? m.v : toError(m));
+      case 'owning':
+        return this.#owning?.();
+      case 'returned':
+        this.#returned = m.state;
+        return;
       case 'output':
         try {
           this.output?.(m.kind, m.bytes);
@@ -247,6 +277,16 @@ for (const m of CONTEXT_METHODS) {
   });
 }
 
+/** A session's worker serving the session's own queue (owned-queue.ts), as the backend sees it. */
+export interface QueueOwner {
+  readonly pid: number | undefined;
+  /** Where the worker left the ring once it is gone; undefined if it died without saying (see Vring.recover). */
+  readonly returned: Promise<RingState | undefined>;
+  /** Asks it to give the ring back (its session ends). */
+  handback(): void;
+  kill(): void;
+}
+
 export interface IsolatedOptions {
   /** What each worker runs (the cuda provider in production; host for tests without a GPU). */
   worker: WorkerOptions;
@@ -259,6 +299,8 @@ export class IsolatedProvider implements Provider {
   readonly hasGpu: boolean;
   readonly #regions = new Map<bigint, SharedRegion>();
   readonly #contexts = new Set<RemoteContext>();
+  /** Workers serving their sessions' queues: they map guest RAM as the others do. */
+  readonly #owners = new Set<Worker>();
   #nextRegion = 1;
   #closed = false;
 
@@ -303,6 +345,28 @@ export class IsolatedProvider implements Provider {
 
 
 
+  /**
+   * Starts a worker for one session that serves the session's queue itself
+   * (order.state: the ring, detached here; fds: its kick, call, in-flight
+   * record and the VM's ledger). Its CUDA context opens when the session
+   * first needs one, as a session's does here.
+   */
+  async startOwner(order: OwnOrder, fds: number[]): Promise<QueueOwner> {
+    if (this.#closed) throw new CudaError(CudaErr.InitializationError, 'the provider is closed');
+    const w = new Worker({ ...this.o.worker, owner: true }, undefined, this.o.log ?? ((l) => debug('%s', l)));
+    this.#owners.add(w);
+    void w.exited.then(() => this.#owners.delete(w));
+    for (const r of this.#regions.values()) w.addRegion(r);
+    try {
+      await w.ready;
+      await w.own(order, fds);
+    } catch (e) {
+      w.kill();
+      throw e;
+    }
+    return { pid: w.pid, returned: w.returned(), handback: () => w.handback(), kill: () => w.kill() };
+  }
+
   /** Keeps a dup of the region's fd for workers to come and hands it to those running. */
   registerGuestMemory(addr: bigint, size: bigint, source?: GuestMemorySource): void {
     if (!source) {
@@ -312,6 +376,7 @@ export class IsolatedProvider implements Provider {
     const r: SharedRegion = { id: this.#nextRegion++, region: { gpa: source.region.gpa, size: source.region.size, userAddr: source.region.userAddr, mmapOffset: source.region.mmapOffset }, parentAddr: addr, fd: new Fd(native.dup(source.fd)) };
     this.#regions.set(addr, r);
     for (const c of this.#contexts) c.worker.addRegion(r);
+    for (const w of this.#owners) w.addRegion(r);
   }
 
   unregisterGuestMemory(addr: bigint): void {
@@ -319,6 +384,7 @@ export class IsolatedProvider implements Provider {
     if (!r) return;
     this.#regions.delete(addr);
     for (const c of this.#contexts) c.worker.removeRegion(r.id);
+    for (const w of this.#owners) w.removeRegion(r.id);
     r.fd.close();
   }
 
@@ -326,6 +392,8 @@ export class IsolatedProvider implements Provider {
     if (this.#closed) return;
     this.#closed = true;
     await Promise.allSettled([...this.#contexts].map((c) => c.destroy()));
+    for (const w of this.#owners) w.kill();
+    await Promise.allSettled([...this.#owners].map((w) => w.exited));
     for (const r of this.#regions.values()) r.fd.close();
     this.#regions.clear();
     await this.local.close();

@@ -1,7 +1,8 @@
 // What a session's GPU worker (worker.ts) and its parent (isolated.ts) say to
 // each other over the worker's channel (channel.ts: V8 serialization, so
 // bigint and typed arrays go through as they are).
-import type { MemRegion } from '../../vhost-user';
+import type { MemRegion, RingState } from '../../vhost-user';
+import type { VmLimits } from '../limits';
 
 /** What the worker runs, as its one command-line argument (JSON). */
 export interface WorkerOptions {
@@ -15,6 +16,17 @@ export interface WorkerOptions {
   inlineCalls?: boolean;
   /** How long the worker polls its channel after each call (ProviderSetup.pollUs). */
   pollUs?: number;
+  /** A queue owner (owned-queue.ts): no context at start; the session's own queue comes with 'own'. */
+  owner?: boolean;
+}
+
+/** What a queue owner is handed (owned-queue.ts); the kick, call, in-flight record and ledger fds come with it. */
+export interface OwnOrder {
+  session: bigint;
+  /** The session's slot in the VM's ledger. */
+  slot: number;
+  limits: VmLimits;
+  state: RingState;
 }
 
 export type ToWorker =
@@ -22,14 +34,22 @@ export type ToWorker =
   | { t: 'region'; id: number; region: MemRegion; parentAddr: bigint }
   | { t: 'unregion'; id: number }
   /** A ProviderContext method (or 'destroy'); segments carry the parent's addresses. */
-  | { t: 'call'; id: number; m: string; a: unknown[] };
+  | { t: 'call'; id: number; m: string; a: unknown[] }
+  /** Serve the session's queue (a queue owner): fds kick, call, in-flight record, ledger. */
+  | ({ t: 'own' } & OwnOrder)
+  /** Hand the queue back (GET_VRING_BASE, a reset) and end the session. */
+  | { t: 'handback' };
 
 export type ToParent =
   | { t: 'ready' }
   | { t: 'reply'; id: number; ok: true; v: unknown }
   | { t: 'reply'; id: number; ok: false; code: number; message: string; index?: number }
   /** Device printf (1) or assert (2) output, sent before the reply of the call that flushed it. */
-  | { t: 'output'; kind: 1 | 2; bytes: Uint8Array };
+  | { t: 'output'; kind: 1 | 2; bytes: Uint8Array }
+  /** A queue owner serves its queue now. */
+  | { t: 'owning' }
+  /** A queue owner gave its queue back (the session closed, or 'handback'): where the ring stands; the process then ends. */
+  | { t: 'returned'; state: RingState };
 
 /** The worker's end of the channel: its fd 3. */
 export const CHANNEL_FD = 3;

@@ -2,9 +2,10 @@
 // context, and its own mappings of guest RAM. It runs what its parent sends
 // and ends when the parent asks, or when the parent is gone.
 import createDebug from 'debug';
-import { GuestRegion } from '../../vhost-user';
+import { MemoryTable, type GuestRegion } from '../../vhost-user';
 import { BusyPoll } from '../../sys/busy-poll';
-import type { Fd } from '../../sys/fd';
+import { EventFd, type Fd } from '../../sys/fd';
+import { OwnedQueue } from './owned-queue';
 import { CudaErr, CudaError } from '../cuda-error';
 import { CONTEXT_METHODS, type GuestSeg, type HostPiece, type OutputSink, type Provider, type ProviderContext } from '../provider';
 import { HostProvider } from './host';
@@ -25,6 +26,8 @@ interface Mapped {
 }
 
 const regions = new Map<number, Mapped>();
+/** The same regions as a table: a queue owner's ring and requests resolve guest addresses in it. */
+const memory = new MemoryTable();
 
 let channel: Channel;
 /** The channel is polled for a while after each call (WorkerOptions.pollUs): the session's next call then finds this process awake. */
@@ -85,10 +88,14 @@ async function createLocal(o: WorkerOptions): Promise<Provider> {
 class WorkerMain {
   provider: Provider | undefined;
   ctx: ProviderContext | undefined;
+  /** The session's own queue, served here (owner workers). */
+  owned: OwnedQueue | undefined;
   readonly #started: Promise<void>;
   #ready = false;
 
   constructor(readonly o: WorkerOptions) {
+    // Registration is #addRegion's (the provider may not exist yet); unregistration comes with the unmapping.
+    memory.listener = { added: () => undefined, removing: (g) => this.provider?.unregisterGuestMemory(g.hostAddress) };
     this.#started = this.#start();
   }
 
@@ -104,8 +111,11 @@ class WorkerMain {
     this.provider = p;
     if (poll.enabled) p.pollWith?.(poll);
     const registered = [...regions.values()].map((r) => p.registerGuestMemory(r.region.hostAddress, r.region.size, sourceOf(r)));
-    const output: OutputSink = (kind, bytes) => send({ t: 'output', kind, bytes });
-    this.ctx = await p.openContext(0, output);
+    // A queue owner's session opens its context when it first needs one, with its own output sink.
+    if (!this.o.owner) {
+      const output: OutputSink = (kind, bytes) => send({ t: 'output', kind, bytes });
+      this.ctx = await p.openContext(0, output);
+    }
     await Promise.all(registered);
     this.#ready = true;
     send({ t: 'ready' });
@@ -121,6 +131,33 @@ class WorkerMain {
     if (m.t === 'region') this.#addRegion(m.id, m);
     else if (m.t === 'unregion') void this.#removeRegion(m.id);
     else if (m.t === 'call') void this.#call(m.id, m.m, m.a);
+    else if (m.t === 'own') void this.#own(m);
+    else if (m.t === 'handback') void this.owned?.giveBack();
+  }
+
+  #remapRing(): void {
+    try {
+      this.owned?.ring.remap();
+    } catch (e) {
+      debug('the owned ring is not in the new memory table: %s', (e as Error).message);
+    }
+  }
+
+  /** Serves the session's queue from now on; once it is given back, says where it stands and ends. */
+  async #own(m: Extract<ToWorker, { t: 'own' }>): Promise<void> {
+    const take = (): Fd => {
+      const fd = channel.takeFd();
+      if (!fd) throw new Error('the queue came without its fds');
+      return fd;
+    };
+    const fds = { kick: new EventFd(take().take()), call: new EventFd(take().take()), record: take(), ledger: take() };
+    if (!this.o.owner || this.owned) throw new Error('this worker cannot own a queue');
+    if (!this.#ready) await this.#started;
+    this.owned = new OwnedQueue(m, fds, memory, this.provider!, poll.enabled ? poll : undefined, (state) => {
+      send({ t: 'returned', state });
+      channel.close(); // the process ends with the channel
+    });
+    send({ t: 'owning' });
   }
 
   #addRegion(id: number, m: Extract<ToWorker, { t: 'region' }>): void {
@@ -128,7 +165,7 @@ class WorkerMain {
     if (!fd) throw new Error(`region ${id} came without its fd`);
     let region: GuestRegion;
     try {
-      region = new GuestRegion(m.region, fd);
+      region = memory.add(m.region, fd);
     } catch (e) {
       fd.close();
       throw e;
@@ -136,15 +173,17 @@ class WorkerMain {
     const r = { parentAddr: m.parentAddr, region, fd };
     regions.set(id, r);
     void this.provider?.registerGuestMemory(region.hostAddress, region.size, sourceOf(r));
+    this.#remapRing();
   }
 
   async #removeRegion(id: number): Promise<void> {
     const r = regions.get(id);
     if (!r) return;
     regions.delete(id);
-    await this.provider?.unregisterGuestMemory(r.region.hostAddress);
-    r.region.unmap();
+    // Unregistered (the listener) and unmapped once no request in flight holds it.
+    await memory.remove(r.region);
     r.fd.close();
+    this.#remapRing();
   }
 
   #fastCall(frame: Uint8Array): void {

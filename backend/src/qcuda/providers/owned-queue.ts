@@ -1,0 +1,64 @@
+// A session's worker serving the session's own queue (issue 15): the guest
+// driver keeps every request of the session on one queue
+// (QCUDA_SESSION_OWN_QUEUE), and the backend hands that ring to the
+// session's worker (Vring.detach there, Vring.adopt here), so a call goes
+// from the guest straight to the process that runs it, with no hop through
+// the backend. The worker runs the same device code (QcudaDevice: the same
+// checks, the same commands) for its one session, counts against the VM's
+// bounds in the shared ledger, and records what it has in flight so that
+// the backend can answer it should this process die.
+import type { BusyPoll } from '../../sys/busy-poll';
+import type { EventFd, Fd } from '../../sys/fd';
+import { InflightRecord, Vring, type MemoryTable, type RingState } from '../../vhost-user';
+import { QcudaDevice } from '../device';
+import { Ledger } from '../limits';
+import type { Provider } from '../provider';
+import { vmShared } from '../session';
+import type { OwnOrder } from './worker-messages';
+
+export interface OwnedFds {
+  kick: EventFd;
+  call: EventFd;
+  record: Fd;
+  ledger: Fd;
+}
+
+export class OwnedQueue {
+  readonly ring: Vring;
+  readonly device: QcudaDevice;
+  readonly #record: InflightRecord;
+  #returning: Promise<RingState> | undefined;
+
+  /**
+   * Serves order.session's queue from here on. onReturn gets where the ring
+   * stands once it has been given back (the session closed, or giveBack()).
+   */
+  constructor(order: OwnOrder, fds: OwnedFds, memory: MemoryTable, provider: Provider, poll: BusyPoll | undefined, readonly onReturn: (state: RingState) => void) {
+    // The module cache is the backend's (this process sees one session): none here.
+    const vm = vmShared({ ...order.limits, moduleCache: 0n }, Ledger.open(fds.ledger));
+    this.#record = InflightRecord.open(fds.record, order.state.size);
+    this.device = new QcudaDevice({
+      provider, vm, queues: order.state.index + 1, pollUs: 0,
+      // SESSION_CLOSE came on the queue: answer it, then give the ring back.
+      onSessionClosed: () => void this.giveBack(),
+    });
+    this.device.useMemory(memory);
+    this.device.adoptSession(order.session, order.slot);
+    this.ring = Vring.adopt(order.state, { kick: fds.kick, call: fds.call }, (req) => this.device.handle(req), memory, { poll, record: this.#record });
+  }
+
+  /**
+   * Stops taking requests, lets those in flight finish, ends the session
+   * (its context goes) and hands the ring back through onReturn, once.
+   */
+  giveBack(): Promise<RingState> {
+    this.#returning ??= (async () => {
+      const state = await this.ring.detach();
+      await this.device.reset();
+      this.#record.close();
+      this.onReturn(state);
+      return state;
+    })();
+    return this.#returning;
+  }
+}

@@ -1,0 +1,124 @@
+// A session that keeps to a queue of its own (QCUDA_SESSION_OWN_QUEUE) has
+// that queue served by its worker process (qcuda-backend --own-queues;
+// providers/owned-queue.ts), here with host-provider workers: real child
+// processes serving a real ring. The backend answers only the SESSION_OPEN
+// there; the VM's quota is one across the backend and the workers (the
+// shared ledger); a closed session's queue comes back to the backend; a
+// killed worker's session is gone and what it held is given back; a VM stop
+// (GET_VRING_BASE) takes the ring back.
+import test, { type ExecutionContext } from 'ava';
+import { CudaErr } from '../../backend/src/qcuda/cuda-error';
+import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { Cmd, Status } from '../../backend/src/qcuda/proto';
+import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
+import { alive, started, until } from '../helpers';
+import { QcudaClient } from './client';
+
+const MIB = 1 << 20;
+
+async function setup(t: ExecutionContext, ownQueues = true, memoryLimit = 0n) {
+  const lines: string[] = [];
+  const provider = new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } });
+  const dev = new QcudaDevice({ provider, queues: 4, ownQueues, memoryLimit, log: (l) => lines.push(l) });
+  t.teardown(() => provider.close());
+  const { fe } = await started(t, dev, { queues: 4, size: 256 });
+  /** The pid of the worker serving queue q, from the event log. */
+  const ownerOf = async (q: number): Promise<number | undefined> => {
+    let pid: number | undefined;
+    await until(() => {
+      const m = lines.map((l) => new RegExp(`queue ${q} served by its worker, pid (\\d+)`).exec(l)).filter(Boolean).pop();
+      pid = m ? Number(m[1]) : undefined;
+      return pid !== undefined;
+    }, 10_000);
+    return pid;
+  };
+  // A session without a queue of its own keeps to queue 0 (owned queues are their workers').
+  return { dev, fe, lines, ownerOf, client: () => new QcudaClient(fe, 1, 16) };
+}
+
+/** A copy there and back through the session: true if the bytes came back. */
+async function roundTrip(c: QcudaClient, size: number, seed: number): Promise<boolean> {
+  const mem = c.fe.mem;
+  const src = mem.alloc(size, 64);
+  const dst = mem.alloc(size, 64);
+  mem.bytes(src, size).forEach((_, i, a) => (a[i] = (i * 13 + seed) & 0xff));
+  const m = await c.malloc(size);
+  if (m.status !== 0) return false;
+  if ((await c.htod(m.value, src, size)) !== 0) return false;
+  if ((await c.dtoh(dst, m.value, size)) !== 0) return false;
+  if ((await c.free(m.value)).status !== 0) return false;
+  return Buffer.compare(mem.bytes(src, size), mem.bytes(dst, size)) === 0;
+}
+
+test.serial('a session on its own queue is served by its worker: the backend answers only its SESSION_OPEN there', async (t) => {
+  const { dev, client, ownerOf } = await setup(t);
+  const a = client();
+  await a.openOwn(1);
+  const pid = await ownerOf(1);
+  t.truthy(pid && alive(pid), 'a worker serves queue 1');
+  t.true(await roundTrip(a, 3 * MIB + 5, 1), 'bytes there and back');
+  t.is((await a.call(Cmd.DEVICE_SYNC)).status, 0);
+  t.is(dev.served[1], 1, 'the backend served the SESSION_OPEN on queue 1 and nothing after it');
+  // The same session's request on another queue is refused: its state is the worker's.
+  t.is((await a.call(Cmd.DEVICE_SYNC, { queue: 0 })).status, Status.BAD_REQUEST);
+  // Closing it hands the queue back: a new session opens on it and is served by a new worker.
+  t.is((await a.close()).status, 0);
+  t.true(await until(() => !alive(pid!), 5000), 'the worker exited after the close');
+  const b = client();
+  await b.openOwn(1);
+  t.true(await roundTrip(b, 64 * 1024, 2));
+  t.is(dev.served[1], 2, 'the backend served queue 1 again for the new SESSION_OPEN only');
+});
+
+test.serial('the VM quota is one across the backend and the workers (the shared ledger)', async (t) => {
+  const { dev, client } = await setup(t, true, 64n << 20n);
+  const a = client();
+  await a.openOwn(1);
+  const b = client();
+  await b.openOwn(2);
+  const shared = client();
+  await shared.open();
+  const x = await a.malloc(40 * MIB);
+  t.is(x.status, 0);
+  t.is((await b.malloc(40 * MIB)).status, CudaErr.MemoryAllocation, 'another worker\'s session is refused past the quota');
+  t.is((await shared.malloc(40 * MIB)).status, CudaErr.MemoryAllocation, 'and so is a session served by the backend');
+  t.is(dev.vm.quota.used, 40n << 20n, 'the backend sees what the worker holds');
+  t.is((await a.free(x.value)).status, 0);
+  t.is((await b.malloc(40 * MIB)).status, 0, 'once freed, another takes it');
+  t.is(dev.vm.quota.used, 40n << 20n);
+});
+
+test.serial('a killed worker: its session is gone, what it held is given back, and its queue is served by the backend again', async (t) => {
+  const { dev, client, ownerOf } = await setup(t, true, 64n << 20n);
+  const a = client();
+  await a.openOwn(3);
+  t.is((await a.malloc(30 * MIB)).status, 0);
+  t.is(dev.vm.quota.used, 30n << 20n);
+  const pid = (await ownerOf(3))!;
+  process.kill(pid, 'SIGKILL');
+  t.true(await until(() => dev.vm.quota.used === 0n, 5000), 'the quota it held is back');
+  t.is((await a.malloc(MIB)).status, Status.NO_SESSION, 'its session is gone; the backend answers on queue 3');
+  const b = client();
+  await b.openOwn(3);
+  t.true(await roundTrip(b, MIB, 3), 'a new session owns queue 3');
+});
+
+test.serial('a VM stop (GET_VRING_BASE) takes an owned ring back: the session ends, the ring stops where the worker left it', async (t) => {
+  const { fe, client, ownerOf } = await setup(t);
+  const a = client();
+  await a.openOwn(2);
+  t.true(await roundTrip(a, MIB, 4));
+  const pid = (await ownerOf(2))!;
+  const bases = await fe.stop();
+  t.true(await until(() => !alive(pid), 5000), 'the worker ended');
+  t.is(bases[2], fe.queues[2].ring.availIdx, 'the ring stopped past every request the guest made available');
+});
+
+test.serial('without --own-queues the flag changes nothing: the backend serves the queue', async (t) => {
+  const { dev, client } = await setup(t, false);
+  const a = client();
+  await a.openOwn(1);
+  t.true(await roundTrip(a, MIB, 5));
+  t.true(dev.served[1] > 4, `${dev.served[1]} requests served by the backend on queue 1`);
+});
