@@ -4,8 +4,8 @@
 // processes serving a real ring. The backend answers only the SESSION_OPEN
 // there; the VM's quota is one across the backend and the workers (the
 // shared ledger); a closed session's queue comes back to the backend; a
-// killed worker's session is gone and what it held is given back; a VM stop
-// (GET_VRING_BASE) takes the ring back.
+// killed worker's session is gone and what it held is given back; across a VM
+// stop (GET_VRING_BASE) and restart the ring goes back to the same worker.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
@@ -104,15 +104,29 @@ test.serial('a killed worker: its session is gone, what it held is given back, a
   t.true(await roundTrip(b, MIB, 3), 'a new session owns queue 3');
 });
 
-test.serial('a VM stop (GET_VRING_BASE) takes an owned ring back: the session ends, the ring stops where the worker left it', async (t) => {
-  const { fe, client, ownerOf } = await setup(t);
+test.serial('a VM stop and go on (GET_VRING_BASE, then the rings again): the owned ring goes back to the same worker, the session lives on', async (t) => {
+  const { dev, fe, client, ownerOf } = await setup(t);
   const a = client();
   await a.openOwn(2);
-  t.true(await roundTrip(a, MIB, 4));
+  const mem = fe.mem;
+  const src = mem.alloc(MIB, 64);
+  const dst = mem.alloc(MIB, 64);
+  mem.bytes(src, MIB).forEach((_, i, b) => (b[i] = (i * 7 + 1) & 0xff));
+  const m = await a.malloc(MIB);
+  t.is(await a.htod(m.value, src, MIB), 0);
   const pid = (await ownerOf(2))!;
   const bases = await fe.stop();
-  t.true(await until(() => !alive(pid), 5000), 'the worker ended');
   t.is(bases[2], fe.queues[2].ring.availIdx, 'the ring stopped past every request the guest made available');
+  t.true(alive(pid), 'the worker lives through the stop');
+  await fe.resume(bases);
+  t.is(await a.dtoh(dst, m.value, MIB), 0, 'the session goes on after the stop');
+  t.is(Buffer.compare(mem.bytes(src, MIB), mem.bytes(dst, MIB)), 0, 'its device memory kept what it held');
+  t.is(dev.served[2], 1, 'the backend served only the SESSION_OPEN on queue 2');
+  // A second stop and go on, then the close: the worker ends.
+  await fe.resume(await fe.stop());
+  t.is((await a.call(Cmd.DEVICE_SYNC)).status, 0);
+  t.is((await a.close()).status, 0);
+  t.true(await until(() => !alive(pid), 5000), 'the worker exited after the close');
 });
 
 test.serial('without --own-queues the flag changes nothing: the backend serves the queue', async (t) => {

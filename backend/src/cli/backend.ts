@@ -98,8 +98,7 @@ that would pass it fails with the CUDA error named, nothing grows):
   --own-queues=yes|no     a guest process whose driver keeps its requests on a
                           queue of its own (QCUDA_SESSION_OWN_QUEUE) gets that
                           queue served by its worker (isolation process):
-                          no hop through this process a call (default no).
-                          A VM stop (GET_VRING_BASE) ends such sessions
+                          no hop through this process a call (default no)
   --poll-us=US            how long the rings, and each worker its channel, are
                           polled after each request and answer before the
                           process sleeps (default 50 on a host of 4 or more

@@ -5,7 +5,7 @@
 // answers every failure with a status; nothing the guest sends is trusted.
 import createDebug from 'debug';
 import { InflightRecord, type MemoryTable, type Request, type RingState, type VhostUserDevice, type Vring } from '../vhost-user';
-import { IsolatedProvider } from './providers/isolated';
+import { IsolatedProvider, type QueueOwner } from './providers/isolated';
 import type { Call, DeviceState, Result, SessionCmd } from './command';
 import { COMMANDS, gateOf } from './commands';
 import { CudaErr, CudaError } from './cuda-error';
@@ -57,6 +57,14 @@ export interface QcudaOptions {
 interface Delegation {
   session: Session;
   queue: number;
+  /** The worker, once it serves the queue. */
+  owner?: QueueOwner;
+  /** Settles once the first hand-over is over (owner set, or it failed). */
+  started: Promise<void>;
+  /** The in-flight record of the current hand-over (none while parked). */
+  record?: InflightRecord;
+  /** The VM stopped the ring: the worker keeps the session, and gets the ring again when it starts. */
+  parked: boolean;
   /** Ends it early: the worker gives the ring back (handback) or is killed. */
   end?: (how: 'handback' | 'kill') => void;
   /** Settles once the ring is served here again and the session is gone. */
@@ -150,12 +158,49 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     return s;
   }
 
-  /** GET_VRING_BASE on a ring a worker serves: the ring comes back here first (the session ends). */
+  /**
+   * GET_VRING_BASE on a ring a worker serves (a VM stop): the worker hands
+   * the ring back as the stop would find it and keeps its session; the ring
+   * goes back to it when it starts again (ringStarting, ringStarted). A
+   * worker that cannot (what it had in flight did not finish) is ended.
+   */
   async reclaimRing(index: number): Promise<void> {
     const d = this.#delegated.get(index);
-    if (!d) return;
-    d.end?.('handback');
-    await d.done;
+    const ring = this.#rings?.[index];
+    if (!d || !ring || d.parked) return;
+    await d.started;
+    if (!d.owner || !ring.delegated) return;
+    try {
+      const state = await d.owner.park();
+      d.record?.close();
+      d.record = undefined;
+      d.parked = true;
+      ring.resume(state); // stopped and disabled: nothing is taken here
+    } catch (e) {
+      this.log.log(`qcuda: session ${d.session.id.toString(16)}: queue ${index} could not be parked: ${(e as Error).message}`);
+      d.end?.('kill');
+      await d.done;
+    }
+  }
+
+  /** Before a ring's kick, call or enable changes: a parked ring stays the worker's (nothing is taken here). */
+  ringStarting(index: number): void {
+    if (this.#delegated.get(index)?.parked) this.#rings?.[index]?.holdForOwner();
+  }
+
+  /** After: once the parked ring is started and enabled again, it goes back to its worker. */
+  ringStarted(index: number): void {
+    const d = this.#delegated.get(index);
+    const ring = this.#rings?.[index];
+    if (!d?.parked || !d.owner || !ring?.started || !ring.enabled || !ring.kick || !ring.call) return;
+    d.parked = false;
+    const state = ring.state();
+    const record = InflightRecord.create(state.size, state.lastAvail, state.usedIdx);
+    d.record = record;
+    d.owner.ownAgain(state, [ring.kick.value, ring.call.value, record.fd.value]).catch((e: Error) => {
+      this.log.log(`qcuda: session ${d.session.id.toString(16)}: queue ${index} could not go back to its worker: ${e.message}`);
+      d.end?.('kill');
+    });
   }
 
   attachMemory(memory: MemoryTable): void {
@@ -295,32 +340,35 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       return; // at the bound on processes: served here, where its context fails the same way
     }
     const provider = this.provider;
-    const d: Delegation = { session: s, queue: q, done: Promise.resolve() };
+    let started!: () => void;
+    const d: Delegation = { session: s, queue: q, parked: false, started: new Promise((r) => (started = r)), done: Promise.resolve() };
     this.#delegated.set(q, d);
     const detaching = ring.detach();
-    d.done = this.#serveElsewhere(d, ring, detaching, provider).catch((e: Error) => this.log.log(`qcuda: queue ${q}: ${e.message}`));
+    d.done = this.#serveElsewhere(d, ring, detaching, provider, started).catch((e: Error) => this.log.log(`qcuda: queue ${q}: ${e.message}`));
   }
 
-  async #serveElsewhere(d: Delegation, ring: Vring, detaching: Promise<RingState>, provider: IsolatedProvider): Promise<void> {
+  async #serveElsewhere(d: Delegation, ring: Vring, detaching: Promise<RingState>, provider: IsolatedProvider, started: () => void): Promise<void> {
     const s = d.session;
-    let record: InflightRecord | undefined;
     let returned: RingState | undefined;
     try {
       const state = await detaching;
-      record = InflightRecord.create(state.size, state.lastAvail, state.usedIdx);
+      d.record = InflightRecord.create(state.size, state.lastAvail, state.usedIdx);
       const owner = await provider.startOwner({ session: s.id, slot: s.slot, limits: this.vm.limits, state },
-        [ring.kick!.value, ring.call!.value, record.fd.value, this.vm.ledger.fd.value]);
+        [ring.kick!.value, ring.call!.value, d.record.fd.value, this.vm.ledger.fd.value]);
+      d.owner = owner;
       d.end = (how) => (how === 'kill' ? owner.kill() : owner.handback());
+      started();
       this.#event(`qcuda: session ${s.id.toString(16)}: queue ${d.queue} served by its worker, pid ${owner.pid}`);
       returned = await owner.returned;
     } catch (e) {
       this.log.log(`qcuda: session ${s.id.toString(16)}: queue ${d.queue} could not be handed to a worker: ${(e as Error).message}; the session is closed`);
     } finally {
+      started();
       // The ring is served here again: from where the worker left it, or past what a dead one left in flight (answered as failed).
-      if (returned) ring.resume(returned);
-      else if (record) ring.recover(record);
+      if (returned && !d.parked) ring.resume(returned);
+      else if (d.record) ring.recover(d.record);
       else ring.resume();
-      record?.close();
+      d.record?.close();
       this.#delegated.delete(d.queue);
       if (this.sessions.get(s.id) === s) this.sessions.delete(s.id);
       s.output.close();

@@ -241,13 +241,20 @@ export class Backend {
     if (arg.noFd !== (m.fds.length === 0))
       throw new ProtocolError(`${name}: the no-fd flag says ${arg.noFd} but ${m.fds.length} fds came`);
     const fd = arg.noFd ? undefined : new EventFd(m.fds.shift()!.take());
-    set(ring, fd);
+    this.#startingRing(ring, () => set(ring, fd));
+  }
+
+  /** A change that may start a ring (kick, call, enable): a device that hands rings to other processes sees it before and after. */
+  #startingRing(ring: Vring, change: () => void): void {
+    this.device.ringStarting?.(ring.index);
+    change();
+    this.device.ringStarted?.(ring.index);
   }
 
   #setVringEnable(m: Message): void {
     this.#withRing(m, (ring, num) => {
       if (num > 1) throw new ProtocolError(`SET_VRING_ENABLE: state ${num}`);
-      ring.setEnabled(num === 1);
+      this.#startingRing(ring, () => ring.setEnabled(num === 1));
     });
   }
 

@@ -32,6 +32,9 @@ export interface VhostUserDevice {
   useRings?(rings: readonly Vring[]): void;
   /** GET_VRING_BASE on a ring handed to another process: the device gets it back here first. */
   reclaimRing?(index: number): Promise<void>;
+  /** Before and after a ring's kick, call or enable changes (a ring that goes back to another process once it starts). */
+  ringStarting?(index: number): void;
+  ringStarted?(index: number): void;
   /** Config space size in bytes (0..256); 0 means no config space and no CONFIG protocol feature. */
   readonly configSize: number;
   /** The config space bytes now. */

@@ -132,7 +132,8 @@ export class Vring {
     this.kick?.close();
     this.kick = fd;
     if (!fd) throw new ProtocolError(`vring ${this.index}: polling mode (no kick fd) is not supported`);
-    fd.watch(() => this.process(), true);
+    // A ring another process serves is that process's to watch (both draining one eventfd would lose kicks).
+    if (!this.#delegated) fd.watch(() => this.process(), true);
     this.started = true;
     this.process();
   }
@@ -194,6 +195,13 @@ export class Vring {
     return this.#delegated;
   }
 
+  /** Takes nothing from the ring until resume(): it is about to go (back) to another process. */
+  holdForOwner(): void {
+    this.#delegated = true;
+    this.kick?.unwatch();
+    this.#stopPolling();
+  }
+
   /**
    * Hands the ring to another process (which adopts it with dups of the kick
    * and call fds): takes nothing more from it, lets what is in flight
@@ -229,6 +237,7 @@ export class Vring {
     if (this.started) this.kick?.watch(() => this.process(), true);
     this.process();
   }
+
 
   /**
    * The process the ring was handed to died: answers what it took and never

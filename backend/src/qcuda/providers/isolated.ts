@@ -52,6 +52,7 @@ class Worker {
   readonly exited: Promise<void>;
   /** A queue owner: 'owning' came; where it left its ring ('returned'), or undefined if it ended without saying. */
   #owning: (() => void) | undefined;
+  #parked: ((s: RingState) => void) | undefined;
   #returned: RingState | undefined;
 
   constructor(options: WorkerOptions, readonly output: OutputSink | undefined, log: (line: string) => void) {
@@ -109,6 +110,28 @@ class Worker {
   /** Asks a queue owner to give its queue back (its session ends). */
   handback(): void {
     if (!this.#gone) this.#send({ t: 'handback' });
+  }
+
+  /** Asks a queue owner to give its queue back for a VM stop, keeping its session; resolves with where the ring stands. */
+  park(): Promise<RingState> {
+    if (this.#gone) return Promise.reject(this.#gone);
+    const parked = new Promise<RingState>((resolve, reject) => {
+      this.#parked = resolve;
+      void this.exited.then(() => reject(this.#gone ?? new CudaError(CudaErr.Unknown, 'the worker exited')));
+    });
+    this.#send({ t: 'park' });
+    return parked;
+  }
+
+  /** Hands a parked queue back (fds: kick, call, a new in-flight record); resolves once it serves it. */
+  ownAgain(state: RingState, fds: number[]): Promise<void> {
+    if (this.#gone) return Promise.reject(this.#gone);
+    const owning = new Promise<void>((resolve, reject) => {
+      this.#owning = resolve;
+      void this.exited.then(() => reject(this.#gone ?? new CudaError(CudaErr.Unknown, 'the worker exited')));
+    });
+    this.#send({ t: 'own-again', state }, fds);
+    return owning;
   }
 
   /** Where a queue owner left its ring, once the process is gone (undefined: it died without saying). */
@@ -193,6 +216,8 @@ class Worker {
         return this.#settle(m.id, m.ok, m.ok ? m.v : toError(m));
       case 'owning':
         return this.#owning?.();
+      case 'parked':
+        return this.#parked?.(m.state);
       case 'returned':
         this.#returned = m.state;
         return;
@@ -284,6 +309,10 @@ export interface QueueOwner {
   readonly returned: Promise<RingState | undefined>;
   /** Asks it to give the ring back (its session ends). */
   handback(): void;
+  /** A VM stop: the ring back, the session kept (see ownAgain). */
+  park(): Promise<RingState>;
+  /** After the stop: the ring served by the worker again (fds: kick, call, a new in-flight record). */
+  ownAgain(state: RingState, fds: number[]): Promise<void>;
   kill(): void;
 }
 
@@ -364,7 +393,7 @@ export class IsolatedProvider implements Provider {
       w.kill();
       throw e;
     }
-    return { pid: w.pid, returned: w.returned(), handback: () => w.handback(), kill: () => w.kill() };
+    return { pid: w.pid, returned: w.returned(), handback: () => w.handback(), park: () => w.park(), ownAgain: (s, f) => w.ownAgain(s, f), kill: () => w.kill() };
   }
 
   /** Keeps a dup of the region's fd for workers to come and hands it to those running. */

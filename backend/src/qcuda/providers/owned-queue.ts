@@ -24,10 +24,14 @@ export interface OwnedFds {
 }
 
 export class OwnedQueue {
-  readonly ring: Vring;
+  ring: Vring;
   readonly device: QcudaDevice;
-  readonly #record: InflightRecord;
+  #record: InflightRecord;
   #returning: Promise<RingState> | undefined;
+  /** The ring was handed back for a VM stop (park); the session lives on until it comes again (adoptAgain). */
+  #parked: RingState | undefined;
+  readonly #memory: MemoryTable;
+  readonly #poll: BusyPoll | undefined;
 
   /**
    * Serves order.session's queue from here on. onReturn gets where the ring
@@ -44,7 +48,35 @@ export class OwnedQueue {
     });
     this.device.useMemory(memory);
     this.device.adoptSession(order.session, order.slot);
-    this.ring = Vring.adopt(order.state, { kick: fds.kick, call: fds.call }, (req) => this.device.handle(req), memory, { poll, record: this.#record });
+    this.#memory = memory;
+    this.#poll = poll;
+    this.ring = this.#adopt(order.state, fds.kick, fds.call);
+  }
+
+  #adopt(state: RingState, kick: EventFd, call: EventFd): Vring {
+    return Vring.adopt(state, { kick, call }, (req) => this.device.handle(req), this.#memory, { poll: this.#poll, record: this.#record });
+  }
+
+  /**
+   * The VM stops (GET_VRING_BASE): hands the ring back as a stop would find
+   * it (what is in flight finishes first), and keeps the session for when
+   * the ring comes again.
+   */
+  async park(): Promise<RingState> {
+    if (this.#parked) return this.#parked;
+    const state = await this.ring.detach();
+    this.#parked = state;
+    this.ring.close();
+    this.#record.close();
+    return state;
+  }
+
+  /** The VM goes on: the ring (where it stands now, with its kick and call, perhaps new) is served here again. */
+  adoptAgain(state: RingState, fds: Omit<OwnedFds, 'ledger'>): void {
+    if (!this.#parked) throw new Error('the queue is not parked');
+    this.#parked = undefined;
+    this.#record = InflightRecord.open(fds.record, state.size);
+    this.ring = this.#adopt(state, fds.kick, fds.call);
   }
 
   /**
@@ -53,9 +85,10 @@ export class OwnedQueue {
    */
   giveBack(): Promise<RingState> {
     this.#returning ??= (async () => {
-      const state = await this.ring.detach();
+      const parked = this.#parked;
+      const state = parked ?? (await this.ring.detach());
       await this.device.reset();
-      this.#record.close();
+      if (!parked) this.#record.close();
       this.onReturn(state);
       return state;
     })();

@@ -37,8 +37,12 @@ export type ToWorker =
   | { t: 'call'; id: number; m: string; a: unknown[] }
   /** Serve the session's queue (a queue owner): fds kick, call, in-flight record, ledger. */
   | ({ t: 'own' } & OwnOrder)
-  /** Hand the queue back (GET_VRING_BASE, a reset) and end the session. */
-  | { t: 'handback' };
+  /** Hand the queue back and end the session (a reset, a close that came elsewhere). */
+  | { t: 'handback' }
+  /** Hand the queue back for a VM stop (GET_VRING_BASE) and keep the session. */
+  | { t: 'park' }
+  /** The VM goes on: serve the queue again from state (fds: kick, call, a new in-flight record). */
+  | { t: 'own-again'; state: RingState };
 
 export type ToParent =
   | { t: 'ready' }
@@ -48,6 +52,8 @@ export type ToParent =
   | { t: 'output'; kind: 1 | 2; bytes: Uint8Array }
   /** A queue owner serves its queue now. */
   | { t: 'owning' }
+  /** A queue owner gave its queue back for a VM stop, its session kept: where the ring stands. */
+  | { t: 'parked'; state: RingState }
   /** A queue owner gave its queue back (the session closed, or 'handback'): where the ring stands; the process then ends. */
   | { t: 'returned'; state: RingState };
 

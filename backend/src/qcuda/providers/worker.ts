@@ -6,6 +6,7 @@ import { MemoryTable, type GuestRegion } from '../../vhost-user';
 import { BusyPoll } from '../../sys/busy-poll';
 import { EventFd, type Fd } from '../../sys/fd';
 import { OwnedQueue } from './owned-queue';
+import type { RingState } from '../../vhost-user';
 import { CudaErr, CudaError } from '../cuda-error';
 import { CONTEXT_METHODS, type GuestSeg, type HostPiece, type OutputSink, type Provider, type ProviderContext } from '../provider';
 import { HostProvider } from './host';
@@ -133,6 +134,31 @@ class WorkerMain {
     else if (m.t === 'call') void this.#call(m.id, m.m, m.a);
     else if (m.t === 'own') void this.#own(m);
     else if (m.t === 'handback') void this.owned?.giveBack();
+    else if (m.t === 'park') void this.#park();
+    else if (m.t === 'own-again') this.#ownAgain(m.state);
+  }
+
+  async #park(): Promise<void> {
+    try {
+      send({ t: 'parked', state: await this.owned!.park() });
+    } catch (e) {
+      // What was in flight did not finish: the parent ends this process and answers it.
+      process.stderr.write(`qcuda-worker: the queue could not be parked: ${(e as Error).message}\n`);
+      process.exit(1);
+    }
+  }
+
+  #ownAgain(state: RingState): void {
+    const kick = new EventFd(this.#fd().take());
+    const call = new EventFd(this.#fd().take());
+    this.owned!.adoptAgain(state, { kick, call, record: this.#fd() });
+    send({ t: 'owning' });
+  }
+
+  #fd(): Fd {
+    const fd = channel.takeFd();
+    if (!fd) throw new Error('the queue came without its fds');
+    return fd;
   }
 
   #remapRing(): void {
@@ -145,12 +171,7 @@ class WorkerMain {
 
   /** Serves the session's queue from now on; once it is given back, says where it stands and ends. */
   async #own(m: Extract<ToWorker, { t: 'own' }>): Promise<void> {
-    const take = (): Fd => {
-      const fd = channel.takeFd();
-      if (!fd) throw new Error('the queue came without its fds');
-      return fd;
-    };
-    const fds = { kick: new EventFd(take().take()), call: new EventFd(take().take()), record: take(), ledger: take() };
+    const fds = { kick: new EventFd(this.#fd().take()), call: new EventFd(this.#fd().take()), record: this.#fd(), ledger: this.#fd() };
     if (!this.o.owner || this.owned) throw new Error('this worker cannot own a queue');
     if (!this.#ready) await this.#started;
     this.owned = new OwnedQueue(m, fds, memory, this.provider!, poll.enabled ? poll : undefined, (state) => {

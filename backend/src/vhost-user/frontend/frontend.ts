@@ -220,6 +220,21 @@ export class Frontend {
     return bases;
   }
 
+  /** What QEMU does when the VM goes on after stop(): the same rings, from where GET_VRING_BASE left them. */
+  async resume(bases: number[]): Promise<void> {
+    for (const [i, q] of this.queues.entries()) {
+      const ring = q.ring;
+      await this.#ack(Req.SET_VRING_NUM, encodeVringState({ index: i, num: ring.size }));
+      await this.#ack(Req.SET_VRING_BASE, encodeVringState({ index: i, num: bases[i] }));
+      await this.#ack(Req.SET_VRING_ADDR, encodeVringAddr({
+        index: i, flags: 0, desc: this.mem.va(ring.desc), used: this.mem.va(ring.used), avail: this.mem.va(ring.avail), log: 0n,
+      }));
+      await this.#ack(Req.SET_VRING_KICK, encodeU64(BigInt(i)), [q.kick.value]);
+      await this.#ack(Req.SET_VRING_CALL, encodeU64(BigInt(i)), [q.call.value]);
+      await this.#ack(Req.SET_VRING_ENABLE, encodeVringState({ index: i, num: 1 }));
+    }
+  }
+
   close(): void {
     for (const q of this.queues) {
       q.kick.close();
