@@ -84,6 +84,8 @@ vm options:
   --isolation=MODE     process (default: a backend worker process per guest
                        process, so a kernel fault ends only that process's
                        CUDA) or none (see qcuda-backend --help)
+  --own-queues=yes|no  a guest process's own queue is served by its worker, no
+                       hop through the backend (default no; qcuda-backend --help)
   --device-memory-limit=SIZE  the VM's device memory quota (e.g. 2G); GPU disks
                        (--disk, store=gpu) count against it
   --demo               run the guest test programs built into the image (the
@@ -142,6 +144,7 @@ const OPTIONS = {
   provider: { type: 'string' },
   gpu: { type: 'string' },
   isolation: { type: 'string' },
+  'own-queues': { type: 'string' },
   'device-memory-limit': { type: 'string' },
   quiet: { type: 'boolean' },
   qemu: { type: 'string' },
@@ -338,6 +341,7 @@ async function main(): Promise<number> {
         ...(v.provider ? [`--provider=${v.provider}`] : []),
         ...(v.gpu ? [`--gpu=${v.gpu}`] : []),
         ...(v.isolation ? [`--isolation=${v.isolation}`] : []),
+        ...(v['own-queues'] ? [`--own-queues=${v['own-queues']}`] : []),
         ...(v['device-memory-limit'] ? [`--device-memory-limit=${quotaLeft(v['device-memory-limit'], disks)}`] : []),
       ],
     });
