@@ -11,7 +11,10 @@
  * global mutex); the last close of the file sends QCUDA_CMD_SESSION_CLOSE
  * once every request of the file has come back from the device (at once,
  * and waiting for the reply, in the usual case that none is in flight), and
- * only after that reply frees the file's host memory.
+ * only after that reply frees the file's host memory. Every request of the
+ * session goes on a request queue of its own while one of 1..num_queues-1
+ * is free (QCUDA_SESSION_OWN_QUEUE), else round robin over the queues no
+ * session owns.
  *
  * Waits for the device are killable, not interruptible: an ordinary signal
  * (SIGALRM, SIGCHLD...) never makes a call fail; a fatal signal makes it
@@ -30,7 +33,8 @@
 
 #define QCUDA_IOC_MAGIC 0xCE
 
-/* Pass as qcuda_nop.queue to let the driver pick a queue (round robin). */
+/* Pass as qcuda_nop.queue to let the driver pick a queue (round robin over
+ * the queues no session owns). */
 #define QCUDA_QUEUE_ANY 0xffffffffu
 
 /* QCUDA_IOC_INFO: what the device reported at probe. */

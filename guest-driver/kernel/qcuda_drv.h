@@ -22,10 +22,22 @@
  * the allocation instead) and passed as a scatterlist (physically contiguous
  * pages coalesced) through an indirect descriptor table (if that table
  * cannot be allocated, the call fails with -ENOMEM). Chunks are
- * submitted round robin over the queues and waited for only when
- * QCUDA_WINDOW of them are in flight, so a transfer of up to QCUDA_WINDOW
- * chunks is submitted whole before the first wait, and a larger one streams
- * through the window.
+ * submitted to the file's own queue (below), or else round robin over the
+ * queues no session owns, and waited for only when QCUDA_WINDOW of them are
+ * in flight, so a transfer of up to QCUDA_WINDOW chunks is submitted whole
+ * before the first wait, and a larger one streams through the window.
+ *
+ * Own queues: a file opening its session takes a free queue of 1..
+ * num_queues-1 for its own (qcuda_queue_claim(); queue 0 stays everyone's)
+ * and says so in SESSION_OPEN (QCUDA_SESSION_OWN_QUEUE): from then on every
+ * request of the session, whatever thread sends it, chunks and SESSION_CLOSE
+ * included, goes on that queue and no other session's does, so the backend
+ * may hand the queue to the session's worker process (a synchronous call
+ * then skips a hop through the backend). The queue is free again once the
+ * SESSION_CLOSE is answered (or the device is gone), or at once if the
+ * SESSION_OPEN opened nothing. A file that finds no queue free (or a device
+ * of one queue) opens its session without the flag and goes round robin over
+ * the queues nobody owns (queue 0 at least).
  *
  * Lifetimes: an op is reference counted (one reference for the caller, one
  * per chunk the device holds), so a caller killed while waiting never
@@ -40,7 +52,8 @@
  * back (or the device is gone).
  *
  * Bounds: one file may have at most file_slots requests in the device (a
- * quarter of all ring slots, at least QCUDA_MIN_FILE_SLOTS), so that one
+ * quarter of all ring slots, at least QCUDA_MIN_FILE_SLOTS; with a queue of
+ * its own, at most that ring less QCUDA_OWN_RESERVE), so that one
  * process whose calls wait in the backend (behind a host function that
  * never returns, say) cannot take every ring slot of the VM; more callers
  * wait (killably) for one of the file's slots, as threads wait natively.
@@ -87,6 +100,11 @@
 #define QCUDA_MAX_QUEUES 64
 /* The fewest requests a file may have in flight, however small the rings. */
 #define QCUDA_MIN_FILE_SLOTS 4
+/* Ring entries a session's own queue keeps free of its file's ordinary
+ * requests: for the CALLBACK_WAITs the backend parks (a few: 8 today) and
+ * the SESSION_CLOSE, which take no request slot and must find room in that
+ * ring even while all the file's other requests wait in the backend. */
+#define QCUDA_OWN_RESERVE 16
 /* Chunks of one op in flight at once (16 x 16 MiB = 256 MiB): bounds what
  * one call pins and allocates, not the size of a transfer. */
 #define QCUDA_WINDOW (SZ_256M / QCUDA_CHUNK)
@@ -104,6 +122,7 @@
 struct qcuda_queue {
 	struct virtqueue *vq;
 	spinlock_t lock;		/* serializes add/kick/get_buf on vq */
+	bool owned;			/* a session's own queue; under lock */
 	wait_queue_head_t space_wq;	/* submitters waiting for ring space */
 	char name[16];
 };
@@ -123,6 +142,8 @@ struct qcuda_dev {
 	u32 num_queues;
 	u32 queue_size;
 	int file_slots;			/* requests one file may have in flight */
+	int own_slots;			/* the same with a queue of its own; 0:
+					 * rings too small to own one */
 	u32 proto_version;
 	u64 capabilities;
 	atomic_t next_queue;		/* round robin */
@@ -135,9 +156,12 @@ struct qcuda_file {
 	/* The open file + one per op; at zero the file is freed. */
 	refcount_t ref;
 	u64 session;			/* 0 until the first CALL opened it */
+	u32 queue;			/* the session's own queue, or
+					 * QCUDA_QUEUE_ANY; set before session */
+	int slots;			/* requests it may have in the device */
 	bool released;			/* release() ran; under lock */
 	atomic_t inflight;		/* requests in the device */
-	wait_queue_head_t slot_wq;	/* callers waiting for inflight < file_slots */
+	wait_queue_head_t slot_wq;	/* callers waiting for inflight < slots */
 	struct mutex open_lock;		/* one SESSION_OPEN at a time */
 	struct mutex lock;		/* hostmem, maps, next_token, session
 					 * changes, released */
@@ -202,6 +226,8 @@ struct qcuda_op {
 	struct work_struct free_work;
 	u32 cmd, args_len, out_len, dir;
 	u64 session;
+	u32 queue;			/* every chunk goes there (the session's
+					 * own queue), or QCUDA_QUEUE_ANY */
 	u64 data, data_len;		/* user buffer */
 	u64 nchunks;
 	void *args;			/* shared (read-only) by all chunks */
@@ -220,12 +246,6 @@ static inline u32 qcuda_st_err(u32 status)
 	return status & ~QCUDA_ST_OUTPUT;
 }
 
-/* The next queue in turn (round robin over the request queues). */
-static inline u32 qcuda_next_queue(struct qcuda_dev *qd)
-{
-	return (u32)atomic_inc_return(&qd->next_queue) % qd->num_queues;
-}
-
 /* qcuda_main.c */
 /* Frees ops whose last reference the device dropped (in interrupt context). */
 extern struct workqueue_struct *qcuda_wq;
@@ -239,6 +259,9 @@ void qcuda_op_put(struct qcuda_op *op);
 void qcuda_op_put_dev(struct qcuda_op *op);
 void qcuda_slot_put(struct qcuda_file *qf);
 void qcuda_vq_done(struct virtqueue *vq);
+u32 qcuda_next_queue(struct qcuda_dev *qd);
+u32 qcuda_queue_claim(struct qcuda_dev *qd);
+void qcuda_queue_release(struct qcuda_dev *qd, u32 qi);
 int qcuda_chunk_start(struct qcuda_op *op, struct qcuda_chunk *c,
 		      u64 i, u32 qi, bool killable);
 int qcuda_op_run(struct qcuda_op *op, u32 queue);
@@ -268,7 +291,7 @@ long qcuda_ioctl(struct file *f, unsigned int cmd, unsigned long arg);
 /* qcuda_file.c */
 extern const struct file_operations qcuda_fops;
 void qcuda_file_put(struct qcuda_file *qf);
-void qcuda_session_set(struct qcuda_file *qf, u64 session);
+void qcuda_session_set(struct qcuda_file *qf, u64 session, u32 queue);
 int qcuda_session_open(struct qcuda_file *qf);
 
 #endif /* QCUDA_DRV_H */

@@ -104,6 +104,21 @@ static int qcuda_file_slots(struct qcuda_dev *qd)
 	return max_t(unsigned int, total / 4, QCUDA_MIN_FILE_SLOTS);
 }
 
+/* Requests a file with a queue of its own may have in flight: file_slots,
+ * but at most the smallest ring of 1..num_queues-1 less QCUDA_OWN_RESERVE;
+ * 0 (no session gets a queue of its own) where that leaves too few. */
+static int qcuda_own_slots(struct qcuda_dev *qd)
+{
+	unsigned int size = UINT_MAX;
+	u32 i;
+
+	for (i = 1; i < qd->num_queues; i++)
+		size = min(size, virtqueue_get_vring_size(qd->queues[i].vq));
+	if (qd->num_queues < 2 || size < QCUDA_OWN_RESERVE + QCUDA_MIN_FILE_SLOTS)
+		return 0;
+	return min_t(int, qd->file_slots, size - QCUDA_OWN_RESERVE);
+}
+
 static int qcuda_probe(struct virtio_device *vdev)
 {
 	struct qcuda_dev *qd;
@@ -142,6 +157,7 @@ static int qcuda_probe(struct virtio_device *vdev)
 	if (err)
 		goto err_free;
 	qd->file_slots = qcuda_file_slots(qd);
+	qd->own_slots = qcuda_own_slots(qd);
 
 	qd->index = ida_alloc(&qcuda_ida, GFP_KERNEL);
 	if (qd->index < 0) {
@@ -159,10 +175,10 @@ static int qcuda_probe(struct virtio_device *vdev)
 	if (err)
 		goto err_reset;
 
-	dev_info(&vdev->dev, "/dev/%s: %u queues, queue_size %u, vring %u, proto %u, caps %#llx, %d requests per file\n",
+	dev_info(&vdev->dev, "/dev/%s: %u queues, queue_size %u, vring %u, proto %u, caps %#llx, %d requests per file (%d on a queue of its own)\n",
 		 qd->name, qd->num_queues, qd->queue_size,
 		 virtqueue_get_vring_size(qd->queues[0].vq), qd->proto_version,
-		 qd->capabilities, qd->file_slots);
+		 qd->capabilities, qd->file_slots, qd->own_slots);
 	return 0;
 
 err_reset:

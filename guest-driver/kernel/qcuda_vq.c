@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * qcuda: operations. An op is split into chunks, one request each: pinned
- * (or held) data, submitted round robin over the request queues, completed
- * by the queues' interrupt callback and reaped by the caller. See
- * qcuda_drv.h for lifetimes and concurrency.
+ * (or held) data, submitted to its session's own queue or round robin over
+ * the others, completed by the queues' interrupt callback and reaped by the
+ * caller. See qcuda_drv.h for lifetimes, concurrency and own queues.
  */
 #include <linux/mm.h>
 #include <linux/sched.h>
@@ -42,12 +42,22 @@ static void qcuda_op_free(struct qcuda_op *op)
 		kfree(op->slot[i].out);
 	}
 	/* A SESSION_OPEN whose caller was killed: the file adopts the session
-	 * (or, if another caller opened one meanwhile, closes it). */
+	 * with the queue it was opened on (or, if another caller opened one
+	 * meanwhile, closes it there). One that opened nothing (or whose
+	 * caller took the session: then op->queue is QCUDA_QUEUE_ANY) gives
+	 * its queue back. */
 	if (op->cmd == QCUDA_CMD_SESSION_OPEN && !op->reaped &&
 	    completion_done(&c->done) && !c->error &&
 	    c->used_len >= sizeof(c->resp) &&
 	    !qcuda_st_err(le32_to_cpu(c->resp.status)) && c->resp.value)
-		qcuda_session_set(qf, le64_to_cpu(c->resp.value));
+		qcuda_session_set(qf, le64_to_cpu(c->resp.value), op->queue);
+	else if (op->cmd == QCUDA_CMD_SESSION_OPEN && op->queue != QCUDA_QUEUE_ANY)
+		qcuda_queue_release(qf->qd, op->queue);
+	/* A session's own queue is free once its SESSION_CLOSE has been
+	 * answered, or never went in (the device is gone): not before, so
+	 * that no two live sessions ever share it. */
+	if (op->cmd == QCUDA_CMD_SESSION_CLOSE && op->queue != QCUDA_QUEUE_ANY)
+		qcuda_queue_release(qf->qd, op->queue);
 	kfree(op->args);
 	kfree(op->out);
 	kfree(op);
@@ -79,7 +89,7 @@ static bool qcuda_slot_try(struct qcuda_file *qf)
 	int n = atomic_read(&qf->inflight);
 
 	do {
-		if (n >= qf->qd->file_slots)
+		if (n >= READ_ONCE(qf->slots))
 			return false;
 	} while (!atomic_try_cmpxchg(&qf->inflight, &n, n + 1));
 	return true;
@@ -87,7 +97,7 @@ static bool qcuda_slot_try(struct qcuda_file *qf)
 
 /*
  * A slot of the file for one request of op, waiting killably while the
- * file has file_slots in the device (exclusive waits: a slot given back
+ * file has qf->slots in the device (exclusive waits: a slot given back
  * wakes one caller). SESSION_CLOSE and CALLBACK_WAIT take theirs at once
  * (see qcuda_drv.h); they are counted all the same.
  */
@@ -134,7 +144,14 @@ struct qcuda_op *qcuda_op_alloc(struct qcuda_file *qf, u32 cmd,
 		init_completion(&op->slot[i].done);
 	}
 	op->cmd = cmd;
-	op->session = cmd < QCUDA_CMD_SESSION_CLOSE ? 0 : READ_ONCE(qf->session);
+	op->queue = QCUDA_QUEUE_ANY;
+	if (cmd >= QCUDA_CMD_SESSION_CLOSE) {
+		/* A session's request goes on its own queue, if it has one
+		 * (set before the session: qcuda_session_set()). */
+		op->session = smp_load_acquire(&qf->session);
+		if (op->session)
+			op->queue = READ_ONCE(qf->queue);
+	}
 	op->args_len = args_len;
 	op->out_len = out_len;
 	op->dir = dir;
@@ -183,6 +200,73 @@ void qcuda_vq_done(struct virtqueue *vq)
 		wake_up(&q->space_wq);
 }
 
+/*
+ * Whether a session takes a queue of its own when one is free. Read at each
+ * SESSION_OPEN; writable at run time (/sys/module/qcuda/parameters/
+ * own_queues), to compare, or for a backend that would mishandle the flag.
+ */
+static bool own_queues = true;
+module_param(own_queues, bool, 0644);
+MODULE_PARM_DESC(own_queues, "give each session a request queue of its own while one is free");
+
+/*
+ * The next queue in turn (round robin) for a request with no queue of its
+ * own. Queues that sessions own are skipped: no other session's request may
+ * go there. Queue 0 never is. qcuda_submit() checks again under the lock.
+ */
+u32 qcuda_next_queue(struct qcuda_dev *qd)
+{
+	u32 i, qi;
+
+	for (i = 0; i < qd->num_queues; i++) {
+		qi = (u32)atomic_inc_return(&qd->next_queue) % qd->num_queues;
+		if (!READ_ONCE(qd->queues[qi].owned))
+			return qi;
+	}
+	return 0;
+}
+
+/*
+ * A queue of its own for a session about to be opened: the lowest free one
+ * of 1..num_queues-1, marked taken, or QCUDA_QUEUE_ANY if none is (queue 0
+ * stays everyone's: NOPs, and the sessions that find no queue free). The
+ * mark is set under the queue's lock, under which every submission checks
+ * it, so once this returns no request of another session goes in there
+ * until qcuda_queue_release().
+ */
+u32 qcuda_queue_claim(struct qcuda_dev *qd)
+{
+	struct qcuda_queue *q;
+	bool got;
+	u32 i;
+
+	if (!READ_ONCE(own_queues) || !qd->own_slots)
+		return QCUDA_QUEUE_ANY;
+	for (i = 1; i < qd->num_queues; i++) {
+		q = &qd->queues[i];
+		if (READ_ONCE(q->owned))
+			continue;
+		spin_lock_irq(&q->lock);
+		got = !q->owned;
+		WRITE_ONCE(q->owned, true);
+		spin_unlock_irq(&q->lock);
+		if (got)
+			return i;
+	}
+	return QCUDA_QUEUE_ANY;
+}
+
+/* Queue qi, a session's own, is free again (see qcuda_op_free()). */
+void qcuda_queue_release(struct qcuda_dev *qd, u32 qi)
+{
+	struct qcuda_queue *q = &qd->queues[qi];
+	unsigned long flags;
+
+	spin_lock_irqsave(&q->lock, flags);
+	WRITE_ONCE(q->owned, false);
+	spin_unlock_irqrestore(&q->lock, flags);
+}
+
 /* Sleeps a tick before a retry (killably, where the caller can be killed). */
 static void qcuda_nap(bool killable)
 {
@@ -223,16 +307,18 @@ static int qcuda_indirect_room(unsigned int nsg, unsigned int *tries,
 }
 
 /*
- * Queue one chunk and kick the device; on success the device holds a
- * reference to the op. Waits while the ring is full: killably, or (for
- * SESSION_CLOSE from release, which must go out) until the ring has room
- * or the device is gone. A chain longer than the ring whose indirect table
- * cannot be allocated fails with -ENOMEM (qcuda_indirect_room()).
+ * Queue one chunk on its queue c->q and kick the device; on success the
+ * device holds a reference to the op. Waits while the ring is full:
+ * killably, or (for SESSION_CLOSE from release, which must go out) until the
+ * ring has room or the device is gone. A chain longer than the ring whose
+ * indirect table cannot be allocated fails with -ENOMEM
+ * (qcuda_indirect_room()).
  */
-static int qcuda_submit(struct qcuda_dev *qd, struct qcuda_queue *q,
-			struct qcuda_chunk *c, struct scatterlist **sgs,
-			unsigned int out_sgs, unsigned int in_sgs, bool killable)
+static int qcuda_submit(struct qcuda_dev *qd, struct qcuda_chunk *c,
+			struct scatterlist **sgs, unsigned int out_sgs,
+			unsigned int in_sgs, bool killable)
 {
+	struct qcuda_queue *q = c->q;
 	unsigned int free, n, nsg = 0, tries = 0;
 	bool notify = false;
 	int err;
@@ -242,6 +328,15 @@ static int qcuda_submit(struct qcuda_dev *qd, struct qcuda_queue *q,
 	down_read(&qd->vq_sem);
 	for (;;) {
 		spin_lock_irq(&q->lock);
+		if (unlikely(q->owned && c->op->queue == QCUDA_QUEUE_ANY &&
+			     c->op->cmd != QCUDA_CMD_NOP)) {
+			/* A session took this queue for its own since it was
+			 * chosen; queue 0 is nobody's. (A NOP is no session's
+			 * request: it goes where it was sent.) */
+			spin_unlock_irq(&q->lock);
+			q = c->q = &qd->queues[0];
+			continue;
+		}
 		if (qd->dead) {
 			err = -ENODEV;
 		} else {
@@ -393,7 +488,7 @@ int qcuda_chunk_start(struct qcuda_op *op, struct qcuda_chunk *c,
 		sgs[nout + nin++] = c->sgt.sgl;
 
 	c->q = &qd->queues[qi];
-	err = qcuda_submit(qd, c->q, c, sgs, nout, nin, killable);
+	err = qcuda_submit(qd, c, sgs, nout, nin, killable);
 	if (err) {
 		qcuda_slot_put(op->qf);
 		qcuda_chunk_unpin(op, c);
@@ -475,15 +570,29 @@ static int qcuda_chunk_reap(struct qcuda_op *op, struct qcuda_chunk *c, u64 i)
 }
 
 /*
- * Run op: submit its chunks round robin over the queues, starting at queue
- * (or the next queue in turn, QCUDA_QUEUE_ANY), and wait for every chunk
- * submitted, even after an error, so the call never returns while the
- * device still uses the caller's buffer - except on a fatal signal.
+ * The queue of chunk i of op: its session's own queue, whoever calls, or
+ * else the queues round robin, starting at queue where the caller named
+ * one (a NOP), skipping those that sessions own where it did not.
+ */
+static u32 qcuda_chunk_queue(struct qcuda_op *op, u32 queue, u64 i)
+{
+	struct qcuda_dev *qd = op->qf->qd;
+
+	if (op->queue != QCUDA_QUEUE_ANY)
+		return op->queue;
+	if (queue != QCUDA_QUEUE_ANY)
+		return (queue + i) % qd->num_queues;
+	return qcuda_next_queue(qd);
+}
+
+/*
+ * Run op: submit its chunks (to the queues qcuda_chunk_queue() picks), and
+ * wait for every chunk submitted, even after an error, so the call never
+ * returns while the device still uses the caller's buffer - except on a
+ * fatal signal.
  */
 int qcuda_op_run(struct qcuda_op *op, u32 queue)
 {
-	struct qcuda_dev *qd = op->qf->qd;
-	u32 base = queue == QCUDA_QUEUE_ANY ? qcuda_next_queue(qd) : queue;
 	u64 i, submitted = 0, reaped = 0;
 	int err = 0, e;
 
@@ -497,7 +606,7 @@ int qcuda_op_run(struct qcuda_op *op, u32 queue)
 			if (err)
 				break;
 		}
-		err = qcuda_chunk_start(op, c, i, (base + i) % qd->num_queues, true);
+		err = qcuda_chunk_start(op, c, i, qcuda_chunk_queue(op, queue, i), true);
 		if (!err)
 			submitted++;
 	}

@@ -9,6 +9,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { runVm, VmConfigError, VmError, type StartedInfo, type VmOptions } from '../../backend/src/vm/runner';
 import { defaultVirtiofsd } from '../../backend/src/vm/shares';
+import { readStatus } from '../../backend/src/sys/status-socket';
+import type { BackendStatus } from '../../backend/src/cli/status';
+import type { QcudaStatus } from '../../backend/src/qcuda/status';
 import { alive, tmpDir } from '../helpers';
 
 const env = { qemu: process.env.QEMU_BIN, kernel: process.env.GUEST_KERNEL, initrd: process.env.GUEST_INITRD };
@@ -263,6 +266,78 @@ test.serial('a process with more blocked calls than ring slots leaves room for o
   t.regex(r.stdout, /=== hold killed 137/);
   t.regex(r.stdout, /=== after exit 0/, `after:\n${section(r.stdout, 'after')}`);
   t.regex(section(r.stdout, 'after'), /PASS: ringfill_probe: \d+ checks/);
+});
+
+// Issue 15: each session sends every request on a queue of its own (its
+// SESSION_OPEN says QCUDA_SESSION_OWN_QUEUE), which the backend may hand to
+// the session's worker. Read from the backend's per-queue counts at points
+// the guest marks (it waits a little at each): three processes held in
+// their calls (ringfill hold) own queues 1, 2 and 3, each queue's count is
+// its session's calls and its SESSION_OPEN, nothing of theirs on queue 0; a
+// fourth process meanwhile finds none free and keeps to queue 0; the three,
+// killed, close on their own queues; then a process alone, copying 40 MiB
+// (three chunks each way), uses queue 1 and only that.
+test.serial('each session keeps to a queue of its own while one is free, the others to queue 0 (issue 15)', async (t) => {
+  t.timeout(400_000);
+  const script = [
+    'snap() { echo "=== snapshot $1"; sleep 3; }',
+    'snap 0',
+    'for i in 1 2 3; do ringfill hold 4 1 > hold$i.out 2>&1 & echo $! >> pids; done',
+    'i=0; until [ "$(cat hold1.out hold2.out hold3.out | grep -c "ringfill: holding")" = 3 ] || [ $i -ge 150 ]; do sleep 1; i=$((i+1)); done',
+    'echo "=== holding after $i s"',
+    'snap 1',
+    'echo "=== probe"; timeout -s KILL 120 ringfill probe 1; echo "=== probe exit $?"',
+    'snap 2',
+    'kill -9 $(cat pids); wait',
+    'snap 3',
+    'echo "=== alone"; timeout -s KILL 120 ringfill probe 40; echo "=== alone exit $?"',
+    'snap 4',
+    'echo "=== hold output"; cat hold1.out hold2.out hold3.out',
+  ].join('\n');
+  let dir: string | undefined;
+  let seen = '';
+  const snaps = new Map<number, Promise<QcudaStatus>>();
+  const r = await runVm({
+    ...base, queues: 4, command: script, backendArgs: ['--provider=host'], timeoutMs: 360_000,
+    onStarted: (i) => (dir = i.dir),
+    onConsole: (s) => {
+      seen += s;
+      for (const m of seen.matchAll(/^=== snapshot (\d+)\r?$/gm)) {
+        const n = Number(m[1]);
+        if (snaps.has(n) || !dir) continue;
+        snaps.set(n, readStatus(path.join(dir, 'vhost.sock.status')).then((d) => (d as BackendStatus).status as QcudaStatus));
+      }
+    },
+  });
+  t.is(r.exit, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
+  t.is(section(r.stdout, 'hold output').match(/^ringfill: holding$/gm)?.length, 3, r.stdout);
+  t.regex(r.stdout, /=== probe exit 0/, `probe:\n${section(r.stdout, 'probe')}`);
+  t.regex(r.stdout, /=== alone exit 0/, `alone:\n${section(r.stdout, 'alone')}`);
+  t.deepEqual([...snaps.keys()], [0, 1, 2, 3, 4], 'a snapshot at each mark');
+  const [s0, s1, s2, s3, s4] = await Promise.all([0, 1, 2, 3, 4].map((n) => snaps.get(n)!));
+  const delta = (a: QcudaStatus, b: QcudaStatus) => b.served.map((n, q) => n - a.served[q]);
+  t.log(`served per queue: ${[s0, s1, s2, s3, s4].map((s) => `[${s.served}]`).join(' ')}`);
+
+  // Three live sessions: queues 1-3, one each, each count that session's
+  // calls and its SESSION_OPEN (the calls it has parked are not answered).
+  const held = delta(s0, s1);
+  t.is(s1.sessions.length, 3, JSON.stringify(s1.sessions));
+  t.is(held[0], 0, `nothing of the three on queue 0: ${held}`);
+  t.deepEqual(held.slice(1).sort((a, b) => a - b), s1.sessions.map((s) => s.calls + 1).sort((a, b) => a - b),
+    `queues 1-3 served ${held.slice(1)}, sessions made ${s1.sessions.map((s) => s.calls)} calls`);
+  // A fourth session, with no queue free: queue 0 only.
+  const probe = delta(s1, s2);
+  t.true(probe[0] > 2, `the probe's session on queue 0: ${probe}`);
+  t.deepEqual(probe.slice(1), [0, 0, 0], `nothing on the owned queues: ${probe}`);
+  // Killed, the three close on their own queues (their parked calls are answered there).
+  const closed = delta(s2, s3);
+  t.deepEqual(s3.sessions, [], 'every session closed');
+  t.is(closed[0], 0, `no close on queue 0: ${closed}`);
+  for (const q of [1, 2, 3]) t.true(closed[q] >= 1, `queue ${q} closed its session: ${closed}`);
+  // The queues are free again; a session alone takes queue 1 and keeps to it.
+  const alone = delta(s3, s4);
+  t.true(alone[1] > 2, `the session alone on queue 1: ${alone}`);
+  t.deepEqual([alone[0], alone[2], alone[3]], [0, 0, 0], `and on no other: ${alone}`);
 });
 
 // Finding 12: pinned host memory (cudaHostRegister, cudaHostAlloc,
