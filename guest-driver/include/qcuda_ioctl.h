@@ -13,8 +13,7 @@
  * and waiting for the reply, in the usual case that none is in flight), and
  * only after that reply frees the file's host memory. Every request of the
  * session goes on a request queue of its own while one of 1..num_queues-1
- * is free (QCUDA_SESSION_OWN_QUEUE), else round robin over the queues no
- * session owns.
+ * is free (QCUDA_SESSION_OWN_QUEUE), else on queue 0.
  *
  * Waits for the device are killable, not interruptible: an ordinary signal
  * (SIGALRM, SIGCHLD...) never makes a call fail; a fatal signal makes it

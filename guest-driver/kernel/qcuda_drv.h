@@ -22,8 +22,8 @@
  * the allocation instead) and passed as a scatterlist (physically contiguous
  * pages coalesced) through an indirect descriptor table (if that table
  * cannot be allocated, the call fails with -ENOMEM). Chunks are
- * submitted to the file's own queue (below), or else round robin over the
- * queues no session owns, and waited for only when QCUDA_WINDOW of them are
+ * submitted to the file's own queue (below), or else to queue 0 (round
+ * robin over the queues with own_queues off), and waited for only when QCUDA_WINDOW of them are
  * in flight, so a transfer of up to QCUDA_WINDOW chunks is submitted whole
  * before the first wait, and a larger one streams through the window.
  *
@@ -36,8 +36,8 @@
  * then skips a hop through the backend). The queue is free again once the
  * SESSION_CLOSE is answered (or the device is gone), or at once if the
  * SESSION_OPEN opened nothing. A file that finds no queue free (or a device
- * of one queue) opens its session without the flag and goes round robin over
- * the queues nobody owns (queue 0 at least).
+ * of one queue) opens its session without the flag and keeps to queue 0, so
+ * that a queue claimed later holds nothing of its.
  *
  * Lifetimes: an op is reference counted (one reference for the caller, one
  * per chunk the device holds), so a caller killed while waiting never

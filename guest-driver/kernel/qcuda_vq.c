@@ -570,9 +570,12 @@ static int qcuda_chunk_reap(struct qcuda_op *op, struct qcuda_chunk *c, u64 i)
 }
 
 /*
- * The queue of chunk i of op: its session's own queue, whoever calls, or
- * else the queues round robin, starting at queue where the caller named
- * one (a NOP), skipping those that sessions own where it did not.
+ * The queue of chunk i of op: its session's own queue, whoever calls; the
+ * queues round robin from queue where the caller named one (a NOP); else,
+ * while sessions may own queues, queue 0: a queue claimed later must hold
+ * nothing of another session's (its worker would find requests it cannot
+ * serve, a parked CALLBACK_WAIT say), so a session without a queue of its
+ * own never leaves queue 0. With own_queues off, round robin as before.
  */
 static u32 qcuda_chunk_queue(struct qcuda_op *op, u32 queue, u64 i)
 {
@@ -582,6 +585,8 @@ static u32 qcuda_chunk_queue(struct qcuda_op *op, u32 queue, u64 i)
 		return op->queue;
 	if (queue != QCUDA_QUEUE_ANY)
 		return (queue + i) % qd->num_queues;
+	if (READ_ONCE(own_queues))
+		return 0;
 	return qcuda_next_queue(qd);
 }
 
