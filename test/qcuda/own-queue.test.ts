@@ -34,7 +34,7 @@ async function setup(t: ExecutionContext, ownQueues = true, memoryLimit = 0n) {
     return pid;
   };
   // A session without a queue of its own keeps to queue 0 (owned queues are their workers').
-  return { dev, fe, lines, ownerOf, client: () => new QcudaClient(fe, 1, 16) };
+  return { dev, fe, lines, ownerOf, provider, client: () => new QcudaClient(fe, 1, 16) };
 }
 
 /** A copy there and back through the session: true if the bytes came back. */
@@ -135,4 +135,15 @@ test.serial('without --own-queues the flag changes nothing: the backend serves t
   await a.openOwn(1);
   t.true(await roundTrip(a, MIB, 5));
   t.true(dev.served[1] > 4, `${dev.served[1]} requests served by the backend on queue 1`);
+});
+
+test.serial('the frontend gone while the queue is being handed over: the worker that was starting is ended and nothing is left', async (t) => {
+  const { dev, fe, client, provider } = await setup(t);
+  const a = client();
+  void a.openOwn(1).catch(() => undefined); // its HELLO is never answered: the frontend goes first
+  // The SESSION_OPEN is answered as the worker starts (a node process: tens of ms at least).
+  t.true(await until(() => a.session !== 0n, 5000), 'the session opened');
+  fe.close(); // the device resets while its worker starts
+  t.true(await until(() => dev.sessions.size === 0 && provider.ownerPids.length === 0, 15_000), `sessions ${dev.sessions.size}, owner workers ${provider.ownerPids}`);
+  t.is(dev.vm.quota.used, 0n);
 });

@@ -65,8 +65,9 @@ interface Delegation {
   record?: InflightRecord;
   /** The VM stopped the ring: the worker keeps the session, and gets the ring again when it starts. */
   parked: boolean;
-  /** Ends it early: the worker gives the ring back (handback) or is killed. */
-  end?: (how: 'handback' | 'kill') => void;
+  /** Ends it early: the worker gives the ring back (handback) or is killed; asked before the worker serves, it happens as soon as it does. */
+  end: (how: 'handback' | 'kill') => void;
+  ending?: 'handback' | 'kill';
   /** Settles once the ring is served here again and the session is gone. */
   done: Promise<void>;
 }
@@ -178,7 +179,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       ring.resume(state); // stopped and disabled: nothing is taken here
     } catch (e) {
       this.log.log(`qcuda: session ${d.session.id.toString(16)}: queue ${index} could not be parked: ${(e as Error).message}`);
-      d.end?.('kill');
+      d.end('kill');
       await d.done;
     }
   }
@@ -199,7 +200,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     d.record = record;
     d.owner.ownAgain(state, [ring.kick.value, ring.call.value, record.fd.value]).catch((e: Error) => {
       this.log.log(`qcuda: session ${d.session.id.toString(16)}: queue ${index} could not go back to its worker: ${e.message}`);
-      d.end?.('kill');
+      d.end('kill');
     });
   }
 
@@ -341,7 +342,13 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     }
     const provider = this.provider;
     let started!: () => void;
-    const d: Delegation = { session: s, queue: q, parked: false, started: new Promise((r) => (started = r)), done: Promise.resolve() };
+    const d: Delegation = {
+      session: s, queue: q, parked: false, started: new Promise((r) => (started = r)), done: Promise.resolve(),
+      end: (how) => {
+        d.ending ??= how;
+        if (d.owner) (how === 'kill' ? d.owner.kill() : d.owner.handback());
+      },
+    };
     this.#delegated.set(q, d);
     const detaching = ring.detach();
     d.done = this.#serveElsewhere(d, ring, detaching, provider, started).catch((e: Error) => this.log.log(`qcuda: queue ${q}: ${e.message}`));
@@ -356,7 +363,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       const owner = await provider.startOwner({ session: s.id, slot: s.slot, limits: this.vm.limits, state },
         [ring.kick!.value, ring.call!.value, d.record.fd.value, this.vm.ledger.fd.value]);
       d.owner = owner;
-      d.end = (how) => (how === 'kill' ? owner.kill() : owner.handback());
+      if (d.ending) d.end(d.ending); // a close or reset came while it started
       started();
       this.#event(`qcuda: session ${s.id.toString(16)}: queue ${d.queue} served by its worker, pid ${owner.pid}`);
       returned = await owner.returned;
@@ -383,7 +390,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const owned = [...this.#delegated.values()].find((d) => d.session === s);
     if (owned) {
       // Its close should have come on its own queue; it ends all the same.
-      owned.end?.('kill');
+      owned.end('kill');
       await owned.done;
       return {};
     }
@@ -399,7 +406,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   /** The VM went away: every session's resources are freed. */
   async reset(): Promise<void> {
     const owned = [...this.#delegated.values()];
-    for (const d of owned) d.end?.('kill');
+    for (const d of owned) d.end('kill');
     await Promise.all(owned.map((d) => d.done));
     const all = [...this.sessions.values()];
     this.sessions.clear();

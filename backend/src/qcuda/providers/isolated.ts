@@ -349,6 +349,11 @@ export class IsolatedProvider implements Provider {
     return this.local.deviceProps(device);
   }
 
+  /** Pids of the workers serving their sessions' own queues (tests check that none is left). */
+  get ownerPids(): number[] {
+    return [...this.#owners].map((w) => w.pid).filter((p): p is number => p !== undefined);
+  }
+
   /** Worker pids (tests check that each is gone after destroy). */
   get workerPids(): number[] {
     return [...this.#contexts].map((c) => c.worker.pid).filter((p): p is number => p !== undefined);
