@@ -662,3 +662,44 @@ test.serial('share: `qcuda vm --host-root` runs host programs on the host\'s roo
   t.regex(r.stdout, /^=== libcudart 0$/m, 'a -cudart=shared program keeps the host\'s runtime (NVIDIA\'s)');
   t.regex(r.stdout, /^PASS: memcpy: \d+ checks$/m, 'NVIDIA\'s runtime over qcuda\'s libcuda.so.1');
 });
+
+// The other half of issue 15's own queues: the backend hands each owned
+// queue to its session's worker (--own-queues=yes; with the host provider,
+// host-memory workers), so the backend itself answers only each SESSION_OPEN
+// there. Programs one after another (each takes queue 1 in turn, the queue
+// going back to the backend between them), then two at once (queues 1 and
+// 2), one with host functions (callbacks: parked waits in its worker).
+test.serial('own queues in a guest: each process\'s queue is served by its worker; the backend answers only the SESSION_OPENs there', async (t) => {
+  t.timeout(400_000);
+  const programs = ['memcpy', 'device', 'stream', 'callbacks'];
+  const script = [
+    ...programs.map((p) => `${p} > ${p}.out 2>&1; echo "=== ${p} exit $?"; tail -1 ${p}.out`),
+    'memcpy > m2.out 2>&1 & a=$!; callbacks > c2.out 2>&1 & b=$!; wait $a; echo "=== pair memcpy exit $?"; wait $b; echo "=== pair callbacks exit $?"; tail -1 m2.out c2.out',
+    // A worker ends a little after its session's close is answered: the backend then ends the session.
+    'sleep 3; echo "=== snapshot"; sleep 3',
+  ].join('\n');
+  let dir: string | undefined;
+  let seen = '';
+  let snap: Promise<QcudaStatus> | undefined;
+  const r = await runVm({
+    ...base, queues: 4, command: script, backendArgs: ['--provider=host', '--own-queues=yes'], timeoutMs: 360_000,
+    onStarted: (i) => (dir = i.dir),
+    onConsole: (s) => {
+      seen += s;
+      if (!snap && dir && /^=== snapshot\r?$/m.test(seen)) snap = readStatus(path.join(dir, 'vhost.sock.status')).then((d) => (d as BackendStatus).status as QcudaStatus);
+    },
+  });
+  t.is(r.exit, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
+  for (const p of programs) t.regex(r.stdout, new RegExp(`=== ${p} exit 0\\n(PASS: ${p}: \\d+ checks)`), r.stdout);
+  t.regex(r.stdout, /=== pair memcpy exit 0/, r.stdout);
+  t.regex(r.stdout, /=== pair callbacks exit 0/, r.stdout);
+  t.is(r.stdout.match(/^PASS: /gm)?.length, programs.length + 2, r.stdout);
+  t.truthy(snap, 'the status was read');
+  const s = await snap!;
+  t.log(`served per queue: [${s.served}]`);
+  // Queue 1: the four programs' and the pair's first SESSION_OPEN; queue 2: the pair's second.
+  t.is(s.served[1], programs.length + 1, `the backend answered only SESSION_OPENs on queue 1: [${s.served}]`);
+  t.is(s.served[2], 1, `and on queue 2: [${s.served}]`);
+  t.deepEqual(s.sessions, [], 'every session closed');
+  t.is(s.deviceMemory.used, 0, 'and gave its memory back');
+});

@@ -3,6 +3,7 @@ import os from 'node:os';
 import { QcudaDevice } from '../qcuda/device';
 import type { VmLimits } from '../qcuda/limits';
 import { createProvider, DEFAULT_POLL_US, type ProviderKind } from '../qcuda/providers';
+import { HostProvider } from '../qcuda/providers/host';
 import { IsolatedProvider } from '../qcuda/providers/isolated';
 import type { VhostUserDevice } from '../vhost-user';
 import { BlkDevice } from './blk';
@@ -42,8 +43,14 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       // The host provider reads mapped guest memory through the device, which exists by the time it asks.
       const isolate = (o.isolation ?? 'process') === 'process';
       // Without isolation the VM has one CUDA process at a time (below), which this process's waits and calls may block for.
-      const { provider, note } = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len) },
+      const chosen = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len) },
         { isolate, inlineHere: !isolate, captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs, inlineCalls: o.inlineCalls, pollUs: o.pollUs, log: o.log });
+      // The host provider has nothing to isolate, but with own queues its
+      // sessions get (host-memory) workers too: the owned-queue path, whole,
+      // on a machine without a GPU (the tests' way to run it in a guest).
+      const hostWorkers = o.ownQueues && isolate && chosen.provider instanceof HostProvider;
+      const provider = hostWorkers ? new IsolatedProvider(chosen.provider, { worker: { kind: 'host', gpu: 0, pollUs: o.pollUs ?? DEFAULT_POLL_US }, log: o.log }) : chosen.provider;
+      const note = hostWorkers ? `${chosen.note}, a worker process per guest process` : chosen.note;
       o.log?.(note);
       // All contexts in one process (isolation none, or a host provider: no
       // kernels, no context to share) can address one another's device

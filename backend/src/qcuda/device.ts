@@ -371,12 +371,13 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       this.log.log(`qcuda: session ${s.id.toString(16)}: queue ${d.queue} could not be handed to a worker: ${(e as Error).message}; the session is closed`);
     } finally {
       started();
+      // Free first: the ring's next SESSION_OPEN, taken as it resumes, may hand it to a new worker.
+      this.#delegated.delete(d.queue);
       // The ring is served here again: from where the worker left it, or past what a dead one left in flight (answered as failed).
       if (returned && !d.parked) ring.resume(returned);
       else if (d.record) ring.recover(d.record);
       else ring.resume();
       d.record?.close();
-      this.#delegated.delete(d.queue);
       if (this.sessions.get(s.id) === s) this.sessions.delete(s.id);
       s.output.close();
       await s.close();
