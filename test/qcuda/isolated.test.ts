@@ -108,6 +108,22 @@ test('regions added and removed while workers run reach them; unknown memory is 
   for (const r of [first, later, stray]) r.close();
 });
 
+test('a memory table replaced while workers run (the same guest-physical range mapped anew, then the old mapping dropped): the worker follows', async (t) => {
+  const p = isolated();
+  const old = guestRam(MIB, 0n);
+  p.registerGuestMemory(old.m.address, BigInt(MIB), old.source);
+  const ctx = await p.openContext(0);
+  t.true(await roundTrip(ctx, old, 0, 4096, 6));
+  // As MemoryTable.replace() tells the provider: the new table's regions first, then the old ones go.
+  const fresh = guestRam(MIB, 0n);
+  p.registerGuestMemory(fresh.m.address, BigInt(MIB), fresh.source);
+  p.unregisterGuestMemory(old.m.address);
+  t.true(await roundTrip(ctx, fresh, 0, MIB / 2 - 3, 7), 'copies go through the new mapping');
+  t.true(p.workerPids.every((pid) => alive(pid)), 'the worker lives on');
+  await p.close();
+  for (const r of [old, fresh]) r.close();
+});
+
 test('a worker that cannot start fails openContext with the reason, and leaves no process behind', async (t) => {
   const p = new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 9999 } });
   const before = p.workerPids.length;

@@ -201,14 +201,18 @@ export class MemoryTable {
     return this.#retiring.size;
   }
 
-  /** Maps a region; the fd stays the caller's to close (the mapping survives it). */
-  add(r: MemRegion, fd: Fd): GuestRegion {
-    for (const o of this.#regions) {
-      if (overlaps(o.gpa, o.size, r.gpa, r.size) || overlaps(o.userAddr, o.size, r.userAddr, r.size))
-        throw new ProtocolError(`region gpa 0x${r.gpa.toString(16)} overlaps gpa 0x${o.gpa.toString(16)}`);
-    }
+  /**
+   * Maps a region; the fd stays the caller's to close (the mapping survives
+   * it). A region that overlaps one in the table is refused, unless
+   * displace is set (a session's worker, told of a new table's regions
+   * before the old ones go): the overlapped ones then leave the table still
+   * mapped, theirs to unmap who added them.
+   */
+  add(r: MemRegion, fd: Fd, o: { displace?: boolean } = {}): GuestRegion {
+    const clash = this.#regions.filter((x) => overlaps(x.gpa, x.size, r.gpa, r.size) || overlaps(x.userAddr, x.size, r.userAddr, r.size));
+    if (clash.length > 0 && !o.displace) throw new ProtocolError(`region gpa 0x${r.gpa.toString(16)} overlaps gpa 0x${clash[0].gpa.toString(16)}`);
     const region = new GuestRegion(r, fd);
-    this.#regions = [...this.#regions, region];
+    this.#regions = [...this.#regions.filter((x) => !clash.includes(x)), region];
     this.listener?.added(region, fd);
     debug('region gpa=0x%s size=0x%s uaddr=0x%s', r.gpa.toString(16), r.size.toString(16), r.userAddr.toString(16));
     return region;

@@ -186,7 +186,8 @@ class WorkerMain {
     if (!fd) throw new Error(`region ${id} came without its fd`);
     let region: GuestRegion;
     try {
-      region = memory.add(m.region, fd);
+      // A new table's regions come before the old ones go: they take the old ones' place in the table.
+      region = memory.add(m.region, fd, { displace: true });
     } catch (e) {
       fd.close();
       throw e;
@@ -201,8 +202,15 @@ class WorkerMain {
     const r = regions.get(id);
     if (!r) return;
     regions.delete(id);
-    // Unregistered (the listener) and unmapped once no request in flight holds it.
-    await memory.remove(r.region);
+    if (memory.regions.includes(r.region)) {
+      // Unregistered (the listener) and unmapped once no request in flight holds it.
+      await memory.remove(r.region);
+    } else {
+      // Displaced by a newer region: out of the table already, mapped until its requests are done.
+      await new Promise<void>((resolve) => r.region.whenIdle(resolve));
+      await this.provider?.unregisterGuestMemory(r.region.hostAddress);
+      r.region.unmap();
+    }
     r.fd.close();
     this.#remapRing();
   }
