@@ -47,34 +47,29 @@ void WaitForStream(Job &job, cu::Stream s) {
   job.wait = [](Job &jb) { jb.Check(cu::api().CtxSynchronize(), "cuCtxSynchronize"); };
 }
 
-// The whole context: cuCtxSynchronize, which has no query; an event recorded
-// on each stream (and the NULL stream) tells when it would return at once.
-// Past a few streams the marks cost more than a hop: no inline poll then.
+// The whole context: cuCtxSynchronize, which has no query; cuStreamQuery on
+// every stream of the context (and the NULL stream) tells when it would
+// return at once. A query asks the driver what the GPU has reported, with no
+// work of its own: an event recorded to mark each stream instead had to go
+// through the GPU first, a few microseconds even when nothing was queued.
+// The wait phase ends in cuCtxSynchronize either way (the sticky error, the
+// flush of device output).
 QCUDA_CONTEXT_METHOD(synchronize, ctx, info) {
   return ctx.Submit(info, Where::kInlineWhenIdle, [](Job &job) {
-    constexpr size_t kMostMarks = 16;
     CtxCore *c = job.ctx.get();
-    auto marks = std::make_shared<std::vector<cu::Event>>();
-    bool all = c->streams.size() < kMostMarks;
-    Job scratch;  // a mark that cannot be made fails nothing: the wait is the same without it
-    auto mark = [&](cu::Stream s) {
-      cu::Event e = all ? c->AcquireEvent(scratch) : nullptr;
-      if (e != nullptr && cu::api().EventRecord(e, s) == cu::kSuccess) return marks->push_back(e);
-      if (e != nullptr) c->ReleaseEvent(e);
-      all = false;
+    auto streams = std::make_shared<std::vector<cu::Stream>>();
+    streams->reserve(c->streams.size() + 1);
+    streams->push_back(nullptr);
+    for (auto &s : c->streams) streams->push_back(s.second);
+    // An error (a sticky one) is ready too: the wait reports it. A later job
+    // may destroy one of these streams: queried only right after the run.
+    job.readyLater = false;
+    job.ready = [streams] {
+      for (cu::Stream s : *streams)
+        if (cu::api().StreamQuery(s) == cu::kNotReady) return false;
+      return true;
     };
-    mark(nullptr);
-    for (auto &s : c->streams) mark(s.second);
-    if (all)
-      job.ready = [marks] {
-        for (cu::Event e : *marks)
-          if (cu::api().EventQuery(e) == cu::kNotReady) return false;
-        return true;
-      };
-    job.wait = [c, marks](Job &jb) {
-      jb.Check(cu::api().CtxSynchronize(), "cuCtxSynchronize");
-      for (cu::Event e : *marks) c->ReleaseEvent(e);
-    };
+    job.wait = [](Job &jb) { jb.Check(cu::api().CtxSynchronize(), "cuCtxSynchronize"); };
   });
 }
 

@@ -473,7 +473,7 @@ void CtxCore::AfterRun(Job *j, bool onJsThread) {
       std::lock_guard<std::mutex> lk(wmu);
       waiting++;
     }
-    if (onJsThread && env->parking && j->ready) {
+    if (onJsThread && env->parking && j->ready && j->readyLater) {
       env->parked.push_back(j);  // the JS thread's poll loop settles it (EnvState::PollParked)
       return;
     }

@@ -85,6 +85,10 @@ struct Job {
   // job run on the JS thread polls it for a while before handing wait to the
   // pool (SetInlineWait): a short wait then costs no thread hop at all.
   std::function<bool()> ready;
+  // False: ready() may only be polled right after the run phase, on the
+  // thread that ran it (it uses handles a later job may free), so the wait
+  // is never parked for later polling.
+  bool readyLater = true;
   std::function<void(Job &)> onMain;  // JS thread, before the promise settles
   bool exitThread = false;            // the context thread ends after this job
 

@@ -209,6 +209,10 @@ Napi::Value PollWaitsJs(const Napi::CallbackInfo &info) {
   return Napi::Number::New(info.Env(), State(info.Env())->PollParked(info[0].As<Napi::Boolean>().Value()));
 }
 
+// pendingJobs() -> jobs begun on this thread whose promise is not settled yet
+// (queued, running, waiting, parked): a poll loop that spins checks it is 0.
+Napi::Value PendingJobsJs(const Napi::CallbackInfo &info) { return Napi::Number::New(info.Env(), State(info.Env())->pending); }
+
 // setInlineCalls(on): ordered calls run on the JS thread when the context thread is idle (cuda_exec.h).
 Napi::Value SetInlineCallsJs(const Napi::CallbackInfo &info) {
   if (info.Length() < 1 || !info[0].IsBoolean()) throw Napi::TypeError::New(info.Env(), "setInlineCalls(on: boolean)");
@@ -257,6 +261,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setInlineWait", Napi::Function::New(env, SetInlineWaitJs));
   exports.Set("setInlineCalls", Napi::Function::New(env, SetInlineCallsJs));
   exports.Set("pollWaits", Napi::Function::New(env, PollWaitsJs));
+  exports.Set("pendingJobs", Napi::Function::New(env, PendingJobsJs));
   exports.Set("checkModuleImage", Napi::Function::New(env, CheckModuleImageJs));
   exports.Set("MODULE_IMAGE_PADDING", Napi::Number::New(env, static_cast<double>(kImagePadding)));
   exports.Set("DEFAULT_WAITER_LIMIT", Napi::Number::New(env, kDefaultWaiterLimit));

@@ -214,6 +214,8 @@ export interface CudaNative {
    * the waiter threads and ends that, so call it with stop on the loop's last turn.
    */
   pollWaits(stop: boolean): number;
+  /** Jobs begun in this process whose promise is not settled yet (0: nothing in flight for the poll loop to settle). */
+  pendingJobs(): number;
   /** '' when moduleLoad() would pass the image on to the driver, else why it refuses it (no driver needed). */
   checkModuleImage(image: Uint8Array): string;
   readonly DEFAULT_WAITER_LIMIT: number;

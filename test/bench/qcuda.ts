@@ -16,7 +16,7 @@
 // --poll-us sets how long the backend polls its rings, each worker its
 // channel, and the harness (as the guest driver's poll_us) its used rings
 // after each request (default: the backend's, 50; 0: interrupts and kicks
-// only). The CPU the backend and its workers use is measured over the
+// only); the harness spins on them meanwhile, as the driver's poll loop does. The CPU the backend and its workers use is measured over the
 // synchronize loop (per call, and in cores) and with four sessions open and
 // idle, which must cost nothing.
 // --inline-calls (the backend's, yes|no) says whether a worker runs its
@@ -193,7 +193,8 @@ async function main(): Promise<void> {
   const mem = new GuestMemory([{ gpa: 0n, size: 64 << 20 }, { gpa: 1n << 32n, size: 2 * BIG + (64 << 20) }]);
   const fe = Frontend.fromFd(mine, mem);
   await fe.negotiate();
-  await fe.start({ size: 256, pollUs: GUEST_POLL_US });
+  // The guest driver polls for its answer in a loop (qcuda_chunk_poll): the harness spins as it does.
+  await fe.start({ size: 256, pollUs: GUEST_POLL_US, spinUs: GUEST_POLL_US });
   const c = new QcudaClient(fe, OWN_QUEUES ? 1 : undefined);
   await (OWN_QUEUES ? c.openOwn(1) : c.open());
   const src = mem.alloc(BIG, 4096, 1);

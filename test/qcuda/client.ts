@@ -8,6 +8,13 @@ const REQ = LAYOUT.qcuda_req_hdr.size;
 const RESP = LAYOUT.qcuda_resp_hdr.size;
 const OUT_AT = 4608; // in a slot: request at 0, reply here
 const SLOT = OUT_AT + 4608;
+const NO_ARGS = new Uint8Array(0);
+
+/** A request's scratch space in guest RAM, with its bytes mapped here once (a call costs no lookups). */
+interface Slot {
+  gpa: bigint;
+  bytes: Uint8Array;
+}
 
 export interface Reply {
   status: number;
@@ -54,19 +61,22 @@ export class QcudaClient {
   /** The queue every request goes on, as the driver does for a session that owns one (openOwn). */
   #ownQueue: number | undefined;
   /** Scratch slots for headers and outputs: one per request in flight. */
-  readonly #slots: bigint[] = [];
+  readonly #slots: Slot[] = [];
   readonly #slotWaiters: (() => void)[] = [];
 
   constructor(readonly fe: Frontend, readonly queues = fe.queues.length, slots = 256) {
-    for (let i = 0; i < slots; i++) this.#slots.push(fe.mem.alloc(SLOT, 64));
+    for (let i = 0; i < slots; i++) {
+      const gpa = fe.mem.alloc(SLOT, 64);
+      this.#slots.push({ gpa, bytes: fe.mem.bytes(gpa, SLOT) });
+    }
   }
 
-  async #slot(): Promise<bigint> {
+  async #slot(): Promise<Slot> {
     while (this.#slots.length === 0) await new Promise<void>((r) => this.#slotWaiters.push(r));
     return this.#slots.pop()!;
   }
 
-  #release(slot: bigint): void {
+  #release(slot: Slot): void {
     this.#slots.push(slot);
     this.#slotWaiters.shift()?.();
   }
@@ -85,7 +95,7 @@ export class QcudaClient {
     return slot !== undefined ? this.#callIn(slot, cmd, o) : this.#slot().then((s) => this.#callIn(s, cmd, o));
   }
 
-  async #callIn(slot: bigint, cmd: number, o: CallOptions): Promise<Reply> {
+  async #callIn(slot: Slot, cmd: number, o: CallOptions): Promise<Reply> {
     try {
       return await this.#post(slot, cmd, o);
     } finally {
@@ -93,25 +103,31 @@ export class QcudaClient {
     }
   }
 
-  async #post(slot: bigint, cmd: number, o: CallOptions): Promise<Reply> {
-    const args = o.rawArgs ?? (o.args ? encode(o.args[0], o.args[1]) : new Uint8Array(0));
+  async #post(slot: Slot, cmd: number, o: CallOptions): Promise<Reply> {
+    const args = o.rawArgs ?? (o.args ? encode(o.args[0], o.args[1]) : NO_ARGS);
     const outSize = o.out ? LAYOUT[o.out].size : (o.outLen ?? 0);
-    const dataLen = o.dataLen ?? BigInt([...(o.to ?? []), ...(o.from ?? [])].reduce((n, b) => n + b.len, 0));
-    const hdr = encode('qcuda_req_hdr', { cmd, len: args.length, session: o.session ?? this.session, data_offset: o.dataOffset ?? 0n, data_len: dataLen });
-    const mem = this.fe.mem;
+    let data = 0;
+    for (const b of o.to ?? []) data += b.len;
+    for (const b of o.from ?? []) data += b.len;
+    const hdr = encode('qcuda_req_hdr', { cmd, len: args.length, session: o.session ?? this.session, data_offset: o.dataOffset ?? 0n, data_len: o.dataLen ?? BigInt(data) });
     // Arguments larger than a slot's room (launches with large parameter
     // blocks, HOST_MAP_PAGES, the QCUDA_MAX_ARGS tests) get a buffer of their own.
-    const inGpa = args.length > OUT_AT - REQ ? mem.alloc(REQ + args.length, 64) : slot;
-    const outGpa = slot + BigInt(OUT_AT);
-    mem.bytes(inGpa, REQ).set(hdr);
-    if (args.length) mem.bytes(inGpa + BigInt(REQ), args.length).set(args);
-    mem.bytes(outGpa, RESP + outSize).fill(0xcc);
-    const bufs: GuestBuf[] = [{ gpa: inGpa, len: REQ + args.length }, ...(o.to ?? []), { gpa: outGpa, len: RESP + outSize, write: true }, ...(o.from ?? []).map((b) => ({ ...b, write: true }))];
+    const own = args.length > OUT_AT - REQ;
+    const inGpa = own ? this.fe.mem.alloc(REQ + args.length, 64) : slot.gpa;
+    const request = own ? this.fe.mem.bytes(inGpa, REQ + args.length) : slot.bytes;
+    request.set(hdr);
+    if (args.length) request.set(args, REQ);
+    const reply = slot.bytes.subarray(OUT_AT, OUT_AT + RESP + outSize);
+    reply.fill(0xcc);
+    const bufs: GuestBuf[] = [{ gpa: inGpa, len: REQ + args.length }];
+    if (o.to) bufs.push(...o.to);
+    bufs.push({ gpa: slot.gpa + BigInt(OUT_AT), len: RESP + outSize, write: true });
+    if (o.from) for (const b of o.from) bufs.push({ ...b, write: true });
     const used = await this.fe.submit(this.#pickQueue(o.queue), bufs, bufs.length > 4);
-    const r = decode('qcuda_resp_hdr', mem.bytes(outGpa, RESP).slice());
+    const r = decode('qcuda_resp_hdr', reply);
     return {
-      status: r.status as number, value: r.value as bigint, len: r.len as number, used: used.len,
-      out: o.out && (r.len as number) >= outSize ? (decode(o.out, mem.bytes(outGpa + BigInt(RESP), outSize).slice()) as Reply['out']) : undefined,
+      status: r.status, value: r.value, len: r.len, used: used.len,
+      out: o.out && r.len >= outSize ? (decode(o.out, reply.subarray(RESP)) as Reply['out']) : undefined,
     };
   }
 

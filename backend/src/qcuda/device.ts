@@ -111,6 +111,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   #rings: readonly Vring[] | undefined;
   /** Queue -> the session its worker serves there. */
   readonly #delegated = new Map<number, Delegation>();
+  /** The same delegations by session: every request looks its session up here. */
+  readonly #delegatedSessions = new Map<Session, Delegation>();
 
   constructor(o: QcudaOptions = {}) {
     this.numQueues = o.queues ?? 4;
@@ -277,7 +279,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const session = this.sessions.get(h.session);
     caller.session = session;
     if (!session) throw new CudaError(Status.NO_SESSION, `command ${name} for unknown session`);
-    const owned = [...this.#delegated.values()].find((d) => d.session === session);
+    const owned = this.#delegatedSessions.get(session);
     if (owned) throw new CudaError(Status.BAD_REQUEST, `${name} on queue ${req.queue}: the session is served on its own queue ${owned.queue}`);
     const argsSize = spec.args ? LAYOUT[spec.args].size : 0;
     const outSize = spec.out ? LAYOUT[spec.out].size : 0;
@@ -350,6 +352,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       },
     };
     this.#delegated.set(q, d);
+    this.#delegatedSessions.set(s, d);
     const detaching = ring.detach();
     d.done = this.#serveElsewhere(d, ring, detaching, provider, started).catch((e: Error) => this.log.log(`qcuda: queue ${q}: ${e.message}`));
   }
@@ -373,6 +376,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       started();
       // Free first: the ring's next SESSION_OPEN, taken as it resumes, may hand it to a new worker.
       this.#delegated.delete(d.queue);
+      this.#delegatedSessions.delete(s);
       // The ring is served here again: from where the worker left it, or past what a dead one left in flight (answered as failed).
       if (returned && !d.parked) ring.resume(returned);
       else if (d.record) ring.recover(d.record);
@@ -388,7 +392,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   async #closeSession(id: bigint): Promise<Result> {
     const s = this.sessions.get(id);
     if (!s) throw new CudaError(Status.NO_SESSION, 'close of an unknown session');
-    const owned = [...this.#delegated.values()].find((d) => d.session === s);
+    const owned = this.#delegatedSessions.get(s);
     if (owned) {
       // Its close should have come on its own queue; it ends all the same.
       owned.end('kill');

@@ -4,6 +4,10 @@ import type { Buf, DescChain } from './chain';
 import type { MemoryTable } from './memory';
 
 export class Request {
+  /** Each part as one view when it is one contiguous host range (the usual case; null when not); undefined until asked. */
+  #readable: Uint8Array | null | undefined;
+  #writable: Uint8Array | null | undefined;
+
   constructor(
     readonly queue: number,
     readonly chain: DescChain,
@@ -21,6 +25,8 @@ export class Request {
   /** The readable bytes [offset, offset+len): a view when contiguous, else a copy. */
   read(offset = 0, len = this.readableBytes - offset): Uint8Array {
     checkRange('read', offset, len, this.readableBytes);
+    const whole = (this.#readable ??= this.#whole(this.chain.readable));
+    if (whole) return whole.subarray(offset, offset + len);
     const parts = this.#views(this.chain.readable, offset, len);
     return parts.length === 1 ? parts[0] : concat(parts, len);
   }
@@ -28,6 +34,8 @@ export class Request {
   /** Copies data into the writable space at offset. */
   write(offset: number, data: Uint8Array): void {
     checkRange('write', offset, data.length, this.writableBytes);
+    const whole = (this.#writable ??= this.#whole(this.chain.writable));
+    if (whole) return whole.set(data, offset);
     let done = 0;
     for (const v of this.#views(this.chain.writable, offset, data.length)) {
       v.set(data.subarray(done, done + v.length));
@@ -51,6 +59,13 @@ export class Request {
       }
     }
     return out;
+  }
+
+  /** A single buffer in a single host range: its view (a request's header and its reply are). */
+  #whole(bufs: Buf[]): Uint8Array | null {
+    if (bufs.length !== 1) return null;
+    const views = this.memory.segmentsGpa(bufs[0].gpa, bufs[0].len);
+    return views.length === 1 ? views[0] : null;
   }
 
   /** Host views over [offset, offset+len) of a list of guest buffers. */

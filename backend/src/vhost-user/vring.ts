@@ -340,8 +340,14 @@ export class Vring {
     this.poll!.touch();
     if (this.#polling) return;
     this.#polling = true;
-    this.poll!.add(this.#pollTurn);
+    this.poll!.add(this.#pollTurn, this.#quiet);
   }
+
+  /** Nothing to take and nothing in flight: a turn of the poller may spin on the avail index (busy-poll.ts). */
+  readonly #quiet = (): boolean => {
+    const v = this.#views;
+    return this.#inflight === 0 && (!v || Atomics.load(v.avail, 1) === this.lastAvail);
+  };
 
   readonly #pollTurn = (expired: boolean): void => {
     if (expired) this.#polling = false;

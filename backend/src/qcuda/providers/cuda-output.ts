@@ -84,10 +84,16 @@ class DeviceOutput {
     if (this.#lastLauncher === c) this.#lastLauncher = undefined;
   }
 
-  /** Right after a flush point of c, before its reply: hands over what CUDA printed. */
+  /**
+   * Right after a flush point of c, before its reply: hands over what CUDA
+   * printed. Only a context that has launched a kernel can have printed; for
+   * another the drain (a few syscalls, microseconds on a short call) would
+   * bring only other contexts' output, which the capture's reader thread
+   * delivers anyway.
+   */
   drain(c: OutputSource): void {
-    if (this.#n === undefined) return;
-    this.#target = c.launched ? c : undefined;
+    if (this.#n === undefined || !c.launched) return;
+    this.#target = c;
     try {
       this.#n.outputDrain();
     } catch (e) {

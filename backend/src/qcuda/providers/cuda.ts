@@ -286,6 +286,7 @@ class CudaSessionContext implements ProviderContext, OutputSource {
     return this.native.graphExecDestroy(handleId(x, 'executable graph'));
   }
   graphLaunch(x: GraphExecRef, stream: StreamRef | undefined): Promise<void> {
+    this.#launching(); // its kernel nodes may print
     return this.native.graphLaunch(handleId(x, 'executable graph'), streamId(stream));
   }
   eventElapsed(start: EventRef, end: EventRef): Promise<number> {
@@ -552,9 +553,10 @@ export class CudaProvider implements Provider {
   pollWith(poll: BusyPoll): void {
     // A turn that settled a wait is activity: the window goes on (and its
     // last turn, which then settled something, does not hand the rest on).
+    // Quiet (a turn may spin) while no job is in flight: a settle needs the loop.
     poll.keep((expired) => {
       if (this.#n.pollWaits(expired) > 0) poll.touch();
-    });
+    }, () => this.#n.pendingJobs() === 0);
   }
 
   async close(): Promise<void> {

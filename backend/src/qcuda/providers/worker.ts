@@ -31,6 +31,13 @@ const regions = new Map<number, Mapped>();
 const memory = new MemoryTable();
 
 let channel: Channel;
+/**
+ * How long a queue owner's poll turn may spin on its ring while nothing is in
+ * flight, before letting the event loop turn (for its channel): a caller's
+ * next request then needs no turn of the loop to be seen.
+ */
+const OWNER_SPIN_US = 20;
+
 /** The channel is polled for a while after each call (WorkerOptions.pollUs): the session's next call then finds this process awake. */
 let poll: BusyPoll;
 
@@ -258,7 +265,8 @@ class WorkerMain {
 
 function main(): void {
   const o = JSON.parse(process.argv[2] ?? '{}') as WorkerOptions;
-  poll = new BusyPoll(o.pollUs ?? 0);
+  // A queue's owner serves one guest process from its ring: its turns may spin (busy-poll.ts).
+  poll = new BusyPoll(o.pollUs ?? 0, o.owner ? OWNER_SPIN_US : 0);
   let w: WorkerMain | undefined;
   const onMessage = (m: unknown): void => {
     try {

@@ -74,43 +74,84 @@ export function layoutOf(s: StructDecl): Layout {
   return { size, fields: out, offsets: Object.fromEntries(out.map((f) => [f.name, f.offset])) };
 }
 
+/**
+ * A struct's codec, made once from its layout: straight-line code with one
+ * DataView access per field and an object of one fixed shape, instead of a
+ * loop over the fields on every call. Every request and reply goes through
+ * these, on the guest's side and the backend's, so their cost is part of
+ * each call's round trip (a third of the JavaScript time of a synchronize).
+ */
+interface Codec {
+  decode(name: string, bytes: Uint8Array): Record<string, unknown>;
+  encode(values: Record<string, unknown>): Uint8Array;
+}
+
+const codecs = new WeakMap<Layout, Codec>();
+
+function codecOf(l: Layout): Codec {
+  let c = codecs.get(l);
+  if (!c) codecs.set(l, (c = compileCodec(l)));
+  return c;
+}
+
+// What the generated code calls for the fields that are not scalars.
+const helpers = {
+  u32s: (v: DataView, at: number, n: number) => Uint32Array.from({ length: n }, (_, i) => v.getUint32(at + i * 4, true)),
+  u64s: (v: DataView, at: number, n: number) => BigUint64Array.from({ length: n }, (_, i) => v.getBigUint64(at + i * 8, true)),
+  setU32s: (v: DataView, at: number, n: number, x: Uint32Array) => x.forEach((e, i) => i < n && v.setUint32(at + i * 4, e, true)),
+  setU64s: (v: DataView, at: number, n: number, x: BigUint64Array) => x.forEach((e, i) => i < n && v.setBigUint64(at + i * 8, e, true)),
+  setBytes: (bytes: Uint8Array, at: number, n: number, x: string | Uint8Array) => {
+    const b = typeof x === 'string' ? Buffer.from(x) : x;
+    bytes.set(b.subarray(0, n - (typeof x === 'string' ? 1 : 0)), at); // strings stay NUL-terminated
+  },
+};
+
+function compileCodec(l: Layout): Codec {
+  // The names become property names in the generated code: declared here, never from the wire.
+  for (const f of l.fields) if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(f.name)) throw new Error(`field name '${f.name}' is not an identifier`);
+  const read = l.fields.map((f) => {
+    const at = f.offset;
+    switch (f.kind) {
+      case 'u32': return `${f.name}: v.getUint32(${at}, true)`;
+      case 'i32': return `${f.name}: v.getInt32(${at}, true)`;
+      case 'u64': return `${f.name}: v.getBigUint64(${at}, true)`;
+      case 'u32[]': return `${f.name}: h.u32s(v, ${at}, ${f.count})`;
+      case 'u64[]': return `${f.name}: h.u64s(v, ${at}, ${f.count})`;
+      default: return `${f.name}: bytes.slice(${at}, ${at + f.size})`;
+    }
+  });
+  const write = l.fields.map((f) => {
+    const at = f.offset;
+    const set = {
+      u32: `v.setUint32(${at}, Number(x) >>> 0, true)`,
+      i32: `v.setInt32(${at}, Number(x), true)`,
+      u64: `v.setBigUint64(${at}, BigInt(x), true)`,
+      'u32[]': `h.setU32s(v, ${at}, ${f.count}, x)`,
+      'u64[]': `h.setU64s(v, ${at}, ${f.count}, x)`,
+      bytes: `h.setBytes(bytes, ${at}, ${f.count}, x)`,
+    }[f.kind];
+    return `x = values.${f.name}; if (x !== undefined) ${set};`;
+  });
+  const decode = new Function('h', `return function decode(name, bytes) {
+    if (bytes.length < ${l.size}) throw new RangeError(name + ': ' + bytes.length + ' bytes, needs ${l.size}');
+    const v = new DataView(bytes.buffer, bytes.byteOffset, ${l.size});
+    return { ${read.join(', ')} };
+  }`)(helpers) as Codec['decode'];
+  const encode = new Function('h', `return function encode(values) {
+    const bytes = new Uint8Array(${l.size});
+    const v = new DataView(bytes.buffer);
+    let x;
+    ${write.join('\n    ')}
+    return bytes;
+  }`)(helpers) as Codec['encode'];
+  return { decode, encode };
+}
+
 /** Reads a struct from the start of bytes (which must hold all of it). Arrays are copies. */
 export function decodeStruct<S extends StructDecl>(name: string, l: Layout, bytes: Uint8Array): Fields<S> {
-  if (bytes.length < l.size) throw new RangeError(`${name}: ${bytes.length} bytes, needs ${l.size}`);
-  const v = new DataView(bytes.buffer, bytes.byteOffset, l.size);
-  const out: Record<string, unknown> = {};
-  for (const f of l.fields) {
-    switch (f.kind) {
-      case 'u32': out[f.name] = v.getUint32(f.offset, true); break;
-      case 'i32': out[f.name] = v.getInt32(f.offset, true); break;
-      case 'u64': out[f.name] = v.getBigUint64(f.offset, true); break;
-      case 'u32[]': out[f.name] = Uint32Array.from({ length: f.count }, (_, i) => v.getUint32(f.offset + i * 4, true)); break;
-      case 'u64[]': out[f.name] = BigUint64Array.from({ length: f.count }, (_, i) => v.getBigUint64(f.offset + i * 8, true)); break;
-      default: out[f.name] = bytes.slice(f.offset, f.offset + f.size); break;
-    }
-  }
-  return out as Fields<S>;
+  return codecOf(l).decode(name, bytes) as Fields<S>;
 }
 
 export function encodeStruct<S extends StructDecl>(l: Layout, values: FieldInput<S>): Uint8Array {
-  const bytes = new Uint8Array(l.size);
-  const v = new DataView(bytes.buffer);
-  const given = values as Record<string, unknown>;
-  for (const f of l.fields) {
-    const x = given[f.name];
-    if (x === undefined) continue;
-    switch (f.kind) {
-      case 'u32': v.setUint32(f.offset, Number(x) >>> 0, true); break;
-      case 'i32': v.setInt32(f.offset, Number(x), true); break;
-      case 'u64': v.setBigUint64(f.offset, BigInt(x as number | bigint), true); break;
-      case 'u32[]': (x as Uint32Array).forEach((e, i) => i < f.count && v.setUint32(f.offset + i * 4, e, true)); break;
-      case 'u64[]': (x as BigUint64Array).forEach((e, i) => i < f.count && v.setBigUint64(f.offset + i * 8, e, true)); break;
-      case 'bytes': {
-        const b = typeof x === 'string' ? Buffer.from(x) : (x as Uint8Array);
-        bytes.set(b.subarray(0, f.count - (typeof x === 'string' ? 1 : 0)), f.offset); // strings stay NUL-terminated
-        break;
-      }
-    }
-  }
-  return bytes;
+  return codecOf(l).encode(values as Record<string, unknown>);
 }

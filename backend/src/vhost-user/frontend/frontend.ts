@@ -23,6 +23,12 @@ export interface StartOptions {
   ringRegion?: number;
   /** Microseconds the used rings are polled after each submission, interrupts suppressed, as the guest driver's poll_us (default 0: interrupts only). */
   pollUs?: number;
+  /**
+   * Microseconds a poll turn may spin on the used rings while nothing is
+   * answered, as the guest driver's poll loop does (busy-poll.ts; default 0).
+   * Only with the backend in another process: a spin holds up this one.
+   */
+  spinUs?: number;
 }
 
 interface Queue {
@@ -141,7 +147,7 @@ export class Frontend {
     if (indirect) acked |= bit(VirtioF.RING_INDIRECT_DESC);
     await this.#ack(Req.SET_FEATURES, encodeU64(acked & this.features));
     await this.sendMemory(o.addMemReg ?? false);
-    this.#poll = new BusyPoll(o.pollUs ?? 0);
+    this.#poll = new BusyPoll(o.pollUs ?? 0, o.spinUs ?? 0);
     for (let i = 0; i < n; i++) await this.#startQueue(i, size, eventIdx, o.ringRegion ?? 0);
   }
 
@@ -164,7 +170,10 @@ export class Frontend {
     await this.#ack(Req.SET_VRING_CALL, encodeU64(BigInt(i)), [call.value]);
     const q: Queue = { ring, kick, call, waiting: new Map(), space: [], kicks: 0 };
     this.queues[i] = q;
-    call.watch(() => this.#onCall(q), true);
+    // An interrupt that comes while the rings are polled must not re-arm
+    // used_event: the device would then interrupt for every answer of the
+    // window (a write here, a wake-up there); the window's last turn re-arms.
+    call.watch(() => this.#onCall(q, !this.#poll.polling), true);
     await this.#ack(Req.SET_VRING_ENABLE, encodeVringState({ index: i, num: 1 }));
   }
 
@@ -182,6 +191,8 @@ export class Frontend {
   readonly #pollTurn = (expired: boolean): void => {
     for (const q of this.queues) this.#onCall(q, expired);
   };
+
+  readonly #quiet = (): boolean => !this.queues.some((q) => q.ring.hasUsed);
 
   #onCall(q: Queue, rearm = true): void {
     for (const u of q.ring.harvest(rearm)) {
@@ -203,7 +214,7 @@ export class Frontend {
       q.kicks++;
     }
     if (this.#poll.enabled) {
-      this.#poll.add(this.#pollTurn);
+      this.#poll.add(this.#pollTurn, this.#quiet);
       this.#poll.touch();
     }
     return done;

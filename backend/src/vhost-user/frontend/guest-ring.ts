@@ -125,6 +125,11 @@ export class GuestRing {
     return (Atomics.load(this.u16, 0) & VRING_USED_F_NO_NOTIFY) === 0;
   }
 
+  /** The device has published something not harvested yet. */
+  get hasUsed(): boolean {
+    return Atomics.load(this.u16, 1) !== this.#lastUsed;
+  }
+
   /**
    * Takes every used element; re-arms the interrupt (used_event) after, then
    * looks again: an element the device published before it saw the new
