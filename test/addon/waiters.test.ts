@@ -208,3 +208,40 @@ test.serial('with an inline wait, a wait that is over ends on the JS thread; a l
     await ctx.destroy();
   }
 });
+
+// A context's synchronize knows its work is done from cuStreamQuery on each
+// of its streams, queried right after the call: a later call may destroy one
+// of them, so such a wait is never parked for the poll loop's later turns
+// (where a stream wait, which waits on an event of its own, is).
+test.serial('a synchronize still running after its inline poll goes to the pool, not to the poll loop; a stream destroyed meanwhile changes nothing', async (t) => {
+  const { ctx, hold } = await holdingContext();
+  try {
+    n.setInlineWait(50);
+    n.pollWaits(false); // a poll loop's first turn: waits begun on this thread are kept for its turns from now on
+    const s = await ctx.streamCreate(0, 0);
+    await ctx.launch(hold.id, ONE, ONE, 0, s, i32(150));
+    const before = n.stats();
+    const sync = ctx.synchronize();
+    const streamWait = ctx.streamSynchronize(s);
+    t.is(n.stats().pending - before.pending, 2, 'both waits are in flight');
+    t.is(n.pendingJobs(), before.pending + 2);
+    await ctx.streamDestroy(s);
+    let settled = 0;
+    const t0 = Date.now();
+    while (Date.now() - t0 < 2000 && settled === 0) {
+      settled += n.pollWaits(false);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    await sync;
+    await streamWait;
+    const after = n.stats();
+    t.is(after.inlineWaitsHandedOn - before.inlineWaitsHandedOn, 2, 'both outlasted their inline poll');
+    t.is(settled, 1, 'the poll loop settled the stream wait, and only it: the synchronize went to a waiter thread');
+    t.is(after.parkedWaitsDone - before.parkedWaitsDone, 1);
+    t.is(n.pendingJobs(), 0);
+  } finally {
+    n.pollWaits(true);
+    n.setInlineWait(0);
+    await ctx.destroy();
+  }
+});

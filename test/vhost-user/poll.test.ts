@@ -5,7 +5,7 @@
 import test from 'ava';
 import { EchoDevice, ECHO_TRAILER } from '../../backend/src/devices/echo';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import type { BusyPoll } from '../../backend/src/sys/busy-poll';
+import { BusyPoll } from '../../backend/src/sys/busy-poll';
 import type { Frontend } from '../../backend/src/vhost-user/frontend';
 import { prng, randomBytes, started, tick } from '../helpers';
 import { QcudaClient } from '../qcuda/client';
@@ -58,6 +58,15 @@ for (const eventIdx of [true, false]) {
     const kicks = fe.queues[0].kicks;
     t.true(await echo(fe, 10, 0xab));
     t.is(fe.queues[0].kicks, kicks + 1);
+  });
+
+  test.serial(`a driver that polls takes no interrupts while it polls, though the device polls too (${mode})`, async (t) => {
+    // An interrupt taken mid-window must not re-arm it: the device would then
+    // interrupt for every answer (an eventfd write there, a wake-up here).
+    const dev = new EchoDevice({ queues: 1, pollUs: WINDOW_US });
+    const { fe } = await started(t, dev, { queues: 1, size: 64, eventIdx, pollUs: WINDOW_US });
+    for (let i = 0; i < ROUNDS; i++) t.true(await echo(fe, 64 + i, i));
+    t.true(fe.queues[0].calls <= 3, `${fe.queues[0].calls} interrupts for ${ROUNDS} answers`);
   });
 
   test.serial(`requests made while the window closes are not lost (${mode})`, async (t) => {
@@ -126,4 +135,34 @@ test.serial('a device given the poller (usePoll) has its kept check run as each 
   const unpolled = new Polled({ queues: 1, pollUs: 0 });
   await started(t, unpolled, { queues: 1, size: 64 });
   t.is(unpolled.given, 0, 'no poller where the rings are not polled');
+});
+
+// Spinning (BusyPoll spinUs): a turn waits on its checks' quiet() instead of
+// letting the event loop turn, only while every check can say it is quiet.
+test.serial('a turn spins while every check is quiet, and runs the checks as soon as one is not', async (t) => {
+  const poll = new BusyPoll(100_000, 20_000);
+  let asked = 0;
+  const seen: number[] = [];
+  poll.add(() => seen.push(asked), () => ++asked < 500);
+  poll.touch();
+  await new Promise((r) => setImmediate(r));
+  await new Promise((r) => setImmediate(r));
+  t.true(seen.length >= 1);
+  t.is(seen[0], 500, 'the first turn asked until the check was not quiet, then ran it');
+});
+
+test.serial('no turn spins while a check cannot say it is quiet', async (t) => {
+  const poll = new BusyPoll(5_000, 5_000);
+  let asked = 0;
+  let turns = 0;
+  const quietOne = (): void => {};
+  poll.add(quietOne, () => {
+    asked++;
+    return true;
+  });
+  poll.add(() => turns++);
+  poll.touch();
+  await new Promise((r) => setTimeout(r, 30));
+  t.true(turns >= 2, `${turns} turns`);
+  t.is(asked, 0, 'quiet() was never asked');
 });

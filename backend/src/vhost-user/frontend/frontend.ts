@@ -40,6 +40,8 @@ interface Queue {
   space: (() => void)[];
   /** Kicks sent (the device asked for them). */
   kicks: number;
+  /** Interrupts taken (the call eventfd woke this process). */
+  calls: number;
 }
 
 export class Frontend {
@@ -168,12 +170,15 @@ export class Frontend {
     }));
     await this.#ack(Req.SET_VRING_KICK, encodeU64(BigInt(i)), [kick.value]);
     await this.#ack(Req.SET_VRING_CALL, encodeU64(BigInt(i)), [call.value]);
-    const q: Queue = { ring, kick, call, waiting: new Map(), space: [], kicks: 0 };
+    const q: Queue = { ring, kick, call, waiting: new Map(), space: [], kicks: 0, calls: 0 };
     this.queues[i] = q;
     // An interrupt that comes while the rings are polled must not re-arm
     // used_event: the device would then interrupt for every answer of the
     // window (a write here, a wake-up there); the window's last turn re-arms.
-    call.watch(() => this.#onCall(q, !this.#poll.polling), true);
+    call.watch(() => {
+      q.calls++;
+      this.#onCall(q, !this.#poll.polling);
+    }, true);
     await this.#ack(Req.SET_VRING_ENABLE, encodeVringState({ index: i, num: 1 }));
   }
 

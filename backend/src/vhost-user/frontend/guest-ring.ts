@@ -16,6 +16,7 @@ export interface Used {
 }
 
 const VRING_USED_F_NO_NOTIFY = 1;
+const VRING_AVAIL_F_NO_INTERRUPT = 1;
 /** Descriptors per indirect table in the ring's pool. */
 export const INDIRECT_MAX = 64;
 
@@ -131,11 +132,12 @@ export class GuestRing {
   }
 
   /**
-   * Takes every used element; re-arms the interrupt (used_event) after, then
-   * looks again: an element the device published before it saw the new
-   * used_event got no interrupt, and none would ever come for it. A driver
-   * that polls the ring passes rearm = false: used_event stays behind, so
-   * the device sends no interrupt meanwhile (EVENT_IDX).
+   * Takes every used element; re-arms the interrupt after (used_event, or
+   * the NO_INTERRUPT flag cleared without EVENT_IDX), then looks again: an
+   * element the device published before it saw the interrupt re-armed got
+   * none, and none would ever come for it. A driver that polls the ring
+   * passes rearm = false: no interrupt meanwhile (used_event stays behind,
+   * or the flag is set).
    */
   harvest(rearm = true): Used[] {
     const out: Used[] = [];
@@ -148,8 +150,12 @@ export class GuestRing {
         this.#release(id);
         this.#lastUsed = (this.#lastUsed + 1) & 0xffff;
       }
-      if (!this.eventIdx || !rearm) return out;
-      Atomics.store(this.a16, 2 + this.size, this.#lastUsed);
+      if (!rearm) {
+        if (!this.eventIdx) Atomics.store(this.a16, 0, VRING_AVAIL_F_NO_INTERRUPT);
+        return out;
+      }
+      if (this.eventIdx) Atomics.store(this.a16, 2 + this.size, this.#lastUsed);
+      else Atomics.store(this.a16, 0, 0);
       if (Atomics.load(this.u16, 1) === this.#lastUsed) return out;
     }
   }
