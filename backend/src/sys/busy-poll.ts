@@ -76,11 +76,14 @@ export class BusyPoll {
     this.#spin();
     const expired = process.hrtime.bigint() >= this.#until;
     if (expired) this.#running = false;
-    for (const check of [...this.#checks.keys()]) {
+    // A check may add or delete checks as it runs: on the last turn each of
+    // those now runs once (a copy); otherwise a check added meanwhile may
+    // already run this turn, which is harmless.
+    for (const check of expired ? [...this.#checks.keys()] : this.#checks.keys()) {
       if (expired) this.#checks.delete(check);
       check(expired);
     }
-    for (const check of [...this.#kept.keys()]) check(expired);
+    for (const check of this.#kept.keys()) check(expired);
     // After the last turn a check that found work has touched, which started a new window.
     if (!expired) setImmediate(this.#turn);
   };

@@ -25,6 +25,11 @@ export class ChainError extends Error {
 export interface Buf {
   gpa: bigint;
   len: number;
+  /**
+   * Its host views, as the walk found them (the request holds the regions
+   * mapped while it lives: vring.ts), so a handler need not look again.
+   */
+  views?: Uint8Array[];
 }
 
 export interface DescChain {
@@ -39,6 +44,7 @@ export interface DescChain {
 export class DescTable {
   readonly u32: Uint32Array;
   readonly u16: Uint16Array;
+  readonly u64: BigUint64Array | undefined;
   readonly count: number;
 
   constructor(bytes: Uint8Array) {
@@ -46,10 +52,12 @@ export class DescTable {
     this.count = Math.floor(bytes.length / DESC_SIZE);
     this.u32 = new Uint32Array(bytes.buffer, bytes.byteOffset, this.count * 4);
     this.u16 = new Uint16Array(bytes.buffer, bytes.byteOffset, this.count * 8);
+    // A ring's table is 16-byte aligned (checked where it is mapped); an indirect one need not be 8-byte aligned.
+    this.u64 = bytes.byteOffset % 8 === 0 ? new BigUint64Array(bytes.buffer, bytes.byteOffset, this.count * 2) : undefined;
   }
 
   addr(i: number): bigint {
-    return (BigInt(this.u32[i * 4 + 1]) << 32n) | BigInt(this.u32[i * 4]);
+    return this.u64 ? this.u64[i * 2] : (BigInt(this.u32[i * 4 + 1]) << 32n) | BigInt(this.u32[i * 4]);
   }
   len(i: number): number {
     return this.u32[i * 4 + 2];
@@ -105,13 +113,13 @@ function indirectTable(gpa: bigint, len: number, mem: MemoryTable, max: number):
 
 function addBuffer(chain: DescChain, gpa: bigint, len: number, writable: boolean, mem: MemoryTable): void {
   if (len === 0) return; // legal and harmless; nothing to translate
-  mem.segmentsGpa(gpa, len); // throws if any byte lies outside guest memory
+  const views = mem.segmentsGpa(gpa, len); // throws if any byte lies outside guest memory
   if (writable) {
-    chain.writable.push({ gpa, len });
+    chain.writable.push({ gpa, len, views });
     chain.writableBytes += len;
   } else {
     if (chain.writable.length > 0) throw new ChainError('readable descriptor after a writable one');
-    chain.readable.push({ gpa, len });
+    chain.readable.push({ gpa, len, views });
     chain.readableBytes += len;
   }
 }

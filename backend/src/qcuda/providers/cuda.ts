@@ -192,7 +192,8 @@ class CudaSessionContext implements ProviderContext, OutputSource {
 
   /** p ends at a point where CUDA flushes device output: hand it to the session before the reply goes back. */
   flushing<T>(p: Promise<T>): Promise<T> {
-    return p.finally(() => deviceOutput.drain(this));
+    // Only a context that has launched can have printed (deviceOutput.drain): no step more for the others.
+    return this.#launched ? p.finally(() => deviceOutput.drain(this)) : p;
   }
 
   /** A kernel goes in: output from nowhere in particular is now likely this context's. */
