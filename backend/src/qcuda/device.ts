@@ -402,7 +402,12 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     this.sessions.delete(id);
     const held = describeSession(sessionStatus(s));
     s.output.close();
-    await s.close();
+    // A worker serving this one session ends with it (owned-queue.ts): its
+    // context goes with the process, the fast way a dead process's does, as
+    // when the backend kills a session's worker; the backend gives back what
+    // the session held in the VM's ledger once the process is gone.
+    if (this.#adoptedOnly) s.abandon();
+    else await s.close();
     this.#event(`qcuda: session ${id.toString(16)} closed after ${held} (${this.sessions.size} open)`);
     this.#onSessionClosed?.(id);
     return {};

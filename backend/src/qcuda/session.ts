@@ -711,6 +711,17 @@ export class Session {
     if (this.o.slot === undefined) this.vm.ledger.freeSlot(this.#ledgerSlot);
   }
 
+  /**
+   * The process serving this session ends with it (a queue owner after its
+   * SESSION_CLOSE): requests of it still waiting fail as after close(), and
+   * the context and what it holds go with the process instead of being
+   * destroyed here (which waits for the GPU to finish what is queued).
+   */
+  abandon(): void {
+    this.#closed = true;
+    this.callbacks.close();
+  }
+
   /** Frees everything (cudaDeviceReset): the context goes with it. */
   reset(): Promise<void> {
     this.callbacks.reset();

@@ -220,6 +220,8 @@ class Worker {
         return this.#parked?.(m.state);
       case 'returned':
         this.#returned = m.state;
+        // It has nothing left to do but end: a context it still has goes the fast way (end()).
+        this.kill();
         return;
       case 'output':
         try {
