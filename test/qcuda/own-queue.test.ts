@@ -58,7 +58,11 @@ test.serial('a session on its own queue is served by its worker: the backend ans
   const pid = await ownerOf(1);
   t.truthy(pid && alive(pid), 'a worker serves queue 1');
   t.true(await roundTrip(a, 3 * MIB + 5, 1), 'bytes there and back');
+  const calls = (): number | undefined => dev.status().sessions.find((x) => x.id === a.session.toString(16))?.calls;
+  const before = calls()!;
+  t.true(before > 4, `the backend's status counts the calls its worker served (${before})`);
   t.is((await a.call(Cmd.DEVICE_SYNC)).status, 0);
+  t.is(calls(), before + 1, 'one call more');
   t.is(dev.served[1], 1, 'the backend served the SESSION_OPEN on queue 1 and nothing after it');
   // The same session's request on another queue is refused: its state is the worker's.
   t.is((await a.call(Cmd.DEVICE_SYNC, { queue: 0 })).status, Status.BAD_REQUEST);
@@ -115,6 +119,8 @@ test.serial('a VM stop and go on (GET_VRING_BASE, then the rings again): the own
   const m = await a.malloc(MIB);
   t.is(await a.htod(m.value, src, MIB), 0);
   const pid = (await ownerOf(2))!;
+  const calls = (): number | undefined => dev.status().sessions.find((x) => x.id === a.session.toString(16))?.calls;
+  const before = calls()!;
   const bases = await fe.stop();
   t.is(bases[2], fe.queues[2].ring.availIdx, 'the ring stopped past every request the guest made available');
   t.true(alive(pid), 'the worker lives through the stop');
@@ -122,6 +128,7 @@ test.serial('a VM stop and go on (GET_VRING_BASE, then the rings again): the own
   t.is(await a.dtoh(dst, m.value, MIB), 0, 'the session goes on after the stop');
   t.is(Buffer.compare(mem.bytes(src, MIB), mem.bytes(dst, MIB)), 0, 'its device memory kept what it held');
   t.is(dev.served[2], 1, 'the backend served only the SESSION_OPEN on queue 2');
+  t.is(calls(), before + 1, 'the calls served before the stop still count, and the one after it');
   // A second stop and go on, then the close: the worker ends.
   await fe.resume(await fe.stop());
   t.is((await a.call(Cmd.DEVICE_SYNC)).status, 0);

@@ -16,7 +16,7 @@ import { HostProvider } from './providers/host';
 import type { GuestSeg, Provider } from './provider';
 import { CALLS, Cmd, cmdNamed, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_PROTO_VERSION, QCUDA_SESSION_OWN_QUEUE, QCUDA_ST_OUTPUT, Status } from './proto';
 import { Session, vmShared, type VmShared } from './session';
-import { describeSession, sessionStatus, type QcudaStatus } from './status';
+import { describeSession, sessionStatus, type QcudaStatus, type SessionStatus } from './status';
 import type { CallDecl } from './wire/protocol';
 
 const debug = createDebug('qcuda:device');
@@ -63,6 +63,8 @@ interface Delegation {
   started: Promise<void>;
   /** The in-flight record of the current hand-over (none while parked). */
   record?: InflightRecord;
+  /** Requests the worker answered in earlier hand-overs (before a park). */
+  servedBefore: number;
   /** The VM stopped the ring: the worker keeps the session, and gets the ring again when it starts. */
   parked: boolean;
   /** Ends it early: the worker gives the ring back (handback) or is killed; asked before the worker serves, it happens as soon as it does. */
@@ -175,6 +177,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     if (!d.owner || !ring.delegated) return;
     try {
       const state = await d.owner.park();
+      d.servedBefore += d.record?.served ?? 0;
       d.record?.close();
       d.record = undefined;
       d.parked = true;
@@ -345,7 +348,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const provider = this.provider;
     let started!: () => void;
     const d: Delegation = {
-      session: s, queue: q, parked: false, started: new Promise((r) => (started = r)), done: Promise.resolve(),
+      session: s, queue: q, parked: false, servedBefore: 0, started: new Promise((r) => (started = r)), done: Promise.resolve(),
       end: (how) => {
         d.ending ??= how;
         if (d.owner) (how === 'kill' ? d.owner.kill() : d.owner.handback());
@@ -426,10 +429,18 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     for (const r of results) if (r.status === 'rejected') this.log.log(`qcuda: freeing a session failed: ${r.reason}`);
   }
 
+  /** A session's status; one its worker serves on its own queue counts the requests answered there too. */
+  #sessionStatus(s: Session): SessionStatus {
+    const st = sessionStatus(s);
+    const d = this.#delegatedSessions.get(s);
+    if (d) st.calls += d.servedBefore + (d.record?.served ?? 0);
+    return st;
+  }
+
   status(): QcudaStatus {
     return {
       device: 'qcuda', provider: this.provider.name, gpu: this.provider.hasGpu,
-      sessions: [...this.sessions.values()].map(sessionStatus),
+      sessions: [...this.sessions.values()].map((s) => this.#sessionStatus(s)),
       deviceMemory: { used: Number(this.vm.quota.used), quota: Number(this.vm.quota.limit) },
       served: [...this.served], logDropped: this.log.dropped,
     };

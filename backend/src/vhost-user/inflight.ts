@@ -7,7 +7,8 @@
 // the owner stopped, so the guest neither waits forever nor sees an answer
 // twice.
 //
-// Layout (little-endian): u16 lastAvail, u16 usedIdx, u32 size, then one bit
+// Layout (little-endian): u16 lastAvail, u16 usedIdx, u32 size, u32 served
+// (answers published, for the backend's status), u32 reserved, then one bit
 // per descriptor head. Only the owner writes it, in an order that makes it
 // right at every point where the owner can die:
 //   take:    set the head's bit, then store lastAvail;
@@ -19,11 +20,12 @@
 import { native, type Mapping } from '../sys/native';
 import { Fd } from '../sys/fd';
 
-const HEADER = 8;
+const HEADER = 16;
 
 export class InflightRecord {
   readonly #bytes: Uint8Array;
   readonly #words: Uint16Array;
+  readonly #served: Uint32Array;
 
   private constructor(
     readonly fd: Fd,
@@ -32,6 +34,7 @@ export class InflightRecord {
   ) {
     this.#bytes = new Uint8Array(mapping.window(0, InflightRecord.bytesFor(size)));
     this.#words = new Uint16Array(this.#bytes.buffer, this.#bytes.byteOffset, 2);
+    this.#served = new Uint32Array(this.#bytes.buffer, this.#bytes.byteOffset + 8, 1);
   }
 
   static bytesFor(size: number): number {
@@ -67,6 +70,11 @@ export class InflightRecord {
     return Atomics.load(this.#words, 1);
   }
 
+  /** Answers the owner has published (its session's calls, for the backend's status). */
+  get served(): number {
+    return Atomics.load(this.#served, 0);
+  }
+
   inFlight(head: number): boolean {
     return head < this.size && (this.#bytes[HEADER + (head >> 3)] & (1 << (head & 7))) !== 0;
   }
@@ -88,6 +96,7 @@ export class InflightRecord {
   published(head: number, usedIdx: number): void {
     this.#mark(head, false);
     Atomics.store(this.#words, 1, usedIdx);
+    Atomics.add(this.#served, 0, 1);
   }
 
   #mark(head: number, on: boolean): void {
