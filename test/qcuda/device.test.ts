@@ -6,6 +6,7 @@ import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
 import type { VmLimits } from '../../backend/src/qcuda/limits';
+import type { ModuleCache } from '../../backend/src/qcuda/module-cache';
 import type { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { Cmd, decode, encode, LAYOUT, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_MAX_EXTENTS, QCUDA_MAX_MODULE, QCUDA_MAX_NAME, QCUDA_PROTO_VERSION, Status, type StructName } from '../../backend/src/qcuda/proto';
 import { MAX_PENDING_UPLOADS } from '../../backend/src/qcuda/session';
@@ -347,7 +348,7 @@ test('module images cross once per VM: MODULE_FIND stages an image loaded before
   t.is(dev.sessions.get(c.session)!.pendingUploads, 0, 'a miss stages nothing');
   t.is((await upload(c, 1n, size, g, 0, ptx.length)).status, 0);
   t.is((await load(c, 1n)).status, CudaErr.NoKernelImageForDevice, 'host provider: checked, then 209');
-  t.is(dev.vm.modules.count, 1, 'the checked image is kept');
+  t.is((dev.vm.modules as ModuleCache).count, 1, 'the checked image is kept');
   // Another process of the VM finds it by content and loads it without sending it.
   const other = new QcudaClient(fe);
   await other.open();

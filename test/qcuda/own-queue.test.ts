@@ -154,3 +154,38 @@ test.serial('the frontend gone while the queue is being handed over: the worker 
   t.true(await until(() => dev.sessions.size === 0 && provider.ownerPids.length === 0, 15_000), `sessions ${dev.sessions.size}, owner workers ${provider.ownerPids}`);
   t.is(dev.vm.quota.used, 0n);
 });
+
+test.serial('module images cross once per VM with owned queues too: a worker finds what another process loaded, and leaves its own for the next', async (t) => {
+  const { createHash } = await import('node:crypto');
+  const { dev, fe, client } = await setup(t);
+  const g = fe.mem.alloc(4096);
+  const image = (n: number) => Buffer.from(`//\n.version 8.0\n.target sm_90\n.address_size 64\n// image ${n}\n`);
+  const sha = (b: Buffer) => createHash('sha256').update(b).digest();
+  const find = (c: QcudaClient, id: bigint, b: Buffer) => c.call(Cmd.MODULE_FIND, { args: ['qcuda_args_module_find', { upload_id: id, size: BigInt(b.length), sha256: sha(b) }] });
+  const uploadAndLoad = async (c: QcudaClient, id: bigint, b: Buffer) => {
+    fe.mem.bytes(g, b.length).set(b);
+    t.is((await c.call(Cmd.MODULE_UPLOAD, { args: ['qcuda_args_module_upload', { upload_id: id, size: BigInt(b.length) }], to: [{ gpa: g, len: b.length }], dataLen: BigInt(b.length) })).status, 0);
+    // The host provider runs no kernels: the image is checked (and kept), then refused with 209.
+    t.is((await c.call(Cmd.MODULE_LOAD, { args: ['qcuda_args_module_load', { upload_id: id }] })).status, CudaErr.NoKernelImageForDevice);
+  };
+  // A session the backend serves loads image 1.
+  const shared = client();
+  await shared.open();
+  t.is((await find(shared, 1n, image(1))).value, 0n, 'nothing cached yet');
+  await uploadAndLoad(shared, 1n, image(1));
+  // A worker on its own queue finds it, and the cache gives only what the content names.
+  const a = client();
+  await a.openOwn(1);
+  t.is((await find(a, 2n, image(1))).value, 1n, 'found through the backend: staged as upload 2');
+  t.is((await a.call(Cmd.MODULE_LOAD, { args: ['qcuda_args_module_load', { upload_id: 2n }] })).status, CudaErr.NoKernelImageForDevice, 'and loads as the upload did');
+  t.is((await find(a, 3n, image(2))).value, 0n, 'an image nobody loaded is not found');
+  // It loads image 2 itself; a later process on another worker finds that one.
+  await uploadAndLoad(a, 3n, image(2));
+  t.is((await a.close()).status, 0);
+  const b = client();
+  await b.openOwn(2);
+  t.is((await find(b, 4n, image(2))).value, 1n, 'the first worker\'s image is the VM\'s now');
+  t.is((await find(shared, 5n, image(2))).value, 1n, 'also for a session the backend serves');
+  t.is(dev.served[2], 1, 'the worker answered the MODULE_FIND on queue 2');
+  t.is((await b.close()).status, 0);
+});

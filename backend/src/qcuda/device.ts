@@ -367,7 +367,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       const state = await detaching;
       d.record = InflightRecord.create(state.size, state.lastAvail, state.usedIdx);
       const owner = await provider.startOwner({ session: s.id, slot: s.slot, limits: this.vm.limits, state },
-        [ring.kick!.value, ring.call!.value, d.record.fd.value, this.vm.ledger.fd.value]);
+        [ring.kick!.value, ring.call!.value, d.record.fd.value, this.vm.ledger.fd.value], this.vm.modules);
       d.owner = owner;
       if (d.ending) d.end(d.ending); // a close or reset came while it started
       started();

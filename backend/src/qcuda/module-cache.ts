@@ -8,7 +8,19 @@
 import { createHash } from 'node:crypto';
 import { IMAGE_PADDING } from './module-image';
 
-export class ModuleCache {
+/**
+ * Where a VM's module images are found by content and kept: a ModuleCache
+ * in the process that holds it (the backend), or that process asked over a
+ * channel (a session's worker serving its own queue: remote-modules.ts).
+ */
+export interface ModuleStore {
+  /** The image (IMAGE_PADDING zero bytes follow it in its buffer; never to be written), or undefined. */
+  find(sha256: Uint8Array, size: bigint): Uint8Array | undefined | Promise<Uint8Array | undefined>;
+  /** Keeps image (checked, complete) under its own SHA-256, if it fits. */
+  add(image: Uint8Array): void;
+}
+
+export class ModuleCache implements ModuleStore {
   readonly #limit: bigint;
   /** Insertion order is use order: the first entry is the least recently used. */
   readonly #images = new Map<string, Uint8Array>();

@@ -6,7 +6,7 @@ import { Callbacks } from './callbacks';
 import { CudaErr, CudaError } from './cuda-error';
 import { Budget, Ledger, Share, type VmLimits } from './limits';
 import type { ArrayDesc, ArrayRef, GraphExecRef, GraphRef, MipmapRef, DevPtr, EventRef, FunctionRef, GuestSeg, ModuleRef, Provider, ProviderContext, StreamRef } from './provider';
-import { ModuleCache } from './module-cache';
+import { ModuleCache, type ModuleStore } from './module-cache';
 import { IMAGE_PADDING } from './module-image';
 import { OutputQueue } from './output';
 import { QCUDA_MAX_MODULE, QCUDA_STREAM_LEGACY, QCUDA_STREAM_PER_THREAD, Status } from './proto';
@@ -87,15 +87,23 @@ export interface VmShared {
   readonly contexts: Budget;
   /** Pieces of guest memory mapped for the GPU (hostMapPieces). */
   readonly hostMaps: Budget;
-  /** Module images by content (moduleCache). */
-  readonly modules: ModuleCache;
+  /** Module images by content (moduleCache): the backend's, also where a session's worker asks. */
+  readonly modules: ModuleStore;
 }
 
 /** Holder slots of a VM's ledger: one per session, those still closing included (device.ts allows 4096 open). */
 const LEDGER_SLOTS = 8192;
 
-/** The VM's bounds, counted in `ledger` (default: a new one; a session's worker passes the VM's). */
-export function vmShared(limits: VmLimits, ledger = Ledger.create([limits.deviceMemory, limits.moduleStaging, BigInt(limits.contexts), BigInt(limits.hostMapPieces)], LEDGER_SLOTS)): VmShared {
+/**
+ * The VM's bounds, counted in `ledger`, and its module images in `modules`
+ * (default: new ones; a session's worker passes the VM's ledger and asks the
+ * backend for images).
+ */
+export function vmShared(
+  limits: VmLimits,
+  ledger = Ledger.create([limits.deviceMemory, limits.moduleStaging, BigInt(limits.contexts), BigInt(limits.hostMapPieces)], LEDGER_SLOTS),
+  modules: ModuleStore = new ModuleCache(limits.moduleCache),
+): VmShared {
   return {
     limits,
     ledger,
@@ -103,7 +111,7 @@ export function vmShared(limits: VmLimits, ledger = Ledger.create([limits.device
     staging: new Budget(ledger, 1, 'the module upload staging bound'),
     contexts: new Budget(ledger, 2, 'the bound on CUDA processes per VM', CudaErr.DevicesUnavailable),
     hostMaps: new Budget(ledger, 3, 'the bound on pieces of guest memory mapped for the GPU'),
-    modules: new ModuleCache(limits.moduleCache),
+    modules,
   };
 }
 
@@ -589,11 +597,13 @@ export class Session {
    * `id`, complete, if the cache has it (MODULE_FIND); it counts against the
    * staging bound like an upload until it is loaded. false: not cached.
    */
-  stageCached(id: bigint, size: bigint, sha256: Uint8Array): boolean {
+  async stageCached(id: bigint, size: bigint, sha256: Uint8Array): Promise<boolean> {
     if (size === 0n || size > BigInt(QCUDA_MAX_MODULE)) throw new CudaError(CudaErr.InvalidValue, `module of ${size} bytes`);
     if (this.#uploads.has(id)) throw new CudaError(CudaErr.InvalidValue, `module upload ${id} exists already`);
-    const image = this.vm.modules.find(sha256, size);
+    const image = await this.vm.modules.find(sha256, size);
     if (image === undefined) return false;
+    // The same id may have been taken while the cache was asked (another thread of the process).
+    if (this.#uploads.has(id)) throw new CudaError(CudaErr.InvalidValue, `module upload ${id} exists already`);
     if (this.#uploads.size >= MAX_PENDING_UPLOADS) throw new CudaError(Status.TOO_LARGE, `more than ${MAX_PENDING_UPLOADS} module uploads pending`);
     this.#staging.take(size);
     this.#uploads.set(id, { bytes: image, got: [[0, image.length]], cached: true });

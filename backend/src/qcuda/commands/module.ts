@@ -30,7 +30,7 @@ export const MODULE_COMMANDS: Runs<
     c.session.uploadChunk(c.args.upload_id, c.args.size, c.dataOffset, c.data);
   },
 
-  MODULE_FIND: async (c) => ({ value: c.session.stageCached(c.args.upload_id, c.args.size, c.args.sha256) ? 1n : 0n }),
+  MODULE_FIND: async (c) => ({ value: (await c.session.stageCached(c.args.upload_id, c.args.size, c.args.sha256)) ? 1n : 0n }),
 
   /**
    * The image is checked and its globals estimated before the driver sees

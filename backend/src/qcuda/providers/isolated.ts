@@ -25,6 +25,9 @@ import {
   CONTEXT_METHODS, type DevPtr, type DeviceProps, type GuestMemorySource, type GuestSeg, type OutputSink, type Provider, type ProviderContext,
   type StreamRef, type HostBlock, type Place,
 } from '../provider';
+import type { ModuleStore } from '../module-cache';
+import { checkImage } from '../module-image';
+import { QCUDA_MAX_MODULE } from '../proto';
 import { Channel } from './channel';
 import { decodeFast, encodeCopy, Fast, fastStream, type OwnOrder, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
 
@@ -54,6 +57,8 @@ class Worker {
   #owning: (() => void) | undefined;
   #parked: ((s: RingState) => void) | undefined;
   #returned: RingState | undefined;
+  /** A queue owner's VM module cache, which it asks for images by content and adds its own to. */
+  modules: ModuleStore | undefined;
 
   constructor(options: WorkerOptions, readonly output: OutputSink | undefined, log: (line: string) => void) {
     const [mine, theirs] = native.socketPair();
@@ -195,6 +200,26 @@ class Worker {
     this.#post(() => this.#channel.sendRaw(frame));
   }
 
+  /** The VM's cached image for a queue owner's MODULE_FIND (what it asks is checked: it serves a guest). */
+  async #moduleFind(id: number, sha256: unknown, size: unknown): Promise<void> {
+    let image: Uint8Array | undefined;
+    if (this.modules && sha256 instanceof Uint8Array && sha256.length === 32 && typeof size === 'bigint' && size > 0n && size <= BigInt(QCUDA_MAX_MODULE))
+      image = await this.modules.find(sha256, size);
+    if (!this.#gone) this.#send({ t: 'module', id, image });
+  }
+
+  /** A queue owner's loaded image: kept by content for the VM's next processes once it passes the same check here. */
+  #moduleAdd(image: unknown): void {
+    if (!this.modules || !(image instanceof Uint8Array) || image.length === 0 || image.length > QCUDA_MAX_MODULE) return;
+    try {
+      checkImage(image);
+    } catch (e) {
+      debug('worker %d: a module image that fails the check is not cached: %s', this.pid, (e as Error).message);
+      return;
+    }
+    this.modules.add(image);
+  }
+
   #post(write: () => void): void {
     try {
       write();
@@ -218,6 +243,10 @@ class Worker {
         return this.#owning?.();
       case 'parked':
         return this.#parked?.(m.state);
+      case 'module-find':
+        return void this.#moduleFind(m.id, m.sha256, m.size);
+      case 'module-add':
+        return this.#moduleAdd(m.image);
       case 'returned':
         this.#returned = m.state;
         // It has nothing left to do but end: a context it still has goes the fast way (end()).
@@ -387,9 +416,10 @@ export class IsolatedProvider implements Provider {
    * record and the VM's ledger). Its CUDA context opens when the session
    * first needs one, as a session's does here.
    */
-  async startOwner(order: OwnOrder, fds: number[]): Promise<QueueOwner> {
+  async startOwner(order: OwnOrder, fds: number[], modules?: ModuleStore): Promise<QueueOwner> {
     if (this.#closed) throw new CudaError(CudaErr.InitializationError, 'the provider is closed');
     const w = new Worker({ ...this.o.worker, owner: true }, undefined, this.o.log ?? ((l) => debug('%s', l)));
+    w.modules = modules;
     this.#owners.add(w);
     void w.exited.then(() => this.#owners.delete(w));
     for (const r of this.#regions.values()) w.addRegion(r);

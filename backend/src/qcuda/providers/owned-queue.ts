@@ -12,6 +12,7 @@ import type { EventFd, Fd } from '../../sys/fd';
 import { InflightRecord, Vring, type MemoryTable, type RingState } from '../../vhost-user';
 import { QcudaDevice } from '../device';
 import { Ledger } from '../limits';
+import type { ModuleStore } from '../module-cache';
 import type { Provider } from '../provider';
 import { vmShared } from '../session';
 import type { OwnOrder } from './worker-messages';
@@ -37,9 +38,9 @@ export class OwnedQueue {
    * Serves order.session's queue from here on. onReturn gets where the ring
    * stands once it has been given back (the session closed, or giveBack()).
    */
-  constructor(order: OwnOrder, fds: OwnedFds, memory: MemoryTable, provider: Provider, poll: BusyPoll | undefined, readonly onReturn: (state: RingState) => void) {
-    // The module cache is the backend's (this process sees one session): none here.
-    const vm = vmShared({ ...order.limits, moduleCache: 0n }, Ledger.open(fds.ledger));
+  constructor(order: OwnOrder, fds: OwnedFds, memory: MemoryTable, provider: Provider, modules: ModuleStore, poll: BusyPoll | undefined, readonly onReturn: (state: RingState) => void) {
+    // The VM's bounds are the shared ledger's, its module images the backend's cache.
+    const vm = vmShared(order.limits, Ledger.open(fds.ledger), modules);
     this.#record = InflightRecord.open(fds.record, order.state.size);
     this.device = new QcudaDevice({
       provider, vm, queues: order.state.index + 1, pollUs: 0,

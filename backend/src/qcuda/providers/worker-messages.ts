@@ -42,7 +42,9 @@ export type ToWorker =
   /** Hand the queue back for a VM stop (GET_VRING_BASE) and keep the session. */
   | { t: 'park' }
   /** The VM goes on: serve the queue again from state (fds: kick, call, a new in-flight record). */
-  | { t: 'own-again'; state: RingState };
+  | { t: 'own-again'; state: RingState }
+  /** The answer to a queue owner's module-find: the VM's cached image, or none. */
+  | { t: 'module'; id: number; image?: Uint8Array };
 
 export type ToParent =
   | { t: 'ready' }
@@ -55,7 +57,11 @@ export type ToParent =
   /** A queue owner gave its queue back for a VM stop, its session kept: where the ring stands. */
   | { t: 'parked'; state: RingState }
   /** A queue owner gave its queue back (the session closed, or 'handback'): where the ring stands; the process then ends. */
-  | { t: 'returned'; state: RingState };
+  | { t: 'returned'; state: RingState }
+  /** A queue owner asks the VM's module cache for an image by content (MODULE_FIND). */
+  | { t: 'module-find'; id: number; sha256: Uint8Array; size: bigint }
+  /** A queue owner's checked image, for the VM's module cache (the backend hashes it itself). */
+  | { t: 'module-add'; image: Uint8Array };
 
 /** The worker's end of the channel: its fd 3. */
 export const CHANNEL_FD = 3;

@@ -11,6 +11,7 @@ import { CudaErr, CudaError } from '../cuda-error';
 import { CONTEXT_METHODS, type GuestSeg, type HostPiece, type OutputSink, type Provider, type ProviderContext } from '../provider';
 import { HostProvider } from './host';
 import { Channel } from './channel';
+import { RemoteModules } from './remote-modules';
 import { CHANNEL_FD, decodeFast, encodeDone, Fast, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
 
 const debug = createDebug('qcuda:worker');
@@ -98,6 +99,11 @@ class WorkerMain {
   ctx: ProviderContext | undefined;
   /** The session's own queue, served here (owner workers). */
   owned: OwnedQueue | undefined;
+  /** The VM's module cache, the backend's (owner workers). */
+  readonly modules = new RemoteModules(
+    (id, sha256, size) => send({ t: 'module-find', id, sha256, size }),
+    (image) => send({ t: 'module-add', image }),
+  );
   readonly #started: Promise<void>;
   #ready = false;
 
@@ -143,6 +149,7 @@ class WorkerMain {
     else if (m.t === 'handback') void this.owned?.giveBack();
     else if (m.t === 'park') void this.#park();
     else if (m.t === 'own-again') this.#ownAgain(m.state);
+    else if (m.t === 'module') this.modules.answer(m.id, m.image);
   }
 
   async #park(): Promise<void> {
@@ -181,7 +188,7 @@ class WorkerMain {
     const fds = { kick: new EventFd(this.#fd().take()), call: new EventFd(this.#fd().take()), record: this.#fd(), ledger: this.#fd() };
     if (!this.o.owner || this.owned) throw new Error('this worker cannot own a queue');
     if (!this.#ready) await this.#started;
-    this.owned = new OwnedQueue(m, fds, memory, this.provider!, poll.enabled ? poll : undefined, (state) => {
+    this.owned = new OwnedQueue(m, fds, memory, this.provider!, this.modules, poll.enabled ? poll : undefined, (state) => {
       send({ t: 'returned', state });
       channel.close(); // the process ends with the channel
     });
