@@ -51,6 +51,8 @@ const OWN_QUEUES = process.argv.includes('--own-queues');
 const GUEST_POLL_US = Number(arg('--guest-poll-us', POLL_US || '50'));
 const CHUNK = Number(arg('--chunk-mib', String(QCUDA_CHUNK >> 20))) << 20;
 const dist = path.resolve(__dirname, '..', '..');
+/** cudaErrorNotReady: an EVENT_QUERY of work not done yet. */
+const CUDA_ERROR_NOT_READY = 600;
 
 /** A line on stderr per measurement, so a run that stalls says where. */
 function progress(what: string): void {
@@ -222,6 +224,17 @@ async function main(): Promise<void> {
     mustOk('launch')((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs })).status);
     mustOk('sync')((await c.call(Cmd.DEVICE_SYNC)).status);
   }) : undefined;
+  // cudaEventRecord then cudaEventQuery until done, as the guest library sends them (the record is posted, the query flushes it).
+  const ev = await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 2 }] }); // cudaEventDisableTiming
+  mustOk('event create')(ev.status);
+  const eventRq = await lat('backend event record+query', 3000, async () => {
+    mustOk('record')((await c.call(Cmd.EVENT_RECORD, { args: ['qcuda_args_event_record', { event: ev.value, stream: 0n }] })).status);
+    for (;;) {
+      const q = (await c.call(Cmd.EVENT_QUERY, { args: ['qcuda_args_handle', { handle: ev.value }] })).status;
+      if (q === 0) break;
+      if (q !== CUDA_ERROR_NOT_READY) mustOk('query')(q);
+    }
+  });
   const idle = await idleCores(pid, fe);
   fe.close();
   await new Promise((r) => child.once('exit', r));
@@ -247,6 +260,12 @@ async function main(): Promise<void> {
     h2d: await gbps('direct h2d', BIG, () => ctx.copyToDevice(dptr, seg(0, BIG), undefined)),
     d2h: await gbps('direct d2h', BIG, () => ctx.copyFromDevice(seg(BIG, BIG), dptr, undefined)),
   };
+  const event = await ctx.eventCreate(2);
+  const directEventRq = await lat('direct event record+query', 3000, async () => {
+    await ctx.eventRecord(event, undefined);
+    while (!(await ctx.eventQuery(event)));
+  });
+  await ctx.eventDestroy(event);
   let directLaunches: number | undefined;
   let directLaunchSync: number | undefined;
   if (launches !== undefined && image) {
@@ -271,6 +290,7 @@ async function main(): Promise<void> {
     r('4 B H2D copy', be.h2d4, base.h2d4, 'us', false),
     r('4 B D2H copy', be.d2h4, base.d2h4, 'us', false),
     r('64 KiB H2D copy', be.h2d64k, base.h2d64k, 'us', false),
+    r('event record + query', eventRq, directEventRq, 'us', false),
     r(`${BIG >> 20} MiB H2D`, be.h2d, base.h2d, 'GB/s', true),
     r(`${BIG >> 20} MiB D2H`, be.d2h, base.d2h, 'GB/s', true),
     ...(launchSync !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize', launchSync, directLaunchSync, 'us', false)] : []),
