@@ -38,20 +38,37 @@ export class OwnedQueue {
    * Serves order.session's queue from here on. onReturn gets where the ring
    * stands once it has been given back (the session closed, or giveBack()).
    */
-  constructor(order: OwnOrder, fds: OwnedFds, memory: MemoryTable, provider: Provider, modules: ModuleStore, poll: BusyPoll | undefined, readonly onReturn: (state: RingState) => void) {
+  /**
+   * onReturn gets where the ring stands once it has been given back (the
+   * session closed, or giveBack()); end ends this process at once.
+   */
+  constructor(order: OwnOrder, fds: OwnedFds, memory: MemoryTable, provider: Provider, modules: ModuleStore, poll: BusyPoll | undefined, readonly onReturn: (state: RingState) => void, readonly end: () => void) {
     // The VM's bounds are the shared ledger's, its module images the backend's cache.
     const vm = vmShared(order.limits, Ledger.open(fds.ledger), modules);
     this.#record = InflightRecord.open(fds.record, order.state.size);
     this.device = new QcudaDevice({
       provider, vm, queues: order.state.index + 1, pollUs: 0,
-      // SESSION_CLOSE came on the queue: answer it, then give the ring back.
-      onSessionClosed: () => void this.giveBack(),
+      // SESSION_CLOSE came on the queue: once it is answered (a turn later), end.
+      onSessionClosed: () => void setImmediate(() => this.#sessionClosed()),
     });
     this.device.useMemory(memory);
     this.device.adoptSession(order.session, order.slot);
     this.#memory = memory;
     this.#poll = poll;
     this.ring = this.#adopt(order.state, fds.kick, fds.call);
+  }
+
+  /**
+   * The guest process is gone. What it left in flight (a killed process's
+   * copies) need not finish: ended now, this process takes its context and
+   * memory with it at once, and the backend answers those requests (as
+   * failed) from the in-flight record; waiting for them instead kept the
+   * memory for as long as the GPU took to finish them. With nothing in
+   * flight the ring is handed back whole.
+   */
+  #sessionClosed(): void {
+    if (this.ring.inflight > 0) return this.end();
+    void this.giveBack();
   }
 
   #adopt(state: RingState, kick: EventFd, call: EventFd): Vring {
