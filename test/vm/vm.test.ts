@@ -277,6 +277,28 @@ test.serial('a process with more blocked calls than ring slots leaves room for o
 // fourth process meanwhile finds none free and keeps to queue 0; the three,
 // killed, close on their own queues; then a process alone, copying 40 MiB
 // (three chunks each way), uses queue 1 and only that.
+/**
+ * The backend's status, read as the guest prints "=== snapshot LABEL" (the
+ * label may be empty), by label: pass onStarted and onConsole to runVm.
+ */
+function statusAtMarks(): { snaps: Map<string, Promise<QcudaStatus>>; onStarted: (i: { dir: string }) => void; onConsole: (s: string) => void } {
+  let dir: string | undefined;
+  let seen = '';
+  const snaps = new Map<string, Promise<QcudaStatus>>();
+  return {
+    snaps,
+    onStarted: (i) => (dir = i.dir),
+    onConsole: (s) => {
+      seen += s;
+      if (!dir) return;
+      for (const m of seen.matchAll(/^=== snapshot ?(\S*)\r?$/gm)) {
+        if (snaps.has(m[1])) continue;
+        snaps.set(m[1], readStatus(path.join(dir, 'vhost.sock.status')).then((d) => (d as BackendStatus).status as QcudaStatus));
+      }
+    },
+  };
+}
+
 test.serial('each session keeps to a queue of its own while one is free, the others to queue 0 (issue 15)', async (t) => {
   t.timeout(400_000);
   const script = [
@@ -294,27 +316,14 @@ test.serial('each session keeps to a queue of its own while one is free, the oth
     'snap 4',
     'echo "=== hold output"; cat hold1.out hold2.out hold3.out',
   ].join('\n');
-  let dir: string | undefined;
-  let seen = '';
-  const snaps = new Map<number, Promise<QcudaStatus>>();
-  const r = await runVm({
-    ...base, queues: 4, command: script, backendArgs: ['--provider=host'], timeoutMs: 360_000,
-    onStarted: (i) => (dir = i.dir),
-    onConsole: (s) => {
-      seen += s;
-      for (const m of seen.matchAll(/^=== snapshot (\d+)\r?$/gm)) {
-        const n = Number(m[1]);
-        if (snaps.has(n) || !dir) continue;
-        snaps.set(n, readStatus(path.join(dir, 'vhost.sock.status')).then((d) => (d as BackendStatus).status as QcudaStatus));
-      }
-    },
-  });
+  const { snaps, onStarted, onConsole } = statusAtMarks();
+  const r = await runVm({ ...base, queues: 4, command: script, backendArgs: ['--provider=host'], timeoutMs: 360_000, onStarted, onConsole });
   t.is(r.exit, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
   t.is(section(r.stdout, 'hold output').match(/^ringfill: holding$/gm)?.length, 3, r.stdout);
   t.regex(r.stdout, /=== probe exit 0/, `probe:\n${section(r.stdout, 'probe')}`);
   t.regex(r.stdout, /=== alone exit 0/, `alone:\n${section(r.stdout, 'alone')}`);
-  t.deepEqual([...snaps.keys()], [0, 1, 2, 3, 4], 'a snapshot at each mark');
-  const [s0, s1, s2, s3, s4] = await Promise.all([0, 1, 2, 3, 4].map((n) => snaps.get(n)!));
+  t.deepEqual([...snaps.keys()], ['0', '1', '2', '3', '4'], 'a snapshot at each mark');
+  const [s0, s1, s2, s3, s4] = await Promise.all(['0', '1', '2', '3', '4'].map((n) => snaps.get(n)!));
   const delta = (a: QcudaStatus, b: QcudaStatus) => b.served.map((n, q) => n - a.served[q]);
   t.log(`served per queue: ${[s0, s1, s2, s3, s4].map((s) => `[${s.served}]`).join(' ')}`);
 
@@ -678,17 +687,9 @@ test.serial('own queues in a guest: each process\'s queue is served by its worke
     // A worker ends a little after its session's close is answered: the backend then ends the session.
     'sleep 3; echo "=== snapshot"; sleep 3',
   ].join('\n');
-  let dir: string | undefined;
-  let seen = '';
-  let snap: Promise<QcudaStatus> | undefined;
-  const r = await runVm({
-    ...base, queues: 4, command: script, backendArgs: ['--provider=host', '--own-queues=yes'], timeoutMs: 360_000,
-    onStarted: (i) => (dir = i.dir),
-    onConsole: (s) => {
-      seen += s;
-      if (!snap && dir && /^=== snapshot\r?$/m.test(seen)) snap = readStatus(path.join(dir, 'vhost.sock.status')).then((d) => (d as BackendStatus).status as QcudaStatus);
-    },
-  });
+  const { snaps, onStarted, onConsole } = statusAtMarks();
+  const r = await runVm({ ...base, queues: 4, command: script, backendArgs: ['--provider=host', '--own-queues=yes'], timeoutMs: 360_000, onStarted, onConsole });
+  const snap = snaps.get('');
   t.is(r.exit, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
   for (const p of programs) t.regex(r.stdout, new RegExp(`=== ${p} exit 0\\n(PASS: ${p}: \\d+ checks)`), r.stdout);
   t.regex(r.stdout, /=== pair memcpy exit 0/, r.stdout);
