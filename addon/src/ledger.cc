@@ -46,13 +46,6 @@ struct Slot {
 
 size_t BytesFor(uint32_t slots) { return sizeof(Header) + static_cast<size_t>(slots) * sizeof(Slot); }
 
-int64_t ArgI64(const Napi::CallbackInfo &info, size_t i, const char *what) {
-  if (info.Length() <= i || !info[i].IsBigInt()) ThrowRange(info.Env(), std::string(what) + " must be a bigint");
-  bool lossless;
-  int64_t v = info[i].As<Napi::BigInt>().Int64Value(&lossless);
-  if (!lossless || v < 0) ThrowRange(info.Env(), std::string(what) + " must be a bigint from 0 to 2^63-1");
-  return v;
-}
 
 uint32_t ArgIndex(const Napi::CallbackInfo &info, size_t i, uint32_t below, const char *what) {
   if (info.Length() <= i || !info[i].IsNumber()) ThrowRange(info.Env(), std::string(what) + " must be a number");
@@ -162,80 +155,85 @@ class Ledger : public Napi::ObjectWrap<Ledger> {
 
   void Unlock() { pthread_mutex_unlock(&h_->mu); }
 
+  // The lock for a scope: every step below reads or changes the counts only while holding it.
+  class Locked {
+   public:
+    Locked(Ledger *l, Napi::Env env) : l_(l) { l_->Lock(env); }
+    ~Locked() { l_->Unlock(); }
+    Locked(const Locked &) = delete;
+    Locked &operator=(const Locked &) = delete;
+
+   private:
+    Ledger *l_;
+  };
+
+  // A call's budget and slot arguments, checked against this ledger (it must be open).
+  uint32_t BudgetArg(const Napi::CallbackInfo &info, size_t i) {
+    Open(info.Env());
+    return ArgIndex(info, i, budgets_, "budget");
+  }
+  uint32_t SlotArg(const Napi::CallbackInfo &info, size_t i) {
+    Open(info.Env());
+    return ArgIndex(info, i, slots_, "slot");
+  }
+  // A count to take or give: a bigint from 0 to 2^63-1.
+  static int64_t CountArg(const Napi::CallbackInfo &info, size_t i) {
+    return static_cast<int64_t>(ArgU64(info, i, "n", INT64_MAX));
+  }
+
   // take(budget, slot, n): true if it fits (then slot and total count it), false if it would pass the limit.
   Napi::Value Take(const Napi::CallbackInfo &info) {
-    Napi::Env env = info.Env();
-    Open(env);
-    uint32_t b = ArgIndex(info, 0, budgets_, "budget");
-    uint32_t s = ArgIndex(info, 1, slots_, "slot");
-    int64_t n = ArgI64(info, 2, "n");
-    Lock(env);
+    uint32_t b = BudgetArg(info, 0), s = SlotArg(info, 1);
+    int64_t n = CountArg(info, 2);
+    Locked lock(this, info.Env());
     int64_t limit = h_->limit[b], total = h_->total[b];
     bool ok = limit == 0 ? total <= INT64_MAX - n : total <= limit && n <= limit - total;
     if (ok) {
       SlotAt(s)->held[b] += n;
       h_->total[b] = total + n;
     }
-    Unlock();
-    return Napi::Boolean::New(env, ok);
+    return Napi::Boolean::New(info.Env(), ok);
   }
 
   // give(budget, slot, n): false (and nothing changes) if the slot holds less than n.
   Napi::Value Give(const Napi::CallbackInfo &info) {
-    Napi::Env env = info.Env();
-    Open(env);
-    uint32_t b = ArgIndex(info, 0, budgets_, "budget");
-    uint32_t s = ArgIndex(info, 1, slots_, "slot");
-    int64_t n = ArgI64(info, 2, "n");
-    Lock(env);
+    uint32_t b = BudgetArg(info, 0), s = SlotArg(info, 1);
+    int64_t n = CountArg(info, 2);
+    Locked lock(this, info.Env());
     bool ok = SlotAt(s)->held[b] >= n;
     if (ok) {
       SlotAt(s)->held[b] -= n;
       h_->total[b] -= n;
     }
-    Unlock();
-    return Napi::Boolean::New(env, ok);
+    return Napi::Boolean::New(info.Env(), ok);
   }
 
   // reclaim(slot): gives back everything the slot holds (its holder is gone).
   Napi::Value Reclaim(const Napi::CallbackInfo &info) {
-    Napi::Env env = info.Env();
-    Open(env);
-    uint32_t s = ArgIndex(info, 0, slots_, "slot");
-    Lock(env);
+    uint32_t s = SlotArg(info, 0);
+    Locked lock(this, info.Env());
     for (uint32_t b = 0; b < budgets_; b++) {
       int64_t n = SlotAt(s)->held[b];
       SlotAt(s)->held[b] = 0;
       h_->total[b] -= n;
     }
-    Unlock();
-    return env.Undefined();
+    return info.Env().Undefined();
   }
 
   Napi::Value Held(const Napi::CallbackInfo &info) {
-    Napi::Env env = info.Env();
-    Open(env);
-    uint32_t b = ArgIndex(info, 0, budgets_, "budget");
-    uint32_t s = ArgIndex(info, 1, slots_, "slot");
-    Lock(env);
-    int64_t v = SlotAt(s)->held[b];
-    Unlock();
-    return Napi::BigInt::New(env, v);
+    uint32_t b = BudgetArg(info, 0), s = SlotArg(info, 1);
+    Locked lock(this, info.Env());
+    return Napi::BigInt::New(info.Env(), SlotAt(s)->held[b]);
   }
 
   Napi::Value Total(const Napi::CallbackInfo &info) {
-    Napi::Env env = info.Env();
-    Open(env);
-    uint32_t b = ArgIndex(info, 0, budgets_, "budget");
-    Lock(env);
-    int64_t v = h_->total[b];
-    Unlock();
-    return Napi::BigInt::New(env, v);
+    uint32_t b = BudgetArg(info, 0);
+    Locked lock(this, info.Env());
+    return Napi::BigInt::New(info.Env(), h_->total[b]);
   }
 
   Napi::Value Limit(const Napi::CallbackInfo &info) {
-    Open(info.Env());
-    return Napi::BigInt::New(info.Env(), h_->limit[ArgIndex(info, 0, budgets_, "budget")]);
+    return Napi::BigInt::New(info.Env(), h_->limit[BudgetArg(info, 0)]);
   }
 
   Napi::Value Close(const Napi::CallbackInfo &info) {

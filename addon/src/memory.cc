@@ -36,20 +36,6 @@ void Release(Region *r) {
   delete r;
 }
 
-uint64_t ArgU64(const Napi::CallbackInfo &info, size_t i, const char *what) {
-  if (info.Length() <= i) ThrowRange(info.Env(), std::string(what) + " is required");
-  if (info[i].IsBigInt()) {
-    bool lossless;
-    uint64_t v = info[i].As<Napi::BigInt>().Uint64Value(&lossless);
-    if (!lossless) ThrowRange(info.Env(), std::string(what) + " out of range");
-    return v;
-  }
-  double d = info[i].As<Napi::Number>().DoubleValue();
-  if (!(d >= 0) || d > 9007199254740991.0 || d != static_cast<double>(static_cast<uint64_t>(d)))
-    ThrowRange(info.Env(), std::string(what) + " must be a non-negative integer");
-  return static_cast<uint64_t>(d);
-}
-
 class Mapping : public Napi::ObjectWrap<Mapping> {
  public:
   static Napi::Function Define(Napi::Env env) {

@@ -291,7 +291,8 @@ function statusAtMarks(): { snaps: Map<string, Promise<QcudaStatus>>; onStarted:
     onConsole: (s) => {
       seen += s;
       if (!dir) return;
-      for (const m of seen.matchAll(/^=== snapshot ?(\S*)\r?$/gm)) {
+      // Whole lines only: a mark may come in two pieces of console output.
+      for (const m of seen.matchAll(/^=== snapshot ?(\S*)\r?\n/gm)) {
         if (snaps.has(m[1])) continue;
         snaps.set(m[1], readStatus(path.join(dir, 'vhost.sock.status')).then((d) => (d as BackendStatus).status as QcudaStatus));
       }
