@@ -8,7 +8,8 @@
       "src/memory.cc",
       "src/eventfd.cc",
       "src/watcher.cc",
-      "src/ledger.cc"
+      "src/ledger.cc",
+      "src/ring_loop.cc"
     ],
     "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
     "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],

@@ -4,6 +4,7 @@
 #include "eventfd.h"
 #include "ledger.h"
 #include "memory.h"
+#include "ring_loop.h"
 #include "socket.h"
 #include "watcher.h"
 
@@ -13,6 +14,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   qcuda::InitEventfd(env, exports);
   qcuda::InitWatcher(env, exports);
   qcuda::InitLedger(env, exports);
+  qcuda::InitRingLoop(env, exports);
   return exports;
 }
 

@@ -21,6 +21,9 @@
 // idle, which must cost nothing.
 // --inline-calls (the backend's, yes|no) says whether a worker runs its
 // ordered calls (allocations, launches) on its own thread when it can.
+// The synchronize and the 4 B copy are also measured with the guest's side
+// in C (the addon's ringLoop, as the guest driver posts and waits): the
+// harness's JavaScript costs microseconds a call that the driver does not.
 // --chunk-mib sets the size of a transfer's requests (default QCUDA_CHUNK, as
 // the guest driver sends them), to see what the request size costs.
 //   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--isolation process|none] [--mib 256] [--chunk-mib 16] [--launches 100000] [--inline-wait US] [--poll-us US] [--guest-poll-us US] [--inline-calls yes|no] [--own-queues]
@@ -214,6 +217,19 @@ async function main(): Promise<void> {
     h2d: await gbps('backend h2d', BIG, () => c.htod(dev, src, BIG, 0n, CHUNK).then(mustOk('htod'))),
     d2h: await gbps('backend d2h', BIG, () => c.dtoh(dst, dev, BIG, 0n, CHUNK).then(mustOk('dtoh'))),
   };
+  // The same calls with the guest's side in C, as the guest driver makes them (no JavaScript between
+  // the calls on this side): what the backend and its workers cost, without the harness's own.
+  const cLoop = (what: string, n: number, cmd: number, o: Parameters<QcudaClient['loop']>[2]) => {
+    progress(what);
+    c.loop(cmd, 200, o);
+    return percentile([...c.loop(cmd, n, o)].map((ns) => ns / 1000).sort((a, b) => a - b), 50);
+  };
+  const inC = {
+    sync: cLoop('backend sync, guest side in C', 3000, Cmd.DEVICE_SYNC, {}),
+    h2d4: cLoop('backend h2d4, guest side in C', 3000, Cmd.MEMCPY_HTOD, {
+      args: ['qcuda_args_memcpy', { dst: dev, src: 0n, size: 4n, stream: 0n, async: 0 }], to: [{ gpa: small, len: 4 }], dataLen: 4n,
+    }),
+  };
   const image = PROVIDER !== 'host' ? fixtureFatbin() : undefined;
   const hello = await c.call(Cmd.HELLO, { args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }], out: 'qcuda_out_hello' });
   const gpu = hello.status === 0 && ((hello.out!.capabilities as bigint) & 1n) === 1n;
@@ -289,6 +305,8 @@ async function main(): Promise<void> {
     r('cudaDeviceSynchronize round trip', be.sync, base.sync, 'us', false),
     r('4 B H2D copy', be.h2d4, base.h2d4, 'us', false),
     r('4 B D2H copy', be.d2h4, base.d2h4, 'us', false),
+    r('cudaDeviceSynchronize round trip, guest side in C', inC.sync, base.sync, 'us', false),
+    r('4 B H2D copy, guest side in C', inC.h2d4, base.h2d4, 'us', false),
     r('64 KiB H2D copy', be.h2d64k, base.h2d64k, 'us', false),
     r('event record + query', eventRq, directEventRq, 'us', false),
     r(`${BIG >> 20} MiB H2D`, be.h2d, base.h2d, 'GB/s', true),

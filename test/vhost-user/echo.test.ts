@@ -84,3 +84,38 @@ test('a 1 MiB request in one chain of large buffers', async (t) => {
   const { fe } = await started(t, new EchoDevice({ queues: 1 }), { size: 16 }, mem);
   await roundTrip(t, fe, 0, randomBytes(prng(5), 1 << 20), { indirect: true, pieces: 4, region: 1 });
 });
+
+// The benchmarks' driver loop in C (addon ringLoop, Frontend.loop) against
+// the echo device in a backend process of its own (the loop holds this
+// process's thread, as a guest driver spinning for its answer holds a vCPU).
+test.serial('a driver loop in C makes n calls of one chain, each answered; the ring goes on after it; a bad answer stops it', async (t) => {
+  const { spawn } = await import('node:child_process');
+  const path = await import('node:path');
+  const { native } = await import('../../backend/src/sys/native');
+  const { Frontend: Fe, GuestMemory } = await import('../../backend/src/vhost-user/frontend');
+  const [mine, theirs] = native.socketPair();
+  const child = spawn(process.execPath, [path.resolve(__dirname, '..', '..', 'backend', 'src', 'cli', 'backend.js'), '--fd=3', '--device=echo', '--queues=1', '--poll-us=50'],
+    { stdio: ['ignore', 'ignore', 'inherit', theirs] });
+  native.close(theirs);
+  const exited = new Promise((r) => child.once('exit', r));
+  t.teardown(async () => {
+    child.kill('SIGKILL');
+    await exited;
+  });
+  const fe = Fe.fromFd(mine, new GuestMemory());
+  await fe.negotiate();
+  await fe.start({ queues: 1, size: 64 });
+  const src = fe.mem.alloc(64, 64);
+  const dst = fe.mem.alloc(64 + ECHO_TRAILER, 64);
+  fe.mem.bytes(src, 64).fill(0); // the echo's first u32, read as the reply's status, is 0
+  const bufs: GuestBuf[] = [{ gpa: src, len: 64 }, { gpa: dst, len: 64 + ECHO_TRAILER, write: true }];
+  const ns = fe.loop(0, bufs, 500, fe.mem.bytes(dst, 4));
+  t.is(ns.length, 500);
+  t.true(ns.every((x) => x > 0 && x < 5e9), 'each call took some time, none the timeout');
+  t.is(fnv1a(fe.mem.bytes(src, 64)), new DataView(fe.mem.bytes(dst + 64n, 4).slice().buffer).getUint32(0, true), 'the last answer is the echo');
+  // The ring's state went on with the loop: a call the usual way works after it.
+  await roundTrip(t, fe, 0, Uint8Array.from({ length: 33 }, (_, i) => i), { indirect: false, pieces: 2, region: 0 });
+  fe.mem.bytes(src, 4).fill(1);
+  t.throws(() => fe.loop(0, bufs, 3, fe.mem.bytes(dst, 4)), { message: /answered status/ });
+  fe.close();
+});

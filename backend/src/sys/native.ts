@@ -69,6 +69,13 @@ export interface Native {
   Watcher: new (fd: number, cb: (events: number, status: number) => void, drainEventfd?: boolean) => Watcher;
   /** (fd, limits, slots) formats a new ledger in the file; (fd) opens one. The fd stays the caller's. */
   Ledger: new (fd: number, limits?: bigint[], slots?: number) => NativeLedger;
+  /**
+   * Benchmarks: a guest driver's synchronous calls in C (addon/src/ring_loop.cc): posts chain `head` n
+   * times on a driver's rings (avail and used as mapped here), kicking only where the device asks, and
+   * spins for each answer, which must name head and put status 0 in reply's first u32.
+   */
+  ringLoop(avail: Uint16Array, used: Uint16Array, size: number, eventIdx: boolean, kickFd: number, head: number, availIdx: number,
+    lastUsed: number, n: number, reply: Uint8Array, timeoutNs: number): { ns: Float64Array; availIdx: number; lastUsed: number; kicks: number };
 }
 
 export const POLL_READABLE = 1;

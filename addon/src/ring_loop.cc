@@ -1,0 +1,105 @@
+// A guest driver's synchronous call, in C, for the benchmarks (test/bench):
+// the harness's rings are guest memory mapped in its process, and its
+// JavaScript costs several microseconds a call on each side of the ring,
+// where the guest's kernel driver costs well under one. This loop posts one
+// prepared descriptor chain again and again as the driver does (avail entry,
+// avail->idx with release order, a kick only where the device asks for one:
+// EVENT_IDX or the NO_NOTIFY flag) and spins on used->idx for each answer
+// (interrupts left suppressed: used_event is not moved), so a benchmark can
+// tell the device's cost from the harness's.
+#include "ring_loop.h"
+
+#include <time.h>
+#include <cerrno>
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+
+namespace qcuda {
+namespace {
+
+constexpr uint16_t kUsedNoNotify = 1;
+
+uint64_t NowNs() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
+}
+
+template <typename T>
+T *ViewOf(const Napi::CallbackInfo &info, size_t i, size_t atLeast, const char *what) {
+  if (info.Length() <= i || !info[i].IsTypedArray()) ThrowRange(info.Env(), std::string(what) + " must be a typed array");
+  Napi::TypedArray a = info[i].As<Napi::TypedArray>();
+  if (a.ByteLength() < atLeast * sizeof(T) || a.ByteOffset() % alignof(T) != 0)
+    ThrowRange(info.Env(), std::string(what) + " is too short or misaligned");
+  return reinterpret_cast<T *>(static_cast<uint8_t *>(a.ArrayBuffer().Data()) + a.ByteOffset());
+}
+
+// ringLoop(avail: Uint16Array, used: Uint16Array, size, eventIdx, kickFd, head, availIdx, lastUsed, n, reply: Uint8Array, timeoutNs)
+//   -> {ns: Float64Array (each round trip), availIdx, lastUsed, kicks}
+// Each answer must name `head` and carry status 0 in the reply's first u32 (set to ~0 before each post); else it throws.
+Napi::Value RingLoop(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  uint32_t size = static_cast<uint32_t>(ArgU64(info, 2, "size", 32768));
+  if (size == 0 || (size & (size - 1)) != 0) ThrowRange(env, "size must be a power of two");
+  uint16_t *avail = ViewOf<uint16_t>(info, 0, 3 + size, "avail");
+  uint16_t *used16 = ViewOf<uint16_t>(info, 1, 3 + size * 4, "used");
+  uint32_t *used32 = reinterpret_cast<uint32_t *>(used16);
+  bool eventIdx = info[3].ToBoolean();
+  int kickFd = ArgFd(info, 4);
+  uint32_t head = static_cast<uint32_t>(ArgU64(info, 5, "head", size - 1));
+  uint16_t ai = static_cast<uint16_t>(ArgU64(info, 6, "availIdx", 0xffff));
+  uint16_t lu = static_cast<uint16_t>(ArgU64(info, 7, "lastUsed", 0xffff));
+  uint64_t n = ArgU64(info, 8, "n", 1u << 24);
+  uint32_t *reply = ViewOf<uint32_t>(info, 9, 1, "reply");
+  uint64_t timeoutNs = ArgU64(info, 10, "timeoutNs");
+  std::vector<double> ns(n);
+  uint64_t kicks = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    __atomic_store_n(reply, ~0u, __ATOMIC_RELAXED);
+    uint64_t t0 = NowNs();
+    avail[2 + (ai & (size - 1))] = static_cast<uint16_t>(head);
+    uint16_t old = ai++;
+    __atomic_store_n(&avail[1], ai, __ATOMIC_RELEASE);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);  // publish, then read the device's suppression (virtio's kick rule)
+    bool kick;
+    if (eventIdx) {
+      uint16_t ev = __atomic_load_n(&used16[2 + size * 4], __ATOMIC_ACQUIRE);
+      kick = static_cast<uint16_t>(ai - ev - 1) < static_cast<uint16_t>(ai - old);
+    } else {
+      kick = (__atomic_load_n(&used16[0], __ATOMIC_ACQUIRE) & kUsedNoNotify) == 0;
+    }
+    if (kick) {
+      uint64_t one = 1;
+      if (write(kickFd, &one, sizeof(one)) != sizeof(one)) ThrowErrno(env, "write (kick)", errno);
+      kicks++;
+    }
+    while (__atomic_load_n(&used16[1], __ATOMIC_ACQUIRE) == lu)
+      if (NowNs() - t0 > timeoutNs) ThrowRange(env, "no answer within the timeout (call " + std::to_string(i) + ")");
+    uint32_t slot = lu & (size - 1);
+    uint32_t id = __atomic_load_n(&used32[1 + slot * 2], __ATOMIC_ACQUIRE);
+    lu++;
+    ns[i] = static_cast<double>(NowNs() - t0);
+    if (id != head) ThrowRange(env, "the device answered head " + std::to_string(id) + ", not " + std::to_string(head));
+    uint32_t status = __atomic_load_n(reply, __ATOMIC_ACQUIRE);
+    if (status != 0) ThrowRange(env, "call " + std::to_string(i) + " answered status " + std::to_string(status));
+  }
+  Napi::Object r = Napi::Object::New(env);
+  Napi::Float64Array out = Napi::Float64Array::New(env, n);
+  for (uint64_t i = 0; i < n; i++) out[i] = ns[i];
+  r.Set("ns", out);
+  r.Set("availIdx", Napi::Number::New(env, ai));
+  r.Set("lastUsed", Napi::Number::New(env, lu));
+  r.Set("kicks", Napi::Number::New(env, static_cast<double>(kicks)));
+  return r;
+}
+
+}  // namespace
+
+void InitRingLoop(Napi::Env env, Napi::Object exports) { exports.Set("ringLoop", Napi::Function::New(env, RingLoop)); }
+
+}  // namespace qcuda
