@@ -5,8 +5,9 @@
 // from the guest straight to the process that runs it, with no hop through
 // the backend. The worker runs the same device code (QcudaDevice: the same
 // checks, the same commands) for its one session, counts against the VM's
-// bounds in the shared ledger, and records what it has in flight so that
-// the backend can answer it should this process die.
+// bounds in the shared ledger, finds module images in the backend's cache
+// (remote-modules.ts), and records what it has in flight so that the
+// backend can answer it should this process die.
 import type { BusyPoll } from '../../sys/busy-poll';
 import type { EventFd, Fd } from '../../sys/fd';
 import { InflightRecord, Vring, type MemoryTable, type RingState } from '../../vhost-user';
@@ -36,11 +37,8 @@ export class OwnedQueue {
 
   /**
    * Serves order.session's queue from here on. onReturn gets where the ring
-   * stands once it has been given back (the session closed, or giveBack()).
-   */
-  /**
-   * onReturn gets where the ring stands once it has been given back (the
-   * session closed, or giveBack()); end ends this process at once.
+   * stands once it has been given back (the session closed, or giveBack());
+   * end ends this process at once.
    */
   constructor(order: OwnOrder, fds: OwnedFds, memory: MemoryTable, provider: Provider, modules: ModuleStore, poll: BusyPoll | undefined, readonly onReturn: (state: RingState) => void, readonly end: () => void) {
     // The VM's bounds are the shared ledger's, its module images the backend's cache.
