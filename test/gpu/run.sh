@@ -68,7 +68,7 @@ for src in test/guest/*.cu; do
   picked "$name" || continue
   prog=$work/guest/bin/$name
   [ -x "$prog" ] || { say "$name: not built"; status=1; continue; }
-  node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} --timeout=150 -- "$name" > "$LOGS/$name.guest.out" 2> "$LOGS/$name.guest.err"; grc=$?
+  node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} --timeout=150 --backend-log="$LOGS/$name.backend.log" -- "$name" > "$LOGS/$name.guest.out" 2> "$LOGS/$name.guest.err"; grc=$?
   if [ "$name" = hostile ] || [ "$name" = memlock ] || [ "$name" = mapreset ]; then # qcuda only: they drive /dev/qcuda0 or its accounting, natively they skip
     if [ $grc = 0 ]; then say "$name: PASS in the guest"; else say "$name: FAIL in the guest (exit $grc)"; status=1; fi
     continue

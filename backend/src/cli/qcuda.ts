@@ -95,6 +95,10 @@ vm options:
                        with --disk-image, the same programs from GUEST_BIN
                        (build/guest/bin) as --file, over the image's packages
   --quiet              do not stream the guest console to stderr
+  --backend-log=FILE   write the backend's log (sessions opened and closed,
+                       workers started and ended, warnings) to FILE as it
+                       comes, each line after the milliseconds since its
+                       first one
 Common options (defaults from the environment, set by 'make'):
   --qemu=PATH          QEMU binary (QEMU_BIN)
   --kernel=PATH        guest kernel (GUEST_KERNEL)
@@ -105,6 +109,21 @@ Common options (defaults from the environment, set by 'make'):
 Exit status of 'vm': the guest command's status; 125 when the VM failed (the
 message names the side that failed: backend, qemu, virtiofsd, guest or
 timeout); 2 for bad usage (a share that is not a directory, ...).`;
+
+/** Writes text to file as it comes, a whole line at a time, each after the milliseconds since the first call ("[12.345] line"). */
+function timedLines(file: string): (text: string) => void {
+  const fd = fs.openSync(file, 'w');
+  let t0: bigint | undefined;
+  let part = '';
+  return (text) => {
+    const now = process.hrtime.bigint();
+    t0 ??= now;
+    const lines = (part + text).split('\n');
+    part = lines.pop()!;
+    const ms = (Number(now - t0) / 1e6).toFixed(3);
+    for (const l of lines) fs.writeSync(fd, `[${ms}] ${l}\n`);
+  };
+}
 
 function usage(msg: string): never {
   process.stderr.write(`qcuda: ${msg}\nTry 'qcuda help'.\n`);
@@ -145,6 +164,7 @@ const OPTIONS = {
   gpu: { type: 'string' },
   isolation: { type: 'string' },
   'own-queues': { type: 'string' },
+  'backend-log': { type: 'string' },
   'device-memory-limit': { type: 'string' },
   quiet: { type: 'boolean' },
   qemu: { type: 'string' },
@@ -337,6 +357,7 @@ async function main(): Promise<number> {
       memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20), cpus: intOpt(v.cpus, 'cpus', 2, 256),
       // The demo prints each result once (from the guest's stdout), not the console too.
       onConsole: v.quiet || v.demo ? undefined : (s) => process.stderr.write(s),
+      onBackendLog: v['backend-log'] !== undefined ? timedLines(v['backend-log']) : undefined,
       backendArgs: [
         ...(v.provider ? [`--provider=${v.provider}`] : []),
         ...(v.gpu ? [`--gpu=${v.gpu}`] : []),

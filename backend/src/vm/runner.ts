@@ -42,6 +42,8 @@ export interface VmOptions {
   cpus?: number;
   /** Extra arguments for qcuda-backend. */
   backendArgs?: string[];
+  /** Receives what the backend writes to stderr (its log: sessions, workers, warnings) as it comes. */
+  onBackendLog?: (text: string) => void;
   /** Receives the guest console (kernel log and program output) as it comes. */
   onConsole?: (text: string) => void;
   firmwareDirs?: string[];
@@ -343,7 +345,10 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
       const p = start(process.execPath, [BACKEND_JS, `--socket-path=${sock}`, '--device=qcuda', `--queues=${o.queues ?? 4}`, ...(o.backendArgs ?? [])], 'backend');
       backend = p;
       p.stdout!.on('data', (d: Buffer) => debug('backend: %s', d.toString().trimEnd()));
-      p.stderr!.on('data', (d: Buffer) => (beErr += d.toString()));
+      p.stderr!.on('data', (d: Buffer) => {
+        beErr += d.toString();
+        o.onBackendLog?.(d.toString());
+      });
       await waitForSocket(sock, p, () => beErr);
       return p;
     };
