@@ -103,13 +103,7 @@ class Worker {
 
   /** Hands the worker its session's queue (fds: kick, call, in-flight record, ledger); resolves once it serves it. */
   own(order: OwnOrder, fds: number[]): Promise<void> {
-    if (this.#gone) return Promise.reject(this.#gone);
-    const owning = new Promise<void>((resolve, reject) => {
-      this.#owning = resolve;
-      void this.exited.then(() => reject(this.#gone ?? new CudaError(CudaErr.Unknown, 'the worker exited')));
-    });
-    this.#send({ t: 'own', ...order }, fds);
-    return owning;
+    return this.#ask<void>({ t: 'own', ...order }, fds, (answered) => (this.#owning = answered));
   }
 
   /** Asks a queue owner to give its queue back (its session ends). */
@@ -119,24 +113,27 @@ class Worker {
 
   /** Asks a queue owner to give its queue back for a VM stop, keeping its session; resolves with where the ring stands. */
   park(): Promise<RingState> {
-    if (this.#gone) return Promise.reject(this.#gone);
-    const parked = new Promise<RingState>((resolve, reject) => {
-      this.#parked = resolve;
-      void this.exited.then(() => reject(this.#gone ?? new CudaError(CudaErr.Unknown, 'the worker exited')));
-    });
-    this.#send({ t: 'park' });
-    return parked;
+    return this.#ask<RingState>({ t: 'park' }, [], (answered) => (this.#parked = answered));
   }
 
   /** Hands a parked queue back (fds: kick, call, a new in-flight record); resolves once it serves it. */
   ownAgain(state: RingState, fds: number[]): Promise<void> {
+    return this.#ask<void>({ t: 'own-again', state }, fds, (answered) => (this.#owning = answered));
+  }
+
+  /**
+   * Sends a queue owner m and resolves with its answer, which comes through
+   * the handler `listen` installs ('owning', 'parked'); rejects once the
+   * process is gone.
+   */
+  #ask<T>(m: ToWorker, fds: number[], listen: (answered: (v: T) => void) => void): Promise<T> {
     if (this.#gone) return Promise.reject(this.#gone);
-    const owning = new Promise<void>((resolve, reject) => {
-      this.#owning = resolve;
+    const answer = new Promise<T>((resolve, reject) => {
+      listen(resolve);
       void this.exited.then(() => reject(this.#gone ?? new CudaError(CudaErr.Unknown, 'the worker exited')));
     });
-    this.#send({ t: 'own-again', state }, fds);
-    return owning;
+    this.#send(m, fds);
+    return answer;
   }
 
   /** Where a queue owner left its ring, once the process is gone (undefined: it died without saying). */
