@@ -163,13 +163,7 @@ export class Frontend {
     const ring = new GuestRing(this.mem, size, eventIdx, region);
     const kick = EventFd.create();
     const call = EventFd.create();
-    await this.#ack(Req.SET_VRING_NUM, encodeVringState({ index: i, num: size }));
-    await this.#ack(Req.SET_VRING_BASE, encodeVringState({ index: i, num: 0 }));
-    await this.#ack(Req.SET_VRING_ADDR, encodeVringAddr({
-      index: i, flags: 0, desc: this.mem.va(ring.desc), used: this.mem.va(ring.used), avail: this.mem.va(ring.avail), log: 0n,
-    }));
-    await this.#ack(Req.SET_VRING_KICK, encodeU64(BigInt(i)), [kick.value]);
-    await this.#ack(Req.SET_VRING_CALL, encodeU64(BigInt(i)), [call.value]);
+    await this.#sendRing(i, ring, 0, kick, call);
     const q: Queue = { ring, kick, call, waiting: new Map(), space: [], kicks: 0, calls: 0 };
     this.queues[i] = q;
     // An interrupt that comes while the rings are polled must not re-arm
@@ -180,6 +174,17 @@ export class Frontend {
       this.#onCall(q, !this.#poll.polling);
     }, true);
     await this.#ack(Req.SET_VRING_ENABLE, encodeVringState({ index: i, num: 1 }));
+  }
+
+  /** Ring i's size, base (the next avail index), addresses, kick and call fds, as QEMU sends them before it enables the ring. */
+  async #sendRing(i: number, ring: GuestRing, base: number, kick: EventFd, call: EventFd): Promise<void> {
+    await this.#ack(Req.SET_VRING_NUM, encodeVringState({ index: i, num: ring.size }));
+    await this.#ack(Req.SET_VRING_BASE, encodeVringState({ index: i, num: base }));
+    await this.#ack(Req.SET_VRING_ADDR, encodeVringAddr({
+      index: i, flags: 0, desc: this.mem.va(ring.desc), used: this.mem.va(ring.used), avail: this.mem.va(ring.avail), log: 0n,
+    }));
+    await this.#ack(Req.SET_VRING_KICK, encodeU64(BigInt(i)), [kick.value]);
+    await this.#ack(Req.SET_VRING_CALL, encodeU64(BigInt(i)), [call.value]);
   }
 
   /** Sends with NEED_REPLY when REPLY_ACK was negotiated and insists on success. */
@@ -247,14 +252,7 @@ export class Frontend {
   /** What QEMU does when the VM goes on after stop(): the same rings, from where GET_VRING_BASE left them. */
   async resume(bases: number[]): Promise<void> {
     for (const [i, q] of this.queues.entries()) {
-      const ring = q.ring;
-      await this.#ack(Req.SET_VRING_NUM, encodeVringState({ index: i, num: ring.size }));
-      await this.#ack(Req.SET_VRING_BASE, encodeVringState({ index: i, num: bases[i] }));
-      await this.#ack(Req.SET_VRING_ADDR, encodeVringAddr({
-        index: i, flags: 0, desc: this.mem.va(ring.desc), used: this.mem.va(ring.used), avail: this.mem.va(ring.avail), log: 0n,
-      }));
-      await this.#ack(Req.SET_VRING_KICK, encodeU64(BigInt(i)), [q.kick.value]);
-      await this.#ack(Req.SET_VRING_CALL, encodeU64(BigInt(i)), [q.call.value]);
+      await this.#sendRing(i, q.ring, bases[i], q.kick, q.call);
       await this.#ack(Req.SET_VRING_ENABLE, encodeVringState({ index: i, num: 1 }));
     }
   }
