@@ -27,7 +27,9 @@ status=0
 PARTS=${PARTS:-provider hostile guest libcuda cublas torch managed bench latency disk}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 # PROGRAMS (default all) picks the guest programs the guest and libcuda parts run.
-# VM_ARGS go to every qcuda vm (e.g. --own-queues=yes).
+# VM_ARGS go to every guest (e.g. --own-queues=yes).
+# A guest on the GPU: qcuda vm, its console quiet, with VM_ARGS and then the arguments given.
+guest_vm() { node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} "$@"; }
 picked() { [ -z "${PROGRAMS:-}" ] || [[ " $PROGRAMS " == *" ${1%_static} "* ]]; }
 # Several programs run in one guest (a boot each costs minutes under TCG):
 # batch_script makes the guest's command line, marking each program's exit,
@@ -68,7 +70,7 @@ for src in test/guest/*.cu; do
   picked "$name" || continue
   prog=$work/guest/bin/$name
   [ -x "$prog" ] || { say "$name: not built"; status=1; continue; }
-  node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} --timeout=150 --backend-log="$LOGS/$name.backend.log" -- "$name" > "$LOGS/$name.guest.out" 2> "$LOGS/$name.guest.err"; grc=$?
+  guest_vm --timeout=150 --backend-log="$LOGS/$name.backend.log" -- "$name" > "$LOGS/$name.guest.out" 2> "$LOGS/$name.guest.err"; grc=$?
   if [ "$name" = hostile ] || [ "$name" = memlock ] || [ "$name" = mapreset ]; then # qcuda only: they drive /dev/qcuda0 or its accounting, natively they skip
     if [ $grc = 0 ]; then say "$name: PASS in the guest"; else say "$name: FAIL in the guest (exit $grc)"; status=1; fi
     continue
@@ -112,7 +114,7 @@ fi
 say "== default-built programs and drvapi: native vs guest (qcuda's libcuda.so.1) =="
 progs=$(cd "$work/guest/bin" && for p in *_static drvapi; do picked "$p" && echo "$p"; done)
 script=$(batch_script $progs)
-node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} --timeout=480 -- "$script" > "$LOGS/static.guest.all" 2> "$LOGS/static.guest.err"
+guest_vm --timeout=480 -- "$script" > "$LOGS/static.guest.all" 2> "$LOGS/static.guest.err"
 for p in $progs; do
   timeout 120 "$work/guest/bin/$p" > "$LOGS/$p.st.native.out" 2> "$LOGS/$p.st.native.err"; nrc=$?
   if batch_compare "$LOGS/static.guest.all" st "$p" "$nrc"; then
@@ -132,7 +134,7 @@ cp "$nvrt" "$work/libcudart.so.13"
 shared=""
 for src in test/guest/*.cu; do n=$(basename "$src" .cu); picked "$n" || continue; case $n in hostile|memlock|mapreset|ringfill|sessionend|killcopy) ;; *) shared="$shared $n";; esac; done
 script="$(batch_script $shared); echo '=== bench nvidia'; launch_bench 2000; echo '=== bench qcuda'; LD_LIBRARY_PATH=/usr/local/lib launch_bench 2000"
-node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} --timeout=480 --file "$work/libcudart.so.13" -- "$script" > "$LOGS/nvrt.guest.all" 2> "$LOGS/nvrt.guest.err"
+guest_vm --timeout=480 --file "$work/libcudart.so.13" -- "$script" > "$LOGS/nvrt.guest.all" 2> "$LOGS/nvrt.guest.err"
 same=0; differ=""
 for p in $shared; do
   LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/$p" > "$LOGS/$p.nv.native.out" 2> "$LOGS/$p.nv.native.err"; nrc=$?
@@ -157,7 +159,7 @@ python3 test/gpu/extra-cpio.py "$work/cublas.cpio" \
 cat "$work/guest/initrd.cpio" "$work/cublas.cpio" > "$work/initrd-cublas.cpio"
 say "guest image with cuBLAS: $(du -m "$work/initrd-cublas.cpio" | cut -f1) MiB"
 LD_LIBRARY_PATH=$cuda_lib timeout 120 "$work/guest/bin/cublas_sgemm" > "$LOGS/cublas.native.out" 2> "$LOGS/cublas.native.err"; nrc=$?
-node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} --memory=6144 --timeout=500 --initrd "$work/initrd-cublas.cpio" \
+guest_vm --memory=6144 --timeout=500 --initrd "$work/initrd-cublas.cpio" \
   -- 'cublas_sgemm' > "$LOGS/cublas.guest.out" 2> "$LOGS/cublas.guest.err"; grc=$?
 if [ $nrc = $grc ] && diff -q "$LOGS/cublas.native.out" "$LOGS/cublas.guest.out" >/dev/null; then
   say "cublas_sgemm: identical (exit $grc; $(tail -1 "$LOGS/cublas.guest.out"))"
@@ -167,7 +169,7 @@ else
 fi
 # What crossed: each module a process loaded (the library's debug lines),
 # twice in one guest: the second process finds the images on the host.
-node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} --memory=6144 --timeout=500 --initrd "$work/initrd-cublas.cpio" \
+guest_vm --memory=6144 --timeout=500 --initrd "$work/initrd-cublas.cpio" \
   -- 'for i in 1 2; do echo "=== run $i"; QCUDA_DEBUG=1 cublas_sgemm 2>&1 >/dev/null | grep "module of"; done; echo "=== bench"; cublas_sgemm bench' > "$LOGS/cublas.modules" 2>&1
 awk '/^=== run/ { run = $3 } /module of/ { n[run]++; all[run] += $4; kept[run] += $6; if (/, sent:/) sent[run] += $6 }
   END { for (r = 1; r <= 2; r++) printf "cublas_sgemm process %d: %d modules loaded, %d bytes registered for them, %d for this device, %d bytes sent\n", r, n[r], all[r], kept[r], sent[r] }' \
@@ -191,7 +193,7 @@ say "== PyTorch: native vs guest on the host's root filesystem (qcuda's libcuda.
 py=/opt/torch/.venv/bin/python
 env -u LD_LIBRARY_PATH timeout 300 $py test/gpu/torch_mlp.py > "$LOGS/torch.native.out" 2> "$LOGS/torch.native.err"; nrc=$?
 b64=$(base64 -w0 test/gpu/torch_mlp.py)
-node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} --host-root --memory=12288 --cpus=8 --timeout=560 \
+guest_vm --host-root --memory=12288 --cpus=8 --timeout=560 \
   -- "echo $b64 | base64 -d > /tmp/torch_mlp.py && QCUDA_STATS=1 $py /tmp/torch_mlp.py" > "$LOGS/torch.guest.out" 2> "$LOGS/torch.guest.err"; grc=$?
 paste -d '|' "$LOGS/torch.native.out" "$LOGS/torch.guest.out" | awk -F'|' '{ printf "%-60s | %s\n", $1, $2 }' > "$LOGS/torch.side-by-side"
 # float32 reductions whose order the GPU does not fix may round apart in the
@@ -215,7 +217,7 @@ if part managed; then
 # mapping is made at allocation), and a kernel's read bandwidth.
 say "== managed memory of 1 GiB: native vs guest =="
 LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/bigmapped" bench > "$LOGS/bigmapped.native.json" 2>&1
-node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} --memory=3072 --timeout=300 -- 'bigmapped bench' > "$LOGS/bigmapped.guest.json" 2> "$LOGS/bigmapped.guest.err"
+guest_vm --memory=3072 --timeout=300 -- 'bigmapped bench' > "$LOGS/bigmapped.guest.json" 2> "$LOGS/bigmapped.guest.err"
 say "native: $(cat "$LOGS/bigmapped.native.json")"
 say "guest:  $(cat "$LOGS/bigmapped.guest.json")"
 fi
@@ -223,13 +225,13 @@ fi
 if part bench; then
 say "== copy benchmark: the same program natively and in the guest (cuda provider) =="
 LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/copy_bench" > "$LOGS/copy_bench.native.json" 2>&1
-node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} --memory=1536 --timeout=300 -- copy_bench > "$LOGS/copy_bench.guest.json" 2> "$LOGS/copy_bench.guest.err"
+guest_vm --memory=1536 --timeout=300 -- copy_bench > "$LOGS/copy_bench.guest.json" 2> "$LOGS/copy_bench.guest.err"
 say "native: $(cat "$LOGS/copy_bench.native.json")"
 say "guest:  $(cat "$LOGS/copy_bench.guest.json")"
 
 say "== launch benchmark: the same program natively and in the guest (cuda provider) =="
 LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/launch_bench" > "$LOGS/launch_bench.native.json" 2>&1
-node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} --timeout=300 -- 'launch_bench 2000' > "$LOGS/launch_bench.guest.json" 2> "$LOGS/launch_bench.guest.err"
+guest_vm --timeout=300 -- 'launch_bench 2000' > "$LOGS/launch_bench.guest.json" 2> "$LOGS/launch_bench.guest.err"
 say "native: $(cat "$LOGS/launch_bench.native.json")"
 say "guest:  $(cat "$LOGS/launch_bench.guest.json")"
 
@@ -285,17 +287,17 @@ say "harness, polled, --isolation=none (no worker: one hop less, the backend's o
 timeout 120 node "$app/dist/test/bench/qcuda.js" --provider host --mib 64 > "$LOGS/lat.host.bench" 2>&1
 say "harness, host provider (the backend process alone, no worker): $(grep -E '^(cudaDeviceSynchronize|4 B H2D|backend \+ workers CPU per)' "$LOGS/lat.host.bench" | tr -s ' ' | paste -sd';')"
 say "== call latency in the TCG guest (cuda provider): the guest driver's poll_us off (0) and on (50), alternating =="
-node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} --memory=1536 --timeout=400 -- \
+guest_vm --memory=1536 --timeout=400 -- \
   'for p in 0 50 0 50; do echo $p > /sys/module/qcuda/parameters/poll_us; echo "poll_us $p: $(copy_bench) $(launch_bench 2000)"; done' > "$LOGS/lat.guest.log" 2>&1
 grep '^poll_us' "$LOGS/lat.guest.log" | while read -r l; do say "$l"; done
 # The same with each guest process's queue served by its worker (the guest driver binds one per process).
-node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} --own-queues=yes --memory=1536 --timeout=400 -- \
+guest_vm --own-queues=yes --memory=1536 --timeout=400 -- \
   'for p in 50 50; do echo $p > /sys/module/qcuda/parameters/poll_us; echo "own queues, poll_us $p: $(copy_bench) $(launch_bench 2000)"; done' > "$LOGS/lat.guest.own.log" 2>&1
 grep '^own queues' "$LOGS/lat.guest.own.log" | while read -r l; do say "$l"; done
 fi
 if part disk; then
 say "== GPU disk (store gpu): data and a filesystem in the guest; the harness benchmark beside native pinned copies =="
-node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} --memory=1024 --timeout=300 --disk=512M -- \
+guest_vm --memory=1024 --timeout=300 --disk=512M -- \
   'dd if=/dev/urandom of=/tmp/a bs=1M count=64 2>/dev/null; dd if=/tmp/a of=/dev/vda bs=1M conv=fsync 2>/dev/null; echo 3 > /proc/sys/vm/drop_caches; dd if=/dev/vda bs=1M count=64 2>/dev/null | cmp - /tmp/a && echo "disk: raw data identical"; mkdir -p /mnt && mke2fs -q /dev/vda >/dev/null && mount -t ext2 /dev/vda /mnt && cp /tmp/a /mnt/a && umount /mnt && echo 3 > /proc/sys/vm/drop_caches && mount -t ext2 /dev/vda /mnt && cmp /mnt/a /tmp/a && echo "disk: ext2 file identical"' > "$LOGS/disk.guest.log" 2>&1
 rc=$?; grep '^disk:' "$LOGS/disk.guest.log" | while read -r l; do say "$l"; done; [ $rc = 0 ] && [ "$(grep -c '^disk:' "$LOGS/disk.guest.log")" = 2 ] || { say "disk: FAIL ($rc)"; status=1; }
 # The disk outlives its guest: a backend started by hand, a first guest
@@ -304,14 +306,14 @@ rc=$?; grep '^disk:' "$LOGS/disk.guest.log" | while read -r l; do say "$l"; done
 sock=$work/gpudisk.sock
 node "$app/dist/backend/src/cli/backend.js" --socket-path="$sock" --device=blk --queues=2 --size=256M --store=gpu 2> "$LOGS/disk.backend.err" & bpid=$!
 for i in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
-node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} --timeout=200 --disk=socket="$sock" -- \
+guest_vm --timeout=200 --disk=socket="$sock" -- \
   'dd if=/dev/urandom of=/tmp/a bs=1M count=32 2>/dev/null; mkdir -p /mnt && mke2fs -q /dev/vda && mount -t ext2 /dev/vda /mnt && cp /tmp/a /mnt/a && sha256sum < /tmp/a > /mnt/sum && umount /mnt && echo written' > "$LOGS/disk.boot1.log" 2>&1
-node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} --timeout=200 --disk=socket="$sock" -- \
+guest_vm --timeout=200 --disk=socket="$sock" -- \
   'mkdir -p /mnt && mount -t ext2 /dev/vda /mnt && [ "$(sha256sum < /mnt/a)" = "$(cat /mnt/sum)" ] && echo "disk: a second guest on the same backend reads the first one'"'"'s file"' > "$LOGS/disk.boot2.log" 2>&1
 grep -q '^disk: a second guest' "$LOGS/disk.boot2.log" && say "$(grep '^disk: a second guest' "$LOGS/disk.boot2.log")" || { say "disk: FAIL after the reboot onto the same backend"; status=1; }
 kill "$bpid"; wait "$bpid" 2>/dev/null
 # Swap in GPU memory: a tmpfs larger than the guest's RAM pages out to the disk.
-node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} --memory=256 --timeout=200 --disk=384M -- \
+guest_vm --memory=256 --timeout=200 --disk=384M -- \
   'mkswap /dev/vda >/dev/null && swapon /dev/vda && mkdir -p /scratch && mount -t tmpfs -o size=400m tmpfs /scratch && w=$(dd if=/dev/urandom bs=1M count=300 2>/dev/null | tee /scratch/a | sha256sum) && s=$(awk "/^SwapTotal/ {t=\$2} /^SwapFree/ {f=\$2} END {print int((t-f)/1024)}" /proc/meminfo) && [ "$(sha256sum < /scratch/a)" = "$w" ] && echo "disk: swap in GPU memory: $s MiB paged out of a 256 MiB guest and read back as written"' > "$LOGS/disk.swap.log" 2>&1
 grep -q '^disk: swap' "$LOGS/disk.swap.log" && say "$(grep '^disk: swap' "$LOGS/disk.swap.log")" || { say "disk: FAIL (swap)"; status=1; }
 LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/copy_bench" > "$LOGS/disk.copy.native.json" 2>&1
@@ -324,7 +326,7 @@ for i in $(seq "${DISK_BENCH_RUNS:-5}"); do
 done
 timeout 180 node "$app/dist/test/bench/blk.js" --store host --mib 1024 2>&1 | tee "$LOGS/disk.bench.host" | grep -vE '^(JSON|qcuda-backend|bench:)' | tee -a "$summary"
 say "== GPU disk from the TCG guest: blkbench (O_DIRECT; 1 MiB sequential, 4 KiB random from 4 threads), /dev/vda store gpu, /dev/vdb store host =="
-node "$app/dist/backend/src/cli/qcuda.js" vm --quiet --provider=cuda ${VM_ARGS:-} --memory=1024 --cpus=4 --timeout=300 --disk=512M --disk=512M,store=host -- \
+guest_vm --memory=1024 --cpus=4 --timeout=300 --disk=512M --disk=512M,store=host -- \
   'echo "gpu store: $(blkbench /dev/vda 3 4)"; echo "host store: $(blkbench /dev/vdb 3 4)"' > "$LOGS/disk.tcg.log" 2>&1
 grep -E '^(gpu|host) store:' "$LOGS/disk.tcg.log" | while read -r l; do say "$l"; done
 fi
