@@ -23,9 +23,10 @@
  * pages coalesced) through an indirect descriptor table (if that table
  * cannot be allocated, the call fails with -ENOMEM). Chunks are
  * submitted to the file's own queue (below), or else to queue 0 (round
- * robin over the queues with own_queues off), and waited for only when QCUDA_WINDOW of them are
- * in flight, so a transfer of up to QCUDA_WINDOW chunks is submitted whole
- * before the first wait, and a larger one streams through the window.
+ * robin over the queues with own_queues off), and waited for only when
+ * QCUDA_WINDOW of them are in flight, so a transfer of up to QCUDA_WINDOW
+ * chunks is submitted whole before the first wait, and a larger one streams
+ * through the window.
  *
  * Own queues: a file opening its session takes a free queue of 1..
  * num_queues-1 for its own (qcuda_queue_claim(); queue 0 stays everyone's)

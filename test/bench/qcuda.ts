@@ -16,7 +16,8 @@
 // --poll-us sets how long the backend polls its rings, each worker its
 // channel, and the harness (as the guest driver's poll_us) its used rings
 // after each request (default: the backend's, 50; 0: interrupts and kicks
-// only); the harness spins on them meanwhile, as the driver's poll loop does. The CPU the backend and its workers use is measured over the
+// only); the harness spins on them meanwhile, as the driver's poll loop
+// does. The CPU the backend and its workers use is measured over the
 // synchronize loop (per call, and in cores) and with four sessions open and
 // idle, which must cost nothing.
 // --inline-calls (the backend's, yes|no) says whether a worker runs its

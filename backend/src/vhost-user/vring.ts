@@ -238,7 +238,6 @@ export class Vring {
     this.process();
   }
 
-
   /**
    * The process the ring was handed to died: answers what it took and never
    * answered (used length 0: a failed request), then serves the ring here
