@@ -67,8 +67,12 @@ test.serial('a session on its own queue is served by its worker: the backend ans
   // The same session's request on another queue is refused: its state is the worker's.
   t.is((await a.call(Cmd.DEVICE_SYNC, { queue: 0 })).status, Status.BAD_REQUEST);
   // Closing it hands the queue back: a new session opens on it and is served by a new worker.
+  // The close is answered once what the session held is free: its worker (and context) gone, its quota back.
+  t.is((await a.malloc(8 * MIB)).status, 0);
+  t.is(dev.vm.quota.used, 8n << 20n);
   t.is((await a.close()).status, 0);
-  t.true(await until(() => !alive(pid!), 5000), 'the worker exited after the close');
+  t.false(alive(pid!), 'the worker was gone when the close was answered');
+  t.is(dev.vm.quota.used, 0n, 'and what the session held was given back');
   const b = client();
   await b.openOwn(1);
   t.true(await roundTrip(b, 64 * 1024, 2));

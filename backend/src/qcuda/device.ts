@@ -380,16 +380,34 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       // Free first: the ring's next SESSION_OPEN, taken as it resumes, may hand it to a new worker.
       this.#delegated.delete(d.queue);
       this.#delegatedSessions.delete(s);
-      // The ring is served here again: from where the worker left it, or past what a dead one left in flight (answered as failed).
-      if (returned && !d.parked) ring.resume(returned);
-      else if (d.record) ring.recover(d.record);
-      else ring.resume();
-      d.record?.close();
       if (this.sessions.get(s.id) === s) this.sessions.delete(s.id);
       s.output.close();
-      await s.close();
-      this.#event(`qcuda: session ${s.id.toString(16)} (queue ${d.queue}) ended (${this.sessions.size} open)`);
+      try {
+        // What the session held in the VM's ledger is given back before the ring goes on (and its close is answered).
+        await s.close();
+      } finally {
+        // The ring is served here again: from where the worker left it, or past what a dead one left in flight
+        // (answered as failed, but for the session's SESSION_CLOSE, which its worker leaves for this answer: owned-queue.ts).
+        if (returned && !d.parked) ring.resume(returned);
+        else if (d.record) ring.recover(d.record, (req) => this.#closedWithWorker(req, s));
+        else ring.resume();
+        d.record?.close();
+        this.#event(`qcuda: session ${s.id.toString(16)} (queue ${d.queue}) ended (${this.sessions.size} open)`);
+      }
     }
+  }
+
+  /**
+   * A request the session's dead worker left in flight: its SESSION_CLOSE
+   * is answered (the session ended with the process, and with it the
+   * context); anything else failed (used length 0).
+   */
+  #closedWithWorker(req: Request, s: Session): number {
+    if (req.readableBytes < REQ || req.writableBytes < RESP) return 0;
+    const h = decode('qcuda_req_hdr', req.read(0, REQ).slice());
+    if (h.cmd !== Cmd.SESSION_CLOSE || h.session !== s.id) return 0;
+    req.write(0, encode('qcuda_resp_hdr', { status: 0, len: 0, value: 0n }));
+    return RESP;
   }
 
   async #closeSession(id: bigint): Promise<Result> {

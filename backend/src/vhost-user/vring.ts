@@ -240,11 +240,12 @@ export class Vring {
 
   /**
    * The process the ring was handed to died: answers what it took and never
-   * answered (used length 0: a failed request), then serves the ring here
-   * again from where that process stopped taking (its in-flight record).
-   * Returns the heads answered so.
+   * answered, then serves the ring here again from where that process
+   * stopped taking (its in-flight record). Each such request is answered
+   * by answer (its chain walked again here: the used length it gives), or
+   * with used length 0, a failed request. Returns the heads answered so.
    */
-  recover(record: InflightRecord): number[] {
+  recover(record: InflightRecord, answer?: (req: Request) => number): number[] {
     const v = this.#views;
     if (!this.#delegated || !v) return [];
     const usedIdx = Atomics.load(v.used16, 1);
@@ -254,10 +255,21 @@ export class Vring {
       availHead: (i) => v.avail[2 + (i & (this.size - 1))],
     });
     this.#usedIdx = usedIdx;
-    for (const head of left.heads) this.#publish(v, head, 0);
+    for (const head of left.heads) this.#publish(v, head, answer ? this.#answerLeft(v, head, answer) : 0);
     this.resume({ lastAvail: left.lastAvail, usedIdx: this.#usedIdx, signalledUsed: this.#signalledUsed });
     this.#flushSignal();
     return left.heads;
+  }
+
+  /** A dead process's request, answered here: 0 (failed) if its chain or answer fails. */
+  #answerLeft(v: RingViews, head: number, answer: (req: Request) => number): number {
+    try {
+      const chain = walkChain(v.desc, head, this.memory, this.features.indirect, this.limits.maxIndirect);
+      return answer(new Request(this.index, chain, this.memory));
+    } catch (e) {
+      debug('vring %d: request at head %d left by a dead process: %s', this.index, head, (e as Error).message);
+      return 0;
+    }
   }
 
   /**

@@ -37,8 +37,8 @@ export class OwnedQueue {
 
   /**
    * Serves order.session's queue from here on. onReturn gets where the ring
-   * stands once it has been given back (the session closed, or giveBack());
-   * end ends this process at once.
+   * stands once giveBack() has given it back; end ends this process at once
+   * (as the session's SESSION_CLOSE does).
    */
   constructor(order: OwnOrder, fds: OwnedFds, memory: MemoryTable, provider: Provider, modules: ModuleStore, poll: BusyPoll | undefined, readonly onReturn: (state: RingState) => void, readonly end: () => void) {
     // The VM's bounds are the shared ledger's, its module images the backend's cache.
@@ -46,27 +46,19 @@ export class OwnedQueue {
     this.#record = InflightRecord.open(fds.record, order.state.size);
     this.device = new QcudaDevice({
       provider, vm, queues: order.state.index + 1, pollUs: 0,
-      // SESSION_CLOSE came on the queue: once it is answered (a turn later), end.
-      onSessionClosed: () => void setImmediate(() => this.#sessionClosed()),
+      // SESSION_CLOSE came on the queue. The guest takes its answer to mean
+      // that what the session held on the host is free (qcuda_file.c), and
+      // the context is freed only with this process (the fast way, as a
+      // dead process's is: work still running on the GPU ends with it). So
+      // the process ends here, the close unanswered and in flight in the
+      // record; the backend answers it once the process has exited (device.ts).
+      onSessionClosed: () => this.end(),
     });
     this.device.useMemory(memory);
     this.device.adoptSession(order.session, order.slot);
     this.#memory = memory;
     this.#poll = poll;
     this.ring = this.#adopt(order.state, fds.kick, fds.call);
-  }
-
-  /**
-   * The guest process is gone. What it left in flight (a killed process's
-   * copies) need not finish: ended now, this process takes its context and
-   * memory with it at once, and the backend answers those requests (as
-   * failed) from the in-flight record; waiting for them instead kept the
-   * memory for as long as the GPU took to finish them. With nothing in
-   * flight the ring is handed back whole.
-   */
-  #sessionClosed(): void {
-    if (this.ring.inflight > 0) return this.end();
-    void this.giveBack();
   }
 
   #adopt(state: RingState, kick: EventFd, call: EventFd): Vring {
