@@ -166,3 +166,29 @@ test.serial('no turn spins while a check cannot say it is quiet', async (t) => {
   t.true(turns >= 2, `${turns} turns`);
   t.is(asked, 0, 'quiet() was never asked');
 });
+
+// Spinning after an answer (BusyPoll.spinAfterAnswer): the caller's next
+// request is taken in the same turn, not after a turn of the event loop;
+// bounded, so the loop still turns.
+test.serial('after an answer a turn spins until a check is not quiet and says so; never outside a turn, nor once the turn has run long', async (t) => {
+  const poll = new BusyPoll(100_000, 20_000);
+  let asked = 0;
+  let quietFor = 0;
+  const results: { spun: boolean; asks: number }[] = [];
+  poll.add(() => {
+    if (results.length >= 2) return;
+    if (results.length === 1) {
+      const until = performance.now() + 1; // past the turn's bound (0.2 ms)
+      while (performance.now() < until);
+    }
+    quietFor = asked + 300;
+    const before = asked;
+    results.push({ spun: poll.spinAfterAnswer(), asks: asked - before });
+  }, () => ++asked < quietFor);
+  t.false(poll.spinAfterAnswer(), 'no turn yet: no spin');
+  t.is(asked, 0);
+  poll.touch();
+  for (let i = 0; i < 4; i++) await new Promise((r) => setImmediate(r));
+  t.deepEqual(results[0], { spun: true, asks: 300 }, 'the spin asked until the check was no longer quiet');
+  t.deepEqual(results[1], { spun: false, asks: 0 }, 'a turn past its bound does not spin');
+});

@@ -17,11 +17,20 @@
 // request within a fraction of one. It spins only while every check can say
 // it is quiet, so nothing the loop must do for a check is held up; what
 // comes on an fd (a control message) waits at most spinUs.
+//
+// Such a caller's next request follows its answer within microseconds, so
+// the answerer may also spin right after answering (spinAfterAnswer), in the
+// same turn, instead of going round the event loop first: an epoll_wait and
+// the loop's phases, a microsecond or more, between each answer and the next
+// request. A turn goes on that way for at most CHAIN_MS; then the loop turns.
 
 /** A check run once a loop turn while polling; `expired` on its last call (the window passed). */
 export type PollCheck = (expired: boolean) => void;
 /** True while a check has nothing to do: no work to take, nothing in flight that needs the event loop. */
 export type Quiet = () => boolean;
+
+/** How long one turn may go on serving requests that each came while spinning after an answer (spinAfterAnswer). */
+const CHAIN_MS = 0.2;
 
 export class BusyPoll {
   readonly #windowNs: bigint;
@@ -31,6 +40,8 @@ export class BusyPoll {
   readonly #kept = new Map<PollCheck, Quiet | undefined>();
   #until = 0n;
   #running = false;
+  /** When the current turn began (performance.now()). */
+  #turnStart = 0;
 
   /** windowUs: how long to poll after the last touch (0: never poll); spinUs: how long a turn may spin while all is quiet (0: never). */
   constructor(windowUs: number, spinUs = 0) {
@@ -72,7 +83,19 @@ export class BusyPoll {
     this.#kept.set(check, quiet);
   }
 
+  /**
+   * Right after an answer went out: spins as a turn's start would, while
+   * every check is quiet, and says whether one stopped being quiet (a request
+   * came: take it now). False at once outside a turn or once this turn has
+   * gone on for CHAIN_MS, so the event loop still turns that often.
+   */
+  spinAfterAnswer(): boolean {
+    if (!this.#running || performance.now() - this.#turnStart > CHAIN_MS) return false;
+    return this.#spin();
+  }
+
   readonly #turn = (): void => {
+    this.#turnStart = performance.now();
     this.#spin();
     const expired = process.hrtime.bigint() >= this.#until;
     if (expired) this.#running = false;
@@ -88,19 +111,19 @@ export class BusyPoll {
     if (!expired) setImmediate(this.#turn);
   };
 
-  /** Waits here, not in the event loop, while every check is quiet: up to spinUs, never past the window. */
-  #spin(): void {
-    if (this.#spinMs === 0 || this.#checks.size === 0) return;
+  /** Waits here, not in the event loop, while every check is quiet: up to spinUs, never past the window. True if a check stopped being quiet. */
+  #spin(): boolean {
+    if (this.#spinMs === 0 || this.#checks.size === 0) return false;
     const quiet: Quiet[] = [];
     for (const q of [...this.#checks.values(), ...this.#kept.values()]) {
-      if (!q) return;
+      if (!q) return false;
       quiet.push(q);
     }
     const left = Number(this.#until - process.hrtime.bigint()) / 1e6;
     const end = performance.now() + Math.min(this.#spinMs, left);
     for (;;) {
-      for (const q of quiet) if (!q()) return;
-      if (performance.now() >= end) return;
+      for (const q of quiet) if (!q()) return true;
+      if (performance.now() >= end) return false;
     }
   }
 }

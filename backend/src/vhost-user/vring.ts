@@ -416,7 +416,7 @@ export class Vring {
       if (this.poll?.enabled) this.#keepPolling();
       if (!this.#signalPending) {
         this.#signalPending = true;
-        queueMicrotask(() => this.#flushSignal());
+        queueMicrotask(this.#afterAnswers);
       }
     }
     if (this.#inflight === 0) this.#drained?.();
@@ -430,6 +430,17 @@ export class Vring {
     Atomics.store(v.used16, 1, this.#usedIdx);
     this.#record?.published(head, this.#usedIdx);
   }
+
+  /**
+   * Once this step's answers are out: the driver is interrupted if it asked
+   * to be, and with nothing left in flight a polling ring waits here a
+   * moment for the caller's next request (BusyPoll.spinAfterAnswer) and
+   * takes it at once.
+   */
+  readonly #afterAnswers = (): void => {
+    this.#flushSignal();
+    if (this.#polling && this.#inflight === 0 && this.poll!.spinAfterAnswer()) this.process();
+  };
 
   /** Interrupts the driver if it asked for it (EVENT_IDX or NO_INTERRUPT). */
   #flushSignal(): void {
