@@ -1,12 +1,13 @@
-// A guest driver's synchronous call, in C, for the benchmarks (test/bench):
+// A guest driver's synchronous calls, in C, for the benchmarks (test/bench):
 // the harness's rings are guest memory mapped in its process, and its
 // JavaScript costs several microseconds a call on each side of the ring,
-// where the guest's kernel driver costs well under one. This loop posts one
-// prepared descriptor chain again and again as the driver does (avail entry,
+// where the guest's kernel driver costs well under one. This loop posts a
+// step of prepared descriptor chains (one call each, a launch then a
+// synchronize, say) again and again as the driver does (avail entry,
 // avail->idx with release order, a kick only where the device asks for one:
 // EVENT_IDX or the NO_NOTIFY flag) and spins on used->idx for each answer
-// (interrupts left suppressed: used_event is not moved), so a benchmark can
-// tell the device's cost from the harness's.
+// before the next call (interrupts left suppressed: used_event is not
+// moved), so a benchmark can tell the device's cost from the harness's.
 #include "ring_loop.h"
 
 #include <time.h>
@@ -39,9 +40,10 @@ T *ViewOf(const Napi::CallbackInfo &info, size_t i, size_t atLeast, const char *
   return reinterpret_cast<T *>(static_cast<uint8_t *>(a.ArrayBuffer().Data()) + a.ByteOffset());
 }
 
-// ringLoop(avail: Uint16Array, used: Uint16Array, size, eventIdx, kickFd, head, availIdx, lastUsed, n, reply: Uint8Array, timeoutNs)
-//   -> {ns: Float64Array (each round trip), availIdx, lastUsed, kicks}
-// Each answer must name `head` and carry status 0 in the reply's first u32 (set to ~0 before each post); else it throws.
+// ringLoop(avail: Uint16Array, used: Uint16Array, size, eventIdx, kickFd, heads: Uint32Array, availIdx, lastUsed, n,
+//          replies: Uint8Array[] (one per head), timeoutNs)
+//   -> {ns: Float64Array (each step of heads.length calls), availIdx, lastUsed, kicks}
+// Each answer must name its head and carry status 0 in its reply's first u32 (set to ~0 before each post); else it throws.
 Napi::Value RingLoop(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   uint32_t size = static_cast<uint32_t>(ArgU64(info, 2, "size", 32768));
@@ -51,42 +53,60 @@ Napi::Value RingLoop(const Napi::CallbackInfo &info) {
   uint32_t *used32 = reinterpret_cast<uint32_t *>(used16);
   bool eventIdx = info[3].ToBoolean();
   int kickFd = ArgFd(info, 4);
-  uint32_t head = static_cast<uint32_t>(ArgU64(info, 5, "head", size - 1));
+  if (!info[5].IsTypedArray() || info[5].As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array)
+    ThrowRange(env, "heads must be a Uint32Array");
+  Napi::Uint32Array headArray = info[5].As<Napi::Uint32Array>();
+  if (headArray.ElementLength() == 0 || headArray.ElementLength() > size) ThrowRange(env, "heads: 1 to size chains");
+  std::vector<uint32_t> heads(headArray.Data(), headArray.Data() + headArray.ElementLength());
+  for (uint32_t h : heads)
+    if (h >= size) ThrowRange(env, "a head is past the ring");
   uint16_t ai = static_cast<uint16_t>(ArgU64(info, 6, "availIdx", 0xffff));
   uint16_t lu = static_cast<uint16_t>(ArgU64(info, 7, "lastUsed", 0xffff));
   uint64_t n = ArgU64(info, 8, "n", 1u << 24);
-  uint32_t *reply = ViewOf<uint32_t>(info, 9, 1, "reply");
+  if (!info[9].IsArray() || info[9].As<Napi::Array>().Length() != heads.size()) ThrowRange(env, "replies: one per head");
+  std::vector<uint32_t *> replies;
+  for (uint32_t j = 0; j < heads.size(); j++) {
+    Napi::Value v = info[9].As<Napi::Array>().Get(j);
+    if (!v.IsTypedArray() || v.As<Napi::TypedArray>().ByteLength() < 4 || v.As<Napi::TypedArray>().ByteOffset() % 4 != 0)
+      ThrowRange(env, "replies[" + std::to_string(j) + "] is too short or misaligned");
+    Napi::TypedArray a = v.As<Napi::TypedArray>();
+    replies.push_back(reinterpret_cast<uint32_t *>(static_cast<uint8_t *>(a.ArrayBuffer().Data()) + a.ByteOffset()));
+  }
   uint64_t timeoutNs = ArgU64(info, 10, "timeoutNs");
   std::vector<double> ns(n);
   uint64_t kicks = 0;
   for (uint64_t i = 0; i < n; i++) {
-    __atomic_store_n(reply, ~0u, __ATOMIC_RELAXED);
     uint64_t t0 = NowNs();
-    avail[2 + (ai & (size - 1))] = static_cast<uint16_t>(head);
-    uint16_t old = ai++;
-    __atomic_store_n(&avail[1], ai, __ATOMIC_RELEASE);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);  // publish, then read the device's suppression (virtio's kick rule)
-    bool kick;
-    if (eventIdx) {
-      uint16_t ev = __atomic_load_n(&used16[2 + size * 4], __ATOMIC_ACQUIRE);
-      kick = static_cast<uint16_t>(ai - ev - 1) < static_cast<uint16_t>(ai - old);
-    } else {
-      kick = (__atomic_load_n(&used16[0], __ATOMIC_ACQUIRE) & kUsedNoNotify) == 0;
+    for (uint32_t j = 0; j < heads.size(); j++) {
+      uint32_t *reply = replies[j];
+      __atomic_store_n(reply, ~0u, __ATOMIC_RELAXED);
+      avail[2 + (ai & (size - 1))] = static_cast<uint16_t>(heads[j]);
+      uint16_t old = ai++;
+      __atomic_store_n(&avail[1], ai, __ATOMIC_RELEASE);
+      __atomic_thread_fence(__ATOMIC_SEQ_CST);  // publish, then read the device's suppression (virtio's kick rule)
+      bool kick;
+      if (eventIdx) {
+        uint16_t ev = __atomic_load_n(&used16[2 + size * 4], __ATOMIC_ACQUIRE);
+        kick = static_cast<uint16_t>(ai - ev - 1) < static_cast<uint16_t>(ai - old);
+      } else {
+        kick = (__atomic_load_n(&used16[0], __ATOMIC_ACQUIRE) & kUsedNoNotify) == 0;
+      }
+      if (kick) {
+        uint64_t one = 1;
+        if (write(kickFd, &one, sizeof(one)) != sizeof(one)) ThrowErrno(env, "write (kick)", errno);
+        kicks++;
+      }
+      while (__atomic_load_n(&used16[1], __ATOMIC_ACQUIRE) == lu)
+        if (NowNs() - t0 > timeoutNs) ThrowRange(env, "no answer within the timeout (step " + std::to_string(i) + ")");
+      uint32_t slot = lu & (size - 1);
+      uint32_t id = __atomic_load_n(&used32[1 + slot * 2], __ATOMIC_ACQUIRE);
+      lu++;
+      if (id != heads[j]) ThrowRange(env, "the device answered head " + std::to_string(id) + ", not " + std::to_string(heads[j]));
+      uint32_t status = __atomic_load_n(reply, __ATOMIC_ACQUIRE);
+      if (status != 0)
+        ThrowRange(env, "step " + std::to_string(i) + ", call " + std::to_string(j) + " answered status " + std::to_string(status));
     }
-    if (kick) {
-      uint64_t one = 1;
-      if (write(kickFd, &one, sizeof(one)) != sizeof(one)) ThrowErrno(env, "write (kick)", errno);
-      kicks++;
-    }
-    while (__atomic_load_n(&used16[1], __ATOMIC_ACQUIRE) == lu)
-      if (NowNs() - t0 > timeoutNs) ThrowRange(env, "no answer within the timeout (call " + std::to_string(i) + ")");
-    uint32_t slot = lu & (size - 1);
-    uint32_t id = __atomic_load_n(&used32[1 + slot * 2], __ATOMIC_ACQUIRE);
-    lu++;
     ns[i] = static_cast<double>(NowNs() - t0);
-    if (id != head) ThrowRange(env, "the device answered head " + std::to_string(id) + ", not " + std::to_string(head));
-    uint32_t status = __atomic_load_n(reply, __ATOMIC_ACQUIRE);
-    if (status != 0) ThrowRange(env, "call " + std::to_string(i) + " answered status " + std::to_string(status));
   }
   Napi::Object r = Napi::Object::New(env);
   Napi::Float64Array out = Napi::Float64Array::New(env, n);

@@ -22,9 +22,10 @@
 // idle, which must cost nothing.
 // --inline-calls (the backend's, yes|no) says whether a worker runs its
 // ordered calls (allocations, launches) on its own thread when it can.
-// The synchronize and the 4 B copy are also measured with the guest's side
-// in C (the addon's ringLoop, as the guest driver posts and waits): the
-// harness's JavaScript costs microseconds a call that the driver does not.
+// The synchronize, the 4 B copy and launch + synchronize are also measured
+// with the guest's side in C (the addon's ringLoop, as the guest driver
+// posts and waits): the harness's JavaScript costs microseconds a call
+// that the driver does not.
 // --chunk-mib sets the size of a transfer's requests (default QCUDA_CHUNK, as
 // the guest driver sends them), to see what the request size costs.
 //   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--isolation process|none] [--mib 256] [--chunk-mib 16] [--launches 100000] [--inline-wait US] [--poll-us US] [--guest-poll-us US] [--inline-calls yes|no] [--own-queues]
@@ -220,16 +221,16 @@ async function main(): Promise<void> {
   };
   // The same calls with the guest's side in C, as the guest driver makes them (no JavaScript between
   // the calls on this side): what the backend and its workers cost, without the harness's own.
-  const cLoop = (what: string, n: number, cmd: number, o: Parameters<QcudaClient['loop']>[2]) => {
+  const cLoop = (what: string, n: number, calls: Parameters<QcudaClient['loop']>[0]) => {
     progress(what);
-    c.loop(cmd, 200, o);
-    return percentile([...c.loop(cmd, n, o)].map((ns) => ns / 1000).sort((a, b) => a - b), 50);
+    c.loop(calls, 200);
+    return percentile([...c.loop(calls, n)].map((ns) => ns / 1000).sort((a, b) => a - b), 50);
   };
   const inC = {
-    sync: cLoop('backend sync, guest side in C', 3000, Cmd.DEVICE_SYNC, {}),
-    h2d4: cLoop('backend h2d4, guest side in C', 3000, Cmd.MEMCPY_HTOD, {
+    sync: cLoop('backend sync, guest side in C', 3000, [[Cmd.DEVICE_SYNC]]),
+    h2d4: cLoop('backend h2d4, guest side in C', 3000, [[Cmd.MEMCPY_HTOD, {
       args: ['qcuda_args_memcpy', { dst: dev, src: 0n, size: 4n, stream: 0n, async: 0 }], to: [{ gpa: small, len: 4 }], dataLen: 4n,
-    }),
+    }]]),
   };
   const image = PROVIDER !== 'host' ? fixtureFatbin() : undefined;
   const hello = await c.call(Cmd.HELLO, { args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }], out: 'qcuda_out_hello' });
@@ -241,6 +242,7 @@ async function main(): Promise<void> {
     mustOk('launch')((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs })).status);
     mustOk('sync')((await c.call(Cmd.DEVICE_SYNC)).status);
   }) : undefined;
+  const launchSyncInC = launchArgs !== undefined ? cLoop('backend launch+sync, guest side in C', 2000, [[Cmd.LAUNCH, { rawArgs: launchArgs }], [Cmd.DEVICE_SYNC]]) : undefined;
   // cudaEventRecord then cudaEventQuery until done, as the guest library sends them (the record is posted, the query flushes it).
   const ev = await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 2 }] }); // cudaEventDisableTiming
   mustOk('event create')(ev.status);
@@ -313,6 +315,7 @@ async function main(): Promise<void> {
     r(`${BIG >> 20} MiB H2D`, be.h2d, base.h2d, 'GB/s', true),
     r(`${BIG >> 20} MiB D2H`, be.d2h, base.d2h, 'GB/s', true),
     ...(launchSync !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize', launchSync, directLaunchSync, 'us', false)] : []),
+    ...(launchSyncInC !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize, guest side in C', launchSyncInC, directLaunchSync, 'us', false)] : []),
     ...(launches !== undefined && directLaunches !== undefined ? [r('async null-kernel launches (batched)', launches, directLaunches, '/s', true)] : []),
     { what: 'backend + workers CPU per synchronize', value: syncCpu.perCallUs, unit: 'us' },
     { what: 'backend + workers CPU while synchronizing', value: syncCpu.cores, unit: 'cores' },

@@ -104,18 +104,20 @@ export class QcudaClient {
   }
 
   /**
-   * Benchmarks: the same call n times in a row, made from C as the guest
-   * driver makes it (Frontend.loop: no JavaScript between the calls); each
-   * must succeed. Each round trip in ns.
+   * Benchmarks: the same step of calls (cmd and its options each) n times in
+   * a row, made from C as the guest driver makes them (Frontend.loop: no
+   * JavaScript between the calls); each must succeed. Each step's time in ns.
    */
-  loop(cmd: number, n: number, o: CallOptions = {}): Float64Array {
-    const slot = this.#slots.pop();
-    if (!slot) throw new Error('no free slot');
+  loop(calls: [cmd: number, o?: CallOptions][], n: number): Float64Array {
+    if (calls.length === 0 || calls.length > this.#slots.length) throw new Error(`${calls.length} calls for ${this.#slots.length} free slots`);
+    const slots = calls.map(() => this.#slots.pop()!);
     try {
-      const { bufs, reply } = this.#build(slot, cmd, o);
-      return this.fe.loop(this.#pickQueue(o.queue), bufs, n, reply);
+      const built = calls.map(([cmd, o], j) => this.#build(slots[j], cmd, o ?? {}));
+      const queue = new Set(calls.map(([, o]) => this.#pickQueue(o?.queue)));
+      if (queue.size !== 1) throw new Error('a step\'s calls go on one queue');
+      return this.fe.loop([...queue][0], built.map((b) => b.bufs), n, built.map((b) => b.reply));
     } finally {
-      this.#release(slot);
+      for (const slot of slots) this.#release(slot);
     }
   }
 

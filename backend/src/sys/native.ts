@@ -70,12 +70,13 @@ export interface Native {
   /** (fd, limits, slots) formats a new ledger in the file; (fd) opens one. The fd stays the caller's. */
   Ledger: new (fd: number, limits?: bigint[], slots?: number) => NativeLedger;
   /**
-   * Benchmarks: a guest driver's synchronous calls in C (addon/src/ring_loop.cc): posts chain `head` n
-   * times on a driver's rings (avail and used as mapped here), kicking only where the device asks, and
-   * spins for each answer, which must name head and put status 0 in reply's first u32.
+   * Benchmarks: a guest driver's synchronous calls in C (addon/src/ring_loop.cc): n times, posts the
+   * chains `heads` one after another on a driver's rings (avail and used as mapped here), kicking only
+   * where the device asks, and spins for each answer, which must name its head and put status 0 in the
+   * first u32 of its reply (replies[j] for heads[j]). ns: each step of heads.length calls.
    */
-  ringLoop(avail: Uint16Array, used: Uint16Array, size: number, eventIdx: boolean, kickFd: number, head: number, availIdx: number,
-    lastUsed: number, n: number, reply: Uint8Array, timeoutNs: number): { ns: Float64Array; availIdx: number; lastUsed: number; kicks: number };
+  ringLoop(avail: Uint16Array, used: Uint16Array, size: number, eventIdx: boolean, kickFd: number, heads: Uint32Array, availIdx: number,
+    lastUsed: number, n: number, replies: Uint8Array[], timeoutNs: number): { ns: Float64Array; availIdx: number; lastUsed: number; kicks: number };
 }
 
 export const POLL_READABLE = 1;

@@ -230,10 +230,10 @@ export class Frontend {
     return done;
   }
 
-  /** Benchmarks: n synchronous calls of the chain bufs on queue i, made from C (GuestRing.loop); each round trip in ns. */
-  loop(i: number, bufs: GuestBuf[], n: number, reply: Uint8Array, timeoutNs = 5e9): Float64Array {
+  /** Benchmarks: n steps of synchronous calls, one per chain, on queue i, made from C (GuestRing.loop); each step's time in ns. */
+  loop(i: number, chains: GuestBuf[][], n: number, replies: Uint8Array[], timeoutNs = 5e9): Float64Array {
     const q = this.queues[i];
-    const r = q.ring.loop(bufs, n, q.kick.value, reply, timeoutNs);
+    const r = q.ring.loop(chains, n, q.kick.value, replies, timeoutNs);
     q.kicks += r.kicks;
     return r.ns;
   }

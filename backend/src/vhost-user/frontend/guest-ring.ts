@@ -75,24 +75,26 @@ export class GuestRing {
   }
 
   /**
-   * Benchmarks: posts the chain bufs n times, one at a time, from C (the
-   * addon's ringLoop: a guest driver's synchronous calls, spinning for each
-   * answer with interrupts suppressed); each reply must carry status 0 in
-   * the first u32 of reply. Returns each round trip in ns. Nothing else may
-   * be in flight on the ring meanwhile.
+   * Benchmarks: n times, posts the chains one after another, each once its
+   * predecessor is answered, from C (the addon's ringLoop: a guest driver's
+   * synchronous calls, spinning for each answer with interrupts
+   * suppressed); each reply must carry status 0 in the first u32 of its
+   * replies[j]. Returns each step's round trips in ns. Nothing else may be
+   * in flight on the ring meanwhile.
    */
-  loop(bufs: GuestBuf[], n: number, kickFd: number, reply: Uint8Array, timeoutNs: number): { ns: Float64Array; kicks: number } {
+  loop(chains: GuestBuf[][], n: number, kickFd: number, replies: Uint8Array[], timeoutNs: number): { ns: Float64Array; kicks: number } {
     if (this.#chainLen.size > 0) throw new Error('the ring has requests in flight');
-    const head = this.#addDirect(bufs);
+    const heads: number[] = [];
     try {
+      for (const bufs of chains) heads.push(this.#addDirect(bufs));
       if (!this.eventIdx) Atomics.store(this.a16, 0, VRING_AVAIL_F_NO_INTERRUPT);
-      const r = native.ringLoop(this.a16, this.u16, this.size, this.eventIdx, kickFd, head, this.availIdx, this.#lastUsed, n, reply, timeoutNs);
+      const r = native.ringLoop(this.a16, this.u16, this.size, this.eventIdx, kickFd, Uint32Array.from(heads), this.availIdx, this.#lastUsed, n, replies, timeoutNs);
       this.availIdx = r.availIdx;
       this.#lastUsed = r.lastUsed;
       this.#kickedAt = r.availIdx;
       return { ns: r.ns, kicks: r.kicks };
     } finally {
-      this.#release(head);
+      for (const head of heads) this.#release(head);
       if (!this.eventIdx) Atomics.store(this.a16, 0, 0);
     }
   }
