@@ -31,20 +31,45 @@ void WaitEvent(Job &jb, cu::Event e) {
 
 }  // namespace
 
+// What is queued on s so far: cuStreamQuery says when it is done, with no
+// work of its own (an event recorded to mark it had to go through the GPU
+// first, microseconds even for a 4 B copy). The query is only good right
+// after the run, while nothing later is on s and s still exists; a wait that
+// outlasts the inline poll records an event there and then (handOff), which
+// marks the same work, and from then on waits for that event (on the pool,
+// or parked for the poll loop's turns). Callers may wrap job.wait: it looks
+// up which of the two it waits for when it runs.
 void WaitForStream(Job &job, cu::Stream s) {
-  CtxCore *c = job.ctx.get();
-  cu::Event e = c->AcquireEvent(job);
-  if (e != nullptr && job.Check(cu::api().EventRecord(e, s), "cuEventRecord")) {
-    job.ready = [e] { return cu::api().EventQuery(e) != cu::kNotReady; };
-    job.wait = [c, e](Job &jb) {
-      WaitEvent(jb, e);
-      c->ReleaseEvent(e);
-    };
-    return;
-  }
-  if (e != nullptr) c->ReleaseEvent(e);
-  // Could not record: wait for the whole context instead (returns the sticky error, if that is why).
-  job.wait = [](Job &jb) { jb.Check(cu::api().CtxSynchronize(), "cuCtxSynchronize"); };
+  struct Mark {
+    cu::Stream stream;
+    cu::Event event = nullptr;  // recorded at handOff
+    bool whole = false;         // no event could be recorded: the whole context
+  };
+  auto m = std::make_shared<Mark>(Mark{s});
+  job.readyLater = false;
+  job.ready = [m] { return (m->event ? cu::api().EventQuery(m->event) : cu::api().StreamQuery(m->stream)) != cu::kNotReady; };
+  job.wait = [m](Job &jb) {
+    if (m->event) {
+      WaitEvent(jb, m->event);
+      jb.ctx->ReleaseEvent(m->event);
+    } else if (m->whole) {
+      jb.Check(cu::api().CtxSynchronize(), "cuCtxSynchronize");  // returns the sticky error, if that is why
+    } else {
+      // Ready (polled right after the run): returns at once; a synchronize is where the driver flushes device printf output.
+      jb.Check(cu::api().StreamSynchronize(m->stream), "cuStreamSynchronize");
+    }
+  };
+  job.handOff = [m](Job &jb) {
+    cu::Event e = jb.ctx->AcquireEvent(jb);
+    if (e != nullptr && jb.Check(cu::api().EventRecord(e, m->stream), "cuEventRecord")) {
+      m->event = e;
+      jb.readyLater = true;
+      return;
+    }
+    if (e != nullptr) jb.ctx->ReleaseEvent(e);
+    m->whole = true;
+    jb.ready = nullptr;
+  };
 }
 
 // The whole context: cuCtxSynchronize, which has no query; cuStreamQuery on

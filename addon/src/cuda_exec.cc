@@ -467,6 +467,7 @@ void CtxCore::AfterRun(Job *j, bool onJsThread) {
     j->wait(*j);  // returns at once: what it waits for is done (it still reports errors, flushes output)
     j->wait = nullptr;
   }
+  if (j->wait && j->handOff) j->handOff(*j);
   if (j->wait) {
     if (onJsThread) env->AddPending();
     {

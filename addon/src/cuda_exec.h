@@ -89,6 +89,11 @@ struct Job {
   // thread that ran it (it uses handles a later job may free), so the wait
   // is never parked for later polling.
   bool readyLater = true;
+  // Optional with wait: run on the thread that ran the job, right after the
+  // run (and any inline poll), just before wait goes to the pool; nothing
+  // later is queued yet. It may replace wait with one that outlives the
+  // handles ready used (an event recorded now marks what wait waits for).
+  std::function<void(Job &)> handOff;
   std::function<void(Job &)> onMain;  // JS thread, before the promise settles
   bool exitThread = false;            // the context thread ends after this job
 
