@@ -194,7 +194,7 @@ function mustOk(what: string) {
 async function main(): Promise<void> {
   // Backend path: harness -> backend process -> provider.
   const [mine, theirs] = native.socketPair();
-  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=qcuda', '--queues=4', `--provider=${PROVIDER}`, `--isolation=${ISOLATION}`, ...(INLINE_WAIT ? [`--inline-wait=${INLINE_WAIT}`] : []), ...(POLL_US ? [`--poll-us=${POLL_US}`] : []), ...(INLINE_CALLS ? [`--inline-calls=${INLINE_CALLS}`] : []), ...(OWN_QUEUES ? ['--own-queues=yes'] : [])],
+  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=qcuda', '--queues=4', `--provider=${PROVIDER}`, `--isolation=${ISOLATION}`, ...(INLINE_WAIT ? [`--inline-wait=${INLINE_WAIT}`] : []), ...(POLL_US ? [`--poll-us=${POLL_US}`] : []), ...(INLINE_CALLS ? [`--inline-calls=${INLINE_CALLS}`] : []), `--own-queues=${OWN_QUEUES ? 'yes' : 'no'}`],
     { stdio: ['ignore', 'inherit', 'inherit', theirs] });
   native.close(theirs);
   const mem = new GuestMemory([{ gpa: 0n, size: 64 << 20 }, { gpa: 1n << 32n, size: 2 * BIG + (64 << 20) }]);

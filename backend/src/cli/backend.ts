@@ -98,9 +98,10 @@ that would pass it fails with the CUDA error named, nothing grows):
   --own-queues=yes|no     a guest process whose driver keeps its requests on a
                           queue of its own (QCUDA_SESSION_OWN_QUEUE) gets that
                           queue served by its worker (isolation process):
-                          no hop through this process a call (default no).
-                          With the host provider its sessions then get
-                          host-memory workers (the same path without a GPU)
+                          no hop through this process a call (default yes
+                          with the cuda provider, no with the host provider;
+                          with it, yes gives the host provider's sessions
+                          host-memory workers: the same path without a GPU)
   --poll-us=US            how long the rings, and each worker its channel, are
                           polled after each request and answer before the
                           process sleeps (default 50 on a host of 4 or more

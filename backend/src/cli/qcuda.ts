@@ -85,7 +85,8 @@ vm options:
                        process, so a kernel fault ends only that process's
                        CUDA) or none (see qcuda-backend --help)
   --own-queues=yes|no  a guest process's own queue is served by its worker, no
-                       hop through the backend (default no; qcuda-backend --help)
+                       hop through the backend (default yes on a GPU, no on the
+                       host-memory device; qcuda-backend --help)
   --device-memory-limit=SIZE  the VM's device memory quota (e.g. 2G); GPU disks
                        (--disk, store=gpu) count against it
   --demo               run the guest test programs built into the image (the

@@ -23,7 +23,7 @@ export interface DeviceOptions {
   inlineWaitUs?: number;
   /** cuda, isolation process: ordered calls on the worker's own thread when its context thread is idle (ProviderSetup.inlineCalls). */
   inlineCalls?: boolean;
-  /** qcuda, isolation process: sessions that keep to a queue of their own have it served by their worker (QcudaOptions.ownQueues). */
+  /** qcuda, isolation process: sessions that keep to a queue of their own have it served by their worker (QcudaOptions.ownQueues). Default: yes with the cuda provider, no with the host provider. */
   ownQueues?: boolean;
   /** qcuda and blk: how long the rings (qcuda with isolation process: each worker's channel too) are polled after each request and answer (DEFAULT_POLL_US). */
   pollUs?: number;
@@ -48,7 +48,10 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       // The host provider has nothing to isolate, but with own queues its
       // sessions get (host-memory) workers too: the owned-queue path, whole,
       // on a machine without a GPU (the tests' way to run it in a guest).
-      const hostWorkers = o.ownQueues && isolate && chosen.provider instanceof HostProvider;
+      const hostWorkers = o.ownQueues === true && isolate && chosen.provider instanceof HostProvider;
+      // By default a GPU's sessions, each in a worker of its own, are served on their own queues by
+      // those workers; the host provider's are served here (no worker), unless asked.
+      const ownQueues = o.ownQueues ?? (isolate && chosen.provider instanceof IsolatedProvider);
       const provider = hostWorkers ? new IsolatedProvider(chosen.provider, { worker: { kind: 'host', gpu: 0, pollUs: o.pollUs ?? DEFAULT_POLL_US }, log: o.log }) : chosen.provider;
       const note = hostWorkers ? `${chosen.note}, a worker process per guest process` : chosen.note;
       o.log?.(note);
@@ -58,7 +61,7 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       // on the H100): with isolation none, one CUDA process per VM at a time.
       const shared = provider.name === 'cuda' && !(provider instanceof IsolatedProvider);
       const limits = { ...o.limits, ...(shared ? { contexts: 1 } : {}) };
-      device = new QcudaDevice({ queues: o.queues, memoryLimit: o.memoryLimit, limits, provider, log: o.log, pollUs: o.pollUs ?? DEFAULT_POLL_US, ownQueues: o.ownQueues });
+      device = new QcudaDevice({ queues: o.queues, memoryLimit: o.memoryLimit, limits, provider, log: o.log, pollUs: o.pollUs ?? DEFAULT_POLL_US, ownQueues });
       return device;
     },
   },
