@@ -71,3 +71,24 @@ test('the generated files are current (npm run gen writes them)', (t) => {
     t.true(now === text(), `${file} differs from what its declaration gives: run \`npm run gen\``);
   }
 });
+
+// The codecs work in a scratch buffer of their own (wire/layout.ts): what they
+// hand out must never be that buffer, nor change when it is used again.
+test('encode returns a new array each time; decode reads its own copy of the bytes and leaves the input alone', (t) => {
+  const a = P.encode('qcuda_resp_hdr', { status: 1, len: 2, value: 3n });
+  const b = P.encode('qcuda_resp_hdr', { status: 9 });
+  t.not(a, b);
+  t.deepEqual(P.decode('qcuda_resp_hdr', a), { status: 1, len: 2, value: 3n }, 'the first is unchanged by the second');
+  t.deepEqual(P.decode('qcuda_resp_hdr', b), { status: 9, len: 0, value: 0n }, 'fields not given are 0, not what the last encode left');
+  const wire = new Uint8Array(a.length + 8).fill(0xee);
+  wire.set(a);
+  const copy = wire.slice();
+  const d = P.decode('qcuda_resp_hdr', wire);
+  t.deepEqual(wire, copy, 'the input is not written');
+  wire.fill(0);
+  t.deepEqual(d, { status: 1, len: 2, value: 3n });
+  const sym = P.decode('qcuda_args_symbol', P.encode('qcuda_args_symbol', { module: 5n, name: 'f' }));
+  const again = P.decode('qcuda_args_symbol', P.encode('qcuda_args_symbol', { module: 6n, name: 'g' }));
+  t.is(sym.name[0], 'f'.charCodeAt(0), 'a decoded byte array is a copy, not a view of the scratch buffer');
+  t.is(again.name[0], 'g'.charCodeAt(0));
+});

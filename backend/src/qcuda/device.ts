@@ -14,7 +14,7 @@ import type { BusyPoll } from '../sys/busy-poll';
 import { DEFAULT_LIMITS, type VmLimits } from './limits';
 import { HostProvider } from './providers/host';
 import type { GuestSeg, Provider } from './provider';
-import { CALLS, Cmd, cmdNamed, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_PROTO_VERSION, QCUDA_SESSION_OWN_QUEUE, QCUDA_ST_OUTPUT, Status } from './proto';
+import { CALLS, Cmd, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_PROTO_VERSION, QCUDA_SESSION_OWN_QUEUE, QCUDA_ST_OUTPUT, Status } from './proto';
 import { Session, vmShared, type VmShared } from './session';
 import { describeSession, sessionStatus, type QcudaStatus, type SessionStatus } from './status';
 import type { CallDecl } from './wire/protocol';
@@ -23,6 +23,8 @@ const debug = createDebug('qcuda:device');
 
 const REQ = LAYOUT.qcuda_req_hdr.size;
 const RESP = LAYOUT.qcuda_resp_hdr.size;
+/** An empty reply payload or argument tail: one shared array (a new empty typed array costs an allocation outside the heap). */
+const NOTHING = new Uint8Array(0);
 /** Largest payload a NOP may echo. */
 const MAX_NOP_PAYLOAD = 64 << 10;
 /** Sessions (guest processes with the device open) per VM. */
@@ -73,6 +75,23 @@ interface Delegation {
   /** Settles once the ring is served here again and the session is gone. */
   done: Promise<void>;
 }
+
+/** What dispatch needs of a session command: found once per command number, not by name on each request. */
+interface Route {
+  name: SessionCmd;
+  spec: CallDecl;
+  argsSize: number;
+  outSize: number;
+  run: (c: Call) => Promise<Result | void>;
+}
+
+const ROUTES = new Map<number, Route>(
+  (Object.keys(COMMANDS) as SessionCmd[]).map((name) => {
+    const spec: CallDecl = CALLS[name];
+    const size = (s: string | undefined) => (s ? LAYOUT[s as keyof typeof LAYOUT].size : 0);
+    return [spec.cmd, { name, spec, argsSize: size(spec.args), outSize: size(spec.out), run: COMMANDS[name] as Route['run'] }];
+  }),
+);
 
 /** The guest memory a command's data lies in, resolved from the current memory table. */
 function dataOf(req: Request, dir: 'to' | 'from' | undefined, at: number, dataIn: number, dataOut: number): GuestSeg[] {
@@ -241,7 +260,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     } catch (e) {
       r = this.#failure(e);
     }
-    const out = r.out ?? new Uint8Array(0);
+    const out = r.out ?? NOTHING;
     // Checked last: the command itself may just have brought device output.
     const status = (r.status ?? 0) | (caller.session?.output.pending ? QCUDA_ST_OUTPUT : 0);
     req.write(0, encode('qcuda_resp_hdr', { status, len: out.length, value: r.value ?? 0n }));
@@ -263,7 +282,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   /** Runs the request; caller.session is set once the caller's session is known. */
   async #dispatch(req: Request, caller: { session?: Session }): Promise<Result & { dataOut?: number }> {
     if (req.readableBytes < REQ) throw new CudaError(Status.BAD_REQUEST, `request of ${req.readableBytes} bytes`);
-    const h = decode('qcuda_req_hdr', req.read(0, REQ).slice());
+    const h = decode('qcuda_req_hdr', req.read(0, REQ));
     const { cmd, len, data_len: dataLen } = h;
     if (len > QCUDA_MAX_ARGS && cmd !== Cmd.NOP) throw new CudaError(Status.TOO_LARGE, `${len} argument bytes`);
     switch (cmd) {
@@ -276,16 +295,14 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       default:
         break;
     }
-    const name = cmdNamed(cmd) as SessionCmd | undefined;
-    if (!name) throw new CudaError(Status.UNKNOWN_CMD, `unknown command ${cmd}`);
-    const spec: CallDecl = CALLS[name];
+    const route = ROUTES.get(cmd);
+    if (!route) throw new CudaError(Status.UNKNOWN_CMD, `unknown command ${cmd}`);
+    const { name, spec, argsSize, outSize } = route;
     const session = this.sessions.get(h.session);
     caller.session = session;
     if (!session) throw new CudaError(Status.NO_SESSION, `command ${name} for unknown session`);
     const owned = this.#delegatedSessions.get(session);
     if (owned) throw new CudaError(Status.BAD_REQUEST, `${name} on queue ${req.queue}: the session is served on its own queue ${owned.queue}`);
-    const argsSize = spec.args ? LAYOUT[spec.args].size : 0;
-    const outSize = spec.out ? LAYOUT[spec.out].size : 0;
     if (spec.varArgs ? len < argsSize : len !== argsSize)
       throw new CudaError(Status.BAD_REQUEST, `${name}: ${len} argument bytes, expected ${spec.varArgs ? 'at least ' : ''}${argsSize}`);
     if (!spec.data && (dataLen !== 0n || h.data_offset !== 0n)) throw new CudaError(Status.BAD_REQUEST, `${name} carries no data`);
@@ -296,18 +313,17 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     if (req.writableBytes < RESP + outSize + dataOut)
       throw new CudaError(Status.BAD_REQUEST, `${name}: ${req.writableBytes} writable bytes, needs ${RESP + outSize + dataOut}`);
     const call = {
-      session, args: spec.args ? decode(spec.args, req.read(REQ, argsSize).slice()) : {}, queue: req.queue, data: [],
+      session, args: spec.args ? decode(spec.args, req.read(REQ, argsSize)) : {}, queue: req.queue, data: [],
       dataOffset: h.data_offset, dataLen, dev: this,
-      extra: len > argsSize ? req.read(REQ + argsSize, len - argsSize).slice() : new Uint8Array(0),
+      extra: len > argsSize ? req.read(REQ + argsSize, len - argsSize).slice() : NOTHING,
     } as Call;
-    const gate = gateOf(name, call);
+    const gate = gateOf(spec, call);
     if (gate) await gate;
     // Host addresses of the data are worked out here, after any wait: the
     // memory table may have changed meanwhile (the request holds the regions
     // it was taken with mapped until it completes: vring.ts).
     call.data = dataOf(req, spec.data, REQ + len, dataIn, dataOut);
-    const run = COMMANDS[name] as (c: Call) => Promise<Result | void>;
-    const r = (await run(call)) ?? {};
+    const r = (await route.run(call)) ?? {};
     // The data went out only if the command succeeded; otherwise the guest must not read it.
     return { ...r, dataOut: (r.status ?? 0) === 0 ? dataOut : 0 };
   }
@@ -322,7 +338,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     if (this.#adoptedOnly) throw new CudaError(Status.BAD_REQUEST, `SESSION_OPEN on queue ${req.queue}, which its session's worker serves`);
     const argsSize = LAYOUT.qcuda_args_session_open.size;
     if (len !== 0 && (len !== argsSize || req.readableBytes !== REQ + len)) throw new CudaError(Status.BAD_REQUEST, `SESSION_OPEN with ${len} argument bytes`);
-    const flags = len === 0 ? 0 : decode('qcuda_args_session_open', req.read(REQ, argsSize).slice()).flags;
+    const flags = len === 0 ? 0 : decode('qcuda_args_session_open', req.read(REQ, argsSize)).flags;
     if (this.sessions.size >= MAX_SESSIONS) throw new CudaError(Status.TOO_LARGE, `more than ${MAX_SESSIONS} sessions`);
     const s = new Session(this.provider, this.vm);
     this.sessions.set(s.id, s);
@@ -404,7 +420,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
    */
   #closedWithWorker(req: Request, s: Session): number {
     if (req.readableBytes < REQ || req.writableBytes < RESP) return 0;
-    const h = decode('qcuda_req_hdr', req.read(0, REQ).slice());
+    const h = decode('qcuda_req_hdr', req.read(0, REQ));
     if (h.cmd !== Cmd.SESSION_CLOSE || h.session !== s.id) return 0;
     req.write(0, encode('qcuda_resp_hdr', { status: 0, len: 0, value: 0n }));
     return RESP;

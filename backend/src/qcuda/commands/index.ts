@@ -30,8 +30,8 @@ function reportingPostedErrors<K extends CmdName>(run: Run<K>): Run<K> {
  * event it uses (callbacks.ts). Undefined, the usual case, lets it start in
  * the same tick, before the next request of the ring is even parsed.
  */
-export function gateOf(name: SessionCmd, c: Call): Promise<unknown> | undefined {
-  const d: CallDecl = CALLS[name];
+export function gateOf(d: CallDecl, c: Call): Promise<unknown> | undefined {
+  if (!d.event && !d.stream) return undefined;
   const cb = c.session.callbacks;
   const args = c.args as Record<string, unknown>;
   const e = d.event ? cb.eventGate(args[d.event] as bigint) : undefined;
