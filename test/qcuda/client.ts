@@ -113,9 +113,10 @@ export class QcudaClient {
     const slots = calls.map(() => this.#slots.pop()!);
     try {
       const built = calls.map(([cmd, o], j) => this.#build(slots[j], cmd, o ?? {}));
-      const queue = new Set(calls.map(([, o]) => this.#pickQueue(o?.queue)));
-      if (queue.size !== 1) throw new Error('a step\'s calls go on one queue');
-      return this.fe.loop([...queue][0], built.map((b) => b.bufs), n, built.map((b) => b.reply));
+      // One queue for the whole step (the first call's): a ring loop posts on one ring.
+      const queue = this.#pickQueue(calls[0][1]?.queue);
+      if (calls.some(([, o]) => o?.queue !== undefined && o.queue !== queue)) throw new Error('a step\'s calls go on one queue');
+      return this.fe.loop(queue, built.map((b) => b.bufs), n, built.map((b) => b.reply));
     } finally {
       for (const slot of slots) this.#release(slot);
     }
