@@ -76,19 +76,21 @@ export class Request {
   }
 }
 
-/** The guest ranges that [offset, offset+len) of a list of buffers covers, in order. */
-function* pieces(bufs: Buf[], offset: number, len: number): Generator<{ gpa: bigint; n: number }> {
+/** The guest ranges that [offset, offset+len) of a list of buffers covers, in order (an array: a generator costs more on every request). */
+function pieces(bufs: Buf[], offset: number, len: number): { gpa: bigint; n: number }[] {
+  const out: { gpa: bigint; n: number }[] = [];
   for (const b of bufs) {
-    if (len === 0) return;
+    if (len === 0) break;
     if (offset >= b.len) {
       offset -= b.len;
       continue;
     }
     const n = Math.min(b.len - offset, len);
-    yield { gpa: b.gpa + BigInt(offset), n };
+    out.push({ gpa: offset === 0 ? b.gpa : b.gpa + BigInt(offset), n });
     offset = 0;
     len -= n;
   }
+  return out;
 }
 
 function checkRange(what: string, offset: number, len: number, limit: number): void {
