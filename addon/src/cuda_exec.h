@@ -90,9 +90,11 @@ struct Job {
   // is never parked for later polling.
   bool readyLater = true;
   // Optional with wait: run on the thread that ran the job, right after the
-  // run (and any inline poll), just before wait goes to the pool; nothing
-  // later is queued yet. It may replace wait with one that outlives the
-  // handles ready used (an event recorded now marks what wait waits for).
+  // run (and any inline poll), just before wait goes to the pool or is
+  // parked; nothing later is queued yet. It lets a wait whose ready was good
+  // only right after the run (readyLater false) go on from here: it may
+  // record what marks the same work (an event) and set ready and readyLater
+  // for that.
   std::function<void(Job &)> handOff;
   std::function<void(Job &)> onMain;  // JS thread, before the promise settles
   bool exitThread = false;            // the context thread ends after this job
