@@ -50,11 +50,6 @@ export type Cmd = (typeof Cmd)[CmdName];
 
 const NAMES = new Map<number, CmdName>(Object.entries(CALLS).map(([k, v]) => [v.cmd, k as CmdName]));
 
-/** The name of a command number, if it is one. */
-export function cmdNamed(n: number): CmdName | undefined {
-  return NAMES.get(n);
-}
-
 /** A command number as log lines show it: its name, or the number. */
 export function cmdName(n: number): string {
   return NAMES.get(n) ?? String(n);

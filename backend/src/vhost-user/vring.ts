@@ -98,10 +98,6 @@ export class Vring {
     this.index = index;
   }
 
-  get inflight(): number {
-    return this.#inflight;
-  }
-
   setNum(num: number): void {
     if (this.started) throw new ProtocolError(`vring ${this.index}: SET_VRING_NUM on a started ring`);
     const max = this.limits.maxSize;

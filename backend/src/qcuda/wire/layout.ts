@@ -128,7 +128,7 @@ function compileCodec(l: Layout): Codec {
       u64: `v.setBigUint64(${at}, BigInt(x), true)`,
       'u32[]': `h.setU32s(v, ${at}, ${f.count}, x)`,
       'u64[]': `h.setU64s(v, ${at}, ${f.count}, x)`,
-      bytes: `h.setBytes(bytes, ${at}, ${f.count}, x)`,
+      bytes: `h.setBytes(s, ${at}, ${f.count}, x)`,
     }[f.kind];
     return `x = values.${f.name}; if (x !== undefined) ${set};`;
   });
@@ -149,7 +149,6 @@ function compileCodec(l: Layout): Codec {
   }`)(helpers, s, v) as Codec['decode'];
   const encode = new Function('h', 's', 'v', `return function encode(values) {
     s.fill(0);
-    const bytes = s;
     let x;
     ${write.join('\n    ')}
     return s.slice(0, ${l.size});
