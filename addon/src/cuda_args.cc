@@ -44,19 +44,42 @@ int32_t ArgI32Or(const Napi::Value &v, int32_t otherwise) {
   return v.IsNumber() ? v.As<Napi::Number>().Int32Value() : otherwise;
 }
 
+namespace {
+// A Float64Array's element as a host address or length: a whole number below 2^53.
+uint64_t SegField(Napi::Env env, double d, const char *what) {
+  if (!(d >= 0) || d > 9007199254740991.0 || d != std::floor(d))
+    throw Napi::RangeError::New(env, std::string(what) + " must be a non-negative integer");
+  return static_cast<uint64_t>(d);
+}
+
+void AddSeg(Napi::Env env, std::vector<Seg> &out, Seg s) {
+  if (s.addr + s.len < s.addr) throw Napi::RangeError::New(env, "segment wraps around");
+  if (s.len != 0) out.push_back(s);
+}
+}  // namespace
+
 std::vector<Seg> ArgSegs(const Napi::Value &v) {
   Napi::Env env = v.Env();
+  std::vector<Seg> out;
+  // The quick form (packSegs, native-cuda.ts): one typed array read at once,
+  // where each {addr, len} object costs two property lookups by name.
+  if (v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_float64_array) {
+    Napi::Float64Array a = v.As<Napi::Float64Array>();
+    size_t n = a.ElementLength();
+    if (n % 2 != 0) throw Napi::TypeError::New(env, "segments must be [addr, len] pairs");
+    out.reserve(n / 2);
+    const double *d = a.Data();
+    for (size_t i = 0; i < n; i += 2) AddSeg(env, out, {SegField(env, d[i], "segment addr"), SegField(env, d[i + 1], "segment len")});
+    return out;
+  }
   if (!v.IsArray()) throw Napi::TypeError::New(env, "segments must be an array of {addr, len}");
   Napi::Array a = v.As<Napi::Array>();
-  std::vector<Seg> out;
   out.reserve(a.Length());
   for (uint32_t i = 0; i < a.Length(); i++) {
     Napi::Value e = a.Get(i);
     if (!e.IsObject()) throw Napi::TypeError::New(env, "segments must be an array of {addr, len}");
     Napi::Object o = e.As<Napi::Object>();
-    Seg s{ArgU64(o.Get("addr"), "segment addr"), ArgU64(o.Get("len"), "segment len")};
-    if (s.addr + s.len < s.addr) throw Napi::RangeError::New(env, "segment wraps around");
-    if (s.len != 0) out.push_back(s);
+    AddSeg(env, out, {ArgU64(o.Get("addr"), "segment addr"), ArgU64(o.Get("len"), "segment len")});
   }
   return out;
 }
@@ -99,6 +122,13 @@ std::string ArgName(const Napi::Value &v) {
 }
 
 void ArgDims(const Napi::Value &v, const char *what, unsigned out[3]) {
+  // The quick form (dims3, native-cuda.ts): a Uint32Array of 3, read at once; an array costs a lookup per element.
+  if (v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_uint32_array) {
+    Napi::Uint32Array a = v.As<Napi::Uint32Array>();
+    if (a.ElementLength() != 3) throw Napi::TypeError::New(v.Env(), std::string(what) + " must be 3 values");
+    for (uint32_t i = 0; i < 3; i++) out[i] = a[i];
+    return;
+  }
   if (!v.IsArray() || v.As<Napi::Array>().Length() != 3)
     throw Napi::TypeError::New(v.Env(), std::string(what) + " must be an array of 3");
   Napi::Array a = v.As<Napi::Array>();

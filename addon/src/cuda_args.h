@@ -28,7 +28,7 @@ struct Seg {
   uint64_t addr;
   uint64_t len;
 };
-/** An array of {addr, len}; empty ranges are left out. */
+/** An array of {addr, len}, or a Float64Array of [addr, len] pairs; empty ranges are left out. */
 std::vector<Seg> ArgSegs(const Napi::Value &v);
 /** A Uint8Array (a view: read it before the call returns). */
 Napi::Uint8Array ArgUint8Array(const Napi::Value &v, const char *what);
@@ -40,7 +40,7 @@ std::vector<uint64_t> ArgU64s(const Napi::Value &v, const char *what);
 std::vector<uint32_t> ArgU32s(const Napi::Value &v, const char *what);
 /** A string without NULs (a kernel or variable name). */
 std::string ArgName(const Napi::Value &v);
-/** An array of 3 u32 (grid or block dimensions). */
+/** An array of 3 u32, or a Uint32Array of 3 (grid or block dimensions). */
 void ArgDims(const Napi::Value &v, const char *what, unsigned out[3]);
 
 }  // namespace qcuda::cuda

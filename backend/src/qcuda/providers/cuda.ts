@@ -19,7 +19,7 @@ import createDebug from 'debug';
 import { CudaErr, CudaError } from '../cuda-error';
 import { defineContextCalls, type ContextCalls, type DevPtr, type DeviceProps, type Dim3, type EventRef, type FunctionInfo, type FunctionRef, type GuestSeg, type HostPiece, type LaunchDesc, type ModuleRef, type OutputSink, type Provider, type ProviderContext, type StreamRef, type ArrayDesc, type ArrayRef, type MipmapRef, type Extent, type HostBlock, type Place, type Pos, type TexDesc, type TexResource, type GraphExecRef, type GraphRef, type GraphSpec } from '../provider';
 import type { HandleKind } from '../wire/protocol';
-import { cudaNative, type CudaContextNative, type CudaNative } from '../../native-cuda';
+import { cudaNative, packDim3, packSegs, type CudaContextNative, type CudaNative } from '../../native-cuda';
 import { deviceOutput, type OutputSource } from './cuda-output';
 import { packLaunches, type LaunchIds } from './launch-record';
 import { native as sys, type Mapping } from '../../sys/native';
@@ -193,7 +193,18 @@ class CudaSessionContext implements ProviderContext, OutputSource {
   /** p ends at a point where CUDA flushes device output: hand it to the session before the reply goes back. */
   flushing<T>(p: Promise<T>): Promise<T> {
     // Only a context that has launched can have printed (deviceOutput.drain): no step more for the others.
-    return this.#launched ? p.finally(() => deviceOutput.drain(this)) : p;
+    // then, not finally: finally takes two promise steps more, on every synchronize and blocking copy.
+    if (!this.#launched) return p;
+    return p.then(
+      (v) => {
+        deviceOutput.drain(this);
+        return v;
+      },
+      (e: unknown) => {
+        deviceOutput.drain(this);
+        throw e;
+      },
+    );
   }
 
   /** A kernel goes in: output from nowhere in particular is now likely this context's. */
@@ -209,10 +220,10 @@ class CudaSessionContext implements ProviderContext, OutputSource {
     return this.native.free(ptr);
   }
   copyToDevice(dst: DevPtr, src: GuestSeg[], stream: StreamRef | undefined): Promise<void> {
-    return this.flushing(this.native.copyHtoD(dst, src, streamId(stream)));
+    return this.flushing(this.native.copyHtoD(dst, packSegs(src), streamId(stream)));
   }
   copyFromDevice(dst: GuestSeg[], src: DevPtr, stream: StreamRef | undefined): Promise<void> {
-    return this.flushing(this.native.copyDtoH(dst, src, streamId(stream)));
+    return this.flushing(this.native.copyDtoH(packSegs(dst), src, streamId(stream)));
   }
   copyOnDevice(dst: DevPtr, src: DevPtr, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> {
     const p = this.native.copyDtoD(dst, src, size, streamId(stream), !async);
@@ -334,11 +345,11 @@ class CudaSessionContext implements ProviderContext, OutputSource {
   }
   launchCooperative(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Promise<void> {
     this.#launching();
-    return this.native.launchCooperative(handleId(f, 'function'), grid, block, sharedMem, streamId(stream), params);
+    return this.native.launchCooperative(handleId(f, 'function'), packDim3(0, grid), packDim3(1, block), sharedMem, streamId(stream), params);
   }
   launch(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Promise<void> {
     this.#launching();
-    return this.native.launch(handleId(f, 'function'), grid, block, sharedMem, streamId(stream), params);
+    return this.native.launch(handleId(f, 'function'), packDim3(0, grid), packDim3(1, block), sharedMem, streamId(stream), params);
   }
   launchMany(list: readonly LaunchDesc[]): Promise<void> {
     if (list.length > 0) this.#launching();
