@@ -33,24 +33,25 @@ export type Quiet = () => boolean;
 const CHAIN_MS = 0.2;
 
 export class BusyPoll {
-  readonly #windowNs: bigint;
+  /** In milliseconds, as performance.now() counts (process.hrtime.bigint() allocates a bigint on every touch). */
+  readonly #windowMs: number;
   readonly #spinMs: number;
   readonly #checks = new Map<PollCheck, Quiet | undefined>();
   /** Checks that stay across windows (keep). */
   readonly #kept = new Map<PollCheck, Quiet | undefined>();
-  #until = 0n;
+  #until = 0;
   #running = false;
   /** When the current turn began (performance.now()). */
   #turnStart = 0;
 
   /** windowUs: how long to poll after the last touch (0: never poll); spinUs: how long a turn may spin while all is quiet (0: never). */
   constructor(windowUs: number, spinUs = 0) {
-    this.#windowNs = BigInt(Math.max(0, Math.round(windowUs * 1000)));
+    this.#windowMs = Math.max(0, windowUs) / 1000;
     this.#spinMs = Math.max(0, spinUs) / 1000;
   }
 
   get enabled(): boolean {
-    return this.#windowNs > 0n;
+    return this.#windowMs > 0;
   }
 
   /** A window is open: the checks run every turn (and once more, expired, at its end). */
@@ -60,8 +61,8 @@ export class BusyPoll {
 
   /** Something happened: poll for another window from now. */
   touch(): void {
-    if (this.#windowNs === 0n) return;
-    this.#until = process.hrtime.bigint() + this.#windowNs;
+    if (this.#windowMs === 0) return;
+    this.#until = performance.now() + this.#windowMs;
     if (this.#running) return;
     this.#running = true;
     // Kept checks learn of the window as it opens: what they start from now on is polled by its turns.
@@ -97,7 +98,7 @@ export class BusyPoll {
   readonly #turn = (): void => {
     this.#turnStart = performance.now();
     this.#spin();
-    const expired = process.hrtime.bigint() >= this.#until;
+    const expired = performance.now() >= this.#until;
     if (expired) this.#running = false;
     // A check may add or delete checks as it runs: on the last turn each of
     // those now runs once (a copy); otherwise a check added meanwhile may
@@ -119,8 +120,7 @@ export class BusyPoll {
       if (!q) return false;
       quiet.push(q);
     }
-    const left = Number(this.#until - process.hrtime.bigint()) / 1e6;
-    const end = performance.now() + Math.min(this.#spinMs, left);
+    const end = Math.min(performance.now() + this.#spinMs, this.#until);
     for (;;) {
       for (const q of quiet) if (!q()) return true;
       if (performance.now() >= end) return false;

@@ -12,6 +12,13 @@ const debug = createDebug('qcuda:vhost-user:mem');
  * keeps any range up to OVERLAP bytes (every ring) inside a single window. */
 const WINDOW = 1 << 30;
 const OVERLAP = 1 << 20;
+/**
+ * Lookups compare plain numbers where every value is below this (all guest
+ * RAM of a machine with up to 4 PiB: sums stay exact), bigints otherwise:
+ * each bigint operation allocates, and every request looks up each buffer.
+ */
+const NUMBER_LIMIT = 2 ** 52;
+const NUMBER_LIMIT_BIG = BigInt(NUMBER_LIMIT);
 
 export class MemoryError extends Error {
   override readonly name = 'MemoryError';
@@ -22,6 +29,12 @@ export class GuestRegion {
   readonly size: bigint;
   readonly userAddr: bigint;
   readonly mmapOffset: bigint;
+  /** Where the region starts in this process (fixed while it is mapped). */
+  readonly hostAddress: bigint;
+  /** gpa, userAddr and size as numbers, where the region ends below NUMBER_LIMIT (else NaN: compared as bigints). */
+  readonly gpaNum: number;
+  readonly userAddrNum: number;
+  readonly sizeNum: number;
   readonly #mapping: Mapping;
   readonly #delta: number; // mmap_offset - its page-aligned base
   readonly #windows: ArrayBuffer[] = [];
@@ -46,10 +59,11 @@ export class GuestRegion {
     this.size = r.size;
     this.userAddr = r.userAddr;
     this.mmapOffset = r.mmapOffset;
-  }
-
-  get hostAddress(): bigint {
-    return this.#mapping.address + BigInt(this.#delta);
+    this.hostAddress = this.#mapping.address + BigInt(this.#delta);
+    const small = r.gpa + r.size <= NUMBER_LIMIT_BIG && r.userAddr + r.size <= NUMBER_LIMIT_BIG;
+    this.gpaNum = small ? Number(r.gpa) : NaN;
+    this.userAddrNum = small ? Number(r.userAddr) : NaN;
+    this.sizeNum = small ? Number(r.size) : NaN;
   }
 
   /** A view of [offset, offset+len) inside this region (caller checked bounds). */
@@ -242,12 +256,21 @@ export class MemoryTable {
   }
 
   #find(addr: bigint, len: number, key: 'gpa' | 'userAddr'): { region: GuestRegion; offset: number } {
-    const end = addr + BigInt(len);
+    const byGpa = key === 'gpa';
+    const small = addr < NUMBER_LIMIT_BIG && len < NUMBER_LIMIT;
+    const a = small ? Number(addr) : 0;
+    const end = small ? 0n : addr + BigInt(len);
     for (const region of this.#regions) {
-      const start = region[key];
-      if (addr >= start && end <= start + region.size) return { region, offset: Number(addr - start) };
+      const startNum = byGpa ? region.gpaNum : region.userAddrNum;
+      if (small && startNum === startNum) {
+        // Both below NUMBER_LIMIT: exact as numbers.
+        if (a >= startNum && a + len <= startNum + region.sizeNum) return { region, offset: a - startNum };
+        continue;
+      }
+      const start = byGpa ? region.gpa : region.userAddr;
+      if (addr >= start && (small ? addr + BigInt(len) : end) <= start + region.size) return { region, offset: Number(addr - start) };
     }
-    const kind = key === 'gpa' ? 'guest-physical' : 'frontend-virtual';
+    const kind = byGpa ? 'guest-physical' : 'frontend-virtual';
     throw new MemoryError(`${kind} range 0x${addr.toString(16)}+${len} is not inside guest memory`);
   }
 
@@ -268,5 +291,11 @@ export class MemoryTable {
   hostAddressGpa(gpa: bigint, len: number): bigint {
     const { region, offset } = this.#find(gpa, len, 'gpa');
     return region.hostAddress + BigInt(offset);
+  }
+
+  /** hostAddressGpa and segmentsGpa of one range in one lookup. */
+  hostSegmentsGpa(gpa: bigint, len: number): { addr: bigint; views: Uint8Array[] } {
+    const { region, offset } = this.#find(gpa, len, 'gpa');
+    return { addr: region.hostAddress + BigInt(offset), views: len === 0 ? [] : region.segments(offset, len) };
   }
 }

@@ -52,8 +52,9 @@ export class Request {
     checkRange(part, offset, len, limit);
     const out: { addr: bigint; len: number; view: Uint8Array }[] = [];
     for (const { gpa, n } of pieces(this.chain[part], offset, len)) {
-      let addr = this.memory.hostAddressGpa(gpa, n);
-      for (const view of this.memory.segmentsGpa(gpa, n)) {
+      const at = this.memory.hostSegmentsGpa(gpa, n);
+      let addr = at.addr;
+      for (const view of at.views) {
         out.push({ addr, len: view.length, view });
         addr += BigInt(view.length);
       }
