@@ -25,6 +25,14 @@ const REQ = LAYOUT.qcuda_req_hdr.size;
 const RESP = LAYOUT.qcuda_resp_hdr.size;
 /** An empty reply payload or argument tail: one shared array (a new empty typed array costs an allocation outside the heap). */
 const NOTHING = new Uint8Array(0);
+const MAX_SAFE_BIG = BigInt(Number.MAX_SAFE_INTEGER);
+
+/** What handle() learns of a request while it runs. */
+interface Caller {
+  session?: Session;
+  /** Bytes of data the command writes back to the guest (counted in the used length if it succeeds). */
+  dataOut?: number;
+}
 /** Largest payload a NOP may echo. */
 const MAX_NOP_PAYLOAD = 64 << 10;
 /** Sessions (guest processes with the device open) per VM. */
@@ -253,8 +261,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
 
   async handle(req: Request): Promise<number> {
     if (req.writableBytes < RESP) throw new RangeError(`no room for a reply header (${req.writableBytes} bytes)`);
-    let r: Result & { dataOut?: number };
-    const caller: { session?: Session } = {};
+    let r: Result;
+    const caller: Caller = {};
     try {
       r = await this.#dispatch(req, caller);
     } catch (e) {
@@ -267,7 +275,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     req.write(RESP, out);
     this.served[req.queue]++;
     if (caller.session) caller.session.calls++;
-    return RESP + out.length + (r.dataOut ?? 0);
+    // The data went out only if the command succeeded; otherwise the guest must not read it.
+    return RESP + out.length + ((r.status ?? 0) === 0 ? (caller.dataOut ?? 0) : 0);
   }
 
   #failure(e: unknown): Result {
@@ -279,8 +288,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     return { status: CudaErr.Unknown };
   }
 
-  /** Runs the request; caller.session is set once the caller's session is known. */
-  async #dispatch(req: Request, caller: { session?: Session }): Promise<Result & { dataOut?: number }> {
+  /** Runs the request; caller.session is set once the caller's session is known, caller.dataOut once the data's direction is. */
+  async #dispatch(req: Request, caller: Caller): Promise<Result> {
     if (req.readableBytes < REQ) throw new CudaError(Status.BAD_REQUEST, `request of ${req.readableBytes} bytes`);
     const h = decode('qcuda_req_hdr', req.read(0, REQ));
     const { cmd, len, data_len: dataLen } = h;
@@ -308,7 +317,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     if (!spec.data && (dataLen !== 0n || h.data_offset !== 0n)) throw new CudaError(Status.BAD_REQUEST, `${name} carries no data`);
     const dataIn = spec.data === 'to' ? Number(dataLen) : 0;
     const dataOut = spec.data === 'from' ? Number(dataLen) : 0;
-    if (dataLen > BigInt(Number.MAX_SAFE_INTEGER) || req.readableBytes !== REQ + len + dataIn)
+    if (dataLen > MAX_SAFE_BIG || req.readableBytes !== REQ + len + dataIn)
       throw new CudaError(Status.BAD_REQUEST, `${name}: ${req.readableBytes} readable bytes for ${len} argument and ${dataLen} data bytes`);
     if (req.writableBytes < RESP + outSize + dataOut)
       throw new CudaError(Status.BAD_REQUEST, `${name}: ${req.writableBytes} writable bytes, needs ${RESP + outSize + dataOut}`);
@@ -323,9 +332,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     // memory table may have changed meanwhile (the request holds the regions
     // it was taken with mapped until it completes: vring.ts).
     call.data = dataOf(req, spec.data, REQ + len, dataIn, dataOut);
-    const r = (await route.run(call)) ?? {};
-    // The data went out only if the command succeeded; otherwise the guest must not read it.
-    return { ...r, dataOut: (r.status ?? 0) === 0 ? dataOut : 0 };
+    caller.dataOut = dataOut;
+    return (await route.run(call)) ?? {};
   }
 
   #nop(req: Request, len: number): Result {

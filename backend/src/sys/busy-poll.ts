@@ -40,6 +40,10 @@ export class BusyPoll {
   /** Checks that stay across windows (keep). */
   readonly #kept = new Map<PollCheck, Quiet | undefined>();
   #until = 0;
+  /** Touched since the window's end was last worked out: it moves to a window from the next clock read (one read less on every request). */
+  #touched = false;
+  /** Every check's quiet, for #spin (null: not worked out since the checks changed; undefined: a check has none, so no spinning). */
+  #quiet: Quiet[] | undefined | null = null;
   #running = false;
   /** When the current turn began (performance.now()). */
   #turnStart = 0;
@@ -62,8 +66,11 @@ export class BusyPoll {
   /** Something happened: poll for another window from now. */
   touch(): void {
     if (this.#windowMs === 0) return;
+    if (this.#running) {
+      this.#touched = true;
+      return;
+    }
     this.#until = performance.now() + this.#windowMs;
-    if (this.#running) return;
     this.#running = true;
     // Kept checks learn of the window as it opens: what they start from now on is polled by its turns.
     for (const check of [...this.#kept.keys()]) check(false);
@@ -73,15 +80,17 @@ export class BusyPoll {
   /** Runs check every turn while polling, and once more with expired = true when the window ends. quiet lets turns spin (see above). */
   add(check: PollCheck, quiet?: Quiet): void {
     this.#checks.set(check, quiet);
+    this.#quiet = null;
   }
 
   delete(check: PollCheck): void {
-    this.#checks.delete(check);
+    if (this.#checks.delete(check)) this.#quiet = null;
   }
 
   /** Like add, for every window to come: check runs as each window opens (inside touch), each turn, and on its last turn with expired = true. */
   keep(check: PollCheck, quiet?: Quiet): void {
     this.#kept.set(check, quiet);
+    this.#quiet = null;
   }
 
   /**
@@ -91,14 +100,25 @@ export class BusyPoll {
    * gone on for CHAIN_MS, so the event loop still turns that often.
    */
   spinAfterAnswer(): boolean {
-    if (!this.#running || performance.now() - this.#turnStart > CHAIN_MS) return false;
-    return this.#spin();
+    if (!this.#running) return false;
+    const now = performance.now();
+    if (now - this.#turnStart > CHAIN_MS) return false;
+    return this.#spin(now);
+  }
+
+  /** The clock read now: a touch since the last read moves the window's end. */
+  #at(now: number): number {
+    if (this.#touched) {
+      this.#touched = false;
+      this.#until = now + this.#windowMs;
+    }
+    return now;
   }
 
   readonly #turn = (): void => {
     this.#turnStart = performance.now();
-    this.#spin();
-    const expired = performance.now() >= this.#until;
+    this.#spin(this.#turnStart);
+    const expired = this.#at(performance.now()) >= this.#until;
     if (expired) this.#running = false;
     // A check may add or delete checks as it runs: on the last turn each of
     // those now runs once (a copy); otherwise a check added meanwhile may
@@ -113,17 +133,22 @@ export class BusyPoll {
   };
 
   /** Waits here, not in the event loop, while every check is quiet: up to spinUs, never past the window. True if a check stopped being quiet. */
-  #spin(): boolean {
+  #spin(now: number): boolean {
     if (this.#spinMs === 0 || this.#checks.size === 0) return false;
-    const quiet: Quiet[] = [];
-    for (const q of [...this.#checks.values(), ...this.#kept.values()]) {
-      if (!q) return false;
-      quiet.push(q);
-    }
-    const end = Math.min(performance.now() + this.#spinMs, this.#until);
+    const quiet = this.#quietChecks();
+    if (!quiet) return false;
+    this.#at(now);
+    const end = Math.min(now + this.#spinMs, this.#until);
     for (;;) {
       for (const q of quiet) if (!q()) return true;
       if (performance.now() >= end) return false;
     }
+  }
+
+  #quietChecks(): Quiet[] | undefined {
+    if (this.#quiet !== null) return this.#quiet;
+    const all = [...this.#checks.values(), ...this.#kept.values()];
+    this.#quiet = all.every((q) => q !== undefined) ? (all as Quiet[]) : undefined;
+    return this.#quiet;
   }
 }

@@ -20,6 +20,7 @@ const debug = createDebug('qcuda:vhost-user:vring');
 export const MAX_QUEUE_SIZE = 32768;
 const VRING_AVAIL_F_NO_INTERRUPT = 1;
 const VRING_USED_F_NO_NOTIFY = 1;
+const RESOLVED = Promise.resolve();
 /** How long GET_VRING_BASE waits for in-flight requests before giving up on them. */
 export const STOP_TIMEOUT_MS = 5000;
 
@@ -412,7 +413,8 @@ export class Vring {
       if (this.poll?.enabled) this.#keepPolling();
       if (!this.#signalPending) {
         this.#signalPending = true;
-        queueMicrotask(this.#afterAnswers);
+        // A promise step, not queueMicrotask: Node wraps each of those in an async resource (microseconds a request on the GPU machine).
+        void RESOLVED.then(this.#afterAnswers);
       }
     }
     if (this.#inflight === 0) this.#drained?.();

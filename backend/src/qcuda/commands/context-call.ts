@@ -28,8 +28,8 @@ function heldByHostFunction(s: Session, kind: HandleKind | undefined, h: bigint)
   return false;
 }
 
-function checkFlags(name: string, x: ContextDecl, args: Record<string, unknown>): void {
-  for (const [field, allowed] of Object.entries(x.flags ?? {})) {
+function checkFlags(name: string, flags: [string, number][], args: Record<string, unknown>): void {
+  for (const [field, allowed] of flags) {
     const v = args[field] as number;
     if (v & ~allowed) throw new CudaError(CudaErr.InvalidValue, `${name}: ${field} 0x${v.toString(16)}`);
   }
@@ -65,12 +65,13 @@ function contextCall(name: ContextCmd): Run<ContextCmd> {
   const d: CallDecl = CALLS[name];
   const x = d.context!;
   const handles: Readonly<Record<string, HandleKind>> = d.handles ?? {};
+  const flags = Object.entries(x.flags ?? {});
   const resolve = (c: Call) => {
     const args = c.args as Record<string, unknown>;
     return x.params.map((p) => (handles[p] ? lookup(c.session, handles[p], args[p] as bigint, d.ends === p) : args[p]));
   };
   return async (c) => {
-    checkFlags(name, x, c.args as Record<string, unknown>);
+    if (flags.length > 0) checkFlags(name, flags, c.args as Record<string, unknown>);
     let params;
     if (x.result === 'ready') {
       // Answered without the GPU while a host function holds the handle.
