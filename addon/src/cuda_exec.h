@@ -94,7 +94,7 @@ struct Job {
   // this context's waits have lately been short (CtxCore::waitsShort). The
   // driver's own wait sees the end sooner than polling ready() does, and a
   // synchronize after the poll has seen it costs 1.6-2 us more than one
-  // already waiting (test/bench/driver_costs.cu on the H200: launch +
+  // already waiting (test/gpu/driver_costs.cu on the H200: launch +
   // synchronize 8.3-8.9 us, with a polling loop first 9.9-11.0). Only for a
   // wait that ends without help from this process (GPU work alone: the
   // backend enqueues nothing that waits for a host function).

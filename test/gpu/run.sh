@@ -265,6 +265,10 @@ say "== call latency: the harness (isolation process) with polling off (--poll-u
 LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/copy_bench" > "$LOGS/lat.copy.native.json" 2>&1
 LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/launch_bench" 2000 > "$LOGS/lat.launch.native.json" 2>&1
 say "native: $(cat "$LOGS/lat.copy.native.json") $(cat "$LOGS/lat.launch.native.json")"
+# The driver's own cost of each sequence of calls the worker makes (built here: it links libcuda).
+nvcc -O2 -o "$work/driver_costs" test/gpu/driver_costs.cu -lcuda > "$LOGS/driver_costs.build" 2>&1 \
+  && timeout 120 "$work/driver_costs" > "$LOGS/lat.driver.json" 2>&1 && say "the driver's own costs (us): $(cat "$LOGS/lat.driver.json")" \
+  || { say "driver_costs: FAIL"; status=1; }
 # Five runs polled (the 256 MiB copies' target is every run), two not; then
 # the host provider, which runs in the backend process: the backend's own
 # path on this machine's CPU, no worker and no GPU.

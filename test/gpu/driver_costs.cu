@@ -5,7 +5,8 @@
 // above them is qcuda's. Guest RAM is host memory registered with the driver
 // (cuMemHostRegister), as the worker registers it; `pinned` copies use such
 // memory, `pageable` ones plain malloc'd memory.
-//   nvcc -O2 -o driver_costs test/bench/driver_costs.cu -lcuda
+//   nvcc -O2 -o driver_costs test/gpu/driver_costs.cu -lcuda   (test/gpu/run.sh, part latency: on the GPU machine,
+//   as it links libcuda; the guest build takes test/bench/*.cu only)
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
