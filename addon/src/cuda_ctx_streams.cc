@@ -47,7 +47,6 @@ void WaitForStream(Job &job, cu::Stream s) {
   };
   auto m = std::make_shared<Mark>(Mark{s});
   job.readyLater = false;
-  job.blockOk = true;  // right after the run: wait is cuStreamSynchronize on s
   job.ready = [m] { return (m->event ? cu::api().EventQuery(m->event) : cu::api().StreamQuery(m->stream)) != cu::kNotReady; };
   job.wait = [m](Job &jb) {
     if (m->event) {
@@ -90,7 +89,6 @@ QCUDA_CONTEXT_METHOD(synchronize, ctx, info) {
     // An error (a sticky one) is ready too: the wait reports it. A later job
     // may destroy one of these streams: queried only right after the run.
     job.readyLater = false;
-    job.blockOk = true;  // wait is cuCtxSynchronize
     job.ready = [streams] {
       for (cu::Stream s : *streams)
         if (cu::api().StreamQuery(s) == cu::kNotReady) return false;

@@ -435,25 +435,14 @@ namespace {
 std::atomic<int64_t> g_inlineWaitNs{0};
 std::atomic<uint64_t> g_inlineDone{0}, g_inlineHandedOn{0}, g_inlinePollNs{0};
 
-// Runs j's wait on the JS thread if it ends within the inline wait: polls
-// j->ready for up to that long, or, for a blockOk wait of a context whose
-// waits have lately been short, blocks in the wait itself. True (j->wait
-// done and cleared) if it ran here; false leaves it for the pool.
-bool WaitInline(Job *j) {
+// Polls j->ready for up to the inline wait; true if it became ready (then the wait returns at once).
+bool PollInline(Job *j) {
   const int64_t budget = g_inlineWaitNs.load(std::memory_order_relaxed);
   if (budget <= 0 || !j->ready) return false;
-  CtxCore *c = j->ctx.get();
   const auto t0 = std::chrono::steady_clock::now();
-  const auto elapsed = [&] { return std::chrono::steady_clock::now() - t0; };
-  bool ok = (j->blockOk && c != nullptr && c->waitsShort) || j->ready();
-  while (!ok && elapsed() < std::chrono::nanoseconds(budget)) ok = j->ready();
-  if (ok) {
-    j->wait(*j);  // returns at once if ready said so; else waits in the driver
-    j->wait = nullptr;
-  }
-  const auto took = elapsed();
-  if (c != nullptr) c->waitsShort = ok && took < std::chrono::nanoseconds(budget);
-  g_inlinePollNs += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count());
+  bool ok = j->ready();
+  while (!ok && std::chrono::steady_clock::now() - t0 < std::chrono::nanoseconds(budget)) ok = j->ready();
+  g_inlinePollNs += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   (ok ? g_inlineDone : g_inlineHandedOn)++;
   return ok;
 }
@@ -474,8 +463,10 @@ InlineWaitStats GetInlineWaitStats() {
 }
 
 void CtxCore::AfterRun(Job *j, bool onJsThread) {
-  // Done here if it ends soon (it still reports errors and flushes device output).
-  if (j->wait && onJsThread) WaitInline(j);
+  if (j->wait && onJsThread && PollInline(j)) {
+    j->wait(*j);  // returns at once: what it waits for is done (it still reports errors, flushes output)
+    j->wait = nullptr;
+  }
   if (j->wait && j->handOff) j->handOff(*j);
   if (j->wait) {
     if (onJsThread) env->AddPending();

@@ -89,16 +89,6 @@ struct Job {
   // thread that ran it (it uses handles a later job may free), so the wait
   // is never parked for later polling.
   bool readyLater = true;
-  // Optional with wait and ready: wait may run on the JS thread straight
-  // away, blocking in the driver as a native program's thread does, when
-  // this context's waits have lately been short (CtxCore::waitsShort). The
-  // driver's own wait sees the end sooner than polling ready() does, and a
-  // synchronize after the poll has seen it costs 1.6-2 us more than one
-  // already waiting (test/gpu/driver_costs.cu on the H200: launch +
-  // synchronize 8.3-8.9 us, with a polling loop first 9.9-11.0). Only for a
-  // wait that ends without help from this process (GPU work alone: the
-  // backend enqueues nothing that waits for a host function).
-  bool blockOk = false;
   // Optional with wait: run on the thread that ran the job, right after the
   // run (and any inline poll), just before wait goes to the pool or is
   // parked; nothing later is queued yet. It lets a wait whose ready was good
@@ -185,7 +175,14 @@ struct WaiterStats {
 WaiterStats GetWaiterStats();
 /**
  * How long a job run on the JS thread polls its ready() before its wait goes
- * to the pool (0, the default: never). For a process whose JS thread serves
+ * to the pool (0, the default: never). Polling, not blocking in the driver:
+ * a synchronize made after the work is done costs 1.3-1.9 us more than one
+ * already waiting when it ends (test/gpu/driver_costs.cu, H200: launch +
+ * synchronize 8.3-9.3 us, with a polling loop first 9.6-11.1), but a JS
+ * thread blocked in the driver cannot take the session's SESSION_CLOSE, so
+ * a guest process killed while its kernel never ends would leave that
+ * kernel running; a waiter thread kept spinning while the session is busy
+ * would get both (not done). For a process whose JS thread serves
  * one guest process (a session's worker), where blocking it briefly is what
  * a native program's thread does; not for a backend serving many.
  */
@@ -200,7 +197,7 @@ void SetInlineWait(int64_t ns);
 void SetInlineCalls(bool on);
 bool InlineCalls();
 struct InlineWaitStats {
-  uint64_t done = 0;     // waits that ended on the JS thread (polled, or blocked in the driver)
+  uint64_t done = 0;     // waits that ended while polled on the JS thread
   uint64_t handedOn = 0; // waits still running after the poll, handed to the pool
   uint64_t pollNs = 0;   // time spent polling, all waits
 };
@@ -228,12 +225,6 @@ struct CtxCore : std::enable_shared_from_this<CtxCore> {
   int busy = 0;  // queued + running on the context thread
   bool dead = false;  // the context thread has ended
   bool closing = false;  // JS thread: destroy() was called; no more jobs are accepted
-  // JS thread: the last wait run inline ended within the inline wait: the
-  // next one may block in the driver (Job::blockOk). A wait that did not
-  // (handed to the pool, or blocked too long) makes the next ones poll
-  // within the budget again until one ends inside it: so a long kernel
-  // holds the JS thread at most once in a row.
-  bool waitsShort = true;
 
   // Waits in flight (destroy waits for them to end before the context goes).
   std::mutex wmu;

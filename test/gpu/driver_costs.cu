@@ -97,8 +97,15 @@ int main(int argc, char **argv) {
 	row("launch_query", [&] { launch(nullptr); until_done(nullptr); });
 	// One query right after the launch (not done yet), then the synchronize: what a wait that is not polled costs.
 	row("launch_query1_ctxsync", [&] { launch(nullptr); (void)cuStreamQuery(nullptr); CHECK(cuCtxSynchronize()); });
+	// After polling: a stream's synchronize, an event's, the context's.
+	row("launch_query_streamsync", [&] { launch(nullptr); until_done(nullptr); CHECK(cuStreamSynchronize(nullptr)); });
+	row("launch_query_eventsync", [&] {
+		launch(nullptr); CHECK(cuEventRecord(ev, nullptr)); until_done(nullptr); CHECK(cuEventSynchronize(ev)); });
+	row("launch_streamsync", [&] { launch(nullptr); CHECK(cuStreamSynchronize(nullptr)); });
 	// The kernel done before the synchronize, with no driver call in between (a spin of 12 us).
 	row("launch_idle12_ctxsync", [&] { launch(nullptr); double t = now_us(); while (now_us() - t < 12) {} CHECK(cuCtxSynchronize()); });
+	row("launch_idle12_streamsync", [&] { launch(nullptr); double t = now_us(); while (now_us() - t < 12) {} CHECK(cuStreamSynchronize(nullptr)); });
+	row("launch_idle12", [&] { launch(nullptr); double t = now_us(); while (now_us() - t < 12) {} });
 	row("launch_own_stream_query", [&] { launch(own); until_done(own); });
 	{
 		// The launch call alone (the kernels run meanwhile; a synchronize every 64 keeps the queue short).
