@@ -22,20 +22,22 @@
 // the answerer may also spin right after answering (spinAfterAnswer), in the
 // same turn, instead of going round the event loop first: an epoll_wait and
 // the loop's phases, a microsecond or more, between each answer and the next
-// request. A turn goes on that way for at most CHAIN_MS; then the loop turns.
+// request. A turn goes on that way for at most chainUs (default CHAIN_US);
+// then the loop turns.
 
 /** A check run once a loop turn while polling; `expired` on its last call (the window passed). */
 export type PollCheck = (expired: boolean) => void;
 /** True while a check has nothing to do: no work to take, nothing in flight that needs the event loop. */
 export type Quiet = () => boolean;
 
-/** How long one turn may go on serving requests that each came while spinning after an answer (spinAfterAnswer). */
-const CHAIN_MS = 0.2;
+/** How long one turn may go on serving requests that each came while spinning after an answer (spinAfterAnswer), by default. */
+const CHAIN_US = 200;
 
 export class BusyPoll {
   /** In milliseconds, as performance.now() counts (process.hrtime.bigint() allocates a bigint on every touch). */
   readonly #windowMs: number;
   readonly #spinMs: number;
+  readonly #chainMs: number;
   readonly #checks = new Map<PollCheck, Quiet | undefined>();
   /** Checks that stay across windows (keep). */
   readonly #kept = new Map<PollCheck, Quiet | undefined>();
@@ -48,8 +50,9 @@ export class BusyPoll {
   /** When the current turn began (performance.now()). */
   #turnStart = 0;
 
-  /** windowUs: how long to poll after the last touch (0: never poll); spinUs: how long a turn may spin while all is quiet (0: never). */
-  constructor(windowUs: number, spinUs = 0) {
+  /** windowUs: how long to poll after the last touch (0: never poll); spinUs: how long a turn may spin while all is quiet (0: never); chainUs: how long a turn may go on answering (spinAfterAnswer). */
+  constructor(windowUs: number, spinUs = 0, chainUs = CHAIN_US) {
+    this.#chainMs = Math.max(0, chainUs) / 1000;
     this.#windowMs = Math.max(0, windowUs) / 1000;
     this.#spinMs = Math.max(0, spinUs) / 1000;
   }
@@ -97,12 +100,12 @@ export class BusyPoll {
    * Right after an answer went out: spins as a turn's start would, while
    * every check is quiet, and says whether one stopped being quiet (a request
    * came: take it now). False at once outside a turn or once this turn has
-   * gone on for CHAIN_MS, so the event loop still turns that often.
+   * gone on for chainUs, so the event loop still turns that often.
    */
   spinAfterAnswer(): boolean {
     if (!this.#running) return false;
     const now = performance.now();
-    if (now - this.#turnStart > CHAIN_MS) return false;
+    if (now - this.#turnStart > this.#chainMs) return false;
     return this.#spin(now);
   }
 
