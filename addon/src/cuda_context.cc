@@ -54,6 +54,14 @@ Context::~Context() {
   }
 }
 
+Where Context::LaunchWhere(uint32_t n) const {
+  // Read while the context thread may be running: it only counts up, and if
+  // it is running the job is queued whatever this says.
+  const uint64_t outstanding = core_->launchesRun.load() - core_->launchesDone.load();
+  return n <= kInlineBatchLaunches && outstanding + n <= kInlineLaunchBound ? Where::kContextThread
+                                                                             : Where::kContextThreadOnly;
+}
+
 Napi::Value Context::Go(Napi::Env env, Job *j, bool inlineOk) {
   napi_deferred def = nullptr;
   napi_value promise = nullptr;

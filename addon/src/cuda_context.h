@@ -45,12 +45,13 @@ void WaitForStream(Job &job, cu::Stream s);
 // on the JS thread when the context thread is idle; kContextThread (ordered,
 // may block) does so too in a process with inline calls on (SetInlineCalls);
 // kContextThreadOnly never does: teardown (it waits for the waiter threads);
-// posted launch batches, which nobody waits for, so the JS thread takes the
-// next batch while the context thread launches this one (inline, the H100
-// harness's batched launch rate fell from 147-225k/s to 118-148k/s); and
-// the long calls, module loads and graph instantiation (milliseconds to
-// seconds: a thread hop is nothing beside them, and the JS thread keeps
-// answering meanwhile).
+// posted launch batches of more than kInlineBatchLaunches, which nobody
+// waits for, so the JS thread takes the next batch while the context thread
+// launches this one (inline, the H100 harness's batched launch rate fell
+// from 147-225k/s to 118-148k/s); launches beyond kInlineLaunchBound
+// (LaunchWhere); and the long calls, module loads and graph instantiation
+// (milliseconds to seconds: a thread hop is nothing beside them, and the JS
+// thread keeps answering meanwhile).
 enum class Where { kContextThread, kInlineWhenIdle, kContextThreadOnly };
 
 class Context : public Napi::ObjectWrap<Context> {
@@ -81,6 +82,9 @@ class Context : public Napi::ObjectWrap<Context> {
     j->onMain = std::move(onMain);
     return Go(info.Env(), j, where == Where::kInlineWhenIdle || (where == Where::kContextThread && InlineCalls()));
   }
+
+  /** Where n launches (a batch of them when n > 1) go (kInlineBatchLaunches, kInlineLaunchBound). */
+  Where LaunchWhere(uint32_t n) const;
 
  private:
   // Settles through the promise; runs the job inline when allowed and idle.

@@ -233,11 +233,12 @@ QCUDA_CONTEXT_METHOD(graphExecDestroy, ctx, info) {
 QCUDA_CONTEXT_METHOD(graphLaunch, ctx, info) {
   uint32_t id = ArgId(info[0], "executable graph");
   uint32_t sid = ArgId(info[1], "stream");
-  return ctx.Submit(info, Where::kContextThread, [id, sid](Job &job) {
+  return ctx.Submit(info, ctx.LaunchWhere(1), [id, sid](Job &job) {
     auto it = job.ctx->graphExecs.find(id);
     if (it == job.ctx->graphExecs.end()) return job.Fail(cu::kInvalidHandle, "qcuda: graphLaunch: no such executable graph");
     cu::Stream s;
     if (!job.ctx->LookupStream(job, sid, &s)) return;
+    job.ctx->launchesRun++;  // its kernels may run on as a launch's do (kInlineLaunchBound)
     job.Check(cu::api().GraphLaunch(it->second, s), "cuGraphLaunch");
   });
 }

@@ -49,6 +49,7 @@ void LaunchOne(Job &job, const Header &h, uint8_t *params) {
   size_t size = h[lr::kParamBytes];
   const CtxCore::Fn *f = LaunchTarget(job, h[lr::kFunc], h[lr::kStream], size, &s);
   if (f == nullptr) return;
+  job.ctx->launchesRun++;
   void *extra[] = {reinterpret_cast<void *>(cu::kLaunchParamBufferPointer), params,
                    reinterpret_cast<void *>(cu::kLaunchParamBufferSize), &size,
                    reinterpret_cast<void *>(cu::kLaunchParamEnd)};
@@ -71,12 +72,13 @@ QCUDA_CONTEXT_METHOD(launchCooperative, ctx, info) {
   uint32_t sid = ArgId(info[4], "stream");
   auto params = std::make_shared<std::vector<uint8_t>>(ArgBytes(info[5], "params"));
   return ctx.Submit(
-      info, Where::kContextThread,
+      info, ctx.LaunchWhere(1),
       [fid, g0 = grid[0], g1 = grid[1], g2 = grid[2], b0 = block[0], b1 = block[1], b2 = block[2], shared, sid,
        params](Job &job) {
         cu::Stream s;
         const CtxCore::Fn *f = LaunchTarget(job, fid, sid, params->size(), &s);
         if (f == nullptr || !Have(job, cu::api().LaunchCooperativeKernel, "cuLaunchCooperativeKernel")) return;
+        job.ctx->launchesRun++;
         std::vector<void *> ptrs;
         for (uint32_t off : f->offsets) ptrs.push_back(params->data() + off);  // off + size <= paramBytes
         job.Check(cu::api().LaunchCooperativeKernel(f->fn, g0, g1, g2, b0, b1, b2, shared, s,
@@ -107,16 +109,16 @@ QCUDA_CONTEXT_METHOD(launch, ctx, info) {
   h[lr::kBlockZ] = block[2];
   h[lr::kSharedMem] = shared;
   h[lr::kParamBytes] = static_cast<uint32_t>(params->size());
-  return ctx.Submit(info, Where::kContextThread, [h, params](Job &job) { LaunchOne(job, h, params->data()); });
+  return ctx.Submit(info, ctx.LaunchWhere(1), [h, params](Job &job) { LaunchOne(job, h, params->data()); });
 }
 
-// launchMany(records, count): `count` launches in one job, always on the context thread (records as
-// launch_record.h lays them out). Each is tried even after one failed, as separate
+// launchMany(records, count): `count` launches in one job (records as launch_record.h lays them out),
+// on the context thread unless the batch is short and the JS thread may launch (LaunchWhere). Each is tried even after one failed, as separate
 // cudaLaunchKernel calls would be; the first failure rejects with its index.
 QCUDA_CONTEXT_METHOD(launchMany, ctx, info) {
   auto recs = std::make_shared<std::vector<uint8_t>>(ArgBytes(info[0], "records"));
   uint32_t count = ArgU32(info[1], "count");
-  return ctx.Submit(info, Where::kContextThreadOnly, [recs, count](Job &job) {
+  return ctx.Submit(info, ctx.LaunchWhere(count), [recs, count](Job &job) {
     const uint8_t *p = recs->data();
     size_t left = recs->size();
     for (uint32_t i = 0; i < count; i++) {

@@ -42,10 +42,13 @@ void WaitEvent(Job &jb, cu::Event e) {
 void WaitForStream(Job &job, cu::Stream s) {
   struct Mark {
     cu::Stream stream;
+    uint64_t launches;          // the launches it proves done once finished (CtxCore::LaunchesDone)
     cu::Event event = nullptr;  // recorded at handOff
     bool whole = false;         // no event could be recorded: the whole context
   };
-  auto m = std::make_shared<Mark>(Mark{s});
+  // The NULL stream of a context with no other is all of the context's work.
+  CtxCore *c = job.ctx.get();
+  auto m = std::make_shared<Mark>(Mark{s, s == nullptr && c->streams.empty() ? c->LaunchMark() : 0});
   job.readyLater = false;
   job.ready = [m] { return (m->event ? cu::api().EventQuery(m->event) : cu::api().StreamQuery(m->stream)) != cu::kNotReady; };
   job.wait = [m](Job &jb) {
@@ -58,6 +61,7 @@ void WaitForStream(Job &job, cu::Stream s) {
       // Ready (polled right after the run): returns at once; a synchronize is where the driver flushes device printf output.
       jb.Check(cu::api().StreamSynchronize(m->stream), "cuStreamSynchronize");
     }
+    if (jb.rc == cu::kSuccess) jb.ctx->LaunchesDone(m->launches);
   };
   job.handOff = [m](Job &jb) {
     cu::Event e = jb.ctx->AcquireEvent(jb);
@@ -82,6 +86,7 @@ void WaitForStream(Job &job, cu::Stream s) {
 QCUDA_CONTEXT_METHOD(synchronize, ctx, info) {
   return ctx.Submit(info, Where::kInlineWhenIdle, [](Job &job) {
     CtxCore *c = job.ctx.get();
+    const uint64_t mark = c->LaunchMark();
     auto streams = std::make_shared<std::vector<cu::Stream>>();
     streams->reserve(c->streams.size() + 1);
     streams->push_back(nullptr);
@@ -94,7 +99,9 @@ QCUDA_CONTEXT_METHOD(synchronize, ctx, info) {
         if (cu::api().StreamQuery(s) == cu::kNotReady) return false;
       return true;
     };
-    job.wait = [](Job &jb) { jb.Check(cu::api().CtxSynchronize(), "cuCtxSynchronize"); };
+    job.wait = [mark](Job &jb) {
+      if (jb.Check(cu::api().CtxSynchronize(), "cuCtxSynchronize")) jb.ctx->LaunchesDone(mark);
+    };
   });
 }
 

@@ -408,6 +408,10 @@ void CtxCore::Loop() {
   }
 }
 
+namespace {
+std::atomic<uint64_t> g_inlineRuns{0};
+}  // namespace
+
 CtxCore::SubmitResult CtxCore::Submit(Job *j, bool inlineOk) {
   j->ctx = shared_from_this();
   j->env = env;
@@ -424,6 +428,7 @@ CtxCore::SubmitResult CtxCore::Submit(Job *j, bool inlineOk) {
   }
   // Idle: nothing earlier is left to enqueue, and only this (JS) thread submits,
   // so running here keeps the order.
+  g_inlineRuns.fetch_add(1, std::memory_order_relaxed);
   cu::api().CtxSetCurrent(ctx);
   j->run(*j);
   j->run = nullptr;
@@ -458,7 +463,7 @@ bool InlineCalls() { return g_inlineCalls.load(std::memory_order_relaxed); }
 
 InlineWaitStats GetInlineWaitStats() {
   InlineWaitStats s;
-  s.done = g_inlineDone, s.handedOn = g_inlineHandedOn, s.pollNs = g_inlinePollNs;
+  s.done = g_inlineDone, s.handedOn = g_inlineHandedOn, s.pollNs = g_inlinePollNs, s.runs = g_inlineRuns;
   return s;
 }
 
@@ -483,6 +488,12 @@ void CtxCore::AfterRun(Job *j, bool onJsThread) {
     env->Settle(j);
   } else {
     env->Post(j);
+  }
+}
+
+void CtxCore::LaunchesDone(uint64_t mark) {
+  uint64_t seen = launchesDone.load();
+  while (seen < mark && !launchesDone.compare_exchange_weak(seen, mark)) {
   }
 }
 

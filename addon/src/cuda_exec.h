@@ -161,6 +161,18 @@ EnvState *InitEnv(napi_env env);
 constexpr int kDefaultWaiterLimit = 64;
 /** The largest limit SetWaiterLimit takes. */
 constexpr int kMaxWaiterLimit = 4096;
+// A launch blocks in the driver while the GPU's launch queue is full: on the
+// JS thread that would keep a session's worker from its queue (its
+// SESSION_CLOSE included) for as long as the GPU stays busy, a kernel that
+// never ends included. So a launch runs there only while the launches not
+// yet seen done (CtxCore::launched - launchesDone) stay below this bound,
+// far below the queue's depth (driver_costs.cu measures it: at least 1000
+// null launches queue behind a running kernel before one blocks).
+constexpr uint64_t kInlineLaunchBound = 256;
+// Posted batches of up to this many launches run on the JS thread when it
+// may (a launch + synchronize then takes no thread hop); longer ones go to
+// the context thread, so the JS thread reads the next batch meanwhile.
+constexpr uint32_t kInlineBatchLaunches = 8;
 /** Queues j's wait phase (j->wait set); from any thread. j comes back through j->env->Post. */
 void SubmitWait(Job *j);
 /** 1..kMaxWaiterLimit. Lowering it ends idle threads above it at once, busy ones once their wait is done. */
@@ -200,6 +212,7 @@ struct InlineWaitStats {
   uint64_t done = 0;     // waits that ended while polled on the JS thread
   uint64_t handedOn = 0; // waits still running after the poll, handed to the pool
   uint64_t pollNs = 0;   // time spent polling, all waits
+  uint64_t runs = 0;     // jobs whose run phase ran on the JS thread
 };
 InlineWaitStats GetInlineWaitStats();
 int WaiterThreads();
@@ -254,6 +267,19 @@ struct CtxCore : std::enable_shared_from_this<CtxCore> {
     std::vector<uint32_t> offsets;
   };
   std::unordered_map<uint32_t, Fn> functions;
+
+  // Launches (kernels and graphs) enqueued, counted by whoever runs phase 1
+  // (so in submission order), and how many of them a finished wait has seen
+  // done: a context synchronize, or a wait for the NULL stream where the
+  // context has no other stream. What kInlineLaunchBound is checked against
+  // (Context::LaunchWhere, on the JS thread while the context thread is idle,
+  // when every launch submitted has been counted).
+  std::atomic<uint64_t> launchesRun{0};
+  std::atomic<uint64_t> launchesDone{0};
+  /** Phase 1 of a wait that, once it has finished, proves every launch enqueued so far done: the mark to give LaunchesDone. */
+  uint64_t LaunchMark() const { return launchesRun.load(); }
+  /** Such a wait (its mark) has finished. From any thread. */
+  void LaunchesDone(uint64_t mark);
 
   // Internal completion events (timing disabled), reused.
   std::mutex pmu;

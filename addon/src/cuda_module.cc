@@ -189,6 +189,7 @@ Napi::Value Stats(const Napi::CallbackInfo &info) {
   o.Set("inlineWaitsDone", static_cast<double>(iw.done));
   o.Set("inlineWaitsHandedOn", static_cast<double>(iw.handedOn));
   o.Set("inlinePollNs", static_cast<double>(iw.pollNs));
+  o.Set("inlineRuns", static_cast<double>(iw.runs));
   o.Set("parkedWaitsDone", static_cast<double>(State(env)->parkedDone));
   o.Set("parkedWaitsHandedOn", static_cast<double>(State(env)->parkedHandedOn));
   return o;
@@ -265,6 +266,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("checkModuleImage", Napi::Function::New(env, CheckModuleImageJs));
   exports.Set("MODULE_IMAGE_PADDING", Napi::Number::New(env, static_cast<double>(kImagePadding)));
   exports.Set("DEFAULT_WAITER_LIMIT", Napi::Number::New(env, kDefaultWaiterLimit));
+  exports.Set("INLINE_LAUNCH_BOUND", Napi::Number::New(env, static_cast<double>(kInlineLaunchBound)));
+  exports.Set("INLINE_BATCH_LAUNCHES", Napi::Number::New(env, kInlineBatchLaunches));
   exports.Set("NUM_ATTRS", Napi::Number::New(env, cu::kNumAttrs));
   exports.Set("HOST_REGISTER_PORTABLE", Napi::Number::New(env, cu::kHostRegisterPortable));
   exports.Set("HOST_REGISTER_DEVICEMAP", Napi::Number::New(env, cu::kHostRegisterDeviceMap));

@@ -216,6 +216,8 @@ export interface CudaNative {
     waiterThreads: number; waiterLimit: number; waiterPeak: number; waiterQueued: number; waiterSpawnFailures: number; pending: number;
     /** Waits that ended while polled on the JS thread, those handed on to a waiter thread after the poll, and the time polled (setInlineWait). */
     inlineWaitsDone: number; inlineWaitsHandedOn: number; inlinePollNs: number;
+    /** Jobs whose ordered part ran on the JS thread (setInlineCalls; launches within INLINE_LAUNCH_BOUND). */
+    inlineRuns: number;
     /** Waits settled by pollWaits, and those its last turn handed on to a waiter thread. */
     parkedWaitsDone: number; parkedWaitsHandedOn: number;
   };
@@ -253,6 +255,10 @@ export interface CudaNative {
   /** '' when moduleLoad() would pass the image on to the driver, else why it refuses it (no driver needed). */
   checkModuleImage(image: Uint8Array): string;
   readonly DEFAULT_WAITER_LIMIT: number;
+  /** Launches not yet seen done (by a context synchronize) below which a launch may run on the JS thread (addon/src/cuda_exec.h). */
+  readonly INLINE_LAUNCH_BOUND: number;
+  /** Posted batches of up to this many launches may run on the JS thread. */
+  readonly INLINE_BATCH_LAUNCHES: number;
   /** Zero bytes moduleLoad() puts after every image. */
   readonly MODULE_IMAGE_PADDING: number;
   /**
