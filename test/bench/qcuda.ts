@@ -34,11 +34,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { native } from '../../backend/src/sys/native';
-import { Cmd, encode, QCUDA_CHUNK, QCUDA_PROTO_VERSION } from '../../backend/src/qcuda/proto';
+import { Cmd, encode, LAYOUT, QCUDA_CHUNK, QCUDA_PROTO_VERSION } from '../../backend/src/qcuda/proto';
 import { createProvider, type ProviderKind } from '../../backend/src/qcuda/providers';
 import type { GuestSeg, LaunchDesc, ProviderContext } from '../../backend/src/qcuda/provider';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
-import { fullBatch, QcudaClient } from '../qcuda/client';
+import { fullBatch, QcudaClient, type CallOptions } from '../qcuda/client';
 import { treeCpuNs } from './cpu';
 import { percentile, report, type Row } from './stats';
 
@@ -180,6 +180,17 @@ async function idleCores(pid: number, fe: Frontend): Promise<number> {
   return cores;
 }
 
+/** A BATCH of one posted command (its bytes in guest memory), as the guest library sends one it flushes. */
+function postedOne(mem: GuestMemory, cmd: number, args: Uint8Array): CallOptions {
+  const entry = LAYOUT.qcuda_batch_entry.size + ((args.length + 7) & ~7);
+  const gpa = mem.alloc(entry, 64);
+  const v = new DataView(mem.bytes(gpa, entry).buffer, mem.bytes(gpa, entry).byteOffset, entry);
+  v.setUint32(0, cmd, true);
+  v.setUint32(4, args.length, true);
+  mem.bytes(gpa, entry).set(args, LAYOUT.qcuda_batch_entry.size);
+  return { args: ['qcuda_args_batch', { count: 1, bytes: BigInt(entry) }], to: [{ gpa, len: entry }] };
+}
+
 function gridOf(x: number): Uint32Array {
   return new Uint32Array([x, 1, 1]);
 }
@@ -258,11 +269,20 @@ async function main(): Promise<void> {
     mustOk('sync')((await c.call(Cmd.DEVICE_SYNC)).status);
   }) : undefined;
   const launchSyncInC = launchArgs !== undefined ? cLoop('backend launch+sync, guest side in C', 2000, [[Cmd.LAUNCH, { rawArgs: launchArgs }], [Cmd.DEVICE_SYNC]]) : undefined;
+  // As the guest library sends a launch and a synchronize: the launch posted (a BATCH of one, sent
+  // when the synchronize flushes it), then DEVICE_SYNC.
+  const postedLaunch = launchArgs !== undefined ? postedOne(mem, Cmd.LAUNCH, launchArgs) : undefined;
+  const postedLaunchSync = postedLaunch !== undefined ? await lat('backend posted launch+sync', 2000, async () => {
+    mustOk('batch')((await c.call(Cmd.BATCH, postedLaunch)).status);
+    mustOk('sync')((await c.call(Cmd.DEVICE_SYNC)).status);
+  }) : undefined;
+  const postedLaunchSyncInC = postedLaunch !== undefined ? cLoop('backend posted launch+sync, guest side in C', 2000, [[Cmd.BATCH, postedLaunch], [Cmd.DEVICE_SYNC]]) : undefined;
   // cudaEventRecord then cudaEventQuery until done, as the guest library sends them (the record is posted, the query flushes it).
   const ev = await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 2 }] }); // cudaEventDisableTiming
   mustOk('event create')(ev.status);
+  const postedRecord = postedOne(mem, Cmd.EVENT_RECORD, encode('qcuda_args_event_record', { event: ev.value, stream: 0n }));
   const eventRq = await lat('backend event record+query', 3000, async () => {
-    mustOk('record')((await c.call(Cmd.EVENT_RECORD, { args: ['qcuda_args_event_record', { event: ev.value, stream: 0n }] })).status);
+    mustOk('record')((await c.call(Cmd.BATCH, postedRecord)).status);
     for (;;) {
       const q = (await c.call(Cmd.EVENT_QUERY, { args: ['qcuda_args_handle', { handle: ev.value }] })).status;
       if (q === 0) break;
@@ -331,6 +351,8 @@ async function main(): Promise<void> {
     r(`${BIG >> 20} MiB D2H`, be.d2h, base.d2h, 'GB/s', true),
     ...(launchSync !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize', launchSync, directLaunchSync, 'us', false)] : []),
     ...(launchSyncInC !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize, guest side in C', launchSyncInC, directLaunchSync, 'us', false)] : []),
+    ...(postedLaunchSync !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize, the launch posted (as the guest library sends it)', postedLaunchSync, directLaunchSync, 'us', false)] : []),
+    ...(postedLaunchSyncInC !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize, the launch posted, guest side in C', postedLaunchSyncInC, directLaunchSync, 'us', false)] : []),
     ...(launches !== undefined && directLaunches !== undefined ? [r('async null-kernel launches (batched)', launches, directLaunches, '/s', true)] : []),
     { what: 'backend + workers CPU per synchronize', value: syncCpu.perCallUs, unit: 'us' },
     { what: 'backend + workers CPU while synchronizing', value: syncCpu.cores, unit: 'cores' },

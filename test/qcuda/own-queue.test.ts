@@ -112,6 +112,44 @@ test.serial('a killed worker: its session is gone, what it held is given back, a
   t.true(await roundTrip(b, MIB, 3), 'a new session owns queue 3');
 });
 
+test.serial('a worker that takes nothing while its session\'s close waits (held in the driver; here stopped) is killed, and the close is answered', async (t) => {
+  const { dev, client, ownerOf, lines } = await setup(t, true, 64n << 20n);
+  const a = client();
+  await a.openOwn(1);
+  t.is((await a.malloc(8 * MIB)).status, 0);
+  const pid = (await ownerOf(1))!;
+  process.kill(pid, 'SIGSTOP'); // as a thread blocked in the driver: alive, taking nothing
+  t.teardown(() => alive(pid) && process.kill(pid, 'SIGKILL'));
+  const t0 = Date.now();
+  const r = await a.close();
+  const took = Date.now() - t0;
+  t.is(r.status, 0, 'the close is answered as done');
+  t.true(took < 3000, `within ${took} ms`);
+  t.false(alive(pid), 'the worker is gone');
+  t.is(dev.vm.quota.used, 0n, 'what the session held is given back');
+  t.true(lines.some((l) => /took nothing for \d+ ms while the session's close waited: killed/.test(l)), 'the event log says why');
+  const b = client();
+  await b.openOwn(1);
+  t.true(await roundTrip(b, MIB, 4), 'a new session owns queue 1');
+});
+
+test.serial('a worker that takes nothing while only calls wait is left alone: it is busy, as a native process may be', async (t) => {
+  const { client, ownerOf } = await setup(t);
+  const a = client();
+  await a.openOwn(2);
+  const pid = (await ownerOf(2))!;
+  process.kill(pid, 'SIGSTOP');
+  t.teardown(() => alive(pid) && process.kill(pid, 'SIGKILL'));
+  const sync = a.call(Cmd.DEVICE_SYNC);
+  await new Promise((r) => setTimeout(r, 1000));
+  t.true(alive(pid), 'not killed after 1 s (5 looks)');
+  process.kill(pid, 'SIGCONT');
+  t.is((await sync).status, 0, 'its call is answered once it goes on');
+  t.true(await roundTrip(a, MIB, 5));
+  t.is((await a.close()).status, 0);
+  t.false(alive(pid));
+});
+
 test.serial('a VM stop and go on (GET_VRING_BASE, then the rings again): the owned ring goes back to the same worker, the session lives on', async (t) => {
   const { dev, fe, client, ownerOf } = await setup(t);
   const a = client();

@@ -82,7 +82,17 @@ interface Delegation {
   ending?: 'handback' | 'kill';
   /** Settles once the ring is served here again and the session is gone. */
   done: Promise<void>;
+  /** The owner's lastAvail at the last check (#checkOwner), and checks in a row it has not moved while the session's close waited. */
+  seen?: number;
+  stuck: number;
 }
+
+/**
+ * How often the backend looks at what waits on an owned queue (#checkOwner).
+ * A worker that has taken nothing for two such looks while its session's
+ * SESSION_CLOSE waits is killed.
+ */
+const OWNER_CHECK_MS = 200;
 
 /** What dispatch needs of a session command: found once per command number, not by name on each request. */
 interface Route {
@@ -100,6 +110,13 @@ const ROUTES = new Map<number, Route>(
     return [spec.cmd, { name, spec, argsSize: size(spec.args), outSize: size(spec.out), run: COMMANDS[name] as Route['run'] }];
   }),
 );
+
+/** Whether req is s's SESSION_CLOSE. */
+function isCloseOf(req: Request, s: Session): boolean {
+  if (req.readableBytes < REQ || req.writableBytes < RESP) return false;
+  const h = decode('qcuda_req_hdr', req.read(0, REQ));
+  return h.cmd === Cmd.SESSION_CLOSE && h.session === s.id;
+}
 
 /** The guest memory a command's data lies in, resolved from the current memory table. */
 function dataOf(req: Request, dir: 'to' | 'from' | undefined, at: number, dataIn: number, dataOut: number): GuestSeg[] {
@@ -142,6 +159,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   readonly #delegated = new Map<number, Delegation>();
   /** The same delegations by session: every request looks its session up here. */
   readonly #delegatedSessions = new Map<Session, Delegation>();
+  /** Sessions whose worker died with their SESSION_CLOSE waiting, untaken, on their queue: that close is answered as done. At most one per queue. */
+  readonly #closedUntaken = new Set<bigint>();
 
   constructor(o: QcudaOptions = {}) {
     this.numQueues = o.queues ?? 4;
@@ -372,7 +391,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const provider = this.provider;
     let started!: () => void;
     const d: Delegation = {
-      session: s, queue: q, parked: false, servedBefore: 0, started: new Promise((r) => (started = r)), done: Promise.resolve(),
+      session: s, queue: q, parked: false, servedBefore: 0, started: new Promise((r) => (started = r)), done: Promise.resolve(), stuck: 0,
       end: (how) => {
         d.ending ??= how;
         if (d.owner) (how === 'kill' ? d.owner.kill() : d.owner.handback());
@@ -396,7 +415,13 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       if (d.ending) d.end(d.ending); // a close or reset came while it started
       started();
       this.#event(`qcuda: session ${s.id.toString(16)}: queue ${d.queue} served by its worker, pid ${owner.pid}`);
-      returned = await owner.returned;
+      const watch = setInterval(() => this.#checkOwner(d, ring), OWNER_CHECK_MS);
+      watch.unref();
+      try {
+        returned = await owner.returned;
+      } finally {
+        clearInterval(watch);
+      }
     } catch (e) {
       this.log.log(`qcuda: session ${s.id.toString(16)}: queue ${d.queue} could not be handed to a worker: ${(e as Error).message}; the session is closed`);
     } finally {
@@ -413,8 +438,10 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
         // The ring is served here again: from where the worker left it, or past what a dead one left in flight
         // (answered as failed, but for the session's SESSION_CLOSE, which its worker leaves for this answer: owned-queue.ts).
         if (returned && !d.parked) ring.resume(returned);
-        else if (d.record) ring.recover(d.record, (req) => this.#closedWithWorker(req, s));
-        else ring.resume();
+        else if (d.record) {
+          if (ring.waiting(d.record, (req) => isCloseOf(req, s))) this.#closedUntaken.add(s.id);
+          ring.recover(d.record, (req) => this.#closedWithWorker(req, s));
+        } else ring.resume();
         d.record?.close();
         this.#event(`qcuda: session ${s.id.toString(16)} (queue ${d.queue}) ended (${this.sessions.size} open)`);
       }
@@ -427,15 +454,38 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
    * context); anything else failed (used length 0).
    */
   #closedWithWorker(req: Request, s: Session): number {
-    if (req.readableBytes < REQ || req.writableBytes < RESP) return 0;
-    const h = decode('qcuda_req_hdr', req.read(0, REQ));
-    if (h.cmd !== Cmd.SESSION_CLOSE || h.session !== s.id) return 0;
+    if (!isCloseOf(req, s)) return 0;
     req.write(0, encode('qcuda_resp_hdr', { status: 0, len: 0, value: 0n }));
     return RESP;
   }
 
+  /**
+   * A worker whose session's SESSION_CLOSE waits on its queue, untaken, for
+   * two looks in a row is stuck: its thread is held in the driver (a call
+   * that waits for a kernel that never ends, say), where the close cannot
+   * reach it. The close ends the process anyway (owned-queue.ts), so it is
+   * killed, and its context with it, as a native process's would be: the
+   * ring comes back here, which answers the close. Anything else waiting
+   * means only that the worker is busy, as a native process may be.
+   */
+  #checkOwner(d: Delegation, ring: Vring): void {
+    const r = d.record;
+    if (!r || !d.owner || d.parked || d.ending) return;
+    const at = r.lastAvail;
+    const moved = at !== d.seen;
+    d.seen = at;
+    if (moved || !ring.waiting(r, (req) => isCloseOf(req, d.session))) {
+      d.stuck = 0;
+      return;
+    }
+    if (++d.stuck < 2) return;
+    this.#event(`qcuda: session ${d.session.id.toString(16)}: its worker (pid ${d.owner.pid}) took nothing for ${d.stuck * OWNER_CHECK_MS} ms while the session's close waited: killed`);
+    d.end('kill');
+  }
+
   async #closeSession(id: bigint): Promise<Result> {
     const s = this.sessions.get(id);
+    if (!s && this.#closedUntaken.delete(id)) return {}; // it ended with its worker, which never took this close
     if (!s) throw new CudaError(Status.NO_SESSION, 'close of an unknown session');
     const owned = this.#delegatedSessions.get(s);
     if (owned) {
@@ -460,6 +510,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
 
   /** The VM went away: every session's resources are freed. */
   async reset(): Promise<void> {
+    this.#closedUntaken.clear();
     const owned = [...this.#delegated.values()];
     for (const d of owned) d.end('kill');
     await Promise.all(owned.map((d) => d.done));

@@ -258,6 +258,29 @@ export class Vring {
     return left.heads;
   }
 
+  /**
+   * Whether any request the process this ring was handed to has not taken
+   * yet (from its record's lastAvail up to avail->idx, at most a ring's
+   * worth) is one `match` picks. Reads only: nothing is taken or answered,
+   * and a chain that does not walk is passed over. The backend looks so at
+   * what waits for an owner that takes nothing (qcuda: its session's close).
+   */
+  waiting(record: InflightRecord, match: (req: Request) => boolean): boolean {
+    const v = this.#views;
+    if (!this.#delegated || !v) return false;
+    const from = record.lastAvail;
+    const count = Math.min((Atomics.load(v.avail, 1) - from) & 0xffff, this.size);
+    for (let i = 0; i < count; i++) {
+      const head = v.avail[2 + ((from + i) & (this.size - 1))];
+      try {
+        if (match(new Request(this.index, walkChain(v.desc, head, this.memory, this.features.indirect, this.limits.maxIndirect), this.memory))) return true;
+      } catch (e) {
+        debug('vring %d: a waiting request at head %d does not walk: %s', this.index, head, (e as Error).message);
+      }
+    }
+    return false;
+  }
+
   /** A dead process's request, answered here: 0 (failed) if its chain or answer fails. */
   #answerLeft(v: RingViews, head: number, answer: (req: Request) => number): number {
     try {
