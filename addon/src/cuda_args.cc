@@ -5,6 +5,15 @@
 
 namespace qcuda::cuda {
 
+namespace {
+// A number as a u64: a whole number from 0 to 2^53 - 1 (beyond, doubles skip integers).
+uint64_t WholeNumber(Napi::Env env, double d, const char *what) {
+  if (!(d >= 0) || d > 9007199254740991.0 || d != std::floor(d))
+    throw Napi::RangeError::New(env, std::string(what) + " must be a non-negative integer");
+  return static_cast<uint64_t>(d);
+}
+}  // namespace
+
 uint64_t ArgU64(const Napi::Value &v, const char *what) {
   Napi::Env env = v.Env();
   if (v.IsBigInt()) {
@@ -14,10 +23,7 @@ uint64_t ArgU64(const Napi::Value &v, const char *what) {
     return x;
   }
   if (!v.IsNumber()) throw Napi::TypeError::New(env, std::string(what) + " must be a bigint or a number");
-  double d = v.As<Napi::Number>().DoubleValue();
-  if (!(d >= 0) || d > 9007199254740991.0 || d != std::floor(d))
-    throw Napi::RangeError::New(env, std::string(what) + " must be a non-negative integer");
-  return static_cast<uint64_t>(d);
+  return WholeNumber(env, v.As<Napi::Number>().DoubleValue(), what);
 }
 
 uint32_t ArgId(const Napi::Value &v, const char *what) {
@@ -45,13 +51,6 @@ int32_t ArgI32Or(const Napi::Value &v, int32_t otherwise) {
 }
 
 namespace {
-// A Float64Array's element as a host address or length: a whole number below 2^53.
-uint64_t SegField(Napi::Env env, double d, const char *what) {
-  if (!(d >= 0) || d > 9007199254740991.0 || d != std::floor(d))
-    throw Napi::RangeError::New(env, std::string(what) + " must be a non-negative integer");
-  return static_cast<uint64_t>(d);
-}
-
 void AddSeg(Napi::Env env, std::vector<Seg> &out, Seg s) {
   if (s.addr + s.len < s.addr) throw Napi::RangeError::New(env, "segment wraps around");
   if (s.len != 0) out.push_back(s);
@@ -69,7 +68,7 @@ std::vector<Seg> ArgSegs(const Napi::Value &v) {
     if (n % 2 != 0) throw Napi::TypeError::New(env, "segments must be [addr, len] pairs");
     out.reserve(n / 2);
     const double *d = a.Data();
-    for (size_t i = 0; i < n; i += 2) AddSeg(env, out, {SegField(env, d[i], "segment addr"), SegField(env, d[i + 1], "segment len")});
+    for (size_t i = 0; i < n; i += 2) AddSeg(env, out, {WholeNumber(env, d[i], "segment addr"), WholeNumber(env, d[i + 1], "segment len")});
     return out;
   }
   if (!v.IsArray()) throw Napi::TypeError::New(env, "segments must be an array of {addr, len}");
@@ -122,7 +121,7 @@ std::string ArgName(const Napi::Value &v) {
 }
 
 void ArgDims(const Napi::Value &v, const char *what, unsigned out[3]) {
-  // The quick form (dims3, native-cuda.ts): a Uint32Array of 3, read at once; an array costs a lookup per element.
+  // The quick form (packDim3, native-cuda.ts): a Uint32Array of 3, read at once; an array costs a lookup per element.
   if (v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_uint32_array) {
     Napi::Uint32Array a = v.As<Napi::Uint32Array>();
     if (a.ElementLength() != 3) throw Napi::TypeError::New(v.Env(), std::string(what) + " must be 3 values");

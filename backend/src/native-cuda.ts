@@ -54,12 +54,13 @@ export function packSegs(segs: readonly CudaSeg[]): Float64Array | readonly Cuda
 
 /** A launch's grid (which 0) or block (1) as the addon reads it quickest, a Uint32Array of 3; as given where it is not 3 u32s (the addon refuses it). */
 export function packDim3(which: 0 | 1, d: readonly number[]): Uint32Array | readonly number[] {
+  if (d.length !== 3) return d;
   const at = 3 * which;
   for (let i = 0; i < 3; i++) {
     if (d[i] >>> 0 !== d[i]) return d;
     dimScratch[at + i] = d[i];
   }
-  return d.length === 3 ? dimViews[which] : d;
+  return dimViews[which];
 }
 
 export interface CudaDeviceProps {

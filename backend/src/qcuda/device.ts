@@ -264,7 +264,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   }
 
   hostAddressOfGpa(gpa: bigint, size: bigint): bigint {
-    if (!this.#memory || size > BigInt(Number.MAX_SAFE_INTEGER)) throw new CudaError(CudaErr.InvalidValue, 'no such guest memory');
+    if (!this.#memory || size > MAX_SAFE_BIG) throw new CudaError(CudaErr.InvalidValue, 'no such guest memory');
     try {
       return this.#memory.hostAddressGpa(gpa, Number(size));
     } catch (e) {

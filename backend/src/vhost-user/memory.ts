@@ -259,16 +259,17 @@ export class MemoryTable {
     const byGpa = key === 'gpa';
     const small = addr < NUMBER_LIMIT_BIG && len < NUMBER_LIMIT;
     const a = small ? Number(addr) : 0;
-    const end = small ? 0n : addr + BigInt(len);
+    let end: bigint | undefined; // as a bigint, once a region needs it
     for (const region of this.#regions) {
       const startNum = byGpa ? region.gpaNum : region.userAddrNum;
-      if (small && startNum === startNum) {
-        // Both below NUMBER_LIMIT: exact as numbers.
+      if (small && !Number.isNaN(startNum)) {
+        // Both below NUMBER_LIMIT (a region beyond has NaN here): exact as numbers.
         if (a >= startNum && a + len <= startNum + region.sizeNum) return { region, offset: a - startNum };
         continue;
       }
       const start = byGpa ? region.gpa : region.userAddr;
-      if (addr >= start && (small ? addr + BigInt(len) : end) <= start + region.size) return { region, offset: Number(addr - start) };
+      end ??= addr + BigInt(len);
+      if (addr >= start && end <= start + region.size) return { region, offset: Number(addr - start) };
     }
     const kind = byGpa ? 'guest-physical' : 'frontend-virtual';
     throw new MemoryError(`${kind} range 0x${addr.toString(16)}+${len} is not inside guest memory`);
