@@ -21,10 +21,18 @@
 #define CHECK(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { \
 	const char *s_ = ""; cuGetErrorString(r_, &s_); fprintf(stderr, "%s: %s\n", #x, s_); exit(1); } } while (0)
 
-// A kernel that does nothing, as PTX: the driver JIT-compiles it for this GPU.
+// Kernels as PTX (the driver JIT-compiles them for this GPU): nop does
+// nothing; spin(ns) runs for ns nanoseconds of the GPU's clock; big takes a
+// 4 KiB parameter block and does nothing.
 static const char kNopPtx[] =
 	".version 8.0\n.target sm_80\n.address_size 64\n"
-	".visible .entry nop()\n{\n\tret;\n}\n";
+	".visible .entry nop()\n{\n\tret;\n}\n"
+	".visible .entry big(.param .align 8 .b8 p[4096])\n{\n\tret;\n}\n"
+	".visible .entry spin(.param .u64 ns)\n{\n"
+	"\t.reg .u64 %n, %t0, %t1, %d;\n\t.reg .pred %p;\n"
+	"\tld.param.u64 %n, [ns];\n\tmov.u64 %t0, %globaltimer;\n"
+	"LOOP:\n\tmov.u64 %t1, %globaltimer;\n\tsub.u64 %d, %t1, %t0;\n"
+	"\tsetp.lt.u64 %p, %d, %n;\n\t@%p bra LOOP;\n\tret;\n}\n";
 
 static double now_us() {
 	struct timespec ts;
@@ -121,6 +129,31 @@ int main(int argc, char **argv) {
 	// The copy again, now that a kernel has run in the context (device printf's buffer is live).
 	row("h2d4_pinned_async_query_streamsync_after_launch", [&] {
 		CHECK(cuMemcpyHtoDAsync(d, reg, 4, nullptr)); until_done(nullptr); CHECK(cuStreamSynchronize(nullptr)); });
+
+	// How many launches queue behind a running kernel before cuLaunchKernel
+	// blocks (a launch that takes over 1 ms): the bound on launches a
+	// worker makes on its own thread (kInlineLaunchBound) must stay below it.
+	CUfunction spin, big;
+	CHECK(cuModuleGetFunction(&spin, mod, "spin"));
+	CHECK(cuModuleGetFunction(&big, mod, "big"));
+	auto depth = [&](CUfunction f, size_t paramBytes) {
+		static unsigned char params[4096];
+		size_t size = paramBytes;
+		void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+		unsigned long long ns = 500000000ull;  // 0.5 s
+		void *spinArgs[] = {&ns};
+		CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, nullptr, spinArgs, nullptr));
+		int queued = 0;
+		for (; queued < 100000; queued++) {
+			double t0 = now_us();
+			CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, paramBytes ? extra : nullptr));
+			if (now_us() - t0 > 1000) break;
+		}
+		CHECK(cuCtxSynchronize());
+		return (double)queued;
+	};
+	rows.push_back({"queue_depth_nop", depth(nop, 0)});
+	rows.push_back({"queue_depth_4k_params", depth(big, 4096)});
 
 	printf("{");
 	for (size_t i = 0; i < rows.size(); i++) printf("%s\"%s\":%.2f", i ? "," : "", rows[i].first.c_str(), rows[i].second);

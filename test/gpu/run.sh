@@ -280,7 +280,8 @@ for run in 1 2 3 4 5; do
   done
 done
 # Sessions on queues of their own, served by their workers (--own-queues): no hop through the backend.
-for run in 1 2 3; do
+# Five runs: the 256 MiB copies' target is every one of five.
+for run in 1 2 3 4 5; do
   timeout 240 node "$app/dist/test/bench/qcuda.js" --mib 256 --launches 20000 --own-queues > "$LOGS/lat.own.$run.bench" 2>&1
   say "harness run $run, own queues (polled): $(grep '^JSON ' "$LOGS/lat.own.$run.bench" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const j=JSON.parse(s.slice(5));console.log(j.rows.map(r=>`${r.what} ${+r.value.toFixed(2)} ${r.unit}${r.baseline===undefined?"":` (direct ${+r.baseline.toFixed(2)})`}`).join("; "))}catch{console.log("no result")}})')"
 done

@@ -141,8 +141,8 @@ test.serial('a worker that takes nothing while only calls wait is left alone: it
   process.kill(pid, 'SIGSTOP');
   t.teardown(() => alive(pid) && process.kill(pid, 'SIGKILL'));
   const sync = a.call(Cmd.DEVICE_SYNC);
-  await new Promise((r) => setTimeout(r, 1000));
-  t.true(alive(pid), 'not killed after 1 s (5 looks)');
+  await new Promise((r) => setTimeout(r, 1600));
+  t.true(alive(pid), 'not killed after 1.6 s (3 looks)');
   process.kill(pid, 'SIGCONT');
   t.is((await sync).status, 0, 'its call is answered once it goes on');
   t.true(await roundTrip(a, MIB, 5));

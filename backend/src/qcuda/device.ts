@@ -88,11 +88,12 @@ interface Delegation {
 }
 
 /**
- * How often the backend looks at what waits on an owned queue (#checkOwner).
- * A worker that has taken nothing for two such looks while its session's
- * SESSION_CLOSE waits is killed.
+ * How often the backend looks at what waits on the owned queues, while there
+ * are any (#checkOwner): one timer for them all, so an idle VM costs two
+ * wake-ups a second. A worker that has taken nothing for two such looks
+ * while its session's SESSION_CLOSE waits is killed.
  */
-const OWNER_CHECK_MS = 200;
+const OWNER_CHECK_MS = 500;
 
 /** What dispatch needs of a session command: found once per command number, not by name on each request. */
 interface Route {
@@ -159,6 +160,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   readonly #delegated = new Map<number, Delegation>();
   /** The same delegations by session: every request looks its session up here. */
   readonly #delegatedSessions = new Map<Session, Delegation>();
+  /** The timer of #watchOwners, while any queue is owned. */
+  #ownerWatch: NodeJS.Timeout | undefined;
   /** Sessions whose worker died with their SESSION_CLOSE waiting, untaken, on their queue: that close is answered as done. At most one per queue. */
   readonly #closedUntaken = new Set<bigint>();
 
@@ -415,13 +418,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       if (d.ending) d.end(d.ending); // a close or reset came while it started
       started();
       this.#event(`qcuda: session ${s.id.toString(16)}: queue ${d.queue} served by its worker, pid ${owner.pid}`);
-      const watch = setInterval(() => this.#checkOwner(d, ring), OWNER_CHECK_MS);
-      watch.unref();
-      try {
-        returned = await owner.returned;
-      } finally {
-        clearInterval(watch);
-      }
+      this.#watchOwners();
+      returned = await owner.returned;
     } catch (e) {
       this.log.log(`qcuda: session ${s.id.toString(16)}: queue ${d.queue} could not be handed to a worker: ${(e as Error).message}; the session is closed`);
     } finally {
@@ -457,6 +455,23 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     if (!isCloseOf(req, s)) return 0;
     req.write(0, encode('qcuda_resp_hdr', { status: 0, len: 0, value: 0n }));
     return RESP;
+  }
+
+  /** Looks at every owned queue each OWNER_CHECK_MS while there are any. */
+  #watchOwners(): void {
+    if (this.#ownerWatch) return;
+    this.#ownerWatch = setInterval(() => {
+      if (this.#delegated.size === 0) {
+        clearInterval(this.#ownerWatch);
+        this.#ownerWatch = undefined;
+        return;
+      }
+      for (const d of this.#delegated.values()) {
+        const ring = this.#rings?.[d.queue];
+        if (ring) this.#checkOwner(d, ring);
+      }
+    }, OWNER_CHECK_MS);
+    this.#ownerWatch.unref();
   }
 
   /**
