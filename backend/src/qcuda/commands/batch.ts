@@ -116,25 +116,33 @@ class Runner {
   async run(entries: Entry[]): Promise<void> {
     for (let i = 0; i < entries.length; i++) {
       try {
+        // A launch is taken at once (no promise step each: a batch may hold hundreds).
+        if (entries[i].cmd === Cmd.LAUNCH && this.#launch(entries[i])) continue;
         await this.#entry(entries[i]);
       } catch (e) {
         this.out.note(i, e);
       }
     }
-    await this.#sendLaunches();
+    const sent = this.#sendLaunches();
+    if (sent) await sent;
+  }
+
+  /** A posted launch: gathered for the provider (true), or, behind a host function, left to #entry (false). */
+  #launch(e: Entry): boolean {
+    // The hot path: no decoding beyond postedLaunch's.
+    const stream = new DataView(e.args.buffer, e.args.byteOffset + 8, 8).getBigUint64(0, true);
+    if (this.c.session.callbacks.gate(stream)) return false;
+    this.#launches.push(postedLaunch(this.c.session, e.args));
+    return true;
   }
 
   async #entry(e: Entry): Promise<void> {
     const cb = this.c.session.callbacks;
     if (e.cmd === Cmd.LAUNCH) {
-      // The hot path: no decoding beyond postedLaunch's.
+      // Behind a host function that has not run yet (#launch took the others).
       const stream = new DataView(e.args.buffer, e.args.byteOffset + 8, 8).getBigUint64(0, true);
-      const gate = cb.gate(stream);
+      const gate = cb.gate(stream)!;
       const l = postedLaunch(this.c.session, e.args);
-      if (!gate) {
-        this.#launches.push(l);
-        return;
-      }
       await this.#sendLaunches();
       cb.defer(stream, gate, async () => (await this.c.session.context()).launchMany([l]), (err) => this.#late(err), e.args.length + DEFERRED_OVERHEAD);
       return;
@@ -163,16 +171,31 @@ class Runner {
    * waits, which is the back-pressure. Their failures are the session's
    * async error, reported at the next synchronize.
    */
-  async #sendLaunches(): Promise<void> {
-    if (this.#launches.length === 0) return;
+  #sendLaunches(): Promise<void> | undefined {
+    if (this.#launches.length === 0) return undefined;
     const list = this.#launches;
     this.#launches = [];
-    const s = this.c.session;
-    const jobs = s.launchJobs;
-    while (jobs.size >= LAUNCH_JOBS) await Promise.race(jobs);
-    const job = s.withContext((x) => x.launchMany(list)).catch((e) => this.#late(e));
+    const jobs = this.c.session.launchJobs;
+    if (jobs.size < LAUNCH_JOBS) {
+      this.#launchJob(list);
+      return undefined;
+    }
+    return (async () => {
+      while (jobs.size >= LAUNCH_JOBS) await Promise.race(jobs);
+      this.#launchJob(list);
+    })();
+  }
+
+  #launchJob(list: LaunchDesc[]): void {
+    const jobs = this.c.session.launchJobs;
+    const job: Promise<void> = this.c.session.withContext((x) => x.launchMany(list)).then(
+      () => void jobs.delete(job),
+      (e: unknown) => {
+        jobs.delete(job);
+        this.#late(e);
+      },
+    );
     jobs.add(job);
-    void job.finally(() => jobs.delete(job));
   }
 
   /** A deferred entry failed after the batch was answered. */

@@ -42,12 +42,22 @@ export interface LaunchIds {
 
 const padded = (n: number): number => (n + LAUNCH_PARAM_ALIGN - 1) & ~(LAUNCH_PARAM_ALIGN - 1);
 
-/** The addon's launchMany records for `list`. */
+/** packLaunches' buffer, kept from one call to the next (grown as needed). */
+let scratch = new Uint8Array(4096);
+let scratchView = new DataView(scratch.buffer);
+
+/**
+ * The addon's launchMany records for `list`, in a buffer the next call
+ * reuses: hand them to the addon at once (it copies them before it returns).
+ */
 export function packLaunches(list: readonly LaunchDesc[], ids: LaunchIds): Uint8Array {
   let size = 0;
   for (const l of list) size += LAUNCH_RECORD_BYTES + padded(l.params.length);
-  const buf = new Uint8Array(size);
-  const v = new DataView(buf.buffer);
+  if (size > scratch.length) {
+    scratch = new Uint8Array(Math.max(size, 2 * scratch.length));
+    scratchView = new DataView(scratch.buffer);
+  }
+  const v = scratchView;
   let at = 0;
   for (const l of list) {
     const head: LaunchRecordHeader = {
@@ -62,11 +72,13 @@ export function packLaunches(list: readonly LaunchDesc[], ids: LaunchIds): Uint8
       sharedMem: l.sharedMem,
       paramBytes: l.params.length,
     };
-    LAUNCH_RECORD_FIELDS.forEach((f, i) => v.setUint32(at + 4 * i, head[f], true));
-    buf.set(l.params, at + LAUNCH_RECORD_BYTES);
-    at += LAUNCH_RECORD_BYTES + padded(l.params.length);
+    for (let i = 0; i < LAUNCH_RECORD_FIELDS.length; i++) v.setUint32(at + 4 * i, head[LAUNCH_RECORD_FIELDS[i]], true);
+    scratch.set(l.params, at + LAUNCH_RECORD_BYTES);
+    const end = at + LAUNCH_RECORD_BYTES + padded(l.params.length);
+    scratch.fill(0, at + LAUNCH_RECORD_BYTES + l.params.length, end); // the padding
+    at = end;
   }
-  return buf;
+  return scratch.subarray(0, size);
 }
 
 /** kFunc for 'func', kSharedMem for 'sharedMem'. */
