@@ -52,7 +52,7 @@ typedef uint64_t __le64;
  * Bumped on any incompatible change of this file (new commands and structs
  * are compatible).
  */
-#define QCUDA_PROTO_VERSION 4u
+#define QCUDA_PROTO_VERSION 5u
 
 /* sizeof(struct virtio_qcuda_config) */
 #define QCUDA_CONFIG_SIZE 40
@@ -134,6 +134,15 @@ typedef uint64_t __le64;
 #define QCUDA_MAX_BATCH (64u << 10)
 
 /*
+ * qcuda_args_batch.flags: the batch's last entry is a synchronizing command
+ * (one declared to report posted work's errors: DEVICE_SYNC, STREAM_SYNC,
+ * EVENT_SYNC), run after the others, so that posted work and the call that
+ * waits for it take one round trip. The reply is that command's (a failure of
+ * the other entries is posted work's error, which it reports).
+ */
+#define QCUDA_BATCH_ENDS_SYNC 1u
+
+/*
  * HOST_MAP_PAGES: extents at most (what fits in QCUDA_MAX_ARGS); 8 GiB of the
  * guest kernel's 4 MiB blocks.
  */
@@ -213,7 +222,10 @@ enum qcuda_cmd {
 	QCUDA_CMD_DEVICE_PROPS = 17,
 	/* args device */
 	QCUDA_CMD_SET_DEVICE = 18,
-	/* cudaDeviceSynchronize; no args, reports posted work's errors */
+	/*
+	 * cudaDeviceSynchronize; no args, reports posted work's errors, ends its
+	 * batch
+	 */
 	QCUDA_CMD_DEVICE_SYNC = 19,
 	/* frees the session's resources; no args */
 	QCUDA_CMD_DEVICE_RESET = 20,
@@ -249,7 +261,7 @@ enum qcuda_cmd {
 	QCUDA_CMD_STREAM_CREATE = 32,
 	/* args handle */
 	QCUDA_CMD_STREAM_DESTROY = 33,
-	/* args handle, reports posted work's errors */
+	/* args handle, reports posted work's errors, ends its batch */
 	QCUDA_CMD_STREAM_SYNC = 34,
 	/* status = cudaSuccess or cudaErrorNotReady; args handle */
 	QCUDA_CMD_STREAM_QUERY = 35,
@@ -274,7 +286,7 @@ enum qcuda_cmd {
 	QCUDA_CMD_EVENT_DESTROY = 41,
 	/* args event_record, postable */
 	QCUDA_CMD_EVENT_RECORD = 42,
-	/* args handle, reports posted work's errors */
+	/* args handle, reports posted work's errors, ends its batch */
 	QCUDA_CMD_EVENT_SYNC = 43,
 	/* status = cudaSuccess or cudaErrorNotReady; args handle */
 	QCUDA_CMD_EVENT_QUERY = 44,
@@ -416,8 +428,12 @@ enum qcuda_cmd {
 	 * and never wait may be posted (the postable ones: LAUNCH, MEMSET and
 	 * MEMCPY_DTOD with async = 1, EVENT_RECORD, STREAM_WAIT_EVENT, HOST_FUNC).
 	 * They run in order; one that fails does not stop the others. status = the
-	 * first failure's. A malformed batch runs nothing; args batch, data to
-	 * device, value = the failed entry's index (the entry count if none failed)
+	 * first failure's. A malformed batch runs nothing. With flags
+	 * QCUDA_BATCH_ENDS_SYNC the last entry is a synchronizing command, run after
+	 * the others: status = its status, which reports the others' first failure
+	 * as posted work's error; args batch, data to device, value = the failed
+	 * entry's index (the entry count if none failed; with QCUDA_BATCH_ENDS_SYNC,
+	 * among the entries before the last)
 	 */
 	QCUDA_CMD_BATCH = 54,
 	/*
@@ -744,7 +760,7 @@ QCUDA_SIZE_IS(qcuda_out_callback, 16);
 
 struct qcuda_args_batch {
 	__le32 count;           /* entries */
-	__le32 reserved;
+	__le32 flags;           /* QCUDA_BATCH_ENDS_SYNC or 0 */
 	__le64 bytes;           /* == hdr.data_len; QCUDA_MAX_BATCH at most */
 };
 QCUDA_SIZE_IS(qcuda_args_batch, 16);

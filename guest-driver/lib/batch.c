@@ -11,6 +11,11 @@
  *    see it run), and at exit.
  * A failure in a batch is kept and returned by the next synchronizing call
  * (qc_deferred), which is where CUDA reports errors of asynchronous work.
+ * A synchronizing call itself (cudaDeviceSynchronize, cudaStreamSynchronize,
+ * cudaEventSynchronize: qc_call_ending_batch) goes as the last entry of the
+ * batch it flushes (QCUDA_BATCH_ENDS_SYNC), so a launch and the synchronize
+ * after it take one round trip; the backend then reports the batch's failure
+ * as that call's.
  *
  * Two buffers: entries go into `fill` (under fill_lock) while the previous
  * batch is being sent (under send_lock, taken before fill_lock), so posting
@@ -64,13 +69,37 @@ cudaError_t qc_deferred(cudaError_t e)
 	return (cudaError_t)atomic_exchange(&deferred_err, cudaSuccess);
 }
 
-/* Sends the filled batch, if any; called with send_lock held. */
-static void send_locked(void)
+/* Appends one entry to b if it fits (fill_lock held); 0 if b is full. */
+static int put(struct batch *b, uint32_t cmd, const void *args, uint32_t len)
+{
+	struct qcuda_batch_entry h = { .cmd = cmd, .len = len };
+	uint32_t need = sizeof(h) + ((len + 7) & ~7u);
+
+	if (need > QCUDA_MAX_BATCH - b->used)
+		return 0;
+	memcpy(b->bytes + b->used, &h, sizeof(h));
+	if (len)
+		memcpy(b->bytes + b->used + sizeof(h), args, len);
+	memset(b->bytes + b->used + sizeof(h) + len, 0, need - sizeof(h) - len);
+	b->used += need;
+	b->count++;
+	return 1;
+}
+
+/*
+ * Sends the filled batch, if any; called with send_lock held. With last (a
+ * synchronizing call: qc_call_ending_batch), that call goes as the batch's
+ * final entry if it fits, taken in under fill_lock with the others so that
+ * nothing posted meanwhile comes after it: returns 1 and its result in
+ * *last_e if it went, else 0 (no batch, or no room).
+ */
+static int send_locked(const struct qc_req *last, cudaError_t *last_e)
 {
 	struct qcuda_args_batch a;
 	struct batch *b;
 	uint64_t failed = 0;
 	cudaError_t e;
+	int ends = 0;
 
 	atomic_store(&sending, 1);
 	pthread_mutex_lock(&fill_lock);
@@ -78,8 +107,10 @@ static void send_locked(void)
 	if (b->count == 0) {
 		pthread_mutex_unlock(&fill_lock);
 		atomic_store(&sending, 0);
-		return;
+		return 0;
 	}
+	if (last)
+		ends = put(b, last->cmd, last->args, last->args_len);
 	fill = spare;
 	spare = b;
 	swaps++;
@@ -88,17 +119,25 @@ static void send_locked(void)
 
 	memset(&a, 0, sizeof(a));
 	a.count = b->count;
+	a.flags = ends ? QCUDA_BATCH_ENDS_SYNC : 0;
 	a.bytes = b->used;
 	e = qc_call_unbatched(&(struct qc_req){ .cmd = QCUDA_CMD_BATCH, .args = &a,
 						.args_len = sizeof(a), .dir = QT_TO_DEVICE,
 						.data = b->bytes, .data_len = b->used,
 						.value = &failed });
-	if (e != cudaSuccess)
-		qc_debug("batch of %u: entry %llu failed: %d", b->count, (unsigned long long)failed, (int)e);
-	note_deferred(e);
+	if (ends) {
+		/* The call's own result: it reports the batch's failure itself. */
+		*last_e = e;
+	} else {
+		if (e != cudaSuccess)
+			qc_debug("batch of %u: entry %llu failed: %d", b->count,
+				 (unsigned long long)failed, (int)e);
+		note_deferred(e);
+	}
 	b->count = 0;
 	b->used = 0;
 	atomic_store(&sending, 0);
+	return ends;
 }
 
 void qc_flush(void)
@@ -108,8 +147,22 @@ void qc_flush(void)
 	if (atomic_load(&pending) == 0 && atomic_load(&sending) == 0)
 		return;
 	pthread_mutex_lock(&send_lock);
-	send_locked();
+	send_locked(NULL, NULL);
 	pthread_mutex_unlock(&send_lock);
+}
+
+cudaError_t qc_call_ending_batch(const struct qc_req *r)
+{
+	cudaError_t e;
+	int sent;
+
+	if (atomic_load(&pending) == 0 && atomic_load(&sending) == 0)
+		return qc_call_unbatched(r);	/* nothing posted */
+	pthread_mutex_lock(&send_lock);
+	sent = send_locked(r, &e);
+	pthread_mutex_unlock(&send_lock);
+	/* No batch was left (another thread sent it), or no room in it: on its own. */
+	return sent ? e : qc_call_unbatched(r);
 }
 
 /* Flushes a batch that has waited QC_BATCH_DELAY_US and was not sent meanwhile. */
@@ -132,7 +185,7 @@ static void *flusher(void *arg)
 		same = seen == swaps;	/* still the batch we saw filling */
 		pthread_mutex_unlock(&fill_lock);
 		if (same)
-			send_locked();
+			send_locked(NULL, NULL);
 		pthread_mutex_unlock(&send_lock);
 	}
 	return NULL;
@@ -157,20 +210,14 @@ static int posting_enabled(void)
 /* Appends one entry if it fits; returns 0 if the batch is full. */
 static int append(uint32_t cmd, const void *args, uint32_t len)
 {
-	struct qcuda_batch_entry h = { .cmd = cmd, .len = len };
-	uint32_t need = sizeof(h) + ((len + 7) & ~7u);
 	int was_empty;
 
 	pthread_mutex_lock(&fill_lock);
-	if (need > QCUDA_MAX_BATCH - fill->used) {
+	was_empty = fill->count == 0;
+	if (!put(fill, cmd, args, len)) {
 		pthread_mutex_unlock(&fill_lock);
 		return 0;
 	}
-	memcpy(fill->bytes + fill->used, &h, sizeof(h));
-	memcpy(fill->bytes + fill->used + sizeof(h), args, len);
-	memset(fill->bytes + fill->used + sizeof(h) + len, 0, need - sizeof(h) - len);
-	fill->used += need;
-	was_empty = fill->count++ == 0;
 	atomic_store(&pending, fill->count);
 	if (was_empty)
 		pthread_cond_signal(&fill_cv);
@@ -186,7 +233,7 @@ cudaError_t qc_post(uint32_t cmd, const void *args, uint32_t len)
 	atomic_fetch_add(&posted, 1);
 	while (!append(cmd, args, len)) {
 		pthread_mutex_lock(&send_lock);
-		send_locked();
+		send_locked(NULL, NULL);
 		pthread_mutex_unlock(&send_lock);
 	}
 	return cudaSuccess;

@@ -96,6 +96,10 @@ struct qc_req {
 cudaError_t qc_call(const struct qc_req *r);
 /* qc_call without flushing posted work first (batch.c sends batches with it). */
 cudaError_t qc_call_unbatched(const struct qc_req *r);
+/* A synchronizing call (no data, no output): sent as the last entry of the
+ * posted work waiting to go, if any (one round trip for both), else on its
+ * own (batch.c). */
+cudaError_t qc_call_ending_batch(const struct qc_req *r);
 /* Round trips so far: synchronous calls and batches of posted work sent. */
 void qc_stats(unsigned long long *calls, unsigned long long *batches);
 /* Records err as the calling thread's last error (unless it is cudaSuccess

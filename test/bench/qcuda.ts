@@ -34,7 +34,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { native } from '../../backend/src/sys/native';
-import { Cmd, encode, LAYOUT, QCUDA_CHUNK, QCUDA_PROTO_VERSION } from '../../backend/src/qcuda/proto';
+import { Cmd, encode, LAYOUT, QCUDA_BATCH_ENDS_SYNC, QCUDA_CHUNK, QCUDA_PROTO_VERSION } from '../../backend/src/qcuda/proto';
 import { createProvider, type ProviderKind } from '../../backend/src/qcuda/providers';
 import type { GuestSeg, LaunchDesc, ProviderContext } from '../../backend/src/qcuda/provider';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
@@ -180,15 +180,24 @@ async function idleCores(pid: number, fe: Frontend): Promise<number> {
   return cores;
 }
 
-/** A BATCH of one posted command (its bytes in guest memory), as the guest library sends one it flushes. */
-function postedOne(mem: GuestMemory, cmd: number, args: Uint8Array): CallOptions {
-  const entry = LAYOUT.qcuda_batch_entry.size + ((args.length + 7) & ~7);
-  const gpa = mem.alloc(entry, 64);
-  const v = new DataView(mem.bytes(gpa, entry).buffer, mem.bytes(gpa, entry).byteOffset, entry);
-  v.setUint32(0, cmd, true);
-  v.setUint32(4, args.length, true);
-  mem.bytes(gpa, entry).set(args, LAYOUT.qcuda_batch_entry.size);
-  return { args: ['qcuda_args_batch', { count: 1, bytes: BigInt(entry) }], to: [{ gpa, len: entry }] };
+/**
+ * A BATCH of posted commands (their bytes in guest memory), as the guest
+ * library sends what it flushes; flags QCUDA_BATCH_ENDS_SYNC: the last is the
+ * synchronizing call that flushed them.
+ */
+function batchOf(mem: GuestMemory, entries: [cmd: number, args: Uint8Array][], flags = 0): CallOptions {
+  const size = entries.reduce((n, [, a]) => n + LAYOUT.qcuda_batch_entry.size + ((a.length + 7) & ~7), 0);
+  const gpa = mem.alloc(size, 64);
+  const bytes = mem.bytes(gpa, size);
+  const v = new DataView(bytes.buffer, bytes.byteOffset, size);
+  let at = 0;
+  for (const [cmd, args] of entries) {
+    v.setUint32(at, cmd, true);
+    v.setUint32(at + 4, args.length, true);
+    bytes.set(args, at + LAYOUT.qcuda_batch_entry.size);
+    at += LAYOUT.qcuda_batch_entry.size + ((args.length + 7) & ~7);
+  }
+  return { args: ['qcuda_args_batch', { count: entries.length, flags, bytes: BigInt(size) }], to: [{ gpa, len: size }] };
 }
 
 function gridOf(x: number): Uint32Array {
@@ -269,18 +278,17 @@ async function main(): Promise<void> {
     mustOk('sync')((await c.call(Cmd.DEVICE_SYNC)).status);
   }) : undefined;
   const launchSyncInC = launchArgs !== undefined ? cLoop('backend launch+sync, guest side in C', 2000, [[Cmd.LAUNCH, { rawArgs: launchArgs }], [Cmd.DEVICE_SYNC]]) : undefined;
-  // As the guest library sends a launch and a synchronize: the launch posted (a BATCH of one, sent
-  // when the synchronize flushes it), then DEVICE_SYNC.
-  const postedLaunch = launchArgs !== undefined ? postedOne(mem, Cmd.LAUNCH, launchArgs) : undefined;
+  // As the guest library sends a launch and a synchronize: the launch posted, and the synchronize
+  // that flushes it at the end of its batch (QCUDA_BATCH_ENDS_SYNC): one request.
+  const postedLaunch = launchArgs !== undefined ? batchOf(mem, [[Cmd.LAUNCH, launchArgs], [Cmd.DEVICE_SYNC, new Uint8Array(0)]], QCUDA_BATCH_ENDS_SYNC) : undefined;
   const postedLaunchSync = postedLaunch !== undefined ? await lat('backend posted launch+sync', 2000, async () => {
-    mustOk('batch')((await c.call(Cmd.BATCH, postedLaunch)).status);
-    mustOk('sync')((await c.call(Cmd.DEVICE_SYNC)).status);
+    mustOk('batch ending in a synchronize')((await c.call(Cmd.BATCH, postedLaunch)).status);
   }) : undefined;
-  const postedLaunchSyncInC = postedLaunch !== undefined ? cLoop('backend posted launch+sync, guest side in C', 2000, [[Cmd.BATCH, postedLaunch], [Cmd.DEVICE_SYNC]]) : undefined;
+  const postedLaunchSyncInC = postedLaunch !== undefined ? cLoop('backend posted launch+sync, guest side in C', 2000, [[Cmd.BATCH, postedLaunch]]) : undefined;
   // cudaEventRecord then cudaEventQuery until done, as the guest library sends them (the record is posted, the query flushes it).
   const ev = await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 2 }] }); // cudaEventDisableTiming
   mustOk('event create')(ev.status);
-  const postedRecord = postedOne(mem, Cmd.EVENT_RECORD, encode('qcuda_args_event_record', { event: ev.value, stream: 0n }));
+  const postedRecord = batchOf(mem, [[Cmd.EVENT_RECORD, encode('qcuda_args_event_record', { event: ev.value, stream: 0n })]]);
   const eventRq = await lat('backend event record+query', 3000, async () => {
     mustOk('record')((await c.call(Cmd.BATCH, postedRecord)).status);
     for (;;) {
@@ -351,8 +359,8 @@ async function main(): Promise<void> {
     r(`${BIG >> 20} MiB D2H`, be.d2h, base.d2h, 'GB/s', true),
     ...(launchSync !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize', launchSync, directLaunchSync, 'us', false)] : []),
     ...(launchSyncInC !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize, guest side in C', launchSyncInC, directLaunchSync, 'us', false)] : []),
-    ...(postedLaunchSync !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize, the launch posted (as the guest library sends it)', postedLaunchSync, directLaunchSync, 'us', false)] : []),
-    ...(postedLaunchSyncInC !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize, the launch posted, guest side in C', postedLaunchSyncInC, directLaunchSync, 'us', false)] : []),
+    ...(postedLaunchSync !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize as the guest library sends them (one batch)', postedLaunchSync, directLaunchSync, 'us', false)] : []),
+    ...(postedLaunchSyncInC !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize as the guest library sends them, guest side in C', postedLaunchSyncInC, directLaunchSync, 'us', false)] : []),
     ...(launches !== undefined && directLaunches !== undefined ? [r('async null-kernel launches (batched)', launches, directLaunches, '/s', true)] : []),
     { what: 'backend + workers CPU per synchronize', value: syncCpu.perCallUs, unit: 'us' },
     { what: 'backend + workers CPU while synchronizing', value: syncCpu.cores, unit: 'cores' },

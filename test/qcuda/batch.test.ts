@@ -1,11 +1,12 @@
 // BATCH (posted work) through the frontend harness, on the host provider:
 // entries run in order, a failing entry is reported by index and does not
-// stop the rest, a malformed batch runs nothing, and mutated batches never
-// crash the backend or touch another session.
+// stop the rest, a malformed batch runs nothing, a batch may end with the
+// synchronizing call that waits for it (QCUDA_BATCH_ENDS_SYNC), and mutated
+// batches never crash the backend or touch another session.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import { Cmd, encode, QCUDA_MAX_BATCH, Status, type StructName } from '../../backend/src/qcuda/proto';
+import { Cmd, encode, QCUDA_BATCH_ENDS_SYNC, QCUDA_MAX_BATCH, Status, type StructName } from '../../backend/src/qcuda/proto';
 import { prng, randomBytes, started } from '../helpers';
 import { QcudaClient } from './client';
 
@@ -37,10 +38,10 @@ async function setup(t: ExecutionContext) {
   await c.open();
   const scratch = pair.fe.mem.alloc(QCUDA_MAX_BATCH + 4096);
   /** Sends a batch: `count` and `bytes` may lie (hostile tests). */
-  const send = (bytes: Uint8Array, count: number, o: { argBytes?: number; session?: QcudaClient } = {}) => {
+  const send = (bytes: Uint8Array, count: number, o: { argBytes?: number; session?: QcudaClient; flags?: number } = {}) => {
     pair.fe.mem.bytes(scratch, bytes.length).set(bytes);
     return (o.session ?? c).call(Cmd.BATCH, {
-      args: ['qcuda_args_batch', { count, bytes: BigInt(o.argBytes ?? bytes.length) }],
+      args: ['qcuda_args_batch', { count, flags: o.flags ?? 0, bytes: BigInt(o.argBytes ?? bytes.length) }],
       to: bytes.length ? [{ gpa: scratch, len: bytes.length }] : [],
     });
   };
@@ -107,6 +108,59 @@ test('a malformed batch runs nothing', async (t) => {
   for (const [what, run, status] of cases) t.is((await run()).status, status, what);
   t.deepEqual(await read(a, 8), Array(8).fill(0), 'no entry of a malformed batch ran');
   t.is((await send(new Uint8Array(0), 0)).status, 0, 'an empty batch is fine');
+});
+
+const ENDS = { flags: QCUDA_BATCH_ENDS_SYNC };
+const deviceSync: Entry = [Cmd.DEVICE_SYNC, new Uint8Array(0)];
+const handle = (cmd: number, h: bigint): Entry => [cmd, encode('qcuda_args_handle', { handle: h })];
+
+test('a batch that ends with a synchronizing call runs it after the others, in one round trip, and answers as that call', async (t) => {
+  const { c, send, read } = await setup(t);
+  const a = (await c.malloc(32)).value;
+  const s = (await c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] })).value;
+  const ev = (await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0 }] })).value;
+  for (const end of [deviceSync, handle(Cmd.STREAM_SYNC, s), handle(Cmd.EVENT_SYNC, ev)]) {
+    const list = [memset(a, 32n, end[0] & 0xff), d2d(a + 16n, a, 8n), entry(Cmd.EVENT_RECORD, 'qcuda_args_event_record', { event: ev, stream: 0n }), end];
+    const r = await send(frame(list), list.length, ENDS);
+    t.is(r.status, 0);
+    t.is(r.value, 3n, 'the posted entries are counted, not the call');
+    t.deepEqual(await read(a, 32), Array(32).fill(end[0] & 0xff), `the work before ${end[0]} ran`);
+  }
+  const none = await send(frame([deviceSync]), 1, ENDS);
+  t.deepEqual([none.status, none.value], [0, 0n], 'a batch of the call alone');
+});
+
+test('a batch that ends with a synchronizing call: the call reports the others\' first failure, once, and its own', async (t) => {
+  const { c, send, read } = await setup(t);
+  const a = (await c.malloc(16)).value;
+  const list = [memset(a, 4n, 7), memset(a, 17n, 9) /* past the allocation */, memset(a + 8n, 8n, 5), deviceSync];
+  const r = await send(frame(list), list.length, ENDS);
+  t.is(r.status, CudaErr.InvalidValue, 'the synchronize reports the posted memset\'s failure');
+  t.is(r.value, 1n, 'the failed entry');
+  t.deepEqual(await read(a, 16), [7, 7, 7, 7, 0, 0, 0, 0, 5, 5, 5, 5, 5, 5, 5, 5], 'the entries after it ran');
+  t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0, 'and only once: the next synchronize succeeds');
+  const bad = await send(frame([memset(a, 4n, 1), handle(Cmd.STREAM_SYNC, 0x777n)]), 2, ENDS);
+  t.is(bad.status, CudaErr.InvalidResourceHandle, 'the call\'s own failure (no such stream)');
+  t.deepEqual((await read(a, 4)), [1, 1, 1, 1], 'the posted work before it ran');
+});
+
+test('only a synchronizing call may end a batch, only last, only with the flag', async (t) => {
+  const { c, send, read } = await setup(t);
+  const a = (await c.malloc(8)).value;
+  const query: Entry = handle(Cmd.STREAM_QUERY, 0n);
+  const malloc: Entry = [Cmd.MALLOC, encode('qcuda_args_malloc', { size: 8n })];
+  const cases: [string, () => ReturnType<typeof send>][] = [
+    ['a synchronizing call without the flag', () => send(frame([memset(a, 8n, 1), deviceSync]), 2)],
+    ['a synchronizing call not last', () => send(frame([deviceSync, memset(a, 8n, 1)]), 2, ENDS)],
+    ['a call that does not synchronize', () => send(frame([memset(a, 8n, 1), query]), 2, ENDS)],
+    ['a call that is not postable either', () => send(frame([memset(a, 8n, 1), malloc]), 2, ENDS)],
+    ['the flag and a postable last entry', () => send(frame([memset(a, 8n, 1), memset(a, 8n, 1)]), 2, ENDS)],
+    ['arguments of the wrong size', () => send(frame([memset(a, 8n, 1), [Cmd.STREAM_SYNC, new Uint8Array(16)]]), 2, ENDS)],
+    ['an unknown flag', () => send(frame([memset(a, 8n, 1)]), 1, { flags: 2 })],
+    ['the flag on an empty batch', () => send(new Uint8Array(0), 0, ENDS)],
+  ];
+  for (const [what, run] of cases) t.is((await run()).status, Status.BAD_REQUEST, what);
+  t.deepEqual(await read(a, 8), Array(8).fill(0), 'none of them ran anything');
 });
 
 test('mutated batches never crash the backend or touch another session', async (t) => {

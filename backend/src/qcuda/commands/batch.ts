@@ -5,9 +5,13 @@
 // checked), its framing is checked whole (a malformed batch runs nothing),
 // then its entries run in order; a failing entry does not stop the others,
 // and the first failure is what the guest sees at its next synchronizing call.
+// A batch may end with that synchronizing call (QCUDA_BATCH_ENDS_SYNC: the
+// guest library flushes its posted work with the call that waits for it), so
+// a launch and a synchronize take one round trip; the reply is then the
+// call's, which reports the other entries' first failure.
 import type { Call, Result, Run, Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
-import { CALLS, Cmd, cmdName, decode, LAYOUT, QCUDA_MAX_BATCH, Status, type CmdName, type StructName } from '../proto';
+import { CALLS, Cmd, cmdName, decode, LAYOUT, QCUDA_BATCH_ENDS_SYNC, QCUDA_MAX_BATCH, Status, type CmdName, type StructName } from '../proto';
 import type { LaunchDesc } from '../provider';
 import { postedLaunch } from './launch';
 
@@ -25,6 +29,18 @@ export type PostedRuns = Runs<Exclude<PostedCmd, 'LAUNCH'>>;
 /** Postable command number -> its argument struct. */
 const POSTABLE = new Map<number, StructName>(
   Object.values(CALLS).flatMap((d) => ('posted' in d && d.posted ? [[d.cmd, d.args] as [number, StructName]] : [])),
+);
+
+/** The commands that may end a batch (declared `syncs`: they wait for posted work and report its errors; no data, no output). */
+export type SyncCmd = { [K in CmdName]: (typeof CALLS)[K] extends { syncs: true } ? K : never }[CmdName];
+/** Runs one of them as the dispatcher would (after its gate). */
+export type RunSync = (name: SyncCmd, c: Call) => Promise<Result>;
+
+/** Synchronizing command number -> its name and its argument struct, if any. */
+const SYNCING = new Map<number, { name: SyncCmd; args?: StructName }>(
+  (Object.entries(CALLS) as [CmdName, (typeof CALLS)[CmdName]][]).flatMap(([name, d]) =>
+    'syncs' in d && d.syncs ? [[d.cmd, { name: name as SyncCmd, args: 'args' in d ? (d.args as StructName) : undefined }] as const] : [],
+  ),
 );
 
 interface Entry {
@@ -48,8 +64,9 @@ function gather(c: Call<'BATCH'>, bytes: bigint): Uint8Array {
   return out;
 }
 
-/** Splits the batch into entries, checking all of its framing first. */
-export function parseBatch(buf: Uint8Array, count: number): Entry[] {
+/** Splits the batch into entries, checking all of its framing first; endsSync: the last entry is a synchronizing command. */
+export function parseBatch(buf: Uint8Array, count: number, endsSync = false): Entry[] {
+  if (endsSync && count === 0) throw bad('QCUDA_BATCH_ENDS_SYNC with no entry to end it');
   const v = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   const entries: Entry[] = [];
   let at = 0;
@@ -58,9 +75,8 @@ export function parseBatch(buf: Uint8Array, count: number): Entry[] {
     if (buf.length - at < ENTRY) throw bad(`truncated entry header at byte ${at}`);
     const cmd = v.getUint32(at, true);
     const len = v.getUint32(at + 4, true);
-    const struct = POSTABLE.get(cmd);
-    if (struct === undefined) throw bad(`entry ${entries.length}: command ${cmdName(cmd)} cannot be posted`);
-    const size = LAYOUT[struct].size;
+    const last = endsSync && entries.length === count - 1;
+    const size = last ? syncArgsSize(cmd, entries.length) : postedArgsSize(cmd, entries.length);
     if (cmd === Cmd.LAUNCH ? len < size : len !== size) throw bad(`entry ${entries.length}: ${len} argument bytes for ${cmdName(cmd)}`);
     // Plain arithmetic, not (len + 7) & ~7: JavaScript's bitwise operators
     // work in 32 bits, so a len near 2^32 would wrap to a small padded size.
@@ -71,6 +87,18 @@ export function parseBatch(buf: Uint8Array, count: number): Entry[] {
   }
   if (entries.length !== count) throw bad(`${entries.length} entries, ${count} announced`);
   return entries;
+}
+
+function postedArgsSize(cmd: number, index: number): number {
+  const struct = POSTABLE.get(cmd);
+  if (struct === undefined) throw bad(`entry ${index}: command ${cmdName(cmd)} cannot be posted`);
+  return LAYOUT[struct].size;
+}
+
+function syncArgsSize(cmd: number, index: number): number {
+  const s = SYNCING.get(cmd);
+  if (s === undefined) throw bad(`entry ${index}: command ${cmdName(cmd)} cannot end a batch (QCUDA_BATCH_ENDS_SYNC)`);
+  return s.args ? LAYOUT[s.args].size : 0;
 }
 
 /** The first failure of a batch: its entry index and status. */
@@ -204,12 +232,30 @@ class Runner {
   }
 }
 
-/** BATCH, running posted entries with runs. */
-export function batchRun(runs: PostedRuns): Run<'BATCH'> {
+/**
+ * The synchronizing call that ends a batch, after the other entries: their
+ * first failure is posted work's error, which the call reports (as it
+ * would, sent on its own after the batch).
+ */
+async function endWith(c: Call<'BATCH'>, e: Entry, out: Outcome, runSync: RunSync): Promise<Result> {
+  const { name, args } = SYNCING.get(e.cmd)!;
+  if (out.index >= 0) c.session.noteAsyncError(out.status);
+  const call = { ...c, args: args ? decode(args, e.args) : {}, data: [], dataOffset: 0n, dataLen: 0n, extra: new Uint8Array(0) } as unknown as Call;
+  return runSync(name, call);
+}
+
+/** BATCH, running posted entries with runs, and a synchronizing call that ends one with runSync. */
+export function batchRun(runs: PostedRuns, runSync: RunSync): Run<'BATCH'> {
   return async (c): Promise<Result> => {
-    const entries = parseBatch(gather(c, c.args.bytes), c.args.count);
+    const flags = c.args.flags;
+    if ((flags & ~QCUDA_BATCH_ENDS_SYNC) !== 0) throw bad(`unknown flags 0x${flags.toString(16)}`);
+    const endsSync = flags === QCUDA_BATCH_ENDS_SYNC;
+    const entries = parseBatch(gather(c, c.args.bytes), c.args.count, endsSync);
+    const posted = endsSync ? entries.slice(0, -1) : entries;
     const r = new Runner(c, runs);
-    await r.run(entries);
-    return r.out.index < 0 ? { value: BigInt(entries.length) } : { status: r.out.status, value: BigInt(r.out.index) };
+    await r.run(posted);
+    const value = BigInt(r.out.index < 0 ? posted.length : r.out.index);
+    if (endsSync) return { status: (await endWith(c, entries[entries.length - 1], r.out, runSync)).status ?? 0, value };
+    return r.out.index < 0 ? { value } : { status: r.out.status, value };
   };
 }

@@ -5,7 +5,7 @@
 import type { Call, Result, Run, Runs, SessionCmd } from '../command';
 import { CALLS, type CallDecl, type CmdName } from '../wire/protocol';
 import { ARRAY_COMMANDS } from './array';
-import { batchRun } from './batch';
+import { batchRun, type SyncCmd } from './batch';
 import { contextCalls } from './context-call';
 import { DEVICE_COMMANDS } from './device';
 import { GRAPH_COMMANDS } from './graph';
@@ -83,10 +83,17 @@ function build(): Runs<SessionCmd> {
       EVENT_RECORD: context.EVENT_RECORD,
       STREAM_WAIT_EVENT: context.STREAM_WAIT_EVENT,
       HOST_FUNC: STREAM_COMMANDS.HOST_FUNC,
-    }),
+    }, runSync),
   };
   const synced = (Object.keys(runs) as SessionCmd[]).filter((k) => (CALLS[k] as CallDecl).syncs);
   return { ...runs, ...Object.fromEntries(synced.map((k) => [k, reportingPostedErrors(runs[k] as Run<CmdName>)])) };
+}
+
+/** A synchronizing call that ends a batch, run as the dispatcher runs one: after its gate, reporting posted work's errors. */
+async function runSync(name: SyncCmd, c: Call): Promise<Result> {
+  const gate = gateOf(CALLS[name], c);
+  if (gate) await gate;
+  return (await (COMMANDS[name] as Run<CmdName>)(c)) ?? {};
 }
 
 export const COMMANDS: Runs<SessionCmd> = build();

@@ -79,7 +79,7 @@ function shape(d: CallDecl): string {
     d.data ? `data ${d.data} device` : '',
     valueOf(d) ? `value = ${valueOf(d)}` : '',
     d.posted ? 'postable' : '',
-    d.syncs ? 'reports posted work\'s errors' : '',
+    d.syncs ? 'reports posted work\'s errors, ends its batch' : '',
   ];
   return parts.filter(Boolean).join(', ');
 }
@@ -190,6 +190,12 @@ function signature(ret: string, name: string, params: string[]): string {
   return `${head}${params.join(`,\n${'\t'.repeat(Math.ceil(head.length / 8))}`)})`;
 }
 
+/** How a request goes: after the posted work (qc_call), at the end of its batch (a synchronizing call), or on its own. */
+function sender(d: CallDecl): string {
+  if (d.unbatched) return 'qc_call_unbatched';
+  return d.syncs ? 'qc_call_ending_batch' : 'qc_call';
+}
+
 function requestBuilder(name: string, d: CallDecl): string[] {
   const a = argsOf(d);
   const params = [...a.params];
@@ -213,7 +219,7 @@ function requestBuilder(name: string, d: CallDecl): string[] {
     `${signature('cudaError_t', `qc_req_${lower}`, params)}`,
     '{',
     ...a.build,
-    `\treturn ${d.unbatched ? 'qc_call_unbatched' : 'qc_call'}(&(struct qc_req){ ${req.join(', ')} });`,
+    `\treturn ${sender(d)}(&(struct qc_req){ ${req.join(', ')} });`,
     '}',
     '',
   ];
@@ -233,8 +239,10 @@ export function callsHeader(): string {
     '/* SPDX-License-Identifier: MIT */',
     '/*',
     ' * The guest library\'s request builders: qc_req_<command>() sends one command',
-    ' * and waits for its reply (qc_call), qc_post_<command>() queues a postable one',
-    ' * for the next batch (qc_post). Included by qcrt.h after struct qc_req.',
+    ' * and waits for its reply (qc_call; a synchronizing one goes at the end of',
+    ' * the posted work\'s batch: qc_call_ending_batch), qc_post_<command>() queues',
+    ' * a postable one for the next batch (qc_post). Included by qcrt.h after',
+    ' * struct qc_req.',
     ` * ${GENERATED}`,
     ' */',
     '#ifndef QC_CALLS_H',

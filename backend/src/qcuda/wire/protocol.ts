@@ -29,7 +29,7 @@ export const CONSTANTS = {
     doc: 'Virtio device id. 60 is unassigned in virtio 1.3 and the current draft (assigned: 1-13, 16-36, 38-49) and keeps the modern PCI id 0x1040 + 60 = 0x107c below Linux\'s 0x107f limit. To be replaced by an id reserved with the virtio TC.',
   },
   QCUDA_MAGIC: { value: 0x44554351, c: '0x44554351u', doc: '"QCUD"' },
-  QCUDA_PROTO_VERSION: { value: 4, c: '4u', doc: 'Bumped on any incompatible change of this file (new commands and structs are compatible).' },
+  QCUDA_PROTO_VERSION: { value: 5, c: '5u', doc: 'Bumped on any incompatible change of this file (new commands and structs are compatible).' },
   QCUDA_CONFIG_SIZE: { value: 40, doc: 'sizeof(struct virtio_qcuda_config)' },
   QCUDA_CAP_GPU: { value: 1n, c: '(1ull << 0)', doc: 'a real GPU serves this device' },
   QCUDA_MAX_ARGS: { value: 32832, doc: 'Largest argument block of any command: a launch\'s struct qcuda_args_launch (48 bytes) and QCUDA_MAX_PARAM_BYTES of parameters, rounded up to 64.' },
@@ -59,6 +59,11 @@ export const CONSTANTS = {
   QCUDA_NUM_FUNC_ATTRS: { value: 16, doc: 'FUNC_ATTRS: every CUfunction_attribute (cuFuncGetAttribute), indexed by it (CU_FUNC_ATTRIBUTE_MAX in CUDA 13); each an int, as its bits.' },
   QCUDA_ATTR_VALUE_BYTES: { value: 64, doc: 'A stream attribute\'s value: cudaLaunchAttributeValue / CUstreamAttrValue, the same 64-byte union in both APIs.' },
   QCUDA_MAX_BATCH: { value: 64 << 10, c: '(64u << 10)', doc: 'A batch carries at most this many bytes of entries.' },
+  QCUDA_BATCH_ENDS_SYNC: {
+    value: 1,
+    c: '1u',
+    doc: 'qcuda_args_batch.flags: the batch\'s last entry is a synchronizing command (one declared to report posted work\'s errors: DEVICE_SYNC, STREAM_SYNC, EVENT_SYNC), run after the others, so that posted work and the call that waits for it take one round trip. The reply is that command\'s (a failure of the other entries is posted work\'s error, which it reports).',
+  },
   QCUDA_MAX_EXTENTS: { value: 2048, doc: 'HOST_MAP_PAGES: extents at most (what fits in QCUDA_MAX_ARGS); 8 GiB of the guest kernel\'s 4 MiB blocks.' },
   QCUDA_OUTPUT_STDOUT: { value: 1, c: '1u', doc: 'OUTPUT_READ kinds: device printf, for the program\'s stdout' },
   QCUDA_MEM_LINEAR: { value: 0, c: '0u', doc: 'MEMCPY_3D sides: linear device memory' },
@@ -193,7 +198,7 @@ export const STRUCTS = {
     fields: [['id', 'u64', 'the callback to run now'], ['status', 'u32', 'the stream\'s error at that point (cudaStreamAddCallback\'s status)'],
       ['reserved', 'u32']],
   },
-  qcuda_args_batch: { fields: [['count', 'u32', 'entries'], ['reserved', 'u32'], ['bytes', 'u64', '== hdr.data_len; QCUDA_MAX_BATCH at most']] },
+  qcuda_args_batch: { fields: [['count', 'u32', 'entries'], ['flags', 'u32', 'QCUDA_BATCH_ENDS_SYNC or 0'], ['bytes', 'u64', '== hdr.data_len; QCUDA_MAX_BATCH at most']] },
   qcuda_batch_entry: { fields: [['cmd', 'u32', 'QCUDA_CMD_* (a postable one)'], ['len', 'u32', 'argument bytes after this header (unpadded)']] },
   qcuda_args_memcpy_3d: {
     doc: 'A 2D/3D copy (MEMCPY_3D_*): a box of width bytes x height rows x depth slices from one side to the other. A side is linear device memory (ptr: its start; pitch: bytes per row; rows: rows per slice), an array (ptr: its handle; x in bytes, a multiple of its element size) or the data (host side: x, y, z 0; the data holds the box\'s first byte to its last, size bytes in all, rows pitch apart and slices pitch * rows apart). The backend walks the rows of each chunk itself: one request, whatever the row count.',
@@ -306,7 +311,12 @@ export interface CallDecl {
   readonly posted?: boolean;
   /** The guest library sends it without flushing posted work first (the batch itself; the callback thread's wait). */
   readonly unbatched?: boolean;
-  /** Synchronizes: its status is also the first error of posted work since the last such call. */
+  /**
+   * Synchronizes: its status is also the first error of posted work since
+   * the last such call. It takes no data and has no output, so it may also
+   * end a batch (QCUDA_BATCH_ENDS_SYNC: the guest library sends it with the
+   * posted work it flushes).
+   */
   readonly syncs?: boolean;
   /**
    * Who answers: the virtio device itself (requests of the guest kernel
@@ -592,8 +602,8 @@ export const CALLS = {
     unbatched: true,
     args: 'qcuda_args_batch',
     data: 'to',
-    doc: 'Posted work: several commands in one request (data to device: args.bytes of entries, each a struct qcuda_batch_entry, then its argument struct as the command takes it, then padding to 8 bytes). Only commands that enqueue and never wait may be posted (the postable ones: LAUNCH, MEMSET and MEMCPY_DTOD with async = 1, EVENT_RECORD, STREAM_WAIT_EVENT, HOST_FUNC). They run in order; one that fails does not stop the others. status = the first failure\'s. A malformed batch runs nothing.',
-    value: 'the failed entry\'s index (the entry count if none failed)',
+    doc: 'Posted work: several commands in one request (data to device: args.bytes of entries, each a struct qcuda_batch_entry, then its argument struct as the command takes it, then padding to 8 bytes). Only commands that enqueue and never wait may be posted (the postable ones: LAUNCH, MEMSET and MEMCPY_DTOD with async = 1, EVENT_RECORD, STREAM_WAIT_EVENT, HOST_FUNC). They run in order; one that fails does not stop the others. status = the first failure\'s. A malformed batch runs nothing. With flags QCUDA_BATCH_ENDS_SYNC the last entry is a synchronizing command, run after the others: status = its status, which reports the others\' first failure as posted work\'s error.',
+    value: 'the failed entry\'s index (the entry count if none failed; with QCUDA_BATCH_ENDS_SYNC, among the entries before the last)',
   },
   HOST_FUNC: {
     cmd: 55,
