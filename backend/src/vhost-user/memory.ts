@@ -281,11 +281,6 @@ export class MemoryTable {
     return region.view(offset, len);
   }
 
-  /** Throws (MemoryError) unless the guest-physical range lies in one region. */
-  checkGpa(gpa: bigint, len: number): void {
-    this.#find(gpa, len, 'gpa');
-  }
-
   /** Views of a guest-physical range (descriptor buffers); it must lie in one region. */
   segmentsGpa(gpa: bigint, len: number): Uint8Array[] {
     if (len === 0) return [];
