@@ -173,7 +173,7 @@ test('mutated batches never crash the backend or touch another session', async (
   t.is(await victim.htod(secret, g, 64), 0);
   const mine = (await c.malloc(64)).value;
   const rnd = prng(54);
-  const base = frame([memset(mine, 64n, 1), d2d(mine, mine + 32n, 16n), memset(secret, 8n, 0), entry(Cmd.LAUNCH, 'qcuda_args_launch', { func: 0x101n, stream: 0n, param_bytes: 0 })]);
+  const base = frame([memset(mine, 64n, 1), d2d(mine, mine + 32n, 16n), memset(secret, 8n, 0), entry(Cmd.LAUNCH, 'qcuda_args_launch', { func: 0x101n, stream: 0n, param_bytes: 0 }), handle(Cmd.STREAM_SYNC, 0n)]);
   const seen = new Set<number>();
   for (let i = 0; i < 600; i++) {
     const b = base.slice();
@@ -183,7 +183,8 @@ test('mutated batches never crash the backend or touch another session', async (
       else b.set(randomBytes(rnd, 8).subarray(0, Math.min(8, b.length - at)), at);
     }
     if (rnd() < 0.3) new DataView(b.buffer).setBigUint64(8 + ((rnd() * 3) | 0) * 8, secret + BigInt((rnd() * 64) | 0), true);
-    const r = await send(b, rnd() < 0.9 ? 4 : (rnd() * 8) | 0);
+    // A third of them claim to end with a synchronizing call (QCUDA_BATCH_ENDS_SYNC), whatever their last entry is.
+    const r = await send(b, rnd() < 0.9 ? 5 : (rnd() * 8) | 0, rnd() < 0.33 ? ENDS : {});
     t.not(r.status, CudaErr.Unknown, `mutation ${i} hit an internal error`);
     seen.add(r.status);
   }
