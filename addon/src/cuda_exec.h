@@ -165,10 +165,10 @@ constexpr int kMaxWaiterLimit = 4096;
 // JS thread that would keep a session's worker from its queue (its
 // SESSION_CLOSE included) for as long as the GPU stays busy, a kernel that
 // never ends included. So a launch runs there only while the launches not
-// yet seen done (CtxCore::launched - launchesDone) stay below this bound,
-// far below the queue's depth (driver_costs.cu measures it: on the H200,
-// driver 580, 1021 null launches queue behind a running kernel before one
-// blocks, 722 with 4 KiB of parameters).
+// yet seen done (CtxCore::launchesRun - launchesDone) stay below this
+// bound, far below the queue's depth (driver_costs.cu measures it: on the
+// H100 and the H200, driver 580, 1021 null launches queue behind a running
+// kernel before one blocks, 722 with 4 KiB of parameters).
 constexpr uint64_t kInlineLaunchBound = 256;
 // Posted batches of up to this many launches run on the JS thread when it
 // may (a launch + synchronize then takes no thread hop); longer ones go to
@@ -192,10 +192,11 @@ WaiterStats GetWaiterStats();
  * a synchronize made after the work is done costs 1.3-1.9 us more than one
  * already waiting when it ends (test/gpu/driver_costs.cu, H200: launch +
  * synchronize 8.3-9.3 us, with a polling loop first 9.6-11.1), but a JS
- * thread blocked in the driver cannot take the session's SESSION_CLOSE, so
- * a guest process killed while its kernel never ends would leave that
- * kernel running; a waiter thread kept spinning while the session is busy
- * would get both (not done). For a process whose JS thread serves
+ * thread blocked in the driver would hold up its guest process's other
+ * threads' calls, and could take its session's SESSION_CLOSE only by being
+ * killed (the backend kills a worker that takes nothing while its close
+ * waits: qcuda/device.ts); a waiter thread kept spinning while the session
+ * is busy would get both (not done). For a process whose JS thread serves
  * one guest process (a session's worker), where blocking it briefly is what
  * a native program's thread does; not for a backend serving many.
  */

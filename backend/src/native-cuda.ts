@@ -256,7 +256,7 @@ export interface CudaNative {
   /** '' when moduleLoad() would pass the image on to the driver, else why it refuses it (no driver needed). */
   checkModuleImage(image: Uint8Array): string;
   readonly DEFAULT_WAITER_LIMIT: number;
-  /** Launches not yet seen done (by a context synchronize) below which a launch may run on the JS thread (addon/src/cuda_exec.h). */
+  /** Launches not yet seen done (by a finished context synchronize, or a wait for the NULL stream of a context with no other) below which a launch may run on the JS thread (addon/src/cuda_exec.h). */
   readonly INLINE_LAUNCH_BOUND: number;
   /** Posted batches of up to this many launches may run on the JS thread. */
   readonly INLINE_BATCH_LAUNCHES: number;
