@@ -34,11 +34,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { native } from '../../backend/src/sys/native';
-import { Cmd, encode, LAYOUT, QCUDA_BATCH_ENDS_SYNC, QCUDA_CHUNK, QCUDA_PROTO_VERSION } from '../../backend/src/qcuda/proto';
+import { Cmd, encode, QCUDA_BATCH_ENDS_SYNC, QCUDA_CHUNK, QCUDA_PROTO_VERSION } from '../../backend/src/qcuda/proto';
 import { createProvider, type ProviderKind } from '../../backend/src/qcuda/providers';
 import type { GuestSeg, LaunchDesc, ProviderContext } from '../../backend/src/qcuda/provider';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
-import { fullBatch, QcudaClient, type CallOptions } from '../qcuda/client';
+import { frameBatch, fullBatch, QcudaClient, type CallOptions } from '../qcuda/client';
 import { treeCpuNs } from './cpu';
 import { percentile, report, type Row } from './stats';
 
@@ -186,18 +186,10 @@ async function idleCores(pid: number, fe: Frontend): Promise<number> {
  * synchronizing call that flushed them.
  */
 function batchOf(mem: GuestMemory, entries: [cmd: number, args: Uint8Array][], flags = 0): CallOptions {
-  const size = entries.reduce((n, [, a]) => n + LAYOUT.qcuda_batch_entry.size + ((a.length + 7) & ~7), 0);
-  const gpa = mem.alloc(size, 64);
-  const bytes = mem.bytes(gpa, size);
-  const v = new DataView(bytes.buffer, bytes.byteOffset, size);
-  let at = 0;
-  for (const [cmd, args] of entries) {
-    v.setUint32(at, cmd, true);
-    v.setUint32(at + 4, args.length, true);
-    bytes.set(args, at + LAYOUT.qcuda_batch_entry.size);
-    at += LAYOUT.qcuda_batch_entry.size + ((args.length + 7) & ~7);
-  }
-  return { args: ['qcuda_args_batch', { count: entries.length, flags, bytes: BigInt(size) }], to: [{ gpa, len: size }] };
+  const bytes = frameBatch(entries);
+  const gpa = mem.alloc(bytes.length, 64);
+  mem.bytes(gpa, bytes.length).set(bytes);
+  return { args: ['qcuda_args_batch', { count: entries.length, flags, bytes: BigInt(bytes.length) }], to: [{ gpa, len: bytes.length }] };
 }
 
 function gridOf(x: number): Uint32Array {

@@ -8,24 +8,9 @@ import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
 import { Cmd, encode, QCUDA_BATCH_ENDS_SYNC, QCUDA_MAX_BATCH, Status, type StructName } from '../../backend/src/qcuda/proto';
 import { prng, randomBytes, started } from '../helpers';
-import { QcudaClient } from './client';
+import { frameBatch as frame, QcudaClient } from './client';
 
 type Entry = [cmd: number, args: Uint8Array];
-
-/** The bytes of a batch, framed as the guest library frames them. */
-function frame(entries: Entry[]): Uint8Array {
-  const size = entries.reduce((n, [, a]) => n + 8 + ((a.length + 7) & ~7), 0);
-  const buf = new Uint8Array(size);
-  const v = new DataView(buf.buffer);
-  let at = 0;
-  for (const [cmd, args] of entries) {
-    v.setUint32(at, cmd, true);
-    v.setUint32(at + 4, args.length, true);
-    buf.set(args, at + 8);
-    at += 8 + ((args.length + 7) & ~7);
-  }
-  return buf;
-}
 
 const entry = (cmd: number, struct: StructName, f: Record<string, number | bigint>): Entry => [cmd, encode(struct, f)];
 const memset = (dst: bigint, size: bigint, value: number, async = 1) => entry(Cmd.MEMSET, 'qcuda_args_memset', { dst, size, stream: 0n, value, async });

@@ -41,18 +41,27 @@ export interface CallOptions {
   outLen?: number;
 }
 
+/** The bytes of a BATCH's entries, framed as the guest library frames them (each entry's arguments padded to 8 bytes). */
+export function frameBatch(entries: readonly (readonly [cmd: number, args: Uint8Array])[]): Uint8Array {
+  const ENTRY = LAYOUT.qcuda_batch_entry.size;
+  const size = entries.reduce((n, [, a]) => n + ENTRY + ((a.length + 7) & ~7), 0);
+  const bytes = new Uint8Array(size);
+  const v = new DataView(bytes.buffer);
+  let at = 0;
+  for (const [cmd, args] of entries) {
+    v.setUint32(at, cmd, true);
+    v.setUint32(at + 4, args.length, true);
+    bytes.set(args, at + ENTRY);
+    at += ENTRY + ((args.length + 7) & ~7);
+  }
+  return bytes;
+}
+
 /** A BATCH of as many copies of one posted entry as fit in QCUDA_MAX_BATCH: its bytes, entry count and bytes per entry. */
 export function fullBatch(cmd: number, args: Uint8Array): { bytes: Uint8Array; count: number; entryBytes: number } {
   const entryBytes = LAYOUT.qcuda_batch_entry.size + ((args.length + 7) & ~7);
   const count = Math.floor(QCUDA_MAX_BATCH / entryBytes);
-  const bytes = new Uint8Array(count * entryBytes);
-  const v = new DataView(bytes.buffer);
-  for (let i = 0; i < count; i++) {
-    v.setUint32(i * entryBytes, cmd, true);
-    v.setUint32(i * entryBytes + 4, args.length, true);
-    bytes.set(args, i * entryBytes + LAYOUT.qcuda_batch_entry.size);
-  }
-  return { bytes, count, entryBytes };
+  return { bytes: frameBatch(Array.from({ length: count }, () => [cmd, args] as const)), count, entryBytes };
 }
 
 export class QcudaClient {
