@@ -26,8 +26,9 @@ export interface Buf {
   gpa: bigint;
   len: number;
   /**
-   * Its host views, as the walk found them (the request holds the regions
-   * mapped while it lives: vring.ts), so a handler need not look again.
+   * Its host views, once a handler has asked for them as one buffer
+   * (Request: a header, a reply); the request holds the regions mapped
+   * while it lives (vring.ts).
    */
   views?: Uint8Array[];
 }
@@ -113,13 +114,16 @@ function indirectTable(gpa: bigint, len: number, mem: MemoryTable, max: number):
 
 function addBuffer(chain: DescChain, gpa: bigint, len: number, writable: boolean, mem: MemoryTable): void {
   if (len === 0) return; // legal and harmless; nothing to translate
-  const views = mem.segmentsGpa(gpa, len); // throws if any byte lies outside guest memory
+  // Only checked here (it throws if any byte lies outside guest memory): its
+  // views are made when asked for, since most data buffers are only ever
+  // handed on by host address.
+  mem.checkGpa(gpa, len);
   if (writable) {
-    chain.writable.push({ gpa, len, views });
+    chain.writable.push({ gpa, len });
     chain.writableBytes += len;
   } else {
     if (chain.writable.length > 0) throw new ChainError('readable descriptor after a writable one');
-    chain.readable.push({ gpa, len, views });
+    chain.readable.push({ gpa, len });
     chain.readableBytes += len;
   }
 }

@@ -4,6 +4,7 @@
 import createDebug from 'debug';
 import { native, type Mapping } from '../sys/native';
 import type { Fd } from '../sys/fd';
+import { MAX_SAFE_BIG } from '../sys/numbers';
 import { ProtocolError, type MemRegion } from './message';
 
 const debug = createDebug('qcuda:vhost-user:mem');
@@ -129,9 +130,9 @@ export class GuestRegion {
 function checkRegionShape(r: MemRegion): void {
   const where = `region gpa 0x${r.gpa.toString(16)}`;
   if (r.size === 0n) throw new ProtocolError(`${where}: size 0`);
-  if (r.size > BigInt(Number.MAX_SAFE_INTEGER)) throw new ProtocolError(`${where}: size too large`);
+  if (r.size > MAX_SAFE_BIG) throw new ProtocolError(`${where}: size too large`);
   if (r.gpa + r.size > 1n << 64n || r.userAddr + r.size > 1n << 64n) throw new ProtocolError(`${where}: wraps around`);
-  if (r.mmapOffset > BigInt(Number.MAX_SAFE_INTEGER)) throw new ProtocolError(`${where}: mmap offset too large`);
+  if (r.mmapOffset > MAX_SAFE_BIG) throw new ProtocolError(`${where}: mmap offset too large`);
 }
 
 function overlaps(aStart: bigint, aSize: bigint, bStart: bigint, bSize: bigint): boolean {
@@ -279,6 +280,11 @@ export class MemoryTable {
   viewVa(va: bigint, len: number): Uint8Array {
     const { region, offset } = this.#find(va, len, 'userAddr');
     return region.view(offset, len);
+  }
+
+  /** Throws (MemoryError) unless the guest-physical range lies in one region. */
+  checkGpa(gpa: bigint, len: number): void {
+    this.#find(gpa, len, 'gpa');
   }
 
   /** Views of a guest-physical range (descriptor buffers); it must lie in one region. */

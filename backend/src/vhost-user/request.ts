@@ -65,7 +65,7 @@ export class Request {
   /** A single buffer in a single host range: its view (a request's header and its reply are). */
   #whole(bufs: Buf[]): Uint8Array | null {
     if (bufs.length !== 1) return null;
-    const views = bufs[0].views ?? this.memory.segmentsGpa(bufs[0].gpa, bufs[0].len);
+    const views = (bufs[0].views ??= this.memory.segmentsGpa(bufs[0].gpa, bufs[0].len));
     return views.length === 1 ? views[0] : null;
   }
 

@@ -273,7 +273,7 @@ export class Vring {
     for (let i = 0; i < count; i++) {
       const head = v.avail[2 + ((from + i) & (this.size - 1))];
       try {
-        if (match(new Request(this.index, walkChain(v.desc, head, this.memory, this.features.indirect, this.limits.maxIndirect), this.memory))) return true;
+        if (match(new Request(this.index, this.#walk(v, head), this.memory))) return true;
       } catch (e) {
         debug('vring %d: a waiting request at head %d does not walk: %s', this.index, head, (e as Error).message);
       }
@@ -284,7 +284,7 @@ export class Vring {
   /** A dead process's request, answered here: 0 (failed) if its chain or answer fails. */
   #answerLeft(v: RingViews, head: number, answer: (req: Request) => number): number {
     try {
-      const chain = walkChain(v.desc, head, this.memory, this.features.indirect, this.limits.maxIndirect);
+      const chain = this.#walk(v, head);
       return answer(new Request(this.index, chain, this.memory));
     } catch (e) {
       debug('vring %d: request at head %d left by a dead process: %s', this.index, head, (e as Error).message);
@@ -396,13 +396,18 @@ export class Vring {
     this.#record?.took(head, this.lastAvail);
     let chain: DescChain;
     try {
-      chain = walkChain(v.desc, head, this.memory, this.features.indirect, this.limits.maxIndirect);
+      chain = this.#walk(v, head);
     } catch (e) {
       debug('vring %d: bad chain at head %d: %s', this.index, head, (e as Error).message);
       if (head >= this.size) return this.#fail(`head index ${head} is past the ring`);
       return this.#publish(v, head, 0);
     }
     this.#dispatch(new Request(this.index, chain, this.memory));
+  }
+
+  /** The chain at head, walked as this ring's features and limits allow (throws what walkChain throws). */
+  #walk(v: RingViews, head: number): DescChain {
+    return walkChain(v.desc, head, this.memory, this.features.indirect, this.limits.maxIndirect);
   }
 
   #dispatch(req: Request): void {
