@@ -87,3 +87,12 @@ export function randomBytes(rnd: () => number, n: number): Uint8Array {
   for (let i = 0; i < n; i++) b[i] = (rnd() * 256) | 0;
   return b;
 }
+
+/** f() as a promise: its value, its rejection, or its synchronous throw as a rejection (a Now call of the addon throws at once when it failed inline). */
+export function promised<T>(f: () => T | Promise<T>): Promise<T> {
+  try {
+    return Promise.resolve(f());
+  } catch (e) {
+    return Promise.reject(e);
+  }
+}

@@ -62,16 +62,23 @@ Where Context::LaunchWhere(uint32_t n) const {
                                                                              : Where::kContextThreadOnly;
 }
 
-Napi::Value Context::Go(Napi::Env env, Job *j, bool inlineOk) {
-  napi_deferred def = nullptr;
+Napi::Value Context::Go(Napi::Env env, Job *j, bool inlineOk, bool now) {
   napi_value promise = nullptr;
-  napi_create_promise(env, &def, &promise);
-  j->deferred = def;
+  Settled settled;
   j->env = State(env);
+  j->promise = &promise;
+  if (now && inlineOk)
+    j->now = &settled;  // a promise only if it turns out to need one (EnvState::MakePromise)
+  else
+    j->env->MakePromise(j);
   if (core_->closing || core_->Submit(j, inlineOk) == CtxCore::SubmitResult::kRefused) {
     j->Fail(cu::kContextIsDestroyed, "qcuda: context destroyed");
     j->run = nullptr;
     State(env)->Settle(j);
+  }
+  if (settled.done) {
+    if (!settled.ok) throw Napi::Error(env, settled.value);
+    return Napi::Value(env, settled.value);
   }
   return Napi::Value(env, promise);
 }

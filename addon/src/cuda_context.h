@@ -70,6 +70,29 @@ class Context : public Napi::ObjectWrap<Context> {
   // the context.
   template <typename Run>
   Napi::Value Submit(const Napi::CallbackInfo &info, Where where, Run run, std::function<void(Job &)> onMain = nullptr) {
+    return Go(info.Env(), MakeJob(std::move(run), std::move(onMain)), InlineOk(where), false);
+  }
+
+  // As Submit, but a job that finishes inside this call (run on the JS
+  // thread, no wait left) returns its value, or throws its error, at once:
+  // no promise and no promise step, which on a session's worker is most of
+  // what a short call costs beyond the driver. Otherwise a promise, as
+  // Submit. For the calls of a round trip (synchronizes, queries, small
+  // copies, launches); the JS side types them as a value or a promise
+  // (native-cuda.ts: Now).
+  template <typename Run>
+  Napi::Value SubmitNow(const Napi::CallbackInfo &info, Where where, Run run, std::function<void(Job &)> onMain = nullptr) {
+    return Go(info.Env(), MakeJob(std::move(run), std::move(onMain)), InlineOk(where), true);
+  }
+
+  /** Where n launches (a batch of them when n > 1) go (kInlineBatchLaunches, kInlineLaunchBound). */
+  Where LaunchWhere(uint32_t n) const;
+
+ private:
+  static bool InlineOk(Where where) { return where == Where::kInlineWhenIdle || (where == Where::kContextThread && InlineCalls()); }
+
+  template <typename Run>
+  static Job *MakeJob(Run run, std::function<void(Job &)> onMain) {
     Job *j = new Job;
     if constexpr (std::is_void_v<std::invoke_result_t<Run &, Job &>>) {
       j->run = std::move(run);
@@ -80,15 +103,12 @@ class Context : public Napi::ObjectWrap<Context> {
       };
     }
     j->onMain = std::move(onMain);
-    return Go(info.Env(), j, where == Where::kInlineWhenIdle || (where == Where::kContextThread && InlineCalls()));
+    return j;
   }
 
-  /** Where n launches (a batch of them when n > 1) go (kInlineBatchLaunches, kInlineLaunchBound). */
-  Where LaunchWhere(uint32_t n) const;
-
- private:
-  // Settles through the promise; runs the job inline when allowed and idle.
-  Napi::Value Go(Napi::Env env, Job *j, bool inlineOk);
+  // Runs the job inline when allowed and idle; settles through the promise,
+  // or (now) returns or throws its outcome when it finished inline.
+  Napi::Value Go(Napi::Env env, Job *j, bool inlineOk, bool now);
 
   // Every QCUDA_CONTEXT_METHOD call: info.Data() is its ContextMethod (Define).
   Napi::Value Dispatch(const Napi::CallbackInfo &info);

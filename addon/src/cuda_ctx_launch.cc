@@ -109,7 +109,7 @@ QCUDA_CONTEXT_METHOD(launch, ctx, info) {
   h[lr::kBlockZ] = block[2];
   h[lr::kSharedMem] = shared;
   h[lr::kParamBytes] = static_cast<uint32_t>(params->size());
-  return ctx.Submit(info, ctx.LaunchWhere(1), [h, params](Job &job) { LaunchOne(job, h, params->data()); });
+  return ctx.SubmitNow(info, ctx.LaunchWhere(1), [h, params](Job &job) { LaunchOne(job, h, params->data()); });
 }
 
 // launchMany(records, count): `count` launches in one job (records as launch_record.h lays them out),
@@ -118,7 +118,7 @@ QCUDA_CONTEXT_METHOD(launch, ctx, info) {
 QCUDA_CONTEXT_METHOD(launchMany, ctx, info) {
   auto recs = std::make_shared<std::vector<uint8_t>>(ArgBytes(info[0], "records"));
   uint32_t count = ArgU32(info[1], "count");
-  return ctx.Submit(info, ctx.LaunchWhere(count), [recs, count](Job &job) {
+  return ctx.SubmitNow(info, ctx.LaunchWhere(count), [recs, count](Job &job) {
     const uint8_t *p = recs->data();
     size_t left = recs->size();
     for (uint32_t i = 0; i < count; i++) {

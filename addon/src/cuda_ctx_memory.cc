@@ -41,7 +41,7 @@ QCUDA_CONTEXT_METHOD(copyHtoD, ctx, info) {
   std::vector<Seg> segs = ArgSegs(info[1]);
   uint32_t sid = ArgId(info[2], "stream");
   Where where = SegsPinned(info.Env(), segs) ? Where::kInlineWhenIdle : Where::kContextThread;
-  return ctx.Submit(info, where, [dst, segs = std::move(segs), sid](Job &job) {
+  return ctx.SubmitNow(info, where, [dst, segs = std::move(segs), sid](Job &job) {
     cu::Stream s;
     if (!job.ctx->LookupStream(job, sid, &s)) return;
     uint64_t off = 0;
@@ -63,7 +63,7 @@ QCUDA_CONTEXT_METHOD(copyDtoH, ctx, info) {
   uint64_t src = ArgU64(info[1], "src");
   uint32_t sid = ArgId(info[2], "stream");
   Where where = SegsPinned(info.Env(), segs) ? Where::kInlineWhenIdle : Where::kContextThread;
-  return ctx.Submit(info, where, [src, segs = std::move(segs), sid](Job &job) {
+  return ctx.SubmitNow(info, where, [src, segs = std::move(segs), sid](Job &job) {
     cu::Stream s;
     if (!job.ctx->LookupStream(job, sid, &s)) return;
     uint64_t off = 0;

@@ -84,7 +84,7 @@ void WaitForStream(Job &job, cu::Stream s) {
 // The wait phase ends in cuCtxSynchronize either way (the sticky error, the
 // flush of device output).
 QCUDA_CONTEXT_METHOD(synchronize, ctx, info) {
-  return ctx.Submit(info, Where::kInlineWhenIdle, [](Job &job) {
+  return ctx.SubmitNow(info, Where::kInlineWhenIdle, [](Job &job) {
     CtxCore *c = job.ctx.get();
     const uint64_t mark = c->LaunchMark();
     auto streams = std::make_shared<std::vector<cu::Stream>>();
@@ -136,7 +136,7 @@ QCUDA_CONTEXT_METHOD(streamDestroy, ctx, info) {
 
 QCUDA_CONTEXT_METHOD(streamSynchronize, ctx, info) {
   uint32_t sid = ArgId(info[0], "stream");
-  return ctx.Submit(info, Where::kInlineWhenIdle, [sid](Job &job) {
+  return ctx.SubmitNow(info, Where::kInlineWhenIdle, [sid](Job &job) {
     cu::Stream s;
     if (job.ctx->LookupStream(job, sid, &s)) WaitForStream(job, s);
   });
@@ -145,7 +145,7 @@ QCUDA_CONTEXT_METHOD(streamSynchronize, ctx, info) {
 // streamQuery(stream) -> true once everything enqueued on it is done.
 QCUDA_CONTEXT_METHOD(streamQuery, ctx, info) {
   uint32_t sid = ArgId(info[0], "stream");
-  return ctx.Submit(info, Where::kInlineWhenIdle, [sid](Job &job) -> res::Flag {
+  return ctx.SubmitNow(info, Where::kInlineWhenIdle, [sid](Job &job) -> res::Flag {
     cu::Stream s;
     if (!job.ctx->LookupStream(job, sid, &s)) return {};
     cu::Result r = cu::api().StreamQuery(s);
@@ -257,7 +257,7 @@ QCUDA_CONTEXT_METHOD(eventDestroy, ctx, info) {
 QCUDA_CONTEXT_METHOD(eventRecord, ctx, info) {
   uint32_t eid = ArgId(info[0], "event");
   uint32_t sid = ArgId(info[1], "stream");
-  return ctx.Submit(info, Where::kInlineWhenIdle, [eid, sid](Job &job) {
+  return ctx.SubmitNow(info, Where::kInlineWhenIdle, [eid, sid](Job &job) {
     cu::Stream s;
     if (!job.ctx->LookupStream(job, sid, &s)) return;
     std::shared_ptr<Ev> e = job.ctx->LookupEvent(job, eid);
@@ -267,7 +267,7 @@ QCUDA_CONTEXT_METHOD(eventRecord, ctx, info) {
 
 QCUDA_CONTEXT_METHOD(eventSynchronize, ctx, info) {
   uint32_t eid = ArgId(info[0], "event");
-  return ctx.Submit(info, Where::kInlineWhenIdle, [eid](Job &job) {
+  return ctx.SubmitNow(info, Where::kInlineWhenIdle, [eid](Job &job) {
     std::shared_ptr<Ev> e = job.ctx->LookupEvent(job, eid);
     if (!e) return;
     job.ready = [e] { return cu::api().EventQuery(e->ev) != cu::kNotReady; };
@@ -278,7 +278,7 @@ QCUDA_CONTEXT_METHOD(eventSynchronize, ctx, info) {
 // eventQuery(event) -> true once the device has passed it.
 QCUDA_CONTEXT_METHOD(eventQuery, ctx, info) {
   uint32_t eid = ArgId(info[0], "event");
-  return ctx.Submit(info, Where::kInlineWhenIdle, [eid](Job &job) -> res::Flag {
+  return ctx.SubmitNow(info, Where::kInlineWhenIdle, [eid](Job &job) -> res::Flag {
     std::shared_ptr<Ev> e = job.ctx->LookupEvent(job, eid);
     if (!e) return {};
     cu::Result r = cu::api().EventQuery(e->ev);

@@ -277,8 +277,30 @@ void EnvState::AddPending() {
   if (pending++ == 0) uv_ref(reinterpret_cast<uv_handle_t *>(&async));
 }
 
+void EnvState::MakePromise(Job *j) {
+  if (j->deferred == nullptr && j->promise != nullptr) napi_create_promise(env, &j->deferred, j->promise);
+  j->now = nullptr;
+}
+
 void EnvState::Settle(Job *j) {
   Napi::Env e(env);
+  if (j->now != nullptr) {
+    // Settled inside the call that made it (SubmitNow): the value goes back
+    // as that call's return value, so it is made in the call's own scope.
+    Settled *now = j->now;
+    now->done = true;
+    now->ok = j->rc == cu::kSuccess;
+    try {
+      if (j->onMain) j->onMain(*j);
+      now->value = now->ok ? MakeValue(e, j->result) : MakeError(e, this, *j);
+    } catch (const Napi::Error &err) {
+      now->ok = false;
+      now->value = err.Value();
+    }
+    if (auto *o = std::get_if<res::Object>(&j->result); o != nullptr && o->ref != nullptr) napi_delete_reference(env, o->ref);
+    delete j;
+    return;
+  }
   Napi::HandleScope hs(e);
   if (j->deferred != nullptr) {
     napi_value v = nullptr;
@@ -419,6 +441,7 @@ CtxCore::SubmitResult CtxCore::Submit(Job *j, bool inlineOk) {
     std::lock_guard<std::mutex> lk(mu);
     if (dead) return SubmitResult::kRefused;
     if (!inlineOk || busy != 0) {
+      env->MakePromise(j);
       env->AddPending();
       q.push_back(j);
       busy++;
@@ -474,7 +497,10 @@ void CtxCore::AfterRun(Job *j, bool onJsThread) {
   }
   if (j->wait && j->handOff) j->handOff(*j);
   if (j->wait) {
-    if (onJsThread) env->AddPending();
+    if (onJsThread) {
+      env->MakePromise(j);
+      env->AddPending();
+    }
     {
       std::lock_guard<std::mutex> lk(wmu);
       waiting++;

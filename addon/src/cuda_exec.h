@@ -75,9 +75,23 @@ struct PriorityRange { int least = 0, greatest = 0; };  // {least, greatest}
 using Value = std::variant<res::None, res::Big, res::Num, res::Flag, res::MemInfo, res::Object, res::Probe, res::Func,
                            res::Var, res::Module, res::Ints, res::Bytes, res::PriorityRange>;
 
+/** Where a job settled on the JS thread inside the call that made it puts its outcome (Context::SubmitNow). */
+struct Settled {
+  bool done = false;
+  bool ok = false;
+  napi_value value = nullptr;  // the result, or the error to throw
+};
+
 struct Job {
   EnvState *env = nullptr;
   napi_deferred deferred = nullptr;  // JS thread only; null = nobody waits for the result
+  // A call that returns its outcome at once when it can (SubmitNow): the
+  // promise is made (into *promise) only once the job turns out to need one
+  // (MakePromise: it is queued or leaves a wait); a job that finishes inline
+  // settles into *now instead. Both point into the calling native frame and
+  // are used only on the JS thread before that call returns.
+  napi_value *promise = nullptr;
+  Settled *now = nullptr;
   std::shared_ptr<CtxCore> ctx;       // null for jobs that need no context
   std::function<void(Job &)> run;     // phase 1 (ordered)
   std::function<void(Job &)> wait;    // phase 2 (waiter pool); run may set it
@@ -144,6 +158,8 @@ struct EnvState {
   void AddPending();
   /** JS thread: settle a job's promise (creates the value/error) and delete the job. */
   void Settle(Job *j);
+  /** JS thread, while the call that made j runs: gives j the promise it now needs (a SubmitNow job that will not finish inline). */
+  void MakePromise(Job *j);
   void Drain();
   /**
    * JS thread, once a turn of its poll loop: settles the parked waits that are

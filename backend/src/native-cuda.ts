@@ -5,12 +5,17 @@
 // work in submission order; blocking waits run on a pool of waiter threads
 // (at most setWaiterLimit() per process; more waits queue for a free one);
 // cheap non-blocking calls run inline when the context thread is idle. Every
-// operation returns a Promise and never blocks the event loop.
+// operation returns a Promise and never blocks the event loop, except the
+// calls of a round trip (typed Now: synchronizes, queries, event records,
+// small copies, launches), which return their value, or throw their error,
+// at once when they finished inline (addon: SubmitNow).
 // Failures reject with the error made by setErrorFactory(code, message), code
 // being the runtime API's cudaError_t; the error also carries cuResult (the
 // driver's CUresult) and call (the driver call that failed).
 import path from 'node:path';
 import type { ContextCalls } from './qcuda/provider';
+import type { Now } from './sys/now';
+import { MAX_SAFE_BIG } from './sys/numbers';
 
 export interface CudaProbe {
   ok: boolean;
@@ -36,7 +41,6 @@ export interface CudaSeg {
 // larger than V8 keeps inside its heap, so the addon's read does not first
 // move it out (an allocation per call).
 const SCRATCH_SEGS = 32;
-const MAX_EXACT = BigInt(Number.MAX_SAFE_INTEGER);
 const segScratch = new Float64Array(2 * SCRATCH_SEGS);
 const dimScratch = new Uint32Array(32);
 const dimViews = [dimScratch.subarray(0, 3), dimScratch.subarray(3, 6)];
@@ -45,7 +49,7 @@ const dimViews = [dimScratch.subarray(0, 3), dimScratch.subarray(3, 6)];
 export function packSegs(segs: readonly CudaSeg[]): Float64Array | readonly CudaSeg[] {
   if (segs.length > SCRATCH_SEGS) return segs;
   for (let i = 0; i < segs.length; i++) {
-    if (segs[i].addr > MAX_EXACT) return segs;
+    if (segs[i].addr > MAX_SAFE_BIG) return segs;
     segScratch[2 * i] = Number(segs[i].addr);
     segScratch[2 * i + 1] = segs[i].len;
   }
@@ -72,7 +76,7 @@ export interface CudaDeviceProps {
 }
 
 /** A provider method as the addon has it: the provider's objects (streams, events, ...) as the addon's ids. */
-type WithIds<F> = F extends (...a: infer A) => Promise<infer R> ? (...a: { [I in keyof A]: unknown extends A[I] ? number : A[I] }) => Promise<unknown extends R ? number : R> : never;
+type WithIds<F> = F extends (...a: infer A) => Now<infer R> ? (...a: { [I in keyof A]: unknown extends A[I] ? number : A[I] }) => Now<unknown extends R ? number : R> : never;
 
 /**
  * The calls a context answers one to one (wire/protocol.ts), each the driver
@@ -92,13 +96,13 @@ export interface CudaContextNative extends CudaContextCalls {
   malloc(size: bigint): Promise<bigint>;
   free(ptr: bigint): Promise<void>;
   /** Resolves once the bytes have left the segments (the caller may reuse them). */
-  copyHtoD(dst: bigint, src: readonly CudaSeg[] | Float64Array, stream: number): Promise<void>;
+  copyHtoD(dst: bigint, src: readonly CudaSeg[] | Float64Array, stream: number): Now<void>;
   /** Resolves once the bytes are in the segments. */
-  copyDtoH(dst: readonly CudaSeg[] | Float64Array, src: bigint, stream: number): Promise<void>;
+  copyDtoH(dst: readonly CudaSeg[] | Float64Array, src: bigint, stream: number): Now<void>;
   /** wait: resolve when the copy is done, else when it is enqueued. */
   copyDtoD(dst: bigint, src: bigint, size: bigint, stream: number, wait: boolean): Promise<void>;
   memset(dst: bigint, value: number, size: bigint, stream: number, wait: boolean): Promise<void>;
-  synchronize(): Promise<void>;
+  synchronize(): Now<void>;
   /** cuArray3DCreate_v2 -> the array's id. */
   arrayCreate(width: bigint, height: bigint, depth: bigint, format: number, channels: number, flags: number): Promise<number>;
   arrayDestroy(array: number): Promise<void>;
@@ -179,14 +183,14 @@ export interface CudaContextNative extends CudaContextCalls {
   /** cuLaunchCooperativeKernel, parameters as for launch(); resolves once enqueued (on the context thread). */
   launchCooperative(func: number, grid: readonly number[] | Uint32Array, block: readonly number[] | Uint32Array, sharedMem: number, stream: number, params: Uint8Array): Promise<void>;
   /** cuLaunchKernel with params as CU_LAUNCH_PARAM_BUFFER_POINTER; resolves once enqueued (on the context thread). */
-  launch(func: number, grid: readonly number[] | Uint32Array, block: readonly number[] | Uint32Array, sharedMem: number, stream: number, params: Uint8Array): Promise<void>;
+  launch(func: number, grid: readonly number[] | Uint32Array, block: readonly number[] | Uint32Array, sharedMem: number, stream: number, params: Uint8Array): Now<void>;
   /**
    * Several launches as one job on the context thread: `records` holds `count`
    * records laid out as backend/src/qcuda/providers/launch-record.ts declares
    * (a header of u32 fields, then the parameters padded; packLaunches writes them).
    * Every launch is tried; rejects with the first failure, its `index` set.
    */
-  launchMany(records: Uint8Array, count: number): Promise<void>;
+  launchMany(records: Uint8Array, count: number): Now<void>;
   /** Runs after everything submitted before it, waits for running waits, frees every handle. */
   destroy(): Promise<void>;
 }

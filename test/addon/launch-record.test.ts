@@ -46,23 +46,23 @@ test('launchMany reads the records where packLaunches writes them', async (t) =>
 
   // Every launch is tried; the first failure rejects, with its index and what was wrong.
   const bad = [launch(quick, i32(0)), launch(12345, i32(3)), launch(quick, new Uint8Array(8)), launch(quick, i32(0), 999)];
-  const e = (await t.throwsAsync(ctx.launchMany(packLaunches(bad, IDS), bad.length))) as Error & { index: number; cuResult: number };
+  const e = (await t.throwsAsync(async () => ctx.launchMany(packLaunches(bad, IDS), bad.length))) as Error & { index: number; cuResult: number };
   t.is(e.index, 1);
   t.is(e.cuResult, 400);
   t.regex(e.message, /no function 12345/);
-  const size = (await t.throwsAsync(ctx.launchMany(packLaunches([launch(quick, i32(0)), launch(quick, new Uint8Array(8))], IDS), 2))) as Error & { index: number };
+  const size = (await t.throwsAsync(async () => ctx.launchMany(packLaunches([launch(quick, i32(0)), launch(quick, new Uint8Array(8))], IDS), 2))) as Error & { index: number };
   t.is(size.index, 1);
   t.regex(size.message, /8 parameter bytes for a kernel taking 4/);
-  const stream = (await t.throwsAsync(ctx.launchMany(packLaunches([launch(quick, i32(0), 999)], IDS), 1))) as Error & { index: number };
+  const stream = (await t.throwsAsync(async () => ctx.launchMany(packLaunches([launch(quick, i32(0), 999)], IDS), 1))) as Error & { index: number };
   t.is(stream.index, 0);
   t.regex(stream.message, /no stream 999/);
 
   // Records shorter than the count says.
   const two = packLaunches([launch(quick, i32(0)), launch(quick, i32(0))], IDS);
-  const cut = (await t.throwsAsync(ctx.launchMany(two, 3))) as Error & { index: number };
+  const cut = (await t.throwsAsync(async () => ctx.launchMany(two, 3))) as Error & { index: number };
   t.is(cut.index, 2);
   t.regex(cut.message, /launch records truncated/);
-  const short = (await t.throwsAsync(ctx.launchMany(two.subarray(0, two.length - 1), 2))) as Error & { index: number };
+  const short = (await t.throwsAsync(async () => ctx.launchMany(two.subarray(0, two.length - 1), 2))) as Error & { index: number };
   t.is(short.index, 1);
   t.regex(short.message, /launch record parameters truncated/);
   await ctx.synchronize();

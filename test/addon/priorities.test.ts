@@ -5,6 +5,7 @@
 // calls take them) and resetPersistingL2Cache.
 import test from 'ava';
 import { fakeCuda } from './fake-driver';
+import { promised } from '../helpers';
 
 const n = fakeCuda();
 
@@ -25,7 +26,7 @@ test('streamGetPriority: a stream\'s own priority (clamped by the driver), 0 for
   t.is(await ctx.streamGetPriority(highest), -5);
   t.is(await ctx.streamGetPriority(0), 0, 'the legacy NULL stream');
   await ctx.streamDestroy(high);
-  const e = await t.throwsAsync(ctx.streamGetPriority(high));
+  const e = await t.throwsAsync(async () => ctx.streamGetPriority(high));
   t.like(e as Error & { code: number; cuResult: number }, { code: 400, cuResult: 400 });
   t.regex(e!.message, /no stream \d+ in this context/);
   t.throws(() => ctx.streamGetPriority(-1), { instanceOf: RangeError }, 'arguments are checked before a job is made');
@@ -35,11 +36,11 @@ test('resetPersistingL2Cache resolves on the context thread, in order with the w
   const ctx = await n.openContext(0, 0, false);
   const order: string[] = [];
   const a = ctx.malloc(16n).then(() => order.push('malloc'));
-  const b = ctx.resetPersistingL2Cache().then((v) => order.push(`reset ${String(v)}`));
+  const b = promised(() => ctx.resetPersistingL2Cache()).then((v) => order.push(`reset ${String(v)}`));
   await Promise.all([a, b]);
   t.deepEqual(order, ['malloc', 'reset undefined']);
   await ctx.destroy();
-  const e = await t.throwsAsync(ctx.resetPersistingL2Cache());
+  const e = await t.throwsAsync(async () => ctx.resetPersistingL2Cache());
   t.like(e as Error & { cuResult: number }, { cuResult: 709 });
-  await t.throwsAsync(ctx.streamPriorityRange(), { message: /context destroyed/ });
+  await t.throwsAsync(async () => ctx.streamPriorityRange(), { message: /context destroyed/ });
 });

@@ -41,7 +41,7 @@ test.serial('many blocking waits at once never make more waiter threads than the
       most = Math.max(most, s.waiterThreads);
       queued = Math.max(queued, s.waiterQueued);
     }, 2);
-    const waits: Promise<void>[] = [];
+    const waits: (void | Promise<void>)[] = [];
     for (let i = 0; i < 300; i++) {
       const x = i % 2 ? ctx : a.ctx;
       switch (i % 5) {

@@ -64,7 +64,7 @@ function progress(what: string): void {
   process.stderr.write(`bench: ${what}\n`);
 }
 
-async function lat(what: string, n: number, once: () => Promise<unknown>): Promise<number> {
+async function lat(what: string, n: number, once: () => unknown): Promise<number> {
   progress(what);
   for (let i = 0; i < Math.min(200, n); i++) await once();
   const xs: number[] = [];
@@ -76,7 +76,7 @@ async function lat(what: string, n: number, once: () => Promise<unknown>): Promi
   return percentile(xs.sort((a, b) => a - b), 50);
 }
 
-async function gbps(what: string, bytes: number, once: () => Promise<unknown>, reps = 5): Promise<number> {
+async function gbps(what: string, bytes: number, once: () => unknown, reps = 5): Promise<number> {
   progress(what);
   await once();
   let best = Infinity;

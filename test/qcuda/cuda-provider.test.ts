@@ -11,7 +11,7 @@ import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
 import type { GuestSeg, ProviderContext } from '../../backend/src/qcuda/provider';
 import { cudaAvailable, createCudaProvider, type CudaProvider } from '../../backend/src/qcuda/providers/cuda';
 import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
-import { prng } from '../helpers';
+import { prng, promised } from '../helpers';
 import { BusyPoll } from '../../backend/src/sys/busy-poll';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -133,15 +133,15 @@ function same(a: Uint8Array, b: Uint8Array): boolean {
   return Buffer.compare(Buffer.from(a.buffer, a.byteOffset, a.length), Buffer.from(b.buffer, b.byteOffset, b.length)) === 0;
 }
 
-async function rejectsWith(t: ExecutionContext, p: Promise<unknown>, code: number, msg?: RegExp): Promise<CudaError> {
-  const e = await t.throwsAsync(p, { instanceOf: CudaError });
+async function rejectsWith(t: ExecutionContext, f: () => unknown, code: number, msg?: RegExp): Promise<CudaError> {
+  const e = await t.throwsAsync(async () => f(), { instanceOf: CudaError });
   t.is(e!.code, code, e!.message);
   if (msg) t.regex(e!.message, msg);
   return e!;
 }
 
 /** Runs f while a 5 ms interval ticks; reports the ticks and the longest gap between them. */
-async function whileTicking<T>(f: () => Promise<T>): Promise<{ value: T; ms: number; ticks: number; maxGap: number }> {
+async function whileTicking<T>(f: () => T | Promise<T>): Promise<{ value: T; ms: number; ticks: number; maxGap: number }> {
   let last = performance.now();
   let ticks = 0;
   let maxGap = 0;
@@ -296,7 +296,7 @@ function gpuTests(): void {
     const s = await ctx.streamCreate(0, 0);
     const buf = await ctx.malloc(BigInt(n));
     // malloc keeps the context thread busy: what follows queues behind it, in order
-    const ps: Promise<unknown>[] = [ctx.malloc(BigInt(n))];
+    const ps: unknown[] = [ctx.malloc(BigInt(n))];
     ps.push(ctx.copyToDevice(buf, [seg(ram, 0, n)], s));
     ps.push(ctx.memset(buf + 10n, 0x55, 10n, s, true));
     const [other] = (await Promise.all(ps)) as [bigint];
@@ -313,7 +313,7 @@ function gpuTests(): void {
     // 200 interleaved chunks, some queued behind a free, some inline
     const chunk = 4096;
     fill(ram.view.subarray(0, 200 * chunk), 11);
-    const all: Promise<unknown>[] = [];
+    const all: unknown[] = [];
     for (let i = 0; i < 200; i++) {
       if (i === 50) all.push(ctx.free(other));
       all.push(ctx.copyToDevice(buf + BigInt(i * chunk), [seg(ram, i * chunk, chunk)], i % 2 ? s : undefined));
@@ -352,7 +352,7 @@ function gpuTests(): void {
     const nt = await ctx.eventCreate(2); // DisableTiming
     await ctx.eventRecord(nt, s1);
     await ctx.eventSynchronize(nt);
-    await rejectsWith(t, ctx.eventElapsed(e0, nt), CudaErr.InvalidResourceHandle, /cuEventElapsedTime/);
+    await rejectsWith(t, () => ctx.eventElapsed(e0, nt), CudaErr.InvalidResourceHandle, /cuEventElapsedTime/);
     // an event never recorded: query says done, sync returns
     const fresh = await ctx.eventCreate(0);
     t.true(await ctx.eventQuery(fresh));
@@ -363,7 +363,7 @@ function gpuTests(): void {
     const w = ctx.eventSynchronize(e1);
     await ctx.eventDestroy(e1);
     await w;
-    await rejectsWith(t, ctx.eventQuery(e1), CudaErr.InvalidResourceHandle, /no event/);
+    await rejectsWith(t, () => ctx.eventQuery(e1), CudaErr.InvalidResourceHandle, /no event/);
     for (const e of [e0, nt, fresh]) await ctx.eventDestroy(e);
     await ctx.streamDestroy(s1);
     await ctx.streamDestroy(s2);
@@ -371,21 +371,21 @@ function gpuTests(): void {
   });
 
   test.serial('errors become CudaError with the cudaError_t number and the driver call', async (t) => {
-    await rejectsWith(t, ctx.free(0xdead0000n), CudaErr.InvalidValue, /^cuMemFree_v2: CUDA_ERROR_INVALID_VALUE/);
-    await rejectsWith(t, ctx.malloc(1n << 50n), CudaErr.MemoryAllocation, /^cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY/);
-    await rejectsWith(t, ctx.streamSynchronize(12345), CudaErr.InvalidResourceHandle, /no stream 12345/);
-    await rejectsWith(t, ctx.streamDestroy(12345), CudaErr.InvalidResourceHandle);
-    await rejectsWith(t, ctx.eventRecord(777, undefined), CudaErr.InvalidResourceHandle);
-    await rejectsWith(t, ctx.eventSynchronize(777), CudaErr.InvalidResourceHandle);
+    await rejectsWith(t, () => ctx.free(0xdead0000n), CudaErr.InvalidValue, /^cuMemFree_v2: CUDA_ERROR_INVALID_VALUE/);
+    await rejectsWith(t, () => ctx.malloc(1n << 50n), CudaErr.MemoryAllocation, /^cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY/);
+    await rejectsWith(t, () => ctx.streamSynchronize(12345), CudaErr.InvalidResourceHandle, /no stream 12345/);
+    await rejectsWith(t, () => ctx.streamDestroy(12345), CudaErr.InvalidResourceHandle);
+    await rejectsWith(t, () => ctx.eventRecord(777, undefined), CudaErr.InvalidResourceHandle);
+    await rejectsWith(t, () => ctx.eventSynchronize(777), CudaErr.InvalidResourceHandle);
     const other = await provider.openContext(0);
     const s = (await other.streamCreate(0, 0)) as number;
     // ids belong to their context (ctx has no live stream now)
-    await rejectsWith(t, ctx.streamQuery(s), CudaErr.InvalidResourceHandle, /no stream/);
+    await rejectsWith(t, () => ctx.streamQuery(s), CudaErr.InvalidResourceHandle, /no stream/);
     t.true(await other.streamQuery(s));
     // bad device pointers, in a context of their own in case the driver only notices on the device
-    await rejectsWith(t, other.copyToDevice(0x1000n, [seg(ram, 0, 16)], undefined), CudaErr.InvalidValue, /cuMemcpyHtoDAsync_v2/);
-    await rejectsWith(t, other.copyFromDevice([seg(ram, 0, 16)], 0x1000n, undefined), CudaErr.InvalidValue, /cuMemcpyDtoHAsync_v2/);
-    const e = await rejectsWith(t, ctx.hostDevicePointer([{ addr: 0x1000n, size: 16n }]), CudaErr.InvalidValue);
+    await rejectsWith(t, () => other.copyToDevice(0x1000n, [seg(ram, 0, 16)], undefined), CudaErr.InvalidValue, /cuMemcpyHtoDAsync_v2/);
+    await rejectsWith(t, () => other.copyFromDevice([seg(ram, 0, 16)], 0x1000n, undefined), CudaErr.InvalidValue, /cuMemcpyDtoHAsync_v2/);
+    const e = await rejectsWith(t, () => ctx.hostDevicePointer([{ addr: 0x1000n, size: 16n }]), CudaErr.InvalidValue);
     t.regex(e.message, /not registered/);
     const hp = await ctx.hostDevicePointer([{ addr: ram.addr + 4096n + 100n, size: 4096n }]);
     t.true(hp !== 0n);
@@ -404,7 +404,7 @@ function gpuTests(): void {
     await ctx.hostUnmap(sg);
     // a destroyed context refuses work
     await other.destroy();
-    await rejectsWith(t, other.malloc(16n), 709 /* cudaErrorContextIsDestroyed */, /context destroyed/);
+    await rejectsWith(t, () => other.malloc(16n), 709 /* cudaErrorContextIsDestroyed */, /context destroyed/);
     await other.destroy(); // twice is fine
     // the context that saw all those errors still works
     const p = await ctx.malloc(4096n);
@@ -519,7 +519,7 @@ function gpuTests(): void {
     const x = await cs[0].malloc(big);
     for (let i = 0; i < 20; i++) void cs[0].memset(x, i, big, undefined, true);
     const order: string[] = [];
-    const w = cs[0].synchronize().then(() => order.push('wait'));
+    const w = promised(() => cs[0].synchronize()).then(() => order.push('wait'));
     const d = cs[0].destroy().then(() => order.push('destroy'));
     await Promise.all([w, d]);
     t.deepEqual(order, ['wait', 'destroy']);
@@ -543,8 +543,8 @@ function gpuTests(): void {
     const mixed = await ctx.functionGet(m, 'mixed', 256);
     t.deepEqual(mixed.params, [{ offset: 0, size: 1 }, { offset: 8, size: 32 }, { offset: 40, size: 2 }, { offset: 48, size: 8 }, { offset: 56, size: 8 }]);
     t.is(mixed.paramBytes, 64);
-    await rejectsWith(t, ctx.functionGet(m, 'no_such_kernel', 256), CudaErr.SymbolNotFound);
-    await rejectsWith(t, ctx.functionGet(m, 'mixed', 3), CudaErr.NotSupported, /more than 3 parameters/);
+    await rejectsWith(t, () => ctx.functionGet(m, 'no_such_kernel', 256), CudaErr.SymbolNotFound);
+    await rejectsWith(t, () => ctx.functionGet(m, 'mixed', 3), CudaErr.NotSupported, /more than 3 parameters/);
 
     // vector add on a stream, after an async memset of the output on the same stream, byte-exact
     const N = (1 << 20) + 3;
@@ -577,7 +577,7 @@ function gpuTests(): void {
     for (let i = 0; i < N && bad < 0; i++) if (got[i] !== Math.fround(a[i] + b[i]) && !(Number.isNaN(got[i]))) bad = i;
     t.is(bad, -1, bad >= 0 ? `element ${bad}: ${got[bad]} != ${Math.fround(a[bad] + b[bad])}` : '');
     t.false(got.some((x) => Number.isNaN(x)), 'every element written (the memset left NaNs)');
-    await rejectsWith(t, ctx.launch(vadd.ref, [1, 1, 1], [1, 1, 1], 0, s, params.subarray(0, 24)), CudaErr.InvalidValue, /parameter bytes/);
+    await rejectsWith(t, () => ctx.launch(vadd.ref, [1, 1, 1], [1, 1, 1], 0, s, params.subarray(0, 24)), CudaErr.InvalidValue, /parameter bytes/);
 
     // by-value struct, char, short, double: what the kernel saw, bit for bit
     const q = new DataView(new ArrayBuffer(64));
@@ -601,7 +601,7 @@ function gpuTests(): void {
     // a __device__ variable: read, written by a kernel, written by a copy
     const v = await ctx.variableGet(m, 'counter');
     t.is(v.size, 16n);
-    await rejectsWith(t, ctx.variableGet(m, 'nothing'), CudaErr.SymbolNotFound);
+    await rejectsWith(t, () => ctx.variableGet(m, 'nothing'), CudaErr.SymbolNotFound);
     const bump = await ctx.functionGet(m, 'bump', 256);
     t.is(bump.paramBytes, 4);
     const readCounter = async () => {
@@ -618,14 +618,14 @@ function gpuTests(): void {
 
     // stale and foreign handles; a garbage image
     const other = await provider.openContext(0);
-    await rejectsWith(t, other.launch(vadd.ref, [1, 1, 1], [1, 1, 1], 0, undefined, params), CudaErr.InvalidResourceHandle);
-    await rejectsWith(t, other.functionGet(m, 'vadd', 256), CudaErr.InvalidResourceHandle);
+    await rejectsWith(t, () => other.launch(vadd.ref, [1, 1, 1], [1, 1, 1], 0, undefined, params), CudaErr.InvalidResourceHandle);
+    await rejectsWith(t, () => other.functionGet(m, 'vadd', 256), CudaErr.InvalidResourceHandle);
     const e = await t.throwsAsync(other.moduleLoad(new Uint8Array(4096).fill(0x42)), { instanceOf: CudaError });
     t.log(`garbage image: ${e!.code} ${e!.message}`);
     await other.destroy();
     await ctx.moduleUnload(m);
-    await rejectsWith(t, ctx.launch(vadd.ref, [1, 1, 1], [1, 1, 1], 0, undefined, params), CudaErr.InvalidResourceHandle);
-    await rejectsWith(t, ctx.moduleUnload(m), CudaErr.InvalidResourceHandle);
+    await rejectsWith(t, () => ctx.launch(vadd.ref, [1, 1, 1], [1, 1, 1], 0, undefined, params), CudaErr.InvalidResourceHandle);
+    await rejectsWith(t, () => ctx.moduleUnload(m), CudaErr.InvalidResourceHandle);
     await ctx.synchronize();
     await ctx.streamDestroy(s);
     await Promise.all([da, db, dout, dres].map((x) => ctx.free(x)));
@@ -681,8 +681,8 @@ function gpuTests(): void {
       const p = new DataView(new ArrayBuffer(8));
       p.setBigUint64(0, x, true);
       await bad.launch(crash.ref, [1, 1, 1], [1, 1, 1], 0, undefined, new Uint8Array(p.buffer));
-      await rejectsWith(t, bad.synchronize(), CudaErr.IllegalAddress);
-      await rejectsWith(t, bad.malloc(64n), CudaErr.IllegalAddress, /illegal/i);
+      await rejectsWith(t, () => bad.synchronize(), CudaErr.IllegalAddress);
+      await rejectsWith(t, () => bad.malloc(64n), CudaErr.IllegalAddress, /illegal/i);
       // the other session: a launch, a synchronize and a copy of what the kernel wrote
       await good.launch(bump.ref, [1, 1, 1], [4, 1, 1], 0, undefined, new Uint8Array(new Int32Array([5]).buffer));
       await good.synchronize();
@@ -723,7 +723,7 @@ function gpuTests(): void {
       const p = new DataView(new ArrayBuffer(8));
       p.setBigUint64(0, flag, true);
       await x.launch(spin.ref, [1, 1, 1], [1, 1, 1], 0, undefined, new Uint8Array(p.buffer));
-      const sync = x.synchronize().then(() => 'returned', (e: Error) => e.message);
+      const sync = promised(() => x.synchronize()).then(() => 'returned', (e: Error) => e.message);
       const held = (await local.primary.memGetInfo()).free;
       t.true(before - held >= GiB, `the session holds its 1 GiB (${before - held} bytes)`);
       const t0 = Date.now();
@@ -885,7 +885,7 @@ function gpuTests(): void {
       p.setBigUint64(0, secret, true);
       p.setBigUint64(8, out, true);
       p.setInt32(16, 16, true);
-      const r = await a.launch(peek.ref, [1, 1, 1], [32, 1, 1], 0, undefined, new Uint8Array(p.buffer.slice(0, peek.paramBytes))).then(() => a.synchronize()).then(() => 'ran', (e: Error) => e.message);
+      const r = await promised(() => a.launch(peek.ref, [1, 1, 1], [32, 1, 1], 0, undefined, new Uint8Array(p.buffer.slice(0, peek.paramBytes)))).then(() => a.synchronize()).then(() => 'ran', (e: Error) => e.message);
       t.log(`a kernel in context a given context b's pointer: ${r}`);
     } finally {
       await a.destroy();
@@ -929,10 +929,10 @@ function gpuTests(): void {
     const p = new DataView(new ArrayBuffer(8));
     p.setBigUint64(0, x, true);
     await bad.launch(crash.ref, [1, 1, 1], [1, 1, 1], 0, undefined, new Uint8Array(p.buffer)); // enqueued: no error yet
-    await rejectsWith(t, bad.synchronize(), CudaErr.IllegalAddress);
-    await rejectsWith(t, bad.malloc(64n), CudaErr.IllegalAddress, /illegal/i);
+    await rejectsWith(t, () => bad.synchronize(), CudaErr.IllegalAddress);
+    await rejectsWith(t, () => bad.malloc(64n), CudaErr.IllegalAddress, /illegal/i);
     // what still works in the other context (logged step by step: the driver decides)
-    const step = async (name: string, f: () => Promise<unknown>) => {
+    const step = async (name: string, f: () => unknown) => {
       try {
         await f();
         t.log(`after the fault, other context: ${name}: ok`);

@@ -392,7 +392,7 @@ test('host provider: a graph holding a kernel fails its launch as launch() does,
     edges: Uint32Array.of(0, 1),
   };
   const e = await x.graphInstantiate(g, spec);
-  const want = await t.throwsAsync(x.launch({}, [1, 1, 1], [1, 1, 1], 0, undefined, new Uint8Array(0)));
+  const want = await t.throwsAsync(async () => x.launch({}, [1, 1, 1], [1, 1, 1], 0, undefined, new Uint8Array(0)));
   const got = await t.throwsAsync(x.graphLaunch(e, undefined));
   t.deepEqual([(got as CudaError).code, got?.message], [(want as CudaError).code, want?.message]);
   const back = new Uint8Array(8);

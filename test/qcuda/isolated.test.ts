@@ -10,7 +10,7 @@ import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
 import type { GuestSeg, ProviderContext } from '../../backend/src/qcuda/provider';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
-import { alive, until } from '../helpers';
+import { alive, promised, until } from '../helpers';
 
 const MIB = 1 << 20;
 
@@ -77,7 +77,7 @@ test('a worker that dies fails only its own session: every pending and later cal
   const dev = await victim.malloc(4096n);
   process.kill(pv, 'SIGKILL');
   t.true(await gone(pv), 'killed');
-  const err = await victim.copyFromDevice([ram.seg(0, 4096)], dev, undefined).then(() => undefined, (e: unknown) => e);
+  const err = await promised(() => victim.copyFromDevice([ram.seg(0, 4096)], dev, undefined)).then(() => undefined, (e: unknown) => e);
   t.true(err instanceof CudaError && err.code === CudaErr.Unknown && /worker .*exited .*SIGKILL/.test(err.message), `the dead session's call fails: ${(err as Error)?.message}`);
   const again = await victim.malloc(16n).then(() => undefined, (e: unknown) => e);
   t.true(again instanceof CudaError && again.code === CudaErr.Unknown, 'and so does every later one');
@@ -98,10 +98,10 @@ test('regions added and removed while workers run reach them; unknown memory is 
   t.true(await roundTrip(ctx, later, 0, MIB - 5, 4), 'a region registered after the worker started is mapped there');
   const stray = guestRam(MIB, 2n << 32n); // never registered
   const dev = await ctx.malloc(64n);
-  const e = await ctx.copyToDevice(dev, [stray.seg(0, 64)], undefined).then(() => undefined, (x: unknown) => x);
+  const e = await promised(() => ctx.copyToDevice(dev, [stray.seg(0, 64)], undefined)).then(() => undefined, (x: unknown) => x);
   t.true(e instanceof CudaError && e.code === CudaErr.InvalidValue && /no guest RAM region/.test(e.message), 'memory the worker does not map is refused');
   p.unregisterGuestMemory(later.m.address);
-  const e2 = await ctx.copyToDevice(dev, [later.seg(0, 64)], undefined).then(() => undefined, (x: unknown) => x);
+  const e2 = await promised(() => ctx.copyToDevice(dev, [later.seg(0, 64)], undefined)).then(() => undefined, (x: unknown) => x);
   t.true(e2 instanceof CudaError && e2.code === CudaErr.InvalidValue, 'an unregistered region is gone from the worker too');
   t.true(await roundTrip(ctx, first, 0, 1000, 5), 'the first region still works');
   await p.close();

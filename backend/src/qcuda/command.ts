@@ -2,6 +2,7 @@
 // (commands/) see it: types only. A command's shape (its structs, data,
 // handles, gates) is its declaration in wire/protocol.ts; what it does is a
 // Run, typed by that declaration, so its arguments are its struct's fields.
+import type { Now } from '../sys/now';
 import type { Decoded } from './proto';
 import type { GuestSeg, Provider } from './provider';
 import type { Session } from './session';
@@ -40,7 +41,12 @@ export interface Result {
   out?: Uint8Array;
 }
 
-export type Run<K extends CmdName> = (c: Call<K>) => Promise<Result | void>;
+/**
+ * A command's run: its result at once where it finished on this thread (a
+ * short call on a session's worker: no promise step on the round trip),
+ * else a promise of it. It may throw or reject: the dispatcher takes both.
+ */
+export type Run<K extends CmdName> = (c: Call<K>) => Now<Result | void>;
 
 /** Runs for some commands, each typed by its own declaration. */
 export type Runs<K extends CmdName> = { readonly [P in K]: Run<P> };

@@ -11,6 +11,8 @@ import { COMMANDS, gateOf } from './commands';
 import { CudaErr, CudaError } from './cuda-error';
 import { LogLimiter } from '../sys/log-limiter';
 import type { BusyPoll } from '../sys/busy-poll';
+import { later, then, type Now } from '../sys/now';
+import { MAX_SAFE_BIG } from '../sys/numbers';
 import { DEFAULT_LIMITS, type VmLimits } from './limits';
 import { HostProvider } from './providers/host';
 import type { GuestSeg, Provider } from './provider';
@@ -25,7 +27,9 @@ const REQ = LAYOUT.qcuda_req_hdr.size;
 const RESP = LAYOUT.qcuda_resp_hdr.size;
 /** An empty reply payload or argument tail: one shared array (a new empty typed array costs an allocation outside the heap). */
 const NOTHING = new Uint8Array(0);
-const MAX_SAFE_BIG = BigInt(Number.MAX_SAFE_INTEGER);
+const NO_RESULT: Result = Object.freeze({});
+/** A run's result; a run that returns nothing answered with status 0 and no output. */
+const orNothing = (r: Result | void): Result => r ?? NO_RESULT;
 
 /** What handle() learns of a request while it runs. */
 interface Caller {
@@ -281,15 +285,25 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     return region.segments(offset, len);
   }
 
-  async handle(req: Request): Promise<number> {
+  /** Answers req: at once where the command finished on this thread (Now), else once it has. */
+  handle(req: Request): Now<number> {
     if (req.writableBytes < RESP) throw new RangeError(`no room for a reply header (${req.writableBytes} bytes)`);
-    let r: Result;
+    let r: Now<Result>;
     const caller: Caller = {};
     try {
-      r = await this.#dispatch(req, caller);
+      r = this.#dispatch(req, caller);
     } catch (e) {
       r = this.#failure(e);
     }
+    if (!later(r)) return this.#answer(req, r, caller);
+    return r.then(
+      (x) => this.#answer(req, x, caller),
+      (e: unknown) => this.#answer(req, this.#failure(e), caller),
+    );
+  }
+
+  /** Writes the reply header and output; returns the bytes written (the data out counts only if the command succeeded). */
+  #answer(req: Request, r: Result, caller: Caller): number {
     const out = r.out ?? NOTHING;
     // Checked last: the command itself may just have brought device output.
     const status = (r.status ?? 0) | (caller.session?.output.pending ? QCUDA_ST_OUTPUT : 0);
@@ -311,7 +325,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   }
 
   /** Runs the request; caller.session is set once the caller's session is known, caller.dataOut once the data's direction is. */
-  async #dispatch(req: Request, caller: Caller): Promise<Result> {
+  #dispatch(req: Request, caller: Caller): Now<Result> {
     if (req.readableBytes < REQ) throw new CudaError(Status.BAD_REQUEST, `request of ${req.readableBytes} bytes`);
     const h = decode('qcuda_req_hdr', req.read(0, REQ));
     const { cmd, len, data_len: dataLen } = h;
@@ -348,14 +362,16 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       dataOffset: h.data_offset, dataLen, dev: this,
       extra: len > argsSize ? req.read(REQ + argsSize, len - argsSize).slice() : NOTHING,
     } as Call;
+    const run = (): Now<Result> => {
+      // Host addresses of the data are worked out here, after any wait: the
+      // memory table may have changed meanwhile (the request holds the regions
+      // it was taken with mapped until it completes: vring.ts).
+      call.data = dataOf(req, spec.data, REQ + len, dataIn, dataOut);
+      caller.dataOut = dataOut;
+      return then(route.run(call), orNothing);
+    };
     const gate = gateOf(spec, call);
-    if (gate) await gate;
-    // Host addresses of the data are worked out here, after any wait: the
-    // memory table may have changed meanwhile (the request holds the regions
-    // it was taken with mapped until it completes: vring.ts).
-    call.data = dataOf(req, spec.data, REQ + len, dataIn, dataOut);
-    caller.dataOut = dataOut;
-    return (await route.run(call)) ?? {};
+    return gate ? gate.then(run) : run();
   }
 
   #nop(req: Request, len: number): Result {

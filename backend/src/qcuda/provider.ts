@@ -4,6 +4,7 @@
 // failures by throwing CudaError.
 
 import type { BusyPoll } from '../sys/busy-poll';
+import type { Now } from '../sys/now';
 import type { MemRegion } from '../vhost-user';
 import type { FieldInput, Fields } from './wire/layout';
 import { CALLS, type CallDecl, type CmdName, type HandleKind, type StructName, type STRUCTS } from './wire/protocol';
@@ -177,7 +178,7 @@ type ArgOf<D, P> = P extends keyof ArgFields<D> ? ArgFields<D>[P] : never;
 type ResultOf<D, R> = R extends 'none' ? void : R extends 'value' ? bigint : R extends 'signed' ? number : R extends 'ready' ? boolean
   : R extends 'stream' ? StreamRef : R extends 'event' ? EventRef : R extends 'out' ? OutInput<D> : R extends 'memory' ? OutFields<D> : never;
 type MethodOf<D> = D extends { context: { params: infer P extends readonly string[]; result: infer R } }
-  ? (...args: { [I in keyof P]: ParamOf<D, P[I]> }) => Promise<ResultOf<D, R>>
+  ? (...args: { [I in keyof P]: ParamOf<D, P[I]> }) => Now<ResultOf<D, R>>
   : never;
 
 /** The methods of the calls declared with `context`, by method name. */
@@ -202,7 +203,7 @@ const CONTEXT_CALLS: readonly ContextCallInfo[] = Object.values(CALLS as Record<
  * worker's forwarding, the addon's methods of the same names). The class
  * declares them with `interface X extends ContextCalls {}`.
  */
-export function defineContextCalls<T>(cls: { prototype: T }, impl: (self: T, call: ContextCallInfo, args: unknown[]) => Promise<unknown>): void {
+export function defineContextCalls<T>(cls: { prototype: T }, impl: (self: T, call: ContextCallInfo, args: unknown[]) => Now<unknown>): void {
   for (const call of CONTEXT_CALLS) {
     Object.defineProperty(cls.prototype, call.method, {
       value(this: T, ...args: unknown[]) {
@@ -222,11 +223,11 @@ export interface CoreContext {
   malloc(size: bigint): Promise<DevPtr>;
   free(ptr: DevPtr): Promise<void>;
   /** stream undefined = the legacy NULL stream. Resolves once the data has moved. */
-  copyToDevice(dst: DevPtr, src: GuestSeg[], stream: StreamRef | undefined): Promise<void>;
-  copyFromDevice(dst: GuestSeg[], src: DevPtr, stream: StreamRef | undefined): Promise<void>;
+  copyToDevice(dst: DevPtr, src: GuestSeg[], stream: StreamRef | undefined): Now<void>;
+  copyFromDevice(dst: GuestSeg[], src: DevPtr, stream: StreamRef | undefined): Now<void>;
   copyOnDevice(dst: DevPtr, src: DevPtr, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void>;
   memset(dst: DevPtr, value: number, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void>;
-  synchronize(): Promise<void>;
+  synchronize(): Now<void>;
   /** A 2D/3D copy between device places (linear memory, arrays); async: resolve once enqueued. */
   copy3DOnDevice(dst: Place, dstPos: Pos, src: Place, srcPos: Pos, extent: Extent, stream: StreamRef | undefined, async: boolean): Promise<void>;
   /** The blocks of a 2D/3D copy from guest memory (one chunk's segments) to a place. Resolves once the bytes have left the segments. */
@@ -304,13 +305,13 @@ export interface CoreContext {
    * the next synchronizing call). params is the packed parameter block,
    * exactly paramBytes long: the provider never interprets it.
    */
-  launch(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Promise<void>;
+  launch(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Now<void>;
   /**
    * Enqueues several launches in order, as launch() does each, in one go.
    * Every launch is tried; the promise rejects with the first failure's
    * CudaError, which carries `index`, that launch's position in the list.
    */
-  launchMany(list: readonly LaunchDesc[]): Promise<void>;
+  launchMany(list: readonly LaunchDesc[]): Now<void>;
   /**
    * Frees everything the context holds. Called once; the context is dead
    * after. why: 'reset' (cudaDeviceReset: the process lives on, so device

@@ -11,6 +11,7 @@ import { IMAGE_PADDING } from './module-image';
 import { OutputQueue } from './output';
 import { QCUDA_MAX_MODULE, QCUDA_STREAM_LEGACY, QCUDA_STREAM_PER_THREAD, Status } from './proto';
 import { RangeSet, type Range } from './ranges';
+import type { Now } from '../sys/now';
 
 /** Module images being uploaded at once by one session (each up to QCUDA_MAX_MODULE bytes). */
 export const MAX_PENDING_UPLOADS = 4;
@@ -303,15 +304,14 @@ export class Session {
   /**
    * Runs f on the context: at once where it is open, so that the first
    * chunk of a transfer reaches the GPU before the ring's next request is
-   * even parsed (an await would let every request taken with it go first).
+   * even parsed (an await would let every request taken with it go first),
+   * and a call that finished on this thread answers with no promise step.
+   * A throw of f stays synchronous (commands' callers take both kinds of
+   * failure: the dispatcher, an await).
    */
-  withContext<T>(f: (ctx: ProviderContext) => Promise<T>): Promise<T> {
+  withContext<T>(f: (ctx: ProviderContext) => Now<T>): Now<T> {
     if (!this.#opened || this.#closed) return this.context().then(f);
-    try {
-      return f(this.#opened);
-    } catch (e) {
-      return Promise.reject(e); // as from the context's promise: callers handle one kind of failure
-    }
+    return f(this.#opened);
   }
 
   noteAsyncError(status: number): void {

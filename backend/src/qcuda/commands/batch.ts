@@ -14,8 +14,14 @@ import { CudaErr, CudaError } from '../cuda-error';
 import { CALLS, Cmd, cmdName, decode, LAYOUT, QCUDA_BATCH_ENDS_SYNC, QCUDA_MAX_BATCH, Status, type CmdName, type StructName } from '../proto';
 import type { LaunchDesc } from '../provider';
 import { postedLaunch } from './launch';
+import { later, then, type Now } from '../../sys/now';
+
+const nothing = (): void => undefined;
+const NO_BYTES = new Uint8Array(0);
 
 const ENTRY = LAYOUT.qcuda_batch_entry.size;
+/** Where a launch's stream lies in its argument struct. */
+const LAUNCH_STREAM = LAYOUT.qcuda_args_launch.offsets.stream;
 /** Launch jobs a session may have handed to the provider and not seen enqueued. */
 const LAUNCH_JOBS = 2;
 /** What a deferred entry costs in memory besides its argument bytes (closures, promises, the decoded call), counted against VmLimits.deferredBytes. */
@@ -34,7 +40,7 @@ const POSTABLE = new Map<number, StructName>(
 /** The commands that may end a batch (declared `syncs`: they wait for posted work and report its errors; no data, no output). */
 export type SyncCmd = { [K in CmdName]: (typeof CALLS)[K] extends { syncs: true } ? K : never }[CmdName];
 /** Runs one of them as the dispatcher would (after its gate). */
-export type RunSync = (name: SyncCmd, c: Call) => Promise<Result>;
+export type RunSync = (name: SyncCmd, c: Call) => Now<Result>;
 
 /** Synchronizing command number -> its name and its argument struct, if any. */
 const SYNCING = new Map<number, { name: SyncCmd; args?: StructName }>(
@@ -121,6 +127,18 @@ function targets(cmd: number, args: Record<string, unknown>): { stream: bigint; 
   return { stream };
 }
 
+/** An entry as a command of its own sees it: the batch's session and queue, its own arguments, no data. */
+function entryCall(c: Call<'BATCH'>, args: object): Call {
+  // Written out, not spread from c: a spread copies every field the slow way, on every synchronize that ends a batch.
+  const call = { session: c.session, args, queue: c.queue, data: [], dataOffset: 0n, dataLen: 0n, dev: c.dev, extra: NO_BYTES } satisfies Record<keyof Call, unknown>;
+  return call as unknown as Call;
+}
+
+/** A posted launch's stream, read where qcuda_args_launch has it, without decoding the rest. */
+function launchStream(e: Entry): bigint {
+  return new DataView(e.args.buffer, e.args.byteOffset + LAUNCH_STREAM, 8).getBigUint64(0, true);
+}
+
 function merge(a: Promise<void> | undefined, b: Promise<void> | undefined): Promise<void> | undefined {
   return a && b ? Promise.all([a, b]).then(() => undefined) : (a ?? b);
 }
@@ -141,54 +159,63 @@ class Runner {
     readonly runs: PostedRuns,
   ) {}
 
-  async run(entries: Entry[]): Promise<void> {
-    for (let i = 0; i < entries.length; i++) {
+  /** Runs entries from `from` on: at once while every entry finishes on this thread, going on once one that waits has. */
+  run(entries: Entry[], from = 0): Now<void> {
+    for (let i = from; i < entries.length; i++) {
+      let r: Now<void>;
       try {
         // A launch is taken at once (no promise step each: a batch may hold hundreds).
         if (entries[i].cmd === Cmd.LAUNCH && this.#launch(entries[i])) continue;
-        await this.#entry(entries[i]);
+        r = this.#entry(entries[i]);
       } catch (e) {
         this.out.note(i, e);
+        continue;
       }
+      if (later(r))
+        return r.then(
+          () => this.run(entries, i + 1),
+          (e: unknown) => {
+            this.out.note(i, e);
+            return this.run(entries, i + 1);
+          },
+        );
     }
-    const sent = this.#sendLaunches();
-    if (sent) await sent;
+    return this.#sendLaunches();
   }
 
   /** A posted launch: gathered for the provider (true), or, behind a host function, left to #entry (false). */
   #launch(e: Entry): boolean {
     // The hot path: no decoding beyond postedLaunch's.
-    const stream = new DataView(e.args.buffer, e.args.byteOffset + 8, 8).getBigUint64(0, true);
+    const stream = launchStream(e);
     if (this.c.session.callbacks.gate(stream)) return false;
     this.#launches.push(postedLaunch(this.c.session, e.args));
     return true;
   }
 
-  async #entry(e: Entry): Promise<void> {
+  /** Any entry but a launch #launch took: at once where it finishes on this thread. */
+  #entry(e: Entry): Now<void> {
     const cb = this.c.session.callbacks;
     if (e.cmd === Cmd.LAUNCH) {
       // Behind a host function that has not run yet (#launch took the others).
-      const stream = new DataView(e.args.buffer, e.args.byteOffset + 8, 8).getBigUint64(0, true);
+      const stream = launchStream(e);
       const gate = cb.gate(stream)!;
       const l = postedLaunch(this.c.session, e.args);
-      await this.#sendLaunches();
-      cb.defer(stream, gate, async () => (await this.c.session.context()).launchMany([l]), (err) => this.#late(err), e.args.length + DEFERRED_OVERHEAD);
-      return;
+      return then(this.#sendLaunches(), () => {
+        cb.defer(stream, gate, async () => (await this.c.session.context()).launchMany([l]), (err) => this.#late(err), e.args.length + DEFERRED_OVERHEAD);
+      });
     }
     const name = cmdName(e.cmd) as Exclude<PostedCmd, 'LAUNCH'>;
     const args = decode(POSTABLE.get(e.cmd)!, e.args) as Record<string, unknown>;
     const t = targets(e.cmd, args);
     const gate = e.cmd === Cmd.HOST_FUNC ? undefined : merge(cb.gate(t.stream), t.uses !== undefined ? cb.eventGate(t.uses) : undefined);
-    await this.#sendLaunches();
-    if ((e.cmd === Cmd.MEMSET || e.cmd === Cmd.MEMCPY_DTOD) && args.async !== 1)
-      throw new CudaError(CudaErr.InvalidValue, `a posted ${name} must be async`);
-    const run = this.runs[name] as Run<CmdName>;
-    const call = { ...this.c, args, data: [], dataOffset: 0n, dataLen: 0n, extra: new Uint8Array(0) } as unknown as Call;
-    if (!gate) {
-      await run(call);
-      return;
-    }
-    cb.defer(t.stream, gate, async () => void (await run(call)), (err) => this.#late(err), e.args.length + DEFERRED_OVERHEAD, t.records);
+    return then(this.#sendLaunches(), () => {
+      if ((e.cmd === Cmd.MEMSET || e.cmd === Cmd.MEMCPY_DTOD) && args.async !== 1)
+        throw new CudaError(CudaErr.InvalidValue, `a posted ${name} must be async`);
+      const run = this.runs[name] as Run<CmdName>;
+      const call = entryCall(this.c, args);
+      if (!gate) return then(run(call), nothing);
+      cb.defer(t.stream, gate, async () => void (await run(call)), (err) => this.#late(err), e.args.length + DEFERRED_OVERHEAD, t.records);
+    });
   }
 
   /**
@@ -216,7 +243,14 @@ class Runner {
 
   #launchJob(list: LaunchDesc[]): void {
     const jobs = this.c.session.launchJobs;
-    const job: Promise<void> = this.c.session.withContext((x) => x.launchMany(list)).then(
+    let sent;
+    try {
+      sent = this.c.session.withContext((x) => x.launchMany(list));
+    } catch (e) {
+      return this.#late(e);
+    }
+    if (!later(sent)) return; // enqueued already, on this thread
+    const job: Promise<void> = sent.then(
       () => void jobs.delete(job),
       (e: unknown) => {
         jobs.delete(job);
@@ -237,25 +271,26 @@ class Runner {
  * first failure is posted work's error, which the call reports (as it
  * would, sent on its own after the batch).
  */
-async function endWith(c: Call<'BATCH'>, e: Entry, out: Outcome, runSync: RunSync): Promise<Result> {
+function endWith(c: Call<'BATCH'>, e: Entry, out: Outcome, runSync: RunSync): Now<Result> {
   const { name, args } = SYNCING.get(e.cmd)!;
   if (out.index >= 0) c.session.noteAsyncError(out.status);
-  const call = { ...c, args: args ? decode(args, e.args) : {}, data: [], dataOffset: 0n, dataLen: 0n, extra: new Uint8Array(0) } as unknown as Call;
+  const call = entryCall(c, args ? decode(args, e.args) : {});
   return runSync(name, call);
 }
 
 /** BATCH, running posted entries with runs, and a synchronizing call that ends one with runSync. */
 export function batchRun(runs: PostedRuns, runSync: RunSync): Run<'BATCH'> {
-  return async (c): Promise<Result> => {
+  return (c): Now<Result> => {
     const flags = c.args.flags;
     if ((flags & ~QCUDA_BATCH_ENDS_SYNC) !== 0) throw bad(`unknown flags 0x${flags.toString(16)}`);
     const endsSync = flags === QCUDA_BATCH_ENDS_SYNC;
     const entries = parseBatch(gather(c, c.args.bytes), c.args.count, endsSync);
     const posted = endsSync ? entries.slice(0, -1) : entries;
     const r = new Runner(c, runs);
-    await r.run(posted);
-    const value = BigInt(r.out.index < 0 ? posted.length : r.out.index);
-    if (endsSync) return { status: (await endWith(c, entries[entries.length - 1], r.out, runSync)).status ?? 0, value };
-    return r.out.index < 0 ? { value } : { status: r.out.status, value };
+    return then(r.run(posted), () => {
+      const value = BigInt(r.out.index < 0 ? posted.length : r.out.index);
+      if (endsSync) return then(endWith(c, entries[entries.length - 1], r.out, runSync), (s) => ({ status: s.status ?? 0, value }));
+      return r.out.index < 0 ? { value } : { status: r.out.status, value };
+    });
   };
 }

@@ -7,6 +7,7 @@ import { CudaErr, CudaError } from '../cuda-error';
 import { encode } from '../proto';
 import type { ProviderContext } from '../provider';
 import type { Session } from '../session';
+import { then, type Now } from '../../sys/now';
 import { CALLS, type CallDecl, type CmdName, type ContextDecl, type HandleKind } from '../wire/protocol';
 
 /** The commands declared with `context`. */
@@ -70,9 +71,9 @@ function contextCall(name: ContextCmd): Run<ContextCmd> {
     const args = c.args as Record<string, unknown>;
     return x.params.map((p) => (handles[p] ? lookup(c.session, handles[p], args[p] as bigint, d.ends === p) : args[p]));
   };
-  return async (c) => {
+  return (c) => {
     if (flags.length > 0) checkFlags(name, flags, c.args as Record<string, unknown>);
-    let params;
+    let params: unknown[] | undefined;
     if (x.result === 'ready') {
       // Answered without the GPU while a host function holds the handle.
       params = resolve(c);
@@ -80,10 +81,11 @@ function contextCall(name: ContextCmd): Run<ContextCmd> {
       if (heldByHostFunction(c.session, handles[h], (c.args as Record<string, bigint>)[h])) return { status: CudaErr.NotReady };
     }
     // The context first, as natively (a call makes it), then the handles.
-    const ctx = await c.session.context();
-    params ??= resolve(c);
-    const method = ctx[x.method as keyof ProviderContext] as (...a: unknown[]) => Promise<unknown>;
-    return reply(c, d, x, ctx, await method.apply(ctx, params));
+    return c.session.withContext((ctx) => {
+      params ??= resolve(c);
+      const method = ctx[x.method as keyof ProviderContext] as (...a: unknown[]) => Now<unknown>;
+      return then(method.apply(ctx, params), (r) => reply(c, d, x, ctx, r));
+    });
   };
 }
 

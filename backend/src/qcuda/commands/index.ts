@@ -3,6 +3,7 @@
 // command (wire/protocol.ts) has a run, typed by its declaration, and the
 // build that no command has two.
 import type { Call, Result, Run, Runs, SessionCmd } from '../command';
+import { then, type Now } from '../../sys/now';
 import { CALLS, type CallDecl, type CmdName } from '../wire/protocol';
 import { ARRAY_COMMANDS } from './array';
 import { batchRun, type SyncCmd } from './batch';
@@ -17,11 +18,11 @@ import { STREAM_COMMANDS } from './stream';
 
 /** A synchronizing command's status: posted work's failure that came after its batch, if any. */
 function reportingPostedErrors<K extends CmdName>(run: Run<K>): Run<K> {
-  return async (c) => {
-    const r = await run(c);
-    const e = c.session.takeAsyncError();
-    return e !== 0 ? { ...r, status: e } : r;
-  };
+  return (c) =>
+    then(run(c), (r) => {
+      const e = c.session.takeAsyncError();
+      return e !== 0 ? { ...r, status: e } : r;
+    });
 }
 
 /**
@@ -90,10 +91,10 @@ function build(): Runs<SessionCmd> {
 }
 
 /** A synchronizing call that ends a batch, run as the dispatcher runs one: after its gate, reporting posted work's errors. */
-async function runSync(name: SyncCmd, c: Call): Promise<Result> {
+function runSync(name: SyncCmd, c: Call): Now<Result> {
+  const run = () => then((COMMANDS[name] as Run<CmdName>)(c), (r) => r ?? {});
   const gate = gateOf(CALLS[name], c);
-  if (gate) await gate;
-  return (await (COMMANDS[name] as Run<CmdName>)(c)) ?? {};
+  return gate ? gate.then(run) : run();
 }
 
 export const COMMANDS: Runs<SessionCmd> = build();

@@ -32,9 +32,9 @@ export function postedLaunch(s: Session, bytes: Uint8Array): LaunchDesc {
 }
 
 export const LAUNCH_COMMANDS: Runs<'LAUNCH' | 'LAUNCH_COOPERATIVE'> = {
-  async LAUNCH(c) {
+  LAUNCH(c) {
     const l = launchDesc(c.session, c.args, c.extra);
-    await (await c.session.context()).launch(l.f, l.grid, l.block, l.sharedMem, l.stream, l.params);
+    return c.session.withContext((x) => x.launch(l.f, l.grid, l.block, l.sharedMem, l.stream, l.params));
   },
   async LAUNCH_COOPERATIVE(c) {
     const l = launchDesc(c.session, c.args, c.extra);

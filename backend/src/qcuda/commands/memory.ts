@@ -76,20 +76,20 @@ export const MEMORY_COMMANDS: Runs<'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_D
     await (await c.session.context()).free(ptr);
   },
 
-  async MEMCPY_HTOD(c) {
+  MEMCPY_HTOD(c) {
     const { dst, size } = c.args;
     const at = chunkOf(c);
     c.session.checkRange(dst, size, 'cudaMemcpy destination');
     const stream = c.session.stream(c.args.stream);
-    if (c.dataLen > 0n) await c.session.withContext((x) => x.copyToDevice(dst + at, c.data, stream));
+    if (c.dataLen > 0n) return c.session.withContext((x) => x.copyToDevice(dst + at, c.data, stream));
   },
 
-  async MEMCPY_DTOH(c) {
+  MEMCPY_DTOH(c) {
     const { src, size } = c.args;
     const at = chunkOf(c);
     c.session.checkRange(src, size, 'cudaMemcpy source');
     const stream = c.session.stream(c.args.stream);
-    if (c.dataLen > 0n) await c.session.withContext((x) => x.copyFromDevice(c.data, src + at, stream));
+    if (c.dataLen > 0n) return c.session.withContext((x) => x.copyFromDevice(c.data, src + at, stream));
   },
 
   async MEMCPY_DTOD(c) {

@@ -15,8 +15,17 @@ function reachedAt(c: Call, stream: StreamRef | undefined): () => Promise<number
       const x = await c.session.context();
       const ev = await x.eventCreate(2); // cudaEventDisableTiming
       await x.eventRecord(ev, stream);
-      const status = await x.eventSynchronize(ev).then(() => 0, code);
-      await x.eventDestroy(ev).catch(() => undefined);
+      let status = 0;
+      try {
+        await x.eventSynchronize(ev);
+      } catch (e) {
+        status = code(e);
+      }
+      try {
+        await x.eventDestroy(ev);
+      } catch {
+        // the event goes with the context all the same
+      }
       return status;
     } catch (e) {
       return code(e); // the function still runs, with the stream's error, as CUDA calls it

@@ -26,6 +26,8 @@ import { native as sys, type Mapping } from '../../sys/native';
 import { Fd } from '../../sys/fd';
 import type { GuestMemorySource } from '../provider';
 import type { BusyPoll } from '../../sys/busy-poll';
+import { later, type Now } from '../../sys/now';
+import { MAX_SAFE_BIG } from '../../sys/numbers';
 
 const debug = createDebug('qcuda:cuda');
 
@@ -190,11 +192,24 @@ class CudaSessionContext implements ProviderContext, OutputSource {
     return this.#launched;
   }
 
-  /** p ends at a point where CUDA flushes device output: hand it to the session before the reply goes back. */
-  flushing<T>(p: Promise<T>): Promise<T> {
+  /** call ends at a point where CUDA flushes device output: hand it to the session before the reply goes back. */
+  flushing<T>(call: () => Promise<T>): Promise<T>;
+  flushing<T>(call: () => Now<T>): Now<T>;
+  flushing<T>(call: () => Now<T>): Now<T> {
     // Only a context that has launched can have printed (deviceOutput.drain): no step more for the others.
+    if (!this.#launched) return call();
+    let p: Now<T>;
+    try {
+      p = call();
+    } catch (e) {
+      deviceOutput.drain(this);
+      throw e;
+    }
+    if (!later(p)) {
+      deviceOutput.drain(this);
+      return p;
+    }
     // then, not finally: finally takes two promise steps more, on every synchronize and blocking copy.
-    if (!this.#launched) return p;
     return p.then(
       (v) => {
         deviceOutput.drain(this);
@@ -219,31 +234,31 @@ class CudaSessionContext implements ProviderContext, OutputSource {
   free(ptr: DevPtr): Promise<void> {
     return this.native.free(ptr);
   }
-  copyToDevice(dst: DevPtr, src: GuestSeg[], stream: StreamRef | undefined): Promise<void> {
-    return this.flushing(this.native.copyHtoD(dst, packSegs(src), streamId(stream)));
+  copyToDevice(dst: DevPtr, src: GuestSeg[], stream: StreamRef | undefined): Now<void> {
+    return this.flushing(() => this.native.copyHtoD(dst, packSegs(src), streamId(stream)));
   }
-  copyFromDevice(dst: GuestSeg[], src: DevPtr, stream: StreamRef | undefined): Promise<void> {
-    return this.flushing(this.native.copyDtoH(packSegs(dst), src, streamId(stream)));
+  copyFromDevice(dst: GuestSeg[], src: DevPtr, stream: StreamRef | undefined): Now<void> {
+    return this.flushing(() => this.native.copyDtoH(packSegs(dst), src, streamId(stream)));
   }
   copyOnDevice(dst: DevPtr, src: DevPtr, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> {
-    const p = this.native.copyDtoD(dst, src, size, streamId(stream), !async);
-    return async ? p : this.flushing(p);
+    const copy = () => this.native.copyDtoD(dst, src, size, streamId(stream), !async);
+    return async ? copy() : this.flushing(copy);
   }
   memset(dst: DevPtr, value: number, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> {
     return this.native.memset(dst, value & 0xff, size, streamId(stream), !async);
   }
-  synchronize(): Promise<void> {
-    return this.flushing(this.native.synchronize());
+  synchronize(): Now<void> {
+    return this.flushing(() => this.native.synchronize());
   }
   copy3DOnDevice(dst: Place, dstPos: Pos, src: Place, srcPos: Pos, e: Extent, stream: StreamRef | undefined, async: boolean): Promise<void> {
     const rec = BigUint64Array.from([...sideFields(src, srcPos), ...sideFields(dst, dstPos), e.width, e.height, e.depth]);
     return this.native.copy3D(rec, null, false, streamId(stream), !async);
   }
   copy3DToDevice(dst: Place, src: GuestSeg[], blocks: readonly HostBlock[], stream: StreamRef | undefined): Promise<void> {
-    return this.flushing(this.native.copy3D(blockRecords(dst, blocks, true), src, true, streamId(stream), true));
+    return this.flushing(() => this.native.copy3D(blockRecords(dst, blocks, true), src, true, streamId(stream), true));
   }
   copy3DFromDevice(dst: GuestSeg[], src: Place, blocks: readonly HostBlock[], stream: StreamRef | undefined): Promise<void> {
-    return this.flushing(this.native.copy3D(blockRecords(src, blocks, false), dst, false, streamId(stream), true));
+    return this.flushing(() => this.native.copy3D(blockRecords(src, blocks, false), dst, false, streamId(stream), true));
   }
   memset2D(dst: DevPtr, pitch: bigint, value: number, width: bigint, height: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> {
     return this.native.memset2D(dst, pitch, value & 0xff, width, height, streamId(stream), !async);
@@ -305,11 +320,11 @@ class CudaSessionContext implements ProviderContext, OutputSource {
     return this.native.eventElapsed(eventId(start), eventId(end));
   }
   async moduleLoad(image: Uint8Array): Promise<{ ref: ModuleRef; bytes: bigint }> {
-    const m = await this.flushing(this.native.moduleLoad(image));
+    const m = await this.flushing(() => this.native.moduleLoad(image));
     return { ref: m.id, bytes: m.bytes };
   }
   moduleUnload(m: ModuleRef): Promise<void> {
-    return this.flushing(this.native.moduleUnload(handleId(m, 'module')));
+    return this.flushing(() => this.native.moduleUnload(handleId(m, 'module')));
   }
   async functionGet(m: ModuleRef, name: string, maxParams: number): Promise<FunctionInfo> {
     const f = await this.native.functionGet(handleId(m, 'module'), name, maxParams);
@@ -347,11 +362,11 @@ class CudaSessionContext implements ProviderContext, OutputSource {
     this.#launching();
     return this.native.launchCooperative(handleId(f, 'function'), packDim3(0, grid), packDim3(1, block), sharedMem, streamId(stream), params);
   }
-  launch(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Promise<void> {
+  launch(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Now<void> {
     this.#launching();
     return this.native.launch(handleId(f, 'function'), packDim3(0, grid), packDim3(1, block), sharedMem, streamId(stream), params);
   }
-  launchMany(list: readonly LaunchDesc[]): Promise<void> {
+  launchMany(list: readonly LaunchDesc[]): Now<void> {
     if (list.length > 0) this.#launching();
     return this.native.launchMany(packLaunches(list, LAUNCH_IDS), list.length);
   }
@@ -410,9 +425,9 @@ function nativeArg(kind: HandleKind | undefined, a: unknown): unknown {
 
 // A synchronizing call ends at a point where CUDA flushes device output.
 defineContextCalls(CudaSessionContext, (x, call, args) => {
-  const method = x.native[call.method] as (...a: unknown[]) => Promise<unknown>;
-  const p = method.apply(x.native, args.map((a, i) => nativeArg(call.kinds[i], a)));
-  return call.decl.syncs ? x.flushing(p) : p;
+  const method = x.native[call.method] as (...a: unknown[]) => Now<unknown>;
+  const run = () => method.apply(x.native, args.map((a, i) => nativeArg(call.kinds[i], a)));
+  return call.decl.syncs ? x.flushing(run) : run();
 });
 
 export class CudaProvider implements Provider {
@@ -524,7 +539,7 @@ export class CudaProvider implements Provider {
       const first = r.fileOffset + (addr - start);
       const from = first - (first % page);
       const len = ((first + size + page - 1n) / page) * page - from;
-      if (len > BigInt(Number.MAX_SAFE_INTEGER)) break;
+      if (len > MAX_SAFE_BIG) break;
       const mapping = new sys.Mapping(r.fd.value, Number(len), Number(from), true);
       return { mapping, base: mapping.address };
     }

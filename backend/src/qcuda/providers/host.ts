@@ -13,6 +13,7 @@ import { COND_ASSIGN_DEFAULT } from '../commands/graph';
 import { StreamAttr } from '../attrs';
 import { QCUDA_ATTR_VALUE_BYTES, QCUDA_NUM_ATTRS } from '../proto';
 import { RangeSet, type Range } from '../ranges';
+import { MAX_SAFE_BIG } from '../../sys/numbers';
 
 /**
  * Where the device pointers of mappings of several pieces (HOST_MAP_PAGES)
@@ -212,7 +213,7 @@ export class HostProvider implements Provider {
   allocate(size: bigint, owner: HostContext): DevPtr {
     if (owner.dead) throw new CudaError(CudaErr.ContextIsDestroyed, 'the context was destroyed');
     if (size <= 0n) throw new CudaError(CudaErr.InvalidValue, 'allocation size 0');
-    if (size > this.totalMem - this.used || size > BigInt(Number.MAX_SAFE_INTEGER))
+    if (size > this.totalMem - this.used || size > MAX_SAFE_BIG)
       throw new CudaError(CudaErr.MemoryAllocation, `out of device memory: ${size} bytes requested, ${this.totalMem - this.used} free`);
     let bytes: Uint8Array;
     try {
