@@ -31,7 +31,6 @@
       "src/cuda_ctx_modules.cc",
       "src/cuda_ctx_streams.cc",
       "src/cuda_exec.cc",
-      "src/cuda_hot_waiter.cc",
       "src/cuda_image.cc",
       "src/cuda_module.cc",
       "src/cuda_output.cc"

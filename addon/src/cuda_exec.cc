@@ -491,21 +491,9 @@ InlineWaitStats GetInlineWaitStats() {
 }
 
 void CtxCore::AfterRun(Job *j, bool onJsThread) {
-  if (j->wait && onJsThread) {
-    switch (WaitHot(j, g_inlineWaitNs.load(std::memory_order_relaxed))) {
-      case HotWait::kDone:
-        break;  // j->wait ran: settled below
-      case HotWait::kRunsOn:
-        env->MakePromise(j);
-        env->AddPending();
-        return;  // posted by the hot waiter once done
-      case HotWait::kNotTaken:
-        if (PollInline(j)) {
-          j->wait(*j);  // returns at once: what it waits for is done (it still reports errors, flushes output)
-          j->wait = nullptr;
-        }
-        break;
-    }
+  if (j->wait && onJsThread && PollInline(j)) {
+    j->wait(*j);  // returns at once: what it waits for is done (it still reports errors, flushes output)
+    j->wait = nullptr;
   }
   if (j->wait && j->handOff) j->handOff(*j);
   if (j->wait) {

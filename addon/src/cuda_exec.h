@@ -235,26 +235,6 @@ struct InlineWaitStats {
 InlineWaitStats GetInlineWaitStats();
 int WaiterThreads();
 
-/**
- * JS thread, a job whose run left a wait (cuda_hot_waiter.cc): hands the
- * wait to the hot waiter thread if it is awake and free, and spins for up to
- * budgetNs for it to finish there. kDone: it has (j->wait is null; settle j
- * now). kRunsOn: it runs on there and posts j when done, as a waiter
- * thread's wait does (counted in the context's waits; give j its promise).
- * kNotTaken: nothing was done with it (the thread slept, and is woken for
- * the next wait; or it was busy); wait as before.
- */
-enum class HotWait { kDone, kRunsOn, kNotTaken };
-/** Whether WaitHot hands waits over at all (false, the default: kNotTaken). For a process that serves one guest process, as SetInlineCalls. */
-void SetHotWaiter(bool on);
-HotWait WaitHot(Job *j, int64_t budgetNs);
-struct HotWaiterStats {
-  uint64_t done = 0;      // waits that finished on the hot waiter within the budget
-  uint64_t handedOn = 0;  // waits still running there after it
-  uint64_t missed = 0;    // waits offered while it slept, or never taken
-};
-HotWaiterStats GetHotWaiterStats();
-
 struct Ev {
   cu::Event ev = nullptr;
   cu::Ctx ctx = nullptr;

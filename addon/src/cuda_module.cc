@@ -190,10 +190,6 @@ Napi::Value Stats(const Napi::CallbackInfo &info) {
   o.Set("inlineWaitsHandedOn", static_cast<double>(iw.handedOn));
   o.Set("inlinePollNs", static_cast<double>(iw.pollNs));
   o.Set("inlineRuns", static_cast<double>(iw.runs));
-  HotWaiterStats hw = GetHotWaiterStats();
-  o.Set("hotWaitsDone", static_cast<double>(hw.done));
-  o.Set("hotWaitsHandedOn", static_cast<double>(hw.handedOn));
-  o.Set("hotWaitsMissed", static_cast<double>(hw.missed));
   o.Set("parkedWaitsDone", static_cast<double>(State(env)->parkedDone));
   o.Set("parkedWaitsHandedOn", static_cast<double>(State(env)->parkedHandedOn));
   return o;
@@ -206,13 +202,6 @@ Napi::Value SetInlineWaitJs(const Napi::CallbackInfo &info) {
   if (!(d >= 0 && d <= 1e6)) throw Napi::RangeError::New(env, "the inline wait must be 0 to 1000000 microseconds");
   SetInlineWait(static_cast<int64_t>(d * 1000));
   return env.Undefined();
-}
-
-// setHotWaiter(on): short waits go to the hot waiter thread while it is awake (cuda_hot_waiter.cc).
-Napi::Value SetHotWaiterJs(const Napi::CallbackInfo &info) {
-  if (info.Length() < 1 || !info[0].IsBoolean()) throw Napi::TypeError::New(info.Env(), "setHotWaiter(on: boolean)");
-  SetHotWaiter(info[0].As<Napi::Boolean>().Value());
-  return info.Env().Undefined();
 }
 
 // pollWaits(stop) -> waits settled: a turn of the JS thread's poll loop (EnvState::PollParked).
@@ -272,7 +261,6 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setWaiterLimit", Napi::Function::New(env, SetWaiterLimitJs));
   exports.Set("setInlineWait", Napi::Function::New(env, SetInlineWaitJs));
   exports.Set("setInlineCalls", Napi::Function::New(env, SetInlineCallsJs));
-  exports.Set("setHotWaiter", Napi::Function::New(env, SetHotWaiterJs));
   exports.Set("pollWaits", Napi::Function::New(env, PollWaitsJs));
   exports.Set("pendingJobs", Napi::Function::New(env, PendingJobsJs));
   exports.Set("checkModuleImage", Napi::Function::New(env, CheckModuleImageJs));

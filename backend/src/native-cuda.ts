@@ -223,12 +223,6 @@ export interface CudaNative {
     inlineWaitsDone: number; inlineWaitsHandedOn: number; inlinePollNs: number;
     /** Jobs whose ordered part ran on the JS thread (setInlineCalls; launches within INLINE_LAUNCH_BOUND). */
     inlineRuns: number;
-    /**
-     * Waits handed to the hot waiter thread (addon/src/cuda_hot_waiter.cc; with setInlineWait) that
-     * finished within the inline wait, those that went on there after it, and those offered while it
-     * slept or was busy (polled on the JS thread instead).
-     */
-    hotWaitsDone: number; hotWaitsHandedOn: number; hotWaitsMissed: number;
     /** Waits settled by pollWaits, and those its last turn handed on to a waiter thread. */
     parkedWaitsDone: number; parkedWaitsHandedOn: number;
   };
@@ -253,14 +247,6 @@ export interface CudaNative {
    * setInlineWait.
    */
   setInlineCalls(on: boolean): void;
-  /**
-   * Whether a wait that setInlineWait would poll on the JS thread goes instead to a thread kept
-   * awake while waits keep coming (addon/src/cuda_hot_waiter.cc), which blocks in the driver's
-   * synchronize while the JS thread spins for the same time (default false). For the same processes
-   * as setInlineCalls: it saves the 1.3-1.9 us the driver adds to a synchronize made after the work
-   * has ended, and costs a core for 200 us after a session's last wait.
-   */
-  setHotWaiter(on: boolean): void;
   /**
    * A turn of this process's poll loop (sys/busy-poll.ts): settles the waits
    * begun on the JS thread that are done, and returns how many. From the

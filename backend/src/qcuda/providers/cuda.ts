@@ -52,11 +52,6 @@ export function setInlineWait(us: number): void {
   addon().setInlineWait(us);
 }
 
-/** Whether short waits go to the hot waiter thread (CudaNative.setHotWaiter). */
-export function setHotWaiter(on: boolean): void {
-  addon().setHotWaiter(on);
-}
-
 /** Whether ordered calls run on this process's JS thread when the context thread is idle (ProviderSetup.inlineCalls). */
 export function setInlineCalls(on: boolean): void {
   addon().setInlineCalls(on);

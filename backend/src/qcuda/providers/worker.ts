@@ -85,15 +85,11 @@ function guestView(addr: bigint, len: number): Uint8Array[] {
 
 async function createLocal(o: WorkerOptions): Promise<Provider> {
   if (o.kind === 'host') return new HostProvider({ guestView });
-  const { createCudaProvider, setWaiterThreads, setInlineWait, setInlineCalls, setHotWaiter } = require('./cuda') as typeof import('./cuda');
+  const { createCudaProvider, setWaiterThreads, setInlineWait, setInlineCalls } = require('./cuda') as typeof import('./cuda');
   if (o.waiterThreads !== undefined) setWaiterThreads(o.waiterThreads);
   if (o.inlineWaitUs !== undefined) setInlineWait(o.inlineWaitUs);
   // This process serves one guest process, whose thread would block in the driver natively.
   setInlineCalls(o.inlineCalls ?? true);
-  // Its short waits block in the driver's synchronize on a thread kept awake
-  // for them (the JS thread spins meanwhile, as it would poll the work): a
-  // synchronize made once the work has ended would cost more.
-  setHotWaiter(o.inlineCalls ?? true);
   // This process serves one session: its stdout and stderr are that session's device output.
   return createCudaProvider(o.gpu, { captureOutput: true });
 }
