@@ -211,8 +211,11 @@ WaiterStats GetWaiterStats();
  * thread blocked in the driver would hold up its guest process's other
  * threads' calls, and could take its session's SESSION_CLOSE only by being
  * killed (the backend kills a worker that takes nothing while its close
- * waits: qcuda/device.ts); a waiter thread kept spinning while the session
- * is busy would get both (not done). For a process whose JS thread serves
+ * waits: qcuda/device.ts). A waiter thread kept spinning while the session
+ * is busy, blocking in the driver while the JS thread spun on it, was tried
+ * (6787b8f, reverted): on the H100 the two hand-overs between cores cost
+ * what the driver's cheaper wait saved, and a 4 B copy got slower (README,
+ * call latency). For a process whose JS thread serves
  * one guest process (a session's worker), where blocking it briefly is what
  * a native program's thread does; not for a backend serving many.
  */
