@@ -282,41 +282,38 @@ void EnvState::MakePromise(Job *j) {
   j->now = nullptr;
 }
 
+namespace {
+// A job's outcome as a JS value: its main-thread step first, then its value,
+// or its error (an exception of either step is the error). True if it succeeded.
+bool Outcome(Napi::Env e, EnvState *st, Job &j, napi_value &v) {
+  bool ok = j.rc == cu::kSuccess;
+  try {
+    if (j.onMain) j.onMain(j);
+    v = ok ? MakeValue(e, j.result) : MakeError(e, st, j);
+  } catch (const Napi::Error &err) {
+    ok = false;
+    v = err.Value();
+  }
+  return ok;
+}
+}  // namespace
+
 void EnvState::Settle(Job *j) {
   Napi::Env e(env);
   if (j->now != nullptr) {
     // Settled inside the call that made it (SubmitNow): the value goes back
     // as that call's return value, so it is made in the call's own scope.
-    Settled *now = j->now;
-    now->done = true;
-    now->ok = j->rc == cu::kSuccess;
-    try {
-      if (j->onMain) j->onMain(*j);
-      now->value = now->ok ? MakeValue(e, j->result) : MakeError(e, this, *j);
-    } catch (const Napi::Error &err) {
-      now->ok = false;
-      now->value = err.Value();
-    }
-    if (auto *o = std::get_if<res::Object>(&j->result); o != nullptr && o->ref != nullptr) napi_delete_reference(env, o->ref);
-    delete j;
-    return;
-  }
-  Napi::HandleScope hs(e);
-  if (j->deferred != nullptr) {
+    j->now->done = true;
+    j->now->ok = Outcome(e, this, *j, j->now->value);
+  } else if (j->deferred != nullptr) {
+    Napi::HandleScope hs(e);
     napi_value v = nullptr;
-    bool ok = j->rc == cu::kSuccess;
-    try {
-      if (j->onMain) j->onMain(*j);
-      v = ok ? MakeValue(e, j->result) : MakeError(e, this, *j);
-    } catch (const Napi::Error &err) {
-      ok = false;
-      v = err.Value();
-    }
-    if (ok)
+    if (Outcome(e, this, *j, v))
       napi_resolve_deferred(env, j->deferred, v);
     else
       napi_reject_deferred(env, j->deferred, v);
   } else if (j->onMain) {
+    Napi::HandleScope hs(e);  // nobody waits for the result: the main-thread step only
     try {
       j->onMain(*j);
     } catch (const Napi::Error &) {

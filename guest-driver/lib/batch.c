@@ -140,11 +140,17 @@ static int send_locked(const struct qc_req *last, cudaError_t *last_e)
 	return ends;
 }
 
+/* Nothing posted and nothing being sent. A batch another thread (the
+ * flusher) is sending counts: it may hold this thread's work, which must
+ * reach the backend before this thread's next call. */
+static int nothing_posted(void)
+{
+	return atomic_load(&pending) == 0 && atomic_load(&sending) == 0;
+}
+
 void qc_flush(void)
 {
-	/* Also wait for a batch another thread (the flusher) is sending: it
-	 * may hold this thread's work, which must reach the backend first. */
-	if (atomic_load(&pending) == 0 && atomic_load(&sending) == 0)
+	if (nothing_posted())
 		return;
 	pthread_mutex_lock(&send_lock);
 	send_locked(NULL, NULL);
@@ -156,8 +162,8 @@ cudaError_t qc_call_ending_batch(const struct qc_req *r)
 	cudaError_t e;
 	int sent;
 
-	if (atomic_load(&pending) == 0 && atomic_load(&sending) == 0)
-		return qc_call_unbatched(r);	/* nothing posted */
+	if (nothing_posted())
+		return qc_call_unbatched(r);
 	pthread_mutex_lock(&send_lock);
 	sent = send_locked(r, &e);
 	pthread_mutex_unlock(&send_lock);

@@ -6,12 +6,12 @@
 import createDebug from 'debug';
 import { InflightRecord, type MemoryTable, type Request, type RingState, type VhostUserDevice, type Vring } from '../vhost-user';
 import { IsolatedProvider, type QueueOwner } from './providers/isolated';
-import type { Call, DeviceState, Result, SessionCmd } from './command';
-import { COMMANDS, gateOf } from './commands';
+import type { Call, DeviceState, Result, Run, SessionCmd } from './command';
+import { COMMANDS, runGated } from './commands';
 import { CudaErr, CudaError } from './cuda-error';
 import { LogLimiter } from '../sys/log-limiter';
 import type { BusyPoll } from '../sys/busy-poll';
-import { later, then, type Now } from '../sys/now';
+import { later, type Now } from '../sys/now';
 import { MAX_SAFE_BIG } from '../sys/numbers';
 import { DEFAULT_LIMITS, type VmLimits } from './limits';
 import { HostProvider } from './providers/host';
@@ -19,7 +19,7 @@ import type { GuestSeg, Provider } from './provider';
 import { CALLS, Cmd, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_PROTO_VERSION, QCUDA_SESSION_OWN_QUEUE, QCUDA_ST_OUTPUT, Status } from './proto';
 import { Session, vmShared, type VmShared } from './session';
 import { describeSession, sessionStatus, type QcudaStatus, type SessionStatus } from './status';
-import type { CallDecl } from './wire/protocol';
+import type { CallDecl, CmdName } from './wire/protocol';
 
 const debug = createDebug('qcuda:device');
 
@@ -27,9 +27,6 @@ const REQ = LAYOUT.qcuda_req_hdr.size;
 const RESP = LAYOUT.qcuda_resp_hdr.size;
 /** An empty reply payload or argument tail: one shared array (a new empty typed array costs an allocation outside the heap). */
 const NOTHING = new Uint8Array(0);
-const NO_RESULT: Result = Object.freeze({});
-/** A run's result; a run that returns nothing answered with status 0 and no output. */
-const orNothing = (r: Result | void): Result => r ?? NO_RESULT;
 
 /** What handle() learns of a request while it runs. */
 interface Caller {
@@ -105,14 +102,14 @@ interface Route {
   spec: CallDecl;
   argsSize: number;
   outSize: number;
-  run: (c: Call) => Promise<Result | void>;
+  run: Run<CmdName>;
 }
 
 const ROUTES = new Map<number, Route>(
   (Object.keys(COMMANDS) as SessionCmd[]).map((name) => {
     const spec: CallDecl = CALLS[name];
     const size = (s: string | undefined) => (s ? LAYOUT[s as keyof typeof LAYOUT].size : 0);
-    return [spec.cmd, { name, spec, argsSize: size(spec.args), outSize: size(spec.out), run: COMMANDS[name] as Route['run'] }];
+    return [spec.cmd, { name, spec, argsSize: size(spec.args), outSize: size(spec.out), run: COMMANDS[name] as Run<CmdName> }];
   }),
 );
 
@@ -362,16 +359,13 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       dataOffset: h.data_offset, dataLen, dev: this,
       extra: len > argsSize ? req.read(REQ + argsSize, len - argsSize).slice() : NOTHING,
     } as Call;
-    const run = (): Now<Result> => {
+    return runGated(spec, route.run, call, () => {
       // Host addresses of the data are worked out here, after any wait: the
       // memory table may have changed meanwhile (the request holds the regions
       // it was taken with mapped until it completes: vring.ts).
       call.data = dataOf(req, spec.data, REQ + len, dataIn, dataOut);
       caller.dataOut = dataOut;
-      return then(route.run(call), orNothing);
-    };
-    const gate = gateOf(spec, call);
-    return gate ? gate.then(run) : run();
+    });
   }
 
   #nop(req: Request, len: number): Result {

@@ -17,15 +17,3 @@ export function later<T>(x: Now<T>): x is Promise<T> {
 export function then<T, U>(x: Now<T>, f: (v: T) => Now<U>): Now<U> {
   return x instanceof Promise ? x.then(f) : f(x);
 }
-
-/**
- * g() now, its throw turned into a rejection: for a caller that wants
- * failures one way only (a promise's), as an async function gives them.
- */
-export function settle<T>(g: () => Now<T>): Now<T> {
-  try {
-    return g();
-  } catch (e) {
-    return Promise.reject(e);
-  }
-}

@@ -90,11 +90,27 @@ function build(): Runs<SessionCmd> {
   return { ...runs, ...Object.fromEntries(synced.map((k) => [k, reportingPostedErrors(runs[k] as Run<CmdName>)])) };
 }
 
-/** A synchronizing call that ends a batch, run as the dispatcher runs one: after its gate, reporting posted work's errors. */
+const NO_RESULT: Result = Object.freeze({});
+/** A run's result; a run that returns nothing answered with status 0 and no output. */
+const orNothing = (r: Result | void): Result => r ?? NO_RESULT;
+
+/**
+ * How every command runs, from the dispatcher or ending a batch: after its
+ * gate (gateOf), with `ready` first (what must be worked out only once the
+ * gate has opened), a run that returns nothing answering status 0.
+ */
+export function runGated(d: CallDecl, run: Run<CmdName>, c: Call, ready?: () => void): Now<Result> {
+  const go = (): Now<Result> => {
+    ready?.();
+    return then(run(c), orNothing);
+  };
+  const gate = gateOf(d, c);
+  return gate ? gate.then(go) : go();
+}
+
+/** A synchronizing call that ends a batch, run as the dispatcher runs one (reporting posted work's errors: COMMANDS has it so). */
 function runSync(name: SyncCmd, c: Call): Now<Result> {
-  const run = () => then((COMMANDS[name] as Run<CmdName>)(c), (r) => r ?? {});
-  const gate = gateOf(CALLS[name], c);
-  return gate ? gate.then(run) : run();
+  return runGated(CALLS[name], COMMANDS[name] as Run<CmdName>, c);
 }
 
 export const COMMANDS: Runs<SessionCmd> = build();
