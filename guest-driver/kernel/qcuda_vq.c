@@ -38,7 +38,7 @@ static void qcuda_op_free(struct qcuda_op *op)
 
 	for (i = 0; i < op->nslots; i++) {
 		qcuda_chunk_unpin(op, &op->slot[i]);
-		kvfree(op->slot[i].pages);
+		kvfree(op->slot[i].many);
 		kfree(op->slot[i].out);
 	}
 	/* A SESSION_OPEN whose caller was killed: the file adopts the session
@@ -402,12 +402,13 @@ static int qcuda_chunk_pin(struct qcuda_op *op, struct qcuda_chunk *c, u64 addr)
 	int got, err;
 
 	pages = qcuda_chunk_hold(op, c, start, n);
-	if (!pages && !c->pages) {
-		c->pages = kvmalloc_array(QCUDA_CHUNK_PAGES, sizeof(*c->pages),
-					  GFP_KERNEL);
-		if (!c->pages)
+	if (!pages && n > QCUDA_FEW_PAGES && !c->many) {
+		c->many = kvmalloc_array(QCUDA_CHUNK_PAGES, sizeof(*c->many),
+					 GFP_KERNEL);
+		if (!c->many)
 			return -ENOMEM;
 	}
+	c->pages = n > QCUDA_FEW_PAGES ? c->many : c->few;
 	while (!pages && c->npages < n) {
 		got = pin_user_pages_fast(start + ((unsigned long)c->npages << PAGE_SHIFT),
 					  n - c->npages, gup, c->pages + c->npages);

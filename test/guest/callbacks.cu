@@ -4,8 +4,10 @@
 // function still running is not ready; synchronizing waits for them. No
 // kernels: this runs on every device (the host provider too).
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "qctest.h"
@@ -40,6 +42,29 @@ static void CUDART_CB slow_write_fn(void *arg)
 
 	usleep(50 * 1000);
 	*(volatile int *)w->where = w->value;
+}
+
+static void CUDART_CB flag_fn(void *arg)
+{
+	__atomic_store_n((int *)arg, 1, __ATOMIC_RELEASE);
+}
+
+// Spins, making no CUDA call, until *flag is set: the milliseconds it took,
+// or -1 after 5 s.
+static double wait_flag(const int *flag)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		double ms = (t.tv_sec - t0.tv_sec) * 1e3 + (t.tv_nsec - t0.tv_nsec) / 1e6;
+		if (__atomic_load_n(flag, __ATOMIC_ACQUIRE))
+			return ms;
+		if (ms > 5000)
+			return -1;
+		sched_yield();
+	}
 }
 
 static sem_t release;
@@ -165,6 +190,21 @@ int main(void)
 			 "1000 host functions on 4 streams ran, each stream's in order");
 		for (int i = 0; i < 4; i++)
 			OK(cudaStreamDestroy(many[i]));
+	}
+
+	// Posted work goes out with no call after it (the library's flusher
+	// sends it): right after other work, and after 300 ms with nothing
+	// posted (the flusher asleep until a post wakes it).
+	for (int round = 0; round < 2; round++) {
+		int flag = 0;
+
+		if (round)
+			usleep(300 * 1000);
+		EXPECT(cudaLaunchHostFunc(s, flag_fn, &flag), cudaSuccess);
+		double ms = wait_flag(&flag);
+		qt_check(ms >= 0, "a host function posted %s ran with no call after it",
+			 round ? "after 300 ms idle" : "after other work");
+		EXPECT(cudaStreamSynchronize(s), cudaSuccess);
 	}
 
 	// Bad arguments are refused at the call.
