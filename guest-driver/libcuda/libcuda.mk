@@ -59,10 +59,11 @@ $(GUEST_LIBCUDA): $(GUEST_CU_OBJS) $(GUEST_CU_GEN)/stubs.o $(GUEST_CU_GEN)/procs
 	  $(GUEST_CU_OBJS) $(GUEST_CU_GEN)/stubs.o $(GUEST_CU_GEN)/procs.o $(GUEST_CU_RT_OBJS)
 
 # Guest programs built as users build them: nvcc's defaults (static cudart).
-# Every single-file program but those that test qcuda's own runtime library
-# or drive the guest driver for test/vm (their _static twin would test
-# nothing more): the two builds must print the same.
-GUEST_CUDA_QCUDA_ONLY := hostile mapreset memlock sessionend ringfill killcopy
+# Every single-file program but those that test qcuda's own runtime library,
+# drive the guest driver for test/vm or the backend's worker watch (stuck)
+# (their _static twin would test nothing more): the two builds must print
+# the same.
+GUEST_CUDA_QCUDA_ONLY := hostile mapreset memlock sessionend ringfill killcopy stuck
 GUEST_CUDA_STATIC := $(filter-out $(GUEST_CUDA_QCUDA_ONLY),$(GUEST_CUDA_SINGLE))
 guest-cuda-static: $(addprefix $(GUEST_BIN)/,$(addsuffix _static,$(GUEST_CUDA_STATIC)))
 $(addprefix $(GUEST_BIN)/,$(addsuffix _static,$(GUEST_CUDA_STATIC))): $(GUEST_BIN)/%_static: \
