@@ -84,7 +84,7 @@ for src in test/guest/*.cu; do
   diff -q "$LOGS/$name.native.out" "$LOGS/$name.guest.out" >/dev/null || diffs="$diffs stdout"
   diff -q "$LOGS/$name.native.err" "$LOGS/$name.guest.err.program" >/dev/null || diffs="$diffs stderr"
   # stuck's worker, held in the driver, is ended by the backend's owner watch: its log says when.
-  [ "$name" = stuck ] && say "stuck: the backend: $(grep -o "took nothing for [0-9]* ms.*" "$LOGS/stuck.backend.log" | head -1)"
+  [ "$name" = stuck ] && say "stuck: workers ended by the backend's owner watch: $(grep -c 'took nothing for' "$LOGS/stuck.backend.log") ($(grep -o 'took nothing for [0-9]* ms' "$LOGS/stuck.backend.log" | paste -sd';'))"
   if [ $nrc = $grc ] && [ -z "$diffs" ]; then
     say "$name: identical (exit $grc)"
   else
