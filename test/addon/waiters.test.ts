@@ -188,11 +188,20 @@ test.serial('with an inline wait, a wait that is over ends on the JS thread; a l
   try {
     t.throws(() => n.setInlineWait(-1), { instanceOf: RangeError });
     n.setInlineWait(200);
-    const before = n.stats();
-    await ctx.synchronize();
-    await ctx.streamSynchronize(0);
+    // A call runs on this thread only while the context thread is idle, and
+    // that thread hands a result back before it counts itself idle: a call
+    // made as soon as the previous one answered may still find it busy.
+    const quiet = async () => {
+      while (ctx.busy !== 0) await new Promise((r) => setImmediate(r));
+    };
     const ev = await ctx.eventCreate(0);
     await ctx.eventRecord(ev, 0);
+    await quiet();
+    const before = n.stats();
+    await ctx.synchronize();
+    await quiet();
+    await ctx.streamSynchronize(0);
+    await quiet();
     await ctx.eventSynchronize(ev);
     const idle = n.stats();
     t.is(idle.inlineWaitsDone - before.inlineWaitsDone, 3, 'three waits on idle work ended inline');

@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
 // stuck: a process killed while it waits on a kernel that does not end. A
 // child allocates 1 GiB, launches a kernel that spins for a minute, then
-// synchronizes, or launches on until the GPU's launch queue is full and a
-// launch blocks; the parent kills it. Natively the driver tears the context
-// down at once. In a guest the child's worker waits too: on the kernel (its
-// thread free, the wait handed on), or held in the driver in a launch, where
-// its session's close cannot reach it, so the backend must end that worker
+// waits behind it: in a synchronize, in a launch once the GPU's launch
+// queue is full, or in cudaFree; the parent kills it. Natively the driver
+// tears the context down at once. In a guest the child's worker waits too:
+// its thread free (the wait handed on), or held in the driver, where its
+// session's close cannot reach it, so that the backend must end that worker
 // (device.ts, the owner watch) for the close to be answered. The parent
 // checks that the 1 GiB comes back each time and that its own kernels run.
-// Needs kernels (a GPU); qcuda's test run on the GPU runs it beside native.
+// Needs kernels: on a device without (the host provider) it says SKIP;
+// qcuda's GPU run (test/gpu/run.sh) runs it beside native.
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -52,16 +53,23 @@ static double seconds(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-// Holds 1 GiB, starts a minute-long kernel, says so on fd, then waits: for
-// the kernel (a synchronize), or, flooding, in a launch (the GPU's launch
-// queue fills up behind the endless kernel, and the thread that launches,
-// in a guest the worker's, blocks in the driver).
-static int child(int fd, int flood)
+// How a child waits behind its endless kernel.
+enum wait_in {
+	IN_SYNC,	/* cudaDeviceSynchronize: the worker hands the wait on */
+	IN_LAUNCH,	/* a launch, the GPU's launch queue full */
+	IN_FREE,	/* cudaFree, which waits for the GPU (the worker's own thread too) */
+};
+static const char *const WAIT_NAMES[] = { "in a synchronize", "in a launch behind it", "in cudaFree" };
+
+// Holds 1 GiB, starts a minute-long kernel, says so on fd, then waits as
+// told: in a guest the worker's thread that makes the same driver call
+// waits with it, or hands the wait on.
+static int child(int fd, enum wait_in how)
 {
-	void *big = NULL;
+	void *big = NULL, *small = NULL;
 	char ready = 1;
 
-	if (cudaMalloc(&big, GIB) != cudaSuccess)
+	if (cudaMalloc(&big, GIB) != cudaSuccess || cudaMalloc(&small, 4096) != cudaSuccess)
 		return 2;
 	spin<<<1, 1>>>(60ull * 1000000000ull);
 	if (cudaGetLastError() != cudaSuccess)
@@ -69,17 +77,18 @@ static int child(int fd, int flood)
 	(void)cudaStreamQuery(0); // a call: posted work (the launch) goes out first
 	if (write(fd, &ready, 1) != 1)
 		return 4;
-	if (flood)
+	if (how == IN_LAUNCH)
 		for (int i = 0; i < 1000000; i++)
 			spin<<<1, 1>>>(0);
-	cudaDeviceSynchronize(); // killed while waiting here (or in a launch)
+	if (how == IN_FREE)
+		cudaFree(small);
+	cudaDeviceSynchronize(); // killed while waiting here (or before)
 	return 5;
 }
 
 // A child killed while it waits: its 1 GiB comes back.
-static void round_of(int flood)
+static void round_of(enum wait_in how)
 {
-	const char *how = flood ? "in a launch behind it" : "on it";
 	size_t held = 0, now = 0, total = 0;
 	int fds[2], status = 0;
 	char ready = 0;
@@ -91,7 +100,7 @@ static void round_of(int flood)
 	}
 	// A new program, not a fork: CUDA does not carry across fork().
 	char fd[16], *argv[] = { (char *)"/proc/self/exe", (char *)"--child", fd, NULL };
-	snprintf(fd, sizeof(fd), "%d%s", fds[1], flood ? "f" : "");
+	snprintf(fd, sizeof(fd), "%d:%d", fds[1], (int)how);
 	fflush(stdout);
 	if (posix_spawn(&pid, "/proc/self/exe", NULL, NULL, argv, environ) != 0)
 		pid = -1;
@@ -99,13 +108,13 @@ static void round_of(int flood)
 	qt_check(pid > 0 && read(fds[0], &ready, 1) == 1 && ready == 1,
 		 "the child holds 1 GiB and a kernel that runs for a minute");
 	close(fds[0]);
-	usleep(2000 * 1000); // the child is waiting (its launches have filled the GPU's queue)
+	usleep(2000 * 1000); // the child is waiting by now (its launches have filled the GPU's queue)
 	EXPECT(cudaMemGetInfo(&held, &total), cudaSuccess);
 	if (pid > 0) {
 		kill(pid, SIGKILL);
 		waitpid(pid, &status, 0);
 	}
-	qt_check(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the child, waiting %s, was killed", how);
+	qt_check(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the child, waiting %s, was killed", WAIT_NAMES[how]);
 
 	// Its memory comes back once its context is gone.
 	double t0 = seconds();
@@ -118,13 +127,18 @@ static void round_of(int flood)
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--child"))
-		return child(atoi(argv[2]), strchr(argv[2], 'f') != NULL);
-	round_of(0);
-	round_of(1);
-
-	// This process's own kernels run.
+		return child(atoi(argv[2]), (enum wait_in)atoi(strchr(argv[2], ':') ? strchr(argv[2], ':') + 1 : "0"));
+	qt_begin("stuck");
 	int *d = NULL, h = 0;
 	EXPECT(cudaMalloc(&d, sizeof(int)), cudaSuccess);
+	put<<<1, 1>>>(d, 7);
+	FIRST_KERNEL_USE(cudaGetLastError());
+
+	round_of(IN_SYNC);
+	round_of(IN_LAUNCH);
+	round_of(IN_FREE);
+
+	// This process's own kernels run.
 	put<<<1, 1>>>(d, 42);
 	EXPECT(cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
 	qt_check(h == 42, "a kernel of this process ran after them");
