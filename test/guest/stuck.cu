@@ -126,8 +126,10 @@ static void round_of(enum wait_in how)
 
 int main(int argc, char **argv)
 {
-	if (argc == 3 && !strcmp(argv[1], "--child"))
-		return child(atoi(argv[2]), (enum wait_in)atoi(strchr(argv[2], ':') ? strchr(argv[2], ':') + 1 : "0"));
+	int fd, how;
+
+	if (argc == 3 && !strcmp(argv[1], "--child") && sscanf(argv[2], "%d:%d", &fd, &how) == 2)
+		return child(fd, (enum wait_in)how);
 	qt_begin("stuck");
 	int *d = NULL, h = 0;
 	EXPECT(cudaMalloc(&d, sizeof(int)), cudaSuccess);
