@@ -33,9 +33,10 @@
       "src/cuda_exec.cc",
       "src/cuda_image.cc",
       "src/cuda_module.cc",
-      "src/cuda_output.cc"
+      "src/cuda_output.cc",
+      "src/cuda_ring_server.cc"
     ],
-    "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "/usr/local/cuda/include"],
+    "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "/usr/local/cuda/include", "../guest-driver/include"],
     "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
     "cflags!": ["-fno-exceptions"],
     "cflags_cc!": ["-fno-exceptions"],

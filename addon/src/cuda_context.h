@@ -13,6 +13,7 @@
 #pragma once
 #include <napi.h>
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
@@ -21,7 +22,9 @@
 #include <vector>
 
 #include "cuda_api.h"
+#include "cuda_args.h"
 #include "cuda_exec.h"
+#include "launch_record.h"
 
 namespace qcuda::cuda {
 
@@ -37,6 +40,19 @@ bool Have(Job &job, Fp fn, const char *name) {
 
 /** Phase-1 tail: wait (phase 2) until everything enqueued so far on stream s is done. */
 void WaitForStream(Job &job, cu::Stream s);
+
+// The run phases of the calls a session's worker also serves straight from
+// its ring (cuda_ring_server.cc): one body each, whichever way the call came.
+/** synchronize(): ready once every stream is idle; the wait is cuCtxSynchronize. */
+void RunSynchronize(Job &job);
+/** copyHtoD(): the segments' bytes to dst on stream sid, then the wait for that stream. */
+void RunCopyHtoD(Job &job, uint64_t dst, const std::vector<Seg> &segs, uint32_t sid);
+/** copyDtoH(): src's bytes into the segments on stream sid, then the wait for that stream. */
+void RunCopyDtoH(Job &job, const std::vector<Seg> &segs, uint64_t src, uint32_t sid);
+/** A launch's header (launch_record.h's fields, in order). */
+using LaunchHeader = std::array<uint32_t, launch_record::kWords>;
+/** One launch (launch(), one record of launchMany()): its function, stream and parameter size checked, then cuLaunchKernel. */
+void LaunchOne(Job &job, const LaunchHeader &h, uint8_t *params);
 
 // Where a job's phase 1 runs (cuda_exec.h): always on the context thread (in
 // submission order), or inline on the JS thread when the context thread is
@@ -87,6 +103,9 @@ class Context : public Napi::ObjectWrap<Context> {
 
   /** Where n launches (a batch of them when n > 1) go (kInlineBatchLaunches, kInlineLaunchBound). */
   Where LaunchWhere(uint32_t n) const;
+
+  /** The context itself, for the ring server (cuda_ring_server.cc), which runs calls on it without a job's promise. */
+  const std::shared_ptr<CtxCore> &core() const { return core_; }
 
  private:
   static bool InlineOk(Where where) { return where == Where::kInlineWhenIdle || (where == Where::kContextThread && InlineCalls()); }

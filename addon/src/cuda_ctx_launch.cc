@@ -14,7 +14,7 @@ namespace qcuda::cuda {
 namespace {
 
 namespace lr = launch_record;
-using Header = std::array<uint32_t, lr::kWords>;
+using Header = LaunchHeader;
 
 // The generated layout is what LaunchMany reads and LaunchOne takes: u32 fields, each its own.
 static_assert(lr::kHeaderBytes == sizeof(Header), "launch_record.h: a header of u32 fields");
@@ -43,6 +43,9 @@ const CtxCore::Fn *LaunchTarget(Job &job, uint32_t fid, uint32_t sid, size_t siz
   return f;
 }
 
+
+}  // namespace
+
 // One launch, as one record of launchMany (h: its header).
 void LaunchOne(Job &job, const Header &h, uint8_t *params) {
   cu::Stream s;
@@ -57,8 +60,6 @@ void LaunchOne(Job &job, const Header &h, uint8_t *params) {
                                    h[lr::kBlockZ], h[lr::kSharedMem], s, nullptr, size ? extra : nullptr),
             "cuLaunchKernel");
 }
-
-}  // namespace
 
 // launchCooperative(func, grid[3], block[3], sharedMem, stream, params): as launch(), with
 // cuLaunchCooperativeKernel, which takes a pointer per parameter (into the packed block,

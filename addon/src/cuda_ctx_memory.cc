@@ -35,26 +35,43 @@ QCUDA_CONTEXT_METHOD(free, ctx, info) {
   return ctx.Submit(info, Where::kContextThread, [ptr](Job &job) { job.Check(cu::api().MemFree(ptr), "cuMemFree_v2"); });
 }
 
+void RunCopyHtoD(Job &job, uint64_t dst, const std::vector<Seg> &segs, uint32_t sid) {
+  cu::Stream s;
+  if (!job.ctx->LookupStream(job, sid, &s)) return;
+  uint64_t off = 0;
+  bool any = false;
+  for (const Seg &g : segs) {
+    if (!job.Check(cu::api().MemcpyHtoDAsync(dst + off, reinterpret_cast<const void *>(g.addr), g.len, s),
+                   "cuMemcpyHtoDAsync_v2"))
+      break;
+    any = true;
+    off += g.len;
+  }
+  if (any) WaitForStream(job, s);  // also after a failure: what was enqueued still reads guest memory
+}
+
+void RunCopyDtoH(Job &job, const std::vector<Seg> &segs, uint64_t src, uint32_t sid) {
+  cu::Stream s;
+  if (!job.ctx->LookupStream(job, sid, &s)) return;
+  uint64_t off = 0;
+  bool any = false;
+  for (const Seg &g : segs) {
+    if (!job.Check(cu::api().MemcpyDtoHAsync(reinterpret_cast<void *>(g.addr), src + off, g.len, s),
+                   "cuMemcpyDtoHAsync_v2"))
+      break;
+    any = true;
+    off += g.len;
+  }
+  if (any) WaitForStream(job, s);
+}
+
 // copyHtoD(dst, segments, stream): resolves once the bytes have left the segments.
 QCUDA_CONTEXT_METHOD(copyHtoD, ctx, info) {
   uint64_t dst = ArgU64(info[0], "dst");
   std::vector<Seg> segs = ArgSegs(info[1]);
   uint32_t sid = ArgId(info[2], "stream");
   Where where = SegsPinned(info.Env(), segs) ? Where::kInlineWhenIdle : Where::kContextThread;
-  return ctx.SubmitNow(info, where, [dst, segs = std::move(segs), sid](Job &job) {
-    cu::Stream s;
-    if (!job.ctx->LookupStream(job, sid, &s)) return;
-    uint64_t off = 0;
-    bool any = false;
-    for (const Seg &g : segs) {
-      if (!job.Check(cu::api().MemcpyHtoDAsync(dst + off, reinterpret_cast<const void *>(g.addr), g.len, s),
-                     "cuMemcpyHtoDAsync_v2"))
-        break;
-      any = true;
-      off += g.len;
-    }
-    if (any) WaitForStream(job, s);  // also after a failure: what was enqueued still reads guest memory
-  });
+  return ctx.SubmitNow(info, where, [dst, segs = std::move(segs), sid](Job &job) { RunCopyHtoD(job, dst, segs, sid); });
 }
 
 // copyDtoH(segments, src, stream): resolves once the bytes are in the segments.
@@ -63,20 +80,7 @@ QCUDA_CONTEXT_METHOD(copyDtoH, ctx, info) {
   uint64_t src = ArgU64(info[1], "src");
   uint32_t sid = ArgId(info[2], "stream");
   Where where = SegsPinned(info.Env(), segs) ? Where::kInlineWhenIdle : Where::kContextThread;
-  return ctx.SubmitNow(info, where, [src, segs = std::move(segs), sid](Job &job) {
-    cu::Stream s;
-    if (!job.ctx->LookupStream(job, sid, &s)) return;
-    uint64_t off = 0;
-    bool any = false;
-    for (const Seg &g : segs) {
-      if (!job.Check(cu::api().MemcpyDtoHAsync(reinterpret_cast<void *>(g.addr), src + off, g.len, s),
-                     "cuMemcpyDtoHAsync_v2"))
-        break;
-      any = true;
-      off += g.len;
-    }
-    if (any) WaitForStream(job, s);
-  });
+  return ctx.SubmitNow(info, where, [src, segs = std::move(segs), sid](Job &job) { RunCopyDtoH(job, segs, src, sid); });
 }
 
 // copyDtoD(dst, src, size, stream, wait)

@@ -83,27 +83,27 @@ void WaitForStream(Job &job, cu::Stream s) {
 // through the GPU first, a few microseconds even when nothing was queued.
 // The wait phase ends in cuCtxSynchronize either way (the sticky error, the
 // flush of device output).
-QCUDA_CONTEXT_METHOD(synchronize, ctx, info) {
-  return ctx.SubmitNow(info, Where::kInlineWhenIdle, [](Job &job) {
-    CtxCore *c = job.ctx.get();
-    const uint64_t mark = c->LaunchMark();
-    auto streams = std::make_shared<std::vector<cu::Stream>>();
-    streams->reserve(c->streams.size() + 1);
-    streams->push_back(nullptr);
-    for (auto &s : c->streams) streams->push_back(s.second);
-    // An error (a sticky one) is ready too: the wait reports it. A later job
-    // may destroy one of these streams: queried only right after the run.
-    job.readyLater = false;
-    job.ready = [streams] {
-      for (cu::Stream s : *streams)
-        if (cu::api().StreamQuery(s) == cu::kNotReady) return false;
-      return true;
-    };
-    job.wait = [mark](Job &jb) {
-      if (jb.Check(cu::api().CtxSynchronize(), "cuCtxSynchronize")) jb.ctx->LaunchesDone(mark);
-    };
-  });
+void RunSynchronize(Job &job) {
+  CtxCore *c = job.ctx.get();
+  const uint64_t mark = c->LaunchMark();
+  auto streams = std::make_shared<std::vector<cu::Stream>>();
+  streams->reserve(c->streams.size() + 1);
+  streams->push_back(nullptr);
+  for (auto &s : c->streams) streams->push_back(s.second);
+  // An error (a sticky one) is ready too: the wait reports it. A later job
+  // may destroy one of these streams: queried only right after the run.
+  job.readyLater = false;
+  job.ready = [streams] {
+    for (cu::Stream s : *streams)
+      if (cu::api().StreamQuery(s) == cu::kNotReady) return false;
+    return true;
+  };
+  job.wait = [mark](Job &jb) {
+    if (jb.Check(cu::api().CtxSynchronize(), "cuCtxSynchronize")) jb.ctx->LaunchesDone(mark);
+  };
 }
+
+QCUDA_CONTEXT_METHOD(synchronize, ctx, info) { return ctx.SubmitNow(info, Where::kInlineWhenIdle, RunSynchronize); }
 
 // streamCreate(flags, priority) -> id
 QCUDA_CONTEXT_METHOD(streamCreate, ctx, info) {

@@ -474,6 +474,7 @@ bool PollInline(Job *j) {
 }  // namespace
 
 void SetInlineWait(int64_t ns) { g_inlineWaitNs = ns > 0 ? ns : 0; }
+int64_t InlineWaitNs() { return g_inlineWaitNs.load(std::memory_order_relaxed); }
 
 namespace {
 std::atomic<bool> g_inlineCalls{false};

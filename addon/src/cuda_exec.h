@@ -236,6 +236,8 @@ struct InlineWaitStats {
   uint64_t runs = 0;     // jobs whose run phase ran on the JS thread
 };
 InlineWaitStats GetInlineWaitStats();
+/** The inline wait SetInlineWait set, in ns (how long a short wait may be polled on the JS thread). */
+int64_t InlineWaitNs();
 int WaiterThreads();
 
 struct Ev {

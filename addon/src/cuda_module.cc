@@ -24,6 +24,7 @@
 #include "cuda_exec.h"
 #include "cuda_image.h"
 #include "cuda_output.h"
+#include "cuda_ring_server.h"
 
 namespace qcuda::cuda {
 namespace {
@@ -273,6 +274,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("HOST_REGISTER_DEVICEMAP", Napi::Number::New(env, cu::kHostRegisterDeviceMap));
   exports.Set("CTX_MAP_HOST", Napi::Number::New(env, cu::kCtxMapHost));
   InitOutput(env, exports);
+  InitRingServer(env, exports);
   return exports;
 }
 

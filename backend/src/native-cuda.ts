@@ -278,10 +278,46 @@ export interface CudaNative {
   /** Puts fds 1 and 2 back and delivers what is left. */
   outputStop(): void;
   outputStats(): { running: boolean; queued: number; dropped: number };
+  /** A session's own queue served in C, for the short calls of a round trip (addon/src/cuda_ring_server.cc). */
+  RingServer: new (session: bigint, cursor: Uint32Array) => RingServerNative;
   readonly NUM_ATTRS: number;
   readonly HOST_REGISTER_PORTABLE: number;
   readonly HOST_REGISTER_DEVICEMAP: number;
   readonly CTX_MAP_HOST: number;
+}
+
+/** Why RingServerNative.serve() returned. */
+export enum RingStop {
+  /** Nothing to take (after waiting spinNs after the last answer). */
+  Idle = 0,
+  /** The request at the head is one it leaves to JavaScript (untaken). */
+  HandOff = 1,
+  /** It answered a request after which device output waits for the guest. */
+  Output = 2,
+  /** The context or the ring is not its to use now (a job in flight, nothing attached or bound). */
+  Busy = 3,
+  /** Its time (budgetNs) is up. */
+  Budget = 4,
+}
+
+/** cursor words: where the ring stands (in and out), then what serve() did. */
+export const RING_CURSOR = { lastAvail: 0, usedIdx: 1, signalledUsed: 2, served: 3, launched: 4, words: 8 } as const;
+
+export interface RingServerNative {
+  attach(desc: Uint8Array, avail: Uint16Array, used: Uint16Array, eventIdx: boolean, indirect: boolean, maxIndirect: number, callFd: number): void;
+  /** Guest memory: where each region is mapped in this process. */
+  setRegions(list: readonly { gpa: bigint; size: bigint; host: bigint }[]): void;
+  /** The ring's in-flight record (vhost-user/inflight.ts), or none. */
+  setRecord(bytes: Uint8Array | undefined): void;
+  /** The session's context now (none: serve() says Busy). */
+  bind(ctx: CudaContextNative | null): void;
+  /** What the session holds (0: forgotten): its allocations, and its function and stream handles with their addon ids. */
+  setAlloc(base: bigint, size: bigint): void;
+  setFunc(handle: bigint, id: number): void;
+  setStream(handle: bigint, id: number): void;
+  clear(): void;
+  /** onFlush: after a flush point of a context that launched, hands device output to the session; true if any now waits. */
+  serve(spinNs: number, budgetNs: number, onFlush: () => boolean): RingStop;
 }
 
 let loaded: CudaNative | undefined;

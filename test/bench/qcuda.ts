@@ -28,7 +28,7 @@
 // that the driver does not.
 // --chunk-mib sets the size of a transfer's requests (default QCUDA_CHUNK, as
 // the guest driver sends them), to see what the request size costs.
-//   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--isolation process|none] [--mib 256] [--chunk-mib 16] [--launches 100000] [--inline-wait US] [--poll-us US] [--guest-poll-us US] [--inline-calls yes|no] [--own-queues]
+//   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--isolation process|none] [--mib 256] [--chunk-mib 16] [--launches 100000] [--inline-wait US] [--poll-us US] [--guest-poll-us US] [--inline-calls yes|no] [--own-queues] [--ring-server yes|no]
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -50,6 +50,8 @@ const LAUNCHES = Number(arg('--launches', '100000'));
 const INLINE_WAIT = arg('--inline-wait', '');
 const POLL_US = arg('--poll-us', '');
 const INLINE_CALLS = arg('--inline-calls', '');
+/** --ring-server yes|no: a worker serving its own queue answers the short calls in C (the backend's default: yes). */
+const RING_SERVER = arg('--ring-server', '');
 /** --own-queues: the sessions keep to queues of their own, which the backend hands to their workers (qcuda-backend --own-queues). */
 const OWN_QUEUES = process.argv.includes('--own-queues');
 /** The harness plays the guest driver: its poll_us (default 50, the driver's; else --poll-us where given). */
@@ -221,7 +223,7 @@ function mustOk(what: string) {
 async function main(): Promise<void> {
   // Backend path: harness -> backend process -> provider.
   const [mine, theirs] = native.socketPair();
-  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=qcuda', '--queues=4', `--provider=${PROVIDER}`, `--isolation=${ISOLATION}`, ...(INLINE_WAIT ? [`--inline-wait=${INLINE_WAIT}`] : []), ...(POLL_US ? [`--poll-us=${POLL_US}`] : []), ...(INLINE_CALLS ? [`--inline-calls=${INLINE_CALLS}`] : []), `--own-queues=${OWN_QUEUES ? 'yes' : 'no'}`],
+  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=qcuda', '--queues=4', `--provider=${PROVIDER}`, `--isolation=${ISOLATION}`, ...(INLINE_WAIT ? [`--inline-wait=${INLINE_WAIT}`] : []), ...(POLL_US ? [`--poll-us=${POLL_US}`] : []), ...(INLINE_CALLS ? [`--inline-calls=${INLINE_CALLS}`] : []), ...(RING_SERVER ? [`--ring-server=${RING_SERVER}`] : []), `--own-queues=${OWN_QUEUES ? 'yes' : 'no'}`],
     { stdio: ['ignore', 'inherit', 'inherit', theirs] });
   native.close(theirs);
   const mem = new GuestMemory([{ gpa: 0n, size: 64 << 20 }, { gpa: 1n << 32n, size: 2 * BIG + (64 << 20) }]);
@@ -357,7 +359,7 @@ async function main(): Promise<void> {
     { what: 'backend + workers CPU per synchronize', value: syncCpu.perCallUs, unit: 'us' },
     { what: 'backend + workers CPU while synchronizing', value: syncCpu.cores, unit: 'cores' },
     { what: 'backend + workers CPU, 4 sessions idle', value: idle * 100, unit: '% core' },
-  ], { provider: note, pollUs: POLL_US || 'default', inlineCalls: INLINE_CALLS || 'default', isolation: ISOLATION, inlineWaitUs: INLINE_WAIT || 'default', chunkMiB: CHUNK >> 20, ratio: 'backend figure relative to the direct one (1.0 = no overhead)' });
+  ], { provider: note, pollUs: POLL_US || 'default', inlineCalls: INLINE_CALLS || 'default', ringServer: RING_SERVER || 'default', isolation: ISOLATION, inlineWaitUs: INLINE_WAIT || 'default', chunkMiB: CHUNK >> 20, ratio: 'backend figure relative to the direct one (1.0 = no overhead)' });
 }
 
 main().then(() => process.exit(0), (e) => {

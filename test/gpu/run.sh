@@ -289,6 +289,11 @@ for run in 1 2 3 4 5; do
   timeout 240 node "$app/dist/test/bench/qcuda.js" --mib 256 --launches 20000 --own-queues > "$LOGS/lat.own.$run.bench" 2>&1
   say "harness run $run, own queues (polled): $(grep '^JSON ' "$LOGS/lat.own.$run.bench" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const j=JSON.parse(s.slice(5));console.log(j.rows.map(r=>`${r.what} ${+r.value.toFixed(2)} ${r.unit}${r.baseline===undefined?"":` (direct ${+r.baseline.toFixed(2)})`}`).join("; "))}catch{console.log("no result")}})')"
 done
+# The same-run baseline of the ring server (issue 15): own queues with every call answered by the worker's JavaScript.
+for run in 1 2; do
+  timeout 240 node "$app/dist/test/bench/qcuda.js" --mib 256 --launches 20000 --own-queues --ring-server no > "$LOGS/lat.own-js.$run.bench" 2>&1
+  say "harness run $run, own queues, ring server off (--ring-server no): $(grep '^JSON ' "$LOGS/lat.own-js.$run.bench" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const j=JSON.parse(s.slice(5));console.log(j.rows.map(r=>`${r.what} ${+r.value.toFixed(2)} ${r.unit}${r.baseline===undefined?"":` (direct ${+r.baseline.toFixed(2)})`}`).join("; "))}catch{console.log("no result")}})')"
+done
 timeout 240 node "$app/dist/test/bench/qcuda.js" --mib 256 --launches 20000 --inline-calls no > "$LOGS/lat.nocalls.bench" 2>&1
 say "harness, polled, ordered calls on the worker's context thread (--inline-calls no): $(grep -E '^(cudaDeviceSynchronize|4 B H2D|null-kernel launch)' "$LOGS/lat.nocalls.bench" | tr -s ' ' | paste -sd';')"
 timeout 240 node "$app/dist/test/bench/qcuda.js" --mib 256 --launches 20000 --isolation none > "$LOGS/lat.none.bench" 2>&1

@@ -102,6 +102,11 @@ that would pass it fails with the CUDA error named, nothing grows):
                           with the cuda provider, no with the host provider;
                           with it, yes gives the host provider's sessions
                           host-memory workers: the same path without a GPU)
+  --ring-server=yes|no    a worker serving its guest process's own queue
+                          answers the short calls of a round trip
+                          (synchronize, small copies, launches) in C, with
+                          no JavaScript between the request and the driver
+                          (cuda provider; default yes)
   --poll-us=US            how long the rings, and each worker its channel, are
                           polled after each request and answer before the
                           process sleeps (default 50 on a host of 4 or more
@@ -188,6 +193,7 @@ async function main(): Promise<void> {
         'inline-wait': { type: 'string' },
         'poll-us': { type: 'string' },
         'inline-calls': { type: 'string' },
+        'ring-server': { type: 'string' },
         'own-queues': { type: 'string' },
         'host-map-pieces': { type: 'string' },
         'print-capabilities': { type: 'boolean' },
@@ -260,6 +266,7 @@ async function main(): Promise<void> {
       size: diskSize(args.size), store: storeOf(args.store), readOnly: args['read-only'],
       inlineWaitUs: args['inline-wait'] === undefined ? undefined : nonNegativeInt('inline-wait', args['inline-wait'], 1_000_000),
       inlineCalls: args['inline-calls'] === undefined ? undefined : yesNo('inline-calls', args['inline-calls']),
+      ringServer: args['ring-server'] === undefined ? undefined : yesNo('ring-server', args['ring-server']),
       ownQueues: args['own-queues'] === undefined ? undefined : yesNo('own-queues', args['own-queues']),
       pollUs: args['poll-us'] === undefined ? undefined : nonNegativeInt('poll-us', args['poll-us'], 1_000_000),
       log: (line) => vmLog.log(line),

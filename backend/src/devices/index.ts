@@ -23,6 +23,8 @@ export interface DeviceOptions {
   inlineWaitUs?: number;
   /** cuda, isolation process: ordered calls on the worker's own thread when its context thread is idle (ProviderSetup.inlineCalls). */
   inlineCalls?: boolean;
+  /** cuda, isolation process: a worker serving its session's own queue answers the short calls of a round trip in C (ProviderSetup.ringServer). */
+  ringServer?: boolean;
   /** qcuda, isolation process: sessions that keep to a queue of their own have it served by their worker (QcudaOptions.ownQueues). Default: yes with the cuda provider, no with the host provider. */
   ownQueues?: boolean;
   /** qcuda and blk: how long the rings (qcuda with isolation process: each worker's channel too) are polled after each request and answer (DEFAULT_POLL_US). */
@@ -44,7 +46,7 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       const isolate = (o.isolation ?? 'process') === 'process';
       // Without isolation the VM has one CUDA process at a time (below), which this process's waits and calls may block for.
       const chosen = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len) },
-        { isolate, inlineHere: !isolate, captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs, inlineCalls: o.inlineCalls, pollUs: o.pollUs, log: o.log });
+        { isolate, inlineHere: !isolate, captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs, inlineCalls: o.inlineCalls, ringServer: o.ringServer, pollUs: o.pollUs, log: o.log });
       // The host provider has nothing to isolate, but with own queues its
       // sessions get (host-memory) workers too: the owned-queue path, whole,
       // on a machine without a GPU (the tests' way to run it in a guest).

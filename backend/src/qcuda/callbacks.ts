@@ -168,6 +168,11 @@ export class Callbacks {
   get waiting(): number {
     return this.#marked.size;
   }
+
+  /** No stream or event is gated: every command may start at once. */
+  get quiet(): boolean {
+    return this.#gates.size === 0 && this.#eventGates.size === 0;
+  }
 }
 
 /** map[k] = p until p settles (unless replaced meanwhile). */

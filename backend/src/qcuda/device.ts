@@ -76,6 +76,8 @@ interface Delegation {
   record?: InflightRecord;
   /** Requests the worker answered in earlier hand-overs (before a park). */
   servedBefore: number;
+  /** Of those, the ones its ring server answered in C. */
+  servedInCBefore: number;
   /** The VM stopped the ring: the worker keeps the session, and gets the ring again when it starts. */
   parked: boolean;
   /** Ends it early: the worker gives the ring back (handback) or is killed; asked before the worker serves, it happens as soon as it does. */
@@ -228,6 +230,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     try {
       const state = await d.owner.park();
       d.servedBefore += d.record?.served ?? 0;
+      d.servedInCBefore += d.record?.servedInC ?? 0;
       d.record?.close();
       d.record = undefined;
       d.parked = true;
@@ -404,7 +407,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const provider = this.provider;
     let started!: () => void;
     const d: Delegation = {
-      session: s, queue: q, parked: false, servedBefore: 0, started: new Promise((r) => (started = r)), done: Promise.resolve(), stuck: 0,
+      session: s, queue: q, parked: false, servedBefore: 0, servedInCBefore: 0, started: new Promise((r) => (started = r)), done: Promise.resolve(), stuck: 0,
       end: (how) => {
         d.ending ??= how;
         if (d.owner) (how === 'kill' ? d.owner.kill() : d.owner.handback());
@@ -551,7 +554,10 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   #sessionStatus(s: Session): SessionStatus {
     const st = sessionStatus(s);
     const d = this.#delegatedSessions.get(s);
-    if (d) st.calls += d.servedBefore + (d.record?.served ?? 0);
+    if (d) {
+      st.calls += d.servedBefore + (d.record?.served ?? 0);
+      st.callsInC += d.servedInCBefore + (d.record?.servedInC ?? 0);
+    }
     return st;
   }
 

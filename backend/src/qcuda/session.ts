@@ -36,6 +36,21 @@ interface ModuleEntry {
   vars: Map<string, Range>;
 }
 
+/**
+ * Told of what a session holds as it changes: its allocations, functions and
+ * streams (a queue owner's ring server checks requests against them:
+ * providers/ring-server.ts). Whatever it is not told of, it leaves to the
+ * session's own checks.
+ */
+export interface SessionMirror {
+  /** size 0n: freed. */
+  alloc(base: DevPtr, size: bigint): void;
+  func(h: bigint, f: FunctionRef | undefined): void;
+  stream(h: bigint, s: StreamRef | undefined): void;
+  /** Everything is gone (a reset, the close). */
+  clear(): void;
+}
+
 export interface SessionFunction {
   ref: FunctionRef;
   module: bigint;
@@ -194,6 +209,8 @@ export class Session {
   #asyncError = 0;
   /** Device output for the guest (OUTPUT_READ). Kept across cudaDeviceReset, which natively prints it too. */
   readonly output = new OutputQueue();
+  /** Told of allocations, functions and streams as they come and go (SessionMirror). */
+  mirror: SessionMirror | undefined;
 
   constructor(
     private readonly provider: Provider,
@@ -325,6 +342,20 @@ export class Session {
     return e;
   }
 
+  /** The context, once open (undefined before, and after a reset or the close). */
+  get openContext(): ProviderContext | undefined {
+    return this.#closed ? undefined : this.#opened;
+  }
+
+  /**
+   * Nothing of the session's own is pending: no host function gates a
+   * stream, no posted work's error or launch waits, no device output waits
+   * for the guest. Only then may its requests be answered without it.
+   */
+  get quiet(): boolean {
+    return !this.#closed && this.#asyncError === 0 && this.callbacks.quiet && !this.output.pending && this.launchJobs.size === 0;
+  }
+
   get hasContext(): boolean {
     return this.#ctx !== undefined;
   }
@@ -335,11 +366,13 @@ export class Session {
   addAlloc(x: ProviderContext, base: DevPtr, r: Reservation): void {
     this.live(x);
     this.#allocs.add({ base, size: r.bytes });
+    this.mirror?.alloc(base, r.bytes);
   }
 
   /** Removes the allocation that starts exactly at ptr and gives its bytes back to the quota; returns its size. */
   removeAlloc(ptr: DevPtr): bigint {
     const r = this.#allocs.removeAt(ptr);
+    this.mirror?.alloc(ptr, 0n);
     if (!r) throw new CudaError(CudaErr.InvalidValue, `free of 0x${ptr.toString(16)}, which is not an allocation of this process`);
     this.#memory.give(r.size);
     return r.size;
@@ -395,6 +428,7 @@ export class Session {
     this.live(x);
     const h = this.#newHandle();
     this.#streams.set(h, s);
+    this.mirror?.stream(h, s);
     return h;
   }
 
@@ -410,6 +444,7 @@ export class Session {
     const s = this.stream(h);
     if (s === undefined) throw new CudaError(CudaErr.InvalidResourceHandle, 'the NULL stream cannot be destroyed');
     this.#streams.delete(h);
+    this.mirror?.stream(h, undefined);
     return s;
   }
 
@@ -660,7 +695,10 @@ export class Session {
     const m = this.#modules.get(h)!;
     this.#modules.delete(h);
     this.#memory.give(m.bytes);
-    for (const f of m.funcs.values()) this.#functions.delete(f);
+    for (const f of m.funcs.values()) {
+      this.#functions.delete(f);
+      this.mirror?.func(f, undefined);
+    }
     this.#symbols.removeWhere((r) => r.module === h);
     return ref;
   }
@@ -678,6 +716,7 @@ export class Session {
     if (known !== undefined) return known;
     const fh = this.#newHandle();
     this.#functions.set(fh, f);
+    this.mirror?.func(fh, f.ref);
     m.funcs.set(name, fh);
     return fh;
   }
@@ -753,6 +792,7 @@ export class Session {
     this.#opened = undefined;
     this.#epoch++;
     this.#allocs.clear();
+    this.mirror?.clear();
     this.#hostMaps.clear();
     this.#hostMapPieces.giveAll();
     this.#streams.clear();

@@ -7,6 +7,8 @@ export interface SessionStatus {
   id: string;
   /** Requests served for it. */
   calls: number;
+  /** Of those, the ones its worker's ring server answered in C (providers/ring-server.ts). */
+  callsInC: number;
   /** Device memory it holds against the VM's quota, bytes. */
   deviceMemory: number;
   /** Whether it has a CUDA context (with isolation: a worker process). */
@@ -31,14 +33,14 @@ export interface QcudaStatus {
 
 export function sessionStatus(s: Session): SessionStatus {
   return {
-    id: s.id.toString(16), calls: s.calls, deviceMemory: Number(s.allocated), context: s.hasContext,
+    id: s.id.toString(16), calls: s.calls, callsInC: 0, deviceMemory: Number(s.allocated), context: s.hasContext,
     modules: s.moduleCount, arrays: s.arrayCount, graphs: s.graphCount,
   };
 }
 
 /** "1234 calls, 64 MiB device memory, a context, 2 modules" (what a closing session held). */
 export function describeSession(s: SessionStatus): string {
-  const parts = [`${s.calls} calls`, `${mib(s.deviceMemory)} device memory`, s.context ? 'a context' : 'no context'];
+  const parts = [s.callsInC > 0 ? `${s.calls} calls (${s.callsInC} answered in C)` : `${s.calls} calls`, `${mib(s.deviceMemory)} device memory`, s.context ? 'a context' : 'no context'];
   if (s.modules) parts.push(`${s.modules} modules`);
   if (s.arrays) parts.push(`${s.arrays} arrays`);
   if (s.graphs) parts.push(`${s.graphs} graphs`);

@@ -61,6 +61,16 @@ export class BusyPoll {
     return this.#windowMs > 0;
   }
 
+  /** How long a turn may spin while all is quiet, in microseconds (a ring's front spins as long after each answer). */
+  get spinUs(): number {
+    return this.#spinMs * 1000;
+  }
+
+  /** How long one turn may go on answering, in microseconds. */
+  get chainUs(): number {
+    return this.#chainMs * 1000;
+  }
+
   /** A window is open: the checks run every turn (and once more, expired, at its end). */
   get polling(): boolean {
     return this.#running;

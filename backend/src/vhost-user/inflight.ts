@@ -8,8 +8,9 @@
 // twice.
 //
 // Layout (little-endian): u16 lastAvail, u16 usedIdx, u32 size, u32 served
-// (answers published, for the backend's status), u32 reserved, then one bit
-// per descriptor head. Only the owner writes it, in an order that makes it
+// (answers published, for the backend's status), u32 servedInC (those of
+// them a ring front in C published: qcuda's ring server), then one bit per
+// descriptor head. addon/src/cuda_ring_server.cc writes it the same way. Only the owner writes it, in an order that makes it
 // right at every point where the owner can die:
 //   take:    set the head's bit, then store lastAvail;
 //   publish: write the used entry and used->idx, then clear the bit, then
@@ -26,6 +27,7 @@ export class InflightRecord {
   readonly #bytes: Uint8Array;
   readonly #words: Uint16Array;
   readonly #served: Uint32Array;
+  readonly #servedInC: Uint32Array;
 
   private constructor(
     readonly fd: Fd,
@@ -35,6 +37,12 @@ export class InflightRecord {
     this.#bytes = new Uint8Array(mapping.window(0, InflightRecord.bytesFor(size)));
     this.#words = new Uint16Array(this.#bytes.buffer, this.#bytes.byteOffset, 2);
     this.#served = new Uint32Array(this.#bytes.buffer, this.#bytes.byteOffset + 8, 1);
+    this.#servedInC = new Uint32Array(this.#bytes.buffer, this.#bytes.byteOffset + 12, 1);
+  }
+
+  /** The record's memory (a ring's front in C writes it as this class does). */
+  get bytes(): Uint8Array {
+    return this.#bytes;
   }
 
   static bytesFor(size: number): number {
@@ -73,6 +81,11 @@ export class InflightRecord {
   /** Answers the owner has published (its session's calls, for the backend's status). */
   get served(): number {
     return Atomics.load(this.#served, 0);
+  }
+
+  /** Of those, the answers a ring front in C published. */
+  get servedInC(): number {
+    return Atomics.load(this.#servedInC, 0);
   }
 
   inFlight(head: number): boolean {

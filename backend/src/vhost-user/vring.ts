@@ -55,6 +55,38 @@ export interface RingState {
   enabled: boolean;
 }
 
+/**
+ * Serves requests at the ring's head before this process's handler sees
+ * them, on this thread, inside the turn that would take them (a session's
+ * worker: qcuda's ring server). It answers only what it is sure of and
+ * leaves the rest where it is, for the handler.
+ */
+export interface RingFront {
+  /** The ring as this process sees it now: given again after each memory table change or new call fd. */
+  attach(ring: FrontRing): void;
+  /** Where the ring stands, in and out of serve(): lastAvail, usedIdx, signalledUsed (then the front's own words). */
+  readonly cursor: Uint32Array;
+  /**
+   * Answers the requests at the ring's head that it can, waiting up to
+   * spinNs after each answer for the next, for budgetNs in all; returns how
+   * many it answered (it took, published and signalled each).
+   */
+  serve(spinNs: number, budgetNs: number): number;
+}
+
+/** A ring's memory and ways, for a RingFront. */
+export interface FrontRing {
+  desc: Uint8Array;
+  avail: Uint16Array;
+  used: Uint16Array;
+  eventIdx: boolean;
+  indirect: boolean;
+  maxIndirect: number;
+  call: EventFd;
+  record: InflightRecord | undefined;
+  memory: MemoryTable;
+}
+
 interface RingViews {
   desc: DescTable;
   avail: Uint16Array; // flags, idx, ring[N], used_event
@@ -86,6 +118,8 @@ export class Vring {
   #delegated = false;
   /** Where this process, serving a ring handed to it, records what it has in flight (inflight.ts). */
   #record: InflightRecord | undefined;
+  /** Serves requests ahead of the handler (serveFirst). */
+  #front: RingFront | undefined;
 
   constructor(
     index: number,
@@ -118,11 +152,29 @@ export class Vring {
     this.#views = mapRing(this.index, addr, this.size, this.memory);
     this.#addr = addr;
     this.#usedIdx = this.#signalledUsed = Atomics.load(this.#views.used16, 1);
+    this.#attachFront();
   }
 
   /** After a new memory table the ring addresses resolve to new mappings. */
   remap(): void {
     this.#views = this.#addr ? mapRing(this.index, this.#addr, this.size, this.memory) : undefined;
+    this.#attachFront();
+  }
+
+  /** Lets front answer the requests it can before the handler sees them (undefined: the handler takes every one). */
+  serveFirst(front: RingFront | undefined): void {
+    this.#front = front;
+    this.#attachFront();
+  }
+
+  #attachFront(): void {
+    const v = this.#views;
+    if (!this.#front || !v || !this.call) return;
+    const d = v.desc.u32;
+    this.#front.attach({
+      desc: new Uint8Array(d.buffer, d.byteOffset, d.byteLength), avail: v.avail, used: v.used16, eventIdx: this.features.eventIdx,
+      indirect: this.features.indirect, maxIndirect: this.limits.maxIndirect, call: this.call, record: this.#record, memory: this.memory,
+    });
   }
 
   setKick(fd: EventFd | undefined): void {
@@ -138,6 +190,7 @@ export class Vring {
   setCall(fd: EventFd | undefined): void {
     this.call?.close();
     this.call = fd;
+    this.#attachFront();
   }
 
   setErr(fd: EventFd | undefined): void {
@@ -298,9 +351,10 @@ export class Vring {
    * answers goes into record, for the backend to finish should this
    * process die.
    */
-  static adopt(state: RingState, fds: { kick: EventFd; call: EventFd }, handler: Handler, memory: MemoryTable, o: { poll?: BusyPoll; record?: InflightRecord } = {}): Vring {
+  static adopt(state: RingState, fds: { kick: EventFd; call: EventFd }, handler: Handler, memory: MemoryTable, o: { poll?: BusyPoll; record?: InflightRecord; front?: RingFront } = {}): Vring {
     const r = new Vring(state.index, state.limits, state.features, handler, memory, o.poll);
     r.#record = o.record;
+    r.#front = o.front;
     r.setNum(state.size);
     r.setBase(state.lastAvail);
     r.setAddr(state.addr);
@@ -344,6 +398,8 @@ export class Vring {
   #drain(v: RingViews): number {
     this.#suppressKicks(v, true);
     let took = 0;
+    // The front may wait for a caller's next request; it does so for one chain of the poller's at most, so the event loop still turns.
+    const end = this.#front ? performance.now() + (this.poll?.chainUs ?? 0) / 1000 : 0;
     for (;;) {
       const avail = Atomics.load(v.avail, 1);
       const pending = (avail - this.lastAvail) & 0xffff;
@@ -352,10 +408,39 @@ export class Vring {
         return took;
       }
       if (pending === 0) return took;
+      if (this.#front) {
+        // The front answers what it can while nothing is in flight; the
+        // handler takes the request it stopped at, one at a time, so the
+        // front may go on after it.
+        if (this.#inflight === 0) {
+          const served = this.#serveFront(end);
+          took += served;
+          if (served > 0) continue;
+        }
+        this.#take(v);
+        took++;
+        if (this.broken) return took;
+        continue;
+      }
       for (let n = 0; n < pending; n++) this.#take(v);
       took += pending;
       if (this.broken) return took;
     }
+  }
+
+  /** The front's turn, until `end` (performance.now()): it waits for the caller's next request only while the poller's window is open. */
+  #serveFront(end: number): number {
+    const f = this.#front!;
+    const c = f.cursor;
+    c[0] = this.lastAvail;
+    c[1] = this.#usedIdx;
+    c[2] = this.#signalledUsed;
+    const p = this.poll;
+    const n = f.serve(p?.polling ? p.spinUs * 1000 : 0, Math.max(0, Math.round((end - performance.now()) * 1e6)));
+    this.lastAvail = c[0] & 0xffff;
+    this.#usedIdx = c[1] & 0xffff;
+    this.#signalledUsed = c[2] & 0xffff;
+    return n;
   }
 
   /** Kicks wanted again; what came before they were is taken now (the store is a full barrier). */

@@ -176,6 +176,11 @@ const LAUNCH_IDS: LaunchIds = { func: (f) => handleId(f, 'function'), stream: st
 // names (defined after the class), with handles as the addon's ids.
 interface CudaSessionContext extends ContextCalls {}
 
+/** The cuda provider's side of a session context, for the ring server (ring-server.ts); undefined for another provider's. */
+export function cudaSide(x: ProviderContext): CudaSessionContext | undefined {
+  return x instanceof CudaSessionContext ? x : undefined;
+}
+
 class CudaSessionContext implements ProviderContext, OutputSource {
   #dead = false;
   #launched = false;
@@ -226,6 +231,16 @@ class CudaSessionContext implements ProviderContext, OutputSource {
   #launching(): void {
     this.#launched = true;
     deviceOutput.launched(this);
+  }
+
+  /** A kernel went in by the ring server (ring-server.ts), which launches without this object. */
+  noteLaunched(): void {
+    this.#launching();
+  }
+
+  /** The ring server answered at a flush point: the session gets what CUDA printed before the reply goes out. */
+  drainOutput(): void {
+    deviceOutput.drain(this);
   }
 
   malloc(size: bigint): Promise<DevPtr> {

@@ -63,6 +63,8 @@ export interface ProviderSetup {
   inlineHere?: boolean;
   /** cuda with isolate: how long a session's worker keeps polling its channel after each call (DEFAULT_POLL_US; 0: never). */
   pollUs?: number;
+  /** cuda with isolate: a worker serving its session's own queue answers the short calls of a round trip in C (ring-server.ts; default true). */
+  ringServer?: boolean;
   /** cuda with isolate: where each worker's start and exit are logged (the VM's event log). */
   log?: (line: string) => void;
 }
@@ -95,7 +97,7 @@ export async function createProvider(kind: ProviderKind, gpu: number, host: Host
   if (avail.ok && cuda && setup.isolate) {
     const local = await cuda.createCudaProvider(gpu, { captureOutput: false });
     return {
-      provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads, inlineWaitUs: setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US, inlineCalls: setup.inlineCalls ?? true, pollUs: setup.pollUs ?? DEFAULT_POLL_US }, log: setup.log }),
+      provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads, inlineWaitUs: setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US, inlineCalls: setup.inlineCalls ?? true, pollUs: setup.pollUs ?? DEFAULT_POLL_US, ringServer: setup.ringServer ?? true }, log: setup.log }),
       note: `cuda provider on GPU ${gpu}, a worker process per guest process`,
     };
   }

@@ -16,6 +16,7 @@ import { Ledger } from '../limits';
 import type { ModuleStore } from '../module-cache';
 import type { Provider } from '../provider';
 import { vmShared } from '../session';
+import { RingServer } from './ring-server';
 import type { OwnOrder } from './worker-messages';
 
 export interface OwnedFds {
@@ -34,13 +35,16 @@ export class OwnedQueue {
   #parked: RingState | undefined;
   readonly #memory: MemoryTable;
   readonly #poll: BusyPoll | undefined;
+  /** Answers the short calls of a round trip in C, ahead of the device (ring-server.ts); none: the device answers all. */
+  readonly server: RingServer | undefined;
 
   /**
    * Serves order.session's queue from here on. onReturn gets where the ring
    * stands once giveBack() has given it back; end ends this process at once
-   * (as the session's SESSION_CLOSE does).
+   * (as the session's SESSION_CLOSE does). serveInC: the ring server stands
+   * in front of the device (where the provider is cuda).
    */
-  constructor(order: OwnOrder, fds: OwnedFds, memory: MemoryTable, provider: Provider, modules: ModuleStore, poll: BusyPoll | undefined, readonly onReturn: (state: RingState) => void, readonly end: () => void) {
+  constructor(order: OwnOrder, fds: OwnedFds, memory: MemoryTable, provider: Provider, modules: ModuleStore, poll: BusyPoll | undefined, readonly onReturn: (state: RingState) => void, readonly end: () => void, serveInC = true) {
     // The VM's bounds are the shared ledger's, its module images the backend's cache.
     const vm = vmShared(order.limits, Ledger.open(fds.ledger), modules);
     this.#record = InflightRecord.open(fds.record, order.state.size);
@@ -55,14 +59,19 @@ export class OwnedQueue {
       onSessionClosed: () => this.end(),
     });
     this.device.useMemory(memory);
-    this.device.adoptSession(order.session, order.slot);
+    const session = this.device.adoptSession(order.session, order.slot);
+    const queue = order.state.index;
+    this.server = serveInC ? RingServer.for(provider, session, (n) => {
+      this.device.served[queue] += n;
+      session.calls += n;
+    }) : undefined;
     this.#memory = memory;
     this.#poll = poll;
     this.ring = this.#adopt(order.state, fds.kick, fds.call);
   }
 
   #adopt(state: RingState, kick: EventFd, call: EventFd): Vring {
-    return Vring.adopt(state, { kick, call }, (req) => this.device.handle(req), this.#memory, { poll: this.#poll, record: this.#record });
+    return Vring.adopt(state, { kick, call }, (req) => this.device.handle(req), this.#memory, { poll: this.#poll, record: this.#record, front: this.server });
   }
 
   /**

@@ -16,6 +16,8 @@ export interface WorkerOptions {
   inlineCalls?: boolean;
   /** How long the worker polls its channel after each call (ProviderSetup.pollUs). */
   pollUs?: number;
+  /** A queue owner answers the short calls of a round trip in C (ring-server.ts; ProviderSetup.ringServer; default true). */
+  ringServer?: boolean;
   /** A queue owner (owned-queue.ts): no context at start; the session's own queue comes with 'own'. */
   owner?: boolean;
 }

@@ -191,7 +191,7 @@ class WorkerMain {
     this.owned = new OwnedQueue(m, fds, memory, this.provider!, this.modules, poll.enabled ? poll : undefined, (state) => {
       send({ t: 'returned', state });
       channel.close(); // the process ends with the channel
-    }, () => process.kill(process.pid, 'SIGKILL')); // as a killed worker: no exit handlers, the driver frees the context
+    }, () => process.kill(process.pid, 'SIGKILL'), this.o.ringServer ?? true); // end: as a killed worker (no exit handlers, the driver frees the context)
     send({ t: 'owning' });
   }
 

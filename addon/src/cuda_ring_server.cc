@@ -1,0 +1,610 @@
+// A session's own queue served in C (issue 15). A session's worker serves
+// its guest process's ring on its JS thread; for each request JavaScript
+// walks the chain, decodes, dispatches and answers, some microseconds more
+// than the driver call itself. The ring server takes that path's place for
+// the short calls of a round trip, and only while the session is plainly
+// quiet: it runs inside the JS thread's own turn (Vring calls serve() where
+// it would take the next request), so no other thread touches the ring, the
+// session or the context meanwhile, and it serves a request only when it can
+// tell, before doing anything, that the JavaScript path would serve it the
+// same way and at once:
+//  - the chain walks as chain.ts walks it (the same rules; a chain of more
+//    than kMaxBufs buffers is left to JavaScript);
+//  - the header and arguments, copied out of guest memory once, pass the
+//    dispatcher's checks (qcuda/device.ts) and the command's (ranges in the
+//    session's allocations, its functions and streams: the tables JavaScript
+//    keeps it told of, setAlloc/setFunc/setStream);
+//  - the call cannot block for long: a synchronize only once every stream
+//    is idle (polled for the inline wait), a copy of at most kMaxCopy bytes
+//    only on an idle stream from pinned memory, a launch only below the
+//    launch bound (kInlineLaunchBound).
+// Anything else, a bad request included, is left where it is and serve()
+// returns kHandOff: JavaScript takes it, and answers it (or its error)
+// exactly as before. The calls run through the same run phases as the
+// context's methods (RunSynchronize, RunCopyHtoD, RunCopyDtoH, LaunchOne).
+//
+// JS: new RingServer(session: bigint, cursor: Uint32Array(8))
+//   attach(desc: Uint8Array, avail: Uint16Array, used: Uint16Array, eventIdx, indirect, maxIndirect, callFd)
+//   setRegions([{gpa, size, host}])     guest memory (bigints: host = where the region is mapped here)
+//   setRecord(bytes: Uint8Array)        the ring's in-flight record (vhost-user/inflight.ts lays it out)
+//   bind(context | null)                the session's CudaContext now
+//   setAlloc(base, size) / setFunc(handle, id) / setStream(handle, id)   (0: forget) ; clear()
+//   serve(spinNs, budgetNs, onFlush) -> Stop   cursor: lastAvail, usedIdx, signalledUsed in; also served, launched out
+#include <napi.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda_args.h"
+#include "cuda_context.h"
+#include "cuda_ring_server.h"
+#include "qcuda_proto.h"
+
+namespace qcuda::cuda {
+namespace {
+
+constexpr uint16_t kDescNext = 1, kDescWrite = 2, kDescIndirect = 4;
+constexpr uint16_t kAvailNoInterrupt = 1;
+/** Buffers a chain served here may have; longer chains (large scattered transfers) take the JavaScript path. */
+constexpr size_t kMaxBufs = 64;
+/** The largest copy served here: its wait, on an idle stream, is microseconds. */
+constexpr uint64_t kMaxCopy = 64 * 1024;
+/** Largest integer JavaScript's checks hold exactly (device.ts: MAX_SAFE_BIG). */
+constexpr uint64_t kMaxSafe = (1ull << 53) - 1;
+constexpr size_t kReq = sizeof(qcuda_req_hdr), kResp = sizeof(qcuda_resp_hdr);
+// The in-flight record (vhost-user/inflight.ts): u16 lastAvail, u16 usedIdx, u32 size, u32 served, u32 servedInC, a bit per head.
+constexpr size_t kRecLastAvail = 0, kRecUsedIdx = 2, kRecServed = 8, kRecServedInC = 12, kRecBits = 16;
+
+// Cursor words (JS's Uint32Array): where the ring stands, in and out, and what serve() did.
+enum Cursor { kLastAvail = 0, kUsedIdx = 1, kSignalledUsed = 2, kServed = 3, kLaunched = 4, kCursorWords = 8 };
+
+/** Why serve() returned. */
+enum class Stop { kIdle = 0, kHandOff = 1, kOutput = 2, kBusy = 3, kBudget = 4, kServedOne = -1 };
+
+uint64_t NowNs() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
+}
+
+struct Desc {
+  uint64_t addr;
+  uint32_t len;
+  uint16_t flags;
+  uint16_t next;
+};
+static_assert(sizeof(Desc) == 16, "a virtq descriptor is 16 bytes");
+
+struct Region {
+  uint64_t gpa, size;
+  uint8_t *host;
+};
+
+struct Chain {
+  std::vector<Seg> readable, writable;
+  uint64_t readableBytes = 0, writableBytes = 0;
+  void Clear() {
+    readable.clear();
+    writable.clear();
+    readableBytes = writableBytes = 0;
+  }
+};
+
+/** [offset, offset+len) of a chain's buffers as host ranges; false if it runs past them. */
+bool Slice(const std::vector<Seg> &bufs, uint64_t offset, uint64_t len, std::vector<Seg> *out) {
+  for (const Seg &b : bufs) {
+    if (len == 0) break;
+    if (offset >= b.len) {
+      offset -= b.len;
+      continue;
+    }
+    uint64_t n = std::min(b.len - offset, len);
+    out->push_back({b.addr + offset, n});
+    offset = 0;
+    len -= n;
+  }
+  return len == 0;
+}
+
+/** Copies [offset, offset+n) of a chain's buffers out (read once: the guest may change them meanwhile). */
+bool Gather(const std::vector<Seg> &bufs, uint64_t offset, uint8_t *out, uint64_t n) {
+  std::vector<Seg> s;
+  if (!Slice(bufs, offset, n, &s)) return false;
+  for (const Seg &g : s) {
+    std::memcpy(out, reinterpret_cast<const void *>(g.addr), g.len);
+    out += g.len;
+  }
+  return true;
+}
+
+void Scatter(const std::vector<Seg> &bufs, uint64_t offset, const uint8_t *in, uint64_t n) {
+  std::vector<Seg> s;
+  if (!Slice(bufs, offset, n, &s)) return;
+  for (const Seg &g : s) {
+    std::memcpy(reinterpret_cast<void *>(g.addr), in, g.len);
+    in += g.len;
+  }
+}
+
+template <typename T>
+T *DataOf(const Napi::Value &v, size_t atLeast, const char *what) {
+  if (!v.IsTypedArray()) throw Napi::TypeError::New(v.Env(), std::string(what) + " must be a typed array");
+  Napi::TypedArray a = v.As<Napi::TypedArray>();
+  if (a.ByteLength() < atLeast * sizeof(T) || a.ByteOffset() % alignof(T) != 0)
+    throw Napi::RangeError::New(v.Env(), std::string(what) + " is too short or misaligned");
+  return reinterpret_cast<T *>(static_cast<uint8_t *>(a.ArrayBuffer().Data()) + a.ByteOffset());
+}
+
+/** A call checked and ready to run: what it runs, and what its answer says. */
+struct Plan {
+  uint32_t cmd = 0;
+  Job job;                  // the run phase's job (its outcome is the status)
+  bool flushes = false;     // a point where CUDA flushes device output
+  uint64_t dataOut = 0;     // bytes the answer carries on success
+  // The call's operands, decided by the checks.
+  uint64_t ptr = 0;
+  uint32_t stream = 0;
+  std::vector<Seg> segs;
+  LaunchHeader launch{};
+  std::vector<uint8_t> params;
+};
+
+class RingServer : public Napi::ObjectWrap<RingServer> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "RingServer",
+                       {InstanceMethod("attach", &RingServer::Attach), InstanceMethod("setRegions", &RingServer::SetRegions),
+                        InstanceMethod("setRecord", &RingServer::SetRecord), InstanceMethod("bind", &RingServer::Bind),
+                        InstanceMethod("setAlloc", &RingServer::SetAlloc), InstanceMethod("setFunc", &RingServer::SetFunc),
+                        InstanceMethod("setStream", &RingServer::SetStream), InstanceMethod("clear", &RingServer::Clear),
+                        InstanceMethod("serve", &RingServer::Serve)});
+  }
+
+  explicit RingServer(const Napi::CallbackInfo &info) : Napi::ObjectWrap<RingServer>(info) {
+    session_ = ArgU64(info[0], "session");
+    cursor_ = DataOf<uint32_t>(info[1], kCursorWords, "cursor");
+    cursorRef_ = Napi::Persistent(info[1].As<Napi::Object>());
+  }
+
+ private:
+  // ---- set-up, from JS ----
+
+  Napi::Value Attach(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    uint32_t size = static_cast<uint32_t>(info[1].As<Napi::TypedArray>().ElementLength() >= 3 ? info[1].As<Napi::TypedArray>().ElementLength() - 3 : 0);
+    if (size == 0 || (size & (size - 1)) != 0 || size > 32768) throw Napi::RangeError::New(env, "avail: 3 + a power of two of u16");
+    desc_ = DataOf<uint8_t>(info[0], size * sizeof(Desc), "desc");
+    avail_ = DataOf<uint16_t>(info[1], 3 + size, "avail");
+    used16_ = DataOf<uint16_t>(info[2], 3 + size * 4, "used");
+    size_ = size;
+    eventIdx_ = info[3].ToBoolean();
+    indirect_ = info[4].ToBoolean();
+    maxIndirect_ = ArgU32(info[5], "maxIndirect");
+    callFd_ = ArgI32(info[6], "callFd");
+    // Kept alive with the views: their memory is the ring.
+    views_.clear();
+    for (int i = 0; i < 3; i++) views_.push_back(Napi::Persistent(info[i].As<Napi::Object>()));
+    return env.Undefined();
+  }
+
+  Napi::Value SetRegions(const Napi::CallbackInfo &info) {
+    Napi::Array list = info[0].As<Napi::Array>();
+    std::vector<Region> regions;
+    for (uint32_t i = 0; i < list.Length(); i++) {
+      Napi::Object o = list.Get(i).As<Napi::Object>();
+      regions.push_back({ArgU64(o.Get("gpa"), "gpa"), ArgU64(o.Get("size"), "size"),
+                         reinterpret_cast<uint8_t *>(ArgU64(o.Get("host"), "host"))});
+    }
+    regions_ = std::move(regions);
+    return info.Env().Undefined();
+  }
+
+  Napi::Value SetRecord(const Napi::CallbackInfo &info) {
+    if (info[0].IsUndefined() || info[0].IsNull()) {
+      record_ = nullptr;
+      recordRef_.Reset();
+    } else {
+      record_ = DataOf<uint8_t>(info[0], kRecBits + (size_ + 7) / 8, "record");
+      recordRef_ = Napi::Persistent(info[0].As<Napi::Object>());
+    }
+    return info.Env().Undefined();
+  }
+
+  Napi::Value Bind(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    core_.reset();
+    if (info[0].IsObject()) {
+      napi_value ctor = nullptr;
+      napi_get_reference_value(env, State(env)->contextCtor, &ctor);
+      if (!info[0].As<Napi::Object>().InstanceOf(Napi::Function(env, ctor))) throw Napi::TypeError::New(env, "bind: not a CudaContext");
+      core_ = Napi::ObjectWrap<Context>::Unwrap(info[0].As<Napi::Object>())->core();
+    }
+    return env.Undefined();
+  }
+
+  Napi::Value SetAlloc(const Napi::CallbackInfo &info) {
+    uint64_t base = ArgU64(info[0], "base"), size = ArgU64(info[1], "size");
+    if (size == 0) allocs_.erase(base);
+    else allocs_[base] = size;
+    return info.Env().Undefined();
+  }
+  Napi::Value SetFunc(const Napi::CallbackInfo &info) { return SetId(info, funcs_); }
+  Napi::Value SetStream(const Napi::CallbackInfo &info) { return SetId(info, streams_); }
+  Napi::Value SetId(const Napi::CallbackInfo &info, std::unordered_map<uint64_t, uint32_t> &m) {
+    uint64_t h = ArgU64(info[0], "handle");
+    uint32_t id = ArgU32(info[1], "id");
+    if (id == 0) m.erase(h);
+    else m[h] = id;
+    return info.Env().Undefined();
+  }
+  Napi::Value Clear(const Napi::CallbackInfo &info) {
+    allocs_.clear();
+    funcs_.clear();
+    streams_.clear();
+    return info.Env().Undefined();
+  }
+
+  // ---- serving ----
+
+  // serve(spinNs, budgetNs, onFlush): serves the requests at the ring's head
+  // for as long as it can (see the top of the file), waiting up to spinNs
+  // after the last answer for the caller's next request, for budgetNs in
+  // all. onFlush() (after a flush point of a context that launched) hands
+  // device output to the session and says whether any is now waiting.
+  Napi::Value Serve(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const uint64_t spinNs = ArgU64(info[0], "spinNs"), budgetNs = ArgU64(info[1], "budgetNs");
+    Napi::Function onFlush = info[2].IsFunction() ? info[2].As<Napi::Function>() : Napi::Function();
+    return Napi::Number::New(env, static_cast<int>(Run(env, spinNs, budgetNs, onFlush)));
+  }
+
+  Stop Run(Napi::Env env, uint64_t spinNs, uint64_t budgetNs, const Napi::Function &onFlush) {
+    if (desc_ == nullptr || !Quiet(State(env))) return Stop::kBusy;
+    const uint64_t t0 = NowNs();
+    uint64_t last = t0;
+    for (;;) {
+      const uint16_t availIdx = __atomic_load_n(&avail_[1], __ATOMIC_ACQUIRE);
+      const uint16_t lastAvail = static_cast<uint16_t>(cursor_[kLastAvail]);
+      if (availIdx == lastAvail) {
+        const uint64_t now = NowNs();
+        if (now - t0 >= budgetNs) return Stop::kBudget;
+        if (now - last >= spinNs) return Stop::kIdle;
+        __builtin_ia32_pause();
+        continue;
+      }
+      // A driver that moved avail->idx too far: JavaScript fails the ring.
+      if (static_cast<uint16_t>(availIdx - lastAvail) > size_) return Stop::kHandOff;
+      const uint16_t head = __atomic_load_n(&avail_[2 + (lastAvail & (size_ - 1))], __ATOMIC_RELAXED);
+      const Stop s = ServeOne(env, head, onFlush);
+      if (s != Stop::kServedOne) return s;
+      last = NowNs();
+      if (last - t0 >= budgetNs) return Stop::kBudget;
+    }
+  }
+
+  /** Nothing else may touch the context meanwhile: no job queued, running or unsettled (its errors are the session's next status). */
+  bool Quiet(EnvState *st) {
+    if (!core_ || st->pending != 0 || !st->parked.empty()) return false;
+    std::lock_guard<std::mutex> lk(core_->mu);
+    return core_->busy == 0 && !core_->dead && !core_->closing;
+  }
+
+  Stop ServeOne(Napi::Env env, uint16_t head, const Napi::Function &onFlush) {
+    if (!Walk(head)) return Stop::kHandOff;
+    plan_ = std::make_unique<Plan>();
+    Plan &p = *plan_;
+    p.job.ctx = core_;
+    p.job.env = State(env);
+    cu::api().CtxSetCurrent(core_->ctx);
+    if (!Check(p)) return Stop::kHandOff;
+    // Taken: from here the request is answered here, whatever the driver says.
+    Took(head);
+    Execute(p);
+    uint32_t status = p.job.rc == cu::kSuccess ? 0 : static_cast<uint32_t>(cu::ToCudaError(p.job.rc));
+    bool output = false;
+    if (p.flushes && cursor_[kLaunched] != 0 && !onFlush.IsEmpty()) {
+      try {
+        output = onFlush.Call({}).ToBoolean();
+      } catch (const Napi::Error &) {
+        output = false;  // the drain's own failure is its to report; the answer goes out
+      }
+    }
+    qcuda_resp_hdr r{};
+    r.status = status | (output ? QCUDA_ST_OUTPUT : 0);
+    Scatter(chain_.writable, 0, reinterpret_cast<const uint8_t *>(&r), kResp);
+    // The data went out only if the command succeeded (device.ts: #answer).
+    Publish(head, static_cast<uint32_t>(kResp + (status == 0 ? p.dataOut : 0)));
+    Signal();
+    cursor_[kServed]++;
+    plan_.reset();
+    return output ? Stop::kOutput : Stop::kServedOne;
+  }
+
+  // ---- the chain (chain.ts's rules) ----
+
+  /** Guest-physical [gpa, gpa+len) as a host pointer: the whole range inside one region (MemoryTable.checkGpa). */
+  uint8_t *Translate(uint64_t gpa, uint64_t len) const {
+    for (const Region &r : regions_)
+      if (gpa >= r.gpa && len <= r.size && gpa - r.gpa <= r.size - len) return r.host + (gpa - r.gpa);
+    return nullptr;
+  }
+
+  bool Walk(uint16_t head) {
+    Chain &c = chain_;
+    c.Clear();
+    if (head >= size_) return false;
+    const uint8_t *table = desc_;
+    uint32_t count = size_, i = head, budget = size_;
+    bool indirect = false;
+    for (;;) {
+      if (budget-- == 0) return false;
+      Desc d;
+      std::memcpy(&d, table + static_cast<size_t>(i) * sizeof(Desc), sizeof d);  // read once
+      if (d.flags & kDescIndirect) {
+        if (!indirect_ || indirect || (d.flags & kDescNext)) return false;
+        if (d.len == 0 || d.len % sizeof(Desc) != 0 || d.len / sizeof(Desc) > maxIndirect_) return false;
+        const uint8_t *t = Translate(d.addr, d.len);
+        // JavaScript maps guest memory in windows and refuses a table across
+        // two; a table inside one page is inside one window.
+        if (t == nullptr || (reinterpret_cast<uintptr_t>(t) & 4095) + d.len > 4096) return false;
+        table = t;
+        count = budget = d.len / sizeof(Desc);
+        i = 0;
+        indirect = true;
+        continue;
+      }
+      if (d.len != 0) {
+        uint8_t *p = Translate(d.addr, d.len);
+        if (p == nullptr) return false;
+        const Seg s{reinterpret_cast<uint64_t>(p), d.len};
+        if (d.flags & kDescWrite) {
+          c.writable.push_back(s);
+          c.writableBytes += d.len;
+        } else {
+          if (!c.writable.empty()) return false;
+          c.readable.push_back(s);
+          c.readableBytes += d.len;
+        }
+        if (c.readable.size() + c.writable.size() > kMaxBufs) return false;
+      }
+      if (!(d.flags & kDescNext)) return true;
+      i = d.next;
+      if (i >= count) return false;
+    }
+  }
+
+  // ---- the request (device.ts: #dispatch, then the command's checks) ----
+
+  /** The session's stream behind handle h (0: the NULL stream); false if it is not one JavaScript told of. */
+  bool StreamOf(uint64_t h, uint32_t *id) const {
+    if (h == QCUDA_STREAM_LEGACY || h == QCUDA_STREAM_PER_THREAD) {
+      *id = 0;
+      return true;
+    }
+    auto it = streams_.find(h);
+    if (it == streams_.end()) return false;
+    *id = it->second;
+    return true;
+  }
+
+  /** [ptr, ptr+size) inside one allocation (Session.checkRange, allocations only: mappings and symbols take the JavaScript path). */
+  bool InAlloc(uint64_t ptr, uint64_t size) const {
+    if (size == 0) return true;
+    auto it = allocs_.upper_bound(ptr);
+    if (it == allocs_.begin()) return false;
+    --it;
+    return ptr - it->first < it->second && size <= it->second - (ptr - it->first);
+  }
+
+  /** Whether stream id has nothing left to do (a call on it would not wait behind other work). */
+  bool StreamIdle(uint32_t id) const {
+    cu::Stream s = nullptr;
+    if (id != 0) {
+      auto it = core_->streams.find(id);
+      if (it == core_->streams.end()) return false;
+      s = it->second;
+    }
+    return cu::api().StreamQuery(s) == cu::kSuccess;
+  }
+
+  bool Check(Plan &p) {
+    const Chain &c = chain_;
+    if (c.readableBytes < kReq || c.writableBytes < kResp) return false;
+    qcuda_req_hdr h;
+    if (!Gather(c.readable, 0, reinterpret_cast<uint8_t *>(&h), kReq)) return false;
+    if (h.session != session_ || h.len > QCUDA_MAX_ARGS) return false;
+    args_.resize(h.len);
+    if (!Gather(c.readable, kReq, args_.data(), h.len)) return false;
+    p.cmd = h.cmd;
+    switch (h.cmd) {
+      case QCUDA_CMD_DEVICE_SYNC:
+        return h.len == 0 && NoData(h) && c.readableBytes == kReq && CheckSync(p);
+      case QCUDA_CMD_MEMCPY_HTOD:
+      case QCUDA_CMD_MEMCPY_DTOH:
+        return h.len == sizeof(qcuda_args_memcpy) && CheckCopy(p, h);
+      case QCUDA_CMD_LAUNCH:
+        return h.len >= sizeof(qcuda_args_launch) && NoData(h) && c.readableBytes == kReq + h.len && CheckLaunch(p);
+      default:
+        return false;
+    }
+  }
+
+  static bool NoData(const qcuda_req_hdr &h) { return h.data_len == 0 && h.data_offset == 0; }
+
+  /** DEVICE_SYNC: only once every stream is idle (polled for the inline wait); its wait then returns at once. */
+  bool CheckSync(Plan &p) {
+    RunSynchronize(p.job);
+    if (!Ready(p.job, InlineWaitNs())) return false;
+    p.flushes = true;
+    return true;
+  }
+
+  bool CheckCopy(Plan &p, const qcuda_req_hdr &h) {
+    const Chain &c = chain_;
+    qcuda_args_memcpy a;
+    std::memcpy(&a, args_.data(), sizeof a);
+    const bool toDevice = h.cmd == QCUDA_CMD_MEMCPY_HTOD;
+    const uint64_t n = h.data_len;
+    if (n > kMaxSafe || n > kMaxCopy) return false;
+    const uint64_t dataIn = toDevice ? n : 0, dataOut = toDevice ? 0 : n;
+    if (c.readableBytes != kReq + h.len + dataIn || c.writableBytes < kResp + dataOut) return false;
+    // The chunk inside the transfer, the transfer inside one allocation, the stream the session's.
+    if (h.data_offset > a.size || n > a.size - h.data_offset) return false;
+    p.ptr = (toDevice ? a.dst : a.src);
+    if (!InAlloc(p.ptr, a.size) || !StreamOf(a.stream, &p.stream)) return false;
+    p.ptr += h.data_offset;
+    p.flushes = true;
+    if (n == 0) return true;  // nothing to copy: answered with status 0, as JavaScript does
+    const bool sliced = toDevice ? Slice(c.readable, kReq + h.len, n, &p.segs) : Slice(c.writable, c.writableBytes - n, n, &p.segs);
+    if (!sliced) return false;
+    EnvState *st = p.job.env;
+    for (const Seg &g : p.segs)
+      if (!st->IsPinned(g.addr, g.len)) return false;
+    if (!StreamIdle(p.stream)) return false;
+    p.dataOut = dataOut;
+    return true;
+  }
+
+  bool CheckLaunch(Plan &p) {
+    qcuda_args_launch a;
+    std::memcpy(&a, args_.data(), sizeof a);
+    const uint64_t paramBytes = args_.size() - sizeof a;
+    if (paramBytes != a.param_bytes) return false;
+    auto f = funcs_.find(a.func);
+    if (f == funcs_.end()) return false;
+    auto fn = core_->functions.find(f->second);
+    if (fn == core_->functions.end() || fn->second.paramBytes != paramBytes) return false;
+    for (int i = 0; i < 3; i++)
+      if (a.grid[i] == 0 || a.block[i] == 0) return false;
+    uint32_t sid;
+    if (!StreamOf(a.stream, &sid)) return false;
+    // cuLaunchKernel blocks once the GPU's launch queue is full: not here (Context::LaunchWhere).
+    if (core_->launchesRun.load() - core_->launchesDone.load() + 1 > kInlineLaunchBound) return false;
+    namespace lr = launch_record;
+    LaunchHeader &l = p.launch;
+    l[lr::kFunc] = f->second;
+    l[lr::kStream] = sid;
+    l[lr::kGridX] = a.grid[0];
+    l[lr::kGridY] = a.grid[1];
+    l[lr::kGridZ] = a.grid[2];
+    l[lr::kBlockX] = a.block[0];
+    l[lr::kBlockY] = a.block[1];
+    l[lr::kBlockZ] = a.block[2];
+    l[lr::kSharedMem] = a.shared_mem;
+    l[lr::kParamBytes] = static_cast<uint32_t>(paramBytes);
+    p.params.assign(args_.begin() + sizeof a, args_.end());
+    return true;
+  }
+
+  /** Polls job.ready for up to ns; true once ready (then its wait returns at once). */
+  static bool Ready(Job &job, int64_t ns) {
+    if (!job.wait) return true;
+    if (!job.ready) return false;
+    const uint64_t t0 = NowNs();
+    while (!job.ready())
+      if (static_cast<int64_t>(NowNs() - t0) >= ns) return false;
+    return true;
+  }
+
+  void Execute(Plan &p) {
+    Job &j = p.job;
+    switch (p.cmd) {
+      case QCUDA_CMD_DEVICE_SYNC:
+        break;  // its run phase ran in the check
+      case QCUDA_CMD_MEMCPY_HTOD:
+        if (!p.segs.empty()) RunCopyHtoD(j, p.ptr, p.segs, p.stream);
+        break;
+      case QCUDA_CMD_MEMCPY_DTOH:
+        if (!p.segs.empty()) RunCopyDtoH(j, p.segs, p.ptr, p.stream);
+        break;
+      case QCUDA_CMD_LAUNCH:
+        LaunchOne(j, p.launch, p.params.data());
+        cursor_[kLaunched] = 1;
+        break;
+    }
+    // A copy on an idle stream ends within microseconds; waited for here as a native program's cudaMemcpy does.
+    if (j.wait) {
+      Ready(j, InlineWaitNs());
+      j.wait(j);
+    }
+  }
+
+  // ---- the ring's two indices and the record (vring.ts: #take, #publish, #flushSignal) ----
+
+  void Took(uint16_t head) {
+    const uint16_t next = static_cast<uint16_t>(cursor_[kLastAvail] + 1);
+    cursor_[kLastAvail] = next;
+    if (record_ == nullptr) return;
+    record_[kRecBits + (head >> 3)] |= static_cast<uint8_t>(1u << (head & 7));
+    __atomic_store_n(reinterpret_cast<uint16_t *>(record_ + kRecLastAvail), next, __ATOMIC_RELEASE);
+  }
+
+  void Publish(uint16_t head, uint32_t len) {
+    uint16_t usedIdx = static_cast<uint16_t>(cursor_[kUsedIdx]);
+    uint32_t *used32 = reinterpret_cast<uint32_t *>(used16_);
+    const uint32_t slot = usedIdx & (size_ - 1);
+    used32[1 + slot * 2] = head;
+    used32[2 + slot * 2] = len;
+    usedIdx++;
+    __atomic_store_n(&used16_[1], usedIdx, __ATOMIC_SEQ_CST);
+    cursor_[kUsedIdx] = usedIdx;
+    if (record_ == nullptr) return;
+    record_[kRecBits + (head >> 3)] &= static_cast<uint8_t>(~(1u << (head & 7)));
+    __atomic_store_n(reinterpret_cast<uint16_t *>(record_ + kRecUsedIdx), usedIdx, __ATOMIC_RELEASE);
+    __atomic_fetch_add(reinterpret_cast<uint32_t *>(record_ + kRecServed), 1u, __ATOMIC_RELAXED);
+    __atomic_fetch_add(reinterpret_cast<uint32_t *>(record_ + kRecServedInC), 1u, __ATOMIC_RELAXED);
+  }
+
+  /** Interrupts the driver if it asked for it (EVENT_IDX's used_event, or NO_INTERRUPT). */
+  void Signal() {
+    const uint16_t now = static_cast<uint16_t>(cursor_[kUsedIdx]), old = static_cast<uint16_t>(cursor_[kSignalledUsed]);
+    if (now == old) return;
+    cursor_[kSignalledUsed] = now;
+    bool need;
+    if (eventIdx_) {
+      const uint16_t usedEvent = __atomic_load_n(&avail_[2 + size_], __ATOMIC_SEQ_CST);
+      need = static_cast<uint16_t>(now - usedEvent - 1) < static_cast<uint16_t>(now - old);
+    } else {
+      need = (__atomic_load_n(&avail_[0], __ATOMIC_SEQ_CST) & kAvailNoInterrupt) == 0;
+    }
+    if (!need) return;
+    const uint64_t one = 1;
+    ssize_t w;
+    do w = write(callFd_, &one, sizeof one);
+    while (w < 0 && errno == EINTR);  // EAGAIN: the counter is full, so the driver is being signalled anyway
+  }
+
+  uint64_t session_ = 0;
+  uint32_t *cursor_ = nullptr;
+  Napi::ObjectReference cursorRef_;
+  // The ring (attach), kept alive by views_.
+  uint8_t *desc_ = nullptr;
+  uint16_t *avail_ = nullptr, *used16_ = nullptr;
+  uint32_t size_ = 0, maxIndirect_ = 0;
+  bool eventIdx_ = false, indirect_ = false;
+  int callFd_ = -1;
+  std::vector<Napi::ObjectReference> views_;
+  uint8_t *record_ = nullptr;
+  Napi::ObjectReference recordRef_;
+  std::vector<Region> regions_;
+  std::shared_ptr<CtxCore> core_;
+  // What JavaScript told of the session (its tables are the truth; a miss here only sends the request there).
+  std::map<uint64_t, uint64_t> allocs_;
+  std::unordered_map<uint64_t, uint32_t> funcs_, streams_;
+  // Per request, reused.
+  Chain chain_;
+  std::vector<uint8_t> args_;
+  std::unique_ptr<Plan> plan_;
+};
+
+}  // namespace
+
+void InitRingServer(Napi::Env env, Napi::Object exports) { exports.Set("RingServer", RingServer::Define(env)); }
+
+}  // namespace qcuda::cuda

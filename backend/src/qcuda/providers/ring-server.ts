@@ -1,0 +1,97 @@
+// A session's own queue served in C for the short calls of a round trip
+// (issue 15): the addon's RingServer (addon/src/cuda_ring_server.cc says
+// which calls, and when) answers them on this thread before the ring's
+// handler (QcudaDevice) sees them, with no JavaScript between the guest's
+// request and the driver call. It stands in front of the session's ring
+// (Vring.serveFirst) in the session's worker, on the cuda provider; every
+// request it does not take (any other command, a bad one, one that would
+// wait or whose session has something pending) goes to the handler as before.
+//
+// What it needs of the session it is told here: the context to run on
+// (bound before each serve), the allocations, functions and streams to
+// check against (SessionMirror), and whether the session is quiet (no host
+// function gates, no posted error or launch pending, no device output
+// waiting: Session.quiet), without which it serves nothing.
+import { cudaNative, RING_CURSOR, type CudaContextNative, type RingServerNative } from '../../native-cuda';
+import type { FrontRing, RingFront } from '../../vhost-user';
+import type { DevPtr, FunctionRef, Provider, StreamRef } from '../provider';
+import type { Session, SessionMirror } from '../session';
+import { cudaSide } from './cuda';
+
+/** An addon id (function or stream ref of the cuda provider), else 0: not known to the server, so left to the handler. */
+function idOf(ref: unknown): number {
+  return typeof ref === 'number' && Number.isInteger(ref) && ref > 0 && ref <= 0xffffffff ? ref : 0;
+}
+
+export class RingServer implements RingFront, SessionMirror {
+  readonly cursor = new Uint32Array(RING_CURSOR.words);
+  /** Requests answered here, all told. */
+  served = 0;
+  readonly #native: RingServerNative;
+  #bound: CudaContextNative | undefined;
+  #side: ReturnType<typeof cudaSide>;
+
+  /** Serves session's requests; onServed(n) counts n answered here (the device's and the session's counters). */
+  constructor(readonly session: Session, readonly onServed: (n: number) => void) {
+    this.#native = new (cudaNative().RingServer)(session.id, this.cursor);
+    session.mirror = this;
+  }
+
+  /** A ring server for session where its provider is cuda; undefined otherwise (the handler serves everything). */
+  static for(provider: Provider, session: Session, onServed: (n: number) => void): RingServer | undefined {
+    return provider.name === 'cuda' ? new RingServer(session, onServed) : undefined;
+  }
+
+  attach(r: FrontRing): void {
+    this.#native.attach(r.desc, r.avail, r.used, r.eventIdx, r.indirect, r.maxIndirect, r.call.value);
+    this.#native.setRegions(r.memory.regions.map((g) => ({ gpa: g.gpa, size: g.size, host: g.hostAddress })));
+    this.#native.setRecord(r.record?.bytes);
+  }
+
+  serve(spinNs: number, budgetNs: number): number {
+    const s = this.session;
+    const x = s.openContext;
+    const side = x && cudaSide(x);
+    if (!side || !s.quiet) return 0;
+    if (side.native !== this.#bound) {
+      this.#native.bind(side.native);
+      this.#bound = side.native;
+    }
+    const c = this.cursor;
+    c[RING_CURSOR.served] = 0;
+    c[RING_CURSOR.launched] = side.launched ? 1 : 0;
+    this.#side = side;
+    this.#native.serve(spinNs, budgetNs, this.#onFlush);
+    const n = c[RING_CURSOR.served];
+    if (c[RING_CURSOR.launched] !== 0 && !side.launched) side.noteLaunched();
+    if (n > 0) {
+      this.served += n;
+      this.onServed(n);
+    }
+    return n;
+  }
+
+  /** After a flush point of a context that launched: what CUDA printed goes to the session now; true if the guest has output to read. */
+  readonly #onFlush = (): boolean => {
+    const side = this.#side!;
+    if (!side.launched) side.noteLaunched(); // a launch of this serve(): the drain is only for contexts that launched
+    side.drainOutput();
+    return this.session.output.pending;
+  };
+
+  alloc(base: DevPtr, size: bigint): void {
+    this.#native.setAlloc(base, size);
+  }
+
+  func(h: bigint, f: FunctionRef | undefined): void {
+    this.#native.setFunc(h, idOf(f));
+  }
+
+  stream(h: bigint, s: StreamRef | undefined): void {
+    this.#native.setStream(h, idOf(s));
+  }
+
+  clear(): void {
+    this.#native.clear();
+  }
+}

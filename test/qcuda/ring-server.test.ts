@@ -1,0 +1,152 @@
+// The ring server (providers/ring-server.ts, addon/src/cuda_ring_server.cc):
+// a session's worker, on the cuda provider, answers the short calls of a
+// round trip in C before its device sees them. Here with real cuda workers
+// on the fake driver (fixtures/fakecuda.c): the answers it gives are the
+// ones the device gives with it off, bad requests included (it leaves those
+// to the device), printf output still reaches the guest with the reply that
+// flushed it, a synchronize behind a running kernel is left to the device's
+// wait, and the backend's status counts the calls answered in C.
+import test, { type ExecutionContext } from 'ava';
+import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { Cmd, encode, QCUDA_ST_OUTPUT } from '../../backend/src/qcuda/proto';
+import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
+import { fakeLibcuda } from '../addon/fake-driver';
+import { started } from '../helpers';
+import { QcudaClient } from './client';
+
+// Workers inherit the environment: they load the fake driver.
+process.env.QCUDA_LIBCUDA = fakeLibcuda();
+
+async function setup(t: ExecutionContext, ringServer: boolean) {
+  const provider = new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0, inlineWaitUs: 50, pollUs: 50, ringServer } });
+  const dev = new QcudaDevice({ provider, queues: 4, ownQueues: true });
+  t.teardown(() => provider.close());
+  const { fe } = await started(t, dev, { queues: 4, size: 256 });
+  const c = new QcudaClient(fe, 1, 16);
+  await c.openOwn(1);
+  const inC = (): number => dev.status().sessions.find((s) => s.id === c.session.toString(16))?.callsInC ?? -1;
+  return { dev, c, inC };
+}
+
+/** Loads a module (any image loads on the fake driver) and returns the handles of the kernels named. */
+async function kernels(c: QcudaClient, names: string[]): Promise<bigint[]> {
+  const image = new Uint8Array(Buffer.from('// a PTX comment\0'));
+  const gpa = c.fe.mem.alloc(image.length, 64);
+  c.fe.mem.bytes(gpa, image.length).set(image);
+  const up = await c.call(Cmd.MODULE_UPLOAD, { args: ['qcuda_args_module_upload', { upload_id: 1n, size: BigInt(image.length) }], to: [{ gpa, len: image.length }] });
+  if (up.status !== 0) throw new Error(`upload: ${up.status}`);
+  const m = await c.call(Cmd.MODULE_LOAD, { args: ['qcuda_args_module_load', { upload_id: 1n }] });
+  if (m.status !== 0) throw new Error(`module load: ${m.status}`);
+  const out: bigint[] = [];
+  for (const name of names) {
+    const bytes = new Uint8Array(256);
+    bytes.set(Buffer.from(name));
+    const f = await c.call(Cmd.FUNC_GET, { args: ['qcuda_args_symbol', { module: m.value, name: bytes }], out: 'qcuda_out_func_info' });
+    if (f.status !== 0) throw new Error(`${name}: ${f.status}`);
+    out.push(f.value);
+  }
+  return out;
+}
+
+const one = Uint32Array.from([1, 1, 1]);
+function launchArgs(func: bigint, params: Uint8Array, o: { grid?: Uint32Array; stream?: bigint; paramBytes?: number } = {}): Uint8Array {
+  const a = encode('qcuda_args_launch', { func, stream: o.stream ?? 0n, grid: o.grid ?? one, block: one, shared_mem: 0, param_bytes: o.paramBytes ?? params.length });
+  const out = new Uint8Array(a.length + params.length);
+  out.set(a);
+  out.set(params, a.length);
+  return out;
+}
+const i32 = (x: number): Uint8Array => new Uint8Array(Int32Array.from([x]).buffer);
+
+/**
+ * One session's story, good calls and bad, as the guest sees it: each
+ * reply's status, the bytes that came back and the output read.
+ */
+async function story(c: QcudaClient): Promise<(string | number)[]> {
+  const mem = c.fe.mem;
+  const seen: (string | number)[] = [];
+  const m = await c.malloc(4096);
+  const ptr = m.value;
+  const [nop, say, boom] = await kernels(c, ['nop', 'say', 'boom']);
+  const src = mem.alloc(64, 64);
+  const dst = mem.alloc(64, 64);
+  mem.bytes(src, 64).set(Uint8Array.from({ length: 64 }, (_, i) => (i * 7 + 3) & 0xff));
+  // Round trips.
+  seen.push(await c.htod(ptr + 8n, src, 4), await c.dtoh(dst, ptr + 8n, 4), Buffer.from(mem.bytes(dst, 4)).toString('hex'));
+  seen.push((await c.call(Cmd.DEVICE_SYNC)).status);
+  seen.push((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs(nop, new Uint8Array(0)) })).status, (await c.call(Cmd.DEVICE_SYNC)).status);
+  // A stream of the session, then gone.
+  const s = await c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] });
+  seen.push(s.status, await c.htod(ptr, src, 64, s.value), await c.dtoh(dst, ptr, 64, s.value), Buffer.compare(mem.bytes(src, 64), mem.bytes(dst, 64)));
+  seen.push((await c.call(Cmd.STREAM_DESTROY, { args: ['qcuda_args_handle', { handle: s.value }] })).status);
+  seen.push(await c.htod(ptr, src, 4, s.value));
+  // Bad calls: outside the allocation, an unknown stream, a chunk outside its transfer, a freed allocation.
+  seen.push(await c.htod(ptr + 4093n, src, 4), await c.dtoh(dst, ptr - 1n, 4), await c.htod(ptr, src, 4, 0x1234n));
+  seen.push((await c.call(Cmd.MEMCPY_HTOD, { args: ['qcuda_args_memcpy', { dst: ptr, src: 0n, size: 4n, stream: 0n, async: 0 }], to: [{ gpa: src, len: 4 }], dataOffset: 2n, dataLen: 4n })).status);
+  seen.push((await c.call(Cmd.DEVICE_SYNC, { rawArgs: new Uint8Array(8) })).status);
+  // Bad launches: parameters the kernel does not take, a 0 dimension, an unknown function, param_bytes that lie.
+  seen.push((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs(say, new Uint8Array(0)) })).status);
+  seen.push((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs(say, i32(1), { grid: Uint32Array.from([1, 0, 1]) }) })).status);
+  seen.push((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs(0x777n, i32(1)) })).status);
+  seen.push((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs(say, i32(1), { paramBytes: 8 }) })).status);
+  // printf: the reply that flushed it says output waits, and the guest reads it.
+  seen.push((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs(say, i32(7)) })).status);
+  const sync = await c.call(Cmd.DEVICE_SYNC);
+  seen.push(sync.status);
+  if ((sync.status & QCUDA_ST_OUTPUT) !== 0) {
+    const out = mem.alloc(256, 64);
+    const r = await c.call(Cmd.OUTPUT_READ, { out: 'qcuda_out_output_read', from: [{ gpa: out, len: 256 }], dataLen: 256n });
+    seen.push(r.status, Buffer.from(mem.bytes(out, Number(r.value))).toString('latin1'));
+  }
+  seen.push((await c.free(ptr)).status, await c.htod(ptr, src, 4));
+  // A failed assert: the synchronize after it reports it (sticky, as CUDA's).
+  seen.push((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs(boom, new Uint8Array(0)) })).status);
+  seen.push((await c.call(Cmd.DEVICE_SYNC)).status & ~QCUDA_ST_OUTPUT);
+  return seen;
+}
+
+test.serial('the ring server answers as the device does, bad requests and printf output included', async (t) => {
+  const on = await setup(t, true);
+  const withServer = await story(on.c);
+  const off = await setup(t, false);
+  const without = await story(off.c);
+  t.deepEqual(withServer, without, 'the same statuses, bytes and output either way');
+  t.is(without[2], '030a1118', 'the 4 bytes came back');
+  t.true(without.includes('say 7\n'), `printf output read after the synchronize that flushed it: ${JSON.stringify(without)}`);
+  t.is(without.at(-1), 710, 'the failed assert (cudaErrorAssert) at the synchronize after it');
+  t.true(on.inC() >= 10, `round trips answered in C (${on.inC()})`);
+  t.is(off.inC(), 0, 'none with the server off');
+});
+
+test.serial('each short call of a quiet session is answered in C', async (t) => {
+  const { c, inC } = await setup(t, true);
+  const m = await c.malloc(64);
+  const [nop] = await kernels(c, ['nop']);
+  const src = c.fe.mem.alloc(64, 64);
+  const before = inC();
+  t.is(await c.htod(m.value, src, 4), 0);
+  t.is(await c.dtoh(src, m.value, 4), 0);
+  t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0);
+  t.is((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs(nop, new Uint8Array(0)) })).status, 0);
+  t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0);
+  t.is(inC() - before, 5, 'copy, copy, synchronize, launch, synchronize');
+  // Not short: a copy larger than the server takes goes to the device.
+  const big = c.fe.mem.alloc(128 * 1024, 64);
+  const b = await c.malloc(128 * 1024);
+  t.is(await c.htod(b.value, big, 128 * 1024), 0);
+  t.is(inC() - before, 5, 'the 128 KiB copy was the device\'s');
+});
+
+test.serial('a synchronize behind a running kernel is left to the device, which waits for it', async (t) => {
+  const { c, inC } = await setup(t, true);
+  const [hold] = await kernels(c, ['hold']);
+  t.is((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs(hold, i32(300)) })).status, 0);
+  const before = inC();
+  const t0 = Date.now();
+  t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0);
+  t.true(Date.now() - t0 >= 250, `the synchronize waited for the kernel (${Date.now() - t0} ms)`);
+  t.is(inC(), before, 'and was not answered in C');
+  t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0);
+  t.is(inC(), before + 1, 'the next one, on an idle GPU, was');
+});
