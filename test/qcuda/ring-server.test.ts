@@ -5,14 +5,15 @@
 // ones the device gives with it off, bad requests included (it leaves those
 // to the device), printf output still reaches the guest with the reply that
 // flushed it, a synchronize behind a running kernel is left to the device's
-// wait, and the backend's status counts the calls answered in C.
+// wait, the backend's status counts the calls answered in C, and a worker
+// killed after such calls leaves a ring the backend serves on.
 import test, { type ExecutionContext } from 'ava';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import { Cmd, encode, QCUDA_ST_OUTPUT } from '../../backend/src/qcuda/proto';
+import { Cmd, encode, QCUDA_ST_OUTPUT, Status } from '../../backend/src/qcuda/proto';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
-import { started } from '../helpers';
+import { alive, started, until } from '../helpers';
 import { QcudaClient } from './client';
 
 // Workers inherit the environment: they load the fake driver.
@@ -20,13 +21,18 @@ process.env.QCUDA_LIBCUDA = fakeLibcuda();
 
 async function setup(t: ExecutionContext, ringServer: boolean) {
   const provider = new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0, inlineWaitUs: 50, pollUs: 50, ringServer } });
-  const dev = new QcudaDevice({ provider, queues: 4, ownQueues: true });
+  const lines: string[] = [];
+  const dev = new QcudaDevice({ provider, queues: 4, ownQueues: true, log: (l) => lines.push(l) });
   t.teardown(() => provider.close());
   const { fe } = await started(t, dev, { queues: 4, size: 256 });
   const c = new QcudaClient(fe, 1, 16);
   await c.openOwn(1);
   const inC = (): number => dev.status().sessions.find((s) => s.id === c.session.toString(16))?.callsInC ?? -1;
-  return { dev, c, inC };
+  const owner = (): number | undefined => {
+    const m = lines.map((l) => /queue 1 served by its worker, pid (\d+)/.exec(l)).filter(Boolean).pop();
+    return m ? Number(m[1]) : undefined;
+  };
+  return { dev, c, inC, owner, fe };
 }
 
 /** Loads a module (any image loads on the fake driver) and returns the handles of the kernels named. */
@@ -149,4 +155,22 @@ test.serial('a synchronize behind a running kernel is left to the device, which 
   t.is(inC(), before, 'and was not answered in C');
   t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0);
   t.is(inC(), before + 1, 'the next one, on an idle GPU, was');
+});
+
+test.serial('a worker killed after calls answered in C: what it held is given back, and the backend takes the ring on from its in-flight record', async (t) => {
+  const { dev, c, inC, owner, fe } = await setup(t, true);
+  const m = await c.malloc(4096);
+  const src = c.fe.mem.alloc(64, 64);
+  for (let i = 0; i < 20; i++) t.is(await c.htod(m.value, src, 4), 0);
+  t.true(inC() >= 20, `answered in C (${inC()})`);
+  const pid = owner()!;
+  process.kill(pid, 'SIGKILL');
+  t.true(await until(() => !alive(pid) && dev.vm.quota.used === 0n, 5000), 'the worker is gone and what it held is back');
+  t.is((await c.malloc(64)).status, Status.NO_SESSION, 'its session is gone; the backend answers on queue 1');
+  const b = new QcudaClient(fe, 1, 16);
+  await b.openOwn(1);
+  const n = await b.malloc(64);
+  t.is(n.status, 0, 'a new session owns queue 1');
+  t.is(await b.htod(n.value, src, 4), 0);
+  t.is((await b.call(Cmd.DEVICE_SYNC)).status, 0);
 });
