@@ -286,20 +286,6 @@ export interface CudaNative {
   readonly CTX_MAP_HOST: number;
 }
 
-/** Why RingServerNative.serve() returned. */
-export enum RingStop {
-  /** Nothing to take (after waiting spinNs after the last answer). */
-  Idle = 0,
-  /** The request at the head is one it leaves to JavaScript (untaken). */
-  HandOff = 1,
-  /** It answered a request after which device output waits for the guest. */
-  Output = 2,
-  /** The context or the ring is not its to use now (a job in flight, nothing attached or bound). */
-  Busy = 3,
-  /** Its time (budgetNs) is up. */
-  Budget = 4,
-}
-
 /** cursor words: where the ring stands (in and out), then what serve() did. */
 export const RING_CURSOR = { lastAvail: 0, usedIdx: 1, signalledUsed: 2, served: 3, launched: 4, words: 8 } as const;
 
@@ -316,8 +302,13 @@ export interface RingServerNative {
   setFunc(handle: bigint, id: number): void;
   setStream(handle: bigint, id: number): void;
   clear(): void;
-  /** onFlush: after a flush point of a context that launched, hands device output to the session; true if any now waits. */
-  serve(spinNs: number, budgetNs: number, onFlush: () => boolean): RingStop;
+  /**
+   * Answers what it can (cursor's served counts them); returns why it
+   * stopped, for debugging (cuda_ring_server.cc: Stop). onFlush: after a
+   * flush point of a context that launched, hands device output to the
+   * session; true if any now waits.
+   */
+  serve(spinNs: number, budgetNs: number, onFlush: () => boolean): number;
 }
 
 let loaded: CudaNative | undefined;
