@@ -45,6 +45,7 @@
 #include "cuda_context.h"
 #include "cuda_ring_server.h"
 #include "qcuda_proto.h"
+#include "typed_view.h"
 
 namespace qcuda::cuda {
 namespace {
@@ -96,49 +97,48 @@ struct Chain {
   }
 };
 
-/** [offset, offset+len) of a chain's buffers as host ranges; false if it runs past them. */
-bool Slice(const std::vector<Seg> &bufs, uint64_t offset, uint64_t len, std::vector<Seg> *out) {
+/**
+ * Calls piece(host range) for each part of [offset, offset+len) of a
+ * chain's buffers, in order (request.ts: pieces); false, having called it
+ * for none, if the range runs past them.
+ */
+template <typename Piece>
+bool EachPiece(const std::vector<Seg> &bufs, uint64_t offset, uint64_t len, Piece piece) {
+  uint64_t total = 0;
+  for (const Seg &b : bufs) total += b.len;
+  if (offset > total || len > total - offset) return false;
   for (const Seg &b : bufs) {
     if (len == 0) break;
     if (offset >= b.len) {
       offset -= b.len;
       continue;
     }
-    uint64_t n = std::min(b.len - offset, len);
-    out->push_back({b.addr + offset, n});
+    const uint64_t n = std::min(b.len - offset, len);
+    piece(Seg{b.addr + offset, n});
     offset = 0;
     len -= n;
-  }
-  return len == 0;
-}
-
-/** Copies [offset, offset+n) of a chain's buffers out (read once: the guest may change them meanwhile). */
-bool Gather(const std::vector<Seg> &bufs, uint64_t offset, uint8_t *out, uint64_t n) {
-  std::vector<Seg> s;
-  if (!Slice(bufs, offset, n, &s)) return false;
-  for (const Seg &g : s) {
-    std::memcpy(out, reinterpret_cast<const void *>(g.addr), g.len);
-    out += g.len;
   }
   return true;
 }
 
-void Scatter(const std::vector<Seg> &bufs, uint64_t offset, const uint8_t *in, uint64_t n) {
-  std::vector<Seg> s;
-  if (!Slice(bufs, offset, n, &s)) return;
-  for (const Seg &g : s) {
-    std::memcpy(reinterpret_cast<void *>(g.addr), in, g.len);
-    in += g.len;
-  }
+/** [offset, offset+len) of a chain's buffers as host ranges. */
+bool Slice(const std::vector<Seg> &bufs, uint64_t offset, uint64_t len, std::vector<Seg> *out) {
+  return EachPiece(bufs, offset, len, [out](Seg g) { out->push_back(g); });
 }
 
-template <typename T>
-T *DataOf(const Napi::Value &v, size_t atLeast, const char *what) {
-  if (!v.IsTypedArray()) throw Napi::TypeError::New(v.Env(), std::string(what) + " must be a typed array");
-  Napi::TypedArray a = v.As<Napi::TypedArray>();
-  if (a.ByteLength() < atLeast * sizeof(T) || a.ByteOffset() % alignof(T) != 0)
-    throw Napi::RangeError::New(v.Env(), std::string(what) + " is too short or misaligned");
-  return reinterpret_cast<T *>(static_cast<uint8_t *>(a.ArrayBuffer().Data()) + a.ByteOffset());
+/** Copies [offset, offset+n) of a chain's buffers out (read once: the guest may change them meanwhile). */
+bool Gather(const std::vector<Seg> &bufs, uint64_t offset, uint8_t *out, uint64_t n) {
+  return EachPiece(bufs, offset, n, [&out](Seg g) {
+    std::memcpy(out, reinterpret_cast<const void *>(g.addr), g.len);
+    out += g.len;
+  });
+}
+
+void Scatter(const std::vector<Seg> &bufs, uint64_t offset, const uint8_t *in, uint64_t n) {
+  EachPiece(bufs, offset, n, [&in](Seg g) {
+    std::memcpy(reinterpret_cast<void *>(g.addr), in, g.len);
+    in += g.len;
+  });
 }
 
 /** A call checked and ready to run: what it runs, and what its answer says. */
@@ -168,7 +168,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
 
   explicit RingServer(const Napi::CallbackInfo &info) : Napi::ObjectWrap<RingServer>(info) {
     session_ = ArgU64(info[0], "session");
-    cursor_ = DataOf<uint32_t>(info[1], kCursorWords, "cursor");
+    cursor_ = TypedView<uint32_t>(info[1], kCursorWords, "cursor");
     cursorRef_ = Napi::Persistent(info[1].As<Napi::Object>());
   }
 
@@ -177,11 +177,13 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
 
   Napi::Value Attach(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
-    uint32_t size = static_cast<uint32_t>(info[1].As<Napi::TypedArray>().ElementLength() >= 3 ? info[1].As<Napi::TypedArray>().ElementLength() - 3 : 0);
+    // avail is flags, idx, ring[size], used_event: the ring's size is its length less 3.
+    const size_t availLen = info[1].IsTypedArray() ? info[1].As<Napi::TypedArray>().ElementLength() : 0;
+    const uint32_t size = static_cast<uint32_t>(availLen > 3 ? availLen - 3 : 0);
     if (size == 0 || (size & (size - 1)) != 0 || size > 32768) throw Napi::RangeError::New(env, "avail: 3 + a power of two of u16");
-    desc_ = DataOf<uint8_t>(info[0], size * sizeof(Desc), "desc");
-    avail_ = DataOf<uint16_t>(info[1], 3 + size, "avail");
-    used16_ = DataOf<uint16_t>(info[2], 3 + size * 4, "used");
+    desc_ = TypedView<uint8_t>(info[0], size * sizeof(Desc), "desc");
+    avail_ = TypedView<uint16_t>(info[1], 3 + size, "avail");
+    used16_ = TypedView<uint16_t>(info[2], 3 + size * 4, "used");
     size_ = size;
     eventIdx_ = info[3].ToBoolean();
     indirect_ = info[4].ToBoolean();
@@ -210,7 +212,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
       record_ = nullptr;
       recordRef_.Reset();
     } else {
-      record_ = DataOf<uint8_t>(info[0], kRecBits + (size_ + 7) / 8, "record");
+      record_ = TypedView<uint8_t>(info[0], kRecBits + (size_ + 7) / 8, "record");
       recordRef_ = Napi::Persistent(info[0].As<Napi::Object>());
     }
     return info.Env().Undefined();
@@ -297,8 +299,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
 
   Stop ServeOne(Napi::Env env, uint16_t head, const Napi::Function &onFlush) {
     if (!Walk(head)) return Stop::kHandOff;
-    plan_ = std::make_unique<Plan>();
-    Plan &p = *plan_;
+    Plan p;
     p.job.ctx = core_;
     p.job.env = State(env);
     cu::api().CtxSetCurrent(core_->ctx);
@@ -322,7 +323,6 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     Publish(head, static_cast<uint32_t>(kResp + (status == 0 ? p.dataOut : 0)));
     Signal();
     cursor_[kServed]++;
-    plan_.reset();
     return output ? Stop::kOutput : Stop::kServedOne;
   }
 
@@ -600,7 +600,6 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
   // Per request, reused.
   Chain chain_;
   std::vector<uint8_t> args_;
-  std::unique_ptr<Plan> plan_;
 };
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "typed_view.h"
 
 namespace qcuda {
 namespace {
@@ -31,18 +32,9 @@ uint64_t NowNs() {
   return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
 }
 
-// The memory of typed array v, as at least atLeast Ts.
-template <typename T>
-T *ViewOf(Napi::Env env, const Napi::Value &v, size_t atLeast, const std::string &what) {
-  if (!v.IsTypedArray()) ThrowRange(env, what + " must be a typed array");
-  Napi::TypedArray a = v.As<Napi::TypedArray>();
-  if (a.ByteLength() < atLeast * sizeof(T) || a.ByteOffset() % alignof(T) != 0) ThrowRange(env, what + " is too short or misaligned");
-  return reinterpret_cast<T *>(static_cast<uint8_t *>(a.ArrayBuffer().Data()) + a.ByteOffset());
-}
-
 template <typename T>
 T *ViewOf(const Napi::CallbackInfo &info, size_t i, size_t atLeast, const char *what) {
-  return ViewOf<T>(info.Env(), info.Length() > i ? info[i] : info.Env().Undefined(), atLeast, what);
+  return TypedView<T>(info.Length() > i ? info[i] : info.Env().Undefined(), atLeast, what);
 }
 
 // ringLoop(avail: Uint16Array, used: Uint16Array, size, eventIdx, kickFd, heads: Uint32Array, availIdx, lastUsed, n,
@@ -71,7 +63,7 @@ Napi::Value RingLoop(const Napi::CallbackInfo &info) {
   if (!info[9].IsArray() || info[9].As<Napi::Array>().Length() != heads.size()) ThrowRange(env, "replies: one per head");
   std::vector<uint32_t *> replies;
   for (uint32_t j = 0; j < heads.size(); j++)
-    replies.push_back(ViewOf<uint32_t>(env, info[9].As<Napi::Array>().Get(j), 1, "replies[" + std::to_string(j) + "]"));
+    replies.push_back(TypedView<uint32_t>(info[9].As<Napi::Array>().Get(j), 1, "replies[" + std::to_string(j) + "]"));
   uint64_t timeoutNs = ArgU64(info, 10, "timeoutNs");
   std::vector<double> ns(n);
   uint64_t kicks = 0;

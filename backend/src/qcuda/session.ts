@@ -343,7 +343,7 @@ export class Session {
   }
 
   /** The context, once open (undefined before, and after a reset or the close). */
-  get openContext(): ProviderContext | undefined {
+  get openedContext(): ProviderContext | undefined {
     return this.#closed ? undefined : this.#opened;
   }
 
@@ -372,8 +372,8 @@ export class Session {
   /** Removes the allocation that starts exactly at ptr and gives its bytes back to the quota; returns its size. */
   removeAlloc(ptr: DevPtr): bigint {
     const r = this.#allocs.removeAt(ptr);
-    this.mirror?.alloc(ptr, 0n);
     if (!r) throw new CudaError(CudaErr.InvalidValue, `free of 0x${ptr.toString(16)}, which is not an allocation of this process`);
+    this.mirror?.alloc(ptr, 0n);
     this.#memory.give(r.size);
     return r.size;
   }

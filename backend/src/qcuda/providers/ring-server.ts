@@ -50,7 +50,7 @@ export class RingServer implements RingFront, SessionMirror {
 
   serve(spinNs: number, budgetNs: number): number {
     const s = this.session;
-    const x = s.openContext;
+    const x = s.openedContext;
     const side = x && cudaSide(x);
     if (!side || !s.quiet) return 0;
     if (side.native !== this.#bound) {
