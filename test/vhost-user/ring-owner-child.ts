@@ -3,7 +3,7 @@
 // device, recording what it has in flight, until asked to hand it back.
 // Its parent talks to it over fd 3 (providers/channel.ts):
 //   in:  { t: 'region', region } + fd   guest RAM to map
-//        { t: 'adopt', state, delayMs } + kick, call and in-flight record fds
+//        { t: 'adopt', state, holdMs } + kick, call and in-flight record fds
 //        { t: 'detach' }                 hand the ring back and exit
 //   out: { t: 'adopted' }, { t: 'state', state, served } after detach
 import { EchoDevice } from '../../backend/src/devices/echo';
@@ -14,7 +14,7 @@ import { MemoryTable } from '../../backend/src/vhost-user/memory';
 import type { MemRegion } from '../../backend/src/vhost-user/message';
 import { Vring, type RingState } from '../../backend/src/vhost-user/vring';
 
-type In = { t: 'region'; region: MemRegion } | { t: 'adopt'; state: RingState; delayMs: number } | { t: 'detach' };
+type In = { t: 'region'; region: MemRegion } | { t: 'adopt'; state: RingState; holdMs: number } | { t: 'detach' };
 
 const memory = new MemoryTable();
 let ring: Vring | undefined;
@@ -40,7 +40,7 @@ async function onMessage(m: In): Promise<void> {
       const kick = new EventFd(fd().take());
       const call = new EventFd(fd().take());
       const record = InflightRecord.open(fd(), m.state.size);
-      device = new EchoDevice({ queues: 1, maxDelayMs: m.delayMs });
+      device = new EchoDevice({ queues: 1, holdMs: m.holdMs });
       ring = Vring.adopt(m.state, { kick, call }, (req) => device!.handle(req), memory, { record });
       channel.send({ t: 'adopted' });
       return;

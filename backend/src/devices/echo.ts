@@ -16,6 +16,8 @@ export interface EchoOptions {
   queues?: number;
   /** Complete each request after a random 0..maxDelayMs delay: out of order. */
   maxDelayMs?: number;
+  /** Complete each request after exactly holdMs: for tests that must find every request still in flight. */
+  holdMs?: number;
   /** VhostUserDevice.pollUs: poll the rings this long after each request and answer. */
   pollUs?: number;
 }
@@ -28,6 +30,7 @@ export class EchoDevice implements VhostUserDevice {
   readonly features = 0n;
   readonly configSize = 8;
   readonly #maxDelayMs: number;
+  readonly #holdMs: number;
   readonly pollUs: number;
   requests = 0;
 
@@ -35,6 +38,7 @@ export class EchoDevice implements VhostUserDevice {
     this.numQueues = o.queues ?? 4;
     this.pollUs = o.pollUs ?? 0;
     this.#maxDelayMs = o.maxDelayMs ?? 0;
+    this.#holdMs = o.holdMs ?? 0;
   }
 
   /** Config space: u32 queues, u32 magic "ECHO". */
@@ -48,8 +52,8 @@ export class EchoDevice implements VhostUserDevice {
 
   handle(req: Request): number | Promise<number> {
     this.requests++;
-    if (this.#maxDelayMs === 0) return echo(req);
-    const delay = Math.random() * this.#maxDelayMs;
+    if (this.#maxDelayMs === 0 && this.#holdMs === 0) return echo(req);
+    const delay = this.#holdMs || Math.random() * this.#maxDelayMs;
     return new Promise((resolve, reject) => setTimeout(() => {
       try {
         resolve(echo(req));
