@@ -21,15 +21,32 @@
 // Anything else, a bad request included, is left where it is and serve()
 // returns kHandOff: JavaScript takes it, and answers it (or its error)
 // exactly as before. The calls run through the same run phases as the
-// context's methods (RunSynchronize, RunCopyHtoD, RunCopyDtoH, LaunchOne).
+// context's methods (RunSynchronize, WaitForStream, RunCopyHtoD, RunCopyDtoH,
+// LaunchOne).
 //
-// JS: new RingServer(session: bigint, cursor: Uint32Array(8))
+// A BATCH (commands/batch.ts) is served when every posted entry is a launch
+// that would be served alone, there are at most kInlineBatchLaunches of
+// them (the device's own bound for launching on the JS thread), and its
+// ending synchronize, if any, is
+// DEVICE_SYNC or STREAM_SYNC of a known stream. Its launches run here; the
+// ending synchronize waits here for the inline wait. If it would wait
+// longer, or a launch failed (posted work's error, which the synchronize
+// reports), the request is taken but left unanswered: serve() returns
+// kLeft and left() gives JavaScript what remains, the ending synchronize
+// and the reply's value, which the device runs and answers
+// (QcudaDevice.finishBatch). A batch with no ending synchronize whose launch
+// failed is answered, and serve() returns kPosted: JavaScript notes the
+// failure as the session's async error before anything else is served.
+//
+// JS: new RingServer(session: bigint, cursor: Uint32Array(CURSOR.words))
 //   attach(desc: Uint8Array, avail: Uint16Array, used: Uint16Array, eventIdx, indirect, maxIndirect, callFd)
 //   setRegions([{gpa, size, host}])     guest memory (bigints: host = where the region is mapped here)
 //   setRecord(bytes: Uint8Array)        the ring's in-flight record (vhost-user/inflight.ts lays it out)
 //   bind(context | null)                the session's CudaContext now
 //   setAlloc(base, size) / setFunc(handle, id) / setStream(handle, id)   (0: forget) ; clear()
-//   serve(spinNs, budgetNs, onFlush) -> Stop   cursor: lastAvail, usedIdx, signalledUsed in; also served, launched out
+//   serve(spinNs, budgetNs, onFlush) -> Stop   cursor: lastAvail, usedIdx, signalledUsed in; also served, launched, postedError out
+//   left() -> { head, cmd, args: Uint8Array, value, postedError }   after kLeft: the batch's ending synchronize, for JavaScript
+// RingServer.CURSOR and RingServer.STOP name the cursor's words and serve()'s answers.
 #include <napi.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,11 +79,12 @@ constexpr size_t kReq = sizeof(qcuda_req_hdr), kResp = sizeof(qcuda_resp_hdr);
 // The in-flight record (vhost-user/inflight.ts): u16 lastAvail, u16 usedIdx, u32 size, u32 served, u32 servedInC, a bit per head.
 constexpr size_t kRecLastAvail = 0, kRecUsedIdx = 2, kRecServed = 8, kRecServedInC = 12, kRecBits = 16;
 
-// Cursor words (JS's Uint32Array): where the ring stands, in and out, and what serve() did.
-enum Cursor { kLastAvail = 0, kUsedIdx = 1, kSignalledUsed = 2, kServed = 3, kLaunched = 4, kCursorWords = 8 };
+// Cursor words (JS's Uint32Array): where the ring stands, in and out, and
+// what serve() did (postedError: a CUDA error of an answered batch's launch).
+enum Cursor { kLastAvail = 0, kUsedIdx = 1, kSignalledUsed = 2, kServed = 3, kLaunched = 4, kPostedError = 5, kCursorWords = 8 };
 
 /** Why serve() returned. */
-enum class Stop { kIdle = 0, kHandOff = 1, kOutput = 2, kBusy = 3, kBudget = 4, kServedOne = -1 };
+enum class Stop { kIdle = 0, kHandOff = 1, kOutput = 2, kBusy = 3, kBudget = 4, kLeft = 5, kPosted = 6, kServedOne = -1 };
 
 uint64_t NowNs() {
   timespec t;
@@ -141,18 +159,36 @@ void Scatter(const std::vector<Seg> &bufs, uint64_t offset, const uint8_t *in, u
   });
 }
 
+/** A launch checked and ready to run; its parameters lie in the server's copy of the request. */
+struct Launch {
+  LaunchHeader header;
+  uint8_t *params;
+};
+
 /** A call checked and ready to run: what it runs, and what its answer says. */
 struct Plan {
   uint32_t cmd = 0;
   Job job;                  // the run phase's job (its outcome is the status)
   bool flushes = false;     // a point where CUDA flushes device output
   uint64_t dataOut = 0;     // bytes the answer carries on success
+  uint64_t value = 0;       // the answer's value
   // The call's operands, decided by the checks.
   uint64_t ptr = 0;
   uint32_t stream = 0;
   std::vector<Seg> segs;
-  LaunchHeader launch{};
-  std::vector<uint8_t> params;
+  // A batch's ending synchronize (0: none), its argument bytes in the server's copy, and its stream's id.
+  uint32_t endCmd = 0;
+  const uint8_t *endArgs = nullptr;
+  uint32_t endLen = 0;
+};
+
+/** What a batch taken here leaves to JavaScript (kLeft): its ending synchronize, and the reply's value. */
+struct Left {
+  uint16_t head = 0;
+  uint32_t cmd = 0;
+  std::vector<uint8_t> args;
+  uint64_t value = 0;
+  int postedError = 0;
 };
 
 class RingServer : public Napi::ObjectWrap<RingServer> {
@@ -163,7 +199,33 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
                         InstanceMethod("setRecord", &RingServer::SetRecord), InstanceMethod("bind", &RingServer::Bind),
                         InstanceMethod("setAlloc", &RingServer::SetAlloc), InstanceMethod("setFunc", &RingServer::SetFunc),
                         InstanceMethod("setStream", &RingServer::SetStream), InstanceMethod("clear", &RingServer::Clear),
-                        InstanceMethod("serve", &RingServer::Serve)});
+                        InstanceMethod("serve", &RingServer::Serve), InstanceMethod("left", &RingServer::LeftToJs),
+                        StaticValue("CURSOR", CursorNames(env)), StaticValue("STOP", StopNames(env))});
+  }
+
+  /** The cursor's words by name (native-cuda.ts: RING_CURSOR reads them from here). */
+  static Napi::Object CursorNames(Napi::Env env) {
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("lastAvail", static_cast<int>(kLastAvail));
+    o.Set("usedIdx", static_cast<int>(kUsedIdx));
+    o.Set("signalledUsed", static_cast<int>(kSignalledUsed));
+    o.Set("served", static_cast<int>(kServed));
+    o.Set("launched", static_cast<int>(kLaunched));
+    o.Set("postedError", static_cast<int>(kPostedError));
+    o.Set("words", static_cast<int>(kCursorWords));
+    return o;
+  }
+
+  static Napi::Object StopNames(Napi::Env env) {
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("idle", static_cast<int>(Stop::kIdle));
+    o.Set("handOff", static_cast<int>(Stop::kHandOff));
+    o.Set("output", static_cast<int>(Stop::kOutput));
+    o.Set("busy", static_cast<int>(Stop::kBusy));
+    o.Set("budget", static_cast<int>(Stop::kBudget));
+    o.Set("left", static_cast<int>(Stop::kLeft));
+    o.Set("posted", static_cast<int>(Stop::kPosted));
+    return o;
   }
 
   explicit RingServer(const Napi::CallbackInfo &info) : Napi::ObjectWrap<RingServer>(info) {
@@ -263,7 +325,25 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     Napi::Env env = info.Env();
     const uint64_t spinNs = ArgU64(info[0], "spinNs"), budgetNs = ArgU64(info[1], "budgetNs");
     Napi::Function onFlush = info[2].IsFunction() ? info[2].As<Napi::Function>() : Napi::Function();
+    cursor_[kPostedError] = 0;
     return Napi::Number::New(env, static_cast<int>(Run(env, spinNs, budgetNs, onFlush)));
+  }
+
+  // left(): what the batch serve() stopped at (kLeft) leaves to JavaScript, once; undefined if nothing.
+  Napi::Value LeftToJs(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    if (!left_) return env.Undefined();
+    const Left l = std::move(*left_);
+    left_.reset();
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("head", l.head);
+    o.Set("cmd", l.cmd);
+    Napi::Uint8Array args = Napi::Uint8Array::New(env, l.args.size());
+    if (!l.args.empty()) std::memcpy(args.Data(), l.args.data(), l.args.size());
+    o.Set("args", args);
+    o.Set("value", Napi::Number::New(env, static_cast<double>(l.value)));
+    o.Set("postedError", l.postedError);
+    return o;
   }
 
   Stop Run(Napi::Env env, uint64_t spinNs, uint64_t budgetNs, const Napi::Function &onFlush) {
@@ -304,9 +384,20 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     p.job.env = State(env);
     cu::api().CtxSetCurrent(core_->ctx);
     if (!Check(p)) return Stop::kHandOff;
-    // Taken: from here the request is answered here, whatever the driver says.
+    // Taken: from here the request is answered here, whatever the driver
+    // says, or (a batch's ending synchronize that would wait) left to JavaScript.
     Took(head);
     Execute(p);
+    int postedError = 0;
+    if (p.cmd == QCUDA_CMD_BATCH) {
+      postedError = p.job.rc == cu::kSuccess ? 0 : cu::ToCudaError(p.job.rc);
+      if (p.endCmd != 0 && (postedError != 0 || !EndBatch(p))) {
+        left_ = std::make_unique<Left>(Left{head, p.endCmd, std::vector<uint8_t>(p.endArgs, p.endArgs + p.endLen), p.value, postedError});
+        return Stop::kLeft;
+      }
+      // Without an ending synchronize a launch's failure is posted work's error: reported at the next one (kPosted).
+      if (p.endCmd == 0) p.job.rc = cu::kSuccess;
+    }
     uint32_t status = p.job.rc == cu::kSuccess ? 0 : static_cast<uint32_t>(cu::ToCudaError(p.job.rc));
     bool output = false;
     if (p.flushes && cursor_[kLaunched] != 0 && !onFlush.IsEmpty()) {
@@ -318,12 +409,33 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     }
     qcuda_resp_hdr r{};
     r.status = status | (output ? QCUDA_ST_OUTPUT : 0);
+    r.value = p.value;
     Scatter(chain_.writable, 0, reinterpret_cast<const uint8_t *>(&r), kResp);
     // The data went out only if the command succeeded (device.ts: #answer).
     Publish(head, static_cast<uint32_t>(kResp + (status == 0 ? p.dataOut : 0)));
     Signal();
     cursor_[kServed]++;
+    if (postedError != 0) {
+      cursor_[kPostedError] = static_cast<uint32_t>(postedError);
+      return Stop::kPosted;
+    }
     return output ? Stop::kOutput : Stop::kServedOne;
+  }
+
+  /** A batch's ending synchronize, once its launches ran: true (its outcome in p.job) if it returned within the inline wait. */
+  bool EndBatch(Plan &p) {
+    Job &j = p.job;
+    if (p.endCmd == QCUDA_CMD_DEVICE_SYNC) {
+      RunSynchronize(j);
+    } else {
+      cu::Stream s;
+      if (!core_->LookupStream(j, p.stream, &s)) return false;
+      WaitForStream(j, s);
+    }
+    if (!Ready(j, InlineWaitNs())) return false;
+    j.wait(j);
+    p.flushes = true;
+    return true;
   }
 
   // ---- the chain (chain.ts's rules) ----
@@ -429,7 +541,11 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
       case QCUDA_CMD_MEMCPY_DTOH:
         return h.len == sizeof(qcuda_args_memcpy) && CheckCopy(p, h);
       case QCUDA_CMD_LAUNCH:
-        return h.len >= sizeof(qcuda_args_launch) && NoData(h) && c.readableBytes == kReq + h.len && CheckLaunch(p);
+        launches_.clear();
+        return h.len >= sizeof(qcuda_args_launch) && NoData(h) && c.readableBytes == kReq + h.len &&
+               PlanLaunch(args_.data(), h.len) && Backlog(1);
+      case QCUDA_CMD_BATCH:
+        return h.len == sizeof(qcuda_args_batch) && CheckBatch(p, h);
       default:
         return false;
     }
@@ -471,10 +587,12 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     return true;
   }
 
-  bool CheckLaunch(Plan &p) {
+  /** A launch's argument bytes (the struct, then its parameters) checked as LAUNCH checks them, and added to launches_. */
+  bool PlanLaunch(uint8_t *args, uint64_t len) {
     qcuda_args_launch a;
-    std::memcpy(&a, args_.data(), sizeof a);
-    const uint64_t paramBytes = args_.size() - sizeof a;
+    if (len < sizeof a) return false;
+    std::memcpy(&a, args, sizeof a);
+    const uint64_t paramBytes = len - sizeof a;
     if (paramBytes != a.param_bytes) return false;
     auto f = funcs_.find(a.func);
     if (f == funcs_.end()) return false;
@@ -484,21 +602,75 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
       if (a.grid[i] == 0 || a.block[i] == 0) return false;
     uint32_t sid;
     if (!StreamOf(a.stream, &sid)) return false;
-    // cuLaunchKernel blocks once the GPU's launch queue is full: not here (Context::LaunchWhere).
-    if (core_->launchesRun.load() - core_->launchesDone.load() + 1 > kInlineLaunchBound) return false;
     namespace lr = launch_record;
-    LaunchHeader &l = p.launch;
-    l[lr::kFunc] = f->second;
-    l[lr::kStream] = sid;
-    l[lr::kGridX] = a.grid[0];
-    l[lr::kGridY] = a.grid[1];
-    l[lr::kGridZ] = a.grid[2];
-    l[lr::kBlockX] = a.block[0];
-    l[lr::kBlockY] = a.block[1];
-    l[lr::kBlockZ] = a.block[2];
-    l[lr::kSharedMem] = a.shared_mem;
-    l[lr::kParamBytes] = static_cast<uint32_t>(paramBytes);
-    p.params.assign(args_.begin() + sizeof a, args_.end());
+    Launch l{{}, args + sizeof a};
+    l.header[lr::kFunc] = f->second;
+    l.header[lr::kStream] = sid;
+    l.header[lr::kGridX] = a.grid[0];
+    l.header[lr::kGridY] = a.grid[1];
+    l.header[lr::kGridZ] = a.grid[2];
+    l.header[lr::kBlockX] = a.block[0];
+    l.header[lr::kBlockY] = a.block[1];
+    l.header[lr::kBlockZ] = a.block[2];
+    l.header[lr::kSharedMem] = a.shared_mem;
+    l.header[lr::kParamBytes] = static_cast<uint32_t>(paramBytes);
+    launches_.push_back(l);
+    return true;
+  }
+
+  /** n more launches stay below the launch bound: cuLaunchKernel blocks once the GPU's launch queue is full, not here (Context::LaunchWhere). */
+  bool Backlog(uint64_t n) const { return core_->launchesRun.load() - core_->launchesDone.load() + n <= kInlineLaunchBound; }
+
+  /**
+   * BATCH (commands/batch.ts: parseBatch's framing): served only when every
+   * posted entry is a launch PlanLaunch takes and the ending synchronize,
+   * if any, is one EndBatch runs; otherwise all of it is left to JavaScript.
+   */
+  bool CheckBatch(Plan &p, const qcuda_req_hdr &h) {
+    const Chain &c = chain_;
+    qcuda_args_batch a;
+    std::memcpy(&a, args_.data(), sizeof a);
+    if (a.flags != 0 && a.flags != QCUDA_BATCH_ENDS_SYNC) return false;
+    const bool endsSync = a.flags == QCUDA_BATCH_ENDS_SYNC;
+    if (a.bytes > QCUDA_MAX_BATCH || h.data_offset != 0 || h.data_len != a.bytes || (endsSync && a.count == 0)) return false;
+    if (c.readableBytes != kReq + h.len + a.bytes || c.writableBytes < kResp) return false;
+    batch_.resize(a.bytes);
+    if (!Gather(c.readable, kReq + h.len, batch_.data(), a.bytes)) return false;
+    const uint32_t posted = endsSync ? a.count - 1 : a.count;
+    launches_.clear();
+    uint64_t at = 0;
+    for (uint32_t i = 0; i < a.count; i++) {
+      qcuda_batch_entry e;
+      if (batch_.size() - at < sizeof e) return false;
+      std::memcpy(&e, batch_.data() + at, sizeof e);
+      at += sizeof e;
+      const uint64_t padded = (static_cast<uint64_t>(e.len) + 7) & ~7ull;
+      if (padded > batch_.size() - at) return false;
+      uint8_t *args = batch_.data() + at;
+      at += padded;
+      if (i < posted ? !(e.cmd == QCUDA_CMD_LAUNCH && PlanLaunch(args, e.len)) : !CheckEnding(p, e.cmd, args, e.len)) return false;
+    }
+    // A longer batch goes to the context thread, so the JS thread reads the next one meanwhile (kInlineBatchLaunches).
+    if (at != batch_.size() || launches_.size() > kInlineBatchLaunches || !Backlog(launches_.size())) return false;
+    p.value = posted;
+    return true;
+  }
+
+  /** A batch's ending synchronize that EndBatch runs: DEVICE_SYNC, or STREAM_SYNC of one of the session's streams. */
+  bool CheckEnding(Plan &p, uint32_t cmd, const uint8_t *args, uint32_t len) {
+    if (cmd == QCUDA_CMD_DEVICE_SYNC) {
+      if (len != 0) return false;
+    } else if (cmd == QCUDA_CMD_STREAM_SYNC) {
+      qcuda_args_handle a;
+      if (len != sizeof a) return false;
+      std::memcpy(&a, args, sizeof a);
+      if (!StreamOf(a.handle, &p.stream)) return false;
+    } else {
+      return false;
+    }
+    p.endCmd = cmd;
+    p.endArgs = args;
+    p.endLen = len;
     return true;
   }
 
@@ -524,8 +696,10 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
         if (!p.segs.empty()) RunCopyDtoH(j, p.segs, p.ptr, p.stream);
         break;
       case QCUDA_CMD_LAUNCH:
-        LaunchOne(j, p.launch, p.params.data());
-        cursor_[kLaunched] = 1;
+      case QCUDA_CMD_BATCH:
+        // Each is tried even after one failed, as launchMany does; the job keeps the first failure.
+        for (const Launch &l : launches_) LaunchOne(j, l.header, l.params);
+        if (!launches_.empty()) cursor_[kLaunched] = 1;
         break;
     }
     // A copy on an idle stream ends within microseconds; waited for here as a native program's cudaMemcpy does.
@@ -599,7 +773,9 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
   std::unordered_map<uint64_t, uint32_t> funcs_, streams_;
   // Per request, reused.
   Chain chain_;
-  std::vector<uint8_t> args_;
+  std::vector<uint8_t> args_, batch_;
+  std::vector<Launch> launches_;
+  std::unique_ptr<Left> left_;
 };
 
 }  // namespace

@@ -279,15 +279,32 @@ export interface CudaNative {
   outputStop(): void;
   outputStats(): { running: boolean; queued: number; dropped: number };
   /** A session's own queue served in C, for the short calls of a round trip (addon/src/cuda_ring_server.cc). */
-  RingServer: new (session: bigint, cursor: Uint32Array) => RingServerNative;
+  RingServer: RingServerClass;
   readonly NUM_ATTRS: number;
   readonly HOST_REGISTER_PORTABLE: number;
   readonly HOST_REGISTER_DEVICEMAP: number;
   readonly CTX_MAP_HOST: number;
 }
 
-/** cursor words: where the ring stands (in and out), then what serve() did. */
-export const RING_CURSOR = { lastAvail: 0, usedIdx: 1, signalledUsed: 2, served: 3, launched: 4, words: 8 } as const;
+export interface RingServerClass {
+  new (session: bigint, cursor: Uint32Array): RingServerNative;
+  /** The cursor's words: where the ring stands (in and out), then what serve() did; words: its length. */
+  readonly CURSOR: Readonly<Record<'lastAvail' | 'usedIdx' | 'signalledUsed' | 'served' | 'launched' | 'postedError' | 'words', number>>;
+  /** Why serve() returned (cuda_ring_server.cc: Stop). */
+  readonly STOP: Readonly<Record<'idle' | 'handOff' | 'output' | 'busy' | 'budget' | 'left' | 'posted', number>>;
+}
+
+/** What a batch the ring server took leaves to the device (STOP.left): its ending synchronize, and the reply's value. */
+export interface LeftBatch {
+  head: number;
+  /** The synchronizing command and its argument bytes, as the batch had them. */
+  cmd: number;
+  args: Uint8Array;
+  /** The reply's value (the count of posted entries). */
+  value: number;
+  /** The first failure of the launches it ran (a CUDA error; 0: none): posted work's error, which the synchronize reports. */
+  postedError: number;
+}
 
 export interface RingServerNative {
   attach(desc: Uint8Array, avail: Uint16Array, used: Uint16Array, eventIdx: boolean, indirect: boolean, maxIndirect: number, callFd: number): void;
@@ -304,11 +321,12 @@ export interface RingServerNative {
   clear(): void;
   /**
    * Answers what it can (cursor's served counts them); returns why it
-   * stopped, for debugging (cuda_ring_server.cc: Stop). onFlush: after a
-   * flush point of a context that launched, hands device output to the
-   * session; true if any now waits.
+   * stopped (STOP). onFlush: after a flush point of a context that
+   * launched, hands device output to the session; true if any now waits.
    */
   serve(spinNs: number, budgetNs: number, onFlush: () => boolean): number;
+  /** After STOP.left: the batch it took and left unanswered, once. */
+  left(): LeftBatch | undefined;
 }
 
 let loaded: CudaNative | undefined;

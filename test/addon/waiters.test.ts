@@ -228,7 +228,8 @@ test.serial('a synchronize still running after its inline poll goes to the pool,
     n.setInlineWait(50);
     n.pollWaits(false); // a poll loop's first turn: waits begun on this thread are kept for its turns from now on
     const s = await ctx.streamCreate(0, 0);
-    await ctx.launch(hold.id, ONE, ONE, 0, s, i32(150));
+    // 500 ms: long enough that both waits begin while it runs on a loaded machine (150 ms was not, once, with every suite at once).
+    await ctx.launch(hold.id, ONE, ONE, 0, s, i32(500));
     const before = n.stats();
     const sync = ctx.synchronize();
     const streamWait = ctx.streamSynchronize(s);

@@ -6,15 +6,17 @@
 // to the device), printf output still reaches the guest with the reply that
 // flushed it, a synchronize behind a running kernel is left to the device's
 // wait, the backend's status counts the calls answered in C, and a worker
-// killed after such calls leaves a ring the backend serves on.
+// killed after such calls leaves a ring the backend serves on. Batches of
+// launches are answered in C too, or, where their ending synchronize would
+// wait or a launch failed, finished by the device, their launches run once.
 import test, { type ExecutionContext } from 'ava';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import { Cmd, encode, QCUDA_ST_OUTPUT, Status } from '../../backend/src/qcuda/proto';
+import { Cmd, encode, QCUDA_BATCH_ENDS_SYNC, QCUDA_ST_OUTPUT, Status } from '../../backend/src/qcuda/proto';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
 import { alive, started, until } from '../helpers';
-import { QcudaClient } from './client';
+import { frameBatch, QcudaClient } from './client';
 
 // Workers inherit the environment: they load the fake driver.
 process.env.QCUDA_LIBCUDA = fakeLibcuda();
@@ -56,14 +58,77 @@ async function kernels(c: QcudaClient, names: string[]): Promise<bigint[]> {
 }
 
 const one = Uint32Array.from([1, 1, 1]);
-function launchArgs(func: bigint, params: Uint8Array, o: { grid?: Uint32Array; stream?: bigint; paramBytes?: number } = {}): Uint8Array {
-  const a = encode('qcuda_args_launch', { func, stream: o.stream ?? 0n, grid: o.grid ?? one, block: one, shared_mem: 0, param_bytes: o.paramBytes ?? params.length });
+function launchArgs(func: bigint, params: Uint8Array, o: { grid?: Uint32Array; block?: Uint32Array; stream?: bigint; paramBytes?: number } = {}): Uint8Array {
+  const a = encode('qcuda_args_launch', { func, stream: o.stream ?? 0n, grid: o.grid ?? one, block: o.block ?? one, shared_mem: 0, param_bytes: o.paramBytes ?? params.length });
   const out = new Uint8Array(a.length + params.length);
   out.set(a);
   out.set(params, a.length);
   return out;
 }
 const i32 = (x: number): Uint8Array => new Uint8Array(Int32Array.from([x]).buffer);
+
+type Entry = readonly [cmd: number, args: Uint8Array];
+const launch = (func: bigint, params: Uint8Array, o?: Parameters<typeof launchArgs>[2]): Entry => [Cmd.LAUNCH, launchArgs(func, params, o)];
+const DEVICE_SYNC: Entry = [Cmd.DEVICE_SYNC, new Uint8Array(0)];
+const handle = (h: bigint): Uint8Array => encode('qcuda_args_handle', { handle: h });
+
+/** Sends entries as one BATCH (ending with a synchronizing call if endsSync); count may lie. */
+async function batch(c: QcudaClient, entries: readonly Entry[], o: { endsSync?: boolean; count?: number } = {}): Promise<{ status: number; value: bigint }> {
+  const bytes = frameBatch(entries);
+  const at = c.fe.mem.mark();
+  const gpa = c.fe.mem.alloc(Math.max(bytes.length, 8), 64);
+  c.fe.mem.bytes(gpa, bytes.length).set(bytes);
+  const r = await c.call(Cmd.BATCH, {
+    args: ['qcuda_args_batch', { count: o.count ?? entries.length, flags: o.endsSync ? QCUDA_BATCH_ENDS_SYNC : 0, bytes: BigInt(bytes.length) }],
+    to: bytes.length ? [{ gpa, len: bytes.length }] : [],
+  });
+  c.fe.mem.rewind(at);
+  return { status: r.status, value: r.value };
+}
+
+/** Reads what the session's kernels printed, if the reply said any waits. */
+async function output(c: QcudaClient, status: number): Promise<string> {
+  if ((status & QCUDA_ST_OUTPUT) === 0) return '';
+  const out = c.fe.mem.alloc(256, 64);
+  const r = await c.call(Cmd.OUTPUT_READ, { out: 'qcuda_out_output_read', from: [{ gpa: out, len: 256 }], dataLen: 256n });
+  return Buffer.from(c.fe.mem.bytes(out, Number(r.value))).toString('latin1');
+}
+
+/**
+ * One session's batches, good and bad, as the guest sees them: each reply's
+ * status and value, what the kernels printed, and how long a synchronize
+ * behind a kernel took.
+ */
+async function batchStory(c: QcudaClient): Promise<unknown[]> {
+  const seen: unknown[] = [];
+  const [nop, say, hold, boom] = await kernels(c, ['nop', 'say', 'hold', 'boom']);
+  const wide = Uint32Array.from([2048, 1, 1]);
+  const s = (await c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] })).value;
+  const ev = (await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0 }] })).value;
+  const sync = async (): Promise<number> => (await c.call(Cmd.DEVICE_SYNC)).status;
+  // Launches alone; then ending with a synchronize, printf output with it; on a stream of the session.
+  seen.push(await batch(c, [launch(nop, new Uint8Array(0)), launch(nop, new Uint8Array(0)), launch(nop, new Uint8Array(0))]));
+  let r = await batch(c, [launch(say, i32(5)), launch(nop, new Uint8Array(0)), DEVICE_SYNC], { endsSync: true });
+  seen.push(r, await output(c, r.status));
+  seen.push(await batch(c, [launch(nop, new Uint8Array(0), { stream: s }), [Cmd.STREAM_SYNC, handle(s)]], { endsSync: true }));
+  // Behind a kernel of 200 ms: the synchronize waits for it, and the launches ran once (one line of output).
+  const t0 = Date.now();
+  r = await batch(c, [launch(hold, i32(200)), launch(say, i32(9)), DEVICE_SYNC], { endsSync: true });
+  seen.push(r, Date.now() - t0 >= 150, await output(c, r.status));
+  // A launch that fails (a block of 2048 threads): the others run; posted work's error comes at the synchronize.
+  seen.push(await batch(c, [launch(nop, new Uint8Array(0), { block: wide }), launch(nop, new Uint8Array(0))]), await sync(), await sync());
+  seen.push(await batch(c, [launch(nop, new Uint8Array(0), { block: wide }), DEVICE_SYNC], { endsSync: true }), await sync());
+  // Left to the device whole: an unknown function, an entry other than a launch, an ending other than these two, bad framing.
+  seen.push(await batch(c, [launch(nop, new Uint8Array(0)), launch(0x777n, i32(1)), DEVICE_SYNC], { endsSync: true }));
+  seen.push(await batch(c, [launch(nop, new Uint8Array(0)), [Cmd.EVENT_RECORD, encode('qcuda_args_event_record', { event: ev, stream: 0n })]]));
+  seen.push(await batch(c, [launch(nop, new Uint8Array(0)), [Cmd.EVENT_SYNC, handle(ev)]], { endsSync: true }));
+  seen.push(await batch(c, [launch(nop, new Uint8Array(0)), [Cmd.STREAM_SYNC, handle(0x4242n)]], { endsSync: true }));
+  seen.push(await batch(c, [launch(nop, new Uint8Array(0))], { count: 2 }), await batch(c, [], { endsSync: true }), await batch(c, []));
+  // A failed assert: sticky, so later launches fail too.
+  seen.push(await batch(c, [launch(boom, new Uint8Array(0)), DEVICE_SYNC], { endsSync: true }));
+  seen.push(await batch(c, [launch(nop, new Uint8Array(0))]), (await sync()) & ~QCUDA_ST_OUTPUT);
+  return seen;
+}
 
 /**
  * One session's story, good calls and bad, as the guest sees it: each
@@ -125,6 +190,33 @@ test.serial('the ring server answers as the device does, bad requests and printf
   t.is(off.inC(), 0, 'none with the server off');
 });
 
+test.serial('batches of launches: the ring server answers as the device does, and what would wait it leaves to the device, its launches run once', async (t) => {
+  const on = await setup(t, true);
+  const before = on.inC();
+  const withServer = await batchStory(on.c);
+  const off = await setup(t, false);
+  const without = await batchStory(off.c);
+  t.deepEqual(withServer, without, 'the same statuses, values and output either way');
+  const st = (i: number) => (without[i] as { status: number }).status;
+  const val = (i: number) => (without[i] as { value: bigint }).value;
+  t.deepEqual(without[0], { status: 0, value: 3n }, 'three launches');
+  t.is(without[2], 'say 5\n', 'printf output with the synchronize that ended the batch');
+  t.deepEqual([st(3) & ~QCUDA_ST_OUTPUT, val(3)], [0, 1n], 'a launch and a stream synchronize');
+  t.deepEqual([without[5], without[6]], [true, 'say 9\n'], 'the synchronize waited for the 200 ms kernel; the launches ran once');
+  t.deepEqual([without[7], without[8], without[9]], [{ status: 0, value: 2n }, 1, 0], 'a failed launch: cudaErrorInvalidValue at the next synchronize, once');
+  t.deepEqual([without[10], without[11]], [{ status: 1, value: 1n }, 0], 'reported by the synchronize that ends its batch');
+  t.is(val(12), 1n, 'an unknown function fails its own entry');
+  t.not(st(12), 0, 'and the synchronize ending its batch reports it');
+  t.is(st(16), Status.BAD_REQUEST, 'a batch with fewer entries than it announces runs nothing');
+  t.is(st(19) & ~QCUDA_ST_OUTPUT, 710, 'the failed assert');
+  t.deepEqual([st(20) & ~QCUDA_ST_OUTPUT, val(20), without[21]], [0, 1n, 710], 'a launch after it fails (sticky), reported at the synchronize');
+  // In C: the three batches of good launches, the failed launch's batch (posted, then its error
+  // went to the device's synchronize) and the synchronize after it, the synchronize after the
+  // left batch, the empty batch, and boom's. Not: the 200 ms one and the failed launch's ending
+  // (left to the device), those left whole, and the last (boom's output was not read yet).
+  t.is(on.inC() - before, 8, 'answered in C');
+});
+
 test.serial('each short call of a quiet session is answered in C', async (t) => {
   const { c, inC } = await setup(t, true);
   const m = await c.malloc(64);
@@ -142,6 +234,10 @@ test.serial('each short call of a quiet session is answered in C', async (t) => 
   const b = await c.malloc(128 * 1024);
   t.is(await c.htod(b.value, big, 128 * 1024), 0);
   t.is(inC() - before, 5, 'the 128 KiB copy was the device\'s');
+  // A batch of launches, and one ending with a synchronize.
+  t.deepEqual(await batch(c, [launch(nop, new Uint8Array(0)), launch(nop, new Uint8Array(0))]), { status: 0, value: 2n });
+  t.deepEqual(await batch(c, [launch(nop, new Uint8Array(0)), DEVICE_SYNC], { endsSync: true }), { status: 0, value: 1n });
+  t.is(inC() - before, 7, 'both batches');
 });
 
 test.serial('a synchronize behind a running kernel is left to the device, which waits for it', async (t) => {

@@ -7,7 +7,8 @@ import createDebug from 'debug';
 import { InflightRecord, type MemoryTable, type Request, type RingState, type VhostUserDevice, type Vring } from '../vhost-user';
 import { IsolatedProvider, type QueueOwner } from './providers/isolated';
 import type { Call, DeviceState, Result, Run, SessionCmd } from './command';
-import { COMMANDS, runGated } from './commands';
+import { COMMANDS, finishBatch, runGated } from './commands';
+import type { BatchEnding } from './commands/batch';
 import { CudaErr, CudaError } from './cuda-error';
 import { LogLimiter } from '../sys/log-limiter';
 import type { BusyPoll } from '../sys/busy-poll';
@@ -288,10 +289,25 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   /** Answers req: at once where the command finished on this thread (Now), else once it has. */
   handle(req: Request): Now<number> {
     if (req.writableBytes < RESP) throw new RangeError(`no room for a reply header (${req.writableBytes} bytes)`);
-    let r: Now<Result>;
     const caller: Caller = {};
+    return this.#reply(req, caller, () => this.#dispatch(req, caller));
+  }
+
+  /**
+   * A BATCH of session's that the ring server took and ran the other
+   * entries of (ring-server.ts): its ending synchronize runs here, and is
+   * answered as the batch's reply.
+   */
+  finishBatch(req: Request, session: Session, ending: BatchEnding): Now<number> {
+    if (req.writableBytes < RESP) throw new RangeError(`no room for a reply header (${req.writableBytes} bytes)`);
+    return this.#reply(req, { session }, () => finishBatch({ session, queue: req.queue, dev: this }, ending));
+  }
+
+  /** Runs a request's command and answers it: at once where it finished on this thread (Now), else once it has. */
+  #reply(req: Request, caller: Caller, run: () => Now<Result>): Now<number> {
+    let r: Now<Result>;
     try {
-      r = this.#dispatch(req, caller);
+      r = run();
     } catch (e) {
       r = this.#failure(e);
     }

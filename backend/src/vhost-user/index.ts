@@ -17,5 +17,5 @@ export { GuestRegion, MemoryError, MemoryTable, type MemoryListener } from './me
 export * from './message';
 export { Request } from './request';
 export { VhostUserServer, type ServerEvents, type ServerOptions } from './server';
-export { MAX_QUEUE_SIZE, Vring, type FrontRing, type RingFront, type RingState } from './vring';
+export { MAX_QUEUE_SIZE, Vring, type FrontRing, type LeftRequest, type RingFront, type RingState } from './vring';
 export { InflightRecord, leftover, type Leftover, type RingNow } from './inflight';

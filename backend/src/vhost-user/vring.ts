@@ -72,6 +72,18 @@ export interface RingFront {
    * many it answered (it took, published and signalled each).
    */
   serve(spinNs: number, budgetNs: number): number;
+  /**
+   * After serve(): a request it took (counted in lastAvail and the record)
+   * and left unanswered, for handle to finish and answer as the ring's
+   * handler would; once.
+   */
+  takeLeft?(): LeftRequest | undefined;
+}
+
+/** A request a front took and left for JavaScript to finish (RingFront.takeLeft). */
+export interface LeftRequest {
+  head: number;
+  handle: Handler;
 }
 
 /** A ring's memory and ways, for a RingFront. */
@@ -413,7 +425,7 @@ export class Vring {
         // handler takes the request it stopped at, one at a time, so the
         // front may go on after it.
         if (this.#inflight === 0) {
-          const served = this.#serveFront(end);
+          const served = this.#serveFront(v, end);
           took += served;
           if (served > 0) continue;
         }
@@ -428,8 +440,12 @@ export class Vring {
     }
   }
 
-  /** The front's turn, until `end` (performance.now()): it waits for the caller's next request only while the poller's window is open. */
-  #serveFront(end: number): number {
+  /**
+   * The front's turn, until `end` (performance.now()): it waits for the
+   * caller's next request only while the poller's window is open. Returns
+   * the requests it took: those it answered, and one it left to finish here.
+   */
+  #serveFront(v: RingViews, end: number): number {
     const f = this.#front!;
     const c = f.cursor;
     c[0] = this.lastAvail;
@@ -440,7 +456,22 @@ export class Vring {
     this.lastAvail = c[0] & 0xffff;
     this.#usedIdx = c[1] & 0xffff;
     this.#signalledUsed = c[2] & 0xffff;
-    return n;
+    const left = f.takeLeft?.();
+    if (!left) return n;
+    this.#finishLeft(v, left);
+    return n + 1;
+  }
+
+  /** A request the front took and left: walked again here (the driver may have changed its chain meanwhile) and handed to its handler. */
+  #finishLeft(v: RingViews, left: LeftRequest): void {
+    let chain: DescChain;
+    try {
+      chain = this.#walk(v, left.head);
+    } catch (e) {
+      debug('vring %d: bad chain at head %d, left by the front: %s', this.index, left.head, (e as Error).message);
+      return this.#publish(v, left.head, 0);
+    }
+    this.#dispatch(new Request(this.index, chain, this.memory), left.handle);
   }
 
   /** Kicks wanted again; what came before they were is taken now (the store is a full barrier). */
@@ -495,7 +526,7 @@ export class Vring {
     return walkChain(v.desc, head, this.memory, this.features.indirect, this.limits.maxIndirect);
   }
 
-  #dispatch(req: Request): void {
+  #dispatch(req: Request, handler = this.handler): void {
     const gen = this.#generation;
     this.#inflight++;
     const release = this.memory.hold();
@@ -508,7 +539,7 @@ export class Vring {
       done(0);
     };
     try {
-      const r = this.handler(req);
+      const r = handler(req);
       if (typeof r === 'number') done(r);
       else r.then(done, failed);
     } catch (e) {

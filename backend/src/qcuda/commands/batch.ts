@@ -127,8 +127,11 @@ function targets(cmd: number, args: Record<string, unknown>): { stream: bigint; 
   return { stream };
 }
 
+/** What an entry's call takes from its batch's. */
+type BatchCaller = Pick<Call, 'session' | 'queue' | 'dev'>;
+
 /** An entry as a command of its own sees it: the batch's session and queue, its own arguments, no data. */
-function entryCall(c: Call<'BATCH'>, args: object): Call {
+function entryCall(c: BatchCaller, args: object): Call {
   // Written out, not spread from c: a spread copies every field the slow way, on every synchronize that ends a batch.
   const call = { session: c.session, args, queue: c.queue, data: [], dataOffset: 0n, dataLen: 0n, dev: c.dev, extra: NO_BYTES } satisfies Record<keyof Call, unknown>;
   return call as unknown as Call;
@@ -266,16 +269,40 @@ class Runner {
   }
 }
 
+/** A batch's synchronizing call, once its other entries ran (here, or in the ring server: ring-server.ts). */
+export interface BatchEnding {
+  /** The command and its argument bytes, as the batch had them. */
+  cmd: number;
+  args: Uint8Array;
+  /** The reply's value: the failed entry's index, else the count of the others. */
+  value: bigint;
+  /** The other entries' first failure (0: none). */
+  postedError: number;
+}
+
 /**
  * The synchronizing call that ends a batch, after the other entries: their
  * first failure is posted work's error, which the call reports (as it
- * would, sent on its own after the batch).
+ * would, sent on its own after the batch); the reply is the call's, with
+ * the batch's value, failed or not.
  */
-function endWith(c: Call<'BATCH'>, e: Entry, out: Outcome, runSync: RunSync): Now<Result> {
-  const { name, args } = SYNCING.get(e.cmd)!;
-  if (out.index >= 0) c.session.noteAsyncError(out.status);
-  const call = entryCall(c, args ? decode(args, e.args) : {});
-  return runSync(name, call);
+export function endBatch(c: BatchCaller, e: BatchEnding, runSync: RunSync): Now<Result> {
+  const s = SYNCING.get(e.cmd);
+  if (s === undefined || e.args.length !== (s.args ? LAYOUT[s.args].size : 0)) throw bad(`${cmdName(e.cmd)} with ${e.args.length} argument bytes cannot end a batch`);
+  if (e.postedError !== 0) c.session.noteAsyncError(e.postedError);
+  const call = entryCall(c, s.args ? decode(s.args, e.args) : {});
+  const answer = (r: Result): Result => ({ status: r.status ?? 0, value: e.value });
+  const failed = (err: unknown): Result => {
+    if (!(err instanceof CudaError)) throw err;
+    return { status: err.code, value: e.value };
+  };
+  let r: Now<Result>;
+  try {
+    r = runSync(s.name, call);
+  } catch (err) {
+    return failed(err);
+  }
+  return later(r) ? r.then(answer, failed) : answer(r);
 }
 
 /** BATCH, running posted entries with runs, and a synchronizing call that ends one with runSync. */
@@ -289,7 +316,8 @@ export function batchRun(runs: PostedRuns, runSync: RunSync): Run<'BATCH'> {
     const r = new Runner(c, runs);
     return then(r.run(posted), () => {
       const value = BigInt(r.out.index < 0 ? posted.length : r.out.index);
-      if (endsSync) return then(endWith(c, entries[entries.length - 1], r.out, runSync), (s) => ({ status: s.status ?? 0, value }));
+      const last = entries[entries.length - 1];
+      if (endsSync) return endBatch(c, { cmd: last.cmd, args: last.args, value, postedError: r.out.index < 0 ? 0 : r.out.status }, runSync);
       return r.out.index < 0 ? { value } : { status: r.out.status, value };
     });
   };

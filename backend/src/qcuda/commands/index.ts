@@ -6,7 +6,7 @@ import type { Call, Result, Run, Runs, SessionCmd } from '../command';
 import { then, type Now } from '../../sys/now';
 import { CALLS, type CallDecl, type CmdName } from '../wire/protocol';
 import { ARRAY_COMMANDS } from './array';
-import { batchRun, type SyncCmd } from './batch';
+import { batchRun, endBatch, type BatchEnding, type SyncCmd } from './batch';
 import { contextCalls } from './context-call';
 import { DEVICE_COMMANDS } from './device';
 import { GRAPH_COMMANDS } from './graph';
@@ -111,6 +111,11 @@ export function runGated(d: CallDecl, run: Run<CmdName>, c: Call, ready?: () => 
 /** A synchronizing call that ends a batch, run as the dispatcher runs one (reporting posted work's errors: COMMANDS has it so). */
 function runSync(name: SyncCmd, c: Call): Now<Result> {
   return runGated(CALLS[name], COMMANDS[name] as Run<CmdName>, c);
+}
+
+/** A batch whose other entries ran in the ring server: its ending synchronize, run and answered as BATCH's would be (batch.ts). */
+export function finishBatch(c: Pick<Call, 'session' | 'queue' | 'dev'>, e: BatchEnding): Now<Result> {
+  return endBatch(c, e, runSync);
 }
 
 export const COMMANDS: Runs<SessionCmd> = build();

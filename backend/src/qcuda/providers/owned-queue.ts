@@ -64,7 +64,7 @@ export class OwnedQueue {
     this.server = serveInC ? RingServer.for(provider, session, (n) => {
       this.device.served[queue] += n;
       session.calls += n;
-    }) : undefined;
+    }, (req, ending) => this.device.finishBatch(req, session, ending)) : undefined;
     this.#memory = memory;
     this.#poll = poll;
     this.ring = this.#adopt(order.state, fds.kick, fds.call);

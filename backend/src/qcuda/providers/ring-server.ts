@@ -6,14 +6,18 @@
 // (Vring.serveFirst) in the session's worker, on the cuda provider; every
 // request it does not take (any other command, a bad one, one that would
 // wait or whose session has something pending) goes to the handler as before.
+// A BATCH of launches it ran but whose ending synchronize would wait is left
+// to the device to finish (QcudaDevice.finishBatch), as the ring's takeLeft.
 //
 // What it needs of the session it is told here: the context to run on
 // (bound before each serve), the allocations, functions and streams to
 // check against (SessionMirror), and whether the session is quiet (no host
 // function gates, no posted error or launch pending, no device output
 // waiting: Session.quiet), without which it serves nothing.
-import { cudaNative, RING_CURSOR, type CudaContextNative, type RingServerNative } from '../../native-cuda';
-import type { FrontRing, RingFront } from '../../vhost-user';
+import { cudaNative, type CudaContextNative, type LeftBatch, type RingServerClass, type RingServerNative } from '../../native-cuda';
+import type { FrontRing, LeftRequest, Request, RingFront } from '../../vhost-user';
+import type { Now } from '../../sys/now';
+import type { BatchEnding } from '../commands/batch';
 import type { DevPtr, FunctionRef, Provider, StreamRef } from '../provider';
 import type { Session, SessionMirror } from '../session';
 import { cudaSide } from './cuda';
@@ -23,23 +27,30 @@ function idOf(ref: unknown): number {
   return typeof ref === 'number' && Number.isInteger(ref) && ref > 0 && ref <= 0xffffffff ? ref : 0;
 }
 
+/** Finishes a batch the server left (QcudaDevice.finishBatch): runs its ending synchronize and answers req. */
+export type FinishBatch = (req: Request, ending: BatchEnding) => Now<number>;
+
 export class RingServer implements RingFront, SessionMirror {
-  readonly cursor = new Uint32Array(RING_CURSOR.words);
+  readonly cursor: Uint32Array;
   /** Requests answered here, all told. */
   served = 0;
+  readonly #class: RingServerClass;
   readonly #native: RingServerNative;
   #bound: CudaContextNative | undefined;
   #side: ReturnType<typeof cudaSide>;
+  #left: LeftBatch | undefined;
 
-  /** Serves session's requests; onServed(n) counts n answered here (the device's and the session's counters). */
-  constructor(readonly session: Session, readonly onServed: (n: number) => void) {
-    this.#native = new (cudaNative().RingServer)(session.id, this.cursor);
+  /** Serves session's requests; onServed(n) counts n answered here (the device's and the session's counters); finish answers a batch it left. */
+  constructor(readonly session: Session, readonly onServed: (n: number) => void, readonly finish: FinishBatch) {
+    this.#class = cudaNative().RingServer;
+    this.cursor = new Uint32Array(this.#class.CURSOR.words);
+    this.#native = new this.#class(session.id, this.cursor);
     session.mirror = this;
   }
 
   /** A ring server for session where its provider is cuda; undefined otherwise (the handler serves everything). */
-  static for(provider: Provider, session: Session, onServed: (n: number) => void): RingServer | undefined {
-    return provider.name === 'cuda' ? new RingServer(session, onServed) : undefined;
+  static for(provider: Provider, session: Session, onServed: (n: number) => void, finish: FinishBatch): RingServer | undefined {
+    return provider.name === 'cuda' ? new RingServer(session, onServed, finish) : undefined;
   }
 
   attach(r: FrontRing): void {
@@ -58,17 +69,30 @@ export class RingServer implements RingFront, SessionMirror {
       this.#bound = side.native;
     }
     const c = this.cursor;
-    c[RING_CURSOR.served] = 0;
-    c[RING_CURSOR.launched] = side.launched ? 1 : 0;
+    const { CURSOR, STOP } = this.#class;
+    c[CURSOR.served] = 0;
+    c[CURSOR.launched] = side.launched ? 1 : 0;
     this.#side = side;
-    this.#native.serve(spinNs, budgetNs, this.#onFlush);
-    const n = c[RING_CURSOR.served];
-    if (c[RING_CURSOR.launched] !== 0 && !side.launched) side.noteLaunched();
+    const stop = this.#native.serve(spinNs, budgetNs, this.#onFlush);
+    const n = c[CURSOR.served];
+    if (c[CURSOR.launched] !== 0 && !side.launched) side.noteLaunched();
+    // An answered batch's launch failed: reported at the session's next synchronize, as the device's own batches do.
+    if (stop === STOP.posted) s.noteAsyncError(c[CURSOR.postedError]);
+    if (stop === STOP.left) this.#left = this.#native.left();
     if (n > 0) {
       this.served += n;
       this.onServed(n);
     }
     return n;
+  }
+
+  /** The batch serve() took and left: the device runs its ending synchronize and answers it. */
+  takeLeft(): LeftRequest | undefined {
+    const l = this.#left;
+    if (!l) return undefined;
+    this.#left = undefined;
+    const ending: BatchEnding = { cmd: l.cmd, args: l.args, value: BigInt(l.value), postedError: l.postedError };
+    return { head: l.head, handle: (req) => this.finish(req, ending) };
   }
 
   /** After a flush point of a context that launched: what CUDA printed goes to the session now; true if the guest has output to read. */
