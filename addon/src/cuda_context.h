@@ -45,6 +45,14 @@ void WaitForStream(Job &job, cu::Stream s);
 // its ring (cuda_ring_server.cc): one body each, whichever way the call came.
 /** synchronize(): ready once every stream is idle; the wait is cuCtxSynchronize. */
 void RunSynchronize(Job &job);
+/** streamSynchronize(): the wait for stream sid. */
+void RunStreamSynchronize(Job &job, uint32_t sid);
+/** eventRecord(): event eid recorded on stream sid. */
+void RunEventRecord(Job &job, uint32_t eid, uint32_t sid);
+/** eventSynchronize(): ready once the device has passed event eid; the wait is cuEventSynchronize. */
+void RunEventSynchronize(Job &job, uint32_t eid);
+/** eventQuery(): whether the device has passed event eid (false with the job failed if the query did). */
+bool RunEventQuery(Job &job, uint32_t eid);
 /** copyHtoD(): the segments' bytes to dst on stream sid, then the wait for that stream. */
 void RunCopyHtoD(Job &job, uint64_t dst, const std::vector<Seg> &segs, uint32_t sid);
 /** copyDtoH(): src's bytes into the segments on stream sid, then the wait for that stream. */

@@ -134,12 +134,14 @@ QCUDA_CONTEXT_METHOD(streamDestroy, ctx, info) {
   });
 }
 
+void RunStreamSynchronize(Job &job, uint32_t sid) {
+  cu::Stream s;
+  if (job.ctx->LookupStream(job, sid, &s)) WaitForStream(job, s);
+}
+
 QCUDA_CONTEXT_METHOD(streamSynchronize, ctx, info) {
   uint32_t sid = ArgId(info[0], "stream");
-  return ctx.SubmitNow(info, Where::kInlineWhenIdle, [sid](Job &job) {
-    cu::Stream s;
-    if (job.ctx->LookupStream(job, sid, &s)) WaitForStream(job, s);
-  });
+  return ctx.SubmitNow(info, Where::kInlineWhenIdle, [sid](Job &job) { RunStreamSynchronize(job, sid); });
 }
 
 // streamQuery(stream) -> true once everything enqueued on it is done.
@@ -253,38 +255,44 @@ QCUDA_CONTEXT_METHOD(eventDestroy, ctx, info) {
   });
 }
 
+void RunEventRecord(Job &job, uint32_t eid, uint32_t sid) {
+  cu::Stream s;
+  if (!job.ctx->LookupStream(job, sid, &s)) return;
+  std::shared_ptr<Ev> e = job.ctx->LookupEvent(job, eid);
+  if (e) job.Check(cu::api().EventRecord(e->ev, s), "cuEventRecord");
+}
+
 // eventRecord(event, stream)
 QCUDA_CONTEXT_METHOD(eventRecord, ctx, info) {
   uint32_t eid = ArgId(info[0], "event");
   uint32_t sid = ArgId(info[1], "stream");
-  return ctx.SubmitNow(info, Where::kInlineWhenIdle, [eid, sid](Job &job) {
-    cu::Stream s;
-    if (!job.ctx->LookupStream(job, sid, &s)) return;
-    std::shared_ptr<Ev> e = job.ctx->LookupEvent(job, eid);
-    if (e) job.Check(cu::api().EventRecord(e->ev, s), "cuEventRecord");
-  });
+  return ctx.SubmitNow(info, Where::kInlineWhenIdle, [eid, sid](Job &job) { RunEventRecord(job, eid, sid); });
+}
+
+void RunEventSynchronize(Job &job, uint32_t eid) {
+  std::shared_ptr<Ev> e = job.ctx->LookupEvent(job, eid);
+  if (!e) return;
+  job.ready = [e] { return cu::api().EventQuery(e->ev) != cu::kNotReady; };
+  job.wait = [e](Job &jb) { jb.Check(cu::api().EventSynchronize(e->ev), "cuEventSynchronize"); };
 }
 
 QCUDA_CONTEXT_METHOD(eventSynchronize, ctx, info) {
   uint32_t eid = ArgId(info[0], "event");
-  return ctx.SubmitNow(info, Where::kInlineWhenIdle, [eid](Job &job) {
-    std::shared_ptr<Ev> e = job.ctx->LookupEvent(job, eid);
-    if (!e) return;
-    job.ready = [e] { return cu::api().EventQuery(e->ev) != cu::kNotReady; };
-    job.wait = [e](Job &jb) { jb.Check(cu::api().EventSynchronize(e->ev), "cuEventSynchronize"); };
-  });
+  return ctx.SubmitNow(info, Where::kInlineWhenIdle, [eid](Job &job) { RunEventSynchronize(job, eid); });
+}
+
+bool RunEventQuery(Job &job, uint32_t eid) {
+  std::shared_ptr<Ev> e = job.ctx->LookupEvent(job, eid);
+  if (!e) return false;
+  cu::Result r = cu::api().EventQuery(e->ev);
+  if (r == cu::kNotReady) return false;
+  return job.Check(r, "cuEventQuery");
 }
 
 // eventQuery(event) -> true once the device has passed it.
 QCUDA_CONTEXT_METHOD(eventQuery, ctx, info) {
   uint32_t eid = ArgId(info[0], "event");
-  return ctx.SubmitNow(info, Where::kInlineWhenIdle, [eid](Job &job) -> res::Flag {
-    std::shared_ptr<Ev> e = job.ctx->LookupEvent(job, eid);
-    if (!e) return {};
-    cu::Result r = cu::api().EventQuery(e->ev);
-    if (r == cu::kNotReady) return {false};
-    return {job.Check(r, "cuEventQuery")};
-  });
+  return ctx.SubmitNow(info, Where::kInlineWhenIdle, [eid](Job &job) -> res::Flag { return {RunEventQuery(job, eid)}; });
 }
 
 // eventElapsed(start, end) -> milliseconds

@@ -12,28 +12,29 @@
 //    than kMaxBufs buffers is left to JavaScript);
 //  - the header and arguments, copied out of guest memory once, pass the
 //    dispatcher's checks (qcuda/device.ts) and the command's (ranges in the
-//    session's allocations, its functions and streams: the tables JavaScript
-//    keeps it told of, setAlloc/setFunc/setStream);
-//  - the call cannot block for long: a synchronize only once every stream
-//    is idle (polled for the inline wait), a copy of at most kMaxCopy bytes
-//    only on an idle stream from pinned memory, a launch only below the
-//    launch bound (kInlineLaunchBound).
+//    session's allocations, its functions, streams and events: the tables
+//    JavaScript keeps it told of, setAlloc/setFunc/setStream/setEvent);
+//  - the call cannot block for long: a synchronize (of the device, a stream
+//    or an event) only once what it waits for is done (polled for the
+//    inline wait), a copy of at most kMaxCopy bytes only on an idle stream
+//    from pinned memory, a launch only below the launch bound
+//    (kInlineLaunchBound); an event query never waits.
 // Anything else, a bad request included, is left where it is and serve()
 // returns kHandOff: JavaScript takes it, and answers it (or its error)
 // exactly as before. The calls run through the same run phases as the
-// context's methods (RunSynchronize, WaitForStream, RunCopyHtoD, RunCopyDtoH,
-// LaunchOne).
+// context's methods (RunSynchronize, RunStreamSynchronize, RunEventRecord,
+// RunEventSynchronize, RunEventQuery, RunCopyHtoD, RunCopyDtoH, LaunchOne).
 //
 // A BATCH (commands/batch.ts) is served when every posted entry is a launch
-// that would be served alone, there are at most kInlineBatchLaunches of
-// them (the device's own bound for launching on the JS thread), and its
-// ending synchronize, if any, is
-// DEVICE_SYNC or STREAM_SYNC of a known stream. Its launches run here; the
-// ending synchronize waits here for the inline wait. If it would wait
-// longer, or a launch failed (posted work's error, which the synchronize
-// reports), the request is taken but left unanswered: serve() returns
-// kLeft and left() gives JavaScript what remains, the ending synchronize
-// and the reply's value, which the device runs and answers
+// that would be served alone or an event record of the session's event and
+// stream, there are at most kInlineBatchLaunches of them (the device's own
+// bound for launching on the JS thread), and its ending synchronize, if
+// any, is one served alone. Its entries run here, in order; the ending
+// synchronize waits here for the inline wait. If it would wait longer, or
+// an entry failed (posted work's error, which the synchronize reports), the
+// request is taken but left unanswered: serve() returns kLeft and left()
+// gives JavaScript what remains, the ending synchronize, the reply's value
+// and the failures, which the device runs and answers
 // (QcudaDevice.finishBatch). A batch with no ending synchronize whose launch
 // failed is answered, and serve() returns kPosted: JavaScript notes the
 // failure as the session's async error before anything else is served.
@@ -43,9 +44,9 @@
 //   setRegions([{gpa, size, host}])     guest memory (bigints: host = where the region is mapped here)
 //   setRecord(bytes: Uint8Array)        the ring's in-flight record (vhost-user/inflight.ts lays it out)
 //   bind(context | null)                the session's CudaContext now
-//   setAlloc(base, size) / setFunc(handle, id) / setStream(handle, id)   (0: forget) ; clear()
+//   setAlloc(base, size) / setFunc(handle, id) / setStream(handle, id) / setEvent(handle, id)   (0: forget) ; clear()
 //   serve(spinNs, budgetNs, onFlush) -> Stop   cursor: lastAvail, usedIdx, signalledUsed in; also served, launched, postedError out
-//   left() -> { head, cmd, args: Uint8Array, value, postedError }   after kLeft: the batch's ending synchronize, for JavaScript
+//   left() -> { head, cmd, args: Uint8Array, value, postedError, lateError }   after kLeft: the batch's ending synchronize, for JavaScript
 // RingServer.CURSOR and RingServer.STOP name the cursor's words and serve()'s answers.
 #include <napi.h>
 #include <time.h>
@@ -159,24 +160,28 @@ void Scatter(const std::vector<Seg> &bufs, uint64_t offset, const uint8_t *in, u
   });
 }
 
-/** A launch checked and ready to run; its parameters lie in the server's copy of the request. */
-struct Launch {
+/** Posted work checked and ready to run: a launch (its parameters in the server's copy of the request) or an event record. */
+struct Posted {
+  uint32_t cmd;
   LaunchHeader header;
   uint8_t *params;
+  uint32_t event, stream;
 };
 
 /** A call checked and ready to run: what it runs, and what its answer says. */
 struct Plan {
   uint32_t cmd = 0;
-  Job job;                  // the run phase's job (its outcome is the status)
+  Job job;                  // the run phase's job (its outcome is the status; a batch's: its launches' first failure)
+  Job records;              // a batch's event records (their first failure, the entry's own as the device reports it)
+  int64_t failedEntry = -1; // and which entry that was
   bool flushes = false;     // a point where CUDA flushes device output
   uint64_t dataOut = 0;     // bytes the answer carries on success
   uint64_t value = 0;       // the answer's value
-  // The call's operands, decided by the checks.
+  // The call's operands, decided by the checks (stream and event: the context's ids).
   uint64_t ptr = 0;
-  uint32_t stream = 0;
+  uint32_t stream = 0, event = 0;
   std::vector<Seg> segs;
-  // A batch's ending synchronize (0: none), its argument bytes in the server's copy, and its stream's id.
+  // A batch's ending synchronize (0: none) and its argument bytes in the server's copy (its operands: stream, event).
   uint32_t endCmd = 0;
   const uint8_t *endArgs = nullptr;
   uint32_t endLen = 0;
@@ -188,7 +193,8 @@ struct Left {
   uint32_t cmd = 0;
   std::vector<uint8_t> args;
   uint64_t value = 0;
-  int postedError = 0;
+  int postedError = 0;  // the failed entry's error (an event record's)
+  int lateError = 0;    // the launches' first failure: the session's async error, noted first
 };
 
 class RingServer : public Napi::ObjectWrap<RingServer> {
@@ -198,7 +204,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
                        {InstanceMethod("attach", &RingServer::Attach), InstanceMethod("setRegions", &RingServer::SetRegions),
                         InstanceMethod("setRecord", &RingServer::SetRecord), InstanceMethod("bind", &RingServer::Bind),
                         InstanceMethod("setAlloc", &RingServer::SetAlloc), InstanceMethod("setFunc", &RingServer::SetFunc),
-                        InstanceMethod("setStream", &RingServer::SetStream), InstanceMethod("clear", &RingServer::Clear),
+                        InstanceMethod("setStream", &RingServer::SetStream), InstanceMethod("setEvent", &RingServer::SetEvent),
+                        InstanceMethod("clear", &RingServer::Clear),
                         InstanceMethod("serve", &RingServer::Serve), InstanceMethod("left", &RingServer::LeftToJs),
                         StaticValue("CURSOR", CursorNames(env)), StaticValue("STOP", StopNames(env))});
   }
@@ -300,6 +307,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
   }
   Napi::Value SetFunc(const Napi::CallbackInfo &info) { return SetId(info, funcs_); }
   Napi::Value SetStream(const Napi::CallbackInfo &info) { return SetId(info, streams_); }
+  Napi::Value SetEvent(const Napi::CallbackInfo &info) { return SetId(info, events_); }
   Napi::Value SetId(const Napi::CallbackInfo &info, std::unordered_map<uint64_t, uint32_t> &m) {
     uint64_t h = ArgU64(info[0], "handle");
     uint32_t id = ArgU32(info[1], "id");
@@ -311,6 +319,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     allocs_.clear();
     funcs_.clear();
     streams_.clear();
+    events_.clear();
     return info.Env().Undefined();
   }
 
@@ -343,6 +352,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     o.Set("args", args);
     o.Set("value", Napi::Number::New(env, static_cast<double>(l.value)));
     o.Set("postedError", l.postedError);
+    o.Set("lateError", l.lateError);
     return o;
   }
 
@@ -388,15 +398,19 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     // says, or (a batch's ending synchronize that would wait) left to JavaScript.
     Took(head);
     Execute(p);
-    int postedError = 0;
+    // A batch's outcome, as the device's batches have it (commands/batch.ts): a
+    // failed launch is the session's async error (late); a failed event
+    // record is its entry's failure, the reply's value and status.
+    int late = 0;
     if (p.cmd == QCUDA_CMD_BATCH) {
-      postedError = p.job.rc == cu::kSuccess ? 0 : cu::ToCudaError(p.job.rc);
-      if (p.endCmd != 0 && (postedError != 0 || !EndBatch(p))) {
-        left_ = std::make_unique<Left>(Left{head, p.endCmd, std::vector<uint8_t>(p.endArgs, p.endArgs + p.endLen), p.value, postedError});
+      late = p.job.rc == cu::kSuccess ? 0 : cu::ToCudaError(p.job.rc);
+      const int failed = p.records.rc == cu::kSuccess ? 0 : cu::ToCudaError(p.records.rc);
+      if (p.failedEntry >= 0) p.value = static_cast<uint64_t>(p.failedEntry);
+      if (p.endCmd != 0 && (late != 0 || failed != 0 || !EndBatch(p))) {
+        left_ = std::make_unique<Left>(Left{head, p.endCmd, std::vector<uint8_t>(p.endArgs, p.endArgs + p.endLen), p.value, failed, late});
         return Stop::kLeft;
       }
-      // Without an ending synchronize a launch's failure is posted work's error: reported at the next one (kPosted).
-      if (p.endCmd == 0) p.job.rc = cu::kSuccess;
+      if (p.endCmd == 0) p.job.rc = p.records.rc;
     }
     uint32_t status = p.job.rc == cu::kSuccess ? 0 : static_cast<uint32_t>(cu::ToCudaError(p.job.rc));
     bool output = false;
@@ -415,27 +429,42 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     Publish(head, static_cast<uint32_t>(kResp + (status == 0 ? p.dataOut : 0)));
     Signal();
     cursor_[kServed]++;
-    if (postedError != 0) {
-      cursor_[kPostedError] = static_cast<uint32_t>(postedError);
+    if (late != 0) {
+      cursor_[kPostedError] = static_cast<uint32_t>(late);
       return Stop::kPosted;
     }
     return output ? Stop::kOutput : Stop::kServedOne;
   }
 
-  /** A batch's ending synchronize, once its launches ran: true (its outcome in p.job) if it returned within the inline wait. */
+  /** A batch's ending synchronize, once its posted work ran: true (its outcome in p.job) if it returned within the inline wait. */
   bool EndBatch(Plan &p) {
-    Job &j = p.job;
-    if (p.endCmd == QCUDA_CMD_DEVICE_SYNC) {
-      RunSynchronize(j);
-    } else {
-      cu::Stream s;
-      if (!core_->LookupStream(j, p.stream, &s)) return false;
-      WaitForStream(j, s);
-    }
-    if (!Ready(j, InlineWaitNs())) return false;
-    j.wait(j);
+    if (!Sync(p, p.endCmd)) return false;
+    if (p.job.wait) p.job.wait(p.job);
     p.flushes = true;
     return true;
+  }
+
+  /**
+   * The run phase of synchronizing command cmd (on p's stream or event);
+   * true if its wait would return at once, polled for the inline wait (the
+   * wait itself is the caller's to run).
+   */
+  bool Sync(Plan &p, uint32_t cmd) {
+    Job &j = p.job;
+    switch (cmd) {
+      case QCUDA_CMD_DEVICE_SYNC:
+        RunSynchronize(j);
+        break;
+      case QCUDA_CMD_STREAM_SYNC:
+        RunStreamSynchronize(j, p.stream);
+        break;
+      case QCUDA_CMD_EVENT_SYNC:
+        RunEventSynchronize(j, p.event);
+        break;
+      default:
+        return false;
+    }
+    return j.rc == cu::kSuccess && Ready(j, InlineWaitNs());
   }
 
   // ---- the chain (chain.ts's rules) ----
@@ -499,8 +528,13 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
       *id = 0;
       return true;
     }
-    auto it = streams_.find(h);
-    if (it == streams_.end()) return false;
+    return IdOf(streams_, h, id);
+  }
+
+  /** The context's id behind the session's handle h in table m; false if JavaScript told of none. */
+  static bool IdOf(const std::unordered_map<uint64_t, uint32_t> &m, uint64_t h, uint32_t *id) {
+    auto it = m.find(h);
+    if (it == m.end()) return false;
     *id = it->second;
     return true;
   }
@@ -537,11 +571,16 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     switch (h.cmd) {
       case QCUDA_CMD_DEVICE_SYNC:
         return h.len == 0 && NoData(h) && c.readableBytes == kReq && CheckSync(p);
+      case QCUDA_CMD_STREAM_SYNC:
+        return HandleArgs(h) && StreamOf(Handle(), &p.stream) && CheckSync(p);
+      case QCUDA_CMD_EVENT_SYNC:
+      case QCUDA_CMD_EVENT_QUERY:
+        return HandleArgs(h) && IdOf(events_, Handle(), &p.event) && (h.cmd == QCUDA_CMD_EVENT_QUERY || CheckSync(p));
       case QCUDA_CMD_MEMCPY_HTOD:
       case QCUDA_CMD_MEMCPY_DTOH:
         return h.len == sizeof(qcuda_args_memcpy) && CheckCopy(p, h);
       case QCUDA_CMD_LAUNCH:
-        launches_.clear();
+        posted_.clear();
         return h.len >= sizeof(qcuda_args_launch) && NoData(h) && c.readableBytes == kReq + h.len &&
                PlanLaunch(args_.data(), h.len) && Backlog(1);
       case QCUDA_CMD_BATCH:
@@ -553,10 +592,19 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
 
   static bool NoData(const qcuda_req_hdr &h) { return h.data_len == 0 && h.data_offset == 0; }
 
-  /** DEVICE_SYNC: only once every stream is idle (polled for the inline wait); its wait then returns at once. */
+  /** A request whose arguments are one handle (qcuda_args_handle), and nothing else. */
+  bool HandleArgs(const qcuda_req_hdr &h) const {
+    return h.len == sizeof(qcuda_args_handle) && NoData(h) && chain_.readableBytes == kReq + h.len;
+  }
+  uint64_t Handle() const {
+    qcuda_args_handle a;
+    std::memcpy(&a, args_.data(), sizeof a);
+    return a.handle;
+  }
+
+  /** A synchronize: only once what it waits for is done (polled for the inline wait); its wait then returns at once. */
   bool CheckSync(Plan &p) {
-    RunSynchronize(p.job);
-    if (!Ready(p.job, InlineWaitNs())) return false;
+    if (!Sync(p, p.cmd)) return false;
     p.flushes = true;
     return true;
   }
@@ -587,7 +635,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     return true;
   }
 
-  /** A launch's argument bytes (the struct, then its parameters) checked as LAUNCH checks them, and added to launches_. */
+  /** A launch's argument bytes (the struct, then its parameters) checked as LAUNCH checks them, and added to posted_. */
   bool PlanLaunch(uint8_t *args, uint64_t len) {
     qcuda_args_launch a;
     if (len < sizeof a) return false;
@@ -603,7 +651,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     uint32_t sid;
     if (!StreamOf(a.stream, &sid)) return false;
     namespace lr = launch_record;
-    Launch l{{}, args + sizeof a};
+    Posted l{QCUDA_CMD_LAUNCH, {}, args + sizeof a, 0, 0};
     l.header[lr::kFunc] = f->second;
     l.header[lr::kStream] = sid;
     l.header[lr::kGridX] = a.grid[0];
@@ -614,8 +662,26 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     l.header[lr::kBlockZ] = a.block[2];
     l.header[lr::kSharedMem] = a.shared_mem;
     l.header[lr::kParamBytes] = static_cast<uint32_t>(paramBytes);
-    launches_.push_back(l);
+    posted_.push_back(l);
     return true;
+  }
+
+  /** A posted EVENT_RECORD's argument bytes: an event and a stream of the session. */
+  bool PlanRecord(const uint8_t *args, uint32_t len) {
+    qcuda_args_event_record a;
+    if (len != sizeof a) return false;
+    std::memcpy(&a, args, sizeof a);
+    Posted r{QCUDA_CMD_EVENT_RECORD, {}, nullptr, 0, 0};
+    if (!IdOf(events_, a.event, &r.event) || !StreamOf(a.stream, &r.stream)) return false;
+    posted_.push_back(r);
+    return true;
+  }
+
+  /** Launches among posted_. */
+  uint64_t Launches() const {
+    uint64_t n = 0;
+    for (const Posted &w : posted_) n += w.cmd == QCUDA_CMD_LAUNCH;
+    return n;
   }
 
   /** n more launches stay below the launch bound: cuLaunchKernel blocks once the GPU's launch queue is full, not here (Context::LaunchWhere). */
@@ -623,7 +689,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
 
   /**
    * BATCH (commands/batch.ts: parseBatch's framing): served only when every
-   * posted entry is a launch PlanLaunch takes and the ending synchronize,
+   * posted entry is one PlanPosted takes and the ending synchronize,
    * if any, is one EndBatch runs; otherwise all of it is left to JavaScript.
    */
   bool CheckBatch(Plan &p, const qcuda_req_hdr &h) {
@@ -637,7 +703,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     batch_.resize(a.bytes);
     if (!Gather(c.readable, kReq + h.len, batch_.data(), a.bytes)) return false;
     const uint32_t posted = endsSync ? a.count - 1 : a.count;
-    launches_.clear();
+    posted_.clear();
     uint64_t at = 0;
     for (uint32_t i = 0; i < a.count; i++) {
       qcuda_batch_entry e;
@@ -648,24 +714,30 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
       if (padded > batch_.size() - at) return false;
       uint8_t *args = batch_.data() + at;
       at += padded;
-      if (i < posted ? !(e.cmd == QCUDA_CMD_LAUNCH && PlanLaunch(args, e.len)) : !CheckEnding(p, e.cmd, args, e.len)) return false;
+      if (i < posted ? !PlanPosted(e.cmd, args, e.len) : !CheckEnding(p, e.cmd, args, e.len)) return false;
     }
     // A longer batch goes to the context thread, so the JS thread reads the next one meanwhile (kInlineBatchLaunches).
-    if (at != batch_.size() || launches_.size() > kInlineBatchLaunches || !Backlog(launches_.size())) return false;
+    if (at != batch_.size() || posted_.size() > kInlineBatchLaunches || !Backlog(Launches())) return false;
     p.value = posted;
     return true;
   }
 
-  /** A batch's ending synchronize that EndBatch runs: DEVICE_SYNC, or STREAM_SYNC of one of the session's streams. */
+  bool PlanPosted(uint32_t cmd, uint8_t *args, uint32_t len) {
+    if (cmd == QCUDA_CMD_LAUNCH) return PlanLaunch(args, len);
+    if (cmd == QCUDA_CMD_EVENT_RECORD) return PlanRecord(args, len);
+    return false;
+  }
+
+  /** A batch's ending synchronize that EndBatch runs: DEVICE_SYNC, or STREAM_SYNC or EVENT_SYNC of the session's stream or event. */
   bool CheckEnding(Plan &p, uint32_t cmd, const uint8_t *args, uint32_t len) {
-    if (cmd == QCUDA_CMD_DEVICE_SYNC) {
-      if (len != 0) return false;
-    } else if (cmd == QCUDA_CMD_STREAM_SYNC) {
-      qcuda_args_handle a;
-      if (len != sizeof a) return false;
-      std::memcpy(&a, args, sizeof a);
+    qcuda_args_handle a{};
+    if (len != (cmd == QCUDA_CMD_DEVICE_SYNC ? 0 : sizeof a)) return false;
+    std::memcpy(&a, args, len);
+    if (cmd == QCUDA_CMD_STREAM_SYNC) {
       if (!StreamOf(a.handle, &p.stream)) return false;
-    } else {
+    } else if (cmd == QCUDA_CMD_EVENT_SYNC) {
+      if (!IdOf(events_, a.handle, &p.event)) return false;
+    } else if (cmd != QCUDA_CMD_DEVICE_SYNC) {
       return false;
     }
     p.endCmd = cmd;
@@ -688,7 +760,13 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     Job &j = p.job;
     switch (p.cmd) {
       case QCUDA_CMD_DEVICE_SYNC:
+      case QCUDA_CMD_STREAM_SYNC:
+      case QCUDA_CMD_EVENT_SYNC:
         break;  // its run phase ran in the check
+      case QCUDA_CMD_EVENT_QUERY:
+        // Not done yet is the call's answer (cudaErrorNotReady), as eventQuery's false is the device's.
+        if (!RunEventQuery(j, p.event) && j.rc == cu::kSuccess) j.rc = cu::kNotReady;
+        break;
       case QCUDA_CMD_MEMCPY_HTOD:
         if (!p.segs.empty()) RunCopyHtoD(j, p.ptr, p.segs, p.stream);
         break;
@@ -697,9 +775,19 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
         break;
       case QCUDA_CMD_LAUNCH:
       case QCUDA_CMD_BATCH:
-        // Each is tried even after one failed, as launchMany does; the job keeps the first failure.
-        for (const Launch &l : launches_) LaunchOne(j, l.header, l.params);
-        if (!launches_.empty()) cursor_[kLaunched] = 1;
+        // In order, each tried even after one failed, as the device's batches run them; the job keeps the first failure.
+        p.records.ctx = core_;
+        for (size_t i = 0; i < posted_.size(); i++) {
+          const Posted &w = posted_[i];
+          if (w.cmd == QCUDA_CMD_LAUNCH) {
+            LaunchOne(j, w.header, w.params);
+          } else {
+            const bool clean = p.records.rc == cu::kSuccess;
+            RunEventRecord(p.records, w.event, w.stream);
+            if (clean && p.records.rc != cu::kSuccess) p.failedEntry = static_cast<int64_t>(i);
+          }
+        }
+        if (Launches() != 0) cursor_[kLaunched] = 1;
         break;
     }
     // A copy on an idle stream ends within microseconds; waited for here as a native program's cudaMemcpy does.
@@ -770,11 +858,11 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
   std::shared_ptr<CtxCore> core_;
   // What JavaScript told of the session (its tables are the truth; a miss here only sends the request there).
   std::map<uint64_t, uint64_t> allocs_;
-  std::unordered_map<uint64_t, uint32_t> funcs_, streams_;
+  std::unordered_map<uint64_t, uint32_t> funcs_, streams_, events_;
   // Per request, reused.
   Chain chain_;
   std::vector<uint8_t> args_, batch_;
-  std::vector<Launch> launches_;
+  std::vector<Posted> posted_;
   std::unique_ptr<Left> left_;
 };
 

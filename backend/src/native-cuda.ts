@@ -302,8 +302,10 @@ export interface LeftBatch {
   args: Uint8Array;
   /** The reply's value (the count of posted entries). */
   value: number;
-  /** The first failure of the launches it ran (a CUDA error; 0: none): posted work's error, which the synchronize reports. */
+  /** The failed entry's error (an event record's; 0: none), as the device's batch has it (batch.ts: BatchEnding.postedError). */
   postedError: number;
+  /** The first failure of the launches it ran (a CUDA error; 0: none): the session's async error, noted first. */
+  lateError: number;
 }
 
 export interface RingServerNative {
@@ -314,10 +316,11 @@ export interface RingServerNative {
   setRecord(bytes: Uint8Array | undefined): void;
   /** The session's context now (none: serve() says Busy). */
   bind(ctx: CudaContextNative | null): void;
-  /** What the session holds (0: forgotten): its allocations, and its function and stream handles with their addon ids. */
+  /** What the session holds (0: forgotten): its allocations, and its function, stream and event handles with their addon ids. */
   setAlloc(base: bigint, size: bigint): void;
   setFunc(handle: bigint, id: number): void;
   setStream(handle: bigint, id: number): void;
+  setEvent(handle: bigint, id: number): void;
   clear(): void;
   /**
    * Answers what it can (cursor's served counts them); returns why it

@@ -291,6 +291,8 @@ async function main(): Promise<void> {
       if (q !== CUDA_ERROR_NOT_READY) mustOk('query')(q);
     }
   });
+  // The same record with cudaEventSynchronize, a step that always succeeds (a query may say not ready), from C.
+  const eventRsInC = cLoop('backend event record+synchronize, guest side in C', 3000, [[Cmd.BATCH, postedRecord], [Cmd.EVENT_SYNC, { args: ['qcuda_args_handle', { handle: ev.value }] }]]);
   const idle = await idleCores(pid, fe);
   fe.close();
   await new Promise((r) => child.once('exit', r));
@@ -321,6 +323,10 @@ async function main(): Promise<void> {
     await ctx.eventRecord(event, undefined);
     while (!(await ctx.eventQuery(event)));
   });
+  const directEventRs = await lat('direct event record+synchronize', 3000, async () => {
+    await ctx.eventRecord(event, undefined);
+    await ctx.eventSynchronize(event);
+  });
   await ctx.eventDestroy(event);
   let directLaunches: number | undefined;
   let directLaunchSync: number | undefined;
@@ -349,6 +355,7 @@ async function main(): Promise<void> {
     r('4 B H2D copy, guest side in C', inC.h2d4, base.h2d4, 'us', false),
     r('64 KiB H2D copy', be.h2d64k, base.h2d64k, 'us', false),
     r('event record + query', eventRq, directEventRq, 'us', false),
+    r('event record + synchronize, guest side in C', eventRsInC, directEventRs, 'us', false),
     r(`${BIG >> 20} MiB H2D`, be.h2d, base.h2d, 'GB/s', true),
     r(`${BIG >> 20} MiB D2H`, be.d2h, base.d2h, 'GB/s', true),
     ...(launchSync !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize', launchSync, directLaunchSync, 'us', false)] : []),

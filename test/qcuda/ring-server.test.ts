@@ -7,8 +7,9 @@
 // flushed it, a synchronize behind a running kernel is left to the device's
 // wait, the backend's status counts the calls answered in C, and a worker
 // killed after such calls leaves a ring the backend serves on. Batches of
-// launches are answered in C too, or, where their ending synchronize would
-// wait or a launch failed, finished by the device, their launches run once.
+// launches and event records are answered in C too, or, where their ending
+// synchronize would wait or an entry failed, finished by the device, their
+// entries run once; event queries and stream and event synchronizes too.
 import test, { type ExecutionContext } from 'ava';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
 import { Cmd, encode, QCUDA_BATCH_ENDS_SYNC, QCUDA_ST_OUTPUT, Status } from '../../backend/src/qcuda/proto';
@@ -124,9 +125,19 @@ async function batchStory(c: QcudaClient): Promise<unknown[]> {
   seen.push(await batch(c, [launch(nop, new Uint8Array(0)), [Cmd.EVENT_SYNC, handle(ev)]], { endsSync: true }));
   seen.push(await batch(c, [launch(nop, new Uint8Array(0)), [Cmd.STREAM_SYNC, handle(0x4242n)]], { endsSync: true }));
   seen.push(await batch(c, [launch(nop, new Uint8Array(0))], { count: 2 }), await batch(c, [], { endsSync: true }), await batch(c, []));
-  // A failed assert: sticky, so later launches fail too.
-  seen.push(await batch(c, [launch(boom, new Uint8Array(0)), DEVICE_SYNC], { endsSync: true }));
-  seen.push(await batch(c, [launch(nop, new Uint8Array(0))]), (await sync()) & ~QCUDA_ST_OUTPUT);
+  // Events: recorded in a batch, queried, waited for, alone and ending a batch; streams waited for alone.
+  const record: Entry = [Cmd.EVENT_RECORD, encode('qcuda_args_event_record', { event: ev, stream: 0n })];
+  const query = async (h = ev): Promise<number> => (await c.call(Cmd.EVENT_QUERY, { args: ['qcuda_args_handle', { handle: h }] })).status;
+  const waitFor = async (cmd: number, h: bigint): Promise<number> => (await c.call(cmd, { args: ['qcuda_args_handle', { handle: h }] })).status;
+  seen.push(await batch(c, [record]), await query());
+  seen.push(await batch(c, [launch(hold, i32(200)), record]), await query(), await waitFor(Cmd.EVENT_SYNC, ev), await query());
+  seen.push(await batch(c, [launch(nop, new Uint8Array(0)), record, [Cmd.EVENT_SYNC, handle(ev)]], { endsSync: true }));
+  seen.push(await waitFor(Cmd.STREAM_SYNC, s), await waitFor(Cmd.STREAM_SYNC, 0x4242n), await query(0x4343n), await waitFor(Cmd.EVENT_SYNC, 0x4343n));
+  // A failed assert: sticky, so later launches and event records fail too (once its output is read, the session is quiet again).
+  r = await batch(c, [launch(boom, new Uint8Array(0)), DEVICE_SYNC], { endsSync: true });
+  seen.push(r, (await output(c, r.status)).length > 0);
+  seen.push(await batch(c, [record, launch(nop, new Uint8Array(0))]), await sync());
+  seen.push(await batch(c, [launch(nop, new Uint8Array(0)), record, DEVICE_SYNC], { endsSync: true }), await sync(), await query());
   return seen;
 }
 
@@ -208,13 +219,21 @@ test.serial('batches of launches: the ring server answers as the device does, an
   t.is(val(12), 1n, 'an unknown function fails its own entry');
   t.not(st(12), 0, 'and the synchronize ending its batch reports it');
   t.is(st(16), Status.BAD_REQUEST, 'a batch with fewer entries than it announces runs nothing');
-  t.is(st(19) & ~QCUDA_ST_OUTPUT, 710, 'the failed assert');
-  t.deepEqual([st(20) & ~QCUDA_ST_OUTPUT, val(20), without[21]], [0, 1n, 710], 'a launch after it fails (sticky), reported at the synchronize');
-  // In C: the three batches of good launches, the failed launch's batch (posted, then its error
-  // went to the device's synchronize) and the synchronize after it, the synchronize after the
-  // left batch, the empty batch, and boom's. Not: the 200 ms one and the failed launch's ending
-  // (left to the device), those left whole, and the last (boom's output was not read yet).
-  t.is(on.inC() - before, 8, 'answered in C');
+  t.deepEqual(without.slice(19, 21), [{ status: 0, value: 1n }, 0], 'an event recorded in a batch, then passed');
+  t.deepEqual(without.slice(21, 25), [{ status: 0, value: 2n }, 600, 0, 0], 'behind a 200 ms kernel: not ready (cudaErrorNotReady), waited for, then passed');
+  t.deepEqual(without[25], { status: 0, value: 2n }, 'a batch ending with the event\'s synchronize');
+  t.deepEqual(without.slice(26, 30), [0, 400, 400, 400], 'a stream waited for; an unknown stream and event refused (cudaErrorInvalidResourceHandle)');
+  t.deepEqual([st(30) & ~QCUDA_ST_OUTPUT, without[31]], [710, true], 'the failed assert, its line read');
+  t.deepEqual(without.slice(32, 34), [{ status: 710, value: 0n }, 710], 'sticky: the event record fails its entry, the launch after it the synchronize');
+  t.deepEqual(without.slice(34, 37), [{ status: 710, value: 1n }, 710, 710], 'and ending its batch; a query says so too');
+  // In C (18): the batches of good launches and event records, ending or not with a device, stream
+  // or event synchronize; the failed launch's batch (its error then went to the device's
+  // synchronize) and the synchronize after that; the synchronize after the left batch; the empty
+  // batch; the event queries, ready or not; the lone stream synchronize; boom's batch and the
+  // sticky batch after it. Not: the 200 ms batch and the failed launch's ending (left to the
+  // device), the batches left whole, the event synchronize behind the kernel, bad handles, and
+  // whatever came while the session had an async error or output waiting.
+  t.is(on.inC() - before, 18, 'answered in C');
 });
 
 test.serial('each short call of a quiet session is answered in C', async (t) => {

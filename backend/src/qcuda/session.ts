@@ -47,6 +47,7 @@ export interface SessionMirror {
   alloc(base: DevPtr, size: bigint): void;
   func(h: bigint, f: FunctionRef | undefined): void;
   stream(h: bigint, s: StreamRef | undefined): void;
+  event(h: bigint, e: EventRef | undefined): void;
   /** Everything is gone (a reset, the close). */
   clear(): void;
 }
@@ -452,6 +453,7 @@ export class Session {
     this.live(x);
     const h = this.#newHandle();
     this.#events.set(h, e);
+    this.mirror?.event(h, e);
     return h;
   }
 
@@ -464,6 +466,7 @@ export class Session {
   takeEvent(h: bigint): EventRef {
     const e = this.event(h);
     this.#events.delete(h);
+    this.mirror?.event(h, undefined);
     return e;
   }
 

@@ -6,11 +6,12 @@
 // (Vring.serveFirst) in the session's worker, on the cuda provider; every
 // request it does not take (any other command, a bad one, one that would
 // wait or whose session has something pending) goes to the handler as before.
-// A BATCH of launches it ran but whose ending synchronize would wait is left
-// to the device to finish (QcudaDevice.finishBatch), as the ring's takeLeft.
+// A BATCH whose entries it ran but whose ending synchronize would wait (or
+// follows a failed entry) is left to the device to finish
+// (QcudaDevice.finishBatch), as the ring's takeLeft.
 //
 // What it needs of the session it is told here: the context to run on
-// (bound before each serve), the allocations, functions and streams to
+// (bound before each serve), the allocations, functions, streams and events to
 // check against (SessionMirror), and whether the session is quiet (no host
 // function gates, no posted error or launch pending, no device output
 // waiting: Session.quiet), without which it serves nothing.
@@ -18,11 +19,11 @@ import { cudaNative, type CudaContextNative, type LeftBatch, type RingServerClas
 import type { FrontRing, LeftRequest, Request, RingFront } from '../../vhost-user';
 import type { Now } from '../../sys/now';
 import type { BatchEnding } from '../commands/batch';
-import type { DevPtr, FunctionRef, Provider, StreamRef } from '../provider';
+import type { DevPtr, EventRef, FunctionRef, Provider, StreamRef } from '../provider';
 import type { Session, SessionMirror } from '../session';
 import { cudaSide } from './cuda';
 
-/** An addon id (function or stream ref of the cuda provider), else 0: not known to the server, so left to the handler. */
+/** An addon id (function, stream or event ref of the cuda provider), else 0: not known to the server, so left to the handler. */
 function idOf(ref: unknown): number {
   return typeof ref === 'number' && Number.isInteger(ref) && ref > 0 && ref <= 0xffffffff ? ref : 0;
 }
@@ -92,7 +93,14 @@ export class RingServer implements RingFront, SessionMirror {
     if (!l) return undefined;
     this.#left = undefined;
     const ending: BatchEnding = { cmd: l.cmd, args: l.args, value: BigInt(l.value), postedError: l.postedError };
-    return { head: l.head, handle: (req) => this.finish(req, ending) };
+    return {
+      head: l.head,
+      handle: (req) => {
+        // A launch that failed: the session's async error, as the device's own batches note it (before the ending's).
+        if (l.lateError !== 0) this.session.noteAsyncError(l.lateError);
+        return this.finish(req, ending);
+      },
+    };
   }
 
   /** After a flush point of a context that launched: what CUDA printed goes to the session now; true if the guest has output to read. */
@@ -113,6 +121,10 @@ export class RingServer implements RingFront, SessionMirror {
 
   stream(h: bigint, s: StreamRef | undefined): void {
     this.#native.setStream(h, idOf(s));
+  }
+
+  event(h: bigint, e: EventRef | undefined): void {
+    this.#native.setEvent(h, idOf(e));
   }
 
   clear(): void {
