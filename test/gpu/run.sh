@@ -23,7 +23,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 say "accel: $(grep -qwE 'vmx|svm' /proc/cpuinfo && [ -w /dev/kvm ] && echo kvm || echo tcg)"
 
 status=0
-# PARTS picks sections (default all): provider hostile guest libcuda cublas torch managed bench latency disk.
+# PARTS picks sections (default all): provider hostile guest libcuda cublas torch managed bench latency disk;
+# also latency-short (not in all): the latency part's ring server runs alone, for a run of two minutes.
 PARTS=${PARTS:-provider hostile guest libcuda cublas torch managed bench latency disk}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 # PROGRAMS (default all) picks the guest programs the guest and libcuda parts run.
@@ -308,6 +309,16 @@ grep '^poll_us' "$LOGS/lat.guest.log" | while read -r l; do say "$l"; done
 guest_vm --own-queues=yes --memory=1536 --timeout=400 -- \
   'for p in 50 50; do echo $p > /sys/module/qcuda/parameters/poll_us; echo "own queues, poll_us $p: $(copy_bench) $(launch_bench 2000)"; done' > "$LOGS/lat.guest.own.log" 2>&1
 grep '^own queues' "$LOGS/lat.guest.own.log" | while read -r l; do say "$l"; done
+fi
+if part latency-short; then
+say "== call latency, short: native programs, then the harness with own queues (64 MiB copies), the ring server on (2 runs) and off (1) =="
+LD_LIBRARY_PATH=$native_lib timeout 60 "$work/guest/bin/copy_bench" > "$LOGS/short.copy.native.json" 2>&1
+LD_LIBRARY_PATH=$native_lib timeout 60 "$work/guest/bin/launch_bench" 2000 > "$LOGS/short.launch.native.json" 2>&1
+say "native: $(cat "$LOGS/short.copy.native.json") $(cat "$LOGS/short.launch.native.json")"
+for rs in yes yes no; do
+  timeout 90 node "$app/dist/test/bench/qcuda.js" --mib 64 --launches 20000 --own-queues --ring-server $rs > "$LOGS/short.$rs.bench" 2>&1
+  say "harness, own queues, ring server $rs: $(grep '^JSON ' "$LOGS/short.$rs.bench" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const j=JSON.parse(s.slice(5));console.log(j.rows.map(r=>`${r.what} ${+r.value.toFixed(2)} ${r.unit}${r.baseline===undefined?"":` (direct ${+r.baseline.toFixed(2)})`}`).join("; "))}catch{console.log("no result")}})')"
+done
 fi
 if part disk; then
 say "== GPU disk (store gpu): data and a filesystem in the guest; the harness benchmark beside native pinned copies =="
