@@ -12,7 +12,7 @@
 // entries run once; event queries and stream and event synchronizes too.
 import test, { type ExecutionContext } from 'ava';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import { Cmd, encode, QCUDA_BATCH_ENDS_SYNC, QCUDA_ST_OUTPUT, Status } from '../../backend/src/qcuda/proto';
+import { Cmd, encode, LAYOUT, QCUDA_BATCH_ENDS_SYNC, QCUDA_ST_OUTPUT, Status } from '../../backend/src/qcuda/proto';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
@@ -234,6 +234,85 @@ test.serial('batches of launches: the ring server answers as the device does, an
   // device), the batches left whole, the event synchronize behind the kernel, bad handles, and
   // whatever came while the session had an async error or output waiting.
   t.is(on.inC() - before, 18, 'answered in C');
+});
+
+/** A small deterministic generator (mulberry32): the same mutations for both sessions. */
+function random(seed: number): (n: number) => number {
+  let x = seed >>> 0;
+  return (n) => {
+    x = (x + 0x6d2b79f5) >>> 0;
+    let z = x;
+    z = Math.imul(z ^ (z >>> 15), z | 1);
+    z ^= z + Math.imul(z ^ (z >>> 7), z | 61);
+    return (((z ^ (z >>> 14)) >>> 0) % n);
+  };
+}
+
+/**
+ * Batches of launches and event records, each bent one way a hostile guest
+ * might (counts, flags and sizes that lie, entries of other commands or
+ * lengths, unknown handles, a failing launch, other endings, truncation);
+ * the replies' status and value, then a synchronize's.
+ */
+async function mutatedBatches(c: QcudaClient, n: number): Promise<string[]> {
+  const seen: string[] = [];
+  const [nop] = await kernels(c, ['nop']);
+  const s = (await c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] })).value;
+  const ev = (await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0 }] })).value;
+  const pick = random(0x51a7e);
+  const handles = [0n, s, ev, nop, 0x4242n, 2n, 0xffffffffffffffffn];
+  const endings = [Cmd.DEVICE_SYNC, Cmd.STREAM_SYNC, Cmd.EVENT_SYNC, Cmd.EVENT_QUERY, Cmd.LAUNCH, Cmd.MALLOC, 9999];
+  for (let i = 0; i < n; i++) {
+    const entries: [number, Uint8Array][] = [];
+    for (let k = 1 + pick(4); k > 0; k--)
+      entries.push(pick(3) === 0 ? [Cmd.EVENT_RECORD, encode('qcuda_args_event_record', { event: ev, stream: pick(2) ? s : 0n })] : [Cmd.LAUNCH, launchArgs(nop, new Uint8Array(0), { stream: pick(2) ? s : 0n })]);
+    let endsSync = pick(2) === 1;
+    if (endsSync) entries.push(pick(3) === 0 ? [Cmd.DEVICE_SYNC, new Uint8Array(0)] : [pick(2) ? Cmd.STREAM_SYNC : Cmd.EVENT_SYNC, handle(pick(2) ? s : ev)]);
+    let count = entries.length;
+    let flags: number | undefined;
+    let lieBytes = 0;
+    const e = entries[pick(entries.length)];
+    const v = new DataView(e[1].buffer, e[1].byteOffset, e[1].byteLength);
+    switch (pick(14)) {
+      case 0: count += pick(2) ? 1 : -1; break;
+      case 1: flags = pick(4); break;
+      case 2: lieBytes = pick(2) ? 8 : -8; break;
+      case 3: e[1] = e[1].subarray(0, Math.max(0, e[1].length - 1 - pick(8))); break;
+      case 4: e[0] = endings[pick(endings.length)]; break;
+      case 5: if (e[1].length >= 16) v.setBigUint64(pick(2) * 8, handles[pick(handles.length)], true); break;
+      case 6: if (e[0] === Cmd.LAUNCH) v.setUint32(LAUNCH_BLOCK, 2048, true); break; // a block of 2048 threads: the launch fails
+      case 7: endsSync = !endsSync; break;
+      default: break; // as it is (6 in 14)
+    }
+    const bytes = frameBatch(entries);
+    const body = lieBytes < 0 ? bytes.subarray(0, bytes.length + lieBytes) : bytes;
+    const at = c.fe.mem.mark();
+    const gpa = c.fe.mem.alloc(Math.max(bytes.length, 8), 64);
+    c.fe.mem.bytes(gpa, body.length).set(body);
+    const r = await c.call(Cmd.BATCH, {
+      args: ['qcuda_args_batch', { count: count >>> 0, flags: flags ?? (endsSync ? QCUDA_BATCH_ENDS_SYNC : 0), bytes: BigInt(bytes.length + Math.max(0, lieBytes)) }],
+      to: body.length ? [{ gpa, len: body.length }] : [],
+    });
+    c.fe.mem.rewind(at);
+    const sync = (await c.call(Cmd.DEVICE_SYNC)).status;
+    seen.push(`${r.status & ~QCUDA_ST_OUTPUT}/${r.value} ${sync & ~QCUDA_ST_OUTPUT}`);
+  }
+  return seen;
+}
+const LAUNCH_BLOCK = LAYOUT.qcuda_args_launch.offsets.block;
+
+test.serial('mutated batches: the same answers with the ring server on and off', async (t) => {
+  const on = await setup(t, true);
+  const before = on.inC();
+  const withServer = await mutatedBatches(on.c, 300);
+  const off = await setup(t, false);
+  const without = await mutatedBatches(off.c, 300);
+  t.deepEqual(withServer, without);
+  const kinds = new Set(without.map((x) => x.split('/')[0]));
+  t.true(kinds.size >= 4 && kinds.has('0'), `good batches and several refusals among them: ${[...kinds].join(', ')}`);
+  t.true(without.some((x) => x.endsWith(' 1')), 'a failed launch reported at the synchronize after it');
+  // 437 of the 600 requests when written: the good batches and most synchronizes after them.
+  t.true(on.inC() - before >= 300, `the good ones, and the synchronizes, answered in C (${on.inC() - before})`);
 });
 
 test.serial('each short call of a quiet session is answered in C', async (t) => {
