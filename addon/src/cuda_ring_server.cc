@@ -700,9 +700,12 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     const bool endsSync = a.flags == QCUDA_BATCH_ENDS_SYNC;
     if (a.bytes > QCUDA_MAX_BATCH || h.data_offset != 0 || h.data_len != a.bytes || (endsSync && a.count == 0)) return false;
     if (c.readableBytes != kReq + h.len + a.bytes || c.writableBytes < kResp) return false;
+    const uint32_t posted = endsSync ? a.count - 1 : a.count;
+    // A longer batch goes to the context thread, so the JS thread reads the next one meanwhile
+    // (kInlineBatchLaunches): left before its bytes are copied (a full batch is 64 KiB).
+    if (posted > kInlineBatchLaunches) return false;
     batch_.resize(a.bytes);
     if (!Gather(c.readable, kReq + h.len, batch_.data(), a.bytes)) return false;
-    const uint32_t posted = endsSync ? a.count - 1 : a.count;
     posted_.clear();
     uint64_t at = 0;
     for (uint32_t i = 0; i < a.count; i++) {
@@ -716,8 +719,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
       at += padded;
       if (i < posted ? !PlanPosted(e.cmd, args, e.len) : !CheckEnding(p, e.cmd, args, e.len)) return false;
     }
-    // A longer batch goes to the context thread, so the JS thread reads the next one meanwhile (kInlineBatchLaunches).
-    if (at != batch_.size() || posted_.size() > kInlineBatchLaunches || !Backlog(Launches())) return false;
+    if (at != batch_.size() || !Backlog(Launches())) return false;
     p.value = posted;
     return true;
   }

@@ -104,8 +104,9 @@ that would pass it fails with the CUDA error named, nothing grows):
                           host-memory workers: the same path without a GPU)
   --ring-server=yes|no    a worker serving its guest process's own queue
                           answers the short calls of a round trip
-                          (synchronize, small copies, launches) in C, with
-                          no JavaScript between the request and the driver
+                          (synchronizes, event queries, small copies,
+                          launches and short batches of them) in C, with no
+                          JavaScript between the request and the driver
                           (cuda provider; default yes)
   --poll-us=US            how long the rings, and each worker its channel, are
                           polled after each request and answer before the

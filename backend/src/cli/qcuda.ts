@@ -87,6 +87,8 @@ vm options:
   --own-queues=yes|no  a guest process's own queue is served by its worker, no
                        hop through the backend (default yes on a GPU, no on the
                        host-memory device; qcuda-backend --help)
+  --ring-server=yes|no  the short calls of such a queue answered in C by its
+                       worker (default yes; on the GPU; qcuda-backend --help)
   --device-memory-limit=SIZE  the VM's device memory quota (e.g. 2G); GPU disks
                        (--disk, store=gpu) count against it
   --demo               run the guest test programs built into the image (the
@@ -165,6 +167,7 @@ const OPTIONS = {
   gpu: { type: 'string' },
   isolation: { type: 'string' },
   'own-queues': { type: 'string' },
+  'ring-server': { type: 'string' },
   'backend-log': { type: 'string' },
   'device-memory-limit': { type: 'string' },
   quiet: { type: 'boolean' },
@@ -364,6 +367,7 @@ async function main(): Promise<number> {
         ...(v.gpu ? [`--gpu=${v.gpu}`] : []),
         ...(v.isolation ? [`--isolation=${v.isolation}`] : []),
         ...(v['own-queues'] ? [`--own-queues=${v['own-queues']}`] : []),
+        ...(v['ring-server'] ? [`--ring-server=${v['ring-server']}`] : []),
         ...(v['device-memory-limit'] ? [`--device-memory-limit=${quotaLeft(v['device-memory-limit'], disks)}`] : []),
       ],
     });

@@ -469,8 +469,10 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
           if (ring.waiting(d.record, (req) => isCloseOf(req, s))) this.#closedUntaken.add(s.id);
           ring.recover(d.record, (req) => this.#closedWithWorker(req, s));
         } else ring.resume();
+        const served = d.servedBefore + (d.record?.served ?? 0);
+        const inC = d.servedInCBefore + (d.record?.servedInC ?? 0);
         d.record?.close();
-        this.#event(`qcuda: session ${s.id.toString(16)} (queue ${d.queue}) ended (${this.sessions.size} open)`);
+        this.#event(`qcuda: session ${s.id.toString(16)} (queue ${d.queue}) ended after ${served} calls there${inC > 0 ? ` (${inC} answered in C)` : ''} (${this.sessions.size} open)`);
       }
     }
   }
