@@ -34,7 +34,8 @@
       "src/cuda_image.cc",
       "src/cuda_module.cc",
       "src/cuda_output.cc",
-      "src/cuda_ring_server.cc"
+      "src/cuda_ring_server.cc",
+      "src/guest_ring.cc"
     ],
     "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "/usr/local/cuda/include", "../guest-driver/include"],
     "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],

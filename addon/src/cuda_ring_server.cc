@@ -9,7 +9,7 @@
 // tell, before doing anything, that the JavaScript path would serve it the
 // same way and at once:
 //  - the chain walks as chain.ts walks it (the same rules; a chain of more
-//    than kMaxBufs buffers is left to JavaScript);
+//    than GuestRing::kMaxBufs buffers is left to JavaScript; guest_ring.h);
 //  - the header and arguments, copied out of guest memory once, pass the
 //    dispatcher's checks (qcuda/device.ts) and the command's (ranges in the
 //    session's allocations, its functions, streams and events: the tables
@@ -50,9 +50,7 @@
 // RingServer.CURSOR and RingServer.STOP name the cursor's words and serve()'s answers.
 #include <napi.h>
 #include <time.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -62,27 +60,22 @@
 #include "cuda_args.h"
 #include "cuda_context.h"
 #include "cuda_ring_server.h"
+#include "guest_ring.h"
 #include "qcuda_proto.h"
 #include "typed_view.h"
 
 namespace qcuda::cuda {
 namespace {
 
-constexpr uint16_t kDescNext = 1, kDescWrite = 2, kDescIndirect = 4;
-constexpr uint16_t kAvailNoInterrupt = 1;
-/** Buffers a chain served here may have; longer chains (large scattered transfers) take the JavaScript path. */
-constexpr size_t kMaxBufs = 64;
 /** The largest copy served here: its wait, on an idle stream, is microseconds. */
 constexpr uint64_t kMaxCopy = 64 * 1024;
 /** Largest integer JavaScript's checks hold exactly (device.ts: MAX_SAFE_BIG). */
 constexpr uint64_t kMaxSafe = (1ull << 53) - 1;
 constexpr size_t kReq = sizeof(qcuda_req_hdr), kResp = sizeof(qcuda_resp_hdr);
-// The in-flight record (vhost-user/inflight.ts): u16 lastAvail, u16 usedIdx, u32 size, u32 served, u32 servedInC, a bit per head.
-constexpr size_t kRecLastAvail = 0, kRecUsedIdx = 2, kRecServed = 8, kRecServedInC = 12, kRecBits = 16;
 
-// Cursor words (JS's Uint32Array): where the ring stands, in and out, and
+// Cursor words (JS's Uint32Array) after the ring's (guest_ring.h: RingWord):
 // what serve() did (postedError: a CUDA error of an answered batch's launch).
-enum Cursor { kLastAvail = 0, kUsedIdx = 1, kSignalledUsed = 2, kServed = 3, kLaunched = 4, kPostedError = 5, kCursorWords = 8 };
+enum Cursor { kServed = kRingWords, kLaunched, kPostedError, kCursorWords = 8 };
 
 /** Why serve() returned. */
 enum class Stop { kIdle = 0, kHandOff = 1, kOutput = 2, kBusy = 3, kBudget = 4, kLeft = 5, kPosted = 6, kServedOne = -1 };
@@ -91,73 +84,6 @@ uint64_t NowNs() {
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
-}
-
-struct Desc {
-  uint64_t addr;
-  uint32_t len;
-  uint16_t flags;
-  uint16_t next;
-};
-static_assert(sizeof(Desc) == 16, "a virtq descriptor is 16 bytes");
-
-struct Region {
-  uint64_t gpa, size;
-  uint8_t *host;
-};
-
-struct Chain {
-  std::vector<Seg> readable, writable;
-  uint64_t readableBytes = 0, writableBytes = 0;
-  void Clear() {
-    readable.clear();
-    writable.clear();
-    readableBytes = writableBytes = 0;
-  }
-};
-
-/**
- * Calls piece(host range) for each part of [offset, offset+len) of a
- * chain's buffers, in order (request.ts: pieces); false, having called it
- * for none, if the range runs past them.
- */
-template <typename Piece>
-bool EachPiece(const std::vector<Seg> &bufs, uint64_t offset, uint64_t len, Piece piece) {
-  uint64_t total = 0;
-  for (const Seg &b : bufs) total += b.len;
-  if (offset > total || len > total - offset) return false;
-  for (const Seg &b : bufs) {
-    if (len == 0) break;
-    if (offset >= b.len) {
-      offset -= b.len;
-      continue;
-    }
-    const uint64_t n = std::min(b.len - offset, len);
-    piece(Seg{b.addr + offset, n});
-    offset = 0;
-    len -= n;
-  }
-  return true;
-}
-
-/** [offset, offset+len) of a chain's buffers as host ranges. */
-bool Slice(const std::vector<Seg> &bufs, uint64_t offset, uint64_t len, std::vector<Seg> *out) {
-  return EachPiece(bufs, offset, len, [out](Seg g) { out->push_back(g); });
-}
-
-/** Copies [offset, offset+n) of a chain's buffers out (read once: the guest may change them meanwhile). */
-bool Gather(const std::vector<Seg> &bufs, uint64_t offset, uint8_t *out, uint64_t n) {
-  return EachPiece(bufs, offset, n, [&out](Seg g) {
-    std::memcpy(out, reinterpret_cast<const void *>(g.addr), g.len);
-    out += g.len;
-  });
-}
-
-void Scatter(const std::vector<Seg> &bufs, uint64_t offset, const uint8_t *in, uint64_t n) {
-  EachPiece(bufs, offset, n, [&in](Seg g) {
-    std::memcpy(reinterpret_cast<void *>(g.addr), in, g.len);
-    in += g.len;
-  });
 }
 
 /** Posted work checked and ready to run: a launch (its parameters in the server's copy of the request) or an event record. */
@@ -239,6 +165,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     session_ = ArgU64(info[0], "session");
     cursor_ = TypedView<uint32_t>(info[1], kCursorWords, "cursor");
     cursorRef_ = Napi::Persistent(info[1].As<Napi::Object>());
+    ring_.SetCursor(cursor_);
   }
 
  private:
@@ -250,14 +177,9 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     const size_t availLen = info[1].IsTypedArray() ? info[1].As<Napi::TypedArray>().ElementLength() : 0;
     const uint32_t size = static_cast<uint32_t>(availLen > 3 ? availLen - 3 : 0);
     if (size == 0 || (size & (size - 1)) != 0 || size > 32768) throw Napi::RangeError::New(env, "avail: 3 + a power of two of u16");
-    desc_ = TypedView<uint8_t>(info[0], size * sizeof(Desc), "desc");
-    avail_ = TypedView<uint16_t>(info[1], 3 + size, "avail");
-    used16_ = TypedView<uint16_t>(info[2], 3 + size * 4, "used");
-    size_ = size;
-    eventIdx_ = info[3].ToBoolean();
-    indirect_ = info[4].ToBoolean();
-    maxIndirect_ = ArgU32(info[5], "maxIndirect");
-    callFd_ = ArgI32(info[6], "callFd");
+    ring_.Attach(TypedView<uint8_t>(info[0], size * GuestRing::kDescBytes, "desc"), TypedView<uint16_t>(info[1], 3 + size, "avail"),
+                 TypedView<uint16_t>(info[2], 3 + size * 4, "used"), size, info[3].ToBoolean(), info[4].ToBoolean(),
+                 ArgU32(info[5], "maxIndirect"), ArgI32(info[6], "callFd"));
     // Kept alive with the views: their memory is the ring.
     views_.clear();
     for (int i = 0; i < 3; i++) views_.push_back(Napi::Persistent(info[i].As<Napi::Object>()));
@@ -272,16 +194,16 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
       regions.push_back({ArgU64(o.Get("gpa"), "gpa"), ArgU64(o.Get("size"), "size"),
                          reinterpret_cast<uint8_t *>(ArgU64(o.Get("host"), "host"))});
     }
-    regions_ = std::move(regions);
+    ring_.SetRegions(std::move(regions));
     return info.Env().Undefined();
   }
 
   Napi::Value SetRecord(const Napi::CallbackInfo &info) {
     if (info[0].IsUndefined() || info[0].IsNull()) {
-      record_ = nullptr;
+      ring_.SetRecord(nullptr);
       recordRef_.Reset();
     } else {
-      record_ = TypedView<uint8_t>(info[0], kRecBits + (size_ + 7) / 8, "record");
+      ring_.SetRecord(TypedView<uint8_t>(info[0], GuestRing::RecordBytes(ring_.size()), "record"));
       recordRef_ = Napi::Persistent(info[0].As<Napi::Object>());
     }
     return info.Env().Undefined();
@@ -357,12 +279,12 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
   }
 
   Stop Run(Napi::Env env, uint64_t spinNs, uint64_t budgetNs, const Napi::Function &onFlush) {
-    if (desc_ == nullptr || !Quiet(State(env))) return Stop::kBusy;
+    if (!ring_.attached() || !Quiet(State(env))) return Stop::kBusy;
     const uint64_t t0 = NowNs();
     uint64_t last = t0;
     for (;;) {
-      const uint16_t availIdx = __atomic_load_n(&avail_[1], __ATOMIC_ACQUIRE);
-      const uint16_t lastAvail = static_cast<uint16_t>(cursor_[kLastAvail]);
+      const uint16_t availIdx = ring_.AvailIdx();
+      const uint16_t lastAvail = ring_.LastAvail();
       if (availIdx == lastAvail) {
         const uint64_t now = NowNs();
         if (now - t0 >= budgetNs) return Stop::kBudget;
@@ -371,8 +293,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
         continue;
       }
       // A driver that moved avail->idx too far: JavaScript fails the ring.
-      if (static_cast<uint16_t>(availIdx - lastAvail) > size_) return Stop::kHandOff;
-      const uint16_t head = __atomic_load_n(&avail_[2 + (lastAvail & (size_ - 1))], __ATOMIC_RELAXED);
+      if (static_cast<uint16_t>(availIdx - lastAvail) > ring_.size()) return Stop::kHandOff;
+      const uint16_t head = ring_.HeadAt(lastAvail);
       const Stop s = ServeOne(env, head, onFlush);
       if (s != Stop::kServedOne) return s;
       last = NowNs();
@@ -388,7 +310,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
   }
 
   Stop ServeOne(Napi::Env env, uint16_t head, const Napi::Function &onFlush) {
-    if (!Walk(head)) return Stop::kHandOff;
+    if (!ring_.Walk(head, &chain_)) return Stop::kHandOff;
     Plan p;
     p.job.ctx = core_;
     p.job.env = State(env);
@@ -396,7 +318,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     if (!Check(p)) return Stop::kHandOff;
     // Taken: from here the request is answered here, whatever the driver
     // says, or (a batch's ending synchronize that would wait) left to JavaScript.
-    Took(head);
+    ring_.Took(head);
     Execute(p);
     // A batch's outcome, as the device's batches have it (commands/batch.ts): a
     // failed launch is the session's async error (late); a failed event
@@ -426,8 +348,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     r.value = p.value;
     Scatter(chain_.writable, 0, reinterpret_cast<const uint8_t *>(&r), kResp);
     // The data went out only if the command succeeded (device.ts: #answer).
-    Publish(head, static_cast<uint32_t>(kResp + (status == 0 ? p.dataOut : 0)));
-    Signal();
+    ring_.Publish(head, static_cast<uint32_t>(kResp + (status == 0 ? p.dataOut : 0)));
+    ring_.Signal();
     cursor_[kServed]++;
     if (late != 0) {
       cursor_[kPostedError] = static_cast<uint32_t>(late);
@@ -465,59 +387,6 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
         return false;
     }
     return j.rc == cu::kSuccess && Ready(j, InlineWaitNs());
-  }
-
-  // ---- the chain (chain.ts's rules) ----
-
-  /** Guest-physical [gpa, gpa+len) as a host pointer: the whole range inside one region (MemoryTable.checkGpa). */
-  uint8_t *Translate(uint64_t gpa, uint64_t len) const {
-    for (const Region &r : regions_)
-      if (gpa >= r.gpa && len <= r.size && gpa - r.gpa <= r.size - len) return r.host + (gpa - r.gpa);
-    return nullptr;
-  }
-
-  bool Walk(uint16_t head) {
-    Chain &c = chain_;
-    c.Clear();
-    if (head >= size_) return false;
-    const uint8_t *table = desc_;
-    uint32_t count = size_, i = head, budget = size_;
-    bool indirect = false;
-    for (;;) {
-      if (budget-- == 0) return false;
-      Desc d;
-      std::memcpy(&d, table + static_cast<size_t>(i) * sizeof(Desc), sizeof d);  // read once
-      if (d.flags & kDescIndirect) {
-        if (!indirect_ || indirect || (d.flags & kDescNext)) return false;
-        if (d.len == 0 || d.len % sizeof(Desc) != 0 || d.len / sizeof(Desc) > maxIndirect_) return false;
-        const uint8_t *t = Translate(d.addr, d.len);
-        // JavaScript maps guest memory in windows and refuses a table across
-        // two; a table inside one page is inside one window.
-        if (t == nullptr || (reinterpret_cast<uintptr_t>(t) & 4095) + d.len > 4096) return false;
-        table = t;
-        count = budget = d.len / sizeof(Desc);
-        i = 0;
-        indirect = true;
-        continue;
-      }
-      if (d.len != 0) {
-        uint8_t *p = Translate(d.addr, d.len);
-        if (p == nullptr) return false;
-        const Seg s{reinterpret_cast<uint64_t>(p), d.len};
-        if (d.flags & kDescWrite) {
-          c.writable.push_back(s);
-          c.writableBytes += d.len;
-        } else {
-          if (!c.writable.empty()) return false;
-          c.readable.push_back(s);
-          c.readableBytes += d.len;
-        }
-        if (c.readable.size() + c.writable.size() > kMaxBufs) return false;
-      }
-      if (!(d.flags & kDescNext)) return true;
-      i = d.next;
-      if (i >= count) return false;
-    }
   }
 
   // ---- the request (device.ts: #dispatch, then the command's checks) ----
@@ -799,64 +668,13 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     }
   }
 
-  // ---- the ring's two indices and the record (vring.ts: #take, #publish, #flushSignal) ----
-
-  void Took(uint16_t head) {
-    const uint16_t next = static_cast<uint16_t>(cursor_[kLastAvail] + 1);
-    cursor_[kLastAvail] = next;
-    if (record_ == nullptr) return;
-    record_[kRecBits + (head >> 3)] |= static_cast<uint8_t>(1u << (head & 7));
-    __atomic_store_n(reinterpret_cast<uint16_t *>(record_ + kRecLastAvail), next, __ATOMIC_RELEASE);
-  }
-
-  void Publish(uint16_t head, uint32_t len) {
-    uint16_t usedIdx = static_cast<uint16_t>(cursor_[kUsedIdx]);
-    uint32_t *used32 = reinterpret_cast<uint32_t *>(used16_);
-    const uint32_t slot = usedIdx & (size_ - 1);
-    used32[1 + slot * 2] = head;
-    used32[2 + slot * 2] = len;
-    usedIdx++;
-    __atomic_store_n(&used16_[1], usedIdx, __ATOMIC_SEQ_CST);
-    cursor_[kUsedIdx] = usedIdx;
-    if (record_ == nullptr) return;
-    record_[kRecBits + (head >> 3)] &= static_cast<uint8_t>(~(1u << (head & 7)));
-    __atomic_store_n(reinterpret_cast<uint16_t *>(record_ + kRecUsedIdx), usedIdx, __ATOMIC_RELEASE);
-    __atomic_fetch_add(reinterpret_cast<uint32_t *>(record_ + kRecServed), 1u, __ATOMIC_RELAXED);
-    __atomic_fetch_add(reinterpret_cast<uint32_t *>(record_ + kRecServedInC), 1u, __ATOMIC_RELAXED);
-  }
-
-  /** Interrupts the driver if it asked for it (EVENT_IDX's used_event, or NO_INTERRUPT). */
-  void Signal() {
-    const uint16_t now = static_cast<uint16_t>(cursor_[kUsedIdx]), old = static_cast<uint16_t>(cursor_[kSignalledUsed]);
-    if (now == old) return;
-    cursor_[kSignalledUsed] = now;
-    bool need;
-    if (eventIdx_) {
-      const uint16_t usedEvent = __atomic_load_n(&avail_[2 + size_], __ATOMIC_SEQ_CST);
-      need = static_cast<uint16_t>(now - usedEvent - 1) < static_cast<uint16_t>(now - old);
-    } else {
-      need = (__atomic_load_n(&avail_[0], __ATOMIC_SEQ_CST) & kAvailNoInterrupt) == 0;
-    }
-    if (!need) return;
-    const uint64_t one = 1;
-    ssize_t w;
-    do w = write(callFd_, &one, sizeof one);
-    while (w < 0 && errno == EINTR);  // EAGAIN: the counter is full, so the driver is being signalled anyway
-  }
-
   uint64_t session_ = 0;
   uint32_t *cursor_ = nullptr;
   Napi::ObjectReference cursorRef_;
-  // The ring (attach), kept alive by views_.
-  uint8_t *desc_ = nullptr;
-  uint16_t *avail_ = nullptr, *used16_ = nullptr;
-  uint32_t size_ = 0, maxIndirect_ = 0;
-  bool eventIdx_ = false, indirect_ = false;
-  int callFd_ = -1;
+  // The ring (attach), its memory kept alive by views_ and recordRef_.
+  GuestRing ring_;
   std::vector<Napi::ObjectReference> views_;
-  uint8_t *record_ = nullptr;
   Napi::ObjectReference recordRef_;
-  std::vector<Region> regions_;
   std::shared_ptr<CtxCore> core_;
   // What JavaScript told of the session (its tables are the truth; a miss here only sends the request there).
   std::map<uint64_t, uint64_t> allocs_;
