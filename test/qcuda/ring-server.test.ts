@@ -338,6 +338,35 @@ test.serial('each short call of a quiet session is answered in C', async (t) => 
   t.is(inC() - before, 7, 'both batches');
 });
 
+test.serial('beside a parked CALLBACK_WAIT (a callback thread\'s), short calls are still answered in C, and the host function it waits for still comes to it', async (t) => {
+  const { c, inC } = await setup(t, true);
+  const m = await c.malloc(64);
+  const [nop] = await kernels(c, ['nop']);
+  const src = c.fe.mem.alloc(64, 64);
+  const callbackWait = (done: bigint) => c.call(Cmd.CALLBACK_WAIT, { args: ['qcuda_args_callback_wait', { done }], out: 'qcuda_out_callback' });
+  const parked = callbackWait(0n);
+  const before = inC();
+  t.is(await c.htod(m.value, src, 4), 0);
+  t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0);
+  t.deepEqual(await batch(c, [launch(nop, new Uint8Array(0)), DEVICE_SYNC], { endsSync: true }), { status: 0, value: 1n });
+  t.is(inC() - before, 3, 'all three in C, the wait parked beside them');
+  // A host function on the NULL stream: the parked wait is answered with it; until the guest says it ran, work waits.
+  const hostFunc: Entry = [Cmd.HOST_FUNC, encode('qcuda_args_host_func', { stream: 0n, id: 7n })];
+  t.deepEqual(await batch(c, [hostFunc]), { status: 0, value: 1n });
+  const r = await parked;
+  t.deepEqual([r.status, r.out?.id], [0, 7n], 'the wait got the host function');
+  let synced = false;
+  const sync = c.call(Cmd.DEVICE_SYNC).then((x) => ((synced = true), x.status));
+  await new Promise((res) => setTimeout(res, 100));
+  t.false(synced, 'a synchronize waits while the host function has not run');
+  const next = callbackWait(7n);
+  t.is(await sync, 0, 'and returns once the guest says it ran');
+  const during = inC();
+  t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0);
+  t.is(inC() - during, 1, 'with the next wait parked, answered in C again');
+  next.catch(() => undefined); // still parked: the session ends with the test
+});
+
 test.serial('a synchronize behind a running kernel is left to the device, which waits for it', async (t) => {
   const { c, inC } = await setup(t, true);
   const [hold] = await kernels(c, ['hold']);

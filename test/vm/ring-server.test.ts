@@ -59,11 +59,11 @@ test.serial('a guest\'s CUDA programs over the ring server, on the fake driver: 
   t.log(`on: ${on.ended.map((e) => `${e.inC} of ${e.calls}`).join(', ')}; ${on.stdout.match(/^\{"launches".*$/m)?.[0]}`);
   t.log(`off: ${off.stdout.match(/^\{"launches".*$/m)?.[0]}`);
   t.true(off.ended.every((e) => e.inC === 0), 'none answered in C with it off');
-  const [memcpy, hostmem, callbacks] = on.ended;
+  const [memcpy, hostmem] = on.ended;
   t.true(memcpy.inC > 0 && hostmem.inC > 0, `some of memcpy's and hostmem's calls answered in C with it on: ${JSON.stringify(on.ended)}`);
-  // callbacks keeps a CALLBACK_WAIT in flight on its queue all along (its callback thread's), and
-  // the server serves only a queue with nothing in flight: all of it is the device's.
-  t.is(callbacks.inC, 0, 'callbacks: none');
+  // callbacks: its calls mostly wait behind host functions (the device's); the few made while
+  // none is marked are answered in C beside its callback thread's parked CALLBACK_WAIT, a
+  // number that depends on timing (ring-server.test.ts checks that case on its own).
   // launch_bench: batches of launches ending in a synchronize, event records and queries: nearly all in C.
   const bench = on.ended[PROGRAMS.length];
   t.true(bench.inC > 0.9 * bench.calls, `launch_bench: ${bench.inC} of ${bench.calls} in C`);

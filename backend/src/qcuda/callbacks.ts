@@ -169,6 +169,11 @@ export class Callbacks {
     return this.#marked.size;
   }
 
+  /** CALLBACK_WAIT requests parked here now, waiting for a host function to reach. */
+  get parked(): number {
+    return this.#waiters.length;
+  }
+
   /** No stream or event is gated: every command may start at once. */
   get quiet(): boolean {
     return this.#gates.size === 0 && this.#eventGates.size === 0;

@@ -78,6 +78,12 @@ export interface RingFront {
    * handler would; once.
    */
   takeLeft?(): LeftRequest | undefined;
+  /**
+   * Whether it may serve while `inflight` requests taken by the handler are
+   * in flight: only if it knows they hold nothing its answers depend on (a
+   * wait parked until something else happens). Without it, only while none is.
+   */
+  servesBeside?(inflight: number): boolean;
 }
 
 /** A request a front took and left for JavaScript to finish (RingFront.takeLeft). */
@@ -421,10 +427,10 @@ export class Vring {
       }
       if (pending === 0) return took;
       if (this.#front) {
-        // The front answers what it can while nothing is in flight; the
-        // handler takes the request it stopped at, one at a time, so the
-        // front may go on after it.
-        if (this.#inflight === 0) {
+        // The front answers what it can while nothing is in flight (or only
+        // what it may serve beside); the handler takes the request it
+        // stopped at, one at a time, so the front may go on after it.
+        if (this.#inflight === 0 || this.#front.servesBeside?.(this.#inflight)) {
           const served = this.#serveFront(v, end);
           took += served;
           if (served > 0) continue;

@@ -87,6 +87,16 @@ export class RingServer implements RingFront, SessionMirror {
     return n;
   }
 
+  /**
+   * Beside requests the device holds only if each is a parked CALLBACK_WAIT
+   * (the guest library's callback thread keeps one in flight all along):
+   * it waits for a host function to be reached, and with none marked (the
+   * session is quiet only then) it holds nothing of the session's.
+   */
+  servesBeside(inflight: number): boolean {
+    return inflight <= this.session.callbacks.parked;
+  }
+
   /** The batch serve() took and left: the device runs its ending synchronize and answers it. */
   takeLeft(): LeftRequest | undefined {
     const l = this.#left;
