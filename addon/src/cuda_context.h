@@ -59,6 +59,23 @@ void RunCopyHtoD(Job &job, uint64_t dst, const std::vector<Seg> &segs, uint32_t 
 void RunCopyDtoH(Job &job, const std::vector<Seg> &segs, uint64_t src, uint32_t sid);
 /** A launch's header (launch_record.h's fields, in order). */
 using LaunchHeader = std::array<uint32_t, launch_record::kWords>;
+/** The header of a launch of function fid on stream sid (context ids), its parameter block paramBytes long. */
+inline LaunchHeader MakeLaunchHeader(uint32_t fid, uint32_t sid, const uint32_t grid[3], const uint32_t block[3], uint32_t sharedMem,
+                                     uint32_t paramBytes) {
+  namespace lr = launch_record;
+  LaunchHeader h{};
+  h[lr::kFunc] = fid;
+  h[lr::kStream] = sid;
+  h[lr::kGridX] = grid[0];
+  h[lr::kGridY] = grid[1];
+  h[lr::kGridZ] = grid[2];
+  h[lr::kBlockX] = block[0];
+  h[lr::kBlockY] = block[1];
+  h[lr::kBlockZ] = block[2];
+  h[lr::kSharedMem] = sharedMem;
+  h[lr::kParamBytes] = paramBytes;
+  return h;
+}
 /** One launch (launch(), one record of launchMany()): its function, stream and parameter size checked, then cuLaunchKernel. */
 void LaunchOne(Job &job, const LaunchHeader &h, uint8_t *params);
 

@@ -43,7 +43,6 @@ const CtxCore::Fn *LaunchTarget(Job &job, uint32_t fid, uint32_t sid, size_t siz
   return f;
 }
 
-
 }  // namespace
 
 // One launch, as one record of launchMany (h: its header).
@@ -99,17 +98,7 @@ QCUDA_CONTEXT_METHOD(launch, ctx, info) {
   uint32_t sid = ArgId(info[4], "stream");
   auto params = std::make_shared<std::vector<uint8_t>>(ArgBytes(info[5], "params"));
   // The same checks and call as one record of launchMany.
-  Header h{};
-  h[lr::kFunc] = fid;
-  h[lr::kStream] = sid;
-  h[lr::kGridX] = grid[0];
-  h[lr::kGridY] = grid[1];
-  h[lr::kGridZ] = grid[2];
-  h[lr::kBlockX] = block[0];
-  h[lr::kBlockY] = block[1];
-  h[lr::kBlockZ] = block[2];
-  h[lr::kSharedMem] = shared;
-  h[lr::kParamBytes] = static_cast<uint32_t>(params->size());
+  const Header h = MakeLaunchHeader(fid, sid, grid, block, shared, static_cast<uint32_t>(params->size()));
   return ctx.SubmitNow(info, ctx.LaunchWhere(1), [h, params](Job &job) { LaunchOne(job, h, params->data()); });
 }
 

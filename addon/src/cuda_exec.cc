@@ -465,13 +465,20 @@ bool PollInline(Job *j) {
   const int64_t budget = g_inlineWaitNs.load(std::memory_order_relaxed);
   if (budget <= 0 || !j->ready) return false;
   const auto t0 = std::chrono::steady_clock::now();
-  bool ok = j->ready();
-  while (!ok && std::chrono::steady_clock::now() - t0 < std::chrono::nanoseconds(budget)) ok = j->ready();
+  const bool ok = PollReady(*j, budget);
   g_inlinePollNs += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   (ok ? g_inlineDone : g_inlineHandedOn)++;
   return ok;
 }
 }  // namespace
+
+bool PollReady(const Job &j, int64_t ns) {
+  if (!j.ready) return false;
+  const auto t0 = std::chrono::steady_clock::now();
+  bool ok = j.ready();
+  while (!ok && std::chrono::steady_clock::now() - t0 < std::chrono::nanoseconds(ns)) ok = j.ready();
+  return ok;
+}
 
 void SetInlineWait(int64_t ns) { g_inlineWaitNs = ns > 0 ? ns : 0; }
 int64_t InlineWaitNs() { return g_inlineWaitNs.load(std::memory_order_relaxed); }

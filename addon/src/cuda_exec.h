@@ -238,6 +238,8 @@ struct InlineWaitStats {
 InlineWaitStats GetInlineWaitStats();
 /** The inline wait SetInlineWait set, in ns (how long a short wait may be polled on the JS thread). */
 int64_t InlineWaitNs();
+/** Polls j.ready (once at least) for up to ns; true once it says the wait would return at once, false if it has none. */
+bool PollReady(const Job &j, int64_t ns);
 int WaiterThreads();
 
 struct Ev {

@@ -136,7 +136,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
                         StaticValue("CURSOR", CursorNames(env)), StaticValue("STOP", StopNames(env))});
   }
 
-  /** The cursor's words by name (native-cuda.ts: RING_CURSOR reads them from here). */
+  /** The cursor's words by name (ring-server.ts reads them from here: RingServer.CURSOR). */
   static Napi::Object CursorNames(Napi::Env env) {
     Napi::Object o = Napi::Object::New(env);
     o.Set("lastAvail", static_cast<int>(kLastAvail));
@@ -386,7 +386,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
       default:
         return false;
     }
-    return j.rc == cu::kSuccess && Ready(j, InlineWaitNs());
+    return j.rc == cu::kSuccess && Ready(j);
   }
 
   // ---- the request (device.ts: #dispatch, then the command's checks) ----
@@ -519,19 +519,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
       if (a.grid[i] == 0 || a.block[i] == 0) return false;
     uint32_t sid;
     if (!StreamOf(a.stream, &sid)) return false;
-    namespace lr = launch_record;
-    Posted l{QCUDA_CMD_LAUNCH, {}, args + sizeof a, 0, 0};
-    l.header[lr::kFunc] = f->second;
-    l.header[lr::kStream] = sid;
-    l.header[lr::kGridX] = a.grid[0];
-    l.header[lr::kGridY] = a.grid[1];
-    l.header[lr::kGridZ] = a.grid[2];
-    l.header[lr::kBlockX] = a.block[0];
-    l.header[lr::kBlockY] = a.block[1];
-    l.header[lr::kBlockZ] = a.block[2];
-    l.header[lr::kSharedMem] = a.shared_mem;
-    l.header[lr::kParamBytes] = static_cast<uint32_t>(paramBytes);
-    posted_.push_back(l);
+    posted_.push_back({QCUDA_CMD_LAUNCH, MakeLaunchHeader(f->second, sid, a.grid, a.block, a.shared_mem, static_cast<uint32_t>(paramBytes)),
+                       args + sizeof a, 0, 0});
     return true;
   }
 
@@ -617,15 +606,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     return true;
   }
 
-  /** Polls job.ready for up to ns; true once ready (then its wait returns at once). */
-  static bool Ready(Job &job, int64_t ns) {
-    if (!job.wait) return true;
-    if (!job.ready) return false;
-    const uint64_t t0 = NowNs();
-    while (!job.ready())
-      if (static_cast<int64_t>(NowNs() - t0) >= ns) return false;
-    return true;
-  }
+  /** Whether job's wait would return at once: it has none, or its ready() says so within the inline wait. */
+  static bool Ready(const Job &job) { return !job.wait || PollReady(job, InlineWaitNs()); }
 
   void Execute(Plan &p) {
     Job &j = p.job;
@@ -663,7 +645,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     }
     // A copy on an idle stream ends within microseconds; waited for here as a native program's cudaMemcpy does.
     if (j.wait) {
-      Ready(j, InlineWaitNs());
+      Ready(j);
       j.wait(j);
     }
   }

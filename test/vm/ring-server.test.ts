@@ -41,7 +41,7 @@ async function run(ringServer: 'yes' | 'no'): Promise<{ exit: number | undefined
     onBackendLog: (s) => (log += s),
   });
   // One line per session as it ends (device.ts), in the order the programs ran.
-  const ended = [...log.matchAll(/session \w+ \(queue \d+\) ended after (\d+) calls there(?: \((\d+) answered in C\))?/g)].map((m) => ({ calls: Number(m[1]), inC: Number(m[2] ?? 0) }));
+  const ended = [...log.matchAll(/session \w+ \(queue \d+\) ended after (\d+) calls(?: \((\d+) answered in C\))? on its queue/g)].map((m) => ({ calls: Number(m[1]), inC: Number(m[2] ?? 0) }));
   return { exit: r.exit, stdout: r.stdout, ended };
 }
 

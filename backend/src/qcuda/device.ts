@@ -19,7 +19,7 @@ import { HostProvider } from './providers/host';
 import type { GuestSeg, Provider } from './provider';
 import { CALLS, Cmd, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_PROTO_VERSION, QCUDA_SESSION_OWN_QUEUE, QCUDA_ST_OUTPUT, Status } from './proto';
 import { Session, vmShared, type VmShared } from './session';
-import { describeSession, sessionStatus, type QcudaStatus, type SessionStatus } from './status';
+import { describeCalls, describeSession, sessionStatus, type QcudaStatus, type SessionStatus } from './status';
 import type { CallDecl, CmdName } from './wire/protocol';
 
 const debug = createDebug('qcuda:device');
@@ -89,6 +89,11 @@ interface Delegation {
   /** The owner's lastAvail at the last check (#checkOwner), and checks in a row it has not moved while the session's close waited. */
   seen?: number;
   stuck: number;
+}
+
+/** The requests a session's worker answered on its own queue, all told (earlier hand-overs and now), and those of them in C. */
+function servedBy(d: Delegation): { calls: number; callsInC: number } {
+  return { calls: d.servedBefore + (d.record?.served ?? 0), callsInC: d.servedInCBefore + (d.record?.servedInC ?? 0) };
 }
 
 /**
@@ -469,10 +474,9 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
           if (ring.waiting(d.record, (req) => isCloseOf(req, s))) this.#closedUntaken.add(s.id);
           ring.recover(d.record, (req) => this.#closedWithWorker(req, s));
         } else ring.resume();
-        const served = d.servedBefore + (d.record?.served ?? 0);
-        const inC = d.servedInCBefore + (d.record?.servedInC ?? 0);
+        const { calls, callsInC } = servedBy(d);
         d.record?.close();
-        this.#event(`qcuda: session ${s.id.toString(16)} (queue ${d.queue}) ended after ${served} calls there${inC > 0 ? ` (${inC} answered in C)` : ''} (${this.sessions.size} open)`);
+        this.#event(`qcuda: session ${s.id.toString(16)} (queue ${d.queue}) ended after ${describeCalls(calls, callsInC)} on its queue (${this.sessions.size} open)`);
       }
     }
   }
@@ -573,8 +577,9 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const st = sessionStatus(s);
     const d = this.#delegatedSessions.get(s);
     if (d) {
-      st.calls += d.servedBefore + (d.record?.served ?? 0);
-      st.callsInC += d.servedInCBefore + (d.record?.servedInC ?? 0);
+      const worker = servedBy(d);
+      st.calls += worker.calls;
+      st.callsInC += worker.callsInC;
     }
     return st;
   }

@@ -37,8 +37,8 @@ interface ModuleEntry {
 }
 
 /**
- * Told of what a session holds as it changes: its allocations, functions and
- * streams (a queue owner's ring server checks requests against them:
+ * Told of what a session holds as it changes: its allocations, functions,
+ * streams and events (a queue owner's ring server checks requests against them:
  * providers/ring-server.ts). Whatever it is not told of, it leaves to the
  * session's own checks.
  */
@@ -210,7 +210,7 @@ export class Session {
   #asyncError = 0;
   /** Device output for the guest (OUTPUT_READ). Kept across cudaDeviceReset, which natively prints it too. */
   readonly output = new OutputQueue();
-  /** Told of allocations, functions and streams as they come and go (SessionMirror). */
+  /** Told of allocations, functions, streams and events as they come and go (SessionMirror). */
   mirror: SessionMirror | undefined;
 
   constructor(

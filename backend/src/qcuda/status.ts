@@ -38,9 +38,14 @@ export function sessionStatus(s: Session): SessionStatus {
   };
 }
 
+/** "1234 calls (1200 answered in C)", or "1234 calls" when its ring server answered none. */
+export function describeCalls(calls: number, callsInC: number): string {
+  return callsInC > 0 ? `${calls} calls (${callsInC} answered in C)` : `${calls} calls`;
+}
+
 /** "1234 calls, 64 MiB device memory, a context, 2 modules" (what a closing session held). */
 export function describeSession(s: SessionStatus): string {
-  const parts = [s.callsInC > 0 ? `${s.calls} calls (${s.callsInC} answered in C)` : `${s.calls} calls`, `${mib(s.deviceMemory)} device memory`, s.context ? 'a context' : 'no context'];
+  const parts = [describeCalls(s.calls, s.callsInC), `${mib(s.deviceMemory)} device memory`, s.context ? 'a context' : 'no context'];
   if (s.modules) parts.push(`${s.modules} modules`);
   if (s.arrays) parts.push(`${s.arrays} arrays`);
   if (s.graphs) parts.push(`${s.graphs} graphs`);

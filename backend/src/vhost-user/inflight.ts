@@ -10,8 +10,9 @@
 // Layout (little-endian): u16 lastAvail, u16 usedIdx, u32 size, u32 served
 // (answers published, for the backend's status), u32 servedInC (those of
 // them a ring front in C published: qcuda's ring server), then one bit per
-// descriptor head. addon/src/cuda_ring_server.cc writes it the same way. Only the owner writes it, in an order that makes it
-// right at every point where the owner can die:
+// descriptor head (addon/src/guest_ring.cc writes it the same way). Only
+// the owner writes it, in an order that makes it right at every point where
+// the owner can die:
 //   take:    set the head's bit, then store lastAvail;
 //   publish: write the used entry and used->idx, then clear the bit, then
 //            store usedIdx.

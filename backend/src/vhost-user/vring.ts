@@ -462,22 +462,11 @@ export class Vring {
     this.lastAvail = c[0] & 0xffff;
     this.#usedIdx = c[1] & 0xffff;
     this.#signalledUsed = c[2] & 0xffff;
+    // A request the front took and left: walked again here (the driver may have changed its chain meanwhile).
     const left = f.takeLeft?.();
     if (!left) return n;
-    this.#finishLeft(v, left);
+    this.#start(v, left.head, left.handle);
     return n + 1;
-  }
-
-  /** A request the front took and left: walked again here (the driver may have changed its chain meanwhile) and handed to its handler. */
-  #finishLeft(v: RingViews, left: LeftRequest): void {
-    let chain: DescChain;
-    try {
-      chain = this.#walk(v, left.head);
-    } catch (e) {
-      debug('vring %d: bad chain at head %d, left by the front: %s', this.index, left.head, (e as Error).message);
-      return this.#publish(v, left.head, 0);
-    }
-    this.#dispatch(new Request(this.index, chain, this.memory), left.handle);
   }
 
   /** Kicks wanted again; what came before they were is taken now (the store is a full barrier). */
@@ -516,6 +505,11 @@ export class Vring {
     const head = v.avail[2 + (this.lastAvail & (this.size - 1))];
     this.lastAvail = (this.lastAvail + 1) & 0xffff;
     this.#record?.took(head, this.lastAvail);
+    this.#start(v, head, this.handler);
+  }
+
+  /** The chain at head, taken, walked and handed to handler; one that breaks the rules is answered at once, with nothing written. */
+  #start(v: RingViews, head: number, handler: Handler): void {
     let chain: DescChain;
     try {
       chain = this.#walk(v, head);
@@ -524,7 +518,7 @@ export class Vring {
       if (head >= this.size) return this.#fail(`head index ${head} is past the ring`);
       return this.#publish(v, head, 0);
     }
-    this.#dispatch(new Request(this.index, chain, this.memory));
+    this.#dispatch(new Request(this.index, chain, this.memory), handler);
   }
 
   /** The chain at head, walked as this ring's features and limits allow (throws what walkChain throws). */
@@ -532,7 +526,7 @@ export class Vring {
     return walkChain(v.desc, head, this.memory, this.features.indirect, this.limits.maxIndirect);
   }
 
-  #dispatch(req: Request, handler = this.handler): void {
+  #dispatch(req: Request, handler: Handler): void {
     const gen = this.#generation;
     this.#inflight++;
     const release = this.memory.hold();
