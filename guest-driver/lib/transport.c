@@ -1,147 +1,67 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The ioctl interface of /dev/qcuda<N> (qcuda_ioctl.h): the only file of the
- * library that knows it. Every function returns 0 or -errno.
+ * transport.h's entry points, forwarded to the transport qt_open chose: a
+ * path naming a unix socket is a backend's vhost-user socket (the userspace
+ * transport, `qcuda run`); anything else is a /dev/qcuda<N> device node (the
+ * guest kernel driver's ioctls).
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <string.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
-#include "qcuda_ioctl.h"
-#include "transport.h"
+#include "transport_ops.h"
+
+static const struct qt_ops *ops = &qt_ioctl_ops;
 
 int qt_open(const char *path, int *fd)
 {
-	int f = open(path, O_RDWR | O_CLOEXEC);
+	struct stat st;
 
-	if (f < 0)
-		return -errno;
-	*fd = f;
-	return 0;
+	ops = stat(path, &st) == 0 && S_ISSOCK(st.st_mode) ? &qt_user_ops : &qt_ioctl_ops;
+	return ops->open(path, fd);
 }
 
-static int xioctl(int fd, unsigned long req, void *arg)
+const char *qt_name(void)
 {
-	/* Waits in the driver are killable only: EINTR means a fatal signal,
-	 * after which the process is gone anyway. */
-	return ioctl(fd, req, arg) == 0 ? 0 : -errno;
+	return ops->name;
 }
 
 int qt_info(int fd, struct qt_info *info)
 {
-	struct qcuda_info i;
-	int r;
-
-	memset(&i, 0, sizeof(i));
-	r = xioctl(fd, QCUDA_IOC_INFO, &i);
-	if (r)
-		return r;
-	info->proto_version = i.proto_version;
-	info->num_queues = i.num_queues;
-	info->capabilities = i.capabilities;
-	info->session = i.session;
-	return 0;
+	return ops->info(fd, info);
 }
 
-int qt_call(int fd, uint32_t cmd, const void *args, uint32_t args_len,
-	    void *out, uint32_t out_len, enum qt_dir dir, void *data,
-	    uint64_t data_len, struct qt_result *res)
+int qt_call(int fd, uint32_t cmd, const void *args, uint32_t args_len, void *out,
+	    uint32_t out_len, enum qt_dir dir, void *data, uint64_t data_len,
+	    struct qt_result *res)
 {
-	struct qcuda_call c;
-	int r;
-
-	memset(&c, 0, sizeof(c));
-	c.cmd = cmd;
-	c.args_len = args_len;
-	c.args = (uintptr_t)args;
-	c.out = (uintptr_t)out;
-	c.out_len = out_len;
-	c.data_dir = dir == QT_TO_DEVICE ? QCUDA_DATA_TO_DEVICE :
-		     dir == QT_FROM_DEVICE ? QCUDA_DATA_FROM_DEVICE : QCUDA_DATA_NONE;
-	c.data = (uintptr_t)data;
-	c.data_len = dir == QT_NONE ? 0 : data_len;
-	r = xioctl(fd, QCUDA_IOC_CALL, &c);
-	if (r)
-		return r;
-	res->status = c.status;
-	res->out_written = c.out_written;
-	res->value = c.value;
-	return 0;
+	return ops->call(fd, cmd, args, args_len, out, out_len, dir, data, data_len, res);
 }
 
-int qt_host_alloc(int fd, uint64_t size, int contiguous, uint64_t *token,
-		  uint64_t *gpa)
+int qt_host_alloc(int fd, uint64_t size, int contiguous, uint64_t *token, uint64_t *gpa)
 {
-	struct qcuda_host_alloc a;
-	int r;
-
-	memset(&a, 0, sizeof(a));
-	a.size = size;
-	a.flags = contiguous ? QCUDA_HOST_CONTIGUOUS : 0;
-	r = xioctl(fd, QCUDA_IOC_HOST_ALLOC, &a);
-	if (r)
-		return r;
-	*token = a.mmap_offset;
-	*gpa = a.gpa;
-	return 0;
+	return ops->host_alloc(fd, size, contiguous, token, gpa);
 }
 
 int qt_host_free(int fd, uint64_t token)
 {
-	struct qcuda_host_free f = { .mmap_offset = token };
-
-	return xioctl(fd, QCUDA_IOC_HOST_FREE, &f);
+	return ops->host_free(fd, token);
 }
 
 void *qt_host_mmap(int fd, uint64_t token, size_t len, void *want)
 {
-	void *p;
-
-	if (want) {
-		p = mmap(want, len, PROT_READ | PROT_WRITE,
-			 MAP_SHARED | MAP_FIXED_NOREPLACE, fd, (off_t)token);
-		if (p == want)
-			return p;
-		/* Kernels before 4.17 take the flag as a hint only. */
-		if (p != MAP_FAILED)
-			munmap(p, len);
-	}
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)token);
-	return p == MAP_FAILED ? NULL : p;
+	return ops->host_mmap(fd, token, len, want);
 }
 
 int qt_host_register(int fd, void *addr, uint64_t size, uint64_t *gpa)
 {
-	struct qcuda_host_register r;
-	int e;
-
-	memset(&r, 0, sizeof(r));
-	r.addr = (uintptr_t)addr;
-	r.size = size;
-	e = xioctl(fd, QCUDA_IOC_HOST_REGISTER, &r);
-	if (e)
-		return e;
-	*gpa = r.gpa;
-	return 0;
+	return ops->host_register(fd, addr, size, gpa);
 }
 
 int qt_host_unregister(int fd, void *addr)
 {
-	struct qcuda_host_unregister u = { .addr = (uintptr_t)addr };
-
-	return xioctl(fd, QCUDA_IOC_HOST_UNREGISTER, &u);
+	return ops->host_unregister(fd, addr);
 }
 
 int qt_gpa(int fd, const void *addr, uint64_t size, uint64_t *gpa)
 {
-	struct qcuda_gpa g = { .addr = (uintptr_t)addr, .size = size };
-	int r = xioctl(fd, QCUDA_IOC_GPA, &g);
-
-	if (r)
-		return r;
-	*gpa = g.gpa;
-	return 0;
+	return ops->gpa(fd, addr, size, gpa);
 }

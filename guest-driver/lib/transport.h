@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * transport.c: the ioctl interface of /dev/qcuda<N>, the only part of the
- * library that includes qcuda_ioctl.h, so that a change of the driver's
- * interface touches that one file.
+ * How the library reaches the device: the guest kernel driver's ioctls
+ * (transport_ioctl.c, the only part of the library that includes
+ * qcuda_ioctl.h) or, where the path is a backend's socket, the library as a
+ * vhost-user frontend itself (transport_user.c). Callers see one interface.
  */
 #ifndef QCUDA_TRANSPORT_H
 #define QCUDA_TRANSPORT_H
@@ -26,6 +27,7 @@ struct qt_result {
 };
 
 /* All return 0 or -errno. */
+/* path: a /dev/qcuda<N> node, or a backend's vhost-user socket. */
 int qt_open(const char *path, int *fd);
 int qt_info(int fd, struct qt_info *info);
 int qt_call(int fd, uint32_t cmd, const void *args, uint32_t args_len,
@@ -40,5 +42,7 @@ void *qt_host_mmap(int fd, uint64_t token, size_t len, void *want);
 int qt_host_register(int fd, void *addr, uint64_t size, uint64_t *gpa);
 int qt_host_unregister(int fd, void *addr);
 int qt_gpa(int fd, const void *addr, uint64_t size, uint64_t *gpa);
+/* "ioctl" or "vhost-user": the transport qt_open chose. */
+const char *qt_name(void);
 
 #endif

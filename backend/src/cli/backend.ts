@@ -3,12 +3,13 @@
 // spec's "backend program conventions" (--socket-path, --fd,
 // --print-capabilities; exits cleanly on SIGTERM).
 import { parseArgs } from 'node:util';
-import { DEVICES } from '../devices';
+import { DEVICES, type DeviceOptions } from '../devices';
+import type { VmShared } from '../qcuda/session';
 import { DEFAULT_LIMITS, type VmLimits } from '../qcuda/limits';
 import { DEFAULT_INLINE_WAIT_US, DEFAULT_POLL_US, parseSize, type ProviderKind } from '../qcuda/providers';
 import { LogLimiter } from '../sys/log-limiter';
 import { StatusSocket } from '../sys/status-socket';
-import { stderrLogger, VhostUserServer, type Logger } from '../vhost-user';
+import { stderrLogger, VhostUserServer, type DeviceSource, type Logger } from '../vhost-user';
 import { backendStatus, defaultStatusSocket } from './status';
 
 const HELP = `Usage: qcuda-backend (--socket-path=PATH | --fd=FDNUM) [options]
@@ -30,6 +31,10 @@ Serves a virtio device to QEMU over vhost-user.
   --device=NAME           the device to serve (default qcuda):
 ${Object.entries(DEVICES).map(([n, d]) => `                            ${n.padEnd(8)}${d.describe}`).join('\n')}
   --queues=N              request queues (default 4; must match QEMU's num-queues)
+  --frontends=N           with --socket-path: serve up to N frontends at once,
+                          each a device of its own sharing one quota and the
+                          bounds below (the processes of 'qcuda run', each
+                          its own frontend); default 1 (a VM's QEMU)
   --provider=KIND         qcuda only: what runs the CUDA calls (default auto):
                             cuda    the GPU, through the CUDA driver (libcuda.so.1)
                             host    device memory emulated in host RAM (no kernels)
@@ -181,6 +186,7 @@ async function main(): Promise<void> {
         'status-socket': { type: 'string' },
         device: { type: 'string', default: 'qcuda' },
         queues: { type: 'string' },
+        frontends: { type: 'string' },
         provider: { type: 'string', default: 'auto' },
         gpu: { type: 'string' },
         isolation: { type: 'string', default: 'process' },
@@ -252,6 +258,8 @@ async function main(): Promise<void> {
   if (deferred !== undefined) limits.deferredBytes = deferred;
   const gpu = args.gpu === undefined ? 0 : nonNegativeInt('gpu', args.gpu, 63);
   const queues = positiveInt('queues', args.queues, 4, 64);
+  const frontends = positiveInt('frontends', args.frontends, 1, 4096);
+  if (frontends > 1 && args.fd !== undefined) usage('--frontends needs --socket-path (an --fd is one frontend)');
   const startedAt = Date.now();
   const write = (line: string) => void process.stderr.write(`qcuda-backend: ${line}\n`);
   // Every line the VM's doings cause (the device's, the connection's events)
@@ -262,7 +270,7 @@ async function main(): Promise<void> {
   let server: VhostUserServer;
   let status: StatusSocket | undefined;
   try {
-    const device = await kind.create({
+    const options: DeviceOptions = {
       queues, provider: args.provider as ProviderKind, gpu, memoryLimit, limits, isolation: args.isolation as 'process' | 'none',
       size: diskSize(args.size), store: storeOf(args.store), readOnly: args['read-only'],
       inlineWaitUs: args['inline-wait'] === undefined ? undefined : nonNegativeInt('inline-wait', args['inline-wait'], 1_000_000),
@@ -271,7 +279,8 @@ async function main(): Promise<void> {
       ownQueues: args['own-queues'] === undefined ? undefined : yesNo('own-queues', args['own-queues']),
       pollUs: args['poll-us'] === undefined ? undefined : nonNegativeInt('poll-us', args['poll-us'], 1_000_000),
       log: (line) => vmLog.log(line),
-    });
+    };
+    const device = await kind.create(options);
     // The library's own lines (a frontend's failed requests, rate-limited;
     // connection errors) go to stderr as they are: they start "vhost-user: ".
     // Its events (connected, memory table, disconnected) are VM events.
@@ -279,6 +288,12 @@ async function main(): Promise<void> {
     if (args.fd !== undefined) {
       const fd = positiveInt('fd', args.fd, 0, 1 << 20);
       server = VhostUserServer.fromConnectedFd(fd, device, { onDisconnect: () => shutdown(0), logger });
+    } else if (frontends > 1) {
+      // Each frontend a device of its own, all counted against the first one's bounds (one quota).
+      const shared: DeviceOptions = { ...options, vm: (device as { vm?: VmShared }).vm };
+      const source: DeviceSource = { make: () => kind.create(shared), dispose: (d) => kind.dispose?.(d) ?? Promise.resolve(), max: frontends };
+      server = VhostUserServer.listenEach(args['socket-path']!, device, source, { logger });
+      write(`${device.name} device listening on ${args['socket-path']} for up to ${frontends} frontends`);
     } else {
       server = VhostUserServer.listen(args['socket-path']!, device, { logger });
       write(`${device.name} device listening on ${args['socket-path']}`);

@@ -9,6 +9,7 @@ import { qemuArgs } from '../vm/qemu-args';
 import { defaultStatusSocket, formatStatus, type BackendStatus } from './status';
 import { parseSize } from '../qcuda/providers';
 import fs from 'node:fs';
+import { runCuda, RunError } from '../run/run';
 import { DISK_QUEUES, runVm, VmConfigError, VmError, type VmDisk, type VmDiskImage } from '../vm/runner';
 import { defaultVirtiofsd, MAX_SHARES, parseShareSpec, resolveShares, type VmShare } from '../vm/shares';
 
@@ -18,6 +19,11 @@ Commands:
   vm [options] [--] COMMAND...   boot a guest with the qcuda device, run COMMAND
                                  (a shell command line) in it, print its output
                                  and exit with its status
+  run [options] [--] PROGRAM [ARGS...]
+                                 run PROGRAM on this host, no VM, its CUDA
+                                 calls through qcuda's libcuda.so.1 and a qcuda
+                                 backend (started for the run, or --socket);
+                                 exits with PROGRAM's status
   qemu-args --socket=PATH [--disk-socket=PATH...]
                                  print the QEMU arguments that attach the device
                                  (and GPU disks: qcuda-backend --device=blk
@@ -102,6 +108,23 @@ vm options:
                        workers started and ended, warnings) to FILE as it
                        comes, each line after the milliseconds since its
                        first one
+run options (and --provider, --gpu, --isolation, --own-queues, --ring-server,
+--device-memory-limit and --backend-log as for vm; the quota holds across
+all of PROGRAM's processes):
+  --socket=PATH        join the backend listening on PATH (a qcuda-backend
+                       --frontends=N) instead of starting one
+  --cudart=KIND        native (default): only qcuda's libcuda.so.1 goes first
+                       on LD_LIBRARY_PATH, programs keep their own CUDA runtime
+                       (PyTorch, cuBLAS: one session per process); qcuda: its
+                       libcudart.so.13 too (-cudart=shared programs without
+                       NVIDIA's runtime; never with NVIDIA's libraries)
+  --max-processes=N    CUDA processes at once (default 64)
+  --lib-dir=DIR        where qcuda's libcuda.so.1 and libcudart.so.13 are
+                       (QCUDA_LIB_DIR, else the build's build/guest/lib)
+  What it protects: PROGRAM sees only what its processes allocated; each
+  process's CUDA runs in a worker of its own (--isolation=process), bounded
+  by the quota and the backend's limits, and bad requests get errors. It does
+  not sandbox PROGRAM itself: it runs as you, with your files.
 Common options (defaults from the environment, set by 'make'):
   --qemu=PATH          QEMU binary (QEMU_BIN)
   --kernel=PATH        guest kernel (GUEST_KERNEL)
@@ -181,8 +204,45 @@ const OPTIONS = {
   name: { type: 'string' },
   cmdline: { type: 'string' },
   type: { type: 'string' },
+  cudart: { type: 'string' },
+  'max-processes': { type: 'string' },
+  'lib-dir': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
+
+/** The backend options vm and run share. */
+function backendOptions(v: { [k: string]: string | boolean | string[] | undefined }): string[] {
+  const opt = (k: string) => (typeof v[k] === 'string' ? [`--${k}=${v[k] as string}`] : []);
+  return [...opt('provider'), ...opt('gpu'), ...opt('isolation'), ...opt('own-queues'), ...opt('ring-server')];
+}
+
+/** qcuda run: PROGRAM on this host over qcuda's libraries and a backend. */
+async function run(v: { [k: string]: string | boolean | string[] | undefined }, argv: string[]): Promise<number> {
+  if (argv.length === 0) usage('run needs a PROGRAM to run');
+  const cudart = (v.cudart as string | undefined) ?? 'native';
+  if (cudart !== 'native' && cudart !== 'qcuda') usage(`--cudart must be native or qcuda, got '${cudart}'`);
+  const str = (k: string) => v[k] as string | undefined;
+  if (str('socket') && (backendOptions(v).length > 0 || str('device-memory-limit') || str('max-processes')))
+    usage('--socket joins a running backend: its options are that backend\'s (give them to qcuda-backend)');
+  const processes = intOpt(str('max-processes'), 'max-processes', 64, 4096);
+  const limit = str('device-memory-limit');
+  if (limit !== undefined) quotaLeft(limit, []);
+  try {
+    return await runCuda({
+      argv, socket: str('socket') && path.resolve(str('socket')!), qcudaRuntime: cudart === 'qcuda',
+      libDir: path.resolve(str('lib-dir') ?? process.env.QCUDA_LIB_DIR ?? path.resolve(__dirname, '..', '..', '..', '..', 'build', 'guest', 'lib')),
+      backendArgs: [...backendOptions(v), ...(limit ? [`--device-memory-limit=${limit}`] : []), `--max-processes=${processes}`],
+      frontends: processes, startTimeoutMs: 60_000,
+      backendLog: str('backend-log') !== undefined ? timedLines(str('backend-log')!) : undefined,
+    });
+  } catch (e) {
+    if (e instanceof RunError) {
+      process.stderr.write(`qcuda run: ${e.message}\n`);
+      return 125;
+    }
+    throw e;
+  }
+}
 
 /** The CUDA programs of the demo, of both builds. */
 const DEMO_PROGRAMS = ['device', 'memcpy', 'stream', 'hostmem', 'errors', 'killcopy', 'device_static', 'memcpy_static', 'stream_static', 'hostmem_static'];
@@ -323,6 +383,7 @@ async function main(): Promise<number> {
     return 0;
   }
   if (cmd === 'status') return status(v.socket, v['status-socket'], v.json ?? false);
+  if (cmd === 'run') return run(v, positionals);
   if (cmd === 'libvirt-xml') {
     process.stdout.write(libvirtXml(v));
     return 0;
@@ -363,11 +424,7 @@ async function main(): Promise<number> {
       onConsole: v.quiet || v.demo ? undefined : (s) => process.stderr.write(s),
       onBackendLog: v['backend-log'] !== undefined ? timedLines(v['backend-log']) : undefined,
       backendArgs: [
-        ...(v.provider ? [`--provider=${v.provider}`] : []),
-        ...(v.gpu ? [`--gpu=${v.gpu}`] : []),
-        ...(v.isolation ? [`--isolation=${v.isolation}`] : []),
-        ...(v['own-queues'] ? [`--own-queues=${v['own-queues']}`] : []),
-        ...(v['ring-server'] ? [`--ring-server=${v['ring-server']}`] : []),
+        ...backendOptions(v),
         ...(v['device-memory-limit'] ? [`--device-memory-limit=${quotaLeft(v['device-memory-limit'], disks)}`] : []),
       ],
     });

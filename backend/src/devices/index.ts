@@ -2,6 +2,7 @@
 import os from 'node:os';
 import { QcudaDevice } from '../qcuda/device';
 import type { VmLimits } from '../qcuda/limits';
+import type { VmShared } from '../qcuda/session';
 import { createProvider, DEFAULT_POLL_US, type ProviderKind } from '../qcuda/providers';
 import { HostProvider } from '../qcuda/providers/host';
 import { IsolatedProvider } from '../qcuda/providers/isolated';
@@ -29,6 +30,8 @@ export interface DeviceOptions {
   ownQueues?: boolean;
   /** qcuda and blk: how long the rings (qcuda with isolation process: each worker's channel too) are polled after each request and answer (DEFAULT_POLL_US). */
   pollUs?: number;
+  /** qcuda: the bounds and what they count, shared with other devices of this process (one quota for the frontends of `qcuda run`); default: the device's own. */
+  vm?: VmShared;
   /** Where to say which provider was chosen. */
   log?: (line: string) => void;
   /** blk: the disk's size in bytes (whole sectors), where it lives, and whether the guest may write it. */
@@ -37,7 +40,7 @@ export interface DeviceOptions {
   readOnly?: boolean;
 }
 
-export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions): Promise<VhostUserDevice> }> = {
+export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions): Promise<VhostUserDevice>; dispose?(d: VhostUserDevice): Promise<void> }> = {
   qcuda: {
     describe: 'the virtual CUDA device (virtio id 60)',
     async create(o) {
@@ -63,9 +66,11 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       // on the H100): with isolation none, one CUDA process per VM at a time.
       const shared = provider.name === 'cuda' && !(provider instanceof IsolatedProvider);
       const limits = { ...o.limits, ...(shared ? { contexts: 1 } : {}) };
-      device = new QcudaDevice({ queues: o.queues, memoryLimit: o.memoryLimit, limits, provider, log: o.log, pollUs: o.pollUs ?? DEFAULT_POLL_US, ownQueues });
+      device = new QcudaDevice({ queues: o.queues, memoryLimit: o.memoryLimit, limits, provider, log: o.log, pollUs: o.pollUs ?? DEFAULT_POLL_US, ownQueues, vm: o.vm });
       return device;
     },
+    // A frontend's device is gone with it (listenEach): so are its provider's workers and context.
+    dispose: (d) => (d as QcudaDevice).provider.close(),
   },
   blk: {
     describe: 'a disk in GPU memory (or host memory) for stock QEMU\'s vhost-user-blk-pci',

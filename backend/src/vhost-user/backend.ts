@@ -182,9 +182,9 @@ export class Backend {
     this.#memoryEvent('memory table');
   }
 
-  #addMemReg(m: Message): void {
+  async #addMemReg(m: Message): Promise<void> {
     if (this.memory.regions.length >= MAX_MEM_SLOTS) throw new ProtocolError(`ADD_MEM_REG: all ${MAX_MEM_SLOTS} slots in use`);
-    this.memory.add(decodeSingleRegion('ADD_MEM_REG', m.payload), m.fds[0]);
+    await this.memory.addSettled(decodeSingleRegion('ADD_MEM_REG', m.payload), m.fds[0]);
     this.#remapRings();
     this.#memoryEvent('memory region added');
   }

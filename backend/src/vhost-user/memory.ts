@@ -142,8 +142,8 @@ function overlaps(aStart: bigint, aSize: bigint, bStart: bigint, bSize: bigint):
 /** Told of each region after it is mapped and before it is unmapped (e.g. to
  * register guest RAM with a DMA engine). */
 export interface MemoryListener {
-  /** fd: the region's file, open only during the call (dup it to keep it). */
-  added(r: GuestRegion, fd: Fd): void;
+  /** fd: the region's file, open only during the call (dup it to keep it). ADD_MEM_REG is acked once this settles. */
+  added(r: GuestRegion, fd: Fd): void | Promise<void>;
   /** The region is unmapped once this settles. */
   removing(r: GuestRegion): void | Promise<void>;
 }
@@ -224,13 +224,24 @@ export class MemoryTable {
    * mapped, theirs to unmap who added them.
    */
   add(r: MemRegion, fd: Fd, o: { displace?: boolean } = {}): GuestRegion {
+    return this.#insert(r, fd, o).region;
+  }
+
+  /** add(), settled once the listener has taken the region (ADD_MEM_REG: the frontend may use it as soon as it is acked). */
+  async addSettled(r: MemRegion, fd: Fd): Promise<GuestRegion> {
+    const { region, taken } = this.#insert(r, fd, {});
+    await taken;
+    return region;
+  }
+
+  #insert(r: MemRegion, fd: Fd, o: { displace?: boolean }): { region: GuestRegion; taken: void | Promise<void> } {
     const clash = this.#regions.filter((x) => overlaps(x.gpa, x.size, r.gpa, r.size) || overlaps(x.userAddr, x.size, r.userAddr, r.size));
     if (clash.length > 0 && !o.displace) throw new ProtocolError(`region gpa 0x${r.gpa.toString(16)} overlaps gpa 0x${clash[0].gpa.toString(16)}`);
     const region = new GuestRegion(r, fd);
     this.#regions = [...this.#regions.filter((x) => !clash.includes(x)), region];
-    this.listener?.added(region, fd);
+    const taken = this.listener?.added(region, fd);
     debug('region gpa=0x%s size=0x%s uaddr=0x%s', r.gpa.toString(16), r.size.toString(16), r.userAddr.toString(16));
-    return region;
+    return { region, taken };
   }
 
   async remove(r: MemRegion): Promise<void> {

@@ -1,6 +1,8 @@
 // A vhost-user backend endpoint: a listening socket (or an inherited
-// connected fd) serving one device to one frontend at a time. Several
-// servers, one per device and socket, can share a process.
+// connected fd) serving one device to one frontend at a time, or (listenEach)
+// a device of its own to each of several frontends at once: the processes of
+// `qcuda run`, each its own frontend. Several servers, one per device and
+// socket, can share a process.
 import createDebug from 'debug';
 import fs from 'node:fs';
 import { native } from '../sys/native';
@@ -23,82 +25,147 @@ export interface ServerOptions extends ServerEvents {
   logger?: Logger;
 }
 
+/** listenEach: a new device for each frontend, and what ends it once that frontend is gone. */
+export interface DeviceSource {
+  make(): Promise<VhostUserDevice>;
+  dispose(device: VhostUserDevice): Promise<void>;
+  /** Frontends served at once; more are refused (their socket closed). */
+  max: number;
+}
+
+interface Active {
+  conn: Connection;
+  backend: Backend;
+}
+
 export class VhostUserServer {
   #listener: Fd | undefined;
   #socketPath: string | undefined;
-  #active: { conn: Connection; backend: Backend } | undefined;
+  /** The frontends served now (at most one without a DeviceSource). */
+  readonly #active = new Set<Active>();
+  /** Connections accepted whose device is still being made. */
+  #starting = 0;
   #closed = false;
   readonly #logger: Logger;
 
   private constructor(
+    /** The device served (listenEach: the first frontend's, or a template that serves none). */
     readonly device: VhostUserDevice,
     private readonly events: ServerOptions,
+    private readonly source?: DeviceSource,
   ) {
     this.#logger = events.logger ?? stderrLogger;
   }
 
-  /** The connected frontend's backend (rings, memory), if one is connected. */
+  /** The connected frontend's backend (rings, memory), if one is connected (listenEach: the oldest). */
   get backend(): Backend | undefined {
-    return this.#active?.backend;
+    return this.#active.values().next().value?.backend;
+  }
+
+  /** Frontends connected now. */
+  get connections(): number {
+    return this.#active.size;
+  }
+
+  /** The devices of the frontends connected now. */
+  get devices(): VhostUserDevice[] {
+    return [...this.#active].map((a) => a.backend.device);
   }
 
   /** Listens on a unix socket path (an existing socket file there is replaced). */
   static listen(path: string, device: VhostUserDevice, options: ServerOptions = {}): VhostUserServer {
     const s = new VhostUserServer(device, options);
+    s.#bind(path);
+    return s;
+  }
+
+  #bind(path: string): void {
     try {
       if (fs.lstatSync(path, { throwIfNoEntry: false })?.isSocket()) fs.unlinkSync(path);
     } catch {
       /* bind below reports what is wrong */
     }
-    s.#listener = new Fd(native.unixListen(path));
-    s.#socketPath = path;
-    s.#listener.watch(() => s.#accept());
-    debug('%s: listening on %s', device.name, path);
+    this.#listener = new Fd(native.unixListen(path));
+    this.#socketPath = path;
+    this.#listener.watch(() => this.#accept());
+    debug('%s: listening on %s', this.device.name, path);
+  }
+
+  /**
+   * Listens on a unix socket path and serves each frontend that connects a
+   * device of its own (source.make), ended (source.dispose) once it is gone;
+   * template is what the status reports as the device.
+   */
+  static listenEach(path: string, template: VhostUserDevice, source: DeviceSource, options: ServerOptions = {}): VhostUserServer {
+    const s = new VhostUserServer(template, options, source);
+    s.#bind(path);
     return s;
   }
 
   /** Serves an already connected socket (--fd=FDNUM). */
   static fromConnectedFd(fd: number, device: VhostUserDevice, options: ServerOptions = {}): VhostUserServer {
     const s = new VhostUserServer(device, options);
-    s.#serve(new Fd(fd));
+    s.#serve(new Fd(fd), device);
     return s;
   }
 
   get connected(): boolean {
-    return this.#active !== undefined;
+    return this.#active.size > 0;
   }
 
-  /** The guest memory the frontend now has mapped into this process (empty with none connected). */
+  /** The guest memory the (oldest) frontend now has mapped into this process (empty with none connected). */
   get memoryRegions(): { gpa: bigint; size: bigint }[] {
-    return (this.#active?.backend.memory.regions ?? []).map((r) => ({ gpa: r.gpa, size: r.size }));
+    return (this.backend?.memory.regions ?? []).map((r) => ({ gpa: r.gpa, size: r.size }));
   }
 
   #accept(): void {
     for (;;) {
       const fd = native.unixAccept(this.#listener!.value);
       if (fd < 0) return;
-      if (this.#active) {
-        debug('%s: refusing a second frontend', this.device.name);
+      if (this.#active.size + this.#starting >= (this.source?.max ?? 1)) {
+        debug('%s: refusing a frontend: %d served', this.device.name, this.#active.size);
+        if (this.source) this.#logger.error(`vhost-user: ${this.device.name}: refused a frontend: ${this.source.max} are served already`);
         native.close(fd);
         continue;
       }
-      this.#serve(new Fd(fd));
+      if (!this.source) {
+        this.#serve(new Fd(fd), this.device);
+        continue;
+      }
+      // The frontend's first messages wait in the socket while its device is made.
+      const sock = new Fd(fd);
+      this.#starting++;
+      this.source.make().then(
+        (device) => {
+          this.#starting--;
+          if (this.#closed) {
+            sock.close();
+            void this.source!.dispose(device);
+          } else this.#serve(sock, device);
+        },
+        (e: Error) => {
+          this.#starting--;
+          this.#logger.error(`vhost-user: ${this.device.name}: no device for a frontend: ${e.message}`);
+          sock.close();
+        },
+      );
     }
   }
 
-  #serve(sock: Fd): void {
-    const conn: Connection = new Connection(sock, {
-      onMessage: (m) => this.#onMessage(m),
-      onClose: (reason) => this.#onClose(reason),
+  #serve(sock: Fd, device: VhostUserDevice): void {
+    const active: Active = {} as Active;
+    active.conn = new Connection(sock, {
+      onMessage: (m) => this.#onMessage(active, m),
+      onClose: (reason) => this.#onClose(active, reason),
     });
-    this.#active = { conn, backend: new Backend(this.device, conn, this.#logger) };
-    debug('%s: frontend connected', this.device.name);
-    this.#logger.info?.(`vhost-user: ${this.device.name}: frontend connected`);
+    active.backend = new Backend(device, active.conn, this.#logger);
+    this.#active.add(active);
+    debug('%s: frontend connected', device.name);
+    this.#logger.info?.(`vhost-user: ${device.name}: frontend connected`);
     this.events.onConnect?.();
   }
 
-  #onMessage(m: Message): void {
-    const active = this.#active!;
+  #onMessage(active: Active, m: Message): void {
     active.conn.pause();
     active.backend.handle(m).then(
       () => active.conn.resume(),
@@ -106,21 +173,22 @@ export class VhostUserServer {
     );
   }
 
-  #onClose(reason: Error | undefined): void {
-    const active = this.#active;
-    this.#active = undefined;
-    active?.backend.close().catch((e: Error) => this.#logger.error(`vhost-user: ${this.device.name}: device reset failed: ${e.message}`));
-    if (reason) this.#logger.error(`vhost-user: ${this.device.name}: connection closed: ${reason.message}`);
-    else this.#logger.info?.(`vhost-user: ${this.device.name}: frontend disconnected`);
-    debug('%s: frontend disconnected%s', this.device.name, reason ? `: ${reason.message}` : '');
+  #onClose(active: Active, reason: Error | undefined): void {
+    if (!this.#active.delete(active)) return;
+    const device = active.backend.device;
+    const closed = active.backend.close().catch((e: Error) => this.#logger.error(`vhost-user: ${device.name}: device reset failed: ${e.message}`));
+    if (this.source) void closed.then(() => this.source!.dispose(device)).catch((e: Error) => this.#logger.error(`vhost-user: ${device.name}: ${e.message}`));
+    if (reason) this.#logger.error(`vhost-user: ${device.name}: connection closed: ${reason.message}`);
+    else this.#logger.info?.(`vhost-user: ${device.name}: frontend disconnected`);
+    debug('%s: frontend disconnected%s', device.name, reason ? `: ${reason.message}` : '');
     this.events.onDisconnect?.(reason);
   }
 
-  /** Drops the frontend, stops listening and removes the socket file. */
+  /** Drops the frontends, stops listening and removes the socket file. */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    this.#active?.conn.close();
+    for (const a of [...this.#active]) a.conn.close();
     this.#listener?.close();
     if (this.#socketPath) fs.rmSync(this.#socketPath, { force: true });
   }

@@ -56,6 +56,8 @@ class Worker {
   /** A queue owner: 'owning' came; where it left its ring ('returned'), or undefined if it ended without saying. */
   #owning: (() => void) | undefined;
   #parked: ((s: RingState) => void) | undefined;
+  /** Regions sent and not yet mapped there, by id. */
+  readonly #regionsAdded = new Map<number, () => void>();
   #returned: RingState | undefined;
   /** A queue owner's VM module cache, which it asks for images by content and adds its own to. */
   modules: ModuleStore | undefined;
@@ -92,9 +94,15 @@ class Worker {
     return this.#child.pid;
   }
 
-  /** Lets the worker map a region: its fd goes with the message. */
-  addRegion(r: SharedRegion): void {
-    if (!this.#gone) this.#send({ t: 'region', id: r.id, region: r.region, parentAddr: r.parentAddr }, [r.fd.value]);
+  /** Lets the worker map a region: its fd goes with the message. Resolves once the worker has it mapped, or is gone. */
+  addRegion(r: SharedRegion): Promise<void> {
+    if (this.#gone) return Promise.resolve();
+    const mapped = new Promise<void>((resolve) => {
+      this.#regionsAdded.set(r.id, resolve);
+      void this.exited.then(resolve);
+    });
+    this.#send({ t: 'region', id: r.id, region: r.region, parentAddr: r.parentAddr }, [r.fd.value]);
+    return mapped;
   }
 
   removeRegion(id: number): void {
@@ -238,6 +246,10 @@ class Worker {
         return this.#settle(m.id, m.ok, m.ok ? m.v : toError(m));
       case 'owning':
         return this.#owning?.();
+      case 'region-added':
+        this.#regionsAdded.get(m.id)?.();
+        this.#regionsAdded.delete(m.id);
+        return;
       case 'parked':
         return this.#parked?.(m.state);
       case 'module-find':
@@ -431,15 +443,20 @@ export class IsolatedProvider implements Provider {
   }
 
   /** Keeps a dup of the region's fd for workers to come and hands it to those running. */
-  registerGuestMemory(addr: bigint, size: bigint, source?: GuestMemorySource): void {
+  /**
+   * Keeps a dup of the region's fd for workers to come and hands it to those
+   * running; resolves once each has it mapped. A queue owner serves its ring
+   * itself, so a frontend that adds a region (ADD_MEM_REG) and then uses it
+   * there must not be answered before (the ack waits for this).
+   */
+  async registerGuestMemory(addr: bigint, size: bigint, source?: GuestMemorySource): Promise<void> {
     if (!source) {
       debug('region 0x%s+%s comes without its fd: workers cannot map it', addr.toString(16), size);
       return;
     }
     const r: SharedRegion = { id: this.#nextRegion++, region: { gpa: source.region.gpa, size: source.region.size, userAddr: source.region.userAddr, mmapOffset: source.region.mmapOffset }, parentAddr: addr, fd: new Fd(native.dup(source.fd)) };
     this.#regions.set(addr, r);
-    for (const c of this.#contexts) c.worker.addRegion(r);
-    for (const w of this.#owners) w.addRegion(r);
+    await Promise.all([...[...this.#contexts].map((c) => c.worker.addRegion(r)), ...[...this.#owners].map((w) => w.addRegion(r))]);
   }
 
   unregisterGuestMemory(addr: bigint): void {

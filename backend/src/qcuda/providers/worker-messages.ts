@@ -56,6 +56,8 @@ export type ToParent =
   | { t: 'output'; kind: 1 | 2; bytes: Uint8Array }
   /** A queue owner serves its queue now. */
   | { t: 'owning' }
+  /** A region of 'region' is mapped (ADD_MEM_REG waits for it: the frontend may use it on the worker's queue next). */
+  | { t: 'region-added'; id: number }
   /** A queue owner gave its queue back for a VM stop, its session kept: where the ring stands. */
   | { t: 'parked'; state: RingState }
   /** A queue owner gave its queue back (the session closed, or 'handback'): where the ring stands; the process then ends. */

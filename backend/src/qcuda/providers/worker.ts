@@ -210,6 +210,7 @@ class WorkerMain {
     regions.set(id, r);
     void this.provider?.registerGuestMemory(region.hostAddress, region.size, sourceOf(r));
     this.#remapRing();
+    send({ t: 'region-added', id });
   }
 
   async #removeRegion(id: number): Promise<void> {
