@@ -289,6 +289,7 @@ QC_API void qcuda_stats(unsigned long long out[3])
 __attribute__((destructor)) static void flush_at_exit(void)
 {
 	unsigned long long calls, batches;
+	char by_cmd[256];
 
 	if (qc.fd < 0)
 		return;
@@ -296,6 +297,8 @@ __attribute__((destructor)) static void flush_at_exit(void)
 	if (!getenv("QCUDA_STATS"))
 		return;
 	qc_stats(&calls, &batches);
-	qc_msg("%llu round trips to the host: %llu calls and %llu batches carrying %llu posted requests",
-	       calls + batches, calls, batches, (unsigned long long)atomic_load(&posted));
+	qc_stats_by_cmd(by_cmd, sizeof(by_cmd));
+	qc_msg("%llu round trips to the host: %llu calls and %llu batches carrying %llu posted requests;"
+	       " most often (qcuda_proto.h numbers):%s",
+	       calls + batches, calls, batches, (unsigned long long)atomic_load(&posted), by_cmd);
 }

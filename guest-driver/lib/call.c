@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "qcrt.h"
@@ -107,8 +108,33 @@ static cudaError_t map_errno(uint32_t cmd, int r)
 	}
 }
 
-/* What crossed to the host (QCUDA_STATS: printed at exit by batch.c). */
+/* What crossed to the host (QCUDA_STATS: printed at exit by batch.c), in
+ * all and by command number. */
 static atomic_ullong round_trips, batch_trips;
+#define QC_COUNTED_CMDS 256
+static atomic_ullong trips_by_cmd[QC_COUNTED_CMDS];
+
+/* The commands that crossed most often, as " cmd N: count" pairs, into buf. */
+void qc_stats_by_cmd(char *buf, size_t len)
+{
+	unsigned long long seen[QC_COUNTED_CMDS];
+	size_t at = 0;
+
+	for (int i = 0; i < QC_COUNTED_CMDS; i++)
+		seen[i] = atomic_load(&trips_by_cmd[i]);
+	buf[0] = 0;
+	for (int k = 0; k < 8; k++) {
+		int top = 0;
+
+		for (int i = 1; i < QC_COUNTED_CMDS; i++)
+			if (seen[i] > seen[top])
+				top = i;
+		if (!seen[top] || at >= len)
+			break;
+		at += (size_t)snprintf(buf + at, len - at, " cmd %d: %llu;", top, seen[top]);
+		seen[top] = 0;
+	}
+}
 
 void qc_stats(unsigned long long *calls, unsigned long long *batches)
 {
@@ -122,6 +148,8 @@ static cudaError_t raw_call(const struct qc_req *q)
 	int r;
 
 	atomic_fetch_add(&round_trips, 1);
+	if (q->cmd < QC_COUNTED_CMDS)
+		atomic_fetch_add(&trips_by_cmd[q->cmd], 1);
 	if (q->cmd == QCUDA_CMD_BATCH)
 		atomic_fetch_add(&batch_trips, 1);
 	r = qt_call(qc.fd, q->cmd, q->args, q->args_len, q->out, q->out_len, q->dir, q->data,

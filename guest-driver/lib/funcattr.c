@@ -47,8 +47,7 @@ static void fill_func_attrs(struct cudaFuncAttributes *a, const struct qcuda_out
 #undef V
 }
 
-/* Asked each time: maxDynamicSharedSizeBytes and the carveout change with
- * cudaFuncSetAttribute. */
+/* Asked once per function, again after cudaFuncSetAttribute (funccache.c). */
 QC_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
 {
 	struct qcuda_out_func_attrs out;
@@ -59,7 +58,7 @@ QC_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const 
 		return qc_ret(cudaErrorInvalidValue);
 	e = func_of(func, &fh);
 	if (e == cudaSuccess)
-		e = qc_req_func_attrs(fh, &out);
+		e = qc_func_attrs(fh, &out);
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	fill_func_attrs(attr, &out);
@@ -73,7 +72,7 @@ QC_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute
 	cudaError_t e = func_of(func, &fh);
 
 	if (e == cudaSuccess)
-		e = qc_req_func_set_attr(fh, (uint32_t)attr, value);
+		e = qc_func_set_attr(fh, (uint32_t)attr, value);
 	return qc_ret(e);
 }
 
@@ -90,9 +89,8 @@ QC_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n
 	if (!numBlocks)
 		return qc_ret(cudaErrorInvalidValue);
 	e = func_of(func, &fh);
-	/* OCCUPANCY_BLOCKS reads no num_blocks: 0 */
 	if (e == cudaSuccess)
-		e = qc_req_occupancy_blocks(fh, dynamicSMemSize, blockSize, flags, 0, &n);
+		e = qc_occupancy_blocks(fh, dynamicSMemSize, blockSize, flags, &n);
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	*numBlocks = (int)n;

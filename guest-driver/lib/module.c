@@ -264,8 +264,10 @@ static void module_remove(struct qc_module *m)
 		free(v);
 	}
 	/* At exit: the context may be dead; closing the session frees it anyway. */
-	if (m->gen == gen && m->err == cudaSuccess && m->dev)
+	if (m->gen == gen && m->err == cudaSuccess && m->dev) {
 		qc_req_module_unload(m->dev);
+		qc_func_cache_clear();
+	}
 	free(m->owned);
 	free(m);
 }

@@ -102,6 +102,15 @@ cudaError_t qc_call_unbatched(const struct qc_req *r);
 cudaError_t qc_call_ending_batch(const struct qc_req *r);
 /* Round trips so far: synchronous calls and batches of posted work sent. */
 void qc_stats(unsigned long long *calls, unsigned long long *batches);
+/* Function attributes and occupancy, asked once per function until it
+ * changes (funccache.c); qc_func_cache_clear when handles may be reused. */
+cudaError_t qc_func_attrs(uint64_t fh, struct qcuda_out_func_attrs *out);
+cudaError_t qc_occupancy_blocks(uint64_t fh, uint64_t smem, int32_t block_size, uint32_t flags,
+				uint64_t *blocks);
+cudaError_t qc_func_set_attr(uint64_t fh, uint32_t attr, int32_t value);
+void qc_func_cache_clear(void);
+/* The commands that crossed most often, as text (QCUDA_STATS). */
+void qc_stats_by_cmd(char *buf, size_t len);
 /* Records err as the calling thread's last error (unless it is cudaSuccess
  * or cudaErrorNotReady) and returns it. Every API function returns through
  * it. */

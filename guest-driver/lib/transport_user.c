@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "qcuda_proto.h"
@@ -303,13 +304,36 @@ static void *ut_host_mmap(int fd, uint64_t token, size_t len, void *want)
 	return vhu_mem_map(token, len, want);
 }
 
+/* Whether [a, a+len) is mapped writable in this process, as pinning it
+ * for the device needs (/proc/self/maps: registering is rare). */
+static int writable_range(uintptr_t a, uint64_t len)
+{
+	uintptr_t end = a + len, lo, hi;
+	char line[512], perms[8];
+	FILE *f = fopen("/proc/self/maps", "re");
+	int ok = 0;
+
+	if (!f)
+		return -errno;
+	while (a < end && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || hi <= a)
+			continue;
+		if (lo > a || perms[0] != 'r' || perms[1] != 'w')
+			break;
+		a = hi;
+	}
+	ok = a >= end;
+	fclose(f);
+	return ok ? 0 : -EFAULT;
+}
+
 /* Registered user memory cannot be shared with the backend after the fact:
  * it stays where it is, and copies from it are staged (*gpa = 0; the device
  * cannot map it: cudaHostGetDevicePointer says so). */
 static int ut_host_register(int fd, void *addr, uint64_t size, uint64_t *gpa)
 {
 	*gpa = 0;
-	return 0;
+	return writable_range((uintptr_t)addr, size);
 }
 
 static int ut_host_unregister(int fd, void *addr)

@@ -159,7 +159,7 @@ static CUresult func_attribute(int *pi, CUfunction_attribute attrib, const void 
 		return CUDA_ERROR_INVALID_VALUE;
 	r = function_of(h, &fh);
 	if (r == CUDA_SUCCESS)
-		r = cu_result(qc_req_func_attrs(fh, &out));
+		r = cu_result(qc_func_attrs(fh, &out));
 	if (r == CUDA_SUCCESS)
 		*pi = (int)out.values[attrib];
 	return r;
@@ -171,7 +171,7 @@ static CUresult func_set_attribute(const void *h, CUfunction_attribute attrib, i
 	uint64_t fh;
 	CUresult r = function_of(h, &fh);
 
-	return r != CUDA_SUCCESS ? r : cu_result(qc_req_func_set_attr(fh, (uint32_t)attrib, value));
+	return r != CUDA_SUCCESS ? r : cu_result(qc_func_set_attr(fh, (uint32_t)attrib, value));
 }
 
 CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
@@ -236,7 +236,7 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CU
 		return CUDA_ERROR_INVALID_VALUE;
 	r = function_of(func, &fh);
 	if (r == CUDA_SUCCESS)
-		r = cu_result(qc_req_occupancy_blocks(fh, dynamicSMemSize, blockSize, flags, 0, &n));
+		r = cu_result(qc_occupancy_blocks(fh, dynamicSMemSize, blockSize, flags, &n));
 	if (r == CUDA_SUCCESS)
 		*numBlocks = (int)n;
 	return r;

@@ -23,9 +23,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 say "accel: $(grep -qwE 'vmx|svm' /proc/cpuinfo && [ -w /dev/kvm ] && echo kvm || echo tcg)"
 
 status=0
-# PARTS picks sections (default all): provider hostile guest libcuda cublas torch managed bench latency disk;
+# PARTS picks sections (default all): run workloads provider hostile guest libcuda cublas torch managed bench latency disk;
 # also latency-short (not in all): the latency part's ring server runs alone, for a run of two minutes.
-PARTS=${PARTS:-provider hostile guest libcuda cublas torch managed bench latency disk}
+PARTS=${PARTS:-run workloads provider hostile guest libcuda cublas torch managed bench latency disk}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 # PROGRAMS (default all) picks the guest programs the guest and libcuda parts run.
 # VM_ARGS go to every guest (e.g. --own-queues=yes).
@@ -51,6 +51,35 @@ batch_compare() { # ALL_LOG TAG PROGRAM NATIVE_EXIT -> sets $grc, $diffs; 0 if i
 }
 # NVIDIA's libcudart.so.13, for the -cudart=shared programs run natively.
 native_lib=$(dirname "$(find /usr/local/cuda*/ /usr/lib -name 'libcudart.so.13*' 2>/dev/null | head -1)")
+
+# `qcuda run` on the GPU: the cuda provider with the backend's defaults (a worker per process, own queues).
+qrun() { node "$app/dist/backend/src/cli/qcuda.js" run --provider=cuda "$@"; }
+TORCH_PY=${TORCH_PY:-/opt/torch/.venv/bin/python3}
+
+if part run; then
+say "== guest programs natively and under qcuda run (cuda provider; -cudart=shared over qcuda's runtime, _static over its libcuda.so.1) =="
+for prog in "$work"/guest/bin/*; do
+  name=$(basename "$prog")
+  picked "$name" || continue
+  case $name in hostile|memlock|mapreset|nop_test|call_test|blkbench|copy_bench|launch_bench|stuck|ringfill|killcopy|fault*|*.cubin) continue;; esac
+  [ -x "$prog" ] && [ -f "$prog" ] || continue
+  LD_LIBRARY_PATH=$native_lib timeout 120 "$prog" > "$LOGS/$name.rn.native.out" 2> "$LOGS/$name.rn.native.err"; nrc=$?
+  qrun --cudart=qcuda -- timeout 120 "$prog" > "$LOGS/$name.rn.qcuda.out" 2> "$LOGS/$name.rn.qcuda.raw"; qrc=$?
+  grep -v '^qcuda: ' "$LOGS/$name.rn.qcuda.raw" > "$LOGS/$name.rn.qcuda.err"
+  d=""
+  diff -q "$LOGS/$name.rn.native.out" "$LOGS/$name.rn.qcuda.out" >/dev/null || d="$d stdout"
+  diff -q "$LOGS/$name.rn.native.err" "$LOGS/$name.rn.qcuda.err" >/dev/null || d="$d stderr"
+  if [ "$nrc" = "$qrc" ] && [ -z "$d" ]; then say "$name: identical under qcuda run (exit $nrc)"; else say "$name: DIFFERS under qcuda run (exit native $nrc, qcuda $qrc;$d)"; status=1; fi
+done
+fi
+
+if part workloads; then
+say "== workloads: natively, then under qcuda run (cuda provider, the backend's defaults), one machine, one run =="
+timeout 900 "$TORCH_PY" test/gpu/workloads.py ${WORKLOADS:-} > "$LOGS/workloads.native.json" 2> "$LOGS/workloads.native.err"
+qrun --backend-log="$LOGS/workloads.backend.log" -- timeout 900 "$TORCH_PY" test/gpu/workloads.py ${WORKLOADS:-} > "$LOGS/workloads.qcuda.json" 2> "$LOGS/workloads.qcuda.err"
+python3 test/gpu/compare-workloads.py "$LOGS/workloads.native.json" "$LOGS/workloads.qcuda.json" "$OUT/workloads.json" 2>&1 | tee -a "$summary"
+grep -h 'Error\|error' "$LOGS/workloads.native.err" "$LOGS/workloads.qcuda.err" | tail -5 | tee -a "$summary"
+fi
 
 if part provider; then
 say "== provider tests (cuda) =="

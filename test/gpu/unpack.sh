@@ -11,4 +11,6 @@ export QEMU_BIN=$work/qemu/bin/qemu-system-x86_64 GUEST_KERNEL=$work/guest/vmlin
 export QCUDA_FIRMWARE_DIRS=$work/qemu/firmware
 export QCUDA_VIRTIOFSD=$work/qemu/bin/virtiofsd
 export QCUDA_GPU_TESTS=1
+# qcuda run's libraries (the build's build/guest/lib).
+export QCUDA_LIB_DIR=$work/guest/lib
 app=$work/app

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Function attributes and occupancy, answered once per function: PyTorch's
+ * kernels and cuBLAS ask them before launches (cudaFuncGetAttributes,
+ * cudaOccupancyMaxActiveBlocksPerMultiprocessor: ~70% of the round trips of
+ * a training step, measured), and the driver's answer changes only when the
+ * function's attributes are set. So an answer is kept per function (and per
+ * block size, shared memory and flags for occupancy) until FUNC_SET_ATTR of
+ * that function, or until any module goes (an unload, a reset: its handles
+ * may come back for other functions). Bounded: fixed tables, a newer answer
+ * takes an older one's slot.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "qcrt.h"
+
+#define SLOTS 1024	/* each table; a power of two */
+
+struct attrs_slot {
+	uint64_t fh;	/* 0: empty */
+	struct qcuda_out_func_attrs out;
+};
+
+struct occ_slot {
+	uint64_t fh, smem, blocks;
+	int32_t block_size;
+	uint32_t flags;
+};
+
+static struct attrs_slot attrs[SLOTS];
+static struct occ_slot occ[SLOTS];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned int slot_of(uint64_t fh, uint64_t a, uint64_t b)
+{
+	uint64_t h = (fh ^ (a * 0x9e3779b97f4a7c15ull) ^ (b << 17)) * 0xff51afd7ed558ccdull;
+
+	return (unsigned int)(h >> 40) & (SLOTS - 1);
+}
+
+cudaError_t qc_func_attrs(uint64_t fh, struct qcuda_out_func_attrs *out)
+{
+	struct attrs_slot *s = &attrs[slot_of(fh, 0, 0)];
+	cudaError_t e;
+
+	pthread_mutex_lock(&lock);
+	if (fh && s->fh == fh) {
+		*out = s->out;
+		pthread_mutex_unlock(&lock);
+		return cudaSuccess;
+	}
+	pthread_mutex_unlock(&lock);
+	e = qc_req_func_attrs(fh, out);
+	if (e == cudaSuccess && fh) {
+		pthread_mutex_lock(&lock);
+		s->fh = fh;
+		s->out = *out;
+		pthread_mutex_unlock(&lock);
+	}
+	return e;
+}
+
+cudaError_t qc_occupancy_blocks(uint64_t fh, uint64_t smem, int32_t block_size, uint32_t flags,
+				uint64_t *blocks)
+{
+	struct occ_slot *s = &occ[slot_of(fh, smem, ((uint64_t)(uint32_t)block_size << 32) | flags)];
+	cudaError_t e;
+
+	pthread_mutex_lock(&lock);
+	if (fh && s->fh == fh && s->smem == smem && s->block_size == block_size && s->flags == flags) {
+		*blocks = s->blocks;
+		pthread_mutex_unlock(&lock);
+		return cudaSuccess;
+	}
+	pthread_mutex_unlock(&lock);
+	/* OCCUPANCY_BLOCKS reads no num_blocks: 0 */
+	e = qc_req_occupancy_blocks(fh, smem, block_size, flags, 0, blocks);
+	if (e == cudaSuccess && fh) {
+		pthread_mutex_lock(&lock);
+		*s = (struct occ_slot){ .fh = fh, .smem = smem, .blocks = *blocks,
+					.block_size = block_size, .flags = flags };
+		pthread_mutex_unlock(&lock);
+	}
+	return e;
+}
+
+/* Whatever the outcome, the function's answers are forgotten: a failed set
+ * may still have changed something the next question sees. */
+cudaError_t qc_func_set_attr(uint64_t fh, uint32_t attr, int32_t value)
+{
+	cudaError_t e = qc_req_func_set_attr(fh, attr, value);
+
+	pthread_mutex_lock(&lock);
+	for (unsigned int i = 0; i < SLOTS; i++) {
+		if (attrs[i].fh == fh)
+			attrs[i].fh = 0;
+		if (occ[i].fh == fh)
+			occ[i].fh = 0;
+	}
+	pthread_mutex_unlock(&lock);
+	return e;
+}
+
+void qc_func_cache_clear(void)
+{
+	pthread_mutex_lock(&lock);
+	memset(attrs, 0, sizeof(attrs));
+	memset(occ, 0, sizeof(occ));
+	pthread_mutex_unlock(&lock);
+}

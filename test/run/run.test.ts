@@ -1,0 +1,127 @@
+// qcuda run on the host provider: real processes over a real backend, no VM.
+// Both builds of a program (qcuda's runtime over the userspace transport,
+// and nvcc's default static runtime over qcuda's libcuda.so.1), a program
+// whose children use CUDA under one quota, and the bad cases: a socket that
+// is no backend, a backend killed mid-run.
+import test from 'ava';
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { tmpDir, until } from '../helpers';
+
+const dist = path.resolve(__dirname, '..', '..');
+const QCUDA = path.join(dist, 'backend/src/cli/qcuda.js');
+const BACKEND = path.join(dist, 'backend/src/cli/backend.js');
+const BIN = path.resolve(dist, '..', 'build', 'guest', 'bin');
+
+/** qcuda run with these arguments; its status, stdout and stderr. */
+function run(args: string[], timeout = 120_000): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [QCUDA, 'run', ...args], { encoding: 'utf8', timeout });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Pids of processes whose command line names path (what a run may leave behind). */
+function processesOf(needle: string): number[] {
+  return fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d)).filter((d) => {
+    try {
+      return fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(needle);
+    } catch {
+      return false;
+    }
+  }).map(Number);
+}
+
+test('a -cudart=shared program and its default build print the same through qcuda run, and exit 0', (t) => {
+  const shared = run(['--provider=host', '--cudart=qcuda', '--', path.join(BIN, 'device')]);
+  t.is(shared.status, 0, shared.stderr);
+  t.regex(shared.stdout, /^PASS: device: \d+ checks$/m);
+  const dflt = run(['--provider=host', '--', path.join(BIN, 'device_static')]);
+  t.is(dflt.status, 0, dflt.stderr);
+  t.is(dflt.stdout, shared.stdout);
+});
+
+test('copies of every size and alignment come back exact through the userspace transport (pinned and pageable)', (t) => {
+  for (const p of ['memcpy', 'hostmem']) {
+    const r = run(['--provider=host', '--cudart=qcuda', '--', path.join(BIN, p)]);
+    // hostmem's device pointers of cudaHostRegister'd memory are not offered under qcuda run (README): those two checks fail.
+    if (p === 'hostmem') {
+      t.deepEqual(r.stdout.split('\n').filter((l) => l.startsWith('FAIL ')), Array(2).fill('FAIL cudaHostGetDevicePointer(&dp, h, 0) -> cudaErrorNotSupported (expected cudaSuccess)'));
+      continue;
+    }
+    t.is(r.status, 0, r.stdout.split('\n').filter((l) => l.startsWith('FAIL')).join('\n'));
+    t.regex(r.stdout, new RegExp(`^PASS: ${p}: \\d+ checks$`, 'm'));
+  }
+});
+
+test('the exit status is the program\'s, and a missing program is a one-line error', (t) => {
+  t.is(run(['--provider=host', '--', 'sh', '-c', 'exit 7']).status, 7);
+  const missing = run(['--provider=host', '--', '/nonexistent/prog']);
+  t.is(missing.status, 125);
+  t.regex(missing.stderr, /^qcuda run: cannot run \/nonexistent\/prog: /);
+  const none = run([]);
+  t.is(none.status, 2);
+  t.regex(none.stderr, /run needs a PROGRAM/);
+});
+
+test('a program\'s children get sessions of their own under one quota; a forked child cannot use its parent\'s', (t) => {
+  const r = run(['--provider=host', '--device-memory-limit=64M', '--', path.join(BIN, 'forkquota'), '48', '32']);
+  t.is(r.status, 0, r.stdout);
+  t.regex(r.stdout, /^ok {3}child: an allocation past what the parent left of the quota is refused$/m);
+  t.regex(r.stdout, /^PASS: forkquota$/m);
+});
+
+test('a socket that is no backend: the program gets no device, says why and exits', async (t) => {
+  const sock = path.join(tmpDir(t), 'not-a-backend.sock');
+  const server = net.createServer((c) => c.end('hello\n'));
+  await new Promise<void>((resolve) => server.listen(sock, resolve));
+  t.teardown(() => server.close());
+  const r = await new Promise<{ status: number | null; stderr: string }>((resolve) => {
+    const p = spawn(process.execPath, [QCUDA, 'run', `--socket=${sock}`, '--cudart=qcuda', '--', path.join(BIN, 'device')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    p.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    const killer = setTimeout(() => p.kill('SIGKILL'), 60_000);
+    p.on('exit', (status) => {
+      clearTimeout(killer);
+      resolve({ status, stderr });
+    });
+  });
+  t.not(r.status, 0);
+  t.not(r.status, null, 'it hung');
+  t.regex(r.stderr, /qcuda: no CUDA device: cannot open .*not-a-backend\.sock/);
+});
+
+test('a backend killed mid-run: the program\'s calls fail at once and it exits; nothing is left running', async (t) => {
+  const dir = tmpDir(t);
+  const sock = path.join(dir, 'b.sock');
+  const backend = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--provider=host', '--frontends=4', '--status-socket=none'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  backend.stderr.on('data', (b: Buffer) => (log += b.toString()));
+  t.teardown(() => backend.kill('SIGKILL'));
+  t.true(await until(() => /listening on/.test(log), 20_000), log);
+  const prog = spawn(process.execPath, [QCUDA, 'run', `--socket=${sock}`, '--cudart=qcuda', '--', path.join(BIN, 'memcpy')], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  prog.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  prog.stderr.on('data', (b: Buffer) => (err += b.toString()));
+  const exited = new Promise<number | null>((resolve) => prog.on('exit', (s) => resolve(s)));
+  t.teardown(() => prog.kill('SIGKILL'));
+  // Mid-run: its session is open and its copies under way.
+  t.true(await until(() => /session \w+ opened/.test(log) && /round trips of 4095 bytes/.test(out), 30_000), log);
+  backend.kill('SIGKILL');
+  const killedAt = Date.now();
+  const status = await Promise.race([exited, new Promise<string>((r) => setTimeout(() => r('hung'), 30_000))]);
+  t.is(status, 1, `${out}\n${err}`);
+  t.true(Date.now() - killedAt < 30_000);
+  t.regex(err, /the qcuda device is gone/);
+  t.deepEqual(processesOf(sock), []);
+});
+
+test('qcuda run stops the backend it started (here with a worker per process) and removes its scratch directory', async (t) => {
+  const r = run(['--provider=host', '--own-queues=yes', '--cudart=qcuda', '--', 'sh', '-c', 'echo $QCUDA_DEVICE; exec ' + path.join(BIN, 'stream')]);
+  t.is(r.status, 0, r.stderr);
+  const sock = r.stdout.split('\n')[0];
+  t.regex(sock, /qcuda-run-\w+\/qcuda\.sock$/);
+  t.false(fs.existsSync(path.dirname(sock)), 'its scratch directory is gone');
+  t.deepEqual(processesOf(path.dirname(sock)), []);
+});
