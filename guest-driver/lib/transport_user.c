@@ -23,6 +23,12 @@
 #include "transport_ops.h"
 #include "vhu.h"
 
+/* Data in shared memory goes in chunks of this size: four times the guest
+ * driver's (QCUDA_CHUNK, bounded there by the pages a chunk pins), since
+ * here nothing is pinned per chunk and each request costs the backend a
+ * gap on the GPU. Every command takes data chunks of any size but
+ * OUTPUT_READ, whose buffer is never shared (it is staged). */
+#define SHARED_CHUNK (4ull * QCUDA_CHUNK)
 /* Chunks of one call in flight at once. */
 #define SHARED_WINDOW 16
 #define STAGED_WINDOW 8
@@ -124,7 +130,7 @@ struct op {
 
 static uint64_t chunk_size(const struct op *op)
 {
-	return op->gpa ? QCUDA_CHUNK : VHU_STAGE;
+	return op->gpa ? SHARED_CHUNK : VHU_STAGE;
 }
 
 static int chunk_start(const struct op *op, struct vhu_slot *s, uint64_t i)
@@ -142,7 +148,10 @@ static int chunk_start(const struct op *op, struct vhu_slot *s, uint64_t i)
 	memcpy(s->args, op->args, op->args_len);
 	data.len = (uint32_t)len;
 	data.gpa = op->gpa ? op->gpa + off : s->stage_gpa;
-	if (len && !op->gpa && op->dir == QT_TO_DEVICE)
+	/* A 3D copy to the host writes rows, not the gaps between them: the
+	 * stage starts as the program's bytes, so the gaps come back as they
+	 * were. */
+	if (len && !op->gpa && (op->dir == QT_TO_DEVICE || op->cmd == QCUDA_CMD_MEMCPY_3D_DTOH))
 		memcpy(s->stage, op->data + off, len);
 	return vhu_submit(u.queue, s, op->args_len, op->out_len, &data);
 }
@@ -174,6 +183,9 @@ static int chunk_reap(const struct op *op, struct vhu_slot *s, uint64_t i)
 	if (!op->gpa && op->dir == QT_FROM_DEVICE && !(status & ~QCUDA_ST_OUTPUT)) {
 		uint64_t n = op->data_len - off < VHU_STAGE ? op->data_len - off : VHU_STAGE;
 
+		/* OUTPUT_READ says how much it wrote. */
+		if (op->cmd == QCUDA_CMD_OUTPUT_READ && s->resp->value < n)
+			n = s->resp->value;
 		memcpy(op->data + off, s->stage, n);
 	}
 	return 0;
@@ -327,18 +339,25 @@ static int writable_range(uintptr_t a, uint64_t len)
 	return ok ? 0 : -EFAULT;
 }
 
-/* Registered user memory cannot be shared with the backend after the fact:
- * it stays where it is, and copies from it are staged (*gpa = 0; the device
- * cannot map it: cudaHostGetDevicePointer says so). */
+/* Registered memory becomes shared where it lies (vhu_mem_adopt): the
+ * device can map it. Where its pages are another registration's too, it
+ * stays private: copies from it are staged, and it has no device pointer
+ * (cudaHostGetDevicePointer says so), *gpa = 0. */
 static int ut_host_register(int fd, void *addr, uint64_t size, uint64_t *gpa)
 {
+	int e = writable_range((uintptr_t)addr, size);
+
 	*gpa = 0;
-	return writable_range((uintptr_t)addr, size);
+	if (!e && vhu_mem_adopt(addr, size, gpa))
+		*gpa = 0;
+	return e;
 }
 
 static int ut_host_unregister(int fd, void *addr)
 {
-	return 0;
+	int e = vhu_mem_release(addr);
+
+	return e == -EINVAL ? 0 : e;	/* EINVAL: it stayed private */
 }
 
 static int ut_gpa(int fd, const void *addr, uint64_t size, uint64_t *gpa)

@@ -79,6 +79,14 @@ int vhu_mem_free(uint64_t gpa);
 /* A new mapping of the allocation at gpa (at want if that is free), an
  * alias vhu_mem_gpa() knows until vhu_mem_free(gpa). */
 void *vhu_mem_map(uint64_t gpa, size_t len, void *want);
+/* Registered memory (cudaHostRegister) made shared where it lies: its
+ * pages' bytes move into a piece of a region mapped in their place, so the
+ * device can map it and copies need no staging; *gpa is addr's. -EEXIST if
+ * its pages are shared already (another registration's). The program should
+ * not write the range while it is registered or released (as CUDA asks). */
+int vhu_mem_adopt(void *addr, uint64_t size, uint64_t *gpa);
+/* Private pages again, as they are now, at addr as adopted. */
+int vhu_mem_release(void *addr);
 /* The guest-physical address of [p, p+len), if it lies whole in shared
  * memory (a region or an alias); else 0. */
 uint64_t vhu_mem_gpa(const void *p, uint64_t len);

@@ -40,6 +40,7 @@ struct region {
 struct piece {
 	uint64_t gpa, size;
 	uint8_t *va;		/* alias: where it is mapped; else NULL */
+	uintptr_t adopted;	/* alias of registered memory: the address registered */
 };
 
 static struct region regions[VHU_MAX_REGIONS];
@@ -245,6 +246,85 @@ void *vhu_mem_map(uint64_t gpa, size_t len, void *want)
 	}
 	pthread_rwlock_unlock(&lock);
 	return p == MAP_FAILED ? NULL : p;
+}
+
+/* The alias of registered memory at addr (under the lock), or NULL. */
+static struct piece *adopted_at(uintptr_t addr)
+{
+	for (size_t i = 0; i < naliases; i++)
+		if (aliases[i].adopted == addr)
+			return &aliases[i];
+	return NULL;
+}
+
+static int overlaps_alias(uintptr_t start, uint64_t len)
+{
+	for (size_t i = 0; i < naliases; i++)
+		if (start < (uintptr_t)aliases[i].va + aliases[i].size &&
+		    (uintptr_t)aliases[i].va < start + len)
+			return 1;
+	return 0;
+}
+
+int vhu_mem_adopt(void *addr, uint64_t size, uint64_t *gpa)
+{
+	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uintptr_t start = (uintptr_t)addr & ~(page - 1);
+	uint64_t len = round_up((uintptr_t)addr + size, page) - start, at;
+	struct region *r;
+	void *p;
+	int e;
+
+	pthread_rwlock_rdlock(&lock);
+	e = overlaps_alias(start, len) ? -EEXIST : 0;
+	pthread_rwlock_unlock(&lock);
+	if (e || (e = vhu_mem_alloc(len, &at)))
+		return e;
+	pthread_rwlock_wrlock(&lock);
+	r = region_of(at, len);
+	e = grow(&aliases, &cap_aliases, naliases);
+	if (!e) {
+		/* The program's bytes move into the piece, whose pages then take
+		 * the place of its own (one mmap: the range is never unmapped). */
+		memcpy(r->va + (at - r->gpa), (void *)start, len);
+		p = mmap((void *)start, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, r->fd,
+			 (off_t)(at - r->gpa));
+		e = p == MAP_FAILED ? -errno : 0;
+	}
+	if (!e) {
+		aliases[naliases++] = (struct piece){ .gpa = at, .size = len, .va = (uint8_t *)start,
+						      .adopted = (uintptr_t)addr };
+		*gpa = at + ((uintptr_t)addr - start);
+	}
+	pthread_rwlock_unlock(&lock);
+	if (e)
+		vhu_mem_free(at);
+	return e;
+}
+
+int vhu_mem_release(void *addr)
+{
+	struct piece a;
+	void *tmp;
+
+	pthread_rwlock_rdlock(&lock);
+	a = adopted_at((uintptr_t)addr) ? *adopted_at((uintptr_t)addr) : (struct piece){ 0 };
+	pthread_rwlock_unlock(&lock);
+	if (!a.va)
+		return -EINVAL;
+	/* Private pages again, with the bytes as they are now: a copy moved
+	 * into place in one step. */
+	tmp = mmap(NULL, a.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (tmp == MAP_FAILED)
+		return -errno;
+	memcpy(tmp, a.va, a.size);
+	if (mremap(tmp, a.size, a.size, MREMAP_MAYMOVE | MREMAP_FIXED, a.va) == MAP_FAILED) {
+		int e = -errno;
+
+		munmap(tmp, a.size);
+		return e;
+	}
+	return vhu_mem_free(a.gpa);
 }
 
 uint64_t vhu_mem_gpa(const void *p, uint64_t len)
