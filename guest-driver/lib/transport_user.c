@@ -14,6 +14,7 @@
  * STAGED_WINDOW chunks in flight, as CUDA stages pageable copies.
  */
 #define _GNU_SOURCE
+#include <emmintrin.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -128,6 +129,42 @@ struct op {
 	struct qt_result *res;
 };
 
+/*
+ * Copies a staged chunk with streaming stores: what goes into the stage is
+ * read next by the GPU, and what comes out of it is the program's to touch
+ * later, if at all; ordinary stores would first read every destination line
+ * into the cache (memcpy streams only above a size of the cache's order,
+ * far above a chunk's).
+ */
+static void stage_copy(void *dst, const void *src, uint64_t n)
+{
+	uint8_t *d = dst;
+	const uint8_t *s = src;
+	uint64_t head = (16 - ((uintptr_t)d & 15)) & 15;
+
+	if (n < (64u << 10) || head > n) {
+		memcpy(dst, src, n);
+		return;
+	}
+	memcpy(d, s, head);
+	d += head, s += head, n -= head;
+	for (; n >= 64; d += 64, s += 64, n -= 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)s);
+		__m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
+		__m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
+
+		_mm_stream_si128((__m128i *)d, a);
+		_mm_stream_si128((__m128i *)(d + 16), b);
+		_mm_stream_si128((__m128i *)(d + 32), c);
+		_mm_stream_si128((__m128i *)(d + 48), e);
+	}
+	memcpy(d, s, n);
+	/* Streaming stores are weakly ordered: done before the request goes out
+	 * (or the caller reads its data). */
+	_mm_sfence();
+}
+
 static uint64_t chunk_size(const struct op *op)
 {
 	return op->gpa ? SHARED_CHUNK : VHU_STAGE;
@@ -152,7 +189,7 @@ static int chunk_start(const struct op *op, struct vhu_slot *s, uint64_t i)
 	 * stage starts as the program's bytes, so the gaps come back as they
 	 * were. */
 	if (len && !op->gpa && (op->dir == QT_TO_DEVICE || op->cmd == QCUDA_CMD_MEMCPY_3D_DTOH))
-		memcpy(s->stage, op->data + off, len);
+		stage_copy(s->stage, op->data + off, len);
 	return vhu_submit(u.queue, s, op->args_len, op->out_len, &data);
 }
 
@@ -186,7 +223,7 @@ static int chunk_reap(const struct op *op, struct vhu_slot *s, uint64_t i)
 		/* OUTPUT_READ says how much it wrote. */
 		if (op->cmd == QCUDA_CMD_OUTPUT_READ && s->resp->value < n)
 			n = s->resp->value;
-		memcpy(op->data + off, s->stage, n);
+		stage_copy(op->data + off, s->stage, n);
 	}
 	return 0;
 }

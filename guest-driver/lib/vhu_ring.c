@@ -3,7 +3,9 @@
  * The userspace transport's virtqueues: split rings in a shared region,
  * request slots with fixed descriptors, kicks, and waiting for answers the
  * way the guest driver does (polled for QCUDA_POLL_US, then asleep on the
- * queue's call eventfd). See vhu.h.
+ * queue's call eventfd). See vhu.h. The poll is longer than the guest
+ * driver's (1 ms, not 50 us): a synchronize that waits for queued kernels
+ * is answered within it, and CUDA's own default spins while it waits too.
  *
  * Waiting threads take turns: the one whose turn it is sleeps in poll() on
  * the call eventfd and the socket (a backend that dies closes it), reaps
@@ -58,7 +60,7 @@ static unsigned int nfree;
 static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t slot_freed = PTHREAD_COND_INITIALIZER;
 static int dead;
-static uint64_t poll_ns = 50000;
+static uint64_t poll_ns = 1000000;
 
 /* Queue q's ring in the region at va/gpa: three pages. */
 static int start_queue(unsigned int q, uint8_t *va, uint64_t gpa)

@@ -94,12 +94,13 @@ static CUresult cublaslt_slot4(uint64_t arg0, uint64_t *out)
 	if (!out)
 		return CUDA_ERROR_UNKNOWN;
 	*out = arg0 != 0;
+	qc_debug("cuBLASLt table [4](%#llx) -> %llu", (unsigned long long)arg0, (unsigned long long)*out);
 	return CUDA_SUCCESS;
 }
 
 static CUresult cublaslt_slot39(uint64_t arg0, uint64_t arg1, uint64_t *out)
 {
-	(void)arg0;
+	qc_debug("cuBLASLt table [39](%#llx, %#llx)", (unsigned long long)arg0, (unsigned long long)arg1);
 	if (!arg1 || !out)
 		return CUDA_ERROR_INVALID_VALUE;
 	*out = 0;
@@ -108,7 +109,7 @@ static CUresult cublaslt_slot39(uint64_t arg0, uint64_t arg1, uint64_t *out)
 
 static CUresult cublaslt_slot51(uint64_t arg0, uint64_t arg1, uint64_t *out)
 {
-	(void)arg0;
+	qc_debug("cuBLASLt table [51](%#llx, %#llx)", (unsigned long long)arg0, (unsigned long long)arg1);
 	if (!out)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (arg1 == UINT64_MAX)

@@ -1,29 +1,46 @@
-"""Prints the workload benchmark's table (markdown) and a JSON result from
-workloads.py's output natively and under `qcuda run` in the same run:
-  compare-workloads.py NATIVE.json QCUDA.json [OUT.json]
-The ratio is qcuda's figure against native's, 1.0 being as fast (for a time,
-native / qcuda; for a rate, qcuda / native)."""
+"""Prints the workload benchmark's table (markdown) and writes its JSON from
+workloads.py's outputs, natively and under `qcuda run`, several rounds of
+each taken alternately in one run (the machine's noise moves both alike):
+  compare-workloads.py OUT.json NATIVE1.json QCUDA1.json [NATIVE2.json QCUDA2.json ...]
+Each figure is the median over the rounds. The ratio is qcuda's against
+native's, 1.0 being as fast (for a time, native / qcuda; for a rate,
+qcuda / native)."""
 import json
+import statistics
 import sys
 
-native = json.load(open(sys.argv[1]))
-qcuda = json.load(open(sys.argv[2]))
-rows, out = [], {}
-for name, n in native.items():
-    q = qcuda.get(name, {'error': 'not run'})
-    if 'error' in n or 'error' in q:
-        rows.append(f"| {name} | {n.get('error', n.get('value'))} | {q.get('error', q.get('value'))} | - | - |")
-        out[name] = {'native': n, 'qcuda': q}
+out_file, files = sys.argv[1], sys.argv[2:]
+rounds = [(json.load(open(files[i])), json.load(open(files[i + 1]))) for i in range(0, len(files) - 1, 2)]
+COPIES = ('pinned_htod', 'pinned_dtoh', 'pageable_htod', 'pageable_dtoh')
+
+
+def median(side, name, key):
+    vals = [r[side][name][key] for r in rounds if name in r[side] and key in r[side][name] and r[side][name][key] is not None]
+    return statistics.median(vals) if vals else None
+
+
+def fmt(v, spec='.3g'):
+    return '-' if v is None else format(v, spec)
+
+
+rows, out = [], {'rounds': len(rounds)}
+for name, first in rounds[0][0].items():
+    errors = [r[s][name]['error'] for r in rounds for s in (0, 1) if 'error' in r[s].get(name, {'error': 'not run'})]
+    if errors:
+        rows.append(f'| {name} | failed: {errors[0]} | | | | |')
+        out[name] = {'error': errors[0]}
         continue
-    ratio = q['value'] / n['value'] if n.get('higher_is_better') else n['value'] / q['value']
-    rt = q.get('round_trips')
-    rows.append(f"| {name} ({n['unit']}) | {n['value']:.4g} | {q['value']:.4g} | **{ratio:.3f}** | {'-' if rt is None else f'{rt:.2f}'} |")
-    out[name] = {'native': n, 'qcuda': q, 'ratio': ratio}
+    n, q = median(0, name, 'value'), median(1, name, 'value')
+    ratio = q / n if first.get('higher_is_better') else n / q
+    rt, cpu = median(1, name, 'round_trips'), median(1, name, 'backend_cpu_ms')
+    rows.append(f"| {name} ({first['unit']}) | {n:.4g} | {q:.4g} | **{ratio:.3f}** | {fmt(rt, '.2f')} | {fmt(cpu, '.3f')} |")
+    out[name] = {'unit': first['unit'], 'native': n, 'qcuda': q, 'ratio': ratio, 'round_trips_per_step': rt, 'backend_cpu_ms_per_step': cpu}
     if name == 'copies':
-        for k in ('pinned_htod', 'pinned_dtoh', 'pageable_htod', 'pageable_dtoh'):
-            rows.append(f"| copies {k} (GB/s) | {n[k]:.3g} | {q[k]:.3g} | **{q[k] / n[k]:.3f}** | - |")
-print('| workload | native | qcuda run | ratio | round trips/step |')
-print('|---|---|---|---|---|')
+        for k in COPIES:
+            kn, kq = median(0, name, k), median(1, name, k)
+            rows.append(f'| copies {k} (GB/s) | {kn:.3g} | {kq:.3g} | **{kq / kn:.3f}** | - | - |')
+            out[f'copies_{k}'] = {'unit': 'GB/s', 'native': kn, 'qcuda': kq, 'ratio': kq / kn}
+print(f'| workload | native | qcuda run | ratio | round trips/step | backend CPU ms/step |  (median of {len(rounds)} rounds)')
+print('|---|---|---|---|---|---|')
 print('\n'.join(rows))
-if len(sys.argv) > 3:
-    json.dump(out, open(sys.argv[3], 'w'), indent=1)
+json.dump(out, open(out_file, 'w'), indent=1)

@@ -74,11 +74,15 @@ done
 fi
 
 if part workloads; then
-say "== workloads: natively, then under qcuda run (cuda provider, the backend's defaults), one machine, one run =="
-timeout 900 "$TORCH_PY" test/gpu/workloads.py ${WORKLOADS:-} > "$LOGS/workloads.native.json" 2> "$LOGS/workloads.native.err"
-qrun --backend-log="$LOGS/workloads.backend.log" -- timeout 900 "$TORCH_PY" test/gpu/workloads.py ${WORKLOADS:-} > "$LOGS/workloads.qcuda.json" 2> "$LOGS/workloads.qcuda.err"
-python3 test/gpu/compare-workloads.py "$LOGS/workloads.native.json" "$LOGS/workloads.qcuda.json" "$OUT/workloads.json" 2>&1 | tee -a "$summary"
-grep -h 'Error\|error' "$LOGS/workloads.native.err" "$LOGS/workloads.qcuda.err" | tail -5 | tee -a "$summary"
+say "== workloads: natively and under qcuda run (cuda provider, the backend's defaults), ${ROUNDS:=3} rounds taken alternately =="
+rounds=()
+for r in $(seq "$ROUNDS"); do
+  timeout 900 "$TORCH_PY" test/gpu/workloads.py ${WORKLOADS:-} > "$LOGS/workloads.native.$r.json" 2> "$LOGS/workloads.native.$r.err"
+  qrun --backend-log="$LOGS/workloads.backend.$r.log" -- timeout 900 "$TORCH_PY" test/gpu/workloads.py ${WORKLOADS:-} > "$LOGS/workloads.qcuda.$r.json" 2> "$LOGS/workloads.qcuda.$r.err"
+  rounds+=("$LOGS/workloads.native.$r.json" "$LOGS/workloads.qcuda.$r.json")
+done
+python3 test/gpu/compare-workloads.py "$OUT/workloads.json" "${rounds[@]}" 2>&1 | tee -a "$summary"
+grep -h 'Error\|error' "$LOGS"/workloads.*.err | sort | uniq -c | tail -5 | tee -a "$summary"
 fi
 
 if part provider; then

@@ -5,12 +5,14 @@ table). Each workload warms up, then times REPS batches of steps with a
 synchronize at each end and reports the median per step; under qcuda also
 the round trips to the host per step (qcuda_stats of qcuda's libcuda.so.1).
 Prints one JSON object on stdout: {name: {"unit", "value", "round_trips"}}
-(or {"error"}), so a workload that fails does not hide the others.
+(or {"error"}), so a workload that fails does not hide the others; under
+qcuda run also the CPU time the backend and its workers spent per step.
 
   python3 workloads.py [NAME...]   (default: all)
 """
 import ctypes
 import json
+import os
 import statistics
 import sys
 import time
@@ -30,21 +32,45 @@ def trips():
     return out[0] + out[1]
 
 
+def backend_cpu():
+    """CPU seconds the qcuda backend and its workers (its children) have used, or None natively
+    (qcuda run names the backend it started in QCUDA_BACKEND_PID)."""
+    pid = os.environ.get('QCUDA_BACKEND_PID')
+    if not pid:
+        return None
+    total = 0
+    for d in os.listdir('/proc'):
+        if not d.isdigit():
+            continue
+        try:
+            f = open(f'/proc/{d}/stat').read().rsplit(')', 1)[1].split()
+        except OSError:
+            continue
+        if d == pid or f[1] == pid:  # f[1]: the parent's pid; utime, stime: fields 14, 15
+            total += int(f[11]) + int(f[12])
+    return total / os.sysconf('SC_CLK_TCK')
+
+
+LAST = {}
+
+
 def timed(step, sync, steps, warmup=3):
-    """Median seconds per step over REPS batches of `steps` steps, and round trips per step."""
+    """Median seconds per step over REPS batches of `steps` steps, and round trips per step
+    (the backend's CPU seconds per step go to LAST['backend_cpu_ms'])."""
     for _ in range(warmup):
         step()
     sync()
     times = []
-    t_before = trips()
+    t_before, c_before = trips(), backend_cpu()
     for _ in range(REPS):
         t0 = time.perf_counter()
         for _ in range(steps):
             step()
         sync()
         times.append((time.perf_counter() - t0) / steps)
-    t_after = trips()
+    t_after, c_after = trips(), backend_cpu()
     rt = None if t_before is None else (t_after - t_before) / (REPS * steps)
+    LAST['backend_cpu_ms'] = None if c_before is None else (c_after - c_before) * 1e3 / (REPS * steps)
     return statistics.median(times), rt
 
 
@@ -182,7 +208,9 @@ if __name__ == '__main__':
     for name in picked:
         t0 = time.perf_counter()
         try:
+            LAST.clear()
             results[name] = WORKLOADS[name]()
+            results[name]['backend_cpu_ms'] = LAST.get('backend_cpu_ms')
         except Exception as e:  # one failing workload must not hide the rest
             traceback.print_exc()
             results[name] = {'error': f'{type(e).__name__}: {e}'}

@@ -35,6 +35,7 @@ const BACKEND_JS = path.resolve(__dirname, '..', 'cli', 'backend.js');
 /** A backend for the run: started, its socket waited for; stop() ends it. */
 interface Backend {
   socket: string;
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -69,7 +70,7 @@ async function startBackend(o: RunOptions, dir: string): Promise<Backend> {
     }
     await new Promise((r) => setTimeout(r, 20));
   }
-  return { socket, stop };
+  return { socket, pid: p.pid!, stop };
 }
 
 /** The directory put first on LD_LIBRARY_PATH: qcuda's libcuda.so.1, and its libcudart.so.13 if asked. */
@@ -99,6 +100,8 @@ export async function runCuda(o: RunOptions): Promise<number> {
     const env = {
       ...process.env,
       QCUDA_DEVICE: path.resolve(o.socket ?? backend!.socket),
+      // Where the backend's CPU time can be read (/proc), for benchmarks.
+      ...(backend ? { QCUDA_BACKEND_PID: String(backend.pid) } : {}),
       LD_LIBRARY_PATH: [lib, process.env.LD_LIBRARY_PATH].filter(Boolean).join(':'),
     };
     const child = spawn(o.argv[0], o.argv.slice(1), { stdio: 'inherit', env });
