@@ -47,6 +47,8 @@ static void output_fetch(void)
 			qc_debug("OUTPUT_READ failed (status %#x)", res.status);
 			break;
 		}
+		qc_debug("OUTPUT_READ: %llu bytes of kind %u, status %#x, more %u",
+			 (unsigned long long)res.value, out.kind, res.status, out.more);
 		if (res.value && out.kind == QCUDA_OUTPUT_STDOUT)
 			fwrite(output_buf, 1, (size_t)res.value, stdout);
 		else if (res.value && out.kind == QCUDA_OUTPUT_STDERR)
@@ -58,7 +60,7 @@ static void output_fetch(void)
 
 static void exit_flush(void)
 {
-	struct qt_result res;
+	struct qt_result res = { 0 };
 
 	if (getpid() != exit_pid || !atomic_load(&output_live))
 		return;
@@ -67,6 +69,8 @@ static void exit_flush(void)
 	if (!qt_call(qc.fd, QCUDA_CMD_DEVICE_SYNC, NULL, 0, NULL, 0, QT_NONE, NULL, 0, &res) &&
 	    (res.status & QCUDA_ST_OUTPUT))
 		output_fetch();
+	else
+		qc_debug("exit: DEVICE_SYNC status %#x: no device output waiting", res.status);
 }
 
 static void exit_register(void)
