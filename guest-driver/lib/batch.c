@@ -6,9 +6,10 @@
  *  - when the batch is full,
  *  - before any other command (qc_call flushes first, so the backend runs
  *    calls in the order the program made them),
- *  - by a flusher thread once the oldest entry has waited QC_BATCH_DELAY_US
+ *  - by a flusher thread once the oldest entry has waited the batch delay
  *    (a program that posts a kernel and then spins on mapped memory must
- *    see it run), and at exit.
+ *    see it run; and the GPU should not idle while a program posts), and
+ *    at exit.
  * A failure in a batch is kept and returned by the next synchronizing call
  * (qc_deferred), which is where CUDA reports errors of asynchronous work.
  * A synchronizing call itself (cudaDeviceSynchronize, cudaStreamSynchronize,
@@ -33,9 +34,19 @@
 
 #include "qcrt.h"
 
-#define QC_BATCH_DELAY_US 1000
-/* The flusher's wake-ups with nothing posted before it sleeps (100 ms). */
-#define QC_FLUSH_IDLE_TICKS (100000 / (QC_BATCH_DELAY_US / 2))
+/*
+ * How long posted work may wait for a batch to fill (QCUDA_BATCH_DELAY_US
+ * sets it). On the host (the userspace transport, `qcuda run`) 50 us: a
+ * framework posts a step's kernels over milliseconds, and natively each
+ * reaches the GPU at once; at 1 ms, greedy decoding of a small GPT ran at
+ * 0.63-0.84 of native on an H200, the GPU waiting for each token's first
+ * batch. In a guest 1 ms: there (under TCG, in CI and on the GPU machines)
+ * each wake-up of the flusher costs far more.
+ */
+#define QC_BATCH_DELAY_GUEST_US 1000
+#define QC_BATCH_DELAY_HOST_US 50
+/* How long the flusher goes on waking with nothing posted before it sleeps. */
+#define QC_FLUSH_IDLE_US 100000
 
 struct batch {
 	uint32_t count;
@@ -174,31 +185,45 @@ cudaError_t qc_call_ending_batch(const struct qc_req *r)
 	return sent ? e : qc_call_unbatched(r);
 }
 
+/* The batch delay: QCUDA_BATCH_DELAY_US, else the transport's default. */
+static unsigned long batch_delay_us(void)
+{
+	const char *env = getenv("QCUDA_BATCH_DELAY_US");
+	unsigned long us;
+
+	if (env && *env && (us = strtoul(env, NULL, 10)) >= 2 && us <= 1000000)
+		return us;
+	return strcmp(qt_name(), "vhost-user") ? QC_BATCH_DELAY_GUEST_US : QC_BATCH_DELAY_HOST_US;
+}
+
 /*
- * Flushes a batch that has waited QC_BATCH_DELAY_US and was not sent
+ * Flushes a batch that has waited the batch delay and was not sent
  * meanwhile. While work is being posted the flusher wakes on its own every
- * QC_BATCH_DELAY_US / 2 and sends a batch that was already filling at its
- * previous wake-up (so posted work waits QC_BATCH_DELAY_US at most). Waking
+ * half delay and sends a batch that was already filling at its previous
+ * wake-up (so posted work waits the delay at most). Waking
  * it on each post instead cost the poster a futex wake and, the flusher
  * asleep on another CPU, an interrupt to that CPU: in a TCG guest an event
  * record + query took 330-440 us with that wake-up, 100-160 us without.
- * After QC_FLUSH_IDLE_TICKS wake-ups with nothing posted it sleeps until the
+ * After QC_FLUSH_IDLE_US of wake-ups with nothing posted it sleeps until the
  * next post wakes it, so an idle process costs nothing.
  */
 static void *flusher(void *arg)
 {
+	const unsigned long half = batch_delay_us() / 2;
+	const unsigned int idle_ticks = (unsigned int)(QC_FLUSH_IDLE_US / half);
+	const struct timespec tick = { (time_t)(half / 1000000), (long)(half % 1000000) * 1000L };
 	unsigned long long posts = 0;
 	unsigned int seen = 0, idle = 0;
 	int filling = 0;	/* a batch was filling at the last wake-up */
 
 	(void)arg;
 	for (;;) {
-		struct timespec ts = { 0, QC_BATCH_DELAY_US / 2 * 1000L };
+		struct timespec ts = tick;
 		unsigned long long now;
 		int due;
 
 		pthread_mutex_lock(&fill_lock);
-		while (fill->count == 0 && idle >= QC_FLUSH_IDLE_TICKS) {
+		while (fill->count == 0 && idle >= idle_ticks) {
 			flusher_asleep = 1;
 			pthread_cond_wait(&fill_cv, &fill_lock);
 			flusher_asleep = 0;
