@@ -62,8 +62,8 @@ static pthread_cond_t slot_freed = PTHREAD_COND_INITIALIZER;
 static int dead;
 static uint64_t poll_ns = 1000000;
 
-/* Queue q's ring in the region at va/gpa: three pages. */
-static int start_queue(unsigned int q, uint8_t *va, uint64_t gpa)
+/* Queue q's ring at va (in a shared region): three pages. */
+static int start_queue(unsigned int q, uint8_t *va)
 {
 	struct queue *Q = &queues[q];
 	struct { uint32_t index, flags; uint64_t desc, used, avail, log; } addr = {
@@ -73,7 +73,6 @@ static int start_queue(unsigned int q, uint8_t *va, uint64_t gpa)
 	struct { uint32_t index, num; } st = { q, VHU_RING_SIZE };
 	int e;
 
-	(void)gpa;
 	Q->desc = (struct vring_desc *)va;
 	Q->avail = (uint16_t *)(va + PAGE);
 	Q->used = (uint16_t *)(va + 2 * PAGE);
@@ -128,7 +127,7 @@ int vhu_ring_start(unsigned int n)
 		free_slots[nfree++] = s;
 	}
 	for (unsigned int q = 0; q < nqueues; q++)
-		if ((e = start_queue(q, va + q * 3 * PAGE, gpa + q * 3 * PAGE)))
+		if ((e = start_queue(q, va + q * 3 * PAGE)))
 			return e;
 	return 0;
 }

@@ -111,3 +111,9 @@ test('GPU disks on the command line: capabilities, bad sizes and stores, the quo
   t.is(args.status, 0);
   t.regex(args.stdout, /-chardev socket,id=blk0,path=\/run\/d.sock -device vhost-user-blk-pci,chardev=blk0,num-queues=2/);
 });
+
+test('qcuda vm --file naming no file is a one-line usage error, exit 2', (t) => {
+  const r = spawnSync(process.execPath, [QCUDA, 'vm', '--file=/nonexistent/qcuda-file', '--', 'true'], { encoding: 'utf8' });
+  t.is(r.status, 2);
+  t.is(r.stderr, "qcuda: --file=/nonexistent/qcuda-file: no such file\nTry 'qcuda help'.\n");
+});

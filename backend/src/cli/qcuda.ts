@@ -410,6 +410,7 @@ async function main(): Promise<number> {
   // A disk image boots its own kernel and initrd unless both are given.
   if (diskImage && (v.kernel === undefined) !== (v.initrd === undefined)) usage('with --disk-image, pass both --kernel and --initrd or neither');
   const files = [...(v.file ?? []).map((f) => path.resolve(f)), ...(diskImage && v.demo ? demoFiles() : [])];
+  for (const f of v.file ?? []) if (!fs.statSync(f, { throwIfNoEntry: false })?.isFile()) usage(`--file=${f}: no such file`);
   const virtiofsd = shares.length > 0 ? need(v.virtiofsd ?? (defaultVirtiofsd() || undefined), 'virtiofsd', 'QCUDA_VIRTIOFSD') : undefined;
   try {
     const r = await runVm({

@@ -153,12 +153,13 @@ export class VhostUserServer {
   }
 
   #serve(sock: Fd, device: VhostUserDevice): void {
-    const active: Active = {} as Active;
-    active.conn = new Connection(sock, {
-      onMessage: (m) => this.#onMessage(active, m),
-      onClose: (reason) => this.#onClose(active, reason),
+    // The connection's handlers reach its entry, made just after it.
+    let active: Active | undefined;
+    const conn = new Connection(sock, {
+      onMessage: (m) => this.#onMessage(active!, m),
+      onClose: (reason) => this.#onClose(active!, reason),
     });
-    active.backend = new Backend(device, active.conn, this.#logger);
+    active = { conn, backend: new Backend(device, conn, this.#logger) };
     this.#active.add(active);
     debug('%s: frontend connected', device.name);
     this.#logger.info?.(`vhost-user: ${device.name}: frontend connected`);
