@@ -266,13 +266,14 @@ test('scattered guest pages (HOST_MAP_PAGES): one device range, the pieces in or
 
 test('mapped pieces of guest memory are bounded per VM (--host-map-pieces): past it a mapping fails; an unmap or a closed session gives them back', async (t) => {
   const { c, fe } = await setup(t, { limits: { hostMapPieces: 3 } });
-  const p = [fe.mem.alloc(4096, 4096), fe.mem.alloc(4096, 4096), fe.mem.alloc(4096, 4096)];
+  // Pages a session has not mapped (it may not map the same pages twice).
+  const p = [fe.mem.alloc(4096, 4096), fe.mem.alloc(4096, 4096), fe.mem.alloc(4096, 4096), fe.mem.alloc(4096, 4096)];
   const two = await c.call(Cmd.HOST_MAP_PAGES, { rawArgs: mapPages(8192n, [[p[0], 4096n], [p[1], 4096n]]) });
   t.is(two.status, 0);
-  t.is((await c.call(Cmd.HOST_MAP_PAGES, { rawArgs: mapPages(8192n, [[p[1], 4096n], [p[2], 4096n]]) })).status, CudaErr.MemoryAllocation, '2 + 2 pieces > 3');
+  t.is((await c.call(Cmd.HOST_MAP_PAGES, { rawArgs: mapPages(8192n, [[p[2], 4096n], [p[3], 4096n]]) })).status, CudaErr.MemoryAllocation, '2 + 2 pieces > 3');
   const one = await c.call(Cmd.HOST_MAP, { args: ['qcuda_args_host_map', { gpa: p[2], size: 4096n }] });
   t.is(one.status, 0, '2 + 1 pieces');
-  t.is((await c.call(Cmd.HOST_MAP, { args: ['qcuda_args_host_map', { gpa: p[0], size: 4096n }] })).status, CudaErr.MemoryAllocation, 'a fourth piece');
+  t.is((await c.call(Cmd.HOST_MAP, { args: ['qcuda_args_host_map', { gpa: p[3], size: 4096n }] })).status, CudaErr.MemoryAllocation, 'a fourth piece');
   t.is((await c.call(Cmd.HOST_UNMAP, { args: ['qcuda_args_ptr', { ptr: two.value }] })).status, 0);
   t.is((await c.call(Cmd.HOST_MAP_PAGES, { rawArgs: mapPages(8192n, [[p[1], 4096n], [p[0], 4096n]]) })).status, 0, 'given back by the unmap');
   t.is((await c.close()).status, 0);

@@ -196,6 +196,48 @@ it('a malloc, stream, event or host mapping that completes after a DEVICE_RESET 
 
 // ---- bounds
 
+/** HOST_MAP_PAGES' arguments: the struct, then the extents. */
+function mapPages(size: bigint, extents: [bigint, bigint][]): Uint8Array {
+  const head = encode('qcuda_args_host_map_pages', { key: 0n, size, count: extents.length, reserved: 0 });
+  const out = new Uint8Array(head.length + extents.length * 16);
+  out.set(head);
+  extents.forEach(([gpa, len], i) => out.set(encode('qcuda_extent', { gpa, len }), head.length + i * 16));
+  return out;
+}
+
+it('host mappings are bounded in bytes: no pages twice in one mapping or one session, at most 8 GiB each, 4 x guest RAM per VM (review 2, H3)', async (t) => {
+  const { dev, c, fe, client } = await setup(t);
+  const [r0, r1] = fe.mem.regions;
+  const ram = dev.guestRamBytes();
+  t.is(ram, r0.size + r1.size);
+  const map = (s: QcudaClient, gpa: bigint, size: bigint, fault = false) =>
+    count(s.call(Cmd.HOST_MAP, { args: ['qcuda_args_host_map', { gpa, size }] }), fault);
+  t.is((await map(c, r0.gpa, r0.size)).status, 0, 'a whole region, once');
+  t.is((await map(c, r0.gpa, r0.size, true)).status, CudaErr.InvalidValue, 'the same pages again');
+  t.is((await map(c, r0.gpa + 4096n, 4096n, true)).status, CudaErr.InvalidValue, 'a page of them');
+  const pages = await count(c.call(Cmd.HOST_MAP_PAGES, { rawArgs: mapPages(8192n, [[r1.gpa, 4096n], [r1.gpa, 4096n]]) }), true);
+  t.is(pages.status, CudaErr.InvalidValue, 'one page twice in one mapping');
+  // The review's amplification: 2048 extents naming the same 32 MiB (64 GiB of mappings of one region).
+  const amp = await count(c.call(Cmd.HOST_MAP_PAGES, { rawArgs: mapPages(2048n * r1.size, Array.from({ length: 2048 }, () => [r1.gpa, r1.size] as [bigint, bigint])) }), true);
+  t.is(amp.status, CudaErr.InvalidValue, 'past 8 GiB in one mapping, and the same pages 2048 times');
+  // Other processes each map all of RAM, until the VM's mapped bytes would pass 4 x RAM.
+  const others: QcudaClient[] = [];
+  let refused = 0;
+  for (let i = 0; i < 5; i++) {
+    const s = await client();
+    others.push(s);
+    const a = await map(s, r0.gpa, r0.size, i >= 4);
+    const b = await map(s, r1.gpa, r1.size, i >= 3);
+    refused += Number(a.status === CudaErr.MemoryAllocation) + Number(b.status === CudaErr.MemoryAllocation);
+    t.true(dev.vm.hostMapBytes.used <= 4n * ram, `mapped ${dev.vm.hostMapBytes.used} of at most ${4n * ram}`);
+  }
+  t.is(dev.vm.hostMapBytes.used, 4n * ram, 'the bound, reached exactly');
+  t.true(refused >= 3, `${refused} mappings refused past the bound`);
+  for (const s of [c, ...others]) await s.close();
+  t.is(dev.vm.hostMapBytes.used, 0n, 'closed sessions give their mapped bytes back');
+  await noteLeft(dev, fe);
+});
+
 it('deferred posted work is bounded per session: past the bound entries fail, the heap stays bounded, another session works', async (t) => {
   const limit = 1n * MIB;
   const { dev, c, fe, client } = await setup(t, { limits: { deferredBytes: limit } });

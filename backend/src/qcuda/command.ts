@@ -33,6 +33,8 @@ export interface DeviceState {
   readonly provider: Provider;
   /** Host address of a guest-physical range, checked whole. */
   hostAddressOfGpa(gpa: bigint, size: bigint): bigint;
+  /** Bytes of guest RAM in the memory table now. */
+  guestRamBytes(): bigint;
 }
 
 export interface Result {

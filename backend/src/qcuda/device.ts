@@ -276,6 +276,10 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     };
   }
 
+  guestRamBytes(): bigint {
+    return (this.#memory?.regions ?? []).reduce((n, r) => n + r.size, 0n);
+  }
+
   hostAddressOfGpa(gpa: bigint, size: bigint): bigint {
     if (!this.#memory || size > MAX_SAFE_BIG) throw new CudaError(CudaErr.InvalidValue, 'no such guest memory');
     try {

@@ -27,6 +27,17 @@ export interface VmLimits {
   hostMapPieces: number;
 }
 
+/**
+ * Bytes of guest memory mapped for the GPU at once, all sessions, as a
+ * multiple of the guest's RAM (its memory table now). Each mapping is
+ * registered whole for the GPU, whose pinning costs host kernel memory no
+ * quota counts; without a bound in bytes, pieces naming the same pages over
+ * and over made 32 MiB of guest RAM into 4 x 64 GiB of cuMemHostRegister
+ * (security review 2, H3). A session cannot map the same pages twice, so
+ * this allows every process of a VM four mappings of all of its RAM.
+ */
+export const HOST_MAP_RAM_FACTOR = 4n;
+
 export const DEFAULT_LIMITS: VmLimits = {
   deviceMemory: 0n,
   moduleStaging: 256n << 20n,

@@ -52,6 +52,21 @@ export class RangeSet<T extends Range> {
     return undefined;
   }
 
+  /** A range sharing a byte with [ptr, ptr+size), if any (size > 0). */
+  overlapping(ptr: bigint, size: bigint): T | undefined {
+    let lo = 0;
+    let hi = this.#items.length;
+    // The first range ending after ptr (ranges are disjoint, so sorted by end too).
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      const r = this.#items[mid];
+      if (r.base + r.size <= ptr) lo = mid + 1;
+      else hi = mid;
+    }
+    const r = this.#items[lo];
+    return r && r.size > 0n && r.base < ptr + size ? r : undefined;
+  }
+
   /** The range holding all of [ptr, ptr+size), if any. */
   holding(ptr: bigint, size: bigint): T | undefined {
     const r = this.find(ptr);

@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { Callbacks } from './callbacks';
 import { CudaErr, CudaError } from './cuda-error';
-import { Budget, Ledger, Share, type VmLimits } from './limits';
+import { Budget, HOST_MAP_RAM_FACTOR, Ledger, Share, type VmLimits } from './limits';
 import type { ArrayDesc, ArrayRef, GraphExecRef, GraphRef, MipmapRef, DevPtr, EventRef, FunctionRef, GuestSeg, ModuleRef, Provider, ProviderContext, StreamRef } from './provider';
 import { ModuleCache, type ModuleStore } from './module-cache';
 import { IMAGE_PADDING } from './module-image';
@@ -104,6 +104,8 @@ export interface VmShared {
   readonly contexts: Budget;
   /** Pieces of guest memory mapped for the GPU (hostMapPieces). */
   readonly hostMaps: Budget;
+  /** Bytes of guest memory mapped for the GPU (bounded by HOST_MAP_RAM_FACTOR x guest RAM when taken). */
+  readonly hostMapBytes: Budget;
   /** Module images by content (moduleCache): the backend's, also where a session's worker asks. */
   readonly modules: ModuleStore;
 }
@@ -118,7 +120,7 @@ const LEDGER_SLOTS = 8192;
  */
 export function vmShared(
   limits: VmLimits,
-  ledger = Ledger.create([limits.deviceMemory, limits.moduleStaging, BigInt(limits.contexts), BigInt(limits.hostMapPieces)], LEDGER_SLOTS),
+  ledger = Ledger.create([limits.deviceMemory, limits.moduleStaging, BigInt(limits.contexts), BigInt(limits.hostMapPieces), 0n], LEDGER_SLOTS),
   modules: ModuleStore = new ModuleCache(limits.moduleCache),
 ): VmShared {
   return {
@@ -128,6 +130,7 @@ export function vmShared(
     staging: new Budget(ledger, 1, 'the module upload staging bound'),
     contexts: new Budget(ledger, 2, 'the bound on CUDA processes per VM', CudaErr.DevicesUnavailable),
     hostMaps: new Budget(ledger, 3, 'the bound on pieces of guest memory mapped for the GPU'),
+    hostMapBytes: new Budget(ledger, 4, 'the bound on bytes of guest memory mapped for the GPU'),
     modules,
   };
 }
@@ -141,10 +144,19 @@ export interface SessionOptions {
   placeTaken?: boolean;
 }
 
-/** Pieces of the VM's bound on mapped guest memory taken for a mapping in flight (Session.takeHostMapPieces). */
+/** Pieces and bytes of the VM's bounds on mapped guest memory taken for a mapping in flight (Session.takeHostMap). */
 export interface HostMapTicket {
   readonly epoch: number;
   readonly pieces: number;
+  readonly bytes: bigint;
+  /** The guest memory mapped, as host ranges: no other mapping of the session may share a byte with them. */
+  readonly host: readonly HostRange[];
+}
+
+/** Guest memory as the backend maps it (HOST_MAP's pieces). */
+export interface HostRange {
+  readonly addr: bigint;
+  readonly size: bigint;
 }
 
 /** Device memory taken from the quota for a request in flight (Session.reserve). */
@@ -158,9 +170,12 @@ export class Session {
   /** Requests served for this session (qcuda status, the close log line). */
   calls = 0;
   readonly #allocs = new RangeSet<Range>();
-  readonly #hostMaps = new RangeSet<Range & { pieces: number }>();
+  readonly #hostMaps = new RangeSet<Range & { pieces: number; bytes: bigint }>();
+  /** The guest memory of #hostMaps, by host address, with the device pointer of its mapping. */
+  readonly #mappedHost = new RangeSet<Range & { map: DevPtr }>();
   /** The VM's bound on mapped pieces: what this session's host maps hold. */
   readonly #hostMapPieces: Share;
+  readonly #hostMapBytes: Share;
   readonly #streams = new Map<bigint, StreamRef>();
   readonly #events = new Map<bigint, EventRef>();
   readonly #arrays = new Map<bigint, SessionArray>();
@@ -225,6 +240,7 @@ export class Session {
     this.#staging = new Share(vm.staging, this.#ledgerSlot);
     this.#contextSlot = new Share(vm.contexts, this.#ledgerSlot);
     this.#hostMapPieces = new Share(vm.hostMaps, this.#ledgerSlot);
+    this.#hostMapBytes = new Share(vm.hostMapBytes, this.#ledgerSlot);
     this.callbacks = new Callbacks(vm.limits.deferredBytes);
   }
 
@@ -386,35 +402,66 @@ export class Session {
   }
 
   /**
-   * Takes pieces of the VM's bound on mapped guest memory before the mapping
-   * is made: given back by dropHostMapPieces if it fails, kept by addHostMap
-   * if it is recorded. A reset meanwhile gives back everything the session
-   * held (its epoch tells the late call not to give again).
+   * Takes pieces and bytes of the VM's bounds on mapped guest memory before
+   * the mapping of host is made: given back by dropHostMap if it fails, kept
+   * by addHostMap if it is recorded. A reset meanwhile gives back everything
+   * the session held (its epoch tells the late call not to give again).
+   * Refused: pieces that share a byte with each other or with a mapping the
+   * session has (the same pages mapped again are the same pages pinned
+   * again), and bytes that would take the VM's mapped total past
+   * HOST_MAP_RAM_FACTOR x guestRam (taken first, then checked: concurrent
+   * takers cannot all pass).
    */
-  takeHostMapPieces(n: number): HostMapTicket {
-    this.#hostMapPieces.take(BigInt(n));
-    return { epoch: this.#epoch, pieces: n };
+  takeHostMap(host: readonly HostRange[], guestRam: bigint): HostMapTicket {
+    const sorted = [...host].sort((a, b) => (a.addr < b.addr ? -1 : a.addr > b.addr ? 1 : 0));
+    let bytes = 0n;
+    for (const [i, r] of sorted.entries()) {
+      if (i > 0 && sorted[i - 1].addr + sorted[i - 1].size > r.addr)
+        throw new CudaError(CudaErr.InvalidValue, 'host mapping: two of its pieces share guest memory');
+      const m = this.#mappedHost.overlapping(r.addr, r.size);
+      if (m) throw new CudaError(CudaErr.InvalidValue, `host mapping: its guest memory is mapped already (device 0x${m.map.toString(16)})`);
+      bytes += r.size;
+    }
+    this.#hostMapPieces.take(BigInt(host.length));
+    try {
+      this.#hostMapBytes.take(bytes);
+    } catch (e) {
+      this.#hostMapPieces.give(BigInt(host.length));
+      throw e;
+    }
+    const ticket = { epoch: this.#epoch, pieces: host.length, bytes, host: sorted };
+    const bound = HOST_MAP_RAM_FACTOR * guestRam;
+    if (this.vm.hostMapBytes.used > bound) {
+      this.dropHostMap(ticket);
+      throw new CudaError(CudaErr.MemoryAllocation, `host mapping of ${bytes} bytes: the VM's mapped guest memory would pass ${HOST_MAP_RAM_FACTOR} x its ${guestRam} bytes of RAM`);
+    }
+    return ticket;
   }
 
-  dropHostMapPieces(r: HostMapTicket): void {
-    if (r.epoch === this.#epoch) this.#hostMapPieces.give(BigInt(r.pieces));
+  dropHostMap(r: HostMapTicket): void {
+    if (r.epoch !== this.#epoch) return;
+    this.#hostMapPieces.give(BigInt(r.pieces));
+    this.#hostMapBytes.give(r.bytes);
   }
 
-  /** Records a mapping made of the pieces r took; after a reset meanwhile they are given back and this throws. */
+  /** Records a mapping made of what r took; after a reset meanwhile it is given back and this throws. */
   addHostMap(x: ProviderContext, base: DevPtr, size: bigint, r: HostMapTicket): void {
     try {
       this.live(x);
     } catch (e) {
-      this.dropHostMapPieces(r);
+      this.dropHostMap(r);
       throw e;
     }
-    this.#hostMaps.add({ base, size, pieces: r.pieces });
+    this.#hostMaps.add({ base, size, pieces: r.pieces, bytes: r.bytes });
+    for (const h of r.host) this.#mappedHost.add({ base: h.addr, size: h.size, map: base });
   }
 
   removeHostMap(base: DevPtr): void {
     const m = this.#hostMaps.removeAt(base);
     if (!m) throw new CudaError(CudaErr.InvalidValue, `0x${base.toString(16)} is not mapped host memory of this process`);
+    this.#mappedHost.removeWhere((h) => h.map === base);
     this.#hostMapPieces.give(BigInt(m.pieces));
+    this.#hostMapBytes.give(m.bytes);
   }
 
   // ---- handles ----
@@ -758,7 +805,7 @@ export class Session {
     // Everything is given back by now; the slot may go to the next session, so these shares stop here.
     if (this.#slotFreed) return;
     this.#slotFreed = true;
-    for (const share of [this.#memory, this.#staging, this.#contextSlot, this.#hostMapPieces]) share.retire();
+    for (const share of [this.#memory, this.#staging, this.#contextSlot, this.#hostMapPieces, this.#hostMapBytes]) share.retire();
     // A slot held by another process is that process's to free.
     if (this.o.slot === undefined) this.vm.ledger.freeSlot(this.#ledgerSlot);
   }
@@ -797,7 +844,9 @@ export class Session {
     this.#allocs.clear();
     this.mirror?.clear();
     this.#hostMaps.clear();
+    this.#mappedHost.clear();
     this.#hostMapPieces.giveAll();
+    this.#hostMapBytes.giveAll();
     this.#streams.clear();
     this.#events.clear();
     this.#arrays.clear(); // the context's destruction frees them, and its texture and surface objects

@@ -37,15 +37,22 @@ function pieces(c: Call<'HOST_MAP_PAGES'>): HostPiece[] {
   return out;
 }
 
-/** Maps the pieces for the GPU, counted against the VM's bound on mapped pieces first. */
+/**
+ * The largest mapping: what the guest driver can ask (QCUDA_MAX_EXTENTS of
+ * its largest contiguous block, 4 MiB), 8 GiB.
+ */
+export const MAX_HOST_MAP = BigInt(QCUDA_MAX_EXTENTS) * (4n << 20n);
+
+/** Maps the pieces for the GPU, counted against the VM's bounds on mapped pieces and bytes first. */
 async function hostMap(c: Call<'HOST_MAP' | 'HOST_MAP_PAGES'>, list: HostPiece[], size: bigint): Promise<bigint> {
-  const taken = c.session.takeHostMapPieces(list.length);
+  if (size > MAX_HOST_MAP) throw new CudaError(CudaErr.InvalidValue, `host mapping of ${size} bytes: at most ${MAX_HOST_MAP}`);
+  const taken = c.session.takeHostMap(list.map((p) => ({ addr: p.addr, size: p.size })), c.dev.guestRamBytes());
   let x, ptr;
   try {
     x = await c.session.context();
     ptr = await x.hostDevicePointer(list);
   } catch (e) {
-    c.session.dropHostMapPieces(taken);
+    c.session.dropHostMap(taken);
     throw e;
   }
   c.session.addHostMap(x, ptr, size, taken); // not after a reset meanwhile: the guest driver then drops its hold on the pages
