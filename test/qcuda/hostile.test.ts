@@ -205,6 +205,31 @@ function mapPages(size: bigint, extents: [bigint, bigint][]): Uint8Array {
   return out;
 }
 
+it('streams and events per process are bounded (--process-handles; review 2, M4): past it cudaErrorMemoryAllocation, a destroyed one frees its place, another process has its own', async (t) => {
+  const { dev, c, fe, client } = await setup(t, { limits: { processStreams: 64, processEvents: 64 } });
+  const make = (s: QcudaClient, kind: 'stream' | 'event', fault = false) =>
+    count(kind === 'stream'
+      ? s.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] })
+      : s.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0 }] }), fault);
+  for (const kind of ['stream', 'event'] as const) {
+    const made: bigint[] = [];
+    for (let i = 0; i < 64; i++) {
+      const r = await make(c, kind);
+      t.is(r.status, 0);
+      made.push(r.value);
+    }
+    for (let i = 0; i < 100; i++) t.is((await make(c, kind, true)).status, CudaErr.MemoryAllocation, `${kind} ${65 + i}`);
+    const destroy = kind === 'stream' ? Cmd.STREAM_DESTROY : Cmd.EVENT_DESTROY;
+    t.is((await count(c.call(destroy, { args: ['qcuda_args_handle', { handle: made[0] }] }))).status, 0);
+    t.is((await make(c, kind)).status, 0, 'a destroyed one frees its place');
+  }
+  const other = await client();
+  t.is((await make(other, 'stream')).status, 0, 'another process has its own bound');
+  await other.close();
+  await c.close();
+  await noteLeft(dev, fe);
+});
+
 it('host mappings are bounded in bytes: no pages twice in one mapping or one session, at most 8 GiB each, 4 x guest RAM per VM (review 2, H3)', async (t) => {
   const { dev, c, fe, client } = await setup(t);
   const [r0, r1] = fe.mem.regions;

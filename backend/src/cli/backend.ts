@@ -127,6 +127,11 @@ that would pass it fails with the CUDA error named, nothing grows):
                           run of physically adjacent guest pages), all
                           processes together (default ${DEFAULT_LIMITS.hostMapPieces}):
                           the memory gets no device pointer past it
+  --process-handles=STREAMS,EVENTS,MODULES,OBJECTS
+                          what one guest process may hold at once: streams,
+                          events, loaded modules, texture and surface objects
+                          (default ${DEFAULT_LIMITS.processStreams},${DEFAULT_LIMITS.processEvents},${DEFAULT_LIMITS.processModules},${DEFAULT_LIMITS.processObjects}); past a bound the
+                          creation fails with cudaErrorMemoryAllocation
   --log-rate=N            log lines a second caused by the VM (default
                           ${DEFAULT_LIMITS.logLinesPerSecond}); the rest are counted and the count logged
   --print-capabilities    print the backend's capabilities as JSON and exit
@@ -203,6 +208,7 @@ async function main(): Promise<void> {
         'ring-server': { type: 'string' },
         'own-queues': { type: 'string' },
         'host-map-pieces': { type: 'string' },
+        'process-handles': { type: 'string' },
         'print-capabilities': { type: 'boolean' },
         size: { type: 'string' },
         store: { type: 'string' },
@@ -249,6 +255,11 @@ async function main(): Promise<void> {
   if (args['max-processes'] !== undefined) limits.contexts = positiveInt('max-processes', args['max-processes'], 0, 4096);
   if (args['waiter-threads'] !== undefined) limits.waiterThreads = positiveInt('waiter-threads', args['waiter-threads'], 0, 4096);
   if (args['host-map-pieces'] !== undefined) limits.hostMapPieces = positiveInt('host-map-pieces', args['host-map-pieces'], 0, 1 << 20);
+  if (args['process-handles'] !== undefined) {
+    const n = args['process-handles'].split(',');
+    if (n.length !== 4) usage(`--process-handles takes four bounds (streams,events,modules,objects), got '${args['process-handles']}'`);
+    [limits.processStreams, limits.processEvents, limits.processModules, limits.processObjects] = n.map((v) => positiveInt('process-handles', v, 0, 1 << 24));
+  }
   if (args['log-rate'] !== undefined) limits.logLinesPerSecond = positiveInt('log-rate', args['log-rate'], 0, 1_000_000);
   const staging = size('module-staging', args['module-staging']);
   if (staging !== undefined) limits.moduleStaging = staging;

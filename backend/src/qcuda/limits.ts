@@ -25,6 +25,16 @@ export interface VmLimits {
   waiterThreads: number;
   /** Pieces of guest memory mapped for the GPU at once (HOST_MAP: 1, HOST_MAP_PAGES: its extents), all sessions: each is a mapping in the backend (Linux allows 65530 per process). */
   hostMapPieces: number;
+  /**
+   * What one guest process may hold at once (each costs the driver host
+   * memory in its worker, and nothing else bounds them: security review 2,
+   * M4): streams, events, loaded modules, texture and surface objects.
+   * Past it the creation fails with cudaErrorMemoryAllocation.
+   */
+  processStreams: number;
+  processEvents: number;
+  processModules: number;
+  processObjects: number;
 }
 
 /**
@@ -47,6 +57,11 @@ export const DEFAULT_LIMITS: VmLimits = {
   logLinesPerSecond: 20,
   waiterThreads: 64,
   hostMapPieces: 32768,
+  processStreams: 65536,
+  processEvents: 65536,
+  // cuBLAS alone registers about 3,000 fat binaries (a module each, loaded lazily).
+  processModules: 8192,
+  processObjects: 65536,
 };
 
 /**

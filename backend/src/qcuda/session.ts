@@ -472,6 +472,21 @@ export class Session {
     return h;
   }
 
+  /**
+   * Refuses one more stream, event, module or texture/surface object past the
+   * process's bound (VmLimits), before it is made.
+   */
+  checkRoom(kind: 'stream' | 'event' | 'module' | 'object'): void {
+    const l = this.vm.limits;
+    const [held, bound] = {
+      stream: [this.#streams.size, l.processStreams],
+      event: [this.#events.size, l.processEvents],
+      module: [this.#modules.size, l.processModules],
+      object: [this.objectCount, l.processObjects],
+    }[kind];
+    if (held >= bound) throw new CudaError(CudaErr.MemoryAllocation, `${bound} ${kind}s held by this process at once (its bound)`);
+  }
+
   addStream(x: ProviderContext, s: StreamRef): bigint {
     this.live(x);
     const h = this.#newHandle();

@@ -363,6 +363,7 @@ export const ARRAY_COMMANDS: Runs<
   },
 
   async TEX_CREATE(c) {
+    c.session.checkRoom('object');
     const res = texResource(c.session, c.args);
     const desc = texDesc(c.args);
     const x = await c.session.context();
@@ -377,6 +378,7 @@ export const ARRAY_COMMANDS: Runs<
   },
 
   async SURF_CREATE(c) {
+    c.session.checkRoom('object');
     const a = c.session.array(c.args.handle);
     // An array made without cudaArraySurfaceLoadStore is accepted too: CUDA 13 makes
     // the object (measured on the H100), what a kernel does with it is the kernel's.

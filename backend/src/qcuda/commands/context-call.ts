@@ -73,6 +73,7 @@ function contextCall(name: ContextCmd): Run<ContextCmd> {
   };
   return (c) => {
     if (flags.length > 0) checkFlags(name, flags, c.args as Record<string, unknown>);
+    if (x.result === 'stream' || x.result === 'event') c.session.checkRoom(x.result);
     let params: unknown[] | undefined;
     if (x.result === 'ready') {
       // Answered without the GPU while a host function holds the handle.

@@ -42,7 +42,8 @@ export const MODULE_COMMANDS: Runs<
    */
   async MODULE_LOAD(c) {
     const s = c.session;
-    const { image, cached } = s.takeUpload(c.args.upload_id);
+    const { image, cached } = s.takeUpload(c.args.upload_id); // dropped (its staging given back) whatever follows
+    s.checkRoom('module');
     const info = checkImage(image);
     if (!cached) s.vm.modules.add(image); // a cached one was found by content: not hashed again
     const r = s.reserve(info.globalBytes);
