@@ -34,6 +34,7 @@ test('qcuda status shows sessions, device memory against the quota and calls ser
   const b = startBackend(t, sock, ['--queues=2', '--device-memory-limit=64M']);
   const { p } = b;
   t.true(await until(() => fs.existsSync(`${sock}.status`), 10_000), b.log);
+  t.is(fs.statSync(`${sock}.status`).mode & 0o777, 0o600, 'the status socket is its user\'s alone');
 
   // Before any frontend.
   const idle = JSON.parse(qcudaStatus(`--socket=${sock}`, '--json').stdout) as BackendStatus;

@@ -59,3 +59,24 @@ test('ExecStart as systemd expands it for a VM starts a backend serving that VM'
   p.kill('SIGTERM'); // what systemctl stop sends
   t.is(await gone, 0, 'a clean stop is not a failure (Restart=on-failure leaves it stopped)');
 });
+
+test('least privilege: a user of its own, no capabilities, a read-only system, unix sockets only, a system call filter; systemd-analyze security rates it SAFE', (t) => {
+  t.deepEqual(setting('User'), ['qcuda']);
+  t.deepEqual(setting('NoNewPrivileges'), ['yes']);
+  t.deepEqual(setting('CapabilityBoundingSet'), ['']);
+  t.deepEqual(setting('ProtectSystem'), ['strict']);
+  t.deepEqual(setting('PrivateTmp'), ['yes']);
+  t.deepEqual(setting('RestrictAddressFamilies'), ['AF_UNIX']);
+  t.deepEqual(setting('SystemCallFilter')[0], '@system-service');
+  t.deepEqual(setting('Environment'), ['CUDA_CACHE_PATH=/var/cache/qcuda/%i'], 'the JIT cache is the VM\'s own');
+  const dir = tmpDir(t);
+  const stub = path.join(dir, 'qcuda-backend');
+  fs.writeFileSync(stub, '#!/bin/sh\n', { mode: 0o755 });
+  fs.writeFileSync(path.join(dir, 'qcuda-backend@.service'), unit.replaceAll(INSTALLED, stub));
+  fs.symlinkSync('qcuda-backend@.service', path.join(dir, 'qcuda-backend@vm1.service'));
+  const r = spawnSync('systemd-analyze', ['security', '--offline=true', path.join(dir, 'qcuda-backend@vm1.service')], { encoding: 'utf8', timeout: 60_000 });
+  const score = /Overall exposure level for qcuda-backend@vm1\.service: ([\d.]+) (\w+)/.exec(r.stdout + r.stderr);
+  t.truthy(score, r.stdout + r.stderr);
+  t.log(`systemd-analyze security: ${score![1]} ${score![2]}`);
+  t.true(Number(score![1]) <= 1.0, `exposure ${score![1]}`);
+});

@@ -1,7 +1,9 @@
 // A unix socket that answers each connection with one JSON document (what
 // the process holds now) and closes it: `qcuda status` reads it. Nothing is
 // read from the client, so a client cannot make the process do more than
-// serialize the document.
+// serialize the document. Only the process's own user (and root) may
+// connect: the socket is 0600 from its creation, since what a VM holds is
+// nobody else's business (security review 2, L6).
 import fs from 'node:fs';
 import net from 'node:net';
 
@@ -22,12 +24,18 @@ export class StatusSocket {
     });
     return new Promise((resolve, reject) => {
       server.once('error', reject);
-      server.listen(path, () => {
-        server.off('error', reject);
-        // A status socket must never keep the process alive by itself.
-        server.unref();
-        resolve(new StatusSocket(path, server));
-      });
+      // bind() happens within listen(): the file is made 0600, never wider.
+      const umask = process.umask(0o177);
+      try {
+        server.listen(path, () => {
+          server.off('error', reject);
+          // A status socket must never keep the process alive by itself.
+          server.unref();
+          resolve(new StatusSocket(path, server));
+        });
+      } finally {
+        process.umask(umask);
+      }
     });
   }
 
