@@ -307,11 +307,13 @@ int vhu_mem_adopt(void *addr, uint64_t size, uint64_t *gpa)
 
 int vhu_mem_release(void *addr)
 {
-	struct piece a;
+	struct piece a = { 0 }, *found;
 	void *tmp;
 
 	pthread_rwlock_rdlock(&lock);
-	a = adopted_at((uintptr_t)addr) ? *adopted_at((uintptr_t)addr) : (struct piece){ 0 };
+	found = adopted_at((uintptr_t)addr);
+	if (found)
+		a = *found;
 	pthread_rwlock_unlock(&lock);
 	if (!a.va)
 		return -EINVAL;

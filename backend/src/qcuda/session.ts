@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { Callbacks } from './callbacks';
 import { CudaErr, CudaError } from './cuda-error';
 import { Budget, HOST_MAP_RAM_FACTOR, Ledger, Share, type VmLimits } from './limits';
-import type { ArrayDesc, ArrayRef, GraphExecRef, GraphRef, MipmapRef, DevPtr, EventRef, FunctionRef, GuestSeg, ModuleRef, Provider, ProviderContext, StreamRef } from './provider';
+import type { ArrayDesc, ArrayRef, GraphExecRef, GraphRef, MipmapRef, DevPtr, EventRef, FunctionRef, GuestSeg, HostPiece, ModuleRef, Provider, ProviderContext, StreamRef } from './provider';
 import { ModuleCache, type ModuleStore } from './module-cache';
 import { IMAGE_PADDING } from './module-image';
 import { OutputQueue } from './output';
@@ -150,13 +150,7 @@ export interface HostMapTicket {
   readonly pieces: number;
   readonly bytes: bigint;
   /** The guest memory mapped, as host ranges: no other mapping of the session may share a byte with them. */
-  readonly host: readonly HostRange[];
-}
-
-/** Guest memory as the backend maps it (HOST_MAP's pieces). */
-export interface HostRange {
-  readonly addr: bigint;
-  readonly size: bigint;
+  readonly host: readonly HostPiece[];
 }
 
 /** Device memory taken from the quota for a request in flight (Session.reserve). */
@@ -412,7 +406,7 @@ export class Session {
    * HOST_MAP_RAM_FACTOR x guestRam (taken first, then checked: concurrent
    * takers cannot all pass).
    */
-  takeHostMap(host: readonly HostRange[], guestRam: bigint): HostMapTicket {
+  takeHostMap(host: readonly HostPiece[], guestRam: bigint): HostMapTicket {
     const sorted = [...host].sort((a, b) => (a.addr < b.addr ? -1 : a.addr > b.addr ? 1 : 0));
     let bytes = 0n;
     for (const [i, r] of sorted.entries()) {

@@ -46,7 +46,7 @@ export const MAX_HOST_MAP = BigInt(QCUDA_MAX_EXTENTS) * (4n << 20n);
 /** Maps the pieces for the GPU, counted against the VM's bounds on mapped pieces and bytes first. */
 async function hostMap(c: Call<'HOST_MAP' | 'HOST_MAP_PAGES'>, list: HostPiece[], size: bigint): Promise<bigint> {
   if (size > MAX_HOST_MAP) throw new CudaError(CudaErr.InvalidValue, `host mapping of ${size} bytes: at most ${MAX_HOST_MAP}`);
-  const taken = c.session.takeHostMap(list.map((p) => ({ addr: p.addr, size: p.size })), c.dev.guestRamBytes());
+  const taken = c.session.takeHostMap(list, c.dev.guestRamBytes());
   let x, ptr;
   try {
     x = await c.session.context();
