@@ -22,6 +22,7 @@
     "sources": [
       "src/cuda_api.cc",
       "src/cuda_args.cc",
+      "src/given.cc",
       "src/cuda_check.cc",
       "src/cuda_context.cc",
       "src/cuda_ctx_arrays.cc",

@@ -1,6 +1,7 @@
 // CudaContext's memory calls: device allocations, copies between device
-// memory and guest RAM (given as host segments), memset, page-locking guest
-// RAM for the device (host registration) and free memory. Copies from or to
+// memory and guest RAM (given as host segments; parts a session mapped for the
+// GPU go through their registered alias, given.h), memset, page-locking host
+// memory for the device (host registration) and free memory. Copies from or to
 // registered (pinned) memory are enqueued inline when the context thread is
 // idle; their completion is waited for on the waiter pool.
 #include "cuda_args.h"
@@ -11,12 +12,16 @@ namespace {
 
 constexpr size_t kMaxInlineSegs = 32;
 
-bool SegsPinned(Napi::Env env, const std::vector<Seg> &segs) {
+// A copy may be enqueued inline when it cannot hold the thread long: from or to pinned memory, or a
+// small one from pageable memory (guest RAM is pageable unless pinned whole), which the driver stages
+// at once. Not one to pageable memory: that waits for everything before it on its stream.
+bool CopyInline(Napi::Env env, const std::vector<Seg> &segs, bool toDevice) {
   if (segs.size() > kMaxInlineSegs) return false;
   EnvState *st = State(env);
+  uint64_t pageable = 0;
   for (const Seg &s : segs)
-    if (!st->IsPinned(s.addr, s.len)) return false;
-  return true;
+    if (!st->IsPinned(s.addr, s.len)) pageable += s.len;
+  return pageable == 0 || (toDevice && pageable <= kMaxInlinePageableCopy);
 }
 
 }  // namespace
@@ -68,18 +73,18 @@ void RunCopyDtoH(Job &job, const std::vector<Seg> &segs, uint64_t src, uint32_t 
 // copyHtoD(dst, segments, stream): resolves once the bytes have left the segments.
 QCUDA_CONTEXT_METHOD(copyHtoD, ctx, info) {
   uint64_t dst = ArgU64(info[0], "dst");
-  std::vector<Seg> segs = ArgSegs(info[1]);
+  std::vector<Seg> segs = State(info.Env())->given.Resolve(ArgSegs(info[1]));
   uint32_t sid = ArgId(info[2], "stream");
-  Where where = SegsPinned(info.Env(), segs) ? Where::kInlineWhenIdle : Where::kContextThread;
+  Where where = CopyInline(info.Env(), segs, true) ? Where::kInlineWhenIdle : Where::kContextThread;
   return ctx.SubmitNow(info, where, [dst, segs = std::move(segs), sid](Job &job) { RunCopyHtoD(job, dst, segs, sid); });
 }
 
 // copyDtoH(segments, src, stream): resolves once the bytes are in the segments.
 QCUDA_CONTEXT_METHOD(copyDtoH, ctx, info) {
-  std::vector<Seg> segs = ArgSegs(info[0]);
+  std::vector<Seg> segs = State(info.Env())->given.Resolve(ArgSegs(info[0]));
   uint64_t src = ArgU64(info[1], "src");
   uint32_t sid = ArgId(info[2], "stream");
-  Where where = SegsPinned(info.Env(), segs) ? Where::kInlineWhenIdle : Where::kContextThread;
+  Where where = CopyInline(info.Env(), segs, false) ? Where::kInlineWhenIdle : Where::kContextThread;
   return ctx.SubmitNow(info, where, [src, segs = std::move(segs), sid](Job &job) { RunCopyDtoH(job, segs, src, sid); });
 }
 

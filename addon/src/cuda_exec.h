@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "cuda_api.h"
+#include "given.h"
 
 namespace qcuda::cuda {
 
@@ -130,6 +131,10 @@ struct Job {
   }
 };
 
+/** Pageable bytes a copy may have and still run on the JS thread (the ring server's, or inline): the
+ *  driver stages this much at once, so the call does not wait for the copy engine for long. */
+constexpr uint64_t kMaxInlinePageableCopy = 64 * 1024;
+
 // One per Node environment; never freed (threads may post to it while the
 // environment goes away: then their jobs are dropped).
 struct EnvState {
@@ -145,6 +150,8 @@ struct EnvState {
   napi_ref contextCtor = nullptr;
   /** Registered (pinned) host ranges: start -> length. Decides which copies may be enqueued inline. */
   std::map<uint64_t, uint64_t> pinned;
+  /** Guest RAM that sessions mapped for the GPU: copies from it go through its registered alias. */
+  GivenRanges given;
   /** Polled waits (PollParked): while the JS thread polls, waits begun on it are parked here, not
    *  handed to a waiter thread, and the JS thread settles them as they become ready. */
   bool parking = false;

@@ -222,6 +222,32 @@ Napi::Value SetInlineCallsJs(const Napi::CallbackInfo &info) {
   return info.Env().Undefined();
 }
 
+// giveHost(addr, len, alias): guest RAM [addr, addr+len) is mapped and registered at alias too; copies
+// from it go there (given.h). ungiveHost(addr, alias) forgets it.
+Napi::Value GiveHostJs(const Napi::CallbackInfo &info) {
+  State(info.Env())->given.Give(ArgU64(info[0], "addr"), ArgU64(info[1], "len"), ArgU64(info[2], "alias"));
+  return info.Env().Undefined();
+}
+
+Napi::Value UngiveHostJs(const Napi::CallbackInfo &info) {
+  State(info.Env())->given.Ungive(ArgU64(info[0], "addr"), ArgU64(info[1], "alias"));
+  return info.Env().Undefined();
+}
+
+// resolveSegments(segs) -> segs as copies see them (given.h): for tests.
+Napi::Value ResolveSegmentsJs(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  std::vector<Seg> out = State(env)->given.Resolve(ArgSegs(info[0]));
+  Napi::Array a = Napi::Array::New(env, out.size());
+  for (size_t i = 0; i < out.size(); i++) {
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("addr", Napi::BigInt::New(env, out[i].addr));
+    o.Set("len", Napi::Number::New(env, static_cast<double>(out[i].len)));
+    a.Set(static_cast<uint32_t>(i), o);
+  }
+  return a;
+}
+
 // checkModuleImage(image) -> "" or why moduleLoad would refuse the image (cuda_image.h); needs no driver.
 Napi::Value CheckModuleImageJs(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
@@ -264,6 +290,9 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setInlineCalls", Napi::Function::New(env, SetInlineCallsJs));
   exports.Set("pollWaits", Napi::Function::New(env, PollWaitsJs));
   exports.Set("pendingJobs", Napi::Function::New(env, PendingJobsJs));
+  exports.Set("giveHost", Napi::Function::New(env, GiveHostJs));
+  exports.Set("ungiveHost", Napi::Function::New(env, UngiveHostJs));
+  exports.Set("resolveSegments", Napi::Function::New(env, ResolveSegmentsJs));
   exports.Set("checkModuleImage", Napi::Function::New(env, CheckModuleImageJs));
   exports.Set("MODULE_IMAGE_PADDING", Napi::Number::New(env, static_cast<double>(kImagePadding)));
   exports.Set("DEFAULT_WAITER_LIMIT", Napi::Number::New(env, kDefaultWaiterLimit));

@@ -17,7 +17,8 @@
 //  - the call cannot block for long: a synchronize (of the device, a stream
 //    or an event) only once what it waits for is done (polled for the
 //    inline wait), a copy of at most kMaxCopy bytes only on an idle stream
-//    from pinned memory, a launch only below the launch bound
+//    (from pinned memory, or pageable guest RAM, which the driver stages at
+//    once at that size: kMaxInlinePageableCopy), a launch only below the launch bound
 //    (kInlineLaunchBound); an event query never waits.
 // Anything else, a bad request included, is left where it is and serve()
 // returns kHandOff: JavaScript takes it, and answers it (or its error)
@@ -496,9 +497,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     if (n == 0) return true;  // nothing to copy: answered with status 0, as JavaScript does
     const bool sliced = toDevice ? Slice(c.readable, kReq + h.len, n, &p.segs) : Slice(c.writable, c.writableBytes - n, n, &p.segs);
     if (!sliced) return false;
-    EnvState *st = p.job.env;
-    for (const Seg &g : p.segs)
-      if (!st->IsPinned(g.addr, g.len)) return false;
+    static_assert(kMaxCopy <= kMaxInlinePageableCopy, "a copy served here may be from pageable guest RAM");
+    p.segs = p.job.env->given.Resolve(p.segs);
     if (!StreamIdle(p.stream)) return false;
     p.dataOut = dataOut;
     return true;

@@ -259,6 +259,12 @@ export interface CudaNative {
   pendingJobs(): number;
   /** '' when moduleLoad() would pass the image on to the driver, else why it refuses it (no driver needed). */
   checkModuleImage(image: Uint8Array): string;
+  /** Guest RAM [addr, addr+len) is also mapped, registered, at alias: copies from or to it go there (addon/src/given.h). */
+  giveHost(addr: bigint, len: bigint, alias: bigint): void;
+  /** Forgets what giveHost(addr, …, alias) said. */
+  ungiveHost(addr: bigint, alias: bigint): void;
+  /** Segments as copies take them after giveHost (for tests). */
+  resolveSegments(segs: readonly { addr: bigint; len: number }[]): { addr: bigint; len: number }[];
   readonly DEFAULT_WAITER_LIMIT: number;
   /** Launches not yet seen done (by a finished context synchronize, or a wait for the NULL stream of a context with no other) below which a launch may run on the JS thread (addon/src/cuda_exec.h). */
   readonly INLINE_LAUNCH_BOUND: number;

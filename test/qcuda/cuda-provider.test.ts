@@ -386,7 +386,7 @@ function gpuTests(): void {
     await rejectsWith(t, () => other.copyToDevice(0x1000n, [seg(ram, 0, 16)], undefined), CudaErr.InvalidValue, /cuMemcpyHtoDAsync_v2/);
     await rejectsWith(t, () => other.copyFromDevice([seg(ram, 0, 16)], 0x1000n, undefined), CudaErr.InvalidValue, /cuMemcpyDtoHAsync_v2/);
     const e = await rejectsWith(t, () => ctx.hostDevicePointer([{ addr: 0x1000n, size: 16n }]), CudaErr.InvalidValue);
-    t.regex(e.message, /not registered/);
+    t.regex(e.message, /not guest memory/);
     const hp = await ctx.hostDevicePointer([{ addr: ram.addr + 4096n + 100n, size: 4096n }]);
     t.true(hp !== 0n);
     t.is(hp % 4096n, 100n, 'the offset in the page is kept');
@@ -740,6 +740,33 @@ function gpuTests(): void {
       t.regex(String(await sync), /exited|worker/, 'the synchronize in flight failed');
     } finally {
       await iso.close();
+    }
+  });
+
+  // Security review 2, H2: registered host memory is reachable by every kernel
+  // of the process, so guest RAM registered whole in a worker let a guest
+  // process's kernel read all of it. Unpinned (the backend's default), only
+  // what a session mapped is registered; copies still come back right.
+  test.serial('guest RAM not pinned: a kernel cannot reach it at its host address; copies and HOST_MAP still work', async (t) => {
+    const image = kernelsFatbin(t);
+    if (!image) return;
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-reach-'));
+    t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const fatbinFile = path.join(dir, 'kernels.fatbin');
+    fs.writeFileSync(fatbinFile, image);
+    const child = path.join(__dirname, 'reach-child.js');
+    const runChild = (mode: string) => JSON.parse(execFileSync(process.execPath, [child, mode, fatbinFile], { encoding: 'utf8', timeout: 60_000 })) as Record<string, unknown>;
+    const pinned = runChild('pin');
+    const unpinned = runChild('nopin');
+    t.log(`pinned: ${JSON.stringify(pinned)}`);
+    t.log(`not pinned: ${JSON.stringify(unpinned)}`);
+    t.deepEqual(pinned.kernelRead, [0x1234, 0x5678, 0x9abc, 0xdef0], 'pinned whole, guest RAM is there for any kernel of the process (why it is off by default)');
+    t.false(unpinned.registered, 'guest RAM itself is not registered');
+    t.true(typeof unpinned.kernelRead === 'string' && /illegal|700/i.test(unpinned.kernelRead), `not pinned, a kernel reading guest RAM faults (${String(unpinned.kernelRead)})`);
+    for (const r of [pinned, unpinned]) {
+      t.true(r.copyBack, `a 1 MiB copy from guest RAM and back is byte-exact (pin ${String(r.pin)})`);
+      t.true(r.mappedCopyBack, `a copy from and to a HOST_MAP'd page is byte-exact (pin ${String(r.pin)})`);
+      t.true(r.hostMapDevicePointer, `HOST_MAP gives a device pointer (pin ${String(r.pin)})`);
     }
   });
 

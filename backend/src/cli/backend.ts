@@ -113,6 +113,16 @@ that would pass it fails with the CUDA error named, nothing grows):
                           launches and short batches of them) in C, with no
                           JavaScript between the request and the driver
                           (cuda provider; default yes)
+  --pin-guest-ram=yes|no  register all of guest RAM for the GPU in each
+                          worker (cuda provider; default no). Yes: copies
+                          from pageable guest memory run at pinned speed,
+                          but a guest process's kernel can reach all guest
+                          RAM (the guest kernel's, other processes') at an
+                          address it can guess. No: only memory a guest
+                          process pinned (cudaHostAlloc, managed memory) is
+                          registered, and other copies run as pageable ones
+                          do natively. qcuda run says yes: there guest RAM
+                          is the program's own memory
   --poll-us=US            how long the rings, and each worker its channel, are
                           polled after each request and answer before the
                           process sleeps (default 50 on a host of 4 or more
@@ -206,6 +216,7 @@ async function main(): Promise<void> {
         'poll-us': { type: 'string' },
         'inline-calls': { type: 'string' },
         'ring-server': { type: 'string' },
+        'pin-guest-ram': { type: 'string' },
         'own-queues': { type: 'string' },
         'host-map-pieces': { type: 'string' },
         'process-handles': { type: 'string' },
@@ -287,6 +298,7 @@ async function main(): Promise<void> {
       inlineWaitUs: args['inline-wait'] === undefined ? undefined : nonNegativeInt('inline-wait', args['inline-wait'], 1_000_000),
       inlineCalls: args['inline-calls'] === undefined ? undefined : yesNo('inline-calls', args['inline-calls']),
       ringServer: args['ring-server'] === undefined ? undefined : yesNo('ring-server', args['ring-server']),
+      pinGuestRam: args['pin-guest-ram'] === undefined ? undefined : yesNo('pin-guest-ram', args['pin-guest-ram']),
       ownQueues: args['own-queues'] === undefined ? undefined : yesNo('own-queues', args['own-queues']),
       pollUs: args['poll-us'] === undefined ? undefined : nonNegativeInt('poll-us', args['poll-us'], 1_000_000),
       log: (line) => vmLog.log(line),

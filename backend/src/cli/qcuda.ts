@@ -95,6 +95,9 @@ vm options:
                        host-memory device; qcuda-backend --help)
   --ring-server=yes|no  the short calls of such a queue answered in C by its
                        worker (default yes; on the GPU; qcuda-backend --help)
+  --pin-guest-ram=yes|no  all guest RAM registered for the GPU: pageable
+                       copies at pinned speed, but guest kernels can reach
+                       all guest RAM (default no; qcuda-backend --help)
   --device-memory-limit=SIZE  the VM's device memory quota (e.g. 2G); GPU disks
                        (--disk, store=gpu) count against it
   --demo               run the guest test programs built into the image (the
@@ -109,6 +112,7 @@ vm options:
                        comes, each line after the milliseconds since its
                        first one
 run options (and --provider, --gpu, --isolation, --own-queues, --ring-server,
+--pin-guest-ram (default yes here: the memory is PROGRAM's own),
 --device-memory-limit and --backend-log as for vm; the quota holds across
 all of PROGRAM's processes):
   --socket=PATH        join the backend listening on PATH (a qcuda-backend
@@ -191,6 +195,7 @@ const OPTIONS = {
   isolation: { type: 'string' },
   'own-queues': { type: 'string' },
   'ring-server': { type: 'string' },
+  'pin-guest-ram': { type: 'string' },
   'backend-log': { type: 'string' },
   'device-memory-limit': { type: 'string' },
   quiet: { type: 'boolean' },
@@ -213,7 +218,7 @@ const OPTIONS = {
 /** The backend options vm and run share. */
 function backendOptions(v: { [k: string]: string | boolean | string[] | undefined }): string[] {
   const opt = (k: string) => (typeof v[k] === 'string' ? [`--${k}=${v[k] as string}`] : []);
-  return [...opt('provider'), ...opt('gpu'), ...opt('isolation'), ...opt('own-queues'), ...opt('ring-server')];
+  return [...opt('provider'), ...opt('gpu'), ...opt('isolation'), ...opt('own-queues'), ...opt('ring-server'), ...opt('pin-guest-ram')];
 }
 
 /** qcuda run: PROGRAM on this host over qcuda's libraries and a backend. */
@@ -231,7 +236,9 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
     return await runCuda({
       argv, socket: str('socket') && path.resolve(str('socket')!), qcudaRuntime: cudart === 'qcuda',
       libDir: path.resolve(str('lib-dir') ?? process.env.QCUDA_LIB_DIR ?? path.resolve(__dirname, '..', '..', '..', '..', 'build', 'guest', 'lib')),
-      backendArgs: [...backendOptions(v), ...(limit ? [`--device-memory-limit=${limit}`] : []), `--max-processes=${processes}`],
+      // Each frontend is one process and its "guest RAM" is that process's own memory: pinned whole.
+      backendArgs: [...backendOptions(v), ...(v['pin-guest-ram'] === undefined ? ['--pin-guest-ram=yes'] : []),
+        ...(limit ? [`--device-memory-limit=${limit}`] : []), `--max-processes=${processes}`],
       frontends: processes, startTimeoutMs: 60_000,
       backendLog: str('backend-log') !== undefined ? timedLines(str('backend-log')!) : undefined,
     });

@@ -26,6 +26,8 @@ export interface DeviceOptions {
   inlineCalls?: boolean;
   /** cuda, isolation process: a worker serving its session's own queue answers the short calls of a round trip in C (ProviderSetup.ringServer). */
   ringServer?: boolean;
+  /** qcuda, cuda: register all of guest RAM for the device where guest kernels run (ProviderSetup.pinGuestRam; default false). */
+  pinGuestRam?: boolean;
   /** qcuda, isolation process: sessions that keep to a queue of their own have it served by their worker (QcudaOptions.ownQueues). Default: yes with the cuda provider, no with the host provider. */
   ownQueues?: boolean;
   /** qcuda and blk: how long the rings (qcuda with isolation process: each worker's channel too) are polled after each request and answer (DEFAULT_POLL_US). */
@@ -49,7 +51,7 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       const isolate = (o.isolation ?? 'process') === 'process';
       // Without isolation the VM has one CUDA process at a time (below), which this process's waits and calls may block for.
       const chosen = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len) },
-        { isolate, inlineHere: !isolate, captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs, inlineCalls: o.inlineCalls, ringServer: o.ringServer, pollUs: o.pollUs, log: o.log });
+        { isolate, inlineHere: !isolate, captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs, inlineCalls: o.inlineCalls, ringServer: o.ringServer, pinGuestRam: o.pinGuestRam, pollUs: o.pollUs, log: o.log });
       // The host provider has nothing to isolate, but with own queues its
       // sessions get (host-memory) workers too: the owned-queue path, whole,
       // on a machine without a GPU (the tests' way to run it in a guest).
@@ -78,7 +80,7 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       if (o.size === undefined) throw new Error('--device=blk needs --size');
       const kind = o.store ?? 'gpu';
       // The host store may take at most half the host's RAM (it is all committed at start).
-      const { provider, note } = await createProvider(kind === 'gpu' ? 'cuda' : 'host', o.gpu ?? 0, { totalMem: BigInt(os.totalmem()) / 2n }, { captureOutput: false, waiterThreads: o.limits?.waiterThreads });
+      const { provider, note } = await createProvider(kind === 'gpu' ? 'cuda' : 'host', o.gpu ?? 0, { totalMem: BigInt(os.totalmem()) / 2n }, { captureOutput: false, waiterThreads: o.limits?.waiterThreads, pinGuestRam: true }); // no guest kernel runs here
       const store = await ProviderStore.open(provider, o.size);
       o.log?.(`disk of ${o.size} bytes${o.readOnly ? ', read-only' : ''} in the ${note}`);
       return new BlkDevice({ queues: o.queues, store, readOnly: o.readOnly, provider, pollUs: o.pollUs ?? DEFAULT_POLL_US });

@@ -68,6 +68,15 @@ export interface CudaProviderOptions {
   contextFlags?: number;
   /** Capture device printf/assert output for the sessions (cuda-output.ts). Default false: only a backend process should take over its stdout and stderr. */
   captureOutput?: boolean;
+  /**
+   * Register all of guest RAM for the device (default true): copies from
+   * anywhere in it run at pinned speed, but every kernel of this process can
+   * then reach all of it (registered host memory is mapped for the device
+   * whatever the flags, measured on the H200). False where guest kernels run
+   * beside other guest processes' memory: only what a session maps (HOST_MAP)
+   * is registered, through its alias, and other copies are pageable ones.
+   */
+  pinGuestRam?: boolean;
 }
 
 interface Region {
@@ -93,6 +102,25 @@ interface Alias {
   mapping: Mapping;
   /** Where the registered alias starts (the mapping's address). */
   base: bigint;
+  /** Its pieces of guest RAM, once registered (copies from them use the alias). */
+  given?: GivenPiece[];
+}
+
+/** A piece of guest RAM at its place in a registered alias (copies from the piece go there). */
+interface GivenPiece {
+  addr: bigint;
+  size: bigint;
+  alias: bigint;
+}
+
+/** Where each piece lies in the alias made of them, in order, from `base` (+ the first piece's offset in its page). */
+function givenPieces(pieces: readonly HostPiece[], base: bigint): GivenPiece[] {
+  let at = base + (pieces[0].addr % BigInt(sys.pageSize));
+  return pieces.map((p) => {
+    const g = { addr: p.addr, size: p.size, alias: at };
+    at += p.size;
+    return g;
+  });
 }
 
 function streamId(s: StreamRef | undefined): number {
@@ -385,21 +413,32 @@ class CudaSessionContext implements ProviderContext, OutputSource {
     if (list.length > 0) this.#launching();
     return this.native.launchMany(packLaunches(list, LAUNCH_IDS), list.length);
   }
+  /**
+   * Maps the pieces for the device: an alias of their pages, registered.
+   * Whatever fails or finds the context destroyed meanwhile drops the alias
+   * (security review 2, L4): nothing else would.
+   */
   async hostDevicePointer(pieces: readonly HostPiece[]): Promise<DevPtr> {
     for (const { addr, size } of pieces)
-      if (!(await this.provider.isRegistered(addr, size)))
-        throw new CudaError(CudaErr.InvalidValue, `hostDevicePointer: 0x${addr.toString(16)}+${size} is not registered guest memory`);
+      if (!(await this.provider.isGuestMemory(addr, size)))
+        throw new CudaError(CudaErr.InvalidValue, `hostDevicePointer: 0x${addr.toString(16)}+${size} is not guest memory`);
     const addr = pieces[0].addr;
-    const a = pieces.length === 1 ? this.provider.alias(addr, pieces[0].size) : this.provider.aliasPieces(pieces);
+    const a: Alias = pieces.length === 1 ? this.provider.alias(addr, pieces[0].size) : this.provider.aliasPieces(pieces);
+    let registered = false;
     try {
       await this.native.hostRegister(a.base, BigInt(a.mapping.length), this.provider.registerFlags);
+      registered = true;
+      const ptr = (await this.native.hostDevicePointer(a.base)) + (addr % BigInt(sys.pageSize));
+      if (this.#dead) throw new CudaError(CudaErr.ContextIsDestroyed, 'hostDevicePointer: the context was destroyed meanwhile');
+      a.given = givenPieces(pieces, a.base);
+      this.provider.give(a.given);
+      this.#aliases.set(ptr, a);
+      return ptr;
     } catch (e) {
+      if (registered) await this.native.hostUnregister(a.base).catch(() => undefined);
       a.mapping.unmap();
       throw e;
     }
-    const ptr = (await this.native.hostDevicePointer(a.base)) + (addr % BigInt(sys.pageSize));
-    this.#aliases.set(ptr, a);
-    return ptr;
   }
 
   async hostUnmap(ptr: DevPtr): Promise<void> {
@@ -410,6 +449,7 @@ class CudaSessionContext implements ProviderContext, OutputSource {
   }
 
   async #dropAlias(a: Alias): Promise<void> {
+    this.provider.ungive(a.given ?? []);
     try {
       await this.native.hostUnregister(a.base);
     } finally {
@@ -455,6 +495,7 @@ export class CudaProvider implements Provider {
   readonly #regions = new Map<bigint, Region>();
   readonly #contextFlags: number;
   readonly #capturing: boolean;
+  readonly #pinGuestRam: boolean;
   #closed = false;
 
   constructor(
@@ -468,6 +509,7 @@ export class CudaProvider implements Provider {
     this.#props = { name: p.name, uuid: p.uuid, totalMem: p.totalMem, attrs: p.attrs };
     this.#driverVersion = n.probe().driverVersion;
     this.#contextFlags = o.contextFlags ?? n.CTX_MAP_HOST;
+    this.#pinGuestRam = o.pinGuestRam ?? true;
     this.#capturing = (o.captureOutput ?? false) && deviceOutput.acquire(n); // last: nothing after it may throw
   }
 
@@ -499,7 +541,8 @@ export class CudaProvider implements Provider {
   }
 
   /**
-   * Page-locks guest RAM (PORTABLE | DEVICEMAP) on the primary context's thread.
+   * Page-locks guest RAM (PORTABLE | DEVICEMAP) on the primary context's thread,
+   * unless pinGuestRam is off: then only keeps what HOST_MAP's aliases need.
    * Returns a promise that never rejects (a failure only costs speed: copies
    * then go through the driver's staging buffers); await it where it matters.
    */
@@ -507,7 +550,7 @@ export class CudaProvider implements Provider {
     const flags = this.registerFlags;
     const prev = this.#regions.get(addr)?.done ?? Promise.resolve(false);
     const fd = source ? new Fd(sys.dup(source.fd)) : undefined;
-    const done = prev.then(() =>
+    const done = !this.#pinGuestRam ? prev.then(() => false) : prev.then(() =>
       this.primary.hostRegister(addr, size, flags).then(
         () => true,
         (e: Error) => {
@@ -586,6 +629,23 @@ export class CudaProvider implements Provider {
       if (addr >= start && addr + size <= start + r.size) return r.done;
     }
     return false;
+  }
+
+  /** Whether [addr, addr+size) lies in one region of guest RAM (registered, when all of it is, once that is over). */
+  async isGuestMemory(addr: bigint, size: bigint): Promise<boolean> {
+    for (const [start, r] of this.#regions) {
+      if (addr >= start && addr + size <= start + r.size) return this.#pinGuestRam ? r.done : true;
+    }
+    return false;
+  }
+
+  /** Copies from or to these pieces of guest RAM go through their registered alias (addon/src/given.h). */
+  give(pieces: readonly GivenPiece[]): void {
+    for (const g of pieces) this.#n.giveHost(g.addr, g.size, g.alias);
+  }
+
+  ungive(pieces: readonly GivenPiece[]): void {
+    for (const g of pieces) this.#n.ungiveHost(g.addr, g.alias);
   }
 
   forget(c: CudaSessionContext): void {

@@ -8,7 +8,7 @@ export type ProviderKind = 'cuda' | 'host' | 'auto';
 
 interface CudaModule {
   cudaAvailable(): { ok: boolean; reason: string };
-  createCudaProvider(gpu: number, o?: { captureOutput?: boolean }): Promise<Provider>;
+  createCudaProvider(gpu: number, o?: { captureOutput?: boolean; pinGuestRam?: boolean }): Promise<Provider>;
   setWaiterThreads(n: number): void;
   setInlineWait(us: number): void;
   setInlineCalls(on: boolean): void;
@@ -65,6 +65,8 @@ export interface ProviderSetup {
   pollUs?: number;
   /** cuda with isolate: a worker serving its session's own queue answers the short calls of a round trip in C (ring-server.ts; default true). */
   ringServer?: boolean;
+  /** cuda: register all of guest RAM for the device in the process that runs the session's kernels (CudaProviderOptions.pinGuestRam; default false). */
+  pinGuestRam?: boolean;
   /** cuda with isolate: where each worker's start and exit are logged (the VM's event log). */
   log?: (line: string) => void;
 }
@@ -96,8 +98,9 @@ export async function createProvider(kind: ProviderKind, gpu: number, host: Host
   if (avail.ok && cuda && setup.waiterThreads !== undefined) cuda.setWaiterThreads(setup.waiterThreads);
   if (avail.ok && cuda && setup.isolate) {
     const local = await cuda.createCudaProvider(gpu, { captureOutput: false });
+    warnIfPageableReachable(local, setup);
     return {
-      provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads, inlineWaitUs: setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US, inlineCalls: setup.inlineCalls ?? true, pollUs: setup.pollUs ?? DEFAULT_POLL_US, ringServer: setup.ringServer ?? true }, log: setup.log }),
+      provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads, inlineWaitUs: setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US, inlineCalls: setup.inlineCalls ?? true, pollUs: setup.pollUs ?? DEFAULT_POLL_US, ringServer: setup.ringServer ?? true, pinGuestRam: setup.pinGuestRam ?? false }, log: setup.log }),
       note: `cuda provider on GPU ${gpu}, a worker process per guest process`,
     };
   }
@@ -106,10 +109,23 @@ export async function createProvider(kind: ProviderKind, gpu: number, host: Host
       cuda.setInlineWait(setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US);
       cuda.setInlineCalls(setup.inlineCalls ?? true);
     }
-    return { provider: await cuda.createCudaProvider(gpu, { captureOutput: setup.captureOutput }), note: `cuda provider on GPU ${gpu}` };
+    return { provider: await cuda.createCudaProvider(gpu, { captureOutput: setup.captureOutput, pinGuestRam: setup.pinGuestRam ?? false }), note: `cuda provider on GPU ${gpu}` };
   }
   if (kind === 'cuda') throw new Error(`--provider=cuda: ${avail.reason}`);
   return { provider: new HostProvider(host), note: `host-memory provider: no GPU (${avail.reason})` };
+}
+
+/** CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS: the GPU reaches pageable host memory (HMM). */
+const PAGEABLE_MEMORY_ACCESS = 88;
+
+/**
+ * With HMM a kernel reaches every page of its process, registered or not, so
+ * leaving guest RAM unregistered (pinGuestRam off) no longer keeps it out of
+ * reach of guest kernels: say so once, at start.
+ */
+function warnIfPageableReachable(p: Provider, setup: ProviderSetup): void {
+  if (setup.pinGuestRam || p.deviceProps(0).attrs[PAGEABLE_MEMORY_ACCESS] !== 1) return;
+  setup.log?.('warning: this GPU reaches pageable host memory (HMM): a guest kernel can reach guest RAM mapped in its worker at a guessed address, registered or not (README: "What a guest kernel can reach")');
 }
 
 /** "512M", "2G", "1048576" -> bytes. */

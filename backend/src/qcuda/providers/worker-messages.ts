@@ -18,6 +18,8 @@ export interface WorkerOptions {
   pollUs?: number;
   /** A queue owner answers the short calls of a round trip in C (ring-server.ts; ProviderSetup.ringServer; default true). */
   ringServer?: boolean;
+  /** Register all of guest RAM for the device (CudaProviderOptions.pinGuestRam; ProviderSetup.pinGuestRam; default false). */
+  pinGuestRam?: boolean;
   /** A queue owner (owned-queue.ts): no context at start; the session's own queue comes with 'own'. */
   owner?: boolean;
 }

@@ -91,7 +91,7 @@ async function createLocal(o: WorkerOptions): Promise<Provider> {
   // This process serves one guest process, whose thread would block in the driver natively.
   setInlineCalls(o.inlineCalls ?? true);
   // This process serves one session: its stdout and stderr are that session's device output.
-  return createCudaProvider(o.gpu, { captureOutput: true });
+  return createCudaProvider(o.gpu, { captureOutput: true, pinGuestRam: o.pinGuestRam ?? false });
 }
 
 class WorkerMain {
