@@ -39,12 +39,13 @@ async function gpuProvider(t: ExecutionContext): Promise<Provider | undefined> {
 }
 
 /** The suite's figures (printed at the end). */
-const figures = { requests: 0, faults: 0, sessionsLeft: 0, bytesLeft: 0n, cases: 0, answeredAfter: 0 };
+const figures = { requests: 0, faults: 0, sessionsLeft: 0, bytesLeft: 0n, cases: 0, answeredAfter: 0, mappedPeak: 0n, mappedBound: 0n };
 
 test.after.always(() => {
   console.log(`hostile suite: ${figures.requests} requests tried, ${figures.faults} faults injected, ` +
     `${figures.sessionsLeft} sessions left behind, ${figures.bytesLeft} bytes left allocated, ` +
-    `the device answered a new session after ${figures.answeredAfter} of ${figures.cases} cases`);
+    `the device answered a new session after ${figures.answeredAfter} of ${figures.cases} cases, ` +
+    `host-mapped bytes at peak ${figures.mappedPeak} against a bound of ${figures.mappedBound}`);
 });
 
 /**
@@ -255,7 +256,9 @@ it('host mappings are bounded in bytes: no pages twice in one mapping or one ses
     const b = await map(s, r1.gpa, r1.size, i >= 3);
     refused += Number(a.status === CudaErr.MemoryAllocation) + Number(b.status === CudaErr.MemoryAllocation);
     t.true(dev.vm.hostMapBytes.used <= 4n * ram, `mapped ${dev.vm.hostMapBytes.used} of at most ${4n * ram}`);
+    if (dev.vm.hostMapBytes.used > figures.mappedPeak) figures.mappedPeak = dev.vm.hostMapBytes.used;
   }
+  figures.mappedBound = 4n * ram;
   t.is(dev.vm.hostMapBytes.used, 4n * ram, 'the bound, reached exactly');
   t.true(refused >= 3, `${refused} mappings refused past the bound`);
   for (const s of [c, ...others]) await s.close();
