@@ -338,7 +338,7 @@ static void mem_put(struct qc_graph_mem *m)
 }
 
 /* Whether ptr is the memory of a live alloc node. */
-static int mem_known(const void *ptr)
+int qc_graph_mem_owns(const void *ptr)
 {
 	int found = 0;
 
@@ -402,7 +402,7 @@ cudaError_t qc_node_op_alloc(struct qc_node_op *op, const struct cudaMemPoolProp
 
 cudaError_t qc_node_op_free_mem(struct qc_node_op *op, void *ptr)
 {
-	if (!ptr || !mem_known(ptr))
+	if (!ptr || !qc_graph_mem_owns(ptr))
 		return cudaErrorInvalidValue;
 	memset(op, 0, sizeof(*op));
 	op->type = cudaGraphNodeTypeMemFree;

@@ -220,6 +220,13 @@ cudaError_t qc_node_op_run(const struct qc_node_op *op, cudaStream_t stream, int
  * alloc node of some graph made). */
 cudaError_t qc_node_op_alloc(struct qc_node_op *op, const struct cudaMemPoolProps *props, size_t size);
 cudaError_t qc_node_op_free_mem(struct qc_node_op *op, void *ptr);
+/*
+ * Whether ptr is the memory of a live alloc node. Such memory is the node's
+ * own allocation for the node's life: freeing it outside the graph
+ * (cudaFree, cudaFreeAsync, another graph's free node) gives it back to the
+ * graph, which has it again at its next launch, as CUDA's graph memory does.
+ */
+int qc_graph_mem_owns(const void *ptr);
 /* cudaDeviceGetGraphMemAttribute / Set: the alloc nodes' memory. */
 cudaError_t qc_graph_mem_attr(enum cudaGraphMemAttributeType attr, uint64_t *value, int set);
 

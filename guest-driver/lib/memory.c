@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "graph.h"
 #include "qcrt.h"
 
 /* Releases what a region holds on both sides; r is out of the maps. With
@@ -128,6 +129,8 @@ QC_API cudaError_t cudaFree(void *devPtr)
 		return qc_ret(e);
 	if (!devPtr)
 		return cudaSuccess;
+	if (qc_graph_mem_owns(devPtr))
+		return cudaSuccess;	/* back to its graph (graph.h) */
 	pthread_rwlock_wrlock(&qc_maps_lock);
 	r = qc_rmap_find(&qc_dev_map, p);
 	if (!r || r->dev != p)

@@ -589,6 +589,8 @@ static cudaError_t free_async(void *ptr, cudaStream_t stream, int ptds)
 		return cudaSuccess;	/* as cudaFree(NULL) (CUDA 13, H100) */
 	if (capture_free(ptr, stream, ptds, &e))
 		return e;
+	if (qc_graph_mem_owns(ptr))
+		return cudaSuccess;	/* back to its graph (graph.h) */
 
 	pthread_mutex_lock(&pool_lock);
 	b = table_find(dev);

@@ -455,6 +455,59 @@ static void mem_nodes(unsigned char *h_out)
 	OK(cudaStreamDestroy(s));
 }
 
+/*
+ * An alloc node's memory freed outside its graph, each way CUDA allows (on a
+ * stream, with cudaFree, by another graph's free node), then the graph
+ * launched again: the memory is the graph's again at each launch.
+ */
+static void mem_freed_outside(unsigned char *h_out)
+{
+	cudaStream_t s;
+	cudaGraph_t g, g2;
+	cudaGraphExec_t x, x2;
+	cudaGraphNode_t a, set, copy, fr;
+	struct cudaMemAllocNodeParams ap = {};
+	struct cudaMemsetParams mp = {};
+
+	OK(cudaStreamCreate(&s));
+	OK(cudaGraphCreate(&g, 0));
+	ap.poolProps.allocType = cudaMemAllocationTypePinned;
+	ap.poolProps.location.type = cudaMemLocationTypeDevice;
+	ap.poolProps.location.id = 0;
+	ap.bytesize = N;
+	EXPECT(cudaGraphAddMemAllocNode(&a, g, NULL, 0, &ap), cudaSuccess);
+	mp.dst = ap.dptr, mp.value = 0x5a, mp.elementSize = 1, mp.width = N, mp.height = 1;
+	EXPECT(cudaGraphAddMemsetNode(&set, g, &a, 1, &mp), cudaSuccess);
+	EXPECT(cudaGraphAddMemcpyNode1D(&copy, g, &set, 1, h_out, ap.dptr, N, cudaMemcpyDeviceToHost), cudaSuccess);
+	EXPECT(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+	OK(cudaGraphCreate(&g2, 0));
+	EXPECT(cudaGraphAddMemFreeNode(&fr, g2, NULL, 0, ap.dptr), cudaSuccess);
+	EXPECT(cudaGraphInstantiate(&x2, g2, 0), cudaSuccess);
+	for (int round = 0; round < 3; round++) {
+		memset(h_out, 0, N);
+		EXPECT(cudaGraphLaunch(x, s), cudaSuccess);
+		EXPECT(cudaStreamSynchronize(s), cudaSuccess);
+		qt_check(qt_not_byte(h_out, 0x5a, N) < 0, "the alloc node's memory is there at each launch");
+		memset(h_out, 0, N);
+		EXPECT(cudaMemcpyAsync(h_out, ap.dptr, N, cudaMemcpyDeviceToHost, s), cudaSuccess);
+		EXPECT(cudaStreamSynchronize(s), cudaSuccess);
+		qt_check(qt_not_byte(h_out, 0x5a, N) < 0, "and a copy outside the graph reads it");
+		if (round == 0) {
+			EXPECT(cudaFreeAsync(ap.dptr, s), cudaSuccess);
+		} else if (round == 1) {
+			EXPECT(cudaFree(ap.dptr), cudaSuccess);
+		} else {
+			EXPECT(cudaGraphLaunch(x2, s), cudaSuccess);
+		}
+		EXPECT(cudaStreamSynchronize(s), cudaSuccess);
+	}
+	OK(cudaGraphExecDestroy(x2));
+	OK(cudaGraphDestroy(g2));
+	OK(cudaGraphExecDestroy(x));
+	OK(cudaGraphDestroy(g));
+	OK(cudaStreamDestroy(s));
+}
+
 /* Kernels: captured and as kernel nodes, and parameters changed in place. */
 static void kernels(void)
 {
@@ -541,6 +594,7 @@ int main(void)
 	capture_per_thread(d, h_out);
 	built(d, h_out);
 	mem_nodes(h_out);
+	mem_freed_outside(h_out);
 	OK(cudaFree(d));
 	OK(cudaFreeHost(h_in));
 	OK(cudaFreeHost(h_out));
