@@ -87,6 +87,30 @@ struct TextureDesc {  // CUDA_TEXTURE_DESC
   int reserved[12];
 };
 
+// CUlaunchAttributeID values the addon sets.
+enum : int { kLaunchAttributeCooperative = 2, kLaunchAttributeClusterDimension = 4 };
+
+struct LaunchAttribute {  // CUlaunchAttribute: an id, then a 64-byte value union
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int cooperative;
+    struct {
+      unsigned x, y, z;
+    } clusterDim;
+  } value;
+};
+
+struct LaunchConfig {  // CUlaunchConfig
+  unsigned gridDimX, gridDimY, gridDimZ;
+  unsigned blockDimX, blockDimY, blockDimZ;
+  unsigned sharedMemBytes;
+  Stream hStream;
+  LaunchAttribute *attrs;
+  unsigned numAttrs;
+};
+
 struct KernelNodeParams {  // CUDA_KERNEL_NODE_PARAMS (_v2)
   Function func;
   unsigned gridDimX, gridDimY, gridDimZ;
@@ -212,6 +236,7 @@ constexpr size_t kAttrValueBytes = 64; // sizeof(CUstreamAttrValue) (QCUDA_ATTR_
   X(ModuleGetGlobal, (Ptr *, size_t *, Module, const char *), "cuModuleGetGlobal", 3020, "cuModuleGetGlobal_v2", nullptr, true) /* cuModuleGetGlobal_v2 */ \
   X(FuncGetParamInfo, (Function, size_t, size_t *, size_t *), "cuFuncGetParamInfo", 12040, "cuFuncGetParamInfo", nullptr, false) /* driver >= 12.4 (may be null) */ \
   X(LaunchKernel, (Function, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Stream, void **, void **), "cuLaunchKernel", 4000, "cuLaunchKernel", nullptr, true) \
+  X(LaunchKernelEx, (const LaunchConfig *, Function, void **, void **), "cuLaunchKernelEx", 11060, "cuLaunchKernelEx", nullptr, false) \
   X(FuncGetAttribute, (int *, int, Function), "cuFuncGetAttribute", 2020, "cuFuncGetAttribute", nullptr, false) \
   X(FuncSetAttribute, (Function, int, int), "cuFuncSetAttribute", 9000, "cuFuncSetAttribute", nullptr, false) \
   X(OccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (int *, Function, int, size_t, unsigned), "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", nullptr, false) \

@@ -21,6 +21,12 @@ static_assert(sizeof(qc::Memcpy3D) == sizeof(CUDA_MEMCPY3D) && offsetof(qc::Memc
                   offsetof(qc::Memcpy3D, srcArray) == offsetof(CUDA_MEMCPY3D, srcArray) && offsetof(qc::Memcpy3D, dstArray) == offsetof(CUDA_MEMCPY3D, dstArray) &&
                   offsetof(qc::Memcpy3D, WidthInBytes) == offsetof(CUDA_MEMCPY3D, WidthInBytes),
               "CUDA_MEMCPY3D");
+static_assert(sizeof(qc::LaunchAttribute) == sizeof(CUlaunchAttribute) && offsetof(qc::LaunchAttribute, value) == offsetof(CUlaunchAttribute, value),
+              "CUlaunchAttribute");
+static_assert(sizeof(qc::LaunchConfig) == sizeof(CUlaunchConfig) && offsetof(qc::LaunchConfig, hStream) == offsetof(CUlaunchConfig, hStream) &&
+                  offsetof(qc::LaunchConfig, numAttrs) == offsetof(CUlaunchConfig, numAttrs),
+              "CUlaunchConfig");
+static_assert(qc::kLaunchAttributeCooperative == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && qc::kLaunchAttributeClusterDimension == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, "");
 static_assert(sizeof(qc::Array3DDescriptor) == sizeof(CUDA_ARRAY3D_DESCRIPTOR) && offsetof(qc::Array3DDescriptor, Flags) == offsetof(CUDA_ARRAY3D_DESCRIPTOR, Flags), "CUDA_ARRAY3D_DESCRIPTOR");
 static_assert(sizeof(qc::ResourceDesc) == sizeof(CUDA_RESOURCE_DESC) && offsetof(qc::ResourceDesc, flags) == offsetof(CUDA_RESOURCE_DESC, flags) &&
                   offsetof(qc::ResourceDesc, res.pitch2D.pitchInBytes) == offsetof(CUDA_RESOURCE_DESC, res.pitch2D.pitchInBytes),

@@ -182,6 +182,8 @@ export interface CudaContextNative extends CudaContextCalls {
   streamGetAttribute(stream: number, attr: number): Promise<Uint8Array>;
   /** cuLaunchCooperativeKernel, parameters as for launch(); resolves once enqueued (on the context thread). */
   launchCooperative(func: number, grid: readonly number[] | Uint32Array, block: readonly number[] | Uint32Array, sharedMem: number, stream: number, params: Uint8Array): Promise<void>;
+  /** cuLaunchKernelEx with a thread-block cluster (cluster: blocks per cluster; 1, 1, 1: none) and the cooperative attribute. */
+  launchEx(func: number, grid: readonly number[] | Uint32Array, block: readonly number[] | Uint32Array, sharedMem: number, stream: number, params: Uint8Array, cluster: readonly number[], cooperative: boolean): Promise<void>;
   /** cuLaunchKernel with params as CU_LAUNCH_PARAM_BUFFER_POINTER; resolves once enqueued (on the context thread). */
   launch(func: number, grid: readonly number[] | Uint32Array, block: readonly number[] | Uint32Array, sharedMem: number, stream: number, params: Uint8Array): Now<void>;
   /**

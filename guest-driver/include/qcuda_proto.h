@@ -61,8 +61,9 @@ typedef uint64_t __le64;
 #define QCUDA_CAP_GPU (1ull << 0)
 
 /*
- * Largest argument block of any command: a launch's struct qcuda_args_launch
- * (48 bytes) and QCUDA_MAX_PARAM_BYTES of parameters, rounded up to 64.
+ * Largest argument block of any command: a launch's struct
+ * qcuda_args_launch_ex (64 bytes) and QCUDA_MAX_PARAM_BYTES of parameters,
+ * rounded up to 64.
  */
 #define QCUDA_MAX_ARGS 32832
 
@@ -84,6 +85,12 @@ typedef uint64_t __le64;
  * is the command's own. Statuses stay below it.
  */
 #define QCUDA_ST_OUTPUT 0x40000000u
+
+/*
+ * LAUNCH_EX flags: every block of the grid resident at once (the cooperative
+ * launch attribute)
+ */
+#define QCUDA_LAUNCH_COOPERATIVE 1u
 
 /*
  * SESSION_OPEN flags: every request of the session, its SESSION_CLOSE
@@ -328,6 +335,12 @@ enum qcuda_cmd {
 	 * (cudaLaunchCooperativeKernel); args launch + more
 	 */
 	QCUDA_CMD_LAUNCH_COOPERATIVE = 68,
+	/*
+	 * as LAUNCH, with launch attributes (cuLaunchKernelEx): thread-block
+	 * clusters, cooperative; not posted: whether the grid can be launched so is
+	 * this call's answer; args launch_ex + more
+	 */
+	QCUDA_CMD_LAUNCH_EX = 69,
 	/* args handle, out func_attrs */
 	QCUDA_CMD_FUNC_ATTRS = 60,
 	/* attr: a cudaFuncAttribute; args func_attr */
@@ -686,6 +699,19 @@ struct qcuda_args_launch {
 	/* followed by param_bytes of parameters */
 };
 QCUDA_SIZE_IS(qcuda_args_launch, 48);
+
+struct qcuda_args_launch_ex {
+	__le64 func;            /* handle from FUNC_GET */
+	__le64 stream;
+	__le32 grid[3];
+	__le32 block[3];
+	__le32 shared_mem;
+	__le32 param_bytes;     /* bytes of packed parameters after this struct */
+	__le32 cluster[3];      /* blocks per cluster in each dimension (1, 1, 1: none) */
+	__le32 flags;           /* QCUDA_LAUNCH_* */
+	/* followed by param_bytes of parameters */
+};
+QCUDA_SIZE_IS(qcuda_args_launch_ex, 64);
 
 struct qcuda_out_func_attrs {
 	__le32 values[16];

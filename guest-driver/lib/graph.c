@@ -1122,10 +1122,13 @@ void qc_exec_free(struct qc_exec *x)
 cudaError_t qc_node_op_run(const struct qc_node_op *op, cudaStream_t stream, int ptds)
 {
 	switch (op->type) {
-	case cudaGraphNodeTypeKernel:
+	case cudaGraphNodeTypeKernel: {
+		const struct qc_launch_mode coop = { .cooperative = 1, .cluster = { 1, 1, 1 } };
+
 		return qc_launch_packed(op->kernel.k, op->kernel.grid, op->kernel.block,
 					op->kernel.params, op->kernel.k->param_bytes, op->kernel.shmem,
-					stream, ptds, op->kernel.cooperative);
+					stream, ptds, op->kernel.cooperative ? &coop : NULL);
+	}
 	case cudaGraphNodeTypeMemcpy: {
 		cudaError_t e = cudaSuccess;
 		const struct qc_node_op *c = op;

@@ -43,10 +43,37 @@ QC_API cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, siz
 	return cudaSuccess;
 }
 
-/* The launch of k with its parameters packed by pack(); cooperative:
- * cudaLaunchCooperativeKernel's launch, every block resident at once. */
+static int clustered(const struct qc_launch_mode *mode)
+{
+	return mode && (mode->cluster[0] > 1 || mode->cluster[1] > 1 || mode->cluster[2] > 1);
+}
+
+/* A launch with attributes (LAUNCH_EX): l's fields, then the mode's, then
+ * l's parameters (after l in its buffer). */
+static cudaError_t launch_ex_call(const struct qcuda_args_launch *l, const struct qc_launch_mode *mode)
+{
+	union {
+		struct qcuda_args_launch_ex x;
+		unsigned char b[sizeof(struct qcuda_args_launch_ex) + QCUDA_MAX_PARAM_BYTES];
+	} buf;
+
+	memset(&buf.x, 0, sizeof(buf.x));
+	buf.x.func = l->func;
+	buf.x.stream = l->stream;
+	memcpy(buf.x.grid, l->grid, sizeof(buf.x.grid));
+	memcpy(buf.x.block, l->block, sizeof(buf.x.block));
+	buf.x.shared_mem = l->shared_mem;
+	buf.x.param_bytes = l->param_bytes;
+	memcpy(buf.x.cluster, mode->cluster, sizeof(buf.x.cluster));
+	buf.x.flags = mode->cooperative ? QCUDA_LAUNCH_COOPERATIVE : 0;
+	memcpy(buf.b + sizeof(buf.x), (const unsigned char *)l + sizeof(*l), l->param_bytes);
+	return qc_req_launch_ex(&buf.x, (uint32_t)(sizeof(buf.x) + l->param_bytes));
+}
+
+/* The launch of k with its parameters packed by pack(), as mode says (NULL:
+ * plain, posted). */
 static cudaError_t launch_with(struct qc_kernel *k, dim3 grid, dim3 block, size_t shmem,
-			       cudaStream_t stream, int ptds, int cooperative,
+			       cudaStream_t stream, int ptds, const struct qc_launch_mode *mode,
 			       cudaError_t (*pack)(const struct qc_kernel *k, unsigned char *params,
 						   const void *src, size_t size),
 			       const void *src, size_t size)
@@ -86,17 +113,25 @@ static cudaError_t launch_with(struct qc_kernel *k, dim3 grid, dim3 block, size_
 	if (qc_capture_active(stream, ptds)) {	/* a kernel node instead */
 		struct qc_node_op op;
 
+		if (clustered(mode)) {
+			qc_msg("a launch in thread-block clusters cannot be captured by qcuda yet: "
+			       "returning cudaErrorNotSupported");
+			return cudaErrorNotSupported;
+		}
 		e = qc_node_op_kernel(&op, k, grid, block, shmem, NULL, params, k->param_bytes);
 		if (e != cudaSuccess)
 			return e;
-		op.kernel.cooperative = cooperative;
+		op.kernel.cooperative = mode && mode->cooperative;
 		if (qc_capture_op(stream, ptds, &op, &e))
 			return e;
 		qc_node_op_free(&op);	/* the capture ended meanwhile: launch */
 	}
 	/* Not posted: whether the grid fits on the device at once
-	 * (cudaErrorCooperativeLaunchTooLarge) is this call's answer, as in CUDA. */
-	if (cooperative)
+	 * (cudaErrorCooperativeLaunchTooLarge), or in clusters, is this call's
+	 * answer, as in CUDA. */
+	if (clustered(mode))
+		return launch_ex_call(&buf.l, mode);
+	if (mode && mode->cooperative)
 		return qc_req_launch_cooperative(&buf.l, len);
 	return qc_post_launch(&buf.l, len);
 }
@@ -144,21 +179,24 @@ cudaError_t qc_extra_buffer(void **extra, const void **buf, size_t *size)
 }
 
 cudaError_t qc_launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
-		      cudaStream_t stream, int ptds, int cooperative)
+		      cudaStream_t stream, int ptds, const struct qc_launch_mode *mode)
 {
-	return launch_with(k, grid, block, shmem, stream, ptds, cooperative, pack_args, args, 0);
+	return launch_with(k, grid, block, shmem, stream, ptds, mode, pack_args, args, 0);
 }
 
 cudaError_t qc_launch_packed(struct qc_kernel *k, dim3 grid, dim3 block, const void *params,
-			     size_t size, size_t shmem, cudaStream_t stream, int ptds, int cooperative)
+			     size_t size, size_t shmem, cudaStream_t stream, int ptds,
+			     const struct qc_launch_mode *mode)
 {
-	return launch_with(k, grid, block, shmem, stream, ptds, cooperative, pack_copy, params, size);
+	return launch_with(k, grid, block, shmem, stream, ptds, mode, pack_copy, params, size);
 }
+
+static const struct qc_launch_mode cooperative_mode = { .cooperative = 1, .cluster = { 1, 1, 1 } };
 
 static cudaError_t launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
 			  cudaStream_t stream, int ptds)
 {
-	return qc_launch(k, grid, block, args, shmem, stream, ptds, 0);
+	return qc_launch(k, grid, block, args, shmem, stream, ptds, NULL);
 }
 
 QC_API cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun)
@@ -208,7 +246,7 @@ QC_API cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, d
 					       void **args, size_t sharedMem, cudaStream_t stream)
 {
 	return qc_ret(qc_launch(qc_kernel_by_func(func), gridDim, blockDim, args, sharedMem, stream,
-			       0, 1));
+			       0, &cooperative_mode));
 }
 
 QC_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
@@ -219,17 +257,18 @@ QC_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridD
 						    cudaStream_t stream)
 {
 	return qc_ret(qc_launch(qc_kernel_by_func(func), gridDim, blockDim, args, sharedMem, stream,
-			       1, 1));
+			       1, &cooperative_mode));
 }
 
-/* Cooperative launches are honoured. Attributes that are hints for the
- * hardware, changing no result (a launch's priority, its L2 access policy
- * window: the stream's own ones are applied through cudaStreamSetAttribute),
- * are accepted and not carried per launch; others are refused with a note. */
+/* Cooperative launches and thread-block clusters are honoured. Attributes
+ * that are hints for the hardware, changing no result (a launch's priority,
+ * its L2 access policy window: the stream's own ones are applied through
+ * cudaStreamSetAttribute), are accepted and not carried per launch; others
+ * are refused with a note. */
 static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func, void **args,
 			     int ptds)
 {
-	int cooperative = 0;
+	struct qc_launch_mode mode = { .cooperative = 0, .cluster = { 1, 1, 1 } };
 
 	if (!config)
 		return cudaErrorInvalidValue;
@@ -242,18 +281,21 @@ static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func,
 		    a->id == cudaLaunchAttributeAccessPolicyWindow)
 			continue;
 		if (a->id == cudaLaunchAttributeCooperative) {
-			cooperative = a->val.cooperative != 0;	/* the last one counts */
+			mode.cooperative = a->val.cooperative != 0;	/* the last one counts */
 			continue;
 		}
-		if (a->id == cudaLaunchAttributeClusterDimension && a->val.clusterDim.x <= 1 &&
-		    a->val.clusterDim.y <= 1 && a->val.clusterDim.z <= 1)
+		if (a->id == cudaLaunchAttributeClusterDimension) {
+			mode.cluster[0] = a->val.clusterDim.x;
+			mode.cluster[1] = a->val.clusterDim.y;
+			mode.cluster[2] = a->val.clusterDim.z;
 			continue;
+		}
 		qc_msg("cudaLaunchKernelEx: launch attribute %d is not supported by qcuda: "
 		       "returning cudaErrorNotSupported", (int)a->id);
 		return cudaErrorNotSupported;
 	}
 	return qc_launch(qc_kernel_find(func), config->gridDim, config->blockDim, args,
-			 config->dynamicSmemBytes, config->stream, ptds, cooperative);
+			 config->dynamicSmemBytes, config->stream, ptds, &mode);
 }
 
 QC_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func,

@@ -390,6 +390,16 @@ static inline cudaError_t qc_req_launch_cooperative(const struct qcuda_args_laun
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_LAUNCH_COOPERATIVE, .args = a, .args_len = args_len });
 }
 
+/*
+ * LAUNCH_EX: as LAUNCH, with launch attributes (cuLaunchKernelEx):
+ * thread-block clusters, cooperative; not posted: whether the grid can be
+ * launched so is this call's answer; args launch_ex + more
+ */
+static inline cudaError_t qc_req_launch_ex(const struct qcuda_args_launch_ex *a, uint32_t args_len)
+{
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_LAUNCH_EX, .args = a, .args_len = args_len });
+}
+
 /* FUNC_ATTRS: args handle, out func_attrs */
 static inline cudaError_t qc_req_func_attrs(uint64_t handle, struct qcuda_out_func_attrs *out)
 {

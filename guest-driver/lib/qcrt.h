@@ -309,10 +309,18 @@ void qc_sha256(const void *data, uint64_t n, uint8_t out[32]);
 
 /* ---- launch.c ---- */
 
+/* How a launch runs beyond its grid: cooperative (every block resident at
+ * once), in thread-block clusters of cluster[0] x [1] x [2] blocks (1 x 1 x
+ * 1: none). Either makes the launch a call answered at once, not posted. */
+struct qc_launch_mode {
+	int cooperative;
+	unsigned int cluster[3];
+};
+
 /* Launches k (its layout packs args: one pointer per parameter) on stream;
- * cooperative: every block resident at once (answered at once, not posted). */
+ * mode NULL: a plain launch. */
 cudaError_t qc_launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
-		      cudaStream_t stream, int ptds, int cooperative);
+		      cudaStream_t stream, int ptds, const struct qc_launch_mode *mode);
 /* The packed parameters of cuLaunchKernel's `extra` form
  * (CU_LAUNCH_PARAM_BUFFER_POINTER, p, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
  * CU_LAUNCH_PARAM_END): *buf NULL and *size 0 where not given;
@@ -321,7 +329,8 @@ cudaError_t qc_extra_buffer(void **extra, const void **buf, size_t *size);
 /* The same with the parameters already packed in the kernel's layout
  * (cuLaunchKernel's `extra` form): size must be the layout's size. */
 cudaError_t qc_launch_packed(struct qc_kernel *k, dim3 grid, dim3 block, const void *params,
-			     size_t size, size_t shmem, cudaStream_t stream, int ptds, int cooperative);
+			     size_t size, size_t shmem, cudaStream_t stream, int ptds,
+			     const struct qc_launch_mode *mode);
 
 /* ---- copy.c ---- */
 

@@ -11,7 +11,8 @@
 
 static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
 		       unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,
-		       CUstream s, void **params, void **extra, int ptds, int cooperative)
+		       CUstream s, void **params, void **extra, int ptds,
+		       const struct qc_launch_mode *mode)
 {
 	struct qc_kernel *k = cu_kernel(f);
 	dim3 grid = { gx, gy, gz }, block = { bx, by, bz };
@@ -26,14 +27,14 @@ static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned 
 	if (params && extra)	/* one form or the other */
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!extra)
-		return cu_result(qc_launch(k, grid, block, params, smem, (cudaStream_t)s, ptds,
-					   cooperative));
+		return cu_result(qc_launch(k, grid, block, params, smem, (cudaStream_t)s, ptds, mode));
 	r = cu_result(qc_extra_buffer(extra, &buf, &size));
 	if (r != CUDA_SUCCESS)
 		return r;
-	return cu_result(qc_launch_packed(k, grid, block, buf, size, smem, (cudaStream_t)s, ptds,
-					  cooperative));
+	return cu_result(qc_launch_packed(k, grid, block, buf, size, smem, (cudaStream_t)s, ptds, mode));
 }
+
+static const struct qc_launch_mode cooperative_mode = { .cooperative = 1, .cluster = { 1, 1, 1 } };
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
 			unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
@@ -41,7 +42,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
 			void **kernelParams, void **extra)
 {
 	return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-		      sharedMemBytes, hStream, kernelParams, extra, 0, 0);
+		      sharedMemBytes, hStream, kernelParams, extra, 0, NULL);
 }
 
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -54,7 +55,7 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int g
 			     void **kernelParams, void **extra)
 {
 	return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-		      sharedMemBytes, hStream, kernelParams, extra, 1, 0);
+		      sharedMemBytes, hStream, kernelParams, extra, 1, NULL);
 }
 
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -63,7 +64,7 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned
 				   unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
 {
 	return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-		      sharedMemBytes, hStream, kernelParams, NULL, 0, 1);
+		      sharedMemBytes, hStream, kernelParams, NULL, 0, &cooperative_mode);
 }
 
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -78,15 +79,16 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, uns
 					void **kernelParams)
 {
 	return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-		      sharedMemBytes, hStream, kernelParams, NULL, 1, 1);
+		      sharedMemBytes, hStream, kernelParams, NULL, 1, &cooperative_mode);
 }
 
 /* Attributes that are hints changing nothing a program can observe (a
  * launch's priority, its L2 access policy window) are accepted; cooperative
- * launches are honoured; the rest are refused with a note. */
+ * launches and thread-block clusters are honoured; the rest are refused with
+ * a note. */
 static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra, int ptds)
 {
-	int cooperative = 0;
+	struct qc_launch_mode mode = { .cooperative = 0, .cluster = { 1, 1, 1 } };
 
 	if (!c || (c->numAttrs && !c->attrs))
 		return CUDA_ERROR_INVALID_VALUE;
@@ -99,13 +101,13 @@ static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, 
 		case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
 			continue;
 		case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
-			cooperative = a->value.cooperative != 0;	/* the last one counts */
+			mode.cooperative = a->value.cooperative != 0;	/* the last one counts */
 			continue;
 		case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
-			if (a->value.clusterDim.x <= 1 && a->value.clusterDim.y <= 1 &&
-			    a->value.clusterDim.z <= 1)
-				continue;
-			break;
+			mode.cluster[0] = a->value.clusterDim.x;
+			mode.cluster[1] = a->value.clusterDim.y;
+			mode.cluster[2] = a->value.clusterDim.z;
+			continue;
 		case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
 			if (!a->value.programmaticStreamSerializationAllowed)
 				continue;
@@ -118,7 +120,7 @@ static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, 
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 	return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
-		      c->blockDimZ, c->sharedMemBytes, c->hStream, params, extra, ptds, cooperative);
+		      c->blockDimZ, c->sharedMemBytes, c->hStream, params, extra, ptds, &mode);
 }
 
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)

@@ -497,3 +497,15 @@ for (const where of ['in process', 'in a worker'] as const) {
     t.is((await c.call(Cmd.CTX_RESET_PERSISTING_L2, { args: ['qcuda_args_handle', { handle: 1n }] })).status, Status.BAD_REQUEST, 'it takes no arguments');
   });
 }
+
+test('LAUNCH_EX: a cluster with a 0 dimension, one past 16 blocks, or unknown flags is refused before the kernel is looked up', async (t) => {
+  const { c } = await setup(t);
+  const launch = (cluster: number[], flags = 0) =>
+    c.call(Cmd.LAUNCH_EX, {
+      rawArgs: encode('qcuda_args_launch_ex', { func: 12345n, stream: 0n, grid: new Uint32Array([4, 1, 1]), block: new Uint32Array([32, 1, 1]), shared_mem: 0, param_bytes: 0, cluster: new Uint32Array(cluster), flags }),
+    });
+  t.is((await launch([0, 1, 1])).status, CudaErr.InvalidConfiguration);
+  t.is((await launch([4, 4, 2])).status, CudaErr.InvalidValue, '32 blocks in a cluster');
+  t.is((await launch([2, 1, 1], 2)).status, Status.BAD_REQUEST, 'flags other than QCUDA_LAUNCH_COOPERATIVE');
+  t.is((await launch([2, 1, 1], 1)).status, CudaErr.InvalidResourceHandle, 'a good cluster: then the function is looked up (not the session\'s)');
+});

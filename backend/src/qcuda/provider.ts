@@ -299,6 +299,8 @@ export interface CoreContext {
   streamGetAttribute(s: StreamRef | undefined, attr: number): Promise<Uint8Array>;
   /** As launch(), for a cooperative grid (cudaLaunchCooperativeKernel): every block resident at once. */
   launchCooperative(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Promise<void>;
+  /** As launch(), with launch attributes (cuLaunchKernelEx): blocks in clusters of `cluster` (1, 1, 1: none), cooperative or not. */
+  launchEx(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array, cluster: Dim3, cooperative: boolean): Promise<void>;
   /**
    * Enqueues a kernel on the stream, after the work already enqueued there;
    * resolves once enqueued, not completed (the kernel's own errors surface at
@@ -327,7 +329,7 @@ const CORE_METHODS = [
   'copy3DFromDevice', 'memset2D', 'arrayCreate', 'arrayDestroy', 'mipmapCreate', 'mipmapLevel', 'mipmapDestroy', 'texCreate', 'texDestroy', 'surfCreate', 'surfDestroy',
   'graphCreate', 'graphDestroy', 'graphCondHandle', 'graphInstantiate', 'graphExecDestroy', 'graphLaunch', 'eventElapsed', 'hostDevicePointer',
   'hostUnmap', 'moduleLoad', 'moduleUnload', 'functionGet', 'variableGet', 'funcGetAttributes', 'funcSetAttribute', 'occupancyBlocks',
-  'occupancySmem', 'limitSet', 'limitGet', 'streamSetAttribute', 'streamGetAttribute', 'launchCooperative', 'launch', 'launchMany', 'destroy',
+  'occupancySmem', 'limitSet', 'limitGet', 'streamSetAttribute', 'streamGetAttribute', 'launchCooperative', 'launchEx', 'launch', 'launchMany', 'destroy',
 ] as const satisfies readonly (keyof CoreContext)[];
 type Unlisted = Exclude<keyof CoreContext, (typeof CORE_METHODS)[number]>;
 const complete: [Unlisted] extends [never] ? true : Unlisted = true;

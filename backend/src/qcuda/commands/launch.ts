@@ -2,7 +2,7 @@
 // in a batch (batch.ts): each checked the same way before the provider sees it.
 import type { Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
-import { decode, LAYOUT, Status, type Decoded } from '../proto';
+import { decode, LAYOUT, QCUDA_LAUNCH_COOPERATIVE, Status, type Decoded } from '../proto';
 import type { LaunchDesc } from '../provider';
 import type { Session } from '../session';
 
@@ -19,7 +19,7 @@ function dims(d: Uint32Array, what: string): [number, number, number] {
  * checked: the parameter bytes are what the header and the kernel say, no
  * dimension is 0, the function and the stream are the session's.
  */
-function launchDesc(s: Session, a: Decoded<'qcuda_args_launch'>, params: Uint8Array): LaunchDesc {
+function launchDesc(s: Session, a: Pick<Decoded<'qcuda_args_launch'>, 'func' | 'stream' | 'grid' | 'block' | 'shared_mem' | 'param_bytes'>, params: Uint8Array): LaunchDesc {
   if (params.length !== a.param_bytes) throw new CudaError(Status.BAD_REQUEST, `LAUNCH: ${params.length} parameter bytes, param_bytes says ${a.param_bytes}`);
   const f = s.func(a.func);
   if (params.length !== f.paramBytes) throw new CudaError(CudaErr.InvalidValue, `${params.length} parameter bytes for a kernel taking ${f.paramBytes}`);
@@ -31,7 +31,18 @@ export function postedLaunch(s: Session, bytes: Uint8Array): LaunchDesc {
   return launchDesc(s, decode('qcuda_args_launch', bytes.subarray(0, LAUNCH_ARGS)), bytes.subarray(LAUNCH_ARGS));
 }
 
-export const LAUNCH_COMMANDS: Runs<'LAUNCH' | 'LAUNCH_COOPERATIVE'> = {
+/** Clusters of at most this many blocks: what the hardware allows with non-portable sizes (sm_90: 16). */
+const MAX_CLUSTER_BLOCKS = 16;
+
+/** LAUNCH_EX's cluster shape, checked as far as it is the guest's business: no dimension 0, not larger than any GPU takes. */
+function clusterOf(a: Decoded<'qcuda_args_launch_ex'>): [number, number, number] {
+  const c = dims(a.cluster, 'cluster');
+  if (c[0] * c[1] * c[2] > MAX_CLUSTER_BLOCKS) throw new CudaError(CudaErr.InvalidValue, `a cluster of ${c.join('x')} blocks`);
+  if (a.flags & ~QCUDA_LAUNCH_COOPERATIVE) throw new CudaError(Status.BAD_REQUEST, `LAUNCH_EX flags 0x${a.flags.toString(16)}`);
+  return c;
+}
+
+export const LAUNCH_COMMANDS: Runs<'LAUNCH' | 'LAUNCH_COOPERATIVE' | 'LAUNCH_EX'> = {
   LAUNCH(c) {
     const l = launchDesc(c.session, c.args, c.extra);
     return c.session.withContext((x) => x.launch(l.f, l.grid, l.block, l.sharedMem, l.stream, l.params));
@@ -39,5 +50,10 @@ export const LAUNCH_COMMANDS: Runs<'LAUNCH' | 'LAUNCH_COOPERATIVE'> = {
   async LAUNCH_COOPERATIVE(c) {
     const l = launchDesc(c.session, c.args, c.extra);
     await (await c.session.context()).launchCooperative(l.f, l.grid, l.block, l.sharedMem, l.stream, l.params);
+  },
+  async LAUNCH_EX(c) {
+    const cluster = clusterOf(c.args);
+    const l = launchDesc(c.session, c.args, c.extra);
+    await (await c.session.context()).launchEx(l.f, l.grid, l.block, l.sharedMem, l.stream, l.params, cluster, (c.args.flags & QCUDA_LAUNCH_COOPERATIVE) !== 0);
   },
 };

@@ -405,6 +405,10 @@ class CudaSessionContext implements ProviderContext, OutputSource {
     this.#launching();
     return this.native.launchCooperative(handleId(f, 'function'), packDim3(0, grid), packDim3(1, block), sharedMem, streamId(stream), params);
   }
+  launchEx(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array, cluster: Dim3, cooperative: boolean): Promise<void> {
+    this.#launching();
+    return this.native.launchEx(handleId(f, 'function'), packDim3(0, grid), packDim3(1, block), sharedMem, streamId(stream), params, [...cluster], cooperative);
+  }
   launch(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Now<void> {
     this.#launching();
     return this.native.launch(handleId(f, 'function'), packDim3(0, grid), packDim3(1, block), sharedMem, streamId(stream), params);

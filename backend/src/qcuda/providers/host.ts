@@ -583,6 +583,9 @@ class HostContext implements ProviderContext {
   async launchCooperative(_f: unknown, _g: Dim3, _b: Dim3, _s: number, _st: StreamRef | undefined, _p: Uint8Array): Promise<void> {
     throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
   }
+  async launchEx(_f: unknown, _g: Dim3, _b: Dim3, _s: number, _st: StreamRef | undefined, _p: Uint8Array, _c: Dim3, _co: boolean): Promise<void> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+  }
 
   // Limits: a table per context that keeps what is set (clamping the hints as CUDA does).
   async limitSet(limit: number, value: bigint): Promise<void> {

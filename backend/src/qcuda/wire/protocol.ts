@@ -32,7 +32,7 @@ export const CONSTANTS = {
   QCUDA_PROTO_VERSION: { value: 5, c: '5u', doc: 'Bumped on any incompatible change of this file (new commands and structs are compatible).' },
   QCUDA_CONFIG_SIZE: { value: 40, doc: 'sizeof(struct virtio_qcuda_config)' },
   QCUDA_CAP_GPU: { value: 1n, c: '(1ull << 0)', doc: 'a real GPU serves this device' },
-  QCUDA_MAX_ARGS: { value: 32832, doc: 'Largest argument block of any command: a launch\'s struct qcuda_args_launch (48 bytes) and QCUDA_MAX_PARAM_BYTES of parameters, rounded up to 64.' },
+  QCUDA_MAX_ARGS: { value: 32832, doc: 'Largest argument block of any command: a launch\'s struct qcuda_args_launch_ex (64 bytes) and QCUDA_MAX_PARAM_BYTES of parameters, rounded up to 64.' },
   QCUDA_MAX_OUT: { value: 4096, doc: 'Largest output block of any command.' },
   QCUDA_CHUNK: {
     value: 16 << 20,
@@ -43,6 +43,11 @@ export const CONSTANTS = {
     value: 0x40000000,
     c: '0x40000000u',
     doc: 'Not a status: a flag OR-ed into resp.status of any reply to a session with device output waiting ("fetch it with OUTPUT_READ"); the rest of the status is the command\'s own. Statuses stay below it.',
+  },
+  QCUDA_LAUNCH_COOPERATIVE: {
+    value: 1,
+    c: '1u',
+    doc: 'LAUNCH_EX flags: every block of the grid resident at once (the cooperative launch attribute)',
   },
   QCUDA_SESSION_OWN_QUEUE: {
     value: 1,
@@ -170,6 +175,12 @@ export const STRUCTS = {
   qcuda_args_launch: {
     fields: [['func', 'u64', 'handle from FUNC_GET'], ['stream', 'u64'], ['grid', 'u32[3]'], ['block', 'u32[3]'], ['shared_mem', 'u32'],
       ['param_bytes', 'u32', 'bytes of packed parameters after this struct']],
+    trailer: 'followed by param_bytes of parameters',
+  },
+  qcuda_args_launch_ex: {
+    fields: [['func', 'u64', 'handle from FUNC_GET'], ['stream', 'u64'], ['grid', 'u32[3]'], ['block', 'u32[3]'], ['shared_mem', 'u32'],
+      ['param_bytes', 'u32', 'bytes of packed parameters after this struct'], ['cluster', 'u32[3]', 'blocks per cluster in each dimension (1, 1, 1: none)'],
+      ['flags', 'u32', 'QCUDA_LAUNCH_*']],
     trailer: 'followed by param_bytes of parameters',
   },
   qcuda_out_func_attrs: { fields: [['values', `u32[${NUM_FUNC_ATTRS}]`]] },
@@ -534,6 +545,15 @@ export const CALLS = {
     handles: { func: 'function', stream: 'stream' },
     stream: 'stream',
     doc: 'as LAUNCH, for a grid whose blocks synchronize (cudaLaunchCooperativeKernel)',
+  },
+  LAUNCH_EX: {
+    cmd: 69,
+    side: 'context',
+    args: 'qcuda_args_launch_ex',
+    varArgs: true,
+    handles: { func: 'function', stream: 'stream' },
+    stream: 'stream',
+    doc: 'as LAUNCH, with launch attributes (cuLaunchKernelEx): thread-block clusters, cooperative; not posted: whether the grid can be launched so is this call\'s answer',
   },
   FUNC_ATTRS: { cmd: 60, side: 'context', args: 'qcuda_args_handle', out: 'qcuda_out_func_attrs', handles: { handle: 'function' }, doc: '' },
   FUNC_SET_ATTR: { cmd: 61, side: 'context', args: 'qcuda_args_func_attr', handles: { func: 'function' }, doc: 'attr: a cudaFuncAttribute' },
