@@ -113,6 +113,11 @@ export interface VmShared {
 /** Holder slots of a VM's ledger: one per session, those still closing included (device.ts allows 4096 open). */
 const LEDGER_SLOTS = 8192;
 
+/** The limits of a VM's ledger, budget by budget (the Budgets of vmShared, in order; 0: unbounded). */
+export function ledgerLimits(limits: VmLimits): bigint[] {
+  return [limits.deviceMemory, limits.moduleStaging, BigInt(limits.contexts), BigInt(limits.hostMapPieces), 0n];
+}
+
 /**
  * The VM's bounds, counted in `ledger`, and its module images in `modules`
  * (default: new ones; a session's worker passes the VM's ledger and asks the
@@ -120,7 +125,7 @@ const LEDGER_SLOTS = 8192;
  */
 export function vmShared(
   limits: VmLimits,
-  ledger = Ledger.create([limits.deviceMemory, limits.moduleStaging, BigInt(limits.contexts), BigInt(limits.hostMapPieces), 0n], LEDGER_SLOTS),
+  ledger = Ledger.create(ledgerLimits(limits), LEDGER_SLOTS),
   modules: ModuleStore = new ModuleCache(limits.moduleCache),
 ): VmShared {
   return {
