@@ -22,17 +22,26 @@ namespace {
 
 constexpr int kStdout = 1;
 constexpr int kStderr = 2;
+// A stderr line that is not (part of) a device assert: a piece of its own.
+constexpr int kOtherLine = 3;
 // Captured bytes waiting for JS; beyond this they are dropped and counted.
 constexpr size_t kMaxQueued = 4u << 20;
 // A longer stderr line is handled in pieces of this size (an assert line names
 // the kernel's signature, which templates can make long).
 constexpr size_t kMaxLine = 16u << 10;
+// An assert's bytes, its message's lines included, at most: past this the
+// lines are not taken for an assert's any more (a line that only looked like
+// an assert's first must not make every later one device output).
+constexpr size_t kMaxAssert = 64u << 10;
 constexpr size_t kReadBuf = 64u << 10;
 // One turn of the reader, and one drain, read at most this much (a writer
 // that never stops must not hold the mutex or the JS thread forever).
 constexpr size_t kMaxRead = 8u << 20;
 // Asked for with F_SETPIPE_SZ: room for a burst while the reader is busy.
 constexpr int kPipeSize = 1 << 20;
+// Other stderr lines passed to the real stderr at exit, at most (and bytes of each).
+constexpr int kMaxExitLines = 32;
+constexpr size_t kMaxExitLine = 512;
 
 struct Piece {
   int kind;
@@ -45,6 +54,34 @@ bool IsDeviceAssert(const std::string &line) {
   if (b == std::string::npos) return false;
   size_t t = line.find("], thread: [", b);
   return t != std::string::npos && line.find("] Assertion `", t) != std::string::npos;
+}
+
+// The line (or piece of one) that ends an assert: its message is over.
+bool EndsAssert(const std::string &line) {
+  static const std::string kEnd = "` failed.";
+  size_t n = line.size();
+  if (n > 0 && line[n - 1] == '\n') n--;
+  return n >= kEnd.size() && line.compare(n - kEnd.size(), kEnd.size(), kEnd) == 0;
+}
+
+// For the real stderr: bytes outside printable ASCII (and the backslash) as \xNN, at most max of them.
+std::string Escaped(const std::string &s, size_t max) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  size_t n = s.size();
+  if (n > 0 && s[n - 1] == '\n') n--;
+  for (size_t i = 0; i < n && i < max; i++) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  if (n > max) out += "...";
+  return out;
 }
 
 // To the real stderr, which may be non-blocking (Node makes its stdio pipes so):
@@ -90,6 +127,8 @@ struct Capture {
   std::mutex mu;
   std::vector<char> buf = std::vector<char>(kReadBuf);
   std::string line;  // the stderr line being assembled
+  bool inAssert = false;  // the lines coming are an assert's message, until the one that ends it
+  size_t assertBytes = 0;  // of the assert being taken
   std::deque<Piece> q;
   size_t queued = 0;
   uint64_t dropped = 0;  // since the last report
@@ -97,6 +136,7 @@ struct Capture {
 
   void Queue(int kind, const char *p, size_t n);
   void EndLine();
+  void PassOnAtExit();
   void TakeErr(const char *p, size_t n);
   bool ReadPipe(int fd, int kind, size_t limit);
   std::deque<Piece> Take();
@@ -111,7 +151,7 @@ void Capture::Queue(int kind, const char *p, size_t n) {
     n = kMaxQueued - queued;
   }
   if (n == 0) return;
-  if (!q.empty() && q.back().kind == kind && q.back().bytes.size() < kReadBuf)
+  if (kind != kOtherLine && !q.empty() && q.back().kind == kind && q.back().bytes.size() < kReadBuf)
     q.back().bytes.append(p, n);
   else
     q.push_back(Piece{kind, std::string(p, n)});
@@ -119,11 +159,37 @@ void Capture::Queue(int kind, const char *p, size_t n) {
 }
 
 void Capture::EndLine() {
-  if (IsDeviceAssert(line))
+  if (inAssert && line.size() > kMaxAssert - assertBytes) inAssert = false;
+  if (inAssert || IsDeviceAssert(line)) {
+    assertBytes = inAssert ? assertBytes + line.size() : line.size();
     Queue(kStderr, line.data(), line.size());
-  else
-    WriteAll(realErr, line.data(), line.size());  // the backend's own log
+    inAssert = !EndsAssert(line);
+  } else {
+    Queue(kOtherLine, line.data(), line.size());
+  }
   line.clear();
+}
+
+// At exit (JS is gone): other lines still queued go to the real stderr,
+// kMaxExitLines at most, marked and escaped; device output is dropped.
+void Capture::PassOnAtExit() {
+  int passed = 0, dropped = 0;
+  for (const Piece &p : q) {
+    if (p.kind != kOtherLine) continue;
+    if (passed == kMaxExitLines) {
+      dropped++;
+      continue;
+    }
+    std::string msg = "qcuda: stderr at exit: " + Escaped(p.bytes, kMaxExitLine) + "\n";
+    WriteAll(realErr, msg.data(), msg.size());
+    passed++;
+  }
+  if (dropped > 0) {
+    std::string msg = "qcuda: stderr at exit: " + std::to_string(dropped) + " more lines dropped\n";
+    WriteAll(realErr, msg.data(), msg.size());
+  }
+  q.clear();
+  queued = 0;
 }
 
 void Capture::TakeErr(const char *p, size_t n) {
@@ -263,7 +329,8 @@ void CleanupHook(void *arg) {
 
 // The process exits with the capture running (process.exit(), an uncaught
 // exception: neither stops it): the backend's last stderr lines, a stack trace
-// say, may still be in the pipe. Pass them on and give fds 1 and 2 back.
+// printed by Node's C++ say, may still be in the pipe. Pass a few on (marked,
+// escaped) and give fds 1 and 2 back.
 void AtExit() {
   Capture *c = g_cap;
   if (c == nullptr) return;
@@ -271,6 +338,7 @@ void AtExit() {
   std::lock_guard<std::mutex> lk(c->mu);
   c->ReadPipe(c->errR, kStderr, kMaxRead);
   if (!c->line.empty()) c->EndLine();
+  c->PassOnAtExit();
   if (c->realOut >= 0) dup2(c->realOut, 1);
   if (c->realErr >= 0) dup2(c->realErr, 2);
 }
@@ -391,6 +459,17 @@ Napi::Value Stop(const Napi::CallbackInfo &info) {
   return env.Undefined();
 }
 
+// outputWriteStderr(bytes): the process's own stderr output, past the capture.
+Napi::Value WriteStderr(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+    throw Napi::TypeError::New(env, "outputWriteStderr(bytes: Uint8Array)");
+  Napi::Uint8Array b = info[0].As<Napi::Uint8Array>();
+  Capture *c = Running(env);
+  WriteAll(c != nullptr ? c->realErr : 2, reinterpret_cast<const char *>(b.Data()), b.ByteLength());
+  return env.Undefined();
+}
+
 Napi::Value Stats(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   Capture *c = Running(env);
@@ -415,6 +494,7 @@ void InitOutput(Napi::Env env, Napi::Object exports) {
   exports.Set("outputDrain", Napi::Function::New(env, Drain));
   exports.Set("outputStop", Napi::Function::New(env, Stop));
   exports.Set("outputStats", Napi::Function::New(env, Stats));
+  exports.Set("outputWriteStderr", Napi::Function::New(env, WriteStderr));
 }
 
 }  // namespace qcuda::cuda

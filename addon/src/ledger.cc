@@ -1,34 +1,56 @@
 // A VM's bounds (device memory quota, staging, contexts, mapped pieces) as
 // counters in shared memory, so that the processes serving one VM's
 // sessions (the backend and each session's worker) take from the same
-// budgets. Each budget has a limit and a total; each holder (a session) a
-// slot that says what it holds of each, so that what a dead process held
-// can be given back (reclaim).
+// budgets. Each budget has a total; each holder (a session) a slot that says
+// what it holds of each, so that what a dead process held can be given back
+// (reclaim).
 //
 // One robust, process-shared mutex guards it all. A process that dies inside
 // it leaves the next locker EOWNERDEAD: the totals are then recomputed from
 // the slots, which are always written first (take: slot, then total; give:
 // slot, then total), so a half-done step counts as undone.
+//
+// Every process that maps the file can write it, and a session's worker runs
+// code the guest chose (NVIDIA's loader and JIT on guest images): the
+// ledger's integrity is defence in depth, never trusted (security review 2,
+// L1). So:
+//  - the file's size is sealed: no process can cut it short under the
+//    others' mappings;
+//  - the limits are not in the file: each process keeps its own copy, given
+//    by the backend (a worker's comes in the message that hands it the
+//    ledger), so no worker can lift a bound for the VM;
+//  - the lock is taken with a bound (kLockTimeoutSec): a process that keeps
+//    it makes takes fail, instead of freezing the backend's event loop;
+//  - counts read from the file are checked where they are used: a total or
+//    held value out of range (negative, or a sum that would wrap) fails the
+//    take, or is clamped where the count only goes down.
 #include "ledger.h"
 
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "errors.h"
 
 namespace qcuda {
 namespace {
 
-constexpr uint32_t kMagic = 0x71636c67;  // "qclg"
+constexpr uint32_t kMagic = 0x71636c68;  // "qclh": the layout without limits
 constexpr uint32_t kMaxBudgets = 8;
 constexpr uint32_t kMaxSlots = 1 << 16;
+// How long a step waits for the lock. Each holds it for a few counts' worth
+// of work (microseconds); one still held after this is held by a process
+// that stopped or means harm, and the step fails rather than wait on.
+constexpr time_t kLockTimeoutSec = 1;
 
 struct Header {
   pthread_mutex_t mu;
@@ -36,7 +58,6 @@ struct Header {
   uint32_t budgets;
   uint32_t slots;
   uint32_t reserved;
-  int64_t limit[kMaxBudgets];  // 0: unbounded
   int64_t total[kMaxBudgets];
 };
 
@@ -68,19 +89,20 @@ class Ledger : public Napi::ObjectWrap<Ledger> {
   }
 
   // new Ledger(fd, limits: bigint[], slots): formats the (new, empty) file, or
-  // new Ledger(fd): opens one another process formatted. The fd stays the caller's.
+  // new Ledger(fd, limits): opens one another process formatted with these
+  // limits (the creator's, as it handed them over: the file does not hold
+  // them). The fd stays the caller's.
   explicit Ledger(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Ledger>(info) {
     Napi::Env env = info.Env();
     int fd = ArgFd(info, 0);
-    bool create = info.Length() > 1;
-    uint32_t budgets = 0, slots = 0;
+    std::vector<int64_t> limits = LimitsArg(info, 1);
+    bool create = info.Length() > 2;
+    uint32_t budgets = static_cast<uint32_t>(limits.size()), slots = 0;
     if (create) {
-      if (!info[1].IsArray()) ThrowRange(env, "limits must be an array of bigints");
-      Napi::Array limits = info[1].As<Napi::Array>();
-      budgets = limits.Length();
-      if (budgets == 0 || budgets > kMaxBudgets) ThrowRange(env, "1 to " + std::to_string(kMaxBudgets) + " budgets");
       slots = ArgIndex(info, 2, kMaxSlots + 1, "slots");
       if (ftruncate(fd, static_cast<off_t>(BytesFor(slots))) != 0) ThrowErrno(env, "ftruncate", errno);
+      // Its size for good: a file cut short under the mappings would make them fault (SIGBUS) here.
+      if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) ThrowErrno(env, "fcntl(F_ADD_SEALS)", errno);
     }
     struct stat st;
     if (fstat(fd, &st) != 0) ThrowErrno(env, "fstat", errno);
@@ -90,7 +112,6 @@ class Ledger : public Napi::ObjectWrap<Ledger> {
     if (p == MAP_FAILED) ThrowErrno(env, "mmap", errno);
     h_ = static_cast<Header *>(p);
     if (create) {
-      Napi::Array limits = info[1].As<Napi::Array>();
       pthread_mutexattr_t a;
       pthread_mutexattr_init(&a);
       pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
@@ -99,25 +120,15 @@ class Ledger : public Napi::ObjectWrap<Ledger> {
       pthread_mutexattr_destroy(&a);
       h_->budgets = budgets;
       h_->slots = slots;
-      for (uint32_t b = 0; b < budgets; b++) {
-        Napi::Value v = limits[b];
-        bool lossless = false;
-        int64_t l = v.IsBigInt() ? v.As<Napi::BigInt>().Int64Value(&lossless) : -1;
-        if (!lossless || l < 0) {
-          Unmap();
-          ThrowRange(env, "each limit must be a bigint from 0 to 2^63-1");
-        }
-        h_->limit[b] = l;
-      }
       __atomic_store_n(&h_->magic, kMagic, __ATOMIC_RELEASE);
-    } else if (__atomic_load_n(&h_->magic, __ATOMIC_ACQUIRE) != kMagic || h_->budgets == 0 || h_->budgets > kMaxBudgets ||
-               h_->slots > kMaxSlots || BytesFor(h_->slots) > length_) {
+    } else if (__atomic_load_n(&h_->magic, __ATOMIC_ACQUIRE) != kMagic || h_->budgets != budgets) {
       Unmap();
-      ThrowRange(env, "not a ledger");
+      ThrowRange(env, "not a ledger (or not one of " + std::to_string(budgets) + " budgets)");
     }
-    // Read once: another process may write the header, never these two.
-    budgets_ = h_->budgets;
-    slots_ = h_->slots;
+    // From the size the creator sealed, not from the header, which any process may write.
+    budgets_ = budgets;
+    slots_ = create ? slots : static_cast<uint32_t>(std::min<size_t>((length_ - sizeof(Header)) / sizeof(Slot), kMaxSlots));
+    for (uint32_t b = 0; b < budgets; b++) limit_[b] = limits[b];
   }
 
   ~Ledger() override { Unmap(); }
@@ -126,6 +137,25 @@ class Ledger : public Napi::ObjectWrap<Ledger> {
   Header *h_ = nullptr;
   size_t length_ = 0;
   uint32_t budgets_ = 0, slots_ = 0;
+  // This process's own copy (0: unbounded): no other process can change it.
+  int64_t limit_[kMaxBudgets] = {};
+
+  // limits: 1 to kMaxBudgets bigints from 0 to 2^63-1.
+  static std::vector<int64_t> LimitsArg(const Napi::CallbackInfo &info, size_t i) {
+    Napi::Env env = info.Env();
+    if (info.Length() <= i || !info[i].IsArray()) ThrowRange(env, "limits must be an array of bigints");
+    Napi::Array a = info[i].As<Napi::Array>();
+    if (a.Length() == 0 || a.Length() > kMaxBudgets) ThrowRange(env, "1 to " + std::to_string(kMaxBudgets) + " budgets");
+    std::vector<int64_t> out;
+    for (uint32_t b = 0; b < a.Length(); b++) {
+      Napi::Value v = a[b];
+      bool lossless = false;
+      int64_t l = v.IsBigInt() ? v.As<Napi::BigInt>().Int64Value(&lossless) : -1;
+      if (!lossless || l < 0) ThrowRange(env, "each limit must be a bigint from 0 to 2^63-1");
+      out.push_back(l);
+    }
+    return out;
+  }
 
   void Unmap() {
     if (h_ != nullptr) munmap(h_, length_);
@@ -138,18 +168,36 @@ class Ledger : public Napi::ObjectWrap<Ledger> {
     if (h_ == nullptr) ThrowRange(env, "the ledger is closed");
   }
 
-  // Locks; repairs the totals if the last holder died inside.
+  // Locks, waiting kLockTimeoutSec at most; repairs the totals if the last holder died inside.
   void Lock(Napi::Env env) {
-    int r = pthread_mutex_lock(&h_->mu);
+    timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += kLockTimeoutSec;
+    int r = pthread_mutex_clocklock(&h_->mu, CLOCK_MONOTONIC, &until);
     if (r == EOWNERDEAD) {
-      for (uint32_t b = 0; b < budgets_; b++) {
-        int64_t sum = 0;
-        for (uint32_t s = 0; s < slots_; s++) sum += SlotAt(s)->held[b];
-        h_->total[b] = sum;
-      }
+      Rebuild();
       pthread_mutex_consistent(&h_->mu);
+    } else if (r == ETIMEDOUT) {
+      Napi::Error e = Napi::Error::New(env, "the VM's ledger stayed locked for over " + std::to_string(kLockTimeoutSec) +
+                                                " s (another process serving the VM holds it): nothing was counted");
+      e.Set("code", Napi::String::New(env, "ETIMEDOUT"));
+      throw e;
     } else if (r != 0) {
-      ThrowErrno(env, "pthread_mutex_lock", r);
+      ThrowErrno(env, "pthread_mutex_clocklock", r);
+    }
+  }
+
+  // Each total as the sum of what the slots hold. A held value below 0 counts
+  // as 0; a sum past what a count can be stays at INT64_MAX, so that every
+  // take fails (fail closed) until the slots that claim so much are reclaimed.
+  void Rebuild() {
+    for (uint32_t b = 0; b < budgets_; b++) {
+      int64_t sum = 0;
+      for (uint32_t s = 0; s < slots_; s++) {
+        int64_t h = SlotAt(s)->held[b];
+        if (h > 0) sum = h > INT64_MAX - sum ? INT64_MAX : sum + h;
+      }
+      h_->total[b] = sum;
     }
   }
 
@@ -186,10 +234,12 @@ class Ledger : public Napi::ObjectWrap<Ledger> {
     uint32_t b = BudgetArg(info, 0), s = SlotArg(info, 1);
     int64_t n = CountArg(info, 2);
     Locked lock(this, info.Env());
-    int64_t limit = h_->limit[b], total = h_->total[b];
-    bool ok = limit == 0 ? total <= INT64_MAX - n : total <= limit && n <= limit - total;
+    int64_t limit = limit_[b], total = h_->total[b], held = SlotAt(s)->held[b];
+    // Counts out of range (written by another process) fail the take: nothing below may wrap.
+    bool sane = total >= 0 && held >= 0 && held <= INT64_MAX - n;
+    bool ok = sane && (limit == 0 ? total <= INT64_MAX - n : total <= limit && n <= limit - total);
     if (ok) {
-      SlotAt(s)->held[b] += n;
+      SlotAt(s)->held[b] = held + n;
       h_->total[b] = total + n;
     }
     return Napi::Boolean::New(info.Env(), ok);
@@ -203,7 +253,7 @@ class Ledger : public Napi::ObjectWrap<Ledger> {
     bool ok = SlotAt(s)->held[b] >= n;
     if (ok) {
       SlotAt(s)->held[b] -= n;
-      h_->total[b] -= n;
+      h_->total[b] = TotalLess(b, n);
     }
     return Napi::Boolean::New(info.Env(), ok);
   }
@@ -215,9 +265,17 @@ class Ledger : public Napi::ObjectWrap<Ledger> {
     for (uint32_t b = 0; b < budgets_; b++) {
       int64_t n = SlotAt(s)->held[b];
       SlotAt(s)->held[b] = 0;
-      h_->total[b] -= n;
+      if (n > 0) h_->total[b] = TotalLess(b, n);
     }
     return info.Env().Undefined();
+  }
+
+  // The total of budget b less n (0 <= n), never below 0: a slot that says it
+  // holds more than the total was written by another process, and what it
+  // gives back cannot make room the others did not leave.
+  int64_t TotalLess(uint32_t b, int64_t n) {
+    int64_t t = h_->total[b];
+    return t > n ? t - n : 0;
   }
 
   Napi::Value Held(const Napi::CallbackInfo &info) {
@@ -233,7 +291,7 @@ class Ledger : public Napi::ObjectWrap<Ledger> {
   }
 
   Napi::Value Limit(const Napi::CallbackInfo &info) {
-    return Napi::BigInt::New(info.Env(), h_->limit[BudgetArg(info, 0)]);
+    return Napi::BigInt::New(info.Env(), limit_[BudgetArg(info, 0)]);
   }
 
   Napi::Value Close(const Napi::CallbackInfo &info) {

@@ -276,11 +276,14 @@ export interface CudaNative {
   readonly MODULE_IMAGE_PADDING: number;
   /**
    * Device output capture (addon/src/cuda_output.h): fds 1 and 2 become pipes;
-   * what the driver prints there (stdout: printf; stderr: device assert lines,
-   * other lines go through to the real stderr) reaches onOutput, from the
-   * event loop or synchronously inside outputDrain(). One per process.
+   * what the driver prints there reaches onOutput (kind 1: stdout, printf;
+   * 2: stderr, a device assert with its message's lines; 3: another stderr
+   * line, one a piece), from the event loop or synchronously inside
+   * outputDrain(). One per process.
    */
   outputStart(onOutput: (kind: number, bytes: Buffer) => void): void;
+  /** The process's own stderr output: to the real stderr while the capture runs (fd 2 otherwise). */
+  outputWriteStderr(bytes: Uint8Array): void;
   /** fflush(stdout), reads both pipes dry, delivers everything captured before returning. */
   outputDrain(): void;
   /** Puts fds 1 and 2 back and delivers what is left. */

@@ -7,7 +7,11 @@
 // the last launcher unprompted; a failed assert's line reaches the sink as
 // stderr output while the synchronize rejects with cudaErrorAssert; the
 // backend's own stderr lines still reach the real stderr; close gives the
-// fds back.
+// fds back. Every other line the driver writes to stderr is the session's
+// too, and reaches the host's stderr only through the VM's rate limit,
+// named by the session and escaped; an assert whose message holds newlines
+// is the session's whole, and none of its lines reach the host's stderr
+// (security review 2, L2).
 import test from 'ava';
 import { execFileSync, spawnSync } from 'node:child_process';
 import path from 'node:path';
@@ -15,6 +19,13 @@ import { tmpDir } from '../helpers';
 
 const root = path.resolve(__dirname, '..', '..', '..');
 const CUDA_JS = path.resolve(__dirname, '..', '..', 'backend', 'src', 'qcuda', 'providers', 'cuda.js');
+const DIST = path.resolve(__dirname, '..', '..');
+
+function fakeDriver(t: Parameters<typeof tmpDir>[0]): string {
+  const lib = path.join(tmpDir(t), 'libcuda.so.1');
+  execFileSync('gcc', ['-shared', '-fPIC', '-O1', '-Wall', '-o', lib, path.join(root, 'test', 'qcuda', 'fixtures', 'fakecuda.c'), '-lpthread']);
+  return lib;
+}
 
 const CHILD = `
 const { createCudaProvider } = require(process.env.CUDA_JS);
@@ -91,4 +102,53 @@ test('on a driver that prints like NVIDIA\'s, device output reaches the right co
   t.is(r.assert, '2:fake.cu:3: void boom(): block: [0,0,0], thread: [0,0,0] Assertion `0` failed.\n/', 'the assert line, as stderr output');
   t.is(c.stdout, `${JSON.stringify(r)}\n`, 'no device output reached the real stdout');
   t.is(c.stderr, 'backend: a log line\nafter close\n', 'the backend\'s own lines reached the real stderr');
+});
+
+// A session on the cuda provider (fake driver), its host-log lines through a
+// LogLimiter of 5 a second as the VM's, with fd 2 written to as the driver
+// would: the bytes security-2/assert-inject.js writes (an assert whose
+// message holds a newline and a forged backend line), then a flood of other
+// lines with control characters in them.
+const FLOOD_CHILD = `
+const fs = require('fs');
+const { createCudaProvider } = require(process.env.DIST + '/backend/src/qcuda/providers/cuda.js');
+const { Session, vmShared } = require(process.env.DIST + '/backend/src/qcuda/session.js');
+const { DEFAULT_LIMITS } = require(process.env.DIST + '/backend/src/qcuda/limits.js');
+const { LogLimiter } = require(process.env.DIST + '/backend/src/sys/log-limiter.js');
+(async () => {
+  const p = await createCudaProvider(0, { captureOutput: true });
+  const vmLog = new LogLimiter(5, (l) => process.stderr.write(l + '\\n'));
+  const s = new Session(p, vmShared(DEFAULT_LIMITS), 0, { log: (l) => vmLog.log(l) });
+  const x = await s.context();
+  const m = (await x.moduleLoad(new Uint8Array(Buffer.from('// a PTX comment')))).ref;
+  const say = await x.functionGet(m, 'say', 256);
+  await x.launch(say.ref, [1, 1, 1], [1, 1, 1], 0, undefined, new Uint8Array(new Int32Array([1]).buffer));
+  const assert = 'k.cu:7: void k(): block: [0,0,0], thread: [0,0,0] Assertion \`x\\nqcuda-backend: vhost-user: qcuda: frontend disconnected (forged by the guest)\\n\` failed.\\n';
+  for (let i = 0; i < 3; i++) fs.writeSync(2, assert);
+  for (let i = 0; i < 1000; i++) fs.writeSync(2, 'driver line ' + i + ' \\x1b[31mred\\r\\n');
+  await x.synchronize();
+  const out = [];
+  for (let r = s.output.read(1 << 20); r.bytes.length > 0; r = s.output.read(1 << 20)) out.push(r.kind + ':' + Buffer.from(r.bytes).toString('latin1'));
+  console.error('backend: its own line');
+  await p.close();
+  process.stdout.write(JSON.stringify({ out, id: s.id.toString(16) }) + '\\n');
+})().catch((e) => { console.error(e); process.exit(1); });
+`;
+
+test('other stderr lines of the driver: the session\'s, and on the host\'s stderr only rate-limited, named and escaped; an assert\'s message lines never', (t) => {
+  const lib = fakeDriver(t);
+  const c = spawnSync(process.execPath, ['-e', FLOOD_CHILD], { env: { ...process.env, QCUDA_LIBCUDA: lib, DIST }, encoding: 'latin1', timeout: 60_000 });
+  t.is(c.status, 0, c.stderr);
+  const r = JSON.parse(c.stdout) as { out: string[]; id: string };
+  const text = r.out.join('');
+  const assert = 'k.cu:7: void k(): block: [0,0,0], thread: [0,0,0] Assertion `x\nqcuda-backend: vhost-user: qcuda: frontend disconnected (forged by the guest)\n` failed.\n';
+  t.true(r.out.every((p) => p.startsWith('2:') || p.startsWith('1:')), 'stdout and stderr kinds only');
+  t.true(r.out[0].startsWith(`2:${assert}`), 'the assert, its message\'s lines with it, as the session\'s stderr');
+  t.is(text.split(assert).length - 1, 3, 'three times');
+  for (const i of [0, 500, 999]) t.true(text.includes(`driver line ${i} \x1b[31mred\r\n`), `line ${i} reached the session as it was`);
+  const lines = c.stderr.split('\n').filter((l) => l !== '');
+  const prefix = `qcuda: session ${r.id}: device stderr: `;
+  t.deepEqual(lines.filter((l) => !l.startsWith(prefix)), ['backend: its own line'], 'no other line reached the real stderr');
+  t.deepEqual(lines.filter((l) => l.startsWith(prefix)), [0, 1, 2, 3, 4].map((i) => `${prefix}driver line ${i} \\x1b[31mred\\x0d`), 'five a second, escaped');
+  t.false(c.stderr.includes('forged by the guest'));
 });

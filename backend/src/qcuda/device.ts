@@ -215,7 +215,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
    * no other (SESSION_OPEN is refused).
    */
   adoptSession(id: bigint, slot: number): Session {
-    const s = new Session(this.provider, this.vm, 0, { id, slot, placeTaken: true });
+    const s = new Session(this.provider, this.vm, 0, { id, slot, placeTaken: true, log: (l) => this.log.log(l) });
     this.sessions.set(id, s);
     this.#adoptedOnly = true;
     return s;
@@ -408,7 +408,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     if (len !== 0 && (len !== argsSize || req.readableBytes !== REQ + len)) throw new CudaError(Status.BAD_REQUEST, `SESSION_OPEN with ${len} argument bytes`);
     const flags = len === 0 ? 0 : decode('qcuda_args_session_open', req.read(REQ, argsSize)).flags;
     if (this.sessions.size >= MAX_SESSIONS) throw new CudaError(Status.TOO_LARGE, `more than ${MAX_SESSIONS} sessions`);
-    const s = new Session(this.provider, this.vm);
+    const s = new Session(this.provider, this.vm, 0, { log: (l) => this.log.log(l) });
     this.sessions.set(s.id, s);
     this.#event(`qcuda: session ${s.id.toString(16)} opened (${this.sessions.size} open)`);
     if (flags & QCUDA_SESSION_OWN_QUEUE) this.#handOver(s, req.queue);

@@ -68,7 +68,9 @@ export const DEFAULT_LIMITS: VmLimits = {
  * A VM's bounded counts in shared memory (addon/src/ledger.cc), so that every
  * process serving the VM's sessions takes from the same budgets: a robust
  * process-shared mutex, a total per budget, and a slot per holder saying
- * what it holds (given back whole when the holder goes, or dies).
+ * what it holds (given back whole when the holder goes, or dies). The limits
+ * are each process's own (a worker gets the backend's with its queue): a
+ * worker, which can write the shared file, cannot lift them.
  */
 export class Ledger {
   readonly #n: NativeLedger;
@@ -94,9 +96,9 @@ export class Ledger {
     }
   }
 
-  /** A ledger another process created (a session's worker): it takes no slots of its own. */
-  static open(fd: Fd): Ledger {
-    const l = new Ledger(new native.Ledger(fd.value), fd);
+  /** A ledger another process created with these limits (a session's worker): it takes no slots of its own. */
+  static open(fd: Fd, limits: bigint[]): Ledger {
+    const l = new Ledger(new native.Ledger(fd.value, limits), fd);
     l.#free.length = 0;
     return l;
   }
@@ -174,11 +176,16 @@ export class Share {
 
   take(n: bigint): void {
     if (n < 0n) throw new RangeError(`take(${n})`);
-    if (this.#retired) throw new CudaError(this.budget.code, `${this.budget.what}: the holder has gone`);
-    if (n > MAX_COUNT || !this.budget.ledger.native.take(this.budget.index, this.slot, n)) {
-      const b = this.budget;
-      throw new CudaError(b.code, `${b.what} of ${b.limit} bytes would be exceeded (${b.used} in use, ${n} more asked)`);
+    const b = this.budget;
+    if (this.#retired) throw new CudaError(b.code, `${b.what}: the holder has gone`);
+    let ok: boolean;
+    try {
+      ok = n <= MAX_COUNT && b.ledger.native.take(b.index, this.slot, n);
+    } catch (e) {
+      // The ledger's lock was kept from us: nothing is counted, so nothing is allowed.
+      throw new CudaError(b.code, `${b.what}: ${(e as Error).message}`);
     }
+    if (!ok) throw new CudaError(b.code, `${b.what} of ${b.limit} bytes would be exceeded (${b.used} in use, ${n} more asked)`);
   }
 
   give(n: bigint): void {

@@ -143,11 +143,13 @@ export type Dim3 = readonly [number, number, number];
 
 /**
  * Where a context's device output goes (kernels' printf: kind 1, stdout;
- * failed device asserts: kind 2, stderr): the session's queue for the guest.
- * A provider calls it, before the reply of the flush point that produced the
- * output goes back, where it has such output; the host provider never does.
+ * failed device asserts: kind 2, stderr; another line the driver wrote to
+ * stderr: kind 3, one line, which is the guest's stderr too and worth a
+ * line in the host's log): the session's queue for the guest. A provider
+ * calls it, before the reply of the flush point that produced the output
+ * goes back, where it has such output; the host provider never does.
  */
-export type OutputSink = (kind: 1 | 2, bytes: Uint8Array) => void;
+export type OutputSink = (kind: 1 | 2 | 3, bytes: Uint8Array) => void;
 
 /** One launch of a batch, already checked by the dispatcher. */
 export interface LaunchDesc {

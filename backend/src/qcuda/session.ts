@@ -9,8 +9,9 @@ import type { ArrayDesc, ArrayRef, GraphExecRef, GraphRef, MipmapRef, DevPtr, Ev
 import { ModuleCache, type ModuleStore } from './module-cache';
 import { IMAGE_PADDING } from './module-image';
 import { OutputQueue } from './output';
-import { QCUDA_MAX_MODULE, QCUDA_STREAM_LEGACY, QCUDA_STREAM_PER_THREAD, Status } from './proto';
+import { QCUDA_MAX_MODULE, QCUDA_OUTPUT_STDERR, QCUDA_OUTPUT_STDOUT, QCUDA_STREAM_LEGACY, QCUDA_STREAM_PER_THREAD, Status } from './proto';
 import { RangeSet, type Range } from './ranges';
+import { printable } from '../sys/log-limiter';
 import type { Now } from '../sys/now';
 
 /** Module images being uploaded at once by one session (each up to QCUDA_MAX_MODULE bytes). */
@@ -113,6 +114,11 @@ export interface VmShared {
 /** Holder slots of a VM's ledger: one per session, those still closing included (device.ts allows 4096 open). */
 const LEDGER_SLOTS = 8192;
 
+/** The limits of a VM's ledger, budget by budget (the Budgets of vmShared, in order; 0: unbounded). */
+export function ledgerLimits(limits: VmLimits): bigint[] {
+  return [limits.deviceMemory, limits.moduleStaging, BigInt(limits.contexts), BigInt(limits.hostMapPieces), 0n];
+}
+
 /**
  * The VM's bounds, counted in `ledger`, and its module images in `modules`
  * (default: new ones; a session's worker passes the VM's ledger and asks the
@@ -120,7 +126,7 @@ const LEDGER_SLOTS = 8192;
  */
 export function vmShared(
   limits: VmLimits,
-  ledger = Ledger.create([limits.deviceMemory, limits.moduleStaging, BigInt(limits.contexts), BigInt(limits.hostMapPieces), 0n], LEDGER_SLOTS),
+  ledger = Ledger.create(ledgerLimits(limits), LEDGER_SLOTS),
   modules: ModuleStore = new ModuleCache(limits.moduleCache),
 ): VmShared {
   return {
@@ -142,6 +148,8 @@ export interface SessionOptions {
   slot?: number;
   /** Its place among the VM's contexts (processes) was taken when its worker was started: context() takes none. */
   placeTaken?: boolean;
+  /** Where its lines for the host's log go: the VM's LogLimiter (default: none). */
+  log?: (line: string) => void;
 }
 
 /** Pieces and bytes of the VM's bounds on mapped guest memory taken for a mapping in flight (Session.takeHostMap). */
@@ -249,7 +257,7 @@ export class Session {
         return Promise.reject(e);
       }
       const slot = { held: !this.o.placeTaken };
-      const p = this.provider.openContext(this.device, (kind, bytes) => this.output.push(kind, bytes));
+      const p = this.provider.openContext(this.device, (kind, bytes) => this.#deviceOutput(kind, bytes));
       this.#ctx = p;
       this.#slot = slot;
       p.then((c) => {
@@ -834,6 +842,17 @@ export class Session {
   reset(): Promise<void> {
     this.callbacks.reset();
     return this.#free('reset');
+  }
+
+  /**
+   * Device output for the guest (OutputSink). A stderr line of the driver's
+   * that is no device assert is the guest's too, and one line of the host's
+   * log, named by the session: through the VM's rate limit, escaped.
+   */
+  #deviceOutput(kind: number, bytes: Uint8Array): void {
+    if (kind !== 1 && kind !== 2 && kind !== 3) return;
+    this.output.push(kind === 1 ? QCUDA_OUTPUT_STDOUT : QCUDA_OUTPUT_STDERR, bytes);
+    if (kind === 3) this.o.log?.(`qcuda: session ${this.id.toString(16)}: device stderr: ${printable(bytes)}`);
   }
 
   /** Gives a context's place back, once. */

@@ -23,11 +23,14 @@ export interface Watcher {
   close(): void;
 }
 
-/** Budgets in shared memory (addon/src/ledger.cc; qcuda/limits.ts Ledger). Amounts are bigints from 0 to 2^63-1. */
+/**
+ * Budgets in shared memory (addon/src/ledger.cc; qcuda/limits.ts Ledger). Amounts are bigints from 0 to 2^63-1.
+ * Each step takes the ledger's lock, and throws (code ETIMEDOUT) where another process keeps it for over a second.
+ */
 export interface NativeLedger {
   readonly budgets: number;
   readonly slots: number;
-  /** Counts n against budget for slot; false (nothing counted) where it would pass the limit (0: none). */
+  /** Counts n against budget for slot; false (nothing counted) where it would pass the limit (0: none), or where the counts in the file are out of range. */
   take(budget: number, slot: number, n: bigint): boolean;
   /** false (nothing changes) where the slot holds less than n. */
   give(budget: number, slot: number, n: bigint): boolean;
@@ -35,6 +38,7 @@ export interface NativeLedger {
   reclaim(slot: number): void;
   held(budget: number, slot: number): bigint;
   total(budget: number): bigint;
+  /** This process's own copy (the file does not hold the limits). */
   limit(budget: number): bigint;
   close(): void;
   /** Takes the lock and keeps it (tests: a process that then dies leaves the next locker to repair the totals). */
@@ -67,8 +71,8 @@ export interface Native {
   eventfdRead(fd: number): number;
   eventfdWrite(fd: number, n?: number): void;
   Watcher: new (fd: number, cb: (events: number, status: number) => void, drainEventfd?: boolean) => Watcher;
-  /** (fd, limits, slots) formats a new ledger in the file; (fd) opens one. The fd stays the caller's. */
-  Ledger: new (fd: number, limits?: bigint[], slots?: number) => NativeLedger;
+  /** (fd, limits, slots) formats a new ledger in the file; (fd, limits) opens one made with these limits. The fd stays the caller's. */
+  Ledger: new (fd: number, limits: bigint[], slots?: number) => NativeLedger;
   /**
    * Benchmarks: a guest driver's synchronous calls in C (addon/src/ring_loop.cc): n times, posts the
    * chains `heads` one after another on a driver's rings (avail and used as mapped here), kicking only

@@ -5,8 +5,13 @@
 // device output (synchronize, blocking copies, module load/unload, context
 // destruction) and also from a thread of its own at other moments. The
 // addon's capture (addon/src/cuda_output.h) takes fds 1 and 2 of the backend
-// process over and hands that output here; the backend's own log lines on
-// fd 2 go through to the real stderr.
+// process over and hands that output here. The process's own stderr writes
+// (process.stderr: console.error, debug, its log lines) are sent past the
+// capture, straight to the real stderr, so that every line that does come
+// through fd 2 is the driver's: all of it goes to a session, and none to the
+// host's log as it is (a device assert's message is guest text, and may hold
+// newlines: security review 2, L2). A line that is not an assert's is
+// handed on as kind 3, which the session also logs, rate-limited and escaped.
 //
 // Which context printed is not known, so output is attributed:
 //  - drained right after a flush point of a context that has launched a
@@ -39,6 +44,8 @@ class DeviceOutput {
   /** Set during a drain: who gets what it brings. */
   #target: OutputSource | undefined;
   #lastLauncher: OutputSource | undefined;
+  /** Puts process.stderr.write back as it was before acquire(). */
+  #restoreStderr: (() => void) | undefined;
 
   /**
    * A provider starts using the capture (the first one starts it). False if
@@ -63,6 +70,7 @@ class DeviceOutput {
     }
     this.#n = n;
     this.#users = 1;
+    this.#restoreStderr = ownStderrPast(n);
     return true;
   }
 
@@ -72,6 +80,8 @@ class DeviceOutput {
     const n = this.#n;
     this.#n = undefined;
     this.#lastLauncher = undefined;
+    this.#restoreStderr?.();
+    this.#restoreStderr = undefined;
     n?.outputStop();
   }
 
@@ -105,7 +115,7 @@ class DeviceOutput {
 
   #deliver(kind: number, bytes: Uint8Array): void {
     const to = this.#target ?? this.#lastLauncher;
-    if (to?.output === undefined || (kind !== 1 && kind !== 2)) {
+    if (to?.output === undefined || (kind !== 1 && kind !== 2 && kind !== 3)) {
       debug('%d bytes of device output (kind %d) for no session: dropped', bytes.length, kind);
       return;
     }
@@ -115,6 +125,28 @@ class DeviceOutput {
       debug('device output sink failed: %s', (e as Error).message);
     }
   }
+}
+
+/**
+ * process.stderr.write goes to the real stderr through the capture's own
+ * fd (n.outputWriteStderr) instead of fd 2, which is now the capture's
+ * pipe; returns what puts it back. Every console.error, debug line and log
+ * line of the process goes through this method.
+ */
+function ownStderrPast(n: CudaNative): () => void {
+  const stderr = process.stderr;
+  const own = Object.getOwnPropertyDescriptor(stderr, 'write');
+  type Done = (e?: Error | null) => void;
+  stderr.write = ((chunk: string | Uint8Array, encoding?: BufferEncoding | Done, done?: Done): boolean => {
+    if (typeof encoding === 'function') [done, encoding] = [encoding, undefined];
+    n.outputWriteStderr(typeof chunk === 'string' ? Buffer.from(chunk, encoding ?? 'utf8') : chunk);
+    if (done) process.nextTick(done);
+    return true;
+  }) as typeof stderr.write;
+  return () => {
+    if (own) Object.defineProperty(stderr, 'write', own);
+    else delete (stderr as { write?: unknown }).write;
+  };
 }
 
 /** One per process: the capture owns the process's fds 1 and 2. */

@@ -15,7 +15,7 @@ import { QcudaDevice } from '../device';
 import { Ledger } from '../limits';
 import type { ModuleStore } from '../module-cache';
 import type { Provider } from '../provider';
-import { vmShared } from '../session';
+import { ledgerLimits, vmShared } from '../session';
 import { RingServer } from './ring-server';
 import type { OwnOrder } from './worker-messages';
 
@@ -45,8 +45,8 @@ export class OwnedQueue {
    * in front of the device (where the provider is cuda).
    */
   constructor(order: OwnOrder, fds: OwnedFds, memory: MemoryTable, provider: Provider, modules: ModuleStore, poll: BusyPoll | undefined, readonly onReturn: (state: RingState) => void, readonly end: () => void, serveInC = true) {
-    // The VM's bounds are the shared ledger's, its module images the backend's cache.
-    const vm = vmShared(order.limits, Ledger.open(fds.ledger), modules);
+    // The VM's bounds are the shared ledger's (its limits as the backend sent them), its module images the backend's cache.
+    const vm = vmShared(order.limits, Ledger.open(fds.ledger, ledgerLimits(order.limits)), modules);
     this.#record = InflightRecord.open(fds.record, order.state.size);
     this.device = new QcudaDevice({
       provider, vm, queues: order.state.index + 1, pollUs: 0,

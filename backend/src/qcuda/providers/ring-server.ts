@@ -60,6 +60,11 @@ export class RingServer implements RingFront, SessionMirror {
     this.#native.setRecord(r.record?.bytes);
   }
 
+  /** The ring is not in the memory table now: no region is translated into until the next attach (worker-regions.ts). */
+  forgetRegions(): void {
+    this.#native.setRegions([]);
+  }
+
   serve(spinNs: number, budgetNs: number): number {
     const s = this.session;
     const x = s.openedContext;

@@ -54,8 +54,8 @@ export type ToParent =
   | { t: 'ready' }
   | { t: 'reply'; id: number; ok: true; v: unknown }
   | { t: 'reply'; id: number; ok: false; code: number; message: string; index?: number }
-  /** Device printf (1) or assert (2) output, sent before the reply of the call that flushed it. */
-  | { t: 'output'; kind: 1 | 2; bytes: Uint8Array }
+  /** Device printf (1), assert (2) or other stderr (3) output (OutputSink), sent before the reply of the call that flushed it. */
+  | { t: 'output'; kind: 1 | 2 | 3; bytes: Uint8Array }
   /** A queue owner serves its queue now. */
   | { t: 'owning' }
   /** A region of 'region' is mapped (ADD_MEM_REG waits for it: the frontend may use it on the worker's queue next). */

@@ -6,6 +6,7 @@ import { MemoryTable, type GuestRegion } from '../../vhost-user';
 import { BusyPoll } from '../../sys/busy-poll';
 import { EventFd, type Fd } from '../../sys/fd';
 import { OwnedQueue } from './owned-queue';
+import { dropRegion, remapRing, type RingOfRegions } from './worker-regions';
 import type { RingState } from '../../vhost-user';
 import { CudaErr, CudaError } from '../cuda-error';
 import { CONTEXT_METHODS, type GuestSeg, type HostPiece, type OutputSink, type Provider, type ProviderContext } from '../provider';
@@ -108,8 +109,15 @@ class WorkerMain {
   #ready = false;
 
   constructor(readonly o: WorkerOptions) {
-    // Registration is #addRegion's (the provider may not exist yet); unregistration comes with the unmapping.
-    memory.listener = { added: () => undefined, removing: (g) => this.provider?.unregisterGuestMemory(g.hostAddress) };
+    // Registration is #addRegion's (the provider may not exist yet); unregistration comes with the unmapping,
+    // after the ring server's regions are the table's (without g) again (worker-regions.ts).
+    memory.listener = {
+      added: () => undefined,
+      removing: (g) => {
+        remapRing(this.#ring());
+        return this.provider?.unregisterGuestMemory(g.hostAddress);
+      },
+    };
     this.#started = this.#start();
   }
 
@@ -175,12 +183,10 @@ class WorkerMain {
     return fd;
   }
 
-  #remapRing(): void {
-    try {
-      this.owned?.ring.remap();
-    } catch (e) {
-      debug('the owned ring is not in the new memory table: %s', (e as Error).message);
-    }
+  /** The owned ring and its server, for a change of the memory table (worker-regions.ts). */
+  #ring(): RingOfRegions | undefined {
+    const o = this.owned;
+    return o && { remap: () => o.ring.remap(), forgetRegions: () => o.server?.forgetRegions() };
   }
 
   /** Serves the session's queue from now on; once it is given back, says where it stands and ends. */
@@ -209,7 +215,7 @@ class WorkerMain {
     const r = { parentAddr: m.parentAddr, region, fd };
     regions.set(id, r);
     void this.provider?.registerGuestMemory(region.hostAddress, region.size, sourceOf(r));
-    this.#remapRing();
+    remapRing(this.#ring());
     send({ t: 'region-added', id });
   }
 
@@ -217,17 +223,9 @@ class WorkerMain {
     const r = regions.get(id);
     if (!r) return;
     regions.delete(id);
-    if (memory.regions.includes(r.region)) {
-      // Unregistered (the listener) and unmapped once no request in flight holds it.
-      await memory.remove(r.region);
-    } else {
-      // Displaced by a newer region: out of the table already, mapped until its requests are done.
-      await new Promise<void>((resolve) => r.region.whenIdle(resolve));
-      await this.provider?.unregisterGuestMemory(r.region.hostAddress);
-      r.region.unmap();
-    }
+    // The ring server's regions leave it first, then it is unregistered and unmapped.
+    await dropRegion(memory, r.region, this.#ring(), (a) => this.provider?.unregisterGuestMemory(a));
     r.fd.close();
-    this.#remapRing();
   }
 
   #fastCall(frame: Uint8Array): void {
