@@ -9,7 +9,8 @@
       "src/eventfd.cc",
       "src/watcher.cc",
       "src/ledger.cc",
-      "src/ring_loop.cc"
+      "src/ring_loop.cc",
+      "src/sandbox.cc"
     ],
     "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
     "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],

@@ -5,6 +5,7 @@
 #include "ledger.h"
 #include "memory.h"
 #include "ring_loop.h"
+#include "sandbox.h"
 #include "socket.h"
 #include "watcher.h"
 
@@ -15,6 +16,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   qcuda::InitWatcher(env, exports);
   qcuda::InitLedger(env, exports);
   qcuda::InitRingLoop(env, exports);
+  qcuda::InitSandbox(env, exports);
   return exports;
 }
 

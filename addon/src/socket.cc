@@ -160,6 +160,20 @@ Napi::Value DupFd(const Napi::CallbackInfo &info) {
   return Napi::Number::New(info.Env(), fd);
 }
 
+// peerCred(fd) -> { pid, uid, gid }: who connected a unix socket, as the kernel
+// recorded it at connect() (SO_PEERCRED; node has no way to read it).
+Napi::Value PeerCred(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  ucred c{};
+  socklen_t len = sizeof(c);
+  if (getsockopt(ArgFd(info, 0), SOL_SOCKET, SO_PEERCRED, &c, &len) < 0) ThrowErrno(env, "getsockopt(SO_PEERCRED)", errno);
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("pid", static_cast<double>(c.pid));
+  out.Set("uid", static_cast<double>(c.uid));
+  out.Set("gid", static_cast<double>(c.gid));
+  return out;
+}
+
 Napi::Value ShutdownFd(const Napi::CallbackInfo &info) {
   shutdown(ArgFd(info, 0), SHUT_RDWR);
   return info.Env().Undefined();
@@ -177,6 +191,7 @@ void InitSocket(Napi::Env env, Napi::Object exports) {
   exports.Set("close", Napi::Function::New(env, CloseFd));
   exports.Set("dup", Napi::Function::New(env, DupFd));
   exports.Set("shutdown", Napi::Function::New(env, ShutdownFd));
+  exports.Set("peerCred", Napi::Function::New(env, PeerCred));
 }
 
 }  // namespace qcuda

@@ -27,6 +27,15 @@ test('qcuda-backend --help, --print-capabilities and bad usage', (t) => {
   t.regex(dev.stderr, /unknown device 'gpu9'/);
   const q = spawnSync(process.execPath, [BACKEND, '--socket-path=/tmp/x', '--queues=0'], { encoding: 'utf8' });
   t.is(q.status, 2);
+  for (const [args, why] of [
+    [['--socket-path=/tmp/x', '--worker-sandbox=off'], /--worker-sandbox must be seccomp or none, got 'off'/],
+    [['--socket-path=/tmp/x', '--peer-uid=qemu'], /--peer-uid must be an integer/],
+    [['--fd=3', '--peer-uid=0'], /--peer-uid needs --socket-path/],
+  ] as const) {
+    const r = spawnSync(process.execPath, [BACKEND, ...args], { encoding: 'utf8' });
+    t.is(r.status, 2, args.join(' '));
+    t.regex(r.stderr, why);
+  }
 });
 
 test('qcuda-backend serves a frontend, keeps listening after it leaves, and exits 0 on SIGTERM removing its socket', async (t) => {
@@ -81,6 +90,9 @@ test('qcuda with no command or a bad option explains itself', (t) => {
   const bad = spawnSync(process.execPath, [QCUDA, 'vm', '--nope'], { encoding: 'utf8' });
   t.is(bad.status, 2);
   t.regex(bad.stderr, /Unknown option '--nope'/);
+  const user = spawnSync(process.execPath, [QCUDA, 'vm', '--backend-user=no-such-user-here', 'true'], { encoding: 'utf8' });
+  t.is(user.status, 2);
+  t.regex(user.stderr, process.getuid?.() === 0 ? /--backend-user=no-such-user-here: no such user/ : /--backend-user needs root/);
   const noEnv = spawnSync(process.execPath, [QCUDA, 'vm', 'true'], { encoding: 'utf8', env: { PATH: process.env.PATH } });
   t.is(noEnv.status, 2);
   t.regex(noEnv.stderr, /qemu is not set: pass --qemu or set QEMU_BIN/);

@@ -68,6 +68,7 @@ test('least privilege: a user of its own, no capabilities, a read-only system, u
   t.deepEqual(setting('PrivateTmp'), ['yes']);
   t.deepEqual(setting('RestrictAddressFamilies'), ['AF_UNIX']);
   t.deepEqual(setting('SystemCallFilter')[0], '@system-service');
+  t.true(setting('SystemCallFilter').includes('seccomp'), 'a GPU worker may add its own filter (--worker-sandbox=seccomp)');
   t.deepEqual(setting('Environment'), ['CUDA_CACHE_PATH=/var/cache/qcuda/%i'], 'the JIT cache is the VM\'s own');
   const dir = tmpDir(t);
   const stub = path.join(dir, 'qcuda-backend');

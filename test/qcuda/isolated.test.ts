@@ -4,13 +4,15 @@
 // (The GPU run repeats the fault-isolation case with the cuda provider:
 // test/qcuda/cuda-provider.test.ts.)
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
 import test from 'ava';
 import { native } from '../../backend/src/sys/native';
 import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
 import type { GuestSeg, ProviderContext } from '../../backend/src/qcuda/provider';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
-import { alive, promised, until } from '../helpers';
+import { alive, promised, tmpDir, until } from '../helpers';
 
 const MIB = 1 << 20;
 
@@ -122,6 +124,72 @@ test('a memory table replaced while workers run (the same guest-physical range m
   t.true(p.workerPids.every((pid) => alive(pid)), 'the worker lives on');
   await p.close();
   for (const r of [old, fresh]) r.close();
+});
+
+/** Fields of /proc/PID[/task/TID]/status, by name. */
+function procStatus(at: string): Record<string, string> {
+  return Object.fromEntries(fs.readFileSync(`${at}/status`, 'utf8').split('\n').filter(Boolean).map((l) => l.split(/:\s*/, 2) as [string, string]));
+}
+
+/**
+ * Opens a context whose worker loads a preload (NODE_OPTIONS, set only while
+ * openContext spawns it, synchronously) that, on SIGUSR2, runs /bin/true and
+ * writes what came of it to out: how a worker's exec is tried from inside,
+ * with no test hook in the worker's code.
+ */
+async function contextTryingExec(p: IsolatedProvider, dir: string): Promise<{ ctx: ProviderContext; tryExec: () => Promise<{ error: string | null; status: number | null }> }> {
+  const hook = path.join(dir, 'exec-hook.js');
+  const out = path.join(dir, 'exec-result.json');
+  fs.writeFileSync(hook, `process.on('SIGUSR2', () => {
+    const r = require('child_process').spawnSync('/bin/true');
+    require('fs').writeFileSync(${JSON.stringify(out)}, JSON.stringify({ error: r.error ? r.error.code : null, status: r.status }));
+  });\n`);
+  const before = process.env.NODE_OPTIONS;
+  process.env.NODE_OPTIONS = `--require ${hook}`;
+  let opened: Promise<ProviderContext>;
+  try {
+    opened = p.openContext(0);
+  } finally {
+    if (before === undefined) delete process.env.NODE_OPTIONS;
+    else process.env.NODE_OPTIONS = before;
+  }
+  const ctx = await opened;
+  const pid = p.workerPids[p.workerPids.length - 1];
+  const tryExec = async () => {
+    fs.rmSync(out, { force: true });
+    process.kill(pid, 'SIGUSR2');
+    if (!(await until(() => fs.existsSync(out), 5000))) throw new Error('the worker did not try');
+    return JSON.parse(fs.readFileSync(out, 'utf8')) as { error: string | null; status: number | null };
+  };
+  return { ctx, tryExec };
+}
+
+test('a worker sandboxes itself before it serves: no new privileges and a seccomp filter on every thread; its exec fails with EPERM; copies go on', async (t) => {
+  const mine = procStatus('/proc/self');
+  for (const sandbox of ['seccomp', 'none'] as const) {
+    const p = new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0, sandbox } });
+    const ram = guestRam(4 * MIB, 0n);
+    t.teardown(async () => {
+      await p.close(); // also where an assertion failed
+      ram.close();
+    });
+    p.registerGuestMemory(ram.m.address, BigInt(4 * MIB), ram.source);
+    const { ctx, tryExec } = await contextTryingExec(p, tmpDir(t));
+    const pid = p.workerPids[0];
+    const threads = fs.readdirSync(`/proc/${pid}/task`).map((tid) => procStatus(`/proc/${pid}/task/${tid}`));
+    const exec = await tryExec();
+    if (sandbox === 'seccomp') {
+      t.true(threads.length > 1 && threads.every((s) => s.NoNewPrivs === '1' && s.Seccomp === '2'),
+        `every one of the worker's ${threads.length} threads: NoNewPrivs 1, Seccomp 2 (${threads.map((s) => `${s.NoNewPrivs}/${s.Seccomp}`)})`);
+      if (mine.Seccomp_filters !== undefined) t.is(+procStatus(`/proc/${pid}`).Seccomp_filters, +mine.Seccomp_filters + 1, 'one filter more than its parent');
+      t.deepEqual(exec, { error: 'EPERM', status: null }, 'exec from inside the worker is refused');
+      t.true(await roundTrip(ctx, ram, 0, MIB + 5, 9), 'copies both ways go through the sandboxed worker');
+    } else {
+      const w = procStatus(`/proc/${pid}`);
+      t.deepEqual([w.NoNewPrivs, w.Seccomp, w.Seccomp_filters], [mine.NoNewPrivs, mine.Seccomp, mine.Seccomp_filters], 'none: as its parent');
+      t.deepEqual(exec, { error: null, status: 0 }, 'none: the same exec runs');
+    }
+  }
 });
 
 test('a worker that cannot start fails openContext with the reason, and leaves no process behind', async (t) => {

@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { runVm, VmConfigError, VmError, type StartedInfo, type VmOptions } from '../../backend/src/vm/runner';
 import { defaultVirtiofsd } from '../../backend/src/vm/shares';
+import { chooseBackendUser } from '../../backend/src/vm/backend-user';
 import { readStatus } from '../../backend/src/sys/status-socket';
 import type { BackendStatus } from '../../backend/src/cli/status';
 import type { QcudaStatus } from '../../backend/src/qcuda/status';
@@ -98,6 +99,57 @@ test.serial('`qcuda vm` runs a command in a guest and exits with its status; --b
   const ms = lines.map((l) => Number(/^\[([\d.]+)\]/.exec(l)![1]));
   t.deepEqual(ms, [...ms].sort((a, b) => a - b), 'in the order they came');
   t.true(ms[ms.length - 1] > 0, 'the times go on from the first line');
+});
+
+/** The real, effective, saved and filesystem uids of a process. */
+function uids(pid: number): number[] {
+  return /^Uid:\s+(.*)$/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1].split(/\s+/).map(Number);
+}
+
+// qcuda vm as root (security review 2, H1): the backend, and so its GPU
+// workers, run as an unprivileged user; QEMU (root) reaches its socket in a
+// directory of that user's own, a CUDA program runs through a worker (own
+// queues on the host provider), which sandboxes itself, and a disk's backend
+// runs as that user too.
+(process.getuid?.() === 0 ? test.serial : test.serial.skip)('as root, the backends of `qcuda vm` (chooseBackendUser, runVm) and their workers run as an unprivileged user, and the guest is served', async (t) => {
+  const choice = chooseBackendUser(undefined);
+  t.truthy(choice.user, `the default user can run the backend here: ${choice.note}`);
+  const user = choice.user!;
+  let info: StartedInfo | undefined;
+  let socketDir: fs.Stats | undefined;
+  let status: Promise<unknown> | undefined;
+  let backend: number[] | undefined;
+  const workers: number[][] = [];
+  const r = await runVm({
+    ...base, command: 'memcpy && test -b /dev/vda && echo disk-ok', backendUser: user, backendArgs: ['--provider=host', '--own-queues=yes'],
+    disks: [{ size: 16n << 20n, store: 'host' }],
+    onStarted: (i) => {
+      info = i;
+      backend = [...uids(i.backendPid), ...i.diskPids.flatMap(uids)];
+      socketDir = fs.statSync(path.dirname(i.socket));
+      status = readStatus(`${i.socket}.status`);
+    },
+    // A worker's uid is set before it runs: read it as soon as the backend says it started.
+    onBackendLog: (text) => {
+      for (const m of text.matchAll(/GPU worker pid (\d+) started/g)) {
+        try {
+          workers.push(uids(+m[1]));
+        } catch {
+          // gone already: the check below needs one worker seen
+        }
+      }
+    },
+  });
+  t.is(r.exit, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
+  t.regex(r.stdout, /PASS: memcpy: \d+ checks/);
+  t.not(user.uid, 0);
+  t.regex(r.stdout, /disk-ok/, 'the disk\'s backend served its disk');
+  t.deepEqual(backend, Array(8).fill(user.uid), `the backend and the disk's ran as ${user.name}`);
+  t.true(workers.length > 0 && workers.every((u) => u.every((id) => id === user.uid)), `the workers ran as ${user.name} (${user.uid}): ${JSON.stringify(workers)}`);
+  t.true(socketDir!.uid === user.uid && (socketDir!.mode & 0o777) === 0o700, 'the socket directory is the backend user\'s, closed to others');
+  t.not(path.dirname(info!.socket), info!.dir, 'and not the run\'s own directory');
+  t.truthy(await status, 'root reads the status socket');
+  t.false(fs.existsSync(path.dirname(info!.socket)), 'the socket directory is gone after the run');
 });
 
 test.serial('the driver\'s zero-copy calls: sessions, chunked copies up to 100 MiB, pinned host memory, bad ioctls (call_test)', async (t) => {

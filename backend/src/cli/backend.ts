@@ -56,6 +56,22 @@ ${Object.entries(DEVICES).map(([n, d]) => `                            ${n.padEn
                                      its waits and calls then run on this
                                      process's thread as a worker's do
                                      (--inline-wait, --inline-calls)
+  --worker-sandbox=MODE   qcuda with --isolation=process: what confines each
+                          worker process once its CUDA context is made, before
+                          it serves the guest (default seccomp):
+                            seccomp  no new privileges (PR_SET_NO_NEW_PRIVS) and
+                                     a system call filter: exec, ptrace, mount,
+                                     namespaces, module and kexec loading, eBPF,
+                                     keyrings, perf, userfaultfd, id changes and
+                                     the like fail with EPERM; a worker whose
+                                     kernel refuses the filter does not start
+                            none     no sandbox
+  --peer-uid=UID          with --socket-path: serve only a frontend whose
+                          process runs as UID (the VM's QEMU; SO_PEERCRED): any
+                          other connection is logged (its pid and uid) and
+                          closed, and the backend keeps listening. The status
+                          socket then answers only root, this process's user
+                          and UID. Default: any process that can open the socket
   --size=SIZE             blk only: the disk's size (e.g. 4G; whole 512-byte sectors)
   --store=WHERE           blk only: where the disk lives (default gpu):
                             gpu     device memory of GPU --gpu, allocated at start
@@ -205,6 +221,8 @@ async function main(): Promise<void> {
         provider: { type: 'string', default: 'auto' },
         gpu: { type: 'string' },
         isolation: { type: 'string', default: 'process' },
+        'worker-sandbox': { type: 'string', default: 'seccomp' },
+        'peer-uid': { type: 'string' },
         'device-memory-limit': { type: 'string' },
         'max-processes': { type: 'string' },
         'module-staging': { type: 'string' },
@@ -246,6 +264,9 @@ async function main(): Promise<void> {
   if ((args['socket-path'] === undefined) === (args.fd === undefined)) usage('give exactly one of --socket-path and --fd');
   if (!['cuda', 'host', 'auto'].includes(args.provider!)) usage(`--provider must be cuda, host or auto, got '${args.provider}'`);
   if (!['process', 'none'].includes(args.isolation!)) usage(`--isolation must be process or none, got '${args.isolation}'`);
+  if (!['seccomp', 'none'].includes(args['worker-sandbox']!)) usage(`--worker-sandbox must be seccomp or none, got '${args['worker-sandbox']}'`);
+  const peerUid = args['peer-uid'] === undefined ? undefined : nonNegativeInt('peer-uid', args['peer-uid'], 0xfffffffe);
+  if (peerUid !== undefined && args.fd !== undefined) usage('--peer-uid needs --socket-path (an --fd is connected already)');
   let memoryLimit: bigint | undefined;
   try {
     memoryLimit = args['device-memory-limit'] === undefined ? undefined : parseSize(args['device-memory-limit']);
@@ -301,6 +322,7 @@ async function main(): Promise<void> {
       pinGuestRam: args['pin-guest-ram'] === undefined ? undefined : yesNo('pin-guest-ram', args['pin-guest-ram']),
       ownQueues: args['own-queues'] === undefined ? undefined : yesNo('own-queues', args['own-queues']),
       pollUs: args['poll-us'] === undefined ? undefined : nonNegativeInt('poll-us', args['poll-us'], 1_000_000),
+      workerSandbox: args['worker-sandbox'] as 'seccomp' | 'none',
       log: (line) => vmLog.log(line),
     };
     const device = await kind.create(options);
@@ -308,6 +330,9 @@ async function main(): Promise<void> {
     // connection errors) go to stderr as they are: they start "vhost-user: ".
     // Its events (connected, memory table, disconnected) are VM events.
     const logger: Logger = { error: stderrLogger.error, info: (line) => vmLog.log(line) };
+    // Refused connections are logged under the VM's rate limit too: whoever makes them chooses how many.
+    const refused = (line: string) => vmLog.log(line);
+    const peer = peerUid === undefined ? undefined : { uid: peerUid, refused };
     if (args.fd !== undefined) {
       const fd = positiveInt('fd', args.fd, 0, 1 << 20);
       server = VhostUserServer.fromConnectedFd(fd, device, { onDisconnect: () => shutdown(0), logger });
@@ -315,15 +340,15 @@ async function main(): Promise<void> {
       // Each frontend a device of its own, all counted against the first one's bounds (one quota).
       const shared: DeviceOptions = { ...options, vm: (device as { vm?: VmShared }).vm };
       const source: DeviceSource = { make: () => kind.create(shared), dispose: (d) => kind.dispose?.(d) ?? Promise.resolve(), max: frontends };
-      server = VhostUserServer.listenEach(args['socket-path']!, device, source, { logger });
+      server = VhostUserServer.listenEach(args['socket-path']!, device, source, { logger, peer });
       write(`${device.name} device listening on ${args['socket-path']} for up to ${frontends} frontends`);
     } else {
-      server = VhostUserServer.listen(args['socket-path']!, device, { logger });
+      server = VhostUserServer.listen(args['socket-path']!, device, { logger, peer });
       write(`${device.name} device listening on ${args['socket-path']}`);
     }
     if (statusPath !== undefined) {
       const s = server;
-      status = await StatusSocket.listen(statusPath, () => backendStatus(s, args['socket-path'], startedAt));
+      status = await StatusSocket.listen(statusPath, () => backendStatus(s, args['socket-path'], startedAt), { uids: peer ? [peer.uid] : [], refused });
       write(`status on ${statusPath} (qcuda status --status-socket=${statusPath})`);
     }
   } catch (e) {

@@ -10,6 +10,7 @@ import { defaultStatusSocket, formatStatus, type BackendStatus } from './status'
 import { parseSize } from '../qcuda/providers';
 import fs from 'node:fs';
 import { runCuda, RunError } from '../run/run';
+import { chooseBackendUser, type BackendUserChoice } from '../vm/backend-user';
 import { DISK_QUEUES, runVm, VmConfigError, VmError, type VmDisk, type VmDiskImage } from '../vm/runner';
 import { defaultVirtiofsd, MAX_SHARES, parseShareSpec, resolveShares, type VmShare } from '../vm/shares';
 
@@ -98,6 +99,19 @@ vm options:
   --pin-guest-ram=yes|no  all guest RAM registered for the GPU: pageable
                        copies at pinned speed, but guest kernels can reach
                        all guest RAM (default no; qcuda-backend --help)
+  --worker-sandbox=seccomp|none
+                       each backend worker process, once its CUDA context
+                       is made, takes no new privileges and a system call
+                       filter (exec, ptrace, mount, namespaces, id changes
+                       and the like fail with EPERM) before it serves the
+                       guest (default seccomp; qcuda-backend --help)
+  --backend-user=USER  run as root, start the backends (and so their GPU
+                       workers) as USER instead of root (default: qcuda
+                       where that user exists, else nobody; root: keep
+                       root). Their sockets go in a directory of USER's own
+                       under /run, and they serve only QEMU (--peer-uid).
+                       Where the default user cannot run the backend (the
+                       code not readable by it), it stays root, with a note
   --device-memory-limit=SIZE  the VM's device memory quota (e.g. 2G); GPU disks
                        (--disk, store=gpu) count against it
   --demo               run the guest test programs built into the image (the
@@ -112,7 +126,7 @@ vm options:
                        comes, each line after the milliseconds since its
                        first one
 run options (and --provider, --gpu, --isolation, --own-queues, --ring-server,
---pin-guest-ram (default yes here: the memory is PROGRAM's own),
+--pin-guest-ram (default yes here: the memory is PROGRAM's own), --worker-sandbox,
 --device-memory-limit and --backend-log as for vm; the quota holds across
 all of PROGRAM's processes):
   --socket=PATH        join the backend listening on PATH (a qcuda-backend
@@ -196,6 +210,8 @@ const OPTIONS = {
   'own-queues': { type: 'string' },
   'ring-server': { type: 'string' },
   'pin-guest-ram': { type: 'string' },
+  'worker-sandbox': { type: 'string' },
+  'backend-user': { type: 'string' },
   'backend-log': { type: 'string' },
   'device-memory-limit': { type: 'string' },
   quiet: { type: 'boolean' },
@@ -218,7 +234,7 @@ const OPTIONS = {
 /** The backend options vm and run share. */
 function backendOptions(v: { [k: string]: string | boolean | string[] | undefined }): string[] {
   const opt = (k: string) => (typeof v[k] === 'string' ? [`--${k}=${v[k] as string}`] : []);
-  return [...opt('provider'), ...opt('gpu'), ...opt('isolation'), ...opt('own-queues'), ...opt('ring-server'), ...opt('pin-guest-ram')];
+  return [...opt('provider'), ...opt('gpu'), ...opt('isolation'), ...opt('own-queues'), ...opt('ring-server'), ...opt('pin-guest-ram'), ...opt('worker-sandbox')];
 }
 
 /** qcuda run: PROGRAM on this host over qcuda's libraries and a backend. */
@@ -418,6 +434,13 @@ async function main(): Promise<number> {
   if (diskImage && (v.kernel === undefined) !== (v.initrd === undefined)) usage('with --disk-image, pass both --kernel and --initrd or neither');
   const files = [...(v.file ?? []).map((f) => path.resolve(f)), ...(diskImage && v.demo ? demoFiles() : [])];
   for (const f of v.file ?? []) if (!fs.statSync(f, { throwIfNoEntry: false })?.isFile()) usage(`--file=${f}: no such file`);
+  let backendUser: BackendUserChoice;
+  try {
+    backendUser = chooseBackendUser(v['backend-user']);
+  } catch (e) {
+    usage((e as Error).message);
+  }
+  if (backendUser.note) process.stderr.write(`qcuda: ${backendUser.note}\n`);
   const virtiofsd = shares.length > 0 ? need(v.virtiofsd ?? (defaultVirtiofsd() || undefined), 'virtiofsd', 'QCUDA_VIRTIOFSD') : undefined;
   try {
     const r = await runVm({
@@ -431,6 +454,7 @@ async function main(): Promise<number> {
       // The demo prints each result once (from the guest's stdout), not the console too.
       onConsole: v.quiet || v.demo ? undefined : (s) => process.stderr.write(s),
       onBackendLog: v['backend-log'] !== undefined ? timedLines(v['backend-log']) : undefined,
+      backendUser: backendUser.user,
       backendArgs: [
         ...backendOptions(v),
         ...(v['device-memory-limit'] ? [`--device-memory-limit=${quotaLeft(v['device-memory-limit'], disks)}`] : []),

@@ -6,6 +6,7 @@ import type { VmShared } from '../qcuda/session';
 import { createProvider, DEFAULT_POLL_US, type ProviderKind } from '../qcuda/providers';
 import { HostProvider } from '../qcuda/providers/host';
 import { IsolatedProvider } from '../qcuda/providers/isolated';
+import type { WorkerSandbox } from '../qcuda/providers/worker-messages';
 import type { VhostUserDevice } from '../vhost-user';
 import { BlkDevice } from './blk';
 import { ProviderStore } from './blk-store';
@@ -32,6 +33,8 @@ export interface DeviceOptions {
   ownQueues?: boolean;
   /** qcuda and blk: how long the rings (qcuda with isolation process: each worker's channel too) are polled after each request and answer (DEFAULT_POLL_US). */
   pollUs?: number;
+  /** qcuda, isolation process: each worker process's sandbox (default seccomp: no new privileges, a system call filter). */
+  workerSandbox?: WorkerSandbox;
   /** qcuda: the bounds and what they count, shared with other devices of this process (one quota for the frontends of `qcuda run`); default: the device's own. */
   vm?: VmShared;
   /** Where to say which provider was chosen. */
@@ -51,7 +54,7 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       const isolate = (o.isolation ?? 'process') === 'process';
       // Without isolation the VM has one CUDA process at a time (below), which this process's waits and calls may block for.
       const chosen = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len) },
-        { isolate, inlineHere: !isolate, captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs, inlineCalls: o.inlineCalls, ringServer: o.ringServer, pinGuestRam: o.pinGuestRam, pollUs: o.pollUs, log: o.log });
+        { isolate, inlineHere: !isolate, captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs, inlineCalls: o.inlineCalls, ringServer: o.ringServer, pinGuestRam: o.pinGuestRam, pollUs: o.pollUs, log: o.log, workerSandbox: o.workerSandbox });
       // The host provider has nothing to isolate, but with own queues its
       // sessions get (host-memory) workers too: the owned-queue path, whole,
       // on a machine without a GPU (the tests' way to run it in a guest).
@@ -59,7 +62,7 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       // By default a GPU's sessions, each in a worker of its own, are served on their own queues by
       // those workers; the host provider's are served here (no worker), unless asked.
       const ownQueues = o.ownQueues ?? (isolate && chosen.provider instanceof IsolatedProvider);
-      const provider = hostWorkers ? new IsolatedProvider(chosen.provider, { worker: { kind: 'host', gpu: 0, pollUs: o.pollUs ?? DEFAULT_POLL_US }, log: o.log }) : chosen.provider;
+      const provider = hostWorkers ? new IsolatedProvider(chosen.provider, { worker: { kind: 'host', gpu: 0, pollUs: o.pollUs ?? DEFAULT_POLL_US, sandbox: o.workerSandbox }, log: o.log }) : chosen.provider;
       const note = hostWorkers ? `${chosen.note}, a worker process per guest process` : chosen.note;
       o.log?.(note);
       // All contexts in one process (isolation none, or a host provider: no

@@ -55,6 +55,14 @@ export interface Native {
   close(fd: number): void;
   dup(fd: number): number;
   shutdown(fd: number): void;
+  /** Who connected a unix socket (SO_PEERCRED, as at connect time). */
+  peerCred(fd: number): { pid: number; uid: number; gid: number };
+  /**
+   * For good, for every thread of this process: no new privileges and the
+   * GPU worker's system call filter (addon/src/sandbox.cc). Throws where the
+   * kernel refuses.
+   */
+  sandboxWorker(): void;
   memfdCreate(name: string, size: number): number;
   fdInfo(fd: number): { size: number; seals: number; regular: boolean };
   addSeals(fd: number, seals: number): void;

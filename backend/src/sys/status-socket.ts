@@ -3,9 +3,20 @@
 // read from the client, so a client cannot make the process do more than
 // serialize the document. Only the process's own user (and root) may
 // connect: the socket is 0600 from its creation, since what a VM holds is
-// nobody else's business (security review 2, L6).
+// nobody else's business (security review 2, L6). Each connection's
+// credentials (SO_PEERCRED) are checked as well, against root, this
+// process's user and the VM's QEMU user (--peer-uid): the file's mode is one
+// chmod or ACL away from letting in more.
 import fs from 'node:fs';
 import net from 'node:net';
+import { native } from './native';
+
+export interface StatusPeers {
+  /** Users allowed besides root and this process's own. */
+  uids?: number[];
+  /** Where a refusal is said (one line); default stderr. */
+  refused?: (line: string) => void;
+}
 
 /** bigints (byte counts, addresses) as numbers: JSON has no bigint, and these stay below 2^53. */
 function replacer(_key: string, v: unknown): unknown {
@@ -16,10 +27,18 @@ export class StatusSocket {
   private constructor(readonly path: string, readonly server: net.Server) {}
 
   /** Listens on path (an old socket file there is replaced); each client gets doc() as one line of JSON. */
-  static listen(path: string, doc: () => unknown): Promise<StatusSocket> {
+  static listen(path: string, doc: () => unknown, peers: StatusPeers = {}): Promise<StatusSocket> {
     if (fs.lstatSync(path, { throwIfNoEntry: false })?.isSocket()) fs.unlinkSync(path);
+    const allowed = new Set([0, process.geteuid!(), ...(peers.uids ?? [])]);
+    const refused = peers.refused ?? ((line: string) => void process.stderr.write(`${line}\n`));
     const server = net.createServer((c) => {
       c.on('error', () => undefined); // a client that left early
+      const why = stranger(c, allowed);
+      if (why) {
+        refused(`status socket ${path}: refused ${why}`);
+        c.destroy();
+        return;
+      }
       c.end(`${JSON.stringify(doc(), replacer)}\n`);
     });
     return new Promise((resolve, reject) => {
@@ -42,6 +61,19 @@ export class StatusSocket {
   close(): void {
     this.server.close();
     fs.rmSync(this.path, { force: true });
+  }
+}
+
+/** Why the client of c may not have the document (its pid and uid), or undefined where it may. */
+function stranger(c: net.Socket, allowed: Set<number>): string | undefined {
+  // node keeps a unix socket's fd on its handle, and has no call for SO_PEERCRED.
+  const fd = (c as unknown as { _handle?: { fd?: number } })._handle?.fd;
+  if (fd === undefined || fd < 0) return 'a client whose fd cannot be found';
+  try {
+    const who = native.peerCred(fd);
+    return allowed.has(who.uid) ? undefined : `pid ${who.pid} (uid ${who.uid})`;
+  } catch (e) {
+    return `a client whose credentials cannot be read: ${(e as Error).message}`;
   }
 }
 

@@ -16,6 +16,6 @@ export { stderrLogger, type Logger } from './logger';
 export { GuestRegion, MemoryError, MemoryTable, type MemoryListener } from './memory';
 export * from './message';
 export { Request } from './request';
-export { VhostUserServer, type DeviceSource, type ServerEvents, type ServerOptions } from './server';
+export { VhostUserServer, type DeviceSource, type PeerCheck, type ServerEvents, type ServerOptions } from './server';
 export { MAX_QUEUE_SIZE, Vring, type FrontRing, type LeftRequest, type RingFront, type RingState } from './vring';
 export { InflightRecord, leftover, type Leftover, type RingNow } from './inflight';

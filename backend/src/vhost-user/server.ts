@@ -23,6 +23,19 @@ export interface ServerEvents {
 export interface ServerOptions extends ServerEvents {
   /** Where the library's lines go (failed requests, connection errors); default stderrLogger. */
   logger?: Logger;
+  /** Listening: serve only a frontend whose process runs as this user (PeerCheck). */
+  peer?: PeerCheck;
+}
+
+/**
+ * Who may be a frontend, by SO_PEERCRED: the socket's file mode lets a group
+ * in (every VM's QEMU, under libvirt), the uid check lets in only this VM's
+ * (security review 2, L6). Anyone else's connection is logged and closed.
+ */
+export interface PeerCheck {
+  uid: number;
+  /** Where a refusal is said (one line); default the logger's error. */
+  refused?: (line: string) => void;
 }
 
 /** listenEach: a new device for each frontend, and what ends it once that frontend is gone. */
@@ -122,6 +135,10 @@ export class VhostUserServer {
     for (;;) {
       const fd = native.unixAccept(this.#listener!.value);
       if (fd < 0) return;
+      if (!this.#peerAllowed(fd)) {
+        native.close(fd);
+        continue;
+      }
       if (this.#active.size + this.#starting >= (this.source?.max ?? 1)) {
         debug('%s: refusing a frontend: %d served', this.device.name, this.#active.size);
         if (this.source) this.#logger.error(`vhost-user: ${this.device.name}: refused a frontend: ${this.source.max} are served already`);
@@ -150,6 +167,23 @@ export class VhostUserServer {
         },
       );
     }
+  }
+
+  /** Whether the process that connected fd may be a frontend (ServerOptions.peer); says why not. */
+  #peerAllowed(fd: number): boolean {
+    const want = this.events.peer;
+    if (!want) return true;
+    const refused = want.refused ?? ((line: string) => this.#logger.error(line));
+    let who: { pid: number; uid: number };
+    try {
+      who = native.peerCred(fd);
+    } catch (e) {
+      refused(`vhost-user: ${this.device.name}: refused a frontend whose credentials cannot be read: ${(e as Error).message}`);
+      return false;
+    }
+    if (who.uid === want.uid) return true;
+    refused(`vhost-user: ${this.device.name}: refused a frontend: pid ${who.pid} runs as uid ${who.uid}, not ${want.uid} (--peer-uid)`);
+    return false;
   }
 
   #serve(sock: Fd, device: VhostUserDevice): void {

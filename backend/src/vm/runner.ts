@@ -8,6 +8,7 @@ import createDebug from 'debug';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { makeSocketDir, type BackendUser } from './backend-user';
 import { cpio, type CpioEntry } from './cpio';
 import { DISK_APPEND, DiskImageError, prepareDiskImage, runArg, RUN_DISK_SERIAL } from './disk-image';
 import { qemuArgs, type QemuConfig } from './qemu-args';
@@ -42,6 +43,12 @@ export interface VmOptions {
   cpus?: number;
   /** Extra arguments for qcuda-backend. */
   backendArgs?: string[];
+  /**
+   * Who the backends run as (backend-user.ts chooses; root only): their
+   * sockets then go in a directory of that user's own, and they serve only
+   * this process's user (QEMU's). Default: as this process.
+   */
+  backendUser?: BackendUser;
   /** Receives what the backend writes to stderr (its log: sessions, workers, warnings) as it comes. */
   onBackendLog?: (text: string) => void;
   /** Receives the guest console (kernel log and program output) as it comes. */
@@ -93,6 +100,8 @@ export interface VmResult extends GuestReport {
 
 export interface StartedInfo {
   backendPid: number;
+  /** The backend's socket (its status socket: this with '.status'). */
+  socket: string;
   /** One per disk, in order. */
   diskPids: number[];
   qemuPid: number;
@@ -133,9 +142,10 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-function start(cmd: string, args: string[], name: string, terminal = false): ChildProcess {
-  debug('%s: %s %s', name, cmd, args.join(' '));
-  const p = spawn(cmd, args, { stdio: terminal ? ['inherit', 'inherit', 'pipe'] : ['ignore', 'pipe', 'pipe'] });
+function start(cmd: string, args: string[], name: string, terminal = false, as?: BackendUser): ChildProcess {
+  debug('%s: %s %s%s', name, cmd, args.join(' '), as ? ` (as ${as.name})` : '');
+  const user = as ? { uid: as.uid, gid: as.gid, cwd: '/' } : {};
+  const p = spawn(cmd, args, { stdio: terminal ? ['inherit', 'inherit', 'pipe'] : ['ignore', 'pipe', 'pipe'], ...user });
   live.add(p);
   p.once('exit', () => live.delete(p));
   p.once('error', () => live.delete(p));
@@ -312,6 +322,8 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
   if (o.diskImage && shares.length > 0) throw new VmConfigError('--share and --host-root work with the initramfs guest only, not with --disk-image');
   if (o.interactive && !o.diskImage) throw new VmConfigError('an interactive console needs a disk image (the initramfs guest has no login)');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-vm-'));
+  // A backend of another user's gets a directory of its own for its sockets (dir is closed to it).
+  let sockDir = dir;
   let backend: ChildProcess | undefined;
   let qemu: ChildProcess | undefined;
   const fsds: ChildProcess[] = [];
@@ -320,7 +332,10 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
   try {
     // First: a bad disk image fails the run before any process starts.
     const boot = prepareBoot(dir, o, shares);
-    const sock = path.join(dir, 'vhost.sock');
+    if (o.backendUser) sockDir = makeSocketDir(o.backendUser);
+    const sock = path.join(sockDir, 'vhost.sock');
+    // Dropped: only QEMU, which runs as this process does, may be the frontend (others of the user's cannot take the device).
+    const peerArgs = o.backendUser ? [`--peer-uid=${process.geteuid!()}`] : [];
     const resultFile = path.join(dir, 'result');
     // One virtiofsd per share, each on its own socket, serving its own
     // (read-only) bind mount of the host directory.
@@ -342,7 +357,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     }));
     let beErr = '';
     const launchBackend = async (): Promise<ChildProcess> => {
-      const p = start(process.execPath, [BACKEND_JS, `--socket-path=${sock}`, '--device=qcuda', `--queues=${o.queues ?? 4}`, ...(o.backendArgs ?? [])], 'backend');
+      const p = start(process.execPath, [BACKEND_JS, `--socket-path=${sock}`, '--device=qcuda', `--queues=${o.queues ?? 4}`, ...peerArgs, ...(o.backendArgs ?? [])], 'backend', false, o.backendUser);
       backend = p;
       p.stdout!.on('data', (d: Buffer) => debug('backend: %s', d.toString().trimEnd()));
       p.stderr!.on('data', (d: Buffer) => {
@@ -357,13 +372,13 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     // A blk backend per disk: its disk is allocated before QEMU starts, so a
     // disk that does not fit fails the run here, as the backend's.
     const diskErr: string[] = [];
-    const diskSockets = (o.disks ?? []).map((d, i) => d.socket ?? path.join(dir, `blk${i}.sock`));
+    const diskSockets = (o.disks ?? []).map((d, i) => d.socket ?? path.join(sockDir, `blk${i}.sock`));
     await Promise.all((o.disks ?? []).map(async (d, i) => {
       if (d.socket) return;
       const s = diskSockets[i];
       diskErr[i] = '';
-      const args = [BACKEND_JS, `--socket-path=${s}`, '--device=blk', `--queues=${DISK_QUEUES}`, `--size=${d.size}`, `--store=${d.store ?? 'gpu'}`, ...(d.readOnly ? ['--read-only'] : [])];
-      const p = start(process.execPath, args, `disk ${i}`);
+      const args = [BACKEND_JS, `--socket-path=${s}`, '--device=blk', `--queues=${DISK_QUEUES}`, `--size=${d.size}`, `--store=${d.store ?? 'gpu'}`, ...(d.readOnly ? ['--read-only'] : []), ...peerArgs];
+      const p = start(process.execPath, args, `disk ${i}`, false, o.backendUser);
       disks[i] = p;
       p.stderr!.on('data', (b: Buffer) => (diskErr[i] += b.toString()));
       await waitForSocket(s, p, () => diskErr[i], 'backend', `the backend of disk ${i}`);
@@ -387,7 +402,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     });
     qemu.stderr!.on('data', (d: Buffer) => (qemuErr += d.toString()));
     if (qemu.pid !== undefined && backend!.pid !== undefined)
-      o.onStarted?.({ backendPid: backend!.pid, diskPids: disks.filter(Boolean).map((p) => p.pid!), qemuPid: qemu.pid, virtiofsdPids: fsds.map((p) => p.pid!), dir });
+      o.onStarted?.({ backendPid: backend!.pid, socket: sock, diskPids: disks.filter(Boolean).map((p) => p.pid!), qemuPid: qemu.pid, virtiofsdPids: fsds.map((p) => p.pid!), dir });
 
     const timeoutMs = o.timeoutMs ?? 120_000;
     let timer: NodeJS.Timeout | undefined;
@@ -441,5 +456,6 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
   } finally {
     await Promise.all([stop(qemu), stop(backend), ...disks.filter(Boolean).map(stop), ...fsds.filter(Boolean).map(stopVirtiofsd)]);
     fs.rmSync(dir, { recursive: true, force: true });
+    if (sockDir !== dir) fs.rmSync(sockDir, { recursive: true, force: true });
   }
 }

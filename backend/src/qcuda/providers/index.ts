@@ -3,6 +3,7 @@ import os from 'node:os';
 import type { Provider } from '../provider';
 import { HostProvider, type HostProviderOptions } from './host';
 import { IsolatedProvider } from './isolated';
+import type { WorkerSandbox } from './worker-messages';
 
 export type ProviderKind = 'cuda' | 'host' | 'auto';
 
@@ -69,6 +70,8 @@ export interface ProviderSetup {
   pinGuestRam?: boolean;
   /** cuda with isolate: where each worker's start and exit are logged (the VM's event log). */
   log?: (line: string) => void;
+  /** cuda with isolate: each worker's sandbox (worker.ts; default seccomp). */
+  workerSandbox?: WorkerSandbox;
 }
 
 /** A worker's inline wait unless told otherwise: a small copy or a short kernel ends within it. */
@@ -100,7 +103,7 @@ export async function createProvider(kind: ProviderKind, gpu: number, host: Host
     const local = await cuda.createCudaProvider(gpu, { captureOutput: false });
     warnIfPageableReachable(local, setup);
     return {
-      provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads, inlineWaitUs: setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US, inlineCalls: setup.inlineCalls ?? true, pollUs: setup.pollUs ?? DEFAULT_POLL_US, ringServer: setup.ringServer ?? true, pinGuestRam: setup.pinGuestRam ?? false }, log: setup.log }),
+      provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads, inlineWaitUs: setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US, inlineCalls: setup.inlineCalls ?? true, pollUs: setup.pollUs ?? DEFAULT_POLL_US, ringServer: setup.ringServer ?? true, pinGuestRam: setup.pinGuestRam ?? false, sandbox: setup.workerSandbox }, log: setup.log }),
       note: `cuda provider on GPU ${gpu}, a worker process per guest process`,
     };
   }

@@ -22,7 +22,11 @@ export interface WorkerOptions {
   pinGuestRam?: boolean;
   /** A queue owner (owned-queue.ts): no context at start; the session's own queue comes with 'own'. */
   owner?: boolean;
+  /** seccomp (default): the worker sandboxes itself before it serves a guest (worker.ts sandbox(), addon/src/sandbox.cc); none: not. */
+  sandbox?: WorkerSandbox;
 }
+
+export type WorkerSandbox = 'seccomp' | 'none';
 
 /** What a queue owner is handed (owned-queue.ts); the kick, call, in-flight record and ledger fds come with it. */
 export interface OwnOrder {

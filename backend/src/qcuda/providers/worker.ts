@@ -5,6 +5,7 @@ import createDebug from 'debug';
 import { MemoryTable, type GuestRegion } from '../../vhost-user';
 import { BusyPoll } from '../../sys/busy-poll';
 import { EventFd, type Fd } from '../../sys/fd';
+import { native } from '../../sys/native';
 import { OwnedQueue } from './owned-queue';
 import { dropRegion, remapRing, type RingOfRegions } from './worker-regions';
 import type { RingState } from '../../vhost-user';
@@ -95,6 +96,20 @@ async function createLocal(o: WorkerOptions): Promise<Provider> {
   return createCudaProvider(o.gpu, { captureOutput: true, pinGuestRam: o.pinGuestRam ?? false });
 }
 
+/**
+ * No new privileges and a system call filter, for every thread (addon/src/
+ * sandbox.cc): a worker runs guest-chosen images through NVIDIA's loader and
+ * JIT, so a bug there must not give the guest a process that can exec, trace,
+ * mount or change its ids. A worker that cannot sandbox itself does not start.
+ */
+function sandbox(): void {
+  try {
+    native.sandboxWorker();
+  } catch (e) {
+    throw new CudaError(CudaErr.InitializationError, `the worker sandbox could not be set up (--worker-sandbox=none runs without): ${(e as Error).message}`);
+  }
+}
+
 class WorkerMain {
   provider: Provider | undefined;
   ctx: ProviderContext | undefined;
@@ -139,6 +154,9 @@ class WorkerMain {
       this.ctx = await p.openContext(0, output);
     }
     await Promise.all(registered);
+    // The driver is initialised (its device nodes open, the primary context made, and a
+    // worker that owns no queue has its session's context): from here on it serves the guest.
+    if ((this.o.sandbox ?? 'seccomp') === 'seccomp') sandbox();
     this.#ready = true;
     send({ t: 'ready' });
   }
