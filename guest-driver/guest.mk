@@ -8,7 +8,7 @@ QCUDA_KO := $(BUILD)/guest-driver/kernel/qcuda.ko
 GUEST_BIN := $(BUILD)/guest/bin
 
 # C programs built from test/guest/<name>.c into $(GUEST_BIN)/<name>.
-GUEST_C_PROGRAMS := nop_test call_test blkbench
+GUEST_C_PROGRAMS := nop_test call_test blkbench ringhog
 
 .PHONY: guest-module guest-programs
 

@@ -13,7 +13,11 @@
  * and waiting for the reply, in the usual case that none is in flight), and
  * only after that reply frees the file's host memory. Every request of the
  * session goes on a request queue of its own while one of 1..num_queues-1
- * is free (QCUDA_SESSION_OWN_QUEUE), else on queue 0.
+ * is free and the process that opened the file owns none yet
+ * (QCUDA_SESSION_OWN_QUEUE), else on queue 0. The files a process opened
+ * share its bounds: requests in the device (a quarter of the ring slots)
+ * and user memory its transfers hold pinned (the transfer_pin_mib module
+ * parameter); past either a call waits (killably).
  *
  * Waits for the device are killable, not interruptible: an ordinary signal
  * (SIGALRM, SIGCHLD...) never makes a call fail; a fatal signal makes it

@@ -13,7 +13,9 @@
  * qcuda_vq.c (operations: chunks, requests on the virtqueues, reaping),
  * qcuda_hostmem.c (HOST_ALLOC/HOST_REGISTER memory, mmap, GPA, HOST_MAP),
  * qcuda_ioctl.c (the ioctl entry point, CALL and NOP), qcuda_file.c (open
- * and release, backend sessions). This header holds what they share.
+ * and release, backend sessions), qcuda_proc.c (what the files of one
+ * process share: request slots, a queue of its own, transfer pins). This
+ * header holds what they share.
  *
  * Operations and chunks: every round trip is a struct qcuda_op (a driver
  * command or a QCUDA_IOC_CALL), split into chunks of at most QCUDA_CHUNK
@@ -29,8 +31,9 @@
  * through the window.
  *
  * Own queues: a file opening its session takes a free queue of 1..
- * num_queues-1 for its own (qcuda_queue_claim(); queue 0 stays everyone's)
- * and says so in SESSION_OPEN (QCUDA_SESSION_OWN_QUEUE): from then on every
+ * num_queues-1 for its own (qcuda_queue_claim(); queue 0 stays everyone's),
+ * if its process owns none yet (one a process: else one process with a few
+ * files would take them all), and says so in SESSION_OPEN (QCUDA_SESSION_OWN_QUEUE): from then on every
  * request of the session, whatever thread sends it, chunks and SESSION_CLOSE
  * included, goes on that queue and no other session's does, so the backend
  * may hand the queue to the session's worker process (a synchronous call
@@ -52,21 +55,32 @@
  * the pages those requests use are freed only when the last op has come
  * back (or the device is gone).
  *
- * Bounds: one file may have at most file_slots requests in the device (a
- * quarter of all ring slots, at least QCUDA_MIN_FILE_SLOTS; with a queue of
- * its own, at most that ring less QCUDA_OWN_RESERVE), so that one
+ * Bounds: the files a process opened (struct qcuda_proc, by thread group)
+ * share one bound: at most proc_slots requests in the device together (a
+ * quarter of all ring slots, at least QCUDA_MIN_FILE_SLOTS), so that one
  * process whose calls wait in the backend (behind a host function that
- * never returns, say) cannot take every ring slot of the VM; more callers
- * wait (killably) for one of the file's slots, as threads wait natively.
- * SESSION_CLOSE and CALLBACK_WAIT do not wait: the first must go out, and
- * the second is what lets calls parked behind a host function go on (the
- * backend parks at most a few per session and answers the rest at once).
+ * never returns, say) cannot take every ring slot of the VM, however many
+ * files it opens; a file with a queue of its own also at most that ring
+ * less QCUDA_OWN_RESERVE. More callers wait (killably) for a slot, as
+ * threads wait natively. SESSION_CLOSE and CALLBACK_WAIT do not wait: the
+ * first must go out, and the second is what lets calls parked behind a host
+ * function go on (the backend parks at most a few per session and answers
+ * the rest at once). A shared queue (one no session owns: queue 0, or every
+ * queue with own_queues off) keeps its last eighth (q->reserve) for
+ * SESSION_OPEN, SESSION_CLOSE and NOP, which the backend answers at once,
+ * and for the first QCUDA_RESERVE_SHARE requests (and QCUDA_RESERVE_WAITS
+ * CALLBACK_WAITs) of each process there: several processes together can
+ * fill a shared queue up to it, but a new process can still open its
+ * session and make its calls.
  * Pinning: HOST_REGISTER pins (FOLL_LONGTERM) and HOST_ALLOC pages last
  * until freed, so they count in the caller's pinned_vm (VmPin) against
  * RLIMIT_MEMLOCK (-ENOMEM past it, unless CAP_IPC_LOCK), as RDMA
  * registrations do. A transfer pins its pages only while its requests are
- * in the device: at most QCUDA_WINDOW chunks (256 MiB) per call, and
- * file_slots chunks per file; that is not accounted.
+ * in the device, but a request may wait there for as long as the program
+ * likes (behind a host function): the pages of every process's transfers
+ * count against transfer_pin_mib (qcuda_proc.c); past it a chunk waits
+ * (killably) until some are unpinned, its call's own chunks in flight first
+ * reaped. One chunk always goes when the process has nothing pinned.
  *
  * Concurrency: a request holds its queue's spinlock only while it is added
  * and the kick is prepared; callers then sleep on the chunk's completion,
@@ -101,6 +115,12 @@
 #define QCUDA_MAX_QUEUES 64
 /* The fewest requests a file may have in flight, however small the rings. */
 #define QCUDA_MIN_FILE_SLOTS 4
+/* Requests (other than SESSION_OPEN, SESSION_CLOSE and NOP) one process
+ * may have in the reserve of the shared queues, and CALLBACK_WAITs besides:
+ * a process with many calls waiting still gets its callback thread's wait
+ * in, and one process takes only a few entries of the reserve. */
+#define QCUDA_RESERVE_SHARE 4
+#define QCUDA_RESERVE_WAITS 2
 /* Ring entries a session's own queue keeps free of its file's ordinary
  * requests: for the CALLBACK_WAITs the backend parks (a few: 8 today) and
  * the SESSION_CLOSE, which take no request slot and must find room in that
@@ -130,6 +150,7 @@ struct qcuda_queue {
 	struct virtqueue *vq;
 	spinlock_t lock;		/* serializes add/kick/get_buf on vq */
 	bool owned;			/* a session's own queue; under lock */
+	unsigned int reserve;		/* entries kept while shared (see Bounds) */
 	wait_queue_head_t space_wq;	/* submitters waiting for ring space */
 	char name[16];
 };
@@ -148,24 +169,45 @@ struct qcuda_dev {
 
 	u32 num_queues;
 	u32 queue_size;
-	int file_slots;			/* requests one file may have in flight */
-	int own_slots;			/* the same with a queue of its own; 0:
+	int proc_slots;			/* requests one process may have in flight */
+	int own_slots;			/* one file with a queue of its own; 0:
 					 * rings too small to own one */
+	struct mutex procs_lock;	/* procs */
+	struct list_head procs;		/* processes with open files */
 	u32 proto_version;
 	u64 capabilities;
 	atomic_t next_queue;		/* round robin */
 	struct qcuda_queue *queues;
 };
 
+/*
+ * A process (thread group) with open files of the device, known by the
+ * process that opened them: what its files share. Lives while it has files.
+ */
+struct qcuda_proc {
+	struct list_head node;		/* in qd->procs */
+	struct pid *tgid;		/* referenced */
+	unsigned int files;		/* under qd->procs_lock */
+	atomic_t inflight;		/* requests of its files in the device */
+	wait_queue_head_t slot_wq;	/* callers waiting for inflight < proc_slots */
+	atomic_t reserved;		/* of those, in a shared queue's reserve */
+	atomic_t reserved_waits;	/* the same, CALLBACK_WAITs */
+	atomic_t owns;			/* 1 while one of its files has claimed a queue */
+	atomic64_t pinned;		/* bytes its transfers hold pinned */
+	wait_queue_head_t pin_wq;	/* chunks waiting for pinned to go down */
+};
+
 /* An open file: one backend session and the host memory it owns. */
 struct qcuda_file {
 	struct qcuda_dev *qd;
+	struct qcuda_proc *proc;	/* the process that opened it */
 	/* The open file + one per op; at zero the file is freed. */
 	refcount_t ref;
 	u64 session;			/* 0 until the first CALL opened it */
 	u32 queue;			/* the session's own queue, or
 					 * QCUDA_QUEUE_ANY; set before session */
-	int slots;			/* requests it may have in the device */
+	int slots;			/* requests it may have in the device (its
+					 * process's bound too) */
 	bool released;			/* release() ran; under lock */
 	atomic_t inflight;		/* requests in the device */
 	wait_queue_head_t slot_wq;	/* callers waiting for inflight < slots */
@@ -211,7 +253,10 @@ struct qcuda_chunk {
 	int error;			/* -ENODEV if reclaimed by remove() */
 	unsigned int used_len;		/* bytes the device wrote */
 	bool busy;			/* submitted, not yet reaped */
+	atomic_t *reserve;		/* the process's count it took to go into a
+					 * shared queue's reserve, or NULL */
 	u64 len;			/* data bytes */
+	u64 pinned;			/* bytes counted in the process's pinned */
 	unsigned int npages;		/* pinned pages, 0 if none */
 	struct qcuda_hostmem *hm;	/* or the data lies in this HOST_ALLOC
 					 * (referenced), nothing pinned */
@@ -267,14 +312,24 @@ struct qcuda_op *qcuda_op_alloc(struct qcuda_file *qf, u32 cmd,
 				u64 data, u64 data_len);
 void qcuda_op_put(struct qcuda_op *op);
 void qcuda_op_put_dev(struct qcuda_op *op);
-void qcuda_slot_put(struct qcuda_file *qf);
 void qcuda_vq_done(struct virtqueue *vq);
 u32 qcuda_next_queue(struct qcuda_dev *qd);
-u32 qcuda_queue_claim(struct qcuda_dev *qd);
-void qcuda_queue_release(struct qcuda_dev *qd, u32 qi);
+u32 qcuda_queue_claim(struct qcuda_file *qf);
+void qcuda_queue_release(struct qcuda_file *qf, u32 qi);
 int qcuda_chunk_start(struct qcuda_op *op, struct qcuda_chunk *c,
-		      u64 i, u32 qi, bool killable);
+		      u64 i, u32 qi, bool killable, bool reap_first);
 int qcuda_op_run(struct qcuda_op *op, u32 queue);
+
+/* qcuda_proc.c */
+struct qcuda_proc *qcuda_proc_get(struct qcuda_dev *qd);
+void qcuda_proc_put(struct qcuda_dev *qd, struct qcuda_proc *p);
+int qcuda_slot_get(struct qcuda_op *op);
+void qcuda_slot_put(struct qcuda_file *qf);
+bool qcuda_reserve_take(struct qcuda_queue *q, struct qcuda_chunk *c);
+bool qcuda_reserve_open(struct qcuda_queue *q, struct qcuda_chunk *c);
+void qcuda_reserve_put(struct qcuda_dev *qd, struct qcuda_chunk *c);
+int qcuda_pin_get(struct qcuda_proc *p, u64 bytes, bool reap_first);
+void qcuda_pin_put(struct qcuda_proc *p, u64 bytes);
 
 /* qcuda_hostmem.c */
 void qcuda_hostmem_put(struct qcuda_hostmem *hm);

@@ -23,6 +23,7 @@ static void qcuda_file_free(struct qcuda_file *qf)
 		hm->live = false;
 		qcuda_hostmem_put(hm);
 	}
+	qcuda_proc_put(qf->qd, qf->proc);
 	kref_put(&qf->qd->kref, qcuda_release_dev);
 	kfree(qf);
 }
@@ -56,7 +57,7 @@ static void qcuda_session_close(struct qcuda_file *qf, u64 session, u32 queue,
 	op->session = session;
 	op->queue = queue;
 	qi = queue != QCUDA_QUEUE_ANY ? queue : qcuda_next_queue(qf->qd);
-	err = qcuda_chunk_start(op, &op->slot[0], 0, qi, false);
+	err = qcuda_chunk_start(op, &op->slot[0], 0, qi, false, false);
 	/* If killed meanwhile, the reply alone frees the op (and the file). */
 	if (!err && wait)
 		wait_for_completion_killable(&op->slot[0].done);
@@ -124,13 +125,13 @@ int qcuda_session_open(struct qcuda_file *qf)
 	err = 0;
 	if (READ_ONCE(qf->session))
 		goto out;
-	qi = qcuda_queue_claim(qf->qd);
+	qi = qcuda_queue_claim(qf);
 	op = qcuda_op_alloc(qf, QCUDA_CMD_SESSION_OPEN,
 			    qi == QCUDA_QUEUE_ANY ? 0 : sizeof(*args), 0,
 			    QCUDA_DATA_NONE, 0, 0);
 	if (!op) {
 		if (qi != QCUDA_QUEUE_ANY)
-			qcuda_queue_release(qf->qd, qi);
+			qcuda_queue_release(qf, qi);
 		err = -ENOMEM;
 		goto out;
 	}
@@ -168,11 +169,17 @@ static int qcuda_open(struct inode *inode, struct file *f)
 	qf = kzalloc(sizeof(*qf), GFP_KERNEL);
 	if (!qf)
 		return -ENOMEM;
+	/* The opener's: its files share its bounds. */
+	qf->proc = qcuda_proc_get(qd);
+	if (!qf->proc) {
+		kfree(qf);
+		return -ENOMEM;
+	}
 	kref_get(&qd->kref);
 	qf->qd = qd;
 	refcount_set(&qf->ref, 1);
 	qf->queue = QCUDA_QUEUE_ANY;
-	qf->slots = qd->file_slots;
+	qf->slots = qd->proc_slots;
 	atomic_set(&qf->inflight, 0);
 	init_waitqueue_head(&qf->slot_wq);
 	mutex_init(&qf->open_lock);

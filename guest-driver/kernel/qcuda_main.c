@@ -92,9 +92,9 @@ out:
 	return err;
 }
 
-/* Requests one file may have in flight: a quarter of every ring's slots
+/* Requests one process may have in flight: a quarter of every ring's slots
  * (each request takes one: its chain goes indirect), at least a few. */
-static int qcuda_file_slots(struct qcuda_dev *qd)
+static int qcuda_proc_slots(struct qcuda_dev *qd)
 {
 	unsigned int total = 0;
 	u32 i;
@@ -104,7 +104,7 @@ static int qcuda_file_slots(struct qcuda_dev *qd)
 	return max_t(unsigned int, total / 4, QCUDA_MIN_FILE_SLOTS);
 }
 
-/* Requests a file with a queue of its own may have in flight: file_slots,
+/* Requests a file with a queue of its own may have in flight: proc_slots,
  * but at most the smallest ring of 1..num_queues-1 less QCUDA_OWN_RESERVE;
  * 0 (no session gets a queue of its own) where that leaves too few. */
 static int qcuda_own_slots(struct qcuda_dev *qd)
@@ -116,7 +116,16 @@ static int qcuda_own_slots(struct qcuda_dev *qd)
 		size = min(size, virtqueue_get_vring_size(qd->queues[i].vq));
 	if (qd->num_queues < 2 || size < QCUDA_OWN_RESERVE + QCUDA_MIN_FILE_SLOTS)
 		return 0;
-	return min_t(int, qd->file_slots, size - QCUDA_OWN_RESERVE);
+	return min_t(int, qd->proc_slots, size - QCUDA_OWN_RESERVE);
+}
+
+/* Each queue's reserve while no session owns it: an eighth of its ring. */
+static void qcuda_set_reserves(struct qcuda_dev *qd)
+{
+	u32 i;
+
+	for (i = 0; i < qd->num_queues; i++)
+		qd->queues[i].reserve = virtqueue_get_vring_size(qd->queues[i].vq) / 8;
 }
 
 static int qcuda_probe(struct virtio_device *vdev)
@@ -142,6 +151,8 @@ static int qcuda_probe(struct virtio_device *vdev)
 		return -ENOMEM;
 	kref_init(&qd->kref);
 	init_rwsem(&qd->vq_sem);
+	mutex_init(&qd->procs_lock);
+	INIT_LIST_HEAD(&qd->procs);
 	qd->vdev = vdev;
 	vdev->priv = qd;
 
@@ -156,8 +167,9 @@ static int qcuda_probe(struct virtio_device *vdev)
 	err = qcuda_init_vqs(qd);
 	if (err)
 		goto err_free;
-	qd->file_slots = qcuda_file_slots(qd);
+	qd->proc_slots = qcuda_proc_slots(qd);
 	qd->own_slots = qcuda_own_slots(qd);
+	qcuda_set_reserves(qd);
 
 	qd->index = ida_alloc(&qcuda_ida, GFP_KERNEL);
 	if (qd->index < 0) {
@@ -175,10 +187,10 @@ static int qcuda_probe(struct virtio_device *vdev)
 	if (err)
 		goto err_reset;
 
-	dev_info(&vdev->dev, "/dev/%s: %u queues, queue_size %u, vring %u, proto %u, caps %#llx, %d requests per file (%d on a queue of its own)\n",
+	dev_info(&vdev->dev, "/dev/%s: %u queues, queue_size %u, vring %u, proto %u, caps %#llx, %d requests per process (%d on a queue of its own)\n",
 		 qd->name, qd->num_queues, qd->queue_size,
 		 virtqueue_get_vring_size(qd->queues[0].vq), qd->proto_version,
-		 qd->capabilities, qd->file_slots, qd->own_slots);
+		 qd->capabilities, qd->proc_slots, qd->own_slots);
 	return 0;
 
 err_reset:
@@ -217,6 +229,7 @@ static void qcuda_remove(struct virtio_device *vdev)
 		while ((c = virtqueue_detach_unused_buf(q->vq)) != NULL) {
 			c->error = -ENODEV;
 			complete(&c->done);
+			qcuda_reserve_put(qd, c);
 			qcuda_slot_put(c->op->qf);
 			qcuda_op_put_dev(c->op);
 		}

@@ -27,6 +27,10 @@ static void qcuda_chunk_unpin(struct qcuda_op *op, struct qcuda_chunk *c)
 			unpin_user_pages(c->pages, c->npages);
 		c->npages = 0;
 	}
+	if (c->pinned) {
+		qcuda_pin_put(op->qf->proc, c->pinned);
+		c->pinned = 0;
+	}
 	sg_free_table(&c->sgt);
 }
 
@@ -52,12 +56,12 @@ static void qcuda_op_free(struct qcuda_op *op)
 	    !qcuda_st_err(le32_to_cpu(c->resp.status)) && c->resp.value)
 		qcuda_session_set(qf, le64_to_cpu(c->resp.value), op->queue);
 	else if (op->cmd == QCUDA_CMD_SESSION_OPEN && op->queue != QCUDA_QUEUE_ANY)
-		qcuda_queue_release(qf->qd, op->queue);
+		qcuda_queue_release(qf, op->queue);
 	/* A session's own queue is free once its SESSION_CLOSE has been
 	 * answered, or never went in (the device is gone): not before, so
 	 * that no two live sessions ever share it. */
 	if (op->cmd == QCUDA_CMD_SESSION_CLOSE && op->queue != QCUDA_QUEUE_ANY)
-		qcuda_queue_release(qf->qd, op->queue);
+		qcuda_queue_release(qf, op->queue);
 	kfree(op->args);
 	kfree(op->out);
 	kfree(op);
@@ -81,45 +85,6 @@ void qcuda_op_put_dev(struct qcuda_op *op)
 {
 	if (refcount_dec_and_test(&op->ref))
 		queue_work(qcuda_wq, &op->free_work);
-}
-
-/* Takes one of the file's request slots if one is free. */
-static bool qcuda_slot_try(struct qcuda_file *qf)
-{
-	int n = atomic_read(&qf->inflight);
-
-	do {
-		if (n >= READ_ONCE(qf->slots))
-			return false;
-	} while (!atomic_try_cmpxchg(&qf->inflight, &n, n + 1));
-	return true;
-}
-
-/*
- * A slot of the file for one request of op, waiting killably while the
- * file has qf->slots in the device (exclusive waits: a slot given back
- * wakes one caller). SESSION_CLOSE and CALLBACK_WAIT take theirs at once
- * (see qcuda_drv.h); they are counted all the same.
- */
-static int qcuda_slot_get(struct qcuda_op *op)
-{
-	struct qcuda_file *qf = op->qf;
-
-	if (op->cmd == QCUDA_CMD_SESSION_CLOSE || op->cmd == QCUDA_CMD_CALLBACK_WAIT) {
-		atomic_inc(&qf->inflight);
-		return 0;
-	}
-	if (qcuda_slot_try(qf))
-		return 0;
-	return wait_event_killable_exclusive(qf->slot_wq, qcuda_slot_try(qf)) ? -EINTR : 0;
-}
-
-/* The device gave a request back (or it never went in); any context. */
-void qcuda_slot_put(struct qcuda_file *qf)
-{
-	atomic_dec(&qf->inflight);
-	if (wq_has_sleeper(&qf->slot_wq))
-		wake_up(&qf->slot_wq);
 }
 
 struct qcuda_op *qcuda_op_alloc(struct qcuda_file *qf, u32 cmd,
@@ -178,6 +143,7 @@ static void qcuda_vq_reap(struct qcuda_queue *q)
 	while ((c = virtqueue_get_buf(q->vq, &len)) != NULL) {
 		c->used_len = len;
 		complete(&c->done);
+		qcuda_reserve_put(c->op->qf->qd, c);
 		qcuda_slot_put(c->op->qf);
 		qcuda_op_put_dev(c->op);
 	}
@@ -207,7 +173,7 @@ void qcuda_vq_done(struct virtqueue *vq)
  */
 static bool own_queues = true;
 module_param(own_queues, bool, 0644);
-MODULE_PARM_DESC(own_queues, "give each session a request queue of its own while one is free");
+MODULE_PARM_DESC(own_queues, "give a session of each process a request queue of its own while one is free");
 
 /*
  * The next queue in turn (round robin) for a request with no queue of its
@@ -227,20 +193,25 @@ u32 qcuda_next_queue(struct qcuda_dev *qd)
 }
 
 /*
- * A queue of its own for a session about to be opened: the lowest free one
- * of 1..num_queues-1, marked taken, or QCUDA_QUEUE_ANY if none is (queue 0
- * stays everyone's: NOPs, and the sessions that find no queue free). The
- * mark is set under the queue's lock, under which every submission checks
- * it, so once this returns no request of another session goes in there
- * until qcuda_queue_release().
+ * A queue of its own for a session of qf about to be opened: the lowest
+ * free one of 1..num_queues-1, marked taken, or QCUDA_QUEUE_ANY if none is
+ * (queue 0 stays everyone's: NOPs, and the sessions that find no queue
+ * free), or if qf's process owns one already: one a process, so that a
+ * process with a few files cannot take them all and leave the others queue
+ * 0 to share with it. The mark is set under the queue's lock, under which
+ * every submission checks it, so once this returns no request of another
+ * session goes in there until qcuda_queue_release().
  */
-u32 qcuda_queue_claim(struct qcuda_dev *qd)
+u32 qcuda_queue_claim(struct qcuda_file *qf)
 {
+	struct qcuda_dev *qd = qf->qd;
 	struct qcuda_queue *q;
 	bool got;
 	u32 i;
 
 	if (!READ_ONCE(own_queues) || !qd->own_slots)
+		return QCUDA_QUEUE_ANY;
+	if (atomic_cmpxchg(&qf->proc->owns, 0, 1))
 		return QCUDA_QUEUE_ANY;
 	for (i = 1; i < qd->num_queues; i++) {
 		q = &qd->queues[i];
@@ -253,18 +224,21 @@ u32 qcuda_queue_claim(struct qcuda_dev *qd)
 		if (got)
 			return i;
 	}
+	atomic_set(&qf->proc->owns, 0);
 	return QCUDA_QUEUE_ANY;
 }
 
-/* Queue qi, a session's own, is free again (see qcuda_op_free()). */
-void qcuda_queue_release(struct qcuda_dev *qd, u32 qi)
+/* Queue qi, the own queue of a session of qf, is free again (see
+ * qcuda_op_free()); so is its process's claim. */
+void qcuda_queue_release(struct qcuda_file *qf, u32 qi)
 {
-	struct qcuda_queue *q = &qd->queues[qi];
+	struct qcuda_queue *q = &qf->qd->queues[qi];
 	unsigned long flags;
 
 	spin_lock_irqsave(&q->lock, flags);
 	WRITE_ONCE(q->owned, false);
 	spin_unlock_irqrestore(&q->lock, flags);
+	atomic_set(&qf->proc->owns, 0);
 }
 
 /* Sleeps a tick before a retry (killably, where the caller can be killed). */
@@ -308,7 +282,8 @@ static int qcuda_indirect_room(unsigned int nsg, unsigned int *tries,
 
 /*
  * Queue one chunk on its queue c->q and kick the device; on success the
- * device holds a reference to the op. Waits while the ring is full:
+ * device holds a reference to the op. Waits while the ring is full (for c:
+ * qcuda_reserve_take()):
  * killably, or (for SESSION_CLOSE from release, which must go out) until the
  * ring has room or the device is gone. A chain longer than the ring whose
  * indirect table cannot be allocated fails with -ENOMEM
@@ -337,8 +312,12 @@ static int qcuda_submit(struct qcuda_dev *qd, struct qcuda_chunk *c,
 			q = c->q = &qd->queues[0];
 			continue;
 		}
+		free = 0;
 		if (qd->dead) {
 			err = -ENODEV;
+		} else if (!qcuda_reserve_take(q, c)) {
+			/* Only the shared queue's reserve is left: wait. */
+			err = -ENOSPC;
 		} else {
 			/* No warning: a failed table allocation is handled. */
 			err = virtqueue_add_sgs(q->vq, sgs, out_sgs, in_sgs, c,
@@ -346,9 +325,11 @@ static int qcuda_submit(struct qcuda_dev *qd, struct qcuda_chunk *c,
 			if (!err) {
 				refcount_inc(&c->op->ref);
 				notify = virtqueue_kick_prepare(q->vq);
+			} else {
+				free = q->vq->num_free;
+				qcuda_reserve_put(qd, c);
 			}
 		}
-		free = err ? q->vq->num_free : 0;
 		spin_unlock_irq(&q->lock);
 		if (err != -ENOSPC)
 			break;
@@ -375,11 +356,11 @@ static int qcuda_submit(struct qcuda_dev *qd, struct qcuda_chunk *c,
 			qcuda_nap(killable);
 		} else if (killable) {
 			if (wait_event_killable(q->space_wq, READ_ONCE(qd->dead) ||
-						READ_ONCE(q->vq->num_free)))
+						qcuda_reserve_open(q, c)))
 				err = -EINTR;
 		} else {
 			wait_event(q->space_wq, READ_ONCE(qd->dead) ||
-				   READ_ONCE(q->vq->num_free));
+				   qcuda_reserve_open(q, c));
 		}
 		if (err == -EINTR)
 			break;
@@ -391,8 +372,13 @@ static int qcuda_submit(struct qcuda_dev *qd, struct qcuda_chunk *c,
 }
 
 
-/* Pin the user pages of chunk c (data at addr) and build its scatterlist. */
-static int qcuda_chunk_pin(struct qcuda_op *op, struct qcuda_chunk *c, u64 addr)
+/*
+ * Pin the user pages of chunk c (data at addr), counted in the process's
+ * transfer pins first (qcuda_pin_get(): -EAGAIN if reap_first and they do
+ * not fit), and build its scatterlist.
+ */
+static int qcuda_chunk_pin(struct qcuda_op *op, struct qcuda_chunk *c, u64 addr,
+			   bool reap_first)
 {
 	unsigned long start = addr & PAGE_MASK;
 	unsigned int offset = offset_in_page(addr);
@@ -409,6 +395,12 @@ static int qcuda_chunk_pin(struct qcuda_op *op, struct qcuda_chunk *c, u64 addr)
 			return -ENOMEM;
 	}
 	c->pages = n > QCUDA_FEW_PAGES ? c->many : c->few;
+	if (!pages) {
+		err = qcuda_pin_get(op->qf->proc, (u64)n << PAGE_SHIFT, reap_first);
+		if (err)
+			return err;
+		c->pinned = (u64)n << PAGE_SHIFT;
+	}
 	while (!pages && c->npages < n) {
 		got = pin_user_pages_fast(start + ((unsigned long)c->npages << PAGE_SHIFT),
 					  n - c->npages, gup, c->pages + c->npages);
@@ -429,9 +421,10 @@ fail:
 	return err;
 }
 
-/* Build chunk i of op in slot c and submit it to queue qi. */
+/* Build chunk i of op in slot c and submit it to queue qi; reap_first: see
+ * qcuda_chunk_pin(). */
 int qcuda_chunk_start(struct qcuda_op *op, struct qcuda_chunk *c,
-		      u64 i, u32 qi, bool killable)
+		      u64 i, u32 qi, bool killable, bool reap_first)
 {
 	struct qcuda_dev *qd = op->qf->qd;
 	struct scatterlist *sgs[6];
@@ -464,7 +457,7 @@ int qcuda_chunk_start(struct qcuda_op *op, struct qcuda_chunk *c,
 	if (err)
 		return err;
 	if (c->len) {
-		err = qcuda_chunk_pin(op, c, op->data + off);
+		err = qcuda_chunk_pin(op, c, op->data + off, reap_first);
 		if (err) {
 			qcuda_slot_put(op->qf);
 			return err;
@@ -595,7 +588,8 @@ static u32 qcuda_chunk_queue(struct qcuda_op *op, u32 queue, u64 i)
  * Run op: submit its chunks (to the queues qcuda_chunk_queue() picks), and
  * wait for every chunk submitted, even after an error, so the call never
  * returns while the device still uses the caller's buffer - except on a
- * fatal signal.
+ * fatal signal. A chunk past the process's transfer pins first reaps the
+ * op's oldest chunk in flight, if any (it would wait for its own pins).
  */
 int qcuda_op_run(struct qcuda_op *op, u32 queue)
 {
@@ -604,6 +598,7 @@ int qcuda_op_run(struct qcuda_op *op, u32 queue)
 
 	for (i = 0; i < op->nchunks && !err; i++) {
 		struct qcuda_chunk *c = &op->slot[i % op->nslots];
+		u32 qi = qcuda_chunk_queue(op, queue, i);
 
 		if (c->busy) {		/* the window is full */
 			err = qcuda_chunk_reap(op, c, reaped++);
@@ -612,7 +607,14 @@ int qcuda_op_run(struct qcuda_op *op, u32 queue)
 			if (err)
 				break;
 		}
-		err = qcuda_chunk_start(op, c, i, qcuda_chunk_queue(op, queue, i), true);
+		while ((err = qcuda_chunk_start(op, c, i, qi, true, submitted > reaped)) == -EAGAIN) {
+			err = qcuda_chunk_reap(op, &op->slot[reaped % op->nslots], reaped);
+			reaped++;
+			if (err == -EINTR)
+				return err;
+			if (err)
+				break;
+		}
 		if (!err)
 			submitted++;
 	}

@@ -20,7 +20,7 @@ import { Cmd, encode, QCUDA_MAX_BATCH, QCUDA_STREAM_LEGACY, Status } from '../..
 import type { Frontend } from '../../backend/src/vhost-user/frontend';
 import { encodeSingleRegion, Req } from '../../backend/src/vhost-user';
 import { LogLimiter } from '../../backend/src/sys/log-limiter';
-import { prng, started, tick, until } from '../helpers';
+import { prng, randomBytes, started, tick, until } from '../helpers';
 import { fullBatch, QcudaClient } from './client';
 
 const MIB = 1n << 20n;
@@ -383,6 +383,68 @@ it('a request held behind a host function resolves its data after the wait: a re
   t.true(await until(() => unregistered.length === 1), 'unmapped once the request completed');
   await c.close();
   await waiter;
+  await noteLeft(dev, fe);
+});
+
+/** A host provider whose copies to the device wait until the test lets them go (a GPU copy in flight), noting what happens meanwhile. */
+class SlowCopyProvider extends HostProvider {
+  readonly events: string[] = [];
+  #go: (() => void) | undefined;
+
+  override async openContext(device: number): Promise<ProviderContext> {
+    const x = await super.openContext(device);
+    const copy = x.copyToDevice.bind(x);
+    x.copyToDevice = async (dst, src, s) => {
+      this.events.push('copy starts');
+      await new Promise<void>((r) => (this.#go = r));
+      this.events.push('copy ends');
+      return copy(dst, src, s);
+    };
+    return x;
+  }
+
+  override unregisterGuestMemory(...a: unknown[]): void {
+    this.events.push(`unregistered 0x${(a[0] as bigint).toString(16)}`);
+  }
+
+  letGo(): void {
+    this.#go?.();
+  }
+}
+
+it('a region the data was resolved in after a memory-table change stays mapped until the copy completes, when the table changes again', async (t) => {
+  const provider = new SlowCopyProvider({});
+  const { dev, c, fe } = await setup(t, { provider, addMemReg: true });
+  const ptr = (await c.malloc(4096)).value;
+  const s = await newStream(c);
+  t.is((await hostFunc(c, s, 1n)).status, 0);
+  t.is((await callbackWait(c)).out!.id, 1n);
+  // A second function, reached at once: the wait that opens the gate is answered with it, not parked (a parked one would hold the new table).
+  t.is((await hostFunc(c, await newStream(c), 2n)).status, 0);
+  const high = fe.mem.alloc(4096, 16, 1); // region 1, at 4 GiB
+  const pattern = randomBytes(prng(7), 4096);
+  fe.mem.bytes(high, 4096).set(pattern);
+  const copy = count(c.call(Cmd.MEMCPY_HTOD, { args: ['qcuda_args_memcpy', { dst: ptr, src: 0n, size: 4096n, stream: s, async: 0 }], to: [{ gpa: high, len: 4096 }] }), true);
+  await tick(30);
+  // During the gate region 1 leaves the table and comes back (a new mapping): the copy's data is resolved in the new one.
+  const r1 = fe.mem.regions[1];
+  t.is(await fe.acked(Req.REM_MEM_REG, encodeSingleRegion(r1), [fe.mem.fd.value]), 0n);
+  t.is(await fe.acked(Req.ADD_MEM_REG, encodeSingleRegion(r1), [fe.mem.fd.value]), 0n);
+  t.is((await callbackWait(c, 1n)).out!.id, 2n, 'the gate opens');
+  t.true(await until(() => provider.events.includes('copy starts')));
+  // Region 1 leaves again while the copy runs.
+  t.is(await fe.acked(Req.REM_MEM_REG, encodeSingleRegion(r1), [fe.mem.fd.value]), 0n, 'the frontend is answered at once');
+  await tick(50);
+  t.deepEqual(provider.events, ['copy starts'], 'neither mapping of region 1 is unregistered while the copy runs');
+  provider.letGo();
+  t.is((await copy).status, 0);
+  t.true(await until(() => provider.events.length === 4), 'both mappings go once the copy completed');
+  t.is(provider.events[1], 'copy ends');
+  t.true(provider.events.slice(2).every((e) => e.startsWith('unregistered')));
+  const back = fe.mem.alloc(4096);
+  t.is(await c.dtoh(back, ptr, 4096, s), 0); // on s: the legacy stream would wait for function 2
+  t.deepEqual(fe.mem.bytes(back, 4096), pattern, 'the bytes copied are the guest\'s');
+  await c.close();
   await noteLeft(dev, fe);
 });
 

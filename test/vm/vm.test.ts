@@ -410,6 +410,93 @@ test.serial('each session keeps to a queue of its own while one is free, the oth
   t.deepEqual([alone[0], alone[2], alone[3]], [0, 0, 0], `and on no other: ${alone}`);
 });
 
+// Security review 2, M2 and M5: what one process can hold is bounded per
+// process, however many files of the device it opens (raw ioctls:
+// ringhog). In one guest:
+// 1. A process with 4 files (ringhog hold 4 1) owns one queue (queue 1),
+//    not three: a probe process then gets queue 2 of its own.
+// 2. Two processes (ringfill hold) own queues 1 and 2, so the first
+//    process's queue came back when it was killed; a process with 4 files
+//    and 100 blocked calls on each (ringhog hold 4 100) owns queue 3 and
+//    fills queue 0 as far as it may; a probe process, on queue 0, still opens
+//    its session and completes its calls (queue 0's reserve). Killed, the
+//    hog's parked requests are answered at its close: no more than one
+//    process's bound (a quarter of the ring slots) were in the device.
+// 3. With transfer_pin_mib at 64, a process with 2 files copying 16 MiB
+//    from pageable memory on 8 threads behind a host function has at most
+//    64 MiB pinned; once the function "runs" every copy succeeds.
+test.serial('one process with several files is bounded as one: one own queue, a quarter of the slots, queue 0 kept for others, transfer pins bounded (review 2, M2 and M5)', async (t) => {
+  t.timeout(620_000);
+  const script = [
+    'snap() { echo "=== snapshot $1"; sleep 3; }',
+    'holding() { i=0; until [ "$(cat "$@" | grep -c "holding")" = $# ] || [ $i -ge 200 ]; do sleep 1; i=$((i+1)); done; echo "=== holding $* after $i s"; }',
+    'echo "=== bound"; dmesg | grep -o "[0-9]* requests per process"',
+    'ringhog hold 4 1 > h1.out 2>&1 & h1=$!',
+    'holding h1.out',
+    'snap a',
+    'echo "=== probe1"; timeout -s KILL 120 ringfill probe 1; echo "=== probe1 exit $?"',
+    'snap b',
+    'kill -9 $h1; wait $h1',
+    'snap c',
+    'ringfill hold 4 1 > a.out 2>&1 & a=$!',
+    'holding a.out',
+    'ringfill hold 4 1 > b.out 2>&1 & b=$!',
+    'holding b.out',
+    'ringhog hold 4 100 > h2.out 2>&1 & h2=$!',
+    'holding h2.out',
+    'snap d',
+    'echo "=== probe2"; timeout -s KILL 120 ringfill probe 1; echo "=== probe2 exit $?"',
+    'snap e',
+    'kill -9 $h2; wait $h2; sleep 2',
+    'snap f',
+    'kill -9 $a $b; wait',
+    'echo 64 > /sys/module/qcuda/parameters/transfer_pin_mib',
+    'echo "=== pins"; timeout -s KILL 200 ringhog pins 2 4; echo "=== pins exit $?"',
+    'echo "=== outputs"; cat h1.out a.out b.out h2.out',
+  ].join('\n');
+  const { snaps, onStarted, onConsole } = statusAtMarks();
+  const r = await runVm({ ...base, queues: 4, command: script, backendArgs: ['--provider=host'], timeoutMs: 600_000, onStarted, onConsole });
+  t.log(r.stdout.split('\n').filter((l) => l.startsWith('=== holding')).join('; '));
+  t.is(section(r.stdout, 'outputs').match(/^(ringhog|ringfill): holding$/gm)?.length, 4, r.stdout);
+  t.deepEqual([...snaps.keys()], ['a', 'b', 'c', 'd', 'e', 'f'], r.stdout);
+  const [sa, sb, sc, sd, se, sf] = await Promise.all(['a', 'b', 'c', 'd', 'e', 'f'].map((n) => snaps.get(n)!));
+  const delta = (x: QcudaStatus, y: QcudaStatus) => y.served.map((n, q) => n - x.served[q]);
+  t.log(`served per queue: ${[sa, sb, sc, sd, se, sf].map((s) => `[${s.served}]`).join(' ')}`);
+  const bound = Number(/(\d+) requests per process/.exec(section(r.stdout, 'bound'))?.[1]);
+  t.is(bound, 256, `4 queues of 256: ${section(r.stdout, 'bound')}`);
+
+  // 1. The 4-file process owns one queue: the probe gets one of its own.
+  t.regex(r.stdout, /=== probe1 exit 0/, `probe1:\n${section(r.stdout, 'probe1')}`);
+  const p1 = delta(sa, sb);
+  t.is(p1[0], 0, `the probe not on queue 0: ${p1}`);
+  t.true(p1[2] > 2, `the probe on queue 2 of its own: ${p1}`);
+
+  // 2. The queue the first hog owned came back; the probe finds room on queue 0.
+  const ab = delta(sc, sd);
+  t.true(ab[1] > 2 && ab[2] > 2 && ab[3] > 2, `two processes and the hog on queues 1, 2, 3: ${ab}`);
+  t.regex(r.stdout, /=== probe2 exit 0/, `probe2:\n${section(r.stdout, 'probe2')}`);
+  t.regex(section(r.stdout, 'probe2'), /PASS: ringfill_probe: \d+ checks/);
+  const p2 = delta(sd, se);
+  t.true(p2[0] > 2, `the probe on queue 0: ${p2}`);
+  // Its parked requests and its 4 closes are answered as it is killed: at
+  // most its bound in all, and on queue 0 at most the ring less its reserve
+  // (an eighth) and the process's share of it (QCUDA_RESERVE_SHARE, 4).
+  const closed = delta(se, sf);
+  const inDevice = closed.reduce((n, x) => n + x, 0) - 4;
+  t.true(inDevice <= bound, `the hog had ${inDevice} requests in the device (${closed}), its bound is ${bound}`);
+  t.true(closed[0] - 3 <= 256 - 32 + 4, `${closed[0] - 3} of them on queue 0`);
+  t.true(closed[0] - 3 >= 200, `the hog filled queue 0 (${closed[0] - 3})`);
+
+  // 3. Transfer pins.
+  t.log(section(r.stdout, 'pins').split('\n')[0]);
+  t.regex(r.stdout, /=== pins exit 0/, `pins:\n${section(r.stdout, 'pins')}`);
+  // (KiB; other pins in the guest come and go: a few pages.)
+  const pinned = Number(/8 copies of 16 MiB waiting: (-?\d+) KiB pinned/.exec(section(r.stdout, 'pins'))?.[1]);
+  t.true(pinned <= 65 * 1024, `${pinned} KiB pinned, the bound is 64 MiB`);
+  t.true(pinned >= 63 * 1024, `${pinned} KiB pinned: four copies were in the device`);
+  t.regex(section(r.stdout, 'pins'), /8 copies succeeded, 0 failed/);
+});
+
 // Finding 12: pinned host memory (cudaHostRegister, cudaHostAlloc,
 // cudaMallocManaged) counts against RLIMIT_MEMLOCK of an unprivileged
 // process, and is given back when freed.

@@ -128,7 +128,7 @@ function isCloseOf(req: Request, s: Session): boolean {
   return h.cmd === Cmd.SESSION_CLOSE && h.session === s.id;
 }
 
-/** The guest memory a command's data lies in, resolved from the current memory table. */
+/** The guest memory a command's data lies in, resolved from the current memory table (and held with the request). */
 function dataOf(req: Request, dir: 'to' | 'from' | undefined, at: number, dataIn: number, dataOut: number): GuestSeg[] {
   try {
     if (dir === 'to') return req.segments('readable', at, dataIn);
@@ -389,8 +389,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     } as Call;
     return runGated(spec, route.run, call, () => {
       // Host addresses of the data are worked out here, after any wait: the
-      // memory table may have changed meanwhile (the request holds the regions
-      // it was taken with mapped until it completes: vring.ts).
+      // memory table may have changed meanwhile. The request then holds the
+      // table they were resolved in too, until it completes (Request.segments).
       call.data = dataOf(req, spec.data, REQ + len, dataIn, dataOut);
       caller.dataOut = dataOut;
     });

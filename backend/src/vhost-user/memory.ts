@@ -196,9 +196,9 @@ export class MemoryTable {
 
   /**
    * Keeps every region of the table mapped until the returned function is
-   * called: a request holds the table it was taken with for as long as it is
-   * in flight, so a memory-table change meanwhile cannot unmap what it uses
-   * (host addresses are still resolved from the current table, when used).
+   * called: a request holds the table it was taken with, and each table its
+   * buffers are resolved in later (Request.hold), for as long as it is in
+   * flight, so a memory-table change meanwhile cannot unmap what it uses.
    */
   hold(): () => void {
     const held = this.#regions;

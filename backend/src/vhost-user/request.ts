@@ -1,18 +1,46 @@
 // One request taken from a virtqueue, as a device handler sees it: the
 // readable bytes the driver sent and the writable space for the reply.
 import type { Buf, DescChain } from './chain';
-import type { MemoryTable } from './memory';
+import type { GuestRegion, MemoryTable } from './memory';
 
 export class Request {
   /** Each part as one view when it is one contiguous host range (the usual case; null when not); undefined until asked. */
   #readable: Uint8Array | null | undefined;
   #writable: Uint8Array | null | undefined;
+  /**
+   * While the request is in flight (hold() to release()): the releases of
+   * the memory tables it holds, the one it was taken with and each one its
+   * buffers were resolved in since (the table may change while it waits at
+   * a gate). Undefined for a request only looked at.
+   */
+  #holds: (() => void)[] | undefined;
+  #heldTable: readonly GuestRegion[] | undefined;
 
   constructor(
     readonly queue: number,
     readonly chain: DescChain,
     readonly memory: MemoryTable,
   ) {}
+
+  /**
+   * Keeps every region of the current memory table mapped (and registered)
+   * until release(). Called when the request is taken, and again by
+   * segments(): their host addresses may be used until the request completes.
+   */
+  hold(): void {
+    const table = this.memory.regions;
+    if (table === this.#heldTable) return;
+    (this.#holds ??= []).push(this.memory.hold());
+    this.#heldTable = table;
+  }
+
+  /** Lets go of what hold() kept: the request has completed. */
+  release(): void {
+    const holds = this.#holds;
+    this.#holds = undefined;
+    this.#heldTable = undefined;
+    for (const r of holds ?? []) r();
+  }
 
   get readableBytes(): number {
     return this.chain.readableBytes;
@@ -45,7 +73,8 @@ export class Request {
 
   /**
    * The readable or writable bytes [offset, offset+len) as pieces with host
-   * addresses and views, for consumers that copy natively (DMA).
+   * addresses and views, for consumers that copy natively (DMA). A request
+   * in flight holds the regions they lie in until it completes.
    */
   segments(part: 'readable' | 'writable', offset: number, len: number): { addr: bigint; len: number; view: Uint8Array }[] {
     const limit = part === 'readable' ? this.readableBytes : this.writableBytes;
@@ -59,6 +88,8 @@ export class Request {
         addr += BigInt(view.length);
       }
     }
+    // In the same tick as the lookups: the table held is the one they used.
+    if (this.#holds) this.hold();
     return out;
   }
 

@@ -529,9 +529,9 @@ export class Vring {
   #dispatch(req: Request, handler: Handler): void {
     const gen = this.#generation;
     this.#inflight++;
-    const release = this.memory.hold();
+    req.hold();
     const done = (len: number): void => {
-      release();
+      req.release();
       this.#complete(gen, req.chain.head, len);
     };
     const failed = (e: unknown): void => {

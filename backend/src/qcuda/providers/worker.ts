@@ -53,26 +53,31 @@ function sourceOf(r: Mapped): { fd: number; region: { gpa: bigint; size: bigint;
   return { fd: r.fd.value, region: { gpa: g.gpa, size: g.size, userAddr: g.userAddr, mmapOffset: g.mmapOffset } };
 }
 
-/** A parent address range -> the same bytes here. */
-function local(addr: bigint, len: number): GuestSeg {
+/**
+ * A parent address range -> the same bytes here. The region goes into used:
+ * the call holds it mapped (and registered) until its reply, whatever the
+ * parent says of it meanwhile.
+ */
+function local(addr: bigint, len: number, used: GuestRegion[]): GuestSeg {
   for (const { parentAddr, region } of regions.values()) {
     if (addr >= parentAddr && addr + BigInt(len) <= parentAddr + region.size) {
       const offset = Number(addr - parentAddr);
+      used.push(region);
       return { addr: region.hostAddress + BigInt(offset), len, view: region.view(offset, len) };
     }
   }
   throw new CudaError(CudaErr.InvalidValue, `0x${addr.toString(16)}+${len} is in no guest RAM region this worker maps`);
 }
 
-const segs = (a: unknown) => (a as { addr: bigint; len: number }[]).map((s) => local(s.addr, s.len));
+const segs = (a: unknown, used: GuestRegion[]) => (a as { addr: bigint; len: number }[]).map((s) => local(s.addr, s.len, used));
 
-/** Arguments as the provider takes them: guest addresses of the parent become this process's. */
-function translate(m: string, a: unknown[]): unknown[] {
-  if (m === 'copyToDevice') return [a[0], segs(a[1]), a[2]];
-  if (m === 'copyFromDevice') return [segs(a[0]), a[1], a[2]];
-  if (m === 'copy3DToDevice') return [a[0], segs(a[1]), a[2], a[3]];
-  if (m === 'copy3DFromDevice') return [segs(a[0]), a[1], a[2], a[3]];
-  if (m === 'hostDevicePointer') return [(a[0] as HostPiece[]).map((p) => ({ addr: local(p.addr, Number(p.size)).addr, size: p.size }))];
+/** Arguments as the provider takes them: guest addresses of the parent become this process's (their regions go into used). */
+function translate(m: string, a: unknown[], used: GuestRegion[]): unknown[] {
+  if (m === 'copyToDevice') return [a[0], segs(a[1], used), a[2]];
+  if (m === 'copyFromDevice') return [segs(a[0], used), a[1], a[2]];
+  if (m === 'copy3DToDevice') return [a[0], segs(a[1], used), a[2], a[3]];
+  if (m === 'copy3DFromDevice') return [segs(a[0], used), a[1], a[2], a[3]];
+  if (m === 'hostDevicePointer') return [(a[0] as HostPiece[]).map((p) => ({ addr: local(p.addr, Number(p.size), used).addr, size: p.size }))];
   return a;
 }
 
@@ -270,10 +275,17 @@ class WorkerMain {
     }
   }
 
-  #run(m: string, a: unknown[]): Promise<unknown> {
+  async #run(m: string, a: unknown[]): Promise<unknown> {
     if (!METHODS.has(m)) throw new CudaError(CudaErr.Unknown, `no such worker call: ${m}`);
     const ctx = this.ctx as unknown as Record<string, (...x: unknown[]) => Promise<unknown>>;
-    return ctx[m](...translate(m, a));
+    const used: GuestRegion[] = [];
+    const args = translate(m, a, used);
+    for (const r of used) r.hold();
+    try {
+      return await ctx[m](...args);
+    } finally {
+      for (const r of used) r.release();
+    }
   }
 
   async #destroy(): Promise<undefined> {
