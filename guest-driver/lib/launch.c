@@ -263,8 +263,9 @@ QC_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridD
 /* Cooperative launches and thread-block clusters are honoured. Attributes
  * that are hints for the hardware, changing no result (a launch's priority,
  * its L2 access policy window: the stream's own ones are applied through
- * cudaStreamSetAttribute), are accepted and not carried per launch; others
- * are refused with a note. */
+ * cudaStreamSetAttribute; programmatic stream serialization: the kernel
+ * runs after its predecessor, as it may), are accepted and not carried per
+ * launch; others are refused with a note. */
 static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func, void **args,
 			     int ptds)
 {
@@ -278,7 +279,8 @@ static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func,
 		const cudaLaunchAttribute *a = &config->attrs[i];
 
 		if (a->id == cudaLaunchAttributeIgnore || a->id == cudaLaunchAttributePriority ||
-		    a->id == cudaLaunchAttributeAccessPolicyWindow)
+		    a->id == cudaLaunchAttributeAccessPolicyWindow ||
+		    a->id == cudaLaunchAttributeProgrammaticStreamSerialization)
 			continue;
 		if (a->id == cudaLaunchAttributeCooperative) {
 			mode.cooperative = a->val.cooperative != 0;	/* the last one counts */

@@ -83,9 +83,12 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, uns
 }
 
 /* Attributes that are hints changing nothing a program can observe (a
- * launch's priority, its L2 access policy window) are accepted; cooperative
+ * launch's priority, its L2 access policy window, leave to start before the
+ * previous kernel ends: programmatic stream serialization, whose kernels'
+ * waits for their predecessor then return at once) are accepted; cooperative
  * launches and thread-block clusters are honoured; the rest are refused with
- * a note. */
+ * a note. Refusing a hint is not harmless: cuDNN then picks other kernels,
+ * and a training run's losses differ from native ones. */
 static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra, int ptds)
 {
 	struct qc_launch_mode mode = { .cooperative = 0, .cluster = { 1, 1, 1 } };
@@ -109,9 +112,7 @@ static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, 
 			mode.cluster[2] = a->value.clusterDim.z;
 			continue;
 		case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
-			if (!a->value.programmaticStreamSerializationAllowed)
-				continue;
-			break;
+			continue;
 		default:
 			break;
 		}
