@@ -8,6 +8,7 @@ import { domainXml } from '../vm/libvirt';
 import { qemuArgs } from '../vm/qemu-args';
 import { defaultStatusSocket, formatStatus, type BackendStatus } from './status';
 import { parseSize } from '../qcuda/providers';
+import { GPU_CONTEXT_OVERHEAD } from '../qcuda/limits';
 import fs from 'node:fs';
 import { runCuda, RunError } from '../run/run';
 import { DISK_QUEUES, runVm, VmConfigError, VmError, type VmDisk, type VmDiskImage } from '../vm/runner';
@@ -96,7 +97,11 @@ vm options:
   --ring-server=yes|no  the short calls of such a queue answered in C by its
                        worker (default yes; on the GPU; qcuda-backend --help)
   --device-memory-limit=SIZE  the VM's device memory quota (e.g. 2G); GPU disks
-                       (--disk, store=gpu) count against it
+                       (--disk, store=gpu) count against it, and each CUDA
+                       process's context (--context-overhead)
+  --context-overhead=SIZE  what each CUDA process's context counts against
+                       the quota while it exists (default ${GPU_CONTEXT_OVERHEAD >> 20n}M on a GPU, 0
+                       on the host-memory device; qcuda-backend --help)
   --demo               run the guest test programs built into the image (the
                        transport, then CUDA programs, each printing PASS: built
                        with -cudart=shared over qcuda's libcudart.so.13, and
@@ -109,8 +114,8 @@ vm options:
                        comes, each line after the milliseconds since its
                        first one
 run options (and --provider, --gpu, --isolation, --own-queues, --ring-server,
---device-memory-limit and --backend-log as for vm; the quota holds across
-all of PROGRAM's processes):
+--device-memory-limit, --context-overhead and --backend-log as for vm; the
+quota holds across all of PROGRAM's processes):
   --socket=PATH        join the backend listening on PATH (a qcuda-backend
                        --frontends=N) instead of starting one
   --cudart=KIND        native (default): only qcuda's libcuda.so.1 goes first
@@ -193,6 +198,7 @@ const OPTIONS = {
   'ring-server': { type: 'string' },
   'backend-log': { type: 'string' },
   'device-memory-limit': { type: 'string' },
+  'context-overhead': { type: 'string' },
   quiet: { type: 'boolean' },
   qemu: { type: 'string' },
   kernel: { type: 'string' },
@@ -213,7 +219,7 @@ const OPTIONS = {
 /** The backend options vm and run share. */
 function backendOptions(v: { [k: string]: string | boolean | string[] | undefined }): string[] {
   const opt = (k: string) => (typeof v[k] === 'string' ? [`--${k}=${v[k] as string}`] : []);
-  return [...opt('provider'), ...opt('gpu'), ...opt('isolation'), ...opt('own-queues'), ...opt('ring-server')];
+  return [...opt('provider'), ...opt('gpu'), ...opt('isolation'), ...opt('own-queues'), ...opt('ring-server'), ...opt('context-overhead')];
 }
 
 /** qcuda run: PROGRAM on this host over qcuda's libraries and a backend. */
