@@ -20,9 +20,11 @@ namespace qcuda::cuda {
 // account: free memory is the device's, so another process's (or, with several contexts in
 // this process, another context's) allocations and frees in between show up in it, and the
 // driver takes memory in pages (2 MiB) and may keep some it freed. Hence bytes = max(0,
-// before - after), and the backend counts the larger of this and its own estimate from the
-// image, checking the quota again after the load. What the driver takes later (function code
-// under lazy loading, at first use) is not in it. With `limit` (bytes), a load that took more
+// before - after), and the backend counts the larger of this and what the image itself
+// declares (module-image.ts), checking the quota again after the load: a free elsewhere can
+// only make the count larger than the image's, never smaller. Function code is in it because
+// workers load eagerly (CUDA_MODULE_LOADING=EAGER: providers/worker-env.ts); loaded lazily, it
+// would come at a kernel's first launch, unmeasured. With `limit` (bytes), a load that took more
 // is undone here at once (cuModuleUnload) and fails with CUDA_ERROR_OUT_OF_MEMORY; without it
 // the caller decides, and unloads with moduleUnload.
 QCUDA_CONTEXT_METHOD(moduleLoad, ctx, info) {

@@ -15,7 +15,7 @@ const QCUDA = path.join(dist, 'backend/src/cli/qcuda.js');
 test('qcuda-backend --help, --print-capabilities and bad usage', (t) => {
   const help = spawnSync(process.execPath, [BACKEND, '--help'], { encoding: 'utf8' });
   t.is(help.status, 0);
-  for (const opt of ['--socket-path', '--fd', '--print-capabilities', '--device', '--queues']) t.true(help.stdout.includes(opt), opt);
+  for (const opt of ['--socket-path', '--fd', '--print-capabilities', '--device', '--queues', '--context-overhead']) t.true(help.stdout.includes(opt), opt);
   const caps = spawnSync(process.execPath, [BACKEND, '--print-capabilities'], { encoding: 'utf8' });
   t.is(caps.status, 0);
   t.deepEqual(JSON.parse(caps.stdout), { type: 'qcuda' });
@@ -36,6 +36,9 @@ test('qcuda-backend --help, --print-capabilities and bad usage', (t) => {
     t.is(r.status, 2, args.join(' '));
     t.regex(r.stderr, why);
   }
+  const o = spawnSync(process.execPath, [BACKEND, '--socket-path=/tmp/x', '--context-overhead=lots'], { encoding: 'utf8' });
+  t.is(o.status, 2);
+  t.regex(o.stderr, /--context-overhead: not a size: 'lots'/);
 });
 
 test('qcuda-backend serves a frontend, keeps listening after it leaves, and exits 0 on SIGTERM removing its socket', async (t) => {

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
 import type { VmLimits } from '../../backend/src/qcuda/limits';
-import { checkImage, FATBIN_MAGIC } from '../../backend/src/qcuda/module-image';
+import { checkImage } from '../../backend/src/qcuda/module-image';
 import type { Provider, ProviderContext } from '../../backend/src/qcuda/provider';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { Cmd, encode, QCUDA_MAX_BATCH, QCUDA_STREAM_LEGACY, Status } from '../../backend/src/qcuda/proto';
@@ -22,6 +22,7 @@ import { encodeSingleRegion, Req } from '../../backend/src/vhost-user';
 import { LogLimiter } from '../../backend/src/sys/log-limiter';
 import { prng, randomBytes, started, tick, until } from '../helpers';
 import { fullBatch, QcudaClient } from './client';
+import { elf, fatbin, ptx } from './images';
 
 const MIB = 1n << 20n;
 /** QCUDA_HOSTILE_PROVIDER=cuda (the GPU run): the cases that need no host-provider internals run on the GPU, a worker per session. */
@@ -77,7 +78,9 @@ class HeldProvider extends HostProvider {
 }
 
 async function setup(t: ExecutionContext, o: { limits?: Partial<VmLimits>; provider?: Provider; addMemReg?: boolean; log?: (l: string) => void } = {}) {
-  const dev = new QcudaDevice({ queues: 4, limits: o.limits, provider: o.provider ?? (await gpuProvider(t)), log: o.log });
+  // Quotas here are MiBs: a GPU context's overhead (1049 MiB by default) counts only where a case asks.
+  const limits = { contextOverhead: 0n, ...o.limits };
+  const dev = new QcudaDevice({ queues: 4, limits, provider: o.provider ?? (await gpuProvider(t)), log: o.log });
   const pair = await started(t, dev, { size: 256, addMemReg: o.addMemReg });
   const client = async () => {
     const c = new QcudaClient(pair.fe);
@@ -348,6 +351,68 @@ it('stack, heap and printf limits count against the VM quota, all sessions toget
   await noteLeft(dev, fe);
 });
 
+/** A call that needs the session's context and allocates nothing. */
+const deviceSync = (c: QcudaClient) => count(c.call(Cmd.DEVICE_SYNC));
+
+it('each process\'s context counts --context-overhead against the quota: Q/O contexts open, the next fails, a closed or reset one gives it back (review 2, M3)', async (t) => {
+  const O = 16n * MIB;
+  const { dev, c, fe, client } = await setup(t, { limits: { deviceMemory: 64n * MIB + 4096n, contextOverhead: O } });
+  const sessions = [c, await client(), await client(), await client(), await client()];
+  const first = await Promise.all(sessions.slice(0, 4).map((x) => deviceSync(x)));
+  t.deepEqual(first.map((r) => r.status), [0, 0, 0, 0], 'floor(Q / O) = 4 contexts');
+  t.is(dev.vm.quota.used, 4n * O);
+  t.is((await deviceSync(sessions[4])).status, CudaErr.MemoryAllocation, 'the fifth context would pass the quota');
+  t.is(dev.vm.quota.used, 4n * O, 'the refused context holds nothing');
+  t.is((await count(sessions[0].malloc(8192), true)).status, CudaErr.MemoryAllocation, 'allocations share the quota with contexts');
+  t.is((await sessions[0].malloc(4096)).status, 0);
+  await sessions[1].close();
+  t.is(dev.vm.quota.used, 3n * O + 4096n, 'a closed process\'s context is given back');
+  t.is((await deviceSync(sessions[4])).status, 0, 'and another process opens one');
+  t.is((await count(sessions[2].call(Cmd.DEVICE_RESET))).status, 0);
+  t.is(dev.vm.quota.used, 3n * O + 4096n, 'cudaDeviceReset: the context is gone, and its overhead with it');
+  t.is((await deviceSync(sessions[2])).status, 0, 'the next call opens a new one');
+  t.is(dev.vm.quota.used, 4n * O + 4096n);
+  for (const x of sessions) await x.close();
+  t.deepEqual(leftovers(dev), { sessions: 0, quota: 0n, staging: 0n, contexts: 0n });
+  t.log(`quota 64 MiB + 4 KiB, ${O >> 20n} MiB a context: 4 contexts, the fifth refused`);
+  await noteLeft(dev, fe);
+});
+
+/** A host provider whose device has a persisting L2 set-aside, as the H100's (attribute 108: 50 MiB there). */
+class PersistingL2Provider extends HostProvider {
+  override deviceProps(device: number) {
+    const p = super.deviceProps(device);
+    const attrs = p.attrs.slice();
+    attrs[108] = 50 << 20;
+    return { ...p, attrs };
+  }
+}
+
+it('device-wide L2 state is not the guest\'s: the persisting set-aside cannot be set and reads as 0, persisting access windows become Normal (review 2, L7)', async (t) => {
+  const { dev, c, fe } = await setup(t, { provider: ON_GPU ? undefined : new PersistingL2Provider() });
+  const props = await c.call(Cmd.DEVICE_PROPS, { args: ['qcuda_args_device', { device: 0 }], out: 'qcuda_out_device_props' });
+  t.is((props.out!.attrs as Uint32Array)[108], 0, 'cudaDevAttrMaxPersistingL2CacheSize: 0');
+  const limit = (value: bigint) => count(c.call(Cmd.LIMIT_SET, { args: ['qcuda_args_limit', { limit: 6, value }] }), true);
+  for (const v of [1n << 20n, 0n]) t.is((await limit(v)).status, CudaErr.UnsupportedLimit, `cudaLimitPersistingL2CacheSize = ${v}`);
+  t.is((await c.call(Cmd.LIMIT_GET, { args: ['qcuda_args_limit', { limit: 6 }] })).value, 0n, 'unchanged');
+  const a = (await c.malloc(1 << 20)).value;
+  const s = (await c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] })).value;
+  const window = new Uint8Array(64);
+  const w = new DataView(window.buffer);
+  w.setBigUint64(0, a, true);
+  w.setBigUint64(8, 1n << 20n, true);
+  w.setFloat32(16, 0.5, true);
+  w.setUint32(20, 2, true); // cudaAccessPropertyPersisting
+  w.setUint32(24, 1, true); // cudaAccessPropertyStreaming
+  t.is((await count(c.call(Cmd.STREAM_SET_ATTR, { args: ['qcuda_args_stream_attr', { stream: s, attr: 1, value: window }] }))).status, 0, 'the window is taken');
+  const got = await c.call(Cmd.STREAM_GET_ATTR, { args: ['qcuda_args_stream_attr', { stream: s, attr: 1 }], out: 'qcuda_out_stream_attr_value' });
+  const g = new DataView((got.out!.value as Uint8Array).buffer, (got.out!.value as Uint8Array).byteOffset, 64);
+  t.deepEqual([g.getBigUint64(0, true), g.getBigUint64(8, true), g.getFloat32(16, true)], [a, 1n << 20n, 0.5], 'its range and hit ratio as set');
+  t.deepEqual([g.getUint32(20, true), g.getUint32(24, true)], [0, 1], 'hits Normal (not Persisting), misses Streaming');
+  await c.close();
+  await noteLeft(dev, fe);
+});
+
 it('log lines are rate-limited and the dropped ones counted', (t) => {
   const out: string[] = [];
   let now = 0;
@@ -450,60 +515,15 @@ it('a region the data was resolved in after a memory-table change stays mapped u
 
 // ---- module images
 
-/** A minimal ELF64 cubin-like image: a NOBITS .nv.global of `globals` bytes. */
-function elf(globals: bigint): Uint8Array {
-  const names = Buffer.from('\0.shstrtab\0.nv.global\0');
-  const shoff = 64 + names.length + 7 & ~7;
-  const b = new Uint8Array(shoff + 3 * 64);
-  const v = new DataView(b.buffer);
-  b.set([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1]);
-  v.setBigUint64(0x28, BigInt(shoff), true);
-  v.setUint16(0x34, 64, true);
-  v.setUint16(0x3a, 64, true);
-  v.setUint16(0x3c, 3, true);
-  v.setUint16(0x3e, 1, true);
-  b.set(names, 64);
-  const sec = (i: number, name: number, type: number, off: number, size: bigint) => {
-    const o = shoff + i * 64;
-    v.setUint32(o, name, true);
-    v.setUint32(o + 4, type, true);
-    v.setBigUint64(o + 24, BigInt(off), true);
-    v.setBigUint64(o + 32, size, true);
-  };
-  sec(1, 1, 3, 64, BigInt(names.length));
-  sec(2, 11, 8, 0, globals);
-  return b;
-}
-
-/** A fat binary holding the given ELF and PTX entries. */
-function fatbin(entries: { kind: 1 | 2; payload: Uint8Array }[]): Uint8Array {
-  const eh = 64;
-  const body = entries.reduce((n, e) => n + eh + ((e.payload.length + 7) & ~7), 0);
-  const b = new Uint8Array(16 + body);
-  const v = new DataView(b.buffer);
-  v.setUint32(0, FATBIN_MAGIC, true);
-  v.setUint16(4, 1, true);
-  v.setUint16(6, 16, true);
-  v.setBigUint64(8, BigInt(body), true);
-  let at = 16;
-  for (const e of entries) {
-    const padded = (e.payload.length + 7) & ~7;
-    v.setUint16(at, e.kind, true);
-    v.setUint32(at + 4, eh, true);
-    v.setBigUint64(at + 8, BigInt(padded), true);
-    b.set(e.payload, at + eh);
-    at += eh + padded;
-  }
-  return b;
-}
-
-const ptx = (body: string) => Buffer.from(`//\n// Generated by a test\n.version 8.0\n.target sm_90\n.address_size 64\n${body}\n`);
 
 it('module images: structure checked against the length, globals estimated from ELF, fat binaries and PTX', (t) => {
   t.is(checkImage(elf(4096n)).globalBytes, 4096n);
+  // What a load puts in device memory besides globals, which no measurement after it may cancel (review 2, M3).
+  const cubin = elf(4096n, [{ name: '.nv.constant3', bytes: 1024 }, { name: '.nv.constant0.k', bytes: 544 }, { name: '.text.k', bytes: 2048 }, { name: '.nv.info.k', bytes: 64 }, { name: '.debug_frame', bytes: 96 }]);
+  t.is(checkImage(cubin).globalBytes, 4096n + 1024n + 544n + 2048n, 'globals, constant banks and code; not the tables the driver only reads');
   t.is(checkImage(fatbin([{ kind: 2, payload: elf(1n << 20n) }, { kind: 1, payload: ptx('.global .align 4 .b32 x[16];') }])).globalBytes, 1n << 20n);
   t.is(checkImage(ptx('.global .b8 big[8589934592];')).globalBytes, 8n << 30n);
-  t.is(checkImage(ptx('.visible .global .align 16 .v4 .f32 a[2][3];\n.extern .global .b8 e[1000];')).globalBytes, 16n * 6n);
+  t.is(checkImage(ptx('.visible .global .align 16 .v4 .f32 a[2][3];\n.extern .global .b8 e[1000];')).globalBytes, 16n * 6n + 15n, 'and the padding its alignment may put before it');
   const bad = (img: Uint8Array, what: string) => t.throws(() => checkImage(img), { message: /module image/ }, what);
   const e = elf(16n);
   const cut = e.slice(0, e.length - 1);
@@ -565,7 +585,7 @@ it('fuzzed module images: only cudaErrorInvalidKernelImage or a load answer, nev
     try {
       checkImage(img);
     } catch (e) {
-      t.is((e as { code?: number }).code, CudaErr.InvalidKernelImage, `image ${i}: ${(e as Error).message}`);
+      t.true([CudaErr.InvalidKernelImage, CudaErr.InvalidPtx].includes((e as { code: number }).code), `image ${i}: ${(e as Error).message}`);
       direct++;
     }
     if (i % 4 !== 0) continue;
@@ -574,7 +594,7 @@ it('fuzzed module images: only cudaErrorInvalidKernelImage or a load answer, nev
     const r = await count(c.call(Cmd.MODULE_LOAD, { args: ['qcuda_args_module_load', { upload_id: BigInt(i + 1) }] }), true);
     seen.set(r.status, (seen.get(r.status) ?? 0) + 1);
     // On the GPU the driver has the last word on what passed the checks (a load may succeed); the worker must live on.
-    t.true(ON_GPU || [CudaErr.InvalidKernelImage, CudaErr.NoKernelImageForDevice, CudaErr.MemoryAllocation].includes(r.status), `load ${i}: status ${r.status}`);
+    t.true(ON_GPU || [CudaErr.InvalidKernelImage, CudaErr.InvalidPtx, CudaErr.NoKernelImageForDevice, CudaErr.MemoryAllocation].includes(r.status), `load ${i}: status ${r.status}`);
   }
   t.log(`600 mutated images: ${direct} refused by the checks; 150 loads answered ${JSON.stringify(Object.fromEntries(seen))}`);
   t.is(dev.vm.staging.used, 0n, 'no staging left');

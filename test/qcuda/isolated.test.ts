@@ -202,6 +202,50 @@ test('a worker that cannot start fails openContext with the reason, and leaves n
   await p.close();
 });
 
+/** A worker's environment as the kernel has it (/proc/PID/environ). */
+function environOf(pid: number): Map<string, string> {
+  const raw = fs.readFileSync(`/proc/${pid}/environ`, 'latin1');
+  return new Map(raw.split('\0').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+}
+
+/** A backend stand-in with one worker: resolves with the worker's pid and environment; the process exits when its stdin closes. */
+async function backendWithWorker(env: NodeJS.ProcessEnv) {
+  const script = `
+    const { HostProvider } = require(${JSON.stringify(require.resolve('../../backend/src/qcuda/providers/host'))});
+    const { IsolatedProvider } = require(${JSON.stringify(require.resolve('../../backend/src/qcuda/providers/isolated'))});
+    const p = new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } });
+    p.openContext(0).then(() => console.log(p.workerPids[0]));
+    process.stdin.resume();
+    process.stdin.on('end', () => p.close().then(() => process.exit(0)));`;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['pipe', 'pipe', 'inherit'], env });
+  const pid = Number(await new Promise<string>((resolve) => child.stdout.once('data', (d: Buffer) => resolve(d.toString()))));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  return { pid, worker: environOf(pid), end: () => { child.stdin.end(); return exited; } };
+}
+
+test('workers load modules eagerly and JIT-cache in a 0700 directory of their backend\'s own, gone when it exits; the operator\'s settings win (review 2, M3, L7)', async (t) => {
+  const base = { ...process.env };
+  for (const k of ['CUDA_MODULE_LOADING', 'CUDA_CACHE_PATH', 'CUDA_CACHE_DISABLE']) delete base[k];
+  const a = await backendWithWorker(base);
+  t.is(a.worker.get('CUDA_MODULE_LOADING'), 'EAGER', 'code is loaded at cuModuleLoadData, where the load is measured');
+  const dir = a.worker.get('CUDA_CACHE_PATH');
+  t.truthy(dir, 'a JIT cache path of its own');
+  const st = fs.statSync(dir!);
+  t.true(st.isDirectory() && (st.mode & 0o777) === 0o700 && st.uid === process.getuid!(), `${dir}: mode ${(st.mode & 0o777).toString(8)}`);
+  const b = await backendWithWorker(base);
+  t.not(b.worker.get('CUDA_CACHE_PATH'), dir, 'another backend (VM) has another');
+  t.is(await a.end(), 0);
+  t.false(fs.existsSync(dir!), 'removed when its backend exits');
+  t.is(await b.end(), 0);
+  // What the operator set is left alone.
+  const c = await backendWithWorker({ ...base, CUDA_MODULE_LOADING: 'LAZY', CUDA_CACHE_DISABLE: '1' });
+  t.deepEqual([c.worker.get('CUDA_MODULE_LOADING'), c.worker.get('CUDA_CACHE_DISABLE'), c.worker.get('CUDA_CACHE_PATH')], ['LAZY', '1', undefined]);
+  t.is(await c.end(), 0);
+  const d = await backendWithWorker({ ...base, CUDA_CACHE_PATH: '/var/cache/qcuda/vm1' });
+  t.is(d.worker.get('CUDA_CACHE_PATH'), '/var/cache/qcuda/vm1');
+  t.is(await d.end(), 0);
+});
+
 test('workers end when the backend process is killed (their channel closes)', async (t) => {
   const script = `
     const { HostProvider } = require(${JSON.stringify(require.resolve('../../backend/src/qcuda/providers/host'))});

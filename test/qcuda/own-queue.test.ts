@@ -9,6 +9,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
+import type { VmLimits } from '../../backend/src/qcuda/limits';
 import { Cmd, Status } from '../../backend/src/qcuda/proto';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
@@ -17,10 +18,10 @@ import { QcudaClient } from './client';
 
 const MIB = 1 << 20;
 
-async function setup(t: ExecutionContext, ownQueues = true, memoryLimit = 0n) {
+async function setup(t: ExecutionContext, ownQueues = true, memoryLimit = 0n, limits: Partial<VmLimits> = {}) {
   const lines: string[] = [];
   const provider = new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } });
-  const dev = new QcudaDevice({ provider, queues: 4, ownQueues, memoryLimit, log: (l) => lines.push(l) });
+  const dev = new QcudaDevice({ provider, queues: 4, ownQueues, memoryLimit, limits, log: (l) => lines.push(l) });
   t.teardown(() => provider.close());
   const { fe } = await started(t, dev, { queues: 4, size: 256 });
   /** The pid of the worker serving queue q, from the event log. */
@@ -110,6 +111,27 @@ test.serial('a killed worker: its session is gone, what it held is given back, a
   const b = client();
   await b.openOwn(3);
   t.true(await roundTrip(b, MIB, 3), 'a new session owns queue 3');
+});
+
+test.serial('a context opened by a worker counts --context-overhead in the VM\'s quota, given back when the session closes or the worker dies', async (t) => {
+  const { dev, client, ownerOf } = await setup(t, true, 64n << 20n, { contextOverhead: 24n << 20n });
+  const a = client();
+  await a.openOwn(1);
+  const b = client();
+  await b.openOwn(2);
+  t.is((await a.call(Cmd.DEVICE_SYNC)).status, 0);
+  t.is((await b.call(Cmd.DEVICE_SYNC)).status, 0);
+  t.is(dev.vm.quota.used, 48n << 20n, 'two contexts, each opened in its worker');
+  const shared = client();
+  await shared.open();
+  t.is((await shared.call(Cmd.DEVICE_SYNC)).status, CudaErr.MemoryAllocation, 'a third does not fit 64 MiB');
+  process.kill((await ownerOf(2))!, 'SIGKILL');
+  t.true(await until(() => dev.vm.quota.used === 24n << 20n, 5000), 'a killed worker\'s context is given back');
+  t.is((await shared.call(Cmd.DEVICE_SYNC)).status, 0, 'and another process takes it');
+  await a.close();
+  t.is(dev.vm.quota.used, 24n << 20n, 'a closed session\'s too');
+  await shared.close();
+  t.is(dev.vm.quota.used, 0n);
 });
 
 test.serial('a worker that takes nothing while its session\'s close waits (held in the driver; here stopped) is killed, and the close is answered', async (t) => {

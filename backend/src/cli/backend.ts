@@ -5,7 +5,7 @@
 import { parseArgs } from 'node:util';
 import { DEVICES, type DeviceOptions } from '../devices';
 import type { VmShared } from '../qcuda/session';
-import { DEFAULT_LIMITS, type VmLimits } from '../qcuda/limits';
+import { DEFAULT_LIMITS, GPU_CONTEXT_OVERHEAD, type VmLimits } from '../qcuda/limits';
 import { DEFAULT_INLINE_WAIT_US, DEFAULT_POLL_US, parseSize, type ProviderKind } from '../qcuda/providers';
 import { LogLimiter } from '../sys/log-limiter';
 import { StatusSocket } from '../sys/status-socket';
@@ -82,10 +82,18 @@ ${Object.entries(DEVICES).map(([n, d]) => `                            ${n.padEn
                           qcuda only: per-VM device memory quota (e.g. 2G):
                           allocations, module globals and what the stack, heap
                           and printf limits reserve beyond their defaults, all
-                          processes of the VM together; past it calls fail with
-                          cudaErrorMemoryAllocation, and cudaMemGetInfo reports
-                          the quota. Not counted: each context's own overhead
-                          (see the README)
+                          processes of the VM together, and each process's
+                          context (--context-overhead); past it calls fail
+                          with cudaErrorMemoryAllocation, and cudaMemGetInfo
+                          reports the quota
+  --context-overhead=SIZE qcuda only: device memory each guest process's CUDA
+                          context counts against --device-memory-limit while
+                          it exists: what the driver takes for it beyond any
+                          allocation (default ${GPU_CONTEXT_OVERHEAD >> 20n}M with the cuda provider,
+                          measured on the H100 with --isolation=process; 0
+                          with the host provider); a context that would pass
+                          the quota is not created: the process's first call
+                          fails with cudaErrorMemoryAllocation
 
 Bounds per VM (what a guest can make this process hold; past each, the call
 that would pass it fails with the CUDA error named, nothing grows):
@@ -225,6 +233,7 @@ async function main(): Promise<void> {
         'peer-uid': { type: 'string' },
         'device-memory-limit': { type: 'string' },
         'max-processes': { type: 'string' },
+        'context-overhead': { type: 'string' },
         'module-staging': { type: 'string' },
         'module-cache': { type: 'string' },
         'deferred-limit': { type: 'string' },
@@ -297,6 +306,13 @@ async function main(): Promise<void> {
   if (staging !== undefined) limits.moduleStaging = staging;
   const cache = size('module-cache', args['module-cache']);
   if (cache !== undefined) limits.moduleCache = cache;
+  if (args['context-overhead'] !== undefined) {
+    try {
+      limits.contextOverhead = parseSize(args['context-overhead']);
+    } catch (e) {
+      usage(`--context-overhead: ${(e as Error).message}`);
+    }
+  }
   const deferred = size('deferred-limit', args['deferred-limit']);
   if (deferred !== undefined) limits.deferredBytes = deferred;
   const gpu = args.gpu === undefined ? 0 : nonNegativeInt('gpu', args.gpu, 63);

@@ -8,6 +8,7 @@ import { domainXml } from '../vm/libvirt';
 import { qemuArgs } from '../vm/qemu-args';
 import { defaultStatusSocket, formatStatus, type BackendStatus } from './status';
 import { parseSize } from '../qcuda/providers';
+import { GPU_CONTEXT_OVERHEAD } from '../qcuda/limits';
 import fs from 'node:fs';
 import { runCuda, RunError } from '../run/run';
 import { chooseBackendUser, type BackendUserChoice } from '../vm/backend-user';
@@ -113,7 +114,11 @@ vm options:
                        Where the default user cannot run the backend (the
                        code not readable by it), it stays root, with a note
   --device-memory-limit=SIZE  the VM's device memory quota (e.g. 2G); GPU disks
-                       (--disk, store=gpu) count against it
+                       (--disk, store=gpu) count against it, and each CUDA
+                       process's context (--context-overhead)
+  --context-overhead=SIZE  what each CUDA process's context counts against
+                       the quota while it exists (default ${GPU_CONTEXT_OVERHEAD >> 20n}M on a GPU, 0
+                       on the host-memory device; qcuda-backend --help)
   --demo               run the guest test programs built into the image (the
                        transport, then CUDA programs, each printing PASS: built
                        with -cudart=shared over qcuda's libcudart.so.13, and
@@ -127,8 +132,8 @@ vm options:
                        first one
 run options (and --provider, --gpu, --isolation, --own-queues, --ring-server,
 --pin-guest-ram (default yes here: the memory is PROGRAM's own), --worker-sandbox,
---device-memory-limit and --backend-log as for vm; the quota holds across
-all of PROGRAM's processes):
+--device-memory-limit, --context-overhead and --backend-log as for vm; the
+quota holds across all of PROGRAM's processes):
   --socket=PATH        join the backend listening on PATH (a qcuda-backend
                        --frontends=N) instead of starting one
   --cudart=KIND        native (default): only qcuda's libcuda.so.1 goes first
@@ -214,6 +219,7 @@ const OPTIONS = {
   'backend-user': { type: 'string' },
   'backend-log': { type: 'string' },
   'device-memory-limit': { type: 'string' },
+  'context-overhead': { type: 'string' },
   quiet: { type: 'boolean' },
   qemu: { type: 'string' },
   kernel: { type: 'string' },
@@ -234,7 +240,7 @@ const OPTIONS = {
 /** The backend options vm and run share. */
 function backendOptions(v: { [k: string]: string | boolean | string[] | undefined }): string[] {
   const opt = (k: string) => (typeof v[k] === 'string' ? [`--${k}=${v[k] as string}`] : []);
-  return [...opt('provider'), ...opt('gpu'), ...opt('isolation'), ...opt('own-queues'), ...opt('ring-server'), ...opt('pin-guest-ram'), ...opt('worker-sandbox')];
+  return [...opt('provider'), ...opt('gpu'), ...opt('isolation'), ...opt('own-queues'), ...opt('ring-server'), ...opt('pin-guest-ram'), ...opt('worker-sandbox'), ...opt('context-overhead')];
 }
 
 /** qcuda run: PROGRAM on this host over qcuda's libraries and a backend. */

@@ -70,6 +70,22 @@ export function checkLimit(limit: number): void {
     throw new CudaError(CudaErr.InvalidValue, `cudaLimit ${limit} does not exist (CUDA 13 names 0..${LIMIT_COUNT - 1})`);
 }
 
+/**
+ * The limits a guest may set. The persisting L2 set-aside is the device's,
+ * not the context's: one VM's cudaDeviceSetLimit would shrink the L2 every
+ * other VM's kernels run with (security review 2, L7). It is refused as a
+ * GPU without persisting L2 refuses it, and the device reports a maximum of
+ * 0 (DEVICE_PROPS), which programs check before setting it.
+ */
+export function checkLimitSet(limit: number): void {
+  checkLimit(limit);
+  if (limit === Limit.PersistingL2CacheSize)
+    throw new CudaError(CudaErr.UnsupportedLimit, 'cudaLimitPersistingL2CacheSize: the L2 set-aside is shared by every VM on the GPU; qcuda does not let a guest set it');
+}
+
+/** CUdevice_attribute MAX_PERSISTING_L2_CACHE_SIZE: 0, as the limit cannot be set (checkLimitSet). */
+export const ATTR_MAX_PERSISTING_L2 = 108;
+
 /** Threads the device holds at once (CUdevice_attribute 16 MULTIPROCESSOR_COUNT x 39 MAX_THREADS_PER_MULTIPROCESSOR). */
 export function residentThreads(attrs: Int32Array): bigint {
   return BigInt(Math.max(attrs[16], 1)) * BigInt(Math.max(attrs[39], 1));
@@ -95,6 +111,9 @@ export function limitReservesMemory(limit: number): boolean {
 }
 
 // ---- cudaStreamSetAttribute / cudaStreamGetAttribute
+
+/** cudaAccessProperty. */
+export const AccessProperty = { Normal: 0, Streaming: 1, Persisting: 2 } as const;
 
 /** cudaStreamAttrID: the launch attributes CUDA 13 documents as valid for streams. */
 export const StreamAttr = {
@@ -143,7 +162,9 @@ export function streamAttrValue(attr: number, raw: Uint8Array, inSession: (ptr: 
       o.setBigUint64(0, base, true);
       o.setBigUint64(8, bytes, true);
       o.setUint32(16, v.getUint32(16, true), true);
-      o.setUint32(20, hitProp, true);
+      // Persisting hits would take lines of the L2 set-aside, which every VM shares (L7):
+      // Normal, as Persisting is on a device whose set-aside is 0 (checkLimitSet).
+      o.setUint32(20, hitProp === AccessProperty.Persisting ? AccessProperty.Normal : hitProp, true);
       o.setUint32(24, missProp, true);
       break;
     }

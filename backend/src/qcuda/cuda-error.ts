@@ -11,6 +11,7 @@ export enum CudaErr {
   InvalidDevicePointer = 17,
   NoKernelImageForDevice = 209,
   UnsupportedLimit = 215,
+  InvalidPtx = 218,
   SymbolNotFound = 500,
   InvalidResourceHandle = 400,
   NotReady = 600,

@@ -178,13 +178,14 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     this.numQueues = o.queues ?? 4;
     this.maxQueueSize = o.queueSize ?? 256;
     this.pollUs = o.pollUs ?? 0;
+    this.provider = o.provider ?? new HostProvider({ guestView: (addr, len) => this.guestViews(addr, len) });
     const limits = { ...DEFAULT_LIMITS, ...(o.memoryLimit !== undefined ? { deviceMemory: o.memoryLimit } : {}), ...o.limits };
+    if (o.limits?.contextOverhead === undefined && !this.provider.hasGpu) limits.contextOverhead = 0n; // no driver, no context to pay for
     this.vm = o.vm ?? vmShared(limits);
     this.#ownQueues = o.ownQueues ?? false;
     this.#onSessionClosed = o.onSessionClosed;
     this.log = new LogLimiter(limits.logLinesPerSecond, o.log ?? ((l) => console.error(l)));
     this.#event = o.log ? (l) => this.log.log(l) : (l) => debug('%s', l);
-    this.provider = o.provider ?? new HostProvider({ guestView: (addr, len) => this.guestViews(addr, len) });
     this.served = new Array(this.numQueues).fill(0);
   }
 

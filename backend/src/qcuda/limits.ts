@@ -9,8 +9,16 @@ import { Fd } from '../sys/fd';
 import { native, type NativeLedger } from '../sys/native';
 
 export interface VmLimits {
-  /** Device memory the VM's processes may hold, in bytes (0: no quota): allocations, module globals, stack/heap/printf reservations. */
+  /** Device memory the VM's processes may hold, in bytes (0: no quota): allocations, module globals, stack/heap/printf reservations, contexts (contextOverhead). */
   deviceMemory: bigint;
+  /**
+   * Device memory each guest process's CUDA context counts against
+   * deviceMemory while it exists: what the driver takes for a context
+   * (and, with isolation, its worker's primary context) beyond any
+   * allocation. Default GPU_CONTEXT_OVERHEAD on a GPU, 0 on the host
+   * provider (QcudaDevice decides where not given).
+   */
+  contextOverhead: bigint;
   /** Module image bytes being uploaded at once, all sessions together (each image is at most QCUDA_MAX_MODULE). */
   moduleStaging: bigint;
   /** Module image bytes kept by content for the VM's next processes (module-cache.ts; 0: none). */
@@ -48,8 +56,18 @@ export interface VmLimits {
  */
 export const HOST_MAP_RAM_FACTOR = 4n;
 
+/**
+ * What one guest process's contexts take of the GPU's memory before it
+ * allocates anything, measured on the H100 (driver 580): 1049 MiB, its
+ * worker's primary context (which registers guest RAM) and the session's
+ * context. Outside the quota, 64 processes took ~64 GiB past any
+ * --device-memory-limit (security review 2, M3).
+ */
+export const GPU_CONTEXT_OVERHEAD = 1049n << 20n;
+
 export const DEFAULT_LIMITS: VmLimits = {
   deviceMemory: 0n,
+  contextOverhead: GPU_CONTEXT_OVERHEAD,
   moduleStaging: 256n << 20n,
   moduleCache: 256n << 20n,
   deferredBytes: 16n << 20n,

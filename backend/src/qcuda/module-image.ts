@@ -4,12 +4,18 @@
 // cuModuleLoadData), and ELF and fat binary headers carry sizes it follows.
 // So: images are kept with NUL padding after them (Session's uploads), every
 // size in an ELF or fatbin header must lie inside the uploaded length, and
-// the device memory the module's globals will take is estimated from the
-// image, so that a load cannot take the VM past its quota (a 100-byte PTX
-// declaring an 8 GiB .global took 8 GiB at load). The estimate is checked
-// before the load; what the load really took is measured after it where
-// the provider can (the cuda addon), and the larger of the two is counted.
+// the device memory the module will take is read from the image, so that a
+// load cannot take the VM past its quota (a 100-byte PTX declaring an 8 GiB
+// .global took 8 GiB at load). What the image declares is counted before
+// the load; what the load took is measured after it where the provider can
+// (the cuda addon), and the larger of the two is counted. The measurement
+// is a free-memory delta that another process's free can cancel, so what
+// the image declares must be complete: a cubin's globals, constant banks
+// and code, a PTX text's .global and .const variables read exactly
+// (ptx-globals.ts, which refuses what it cannot read), the largest entry of
+// a fat binary. Only a compressed fat binary entry is not looked into.
 import { CudaErr, CudaError } from './cuda-error';
+import { ptxGlobalBytes } from './ptx-globals';
 
 /** Zero bytes kept after every image (a PTX image is read up to a NUL). */
 export const IMAGE_PADDING = 16;
@@ -27,7 +33,12 @@ const ENTRY_HEADER = 64;
 
 export interface ImageInfo {
   kind: 'ptx' | 'elf' | 'fatbin';
-  /** Device memory the module's global variables need, as far as the image says (a lower bound where a payload is compressed). */
+  /**
+   * Device memory the module takes as far as the image says: a cubin's
+   * globals, constant banks and code; PTX's .global and .const variables
+   * (its code's size is known only after the JIT, and measured then); a
+   * lower bound where a fat binary's payload is compressed.
+   */
   globalBytes: bigint;
 }
 
@@ -91,6 +102,15 @@ function checkFatbin(b: Uint8Array): bigint {
 
 // ---- ELF64 little-endian (cubins)
 
+/**
+ * The sections a load puts in device memory: globals (.nv.global, NOBITS,
+ * and .nv.global.init), constant banks (.nv.constant0.<kernel>: parameters,
+ * 2: the compiler's, 3: .const variables) and code (.text.<function>).
+ * Their sizes are what the image itself says the module takes, which the
+ * quota counts whatever a measurement after the load says.
+ */
+const LOADED_SECTIONS = /^(\.nv\.global|\.nv\.constant|\.text)/;
+
 function checkElf(b: Uint8Array): bigint {
   const v = view(b);
   if (b.length < 64) throw invalid('ELF header truncated');
@@ -119,13 +139,12 @@ function checkElf(b: Uint8Array): bigint {
   }
   const names = sec(shstrndx);
   const strtab = b.subarray(Number(names.offset), Number(names.offset + names.size));
-  // Globals: .nv.global (zero-filled, NOBITS) and .nv.global.init (initialized).
-  let globals = 0n;
+  let bytes = 0n;
   for (let i = 0; i < shnum; i++) {
     const s = sec(i);
-    if (sectionName(strtab, s.name).startsWith('.nv.global')) globals += s.size;
+    if (LOADED_SECTIONS.test(sectionName(strtab, s.name))) bytes += s.size;
   }
-  return globals;
+  return bytes;
 }
 
 function sectionName(strtab: Uint8Array, at: number): string {
@@ -135,28 +154,12 @@ function sectionName(strtab: Uint8Array, at: number): string {
   return Buffer.from(strtab.subarray(at, end)).toString('latin1');
 }
 
-// ---- PTX: text up to the first NUL
-
-const PTX_TYPE_BYTES: Record<string, bigint> = {
-  b8: 1n, u8: 1n, s8: 1n, b16: 2n, u16: 2n, s16: 2n, f16: 2n, bf16: 2n, f16x2: 4n, bf16x2: 4n,
-  b32: 4n, u32: 4n, s32: 4n, f32: 4n, b64: 8n, u64: 8n, s64: 8n, f64: 8n, b128: 16n, pred: 1n,
-};
-
-/** `.global [.align N] [.vN] .type name[d0][d1]...` (an `.extern` one takes no memory here). */
-const PTX_GLOBAL = /(^|[\s;{}])(\.extern\s+|\.visible\s+|\.weak\s+|\.common\s+)*\.global\s+(?:\.align\s+(?:0x[0-9a-f]+|\d+)\s+)?(?:\.v(\d)\s+)?\.([a-z0-9x]+)\s+[A-Za-z_$%][\w$]*((?:\s*\[\s*(?:0x[0-9a-fA-F]+|\d+)?\s*\])*)/g;
+// ---- PTX: text up to the first NUL (ptx-globals.ts reads its variables)
 
 function checkPtx(b: Uint8Array): bigint {
   let end = b.indexOf(0);
   if (end < 0) end = b.length;
   const text = Buffer.from(b.buffer, b.byteOffset, end).toString('latin1');
   if (!/^\s*(\/\/|\/\*|\.version|\.target|\.address_size)/.test(text)) throw invalid('neither a fat binary, an ELF image nor PTX text');
-  let total = 0n;
-  for (const m of text.matchAll(PTX_GLOBAL)) {
-    if (m[2]?.includes('.extern')) continue;
-    const elem = PTX_TYPE_BYTES[m[4]] ?? 16n;
-    let n = elem * BigInt(m[3] ?? 1);
-    for (const d of m[5].matchAll(/\[\s*(0x[0-9a-fA-F]+|\d+)?\s*\]/g)) n *= d[1] ? BigInt(d[1]) : 1n;
-    total += n;
-  }
-  return total;
+  return ptxGlobalBytes(text);
 }

@@ -161,6 +161,12 @@ export interface HostMapTicket {
   readonly host: readonly HostPiece[];
 }
 
+/** A session's place among the VM's contexts (held: taken by it, not by its worker's start) and the overhead it counts in the quota. */
+interface ContextPlace {
+  held: boolean;
+  overhead: bigint;
+}
+
 /** Device memory taken from the quota for a request in flight (Session.reserve). */
 export interface Reservation {
   readonly epoch: number;
@@ -211,7 +217,9 @@ export class Session {
   readonly #staging: Share;
   /** This session's place among the VM's contexts, while it has one (#slot: the current context's). */
   readonly #contextSlot: Share;
-  #slot: { held: boolean } | undefined;
+  #slot: ContextPlace | undefined;
+  /** Device memory of the quota held for this session's contexts that exist (contextOverhead each; a reset's old one may still be going). */
+  #overheads = 0n;
   /** Contexts being destroyed (by a reset) and the promises that settle when they are gone. */
   readonly #ending = new Set<ProviderContext>();
   readonly #endings = new Set<Promise<void>>();
@@ -256,7 +264,13 @@ export class Session {
       } catch (e) {
         return Promise.reject(e);
       }
-      const slot = { held: !this.o.placeTaken };
+      const slot: ContextPlace = { held: !this.o.placeTaken, overhead: 0n };
+      try {
+        this.#takeOverhead(slot);
+      } catch (e) {
+        this.#giveSlot(slot);
+        return Promise.reject(e);
+      }
       const p = this.provider.openContext(this.device, (kind, bytes) => this.#deviceOutput(kind, bytes));
       this.#ctx = p;
       this.#slot = slot;
@@ -855,11 +869,36 @@ export class Session {
     if (kind === 3) this.o.log?.(`qcuda: session ${this.id.toString(16)}: device stderr: ${printable(bytes)}`);
   }
 
-  /** Gives a context's place back, once. */
-  #giveSlot(slot: { held: boolean } | undefined): void {
-    if (!slot?.held) return;
-    slot.held = false;
-    this.#contextSlot.give(1n);
+  /**
+   * A context costs the driver device memory of its own (its stack, heap,
+   * printf FIFO and code areas; the worker's primary context too), which no
+   * allocation shows: the VM's quota counts contextOverhead for it from
+   * before it is opened until it is destroyed (security review 2, M3).
+   */
+  #takeOverhead(slot: ContextPlace): void {
+    const o = this.vm.limits.contextOverhead;
+    if (o === 0n) return;
+    try {
+      this.#memory.take(o);
+    } catch (e) {
+      throw new CudaError(CudaErr.MemoryAllocation, `a CUDA context counts ${o} bytes of the device memory quota: ${(e as Error).message}`);
+    }
+    slot.overhead = o;
+    this.#overheads += o;
+  }
+
+  /** Gives a context's place and overhead back, once. */
+  #giveSlot(slot: ContextPlace | undefined): void {
+    if (!slot) return;
+    if (slot.held) {
+      slot.held = false;
+      this.#contextSlot.give(1n);
+    }
+    if (slot.overhead > 0n) {
+      this.#overheads -= slot.overhead;
+      this.#memory.give(slot.overhead);
+      slot.overhead = 0n;
+    }
   }
 
   async #free(why: 'reset' | 'exit'): Promise<void> {
@@ -889,9 +928,11 @@ export class Session {
     this.#symbols.clear();
     this.#limitCharges.clear();
     this.#limitBases.clear();
-    this.#memory.giveAll();
+    // Everything but the overhead of contexts still there, which goes when each context does (#giveSlot).
+    const held = this.#memory.held;
+    if (held > this.#overheads) this.#memory.give(held - this.#overheads);
     if (!ctx) return;
-    // The slot is the VM's bound on contexts (worker processes): given back once this one is gone.
+    // The slot is the VM's bound on contexts (worker processes), and its overhead: given back once this one is gone.
     let gone!: () => void;
     const done = new Promise<void>((r) => (gone = r));
     this.#endings.add(done);

@@ -1,6 +1,6 @@
 // Commands of the device as a whole: version handshake, properties, the
 // current device, synchronize and reset, and the context's limits.
-import { checkLimit, limitBytes, limitReservesMemory, residentThreads } from '../attrs';
+import { ATTR_MAX_PERSISTING_L2, checkLimit, checkLimitSet, limitBytes, limitReservesMemory, residentThreads } from '../attrs';
 import type { Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
 import { encode, QCUDA_CAP_GPU, QCUDA_NUM_ATTRS, QCUDA_PROTO_VERSION, Status } from '../proto';
@@ -24,6 +24,7 @@ export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DE
     const limit = c.session.vm.quota.limit;
     const attrs = new Uint32Array(QCUDA_NUM_ATTRS);
     attrs.set(new Uint32Array(p.attrs.buffer, p.attrs.byteOffset, Math.min(p.attrs.length, QCUDA_NUM_ATTRS)));
+    attrs[ATTR_MAX_PERSISTING_L2] = 0; // the set-aside is every VM's: a guest may not set it (checkLimitSet)
     return {
       out: encode('qcuda_out_device_props', {
         name: p.name, uuid: p.uuid, total_mem: limit > 0n && limit < p.totalMem ? limit : p.totalMem, attrs,
@@ -49,7 +50,7 @@ export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DE
    */
   async LIMIT_SET(c) {
     const { limit, value } = c.args;
-    checkLimit(limit);
+    checkLimitSet(limit);
     const x = await c.session.context();
     let undo = () => {};
     if (limitReservesMemory(limit)) {

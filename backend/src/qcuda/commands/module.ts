@@ -33,12 +33,14 @@ export const MODULE_COMMANDS: Runs<
   MODULE_FIND: async (c) => ({ value: (await c.session.stageCached(c.args.upload_id, c.args.size, c.args.sha256)) ? 1n : 0n }),
 
   /**
-   * The image is checked and its globals estimated before the driver sees
-   * it; the estimate is reserved from the quota first, and what the load
-   * measurably took beyond it after (the module is unloaded again if that
-   * passes the quota). A checked image is kept by content for the VM's next
-   * processes (whether this device runs it or not: the next load answers the
-   * same).
+   * The image is checked and what it declares it takes (module-image.ts) is
+   * reserved from the quota before the driver sees it, and what the load
+   * measurably took beyond that after (the module is unloaded again if that
+   * passes the quota): the larger of the two is counted, so a free in
+   * another process during the load, which makes the measurement small,
+   * cannot make the count smaller than the image's. A checked image is kept
+   * by content for the VM's next processes (whether this device runs it or
+   * not: the next load answers the same).
    */
   async MODULE_LOAD(c) {
     const s = c.session;

@@ -30,6 +30,7 @@ import { checkImage } from '../module-image';
 import { QCUDA_MAX_MODULE } from '../proto';
 import { Channel } from './channel';
 import { decodeFast, encodeCopy, Fast, fastStream, type OwnOrder, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
+import { cudaEnv } from './worker-env';
 
 const debug = createDebug('qcuda:isolated');
 
@@ -65,8 +66,9 @@ class Worker {
   constructor(options: WorkerOptions, readonly output: OutputSink | undefined, log: (line: string) => void) {
     const [mine, theirs] = native.socketPair();
     try {
+      // Loads modules eagerly (their code is counted at the load) and JIT-caches per VM: worker-env.ts.
       this.#child = spawn(process.execPath, [path.join(__dirname, 'worker.js'), JSON.stringify(options)], {
-        stdio: ['ignore', 'inherit', 'inherit', theirs],
+        stdio: ['ignore', 'inherit', 'inherit', theirs], env: cudaEnv(),
       });
     } finally {
       native.close(theirs);
