@@ -32,6 +32,7 @@
       "src/cuda_ctx_memory.cc",
       "src/cuda_ctx_modules.cc",
       "src/cuda_ctx_streams.cc",
+      "src/cuda_ctx_vmm.cc",
       "src/cuda_exec.cc",
       "src/cuda_image.cc",
       "src/cuda_module.cc",

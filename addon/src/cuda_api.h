@@ -150,6 +150,32 @@ struct Uuid {
   unsigned char bytes[16];
 };
 
+// Virtual memory management (cuda_ctx_vmm.cc).
+using MemHandle = unsigned long long;  // CUmemGenericAllocationHandle
+struct MemLocation {  // CUmemLocation
+  int type;  // CUmemLocationType
+  int id;
+};
+struct MemAllocationProp {  // CUmemAllocationProp
+  int type;  // CUmemAllocationType
+  int requestedHandleTypes;  // CUmemAllocationHandleType
+  MemLocation location;
+  void *win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
+};
+struct MemAccessDesc {  // CUmemAccessDesc
+  MemLocation location;
+  int flags;  // CUmemAccess_flags
+};
+constexpr int kMemAllocationTypePinned = 1;  // CU_MEM_ALLOCATION_TYPE_PINNED
+constexpr int kMemLocationTypeDevice = 1;    // CU_MEM_LOCATION_TYPE_DEVICE
+constexpr int kMemAccessReadWrite = 3;       // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+
 // CUresult values the addon itself produces or tests for.
 enum : int {
   kSuccess = 0,
@@ -273,7 +299,14 @@ constexpr size_t kAttrValueBytes = 64; // sizeof(CUstreamAttrValue) (QCUDA_ATTR_
   X(GraphDestroyNode, (GraphNode), "cuGraphDestroyNode", 10000, "cuGraphDestroyNode", nullptr, false) \
   X(GraphInstantiateWithFlags, (GraphExec *, Graph, unsigned long long), "cuGraphInstantiateWithFlags", 11040, "cuGraphInstantiateWithFlags", nullptr, false) \
   X(GraphExecDestroy, (GraphExec), "cuGraphExecDestroy", 10000, "cuGraphExecDestroy", nullptr, false) \
-  X(GraphLaunch, (GraphExec, Stream), "cuGraphLaunch", 10000, "cuGraphLaunch", nullptr, false)
+  X(GraphLaunch, (GraphExec, Stream), "cuGraphLaunch", 10000, "cuGraphLaunch", nullptr, false) \
+  X(MemAddressReserve, (Ptr *, size_t, size_t, Ptr, unsigned long long), "cuMemAddressReserve", 10020, "cuMemAddressReserve", nullptr, false) \
+  X(MemAddressFree, (Ptr, size_t), "cuMemAddressFree", 10020, "cuMemAddressFree", nullptr, false) \
+  X(MemCreate, (MemHandle *, size_t, const MemAllocationProp *, unsigned long long), "cuMemCreate", 10020, "cuMemCreate", nullptr, false) \
+  X(MemRelease, (MemHandle), "cuMemRelease", 10020, "cuMemRelease", nullptr, false) \
+  X(MemMap, (Ptr, size_t, size_t, MemHandle, unsigned long long), "cuMemMap", 10020, "cuMemMap", nullptr, false) \
+  X(MemUnmap, (Ptr, size_t), "cuMemUnmap", 10020, "cuMemUnmap", nullptr, false) \
+  X(MemSetAccess, (Ptr, size_t, const MemAccessDesc *, size_t), "cuMemSetAccess", 10020, "cuMemSetAccess", nullptr, false)
 
 struct Api {
 #define QCUDA_CU_FIELD(name, params, base, version, symbol, alt, required) Result(*name) params;

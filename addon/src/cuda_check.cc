@@ -118,6 +118,32 @@ constexpr bool kSameSignature = std::is_same_v<typename Real<Fp>::type, Pfn>;
 static_assert(kSameSignature<decltype(qc::Api::CtxGetStreamPriorityRange), PFN_cuCtxGetStreamPriorityRange_v5050>, "");
 static_assert(kSameSignature<decltype(qc::Api::StreamGetPriority), PFN_cuStreamGetPriority_v5050>, "");
 static_assert(kSameSignature<decltype(qc::Api::CtxResetPersistingL2Cache), PFN_cuCtxResetPersistingL2Cache_v11000>, "");
+template <>
+struct Real<const qc::MemAllocationProp> {
+  using type = const CUmemAllocationProp;
+};
+template <>
+struct Real<const qc::MemAccessDesc> {
+  using type = const CUmemAccessDesc;
+};
+static_assert(kSameSignature<decltype(qc::Api::MemAddressReserve), PFN_cuMemAddressReserve_v10020>, "");
+static_assert(kSameSignature<decltype(qc::Api::MemAddressFree), PFN_cuMemAddressFree_v10020>, "");
+static_assert(kSameSignature<decltype(qc::Api::MemCreate), PFN_cuMemCreate_v10020>, "");
+static_assert(kSameSignature<decltype(qc::Api::MemRelease), PFN_cuMemRelease_v10020>, "");
+static_assert(kSameSignature<decltype(qc::Api::MemMap), PFN_cuMemMap_v10020>, "");
+static_assert(kSameSignature<decltype(qc::Api::MemUnmap), PFN_cuMemUnmap_v10020>, "");
+static_assert(kSameSignature<decltype(qc::Api::MemSetAccess), PFN_cuMemSetAccess_v10020>, "");
+
+// Virtual memory management's structs and constants (cuda_ctx_vmm.cc).
+static_assert(sizeof(qc::MemAllocationProp) == sizeof(CUmemAllocationProp) && offsetof(qc::MemAllocationProp, location) == offsetof(CUmemAllocationProp, location) &&
+                  offsetof(qc::MemAllocationProp, win32HandleMetaData) == offsetof(CUmemAllocationProp, win32HandleMetaData) &&
+                  offsetof(qc::MemAllocationProp, allocFlags) == offsetof(CUmemAllocationProp, allocFlags),
+              "CUmemAllocationProp");
+static_assert(sizeof(qc::MemAccessDesc) == sizeof(CUmemAccessDesc) && offsetof(qc::MemAccessDesc, flags) == offsetof(CUmemAccessDesc, flags), "CUmemAccessDesc");
+static_assert(sizeof(qc::MemHandle) == sizeof(CUmemGenericAllocationHandle), "");
+static_assert(qc::kMemAllocationTypePinned == CU_MEM_ALLOCATION_TYPE_PINNED && qc::kMemLocationTypeDevice == CU_MEM_LOCATION_TYPE_DEVICE &&
+                  qc::kMemAccessReadWrite == CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+              "");
 
 // The runtime's numbers for the codes whose names differ (cuda_api.cc maps by number).
 static_assert(CUDA_ERROR_OUT_OF_MEMORY == static_cast<int>(cudaErrorMemoryAllocation), "");

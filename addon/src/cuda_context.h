@@ -10,6 +10,7 @@
 //                        L2, the wait for a stream (WaitForStream)
 //   cuda_ctx_modules.cc  modules, functions, variables, function attributes, occupancy
 //   cuda_ctx_launch.cc   kernel launches (launch_record.h)
+//   cuda_ctx_vmm.cc      virtual memory management: reservations, physical memory, mappings, access
 #pragma once
 #include <napi.h>
 

@@ -603,6 +603,7 @@ void CtxCore::Teardown(Job &j) {
   if (ctx != nullptr) {
     const cu::Api &a = cu::api();
     a.CtxSetCurrent(ctx);
+    FreeVmm();
     for (auto &x : graphExecs) a.GraphExecDestroy(x.second);  // present whenever one was made
     graphExecs.clear();
     for (auto &g : graphs) a.GraphDestroy(g.second);

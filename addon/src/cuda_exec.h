@@ -290,6 +290,10 @@ struct CtxCore : std::enable_shared_from_this<CtxCore> {
   std::unordered_map<uint32_t, Mip> mipmaps;
   std::unordered_map<uint32_t, cu::Graph> graphs;          // cuda_ctx_graphs.cc
   std::unordered_map<uint32_t, cu::GraphExec> graphExecs;
+  // Virtual memory management (cuda_ctx_vmm.cc): not the context's, so freed
+  // by its teardown (mappings, then allocations, then reservations).
+  std::unordered_map<uint32_t, cu::MemHandle> vmmAllocs;
+  std::map<cu::Ptr, size_t> vmmRanges, vmmMaps;
   struct Fn {
     cu::Function fn;
     uint32_t module;
@@ -335,6 +339,8 @@ struct CtxCore : std::enable_shared_from_this<CtxCore> {
   void ReleaseEvent(cu::Event e);
   /** Phase 1 of destroy: waits for the waits, frees every handle, destroys the context. */
   void Teardown(Job &j);
+  /** Teardown's part: unmaps, releases and frees what virtual memory management holds (cuda_ctx_vmm.cc). */
+  void FreeVmm();
 
  private:
   void Loop();

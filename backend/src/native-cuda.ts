@@ -103,6 +103,20 @@ export interface CudaContextNative extends CudaContextCalls {
   copyDtoD(dst: bigint, src: bigint, size: bigint, stream: number, wait: boolean): Promise<void>;
   memset(dst: bigint, value: number, size: bigint, stream: number, wait: boolean): Promise<void>;
   synchronize(): Now<void>;
+  /** Virtual memory management (cuda_ctx_vmm.cc): cuMemAddressReserve -> the range's start. */
+  vmmReserve(size: bigint, alignment: bigint, hint: bigint): Promise<bigint>;
+  /** cuMemAddressFree. */
+  vmmFree(ptr: bigint, size: bigint): Promise<void>;
+  /** cuMemCreate (pinned, on the context's device) -> the allocation's id. */
+  vmmCreate(size: bigint): Promise<number>;
+  /** cuMemRelease of the allocation's id. */
+  vmmRelease(id: number): Promise<void>;
+  /** cuMemMap of the allocation's id, from its start. */
+  vmmMap(ptr: bigint, size: bigint, id: number): Promise<void>;
+  /** cuMemUnmap. */
+  vmmUnmap(ptr: bigint, size: bigint): Promise<void>;
+  /** cuMemSetAccess: read-write for the context's device. */
+  vmmSetAccess(ptr: bigint, size: bigint): Promise<void>;
   /** cuArray3DCreate_v2 -> the array's id. */
   arrayCreate(width: bigint, height: bigint, depth: bigint, format: number, channels: number, flags: number): Promise<number>;
   arrayDestroy(array: number): Promise<void>;

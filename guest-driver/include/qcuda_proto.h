@@ -209,6 +209,19 @@ typedef uint64_t __le64;
 /* failed device asserts and qcuda's notes of dropped output, for its stderr */
 #define QCUDA_OUTPUT_STDERR 2u
 
+/*
+ * Virtual memory management (VMM_*): the granularity of reservations,
+ * physical allocations and mappings (cuMemGetAllocationGranularity, minimum
+ * and recommended), as the H100's and H200's driver reports it
+ */
+#define QCUDA_VMM_GRANULARITY (2u << 20)
+
+/*
+ * VMM_SET_ACCESS / VMM_GET_ACCESS: CU_MEM_ACCESS_FLAGS_PROT_READWRITE, the
+ * one access a mapping may be given
+ */
+#define QCUDA_VMM_ACCESS_RW 3u
+
 enum qcuda_cmd {
 	/* Echo: out = the arguments; value = the queue index */
 	QCUDA_CMD_NOP = 0,
@@ -434,6 +447,59 @@ enum qcuda_cmd {
 	QCUDA_CMD_GRAPH_EXEC_DESTROY = 174,
 	/* enqueued, not waited for; args graph_launch */
 	QCUDA_CMD_GRAPH_LAUNCH = 175,
+	/*
+	 * Virtual memory management (cuMem*): cuMemAddressReserve, a range of device
+	 * addresses of the session with nothing behind it. VMM_CREATE makes physical
+	 * memory (counted against the quota like MALLOC), VMM_MAP puts it at an
+	 * address of a reservation, VMM_SET_ACCESS makes the mapping memory of the
+	 * session (copies, memsets and kernels may use it). Physical memory is freed
+	 * once released and unmapped, as CUDA frees it; args vmm_reserve, value =
+	 * the range's start
+	 */
+	QCUDA_CMD_VMM_RESERVE = 180,
+	/*
+	 * cuMemAddressFree of a whole reservation, with nothing mapped in it; args
+	 * vmm_range
+	 */
+	QCUDA_CMD_VMM_FREE = 181,
+	/*
+	 * cuMemCreate: pinned device memory of the session's device; args
+	 * vmm_create, value = the allocation handle
+	 */
+	QCUDA_CMD_VMM_CREATE = 182,
+	/*
+	 * cuMemRelease: the handle is gone; the memory lives on while mapped; args
+	 * handle
+	 */
+	QCUDA_CMD_VMM_RELEASE = 183,
+	/*
+	 * cuMemMap: granularity-aligned, inside one reservation, over nothing
+	 * mapped; args vmm_map
+	 */
+	QCUDA_CMD_VMM_MAP = 184,
+	/*
+	 * cuMemUnmap: whole mappings, one after another, and nothing unmapped
+	 * between them; args vmm_range
+	 */
+	QCUDA_CMD_VMM_UNMAP = 185,
+	/* cuMemSetAccess over whole mappings (as VMM_UNMAP); args vmm_access */
+	QCUDA_CMD_VMM_SET_ACCESS = 186,
+	/*
+	 * cuMemGetAccess of the mapping holding ptr; args ptr, value = its access
+	 * flags (0 until set)
+	 */
+	QCUDA_CMD_VMM_GET_ACCESS = 187,
+	/*
+	 * cuMemRetainAllocationHandle: the handle of the allocation mapped at ptr,
+	 * held once more (VMM_RELEASE it); args ptr, value = the handle
+	 */
+	QCUDA_CMD_VMM_RETAIN = 188,
+	/*
+	 * the size of a live handle's allocation
+	 * (cuMemGetAllocationPropertiesFromHandle checks the handle); args handle,
+	 * value = its bytes
+	 */
+	QCUDA_CMD_VMM_SIZE = 189,
 	/*
 	 * Posted work: several commands in one request (data to device: args.bytes
 	 * of entries, each a struct qcuda_batch_entry, then its argument struct as
@@ -969,6 +1035,43 @@ struct qcuda_args_graph_launch {
 	__le64 stream;
 };
 QCUDA_SIZE_IS(qcuda_args_graph_launch, 16);
+
+struct qcuda_args_vmm_reserve {
+	__le64 size;            /* a multiple of QCUDA_VMM_GRANULARITY */
+	__le64 alignment;       /* 0 (the granularity) or a power of two */
+	__le64 addr;            /* a hint (0: none) */
+	__le64 flags;           /* 0 */
+};
+QCUDA_SIZE_IS(qcuda_args_vmm_reserve, 32);
+
+struct qcuda_args_vmm_range {
+	__le64 ptr;
+	__le64 size;
+};
+QCUDA_SIZE_IS(qcuda_args_vmm_range, 16);
+
+struct qcuda_args_vmm_create {
+	__le64 size;            /* a multiple of QCUDA_VMM_GRANULARITY */
+	__le64 flags;           /* 0 */
+};
+QCUDA_SIZE_IS(qcuda_args_vmm_create, 16);
+
+struct qcuda_args_vmm_map {
+	__le64 ptr;             /* inside a reservation of the session */
+	__le64 size;
+	__le64 offset;          /* into the physical allocation: 0, as CUDA asks */
+	__le64 handle;          /* from VMM_CREATE */
+	__le64 flags;           /* 0 */
+};
+QCUDA_SIZE_IS(qcuda_args_vmm_map, 40);
+
+struct qcuda_args_vmm_access {
+	__le64 ptr;
+	__le64 size;
+	__le32 device;          /* the location: the session's device */
+	__le32 prot;            /* QCUDA_VMM_ACCESS_RW */
+};
+QCUDA_SIZE_IS(qcuda_args_vmm_access, 24);
 
 struct qcuda_out_output_read {
 	__le32 kind;            /* QCUDA_OUTPUT_*; 0 when nothing was waiting */

@@ -26,7 +26,7 @@ cudaError_t qc_resolve(const void *p, size_t n, int need_device, struct qc_loc *
 	if ((r = qc_rmap_find(&qc_dev_map, a))) {
 		if (n > r->dev + r->size - a)
 			e = cudaErrorInvalidValue;
-		else if (r->kind == QC_MEM_DEVICE || r->kind == QC_MEM_SYMBOL)
+		else if (r->kind == QC_MEM_DEVICE || r->kind == QC_MEM_SYMBOL || r->kind == QC_MEM_VMM)
 			*l = (struct qc_loc){ .device = 1, .dptr = a };
 		else	/* host memory seen through its device pointer */
 			*l = (struct qc_loc){ .device = 0, .hptr = (void *)(r->host + (a - r->dev)) };

@@ -23,8 +23,9 @@ cudaError_t qc_region_release(struct qc_region *r, int after_reset)
 	case QC_MEM_SYMBOL:
 		break;
 	case QC_MEM_DEVICE:
+	case QC_MEM_VMM:
 		if (!after_reset)
-			e = qc_req_free(r->dev);
+			e = r->kind == QC_MEM_DEVICE ? qc_req_free(r->dev) : qc_req_vmm_free(r->dev, r->size);
 		if (r->reserved)
 			munmap((void *)(uintptr_t)r->res_start, r->map_len);
 		break;
@@ -218,7 +219,7 @@ QC_API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attrib
 	}
 	if (r) {
 		attributes->device = qc_current_device();
-		attributes->type = r->kind == QC_MEM_DEVICE || r->kind == QC_MEM_SYMBOL ?
+		attributes->type = r->kind == QC_MEM_DEVICE || r->kind == QC_MEM_SYMBOL || r->kind == QC_MEM_VMM ?
 					   cudaMemoryTypeDevice :
 				   r->kind == QC_MEM_MANAGED ? cudaMemoryTypeManaged :
 							       cudaMemoryTypeHost;

@@ -752,6 +752,124 @@ static inline cudaError_t qc_req_graph_launch(uint64_t exec, uint64_t stream)
 }
 
 /*
+ * VMM_RESERVE: Virtual memory management (cuMem*): cuMemAddressReserve, a
+ * range of device addresses of the session with nothing behind it. VMM_CREATE
+ * makes physical memory (counted against the quota like MALLOC), VMM_MAP puts
+ * it at an address of a reservation, VMM_SET_ACCESS makes the mapping memory
+ * of the session (copies, memsets and kernels may use it). Physical memory is
+ * freed once released and unmapped, as CUDA frees it; args vmm_reserve, value
+ * = the range's start
+ */
+static inline cudaError_t qc_req_vmm_reserve(uint64_t size,
+						uint64_t alignment,
+						uint64_t addr,
+						uint64_t flags,
+						uint64_t *result)
+{
+	struct qcuda_args_vmm_reserve a = { .size = size, .alignment = alignment, .addr = addr, .flags = flags };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_VMM_RESERVE, .args = &a, .args_len = sizeof(a), .value = result });
+}
+
+/*
+ * VMM_FREE: cuMemAddressFree of a whole reservation, with nothing mapped in
+ * it; args vmm_range
+ */
+static inline cudaError_t qc_req_vmm_free(uint64_t ptr, uint64_t size)
+{
+	struct qcuda_args_vmm_range a = { .ptr = ptr, .size = size };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_VMM_FREE, .args = &a, .args_len = sizeof(a) });
+}
+
+/*
+ * VMM_CREATE: cuMemCreate: pinned device memory of the session's device; args
+ * vmm_create, value = the allocation handle
+ */
+static inline cudaError_t qc_req_vmm_create(uint64_t size, uint64_t flags, uint64_t *result)
+{
+	struct qcuda_args_vmm_create a = { .size = size, .flags = flags };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_VMM_CREATE, .args = &a, .args_len = sizeof(a), .value = result });
+}
+
+/*
+ * VMM_RELEASE: cuMemRelease: the handle is gone; the memory lives on while
+ * mapped; args handle
+ */
+static inline cudaError_t qc_req_vmm_release(uint64_t handle)
+{
+	struct qcuda_args_handle a = { .handle = handle };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_VMM_RELEASE, .args = &a, .args_len = sizeof(a) });
+}
+
+/*
+ * VMM_MAP: cuMemMap: granularity-aligned, inside one reservation, over
+ * nothing mapped; args vmm_map
+ */
+static inline cudaError_t qc_req_vmm_map(uint64_t ptr,
+						uint64_t size,
+						uint64_t offset,
+						uint64_t handle,
+						uint64_t flags)
+{
+	struct qcuda_args_vmm_map a = { .ptr = ptr, .size = size, .offset = offset, .handle = handle, .flags = flags };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_VMM_MAP, .args = &a, .args_len = sizeof(a) });
+}
+
+/*
+ * VMM_UNMAP: cuMemUnmap: whole mappings, one after another, and nothing
+ * unmapped between them; args vmm_range
+ */
+static inline cudaError_t qc_req_vmm_unmap(uint64_t ptr, uint64_t size)
+{
+	struct qcuda_args_vmm_range a = { .ptr = ptr, .size = size };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_VMM_UNMAP, .args = &a, .args_len = sizeof(a) });
+}
+
+/*
+ * VMM_SET_ACCESS: cuMemSetAccess over whole mappings (as VMM_UNMAP); args
+ * vmm_access
+ */
+static inline cudaError_t qc_req_vmm_set_access(uint64_t ptr,
+						uint64_t size,
+						uint32_t device,
+						uint32_t prot)
+{
+	struct qcuda_args_vmm_access a = { .ptr = ptr, .size = size, .device = device, .prot = prot };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_VMM_SET_ACCESS, .args = &a, .args_len = sizeof(a) });
+}
+
+/*
+ * VMM_GET_ACCESS: cuMemGetAccess of the mapping holding ptr; args ptr, value
+ * = its access flags (0 until set)
+ */
+static inline cudaError_t qc_req_vmm_get_access(uint64_t ptr, uint64_t *result)
+{
+	struct qcuda_args_ptr a = { .ptr = ptr };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_VMM_GET_ACCESS, .args = &a, .args_len = sizeof(a), .value = result });
+}
+
+/*
+ * VMM_RETAIN: cuMemRetainAllocationHandle: the handle of the allocation
+ * mapped at ptr, held once more (VMM_RELEASE it); args ptr, value = the
+ * handle
+ */
+static inline cudaError_t qc_req_vmm_retain(uint64_t ptr, uint64_t *result)
+{
+	struct qcuda_args_ptr a = { .ptr = ptr };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_VMM_RETAIN, .args = &a, .args_len = sizeof(a), .value = result });
+}
+
+/*
+ * VMM_SIZE: the size of a live handle's allocation
+ * (cuMemGetAllocationPropertiesFromHandle checks the handle); args handle,
+ * value = its bytes
+ */
+static inline cudaError_t qc_req_vmm_size(uint64_t handle, uint64_t *result)
+{
+	struct qcuda_args_handle a = { .handle = handle };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_VMM_SIZE, .args = &a, .args_len = sizeof(a), .value = result });
+}
+
+/*
  * BATCH: Posted work: several commands in one request (data to device:
  * args.bytes of entries, each a struct qcuda_batch_entry, then its argument
  * struct as the command takes it, then padding to 8 bytes). Only commands

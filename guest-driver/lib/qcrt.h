@@ -143,7 +143,9 @@ cudaError_t qc_sync_device(void);
 
 /* QC_MEM_SYMBOL: a module's __device__/__constant__ variable (VAR_GET),
  * device memory that cudaFree refuses; dropped with its module or at reset. */
-enum qc_mem_kind { QC_MEM_DEVICE, QC_MEM_PINNED, QC_MEM_REGISTERED, QC_MEM_MANAGED, QC_MEM_SYMBOL };
+/* QC_MEM_VMM: an address reservation of virtual memory management
+ * (libcuda/vmm.c): device addresses, mapped or not (the backend knows). */
+enum qc_mem_kind { QC_MEM_DEVICE, QC_MEM_PINNED, QC_MEM_REGISTERED, QC_MEM_MANAGED, QC_MEM_SYMBOL, QC_MEM_VMM };
 
 /* One allocation, in qc_dev_map by its device range, in qc_host_map by its
  * host range, or both. */

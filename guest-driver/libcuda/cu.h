@@ -20,7 +20,8 @@
  * for), integrity.c (the runtime's integrity check), context.c (primary and
  * created contexts, the current context per thread, context-local storage),
  * device.c (devices and their attributes), memory.c (allocations, copies,
- * memsets, pointer attributes), copy_batch.c (batched and 3D peer copies),
+ * memsets, pointer attributes), vmm.c (virtual memory management:
+ * reservations, physical allocations, mappings), copy_batch.c (batched and 3D peer copies),
  * stream.c (streams and events), module.c
  * (libraries, modules, kernels, functions, globals), launch.c (launches,
  * function attributes, occupancy), errors.c (CUresult names, strings and the

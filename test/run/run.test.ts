@@ -50,6 +50,14 @@ test('copies of every size and alignment come back exact through the userspace t
   }
 });
 
+test('a driver-API program using virtual memory management (reserve, create, map, set access, copies, unmap, release) passes, with a worker per process too', (t) => {
+  for (const queues of ['--own-queues=no', '--own-queues=yes']) {
+    const r = run(['--provider=host', queues, '--', path.join(BIN, 'vmm')]);
+    t.is(r.status, 0, r.stdout.split('\n').filter((l) => l.startsWith('FAIL')).join('\n') + r.stderr);
+    t.regex(r.stdout, /^PASS: vmm: \d+ checks$/m, queues);
+  }
+});
+
 test('the exit status is the program\'s, and a missing program is a one-line error', (t) => {
   t.is(run(['--provider=host', '--', 'sh', '-c', 'exit 7']).status, 7);
   const missing = run(['--provider=host', '--', '/nonexistent/prog']);

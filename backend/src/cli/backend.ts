@@ -164,6 +164,8 @@ that would pass it fails with the CUDA error named, nothing grows):
   --process-handles=STREAMS,EVENTS,MODULES,OBJECTS
                           what one guest process may hold at once: streams,
                           events, loaded modules, texture and surface objects
+                          (and, on a count of their own, virtual memory
+                          reservations, allocations and mappings)
                           (default ${DEFAULT_LIMITS.processStreams},${DEFAULT_LIMITS.processEvents},${DEFAULT_LIMITS.processModules},${DEFAULT_LIMITS.processObjects}); past a bound the
                           creation fails with cudaErrorMemoryAllocation
   --log-rate=N            log lines a second caused by the VM (default

@@ -36,7 +36,9 @@ export interface VmLimits {
   /**
    * What one guest process may hold at once (each costs the driver host
    * memory in its worker, and nothing else bounds them: security review 2,
-   * M4): streams, events, loaded modules, texture and surface objects.
+   * M4): streams, events, loaded modules, texture and surface objects
+   * (processObjects also bounds virtual memory management's reservations,
+   * physical allocations and mappings, on a count of their own).
    * Past it the creation fails with cudaErrorMemoryAllocation.
    */
   processStreams: number;

@@ -43,6 +43,8 @@ export const QCUDA_GNODE_EVENT_WAIT = CONSTANTS.QCUDA_GNODE_EVENT_WAIT.value;
 export const QCUDA_GNODE_COND = CONSTANTS.QCUDA_GNODE_COND.value;
 export const QCUDA_GRAPH_TOP = CONSTANTS.QCUDA_GRAPH_TOP.value;
 export const QCUDA_MAX_GRAPH_NODES = CONSTANTS.QCUDA_MAX_GRAPH_NODES.value;
+export const QCUDA_VMM_GRANULARITY = CONSTANTS.QCUDA_VMM_GRANULARITY.value;
+export const QCUDA_VMM_ACCESS_RW = CONSTANTS.QCUDA_VMM_ACCESS_RW.value;
 
 /** Command numbers by name (Cmd.MALLOC === 22). */
 export const Cmd = Object.fromEntries(Object.entries(CALLS).map(([k, v]) => [k, v.cmd])) as {

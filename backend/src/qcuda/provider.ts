@@ -43,6 +43,8 @@ export type FunctionRef = unknown;
 export type ArrayRef = unknown;
 /** A mipmapped array (the same). */
 export type MipmapRef = unknown;
+/** Physical memory of virtual memory management (cuMemCreate; the same). */
+export type VmmRef = unknown;
 
 /** A CUDA array's shape, as CUDA_ARRAY3D_DESCRIPTOR (height 0: 1D, depth 0: 2D; checked by the dispatcher). */
 export interface ArrayDesc {
@@ -262,6 +264,25 @@ export interface CoreContext {
   graphExecDestroy(x: GraphExecRef): Promise<void>;
   /** Enqueues the executable graph; resolves once enqueued. */
   graphLaunch(x: GraphExecRef, stream: StreamRef | undefined): Promise<void>;
+  /**
+   * Virtual memory management, checked by the dispatcher (commands/vmm.ts,
+   * vmm.ts): everything granularity-aligned, mappings inside a reservation
+   * of the context over nothing mapped, whole mappings unmapped and given
+   * access. A reservation of size bytes, aligned so, at the hint if it can.
+   */
+  vmmReserve(size: bigint, alignment: bigint, hint: DevPtr): Promise<DevPtr>;
+  /** Frees a whole reservation, nothing mapped in it. */
+  vmmFree(ptr: DevPtr, size: bigint): Promise<void>;
+  /** Physical device memory (cuMemCreate, pinned, on the context's device). */
+  vmmCreate(size: bigint): Promise<VmmRef>;
+  /** Frees it (cuMemRelease): called once nothing maps it. */
+  vmmRelease(m: VmmRef): Promise<void>;
+  /** Maps size bytes of m, from its start, at ptr (cuMemMap). */
+  vmmMap(ptr: DevPtr, size: bigint, m: VmmRef): Promise<void>;
+  /** Unmaps one whole mapping (cuMemUnmap). */
+  vmmUnmap(ptr: DevPtr, size: bigint): Promise<void>;
+  /** Gives the context's device read-write access to one whole mapping (cuMemSetAccess). */
+  vmmSetAccess(ptr: DevPtr, size: bigint): Promise<void>;
   /** Milliseconds between two recorded events. */
   eventElapsed(start: EventRef, end: EventRef): Promise<number>;
   /**
@@ -329,7 +350,8 @@ export interface CoreContext {
 const CORE_METHODS = [
   'malloc', 'free', 'copyToDevice', 'copyFromDevice', 'copyOnDevice', 'memset', 'synchronize', 'copy3DOnDevice', 'copy3DToDevice',
   'copy3DFromDevice', 'memset2D', 'arrayCreate', 'arrayDestroy', 'mipmapCreate', 'mipmapLevel', 'mipmapDestroy', 'texCreate', 'texDestroy', 'surfCreate', 'surfDestroy',
-  'graphCreate', 'graphDestroy', 'graphCondHandle', 'graphInstantiate', 'graphExecDestroy', 'graphLaunch', 'eventElapsed', 'hostDevicePointer',
+  'graphCreate', 'graphDestroy', 'graphCondHandle', 'graphInstantiate', 'graphExecDestroy', 'graphLaunch',
+  'vmmReserve', 'vmmFree', 'vmmCreate', 'vmmRelease', 'vmmMap', 'vmmUnmap', 'vmmSetAccess', 'eventElapsed', 'hostDevicePointer',
   'hostUnmap', 'moduleLoad', 'moduleUnload', 'functionGet', 'variableGet', 'funcGetAttributes', 'funcSetAttribute', 'occupancyBlocks',
   'occupancySmem', 'limitSet', 'limitGet', 'streamSetAttribute', 'streamGetAttribute', 'launchCooperative', 'launchEx', 'launch', 'launchMany', 'destroy',
 ] as const satisfies readonly (keyof CoreContext)[];

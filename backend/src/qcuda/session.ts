@@ -5,13 +5,14 @@ import { randomBytes } from 'node:crypto';
 import { Callbacks } from './callbacks';
 import { CudaErr, CudaError } from './cuda-error';
 import { Budget, HOST_MAP_RAM_FACTOR, Ledger, Share, type VmLimits } from './limits';
-import type { ArrayDesc, ArrayRef, GraphExecRef, GraphRef, MipmapRef, DevPtr, EventRef, FunctionRef, GuestSeg, HostPiece, ModuleRef, Provider, ProviderContext, StreamRef } from './provider';
+import type { ArrayDesc, ArrayRef, GraphExecRef, GraphRef, MipmapRef, DevPtr, EventRef, FunctionRef, GuestSeg, HostPiece, ModuleRef, Provider, ProviderContext, StreamRef, VmmRef } from './provider';
 import { ModuleCache, type ModuleStore } from './module-cache';
 import { IMAGE_PADDING } from './module-image';
 import { OutputQueue } from './output';
 import { QCUDA_MAX_MODULE, QCUDA_OUTPUT_STDERR, QCUDA_OUTPUT_STDOUT, QCUDA_STREAM_LEGACY, QCUDA_STREAM_PER_THREAD, Status } from './proto';
 import { RangeSet, type Range } from './ranges';
 import { printable } from '../sys/log-limiter';
+import { VmmSpace } from './vmm';
 import type { Now } from '../sys/now';
 
 /** Module images being uploaded at once by one session (each up to QCUDA_MAX_MODULE bytes). */
@@ -198,6 +199,8 @@ export class Session {
   readonly #functions = new Map<bigint, SessionFunction>();
   /** __device__ variables asked for with VAR_GET: addressable, not freeable. */
   readonly #symbols = new RangeSet<Range & { module: bigint }>();
+  /** Virtual memory management: reservations, physical allocations, mappings (vmm.ts). */
+  readonly vmm = new VmmSpace();
   #nextHandle = 0x100n;
   #ctx: Promise<ProviderContext> | undefined;
   /** #ctx once it has resolved. */
@@ -298,6 +301,11 @@ export class Session {
   /** Takes bytes of device memory from the VM's quota before the call that uses them awaits anything. */
   reserve(bytes: bigint): Reservation {
     this.#memory.take(bytes);
+    return { epoch: this.#epoch, bytes };
+  }
+
+  /** Bytes the session holds now, as a reservation: unreserve gives them back unless a reset meanwhile gave them back already. */
+  heldBytes(bytes: bigint): Reservation {
     return { epoch: this.#epoch, bytes };
   }
 
@@ -411,9 +419,10 @@ export class Session {
     return r.size;
   }
 
-  /** [ptr, ptr+size) must lie inside one allocation or host mapping of this session. */
+  /** [ptr, ptr+size) must lie inside one allocation or host mapping of this session, or in its VMM mappings with access. */
   checkRange(ptr: DevPtr, size: bigint, what: string): void {
     if (size === 0n || this.#allocs.holding(ptr, size) || this.#hostMaps.holding(ptr, size) || this.#symbols.holding(ptr, size)) return;
+    if (this.vmm.accessible(ptr, size)) return;
     throw new CudaError(CudaErr.InvalidValue, `${what}: 0x${ptr.toString(16)}+${size} is not inside memory of this process`);
   }
 
@@ -489,16 +498,19 @@ export class Session {
   }
 
   /**
-   * Refuses one more stream, event, module or texture/surface object past the
-   * process's bound (VmLimits), before it is made.
+   * Refuses one more stream, event, module, texture/surface object or VMM
+   * object (a reservation, physical allocation or mapping: bounded as
+   * objects are, on their own count) past the process's bound (VmLimits),
+   * before it is made.
    */
-  checkRoom(kind: 'stream' | 'event' | 'module' | 'object'): void {
+  checkRoom(kind: 'stream' | 'event' | 'module' | 'object' | 'vmm'): void {
     const l = this.vm.limits;
     const [held, bound] = {
       stream: [this.#streams.size, l.processStreams],
       event: [this.#events.size, l.processEvents],
       module: [this.#modules.size, l.processModules],
       object: [this.objectCount, l.processObjects],
+      vmm: [this.vmm.count, l.processObjects],
     }[kind];
     if (held >= bound) throw new CudaError(CudaErr.MemoryAllocation, `${bound} ${kind}s held by this process at once (its bound)`);
   }
@@ -609,6 +621,14 @@ export class Session {
     for (const lh of m.levelHandles.values()) this.#arrays.delete(lh);
     this.#memory.give(m.bytes);
     return m;
+  }
+
+  /** Records physical memory (VMM_CREATE) made on x, whose bytes were reserved: its handle. */
+  addVmmAlloc(x: ProviderContext, ref: VmmRef, size: bigint): bigint {
+    this.live(x);
+    const h = this.#newHandle();
+    this.vmm.addAlloc(h, ref, size);
+    return h;
   }
 
   addObject(x: ProviderContext, kind: 'texture' | 'surface', v: bigint): void {
@@ -926,6 +946,7 @@ export class Session {
     this.#modules.clear(); // the context's destruction unloads them
     this.#functions.clear();
     this.#symbols.clear();
+    this.vmm.clear(); // the context's end frees it (the addon's teardown; the host provider's destroy)
     this.#limitCharges.clear();
     this.#limitBases.clear();
     // Everything but the overhead of contexts still there, which goes when each context does (#giveSlot).

@@ -15,6 +15,7 @@ import { MEMORY_COMMANDS } from './memory';
 import { MODULE_COMMANDS } from './module';
 import { OUTPUT_COMMANDS } from './output';
 import { STREAM_COMMANDS } from './stream';
+import { VMM_COMMANDS } from './vmm';
 
 /** A synchronizing command's status: posted work's failure that came after its batch, if any. */
 function reportingPostedErrors<K extends CmdName>(run: Run<K>): Run<K> {
@@ -57,6 +58,7 @@ function build(): Runs<SessionCmd> {
   const groups = {
     device: DEVICE_COMMANDS,
     memory: MEMORY_COMMANDS,
+    vmm: VMM_COMMANDS,
     array: ARRAY_COMMANDS,
     graph: GRAPH_COMMANDS,
     stream: STREAM_COMMANDS,
@@ -69,6 +71,7 @@ function build(): Runs<SessionCmd> {
   const runs: Runs<SessionCmd> = {
     ...groups.device,
     ...groups.memory,
+    ...groups.vmm,
     ...groups.array,
     ...groups.graph,
     ...groups.stream,

@@ -17,7 +17,7 @@
 //   is attributed to sessions).
 import createDebug from 'debug';
 import { CudaErr, CudaError } from '../cuda-error';
-import { defineContextCalls, type ContextCalls, type DevPtr, type DeviceProps, type Dim3, type EventRef, type FunctionInfo, type FunctionRef, type GuestSeg, type HostPiece, type LaunchDesc, type ModuleRef, type OutputSink, type Provider, type ProviderContext, type StreamRef, type ArrayDesc, type ArrayRef, type MipmapRef, type Extent, type HostBlock, type Place, type Pos, type TexDesc, type TexResource, type GraphExecRef, type GraphRef, type GraphSpec } from '../provider';
+import { defineContextCalls, type ContextCalls, type DevPtr, type DeviceProps, type Dim3, type EventRef, type FunctionInfo, type FunctionRef, type GuestSeg, type HostPiece, type LaunchDesc, type ModuleRef, type OutputSink, type Provider, type ProviderContext, type StreamRef, type ArrayDesc, type ArrayRef, type MipmapRef, type Extent, type HostBlock, type Place, type Pos, type TexDesc, type TexResource, type GraphExecRef, type GraphRef, type GraphSpec, type VmmRef } from '../provider';
 import type { HandleKind } from '../wire/protocol';
 import { cudaNative, packDim3, packSegs, type CudaContextNative, type CudaNative } from '../../native-cuda';
 import { deviceOutput, type OutputSource } from './cuda-output';
@@ -305,6 +305,27 @@ class CudaSessionContext implements ProviderContext, OutputSource {
   }
   memset2D(dst: DevPtr, pitch: bigint, value: number, width: bigint, height: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> {
     return this.native.memset2D(dst, pitch, value & 0xff, width, height, streamId(stream), !async);
+  }
+  vmmReserve(size: bigint, alignment: bigint, hint: DevPtr): Promise<DevPtr> {
+    return this.native.vmmReserve(size, alignment, hint);
+  }
+  vmmFree(ptr: DevPtr, size: bigint): Promise<void> {
+    return this.native.vmmFree(ptr, size);
+  }
+  vmmCreate(size: bigint): Promise<VmmRef> {
+    return this.native.vmmCreate(size);
+  }
+  vmmRelease(m: VmmRef): Promise<void> {
+    return this.native.vmmRelease(handleId(m, 'physical memory'));
+  }
+  vmmMap(ptr: DevPtr, size: bigint, m: VmmRef): Promise<void> {
+    return this.native.vmmMap(ptr, size, handleId(m, 'physical memory'));
+  }
+  vmmUnmap(ptr: DevPtr, size: bigint): Promise<void> {
+    return this.native.vmmUnmap(ptr, size);
+  }
+  vmmSetAccess(ptr: DevPtr, size: bigint): Promise<void> {
+    return this.native.vmmSetAccess(ptr, size);
   }
   arrayCreate(d: ArrayDesc): Promise<ArrayRef> {
     return this.native.arrayCreate(d.width, d.height, d.depth, d.format, d.channels, d.flags);

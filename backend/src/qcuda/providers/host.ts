@@ -6,7 +6,7 @@ import { performance } from 'node:perf_hooks';
 import { CudaErr, CudaError } from '../cuda-error';
 import type {
   ArrayDesc, ArrayRef, MipmapRef, DeviceProps, DevPtr, Dim3, EventRef, Extent, FunctionInfo, GraphExecRef, GraphNodeSpec, GraphRef, GraphSpec, GuestSeg, HostBlock,
-  HostPiece, LaunchDesc, Place, Pos, Provider, ProviderContext, StreamRef, TexDesc, TexResource,
+  HostPiece, LaunchDesc, Place, Pos, Provider, ProviderContext, StreamRef, TexDesc, TexResource, VmmRef,
 } from '../provider';
 import { elementSize, levelDesc } from '../commands/array';
 import { COND_ASSIGN_DEFAULT } from '../commands/graph';
@@ -22,6 +22,14 @@ import { MAX_SAFE_BIG } from '../../sys/numbers';
  */
 const HOST_MAP_PAGES_BASE = 0xffff_c000_0000_0000n;
 const MAP_ALIGN = 2n << 20n;
+
+/**
+ * Reservations of virtual memory management (vmmReserve) live in
+ * [VMM_BASE, HOST_MAP_PAGES_BASE): 64 TiB above every user address, as
+ * HOST_MAP_PAGES' are, and below theirs.
+ */
+const VMM_BASE = 0xffff_8000_0000_0000n;
+const VMM_END = HOST_MAP_PAGES_BASE;
 
 /** Emulated device addresses live here, far from any host mapping. */
 const DEVICE_BASE = 0x2000_0000_0000n;
@@ -40,6 +48,12 @@ const ATTRS: Record<number, number> = {
 };
 
 interface Alloc extends Range {
+  bytes: Uint8Array;
+  owner: HostContext;
+}
+
+/** Physical memory of virtual memory management (vmmCreate): counted in the device's use like an allocation. */
+interface VmmMemory {
   bytes: Uint8Array;
   owner: HostContext;
 }
@@ -173,6 +187,10 @@ export class HostProvider implements Provider {
   readonly guestView: (addr: bigint, len: number) => Uint8Array[];
   readonly #allocs = new RangeSet<Alloc>();
   #next = DEVICE_BASE;
+  /** Every context's VMM reservations: one address space, as a GPU's. */
+  readonly #reserved = new RangeSet<Range & { owner: HostContext }>();
+  readonly #vmm = new Map<number, VmmMemory>();
+  #nextVmm = 1;
   used = 0n;
 
   constructor(o: HostProviderOptions = {}) {
@@ -236,6 +254,60 @@ export class HostProvider implements Provider {
 
   releaseAll(owner: HostContext): void {
     for (const a of this.#allocs.removeWhere((x) => x.owner === owner)) this.used -= a.size;
+    this.#reserved.removeWhere((r) => r.owner === owner);
+    for (const [id, m] of this.#vmm) if (m.owner === owner) this.vmmRelease(id, owner);
+  }
+
+  /** The lowest free range of size bytes, aligned, in [VMM_BASE, VMM_END) (the hint is not taken: any address is as good here). */
+  vmmReserve(size: bigint, alignment: bigint, owner: HostContext): DevPtr {
+    if (owner.dead) throw new CudaError(CudaErr.ContextIsDestroyed, 'the context was destroyed');
+    const up = (p: bigint): bigint => ((p + alignment - 1n) / alignment) * alignment;
+    let at = up(VMM_BASE);
+    for (const r of this.#reserved.values()) {
+      if (at + size <= r.base) break;
+      if (r.base + r.size > at) at = up(r.base + r.size);
+    }
+    if (at + size > VMM_END) throw new CudaError(CudaErr.MemoryAllocation, `no free address range of ${size} bytes`);
+    this.#reserved.add({ base: at, size, owner });
+    return at;
+  }
+
+  vmmFree(ptr: DevPtr, size: bigint, owner: HostContext): void {
+    if (!this.#reserved.removeAt(ptr, (r) => r.owner === owner && r.size === size))
+      throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)}+${size} is not an address reservation`);
+  }
+
+  /** A reservation of owner's holds all of [ptr, ptr + size). */
+  vmmReserved(ptr: DevPtr, size: bigint, owner: HostContext): boolean {
+    return this.#reserved.holding(ptr, size)?.owner === owner;
+  }
+
+  vmmCreate(size: bigint, owner: HostContext): number {
+    if (owner.dead) throw new CudaError(CudaErr.ContextIsDestroyed, 'the context was destroyed');
+    if (size > this.totalMem - this.used || size > MAX_SAFE_BIG)
+      throw new CudaError(CudaErr.MemoryAllocation, `out of device memory: ${size} bytes requested, ${this.totalMem - this.used} free`);
+    let bytes: Uint8Array;
+    try {
+      bytes = new Uint8Array(Number(size));
+    } catch {
+      throw new CudaError(CudaErr.MemoryAllocation, `host cannot back ${size} bytes`);
+    }
+    const id = this.#nextVmm++;
+    this.#vmm.set(id, { bytes, owner });
+    this.used += size;
+    return id;
+  }
+
+  vmmMemory(m: VmmRef, owner: HostContext): Uint8Array {
+    const x = typeof m === 'number' ? this.#vmm.get(m) : undefined;
+    if (!x || x.owner !== owner) throw new CudaError(CudaErr.InvalidValue, `not physical memory of this context: ${String(m)}`);
+    return x.bytes;
+  }
+
+  vmmRelease(m: VmmRef, owner: HostContext): void {
+    const bytes = this.vmmMemory(m, owner);
+    this.#vmm.delete(m as number);
+    this.used -= BigInt(bytes.length);
   }
 
   /** Views of [ptr, ptr+size): emulated device memory, or mapped guest memory. */
@@ -248,6 +320,8 @@ export class HostProvider implements Provider {
     }
     const pieces = owner.mappedPieces(ptr, size);
     if (pieces) return pieces.flatMap((p) => this.guestView(p.addr, Number(p.size)));
+    const vmm = owner.vmmViews(ptr, size);
+    if (vmm) return vmm;
     throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} is not device memory of this context`);
   }
 }
@@ -311,6 +385,8 @@ class HostContext implements ProviderContext {
   /** Mapped guest memory by device pointer: one piece's pointer is its host address; several get a range of their own. */
   readonly #maps = new RangeSet<Range & { pieces: readonly HostPiece[] }>();
   #nextMapBase = HOST_MAP_PAGES_BASE;
+  /** VMM mappings: each a view of its physical memory. */
+  readonly #vmmMaps = new RangeSet<Range & { bytes: Uint8Array }>();
   readonly #limits = LIMIT_DEFAULTS.slice();
   readonly #arrays = new Map<number, HostArray>();
   #nextArray = 1;
@@ -344,8 +420,54 @@ class HostContext implements ProviderContext {
     return out;
   }
 
+  /** Views of [ptr, ptr + size) where VMM mappings, one after the other, hold all of it; else undefined. */
+  vmmViews(ptr: bigint, size: bigint): Uint8Array[] | undefined {
+    const out: Uint8Array[] = [];
+    for (let at = ptr; at < ptr + size; ) {
+      const m = this.#vmmMaps.find(at);
+      if (!m) return undefined;
+      const end = ptr + size < m.base + m.size ? ptr + size : m.base + m.size;
+      out.push(m.bytes.subarray(Number(at - m.base), Number(end - m.base)));
+      at = end;
+    }
+    return out;
+  }
+
   async malloc(size: bigint): Promise<DevPtr> {
     return this.p.allocate(size, this);
+  }
+
+  async vmmReserve(size: bigint, alignment: bigint): Promise<DevPtr> {
+    return this.p.vmmReserve(size, alignment, this);
+  }
+
+  async vmmFree(ptr: DevPtr, size: bigint): Promise<void> {
+    if (this.#vmmMaps.overlapping(ptr, size)) throw new CudaError(CudaErr.InvalidValue, 'the reservation has memory mapped in it');
+    this.p.vmmFree(ptr, size, this);
+  }
+
+  async vmmCreate(size: bigint): Promise<VmmRef> {
+    return this.p.vmmCreate(size, this);
+  }
+
+  async vmmRelease(m: VmmRef): Promise<void> {
+    this.p.vmmRelease(m, this);
+  }
+
+  async vmmMap(ptr: DevPtr, size: bigint, m: VmmRef): Promise<void> {
+    const bytes = this.p.vmmMemory(m, this);
+    if (size > BigInt(bytes.length) || !this.p.vmmReserved(ptr, size, this) || this.#vmmMaps.overlapping(ptr, size))
+      throw new CudaError(CudaErr.InvalidValue, `cannot map ${size} bytes at 0x${ptr.toString(16)}`);
+    this.#vmmMaps.add({ base: ptr, size, bytes: bytes.subarray(0, Number(size)) });
+  }
+
+  async vmmUnmap(ptr: DevPtr, size: bigint): Promise<void> {
+    if (!this.#vmmMaps.removeAt(ptr, (m) => m.size === size)) throw new CudaError(CudaErr.InvalidValue, `no mapping at 0x${ptr.toString(16)}+${size}`);
+  }
+
+  /** Mapped memory is always reachable here: the dispatcher is what keeps it out of copies until access is set. */
+  async vmmSetAccess(ptr: DevPtr, size: bigint): Promise<void> {
+    if (!this.#vmmMaps.holding(ptr, size)) throw new CudaError(CudaErr.InvalidValue, `no mapping at 0x${ptr.toString(16)}+${size}`);
   }
 
   async free(ptr: DevPtr): Promise<void> {
@@ -757,6 +879,7 @@ class HostContext implements ProviderContext {
     this.#mipmaps.clear();
     this.#objects.clear();
     this.#maps.clear();
+    this.#vmmMaps.clear();
     this.#graphs.clear();
     this.#execs.clear();
   }

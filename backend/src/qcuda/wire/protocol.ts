@@ -84,6 +84,12 @@ export const CONSTANTS = {
   QCUDA_MAX_GRAPH_NODES: { value: 16384, doc: 'GRAPH_INSTANTIATE: nodes at most (bodies included), and as many edges' },
   QCUDA_MEM_HOST: { value: 2, c: '2u', doc: 'the request\'s data (guest memory)' },
   QCUDA_OUTPUT_STDERR: { value: 2, c: '2u', doc: 'failed device asserts and qcuda\'s notes of dropped output, for its stderr' },
+  QCUDA_VMM_GRANULARITY: {
+    value: 2 << 20,
+    c: '(2u << 20)',
+    doc: 'Virtual memory management (VMM_*): the granularity of reservations, physical allocations and mappings (cuMemGetAllocationGranularity, minimum and recommended), as the H100\'s and H200\'s driver reports it',
+  },
+  QCUDA_VMM_ACCESS_RW: { value: 3, c: '3u', doc: 'VMM_SET_ACCESS / VMM_GET_ACCESS: CU_MEM_ACCESS_FLAGS_PROT_READWRITE, the one access a mapping may be given' },
 } as const satisfies Record<string, ConstantDecl>;
 
 /** Statuses besides cudaError_t values (which pass through unchanged). */
@@ -265,6 +271,19 @@ export const STRUCTS = {
   },
   qcuda_graph_edge: { fields: [['from', 'u32'], ['to', 'u32', 'from < to, both in the same body']] },
   qcuda_args_graph_launch: { fields: [['exec', 'u64', 'from GRAPH_INSTANTIATE'], ['stream', 'u64']] },
+  qcuda_args_vmm_reserve: {
+    fields: [['size', 'u64', 'a multiple of QCUDA_VMM_GRANULARITY'], ['alignment', 'u64', '0 (the granularity) or a power of two'],
+      ['addr', 'u64', 'a hint (0: none)'], ['flags', 'u64', '0']],
+  },
+  qcuda_args_vmm_range: { fields: [['ptr', 'u64'], ['size', 'u64']] },
+  qcuda_args_vmm_create: { fields: [['size', 'u64', 'a multiple of QCUDA_VMM_GRANULARITY'], ['flags', 'u64', '0']] },
+  qcuda_args_vmm_map: {
+    fields: [['ptr', 'u64', 'inside a reservation of the session'], ['size', 'u64'], ['offset', 'u64', 'into the physical allocation: 0, as CUDA asks'],
+      ['handle', 'u64', 'from VMM_CREATE'], ['flags', 'u64', '0']],
+  },
+  qcuda_args_vmm_access: {
+    fields: [['ptr', 'u64'], ['size', 'u64'], ['device', 'u32', 'the location: the session\'s device'], ['prot', 'u32', 'QCUDA_VMM_ACCESS_RW']],
+  },
   qcuda_out_output_read: { fields: [['kind', 'u32', 'QCUDA_OUTPUT_*; 0 when nothing was waiting'], ['more', 'u32', '1: more output is waiting']] },
 } as const satisfies Record<string, StructDecl>;
 
@@ -615,6 +634,21 @@ export const CALLS = {
     cmd: 175, side: 'context', args: 'qcuda_args_graph_launch', stream: 'stream', handles: { stream: 'stream' },
     doc: 'enqueued, not waited for',
   },
+
+  VMM_RESERVE: {
+    cmd: 180, side: 'context', args: 'qcuda_args_vmm_reserve',
+    doc: 'Virtual memory management (cuMem*): cuMemAddressReserve, a range of device addresses of the session with nothing behind it. VMM_CREATE makes physical memory (counted against the quota like MALLOC), VMM_MAP puts it at an address of a reservation, VMM_SET_ACCESS makes the mapping memory of the session (copies, memsets and kernels may use it). Physical memory is freed once released and unmapped, as CUDA frees it.',
+    value: 'the range\'s start',
+  },
+  VMM_FREE: { cmd: 181, side: 'context', args: 'qcuda_args_vmm_range', doc: 'cuMemAddressFree of a whole reservation, with nothing mapped in it' },
+  VMM_CREATE: { cmd: 182, side: 'context', args: 'qcuda_args_vmm_create', doc: 'cuMemCreate: pinned device memory of the session\'s device', value: 'the allocation handle' },
+  VMM_RELEASE: { cmd: 183, side: 'context', args: 'qcuda_args_handle', doc: 'cuMemRelease: the handle is gone; the memory lives on while mapped' },
+  VMM_MAP: { cmd: 184, side: 'context', args: 'qcuda_args_vmm_map', doc: 'cuMemMap: granularity-aligned, inside one reservation, over nothing mapped' },
+  VMM_UNMAP: { cmd: 185, side: 'context', args: 'qcuda_args_vmm_range', doc: 'cuMemUnmap: whole mappings, one after another, and nothing unmapped between them' },
+  VMM_SET_ACCESS: { cmd: 186, side: 'context', args: 'qcuda_args_vmm_access', doc: 'cuMemSetAccess over whole mappings (as VMM_UNMAP)' },
+  VMM_GET_ACCESS: { cmd: 187, side: 'context', args: 'qcuda_args_ptr', doc: 'cuMemGetAccess of the mapping holding ptr', value: 'its access flags (0 until set)' },
+  VMM_RETAIN: { cmd: 188, side: 'context', args: 'qcuda_args_ptr', doc: 'cuMemRetainAllocationHandle: the handle of the allocation mapped at ptr, held once more (VMM_RELEASE it)', value: 'the handle' },
+  VMM_SIZE: { cmd: 189, side: 'context', args: 'qcuda_args_handle', doc: 'the size of a live handle\'s allocation (cuMemGetAllocationPropertiesFromHandle checks the handle)', value: 'its bytes' },
 
   BATCH: {
     cmd: 54,

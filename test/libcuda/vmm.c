@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vmm: virtual memory management through the driver API, as XLA's allocator
+ * and PyTorch's expandable segments use it (test/gpu/probes/vmm_probe.cu's
+ * sequence, without its kernel, so that it runs on the host provider too):
+ * the granularity, a reservation, physical memory mapped in two pieces one
+ * after the other, access, memsets and copies across both pieces and to
+ * cuMemAlloc memory, the handle's properties and a retained handle, unmap,
+ * release, free. Prints ok/FAIL lines and ends with PASS or FAIL.
+ */
+#include <cuda.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int checks, failed;
+
+static int check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int check(int ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	checks++;
+	failed += !ok;
+	fputs(ok ? "ok   " : "FAIL ", stdout);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	return ok;
+}
+
+static const char *name(CUresult r)
+{
+	const char *s = NULL;
+
+	return cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "?";
+}
+
+#define EXPECT(call, want)                                                        \
+	do {                                                                      \
+		CUresult r_ = (call);                                             \
+		check(r_ == (want), "%s -> %s", #call, name(r_));                 \
+	} while (0)
+#define OK(call) EXPECT(call, CUDA_SUCCESS)
+
+int main(void)
+{
+	CUdevice dev;
+	CUcontext ctx;
+	CUmemAllocationProp prop = { 0 }, got = { 0 };
+	CUmemAccessDesc acc = { 0 };
+	CUmemGenericAllocationHandle h[2] = { 0, 0 }, h2 = 0;
+	CUdeviceptr va = 0, plain = 0;
+	unsigned long long flags = 99;
+	unsigned int memtype = 0;
+	size_t gran = 0, size, n32;
+	unsigned int *buf;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuDevicePrimaryCtxRetain(&ctx, dev));
+	OK(cuCtxSetCurrent(ctx));
+
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = dev;
+	OK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	check(gran == 2u << 20, "granularity %zu", gran);
+	OK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+	check(gran == 2u << 20, "recommended granularity %zu", gran);
+	if (failed)
+		return 1;
+
+	size = 2 * gran;	/* each piece */
+	n32 = 2 * size / 4;	/* both pieces, as 32-bit words */
+	OK(cuMemAddressReserve(&va, 4 * size, 0, 0, 0));
+	check(va != 0 && va % gran == 0, "the reservation is aligned");
+	OK(cuMemCreate(&h[0], size, &prop, 0));
+	OK(cuMemCreate(&h[1], size, &prop, 0));
+	EXPECT(cuMemMap(va, size + 4096, 0, h[0], 0), CUDA_ERROR_INVALID_VALUE);
+	OK(cuMemMap(va, size, 0, h[0], 0));
+	OK(cuMemMap(va + size, size, 0, h[1], 0));
+	acc.location = prop.location;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	OK(cuMemSetAccess(va, 2 * size, &acc, 1));
+	OK(cuMemGetAccess(&flags, &prop.location, va + size + 64));
+	check(flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE, "access %llu", flags);
+	OK(cuPointerGetAttribute(&memtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va));
+	check(memtype == CU_MEMORYTYPE_DEVICE, "memory type %u", memtype);
+
+	/* Memsets and copies over both pieces, and one that crosses between them. */
+	buf = malloc(2 * size);
+	OK(cuMemsetD32(va, 1, n32));
+	for (size_t i = 0; i < n32; i++)
+		buf[i] = (unsigned int)i;
+	OK(cuMemcpyHtoD(va + 4096, buf, 2 * size - 8192));
+	memset(buf, 0, 2 * size);
+	OK(cuMemcpyDtoH(buf, va, 2 * size));
+	{
+		int same = buf[0] == 1 && buf[1023] == 1 && buf[n32 - 1] == 1;
+
+		for (size_t i = 1024; same && i < n32 - 1024; i++)
+			same = buf[i] == i - 1024;
+		check(same, "memset and copy across the two pieces come back");
+	}
+	OK(cuMemAlloc(&plain, 8192));
+	OK(cuMemcpyDtoD(plain, va + size - 4096, 8192));
+	OK(cuMemcpyDtoH(buf, plain, 8192));
+	check(buf[0] == (size - 4096) / 4 - 1024 && buf[2047] == (size + 4096) / 4 - 1 - 1024,
+	      "a device copy out of both pieces: %u %u", buf[0], buf[2047]);
+
+	OK(cuMemGetAllocationPropertiesFromHandle(&got, h[1]));
+	check(got.type == CU_MEM_ALLOCATION_TYPE_PINNED && got.location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+		      got.location.id == dev, "properties type %d location %d/%d", (int)got.type, (int)got.location.type,
+	      got.location.id);
+	OK(cuMemRetainAllocationHandle(&h2, (void *)(uintptr_t)(va + size + 100)));
+	check(h2 == h[1], "the retained handle is the second piece's");
+	OK(cuMemRelease(h2));
+
+	/* Released while mapped: the memory stays until unmapped. */
+	OK(cuMemRelease(h[0]));
+	OK(cuMemcpyDtoH(buf, va, 16));
+	check(buf[0] == 1, "released but mapped memory is still there");
+	OK(cuMemUnmap(va, size));
+	OK(cuMemUnmap(va + size, size));
+	OK(cuMemRelease(h[1]));
+	OK(cuMemAddressFree(va, 4 * size));
+	OK(cuMemFree(plain));
+	free(buf);
+	OK(cuDevicePrimaryCtxRelease(dev));
+	if (failed)
+		printf("FAIL: vmm: %d of %d checks failed\n", failed, checks);
+	else
+		printf("PASS: vmm: %d checks\n", checks);
+	return failed ? 1 : 0;
+}
