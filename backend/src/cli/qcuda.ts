@@ -138,7 +138,9 @@ Common options (defaults from the environment, set by 'make'):
 
 Exit status of 'vm': the guest command's status; 125 when the VM failed (the
 message names the side that failed: backend, qemu, virtiofsd, guest or
-timeout); 2 for bad usage (a share that is not a directory, ...).`;
+timeout); 2 for bad usage (a share that is not a directory, ...). A backend
+slow to start (a loaded host) is waited for while it runs, up to 120 s plus
+5 s per unit of load per CPU; after 3 s qcuda says what it waits for.`;
 
 /** Writes text to file as it comes, a whole line at a time, each after the milliseconds since the first call ("[12.345] line"). */
 function timedLines(file: string): (text: string) => void {
@@ -430,6 +432,8 @@ async function main(): Promise<number> {
       memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20), cpus: intOpt(v.cpus, 'cpus', 2, 256),
       // The demo prints each result once (from the guest's stdout), not the console too.
       onConsole: v.quiet || v.demo ? undefined : (s) => process.stderr.write(s),
+      // Even with --quiet: it explains a delay that is not the guest's.
+      onWaiting: (line) => process.stderr.write(`qcuda: ${line}\n`),
       onBackendLog: v['backend-log'] !== undefined ? timedLines(v['backend-log']) : undefined,
       backendArgs: [
         ...backendOptions(v),
