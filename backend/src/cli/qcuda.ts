@@ -56,7 +56,10 @@ vm options:
                        the run ends when the guest powers off (sudo
                        poweroff) or on Ctrl-a x. No timeout unless --timeout
   --file=PATH          copy a host file into the guest's /qcuda/files (on PATH
-                       and LD_LIBRARY_PATH there); repeatable
+                       and LD_LIBRARY_PATH there); repeatable. The initramfs
+                       guest has the C and C++ runtimes and OpenMP's
+                       libgomp.so.1; a program that needs other host
+                       libraries runs with --host-root (or --file them)
   --share=HOSTDIR[:GUESTDIR[:rw]]
                        mount a host directory in the guest over virtiofs
                        before COMMAND runs, at GUESTDIR (default: the same
