@@ -71,6 +71,12 @@ for n in libstdc++.so.6 libgcc_s.so.1 libm.so.6 libdl.so.2 libpthread.so.0 librt
 	[ -n "$p" ] || { echo "error: $n not found on the host" >&2; exit 1; }
 	wanted+=("$p")
 done
+# OpenMP's runtime (gcc -fopenmp programs: `qcuda vm --file=./omp_prog`),
+# gcc's own, as the build host's gcc links it. Other host libraries come
+# with --host-root (the host's whole root filesystem).
+gomp=$(gcc -print-file-name=libgomp.so.1)
+[ -e "$gomp" ] || { echo "error: libgomp.so.1 not found (gcc -print-file-name=libgomp.so.1 says '$gomp'; apt install libgomp1)" >&2; exit 1; }
+wanted+=("$gomp")
 declare -A seen=()
 add_lib() { # copy $1 (as named by ldd) to the same canonical directory in the image
 	local p=$1 dir

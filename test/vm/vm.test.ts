@@ -48,6 +48,31 @@ test.serial('exit status, stdout, stderr and host files come back exactly', asyn
   t.is(r.stderr, 'to stderr\n');
 });
 
+// Issue 34: OpenMP programs failed in the initramfs guest (libgomp.so.1 not
+// found). One built here with the host's gcc, handed in with --file, as a
+// user runs theirs.
+test.serial('a gcc -fopenmp program runs in the initramfs guest (libgomp.so.1 is in the image)', async (t) => {
+  const dir = tmpDir(t);
+  const src = path.join(dir, 'omp_hello.c');
+  fs.writeFileSync(src, [
+    '#include <omp.h>',
+    '#include <stdio.h>',
+    'int main(void) {',
+    '  int n = 0;',
+    '#pragma omp parallel reduction(+ : n)',
+    '  n += 1;',
+    '  printf("omp: %d threads of %d\\n", n, omp_get_max_threads());',
+    '  return n == omp_get_max_threads() ? 0 : 1;',
+    '}',
+  ].join('\n'));
+  const cc = spawnSync('gcc', ['-fopenmp', '-O2', '-o', path.join(dir, 'omp_hello'), src], { encoding: 'utf8' });
+  t.is(cc.status, 0, cc.stderr);
+  const r = await runVm({ ...base, cpus: 2, files: [path.join(dir, 'omp_hello')], command: 'OMP_NUM_THREADS=3 omp_hello' });
+  t.is(r.stderr, '');
+  t.is(r.stdout, 'omp: 3 threads of 3\n');
+  t.is(r.exit, 0);
+});
+
 async function killMidRun(t: import('ava').ExecutionContext, victim: 'backend' | 'qemu'): Promise<void> {
   let info: { backendPid: number; qemuPid: number; dir: string } | undefined;
   let seen = '';

@@ -2,6 +2,8 @@
 // qcuda-backend: the vhost-user backend program, following the vhost-user
 // spec's "backend program conventions" (--socket-path, --fd,
 // --print-capabilities; exits cleanly on SIGTERM).
+import fs from 'node:fs';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { DEVICES, type DeviceOptions } from '../devices';
 import type { VmShared } from '../qcuda/session';
@@ -176,11 +178,51 @@ that would pass it fails with the CUDA error named, nothing grows):
 Logging: one line on stderr per VM event (frontend connected or gone, memory
 table, session opened or closed with what it held, errors), at most --log-rate
 a second; DEBUG=qcuda:* adds protocol traces. Exit status: 0 on SIGTERM/SIGINT
-or when an --fd connection ends, 2 on bad usage, 1 on a startup error.`;
+or when an --fd connection ends; 2 on bad usage (one line on stderr, before
+anything starts: a bad number or value, an option of another --device, a
+socket in a missing directory, an --fd that is not an open socket); 1 on a
+startup error.`;
 
+/** Bad usage: one line on stderr, exit 2, before anything starts. */
 function usage(msg: string): never {
-  process.stderr.write(`qcuda-backend: ${msg}\nTry 'qcuda-backend --help'.\n`);
+  process.stderr.write(`qcuda-backend: ${msg.replace(/\.?\s*\n\s*/g, '; ')} (try 'qcuda-backend --help')\n`);
   process.exit(2);
+}
+
+/** Options of one device only: given to another, they would be ignored. */
+const DEVICE_ONLY: Record<string, string[]> = {
+  blk: ['size', 'store', 'read-only'],
+  qcuda: ['provider', 'isolation', 'device-memory-limit', 'max-processes', 'module-staging', 'module-cache', 'deferred-limit',
+    'inline-wait', 'inline-calls', 'own-queues', 'ring-server', 'pin-guest-ram', 'host-map-pieces', 'process-handles', 'worker-sandbox',
+    'context-overhead'],
+};
+
+function checkDeviceOptions(device: string, given: string[]): void {
+  for (const [owner, names] of Object.entries(DEVICE_ONLY)) {
+    const k = owner === device ? undefined : given.find((g) => names.includes(g));
+    if (k) usage(`--${k} is an option of --device=${owner}, not of --device=${device}`);
+  }
+  if (device === 'echo' && given.includes('gpu')) usage('--gpu is an option of --device=qcuda and --device=blk, not of --device=echo');
+  if (device === 'blk' && !given.includes('size')) usage('--device=blk needs --size');
+}
+
+/** A unix socket is created in an existing directory: a missing one is a bad path, not a startup failure. */
+function socketDir(name: string, p: string): void {
+  const dir = path.dirname(path.resolve(p));
+  if (!fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory()) usage(`--${name}=${p}: no directory ${dir}`);
+}
+
+/** An inherited fd must be open and a socket. */
+function connectedFd(v: string): number {
+  const fd = positiveInt('fd', v, 0, 1 << 20);
+  let st: fs.Stats;
+  try {
+    st = fs.fstatSync(fd);
+  } catch {
+    usage(`--fd=${fd}: not an open file descriptor`);
+  }
+  if (!st.isSocket()) usage(`--fd=${fd}: not a socket`);
+  return fd;
 }
 
 function positiveInt(name: string, v: string | undefined, dflt: number, max: number): number {
@@ -225,13 +267,13 @@ async function main(): Promise<void> {
         'socket-path': { type: 'string' },
         fd: { type: 'string' },
         'status-socket': { type: 'string' },
-        device: { type: 'string', default: 'qcuda' },
+        device: { type: 'string' },
         queues: { type: 'string' },
         frontends: { type: 'string' },
-        provider: { type: 'string', default: 'auto' },
+        provider: { type: 'string' },
         gpu: { type: 'string' },
-        isolation: { type: 'string', default: 'process' },
-        'worker-sandbox': { type: 'string', default: 'seccomp' },
+        isolation: { type: 'string' },
+        'worker-sandbox': { type: 'string' },
         'peer-uid': { type: 'string' },
         'device-memory-limit': { type: 'string' },
         'max-processes': { type: 'string' },
@@ -264,18 +306,25 @@ async function main(): Promise<void> {
     process.stdout.write(`${HELP}\n`);
     return;
   }
-  const kind = DEVICES[args.device!];
-  if (!kind) usage(`unknown device '${args.device}' (known: ${Object.keys(DEVICES).join(', ')})`);
+  const deviceName = args.device ?? 'qcuda';
+  const kind = Object.hasOwn(DEVICES, deviceName) ? DEVICES[deviceName] : undefined;
+  if (!kind) usage(`unknown device '${deviceName}' (known: ${Object.keys(DEVICES).join(', ')})`);
   if (args['print-capabilities']) {
     // vhost-user.json: a block backend says "block" and the options it takes.
-    const caps = args.device === 'blk' ? { type: 'block', features: ['read-only'] } : { type: args.device };
+    const caps = deviceName === 'blk' ? { type: 'block', features: ['read-only'] } : { type: deviceName };
     process.stdout.write(`${JSON.stringify(caps)}\n`);
     return;
   }
   if ((args['socket-path'] === undefined) === (args.fd === undefined)) usage('give exactly one of --socket-path and --fd');
-  if (!['cuda', 'host', 'auto'].includes(args.provider!)) usage(`--provider must be cuda, host or auto, got '${args.provider}'`);
-  if (!['process', 'none'].includes(args.isolation!)) usage(`--isolation must be process or none, got '${args.isolation}'`);
-  if (!['seccomp', 'none'].includes(args['worker-sandbox']!)) usage(`--worker-sandbox must be seccomp or none, got '${args['worker-sandbox']}'`);
+  checkDeviceOptions(deviceName, Object.keys(args));
+  const provider = args.provider ?? 'auto';
+  const isolation = args.isolation ?? 'process';
+  if (!['cuda', 'host', 'auto'].includes(provider)) usage(`--provider must be cuda, host or auto, got '${provider}'`);
+  if (!['process', 'none'].includes(isolation)) usage(`--isolation must be process or none, got '${isolation}'`);
+  if (args['socket-path'] !== undefined) socketDir('socket-path', args['socket-path']);
+  if (args['status-socket'] !== undefined && args['status-socket'] !== 'none') socketDir('status-socket', args['status-socket']);
+  const workerSandbox = args['worker-sandbox'] ?? 'seccomp';
+  if (!['seccomp', 'none'].includes(workerSandbox)) usage(`--worker-sandbox must be seccomp or none, got '${workerSandbox}'`);
   const peerUid = args['peer-uid'] === undefined ? undefined : nonNegativeInt('peer-uid', args['peer-uid'], 0xfffffffe);
   if (peerUid !== undefined && args.fd !== undefined) usage('--peer-uid needs --socket-path (an --fd is connected already)');
   let memoryLimit: bigint | undefined;
@@ -285,11 +334,11 @@ async function main(): Promise<void> {
     usage(`--device-memory-limit: ${(e as Error).message}`);
   }
   const limits: Partial<VmLimits> = {};
-  const size = (name: string, v: string | undefined): bigint | undefined => {
+  const size = (name: string, v: string | undefined, zeroOk = false): bigint | undefined => {
     if (v === undefined) return undefined;
     try {
       const n = parseSize(v);
-      if (n === 0n) usage(`--${name} must be more than 0`);
+      if (n === 0n && !zeroOk) usage(`--${name} must be more than 0`);
       return n;
     } catch (e) {
       usage(`--${name}: ${(e as Error).message}`);
@@ -306,7 +355,7 @@ async function main(): Promise<void> {
   if (args['log-rate'] !== undefined) limits.logLinesPerSecond = positiveInt('log-rate', args['log-rate'], 0, 1_000_000);
   const staging = size('module-staging', args['module-staging']);
   if (staging !== undefined) limits.moduleStaging = staging;
-  const cache = size('module-cache', args['module-cache']);
+  const cache = size('module-cache', args['module-cache'], true); // 0: no cache
   if (cache !== undefined) limits.moduleCache = cache;
   if (args['context-overhead'] !== undefined) {
     try {
@@ -321,6 +370,17 @@ async function main(): Promise<void> {
   const queues = positiveInt('queues', args.queues, 4, 64);
   const frontends = positiveInt('frontends', args.frontends, 1, 4096);
   if (frontends > 1 && args.fd !== undefined) usage('--frontends needs --socket-path (an --fd is one frontend)');
+  const fd = args.fd === undefined ? undefined : connectedFd(args.fd);
+  // The rest of the options, parsed before the device (a GPU context, a disk's memory) exists.
+  const parsed = {
+    size: diskSize(args.size), store: storeOf(args.store), readOnly: args['read-only'],
+    inlineWaitUs: args['inline-wait'] === undefined ? undefined : nonNegativeInt('inline-wait', args['inline-wait'], 1_000_000),
+    inlineCalls: args['inline-calls'] === undefined ? undefined : yesNo('inline-calls', args['inline-calls']),
+    ringServer: args['ring-server'] === undefined ? undefined : yesNo('ring-server', args['ring-server']),
+    pinGuestRam: args['pin-guest-ram'] === undefined ? undefined : yesNo('pin-guest-ram', args['pin-guest-ram']),
+    ownQueues: args['own-queues'] === undefined ? undefined : yesNo('own-queues', args['own-queues']),
+    pollUs: args['poll-us'] === undefined ? undefined : nonNegativeInt('poll-us', args['poll-us'], 1_000_000),
+  };
   const startedAt = Date.now();
   const write = (line: string) => void process.stderr.write(`qcuda-backend: ${line}\n`);
   // Every line the VM's doings cause (the device's, the connection's events)
@@ -332,15 +392,8 @@ async function main(): Promise<void> {
   let status: StatusSocket | undefined;
   try {
     const options: DeviceOptions = {
-      queues, provider: args.provider as ProviderKind, gpu, memoryLimit, limits, isolation: args.isolation as 'process' | 'none',
-      size: diskSize(args.size), store: storeOf(args.store), readOnly: args['read-only'],
-      inlineWaitUs: args['inline-wait'] === undefined ? undefined : nonNegativeInt('inline-wait', args['inline-wait'], 1_000_000),
-      inlineCalls: args['inline-calls'] === undefined ? undefined : yesNo('inline-calls', args['inline-calls']),
-      ringServer: args['ring-server'] === undefined ? undefined : yesNo('ring-server', args['ring-server']),
-      pinGuestRam: args['pin-guest-ram'] === undefined ? undefined : yesNo('pin-guest-ram', args['pin-guest-ram']),
-      ownQueues: args['own-queues'] === undefined ? undefined : yesNo('own-queues', args['own-queues']),
-      pollUs: args['poll-us'] === undefined ? undefined : nonNegativeInt('poll-us', args['poll-us'], 1_000_000),
-      workerSandbox: args['worker-sandbox'] as 'seccomp' | 'none',
+      queues, provider: provider as ProviderKind, gpu, memoryLimit, limits, isolation: isolation as 'process' | 'none', ...parsed,
+      workerSandbox: workerSandbox as 'seccomp' | 'none',
       log: (line) => vmLog.log(line),
     };
     const device = await kind.create(options);
@@ -351,8 +404,7 @@ async function main(): Promise<void> {
     // Refused connections are logged under the VM's rate limit too: whoever makes them chooses how many.
     const refused = (line: string) => vmLog.log(line);
     const peer = peerUid === undefined ? undefined : { uid: peerUid, refused };
-    if (args.fd !== undefined) {
-      const fd = positiveInt('fd', args.fd, 0, 1 << 20);
+    if (fd !== undefined) {
       server = VhostUserServer.fromConnectedFd(fd, device, { onDisconnect: () => shutdown(0), logger });
     } else if (frontends > 1) {
       // Each frontend a device of its own, all counted against the first one's bounds (one quota).

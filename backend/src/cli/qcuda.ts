@@ -58,7 +58,10 @@ vm options:
                        the run ends when the guest powers off (sudo
                        poweroff) or on Ctrl-a x. No timeout unless --timeout
   --file=PATH          copy a host file into the guest's /qcuda/files (on PATH
-                       and LD_LIBRARY_PATH there); repeatable
+                       and LD_LIBRARY_PATH there); repeatable. The initramfs
+                       guest has the C and C++ runtimes and OpenMP's
+                       libgomp.so.1; a program that needs other host
+                       libraries runs with --host-root (or --file them)
   --share=HOSTDIR[:GUESTDIR[:rw]]
                        mount a host directory in the guest over virtiofs
                        before COMMAND runs, at GUESTDIR (default: the same
@@ -157,11 +160,21 @@ Common options (defaults from the environment, set by 'make'):
 
 Exit status of 'vm': the guest command's status; 125 when the VM failed (the
 message names the side that failed: backend, qemu, virtiofsd, guest or
-timeout); 2 for bad usage (a share that is not a directory, ...).`;
+timeout); 2 for bad usage (a share that is not a directory, ...). Every
+command refuses a bad argument (a missing file, a bad number or value, an
+option of another command) with one line on stderr and status 2, before it
+starts anything. A backend slow to start (a loaded host) is waited for while
+it runs, up to 120 s plus 5 s per unit of load per CPU; after 3 s qcuda says
+what it waits for.`;
 
 /** Writes text to file as it comes, a whole line at a time, each after the milliseconds since the first call ("[12.345] line"). */
 function timedLines(file: string): (text: string) => void {
-  const fd = fs.openSync(file, 'w');
+  let fd: number;
+  try {
+    fd = fs.openSync(file, 'w');
+  } catch (e) {
+    usage(`--backend-log=${file}: ${(e as Error).message}`);
+  }
   let t0: bigint | undefined;
   let part = '';
   return (text) => {
@@ -174,9 +187,31 @@ function timedLines(file: string): (text: string) => void {
   };
 }
 
+/** Bad usage: one line on stderr, exit 2, before anything starts. */
 function usage(msg: string): never {
-  process.stderr.write(`qcuda: ${msg}\nTry 'qcuda help'.\n`);
+  process.stderr.write(`qcuda: ${msg.replace(/\.?\s*\n\s*/g, '; ')} (try 'qcuda help')\n`);
   process.exit(2);
+}
+
+/** An existing regular file (executable too when asked), else a usage error. */
+function existingFile(p: string, what: string, executable = false): string {
+  const st = fs.statSync(p, { throwIfNoEntry: false });
+  if (!st) usage(`${what} ${p}: no such file`);
+  if (!st.isFile()) usage(`${what} ${p}: not a file`);
+  if (executable) {
+    try {
+      fs.accessSync(p, fs.constants.X_OK);
+    } catch {
+      usage(`${what} ${p}: not executable`);
+    }
+  }
+  return p;
+}
+
+function existingSocket(p: string, what: string): string {
+  const st = fs.statSync(p, { throwIfNoEntry: false });
+  if (!st?.isSocket()) usage(`${what} ${p}: ${st ? 'not a socket' : 'no such socket'}`);
+  return p;
 }
 
 function need(v: string | undefined, what: string, env: string): string {
@@ -237,8 +272,37 @@ const OPTIONS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
+/** Values of the backend options vm and run pass on, checked here so that a bad one fails before anything starts. */
+const BACKEND_CHOICES: Record<string, string[]> = {
+  provider: ['cuda', 'host', 'auto'], isolation: ['process', 'none'],
+  'own-queues': ['yes', 'no'], 'ring-server': ['yes', 'no'], 'pin-guest-ram': ['yes', 'no'], 'worker-sandbox': ['seccomp', 'none'],
+};
+
+const BACKEND_PASSED = ['provider', 'gpu', 'isolation', 'own-queues', 'ring-server', 'pin-guest-ram', 'worker-sandbox', 'context-overhead', 'device-memory-limit', 'backend-log'];
+
+/** Each command's options (a known option of another command is a usage error too, not ignored). */
+const COMMAND_OPTIONS: Record<string, string[]> = {
+  vm: ['file', 'share', 'disk', 'host-root', 'virtiofsd', 'timeout', 'queues', 'memory', 'cpus', 'demo', 'console', 'quiet', 'qemu', 'kernel', 'disk-image', 'initrd', 'backend-user', ...BACKEND_PASSED],
+  run: ['socket', 'cudart', 'max-processes', 'lib-dir', ...BACKEND_PASSED],
+  'qemu-args': ['socket', 'disk-socket', 'kernel', 'initrd', 'queues', 'memory', 'cpus'],
+  status: ['socket', 'status-socket', 'json'],
+  'libvirt-xml': ['name', 'socket', 'kernel', 'initrd', 'cmdline', 'disk', 'qemu', 'memory', 'cpus', 'queues', 'type'],
+};
+
 /** The backend options vm and run share. */
 function backendOptions(v: { [k: string]: string | boolean | string[] | undefined }): string[] {
+  for (const [k, choices] of Object.entries(BACKEND_CHOICES)) {
+    const x = v[k];
+    if (typeof x === 'string' && !choices.includes(x)) usage(`--${k} must be ${choices.slice(0, -1).join(', ')} or ${choices[choices.length - 1]}, got '${x}'`);
+  }
+  if (typeof v.gpu === 'string' && (!/^\d+$/.test(v.gpu) || +v.gpu > 63)) usage(`--gpu must be an integer in 0..63, got '${v.gpu}'`);
+  if (typeof v['context-overhead'] === 'string') {
+    try {
+      parseSize(v['context-overhead']);
+    } catch (e) {
+      usage(`--context-overhead: ${(e as Error).message}`);
+    }
+  }
   const opt = (k: string) => (typeof v[k] === 'string' ? [`--${k}=${v[k] as string}`] : []);
   return [...opt('provider'), ...opt('gpu'), ...opt('isolation'), ...opt('own-queues'), ...opt('ring-server'), ...opt('pin-guest-ram'), ...opt('worker-sandbox'), ...opt('context-overhead')];
 }
@@ -249,20 +313,27 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
   const cudart = (v.cudart as string | undefined) ?? 'native';
   if (cudart !== 'native' && cudart !== 'qcuda') usage(`--cudart must be native or qcuda, got '${cudart}'`);
   const str = (k: string) => v[k] as string | undefined;
-  if (str('socket') && (backendOptions(v).length > 0 || str('device-memory-limit') || str('max-processes')))
+  if (str('socket') && (backendOptions(v).length > 0 || str('device-memory-limit') || str('max-processes') || str('backend-log')))
     usage('--socket joins a running backend: its options are that backend\'s (give them to qcuda-backend)');
   const processes = intOpt(str('max-processes'), 'max-processes', 64, 4096);
   const limit = str('device-memory-limit');
   if (limit !== undefined) quotaLeft(limit, []);
+  const socket = str('socket') && existingSocket(path.resolve(str('socket')!), '--socket');
+  const given = str('lib-dir') ?? process.env.QCUDA_LIB_DIR;
+  const libDir = path.resolve(given ?? path.resolve(__dirname, '..', '..', '..', '..', 'build', 'guest', 'lib'));
+  // A directory the user named must hold the libraries (the build's own, if missing, is RunError's: make builds it).
+  if (given !== undefined) {
+    for (const lib of ['libcuda.so.1', ...(cudart === 'qcuda' ? ['libcudart.so.13'] : [])])
+      if (!fs.existsSync(path.join(libDir, lib))) usage(`--lib-dir=${given} (or QCUDA_LIB_DIR): no ${lib} there`);
+  }
+  const backendArgs = [...backendOptions(v), ...(v['pin-guest-ram'] === undefined ? ['--pin-guest-ram=yes'] : []),
+    ...(limit ? [`--device-memory-limit=${limit}`] : []), `--max-processes=${processes}`];
+  const backendLog = str('backend-log') !== undefined ? timedLines(str('backend-log')!) : undefined;
   try {
     return await runCuda({
-      argv, socket: str('socket') && path.resolve(str('socket')!), qcudaRuntime: cudart === 'qcuda',
-      libDir: path.resolve(str('lib-dir') ?? process.env.QCUDA_LIB_DIR ?? path.resolve(__dirname, '..', '..', '..', '..', 'build', 'guest', 'lib')),
+      argv, socket, qcudaRuntime: cudart === 'qcuda', libDir,
       // Each frontend is one process and its "guest RAM" is that process's own memory: pinned whole.
-      backendArgs: [...backendOptions(v), ...(v['pin-guest-ram'] === undefined ? ['--pin-guest-ram=yes'] : []),
-        ...(limit ? [`--device-memory-limit=${limit}`] : []), `--max-processes=${processes}`],
-      frontends: processes, startTimeoutMs: 60_000,
-      backendLog: str('backend-log') !== undefined ? timedLines(str('backend-log')!) : undefined,
+      backendArgs, frontends: processes, startTimeoutMs: 60_000, backendLog,
     });
   } catch (e) {
     if (e instanceof RunError) {
@@ -303,7 +374,7 @@ function parseDiskImage(spec: string): VmDiskImage {
 
 /** SIZE[,store=gpu|host][,ro] -> a disk (bad usage exits 2). */
 function parseDisk(spec: string): VmDisk {
-  if (spec.startsWith('socket=')) return { size: 0n, socket: path.resolve(spec.slice(7)) };
+  if (spec.startsWith('socket=')) return { size: 0n, socket: existingSocket(path.resolve(spec.slice(7)), '--disk socket') };
   const [size, ...opts] = spec.split(',');
   const d: VmDisk = { size: 0n };
   try {
@@ -332,6 +403,7 @@ function quotaLeft(limit: string, disks: VmDisk[]): bigint {
   } catch (e) {
     usage(`--device-memory-limit: ${(e as Error).message}`);
   }
+  if (q === 0n) usage('--device-memory-limit must be more than 0');
   const taken = disks.filter((d) => !d.socket && (d.store ?? 'gpu') === 'gpu').reduce((n, d) => n + d.size, 0n);
   if (taken >= q) usage(`--device-memory-limit=${limit}: the GPU disks take ${taken} bytes of it, leaving nothing for CUDA`);
   return q - taken;
@@ -370,14 +442,19 @@ async function status(socket: string | undefined, statusSocket: string | undefin
 function libvirtXml(v: { [k: string]: string | boolean | string[] | undefined }): string {
   const str = (k: string) => v[k] as string | undefined;
   if (!str('name') || !str('socket')) usage('libvirt-xml needs --name=VM and --socket=PATH (the backend\'s --socket-path)');
-  const disk = (v.disk as string[] | undefined)?.[0];
+  const disks = (v.disk as string[] | undefined) ?? [];
+  if (disks.length > 1) usage('libvirt-xml boots one --disk=IMAGE');
+  const disk = disks[0] && existingFile(path.resolve(disks[0]), '--disk');
   if (!disk && !str('kernel')) usage('libvirt-xml needs --kernel=PATH (direct boot) or --disk=IMAGE (raw or qcow2)');
+  if (disk && (str('kernel') || str('initrd') || str('cmdline'))) usage('libvirt-xml boots --disk=IMAGE or --kernel=PATH (with --initrd, --cmdline), not both');
+  if (str('initrd') && !str('kernel')) usage('--initrd goes with --kernel');
   const type = str('type') ?? 'kvm';
   if (type !== 'kvm' && type !== 'qemu') usage(`--type must be kvm or qemu (TCG), got '${type}'`);
+  const file = (k: string) => (str(k) ? existingFile(path.resolve(str(k)!), `--${k}`) : undefined);
   return domainXml({
-    name: str('name')!, socket: path.resolve(str('socket')!), emulator: need(str('qemu'), 'qemu', 'QEMU_BIN'),
-    kernel: str('kernel') && path.resolve(str('kernel')!), initrd: str('initrd') && path.resolve(str('initrd')!), cmdline: str('cmdline'),
-    disk: disk ? { path: path.resolve(disk), format: disk.endsWith('.qcow2') ? 'qcow2' : 'raw' } : undefined,
+    name: str('name')!, socket: path.resolve(str('socket')!), emulator: existingFile(need(str('qemu'), 'qemu', 'QEMU_BIN'), 'QEMU', true),
+    kernel: file('kernel'), initrd: file('initrd'), cmdline: str('cmdline'),
+    disk: disk ? { path: disk, format: disk.endsWith('.qcow2') ? 'qcow2' : 'raw' } : undefined,
     memoryMiB: intOpt(str('memory'), 'memory', 2048, 1 << 20), cpus: intOpt(str('cpus'), 'cpus', 2, 256),
     queues: intOpt(str('queues'), 'queues', 4, 64), type, reconnectMs: 1000,
   });
@@ -400,10 +477,15 @@ async function main(): Promise<number> {
     process.stdout.write(`${HELP}\n`);
     return 0;
   }
+  const known = COMMAND_OPTIONS[cmd];
+  if (!known) usage(`unknown command '${cmd}'`);
+  const other = Object.keys(v).find((k) => !known.includes(k));
+  if (other) usage(`--${other} is not an option of 'qcuda ${cmd}'`);
+  if (cmd !== 'vm' && cmd !== 'run' && positionals.length > 0) usage(`'qcuda ${cmd}' takes no arguments, got '${positionals[0]}'`);
   if (cmd === 'qemu-args') {
     if (!v.socket) usage('qemu-args needs --socket=PATH (the backend\'s --socket-path)');
     const args = qemuArgs({
-      kernel: need(v.kernel, 'kernel', 'GUEST_KERNEL'), initrd: need(v.initrd, 'initrd', 'GUEST_INITRD'),
+      kernel: existingFile(need(v.kernel, 'kernel', 'GUEST_KERNEL'), 'the kernel'), initrd: existingFile(need(v.initrd, 'initrd', 'GUEST_INITRD'), 'the initrd'),
       socket: path.resolve(v.socket), queues: intOpt(v.queues, 'queues', 4, 64), memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20),
       cpus: intOpt(v.cpus, 'cpus', 2, 256),
       disks: (v['disk-socket'] ?? []).map((s) => ({ socket: path.resolve(s), queues: DISK_QUEUES })),
@@ -417,7 +499,7 @@ async function main(): Promise<number> {
     process.stdout.write(libvirtXml(v));
     return 0;
   }
-  if (cmd !== 'vm') usage(`unknown command '${cmd}'`);
+  if (v.demo && positionals.length > 0) usage('--demo runs its own programs: no COMMAND');
   let command = v.demo ? DEMO_COMMAND : positionals.join(' ');
   if (v.console) {
     if (!v['disk-image']) usage('--console needs --disk-image (the initramfs guest has no login)');
@@ -438,8 +520,8 @@ async function main(): Promise<number> {
   const diskImage = v['disk-image'] !== undefined ? parseDiskImage(v['disk-image']) : undefined;
   // A disk image boots its own kernel and initrd unless both are given.
   if (diskImage && (v.kernel === undefined) !== (v.initrd === undefined)) usage('with --disk-image, pass both --kernel and --initrd or neither');
+  for (const f of v.file ?? []) existingFile(path.resolve(f), '--file');
   const files = [...(v.file ?? []).map((f) => path.resolve(f)), ...(diskImage && v.demo ? demoFiles() : [])];
-  for (const f of v.file ?? []) if (!fs.statSync(f, { throwIfNoEntry: false })?.isFile()) usage(`--file=${f}: no such file`);
   let backendUser: BackendUserChoice;
   try {
     backendUser = chooseBackendUser(v['backend-user']);
@@ -448,23 +530,28 @@ async function main(): Promise<number> {
   }
   if (backendUser.note) process.stderr.write(`qcuda: ${backendUser.note}\n`);
   const virtiofsd = shares.length > 0 ? need(v.virtiofsd ?? (defaultVirtiofsd() || undefined), 'virtiofsd', 'QCUDA_VIRTIOFSD') : undefined;
+  // Everything is checked before runVm starts a process: a bad argument is a usage error, never a half-started VM.
+  const sizes = {
+    timeoutMs: intOpt(v.timeout, 'timeout', v.console ? 86400 : 300, 86400) * 1000, queues: intOpt(v.queues, 'queues', 4, 64),
+    memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20), cpus: intOpt(v.cpus, 'cpus', 2, 256),
+  };
+  const backendArgs = [
+    ...backendOptions(v),
+    ...(v['device-memory-limit'] !== undefined ? [`--device-memory-limit=${quotaLeft(v['device-memory-limit'], disks)}`] : []),
+  ];
+  const qemu = existingFile(need(v.qemu, 'qemu', 'QEMU_BIN'), 'QEMU', true);
+  const file = (k: 'kernel' | 'initrd') => (v[k] === undefined ? undefined : existingFile(path.resolve(v[k]), `--${k}`));
+  const bootFiles = diskImage ? { diskImage, kernel: file('kernel'), initrd: file('initrd') }
+    : { kernel: existingFile(need(v.kernel, 'kernel', 'GUEST_KERNEL'), 'the kernel'), initrd: existingFile(need(v.initrd, 'initrd', 'GUEST_INITRD'), 'the initrd') };
+  const onBackendLog = v['backend-log'] !== undefined ? timedLines(v['backend-log']) : undefined;
   try {
     const r = await runVm({
-      qemu: need(v.qemu, 'qemu', 'QEMU_BIN'),
-      ...(diskImage
-        ? { diskImage, kernel: v.kernel && path.resolve(v.kernel), initrd: v.initrd && path.resolve(v.initrd) }
-        : { kernel: need(v.kernel, 'kernel', 'GUEST_KERNEL'), initrd: need(v.initrd, 'initrd', 'GUEST_INITRD') }),
-      command, files, shares, virtiofsd, disks,
-      timeoutMs: intOpt(v.timeout, 'timeout', v.console ? 86400 : 300, 86400) * 1000, interactive: v.console, queues: intOpt(v.queues, 'queues', 4, 64),
-      memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20), cpus: intOpt(v.cpus, 'cpus', 2, 256),
+      qemu, ...bootFiles, command, files, shares, virtiofsd, disks, ...sizes, interactive: v.console, backendArgs, onBackendLog,
       // The demo prints each result once (from the guest's stdout), not the console too.
       onConsole: v.quiet || v.demo ? undefined : (s) => process.stderr.write(s),
-      onBackendLog: v['backend-log'] !== undefined ? timedLines(v['backend-log']) : undefined,
       backendUser: backendUser.user,
-      backendArgs: [
-        ...backendOptions(v),
-        ...(v['device-memory-limit'] ? [`--device-memory-limit=${quotaLeft(v['device-memory-limit'], disks)}`] : []),
-      ],
+      // Even with --quiet: it explains a delay that is not the guest's.
+      onWaiting: (line) => process.stderr.write(`qcuda: ${line}\n`),
     });
     if (v.console) {
       process.stderr.write(`\nqcuda: the guest powered off (QEMU exited with status ${r.exit})\n`);

@@ -12,6 +12,7 @@ import { makeSocketDir, type BackendUser } from './backend-user';
 import { cpio, type CpioEntry } from './cpio';
 import { DISK_APPEND, DiskImageError, prepareDiskImage, runArg, RUN_DISK_SERIAL } from './disk-image';
 import { qemuArgs, type QemuConfig } from './qemu-args';
+import { exited, ListenError, tail, waitForListen } from './listen-wait';
 import { parseReport, type GuestReport } from './result';
 import { defaultVirtiofsd, resolveShares, virtiofsdCommand, type ResolvedShare, type VmShare } from './shares';
 
@@ -51,6 +52,8 @@ export interface VmOptions {
   backendUser?: BackendUser;
   /** Receives what the backend writes to stderr (its log: sessions, workers, warnings) as it comes. */
   onBackendLog?: (text: string) => void;
+  /** Receives one line when a backend or virtiofsd is slow to listen (a loaded host): what the run waits for. */
+  onWaiting?: (line: string) => void;
   /** Receives the guest console (kernel log and program output) as it comes. */
   onConsole?: (text: string) => void;
   firmwareDirs?: string[];
@@ -152,15 +155,6 @@ function start(cmd: string, args: string[], name: string, terminal = false, as?:
   return p;
 }
 
-function exited(p: ChildProcess): Promise<string> {
-  return new Promise((resolve) => {
-    const describe = (code: number | null, sig: string | null) => (sig ? `killed by ${sig}` : `exited with status ${code}`);
-    if (p.exitCode !== null || p.signalCode !== null) return resolve(describe(p.exitCode, p.signalCode));
-    p.once('exit', (code, sig) => resolve(describe(code, sig)));
-    p.once('error', (e) => resolve(`could not start: ${e.message}`));
-  });
-}
-
 async function stop(p: ChildProcess | undefined): Promise<void> {
   if (!p || p.exitCode !== null || p.signalCode !== null || p.pid === undefined) return;
   const gone = exited(p);
@@ -170,18 +164,14 @@ async function stop(p: ChildProcess | undefined): Promise<void> {
   clearTimeout(timer);
 }
 
-function tail(s: string, lines = 15): string {
-  return s.trimEnd().split('\n').slice(-lines).join('\n');
-}
-
-async function waitForSocket(sock: string, p: ChildProcess, stderr: () => string, side: FailedSide = 'backend', name = 'backend'): Promise<void> {
-  const died = exited(p).then((how) => how);
-  for (let i = 0; i < 400; i++) {
-    if (fs.existsSync(sock)) return;
-    const how = await Promise.race([died, new Promise<undefined>((r) => setTimeout(() => r(undefined), 25))]);
-    if (how) throw new VmError(side, `${name} ${how} before listening:\n${tail(stderr())}`);
+/** Waits for a started process's socket; a process that exits (or passes the bound) fails the run as `side`. */
+async function waitForSocket(sock: string, p: ChildProcess, stderr: () => string, o: VmOptions, side: FailedSide = 'backend', name = 'backend'): Promise<void> {
+  try {
+    await waitForListen(p, { sock, name, stderr, onWaiting: o.onWaiting });
+  } catch (e) {
+    if (e instanceof ListenError) throw new VmError(side, e.message);
+    throw e;
   }
-  throw new VmError(side, `${name} did not create ${sock} within 10 s`);
 }
 
 /** pid and start time (to tell a reused pid apart) of a process's children. */
@@ -353,7 +343,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
         debug('virtiofsd %d: %s', i, d.toString().trimEnd());
         fsErr[i] += d.toString();
       });
-      await waitForSocket(fsSock, p, () => fsErr[i], 'virtiofsd', `virtiofsd for share ${s.hostDir}`);
+      await waitForSocket(fsSock, p, () => fsErr[i], o, 'virtiofsd', `virtiofsd for share ${s.hostDir}`);
     }));
     let beErr = '';
     const launchBackend = async (): Promise<ChildProcess> => {
@@ -364,7 +354,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
         beErr += d.toString();
         o.onBackendLog?.(d.toString());
       });
-      await waitForSocket(sock, p, () => beErr);
+      await waitForSocket(sock, p, () => beErr, o);
       return p;
     };
     await launchBackend();
@@ -381,7 +371,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
       const p = start(process.execPath, args, `disk ${i}`, false, o.backendUser);
       disks[i] = p;
       p.stderr!.on('data', (b: Buffer) => (diskErr[i] += b.toString()));
-      await waitForSocket(s, p, () => diskErr[i], 'backend', `the backend of disk ${i}`);
+      await waitForSocket(s, p, () => diskErr[i], o, 'backend', `backend of disk ${i}`);
     }));
 
     let consoleText = '';

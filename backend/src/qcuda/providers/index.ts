@@ -136,5 +136,8 @@ export function parseSize(s: string): bigint {
   const m = /^(\d+)([KMGT]i?B?)?$/i.exec(s.trim());
   if (!m) throw new Error(`not a size: '${s}' (use e.g. 512M, 2G or a byte count)`);
   const shift = { '': 0n, K: 10n, M: 20n, G: 30n, T: 40n }[(m[2] ?? '').charAt(0).toUpperCase() as '' | 'K' | 'M' | 'G' | 'T'];
-  return BigInt(m[1]) << shift;
+  const n = BigInt(m[1]) << shift;
+  // Sizes go on as 64-bit values (the addon's, the protocol's): past that, a typo.
+  if (n >= 1n << 63n) throw new Error(`too large: '${s}' (sizes are below 2^63 bytes)`);
+  return n;
 }
