@@ -230,6 +230,9 @@ test.serial('a synchronize still running after its inline poll goes to the pool,
     const s = await ctx.streamCreate(0, 0);
     // 500 ms: long enough that both waits begin while it runs on a loaded machine (150 ms was not, once, with every suite at once).
     await ctx.launch(hold.id, ONE, ONE, 0, s, i32(500));
+    // The waits go inline only while the context thread is idle, which it
+    // counts itself only after handing the launch's result back.
+    while (ctx.busy !== 0) await new Promise((r) => setImmediate(r));
     const before = n.stats();
     const sync = ctx.synchronize();
     const streamWait = ctx.streamSynchronize(s);

@@ -23,9 +23,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 say "accel: $(grep -qwE 'vmx|svm' /proc/cpuinfo && [ -w /dev/kvm ] && echo kvm || echo tcg)"
 
 status=0
-# PARTS picks sections (default all): run workloads provider hostile guest libcuda cublas torch managed bench latency disk;
+# PARTS picks sections (default all): run workloads provider hostile compat guest libcuda cublas torch managed bench latency disk;
 # also latency-short (not in all): the latency part's ring server runs alone, for a run of two minutes.
-PARTS=${PARTS:-run workloads provider hostile guest libcuda cublas torch managed bench latency disk}
+PARTS=${PARTS:-run workloads provider hostile compat guest libcuda cublas torch managed bench latency disk}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 # PROGRAMS (default all) picks the guest programs the guest and libcuda parts run.
 # VM_ARGS go to every guest (e.g. --own-queues=yes).
@@ -259,6 +259,17 @@ LD_LIBRARY_PATH=$native_lib timeout 120 "$work/guest/bin/bigmapped" bench > "$LO
 guest_vm --memory=3072 --timeout=300 -- 'bigmapped bench' > "$LOGS/bigmapped.guest.json" 2> "$LOGS/bigmapped.guest.err"
 say "native: $(cat "$LOGS/bigmapped.native.json")"
 say "guest:  $(cat "$LOGS/bigmapped.guest.json")"
+fi
+
+if part compat; then
+# What real software tripped on (issue 34), natively and under qcuda run:
+# cuFFT, VMM, JIT linking, graph memory, JAX, and cuDNN's numerics.
+say "== compatibility probes: native vs qcuda run =="
+OUT=$LOGS/probes JAX=1 bash test/gpu/probes/run-probes.sh > "$LOGS/probes.log" 2>&1
+grep -E '^=====|^exit|ok|values|round|error|-> CUDA' "$LOGS/probes.log" | tee -a "$summary"
+bash test/gpu/probes/run-cudnn.sh > "$LOGS/cudnn.log" 2>&1
+tee -a "$summary" < "$LOGS/cudnn.log"
+grep -q '^IDENTICAL$' "$LOGS/cudnn.log" || status=1
 fi
 
 if part bench; then

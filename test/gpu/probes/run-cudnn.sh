@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cudnn_det.py natively and under qcuda run: the first differing line, if any.
 cd "$(dirname "$0")/../../.."
-. test/gpu/unpack.sh
+[ -n "${app:-}" ] || . test/gpu/unpack.sh
 py=/opt/torch/.venv/bin/python3
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
 env -u LD_LIBRARY_PATH timeout 200 $py test/gpu/probes/cudnn_det.py > /tmp/det.native 2>&1

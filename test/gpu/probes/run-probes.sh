@@ -3,7 +3,7 @@
 # side: what each prints, and qcuda's debug lines about what it refused.
 # On the GPU machine, from the repository root: bash test/gpu/probes/run-probes.sh
 cd "$(dirname "$0")/../../.."
-. test/gpu/unpack.sh
+[ -n "${app:-}" ] || . test/gpu/unpack.sh
 OUT=${OUT:-/tmp/probes-out}; mkdir -p "$OUT"
 b=$(mktemp -d)
 for p in cufft vmm link graphmem; do

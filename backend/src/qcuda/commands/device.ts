@@ -1,6 +1,6 @@
 // Commands of the device as a whole: version handshake, properties, the
 // current device, synchronize and reset, and the context's limits.
-import { ATTR_MAX_PERSISTING_L2, checkLimit, checkLimitSet, limitBytes, limitReservesMemory, residentThreads } from '../attrs';
+import { ATTR_MAX_PERSISTING_L2, checkLimit, checkLimitSet, Limit, limitBytes, limitReservesMemory, residentThreads } from '../attrs';
 import type { Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
 import { encode, QCUDA_CAP_GPU, QCUDA_NUM_ATTRS, QCUDA_PROTO_VERSION, Status } from '../proto';
@@ -67,6 +67,8 @@ export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DE
 
   async LIMIT_GET(c) {
     checkLimit(c.args.limit);
+    // The set-aside the guest cannot set reads as the maximum it is told, 0 (the driver's own default is another VM's business too).
+    if (c.args.limit === Limit.PersistingL2CacheSize) return { value: 0n };
     return { value: await (await c.session.context()).limitGet(c.args.limit) };
   },
 };
