@@ -29,6 +29,7 @@
       "src/cuda_ctx_arrays.cc",
       "src/cuda_ctx_graphs.cc",
       "src/cuda_ctx_launch.cc",
+      "src/cuda_ctx_link.cc",
       "src/cuda_ctx_memory.cc",
       "src/cuda_ctx_modules.cc",
       "src/cuda_ctx_streams.cc",

@@ -35,6 +35,8 @@ using Graph = GraphSt *;          // CUgraph
 using GraphExec = GraphExecSt *;  // CUgraphExec
 using GraphNode = GraphNodeSt *;  // CUgraphNode
 using CondHandle = unsigned long long;  // CUgraphConditionalHandle
+struct LinkSt;
+using LinkState = LinkSt *;  // CUlinkState
 
 // CUmemorytype
 enum : int { kMemHost = 1, kMemDevice = 2, kMemArray = 3 };
@@ -306,7 +308,11 @@ constexpr size_t kAttrValueBytes = 64; // sizeof(CUstreamAttrValue) (QCUDA_ATTR_
   X(MemRelease, (MemHandle), "cuMemRelease", 10020, "cuMemRelease", nullptr, false) \
   X(MemMap, (Ptr, size_t, size_t, MemHandle, unsigned long long), "cuMemMap", 10020, "cuMemMap", nullptr, false) \
   X(MemUnmap, (Ptr, size_t), "cuMemUnmap", 10020, "cuMemUnmap", nullptr, false) \
-  X(MemSetAccess, (Ptr, size_t, const MemAccessDesc *, size_t), "cuMemSetAccess", 10020, "cuMemSetAccess", nullptr, false)
+  X(MemSetAccess, (Ptr, size_t, const MemAccessDesc *, size_t), "cuMemSetAccess", 10020, "cuMemSetAccess", nullptr, false) \
+  X(LinkCreate, (unsigned, int *, void **, LinkState *), "cuLinkCreate", 6050, "cuLinkCreate_v2", nullptr, false) /* options: CUjit_option */ \
+  X(LinkAddData, (LinkState, int, void *, size_t, const char *, unsigned, int *, void **), "cuLinkAddData", 6050, "cuLinkAddData_v2", nullptr, false) \
+  X(LinkComplete, (LinkState, void **, size_t *), "cuLinkComplete", 5050, "cuLinkComplete", nullptr, false) \
+  X(LinkDestroy, (LinkState), "cuLinkDestroy", 5050, "cuLinkDestroy", nullptr, false)
 
 struct Api {
 #define QCUDA_CU_FIELD(name, params, base, version, symbol, alt, required) Result(*name) params;

@@ -174,6 +174,16 @@ export interface CudaContextNative extends CudaContextCalls {
   moduleLoad(image: Uint8Array, limit?: bigint): Promise<{ id: number; bytes: bigint }>;
   /** cuModuleUnload; the module's function ids go with it. */
   moduleUnload(module: number): Promise<void>;
+  /**
+   * cuLinkCreate, cuLinkAddData of each input (a copy, NUL-padded), cuLinkComplete and a copy of
+   * its cubin, cuLinkDestroy, on the context thread (optional driver entry points: missing, the
+   * call fails with CUDA_ERROR_NOT_SUPPORTED). options: [CUjit_option, integer value] pairs, the
+   * logs and wall time being the addon's own. Resolves to LINK_RESULT_HEADER bytes (little-endian
+   * u32s: the link's CUresult, image bytes, info log bytes, error log bytes, then the wall time as
+   * a float and 4 zero bytes) and the image, info log and error log, one after another: a failed
+   * link resolves too, with its CUresult and logs.
+   */
+  link(inputs: readonly { type: number; name: string; data: Uint8Array }[], options: readonly (readonly [number, number])[]): Promise<Uint8Array>;
   /** cuModuleGetFunction + cuFuncGetParamInfo for each parameter (driver >= 12.4; fails with more than maxParams). */
   functionGet(module: number, name: string, maxParams: number): Promise<{ id: number; params: { offset: number; size: number }[] }>;
   /** cuModuleGetGlobal_v2. */

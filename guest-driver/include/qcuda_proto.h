@@ -116,6 +116,21 @@ typedef uint64_t __le64;
 /* Most kernel parameters. */
 #define QCUDA_MAX_PARAMS 256
 
+/*
+ * LINK: most inputs of one link (each a finished module upload: at most this
+ * many are pending at once).
+ */
+#define QCUDA_MAX_LINK_INPUTS 4
+
+/*
+ * LINK: most JIT options (CUjit_option, integer value) passed to the host's
+ * linker.
+ */
+#define QCUDA_MAX_LINK_OPTIONS 8
+
+/* LINK: bytes of each input's name, with its NUL (a longer name is cut). */
+#define QCUDA_LINK_NAME 256
+
 /* A kernel's parameters: CUDA 12.1+'s limit on Volta and later. */
 #define QCUDA_MAX_PARAM_BYTES 32764
 
@@ -328,6 +343,22 @@ enum qcuda_cmd {
 	 * value = 1: staged (no MODULE_UPLOAD needed); 0: not cached, upload it
 	 */
 	QCUDA_CMD_MODULE_FIND = 57,
+	/*
+	 * JIT linking: the host driver links the uploaded inputs
+	 * (cuLinkCreate/AddData/Complete) into a cubin, kept by the backend (at most
+	 * QCUDA_MAX_LINK_INPUTS results a session, counted against the VM's staging
+	 * bound) until LINK_READ has read its last byte or the session ends. A
+	 * failed link answers status 0 with link_status set and its logs kept; args
+	 * link, out link, value = the result id (for LINK_READ)
+	 */
+	QCUDA_CMD_LINK = 58,
+	/*
+	 * Copies a LINK result's bytes from args.offset into the data (from device:
+	 * one chunk, data_offset 0, data_len 1..QCUDA_CHUNK); the result is dropped
+	 * once its last byte is read; args link_read, data from device, value = the
+	 * bytes written
+	 */
+	QCUDA_CMD_LINK_READ = 59,
 	/* args handle */
 	QCUDA_CMD_MODULE_UNLOAD = 50,
 	/* args symbol, out func_info, value = the function handle */
@@ -729,6 +760,41 @@ struct qcuda_args_module_find {
 	unsigned char sha256[32]; /* the image's SHA-256 */
 };
 QCUDA_SIZE_IS(qcuda_args_module_find, 48);
+
+/*
+ * JIT linking (cuLinkComplete): the inputs are finished module uploads
+ * (MODULE_UPLOAD), taken (their staging given back) by the LINK whatever its
+ * outcome.
+ */
+struct qcuda_args_link {
+	__le32 num_inputs;      /* 1..QCUDA_MAX_LINK_INPUTS */
+	__le32 num_options;     /* 0..QCUDA_MAX_LINK_OPTIONS */
+	__le64 upload_id[4];
+	__le32 type[4];         /* CUjitInputType of each input */
+	__le32 option[8];       /* CU_JIT_OPTIMIZATION_LEVEL, _TARGET, _GENERATE_DEBUG_INFO, _LOG_VERBOSE, _GENERATE_LINE_INFO */
+	__le32 value[8];
+	char name[1024];        /* input i's name at i * QCUDA_LINK_NAME, NUL-terminated */
+};
+QCUDA_SIZE_IS(qcuda_args_link, 1144);
+
+/*
+ * The link's result, kept by the backend as image bytes, then the info log,
+ * then the error log (LINK_READ).
+ */
+struct qcuda_out_link {
+	__le64 image_bytes;     /* 0 when the link failed */
+	__le32 info_bytes;
+	__le32 error_bytes;
+	__le32 wall_ms_bits;    /* CU_JIT_WALL_TIME: the float milliseconds, bit for bit */
+	__le32 link_status;     /* the host linker's CUresult (0: linked) */
+};
+QCUDA_SIZE_IS(qcuda_out_link, 24);
+
+struct qcuda_args_link_read {
+	__le64 result;          /* LINK's value */
+	__le64 offset;          /* into image, info log, error log, one after another */
+};
+QCUDA_SIZE_IS(qcuda_args_link_read, 16);
 
 struct qcuda_args_symbol {
 	__le64 module;

@@ -223,6 +223,22 @@ export function defineContextCalls<T>(cls: { prototype: T }, impl: (self: T, cal
 export interface ProviderContext extends ContextCalls, CoreContext {}
 
 /** The context's methods that are not one call's (copies, launches, modules, teardown). */
+/** One input of a JIT link: a CUjitInputType, its bytes, the name the linker's messages give it. */
+export interface LinkInput {
+  readonly type: number;
+  readonly name: string;
+  readonly data: Uint8Array;
+}
+
+/** What a link made: the cubin (empty when status is not 0), the linker's logs, CU_JIT_WALL_TIME. */
+export interface LinkResult {
+  readonly status: number;
+  readonly image: Uint8Array;
+  readonly infoLog: Uint8Array;
+  readonly errorLog: Uint8Array;
+  readonly wallMs: number;
+}
+
 export interface CoreContext {
   malloc(size: bigint): Promise<DevPtr>;
   free(ptr: DevPtr): Promise<void>;
@@ -302,6 +318,12 @@ export interface CoreContext {
   moduleLoad(image: Uint8Array): Promise<{ ref: ModuleRef; bytes: bigint }>;
   /** Unloads a module; its functions become invalid. */
   moduleUnload(m: ModuleRef): Promise<void>;
+  /**
+   * JIT-links the inputs (each followed by NUL padding, as a module image)
+   * with the driver's linker (cuLinkCreate, cuLinkAddData, cuLinkComplete):
+   * a failed link resolves too, with its CUresult as status and its logs.
+   */
+  link(inputs: readonly LinkInput[], options: readonly (readonly [option: number, value: number])[]): Promise<LinkResult>;
   /** A kernel of a module and its parameter layout (at most maxParams parameters). */
   functionGet(m: ModuleRef, name: string, maxParams: number): Promise<FunctionInfo>;
   /** A __device__ variable of a module: where it lives and its size. */
@@ -352,7 +374,7 @@ const CORE_METHODS = [
   'copy3DFromDevice', 'memset2D', 'arrayCreate', 'arrayDestroy', 'mipmapCreate', 'mipmapLevel', 'mipmapDestroy', 'texCreate', 'texDestroy', 'surfCreate', 'surfDestroy',
   'graphCreate', 'graphDestroy', 'graphCondHandle', 'graphInstantiate', 'graphExecDestroy', 'graphLaunch',
   'vmmReserve', 'vmmFree', 'vmmCreate', 'vmmRelease', 'vmmMap', 'vmmUnmap', 'vmmSetAccess', 'eventElapsed', 'hostDevicePointer',
-  'hostUnmap', 'moduleLoad', 'moduleUnload', 'functionGet', 'variableGet', 'funcGetAttributes', 'funcSetAttribute', 'occupancyBlocks',
+  'hostUnmap', 'moduleLoad', 'moduleUnload', 'link', 'functionGet', 'variableGet', 'funcGetAttributes', 'funcSetAttribute', 'occupancyBlocks',
   'occupancySmem', 'limitSet', 'limitGet', 'streamSetAttribute', 'streamGetAttribute', 'launchCooperative', 'launchEx', 'launch', 'launchMany', 'destroy',
 ] as const satisfies readonly (keyof CoreContext)[];
 type Unlisted = Exclude<keyof CoreContext, (typeof CORE_METHODS)[number]>;

@@ -17,6 +17,8 @@ import type { Now } from '../sys/now';
 
 /** Module images being uploaded at once by one session (each up to QCUDA_MAX_MODULE bytes). */
 export const MAX_PENDING_UPLOADS = 4;
+/** LINK results a session keeps at once (each until read whole: commands/link.ts). */
+export const MAX_LINK_RESULTS = 4;
 
 /** Disjoint received pieces an upload may have before it is complete (the driver sends QCUDA_CHUNK-sized chunks: at most 4 for an image of QCUDA_MAX_MODULE bytes). */
 const MAX_UPLOAD_PIECES = 1024;
@@ -195,6 +197,9 @@ export class Session {
   readonly #textures = new Set<bigint>();
   readonly #surfaces = new Set<bigint>();
   readonly #uploads = new Map<bigint, Upload>();
+  /** LINK results not read whole yet: image, info log, error log (counted against the staging bound). */
+  readonly #linkResults = new Map<bigint, Uint8Array>();
+  #nextLinkResult = 1n;
   readonly #modules = new Map<bigint, ModuleEntry>();
   readonly #functions = new Map<bigint, SessionFunction>();
   /** __device__ variables asked for with VAR_GET: addressable, not freeable. */
@@ -768,6 +773,35 @@ export class Session {
     this.#staging.give(BigInt(u.bytes.length));
   }
 
+  /** Keeps a LINK result until it is read whole (readLinkResult) or the session ends: its id. */
+  addLinkResult(bytes: Uint8Array): bigint {
+    if (this.#linkResults.size >= MAX_LINK_RESULTS) throw new CudaError(Status.TOO_LARGE, `more than ${MAX_LINK_RESULTS} link results not read yet`);
+    this.#staging.take(BigInt(bytes.length));
+    const id = this.#nextLinkResult++;
+    this.#linkResults.set(id, bytes);
+    return id;
+  }
+
+  /** Up to `len` bytes of LINK result `id` from `offset`; the result is dropped once its last byte is read. */
+  readLinkResult(id: bigint, offset: bigint, len: number): Uint8Array {
+    const r = this.#linkResults.get(id);
+    if (r === undefined) throw new CudaError(CudaErr.InvalidValue, `no link result ${id} in this process`);
+    if (offset < 0n || offset >= BigInt(r.length)) throw new CudaError(CudaErr.InvalidValue, `offset ${offset} outside link result ${id} of ${r.length} bytes`);
+    const at = Number(offset);
+    const end = Math.min(r.length, at + len);
+    if (end === r.length) this.#dropLinkResult(id, r);
+    return r.subarray(at, end);
+  }
+
+  #dropLinkResult(id: bigint, r: Uint8Array): void {
+    this.#linkResults.delete(id);
+    this.#staging.give(BigInt(r.length));
+  }
+
+  get linkResults(): number {
+    return this.#linkResults.size;
+  }
+
   get pendingUploads(): number {
     return this.#uploads.size;
   }
@@ -943,6 +977,7 @@ export class Session {
     this.#graphs.clear(); // the context's destruction frees them
     this.#graphExecs.clear();
     for (const [id, u] of this.#uploads) this.#dropUpload(id, u);
+    for (const [id, r] of this.#linkResults) this.#dropLinkResult(id, r);
     this.#modules.clear(); // the context's destruction unloads them
     this.#functions.clear();
     this.#symbols.clear();

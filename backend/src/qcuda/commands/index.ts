@@ -12,6 +12,7 @@ import { DEVICE_COMMANDS } from './device';
 import { GRAPH_COMMANDS } from './graph';
 import { LAUNCH_COMMANDS } from './launch';
 import { MEMORY_COMMANDS } from './memory';
+import { LINK_COMMANDS } from './link';
 import { MODULE_COMMANDS } from './module';
 import { OUTPUT_COMMANDS } from './output';
 import { STREAM_COMMANDS } from './stream';
@@ -63,6 +64,7 @@ function build(): Runs<SessionCmd> {
     graph: GRAPH_COMMANDS,
     stream: STREAM_COMMANDS,
     module: MODULE_COMMANDS,
+    link: LINK_COMMANDS,
     launch: LAUNCH_COMMANDS,
     output: OUTPUT_COMMANDS,
     context,
@@ -76,6 +78,7 @@ function build(): Runs<SessionCmd> {
     ...groups.graph,
     ...groups.stream,
     ...groups.module,
+    ...groups.link,
     ...groups.launch,
     ...groups.output,
     ...groups.context,

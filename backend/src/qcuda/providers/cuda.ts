@@ -17,7 +17,7 @@
 //   is attributed to sessions).
 import createDebug from 'debug';
 import { CudaErr, CudaError } from '../cuda-error';
-import { defineContextCalls, type ContextCalls, type DevPtr, type DeviceProps, type Dim3, type EventRef, type FunctionInfo, type FunctionRef, type GuestSeg, type HostPiece, type LaunchDesc, type ModuleRef, type OutputSink, type Provider, type ProviderContext, type StreamRef, type ArrayDesc, type ArrayRef, type MipmapRef, type Extent, type HostBlock, type Place, type Pos, type TexDesc, type TexResource, type GraphExecRef, type GraphRef, type GraphSpec, type VmmRef } from '../provider';
+import { defineContextCalls, type ContextCalls, type DevPtr, type DeviceProps, type Dim3, type EventRef, type FunctionInfo, type FunctionRef, type GuestSeg, type HostPiece, type LaunchDesc, type ModuleRef, type OutputSink, type Provider, type ProviderContext, type StreamRef, type ArrayDesc, type ArrayRef, type MipmapRef, type Extent, type HostBlock, type Place, type Pos, type TexDesc, type TexResource, type GraphExecRef, type GraphRef, type GraphSpec, type VmmRef, type LinkInput, type LinkResult } from '../provider';
 import type { HandleKind } from '../wire/protocol';
 import { cudaNative, packDim3, packSegs, type CudaContextNative, type CudaNative } from '../../native-cuda';
 import { deviceOutput, type OutputSource } from './cuda-output';
@@ -387,6 +387,9 @@ class CudaSessionContext implements ProviderContext, OutputSource {
     const m = await this.flushing(() => this.native.moduleLoad(image));
     return { ref: m.id, bytes: m.bytes };
   }
+  async link(inputs: readonly LinkInput[], options: readonly (readonly [number, number])[]): Promise<LinkResult> {
+    return unpackLink(await this.native.link(inputs, options));
+  }
   moduleUnload(m: ModuleRef): Promise<void> {
     return this.flushing(() => this.native.moduleUnload(handleId(m, 'module')));
   }
@@ -720,4 +723,13 @@ export async function createCudaProvider(gpu = 0, o: CudaProviderOptions = {}): 
     await primary.destroy().catch(() => undefined);
     throw e;
   }
+}
+
+/** The addon's link result (native-cuda.ts: link): its header, then the image and the two logs. */
+export function unpackLink(b: Uint8Array): LinkResult {
+  const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  const [status, image, info, error] = [0, 4, 8, 12].map((at) => v.getUint32(at, true));
+  if (24 + image + info + error !== b.length) throw new CudaError(CudaErr.Unknown, `the addon's link result of ${b.length} bytes does not match its header`);
+  const at = (from: number, n: number) => b.slice(from, from + n);
+  return { status, image: at(24, image), infoLog: at(24 + image, info), errorLog: at(24 + image + info, error), wallMs: v.getFloat32(16, true) };
 }

@@ -680,6 +680,9 @@ class HostContext implements ProviderContext {
   async moduleLoad(_image: Uint8Array): Promise<{ ref: never; bytes: bigint }> {
     throw new CudaError(CudaErr.NoKernelImageForDevice, 'the host provider runs no kernels: kernels need the cuda provider (a GPU)');
   }
+  async link(): Promise<never> {
+    throw new CudaError(CudaErr.NotSupported, 'the host provider cannot JIT-link: linking needs the cuda provider (a GPU driver)');
+  }
   async moduleUnload(_m: unknown): Promise<void> {
     throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no modules');
   }

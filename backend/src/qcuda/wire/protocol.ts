@@ -59,6 +59,9 @@ export const CONSTANTS = {
   QCUDA_NUM_ATTRS: { value: 160, doc: 'Device attributes are indexed by CUdevice_attribute (== cudaDeviceAttr).' },
   QCUDA_MAX_MODULE: { value: 64 << 20, c: '(64u << 20)', doc: 'Largest fat binary the backend accepts.' },
   QCUDA_MAX_PARAMS: { value: 256, doc: 'Most kernel parameters.' },
+  QCUDA_MAX_LINK_INPUTS: { value: 4, doc: 'LINK: most inputs of one link (each a finished module upload: at most this many are pending at once).' },
+  QCUDA_MAX_LINK_OPTIONS: { value: 8, doc: 'LINK: most JIT options (CUjit_option, integer value) passed to the host\'s linker.' },
+  QCUDA_LINK_NAME: { value: 256, doc: 'LINK: bytes of each input\'s name, with its NUL (a longer name is cut).' },
   QCUDA_MAX_PARAM_BYTES: { value: 32764, doc: 'A kernel\'s parameters: CUDA 12.1+\'s limit on Volta and later.' },
   QCUDA_MAX_NAME: { value: 4088, doc: 'A kernel or variable name with its NUL (PyTorch\'s templated kernels have names of over 256 bytes).' },
   QCUDA_NUM_FUNC_ATTRS: { value: 16, doc: 'FUNC_ATTRS: every CUfunction_attribute (cuFuncGetAttribute), indexed by it (CU_FUNC_ATTRIBUTE_MAX in CUDA 13); each an int, as its bits.' },
@@ -109,6 +112,9 @@ const MAX_PARAMS = CONSTANTS.QCUDA_MAX_PARAMS.value;
 const NUM_FUNC_ATTRS = CONSTANTS.QCUDA_NUM_FUNC_ATTRS.value;
 const ATTR_VALUE_BYTES = CONSTANTS.QCUDA_ATTR_VALUE_BYTES.value;
 const MAX_NAME = CONSTANTS.QCUDA_MAX_NAME.value;
+const MAX_LINK_INPUTS = CONSTANTS.QCUDA_MAX_LINK_INPUTS.value;
+const MAX_LINK_OPTIONS = CONSTANTS.QCUDA_MAX_LINK_OPTIONS.value;
+const LINK_NAME = CONSTANTS.QCUDA_LINK_NAME.value;
 
 export const STRUCTS = {
   virtio_qcuda_config: {
@@ -171,6 +177,20 @@ export const STRUCTS = {
     fields: [['upload_id', 'u64', 'the upload to stage the image as'], ['size', 'u64', 'the image\'s bytes'],
       ['sha256', 'u8[32]', 'the image\'s SHA-256']],
   },
+  qcuda_args_link: {
+    doc: 'JIT linking (cuLinkComplete): the inputs are finished module uploads (MODULE_UPLOAD), taken (their staging given back) by the LINK whatever its outcome.',
+    fields: [['num_inputs', 'u32', '1..QCUDA_MAX_LINK_INPUTS'], ['num_options', 'u32', '0..QCUDA_MAX_LINK_OPTIONS'],
+      ['upload_id', `u64[${MAX_LINK_INPUTS}]`], ['type', `u32[${MAX_LINK_INPUTS}]`, 'CUjitInputType of each input'],
+      ['option', `u32[${MAX_LINK_OPTIONS}]`, 'CU_JIT_OPTIMIZATION_LEVEL, _TARGET, _GENERATE_DEBUG_INFO, _LOG_VERBOSE, _GENERATE_LINE_INFO'],
+      ['value', `u32[${MAX_LINK_OPTIONS}]`],
+      ['name', `char[${MAX_LINK_INPUTS * LINK_NAME}]`, 'input i\'s name at i * QCUDA_LINK_NAME, NUL-terminated']],
+  },
+  qcuda_out_link: {
+    doc: 'The link\'s result, kept by the backend as image bytes, then the info log, then the error log (LINK_READ).',
+    fields: [['image_bytes', 'u64', '0 when the link failed'], ['info_bytes', 'u32'], ['error_bytes', 'u32'],
+      ['wall_ms_bits', 'u32', 'CU_JIT_WALL_TIME: the float milliseconds, bit for bit'], ['link_status', 'u32', 'the host linker\'s CUresult (0: linked)']],
+  },
+  qcuda_args_link_read: { fields: [['result', 'u64', 'LINK\'s value'], ['offset', 'u64', 'into image, info log, error log, one after another']] },
   qcuda_args_symbol: { fields: [['module', 'u64'], ['name', `char[${MAX_NAME}]`, 'NUL-terminated mangled name']] },
   qcuda_out_func_info: {
     doc: 'The kernel\'s parameter layout as the host driver reports it (cuFuncGetParamInfo): the library packs launch parameters exactly so, and the backend refuses a launch whose parameter block differs in size.',
@@ -535,6 +555,22 @@ export const CALLS = {
     args: 'qcuda_args_module_find',
     doc: 'Before MODULE_UPLOAD: an image the VM loaded before (the backend keeps images by content, bounded in bytes) is staged as upload_id without crossing again; then MODULE_LOAD as after an upload.',
     value: '1: staged (no MODULE_UPLOAD needed); 0: not cached, upload it',
+  },
+  LINK: {
+    cmd: 58,
+    side: 'context',
+    args: 'qcuda_args_link',
+    out: 'qcuda_out_link',
+    doc: 'JIT linking: the host driver links the uploaded inputs (cuLinkCreate/AddData/Complete) into a cubin, kept by the backend (at most QCUDA_MAX_LINK_INPUTS results a session, counted against the VM\'s staging bound) until LINK_READ has read its last byte or the session ends. A failed link answers status 0 with link_status set and its logs kept.',
+    value: 'the result id (for LINK_READ)',
+  },
+  LINK_READ: {
+    cmd: 59,
+    side: 'backend',
+    args: 'qcuda_args_link_read',
+    data: 'from',
+    doc: 'Copies a LINK result\'s bytes from args.offset into the data (from device: one chunk, data_offset 0, data_len 1..QCUDA_CHUNK); the result is dropped once its last byte is read.',
+    value: 'the bytes written',
   },
   MODULE_UNLOAD: { cmd: 50, side: 'context', args: 'qcuda_args_handle', handles: { handle: 'module' }, ends: 'handle', doc: '' },
   FUNC_GET: { cmd: 51, side: 'context', args: 'qcuda_args_symbol', out: 'qcuda_out_func_info', handles: { module: 'module' }, doc: '', value: 'the function handle' },
