@@ -346,10 +346,10 @@ enum qcuda_cmd {
 	/*
 	 * JIT linking: the host driver links the uploaded inputs
 	 * (cuLinkCreate/AddData/Complete) into a cubin, kept by the backend (at most
-	 * QCUDA_MAX_LINK_INPUTS results a session, counted against the VM's staging
-	 * bound) until LINK_READ has read its last byte or the session ends. A
-	 * failed link answers status 0 with link_status set and its logs kept; args
-	 * link, out link, value = the result id (for LINK_READ)
+	 * 4 results a session, counted against the VM's staging bound) until
+	 * LINK_READ has read its last byte or the session ends. A failed link
+	 * answers status 0 with link_status set and its logs kept; args link, out
+	 * link, value = the result id (for LINK_READ)
 	 */
 	QCUDA_CMD_LINK = 58,
 	/*
@@ -791,7 +791,7 @@ struct qcuda_out_link {
 QCUDA_SIZE_IS(qcuda_out_link, 24);
 
 struct qcuda_args_link_read {
-	__le64 result;          /* LINK's value */
+	__le64 link;            /* LINK's value: the result id */
 	__le64 offset;          /* into image, info log, error log, one after another */
 };
 QCUDA_SIZE_IS(qcuda_args_link_read, 16);

@@ -343,10 +343,10 @@ static inline cudaError_t qc_req_module_find(const struct qcuda_args_module_find
 /*
  * LINK: JIT linking: the host driver links the uploaded inputs
  * (cuLinkCreate/AddData/Complete) into a cubin, kept by the backend (at most
- * QCUDA_MAX_LINK_INPUTS results a session, counted against the VM's staging
- * bound) until LINK_READ has read its last byte or the session ends. A failed
- * link answers status 0 with link_status set and its logs kept; args link,
- * out link, value = the result id (for LINK_READ)
+ * 4 results a session, counted against the VM's staging bound) until
+ * LINK_READ has read its last byte or the session ends. A failed link answers
+ * status 0 with link_status set and its logs kept; args link, out link, value
+ * = the result id (for LINK_READ)
  */
 static inline cudaError_t qc_req_link(const struct qcuda_args_link *a,
 					struct qcuda_out_link *out,
@@ -361,13 +361,13 @@ static inline cudaError_t qc_req_link(const struct qcuda_args_link *a,
  * result is dropped once its last byte is read; args link_read, data from
  * device, value = the bytes written
  */
-static inline cudaError_t qc_req_link_read(uint64_t result,
+static inline cudaError_t qc_req_link_read(uint64_t link,
 						uint64_t offset,
 						void *data,
 						uint64_t data_len,
 						uint64_t *result)
 {
-	struct qcuda_args_link_read a = { .result = result, .offset = offset };
+	struct qcuda_args_link_read a = { .link = link, .offset = offset };
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_LINK_READ, .args = &a, .args_len = sizeof(a), .dir = QT_FROM_DEVICE, .data = data, .data_len = data_len, .value = result });
 }
 

@@ -23,7 +23,8 @@
  * memsets, pointer attributes), vmm.c (virtual memory management:
  * reservations, physical allocations, mappings), copy_batch.c (batched and 3D peer copies),
  * stream.c (streams and events), module.c
- * (libraries, modules, kernels, functions, globals), launch.c (launches,
+ * (libraries, modules, kernels, functions, globals), link.c (JIT linking
+ * on the host's linker), launch.c (launches,
  * function attributes, occupancy), errors.c (CUresult names, strings and the
  * mapping from the runtime's cudaError_t), the generated stubs.c (every
  * other name of cuda.h: CUDA_ERROR_NOT_SUPPORTED).
@@ -98,5 +99,8 @@ CUresult cu_memcpy2d(const CUDA_MEMCPY2D *c, CUstream stream, int async, int ptd
 /* A CUkernel or CUfunction the program holds (both are a kernel of the
  * runtime layer), or NULL. */
 struct qc_kernel *cu_kernel(const void *h);
+/* A whole file (at most QCUDA_MAX_MODULE bytes) in a malloc'd buffer with a
+ * NUL after it; size (may be NULL): its bytes. */
+CUresult cu_read_file(const char *path, void **buf, size_t *size);
 
 #endif

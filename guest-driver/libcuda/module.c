@@ -125,8 +125,8 @@ static CUresult module_add(const void *code, int copy, struct qc_module **out)
 	return *out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-/* Reads a whole file (cuModuleLoad, cuLibraryLoadFromFile). */
-static CUresult read_file(const char *path, void **buf)
+/* Reads a whole file, NUL after it (cuModuleLoad, cuLibraryLoadFromFile, cuLinkAddFile). */
+CUresult cu_read_file(const char *path, void **buf, size_t *size)
 {
 	FILE *f;
 	long n;
@@ -154,6 +154,8 @@ static CUresult read_file(const char *path, void **buf)
 	b[n] = 0;	/* PTX text ends here */
 	fclose(f);
 	*buf = b;
+	if (size)
+		*size = (size_t)n;
 	return CUDA_SUCCESS;
 }
 
@@ -205,7 +207,7 @@ CUresult cuModuleLoad(CUmodule *module, const char *fname)
 
 	if (!module)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = read_file(fname, &buf);
+	r = cu_read_file(fname, &buf, NULL);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = module_load(module, buf);
@@ -340,7 +342,7 @@ CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_o
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!cu_initialized)
 		return CUDA_ERROR_NOT_INITIALIZED;
-	r = read_file(fileName, &buf);
+	r = cu_read_file(fileName, &buf, NULL);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = cuLibraryLoadData(library, buf, NULL, NULL, 0, NULL, NULL, 0);

@@ -61,7 +61,7 @@ function link(c: QcudaClient, inputs: readonly Input[], options: readonly [numbe
 /** LINK_READ of len bytes at offset: the reply and the bytes as text. */
 async function read(c: QcudaClient, result: bigint, offset: number, len: number) {
   const gpa = c.fe.mem.alloc(len, 64);
-  const r = await c.call(Cmd.LINK_READ, { args: ['qcuda_args_link_read', { result, offset: BigInt(offset) }], from: [{ gpa, len }], dataOffset: 0n, dataLen: BigInt(len) });
+  const r = await c.call(Cmd.LINK_READ, { args: ['qcuda_args_link_read', { link: result, offset: BigInt(offset) }], from: [{ gpa, len }], dataOffset: 0n, dataLen: BigInt(len) });
   return { r, text: Buffer.from(c.fe.mem.bytes(gpa, Number(r.value))).toString('latin1') };
 }
 

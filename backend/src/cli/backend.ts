@@ -102,7 +102,8 @@ that would pass it fails with the CUDA error named, nothing grows):
   --max-processes=N       guest processes with a CUDA context at once, i.e.
                           worker processes (default ${DEFAULT_LIMITS.contexts}; 1 with
                           --isolation=none): cudaErrorDevicesUnavailable
-  --module-staging=SIZE   module image bytes being uploaded at once, all
+  --module-staging=SIZE   module image bytes being uploaded at once and JIT
+                          link results not read back yet, all
                           processes together (default ${DEFAULT_LIMITS.moduleStaging >> 20n}M):
                           cudaErrorMemoryAllocation
   --module-cache=SIZE     module image bytes kept by content so that the VM's

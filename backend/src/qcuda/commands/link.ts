@@ -90,7 +90,7 @@ export const LINK_COMMANDS: Runs<'LINK' | 'LINK_READ'> = {
     // One request, as OUTPUT_READ: the last read drops the result, so chunks completing in any order would lose pieces.
     if (c.dataOffset !== 0n || c.dataLen === 0n || c.dataLen > BigInt(QCUDA_CHUNK))
       throw new CudaError(Status.BAD_REQUEST, `LINK_READ: a buffer of ${c.dataLen} bytes at offset ${c.dataOffset} (1 to ${QCUDA_CHUNK} bytes at offset 0)`);
-    const bytes = c.session.readLinkResult(c.args.result, c.args.offset, Number(c.dataLen));
+    const bytes = c.session.readLinkResult(c.args.link, c.args.offset, Number(c.dataLen));
     let at = 0;
     for (const d of c.data) {
       if (at >= bytes.length) break;

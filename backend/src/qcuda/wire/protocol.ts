@@ -190,7 +190,7 @@ export const STRUCTS = {
     fields: [['image_bytes', 'u64', '0 when the link failed'], ['info_bytes', 'u32'], ['error_bytes', 'u32'],
       ['wall_ms_bits', 'u32', 'CU_JIT_WALL_TIME: the float milliseconds, bit for bit'], ['link_status', 'u32', 'the host linker\'s CUresult (0: linked)']],
   },
-  qcuda_args_link_read: { fields: [['result', 'u64', 'LINK\'s value'], ['offset', 'u64', 'into image, info log, error log, one after another']] },
+  qcuda_args_link_read: { fields: [['link', 'u64', 'LINK\'s value: the result id'], ['offset', 'u64', 'into image, info log, error log, one after another']] },
   qcuda_args_symbol: { fields: [['module', 'u64'], ['name', `char[${MAX_NAME}]`, 'NUL-terminated mangled name']] },
   qcuda_out_func_info: {
     doc: 'The kernel\'s parameter layout as the host driver reports it (cuFuncGetParamInfo): the library packs launch parameters exactly so, and the backend refuses a launch whose parameter block differs in size.',
@@ -561,7 +561,7 @@ export const CALLS = {
     side: 'context',
     args: 'qcuda_args_link',
     out: 'qcuda_out_link',
-    doc: 'JIT linking: the host driver links the uploaded inputs (cuLinkCreate/AddData/Complete) into a cubin, kept by the backend (at most QCUDA_MAX_LINK_INPUTS results a session, counted against the VM\'s staging bound) until LINK_READ has read its last byte or the session ends. A failed link answers status 0 with link_status set and its logs kept.',
+    doc: 'JIT linking: the host driver links the uploaded inputs (cuLinkCreate/AddData/Complete) into a cubin, kept by the backend (at most 4 results a session, counted against the VM\'s staging bound) until LINK_READ has read its last byte or the session ends. A failed link answers status 0 with link_status set and its logs kept.',
     value: 'the result id (for LINK_READ)',
   },
   LINK_READ: {
