@@ -204,6 +204,12 @@ constexpr unsigned kEventDisableTiming = 0x2;        // CU_EVENT_DISABLE_TIMING
 constexpr unsigned kHostRegisterPortable = 0x1;      // CU_MEMHOSTREGISTER_PORTABLE
 constexpr unsigned kHostRegisterDeviceMap = 0x2;     // CU_MEMHOSTREGISTER_DEVICEMAP
 constexpr unsigned kCtxMapHost = 0x8;                // CU_CTX_MAP_HOST
+// CUjit_option values the addon's link sets itself: the logs and the wall time.
+constexpr int kJitWallTime = 2;                 // CU_JIT_WALL_TIME
+constexpr int kJitInfoLogBuffer = 3;            // CU_JIT_INFO_LOG_BUFFER
+constexpr int kJitInfoLogBufferSizeBytes = 4;   // CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES
+constexpr int kJitErrorLogBuffer = 5;           // CU_JIT_ERROR_LOG_BUFFER
+constexpr int kJitErrorLogBufferSizeBytes = 6;  // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
 constexpr int kNumAttrs = 160;
 // cuLaunchKernel's `extra` keys (CU_LAUNCH_PARAM_*): the parameters as one packed buffer.
 constexpr uintptr_t kLaunchParamEnd = 0x00;

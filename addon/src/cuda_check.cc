@@ -55,6 +55,10 @@ static_assert(qc::kEventDisableTiming == CU_EVENT_DISABLE_TIMING && qc::kEventBl
 static_assert(qc::kHostRegisterPortable == CU_MEMHOSTREGISTER_PORTABLE, "");
 static_assert(qc::kHostRegisterDeviceMap == CU_MEMHOSTREGISTER_DEVICEMAP, "");
 static_assert(qc::kCtxMapHost == CU_CTX_MAP_HOST, "");
+static_assert(qc::kJitWallTime == CU_JIT_WALL_TIME && qc::kJitInfoLogBuffer == CU_JIT_INFO_LOG_BUFFER &&
+                  qc::kJitInfoLogBufferSizeBytes == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES && qc::kJitErrorLogBuffer == CU_JIT_ERROR_LOG_BUFFER &&
+                  qc::kJitErrorLogBufferSizeBytes == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+              "CUjit_option");
 static_assert(qc::kNumAttrs > CU_DEVICE_ATTRIBUTE_MAX - 1, "QCUDA_NUM_ATTRS covers every attribute");
 static_assert(static_cast<int>(qc::kInvalidValue) == static_cast<int>(CUDA_ERROR_INVALID_VALUE) && static_cast<int>(qc::kOutOfMemory) == static_cast<int>(CUDA_ERROR_OUT_OF_MEMORY), "");
 static_assert(static_cast<int>(qc::kNoDevice) == static_cast<int>(CUDA_ERROR_NO_DEVICE) && static_cast<int>(qc::kInvalidHandle) == static_cast<int>(CUDA_ERROR_INVALID_HANDLE), "");

@@ -1,6 +1,8 @@
 // CudaContext's JIT linking: cuLinkCreate, cuLinkAddData of each input, cuLinkComplete, the
 // cubin copied out, cuLinkDestroy, all in one job on the context thread (the linker needs the
 // context current, and its state lives only for the job: nothing of it outlives the call).
+// The inputs reach the driver's linker unchecked, in the guest process's own worker, as module
+// images reach its loader; the cubin it makes is checked and counted when the guest loads it.
 #include <cstring>
 
 #include "cuda_args.h"
@@ -11,12 +13,7 @@ namespace qcuda::cuda {
 
 namespace {
 
-// CUjit_option values the addon sets itself: the logs and the wall time.
-constexpr int kJitWallTime = 2;
-constexpr int kJitInfoLogBuffer = 3;
-constexpr int kJitInfoLogBufferSizeBytes = 4;
-constexpr int kJitErrorLogBuffer = 5;
-constexpr int kJitErrorLogBufferSizeBytes = 6;
+using cu::kJitWallTime, cu::kJitInfoLogBuffer, cu::kJitInfoLogBufferSizeBytes, cu::kJitErrorLogBuffer, cu::kJitErrorLogBufferSizeBytes;
 // Each log's bytes at most: what a guest can ask for is bounded by what is kept.
 constexpr size_t kLogBytes = 64 * 1024;
 // The largest cubin copied out (QCUDA_MAX_MODULE: the guest loads it as a module).
@@ -86,7 +83,9 @@ std::vector<std::pair<int, uintptr_t>> ArgOptions(const Napi::Value &v) {
 QCUDA_CONTEXT_METHOD(link, ctx, info) {
   auto inputs = std::make_shared<std::vector<LinkInput>>(ArgInputs(info[0]));
   auto options = ArgOptions(info[1]);
-  return ctx.Submit(info, Where::kContextThread, [inputs, options](Job &job) -> res::Bytes {
+  // kContextThreadOnly: a link JITs for milliseconds to seconds, as a module load does; the JS
+  // thread keeps answering meanwhile.
+  return ctx.Submit(info, Where::kContextThreadOnly, [inputs, options](Job &job) -> res::Bytes {
     const cu::Api &api = cu::api();
     if (!Have(job, api.LinkCreate, "cuLinkCreate_v2") || !Have(job, api.LinkAddData, "cuLinkAddData_v2") ||
         !Have(job, api.LinkComplete, "cuLinkComplete") || !Have(job, api.LinkDestroy, "cuLinkDestroy"))
