@@ -45,6 +45,9 @@ strip --strip-debug -o "$root/lib/modules/qcuda.ko" "$QCUDA_KO"
 # virtio_blk (a module in the cloud kernel): for GPU disks (qcuda vm --disk).
 blk=/lib/modules/$GUEST_KVER/kernel/drivers/block/virtio_blk.ko.xz
 if [ -f "$blk" ]; then xz -dc "$blk" > "$root/lib/modules/virtio_blk.ko"; fi
+# overlay (a module too): for qcuda vm --host-root-writable (qcuda-chroot -w).
+ovl=/lib/modules/$GUEST_KVER/kernel/fs/overlayfs/overlay.ko.xz
+if [ -f "$ovl" ]; then xz -dc "$ovl" > "$root/lib/modules/overlay.ko"; fi
 echo "root:x:0:0:root:/root:/bin/sh" > "$root/etc/passwd"
 echo "root:x:0:" > "$root/etc/group"
 # The kernel opens /dev/console for /init before devtmpfs is mounted.

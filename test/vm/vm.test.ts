@@ -710,7 +710,7 @@ test.serial('share: a bad share is refused with a clear error before anything st
     t.regex(r.stderr, msg);
   }
   const help = spawnSync(process.execPath, [cli, 'help'], { encoding: 'utf8' });
-  for (const s of ['--share=HOSTDIR[:GUESTDIR[:rw]]', '--host-root', '--virtiofsd=PATH']) t.true(help.stdout.includes(s), s);
+  for (const s of ['--share=HOSTDIR[:GUESTDIR[:rw]]', '--host-root', '--host-root-writable', '--virtiofsd=PATH']) t.true(help.stdout.includes(s), s);
 });
 
 // The namespace virtiofsd runs in, without a VM: a host tree with a tmpfs
@@ -843,6 +843,90 @@ test.serial('share: `qcuda vm --host-root` runs host programs on the host\'s roo
   t.regex(r.stdout, /^=== libcuda \/run\/qcuda\/lib\/libcuda.so.1$/m, 'a driver-API program loads qcuda\'s libcuda.so.1');
   t.regex(r.stdout, /^=== libcudart 0$/m, 'a -cudart=shared program keeps the host\'s runtime (NVIDIA\'s)');
   t.regex(r.stdout, /^PASS: memcpy: \d+ checks$/m, 'NVIDIA\'s runtime over qcuda\'s libcuda.so.1');
+});
+
+// Issue 34: `import transformers` under --host-root failed with EMFILE: the
+// guest's /init ran commands at the kernel's 1024 open files (this test
+// fails there, after 1020). virtiofsd needs an fd per inode the guest has
+// looked up plus one per file it holds open; `qcuda vm` runs under a login's
+// soft limit (prlimit --nofile=1024:HARD) and the runner lifts it. A program
+// built here holds every file of a shared directory open at once, reads
+// each, and prints how many it opened and the sum of their numbers. 20,000
+// files where the hard limit lets virtiofsd hold 2 fds each; fewer under a
+// lower one (a container's root cannot raise it: 20000 on the build
+// machine, 9,500 files).
+test.serial('share: a guest process holds thousands of shared files open at once (open-file limits of guest and virtiofsd)', (t) => {
+  const hard = Number(/^Max open files\s+\S+\s+(\S+)/m.exec(fs.readFileSync('/proc/self/limits', 'utf8'))?.[1] ?? 0) || 1 << 20;
+  const n = Math.min(20_000, Math.floor((hard - 1000) / 2));
+  t.true(n > 4096, `the hard limit (${hard}) leaves room for more than 4096 files`);
+  const dir = tmpDir(t);
+  const tree = path.join(dir, 'tree');
+  fs.mkdirSync(tree);
+  for (let i = 0; i < n; i++) fs.writeFileSync(path.join(tree, `f${i}`), `${i}\n`);
+  const src = path.join(dir, 'hold_open.c');
+  fs.writeFileSync(src, [
+    '#include <dirent.h>',
+    '#include <errno.h>',
+    '#include <fcntl.h>',
+    '#include <stdio.h>',
+    '#include <stdlib.h>',
+    '#include <string.h>',
+    '#include <unistd.h>',
+    'int main(int argc, char **argv) {',
+    '  DIR *d = opendir(argv[1]);',
+    '  if (!d || chdir(argv[1]) != 0) { perror(argv[1]); return 2; }',
+    '  int *fds = NULL, n = 0, cap = 0;',
+    '  struct dirent *e;',
+    '  while ((e = readdir(d))) {',
+    '    if (e->d_name[0] == \'.\') continue;',
+    '    if (n == cap) fds = realloc(fds, (cap = cap ? 2 * cap : 1024) * sizeof *fds);',
+    '    int fd = open(e->d_name, O_RDONLY);',
+    '    if (fd < 0) { printf("open %s after %d open: %s\\n", e->d_name, n, strerror(errno)); return 1; }',
+    '    fds[n++] = fd;',
+    '  }',
+    '  long sum = 0;',
+    '  for (int i = 0; i < n; i++) {',
+    '    char b[32] = {0};',
+    '    if (read(fds[i], b, sizeof b - 1) <= 0) { printf("read %d: %s\\n", i, strerror(errno)); return 1; }',
+    '    sum += atol(b);',
+    '  }',
+    '  printf("opened %d sum %ld\\n", n, sum);',
+    '  return 0;',
+    '}',
+  ].join('\n'));
+  const cc = spawnSync('gcc', ['-O2', '-o', path.join(dir, 'hold_open'), src], { encoding: 'utf8' });
+  t.is(cc.status, 0, cc.stderr);
+  const cli = path.resolve(__dirname, '..', '..', 'backend/src/cli/qcuda.js');
+  const r = spawnSync('prlimit', ['--nofile=1024:', '--', process.execPath, cli, 'vm', '--quiet', '--timeout=360', '--qemu', base.qemu, '--kernel', base.kernel,
+    '--initrd', base.initrd, `--virtiofsd=${virtiofsd}`, `--share=${tree}:/mnt/tree`, `--file=${path.join(dir, 'hold_open')}`, '--',
+    'echo "limits $(ulimit -Sn) $(ulimit -Hn)"; hold_open /mnt/tree'], { encoding: 'utf8', timeout: 400_000 });
+  t.is(r.status, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
+  t.is(r.stdout, `limits 1048576 1048576\nopened ${n} sum ${(n * (n - 1)) / 2}\n`);
+  t.deepEqual(processesOf(tree), [], 'no virtiofsd is left');
+});
+
+// --host-root-writable: the host's root as the lower layer of an overlay
+// on guest RAM. A command writes beside a host file and changes it, reads
+// both back; the host directory and /etc are unchanged afterwards.
+test.serial('share: `qcuda vm --host-root-writable` lets the command write anywhere, and the host\'s files stay unchanged', (t) => {
+  const cwd = fs.realpathSync(tmpDir(t));
+  fs.writeFileSync(path.join(cwd, 'old.txt'), 'old\n');
+  const before = treeOf(cwd);
+  const cli = path.resolve(__dirname, '..', '..', 'backend/src/cli/qcuda.js');
+  const script = [
+    'echo new > new.txt && cat new.txt',
+    'echo more >> old.txt && cat old.txt',
+    'echo x > /etc/qcuda-was-here && echo "=== etc $(cat /etc/qcuda-was-here)"',
+    'python3 -c "open(\'py.txt\', \'w\').write(\'py\')" && echo "=== python $(cat py.txt)"',
+    'echo "=== limits $(ulimit -Sn) $(ulimit -Hn)"',
+  ].join('; ');
+  const r = spawnSync(process.execPath, [cli, 'vm', '--quiet', '--host-root-writable', '--provider=host', '--device-memory-limit=1G', '--qemu', path.resolve(base.qemu),
+    '--kernel', path.resolve(base.kernel), '--initrd', path.resolve(base.initrd), `--virtiofsd=${path.resolve(virtiofsd)}`, '--', script],
+  { encoding: 'utf8', timeout: 120_000, cwd });
+  t.is(r.status, 0, r.stderr);
+  t.is(r.stdout, 'new\nold\nmore\n=== etc x\n=== python py\n=== limits 1048576 1048576\n');
+  t.deepEqual(treeOf(cwd), before, 'the host directory is unchanged');
+  t.false(fs.existsSync('/etc/qcuda-was-here'));
 });
 
 // The other half of issue 15's own queues: the backend hands each owned

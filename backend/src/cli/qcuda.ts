@@ -77,7 +77,16 @@ vm options:
                        (qcuda-chroot: guest /proc, /sys, /dev, a tmpfs /tmp
                        and /run instead of the host's, qcuda's libcuda.so.1 and
                        libcudart.so.13 first on LD_LIBRARY_PATH), in the
-                       current directory; e.g. --host-root -- 'python3 x.py'
+                       current directory; e.g. --host-root -- 'python3 x.py'.
+                       The host's files are read-only there (EROFS). Open
+                       files: 2^20 in the guest; of shared files, about half
+                       of virtiofsd's hard limit (raised to fs.nr_open where
+                       root may, else the one qcuda vm inherits)
+  --host-root-writable --host-root with / writable in the guest: an overlay
+                       whose upper layer is a tmpfs in guest RAM (at most
+                       half of --memory), so writes anywhere succeed and are
+                       discarded when the run ends; the host's files never
+                       change. Keep results with --share=DIR:rw
   --disk=SIZE[,store=gpu|host][,ro]
                        attach a disk of SIZE (e.g. 1G) kept in GPU memory
                        (store=gpu, the default) or host memory (store=host),
@@ -237,6 +246,7 @@ const OPTIONS = {
   disk: { type: 'string', multiple: true },
   'disk-socket': { type: 'string', multiple: true },
   'host-root': { type: 'boolean' },
+  'host-root-writable': { type: 'boolean' },
   virtiofsd: { type: 'string' },
   timeout: { type: 'string' },
   queues: { type: 'string' },
@@ -282,7 +292,7 @@ const BACKEND_PASSED = ['provider', 'gpu', 'isolation', 'own-queues', 'ring-serv
 
 /** Each command's options (a known option of another command is a usage error too, not ignored). */
 const COMMAND_OPTIONS: Record<string, string[]> = {
-  vm: ['file', 'share', 'disk', 'host-root', 'virtiofsd', 'timeout', 'queues', 'memory', 'cpus', 'demo', 'console', 'quiet', 'qemu', 'kernel', 'disk-image', 'initrd', 'backend-user', ...BACKEND_PASSED],
+  vm: ['file', 'share', 'disk', 'host-root', 'host-root-writable', 'virtiofsd', 'timeout', 'queues', 'memory', 'cpus', 'demo', 'console', 'quiet', 'qemu', 'kernel', 'disk-image', 'initrd', 'backend-user', ...BACKEND_PASSED],
   run: ['socket', 'cudart', 'max-processes', 'lib-dir', ...BACKEND_PASSED],
   'qemu-args': ['socket', 'disk-socket', 'kernel', 'initrd', 'queues', 'memory', 'cpus'],
   status: ['socket', 'status-socket', 'json'],
@@ -508,9 +518,10 @@ async function main(): Promise<number> {
   const shares: VmShare[] = [];
   try {
     for (const spec of v.share ?? []) shares.push(parseShareSpec(spec));
-    if (v['host-root']) {
-      shares.push({ hostDir: '/', guestDir: '/host' });
-      command = `exec qcuda-chroot /host -C ${shq(process.cwd())} ${shq(command)}`;
+    if (v['host-root'] || v['host-root-writable']) {
+      const writable = !!v['host-root-writable'];
+      shares.push({ hostDir: '/', guestDir: '/host', flat: writable });
+      command = `exec qcuda-chroot /host${writable ? ' -w' : ''} -C ${shq(process.cwd())} ${shq(command)}`;
     }
     resolveShares(shares);
   } catch (e) {

@@ -22,12 +22,17 @@ export interface VmShare {
   guestDir?: string;
   /** Let the guest write (default: read-only, enforced on the host). */
   writable?: boolean;
+  /** Serve the mounts below hostDir as one filesystem (no announce_submounts):
+   * what an overlay needs of its lower layer (`--host-root-writable`), as it
+   * does not descend into mounts; st_ino may then repeat across them. */
+  flat?: boolean;
 }
 
 export interface ResolvedShare {
   hostDir: string;
   guestDir: string;
   writable: boolean;
+  flat: boolean;
   /** The virtiofs tag the guest mounts: qcudashare<N>. */
   tag: string;
 }
@@ -76,7 +81,7 @@ export function resolveShares(shares: VmShare[] | undefined): ResolvedShare[] {
       throw new Error(`share ${hostDir}: cannot mount it at ${g} in the guest (the guest needs its own ${g}); pick another directory, e.g. ${hostDir}:/host${g === '/' ? '' : g}`);
     if (seen.has(g)) throw new Error(`shares ${seen.get(g)} and ${hostDir} both at ${g} in the guest`);
     seen.set(g, hostDir);
-    out.push({ hostDir, guestDir: g, writable: !!s.writable, tag: `qcudashare${i}` });
+    out.push({ hostDir, guestDir: g, writable: !!s.writable, flat: !!s.flat, tag: `qcudashare${i}` });
   });
   return out;
 }
@@ -154,11 +159,15 @@ export function mountPlan(hostDir: string): { hide: string[]; remount: string[];
 
 // Run by unshare in a new mount namespace ($0 is the script's name):
 //   $1 mount flags, $2 host dir, $3 mount point, $4 number of mounts allowed
-//   to lack the flags (covered ones), then H:<rel> (unmount) and R:<rel>
-//   (remount) items, "--", and the virtiofsd command line.
+//   to lack the flags (covered ones), $5 open-file limit for virtiofsd, then
+//   H:<rel> (unmount) and R:<rel> (remount) items, "--", and the virtiofsd
+//   command line.
 const NS_SCRIPT = `set -e
-flags=$1 src=$2 mnt=$3 stuck=$4
-shift 4
+flags=$1 src=$2 mnt=$3 stuck=$4 nofile=$5
+shift 5
+hard=$(ulimit -Hn)
+if [ "$hard" != unlimited ] && [ "$hard" -lt "$nofile" ]; then ulimit -Hn "$nofile" 2>/dev/null || true; fi
+ulimit -Sn "$(ulimit -Hn)"
 mount --rbind "$src" "$mnt"
 mount -o "remount,bind,$flags" "$mnt"
 while [ "$1" != -- ]; do
@@ -180,15 +189,38 @@ if [ "$bad" -gt "$stuck" ]; then
 fi
 exec "$@"`;
 
+// Open files of virtiofsd: one per inode the guest has looked up (an O_PATH
+// fd) plus one per file it holds open, so a guest walking or importing a
+// large tree needs many. The most the host allows a process (fs.nr_open),
+// up to 2^20, raised (never lowered) by the namespace script before it execs
+// virtiofsd, soft limit to the hard one. The C virtiofsd of QEMU 7.2 here
+// ignores --rlimit-nofile (measured: strace shows no setrlimit) and only
+// lifts its soft limit to the hard one once QEMU connects; the option stays
+// for builds that apply it (the Rust one). Raising the hard limit needs
+// CAP_SYS_RESOURCE, which a container's root may lack (this build machine:
+// hard 20000): then the hard limit bounds the files the guest can hold open,
+// about half of it (2 fds a file).
+const MAX_NOFILE = 1 << 20;
+
+export function virtiofsdNofile(): number {
+  try {
+    const n = Number.parseInt(fs.readFileSync('/proc/sys/fs/nr_open', 'utf8'), 10);
+    if (Number.isFinite(n) && n > 0) return Math.min(n, MAX_NOFILE);
+  } catch {
+    // no /proc/sys: the kernel's default nr_open
+  }
+  return MAX_NOFILE;
+}
+
 /** The command (unshare ... sh -c ... virtiofsd ...) that serves a share on sock. */
 export function virtiofsdCommand(virtiofsd: string, share: ResolvedShare, mountPoint: string, sock: string): { cmd: string; args: string[] } {
   const flags = share.writable ? 'nosuid,nodev' : 'ro,nosuid,nodev';
   const plan = mountPlan(share.hostDir);
   return {
     cmd: 'unshare',
-    args: ['--mount', '--propagation', 'private', '--', '/bin/sh', '-c', NS_SCRIPT, 'qcuda-share', flags, share.hostDir, mountPoint, String(plan.stuck),
+    args: ['--mount', '--propagation', 'private', '--', '/bin/sh', '-c', NS_SCRIPT, 'qcuda-share', flags, share.hostDir, mountPoint, String(plan.stuck), String(virtiofsdNofile()),
       ...plan.hide.map((h) => `H:${h}`), ...plan.remount.map((r) => `R:${r}`), '--',
-      virtiofsd, `--socket-path=${sock}`, '-o', `source=${mountPoint}`, '-o', 'cache=auto', '-o', 'announce_submounts',
-      '-o', 'log_level=warn'],
+      virtiofsd, `--socket-path=${sock}`, `--rlimit-nofile=${virtiofsdNofile()}`, '-o', `source=${mountPoint}`, '-o', 'cache=auto',
+      ...(share.flat ? [] : ['-o', 'announce_submounts']), '-o', 'log_level=warn'],
   };
 }
