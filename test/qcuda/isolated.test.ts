@@ -142,7 +142,9 @@ async function contextTryingExec(p: IsolatedProvider, dir: string): Promise<{ ct
   const out = path.join(dir, 'exec-result.json');
   fs.writeFileSync(hook, `process.on('SIGUSR2', () => {
     const r = require('child_process').spawnSync('/bin/true');
-    require('fs').writeFileSync(${JSON.stringify(out)}, JSON.stringify({ error: r.error ? r.error.code : null, status: r.status }));
+    // Written aside, then renamed: the test sees the file only once it is whole.
+    require('fs').writeFileSync(${JSON.stringify(out + '.part')}, JSON.stringify({ error: r.error ? r.error.code : null, status: r.status }));
+    require('fs').renameSync(${JSON.stringify(out + '.part')}, ${JSON.stringify(out)});
   });\n`);
   const before = process.env.NODE_OPTIONS;
   process.env.NODE_OPTIONS = `--require ${hook}`;
