@@ -7,7 +7,8 @@
  * map (kind QC_MEM_VMM), so that copies, memsets and pointer attributes know
  * its addresses as device memory, and whether a byte of it is mapped and
  * accessible is the backend's to say. Pinned memory of the device only, no
- * shareable handles, no compression: anything else is CUDA_ERROR_NOT_SUPPORTED.
+ * export of shareable handles (a POSIX fd type may be requested, not
+ * exported), no compression: anything else is CUDA_ERROR_NOT_SUPPORTED.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -26,7 +27,11 @@ static CUresult check_prop(const CUmemAllocationProp *prop)
 	r = cu_device_check(prop->location.id);
 	if (r != CUDA_SUCCESS)
 		return r;
-	if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE || prop->win32HandleMetaData ||
+	/* A POSIX fd handle may be asked for (PyTorch's expandable segments ask,
+	 * for IPC they may never use): the memory is made all the same, and an
+	 * export, should one come, is refused (cuMemExportToShareableHandle). */
+	if ((prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
+	     prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || prop->win32HandleMetaData ||
 	    prop->allocFlags.compressionType != CU_MEM_ALLOCATION_COMP_NONE || prop->allocFlags.usage)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	return CUDA_SUCCESS;

@@ -128,6 +128,20 @@ int main(void)
 	OK(cuMemUnmap(va + size, size));
 	OK(cuMemRelease(h[1]));
 	OK(cuMemAddressFree(va, 4 * size));
+
+	/* A POSIX fd handle type may be requested (PyTorch's expandable segments
+	 * do); an export is refused. */
+	{
+		CUmemAllocationProp fdprop = prop;
+		CUmemGenericAllocationHandle hf;
+		int fd = -1;
+
+		fdprop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+		OK(cuMemCreate(&hf, size, &fdprop, 0));
+		EXPECT(cuMemExportToShareableHandle(&fd, hf, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+		       CUDA_ERROR_NOT_SUPPORTED);
+		OK(cuMemRelease(hf));
+	}
 	OK(cuMemFree(plain));
 	free(buf);
 	OK(cuDevicePrimaryCtxRelease(dev));
