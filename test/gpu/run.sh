@@ -267,9 +267,11 @@ if part compat; then
 say "== compatibility probes: native vs qcuda run =="
 OUT=$LOGS/probes JAX=1 bash test/gpu/probes/run-probes.sh > "$LOGS/probes.log" 2>&1
 grep -E '^=====|^exit|ok|values|round|error|-> CUDA' "$LOGS/probes.log" | tee -a "$summary"
-bash test/gpu/probes/run-cudnn.sh > "$LOGS/cudnn.log" 2>&1
-tee -a "$summary" < "$LOGS/cudnn.log"
-grep -q '^IDENTICAL$' "$LOGS/cudnn.log" || status=1
+for p in cudnn expandable; do
+  bash test/gpu/probes/run-$p.sh > "$LOGS/$p.log" 2>&1
+  tee -a "$summary" < "$LOGS/$p.log"
+  grep -q '^IDENTICAL$' "$LOGS/$p.log" || status=1
+done
 fi
 
 if part bench; then
