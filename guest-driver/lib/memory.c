@@ -104,18 +104,8 @@ QC_API cudaError_t cudaMalloc(void **devPtr, size_t size)
 		free(r);
 		return qc_ret(e);
 	}
-	r->kind = QC_MEM_DEVICE;
-	r->dev = dev;
-	r->size = size;
-	r->map_len = qc_page_round(size);
-	r->res_start = dev;
-	r->reserved = qc_reserve_range(dev, r->map_len);
-	if (qc_region_add(r)) {
-		qc_msg("MALLOC returned %#llx+%zu, which overlaps a live allocation",
-		       (unsigned long long)dev, size);
-		qc_region_release(r, 0);
+	if (qc_region_add_device(r, QC_MEM_DEVICE, dev, size, "MALLOC"))
 		return qc_ret(cudaErrorUnknown);
-	}
 	*devPtr = (void *)(uintptr_t)dev;
 	return cudaSuccess;
 }

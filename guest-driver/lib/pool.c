@@ -311,19 +311,9 @@ static cudaError_t alloc_region(uint64_t size, uint64_t serial, uint64_t *devp)
 		free(r);
 		return e;
 	}
-	r->kind = QC_MEM_DEVICE;
-	r->dev = dev;
-	r->size = size;
 	r->token = serial;
-	r->map_len = qc_page_round(size);
-	r->res_start = dev;
-	r->reserved = qc_reserve_range(dev, r->map_len);
-	if (qc_region_add(r)) {
-		qc_msg("MALLOC returned %#llx+%llu, which overlaps a live allocation",
-		       (unsigned long long)dev, (unsigned long long)size);
-		qc_region_release(r, 0);
+	if (qc_region_add_device(r, QC_MEM_DEVICE, dev, size, "MALLOC"))
 		return cudaErrorUnknown;
-	}
 	*devp = dev;
 	return cudaSuccess;
 }

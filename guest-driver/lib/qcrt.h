@@ -186,6 +186,12 @@ int qc_rmap_overlaps(const struct qc_rmap *m, uint64_t start, uint64_t end);
 /* Adds r to the maps (both, if it has both sides); takes the lock. 0 or
  * -EEXIST (overlap), -ENOMEM. */
 int qc_region_add(struct qc_region *r);
+/* r, of device memory the backend answered with at dev (what: its command,
+ * for the note), set up and added: its guest address range reserved, then
+ * the maps. 0, or -1 (r released) where it overlaps a live allocation,
+ * which only a wrong answer makes. */
+int qc_region_add_device(struct qc_region *r, enum qc_mem_kind kind, uint64_t dev, uint64_t size,
+			 const char *what);
 /* Removes r from the maps (write lock held). */
 void qc_region_remove_locked(struct qc_region *r);
 /* PROT_NONE placeholder at a device address, so that nothing else in the

@@ -125,6 +125,23 @@ int qc_region_add(struct qc_region *r)
 	return e;
 }
 
+int qc_region_add_device(struct qc_region *r, enum qc_mem_kind kind, uint64_t dev, uint64_t size,
+			 const char *what)
+{
+	r->kind = kind;
+	r->dev = dev;
+	r->size = size;
+	r->map_len = qc_page_round(size);
+	r->res_start = dev;
+	r->reserved = qc_reserve_range(dev, r->map_len);
+	if (!qc_region_add(r))
+		return 0;
+	qc_msg("%s returned %#llx+%llu, which overlaps a live allocation", what, (unsigned long long)dev,
+	       (unsigned long long)size);
+	qc_region_release(r, 0);
+	return -1;
+}
+
 void qc_region_remove_locked(struct qc_region *r)
 {
 	if (r->dev)

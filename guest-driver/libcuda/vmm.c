@@ -79,18 +79,8 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
 		free(reg);
 		return r;
 	}
-	reg->kind = QC_MEM_VMM;
-	reg->dev = va;
-	reg->size = size;
-	reg->map_len = qc_page_round(size);
-	reg->res_start = va;
-	reg->reserved = qc_reserve_range(va, reg->map_len);
-	if (qc_region_add(reg)) {
-		qc_msg("VMM_RESERVE returned %#llx+%zu, which overlaps a live allocation",
-		       (unsigned long long)va, size);
-		qc_region_release(reg, 0);
+	if (qc_region_add_device(reg, QC_MEM_VMM, va, size, "VMM_RESERVE"))
 		return CUDA_ERROR_UNKNOWN;
-	}
 	*ptr = va;
 	return CUDA_SUCCESS;
 }

@@ -228,17 +228,21 @@ export class HostProvider implements Provider {
 
   async close(): Promise<void> {}
 
-  allocate(size: bigint, owner: HostContext): DevPtr {
-    if (owner.dead) throw new CudaError(CudaErr.ContextIsDestroyed, 'the context was destroyed');
-    if (size <= 0n) throw new CudaError(CudaErr.InvalidValue, 'allocation size 0');
+  /** Host memory standing for size bytes of device memory, within what the device has left. */
+  #backing(size: bigint): Uint8Array {
     if (size > this.totalMem - this.used || size > MAX_SAFE_BIG)
       throw new CudaError(CudaErr.MemoryAllocation, `out of device memory: ${size} bytes requested, ${this.totalMem - this.used} free`);
-    let bytes: Uint8Array;
     try {
-      bytes = new Uint8Array(Number(size));
+      return new Uint8Array(Number(size));
     } catch {
       throw new CudaError(CudaErr.MemoryAllocation, `host cannot back ${size} bytes`);
     }
+  }
+
+  allocate(size: bigint, owner: HostContext): DevPtr {
+    if (owner.dead) throw new CudaError(CudaErr.ContextIsDestroyed, 'the context was destroyed');
+    if (size <= 0n) throw new CudaError(CudaErr.InvalidValue, 'allocation size 0');
+    const bytes = this.#backing(size);
     const base = this.#next;
     this.#next += ((size + ALIGN - 1n) / ALIGN) * ALIGN + GUARD;
     this.#allocs.add({ base, size, bytes, owner });
@@ -284,14 +288,7 @@ export class HostProvider implements Provider {
 
   vmmCreate(size: bigint, owner: HostContext): number {
     if (owner.dead) throw new CudaError(CudaErr.ContextIsDestroyed, 'the context was destroyed');
-    if (size > this.totalMem - this.used || size > MAX_SAFE_BIG)
-      throw new CudaError(CudaErr.MemoryAllocation, `out of device memory: ${size} bytes requested, ${this.totalMem - this.used} free`);
-    let bytes: Uint8Array;
-    try {
-      bytes = new Uint8Array(Number(size));
-    } catch {
-      throw new CudaError(CudaErr.MemoryAllocation, `host cannot back ${size} bytes`);
-    }
+    const bytes = this.#backing(size);
     const id = this.#nextVmm++;
     this.#vmm.set(id, { bytes, owner });
     this.used += size;
