@@ -533,6 +533,23 @@ static cudaError_t var_load(struct qc_var *v, uint64_t *dptr, uint64_t *size)
 
 /* ------------------------------------------------- driver-API modules */
 
+const void *qc_module_image(const struct qc_module *m, uint64_t *size)
+{
+	const struct fatbin_wrapper *w = m->fatbin;
+	struct fatbin_header h;
+
+	*size = m->image_size;
+	if (m->image)
+		return m->image;
+	if (!w || w->magic != FATBIN_WRAPPER_MAGIC || !w->data)
+		return NULL;
+	memcpy(&h, w->data, sizeof(h));
+	if (h.magic != FATBIN_MAGIC || h.header_size < sizeof(h))
+		return NULL;
+	*size = (uint64_t)h.header_size + h.fat_size;
+	return w->data;
+}
+
 struct qc_module *qc_module_add_image(const void *image, uint64_t size, int copy)
 {
 	struct qc_module *m = calloc(1, sizeof(*m));

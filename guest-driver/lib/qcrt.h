@@ -287,6 +287,9 @@ cudaError_t qc_var_get(const void *symbol, uint64_t *dptr, uint64_t *size);
  * library keeps its own copy (else the caller keeps image alive). NULL if
  * out of memory. */
 struct qc_module *qc_module_add_image(const void *image, uint64_t size, int copy);
+/* m's image (a driver-API image, or a registered fat binary) and its size;
+ * NULL if it has none a driver would take. */
+const void *qc_module_image(const struct qc_module *m, uint64_t *size);
 /* Whether m is a module the library holds (a handle from the program). */
 int qc_module_known(const struct qc_module *m);
 /* Loads m now, if it is not loaded (cuModuleLoad* report image errors at once). */

@@ -123,6 +123,66 @@ static void *const cublaslt_private[64] = {
 	[51] = (void *)cublaslt_slot51,
 };
 
+/* ---- TOOLS_MODULE (6e163fbe-...): cuFFT calls [7](ctx, module, callback,
+ * arg) for each module it loads, and the driver calls callback(arg,
+ * function, name) for each kernel of the module: how cuFFT gets its
+ * functions. Measured natively (test/gpu/probes/exptrace.c): one callback per
+ * kernel, the name a string that outlives the call, and [7] returning 1. */
+typedef void (*tools_function_cb)(void *arg, CUfunction f, const char *name);
+
+struct tools_walk {
+	CUmodule module;
+	tools_function_cb cb;
+	void *arg;
+	CUresult r;
+};
+
+static int tools_walk_one(const char *name, void *p)
+{
+	struct tools_walk *w = p;
+	const char *kept;
+	CUfunction f;
+
+	w->r = cuModuleGetFunction(&f, w->module, name);
+	if (w->r == CUDA_SUCCESS)
+		w->r = cuFuncGetName(&kept, f);	/* the module's copy of the name */
+	if (w->r != CUDA_SUCCESS)
+		return 1;
+	w->cb(w->arg, f, kept);
+	return 0;
+}
+
+static CUresult tools_module_functions(CUcontext ctx, CUmodule module, tools_function_cb cb, void *arg)
+{
+	struct tools_walk w = { .module = module, .cb = cb, .arg = arg, .r = CUDA_SUCCESS };
+	const void *image;
+	uint64_t size;
+	int major = 0, minor = 0, n;
+	CUdevice dev;
+
+	(void)ctx;
+	if (!cb || !module)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!qc_module_known((struct qc_module *)(void *)module))
+		return CUDA_ERROR_INVALID_HANDLE;
+	image = qc_module_image((struct qc_module *)(void *)module, &size);
+	if (cuCtxGetDevice(&dev) == CUDA_SUCCESS) {
+		cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+		cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+	}
+	n = image ? cu_kernel_names(image, size, major * 10 + minor, tools_walk_one, &w) : -1;
+	qc_debug("tools-module table [7]: module %p, %d kernels, %d", (void *)module, n, (int)w.r);
+	if (w.r != CUDA_SUCCESS)
+		return w.r;
+	if (n < 0)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return (CUresult)1;	/* what the driver answers */
+}
+
+static void *const tools_module[99] = {
+	[0] = SLOTS(99), [7] = (void *)tools_module_functions,
+};
+
 /* ---- CONTEXT_LOCAL_STORAGE: per-context values the runtime keeps its
  * state in (context.c), asked for on nearly every runtime call. */
 static void *const context_local_storage[4] = {
@@ -210,6 +270,8 @@ static const struct {
 	  context_checks },
 	{ { { 0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2 } },
 	  integrity_table },
+	{ { { 0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e } },
+	  tools_module },
 	{ { { 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2 } },
 	  cublaslt_private },
 };
