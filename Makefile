@@ -8,7 +8,7 @@ BUILD := $(CURDIR)/build
 NODEDIR := $(shell d=$$(dirname $$(dirname $$(command -v node))); [ -f $$d/include/node/node_api.h ] && echo $$d)
 ADDON := addon/build/Release/qcuda_native.node
 
-.PHONY: all node test test-unit run bench clean
+.PHONY: all node test test-unit run bench clean gen check-gen
 all: node
 
 node: node_modules/.installed $(ADDON) dist/.built
@@ -23,6 +23,13 @@ $(ADDON): addon/binding.gyp $(wildcard addon/src/*) node_modules/.installed
 dist/.built: tsconfig.json $(shell find backend/src test -name '*.ts') node_modules/.installed
 	rm -rf dist && node_modules/.bin/tsc -p . && touch $@
 
+# The committed generated files (backend/src/tools/generated.ts lists them):
+# gen rewrites the stale ones; check-gen names them and fails.
+gen: node
+	node dist/backend/src/tools/gen.js
+check-gen: node
+	node dist/backend/src/tools/gen.js --check
+
 # Everything the VM tests need: patched QEMU (cached), guest kernel, driver, image.
 vm: qemu vm-image
 
@@ -31,7 +38,7 @@ test: node vm guest-debs libvirt-deps guest-disk
 
 # The library and device tests alone (no QEMU, no guest).
 test-unit: node guest-libcuda guest-debs libvirt-deps
-	node_modules/.bin/ava 'dist/test/addon/**' 'dist/test/vhost-user/**' 'dist/test/qcuda/**' 'dist/test/cli/**'
+	node_modules/.bin/ava 'dist/test/addon/**' 'dist/test/vhost-user/**' 'dist/test/qcuda/**' 'dist/test/cli/**' 'dist/test/tools/**'
 
 run: node vm
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node dist/backend/src/cli/qcuda.js vm --demo

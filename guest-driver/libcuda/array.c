@@ -241,7 +241,6 @@ CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
 	return copy_3d(pCopy, NULL, 0, 0);
 }
 
-CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy);
 CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
 {
 	return copy_3d(pCopy, NULL, 0, 1);
@@ -252,7 +251,6 @@ CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 	return copy_3d(pCopy, hStream, 1, 0);
 }
 
-CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream);
 CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 {
 	return copy_3d(pCopy, hStream, 1, 1);
@@ -296,7 +294,6 @@ CUresult cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset, const void *sr
 	return array_1d(dstArray, dstOffset, (void *)srcHost, ByteCount, 1, cudaMemcpyHostToDevice, hStream, 1, 0);
 }
 
-CUresult cuMemcpyHtoAAsync_v2_ptsz(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount, CUstream hStream);
 CUresult cuMemcpyHtoAAsync_v2_ptsz(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount, CUstream hStream)
 {
 	return array_1d(dstArray, dstOffset, (void *)srcHost, ByteCount, 1, cudaMemcpyHostToDevice, hStream, 1, 1);
@@ -307,7 +304,6 @@ CUresult cuMemcpyAtoHAsync_v2(void *dstHost, CUarray srcArray, size_t srcOffset,
 	return array_1d(srcArray, srcOffset, dstHost, ByteCount, 0, cudaMemcpyDeviceToHost, hStream, 1, 0);
 }
 
-CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream);
 CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream)
 {
 	return array_1d(srcArray, srcOffset, dstHost, ByteCount, 0, cudaMemcpyDeviceToHost, hStream, 1, 1);
@@ -327,7 +323,6 @@ CUresult cuMemsetD2D8_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned char u
 	return memset_2d8(dstDevice, dstPitch, uc, Width, Height, NULL, 0, 0);
 }
 
-CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height);
 CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height)
 {
 	return memset_2d8(dstDevice, dstPitch, uc, Width, Height, NULL, 0, 1);
@@ -339,8 +334,6 @@ CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char
 	return memset_2d8(dstDevice, dstPitch, uc, Width, Height, hStream, 1, 0);
 }
 
-CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
-				size_t Height, CUstream hStream);
 CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
 				size_t Height, CUstream hStream)
 {

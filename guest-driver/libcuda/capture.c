@@ -34,7 +34,6 @@ CUresult cuStreamBeginCapture(CUstream hStream)
 	return begin(hStream, 0, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL, NULL, NULL, 0);
 }
 
-CUresult cuStreamBeginCapture_ptsz(CUstream hStream);
 CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
 {
 	return begin(hStream, 1, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL, NULL, NULL, 0);
@@ -45,7 +44,6 @@ CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
 	return begin(hStream, 0, mode, NULL, NULL, NULL, 0);
 }
 
-CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode);
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
 {
 	return begin(hStream, 1, mode, NULL, NULL, NULL, 0);
@@ -59,9 +57,6 @@ CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUg
 
 CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode *deps,
 					  const CUgraphEdgeData *edges, size_t n,
-					  CUstreamCaptureMode mode);
-CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode *deps,
-					  const CUgraphEdgeData *edges, size_t n,
 					  CUstreamCaptureMode mode)
 {
 	return begin(hStream, 1, mode, hGraph, deps, edges, n);
@@ -72,7 +67,6 @@ CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 	CU_RUN(qc_capture_end(S(hStream), 0, (struct qc_graph **)phGraph));
 }
 
-CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph);
 CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
 {
 	CU_RUN(qc_capture_end(S(hStream), 1, (struct qc_graph **)phGraph));
@@ -100,7 +94,6 @@ CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureSta
 	return info(hStream, 0, captureStatus, NULL, NULL, NULL, NULL, NULL);
 }
 
-CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus);
 CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
 {
 	return info(hStream, 1, captureStatus, NULL, NULL, NULL, NULL, NULL);
@@ -114,7 +107,6 @@ CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *st, cuuint64_
 	return info(s, 0, st, id, NULL, NULL, NULL, NULL);
 }
 
-CUresult cuStreamGetCaptureInfo_ptsz(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id);
 CUresult cuStreamGetCaptureInfo_ptsz(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id)
 {
 	return info(s, 1, st, id, NULL, NULL, NULL, NULL);

@@ -513,26 +513,6 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
 	return ctx_sync(ctx);
 }
 
-CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
-{
-	CU_RUN(cudaDeviceGetLimit(pvalue, (enum cudaLimit)limit));
-}
-
-CUresult cuCtxSetLimit(CUlimit limit, size_t value)
-{
-	CU_RUN(cudaDeviceSetLimit((enum cudaLimit)limit, value));
-}
-
-CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
-{
-	CU_RUN(cudaDeviceGetStreamPriorityRange(leastPriority, greatestPriority));
-}
-
-CUresult cuCtxResetPersistingL2Cache(void)
-{
-	CU_RUN(cudaCtxResetPersistingL2Cache());
-}
-
 /* Profiling is the host's business: nothing to start or stop here. */
 CUresult cuProfilerStart(void)
 {

@@ -12,8 +12,10 @@
  *
  * Entry points are defined under the names cuda.h gives today's ABI (it
  * #defines cuMemAlloc to cuMemAlloc_v2): the files here write those names
- * out. Older ABIs (cuMemAlloc taking 32-bit sizes) and the _ptsz/_ptds
- * variants are declared where they are defined.
+ * out. Older ABIs (cuMemAlloc taking 32-bit sizes) are declared where they
+ * are defined; the _ptsz/_ptds variants in the generated cu_twins.h. Entry
+ * points that are one runtime-layer call are not written here: forwards.def
+ * lists them and the build generates forwards.c.
  *
  * Files: entry.c (cuInit, versions, cuGetExportTable), procaddr.c and the
  * generated procs.c (cuGetProcAddress), export.c (the tables cudart asks
@@ -22,7 +24,7 @@
  * device.c (devices and their attributes), memory.c (allocations, copies,
  * memsets, pointer attributes), vmm.c (virtual memory management:
  * reservations, physical allocations, mappings), copy_batch.c (batched and 3D peer copies),
- * stream.c (streams and events), module.c
+ * capture.c (stream capture), module.c
  * (libraries, modules, kernels, functions, globals), link.c (JIT linking
  * on the host's linker), launch.c (launches,
  * function attributes, occupancy), errors.c (CUresult names, strings and the
@@ -35,9 +37,28 @@
 #include <cuda.h>
 
 #include "../lib/qcrt.h"
+/* Prototypes of cuda.h's _ptsz/_ptds entry points (generated from cuda.h). */
+#include "cu_twins.h"
 
 /* A device pointer as the runtime layer's void *. */
 #define PTR(d) ((void *)(uintptr_t)(d))
+
+/* Types the forwards (forwards.def) cast between: the runtime's bit for bit. */
+_Static_assert(sizeof(CUmemLocation) == sizeof(struct cudaMemLocation), "CUmemLocation is cudaMemLocation");
+_Static_assert(sizeof(CUstreamAttrValue) == sizeof(cudaStreamAttrValue), "one union");
+
+static inline struct cudaMemLocation cu_loc(CUmemLocation l)
+{
+	return (struct cudaMemLocation){ .type = (enum cudaMemLocationType)l.type, .id = l.id };
+}
+
+/* The CUDA 8 ABIs name a device, or CU_DEVICE_CPU for the host. */
+static inline struct cudaMemLocation cu_device_loc(CUdevice d)
+{
+	if (d == CU_DEVICE_CPU)
+		return (struct cudaMemLocation){ .type = cudaMemLocationTypeHost, .id = 0 };
+	return (struct cudaMemLocation){ .type = cudaMemLocationTypeDevice, .id = d };
+}
 
 /* The body of an entry point that is one runtime-layer call under the
  * thread's current context: its CUresult. */

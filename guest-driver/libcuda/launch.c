@@ -48,10 +48,6 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
 			     unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
 			     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-			     void **kernelParams, void **extra);
-CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-			     unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-			     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
 			     void **kernelParams, void **extra)
 {
 	return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
@@ -67,11 +63,6 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned
 		      sharedMemBytes, hStream, kernelParams, NULL, 0, &cooperative_mode);
 }
 
-CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-					unsigned int gridDimZ, unsigned int blockDimX,
-					unsigned int blockDimY, unsigned int blockDimZ,
-					unsigned int sharedMemBytes, CUstream hStream,
-					void **kernelParams);
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
 					unsigned int gridDimZ, unsigned int blockDimX,
 					unsigned int blockDimY, unsigned int blockDimZ,
@@ -129,8 +120,6 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **ker
 	return launch_ex(config, f, kernelParams, extra, 0);
 }
 
-CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
-			       void **extra);
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
 			       void **extra)
 {

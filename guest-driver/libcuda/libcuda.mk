@@ -7,14 +7,16 @@
 #   guest-cuda-static       $(BUILD)/guest/bin/<name>_static for the programs
 #                           in GUEST_CUDA_STATIC (nvcc defaults, -arch=sm_90)
 #
-# gen-libcuda.mjs derives the exports, stubs and cuGetProcAddress table from
-# CUDA's headers at build time (README.md); nothing generated is committed.
+# gen-libcuda.mjs derives the exports, stubs and cuGetProcAddress table, and
+# the forwards of forwards.def (with cu_twins.h), from CUDA's headers at build
+# time (README.md); nothing generated is committed.
 
 GUEST_CU_DIR := $(CURDIR)/guest-driver/libcuda
 GUEST_CU_OBJ := $(BUILD)/guest/libcuda-obj
 GUEST_CU_GEN := $(BUILD)/guest/libcuda-gen
 GUEST_LIBCUDA := $(GUEST_LIB_OUT)/libcuda.so.1
-GUEST_CU_OBJS := $(patsubst $(GUEST_CU_DIR)/%.c,$(GUEST_CU_OBJ)/%.o,$(wildcard $(GUEST_CU_DIR)/*.c))
+GUEST_CU_OBJS := $(patsubst $(GUEST_CU_DIR)/%.c,$(GUEST_CU_OBJ)/%.o,$(wildcard $(GUEST_CU_DIR)/*.c)) \
+	$(GUEST_CU_GEN)/forwards.o
 GUEST_CU_HDRS := $(addprefix $(CUDA_HOME)/include/,cuda.h cudaProfiler.h cudaTypedefs.h cudaProfilerTypedefs.h)
 # The runtime library's objects but its stubs (cuda* names, local here anyway).
 GUEST_CU_RT_OBJS := $(filter-out %/stubs.o,$(GUEST_LIB_OBJS))
@@ -31,12 +33,18 @@ $(GUEST_CU_GEN)/cu_errnames.h: $(CUDA_HOME)/include/cuda.h
 	    sed 's/\(CUDA_[A-Z0-9_]*\) *= *\([0-9]*\)/\t{ \2, "\1" },/'; \
 	  echo '};'; } > $@.tmp && mv $@.tmp $@
 
+# The entry points that are one runtime-layer call, and the prototypes of the
+# _ptsz/_ptds ones (cu.h includes them), before anything is compiled.
+$(GUEST_CU_GEN)/forwards.c $(GUEST_CU_GEN)/cu_twins.h &: \
+		$(GUEST_CU_DIR)/gen-libcuda.mjs $(GUEST_CU_DIR)/forwards.def $(GUEST_CU_HDRS)
+	node $(GUEST_CU_DIR)/gen-libcuda.mjs --cuda=$(CUDA_HOME) --out=$(GUEST_CU_GEN) --forwards=$(GUEST_CU_DIR)/forwards.def
+
 $(GUEST_CU_OBJ)/%.o: $(GUEST_CU_DIR)/%.c $(wildcard $(GUEST_CU_DIR)/*.h) $(wildcard $(GUEST_LIB_DIR)/*.h) \
-		$(GUEST_CU_GEN)/cu_errnames.h $(GUEST_INCLUDE)/qcuda_proto.h
+		$(GUEST_CU_GEN)/cu_errnames.h $(GUEST_CU_GEN)/cu_twins.h $(GUEST_INCLUDE)/qcuda_proto.h
 	@mkdir -p $(@D)
 	gcc $(GUEST_LIB_CFLAGS) -I$(GUEST_CU_GEN) -c -o $@ $<
 
-# What the hand-written objects define (those get no stub).
+# What the hand-written objects and the forwards define (those get no stub).
 $(GUEST_CU_GEN)/defined.txt: $(GUEST_CU_OBJS)
 	@mkdir -p $(@D)
 	nm -g --defined-only $^ | awk '$$2=="T"{print $$3}' | sort -u > $@
@@ -46,7 +54,7 @@ $(GUEST_CU_GEN)/exports.txt $(GUEST_CU_GEN)/libcuda.map $(GUEST_CU_GEN)/stubs.c 
 	node $(GUEST_CU_DIR)/gen-libcuda.mjs --cuda=$(CUDA_HOME) --out=$(GUEST_CU_GEN) \
 	  --defined=$(GUEST_CU_GEN)/defined.txt --requests=$(GUEST_CU_DIR)/gpa-requests.txt
 
-$(GUEST_CU_GEN)/%.o: $(GUEST_CU_GEN)/%.c $(GUEST_CU_DIR)/cu.h
+$(GUEST_CU_GEN)/%.o: $(GUEST_CU_GEN)/%.c $(GUEST_CU_DIR)/cu.h $(GUEST_CU_GEN)/cu_twins.h
 	gcc $(GUEST_LIB_CFLAGS) -I$(GUEST_CU_DIR) -I$(GUEST_CU_GEN) -c -o $@ $<
 
 # NVIDIA's soname; no version nodes (as NVIDIA's); only the cu* names of

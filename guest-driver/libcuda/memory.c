@@ -18,11 +18,6 @@ cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, cudaStre
 
 /* ------------------------------------------------------------ allocation */
 
-CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
-{
-	CU_RUN(cudaMemGetInfo(free, total));
-}
-
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
 	void *p = NULL;
@@ -39,11 +34,6 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 	if (r == CUDA_SUCCESS)
 		*dptr = (CUdeviceptr)(uintptr_t)p;
 	return r;
-}
-
-CUresult cuMemFree_v2(CUdeviceptr dptr)
-{
-	CU_RUN(cudaFree(PTR(dptr)));
 }
 
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
@@ -65,22 +55,6 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr 
 	return reg ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
-CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
-{
-	CU_RUN(cudaMallocHost(pp, bytesize));
-}
-
-CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
-{
-	/* CU_MEMHOSTALLOC_* are cudaHostAlloc* bit for bit. */
-	CU_RUN(cudaHostAlloc(pp, bytesize, Flags));
-}
-
-CUresult cuMemFreeHost(void *p)
-{
-	CU_RUN(cudaFreeHost(p));
-}
-
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
 	void *d = NULL;
@@ -94,22 +68,6 @@ CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int 
 	if (r == CUDA_SUCCESS)
 		*pdptr = (CUdeviceptr)(uintptr_t)d;
 	return r;
-}
-
-CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
-{
-	CU_RUN(cudaHostGetFlags(pFlags, p));
-}
-
-CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
-{
-	/* CU_MEMHOSTREGISTER_* are cudaHostRegister* bit for bit. */
-	CU_RUN(cudaHostRegister(p, bytesize, Flags));
-}
-
-CUresult cuMemHostUnregister(void *p)
-{
-	CU_RUN(cudaHostUnregister(p));
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
@@ -149,7 +107,6 @@ CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 	return copy(PTR(dst), PTR(src), ByteCount, cudaMemcpyDefault, NULL, 0, 0);
 }
 
-CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount);
 CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 {
 	return copy(PTR(dst), PTR(src), ByteCount, cudaMemcpyDefault, NULL, 0, 1);
@@ -160,7 +117,6 @@ CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstr
 	return copy(PTR(dst), PTR(src), ByteCount, cudaMemcpyDefault, hStream, 1, 0);
 }
 
-CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream);
 CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
 {
 	return copy(PTR(dst), PTR(src), ByteCount, cudaMemcpyDefault, hStream, 1, 1);
@@ -188,8 +144,6 @@ CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr s
 }
 
 CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
-			   CUcontext srcContext, size_t ByteCount);
-CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
 			   CUcontext srcContext, size_t ByteCount)
 {
 	return peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, NULL, 0, 1);
@@ -201,8 +155,6 @@ CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdevice
 	return peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, 1, 0);
 }
 
-CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
-				CUcontext srcContext, size_t ByteCount, CUstream hStream);
 CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
 				CUcontext srcContext, size_t ByteCount, CUstream hStream)
 {
@@ -247,7 +199,6 @@ CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
 	return copy_2d(pCopy, NULL, 0, 0);
 }
 
-CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy);
 CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
 {
 	return copy_2d(pCopy, NULL, 0, 1);
@@ -259,7 +210,6 @@ CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
 	return copy_2d(pCopy, NULL, 0, 0);
 }
 
-CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy);
 CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
 {
 	return copy_2d(pCopy, NULL, 0, 1);
@@ -270,7 +220,6 @@ CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
 	return copy_2d(pCopy, hStream, 1, 0);
 }
 
-CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream);
 CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
 {
 	return copy_2d(pCopy, hStream, 1, 1);
@@ -345,7 +294,6 @@ CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 	return memset8(dstDevice, uc, N, NULL, 0, 0);
 }
 
-CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N);
 CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
 	return memset8(dstDevice, uc, N, NULL, 0, 1);
@@ -356,7 +304,6 @@ CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUst
 	return memset8(dstDevice, uc, N, hStream, 1, 0);
 }
 
-CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream);
 CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
 {
 	return memset8(dstDevice, uc, N, hStream, 1, 1);

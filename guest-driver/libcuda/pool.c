@@ -47,7 +47,6 @@ CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 	return alloc_async(dptr, bytesize, NULL, 0, hStream, 0);
 }
 
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
 	return alloc_async(dptr, bytesize, NULL, 0, hStream, 1);
@@ -59,22 +58,9 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPoo
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-				      CUstream hStream);
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
 				      CUstream hStream)
 {
 	return alloc_async(dptr, bytesize, pool, 1, hStream, 1);
-}
-
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
-{
-	CU_RUN(cudaFreeAsync(PTR(dptr), (cudaStream_t)hStream));
-}
-
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
-{
-	CU_RUN(cudaFreeAsync_ptsz(PTR(dptr), (cudaStream_t)hStream));
 }
 
 /* -------------------------------------------------------- device's pools */

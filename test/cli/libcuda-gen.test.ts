@@ -11,6 +11,7 @@ const ROOT = path.resolve(__dirname, '..', '..', '..');
 const GEN = path.join(ROOT, 'guest-driver/libcuda/gen-libcuda.mjs');
 const REQUESTS = path.join(ROOT, 'guest-driver/libcuda/gpa-requests.txt');
 const CUDA = process.env.CUDA_HOME ?? '/usr/local/cuda';
+const FORWARDS = path.join(ROOT, 'guest-driver/libcuda/forwards.def');
 const CFLAGS = ['-std=gnu11', '-Wall', '-Wextra', '-Werror', '-D__CUDA_API_VERSION_INTERNAL', `-I${CUDA}/include`,
   `-I${ROOT}/guest-driver/include`, `-I${ROOT}/guest-driver/libcuda`];
 
@@ -21,16 +22,19 @@ function gen(out: string, ...extra: string[]) {
   return spawnSync(process.execPath, [GEN, `--cuda=${CUDA}`, `--out=${out}`, ...extra], { encoding: 'utf8' });
 }
 
-interface Gen { status: number | null; stderr: string; exports: string[]; procs: string; stubs: string; map: string; out: string }
+interface Gen { status: number | null; stderr: string; exports: string[]; procs: string; stubs: string; map: string; out: string;
+  fwdStatus: number | null; fwdStderr: string; forwards: string; twins: string }
 let generated: Gen;
 test.before(() => {
   const out = path.join(work, 'out');
   const defined = path.join(work, 'defined.txt');
   fs.writeFileSync(defined, 'cuInit\ncu_result\n');
   const r = gen(out, `--defined=${defined}`, `--requests=${REQUESTS}`);
+  const f = gen(out, `--forwards=${FORWARDS}`);
   const read = (f: string) => (fs.existsSync(path.join(out, f)) ? fs.readFileSync(path.join(out, f), 'utf8') : '');
   generated = { status: r.status, stderr: r.stderr, out, exports: read('exports.txt').split('\n').filter(Boolean),
-    procs: read('procs.c'), stubs: read('stubs.c'), map: read('libcuda.map') };
+    procs: read('procs.c'), stubs: read('stubs.c'), map: read('libcuda.map'),
+    fwdStatus: f.status, fwdStderr: f.stderr, forwards: read('forwards.c'), twins: read('cu_twins.h') };
 });
 
 test('it succeeds and reports its counts', (t) => {
@@ -111,9 +115,28 @@ test('stubs.c: everything not defined elsewhere', (t) => {
   t.regex(generated.stubs, /#include "cu\.h"/);
 });
 
-test('stubs.c and procs.c compile with cuda.h in scope, without warnings', (t) => {
-  for (const f of ['stubs.c', 'procs.c']) {
-    const r = spawnSync('gcc', [...CFLAGS, '-fsyntax-only', path.join(generated.out, f)], { encoding: 'utf8' });
+test('forwards.c: a definition per name of forwards.def and its twin; cu_twins.h: every _ptsz/_ptds export', (t) => {
+  t.is(generated.fwdStatus, 0, generated.fwdStderr);
+  const defs = [...generated.forwards.matchAll(/^CUresult (\w+)\(.*\)$/gm)].map((m) => m[1]);
+  t.true(defs.includes('cuStreamSynchronize') && defs.includes('cuStreamSynchronize_ptsz'));
+  t.regex(generated.forwards, /^CUresult cuStreamSynchronize_ptsz\(CUstream hStream\)\n\{\n\tCU_RUN\(cudaStreamSynchronize_ptsz\(\(cudaStream_t\)hStream\)\);\n\}$/m);
+  t.regex(generated.forwards, /^extern __typeof__\(cudaStreamSynchronize\) cudaStreamSynchronize_ptsz;$/m);
+  t.regex(generated.forwards, /^#undef cuEventElapsedTime$/m);
+  const twins = [...generated.twins.matchAll(/^CUresult (\w+)\(/gm)].map((m) => m[1]);
+  t.deepEqual(twins, generated.exports.filter((n) => /_pt(sz|ds)$/.test(n)));
+});
+
+test('a forwards.def line that names no entry point of cuda.h: exit 1 with the line', (t) => {
+  const def = path.join(work, 'bad.def');
+  fs.writeFileSync(def, '# one bad line\ncuStreamSynchronize  ptsz  cudaStreamSynchronize((cudaStream_t)hStream)\ncuNoSuchCall  -  cudaFree(0)\n');
+  const r = gen(path.join(work, 'badfwd'), `--forwards=${def}`);
+  t.is(r.status, 1);
+  t.regex(r.stderr, /error: bad\.def:3: cuNoSuchCall is not an entry point of cuda\.h/);
+});
+
+test('stubs.c, procs.c and forwards.c compile with cuda.h in scope, without warnings', (t) => {
+  for (const f of ['stubs.c', 'procs.c', 'forwards.c']) {
+    const r = spawnSync('gcc', [...CFLAGS, `-I${generated.out}`, '-fsyntax-only', path.join(generated.out, f)], { encoding: 'utf8' });
     t.is(r.status, 0, `${f}: ${r.stderr}`);
     t.is(r.stderr, '', f);
   }

@@ -1,16 +1,35 @@
-// Writes the files generated from declarations (`npm run gen`, after tsc):
-// the wire header and the guest library's request builders, from the
-// protocol's declaration, and the addon's launch record layout. test/qcuda/proto.test.ts fails when a checked-in
-// copy differs from what this would write.
+// `npm run gen` (make gen): writes every generated file of GENERATED_FILES
+// that differs from what its generator gives. With --check (make check-gen)
+// it writes nothing and exits 1 naming each stale file.
 import fs from 'node:fs';
 import path from 'node:path';
-import { GENERATED_FILES } from './generated';
+import { GENERATED_FILES, REPO_ROOT, staleFiles } from './generated';
 
-const root = path.resolve(__dirname, '..', '..', '..', '..'); // dist/backend/src/tools -> the repository
-for (const [file, text] of Object.entries(GENERATED_FILES)) {
-  const at = path.join(root, file);
-  const old = fs.existsSync(at) ? fs.readFileSync(at, 'utf8') : '';
-  if (old === text()) continue;
-  fs.writeFileSync(at, text());
-  process.stdout.write(`wrote ${file}\n`);
+function check(): number {
+  const stale = staleFiles();
+  for (const { file, why } of stale) process.stderr.write(`${file}: ${why}\n`);
+  if (stale.length) process.stderr.write('run `npm run gen` (make gen)\n');
+  return stale.length ? 1 : 0;
 }
+
+function write(): number {
+  let failed = 0;
+  // In the list's order: a file derived from another comes after it.
+  for (const [file, generate] of Object.entries(GENERATED_FILES)) {
+    const at = path.join(REPO_ROOT, file);
+    let text: string;
+    try {
+      text = generate(REPO_ROOT);
+    } catch (e) {
+      process.stderr.write(`${file}: not written: ${(e as Error).message}\n`);
+      failed++;
+      continue;
+    }
+    if (fs.existsSync(at) && fs.readFileSync(at, 'utf8') === text) continue;
+    fs.writeFileSync(at, text);
+    process.stdout.write(`wrote ${file}\n`);
+  }
+  return failed ? 1 : 0;
+}
+
+process.exitCode = process.argv.includes('--check') ? check() : write();

@@ -3,7 +3,7 @@
 // library's request builders (one static inline function per command, so a
 // call site names its arguments instead of filling a struct and nine
 // qc_call parameters by hand). `npm run gen` writes both; a unit test
-// (test/qcuda/proto.test.ts) fails when a checked-in copy is out of date.
+// (test/tools/generated.test.ts) fails when a checked-in copy is out of date.
 import { layoutOf, type FieldDecl, type FieldType, type StructDecl } from './layout';
 import { CALLS, CONSTANTS, STATUSES, STRUCTS, type CallDecl, type ConstantDecl, type StructName } from './protocol';
 

@@ -2,7 +2,7 @@
 // from this file: the C header the guest kernel driver and library include
 // (guest-driver/include/qcuda_proto.h), the guest library's request builders
 // (guest-driver/lib/qc_calls.h), both written by `npm run gen` and checked
-// current by test/qcuda/proto.test.ts; the backend's typed decoders
+// current by test/tools/generated.test.ts; the backend's typed decoders
 // (proto.ts), the command table's shape checks (commands/), and the provider
 // context's methods for the calls a context answers (provider.ts).
 //
