@@ -218,7 +218,7 @@ void qc_mem_remove_symbol(uint64_t dptr);
 /* cudaMemcpy*'s core (not recording the error). */
 cudaError_t qc_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
 		      cudaStream_t stream, int async, int ptds);
-/* cudaMemcpyBatchAsync's and cudaMemcpy3DBatchAsync's (array.c) cores:
+/* cudaMemcpyBatchAsync's and cudaMemcpy3DBatchAsync's (copy3d.c) cores:
  * *fail is the index of the copy that failed, SIZE_MAX if the error is of
  * no one copy (cuMemcpyBatchAsync's failIdx). */
 cudaError_t qc_memcpy_batch(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t n,
