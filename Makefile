@@ -55,6 +55,7 @@ include vm-images/vm.mk
 include guest-driver/guest.mk
 include guest-driver/lib/lib.mk
 include guest-driver/libcuda/libcuda.mk
+include test/guest/guest-tests.mk
 include packaging/packaging.mk
 include vm-images/disk/disk.mk
 
