@@ -260,31 +260,6 @@ static void release_all_idle(void)
 	qc_pool_release_chain(chain);
 }
 
-/* cudaMalloc's path for a block: a device region whose token is serial. */
-static cudaError_t alloc_region(uint64_t size, uint64_t serial, uint64_t *devp)
-{
-	struct qc_region *r = calloc(1, sizeof(*r));
-	uint64_t dev = 0;
-	cudaError_t e;
-
-	if (!r)
-		return cudaErrorMemoryAllocation;
-	e = qc_req_malloc(size, &dev);
-	if (e == cudaSuccess && dev == 0) {
-		qc_msg("MALLOC returned a NULL device pointer");
-		e = cudaErrorUnknown;
-	}
-	if (e != cudaSuccess) {
-		free(r);
-		return e;
-	}
-	r->token = serial;
-	if (qc_region_add_device(r, QC_MEM_DEVICE, dev, size, "MALLOC"))
-		return cudaErrorUnknown;
-	*devp = dev;
-	return cudaSuccess;
-}
-
 /* ------------------------------------------------------------------ pools */
 
 struct qc_pool *qc_pool_new(int device)
@@ -403,10 +378,10 @@ static cudaError_t new_block(struct qc_pool *p, uint64_t size, struct block *b, 
 	pthread_mutex_unlock(&qc_pool_lock);
 	qc_pool_release_chain(chain);
 
-	e = alloc_region(size, b->serial, &b->dev);
+	e = qc_alloc_device(size, b->serial, &b->dev);
 	if (e == cudaErrorMemoryAllocation) {
 		release_all_idle();
-		e = alloc_region(size, b->serial, &b->dev);
+		e = qc_alloc_device(size, b->serial, &b->dev);
 	}
 	pthread_mutex_lock(&qc_pool_lock);
 	if (e == cudaSuccess) {

@@ -200,6 +200,10 @@ int qc_reserve_range(uint64_t dev, size_t len);
 
 /* ---- memory.c ---- */
 
+/* cudaMalloc's path, the one way device memory is allocated: size bytes
+ * (MALLOC), kept as a QC_MEM_DEVICE region whose token is token (a pool
+ * block's serial, else 0); its address in *dev. */
+cudaError_t qc_alloc_device(uint64_t size, uint64_t token, uint64_t *dev);
 /* Releases what a region holds on both sides and frees it; r is out of the
  * maps. With after_reset, the backend already dropped its side. */
 cudaError_t qc_region_release(struct qc_region *r, int after_reset);
