@@ -38,7 +38,8 @@ test: node vm guest-debs libvirt-deps guest-disk
 
 # The library and device tests alone (no QEMU, no guest).
 test-unit: node guest-libcuda guest-debs libvirt-deps
-	node_modules/.bin/ava 'dist/test/addon/**' 'dist/test/vhost-user/**' 'dist/test/qcuda/**' 'dist/test/cli/**' 'dist/test/tools/**'
+	node_modules/.bin/ava 'dist/test/addon/**' 'dist/test/vhost-user/**' 'dist/test/qcuda/**' 'dist/test/cli/**' \
+	  'dist/test/tools/**' 'dist/test/guest-lib/**'
 
 run: node vm
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node dist/backend/src/cli/qcuda.js vm --demo
@@ -62,6 +63,7 @@ include vm-images/vm.mk
 include guest-driver/guest.mk
 include guest-driver/lib/lib.mk
 include guest-driver/libcuda/libcuda.mk
+include test/guest/guest-tests.mk
 include packaging/packaging.mk
 include vm-images/disk/disk.mk
 

@@ -1,5 +1,6 @@
-# Guest side: the qcuda.ko virtio driver and the guest test programs.
-# Included by the top-level Makefile (SHELL=bash, BUILD, CACHE defined there).
+# Guest side: the qcuda.ko virtio driver, and where the guest's programs go
+# (GUEST_BIN; test/guest/guest-tests.mk builds the test programs). Included
+# by the top-level Makefile (SHELL=bash, BUILD, CACHE defined there).
 # guest-kernel-deps and GUEST_KVER come from vm-images/vm.mk.
 
 GUEST_DRIVER_DIR := $(CURDIR)/guest-driver
@@ -7,10 +8,7 @@ GUEST_INCLUDE := $(GUEST_DRIVER_DIR)/include
 QCUDA_KO := $(BUILD)/guest-driver/kernel/qcuda.ko
 GUEST_BIN := $(BUILD)/guest/bin
 
-# C programs built from test/guest/<name>.c into $(GUEST_BIN)/<name>.
-GUEST_C_PROGRAMS := nop_test call_test blkbench ringhog
-
-.PHONY: guest-module guest-programs
+.PHONY: guest-module
 
 guest-module: $(QCUDA_KO)
 
@@ -29,10 +27,3 @@ $(QCUDA_KO): $(QCUDA_KO_SRCS) $(GUEST_DRIVER_DIR)/kernel/Kbuild \
 	rm -f $(@D)/*.c $(@D)/*.h
 	cp $(QCUDA_KO_SRCS) $(GUEST_DRIVER_DIR)/kernel/Kbuild $(@D)/
 	$(MAKE) -C /usr/src/linux-headers-$(GUEST_KVER) M=$(@D) QCUDA_INCLUDE=$(GUEST_INCLUDE) modules
-
-guest-programs: $(addprefix $(GUEST_BIN)/,$(GUEST_C_PROGRAMS))
-
-$(GUEST_BIN)/%: $(CURDIR)/test/guest/%.c $(GUEST_INCLUDE)/qcuda_ioctl.h $(GUEST_INCLUDE)/qcuda_proto.h \
-		| guest-kernel-deps
-	@mkdir -p $(@D)
-	gcc -O2 -g -Wall -Wextra -pthread -I$(GUEST_INCLUDE) -o $@ $<

@@ -78,9 +78,32 @@ void qc_mem_reset(void)
 
 /* ------------------------------------------------------------ device memory */
 
+cudaError_t qc_alloc_device(uint64_t size, uint64_t token, uint64_t *devp)
+{
+	struct qc_region *r = calloc(1, sizeof(*r));
+	uint64_t dev = 0;
+	cudaError_t e;
+
+	if (!r)
+		return cudaErrorMemoryAllocation;
+	e = qc_req_malloc(size, &dev);
+	if (e == cudaSuccess && dev == 0) {
+		qc_msg("MALLOC returned a NULL device pointer");
+		e = cudaErrorUnknown;
+	}
+	if (e != cudaSuccess) {
+		free(r);
+		return e;
+	}
+	r->token = token;
+	if (qc_region_add_device(r, QC_MEM_DEVICE, dev, size, "MALLOC"))
+		return cudaErrorUnknown;
+	*devp = dev;
+	return cudaSuccess;
+}
+
 QC_API cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
-	struct qc_region *r;
 	uint64_t dev = 0;
 	cudaError_t e;
 
@@ -92,22 +115,10 @@ QC_API cudaError_t cudaMalloc(void **devPtr, size_t size)
 		return qc_ret(e);
 	if (size == 0)
 		return cudaSuccess;
-	r = calloc(1, sizeof(*r));
-	if (!r)
-		return qc_ret(cudaErrorMemoryAllocation);
-	e = qc_req_malloc(size, &dev);
-	if (e == cudaSuccess && dev == 0) {
-		qc_msg("MALLOC returned a NULL device pointer");
-		e = cudaErrorUnknown;
-	}
-	if (e != cudaSuccess) {
-		free(r);
-		return qc_ret(e);
-	}
-	if (qc_region_add_device(r, QC_MEM_DEVICE, dev, size, "MALLOC"))
-		return qc_ret(cudaErrorUnknown);
-	*devPtr = (void *)(uintptr_t)dev;
-	return cudaSuccess;
+	e = qc_alloc_device(size, 0, &dev);
+	if (e == cudaSuccess)
+		*devPtr = (void *)(uintptr_t)dev;
+	return qc_ret(e);
 }
 
 QC_API cudaError_t cudaFree(void *devPtr)

@@ -59,45 +59,12 @@
 #include <string.h>
 
 #include "graph.h"
-#include "pool.h"
+#include "pool_impl.h"
 
-#define QC_POOL_ALIGN 512u
-#define QC_POOL_BUCKETS 1024u
-
-/* The stream a block was freed on: its handle, and for the per-thread
- * default stream the thread (a serial of the library's: thread ids are
- * reused). */
-struct skey {
-	uint64_t stream;
-	uint64_t thread;
-};
-
-struct block {
-	uint64_t dev, size, serial;
-	struct qc_pool *pool;
-	struct skey key;		/* idle: the stream that freed it */
-	struct block *prev, *next;	/* the pool's live or idle list; a chain to release */
-	struct block *hnext;		/* live: the address table's chain */
-};
-
-struct blist {
-	struct block *head, *tail;
-};
-
-struct qc_pool {
-	struct cudaMemPoolProps props;
-	int is_default;
-	int destroyed;		/* destroyed with blocks out: freed with the last */
-	uint64_t threshold;
-	int reuse[3];		/* cudaMemPoolReuse* (attributes 1..3) */
-	uint64_t used, used_high, reserved, reserved_high;
-	struct blist live, idle;
-	struct qc_pool *next;	/* every pool, destroyed ones with blocks out too */
-};
-
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t qc_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct qc_pool *pools;
-static struct qc_pool *default_pool[QC_MAX_DEVICES], *current_pool[QC_MAX_DEVICES];
+static struct qc_pool *default_pool[QC_MAX_DEVICES];
+struct qc_pool *qc_current_pool[QC_MAX_DEVICES];
 static struct block *live_table[QC_POOL_BUCKETS];
 static uint64_t serials;
 static atomic_ullong thread_serials;
@@ -195,7 +162,7 @@ static int block_alive(const struct block *b)
 }
 
 /* A destroyed pool goes once nothing of it is left (pool lock held). */
-static void pool_maybe_free(struct qc_pool *p)
+void qc_pool_maybe_free(struct qc_pool *p)
 {
 	struct qc_pool **pp = &pools;
 
@@ -210,7 +177,7 @@ static void pool_maybe_free(struct qc_pool *p)
 
 /* Forgets the blocks cudaFree or a reset freed behind the pool's back
  * (pool lock held). */
-static void drop_stale(struct qc_pool *p)
+void qc_pool_drop_stale(struct qc_pool *p)
 {
 	struct block *b, *n;
 
@@ -236,8 +203,8 @@ static void drop_stale(struct qc_pool *p)
 
 /* Takes idle blocks, oldest first, off p while it reserves more than keep,
  * but none whose release would leave it less (CUDA's trim keeps at least
- * what it is asked to), onto *chain for release_chain (pool lock held). */
-static void take_idle(struct qc_pool *p, uint64_t keep, struct block **chain)
+ * what it is asked to), onto *chain for qc_pool_release_chain (pool lock held). */
+void qc_pool_take_idle(struct qc_pool *p, uint64_t keep, struct block **chain)
 {
 	struct block *b, *n;
 
@@ -253,7 +220,7 @@ static void take_idle(struct qc_pool *p, uint64_t keep, struct block **chain)
 }
 
 /* Really frees each block of a chain (pool lock not held); the first error. */
-static cudaError_t release_chain(struct block *chain)
+cudaError_t qc_pool_release_chain(struct block *chain)
 {
 	cudaError_t first = cudaSuccess;
 
@@ -286,41 +253,16 @@ static void release_all_idle(void)
 {
 	struct block *chain = NULL;
 
-	pthread_mutex_lock(&pool_lock);
+	pthread_mutex_lock(&qc_pool_lock);
 	for (struct qc_pool *p = pools; p; p = p->next)
-		take_idle(p, 0, &chain);
-	pthread_mutex_unlock(&pool_lock);
-	release_chain(chain);
-}
-
-/* cudaMalloc's path for a block: a device region whose token is serial. */
-static cudaError_t alloc_region(uint64_t size, uint64_t serial, uint64_t *devp)
-{
-	struct qc_region *r = calloc(1, sizeof(*r));
-	uint64_t dev = 0;
-	cudaError_t e;
-
-	if (!r)
-		return cudaErrorMemoryAllocation;
-	e = qc_req_malloc(size, &dev);
-	if (e == cudaSuccess && dev == 0) {
-		qc_msg("MALLOC returned a NULL device pointer");
-		e = cudaErrorUnknown;
-	}
-	if (e != cudaSuccess) {
-		free(r);
-		return e;
-	}
-	r->token = serial;
-	if (qc_region_add_device(r, QC_MEM_DEVICE, dev, size, "MALLOC"))
-		return cudaErrorUnknown;
-	*devp = dev;
-	return cudaSuccess;
+		qc_pool_take_idle(p, 0, &chain);
+	pthread_mutex_unlock(&qc_pool_lock);
+	qc_pool_release_chain(chain);
 }
 
 /* ------------------------------------------------------------------ pools */
 
-static struct qc_pool *pool_new(int device)
+struct qc_pool *qc_pool_new(int device)
 {
 	struct qc_pool *p = calloc(1, sizeof(*p));
 
@@ -337,23 +279,23 @@ static struct qc_pool *pool_new(int device)
 }
 
 /* The device's default pool, made at first use (pool lock held; device checked). */
-static struct qc_pool *default_of(int device)
+struct qc_pool *qc_pool_default_of(int device)
 {
 	if (!default_pool[device]) {
-		default_pool[device] = pool_new(device);
+		default_pool[device] = qc_pool_new(device);
 		if (default_pool[device])
 			default_pool[device]->is_default = 1;
 	}
 	return default_pool[device];
 }
 
-static struct qc_pool *current_of(int device)
+struct qc_pool *qc_pool_current_of(int device)
 {
-	return current_pool[device] ? current_pool[device] : default_of(device);
+	return qc_current_pool[device] ? qc_current_pool[device] : qc_pool_default_of(device);
 }
 
 /* A live pool the program holds, or NULL (pool lock held). */
-static struct qc_pool *pool_find(cudaMemPool_t h)
+struct qc_pool *qc_pool_find(cudaMemPool_t h)
 {
 	for (struct qc_pool *p = pools; p; p = p->next)
 		if ((cudaMemPool_t)p == h)
@@ -361,7 +303,7 @@ static struct qc_pool *pool_find(cudaMemPool_t h)
 	return NULL;
 }
 
-static cudaError_t check_device(int device)
+cudaError_t qc_pool_check_device(int device)
 {
 	return device < 0 || device >= qc.device_count || device >= QC_MAX_DEVICES ?
 		       cudaErrorInvalidDevice : cudaSuccess;
@@ -414,7 +356,7 @@ static int room_for(struct qc_pool *p, uint64_t size, struct block **chain)
 	if (size > max)
 		return 0;
 	if (p->reserved > max - size)
-		take_idle(p, 0, chain);
+		qc_pool_take_idle(p, 0, chain);
 	return p->reserved <= max - size;
 }
 
@@ -425,23 +367,23 @@ static cudaError_t new_block(struct qc_pool *p, uint64_t size, struct block *b, 
 	struct block *chain = NULL;
 	cudaError_t e;
 
-	pthread_mutex_lock(&pool_lock);
+	pthread_mutex_lock(&qc_pool_lock);
 	if (!room_for(p, size, &chain)) {
-		pthread_mutex_unlock(&pool_lock);
-		release_chain(chain);
+		pthread_mutex_unlock(&qc_pool_lock);
+		qc_pool_release_chain(chain);
 		return cudaErrorMemoryAllocation;
 	}
 	p->reserved += size;
 	b->serial = ++serials;
-	pthread_mutex_unlock(&pool_lock);
-	release_chain(chain);
+	pthread_mutex_unlock(&qc_pool_lock);
+	qc_pool_release_chain(chain);
 
-	e = alloc_region(size, b->serial, &b->dev);
+	e = qc_alloc_device(size, b->serial, &b->dev);
 	if (e == cudaErrorMemoryAllocation) {
 		release_all_idle();
-		e = alloc_region(size, b->serial, &b->dev);
+		e = qc_alloc_device(size, b->serial, &b->dev);
 	}
-	pthread_mutex_lock(&pool_lock);
+	pthread_mutex_lock(&qc_pool_lock);
 	if (e == cudaSuccess) {
 		b->pool = p;
 		b->size = size;
@@ -449,9 +391,9 @@ static cudaError_t new_block(struct qc_pool *p, uint64_t size, struct block *b, 
 		*ptr = (void *)(uintptr_t)b->dev;
 	} else {
 		p->reserved -= size;
-		pool_maybe_free(p);
+		qc_pool_maybe_free(p);
 	}
-	pthread_mutex_unlock(&pool_lock);
+	pthread_mutex_unlock(&qc_pool_lock);
 	return e;
 }
 
@@ -532,20 +474,20 @@ static cudaError_t malloc_async(void **ptr, size_t size, cudaMemPool_t h, int fr
 	need = (size + QC_POOL_ALIGN - 1) / QC_POOL_ALIGN * QC_POOL_ALIGN;
 	key = key_of(stream, ptds);
 
-	pthread_mutex_lock(&pool_lock);
-	p = from_pool ? pool_find(h) : current_of(qc_current_device());
+	pthread_mutex_lock(&qc_pool_lock);
+	p = from_pool ? qc_pool_find(h) : qc_pool_current_of(qc_current_device());
 	if (!p) {
-		pthread_mutex_unlock(&pool_lock);
+		pthread_mutex_unlock(&qc_pool_lock);
 		return from_pool ? cudaErrorInvalidValue : cudaErrorMemoryAllocation;
 	}
 	b = reuse_block(p, key, need);
 	if (b) {
 		go_live(p, b);
 		*ptr = (void *)(uintptr_t)b->dev;
-		pthread_mutex_unlock(&pool_lock);
+		pthread_mutex_unlock(&qc_pool_lock);
 		return cudaSuccess;
 	}
-	pthread_mutex_unlock(&pool_lock);
+	pthread_mutex_unlock(&qc_pool_lock);
 
 	b = calloc(1, sizeof(*b));
 	if (!b)
@@ -582,16 +524,16 @@ static cudaError_t free_async(void *ptr, cudaStream_t stream, int ptds)
 	if (qc_graph_mem_owns(ptr))
 		return cudaSuccess;	/* back to its graph (graph.h) */
 
-	pthread_mutex_lock(&pool_lock);
+	pthread_mutex_lock(&qc_pool_lock);
 	b = table_find(dev);
 	if (b && !block_alive(b)) {	/* cudaFree or a reset took it: forget it */
 		p = b->pool;
-		drop_stale(p);	/* frees b */
-		pool_maybe_free(p);
+		qc_pool_drop_stale(p);	/* frees b */
+		qc_pool_maybe_free(p);
 		b = NULL;
 	}
 	if (!b) {
-		pthread_mutex_unlock(&pool_lock);
+		pthread_mutex_unlock(&qc_pool_lock);
 		return free_plain(dev);
 	}
 	p = b->pool;
@@ -601,10 +543,10 @@ static cudaError_t free_async(void *ptr, cudaStream_t stream, int ptds)
 	b->key = key_of(stream, ptds);
 	blist_add(&p->idle, b);
 	/* A destroyed pool keeps nothing; a live one its threshold. */
-	take_idle(p, p->destroyed ? 0 : p->threshold, &chain);
-	pool_maybe_free(p);
-	pthread_mutex_unlock(&pool_lock);
-	return release_chain(chain);
+	qc_pool_take_idle(p, p->destroyed ? 0 : p->threshold, &chain);
+	qc_pool_maybe_free(p);
+	pthread_mutex_unlock(&qc_pool_lock);
+	return qc_pool_release_chain(chain);
 }
 
 QC_API cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
@@ -637,388 +579,4 @@ QC_API cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 QC_API cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 {
 	return qc_ret(free_async(devPtr, hStream, 1));
-}
-
-/* ------------------------------------------------------- device's pools */
-
-/* The default (dflt) or current pool of a device. */
-static cudaError_t device_pool(cudaMemPool_t *memPool, int device, int dflt)
-{
-	struct qc_pool *p;
-	cudaError_t e = qc_ready();
-
-	if (e == cudaSuccess)
-		e = check_device(device);
-	if (e == cudaSuccess && !memPool)
-		e = cudaErrorInvalidValue;
-	if (e != cudaSuccess)
-		return e;
-	pthread_mutex_lock(&pool_lock);
-	p = dflt ? default_of(device) : current_of(device);
-	pthread_mutex_unlock(&pool_lock);
-	if (!p)
-		return cudaErrorMemoryAllocation;
-	*memPool = (cudaMemPool_t)p;
-	return cudaSuccess;
-}
-
-static cudaError_t set_device_pool(int device, cudaMemPool_t memPool)
-{
-	struct qc_pool *p;
-	cudaError_t e = qc_ready();
-
-	if (e == cudaSuccess)
-		e = check_device(device);
-	if (e != cudaSuccess)
-		return e;
-	pthread_mutex_lock(&pool_lock);
-	p = pool_find(memPool);
-	/* The pool must be of that device. */
-	if (p && p->props.location.type == cudaMemLocationTypeDevice && p->props.location.id == device)
-		current_pool[device] = p->is_default ? NULL : p;
-	else
-		e = cudaErrorInvalidValue;
-	pthread_mutex_unlock(&pool_lock);
-	return e;
-}
-
-QC_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
-{
-	return qc_ret(device_pool(memPool, device, 1));
-}
-
-/* A device that does not exist is an invalid value here, not an invalid
- * device as for the default pool (what CUDA 13 answers, on the H100). */
-QC_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
-{
-	cudaError_t e = device_pool(memPool, device, 0);
-
-	return qc_ret(e == cudaErrorInvalidDevice ? cudaErrorInvalidValue : e);
-}
-
-QC_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
-{
-	return qc_ret(set_device_pool(device, memPool));
-}
-
-/* CUDA 13's location forms: a device's pinned memory is what qcuda serves;
- * host, host NUMA and managed pools are not. */
-static cudaError_t location_device(const struct cudaMemLocation *loc, enum cudaMemAllocationType type,
-				   int *device)
-{
-	if (!loc)
-		return cudaErrorInvalidValue;
-	if (type == cudaMemAllocationTypeManaged)
-		return loc->type == cudaMemLocationTypeDevice || loc->type == cudaMemLocationTypeHost ||
-			       loc->type == cudaMemLocationTypeHostNuma || loc->type == cudaMemLocationTypeNone ?
-		       cudaErrorNotSupported : cudaErrorInvalidValue;
-	if (type != cudaMemAllocationTypePinned)
-		return cudaErrorInvalidValue;
-	if (loc->type == cudaMemLocationTypeHost || loc->type == cudaMemLocationTypeHostNuma)
-		return cudaErrorNotSupported;
-	if (loc->type != cudaMemLocationTypeDevice)
-		return cudaErrorInvalidValue;
-	*device = loc->id;
-	return cudaSuccess;
-}
-
-QC_API cudaError_t cudaMemGetDefaultMemPool(cudaMemPool_t *memPool, struct cudaMemLocation *location,
-					    enum cudaMemAllocationType type)
-{
-	int device = 0;
-	cudaError_t e = location_device(location, type, &device);
-
-	return qc_ret(e != cudaSuccess ? e : device_pool(memPool, device, 1));
-}
-
-QC_API cudaError_t cudaMemGetMemPool(cudaMemPool_t *memPool, struct cudaMemLocation *location,
-				     enum cudaMemAllocationType type)
-{
-	int device = 0;
-	cudaError_t e = location_device(location, type, &device);
-
-	return qc_ret(e != cudaSuccess ? e : device_pool(memPool, device, 0));
-}
-
-QC_API cudaError_t cudaMemSetMemPool(struct cudaMemLocation *location, enum cudaMemAllocationType type,
-				     cudaMemPool_t memPool)
-{
-	int device = 0;
-	cudaError_t e = location_device(location, type, &device);
-
-	return qc_ret(e != cudaSuccess ? e : set_device_pool(device, memPool));
-}
-
-/* ------------------------------------------------------- created pools */
-
-static int all_zero(const unsigned char *b, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (b[i])
-			return 0;
-	return 1;
-}
-
-static cudaError_t pool_create(cudaMemPool_t *memPool, const struct cudaMemPoolProps *props)
-{
-	struct qc_pool *p;
-	cudaError_t e = qc_ready();
-
-	if (e != cudaSuccess)
-		return e;
-	if (!memPool || !props)
-		return cudaErrorInvalidValue;
-	if (props->allocType == cudaMemAllocationTypeManaged ||
-	    props->location.type == cudaMemLocationTypeHost ||
-	    props->location.type == cudaMemLocationTypeHostNuma)
-		return cudaErrorNotSupported;
-	if (props->allocType != cudaMemAllocationTypePinned ||
-	    props->location.type != cudaMemLocationTypeDevice || props->win32SecurityAttributes ||
-	    !all_zero(props->reserved, sizeof(props->reserved)))
-		return cudaErrorInvalidValue;
-	if (check_device(props->location.id) != cudaSuccess)
-		return cudaErrorInvalidDevice;
-	/* IPC (exporting the pool or its pointers) is not served. */
-	if (props->handleTypes != cudaMemHandleTypeNone)
-		return cudaErrorNotSupported;
-	pthread_mutex_lock(&pool_lock);
-	p = pool_new(props->location.id);
-	if (p) {
-		p->props.maxSize = props->maxSize;
-		p->props.usage = props->usage;
-	}
-	pthread_mutex_unlock(&pool_lock);
-	if (!p)
-		return cudaErrorMemoryAllocation;
-	*memPool = (cudaMemPool_t)p;
-	return cudaSuccess;
-}
-
-QC_API cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *poolProps)
-{
-	return qc_ret(pool_create(memPool, poolProps));
-}
-
-/* Its idle memory goes now; what is still allocated when it is freed. */
-static cudaError_t pool_destroy(cudaMemPool_t memPool)
-{
-	struct block *chain = NULL;
-	struct qc_pool *p;
-	int device;
-	cudaError_t e = qc_ready();
-
-	if (e != cudaSuccess)
-		return e;
-	pthread_mutex_lock(&pool_lock);
-	p = pool_find(memPool);
-	if (!p || p->is_default) {	/* a device's default pool stays */
-		pthread_mutex_unlock(&pool_lock);
-		return cudaErrorInvalidValue;
-	}
-	device = p->props.location.id;
-	if (device >= 0 && device < QC_MAX_DEVICES && current_pool[device] == p)
-		current_pool[device] = NULL;
-	p->destroyed = 1;
-	drop_stale(p);
-	take_idle(p, 0, &chain);
-	pool_maybe_free(p);
-	pthread_mutex_unlock(&pool_lock);
-	return release_chain(chain);
-}
-
-QC_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
-{
-	return qc_ret(pool_destroy(memPool));
-}
-
-/* --------------------------------------------------------- attributes */
-
-static cudaError_t pool_trim(cudaMemPool_t memPool, size_t minBytesToKeep)
-{
-	struct block *chain = NULL;
-	struct qc_pool *p;
-	cudaError_t e = qc_ready();
-
-	if (e != cudaSuccess)
-		return e;
-	pthread_mutex_lock(&pool_lock);
-	p = pool_find(memPool);
-	if (p) {
-		drop_stale(p);
-		take_idle(p, minBytesToKeep, &chain);
-	}
-	pthread_mutex_unlock(&pool_lock);
-	if (!p)
-		return cudaErrorInvalidValue;
-	return release_chain(chain);
-}
-
-QC_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
-{
-	return qc_ret(pool_trim(memPool, minBytesToKeep));
-}
-
-/* Sets attr of p (pool lock held); lowering the threshold releases now. */
-static cudaError_t set_attr(struct qc_pool *p, enum cudaMemPoolAttr attr, const void *value,
-			    struct block **chain)
-{
-	uint64_t v64;
-
-	switch (attr) {
-	case cudaMemPoolReuseFollowEventDependencies:
-	case cudaMemPoolReuseAllowOpportunistic:
-	case cudaMemPoolReuseAllowInternalDependencies:
-		p->reuse[attr - cudaMemPoolReuseFollowEventDependencies] = *(const int *)value != 0;
-		return cudaSuccess;
-	case cudaMemPoolAttrReleaseThreshold:
-		memcpy(&p->threshold, value, sizeof(p->threshold));
-		take_idle(p, p->threshold, chain);
-		return cudaSuccess;
-	case cudaMemPoolAttrReservedMemHigh:
-	case cudaMemPoolAttrUsedMemHigh:
-		/* Only 0, which resets the mark to the current value. */
-		memcpy(&v64, value, sizeof(v64));
-		if (v64)
-			return cudaErrorInvalidValue;
-		if (attr == cudaMemPoolAttrUsedMemHigh)
-			p->used_high = p->used;
-		else
-			p->reserved_high = p->reserved;
-		return cudaSuccess;
-	default:	/* the Current ones are read-only */
-		return cudaErrorInvalidValue;
-	}
-}
-
-static cudaError_t get_attr(struct qc_pool *p, enum cudaMemPoolAttr attr, void *value)
-{
-	uint64_t v;
-
-	switch (attr) {
-	case cudaMemPoolReuseFollowEventDependencies:
-	case cudaMemPoolReuseAllowOpportunistic:
-	case cudaMemPoolReuseAllowInternalDependencies:
-		*(int *)value = p->reuse[attr - cudaMemPoolReuseFollowEventDependencies];
-		return cudaSuccess;
-	case cudaMemPoolAttrReleaseThreshold:
-		v = p->threshold;
-		break;
-	case cudaMemPoolAttrReservedMemCurrent:
-		v = p->reserved;
-		break;
-	case cudaMemPoolAttrReservedMemHigh:
-		v = p->reserved_high;
-		break;
-	case cudaMemPoolAttrUsedMemCurrent:
-		v = p->used;
-		break;
-	case cudaMemPoolAttrUsedMemHigh:
-		v = p->used_high;
-		break;
-	default:
-		return cudaErrorInvalidValue;
-	}
-	memcpy(value, &v, sizeof(v));	/* a cuuint64_t */
-	return cudaSuccess;
-}
-
-static cudaError_t pool_attr(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value, int set)
-{
-	struct block *chain = NULL;
-	struct qc_pool *p;
-	cudaError_t e = qc_ready();
-
-	if (e != cudaSuccess)
-		return e;
-	pthread_mutex_lock(&pool_lock);
-	p = pool_find(memPool);
-	if (!p || !value) {
-		e = cudaErrorInvalidValue;
-	} else {
-		drop_stale(p);
-		e = set ? set_attr(p, attr, value, &chain) : get_attr(p, attr, value);
-	}
-	pthread_mutex_unlock(&pool_lock);
-	release_chain(chain);
-	return e;
-}
-
-QC_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
-{
-	return qc_ret(pool_attr(memPool, attr, value, 1));
-}
-
-QC_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
-{
-	return qc_ret(pool_attr(memPool, attr, value, 0));
-}
-
-/* ------------------------------------------------------------- access */
-
-/* The device a pool lives on (-1 if p is not a pool). */
-static int pool_device(cudaMemPool_t memPool)
-{
-	struct qc_pool *p;
-	int device;
-
-	pthread_mutex_lock(&pool_lock);
-	p = pool_find(memPool);
-	device = p ? p->props.location.id : -1;
-	pthread_mutex_unlock(&pool_lock);
-	return device;
-}
-
-/* With one device per pool and no peers served, the pool's own device has
- * read-write access, always; it cannot be taken away (as natively) and no
- * other device can be given any. */
-static cudaError_t pool_set_access(cudaMemPool_t memPool, const struct cudaMemAccessDesc *desc, size_t count)
-{
-	int device;
-	cudaError_t e = qc_ready();
-
-	if (e != cudaSuccess)
-		return e;
-	device = pool_device(memPool);
-	if (device < 0 || (count && !desc))
-		return cudaErrorInvalidValue;
-	for (size_t i = 0; i < count; i++) {
-		if (desc[i].location.type != cudaMemLocationTypeDevice)
-			return cudaErrorInvalidValue;
-		if (check_device(desc[i].location.id) != cudaSuccess)
-			return cudaErrorInvalidDevice;
-		if (desc[i].location.id != device)
-			return cudaErrorInvalidDevice;	/* a peer: not served */
-		if (desc[i].flags != cudaMemAccessFlagsProtReadWrite)
-			return cudaErrorInvalidValue;
-	}
-	return cudaSuccess;
-}
-
-QC_API cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc *descList,
-					size_t count)
-{
-	return qc_ret(pool_set_access(memPool, descList, count));
-}
-
-static cudaError_t pool_get_access(enum cudaMemAccessFlags *flags, cudaMemPool_t memPool,
-				   struct cudaMemLocation *location)
-{
-	int device;
-	cudaError_t e = qc_ready();
-
-	if (e != cudaSuccess)
-		return e;
-	device = pool_device(memPool);
-	if (device < 0 || !flags || !location || location->type != cudaMemLocationTypeDevice)
-		return cudaErrorInvalidValue;
-	if (check_device(location->id) != cudaSuccess)
-		return cudaErrorInvalidDevice;
-	*flags = location->id == device ? cudaMemAccessFlagsProtReadWrite : cudaMemAccessFlagsProtNone;
-	return cudaSuccess;
-}
-
-QC_API cudaError_t cudaMemPoolGetAccess(enum cudaMemAccessFlags *flags, cudaMemPool_t memPool,
-					struct cudaMemLocation *location)
-{
-	return qc_ret(pool_get_access(flags, memPool, location));
 }

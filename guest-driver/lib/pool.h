@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Stream-ordered allocation (pool.c): what the driver API (../libcuda/pool.c)
- * needs beside the runtime's own entry points, which it calls directly.
+ * Stream-ordered allocation (pool.c, mempool.c): what the driver API
+ * (../libcuda/pool.c) needs beside the runtime's own entry points, which it
+ * calls directly.
  */
 #ifndef QC_POOL_H
 #define QC_POOL_H
 
 #include "qcrt.h"
 
-/* Whether stream is being captured into a graph (capture.c when it exists;
- * pool.c has a weak default saying no). ptds: the _ptsz entry point. */
+/* Whether stream is being captured into a graph (capture.c). ptds: the
+ * _ptsz entry point. */
 int qc_capture_active(cudaStream_t stream, int ptds);
 
 /* The runtime's per-thread-default-stream twins (cuda_runtime_api.h

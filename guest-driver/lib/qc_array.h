@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Arrays, 2D/3D copies, pitched memsets, texture and surface objects
- * (array.c), shared with the driver API (../libcuda/array.c).
+ * Arrays (array.c), 2D/3D copies and pitched memsets (copy3d.c), texture
+ * and surface objects (texobj.c), shared with the driver API
+ * (../libcuda/array.c).
  */
 #ifndef QC_ARRAY_H
 #define QC_ARRAY_H
@@ -98,5 +99,14 @@ int qc_obj_args(uint64_t obj, int surface, struct qcuda_args_tex_create *a, stru
 
 /* After DEVICE_RESET: arrays and objects of before are gone. */
 void qc_array_reset(void);
+/* The session generation arrays and objects are made in (a reset ends one). */
+unsigned int qc_array_generation(void);
+
+/* The array or mipmapped array p is, if it is one of this session
+ * generation's; else cudaErrorInvalidResourceHandle. */
+cudaError_t qc_live_array(const void *p, struct qc_array **out);
+cudaError_t qc_live_mipmap(const void *p, struct qc_mipmap **out);
+/* cudaChannelFormatDesc -> CUarray_format and channels. */
+cudaError_t qc_format_of(const struct cudaChannelFormatDesc *d, int *format, unsigned int *channels);
 
 #endif

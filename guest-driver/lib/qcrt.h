@@ -200,6 +200,10 @@ int qc_reserve_range(uint64_t dev, size_t len);
 
 /* ---- memory.c ---- */
 
+/* cudaMalloc's path, the one way device memory is allocated: size bytes
+ * (MALLOC), kept as a QC_MEM_DEVICE region whose token is token (a pool
+ * block's serial, else 0); its address in *dev. */
+cudaError_t qc_alloc_device(uint64_t size, uint64_t token, uint64_t *dev);
 /* Releases what a region holds on both sides and frees it; r is out of the
  * maps. With after_reset, the backend already dropped its side. */
 cudaError_t qc_region_release(struct qc_region *r, int after_reset);
@@ -218,7 +222,7 @@ void qc_mem_remove_symbol(uint64_t dptr);
 /* cudaMemcpy*'s core (not recording the error). */
 cudaError_t qc_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
 		      cudaStream_t stream, int async, int ptds);
-/* cudaMemcpyBatchAsync's and cudaMemcpy3DBatchAsync's (array.c) cores:
+/* cudaMemcpyBatchAsync's and cudaMemcpy3DBatchAsync's (copy3d.c) cores:
  * *fail is the index of the copy that failed, SIZE_MAX if the error is of
  * no one copy (cuMemcpyBatchAsync's failIdx). */
 cudaError_t qc_memcpy_batch(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t n,

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Arrays, pitched allocations, 2D/3D copies and memsets, texture and
- * surface objects: the runtime layer's (../lib/array.c), under the thread's
- * current context. A CUarray is the runtime layer's struct qc_array, as a
+ * surface objects: the runtime layer's (../lib/array.c, copy3d.c and
+ * texobj.c), under the thread's current context. A CUarray is the runtime layer's struct qc_array, as a
  * cudaArray_t is, so NVIDIA's static runtime over this library and qcuda's
  * runtime see the same arrays.
  */

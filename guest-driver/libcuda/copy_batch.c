@@ -2,7 +2,7 @@
 /*
  * Batches of copies (cuMemcpyBatchAsync, cuMemcpy3DBatchAsync) and 3D peer
  * copies (cuMemcpy3DPeer): the runtime layer's copies (../lib/copy.c and
- * array.c), under the current context. The batches come as CUDA 12.8's ABI
+ * copy3d.c), under the current context. The batches come as CUDA 12.8's ABI
  * (with failIdx) and CUDA 13's (_v2, without), each with a _ptsz twin.
  */
 #include <string.h>

@@ -112,7 +112,7 @@ CUresult cu_device_check(CUdevice dev);
 
 /* ---- array.c ---- */
 
-/* cuMemcpy2D*'s core: linear memory and arrays, one request (../lib/array.c). */
+/* cuMemcpy2D*'s core: linear memory and arrays, one request (../lib/copy3d.c). */
 CUresult cu_memcpy2d(const CUDA_MEMCPY2D *c, CUstream stream, int async, int ptds);
 
 /* ---- module.c ---- */

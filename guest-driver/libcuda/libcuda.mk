@@ -1,11 +1,9 @@
-# qcuda's guest CUDA driver API (libcuda.so.1) and the guest test programs
-# built with nvcc's defaults (static cudart, which loads libcuda.so.1).
-# Included by the top-level Makefile after guest-driver/lib/lib.mk (whose
-# objects it links: the driver API runs on the runtime library's session).
+# qcuda's guest CUDA driver API (libcuda.so.1). Included by the top-level
+# Makefile after guest-driver/lib/lib.mk (whose objects it links: the driver
+# API runs on the runtime library's session). The test programs that use it
+# are test/guest/guest-tests.mk's.
 #
 #   guest-libcuda           $(BUILD)/guest/lib/libcuda.so.1
-#   guest-cuda-static       $(BUILD)/guest/bin/<name>_static for the programs
-#                           in GUEST_CUDA_STATIC (nvcc defaults, -arch=sm_90)
 #
 # gen-libcuda.mjs derives the exports, stubs and cuGetProcAddress table, and
 # the forwards of forwards.def (with cu_twins.h), from CUDA's headers at build
@@ -21,7 +19,7 @@ GUEST_CU_HDRS := $(addprefix $(CUDA_HOME)/include/,cuda.h cudaProfiler.h cudaTyp
 # The runtime library's objects but its stubs (cuda* names, local here anyway).
 GUEST_CU_RT_OBJS := $(filter-out %/stubs.o,$(GUEST_LIB_OBJS))
 
-.PHONY: guest-libcuda guest-cuda-static
+.PHONY: guest-libcuda
 guest-libcuda: $(GUEST_LIBCUDA)
 
 # CUresult names, from cuda.h's enum.
@@ -66,42 +64,6 @@ $(GUEST_LIBCUDA): $(GUEST_CU_OBJS) $(GUEST_CU_GEN)/stubs.o $(GUEST_CU_GEN)/procs
 	  -Wl,-z,defs -Wl,-z,now -Wl,--no-undefined -o $@ \
 	  $(GUEST_CU_OBJS) $(GUEST_CU_GEN)/stubs.o $(GUEST_CU_GEN)/procs.o $(GUEST_CU_RT_OBJS)
 
-# Guest programs built as users build them: nvcc's defaults (static cudart).
-# Every single-file program but those that test qcuda's own runtime library,
-# drive the guest driver for test/vm or the backend's worker watch (stuck)
-# (their _static twin would test nothing more): the two builds must print
-# the same.
-GUEST_CUDA_QCUDA_ONLY := hostile mapreset memlock sessionend ringfill killcopy stuck
-GUEST_CUDA_STATIC := $(filter-out $(GUEST_CUDA_QCUDA_ONLY),$(GUEST_CUDA_SINGLE))
-guest-cuda-static: $(addprefix $(GUEST_BIN)/,$(addsuffix _static,$(GUEST_CUDA_STATIC)))
-$(addprefix $(GUEST_BIN)/,$(addsuffix _static,$(GUEST_CUDA_STATIC))): $(GUEST_BIN)/%_static: \
-		$(CURDIR)/test/guest/%.cu $(wildcard $(CURDIR)/test/guest/*.h)
-	@mkdir -p $(@D)
-	$(NVCC) -arch=sm_90 -ccbin gcc -O2 -Xcompiler -Wall,-pthread -I$(GUEST_INCLUDE) -o $@ $< -lpthread
-
 ifneq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
 vm-image: guest-libcuda
 endif
-ifneq ($(wildcard $(NVCC)),)
-vm-image: guest-cuda-static
-endif
-
-# A program written against the driver API (linked with -lcuda: here this
-# library, by its soname; natively NVIDIA's).
-GUEST_CU_PROGRAMS := drvapi cublas_sgemm forkquota vmm
-guest-cuda-static: $(addprefix $(GUEST_BIN)/,$(GUEST_CU_PROGRAMS))
-guest-cuda-static: $(GUEST_BIN)/drvapi.cubin
-$(GUEST_BIN)/drvapi.cubin: $(CURDIR)/test/libcuda/drvapi_kernels.cu
-	@mkdir -p $(@D)
-	$(NVCC) -cubin -arch=sm_90 -o $@ $<
-$(addprefix $(GUEST_BIN)/,$(GUEST_CU_PROGRAMS)): $(GUEST_BIN)/%: $(CURDIR)/test/libcuda/%.c $(GUEST_LIBCUDA)
-	@mkdir -p $(@D)
-	gcc -std=gnu11 -O2 -Wall -Wextra -I$(CUDA_HOME)/include -o $@ $< -L$(GUEST_LIB_OUT) -l:libcuda.so.1 -ldl
-
-# gpa_dump (test/libcuda): what a libcuda's cuGetProcAddress answers; the
-# GPU run compares NVIDIA's and this one's (a host tool, carried with the
-# guest programs).
-guest-cuda-static: $(GUEST_BIN)/gpa_dump
-$(GUEST_BIN)/gpa_dump: $(CURDIR)/test/libcuda/gpa_dump.c
-	@mkdir -p $(@D)
-	gcc -std=gnu11 -O2 -Wall -Wextra -o $@ $< -ldl

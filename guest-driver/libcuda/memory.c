@@ -188,7 +188,7 @@ DIRECTED(cuMemcpyDtoH, void *, CUdeviceptr, dst, PTR(src), cudaMemcpyDeviceToHos
 DIRECTED(cuMemcpyDtoD, CUdeviceptr, CUdeviceptr, PTR(dst), PTR(src), cudaMemcpyDeviceToDevice)
 
 /* 2D copies (the runtime's cudaMemcpy between host buffers and cudaMemcpy2D*
- * come here): array.c's, one request whatever the row count. */
+ * come here): copy3d.c's, one request whatever the row count. */
 static CUresult copy_2d(const CUDA_MEMCPY2D *c, CUstream stream, int async, int ptds)
 {
 	return cu_memcpy2d(c, stream, async, ptds);

@@ -169,8 +169,8 @@ say "== -cudart=shared programs over NVIDIA's libcudart.so.13 and qcuda's libcud
 nvrt=$(readlink -f /usr/local/cuda/lib64/libcudart.so.13)
 cp "$nvrt" "$work/libcudart.so.13"
 shared=""
-# Not those that test qcuda's own runtime or its driver: the list libcuda.mk keeps (they have no default-built twin either).
-qcuda_only=" $(sed -n 's/^GUEST_CUDA_QCUDA_ONLY := //p' guest-driver/libcuda/libcuda.mk) "
+# Not those that test qcuda's own runtime or its driver: the list test/guest/guest-tests.mk keeps (they have no default-built twin either).
+qcuda_only=" $(sed -n 's/^GUEST_CUDA_QCUDA_ONLY := //p' test/guest/guest-tests.mk) "
 for src in test/guest/*.cu; do n=$(basename "$src" .cu); picked "$n" || continue; [[ $qcuda_only == *" $n "* ]] || shared="$shared $n"; done
 script="$(batch_script $shared); echo '=== bench nvidia'; launch_bench 2000; echo '=== bench qcuda'; LD_LIBRARY_PATH=/usr/local/lib launch_bench 2000"
 guest_vm --timeout=480 --file "$work/libcudart.so.13" -- "$script" > "$LOGS/nvrt.guest.all" 2> "$LOGS/nvrt.guest.err"
