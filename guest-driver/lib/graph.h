@@ -9,10 +9,12 @@
  * posted work. Stream capture (capture.c) records what a capturing stream is
  * given into such a graph instead of posting it.
  *
- * graph.c: graphs, nodes, executable graphs; capture.c: capture state of
- * streams and events; graph_api.c: the runtime's cudaGraph* and capture
- * entry points. The driver API's cuGraph* (../libcuda/graph.c) use the same
- * objects: a CUgraph is a struct qc_graph *, a CUgraphNode a struct qc_node *.
+ * graph.c: graphs, nodes and their edges; graph_op.c: what a node does;
+ * graph_mem.c: alloc nodes' memory; graph_uobj.c: user objects;
+ * graph_exec.c: executable graphs; capture.c: capture state of streams and
+ * events; graph_api.c: the runtime's cudaGraph* and capture entry points.
+ * The driver API's cuGraph* (../libcuda/graph.c) use the same objects: a
+ * CUgraph is a struct qc_graph *, a CUgraphNode a struct qc_node *.
  *
  * A graph with conditional nodes is the exception: a kernel sets the
  * condition through the driver, so the host builds and runs such a graph as
@@ -153,6 +155,14 @@ struct qc_exec {
 
 /* ---- graph.c ---- */
 
+/* The handles the library made, each with its kind, so that one the
+ * program passes is checked before it is followed (and a node passed as a
+ * graph is not taken for one). add: 0 when out of memory. */
+enum qc_known { QC_KNOWN_GRAPH = 1, QC_KNOWN_NODE, QC_KNOWN_EXEC, QC_KNOWN_UOBJ };
+int qc_known_add(const void *p, enum qc_known kind);
+void qc_known_forget(const void *p);
+int qc_known_is(const void *p, enum qc_known kind);
+
 struct qc_graph *qc_graph_new(void);
 void qc_graph_free(struct qc_graph *g);
 int qc_graph_known(const struct qc_graph *g);
@@ -175,6 +185,9 @@ cudaError_t qc_graph_remove(struct qc_node *node);
 cudaError_t qc_graph_walk(const struct qc_graph *g, cudaError_t (*visit)(struct qc_node *n, void *arg), void *arg);
 /* A deep copy; map (optional, g->n entries) receives the copy of each node. */
 struct qc_graph *qc_graph_clone(const struct qc_graph *g, struct qc_node **map);
+
+/* ---- graph_op.c ---- */
+
 /* Copies op's owned buffers so that the copy owns its own. */
 cudaError_t qc_node_op_copy(struct qc_node_op *dst, const struct qc_node_op *src);
 void qc_node_op_free(struct qc_node_op *op);
@@ -196,6 +209,8 @@ cudaError_t qc_node_op_kernel(struct qc_node_op *op, struct qc_kernel *k, dim3 g
 cudaError_t qc_node_op_memset(struct qc_node_op *op, void *dst, size_t pitch, uint32_t value,
 			      unsigned int elem, size_t width, size_t height);
 
+/* ---- graph_exec.c ---- */
+
 cudaError_t qc_exec_new(const struct qc_graph *g, unsigned long long flags, struct qc_exec **out);
 void qc_exec_free(struct qc_exec *x);
 int qc_exec_known(const struct qc_exec *x);
@@ -215,6 +230,8 @@ cudaError_t qc_exec_update(struct qc_exec *x, const struct qc_graph *g,
 /* Runs one operation on a stream (what a step of a launch does). */
 cudaError_t qc_node_op_run(const struct qc_node_op *op, cudaStream_t stream, int ptds);
 
+/* ---- graph_mem.c ---- */
+
 /* An alloc node's operation: size bytes allocated now (the pool's
  * properties: device memory of a device), or a free node's of ptr (which an
  * alloc node of some graph made). */
@@ -229,6 +246,11 @@ cudaError_t qc_node_op_free_mem(struct qc_node_op *op, void *ptr);
 int qc_graph_mem_owns(const void *ptr);
 /* cudaDeviceGetGraphMemAttribute / Set: the alloc nodes' memory. */
 cudaError_t qc_graph_mem_attr(enum cudaGraphMemAttributeType attr, uint64_t *value, int set);
+/* One more holder of m (a copy of its node), one fewer (the last frees it). */
+void qc_graph_mem_get(struct qc_graph_mem *m);
+void qc_graph_mem_put(struct qc_graph_mem *m);
+
+/* ---- graph_uobj.c ---- */
 
 /* User objects: a count of references and a destructor, run on a thread
  * of the library's own once the last one goes (as CUDA runs it on one of
@@ -240,6 +262,15 @@ cudaError_t qc_uobj_release(struct qc_uobj *o, unsigned int count);
 /* References owned by g: new ones, or (flags cudaGraphUserObjectMove) the caller's. */
 cudaError_t qc_graph_retain_uobj(struct qc_graph *g, struct qc_uobj *o, unsigned int count, unsigned int flags);
 cudaError_t qc_graph_release_uobj(struct qc_graph *g, struct qc_uobj *o, unsigned int count);
+/* n references of o more, or fewer (the last runs its destructor). */
+void qc_uobj_get(struct qc_uobj *o, unsigned long long n);
+void qc_uobj_put(struct qc_uobj *o, unsigned long long n);
+/* n more references of o in r (one entry per object): 0, or -1 when out of memory. */
+int qc_urefs_add(struct qc_urefs *r, struct qc_uobj *o, unsigned long long n);
+/* Gives r's references up and empties it. */
+void qc_urefs_release(struct qc_urefs *r);
+/* A clone's references: as many as src's (0, or -1 when out of memory). */
+int qc_urefs_copy(struct qc_urefs *dst, const struct qc_urefs *src);
 
 /* ---- graph_native.c ---- */
 

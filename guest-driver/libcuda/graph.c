@@ -6,29 +6,24 @@
  * pointers), so most entry points are the runtime's call; nodes whose
  * parameters differ between the two APIs (kernel, memcpy, memset) are built
  * here. Not served, as in the runtime: batch memop and external semaphore
- * nodes, copies of CUDA arrays.
+ * nodes, copies of CUDA arrays. Executable graphs: graph_exec.c.
  */
 #include <string.h>
 
 #include "cu.h"
 #include "../lib/graph.h"
+#include "cu_graph.h"
 
 /* This file defines older ABIs too, under names cuda.h #defines to today's. */
 #undef cuGraphAddKernelNode
 #undef cuGraphKernelNodeGetParams
 #undef cuGraphKernelNodeSetParams
-#undef cuGraphExecKernelNodeSetParams
 #undef cuGraphGetEdges
 #undef cuGraphNodeGetDependencies
 #undef cuGraphNodeGetDependentNodes
 #undef cuGraphAddDependencies
 #undef cuGraphRemoveDependencies
-#undef cuGraphInstantiate
 #undef cuGraphAddNode
-
-#define RG(x) ((cudaGraph_t)(x))
-#define RN(x) ((cudaGraphNode_t)(x))
-#define RX(x) ((cudaGraphExec_t)(x))
 
 /* ------------------------------------------------------------ graphs */
 
@@ -65,7 +60,7 @@ static CUresult add(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t
 
 /* A kernel node from CUDA_KERNEL_NODE_PARAMS: the kernel (kern) or function
  * (func), kernelParams or extra's buffer. */
-static cudaError_t kernel_op(struct qc_node_op *op, const CUDA_KERNEL_NODE_PARAMS *p)
+cudaError_t cu_graph_kernel_op(struct qc_node_op *op, const CUDA_KERNEL_NODE_PARAMS *p)
 {
 	const void *packed = NULL;
 	size_t size = 0;
@@ -84,7 +79,7 @@ static cudaError_t kernel_op(struct qc_node_op *op, const CUDA_KERNEL_NODE_PARAM
 }
 
 /* The CUDA 10 ABI's params are the first fields of today's. */
-static CUDA_KERNEL_NODE_PARAMS from_v1(const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+CUDA_KERNEL_NODE_PARAMS cu_graph_kernel_v1(const CUDA_KERNEL_NODE_PARAMS_v1 *p)
 {
 	CUDA_KERNEL_NODE_PARAMS q;
 
@@ -100,7 +95,7 @@ static CUresult add_kernel(CUgraphNode *out, CUgraph g, const CUgraphNode *deps,
 	CUresult r = cu_enter();
 
 	if (r == CUDA_SUCCESS)
-		r = cu_result(kernel_op(&op, p));
+		r = cu_result(cu_graph_kernel_op(&op, p));
 	return r == CUDA_SUCCESS ? add(out, g, deps, n, &op) : r;
 }
 
@@ -120,7 +115,7 @@ CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CU
 
 	if (!nodeParams)
 		return CUDA_ERROR_INVALID_VALUE;
-	p = from_v1(nodeParams);
+	p = cu_graph_kernel_v1(nodeParams);
 	return add_kernel(phGraphNode, hGraph, dependencies, numDependencies, &p);
 }
 
@@ -181,7 +176,7 @@ static CUresult set_kernel(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *p)
 		return r;
 	if (!n)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = cu_result(kernel_op(&op, p));
+	r = cu_result(cu_graph_kernel_op(&op, p));
 	if (r == CUDA_SUCCESS)
 		qc_node_set_op(n, &op);	/* its attributes stay */
 	return r;
@@ -199,7 +194,7 @@ CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PA
 
 	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;
-	q = from_v1(p);
+	q = cu_graph_kernel_v1(p);
 	return set_kernel(hNode, &q);
 }
 
@@ -230,7 +225,7 @@ static cudaError_t side(CUmemorytype type, const void *host, CUdeviceptr dev, si
 	return cudaSuccess;
 }
 
-static cudaError_t memcpy_op(struct qc_node_op *op, const CUDA_MEMCPY3D *c)
+cudaError_t cu_graph_memcpy_op(struct qc_node_op *op, const CUDA_MEMCPY3D *c)
 {
 	const char *src, *dst;
 	size_t spitch, dpitch, sheight, dheight;
@@ -274,7 +269,7 @@ CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CU
 
 	(void)ctx;
 	if (r == CUDA_SUCCESS)
-		r = cu_result(memcpy_op(&op, copyParams));
+		r = cu_result(cu_graph_memcpy_op(&op, copyParams));
 	return r == CUDA_SUCCESS ? add(phGraphNode, hGraph, dependencies, numDependencies, &op) : r;
 }
 
@@ -306,13 +301,13 @@ CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *p)
 
 	if (!n)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = cu_result(memcpy_op(&op, p));
+	r = cu_result(cu_graph_memcpy_op(&op, p));
 	if (r == CUDA_SUCCESS)
 		qc_node_set_op(n, &op);
 	return r;
 }
 
-static struct cudaMemsetParams memset_params(const CUDA_MEMSET_NODE_PARAMS *p)
+struct cudaMemsetParams cu_graph_memset_params(const CUDA_MEMSET_NODE_PARAMS *p)
 {
 	return (struct cudaMemsetParams){ .dst = PTR(p->dst), .pitch = p->pitch, .value = p->value,
 					  .elementSize = p->elementSize, .width = p->width,
@@ -328,7 +323,7 @@ CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CU
 	(void)ctx;
 	if (!memsetParams)
 		return CUDA_ERROR_INVALID_VALUE;
-	p = memset_params(memsetParams);
+	p = cu_graph_memset_params(memsetParams);
 	CU_RUN(cudaGraphAddMemsetNode((cudaGraphNode_t *)phGraphNode, RG(hGraph),
 				      (const cudaGraphNode_t *)dependencies, numDependencies, &p));
 }
@@ -355,7 +350,7 @@ CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PA
 
 	if (!nodeParams)
 		return CUDA_ERROR_INVALID_VALUE;
-	p = memset_params(nodeParams);
+	p = cu_graph_memset_params(nodeParams);
 	return cu_result(cudaGraphMemsetNodeSetParams(RN(hNode), &p));
 }
 
@@ -538,190 +533,6 @@ CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int fla
 	return cu_result(cudaGraphDebugDotPrint(RG(hGraph), path, flags));
 }
 
-/* ------------------------------------------------------------ executable graphs */
-
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
-{
-	CU_RUN(cudaGraphInstantiateWithFlags((cudaGraphExec_t *)phGraphExec, RG(hGraph), flags));
-}
-
-/* CUDA_GRAPH_INSTANTIATE_PARAMS: the flags, an upload stream, and what went wrong. */
-static CUresult instantiate_params(CUgraphExec *phGraphExec, CUgraph hGraph,
-				   CUDA_GRAPH_INSTANTIATE_PARAMS *p)
-{
-	CUresult r;
-
-	if (!p)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = cuGraphInstantiateWithFlags(phGraphExec, hGraph, p->flags);
-	p->hErrNode_out = NULL;
-	p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
-	return r;
-}
-
-CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
-				      CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-	return instantiate_params(phGraphExec, hGraph, instantiateParams);
-}
-
-CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
-					   CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams);
-CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
-					   CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-	return instantiate_params(phGraphExec, hGraph, instantiateParams);
-}
-
-CUresult cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
-{
-	unsigned long long f = 0;
-	CUresult r;
-
-	if (!flags)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = cu_result(cudaGraphExecGetFlags(RX(hGraphExec), &f));
-	if (r == CUDA_SUCCESS)
-		*flags = f;
-	return r;
-}
-
-CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
-{
-	return cu_result(cudaGraphExecDestroy(RX(hGraphExec)));
-}
-
-cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
-cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
-
-CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
-{
-	CU_RUN(cudaGraphLaunch(RX(hGraphExec), (cudaStream_t)hStream));
-}
-
-CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
-CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-	CU_RUN(cudaGraphLaunch_ptsz(RX(hGraphExec), (cudaStream_t)hStream));
-}
-
-CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
-{
-	CU_RUN(cudaGraphUpload(RX(hGraphExec), (cudaStream_t)hStream));
-}
-
-CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream);
-CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-	CU_RUN(cudaGraphUpload_ptsz(RX(hGraphExec), (cudaStream_t)hStream));
-}
-
-_Static_assert(sizeof(CUgraphExecUpdateResultInfo) == sizeof(cudaGraphExecUpdateResultInfo),
-	       "update result info");
-
-CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
-{
-	CU_RUN(cudaGraphExecUpdate(RX(hGraphExec), RG(hGraph),
-				   (cudaGraphExecUpdateResultInfo *)(void *)resultInfo));
-}
-
-static CUresult exec_set(CUgraphExec x, CUgraphNode node, struct qc_node_op *op, cudaError_t made)
-{
-	if (made != cudaSuccess)
-		return cu_result(made);
-	if (!qc_exec_known((struct qc_exec *)(void *)x) || !qc_node_known((struct qc_node *)(void *)node)) {
-		qc_node_op_free(op);
-		return CUDA_ERROR_INVALID_VALUE;
-	}
-	return cu_result(qc_exec_set_op((struct qc_exec *)(void *)x, (struct qc_node *)(void *)node, op));
-}
-
-CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
-					   const CUDA_KERNEL_NODE_PARAMS *nodeParams)
-{
-	struct qc_node_op op;
-	CUresult r = cu_enter();
-
-	return r != CUDA_SUCCESS ? r : exec_set(hGraphExec, hNode, &op, kernel_op(&op, nodeParams));
-}
-
-CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
-					const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
-CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
-					const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
-{
-	CUDA_KERNEL_NODE_PARAMS q;
-
-	if (!nodeParams)
-		return CUDA_ERROR_INVALID_VALUE;
-	q = from_v1(nodeParams);
-	return cuGraphExecKernelNodeSetParams_v2(hGraphExec, hNode, &q);
-}
-
-CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
-					const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
-{
-	struct qc_node_op op;
-
-	(void)ctx;
-	return exec_set(hGraphExec, hNode, &op, memcpy_op(&op, copyParams));
-}
-
-CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
-					const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
-{
-	struct cudaMemsetParams p;
-
-	(void)ctx;
-	if (!memsetParams)
-		return CUDA_ERROR_INVALID_VALUE;
-	p = memset_params(memsetParams);
-	return cu_result(cudaGraphExecMemsetNodeSetParams(RX(hGraphExec), RN(hNode), &p));
-}
-
-CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
-				      const CUDA_HOST_NODE_PARAMS *nodeParams)
-{
-	return cu_result(cudaGraphExecHostNodeSetParams(RX(hGraphExec), RN(hNode),
-							(const struct cudaHostNodeParams *)(const void *)nodeParams));
-}
-
-CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
-{
-	return cu_result(cudaGraphExecEventRecordNodeSetEvent(RX(hGraphExec), RN(hNode), (cudaEvent_t)event));
-}
-
-CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
-{
-	return cu_result(cudaGraphExecEventWaitNodeSetEvent(RX(hGraphExec), RN(hNode), (cudaEvent_t)event));
-}
-
-/* The CUDA 10 and 11.0 ABIs: an error node and a log instead of flags. */
-static CUresult instantiate_old(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-				char *logBuffer, size_t bufferSize)
-{
-	CUresult r = cuGraphInstantiateWithFlags(phGraphExec, hGraph, 0);
-
-	if (phErrorNode)
-		*phErrorNode = NULL;
-	if (logBuffer && bufferSize)
-		logBuffer[0] = 0;
-	return r;
-}
-
-CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-			    char *logBuffer, size_t bufferSize);
-CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-			    char *logBuffer, size_t bufferSize)
-{
-	return instantiate_old(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
-}
-
-CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-			       char *logBuffer, size_t bufferSize)
-{
-	return instantiate_old(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
-}
 
 /* ------------------------------------------------------------ memory nodes */
 
@@ -1009,46 +820,6 @@ CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUg
 	return r != CUDA_SUCCESS ? r : exec_node_set(hGraphExec, hNode, nodeParams);
 }
 
-CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
-{
-	return cu_result(cudaGraphExecChildGraphNodeSetParams(RX(hGraphExec), RN(hNode), RG(childGraph)));
-}
-
-/* ------------------------------------------------------------ enabling nodes, kernel node attributes */
-
-CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
-{
-	return cu_result(cudaGraphNodeSetEnabled(RX(hGraphExec), RN(hNode), isEnabled));
-}
-
-CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
-{
-	return cu_result(cudaGraphNodeGetEnabled(RX(hGraphExec), RN(hNode), isEnabled));
-}
-
-/* The driver's launch attributes are the runtime's, value for value. */
-_Static_assert(sizeof(CUkernelNodeAttrValue) == sizeof(cudaKernelNodeAttrValue), "kernel node attribute value");
-_Static_assert((int)CU_LAUNCH_ATTRIBUTE_PRIORITY == (int)cudaLaunchAttributePriority &&
-	       (int)CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING ==
-	       (int)cudaLaunchAttributeNvlinkUtilCentricScheduling, "launch attribute ids");
-
-CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *value_out)
-{
-	return cu_result(cudaGraphKernelNodeGetAttribute(RN(hNode), (cudaKernelNodeAttrID)attr,
-							 (cudaKernelNodeAttrValue *)(void *)value_out));
-}
-
-CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
-				       const CUkernelNodeAttrValue *value)
-{
-	return cu_result(cudaGraphKernelNodeSetAttribute(RN(hNode), (cudaKernelNodeAttrID)attr,
-							 (const cudaKernelNodeAttrValue *)(const void *)value));
-}
-
-CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
-{
-	return cu_result(cudaGraphKernelNodeCopyAttributes(RN(dst), RN(src)));
-}
 
 /* ------------------------------------------------------------ user objects */
 
@@ -1081,3 +852,4 @@ CUresult cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, unsigned i
 {
 	return cu_result(cudaGraphReleaseUserObject(RG(graph), RU(object), count));
 }
+
