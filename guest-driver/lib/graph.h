@@ -12,7 +12,8 @@
  * graph.c: graphs, nodes and their edges; graph_op.c: what a node does;
  * graph_mem.c: alloc nodes' memory; graph_uobj.c: user objects;
  * graph_exec.c: executable graphs; capture.c: capture state of streams and
- * events; graph_api.c: the runtime's cudaGraph* and capture entry points.
+ * events; graph_api*.c: the runtime's cudaGraph* and capture entry points;
+ * graph_params.c: the generic node calls, shared with the driver API.
  * The driver API's cuGraph* (../libcuda/graph.c) use the same objects: a
  * CUgraph is a struct qc_graph *, a CUgraphNode a struct qc_node *.
  *
@@ -208,6 +209,41 @@ cudaError_t qc_node_op_kernel(struct qc_node_op *op, struct qc_kernel *k, dim3 g
 /* A memset node's operation (checks elem and the sizes). */
 cudaError_t qc_node_op_memset(struct qc_node_op *op, void *dst, size_t pitch, uint32_t value,
 			      unsigned int elem, size_t width, size_t height);
+/* A host node's, an event record or wait node's (type), a child graph node's. */
+cudaError_t qc_node_op_host(struct qc_node_op *op, cudaHostFn_t fn, void *data);
+cudaError_t qc_node_op_event(struct qc_node_op *op, enum cudaGraphNodeType type, cudaEvent_t event);
+cudaError_t qc_node_op_child(struct qc_node_op *op, const struct qc_graph *child);
+
+/* ---- graph_params.c ---- */
+
+/*
+ * The generic node calls of both APIs: cudaGraphAddNode and
+ * cuGraphAddNode_v2 (QC_NODE_ADD: a node of p's type in graph, after deps,
+ * into *out), cudaGraphNodeSetParams and cuGraphNodeSetParams (QC_NODE_SET:
+ * node's parameters), cudaGraphExecNodeSetParams and
+ * cuGraphExecNodeSetParams (QC_NODE_EXEC_SET: those of exec's copy of
+ * node).
+ */
+struct qc_node_call {
+	enum { QC_NODE_ADD, QC_NODE_SET, QC_NODE_EXEC_SET } what;
+	struct qc_graph *graph;
+	struct qc_node *const *deps;
+	size_t ndeps;
+	struct qc_node **out;
+	struct qc_node *node;
+	struct qc_exec *exec;
+};
+/*
+ * c with p's parameters. The driver's CUgraphNodeParams has the runtime's
+ * layout (libcuda asserts it) but for the kernel and memcpy members, which
+ * mean other things there (a CUfunction, not a host stub; CUDA_MEMCPY3D):
+ * for those two the caller passes the operation it made (api_op, taken
+ * over); NULL: the runtime's own, made from p. An add writes the alloc
+ * node's address or the conditional node's bodies back into p, as CUDA does.
+ */
+cudaError_t qc_node_call(const struct qc_node_call *c, struct cudaGraphNodeParams *p, struct qc_node_op *api_op);
+/* Whether edges (n of them, or NULL) carry no data: the only edges served. */
+int qc_graph_plain_edges(const cudaGraphEdgeData *edges, size_t n);
 
 /* ---- graph_exec.c ---- */
 

@@ -323,14 +323,6 @@ QC_API cudaError_t cudaGraphGetEdges(cudaGraph_t graph, cudaGraphNode_t *from, c
 	return cudaSuccess;
 }
 
-int qc_graph_plain_edges(const cudaGraphEdgeData *edges, size_t n)
-{
-	for (size_t i = 0; edges && i < n; i++)
-		if (edges[i].type || edges[i].from_port || edges[i].to_port)
-			return 0;
-	return 1;
-}
-
 QC_API cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t *from,
 					    const cudaGraphNode_t *to, const cudaGraphEdgeData *edgeData,
 					    size_t numDependencies)

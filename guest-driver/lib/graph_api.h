@@ -14,7 +14,10 @@
 
 /* What qcuda does not serve: a note on stderr, cudaErrorNotSupported. */
 cudaError_t qc_graph_not_served(const char *what);
-/* Whether edges (n of them, or NULL) carry no data: the only edges served. */
-int qc_graph_plain_edges(const cudaGraphEdgeData *edges, size_t n);
+
+/* The runtime's kernel and memcpy node operations (graph_api_nodes.c),
+ * which the generic calls (graph_params.c) make too. */
+cudaError_t qc_graph_api_kernel_op(struct qc_node_op *op, const struct cudaKernelNodeParams *p);
+cudaError_t qc_graph_api_memcpy_op(struct qc_node_op *op, const struct cudaMemcpy3DParms *p);
 
 #endif

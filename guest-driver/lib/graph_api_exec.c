@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The runtime's entry points for executable graphs (see graph_api.c):
- * instantiating, launching, updating, the parameters of nodes set in an
- * executable graph through the generic call, enabling nodes.
+ * instantiating, launching, updating, a child graph node's graph, enabling
+ * nodes.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -144,124 +144,15 @@ QC_API cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t h
 }
 
 
-/* ------------------------------------------------------------ node parameters, generic */
-
-/* Each type's own setter, from the parameters of the generic call. The
- * memory nodes' parameters cannot change (CUDA 13: cudaErrorNotSupported). */
-static cudaError_t node_set(cudaGraphNode_t node, struct cudaGraphNodeParams *p)
-{
-	struct qc_node *n = N(node);
-
-	if (!qc_node_known(n) || !p || n->op.type != p->type)
-		return cudaErrorInvalidValue;
-	switch (p->type) {
-	case cudaGraphNodeTypeKernel: {
-		const struct cudaKernelNodeParamsV2 *k = &p->kernel;
-		struct cudaKernelNodeParams v1 = { .func = k->func, .gridDim = k->gridDim, .blockDim = k->blockDim,
-						  .sharedMemBytes = k->sharedMemBytes, .kernelParams = k->kernelParams,
-						  .extra = k->extra };
-
-		return cudaGraphKernelNodeSetParams(node, &v1);
-	}
-	case cudaGraphNodeTypeMemcpy:
-		return p->memcpy.flags ? cudaErrorInvalidValue :
-					 cudaGraphMemcpyNodeSetParams(node, &p->memcpy.copyParams);
-	case cudaGraphNodeTypeMemset: {
-		const struct cudaMemsetParamsV2 *m = &p->memset;
-		struct cudaMemsetParams v1 = { .dst = m->dst, .pitch = m->pitch, .value = m->value,
-					      .elementSize = m->elementSize, .width = m->width, .height = m->height };
-
-		return cudaGraphMemsetNodeSetParams(node, &v1);
-	}
-	case cudaGraphNodeTypeHost: {
-		struct cudaHostNodeParams v1 = { .fn = p->host.fn, .userData = p->host.userData };
-
-		return cudaGraphHostNodeSetParams(node, &v1);
-	}
-	case cudaGraphNodeTypeEmpty:
-		return cudaSuccess;	/* nothing to set */
-	case cudaGraphNodeTypeWaitEvent:
-		return cudaGraphEventWaitNodeSetEvent(node, p->eventWait.event);
-	case cudaGraphNodeTypeEventRecord:
-		return cudaGraphEventRecordNodeSetEvent(node, p->eventRecord.event);
-	case cudaGraphNodeTypeMemAlloc:
-	case cudaGraphNodeTypeMemFree:
-		return cudaErrorNotSupported;
-	default:
-		return qc_graph_not_served("setting the parameters of this graph node type");
-	}
-}
-
-QC_API cudaError_t cudaGraphNodeSetParams(cudaGraphNode_t node, struct cudaGraphNodeParams *nodeParams)
-{
-	return qc_ret(node_set(node, nodeParams));
-}
-
-static cudaError_t exec_node_set(cudaGraphExec_t x, cudaGraphNode_t node, struct cudaGraphNodeParams *p)
-{
-	if (!qc_exec_known(X(x)) || !qc_node_known(N(node)) || !p || N(node)->op.type != p->type)
-		return cudaErrorInvalidValue;
-	switch (p->type) {
-	case cudaGraphNodeTypeKernel: {
-		const struct cudaKernelNodeParamsV2 *k = &p->kernel;
-		struct cudaKernelNodeParams v1 = { .func = k->func, .gridDim = k->gridDim, .blockDim = k->blockDim,
-						  .sharedMemBytes = k->sharedMemBytes, .kernelParams = k->kernelParams,
-						  .extra = k->extra };
-
-		return cudaGraphExecKernelNodeSetParams(x, node, &v1);
-	}
-	case cudaGraphNodeTypeMemcpy:
-		return p->memcpy.flags ? cudaErrorInvalidValue :
-					 cudaGraphExecMemcpyNodeSetParams(x, node, &p->memcpy.copyParams);
-	case cudaGraphNodeTypeMemset: {
-		const struct cudaMemsetParamsV2 *m = &p->memset;
-		struct cudaMemsetParams v1 = { .dst = m->dst, .pitch = m->pitch, .value = m->value,
-					      .elementSize = m->elementSize, .width = m->width, .height = m->height };
-
-		return cudaGraphExecMemsetNodeSetParams(x, node, &v1);
-	}
-	case cudaGraphNodeTypeHost: {
-		struct cudaHostNodeParams v1 = { .fn = p->host.fn, .userData = p->host.userData };
-
-		return cudaGraphExecHostNodeSetParams(x, node, &v1);
-	}
-	case cudaGraphNodeTypeGraph:
-		return cudaGraphExecChildGraphNodeSetParams(x, node, p->graph.graph);
-	case cudaGraphNodeTypeEmpty:
-		return cudaSuccess;
-	case cudaGraphNodeTypeWaitEvent:
-		return cudaGraphExecEventWaitNodeSetEvent(x, node, p->eventWait.event);
-	case cudaGraphNodeTypeEventRecord:
-		return cudaGraphExecEventRecordNodeSetEvent(x, node, p->eventRecord.event);
-	case cudaGraphNodeTypeMemAlloc:
-	case cudaGraphNodeTypeMemFree:
-		return cudaErrorNotSupported;
-	default:
-		return qc_graph_not_served("setting the parameters of this graph node type in an executable graph");
-	}
-}
-
-QC_API cudaError_t cudaGraphExecNodeSetParams(cudaGraphExec_t graphExec, cudaGraphNode_t node,
-					      struct cudaGraphNodeParams *nodeParams)
-{
-	return qc_ret(exec_node_set(graphExec, node, nodeParams));
-}
-
-static cudaError_t exec_child(cudaGraphExec_t graphExec, cudaGraphNode_t node, cudaGraph_t child)
-{
-	cudaError_t e;
-
-	if (!qc_exec_known(X(graphExec)) || !qc_node_known(N(node)))
-		return cudaErrorInvalidValue;
-	e = qc_exec_set_child(X(graphExec), N(node), G(child));
-	return e == cudaErrorNotSupported ?
-		       qc_graph_not_served("updating a child graph of a graph with conditional nodes") : e;
-}
+/* ------------------------------------------------------------ node parameters */
 
 QC_API cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
 							cudaGraph_t childGraph)
 {
-	return qc_ret(exec_child(hGraphExec, node, childGraph));
+	struct cudaGraphNodeParams p = { .type = cudaGraphNodeTypeGraph, .graph = { .graph = childGraph } };
+	struct qc_node_call c = { .what = QC_NODE_EXEC_SET, .exec = X(hGraphExec), .node = N(node) };
+
+	return qc_ret(qc_node_call(&c, &p, NULL));
 }
 
 /* ------------------------------------------------------------ enabling nodes */

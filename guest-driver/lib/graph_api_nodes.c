@@ -31,7 +31,7 @@ static cudaError_t add(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphN
 }
 
 /* The packed parameters of kernelParams or of extra's buffer. */
-static cudaError_t kernel_op(struct qc_node_op *op, const struct cudaKernelNodeParams *p)
+cudaError_t qc_graph_api_kernel_op(struct qc_node_op *op, const struct cudaKernelNodeParams *p)
 {
 	const void *packed = NULL;
 	size_t size = 0;
@@ -54,7 +54,7 @@ QC_API cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *pGraphNode, cudaGraph
 	cudaError_t e = qc_ready();
 
 	if (e == cudaSuccess)
-		e = kernel_op(&op, pNodeParams);
+		e = qc_graph_api_kernel_op(&op, pNodeParams);
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	return add(pGraphNode, graph, pDependencies, numDependencies, &op);
@@ -102,14 +102,14 @@ QC_API cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node, const stru
 {
 	struct qc_node *n = typed(node, cudaGraphNodeTypeKernel);
 	struct qc_node_op op;
-	cudaError_t e = n ? kernel_op(&op, p) : cudaErrorInvalidValue;
+	cudaError_t e = n ? qc_graph_api_kernel_op(&op, p) : cudaErrorInvalidValue;
 
 	return qc_ret(e == cudaSuccess ? replace(n, &op) : e);
 }
 
 /* A copy of linear memory (pitched pointers, or host/device pointers with
  * cudaMemcpyDefault); copies of CUDA arrays are not served. */
-static cudaError_t memcpy_op(struct qc_node_op *op, const struct cudaMemcpy3DParms *p)
+cudaError_t qc_graph_api_memcpy_op(struct qc_node_op *op, const struct cudaMemcpy3DParms *p)
 {
 	const struct cudaPitchedPtr *s, *d;
 
@@ -151,7 +151,7 @@ static cudaError_t memcpy1d_op(struct qc_node_op *op, void *dst, const void *src
 	p.dstPtr = pitched(dst, count, count, 1);
 	p.extent = extent(count, 1, 1);
 	p.kind = kind;
-	return memcpy_op(op, &p);
+	return qc_graph_api_memcpy_op(op, &p);
 }
 
 QC_API cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
@@ -159,7 +159,7 @@ QC_API cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cudaGraph
 					  const struct cudaMemcpy3DParms *pCopyParams)
 {
 	struct qc_node_op op;
-	cudaError_t e = memcpy_op(&op, pCopyParams);
+	cudaError_t e = qc_graph_api_memcpy_op(&op, pCopyParams);
 
 	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) :
 				  qc_ret(e);
@@ -199,7 +199,7 @@ QC_API cudaError_t cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node, const stru
 {
 	struct qc_node *n = typed(node, cudaGraphNodeTypeMemcpy);
 	struct qc_node_op op;
-	cudaError_t e = n ? memcpy_op(&op, p) : cudaErrorInvalidValue;
+	cudaError_t e = n ? qc_graph_api_memcpy_op(&op, p) : cudaErrorInvalidValue;
 
 	return qc_ret(e == cudaSuccess ? replace(n, &op) : e);
 }
@@ -259,13 +259,7 @@ QC_API cudaError_t cudaGraphMemsetNodeSetParams(cudaGraphNode_t node, const stru
 
 static cudaError_t host_op(struct qc_node_op *op, const struct cudaHostNodeParams *p)
 {
-	if (!p || !p->fn)
-		return cudaErrorInvalidValue;
-	memset(op, 0, sizeof(*op));
-	op->type = cudaGraphNodeTypeHost;
-	op->host.fn = p->fn;
-	op->host.data = p->userData;
-	return cudaSuccess;
+	return p ? qc_node_op_host(op, p->fn, p->userData) : cudaErrorInvalidValue;
 }
 
 QC_API cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
@@ -303,14 +297,10 @@ QC_API cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t *pGraphNode, cudaG
 					      const cudaGraphNode_t *pDependencies, size_t numDependencies,
 					      cudaGraph_t childGraph)
 {
-	struct qc_node_op op = { .type = cudaGraphNodeTypeGraph };
+	struct qc_node_op op;
+	cudaError_t e = qc_node_op_child(&op, G(childGraph));
 
-	if (!qc_graph_known(G(childGraph)))
-		return qc_ret(cudaErrorInvalidValue);
-	op.child = qc_graph_clone(G(childGraph), NULL);	/* the node holds a copy, as in CUDA */
-	if (!op.child)
-		return qc_ret(cudaErrorMemoryAllocation);
-	return add(pGraphNode, graph, pDependencies, numDependencies, &op);
+	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) : qc_ret(e);
 }
 
 QC_API cudaError_t cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGraph_t *pGraph)
@@ -334,11 +324,10 @@ QC_API cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *pGraphNode, cudaGraph_
 static cudaError_t add_event_node(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps,
 				  size_t n, cudaEvent_t event, enum cudaGraphNodeType type)
 {
-	struct qc_node_op op = { .type = type, .event = event };
+	struct qc_node_op op;
+	cudaError_t e = qc_node_op_event(&op, type, event);
 
-	if (!event || !qc_handle_known(QC_EVENT, (uint64_t)(uintptr_t)event))
-		return qc_ret(cudaErrorInvalidValue);
-	return add(out, graph, deps, n, &op);
+	return e == cudaSuccess ? add(out, graph, deps, n, &op) : qc_ret(e);
 }
 
 QC_API cudaError_t cudaGraphAddEventRecordNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
@@ -489,93 +478,12 @@ QC_API cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node)
 	return qc_ret(qc_graph_remove(N(node)));
 }
 
-/* ------------------------------------------------------------ conditional nodes, cudaGraphAddNode */
+/* ------------------------------------------------------------ conditional nodes */
 
 QC_API cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *pHandle_out, cudaGraph_t graph,
 						    unsigned int defaultLaunchValue, unsigned int flags)
 {
 	return qc_ret(qc_graph_cond_handle(G(graph), defaultLaunchValue, flags, pHandle_out));
-}
-
-/* A conditional node; its bodies are given back in p (valid while the node lives, as in CUDA). */
-static cudaError_t add_cond(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps,
-			    size_t n, struct cudaConditionalNodeParams *p)
-{
-	struct qc_node_op op;
-	cudaError_t e = qc_node_op_cond(&op, p->handle, p->type, p->size);
-
-	if (e == cudaSuccess)
-		e = add(out, graph, deps, n, &op);
-	if (e == cudaSuccess)
-		p->phGraph_out = (cudaGraph_t *)(void *)N(*out)->op.cond.bodies;
-	return e;
-}
-
-/* Each type's own entry point, from the parameters of the generic one. */
-static cudaError_t add_node(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps, size_t n,
-			    struct cudaGraphNodeParams *p)
-{
-	switch (p->type) {
-	case cudaGraphNodeTypeKernel: {
-		const struct cudaKernelNodeParamsV2 *k = &p->kernel;
-		struct cudaKernelNodeParams v1 = { .func = k->func, .gridDim = k->gridDim, .blockDim = k->blockDim,
-						  .sharedMemBytes = k->sharedMemBytes, .kernelParams = k->kernelParams,
-						  .extra = k->extra };
-
-		return cudaGraphAddKernelNode(out, g, deps, n, &v1);
-	}
-	case cudaGraphNodeTypeMemcpy:
-		return p->memcpy.flags ? cudaErrorInvalidValue :
-					 cudaGraphAddMemcpyNode(out, g, deps, n, &p->memcpy.copyParams);
-	case cudaGraphNodeTypeMemset: {
-		const struct cudaMemsetParamsV2 *m = &p->memset;
-		struct cudaMemsetParams v1 = { .dst = m->dst, .pitch = m->pitch, .value = m->value,
-					      .elementSize = m->elementSize, .width = m->width, .height = m->height };
-
-		return cudaGraphAddMemsetNode(out, g, deps, n, &v1);
-	}
-	case cudaGraphNodeTypeHost: {
-		struct cudaHostNodeParams v1 = { .fn = p->host.fn, .userData = p->host.userData };
-
-		return cudaGraphAddHostNode(out, g, deps, n, &v1);
-	}
-	case cudaGraphNodeTypeGraph:
-		if (p->graph.ownership != cudaGraphChildGraphOwnershipClone)
-			return qc_graph_not_served("a child graph node that takes its graph over");
-		return cudaGraphAddChildGraphNode(out, g, deps, n, p->graph.graph);
-	case cudaGraphNodeTypeEmpty:
-		return cudaGraphAddEmptyNode(out, g, deps, n);
-	case cudaGraphNodeTypeWaitEvent:
-		return cudaGraphAddEventWaitNode(out, g, deps, n, p->eventWait.event);
-	case cudaGraphNodeTypeEventRecord:
-		return cudaGraphAddEventRecordNode(out, g, deps, n, p->eventRecord.event);
-	case cudaGraphNodeTypeMemAlloc: {
-		struct cudaMemAllocNodeParams v1 = { .poolProps = p->alloc.poolProps, .accessDescs = p->alloc.accessDescs,
-						    .accessDescCount = p->alloc.accessDescCount,
-						    .bytesize = p->alloc.bytesize };
-		cudaError_t e = cudaGraphAddMemAllocNode(out, g, deps, n, &v1);
-
-		p->alloc.dptr = v1.dptr;
-		return e;
-	}
-	case cudaGraphNodeTypeMemFree:
-		return cudaGraphAddMemFreeNode(out, g, deps, n, p->free.dptr);
-	case cudaGraphNodeTypeConditional:
-		return add_cond(out, g, deps, n, &p->conditional);
-	default:
-		return qc_graph_not_served("this graph node type");
-	}
-}
-
-QC_API cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-				    const cudaGraphNode_t *pDependencies, const cudaGraphEdgeData *dependencyData,
-				    size_t numDependencies, struct cudaGraphNodeParams *nodeParams)
-{
-	if (!nodeParams || !pGraphNode)
-		return qc_ret(cudaErrorInvalidValue);
-	if (!qc_graph_plain_edges(dependencyData, numDependencies))
-		return qc_ret(qc_graph_not_served("a graph edge with data"));
-	return qc_ret(add_node(pGraphNode, graph, pDependencies, numDependencies, nodeParams));
 }
 
 /* The exec's copy of node gets op, built by make from the caller's params. */
@@ -596,7 +504,7 @@ QC_API cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, 
 {
 	struct qc_node_op op;
 
-	return exec_set(hGraphExec, node, &op, kernel_op(&op, pNodeParams));
+	return exec_set(hGraphExec, node, &op, qc_graph_api_kernel_op(&op, pNodeParams));
 }
 
 QC_API cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
@@ -604,7 +512,7 @@ QC_API cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphExec, 
 {
 	struct qc_node_op op;
 
-	return exec_set(hGraphExec, node, &op, memcpy_op(&op, pNodeParams));
+	return exec_set(hGraphExec, node, &op, qc_graph_api_memcpy_op(&op, pNodeParams));
 }
 
 QC_API cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
@@ -632,22 +540,12 @@ QC_API cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t hGraphExec, cu
 	return exec_set(hGraphExec, node, &op, host_op(&op, pNodeParams));
 }
 
-static cudaError_t event_op(struct qc_node_op *op, enum cudaGraphNodeType type, cudaEvent_t event)
-{
-	if (!event || !qc_handle_known(QC_EVENT, (uint64_t)(uintptr_t)event))
-		return cudaErrorInvalidValue;
-	memset(op, 0, sizeof(*op));
-	op->type = type;
-	op->event = event;
-	return cudaSuccess;
-}
-
 QC_API cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t hGraphExec,
 							cudaGraphNode_t hNode, cudaEvent_t event)
 {
 	struct qc_node_op op;
 
-	return exec_set(hGraphExec, hNode, &op, event_op(&op, cudaGraphNodeTypeEventRecord, event));
+	return exec_set(hGraphExec, hNode, &op, qc_node_op_event(&op, cudaGraphNodeTypeEventRecord, event));
 }
 
 QC_API cudaError_t cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t hGraphExec,
@@ -655,7 +553,7 @@ QC_API cudaError_t cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t hGraphExec
 {
 	struct qc_node_op op;
 
-	return exec_set(hGraphExec, hNode, &op, event_op(&op, cudaGraphNodeTypeWaitEvent, event));
+	return exec_set(hGraphExec, hNode, &op, qc_node_op_event(&op, cudaGraphNodeTypeWaitEvent, event));
 }
 
 /* ------------------------------------------------------------ kernel node attributes */

@@ -228,3 +228,35 @@ cudaError_t qc_node_op_memset(struct qc_node_op *op, void *dst, size_t pitch, ui
 	}
 	return cudaSuccess;
 }
+
+cudaError_t qc_node_op_host(struct qc_node_op *op, cudaHostFn_t fn, void *data)
+{
+	if (!fn)
+		return cudaErrorInvalidValue;
+	memset(op, 0, sizeof(*op));
+	op->type = cudaGraphNodeTypeHost;
+	op->host.fn = fn;
+	op->host.data = data;
+	return cudaSuccess;
+}
+
+cudaError_t qc_node_op_event(struct qc_node_op *op, enum cudaGraphNodeType type, cudaEvent_t event)
+{
+	if (!event || !qc_handle_known(QC_EVENT, (uint64_t)(uintptr_t)event))
+		return cudaErrorInvalidValue;
+	memset(op, 0, sizeof(*op));
+	op->type = type;
+	op->event = event;
+	return cudaSuccess;
+}
+
+/* The node holds a copy of child, as in CUDA. */
+cudaError_t qc_node_op_child(struct qc_node_op *op, const struct qc_graph *child)
+{
+	if (!qc_graph_known(child))
+		return cudaErrorInvalidValue;
+	memset(op, 0, sizeof(*op));
+	op->type = cudaGraphNodeTypeGraph;
+	op->child = qc_graph_clone(child, NULL);
+	return op->child ? cudaSuccess : cudaErrorMemoryAllocation;
+}

@@ -5,9 +5,12 @@
  * are cudaGraph_t, cudaGraphNode_t and cudaGraphExec_t (the same struct
  * pointers), so most entry points are the runtime's call; nodes whose
  * parameters differ between the two APIs (kernel, memcpy, memset) are built
- * here. Not served, as in the runtime: batch memop and external semaphore
- * nodes, copies of CUDA arrays. Executable graphs: graph_exec.c.
+ * here; the generic calls (cuGraphAddNode_v2, cuGraphNodeSetParams,
+ * cuGraphExecNodeSetParams) are the runtime layer's (../lib/graph_params.c).
+ * Not served, as in the runtime: batch memop and external semaphore nodes,
+ * copies of CUDA arrays. Executable graphs: graph_exec.c.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "cu.h"
@@ -618,7 +621,7 @@ CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr
 	       cu_result(cudaDeviceSetGraphMemAttribute(device, (enum cudaGraphMemAttributeType)attr, value));
 }
 
-/* ------------------------------------------------------------ conditional nodes, cuGraphAddNode */
+/* ------------------------------------------------------------ conditional nodes */
 
 CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx,
 					unsigned int defaultLaunchValue, unsigned int flags)
@@ -632,86 +635,98 @@ CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, C
 					      (cudaGraphConditionalHandle *)pHandle_out));
 }
 
-static CUresult add_cond(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
-			 CUDA_CONDITIONAL_NODE_PARAMS *p)
-{
-	struct qc_node_op op;
-	CUresult r = cu_result(qc_node_op_cond(&op, p->handle, (enum cudaGraphConditionalNodeType)p->type, p->size));
+/* ------------------------------------------------------------ generic node calls */
 
-	if (r == CUDA_SUCCESS)
-		r = add(out, g, deps, n, &op);
-	if (r == CUDA_SUCCESS)
-		p->phGraph_out = (CUgraph *)(void *)((struct qc_node *)(void *)*out)->op.cond.bodies;
-	return r;
-}
+/*
+ * CUgraphNodeParams is cudaGraphNodeParams member for member (asserted
+ * here), so the runtime layer's generic calls (qc_node_call) take it as it
+ * is, except for what a kernel node and a memcpy node take: those two
+ * operations are made here, from the driver's structs.
+ */
+#define SAME_MEMBER(m)                                                                          \
+	_Static_assert(offsetof(CUgraphNodeParams, m) == offsetof(struct cudaGraphNodeParams, m) && \
+		       sizeof(((CUgraphNodeParams *)0)->m) == sizeof(((struct cudaGraphNodeParams *)0)->m), #m)
+#define SAME_VALUE(a, b) _Static_assert((int)(a) == (int)(b), #a)
+_Static_assert(sizeof(CUgraphNodeParams) == sizeof(struct cudaGraphNodeParams), "generic node params");
+SAME_MEMBER(type);
+SAME_MEMBER(memcpy.flags);
+SAME_MEMBER(memset.dst);
+SAME_MEMBER(memset.pitch);
+SAME_MEMBER(memset.value);
+SAME_MEMBER(memset.elementSize);
+SAME_MEMBER(memset.width);
+SAME_MEMBER(memset.height);
+SAME_MEMBER(host.fn);
+SAME_MEMBER(host.userData);
+SAME_MEMBER(graph.graph);
+SAME_MEMBER(graph.ownership);
+SAME_MEMBER(eventWait.event);
+SAME_MEMBER(eventRecord.event);
+SAME_MEMBER(alloc.poolProps);
+SAME_MEMBER(alloc.bytesize);
+SAME_MEMBER(alloc.dptr);
+SAME_MEMBER(free.dptr);
+SAME_MEMBER(conditional.handle);
+SAME_MEMBER(conditional.type);
+SAME_MEMBER(conditional.size);
+SAME_MEMBER(conditional.phGraph_out);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_KERNEL, cudaGraphNodeTypeKernel);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_MEMCPY, cudaGraphNodeTypeMemcpy);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_MEMSET, cudaGraphNodeTypeMemset);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_HOST, cudaGraphNodeTypeHost);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_GRAPH, cudaGraphNodeTypeGraph);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_EMPTY, cudaGraphNodeTypeEmpty);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_WAIT_EVENT, cudaGraphNodeTypeWaitEvent);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_EVENT_RECORD, cudaGraphNodeTypeEventRecord);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_MEM_ALLOC, cudaGraphNodeTypeMemAlloc);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_MEM_FREE, cudaGraphNodeTypeMemFree);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_CONDITIONAL, cudaGraphNodeTypeConditional);
+SAME_VALUE(CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE, cudaGraphChildGraphOwnershipClone);
+SAME_VALUE(CU_GRAPH_COND_TYPE_IF, cudaGraphCondTypeIf);
+SAME_VALUE(CU_GRAPH_COND_TYPE_WHILE, cudaGraphCondTypeWhile);
+SAME_VALUE(CU_GRAPH_COND_TYPE_SWITCH, cudaGraphCondTypeSwitch);
+_Static_assert(sizeof(CUgraphEdgeData) == sizeof(cudaGraphEdgeData) &&
+	       offsetof(CUgraphEdgeData, type) == offsetof(cudaGraphEdgeData, type) &&
+	       offsetof(CUgraphEdgeData, from_port) == offsetof(cudaGraphEdgeData, from_port) &&
+	       offsetof(CUgraphEdgeData, to_port) == offsetof(cudaGraphEdgeData, to_port), "edge data");
 
-/* Each type's own entry point, from the parameters of the generic one. */
-static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p)
+static CUresult node_call(const struct qc_node_call *c, CUgraphNodeParams *p)
 {
-	switch (p->type) {
-	case CU_GRAPH_NODE_TYPE_KERNEL: {
+	struct qc_node_op op, *api_op = NULL;
+	cudaError_t e = cudaSuccess;
+	CUresult r = cu_enter();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (p->type == CU_GRAPH_NODE_TYPE_KERNEL) {
 		CUDA_KERNEL_NODE_PARAMS k;
 
 		_Static_assert(sizeof(k) == sizeof(p->kernel), "CUDA_KERNEL_NODE_PARAMS v2 and v3");
 		memcpy(&k, &p->kernel, sizeof(k));
-		return add_kernel(out, g, deps, n, &k);
+		e = cu_graph_kernel_op(&op, &k);
+		api_op = &op;
+	} else if (p->type == CU_GRAPH_NODE_TYPE_MEMCPY) {
+		e = p->memcpy.flags ? cudaErrorInvalidValue : cu_graph_memcpy_op(&op, &p->memcpy.copyParams);
+		api_op = &op;
 	}
-	case CU_GRAPH_NODE_TYPE_MEMCPY:
-		return p->memcpy.flags ? CUDA_ERROR_INVALID_VALUE :
-					 cuGraphAddMemcpyNode(out, g, deps, n, &p->memcpy.copyParams, p->memcpy.copyCtx);
-	case CU_GRAPH_NODE_TYPE_MEMSET: {
-		const CUDA_MEMSET_NODE_PARAMS_v2 *m = &p->memset;
-		CUDA_MEMSET_NODE_PARAMS v1 = { .dst = m->dst, .pitch = m->pitch, .value = m->value,
-					       .elementSize = m->elementSize, .width = m->width, .height = m->height };
-
-		return cuGraphAddMemsetNode(out, g, deps, n, &v1, m->ctx);
-	}
-	case CU_GRAPH_NODE_TYPE_HOST: {
-		CUDA_HOST_NODE_PARAMS v1 = { .fn = p->host.fn, .userData = p->host.userData };
-
-		return cuGraphAddHostNode(out, g, deps, n, &v1);
-	}
-	case CU_GRAPH_NODE_TYPE_GRAPH:
-		return p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE ? CUDA_ERROR_NOT_SUPPORTED :
-			cuGraphAddChildGraphNode(out, g, deps, n, p->graph.graph);
-	case CU_GRAPH_NODE_TYPE_EMPTY:
-		return cuGraphAddEmptyNode(out, g, deps, n);
-	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-		return cuGraphAddEventWaitNode(out, g, deps, n, p->eventWait.event);
-	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-		return cuGraphAddEventRecordNode(out, g, deps, n, p->eventRecord.event);
-	case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
-		CUDA_MEM_ALLOC_NODE_PARAMS v1 = { .poolProps = p->alloc.poolProps, .accessDescs = p->alloc.accessDescs,
-						  .accessDescCount = p->alloc.accessDescCount,
-						  .bytesize = p->alloc.bytesize };
-		CUresult r = cuGraphAddMemAllocNode(out, g, deps, n, &v1);
-
-		p->alloc.dptr = v1.dptr;
-		return r;
-	}
-	case CU_GRAPH_NODE_TYPE_MEM_FREE:
-		return cuGraphAddMemFreeNode(out, g, deps, n, p->free.dptr);
-	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
-		return add_cond(out, g, deps, n, &p->conditional);
-	default:
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
+	if (e == cudaSuccess)
+		e = qc_node_call(c, (struct cudaGraphNodeParams *)(void *)p, api_op);
+	return cu_result(e);
 }
 
 CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 			   const CUgraphEdgeData *dependencyData, size_t numDependencies,
 			   CUgraphNodeParams *nodeParams)
 {
-	CUresult r = cu_enter();
+	struct qc_node_call c = { .what = QC_NODE_ADD, .graph = (struct qc_graph *)(void *)hGraph,
+				  .deps = (struct qc_node *const *)dependencies, .ndeps = numDependencies,
+				  .out = (struct qc_node **)phGraphNode };
 
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!phGraphNode || !nodeParams)
-		return CUDA_ERROR_INVALID_VALUE;
-	for (size_t i = 0; dependencyData && i < numDependencies; i++)
-		if (dependencyData[i].type || dependencyData[i].from_port || dependencyData[i].to_port)
-			return CUDA_ERROR_NOT_SUPPORTED;	/* edges with data, as in the runtime */
-	return add_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+	if (!qc_graph_plain_edges((const cudaGraphEdgeData *)(const void *)dependencyData, numDependencies))
+		return CUDA_ERROR_NOT_SUPPORTED;	/* edges with data, as in the runtime */
+	return node_call(&c, nodeParams);
 }
 
 CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
@@ -722,104 +737,20 @@ CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphN
 	return cuGraphAddNode_v2(phGraphNode, hGraph, dependencies, NULL, numDependencies, nodeParams);
 }
 
-/* ------------------------------------------------------------ node parameters, generic */
-
-/* Each type's own setter, from the parameters of the generic call (the
- * memory nodes' cannot change: CUDA_ERROR_NOT_SUPPORTED, as CUDA 13). */
-static CUresult node_set(CUgraphNode node, CUgraphNodeParams *p)
-{
-	struct qc_node *n = (struct qc_node *)(void *)node;
-
-	if (!qc_node_known(n) || !p || (int)n->op.type != (int)p->type)
-		return CUDA_ERROR_INVALID_VALUE;
-	switch (p->type) {
-	case CU_GRAPH_NODE_TYPE_KERNEL: {
-		CUDA_KERNEL_NODE_PARAMS k;
-
-		memcpy(&k, &p->kernel, sizeof(k));
-		return set_kernel(node, &k);
-	}
-	case CU_GRAPH_NODE_TYPE_MEMCPY:
-		return p->memcpy.flags ? CUDA_ERROR_INVALID_VALUE : cuGraphMemcpyNodeSetParams(node, &p->memcpy.copyParams);
-	case CU_GRAPH_NODE_TYPE_MEMSET: {
-		const CUDA_MEMSET_NODE_PARAMS_v2 *m = &p->memset;
-		CUDA_MEMSET_NODE_PARAMS v1 = { .dst = m->dst, .pitch = m->pitch, .value = m->value,
-					       .elementSize = m->elementSize, .width = m->width, .height = m->height };
-
-		return cuGraphMemsetNodeSetParams(node, &v1);
-	}
-	case CU_GRAPH_NODE_TYPE_HOST: {
-		CUDA_HOST_NODE_PARAMS v1 = { .fn = p->host.fn, .userData = p->host.userData };
-
-		return cuGraphHostNodeSetParams(node, &v1);
-	}
-	case CU_GRAPH_NODE_TYPE_EMPTY:
-		return CUDA_SUCCESS;
-	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-		return cuGraphEventWaitNodeSetEvent(node, p->eventWait.event);
-	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-		return cuGraphEventRecordNodeSetEvent(node, p->eventRecord.event);
-	default:
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
-}
-
 CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams)
 {
-	CUresult r = cu_enter();
+	struct qc_node_call c = { .what = QC_NODE_SET, .node = (struct qc_node *)(void *)hNode };
 
-	return r != CUDA_SUCCESS ? r : node_set(hNode, nodeParams);
-}
-
-static CUresult exec_node_set(CUgraphExec x, CUgraphNode node, CUgraphNodeParams *p)
-{
-	struct qc_node *n = (struct qc_node *)(void *)node;
-
-	if (!qc_exec_known((struct qc_exec *)(void *)x) || !qc_node_known(n) || !p ||
-	    (int)n->op.type != (int)p->type)
-		return CUDA_ERROR_INVALID_VALUE;
-	switch (p->type) {
-	case CU_GRAPH_NODE_TYPE_KERNEL: {
-		CUDA_KERNEL_NODE_PARAMS k;
-
-		memcpy(&k, &p->kernel, sizeof(k));
-		return cuGraphExecKernelNodeSetParams_v2(x, node, &k);
-	}
-	case CU_GRAPH_NODE_TYPE_MEMCPY:
-		return p->memcpy.flags ? CUDA_ERROR_INVALID_VALUE :
-			cuGraphExecMemcpyNodeSetParams(x, node, &p->memcpy.copyParams, p->memcpy.copyCtx);
-	case CU_GRAPH_NODE_TYPE_MEMSET: {
-		const CUDA_MEMSET_NODE_PARAMS_v2 *m = &p->memset;
-		CUDA_MEMSET_NODE_PARAMS v1 = { .dst = m->dst, .pitch = m->pitch, .value = m->value,
-					       .elementSize = m->elementSize, .width = m->width, .height = m->height };
-
-		return cuGraphExecMemsetNodeSetParams(x, node, &v1, m->ctx);
-	}
-	case CU_GRAPH_NODE_TYPE_HOST: {
-		CUDA_HOST_NODE_PARAMS v1 = { .fn = p->host.fn, .userData = p->host.userData };
-
-		return cuGraphExecHostNodeSetParams(x, node, &v1);
-	}
-	case CU_GRAPH_NODE_TYPE_GRAPH:
-		return cuGraphExecChildGraphNodeSetParams(x, node, p->graph.graph);
-	case CU_GRAPH_NODE_TYPE_EMPTY:
-		return CUDA_SUCCESS;
-	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-		return cuGraphExecEventWaitNodeSetEvent(x, node, p->eventWait.event);
-	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-		return cuGraphExecEventRecordNodeSetEvent(x, node, p->eventRecord.event);
-	default:
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
+	return node_call(&c, nodeParams);
 }
 
 CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraphNodeParams *nodeParams)
 {
-	CUresult r = cu_enter();
+	struct qc_node_call c = { .what = QC_NODE_EXEC_SET, .exec = (struct qc_exec *)(void *)hGraphExec,
+				  .node = (struct qc_node *)(void *)hNode };
 
-	return r != CUDA_SUCCESS ? r : exec_node_set(hGraphExec, hNode, nodeParams);
+	return node_call(&c, nodeParams);
 }
-
 
 /* ------------------------------------------------------------ user objects */
 
