@@ -31,7 +31,7 @@ test: node vm guest-debs libvirt-deps guest-disk
 
 # The library and device tests alone (no QEMU, no guest).
 test-unit: node guest-libcuda guest-debs libvirt-deps
-	node_modules/.bin/ava 'dist/test/addon/**' 'dist/test/vhost-user/**' 'dist/test/qcuda/**' 'dist/test/cli/**'
+	node_modules/.bin/ava 'dist/test/addon/**' 'dist/test/vhost-user/**' 'dist/test/qcuda/**' 'dist/test/cli/**' 'dist/test/guest-lib/**'
 
 run: node vm
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node dist/backend/src/cli/qcuda.js vm --demo
