@@ -255,6 +255,29 @@ cudaError_t qc_graph_remove(struct qc_node *node)
 	return cudaSuccess;
 }
 
+/* Depth first, with a stack of its own: a graph's depth is the program's. */
+int qc_graph_ancestors(const struct qc_graph *g, struct qc_node *const *from, size_t n, char *mark)
+{
+	struct qc_node **stack = malloc((g->n + n + 1) * sizeof(*stack));
+	size_t top = 0;
+
+	if (!stack)
+		return -1;
+	memset(mark, 0, g->n);
+	for (size_t i = 0; i < n; i++)
+		if (!mark[from[i]->index])
+			mark[from[i]->index] = 1, stack[top++] = from[i];
+	while (top) {
+		struct qc_node *m = stack[--top];
+
+		for (size_t j = 0; j < m->ndeps; j++)
+			if (!mark[m->deps[j]->index])
+				mark[m->deps[j]->index] = 1, stack[top++] = m->deps[j];
+	}
+	free(stack);
+	return 0;
+}
+
 static size_t index_of(const struct qc_graph *g, const struct qc_node *n)
 {
 	(void)g;

@@ -77,8 +77,13 @@ struct qc_node_op {
 		cudaEvent_t event;
 		/* A memory alloc node's allocation: made when the node is (its
 		 * address is fixed for the graph's life, as CUDA's is), shared
-		 * by the graph's copies and freed with the last of them. */
-		struct qc_graph_mem *alloc;
+		 * by the graph's copies and freed with the last of them; or
+		 * one that an earlier free node of the graph gave back
+		 * (graph_mem.c), of alloc_size bytes or more. */
+		struct {
+			struct qc_graph_mem *alloc;
+			size_t alloc_size;	/* the node's bytes */
+		};
 		void *free_ptr;		/* a memory free node's */
 		/* A conditional node: its handle (GRAPH_COND_HANDLE's) and bodies. */
 		struct {
@@ -184,6 +189,9 @@ cudaError_t qc_graph_remove(struct qc_node *node);
  * depends on; otherwise in the order added), up to the first error;
  * cudaErrorInvalidValue for a cycle. */
 cudaError_t qc_graph_walk(const struct qc_graph *g, cudaError_t (*visit)(struct qc_node *n, void *arg), void *arg);
+/* Marks (mark[i] = 1, g->n entries) the nodes of g that the n nodes of from
+ * are or depend on, directly or not: -1 if out of memory, else 0. */
+int qc_graph_ancestors(const struct qc_graph *g, struct qc_node *const *from, size_t n, char *mark);
 /* A deep copy; map (optional, g->n entries) receives the copy of each node. */
 struct qc_graph *qc_graph_clone(const struct qc_graph *g, struct qc_node **map);
 
@@ -272,6 +280,11 @@ cudaError_t qc_node_op_run(const struct qc_node_op *op, cudaStream_t stream, int
  * properties: device memory of a device), or a free node's of ptr (which an
  * alloc node of some graph made). */
 cudaError_t qc_node_op_alloc(struct qc_node_op *op, const struct cudaMemPoolProps *props, size_t size);
+/* The same for a node to be added to g after deps: the memory of an earlier
+ * alloc node of g when a free node among deps' ancestors gave it back (as
+ * CUDA reuses an address within a graph); else an allocation of its own. */
+cudaError_t qc_node_op_alloc_after(struct qc_node_op *op, const struct cudaMemPoolProps *props, size_t size,
+				   const struct qc_graph *g, struct qc_node *const *deps, size_t ndeps);
 cudaError_t qc_node_op_free_mem(struct qc_node_op *op, void *ptr);
 /*
  * Whether ptr is the memory of a live alloc node. Such memory is the node's

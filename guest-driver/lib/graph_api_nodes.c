@@ -395,7 +395,8 @@ QC_API cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t *pGraphNode, cudaGra
 	if (e == cudaSuccess && (!nodeParams || !pGraphNode || !qc_graph_known(G(graph))))
 		e = cudaErrorInvalidValue;
 	if (e == cudaSuccess)
-		e = qc_node_op_alloc(&op, &nodeParams->poolProps, nodeParams->bytesize);
+		e = qc_node_op_alloc_after(&op, &nodeParams->poolProps, nodeParams->bytesize, G(graph),
+					   (struct qc_node *const *)pDependencies, numDependencies);
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	nodeParams->dptr = op.alloc->ptr;
@@ -410,7 +411,7 @@ QC_API cudaError_t cudaGraphMemAllocNodeGetParams(cudaGraphNode_t node, struct c
 		return qc_ret(cudaErrorInvalidValue);
 	memset(params_out, 0, sizeof(*params_out));
 	params_out->poolProps = n->op.alloc->props;
-	params_out->bytesize = n->op.alloc->size;
+	params_out->bytesize = n->op.alloc_size;
 	params_out->dptr = n->op.alloc->ptr;
 	return cudaSuccess;
 }

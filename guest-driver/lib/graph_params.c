@@ -11,9 +11,11 @@
 
 #include "graph_api.h"
 
-/* The operation of p's node. A kernel's and a memcpy's come from the
- * caller when it is the driver API (api_op, taken over). */
-static cudaError_t params_op(struct qc_node_op *op, struct cudaGraphNodeParams *p, struct qc_node_op *api_op)
+/* The operation of p's node (an alloc node's for c's graph and deps). A
+ * kernel's and a memcpy's come from the caller when it is the driver API
+ * (api_op, taken over). */
+static cudaError_t params_op(struct qc_node_op *op, const struct qc_node_call *c, struct cudaGraphNodeParams *p,
+			     struct qc_node_op *api_op)
 {
 	if (api_op) {
 		*op = *api_op;
@@ -48,7 +50,7 @@ static cudaError_t params_op(struct qc_node_op *op, struct cudaGraphNodeParams *
 	case cudaGraphNodeTypeEventRecord:
 		return qc_node_op_event(op, p->type, p->eventRecord.event);
 	case cudaGraphNodeTypeMemAlloc:
-		return qc_node_op_alloc(op, &p->alloc.poolProps, p->alloc.bytesize);
+		return qc_node_op_alloc_after(op, &p->alloc.poolProps, p->alloc.bytesize, c->graph, c->deps, c->ndeps);
 	case cudaGraphNodeTypeMemFree:
 		return qc_node_op_free_mem(op, p->free.dptr);
 	case cudaGraphNodeTypeConditional:
@@ -70,7 +72,7 @@ static cudaError_t node_add(const struct qc_node_call *c, struct cudaGraphNodePa
 			qc_node_op_free(api_op);
 		return cudaErrorInvalidValue;
 	}
-	e = params_op(&op, p, api_op);
+	e = params_op(&op, c, p, api_op);
 	if (e == cudaSuccess)
 		e = qc_graph_add(c->graph, &op, c->deps, c->ndeps, c->out);
 	if (e == cudaSuccess && p->type == cudaGraphNodeTypeMemAlloc)
@@ -143,7 +145,7 @@ static cudaError_t node_set(const struct qc_node_call *c, struct cudaGraphNodePa
 			e = exec_child(c->exec, c->node, G(p->graph.graph));
 		return e;
 	}
-	e = params_op(&op, p, api_op);
+	e = params_op(&op, c, p, api_op);
 	if (e != cudaSuccess)
 		return e;
 	if (in_exec)

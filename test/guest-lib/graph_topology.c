@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // graph_topology: the guest library's graph topology (guest-driver/lib/graph.c)
 // on the host, with gcc: nodes and edges added and removed, the dependency
-// order a walk takes, cycles and duplicate or foreign edges refused, clones.
+// order a walk takes, ancestors, cycles and duplicate or foreign edges
+// refused, clones.
 // What a node does (graph_op.c) is stubbed: every node here is an empty one.
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,6 +200,26 @@ static void walk_finds_cycle(void)
 	qc_graph_free(g);
 }
 
+/* What a node is and depends on, directly or not (graph memory reuse asks). */
+static void ancestors(void)
+{
+	struct qc_graph *g = qc_graph_new();
+	struct qc_node *a = add(g, NULL, 0), *b = add(g, &a, 1), *c = add(g, &a, 1);
+	struct qc_node *bc[] = { b, c };
+	struct qc_node *d = add(g, bc, 2), *e = add(g, NULL, 0);
+	char mark[5];
+
+	CHECK(qc_graph_ancestors(g, &d, 1, mark) == 0 && mark[0] && mark[1] && mark[2] && mark[3] && !mark[4],
+	      "d is, and depends on, a, b and c; not on e");
+	CHECK(qc_graph_ancestors(g, &b, 1, mark) == 0 && mark[0] && mark[1] && !mark[2] && !mark[3] && !mark[4],
+	      "b: a and itself only");
+	CHECK(qc_graph_ancestors(g, (struct qc_node *[]){ c, e }, 2, mark) == 0 && mark[0] && !mark[1] && mark[2] &&
+	      !mark[3] && mark[4], "c and e together: a, c, e");
+	memset(mark, 1, sizeof(mark));
+	CHECK(qc_graph_ancestors(g, NULL, 0, mark) == 0 && !mark[0] && !mark[4], "no node: none marked");
+	qc_graph_free(g);
+}
+
 static void removal(void)
 {
 	struct qc_graph *g = qc_graph_new();
@@ -263,6 +284,7 @@ int main(void)
 	edges_added_later();
 	refused_edges();
 	walk_finds_cycle();
+	ancestors();
 	removal();
 	clone();
 	if (failed) {

@@ -509,6 +509,51 @@ static void mem_freed_outside(unsigned char *h_out)
 }
 
 /*
+ * Graph memory reused within a graph (issue 34): alloc A -> free A -> alloc
+ * B of no more bytes gets A's address, as CUDA gives it; B keeps its own
+ * size and its memory works. An alloc node not ordered after the free (C)
+ * gets memory of its own.
+ */
+static void mem_reuse(unsigned char *h_out)
+{
+	cudaStream_t s;
+	cudaGraph_t g;
+	cudaGraphExec_t x;
+	cudaGraphNode_t a, fa, b, set, copy, fb, c;
+	struct cudaMemAllocNodeParams ap = {}, bp, cp, got;
+	struct cudaMemsetParams mp = {};
+
+	OK(cudaStreamCreate(&s));
+	OK(cudaGraphCreate(&g, 0));
+	ap.poolProps.allocType = cudaMemAllocationTypePinned;
+	ap.poolProps.location.type = cudaMemLocationTypeDevice;
+	ap.poolProps.location.id = 0;
+	ap.bytesize = N;
+	bp = ap, cp = ap;
+	bp.bytesize = N / 2;
+	EXPECT(cudaGraphAddMemAllocNode(&a, g, NULL, 0, &ap), cudaSuccess);
+	EXPECT(cudaGraphAddMemFreeNode(&fa, g, &a, 1, ap.dptr), cudaSuccess);
+	EXPECT(cudaGraphAddMemAllocNode(&b, g, &fa, 1, &bp), cudaSuccess);
+	qt_check(bp.dptr == ap.dptr, "an alloc node after a free node of the same graph reuses its address");
+	EXPECT(cudaGraphMemAllocNodeGetParams(b, &got), cudaSuccess);
+	qt_check(got.bytesize == N / 2 && got.dptr == ap.dptr, "and keeps its own size");
+	mp.dst = bp.dptr, mp.value = 0x62, mp.elementSize = 1, mp.width = N / 2, mp.height = 1;
+	EXPECT(cudaGraphAddMemsetNode(&set, g, &b, 1, &mp), cudaSuccess);
+	EXPECT(cudaGraphAddMemcpyNode1D(&copy, g, &set, 1, h_out, bp.dptr, N / 2, cudaMemcpyDeviceToHost), cudaSuccess);
+	EXPECT(cudaGraphAddMemFreeNode(&fb, g, &copy, 1, bp.dptr), cudaSuccess);
+	EXPECT(cudaGraphAddMemAllocNode(&c, g, NULL, 0, &cp), cudaSuccess);
+	qt_check(cp.dptr != NULL && cp.dptr != ap.dptr, "an alloc node not ordered after the free has memory of its own");
+	EXPECT(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+	memset(h_out, 0, N);
+	EXPECT(cudaGraphLaunch(x, s), cudaSuccess);
+	EXPECT(cudaStreamSynchronize(s), cudaSuccess);
+	qt_check(qt_not_byte(h_out, 0x62, N / 2) < 0, "the reused memory works");
+	OK(cudaGraphExecDestroy(x));
+	OK(cudaGraphDestroy(g));
+	OK(cudaStreamDestroy(s));
+}
+
+/*
  * The generic node calls (cudaGraphAddNode, cudaGraphNodeSetParams,
  * cudaGraphExecNodeSetParams; the default build reaches them through the
  * driver's cuGraphAddNode_v2 and its twins): a graph of alloc, memset,
@@ -679,6 +724,7 @@ int main(void)
 	mem_nodes(h_out);
 	mem_freed_outside(h_out);
 	generic_nodes(d, h_out);
+	mem_reuse(h_out);
 	OK(cudaFree(d));
 	OK(cudaFreeHost(h_in));
 	OK(cudaFreeHost(h_out));
