@@ -9,10 +9,13 @@
  * posted work. Stream capture (capture.c) records what a capturing stream is
  * given into such a graph instead of posting it.
  *
- * graph.c: graphs, nodes, executable graphs; capture.c: capture state of
- * streams and events; graph_api.c: the runtime's cudaGraph* and capture
- * entry points. The driver API's cuGraph* (../libcuda/graph.c) use the same
- * objects: a CUgraph is a struct qc_graph *, a CUgraphNode a struct qc_node *.
+ * graph.c: graphs, nodes and their edges; graph_op.c: what a node does;
+ * graph_mem.c: alloc nodes' memory; graph_uobj.c: user objects;
+ * graph_exec.c: executable graphs; capture.c: capture state of streams and
+ * events; graph_api*.c: the runtime's cudaGraph* and capture entry points;
+ * graph_params.c: the generic node calls, shared with the driver API.
+ * The driver API's cuGraph* (../libcuda/graph.c) use the same objects: a
+ * CUgraph is a struct qc_graph *, a CUgraphNode a struct qc_node *.
  *
  * A graph with conditional nodes is the exception: a kernel sets the
  * condition through the driver, so the host builds and runs such a graph as
@@ -74,8 +77,13 @@ struct qc_node_op {
 		cudaEvent_t event;
 		/* A memory alloc node's allocation: made when the node is (its
 		 * address is fixed for the graph's life, as CUDA's is), shared
-		 * by the graph's copies and freed with the last of them. */
-		struct qc_graph_mem *alloc;
+		 * by the graph's copies and freed with the last of them; or
+		 * one that an earlier free node of the graph gave back
+		 * (graph_mem.c), of alloc_size bytes or more. */
+		struct {
+			struct qc_graph_mem *alloc;
+			size_t alloc_size;	/* the node's bytes */
+		};
 		void *free_ptr;		/* a memory free node's */
 		/* A conditional node: its handle (GRAPH_COND_HANDLE's) and bodies. */
 		struct {
@@ -153,6 +161,14 @@ struct qc_exec {
 
 /* ---- graph.c ---- */
 
+/* The handles the library made, each with its kind, so that one the
+ * program passes is checked before it is followed (and a node passed as a
+ * graph is not taken for one). add: 0 when out of memory. */
+enum qc_known { QC_KNOWN_GRAPH = 1, QC_KNOWN_NODE, QC_KNOWN_EXEC, QC_KNOWN_UOBJ };
+int qc_known_add(const void *p, enum qc_known kind);
+void qc_known_forget(const void *p);
+int qc_known_is(const void *p, enum qc_known kind);
+
 struct qc_graph *qc_graph_new(void);
 void qc_graph_free(struct qc_graph *g);
 int qc_graph_known(const struct qc_graph *g);
@@ -173,8 +189,14 @@ cudaError_t qc_graph_remove(struct qc_node *node);
  * depends on; otherwise in the order added), up to the first error;
  * cudaErrorInvalidValue for a cycle. */
 cudaError_t qc_graph_walk(const struct qc_graph *g, cudaError_t (*visit)(struct qc_node *n, void *arg), void *arg);
+/* Marks (mark[i] = 1, g->n entries) the nodes of g that the n nodes of from
+ * are or depend on, directly or not: -1 if out of memory, else 0. */
+int qc_graph_ancestors(const struct qc_graph *g, struct qc_node *const *from, size_t n, char *mark);
 /* A deep copy; map (optional, g->n entries) receives the copy of each node. */
 struct qc_graph *qc_graph_clone(const struct qc_graph *g, struct qc_node **map);
+
+/* ---- graph_op.c ---- */
+
 /* Copies op's owned buffers so that the copy owns its own. */
 cudaError_t qc_node_op_copy(struct qc_node_op *dst, const struct qc_node_op *src);
 void qc_node_op_free(struct qc_node_op *op);
@@ -195,6 +217,43 @@ cudaError_t qc_node_op_kernel(struct qc_node_op *op, struct qc_kernel *k, dim3 g
 /* A memset node's operation (checks elem and the sizes). */
 cudaError_t qc_node_op_memset(struct qc_node_op *op, void *dst, size_t pitch, uint32_t value,
 			      unsigned int elem, size_t width, size_t height);
+/* A host node's, an event record or wait node's (type), a child graph node's. */
+cudaError_t qc_node_op_host(struct qc_node_op *op, cudaHostFn_t fn, void *data);
+cudaError_t qc_node_op_event(struct qc_node_op *op, enum cudaGraphNodeType type, cudaEvent_t event);
+cudaError_t qc_node_op_child(struct qc_node_op *op, const struct qc_graph *child);
+
+/* ---- graph_params.c ---- */
+
+/*
+ * The generic node calls of both APIs: cudaGraphAddNode and
+ * cuGraphAddNode_v2 (QC_NODE_ADD: a node of p's type in graph, after deps,
+ * into *out), cudaGraphNodeSetParams and cuGraphNodeSetParams (QC_NODE_SET:
+ * node's parameters), cudaGraphExecNodeSetParams and
+ * cuGraphExecNodeSetParams (QC_NODE_EXEC_SET: those of exec's copy of
+ * node).
+ */
+struct qc_node_call {
+	enum { QC_NODE_ADD, QC_NODE_SET, QC_NODE_EXEC_SET } what;
+	struct qc_graph *graph;
+	struct qc_node *const *deps;
+	size_t ndeps;
+	struct qc_node **out;
+	struct qc_node *node;
+	struct qc_exec *exec;
+};
+/*
+ * c with p's parameters. The driver's CUgraphNodeParams has the runtime's
+ * layout (libcuda asserts it) but for the kernel and memcpy members, which
+ * mean other things there (a CUfunction, not a host stub; CUDA_MEMCPY3D):
+ * for those two the caller passes the operation it made (api_op, taken
+ * over); NULL: the runtime's own, made from p. An add writes the alloc
+ * node's address or the conditional node's bodies back into p, as CUDA does.
+ */
+cudaError_t qc_node_call(const struct qc_node_call *c, struct cudaGraphNodeParams *p, struct qc_node_op *api_op);
+/* Whether edges (n of them, or NULL) carry no data: the only edges served. */
+int qc_graph_plain_edges(const cudaGraphEdgeData *edges, size_t n);
+
+/* ---- graph_exec.c ---- */
 
 cudaError_t qc_exec_new(const struct qc_graph *g, unsigned long long flags, struct qc_exec **out);
 void qc_exec_free(struct qc_exec *x);
@@ -215,10 +274,17 @@ cudaError_t qc_exec_update(struct qc_exec *x, const struct qc_graph *g,
 /* Runs one operation on a stream (what a step of a launch does). */
 cudaError_t qc_node_op_run(const struct qc_node_op *op, cudaStream_t stream, int ptds);
 
+/* ---- graph_mem.c ---- */
+
 /* An alloc node's operation: size bytes allocated now (the pool's
  * properties: device memory of a device), or a free node's of ptr (which an
  * alloc node of some graph made). */
 cudaError_t qc_node_op_alloc(struct qc_node_op *op, const struct cudaMemPoolProps *props, size_t size);
+/* The same for a node to be added to g after deps: the memory of an earlier
+ * alloc node of g when a free node among deps' ancestors gave it back (as
+ * CUDA reuses an address within a graph); else an allocation of its own. */
+cudaError_t qc_node_op_alloc_after(struct qc_node_op *op, const struct cudaMemPoolProps *props, size_t size,
+				   const struct qc_graph *g, struct qc_node *const *deps, size_t ndeps);
 cudaError_t qc_node_op_free_mem(struct qc_node_op *op, void *ptr);
 /*
  * Whether ptr is the memory of a live alloc node. Such memory is the node's
@@ -229,6 +295,11 @@ cudaError_t qc_node_op_free_mem(struct qc_node_op *op, void *ptr);
 int qc_graph_mem_owns(const void *ptr);
 /* cudaDeviceGetGraphMemAttribute / Set: the alloc nodes' memory. */
 cudaError_t qc_graph_mem_attr(enum cudaGraphMemAttributeType attr, uint64_t *value, int set);
+/* One more holder of m (a copy of its node), one fewer (the last frees it). */
+void qc_graph_mem_get(struct qc_graph_mem *m);
+void qc_graph_mem_put(struct qc_graph_mem *m);
+
+/* ---- graph_uobj.c ---- */
 
 /* User objects: a count of references and a destructor, run on a thread
  * of the library's own once the last one goes (as CUDA runs it on one of
@@ -240,6 +311,15 @@ cudaError_t qc_uobj_release(struct qc_uobj *o, unsigned int count);
 /* References owned by g: new ones, or (flags cudaGraphUserObjectMove) the caller's. */
 cudaError_t qc_graph_retain_uobj(struct qc_graph *g, struct qc_uobj *o, unsigned int count, unsigned int flags);
 cudaError_t qc_graph_release_uobj(struct qc_graph *g, struct qc_uobj *o, unsigned int count);
+/* n references of o more, or fewer (the last runs its destructor). */
+void qc_uobj_get(struct qc_uobj *o, unsigned long long n);
+void qc_uobj_put(struct qc_uobj *o, unsigned long long n);
+/* n more references of o in r (one entry per object): 0, or -1 when out of memory. */
+int qc_urefs_add(struct qc_urefs *r, struct qc_uobj *o, unsigned long long n);
+/* Gives r's references up and empties it. */
+void qc_urefs_release(struct qc_urefs *r);
+/* A clone's references: as many as src's (0, or -1 when out of memory). */
+int qc_urefs_copy(struct qc_urefs *dst, const struct qc_urefs *src);
 
 /* ---- graph_native.c ---- */
 

@@ -5,30 +5,28 @@
  * are cudaGraph_t, cudaGraphNode_t and cudaGraphExec_t (the same struct
  * pointers), so most entry points are the runtime's call; nodes whose
  * parameters differ between the two APIs (kernel, memcpy, memset) are built
- * here. Not served, as in the runtime: batch memop and external semaphore
- * nodes, copies of CUDA arrays.
+ * here; the generic calls (cuGraphAddNode_v2, cuGraphNodeSetParams,
+ * cuGraphExecNodeSetParams) are the runtime layer's (../lib/graph_params.c).
+ * Not served, as in the runtime: batch memop and external semaphore nodes,
+ * copies of CUDA arrays. Executable graphs: graph_exec.c.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "cu.h"
 #include "../lib/graph.h"
+#include "cu_graph.h"
 
 /* This file defines older ABIs too, under names cuda.h #defines to today's. */
 #undef cuGraphAddKernelNode
 #undef cuGraphKernelNodeGetParams
 #undef cuGraphKernelNodeSetParams
-#undef cuGraphExecKernelNodeSetParams
 #undef cuGraphGetEdges
 #undef cuGraphNodeGetDependencies
 #undef cuGraphNodeGetDependentNodes
 #undef cuGraphAddDependencies
 #undef cuGraphRemoveDependencies
-#undef cuGraphInstantiate
 #undef cuGraphAddNode
-
-#define RG(x) ((cudaGraph_t)(x))
-#define RN(x) ((cudaGraphNode_t)(x))
-#define RX(x) ((cudaGraphExec_t)(x))
 
 /* ------------------------------------------------------------ graphs */
 
@@ -65,7 +63,7 @@ static CUresult add(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t
 
 /* A kernel node from CUDA_KERNEL_NODE_PARAMS: the kernel (kern) or function
  * (func), kernelParams or extra's buffer. */
-static cudaError_t kernel_op(struct qc_node_op *op, const CUDA_KERNEL_NODE_PARAMS *p)
+cudaError_t cu_graph_kernel_op(struct qc_node_op *op, const CUDA_KERNEL_NODE_PARAMS *p)
 {
 	const void *packed = NULL;
 	size_t size = 0;
@@ -84,7 +82,7 @@ static cudaError_t kernel_op(struct qc_node_op *op, const CUDA_KERNEL_NODE_PARAM
 }
 
 /* The CUDA 10 ABI's params are the first fields of today's. */
-static CUDA_KERNEL_NODE_PARAMS from_v1(const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+CUDA_KERNEL_NODE_PARAMS cu_graph_kernel_v1(const CUDA_KERNEL_NODE_PARAMS_v1 *p)
 {
 	CUDA_KERNEL_NODE_PARAMS q;
 
@@ -100,7 +98,7 @@ static CUresult add_kernel(CUgraphNode *out, CUgraph g, const CUgraphNode *deps,
 	CUresult r = cu_enter();
 
 	if (r == CUDA_SUCCESS)
-		r = cu_result(kernel_op(&op, p));
+		r = cu_result(cu_graph_kernel_op(&op, p));
 	return r == CUDA_SUCCESS ? add(out, g, deps, n, &op) : r;
 }
 
@@ -120,7 +118,7 @@ CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CU
 
 	if (!nodeParams)
 		return CUDA_ERROR_INVALID_VALUE;
-	p = from_v1(nodeParams);
+	p = cu_graph_kernel_v1(nodeParams);
 	return add_kernel(phGraphNode, hGraph, dependencies, numDependencies, &p);
 }
 
@@ -181,7 +179,7 @@ static CUresult set_kernel(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *p)
 		return r;
 	if (!n)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = cu_result(kernel_op(&op, p));
+	r = cu_result(cu_graph_kernel_op(&op, p));
 	if (r == CUDA_SUCCESS)
 		qc_node_set_op(n, &op);	/* its attributes stay */
 	return r;
@@ -199,7 +197,7 @@ CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PA
 
 	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;
-	q = from_v1(p);
+	q = cu_graph_kernel_v1(p);
 	return set_kernel(hNode, &q);
 }
 
@@ -230,7 +228,7 @@ static cudaError_t side(CUmemorytype type, const void *host, CUdeviceptr dev, si
 	return cudaSuccess;
 }
 
-static cudaError_t memcpy_op(struct qc_node_op *op, const CUDA_MEMCPY3D *c)
+cudaError_t cu_graph_memcpy_op(struct qc_node_op *op, const CUDA_MEMCPY3D *c)
 {
 	const char *src, *dst;
 	size_t spitch, dpitch, sheight, dheight;
@@ -274,7 +272,7 @@ CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CU
 
 	(void)ctx;
 	if (r == CUDA_SUCCESS)
-		r = cu_result(memcpy_op(&op, copyParams));
+		r = cu_result(cu_graph_memcpy_op(&op, copyParams));
 	return r == CUDA_SUCCESS ? add(phGraphNode, hGraph, dependencies, numDependencies, &op) : r;
 }
 
@@ -306,13 +304,13 @@ CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *p)
 
 	if (!n)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = cu_result(memcpy_op(&op, p));
+	r = cu_result(cu_graph_memcpy_op(&op, p));
 	if (r == CUDA_SUCCESS)
 		qc_node_set_op(n, &op);
 	return r;
 }
 
-static struct cudaMemsetParams memset_params(const CUDA_MEMSET_NODE_PARAMS *p)
+struct cudaMemsetParams cu_graph_memset_params(const CUDA_MEMSET_NODE_PARAMS *p)
 {
 	return (struct cudaMemsetParams){ .dst = PTR(p->dst), .pitch = p->pitch, .value = p->value,
 					  .elementSize = p->elementSize, .width = p->width,
@@ -328,7 +326,7 @@ CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CU
 	(void)ctx;
 	if (!memsetParams)
 		return CUDA_ERROR_INVALID_VALUE;
-	p = memset_params(memsetParams);
+	p = cu_graph_memset_params(memsetParams);
 	CU_RUN(cudaGraphAddMemsetNode((cudaGraphNode_t *)phGraphNode, RG(hGraph),
 				      (const cudaGraphNode_t *)dependencies, numDependencies, &p));
 }
@@ -355,7 +353,7 @@ CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PA
 
 	if (!nodeParams)
 		return CUDA_ERROR_INVALID_VALUE;
-	p = memset_params(nodeParams);
+	p = cu_graph_memset_params(nodeParams);
 	return cu_result(cudaGraphMemsetNodeSetParams(RN(hNode), &p));
 }
 
@@ -538,190 +536,6 @@ CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int fla
 	return cu_result(cudaGraphDebugDotPrint(RG(hGraph), path, flags));
 }
 
-/* ------------------------------------------------------------ executable graphs */
-
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
-{
-	CU_RUN(cudaGraphInstantiateWithFlags((cudaGraphExec_t *)phGraphExec, RG(hGraph), flags));
-}
-
-/* CUDA_GRAPH_INSTANTIATE_PARAMS: the flags, an upload stream, and what went wrong. */
-static CUresult instantiate_params(CUgraphExec *phGraphExec, CUgraph hGraph,
-				   CUDA_GRAPH_INSTANTIATE_PARAMS *p)
-{
-	CUresult r;
-
-	if (!p)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = cuGraphInstantiateWithFlags(phGraphExec, hGraph, p->flags);
-	p->hErrNode_out = NULL;
-	p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
-	return r;
-}
-
-CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
-				      CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-	return instantiate_params(phGraphExec, hGraph, instantiateParams);
-}
-
-CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
-					   CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams);
-CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
-					   CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-	return instantiate_params(phGraphExec, hGraph, instantiateParams);
-}
-
-CUresult cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
-{
-	unsigned long long f = 0;
-	CUresult r;
-
-	if (!flags)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = cu_result(cudaGraphExecGetFlags(RX(hGraphExec), &f));
-	if (r == CUDA_SUCCESS)
-		*flags = f;
-	return r;
-}
-
-CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
-{
-	return cu_result(cudaGraphExecDestroy(RX(hGraphExec)));
-}
-
-cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
-cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
-
-CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
-{
-	CU_RUN(cudaGraphLaunch(RX(hGraphExec), (cudaStream_t)hStream));
-}
-
-CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
-CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-	CU_RUN(cudaGraphLaunch_ptsz(RX(hGraphExec), (cudaStream_t)hStream));
-}
-
-CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
-{
-	CU_RUN(cudaGraphUpload(RX(hGraphExec), (cudaStream_t)hStream));
-}
-
-CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream);
-CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-	CU_RUN(cudaGraphUpload_ptsz(RX(hGraphExec), (cudaStream_t)hStream));
-}
-
-_Static_assert(sizeof(CUgraphExecUpdateResultInfo) == sizeof(cudaGraphExecUpdateResultInfo),
-	       "update result info");
-
-CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
-{
-	CU_RUN(cudaGraphExecUpdate(RX(hGraphExec), RG(hGraph),
-				   (cudaGraphExecUpdateResultInfo *)(void *)resultInfo));
-}
-
-static CUresult exec_set(CUgraphExec x, CUgraphNode node, struct qc_node_op *op, cudaError_t made)
-{
-	if (made != cudaSuccess)
-		return cu_result(made);
-	if (!qc_exec_known((struct qc_exec *)(void *)x) || !qc_node_known((struct qc_node *)(void *)node)) {
-		qc_node_op_free(op);
-		return CUDA_ERROR_INVALID_VALUE;
-	}
-	return cu_result(qc_exec_set_op((struct qc_exec *)(void *)x, (struct qc_node *)(void *)node, op));
-}
-
-CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
-					   const CUDA_KERNEL_NODE_PARAMS *nodeParams)
-{
-	struct qc_node_op op;
-	CUresult r = cu_enter();
-
-	return r != CUDA_SUCCESS ? r : exec_set(hGraphExec, hNode, &op, kernel_op(&op, nodeParams));
-}
-
-CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
-					const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
-CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
-					const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
-{
-	CUDA_KERNEL_NODE_PARAMS q;
-
-	if (!nodeParams)
-		return CUDA_ERROR_INVALID_VALUE;
-	q = from_v1(nodeParams);
-	return cuGraphExecKernelNodeSetParams_v2(hGraphExec, hNode, &q);
-}
-
-CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
-					const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
-{
-	struct qc_node_op op;
-
-	(void)ctx;
-	return exec_set(hGraphExec, hNode, &op, memcpy_op(&op, copyParams));
-}
-
-CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
-					const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
-{
-	struct cudaMemsetParams p;
-
-	(void)ctx;
-	if (!memsetParams)
-		return CUDA_ERROR_INVALID_VALUE;
-	p = memset_params(memsetParams);
-	return cu_result(cudaGraphExecMemsetNodeSetParams(RX(hGraphExec), RN(hNode), &p));
-}
-
-CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
-				      const CUDA_HOST_NODE_PARAMS *nodeParams)
-{
-	return cu_result(cudaGraphExecHostNodeSetParams(RX(hGraphExec), RN(hNode),
-							(const struct cudaHostNodeParams *)(const void *)nodeParams));
-}
-
-CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
-{
-	return cu_result(cudaGraphExecEventRecordNodeSetEvent(RX(hGraphExec), RN(hNode), (cudaEvent_t)event));
-}
-
-CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
-{
-	return cu_result(cudaGraphExecEventWaitNodeSetEvent(RX(hGraphExec), RN(hNode), (cudaEvent_t)event));
-}
-
-/* The CUDA 10 and 11.0 ABIs: an error node and a log instead of flags. */
-static CUresult instantiate_old(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-				char *logBuffer, size_t bufferSize)
-{
-	CUresult r = cuGraphInstantiateWithFlags(phGraphExec, hGraph, 0);
-
-	if (phErrorNode)
-		*phErrorNode = NULL;
-	if (logBuffer && bufferSize)
-		logBuffer[0] = 0;
-	return r;
-}
-
-CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-			    char *logBuffer, size_t bufferSize);
-CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-			    char *logBuffer, size_t bufferSize)
-{
-	return instantiate_old(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
-}
-
-CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-			       char *logBuffer, size_t bufferSize)
-{
-	return instantiate_old(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
-}
 
 /* ------------------------------------------------------------ memory nodes */
 
@@ -807,7 +621,7 @@ CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr
 	       cu_result(cudaDeviceSetGraphMemAttribute(device, (enum cudaGraphMemAttributeType)attr, value));
 }
 
-/* ------------------------------------------------------------ conditional nodes, cuGraphAddNode */
+/* ------------------------------------------------------------ conditional nodes */
 
 CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx,
 					unsigned int defaultLaunchValue, unsigned int flags)
@@ -821,86 +635,98 @@ CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, C
 					      (cudaGraphConditionalHandle *)pHandle_out));
 }
 
-static CUresult add_cond(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
-			 CUDA_CONDITIONAL_NODE_PARAMS *p)
-{
-	struct qc_node_op op;
-	CUresult r = cu_result(qc_node_op_cond(&op, p->handle, (enum cudaGraphConditionalNodeType)p->type, p->size));
+/* ------------------------------------------------------------ generic node calls */
 
-	if (r == CUDA_SUCCESS)
-		r = add(out, g, deps, n, &op);
-	if (r == CUDA_SUCCESS)
-		p->phGraph_out = (CUgraph *)(void *)((struct qc_node *)(void *)*out)->op.cond.bodies;
-	return r;
-}
+/*
+ * CUgraphNodeParams is cudaGraphNodeParams member for member (asserted
+ * here), so the runtime layer's generic calls (qc_node_call) take it as it
+ * is, except for what a kernel node and a memcpy node take: those two
+ * operations are made here, from the driver's structs.
+ */
+#define SAME_MEMBER(m)                                                                          \
+	_Static_assert(offsetof(CUgraphNodeParams, m) == offsetof(struct cudaGraphNodeParams, m) && \
+		       sizeof(((CUgraphNodeParams *)0)->m) == sizeof(((struct cudaGraphNodeParams *)0)->m), #m)
+#define SAME_VALUE(a, b) _Static_assert((int)(a) == (int)(b), #a)
+_Static_assert(sizeof(CUgraphNodeParams) == sizeof(struct cudaGraphNodeParams), "generic node params");
+SAME_MEMBER(type);
+SAME_MEMBER(memcpy.flags);
+SAME_MEMBER(memset.dst);
+SAME_MEMBER(memset.pitch);
+SAME_MEMBER(memset.value);
+SAME_MEMBER(memset.elementSize);
+SAME_MEMBER(memset.width);
+SAME_MEMBER(memset.height);
+SAME_MEMBER(host.fn);
+SAME_MEMBER(host.userData);
+SAME_MEMBER(graph.graph);
+SAME_MEMBER(graph.ownership);
+SAME_MEMBER(eventWait.event);
+SAME_MEMBER(eventRecord.event);
+SAME_MEMBER(alloc.poolProps);
+SAME_MEMBER(alloc.bytesize);
+SAME_MEMBER(alloc.dptr);
+SAME_MEMBER(free.dptr);
+SAME_MEMBER(conditional.handle);
+SAME_MEMBER(conditional.type);
+SAME_MEMBER(conditional.size);
+SAME_MEMBER(conditional.phGraph_out);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_KERNEL, cudaGraphNodeTypeKernel);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_MEMCPY, cudaGraphNodeTypeMemcpy);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_MEMSET, cudaGraphNodeTypeMemset);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_HOST, cudaGraphNodeTypeHost);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_GRAPH, cudaGraphNodeTypeGraph);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_EMPTY, cudaGraphNodeTypeEmpty);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_WAIT_EVENT, cudaGraphNodeTypeWaitEvent);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_EVENT_RECORD, cudaGraphNodeTypeEventRecord);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_MEM_ALLOC, cudaGraphNodeTypeMemAlloc);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_MEM_FREE, cudaGraphNodeTypeMemFree);
+SAME_VALUE(CU_GRAPH_NODE_TYPE_CONDITIONAL, cudaGraphNodeTypeConditional);
+SAME_VALUE(CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE, cudaGraphChildGraphOwnershipClone);
+SAME_VALUE(CU_GRAPH_COND_TYPE_IF, cudaGraphCondTypeIf);
+SAME_VALUE(CU_GRAPH_COND_TYPE_WHILE, cudaGraphCondTypeWhile);
+SAME_VALUE(CU_GRAPH_COND_TYPE_SWITCH, cudaGraphCondTypeSwitch);
+_Static_assert(sizeof(CUgraphEdgeData) == sizeof(cudaGraphEdgeData) &&
+	       offsetof(CUgraphEdgeData, type) == offsetof(cudaGraphEdgeData, type) &&
+	       offsetof(CUgraphEdgeData, from_port) == offsetof(cudaGraphEdgeData, from_port) &&
+	       offsetof(CUgraphEdgeData, to_port) == offsetof(cudaGraphEdgeData, to_port), "edge data");
 
-/* Each type's own entry point, from the parameters of the generic one. */
-static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p)
+static CUresult node_call(const struct qc_node_call *c, CUgraphNodeParams *p)
 {
-	switch (p->type) {
-	case CU_GRAPH_NODE_TYPE_KERNEL: {
+	struct qc_node_op op, *api_op = NULL;
+	cudaError_t e = cudaSuccess;
+	CUresult r = cu_enter();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (p->type == CU_GRAPH_NODE_TYPE_KERNEL) {
 		CUDA_KERNEL_NODE_PARAMS k;
 
 		_Static_assert(sizeof(k) == sizeof(p->kernel), "CUDA_KERNEL_NODE_PARAMS v2 and v3");
 		memcpy(&k, &p->kernel, sizeof(k));
-		return add_kernel(out, g, deps, n, &k);
+		e = cu_graph_kernel_op(&op, &k);
+		api_op = &op;
+	} else if (p->type == CU_GRAPH_NODE_TYPE_MEMCPY) {
+		e = p->memcpy.flags ? cudaErrorInvalidValue : cu_graph_memcpy_op(&op, &p->memcpy.copyParams);
+		api_op = &op;
 	}
-	case CU_GRAPH_NODE_TYPE_MEMCPY:
-		return p->memcpy.flags ? CUDA_ERROR_INVALID_VALUE :
-					 cuGraphAddMemcpyNode(out, g, deps, n, &p->memcpy.copyParams, p->memcpy.copyCtx);
-	case CU_GRAPH_NODE_TYPE_MEMSET: {
-		const CUDA_MEMSET_NODE_PARAMS_v2 *m = &p->memset;
-		CUDA_MEMSET_NODE_PARAMS v1 = { .dst = m->dst, .pitch = m->pitch, .value = m->value,
-					       .elementSize = m->elementSize, .width = m->width, .height = m->height };
-
-		return cuGraphAddMemsetNode(out, g, deps, n, &v1, m->ctx);
-	}
-	case CU_GRAPH_NODE_TYPE_HOST: {
-		CUDA_HOST_NODE_PARAMS v1 = { .fn = p->host.fn, .userData = p->host.userData };
-
-		return cuGraphAddHostNode(out, g, deps, n, &v1);
-	}
-	case CU_GRAPH_NODE_TYPE_GRAPH:
-		return p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE ? CUDA_ERROR_NOT_SUPPORTED :
-			cuGraphAddChildGraphNode(out, g, deps, n, p->graph.graph);
-	case CU_GRAPH_NODE_TYPE_EMPTY:
-		return cuGraphAddEmptyNode(out, g, deps, n);
-	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-		return cuGraphAddEventWaitNode(out, g, deps, n, p->eventWait.event);
-	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-		return cuGraphAddEventRecordNode(out, g, deps, n, p->eventRecord.event);
-	case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
-		CUDA_MEM_ALLOC_NODE_PARAMS v1 = { .poolProps = p->alloc.poolProps, .accessDescs = p->alloc.accessDescs,
-						  .accessDescCount = p->alloc.accessDescCount,
-						  .bytesize = p->alloc.bytesize };
-		CUresult r = cuGraphAddMemAllocNode(out, g, deps, n, &v1);
-
-		p->alloc.dptr = v1.dptr;
-		return r;
-	}
-	case CU_GRAPH_NODE_TYPE_MEM_FREE:
-		return cuGraphAddMemFreeNode(out, g, deps, n, p->free.dptr);
-	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
-		return add_cond(out, g, deps, n, &p->conditional);
-	default:
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
+	if (e == cudaSuccess)
+		e = qc_node_call(c, (struct cudaGraphNodeParams *)(void *)p, api_op);
+	return cu_result(e);
 }
 
 CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 			   const CUgraphEdgeData *dependencyData, size_t numDependencies,
 			   CUgraphNodeParams *nodeParams)
 {
-	CUresult r = cu_enter();
+	struct qc_node_call c = { .what = QC_NODE_ADD, .graph = (struct qc_graph *)(void *)hGraph,
+				  .deps = (struct qc_node *const *)dependencies, .ndeps = numDependencies,
+				  .out = (struct qc_node **)phGraphNode };
 
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!phGraphNode || !nodeParams)
-		return CUDA_ERROR_INVALID_VALUE;
-	for (size_t i = 0; dependencyData && i < numDependencies; i++)
-		if (dependencyData[i].type || dependencyData[i].from_port || dependencyData[i].to_port)
-			return CUDA_ERROR_NOT_SUPPORTED;	/* edges with data, as in the runtime */
-	return add_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+	if (!qc_graph_plain_edges((const cudaGraphEdgeData *)(const void *)dependencyData, numDependencies))
+		return CUDA_ERROR_NOT_SUPPORTED;	/* edges with data, as in the runtime */
+	return node_call(&c, nodeParams);
 }
 
 CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
@@ -911,143 +737,19 @@ CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphN
 	return cuGraphAddNode_v2(phGraphNode, hGraph, dependencies, NULL, numDependencies, nodeParams);
 }
 
-/* ------------------------------------------------------------ node parameters, generic */
-
-/* Each type's own setter, from the parameters of the generic call (the
- * memory nodes' cannot change: CUDA_ERROR_NOT_SUPPORTED, as CUDA 13). */
-static CUresult node_set(CUgraphNode node, CUgraphNodeParams *p)
-{
-	struct qc_node *n = (struct qc_node *)(void *)node;
-
-	if (!qc_node_known(n) || !p || (int)n->op.type != (int)p->type)
-		return CUDA_ERROR_INVALID_VALUE;
-	switch (p->type) {
-	case CU_GRAPH_NODE_TYPE_KERNEL: {
-		CUDA_KERNEL_NODE_PARAMS k;
-
-		memcpy(&k, &p->kernel, sizeof(k));
-		return set_kernel(node, &k);
-	}
-	case CU_GRAPH_NODE_TYPE_MEMCPY:
-		return p->memcpy.flags ? CUDA_ERROR_INVALID_VALUE : cuGraphMemcpyNodeSetParams(node, &p->memcpy.copyParams);
-	case CU_GRAPH_NODE_TYPE_MEMSET: {
-		const CUDA_MEMSET_NODE_PARAMS_v2 *m = &p->memset;
-		CUDA_MEMSET_NODE_PARAMS v1 = { .dst = m->dst, .pitch = m->pitch, .value = m->value,
-					       .elementSize = m->elementSize, .width = m->width, .height = m->height };
-
-		return cuGraphMemsetNodeSetParams(node, &v1);
-	}
-	case CU_GRAPH_NODE_TYPE_HOST: {
-		CUDA_HOST_NODE_PARAMS v1 = { .fn = p->host.fn, .userData = p->host.userData };
-
-		return cuGraphHostNodeSetParams(node, &v1);
-	}
-	case CU_GRAPH_NODE_TYPE_EMPTY:
-		return CUDA_SUCCESS;
-	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-		return cuGraphEventWaitNodeSetEvent(node, p->eventWait.event);
-	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-		return cuGraphEventRecordNodeSetEvent(node, p->eventRecord.event);
-	default:
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
-}
-
 CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams)
 {
-	CUresult r = cu_enter();
+	struct qc_node_call c = { .what = QC_NODE_SET, .node = (struct qc_node *)(void *)hNode };
 
-	return r != CUDA_SUCCESS ? r : node_set(hNode, nodeParams);
-}
-
-static CUresult exec_node_set(CUgraphExec x, CUgraphNode node, CUgraphNodeParams *p)
-{
-	struct qc_node *n = (struct qc_node *)(void *)node;
-
-	if (!qc_exec_known((struct qc_exec *)(void *)x) || !qc_node_known(n) || !p ||
-	    (int)n->op.type != (int)p->type)
-		return CUDA_ERROR_INVALID_VALUE;
-	switch (p->type) {
-	case CU_GRAPH_NODE_TYPE_KERNEL: {
-		CUDA_KERNEL_NODE_PARAMS k;
-
-		memcpy(&k, &p->kernel, sizeof(k));
-		return cuGraphExecKernelNodeSetParams_v2(x, node, &k);
-	}
-	case CU_GRAPH_NODE_TYPE_MEMCPY:
-		return p->memcpy.flags ? CUDA_ERROR_INVALID_VALUE :
-			cuGraphExecMemcpyNodeSetParams(x, node, &p->memcpy.copyParams, p->memcpy.copyCtx);
-	case CU_GRAPH_NODE_TYPE_MEMSET: {
-		const CUDA_MEMSET_NODE_PARAMS_v2 *m = &p->memset;
-		CUDA_MEMSET_NODE_PARAMS v1 = { .dst = m->dst, .pitch = m->pitch, .value = m->value,
-					       .elementSize = m->elementSize, .width = m->width, .height = m->height };
-
-		return cuGraphExecMemsetNodeSetParams(x, node, &v1, m->ctx);
-	}
-	case CU_GRAPH_NODE_TYPE_HOST: {
-		CUDA_HOST_NODE_PARAMS v1 = { .fn = p->host.fn, .userData = p->host.userData };
-
-		return cuGraphExecHostNodeSetParams(x, node, &v1);
-	}
-	case CU_GRAPH_NODE_TYPE_GRAPH:
-		return cuGraphExecChildGraphNodeSetParams(x, node, p->graph.graph);
-	case CU_GRAPH_NODE_TYPE_EMPTY:
-		return CUDA_SUCCESS;
-	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-		return cuGraphExecEventWaitNodeSetEvent(x, node, p->eventWait.event);
-	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-		return cuGraphExecEventRecordNodeSetEvent(x, node, p->eventRecord.event);
-	default:
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
+	return node_call(&c, nodeParams);
 }
 
 CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraphNodeParams *nodeParams)
 {
-	CUresult r = cu_enter();
+	struct qc_node_call c = { .what = QC_NODE_EXEC_SET, .exec = (struct qc_exec *)(void *)hGraphExec,
+				  .node = (struct qc_node *)(void *)hNode };
 
-	return r != CUDA_SUCCESS ? r : exec_node_set(hGraphExec, hNode, nodeParams);
-}
-
-CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
-{
-	return cu_result(cudaGraphExecChildGraphNodeSetParams(RX(hGraphExec), RN(hNode), RG(childGraph)));
-}
-
-/* ------------------------------------------------------------ enabling nodes, kernel node attributes */
-
-CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
-{
-	return cu_result(cudaGraphNodeSetEnabled(RX(hGraphExec), RN(hNode), isEnabled));
-}
-
-CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
-{
-	return cu_result(cudaGraphNodeGetEnabled(RX(hGraphExec), RN(hNode), isEnabled));
-}
-
-/* The driver's launch attributes are the runtime's, value for value. */
-_Static_assert(sizeof(CUkernelNodeAttrValue) == sizeof(cudaKernelNodeAttrValue), "kernel node attribute value");
-_Static_assert((int)CU_LAUNCH_ATTRIBUTE_PRIORITY == (int)cudaLaunchAttributePriority &&
-	       (int)CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING ==
-	       (int)cudaLaunchAttributeNvlinkUtilCentricScheduling, "launch attribute ids");
-
-CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *value_out)
-{
-	return cu_result(cudaGraphKernelNodeGetAttribute(RN(hNode), (cudaKernelNodeAttrID)attr,
-							 (cudaKernelNodeAttrValue *)(void *)value_out));
-}
-
-CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
-				       const CUkernelNodeAttrValue *value)
-{
-	return cu_result(cudaGraphKernelNodeSetAttribute(RN(hNode), (cudaKernelNodeAttrID)attr,
-							 (const cudaKernelNodeAttrValue *)(const void *)value));
-}
-
-CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
-{
-	return cu_result(cudaGraphKernelNodeCopyAttributes(RN(dst), RN(src)));
+	return node_call(&c, nodeParams);
 }
 
 /* ------------------------------------------------------------ user objects */
@@ -1081,3 +783,4 @@ CUresult cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, unsigned i
 {
 	return cu_result(cudaGraphReleaseUserObject(RG(graph), RU(object), count));
 }
+

@@ -3,7 +3,7 @@
 // memsets, host functions and (on a GPU) kernels, fork and join across
 // streams through events, what invalidates a capture; graphs built node by
 // node (memset, memcpy, host, empty, child graph, event record and wait,
-// kernel), their listing and edges, instantiate, launch, clone, update of
+// kernel; also through the generic cudaGraphAddNode), their listing and edges, instantiate, launch, clone, update of
 // an executable graph; the bytes each launch leaves.
 #include <pthread.h>
 
@@ -508,6 +508,134 @@ static void mem_freed_outside(unsigned char *h_out)
 	OK(cudaStreamDestroy(s));
 }
 
+/*
+ * Graph memory reused within a graph (issue 34): alloc A -> free A -> alloc
+ * B of no more bytes gets A's address, as CUDA gives it; B keeps its own
+ * size and its memory works. An alloc node not ordered after the free (C)
+ * gets memory of its own.
+ */
+static void mem_reuse(unsigned char *h_out)
+{
+	cudaStream_t s;
+	cudaGraph_t g;
+	cudaGraphExec_t x;
+	cudaGraphNode_t a, fa, b, set, copy, fb, c;
+	struct cudaMemAllocNodeParams ap = {}, bp, cp, got;
+	struct cudaMemsetParams mp = {};
+
+	OK(cudaStreamCreate(&s));
+	OK(cudaGraphCreate(&g, 0));
+	ap.poolProps.allocType = cudaMemAllocationTypePinned;
+	ap.poolProps.location.type = cudaMemLocationTypeDevice;
+	ap.poolProps.location.id = 0;
+	ap.bytesize = N;
+	bp = ap, cp = ap;
+	bp.bytesize = N / 2;
+	EXPECT(cudaGraphAddMemAllocNode(&a, g, NULL, 0, &ap), cudaSuccess);
+	EXPECT(cudaGraphAddMemFreeNode(&fa, g, &a, 1, ap.dptr), cudaSuccess);
+	EXPECT(cudaGraphAddMemAllocNode(&b, g, &fa, 1, &bp), cudaSuccess);
+	qt_check(bp.dptr == ap.dptr, "an alloc node after a free node of the same graph reuses its address");
+	EXPECT(cudaGraphMemAllocNodeGetParams(b, &got), cudaSuccess);
+	qt_check(got.bytesize == N / 2 && got.dptr == ap.dptr, "and keeps its own size");
+	mp.dst = bp.dptr, mp.value = 0x62, mp.elementSize = 1, mp.width = N / 2, mp.height = 1;
+	EXPECT(cudaGraphAddMemsetNode(&set, g, &b, 1, &mp), cudaSuccess);
+	EXPECT(cudaGraphAddMemcpyNode1D(&copy, g, &set, 1, h_out, bp.dptr, N / 2, cudaMemcpyDeviceToHost), cudaSuccess);
+	EXPECT(cudaGraphAddMemFreeNode(&fb, g, &copy, 1, bp.dptr), cudaSuccess);
+	EXPECT(cudaGraphAddMemAllocNode(&c, g, NULL, 0, &cp), cudaSuccess);
+	qt_check(cp.dptr != NULL && cp.dptr != ap.dptr, "an alloc node not ordered after the free has memory of its own");
+	EXPECT(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+	memset(h_out, 0, N);
+	EXPECT(cudaGraphLaunch(x, s), cudaSuccess);
+	EXPECT(cudaStreamSynchronize(s), cudaSuccess);
+	qt_check(qt_not_byte(h_out, 0x62, N / 2) < 0, "the reused memory works");
+	OK(cudaGraphExecDestroy(x));
+	OK(cudaGraphDestroy(g));
+	OK(cudaStreamDestroy(s));
+}
+
+/*
+ * The generic node calls (cudaGraphAddNode, cudaGraphNodeSetParams,
+ * cudaGraphExecNodeSetParams; the default build reaches them through the
+ * driver's cuGraphAddNode_v2 and its twins): a graph of alloc, memset,
+ * memcpy, host, empty and free nodes made with them runs; a memset's value
+ * set in the graph and then in the executable graph is what the next
+ * launch writes; an alloc node's parameters cannot be set.
+ */
+static void generic_nodes(unsigned char *d, unsigned char *h_out)
+{
+	cudaStream_t s;
+	cudaGraph_t g;
+	cudaGraphExec_t x;
+	cudaGraphNode_t a, set, copy, host, empty, fr;
+	struct cudaGraphNodeParams p = {};
+	int calls = host_calls;
+
+	OK(cudaStreamCreate(&s));
+	OK(cudaGraphCreate(&g, 0));
+	p.type = cudaGraphNodeTypeMemAlloc;
+	p.alloc.poolProps.allocType = cudaMemAllocationTypePinned;
+	p.alloc.poolProps.location.type = cudaMemLocationTypeDevice;
+	p.alloc.poolProps.location.id = 0;
+	p.alloc.bytesize = N;
+	EXPECT(cudaGraphAddNode(&a, g, NULL, NULL, 0, &p), cudaSuccess);
+	void *mem = p.alloc.dptr;
+	qt_check(mem != NULL, "cudaGraphAddNode gives an alloc node's address back");
+	EXPECT(cudaGraphNodeSetParams(a, &p), cudaErrorNotSupported);
+	p = {};
+	p.type = cudaGraphNodeTypeMemset;
+	p.memset.dst = mem, p.memset.value = 0x33, p.memset.elementSize = 1, p.memset.width = N, p.memset.height = 1;
+	EXPECT(cudaGraphAddNode(&set, g, &a, NULL, 1, &p), cudaSuccess);
+	p = {};
+	p.type = cudaGraphNodeTypeMemcpy;
+	p.memcpy.copyParams.srcPtr = make_cudaPitchedPtr(mem, N, N, 1);
+	p.memcpy.copyParams.dstPtr = make_cudaPitchedPtr(h_out, N, N, 1);
+	p.memcpy.copyParams.extent = make_cudaExtent(N, 1, 1);
+	p.memcpy.copyParams.kind = cudaMemcpyDeviceToHost;
+	EXPECT(cudaGraphAddNode(&copy, g, &set, NULL, 1, &p), cudaSuccess);
+	p = {};
+	p.type = cudaGraphNodeTypeHost;
+	p.host.fn = count_call, p.host.userData = (void *)(intptr_t)1;
+	EXPECT(cudaGraphAddNode(&host, g, &copy, NULL, 1, &p), cudaSuccess);
+	p = {};
+	p.type = cudaGraphNodeTypeEmpty;
+	EXPECT(cudaGraphAddNode(&empty, g, &host, NULL, 1, &p), cudaSuccess);
+	p = {};
+	p.type = cudaGraphNodeTypeMemFree;
+	p.free.dptr = mem;
+	EXPECT(cudaGraphAddNode(&fr, g, &empty, NULL, 1, &p), cudaSuccess);
+	qt_check(count_nodes(g) == 6 && count_edges(g) == 5, "six nodes in a chain");
+	EXPECT(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+	memset(h_out, 0, N);
+	EXPECT(cudaGraphLaunch(x, s), cudaSuccess);
+	EXPECT(cudaStreamSynchronize(s), cudaSuccess);
+	qt_check(qt_not_byte(h_out, 0x33, N) < 0, "the generic nodes ran: memset, then the copy out");
+	qt_check(host_calls == calls + 1, "and the host node, once");
+	OK(cudaGraphExecDestroy(x));
+	OK(cudaGraphDestroy(g));
+
+	OK(cudaGraphCreate(&g, 0));
+	p = {};
+	p.type = cudaGraphNodeTypeMemset;
+	p.memset.dst = d, p.memset.value = 0x11, p.memset.elementSize = 1, p.memset.width = N, p.memset.height = 1;
+	EXPECT(cudaGraphAddNode(&set, g, NULL, NULL, 0, &p), cudaSuccess);
+	EXPECT(cudaGraphAddMemcpyNode1D(&copy, g, &set, 1, h_out, d, N, cudaMemcpyDeviceToHost), cudaSuccess);
+	p.memset.value = 0x44;
+	EXPECT(cudaGraphNodeSetParams(set, &p), cudaSuccess);
+	EXPECT(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+	memset(h_out, 0, N);
+	EXPECT(cudaGraphLaunch(x, s), cudaSuccess);
+	EXPECT(cudaStreamSynchronize(s), cudaSuccess);
+	qt_check(qt_not_byte(h_out, 0x44, N) < 0, "cudaGraphNodeSetParams changed the memset's value");
+	p.memset.value = 0x55;
+	EXPECT(cudaGraphExecNodeSetParams(x, set, &p), cudaSuccess);
+	EXPECT(cudaGraphLaunch(x, s), cudaSuccess);
+	EXPECT(cudaStreamSynchronize(s), cudaSuccess);
+	qt_check(qt_not_byte(h_out, 0x55, N) < 0, "cudaGraphExecNodeSetParams changed it in the executable graph");
+	OK(cudaGraphExecDestroy(x));
+	OK(cudaGraphDestroy(g));
+	OK(cudaStreamDestroy(s));
+}
+
 /* Kernels: captured and as kernel nodes, and parameters changed in place. */
 static void kernels(void)
 {
@@ -595,6 +723,8 @@ int main(void)
 	built(d, h_out);
 	mem_nodes(h_out);
 	mem_freed_outside(h_out);
+	generic_nodes(d, h_out);
+	mem_reuse(h_out);
 	OK(cudaFree(d));
 	OK(cudaFreeHost(h_in));
 	OK(cudaFreeHost(h_out));
