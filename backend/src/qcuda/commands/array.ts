@@ -15,7 +15,8 @@ import type { Call, Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
 import { QCUDA_MEM_ARRAY, QCUDA_MEM_HOST, QCUDA_MEM_LINEAR } from '../proto';
 import type { ArrayDesc, Extent, HostBlock, Place, Pos, TexDesc, TexResource } from '../provider';
-import type { Session, SessionArray } from '../session';
+import type { Session } from '../session';
+import type { SessionArray } from '../session-objects';
 
 /** Sizes and positions past this are refused (no real copy comes near; bigint math stays exact anyway). */
 const BIG = 1n << 48n;
@@ -123,7 +124,7 @@ function sideOf(c: Call<'MEMCPY_3D_HTOD' | 'MEMCPY_3D_DTOH' | 'MEMCPY_3D_DTOD'>,
       return { kind: 'device', place: { ptr: h, pitch, rows: rows < used ? used : rows }, pos };
     }
     case QCUDA_MEM_ARRAY: {
-      const arr = c.session.array(h);
+      const arr = c.session.objects.array(h);
       checkInArray(arr, pos, ext, what);
       return { kind: 'device', place: { array: arr.ref }, pos };
     }
@@ -228,9 +229,9 @@ function hostCopy(c: Call<'MEMCPY_3D_HTOD' | 'MEMCPY_3D_DTOH'>, toDevice: boolea
 function texResource(s: Session, a: Call<'TEX_CREATE'>['args']): TexResource {
   switch (a.res_type) {
     case 0:
-      return { kind: 'array', array: s.array(a.res).ref };
+      return { kind: 'array', array: s.objects.array(a.res).ref };
     case 1:
-      return { kind: 'mipmap', mipmap: s.mipmap(a.res).ref };
+      return { kind: 'mipmap', mipmap: s.objects.mipmap(a.res).ref };
     case 2: {
       const elem = elementSize(a.format, a.channels);
       if (a.size === 0n || a.size >= BIG || a.size % elem !== 0n) throw inval(`linear texture of ${a.size} bytes`);
@@ -309,7 +310,7 @@ export const ARRAY_COMMANDS: Runs<
       const x = await c.session.context();
       const ref = await x.arrayCreate(desc);
       try {
-        return { value: c.session.addArray(x, ref, desc, elem, r) };
+        return { value: c.session.objects.addArray(x, ref, desc, elem, r) };
       } catch (e) {
         await x.arrayDestroy(ref).catch(() => undefined); // a reset meanwhile: the context's destruction takes it anyway
         throw e;
@@ -321,7 +322,7 @@ export const ARRAY_COMMANDS: Runs<
   },
 
   async ARRAY_DESTROY(c) {
-    const a = c.session.takeArray(c.args.handle);
+    const a = c.session.objects.takeArray(c.args.handle);
     await (await c.session.context()).arrayDestroy(a.ref);
   },
 
@@ -338,7 +339,7 @@ export const ARRAY_COMMANDS: Runs<
       const x = await c.session.context();
       const ref = await x.mipmapCreate(desc, a.levels);
       try {
-        return { value: c.session.addMipmap(x, ref, desc, a.levels, elem, r) };
+        return { value: c.session.objects.addMipmap(x, ref, desc, a.levels, elem, r) };
       } catch (e) {
         await x.mipmapDestroy(ref).catch(() => undefined);
         throw e;
@@ -350,15 +351,15 @@ export const ARRAY_COMMANDS: Runs<
   },
 
   async MIPMAP_LEVEL(c) {
-    const m = c.session.mipmap(c.args.handle);
+    const m = c.session.objects.mipmap(c.args.handle);
     if (c.args.level >= m.levels) throw inval(`level ${c.args.level} of ${m.levels}`);
     const x = await c.session.context();
     const ref = await x.mipmapLevel(m.ref, c.args.level);
-    return { value: c.session.addLevel(x, c.args.handle, c.args.level, ref, levelDesc(m.desc, c.args.level)) };
+    return { value: c.session.objects.addLevel(x, c.args.handle, c.args.level, ref, levelDesc(m.desc, c.args.level)) };
   },
 
   async MIPMAP_DESTROY(c) {
-    const m = c.session.takeMipmap(c.args.handle);
+    const m = c.session.objects.takeMipmap(c.args.handle);
     await (await c.session.context()).mipmapDestroy(m.ref);
   },
 
@@ -368,28 +369,28 @@ export const ARRAY_COMMANDS: Runs<
     const desc = texDesc(c.args);
     const x = await c.session.context();
     const t = await x.texCreate(res, desc);
-    c.session.addObject(x, 'texture', t);
+    c.session.objects.addObject(x, 'texture', t);
     return { value: t };
   },
 
   async TEX_DESTROY(c) {
-    c.session.takeObject('texture', c.args.handle);
+    c.session.objects.takeObject('texture', c.args.handle);
     await (await c.session.context()).texDestroy(c.args.handle);
   },
 
   async SURF_CREATE(c) {
     c.session.checkRoom('object');
-    const a = c.session.array(c.args.handle);
+    const a = c.session.objects.array(c.args.handle);
     // An array made without cudaArraySurfaceLoadStore is accepted too: CUDA 13 makes
     // the object (measured on the H100), what a kernel does with it is the kernel's.
     const x = await c.session.context();
     const s = await x.surfCreate(a.ref);
-    c.session.addObject(x, 'surface', s);
+    c.session.objects.addObject(x, 'surface', s);
     return { value: s };
   },
 
   async SURF_DESTROY(c) {
-    c.session.takeObject('surface', c.args.handle);
+    c.session.objects.takeObject('surface', c.args.handle);
     await (await c.session.context()).surfDestroy(c.args.handle);
   },
 };

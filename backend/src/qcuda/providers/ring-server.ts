@@ -20,7 +20,8 @@ import type { FrontRing, LeftRequest, Request, RingFront } from '../../vhost-use
 import type { Now } from '../../sys/now';
 import type { BatchEnding } from '../commands/batch';
 import type { DevPtr, EventRef, FunctionRef, Provider, StreamRef } from '../provider';
-import type { Session, SessionMirror } from '../session';
+import type { Session } from '../session';
+import type { SessionMirror } from '../session-core';
 import { cudaSide } from './cuda';
 
 /** An addon id (function, stream or event ref of the cuda provider), else 0: not known to the server, so left to the handler. */
