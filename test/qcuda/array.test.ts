@@ -8,13 +8,13 @@ import test, { type ExecutionContext } from 'ava';
 import { hostBlocks } from '../../backend/src/qcuda/commands/array';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import type { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { hostProvider, type HostProvider } from '../../backend/src/qcuda/providers/host';
 import { Cmd, QCUDA_MEM_ARRAY, QCUDA_MEM_HOST, QCUDA_MEM_LINEAR, Status } from '../../backend/src/qcuda/proto';
 import { prng, randomBytes, started } from '../helpers';
 import { QcudaClient, type Reply } from './client';
 
 async function setup(t: ExecutionContext, o: { memoryLimit?: bigint } = {}) {
-  const dev = new QcudaDevice({ queues: 4, memoryLimit: o.memoryLimit });
+  const dev = new QcudaDevice({ provider: hostProvider, queues: 4, memoryLimit: o.memoryLimit });
   const pair = await started(t, dev, { size: 256 });
   const c = new QcudaClient(pair.fe);
   await c.open();

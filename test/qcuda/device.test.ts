@@ -7,7 +7,7 @@ import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
 import type { VmLimits } from '../../backend/src/qcuda/limits';
 import type { ModuleCache } from '../../backend/src/qcuda/module-cache';
-import type { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { hostProvider, type HostProvider } from '../../backend/src/qcuda/providers/host';
 import { Cmd, decode, encode, LAYOUT, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_MAX_EXTENTS, QCUDA_MAX_MODULE, QCUDA_MAX_NAME, QCUDA_PROTO_VERSION, Status, type StructName } from '../../backend/src/qcuda/proto';
 import { MAX_PENDING_UPLOADS } from '../../backend/src/qcuda/session-modules';
 import { GuestMemory } from '../../backend/src/vhost-user/frontend';
@@ -17,7 +17,7 @@ import { QcudaClient } from './client';
 const MIB = 1 << 20;
 
 async function setup(t: ExecutionContext, o: { memoryLimit?: bigint; mem?: GuestMemory; limits?: Partial<VmLimits> } = {}) {
-  const dev = new QcudaDevice({ queues: 4, memoryLimit: o.memoryLimit, limits: o.limits });
+  const dev = new QcudaDevice({ provider: hostProvider, queues: 4, memoryLimit: o.memoryLimit, limits: o.limits });
   const pair = await started(t, dev, { size: 256 }, o.mem);
   const c = new QcudaClient(pair.fe);
   await c.open();
@@ -476,9 +476,9 @@ for (const where of ['in process', 'in a worker'] as const) {
   test(`stream priority range, a stream's priority (clamped), L2 persistence reset: ${where}`, async (t) => {
     const { IsolatedProvider } = await import('../../backend/src/qcuda/providers/isolated');
     const { HostProvider } = await import('../../backend/src/qcuda/providers/host');
-    const provider = where === 'in a worker' ? new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } }) : undefined;
+    const provider = where === 'in a worker' ? new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } }) : hostProvider;
     const dev = new QcudaDevice({ queues: 2, provider });
-    t.teardown(() => provider?.close());
+    t.teardown(() => (typeof provider === 'function' ? undefined : provider.close()));
     const c = new QcudaClient((await started(t, dev, { size: 256 })).fe);
     await c.open();
     const range = await c.call(Cmd.STREAM_PRIORITY_RANGE, { out: 'qcuda_out_priority_range' });

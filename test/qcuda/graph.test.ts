@@ -15,6 +15,7 @@ import {
 import type { FieldInput } from '../../backend/src/qcuda/wire/layout';
 import { started } from '../helpers';
 import { QcudaClient, type Reply } from './client';
+import { hostProvider } from '../../backend/src/qcuda/providers/host';
 
 /** cudaGraphCondAssignDefault */
 const ASSIGN_DEFAULT = 1;
@@ -25,7 +26,7 @@ const SWITCH = 2;
 type NodeIn = FieldInput<(typeof STRUCTS)['qcuda_graph_node']>;
 
 async function setup(t: ExecutionContext) {
-  const dev = new QcudaDevice({ queues: 4 });
+  const dev = new QcudaDevice({ provider: hostProvider, queues: 4 });
   const pair = await started(t, dev, { size: 256 });
   const c = new QcudaClient(pair.fe);
   await c.open();

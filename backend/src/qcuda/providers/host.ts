@@ -180,6 +180,11 @@ export interface HostProviderOptions {
   guestView?: (addr: bigint, len: number) => Uint8Array[];
 }
 
+/** A host provider over a device's guest memory: the factory form of QcudaOptions.provider. */
+export function hostProvider(guestView: (addr: bigint, len: number) => Uint8Array[]): HostProvider {
+  return new HostProvider({ guestView });
+}
+
 export class HostProvider implements Provider {
   readonly name = 'host' as const;
   readonly hasGpu = false;
