@@ -5,9 +5,8 @@
 // answers every failure with a status; nothing the guest sends is trusted.
 import createDebug from 'debug';
 import type { MemoryTable, Request, VhostUserDevice, Vring } from '../vhost-user';
-import type { Call, DeviceState, Result, Run, SessionCmd } from './command';
+import type { BatchEnding, Call, DeviceState, Result, Run, SessionCmd } from './command';
 import { COMMANDS, finishBatch, runGated } from './commands';
-import type { BatchEnding } from './commands/batch';
 import { CudaErr, CudaError } from './cuda-error';
 import { QueueDelegation, servedBy } from './delegation';
 import { LogLimiter } from '../sys/log-limiter';

@@ -13,6 +13,7 @@
 // last row), each one copy for the provider.
 import type { Call, Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
+import { ARRAY_CUBEMAP, ARRAY_FLAGS, ARRAY_LAYERED, ARRAY_SURFACE_LDST, elementSize, levelDesc } from '../cuda-formats';
 import { QCUDA_MEM_ARRAY, QCUDA_MEM_HOST, QCUDA_MEM_LINEAR } from '../proto';
 import type { ArrayDesc, Extent, HostBlock, Place, Pos, TexDesc, TexResource } from '../provider';
 import type { Session } from '../session';
@@ -21,18 +22,6 @@ import type { SessionArray } from '../session-objects';
 /** Sizes and positions past this are refused (no real copy comes near; bigint math stays exact anyway). */
 const BIG = 1n << 48n;
 
-/** CUarray_format -> bytes per channel (the formats qcuda serves). */
-const FORMAT_BYTES: ReadonlyMap<number, bigint> = new Map([
-  [0x01, 1n], [0x02, 2n], [0x03, 4n], // unsigned int 8, 16, 32
-  [0x08, 1n], [0x09, 2n], [0x0a, 4n], // signed int 8, 16, 32
-  [0x10, 2n], [0x20, 4n], // half, float
-]);
-
-/** CUDA_ARRAY3D_* flags served: LAYERED, SURFACE_LDST, CUBEMAP, TEXTURE_GATHER. */
-const ARRAY_LAYERED = 0x1;
-const ARRAY_SURFACE_LDST = 0x2;
-const ARRAY_CUBEMAP = 0x4;
-const ARRAY_FLAGS = 0x1 | 0x2 | 0x4 | 0x8;
 /** Largest extents (an H100's: 1D and 2D widths 131072, 2D heights 65536, 3D 16384, 2048 layers); the driver checks the finer rules. */
 const MAX_WIDTH = 131072n;
 const MAX_HEIGHT = 65536n;
@@ -44,14 +33,6 @@ const TEX_FLAGS = 0x1 | 0x2 | 0x10 | 0x20 | 0x40;
 
 const inval = (msg: string) => new CudaError(CudaErr.InvalidValue, msg);
 
-/** Bytes per element of a format and channel count. */
-export function elementSize(format: number, channels: number): bigint {
-  const b = FORMAT_BYTES.get(format);
-  if (b === undefined) throw inval(`array format 0x${format.toString(16)} is not supported`);
-  if (channels !== 1 && channels !== 2 && channels !== 4) throw inval(`${channels} channels (1, 2 or 4)`);
-  return b * BigInt(channels);
-}
-
 /**
  * What an array holds against the quota: rows rounded to 512 bytes (the
  * pitch alignment arrays get) and the whole to 64 KiB (an estimate of the
@@ -62,13 +43,6 @@ export function arrayBytes(d: ArrayDesc, elem: bigint): bigint {
   const z = d.depth === 0n ? 1n : d.depth;
   const row = d.height === 0n && d.depth === 0n ? d.width * elem : ((d.width * elem + 511n) / 512n) * 512n;
   return ((row * h * z + 65535n) / 65536n) * 65536n;
-}
-
-/** The shape of level `l` of a mipmapped array whose level 0 is d (layers and cubemap faces stay). */
-export function levelDesc(d: ArrayDesc, l: number): ArrayDesc {
-  const half = (v: bigint) => (v === 0n ? 0n : v >> BigInt(l) || 1n);
-  const keepDepth = (d.flags & (ARRAY_LAYERED | ARRAY_CUBEMAP)) !== 0;
-  return { ...d, width: half(d.width), height: half(d.height), depth: keepDepth ? d.depth : half(d.depth) };
 }
 
 /** Levels a mipmapped array of level-0 shape d may have: 1 + log2 of its largest extent. */

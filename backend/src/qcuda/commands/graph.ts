@@ -10,6 +10,7 @@
 // provider builds anything.
 import type { Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
+import { COND_ASSIGN_DEFAULT } from '../cuda-formats';
 import { decode, LAYOUT, QCUDA_GNODE_COND, QCUDA_GNODE_EMPTY, QCUDA_GNODE_EVENT_RECORD, QCUDA_GNODE_EVENT_WAIT, QCUDA_GNODE_KERNEL,
   QCUDA_GNODE_MEMCPY, QCUDA_GNODE_MEMSET, QCUDA_GRAPH_TOP, QCUDA_MAX_GRAPH_NODES, type Decoded } from '../proto';
 import type { GraphNodeSpec, GraphSpec } from '../provider';
@@ -18,8 +19,6 @@ import { MAX_COND_HANDLES, type SessionGraph } from '../session-objects';
 
 const NODE_BYTES = LAYOUT.qcuda_graph_node.size;
 const EDGE_BYTES = LAYOUT.qcuda_graph_edge.size;
-/** cudaGraphCondAssignDefault: the only flag of a conditional handle. */
-export const COND_ASSIGN_DEFAULT = 1;
 /** Bodies one switch node may have (each is a graph the driver makes). */
 export const MAX_SWITCH_BODIES = 256;
 
