@@ -1,5 +1,7 @@
-// The backend's module graph, type imports included: no cycles, and nothing
-// outside the vhost-user library reaches into it but through its index.
+// The backend's module graph, type imports included: no cycles, nothing
+// outside the vhost-user library reaches into it but through its index, and
+// qcuda's layers point one way: commands and the dispatcher above the
+// Provider interface, providers below it.
 import test from 'ava';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -79,4 +81,33 @@ test('outside vhost-user/, the library is imported only through its index', (t) 
     for (const d of deps) if (d.startsWith(lib + path.sep) && d !== path.join(lib, 'index.ts')) bad.push(`${rel(f)} -> ${rel(d)}`);
   }
   t.deepEqual(bad, []);
+});
+
+const under = (dir: string) => (f: string) => f.startsWith(path.join(src, dir) + path.sep);
+const file = (name: string) => (f: string) => f === path.join(src, name);
+
+/** Imports of modules `from` picks that land in modules `to` picks, as "from -> to". */
+function edges(from: (f: string) => boolean, to: (f: string) => boolean): string[] {
+  const out: string[] = [];
+  for (const [f, deps] of graph) if (from(f)) for (const d of deps) if (to(d)) out.push(`${rel(f)} -> ${rel(d)}`);
+  return out;
+}
+
+test('providers never import commands: what both need lives below them (cuda-formats.ts, command.ts)', (t) => {
+  t.deepEqual(edges(under('qcuda/providers'), under('qcuda/commands')), []);
+});
+
+test('the dispatcher, sessions and commands never import a concrete provider: only the Provider interface (provider.ts)', (t) => {
+  const providers = under('qcuda/providers');
+  t.deepEqual(edges((f) => under('qcuda')(f) && !providers(f), providers), []);
+});
+
+test('the parts of a session see it only through session-core.ts: not session.ts, not one another', (t) => {
+  const parts = ['session-memory.ts', 'session-modules.ts', 'session-objects.ts'].map((p) => path.join(src, 'qcuda', p));
+  const isPart = (f: string) => parts.includes(f);
+  t.deepEqual(edges(isPart, (d) => isPart(d) || file('qcuda/session.ts')(d)), []);
+});
+
+test('qcuda imports neither the device registry nor the command line (they choose and inject its provider)', (t) => {
+  t.deepEqual(edges(under('qcuda'), (d) => under('devices')(d) || under('cli')(d)), []);
 });

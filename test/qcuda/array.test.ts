@@ -8,13 +8,13 @@ import test, { type ExecutionContext } from 'ava';
 import { hostBlocks } from '../../backend/src/qcuda/commands/array';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import type { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { hostProvider, type HostProvider } from '../../backend/src/qcuda/providers/host';
 import { Cmd, QCUDA_MEM_ARRAY, QCUDA_MEM_HOST, QCUDA_MEM_LINEAR, Status } from '../../backend/src/qcuda/proto';
 import { prng, randomBytes, started } from '../helpers';
 import { QcudaClient, type Reply } from './client';
 
 async function setup(t: ExecutionContext, o: { memoryLimit?: bigint } = {}) {
-  const dev = new QcudaDevice({ queues: 4, memoryLimit: o.memoryLimit });
+  const dev = new QcudaDevice({ provider: hostProvider, queues: 4, memoryLimit: o.memoryLimit });
   const pair = await started(t, dev, { size: 256 });
   const c = new QcudaClient(pair.fe);
   await c.open();
@@ -280,8 +280,8 @@ test('hostile: array shapes, boxes past arrays and allocations, data that does n
   t.is(Buffer.compare(fe.mem.bytes(g2, span), fe.mem.bytes(g, span)), 0);
   t.is((await c.call(Cmd.DEVICE_RESET)).status, 0);
   t.is(session().allocated, 0n);
-  t.is(session().arrayCount, 0);
-  t.is(session().objectCount, 0);
+  t.is(session().objects.arrayCount, 0);
+  t.is(session().objects.objectCount, 0);
   t.is((await c.call(Cmd.ARRAY_DESTROY, { args: ['qcuda_args_handle', { handle: arr.value }] })).status, CudaErr.InvalidResourceHandle);
   t.is(provider.used, 0n);
   t.is((await c.close()).status, 0);
@@ -360,7 +360,7 @@ test('mipmapped arrays: levels as arrays of their own shape, copies per level, t
   t.is((await c.call(Cmd.MIPMAP_DESTROY, { args: ['qcuda_args_handle', { handle: m.value }] })).status, 0);
   t.is(await copy3d(c, Cmd.MEMCPY_3D_HTOD, box, g, 64), CudaErr.InvalidResourceHandle);
   t.is(session().allocated, 0n);
-  t.is(session().arrayCount, 0);
+  t.is(session().objects.arrayCount, 0);
   // Layered: levels keep the layer count.
   const ml = await mk({ width: 16n, height: 16n, depth: 3n, flags: 0x1, levels: 5 });
   t.is(ml.status, 0);

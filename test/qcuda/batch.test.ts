@@ -9,6 +9,7 @@ import { QcudaDevice } from '../../backend/src/qcuda/device';
 import { Cmd, encode, QCUDA_BATCH_ENDS_SYNC, QCUDA_MAX_BATCH, Status, type StructName } from '../../backend/src/qcuda/proto';
 import { prng, randomBytes, started } from '../helpers';
 import { frameBatch as frame, QcudaClient } from './client';
+import { hostProvider } from '../../backend/src/qcuda/providers/host';
 
 type Entry = [cmd: number, args: Uint8Array];
 
@@ -17,7 +18,7 @@ const memset = (dst: bigint, size: bigint, value: number, async = 1) => entry(Cm
 const d2d = (dst: bigint, src: bigint, size: bigint) => entry(Cmd.MEMCPY_DTOD, 'qcuda_args_memcpy', { dst, src, size, stream: 0n, async: 1 });
 
 async function setup(t: ExecutionContext) {
-  const dev = new QcudaDevice({ queues: 2 });
+  const dev = new QcudaDevice({ provider: hostProvider, queues: 2 });
   const pair = await started(t, dev, { size: 64 });
   const c = new QcudaClient(pair.fe);
   await c.open();

@@ -6,7 +6,7 @@
 // QCUDA_LIBCUDA=/path/to/libcuda.so.1 loads another driver library (a fake one, say).
 import test, { type ExecutionContext } from 'ava';
 import { native } from '../../backend/src/sys/native';
-import { cudaNative } from '../../backend/src/native-cuda';
+import { cudaNative } from '../../backend/src/qcuda/providers/native-cuda';
 import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
 import type { GuestSeg, ProviderContext } from '../../backend/src/qcuda/provider';
 import { cudaAvailable, createCudaProvider, type CudaProvider } from '../../backend/src/qcuda/providers/cuda';

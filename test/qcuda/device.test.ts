@@ -7,9 +7,9 @@ import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
 import type { VmLimits } from '../../backend/src/qcuda/limits';
 import type { ModuleCache } from '../../backend/src/qcuda/module-cache';
-import type { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { hostProvider, type HostProvider } from '../../backend/src/qcuda/providers/host';
 import { Cmd, decode, encode, LAYOUT, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_MAX_EXTENTS, QCUDA_MAX_MODULE, QCUDA_MAX_NAME, QCUDA_PROTO_VERSION, Status, type StructName } from '../../backend/src/qcuda/proto';
-import { MAX_PENDING_UPLOADS } from '../../backend/src/qcuda/session';
+import { MAX_PENDING_UPLOADS } from '../../backend/src/qcuda/session-modules';
 import { GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { prng, randomBytes, started, until } from '../helpers';
 import { QcudaClient } from './client';
@@ -17,7 +17,7 @@ import { QcudaClient } from './client';
 const MIB = 1 << 20;
 
 async function setup(t: ExecutionContext, o: { memoryLimit?: bigint; mem?: GuestMemory; limits?: Partial<VmLimits> } = {}) {
-  const dev = new QcudaDevice({ queues: 4, memoryLimit: o.memoryLimit, limits: o.limits });
+  const dev = new QcudaDevice({ provider: hostProvider, queues: 4, memoryLimit: o.memoryLimit, limits: o.limits });
   const pair = await started(t, dev, { size: 256 }, o.mem);
   const c = new QcudaClient(pair.fe);
   await c.open();
@@ -346,7 +346,7 @@ test('module images cross once per VM: MODULE_FIND stages an image loaded before
   let r = await find(c, 1n, size, sha);
   t.is(r.status, 0);
   t.is(r.value, 0n, 'nothing cached yet: upload it');
-  t.is(dev.sessions.get(c.session)!.pendingUploads, 0, 'a miss stages nothing');
+  t.is(dev.sessions.get(c.session)!.modules.pendingUploads, 0, 'a miss stages nothing');
   t.is((await upload(c, 1n, size, g, 0, ptx.length)).status, 0);
   t.is((await load(c, 1n)).status, CudaErr.NoKernelImageForDevice, 'host provider: checked, then 209');
   t.is((dev.vm.modules as ModuleCache).count, 1, 'the checked image is kept');
@@ -355,11 +355,11 @@ test('module images cross once per VM: MODULE_FIND stages an image loaded before
   await other.open();
   r = await find(other, 7n, size, sha);
   t.is(r.value, 1n, 'found: staged as upload 7');
-  t.is(dev.sessions.get(other.session)!.pendingUploads, 1);
+  t.is(dev.sessions.get(other.session)!.modules.pendingUploads, 1);
   t.is((await upload(other, 7n, size, g, 0, 8)).status, CudaErr.InvalidValue, 'a staged cached image takes no chunks (the cache is never written)');
   t.is((await find(other, 7n, size, sha)).status, CudaErr.InvalidValue, 'the upload id is taken');
   t.is((await load(other, 7n)).status, CudaErr.NoKernelImageForDevice, 'loads as the uploaded image did');
-  t.is(dev.sessions.get(other.session)!.pendingUploads, 0, 'staging given back');
+  t.is(dev.sessions.get(other.session)!.modules.pendingUploads, 0, 'staging given back');
   // Only content that was uploaded is found: another hash or another size is a miss.
   const wrong = Buffer.from(sha);
   wrong[0] ^= 1;
@@ -405,7 +405,7 @@ test('module uploads: sizes, chunks out of range, unknown, incomplete and too ma
   t.is((await upload(c, 1n, BigInt(QCUDA_MAX_MODULE) + 1n, g, 0, 16)).status, Status.TOO_LARGE, 'over QCUDA_MAX_MODULE');
   t.is((await upload(c, 1n, 100n, g, 96, 8)).status, CudaErr.InvalidValue, 'a chunk past the end');
   t.is((await upload(c, 1n, 100n, g, 0, 101)).status, CudaErr.InvalidValue, 'a chunk longer than the image');
-  t.is(session.pendingUploads, 0, 'refused chunks leave nothing behind');
+  t.is(session.modules.pendingUploads, 0, 'refused chunks leave nothing behind');
   t.is((await load(c, 77n)).status, CudaErr.InvalidValue, 'unknown upload id');
   // Incomplete: the middle never arrives; the load fails and forgets the upload.
   t.is((await upload(c, 2n, 1000n, g, 0, 400)).status, 0);
@@ -425,20 +425,20 @@ test('module uploads: sizes, chunks out of range, unknown, incomplete and too ma
   const l = await load(c, 4n);
   t.is(l.status, CudaErr.NoKernelImageForDevice, 'host provider: cudaErrorNoKernelImageForDevice');
   t.is(l.value, 0n);
-  t.is(session.pendingUploads, 0, 'staging freed');
-  t.is(session.moduleCount, 0, 'no module kept');
+  t.is(session.modules.pendingUploads, 0, 'staging freed');
+  t.is(session.modules.moduleCount, 0, 'no module kept');
   // At most MAX_PENDING_UPLOADS at once.
   for (let i = 0n; i < BigInt(MAX_PENDING_UPLOADS); i++) t.is((await upload(c, 10n + i, 64n, g, 0, 8)).status, 0);
   t.is((await upload(c, 99n, 64n, g, 0, 8)).status, Status.TOO_LARGE, 'one upload too many');
   t.is((await upload(c, 10n, 64n, g, 8, 8)).status, 0, 'pending uploads still take chunks');
-  t.is(session.pendingUploads, MAX_PENDING_UPLOADS);
+  t.is(session.modules.pendingUploads, MAX_PENDING_UPLOADS);
   // Another session cannot load this one's upload.
   const other = new QcudaClient(fe);
   await other.open();
   t.is((await load(other, 10n)).status, CudaErr.InvalidValue);
   // Reset frees the staging buffers.
   t.is((await c.call(Cmd.DEVICE_RESET)).status, 0);
-  t.is(session.pendingUploads, 0);
+  t.is(session.modules.pendingUploads, 0);
   t.is(provider.used, 0n);
 });
 
@@ -476,9 +476,9 @@ for (const where of ['in process', 'in a worker'] as const) {
   test(`stream priority range, a stream's priority (clamped), L2 persistence reset: ${where}`, async (t) => {
     const { IsolatedProvider } = await import('../../backend/src/qcuda/providers/isolated');
     const { HostProvider } = await import('../../backend/src/qcuda/providers/host');
-    const provider = where === 'in a worker' ? new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } }) : undefined;
+    const provider = where === 'in a worker' ? new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } }) : hostProvider;
     const dev = new QcudaDevice({ queues: 2, provider });
-    t.teardown(() => provider?.close());
+    t.teardown(() => (typeof provider === 'function' ? undefined : provider.close()));
     const c = new QcudaClient((await started(t, dev, { size: 256 })).fe);
     await c.open();
     const range = await c.call(Cmd.STREAM_PRIORITY_RANGE, { out: 'qcuda_out_priority_range' });

@@ -10,11 +10,12 @@ import { QcudaDevice } from '../../backend/src/qcuda/device';
 import { Cmd, encode, LAYOUT, QCUDA_ATTR_VALUE_BYTES, QCUDA_MAX_ARGS, Status } from '../../backend/src/qcuda/proto';
 import { started } from '../helpers';
 import { QcudaClient } from './client';
+import { hostProvider } from '../../backend/src/qcuda/providers/host';
 
 const MIB = 1n << 20n;
 
 async function setup(t: ExecutionContext, memoryLimit?: bigint) {
-  const dev = new QcudaDevice({ queues: 2, memoryLimit });
+  const dev = new QcudaDevice({ provider: hostProvider, queues: 2, memoryLimit });
   const pair = await started(t, dev, { size: 256 });
   const c = new QcudaClient(pair.fe);
   await c.open();

@@ -15,6 +15,7 @@ import {
 import type { FieldInput } from '../../backend/src/qcuda/wire/layout';
 import { started } from '../helpers';
 import { QcudaClient, type Reply } from './client';
+import { hostProvider } from '../../backend/src/qcuda/providers/host';
 
 /** cudaGraphCondAssignDefault */
 const ASSIGN_DEFAULT = 1;
@@ -25,7 +26,7 @@ const SWITCH = 2;
 type NodeIn = FieldInput<(typeof STRUCTS)['qcuda_graph_node']>;
 
 async function setup(t: ExecutionContext) {
-  const dev = new QcudaDevice({ queues: 4 });
+  const dev = new QcudaDevice({ provider: hostProvider, queues: 4 });
   const pair = await started(t, dev, { size: 256 });
   const c = new QcudaClient(pair.fe);
   await c.open();
@@ -179,7 +180,7 @@ test('IF, IF/else, SWITCH and nested conditionals run the bodies their values pi
   t.deepEqual([...b.subarray(16, 24)], [1, 2, 3, 4, 1, 2, 3, 4]);
   t.is(b[24], 0);
   t.is((await handleCall(x, Cmd.GRAPH_DESTROY, g)).status, 0);
-  t.is(x.session().graphCount, 0);
+  t.is(x.session().objects.graphCount, 0);
 });
 
 test('the default value is assigned at each launch only with cudaGraphCondAssignDefault', async (t) => {
@@ -291,7 +292,7 @@ test('hostile descriptions and handles are refused with a clear status, nothing 
   const h = (await condHandle(x, g, 1)).value;
   const foreign = (await condHandle(x, other, 1)).value;
   const ok = memset(buf, 1, 8n);
-  const held = s.graphCount;
+  const held = s.objects.graphCount;
 
   // One at a time: each stages a description (a session may stage only a few at once).
   const cases: [string, () => Promise<Reply>, number][] = [
@@ -337,8 +338,8 @@ test('hostile descriptions and handles are refused with a clear status, nothing 
     ['GRAPH_EXEC_DESTROY of no exec', () => handleCall(x, Cmd.GRAPH_EXEC_DESTROY, 0x9999n), CudaErr.InvalidValue],
   ];
   for (const [what, call, want] of cases) t.is((await call()).status, want, what);
-  t.is(s.pendingUploads, 0, 'every staged description was taken');
-  t.is(s.graphCount, held, 'nothing new held');
+  t.is(s.modules.pendingUploads, 0, 'every staged description was taken');
+  t.is(s.objects.graphCount, held, 'nothing new held');
 
   // A launch of a destroyed exec, on a stream that is not one, and a graph handle passed as an exec.
   const e = await instantiate(x, g, [ok]);
@@ -358,7 +359,7 @@ test('hostile descriptions and handles are refused with a clear status, nothing 
   // The session still works: a valid graph with a conditional runs.
   t.is(await runOnce(t, x, g, [cond(h, IF, 1), memset(buf, 0xcd, 8n, { parent: 0 })]), 0);
   t.deepEqual([...(await read(x, buf, 8))], Array(8).fill(0xcd));
-  t.is(s.pendingUploads, 0);
+  t.is(s.modules.pendingUploads, 0);
 });
 
 test('an executable graph outlives its graph: GRAPH_DESTROY, then it still launches', async (t) => {
@@ -373,9 +374,9 @@ test('an executable graph outlives its graph: GRAPH_DESTROY, then it still launc
   t.is((await condHandle(x, g, 1)).status, CudaErr.InvalidValue, 'no handles on a destroyed graph');
   t.is((await launch(x, e.value)).status, 0);
   t.deepEqual([...(await read(x, buf, 8))], Array(8).fill(0x20), 'the else body');
-  t.is(x.session().graphCount, 1, 'the exec alone');
+  t.is(x.session().objects.graphCount, 1, 'the exec alone');
   t.is((await handleCall(x, Cmd.GRAPH_EXEC_DESTROY, e.value)).status, 0);
-  t.is(x.session().graphCount, 0);
+  t.is(x.session().objects.graphCount, 0);
   await x.c.close();
   t.is(x.provider.used, 0n);
 });

@@ -15,7 +15,7 @@ import { QcudaDevice } from '../../backend/src/qcuda/device';
 import type { VmLimits } from '../../backend/src/qcuda/limits';
 import { checkImage } from '../../backend/src/qcuda/module-image';
 import type { Provider, ProviderContext } from '../../backend/src/qcuda/provider';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { HostProvider, hostProvider } from '../../backend/src/qcuda/providers/host';
 import { Cmd, encode, QCUDA_MAX_BATCH, QCUDA_STREAM_LEGACY, Status } from '../../backend/src/qcuda/proto';
 import type { Frontend } from '../../backend/src/vhost-user/frontend';
 import { encodeSingleRegion, Req } from '../../backend/src/vhost-user';
@@ -80,7 +80,7 @@ class HeldProvider extends HostProvider {
 async function setup(t: ExecutionContext, o: { limits?: Partial<VmLimits>; provider?: Provider; addMemReg?: boolean; log?: (l: string) => void } = {}) {
   // Quotas here are MiBs: a GPU context's overhead (1049 MiB by default) counts only where a case asks.
   const limits = { contextOverhead: 0n, ...o.limits };
-  const dev = new QcudaDevice({ queues: 4, limits, provider: o.provider ?? (await gpuProvider(t)), log: o.log });
+  const dev = new QcudaDevice({ queues: 4, limits, provider: o.provider ?? (await gpuProvider(t)) ?? hostProvider, log: o.log });
   const pair = await started(t, dev, { size: 256, addMemReg: o.addMemReg });
   const client = async () => {
     const c = new QcudaClient(pair.fe);

@@ -4,7 +4,6 @@ import { QcudaDevice } from '../qcuda/device';
 import type { VmLimits } from '../qcuda/limits';
 import type { VmShared } from '../qcuda/session';
 import { createProvider, DEFAULT_POLL_US, type ProviderKind } from '../qcuda/providers';
-import { HostProvider } from '../qcuda/providers/host';
 import { IsolatedProvider } from '../qcuda/providers/isolated';
 import type { WorkerSandbox } from '../qcuda/providers/worker-messages';
 import { cudaEnv } from '../qcuda/providers/worker-env';
@@ -61,10 +60,10 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       // The host provider has nothing to isolate, but with own queues its
       // sessions get (host-memory) workers too: the owned-queue path, whole,
       // on a machine without a GPU (the tests' way to run it in a guest).
-      const hostWorkers = o.ownQueues === true && isolate && chosen.provider instanceof HostProvider;
+      const hostWorkers = o.ownQueues === true && isolate && chosen.provider.name === 'host';
       // By default a GPU's sessions, each in a worker of its own, are served on their own queues by
       // those workers; the host provider's are served here (no worker), unless asked.
-      const ownQueues = o.ownQueues ?? (isolate && chosen.provider instanceof IsolatedProvider);
+      const ownQueues = o.ownQueues ?? (isolate && chosen.provider.startOwner !== undefined);
       const provider = hostWorkers ? new IsolatedProvider(chosen.provider, { worker: { kind: 'host', gpu: 0, pollUs: o.pollUs ?? DEFAULT_POLL_US, sandbox: o.workerSandbox }, log: o.log }) : chosen.provider;
       const note = hostWorkers ? `${chosen.note}, a worker process per guest process` : chosen.note;
       o.log?.(note);
@@ -72,7 +71,7 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       // kernels, no context to share) can address one another's device
       // memory with a guessed pointer (a kernel in one context read another's
       // on the H100): with isolation none, one CUDA process per VM at a time.
-      const shared = provider.name === 'cuda' && !(provider instanceof IsolatedProvider);
+      const shared = provider.name === 'cuda' && provider.startOwner === undefined;
       const limits = { ...o.limits, ...(shared ? { contexts: 1 } : {}) };
       device = new QcudaDevice({ queues: o.queues, memoryLimit: o.memoryLimit, limits, provider, log: o.log, pollUs: o.pollUs ?? DEFAULT_POLL_US, ownQueues, vm: o.vm });
       return device;

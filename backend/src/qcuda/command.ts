@@ -52,3 +52,14 @@ export type Run<K extends CmdName> = (c: Call<K>) => Now<Result | void>;
 
 /** Runs for some commands, each typed by its own declaration. */
 export type Runs<K extends CmdName> = { readonly [P in K]: Run<P> };
+
+/** A batch's synchronizing call, once its other entries ran (here, or in the ring server: ring-server.ts). */
+export interface BatchEnding {
+  /** The command and its argument bytes, as the batch had them. */
+  cmd: number;
+  args: Uint8Array;
+  /** The reply's value: the failed entry's index, else the count of the others. */
+  value: bigint;
+  /** The other entries' first failure (0: none). */
+  postedError: number;
+}

@@ -4,22 +4,20 @@
 // every request against the command table, finds the caller's session, and
 // answers every failure with a status; nothing the guest sends is trusted.
 import createDebug from 'debug';
-import { InflightRecord, type MemoryTable, type Request, type RingState, type VhostUserDevice, type Vring } from '../vhost-user';
-import { IsolatedProvider, type QueueOwner } from './providers/isolated';
-import type { Call, DeviceState, Result, Run, SessionCmd } from './command';
+import type { MemoryTable, Request, VhostUserDevice, Vring } from '../vhost-user';
+import type { BatchEnding, Call, DeviceState, Result, Run, SessionCmd } from './command';
 import { COMMANDS, finishBatch, runGated } from './commands';
-import type { BatchEnding } from './commands/batch';
 import { CudaErr, CudaError } from './cuda-error';
+import { QueueDelegation, servedBy } from './delegation';
 import { LogLimiter } from '../sys/log-limiter';
 import type { BusyPoll } from '../sys/busy-poll';
 import { later, type Now } from '../sys/now';
 import { MAX_SAFE_BIG } from '../sys/numbers';
 import { DEFAULT_LIMITS, type VmLimits } from './limits';
-import { HostProvider } from './providers/host';
 import type { GuestSeg, Provider } from './provider';
 import { CALLS, Cmd, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_PROTO_VERSION, QCUDA_SESSION_OWN_QUEUE, QCUDA_ST_OUTPUT, Status } from './proto';
 import { Session, vmShared, type VmShared } from './session';
-import { describeCalls, describeSession, sessionStatus, type QcudaStatus, type SessionStatus } from './status';
+import { describeSession, sessionStatus, type QcudaStatus, type SessionStatus } from './status';
 import type { CallDecl, CmdName } from './wire/protocol';
 
 const debug = createDebug('qcuda:device');
@@ -43,8 +41,12 @@ const MAX_SESSIONS = 4096;
 export interface QcudaOptions {
   queues?: number;
   queueSize?: number;
-  /** Default: a host provider over this device's guest memory. */
-  provider?: Provider;
+  /**
+   * What runs the CUDA work (devices/index.ts chooses it), or how to make it
+   * over this device's guest memory: guestView gives views of guest RAM by
+   * host address (what mapped host memory's device pointers name).
+   */
+  provider: Provider | ((guestView: (addr: bigint, len: number) => Uint8Array[]) => Provider);
   /** Per-VM device memory quota in bytes; 0 = none (the same as limits.deviceMemory). */
   memoryLimit?: bigint;
   /** The VM's bounds (limits.ts); DEFAULT_LIMITS where not given. */
@@ -57,52 +59,13 @@ export interface QcudaOptions {
   vm?: VmShared;
   /**
    * A session that asks for its own queue (QCUDA_SESSION_OWN_QUEUE) gets it
-   * served by its worker process (owned-queue.ts), with an isolated provider
+   * served by its worker process (owned-queue.ts), where the provider has workers (Provider.startOwner)
    * (default false: the backend serves every queue).
    */
   ownQueues?: boolean;
   /** Told after a session's SESSION_CLOSE is done (a worker serving that session's queue gives it back then). */
   onSessionClosed?: (id: bigint) => void;
 }
-
-/** A session served by its worker on the queue it owns (QcudaOptions.ownQueues). */
-interface Delegation {
-  session: Session;
-  queue: number;
-  /** The worker, once it serves the queue. */
-  owner?: QueueOwner;
-  /** Settles once the first hand-over is over (owner set, or it failed). */
-  started: Promise<void>;
-  /** The in-flight record of the current hand-over (none while parked). */
-  record?: InflightRecord;
-  /** Requests the worker answered in earlier hand-overs (before a park). */
-  servedBefore: number;
-  /** Of those, the ones its ring server answered in C. */
-  servedInCBefore: number;
-  /** The VM stopped the ring: the worker keeps the session, and gets the ring again when it starts. */
-  parked: boolean;
-  /** Ends it early: the worker gives the ring back (handback) or is killed; asked before the worker serves, it happens as soon as it does. */
-  end: (how: 'handback' | 'kill') => void;
-  ending?: 'handback' | 'kill';
-  /** Settles once the ring is served here again and the session is gone. */
-  done: Promise<void>;
-  /** The owner's lastAvail at the last check (#checkOwner), and checks in a row it has not moved while the session's close waited. */
-  seen?: number;
-  stuck: number;
-}
-
-/** The requests a session's worker answered on its own queue, all told (earlier hand-overs and now), and those of them in C. */
-function servedBy(d: Delegation): { calls: number; callsInC: number } {
-  return { calls: d.servedBefore + (d.record?.served ?? 0), callsInC: d.servedInCBefore + (d.record?.servedInC ?? 0) };
-}
-
-/**
- * How often the backend looks at what waits on the owned queues, while there
- * are any (#checkOwner): one timer for them all, so an idle VM costs two
- * wake-ups a second. A worker that has taken nothing for two such looks
- * while its session's SESSION_CLOSE waits is killed.
- */
-const OWNER_CHECK_MS = 500;
 
 /** What dispatch needs of a session command: found once per command number, not by name on each request. */
 interface Route {
@@ -120,13 +83,6 @@ const ROUTES = new Map<number, Route>(
     return [spec.cmd, { name, spec, argsSize: size(spec.args), outSize: size(spec.out), run: COMMANDS[name] as Run<CmdName> }];
   }),
 );
-
-/** Whether req is s's SESSION_CLOSE. */
-function isCloseOf(req: Request, s: Session): boolean {
-  if (req.readableBytes < REQ || req.writableBytes < RESP) return false;
-  const h = decode('qcuda_req_hdr', req.read(0, REQ));
-  return h.cmd === Cmd.SESSION_CLOSE && h.session === s.id;
-}
 
 /** The guest memory a command's data lies in, resolved from the current memory table (and held with the request). */
 function dataOf(req: Request, dir: 'to' | 'from' | undefined, at: number, dataIn: number, dataOut: number): GuestSeg[] {
@@ -164,21 +120,14 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   readonly #onSessionClosed: ((id: bigint) => void) | undefined;
   /** This device serves one adopted session and opens no others (adoptSession: a worker serving its session's queue). */
   #adoptedOnly = false;
-  #rings: readonly Vring[] | undefined;
-  /** Queue -> the session its worker serves there. */
-  readonly #delegated = new Map<number, Delegation>();
-  /** The same delegations by session: every request looks its session up here. */
-  readonly #delegatedSessions = new Map<Session, Delegation>();
-  /** The timer of #watchOwners, while any queue is owned. */
-  #ownerWatch: NodeJS.Timeout | undefined;
-  /** Sessions whose worker died with their SESSION_CLOSE waiting, untaken, on their queue: that close is answered as done. At most one per queue. */
-  readonly #closedUntaken = new Set<bigint>();
+  /** Sessions served by their workers on their own queues (ownQueues). */
+  readonly #delegation: QueueDelegation;
 
-  constructor(o: QcudaOptions = {}) {
+  constructor(o: QcudaOptions) {
     this.numQueues = o.queues ?? 4;
     this.maxQueueSize = o.queueSize ?? 256;
     this.pollUs = o.pollUs ?? 0;
-    this.provider = o.provider ?? new HostProvider({ guestView: (addr, len) => this.guestViews(addr, len) });
+    this.provider = typeof o.provider === 'function' ? o.provider((addr, len) => this.guestViews(addr, len)) : o.provider;
     const limits = { ...DEFAULT_LIMITS, ...(o.memoryLimit !== undefined ? { deviceMemory: o.memoryLimit } : {}), ...o.limits };
     if (o.limits?.contextOverhead === undefined && !this.provider.hasGpu) limits.contextOverhead = 0n; // no driver, no context to pay for
     this.vm = o.vm ?? vmShared(limits);
@@ -187,6 +136,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     this.log = new LogLimiter(limits.logLinesPerSecond, o.log ?? ((l) => console.error(l)));
     this.#event = o.log ? (l) => this.log.log(l) : (l) => debug('%s', l);
     this.served = new Array(this.numQueues).fill(0);
+    this.#delegation = new QueueDelegation({ provider: this.provider, vm: this.vm, log: this.log, sessions: this.sessions, event: (l) => this.#event(l) });
   }
 
   readConfig(): Uint8Array {
@@ -207,7 +157,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
 
   /** The backend's rings: a queue a session owns is handed to its worker (ownQueues). */
   useRings(rings: readonly Vring[]): void {
-    this.#rings = rings;
+    this.#delegation.useRings(rings);
   }
 
   /**
@@ -222,51 +172,17 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     return s;
   }
 
-  /**
-   * GET_VRING_BASE on a ring a worker serves (a VM stop): the worker hands
-   * the ring back as the stop would find it and keeps its session; the ring
-   * goes back to it when it starts again (ringStarting, ringStarted). A
-   * worker that cannot (what it had in flight did not finish) is ended.
-   */
-  async reclaimRing(index: number): Promise<void> {
-    const d = this.#delegated.get(index);
-    const ring = this.#rings?.[index];
-    if (!d || !ring || d.parked) return;
-    await d.started;
-    if (!d.owner || !ring.delegated) return;
-    try {
-      const state = await d.owner.park();
-      d.servedBefore += d.record?.served ?? 0;
-      d.servedInCBefore += d.record?.servedInC ?? 0;
-      d.record?.close();
-      d.record = undefined;
-      d.parked = true;
-      ring.resume(state); // stopped and disabled: nothing is taken here
-    } catch (e) {
-      this.log.log(`qcuda: session ${d.session.id.toString(16)}: queue ${index} could not be parked: ${(e as Error).message}`);
-      d.end('kill');
-      await d.done;
-    }
+  /** GET_VRING_BASE on a ring a worker serves (a VM stop): see QueueDelegation.reclaimRing. */
+  reclaimRing(index: number): Promise<void> {
+    return this.#delegation.reclaimRing(index);
   }
 
-  /** Before a ring's kick, call or enable changes: a parked ring stays the worker's (nothing is taken here). */
   ringStarting(index: number): void {
-    if (this.#delegated.get(index)?.parked) this.#rings?.[index]?.holdForOwner();
+    this.#delegation.ringStarting(index);
   }
 
-  /** After: once the parked ring is started and enabled again, it goes back to its worker. */
   ringStarted(index: number): void {
-    const d = this.#delegated.get(index);
-    const ring = this.#rings?.[index];
-    if (!d?.parked || !d.owner || !ring?.started || !ring.enabled || !ring.kick || !ring.call) return;
-    d.parked = false;
-    const state = ring.state();
-    const record = InflightRecord.create(state.size, state.lastAvail, state.usedIdx);
-    d.record = record;
-    d.owner.ownAgain(state, [ring.kick.value, ring.call.value, record.fd.value]).catch((e: Error) => {
-      this.log.log(`qcuda: session ${d.session.id.toString(16)}: queue ${index} could not go back to its worker: ${e.message}`);
-      d.end('kill');
-    });
+    this.#delegation.ringStarted(index);
   }
 
   attachMemory(memory: MemoryTable): void {
@@ -372,7 +288,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const session = this.sessions.get(h.session);
     caller.session = session;
     if (!session) throw new CudaError(Status.NO_SESSION, `command ${name} for unknown session`);
-    const owned = this.#delegatedSessions.get(session);
+    const owned = this.#delegation.of(session);
     if (owned) throw new CudaError(Status.BAD_REQUEST, `${name} on queue ${req.queue}: the session is served on its own queue ${owned.queue}`);
     if (spec.varArgs ? len < argsSize : len !== argsSize)
       throw new CudaError(Status.BAD_REQUEST, `${name}: ${len} argument bytes, expected ${spec.varArgs ? 'at least ' : ''}${argsSize}`);
@@ -412,137 +328,15 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const s = new Session(this.provider, this.vm, 0, { log: (l) => this.log.log(l) });
     this.sessions.set(s.id, s);
     this.#event(`qcuda: session ${s.id.toString(16)} opened (${this.sessions.size} open)`);
-    if (flags & QCUDA_SESSION_OWN_QUEUE) this.#handOver(s, req.queue);
+    if (flags & QCUDA_SESSION_OWN_QUEUE && this.#ownQueues) this.#delegation.handOver(s, req.queue);
     return { value: s.id };
-  }
-
-  /**
-   * Hands queue q to s's worker when it may: owned queues are on, q is not
-   * queue 0 and not another session's, and there is a place for another
-   * worker. The ring stops taking requests now (this SESSION_OPEN is the
-   * last one this process answers there); the worker takes it from there.
-   */
-  #handOver(s: Session, q: number): void {
-    const ring = this.#rings?.[q];
-    if (!this.#ownQueues || !ring || q === 0 || this.#delegated.has(q) || !(this.provider instanceof IsolatedProvider)) return;
-    try {
-      s.takeProcessPlace();
-    } catch {
-      return; // at the bound on processes: served here, where its context fails the same way
-    }
-    const provider = this.provider;
-    let started!: () => void;
-    const d: Delegation = {
-      session: s, queue: q, parked: false, servedBefore: 0, servedInCBefore: 0, started: new Promise((r) => (started = r)), done: Promise.resolve(), stuck: 0,
-      end: (how) => {
-        d.ending ??= how;
-        if (d.owner) (how === 'kill' ? d.owner.kill() : d.owner.handback());
-      },
-    };
-    this.#delegated.set(q, d);
-    this.#delegatedSessions.set(s, d);
-    const detaching = ring.detach();
-    d.done = this.#serveElsewhere(d, ring, detaching, provider, started).catch((e: Error) => this.log.log(`qcuda: queue ${q}: ${e.message}`));
-  }
-
-  async #serveElsewhere(d: Delegation, ring: Vring, detaching: Promise<RingState>, provider: IsolatedProvider, started: () => void): Promise<void> {
-    const s = d.session;
-    let returned: RingState | undefined;
-    try {
-      const state = await detaching;
-      d.record = InflightRecord.create(state.size, state.lastAvail, state.usedIdx);
-      const owner = await provider.startOwner({ session: s.id, slot: s.slot, limits: this.vm.limits, state },
-        [ring.kick!.value, ring.call!.value, d.record.fd.value, this.vm.ledger.fd.value], this.vm.modules);
-      d.owner = owner;
-      if (d.ending) d.end(d.ending); // a close or reset came while it started
-      started();
-      this.#event(`qcuda: session ${s.id.toString(16)}: queue ${d.queue} served by its worker, pid ${owner.pid}`);
-      this.#watchOwners();
-      returned = await owner.returned;
-    } catch (e) {
-      this.log.log(`qcuda: session ${s.id.toString(16)}: queue ${d.queue} could not be handed to a worker: ${(e as Error).message}; the session is closed`);
-    } finally {
-      started();
-      // Free first: the ring's next SESSION_OPEN, taken as it resumes, may hand it to a new worker.
-      this.#delegated.delete(d.queue);
-      this.#delegatedSessions.delete(s);
-      if (this.sessions.get(s.id) === s) this.sessions.delete(s.id);
-      s.output.close();
-      try {
-        // What the session held in the VM's ledger is given back before the ring goes on (and its close is answered).
-        await s.close();
-      } finally {
-        // The ring is served here again: from where the worker left it, or past what a dead one left in flight
-        // (answered as failed, but for the session's SESSION_CLOSE, which its worker leaves for this answer: owned-queue.ts).
-        if (returned && !d.parked) ring.resume(returned);
-        else if (d.record) {
-          if (ring.waiting(d.record, (req) => isCloseOf(req, s))) this.#closedUntaken.add(s.id);
-          ring.recover(d.record, (req) => this.#closedWithWorker(req, s));
-        } else ring.resume();
-        const { calls, callsInC } = servedBy(d);
-        d.record?.close();
-        this.#event(`qcuda: session ${s.id.toString(16)} (queue ${d.queue}) ended after ${describeCalls(calls, callsInC)} on its queue (${this.sessions.size} open)`);
-      }
-    }
-  }
-
-  /**
-   * A request the session's dead worker left in flight: its SESSION_CLOSE
-   * is answered (the session ended with the process, and with it the
-   * context); anything else failed (used length 0).
-   */
-  #closedWithWorker(req: Request, s: Session): number {
-    if (!isCloseOf(req, s)) return 0;
-    req.write(0, encode('qcuda_resp_hdr', { status: 0, len: 0, value: 0n }));
-    return RESP;
-  }
-
-  /** Looks at every owned queue each OWNER_CHECK_MS while there are any. */
-  #watchOwners(): void {
-    if (this.#ownerWatch) return;
-    this.#ownerWatch = setInterval(() => {
-      if (this.#delegated.size === 0) {
-        clearInterval(this.#ownerWatch);
-        this.#ownerWatch = undefined;
-        return;
-      }
-      for (const d of this.#delegated.values()) {
-        const ring = this.#rings?.[d.queue];
-        if (ring) this.#checkOwner(d, ring);
-      }
-    }, OWNER_CHECK_MS);
-    this.#ownerWatch.unref();
-  }
-
-  /**
-   * A worker whose session's SESSION_CLOSE waits on its queue, untaken, for
-   * two looks in a row is stuck: its thread is held in the driver (a call
-   * that waits for a kernel that never ends, say), where the close cannot
-   * reach it. The close ends the process anyway (owned-queue.ts), so it is
-   * killed, and its context with it, as a native process's would be: the
-   * ring comes back here, which answers the close. Anything else waiting
-   * means only that the worker is busy, as a native process may be.
-   */
-  #checkOwner(d: Delegation, ring: Vring): void {
-    const r = d.record;
-    if (!r || !d.owner || d.parked || d.ending) return;
-    const at = r.lastAvail;
-    const moved = at !== d.seen;
-    d.seen = at;
-    if (moved || !ring.waiting(r, (req) => isCloseOf(req, d.session))) {
-      d.stuck = 0;
-      return;
-    }
-    if (++d.stuck < 2) return;
-    this.#event(`qcuda: session ${d.session.id.toString(16)}: its worker (pid ${d.owner.pid}) took nothing for ${d.stuck * OWNER_CHECK_MS} ms while the session's close waited: killed`);
-    d.end('kill');
   }
 
   async #closeSession(id: bigint): Promise<Result> {
     const s = this.sessions.get(id);
-    if (!s && this.#closedUntaken.delete(id)) return {}; // it ended with its worker, which never took this close
+    if (!s && this.#delegation.takeClosedUntaken(id)) return {}; // it ended with its worker, which never took this close
     if (!s) throw new CudaError(Status.NO_SESSION, 'close of an unknown session');
-    const owned = this.#delegatedSessions.get(s);
+    const owned = this.#delegation.of(s);
     if (owned) {
       // Its close should have come on its own queue; it ends all the same.
       owned.end('kill');
@@ -565,10 +359,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
 
   /** The VM went away: every session's resources are freed. */
   async reset(): Promise<void> {
-    this.#closedUntaken.clear();
-    const owned = [...this.#delegated.values()];
-    for (const d of owned) d.end('kill');
-    await Promise.all(owned.map((d) => d.done));
+    await this.#delegation.endAll();
     const all = [...this.sessions.values()];
     this.sessions.clear();
     for (const s of all) s.output.close();
@@ -580,7 +371,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   /** A session's status; one its worker serves on its own queue counts the requests answered there too. */
   #sessionStatus(s: Session): SessionStatus {
     const st = sessionStatus(s);
-    const d = this.#delegatedSessions.get(s);
+    const d = this.#delegation.of(s);
     if (d) {
       const worker = servedBy(d);
       st.calls += worker.calls;

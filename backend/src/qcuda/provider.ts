@@ -5,7 +5,9 @@
 
 import type { BusyPoll } from '../sys/busy-poll';
 import type { Now } from '../sys/now';
-import type { MemRegion } from '../vhost-user';
+import type { MemRegion, RingState } from '../vhost-user';
+import type { VmLimits } from './limits';
+import type { ModuleStore } from './module-cache';
 import type { FieldInput, Fields } from './wire/layout';
 import { CALLS, type CallDecl, type CmdName, type HandleKind, type StructName, type STRUCTS } from './wire/protocol';
 
@@ -406,5 +408,35 @@ export interface Provider {
    * Absent where the provider has no waits of its own.
    */
   pollWith?(poll: BusyPoll): void;
+  /**
+   * Starts a worker process that serves one session's own queue
+   * (providers/owned-queue.ts; fds: its kick, call, in-flight record and
+   * the VM's ledger). Only a provider that runs each session in a worker
+   * of its own has it: without, every queue is served by the backend.
+   */
+  startOwner?(order: OwnOrder, fds: number[], modules?: ModuleStore): Promise<QueueOwner>;
   close(): Promise<void>;
+}
+
+/** What a queue owner is handed (owned-queue.ts); the kick, call, in-flight record and ledger fds come with it. */
+export interface OwnOrder {
+  session: bigint;
+  /** The session's slot in the VM's ledger. */
+  slot: number;
+  limits: VmLimits;
+  state: RingState;
+}
+
+/** A session's worker serving the session's own queue (owned-queue.ts), as the backend sees it. */
+export interface QueueOwner {
+  readonly pid: number | undefined;
+  /** Where the worker left the ring once it is gone; undefined if it died without saying (see Vring.recover). */
+  readonly returned: Promise<RingState | undefined>;
+  /** Asks it to give the ring back (its session ends). */
+  handback(): void;
+  /** A VM stop: the ring back, the session kept (see ownAgain). */
+  park(): Promise<RingState>;
+  /** After the stop: the ring served by the worker again (fds: kick, call, a new in-flight record). */
+  ownAgain(state: RingState, fds: number[]): Promise<void>;
+  kill(): void;
 }

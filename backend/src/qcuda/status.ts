@@ -34,7 +34,7 @@ export interface QcudaStatus {
 export function sessionStatus(s: Session): SessionStatus {
   return {
     id: s.id.toString(16), calls: s.calls, callsInC: 0, deviceMemory: Number(s.allocated), context: s.hasContext,
-    modules: s.moduleCount, arrays: s.arrayCount, graphs: s.graphCount,
+    modules: s.modules.moduleCount, arrays: s.objects.arrayCount, graphs: s.objects.graphCount,
   };
 }
 

@@ -13,25 +13,15 @@
 // last row), each one copy for the provider.
 import type { Call, Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
+import { ARRAY_CUBEMAP, ARRAY_FLAGS, ARRAY_LAYERED, ARRAY_SURFACE_LDST, elementSize, levelDesc } from '../cuda-formats';
 import { QCUDA_MEM_ARRAY, QCUDA_MEM_HOST, QCUDA_MEM_LINEAR } from '../proto';
 import type { ArrayDesc, Extent, HostBlock, Place, Pos, TexDesc, TexResource } from '../provider';
-import type { Session, SessionArray } from '../session';
+import type { Session } from '../session';
+import type { SessionArray } from '../session-objects';
 
 /** Sizes and positions past this are refused (no real copy comes near; bigint math stays exact anyway). */
 const BIG = 1n << 48n;
 
-/** CUarray_format -> bytes per channel (the formats qcuda serves). */
-const FORMAT_BYTES: ReadonlyMap<number, bigint> = new Map([
-  [0x01, 1n], [0x02, 2n], [0x03, 4n], // unsigned int 8, 16, 32
-  [0x08, 1n], [0x09, 2n], [0x0a, 4n], // signed int 8, 16, 32
-  [0x10, 2n], [0x20, 4n], // half, float
-]);
-
-/** CUDA_ARRAY3D_* flags served: LAYERED, SURFACE_LDST, CUBEMAP, TEXTURE_GATHER. */
-const ARRAY_LAYERED = 0x1;
-const ARRAY_SURFACE_LDST = 0x2;
-const ARRAY_CUBEMAP = 0x4;
-const ARRAY_FLAGS = 0x1 | 0x2 | 0x4 | 0x8;
 /** Largest extents (an H100's: 1D and 2D widths 131072, 2D heights 65536, 3D 16384, 2048 layers); the driver checks the finer rules. */
 const MAX_WIDTH = 131072n;
 const MAX_HEIGHT = 65536n;
@@ -43,14 +33,6 @@ const TEX_FLAGS = 0x1 | 0x2 | 0x10 | 0x20 | 0x40;
 
 const inval = (msg: string) => new CudaError(CudaErr.InvalidValue, msg);
 
-/** Bytes per element of a format and channel count. */
-export function elementSize(format: number, channels: number): bigint {
-  const b = FORMAT_BYTES.get(format);
-  if (b === undefined) throw inval(`array format 0x${format.toString(16)} is not supported`);
-  if (channels !== 1 && channels !== 2 && channels !== 4) throw inval(`${channels} channels (1, 2 or 4)`);
-  return b * BigInt(channels);
-}
-
 /**
  * What an array holds against the quota: rows rounded to 512 bytes (the
  * pitch alignment arrays get) and the whole to 64 KiB (an estimate of the
@@ -61,13 +43,6 @@ export function arrayBytes(d: ArrayDesc, elem: bigint): bigint {
   const z = d.depth === 0n ? 1n : d.depth;
   const row = d.height === 0n && d.depth === 0n ? d.width * elem : ((d.width * elem + 511n) / 512n) * 512n;
   return ((row * h * z + 65535n) / 65536n) * 65536n;
-}
-
-/** The shape of level `l` of a mipmapped array whose level 0 is d (layers and cubemap faces stay). */
-export function levelDesc(d: ArrayDesc, l: number): ArrayDesc {
-  const half = (v: bigint) => (v === 0n ? 0n : v >> BigInt(l) || 1n);
-  const keepDepth = (d.flags & (ARRAY_LAYERED | ARRAY_CUBEMAP)) !== 0;
-  return { ...d, width: half(d.width), height: half(d.height), depth: keepDepth ? d.depth : half(d.depth) };
 }
 
 /** Levels a mipmapped array of level-0 shape d may have: 1 + log2 of its largest extent. */
@@ -123,7 +98,7 @@ function sideOf(c: Call<'MEMCPY_3D_HTOD' | 'MEMCPY_3D_DTOH' | 'MEMCPY_3D_DTOD'>,
       return { kind: 'device', place: { ptr: h, pitch, rows: rows < used ? used : rows }, pos };
     }
     case QCUDA_MEM_ARRAY: {
-      const arr = c.session.array(h);
+      const arr = c.session.objects.array(h);
       checkInArray(arr, pos, ext, what);
       return { kind: 'device', place: { array: arr.ref }, pos };
     }
@@ -228,9 +203,9 @@ function hostCopy(c: Call<'MEMCPY_3D_HTOD' | 'MEMCPY_3D_DTOH'>, toDevice: boolea
 function texResource(s: Session, a: Call<'TEX_CREATE'>['args']): TexResource {
   switch (a.res_type) {
     case 0:
-      return { kind: 'array', array: s.array(a.res).ref };
+      return { kind: 'array', array: s.objects.array(a.res).ref };
     case 1:
-      return { kind: 'mipmap', mipmap: s.mipmap(a.res).ref };
+      return { kind: 'mipmap', mipmap: s.objects.mipmap(a.res).ref };
     case 2: {
       const elem = elementSize(a.format, a.channels);
       if (a.size === 0n || a.size >= BIG || a.size % elem !== 0n) throw inval(`linear texture of ${a.size} bytes`);
@@ -309,7 +284,7 @@ export const ARRAY_COMMANDS: Runs<
       const x = await c.session.context();
       const ref = await x.arrayCreate(desc);
       try {
-        return { value: c.session.addArray(x, ref, desc, elem, r) };
+        return { value: c.session.objects.addArray(x, ref, desc, elem, r) };
       } catch (e) {
         await x.arrayDestroy(ref).catch(() => undefined); // a reset meanwhile: the context's destruction takes it anyway
         throw e;
@@ -321,7 +296,7 @@ export const ARRAY_COMMANDS: Runs<
   },
 
   async ARRAY_DESTROY(c) {
-    const a = c.session.takeArray(c.args.handle);
+    const a = c.session.objects.takeArray(c.args.handle);
     await (await c.session.context()).arrayDestroy(a.ref);
   },
 
@@ -338,7 +313,7 @@ export const ARRAY_COMMANDS: Runs<
       const x = await c.session.context();
       const ref = await x.mipmapCreate(desc, a.levels);
       try {
-        return { value: c.session.addMipmap(x, ref, desc, a.levels, elem, r) };
+        return { value: c.session.objects.addMipmap(x, ref, desc, a.levels, elem, r) };
       } catch (e) {
         await x.mipmapDestroy(ref).catch(() => undefined);
         throw e;
@@ -350,15 +325,15 @@ export const ARRAY_COMMANDS: Runs<
   },
 
   async MIPMAP_LEVEL(c) {
-    const m = c.session.mipmap(c.args.handle);
+    const m = c.session.objects.mipmap(c.args.handle);
     if (c.args.level >= m.levels) throw inval(`level ${c.args.level} of ${m.levels}`);
     const x = await c.session.context();
     const ref = await x.mipmapLevel(m.ref, c.args.level);
-    return { value: c.session.addLevel(x, c.args.handle, c.args.level, ref, levelDesc(m.desc, c.args.level)) };
+    return { value: c.session.objects.addLevel(x, c.args.handle, c.args.level, ref, levelDesc(m.desc, c.args.level)) };
   },
 
   async MIPMAP_DESTROY(c) {
-    const m = c.session.takeMipmap(c.args.handle);
+    const m = c.session.objects.takeMipmap(c.args.handle);
     await (await c.session.context()).mipmapDestroy(m.ref);
   },
 
@@ -368,28 +343,28 @@ export const ARRAY_COMMANDS: Runs<
     const desc = texDesc(c.args);
     const x = await c.session.context();
     const t = await x.texCreate(res, desc);
-    c.session.addObject(x, 'texture', t);
+    c.session.objects.addObject(x, 'texture', t);
     return { value: t };
   },
 
   async TEX_DESTROY(c) {
-    c.session.takeObject('texture', c.args.handle);
+    c.session.objects.takeObject('texture', c.args.handle);
     await (await c.session.context()).texDestroy(c.args.handle);
   },
 
   async SURF_CREATE(c) {
     c.session.checkRoom('object');
-    const a = c.session.array(c.args.handle);
+    const a = c.session.objects.array(c.args.handle);
     // An array made without cudaArraySurfaceLoadStore is accepted too: CUDA 13 makes
     // the object (measured on the H100), what a kernel does with it is the kernel's.
     const x = await c.session.context();
     const s = await x.surfCreate(a.ref);
-    c.session.addObject(x, 'surface', s);
+    c.session.objects.addObject(x, 'surface', s);
     return { value: s };
   },
 
   async SURF_DESTROY(c) {
-    c.session.takeObject('surface', c.args.handle);
+    c.session.objects.takeObject('surface', c.args.handle);
     await (await c.session.context()).surfDestroy(c.args.handle);
   },
 };

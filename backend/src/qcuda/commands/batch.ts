@@ -9,7 +9,7 @@
 // guest library flushes its posted work with the call that waits for it), so
 // a launch and a synchronize take one round trip; the reply is then the
 // call's, which reports the other entries' first failure.
-import type { Call, Result, Run, Runs } from '../command';
+import type { BatchEnding, Call, Result, Run, Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
 import { CALLS, Cmd, cmdName, decode, LAYOUT, QCUDA_BATCH_ENDS_SYNC, QCUDA_MAX_BATCH, Status, type CmdName, type StructName } from '../proto';
 import type { LaunchDesc } from '../provider';
@@ -267,17 +267,6 @@ class Runner {
   #late(e: unknown): void {
     this.c.session.noteAsyncError(e instanceof CudaError ? e.code : CudaErr.Unknown);
   }
-}
-
-/** A batch's synchronizing call, once its other entries ran (here, or in the ring server: ring-server.ts). */
-export interface BatchEnding {
-  /** The command and its argument bytes, as the batch had them. */
-  cmd: number;
-  args: Uint8Array;
-  /** The reply's value: the failed entry's index, else the count of the others. */
-  value: bigint;
-  /** The other entries' first failure (0: none). */
-  postedError: number;
 }
 
 /**

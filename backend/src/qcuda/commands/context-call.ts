@@ -17,8 +17,8 @@ function lookup(s: Session, kind: HandleKind, h: bigint, ends: boolean): unknown
   switch (kind) {
     case 'stream': return ends ? s.takeStream(h) : s.stream(h);
     case 'event': return ends ? s.takeEvent(h) : s.event(h);
-    case 'module': return ends ? s.takeModule(h) : s.module(h);
-    case 'function': return s.func(h).ref;
+    case 'module': return ends ? s.modules.takeModule(h) : s.modules.module(h);
+    case 'function': return s.modules.func(h).ref;
   }
 }
 

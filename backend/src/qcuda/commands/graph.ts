@@ -10,15 +10,15 @@
 // provider builds anything.
 import type { Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
+import { COND_ASSIGN_DEFAULT } from '../cuda-formats';
 import { decode, LAYOUT, QCUDA_GNODE_COND, QCUDA_GNODE_EMPTY, QCUDA_GNODE_EVENT_RECORD, QCUDA_GNODE_EVENT_WAIT, QCUDA_GNODE_KERNEL,
   QCUDA_GNODE_MEMCPY, QCUDA_GNODE_MEMSET, QCUDA_GRAPH_TOP, QCUDA_MAX_GRAPH_NODES, type Decoded } from '../proto';
 import type { GraphNodeSpec, GraphSpec } from '../provider';
-import { MAX_COND_HANDLES, type Session, type SessionGraph } from '../session';
+import type { Session } from '../session';
+import { MAX_COND_HANDLES, type SessionGraph } from '../session-objects';
 
 const NODE_BYTES = LAYOUT.qcuda_graph_node.size;
 const EDGE_BYTES = LAYOUT.qcuda_graph_edge.size;
-/** cudaGraphCondAssignDefault: the only flag of a conditional handle. */
-export const COND_ASSIGN_DEFAULT = 1;
 /** Bodies one switch node may have (each is a graph the driver makes). */
 export const MAX_SWITCH_BODIES = 256;
 
@@ -32,7 +32,7 @@ function span(width: bigint, height: bigint, depth: bigint, pitch: bigint, rows:
 type KernelNode = Omit<Extract<GraphNodeSpec, { type: 'kernel' }>, 'parent' | 'body'>;
 
 function kernelNode(s: Session, n: Decoded<'qcuda_graph_node'>, params: Uint8Array, i: number): KernelNode {
-  const f = s.func(n.handle);
+  const f = s.modules.func(n.handle);
   if (n.param_bytes !== f.paramBytes) throw inval(`node ${i}: ${n.param_bytes} parameter bytes for a kernel taking ${f.paramBytes}`);
   const end = n.param_off + BigInt(n.param_bytes);
   if (end > BigInt(params.length)) throw inval(`node ${i}: parameters ${n.param_off}+${n.param_bytes} outside the ${params.length} bytes sent`);
@@ -118,11 +118,11 @@ export function graphSpec(s: Session, g: SessionGraph, bytes: Uint8Array, nodeCo
 
 export const GRAPH_COMMANDS: Runs<'GRAPH_CREATE' | 'GRAPH_DESTROY' | 'GRAPH_COND_HANDLE' | 'GRAPH_INSTANTIATE' | 'GRAPH_EXEC_DESTROY' | 'GRAPH_LAUNCH'> = {
   async GRAPH_CREATE(c) {
-    c.session.checkGraphRoom();
+    c.session.objects.checkGraphRoom();
     const x = await c.session.context();
     const ref = await x.graphCreate();
     try {
-      return { value: c.session.addGraph(x, ref) };
+      return { value: c.session.objects.addGraph(x, ref) };
     } catch (e) {
       await x.graphDestroy(ref).catch(() => undefined); // a reset meanwhile: the context's destruction takes it anyway
       throw e;
@@ -130,12 +130,12 @@ export const GRAPH_COMMANDS: Runs<'GRAPH_CREATE' | 'GRAPH_DESTROY' | 'GRAPH_COND
   },
 
   async GRAPH_DESTROY(c) {
-    const g = c.session.takeGraph(c.args.handle);
+    const g = c.session.objects.takeGraph(c.args.handle);
     await (await c.session.context()).graphDestroy(g.ref);
   },
 
   async GRAPH_COND_HANDLE(c) {
-    const g = c.session.graph(c.args.graph);
+    const g = c.session.objects.graph(c.args.graph);
     if (c.args.flags & ~COND_ASSIGN_DEFAULT) throw inval(`conditional handle flags 0x${c.args.flags.toString(16)}`);
     if (g.conds.size >= MAX_COND_HANDLES) throw new CudaError(CudaErr.MemoryAllocation, `graph: ${MAX_COND_HANDLES} conditional handles on one graph`);
     const h = await (await c.session.context()).graphCondHandle(g.ref, c.args.default_value, c.args.flags);
@@ -145,15 +145,15 @@ export const GRAPH_COMMANDS: Runs<'GRAPH_CREATE' | 'GRAPH_DESTROY' | 'GRAPH_COND
 
   async GRAPH_INSTANTIATE(c) {
     const s = c.session;
-    const { image } = s.takeUpload(c.args.upload_id);
+    const { image } = s.modules.takeUpload(c.args.upload_id);
     if (BigInt(image.length) !== c.args.size) throw inval(`${image.length} bytes staged, size says ${c.args.size}`);
-    const g = s.graph(c.args.graph);
+    const g = s.objects.graph(c.args.graph);
     const spec = graphSpec(s, g, image, c.args.nodes, c.args.edges);
-    s.checkGraphRoom();
+    s.objects.checkGraphRoom();
     const x = await s.context();
     const ref = await x.graphInstantiate(g.ref, spec);
     try {
-      return { value: s.addGraphExec(x, ref) };
+      return { value: s.objects.addGraphExec(x, ref) };
     } catch (e) {
       await x.graphExecDestroy(ref).catch(() => undefined);
       throw e;
@@ -161,12 +161,12 @@ export const GRAPH_COMMANDS: Runs<'GRAPH_CREATE' | 'GRAPH_DESTROY' | 'GRAPH_COND
   },
 
   async GRAPH_EXEC_DESTROY(c) {
-    const ref = c.session.takeGraphExec(c.args.handle);
+    const ref = c.session.objects.takeGraphExec(c.args.handle);
     await (await c.session.context()).graphExecDestroy(ref);
   },
 
   async GRAPH_LAUNCH(c) {
-    const ref = c.session.graphExec(c.args.exec);
+    const ref = c.session.objects.graphExec(c.args.exec);
     const stream = c.session.stream(c.args.stream);
     await (await c.session.context()).graphLaunch(ref, stream);
   },

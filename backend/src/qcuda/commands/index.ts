@@ -2,11 +2,11 @@
 // once from the command files; the compiler checks that every declared
 // command (wire/protocol.ts) has a run, typed by its declaration, and the
 // build that no command has two.
-import type { Call, Result, Run, Runs, SessionCmd } from '../command';
+import type { BatchEnding, Call, Result, Run, Runs, SessionCmd } from '../command';
 import { then, type Now } from '../../sys/now';
 import { CALLS, type CallDecl, type CmdName } from '../wire/protocol';
 import { ARRAY_COMMANDS } from './array';
-import { batchRun, endBatch, type BatchEnding, type SyncCmd } from './batch';
+import { batchRun, endBatch, type SyncCmd } from './batch';
 import { contextCalls } from './context-call';
 import { DEVICE_COMMANDS } from './device';
 import { GRAPH_COMMANDS } from './graph';

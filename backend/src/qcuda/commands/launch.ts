@@ -21,7 +21,7 @@ function dims(d: Uint32Array, what: string): [number, number, number] {
  */
 function launchDesc(s: Session, a: Pick<Decoded<'qcuda_args_launch'>, 'func' | 'stream' | 'grid' | 'block' | 'shared_mem' | 'param_bytes'>, params: Uint8Array): LaunchDesc {
   if (params.length !== a.param_bytes) throw new CudaError(Status.BAD_REQUEST, `LAUNCH: ${params.length} parameter bytes, param_bytes says ${a.param_bytes}`);
-  const f = s.func(a.func);
+  const f = s.modules.func(a.func);
   if (params.length !== f.paramBytes) throw new CudaError(CudaErr.InvalidValue, `${params.length} parameter bytes for a kernel taking ${f.paramBytes}`);
   return { f: f.ref, grid: dims(a.grid, 'grid'), block: dims(a.block, 'block'), sharedMem: a.shared_mem, stream: s.stream(a.stream), params };
 }

@@ -58,7 +58,7 @@ export const LINK_COMMANDS: Runs<'LINK' | 'LINK_READ'> = {
     let failure: unknown;
     for (let i = 0; i < n; i++) {
       try {
-        const { image } = s.takeUpload(ids[i]);
+        const { image } = s.modules.takeUpload(ids[i]);
         inputs.push({ type: c.args.type[i], name: inputName(c.args.name, i), data: image });
       } catch (e) {
         failure ??= e; // the other uploads are taken all the same
@@ -71,7 +71,7 @@ export const LINK_COMMANDS: Runs<'LINK' | 'LINK_READ'> = {
     const r = await (await s.context()).link(inputs, opts);
     const image = r.status === 0 ? r.image : new Uint8Array(0);
     const all = Buffer.concat([image, r.infoLog, r.errorLog]);
-    const id = all.length === 0 ? 0n : s.addLinkResult(new Uint8Array(all.buffer, all.byteOffset, all.length));
+    const id = all.length === 0 ? 0n : s.modules.addLinkResult(new Uint8Array(all.buffer, all.byteOffset, all.length));
     const wall = new DataView(new ArrayBuffer(4));
     wall.setFloat32(0, r.wallMs, true);
     return {
@@ -90,7 +90,7 @@ export const LINK_COMMANDS: Runs<'LINK' | 'LINK_READ'> = {
     // One request, as OUTPUT_READ: the last read drops the result, so chunks completing in any order would lose pieces.
     if (c.dataOffset !== 0n || c.dataLen === 0n || c.dataLen > BigInt(QCUDA_CHUNK))
       throw new CudaError(Status.BAD_REQUEST, `LINK_READ: a buffer of ${c.dataLen} bytes at offset ${c.dataOffset} (1 to ${QCUDA_CHUNK} bytes at offset 0)`);
-    const bytes = c.session.readLinkResult(c.args.link, c.args.offset, Number(c.dataLen));
+    const bytes = c.session.modules.readLinkResult(c.args.link, c.args.offset, Number(c.dataLen));
     let at = 0;
     for (const d of c.data) {
       if (at >= bytes.length) break;

@@ -46,16 +46,16 @@ export const MAX_HOST_MAP = BigInt(QCUDA_MAX_EXTENTS) * (4n << 20n);
 /** Maps the pieces for the GPU, counted against the VM's bounds on mapped pieces and bytes first. */
 async function hostMap(c: Call<'HOST_MAP' | 'HOST_MAP_PAGES'>, list: HostPiece[], size: bigint): Promise<bigint> {
   if (size > MAX_HOST_MAP) throw new CudaError(CudaErr.InvalidValue, `host mapping of ${size} bytes: at most ${MAX_HOST_MAP}`);
-  const taken = c.session.takeHostMap(list, c.dev.guestRamBytes());
+  const taken = c.session.memory.takeHostMap(list, c.dev.guestRamBytes());
   let x, ptr;
   try {
     x = await c.session.context();
     ptr = await x.hostDevicePointer(list);
   } catch (e) {
-    c.session.dropHostMap(taken);
+    c.session.memory.dropHostMap(taken);
     throw e;
   }
-  c.session.addHostMap(x, ptr, size, taken); // not after a reset meanwhile: the guest driver then drops its hold on the pages
+  c.session.memory.addHostMap(x, ptr, size, taken); // not after a reset meanwhile: the guest driver then drops its hold on the pages
   return ptr;
 }
 
@@ -68,7 +68,7 @@ export const MEMORY_COMMANDS: Runs<'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_D
     try {
       const x = await c.session.context();
       const ptr = await x.malloc(size);
-      c.session.addAlloc(x, ptr, r); // after a reset meanwhile, the memory went with the old context
+      c.session.memory.addAlloc(x, ptr, r); // after a reset meanwhile, the memory went with the old context
       return { value: ptr };
     } catch (e) {
       c.session.unreserve(r);
@@ -79,7 +79,7 @@ export const MEMORY_COMMANDS: Runs<'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_D
   async FREE(c) {
     const { ptr } = c.args;
     if (ptr === 0n) return; // cudaFree(NULL) is a no-op
-    c.session.removeAlloc(ptr);
+    c.session.memory.removeAlloc(ptr);
     await (await c.session.context()).free(ptr);
   },
 
@@ -126,7 +126,7 @@ export const MEMORY_COMMANDS: Runs<'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_D
   },
 
   async HOST_UNMAP(c) {
-    c.session.removeHostMap(c.args.ptr);
+    c.session.memory.removeHostMap(c.args.ptr);
     await (await c.session.context()).hostUnmap(c.args.ptr); // the GPU loses its way to those pages before the guest frees them
   },
 };

@@ -27,10 +27,10 @@ export const MODULE_COMMANDS: Runs<
   'MODULE_UPLOAD' | 'MODULE_FIND' | 'MODULE_LOAD' | 'MODULE_UNLOAD' | 'FUNC_GET' | 'VAR_GET' | 'FUNC_ATTRS' | 'FUNC_SET_ATTR' | 'OCCUPANCY_BLOCKS' | 'OCCUPANCY_SMEM'
 > = {
   async MODULE_UPLOAD(c) {
-    c.session.uploadChunk(c.args.upload_id, c.args.size, c.dataOffset, c.data);
+    c.session.modules.uploadChunk(c.args.upload_id, c.args.size, c.dataOffset, c.data);
   },
 
-  MODULE_FIND: async (c) => ({ value: (await c.session.stageCached(c.args.upload_id, c.args.size, c.args.sha256)) ? 1n : 0n }),
+  MODULE_FIND: async (c) => ({ value: (await c.session.modules.stageCached(c.args.upload_id, c.args.size, c.args.sha256)) ? 1n : 0n }),
 
   /**
    * The image is checked and what it declares it takes (module-image.ts) is
@@ -44,7 +44,7 @@ export const MODULE_COMMANDS: Runs<
    */
   async MODULE_LOAD(c) {
     const s = c.session;
-    const { image, cached } = s.takeUpload(c.args.upload_id); // dropped (its staging given back) whatever follows
+    const { image, cached } = s.modules.takeUpload(c.args.upload_id); // dropped (its staging given back) whatever follows
     s.checkRoom('module');
     const info = checkImage(image);
     if (!cached) s.vm.modules.add(image); // a cached one was found by content: not hashed again
@@ -62,7 +62,7 @@ export const MODULE_COMMANDS: Runs<
     let extra;
     try {
       extra = more > 0n ? s.reserve(more) : undefined;
-      return { value: s.addModule(x, loaded.ref, { epoch: r.epoch, bytes: r.bytes + (extra?.bytes ?? 0n) }) };
+      return { value: s.modules.addModule(x, loaded.ref, { epoch: r.epoch, bytes: r.bytes + (extra?.bytes ?? 0n) }) };
     } catch (e) {
       s.unreserve(r);
       if (extra) s.unreserve(extra);
@@ -71,20 +71,20 @@ export const MODULE_COMMANDS: Runs<
     }
   },
 
-  MODULE_UNLOAD: async (c) => (await c.session.context()).moduleUnload(c.session.takeModule(c.args.handle)),
+  MODULE_UNLOAD: async (c) => (await c.session.context()).moduleUnload(c.session.modules.takeModule(c.args.handle)),
 
   async FUNC_GET(c) {
     const mh = c.args.module;
     const name = symbolName(c);
-    const module = c.session.module(mh);
-    let fh = c.session.knownFunction(mh, name);
+    const module = c.session.modules.module(mh);
+    let fh = c.session.modules.knownFunction(mh, name);
     if (fh === undefined) {
       const x = await c.session.context();
       const info = await x.functionGet(module, name, QCUDA_MAX_PARAMS);
       if (info.params.length > QCUDA_MAX_PARAMS) throw new CudaError(CudaErr.NotSupported, `kernel ${name} has ${info.params.length} parameters (at most ${QCUDA_MAX_PARAMS})`);
-      fh = c.session.addFunction(x, mh, name, { ref: info.ref, module: mh, params: info.params, paramBytes: info.paramBytes });
+      fh = c.session.modules.addFunction(x, mh, name, { ref: info.ref, module: mh, params: info.params, paramBytes: info.paramBytes });
     }
-    const f = c.session.func(fh);
+    const f = c.session.modules.func(fh);
     const offset = new Uint32Array(QCUDA_MAX_PARAMS);
     const size = new Uint32Array(QCUDA_MAX_PARAMS);
     f.params.forEach((p, i) => {
@@ -97,15 +97,15 @@ export const MODULE_COMMANDS: Runs<
   async VAR_GET(c) {
     const mh = c.args.module;
     const name = symbolName(c);
-    const module = c.session.module(mh);
+    const module = c.session.modules.module(mh);
     const x = await c.session.context();
     const v = await x.variableGet(module, name);
-    c.session.addVariable(x, mh, name, v.dptr, v.size);
+    c.session.modules.addVariable(x, mh, name, v.dptr, v.size);
     return { out: encode('qcuda_out_var_info', { dptr: v.dptr, size: v.size }) };
   },
 
   async FUNC_ATTRS(c) {
-    const f = c.session.func(c.args.handle);
+    const f = c.session.modules.func(c.args.handle);
     const v = await (await c.session.context()).funcGetAttributes(f.ref);
     if (v.length !== QCUDA_NUM_FUNC_ATTRS) throw new CudaError(CudaErr.Unknown, `the provider gave ${v.length} function attributes`);
     return { out: encode('qcuda_out_func_attrs', { values: new Uint32Array(v.buffer, v.byteOffset, v.length) }) };
@@ -116,7 +116,7 @@ export const MODULE_COMMANDS: Runs<
   async FUNC_SET_ATTR(c) {
     const { attr, value } = c.args;
     checkFuncAttr(attr, value);
-    const f = c.session.func(c.args.func);
+    const f = c.session.modules.func(c.args.func);
     await (await c.session.context()).funcSetAttribute(f.ref, attr, value);
   },
 
@@ -124,7 +124,7 @@ export const MODULE_COMMANDS: Runs<
     const { flags } = c.args;
     if (flags & ~OCCUPANCY_FLAGS) throw new CudaError(CudaErr.InvalidValue, `occupancy flags 0x${flags.toString(16)}`);
     const blockSize = count('block_size', c.args.block_size);
-    const f = c.session.func(c.args.func);
+    const f = c.session.modules.func(c.args.func);
     const n = await (await c.session.context()).occupancyBlocks(f.ref, blockSize, c.args.dynamic_smem, flags);
     return { value: BigInt(n) };
   },
@@ -132,7 +132,7 @@ export const MODULE_COMMANDS: Runs<
   async OCCUPANCY_SMEM(c) {
     const numBlocks = count('num_blocks', c.args.num_blocks);
     const blockSize = count('block_size', c.args.block_size);
-    const f = c.session.func(c.args.func);
+    const f = c.session.modules.func(c.args.func);
     return { value: await (await c.session.context()).occupancySmem(f.ref, numBlocks, blockSize) };
   },
 };

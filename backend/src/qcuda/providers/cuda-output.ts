@@ -25,7 +25,7 @@
 // backend therefore runs each session in a worker process of its own by
 // default (isolated.ts), where this is exact: a worker has one context.
 import createDebug from 'debug';
-import type { CudaNative } from '../../native-cuda';
+import type { CudaNative } from './native-cuda';
 import type { OutputSink } from '../provider';
 
 const debug = createDebug('qcuda:output');

@@ -19,7 +19,7 @@ import createDebug from 'debug';
 import { CudaErr, CudaError } from '../cuda-error';
 import { defineContextCalls, type ContextCalls, type DevPtr, type DeviceProps, type Dim3, type EventRef, type FunctionInfo, type FunctionRef, type GuestSeg, type HostPiece, type LaunchDesc, type ModuleRef, type OutputSink, type Provider, type ProviderContext, type StreamRef, type ArrayDesc, type ArrayRef, type MipmapRef, type Extent, type HostBlock, type Place, type Pos, type TexDesc, type TexResource, type GraphExecRef, type GraphRef, type GraphSpec, type VmmRef, type LinkInput, type LinkResult } from '../provider';
 import type { HandleKind } from '../wire/protocol';
-import { cudaNative, packDim3, packSegs, type CudaContextNative, type CudaNative } from '../../native-cuda';
+import { cudaNative, packDim3, packSegs, type CudaContextNative, type CudaNative } from './native-cuda';
 import { deviceOutput, type OutputSource } from './cuda-output';
 import { packLaunches, type LaunchIds } from './launch-record';
 import { native as sys, type Mapping } from '../../sys/native';

@@ -8,8 +8,7 @@ import type {
   ArrayDesc, ArrayRef, MipmapRef, DeviceProps, DevPtr, Dim3, EventRef, Extent, FunctionInfo, GraphExecRef, GraphNodeSpec, GraphRef, GraphSpec, GuestSeg, HostBlock,
   HostPiece, LaunchDesc, Place, Pos, Provider, ProviderContext, StreamRef, TexDesc, TexResource, VmmRef,
 } from '../provider';
-import { elementSize, levelDesc } from '../commands/array';
-import { COND_ASSIGN_DEFAULT } from '../commands/graph';
+import { COND_ASSIGN_DEFAULT, elementSize, levelDesc } from '../cuda-formats';
 import { StreamAttr } from '../attrs';
 import { QCUDA_ATTR_VALUE_BYTES, QCUDA_NUM_ATTRS } from '../proto';
 import { RangeSet, type Range } from '../ranges';
@@ -178,6 +177,11 @@ export interface HostProviderOptions {
   totalMem?: bigint;
   /** Views of guest RAM by host address: the device pointers of mapped host memory. */
   guestView?: (addr: bigint, len: number) => Uint8Array[];
+}
+
+/** A host provider over a device's guest memory: the factory form of QcudaOptions.provider. */
+export function hostProvider(guestView: (addr: bigint, len: number) => Uint8Array[]): HostProvider {
+  return new HostProvider({ guestView });
 }
 
 export class HostProvider implements Provider {

@@ -23,13 +23,13 @@ import type { MemRegion, RingState } from '../../vhost-user';
 import { CudaErr, CudaError } from '../cuda-error';
 import {
   CONTEXT_METHODS, type DevPtr, type DeviceProps, type GuestMemorySource, type GuestSeg, type OutputSink, type Provider, type ProviderContext,
-  type StreamRef, type HostBlock, type Place,
+  type StreamRef, type HostBlock, type Place, type OwnOrder, type QueueOwner,
 } from '../provider';
 import type { ModuleStore } from '../module-cache';
 import { checkImage } from '../module-image';
 import { QCUDA_MAX_MODULE } from '../proto';
 import { Channel } from './channel';
-import { decodeFast, encodeCopy, Fast, fastStream, type OwnOrder, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
+import { decodeFast, encodeCopy, Fast, fastStream, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
 import { cudaEnv } from './worker-env';
 
 const debug = createDebug('qcuda:isolated');
@@ -342,20 +342,6 @@ for (const m of CONTEXT_METHODS) {
     writable: true,
     configurable: true,
   });
-}
-
-/** A session's worker serving the session's own queue (owned-queue.ts), as the backend sees it. */
-export interface QueueOwner {
-  readonly pid: number | undefined;
-  /** Where the worker left the ring once it is gone; undefined if it died without saying (see Vring.recover). */
-  readonly returned: Promise<RingState | undefined>;
-  /** Asks it to give the ring back (its session ends). */
-  handback(): void;
-  /** A VM stop: the ring back, the session kept (see ownAgain). */
-  park(): Promise<RingState>;
-  /** After the stop: the ring served by the worker again (fds: kick, call, a new in-flight record). */
-  ownAgain(state: RingState, fds: number[]): Promise<void>;
-  kill(): void;
 }
 
 export interface IsolatedOptions {

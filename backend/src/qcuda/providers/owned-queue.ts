@@ -14,10 +14,9 @@ import { InflightRecord, Vring, type MemoryTable, type RingState } from '../../v
 import { QcudaDevice } from '../device';
 import { Ledger } from '../limits';
 import type { ModuleStore } from '../module-cache';
-import type { Provider } from '../provider';
+import type { OwnOrder, Provider } from '../provider';
 import { ledgerLimits, vmShared } from '../session';
 import { RingServer } from './ring-server';
-import type { OwnOrder } from './worker-messages';
 
 export interface OwnedFds {
   kick: EventFd;

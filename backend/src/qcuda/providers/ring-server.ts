@@ -15,12 +15,13 @@
 // check against (SessionMirror), and whether the session is quiet (no host
 // function gates, no posted error or launch pending, no device output
 // waiting: Session.quiet), without which it serves nothing.
-import { cudaNative, type CudaContextNative, type LeftBatch, type RingServerClass, type RingServerNative } from '../../native-cuda';
+import { cudaNative, type CudaContextNative, type LeftBatch, type RingServerClass, type RingServerNative } from './native-cuda';
 import type { FrontRing, LeftRequest, Request, RingFront } from '../../vhost-user';
 import type { Now } from '../../sys/now';
-import type { BatchEnding } from '../commands/batch';
+import type { BatchEnding } from '../command';
 import type { DevPtr, EventRef, FunctionRef, Provider, StreamRef } from '../provider';
-import type { Session, SessionMirror } from '../session';
+import type { Session } from '../session';
+import type { SessionMirror } from '../session-core';
 import { cudaSide } from './cuda';
 
 /** An addon id (function, stream or event ref of the cuda provider), else 0: not known to the server, so left to the handler. */

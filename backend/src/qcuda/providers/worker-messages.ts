@@ -2,7 +2,7 @@
 // each other over the worker's channel (channel.ts: V8 serialization, so
 // bigint and typed arrays go through as they are).
 import type { MemRegion, RingState } from '../../vhost-user';
-import type { VmLimits } from '../limits';
+import type { OwnOrder } from '../provider';
 
 /** What the worker runs, as its one command-line argument (JSON). */
 export interface WorkerOptions {
@@ -27,15 +27,6 @@ export interface WorkerOptions {
 }
 
 export type WorkerSandbox = 'seccomp' | 'none';
-
-/** What a queue owner is handed (owned-queue.ts); the kick, call, in-flight record and ledger fds come with it. */
-export interface OwnOrder {
-  session: bigint;
-  /** The session's slot in the VM's ledger. */
-  slot: number;
-  limits: VmLimits;
-  state: RingState;
-}
 
 export type ToWorker =
   /** A guest RAM region: its fd comes with the message. */

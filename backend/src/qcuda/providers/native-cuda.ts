@@ -13,9 +13,9 @@
 // being the runtime API's cudaError_t; the error also carries cuResult (the
 // driver's CUresult) and call (the driver call that failed).
 import path from 'node:path';
-import type { ContextCalls } from './qcuda/provider';
-import type { Now } from './sys/now';
-import { MAX_SAFE_BIG } from './sys/numbers';
+import type { ContextCalls } from '../provider';
+import type { Now } from '../../sys/now';
+import { MAX_SAFE_BIG } from '../../sys/numbers';
 
 export interface CudaProbe {
   ok: boolean;
@@ -371,7 +371,7 @@ let loaded: CudaNative | undefined;
 
 export function cudaNative(): CudaNative {
   if (loaded === undefined) {
-    const root = path.resolve(__dirname, '..', '..', '..');
+    const root = path.resolve(__dirname, '..', '..', '..', '..', '..');
     // eslint-disable-next-line @typescript-eslint/no-var-requires
     loaded = require(path.join(root, 'addon', 'build', 'Release', 'qcuda_cuda.node')) as CudaNative;
   }
