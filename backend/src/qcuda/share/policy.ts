@@ -46,9 +46,16 @@ export interface Policy {
   maxWaitNs: number;
   /** How long a VM wants nothing before it counts as back from idle when it posts again (catchUp). */
   idleNs: number;
+  /**
+   * How long after a synchronize a VM still counts as wanting the GPU: the
+   * host's time between one job and the next. Longer, and a VM that uses
+   * little (a latency tenant between its steps) would hold the others back
+   * from a GPU it leaves idle.
+   */
+  gapNs: number;
 }
 
-export const DEFAULT_POLICY: Policy = { slackNs: 4e6, maxWaitNs: 100e6, idleNs: 20e6 };
+export const DEFAULT_POLICY: Policy = { slackNs: 4e6, maxWaitNs: 100e6, idleNs: 20e6, gapNs: 1e6 };
 
 /** Whether a process that went idle at `idleSince` (0: never busy yet) and posts at `now` comes back from idle. */
 export function backFromIdle(idleSince: number, now: number, p: Policy = DEFAULT_POLICY): boolean {
@@ -84,9 +91,9 @@ export function virtualTime(v: VmView, now: number, busy: number): number {
   return usedBy(v, now, busy) / Math.max(1, v.weight);
 }
 
-/** Whether a VM wants the GPU now: a process of it is busy or waiting to post, or was busy within idleNs (it is between two jobs). */
+/** Whether a VM wants the GPU now: a process of it is busy or waiting to post, or synchronized within gapNs (it is between two jobs). */
 export function wants(v: VmView, now: number, p: Policy = DEFAULT_POLICY): boolean {
-  return v.busySince.length > 0 || v.waiting > 0 || (v.lastSync > 0 && now - v.lastSync < p.idleNs);
+  return v.busySince.length > 0 || v.waiting > 0 || (v.lastSync > 0 && now - v.lastSync < p.gapNs);
 }
 
 /**
