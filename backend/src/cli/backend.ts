@@ -13,6 +13,9 @@ import { LogLimiter } from '../sys/log-limiter';
 import { StatusSocket } from '../sys/status-socket';
 import { stderrLogger, VhostUserServer, type DeviceSource, type Logger } from '../vhost-user';
 import { backendStatus, defaultStatusSocket } from './status';
+import { joinShare } from '../qcuda/share/gate';
+import { parseWeight } from '../qcuda/share/policy';
+import { defaultTablePath } from '../qcuda/share/table';
 
 const HELP = `Usage: qcuda-backend (--socket-path=PATH | --fd=FDNUM) [options]
 
@@ -171,6 +174,17 @@ that would pass it fails with the CUDA error named, nothing grows):
                           reservations, allocations and mappings)
                           (default ${DEFAULT_LIMITS.processStreams},${DEFAULT_LIMITS.processEvents},${DEFAULT_LIMITS.processModules},${DEFAULT_LIMITS.processObjects}); past a bound the
                           creation fails with cudaErrorMemoryAllocation
+  --gpu-share=WEIGHT      the VM's share of the GPU's compute time, against
+                          the other VMs on it started with --gpu-share: an
+                          integer from 1 to 1000 (equal weights: equal
+                          shares, whatever the number of guest processes).
+                          A guest process's posts (launches, copies) wait
+                          while its VM is ahead of its weighted share of the
+                          time the GPU was busy. Default: no share kept (the
+                          driver time-slices every process alike). The VMs
+                          meet in a table in shared memory
+                          (QCUDA_GPU_SHARE_TABLE, default
+                          /dev/shm/qcuda-gpu-share-UID-gpuN)
   --log-rate=N            log lines a second caused by the VM (default
                           ${DEFAULT_LIMITS.logLinesPerSecond}); the rest are counted and the count logged
   --print-capabilities    print the backend's capabilities as JSON and exit
@@ -195,7 +209,7 @@ const DEVICE_ONLY: Record<string, string[]> = {
   blk: ['size', 'store', 'read-only'],
   qcuda: ['provider', 'isolation', 'device-memory-limit', 'max-processes', 'module-staging', 'module-cache', 'deferred-limit',
     'inline-wait', 'inline-calls', 'own-queues', 'ring-server', 'pin-guest-ram', 'host-map-pieces', 'process-handles', 'worker-sandbox',
-    'context-overhead'],
+    'context-overhead', 'gpu-share'],
 };
 
 function checkDeviceOptions(device: string, given: string[]): void {
@@ -292,6 +306,7 @@ async function main(): Promise<void> {
         'own-queues': { type: 'string' },
         'host-map-pieces': { type: 'string' },
         'process-handles': { type: 'string' },
+        'gpu-share': { type: 'string' },
         'print-capabilities': { type: 'boolean' },
         size: { type: 'string' },
         store: { type: 'string' },
@@ -372,6 +387,12 @@ async function main(): Promise<void> {
   const frontends = positiveInt('frontends', args.frontends, 1, 4096);
   if (frontends > 1 && args.fd !== undefined) usage('--frontends needs --socket-path (an --fd is one frontend)');
   const fd = args.fd === undefined ? undefined : connectedFd(args.fd);
+  let gpuShare: number | undefined;
+  try {
+    gpuShare = args['gpu-share'] === undefined ? undefined : parseWeight(args['gpu-share']);
+  } catch (e) {
+    usage((e as Error).message);
+  }
   // The rest of the options, parsed before the device (a GPU context, a disk's memory) exists.
   const parsed = {
     size: diskSize(args.size), store: storeOf(args.store), readOnly: args['read-only'],
@@ -392,6 +413,11 @@ async function main(): Promise<void> {
   let server: VhostUserServer;
   let status: StatusSocket | undefined;
   try {
+    // Before the device: its workers inherit where the VM's place in the table is (share/gate.ts).
+    if (gpuShare !== undefined) {
+      const share = joinShare(process.env.QCUDA_GPU_SHARE_TABLE ?? defaultTablePath(gpu), gpuShare);
+      write(`GPU share: weight ${gpuShare}, slot ${share.slot} of ${share.table.path}`);
+    }
     const options: DeviceOptions = {
       queues, provider: provider as ProviderKind, gpu, memoryLimit, limits, isolation: isolation as 'process' | 'none', ...parsed,
       workerSandbox: workerSandbox as 'seccomp' | 'none',

@@ -9,6 +9,7 @@ import { qemuArgs } from '../vm/qemu-args';
 import { defaultStatusSocket, formatStatus, type BackendStatus } from './status';
 import { parseSize } from '../qcuda/providers';
 import { GPU_CONTEXT_OVERHEAD } from '../qcuda/limits';
+import { parseWeight } from '../qcuda/share/policy';
 import fs from 'node:fs';
 import { runCuda, RunError } from '../run/run';
 import { chooseBackendUser, type BackendUserChoice } from '../vm/backend-user';
@@ -131,6 +132,10 @@ vm options:
   --context-overhead=SIZE  what each CUDA process's context counts against
                        the quota while it exists (default ${GPU_CONTEXT_OVERHEAD >> 20n}M on a GPU, 0
                        on the host-memory device; qcuda-backend --help)
+  --gpu-share=WEIGHT   the VM's share of the GPU's compute time against the
+                       other VMs (qcuda vm, qcuda run) started with it: 1 to
+                       1000, the same for every guest process count (default:
+                       no share kept; qcuda-backend --help)
   --demo               run the guest test programs built into the image (the
                        transport, then CUDA programs, each printing PASS: built
                        with -cudart=shared over qcuda's libcudart.so.13, and
@@ -144,7 +149,7 @@ vm options:
                        first one
 run options (and --provider, --gpu, --isolation, --own-queues, --ring-server,
 --pin-guest-ram (default yes here: the memory is PROGRAM's own), --worker-sandbox,
---device-memory-limit, --context-overhead and --backend-log as for vm; the
+--device-memory-limit, --context-overhead, --gpu-share and --backend-log as for vm; the
 quota holds across all of PROGRAM's processes):
   --socket=PATH        join the backend listening on PATH (a qcuda-backend
                        --frontends=N) instead of starting one
@@ -265,6 +270,7 @@ const OPTIONS = {
   'backend-log': { type: 'string' },
   'device-memory-limit': { type: 'string' },
   'context-overhead': { type: 'string' },
+  'gpu-share': { type: 'string' },
   quiet: { type: 'boolean' },
   qemu: { type: 'string' },
   kernel: { type: 'string' },
@@ -288,7 +294,7 @@ const BACKEND_CHOICES: Record<string, string[]> = {
   'own-queues': ['yes', 'no'], 'ring-server': ['yes', 'no'], 'pin-guest-ram': ['yes', 'no'], 'worker-sandbox': ['seccomp', 'none'],
 };
 
-const BACKEND_PASSED = ['provider', 'gpu', 'isolation', 'own-queues', 'ring-server', 'pin-guest-ram', 'worker-sandbox', 'context-overhead', 'device-memory-limit', 'backend-log'];
+const BACKEND_PASSED = ['provider', 'gpu', 'isolation', 'own-queues', 'ring-server', 'pin-guest-ram', 'worker-sandbox', 'context-overhead', 'gpu-share', 'device-memory-limit', 'backend-log'];
 
 /** Each command's options (a known option of another command is a usage error too, not ignored). */
 const COMMAND_OPTIONS: Record<string, string[]> = {
@@ -313,8 +319,15 @@ function backendOptions(v: { [k: string]: string | boolean | string[] | undefine
       usage(`--context-overhead: ${(e as Error).message}`);
     }
   }
+  if (typeof v['gpu-share'] === 'string') {
+    try {
+      parseWeight(v['gpu-share']);
+    } catch (e) {
+      usage((e as Error).message);
+    }
+  }
   const opt = (k: string) => (typeof v[k] === 'string' ? [`--${k}=${v[k] as string}`] : []);
-  return [...opt('provider'), ...opt('gpu'), ...opt('isolation'), ...opt('own-queues'), ...opt('ring-server'), ...opt('pin-guest-ram'), ...opt('worker-sandbox'), ...opt('context-overhead')];
+  return [...opt('provider'), ...opt('gpu'), ...opt('isolation'), ...opt('own-queues'), ...opt('ring-server'), ...opt('pin-guest-ram'), ...opt('worker-sandbox'), ...opt('context-overhead'), ...opt('gpu-share')];
 }
 
 /** qcuda run: PROGRAM on this host over qcuda's libraries and a backend. */

@@ -17,6 +17,7 @@ import { MODULE_COMMANDS } from './module';
 import { OUTPUT_COMMANDS } from './output';
 import { STREAM_COMMANDS } from './stream';
 import { VMM_COMMANDS } from './vmm';
+import { shareAfter, shareBefore } from '../share/commands';
 
 /** A synchronizing command's status: posted work's failure that came after its batch, if any. */
 function reportingPostedErrors<K extends CmdName>(run: Run<K>): Run<K> {
@@ -108,10 +109,13 @@ const orNothing = (r: Result | void): Result => r ?? NO_RESULT;
 export function runGated(d: CallDecl, run: Run<CmdName>, c: Call, ready?: () => void): Now<Result> {
   const go = (): Now<Result> => {
     ready?.();
-    return then(run(c), orNothing);
+    return shareAfter(d, c, then(run(c), orNothing));
   };
+  // The VM's GPU share (--gpu-share): a post waits while the VM is ahead of it.
+  const share = shareBefore(d);
   const gate = gateOf(d, c);
-  return gate ? gate.then(go) : go();
+  const both = share && gate ? Promise.all([share, gate]) : (share ?? gate);
+  return both ? both.then(go) : go();
 }
 
 /** A synchronizing call that ends a batch, run as the dispatcher runs one (reporting posted work's errors: COMMANDS has it so). */

@@ -1,0 +1,32 @@
+// Which commands the GPU share gate (gate.ts) stands before and after: those
+// that post work to the GPU wait for their VM's turn; those that wait for
+// work to finish end the process's busy time.
+import { CALLS, type CallDecl } from '../wire/protocol';
+import { QCUDA_BATCH_ENDS_SYNC } from '../proto';
+import type { Call, Result } from '../command';
+import { then, type Now } from '../../sys/now';
+import { shareGate } from './gate';
+
+const POSTING = ['LAUNCH', 'LAUNCH_COOPERATIVE', 'LAUNCH_EX', 'GRAPH_LAUNCH', 'BATCH', 'MEMCPY_HTOD', 'MEMCPY_DTOH', 'MEMCPY_DTOD', 'MEMSET', 'MEMCPY_3D_HTOD', 'MEMCPY_3D_DTOH', 'MEMCPY_3D_DTOD', 'MEMSET_2D'] as const;
+const POSTS = new Set<number>(POSTING.map((n) => (CALLS[n] as CallDecl).cmd));
+const BATCH = (CALLS.BATCH as CallDecl).cmd;
+
+/** Whether the command, once it returns, has waited for the process's posted work (a synchronize, or a batch ending in one). */
+function syncs(d: CallDecl, c: Call): boolean {
+  return d.syncs === true || (d.cmd === BATCH && (((c.args as { flags?: number }).flags ?? 0) & QCUDA_BATCH_ENDS_SYNC) !== 0);
+}
+
+/** What must pass before the command runs under --gpu-share (undefined, the usual case: nothing). */
+export function shareBefore(d: CallDecl): Promise<void> | undefined {
+  return shareGate()?.before(POSTS.has(d.cmd)) ?? undefined;
+}
+
+/** The command's result, once the gate knows whether it synchronized. */
+export function shareAfter(d: CallDecl, c: Call, r: Now<Result>): Now<Result> {
+  const g = shareGate();
+  if (!g || !syncs(d, c)) return r;
+  return then(r, (x) => {
+    g.synced();
+    return x;
+  });
+}

@@ -1,0 +1,159 @@
+// Admission of GPU work for one process serving a VM (a session's worker,
+// or the backend where it runs sessions itself), under --gpu-share
+// (issue 36). Before a command that posts work (a launch, a copy, a batch)
+// runs, the VM must not be ahead of its weighted share (policy.ts
+// mayPost); if it is, the command, and every command of this process after
+// it, waits until it is not, or Policy.maxWaitNs has passed. The process is
+// busy (charged, table.ts) from its first posted work until a synchronizing
+// command returns.
+//
+// The backend joins the table (joinShare) and tells its workers where it
+// is through the environment they inherit: QCUDA_GPU_SHARE=<VM slot>:<path>.
+// Without it there is no gate: commands run as before, at the cost of one
+// test of an undefined.
+import { DEFAULT_POLICY, backFromIdle, busyProcesses, catchUp, charge, mayPost, wants, type Policy, type VmView } from './policy';
+import { ShareTable, clockNs } from './table';
+
+/** The environment variable a backend's processes find their VM's place in the table by. */
+export const SHARE_ENV = 'QCUDA_GPU_SHARE';
+/** How long an admission is good for before the table is read again: reading it costs microseconds, a launch about one. */
+const RECHECK_NS = 1e6;
+/** How often a waiting post looks at the table again. */
+const POLL_MS = 1;
+
+export class ShareGate {
+  #proc = -1;
+  #busySince = 0;
+  /** When this process last synchronized (0: never busy yet). */
+  #idleSince = 0;
+  #okUntil = 0;
+  /** Processes busy at the last snapshot (what a charge divides by). */
+  #busy = 1;
+  /** The wait in progress: every command after it waits behind it, so that none overtakes it. */
+  #waiting: Promise<void> | undefined;
+
+  constructor(
+    readonly table: ShareTable,
+    readonly vm: number,
+    readonly policy: Policy = DEFAULT_POLICY,
+    readonly clock: () => number = clockNs,
+    readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
+  ) {}
+
+  /** This process's slot, taken on first use; -1 (no gate) when the table has none left. */
+  #slot(): number {
+    if (this.#proc < 0) {
+      this.#proc = this.table.joinProcess(this.vm);
+      if (this.#proc >= 0) process.once('exit', () => this.leave());
+    }
+    return this.#proc;
+  }
+
+  leave(): void {
+    if (this.#proc >= 0) this.table.leaveProcess(this.#proc);
+    this.#proc = -1;
+  }
+
+  /** Charges this process's VM for its busy time up to now. */
+  #charge(now: number): void {
+    if (this.#busySince === 0 || this.#proc < 0) return;
+    this.table.addUsage(this.vm, charge(now - this.#busySince, this.#busy));
+    this.#busySince = now;
+    this.table.setBusy(this.#proc, now);
+  }
+
+  /** Reads the table: whether this VM may post now (and, where it wanted nothing before, it restarts at the others' level). */
+  #decide(now: number): boolean {
+    const vms: VmView[] = this.table.snapshot();
+    this.#busy = Math.max(1, busyProcesses(vms));
+    this.#charge(now);
+    const me = vms.find((v) => v.slot === this.vm);
+    if (me && !wants(me, now, this.policy) && backFromIdle(this.#idleSince, now, this.policy)) {
+      me.usage = catchUp(this.vm, vms, now, this.policy);
+      this.table.raiseUsage(this.vm, me.usage);
+    }
+    return mayPost(this.vm, vms, now, this.policy);
+  }
+
+  #busyNow(now: number): void {
+    if (this.#busySince !== 0) return;
+    this.#busySince = now;
+    this.table.setBusy(this.#proc, now);
+  }
+
+  /**
+   * Before a command: undefined where it may run at once, else a promise
+   * that resolves when it may. `posts`: it posts work (else it only waits
+   * behind a post that waits).
+   */
+  before(posts: boolean): Promise<void> | undefined {
+    if (this.#waiting) return this.#waiting;
+    if (!posts || this.#slot() < 0) return undefined;
+    const now = this.clock();
+    if (now < this.#okUntil || this.#decide(now)) {
+      if (now >= this.#okUntil) this.#okUntil = now + RECHECK_NS;
+      this.#busyNow(now);
+      return undefined;
+    }
+    const w = this.#wait(now).finally(() => {
+      if (this.#waiting === w) this.#waiting = undefined;
+    });
+    this.#waiting = w;
+    return w;
+  }
+
+  async #wait(from: number): Promise<void> {
+    this.table.setWaiting(this.#proc, true);
+    try {
+      for (;;) {
+        await this.sleep(POLL_MS);
+        const now = this.clock();
+        if (now - from >= this.policy.maxWaitNs || this.#decide(now)) {
+          this.#okUntil = now + RECHECK_NS;
+          this.#busyNow(now);
+          return;
+        }
+      }
+    } finally {
+      this.table.setWaiting(this.#proc, false);
+    }
+  }
+
+  /** A synchronizing command returned: what this process posted is done; it is charged and idle. */
+  synced(): void {
+    if (this.#busySince === 0) return;
+    const now = this.clock();
+    this.#charge(now);
+    this.#busySince = 0;
+    this.#idleSince = now;
+    this.table.setSynced(this.#proc, now);
+  }
+}
+
+let gate: ShareGate | undefined | null = null;
+
+/** This process's gate, from QCUDA_GPU_SHARE (undefined: no shares, commands run as they come). */
+export function shareGate(): ShareGate | undefined {
+  if (gate === null) {
+    gate = undefined;
+    const v = process.env[SHARE_ENV];
+    const m = v === undefined ? null : /^([0-9]+):(.+)$/.exec(v);
+    if (m) gate = new ShareGate(ShareTable.open(m[2]), +m[1]);
+  }
+  return gate;
+}
+
+/** Sets (or, with undefined, clears) this process's gate: the backend's after joinShare, and tests. */
+export function setShareGate(g: ShareGate | undefined): void {
+  gate = g;
+}
+
+/** This backend's VM joins the table at `file` with `weight`: its workers inherit where (QCUDA_GPU_SHARE), and this process gates its own sessions. */
+export function joinShare(file: string, weight: number): { table: ShareTable; slot: number } {
+  const table = ShareTable.open(file);
+  const slot = table.joinVm(weight);
+  process.once('exit', () => table.leaveVm(slot));
+  process.env[SHARE_ENV] = `${slot}:${file}`;
+  setShareGate(new ShareGate(table, slot));
+  return { table, slot };
+}

@@ -1,0 +1,235 @@
+// The table the VMs of one GPU share their compute time through (issue 36):
+// a small file in shared memory that every backend started with
+// --gpu-share maps, and its workers with it. Backends of different VMs know
+// nothing else of each other, so this is where a VM says its weight and
+// what it has used, and where each process serving it says whether it has
+// work on the GPU now. policy.ts decides from a snapshot of it.
+//
+// Every word is an int64 read and written with Atomics, with no lock: each
+// slot is written by its owner only (a VM's usage by each of its processes,
+// through an atomic add), and a reader that sees one slot half-claimed sees
+// a VM or process that is about to be there anyway. A slot whose owner's
+// pid is gone is taken back by the next process that looks for a free one.
+//
+// Trust: a worker runs code the guest chose, and can write this file; a
+// worker that lies (says its VM used nothing) can take more than its
+// share, but no more than the GPU as it was before shares: the table bounds
+// nothing else (memory, processes) and breaks nothing when wrong.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { native, type Mapping } from '../../sys/native';
+import type { VmView } from './policy';
+
+const MAGIC = 0x71_63_73_68n; // "qcsh"
+const HEADER = 8;
+/** VMs one GPU's table holds. */
+export const VM_SLOTS = 64;
+const VM_WORDS = 8;
+/** Processes (workers, backends) with work to post, all VMs together. */
+export const PROC_SLOTS = 1024;
+const PROC_WORDS = 6;
+const WORDS = HEADER + VM_SLOTS * VM_WORDS + PROC_SLOTS * PROC_WORDS;
+const BYTES = Math.ceil((WORDS * 8) / 4096) * 4096;
+
+// Header words.
+const H_MAGIC = 0;
+/** One more than the highest process slot ever taken: readers look no further. */
+const H_PROCS = 1;
+// A VM slot's words.
+const V_PID = 0;
+const V_WEIGHT = 1;
+const V_USAGE = 2;
+// A process slot's words.
+const P_PID = 0;
+const P_VM = 1; // the VM's slot + 1 (0: none)
+const P_SINCE = 2; // busy since (ns of the table's clock), 0: idle
+const P_WAITING = 3; // 1 while it waits to post
+const P_SYNCED = 4; // when it last synchronized (ns), 0: never
+
+/** The table's clock: CLOCK_MONOTONIC, the same in every process of the host. */
+export function clockNs(): number {
+  return Number(process.hrtime.bigint());
+}
+
+/** Whether a process of this pid exists (one of another user's counts). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Where the table of GPU `gpu` is unless QCUDA_GPU_SHARE_TABLE says: shared memory, one per user. */
+export function defaultTablePath(gpu = 0): string {
+  const dir = fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir();
+  return path.join(dir, `qcuda-gpu-share-${process.getuid?.() ?? 0}-gpu${gpu}`);
+}
+
+export class ShareTable {
+  readonly #map: Mapping;
+  readonly #w: BigInt64Array;
+
+  private constructor(
+    readonly path: string,
+    map: Mapping,
+  ) {
+    this.#map = map;
+    this.#w = new BigInt64Array(map.window(0, BYTES));
+  }
+
+  /** Maps the table at `file`, making it where there is none. */
+  static open(file: string): ShareTable {
+    const fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW, 0o600);
+    try {
+      // Grows only: another process may have it mapped already.
+      if (fs.fstatSync(fd).size < BYTES) fs.ftruncateSync(fd, BYTES);
+      const t = new ShareTable(file, new native.Mapping(fd, BYTES, 0));
+      const m = Atomics.compareExchange(t.#w, H_MAGIC, 0n, MAGIC);
+      if (m !== 0n && m !== MAGIC) {
+        t.close();
+        throw new Error(`${file} is not a qcuda GPU share table`);
+      }
+      return t;
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  close(): void {
+    this.#map.unmap();
+  }
+
+  #get(i: number): number {
+    return Number(Atomics.load(this.#w, i));
+  }
+
+  #set(i: number, v: number): void {
+    Atomics.store(this.#w, i, BigInt(Math.round(v)));
+  }
+
+  /** Takes a free slot of `count` (or one whose owner is gone) for pid; its index, or -1 when all are taken. */
+  #claim(base: number, words: number, count: number, pid: number): number {
+    for (let s = 0; s < count; s++) {
+      const at = base + s * words;
+      const owner = Number(Atomics.load(this.#w, at));
+      if (owner !== 0 && (owner === pid || alive(owner))) continue;
+      if (Atomics.compareExchange(this.#w, at, BigInt(owner), BigInt(pid)) !== BigInt(owner)) continue;
+      for (let k = 1; k < words; k++) this.#set(at + k, 0);
+      return s;
+    }
+    return -1;
+  }
+
+  #vm(slot: number): number {
+    return HEADER + slot * VM_WORDS;
+  }
+
+  #proc(slot: number): number {
+    return HEADER + VM_SLOTS * VM_WORDS + slot * PROC_WORDS;
+  }
+
+  /** A VM (this backend, pid) joins with its weight; its slot. Throws when the table is full. */
+  joinVm(weight: number, pid = process.pid): number {
+    const s = this.#claim(HEADER, VM_WORDS, VM_SLOTS, pid);
+    if (s < 0) throw new Error(`the GPU share table ${this.path} has all ${VM_SLOTS} VM slots taken`);
+    this.#set(this.#vm(s) + V_WEIGHT, weight);
+    return s;
+  }
+
+  leaveVm(slot: number, pid = process.pid): void {
+    Atomics.compareExchange(this.#w, this.#vm(slot) + V_PID, BigInt(pid), 0n);
+  }
+
+  /** Whether VM slot `slot` is still the one pid joined as. */
+  holdsVm(slot: number, pid: number): boolean {
+    return this.#get(this.#vm(slot) + V_PID) === pid;
+  }
+
+  weight(slot: number): number {
+    return this.#get(this.#vm(slot) + V_WEIGHT);
+  }
+
+  /** Adds ns of GPU time to VM slot's usage. */
+  addUsage(slot: number, ns: number): void {
+    if (ns > 0) Atomics.add(this.#w, this.#vm(slot) + V_USAGE, BigInt(Math.round(ns)));
+  }
+
+  /** Raises VM slot's usage to at least `ns` (policy.ts catchUp). */
+  raiseUsage(slot: number, ns: number): void {
+    const at = this.#vm(slot) + V_USAGE;
+    for (;;) {
+      const u = Atomics.load(this.#w, at);
+      if (Number(u) >= ns || Atomics.compareExchange(this.#w, at, u, BigInt(Math.round(ns))) === u) return;
+    }
+  }
+
+  /** A process of VM slot `vm` takes a slot of its own; -1 when all are taken. */
+  joinProcess(vm: number, pid = process.pid): number {
+    const s = this.#claim(this.#proc(0), PROC_WORDS, PROC_SLOTS, pid);
+    if (s < 0) return -1;
+    this.#set(this.#proc(s) + P_VM, vm + 1);
+    for (;;) {
+      const top = Atomics.load(this.#w, H_PROCS);
+      if (Number(top) > s || Atomics.compareExchange(this.#w, H_PROCS, top, BigInt(s + 1)) === top) break;
+    }
+    return s;
+  }
+
+  leaveProcess(slot: number, pid = process.pid): void {
+    const at = this.#proc(slot);
+    this.#set(at + P_SINCE, 0);
+    this.#set(at + P_WAITING, 0);
+    Atomics.compareExchange(this.#w, at + P_PID, BigInt(pid), 0n);
+  }
+
+  /** Process slot's work on the GPU: busy since `since` (ns), or idle (0). */
+  setBusy(slot: number, since: number): void {
+    this.#set(this.#proc(slot) + P_SINCE, since);
+  }
+
+  /** Process slot synchronized at `at` (ns): idle, and its VM between jobs for a while (policy.ts wants). */
+  setSynced(slot: number, at: number): void {
+    this.#set(this.#proc(slot) + P_SINCE, 0);
+    this.#set(this.#proc(slot) + P_SYNCED, at);
+  }
+
+  setWaiting(slot: number, waiting: boolean): void {
+    this.#set(this.#proc(slot) + P_WAITING, waiting ? 1 : 0);
+  }
+
+  /**
+   * The VMs now, with their processes' state. `live` says whether a pid
+   * still runs (asked of the system for each VM, and for each process that
+   * says it is busy or waiting: a dead one is neither; its slot is taken
+   * back when a slot is next claimed).
+   */
+  snapshot(live: (pid: number) => boolean = alive): VmView[] {
+    const vms = new Map<number, VmView>();
+    for (let s = 0; s < VM_SLOTS; s++) {
+      const at = this.#vm(s);
+      const pid = this.#get(at + V_PID);
+      if (pid === 0 || !live(pid)) continue;
+      vms.set(s, { slot: s, weight: Math.max(1, this.#get(at + V_WEIGHT)), usage: this.#get(at + V_USAGE), busySince: [], waiting: 0, lastSync: 0 });
+    }
+    const top = Math.min(PROC_SLOTS, this.#get(H_PROCS));
+    for (let s = 0; s < top; s++) {
+      const at = this.#proc(s);
+      const pid = this.#get(at + P_PID);
+      const v = pid === 0 ? undefined : vms.get(this.#get(at + P_VM) - 1);
+      if (!v) continue;
+      const since = this.#get(at + P_SINCE);
+      const waiting = this.#get(at + P_WAITING) !== 0;
+      // A worker ends by SIGKILL (its session's close): one that was busy must not stay busy.
+      if ((since > 0 || waiting) && !live(pid)) continue;
+      if (since > 0) v.busySince.push(since);
+      if (waiting) v.waiting++;
+      v.lastSync = Math.max(v.lastSync, this.#get(at + P_SYNCED));
+    }
+    return [...vms.values()];
+  }
+}
+
+export { BYTES as TABLE_BYTES };
