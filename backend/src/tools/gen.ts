@@ -1,6 +1,7 @@
 // Writes the files generated from declarations (`npm run gen`, after tsc):
 // the wire header and the guest library's request builders, from the
-// protocol's declaration, and the addon's launch record layout. test/qcuda/proto.test.ts fails when a checked-in
+// protocol's declaration, the protocol's reference (docs/protocol.md), and the
+// addon's launch record layout. test/qcuda/proto.test.ts fails when a checked-in
 // copy differs from what this would write.
 import fs from 'node:fs';
 import path from 'node:path';
