@@ -221,7 +221,7 @@ WaiterStats GetWaiterStats();
  * waits: qcuda/device.ts). A waiter thread kept spinning while the session
  * is busy, blocking in the driver while the JS thread spun on it, was tried
  * (6787b8f, reverted): on the H100 the two hand-overs between cores cost
- * what the driver's cheaper wait saved, and a 4 B copy got slower (README,
+ * what the driver's cheaper wait saved, and a 4 B copy got slower (docs/latency.md,
  * call latency). For a process whose JS thread serves
  * one guest process (a session's worker), where blocking it briefly is what
  * a native program's thread does; not for a backend serving many.

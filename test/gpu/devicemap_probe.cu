@@ -2,7 +2,7 @@
 // registers guest RAM, by registration flags, and what each costs in copy
 // bandwidth. The backend registers guest RAM so copies run at pinned speed;
 // if kernels can address it too, a guest kernel that guesses the backend's
-// host address reads all guest RAM (README, "What a guest can reach").
+// host address reads all guest RAM (docs/security.md, "What a guest kernel can reach").
 //
 // Each case runs in a child process (a faulting kernel poisons every context
 // of its process). Prints one line per case and a JSON line.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole GPU run, in one command, on a machine with an NVIDIA GPU and no
-# network (see README.md, "On a GPU machine"): unpacks .carry/ (made by
+# network (see CONTRIBUTING.md, "On a GPU machine"): unpacks .carry/ (made by
 # `make gpu-bundle`), runs the cuda provider's tests, then every guest CUDA
 # program natively and in a guest on the cuda provider, diffing their
 # output, then the benchmarks. Logs and a summary go to $OUT (or ./gpu-out).

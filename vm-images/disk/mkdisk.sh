@@ -21,7 +21,7 @@ DEBS=("$@")
 [ ${#DEBS[@]} -gt 0 ] || { echo "mkdisk.sh: no .debs given" >&2; exit 2; }
 
 SIZE=4G          # sparse: about 1.1 GB of it is used
-USER_NAME=guest  # password: guest (README: change it)
+USER_NAME=guest  # password: guest (docs/operations.md: change it)
 MIRROR=http://deb.debian.org/debian
 SECURITY=http://deb.debian.org/debian-security
 # What the image holds besides minbase: systemd as init, the kernel and its
@@ -64,7 +64,7 @@ build() {   # $1: the cache directory to fill
 		--essential-hook="echo MODULES=list > \"\$1\"/etc/initramfs-tools/conf.d/qcuda-disk"
 		--essential-hook="printf 'virtio_blk\nvirtio_scsi\nsd_mod\n' > \"\$1\"/usr/share/initramfs-tools/modules.d/qcuda-disk"
 		--customize-hook="sync-out /var/cache/apt/archives '$apt'"
-		# The qcuda packages, as a user installs them (README): DKMS builds
+		# The qcuda packages, as a user installs them (docs/operations.md): DKMS builds
 		# qcuda.ko for the image's kernel in qcuda-dkms's postinst.
 		--customize-hook="mkdir -p \"\$1\"/tmp/qcuda-debs && cp $dir/*.deb \"\$1\"/tmp/qcuda-debs/"
 		--customize-hook="chroot \"\$1\" sh -c 'cd /tmp/qcuda-debs && DEBIAN_FRONTEND=noninteractive apt-get install -y ./*.deb && rm -rf /tmp/qcuda-debs'"

@@ -1,4 +1,5 @@
-// `npm run gen` (make gen): writes every generated file of GENERATED_FILES
+// `npm run gen` (make gen): writes every generated file (the wire header,
+// the request builders, docs/protocol.md, the launch record, the cudart tables) of GENERATED_FILES
 // that differs from what its generator gives. With --check (make check-gen)
 // it writes nothing and exits 1 naming each stale file.
 import fs from 'node:fs';

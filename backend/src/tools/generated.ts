@@ -10,6 +10,7 @@ import { launchRecordHeader } from '../qcuda/providers/launch-record';
 import { callsHeader, protoHeader } from '../qcuda/wire/gen-c';
 import { errtabSource, stubsSource } from './gen-cudart';
 import { unsupportedDoc } from './gen-unsupported';
+import { protocolDoc } from './protocol-doc';
 
 export const GENERATED_FILES: Record<string, (root: string) => string> = {
   // From the wire protocol's declaration (backend/src/qcuda/wire/protocol.ts).
@@ -22,6 +23,8 @@ export const GENERATED_FILES: Record<string, (root: string) => string> = {
   'guest-driver/lib/stubs.c': stubsSource,
   // From stubs.c (after it: gen writes in this order).
   'guest-driver/lib/UNSUPPORTED.md': unsupportedDoc,
+  // The protocol's reference, from the same declaration.
+  'docs/protocol.md': protocolDoc,
 };
 
 /** The repository holding this file, from dist/backend/src/tools. */

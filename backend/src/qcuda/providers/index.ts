@@ -128,7 +128,7 @@ const PAGEABLE_MEMORY_ACCESS = 88;
  */
 function warnIfPageableReachable(p: Provider, setup: ProviderSetup): void {
   if (setup.pinGuestRam || p.deviceProps(0).attrs[PAGEABLE_MEMORY_ACCESS] !== 1) return;
-  setup.log?.('warning: this GPU reaches pageable host memory (HMM): a guest kernel can reach guest RAM mapped in its worker at a guessed address, registered or not (README: "What a guest kernel can reach")');
+  setup.log?.('warning: this GPU reaches pageable host memory (HMM): a guest kernel can reach guest RAM mapped in its worker at a guessed address, registered or not (docs/security.md: "What a guest kernel can reach")');
 }
 
 /** "512M", "2G", "1048576" -> bytes. */

@@ -84,7 +84,7 @@ function shape(d: CallDecl): string {
   return parts.filter(Boolean).join(', ');
 }
 
-function valueOf(d: CallDecl): string | undefined {
+export function valueOf(d: CallDecl): string | undefined {
   switch (d.context?.result) {
     case 'stream': return 'the new stream handle';
     case 'event': return 'the new event handle';
