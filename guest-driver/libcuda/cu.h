@@ -117,14 +117,8 @@ CUresult cu_memcpy2d(const CUDA_MEMCPY2D *c, CUstream stream, int async, int ptd
 
 /* ---- module.c ---- */
 
-/* ---- kernels.c ---- */
-
-/* Called with each kernel's name; returns non-zero to stop. */
-typedef int (*cu_kernel_name_fn)(const char *name, void *arg);
-/* Calls fn with the name of each kernel in image (a cubin, a fat binary's
- * entries for compute capability sm such as 90, or PTX); returns how many,
- * or -1 if it cannot tell. */
-int cu_kernel_names(const void *image, uint64_t size, int sm, cu_kernel_name_fn fn, void *arg);
+/* ---- kernels.c: kernels.h ---- */
+#include "kernels.h"
 
 /* A CUkernel or CUfunction the program holds (both are a kernel of the
  * runtime layer), or NULL. */

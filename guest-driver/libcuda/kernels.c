@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cu.h"
+#include "kernels.h"
+#include "qcuda_proto.h"	/* QCUDA_MAX_MODULE */
 
 #define ELF_MAGIC "\x7f" "ELF"
 #define FATBIN_MAGIC 0xBA55ED50u

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../guest-driver/libcuda/cu.h"
+#include "../../guest-driver/libcuda/kernels.h"
 
 static int print_name(const char *name, void *arg)
 {
