@@ -2,9 +2,9 @@
 // rings, and one table that says, for every request, how many fds it takes,
 // whether it replies, and what it does.
 import createDebug from 'debug';
-import { BusyPoll } from '../sys/busy-poll';
-import { EventFd, Fd, closeAll } from '../sys/fd';
-import { LogLimiter } from '../sys/log-limiter';
+import { BusyPoll } from './platform/busy-poll';
+import { EventFd, Fd, closeAll } from './platform/fd';
+import { LogLimiter } from './platform/log-limiter';
 import { DEFAULT_MAX_INDIRECT, MAX_INDIRECT_LIMIT } from './chain';
 import type { Connection, Message } from './connection';
 import type { VhostUserDevice } from './device';
@@ -17,7 +17,7 @@ import {
 } from './message';
 import { MAX_QUEUE_SIZE, Vring, type RingFeatures } from './vring';
 
-const debug = createDebug('qcuda:vhost-user');
+const debug = createDebug('vhost-user:backend');
 
 export const MAX_MEM_SLOTS = 32;
 

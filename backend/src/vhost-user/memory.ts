@@ -2,12 +2,12 @@
 // its guest-physical address (descriptor buffers) and by the frontend's
 // virtual address (ring addresses). Every lookup checks the whole range.
 import createDebug from 'debug';
-import { native, type Mapping } from '../sys/native';
-import type { Fd } from '../sys/fd';
-import { MAX_SAFE_BIG } from '../sys/numbers';
+import { native, type Mapping } from './platform/native';
+import type { Fd } from './platform/fd';
+import { MAX_SAFE_BIG } from './platform/numbers';
 import { ProtocolError, type MemRegion } from './message';
 
-const debug = createDebug('qcuda:vhost-user:mem');
+const debug = createDebug('vhost-user:mem');
 
 /** JS views are windows of at most 4 GiB (N-API); overlapping them by OVERLAP
  * keeps any range up to OVERLAP bytes (every ring) inside a single window. */

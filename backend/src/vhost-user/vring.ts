@@ -8,14 +8,14 @@
 // publishing used->idx and reading the driver's suppression fields.
 import createDebug from 'debug';
 import { ChainError, DescTable, walkChain, type DescChain } from './chain';
-import type { BusyPoll } from '../sys/busy-poll';
-import { EventFd } from '../sys/fd';
+import type { BusyPoll } from './platform/busy-poll';
+import { EventFd } from './platform/fd';
 import { leftover, type InflightRecord } from './inflight';
 import type { MemoryTable } from './memory';
 import { ProtocolError, type VringAddr } from './message';
 import { Request } from './request';
 
-const debug = createDebug('qcuda:vhost-user:vring');
+const debug = createDebug('vhost-user:vring');
 
 export const MAX_QUEUE_SIZE = 32768;
 const VRING_AVAIL_F_NO_INTERRUPT = 1;
