@@ -9,11 +9,12 @@ import { DEFAULT_MAX_INDIRECT, MAX_INDIRECT_LIMIT } from './chain';
 import type { Connection, Message } from './connection';
 import type { VhostUserDevice } from './device';
 import { stderrLogger, type Logger } from './logger';
+import { ProtocolError } from './errors';
 import { MemoryTable } from './memory';
 import {
   bit, decodeConfig, decodeMemTable, decodeSingleRegion, decodeU64, decodeVringAddr, decodeVringFdArg,
   decodeVringState, encodeConfig, encodeU64, encodeVringState, FLAG_NEED_REPLY, FLAG_REPLY, FLAG_VERSION,
-  MAX_CONFIG_SIZE, ProtoF, ProtocolError, Req, reqName, VirtioF, VRING_ADDR_F_LOG,
+  MAX_CONFIG_SIZE, ProtoF, Req, reqName, VirtioF, VRING_ADDR_F_LOG,
 } from './message';
 import { MAX_QUEUE_SIZE, Vring, type RingFeatures } from './vring';
 

@@ -6,7 +6,8 @@ import createDebug from 'debug';
 import { native, POLL_READABLE, POLL_WRITABLE } from './platform/native';
 import { Fd, closeAll } from './platform/fd';
 import { Outbox } from './platform/outbox';
-import { checkHeader, decodeHeader, encodeMessage, HEADER_SIZE, MAX_FDS, ProtocolError, type Header } from './message';
+import { checkHeader, decodeHeader, encodeMessage, HEADER_SIZE, MAX_FDS, type Header } from './message';
+import { ProtocolError } from './errors';
 
 const debug = createDebug('vhost-user:conn');
 

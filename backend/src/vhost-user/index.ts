@@ -14,13 +14,14 @@ export { MAX_SAFE_BIG } from './platform/numbers';
 export { Outbox } from './platform/outbox';
 export { Backend, describeRegions, MAX_MEM_SLOTS } from './backend';
 export {
-  ChainError, DEFAULT_MAX_INDIRECT, DESC_SIZE, DescTable, MAX_INDIRECT_LIMIT, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT,
+  DEFAULT_MAX_INDIRECT, DESC_SIZE, DescTable, MAX_INDIRECT_LIMIT, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT,
   VIRTQ_DESC_F_WRITE, walkChain, type Buf, type DescChain,
 } from './chain';
 export { Connection, type Message } from './connection';
+export { ChainError, MemoryError, ProtocolError, RequestError, RingError, VhostUserError, type VhostUserErrorKind } from './errors';
 export type { VhostUserDevice } from './device';
 export { stderrLogger, type Logger } from './logger';
-export { GuestRegion, MemoryError, MemoryTable, type MemoryListener } from './memory';
+export { GuestRegion, MemoryTable, type MemoryListener } from './memory';
 export * from './message';
 export { Request } from './request';
 export { VhostUserServer, type DeviceSource, type PeerCheck, type ServerEvents, type ServerOptions } from './server';

@@ -20,6 +20,7 @@
 // ring after usedIdx was stored is done; a head marked but still at the
 // avail slot lastAvail names was not taken.
 import { native, type Mapping } from './platform/native';
+import { RingError } from './errors';
 import { Fd } from './platform/fd';
 
 const HEADER = 16;
@@ -66,7 +67,7 @@ export class InflightRecord {
     const recorded = new DataView(r.#bytes.buffer, r.#bytes.byteOffset).getUint32(4, true);
     if (recorded !== size) {
       r.close();
-      throw new Error(`an in-flight record for ${recorded} entries, not ${size}`);
+      throw new RingError(`an in-flight record for ${recorded} entries, not ${size}`);
     }
     return r;
   }

@@ -5,7 +5,8 @@ import createDebug from 'debug';
 import { native, type Mapping } from './platform/native';
 import type { Fd } from './platform/fd';
 import { MAX_SAFE_BIG } from './platform/numbers';
-import { ProtocolError, type MemRegion } from './message';
+import { MemoryError, ProtocolError } from './errors';
+import type { MemRegion } from './message';
 
 const debug = createDebug('vhost-user:mem');
 
@@ -21,9 +22,6 @@ const OVERLAP = 1 << 20;
 const NUMBER_LIMIT = 2 ** 52;
 const NUMBER_LIMIT_BIG = BigInt(NUMBER_LIMIT);
 
-export class MemoryError extends Error {
-  override readonly name = 'MemoryError';
-}
 
 export class GuestRegion {
   readonly gpa: bigint;

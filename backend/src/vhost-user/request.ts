@@ -1,6 +1,7 @@
 // One request taken from a virtqueue, as a device handler sees it: the
 // readable bytes the driver sent and the writable space for the reply.
 import type { Buf, DescChain } from './chain';
+import { RequestError } from './errors';
 import type { GuestRegion, MemoryTable } from './memory';
 
 export class Request {
@@ -127,7 +128,7 @@ function pieces(bufs: Buf[], offset: number, len: number): { gpa: bigint; n: num
 
 function checkRange(what: string, offset: number, len: number, limit: number): void {
   if (!Number.isInteger(offset) || !Number.isInteger(len) || offset < 0 || len < 0 || offset + len > limit)
-    throw new RangeError(`${what} of ${len} bytes at ${offset} exceeds the ${limit} bytes of the chain`);
+    throw new RequestError(`${what} of ${len} bytes at ${offset} exceeds the ${limit} bytes of the chain`);
 }
 
 function concat(parts: Uint8Array[], len: number): Uint8Array {

@@ -7,12 +7,13 @@
 // order the spec needs, and the seq-cst store is the full barrier between
 // publishing used->idx and reading the driver's suppression fields.
 import createDebug from 'debug';
-import { ChainError, DescTable, walkChain, type DescChain } from './chain';
+import { DescTable, walkChain, type DescChain } from './chain';
+import { ChainError, ProtocolError, RingError } from './errors';
 import type { BusyPoll } from './platform/busy-poll';
 import { EventFd } from './platform/fd';
 import { leftover, type InflightRecord } from './inflight';
 import type { MemoryTable } from './memory';
-import { ProtocolError, type VringAddr } from './message';
+import type { VringAddr } from './message';
 import { Request } from './request';
 
 const debug = createDebug('vhost-user:vring');
@@ -152,7 +153,7 @@ export class Vring {
   }
 
   setNum(num: number): void {
-    if (this.started) throw new ProtocolError(`vring ${this.index}: SET_VRING_NUM on a started ring`);
+    if (this.started) throw new RingError(`vring ${this.index}: SET_VRING_NUM on a started ring`);
     const max = this.limits.maxSize;
     if (num === 0 || num > max || (num & (num - 1)) !== 0)
       throw new ProtocolError(`vring ${this.index}: size ${num} is not a power of two in 1..${max}`);
@@ -160,13 +161,13 @@ export class Vring {
   }
 
   setBase(base: number): void {
-    if (this.started) throw new ProtocolError(`vring ${this.index}: SET_VRING_BASE on a started ring`);
+    if (this.started) throw new RingError(`vring ${this.index}: SET_VRING_BASE on a started ring`);
     if (base > 0xffff) throw new ProtocolError(`vring ${this.index}: base ${base} is not a 16-bit index`);
     this.lastAvail = base;
   }
 
   setAddr(addr: VringAddr): void {
-    if (this.size === 0) throw new ProtocolError(`vring ${this.index}: SET_VRING_ADDR before SET_VRING_NUM`);
+    if (this.size === 0) throw new RingError(`vring ${this.index}: SET_VRING_ADDR before SET_VRING_NUM`);
     this.#views = mapRing(this.index, addr, this.size, this.memory);
     this.#addr = addr;
     this.#usedIdx = this.#signalledUsed = Atomics.load(this.#views.used16, 1);
@@ -252,7 +253,7 @@ export class Vring {
 
   /** Where the ring stands now (see RingState). */
   state(): RingState {
-    if (!this.#addr) throw new ProtocolError(`vring ${this.index}: no ring addresses`);
+    if (!this.#addr) throw new RingError(`vring ${this.index}: no ring addresses`);
     return {
       index: this.index, size: this.size, lastAvail: this.lastAvail, usedIdx: this.#usedIdx, signalledUsed: this.#signalledUsed,
       addr: this.#addr, features: { ...this.features }, limits: { ...this.limits }, enabled: this.enabled,
@@ -278,14 +279,14 @@ export class Vring {
    * within STOP_TIMEOUT_MS.
    */
   async detach(): Promise<RingState> {
-    if (!this.started || !this.#addr || this.#delegated || this.broken) throw new ProtocolError(`vring ${this.index}: only a started, working ring can be handed over`);
+    if (!this.started || !this.#addr || this.#delegated || this.broken) throw new RingError(`vring ${this.index}: only a started, working ring can be handed over`);
     this.#delegated = true;
     this.kick?.unwatch();
     this.#stopPolling();
     await this.#settle();
     if (this.#inflight > 0) {
       this.resume();
-      throw new ProtocolError(`vring ${this.index}: ${this.#inflight} requests still in flight after ${STOP_TIMEOUT_MS} ms`);
+      throw new RingError(`vring ${this.index}: ${this.#inflight} requests still in flight after ${STOP_TIMEOUT_MS} ms`);
     }
     return this.state();
   }
