@@ -23,6 +23,7 @@ export type { VhostUserDevice } from './device';
 export { stderrLogger, type Logger } from './logger';
 export { GuestRegion, MemoryTable, type MemoryListener } from './memory';
 export * from './message';
+export { Reader, Writer, type Segment, type Struct } from './cursor';
 export { Request } from './request';
 export { VhostUserServer, type DeviceSource, type PeerCheck, type ServerEvents, type ServerOptions } from './server';
 export { MAX_QUEUE_SIZE, Vring, type FrontRing, type LeftRequest, type RingFront, type RingState } from './vring';

@@ -1,6 +1,7 @@
 // One request taken from a virtqueue, as a device handler sees it: the
 // readable bytes the driver sent and the writable space for the reply.
 import type { Buf, DescChain } from './chain';
+import { Reader, Writer } from './cursor';
 import { RequestError } from './errors';
 import type { GuestRegion, MemoryTable } from './memory';
 
@@ -49,6 +50,16 @@ export class Request {
 
   get writableBytes(): number {
     return this.chain.writableBytes;
+  }
+
+  /** A cursor over the readable bytes (what the driver sent), from the first. */
+  reader(): Reader {
+    return new Reader(this);
+  }
+
+  /** A cursor over the writable bytes (room for the reply), from the first. */
+  writer(): Writer {
+    return new Writer(this);
   }
 
   /** The readable bytes [offset, offset+len): a view when contiguous, else a copy. */
