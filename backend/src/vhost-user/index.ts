@@ -26,5 +26,6 @@ export * from './message';
 export { Reader, Writer, type Segment, type Struct } from './cursor';
 export { Request } from './request';
 export { VhostUserServer, type DeviceSource, type PeerCheck, type ServerEvents, type ServerOptions } from './server';
-export { MAX_QUEUE_SIZE, Vring, type FrontRing, type LeftRequest, type RingFront, type RingState } from './vring';
+export { MAX_QUEUE_SIZE, Vring, type RingState } from './vring';
+export type { FrontRing, Handler, LeftRequest, RingFront } from './ring-front';
 export { InflightRecord, leftover, type Leftover, type RingNow } from './inflight';
