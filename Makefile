@@ -6,7 +6,7 @@ CACHE ?= $(HOME)/.cache/qcuda
 BUILD := $(CURDIR)/build
 # node-gyp builds against the headers of the node that runs it (no download).
 NODEDIR := $(shell d=$$(dirname $$(dirname $$(command -v node))); [ -f $$d/include/node/node_api.h ] && echo $$d)
-ADDON := addon/build/Release/qcuda_native.node
+ADDON := addon/build/Release/vhost_user_native.node
 
 .PHONY: all node test test-unit run bench clean gen check-gen
 all: node
@@ -17,7 +17,7 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
 
-$(ADDON): addon/binding.gyp $(wildcard addon/src/*) node_modules/.installed
+$(ADDON): addon/binding.gyp $(wildcard addon/src/* addon/src/vhost-user/*) node_modules/.installed
 	cd addon && ../node_modules/.bin/node-gyp rebuild $(if $(NODEDIR),--nodedir=$(NODEDIR))
 
 dist/.built: tsconfig.json $(shell find backend/src test -name '*.ts') node_modules/.installed

@@ -1,23 +1,44 @@
 {
   "targets": [{
-    "target_name": "qcuda_native",
+    "target_name": "vhost_user_native",
     "sources": [
-      "src/addon.cc",
-      "src/errors.cc",
-      "src/socket.cc",
-      "src/memory.cc",
-      "src/eventfd.cc",
-      "src/watcher.cc",
+      "src/vhost-user/addon.cc",
+      "src/vhost-user/errors.cc",
+      "src/vhost-user/socket.cc",
+      "src/vhost-user/memory.cc",
+      "src/vhost-user/eventfd.cc",
+      "src/vhost-user/watcher.cc"
+    ],
+    "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+    "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
+    "cflags!": ["-fno-exceptions"],
+    "cflags_cc!": ["-fno-exceptions"],
+    "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-O2"]
+  }, {
+    "target_name": "vhost_user_bench",
+    "sources": [
+      "src/vhost-user/bench_addon.cc",
+      "src/vhost-user/errors.cc",
+      "src/vhost-user/ring_loop.cc"
+    ],
+    "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+    "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
+    "cflags!": ["-fno-exceptions"],
+    "cflags_cc!": ["-fno-exceptions"],
+    "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-O2"]
+  }, {
+    "target_name": "qcuda_sys",
+    "sources": [
+      "src/sys_addon.cc",
+      "src/vhost-user/errors.cc",
       "src/ledger.cc",
-      "src/ring_loop.cc",
       "src/sandbox.cc"
     ],
     "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
     "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
     "cflags!": ["-fno-exceptions"],
     "cflags_cc!": ["-fno-exceptions"],
-    "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-O2"],
-    "libraries": ["-ldl"]
+    "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-O2"]
   }, {
     "target_name": "qcuda_cuda",
     "sources": [

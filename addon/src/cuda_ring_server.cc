@@ -63,7 +63,7 @@
 #include "cuda_ring_server.h"
 #include "guest_ring.h"
 #include "qcuda_proto.h"
-#include "typed_view.h"
+#include "vhost-user/typed_view.h"
 
 namespace qcuda::cuda {
 namespace {

@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "errors.h"
+#include "vhost-user/errors.h"
 
 namespace qcuda {
 namespace {

@@ -27,7 +27,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "errors.h"
+#include "vhost-user/errors.h"
 
 namespace qcuda {
 namespace {

@@ -1,7 +1,9 @@
 // The backend's module graph, type imports included: no cycles, nothing
 // outside the vhost-user library reaches into it but through its index, and
-// qcuda's layers point one way: commands and the dispatcher above the
-// Provider interface, providers below it.
+// the library reaches nothing outside itself but Node's builtins, the
+// packages its package.json names and its own addons; and qcuda's layers
+// point one way: commands and the dispatcher above the Provider interface,
+// providers below it.
 import test from 'ava';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -23,16 +25,22 @@ function resolve(from: string, spec: string): string | undefined {
   return undefined;
 }
 
-/** Every relative import and export-from of a file, type-only ones too (dynamic import() and require() too). */
-function imports(file: string): string[] {
+/** Every import and export-from of a file, type-only ones too (dynamic import() and require() too): the specifiers as written. */
+function specifiers(file: string): string[] {
   const text = fs.readFileSync(file, 'utf8');
-  const specs = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^;'"]*?from\s*'(\.[^']+)'|(?:import|require)\(\s*'(\.[^']+)'\s*\)|typeof import\('(\.[^']+)'\)/g)]
-    .map((m) => m[1] ?? m[2] ?? m[3]);
-  return specs.map((s) => resolve(file, s)).filter((p): p is string => p !== undefined);
+  return [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^;'"]*?from\s*'([^']+)'|(?:^|\n)\s*import\s*'([^']+)'|(?:import|require)\(\s*'([^']+)'\s*\)|typeof import\('([^']+)'\)/g)]
+    .map((m) => m[1] ?? m[2] ?? m[3] ?? m[4]);
+}
+
+/** Every relative import of a file, as module files. */
+function imports(file: string): string[] {
+  return specifiers(file).filter((s) => s.startsWith('.')).map((s) => resolve(file, s)).filter((p): p is string => p !== undefined);
 }
 
 const graph = new Map(files(src).map((f) => [f, imports(f)]));
 const rel = (f: string) => path.relative(src, f);
+const lib = path.join(src, 'vhost-user');
+const inLib = (p: string) => p.startsWith(lib + path.sep);
 
 /** Strongly connected groups of more than one module (Tarjan), or a module importing itself. */
 function cycles(): string[][] {
@@ -74,11 +82,10 @@ test('the backend has no import cycles, type imports included', (t) => {
 });
 
 test('outside vhost-user/, the library is imported only through its index', (t) => {
-  const lib = path.join(src, 'vhost-user');
   const bad: string[] = [];
   for (const [f, deps] of graph) {
-    if (f.startsWith(lib + path.sep)) continue;
-    for (const d of deps) if (d.startsWith(lib + path.sep) && d !== path.join(lib, 'index.ts')) bad.push(`${rel(f)} -> ${rel(d)}`);
+    if (inLib(f)) continue;
+    for (const d of deps) if (inLib(d) && d !== path.join(lib, 'index.ts')) bad.push(`${rel(f)} -> ${rel(d)}`);
   }
   t.deepEqual(bad, []);
 });
@@ -110,4 +117,35 @@ test('the parts of a session see it only through session-core.ts: not session.ts
 
 test('qcuda imports neither the device registry nor the command line (they choose and inject its provider)', (t) => {
   t.deepEqual(edges(under('qcuda'), (d) => under('devices')(d) || under('cli')(d)), []);
+});
+
+/**
+ * What a library file reaches outside the library: relative paths that leave
+ * its folder, packages its package.json does not name, and native addons
+ * other than its own (loadAddon('name') or a '.node' file named anywhere
+ * but platform/native.ts).
+ */
+function escapes(file: string, pkg: { dependencies?: Record<string, string>; addons?: string[] }): string[] {
+  const out: string[] = [];
+  for (const spec of specifiers(file)) {
+    if (spec.startsWith('.')) {
+      if (!inLib(path.resolve(path.dirname(file), spec))) out.push(spec);
+    } else if (!spec.startsWith('node:') && !(spec in (pkg.dependencies ?? {}))) out.push(spec);
+  }
+  const text = fs.readFileSync(file, 'utf8');
+  for (const m of text.matchAll(/loadAddon(?:<[^>]*>)?\(\s*'([^']+)'/g)) if (!(pkg.addons ?? []).includes(m[1])) out.push(`addon ${m[1]}`);
+  if (file !== path.join(lib, 'platform', 'native.ts') && /\.node['`]/.test(text)) out.push('a .node file');
+  return out;
+}
+
+test('vhost-user/ imports only itself, node: builtins, its package.json dependencies and its own addons', (t) => {
+  const pkg = JSON.parse(fs.readFileSync(path.join(lib, 'package.json'), 'utf8'));
+  t.is(pkg.name, 'vhost-user-ts');
+  const root = JSON.parse(fs.readFileSync(path.join(src, '..', '..', 'package.json'), 'utf8'));
+  // Each dependency the library names is one the repository installs, at the same version.
+  for (const [name, version] of Object.entries(pkg.dependencies ?? {})) t.is(root.dependencies?.[name], version, name);
+  const libFiles = [...graph.keys()].filter(inLib);
+  t.true(libFiles.length > 15, `${libFiles.length} library modules found`);
+  const bad = libFiles.flatMap((f) => escapes(f, pkg).map((e) => `${rel(f)} -> ${e}`));
+  t.deepEqual(bad, []);
 });

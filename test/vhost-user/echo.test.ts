@@ -91,7 +91,7 @@ test('a 1 MiB request in one chain of large buffers', async (t) => {
 test.serial('a driver loop in C makes n steps of calls (one chain, then two), each answered; the ring goes on after it; a bad answer stops it', async (t) => {
   const { spawn } = await import('node:child_process');
   const path = await import('node:path');
-  const { native } = await import('../../backend/src/sys/native');
+  const { native } = await import('../../backend/src/vhost-user');
   const { Frontend: Fe, GuestMemory } = await import('../../backend/src/vhost-user/frontend');
   const [mine, theirs] = native.socketPair();
   const child = spawn(process.execPath, [path.resolve(__dirname, '..', '..', 'backend', 'src', 'cli', 'backend.js'), '--fd=3', '--device=echo', '--queues=1', '--poll-us=50'],

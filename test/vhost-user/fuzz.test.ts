@@ -4,9 +4,8 @@
 // leak an fd, or touch memory outside the guest.
 import test, { type ExecutionContext } from 'ava';
 import { EchoDevice } from '../../backend/src/devices/echo';
-import { native } from '../../backend/src/sys/native';
 import {
-  ChainError, DEFAULT_MAX_INDIRECT as MAX_INDIRECT, DescTable, encodeConfig, encodeMemTable, encodeMessage, encodeU64,
+  native, ChainError, DEFAULT_MAX_INDIRECT as MAX_INDIRECT, DescTable, encodeConfig, encodeMemTable, encodeMessage, encodeU64,
   encodeVringAddr, encodeVringState, Fd, FLAG_NEED_REPLY, FLAG_VERSION, MemoryError, MemoryTable, ProtocolError, Req,
   VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT, VIRTQ_DESC_F_WRITE, walkChain,
 } from '../../backend/src/vhost-user';

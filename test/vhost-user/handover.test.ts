@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { EchoDevice, ECHO_TRAILER } from '../../backend/src/devices/echo';
 import { Channel } from '../../backend/src/qcuda/providers/channel';
-import { native } from '../../backend/src/sys/native';
+import { native } from '../../backend/src/vhost-user';
 import { InflightRecord, leftover } from '../../backend/src/vhost-user/inflight';
 import type { Frontend, Used } from '../../backend/src/vhost-user/frontend';
 import type { VhostUserServer } from '../../backend/src/vhost-user';

@@ -8,7 +8,7 @@ import {
   decodeVringState, encodeConfig, encodeMemTable, encodeMessage, encodeSingleRegion, encodeU64, encodeVringAddr, encodeVringState,
   FLAG_NEED_REPLY, FLAG_REPLY, FLAG_VERSION, HEADER_SIZE, MAX_CONFIG_SIZE, MAX_MEM_TABLE_REGIONS, MAX_PAYLOAD, ProtocolError, Req, reqName,
   type MemRegion,
-} from '../../backend/src/vhost-user/message';
+} from '../../backend/src/vhost-user';
 
 const MAX64 = (1n << 64n) - 1n;
 
@@ -16,6 +16,7 @@ const MAX64 = (1n << 64n) - 1n;
 function bad(t: ExecutionContext, fn: () => unknown, re: RegExp, what?: string): void {
   const e = t.throws(fn, { instanceOf: ProtocolError }, what);
   if (e) t.regex(e.message, re, what);
+  if (e) t.is(e.kind, 'protocol', what);
 }
 
 /** The same bytes at an odd offset of a larger buffer (decoders must honour byteOffset). */

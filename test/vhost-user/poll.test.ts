@@ -5,7 +5,7 @@
 import test from 'ava';
 import { EchoDevice, ECHO_TRAILER } from '../../backend/src/devices/echo';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import { BusyPoll } from '../../backend/src/sys/busy-poll';
+import { BusyPoll } from '../../backend/src/vhost-user';
 import type { Frontend } from '../../backend/src/vhost-user/frontend';
 import { prng, randomBytes, started, tick } from '../helpers';
 import { QcudaClient } from '../qcuda/client';

@@ -3,9 +3,8 @@
 // and the server keeps serving.
 import test from 'ava';
 import { EchoDevice } from '../../backend/src/devices/echo';
-import { native } from '../../backend/src/sys/native';
 import {
-  encodeConfig, encodeMemTable, encodeU64, encodeVringAddr, encodeVringState, EventFd, FLAG_NEED_REPLY, FLAG_VERSION,
+  native, encodeConfig, encodeMemTable, encodeU64, encodeVringAddr, encodeVringState, EventFd, FLAG_NEED_REPLY, FLAG_VERSION,
   encodeMessage, Req,
 } from '../../backend/src/vhost-user';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';

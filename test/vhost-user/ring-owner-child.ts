@@ -8,7 +8,7 @@
 //   out: { t: 'adopted' }, { t: 'state', state, served } after detach
 import { EchoDevice } from '../../backend/src/devices/echo';
 import { Channel } from '../../backend/src/qcuda/providers/channel';
-import { EventFd, Fd } from '../../backend/src/sys/fd';
+import { EventFd, Fd } from '../../backend/src/vhost-user';
 import { InflightRecord } from '../../backend/src/vhost-user/inflight';
 import { MemoryTable } from '../../backend/src/vhost-user/memory';
 import type { MemRegion } from '../../backend/src/vhost-user/message';

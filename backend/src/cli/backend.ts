@@ -192,7 +192,7 @@ that would pass it fails with the CUDA error named, nothing grows):
 
 Logging: one line on stderr per VM event (frontend connected or gone, memory
 table, session opened or closed with what it held, errors), at most --log-rate
-a second; DEBUG=qcuda:* adds protocol traces. Exit status: 0 on SIGTERM/SIGINT
+a second; DEBUG=qcuda:*,vhost-user:* adds protocol traces. Exit status: 0 on SIGTERM/SIGINT
 or when an --fd connection ends; 2 on bad usage (one line on stderr, before
 anything starts: a bad number or value, an option of another --device, a
 socket in a missing directory, an --fd that is not an open socket); 1 on a

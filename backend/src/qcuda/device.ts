@@ -4,7 +4,7 @@
 // every request against the command table, finds the caller's session, and
 // answers every failure with a status; nothing the guest sends is trusted.
 import createDebug from 'debug';
-import type { MemoryTable, Request, VhostUserDevice, Vring } from '../vhost-user';
+import type { MemoryTable, Reader, Request, Struct, VhostUserDevice, Vring, Writer } from '../vhost-user';
 import type { BatchEnding, Call, DeviceState, Result, Run, SessionCmd } from './command';
 import { COMMANDS, finishBatch, runGated } from './commands';
 import { CudaErr, CudaError } from './cuda-error';
@@ -24,6 +24,8 @@ const debug = createDebug('qcuda:device');
 
 const REQ = LAYOUT.qcuda_req_hdr.size;
 const RESP = LAYOUT.qcuda_resp_hdr.size;
+/** A request's header, read by a cursor. */
+const REQ_HDR: Struct<ReturnType<typeof decode<'qcuda_req_hdr'>>> = { size: REQ, decode: (b) => decode('qcuda_req_hdr', b) };
 /** An empty reply payload or argument tail: one shared array (a new empty typed array costs an allocation outside the heap). */
 const NOTHING = new Uint8Array(0);
 
@@ -84,11 +86,11 @@ const ROUTES = new Map<number, Route>(
   }),
 );
 
-/** The guest memory a command's data lies in, resolved from the current memory table (and held with the request). */
-function dataOf(req: Request, dir: 'to' | 'from' | undefined, at: number, dataIn: number, dataOut: number): GuestSeg[] {
+/** The guest memory a command's data lies in (all of sent's or room's bytes), resolved from the current memory table (and held with the request). */
+function dataOf(dir: 'to' | 'from' | undefined, sent: Reader, room: Writer): GuestSeg[] {
   try {
-    if (dir === 'to') return req.segments('readable', at, dataIn);
-    if (dir === 'from') return req.segments('writable', req.writableBytes - dataOut, dataOut);
+    if (dir === 'to') return sent.segments();
+    if (dir === 'from') return room.segments();
     return [];
   } catch (e) {
     // The guest's buffers left guest memory while the request waited (a memory table change).
@@ -249,8 +251,9 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const out = r.out ?? NOTHING;
     // Checked last: the command itself may just have brought device output.
     const status = (r.status ?? 0) | (caller.session?.output.pending ? QCUDA_ST_OUTPUT : 0);
-    req.write(0, encode('qcuda_resp_hdr', { status, len: out.length, value: r.value ?? 0n }));
-    req.write(RESP, out);
+    const reply = req.writer();
+    reply.write(encode('qcuda_resp_hdr', { status, len: out.length, value: r.value ?? 0n }));
+    reply.write(out);
     this.served[req.queue]++;
     if (caller.session) caller.session.calls++;
     // The data went out only if the command succeeded; otherwise the guest must not read it.
@@ -268,15 +271,17 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
 
   /** Runs the request; caller.session is set once the caller's session is known, caller.dataOut once the data's direction is. */
   #dispatch(req: Request, caller: Caller): Now<Result> {
-    if (req.readableBytes < REQ) throw new CudaError(Status.BAD_REQUEST, `request of ${req.readableBytes} bytes`);
-    const h = decode('qcuda_req_hdr', req.read(0, REQ));
+    // body: the bytes the guest sent, read from the front: the header, then the arguments, split from the data after them.
+    const body = req.reader();
+    if (body.available < REQ) throw new CudaError(Status.BAD_REQUEST, `request of ${req.readableBytes} bytes`);
+    const h = body.readObj(REQ_HDR);
     const { cmd, len, data_len: dataLen } = h;
     if (len > QCUDA_MAX_ARGS && cmd !== Cmd.NOP) throw new CudaError(Status.TOO_LARGE, `${len} argument bytes`);
     switch (cmd) {
       case Cmd.NOP:
-        return this.#nop(req, len);
+        return this.#nop(req, body, len);
       case Cmd.SESSION_OPEN:
-        return this.#openSession(req, len);
+        return this.#openSession(req, body, len);
       case Cmd.SESSION_CLOSE:
         return this.#closeSession(h.session);
       default:
@@ -295,35 +300,38 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     if (!spec.data && (dataLen !== 0n || h.data_offset !== 0n)) throw new CudaError(Status.BAD_REQUEST, `${name} carries no data`);
     const dataIn = spec.data === 'to' ? Number(dataLen) : 0;
     const dataOut = spec.data === 'from' ? Number(dataLen) : 0;
-    if (dataLen > MAX_SAFE_BIG || req.readableBytes !== REQ + len + dataIn)
+    if (dataLen > MAX_SAFE_BIG || body.available !== len + dataIn)
       throw new CudaError(Status.BAD_REQUEST, `${name}: ${req.readableBytes} readable bytes for ${len} argument and ${dataLen} data bytes`);
-    if (req.writableBytes < RESP + outSize + dataOut)
+    const reply = req.writer();
+    if (reply.available < RESP + outSize + dataOut)
       throw new CudaError(Status.BAD_REQUEST, `${name}: ${req.writableBytes} writable bytes, needs ${RESP + outSize + dataOut}`);
+    const dataSent = body.splitAt(len);
+    const dataRoom = reply.splitAt(reply.available - dataOut);
     const call = {
-      session, args: spec.args ? decode(spec.args, req.read(REQ, argsSize)) : {}, queue: req.queue, data: [],
+      session, args: spec.args ? decode(spec.args, body.read(argsSize)) : {}, queue: req.queue, data: [],
       dataOffset: h.data_offset, dataLen, dev: this,
-      extra: len > argsSize ? req.read(REQ + argsSize, len - argsSize).slice() : NOTHING,
+      extra: body.available > 0 ? body.read(body.available).slice() : NOTHING,
     } as Call;
     return runGated(spec, route.run, call, () => {
       // Host addresses of the data are worked out here, after any wait: the
       // memory table may have changed meanwhile. The request then holds the
       // table they were resolved in too, until it completes (Request.segments).
-      call.data = dataOf(req, spec.data, REQ + len, dataIn, dataOut);
+      call.data = dataOf(spec.data, dataSent, dataRoom);
       caller.dataOut = dataOut;
     });
   }
 
-  #nop(req: Request, len: number): Result {
-    if (len > MAX_NOP_PAYLOAD || req.readableBytes !== REQ + len || req.writableBytes < RESP + len)
+  #nop(req: Request, body: Reader, len: number): Result {
+    if (len > MAX_NOP_PAYLOAD || body.available !== len || req.writableBytes < RESP + len)
       throw new CudaError(Status.TOO_LARGE, `NOP of ${len} bytes`);
-    return { value: BigInt(req.queue), out: req.read(REQ, len).slice() };
+    return { value: BigInt(req.queue), out: body.read(len).slice() };
   }
 
-  #openSession(req: Request, len: number): Result {
+  #openSession(req: Request, body: Reader, len: number): Result {
     if (this.#adoptedOnly) throw new CudaError(Status.BAD_REQUEST, `SESSION_OPEN on queue ${req.queue}, which its session's worker serves`);
     const argsSize = LAYOUT.qcuda_args_session_open.size;
-    if (len !== 0 && (len !== argsSize || req.readableBytes !== REQ + len)) throw new CudaError(Status.BAD_REQUEST, `SESSION_OPEN with ${len} argument bytes`);
-    const flags = len === 0 ? 0 : decode('qcuda_args_session_open', req.read(REQ, argsSize)).flags;
+    if (len !== 0 && (len !== argsSize || body.available !== len)) throw new CudaError(Status.BAD_REQUEST, `SESSION_OPEN with ${len} argument bytes`);
+    const flags = len === 0 ? 0 : decode('qcuda_args_session_open', body.read(argsSize)).flags;
     if (this.sessions.size >= MAX_SESSIONS) throw new CudaError(Status.TOO_LARGE, `more than ${MAX_SESSIONS} sessions`);
     const s = new Session(this.provider, this.vm, 0, { log: (l) => this.log.log(l) });
     this.sessions.set(s.id, s);

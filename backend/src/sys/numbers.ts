@@ -1,4 +1,2 @@
-// Limits of JavaScript numbers, declared once.
-
-/** The largest integer a double holds exactly, as a bigint: a bigint from the wire above it cannot become a number without losing bits. */
-export const MAX_SAFE_BIG = BigInt(Number.MAX_SAFE_INTEGER);
+// Limits of JavaScript numbers: the vhost-user library's (vhost-user/platform/numbers.ts), which qcuda shares.
+export { MAX_SAFE_BIG } from '../vhost-user';

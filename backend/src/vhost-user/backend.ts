@@ -2,22 +2,23 @@
 // rings, and one table that says, for every request, how many fds it takes,
 // whether it replies, and what it does.
 import createDebug from 'debug';
-import { BusyPoll } from '../sys/busy-poll';
-import { EventFd, Fd, closeAll } from '../sys/fd';
-import { LogLimiter } from '../sys/log-limiter';
+import { BusyPoll } from './platform/busy-poll';
+import { EventFd, Fd, closeAll } from './platform/fd';
+import { LogLimiter } from './platform/log-limiter';
 import { DEFAULT_MAX_INDIRECT, MAX_INDIRECT_LIMIT } from './chain';
 import type { Connection, Message } from './connection';
 import type { VhostUserDevice } from './device';
 import { stderrLogger, type Logger } from './logger';
+import { ProtocolError } from './errors';
 import { MemoryTable } from './memory';
 import {
   bit, decodeConfig, decodeMemTable, decodeSingleRegion, decodeU64, decodeVringAddr, decodeVringFdArg,
   decodeVringState, encodeConfig, encodeU64, encodeVringState, FLAG_NEED_REPLY, FLAG_REPLY, FLAG_VERSION,
-  MAX_CONFIG_SIZE, ProtoF, ProtocolError, Req, reqName, VirtioF, VRING_ADDR_F_LOG,
+  MAX_CONFIG_SIZE, ProtoF, Req, reqName, VirtioF, VRING_ADDR_F_LOG,
 } from './message';
 import { MAX_QUEUE_SIZE, Vring, type RingFeatures } from './vring';
 
-const debug = createDebug('qcuda:vhost-user');
+const debug = createDebug('vhost-user:backend');
 
 export const MAX_MEM_SLOTS = 32;
 

@@ -2,6 +2,7 @@
 // untrusted, so a chain that loops, points past the table, nests indirect
 // tables, puts a readable buffer after a writable one or names memory outside
 // the guest is rejected as a whole (ChainError), and only that request fails.
+import { ChainError } from './errors';
 import type { MemoryTable } from './memory';
 
 export const VIRTQ_DESC_F_NEXT = 1;
@@ -17,9 +18,6 @@ export const DEFAULT_MAX_INDIRECT = 32768;
 /** The largest maxIndirect a device may set: `next` is a 16-bit index. */
 export const MAX_INDIRECT_LIMIT = 65536;
 
-export class ChainError extends Error {
-  override readonly name = 'ChainError';
-}
 
 /** A guest buffer: guest-physical address and length. */
 export interface Buf {

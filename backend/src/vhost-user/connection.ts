@@ -3,12 +3,13 @@
 // socket takes them. The peer is untrusted: a malformed header ends the
 // connection (the stream cannot be resynchronised), never the process.
 import createDebug from 'debug';
-import { native, POLL_READABLE, POLL_WRITABLE } from '../sys/native';
-import { Fd, closeAll } from '../sys/fd';
-import { Outbox } from '../sys/outbox';
-import { checkHeader, decodeHeader, encodeMessage, HEADER_SIZE, MAX_FDS, ProtocolError, type Header } from './message';
+import { native, POLL_READABLE, POLL_WRITABLE } from './platform/native';
+import { Fd, closeAll } from './platform/fd';
+import { Outbox } from './platform/outbox';
+import { checkHeader, decodeHeader, encodeMessage, HEADER_SIZE, MAX_FDS, type Header } from './message';
+import { ProtocolError } from './errors';
 
-const debug = createDebug('qcuda:vhost-user:conn');
+const debug = createDebug('vhost-user:conn');
 
 export interface Message extends Header {
   payload: Uint8Array;

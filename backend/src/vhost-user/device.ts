@@ -1,7 +1,7 @@
 // What a device implements to be served over vhost-user: its virtio feature
 // bits, config space, queue count and size, and a request handler. The
 // library does the protocol, the memory and the rings.
-import type { BusyPoll } from '../sys/busy-poll';
+import type { BusyPoll } from './platform/busy-poll';
 import type { MemoryTable } from './memory';
 import type { Request } from './request';
 import type { Vring } from './vring';
@@ -22,7 +22,7 @@ export interface VhostUserDevice {
   readonly features: bigint;
   /**
    * Microseconds the rings are polled after each request and each answer,
-   * the driver's kicks suppressed meanwhile (sys/busy-poll.ts says why);
+   * the driver's kicks suppressed meanwhile (platform/busy-poll.ts says why);
    * 0 or absent: the rings wait for kicks.
    */
   readonly pollUs?: number;

@@ -2,20 +2,30 @@
 // outside this folder imports it through this file; the test frontend
 // (frontend/, which plays QEMU and a guest driver) is a separate entry,
 // frontend/index.ts, so that the backend never loads it.
-// Its system pieces (the addon, Fd/EventFd, the socket write queue, the log
-// rate limiter) live in ../sys/, which the qcuda worker channel shares.
-export { EventFd, Fd } from '../sys/fd';
+// It stands alone: it imports only itself, Node's builtins, `debug` and its
+// own addon (test/cli/imports.test.ts checks). Its system pieces (the addon,
+// Fd/EventFd, the socket write queue, busy polling, the log rate limiter)
+// live in platform/, and are exported here for an embedder to share.
+export { BusyPoll, type PollCheck, type Quiet } from './platform/busy-poll';
+export { closeAll, EventFd, Fd } from './platform/fd';
+export { LogLimiter, printable } from './platform/log-limiter';
+export { native, POLL_READABLE, POLL_WRITABLE, type Mapping, type Native, type RecvResult, type Watcher } from './platform/native';
+export { MAX_SAFE_BIG } from './platform/numbers';
+export { Outbox } from './platform/outbox';
 export { Backend, describeRegions, MAX_MEM_SLOTS } from './backend';
 export {
-  ChainError, DEFAULT_MAX_INDIRECT, DESC_SIZE, DescTable, MAX_INDIRECT_LIMIT, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT,
+  DEFAULT_MAX_INDIRECT, DESC_SIZE, DescTable, MAX_INDIRECT_LIMIT, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT,
   VIRTQ_DESC_F_WRITE, walkChain, type Buf, type DescChain,
 } from './chain';
 export { Connection, type Message } from './connection';
+export { ChainError, MemoryError, ProtocolError, RequestError, RingError, VhostUserError, type VhostUserErrorKind } from './errors';
 export type { VhostUserDevice } from './device';
 export { stderrLogger, type Logger } from './logger';
-export { GuestRegion, MemoryError, MemoryTable, type MemoryListener } from './memory';
+export { GuestRegion, MemoryTable, type MemoryListener } from './memory';
 export * from './message';
+export { Reader, Writer, type Segment, type Struct } from './cursor';
 export { Request } from './request';
 export { VhostUserServer, type DeviceSource, type PeerCheck, type ServerEvents, type ServerOptions } from './server';
-export { MAX_QUEUE_SIZE, Vring, type FrontRing, type LeftRequest, type RingFront, type RingState } from './vring';
+export { MAX_QUEUE_SIZE, Vring, type RingState } from './vring';
+export type { FrontRing, Handler, LeftRequest, RingFront } from './ring-front';
 export { InflightRecord, leftover, type Leftover, type RingNow } from './inflight';

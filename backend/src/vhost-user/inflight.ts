@@ -19,8 +19,9 @@
 // recover() undoes each half-done step: a head whose answer reached the used
 // ring after usedIdx was stored is done; a head marked but still at the
 // avail slot lastAvail names was not taken.
-import { native, type Mapping } from '../sys/native';
-import { Fd } from '../sys/fd';
+import { native, type Mapping } from './platform/native';
+import { RingError } from './errors';
+import { Fd } from './platform/fd';
 
 const HEADER = 16;
 
@@ -52,7 +53,7 @@ export class InflightRecord {
 
   /** A new, empty record for a ring of `size` entries (whose owner starts at lastAvail / usedIdx). */
   static create(size: number, lastAvail: number, usedIdx: number): InflightRecord {
-    const fd = new Fd(native.memfdCreate('qcuda-inflight', InflightRecord.bytesFor(size)));
+    const fd = new Fd(native.memfdCreate('vhost-user-inflight', InflightRecord.bytesFor(size)));
     const r = new InflightRecord(fd, size, new native.Mapping(fd.value, InflightRecord.bytesFor(size), 0));
     new DataView(r.#bytes.buffer, r.#bytes.byteOffset).setUint32(4, size, true);
     r.#words[0] = lastAvail;
@@ -66,7 +67,7 @@ export class InflightRecord {
     const recorded = new DataView(r.#bytes.buffer, r.#bytes.byteOffset).getUint32(4, true);
     if (recorded !== size) {
       r.close();
-      throw new Error(`an in-flight record for ${recorded} entries, not ${size}`);
+      throw new RingError(`an in-flight record for ${recorded} entries, not ${size}`);
     }
     return r;
   }

@@ -2,12 +2,13 @@
 // its guest-physical address (descriptor buffers) and by the frontend's
 // virtual address (ring addresses). Every lookup checks the whole range.
 import createDebug from 'debug';
-import { native, type Mapping } from '../sys/native';
-import type { Fd } from '../sys/fd';
-import { MAX_SAFE_BIG } from '../sys/numbers';
-import { ProtocolError, type MemRegion } from './message';
+import { native, type Mapping } from './platform/native';
+import type { Fd } from './platform/fd';
+import { MAX_SAFE_BIG } from './platform/numbers';
+import { MemoryError, ProtocolError } from './errors';
+import type { MemRegion } from './message';
 
-const debug = createDebug('qcuda:vhost-user:mem');
+const debug = createDebug('vhost-user:mem');
 
 /** JS views are windows of at most 4 GiB (N-API); overlapping them by OVERLAP
  * keeps any range up to OVERLAP bytes (every ring) inside a single window. */
@@ -21,9 +22,6 @@ const OVERLAP = 1 << 20;
 const NUMBER_LIMIT = 2 ** 52;
 const NUMBER_LIMIT_BIG = BigInt(NUMBER_LIMIT);
 
-export class MemoryError extends Error {
-  override readonly name = 'MemoryError';
-}
 
 export class GuestRegion {
   readonly gpa: bigint;

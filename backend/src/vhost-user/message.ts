@@ -1,5 +1,6 @@
 // vhost-user wire format: header, request ids, feature bits, payload codecs.
 // Every decoder checks the payload size it is given; none trusts the peer.
+import { ProtocolError } from './errors';
 
 export const HEADER_SIZE = 12;
 /** Larger than any payload QEMU sends (SET_MEM_TABLE: 8 + 8 * 32, CONFIG: 12 + 256). */
@@ -94,9 +95,6 @@ export const ProtoF = {
 
 export const bit = (n: bigint): bigint => 1n << n;
 
-export class ProtocolError extends Error {
-  override readonly name = 'ProtocolError';
-}
 
 export interface Header {
   request: number;

@@ -1,6 +1,8 @@
 // One request taken from a virtqueue, as a device handler sees it: the
 // readable bytes the driver sent and the writable space for the reply.
 import type { Buf, DescChain } from './chain';
+import { Reader, Writer } from './cursor';
+import { RequestError } from './errors';
 import type { GuestRegion, MemoryTable } from './memory';
 
 export class Request {
@@ -48,6 +50,16 @@ export class Request {
 
   get writableBytes(): number {
     return this.chain.writableBytes;
+  }
+
+  /** A cursor over the readable bytes (what the driver sent), from the first. */
+  reader(): Reader {
+    return new Reader(this);
+  }
+
+  /** A cursor over the writable bytes (room for the reply), from the first. */
+  writer(): Writer {
+    return new Writer(this);
   }
 
   /** The readable bytes [offset, offset+len): a view when contiguous, else a copy. */
@@ -127,7 +139,7 @@ function pieces(bufs: Buf[], offset: number, len: number): { gpa: bigint; n: num
 
 function checkRange(what: string, offset: number, len: number, limit: number): void {
   if (!Number.isInteger(offset) || !Number.isInteger(len) || offset < 0 || len < 0 || offset + len > limit)
-    throw new RangeError(`${what} of ${len} bytes at ${offset} exceeds the ${limit} bytes of the chain`);
+    throw new RequestError(`${what} of ${len} bytes at ${offset} exceeds the ${limit} bytes of the chain`);
 }
 
 function concat(parts: Uint8Array[], len: number): Uint8Array {

@@ -5,14 +5,14 @@
 // socket, can share a process.
 import createDebug from 'debug';
 import fs from 'node:fs';
-import { native } from '../sys/native';
+import { native } from './platform/native';
 import { Backend } from './backend';
-import { Fd } from '../sys/fd';
+import { Fd } from './platform/fd';
 import { Connection, type Message } from './connection';
 import type { VhostUserDevice } from './device';
 import { stderrLogger, type Logger } from './logger';
 
-const debug = createDebug('qcuda:vhost-user:server');
+const debug = createDebug('vhost-user:server');
 
 export interface ServerEvents {
   /** A frontend connected / went away (reason set on a protocol error). */

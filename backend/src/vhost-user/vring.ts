@@ -1,30 +1,27 @@
-// A split virtqueue as the device side sees it, with the ring states of the
-// vhost-user spec: started/stopped (kick fd set, GET_VRING_BASE) and
-// enabled/disabled (SET_VRING_ENABLE), independent of each other.
-//
-// Ordering: ring entries are plain loads/stores; avail->idx is read and
-// used->idx written with Atomics, which on x86 give the acquire/release
-// order the spec needs, and the seq-cst store is the full barrier between
-// publishing used->idx and reading the driver's suppression fields.
+// A virtqueue as the vhost-user backend runs it: the ring states of the
+// vhost-user spec, started/stopped (kick fd set, GET_VRING_BASE) and
+// enabled/disabled (SET_VRING_ENABLE), independent of each other; its fds;
+// taking requests and answering them; polling; and handing the ring to
+// another process and back (detach/adopt/recover, serveFirst). The ring's
+// memory layout and order are split-ring.ts's.
 import createDebug from 'debug';
-import { ChainError, DescTable, walkChain, type DescChain } from './chain';
-import type { BusyPoll } from '../sys/busy-poll';
-import { EventFd } from '../sys/fd';
+import type { DescChain } from './chain';
+import { ProtocolError, RingError } from './errors';
+import type { BusyPoll } from './platform/busy-poll';
+import { EventFd } from './platform/fd';
 import { leftover, type InflightRecord } from './inflight';
 import type { MemoryTable } from './memory';
-import { ProtocolError, type VringAddr } from './message';
+import type { VringAddr } from './message';
 import { Request } from './request';
+import type { Handler, RingFront } from './ring-front';
+import { SplitRing } from './split-ring';
 
-const debug = createDebug('qcuda:vhost-user:vring');
+const debug = createDebug('vhost-user:vring');
 
 export const MAX_QUEUE_SIZE = 32768;
-const VRING_AVAIL_F_NO_INTERRUPT = 1;
-const VRING_USED_F_NO_NOTIFY = 1;
 const RESOLVED = Promise.resolve();
 /** How long GET_VRING_BASE waits for in-flight requests before giving up on them. */
 export const STOP_TIMEOUT_MS = 5000;
-
-export type Handler = (req: Request) => number | Promise<number>;
 
 export interface RingFeatures {
   indirect: boolean;
@@ -55,63 +52,6 @@ export interface RingState {
   enabled: boolean;
 }
 
-/**
- * Serves requests at the ring's head before this process's handler sees
- * them, on this thread, inside the turn that would take them (a session's
- * worker: qcuda's ring server). It answers only what it is sure of and
- * leaves the rest where it is, for the handler.
- */
-export interface RingFront {
-  /** The ring as this process sees it now: given again after each memory table change or new call fd. */
-  attach(ring: FrontRing): void;
-  /** Where the ring stands, in and out of serve(): lastAvail, usedIdx, signalledUsed (then the front's own words). */
-  readonly cursor: Uint32Array;
-  /**
-   * Answers the requests at the ring's head that it can, waiting up to
-   * spinNs after each answer for the next, for budgetNs in all; returns how
-   * many it answered (it took, published and signalled each).
-   */
-  serve(spinNs: number, budgetNs: number): number;
-  /**
-   * After serve(): a request it took (counted in lastAvail and the record)
-   * and left unanswered, for handle to finish and answer as the ring's
-   * handler would; once.
-   */
-  takeLeft?(): LeftRequest | undefined;
-  /**
-   * Whether it may serve while `inflight` requests taken by the handler are
-   * in flight: only if it knows they hold nothing its answers depend on (a
-   * wait parked until something else happens). Without it, only while none is.
-   */
-  servesBeside?(inflight: number): boolean;
-}
-
-/** A request a front took and left for JavaScript to finish (RingFront.takeLeft). */
-export interface LeftRequest {
-  head: number;
-  handle: Handler;
-}
-
-/** A ring's memory and ways, for a RingFront. */
-export interface FrontRing {
-  desc: Uint8Array;
-  avail: Uint16Array;
-  used: Uint16Array;
-  eventIdx: boolean;
-  indirect: boolean;
-  maxIndirect: number;
-  call: EventFd;
-  record: InflightRecord | undefined;
-  memory: MemoryTable;
-}
-
-interface RingViews {
-  desc: DescTable;
-  avail: Uint16Array; // flags, idx, ring[N], used_event
-  used16: Uint16Array; // flags, idx, ..., avail_event
-  used32: Uint32Array; // flags|idx, {id, len}[N]
-}
-
 export class Vring {
   readonly index: number;
   size = 0;
@@ -123,7 +63,7 @@ export class Vring {
   call: EventFd | undefined;
   err: EventFd | undefined;
   #addr: VringAddr | undefined;
-  #views: RingViews | undefined;
+  #views: SplitRing | undefined;
   #usedIdx = 0;
   #signalledUsed = 0;
   #inflight = 0;
@@ -152,7 +92,7 @@ export class Vring {
   }
 
   setNum(num: number): void {
-    if (this.started) throw new ProtocolError(`vring ${this.index}: SET_VRING_NUM on a started ring`);
+    if (this.started) throw new RingError(`vring ${this.index}: SET_VRING_NUM on a started ring`);
     const max = this.limits.maxSize;
     if (num === 0 || num > max || (num & (num - 1)) !== 0)
       throw new ProtocolError(`vring ${this.index}: size ${num} is not a power of two in 1..${max}`);
@@ -160,22 +100,22 @@ export class Vring {
   }
 
   setBase(base: number): void {
-    if (this.started) throw new ProtocolError(`vring ${this.index}: SET_VRING_BASE on a started ring`);
+    if (this.started) throw new RingError(`vring ${this.index}: SET_VRING_BASE on a started ring`);
     if (base > 0xffff) throw new ProtocolError(`vring ${this.index}: base ${base} is not a 16-bit index`);
     this.lastAvail = base;
   }
 
   setAddr(addr: VringAddr): void {
-    if (this.size === 0) throw new ProtocolError(`vring ${this.index}: SET_VRING_ADDR before SET_VRING_NUM`);
-    this.#views = mapRing(this.index, addr, this.size, this.memory);
+    if (this.size === 0) throw new RingError(`vring ${this.index}: SET_VRING_ADDR before SET_VRING_NUM`);
+    this.#views = new SplitRing(`vring ${this.index}`, addr, this.size, this.memory);
     this.#addr = addr;
-    this.#usedIdx = this.#signalledUsed = Atomics.load(this.#views.used16, 1);
+    this.#usedIdx = this.#signalledUsed = this.#views.usedIdx();
     this.#attachFront();
   }
 
   /** After a new memory table the ring addresses resolve to new mappings. */
   remap(): void {
-    this.#views = this.#addr ? mapRing(this.index, this.#addr, this.size, this.memory) : undefined;
+    this.#views = this.#addr ? new SplitRing(`vring ${this.index}`, this.#addr, this.size, this.memory) : undefined;
     this.#attachFront();
   }
 
@@ -188,9 +128,8 @@ export class Vring {
   #attachFront(): void {
     const v = this.#views;
     if (!this.#front || !v || !this.call) return;
-    const d = v.desc.u32;
     this.#front.attach({
-      desc: new Uint8Array(d.buffer, d.byteOffset, d.byteLength), avail: v.avail, used: v.used16, eventIdx: this.features.eventIdx,
+      desc: v.descBytes, avail: v.avail, used: v.used16, eventIdx: this.features.eventIdx,
       indirect: this.features.indirect, maxIndirect: this.limits.maxIndirect, call: this.call, record: this.#record, memory: this.memory,
     });
   }
@@ -252,7 +191,7 @@ export class Vring {
 
   /** Where the ring stands now (see RingState). */
   state(): RingState {
-    if (!this.#addr) throw new ProtocolError(`vring ${this.index}: no ring addresses`);
+    if (!this.#addr) throw new RingError(`vring ${this.index}: no ring addresses`);
     return {
       index: this.index, size: this.size, lastAvail: this.lastAvail, usedIdx: this.#usedIdx, signalledUsed: this.#signalledUsed,
       addr: this.#addr, features: { ...this.features }, limits: { ...this.limits }, enabled: this.enabled,
@@ -278,14 +217,14 @@ export class Vring {
    * within STOP_TIMEOUT_MS.
    */
   async detach(): Promise<RingState> {
-    if (!this.started || !this.#addr || this.#delegated || this.broken) throw new ProtocolError(`vring ${this.index}: only a started, working ring can be handed over`);
+    if (!this.started || !this.#addr || this.#delegated || this.broken) throw new RingError(`vring ${this.index}: only a started, working ring can be handed over`);
     this.#delegated = true;
     this.kick?.unwatch();
     this.#stopPolling();
     await this.#settle();
     if (this.#inflight > 0) {
       this.resume();
-      throw new ProtocolError(`vring ${this.index}: ${this.#inflight} requests still in flight after ${STOP_TIMEOUT_MS} ms`);
+      throw new RingError(`vring ${this.index}: ${this.#inflight} requests still in flight after ${STOP_TIMEOUT_MS} ms`);
     }
     return this.state();
   }
@@ -316,11 +255,11 @@ export class Vring {
   recover(record: InflightRecord, answer?: (req: Request) => number): number[] {
     const v = this.#views;
     if (!this.#delegated || !v) return [];
-    const usedIdx = Atomics.load(v.used16, 1);
+    const usedIdx = v.usedIdx();
     const left = leftover(record, {
-      usedIdx, availIdx: Atomics.load(v.avail, 1),
-      usedHead: (i) => v.used32[1 + (i & (this.size - 1)) * 2],
-      availHead: (i) => v.avail[2 + (i & (this.size - 1))],
+      usedIdx, availIdx: v.availIdx(),
+      usedHead: (i) => v.usedHead(i),
+      availHead: (i) => v.availHead(i),
     });
     this.#usedIdx = usedIdx;
     for (const head of left.heads) this.#publish(v, head, answer ? this.#answerLeft(v, head, answer) : 0);
@@ -340,9 +279,9 @@ export class Vring {
     const v = this.#views;
     if (!this.#delegated || !v) return false;
     const from = record.lastAvail;
-    const count = Math.min((Atomics.load(v.avail, 1) - from) & 0xffff, this.size);
+    const count = Math.min((v.availIdx() - from) & 0xffff, this.size);
     for (let i = 0; i < count; i++) {
-      const head = v.avail[2 + ((from + i) & (this.size - 1))];
+      const head = v.availHead(from + i);
       try {
         if (match(new Request(this.index, this.#walk(v, head), this.memory))) return true;
       } catch (e) {
@@ -353,7 +292,7 @@ export class Vring {
   }
 
   /** A dead process's request, answered here: 0 (failed) if its chain or answer fails. */
-  #answerLeft(v: RingViews, head: number, answer: (req: Request) => number): number {
+  #answerLeft(v: SplitRing, head: number, answer: (req: Request) => number): number {
     try {
       const chain = this.#walk(v, head);
       return answer(new Request(this.index, chain, this.memory));
@@ -413,13 +352,13 @@ export class Vring {
   }
 
   /** Takes what is available until nothing is, kicks suppressed; returns how many were taken. */
-  #drain(v: RingViews): number {
+  #drain(v: SplitRing): number {
     this.#suppressKicks(v, true);
     let took = 0;
     // The front may wait for a caller's next request; it does so for one chain of the poller's at most, so the event loop still turns.
     const end = this.#front ? performance.now() + (this.poll?.chainUs ?? 0) / 1000 : 0;
     for (;;) {
-      const avail = Atomics.load(v.avail, 1);
+      const avail = v.availIdx();
       const pending = (avail - this.lastAvail) & 0xffff;
       if (pending > this.size) {
         this.#fail(`avail index ${avail} is ${pending} entries ahead of ${this.lastAvail}`);
@@ -451,7 +390,7 @@ export class Vring {
    * caller's next request only while the poller's window is open. Returns
    * the requests it took: those it answered, and one it left to finish here.
    */
-  #serveFront(v: RingViews, end: number): number {
+  #serveFront(v: SplitRing, end: number): number {
     const f = this.#front!;
     const c = f.cursor;
     c[0] = this.lastAvail;
@@ -470,10 +409,10 @@ export class Vring {
   }
 
   /** Kicks wanted again; what came before they were is taken now (the store is a full barrier). */
-  #askForKicks(v: RingViews): void {
+  #askForKicks(v: SplitRing): void {
     for (;;) {
       this.#suppressKicks(v, false);
-      if (this.broken || Atomics.load(v.avail, 1) === this.lastAvail) return;
+      if (this.broken || v.availIdx() === this.lastAvail) return;
       if (this.#drain(v) > 0 && this.poll?.enabled) return this.#keepPolling();
     }
   }
@@ -488,7 +427,7 @@ export class Vring {
   /** Nothing to take and nothing in flight: a turn of the poller may spin on the avail index (busy-poll.ts). */
   readonly #quiet = (): boolean => {
     const v = this.#views;
-    return this.#inflight === 0 && (!v || Atomics.load(v.avail, 1) === this.lastAvail);
+    return this.#inflight === 0 && (!v || v.availIdx() === this.lastAvail);
   };
 
   readonly #pollTurn = (expired: boolean): void => {
@@ -501,15 +440,15 @@ export class Vring {
     this.#polling = false;
   }
 
-  #take(v: RingViews): void {
-    const head = v.avail[2 + (this.lastAvail & (this.size - 1))];
+  #take(v: SplitRing): void {
+    const head = v.availHead(this.lastAvail);
     this.lastAvail = (this.lastAvail + 1) & 0xffff;
     this.#record?.took(head, this.lastAvail);
     this.#start(v, head, this.handler);
   }
 
   /** The chain at head, taken, walked and handed to handler; one that breaks the rules is answered at once, with nothing written. */
-  #start(v: RingViews, head: number, handler: Handler): void {
+  #start(v: SplitRing, head: number, handler: Handler): void {
     let chain: DescChain;
     try {
       chain = this.#walk(v, head);
@@ -522,8 +461,8 @@ export class Vring {
   }
 
   /** The chain at head, walked as this ring's features and limits allow (throws what walkChain throws). */
-  #walk(v: RingViews, head: number): DescChain {
-    return walkChain(v.desc, head, this.memory, this.features.indirect, this.limits.maxIndirect);
+  #walk(v: SplitRing, head: number): DescChain {
+    return v.walk(head, this.memory, this.features.indirect, this.limits.maxIndirect);
   }
 
   #dispatch(req: Request, handler: Handler): void {
@@ -564,12 +503,8 @@ export class Vring {
     if (this.#inflight === 0) this.#drained?.();
   }
 
-  #publish(v: RingViews, head: number, len: number): void {
-    const slot = this.#usedIdx & (this.size - 1);
-    v.used32[1 + slot * 2] = head;
-    v.used32[2 + slot * 2] = len >>> 0;
-    this.#usedIdx = (this.#usedIdx + 1) & 0xffff;
-    Atomics.store(v.used16, 1, this.#usedIdx);
+  #publish(v: SplitRing, head: number, len: number): void {
+    this.#usedIdx = v.putUsed(this.#usedIdx, head, len);
     this.#record?.published(head, this.#usedIdx);
   }
 
@@ -592,23 +527,12 @@ export class Vring {
     const old = this.#signalledUsed;
     const now = this.#usedIdx;
     this.#signalledUsed = now;
-    let need: boolean;
-    if (this.features.eventIdx) {
-      const usedEvent = Atomics.load(v.avail, 2 + this.size);
-      need = ((now - usedEvent - 1) & 0xffff) < ((now - old) & 0xffff);
-    } else {
-      need = (Atomics.load(v.avail, 0) & VRING_AVAIL_F_NO_INTERRUPT) === 0;
-    }
-    if (need) this.call?.signal();
+    if (v.needsInterrupt(this.features.eventIdx, old, now)) this.call?.signal();
   }
 
   /** While the ring is being drained the driver need not kick. */
-  #suppressKicks(v: RingViews, suppress: boolean): void {
-    if (this.features.eventIdx) {
-      if (!suppress) Atomics.store(v.used16, 2 + this.size * 4, this.lastAvail);
-    } else {
-      Atomics.store(v.used16, 0, suppress ? VRING_USED_F_NO_NOTIFY : 0);
-    }
+  #suppressKicks(v: SplitRing, suppress: boolean): void {
+    v.suppressKicks(this.features.eventIdx, suppress, this.lastAvail);
   }
 
   #fail(why: string): void {
@@ -617,19 +541,3 @@ export class Vring {
     this.err?.signal();
   }
 }
-
-function mapRing(index: number, a: VringAddr, size: number, mem: MemoryTable): RingViews {
-  const where = `vring ${index}`;
-  if (a.desc % 16n || a.avail % 2n || a.used % 4n) throw new ProtocolError(`${where}: misaligned ring addresses`);
-  const desc = mem.viewVa(a.desc, size * 16);
-  const avail = mem.viewVa(a.avail, 6 + size * 2);
-  const used = mem.viewVa(a.used, 6 + size * 8);
-  return {
-    desc: new DescTable(desc),
-    avail: new Uint16Array(avail.buffer, avail.byteOffset, 3 + size),
-    used16: new Uint16Array(used.buffer, used.byteOffset, 3 + size * 4),
-    used32: new Uint32Array(used.buffer, used.byteOffset, 1 + size * 2),
-  };
-}
-
-export { ChainError };

@@ -1,14 +1,14 @@
 // A vhost-user frontend that plays QEMU and the guest driver over a real
 // socket: negotiation in QEMU 10's order, memfd guest RAM, rings, kicks and
 // call eventfds. Tests and benchmarks drive backends through it.
-import { native } from '../../sys/native';
+import { native } from '../platform/native';
 import { Connection, type Message } from '../connection';
-import { EventFd, Fd } from '../../sys/fd';
+import { EventFd, Fd } from '../platform/fd';
 import {
   bit, decodeConfig, decodeU64, decodeVringState, encodeConfig, encodeMemTable, encodeSingleRegion, encodeU64,
   encodeVringAddr, encodeVringState, FLAG_NEED_REPLY, FLAG_VERSION, ProtoF, Req, reqName, VirtioF,
 } from '../message';
-import { BusyPoll } from '../../sys/busy-poll';
+import { BusyPoll } from '../platform/busy-poll';
 import { GuestMemory } from './guest-memory';
 import { GuestRing, type GuestBuf, type Used } from './guest-ring';
 

@@ -1,7 +1,7 @@
 // Guest RAM for the test frontend: one memfd cut into regions the way QEMU
 // does it (RAM below 4 GiB, the rest above), with a bump allocator.
-import { native, type Mapping } from '../../sys/native';
-import { Fd } from '../../sys/fd';
+import { native, type Mapping } from '../platform/native';
+import { Fd } from '../platform/fd';
 import type { MemRegion } from '../message';
 
 export const GIB = 1n << 30n;
@@ -26,7 +26,7 @@ export class GuestMemory {
   /** Default: 32 MiB at gpa 0 and 32 MiB at gpa 4 GiB. */
   constructor(specs: RegionSpec[] = [{ gpa: 0n, size: 32 << 20 }, { gpa: 4n * GIB, size: 32 << 20 }]) {
     const total = specs.reduce((n, s) => n + s.size, 0);
-    this.fd = new Fd(native.memfdCreate('qcuda-guest-ram', total));
+    this.fd = new Fd(native.memfdCreate('vhost-user-guest-ram', total));
     native.addSeals(this.fd.value, native.F_SEAL_SHRINK | native.F_SEAL_GROW);
     this.#mapping = new native.Mapping(this.fd.value, total, 0);
     this.#bytes = new Uint8Array(this.#mapping.window(0, total));

@@ -2,8 +2,20 @@
 // descriptor free list, avail publishing, kick and interrupt suppression
 // (EVENT_IDX or flags), used harvesting. Tests also use it to corrupt rings.
 import { DESC_SIZE, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT, VIRTQ_DESC_F_WRITE } from '../chain';
-import { native } from '../../sys/native';
+import { loadAddon } from '../platform/native';
 import type { GuestMemory } from './guest-memory';
+
+/** vhost_user_bench.node (addon/src/vhost-user/ring_loop.cc): loaded on a benchmark's first loop(), never by a backend. */
+interface BenchAddon {
+  /**
+   * n times, posts the chains `heads` one after another on a driver's rings (avail and used as mapped here), kicking only
+   * where the device asks, and spins for each answer, which must name its head and put status 0 in the first u32 of its
+   * reply (replies[j] for heads[j]). ns: each step of heads.length calls.
+   */
+  ringLoop(avail: Uint16Array, used: Uint16Array, size: number, eventIdx: boolean, kickFd: number, heads: Uint32Array, availIdx: number,
+    lastUsed: number, n: number, replies: Uint8Array[], timeoutNs: number): { ns: Float64Array; availIdx: number; lastUsed: number; kicks: number };
+}
+let bench: BenchAddon | undefined;
 
 export interface GuestBuf {
   gpa: bigint;
@@ -76,7 +88,7 @@ export class GuestRing {
 
   /**
    * Benchmarks: n times, posts the chains one after another, each once its
-   * predecessor is answered, from C (the addon's ringLoop: a guest driver's
+   * predecessor is answered, from C (vhost_user_bench's ringLoop: a guest driver's
    * synchronous calls, spinning for each answer with interrupts
    * suppressed); each reply must carry status 0 in the first u32 of its
    * replies[j]. Returns each step's round trips in ns. Nothing else may be
@@ -88,7 +100,8 @@ export class GuestRing {
     try {
       for (const bufs of chains) heads.push(this.#addDirect(bufs));
       if (!this.eventIdx) Atomics.store(this.a16, 0, VRING_AVAIL_F_NO_INTERRUPT);
-      const r = native.ringLoop(this.a16, this.u16, this.size, this.eventIdx, kickFd, Uint32Array.from(heads), this.availIdx, this.#lastUsed, n, replies, timeoutNs);
+      bench ??= loadAddon<BenchAddon>('vhost_user_bench');
+      const r = bench.ringLoop(this.a16, this.u16, this.size, this.eventIdx, kickFd, Uint32Array.from(heads), this.availIdx, this.#lastUsed, n, replies, timeoutNs);
       this.availIdx = r.availIdx;
       this.#lastUsed = r.lastUsed;
       this.#kickedAt = r.availIdx;

@@ -1,7 +1,7 @@
 // The memory of a typed array passed in from JS, for the native code that
 // works on it in place (a ring's views, a cursor, a record): checked for
 // kind, length and alignment once, where it comes in. Header-only: both
-// addons (qcuda_native's ring_loop.cc, qcuda_cuda's cuda_ring_server.cc) use it.
+// addons (vhost_user_bench's ring_loop.cc, qcuda_cuda's cuda_ring_server.cc) use it.
 #pragma once
 #include <napi.h>
 

@@ -1,11 +1,10 @@
-// qcuda's native addon: only the system calls JavaScript cannot make.
+// vhost_user_native: only the system calls the vhost-user library needs and
+// JavaScript cannot make (unix sockets with SCM_RIGHTS, memfd/mmap windows,
+// eventfds, fd watchers).
 #include <napi.h>
 
 #include "eventfd.h"
-#include "ledger.h"
 #include "memory.h"
-#include "ring_loop.h"
-#include "sandbox.h"
 #include "socket.h"
 #include "watcher.h"
 
@@ -14,10 +13,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   qcuda::InitMemory(env, exports);
   qcuda::InitEventfd(env, exports);
   qcuda::InitWatcher(env, exports);
-  qcuda::InitLedger(env, exports);
-  qcuda::InitRingLoop(env, exports);
-  qcuda::InitSandbox(env, exports);
   return exports;
 }
 
-NODE_API_MODULE(qcuda_native, Init)
+NODE_API_MODULE(vhost_user_native, Init)
