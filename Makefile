@@ -26,7 +26,8 @@ dist/.built: tsconfig.json $(shell find backend/src test -name '*.ts') node_modu
 # Everything the VM tests need: patched QEMU (cached), guest kernel, driver, image.
 vm: qemu vm-image
 
-test: node vm guest-debs libvirt-deps guest-disk
+# Lint first (lint/lint.mk): a style slip fails in seconds, not after the tests.
+test: lint node vm guest-debs libvirt-deps guest-disk
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node_modules/.bin/ava
 
 # The library and device tests alone (no QEMU, no guest).
@@ -57,6 +58,7 @@ include guest-driver/lib/lib.mk
 include guest-driver/libcuda/libcuda.mk
 include packaging/packaging.mk
 include vm-images/disk/disk.mk
+include lint/lint.mk
 
 # Everything a GPU machine needs (no network, no Node.js there) in .carry/;
 # then on it: bash test/gpu/run.sh (the device tool carries .carry).
