@@ -36,8 +36,8 @@ lint-ts: node_modules/.installed
 # --no-tree: checkpatch runs on files outside a kernel tree; -q: only problems.
 lint-c: lint-deps
 	clang-format --dry-run --Werror $(CLANG_FORMAT_FILES)
-	@cp=$$(CACHE='$(CACHE)' bash $(CHECKPATCH)) && echo "$$cp --no-tree -f -q --terse $(KERNEL_FILES)" && \
-	  perl "$$cp" --no-tree -f -q --terse $(KERNEL_FILES)
+	@cp=$$(CACHE='$(CACHE)' bash $(CHECKPATCH)) && echo "$$cp --no-tree -f -q $(KERNEL_FILES)" && \
+	  perl "$$cp" --no-tree -f -q $(KERNEL_FILES)
 
 # checkpatch has no fix for its one finding here (a block comment's closing
 # */ on its last text line, BLOCK_COMMENT_STYLE): the perl line moves it to a
