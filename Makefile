@@ -34,8 +34,10 @@ test: lint node vm guest-debs libvirt-deps guest-disk
 test-unit: node guest-libcuda guest-debs libvirt-deps
 	node_modules/.bin/ava 'dist/test/addon/**' 'dist/test/vhost-user/**' 'dist/test/qcuda/**' 'dist/test/cli/**'
 
-run: node vm
-	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node dist/backend/src/cli/qcuda.js vm --demo
+# The demo through the installed launcher, which needs no environment
+# (packaging/install.mk): its "Next, try" lines work as printed.
+run: install
+	env -u QEMU_BIN -u GUEST_KERNEL -u GUEST_INITRD '$(BINDIR)/qcuda' vm --demo
 
 # libvirt (test/vm/libvirt.test.ts: virsh defines and starts a domain with
 # the device) and systemd-analyze (test/cli/systemd.test.ts checks the unit).
@@ -57,6 +59,7 @@ include guest-driver/guest.mk
 include guest-driver/lib/lib.mk
 include guest-driver/libcuda/libcuda.mk
 include packaging/packaging.mk
+include packaging/install.mk
 include vm-images/disk/disk.mk
 include lint/lint.mk
 
