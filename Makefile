@@ -33,7 +33,8 @@ check-gen: node
 # Everything the VM tests need: patched QEMU (cached), guest kernel, driver, image.
 vm: qemu vm-image
 
-test: node vm guest-debs libvirt-deps guest-disk
+# Lint first (lint/lint.mk): a style slip fails in seconds, not after the tests.
+test: lint node vm guest-debs libvirt-deps guest-disk
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node_modules/.bin/ava
 
 # The library and device tests alone (no QEMU, no guest).
@@ -41,8 +42,10 @@ test-unit: node guest-libcuda guest-debs libvirt-deps
 	node_modules/.bin/ava 'dist/test/addon/**' 'dist/test/vhost-user/**' 'dist/test/qcuda/**' 'dist/test/cli/**' \
 	  'dist/test/tools/**' 'dist/test/guest-lib/**'
 
-run: node vm
-	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node dist/backend/src/cli/qcuda.js vm --demo
+# The demo through the installed launcher, which needs no environment
+# (packaging/install.mk): its "Next, try" lines work as printed.
+run: install
+	env -u QEMU_BIN -u GUEST_KERNEL -u GUEST_INITRD '$(BINDIR)/qcuda' vm --demo
 
 # libvirt (test/vm/libvirt.test.ts: virsh defines and starts a domain with
 # the device) and systemd-analyze (test/cli/systemd.test.ts checks the unit).
@@ -65,7 +68,9 @@ include guest-driver/lib/lib.mk
 include guest-driver/libcuda/libcuda.mk
 include test/guest/guest-tests.mk
 include packaging/packaging.mk
+include packaging/install.mk
 include vm-images/disk/disk.mk
+include lint/lint.mk
 
 # Everything a GPU machine needs (no network, no Node.js there) in .carry/;
 # then on it: bash test/gpu/run.sh (the device tool carries .carry).

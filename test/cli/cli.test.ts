@@ -104,7 +104,11 @@ test('qcuda with no command or a bad option explains itself', (t) => {
   const user = spawnSync(process.execPath, [QCUDA, 'vm', '--backend-user=no-such-user-here', 'true'], { encoding: 'utf8' });
   t.is(user.status, 2);
   t.regex(user.stderr, process.getuid?.() === 0 ? /--backend-user=no-such-user-here: no such user/ : /--backend-user needs root/);
-  const noEnv = spawnSync(process.execPath, [QCUDA, 'vm', 'true'], { encoding: 'utf8', env: { PATH: process.env.PATH } });
+  // Nothing given and nothing recorded by a build (build-paths.ts).
+  const noEnv = spawnSync(process.execPath, [QCUDA, 'vm', 'true'], {
+    encoding: 'utf8',
+    env: { PATH: process.env.PATH, QCUDA_BUILD_PATHS: '/nonexistent/qcuda-paths.json' },
+  });
   t.is(noEnv.status, 2);
   t.regex(noEnv.stderr, /qemu is not set: pass --qemu or set QEMU_BIN/);
   const boot = bootFiles(t);

@@ -15,6 +15,7 @@ import { runCuda, RunError } from '../run/run';
 import { chooseBackendUser, type BackendUserChoice } from '../vm/backend-user';
 import { DISK_QUEUES, runVm, VmConfigError, VmError, type VmDisk, type VmDiskImage } from '../vm/runner';
 import { defaultVirtiofsd, MAX_SHARES, parseShareSpec, resolveShares, type VmShare } from '../vm/shares';
+import { buildPathsFile, onPath, readBuildPaths, type BuildPaths } from './build-paths';
 
 const HELP = `Usage: qcuda <command> [options]
 
@@ -165,10 +166,18 @@ quota holds across all of PROGRAM's processes):
   process's CUDA runs in a worker of its own (--isolation=process), bounded
   by the quota and the backend's limits, and bad requests get errors. It does
   not sandbox PROGRAM itself: it runs as you, with your files.
-Common options (defaults from the environment, set by 'make'):
+Common options (defaults from the environment, else from the build):
   --qemu=PATH          QEMU binary (QEMU_BIN)
   --kernel=PATH        guest kernel (GUEST_KERNEL)
   --initrd=PATH        guest base initramfs (GUEST_INITRD)
+                       Without the option or the variable: the QEMU, kernel
+                       and initramfs the build made, as make vm, make run and
+                       make install record them in the checkout's
+                       build/qcuda-paths.json; so the installed qcuda ('make
+                       install': a launcher in PREFIX/bin, PREFIX /usr/local
+                       for root, else ~/.local; make run installs it too)
+                       runs with no environment (QCUDA_BUILD_PATHS names
+                       another such file)
   --virtiofsd=PATH     virtiofsd for --share (QCUDA_VIRTIOFSD, else
                        build/vm/virtiofsd: 'make virtiofsd' puts it there)
 
@@ -228,9 +237,19 @@ function existingSocket(p: string, what: string): string {
   return p;
 }
 
+let built: BuildPaths | undefined;
+
+/** The option, else the environment variable, else what the build recorded (build-paths.ts). */
 function need(v: string | undefined, what: string, env: string): string {
-  const x = v ?? process.env[env];
-  if (!x) usage(`${what} is not set: pass --${what} or set ${env} (make sets it)`);
+  if (what === 'qemu' || what === 'kernel' || what === 'initrd') {
+    try {
+      built ??= readBuildPaths();
+    } catch (e) {
+      usage((e as Error).message);
+    }
+  }
+  const x = v ?? (process.env[env] || undefined) ?? built?.[what as keyof BuildPaths];
+  if (!x) usage(`${what} is not set: pass --${what} or set ${env}, or build it (make vm records it in ${buildPathsFile()})`);
   return path.resolve(x);
 }
 
@@ -432,16 +451,16 @@ function quotaLeft(limit: string, disks: VmDisk[]): bigint {
   return q - taken;
 }
 
-/** What to try after the demo (the environment as make run sets it: QEMU_BIN, GUEST_KERNEL, GUEST_INITRD). */
+/** What to try after the demo, as typed: qcuda where it is on PATH (make run installs it), else this file by node. */
 function demoNext(gpu: boolean): string {
-  const q = 'node dist/backend/src/cli/qcuda.js';
+  const q = onPath('qcuda') ? 'qcuda' : `node ${shq(__filename)}`;
   return [
     '',
-    'Next, try (with the environment make run sets: QEMU_BIN, GUEST_KERNEL, GUEST_INITRD):',
+    'Next, try:',
     `  ${q} vm -- 'vectorAdd; matrixMul'${gpu ? '' : '        (kernels need a GPU host: here they stop at SKIP)'}`,
     `  ${q} vm --file=./my_program -- my_program`,
     `  ${q} vm --host-root -- 'python3 my_script.py'   (the host's own files and Python, over qcuda's libcuda.so.1)`,
-    `  ${q} vm --disk=1G${gpu ? '' : ',store=host'} -- 'mke2fs -q /dev/vda && mount /dev/vda /mnt && df -h /mnt'`,
+    `  ${q} vm --disk=1G${gpu ? '' : ',store=host'} -- 'mke2fs -q /dev/vda && mkdir -p /mnt && mount /dev/vda /mnt && df -h /mnt'`,
     `  ${q} help`,
     '',
   ].join('\n');

@@ -372,7 +372,6 @@ let loaded: CudaNative | undefined;
 export function cudaNative(): CudaNative {
   if (loaded === undefined) {
     const root = path.resolve(__dirname, '..', '..', '..', '..', '..');
-    // eslint-disable-next-line @typescript-eslint/no-var-requires
     loaded = require(path.join(root, 'addon', 'build', 'Release', 'qcuda_cuda.node')) as CudaNative;
   }
   return loaded;

@@ -1,0 +1,48 @@
+# Lint and format checks. Included by the top-level Makefile (SHELL, CACHE).
+#
+#   make lint     checks only: ESLint, Prettier, clang-format, checkpatch.pl
+#   make format   rewrites the files into the checked form (Prettier,
+#                 clang-format, the kernel module's block comments)
+#
+# TypeScript and the .mjs generators: ESLint (eslint.config.mjs) and Prettier
+# (.prettierrc.json). The addon's C++ and the guest C libraries and test
+# programs: clang-format (.clang-format, guest-driver/.clang-format,
+# test/.clang-format). The guest kernel module and the headers it shares with
+# the guest (guest-driver/kernel, guest-driver/include): the kernel's own
+# checkpatch.pl (lint/checkpatch.sh fetches it once into $(CACHE)).
+# Generated files ("do not edit": `npm run gen`, gen-tables.sh) are left as
+# their generators write them.
+
+LINT_APT_PKGS := clang-format perl
+CHECKPATCH := $(CURDIR)/lint/checkpatch.sh
+PRETTIER_FILES := '{backend,test}/**/*.ts' '**/*.mjs'
+# Every C/C++/CUDA source but the kernel module's, less the generated ones.
+CLANG_FORMAT_FILES = $(shell find addon/src guest-driver/lib guest-driver/libcuda test \
+	-type f \( -name '*.c' -o -name '*.h' -o -name '*.cc' -o -name '*.cu' \) | sort | xargs grep -L 'do not edit')
+KERNEL_FILES = $(sort $(wildcard guest-driver/kernel/*.c guest-driver/kernel/*.h guest-driver/include/*.h))
+
+.PHONY: lint format lint-deps lint-ts lint-c
+
+lint-deps:
+	@[ "$$(dpkg-query -W -f='$${Status}\n' $(LINT_APT_PKGS) 2>/dev/null | grep -c 'install ok installed')" = $(words $(LINT_APT_PKGS)) ] || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(LINT_APT_PKGS); }
+
+lint: lint-ts lint-c
+
+lint-ts: node_modules/.installed
+	node_modules/.bin/eslint --max-warnings 0 .
+	node_modules/.bin/prettier --check --log-level warn $(PRETTIER_FILES)
+
+# --no-tree: checkpatch runs on files outside a kernel tree; -q: only problems.
+lint-c: lint-deps
+	clang-format --dry-run --Werror $(CLANG_FORMAT_FILES)
+	@cp=$$(CACHE='$(CACHE)' bash $(CHECKPATCH)) && echo "$$cp --no-tree -f -q $(KERNEL_FILES)" && \
+	  perl "$$cp" --no-tree -f -q $(KERNEL_FILES)
+
+# checkpatch has no fix for its one finding here (a block comment's closing
+# */ on its last text line, BLOCK_COMMENT_STYLE): the perl line moves it to a
+# line of its own, in the hand-written kernel files only.
+format: lint-deps node_modules/.installed
+	node_modules/.bin/prettier --write --log-level warn $(PRETTIER_FILES)
+	clang-format -i $(CLANG_FORMAT_FILES)
+	perl -pi -e 's{^(\s*)\* (.*\S)\s*\*/\s*$$}{$$1* $$2\n$$1*/\n}' $$(grep -L 'do not edit' $(KERNEL_FILES))
