@@ -14,7 +14,8 @@
 #   bash test/gpu/share/run.sh --provider=host
 # Environment: SECS (seconds a run, default 10; host 3), SCENARIOS (default
 # all: equal mixed weights procs noisy-long noisy-bw noisy-storm), VARIANTS
-# (default native qcuda share; host: qcuda share), OUT (default ./share-out).
+# (default native qcuda share; also mps: native under MPS, each client capped
+# to its weight's part; host: qcuda share), OUT (default ./share-out).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 provider=cuda
@@ -65,6 +66,7 @@ start() { # VARIANT SPEC OUTFILE
   case $v in
     native) LD_LIBRARY_PATH=$native_lib timeout $((SECS + 60)) bash -c "$cmd" > "$3" 2> "$3.err" &;;
     qcuda) timeout $((SECS + 120)) $qcuda run --provider="$provider" --cudart=qcuda -- bash -c "$cmd" > "$3" 2> "$3.err" &;;
+    mps) LD_LIBRARY_PATH=$native_lib CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$((100 * w / wsum)) timeout $((SECS + 60)) bash -c "$cmd" > "$3" 2> "$3.err" &;;
     share) timeout $((SECS + 120)) $qcuda run --provider="$provider" --cudart=qcuda --gpu-share="$w" -- bash -c "$cmd" > "$3" 2> "$3.err" &;;
   esac
 }
@@ -72,6 +74,7 @@ start() { # VARIANT SPEC OUTFILE
 runs=()
 scenario() { # VARIANT SCENARIO
   local v=$1 s=$2 spec pids=()
+  wsum=0; for spec in $(tenants "$s"); do IFS=: read -r _ _ w _ <<< "$spec"; wsum=$((wsum + w)); done
   for spec in $(tenants "$s"); do
     start "$v" "$spec" "$b/$v.$s.${spec%%:*}.jsonl"; pids+=($!)
   done
@@ -83,7 +86,19 @@ scenario() { # VARIANT SCENARIO
 # Solo rates first (what each mode does alone: natively, and under qcuda run), then the scenarios.
 modes=$([ "$provider" = host ] && echo copy || echo "sgemm train infer long bw storm")
 for m in $modes; do for v in $VARIANTS; do [ "$v" = share ] || scenario "$v" "solo-$m"; done; done
-for s in $SCENARIOS; do for v in $VARIANTS; do scenario "$v" "$s"; done; done
+# mps: native tenants under NVIDIA's MPS, each client capped to its weight's
+# part of the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE): the driver's mechanism,
+# measured beside qcuda's admission control.
+mps_on() {
+  export CUDA_MPS_PIPE_DIRECTORY=$b/mps-pipe CUDA_MPS_LOG_DIRECTORY=$b/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"; nvidia-cuda-mps-control -d
+}
+mps_off() { echo quit | nvidia-cuda-mps-control; sleep 1; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; }
+for s in $SCENARIOS; do for v in $VARIANTS; do
+  [ "$v" = mps ] && mps_on
+  scenario "$v" "$s"
+  [ "$v" = mps ] && mps_off
+done; done
 printf '%s\n' "${runs[@]}" | paste - - - > "$b/runs.tsv"
 cp "$b"/*.jsonl "$b/runs.tsv" "$OUT/" 2>/dev/null
 python3 test/gpu/share/summarize.py "$b" "$OUT/share.json" "$OUT/share.md" "$provider" && cat "$OUT/share.md"
