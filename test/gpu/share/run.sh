@@ -85,7 +85,7 @@ scenario() { # VARIANT SCENARIO
 
 # Solo rates first (what each mode does alone: natively, and under qcuda run), then the scenarios.
 modes=$([ "$provider" = host ] && echo copy || echo "sgemm train infer long bw storm")
-for m in $modes; do for v in $VARIANTS; do [ "$v" = share ] || scenario "$v" "solo-$m"; done; done
+for m in $modes; do for v in $VARIANTS; do [ "$v" = share ] || [ "$v" = mps ] || scenario "$v" "solo-$m"; done; done
 # mps: native tenants under NVIDIA's MPS, each client capped to its weight's
 # part of the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE): the driver's mechanism,
 # measured beside qcuda's admission control.
