@@ -14,7 +14,7 @@
 //   ringfill probe MIB       allocates MIB MiB (waiting up to 30 s for that
 //                            much to be free), copies through it, frees it
 //
-// The last two are for test/vm/vm.test.ts (a full ring, then SIGKILL).
+// The last two are for test/vm/vm-isolation.test.ts (a full ring, then SIGKILL).
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>

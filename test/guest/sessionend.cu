@@ -4,8 +4,9 @@
 // without freeing anything. Natively the driver frees what it held at exit;
 // in a guest the callback thread keeps a CALLBACK_WAIT parked in the backend
 // all along, and the driver must still close the session at exit: run three
-// times in a row under a 64 MiB quota (test/vm/vm.test.ts), each run finds
-// the memory of the one before back. No kernels: runs on every device.
+// times in a row under a 64 MiB quota (test/vm/vm-isolation.test.ts), each
+// run finds the memory of the one before back. No kernels: runs on every
+// device.
 #include "qctest.h"
 
 #define SIZE (48ul << 20)

@@ -1,4 +1,4 @@
-// The other process of cuda-provider.test.ts's guest-RAM reach test (a
+// The other process of cuda-provider-hardening.ts's guest-RAM reach test (a
 // kernel fault is sticky for the whole process, so each try is a process of
 // its own): makes a cuda provider with pinGuestRam as argv[2] says ("pin" or
 // "nopin"), gives it 4 MiB of memfd "guest RAM", and prints as JSON what a
