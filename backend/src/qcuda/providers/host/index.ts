@@ -29,9 +29,17 @@ const ATTRS: Record<number, number> = {
   36: 1000000, 37: 64, 38: 0, 39: 2048, 40: 1, 41: 1, 75: 0, 76: 0, 81: 49152, 82: 65536, 83: 1, 84: 0,
 };
 
+/** The most devices the host provider emulates (the guest library's QC_MAX_DEVICES is 64; 16 is plenty to test with). */
+export const MAX_HOST_DEVICES = 16;
+
+/** CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: tells emulated devices apart, as bus ids tell GPUs apart. */
+const ATTR_PCI_BUS_ID = 33;
+
 export interface HostProviderOptions {
-  /** Emulated device memory size in bytes (default 4 GiB). */
+  /** Emulated device memory size in bytes, per device (default 4 GiB). */
   totalMem?: bigint;
+  /** How many devices to emulate (default 1, at most MAX_HOST_DEVICES). */
+  devices?: number;
   /** Views of guest RAM by host address: the device pointers of mapped host memory. */
   guestView?: (addr: bigint, len: number) => Uint8Array[];
 }
@@ -45,12 +53,16 @@ export class HostProvider implements Provider {
   readonly name = 'host' as const;
   readonly hasGpu = false;
   readonly memory: HostMemory;
+  readonly #devices: number;
 
   constructor(o: HostProviderOptions = {}) {
     const guestView = o.guestView ?? (() => {
       throw new CudaError(CudaErr.InvalidValue, 'no guest memory to map');
     });
-    this.memory = new HostMemory(o.totalMem ?? 4n << 30n, guestView);
+    this.#devices = o.devices ?? 1;
+    if (!Number.isInteger(this.#devices) || this.#devices < 1 || this.#devices > MAX_HOST_DEVICES)
+      throw new Error(`host provider: ${this.#devices} devices (1 to ${MAX_HOST_DEVICES})`);
+    this.memory = new HostMemory(o.totalMem ?? 4n << 30n, this.#devices, guestView);
   }
 
   get totalMem(): bigint {
@@ -63,7 +75,7 @@ export class HostProvider implements Provider {
   }
 
   deviceCount(): number {
-    return 1;
+    return this.#devices;
   }
 
   driverVersion(): number {
@@ -71,15 +83,30 @@ export class HostProvider implements Provider {
   }
 
   deviceProps(device: number): DeviceProps {
-    checkDevice(device);
+    this.#check(device);
     const attrs = new Int32Array(QCUDA_NUM_ATTRS);
     for (const [k, v] of Object.entries(ATTRS)) attrs[Number(k)] = v;
-    return { name: HOST_DEVICE_NAME, uuid: new Uint8Array(16).fill(0x51), totalMem: this.totalMem, attrs };
+    attrs[ATTR_PCI_BUS_ID] = device;
+    const uuid = new Uint8Array(16).fill(0x51);
+    uuid[15] = 0x51 + device; // device 0 keeps the uuid it always had
+    return { name: HOST_DEVICE_NAME, uuid, totalMem: this.totalMem, attrs };
   }
 
   async openContext(device: number): Promise<ProviderContext> {
-    checkDevice(device);
-    return new HostContext(this.memory);
+    this.#check(device);
+    return new HostContext(this.memory, device);
+  }
+
+  /**
+   * A copy between contexts of two devices (cudaMemcpyPeer): device memory
+   * to device memory, as NVLink or PCIe P2P would move it, never through
+   * guest RAM. Each pointer must be memory of its own context.
+   */
+  async copyPeer(dst: ProviderContext, dstPtr: DevPtr, src: ProviderContext, srcPtr: DevPtr, size: bigint): Promise<void> {
+    if (!(dst instanceof HostContext) || !(src instanceof HostContext) || dst.memory !== this.memory || src.memory !== this.memory)
+      throw new CudaError(CudaErr.InvalidValue, 'a peer copy between contexts of another provider');
+    const from = this.memory.views(srcPtr, size, src).map((v) => v.slice()); // memmove semantics, as copyOnDevice
+    copyViews(this.memory.views(dstPtr, size, dst), from);
   }
 
   registerGuestMemory(): void {
@@ -89,11 +116,12 @@ export class HostProvider implements Provider {
   unregisterGuestMemory(): void {}
 
   async close(): Promise<void> {}
+
+  #check(device: number): void {
+    if (!Number.isInteger(device) || device < 0 || device >= this.#devices) throw new CudaError(CudaErr.InvalidDevice, `device ${device} does not exist`);
+  }
 }
 
-function checkDevice(device: number): void {
-  if (device !== 0) throw new CudaError(CudaErr.InvalidDevice, `device ${device} does not exist`);
-}
 
 class HostContext implements ProviderContext, MemoryOwner {
   /** Destroyed: it makes nothing more (a call that reaches it after the destroy fails). */
@@ -105,7 +133,10 @@ class HostContext implements ProviderContext, MemoryOwner {
   /** The NULL stream's attributes. */
   readonly #legacy: HostStream = { priority: 0, attrs: new Map() };
 
-  constructor(private readonly memory: HostMemory) {
+  constructor(
+    readonly memory: HostMemory,
+    readonly device: number,
+  ) {
     this.#arrays = new HostArrays(memory, this);
     this.#graphs = new HostGraphs({ copyBox: (d, dp, s, sp, e) => this.#copyBox(d, dp, s, sp, e), views: (p, n) => this.#views(p, n) });
   }
@@ -155,9 +186,9 @@ class HostContext implements ProviderContext, MemoryOwner {
     this.memory.release(ptr, this);
   }
 
-  /** Device-wide, as natively: every context's allocations count. */
+  /** Device-wide, as natively: every context's allocations on this device count. */
   async memGetInfo(): Promise<{ free: bigint; total: bigint }> {
-    return { free: this.memory.totalMem - this.memory.used, total: this.memory.totalMem };
+    return { free: this.memory.totalMem - this.memory.usedOn(this.device), total: this.memory.totalMem };
   }
 
   async copyToDevice(dst: DevPtr, src: GuestSeg[], _s: StreamRef | undefined): Promise<void> {

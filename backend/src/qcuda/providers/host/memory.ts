@@ -28,10 +28,11 @@ const DEVICE_BASE = 0x2000_0000_0000n;
 const ALIGN = 512n;
 const GUARD = 1n << 16n; // unmapped gap between allocations
 
-/** What owns device memory: a context, and where its own mappings are. */
+/** What owns device memory: a context, its device, and where its own mappings are. */
 export interface MemoryOwner {
   /** Destroyed: it makes nothing more. */
   readonly dead: boolean;
+  readonly device: number;
   readonly mappings: ContextMappings;
 }
 
@@ -50,7 +51,11 @@ function alive(owner: MemoryOwner): void {
   if (owner.dead) throw new CudaError(CudaErr.ContextIsDestroyed, 'the context was destroyed');
 }
 
-/** The device memory of the provider: what every context allocates from, totalMem bytes in all. */
+/**
+ * The device memory of the provider: what every context allocates from,
+ * totalMem bytes on each emulated device, in one address space (as unified
+ * addressing has it: a pointer names one device's memory).
+ */
 export class HostMemory {
   readonly #allocs = new RangeSet<Alloc>();
   #next = DEVICE_BASE;
@@ -58,18 +63,33 @@ export class HostMemory {
   readonly #reserved = new RangeSet<Range & { owner: MemoryOwner }>();
   readonly #vmm = new Map<number, VmmMemory>();
   #nextVmm = 1;
-  used = 0n;
+  /** Bytes in use, by device. */
+  readonly #used: bigint[];
 
   constructor(
     readonly totalMem: bigint,
+    devices: number,
     /** Views of guest RAM by host address: the device pointers of mapped host memory. */
     readonly guestView: (addr: bigint, len: number) => Uint8Array[],
-  ) {}
+  ) {
+    this.#used = new Array<bigint>(devices).fill(0n);
+  }
+
+  /** Bytes in use on every device together. */
+  get used(): bigint {
+    return this.#used.reduce((a, b) => a + b, 0n);
+  }
+
+  /** Bytes in use on one device. */
+  usedOn(device: number): bigint {
+    return this.#used[device];
+  }
 
   /** Host memory standing for size bytes of device memory, within what the device has left. */
-  #backing(size: bigint): Uint8Array {
-    if (size > this.totalMem - this.used || size > MAX_SAFE_BIG)
-      throw new CudaError(CudaErr.MemoryAllocation, `out of device memory: ${size} bytes requested, ${this.totalMem - this.used} free`);
+  #backing(size: bigint, device: number): Uint8Array {
+    const free = this.totalMem - this.#used[device];
+    if (size > free || size > MAX_SAFE_BIG)
+      throw new CudaError(CudaErr.MemoryAllocation, `out of device memory: ${size} bytes requested, ${free} free on device ${device}`);
     try {
       return new Uint8Array(Number(size));
     } catch {
@@ -80,22 +100,22 @@ export class HostMemory {
   allocate(size: bigint, owner: MemoryOwner): DevPtr {
     alive(owner);
     if (size <= 0n) throw new CudaError(CudaErr.InvalidValue, 'allocation size 0');
-    const bytes = this.#backing(size);
+    const bytes = this.#backing(size, owner.device);
     const base = this.#next;
     this.#next += ((size + ALIGN - 1n) / ALIGN) * ALIGN + GUARD;
     this.#allocs.add({ base, size, bytes, owner });
-    this.used += size;
+    this.#used[owner.device] += size;
     return base;
   }
 
   release(ptr: DevPtr, owner: MemoryOwner): void {
     const a = this.#allocs.removeAt(ptr, (x) => x.owner === owner);
     if (!a) throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} is not an allocation`);
-    this.used -= a.size;
+    this.#used[owner.device] -= a.size;
   }
 
   releaseAll(owner: MemoryOwner): void {
-    for (const a of this.#allocs.removeWhere((x) => x.owner === owner)) this.used -= a.size;
+    for (const a of this.#allocs.removeWhere((x) => x.owner === owner)) this.#used[owner.device] -= a.size;
     this.#reserved.removeWhere((r) => r.owner === owner);
     for (const [id, m] of this.#vmm) if (m.owner === owner) this.vmmRelease(id, owner);
   }
@@ -126,10 +146,10 @@ export class HostMemory {
 
   vmmCreate(size: bigint, owner: MemoryOwner): number {
     alive(owner);
-    const bytes = this.#backing(size);
+    const bytes = this.#backing(size, owner.device);
     const id = this.#nextVmm++;
     this.#vmm.set(id, { bytes, owner });
-    this.used += size;
+    this.#used[owner.device] += size;
     return id;
   }
 
@@ -142,7 +162,7 @@ export class HostMemory {
   vmmRelease(m: VmmRef, owner: MemoryOwner): void {
     const bytes = this.vmmMemory(m, owner);
     this.#vmm.delete(m as number);
-    this.used -= BigInt(bytes.length);
+    this.#used[owner.device] -= BigInt(bytes.length);
   }
 
   /** Views of [ptr, ptr+size): emulated device memory, or mapped guest memory. */
