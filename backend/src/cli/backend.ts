@@ -9,6 +9,7 @@ import { DEVICES, type DeviceOptions } from '../devices';
 import type { VmShared } from '../qcuda/session';
 import { DEFAULT_LIMITS, GPU_CONTEXT_OVERHEAD, type VmLimits } from '../qcuda/limits';
 import { DEFAULT_INLINE_WAIT_US, DEFAULT_POLL_US, parseSize, type ProviderKind } from '../qcuda/providers';
+import { MAX_HOST_DEVICES } from '../qcuda/providers/host';
 import { LogLimiter } from '../sys/log-limiter';
 import { StatusSocket } from '../sys/status-socket';
 import { stderrLogger, VhostUserServer, type DeviceSource, type Logger } from '../vhost-user';
@@ -45,6 +46,9 @@ ${Object.entries(DEVICES).map(([n, d]) => `                            ${n.padEn
                             host    device memory emulated in host RAM (no kernels)
                             auto    cuda where a GPU answers, else host
   --gpu=N                 qcuda, and blk with --store=gpu: which GPU (default 0)
+  --host-devices=N        qcuda with the host provider: how many devices it
+                          emulates (1 to 16, default 1), each with the
+                          emulated memory, peer copies between them
   --isolation=MODE        qcuda with the cuda provider: where each guest
                           process's CUDA context runs (default process):
                             process  a worker process per guest process: a
@@ -207,7 +211,7 @@ function usage(msg: string): never {
 /** Options of one device only: given to another, they would be ignored. */
 const DEVICE_ONLY: Record<string, string[]> = {
   blk: ['size', 'store', 'read-only'],
-  qcuda: ['provider', 'isolation', 'device-memory-limit', 'max-processes', 'module-staging', 'module-cache', 'deferred-limit',
+  qcuda: ['provider', 'host-devices', 'isolation', 'device-memory-limit', 'max-processes', 'module-staging', 'module-cache', 'deferred-limit',
     'inline-wait', 'inline-calls', 'own-queues', 'ring-server', 'pin-guest-ram', 'host-map-pieces', 'process-handles', 'worker-sandbox',
     'context-overhead', 'gpu-share'],
 };
@@ -287,6 +291,7 @@ async function main(): Promise<void> {
         frontends: { type: 'string' },
         provider: { type: 'string' },
         gpu: { type: 'string' },
+        'host-devices': { type: 'string' },
         isolation: { type: 'string' },
         'worker-sandbox': { type: 'string' },
         'peer-uid': { type: 'string' },
@@ -384,6 +389,7 @@ async function main(): Promise<void> {
   if (deferred !== undefined) limits.deferredBytes = deferred;
   const gpu = args.gpu === undefined ? 0 : nonNegativeInt('gpu', args.gpu, 63);
   const queues = positiveInt('queues', args.queues, 4, 64);
+  const hostDevices = positiveInt('host-devices', args['host-devices'], 1, MAX_HOST_DEVICES);
   const frontends = positiveInt('frontends', args.frontends, 1, 4096);
   if (frontends > 1 && args.fd !== undefined) usage('--frontends needs --socket-path (an --fd is one frontend)');
   const fd = args.fd === undefined ? undefined : connectedFd(args.fd);
@@ -419,7 +425,7 @@ async function main(): Promise<void> {
       write(`GPU share: weight ${gpuShare}, slot ${share.slot} of ${share.table.path}`);
     }
     const options: DeviceOptions = {
-      queues, provider: provider as ProviderKind, gpu, memoryLimit, limits, isolation: isolation as 'process' | 'none', ...parsed,
+      queues, provider: provider as ProviderKind, gpu, hostDevices, memoryLimit, limits, isolation: isolation as 'process' | 'none', ...parsed,
       workerSandbox: workerSandbox as 'seccomp' | 'none',
       log: (line) => vmLog.log(line),
     };

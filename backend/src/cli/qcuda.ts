@@ -8,6 +8,7 @@ import { domainXml } from '../vm/libvirt';
 import { qemuArgs } from '../vm/qemu-args';
 import { defaultStatusSocket, formatStatus, type BackendStatus } from './status';
 import { parseSize } from '../qcuda/providers';
+import { MAX_HOST_DEVICES } from '../qcuda/providers/host';
 import { GPU_CONTEXT_OVERHEAD } from '../qcuda/limits';
 import { parseWeight } from '../qcuda/share/policy';
 import fs from 'node:fs';
@@ -103,6 +104,9 @@ vm options:
   --cpus=N             guest CPUs (default 2)
   --provider=KIND      cuda, host or auto (default auto: the GPU if one answers)
   --gpu=N              which host GPU (default 0)
+  --host-devices=N     the host-memory device emulates N devices (1 to 16,
+                       default 1): the guest sees devices 0..N-1, with peer
+                       copies between them (docs/multi-gpu.md)
   --isolation=MODE     process (default: a backend worker process per guest
                        process, so a kernel fault ends only that process's
                        CUDA) or none (see qcuda-backend --help)
@@ -148,7 +152,7 @@ vm options:
                        workers started and ended, warnings) to FILE as it
                        comes, each line after the milliseconds since its
                        first one
-run options (and --provider, --gpu, --isolation, --own-queues, --ring-server,
+run options (and --provider, --gpu, --host-devices, --isolation, --own-queues, --ring-server,
 --pin-guest-ram (default yes here: the memory is PROGRAM's own), --worker-sandbox,
 --device-memory-limit, --context-overhead, --gpu-share and --backend-log as for vm; the
 quota holds across all of PROGRAM's processes):
@@ -280,6 +284,7 @@ const OPTIONS = {
   console: { type: 'boolean' },
   provider: { type: 'string' },
   gpu: { type: 'string' },
+  'host-devices': { type: 'string' },
   isolation: { type: 'string' },
   'own-queues': { type: 'string' },
   'ring-server': { type: 'string' },
@@ -313,7 +318,7 @@ const BACKEND_CHOICES: Record<string, string[]> = {
   'own-queues': ['yes', 'no'], 'ring-server': ['yes', 'no'], 'pin-guest-ram': ['yes', 'no'], 'worker-sandbox': ['seccomp', 'none'],
 };
 
-const BACKEND_PASSED = ['provider', 'gpu', 'isolation', 'own-queues', 'ring-server', 'pin-guest-ram', 'worker-sandbox', 'context-overhead', 'gpu-share', 'device-memory-limit', 'backend-log'];
+const BACKEND_PASSED = ['provider', 'gpu', 'host-devices', 'isolation', 'own-queues', 'ring-server', 'pin-guest-ram', 'worker-sandbox', 'context-overhead', 'gpu-share', 'device-memory-limit', 'backend-log'];
 
 /** Each command's options (a known option of another command is a usage error too, not ignored). */
 const COMMAND_OPTIONS: Record<string, string[]> = {
@@ -331,6 +336,8 @@ function backendOptions(v: { [k: string]: string | boolean | string[] | undefine
     if (typeof x === 'string' && !choices.includes(x)) usage(`--${k} must be ${choices.slice(0, -1).join(', ')} or ${choices[choices.length - 1]}, got '${x}'`);
   }
   if (typeof v.gpu === 'string' && (!/^\d+$/.test(v.gpu) || +v.gpu > 63)) usage(`--gpu must be an integer in 0..63, got '${v.gpu}'`);
+  const hd = v['host-devices'];
+  if (typeof hd === 'string' && (!/^\d+$/.test(hd) || +hd < 1 || +hd > MAX_HOST_DEVICES)) usage(`--host-devices must be an integer in 1..${MAX_HOST_DEVICES}, got '${hd}'`);
   if (typeof v['context-overhead'] === 'string') {
     try {
       parseSize(v['context-overhead']);
@@ -346,7 +353,7 @@ function backendOptions(v: { [k: string]: string | boolean | string[] | undefine
     }
   }
   const opt = (k: string) => (typeof v[k] === 'string' ? [`--${k}=${v[k] as string}`] : []);
-  return [...opt('provider'), ...opt('gpu'), ...opt('isolation'), ...opt('own-queues'), ...opt('ring-server'), ...opt('pin-guest-ram'), ...opt('worker-sandbox'), ...opt('context-overhead'), ...opt('gpu-share')];
+  return [...opt('provider'), ...opt('gpu'), ...opt('host-devices'), ...opt('isolation'), ...opt('own-queues'), ...opt('ring-server'), ...opt('pin-guest-ram'), ...opt('worker-sandbox'), ...opt('context-overhead'), ...opt('gpu-share')];
 }
 
 /** qcuda run: PROGRAM on this host over qcuda's libraries and a backend. */

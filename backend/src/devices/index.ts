@@ -16,6 +16,8 @@ export interface DeviceOptions {
   queues?: number;
   provider?: ProviderKind;
   gpu?: number;
+  /** qcuda, host provider: how many devices it emulates (default 1). */
+  hostDevices?: number;
   memoryLimit?: bigint;
   /** qcuda: the VM's bounds (limits.ts). */
   limits?: Partial<VmLimits>;
@@ -55,12 +57,14 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       // Without isolation guest modules load in this process: eagerly, and JIT-cached per VM, as a worker's (worker-env.ts), from CUDA's start on.
       if (!isolate) Object.assign(process.env, cudaEnv());
       // Without isolation the VM has one CUDA process at a time (below), which this process's waits and calls may block for.
-      const chosen = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len) },
+      const chosen = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len), devices: o.hostDevices },
         { isolate, inlineHere: !isolate, captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs, inlineCalls: o.inlineCalls, ringServer: o.ringServer, pinGuestRam: o.pinGuestRam, pollUs: o.pollUs, log: o.log, workerSandbox: o.workerSandbox });
       // The host provider has nothing to isolate, but with own queues its
       // sessions get (host-memory) workers too: the owned-queue path, whole,
       // on a machine without a GPU (the tests' way to run it in a guest).
       const hostWorkers = o.ownQueues === true && isolate && chosen.provider.name === 'host';
+      // A worker's host provider is one device of its own: peer copies need the devices in one process.
+      if (hostWorkers && chosen.provider.deviceCount() > 1) throw new Error('--host-devices above 1 with --own-queues=yes: not yet (docs/multi-gpu.md)');
       // By default a GPU's sessions, each in a worker of its own, are served on their own queues by
       // those workers; the host provider's are served here (no worker), unless asked.
       const ownQueues = o.ownQueues ?? (isolate && chosen.provider.startOwner !== undefined);

@@ -394,6 +394,13 @@ export interface Provider {
   deviceProps(device: number): DeviceProps;
   openContext(device: number, output?: OutputSink): Promise<ProviderContext>;
   /**
+   * Copies size bytes from srcPtr, memory of src's device, to dstPtr,
+   * memory of dst's (contexts of one session on two devices; ranges checked
+   * by the dispatcher): device to device, never through guest RAM. Absent
+   * where the provider serves one device per session.
+   */
+  copyPeer?(dst: ProviderContext, dstPtr: DevPtr, src: ProviderContext, srcPtr: DevPtr, size: bigint): Promise<void>;
+  /**
    * Guest RAM as it is mapped in this process: register so copies run at
    * pinned speed. Unregistering resolves before the memory may be unmapped.
    * source: the file behind it, for a provider that maps guest RAM in other

@@ -16,8 +16,13 @@ export interface HostMapTicket {
   readonly host: readonly HostPiece[];
 }
 
+/** An allocation of the session's, on the device whose context made it. */
+interface Alloc extends Range {
+  device: number;
+}
+
 export class SessionMemory {
-  readonly #allocs = new RangeSet<Range>();
+  readonly #allocs = new RangeSet<Alloc>();
   readonly #hostMaps = new RangeSet<Range & { pieces: number; bytes: bigint }>();
   /** The guest memory of #hostMaps, by host address, with the device pointer of its mapping. */
   readonly #mappedHost = new RangeSet<Range & { map: DevPtr }>();
@@ -29,20 +34,29 @@ export class SessionMemory {
     private readonly hostMapBytes: Share,
   ) {}
 
-  /** Records an allocation made on x with the bytes reserved for it. */
-  addAlloc(x: ProviderContext, base: DevPtr, r: Reservation): void {
+  /** Records an allocation made on x, the context of device, with the bytes reserved for it. */
+  addAlloc(x: ProviderContext, base: DevPtr, r: Reservation, device = 0): void {
     this.s.live(x);
-    this.#allocs.add({ base, size: r.bytes });
+    this.#allocs.add({ base, size: r.bytes, device });
     this.s.mirror()?.alloc(base, r.bytes);
   }
 
-  /** Removes the allocation that starts exactly at ptr and gives its bytes back to the quota; returns its size. */
-  removeAlloc(ptr: DevPtr): bigint {
+  /** Removes the allocation that starts exactly at ptr and gives its bytes back to the quota; returns its size and device. */
+  removeAlloc(ptr: DevPtr): { size: bigint; device: number } {
     const r = this.#allocs.removeAt(ptr);
     if (!r) throw new CudaError(CudaErr.InvalidValue, `free of 0x${ptr.toString(16)}, which is not an allocation of this process`);
     this.s.mirror()?.alloc(ptr, 0n);
     this.s.quota.give(r.size);
-    return r.size;
+    return { size: r.size, device: r.device };
+  }
+
+  /**
+   * The device of the allocation that holds all of [ptr, ptr+size);
+   * undefined where none does (mapped guest memory, a module's variable,
+   * VMM: memory of the context that made it, reached from there).
+   */
+  deviceOf(ptr: DevPtr, size: bigint): number | undefined {
+    return this.#allocs.holding(ptr, size === 0n ? 1n : size)?.device;
   }
 
   /** Whether [ptr, ptr+size) lies inside one allocation or host mapping. */

@@ -87,6 +87,16 @@ interface ContextPlace {
   overhead: bigint;
 }
 
+/**
+ * The session's context on one device (a guest process has one per device
+ * it uses, as CUDA's primary contexts): opening, then opened, and its place.
+ */
+interface DeviceContext {
+  readonly ctx: Promise<ProviderContext>;
+  opened?: ProviderContext;
+  readonly slot: ContextPlace;
+}
+
 export class Session {
   readonly id: bigint;
   /** Requests served for this session (qcuda status, the close log line). */
@@ -103,9 +113,8 @@ export class Session {
   readonly objects: SessionObjects;
   /** Virtual memory management: reservations, physical allocations, mappings (vmm.ts). */
   readonly vmm = new VmmSpace();
-  #ctx: Promise<ProviderContext> | undefined;
-  /** #ctx once it has resolved. */
-  #opened: ProviderContext | undefined;
+  /** Its contexts by device, each created on first use there. */
+  readonly #contexts = new Map<number, DeviceContext>();
   #closed = false;
   /**
    * Counts resets: a result that comes back from a context after a reset
@@ -122,9 +131,8 @@ export class Session {
   /** The VM's bounds on mapped guest memory: what this session's host maps hold. */
   readonly #hostMapPieces: Share;
   readonly #hostMapBytes: Share;
-  /** This session's place among the VM's contexts, while it has one (#slot: the current context's). */
+  /** This session's place among the VM's contexts (one per process, whatever its devices), while it has one. */
   readonly #contextSlot: Share;
-  #slot: ContextPlace | undefined;
   /** Device memory of the quota held for this session's contexts that exist (contextOverhead each; a reset's old one may still be going). */
   #overheads = 0n;
   /** Contexts being destroyed (by a reset) and the promises that settle when they are gone. */
@@ -170,31 +178,45 @@ export class Session {
   }
 
 
-  /** The CUDA context, created on first use (a NOP-only process costs nothing). */
-  context(): Promise<ProviderContext> {
+  /**
+   * The CUDA context on a device (default: the session's current one),
+   * created on first use (a NOP-only process costs nothing). The first
+   * takes the session's place among the VM's contexts (a process, whatever
+   * its devices); each counts its overhead in the quota.
+   */
+  context(device = this.device): Promise<ProviderContext> {
     // A command that waited at a gate may run after the session ended.
     if (this.#closed) return Promise.reject(new CudaError(Status.NO_SESSION, 'the session has closed'));
-    if (!this.#ctx) {
+    let d = this.#contexts.get(device);
+    if (!d) {
+      const place = this.#contexts.size === 0 && !this.o.placeTaken;
       try {
-        if (!this.o.placeTaken) this.#contextSlot.take(1n); // given back once the context is gone (#free) or failed to open
+        if (place) this.#contextSlot.take(1n); // given back once the context is gone (#free) or failed to open
       } catch (e) {
         return Promise.reject(e);
       }
-      const slot: ContextPlace = { held: !this.o.placeTaken, overhead: 0n };
+      const slot: ContextPlace = { held: place, overhead: 0n };
       try {
         this.#takeOverhead(slot);
       } catch (e) {
         this.#giveSlot(slot);
         return Promise.reject(e);
       }
-      const p = this.provider.openContext(this.device, (kind, bytes) => this.#deviceOutput(kind, bytes));
-      this.#ctx = p;
-      this.#slot = slot;
+      const p = this.provider.openContext(device, (kind, bytes) => this.#deviceOutput(kind, bytes));
+      const entry: DeviceContext = { ctx: p, slot };
+      d = entry;
+      this.#contexts.set(device, entry);
       p.then((c) => {
-        if (this.#ctx === p) this.#opened = c;
+        if (this.#contexts.get(device) === entry) entry.opened = c;
       }, () => this.#giveSlot(slot)); // no context: the session's calls keep failing with the reason, as before
     }
-    return this.#ctx;
+    return d.ctx;
+  }
+
+  /** The device of one of the session's open contexts. */
+  deviceOfContext(x: ProviderContext): number | undefined {
+    for (const [device, d] of this.#contexts) if (d.opened === x) return device;
+    return undefined;
   }
 
   /**
@@ -205,7 +227,7 @@ export class Session {
    * the same process), so it must never become addressable.
    */
   live(x: ProviderContext): void {
-    if (this.#closed || this.#opened !== x)
+    if (this.#closed || this.deviceOfContext(x) === undefined)
       throw new CudaError(CudaErr.ContextIsDestroyed, 'the context was reset or closed while the call ran: its result is gone with it');
   }
 
@@ -280,9 +302,10 @@ export class Session {
    * A throw of f stays synchronous (commands' callers take both kinds of
    * failure: the dispatcher, an await).
    */
-  withContext<T>(f: (ctx: ProviderContext) => Now<T>): Now<T> {
-    if (!this.#opened || this.#closed) return this.context().then(f);
-    return f(this.#opened);
+  withContext<T>(f: (ctx: ProviderContext) => Now<T>, device = this.device): Now<T> {
+    const x = this.#contexts.get(device)?.opened;
+    if (!x || this.#closed) return this.context(device).then(f);
+    return f(x);
   }
 
   noteAsyncError(status: number): void {
@@ -296,9 +319,9 @@ export class Session {
     return e;
   }
 
-  /** The context, once open (undefined before, and after a reset or the close). */
+  /** The current device's context, once open (undefined before, and after a reset or the close). */
   get openedContext(): ProviderContext | undefined {
-    return this.#closed ? undefined : this.#opened;
+    return this.#closed ? undefined : this.#contexts.get(this.device)?.opened;
   }
 
   /**
@@ -311,7 +334,7 @@ export class Session {
   }
 
   get hasContext(): boolean {
-    return this.#ctx !== undefined;
+    return this.#contexts.size > 0;
   }
 
   /** [ptr, ptr+size) must lie inside one allocation, host mapping or variable of this session, or in its VMM mappings with access. */
@@ -464,11 +487,8 @@ export class Session {
   }
 
   async #free(why: 'reset' | 'exit'): Promise<void> {
-    const ctx = this.#ctx;
-    const slot = this.#slot;
-    this.#ctx = undefined;
-    this.#slot = undefined;
-    this.#opened = undefined;
+    const contexts = [...this.#contexts.values()];
+    this.#contexts.clear();
     this.#epoch++;
     this.mirror?.clear();
     this.memory.clear();
@@ -482,7 +502,11 @@ export class Session {
     // Everything but the overhead of contexts still there, which goes when each context does (#giveSlot).
     const held = this.#memory.held;
     if (held > this.#overheads) this.#memory.give(held - this.#overheads);
-    if (!ctx) return;
+    await Promise.all(contexts.map((d) => this.#end(d, why)));
+  }
+
+  /** Destroys one of the session's contexts (#free took it out). */
+  async #end({ ctx, slot }: DeviceContext, why: 'reset' | 'exit'): Promise<void> {
     // The slot is the VM's bound on contexts (worker processes), and its overhead: given back once this one is gone.
     let gone!: () => void;
     const done = new Promise<void>((r) => (gone = r));

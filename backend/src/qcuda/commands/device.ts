@@ -35,8 +35,7 @@ export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DE
   async SET_DEVICE(c) {
     const { device } = c.args;
     if (device >= c.dev.provider.deviceCount()) throw new CudaError(CudaErr.InvalidDevice, `device ${device}`);
-    if (device !== c.session.device && c.session.hasContext) throw new CudaError(CudaErr.NotSupported, 'switching devices after the context exists');
-    c.session.device = device;
+    c.session.device = device; // each device's context opens on its first use there
   },
 
   DEVICE_SYNC: (c) => c.session.withContext((x) => x.synchronize()),

@@ -59,16 +59,38 @@ async function hostMap(c: Call<'HOST_MAP' | 'HOST_MAP_PAGES'>, list: HostPiece[]
   return ptr;
 }
 
+/**
+ * The device whose context reaches [ptr, ptr+size): that of the allocation
+ * holding it (with unified addressing a pointer names its device, whichever
+ * is current), else the current device's (mapped guest memory, variables).
+ */
+function onDevice(c: Call<'MEMCPY_HTOD' | 'MEMCPY_DTOH' | 'MEMCPY_DTOD' | 'MEMSET'>, ptr: bigint, size: bigint): number {
+  return c.session.memory.deviceOf(ptr, size) ?? c.session.device;
+}
+
+/**
+ * A copy between two devices' memory (cudaMemcpyPeer, or cudaMemcpy of
+ * kind default): the provider moves it device to device. It completes
+ * before the reply, so stream order holds for either device's streams.
+ */
+async function peerCopy(c: Call<'MEMCPY_DTOD'>, to: number, dst: bigint, from: number, src: bigint, size: bigint): Promise<void> {
+  const p = c.dev.provider;
+  if (!p.copyPeer) throw new CudaError(CudaErr.NotSupported, `a copy from device ${from} to device ${to}: the ${p.name} provider serves one device per process`);
+  const [x, y] = await Promise.all([c.session.context(to), c.session.context(from)]);
+  await p.copyPeer(x, dst, y, src, size);
+}
+
 export const MEMORY_COMMANDS: Runs<'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_DTOH' | 'MEMCPY_DTOD' | 'MEMSET' | 'HOST_MAP' | 'HOST_MAP_PAGES' | 'HOST_UNMAP'> = {
   async MALLOC(c) {
     const { size } = c.args;
     if (size === 0n) return { value: 0n }; // cudaMalloc(0) succeeds with a NULL pointer
     // Reserved before the first await: concurrent mallocs cannot all pass the quota.
     const r = c.session.reserve(size);
+    const device = c.session.device; // the request's: another thread may switch the session meanwhile
     try {
-      const x = await c.session.context();
+      const x = await c.session.context(device);
       const ptr = await x.malloc(size);
-      c.session.memory.addAlloc(x, ptr, r); // after a reset meanwhile, the memory went with the old context
+      c.session.memory.addAlloc(x, ptr, r, device); // after a reset meanwhile, the memory went with the old context
       return { value: ptr };
     } catch (e) {
       c.session.unreserve(r);
@@ -79,8 +101,8 @@ export const MEMORY_COMMANDS: Runs<'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_D
   async FREE(c) {
     const { ptr } = c.args;
     if (ptr === 0n) return; // cudaFree(NULL) is a no-op
-    c.session.memory.removeAlloc(ptr);
-    await (await c.session.context()).free(ptr);
+    const { device } = c.session.memory.removeAlloc(ptr);
+    await (await c.session.context(device)).free(ptr); // cudaFree takes any device's pointer
   },
 
   MEMCPY_HTOD(c) {
@@ -88,7 +110,7 @@ export const MEMORY_COMMANDS: Runs<'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_D
     const at = chunkOf(c);
     c.session.checkRange(dst, size, 'cudaMemcpy destination');
     const stream = c.session.stream(c.args.stream);
-    if (c.dataLen > 0n) return c.session.withContext((x) => x.copyToDevice(dst + at, c.data, stream));
+    if (c.dataLen > 0n) return c.session.withContext((x) => x.copyToDevice(dst + at, c.data, stream), onDevice(c, dst, size));
   },
 
   MEMCPY_DTOH(c) {
@@ -96,7 +118,7 @@ export const MEMORY_COMMANDS: Runs<'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_D
     const at = chunkOf(c);
     c.session.checkRange(src, size, 'cudaMemcpy source');
     const stream = c.session.stream(c.args.stream);
-    if (c.dataLen > 0n) return c.session.withContext((x) => x.copyFromDevice(c.data, src + at, stream));
+    if (c.dataLen > 0n) return c.session.withContext((x) => x.copyFromDevice(c.data, src + at, stream), onDevice(c, src, size));
   },
 
   async MEMCPY_DTOD(c) {
@@ -104,14 +126,18 @@ export const MEMORY_COMMANDS: Runs<'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_D
     c.session.checkRange(dst, size, 'cudaMemcpy destination');
     c.session.checkRange(src, size, 'cudaMemcpy source');
     const stream = c.session.stream(c.args.stream);
-    if (size > 0n) await (await c.session.context()).copyOnDevice(dst, src, size, stream, c.args.async !== 0);
+    if (size === 0n) return;
+    const to = onDevice(c, dst, size);
+    const from = onDevice(c, src, size);
+    if (to === from) return (await c.session.context(to)).copyOnDevice(dst, src, size, stream, c.args.async !== 0);
+    await peerCopy(c, to, dst, from, src, size);
   },
 
   async MEMSET(c) {
     const { dst, size } = c.args;
     c.session.checkRange(dst, size, 'cudaMemset destination');
     const stream = c.session.stream(c.args.stream);
-    if (size > 0n) await (await c.session.context()).memset(dst, c.args.value & 0xff, size, stream, c.args.async !== 0);
+    if (size > 0n) await (await c.session.context(onDevice(c, dst, size))).memset(dst, c.args.value & 0xff, size, stream, c.args.async !== 0);
   },
 
   async HOST_MAP(c) {

@@ -1,0 +1,125 @@
+// A host context's CUDA arrays, mipmapped arrays, and texture and surface
+// objects (records: nothing samples them here). Arrays are allocations of
+// the device memory, reachable only through their ids; refs are ids, so
+// they cross to a session's worker and back.
+import { CudaErr, CudaError } from '../../cuda-error';
+import { elementSize, levelDesc } from '../../cuda-formats';
+import type { ArrayDesc, ArrayRef, DevPtr, MipmapRef, Place, Pos, TexResource } from '../../provider';
+import type { HostMemory, MemoryOwner } from './memory';
+
+/** An array here: dense rows of width * elem bytes, height rows a slice. */
+interface HostArray {
+  base: DevPtr;
+  bytes: Uint8Array;
+  desc: ArrayDesc;
+  elem: bigint;
+}
+
+export class HostArrays {
+  readonly #arrays = new Map<number, HostArray>();
+  #nextArray = 1;
+  /** Mipmapped arrays: their levels' array ids. */
+  readonly #mipmaps = new Map<number, number[]>();
+  /** Texture and surface objects. */
+  readonly #objects = new Map<bigint, 'texture' | 'surface'>();
+  #nextObject = 0x7e0000001n;
+
+  constructor(
+    private readonly memory: HostMemory,
+    private readonly owner: MemoryOwner,
+  ) {}
+
+  #array(a: ArrayRef): HostArray {
+    const x = typeof a === 'number' ? this.#arrays.get(a) : undefined;
+    if (!x) throw new CudaError(CudaErr.InvalidResourceHandle, `not an array of this context: ${String(a)}`);
+    return x;
+  }
+
+  /** Views of one row of a box: width bytes at pos + (0, y, z) of a place. */
+  row(place: Place, pos: Pos, width: bigint, y: bigint, z: bigint): Uint8Array[] {
+    if ('array' in place) {
+      const a = this.#array(place.array);
+      const rowBytes = a.desc.width * a.elem;
+      const h = a.desc.height === 0n ? 1n : a.desc.height;
+      const off = ((pos.z + z) * h + pos.y + y) * rowBytes + pos.x;
+      if (pos.x + width > rowBytes || off + width > BigInt(a.bytes.length)) throw new CudaError(CudaErr.InvalidValue, 'box outside the array');
+      return [a.bytes.subarray(Number(off), Number(off + width))];
+    }
+    return this.memory.views(place.ptr + (pos.z + z) * place.pitch * place.rows + (pos.y + y) * place.pitch + pos.x, width, this.owner);
+  }
+
+  create(desc: ArrayDesc): ArrayRef {
+    const elem = elementSize(desc.format, desc.channels);
+    const size = desc.width * elem * (desc.height === 0n ? 1n : desc.height) * (desc.depth === 0n ? 1n : desc.depth);
+    const base = this.memory.allocate(size, this.owner);
+    const id = this.#nextArray++;
+    this.#arrays.set(id, { base, bytes: this.memory.views(base, size, this.owner)[0], desc, elem });
+    return id;
+  }
+
+  destroy(a: ArrayRef): void {
+    const x = this.#array(a);
+    this.#arrays.delete(a as number);
+    this.memory.release(x.base, this.owner);
+  }
+
+  mipmapCreate(desc: ArrayDesc, levels: number): MipmapRef {
+    const ids: number[] = [];
+    try {
+      for (let l = 0; l < levels; l++) ids.push(this.create(levelDesc(desc, l)) as number);
+    } catch (e) {
+      for (const id of ids) this.destroy(id);
+      throw e;
+    }
+    const id = this.#nextArray++;
+    this.#mipmaps.set(id, ids);
+    return id;
+  }
+
+  #mipmap(m: MipmapRef): number[] {
+    const x = typeof m === 'number' ? this.#mipmaps.get(m) : undefined;
+    if (!x) throw new CudaError(CudaErr.InvalidResourceHandle, `not a mipmapped array of this context: ${String(m)}`);
+    return x;
+  }
+
+  mipmapLevel(m: MipmapRef, level: number): ArrayRef {
+    const ids = this.#mipmap(m);
+    if (level >= ids.length) throw new CudaError(CudaErr.InvalidValue, `level ${level} of ${ids.length}`);
+    return ids[level];
+  }
+
+  mipmapDestroy(m: MipmapRef): void {
+    const ids = this.#mipmap(m);
+    this.#mipmaps.delete(m as number);
+    for (const id of ids) this.destroy(id);
+  }
+
+  texCreate(res: TexResource): bigint {
+    if (res.kind === 'array') this.#array(res.array);
+    if (res.kind === 'mipmap') this.#mipmap(res.mipmap);
+    return this.#addObject('texture');
+  }
+
+  surfCreate(a: ArrayRef): bigint {
+    this.#array(a);
+    return this.#addObject('surface');
+  }
+
+  #addObject(kind: 'texture' | 'surface'): bigint {
+    const id = this.#nextObject++;
+    this.#objects.set(id, kind);
+    return id;
+  }
+
+  objectDestroy(id: bigint, kind: 'texture' | 'surface'): void {
+    if (this.#objects.get(id) !== kind) throw new CudaError(CudaErr.InvalidValue, `not a ${kind} object`);
+    this.#objects.delete(id);
+  }
+
+  /** The context is gone: its memory went with it (HostMemory.releaseAll). */
+  clear(): void {
+    this.#arrays.clear();
+    this.#mipmaps.clear();
+    this.#objects.clear();
+  }
+}

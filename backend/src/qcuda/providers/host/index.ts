@@ -1,0 +1,436 @@
+// The `host` provider: device memory emulated in host RAM, for machines
+// without a GPU (and CI). Memory, device, stream and event calls keep CUDA's
+// semantics and error codes; work completes synchronously, so every stream
+// is always idle. It is not a model of GPU timing and runs no kernels.
+// Its parts: device memory and mappings (memory.ts), arrays (arrays.ts),
+// graphs (graphs.ts), streams, events and limits (streams.ts).
+import { performance } from 'node:perf_hooks';
+import { CudaErr, CudaError } from '../../cuda-error';
+import type {
+  ArrayDesc, ArrayRef, MipmapRef, DeviceProps, DevPtr, Dim3, EventRef, Extent, FunctionInfo, GraphExecRef, GraphRef, GraphSpec, GuestSeg, HostBlock,
+  HostPiece, LaunchDesc, Place, Pos, Provider, ProviderContext, StreamRef, TexDesc, TexResource, VmmRef,
+} from '../../provider';
+import { StreamAttr } from '../../attrs';
+import { QCUDA_NUM_ATTRS } from '../../proto';
+import { HostArrays } from './arrays';
+import { HostGraphs, noKernels } from './graphs';
+import { ContextMappings, HostMemory, type MemoryOwner } from './memory';
+import {
+  defaultStreamAttr, EVENT_DISABLE_TIMING, HostLimits, PRIORITY_GREATEST, PRIORITY_LEAST, type HostEvent, type HostStream,
+} from './streams';
+import { copyViews, segRange } from './views';
+
+const HOST_DEVICE_NAME = 'qcuda host-memory device (no GPU)';
+
+/** A few attributes a program may look at (CUdevice_attribute numbering). */
+const ATTRS: Record<number, number> = {
+  1: 1024, 2: 1024, 3: 1024, 4: 64, 5: 0x7fffffff, 6: 65535, 7: 65535, 8: 49152, 9: 65536, 10: 32, 11: 0x7fffffff,
+  12: 65536, 13: 1000000, 14: 512, 15: 1, 16: 1, 17: 0, 18: 0, 19: 1, 20: 0, 31: 1, 32: 0, 33: 0, 34: 0, 35: 0,
+  36: 1000000, 37: 64, 38: 0, 39: 2048, 40: 1, 41: 1, 75: 0, 76: 0, 81: 49152, 82: 65536, 83: 1, 84: 0,
+};
+
+/** The most devices the host provider emulates (the guest library's QC_MAX_DEVICES is 64; 16 is plenty to test with). */
+export const MAX_HOST_DEVICES = 16;
+
+/** CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: tells emulated devices apart, as bus ids tell GPUs apart. */
+const ATTR_PCI_BUS_ID = 33;
+
+export interface HostProviderOptions {
+  /** Emulated device memory size in bytes, per device (default 4 GiB). */
+  totalMem?: bigint;
+  /** How many devices to emulate (default 1, at most MAX_HOST_DEVICES). */
+  devices?: number;
+  /** Views of guest RAM by host address: the device pointers of mapped host memory. */
+  guestView?: (addr: bigint, len: number) => Uint8Array[];
+}
+
+/** A host provider over a device's guest memory: the factory form of QcudaOptions.provider. */
+export function hostProvider(guestView: (addr: bigint, len: number) => Uint8Array[]): HostProvider {
+  return new HostProvider({ guestView });
+}
+
+export class HostProvider implements Provider {
+  readonly name = 'host' as const;
+  readonly hasGpu = false;
+  readonly memory: HostMemory;
+  readonly #devices: number;
+
+  constructor(o: HostProviderOptions = {}) {
+    const guestView = o.guestView ?? (() => {
+      throw new CudaError(CudaErr.InvalidValue, 'no guest memory to map');
+    });
+    this.#devices = o.devices ?? 1;
+    if (!Number.isInteger(this.#devices) || this.#devices < 1 || this.#devices > MAX_HOST_DEVICES)
+      throw new Error(`host provider: ${this.#devices} devices (1 to ${MAX_HOST_DEVICES})`);
+    this.memory = new HostMemory(o.totalMem ?? 4n << 30n, this.#devices, guestView);
+  }
+
+  get totalMem(): bigint {
+    return this.memory.totalMem;
+  }
+
+  /** Device memory in use, every context's. */
+  get used(): bigint {
+    return this.memory.used;
+  }
+
+  deviceCount(): number {
+    return this.#devices;
+  }
+
+  driverVersion(): number {
+    return 13000;
+  }
+
+  deviceProps(device: number): DeviceProps {
+    this.#check(device);
+    const attrs = new Int32Array(QCUDA_NUM_ATTRS);
+    for (const [k, v] of Object.entries(ATTRS)) attrs[Number(k)] = v;
+    attrs[ATTR_PCI_BUS_ID] = device;
+    const uuid = new Uint8Array(16).fill(0x51);
+    uuid[15] = 0x51 + device; // device 0 keeps the uuid it always had
+    return { name: HOST_DEVICE_NAME, uuid, totalMem: this.totalMem, attrs };
+  }
+
+  async openContext(device: number): Promise<ProviderContext> {
+    this.#check(device);
+    return new HostContext(this.memory, device);
+  }
+
+  /**
+   * A copy between contexts of two devices (cudaMemcpyPeer): device memory
+   * to device memory, as NVLink or PCIe P2P would move it, never through
+   * guest RAM. Each pointer must be memory of its own context.
+   */
+  async copyPeer(dst: ProviderContext, dstPtr: DevPtr, src: ProviderContext, srcPtr: DevPtr, size: bigint): Promise<void> {
+    if (!(dst instanceof HostContext) || !(src instanceof HostContext) || dst.memory !== this.memory || src.memory !== this.memory)
+      throw new CudaError(CudaErr.InvalidValue, 'a peer copy between contexts of another provider');
+    const from = this.memory.views(srcPtr, size, src).map((v) => v.slice()); // memmove semantics, as copyOnDevice
+    copyViews(this.memory.views(dstPtr, size, dst), from);
+  }
+
+  registerGuestMemory(): void {
+    /* host memory needs no registration */
+  }
+
+  unregisterGuestMemory(): void {}
+
+  async close(): Promise<void> {}
+
+  #check(device: number): void {
+    if (!Number.isInteger(device) || device < 0 || device >= this.#devices) throw new CudaError(CudaErr.InvalidDevice, `device ${device} does not exist`);
+  }
+}
+
+
+class HostContext implements ProviderContext, MemoryOwner {
+  /** Destroyed: it makes nothing more (a call that reaches it after the destroy fails). */
+  dead = false;
+  readonly mappings = new ContextMappings();
+  readonly #limits = new HostLimits();
+  readonly #arrays: HostArrays;
+  readonly #graphs: HostGraphs;
+  /** The NULL stream's attributes. */
+  readonly #legacy: HostStream = { priority: 0, attrs: new Map() };
+
+  constructor(
+    readonly memory: HostMemory,
+    readonly device: number,
+  ) {
+    this.#arrays = new HostArrays(memory, this);
+    this.#graphs = new HostGraphs({ copyBox: (d, dp, s, sp, e) => this.#copyBox(d, dp, s, sp, e), views: (p, n) => this.#views(p, n) });
+  }
+
+  #views(ptr: DevPtr, size: bigint): Uint8Array[] {
+    return this.memory.views(ptr, size, this);
+  }
+
+  async malloc(size: bigint): Promise<DevPtr> {
+    return this.memory.allocate(size, this);
+  }
+
+  async vmmReserve(size: bigint, alignment: bigint): Promise<DevPtr> {
+    return this.memory.vmmReserve(size, alignment, this);
+  }
+
+  async vmmFree(ptr: DevPtr, size: bigint): Promise<void> {
+    if (this.mappings.vmmMapped(ptr, size)) throw new CudaError(CudaErr.InvalidValue, 'the reservation has memory mapped in it');
+    this.memory.vmmFree(ptr, size, this);
+  }
+
+  async vmmCreate(size: bigint): Promise<VmmRef> {
+    return this.memory.vmmCreate(size, this);
+  }
+
+  async vmmRelease(m: VmmRef): Promise<void> {
+    this.memory.vmmRelease(m, this);
+  }
+
+  async vmmMap(ptr: DevPtr, size: bigint, m: VmmRef): Promise<void> {
+    const bytes = this.memory.vmmMemory(m, this);
+    if (size > BigInt(bytes.length) || !this.memory.vmmReserved(ptr, size, this) || this.mappings.vmmMapped(ptr, size))
+      throw new CudaError(CudaErr.InvalidValue, `cannot map ${size} bytes at 0x${ptr.toString(16)}`);
+    this.mappings.vmmMap(ptr, bytes.subarray(0, Number(size)));
+  }
+
+  async vmmUnmap(ptr: DevPtr, size: bigint): Promise<void> {
+    if (!this.mappings.vmmUnmap(ptr, size)) throw new CudaError(CudaErr.InvalidValue, `no mapping at 0x${ptr.toString(16)}+${size}`);
+  }
+
+  /** Mapped memory is always reachable here: the dispatcher is what keeps it out of copies until access is set. */
+  async vmmSetAccess(ptr: DevPtr, size: bigint): Promise<void> {
+    if (!this.mappings.vmmHolds(ptr, size)) throw new CudaError(CudaErr.InvalidValue, `no mapping at 0x${ptr.toString(16)}+${size}`);
+  }
+
+  async free(ptr: DevPtr): Promise<void> {
+    this.memory.release(ptr, this);
+  }
+
+  /** Device-wide, as natively: every context's allocations on this device count. */
+  async memGetInfo(): Promise<{ free: bigint; total: bigint }> {
+    return { free: this.memory.totalMem - this.memory.usedOn(this.device), total: this.memory.totalMem };
+  }
+
+  async copyToDevice(dst: DevPtr, src: GuestSeg[], _s: StreamRef | undefined): Promise<void> {
+    const len = src.reduce((n, s) => n + s.len, 0);
+    copyViews(this.#views(dst, BigInt(len)), src.map((s) => s.view));
+  }
+
+  async copyFromDevice(dst: GuestSeg[], src: DevPtr, _s: StreamRef | undefined): Promise<void> {
+    const len = dst.reduce((n, s) => n + s.len, 0);
+    copyViews(dst.map((s) => s.view), this.#views(src, BigInt(len)));
+  }
+
+  async copyOnDevice(dst: DevPtr, src: DevPtr, size: bigint): Promise<void> {
+    const from = this.#views(src, size).map((v) => v.slice()); // memmove semantics for overlaps
+    copyViews(this.#views(dst, size), from);
+  }
+
+  async memset(dst: DevPtr, value: number, size: bigint): Promise<void> {
+    for (const v of this.#views(dst, size)) v.fill(value & 0xff);
+  }
+
+  async synchronize(): Promise<void> {}
+
+  async copy3DOnDevice(dst: Place, dstPos: Pos, src: Place, srcPos: Pos, e: Extent): Promise<void> {
+    this.#copyBox(dst, dstPos, src, srcPos, e);
+  }
+
+  /** copy3DOnDevice's work, synchronous (graph launches run it in a loop). */
+  #copyBox(dst: Place, dstPos: Pos, src: Place, srcPos: Pos, e: Extent): void {
+    for (let z = 0n; z < e.depth; z++)
+      for (let y = 0n; y < e.height; y++) {
+        const from = this.#arrays.row(src, srcPos, e.width, y, z).map((v) => v.slice()); // memmove semantics
+        copyViews(this.#arrays.row(dst, dstPos, e.width, y, z), from);
+      }
+  }
+
+  async copy3DToDevice(dst: Place, src: GuestSeg[], blocks: readonly HostBlock[]): Promise<void> {
+    for (const b of blocks)
+      for (let z = 0n; z < b.extent.depth; z++)
+        for (let y = 0n; y < b.extent.height; y++)
+          copyViews(this.#arrays.row(dst, b.pos, b.extent.width, y, z), segRange(src, b.off + z * b.pitch * b.rows + y * b.pitch, b.extent.width));
+  }
+
+  async copy3DFromDevice(dst: GuestSeg[], src: Place, blocks: readonly HostBlock[]): Promise<void> {
+    for (const b of blocks)
+      for (let z = 0n; z < b.extent.depth; z++)
+        for (let y = 0n; y < b.extent.height; y++)
+          copyViews(segRange(dst, b.off + z * b.pitch * b.rows + y * b.pitch, b.extent.width), this.#arrays.row(src, b.pos, b.extent.width, y, z));
+  }
+
+  async memset2D(dst: DevPtr, pitch: bigint, value: number, width: bigint, height: bigint): Promise<void> {
+    for (let y = 0n; y < height; y++) for (const v of this.#views(dst + y * pitch, width)) v.fill(value & 0xff);
+  }
+
+  async arrayCreate(desc: ArrayDesc): Promise<ArrayRef> {
+    return this.#arrays.create(desc);
+  }
+
+  async arrayDestroy(a: ArrayRef): Promise<void> {
+    this.#arrays.destroy(a);
+  }
+
+  async mipmapCreate(desc: ArrayDesc, levels: number): Promise<MipmapRef> {
+    return this.#arrays.mipmapCreate(desc, levels);
+  }
+
+  async mipmapLevel(m: MipmapRef, level: number): Promise<ArrayRef> {
+    return this.#arrays.mipmapLevel(m, level);
+  }
+
+  async mipmapDestroy(m: MipmapRef): Promise<void> {
+    this.#arrays.mipmapDestroy(m);
+  }
+
+  async texCreate(res: TexResource, _desc: TexDesc): Promise<bigint> {
+    return this.#arrays.texCreate(res);
+  }
+
+  async texDestroy(t: bigint): Promise<void> {
+    this.#arrays.objectDestroy(t, 'texture');
+  }
+
+  async surfCreate(a: ArrayRef): Promise<bigint> {
+    return this.#arrays.surfCreate(a);
+  }
+
+  async surfDestroy(s: bigint): Promise<void> {
+    this.#arrays.objectDestroy(s, 'surface');
+  }
+
+  async streamCreate(_flags: number, priority: number): Promise<StreamRef> {
+    // Clamped to the device's range, as the driver does.
+    const st: HostStream = { priority: Math.min(PRIORITY_LEAST, Math.max(PRIORITY_GREATEST, priority)), attrs: new Map() };
+    return st;
+  }
+
+  async streamGetPriority(s: StreamRef | undefined): Promise<number> {
+    return ((s as HostStream | undefined) ?? this.#legacy).priority;
+  }
+
+  async streamPriorityRange(): Promise<{ least: number; greatest: number }> {
+    return { least: PRIORITY_LEAST, greatest: PRIORITY_GREATEST };
+  }
+
+  /** There is no L2 here: nothing persists. */
+  async resetPersistingL2Cache(): Promise<void> {}
+
+  async streamDestroy(): Promise<void> {}
+  async streamSynchronize(): Promise<void> {}
+
+  async streamQuery(): Promise<boolean> {
+    return true;
+  }
+
+  async streamWaitEvent(): Promise<void> {}
+
+  async eventCreate(flags: number): Promise<EventRef> {
+    const e: HostEvent = { flags, at: undefined };
+    return e;
+  }
+
+  async eventDestroy(): Promise<void> {}
+
+  async eventRecord(e: EventRef): Promise<void> {
+    (e as HostEvent).at = performance.now();
+  }
+
+  async eventSynchronize(): Promise<void> {}
+
+  async eventQuery(): Promise<boolean> {
+    return true;
+  }
+
+  async eventElapsed(start: EventRef, end: EventRef): Promise<number> {
+    const a = start as HostEvent;
+    const b = end as HostEvent;
+    if ((a.flags | b.flags) & EVENT_DISABLE_TIMING) throw new CudaError(CudaErr.InvalidResourceHandle, 'event created with cudaEventDisableTiming');
+    if (a.at === undefined || b.at === undefined) throw new CudaError(CudaErr.InvalidResourceHandle, 'event was never recorded');
+    return b.at - a.at;
+  }
+
+  // No kernels here. cudaErrorNoKernelImageForDevice (209) is what CUDA itself
+  // says when a program's fat binary holds nothing this device can run, so a
+  // program (and the guest library, which loads modules lazily) reports it the
+  // way it would on a GPU of the wrong architecture; 801 (not supported) would
+  // read as a missing feature of the API rather than of the device.
+  async moduleLoad(_image: Uint8Array): Promise<{ ref: never; bytes: bigint }> {
+    throw new CudaError(CudaErr.NoKernelImageForDevice, 'the host provider runs no kernels: kernels need the cuda provider (a GPU)');
+  }
+  async link(): Promise<never> {
+    throw new CudaError(CudaErr.NotSupported, 'the host provider cannot JIT-link: linking needs the cuda provider (a GPU driver)');
+  }
+  async moduleUnload(_m: unknown): Promise<void> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no modules');
+  }
+  async functionGet(_m: unknown, _name: string): Promise<FunctionInfo> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no modules');
+  }
+  async variableGet(_m: unknown, _name: string): Promise<{ dptr: DevPtr; size: bigint }> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no modules');
+  }
+  // Function queries and cooperative launches: there are no functions (as for launch).
+  async funcGetAttributes(_f: unknown): Promise<Int32Array> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+  }
+  async funcSetAttribute(_f: unknown, _a: number, _v: number): Promise<void> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+  }
+  async occupancyBlocks(_f: unknown, _b: number, _s: bigint, _fl: number): Promise<number> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+  }
+  async occupancySmem(_f: unknown, _n: number, _b: number): Promise<bigint> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+  }
+  async launchCooperative(_f: unknown, _g: Dim3, _b: Dim3, _s: number, _st: StreamRef | undefined, _p: Uint8Array): Promise<void> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+  }
+  async launchEx(_f: unknown, _g: Dim3, _b: Dim3, _s: number, _st: StreamRef | undefined, _p: Uint8Array, _c: Dim3, _co: boolean): Promise<void> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+  }
+
+  async limitSet(limit: number, value: bigint): Promise<void> {
+    this.#limits.set(limit, value);
+  }
+  async limitGet(limit: number): Promise<bigint> {
+    return this.#limits.get(limit);
+  }
+
+  // Stream attributes: kept per stream, as set (they change nothing here: work completes at once).
+  async streamSetAttribute(s: StreamRef | undefined, attr: number, value: Uint8Array): Promise<void> {
+    const st = (s as HostStream | undefined) ?? this.#legacy;
+    st.attrs.set(attr, value.slice());
+    if (attr === StreamAttr.Priority) st.priority = new DataView(value.buffer, value.byteOffset, 4).getInt32(0, true);
+  }
+  async streamGetAttribute(s: StreamRef | undefined, attr: number): Promise<Uint8Array> {
+    const st = (s as HostStream | undefined) ?? this.#legacy;
+    return (st.attrs.get(attr) ?? defaultStreamAttr(attr, st.priority)).slice();
+  }
+  async launch(_f: unknown, _g: Dim3, _b: Dim3, _s: number, _st: StreamRef | undefined, _p: Uint8Array): Promise<void> {
+    throw noKernels();
+  }
+  async launchMany(_list: readonly LaunchDesc[]): Promise<void> {
+    throw Object.assign(noKernels(), { index: 0 });
+  }
+
+  async graphCreate(): Promise<GraphRef> {
+    return this.#graphs.create();
+  }
+
+  async graphDestroy(g: GraphRef): Promise<void> {
+    this.#graphs.destroy(g);
+  }
+
+  async graphCondHandle(g: GraphRef, defaultValue: number, flags: number): Promise<bigint> {
+    return this.#graphs.condHandle(g, defaultValue, flags);
+  }
+
+  async graphInstantiate(g: GraphRef, spec: GraphSpec): Promise<GraphExecRef> {
+    return this.#graphs.instantiate(g, spec);
+  }
+
+  async graphExecDestroy(x: GraphExecRef): Promise<void> {
+    this.#graphs.execDestroy(x);
+  }
+
+  async graphLaunch(x: GraphExecRef, _stream: StreamRef | undefined): Promise<void> {
+    this.#graphs.launch(x);
+  }
+
+  async hostDevicePointer(pieces: readonly HostPiece[]): Promise<DevPtr> {
+    return this.mappings.map(pieces);
+  }
+
+  async hostUnmap(ptr: DevPtr): Promise<void> {
+    this.mappings.unmap(ptr);
+  }
+
+  async destroy(): Promise<void> {
+    this.dead = true;
+    this.memory.releaseAll(this);
+    this.#arrays.clear();
+    this.mappings.clear();
+    this.#graphs.clear();
+  }
+}

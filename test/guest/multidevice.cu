@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: MIT
+// multidevice: several devices in one process (issue 37), on a backend
+// serving two or more (the host provider's --host-devices=2): the count,
+// each device's properties and memory info, allocations on the current
+// device, peer copies byte for byte both ways (cudaMemcpyPeer, and
+// cudaMemcpy of kind default between devices), a memset and a download of
+// another device's memory, and what is refused (a device past the last, a
+// copy past a peer allocation, freed memory). With one device only what one
+// device allows: peer copies from device 0 to itself, device 1 refused.
+#include "qctest.h"
+
+#define N (3 * 4096 + 5)
+
+static unsigned char src[N], out[N];
+
+/* One device: a peer copy of device 0 to itself is a device copy; device 1 does not exist. */
+static int one_device(void)
+{
+	unsigned char *a = NULL;
+
+	EXPECT(cudaSetDevice(1), cudaErrorInvalidDevice);
+	EXPECT(cudaMalloc((void **)&a, 2 * N), cudaSuccess);
+	qt_fill(src, N, 37);
+	EXPECT(cudaMemcpy(a, src, N, cudaMemcpyHostToDevice), cudaSuccess);
+	EXPECT(cudaMemcpyPeer(a + N, 0, a, 0, N), cudaSuccess);
+	EXPECT(cudaMemcpy(out, a + N, N, cudaMemcpyDeviceToHost), cudaSuccess);
+	qt_check(qt_diff(out, src, N) < 0, "device 0 to device 0, byte for byte");
+	EXPECT(cudaMemcpyPeer(a, 1, a + N, 0, 16), cudaErrorInvalidDevice);
+	EXPECT(cudaFree(a), cudaSuccess);
+	return qt_end();
+}
+
+int main(void)
+{
+	int count = 0, dev = -1;
+	cudaDeviceProp p0, p1;
+	size_t free0 = 0, free1 = 0, total = 0;
+	unsigned char *a = NULL, *b = NULL;
+
+	qt_begin("multidevice");
+	EXPECT(cudaGetDeviceCount(&count), cudaSuccess);
+	if (count < 2)
+		return one_device();
+	EXPECT(cudaGetDeviceProperties(&p0, 0), cudaSuccess);
+	EXPECT(cudaGetDeviceProperties(&p1, 1), cudaSuccess);
+	qt_check(memcmp(&p0.uuid, &p1.uuid, sizeof(p0.uuid)) != 0, "each device its own uuid");
+	qt_check(p0.pciBusID != p1.pciBusID, "and its own PCI bus id");
+	EXPECT(cudaSetDevice(count), cudaErrorInvalidDevice);
+
+	EXPECT(cudaMalloc((void **)&a, N), cudaSuccess);
+	EXPECT(cudaSetDevice(1), cudaSuccess);
+	EXPECT(cudaGetDevice(&dev), cudaSuccess);
+	qt_check(dev == 1, "device 1 is current");
+	EXPECT(cudaMemGetInfo(&free1, &total), cudaSuccess);
+	EXPECT(cudaMalloc((void **)&b, 8 << 20), cudaSuccess);
+	EXPECT(cudaMemGetInfo(&free0, NULL), cudaSuccess);
+	qt_check(free1 - free0 >= (8 << 20), "device 1's allocation counts on device 1");
+	EXPECT(cudaSetDevice(0), cudaSuccess);
+	EXPECT(cudaMemGetInfo(&free0, NULL), cudaSuccess);
+	qt_check(free0 > free1 - (8 << 20), "and not on device 0");
+
+	qt_fill(src, N, 37);
+	EXPECT(cudaMemcpy(a, src, N, cudaMemcpyHostToDevice), cudaSuccess);
+	EXPECT(cudaMemcpyPeer(b, 1, a, 0, N), cudaSuccess);
+	EXPECT(cudaMemset(a, 0, N), cudaSuccess);
+	EXPECT(cudaMemcpy(out, b, N, cudaMemcpyDeviceToHost), cudaSuccess);
+	qt_check(qt_diff(out, src, N) < 0, "device 0 to device 1, byte for byte (read with device 0 current)");
+	EXPECT(cudaMemcpy(a + 1, b + 2, 100, cudaMemcpyDefault), cudaSuccess);
+	EXPECT(cudaMemcpy(out, a, 102, cudaMemcpyDeviceToHost), cudaSuccess);
+	qt_check(out[0] == 0 && qt_diff(out + 1, src + 2, 100) < 0, "device 1 to device 0 at offsets, kind default");
+	EXPECT(cudaMemcpyPeerAsync(a, 0, b, 1, N, 0), cudaSuccess);
+	EXPECT(cudaDeviceSynchronize(), cudaSuccess);
+	EXPECT(cudaMemcpy(out, a, N, cudaMemcpyDeviceToHost), cudaSuccess);
+	qt_check(qt_diff(out, src, N) < 0, "cudaMemcpyPeerAsync back to device 0");
+	EXPECT(cudaMemset(b + 10, 0xab, 5), cudaSuccess);
+	EXPECT(cudaMemcpy(out, b + 9, 7, cudaMemcpyDeviceToHost), cudaSuccess);
+	qt_check(out[0] == src[9] && out[1] == 0xab && out[5] == 0xab && out[6] == src[15], "a memset of device 1 memory with device 0 current");
+
+	EXPECT(cudaMemcpyPeer(b, 1, a, 0, N + 1), cudaErrorInvalidValue);
+	EXPECT(cudaMemcpyPeer(b, 1, a, 5, 16), cudaErrorInvalidDevice);
+	EXPECT(cudaFree(b), cudaSuccess);
+	EXPECT(cudaMemcpyPeer(b, 1, a, 0, 16), cudaErrorInvalidValue);
+	EXPECT(cudaFree(a), cudaSuccess);
+	return qt_end();
+}
