@@ -32,7 +32,8 @@
       "src/sys_addon.cc",
       "src/vhost-user/errors.cc",
       "src/ledger.cc",
-      "src/sandbox.cc"
+      "src/sandbox.cc",
+      "src/share_table.cc"
     ],
     "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
     "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
@@ -60,7 +61,8 @@
       "src/cuda_module.cc",
       "src/cuda_output.cc",
       "src/cuda_ring_server.cc",
-      "src/guest_ring.cc"
+      "src/guest_ring.cc",
+      "src/share_table.cc"
     ],
     "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "/usr/local/cuda/include", "../guest-driver/include"],
     "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],

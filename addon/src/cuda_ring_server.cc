@@ -26,6 +26,12 @@
 // context's methods (RunSynchronize, RunStreamSynchronize, RunEventRecord,
 // RunEventSynchronize, RunEventQuery, RunCopyHtoD, RunCopyDtoH, LaunchOne).
 //
+// Under --gpu-share (issue 36) a launch, copy or batch is served only where
+// its VM may post now (share_table.h Gate: the table and policy JavaScript's
+// gate reads, share/gate.ts); one that must wait is handed off, and
+// JavaScript's gate waits for it, bounded, without holding the thread. A
+// synchronize served here ends the process's busy time, as JavaScript's.
+//
 // A BATCH (commands/batch.ts) is served when every posted entry is a launch
 // that would be served alone or an event record of the session's event and
 // stream, there are at most kInlineBatchLaunches of them (the device's own
@@ -45,6 +51,7 @@
 //   setRegions([{gpa, size, host}])     guest memory (bigints: host = where the region is mapped here)
 //   setRecord(bytes: Uint8Array)        the ring's in-flight record (vhost-user/inflight.ts lays it out)
 //   bind(context | null)                the session's CudaContext now
+//   share(table: BigInt64Array, vm, proc, policy)   the GPU share gate (share/gate.ts), or share() for none
 //   setAlloc(base, size) / setFunc(handle, id) / setStream(handle, id) / setEvent(handle, id)   (0: forget) ; clear()
 //   serve(spinNs, budgetNs, onFlush) -> Stop   cursor: lastAvail, usedIdx, signalledUsed in; also served, launched, postedError out
 //   left() -> { head, cmd, args: Uint8Array, value, postedError, lateError }   after kLeft: the batch's ending synchronize, for JavaScript
@@ -63,6 +70,7 @@
 #include "cuda_ring_server.h"
 #include "guest_ring.h"
 #include "qcuda_proto.h"
+#include "share_table.h"
 #include "vhost-user/typed_view.h"
 
 namespace qcuda::cuda {
@@ -132,7 +140,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
                         InstanceMethod("setRecord", &RingServer::SetRecord), InstanceMethod("bind", &RingServer::Bind),
                         InstanceMethod("setAlloc", &RingServer::SetAlloc), InstanceMethod("setFunc", &RingServer::SetFunc),
                         InstanceMethod("setStream", &RingServer::SetStream), InstanceMethod("setEvent", &RingServer::SetEvent),
-                        InstanceMethod("clear", &RingServer::Clear),
+                        InstanceMethod("clear", &RingServer::Clear), InstanceMethod("share", &RingServer::Share),
                         InstanceMethod("serve", &RingServer::Serve), InstanceMethod("left", &RingServer::LeftToJs),
                         StaticValue("CURSOR", CursorNames(env)), StaticValue("STOP", StopNames(env))});
   }
@@ -220,6 +228,20 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
       core_ = Napi::ObjectWrap<Context>::Unwrap(info[0].As<Napi::Object>())->core();
     }
     return env.Undefined();
+  }
+
+  Napi::Value Share(const Napi::CallbackInfo &info) {
+    gate_.reset();
+    tableRef_.Reset();
+    if (info[0].IsUndefined()) return info.Env().Undefined();
+    const uint32_t vm = ArgU32(info[1], "vm"), proc = ArgU32(info[2], "proc");
+    if (vm >= share::kVmSlots || proc >= share::kProcSlots) throw Napi::RangeError::New(info.Env(), "share: no such slot");
+    Napi::Object o = info[3].As<Napi::Object>();
+    auto num = [&](const char *k) { return o.Get(k).ToNumber().DoubleValue(); };
+    gate_ = std::make_unique<share::Gate>(TypedView<int64_t>(info[0], share::kWords, "table"), vm, proc,
+                                          share::Policy{num("slackNs"), num("maxWaitNs"), num("idleNs"), num("gapNs")});
+    tableRef_ = Napi::Persistent(info[0].As<Napi::Object>());
+    return info.Env().Undefined();
   }
 
   Napi::Value SetAlloc(const Napi::CallbackInfo &info) {
@@ -317,6 +339,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     p.job.env = State(env);
     cu::api().CtxSetCurrent(core_->ctx);
     if (!Check(p)) return Stop::kHandOff;
+    if (gate_ && Posts(p.cmd) && !gate_->Admit(NowNs())) return Stop::kHandOff;
     // Taken: from here the request is answered here, whatever the driver
     // says, or (a batch's ending synchronize that would wait) left to JavaScript.
     ring_.Took(head);
@@ -335,6 +358,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
       }
       if (p.endCmd == 0) p.job.rc = p.records.rc;
     }
+    if (gate_ && Syncs(p)) gate_->Synced(NowNs());
     uint32_t status = p.job.rc == cu::kSuccess ? 0 : static_cast<uint32_t>(cu::ToCudaError(p.job.rc));
     bool output = false;
     if (p.flushes && cursor_[kLaunched] != 0 && !onFlush.IsEmpty()) {
@@ -357,6 +381,16 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
       return Stop::kPosted;
     }
     return output ? Stop::kOutput : Stop::kServedOne;
+  }
+
+  /** Whether cmd posts work to the GPU (share/commands.ts POSTING, of the calls served here). */
+  static bool Posts(uint32_t cmd) {
+    return cmd == QCUDA_CMD_LAUNCH || cmd == QCUDA_CMD_BATCH || cmd == QCUDA_CMD_MEMCPY_HTOD || cmd == QCUDA_CMD_MEMCPY_DTOH;
+  }
+
+  /** Whether the answered call waited for the process's posted work (share/commands.ts syncs): a synchronize, or a batch ending in one. */
+  static bool Syncs(const Plan &p) {
+    return p.cmd == QCUDA_CMD_DEVICE_SYNC || p.cmd == QCUDA_CMD_STREAM_SYNC || p.cmd == QCUDA_CMD_EVENT_SYNC || (p.cmd == QCUDA_CMD_BATCH && p.endCmd != 0);
   }
 
   /** A batch's ending synchronize, once its posted work ran: true (its outcome in p.job) if it returned within the inline wait. */
@@ -666,6 +700,9 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
   std::vector<uint8_t> args_, batch_;
   std::vector<Posted> posted_;
   std::unique_ptr<Left> left_;
+  // The GPU share gate (share()), on the table JavaScript mapped.
+  std::unique_ptr<share::Gate> gate_;
+  Napi::ObjectReference tableRef_;
 };
 
 }  // namespace

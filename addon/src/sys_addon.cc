@@ -1,14 +1,16 @@
 // qcuda_sys: the system calls qcuda itself needs beside the vhost-user
 // library's (addon/src/vhost-user/): a VM's quota ledger in shared memory
-// and the GPU worker's sandbox.
+// the GPU worker's sandbox, and the GPU share table's layout (share_table.h).
 #include <napi.h>
 
 #include "ledger.h"
 #include "sandbox.h"
+#include "share_table.h"
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   qcuda::InitLedger(env, exports);
   qcuda::InitSandbox(env, exports);
+  qcuda::share::InitShare(env, exports);
   return exports;
 }
 

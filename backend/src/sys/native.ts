@@ -27,8 +27,28 @@ export interface NativeLedger {
   lockForTest(): void;
 }
 
+/** The GPU share table's layout (addon/src/share_table.h; qcuda/share/table.ts maps it): word offsets within each part. */
+export interface ShareLayout {
+  magic: number;
+  headerWords: number;
+  vmSlots: number;
+  vmWords: number;
+  procSlots: number;
+  procWords: number;
+  bytes: number;
+  header: { magic: number; procs: number };
+  vm: { pid: number; weight: number; usage: number; used: number };
+  proc: { pid: number; vm: number; since: number; waiting: number; synced: number };
+}
+
 /** qcuda_sys.node. */
 export interface QcudaSys {
+  shareLayout: ShareLayout;
+  /** The share policy in C (the ring server's), for the tests that hold it to qcuda/share/policy.ts's answers. */
+  sharePolicy: {
+    mayPost(self: number, vms: readonly object[], now: number, policy: object): boolean;
+    catchUp(self: number, vms: readonly object[], now: number, policy: object): number;
+  };
   /**
    * For good, for every thread of this process: no new privileges and the
    * GPU worker's system call filter (addon/src/sandbox.cc). Throws where the

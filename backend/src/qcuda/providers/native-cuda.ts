@@ -16,6 +16,7 @@ import path from 'node:path';
 import type { ContextCalls } from '../provider';
 import type { Now } from '../../sys/now';
 import { MAX_SAFE_BIG } from '../../sys/numbers';
+import type { Policy } from '../share/policy';
 
 export interface CudaProbe {
   ok: boolean;
@@ -357,6 +358,8 @@ export interface RingServerNative {
   setStream(handle: bigint, id: number): void;
   setEvent(handle: bigint, id: number): void;
   clear(): void;
+  /** Under --gpu-share: a post waits its VM's turn (share/gate.ts) on this table, as process slot proc of VM slot vm; share() for none. */
+  share(table?: BigInt64Array, vm?: number, proc?: number, policy?: Policy): void;
   /**
    * Answers what it can (cursor's served counts them); returns why it
    * stopped (STOP). onFlush: after a flush point of a context that

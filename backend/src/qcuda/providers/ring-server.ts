@@ -14,7 +14,9 @@
 // (bound before each serve), the allocations, functions, streams and events to
 // check against (SessionMirror), and whether the session is quiet (no host
 // function gates, no posted error or launch pending, no device output
-// waiting: Session.quiet), without which it serves nothing.
+// waiting: Session.quiet), without which it serves nothing. Under
+// --gpu-share it admits posts on the process's share gate (share/gate.ts),
+// and leaves one whose VM must wait to the handler, whose gate waits.
 import { cudaNative, type CudaContextNative, type LeftBatch, type RingServerClass, type RingServerNative } from './native-cuda';
 import type { FrontRing, LeftRequest, Request, RingFront } from '../../vhost-user';
 import type { Now } from '../../sys/now';
@@ -23,6 +25,7 @@ import type { DevPtr, EventRef, FunctionRef, Provider, StreamRef } from '../prov
 import type { Session } from '../session';
 import type { SessionMirror } from '../session-core';
 import { cudaSide } from './cuda';
+import { shareGate } from '../share/gate';
 
 /** An addon id (function, stream or event ref of the cuda provider), else 0: not known to the server, so left to the handler. */
 function idOf(ref: unknown): number {
@@ -48,6 +51,10 @@ export class RingServer implements RingFront, SessionMirror {
     this.cursor = new Uint32Array(this.#class.CURSOR.words);
     this.#native = new this.#class(session.id, this.cursor);
     session.mirror = this;
+    // Under --gpu-share the posts it serves wait their VM's turn too (share/gate.ts): on the gate's table and process slot.
+    const g = shareGate();
+    const proc = g?.slot() ?? -1;
+    if (g && proc >= 0) this.#native.share(g.table.words, g.vm, proc, g.policy);
   }
 
   /** A ring server for session where its provider is cuda; undefined otherwise (the handler serves everything). */

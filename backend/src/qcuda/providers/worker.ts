@@ -7,7 +7,6 @@ import { BusyPoll } from '../../sys/busy-poll';
 import { EventFd, type Fd } from '../../sys/fd';
 import { native } from '../../sys/native';
 import { OwnedQueue } from './owned-queue';
-import { shareGate } from '../share/gate';
 import { dropRegion, remapRing, type RingOfRegions } from './worker-regions';
 import type { RingState } from '../../vhost-user';
 import { CudaErr, CudaError } from '../cuda-error';
@@ -221,8 +220,7 @@ class WorkerMain {
     this.owned = new OwnedQueue(m, fds, memory, this.provider!, this.modules, poll.enabled ? poll : undefined, (state) => {
       send({ t: 'returned', state });
       channel.close(); // the process ends with the channel
-      // Under --gpu-share every post passes the share gate, in JavaScript (share/gate.ts): no ring server in front.
-    }, () => process.kill(process.pid, 'SIGKILL'), (this.o.ringServer ?? true) && !shareGate()); // end: as a killed worker (no exit handlers, the driver frees the context)
+    }, () => process.kill(process.pid, 'SIGKILL'), this.o.ringServer ?? true); // end: as a killed worker (no exit handlers, the driver frees the context)
     send({ t: 'owning' });
   }
 

@@ -5,7 +5,11 @@
 // mayPost); if it is, the command, and every command of this process after
 // it, waits until it is not, or Policy.maxWaitNs has passed. The process is
 // busy (charged, table.ts) from its first posted work until a synchronizing
-// command returns.
+// command returns. That state (busy since, last synchronized) is kept in the
+// process's slot of the table, not here: in a worker the ring server
+// (addon/src/cuda_ring_server.cc) admits and charges the posts it serves in
+// C on the same words, taking turns with this gate on the one JS thread, and
+// hands a post that must wait to this gate.
 //
 // The backend joins the table (joinShare) and tells its workers where it
 // is through the environment they inherit: QCUDA_GPU_SHARE=<VM slot>:<path>.
@@ -23,9 +27,6 @@ const POLL_MS = 1;
 
 export class ShareGate {
   #proc = -1;
-  #busySince = 0;
-  /** When this process last synchronized (0: never busy yet). */
-  #idleSince = 0;
   #okUntil = 0;
   /** Processes busy at the last snapshot (what a charge divides by). */
   #busy = 1;
@@ -41,7 +42,7 @@ export class ShareGate {
   ) {}
 
   /** This process's slot, taken on first use; -1 (no gate) when the table has none left. */
-  #slot(): number {
+  slot(): number {
     if (this.#proc < 0) {
       this.#proc = this.table.joinProcess(this.vm);
       if (this.#proc >= 0) process.once('exit', () => this.leave());
@@ -56,9 +57,10 @@ export class ShareGate {
 
   /** Charges this process's VM for its busy time up to now. */
   #charge(now: number): void {
-    if (this.#busySince === 0 || this.#proc < 0) return;
-    this.table.addUsage(this.vm, charge(now - this.#busySince, this.#busy));
-    this.#busySince = now;
+    if (this.#proc < 0) return;
+    const since = this.table.busySince(this.#proc);
+    if (since === 0) return;
+    this.table.addUsage(this.vm, charge(now - since, this.#busy));
     this.table.setBusy(this.#proc, now);
   }
 
@@ -68,7 +70,7 @@ export class ShareGate {
     this.#busy = Math.max(1, busyProcesses(vms));
     this.#charge(now);
     const me = vms.find((v) => v.slot === this.vm);
-    if (me && !wants(me, now, this.policy) && backFromIdle(this.#idleSince, now, this.policy)) {
+    if (me && !wants(me, now, this.policy) && backFromIdle(this.table.syncedAt(this.#proc), now, this.policy)) {
       me.usage = catchUp(this.vm, vms, now, this.policy);
       this.table.raiseUsage(this.vm, me.usage);
     }
@@ -76,9 +78,7 @@ export class ShareGate {
   }
 
   #busyNow(now: number): void {
-    if (this.#busySince !== 0) return;
-    this.#busySince = now;
-    this.table.setBusy(this.#proc, now);
+    if (this.table.busySince(this.#proc) === 0) this.table.setBusy(this.#proc, now);
   }
 
   /**
@@ -88,7 +88,7 @@ export class ShareGate {
    */
   before(posts: boolean): Promise<void> | undefined {
     if (this.#waiting) return this.#waiting;
-    if (!posts || this.#slot() < 0) return undefined;
+    if (!posts || this.slot() < 0) return undefined;
     const now = this.clock();
     if (now < this.#okUntil || this.#decide(now)) {
       if (now >= this.#okUntil) this.#okUntil = now + RECHECK_NS;
@@ -121,11 +121,9 @@ export class ShareGate {
 
   /** A synchronizing command returned: what this process posted is done; it is charged and idle. */
   synced(): void {
-    if (this.#busySince === 0) return;
+    if (this.#proc < 0 || this.table.busySince(this.#proc) === 0) return;
     const now = this.clock();
     this.#charge(now);
-    this.#busySince = 0;
-    this.#idleSince = now;
     this.table.setSynced(this.#proc, now);
   }
 }

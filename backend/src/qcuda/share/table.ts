@@ -21,31 +21,46 @@ import path from 'node:path';
 import { native, type Mapping } from '../../sys/native';
 import type { VmView } from './policy';
 
-const MAGIC = 0x71_63_73_68n; // "qcsh"
-const HEADER = 8;
+// The layout is declared once, in addon/src/share_table.h (the ring server
+// reads and writes the same words): its offsets come from there.
+const L = native.shareLayout;
+const MAGIC = BigInt(L.magic); // "qcsh"
+const HEADER = L.headerWords;
 /** VMs one GPU's table holds. */
-export const VM_SLOTS = 64;
-const VM_WORDS = 8;
+export const VM_SLOTS = L.vmSlots;
+const VM_WORDS = L.vmWords;
 /** Processes (workers, backends) with work to post, all VMs together. */
-export const PROC_SLOTS = 1024;
-const PROC_WORDS = 6;
-const WORDS = HEADER + VM_SLOTS * VM_WORDS + PROC_SLOTS * PROC_WORDS;
-const BYTES = Math.ceil((WORDS * 8) / 4096) * 4096;
+export const PROC_SLOTS = L.procSlots;
+const PROC_WORDS = L.procWords;
+const BYTES = L.bytes;
 
 // Header words.
-const H_MAGIC = 0;
+const H_MAGIC = L.header.magic;
 /** One more than the highest process slot ever taken: readers look no further. */
-const H_PROCS = 1;
+const H_PROCS = L.header.procs;
 // A VM slot's words.
-const V_PID = 0;
-const V_WEIGHT = 1;
-const V_USAGE = 2;
-// A process slot's words.
-const P_PID = 0;
-const P_VM = 1; // the VM's slot + 1 (0: none)
-const P_SINCE = 2; // busy since (ns of the table's clock), 0: idle
-const P_WAITING = 3; // 1 while it waits to post
-const P_SYNCED = 4; // when it last synchronized (ns), 0: never
+const V_PID = L.vm.pid;
+const V_WEIGHT = L.vm.weight;
+/** What the policy counts (raised when the VM comes back from idle: policy.ts catchUp). */
+const V_USAGE = L.vm.usage;
+/** The GPU time it was charged, only ever added to (what qcuda status shows). */
+const V_USED = L.vm.used;
+// A process slot's words: the process's gate state (gate.ts, and the ring server's in C).
+const P_PID = L.proc.pid;
+const P_VM = L.proc.vm; // the VM's slot + 1 (0: none)
+const P_SINCE = L.proc.since; // busy since (ns of the table's clock), 0: idle
+const P_WAITING = L.proc.waiting; // 1 while it waits to post
+const P_SYNCED = L.proc.synced; // when it last synchronized (ns), 0: never
+
+/** One VM as qcuda status shows it. */
+export interface VmReport {
+  slot: number;
+  /** Its backend's pid. */
+  pid: number;
+  weight: number;
+  /** GPU time it was charged since it joined, ns. */
+  usedNs: number;
+}
 
 /** The table's clock: CLOCK_MONOTONIC, the same in every process of the host. */
 export function clockNs(): number {
@@ -96,6 +111,11 @@ export class ShareTable {
     } finally {
       fs.closeSync(fd);
     }
+  }
+
+  /** The table's words, for the ring server (addon/src/share_table.h Gate), which works on them in place. */
+  get words(): BigInt64Array {
+    return this.#w;
   }
 
   close(): void {
@@ -152,9 +172,11 @@ export class ShareTable {
     return this.#get(this.#vm(slot) + V_WEIGHT);
   }
 
-  /** Adds ns of GPU time to VM slot's usage. */
+  /** Adds ns of GPU time to VM slot's usage (and to what it was charged). */
   addUsage(slot: number, ns: number): void {
-    if (ns > 0) Atomics.add(this.#w, this.#vm(slot) + V_USAGE, BigInt(Math.round(ns)));
+    if (ns <= 0) return;
+    Atomics.add(this.#w, this.#vm(slot) + V_USAGE, BigInt(Math.round(ns)));
+    Atomics.add(this.#w, this.#vm(slot) + V_USED, BigInt(Math.round(ns)));
   }
 
   /** Raises VM slot's usage to at least `ns` (policy.ts catchUp). */
@@ -196,6 +218,16 @@ export class ShareTable {
     this.#set(this.#proc(slot) + P_SYNCED, at);
   }
 
+  /** When process slot became busy or was last charged (ns), 0: idle. */
+  busySince(slot: number): number {
+    return this.#get(this.#proc(slot) + P_SINCE);
+  }
+
+  /** When process slot last synchronized (ns), 0: never. */
+  syncedAt(slot: number): number {
+    return this.#get(this.#proc(slot) + P_SYNCED);
+  }
+
   setWaiting(slot: number, waiting: boolean): void {
     this.#set(this.#proc(slot) + P_WAITING, waiting ? 1 : 0);
   }
@@ -229,6 +261,17 @@ export class ShareTable {
       v.lastSync = Math.max(v.lastSync, this.#get(at + P_SYNCED));
     }
     return [...vms.values()];
+  }
+
+  /** The live VMs as qcuda status shows them. */
+  report(live: (pid: number) => boolean = alive): VmReport[] {
+    const out: VmReport[] = [];
+    for (let s = 0; s < VM_SLOTS; s++) {
+      const at = this.#vm(s);
+      const pid = this.#get(at + V_PID);
+      if (pid !== 0 && live(pid)) out.push({ slot: s, pid, weight: Math.max(1, this.#get(at + V_WEIGHT)), usedNs: this.#get(at + V_USED) });
+    }
+    return out;
   }
 }
 

@@ -1,0 +1,243 @@
+// The GPU share table and its policy in C (share_table.h says why): each
+// function here follows its namesake in backend/src/qcuda/share/, step for
+// step and in the same floating-point order, so that both sides decide alike.
+#include "share_table.h"
+
+#include <errno.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+namespace qcuda::share {
+namespace {
+
+/** How long an admission is good for before the table is read again (gate.ts RECHECK_NS). */
+constexpr uint64_t kRecheckNs = 1000000;
+
+/** JavaScript's Math.round, for the non-negative times the table holds. */
+int64_t Round(double v) { return static_cast<int64_t>(std::floor(v + 0.5)); }
+
+/** Whether a process of this pid exists (one of another user's counts). */
+bool Alive(int64_t pid) { return pid > 0 && pid <= std::numeric_limits<pid_t>::max() && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+
+double UsedBy(const VmView &v, double now, uint32_t busy) {
+  double u = v.usage;
+  for (double since : v.busySince) u += Charge(now - since, busy);
+  return u;
+}
+
+double VirtualTime(const VmView &v, double now, uint32_t busy) { return UsedBy(v, now, busy) / std::max(1.0, v.weight); }
+
+const VmView *Find(uint32_t slot, const std::vector<VmView> &vms) {
+  for (const VmView &v : vms)
+    if (v.slot == slot) return &v;
+  return nullptr;
+}
+
+}  // namespace
+
+uint32_t BusyProcesses(const std::vector<VmView> &vms) {
+  uint32_t n = 0;
+  for (const VmView &v : vms) n += static_cast<uint32_t>(v.busySince.size());
+  return n;
+}
+
+double Charge(double dtNs, uint32_t busy) { return dtNs > 0 ? dtNs / std::max<uint32_t>(1, busy) : 0; }
+
+bool Wants(const VmView &v, double now, const Policy &p) {
+  return !v.busySince.empty() || v.waiting > 0 || (v.lastSync > 0 && now - v.lastSync < p.gapNs);
+}
+
+bool BackFromIdle(double idleSince, double now, const Policy &p) { return idleSince == 0 || now - idleSince >= p.idleNs; }
+
+bool MayPost(uint32_t self, const std::vector<VmView> &vms, double now, const Policy &p) {
+  const VmView *me = Find(self, vms);
+  if (!me) return true;
+  const uint32_t busy = BusyProcesses(vms);
+  const double mine = VirtualTime(*me, now, busy);
+  for (const VmView &v : vms)
+    if (v.slot != self && Wants(v, now, p) && !(mine <= VirtualTime(v, now, busy) + p.slackNs)) return false;
+  return true;
+}
+
+double CatchUp(uint32_t self, const std::vector<VmView> &vms, double now, const Policy &p) {
+  const VmView *me = Find(self, vms);
+  if (!me) return 0;
+  const uint32_t busy = BusyProcesses(vms);
+  bool any = false;
+  double lowest = std::numeric_limits<double>::infinity();
+  for (const VmView &v : vms) {
+    if (v.slot == self || !Wants(v, now, p)) continue;
+    any = true;
+    lowest = std::min(lowest, VirtualTime(v, now, busy));
+  }
+  if (!any) return me->usage;
+  return std::max(me->usage, (lowest - p.slackNs) * std::max(1.0, me->weight));
+}
+
+// ---- the table ----
+
+double Table::Get(uint64_t word) const { return static_cast<double>(__atomic_load_n(&w_[word], __ATOMIC_SEQ_CST)); }
+
+void Table::Set(uint64_t word, double v) { __atomic_store_n(&w_[word], Round(v), __ATOMIC_SEQ_CST); }
+
+void Table::AddUsage(uint32_t vm, double ns) {
+  if (ns <= 0) return;
+  __atomic_fetch_add(&w_[Vm(vm) + kVUsage], Round(ns), __ATOMIC_SEQ_CST);
+  __atomic_fetch_add(&w_[Vm(vm) + kVUsed], Round(ns), __ATOMIC_SEQ_CST);
+}
+
+void Table::RaiseUsage(uint32_t vm, double ns) {
+  int64_t *at = &w_[Vm(vm) + kVUsage];
+  int64_t u = __atomic_load_n(at, __ATOMIC_SEQ_CST);
+  while (static_cast<double>(u) < ns && !__atomic_compare_exchange_n(at, &u, Round(ns), false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+  }
+}
+
+std::vector<VmView> Table::Snapshot() const {
+  std::map<uint32_t, VmView> vms;
+  for (uint32_t s = 0; s < kVmSlots; s++) {
+    const int64_t pid = static_cast<int64_t>(Get(Vm(s) + kVPid));
+    if (pid == 0 || !Alive(pid)) continue;
+    VmView v;
+    v.slot = s;
+    v.weight = std::max(1.0, Get(Vm(s) + kVWeight));
+    v.usage = Get(Vm(s) + kVUsage);
+    vms.emplace(s, std::move(v));
+  }
+  const uint32_t top = static_cast<uint32_t>(std::min<double>(kProcSlots, std::max(0.0, Get(kHProcs))));
+  for (uint32_t s = 0; s < top; s++) {
+    const uint64_t at = Proc(s);
+    const int64_t pid = static_cast<int64_t>(Get(at + kPPid));
+    if (pid == 0) continue;
+    auto it = vms.find(static_cast<uint32_t>(static_cast<int64_t>(Get(at + kPVm)) - 1));
+    if (it == vms.end()) continue;
+    const double since = Get(at + kPSince);
+    const bool waiting = Get(at + kPWaiting) != 0;
+    // A worker ends by SIGKILL: one that was busy must not stay busy.
+    if ((since > 0 || waiting) && !Alive(pid)) continue;
+    if (since > 0) it->second.busySince.push_back(since);
+    if (waiting) it->second.waiting++;
+    it->second.lastSync = std::max(it->second.lastSync, Get(at + kPSynced));
+  }
+  std::vector<VmView> out;
+  for (auto &e : vms) out.push_back(std::move(e.second));
+  return out;
+}
+
+// ---- the gate ----
+
+void Gate::ChargeTo(double now) {
+  const uint64_t p = Table::Proc(proc_);
+  const double since = t_.Get(p + kPSince);
+  if (since == 0) return;
+  t_.AddUsage(vm_, Charge(now - since, busy_));
+  t_.Set(p + kPSince, now);
+}
+
+bool Gate::Decide(double now) {
+  std::vector<VmView> vms = t_.Snapshot();
+  busy_ = std::max<uint32_t>(1, BusyProcesses(vms));
+  ChargeTo(now);
+  for (VmView &me : vms) {
+    if (me.slot != vm_) continue;
+    if (!Wants(me, now, p_) && BackFromIdle(t_.Get(Table::Proc(proc_) + kPSynced), now, p_)) {
+      me.usage = CatchUp(vm_, vms, now, p_);
+      t_.RaiseUsage(vm_, me.usage);
+    }
+  }
+  return MayPost(vm_, vms, now, p_);
+}
+
+bool Gate::Admit(uint64_t now) {
+  const uint64_t p = Table::Proc(proc_);
+  // JavaScript waits on a post of this process: nothing overtakes it.
+  if (t_.Get(p + kPWaiting) != 0) return false;
+  const double n = static_cast<double>(now);
+  if (now < okUntil_ || Decide(n)) {
+    if (now >= okUntil_) okUntil_ = now + kRecheckNs;
+    if (t_.Get(p + kPSince) == 0) t_.Set(p + kPSince, n);
+    return true;
+  }
+  return false;
+}
+
+void Gate::Synced(uint64_t now) {
+  const uint64_t p = Table::Proc(proc_);
+  if (t_.Get(p + kPSince) == 0) return;
+  const double n = static_cast<double>(now);
+  ChargeTo(n);
+  t_.Set(p + kPSince, 0);
+  t_.Set(p + kPSynced, n);
+}
+
+// ---- to JavaScript ----
+
+namespace {
+
+Napi::Object Words(Napi::Env env, std::initializer_list<std::pair<const char *, uint32_t>> words) {
+  Napi::Object o = Napi::Object::New(env);
+  for (const auto &w : words) o.Set(w.first, w.second);
+  return o;
+}
+
+Napi::Object Layout(Napi::Env env) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("magic", Napi::Number::New(env, static_cast<double>(kMagic)));
+  o.Set("headerWords", kHeaderWords);
+  o.Set("vmSlots", kVmSlots);
+  o.Set("vmWords", kVmWords);
+  o.Set("procSlots", kProcSlots);
+  o.Set("procWords", kProcWords);
+  o.Set("bytes", Napi::Number::New(env, static_cast<double>(kBytes)));
+  o.Set("header", Words(env, {{"magic", kHMagic}, {"procs", kHProcs}}));
+  o.Set("vm", Words(env, {{"pid", kVPid}, {"weight", kVWeight}, {"usage", kVUsage}, {"used", kVUsed}}));
+  o.Set("proc", Words(env, {{"pid", kPPid}, {"vm", kPVm}, {"since", kPSince}, {"waiting", kPWaiting}, {"synced", kPSynced}}));
+  return o;
+}
+
+double Num(const Napi::Object &o, const char *key) { return o.Get(key).ToNumber().DoubleValue(); }
+
+/** policy.ts VmView[] -> VmView. */
+std::vector<VmView> ViewsOf(const Napi::Value &v) {
+  Napi::Array list = v.As<Napi::Array>();
+  std::vector<VmView> out;
+  for (uint32_t i = 0; i < list.Length(); i++) {
+    Napi::Object o = list.Get(i).As<Napi::Object>();
+    VmView x;
+    x.slot = static_cast<uint32_t>(Num(o, "slot"));
+    x.weight = Num(o, "weight");
+    x.usage = Num(o, "usage");
+    Napi::Array busy = o.Get("busySince").As<Napi::Array>();
+    for (uint32_t k = 0; k < busy.Length(); k++) x.busySince.push_back(busy.Get(k).ToNumber().DoubleValue());
+    x.waiting = static_cast<uint32_t>(Num(o, "waiting"));
+    x.lastSync = Num(o, "lastSync");
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+Policy PolicyOf(const Napi::Value &v) {
+  Napi::Object o = v.As<Napi::Object>();
+  return Policy{Num(o, "slackNs"), Num(o, "maxWaitNs"), Num(o, "idleNs"), Num(o, "gapNs")};
+}
+
+}  // namespace
+
+void InitShare(Napi::Env env, Napi::Object exports) {
+  exports.Set("shareLayout", Layout(env));
+  // (self, vms, now, policy), as policy.ts's: for the tests that hold the two to the same answers.
+  Napi::Object policy = Napi::Object::New(env);
+  policy.Set("mayPost", Napi::Function::New(env, [](const Napi::CallbackInfo &info) {
+               return Napi::Boolean::New(info.Env(), MayPost(info[0].ToNumber().Uint32Value(), ViewsOf(info[1]), info[2].ToNumber().DoubleValue(), PolicyOf(info[3])));
+             }));
+  policy.Set("catchUp", Napi::Function::New(env, [](const Napi::CallbackInfo &info) {
+               return Napi::Number::New(info.Env(), CatchUp(info[0].ToNumber().Uint32Value(), ViewsOf(info[1]), info[2].ToNumber().DoubleValue(), PolicyOf(info[3])));
+             }));
+  exports.Set("sharePolicy", policy);
+}
+
+}  // namespace qcuda::share
