@@ -267,6 +267,20 @@ if part compat; then
 say "== compatibility probes: native vs qcuda run =="
 OUT=$LOGS/probes JAX=1 bash test/gpu/probes/run-probes.sh > "$LOGS/probes.log" 2>&1
 grep -E '^=====|^exit|ok|values|round|error|-> CUDA' "$LOGS/probes.log" | tee -a "$summary"
+# cuFFT in a TCG guest on the host's root filesystem (its libcufft), and
+# CuPy's cupy.fft natively and under qcuda run.
+nvcc -O1 -arch=sm_90 -o "$LOGS/cufft_probe" test/gpu/probes/cufft_probe.cu -lcufft
+timeout 60 "$LOGS/cufft_probe" > "$LOGS/cufft.native.out" 2>&1
+guest_vm --host-root --memory=4096 --cpus=4 --timeout=400 --file="$LOGS/cufft_probe" -- ./cufft_probe \
+  > "$LOGS/cufft.guest.out" 2> "$LOGS/cufft.guest.err"
+if cmp -s "$LOGS/cufft.native.out" "$LOGS/cufft.guest.out"; then say "cufft_probe in a TCG guest: IDENTICAL to native"
+else say "cufft_probe in a TCG guest: DIFFERENT"; status=1; diff "$LOGS/cufft.native.out" "$LOGS/cufft.guest.out" | head -12 | tee -a "$summary"; tail -5 "$LOGS/cufft.guest.err" | tee -a "$summary"; fi
+cupy_fft='import cupy as cp; x=(cp.arange(1<<16,dtype=cp.float32)%97)/97; a=cp.fft.fft(x); b=cp.fft.rfft2(x.reshape(256,256)); c=cp.fft.ifftn(cp.fft.fftn(x.reshape(64,32,32))); print("fft %.4f rfft2 %.4f roundtrip %.6f" % (float(abs(a).sum()), float(abs(b).sum()), float(abs(c-x.reshape(64,32,32)).max())))'
+/opt/torch/.venv/bin/python -c "$cupy_fft" > "$LOGS/cupyfft.native.out" 2>&1
+timeout 180 node "$app/dist/backend/src/cli/qcuda.js" run --provider=cuda -- /opt/torch/.venv/bin/python -c "$cupy_fft" > "$LOGS/cupyfft.qcuda.out" 2> "$LOGS/cupyfft.qcuda.err"
+say "cupy.fft native: $(cat "$LOGS/cupyfft.native.out" | tail -1)"
+say "cupy.fft qcuda run: $(tail -1 "$LOGS/cupyfft.qcuda.out") $(tail -2 "$LOGS/cupyfft.qcuda.err" | tr '\n' ' ')"
+cmp -s "$LOGS/cupyfft.native.out" "$LOGS/cupyfft.qcuda.out" || status=1
 for p in cudnn expandable; do
   bash test/gpu/probes/run-$p.sh > "$LOGS/$p.log" 2>&1
   tee -a "$summary" < "$LOGS/$p.log"
