@@ -271,7 +271,7 @@ grep -E '^=====|^exit|ok|values|round|error|-> CUDA' "$LOGS/probes.log" | tee -a
 # CuPy's cupy.fft natively and under qcuda run.
 nvcc -O1 -arch=sm_90 -o "$LOGS/cufft_probe" test/gpu/probes/cufft_probe.cu -lcufft
 timeout 60 "$LOGS/cufft_probe" > "$LOGS/cufft.native.out" 2>&1
-guest_vm --host-root --memory=4096 --cpus=4 --timeout=400 --file="$LOGS/cufft_probe" -- ./cufft_probe \
+guest_vm --host-root --memory=4096 --cpus=4 --timeout=400 --file="$LOGS/cufft_probe" -- cufft_probe \
   > "$LOGS/cufft.guest.out" 2> "$LOGS/cufft.guest.err"
 if cmp -s "$LOGS/cufft.native.out" "$LOGS/cufft.guest.out"; then say "cufft_probe in a TCG guest: IDENTICAL to native"
 else say "cufft_probe in a TCG guest: DIFFERENT"; status=1; diff "$LOGS/cufft.native.out" "$LOGS/cufft.guest.out" | head -12 | tee -a "$summary"; tail -5 "$LOGS/cufft.guest.err" | tee -a "$summary"; fi
