@@ -14,7 +14,12 @@
 // (bound before each serve), the allocations, functions, streams and events to
 // check against (SessionMirror), and whether the session is quiet (no host
 // function gates, no posted error or launch pending, no device output
-// waiting: Session.quiet), without which it serves nothing.
+// waiting: Session.quiet), without which it serves nothing. It runs what it
+// serves on the current device's context, and checks pointers, functions,
+// streams and events against the session's whole mirror, which does not say
+// whose device each is: so it serves only a session with one context (one
+// device in use). A session that uses two devices is served in JavaScript,
+// where each call goes to its device's context (docs/multi-gpu.md).
 import { cudaNative, type CudaContextNative, type LeftBatch, type RingServerClass, type RingServerNative } from './native-cuda';
 import type { FrontRing, LeftRequest, Request, RingFront } from '../../vhost-user';
 import type { Now } from '../../sys/now';
@@ -70,7 +75,7 @@ export class RingServer implements RingFront, SessionMirror {
     const s = this.session;
     const x = s.openedContext;
     const side = x && cudaSide(x);
-    if (!side || !s.quiet) return 0;
+    if (!side || !s.quiet || s.contextCount > 1) return 0;
     if (side.native !== this.#bound) {
       this.#native.bind(side.native);
       this.#bound = side.native;
