@@ -54,6 +54,7 @@
       "src/cuda_ctx_link.cc",
       "src/cuda_ctx_memory.cc",
       "src/cuda_ctx_modules.cc",
+      "src/cuda_ctx_peer.cc",
       "src/cuda_ctx_streams.cc",
       "src/cuda_ctx_vmm.cc",
       "src/cuda_exec.cc",

@@ -318,7 +318,12 @@ constexpr size_t kAttrValueBytes = 64; // sizeof(CUstreamAttrValue) (QCUDA_ATTR_
   X(LinkCreate, (unsigned, int *, void **, LinkState *), "cuLinkCreate", 6050, "cuLinkCreate_v2", nullptr, false) /* options: CUjit_option */ \
   X(LinkAddData, (LinkState, int, void *, size_t, const char *, unsigned, int *, void **), "cuLinkAddData", 6050, "cuLinkAddData_v2", nullptr, false) \
   X(LinkComplete, (LinkState, void **, size_t *), "cuLinkComplete", 5050, "cuLinkComplete", nullptr, false) \
-  X(LinkDestroy, (LinkState), "cuLinkDestroy", 5050, "cuLinkDestroy", nullptr, false)
+  X(LinkDestroy, (LinkState), "cuLinkDestroy", 5050, "cuLinkDestroy", nullptr, false) \
+  X(MemcpyPeer, (Ptr, Ctx, Ptr, Ctx, size_t), "cuMemcpyPeer", 4000, "cuMemcpyPeer", nullptr, false) \
+  X(DeviceCanAccessPeer, (int *, Device, Device), "cuDeviceCanAccessPeer", 4000, "cuDeviceCanAccessPeer", nullptr, false) \
+  X(DeviceGetP2PAttribute, (int *, int, Device, Device), "cuDeviceGetP2PAttribute", 8000, "cuDeviceGetP2PAttribute", nullptr, false) \
+  X(CtxEnablePeerAccess, (Ctx, unsigned), "cuCtxEnablePeerAccess", 4000, "cuCtxEnablePeerAccess", nullptr, false) \
+  X(CtxDisablePeerAccess, (Ctx), "cuCtxDisablePeerAccess", 4000, "cuCtxDisablePeerAccess", nullptr, false)
 
 struct Api {
 #define QCUDA_CU_FIELD(name, params, base, version, symbol, alt, required) Result(*name) params;

@@ -122,6 +122,44 @@ Napi::Value OpenContext(const Napi::CallbackInfo &info) {
   return Napi::Value(env, promise);
 }
 
+// A device-level query's result, or its failure thrown as an error with the CUresult's cudaError_t.
+int PeerAnswer(Napi::Env env, cu::Result r, int v, const char *call) {
+  if (r == cu::kSuccess) return v;
+  Napi::Error e = Napi::Error::New(env, std::string(call) + ": " + cu::Describe(r));
+  e.Set("code", Napi::Number::New(env, cu::ToCudaError(r)));
+  e.Set("cuResult", Napi::Number::New(env, r));
+  throw e;
+}
+
+// canAccessPeer(ordinal, peerOrdinal) -> 0 or 1 (cuDeviceCanAccessPeer; 0 where the driver has no such call)
+Napi::Value CanAccessPeer(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  RequireCuda(env);
+  const cu::Api &a = cu::api();
+  cu::Device d = 0, p = 0;
+  PeerAnswer(env, a.DeviceGet(&d, info[0].As<Napi::Number>().Int32Value()), 0, "cuDeviceGet");
+  PeerAnswer(env, a.DeviceGet(&p, info[1].As<Napi::Number>().Int32Value()), 0, "cuDeviceGet");
+  int v = 0;
+  if (a.DeviceCanAccessPeer == nullptr) return Napi::Number::New(env, 0);
+  cu::Result r = a.DeviceCanAccessPeer(&v, d, p);  // before v is read: argument order is unspecified
+  return Napi::Number::New(env, PeerAnswer(env, r, v, "cuDeviceCanAccessPeer"));
+}
+
+// p2pAttribute(attr, srcOrdinal, dstOrdinal) -> the value (cuDeviceGetP2PAttribute)
+Napi::Value P2PAttribute(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  RequireCuda(env);
+  const cu::Api &a = cu::api();
+  cu::Device s = 0, d = 0;
+  int attr = info[0].As<Napi::Number>().Int32Value();
+  PeerAnswer(env, a.DeviceGet(&s, info[1].As<Napi::Number>().Int32Value()), 0, "cuDeviceGet");
+  PeerAnswer(env, a.DeviceGet(&d, info[2].As<Napi::Number>().Int32Value()), 0, "cuDeviceGet");
+  if (a.DeviceGetP2PAttribute == nullptr) PeerAnswer(env, cu::kNotSupported, 0, "cuDeviceGetP2PAttribute");
+  int v = 0;
+  cu::Result r = a.DeviceGetP2PAttribute(&v, attr, s, d);
+  return Napi::Number::New(env, PeerAnswer(env, r, v, "cuDeviceGetP2PAttribute"));
+}
+
 // deviceProps(ordinal) -> {name, uuid, totalMem, attrs}
 Napi::Value DeviceProps(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
@@ -281,6 +319,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("probeAsync", Napi::Function::New(env, ProbeAsync));
   exports.Set("openContext", Napi::Function::New(env, OpenContext));
   exports.Set("deviceProps", Napi::Function::New(env, DeviceProps));
+  exports.Set("canAccessPeer", Napi::Function::New(env, CanAccessPeer));
+  exports.Set("p2pAttribute", Napi::Function::New(env, P2PAttribute));
   exports.Set("setErrorFactory", Napi::Function::New(env, SetErrorFactory));
   exports.Set("toCudaError", Napi::Function::New(env, ToCudaError));
   exports.Set("describe", Napi::Function::New(env, Describe));

@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 import { DEVICES, type DeviceOptions } from '../devices';
 import type { VmShared } from '../qcuda/session';
 import { DEFAULT_LIMITS, GPU_CONTEXT_OVERHEAD, type VmLimits } from '../qcuda/limits';
-import { DEFAULT_INLINE_WAIT_US, DEFAULT_POLL_US, parseSize, type ProviderKind } from '../qcuda/providers';
+import { DEFAULT_INLINE_WAIT_US, DEFAULT_POLL_US, parseGpus, parseSize, type ProviderKind } from '../qcuda/providers';
 import { MAX_HOST_DEVICES } from '../qcuda/providers/host';
 import { LogLimiter } from '../sys/log-limiter';
 import { StatusSocket } from '../sys/status-socket';
@@ -45,7 +45,9 @@ ${Object.entries(DEVICES).map(([n, d]) => `                            ${n.padEn
                             cuda    the GPU, through the CUDA driver (libcuda.so.1)
                             host    device memory emulated in host RAM (no kernels)
                             auto    cuda where a GPU answers, else host
-  --gpu=N                 qcuda, and blk with --store=gpu: which GPU (default 0)
+  --gpu=N                 qcuda, and blk with --store=gpu: which GPU (default 0);
+                          qcuda also takes a list (--gpu=0,1): the guest sees
+                          those GPUs as its devices 0, 1, ... in that order
   --host-devices=N        qcuda with the host provider: how many devices it
                           emulates (1 to 16, default 1), each with the
                           emulated memory, peer copies between them
@@ -387,7 +389,14 @@ async function main(): Promise<void> {
   }
   const deferred = size('deferred-limit', args['deferred-limit']);
   if (deferred !== undefined) limits.deferredBytes = deferred;
-  const gpu = args.gpu === undefined ? 0 : nonNegativeInt('gpu', args.gpu, 63);
+  let gpus = [0];
+  try {
+    if (args.gpu !== undefined) gpus = parseGpus(args.gpu);
+  } catch (e) {
+    usage((e as Error).message);
+  }
+  if (gpus.length > 1 && deviceName !== 'qcuda') usage('a list of GPUs (--gpu=0,1) is for --device=qcuda');
+  const gpu = gpus.length === 1 ? gpus[0] : gpus;
   const queues = positiveInt('queues', args.queues, 4, 64);
   const hostDevices = positiveInt('host-devices', args['host-devices'], 1, MAX_HOST_DEVICES);
   const frontends = positiveInt('frontends', args.frontends, 1, 4096);
@@ -421,7 +430,7 @@ async function main(): Promise<void> {
   try {
     // Before the device: its workers inherit where the VM's place in the table is (share/gate.ts).
     if (gpuShare !== undefined) {
-      const share = joinShare(process.env.QCUDA_GPU_SHARE_TABLE ?? defaultTablePath(gpu), gpuShare);
+      const share = joinShare(process.env.QCUDA_GPU_SHARE_TABLE ?? defaultTablePath(gpus[0]), gpuShare);
       write(`GPU share: weight ${gpuShare}, slot ${share.slot} of ${share.table.path}`);
     }
     const options: DeviceOptions = {

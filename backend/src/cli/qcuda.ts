@@ -7,7 +7,7 @@ import { readStatus } from '../sys/status-socket';
 import { domainXml } from '../vm/libvirt';
 import { qemuArgs } from '../vm/qemu-args';
 import { defaultStatusSocket, formatStatus, type BackendStatus } from './status';
-import { parseSize } from '../qcuda/providers';
+import { parseGpus, parseSize } from '../qcuda/providers';
 import { MAX_HOST_DEVICES } from '../qcuda/providers/host';
 import { GPU_CONTEXT_OVERHEAD } from '../qcuda/limits';
 import { parseWeight } from '../qcuda/share/policy';
@@ -103,7 +103,8 @@ vm options:
   --memory=MIB         guest RAM (default 512)
   --cpus=N             guest CPUs (default 2)
   --provider=KIND      cuda, host or auto (default auto: the GPU if one answers)
-  --gpu=N              which host GPU (default 0)
+  --gpu=N              which host GPU (default 0); a list (--gpu=0,1): the
+                       guest's devices 0, 1, ... are those GPUs in that order
   --host-devices=N     the host-memory device emulates N devices (1 to 16,
                        default 1): the guest sees devices 0..N-1, with peer
                        copies between them (docs/multi-gpu.md)
@@ -335,7 +336,13 @@ function backendOptions(v: { [k: string]: string | boolean | string[] | undefine
     const x = v[k];
     if (typeof x === 'string' && !choices.includes(x)) usage(`--${k} must be ${choices.slice(0, -1).join(', ')} or ${choices[choices.length - 1]}, got '${x}'`);
   }
-  if (typeof v.gpu === 'string' && (!/^\d+$/.test(v.gpu) || +v.gpu > 63)) usage(`--gpu must be an integer in 0..63, got '${v.gpu}'`);
+  if (typeof v.gpu === 'string') {
+    try {
+      parseGpus(v.gpu);
+    } catch (e) {
+      usage((e as Error).message);
+    }
+  }
   const hd = v['host-devices'];
   if (typeof hd === 'string' && (!/^\d+$/.test(hd) || +hd < 1 || +hd > MAX_HOST_DEVICES)) usage(`--host-devices must be an integer in 1..${MAX_HOST_DEVICES}, got '${hd}'`);
   if (typeof v['context-overhead'] === 'string') {

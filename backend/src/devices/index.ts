@@ -15,7 +15,8 @@ import { EchoDevice } from './echo';
 export interface DeviceOptions {
   queues?: number;
   provider?: ProviderKind;
-  gpu?: number;
+  /** The host GPU; qcuda also takes a list, guest device i being the i-th (--gpu=0,1). */
+  gpu?: number | readonly number[];
   /** qcuda, host provider: how many devices it emulates (default 1). */
   hostDevices?: number;
   memoryLimit?: bigint;
@@ -89,7 +90,7 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       if (o.size === undefined) throw new Error('--device=blk needs --size');
       const kind = o.store ?? 'gpu';
       // The host store may take at most half the host's RAM (it is all committed at start).
-      const { provider, note } = await createProvider(kind === 'gpu' ? 'cuda' : 'host', o.gpu ?? 0, { totalMem: BigInt(os.totalmem()) / 2n }, { captureOutput: false, waiterThreads: o.limits?.waiterThreads, pinGuestRam: true }); // no guest kernel runs here
+      const { provider, note } = await createProvider(kind === 'gpu' ? 'cuda' : 'host', typeof o.gpu === 'number' ? o.gpu : (o.gpu?.[0] ?? 0), { totalMem: BigInt(os.totalmem()) / 2n }, { captureOutput: false, waiterThreads: o.limits?.waiterThreads, pinGuestRam: true }); // no guest kernel runs here
       const store = await ProviderStore.open(provider, o.size);
       o.log?.(`disk of ${o.size} bytes${o.readOnly ? ', read-only' : ''} in the ${note}`);
       return new BlkDevice({ queues: o.queues, store, readOnly: o.readOnly, provider, pollUs: o.pollUs ?? DEFAULT_POLL_US });

@@ -337,6 +337,11 @@ export class Session {
     return this.#contexts.size > 0;
   }
 
+  /** How many devices the session has a context on (opening or open). */
+  get contextCount(): number {
+    return this.#contexts.size;
+  }
+
   /** [ptr, ptr+size) must lie inside one allocation, host mapping or variable of this session, or in its VMM mappings with access. */
   checkRange(ptr: DevPtr, size: bigint, what: string): void {
     if (size === 0n || this.memory.holds(ptr, size) || this.modules.holdsVariable(ptr, size)) return;

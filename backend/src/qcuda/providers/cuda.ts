@@ -1,14 +1,17 @@
 // The `cuda` provider: one host GPU through the CUDA driver API (the
 // qcuda_cuda addon, which dlopens libcuda.so.1).
 //
-// - The guest sees one device, 0: the host GPU chosen at creation.
+// - The guest sees the host GPUs chosen at creation (--gpu=0,1), in that
+//   order: guest device i is the i-th listed GPU, its properties that GPU's.
+//   A session's contexts on two of them live in one process, so a copy
+//   between them (copyPeer) goes device to device (docs/multi-gpu.md).
 // - Each guest session gets a context of its own (cuCtxCreate), as each native
 //   process does: its allocations, streams and events are its own and go with
 //   it at destroy(), and a sticky fault (an illegal address in a kernel) kills
 //   only that session's context, never the others'.
-// - The provider itself holds the device's primary context, for what is not a
-//   session's: registering guest RAM (PORTABLE, so every context sees it as
-//   pinned; DEVICEMAP, for hostDevicePointer).
+// - The provider itself holds the first GPU's primary context, for what is
+//   not a session's: registering guest RAM (PORTABLE, so every context of
+//   every device sees it as pinned; DEVICEMAP, for hostDevicePointer).
 // - Stream and event refs are the addon's per-context ids (numbers); undefined
 //   is the legacy NULL stream.
 // - Device printf/assert output: the provider captures the process's stdout
@@ -517,7 +520,8 @@ export class CudaProvider implements Provider {
   readonly name = 'cuda' as const;
   readonly hasGpu = true;
   readonly #n: CudaNative;
-  readonly #props: DeviceProps;
+  /** Each listed GPU's properties, read at creation (guest device i: gpus[i]). */
+  readonly #props: DeviceProps[];
   readonly #driverVersion: number;
   readonly #contexts = new Set<CudaSessionContext>();
   readonly #regions = new Map<bigint, Region>();
@@ -528,13 +532,15 @@ export class CudaProvider implements Provider {
 
   constructor(
     n: CudaNative,
-    readonly gpu: number,
+    readonly gpus: readonly number[],
     readonly primary: CudaContextNative,
     o: CudaProviderOptions,
   ) {
     this.#n = n;
-    const p = n.deviceProps(gpu);
-    this.#props = { name: p.name, uuid: p.uuid, totalMem: p.totalMem, attrs: p.attrs };
+    this.#props = gpus.map((g) => {
+      const p = n.deviceProps(g);
+      return { name: p.name, uuid: p.uuid, totalMem: p.totalMem, attrs: p.attrs };
+    });
     this.#driverVersion = n.probe().driverVersion;
     this.#contextFlags = o.contextFlags ?? n.CTX_MAP_HOST;
     this.#pinGuestRam = o.pinGuestRam ?? true;
@@ -542,30 +548,55 @@ export class CudaProvider implements Provider {
   }
 
   deviceCount(): number {
-    return 1;
+    return this.gpus.length;
   }
 
   driverVersion(): number {
     return this.#driverVersion;
   }
 
-  #device(device: number): void {
-    if (device !== 0) throw new CudaError(CudaErr.InvalidDevice, `no device ${device} (the cuda provider exposes one)`);
+  /** The host GPU of guest device `device`. */
+  gpuOf(device: number): number {
+    if (!Number.isInteger(device) || device < 0 || device >= this.gpus.length)
+      throw new CudaError(CudaErr.InvalidDevice, `no device ${device} (the cuda provider exposes ${this.gpus.length})`);
+    return this.gpus[device];
   }
 
   deviceProps(device: number): DeviceProps {
-    this.#device(device);
-    const p = this.#props;
+    const p = this.#props[device];
+    if (!p) this.gpuOf(device);
     return { name: p.name, uuid: p.uuid.slice(), totalMem: p.totalMem, attrs: p.attrs.slice() };
   }
 
   async openContext(device: number, output?: OutputSink): Promise<ProviderContext> {
-    this.#device(device);
+    const gpu = this.gpuOf(device);
     if (this.#closed) throw new CudaError(CudaErr.InitializationError, 'the cuda provider is closed');
-    const native = await this.#n.openContext(this.gpu, this.#contextFlags, false);
+    const native = await this.#n.openContext(gpu, this.#contextFlags, false);
     const c = new CudaSessionContext(native, this, output);
     this.#contexts.add(c);
     return c;
+  }
+
+  /**
+   * A copy from src's device to dst's, both contexts of this process: the
+   * driver moves it device to device (cuMemcpyPeer, on dst's context thread),
+   * ordered after what both contexts were given before.
+   */
+  copyPeer(dst: ProviderContext, dstPtr: DevPtr, src: ProviderContext, srcPtr: DevPtr, size: bigint): Promise<void> {
+    const [x, y] = [cudaSide(dst), cudaSide(src)];
+    if (!x || !y) return Promise.reject(new CudaError(CudaErr.InvalidResourceHandle, 'copyPeer: not contexts of the cuda provider'));
+    return x.native.copyPeer(y.native, dstPtr, srcPtr, size);
+  }
+
+  /** Whether guest device `device` can reach `peer`'s memory (cuDeviceCanAccessPeer between their GPUs): 0 or 1. */
+  canAccessPeer(device: number, peer: number): number {
+    const [a, b] = [this.gpuOf(device), this.gpuOf(peer)];
+    return a === b ? 0 : this.#n.canAccessPeer(a, b);
+  }
+
+  /** cuDeviceGetP2PAttribute between two guest devices' GPUs. */
+  p2pAttribute(attr: number, src: number, dst: number): number {
+    return this.#n.p2pAttribute(attr, this.gpuOf(src), this.gpuOf(dst));
   }
 
   /**
@@ -703,22 +734,25 @@ export class CudaProvider implements Provider {
 }
 
 /**
- * The cuda provider on host GPU `gpu` (guest device 0). Rejects with a
- * CudaError saying why where CUDA cannot be used. cuInit and the primary
- * context's creation run on worker threads.
+ * The cuda provider on host GPU `gpu`, or on a list of them (guest device i:
+ * the i-th). Rejects with a CudaError saying why where CUDA cannot be used.
+ * cuInit and the primary context's creation run on worker threads.
  */
-export async function createCudaProvider(gpu = 0, o: CudaProviderOptions = {}): Promise<CudaProvider> {
+export async function createCudaProvider(gpu: number | readonly number[] = 0, o: CudaProviderOptions = {}): Promise<CudaProvider> {
+  const gpus = typeof gpu === 'number' ? [gpu] : [...gpu];
   const n = addon();
   const p = await n.probeAsync();
   if (!p.ok) {
     const code = /no CUDA-capable device/.test(p.reason) ? CudaErr.NoDevice : CudaErr.InitializationError;
     throw new CudaError(code, `CUDA is not available: ${p.reason}`);
   }
-  if (!Number.isInteger(gpu) || gpu < 0 || gpu >= p.deviceCount)
-    throw new CudaError(CudaErr.InvalidDevice, `no GPU ${gpu}: this host has ${p.deviceCount}`);
-  const primary = await n.openContext(gpu, 0, true);
+  if (gpus.length === 0 || new Set(gpus).size !== gpus.length) throw new CudaError(CudaErr.InvalidDevice, `not a list of distinct GPUs: ${gpus.join(',')}`);
+  for (const g of gpus) {
+    if (!Number.isInteger(g) || g < 0 || g >= p.deviceCount) throw new CudaError(CudaErr.InvalidDevice, `no GPU ${g}: this host has ${p.deviceCount}`);
+  }
+  const primary = await n.openContext(gpus[0], 0, true);
   try {
-    return new CudaProvider(n, gpu, primary, o);
+    return new CudaProvider(n, gpus, primary, o);
   } catch (e) {
     await primary.destroy().catch(() => undefined);
     throw e;

@@ -9,7 +9,7 @@ export type ProviderKind = 'cuda' | 'host' | 'auto';
 
 interface CudaModule {
   cudaAvailable(): { ok: boolean; reason: string };
-  createCudaProvider(gpu: number, o?: { captureOutput?: boolean; pinGuestRam?: boolean }): Promise<Provider>;
+  createCudaProvider(gpu: number | readonly number[], o?: { captureOutput?: boolean; pinGuestRam?: boolean }): Promise<Provider>;
   setWaiterThreads(n: number): void;
   setInlineWait(us: number): void;
   setInlineCalls(on: boolean): void;
@@ -88,7 +88,28 @@ export const DEFAULT_INLINE_WAIT_US = 50;
  */
 export const DEFAULT_POLL_US = os.availableParallelism() >= 4 ? 50 : 0;
 
-export async function createProvider(kind: ProviderKind, gpu: number, host: HostProviderOptions = {}, setup: ProviderSetup = {}): Promise<ProviderChoice> {
+/** The most GPUs one backend serves (--gpu=0,1,...): the host provider's bound on emulated devices too. */
+export const MAX_GPUS = 16;
+
+/**
+ * --gpu's value: one host GPU ("1") or a list of distinct ones ("0,1"),
+ * guest device i being the i-th listed. Throws saying why otherwise.
+ */
+export function parseGpus(s: string): number[] {
+  const gpus = s.split(',').map((x) => x.trim());
+  if (gpus.some((x) => !/^\d+$/.test(x) || +x > 63)) throw new Error(`--gpu must be a GPU number in 0..63 or a list of them (0,1), got '${s}'`);
+  const list = gpus.map(Number);
+  if (new Set(list).size !== list.length) throw new Error(`--gpu lists a GPU twice: '${s}'`);
+  if (list.length > MAX_GPUS) throw new Error(`--gpu lists more than ${MAX_GPUS} GPUs: '${s}'`);
+  return list;
+}
+
+/** "GPU 1" or "GPUs 0,1" (for the log). */
+function gpuNote(gpu: number | readonly number[]): string {
+  return typeof gpu === 'number' || gpu.length === 1 ? `GPU ${String(gpu)}` : `GPUs ${gpu.join(',')}`;
+}
+
+export async function createProvider(kind: ProviderKind, gpu: number | readonly number[], host: HostProviderOptions = {}, setup: ProviderSetup = {}): Promise<ProviderChoice> {
   if (kind === 'host') return { provider: new HostProvider(host), note: 'host-memory provider (no GPU)' };
   let cuda: CudaModule | undefined;
   let avail: { ok: boolean; reason: string };
@@ -104,7 +125,7 @@ export async function createProvider(kind: ProviderKind, gpu: number, host: Host
     warnIfPageableReachable(local, setup);
     return {
       provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads, inlineWaitUs: setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US, inlineCalls: setup.inlineCalls ?? true, pollUs: setup.pollUs ?? DEFAULT_POLL_US, ringServer: setup.ringServer ?? true, pinGuestRam: setup.pinGuestRam ?? false, sandbox: setup.workerSandbox }, log: setup.log }),
-      note: `cuda provider on GPU ${gpu}, a worker process per guest process`,
+      note: `cuda provider on ${gpuNote(gpu)}, a worker process per guest process`,
     };
   }
   if (avail.ok && cuda) {
@@ -112,7 +133,7 @@ export async function createProvider(kind: ProviderKind, gpu: number, host: Host
       cuda.setInlineWait(setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US);
       cuda.setInlineCalls(setup.inlineCalls ?? true);
     }
-    return { provider: await cuda.createCudaProvider(gpu, { captureOutput: setup.captureOutput, pinGuestRam: setup.pinGuestRam ?? false }), note: `cuda provider on GPU ${gpu}` };
+    return { provider: await cuda.createCudaProvider(gpu, { captureOutput: setup.captureOutput, pinGuestRam: setup.pinGuestRam ?? false }), note: `cuda provider on ${gpuNote(gpu)}` };
   }
   if (kind === 'cuda') throw new Error(`--provider=cuda: ${avail.reason}`);
   return { provider: new HostProvider(host), note: `host-memory provider: no GPU (${avail.reason})` };

@@ -392,7 +392,9 @@ export class IsolatedProvider implements Provider {
     if (device < 0 || device >= this.deviceCount()) throw new CudaError(CudaErr.InvalidDevice, `no device ${device}`);
     // No worker is started ahead: an idle one would hold a context's GPU
     // memory, which cudaMemGetInfo would show every guest as gone.
-    const w = new Worker(this.o.worker, output, this.o.log ?? ((l) => debug('%s', l)));
+    // A worker per context, as before: a session's contexts on two devices are two workers, so no copyPeer here
+    // (a queue owner holds every device's context of its session in one process: docs/multi-gpu.md).
+    const w = new Worker({ ...this.o.worker, device }, output, this.o.log ?? ((l) => debug('%s', l)));
     for (const r of this.#regions.values()) w.addRegion(r);
     const c = new RemoteContext(w, () => this.#contexts.delete(c));
     this.#contexts.add(c);

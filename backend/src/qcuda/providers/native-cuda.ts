@@ -102,6 +102,11 @@ export interface CudaContextNative extends CudaContextCalls {
   copyDtoH(dst: readonly CudaSeg[] | Float64Array, src: bigint, stream: number): Now<void>;
   /** wait: resolve when the copy is done, else when it is enqueued. */
   copyDtoD(dst: bigint, src: bigint, size: bigint, stream: number, wait: boolean): Promise<void>;
+  /** size bytes from src, memory of srcContext's device, to dst, this context's (cuMemcpyPeer; addon/src/cuda_ctx_peer.cc). */
+  copyPeer(srcContext: CudaContextNative, dst: bigint, src: bigint, size: bigint): Promise<void>;
+  /** This context's kernels may reach peerContext's memory (cuCtxEnablePeerAccess). */
+  enablePeerAccess(peerContext: CudaContextNative): Promise<void>;
+  disablePeerAccess(peerContext: CudaContextNative): Promise<void>;
   memset(dst: bigint, value: number, size: bigint, stream: number, wait: boolean): Promise<void>;
   synchronize(): Now<void>;
   /** Virtual memory management (cuda_ctx_vmm.cc): cuMemAddressReserve -> the range's start. */
@@ -229,6 +234,10 @@ export interface CudaNative {
   probeAsync(): Promise<CudaProbe>;
   /** Throws unless probe().ok. */
   deviceProps(ordinal: number): CudaDeviceProps;
+  /** cuDeviceCanAccessPeer between two host GPUs: 0 or 1. Throws unless probe().ok. */
+  canAccessPeer(ordinal: number, peerOrdinal: number): number;
+  /** cuDeviceGetP2PAttribute(attr) from srcOrdinal to dstOrdinal. Throws unless probe().ok. */
+  p2pAttribute(attr: number, srcOrdinal: number, dstOrdinal: number): number;
   /**
    * primary: retain the device's primary context, else cuCtxCreate(flags). Throws unless probe().ok.
    * Rejects with cudaErrorOperatingSystem (304) when the context's thread cannot be created.

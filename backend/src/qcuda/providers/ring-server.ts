@@ -16,7 +16,12 @@
 // function gates, no posted error or launch pending, no device output
 // waiting: Session.quiet), without which it serves nothing. Under
 // --gpu-share it admits posts on the process's share gate (share/gate.ts),
-// and leaves one whose VM must wait to the handler, whose gate waits.
+// and leaves one whose VM must wait to the handler, whose gate waits. It runs what it
+// serves on the current device's context, and checks pointers, functions,
+// streams and events against the session's whole mirror, which does not say
+// whose device each is: so it serves only a session with one context (one
+// device in use). A session that uses two devices is served in JavaScript,
+// where each call goes to its device's context (docs/multi-gpu.md).
 import { cudaNative, type CudaContextNative, type LeftBatch, type RingServerClass, type RingServerNative } from './native-cuda';
 import type { FrontRing, LeftRequest, Request, RingFront } from '../../vhost-user';
 import type { Now } from '../../sys/now';
@@ -77,7 +82,7 @@ export class RingServer implements RingFront, SessionMirror {
     const s = this.session;
     const x = s.openedContext;
     const side = x && cudaSide(x);
-    if (!side || !s.quiet) return 0;
+    if (!side || !s.quiet || s.contextCount > 1) return 0;
     if (side.native !== this.#bound) {
       this.#native.bind(side.native);
       this.#bound = side.native;

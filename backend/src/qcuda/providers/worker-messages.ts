@@ -7,7 +7,10 @@ import type { OwnOrder } from '../provider';
 /** What the worker runs, as its one command-line argument (JSON). */
 export interface WorkerOptions {
   kind: 'cuda' | 'host';
-  gpu: number;
+  /** The host GPU, or the GPUs in guest device order (--gpu=0,1): a queue owner's session may use each. */
+  gpu: number | readonly number[];
+  /** Not a queue owner: the guest device its one context is on (default 0). */
+  device?: number;
   /** The addon's waiter threads (blocking waits) in the worker: VmLimits.waiterThreads. */
   waiterThreads?: number;
   /** How long the worker polls a short wait on its own thread (ProviderSetup.inlineWaitUs). */

@@ -156,7 +156,7 @@ class WorkerMain {
     // A queue owner's session opens its context when it first needs one, with its own output sink.
     if (!this.o.owner) {
       const output: OutputSink = (kind, bytes) => send({ t: 'output', kind, bytes });
-      this.ctx = await p.openContext(0, output);
+      this.ctx = await p.openContext(this.o.device ?? 0, output);
     }
     await Promise.all(registered);
     // The driver is initialised (its device nodes open, the primary context made, and a

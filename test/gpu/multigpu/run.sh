@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Several GPUs in one guest process (issue 37), on a host with 2 GPUs:
+# cudaMemcpyPeer bandwidth both ways (256 MiB, bytes checked) natively and
+# under `qcuda run --gpu=0,1`, side by side; then test/guest/multidevice.cu
+# (both builds) under qcuda run --gpu=0,1.
+# On the GPU machine, from the repository root: bash test/gpu/multigpu/run.sh
+cd "$(dirname "$0")/../../.."
+[ -n "${app:-}" ] || . test/gpu/unpack.sh
+OUT=${OUT:-/tmp/multigpu-out}; mkdir -p "$OUT"
+b=$(mktemp -d)
+qrun() { timeout 300 node "$app/dist/backend/src/cli/qcuda.js" run --provider=cuda --gpu=0,1 -- "$@"; }
+nvidia-smi topo -m > "$OUT/topo.txt" 2>&1; cat "$OUT/topo.txt"
+nvcc -O2 -arch=sm_90 -o $b/peer test/gpu/multigpu/peer_bandwidth.cu 2> $b/peer.build || { echo "peer_bandwidth: build failed"; cat $b/peer.build; exit 1; }
+timeout 120 $b/peer > $b/native.out 2>&1; echo "native exit $?" >> $b/native.out
+qrun $b/peer > $b/qcuda.out 2> "$OUT/peer.qcuda.err"; echo "qcuda exit $?" >> $b/qcuda.out
+cp $b/native.out $b/qcuda.out "$OUT/"
+echo "===== cudaMemcpyPeer, 256 MiB x 10"
+printf '%-10s %-22s %-22s\n' direction native 'qcuda run --gpu=0,1'
+for d in '0->1' '1->0'; do
+  n=$(grep "^peer $d " $b/native.out | cut -d' ' -f3-); q=$(grep "^peer $d " $b/qcuda.out | cut -d' ' -f3-)
+  printf '%-10s %-22s %-22s\n' "$d" "${n:-none}" "${q:-none}"
+done
+grep -h -E "^devices|exit" $b/native.out $b/qcuda.out; tail -5 "$OUT/peer.qcuda.err"
+echo "===== multidevice under qcuda run --gpu=0,1"
+# The build's guest programs (bundle.sh copies build/guest/bin): qcuda's
+# runtime (--cudart=qcuda) and nvcc's static runtime over qcuda's libcuda.
+for prog in multidevice multidevice_static; do
+  bin=$work/guest/bin/$prog; [ -x "$bin" ] || { echo "$prog: not in the bundle"; continue; }
+  cudart=; [ $prog = multidevice ] && cudart=--cudart=qcuda
+  echo "--- $prog"
+  timeout 300 node "$app/dist/backend/src/cli/qcuda.js" run --provider=cuda --gpu=0,1 $cudart -- "$bin" > $b/$prog.out 2> "$OUT/$prog.qcuda.err"
+  echo "exit $?"; tail -6 $b/$prog.out; cp $b/$prog.out "$OUT/"
+done
+echo "--- multidevice, nvcc static, native"
+nvcc -O1 -arch=sm_90 -I test/guest -o $b/md test/guest/multidevice.cu 2> $b/md.build && { timeout 60 $b/md 2>&1 | tail -4; } || cat $b/md.build
+tar -C "$OUT" -cJf "$OUT/../multigpu.tar.xz" . 2>/dev/null; mv "$OUT/../multigpu.tar.xz" "$OUT/"

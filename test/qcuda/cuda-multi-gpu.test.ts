@@ -1,0 +1,98 @@
+// Several GPUs in one VM on the cuda provider (issue 37, docs/multi-gpu.md),
+// on the fake driver reporting two devices (fixtures/fakecuda.c,
+// FAKECUDA_DEVICES=2; it refuses a copy of one device's memory through the
+// other's context, so these tests see which context ran each call): the
+// provider on a list of GPUs (guest device i = the i-th listed), a session's
+// worker serving its own queue with contexts on both devices, peer copies
+// device to device byte for byte both ways, downloads and memsets of the
+// other device's memory with the ring server in front (which must leave them
+// to the JavaScript path, each on its device's context), and --gpu's lists.
+import test, { type ExecutionContext } from 'ava';
+import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
+import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { Cmd } from '../../backend/src/qcuda/proto';
+import { parseGpus } from '../../backend/src/qcuda/providers';
+import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
+import { fakeLibcuda } from '../addon/fake-driver';
+import { started } from '../helpers';
+import { QcudaClient } from './client';
+
+// Workers inherit the environment: they load the fake driver, with two devices.
+process.env.QCUDA_LIBCUDA = fakeLibcuda();
+process.env.FAKECUDA_DEVICES = '2';
+
+async function ownQueue(t: ExecutionContext, ringServer: boolean) {
+  const provider = new IsolatedProvider(new HostProvider({ devices: 2 }), { worker: { kind: 'cuda', gpu: [0, 1], inlineWaitUs: 50, pollUs: 0, ringServer } });
+  const dev = new QcudaDevice({ provider, queues: 4, ownQueues: true });
+  t.teardown(() => provider.close());
+  const { fe } = await started(t, dev, { queues: 4, size: 256 });
+  const c = new QcudaClient(fe, 1, 16);
+  await c.openOwn(1);
+  return { c, fe };
+}
+
+const setDevice = (c: QcudaClient, device: number) => c.call(Cmd.SET_DEVICE, { args: ['qcuda_args_device', { device }] });
+const d2d = (c: QcudaClient, dst: bigint, src: bigint, size: bigint) =>
+  c.call(Cmd.MEMCPY_DTOD, { args: ['qcuda_args_memcpy', { dst, src, size, stream: 0n, async: 0 }] });
+const memset = (c: QcudaClient, dst: bigint, size: bigint, value: number) =>
+  c.call(Cmd.MEMSET, { args: ['qcuda_args_memset', { dst, size, stream: 0n, value, async: 0 }] });
+
+for (const ringServer of [true, false]) {
+  test(`a session's worker on two GPUs: peer copies both ways, the other device's memory on its own context (ring server ${ringServer ? 'on' : 'off'})`, async (t) => {
+    const { c, fe } = await ownQueue(t, ringServer);
+    const size = 2 * 4096 + 3;
+    const a = (await c.malloc(size)).value;
+    t.is((await setDevice(c, 1)).status, 0);
+    const b = (await c.malloc(size)).value;
+    t.is((await setDevice(c, 0)).status, 0);
+    const src = fe.mem.alloc(size);
+    const data = fe.mem.bytes(src, size);
+    for (let i = 0; i < size; i++) data[i] = (i * 13 + 5) & 0xff;
+    t.is(await c.htod(a, src, size), 0);
+    t.is((await d2d(c, b, a, BigInt(size))).status, 0, 'device 0 to device 1');
+    t.is((await memset(c, a, BigInt(size), 0)).status, 0);
+    const out = fe.mem.alloc(size);
+    t.is(await c.dtoh(out, b, size), 0, 'a download of device 1 memory with device 0 current');
+    t.deepEqual(Buffer.from(fe.mem.bytes(out, size)), Buffer.from(data), 'byte for byte on device 1');
+    t.is((await memset(c, b, 10n, 0xee)).status, 0, 'a memset of device 1 memory with device 0 current');
+    t.is((await d2d(c, a + 1n, b + 2n, 100n)).status, 0, 'device 1 to device 0, at offsets');
+    t.is(await c.dtoh(out, a, 102), 0);
+    const back = fe.mem.bytes(out, 102);
+    t.is(back[0], 0);
+    t.deepEqual(Array.from(back.subarray(1, 9)), Array(8).fill(0xee));
+    t.deepEqual(Buffer.from(back.subarray(9, 101)), Buffer.from(data.subarray(10, 102)));
+    t.is((await d2d(c, a, b, BigInt(size) + 1n)).status, CudaErr.InvalidValue, 'past device 1\'s allocation');
+    t.is((await setDevice(c, 2)).status, CudaErr.InvalidDevice);
+    t.is((await c.free(b)).status, 0, 'freed from device 0');
+    t.is((await c.free(a)).status, 0);
+  });
+}
+
+test('the cuda provider on a list of GPUs: guest device i is the i-th listed, each its own properties', async (t) => {
+  const { createCudaProvider } = await import('../../backend/src/qcuda/providers/cuda');
+  const p = await createCudaProvider([1, 0]);
+  t.teardown(() => p.close());
+  t.is(p.deviceCount(), 2);
+  t.is(p.deviceProps(0).name, 'fake GPU 1', 'guest device 0 is host GPU 1');
+  t.is(p.deviceProps(1).name, 'fake GPU');
+  t.notDeepEqual(Array.from(p.deviceProps(0).uuid), Array.from(p.deviceProps(1).uuid));
+  t.throws(() => p.deviceProps(2), { instanceOf: CudaError });
+  const e = await t.throwsAsync(p.openContext(2), { instanceOf: CudaError });
+  t.is(e?.code, CudaErr.InvalidDevice);
+  const [x, y] = [await p.openContext(0), await p.openContext(1)];
+  const [a, b] = [await x.malloc(64n), await y.malloc(64n)];
+  await t.throwsAsync(x.memset(b, 1, 64n, undefined, false), undefined, 'the fake refuses device 1 memory through device 0\'s context');
+  await p.copyPeer(y, b, x, a, 64n);
+  t.is(p.canAccessPeer(0, 1), 1);
+  t.is(p.canAccessPeer(1, 1), 0, 'a device is not its own peer');
+  await t.throwsAsync(createCudaProvider([0, 0]), { instanceOf: CudaError }, 'a GPU listed twice');
+  await t.throwsAsync(createCudaProvider([0, 2]), { instanceOf: CudaError }, 'a GPU this host does not have');
+});
+
+test('--gpu takes a GPU or a list of distinct ones', (t) => {
+  t.deepEqual(parseGpus('1'), [1]);
+  t.deepEqual(parseGpus('0,1'), [0, 1]);
+  t.deepEqual(parseGpus('3, 2'), [3, 2]);
+  for (const bad of ['0,0', '', '0,', 'a', '64', '-1', '0;1']) t.throws(() => parseGpus(bad), undefined, bad);
+});
