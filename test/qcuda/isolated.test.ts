@@ -5,6 +5,7 @@
 // test/qcuda/cuda-provider.test.ts.)
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import test from 'ava';
 import { native } from '../../backend/src/sys/native';
@@ -192,6 +193,41 @@ test('a worker sandboxes itself before it serves: no new privileges and a seccom
       t.deepEqual(exec, { error: null, status: 0 }, 'none: the same exec runs');
     }
   }
+});
+
+test('a sandboxed worker can still connect to a unix socket and talk over it (what an MPS client does with its daemon, --gpu-share-mps)', async (t) => {
+  const dir = tmpDir(t);
+  const sockPath = path.join(dir, 'control');
+  const server = net.createServer((c) => c.once('data', (d) => c.end(`ack ${d.toString()}`)));
+  await new Promise<void>((resolve) => server.listen(sockPath, resolve));
+  t.teardown(() => server.close());
+  const hook = path.join(dir, 'connect-hook.js');
+  const out = path.join(dir, 'connect-result');
+  // Tried after the sandbox is set (SIGUSR2 comes once the worker serves); written aside, then renamed.
+  fs.writeFileSync(hook, `process.on('SIGUSR2', () => {
+    const fs = require('fs');
+    const done = (r) => { fs.writeFileSync(${JSON.stringify(out + '.part')}, r); fs.renameSync(${JSON.stringify(out + '.part')}, ${JSON.stringify(out)}); };
+    const c = require('net').connect(${JSON.stringify(sockPath)}, () => c.write('hello'));
+    let got = '';
+    c.on('data', (d) => (got += d)).on('end', () => done(got)).on('error', (e) => done(e.code));
+  });\n`);
+  const p = new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0, sandbox: 'seccomp' } });
+  t.teardown(() => p.close());
+  const before = process.env.NODE_OPTIONS;
+  process.env.NODE_OPTIONS = `--require ${hook}`;
+  let opened: Promise<ProviderContext>;
+  try {
+    opened = p.openContext(0);
+  } finally {
+    if (before === undefined) delete process.env.NODE_OPTIONS;
+    else process.env.NODE_OPTIONS = before;
+  }
+  await opened;
+  const pid = p.workerPids[0];
+  t.is(procStatus(`/proc/${pid}`).Seccomp, '2', 'the worker is under its filter');
+  process.kill(pid, 'SIGUSR2');
+  t.true(await until(() => fs.existsSync(out), 5000), 'the worker tried');
+  t.is(fs.readFileSync(out, 'utf8'), 'ack hello');
 });
 
 test('a worker that cannot start fails openContext with the reason, and leaves no process behind', async (t) => {

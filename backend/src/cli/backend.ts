@@ -17,6 +17,7 @@ import { backendStatus, defaultStatusSocket } from './status';
 import { joinShare } from '../qcuda/share/gate';
 import { parseWeight } from '../qcuda/share/policy';
 import { defaultTablePath } from '../qcuda/share/table';
+import { mpsDaemonMissing, mpsPercentageNow, setMpsMode } from '../qcuda/share/mps';
 
 const HELP = `Usage: qcuda-backend (--socket-path=PATH | --fd=FDNUM) [options]
 
@@ -191,6 +192,25 @@ that would pass it fails with the CUDA error named, nothing grows):
                           meet in a table in shared memory
                           (QCUDA_GPU_SHARE_TABLE, default
                           /dev/shm/qcuda-gpu-share-UID-gpuN)
+  --gpu-share-mps=PIPE_DIR
+                          the VM's share of the GPU's threads too, through
+                          NVIDIA's MPS: each process running a guest
+                          process's CUDA (a worker) is a client of the MPS
+                          control daemon of PIPE_DIR (the operator starts it:
+                          CUDA_MPS_PIPE_DIRECTORY=PIPE_DIR
+                          nvidia-cuda-mps-control -d; refused at start where
+                          none runs), with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
+                          100 x the VM's weight / the weights of the VMs in
+                          the table (itself included; at least 1), taken
+                          when the worker starts and fixed for its life, and
+                          CUDA_MPS_PINNED_DEVICE_MEM_LIMIT the
+                          --device-memory-limit. Kernels of different VMs
+                          then run side by side instead of taking turns;
+                          --gpu-share still holds each VM to its weight
+                          across its processes (default weight 1). Opt-in:
+                          one MPS server serves every VM, and a fatal fault
+                          in one client may be reported to all
+                          (docs/security.md)
   --log-rate=N            log lines a second caused by the VM (default
                           ${DEFAULT_LIMITS.logLinesPerSecond}); the rest are counted and the count logged
   --print-capabilities    print the backend's capabilities as JSON and exit
@@ -215,7 +235,7 @@ const DEVICE_ONLY: Record<string, string[]> = {
   blk: ['size', 'store', 'read-only'],
   qcuda: ['provider', 'host-devices', 'isolation', 'device-memory-limit', 'max-processes', 'module-staging', 'module-cache', 'deferred-limit',
     'inline-wait', 'inline-calls', 'own-queues', 'ring-server', 'pin-guest-ram', 'host-map-pieces', 'process-handles', 'worker-sandbox',
-    'context-overhead', 'gpu-share'],
+    'context-overhead', 'gpu-share', 'gpu-share-mps'],
 };
 
 function checkDeviceOptions(device: string, given: string[]): void {
@@ -314,6 +334,7 @@ async function main(): Promise<void> {
         'host-map-pieces': { type: 'string' },
         'process-handles': { type: 'string' },
         'gpu-share': { type: 'string' },
+        'gpu-share-mps': { type: 'string' },
         'print-capabilities': { type: 'boolean' },
         size: { type: 'string' },
         store: { type: 'string' },
@@ -408,6 +429,11 @@ async function main(): Promise<void> {
   } catch (e) {
     usage((e as Error).message);
   }
+  const mpsDir = args['gpu-share-mps'] === undefined ? undefined : path.resolve(args['gpu-share-mps']);
+  if (mpsDir !== undefined) {
+    if (!fs.statSync(mpsDir, { throwIfNoEntry: false })?.isDirectory()) usage(`--gpu-share-mps=${args['gpu-share-mps']}: no directory ${mpsDir}`);
+    gpuShare ??= 1; // the VM's part is its weight's: it must be in the table
+  }
   // The rest of the options, parsed before the device (a GPU context, a disk's memory) exists.
   const parsed = {
     size: diskSize(args.size), store: storeOf(args.store), readOnly: args['read-only'],
@@ -428,10 +454,17 @@ async function main(): Promise<void> {
   let server: VhostUserServer;
   let status: StatusSocket | undefined;
   try {
+    // Without a daemon CUDA would run without MPS, quietly: refused before the VM joins anything.
+    const missing = mpsDir === undefined ? undefined : mpsDaemonMissing(mpsDir);
+    if (missing) throw new Error(`--gpu-share-mps: ${missing}`);
     // Before the device: its workers inherit where the VM's place in the table is (share/gate.ts).
     if (gpuShare !== undefined) {
       const share = joinShare(process.env.QCUDA_GPU_SHARE_TABLE ?? defaultTablePath(gpus[0]), gpuShare);
       write(`GPU share: weight ${gpuShare}, slot ${share.slot} of ${share.table.path}`);
+      if (mpsDir !== undefined) {
+        setMpsMode({ pipeDir: mpsDir, table: share.table, slot: share.slot, memoryLimit });
+        write(`GPU share: MPS clients of ${mpsDir}, ${mpsPercentageNow()}% of the GPU's threads now`);
+      }
     }
     const options: DeviceOptions = {
       queues, provider: provider as ProviderKind, gpu, hostDevices, memoryLimit, limits, isolation: isolation as 'process' | 'none', ...parsed,

@@ -142,6 +142,12 @@ vm options:
                        other VMs (qcuda vm, qcuda run) started with it: 1 to
                        1000, the same for every guest process count (default:
                        no share kept; qcuda-backend --help)
+  --gpu-share-mps=PIPE_DIR  the VM's CUDA processes are clients of the MPS
+                       control daemon of PIPE_DIR (started by you:
+                       CUDA_MPS_PIPE_DIRECTORY=PIPE_DIR nvidia-cuda-mps-control
+                       -d), each capped to the VM's weight's part of the GPU's
+                       threads (weight 1 without --gpu-share; qcuda-backend
+                       --help). Opt-in: one MPS server serves every VM
   --demo               run the guest test programs built into the image (the
                        transport, then CUDA programs, each printing PASS: built
                        with -cudart=shared over qcuda's libcudart.so.13, and
@@ -155,7 +161,7 @@ vm options:
                        first one
 run options (and --provider, --gpu, --host-devices, --isolation, --own-queues, --ring-server,
 --pin-guest-ram (default yes here: the memory is PROGRAM's own), --worker-sandbox,
---device-memory-limit, --context-overhead, --gpu-share and --backend-log as for vm; the
+--device-memory-limit, --context-overhead, --gpu-share, --gpu-share-mps and --backend-log as for vm; the
 quota holds across all of PROGRAM's processes):
   --socket=PATH        join the backend listening on PATH (a qcuda-backend
                        --frontends=N) instead of starting one
@@ -296,6 +302,7 @@ const OPTIONS = {
   'device-memory-limit': { type: 'string' },
   'context-overhead': { type: 'string' },
   'gpu-share': { type: 'string' },
+  'gpu-share-mps': { type: 'string' },
   quiet: { type: 'boolean' },
   qemu: { type: 'string' },
   kernel: { type: 'string' },
@@ -319,7 +326,7 @@ const BACKEND_CHOICES: Record<string, string[]> = {
   'own-queues': ['yes', 'no'], 'ring-server': ['yes', 'no'], 'pin-guest-ram': ['yes', 'no'], 'worker-sandbox': ['seccomp', 'none'],
 };
 
-const BACKEND_PASSED = ['provider', 'gpu', 'host-devices', 'isolation', 'own-queues', 'ring-server', 'pin-guest-ram', 'worker-sandbox', 'context-overhead', 'gpu-share', 'device-memory-limit', 'backend-log'];
+const BACKEND_PASSED = ['provider', 'gpu', 'host-devices', 'isolation', 'own-queues', 'ring-server', 'pin-guest-ram', 'worker-sandbox', 'context-overhead', 'gpu-share', 'gpu-share-mps', 'device-memory-limit', 'backend-log'];
 
 /** Each command's options (a known option of another command is a usage error too, not ignored). */
 const COMMAND_OPTIONS: Record<string, string[]> = {
@@ -359,8 +366,12 @@ function backendOptions(v: { [k: string]: string | boolean | string[] | undefine
       usage((e as Error).message);
     }
   }
+  // The backend may run as another user, elsewhere: the MPS directory by its whole path, checked here.
+  const mps = typeof v['gpu-share-mps'] === 'string' ? path.resolve(v['gpu-share-mps']) : undefined;
+  if (mps !== undefined && !fs.statSync(mps, { throwIfNoEntry: false })?.isDirectory()) usage(`--gpu-share-mps=${v['gpu-share-mps'] as string}: no directory ${mps}`);
   const opt = (k: string) => (typeof v[k] === 'string' ? [`--${k}=${v[k] as string}`] : []);
-  return [...opt('provider'), ...opt('gpu'), ...opt('host-devices'), ...opt('isolation'), ...opt('own-queues'), ...opt('ring-server'), ...opt('pin-guest-ram'), ...opt('worker-sandbox'), ...opt('context-overhead'), ...opt('gpu-share')];
+  return [...opt('provider'), ...opt('gpu'), ...opt('host-devices'), ...opt('isolation'), ...opt('own-queues'), ...opt('ring-server'), ...opt('pin-guest-ram'), ...opt('worker-sandbox'), ...opt('context-overhead'), ...opt('gpu-share'),
+    ...(mps === undefined ? [] : [`--gpu-share-mps=${mps}`])];
 }
 
 /** qcuda run: PROGRAM on this host over qcuda's libraries and a backend. */

@@ -7,6 +7,7 @@ import { createProvider, DEFAULT_POLL_US, type ProviderKind } from '../qcuda/pro
 import { IsolatedProvider } from '../qcuda/providers/isolated';
 import type { WorkerSandbox } from '../qcuda/providers/worker-messages';
 import { cudaEnv } from '../qcuda/providers/worker-env';
+import { mpsEnv } from '../qcuda/share/mps';
 import type { VhostUserDevice } from '../vhost-user';
 import { BlkDevice } from './blk';
 import { ProviderStore } from './blk-store';
@@ -55,8 +56,9 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       let device: QcudaDevice | undefined;
       // The host provider reads mapped guest memory through the device, which exists by the time it asks.
       const isolate = (o.isolation ?? 'process') === 'process';
-      // Without isolation guest modules load in this process: eagerly, and JIT-cached per VM, as a worker's (worker-env.ts), from CUDA's start on.
-      if (!isolate) Object.assign(process.env, cudaEnv());
+      // Without isolation guest modules load in this process: eagerly, and JIT-cached per VM, as a worker's (worker-env.ts), from CUDA's start on;
+      // under --gpu-share-mps it is the VM's one MPS client (share/mps.ts).
+      if (!isolate) Object.assign(process.env, cudaEnv(), mpsEnv(o.gpu ?? 0));
       // Without isolation the VM has one CUDA process at a time (below), which this process's waits and calls may block for.
       const chosen = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len), devices: o.hostDevices },
         { isolate, inlineHere: !isolate, captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs, inlineCalls: o.inlineCalls, ringServer: o.ringServer, pinGuestRam: o.pinGuestRam, pollUs: o.pollUs, log: o.log, workerSandbox: o.workerSandbox });

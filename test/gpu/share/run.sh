@@ -15,7 +15,9 @@
 # Environment: SECS (seconds a run, default 10; host 3), SCENARIOS (default
 # all: equal mixed weights procs noisy-long noisy-bw noisy-storm), VARIANTS
 # (default native qcuda share; also mps: native under MPS, each client capped
-# to its weight's part; host: qcuda share), OUT (default ./share-out).
+# to its weight's part; share-mps: qcuda run --gpu-share with
+# --gpu-share-mps, qcuda's workers the MPS clients; host: qcuda share),
+# OUT (default ./share-out).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 provider=cuda
@@ -68,6 +70,10 @@ start() { # VARIANT SPEC OUTFILE
     qcuda) timeout $((SECS + 120)) $qcuda run --provider="$provider" --cudart=qcuda -- bash -c "$cmd" > "$3" 2> "$3.err" &;;
     mps) LD_LIBRARY_PATH=$native_lib CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$((100 * w / wsum)) timeout $((SECS + 60)) bash -c "$cmd" > "$3" 2> "$3.err" &;;
     share) timeout $((SECS + 120)) $qcuda run --provider="$provider" --cudart=qcuda --gpu-share="$w" -- bash -c "$cmd" > "$3" 2> "$3.err" &;;
+    # The backend (its own context) stays outside MPS, as under systemd; its workers join through the option.
+    # Each worker takes its part from the VMs in the table when it starts: the tenants wait until all have joined.
+    share-mps) env -u CUDA_MPS_PIPE_DIRECTORY timeout $((SECS + 120)) $qcuda run --provider="$provider" --cudart=qcuda --gpu-share="$w" \
+      --gpu-share-mps="$CUDA_MPS_PIPE_DIRECTORY" --backend-log="$3.log" -- bash -c "sleep 3; $cmd" > "$3" 2> "$3.err" &;;
   esac
 }
 
@@ -85,20 +91,23 @@ scenario() { # VARIANT SCENARIO
 
 # Solo rates first (what each mode does alone: natively, and under qcuda run), then the scenarios.
 modes=$([ "$provider" = host ] && echo copy || echo "sgemm train infer long bw storm")
-for m in $modes; do for v in $VARIANTS; do [ "$v" = share ] || [ "$v" = mps ] || scenario "$v" "solo-$m"; done; done
+for m in $modes; do for v in $VARIANTS; do case $v in share|mps|share-mps) ;; *) scenario "$v" "solo-$m";; esac; done; done
 # mps: native tenants under NVIDIA's MPS, each client capped to its weight's
 # part of the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE): the driver's mechanism,
 # measured beside qcuda's admission control.
 mps_on() {
   export CUDA_MPS_PIPE_DIRECTORY=$b/mps-pipe CUDA_MPS_LOG_DIRECTORY=$b/mps-log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"; nvidia-cuda-mps-control -d
+  # share-mps: a backend refuses a PIPE_DIR whose daemon has not written its pid file yet.
+  for _ in $(seq 50); do [ -s "$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid" ] && break; sleep 0.1; done
 }
 mps_off() { echo quit | nvidia-cuda-mps-control; sleep 1; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; }
 for s in $SCENARIOS; do for v in $VARIANTS; do
-  [ "$v" = mps ] && mps_on
+  case $v in mps|share-mps) mps_on;; esac
   scenario "$v" "$s"
-  [ "$v" = mps ] && mps_off
+  case $v in mps|share-mps) mps_off;; esac
 done; done
 printf '%s\n' "${runs[@]}" | paste - - - > "$b/runs.tsv"
 cp "$b"/*.jsonl "$b/runs.tsv" "$OUT/" 2>/dev/null
+cp "$b"/*.log "$OUT/" 2>/dev/null  # share-mps: the backends' logs, each worker's MPS part
 python3 test/gpu/share/summarize.py "$b" "$OUT/share.json" "$OUT/share.md" "$provider" && cat "$OUT/share.md"

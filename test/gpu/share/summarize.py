@@ -72,7 +72,7 @@ for v, s, ts in runs:
             if tot > 0:
                 dev.append(abs(n[name] / tot - r['target']) / r['target'])
         r['worst_window_dev'] = max(dev) if dev else None
-        lat_solo = solo_of(v if v != 'share' else 'qcuda', r['mode'])
+        lat_solo = solo_of(v if v not in ('share', 'share-mps') else 'qcuda', r['mode'])
         r['p99_vs_solo'] = r['p99_us'] / lat_solo['p99_us'] if r['p99_us'] and lat_solo and lat_solo.get('p99_us') else None
         result.append({'scenario': s, 'variant': v, 'tenant': name, **{k: x for k, x in r.items() if k != 'windows'}})
         fmt = lambda x, f='{:.3f}': '-' if x is None else f.format(x)

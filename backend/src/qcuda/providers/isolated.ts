@@ -31,6 +31,7 @@ import { QCUDA_MAX_MODULE } from '../proto';
 import { Channel } from './channel';
 import { decodeFast, encodeCopy, Fast, fastStream, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
 import { cudaEnv } from './worker-env';
+import { mpsEnv } from '../share/mps';
 
 const debug = createDebug('qcuda:isolated');
 
@@ -65,10 +66,12 @@ class Worker {
 
   constructor(options: WorkerOptions, readonly output: OutputSink | undefined, log: (line: string) => void) {
     const [mine, theirs] = native.socketPair();
+    // Under --gpu-share-mps an MPS client with its VM's part of the GPU, as the share table has it now: share/mps.ts.
+    const mps = mpsEnv(options.gpu);
     try {
       // Loads modules eagerly (their code is counted at the load) and JIT-caches per VM: worker-env.ts.
       this.#child = spawn(process.execPath, [path.join(__dirname, 'worker.js'), JSON.stringify(options)], {
-        stdio: ['ignore', 'inherit', 'inherit', theirs], env: cudaEnv(),
+        stdio: ['ignore', 'inherit', 'inherit', theirs], env: { ...cudaEnv(), ...mps },
       });
     } finally {
       native.close(theirs);
@@ -89,7 +92,8 @@ class Worker {
         reject: (e) => { clearTimeout(timer); reject(e); },
       });
     });
-    log(`qcuda: GPU worker pid ${pid} started`);
+    const part = mps.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE;
+    log(`qcuda: GPU worker pid ${pid} started${part === undefined ? '' : ` (MPS client: ${part}% of the GPU's threads)`}`);
   }
 
   get pid(): number | undefined {
