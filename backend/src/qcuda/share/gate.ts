@@ -21,7 +21,7 @@ import { ShareTable, clockNs } from './table';
 /** The environment variable a backend's processes find their VM's place in the table by. */
 export const SHARE_ENV = 'QCUDA_GPU_SHARE';
 /** How long an admission is good for before the table is read again: reading it costs microseconds, a launch about one. */
-const RECHECK_NS = 1e6;
+export const RECHECK_NS = 1e6;
 /** How often a waiting post looks at the table again. */
 const POLL_MS = 1;
 
