@@ -79,15 +79,16 @@ export function mpsPercentageNow(): number | undefined {
   return mpsPercentage(Math.max(1, m.table.weight(m.slot)), others);
 }
 
-/** The environment a CUDA process of this VM on GPU `gpu` joins MPS with (empty: MPS mode off). */
-export function mpsEnv(gpu: number): Record<string, string> {
+/** The environment a CUDA process of this VM on GPUs `gpus` joins MPS with (empty: MPS mode off). */
+export function mpsEnv(gpus: number | readonly number[]): Record<string, string> {
   const pct = mpsPercentageNow();
   if (!mode || pct === undefined) return {};
   const env: Record<string, string> = { CUDA_MPS_PIPE_DIRECTORY: mode.pipeDir, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE: String(pct) };
   // A backstop to the quota, which counts what the VM allocates: the driver's own bound on one client, in MiB.
   if (mode.memoryLimit !== undefined) {
     const mib = mode.memoryLimit >> 20n;
-    env.CUDA_MPS_PINNED_DEVICE_MEM_LIMIT = `${gpu}=${mib > 0n ? mib : 1n}M`;
+    // The VM's quota is one budget across its GPUs: each may hold all of it.
+    env.CUDA_MPS_PINNED_DEVICE_MEM_LIMIT = (typeof gpus === 'number' ? [gpus] : gpus).map((g) => `${g}=${mib > 0n ? mib : 1n}M`).join(',');
   }
   return env;
 }
