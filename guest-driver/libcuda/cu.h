@@ -115,6 +115,16 @@ CUresult cu_device_check(CUdevice dev);
 /* cuMemcpy2D*'s core: linear memory and arrays, one request (../lib/copy3d.c). */
 CUresult cu_memcpy2d(const CUDA_MEMCPY2D *c, CUstream stream, int async, int ptds);
 
+/* ---- link.c: JIT options, shared by cuLinkCreate and the loads that take them ---- */
+
+/* PTX (size bytes) linked alone on the host with the caller's JIT options,
+ * the logs, their sizes and the wall time written back into values as
+ * cuLinkComplete writes them: the cubin, malloc'd, in *cubin. */
+CUresult cu_link_one(const void *ptx, size_t size, unsigned int n, CUjit_option *options, void **values, void **cubin);
+/* Options given where nothing is compiled (a cubin): hints, and the logs
+ * answered empty (NUL at [0], 0 bytes written). */
+CUresult cu_jit_no_compile(unsigned int n, CUjit_option *options, void **values);
+
 /* ---- module.c ---- */
 
 /* ---- kernels.c: kernels.h ---- */

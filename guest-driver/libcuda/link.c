@@ -20,6 +20,12 @@
  * CUjit_option is CUDA_ERROR_INVALID_VALUE. Options given to one input
  * (cuLinkAddData's own) are hints alike.
  *
+ * cuModuleLoadDataEx and cuLibraryLoadData take the same options: PTX given
+ * with options is linked here alone (cu_link_one), by the same option
+ * handling and the same requests, and the cubin loaded; a cubin or fat
+ * binary needs no JIT, so its options are hints and its logs come back
+ * empty (cu_jit_no_compile).
+ *
  * Bounds: QCUDA_MAX_LINK_INPUTS inputs and QCUDA_MAX_MODULE bytes of them in
  * all (more: CUDA_ERROR_NOT_SUPPORTED, which no native link answers for
  * this, so the cause is plain).
@@ -41,13 +47,18 @@ struct link_input {
 	size_t size;
 };
 
-struct CUlinkState_st {
-	uint32_t magic;
+/* The JIT options of a link, as the caller gave them. */
+struct jit_opts {
 	char *info, *error;	/* the caller's log buffers, and their sizes */
 	size_t info_size, error_size;
 	void **info_slot, **error_slot, **wall_slot;	/* option values written back */
-	uint32_t nopts;
+	uint32_t nopts;	/* those the host linker takes */
 	uint32_t opt[QCUDA_MAX_LINK_OPTIONS], val[QCUDA_MAX_LINK_OPTIONS];
+};
+
+struct CUlinkState_st {
+	uint32_t magic;
+	struct jit_opts jit;
 	uint32_t ninputs;
 	struct link_input in[QCUDA_MAX_LINK_INPUTS];
 	size_t total;
@@ -59,24 +70,24 @@ static int link_valid(CUlinkState s)
 	return s && s->magic == LINK_MAGIC;
 }
 
-/* One option of cuLinkCreate, into the state. */
-static CUresult link_option(CUlinkState s, CUjit_option o, void **slot)
+/* One JIT option, into j. */
+static CUresult jit_option(struct jit_opts *j, CUjit_option o, void **slot)
 {
 	switch (o) {
-	case CU_JIT_INFO_LOG_BUFFER: s->info = *slot; break;
-	case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES: s->info_size = (size_t)(uintptr_t)*slot; s->info_slot = slot; break;
-	case CU_JIT_ERROR_LOG_BUFFER: s->error = *slot; break;
-	case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: s->error_size = (size_t)(uintptr_t)*slot; s->error_slot = slot; break;
-	case CU_JIT_WALL_TIME: s->wall_slot = slot; break;
+	case CU_JIT_INFO_LOG_BUFFER: j->info = *slot; break;
+	case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES: j->info_size = (size_t)(uintptr_t)*slot; j->info_slot = slot; break;
+	case CU_JIT_ERROR_LOG_BUFFER: j->error = *slot; break;
+	case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: j->error_size = (size_t)(uintptr_t)*slot; j->error_slot = slot; break;
+	case CU_JIT_WALL_TIME: j->wall_slot = slot; break;
 	case CU_JIT_OPTIMIZATION_LEVEL:
 	case CU_JIT_TARGET:
 	case CU_JIT_GENERATE_DEBUG_INFO:
 	case CU_JIT_LOG_VERBOSE:
 	case CU_JIT_GENERATE_LINE_INFO:
-		if (s->nopts == QCUDA_MAX_LINK_OPTIONS)
+		if (j->nopts == QCUDA_MAX_LINK_OPTIONS)
 			return CUDA_ERROR_INVALID_VALUE;	/* each named more than once */
-		s->opt[s->nopts] = (uint32_t)o;
-		s->val[s->nopts++] = (uint32_t)(uintptr_t)*slot;
+		j->opt[j->nopts] = (uint32_t)o;
+		j->val[j->nopts++] = (uint32_t)(uintptr_t)*slot;
 		break;
 	default:
 		if ((unsigned)o >= CU_JIT_NUM_OPTIONS)
@@ -86,12 +97,24 @@ static CUresult link_option(CUlinkState s, CUjit_option o, void **slot)
 	return CUDA_SUCCESS;
 }
 
+static CUresult jit_options(struct jit_opts *j, unsigned int n, CUjit_option *options, void **values)
+{
+	CUresult r = CUDA_SUCCESS;
+
+	if (n && (!options || !values))
+		return CUDA_ERROR_INVALID_VALUE;
+	memset(j, 0, sizeof(*j));
+	for (unsigned int i = 0; i < n && r == CUDA_SUCCESS; i++)
+		r = jit_option(j, options[i], &values[i]);
+	return r;
+}
+
 CUresult cuLinkCreate(unsigned int numOptions, CUjit_option *options, void **optionValues, CUlinkState *stateOut)
 {
 	CUlinkState s;
 	CUresult r;
 
-	if (!stateOut || (numOptions && (!options || !optionValues)))
+	if (!stateOut)
 		return CUDA_ERROR_INVALID_VALUE;
 	r = cu_enter();
 	if (r != CUDA_SUCCESS)
@@ -100,8 +123,7 @@ CUresult cuLinkCreate(unsigned int numOptions, CUjit_option *options, void **opt
 	if (!s)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	s->magic = LINK_MAGIC;
-	for (unsigned int i = 0; i < numOptions && r == CUDA_SUCCESS; i++)
-		r = link_option(s, options[i], &optionValues[i]);
+	r = jit_options(&s->jit, numOptions, options, optionValues);
 	if (r != CUDA_SUCCESS) {
 		free(s);
 		return r;
@@ -168,13 +190,14 @@ CUresult cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *path,
  * each upload it names whatever follows, so none is left staged. After a
  * failed upload (which LINK refuses: incomplete or unknown) the first type
  * is one no input has besides, so that nothing is linked in any case. */
-static cudaError_t link_send(CUlinkState s, struct qcuda_out_link *out, uint64_t *result)
+static cudaError_t link_send(const struct jit_opts *j, const struct link_input *inputs, uint32_t ninputs,
+			     struct qcuda_out_link *out, uint64_t *result)
 {
 	struct qcuda_args_link a = { 0 };
 	cudaError_t e, up = cudaSuccess;
 
-	for (uint32_t i = 0; i < s->ninputs && up == cudaSuccess; i++) {
-		struct link_input *in = &s->in[i];
+	for (uint32_t i = 0; i < ninputs && up == cudaSuccess; i++) {
+		const struct link_input *in = &inputs[i];
 
 		a.upload_id[i] = qc_upload_id();
 		a.type[i] = in->type;
@@ -184,9 +207,9 @@ static cudaError_t link_send(CUlinkState s, struct qcuda_out_link *out, uint64_t
 	}
 	if (up != cudaSuccess)
 		a.type[0] = CU_JIT_NUM_INPUT_TYPES;
-	a.num_options = s->nopts;
-	memcpy(a.option, s->opt, sizeof(s->opt));
-	memcpy(a.value, s->val, sizeof(s->val));
+	a.num_options = j->nopts;
+	memcpy(a.option, j->opt, sizeof(j->opt));
+	memcpy(a.value, j->val, sizeof(j->val));
 	e = qc_req_link(&a, out, result);
 	return up != cudaSuccess ? up : e;
 }
@@ -220,26 +243,33 @@ static void log_put(char *dst, size_t size, void **slot, const unsigned char *sr
 		*slot = (void *)(uintptr_t)(n + 1);
 }
 
-CUresult cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)
+/* The logs answered where nothing was compiled: empty, nothing written. */
+static void log_none(char *dst, size_t size, void **slot)
+{
+	if (dst && size)
+		dst[0] = 0;
+	if (slot)
+		*slot = 0;
+}
+
+/* Links the inputs with options j on the host: the logs and wall time
+ * written back, and the image, malloc'd with a NUL after it (a PTX-like one
+ * is read as a C string), in *image, or the link's own status. */
+static CUresult link_run(const struct jit_opts *j, const struct link_input *inputs, uint32_t ninputs,
+			 unsigned char **image, size_t *size)
 {
 	struct qcuda_out_link out = { 0 };
 	uint64_t id = 0, total;
 	unsigned char *buf;
 	cudaError_t e;
-	CUresult r;
 
-	if (!link_valid(state) || !cubinOut || !sizeOut || state->ninputs == 0)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = cu_enter();
-	if (r != CUDA_SUCCESS)
-		return r;
-	e = link_send(state, &out, &id);
+	e = link_send(j, inputs, ninputs, &out, &id);
 	if (e != cudaSuccess)
 		return cu_result(e);
 	if (out.image_bytes > QCUDA_MAX_MODULE || out.info_bytes > LOG_MAX || out.error_bytes > LOG_MAX)
 		return CUDA_ERROR_UNKNOWN;
 	total = out.image_bytes + out.info_bytes + out.error_bytes;
-	buf = malloc(total + 1);	/* a NUL after the image: a PTX-like one is read as a C string */
+	buf = malloc(total + 1);
 	if (!buf)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	e = total ? link_read(id, buf, total) : cudaSuccess;
@@ -247,19 +277,67 @@ CUresult cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)
 		free(buf);
 		return cu_result(e);
 	}
-	log_put(state->info, state->info_size, state->info_slot, buf + out.image_bytes, out.info_bytes);
-	log_put(state->error, state->error_size, state->error_slot, buf + out.image_bytes + out.info_bytes, out.error_bytes);
-	if (state->wall_slot)
-		memcpy(state->wall_slot, &out.wall_ms_bits, sizeof(float));	/* the float in the option's value, as CUDA writes it */
+	log_put(j->info, j->info_size, j->info_slot, buf + out.image_bytes, out.info_bytes);
+	log_put(j->error, j->error_size, j->error_slot, buf + out.image_bytes + out.info_bytes, out.error_bytes);
+	if (j->wall_slot)
+		memcpy(j->wall_slot, &out.wall_ms_bits, sizeof(float));	/* the float in the option's value, as CUDA writes it */
 	if (out.link_status != 0) {
 		free(buf);
 		return (CUresult)out.link_status;
 	}
 	buf[out.image_bytes] = 0;
+	*image = buf;
+	*size = (size_t)out.image_bytes;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)
+{
+	unsigned char *image;
+	size_t size;
+	CUresult r;
+
+	if (!link_valid(state) || !cubinOut || !sizeOut || state->ninputs == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cu_enter();
+	if (r == CUDA_SUCCESS)
+		r = link_run(&state->jit, state->in, state->ninputs, &image, &size);
+	if (r != CUDA_SUCCESS)
+		return r;
 	free(state->cubin);
-	state->cubin = buf;
-	*cubinOut = buf;
-	*sizeOut = (size_t)out.image_bytes;
+	state->cubin = image;
+	*cubinOut = image;
+	*sizeOut = size;
+	return CUDA_SUCCESS;
+}
+
+CUresult cu_link_one(const void *ptx, size_t size, unsigned int n, CUjit_option *options, void **values, void **cubin)
+{
+	struct link_input in = { .type = CU_JIT_INPUT_PTX, .data = (void *)ptx, .size = size };
+	struct jit_opts j;
+	unsigned char *image;
+	size_t image_size;
+	CUresult r = jit_options(&j, n, options, values);
+
+	if (r == CUDA_SUCCESS)
+		r = cu_enter();
+	if (r == CUDA_SUCCESS)
+		r = link_run(&j, &in, 1, &image, &image_size);
+	if (r == CUDA_SUCCESS)
+		*cubin = image;
+	return r;
+}
+
+/* Never refused: cudart hands its fat binaries to cuLibraryLoadData with
+ * options of its own, which a load without JIT has always taken as hints. */
+CUresult cu_jit_no_compile(unsigned int n, CUjit_option *options, void **values)
+{
+	struct jit_opts j = { 0 };
+
+	for (unsigned int i = 0; options && values && i < n; i++)
+		(void)jit_option(&j, options[i], &values[i]);
+	log_none(j.info, j.info_size, j.info_slot);
+	log_none(j.error, j.error_size, j.error_slot);
 	return CUDA_SUCCESS;
 }
 

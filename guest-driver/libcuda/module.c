@@ -9,6 +9,13 @@
  * 3,000), and nothing crosses to the host until a kernel or global of it
  * is looked up under a context. cuModuleLoad* load at once, as they report
  * a bad image at once natively.
+ *
+ * JIT options (cuModuleLoadDataEx, cuLibraryLoadData's jitOptions): PTX
+ * given with them is compiled on the host's linker with them at once
+ * (link.c's cu_link_one: logs, sizes, wall time written back), and the
+ * cubin loaded; a library's PTX so only with a context current, as the
+ * linker works in one (without, the options are hints). A cubin or fat
+ * binary needs no JIT: its options are hints, its logs come back empty.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,20 +166,43 @@ CUresult cu_read_file(const char *path, void **buf, size_t *size)
 	return CUDA_SUCCESS;
 }
 
+/* JIT options given with an image: PTX is linked with them into a cubin
+ * (malloc'd, in *cubin); any other image is left as it is (*cubin NULL). */
+static CUresult jit_image(const void *code, unsigned int n, CUjit_option *options, void **values, void **cubin)
+{
+	const void *data;
+	uint64_t size;
+	uint32_t magic;
+	CUresult r = image_extent(code, &data, &size);
+
+	*cubin = NULL;
+	if (r != CUDA_SUCCESS)
+		return r;
+	memcpy(&magic, data, 4);
+	if (magic == FATBIN_MAGIC || magic == ELF_MAGIC)
+		return cu_jit_no_compile(n, options, values);
+	r = cu_link_one(data, (size_t)size, n, options, values, cubin);
+	if (r == CUDA_ERROR_NOT_SUPPORTED)	/* a provider that cannot link (the host's): the PTX loads as it is */
+		r = cu_jit_no_compile(n, options, values);
+	return r;
+}
+
 /* ---------------------------------------------------------------- modules */
 
-/* JIT options change how PTX compiles on the host: not carried yet, and
- * none changes what a correct program computes, so they are ignored. */
-static CUresult module_load(CUmodule *module, const void *image)
+static CUresult module_load(CUmodule *module, const void *image, unsigned int n, CUjit_option *options, void **values)
 {
 	struct qc_module *m;
+	void *cubin = NULL;
 	CUresult r;
 
 	if (!module)
 		return CUDA_ERROR_INVALID_VALUE;
 	r = cu_enter();
+	if (r == CUDA_SUCCESS && n)
+		r = jit_image(image, n, options, values, &cubin);
 	if (r == CUDA_SUCCESS)
-		r = module_add(image, 1, &m);
+		r = module_add(cubin ? cubin : image, 1, &m);
+	free(cubin);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = cu_result(qc_module_load(m));
@@ -186,18 +216,18 @@ static CUresult module_load(CUmodule *module, const void *image)
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
-	return module_load(module, image);
+	return module_load(module, image, 0, NULL, NULL);
 }
 
 CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
 			    CUjit_option *options, void **optionValues)
 {
-	return module_load(module, image);
+	return module_load(module, image, numOptions, options, optionValues);
 }
 
 CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
 {
-	return module_load(module, fatCubin);
+	return module_load(module, fatCubin, 0, NULL, NULL);
 }
 
 CUresult cuModuleLoad(CUmodule *module, const char *fname)
@@ -210,7 +240,7 @@ CUresult cuModuleLoad(CUmodule *module, const char *fname)
 	r = cu_read_file(fname, &buf, NULL);
 	if (r != CUDA_SUCCESS)
 		return r;
-	r = module_load(module, buf);
+	r = module_load(module, buf, 0, NULL, NULL);
 	free(buf);
 	return r;
 }
@@ -317,14 +347,21 @@ CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *j
 			   unsigned int numLibraryOptions)
 {
 	struct qc_module *m;
+	void *cubin = NULL;
 	CUresult r;
 
 	if (!library)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!cu_initialized)
 		return CUDA_ERROR_NOT_INITIALIZED;
-	/* A preserved binary stays where it is until unloaded: no copy. */
-	r = module_add(code, !preserved(libraryOptions, libraryOptionValues, numLibraryOptions), &m);
+	r = CUDA_SUCCESS;
+	if (numJitOptions)
+		r = cu_enter() == CUDA_SUCCESS ? jit_image(code, numJitOptions, jitOptions, jitOptionsValues, &cubin)
+					      : cu_jit_no_compile(numJitOptions, jitOptions, jitOptionsValues);
+	/* A preserved binary stays where it is until unloaded: no copy (a cubin linked here is ours: copied). */
+	if (r == CUDA_SUCCESS)
+		r = module_add(cubin ? cubin : code, cubin || !preserved(libraryOptions, libraryOptionValues, numLibraryOptions), &m);
+	free(cubin);
 	if (r == CUDA_SUCCESS)
 		*library = (CUlibrary)(void *)m;
 	return r;
@@ -345,7 +382,7 @@ CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_o
 	r = cu_read_file(fileName, &buf, NULL);
 	if (r != CUDA_SUCCESS)
 		return r;
-	r = cuLibraryLoadData(library, buf, NULL, NULL, 0, NULL, NULL, 0);
+	r = cuLibraryLoadData(library, buf, jitOptions, jitOptionsValues, numJitOptions, NULL, NULL, 0);
 	free(buf);
 	return r;
 }

@@ -5,7 +5,8 @@
  * the fake driver (test/qcuda/fixtures/fakecuda.c: the "cubin" is a header
  * naming the integer options, then each input). Prints what a link gave:
  * the cubin's text, the logs, the log sizes and wall time written back into
- * the option values, a refused link's status and error log, the bounds.
+ * the option values, a refused link's status and error log, the bounds;
+ * then loads with JIT options (load_options).
  * argv[1]: a file to add with cuLinkAddFile.
  */
 #include <cuda.h>
@@ -20,6 +21,49 @@ static const char *status(CUresult r)
 
 	cuGetErrorName(r, &s);
 	return s;
+}
+
+/* cuModuleLoadDataEx and cuLibraryLoadData with JIT options: PTX linked on
+ * the host with them (loaded as it is, ".entry add1" would be refused: no
+ * PTX header; the fake linker's output has one), logs and wall time
+ * written back; bad PTX refused with its error log; a cubin's logs empty. */
+static int load_options(void)
+{
+	static const char ptx[] = ".entry add1";
+	static const char cubin[64] = "\x7f" "ELF\x02\x01";	/* an ELF64 header, no sections: loads on the fake driver */
+	char info[256], err[256];
+	CUjit_option o[] = { CU_JIT_WALL_TIME, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
+			     CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_OPTIMIZATION_LEVEL };
+	void *v[6];
+	CUjit_option bad = (CUjit_option)1000;
+	CUmodule m = 0;
+	CUlibrary lib;
+	float wall;
+
+#define RESET() (strcpy(info, "x"), strcpy(err, "x"), \
+		 v[0] = 0, v[1] = info, v[2] = (void *)sizeof(info), v[3] = err, v[4] = (void *)sizeof(err), v[5] = (void *)2)
+	RESET();
+	CK(cuModuleLoadDataEx(&m, ptx, 6, o, v));
+	memcpy(&wall, &v[0], sizeof(wall));
+	printf("loadEx: %s; info [%s] size %zu; error [%s] size %zu; wall %.1f\n", m ? "loaded" : "none", info, (size_t)v[2], err,
+	       (size_t)v[4], wall);
+	CK(cuModuleUnload(m));
+	RESET();
+	printf("loadEx bad PTX: %s, ", status(cuModuleLoadDataEx(&m, "fakecuda:link-error", 6, o, v)));
+	printf("error [%s] size %zu\n", err, (size_t)v[4]);
+	printf("loadEx unknown option: %s\n", status(cuModuleLoadDataEx(&m, ptx, 1, &bad, v)));
+	RESET();
+	CK(cuModuleLoadDataEx(&m, cubin, 5, o + 1, v + 1));
+	printf("loadEx cubin: info [%s] size %zu; error [%s] size %zu\n", info, (size_t)v[2], err,
+	       (size_t)v[4]);
+	CK(cuModuleUnload(m));
+	RESET();
+	CK(cuLibraryLoadData(&lib, ptx, o, v, 6, 0, 0, 0));
+	CK(cuLibraryGetModule(&m, lib));
+	printf("library: info [%s] size %zu\n", info, (size_t)v[2]);
+	CK(cuLibraryUnload(lib));
+	return 0;
+#undef RESET
 }
 
 int main(int argc, char **argv)
@@ -70,5 +114,5 @@ int main(int argc, char **argv)
 	printf("fifth input: %s\n", status(cuLinkAddData(ls2, CU_JIT_INPUT_PTX, (void *)ptx, strlen(ptx), "x", 0, 0, 0)));
 	CK(cuLinkDestroy(ls2));
 	printf("destroy NULL: %s\n", status(cuLinkDestroy(NULL)));
-	return 0;
+	return load_options();
 }

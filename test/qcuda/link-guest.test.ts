@@ -4,7 +4,10 @@
 // options, then each input): test/libcuda/link.c links a PTX input
 // (cuLinkAddData) and a file (cuLinkAddFile), gets the cubin, both logs and
 // the sizes and wall time written back into its option values, loads the
-// cubin, and sees a refused link's status and error log and the bounds.
+// cubin, and sees a refused link's status and error log and the bounds; then
+// cuModuleLoadDataEx and cuLibraryLoadData of PTX with JIT options (linked
+// alone with them, logs and wall time written back), of bad PTX (CUDA_ERROR_INVALID_PTX, its error log) and of a cubin
+// (no JIT: empty logs, 0 bytes written).
 import test from 'ava';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -34,6 +37,8 @@ test('a program links PTX and a file with the host\'s linker and loads the cubin
   t.is(r.status, 0, r.stdout + r.stderr);
   const cubin = `// fakecuda:linked 12=1 7=3\n// input add1.ptx type 1\n.entry add1// input ${lib} type 4\nlib bytes\n`;
   const info = `fakecuda: added add1.ptx\nfakecuda: added ${lib}\n`;
+  // One PTX input, unnamed, linked for a load with options.
+  const added = 'fakecuda: added \n';
   t.is(
     r.stdout,
     [
@@ -45,6 +50,11 @@ test('a program links PTX and a file with the host\'s linker and loads the cubin
       'refused: CUDA_ERROR_INVALID_PTX, error [fakecuda: bad.ptx: link error\n]',
       'fifth input: CUDA_ERROR_NOT_SUPPORTED',
       'destroy NULL: CUDA_ERROR_INVALID_HANDLE',
+      `loadEx: loaded; info [${added}] size ${added.length + 1}; error [] size 1; wall 1.5`,
+      'loadEx bad PTX: CUDA_ERROR_INVALID_PTX, error [fakecuda: : link error\n] size 24',
+      'loadEx unknown option: CUDA_ERROR_INVALID_VALUE',
+      'loadEx cubin: info [] size 0; error [] size 0',
+      `library: info [${added}] size ${added.length + 1}`,
       '',
     ].join('\n'),
   );
