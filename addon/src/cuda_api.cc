@@ -38,7 +38,8 @@ void DoProbe(ProbeResult *p) {
   auto resolve = [&](auto &slot, const char *base, int version, const char *name, const char *alt, bool required) {
     void *fn = nullptr;
     int found = 0;
-    if (getProc != nullptr && getProc(base, &fn, version, 1 /* CU_GET_PROC_ADDRESS_LEGACY_STREAM */, &found) != kSuccess)
+    if (getProc != nullptr &&
+        getProc(base, &fn, version, 1 /* CU_GET_PROC_ADDRESS_LEGACY_STREAM */, &found) != kSuccess)
       fn = nullptr;
     if (fn == nullptr) fn = dlsym(lib, name);
     if (fn == nullptr && alt != nullptr) fn = dlsym(lib, alt);
@@ -46,7 +47,8 @@ void DoProbe(ProbeResult *p) {
     if (fn == nullptr && required && missing.empty()) missing = name;
   };
   Api &a = g_api;
-#define QCUDA_CU_RESOLVE(name, params, base, version, symbol, alt, required) resolve(a.name, base, version, symbol, alt, required);
+#define QCUDA_CU_RESOLVE(name, params, base, version, symbol, alt, required) \
+  resolve(a.name, base, version, symbol, alt, required);
   QCUDA_CU_API(QCUDA_CU_RESOLVE)
 #undef QCUDA_CU_RESOLVE
   if (a.CtxCreate == nullptr && a.CtxCreateV4 == nullptr && missing.empty()) missing = "cuCtxCreate_v2";
@@ -88,12 +90,12 @@ void DoProbe(ProbeResult *p) {
 // cudaErrorInvalidResourceHandle, 500 NOT_FOUND = cudaErrorSymbolNotFound,
 // 708 PRIMARY_CONTEXT_ACTIVE = cudaErrorSetOnActiveProcess, 719 LAUNCH_FAILED =
 // cudaErrorLaunchFailure.
-constexpr int kShared[] = {
-    1,   2,   3,   4,   5,   6,   7,   8,   34,  36,  46,  100, 101, 102, 200, 201, 205, 206, 207, 208,
-    209, 210, 211, 212, 213, 214, 215, 216, 217, 218, 219, 220, 221, 222, 223, 224, 225, 226, 300, 301,
-    302, 303, 304, 400, 401, 402, 500, 600, 700, 701, 702, 703, 704, 705, 708, 709, 710, 711, 712, 713,
-    714, 715, 716, 717, 718, 719, 720, 721, 800, 801, 802, 803, 804, 805, 806, 807, 808, 809, 810, 811,
-    812, 900, 901, 902, 903, 904, 905, 906, 907, 908, 909, 910, 911, 912, 913, 914, 915, 999};
+constexpr int kShared[] = {1,   2,   3,   4,   5,   6,   7,   8,   34,  36,  46,  100, 101, 102, 200, 201, 205,
+                           206, 207, 208, 209, 210, 211, 212, 213, 214, 215, 216, 217, 218, 219, 220, 221, 222,
+                           223, 224, 225, 226, 300, 301, 302, 303, 304, 400, 401, 402, 500, 600, 700, 701, 702,
+                           703, 704, 705, 708, 709, 710, 711, 712, 713, 714, 715, 716, 717, 718, 719, 720, 721,
+                           800, 801, 802, 803, 804, 805, 806, 807, 808, 809, 810, 811, 812, 900, 901, 902, 903,
+                           904, 905, 906, 907, 908, 909, 910, 911, 912, 913, 914, 915, 999};
 
 }  // namespace
 

@@ -68,7 +68,8 @@ std::vector<Seg> ArgSegs(const Napi::Value &v) {
     if (n % 2 != 0) throw Napi::TypeError::New(env, "segments must be [addr, len] pairs");
     out.reserve(n / 2);
     const double *d = a.Data();
-    for (size_t i = 0; i < n; i += 2) AddSeg(env, out, {WholeNumber(env, d[i], "segment addr"), WholeNumber(env, d[i + 1], "segment len")});
+    for (size_t i = 0; i < n; i += 2)
+      AddSeg(env, out, {WholeNumber(env, d[i], "segment addr"), WholeNumber(env, d[i + 1], "segment len")});
     return out;
   }
   if (!v.IsArray()) throw Napi::TypeError::New(env, "segments must be an array of {addr, len}");

@@ -21,9 +21,11 @@ Napi::Function Context::Define(Napi::Env env) {
   // A name registered twice (two files, or one of the names below) would quietly shadow the other.
   std::set<std::string> names = {"destroy", "device", "primary", "busy", "destroyed"};
   for (const ContextMethod &m : ContextMethods())
-    if (!names.insert(m.name).second) throw Napi::Error::New(env, std::string("qcuda: CudaContext.") + m.name + " defined twice");
+    if (!names.insert(m.name).second)
+      throw Napi::Error::New(env, std::string("qcuda: CudaContext.") + m.name + " defined twice");
   std::vector<PropertyDescriptor> props;
-  for (ContextMethod &m : ContextMethods()) props.push_back(InstanceMethod(m.name, &Context::Dispatch, napi_default, &m));
+  for (ContextMethod &m : ContextMethods())
+    props.push_back(InstanceMethod(m.name, &Context::Dispatch, napi_default, &m));
   props.push_back(InstanceMethod("destroy", &Context::Destroy));
   props.push_back(InstanceAccessor("device", &Context::Device, nullptr));
   props.push_back(InstanceAccessor("primary", &Context::Primary, nullptr));
@@ -59,7 +61,7 @@ Where Context::LaunchWhere(uint32_t n) const {
   // it is running the job is queued whatever this says.
   const uint64_t outstanding = core_->launchesRun.load() - core_->launchesDone.load();
   return n <= kInlineBatchLaunches && outstanding + n <= kInlineLaunchBound ? Where::kContextThread
-                                                                             : Where::kContextThreadOnly;
+                                                                            : Where::kContextThreadOnly;
 }
 
 Napi::Value Context::Go(Napi::Env env, Job *j, bool inlineOk, bool now) {

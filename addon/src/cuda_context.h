@@ -61,8 +61,8 @@ void RunCopyDtoH(Job &job, const std::vector<Seg> &segs, uint64_t src, uint32_t 
 /** A launch's header (launch_record.h's fields, in order). */
 using LaunchHeader = std::array<uint32_t, launch_record::kWords>;
 /** The header of a launch of function fid on stream sid (context ids), its parameter block paramBytes long. */
-inline LaunchHeader MakeLaunchHeader(uint32_t fid, uint32_t sid, const uint32_t grid[3], const uint32_t block[3], uint32_t sharedMem,
-                                     uint32_t paramBytes) {
+inline LaunchHeader MakeLaunchHeader(uint32_t fid, uint32_t sid, const uint32_t grid[3], const uint32_t block[3],
+                                     uint32_t sharedMem, uint32_t paramBytes) {
   namespace lr = launch_record;
   LaunchHeader h{};
   h[lr::kFunc] = fid;
@@ -77,7 +77,8 @@ inline LaunchHeader MakeLaunchHeader(uint32_t fid, uint32_t sid, const uint32_t 
   h[lr::kParamBytes] = paramBytes;
   return h;
 }
-/** One launch (launch(), one record of launchMany()): its function, stream and parameter size checked, then cuLaunchKernel. */
+/** One launch (launch(), one record of launchMany()): its function, stream and parameter size checked, then
+ * cuLaunchKernel. */
 void LaunchOne(Job &job, const LaunchHeader &h, uint8_t *params);
 
 // Where a job's phase 1 runs (cuda_exec.h): always on the context thread (in
@@ -111,7 +112,8 @@ class Context : public Napi::ObjectWrap<Context> {
   // (QCUDA_CONTEXT_METHOD), which are free functions; it is all they use of
   // the context.
   template <typename Run>
-  Napi::Value Submit(const Napi::CallbackInfo &info, Where where, Run run, std::function<void(Job &)> onMain = nullptr) {
+  Napi::Value Submit(const Napi::CallbackInfo &info, Where where, Run run,
+                     std::function<void(Job &)> onMain = nullptr) {
     return Go(info.Env(), MakeJob(std::move(run), std::move(onMain)), InlineOk(where), false);
   }
 
@@ -123,7 +125,8 @@ class Context : public Napi::ObjectWrap<Context> {
   // copies, launches); the JS side types them as a value or a promise
   // (native-cuda.ts: Now).
   template <typename Run>
-  Napi::Value SubmitNow(const Napi::CallbackInfo &info, Where where, Run run, std::function<void(Job &)> onMain = nullptr) {
+  Napi::Value SubmitNow(const Napi::CallbackInfo &info, Where where, Run run,
+                        std::function<void(Job &)> onMain = nullptr) {
     return Go(info.Env(), MakeJob(std::move(run), std::move(onMain)), InlineOk(where), true);
   }
 
@@ -134,7 +137,9 @@ class Context : public Napi::ObjectWrap<Context> {
   const std::shared_ptr<CtxCore> &core() const { return core_; }
 
  private:
-  static bool InlineOk(Where where) { return where == Where::kInlineWhenIdle || (where == Where::kContextThread && InlineCalls()); }
+  static bool InlineOk(Where where) {
+    return where == Where::kInlineWhenIdle || (where == Where::kContextThread && InlineCalls());
+  }
 
   template <typename Run>
   static Job *MakeJob(Run run, std::function<void(Job &)> onMain) {

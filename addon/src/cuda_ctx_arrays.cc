@@ -28,7 +28,8 @@ bool Mul(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow
 bool Add(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
 
 /** Fills one side of m from a record's 7 fields; false (job failed) when it is not valid. */
-bool Side(Job &job, const uint64_t *f, const uint64_t *extent, uint8_t *staging, uint64_t stagingLen, bool dst, cu::Memcpy3D *m) {
+bool Side(Job &job, const uint64_t *f, const uint64_t *extent, uint8_t *staging, uint64_t stagingLen, bool dst,
+          cu::Memcpy3D *m) {
   const uint64_t kind = f[0], h = f[1], pitch = f[2], rows = f[3], x = f[4], y = f[5], z = f[6];
   int type = 0;
   const void *host = nullptr;
@@ -48,9 +49,9 @@ bool Side(Job &job, const uint64_t *f, const uint64_t *extent, uint8_t *staging,
   } else if (kind == kKindStaging) {
     // The box (from its first byte: x, y, z must be 0) must lie inside the staging buffer.
     uint64_t a, b, c, span;
-    bool ok = x == 0 && y == 0 && z == 0 && extent[0] > 0 && extent[1] > 0 && extent[2] > 0 && Mul(extent[2] - 1, pitch, &a) &&
-              Mul(a, rows, &a) && Mul(extent[1] - 1, pitch, &b) && Add(a, b, &c) && Add(c, extent[0], &span) && Add(span, h, &span) &&
-              span <= stagingLen && staging != nullptr;
+    bool ok = x == 0 && y == 0 && z == 0 && extent[0] > 0 && extent[1] > 0 && extent[2] > 0 &&
+              Mul(extent[2] - 1, pitch, &a) && Mul(a, rows, &a) && Mul(extent[1] - 1, pitch, &b) && Add(a, b, &c) &&
+              Add(c, extent[0], &span) && Add(span, h, &span) && span <= stagingLen && staging != nullptr;
     if (!ok) {
       job.Fail(cu::kInvalidValue, "qcuda: copy3D: a host box outside its staging buffer");
       return false;
@@ -77,7 +78,9 @@ bool RunRecords(Job &job, const std::vector<uint64_t> &recs, uint8_t *staging, u
     const uint64_t *r = recs.data() + i;
     cu::Memcpy3D m;
     std::memset(&m, 0, sizeof m);
-    if (!Side(job, r, r + 14, staging, stagingLen, false, &m) || !Side(job, r + 7, r + 14, staging, stagingLen, true, &m)) return false;
+    if (!Side(job, r, r + 14, staging, stagingLen, false, &m) ||
+        !Side(job, r + 7, r + 14, staging, stagingLen, true, &m))
+      return false;
     m.WidthInBytes = r[14], m.Height = r[15], m.Depth = r[16];
     if (!job.Check(cu::api().Memcpy3DAsync(&m, s), "cuMemcpy3DAsync_v2")) return false;
   }
@@ -153,7 +156,8 @@ QCUDA_CONTEXT_METHOD(mipmapLevel, ctx, info) {
     if (!Have(job, cu::api().MipmappedArrayGetLevel, "cuMipmappedArrayGetLevel")) return {};
     CtxCore *c = job.ctx.get();
     auto it = c->mipmaps.find(id);
-    if (it == c->mipmaps.end()) return job.Fail(cu::kInvalidHandle, "qcuda: mipmapLevel: no such mipmapped array"), res::Num{};
+    if (it == c->mipmaps.end())
+      return job.Fail(cu::kInvalidHandle, "qcuda: mipmapLevel: no such mipmapped array"), res::Num{};
     auto known = it->second.levels.find(level);
     if (known != it->second.levels.end()) return {static_cast<double>(known->second)};
     cu::Array a = nullptr;
@@ -192,42 +196,43 @@ QCUDA_CONTEXT_METHOD(copy3D, ctx, info) {
   bool toDevice = info[2].ToBoolean();
   uint32_t sid = ArgId(info[3], "stream");
   bool wait = staged || info[4].ToBoolean();
-  return ctx.Submit(info, Where::kContextThread, [recs = std::move(recs), segs = std::move(segs), staged, toDevice, sid, wait](Job &job) {
-    if (!Have(job, cu::api().Memcpy3DAsync, "cuMemcpy3DAsync_v2")) return;
-    cu::Stream s;
-    if (!job.ctx->LookupStream(job, sid, &s)) return;
-    uint64_t len = SegsLength(segs);
-    std::shared_ptr<std::vector<uint8_t>> buf;
-    if (staged) {
-      try {
-        buf = std::make_shared<std::vector<uint8_t>>(len);
-      } catch (const std::bad_alloc &) {
-        return job.Fail(cu::kOutOfMemory, "qcuda: copy3D staging buffer");
-      }
-      // Gathered both ways: from the device, the buffer goes back whole,
-      // and the bytes between a box's rows (a pitch's gap) must come back
-      // as they were.
-      uint64_t at = 0;
-      for (const Seg &g : segs) {
-        std::memcpy(buf->data() + at, reinterpret_cast<const void *>(g.addr), g.len);
-        at += g.len;
-      }
-    }
-    bool ok = RunRecords(job, recs, buf ? buf->data() : nullptr, len, s);
-    if (!wait) return;
-    // Also after a failure: what was enqueued still uses the staging buffer.
-    WaitForStream(job, s);
-    auto inner = std::move(job.wait);
-    job.wait = [inner = std::move(inner), buf, segs, toDevice, ok](Job &jb) {
-      if (inner) inner(jb);
-      if (!buf || toDevice || !ok || jb.rc != cu::kSuccess) return;
-      uint64_t at = 0;
-      for (const Seg &g : segs) {
-        std::memcpy(reinterpret_cast<void *>(g.addr), buf->data() + at, g.len);
-        at += g.len;
-      }
-    };
-  });
+  return ctx.Submit(info, Where::kContextThread,
+                    [recs = std::move(recs), segs = std::move(segs), staged, toDevice, sid, wait](Job &job) {
+                      if (!Have(job, cu::api().Memcpy3DAsync, "cuMemcpy3DAsync_v2")) return;
+                      cu::Stream s;
+                      if (!job.ctx->LookupStream(job, sid, &s)) return;
+                      uint64_t len = SegsLength(segs);
+                      std::shared_ptr<std::vector<uint8_t>> buf;
+                      if (staged) {
+                        try {
+                          buf = std::make_shared<std::vector<uint8_t>>(len);
+                        } catch (const std::bad_alloc &) {
+                          return job.Fail(cu::kOutOfMemory, "qcuda: copy3D staging buffer");
+                        }
+                        // Gathered both ways: from the device, the buffer goes back whole,
+                        // and the bytes between a box's rows (a pitch's gap) must come back
+                        // as they were.
+                        uint64_t at = 0;
+                        for (const Seg &g : segs) {
+                          std::memcpy(buf->data() + at, reinterpret_cast<const void *>(g.addr), g.len);
+                          at += g.len;
+                        }
+                      }
+                      bool ok = RunRecords(job, recs, buf ? buf->data() : nullptr, len, s);
+                      if (!wait) return;
+                      // Also after a failure: what was enqueued still uses the staging buffer.
+                      WaitForStream(job, s);
+                      auto inner = std::move(job.wait);
+                      job.wait = [inner = std::move(inner), buf, segs, toDevice, ok](Job &jb) {
+                        if (inner) inner(jb);
+                        if (!buf || toDevice || !ok || jb.rc != cu::kSuccess) return;
+                        uint64_t at = 0;
+                        for (const Seg &g : segs) {
+                          std::memcpy(reinterpret_cast<void *>(g.addr), buf->data() + at, g.len);
+                          at += g.len;
+                        }
+                      };
+                    });
 }
 
 // memset2D(dst, pitch, value, width, height, stream, wait): cuMemsetD2D8Async.
@@ -244,7 +249,9 @@ QCUDA_CONTEXT_METHOD(memset2D, ctx, info) {
     cu::Stream s;
     if (!job.ctx->LookupStream(job, sid, &s)) return;
     if (width == 0 || height == 0) return;
-    if (job.Check(cu::api().MemsetD2D8Async(dst, pitch, static_cast<unsigned char>(value), width, height, s), "cuMemsetD2D8Async") && wait)
+    if (job.Check(cu::api().MemsetD2D8Async(dst, pitch, static_cast<unsigned char>(value), width, height, s),
+                  "cuMemsetD2D8Async") &&
+        wait)
       WaitForStream(job, s);
   });
 }
@@ -263,7 +270,8 @@ QCUDA_CONTEXT_METHOD(texCreate, ctx, info) {
     rd.resType = static_cast<int>(r[0]);
     if (rd.resType == cu::kResArray) {
       auto it = job.ctx->arrays.find(static_cast<uint32_t>(r[1]));
-      if (r[1] > UINT32_MAX || it == job.ctx->arrays.end()) return job.Fail(cu::kInvalidHandle, "qcuda: texCreate: no such array"), res::Big{};
+      if (r[1] > UINT32_MAX || it == job.ctx->arrays.end())
+        return job.Fail(cu::kInvalidHandle, "qcuda: texCreate: no such array"), res::Big{};
       rd.res.array.hArray = it->second;
     } else if (rd.resType == cu::kResMipmap) {
       auto it = job.ctx->mipmaps.find(static_cast<uint32_t>(r[1]));
@@ -271,10 +279,12 @@ QCUDA_CONTEXT_METHOD(texCreate, ctx, info) {
         return job.Fail(cu::kInvalidHandle, "qcuda: texCreate: no such mipmapped array"), res::Big{};
       rd.res.mipmap.hMipmappedArray = it->second.m;
     } else if (rd.resType == cu::kResLinear) {
-      rd.res.linear.devPtr = r[1], rd.res.linear.format = static_cast<int>(r[2]), rd.res.linear.numChannels = static_cast<unsigned>(r[3]);
+      rd.res.linear.devPtr = r[1], rd.res.linear.format = static_cast<int>(r[2]),
+      rd.res.linear.numChannels = static_cast<unsigned>(r[3]);
       rd.res.linear.sizeInBytes = r[7];
     } else if (rd.resType == cu::kResPitch2D) {
-      rd.res.pitch2D.devPtr = r[1], rd.res.pitch2D.format = static_cast<int>(r[2]), rd.res.pitch2D.numChannels = static_cast<unsigned>(r[3]);
+      rd.res.pitch2D.devPtr = r[1], rd.res.pitch2D.format = static_cast<int>(r[2]),
+      rd.res.pitch2D.numChannels = static_cast<unsigned>(r[3]);
       rd.res.pitch2D.width = r[4], rd.res.pitch2D.height = r[5], rd.res.pitch2D.pitchInBytes = r[6];
     } else {
       return job.Fail(cu::kInvalidValue, "qcuda: texCreate: resource type"), res::Big{};
@@ -302,7 +312,8 @@ QCUDA_CONTEXT_METHOD(texCreate, ctx, info) {
 QCUDA_CONTEXT_METHOD(texDestroy, ctx, info) {
   uint64_t t = ArgU64(info[0], "texture object");
   return ctx.Submit(info, Where::kContextThread, [t](Job &job) {
-    if (Have(job, cu::api().TexObjectDestroy, "cuTexObjectDestroy")) job.Check(cu::api().TexObjectDestroy(t), "cuTexObjectDestroy");
+    if (Have(job, cu::api().TexObjectDestroy, "cuTexObjectDestroy"))
+      job.Check(cu::api().TexObjectDestroy(t), "cuTexObjectDestroy");
   });
 }
 
@@ -312,7 +323,8 @@ QCUDA_CONTEXT_METHOD(surfCreate, ctx, info) {
   return ctx.Submit(info, Where::kContextThread, [id](Job &job) -> res::Big {
     if (!Have(job, cu::api().SurfObjectCreate, "cuSurfObjectCreate")) return {};
     auto it = job.ctx->arrays.find(id);
-    if (it == job.ctx->arrays.end()) return job.Fail(cu::kInvalidHandle, "qcuda: surfCreate: no such array"), res::Big{};
+    if (it == job.ctx->arrays.end())
+      return job.Fail(cu::kInvalidHandle, "qcuda: surfCreate: no such array"), res::Big{};
     cu::ResourceDesc rd;
     std::memset(&rd, 0, sizeof rd);
     rd.resType = cu::kResArray;
@@ -326,7 +338,8 @@ QCUDA_CONTEXT_METHOD(surfCreate, ctx, info) {
 QCUDA_CONTEXT_METHOD(surfDestroy, ctx, info) {
   uint64_t s = ArgU64(info[0], "surface object");
   return ctx.Submit(info, Where::kContextThread, [s](Job &job) {
-    if (Have(job, cu::api().SurfObjectDestroy, "cuSurfObjectDestroy")) job.Check(cu::api().SurfObjectDestroy(s), "cuSurfObjectDestroy");
+    if (Have(job, cu::api().SurfObjectDestroy, "cuSurfObjectDestroy"))
+      job.Check(cu::api().SurfObjectDestroy(s), "cuSurfObjectDestroy");
   });
 }
 

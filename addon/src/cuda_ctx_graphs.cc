@@ -25,12 +25,17 @@ constexpr uint64_t kTop = 0xffffffff;
 bool HaveGraphs(Job &job) {
   const cu::Api &a = cu::api();
   return Have(job, a.GraphCreate, "cuGraphCreate") && Have(job, a.GraphAddNode, "cuGraphAddNode_v2") &&
-         Have(job, a.GraphAddKernelNode, "cuGraphAddKernelNode_v2") && Have(job, a.GraphAddMemcpyNode, "cuGraphAddMemcpyNode") &&
-         Have(job, a.GraphAddMemsetNode, "cuGraphAddMemsetNode") && Have(job, a.GraphAddEmptyNode, "cuGraphAddEmptyNode") &&
-         Have(job, a.GraphAddEventRecordNode, "cuGraphAddEventRecordNode") && Have(job, a.GraphAddEventWaitNode, "cuGraphAddEventWaitNode") &&
-         Have(job, a.GraphDestroyNode, "cuGraphDestroyNode") && Have(job, a.GraphInstantiateWithFlags, "cuGraphInstantiateWithFlags") &&
+         Have(job, a.GraphAddKernelNode, "cuGraphAddKernelNode_v2") &&
+         Have(job, a.GraphAddMemcpyNode, "cuGraphAddMemcpyNode") &&
+         Have(job, a.GraphAddMemsetNode, "cuGraphAddMemsetNode") &&
+         Have(job, a.GraphAddEmptyNode, "cuGraphAddEmptyNode") &&
+         Have(job, a.GraphAddEventRecordNode, "cuGraphAddEventRecordNode") &&
+         Have(job, a.GraphAddEventWaitNode, "cuGraphAddEventWaitNode") &&
+         Have(job, a.GraphDestroyNode, "cuGraphDestroyNode") &&
+         Have(job, a.GraphInstantiateWithFlags, "cuGraphInstantiateWithFlags") &&
          Have(job, a.GraphLaunch, "cuGraphLaunch") && Have(job, a.GraphExecDestroy, "cuGraphExecDestroy") &&
-         Have(job, a.GraphConditionalHandleCreate, "cuGraphConditionalHandleCreate") && Have(job, a.GraphDestroy, "cuGraphDestroy");
+         Have(job, a.GraphConditionalHandleCreate, "cuGraphConditionalHandleCreate") &&
+         Have(job, a.GraphDestroy, "cuGraphDestroy");
 }
 
 // What one instantiation builds: the nodes made so far and each conditional node's bodies.
@@ -68,8 +73,10 @@ bool AddKernel(Build &b, cu::GraphNode *out, cu::Graph g, const uint64_t *f, con
   for (uint32_t o : fn->offsets) ptrs.push_back(const_cast<uint8_t *>(b.params.data() + off + o));
   cu::KernelNodeParams p{};
   p.func = fn->fn;
-  p.gridDimX = static_cast<unsigned>(f[1]), p.gridDimY = static_cast<unsigned>(f[2]), p.gridDimZ = static_cast<unsigned>(f[3]);
-  p.blockDimX = static_cast<unsigned>(f[4]), p.blockDimY = static_cast<unsigned>(f[5]), p.blockDimZ = static_cast<unsigned>(f[6]);
+  p.gridDimX = static_cast<unsigned>(f[1]), p.gridDimY = static_cast<unsigned>(f[2]),
+  p.gridDimZ = static_cast<unsigned>(f[3]);
+  p.blockDimX = static_cast<unsigned>(f[4]), p.blockDimY = static_cast<unsigned>(f[5]),
+  p.blockDimZ = static_cast<unsigned>(f[6]);
   p.sharedMemBytes = static_cast<unsigned>(f[7]);
   p.kernelParams = ptrs.empty() ? nullptr : ptrs.data();
   return b.job.Check(cu::api().GraphAddKernelNode(out, g, deps, n, &p), "cuGraphAddKernelNode_v2");
@@ -91,15 +98,18 @@ bool AddMemset(Build &b, cu::GraphNode *out, cu::Graph g, const uint64_t *f, con
   return b.job.Check(cu::api().GraphAddMemsetNode(out, g, deps, n, &p, b.job.ctx->ctx), "cuGraphAddMemsetNode");
 }
 
-bool AddEvent(Build &b, cu::GraphNode *out, cu::Graph g, bool record, const uint64_t *f, const cu::GraphNode *deps, size_t n) {
+bool AddEvent(Build &b, cu::GraphNode *out, cu::Graph g, bool record, const uint64_t *f, const cu::GraphNode *deps,
+              size_t n) {
   std::shared_ptr<Ev> e = f[0] <= UINT32_MAX ? b.job.ctx->LookupEvent(b.job, static_cast<uint32_t>(f[0])) : nullptr;
   if (e == nullptr) return b.job.Fail(cu::kInvalidHandle, "qcuda: graph event node: no such event"), false;
   return record ? b.job.Check(cu::api().GraphAddEventRecordNode(out, g, deps, n, e->ev), "cuGraphAddEventRecordNode")
                 : b.job.Check(cu::api().GraphAddEventWaitNode(out, g, deps, n, e->ev), "cuGraphAddEventWaitNode");
 }
 
-bool AddCond(Build &b, size_t i, cu::GraphNode *out, cu::Graph g, const uint64_t *f, const cu::GraphNode *deps, size_t n) {
-  if (f[1] > 2 || f[2] < 1 || f[2] > 4096) return b.job.Fail(cu::kInvalidValue, "qcuda: graph conditional node type or size"), false;
+bool AddCond(Build &b, size_t i, cu::GraphNode *out, cu::Graph g, const uint64_t *f, const cu::GraphNode *deps,
+             size_t n) {
+  if (f[1] > 2 || f[2] < 1 || f[2] > 4096)
+    return b.job.Fail(cu::kInvalidValue, "qcuda: graph conditional node type or size"), false;
   cu::GraphNodeParams p;
   std::memset(&p, 0, sizeof p);
   p.type = cu::kGraphNodeConditional;
@@ -122,14 +132,22 @@ bool AddNode(Build &b, size_t i) {
   const cu::GraphNode *deps = d.empty() ? nullptr : d.data();
   cu::GraphNode *out = &b.nodes[i];
   switch (r[0]) {
-    case kKernel: return AddKernel(b, out, g, f, deps, d.size());
-    case kMemcpy: return AddMemcpy(b, out, g, f, deps, d.size());
-    case kMemset: return AddMemset(b, out, g, f, deps, d.size());
-    case kEmpty: return b.job.Check(cu::api().GraphAddEmptyNode(out, g, deps, d.size()), "cuGraphAddEmptyNode");
-    case kEventRecord: return AddEvent(b, out, g, true, f, deps, d.size());
-    case kEventWait: return AddEvent(b, out, g, false, f, deps, d.size());
-    case kCond: return AddCond(b, i, out, g, f, deps, d.size());
-    default: return b.job.Fail(cu::kInvalidValue, "qcuda: graph node type"), false;
+    case kKernel:
+      return AddKernel(b, out, g, f, deps, d.size());
+    case kMemcpy:
+      return AddMemcpy(b, out, g, f, deps, d.size());
+    case kMemset:
+      return AddMemset(b, out, g, f, deps, d.size());
+    case kEmpty:
+      return b.job.Check(cu::api().GraphAddEmptyNode(out, g, deps, d.size()), "cuGraphAddEmptyNode");
+    case kEventRecord:
+      return AddEvent(b, out, g, true, f, deps, d.size());
+    case kEventWait:
+      return AddEvent(b, out, g, false, f, deps, d.size());
+    case kCond:
+      return AddCond(b, i, out, g, f, deps, d.size());
+    default:
+      return b.job.Fail(cu::kInvalidValue, "qcuda: graph node type"), false;
   }
 }
 
@@ -138,7 +156,8 @@ bool Edges(Build &b, const std::vector<uint32_t> &edges) {
   const size_t n = b.nodes.size();
   for (size_t k = 0; k + 1 < edges.size(); k += 2) {
     uint32_t from = edges[k], to = edges[k + 1];
-    if (from >= to || to >= n || b.recs[from * kRecord + 1] != b.recs[to * kRecord + 1] || b.recs[from * kRecord + 2] != b.recs[to * kRecord + 2]) {
+    if (from >= to || to >= n || b.recs[from * kRecord + 1] != b.recs[to * kRecord + 1] ||
+        b.recs[from * kRecord + 2] != b.recs[to * kRecord + 2]) {
       b.job.Fail(cu::kInvalidValue, "qcuda: graph edge not forwards inside one body");
       return false;
     }
@@ -181,9 +200,11 @@ QCUDA_CONTEXT_METHOD(graphCondHandle, ctx, info) {
   uint32_t flags = ArgU32(info[2], "flags");
   return ctx.Submit(info, Where::kContextThread, [id, def, flags](Job &job) -> res::Big {
     auto it = job.ctx->graphs.find(id);
-    if (it == job.ctx->graphs.end()) return job.Fail(cu::kInvalidHandle, "qcuda: graphCondHandle: no such graph"), res::Big{};
+    if (it == job.ctx->graphs.end())
+      return job.Fail(cu::kInvalidHandle, "qcuda: graphCondHandle: no such graph"), res::Big{};
     cu::CondHandle h = 0;
-    job.Check(cu::api().GraphConditionalHandleCreate(&h, it->second, job.ctx->ctx, def, flags), "cuGraphConditionalHandleCreate");
+    job.Check(cu::api().GraphConditionalHandleCreate(&h, it->second, job.ctx->ctx, def, flags),
+              "cuGraphConditionalHandleCreate");
     return {h};
   });
 }
@@ -196,10 +217,17 @@ QCUDA_CONTEXT_METHOD(graphInstantiate, ctx, info) {
   auto params = std::make_shared<std::vector<uint8_t>>(ArgBytes(info[3], "params"));
   return ctx.Submit(info, Where::kContextThreadOnly, [id, recs, edges, params](Job &job) -> res::Num {
     auto it = job.ctx->graphs.find(id);
-    if (it == job.ctx->graphs.end()) return job.Fail(cu::kInvalidHandle, "qcuda: graphInstantiate: no such graph"), res::Num{};
-    if (recs->size() % kRecord != 0 || edges->size() % 2 != 0) return job.Fail(cu::kInvalidValue, "qcuda: graphInstantiate: record sizes"), res::Num{};
+    if (it == job.ctx->graphs.end())
+      return job.Fail(cu::kInvalidHandle, "qcuda: graphInstantiate: no such graph"), res::Num{};
+    if (recs->size() % kRecord != 0 || edges->size() % 2 != 0)
+      return job.Fail(cu::kInvalidValue, "qcuda: graphInstantiate: record sizes"), res::Num{};
     const size_t n = recs->size() / kRecord;
-    Build b{job, it->second, *recs, *params, std::vector<std::vector<uint32_t>>(n), std::vector<cu::GraphNode>(n, nullptr),
+    Build b{job,
+            it->second,
+            *recs,
+            *params,
+            std::vector<std::vector<uint32_t>>(n),
+            std::vector<cu::GraphNode>(n, nullptr),
             std::vector<std::vector<cu::Graph>>(n)};
     // In index order: every edge's `from` exists before its `to` is added.
     bool ok = Edges(b, *edges);
@@ -222,7 +250,8 @@ QCUDA_CONTEXT_METHOD(graphExecDestroy, ctx, info) {
   uint32_t id = ArgId(info[0], "executable graph");
   return ctx.Submit(info, Where::kContextThread, [id](Job &job) {
     auto it = job.ctx->graphExecs.find(id);
-    if (it == job.ctx->graphExecs.end()) return job.Fail(cu::kInvalidHandle, "qcuda: graphExecDestroy: no such executable graph");
+    if (it == job.ctx->graphExecs.end())
+      return job.Fail(cu::kInvalidHandle, "qcuda: graphExecDestroy: no such executable graph");
     cu::GraphExec x = it->second;
     job.ctx->graphExecs.erase(it);
     job.Check(cu::api().GraphExecDestroy(x), "cuGraphExecDestroy");
@@ -235,7 +264,8 @@ QCUDA_CONTEXT_METHOD(graphLaunch, ctx, info) {
   uint32_t sid = ArgId(info[1], "stream");
   return ctx.Submit(info, ctx.LaunchWhere(1), [id, sid](Job &job) {
     auto it = job.ctx->graphExecs.find(id);
-    if (it == job.ctx->graphExecs.end()) return job.Fail(cu::kInvalidHandle, "qcuda: graphLaunch: no such executable graph");
+    if (it == job.ctx->graphExecs.end())
+      return job.Fail(cu::kInvalidHandle, "qcuda: graphLaunch: no such executable graph");
     cu::Stream s;
     if (!job.ctx->LookupStream(job, sid, &s)) return;
     job.ctx->launchesRun++;  // its kernels may run on as a launch's do (kInlineLaunchBound)

@@ -18,15 +18,17 @@ using Header = LaunchHeader;
 
 // The generated layout is what LaunchMany reads and LaunchOne takes: u32 fields, each its own.
 static_assert(lr::kHeaderBytes == sizeof(Header), "launch_record.h: a header of u32 fields");
-static_assert(lr::kFunc < lr::kWords && lr::kStream < lr::kWords && lr::kGridX < lr::kWords && lr::kGridY < lr::kWords &&
-                  lr::kGridZ < lr::kWords && lr::kBlockX < lr::kWords && lr::kBlockY < lr::kWords &&
-                  lr::kBlockZ < lr::kWords && lr::kSharedMem < lr::kWords && lr::kParamBytes < lr::kWords,
+static_assert(lr::kFunc < lr::kWords && lr::kStream < lr::kWords && lr::kGridX < lr::kWords &&
+                  lr::kGridY < lr::kWords && lr::kGridZ < lr::kWords && lr::kBlockX < lr::kWords &&
+                  lr::kBlockY < lr::kWords && lr::kBlockZ < lr::kWords && lr::kSharedMem < lr::kWords &&
+                  lr::kParamBytes < lr::kWords,
               "launch_record.h: field indices");
 static_assert((1u << lr::kFunc | 1u << lr::kStream | 1u << lr::kGridX | 1u << lr::kGridY | 1u << lr::kGridZ |
                1u << lr::kBlockX | 1u << lr::kBlockY | 1u << lr::kBlockZ | 1u << lr::kSharedMem |
                1u << lr::kParamBytes) == (1u << lr::kWords) - 1,
               "launch_record.h: every field has a word of its own");
-static_assert(lr::kParamAlign != 0 && (lr::kParamAlign & (lr::kParamAlign - 1)) == 0 && lr::kHeaderBytes % lr::kParamAlign == 0,
+static_assert(lr::kParamAlign != 0 && (lr::kParamAlign & (lr::kParamAlign - 1)) == 0 &&
+                  lr::kHeaderBytes % lr::kParamAlign == 0,
               "launch_record.h: records stay aligned");
 
 // The function and stream of a launch, once its parameter block is the size the kernel takes; null (and
@@ -71,20 +73,20 @@ QCUDA_CONTEXT_METHOD(launchCooperative, ctx, info) {
   uint32_t shared = ArgU32(info[3], "sharedMem");
   uint32_t sid = ArgId(info[4], "stream");
   auto params = std::make_shared<std::vector<uint8_t>>(ArgBytes(info[5], "params"));
-  return ctx.Submit(
-      info, ctx.LaunchWhere(1),
-      [fid, g0 = grid[0], g1 = grid[1], g2 = grid[2], b0 = block[0], b1 = block[1], b2 = block[2], shared, sid,
-       params](Job &job) {
-        cu::Stream s;
-        const CtxCore::Fn *f = LaunchTarget(job, fid, sid, params->size(), &s);
-        if (f == nullptr || !Have(job, cu::api().LaunchCooperativeKernel, "cuLaunchCooperativeKernel")) return;
-        job.ctx->launchesRun++;
-        std::vector<void *> ptrs;
-        for (uint32_t off : f->offsets) ptrs.push_back(params->data() + off);  // off + size <= paramBytes
-        job.Check(cu::api().LaunchCooperativeKernel(f->fn, g0, g1, g2, b0, b1, b2, shared, s,
-                                                    ptrs.empty() ? nullptr : ptrs.data()),
-                  "cuLaunchCooperativeKernel");
-      });
+  return ctx.Submit(info, ctx.LaunchWhere(1),
+                    [fid, g0 = grid[0], g1 = grid[1], g2 = grid[2], b0 = block[0], b1 = block[1], b2 = block[2], shared,
+                     sid, params](Job &job) {
+                      cu::Stream s;
+                      const CtxCore::Fn *f = LaunchTarget(job, fid, sid, params->size(), &s);
+                      if (f == nullptr || !Have(job, cu::api().LaunchCooperativeKernel, "cuLaunchCooperativeKernel"))
+                        return;
+                      job.ctx->launchesRun++;
+                      std::vector<void *> ptrs;
+                      for (uint32_t off : f->offsets) ptrs.push_back(params->data() + off);  // off + size <= paramBytes
+                      job.Check(cu::api().LaunchCooperativeKernel(f->fn, g0, g1, g2, b0, b1, b2, shared, s,
+                                                                  ptrs.empty() ? nullptr : ptrs.data()),
+                                "cuLaunchCooperativeKernel");
+                    });
 }
 
 // launchEx(func, grid[3], block[3], sharedMem, stream, params, cluster[3], cooperative): cuLaunchKernelEx
@@ -100,25 +102,25 @@ QCUDA_CONTEXT_METHOD(launchEx, ctx, info) {
   auto params = std::make_shared<std::vector<uint8_t>>(ArgBytes(info[5], "params"));
   ArgDims(info[6], "cluster", cluster);
   bool cooperative = info[7].ToBoolean();
-  return ctx.Submit(info, ctx.LaunchWhere(1),
-                    [fid, grid0 = grid[0], grid1 = grid[1], grid2 = grid[2], block0 = block[0], block1 = block[1],
-                     block2 = block[2], c0 = cluster[0], c1 = cluster[1], c2 = cluster[2], shared, sid, params,
-                     cooperative](Job &job) {
-                      cu::Stream s;
-                      const CtxCore::Fn *f = LaunchTarget(job, fid, sid, params->size(), &s);
-                      if (f == nullptr || !Have(job, cu::api().LaunchKernelEx, "cuLaunchKernelEx")) return;
-                      job.ctx->launchesRun++;
-                      std::vector<void *> ptrs;
-                      for (uint32_t off : f->offsets) ptrs.push_back(params->data() + off);  // off + size <= paramBytes
-                      cu::LaunchAttribute attrs[2] = {};
-                      attrs[0].id = cu::kLaunchAttributeClusterDimension;
-                      attrs[0].value.clusterDim = {c0, c1, c2};
-                      attrs[1].id = cu::kLaunchAttributeCooperative;
-                      attrs[1].value.cooperative = cooperative ? 1 : 0;
-                      cu::LaunchConfig config{grid0, grid1, grid2, block0, block1, block2, shared, s, attrs, 2};
-                      job.Check(cu::api().LaunchKernelEx(&config, f->fn, ptrs.empty() ? nullptr : ptrs.data(), nullptr),
-                                "cuLaunchKernelEx");
-                    });
+  return ctx.Submit(
+      info, ctx.LaunchWhere(1),
+      [fid, grid0 = grid[0], grid1 = grid[1], grid2 = grid[2], block0 = block[0], block1 = block[1], block2 = block[2],
+       c0 = cluster[0], c1 = cluster[1], c2 = cluster[2], shared, sid, params, cooperative](Job &job) {
+        cu::Stream s;
+        const CtxCore::Fn *f = LaunchTarget(job, fid, sid, params->size(), &s);
+        if (f == nullptr || !Have(job, cu::api().LaunchKernelEx, "cuLaunchKernelEx")) return;
+        job.ctx->launchesRun++;
+        std::vector<void *> ptrs;
+        for (uint32_t off : f->offsets) ptrs.push_back(params->data() + off);  // off + size <= paramBytes
+        cu::LaunchAttribute attrs[2] = {};
+        attrs[0].id = cu::kLaunchAttributeClusterDimension;
+        attrs[0].value.clusterDim = {c0, c1, c2};
+        attrs[1].id = cu::kLaunchAttributeCooperative;
+        attrs[1].value.cooperative = cooperative ? 1 : 0;
+        cu::LaunchConfig config{grid0, grid1, grid2, block0, block1, block2, shared, s, attrs, 2};
+        job.Check(cu::api().LaunchKernelEx(&config, f->fn, ptrs.empty() ? nullptr : ptrs.data(), nullptr),
+                  "cuLaunchKernelEx");
+      });
 }
 
 // launch(func, grid[3], block[3], sharedMem, stream, params): resolves once enqueued
@@ -137,8 +139,8 @@ QCUDA_CONTEXT_METHOD(launch, ctx, info) {
 }
 
 // launchMany(records, count): `count` launches in one job (records as launch_record.h lays them out),
-// on the context thread unless the batch is short and the JS thread may launch (LaunchWhere). Each is tried even after one failed, as separate
-// cudaLaunchKernel calls would be; the first failure rejects with its index.
+// on the context thread unless the batch is short and the JS thread may launch (LaunchWhere). Each is tried even after
+// one failed, as separate cudaLaunchKernel calls would be; the first failure rejects with its index.
 QCUDA_CONTEXT_METHOD(launchMany, ctx, info) {
   auto recs = std::make_shared<std::vector<uint8_t>>(ArgBytes(info[0], "records"));
   uint32_t count = ArgU32(info[1], "count");

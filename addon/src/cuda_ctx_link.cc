@@ -13,7 +13,8 @@ namespace qcuda::cuda {
 
 namespace {
 
-using cu::kJitWallTime, cu::kJitInfoLogBuffer, cu::kJitInfoLogBufferSizeBytes, cu::kJitErrorLogBuffer, cu::kJitErrorLogBufferSizeBytes;
+using cu::kJitWallTime, cu::kJitInfoLogBuffer, cu::kJitInfoLogBufferSizeBytes, cu::kJitErrorLogBuffer,
+    cu::kJitErrorLogBufferSizeBytes;
 // Each log's bytes at most: what a guest can ask for is bounded by what is kept.
 constexpr size_t kLogBytes = 64 * 1024;
 // The largest cubin copied out (QCUDA_MAX_MODULE: the guest loads it as a module).
@@ -29,7 +30,8 @@ struct LinkInput {
 void PutU32(std::vector<uint8_t> &b, size_t at, uint32_t v) { std::memcpy(b.data() + at, &v, 4); }
 
 // The result as native-cuda.ts's link() describes it.
-std::vector<uint8_t> Pack(cu::Result status, const uint8_t *image, size_t imageLen, const char *info, const char *error, float wallMs) {
+std::vector<uint8_t> Pack(cu::Result status, const uint8_t *image, size_t imageLen, const char *info, const char *error,
+                          float wallMs) {
   size_t infoLen = strnlen(info, kLogBytes), errorLen = strnlen(error, kLogBytes);
   std::vector<uint8_t> b(kHeader + imageLen + infoLen + errorLen, 0);
   PutU32(b, 0, static_cast<uint32_t>(status));
@@ -54,7 +56,8 @@ std::vector<LinkInput> ArgInputs(const Napi::Value &v) {
     Napi::Uint8Array d = ArgUint8Array(o.Get("data"), "input data");
     Napi::Value name = o.Get("name");
     if (!name.IsString()) throw Napi::TypeError::New(v.Env(), "input name must be a string");
-    LinkInput in{ArgI32(o.Get("type"), "input type"), name.As<Napi::String>().Utf8Value(), std::vector<uint8_t>(d.ByteLength() + kImagePadding, 0)};
+    LinkInput in{ArgI32(o.Get("type"), "input type"), name.As<Napi::String>().Utf8Value(),
+                 std::vector<uint8_t>(d.ByteLength() + kImagePadding, 0)};
     if (d.ByteLength() != 0) std::memcpy(in.data.data(), d.Data(), d.ByteLength());
     out.push_back(std::move(in));
   }
@@ -68,7 +71,8 @@ std::vector<std::pair<int, uintptr_t>> ArgOptions(const Napi::Value &v) {
   std::vector<std::pair<int, uintptr_t>> out;
   for (uint32_t i = 0; i < a.Length(); i++) {
     Napi::Value e = a[i];
-    if (!e.IsArray() || e.As<Napi::Array>().Length() != 2) throw Napi::TypeError::New(v.Env(), "each option must be [option, value]");
+    if (!e.IsArray() || e.As<Napi::Array>().Length() != 2)
+      throw Napi::TypeError::New(v.Env(), "each option must be [option, value]");
     Napi::Array p = e.As<Napi::Array>();
     out.emplace_back(ArgI32(p[0u], "option"), ArgU32(p[1u], "option value"));
   }
@@ -91,7 +95,8 @@ QCUDA_CONTEXT_METHOD(link, ctx, info) {
         !Have(job, api.LinkComplete, "cuLinkComplete") || !Have(job, api.LinkDestroy, "cuLinkDestroy"))
       return {};
     std::vector<char> infoLog(kLogBytes + 1, 0), errorLog(kLogBytes + 1, 0);
-    std::vector<int> keys = {kJitWallTime, kJitInfoLogBuffer, kJitInfoLogBufferSizeBytes, kJitErrorLogBuffer, kJitErrorLogBufferSizeBytes};
+    std::vector<int> keys = {kJitWallTime, kJitInfoLogBuffer, kJitInfoLogBufferSizeBytes, kJitErrorLogBuffer,
+                             kJitErrorLogBufferSizeBytes};
     std::vector<void *> values = {nullptr, infoLog.data(), reinterpret_cast<void *>(kLogBytes), errorLog.data(),
                                   reinterpret_cast<void *>(kLogBytes)};
     for (auto [k, v] : options) {
@@ -111,13 +116,14 @@ QCUDA_CONTEXT_METHOD(link, ctx, info) {
     if (r == cu::kSuccess) r = api.LinkComplete(ls, &cubin, &size);
     if (r == cu::kSuccess && size > kMaxImage) {
       api.LinkDestroy(ls);
-      job.Fail(cu::kNotSupported, "qcuda: the linked cubin has " + std::to_string(size) + " bytes, more than " + std::to_string(kMaxImage));
+      job.Fail(cu::kNotSupported, "qcuda: the linked cubin has " + std::to_string(size) + " bytes, more than " +
+                                      std::to_string(kMaxImage));
       return {};
     }
     float wallMs = 0;
     std::memcpy(&wallMs, &values[0], sizeof wallMs);  // the driver writes a float into the option's value
-    res::Bytes out{Pack(r, r == cu::kSuccess ? static_cast<const uint8_t *>(cubin) : nullptr, r == cu::kSuccess ? size : 0,
-                        infoLog.data(), errorLog.data(), wallMs)};
+    res::Bytes out{Pack(r, r == cu::kSuccess ? static_cast<const uint8_t *>(cubin) : nullptr,
+                        r == cu::kSuccess ? size : 0, infoLog.data(), errorLog.data(), wallMs)};
     api.LinkDestroy(ls);
     return out;
   });

@@ -37,7 +37,8 @@ QCUDA_CONTEXT_METHOD(malloc, ctx, info) {
 
 QCUDA_CONTEXT_METHOD(free, ctx, info) {
   uint64_t ptr = ArgU64(info[0], "ptr");
-  return ctx.Submit(info, Where::kContextThread, [ptr](Job &job) { job.Check(cu::api().MemFree(ptr), "cuMemFree_v2"); });
+  return ctx.Submit(info, Where::kContextThread,
+                    [ptr](Job &job) { job.Check(cu::api().MemFree(ptr), "cuMemFree_v2"); });
 }
 
 void RunCopyHtoD(Job &job, uint64_t dst, const std::vector<Seg> &segs, uint32_t sid) {

@@ -113,7 +113,8 @@ QCUDA_CONTEXT_METHOD(functionGet, ctx, info) {
       if (r == cu::kInvalidValue) break;  // past the last parameter
       if (!job.Check(r, "cuFuncGetParamInfo")) return {};
       if (i >= maxParams) {
-        job.Fail(cu::kNotSupported, "qcuda: kernel " + name + " has more than " + std::to_string(maxParams) + " parameters");
+        job.Fail(cu::kNotSupported,
+                 "qcuda: kernel " + name + " has more than " + std::to_string(maxParams) + " parameters");
         return {};
       }
       out.params.push_back({off, size});

@@ -42,7 +42,8 @@ QCUDA_CONTEXT_METHOD(copyPeer, ctx, info) {
   uint64_t size = ArgU64(info[3], "size");
   return ctx.Submit(info, Where::kContextThread, [other, dst, src, size](Job &job) {
     if (size == 0 || !Have(job, cu::api().MemcpyPeer, "cuMemcpyPeer") || !Peer(job, other, "copyPeer")) return;
-    if (job.Check(cu::api().MemcpyPeer(dst, job.ctx->ctx, src, other->ctx, size), "cuMemcpyPeer")) WaitForStream(job, nullptr);
+    if (job.Check(cu::api().MemcpyPeer(dst, job.ctx->ctx, src, other->ctx, size), "cuMemcpyPeer"))
+      WaitForStream(job, nullptr);
   });
 }
 
@@ -50,7 +51,8 @@ QCUDA_CONTEXT_METHOD(copyPeer, ctx, info) {
 QCUDA_CONTEXT_METHOD(enablePeerAccess, ctx, info) {
   std::shared_ptr<CtxCore> other = OtherCore(info, 0);
   return ctx.Submit(info, Where::kContextThread, [other](Job &job) {
-    if (!Have(job, cu::api().CtxEnablePeerAccess, "cuCtxEnablePeerAccess") || !Peer(job, other, "enablePeerAccess")) return;
+    if (!Have(job, cu::api().CtxEnablePeerAccess, "cuCtxEnablePeerAccess") || !Peer(job, other, "enablePeerAccess"))
+      return;
     job.Check(cu::api().CtxEnablePeerAccess(other->ctx, 0), "cuCtxEnablePeerAccess");
   });
 }
@@ -59,7 +61,8 @@ QCUDA_CONTEXT_METHOD(enablePeerAccess, ctx, info) {
 QCUDA_CONTEXT_METHOD(disablePeerAccess, ctx, info) {
   std::shared_ptr<CtxCore> other = OtherCore(info, 0);
   return ctx.Submit(info, Where::kContextThread, [other](Job &job) {
-    if (!Have(job, cu::api().CtxDisablePeerAccess, "cuCtxDisablePeerAccess") || !Peer(job, other, "disablePeerAccess")) return;
+    if (!Have(job, cu::api().CtxDisablePeerAccess, "cuCtxDisablePeerAccess") || !Peer(job, other, "disablePeerAccess"))
+      return;
     job.Check(cu::api().CtxDisablePeerAccess(other->ctx), "cuCtxDisablePeerAccess");
   });
 }

@@ -25,7 +25,8 @@ namespace {
 void WaitEvent(Job &jb, cu::Event e) {
   constexpr auto kPoll = std::chrono::microseconds(40);
   auto until = std::chrono::steady_clock::now() + kPoll;
-  while (cu::api().EventQuery(e) == cu::kNotReady && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  while (cu::api().EventQuery(e) == cu::kNotReady && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
   jb.Check(cu::api().EventSynchronize(e), "cuEventSynchronize");
 }
 
@@ -50,7 +51,9 @@ void WaitForStream(Job &job, cu::Stream s) {
   CtxCore *c = job.ctx.get();
   auto m = std::make_shared<Mark>(Mark{s, s == nullptr && c->streams.empty() ? c->LaunchMark() : 0});
   job.readyLater = false;
-  job.ready = [m] { return (m->event ? cu::api().EventQuery(m->event) : cu::api().StreamQuery(m->stream)) != cu::kNotReady; };
+  job.ready = [m] {
+    return (m->event ? cu::api().EventQuery(m->event) : cu::api().StreamQuery(m->stream)) != cu::kNotReady;
+  };
   job.wait = [m](Job &jb) {
     if (m->event) {
       WaitEvent(jb, m->event);
@@ -58,7 +61,8 @@ void WaitForStream(Job &job, cu::Stream s) {
     } else if (m->whole) {
       jb.Check(cu::api().CtxSynchronize(), "cuCtxSynchronize");  // returns the sticky error, if that is why
     } else {
-      // Ready (polled right after the run): returns at once; a synchronize is where the driver flushes device printf output.
+      // Ready (polled right after the run): returns at once; a synchronize is where the driver flushes device printf
+      // output.
       jb.Check(cu::api().StreamSynchronize(m->stream), "cuStreamSynchronize");
     }
     if (jb.rc == cu::kSuccess) jb.ctx->LaunchesDone(m->launches);
@@ -179,7 +183,8 @@ QCUDA_CONTEXT_METHOD(streamSetAttribute, ctx, info) {
     throw Napi::RangeError::New(info.Env(), "value must be " + std::to_string(cu::kAttrValueBytes) + " bytes");
   return ctx.Submit(info, Where::kInlineWhenIdle, [sid, attr, value = std::move(value)](Job &job) {
     cu::Stream s;
-    if (!job.ctx->LookupStream(job, sid, &s) || !Have(job, cu::api().StreamSetAttribute, "cuStreamSetAttribute")) return;
+    if (!job.ctx->LookupStream(job, sid, &s) || !Have(job, cu::api().StreamSetAttribute, "cuStreamSetAttribute"))
+      return;
     alignas(8) uint8_t v[cu::kAttrValueBytes];
     std::memcpy(v, value.data(), sizeof(v));
     job.Check(cu::api().StreamSetAttribute(s, attr, v), "cuStreamSetAttribute");
@@ -217,7 +222,8 @@ QCUDA_CONTEXT_METHOD(streamGetPriority, ctx, info) {
   uint32_t sid = ArgId(info[0], "stream");
   return ctx.Submit(info, Where::kInlineWhenIdle, [sid](Job &job) -> res::Num {
     cu::Stream s;
-    if (!job.ctx->LookupStream(job, sid, &s) || !Have(job, cu::api().StreamGetPriority, "cuStreamGetPriority")) return {};
+    if (!job.ctx->LookupStream(job, sid, &s) || !Have(job, cu::api().StreamGetPriority, "cuStreamGetPriority"))
+      return {};
     int prio = 0;
     job.Check(cu::api().StreamGetPriority(s, &prio), "cuStreamGetPriority");
     return {static_cast<double>(prio)};
@@ -292,7 +298,8 @@ bool RunEventQuery(Job &job, uint32_t eid) {
 // eventQuery(event) -> true once the device has passed it.
 QCUDA_CONTEXT_METHOD(eventQuery, ctx, info) {
   uint32_t eid = ArgId(info[0], "event");
-  return ctx.SubmitNow(info, Where::kInlineWhenIdle, [eid](Job &job) -> res::Flag { return {RunEventQuery(job, eid)}; });
+  return ctx.SubmitNow(info, Where::kInlineWhenIdle,
+                       [eid](Job &job) -> res::Flag { return {RunEventQuery(job, eid)}; });
 }
 
 // eventElapsed(start, end) -> milliseconds

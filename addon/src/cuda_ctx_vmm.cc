@@ -30,7 +30,8 @@ QCUDA_CONTEXT_METHOD(vmmFree, ctx, info) {
   return ctx.Submit(info, Where::kContextThread, [ptr, size](Job &job) {
     auto &ranges = job.ctx->vmmRanges;
     auto it = ranges.find(ptr);
-    if (it == ranges.end() || it->second != size) return job.Fail(cu::kInvalidValue, "qcuda: vmmFree: no such reservation");
+    if (it == ranges.end() || it->second != size)
+      return job.Fail(cu::kInvalidValue, "qcuda: vmmFree: no such reservation");
     if (!Have(job, cu::api().MemAddressFree, "cuMemAddressFree")) return;
     if (job.Check(cu::api().MemAddressFree(ptr, size), "cuMemAddressFree")) ranges.erase(it);
   });

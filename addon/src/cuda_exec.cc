@@ -108,67 +108,66 @@ Overload(F...) -> Overload<F...>;
 napi_value MakeValue(Napi::Env env, const Value &result) {
   auto big = [&](uint64_t x) { return Napi::BigInt::New(env, x); };
   auto num = [&](double x) { return Napi::Number::New(env, x); };
-  return std::visit(
-      Overload{
-          [&](const res::None &) -> napi_value { return env.Undefined(); },
-          [&](const res::Big &r) -> napi_value { return big(r.v); },
-          [&](const res::Num &r) -> napi_value { return num(r.v); },
-          [&](const res::Flag &r) -> napi_value { return Napi::Boolean::New(env, r.v); },
-          [&](const res::MemInfo &r) -> napi_value {
-            Napi::Object o = Napi::Object::New(env);
-            o.Set("free", big(r.free));
-            o.Set("total", big(r.total));
-            return o;
-          },
-          [&](const res::Object &r) -> napi_value {
-            napi_value v = nullptr;
-            napi_get_reference_value(env, r.ref, &v);
-            return v;
-          },
-          [&](const res::Probe &) -> napi_value { return ProbeValue(env); },
-          [&](const res::Func &r) -> napi_value {
-            Napi::Object o = Napi::Object::New(env);
-            o.Set("id", num(r.id));
-            Napi::Array params = Napi::Array::New(env, r.params.size());
-            for (size_t i = 0; i < r.params.size(); i++) {
-              Napi::Object p = Napi::Object::New(env);
-              p.Set("offset", num(static_cast<double>(r.params[i].offset)));
-              p.Set("size", num(static_cast<double>(r.params[i].size)));
-              params.Set(static_cast<uint32_t>(i), p);
-            }
-            o.Set("params", params);
-            return o;
-          },
-          [&](const res::Var &r) -> napi_value {
-            Napi::Object o = Napi::Object::New(env);
-            o.Set("dptr", big(r.dptr));
-            o.Set("size", big(r.size));
-            return o;
-          },
-          [&](const res::Module &r) -> napi_value {
-            Napi::Object o = Napi::Object::New(env);
-            o.Set("id", num(r.id));
-            o.Set("bytes", big(r.bytes));
-            return o;
-          },
-          [&](const res::Ints &r) -> napi_value {
-            Napi::Int32Array a = Napi::Int32Array::New(env, r.v.size());
-            for (size_t i = 0; i < r.v.size(); i++) a[i] = r.v[i];
-            return a;
-          },
-          [&](const res::Bytes &r) -> napi_value {
-            Napi::Uint8Array a = Napi::Uint8Array::New(env, r.v.size());
-            if (!r.v.empty()) memcpy(a.Data(), r.v.data(), r.v.size());
-            return a;
-          },
-          [&](const res::PriorityRange &r) -> napi_value {
-            Napi::Object o = Napi::Object::New(env);
-            o.Set("least", num(r.least));
-            o.Set("greatest", num(r.greatest));
-            return o;
-          },
-      },
-      result);
+  return std::visit(Overload{
+                        [&](const res::None &) -> napi_value { return env.Undefined(); },
+                        [&](const res::Big &r) -> napi_value { return big(r.v); },
+                        [&](const res::Num &r) -> napi_value { return num(r.v); },
+                        [&](const res::Flag &r) -> napi_value { return Napi::Boolean::New(env, r.v); },
+                        [&](const res::MemInfo &r) -> napi_value {
+                          Napi::Object o = Napi::Object::New(env);
+                          o.Set("free", big(r.free));
+                          o.Set("total", big(r.total));
+                          return o;
+                        },
+                        [&](const res::Object &r) -> napi_value {
+                          napi_value v = nullptr;
+                          napi_get_reference_value(env, r.ref, &v);
+                          return v;
+                        },
+                        [&](const res::Probe &) -> napi_value { return ProbeValue(env); },
+                        [&](const res::Func &r) -> napi_value {
+                          Napi::Object o = Napi::Object::New(env);
+                          o.Set("id", num(r.id));
+                          Napi::Array params = Napi::Array::New(env, r.params.size());
+                          for (size_t i = 0; i < r.params.size(); i++) {
+                            Napi::Object p = Napi::Object::New(env);
+                            p.Set("offset", num(static_cast<double>(r.params[i].offset)));
+                            p.Set("size", num(static_cast<double>(r.params[i].size)));
+                            params.Set(static_cast<uint32_t>(i), p);
+                          }
+                          o.Set("params", params);
+                          return o;
+                        },
+                        [&](const res::Var &r) -> napi_value {
+                          Napi::Object o = Napi::Object::New(env);
+                          o.Set("dptr", big(r.dptr));
+                          o.Set("size", big(r.size));
+                          return o;
+                        },
+                        [&](const res::Module &r) -> napi_value {
+                          Napi::Object o = Napi::Object::New(env);
+                          o.Set("id", num(r.id));
+                          o.Set("bytes", big(r.bytes));
+                          return o;
+                        },
+                        [&](const res::Ints &r) -> napi_value {
+                          Napi::Int32Array a = Napi::Int32Array::New(env, r.v.size());
+                          for (size_t i = 0; i < r.v.size(); i++) a[i] = r.v[i];
+                          return a;
+                        },
+                        [&](const res::Bytes &r) -> napi_value {
+                          Napi::Uint8Array a = Napi::Uint8Array::New(env, r.v.size());
+                          if (!r.v.empty()) memcpy(a.Data(), r.v.data(), r.v.size());
+                          return a;
+                        },
+                        [&](const res::PriorityRange &r) -> napi_value {
+                          Napi::Object o = Napi::Object::New(env);
+                          o.Set("least", num(r.least));
+                          o.Set("greatest", num(r.greatest));
+                          return o;
+                        },
+                    },
+                    result);
 }
 
 }  // namespace
@@ -319,7 +318,8 @@ void EnvState::Settle(Job *j) {
     } catch (const Napi::Error &) {
     }
   }
-  if (auto *o = std::get_if<res::Object>(&j->result); o != nullptr && o->ref != nullptr) napi_delete_reference(env, o->ref);
+  if (auto *o = std::get_if<res::Object>(&j->result); o != nullptr && o->ref != nullptr)
+    napi_delete_reference(env, o->ref);
   delete j;
 }
 
@@ -466,7 +466,8 @@ bool PollInline(Job *j) {
   if (budget <= 0 || !j->ready) return false;
   const auto t0 = std::chrono::steady_clock::now();
   const bool ok = PollReady(*j, budget);
-  g_inlinePollNs += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  g_inlinePollNs += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   (ok ? g_inlineDone : g_inlineHandedOn)++;
   return ok;
 }
@@ -586,7 +587,8 @@ cu::Event CtxCore::AcquireEvent(Job &j) {
   }
   cu::Event e = nullptr;
   // BLOCKING_SYNC: a waiter that gives up polling sleeps (WaitEvent) instead of spinning.
-  if (!j.Check(cu::api().EventCreate(&e, cu::kEventDisableTiming | cu::kEventBlockingSync), "cuEventCreate")) return nullptr;
+  if (!j.Check(cu::api().EventCreate(&e, cu::kEventDisableTiming | cu::kEventBlockingSync), "cuEventCreate"))
+    return nullptr;
   return e;
 }
 

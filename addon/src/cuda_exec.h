@@ -58,20 +58,46 @@ Napi::Value ProbeValue(Napi::Env env);
 // What a job resolves its promise with: one alternative per kind of result,
 // each turned into its JS value in one place (MakeValue, cuda_exec.cc).
 namespace res {
-struct None {};                                   // undefined
-struct Big { uint64_t v = 0; };                   // bigint
-struct Num { double v = 0; };                     // number
-struct Flag { bool v = false; };                  // boolean
-struct MemInfo { uint64_t free = 0, total = 0; };  // {free, total} (bigints)
-struct Object { napi_ref ref = nullptr; };        // an object made on the JS thread at submit (its ref goes with the job)
-struct Probe {};                                  // ProbeValue()
-struct Param { uint64_t offset = 0, size = 0; };
-struct Func { uint32_t id = 0; std::vector<Param> params; };  // {id, params: [{offset, size}]}
-struct Var { uint64_t dptr = 0, size = 0; };      // {dptr, size} (bigints)
-struct Module { uint32_t id = 0; uint64_t bytes = 0; };  // {id, bytes}: bytes = the device memory the load took
-struct Ints { std::vector<int32_t> v; };          // Int32Array
-struct Bytes { std::vector<uint8_t> v; };         // Uint8Array
-struct PriorityRange { int least = 0, greatest = 0; };  // {least, greatest}
+struct None {};  // undefined
+struct Big {
+  uint64_t v = 0;
+};  // bigint
+struct Num {
+  double v = 0;
+};  // number
+struct Flag {
+  bool v = false;
+};  // boolean
+struct MemInfo {
+  uint64_t free = 0, total = 0;
+};  // {free, total} (bigints)
+struct Object {
+  napi_ref ref = nullptr;
+};                // an object made on the JS thread at submit (its ref goes with the job)
+struct Probe {};  // ProbeValue()
+struct Param {
+  uint64_t offset = 0, size = 0;
+};
+struct Func {
+  uint32_t id = 0;
+  std::vector<Param> params;
+};  // {id, params: [{offset, size}]}
+struct Var {
+  uint64_t dptr = 0, size = 0;
+};  // {dptr, size} (bigints)
+struct Module {
+  uint32_t id = 0;
+  uint64_t bytes = 0;
+};  // {id, bytes}: bytes = the device memory the load took
+struct Ints {
+  std::vector<int32_t> v;
+};  // Int32Array
+struct Bytes {
+  std::vector<uint8_t> v;
+};  // Uint8Array
+struct PriorityRange {
+  int least = 0, greatest = 0;
+};  // {least, greatest}
 }  // namespace res
 using Value = std::variant<res::None, res::Big, res::Num, res::Flag, res::MemInfo, res::Object, res::Probe, res::Func,
                            res::Var, res::Module, res::Ints, res::Bytes, res::PriorityRange>;
@@ -93,9 +119,9 @@ struct Job {
   // are used only on the JS thread before that call returns.
   napi_value *promise = nullptr;
   Settled *now = nullptr;
-  std::shared_ptr<CtxCore> ctx;       // null for jobs that need no context
-  std::function<void(Job &)> run;     // phase 1 (ordered)
-  std::function<void(Job &)> wait;    // phase 2 (waiter pool); run may set it
+  std::shared_ptr<CtxCore> ctx;     // null for jobs that need no context
+  std::function<void(Job &)> run;   // phase 1 (ordered)
+  std::function<void(Job &)> wait;  // phase 2 (waiter pool); run may set it
   // Optional with wait: whether wait would return at once (non-blocking). A
   // job run on the JS thread polls it for a while before handing wait to the
   // pool (SetInlineWait): a short wait then costs no thread hop at all.
@@ -116,9 +142,9 @@ struct Job {
 
   // Outcome.
   cu::Result rc = cu::kSuccess;
-  std::string call;  // the driver call (or qcuda check) that failed
-  Value result;      // what the promise resolves with (when rc is kSuccess)
-  int64_t index = -1;          // batches: which item failed first (set on the error as `index`)
+  std::string call;    // the driver call (or qcuda check) that failed
+  Value result;        // what the promise resolves with (when rc is kSuccess)
+  int64_t index = -1;  // batches: which item failed first (set on the error as `index`)
 
   void Fail(cu::Result r, std::string c) {
     if (rc != cu::kSuccess) return;  // the first failure is the one reported
@@ -165,7 +191,8 @@ struct EnvState {
   void AddPending();
   /** JS thread: settle a job's promise (creates the value/error) and delete the job. */
   void Settle(Job *j);
-  /** JS thread, while the call that made j runs: gives j the promise it now needs (a SubmitNow job that will not finish inline). */
+  /** JS thread, while the call that made j runs: gives j the promise it now needs (a SubmitNow job that will not finish
+   * inline). */
   void MakePromise(Job *j);
   void Drain();
   /**
@@ -202,10 +229,10 @@ void SubmitWait(Job *j);
 /** 1..kMaxWaiterLimit. Lowering it ends idle threads above it at once, busy ones once their wait is done. */
 void SetWaiterLimit(int n);
 struct WaiterStats {
-  int threads = 0;        // waiter threads now (those being started included)
+  int threads = 0;  // waiter threads now (those being started included)
   int limit = 0;
-  int peak = 0;           // the most there have been at once
-  size_t queued = 0;      // waits not yet taken by a thread
+  int peak = 0;                // the most there have been at once
+  size_t queued = 0;           // waits not yet taken by a thread
   uint64_t spawnFailures = 0;  // thread creations that failed
 };
 WaiterStats GetWaiterStats();
@@ -237,15 +264,16 @@ void SetInlineWait(int64_t ns);
 void SetInlineCalls(bool on);
 bool InlineCalls();
 struct InlineWaitStats {
-  uint64_t done = 0;     // waits that ended while polled on the JS thread
-  uint64_t handedOn = 0; // waits still running after the poll, handed to the pool
-  uint64_t pollNs = 0;   // time spent polling, all waits
-  uint64_t runs = 0;     // jobs whose run phase ran on the JS thread
+  uint64_t done = 0;      // waits that ended while polled on the JS thread
+  uint64_t handedOn = 0;  // waits still running after the poll, handed to the pool
+  uint64_t pollNs = 0;    // time spent polling, all waits
+  uint64_t runs = 0;      // jobs whose run phase ran on the JS thread
 };
 InlineWaitStats GetInlineWaitStats();
 /** The inline wait SetInlineWait set, in ns (how long a short wait may be polled on the JS thread). */
 int64_t InlineWaitNs();
-/** Polls j.ready (once at least) for up to ns; true once it says the wait would return at once, false if it has none. */
+/** Polls j.ready (once at least) for up to ns; true once it says the wait would return at once, false if it has none.
+ */
 bool PollReady(const Job &j, int64_t ns);
 int WaiterThreads();
 
@@ -267,8 +295,8 @@ struct CtxCore : std::enable_shared_from_this<CtxCore> {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Job *> q;
-  int busy = 0;  // queued + running on the context thread
-  bool dead = false;  // the context thread has ended
+  int busy = 0;          // queued + running on the context thread
+  bool dead = false;     // the context thread has ended
   bool closing = false;  // JS thread: destroy() was called; no more jobs are accepted
 
   // Waits in flight (destroy waits for them to end before the context goes).
@@ -288,7 +316,7 @@ struct CtxCore : std::enable_shared_from_this<CtxCore> {
     std::unordered_map<unsigned, uint32_t> levels;  // level -> its id in arrays
   };
   std::unordered_map<uint32_t, Mip> mipmaps;
-  std::unordered_map<uint32_t, cu::Graph> graphs;          // cuda_ctx_graphs.cc
+  std::unordered_map<uint32_t, cu::Graph> graphs;  // cuda_ctx_graphs.cc
   std::unordered_map<uint32_t, cu::GraphExec> graphExecs;
   // Virtual memory management (cuda_ctx_vmm.cc): not the context's, so freed
   // by its teardown (mappings, then allocations, then reservations).
@@ -312,7 +340,8 @@ struct CtxCore : std::enable_shared_from_this<CtxCore> {
   // when every launch submitted has been counted).
   std::atomic<uint64_t> launchesRun{0};
   std::atomic<uint64_t> launchesDone{0};
-  /** Phase 1 of a wait that, once it has finished, proves every launch enqueued so far done: the mark to give LaunchesDone. */
+  /** Phase 1 of a wait that, once it has finished, proves every launch enqueued so far done: the mark to give
+   * LaunchesDone. */
   uint64_t LaunchMark() const { return launchesRun.load(); }
   /** Such a wait (its mark) has finished. From any thread. */
   void LaunchesDone(uint64_t mark);

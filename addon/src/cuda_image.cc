@@ -17,11 +17,11 @@ constexpr uint64_t kFatbinHeaderBytes = 16;  // {u32 magic, u16 version, u16 hea
 // 80 or 112 for newer targets. The payload follows the header; the next entry follows the payload.
 constexpr uint64_t kEntryHeaderBytes = 64;
 constexpr uint64_t kEntryCompressed = 0x2000 | 0x8000;  // flags: the payload is compressed (not looked into)
-constexpr uint64_t kElfHeaderBytes = 64;    // Elf64_Ehdr
-constexpr uint64_t kElfPhdrBytes = 56;      // Elf64_Phdr
-constexpr uint64_t kElfShdrBytes = 64;      // Elf64_Shdr
-constexpr uint64_t kElfSymBytes = 24;       // Elf64_Sym
-constexpr uint32_t kShtNull = 0, kShtNobits = 8;  // section types without bytes in the file
+constexpr uint64_t kElfHeaderBytes = 64;                // Elf64_Ehdr
+constexpr uint64_t kElfPhdrBytes = 56;                  // Elf64_Phdr
+constexpr uint64_t kElfShdrBytes = 64;                  // Elf64_Shdr
+constexpr uint64_t kElfSymBytes = 24;                   // Elf64_Sym
+constexpr uint32_t kShtNull = 0, kShtNobits = 8;        // section types without bytes in the file
 constexpr uint32_t kShtSymtab = 2, kShtDynsym = 11;
 
 template <typename T>
@@ -80,7 +80,8 @@ std::string CheckElf(const uint8_t *p, uint64_t n) {
   // (the string then ends inside the image, or at the padding after it).
   for (uint64_t i = 0; i < shnum; i++) {
     uint64_t name = Get<uint32_t>(sh(i));
-    if (name != 0 && name >= bytes(shstrndx)) return "ELF section " + std::to_string(i) + "'s name outside the name table";
+    if (name != 0 && name >= bytes(shstrndx))
+      return "ELF section " + std::to_string(i) + "'s name outside the name table";
     uint32_t type = Get<uint32_t>(sh(i) + 4);
     if (type != kShtSymtab && type != kShtDynsym) continue;
     uint64_t link = Get<uint32_t>(sh(i) + 40), entsize = Get<uint64_t>(sh(i) + 56);
@@ -89,7 +90,8 @@ std::string CheckElf(const uint8_t *p, uint64_t n) {
     for (uint64_t k = 0, count = bytes(i) / entsize; k < count; k++) {
       uint64_t sym = Get<uint32_t>(syms + k * entsize);  // st_name
       if (sym != 0 && sym >= bytes(link))
-        return "ELF symbol " + std::to_string(k) + " of section " + std::to_string(i) + ": name outside its string table";
+        return "ELF symbol " + std::to_string(k) + " of section " + std::to_string(i) +
+               ": name outside its string table";
     }
   }
   return "";
@@ -127,13 +129,15 @@ std::string CheckFatbin(const uint8_t *p, uint64_t n) {
 }
 
 std::string CheckText(const uint8_t *p, uint64_t n) {
-  if (p[0] >= 0x80) return "neither a fat binary, an ELF image nor text (starts with byte " + std::to_string(p[0]) + ")";
+  if (p[0] >= 0x80)
+    return "neither a fat binary, an ELF image nor text (starts with byte " + std::to_string(p[0]) + ")";
   uint64_t i = 0;
   for (; i < n && p[i] != 0; i++) {
     uint8_t c = p[i];
     bool ok = c >= 0x20 ? c != 0x7f : (c >= '\t' && c <= '\r');
     if (!ok)
-      return "neither a fat binary, an ELF image nor text (byte " + std::to_string(c) + " at " + std::to_string(i) + ")";
+      return "neither a fat binary, an ELF image nor text (byte " + std::to_string(c) + " at " + std::to_string(i) +
+             ")";
   }
   if (i == 0) return "empty text";
   return "";

@@ -70,8 +70,7 @@ Napi::Value OpenContext(const Napi::CallbackInfo &info) {
   napi_value ctorv = nullptr;
   napi_get_reference_value(env, st->contextCtor, &ctorv);
   std::shared_ptr<CtxCore> holder = core;
-  Napi::Object wrapper =
-      Napi::Function(env, ctorv).New({Napi::External<std::shared_ptr<CtxCore>>::New(env, &holder)});
+  Napi::Object wrapper = Napi::Function(env, ctorv).New({Napi::External<std::shared_ptr<CtxCore>>::New(env, &holder)});
 
   napi_deferred def = nullptr;
   napi_value promise = nullptr;
@@ -251,7 +250,9 @@ Napi::Value PollWaitsJs(const Napi::CallbackInfo &info) {
 
 // pendingJobs() -> jobs begun on this thread whose promise is not settled yet
 // (queued, running, waiting, parked): a poll loop that spins checks it is 0.
-Napi::Value PendingJobsJs(const Napi::CallbackInfo &info) { return Napi::Number::New(info.Env(), State(info.Env())->pending); }
+Napi::Value PendingJobsJs(const Napi::CallbackInfo &info) {
+  return Napi::Number::New(info.Env(), State(info.Env())->pending);
+}
 
 // setInlineCalls(on): ordered calls run on the JS thread when the context thread is idle (cuda_exec.h).
 Napi::Value SetInlineCallsJs(const Napi::CallbackInfo &info) {
@@ -300,7 +301,8 @@ Napi::Value SetWaiterLimitJs(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   double d = info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : 0;
   if (!(d >= 1 && d <= kMaxWaiterLimit) || d != std::floor(d))
-    throw Napi::RangeError::New(env, "the waiter thread limit must be an integer from 1 to " + std::to_string(kMaxWaiterLimit));
+    throw Napi::RangeError::New(
+        env, "the waiter thread limit must be an integer from 1 to " + std::to_string(kMaxWaiterLimit));
   SetWaiterLimit(static_cast<int>(d));
   return env.Undefined();
 }

@@ -126,8 +126,8 @@ struct Capture {
   // whichever thread reads them.
   std::mutex mu;
   std::vector<char> buf = std::vector<char>(kReadBuf);
-  std::string line;  // the stderr line being assembled
-  bool inAssert = false;  // the lines coming are an assert's message, until the one that ends it
+  std::string line;        // the stderr line being assembled
+  bool inAssert = false;   // the lines coming are an assert's message, until the one that ends it
   size_t assertBytes = 0;  // of the assert being taken
   std::deque<Piece> q;
   size_t queued = 0;
@@ -296,8 +296,14 @@ void OnAsync(uv_async_t *h) {
 // Puts fds 1 and 2 back, ends the reader and reads what is left in the pipes.
 void Restore(Capture *c) {
   fflush(stdout);
-  if (c->realOut >= 0) dup2(c->realOut, 1); else close(1);
-  if (c->realErr >= 0) dup2(c->realErr, 2); else close(2);
+  if (c->realOut >= 0)
+    dup2(c->realOut, 1);
+  else
+    close(1);
+  if (c->realErr >= 0)
+    dup2(c->realErr, 2);
+  else
+    close(2);
   if (c->reader != nullptr) {
     char b = 1;
     while (write(c->wakeW, &b, 1) < 0 && errno == EINTR) {

@@ -25,8 +25,8 @@
 // marked and escaped.
 //
 // JS (exports of qcuda_cuda.node):
-//   outputStart(cb: (kind: 1 | 2 | 3, bytes: Buffer) => void)   1 = stdout, 2 = stderr (asserts), 3 = another stderr line
-//   outputDrain()   fflush(stdout), read both pipes dry, deliver everything queued (calls cb synchronously)
+//   outputStart(cb: (kind: 1 | 2 | 3, bytes: Buffer) => void)   1 = stdout, 2 = stderr (asserts), 3 = another stderr
+//   line outputDrain()   fflush(stdout), read both pipes dry, deliver everything queued (calls cb synchronously)
 //   outputStop()    fds 1 and 2 restored, the thread ended, what is left delivered
 //   outputWriteStderr(bytes)   to the real stderr (fd 2 itself while no capture runs)
 //   outputStats() -> { running, queued, dropped }

@@ -53,8 +53,9 @@
 //   bind(context | null)                the session's CudaContext now
 //   share(table: BigInt64Array, vm, proc, policy)   the GPU share gate (share/gate.ts), or share() for none
 //   setAlloc(base, size) / setFunc(handle, id) / setStream(handle, id) / setEvent(handle, id)   (0: forget) ; clear()
-//   serve(spinNs, budgetNs, onFlush) -> Stop   cursor: lastAvail, usedIdx, signalledUsed in; also served, launched, postedError out
-//   left() -> { head, cmd, args: Uint8Array, value, postedError, lateError }   after kLeft: the batch's ending synchronize, for JavaScript
+//   serve(spinNs, budgetNs, onFlush) -> Stop   cursor: lastAvail, usedIdx, signalledUsed in; also served, launched,
+//   postedError out left() -> { head, cmd, args: Uint8Array, value, postedError, lateError }   after kLeft: the batch's
+//   ending synchronize, for JavaScript
 // RingServer.CURSOR and RingServer.STOP name the cursor's words and serve()'s answers.
 #include <napi.h>
 #include <time.h>
@@ -87,7 +88,16 @@ constexpr size_t kReq = sizeof(qcuda_req_hdr), kResp = sizeof(qcuda_resp_hdr);
 enum Cursor { kServed = kRingWords, kLaunched, kPostedError, kCursorWords = 8 };
 
 /** Why serve() returned. */
-enum class Stop { kIdle = 0, kHandOff = 1, kOutput = 2, kBusy = 3, kBudget = 4, kLeft = 5, kPosted = 6, kServedOne = -1 };
+enum class Stop {
+  kIdle = 0,
+  kHandOff = 1,
+  kOutput = 2,
+  kBusy = 3,
+  kBudget = 4,
+  kLeft = 5,
+  kPosted = 6,
+  kServedOne = -1
+};
 
 uint64_t NowNs() {
   timespec t;
@@ -95,7 +105,8 @@ uint64_t NowNs() {
   return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
 }
 
-/** Posted work checked and ready to run: a launch (its parameters in the server's copy of the request) or an event record. */
+/** Posted work checked and ready to run: a launch (its parameters in the server's copy of the request) or an event
+ * record. */
 struct Posted {
   uint32_t cmd;
   LaunchHeader header;
@@ -106,12 +117,12 @@ struct Posted {
 /** A call checked and ready to run: what it runs, and what its answer says. */
 struct Plan {
   uint32_t cmd = 0;
-  Job job;                  // the run phase's job (its outcome is the status; a batch's: its launches' first failure)
-  Job records;              // a batch's event records (their first failure, the entry's own as the device reports it)
-  int64_t failedEntry = -1; // and which entry that was
-  bool flushes = false;     // a point where CUDA flushes device output
-  uint64_t dataOut = 0;     // bytes the answer carries on success
-  uint64_t value = 0;       // the answer's value
+  Job job;                   // the run phase's job (its outcome is the status; a batch's: its launches' first failure)
+  Job records;               // a batch's event records (their first failure, the entry's own as the device reports it)
+  int64_t failedEntry = -1;  // and which entry that was
+  bool flushes = false;      // a point where CUDA flushes device output
+  uint64_t dataOut = 0;      // bytes the answer carries on success
+  uint64_t value = 0;        // the answer's value
   // The call's operands, decided by the checks (stream and event: the context's ids).
   uint64_t ptr = 0;
   uint32_t stream = 0, event = 0;
@@ -135,14 +146,15 @@ struct Left {
 class RingServer : public Napi::ObjectWrap<RingServer> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "RingServer",
-                       {InstanceMethod("attach", &RingServer::Attach), InstanceMethod("setRegions", &RingServer::SetRegions),
-                        InstanceMethod("setRecord", &RingServer::SetRecord), InstanceMethod("bind", &RingServer::Bind),
-                        InstanceMethod("setAlloc", &RingServer::SetAlloc), InstanceMethod("setFunc", &RingServer::SetFunc),
-                        InstanceMethod("setStream", &RingServer::SetStream), InstanceMethod("setEvent", &RingServer::SetEvent),
-                        InstanceMethod("clear", &RingServer::Clear), InstanceMethod("share", &RingServer::Share),
-                        InstanceMethod("serve", &RingServer::Serve), InstanceMethod("left", &RingServer::LeftToJs),
-                        StaticValue("CURSOR", CursorNames(env)), StaticValue("STOP", StopNames(env))});
+    return DefineClass(
+        env, "RingServer",
+        {InstanceMethod("attach", &RingServer::Attach), InstanceMethod("setRegions", &RingServer::SetRegions),
+         InstanceMethod("setRecord", &RingServer::SetRecord), InstanceMethod("bind", &RingServer::Bind),
+         InstanceMethod("setAlloc", &RingServer::SetAlloc), InstanceMethod("setFunc", &RingServer::SetFunc),
+         InstanceMethod("setStream", &RingServer::SetStream), InstanceMethod("setEvent", &RingServer::SetEvent),
+         InstanceMethod("clear", &RingServer::Clear), InstanceMethod("share", &RingServer::Share),
+         InstanceMethod("serve", &RingServer::Serve), InstanceMethod("left", &RingServer::LeftToJs),
+         StaticValue("CURSOR", CursorNames(env)), StaticValue("STOP", StopNames(env))});
   }
 
   /** The cursor's words by name (ring-server.ts reads them from here: RingServer.CURSOR). */
@@ -185,10 +197,12 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     // avail is flags, idx, ring[size], used_event: the ring's size is its length less 3.
     const size_t availLen = info[1].IsTypedArray() ? info[1].As<Napi::TypedArray>().ElementLength() : 0;
     const uint32_t size = static_cast<uint32_t>(availLen > 3 ? availLen - 3 : 0);
-    if (size == 0 || (size & (size - 1)) != 0 || size > 32768) throw Napi::RangeError::New(env, "avail: 3 + a power of two of u16");
-    ring_.Attach(TypedView<uint8_t>(info[0], size * GuestRing::kDescBytes, "desc"), TypedView<uint16_t>(info[1], 3 + size, "avail"),
-                 TypedView<uint16_t>(info[2], 3 + size * 4, "used"), size, info[3].ToBoolean(), info[4].ToBoolean(),
-                 ArgU32(info[5], "maxIndirect"), ArgI32(info[6], "callFd"));
+    if (size == 0 || (size & (size - 1)) != 0 || size > 32768)
+      throw Napi::RangeError::New(env, "avail: 3 + a power of two of u16");
+    ring_.Attach(TypedView<uint8_t>(info[0], size * GuestRing::kDescBytes, "desc"),
+                 TypedView<uint16_t>(info[1], 3 + size, "avail"), TypedView<uint16_t>(info[2], 3 + size * 4, "used"),
+                 size, info[3].ToBoolean(), info[4].ToBoolean(), ArgU32(info[5], "maxIndirect"),
+                 ArgI32(info[6], "callFd"));
     // Kept alive with the views: their memory is the ring.
     views_.clear();
     for (int i = 0; i < 3; i++) views_.push_back(Napi::Persistent(info[i].As<Napi::Object>()));
@@ -224,7 +238,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     if (info[0].IsObject()) {
       napi_value ctor = nullptr;
       napi_get_reference_value(env, State(env)->contextCtor, &ctor);
-      if (!info[0].As<Napi::Object>().InstanceOf(Napi::Function(env, ctor))) throw Napi::TypeError::New(env, "bind: not a CudaContext");
+      if (!info[0].As<Napi::Object>().InstanceOf(Napi::Function(env, ctor)))
+        throw Napi::TypeError::New(env, "bind: not a CudaContext");
       core_ = Napi::ObjectWrap<Context>::Unwrap(info[0].As<Napi::Object>())->core();
     }
     return env.Undefined();
@@ -235,7 +250,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     tableRef_.Reset();
     if (info[0].IsUndefined()) return info.Env().Undefined();
     const uint32_t vm = ArgU32(info[1], "vm"), proc = ArgU32(info[2], "proc");
-    if (vm >= share::kVmSlots || proc >= share::kProcSlots) throw Napi::RangeError::New(info.Env(), "share: no such slot");
+    if (vm >= share::kVmSlots || proc >= share::kProcSlots)
+      throw Napi::RangeError::New(info.Env(), "share: no such slot");
     Napi::Object o = info[3].As<Napi::Object>();
     auto num = [&](const char *k) { return o.Get(k).ToNumber().DoubleValue(); };
     gate_ = std::make_unique<share::Gate>(TypedView<int64_t>(info[0], share::kWords, "table"), vm, proc,
@@ -246,8 +262,10 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
 
   Napi::Value SetAlloc(const Napi::CallbackInfo &info) {
     uint64_t base = ArgU64(info[0], "base"), size = ArgU64(info[1], "size");
-    if (size == 0) allocs_.erase(base);
-    else allocs_[base] = size;
+    if (size == 0)
+      allocs_.erase(base);
+    else
+      allocs_[base] = size;
     return info.Env().Undefined();
   }
   Napi::Value SetFunc(const Napi::CallbackInfo &info) { return SetId(info, funcs_); }
@@ -256,8 +274,10 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
   Napi::Value SetId(const Napi::CallbackInfo &info, std::unordered_map<uint64_t, uint32_t> &m) {
     uint64_t h = ArgU64(info[0], "handle");
     uint32_t id = ArgU32(info[1], "id");
-    if (id == 0) m.erase(h);
-    else m[h] = id;
+    if (id == 0)
+      m.erase(h);
+    else
+      m[h] = id;
     return info.Env().Undefined();
   }
   Napi::Value Clear(const Napi::CallbackInfo &info) {
@@ -325,7 +345,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     }
   }
 
-  /** Nothing else may touch the context meanwhile: no job queued, running or unsettled (its errors are the session's next status). */
+  /** Nothing else may touch the context meanwhile: no job queued, running or unsettled (its errors are the session's
+   * next status). */
   bool Quiet(EnvState *st) {
     if (!core_ || st->pending != 0 || !st->parked.empty()) return false;
     std::lock_guard<std::mutex> lk(core_->mu);
@@ -353,7 +374,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
       const int failed = p.records.rc == cu::kSuccess ? 0 : cu::ToCudaError(p.records.rc);
       if (p.failedEntry >= 0) p.value = static_cast<uint64_t>(p.failedEntry);
       if (p.endCmd != 0 && (late != 0 || failed != 0 || !EndBatch(p))) {
-        left_ = std::make_unique<Left>(Left{head, p.endCmd, std::vector<uint8_t>(p.endArgs, p.endArgs + p.endLen), p.value, failed, late});
+        left_ = std::make_unique<Left>(
+            Left{head, p.endCmd, std::vector<uint8_t>(p.endArgs, p.endArgs + p.endLen), p.value, failed, late});
         return Stop::kLeft;
       }
       if (p.endCmd == 0) p.job.rc = p.records.rc;
@@ -385,15 +407,19 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
 
   /** Whether cmd posts work to the GPU (share/commands.ts POSTING, of the calls served here). */
   static bool Posts(uint32_t cmd) {
-    return cmd == QCUDA_CMD_LAUNCH || cmd == QCUDA_CMD_BATCH || cmd == QCUDA_CMD_MEMCPY_HTOD || cmd == QCUDA_CMD_MEMCPY_DTOH;
+    return cmd == QCUDA_CMD_LAUNCH || cmd == QCUDA_CMD_BATCH || cmd == QCUDA_CMD_MEMCPY_HTOD ||
+           cmd == QCUDA_CMD_MEMCPY_DTOH;
   }
 
-  /** Whether the answered call waited for the process's posted work (share/commands.ts syncs): a synchronize, or a batch ending in one. */
+  /** Whether the answered call waited for the process's posted work (share/commands.ts syncs): a synchronize, or a
+   * batch ending in one. */
   static bool Syncs(const Plan &p) {
-    return p.cmd == QCUDA_CMD_DEVICE_SYNC || p.cmd == QCUDA_CMD_STREAM_SYNC || p.cmd == QCUDA_CMD_EVENT_SYNC || (p.cmd == QCUDA_CMD_BATCH && p.endCmd != 0);
+    return p.cmd == QCUDA_CMD_DEVICE_SYNC || p.cmd == QCUDA_CMD_STREAM_SYNC || p.cmd == QCUDA_CMD_EVENT_SYNC ||
+           (p.cmd == QCUDA_CMD_BATCH && p.endCmd != 0);
   }
 
-  /** A batch's ending synchronize, once its posted work ran: true (its outcome in p.job) if it returned within the inline wait. */
+  /** A batch's ending synchronize, once its posted work ran: true (its outcome in p.job) if it returned within the
+   * inline wait. */
   bool EndBatch(Plan &p) {
     if (!Sync(p, p.endCmd)) return false;
     if (p.job.wait) p.job.wait(p.job);
@@ -443,7 +469,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     return true;
   }
 
-  /** [ptr, ptr+size) inside one allocation (Session.checkRange, allocations only: mappings and symbols take the JavaScript path). */
+  /** [ptr, ptr+size) inside one allocation (Session.checkRange, allocations only: mappings and symbols take the
+   * JavaScript path). */
   bool InAlloc(uint64_t ptr, uint64_t size) const {
     if (size == 0) return true;
     auto it = allocs_.upper_bound(ptr);
@@ -529,7 +556,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     p.ptr += h.data_offset;
     p.flushes = true;
     if (n == 0) return true;  // nothing to copy: answered with status 0, as JavaScript does
-    const bool sliced = toDevice ? Slice(c.readable, kReq + h.len, n, &p.segs) : Slice(c.writable, c.writableBytes - n, n, &p.segs);
+    const bool sliced =
+        toDevice ? Slice(c.readable, kReq + h.len, n, &p.segs) : Slice(c.writable, c.writableBytes - n, n, &p.segs);
     if (!sliced) return false;
     static_assert(kMaxCopy <= kMaxInlinePageableCopy, "a copy served here may be from pageable guest RAM");
     p.segs = p.job.env->given.Resolve(p.segs);
@@ -538,7 +566,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     return true;
   }
 
-  /** A launch's argument bytes (the struct, then its parameters) checked as LAUNCH checks them, and added to posted_. */
+  /** A launch's argument bytes (the struct, then its parameters) checked as LAUNCH checks them, and added to posted_.
+   */
   bool PlanLaunch(uint8_t *args, uint64_t len) {
     qcuda_args_launch a;
     if (len < sizeof a) return false;
@@ -553,8 +582,10 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
       if (a.grid[i] == 0 || a.block[i] == 0) return false;
     uint32_t sid;
     if (!StreamOf(a.stream, &sid)) return false;
-    posted_.push_back({QCUDA_CMD_LAUNCH, MakeLaunchHeader(f->second, sid, a.grid, a.block, a.shared_mem, static_cast<uint32_t>(paramBytes)),
-                       args + sizeof a, 0, 0});
+    posted_.push_back(
+        {QCUDA_CMD_LAUNCH,
+         MakeLaunchHeader(f->second, sid, a.grid, a.block, a.shared_mem, static_cast<uint32_t>(paramBytes)),
+         args + sizeof a, 0, 0});
     return true;
   }
 
@@ -576,8 +607,11 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     return n;
   }
 
-  /** n more launches stay below the launch bound: cuLaunchKernel blocks once the GPU's launch queue is full, not here (Context::LaunchWhere). */
-  bool Backlog(uint64_t n) const { return core_->launchesRun.load() - core_->launchesDone.load() + n <= kInlineLaunchBound; }
+  /** n more launches stay below the launch bound: cuLaunchKernel blocks once the GPU's launch queue is full, not here
+   * (Context::LaunchWhere). */
+  bool Backlog(uint64_t n) const {
+    return core_->launchesRun.load() - core_->launchesDone.load() + n <= kInlineLaunchBound;
+  }
 
   /**
    * BATCH (commands/batch.ts: parseBatch's framing): served only when every
@@ -590,7 +624,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     std::memcpy(&a, args_.data(), sizeof a);
     if (a.flags != 0 && a.flags != QCUDA_BATCH_ENDS_SYNC) return false;
     const bool endsSync = a.flags == QCUDA_BATCH_ENDS_SYNC;
-    if (a.bytes > QCUDA_MAX_BATCH || h.data_offset != 0 || h.data_len != a.bytes || (endsSync && a.count == 0)) return false;
+    if (a.bytes > QCUDA_MAX_BATCH || h.data_offset != 0 || h.data_len != a.bytes || (endsSync && a.count == 0))
+      return false;
     if (c.readableBytes != kReq + h.len + a.bytes || c.writableBytes < kResp) return false;
     const uint32_t posted = endsSync ? a.count - 1 : a.count;
     // A longer batch goes to the context thread, so the JS thread reads the next one meanwhile
@@ -622,7 +657,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     return false;
   }
 
-  /** A batch's ending synchronize that EndBatch runs: DEVICE_SYNC, or STREAM_SYNC or EVENT_SYNC of the session's stream or event. */
+  /** A batch's ending synchronize that EndBatch runs: DEVICE_SYNC, or STREAM_SYNC or EVENT_SYNC of the session's stream
+   * or event. */
   bool CheckEnding(Plan &p, uint32_t cmd, const uint8_t *args, uint32_t len) {
     qcuda_args_handle a{};
     if (len != (cmd == QCUDA_CMD_DEVICE_SYNC ? 0 : sizeof a)) return false;
@@ -662,7 +698,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
         break;
       case QCUDA_CMD_LAUNCH:
       case QCUDA_CMD_BATCH:
-        // In order, each tried even after one failed, as the device's batches run them; the job keeps the first failure.
+        // In order, each tried even after one failed, as the device's batches run them; the job keeps the first
+        // failure.
         p.records.ctx = core_;
         for (size_t i = 0; i < posted_.size(); i++) {
           const Posted &w = posted_[i];

@@ -11,7 +11,8 @@ namespace {
 
 constexpr uint16_t kDescNext = 1, kDescWrite = 2, kDescIndirect = 4;
 constexpr uint16_t kAvailNoInterrupt = 1;
-// The in-flight record (vhost-user/inflight.ts): u16 lastAvail, u16 usedIdx, u32 size, u32 served, u32 servedInC, a bit per head.
+// The in-flight record (vhost-user/inflight.ts): u16 lastAvail, u16 usedIdx, u32 size, u32 served, u32 servedInC, a bit
+// per head.
 constexpr size_t kRecLastAvail = 0, kRecUsedIdx = 2, kRecServed = 8, kRecServedInC = 12, kRecBits = 16;
 
 struct Desc {

@@ -87,7 +87,8 @@ class GuestRing {
   /** A descriptor's bytes (addr, len, flags, next). */
   static constexpr size_t kDescBytes = 16;
 
-  /** The ring's parts (desc: size descriptors; avail and used: as the split ring lays them out) and its call eventfd. */
+  /** The ring's parts (desc: size descriptors; avail and used: as the split ring lays them out) and its call eventfd.
+   */
   void Attach(uint8_t *desc, uint16_t *avail, uint16_t *used, uint32_t size, bool eventIdx, bool indirect,
               uint32_t maxIndirect, int callFd);
   void SetRegions(std::vector<Region> regions) { regions_ = std::move(regions); }
@@ -103,13 +104,17 @@ class GuestRing {
   uint16_t AvailIdx() const { return __atomic_load_n(&avail_[1], __ATOMIC_ACQUIRE); }
   uint16_t LastAvail() const { return static_cast<uint16_t>(cursor_[kLastAvail]); }
   /** The head the driver made available at lastAvail. */
-  uint16_t HeadAt(uint16_t lastAvail) const { return __atomic_load_n(&avail_[2 + (lastAvail & (size_ - 1))], __ATOMIC_RELAXED); }
+  uint16_t HeadAt(uint16_t lastAvail) const {
+    return __atomic_load_n(&avail_[2 + (lastAvail & (size_ - 1))], __ATOMIC_RELAXED);
+  }
 
-  /** The chain at head as host ranges, by chain.ts's rules; false (c unusable) if it breaks one or is longer than kMaxBufs. */
+  /** The chain at head as host ranges, by chain.ts's rules; false (c unusable) if it breaks one or is longer than
+   * kMaxBufs. */
   bool Walk(uint16_t head, Chain *c) const;
   /** head taken: lastAvail moves on, and the record marks it in flight. */
   void Took(uint16_t head);
-  /** head answered with len bytes written: in the used ring, and no longer in flight in the record (counted as answered in C). */
+  /** head answered with len bytes written: in the used ring, and no longer in flight in the record (counted as answered
+   * in C). */
   void Publish(uint16_t head, uint32_t len);
   /** Interrupts the driver if it asked for it (EVENT_IDX's used_event, or NO_INTERRUPT). */
   void Signal();

@@ -67,7 +67,6 @@ struct Slot {
 
 size_t BytesFor(uint32_t slots) { return sizeof(Header) + static_cast<size_t>(slots) * sizeof(Slot); }
 
-
 uint32_t ArgIndex(const Napi::CallbackInfo &info, size_t i, uint32_t below, const char *what) {
   if (info.Length() <= i || !info[i].IsNumber()) ThrowRange(info.Env(), std::string(what) + " must be a number");
   double d = info[i].As<Napi::Number>().DoubleValue();
@@ -79,13 +78,13 @@ uint32_t ArgIndex(const Napi::CallbackInfo &info, size_t i, uint32_t below, cons
 class Ledger : public Napi::ObjectWrap<Ledger> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "Ledger",
-                       {InstanceMethod("take", &Ledger::Take), InstanceMethod("give", &Ledger::Give),
-                        InstanceMethod("reclaim", &Ledger::Reclaim), InstanceMethod("held", &Ledger::Held),
-                        InstanceMethod("total", &Ledger::Total), InstanceMethod("limit", &Ledger::Limit),
-                        InstanceMethod("close", &Ledger::Close), InstanceMethod("lockForTest", &Ledger::LockForTest),
-                        InstanceAccessor("budgets", &Ledger::Budgets, nullptr),
-                        InstanceAccessor("slots", &Ledger::Slots, nullptr)});
+    return DefineClass(
+        env, "Ledger",
+        {InstanceMethod("take", &Ledger::Take), InstanceMethod("give", &Ledger::Give),
+         InstanceMethod("reclaim", &Ledger::Reclaim), InstanceMethod("held", &Ledger::Held),
+         InstanceMethod("total", &Ledger::Total), InstanceMethod("limit", &Ledger::Limit),
+         InstanceMethod("close", &Ledger::Close), InstanceMethod("lockForTest", &Ledger::LockForTest),
+         InstanceAccessor("budgets", &Ledger::Budgets, nullptr), InstanceAccessor("slots", &Ledger::Slots, nullptr)});
   }
 
   // new Ledger(fd, limits: bigint[], slots): formats the (new, empty) file, or
@@ -102,7 +101,8 @@ class Ledger : public Napi::ObjectWrap<Ledger> {
       slots = ArgIndex(info, 2, kMaxSlots + 1, "slots");
       if (ftruncate(fd, static_cast<off_t>(BytesFor(slots))) != 0) ThrowErrno(env, "ftruncate", errno);
       // Its size for good: a file cut short under the mappings would make them fault (SIGBUS) here.
-      if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) ThrowErrno(env, "fcntl(F_ADD_SEALS)", errno);
+      if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+        ThrowErrno(env, "fcntl(F_ADD_SEALS)", errno);
     }
     struct stat st;
     if (fstat(fd, &st) != 0) ThrowErrno(env, "fstat", errno);
@@ -127,7 +127,8 @@ class Ledger : public Napi::ObjectWrap<Ledger> {
     }
     // From the size the creator sealed, not from the header, which any process may write.
     budgets_ = budgets;
-    slots_ = create ? slots : static_cast<uint32_t>(std::min<size_t>((length_ - sizeof(Header)) / sizeof(Slot), kMaxSlots));
+    slots_ =
+        create ? slots : static_cast<uint32_t>(std::min<size_t>((length_ - sizeof(Header)) / sizeof(Slot), kMaxSlots));
     for (uint32_t b = 0; b < budgets; b++) limit_[b] = limits[b];
   }
 
@@ -145,7 +146,8 @@ class Ledger : public Napi::ObjectWrap<Ledger> {
     Napi::Env env = info.Env();
     if (info.Length() <= i || !info[i].IsArray()) ThrowRange(env, "limits must be an array of bigints");
     Napi::Array a = info[i].As<Napi::Array>();
-    if (a.Length() == 0 || a.Length() > kMaxBudgets) ThrowRange(env, "1 to " + std::to_string(kMaxBudgets) + " budgets");
+    if (a.Length() == 0 || a.Length() > kMaxBudgets)
+      ThrowRange(env, "1 to " + std::to_string(kMaxBudgets) + " budgets");
     std::vector<int64_t> out;
     for (uint32_t b = 0; b < a.Length(); b++) {
       Napi::Value v = a[b];
@@ -178,8 +180,9 @@ class Ledger : public Napi::ObjectWrap<Ledger> {
       Rebuild();
       pthread_mutex_consistent(&h_->mu);
     } else if (r == ETIMEDOUT) {
-      Napi::Error e = Napi::Error::New(env, "the VM's ledger stayed locked for over " + std::to_string(kLockTimeoutSec) +
-                                                " s (another process serving the VM holds it): nothing was counted");
+      Napi::Error e =
+          Napi::Error::New(env, "the VM's ledger stayed locked for over " + std::to_string(kLockTimeoutSec) +
+                                    " s (another process serving the VM holds it): nothing was counted");
       e.Set("code", Napi::String::New(env, "ETIMEDOUT"));
       throw e;
     } else if (r != 0) {

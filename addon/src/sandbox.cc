@@ -37,32 +37,69 @@ namespace {
 constexpr uint32_t kX32Bit = 0x40000000;
 
 // clone's flags that make namespaces (clone's low byte is the exit signal, so CLONE_NEWTIME is no flag there).
-constexpr uint32_t kCloneNamespaces = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET;
+constexpr uint32_t kCloneNamespaces =
+    CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET;
 
 // What a worker never does: run programs, reach other processes, change the
 // system (mounts, modules, kexec, swap, reboot, accounting, quotas), open
 // files by handle, use the kernel's attack surface of choice (eBPF, keyrings,
 // perf, userfaultfd, personality, port I/O) or change its ids.
 const int kDenied[] = {
-    __NR_execve, __NR_execveat,
-    __NR_ptrace, __NR_process_vm_readv, __NR_process_vm_writev,
-    __NR_mount, __NR_umount2, __NR_pivot_root, __NR_chroot, __NR_setns, __NR_unshare,
+    __NR_execve,
+    __NR_execveat,
+    __NR_ptrace,
+    __NR_process_vm_readv,
+    __NR_process_vm_writev,
+    __NR_mount,
+    __NR_umount2,
+    __NR_pivot_root,
+    __NR_chroot,
+    __NR_setns,
+    __NR_unshare,
 #ifdef __NR_open_tree
-    __NR_open_tree, __NR_move_mount, __NR_fsopen, __NR_fsconfig, __NR_fsmount, __NR_fspick,
+    __NR_open_tree,
+    __NR_move_mount,
+    __NR_fsopen,
+    __NR_fsconfig,
+    __NR_fsmount,
+    __NR_fspick,
 #endif
 #ifdef __NR_mount_setattr
     __NR_mount_setattr,
 #endif
-    __NR_bpf, __NR_keyctl, __NR_add_key, __NR_request_key,
-    __NR_init_module, __NR_finit_module, __NR_delete_module, __NR_kexec_load, __NR_kexec_file_load,
-    __NR_reboot, __NR_swapon, __NR_swapoff, __NR_acct, __NR_quotactl,
+    __NR_bpf,
+    __NR_keyctl,
+    __NR_add_key,
+    __NR_request_key,
+    __NR_init_module,
+    __NR_finit_module,
+    __NR_delete_module,
+    __NR_kexec_load,
+    __NR_kexec_file_load,
+    __NR_reboot,
+    __NR_swapon,
+    __NR_swapoff,
+    __NR_acct,
+    __NR_quotactl,
 #ifdef __NR_quotactl_fd
     __NR_quotactl_fd,
 #endif
-    __NR_perf_event_open, __NR_userfaultfd, __NR_personality,
-    __NR_open_by_handle_at, __NR_name_to_handle_at, __NR_iopl, __NR_ioperm,
-    __NR_setuid, __NR_setgid, __NR_setreuid, __NR_setregid, __NR_setresuid, __NR_setresgid,
-    __NR_setfsuid, __NR_setfsgid, __NR_setgroups,
+    __NR_perf_event_open,
+    __NR_userfaultfd,
+    __NR_personality,
+    __NR_open_by_handle_at,
+    __NR_name_to_handle_at,
+    __NR_iopl,
+    __NR_ioperm,
+    __NR_setuid,
+    __NR_setgid,
+    __NR_setreuid,
+    __NR_setregid,
+    __NR_setresuid,
+    __NR_setresgid,
+    __NR_setfsuid,
+    __NR_setfsgid,
+    __NR_setgroups,
 };
 
 sock_filter Stmt(uint16_t code, uint32_t k) { return BPF_STMT(code, k); }

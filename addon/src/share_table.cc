@@ -21,7 +21,10 @@ constexpr uint64_t kRecheckNs = 1000000;
 int64_t Round(double v) { return static_cast<int64_t>(std::floor(v + 0.5)); }
 
 /** Whether a process of this pid exists (one of another user's counts). */
-bool Alive(int64_t pid) { return pid > 0 && pid <= std::numeric_limits<pid_t>::max() && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+bool Alive(int64_t pid) {
+  return pid > 0 && pid <= std::numeric_limits<pid_t>::max() &&
+         (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+}
 
 double UsedBy(const VmView &v, double now, uint32_t busy) {
   double u = v.usage;
@@ -29,7 +32,9 @@ double UsedBy(const VmView &v, double now, uint32_t busy) {
   return u;
 }
 
-double VirtualTime(const VmView &v, double now, uint32_t busy) { return UsedBy(v, now, busy) / std::max(1.0, v.weight); }
+double VirtualTime(const VmView &v, double now, uint32_t busy) {
+  return UsedBy(v, now, busy) / std::max(1.0, v.weight);
+}
 
 const VmView *Find(uint32_t slot, const std::vector<VmView> &vms) {
   for (const VmView &v : vms)
@@ -51,7 +56,9 @@ bool Wants(const VmView &v, double now, const Policy &p) {
   return !v.busySince.empty() || v.waiting > 0 || (v.lastSync > 0 && now - v.lastSync < p.gapNs);
 }
 
-bool BackFromIdle(double idleSince, double now, const Policy &p) { return idleSince == 0 || now - idleSince >= p.idleNs; }
+bool BackFromIdle(double idleSince, double now, const Policy &p) {
+  return idleSince == 0 || now - idleSince >= p.idleNs;
+}
 
 bool MayPost(uint32_t self, const std::vector<VmView> &vms, double now, const Policy &p) {
   const VmView *me = Find(self, vms);
@@ -93,7 +100,8 @@ void Table::AddUsage(uint32_t vm, double ns) {
 void Table::RaiseUsage(uint32_t vm, double ns) {
   int64_t *at = &w_[Vm(vm) + kVUsage];
   int64_t u = __atomic_load_n(at, __ATOMIC_SEQ_CST);
-  while (static_cast<double>(u) < ns && !__atomic_compare_exchange_n(at, &u, Round(ns), false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+  while (static_cast<double>(u) < ns &&
+         !__atomic_compare_exchange_n(at, &u, Round(ns), false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
   }
 }
 
@@ -195,7 +203,8 @@ Napi::Object Layout(Napi::Env env) {
   o.Set("bytes", Napi::Number::New(env, static_cast<double>(kBytes)));
   o.Set("header", Words(env, {{"magic", kHMagic}, {"procs", kHProcs}}));
   o.Set("vm", Words(env, {{"pid", kVPid}, {"weight", kVWeight}, {"usage", kVUsage}, {"used", kVUsed}}));
-  o.Set("proc", Words(env, {{"pid", kPPid}, {"vm", kPVm}, {"since", kPSince}, {"waiting", kPWaiting}, {"synced", kPSynced}}));
+  o.Set("proc",
+        Words(env, {{"pid", kPPid}, {"vm", kPVm}, {"since", kPSince}, {"waiting", kPWaiting}, {"synced", kPSynced}}));
   return o;
 }
 
@@ -232,10 +241,12 @@ void InitShare(Napi::Env env, Napi::Object exports) {
   // (self, vms, now, policy), as policy.ts's: for the tests that hold the two to the same answers.
   Napi::Object policy = Napi::Object::New(env);
   policy.Set("mayPost", Napi::Function::New(env, [](const Napi::CallbackInfo &info) {
-               return Napi::Boolean::New(info.Env(), MayPost(info[0].ToNumber().Uint32Value(), ViewsOf(info[1]), info[2].ToNumber().DoubleValue(), PolicyOf(info[3])));
+               return Napi::Boolean::New(info.Env(), MayPost(info[0].ToNumber().Uint32Value(), ViewsOf(info[1]),
+                                                             info[2].ToNumber().DoubleValue(), PolicyOf(info[3])));
              }));
   policy.Set("catchUp", Napi::Function::New(env, [](const Napi::CallbackInfo &info) {
-               return Napi::Number::New(info.Env(), CatchUp(info[0].ToNumber().Uint32Value(), ViewsOf(info[1]), info[2].ToNumber().DoubleValue(), PolicyOf(info[3])));
+               return Napi::Number::New(info.Env(), CatchUp(info[0].ToNumber().Uint32Value(), ViewsOf(info[1]),
+                                                            info[2].ToNumber().DoubleValue(), PolicyOf(info[3])));
              }));
   exports.Set("sharePolicy", policy);
 }

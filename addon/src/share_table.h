@@ -69,13 +69,16 @@ class Table {
   double Get(uint64_t word) const;
   void Set(uint64_t word, double v);
   static uint64_t Vm(uint32_t slot) { return kHeaderWords + static_cast<uint64_t>(slot) * kVmWords; }
-  static uint64_t Proc(uint32_t slot) { return kHeaderWords + kVmSlots * kVmWords + static_cast<uint64_t>(slot) * kProcWords; }
+  static uint64_t Proc(uint32_t slot) {
+    return kHeaderWords + kVmSlots * kVmWords + static_cast<uint64_t>(slot) * kProcWords;
+  }
 
  private:
   int64_t *w_;
 };
 
-/** One process's admission (gate.ts ShareGate), minus the wait: a post that may not go now is JavaScript's to wait for. */
+/** One process's admission (gate.ts ShareGate), minus the wait: a post that may not go now is JavaScript's to wait for.
+ */
 class Gate {
  public:
   Gate(int64_t *words, uint32_t vm, uint32_t proc, Policy p) : t_(words), vm_(vm), proc_(proc), p_(p) {}

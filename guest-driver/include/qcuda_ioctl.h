@@ -37,7 +37,8 @@
 #define QCUDA_IOC_MAGIC 0xCE
 
 /* Pass as qcuda_nop.queue to let the driver pick a queue (round robin over
- * the queues no session owns). */
+ * the queues no session owns).
+ */
 #define QCUDA_QUEUE_ANY 0xffffffffu
 
 /* QCUDA_IOC_INFO: what the device reported at probe. */
@@ -141,7 +142,8 @@ struct qcuda_host_alloc {
 };
 
 /* QCUDA_IOC_HOST_FREE: in: mmap_offset of a HOST_ALLOC. Errors: EINVAL
- * unknown token, EBUSY still mapped into the device (HOST_MAP). */
+ * unknown token, EBUSY still mapped into the device (HOST_MAP).
+ */
 struct qcuda_host_free {
 	__u64 mmap_offset;
 };
@@ -163,7 +165,8 @@ struct qcuda_host_register {
 };
 
 /* QCUDA_IOC_HOST_UNREGISTER: in: addr as registered. Errors: EINVAL not a
- * registered start address, EBUSY still mapped into the device. */
+ * registered start address, EBUSY still mapped into the device.
+ */
 struct qcuda_host_unregister {
 	__u64 addr;
 };

@@ -118,32 +118,38 @@
 /* Requests (other than SESSION_OPEN, SESSION_CLOSE and NOP) one process
  * may have in the reserve of the shared queues, and CALLBACK_WAITs besides:
  * a process with many calls waiting still gets its callback thread's wait
- * in, and one process takes only a few entries of the reserve. */
+ * in, and one process takes only a few entries of the reserve.
+ */
 #define QCUDA_RESERVE_SHARE 4
 #define QCUDA_RESERVE_WAITS 2
 /* Ring entries a session's own queue keeps free of its file's ordinary
  * requests: for the CALLBACK_WAITs the backend parks (a few: 8 today) and
  * the SESSION_CLOSE, which take no request slot and must find room in that
- * ring even while all the file's other requests wait in the backend. */
+ * ring even while all the file's other requests wait in the backend.
+ */
 #define QCUDA_OWN_RESERVE 16
 /* Chunks of one op in flight at once (16 x 16 MiB = 256 MiB): bounds what
- * one call pins and allocates, not the size of a transfer. */
+ * one call pins and allocates, not the size of a transfer.
+ */
 #define QCUDA_WINDOW (SZ_256M / QCUDA_CHUNK)
 /* Pages one chunk can touch (an unaligned chunk straddles one more): 4097.
  * So the chain of a chunk of scattered pages has up to 4101 descriptors
  * (header, arguments, data, response, output), more than a ring holds: it
  * can only go indirect, in a table that virtio_ring kmallocs atomically
  * (4101 x 16 bytes, just over 64 KiB: an order-5 allocation). See
- * qcuda_indirect_room(). */
+ * qcuda_indirect_room().
+ */
 #define QCUDA_CHUNK_PAGES (QCUDA_CHUNK / PAGE_SIZE + 1)
 /* Pages a chunk pins without allocating: a short call's data (a batch of
  * posted work, a small pageable copy) takes a few. The array for a whole
  * chunk is 32 KiB and more (an order-4 allocation, or vmalloc where that
  * fails): allocated and freed on every call, it took a launch +
- * synchronize in a TCG guest from 100-126 us to 197-220 us. */
+ * synchronize in a TCG guest from 100-126 us to 197-220 us.
+ */
 #define QCUDA_FEW_PAGES 8
 /* Retries, a tick apart (a second in all), of a chunk that can only go
- * indirect, before the call fails with -ENOMEM. */
+ * indirect, before the call fails with -ENOMEM.
+ */
 #define QCUDA_INDIRECT_TRIES HZ
 
 struct qcuda_queue {
@@ -163,7 +169,8 @@ struct qcuda_dev {
 	int index;
 
 	/* Held for reading while a submitter touches a virtqueue; remove()
-	 * takes it for writing before deleting the virtqueues. */
+	 * takes it for writing before deleting the virtqueues.
+	 */
 	struct rw_semaphore vq_sem;
 	bool dead;			/* set under every queue lock */
 
@@ -171,7 +178,8 @@ struct qcuda_dev {
 	u32 queue_size;
 	int proc_slots;			/* requests one process may have in flight */
 	int own_slots;			/* one file with a queue of its own; 0:
-					 * rings too small to own one */
+					 * rings too small to own one
+					 */
 	struct mutex procs_lock;	/* procs */
 	struct list_head procs;		/* processes with open files */
 	u32 proto_version;
@@ -205,15 +213,18 @@ struct qcuda_file {
 	refcount_t ref;
 	u64 session;			/* 0 until the first CALL opened it */
 	u32 queue;			/* the session's own queue, or
-					 * QCUDA_QUEUE_ANY; set before session */
+					 * QCUDA_QUEUE_ANY; set before session
+					 */
 	int slots;			/* requests it may have in the device (its
-					 * process's bound too) */
+					 * process's bound too)
+					 */
 	bool released;			/* release() ran; under lock */
 	atomic_t inflight;		/* requests in the device */
 	wait_queue_head_t slot_wq;	/* callers waiting for inflight < slots */
 	struct mutex open_lock;		/* one SESSION_OPEN at a time */
 	struct mutex lock;		/* hostmem, maps, next_token, session
-					 * changes, released */
+					 * changes, released
+					 */
 	struct list_head hostmem;	/* live HOST_ALLOCs and HOST_REGISTERs */
 	struct list_head maps;		/* device mappings (HOST_MAP) */
 	u64 next_token;			/* mmap offset of the next HOST_ALLOC */
@@ -226,7 +237,8 @@ struct qcuda_hostmem {
 	bool registered;
 	bool live;			/* in qf->hostmem; under qf->lock */
 	unsigned int maps;		/* HOST_MAPs in flight or not undone;
-					 * under qf->lock */
+					 * under qf->lock
+					 */
 	u64 key;			/* mmap token, or the registered address */
 	u64 size;			/* bytes from key */
 	unsigned long npages;
@@ -245,7 +257,8 @@ struct qcuda_map {
 struct qcuda_op;
 
 /* One request. The device-writable header sits in its own cache line,
- * apart from everything the CPU writes while the device owns it. */
+ * apart from everything the CPU writes while the device owns it.
+ */
 struct qcuda_chunk {
 	struct qcuda_op *op;
 	struct completion done;
@@ -254,15 +267,18 @@ struct qcuda_chunk {
 	unsigned int used_len;		/* bytes the device wrote */
 	bool busy;			/* submitted, not yet reaped */
 	atomic_t *reserve;		/* the process's count it took to go into a
-					 * shared queue's reserve, or NULL */
+					 * shared queue's reserve, or NULL
+					 */
 	u64 len;			/* data bytes */
 	u64 pinned;			/* bytes counted in the process's pinned */
 	unsigned int npages;		/* pinned pages, 0 if none */
 	struct qcuda_hostmem *hm;	/* or the data lies in this HOST_ALLOC
-					 * (referenced), nothing pinned */
+					 * (referenced), nothing pinned
+					 */
 	struct page **pages;		/* the pinned pages: `few` or `many` */
 	struct page **many;		/* QCUDA_CHUNK_PAGES, allocated on first
-					 * use by a chunk of more than QCUDA_FEW_PAGES */
+					 * use by a chunk of more than QCUDA_FEW_PAGES
+					 */
 	struct page *few[QCUDA_FEW_PAGES];
 	struct sg_table sgt;		/* the data */
 	void *out;			/* output room of chunks > 0 (never read) */
@@ -274,7 +290,8 @@ struct qcuda_chunk {
 /* One round trip, in chunks. Results are folded in as chunks are reaped
  * (in chunk order): status = the first failing one, with QCUDA_ST_OUTPUT
  * (a flag, not a failure) OR-ed in from any chunk; value and out from
- * chunk 0. */
+ * chunk 0.
+ */
 struct qcuda_op {
 	refcount_t ref;			/* the caller + one per chunk in the device */
 	struct qcuda_file *qf;		/* holds a reference */
@@ -282,7 +299,8 @@ struct qcuda_op {
 	u32 cmd, args_len, out_len, dir;
 	u64 session;
 	u32 queue;			/* every chunk goes there (the session's
-					 * own queue), or QCUDA_QUEUE_ANY */
+					 * own queue), or QCUDA_QUEUE_ANY
+					 */
 	u64 data, data_len;		/* user buffer */
 	u64 nchunks;
 	void *args;			/* shared (read-only) by all chunks */

@@ -49,7 +49,8 @@ static void qcuda_session_close(struct qcuda_file *qf, u64 session, u32 queue,
 	op = qcuda_op_alloc(qf, QCUDA_CMD_SESSION_CLOSE, 0, 0, QCUDA_DATA_NONE, 0, 0);
 	if (!op) {
 		/* The session lives on in the backend: so does its hold on
-		 * its queue, which stays taken. */
+		 * its queue, which stays taken.
+		 */
 		dev_warn(&qf->qd->vdev->dev, "cannot close session %llx: no memory\n",
 			 session);
 		return;
@@ -65,7 +66,8 @@ static void qcuda_session_close(struct qcuda_file *qf, u64 session, u32 queue,
 }
 
 /* The last reference (the file is released and every request of it has
- * come back) frees qf. */
+ * come back) frees qf.
+ */
 void qcuda_file_put(struct qcuda_file *qf)
 {
 	if (refcount_dec_and_test(&qf->ref))
@@ -153,7 +155,8 @@ int qcuda_session_open(struct qcuda_file *qf)
 		op->queue = QCUDA_QUEUE_ANY;	/* the session's now */
 	}
 	/* If killed, the reply may still open a session: then the op's
-	 * last reference hands it to the file, queue and all (qcuda_op_free). */
+	 * last reference hands it to the file, queue and all (qcuda_op_free).
+	 */
 	qcuda_op_put(op);
 out:
 	mutex_unlock(&qf->open_lock);

@@ -92,7 +92,8 @@ static bool qcuda_pages_contig(struct page **p, unsigned long n)
 }
 
 /* Guest-physical address of [addr, addr+size) within hm (whose page 0
- * holds address key), or 0 if its pages are not contiguous. */
+ * holds address key), or 0 if its pages are not contiguous.
+ */
 static u64 qcuda_hostmem_gpa(struct qcuda_hostmem *hm, u64 addr, u64 size)
 {
 	unsigned long first = (addr >> PAGE_SHIFT) - (hm->key >> PAGE_SHIFT);
@@ -332,7 +333,8 @@ long qcuda_ioctl_gpa(struct file *f, struct qcuda_gpa __user *uarg)
 }
 
 /* mmap of a HOST_ALLOC: pages are inserted on fault; each VMA holds a
- * reference to the allocation (its pages outlive HOST_FREE until unmapped). */
+ * reference to the allocation (its pages outlive HOST_FREE until unmapped).
+ */
 static vm_fault_t qcuda_vm_fault(struct vm_fault *vmf)
 {
 	struct qcuda_hostmem *hm = vmf->vma->vm_private_data;
@@ -421,7 +423,8 @@ struct page **qcuda_chunk_hold(struct qcuda_op *op, struct qcuda_chunk *c,
 	    n > (vma->vm_end - start) >> PAGE_SHIFT)
 		goto out;
 	/* The VMA holds a reference to hm and cannot go while we hold the
-	 * mmap lock. */
+	 * mmap lock.
+	 */
 	hm = vma->vm_private_data;
 	first = vma->vm_pgoff + ((start - vma->vm_start) >> PAGE_SHIFT) -
 		(hm->key >> PAGE_SHIFT);
@@ -548,7 +551,8 @@ int qcuda_map_pages_begin(struct qcuda_file *qf, struct qcuda_op *op,
 }
 
 /* After the HOST_MAP round trip: record the device pointer, or (if it
- * surely failed) drop the hold. */
+ * surely failed) drop the hold.
+ */
 void qcuda_map_end(struct qcuda_file *qf, struct qcuda_hostmem *hm,
 		   int err, struct qcuda_op *op)
 {

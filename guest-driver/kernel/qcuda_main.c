@@ -93,7 +93,8 @@ out:
 }
 
 /* Requests one process may have in flight: a quarter of every ring's slots
- * (each request takes one: its chain goes indirect), at least a few. */
+ * (each request takes one: its chain goes indirect), at least a few.
+ */
 static int qcuda_proc_slots(struct qcuda_dev *qd)
 {
 	unsigned int total = 0;
@@ -106,7 +107,8 @@ static int qcuda_proc_slots(struct qcuda_dev *qd)
 
 /* Requests a file with a queue of its own may have in flight: proc_slots,
  * but at most the smallest ring of 1..num_queues-1 less QCUDA_OWN_RESERVE;
- * 0 (no session gets a queue of its own) where that leaves too few. */
+ * 0 (no session gets a queue of its own) where that leaves too few.
+ */
 static int qcuda_own_slots(struct qcuda_dev *qd)
 {
 	unsigned int size = UINT_MAX;
@@ -136,7 +138,8 @@ static int qcuda_probe(struct virtio_device *vdev)
 	if (!virtio_has_feature(vdev, VIRTIO_F_VERSION_1))
 		return -ENODEV;
 	/* A chunk is up to 4101 descriptors (QCUDA_CHUNK_PAGES): it can only
-	 * go in through an indirect table. */
+	 * go in through an indirect table.
+	 */
 	if (!virtio_has_feature(vdev, VIRTIO_RING_F_INDIRECT_DESC)) {
 		dev_err(&vdev->dev, "device lacks RING_INDIRECT_DESC\n");
 		return -ENODEV;
@@ -220,7 +223,8 @@ static void qcuda_remove(struct virtio_device *vdev)
 	}
 
 	/* Stop the device: after this it no longer owns any buffer, and no
-	 * callback runs. Fail everything still queued. */
+	 * callback runs. Fail everything still queued.
+	 */
 	virtio_reset_device(vdev);
 	for (i = 0; i < qd->num_queues; i++) {
 		struct qcuda_queue *q = &qd->queues[i];

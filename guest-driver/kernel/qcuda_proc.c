@@ -178,7 +178,8 @@ bool qcuda_reserve_take(struct qcuda_queue *q, struct qcuda_chunk *c)
 }
 
 /* Whether c may find room in q once it has a free entry (a waiter's
- * condition; qcuda_reserve_take() decides, under the lock). */
+ * condition; qcuda_reserve_take() decides, under the lock).
+ */
 bool qcuda_reserve_open(struct qcuda_queue *q, struct qcuda_chunk *c)
 {
 	unsigned int free = READ_ONCE(q->vq->num_free);
@@ -211,7 +212,8 @@ void qcuda_reserve_put(struct qcuda_dev *qd, struct qcuda_chunk *c)
 
 /* Counts bytes more in p's transfer pins if they fit under
  * transfer_pin_mib; always when nothing is pinned, so that a bound below
- * a chunk slows transfers and never stops them. */
+ * a chunk slows transfers and never stops them.
+ */
 static bool qcuda_pin_try(struct qcuda_proc *p, u64 bytes)
 {
 	u64 limit = (u64)READ_ONCE(transfer_pin_mib) << 20;

@@ -49,7 +49,8 @@ static void qcuda_op_free(struct qcuda_op *op)
 	 * with the queue it was opened on (or, if another caller opened one
 	 * meanwhile, closes it there). One that opened nothing (or whose
 	 * caller took the session: then op->queue is QCUDA_QUEUE_ANY) gives
-	 * its queue back. */
+	 * its queue back.
+	 */
 	if (op->cmd == QCUDA_CMD_SESSION_OPEN && !op->reaped &&
 	    completion_done(&c->done) && !c->error &&
 	    c->used_len >= sizeof(c->resp) &&
@@ -59,7 +60,8 @@ static void qcuda_op_free(struct qcuda_op *op)
 		qcuda_queue_release(qf, op->queue);
 	/* A session's own queue is free once its SESSION_CLOSE has been
 	 * answered, or never went in (the device is gone): not before, so
-	 * that no two live sessions ever share it. */
+	 * that no two live sessions ever share it.
+	 */
 	if (op->cmd == QCUDA_CMD_SESSION_CLOSE && op->queue != QCUDA_QUEUE_ANY)
 		qcuda_queue_release(qf, op->queue);
 	kfree(op->args);
@@ -112,7 +114,8 @@ struct qcuda_op *qcuda_op_alloc(struct qcuda_file *qf, u32 cmd,
 	op->queue = QCUDA_QUEUE_ANY;
 	if (cmd >= QCUDA_CMD_SESSION_CLOSE) {
 		/* A session's request goes on its own queue, if it has one
-		 * (set before the session: qcuda_session_set()). */
+		 * (set before the session: qcuda_session_set()).
+		 */
 		op->session = smp_load_acquire(&qf->session);
 		if (op->session)
 			op->queue = READ_ONCE(qf->queue);
@@ -229,7 +232,8 @@ u32 qcuda_queue_claim(struct qcuda_file *qf)
 }
 
 /* Queue qi, the own queue of a session of qf, is free again (see
- * qcuda_op_free()); so is its process's claim. */
+ * qcuda_op_free()); so is its process's claim.
+ */
 void qcuda_queue_release(struct qcuda_file *qf, u32 qi)
 {
 	struct qcuda_queue *q = &qf->qd->queues[qi];
@@ -307,7 +311,8 @@ static int qcuda_submit(struct qcuda_dev *qd, struct qcuda_chunk *c,
 			     c->op->cmd != QCUDA_CMD_NOP)) {
 			/* A session took this queue for its own since it was
 			 * chosen; queue 0 is nobody's. (A NOP is no session's
-			 * request: it goes where it was sent.) */
+			 * request: it goes where it was sent.)
+			 */
 			spin_unlock_irq(&q->lock);
 			q = c->q = &qd->queues[0];
 			continue;
@@ -340,7 +345,8 @@ static int qcuda_submit(struct qcuda_dev *qd, struct qcuda_chunk *c,
 		if (free && nsg > virtqueue_get_vring_size(q->vq)) {
 			/* Room in the ring: the atomic allocation of the
 			 * indirect table failed, and the chain can never go
-			 * in direct. */
+			 * in direct.
+			 */
 			err = qcuda_indirect_room(nsg, &tries, killable);
 			if (err) {
 				dev_warn_ratelimited(&qd->vdev->dev,
@@ -352,7 +358,8 @@ static int qcuda_submit(struct qcuda_dev *qd, struct qcuda_chunk *c,
 			/* Room in the ring: the atomic allocation of the
 			 * indirect table failed. The chain goes in direct
 			 * once enough of the ring is free: retry a little
-			 * later. */
+			 * later.
+			 */
 			qcuda_nap(killable);
 		} else if (killable) {
 			if (wait_event_killable(q->space_wq, READ_ONCE(qd->dead) ||
@@ -422,7 +429,8 @@ fail:
 }
 
 /* Build chunk i of op in slot c and submit it to queue qi; reap_first: see
- * qcuda_chunk_pin(). */
+ * qcuda_chunk_pin().
+ */
 int qcuda_chunk_start(struct qcuda_op *op, struct qcuda_chunk *c,
 		      u64 i, u32 qi, bool killable, bool reap_first)
 {
@@ -445,7 +453,8 @@ int qcuda_chunk_start(struct qcuda_op *op, struct qcuda_chunk *c,
 
 	if (i && op->out_len) {
 		/* Every chunk needs the output room (the data follows it);
-		 * only chunk 0's output is used. */
+		 * only chunk 0's output is used.
+		 */
 		if (!c->out)
 			c->out = kmalloc(op->out_len, GFP_KERNEL);
 		if (!c->out)

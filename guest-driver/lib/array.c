@@ -13,7 +13,7 @@
 
 #include "qc_array.h"
 
-#define QC_ARRAY_MAGIC 0x41524159u	/* "ARAY" */
+#define QC_ARRAY_MAGIC 0x41524159u /* "ARAY" */
 
 static pthread_mutex_t arrays_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct qc_array *arrays;
@@ -26,10 +26,22 @@ size_t qc_format_size(int format, unsigned int channels)
 	size_t b;
 
 	switch (format) {
-	case 0x01: case 0x08: b = 1; break;	/* (un)signed int 8 */
-	case 0x02: case 0x09: case 0x10: b = 2; break;	/* (un)signed int 16, half */
-	case 0x03: case 0x0a: case 0x20: b = 4; break;	/* (un)signed int 32, float */
-	default: return 0;
+	case 0x01:
+	case 0x08:
+		b = 1;
+		break; /* (un)signed int 8 */
+	case 0x02:
+	case 0x09:
+	case 0x10:
+		b = 2;
+		break; /* (un)signed int 16, half */
+	case 0x03:
+	case 0x0a:
+	case 0x20:
+		b = 4;
+		break; /* (un)signed int 32, float */
+	default:
+		return 0;
 	}
 	if (channels != 1 && channels != 2 && channels != 4)
 		return 0;
@@ -75,9 +87,9 @@ static struct cudaChannelFormatDesc desc_of(int format, unsigned int channels)
 	struct cudaChannelFormatDesc d = { 0 };
 	int bits = (int)(qc_format_size(format, 1) * 8);
 
-	d.f = format == 0x10 || format == 0x20 ? cudaChannelFormatKindFloat :
-	      format >= 0x08 && format <= 0x0a ? cudaChannelFormatKindSigned :
-						 cudaChannelFormatKindUnsigned;
+	d.f = format == 0x10 || format == 0x20	 ? cudaChannelFormatKindFloat
+	      : format >= 0x08 && format <= 0x0a ? cudaChannelFormatKindSigned
+						 : cudaChannelFormatKindUnsigned;
 	d.x = bits;
 	d.y = channels > 1 ? bits : 0;
 	d.z = channels > 2 ? bits : 0;
@@ -110,8 +122,7 @@ cudaError_t qc_tex1d_linear_max(int format, unsigned int channels, int device, s
 }
 
 QC_API cudaError_t cudaDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements,
-							const struct cudaChannelFormatDesc *fmtDesc,
-							int device)
+							const struct cudaChannelFormatDesc *fmtDesc, int device)
 {
 	unsigned int channels;
 	int format;
@@ -152,16 +163,19 @@ cudaError_t qc_live_array(const void *p, struct qc_array **out)
 	if (!a)
 		return cudaErrorInvalidResourceHandle;
 	if (a->gen != generation)
-		return cudaErrorInvalidResourceHandle;	/* gone with a cudaDeviceReset */
+		return cudaErrorInvalidResourceHandle; /* gone with a cudaDeviceReset */
 	*out = a;
 	return cudaSuccess;
 }
 
-cudaError_t qc_array_create(int format, unsigned int channels, size_t width, size_t height,
-			    size_t depth, unsigned int flags, struct qc_array **out)
+cudaError_t qc_array_create(int format, unsigned int channels, size_t width, size_t height, size_t depth,
+			    unsigned int flags, struct qc_array **out)
 {
-	struct qcuda_args_array_create args = { .width = width, .height = height, .depth = depth,
-						.format = (uint32_t)format, .channels = channels,
+	struct qcuda_args_array_create args = { .width = width,
+						.height = height,
+						.depth = depth,
+						.format = (uint32_t)format,
+						.channels = channels,
 						.flags = flags };
 	struct qc_array *a;
 	uint64_t h = 0;
@@ -171,8 +185,8 @@ cudaError_t qc_array_create(int format, unsigned int channels, size_t width, siz
 		return e;
 	if (!qc_format_size(format, channels))
 		return cudaErrorInvalidChannelDescriptor;
-	e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_ARRAY_CREATE, .args = &args,
-				     .args_len = sizeof(args), .value = &h });
+	e = qc_call(&(struct qc_req){
+		.cmd = QCUDA_CMD_ARRAY_CREATE, .args = &args, .args_len = sizeof(args), .value = &h });
 	if (e != cudaSuccess)
 		return e;
 	a = calloc(1, sizeof(*a));
@@ -180,9 +194,14 @@ cudaError_t qc_array_create(int format, unsigned int channels, size_t width, siz
 		qc_req_array_destroy(h);
 		return cudaErrorMemoryAllocation;
 	}
-	*a = (struct qc_array){ .magic = QC_ARRAY_MAGIC, .handle = h, .format = format,
-				.channels = channels, .width = width, .height = height,
-				.depth = depth, .flags = flags,
+	*a = (struct qc_array){ .magic = QC_ARRAY_MAGIC,
+				.handle = h,
+				.format = format,
+				.channels = channels,
+				.width = width,
+				.height = height,
+				.depth = depth,
+				.flags = flags,
 				.elem = qc_format_size(format, channels) };
 	pthread_mutex_lock(&arrays_lock);
 	a->gen = generation;
@@ -235,9 +254,9 @@ unsigned int qc_array_generation(void)
 
 /* ---------------------------------------------------- mipmapped arrays */
 
-#define QC_MIPMAP_MAGIC 0x4d495050u	/* "MIPP" */
+#define QC_MIPMAP_MAGIC 0x4d495050u /* "MIPP" */
 
-static struct qc_mipmap *mipmaps;	/* under arrays_lock */
+static struct qc_mipmap *mipmaps; /* under arrays_lock */
 
 struct qc_mipmap *qc_mipmap_lookup(const void *p)
 {
@@ -273,12 +292,16 @@ cudaError_t qc_live_mipmap(const void *p, struct qc_mipmap **out)
 	return cudaSuccess;
 }
 
-cudaError_t qc_mipmap_create(int format, unsigned int channels, size_t width, size_t height,
-			     size_t depth, unsigned int flags, unsigned int levels, struct qc_mipmap **out)
+cudaError_t qc_mipmap_create(int format, unsigned int channels, size_t width, size_t height, size_t depth,
+			     unsigned int flags, unsigned int levels, struct qc_mipmap **out)
 {
-	struct qcuda_args_mipmap_create args = { .width = width, .height = height, .depth = depth,
-						 .format = (uint32_t)format, .channels = channels,
-						 .flags = flags, .levels = levels };
+	struct qcuda_args_mipmap_create args = { .width = width,
+						 .height = height,
+						 .depth = depth,
+						 .format = (uint32_t)format,
+						 .channels = channels,
+						 .flags = flags,
+						 .levels = levels };
 	struct qc_mipmap *m;
 	uint64_t h = 0;
 	cudaError_t e = qc_ready();
@@ -289,8 +312,8 @@ cudaError_t qc_mipmap_create(int format, unsigned int channels, size_t width, si
 		return cudaErrorInvalidChannelDescriptor;
 	if (levels == 0 || levels > QC_MAX_LEVELS)
 		return cudaErrorInvalidValue;
-	e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MIPMAP_CREATE, .args = &args,
-				     .args_len = sizeof(args), .value = &h });
+	e = qc_call(&(struct qc_req){
+		.cmd = QCUDA_CMD_MIPMAP_CREATE, .args = &args, .args_len = sizeof(args), .value = &h });
 	if (e != cudaSuccess)
 		return e;
 	m = calloc(1, sizeof(*m));
@@ -298,9 +321,15 @@ cudaError_t qc_mipmap_create(int format, unsigned int channels, size_t width, si
 		qc_req_mipmap_destroy(h);
 		return cudaErrorMemoryAllocation;
 	}
-	*m = (struct qc_mipmap){ .magic = QC_MIPMAP_MAGIC, .handle = h, .format = format,
-				 .channels = channels, .width = width, .height = height,
-				 .depth = depth, .flags = flags, .levels = levels };
+	*m = (struct qc_mipmap){ .magic = QC_MIPMAP_MAGIC,
+				 .handle = h,
+				 .format = format,
+				 .channels = channels,
+				 .width = width,
+				 .height = height,
+				 .depth = depth,
+				 .flags = flags,
+				 .levels = levels };
 	pthread_mutex_lock(&arrays_lock);
 	m->gen = generation;
 	m->next = mipmaps;
@@ -329,22 +358,25 @@ cudaError_t qc_mipmap_level(struct qc_mipmap *m, unsigned int level, struct qc_a
 		*out = a;
 		return cudaSuccess;
 	}
-	e = qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MIPMAP_LEVEL, .args = &args,
-				     .args_len = sizeof(args), .value = &h });
+	e = qc_call(&(struct qc_req){
+		.cmd = QCUDA_CMD_MIPMAP_LEVEL, .args = &args, .args_len = sizeof(args), .value = &h });
 	if (e != cudaSuccess)
 		return e;
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return cudaErrorMemoryAllocation;
-	*a = (struct qc_array){ .magic = QC_ARRAY_MAGIC, .handle = h, .format = m->format,
+	*a = (struct qc_array){ .magic = QC_ARRAY_MAGIC,
+				.handle = h,
+				.format = m->format,
 				.channels = m->channels,
 				.width = m->width >> level ? m->width >> level : 1,
 				.height = m->height ? (m->height >> level ? m->height >> level : 1) : 0,
 				.depth = keep || !m->depth ? m->depth : (m->depth >> level ? m->depth >> level : 1),
-				.flags = m->flags, .elem = qc_format_size(m->format, m->channels),
+				.flags = m->flags,
+				.elem = qc_format_size(m->format, m->channels),
 				.level = 1 };
 	pthread_mutex_lock(&arrays_lock);
-	if (m->lv[level]) {	/* another thread made it meanwhile (the same handle) */
+	if (m->lv[level]) { /* another thread made it meanwhile (the same handle) */
 		free(a);
 		a = m->lv[level];
 	} else {
@@ -394,9 +426,8 @@ cudaError_t qc_mipmap_destroy(struct qc_mipmap *m)
 }
 
 QC_API cudaError_t cudaMallocMipmappedArray(cudaMipmappedArray_t *mipmappedArray,
-					    const struct cudaChannelFormatDesc *desc,
-					    struct cudaExtent extent, unsigned int numLevels,
-					    unsigned int flags)
+					    const struct cudaChannelFormatDesc *desc, struct cudaExtent extent,
+					    unsigned int numLevels, unsigned int flags)
 {
 	struct qc_mipmap *m;
 	unsigned int channels;
@@ -407,15 +438,13 @@ QC_API cudaError_t cudaMallocMipmappedArray(cudaMipmappedArray_t *mipmappedArray
 		return qc_ret(cudaErrorInvalidValue);
 	e = qc_format_of(desc, &format, &channels);
 	if (e == cudaSuccess)
-		e = qc_mipmap_create(format, channels, extent.width, extent.height, extent.depth, flags,
-				     numLevels, &m);
+		e = qc_mipmap_create(format, channels, extent.width, extent.height, extent.depth, flags, numLevels, &m);
 	if (e == cudaSuccess)
 		*mipmappedArray = (cudaMipmappedArray_t)m;
 	return qc_ret(e);
 }
 
-QC_API cudaError_t cudaGetMipmappedArrayLevel(cudaArray_t *levelArray,
-					      cudaMipmappedArray_const_t mipmappedArray,
+QC_API cudaError_t cudaGetMipmappedArrayLevel(cudaArray_t *levelArray, cudaMipmappedArray_const_t mipmappedArray,
 					      unsigned int level)
 {
 	struct qc_mipmap *m;
@@ -447,8 +476,8 @@ QC_API cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray)
 
 /* cudaMalloc3DArray, and cudaMallocArray (plain: no layered or cubemap
  * flag, which are cudaMalloc3DArray's). */
-static cudaError_t malloc_array(cudaArray_t *array, const struct cudaChannelFormatDesc *desc,
-				size_t width, size_t height, size_t depth, unsigned int flags, int plain)
+static cudaError_t malloc_array(cudaArray_t *array, const struct cudaChannelFormatDesc *desc, size_t width,
+				size_t height, size_t depth, unsigned int flags, int plain)
 {
 	struct qc_array *a;
 	unsigned int channels;
@@ -467,8 +496,8 @@ static cudaError_t malloc_array(cudaArray_t *array, const struct cudaChannelForm
 	return e;
 }
 
-QC_API cudaError_t cudaMallocArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc,
-				   size_t width, size_t height, unsigned int flags)
+QC_API cudaError_t cudaMallocArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc, size_t width,
+				   size_t height, unsigned int flags)
 {
 	return qc_ret(malloc_array(array, desc, width, height, 0, flags, 1));
 }
@@ -492,8 +521,8 @@ QC_API cudaError_t cudaFreeArray(cudaArray_t array)
 	return qc_ret(a ? qc_array_destroy(a) : cudaErrorInvalidValue);
 }
 
-QC_API cudaError_t cudaArrayGetInfo(struct cudaChannelFormatDesc *desc, struct cudaExtent *extent,
-				    unsigned int *flags, cudaArray_t array)
+QC_API cudaError_t cudaArrayGetInfo(struct cudaChannelFormatDesc *desc, struct cudaExtent *extent, unsigned int *flags,
+				    cudaArray_t array)
 {
 	struct qc_array *a;
 	cudaError_t e = qc_live_array(array, &a);
@@ -560,6 +589,8 @@ QC_API cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cud
 		return qc_ret(cudaErrorMemoryAllocation);
 	e = malloc_pitch(&p, &pitch, extent.width, rows);
 	if (e == cudaSuccess)
-		*pitchedDevPtr = (struct cudaPitchedPtr){ .ptr = p, .pitch = pitch, .xsize = extent.width, .ysize = extent.height };
+		*pitchedDevPtr = (struct cudaPitchedPtr){
+			.ptr = p, .pitch = pitch, .xsize = extent.width, .ysize = extent.height
+		};
 	return qc_ret(e);
 }

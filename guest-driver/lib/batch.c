@@ -59,14 +59,14 @@ static struct batch *fill = &buffers[0], *spare = &buffers[1];
 static pthread_mutex_t fill_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t fill_cv = PTHREAD_COND_INITIALIZER;
-static atomic_uint pending;	/* entries in `fill`, read without the lock */
-static atomic_uint sending;	/* a batch is out (set before it leaves `fill`) */
-static atomic_ullong posted;	/* requests posted (QCUDA_STATS) */
-static unsigned int swaps;	/* batches taken out of `fill` (under fill_lock) */
-static int flusher_asleep;	/* waits on fill_cv for a post (under fill_lock) */
+static atomic_uint pending; /* entries in `fill`, read without the lock */
+static atomic_uint sending; /* a batch is out (set before it leaves `fill`) */
+static atomic_ullong posted; /* requests posted (QCUDA_STATS) */
+static unsigned int swaps; /* batches taken out of `fill` (under fill_lock) */
+static int flusher_asleep; /* waits on fill_cv for a post (under fill_lock) */
 static _Atomic int deferred_err;
 static pthread_once_t flusher_once = PTHREAD_ONCE_INIT;
-static int posting = -1;	/* -1: not decided yet */
+static int posting = -1; /* -1: not decided yet */
 
 static void note_deferred(cudaError_t e)
 {
@@ -135,17 +135,19 @@ static int send_locked(const struct qc_req *last, cudaError_t *last_e)
 	a.count = b->count;
 	a.flags = ends ? QCUDA_BATCH_ENDS_SYNC : 0;
 	a.bytes = b->used;
-	e = qc_call_unbatched(&(struct qc_req){ .cmd = QCUDA_CMD_BATCH, .args = &a,
-						.args_len = sizeof(a), .dir = QT_TO_DEVICE,
-						.data = b->bytes, .data_len = b->used,
+	e = qc_call_unbatched(&(struct qc_req){ .cmd = QCUDA_CMD_BATCH,
+						.args = &a,
+						.args_len = sizeof(a),
+						.dir = QT_TO_DEVICE,
+						.data = b->bytes,
+						.data_len = b->used,
 						.value = &failed });
 	if (ends) {
 		/* The call's own result: it reports the batch's failure itself. */
 		*last_e = e;
 	} else {
 		if (e != cudaSuccess)
-			qc_debug("batch of %u: entry %llu failed: %d", b->count,
-				 (unsigned long long)failed, (int)e);
+			qc_debug("batch of %u: entry %llu failed: %d", b->count, (unsigned long long)failed, (int)e);
 		note_deferred(e);
 	}
 	b->count = 0;
@@ -214,7 +216,7 @@ static void *flusher(void *arg)
 	const struct timespec tick = { (time_t)(half / 1000000), (long)(half % 1000000) * 1000L };
 	unsigned long long posts = 0;
 	unsigned int seen = 0, idle = 0;
-	int filling = 0;	/* a batch was filling at the last wake-up */
+	int filling = 0; /* a batch was filling at the last wake-up */
 
 	(void)arg;
 	for (;;) {
@@ -237,7 +239,7 @@ static void *flusher(void *arg)
 		if (due) {
 			pthread_mutex_lock(&send_lock);
 			pthread_mutex_lock(&fill_lock);
-			due = seen == swaps;	/* not sent meanwhile */
+			due = seen == swaps; /* not sent meanwhile */
 			pthread_mutex_unlock(&fill_lock);
 			if (due)
 				send_locked(NULL, NULL);

@@ -88,8 +88,8 @@ static cudaError_t map_status(uint32_t cmd, uint32_t status)
 static cudaError_t map_errno(uint32_t cmd, int r)
 {
 	switch (-r) {
-	case EFAULT:	/* a bad user pointer */
-	case EINVAL:	/* bad sizes, an invalid HOST_MAP range */
+	case EFAULT: /* a bad user pointer */
+	case EINVAL: /* bad sizes, an invalid HOST_MAP range */
 	case E2BIG:
 	case EOVERFLOW:
 		qc_debug("command %u: %s", cmd, strerror(-r));
@@ -152,8 +152,7 @@ static cudaError_t raw_call(const struct qc_req *q)
 		atomic_fetch_add(&trips_by_cmd[q->cmd], 1);
 	if (q->cmd == QCUDA_CMD_BATCH)
 		atomic_fetch_add(&batch_trips, 1);
-	r = qt_call(qc.fd, q->cmd, q->args, q->args_len, q->out, q->out_len, q->dir, q->data,
-		    q->data_len, &res);
+	r = qt_call(qc.fd, q->cmd, q->args, q->args_len, q->out, q->out_len, q->dir, q->data, q->data_len, &res);
 
 	if (r)
 		return map_errno(q->cmd, r);
@@ -161,10 +160,8 @@ static cudaError_t raw_call(const struct qc_req *q)
 	qc_output_reply(q->cmd, &res.status);
 	if (q->value)
 		*q->value = res.value;
-	if (res.status == 0 && q->out_len && q->dir != QT_FROM_DEVICE &&
-	    res.out_written < q->out_len) {
-		qc_msg("command %u: the backend wrote %u of %u output bytes", q->cmd,
-		       res.out_written, q->out_len);
+	if (res.status == 0 && q->out_len && q->dir != QT_FROM_DEVICE && res.out_written < q->out_len) {
+		qc_msg("command %u: the backend wrote %u of %u output bytes", q->cmd, res.out_written, q->out_len);
 		return cudaErrorUnknown;
 	}
 	return map_status(q->cmd, res.status);

@@ -19,8 +19,8 @@
 
 struct host_fn {
 	uint64_t id;
-	cudaHostFn_t fn;		/* cudaLaunchHostFunc, or */
-	cudaStreamCallback_t cb;	/* cudaStreamAddCallback */
+	cudaHostFn_t fn; /* cudaLaunchHostFunc, or */
+	cudaStreamCallback_t cb; /* cudaStreamAddCallback */
 	cudaStream_t stream;
 	void *data;
 	struct host_fn *next;
@@ -29,7 +29,7 @@ struct host_fn {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct host_fn *marked;
 static uint64_t next_id = 1;
-static int thread_state;	/* 0: none, 1: running, -1: could not start */
+static int thread_state; /* 0: none, 1: running, -1: could not start */
 
 static struct host_fn *take(uint64_t id)
 {
@@ -112,8 +112,7 @@ static int ensure_thread(void)
 	return thread_state == 1 ? 0 : -1;
 }
 
-static cudaError_t add_host_fn(cudaStream_t stream, int ptds, cudaHostFn_t fn,
-			       cudaStreamCallback_t cb, void *data)
+static cudaError_t add_host_fn(cudaStream_t stream, int ptds, cudaHostFn_t fn, cudaStreamCallback_t cb, void *data)
 {
 	struct host_fn *f;
 	uint64_t id;
@@ -125,7 +124,7 @@ static cudaError_t add_host_fn(cudaStream_t stream, int ptds, cudaHostFn_t fn,
 		return cudaErrorInvalidValue;
 	if (!qc_stream_known(stream, ptds))
 		return cudaErrorInvalidResourceHandle;
-	if (fn && qc_capture_active(stream, ptds)) {	/* a host node instead */
+	if (fn && qc_capture_active(stream, ptds)) { /* a host node instead */
 		struct qc_node_op op = { .type = cudaGraphNodeTypeHost, .host = { fn, data } };
 
 		if (qc_capture_op(stream, ptds, &op, &e))
@@ -174,18 +173,18 @@ QC_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn,
 	return qc_ret(add_host_fn(stream, 1, fn, NULL, userData));
 }
 
-QC_API cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback,
-					 void *userData, unsigned int flags)
+QC_API cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void *userData,
+					 unsigned int flags)
 {
 	if (flags != 0)
 		return qc_ret(cudaErrorInvalidValue);
 	return qc_ret(add_host_fn(stream, 0, NULL, callback, userData));
 }
 
-QC_API cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback,
-					      void *userData, unsigned int flags);
-QC_API cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback,
-					      void *userData, unsigned int flags)
+QC_API cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback, void *userData,
+					      unsigned int flags);
+QC_API cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback, void *userData,
+					      unsigned int flags)
 {
 	if (flags != 0)
 		return qc_ret(cudaErrorInvalidValue);

@@ -19,9 +19,9 @@ struct capture {
 	unsigned long long id;
 	struct qc_graph *graph;
 	enum cudaStreamCaptureMode mode;
-	uint64_t origin;	/* the stream it began in */
-	int invalid;		/* a refused call invalidated it */
-	int own_graph;		/* made by the capture (not cudaStreamBeginCaptureToGraph's) */
+	uint64_t origin; /* the stream it began in */
+	int invalid; /* a refused call invalidated it */
+	int own_graph; /* made by the capture (not cudaStreamBeginCaptureToGraph's) */
 };
 
 /* A stream in a capture, with its tail. */
@@ -30,7 +30,7 @@ struct cap_stream {
 	struct capture *cap;
 	struct qc_node **tail;
 	size_t ntail;
-	cudaGraphEdgeData *edges;	/* zeros, ntail of them (cudaStreamGetCaptureInfo) */
+	cudaGraphEdgeData *edges; /* zeros, ntail of them (cudaStreamGetCaptureInfo) */
 };
 
 /* An event last recorded in a captured stream: the tail it recorded. */
@@ -83,8 +83,7 @@ static uint64_t event_key(cudaEvent_t event)
 }
 
 /* Sets a tail to a copy of nodes (duplicates dropped). */
-static cudaError_t set_tail(struct qc_node ***tail, size_t *ntail, struct qc_node *const *nodes,
-			    size_t n)
+static cudaError_t set_tail(struct qc_node ***tail, size_t *ntail, struct qc_node *const *nodes, size_t n)
 {
 	struct qc_node **v = malloc((n ? n : 1) * sizeof(*v));
 	size_t k = 0;
@@ -225,7 +224,7 @@ int qc_capture_event_record(cudaEvent_t event, cudaStream_t stream, int ptds, cu
 	cs = nstreams ? find_stream(cap_key(stream, ptds)) : NULL;
 	ce = find_event(event_key(event));
 	if (!cs) {
-		if (ce)		/* recorded outside capture from now on */
+		if (ce) /* recorded outside capture from now on */
 			drop_event(ce);
 	} else {
 		captured = 1;
@@ -274,7 +273,7 @@ int qc_capture_event_wait(cudaStream_t stream, int ptds, cudaEvent_t event, cuda
 	} else if (ce->cap->invalid) {
 		*e = cudaErrorStreamCaptureInvalidated;
 	} else if (!cs) {
-		*e = join(s, ce->cap, ce->nodes, ce->n);	/* a fork */
+		*e = join(s, ce->cap, ce->nodes, ce->n); /* a fork */
 	} else if (cs->cap != ce->cap) {
 		cs->cap->invalid = ce->cap->invalid = 1;
 		*e = cudaErrorStreamCaptureMerge;
@@ -330,8 +329,8 @@ static int legacy(cudaStream_t stream, int ptds)
 	return stream == cudaStreamLegacy || (!stream && !ptds);
 }
 
-cudaError_t qc_capture_begin(cudaStream_t stream, int ptds, enum cudaStreamCaptureMode mode,
-			     struct qc_graph *to, struct qc_node *const *deps, size_t ndeps)
+cudaError_t qc_capture_begin(cudaStream_t stream, int ptds, enum cudaStreamCaptureMode mode, struct qc_graph *to,
+			     struct qc_node *const *deps, size_t ndeps)
 {
 	uint64_t s = cap_key(stream, ptds);
 	struct capture *cap;
@@ -361,7 +360,7 @@ cudaError_t qc_capture_begin(cudaStream_t stream, int ptds, enum cudaStreamCaptu
 	cap->origin = s;
 	pthread_mutex_lock(&lock);
 	if (find_stream(s)) {
-		e = cudaErrorIllegalState;	/* already capturing */
+		e = cudaErrorIllegalState; /* already capturing */
 	} else {
 		cap->id = next_id++;
 		e = join(s, cap, deps, ndeps);
@@ -387,7 +386,7 @@ static int joined(const struct qc_graph *g, struct qc_node *const *tail, size_t 
 	if (!reached || !todo) {
 		free(reached);
 		free(todo);
-		return 1;	/* cannot tell: do not refuse a correct capture */
+		return 1; /* cannot tell: do not refuse a correct capture */
 	}
 	for (size_t i = 0; i < ntail; i++)
 		todo[ntodo++] = tail[i];
@@ -423,7 +422,7 @@ cudaError_t qc_capture_end(cudaStream_t stream, int ptds, struct qc_graph **grap
 	cs = find_stream(s);
 	if (!cs) {
 		pthread_mutex_unlock(&lock);
-		return no_out ? cudaErrorInvalidValue : cudaErrorIllegalState;	/* not capturing */
+		return no_out ? cudaErrorInvalidValue : cudaErrorIllegalState; /* not capturing */
 	}
 	cap = cs->cap;
 	/* Only a capture into the caller's graph (cudaStreamBeginCaptureToGraph)
@@ -450,9 +449,8 @@ cudaError_t qc_capture_end(cudaStream_t stream, int ptds, struct qc_graph **grap
 	return e;
 }
 
-cudaError_t qc_capture_info(cudaStream_t stream, int ptds, enum cudaStreamCaptureStatus *status,
-			    unsigned long long *id, struct qc_graph **graph,
-			    struct qc_node *const **deps, const cudaGraphEdgeData **edges,
+cudaError_t qc_capture_info(cudaStream_t stream, int ptds, enum cudaStreamCaptureStatus *status, unsigned long long *id,
+			    struct qc_graph **graph, struct qc_node *const **deps, const cudaGraphEdgeData **edges,
 			    size_t *ndeps)
 {
 	struct cap_stream *cs;
@@ -463,8 +461,9 @@ cudaError_t qc_capture_info(cudaStream_t stream, int ptds, enum cudaStreamCaptur
 		return cudaErrorInvalidResourceHandle;
 	pthread_mutex_lock(&lock);
 	cs = nstreams ? find_stream(cap_key(stream, ptds)) : NULL;
-	*status = !cs ? cudaStreamCaptureStatusNone :
-		  cs->cap->invalid ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+	*status = !cs		     ? cudaStreamCaptureStatusNone
+		  : cs->cap->invalid ? cudaStreamCaptureStatusInvalidated
+				     : cudaStreamCaptureStatusActive;
 	if (cs && id)
 		*id = cs->cap->id;
 	if (graph)
@@ -479,8 +478,8 @@ cudaError_t qc_capture_info(cudaStream_t stream, int ptds, enum cudaStreamCaptur
 	return cudaSuccess;
 }
 
-cudaError_t qc_capture_update_deps(cudaStream_t stream, int ptds, struct qc_node *const *deps,
-				   size_t n, unsigned int flags)
+cudaError_t qc_capture_update_deps(cudaStream_t stream, int ptds, struct qc_node *const *deps, size_t n,
+				   unsigned int flags)
 {
 	struct cap_stream *cs;
 	cudaError_t e = cudaSuccess;

@@ -28,7 +28,7 @@ cudaError_t qc_resolve(const void *p, size_t n, int need_device, struct qc_loc *
 			e = cudaErrorInvalidValue;
 		else if (r->kind == QC_MEM_DEVICE || r->kind == QC_MEM_SYMBOL || r->kind == QC_MEM_VMM)
 			*l = (struct qc_loc){ .device = 1, .dptr = a };
-		else	/* host memory seen through its device pointer */
+		else /* host memory seen through its device pointer */
 			*l = (struct qc_loc){ .device = 0, .hptr = (void *)(r->host + (a - r->dev)) };
 	} else if ((r = qc_rmap_find(&qc_host_map, a))) {
 		if (need_device && n > r->host + r->size - a)
@@ -52,8 +52,8 @@ static cudaError_t stream_drain(cudaStream_t stream, int ptds)
 }
 
 /* In a captured stream, a copy becomes a memcpy node (1; *e its answer). */
-static int capture_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
-			cudaStream_t stream, int ptds, cudaError_t *e)
+static int capture_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t stream, int ptds,
+			cudaError_t *e)
 {
 	struct qc_node_op op = { .type = cudaGraphNodeTypeMemcpy };
 
@@ -67,8 +67,8 @@ static int capture_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKin
 	return qc_capture_op(stream, ptds, &op, e);
 }
 
-static cudaError_t do_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
-			   cudaStream_t stream, int async, int ptds)
+static cudaError_t do_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t stream,
+			   int async, int ptds)
 {
 	uint64_t qs = qc_stream(stream, ptds);
 	uint32_t as = async ? 1 : 0;
@@ -93,9 +93,8 @@ static cudaError_t do_copy(void *dst, const void *src, size_t n, enum cudaMemcpy
 
 	if (d.device && s.device) {
 		if (async)
-			return qc_stream_known(stream, ptds) ?
-				       qc_post_memcpy_dtod(d.dptr, s.dptr, n, qs, as) :
-				       cudaErrorInvalidResourceHandle;
+			return qc_stream_known(stream, ptds) ? qc_post_memcpy_dtod(d.dptr, s.dptr, n, qs, as)
+							     : cudaErrorInvalidResourceHandle;
 		return qc_deferred(qc_req_memcpy_dtod(d.dptr, s.dptr, n, qs, as));
 	}
 	/* Copies from or to guest memory go at once (the driver pins the pages
@@ -117,8 +116,8 @@ static cudaError_t do_copy(void *dst, const void *src, size_t n, enum cudaMemcpy
 	return e;
 }
 
-cudaError_t qc_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
-		      cudaStream_t stream, int async, int ptds)
+cudaError_t qc_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t stream, int async,
+		      int ptds)
 {
 	return do_copy(dst, src, n, kind, stream, async, ptds);
 }
@@ -134,16 +133,16 @@ QC_API cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enu
 	return qc_ret(do_copy(dst, src, count, kind, NULL, 0, 1));
 }
 
-QC_API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
-				   enum cudaMemcpyKind kind, cudaStream_t stream)
+QC_API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+				   cudaStream_t stream)
 {
 	return qc_ret(do_copy(dst, src, count, kind, stream, 1, 0));
 }
 
-QC_API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count,
-					enum cudaMemcpyKind kind, cudaStream_t stream);
-QC_API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count,
-					enum cudaMemcpyKind kind, cudaStream_t stream)
+QC_API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+					cudaStream_t stream);
+QC_API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+					cudaStream_t stream)
 {
 	return qc_ret(do_copy(dst, src, count, kind, stream, 1, 1));
 }
@@ -153,8 +152,8 @@ QC_API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count
  * a copy between two devices' memory is a device-to-device copy once both
  * devices are checked; with one device, device 0 to device 0 is one.
  */
-static cudaError_t peer_copy(void *dst, int dst_dev, const void *src, int src_dev, size_t n,
-			     cudaStream_t stream, int async, int ptds)
+static cudaError_t peer_copy(void *dst, int dst_dev, const void *src, int src_dev, size_t n, cudaStream_t stream,
+			     int async, int ptds)
 {
 	cudaError_t e = qc_init();
 
@@ -170,8 +169,8 @@ QC_API cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int
 	return qc_ret(peer_copy(dst, dstDevice, src, srcDevice, count, NULL, 0, 0));
 }
 
-QC_API cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
-				       size_t count, cudaStream_t stream)
+QC_API cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice, size_t count,
+				       cudaStream_t stream)
 {
 	return qc_ret(peer_copy(dst, dstDevice, src, srcDevice, count, stream, 1, 0));
 }
@@ -222,9 +221,9 @@ static cudaError_t batch_copy(void *const *dsts, const void *const *srcs, const 
 	return qc_memcpy_batch(dsts, srcs, sizes, n, attrs, idxs, nattrs, stream, ptds, &fail);
 }
 
-QC_API cudaError_t cudaMemcpyBatchAsync(void *const *dsts, const void *const *srcs, const size_t *sizes,
-					size_t count, struct cudaMemcpyAttributes *attrs, size_t *attrsIdxs,
-					size_t numAttrs, cudaStream_t stream)
+QC_API cudaError_t cudaMemcpyBatchAsync(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t count,
+					struct cudaMemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+					cudaStream_t stream)
 {
 	return qc_ret(batch_copy(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream, 0));
 }
@@ -239,11 +238,10 @@ QC_API cudaError_t cudaMemcpyBatchAsync_ptsz(void *const *dsts, const void *cons
 	return qc_ret(batch_copy(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream, 1));
 }
 
-static cudaError_t do_memset(void *dst, int value, size_t n, cudaStream_t stream, int async,
-			     int ptds)
+static cudaError_t do_memset(void *dst, int value, size_t n, cudaStream_t stream, int async, int ptds)
 {
 	uint64_t qs = qc_stream(stream, ptds);
-	uint32_t v = (uint32_t)value & 0xff;	/* CUDA sets bytes: the low 8 bits */
+	uint32_t v = (uint32_t)value & 0xff; /* CUDA sets bytes: the low 8 bits */
 	struct qc_loc d;
 	cudaError_t e = qc_ready();
 
@@ -256,7 +254,7 @@ static cudaError_t do_memset(void *dst, int value, size_t n, cudaStream_t stream
 	e = qc_resolve(dst, n, 1, &d);
 	if (e != cudaSuccess)
 		return e;
-	if (async && qc_capture_active(stream, ptds)) {	/* a memset node instead */
+	if (async && qc_capture_active(stream, ptds)) { /* a memset node instead */
 		struct qc_node_op op = { .type = cudaGraphNodeTypeEmpty };
 
 		e = qc_node_op_memset(&op, dst, n, v, 1, n, 1);
@@ -273,8 +271,8 @@ static cudaError_t do_memset(void *dst, int value, size_t n, cudaStream_t stream
 		return e;
 	}
 	if (async)
-		return qc_stream_known(stream, ptds) ? qc_post_memset(d.dptr, n, qs, v, 1) :
-						       cudaErrorInvalidResourceHandle;
+		return qc_stream_known(stream, ptds) ? qc_post_memset(d.dptr, n, qs, v, 1)
+						     : cudaErrorInvalidResourceHandle;
 	return qc_req_memset(d.dptr, n, qs, v, 0);
 }
 

@@ -26,16 +26,15 @@ cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, cudaStre
 
 /* A side, resolved: an array, device memory or guest memory (from the box's first byte). */
 struct rside {
-	uint32_t kind;		/* QCUDA_MEM_* */
+	uint32_t kind; /* QCUDA_MEM_* */
 	struct qc_array *array;
 	struct qc_loc loc;
-	uint64_t first;		/* the box's first byte (pointer sides) */
-	size_t span;		/* bytes from it to the last */
+	uint64_t first; /* the box's first byte (pointer sides) */
+	size_t span; /* bytes from it to the last */
 	size_t pitch, rows;
 };
 
-static cudaError_t side_of(const struct qc_side *s, size_t w, size_t h, size_t d, int need_device,
-			   struct rside *out)
+static cudaError_t side_of(const struct qc_side *s, size_t w, size_t h, size_t d, int need_device, struct rside *out)
 {
 	size_t a, b, off, span;
 
@@ -48,8 +47,7 @@ static cudaError_t side_of(const struct qc_side *s, size_t w, size_t h, size_t d
 		if (e != cudaSuccess)
 			return e;
 		if (s->x % arr->elem || w % arr->elem || s->x > arr->width * arr->elem ||
-		    w > arr->width * arr->elem - s->x || s->y > ah || h > ah - s->y || s->z > ad ||
-		    d > ad - s->z)
+		    w > arr->width * arr->elem - s->x || s->y > ah || h > ah - s->y || s->z > ad || d > ad - s->z)
 			return cudaErrorInvalidValue;
 		out->kind = QCUDA_MEM_ARRAY;
 		out->array = arr;
@@ -61,10 +59,10 @@ static cudaError_t side_of(const struct qc_side *s, size_t w, size_t h, size_t d
 		return cudaErrorInvalidValue;
 	if (__builtin_mul_overflow(s->z, s->pitch, &a) || __builtin_mul_overflow(a, s->rows, &a) ||
 	    __builtin_mul_overflow(s->y, s->pitch, &b) || __builtin_add_overflow(a, b, &off) ||
-	    __builtin_add_overflow(off, s->x, &off) ||
-	    __builtin_mul_overflow(d - 1, s->pitch, &a) || __builtin_mul_overflow(a, s->rows, &a) ||
-	    __builtin_mul_overflow(h - 1, s->pitch, &b) || __builtin_add_overflow(a, b, &span) ||
-	    __builtin_add_overflow(span, w, &span) || (uintptr_t)s->ptr + off < (uintptr_t)s->ptr)
+	    __builtin_add_overflow(off, s->x, &off) || __builtin_mul_overflow(d - 1, s->pitch, &a) ||
+	    __builtin_mul_overflow(a, s->rows, &a) || __builtin_mul_overflow(h - 1, s->pitch, &b) ||
+	    __builtin_add_overflow(a, b, &span) || __builtin_add_overflow(span, w, &span) ||
+	    (uintptr_t)s->ptr + off < (uintptr_t)s->ptr)
 		return cudaErrorInvalidValue;
 	if (!s->ptr)
 		return cudaErrorInvalidValue;
@@ -91,8 +89,8 @@ static void host_rows(const struct rside *d, const struct rside *s, size_t w, si
 				(const char *)s->loc.hptr + z * s->pitch * s->rows + y * s->pitch, w);
 }
 
-static void fill_side(const struct rside *r, const struct qc_side *s, __le64 *h, __le64 *pitch,
-		      __le64 *rows, __le64 *x, __le64 *y, __le64 *z)
+static void fill_side(const struct rside *r, const struct qc_side *s, __le64 *h, __le64 *pitch, __le64 *rows, __le64 *x,
+		      __le64 *y, __le64 *z)
 {
 	if (r->kind == QCUDA_MEM_ARRAY) {
 		*h = r->array->handle, *pitch = 0, *rows = 0, *x = s->x, *y = s->y, *z = s->z;
@@ -103,8 +101,8 @@ static void fill_side(const struct rside *r, const struct qc_side *s, __le64 *h,
 	}
 }
 
-cudaError_t qc_copy3d(const struct qc_side *dst, const struct qc_side *src, size_t w, size_t h,
-		      size_t d, enum cudaMemcpyKind kind, cudaStream_t stream, int async, int ptds)
+cudaError_t qc_copy3d(const struct qc_side *dst, const struct qc_side *src, size_t w, size_t h, size_t d,
+		      enum cudaMemcpyKind kind, cudaStream_t stream, int async, int ptds)
 {
 	struct qcuda_args_memcpy_3d a = { 0 };
 	struct rside ds, ss;
@@ -131,11 +129,9 @@ cudaError_t qc_copy3d(const struct qc_side *dst, const struct qc_side *src, size
 	}
 	/* Contiguous linear memory on both sides: a 1D copy. */
 	if (ds.kind != QCUDA_MEM_ARRAY && ss.kind != QCUDA_MEM_ARRAY &&
-	    ((h == 1 && d == 1) ||
-	     (ds.pitch == w && ss.pitch == w && (d == 1 || (ds.rows == h && ss.rows == h)))))
-		return qc_memcpy((void *)(uintptr_t)ds.first, (const void *)(uintptr_t)ss.first,
-				 w * h * d, kind == cudaMemcpyDefault ? cudaMemcpyDefault : kind,
-				 stream, async, ptds);
+	    ((h == 1 && d == 1) || (ds.pitch == w && ss.pitch == w && (d == 1 || (ds.rows == h && ss.rows == h)))))
+		return qc_memcpy((void *)(uintptr_t)ds.first, (const void *)(uintptr_t)ss.first, w * h * d,
+				 kind == cudaMemcpyDefault ? cudaMemcpyDefault : kind, stream, async, ptds);
 
 	/* Not a node a captured stream can hold yet (a contiguous copy is, above). */
 	if (async && qc_capture_active(stream, ptds))
@@ -145,9 +141,11 @@ cudaError_t qc_copy3d(const struct qc_side *dst, const struct qc_side *src, size
 	 * never cuts an element of a row in two (a row of an array is at most
 	 * 2 MiB). */
 	if ((ds.kind == QCUDA_MEM_ARRAY || ss.kind == QCUDA_MEM_ARRAY) &&
-	    (ss.kind == QCUDA_MEM_HOST ? ss.span : ds.kind == QCUDA_MEM_HOST ? ds.span : 0) > QCUDA_CHUNK) {
+	    (ss.kind == QCUDA_MEM_HOST	 ? ss.span
+	     : ds.kind == QCUDA_MEM_HOST ? ds.span
+					 : 0) > QCUDA_CHUNK) {
 		const struct rside *hs = ss.kind == QCUDA_MEM_HOST ? &ss : &ds;
-		size_t slice = hs->pitch * hs->rows;	/* no overflow: side_of computed the span */
+		size_t slice = hs->pitch * hs->rows; /* no overflow: side_of computed the span */
 		struct qc_side d2 = *dst, s2 = *src;
 
 		if (d > 1 && slice <= QCUDA_CHUNK) {
@@ -178,7 +176,7 @@ cudaError_t qc_copy3d(const struct qc_side *dst, const struct qc_side *src, size
 	if (ss.kind == QCUDA_MEM_HOST || ds.kind == QCUDA_MEM_HOST) {
 		int to_dev = ss.kind == QCUDA_MEM_HOST;
 		const struct rside *hs = to_dev ? &ss : &ds;
-		size_t dense = w * h * d;	/* <= the span: no overflow */
+		size_t dense = w * h * d; /* <= the span: no overflow */
 		void *data = hs->loc.hptr, *bounce = NULL;
 		uint64_t len = hs->span;
 
@@ -188,7 +186,8 @@ cudaError_t qc_copy3d(const struct qc_side *dst, const struct qc_side *src, size
 			for (size_t z = 0; to_dev && z < d; z++)
 				for (size_t y = 0; y < h; y++)
 					memcpy((char *)bounce + (z * h + y) * w,
-					       (const char *)hs->loc.hptr + z * hs->pitch * hs->rows + y * hs->pitch, w);
+					       (const char *)hs->loc.hptr + z * hs->pitch * hs->rows + y * hs->pitch,
+					       w);
 			if (to_dev)
 				a.src_pitch = w, a.src_rows = h;
 			else
@@ -197,9 +196,11 @@ cudaError_t qc_copy3d(const struct qc_side *dst, const struct qc_side *src, size
 		}
 		a.size = len;
 		e = qc_call(&(struct qc_req){ .cmd = to_dev ? QCUDA_CMD_MEMCPY_3D_HTOD : QCUDA_CMD_MEMCPY_3D_DTOH,
-					     .args = &a, .args_len = sizeof(a),
-					     .dir = to_dev ? QT_TO_DEVICE : QT_FROM_DEVICE, .data = data,
-					     .data_len = len });
+					      .args = &a,
+					      .args_len = sizeof(a),
+					      .dir = to_dev ? QT_TO_DEVICE : QT_FROM_DEVICE,
+					      .data = data,
+					      .data_len = len });
 		if (bounce && !to_dev && e == cudaSuccess)
 			for (size_t z = 0; z < d; z++)
 				for (size_t y = 0; y < h; y++)
@@ -209,17 +210,17 @@ cudaError_t qc_copy3d(const struct qc_side *dst, const struct qc_side *src, size
 		return async ? e : qc_deferred(e);
 	}
 	if (async)
-		return qc_stream_known(stream, ptds) ? qc_post(QCUDA_CMD_MEMCPY_3D_DTOD, &a, sizeof(a)) :
-						       cudaErrorInvalidResourceHandle;
-	return qc_deferred(qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEMCPY_3D_DTOD, .args = &a,
-						    .args_len = sizeof(a) }));
+		return qc_stream_known(stream, ptds) ? qc_post(QCUDA_CMD_MEMCPY_3D_DTOD, &a, sizeof(a))
+						     : cudaErrorInvalidResourceHandle;
+	return qc_deferred(
+		qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEMCPY_3D_DTOD, .args = &a, .args_len = sizeof(a) }));
 }
 
 /* Pointer sides of a 2D copy. */
 #define PSIDE(p, pt) ((struct qc_side){ .ptr = (p), .pitch = (pt), .rows = 0 })
 
-static cudaError_t copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
-			  size_t height, enum cudaMemcpyKind kind, cudaStream_t s, int async, int ptds)
+static cudaError_t copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+			  enum cudaMemcpyKind kind, cudaStream_t s, int async, int ptds)
 {
 	struct qc_side d = PSIDE(dst, dpitch), r = PSIDE(src, spitch);
 
@@ -227,33 +228,30 @@ static cudaError_t copy2d(void *dst, size_t dpitch, const void *src, size_t spit
 	return qc_copy3d(&d, &r, width, height, 1, kind, s, async, ptds);
 }
 
-QC_API cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
-				size_t width, size_t height, enum cudaMemcpyKind kind)
+QC_API cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+				enum cudaMemcpyKind kind)
 {
 	return qc_ret(copy2d(dst, dpitch, src, spitch, width, height, kind, NULL, 0, 0));
 }
 
-QC_API cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
-				     size_t width, size_t height, enum cudaMemcpyKind kind);
-QC_API cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
-				     size_t width, size_t height, enum cudaMemcpyKind kind)
+QC_API cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+				     size_t height, enum cudaMemcpyKind kind);
+QC_API cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+				     size_t height, enum cudaMemcpyKind kind)
 {
 	return qc_ret(copy2d(dst, dpitch, src, spitch, width, height, kind, NULL, 0, 1));
 }
 
-QC_API cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
-				     size_t width, size_t height, enum cudaMemcpyKind kind,
-				     cudaStream_t stream)
+QC_API cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+				     size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
 	return qc_ret(copy2d(dst, dpitch, src, spitch, width, height, kind, stream, 1, 0));
 }
 
-QC_API cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src, size_t spitch,
-					  size_t width, size_t height, enum cudaMemcpyKind kind,
-					  cudaStream_t stream);
-QC_API cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src, size_t spitch,
-					  size_t width, size_t height, enum cudaMemcpyKind kind,
-					  cudaStream_t stream)
+QC_API cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+					  size_t height, enum cudaMemcpyKind kind, cudaStream_t stream);
+QC_API cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+					  size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
 	return qc_ret(copy2d(dst, dpitch, src, spitch, width, height, kind, stream, 1, 1));
 }
@@ -269,9 +267,8 @@ static cudaError_t aside(cudaArray_const_t array, size_t x, size_t y, struct qc_
 	return e;
 }
 
-static cudaError_t to_array2d(cudaArray_t dst, size_t wo, size_t ho, const void *src, size_t spitch,
-			      size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t s,
-			      int async, int ptds)
+static cudaError_t to_array2d(cudaArray_t dst, size_t wo, size_t ho, const void *src, size_t spitch, size_t width,
+			      size_t height, enum cudaMemcpyKind kind, cudaStream_t s, int async, int ptds)
 {
 	struct qc_side d, r = PSIDE(src, spitch);
 	cudaError_t e = aside(dst, wo, ho, &d);
@@ -280,9 +277,8 @@ static cudaError_t to_array2d(cudaArray_t dst, size_t wo, size_t ho, const void 
 	return e != cudaSuccess ? e : qc_copy3d(&d, &r, width, height, 1, kind, s, async, ptds);
 }
 
-static cudaError_t from_array2d(void *dst, size_t dpitch, cudaArray_const_t src, size_t wo,
-				size_t ho, size_t width, size_t height, enum cudaMemcpyKind kind,
-				cudaStream_t s, int async, int ptds)
+static cudaError_t from_array2d(void *dst, size_t dpitch, cudaArray_const_t src, size_t wo, size_t ho, size_t width,
+				size_t height, enum cudaMemcpyKind kind, cudaStream_t s, int async, int ptds)
 {
 	struct qc_side d = PSIDE(dst, dpitch), r;
 	cudaError_t e = aside(src, wo, ho, &r);
@@ -292,30 +288,48 @@ static cudaError_t from_array2d(void *dst, size_t dpitch, cudaArray_const_t src,
 }
 
 /* The 2D array copies under each ABI: name, parameters, call. */
-#define ARRAY2D(name, params, call)                                                       \
-	QC_API cudaError_t name params;                                                   \
-	QC_API cudaError_t name params { return qc_ret(call); }
+#define ARRAY2D(name, params, call)     \
+	QC_API cudaError_t name params; \
+	QC_API cudaError_t name params  \
+	{                               \
+		return qc_ret(call);    \
+	}
 
-ARRAY2D(cudaMemcpy2DToArray, (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind),
+ARRAY2D(cudaMemcpy2DToArray,
+	(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height,
+	 enum cudaMemcpyKind kind),
 	to_array2d(dst, wOffset, hOffset, src, spitch, width, height, kind, NULL, 0, 0))
-ARRAY2D(cudaMemcpy2DToArray_ptds, (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind),
+ARRAY2D(cudaMemcpy2DToArray_ptds,
+	(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height,
+	 enum cudaMemcpyKind kind),
 	to_array2d(dst, wOffset, hOffset, src, spitch, width, height, kind, NULL, 0, 1))
-ARRAY2D(cudaMemcpy2DToArrayAsync, (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream),
+ARRAY2D(cudaMemcpy2DToArrayAsync,
+	(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height,
+	 enum cudaMemcpyKind kind, cudaStream_t stream),
 	to_array2d(dst, wOffset, hOffset, src, spitch, width, height, kind, stream, 1, 0))
-ARRAY2D(cudaMemcpy2DToArrayAsync_ptsz, (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream),
+ARRAY2D(cudaMemcpy2DToArrayAsync_ptsz,
+	(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height,
+	 enum cudaMemcpyKind kind, cudaStream_t stream),
 	to_array2d(dst, wOffset, hOffset, src, spitch, width, height, kind, stream, 1, 1))
-ARRAY2D(cudaMemcpy2DFromArray, (void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind),
+ARRAY2D(cudaMemcpy2DFromArray,
+	(void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height,
+	 enum cudaMemcpyKind kind),
 	from_array2d(dst, dpitch, src, wOffset, hOffset, width, height, kind, NULL, 0, 0))
-ARRAY2D(cudaMemcpy2DFromArray_ptds, (void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind),
+ARRAY2D(cudaMemcpy2DFromArray_ptds,
+	(void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height,
+	 enum cudaMemcpyKind kind),
 	from_array2d(dst, dpitch, src, wOffset, hOffset, width, height, kind, NULL, 0, 1))
-ARRAY2D(cudaMemcpy2DFromArrayAsync, (void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream),
+ARRAY2D(cudaMemcpy2DFromArrayAsync,
+	(void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height,
+	 enum cudaMemcpyKind kind, cudaStream_t stream),
 	from_array2d(dst, dpitch, src, wOffset, hOffset, width, height, kind, stream, 1, 0))
-ARRAY2D(cudaMemcpy2DFromArrayAsync_ptsz, (void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream),
+ARRAY2D(cudaMemcpy2DFromArrayAsync_ptsz,
+	(void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height,
+	 enum cudaMemcpyKind kind, cudaStream_t stream),
 	from_array2d(dst, dpitch, src, wOffset, hOffset, width, height, kind, stream, 1, 1))
 
-static cudaError_t array_to_array2d(cudaArray_t dst, size_t wd, size_t hd, cudaArray_const_t src,
-				    size_t ws, size_t hs, size_t width, size_t height,
-				    enum cudaMemcpyKind kind, int ptds)
+static cudaError_t array_to_array2d(cudaArray_t dst, size_t wd, size_t hd, cudaArray_const_t src, size_t ws, size_t hs,
+				    size_t width, size_t height, enum cudaMemcpyKind kind, int ptds)
 {
 	struct qc_side d, r;
 	cudaError_t e = aside(dst, wd, hd, &d);
@@ -327,9 +341,13 @@ static cudaError_t array_to_array2d(cudaArray_t dst, size_t wd, size_t hd, cudaA
 	return e != cudaSuccess ? e : qc_copy3d(&d, &r, width, height, 1, kind, NULL, 0, ptds);
 }
 
-ARRAY2D(cudaMemcpy2DArrayToArray, (cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t width, size_t height, enum cudaMemcpyKind kind),
+ARRAY2D(cudaMemcpy2DArrayToArray,
+	(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc,
+	 size_t hOffsetSrc, size_t width, size_t height, enum cudaMemcpyKind kind),
 	array_to_array2d(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, width, height, kind, 0))
-ARRAY2D(cudaMemcpy2DArrayToArray_ptds, (cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t width, size_t height, enum cudaMemcpyKind kind),
+ARRAY2D(cudaMemcpy2DArrayToArray_ptds,
+	(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc,
+	 size_t hOffsetSrc, size_t width, size_t height, enum cudaMemcpyKind kind),
 	array_to_array2d(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, width, height, kind, 1))
 
 static size_t min3(size_t a, size_t b, size_t c)
@@ -345,8 +363,8 @@ static size_t min3(size_t a, size_t b, size_t c)
  * row of either array does; where both start rows of one length, whole rows
  * go as one 2D copy.
  */
-static cudaError_t array_to_array(cudaArray_t dst, size_t wd, size_t hd, cudaArray_const_t src, size_t ws,
-				  size_t hs, size_t count, enum cudaMemcpyKind kind, int ptds)
+static cudaError_t array_to_array(cudaArray_t dst, size_t wd, size_t hd, cudaArray_const_t src, size_t ws, size_t hs,
+				  size_t count, enum cudaMemcpyKind kind, int ptds)
 {
 	struct qc_array *da, *sa;
 	size_t drow, srow, done = 0;
@@ -380,18 +398,21 @@ static cudaError_t array_to_array(cudaArray_t dst, size_t wd, size_t hd, cudaArr
 	return e;
 }
 
-ARRAY2D(cudaMemcpyArrayToArray, (cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t count, enum cudaMemcpyKind kind),
+ARRAY2D(cudaMemcpyArrayToArray,
+	(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc,
+	 size_t hOffsetSrc, size_t count, enum cudaMemcpyKind kind),
 	array_to_array(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, count, kind, 0))
-ARRAY2D(cudaMemcpyArrayToArray_ptds, (cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t count, enum cudaMemcpyKind kind),
+ARRAY2D(cudaMemcpyArrayToArray_ptds,
+	(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc,
+	 size_t hOffsetSrc, size_t count, enum cudaMemcpyKind kind),
 	array_to_array(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, count, kind, 1))
 
 /*
  * The deprecated 1D array copies: count bytes from (wOffset bytes, hOffset)
  * on, in row order (a partial first row, whole rows, a partial last row).
  */
-static cudaError_t linear_array(cudaArray_const_t array, size_t wo, size_t ho, void *mem, size_t count,
-				int to_array, enum cudaMemcpyKind kind, cudaStream_t s, int async,
-				int ptds)
+static cudaError_t linear_array(cudaArray_const_t array, size_t wo, size_t ho, void *mem, size_t count, int to_array,
+				enum cudaMemcpyKind kind, cudaStream_t s, int async, int ptds)
 {
 	struct qc_array *a;
 	cudaError_t e = qc_live_array(array, &a);
@@ -399,8 +420,8 @@ static cudaError_t linear_array(cudaArray_const_t array, size_t wo, size_t ho, v
 	return e != cudaSuccess ? e : qc_linear_array(a, wo, ho, mem, count, to_array, kind, s, async, ptds);
 }
 
-cudaError_t qc_linear_array(struct qc_array *a, size_t wo, size_t ho, void *mem, size_t count,
-			    int to_array, enum cudaMemcpyKind kind, cudaStream_t s, int async, int ptds)
+cudaError_t qc_linear_array(struct qc_array *a, size_t wo, size_t ho, void *mem, size_t count, int to_array,
+			    enum cudaMemcpyKind kind, cudaStream_t s, int async, int ptds)
 {
 	size_t rowb, done = 0;
 	cudaError_t e = cudaSuccess;
@@ -420,8 +441,8 @@ cudaError_t qc_linear_array(struct qc_array *a, size_t wo, size_t ho, void *mem,
 			h = 1;
 		}
 		ms = (struct qc_side){ .ptr = (char *)mem + done, .pitch = w, .rows = h };
-		e = to_array ? qc_copy3d(&as, &ms, w, h, 1, kind, s, async, ptds) :
-			       qc_copy3d(&ms, &as, w, h, 1, kind, s, async, ptds);
+		e = to_array ? qc_copy3d(&as, &ms, w, h, 1, kind, s, async, ptds)
+			     : qc_copy3d(&ms, &as, w, h, 1, kind, s, async, ptds);
 		done += w * h;
 		wo = (wo + w) % rowb;
 		ho += (wo == 0) ? h : 0;
@@ -429,21 +450,33 @@ cudaError_t qc_linear_array(struct qc_array *a, size_t wo, size_t ho, void *mem,
 	return e;
 }
 
-ARRAY2D(cudaMemcpyToArray, (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind),
+ARRAY2D(cudaMemcpyToArray,
+	(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind),
 	linear_array(dst, wOffset, hOffset, (void *)src, count, 1, kind, NULL, 0, 0))
-ARRAY2D(cudaMemcpyToArray_ptds, (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind),
+ARRAY2D(cudaMemcpyToArray_ptds,
+	(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind),
 	linear_array(dst, wOffset, hOffset, (void *)src, count, 1, kind, NULL, 0, 1))
-ARRAY2D(cudaMemcpyToArrayAsync, (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream),
+ARRAY2D(cudaMemcpyToArrayAsync,
+	(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind,
+	 cudaStream_t stream),
 	linear_array(dst, wOffset, hOffset, (void *)src, count, 1, kind, stream, 1, 0))
-ARRAY2D(cudaMemcpyToArrayAsync_ptsz, (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream),
+ARRAY2D(cudaMemcpyToArrayAsync_ptsz,
+	(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind,
+	 cudaStream_t stream),
 	linear_array(dst, wOffset, hOffset, (void *)src, count, 1, kind, stream, 1, 1))
-ARRAY2D(cudaMemcpyFromArray, (void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind),
+ARRAY2D(cudaMemcpyFromArray,
+	(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind),
 	linear_array(src, wOffset, hOffset, dst, count, 0, kind, NULL, 0, 0))
-ARRAY2D(cudaMemcpyFromArray_ptds, (void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind),
+ARRAY2D(cudaMemcpyFromArray_ptds,
+	(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind),
 	linear_array(src, wOffset, hOffset, dst, count, 0, kind, NULL, 0, 1))
-ARRAY2D(cudaMemcpyFromArrayAsync, (void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream),
+ARRAY2D(cudaMemcpyFromArrayAsync,
+	(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind,
+	 cudaStream_t stream),
 	linear_array(src, wOffset, hOffset, dst, count, 0, kind, stream, 1, 0))
-ARRAY2D(cudaMemcpyFromArrayAsync_ptsz, (void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream),
+ARRAY2D(cudaMemcpyFromArrayAsync_ptsz,
+	(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind,
+	 cudaStream_t stream),
 	linear_array(src, wOffset, hOffset, dst, count, 0, kind, stream, 1, 1))
 
 /* cudaMemcpy3D: positions and the extent's width are in elements of the
@@ -457,8 +490,8 @@ static cudaError_t copy3d_parms(const struct cudaMemcpy3DParms *p, cudaStream_t 
 
 	if (!p)
 		return cudaErrorInvalidValue;
-	if ((p->dstArray && p->dstPtr.ptr) || (p->srcArray && p->srcPtr.ptr) ||
-	    (!p->dstArray && !p->dstPtr.ptr) || (!p->srcArray && !p->srcPtr.ptr))
+	if ((p->dstArray && p->dstPtr.ptr) || (p->srcArray && p->srcPtr.ptr) || (!p->dstArray && !p->dstPtr.ptr) ||
+	    (!p->srcArray && !p->srcPtr.ptr))
 		return cudaErrorInvalidValue;
 	if (p->dstArray && (e = qc_live_array(p->dstArray, &da)) != cudaSuccess)
 		return e;
@@ -473,17 +506,24 @@ static cudaError_t copy3d_parms(const struct cudaMemcpy3DParms *p, cudaStream_t 
 	if (da)
 		d = (struct qc_side){ .array = da, .x = p->dstPos.x * da->elem, .y = p->dstPos.y, .z = p->dstPos.z };
 	else
-		d = (struct qc_side){ .ptr = p->dstPtr.ptr, .pitch = p->dstPtr.pitch, .rows = p->dstPtr.ysize,
-				      .x = p->dstPos.x, .y = p->dstPos.y, .z = p->dstPos.z };
+		d = (struct qc_side){ .ptr = p->dstPtr.ptr,
+				      .pitch = p->dstPtr.pitch,
+				      .rows = p->dstPtr.ysize,
+				      .x = p->dstPos.x,
+				      .y = p->dstPos.y,
+				      .z = p->dstPos.z };
 	if (sa)
 		r = (struct qc_side){ .array = sa, .x = p->srcPos.x * sa->elem, .y = p->srcPos.y, .z = p->srcPos.z };
 	else
-		r = (struct qc_side){ .ptr = p->srcPtr.ptr, .pitch = p->srcPtr.pitch, .rows = p->srcPtr.ysize,
-				      .x = p->srcPos.x, .y = p->srcPos.y, .z = p->srcPos.z };
+		r = (struct qc_side){ .ptr = p->srcPtr.ptr,
+				      .pitch = p->srcPtr.pitch,
+				      .rows = p->srcPtr.ysize,
+				      .x = p->srcPos.x,
+				      .y = p->srcPos.y,
+				      .z = p->srcPos.z };
 	if ((da && p->dstPos.x > SIZE_MAX / da->elem) || (sa && p->srcPos.x > SIZE_MAX / sa->elem))
 		return cudaErrorInvalidValue;
-	return qc_copy3d(&d, &r, p->extent.width * elem, p->extent.height, p->extent.depth, p->kind,
-			 s, async, ptds);
+	return qc_copy3d(&d, &r, p->extent.width * elem, p->extent.height, p->extent.depth, p->kind, s, async, ptds);
 }
 
 QC_API cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p)
@@ -512,8 +552,7 @@ static cudaError_t copy3d_peer(const struct cudaMemcpy3DPeerParms *p, cudaStream
 		return e;
 	if (!p)
 		return cudaErrorInvalidValue;
-	if (p->srcDevice < 0 || p->srcDevice >= qc.device_count || p->dstDevice < 0 ||
-	    p->dstDevice >= qc.device_count)
+	if (p->srcDevice < 0 || p->srcDevice >= qc.device_count || p->dstDevice < 0 || p->dstDevice >= qc.device_count)
 		return cudaErrorInvalidDevice;
 	memset(&q, 0, sizeof(q));
 	q.srcArray = p->srcArray, q.srcPos = p->srcPos, q.srcPtr = p->srcPtr;
@@ -525,8 +564,10 @@ static cudaError_t copy3d_peer(const struct cudaMemcpy3DPeerParms *p, cudaStream
 
 ARRAY2D(cudaMemcpy3DPeer, (const struct cudaMemcpy3DPeerParms *p), copy3d_peer(p, NULL, 0, 0))
 ARRAY2D(cudaMemcpy3DPeer_ptds, (const struct cudaMemcpy3DPeerParms *p), copy3d_peer(p, NULL, 0, 1))
-ARRAY2D(cudaMemcpy3DPeerAsync, (const struct cudaMemcpy3DPeerParms *p, cudaStream_t stream), copy3d_peer(p, stream, 1, 0))
-ARRAY2D(cudaMemcpy3DPeerAsync_ptsz, (const struct cudaMemcpy3DPeerParms *p, cudaStream_t stream), copy3d_peer(p, stream, 1, 1))
+ARRAY2D(cudaMemcpy3DPeerAsync, (const struct cudaMemcpy3DPeerParms *p, cudaStream_t stream),
+	copy3d_peer(p, stream, 1, 0))
+ARRAY2D(cudaMemcpy3DPeerAsync_ptsz, (const struct cudaMemcpy3DPeerParms *p, cudaStream_t stream),
+	copy3d_peer(p, stream, 1, 1))
 
 /* One operand of a cudaMemcpy3DBatchAsync copy as a side: a pointer (rows
  * of rowLength elements, layers of layerHeight rows; 0: as tight as the
@@ -545,7 +586,8 @@ static cudaError_t batch_side(const struct cudaMemcpy3DOperand *o, const struct 
 			return cudaErrorInvalidValue;
 		if (__builtin_mul_overflow(o->op.ptr.rowLength ? o->op.ptr.rowLength : ext->width, elem, &row))
 			return cudaErrorInvalidValue;
-		*out = (struct qc_side){ .ptr = o->op.ptr.ptr, .pitch = row,
+		*out = (struct qc_side){ .ptr = o->op.ptr.ptr,
+					 .pitch = row,
 					 .rows = o->op.ptr.layerHeight ? o->op.ptr.layerHeight : ext->height };
 		return cudaSuccess;
 	case cudaMemcpyOperandTypeArray:
@@ -553,8 +595,10 @@ static cudaError_t batch_side(const struct cudaMemcpy3DOperand *o, const struct 
 			return e;
 		if (o->op.array.offset.x > SIZE_MAX / a->elem)
 			return cudaErrorInvalidValue;
-		*out = (struct qc_side){ .array = a, .x = o->op.array.offset.x * a->elem,
-					 .y = o->op.array.offset.y, .z = o->op.array.offset.z };
+		*out = (struct qc_side){ .array = a,
+					 .x = o->op.array.offset.x * a->elem,
+					 .y = o->op.array.offset.y,
+					 .z = o->op.array.offset.z };
 		return cudaSuccess;
 	default:
 		return cudaErrorInvalidValue;
@@ -593,8 +637,8 @@ static cudaError_t batch_prepare(const struct cudaMemcpy3DBatchOp *op, struct qc
 /* Every copy is checked before the first is queued; each goes as its own
  * cudaMemcpy3DAsync. The legacy NULL stream is refused, as CUDA 13 says.
  * *fail: the copy that failed, SIZE_MAX for an error of no one copy. */
-cudaError_t qc_memcpy3d_batch(size_t n, const struct cudaMemcpy3DBatchOp *ops, unsigned long long flags,
-			      cudaStream_t s, int ptds, size_t *fail)
+cudaError_t qc_memcpy3d_batch(size_t n, const struct cudaMemcpy3DBatchOp *ops, unsigned long long flags, cudaStream_t s,
+			      int ptds, size_t *fail)
 {
 	struct qc_side d, r;
 	size_t w;
@@ -613,31 +657,33 @@ cudaError_t qc_memcpy3d_batch(size_t n, const struct cudaMemcpy3DBatchOp *ops, u
 	for (size_t i = 0; i < n && e == cudaSuccess; i++) {
 		e = batch_prepare(&ops[i], &d, &r, &w);
 		if (e == cudaSuccess)
-			e = qc_copy3d(&d, &r, w, ops[i].extent.height, ops[i].extent.depth, cudaMemcpyDefault,
-				      s, 1, ptds);
+			e = qc_copy3d(&d, &r, w, ops[i].extent.height, ops[i].extent.depth, cudaMemcpyDefault, s, 1,
+				      ptds);
 		if (e != cudaSuccess)
 			*fail = i;
 	}
 	return e;
 }
 
-static cudaError_t batch3d(size_t n, const struct cudaMemcpy3DBatchOp *ops, unsigned long long flags,
-			   cudaStream_t s, int ptds)
+static cudaError_t batch3d(size_t n, const struct cudaMemcpy3DBatchOp *ops, unsigned long long flags, cudaStream_t s,
+			   int ptds)
 {
 	size_t fail;
 
 	return qc_memcpy3d_batch(n, ops, flags, s, ptds, &fail);
 }
 
-ARRAY2D(cudaMemcpy3DBatchAsync, (size_t numOps, struct cudaMemcpy3DBatchOp *opList, unsigned long long flags, cudaStream_t stream),
+ARRAY2D(cudaMemcpy3DBatchAsync,
+	(size_t numOps, struct cudaMemcpy3DBatchOp *opList, unsigned long long flags, cudaStream_t stream),
 	batch3d(numOps, opList, flags, stream, 0))
-ARRAY2D(cudaMemcpy3DBatchAsync_ptsz, (size_t numOps, struct cudaMemcpy3DBatchOp *opList, unsigned long long flags, cudaStream_t stream),
+ARRAY2D(cudaMemcpy3DBatchAsync_ptsz,
+	(size_t numOps, struct cudaMemcpy3DBatchOp *opList, unsigned long long flags, cudaStream_t stream),
 	batch3d(numOps, opList, flags, stream, 1))
 
 /* --------------------------------------------------------------- memsets */
 
-cudaError_t qc_memset2d(void *dst, size_t pitch, int value, size_t width, size_t height,
-			cudaStream_t stream, int async, int ptds)
+cudaError_t qc_memset2d(void *dst, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream, int async,
+			int ptds)
 {
 	struct qcuda_args_memset_2d a;
 	struct qc_loc l;
@@ -655,26 +701,30 @@ cudaError_t qc_memset2d(void *dst, size_t pitch, int value, size_t width, size_t
 	if (__builtin_mul_overflow(height - 1, pitch, &span) || __builtin_add_overflow(span, width, &span))
 		return cudaErrorInvalidValue;
 	if (height == 1 || pitch == width)
-		return async ? (ptds ? cudaMemsetAsync_ptsz(dst, value, span, stream) :
-				       cudaMemsetAsync(dst, value, span, stream)) :
-			       (ptds ? cudaMemset_ptds(dst, value, span) : cudaMemset(dst, value, span));
+		return async ? (ptds ? cudaMemsetAsync_ptsz(dst, value, span, stream)
+				     : cudaMemsetAsync(dst, value, span, stream))
+			     : (ptds ? cudaMemset_ptds(dst, value, span) : cudaMemset(dst, value, span));
 	if (async && qc_capture_active(stream, ptds))
-		return cudaErrorStreamCaptureUnsupported;	/* no 2D memset node yet */
+		return cudaErrorStreamCaptureUnsupported; /* no 2D memset node yet */
 	e = qc_resolve(dst, span, 1, &l);
 	if (e != cudaSuccess)
 		return e;
-	if (!l.device) {	/* mapped or managed memory: here, after the stream's work */
+	if (!l.device) { /* mapped or managed memory: here, after the stream's work */
 		e = qc_deferred(qc_req_stream_sync(qc_stream(stream, ptds)));
 		for (size_t y = 0; e == cudaSuccess && y < height; y++)
 			memset((char *)l.hptr + y * pitch, value, width);
 		return e;
 	}
-	a = (struct qcuda_args_memset_2d){ .dst = l.dptr, .pitch = pitch, .width = width, .height = height,
+	a = (struct qcuda_args_memset_2d){ .dst = l.dptr,
+					   .pitch = pitch,
+					   .width = width,
+					   .height = height,
 					   .stream = qc_stream(stream, ptds),
-					   .value = (uint32_t)value & 0xff, .async = async ? 1 : 0 };
+					   .value = (uint32_t)value & 0xff,
+					   .async = async ? 1 : 0 };
 	if (async)
-		return qc_stream_known(stream, ptds) ? qc_post(QCUDA_CMD_MEMSET_2D, &a, sizeof(a)) :
-						       cudaErrorInvalidResourceHandle;
+		return qc_stream_known(stream, ptds) ? qc_post(QCUDA_CMD_MEMSET_2D, &a, sizeof(a))
+						     : cudaErrorInvalidResourceHandle;
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MEMSET_2D, .args = &a, .args_len = sizeof(a) });
 }
 
@@ -684,12 +734,13 @@ ARRAY2D(cudaMemset2D_ptds, (void *devPtr, size_t pitch, int value, size_t width,
 	qc_memset2d(devPtr, pitch, value, width, height, NULL, 0, 1))
 ARRAY2D(cudaMemset2DAsync, (void *devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream),
 	qc_memset2d(devPtr, pitch, value, width, height, stream, 1, 0))
-ARRAY2D(cudaMemset2DAsync_ptsz, (void *devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream),
+ARRAY2D(cudaMemset2DAsync_ptsz,
+	(void *devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream),
 	qc_memset2d(devPtr, pitch, value, width, height, stream, 1, 1))
 
 /* A 3D memset: one 2D memset when the slices follow each other, else one a slice. */
-static cudaError_t memset3d(struct cudaPitchedPtr p, int value, struct cudaExtent e, cudaStream_t s,
-			    int async, int ptds)
+static cudaError_t memset3d(struct cudaPitchedPtr p, int value, struct cudaExtent e, cudaStream_t s, int async,
+			    int ptds)
 {
 	cudaError_t r = cudaSuccess;
 	size_t slice;
@@ -716,7 +767,9 @@ ARRAY2D(cudaMemset3D, (struct cudaPitchedPtr pitchedDevPtr, int value, struct cu
 	memset3d(pitchedDevPtr, value, extent, NULL, 0, 0))
 ARRAY2D(cudaMemset3D_ptds, (struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent),
 	memset3d(pitchedDevPtr, value, extent, NULL, 0, 1))
-ARRAY2D(cudaMemset3DAsync, (struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent, cudaStream_t stream),
+ARRAY2D(cudaMemset3DAsync,
+	(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent, cudaStream_t stream),
 	memset3d(pitchedDevPtr, value, extent, stream, 1, 0))
-ARRAY2D(cudaMemset3DAsync_ptsz, (struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent, cudaStream_t stream),
+ARRAY2D(cudaMemset3DAsync_ptsz,
+	(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent, cudaStream_t stream),
 	memset3d(pitchedDevPtr, value, extent, stream, 1, 1))

@@ -35,7 +35,7 @@ QC_API cudaError_t cudaDeviceGetLimit(size_t *pValue, enum cudaLimit limit)
 		return qc_ret(cudaErrorInvalidValue);
 	e = qc_ready();
 	if (e == cudaSuccess)
-		e = qc_req_limit_get((uint32_t)limit, 0, &v);	/* args.value: unused */
+		e = qc_req_limit_get((uint32_t)limit, 0, &v); /* args.value: unused */
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	*pValue = (size_t)v;
@@ -110,8 +110,7 @@ QC_API cudaError_t cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int p
 		return qc_ret(e);
 	if (!canAccessPeer)
 		return qc_ret(cudaErrorInvalidValue);
-	if (device < 0 || device >= qc.device_count || peerDevice < 0 ||
-	    peerDevice >= qc.device_count)
+	if (device < 0 || device >= qc.device_count || peerDevice < 0 || peerDevice >= qc.device_count)
 		return qc_ret(cudaErrorInvalidDevice);
 	*canAccessPeer = 0;
 	return cudaSuccess;
@@ -153,14 +152,14 @@ static cudaError_t entry_point(const char *symbol, void **funcPtr, unsigned long
 		*driverStatus = cudaDriverEntryPointSymbolNotFound;
 	if (!atomic_exchange(&warned, 1))
 		qc_msg("cudaGetDriverEntryPoint(\"%.60s\"): a qcuda guest has no CUDA driver API; "
-		       "every driver symbol is reported as not found", symbol);
+		       "every driver symbol is reported as not found",
+		       symbol);
 	return cudaSuccess;
 }
 
 /* As CUDA: a version above the driver's is cudaErrorInvalidValue. */
-static cudaError_t entry_point_by_version(const char *symbol, void **funcPtr,
-					  unsigned int cudaVersion, unsigned long long flags,
-					  enum cudaDriverEntryPointQueryResult *driverStatus)
+static cudaError_t entry_point_by_version(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+					  unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus)
 {
 	cudaError_t e = qc_init();
 
@@ -171,37 +170,33 @@ static cudaError_t entry_point_by_version(const char *symbol, void **funcPtr,
 	return entry_point(symbol, funcPtr, flags, driverStatus);
 }
 
-QC_API cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr,
-					   unsigned long long flags,
+QC_API cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags,
 					   enum cudaDriverEntryPointQueryResult *driverStatus)
 {
 	return qc_ret(entry_point(symbol, funcPtr, flags, driverStatus));
 }
 
-QC_API cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr,
-						unsigned long long flags,
+QC_API cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr, unsigned long long flags,
 						enum cudaDriverEntryPointQueryResult *driverStatus);
-QC_API cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr,
-						unsigned long long flags,
+QC_API cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr, unsigned long long flags,
 						enum cudaDriverEntryPointQueryResult *driverStatus)
 {
 	return qc_ret(entry_point(symbol, funcPtr, flags, driverStatus));
 }
 
-QC_API cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
-						    unsigned int cudaVersion,
+QC_API cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
 						    unsigned long long flags,
 						    enum cudaDriverEntryPointQueryResult *driverStatus)
 {
 	return qc_ret(entry_point_by_version(symbol, funcPtr, cudaVersion, flags, driverStatus));
 }
 
-QC_API cudaError_t cudaGetDriverEntryPointByVersion_ptsz(
-	const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags,
-	enum cudaDriverEntryPointQueryResult *driverStatus);
-QC_API cudaError_t cudaGetDriverEntryPointByVersion_ptsz(
-	const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags,
-	enum cudaDriverEntryPointQueryResult *driverStatus)
+QC_API cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+							 unsigned long long flags,
+							 enum cudaDriverEntryPointQueryResult *driverStatus);
+QC_API cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+							 unsigned long long flags,
+							 enum cudaDriverEntryPointQueryResult *driverStatus)
 {
 	return qc_ret(entry_point_by_version(symbol, funcPtr, cudaVersion, flags, driverStatus));
 }

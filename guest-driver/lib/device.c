@@ -44,8 +44,7 @@ cudaError_t qc_sync_device(void)
 
 	if (qc.device_count <= 1 || atomic_load(&session_device) == dev)
 		return cudaSuccess;
-	e = qc_call_unbatched(&(struct qc_req){ .cmd = QCUDA_CMD_SET_DEVICE, .args = &a,
-						.args_len = sizeof(a) });
+	e = qc_call_unbatched(&(struct qc_req){ .cmd = QCUDA_CMD_SET_DEVICE, .args = &a, .args_len = sizeof(a) });
 	if (e == cudaSuccess)
 		atomic_store(&session_device, dev);
 	return e;
@@ -90,8 +89,7 @@ QC_API cudaError_t cudaSetDevice(int device)
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	/* Like CUDA 12+, cudaSetDevice initializes the device's context. */
-	e = qc_call_unbatched(&(struct qc_req){ .cmd = QCUDA_CMD_SET_DEVICE, .args = &a,
-						.args_len = sizeof(a) });
+	e = qc_call_unbatched(&(struct qc_req){ .cmd = QCUDA_CMD_SET_DEVICE, .args = &a, .args_len = sizeof(a) });
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	atomic_store(&session_device, device);
@@ -130,16 +128,15 @@ cudaError_t qc_device_props(int device, const struct qcuda_out_device_props **ou
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return cudaErrorMemoryAllocation;
-	e = qc_call_unbatched(&(struct qc_req){ .cmd = QCUDA_CMD_DEVICE_PROPS, .args = &a,
-						.args_len = sizeof(a), .out = p,
-						.out_len = sizeof(*p) });
+	e = qc_call_unbatched(&(struct qc_req){
+		.cmd = QCUDA_CMD_DEVICE_PROPS, .args = &a, .args_len = sizeof(a), .out = p, .out_len = sizeof(*p) });
 	if (e != cudaSuccess) {
 		free(p);
 		return e;
 	}
 	p->name[sizeof(p->name) - 1] = 0;
 	pthread_mutex_lock(&props_lock);
-	if (props_cache[device]) {	/* another thread was faster */
+	if (props_cache[device]) { /* another thread was faster */
 		free(p);
 		p = props_cache[device];
 	} else {
@@ -298,7 +295,7 @@ QC_API cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int devi
 	prop->deferredMappingCudaArraySupported = A(cudaDevAttrDeferredMappingCudaArraySupported);
 	prop->ipcEventSupported = A(cudaDevAttrIpcEventSupport);
 	prop->clusterLaunch = A(cudaDevAttrClusterLaunch);
-	prop->unifiedFunctionPointers = A(129);	/* CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS */
+	prop->unifiedFunctionPointers = A(129); /* CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS */
 	prop->deviceNumaConfig = A(cudaDevAttrNumaConfig);
 	prop->deviceNumaId = A(cudaDevAttrNumaId);
 	prop->mpsEnabled = A(cudaDevAttrMpsEnabled);
@@ -403,7 +400,8 @@ QC_API cudaError_t cudaChooseDevice(int *device, const struct cudaDeviceProp *pr
 		if (e != cudaSuccess)
 			return qc_ret(e);
 		d = cc_distance((int)p->attrs[cudaDevAttrComputeCapabilityMajor] * 10 +
-				(int)p->attrs[cudaDevAttrComputeCapabilityMinor], want);
+					(int)p->attrs[cudaDevAttrComputeCapabilityMinor],
+				want);
 		if (best_d < 0 || d < best_d) {
 			best = i;
 			best_d = d;
@@ -442,8 +440,8 @@ QC_API cudaError_t cudaSetDeviceFlags(unsigned int flags)
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	if ((flags & ~(unsigned)cudaDeviceMask) ||
-	    (sched != cudaDeviceScheduleAuto && sched != cudaDeviceScheduleSpin &&
-	     sched != cudaDeviceScheduleYield && sched != cudaDeviceScheduleBlockingSync))
+	    (sched != cudaDeviceScheduleAuto && sched != cudaDeviceScheduleSpin && sched != cudaDeviceScheduleYield &&
+	     sched != cudaDeviceScheduleBlockingSync))
 		return qc_ret(cudaErrorInvalidValue);
 	/* Scheduling is the backend's business; mapped host memory is always
 	 * on (unified addressing), as cudaGetDeviceFlags then reports. */
@@ -499,7 +497,7 @@ QC_API cudaError_t cudaDeviceReset(void)
 	qc_callback_reset();
 	atomic_store(&device_flags[current_device], 0);
 	qc_sticky_clear();
-	(void)qc_deferred(cudaSuccess);	/* errors of work the reset discarded */
+	(void)qc_deferred(cudaSuccess); /* errors of work the reset discarded */
 	return cudaSuccess;
 }
 
@@ -536,13 +534,10 @@ QC_API cudaError_t cudaMemGetInfo(size_t *free_, size_t *total)
 	return cudaSuccess;
 }
 
-
 /* A pure function (returns a struct: it cannot be a stub). */
-QC_API struct cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w,
-							  enum cudaChannelFormatKind f)
+QC_API struct cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w, enum cudaChannelFormatKind f)
 {
 	struct cudaChannelFormatDesc d = { .x = x, .y = y, .z = z, .w = w, .f = f };
 
 	return d;
 }
-

@@ -22,10 +22,10 @@
 #define FATBIN_MAGIC 0xBA55ED50u
 #define ENTRY_PTX 1
 #define ENTRY_ELF 2
-#define ENTRY_HEADER_MIN 32	/* the arch field lies inside */
+#define ENTRY_HEADER_MIN 32 /* the arch field lies inside */
 
 struct entry {
-	uint64_t at, len;	/* header and payload */
+	uint64_t at, len; /* header and payload */
 	uint16_t kind;
 	uint32_t arch;
 };
@@ -119,7 +119,7 @@ uint64_t qc_fatbin_select(const void *image, uint64_t size, int sm, void **out)
 		}
 		total += e[ptx].len;
 	}
-	if (total >= size) {	/* nothing to leave out */
+	if (total >= size) { /* nothing to leave out */
 		free(e);
 		return 0;
 	}
@@ -128,8 +128,8 @@ uint64_t qc_fatbin_select(const void *image, uint64_t size, int sm, void **out)
 		free(e);
 		return 0;
 	}
-	memcpy(nb, b, 8);	/* magic, version */
-	nb[6] = 16, nb[7] = 0;	/* header_size */
+	memcpy(nb, b, 8); /* magic, version */
+	nb[6] = 16, nb[7] = 0; /* header_size */
 	total -= 16;
 	memcpy(nb + 8, &total, 8);
 	p = nb + 16;

@@ -6,8 +6,7 @@
 
 #include "qcrt.h"
 
-_Static_assert(QCUDA_NUM_FUNC_ATTRS == cudaFuncAttributeMax,
-	       "FUNC_ATTRS carries every CUfunction_attribute");
+_Static_assert(QCUDA_NUM_FUNC_ATTRS == cudaFuncAttributeMax, "FUNC_ATTRS carries every CUfunction_attribute");
 
 /* The function handle behind func (a host stub or a cudaKernel_t). */
 static cudaError_t func_of(const void *func, uint64_t *handle)
@@ -77,11 +76,9 @@ QC_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute
 }
 
 /* What the cudaOccupancyMaxPotentialBlockSize* templates of cuda_runtime.h call. */
-QC_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks,
-									 const void *func,
-									 int blockSize,
-									 size_t dynamicSMemSize,
-									 unsigned int flags)
+QC_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, const void *func,
+									  int blockSize, size_t dynamicSMemSize,
+									  unsigned int flags)
 {
 	uint64_t fh = 0, n = 0;
 	cudaError_t e;
@@ -97,16 +94,14 @@ QC_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n
 	return cudaSuccess;
 }
 
-QC_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func,
-								 int blockSize, size_t dynamicSMemSize)
+QC_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func, int blockSize,
+								 size_t dynamicSMemSize)
 {
-	return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize,
-								      dynamicSMemSize,
+	return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize, dynamicSMemSize,
 								      cudaOccupancyDefault);
 }
 
-QC_API cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize,
-							     const void *func, int numBlocks,
+QC_API cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, const void *func, int numBlocks,
 							     int blockSize)
 {
 	uint64_t fh = 0, bytes = 0;
@@ -166,8 +161,7 @@ cudaError_t qc_param_info(struct qc_kernel *k, size_t index, size_t *offset, siz
 	return cudaSuccess;
 }
 
-QC_API cudaError_t cudaFuncGetParamInfo(const void *func, size_t paramIndex, size_t *paramOffset,
-					size_t *paramSize)
+QC_API cudaError_t cudaFuncGetParamInfo(const void *func, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
 {
 	return qc_ret(qc_param_info(qc_kernel_by_func(func), paramIndex, paramOffset, paramSize));
 }

@@ -18,10 +18,10 @@
 
 #include "qcrt.h"
 
-#define SLOTS 1024	/* each table; a power of two */
+#define SLOTS 1024 /* each table; a power of two */
 
 struct attrs_slot {
-	uint64_t fh;	/* 0: empty */
+	uint64_t fh; /* 0: empty */
 	struct qcuda_out_func_attrs out;
 };
 
@@ -71,8 +71,7 @@ cudaError_t qc_func_attrs(uint64_t fh, struct qcuda_out_func_attrs *out)
 	return e;
 }
 
-cudaError_t qc_occupancy_blocks(uint64_t fh, uint64_t smem, int32_t block_size, uint32_t flags,
-				uint64_t *blocks)
+cudaError_t qc_occupancy_blocks(uint64_t fh, uint64_t smem, int32_t block_size, uint32_t flags, uint64_t *blocks)
 {
 	struct occ_slot *s = &occ[slot_of(fh, smem, ((uint64_t)(uint32_t)block_size << 32) | flags)];
 	cudaError_t e;
@@ -88,8 +87,9 @@ cudaError_t qc_occupancy_blocks(uint64_t fh, uint64_t smem, int32_t block_size, 
 	e = qc_req_occupancy_blocks(fh, smem, block_size, flags, 0, blocks);
 	if (e == cudaSuccess && fh) {
 		pthread_mutex_lock(&lock);
-		*s = (struct occ_slot){ .fh = fh, .smem = smem, .blocks = *blocks,
-					.block_size = block_size, .flags = flags };
+		*s = (struct occ_slot){
+			.fh = fh, .smem = smem, .blocks = *blocks, .block_size = block_size, .flags = flags
+		};
 		pthread_mutex_unlock(&lock);
 	}
 	return e;

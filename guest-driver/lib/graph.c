@@ -67,9 +67,18 @@ int qc_known_is(const void *p, enum qc_known kind)
 	return found;
 }
 
-int qc_graph_known(const struct qc_graph *g) { return qc_known_is(g, QC_KNOWN_GRAPH); }
-int qc_node_known(const struct qc_node *n) { return qc_known_is(n, QC_KNOWN_NODE); }
-int qc_exec_known(const struct qc_exec *x) { return qc_known_is(x, QC_KNOWN_EXEC); }
+int qc_graph_known(const struct qc_graph *g)
+{
+	return qc_known_is(g, QC_KNOWN_GRAPH);
+}
+int qc_node_known(const struct qc_node *n)
+{
+	return qc_known_is(n, QC_KNOWN_NODE);
+}
+int qc_exec_known(const struct qc_exec *x)
+{
+	return qc_known_is(x, QC_KNOWN_EXEC);
+}
 
 /* ------------------------------------------------------------ graphs */
 
@@ -116,7 +125,7 @@ static cudaError_t add_dep(struct qc_node *n, struct qc_node *dep)
 
 	for (size_t i = 0; i < n->ndeps; i++)
 		if (n->deps[i] == dep)
-			return cudaErrorInvalidValue;	/* CUDA refuses a duplicate edge */
+			return cudaErrorInvalidValue; /* CUDA refuses a duplicate edge */
 	v = realloc(n->deps, (n->ndeps + 1) * sizeof(*v));
 	if (!v)
 		return cudaErrorMemoryAllocation;
@@ -125,8 +134,8 @@ static cudaError_t add_dep(struct qc_node *n, struct qc_node *dep)
 	return cudaSuccess;
 }
 
-cudaError_t qc_graph_add(struct qc_graph *g, struct qc_node_op *op, struct qc_node *const *deps,
-			 size_t ndeps, struct qc_node **out)
+cudaError_t qc_graph_add(struct qc_graph *g, struct qc_node_op *op, struct qc_node *const *deps, size_t ndeps,
+			 struct qc_node **out)
 {
 	struct qc_node *n;
 	cudaError_t e = cudaSuccess;
@@ -191,14 +200,13 @@ static int depends_on(const struct qc_node *a, const struct qc_node *b)
 	return 0;
 }
 
-cudaError_t qc_graph_add_edges(struct qc_graph *g, struct qc_node *const *from,
-			       struct qc_node *const *to, size_t n)
+cudaError_t qc_graph_add_edges(struct qc_graph *g, struct qc_node *const *from, struct qc_node *const *to, size_t n)
 {
 	if (!qc_graph_known(g) || (n && (!from || !to)))
 		return cudaErrorInvalidValue;
 	for (size_t i = 0; i < n; i++)
 		if (!in_graph(g, from[i]) || !in_graph(g, to[i]) || depends_on(from[i], to[i]))
-			return cudaErrorInvalidValue;	/* unknown node, or a cycle */
+			return cudaErrorInvalidValue; /* unknown node, or a cycle */
 	for (size_t i = 0; i < n; i++) {
 		cudaError_t e = add_dep(to[i], from[i]);
 
@@ -208,8 +216,7 @@ cudaError_t qc_graph_add_edges(struct qc_graph *g, struct qc_node *const *from,
 	return cudaSuccess;
 }
 
-cudaError_t qc_graph_remove_edges(struct qc_graph *g, struct qc_node *const *from,
-				  struct qc_node *const *to, size_t n)
+cudaError_t qc_graph_remove_edges(struct qc_graph *g, struct qc_node *const *from, struct qc_node *const *to, size_t n)
 {
 	if (!qc_graph_known(g) || (n && (!from || !to)))
 		return cudaErrorInvalidValue;
@@ -222,7 +229,7 @@ cudaError_t qc_graph_remove_edges(struct qc_graph *g, struct qc_node *const *fro
 		while (j < t->ndeps && t->deps[j] != from[i])
 			j++;
 		if (j == t->ndeps)
-			return cudaErrorInvalidValue;	/* no such edge */
+			return cudaErrorInvalidValue; /* no such edge */
 		memmove(&t->deps[j], &t->deps[j + 1], (t->ndeps - j - 1) * sizeof(*t->deps));
 		t->ndeps--;
 	}
@@ -292,7 +299,7 @@ struct qc_graph *qc_graph_clone(const struct qc_graph *g, struct qc_node **map)
 
 	if (!c || !copy || qc_urefs_copy(&c->urefs, &g->urefs))
 		goto fail;
-	c->host = g->host;	/* its conditional handles are the original's */
+	c->host = g->host; /* its conditional handles are the original's */
 	for (size_t i = 0; i < g->n; i++) {
 		struct qc_node_op op;
 
@@ -348,7 +355,7 @@ cudaError_t qc_graph_walk(const struct qc_graph *g, cudaError_t (*visit)(struct 
 			e = visit(n, arg);
 		}
 		if (e == cudaSuccess && left == before)
-			e = cudaErrorInvalidValue;	/* a cycle (edges are checked when added) */
+			e = cudaErrorInvalidValue; /* a cycle (edges are checked when added) */
 	}
 	free(done);
 	return e;

@@ -47,9 +47,9 @@ struct qc_node_op {
 			dim3 grid, block;
 			uint32_t shmem;
 			int cooperative;
-			unsigned char *params;	/* k's layout, k->param_bytes; owned */
-			void **argv;	/* pointers into params, made for GetParams; owned */
-			struct qc_kattr *attrs;	/* nattrs of them, one per id; owned */
+			unsigned char *params; /* k's layout, k->param_bytes; owned */
+			void **argv; /* pointers into params, made for GetParams; owned */
+			struct qc_kattr *attrs; /* nattrs of them, one per id; owned */
 			unsigned int nattrs;
 		} kernel;
 		/* width bytes x height rows x depth slices of linear memory;
@@ -67,13 +67,13 @@ struct qc_node_op {
 			size_t pitch, width, height;
 			uint32_t value;
 			unsigned int elem;
-			void *row;	/* one row of the pattern, when it is not one byte; owned */
+			void *row; /* one row of the pattern, when it is not one byte; owned */
 		} set;
 		struct {
 			cudaHostFn_t fn;
 			void *data;
 		} host;
-		struct qc_graph *child;	/* owned */
+		struct qc_graph *child; /* owned */
 		cudaEvent_t event;
 		/* A memory alloc node's allocation: made when the node is (its
 		 * address is fixed for the graph's life, as CUDA's is), shared
@@ -82,15 +82,15 @@ struct qc_node_op {
 		 * (graph_mem.c), of alloc_size bytes or more. */
 		struct {
 			struct qc_graph_mem *alloc;
-			size_t alloc_size;	/* the node's bytes */
+			size_t alloc_size; /* the node's bytes */
 		};
-		void *free_ptr;		/* a memory free node's */
+		void *free_ptr; /* a memory free node's */
 		/* A conditional node: its handle (GRAPH_COND_HANDLE's) and bodies. */
 		struct {
 			cudaGraphConditionalHandle handle;
 			enum cudaGraphConditionalNodeType type;
 			unsigned int size;
-			struct qc_graph **bodies;	/* size of them; owned */
+			struct qc_graph **bodies; /* size of them; owned */
 		} cond;
 	};
 };
@@ -100,7 +100,7 @@ struct qc_graph_mem {
 	void *ptr;
 	size_t size;
 	struct cudaMemPoolProps props;
-	int refs;		/* nodes holding it (under graph.c's lock) */
+	int refs; /* nodes holding it (under graph.c's lock) */
 };
 
 struct qc_node {
@@ -108,7 +108,7 @@ struct qc_node {
 	struct qc_node_op op;
 	struct qc_node **deps;
 	size_t ndeps;
-	size_t index;	/* in graph->nodes */
+	size_t index; /* in graph->nodes */
 };
 
 /* A user object (cudaUserObject_t, CUuserObject; graph.c): the program's
@@ -127,27 +127,27 @@ struct qc_urefs {
 };
 
 struct qc_graph {
-	struct qc_node **nodes;	/* in the order they were added */
+	struct qc_node **nodes; /* in the order they were added */
 	size_t n, cap;
-	struct qc_urefs urefs;	/* released with the graph; a clone takes its own */
+	struct qc_urefs urefs; /* released with the graph; a clone takes its own */
 	/* The host's graph its conditional handles live in (GRAPH_CREATE; 0:
 	 * none yet), freed with this graph if it made it (a clone shares it). */
 	uint64_t host;
 	int owns_host;
-	struct qc_node *owner;	/* the conditional node whose body this is */
+	struct qc_node *owner; /* the conditional node whose body this is */
 };
 
 /* An instantiated graph: a snapshot and the order its nodes run in. */
 struct qc_step {
-	const struct qc_node_op *op;	/* in the snapshot */
-	struct qc_node *snap;		/* the snapshot's node (NULL inside a child) */
-	const struct qc_node *orig;	/* the node of the graph instantiated or last updated from */
-	int disabled;			/* cudaGraphNodeSetEnabled: runs as an empty node */
+	const struct qc_node_op *op; /* in the snapshot */
+	struct qc_node *snap; /* the snapshot's node (NULL inside a child) */
+	const struct qc_node *orig; /* the node of the graph instantiated or last updated from */
+	int disabled; /* cudaGraphNodeSetEnabled: runs as an empty node */
 };
 struct qc_exec {
-	uint64_t host;	/* GRAPH_INSTANTIATE's: a graph with conditional nodes (no snapshot, no steps) */
+	uint64_t host; /* GRAPH_INSTANTIATE's: a graph with conditional nodes (no snapshot, no steps) */
 	struct qc_graph *snapshot;
-	const struct qc_node **orig;	/* of each snapshot node: the node it is a copy of */
+	const struct qc_node **orig; /* of each snapshot node: the node it is a copy of */
 	struct qc_step *steps;
 	size_t n;
 	unsigned long long flags;
@@ -175,14 +175,12 @@ int qc_graph_known(const struct qc_graph *g);
 int qc_node_known(const struct qc_node *n);
 /* Adds a node doing op (taken over: its owned buffers become the node's;
  * on error they are freed) after deps. */
-cudaError_t qc_graph_add(struct qc_graph *g, struct qc_node_op *op, struct qc_node *const *deps,
-			 size_t ndeps, struct qc_node **out);
+cudaError_t qc_graph_add(struct qc_graph *g, struct qc_node_op *op, struct qc_node *const *deps, size_t ndeps,
+			 struct qc_node **out);
 /* Adds the edges from[i] -> to[i]. */
-cudaError_t qc_graph_add_edges(struct qc_graph *g, struct qc_node *const *from,
-			       struct qc_node *const *to, size_t n);
+cudaError_t qc_graph_add_edges(struct qc_graph *g, struct qc_node *const *from, struct qc_node *const *to, size_t n);
 /* Removes the edges from[i] -> to[i] (each must exist). */
-cudaError_t qc_graph_remove_edges(struct qc_graph *g, struct qc_node *const *from,
-				  struct qc_node *const *to, size_t n);
+cudaError_t qc_graph_remove_edges(struct qc_graph *g, struct qc_node *const *from, struct qc_node *const *to, size_t n);
 /* Removes a node and the edges touching it. */
 cudaError_t qc_graph_remove(struct qc_node *node);
 /* Calls visit for each node of g in a dependency order (a node after all it
@@ -212,11 +210,11 @@ cudaError_t qc_kattr_set(struct qc_node_op *op, enum cudaLaunchAttributeID id, c
 cudaError_t qc_kattr_copy(struct qc_node_op *dst, const struct qc_node_op *src);
 /* A kernel node's operation from a kernel and its arguments (one pointer per
  * parameter) or its packed parameters (extra form: packed, size bytes). */
-cudaError_t qc_node_op_kernel(struct qc_node_op *op, struct qc_kernel *k, dim3 grid, dim3 block,
-			      size_t shmem, void **args, const void *packed, size_t size);
+cudaError_t qc_node_op_kernel(struct qc_node_op *op, struct qc_kernel *k, dim3 grid, dim3 block, size_t shmem,
+			      void **args, const void *packed, size_t size);
 /* A memset node's operation (checks elem and the sizes). */
-cudaError_t qc_node_op_memset(struct qc_node_op *op, void *dst, size_t pitch, uint32_t value,
-			      unsigned int elem, size_t width, size_t height);
+cudaError_t qc_node_op_memset(struct qc_node_op *op, void *dst, size_t pitch, uint32_t value, unsigned int elem,
+			      size_t width, size_t height);
 /* A host node's, an event record or wait node's (type), a child graph node's. */
 cudaError_t qc_node_op_host(struct qc_node_op *op, cudaHostFn_t fn, void *data);
 cudaError_t qc_node_op_event(struct qc_node_op *op, enum cudaGraphNodeType type, cudaEvent_t event);
@@ -269,8 +267,8 @@ cudaError_t qc_exec_set_child(struct qc_exec *x, const struct qc_node *node, con
 /* cudaGraphNodeSetEnabled / GetEnabled (set: 0 reads into *enabled). */
 cudaError_t qc_exec_enabled(struct qc_exec *x, const struct qc_node *node, int set, unsigned int *enabled);
 /* cudaGraphExecUpdate: g's parameters into x if g has x's shape; else why not. */
-cudaError_t qc_exec_update(struct qc_exec *x, const struct qc_graph *g,
-			   enum cudaGraphExecUpdateResult *result, const struct qc_node **err_node);
+cudaError_t qc_exec_update(struct qc_exec *x, const struct qc_graph *g, enum cudaGraphExecUpdateResult *result,
+			   const struct qc_node **err_node);
 /* Runs one operation on a stream (what a step of a launch does). */
 cudaError_t qc_node_op_run(const struct qc_node_op *op, cudaStream_t stream, int ptds);
 
@@ -352,16 +350,15 @@ cudaError_t qc_capture_refuse(cudaStream_t stream, int ptds);
 /* Forgets the capture state of an event or stream being destroyed. */
 void qc_capture_forget_event(cudaEvent_t event);
 
-cudaError_t qc_capture_begin(cudaStream_t stream, int ptds, enum cudaStreamCaptureMode mode,
-			     struct qc_graph *to, struct qc_node *const *deps, size_t ndeps);
+cudaError_t qc_capture_begin(cudaStream_t stream, int ptds, enum cudaStreamCaptureMode mode, struct qc_graph *to,
+			     struct qc_node *const *deps, size_t ndeps);
 cudaError_t qc_capture_end(cudaStream_t stream, int ptds, struct qc_graph **graph);
 /* cudaStreamGetCaptureInfo: every output optional. */
-cudaError_t qc_capture_info(cudaStream_t stream, int ptds, enum cudaStreamCaptureStatus *status,
-			    unsigned long long *id, struct qc_graph **graph,
-			    struct qc_node *const **deps, const cudaGraphEdgeData **edges,
+cudaError_t qc_capture_info(cudaStream_t stream, int ptds, enum cudaStreamCaptureStatus *status, unsigned long long *id,
+			    struct qc_graph **graph, struct qc_node *const **deps, const cudaGraphEdgeData **edges,
 			    size_t *ndeps);
-cudaError_t qc_capture_update_deps(cudaStream_t stream, int ptds, struct qc_node *const *deps,
-				   size_t n, unsigned int flags);
+cudaError_t qc_capture_update_deps(cudaStream_t stream, int ptds, struct qc_node *const *deps, size_t n,
+				   unsigned int flags);
 /* cudaThreadExchangeStreamCaptureMode */
 cudaError_t qc_capture_exchange_mode(enum cudaStreamCaptureMode *mode);
 

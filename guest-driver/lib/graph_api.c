@@ -42,9 +42,8 @@ QC_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStr
 	return begin(stream, 1, mode);
 }
 
-static cudaError_t begin_to(cudaStream_t stream, int ptds, cudaGraph_t graph,
-			    const cudaGraphNode_t *deps, const cudaGraphEdgeData *edges, size_t n,
-			    enum cudaStreamCaptureMode mode)
+static cudaError_t begin_to(cudaStream_t stream, int ptds, cudaGraph_t graph, const cudaGraphNode_t *deps,
+			    const cudaGraphEdgeData *edges, size_t n, enum cudaStreamCaptureMode mode)
 {
 	cudaError_t e = qc_ready();
 
@@ -53,27 +52,24 @@ static cudaError_t begin_to(cudaStream_t stream, int ptds, cudaGraph_t graph,
 	for (size_t i = 0; edges && i < n; i++)
 		if (edges[i].type || edges[i].from_port || edges[i].to_port)
 			return qc_ret(qc_graph_not_served("a graph edge with data"));
-	return qc_ret(qc_capture_begin(stream, ptds, mode, G(graph),
-				       (struct qc_node *const *)deps, n));
+	return qc_ret(qc_capture_begin(stream, ptds, mode, G(graph), (struct qc_node *const *)deps, n));
 }
 
 QC_API cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
 						 const cudaGraphNode_t *dependencies,
-						 const cudaGraphEdgeData *dependencyData,
-						 size_t numDependencies, enum cudaStreamCaptureMode mode)
+						 const cudaGraphEdgeData *dependencyData, size_t numDependencies,
+						 enum cudaStreamCaptureMode mode)
 {
 	return begin_to(stream, 0, graph, dependencies, dependencyData, numDependencies, mode);
 }
 
 QC_API cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
 						      const cudaGraphNode_t *dependencies,
-						      const cudaGraphEdgeData *dependencyData,
-						      size_t numDependencies,
+						      const cudaGraphEdgeData *dependencyData, size_t numDependencies,
 						      enum cudaStreamCaptureMode mode);
 QC_API cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
 						      const cudaGraphNode_t *dependencies,
-						      const cudaGraphEdgeData *dependencyData,
-						      size_t numDependencies,
+						      const cudaGraphEdgeData *dependencyData, size_t numDependencies,
 						      enum cudaStreamCaptureMode mode)
 {
 	return begin_to(stream, 1, graph, dependencies, dependencyData, numDependencies, mode);
@@ -102,30 +98,28 @@ QC_API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStre
 }
 
 QC_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus *status,
-					    unsigned long long *id, cudaGraph_t *graph,
-					    const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges,
-					    size_t *ndeps)
+					    unsigned long long *id, cudaGraph_t *graph, const cudaGraphNode_t **deps,
+					    const cudaGraphEdgeData **edges, size_t *ndeps)
 {
-	return qc_ret(qc_capture_info(stream, 0, status, id, (struct qc_graph **)graph,
-				      (struct qc_node *const **)deps, edges, ndeps));
+	return qc_ret(qc_capture_info(stream, 0, status, id, (struct qc_graph **)graph, (struct qc_node *const **)deps,
+				      edges, ndeps));
 }
 
 QC_API cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *status,
 						 unsigned long long *id, cudaGraph_t *graph,
-						 const cudaGraphNode_t **deps,
-						 const cudaGraphEdgeData **edges, size_t *ndeps);
+						 const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges,
+						 size_t *ndeps);
 QC_API cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *status,
 						 unsigned long long *id, cudaGraph_t *graph,
-						 const cudaGraphNode_t **deps,
-						 const cudaGraphEdgeData **edges, size_t *ndeps)
+						 const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges,
+						 size_t *ndeps)
 {
-	return qc_ret(qc_capture_info(stream, 1, status, id, (struct qc_graph **)graph,
-				      (struct qc_node *const **)deps, edges, ndeps));
+	return qc_ret(qc_capture_info(stream, 1, status, id, (struct qc_graph **)graph, (struct qc_node *const **)deps,
+				      edges, ndeps));
 }
 
 QC_API cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t *deps,
-						       const cudaGraphEdgeData *edges, size_t n,
-						       unsigned int flags)
+						       const cudaGraphEdgeData *edges, size_t n, unsigned int flags)
 {
 	(void)edges;
 	return qc_ret(qc_capture_update_deps(stream, 0, (struct qc_node *const *)deps, n, flags));
@@ -262,8 +256,7 @@ static int depends_on_arg(const struct qc_node *n, const void *arg)
 	return 0;
 }
 
-QC_API cudaError_t cudaGraphGetRootNodes(cudaGraph_t graph, cudaGraphNode_t *pRootNodes,
-					 size_t *pNumRootNodes)
+QC_API cudaError_t cudaGraphGetRootNodes(cudaGraph_t graph, cudaGraphNode_t *pRootNodes, size_t *pNumRootNodes)
 {
 	if (!qc_graph_known(G(graph)))
 		return qc_ret(cudaErrorInvalidValue);
@@ -284,8 +277,7 @@ QC_API cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphN
 }
 
 QC_API cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cudaGraphNode_t *pDependentNodes,
-						  cudaGraphEdgeData *edgeData,
-						  size_t *pNumDependentNodes)
+						  cudaGraphEdgeData *edgeData, size_t *pNumDependentNodes)
 {
 	cudaError_t e;
 
@@ -323,24 +315,23 @@ QC_API cudaError_t cudaGraphGetEdges(cudaGraph_t graph, cudaGraphNode_t *from, c
 	return cudaSuccess;
 }
 
-QC_API cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t *from,
-					    const cudaGraphNode_t *to, const cudaGraphEdgeData *edgeData,
-					    size_t numDependencies)
+QC_API cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t *from, const cudaGraphNode_t *to,
+					    const cudaGraphEdgeData *edgeData, size_t numDependencies)
 {
 	if (!qc_graph_plain_edges(edgeData, numDependencies))
 		return qc_ret(qc_graph_not_served("a graph edge with data"));
-	return qc_ret(qc_graph_add_edges(G(graph), (struct qc_node *const *)from,
-					 (struct qc_node *const *)to, numDependencies));
+	return qc_ret(qc_graph_add_edges(G(graph), (struct qc_node *const *)from, (struct qc_node *const *)to,
+					 numDependencies));
 }
 
 QC_API cudaError_t cudaGraphRemoveDependencies(cudaGraph_t graph, const cudaGraphNode_t *from,
-					       const cudaGraphNode_t *to,
-					       const cudaGraphEdgeData *edgeData, size_t numDependencies)
+					       const cudaGraphNode_t *to, const cudaGraphEdgeData *edgeData,
+					       size_t numDependencies)
 {
 	if (!qc_graph_plain_edges(edgeData, numDependencies))
 		return qc_ret(cudaErrorInvalidValue);
-	return qc_ret(qc_graph_remove_edges(G(graph), (struct qc_node *const *)from,
-					    (struct qc_node *const *)to, numDependencies));
+	return qc_ret(qc_graph_remove_edges(G(graph), (struct qc_node *const *)from, (struct qc_node *const *)to,
+					    numDependencies));
 }
 
 /* ------------------------------------------------------------ user objects */
@@ -379,15 +370,24 @@ QC_API cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_
 static const char *type_name(enum cudaGraphNodeType t)
 {
 	switch (t) {
-	case cudaGraphNodeTypeKernel: return "KERNEL";
-	case cudaGraphNodeTypeMemcpy: return "MEMCPY";
-	case cudaGraphNodeTypeMemset: return "MEMSET";
-	case cudaGraphNodeTypeHost: return "HOST";
-	case cudaGraphNodeTypeGraph: return "GRAPH";
-	case cudaGraphNodeTypeEmpty: return "EMPTY";
-	case cudaGraphNodeTypeWaitEvent: return "EVENT_WAIT";
-	case cudaGraphNodeTypeEventRecord: return "EVENT_RECORD";
-	default: return "NODE";
+	case cudaGraphNodeTypeKernel:
+		return "KERNEL";
+	case cudaGraphNodeTypeMemcpy:
+		return "MEMCPY";
+	case cudaGraphNodeTypeMemset:
+		return "MEMSET";
+	case cudaGraphNodeTypeHost:
+		return "HOST";
+	case cudaGraphNodeTypeGraph:
+		return "GRAPH";
+	case cudaGraphNodeTypeEmpty:
+		return "EMPTY";
+	case cudaGraphNodeTypeWaitEvent:
+		return "EVENT_WAIT";
+	case cudaGraphNodeTypeEventRecord:
+		return "EVENT_RECORD";
+	default:
+		return "NODE";
 	}
 }
 

@@ -15,10 +15,8 @@ static cudaError_t instantiate(cudaGraphExec_t *out, cudaGraph_t graph, unsigned
 {
 	/* Auto-free-on-launch and device launch need memory nodes and device
 	 * graphs; upload and priority flags change nothing here. */
-	const unsigned long long known = cudaGraphInstantiateFlagAutoFreeOnLaunch |
-					 cudaGraphInstantiateFlagUpload |
-					 cudaGraphInstantiateFlagDeviceLaunch |
-					 cudaGraphInstantiateFlagUseNodePriority;
+	const unsigned long long known = cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUpload |
+					 cudaGraphInstantiateFlagDeviceLaunch | cudaGraphInstantiateFlagUseNodePriority;
 
 	if (!out || (flags & ~known))
 		return cudaErrorInvalidValue;
@@ -27,8 +25,7 @@ static cudaError_t instantiate(cudaGraphExec_t *out, cudaGraph_t graph, unsigned
 	return qc_exec_new(G(graph), flags, (struct qc_exec **)out);
 }
 
-QC_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
-					unsigned long long flags)
+QC_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags)
 {
 	return qc_ret(instantiate(pGraphExec, graph, flags));
 }
@@ -39,8 +36,7 @@ QC_API cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cu
 	return qc_ret(instantiate(pGraphExec, graph, flags));
 }
 
-static cudaError_t instantiate_params(cudaGraphExec_t *out, cudaGraph_t graph,
-				      cudaGraphInstantiateParams *p)
+static cudaError_t instantiate_params(cudaGraphExec_t *out, cudaGraph_t graph, cudaGraphInstantiateParams *p)
 {
 	cudaError_t e;
 
@@ -143,7 +139,6 @@ QC_API cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t h
 	return qc_ret(e);
 }
 
-
 /* ------------------------------------------------------------ node parameters */
 
 QC_API cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
@@ -166,18 +161,15 @@ static cudaError_t node_enabled(cudaGraphExec_t x, cudaGraphNode_t node, int set
 	if (!qc_exec_known(X(x)) || !qc_node_known(N(node)) || !enabled)
 		return cudaErrorInvalidValue;
 	e = qc_exec_enabled(X(x), N(node), set, enabled);
-	return e == cudaErrorNotSupported ?
-		       qc_graph_not_served("enabling nodes of a graph with conditional nodes") : e;
+	return e == cudaErrorNotSupported ? qc_graph_not_served("enabling nodes of a graph with conditional nodes") : e;
 }
 
-QC_API cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode,
-					   unsigned int isEnabled)
+QC_API cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, unsigned int isEnabled)
 {
 	return qc_ret(node_enabled(hGraphExec, hNode, 1, &isEnabled));
 }
 
-QC_API cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode,
-					   unsigned int *isEnabled)
+QC_API cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, unsigned int *isEnabled)
 {
 	return qc_ret(node_enabled(hGraphExec, hNode, 0, isEnabled));
 }

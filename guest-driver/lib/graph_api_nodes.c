@@ -19,15 +19,14 @@ static struct cudaExtent extent(size_t w, size_t h, size_t d)
 	return (struct cudaExtent){ .width = w, .height = h, .depth = d };
 }
 
-static cudaError_t add(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps,
-		       size_t n, struct qc_node_op *op)
+static cudaError_t add(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
+		       struct qc_node_op *op)
 {
 	if (!out) {
 		qc_node_op_free(op);
 		return qc_ret(cudaErrorInvalidValue);
 	}
-	return qc_ret(qc_graph_add(G(graph), op, (struct qc_node *const *)deps, n,
-				   (struct qc_node **)out));
+	return qc_ret(qc_graph_add(G(graph), op, (struct qc_node *const *)deps, n, (struct qc_node **)out));
 }
 
 /* The packed parameters of kernelParams or of extra's buffer. */
@@ -42,8 +41,8 @@ cudaError_t qc_graph_api_kernel_op(struct qc_node_op *op, const struct cudaKerne
 		return cudaErrorInvalidValue;
 	if (p->extra && (qc_extra_buffer(p->extra, &packed, &size) != cudaSuccess || !packed))
 		return cudaErrorInvalidValue;
-	return qc_node_op_kernel(op, qc_kernel_by_func(p->func), p->gridDim, p->blockDim,
-				 p->sharedMemBytes, p->kernelParams, packed, size);
+	return qc_node_op_kernel(op, qc_kernel_by_func(p->func), p->gridDim, p->blockDim, p->sharedMemBytes,
+				 p->kernelParams, packed, size);
 }
 
 QC_API cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
@@ -121,8 +120,7 @@ cudaError_t qc_graph_api_memcpy_op(struct qc_node_op *op, const struct cudaMemcp
 		return cudaErrorInvalidMemcpyDirection;
 	s = &p->srcPtr, d = &p->dstPtr;
 	if (!s->ptr || !d->ptr || !p->extent.width || !p->extent.height || !p->extent.depth ||
-	    (p->extent.height * p->extent.depth > 1 &&
-	     (s->pitch < p->extent.width || d->pitch < p->extent.width)))
+	    (p->extent.height * p->extent.depth > 1 && (s->pitch < p->extent.width || d->pitch < p->extent.width)))
 		return cudaErrorInvalidValue;
 	memset(op, 0, sizeof(*op));
 	op->type = cudaGraphNodeTypeMemcpy;
@@ -133,10 +131,9 @@ cudaError_t qc_graph_api_memcpy_op(struct qc_node_op *op, const struct cudaMemcp
 	op->copy.dpitch = d->pitch ? d->pitch : p->extent.width;
 	op->copy.sslice = op->copy.spitch * (s->ysize ? s->ysize : p->extent.height);
 	op->copy.dslice = op->copy.dpitch * (d->ysize ? d->ysize : p->extent.height);
-	op->copy.src = (const char *)s->ptr + p->srcPos.x + p->srcPos.y * op->copy.spitch +
-		       p->srcPos.z * op->copy.sslice;
-	op->copy.dst = (char *)d->ptr + p->dstPos.x + p->dstPos.y * op->copy.dpitch +
-		       p->dstPos.z * op->copy.dslice;
+	op->copy.src =
+		(const char *)s->ptr + p->srcPos.x + p->srcPos.y * op->copy.spitch + p->srcPos.z * op->copy.sslice;
+	op->copy.dst = (char *)d->ptr + p->dstPos.x + p->dstPos.y * op->copy.dpitch + p->dstPos.z * op->copy.dslice;
 	op->copy.kind = p->kind;
 	return cudaSuccess;
 }
@@ -161,20 +158,17 @@ QC_API cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cudaGraph
 	struct qc_node_op op;
 	cudaError_t e = qc_graph_api_memcpy_op(&op, pCopyParams);
 
-	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) :
-				  qc_ret(e);
+	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) : qc_ret(e);
 }
 
 QC_API cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-					    const cudaGraphNode_t *pDependencies, size_t numDependencies,
-					    void *dst, const void *src, size_t count,
-					    enum cudaMemcpyKind kind)
+					    const cudaGraphNode_t *pDependencies, size_t numDependencies, void *dst,
+					    const void *src, size_t count, enum cudaMemcpyKind kind)
 {
 	struct qc_node_op op;
 	cudaError_t e = memcpy1d_op(&op, dst, src, count, kind);
 
-	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) :
-				  qc_ret(e);
+	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) : qc_ret(e);
 }
 
 QC_API cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, struct cudaMemcpy3DParms *p)
@@ -186,10 +180,8 @@ QC_API cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, struct cud
 		return qc_ret(cudaErrorInvalidValue);
 	op = &n->op;
 	memset(p, 0, sizeof(*p));
-	p->srcPtr = pitched((void *)op->copy.src, op->copy.spitch, op->copy.width,
-					op->copy.sslice / op->copy.spitch);
-	p->dstPtr = pitched(op->copy.dst, op->copy.dpitch, op->copy.width,
-					op->copy.dslice / op->copy.dpitch);
+	p->srcPtr = pitched((void *)op->copy.src, op->copy.spitch, op->copy.width, op->copy.sslice / op->copy.spitch);
+	p->dstPtr = pitched(op->copy.dst, op->copy.dpitch, op->copy.width, op->copy.dslice / op->copy.dpitch);
 	p->extent = extent(op->copy.width, op->copy.height, op->copy.depth);
 	p->kind = op->copy.kind;
 	return cudaSuccess;
@@ -204,8 +196,8 @@ QC_API cudaError_t cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node, const stru
 	return qc_ret(e == cudaSuccess ? replace(n, &op) : e);
 }
 
-QC_API cudaError_t cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void *dst, const void *src,
-						  size_t count, enum cudaMemcpyKind kind)
+QC_API cudaError_t cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void *dst, const void *src, size_t count,
+						  enum cudaMemcpyKind kind)
 {
 	struct qc_node *n = typed(node, cudaGraphNodeTypeMemcpy);
 	struct qc_node_op op;
@@ -228,8 +220,7 @@ QC_API cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t *pGraphNode, cudaGraph
 	struct qc_node_op op;
 	cudaError_t e = memset_op(&op, pMemsetParams);
 
-	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) :
-				  qc_ret(e);
+	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) : qc_ret(e);
 }
 
 QC_API cudaError_t cudaGraphMemsetNodeGetParams(cudaGraphNode_t node, struct cudaMemsetParams *p)
@@ -269,8 +260,7 @@ QC_API cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *pGraphNode, cudaGraph_t
 	struct qc_node_op op;
 	cudaError_t e = host_op(&op, pNodeParams);
 
-	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) :
-				  qc_ret(e);
+	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) : qc_ret(e);
 }
 
 QC_API cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, struct cudaHostNodeParams *p)
@@ -321,8 +311,8 @@ QC_API cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *pGraphNode, cudaGraph_
 	return add(pGraphNode, graph, pDependencies, numDependencies, &op);
 }
 
-static cudaError_t add_event_node(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps,
-				  size_t n, cudaEvent_t event, enum cudaGraphNodeType type)
+static cudaError_t add_event_node(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
+				  cudaEvent_t event, enum cudaGraphNodeType type)
 {
 	struct qc_node_op op;
 	cudaError_t e = qc_node_op_event(&op, type, event);
@@ -331,23 +321,20 @@ static cudaError_t add_event_node(cudaGraphNode_t *out, cudaGraph_t graph, const
 }
 
 QC_API cudaError_t cudaGraphAddEventRecordNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-					       const cudaGraphNode_t *pDependencies,
-					       size_t numDependencies, cudaEvent_t event)
+					       const cudaGraphNode_t *pDependencies, size_t numDependencies,
+					       cudaEvent_t event)
 {
-	return add_event_node(pGraphNode, graph, pDependencies, numDependencies, event,
-			      cudaGraphNodeTypeEventRecord);
+	return add_event_node(pGraphNode, graph, pDependencies, numDependencies, event, cudaGraphNodeTypeEventRecord);
 }
 
 QC_API cudaError_t cudaGraphAddEventWaitNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-					     const cudaGraphNode_t *pDependencies,
-					     size_t numDependencies, cudaEvent_t event)
+					     const cudaGraphNode_t *pDependencies, size_t numDependencies,
+					     cudaEvent_t event)
 {
-	return add_event_node(pGraphNode, graph, pDependencies, numDependencies, event,
-			      cudaGraphNodeTypeWaitEvent);
+	return add_event_node(pGraphNode, graph, pDependencies, numDependencies, event, cudaGraphNodeTypeWaitEvent);
 }
 
-static cudaError_t node_event(cudaGraphNode_t node, enum cudaGraphNodeType type, cudaEvent_t *get,
-			      cudaEvent_t set)
+static cudaError_t node_event(cudaGraphNode_t node, enum cudaGraphNodeType type, cudaEvent_t *get, cudaEvent_t set)
 {
 	struct qc_node *n = typed(node, type);
 
@@ -362,8 +349,8 @@ static cudaError_t node_event(cudaGraphNode_t node, enum cudaGraphNodeType type,
 
 QC_API cudaError_t cudaGraphEventRecordNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out)
 {
-	return event_out ? node_event(node, cudaGraphNodeTypeEventRecord, event_out, NULL) :
-			   qc_ret(cudaErrorInvalidValue);
+	return event_out ? node_event(node, cudaGraphNodeTypeEventRecord, event_out, NULL)
+			 : qc_ret(cudaErrorInvalidValue);
 }
 
 QC_API cudaError_t cudaGraphEventRecordNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event)
@@ -373,8 +360,8 @@ QC_API cudaError_t cudaGraphEventRecordNodeSetEvent(cudaGraphNode_t node, cudaEv
 
 QC_API cudaError_t cudaGraphEventWaitNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out)
 {
-	return event_out ? node_event(node, cudaGraphNodeTypeWaitEvent, event_out, NULL) :
-			   qc_ret(cudaErrorInvalidValue);
+	return event_out ? node_event(node, cudaGraphNodeTypeWaitEvent, event_out, NULL)
+			 : qc_ret(cudaErrorInvalidValue);
 }
 
 QC_API cudaError_t cudaGraphEventWaitNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event)
@@ -417,14 +404,12 @@ QC_API cudaError_t cudaGraphMemAllocNodeGetParams(cudaGraphNode_t node, struct c
 }
 
 QC_API cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-					   const cudaGraphNode_t *pDependencies, size_t numDependencies,
-					   void *dptr)
+					   const cudaGraphNode_t *pDependencies, size_t numDependencies, void *dptr)
 {
 	struct qc_node_op op;
 	cudaError_t e = qc_node_op_free_mem(&op, dptr);
 
-	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) :
-				  qc_ret(e);
+	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) : qc_ret(e);
 }
 
 QC_API cudaError_t cudaGraphMemFreeNodeGetParams(cudaGraphNode_t node, void *dptr_out)
@@ -488,8 +473,7 @@ QC_API cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *
 }
 
 /* The exec's copy of node gets op, built by make from the caller's params. */
-static cudaError_t exec_set(cudaGraphExec_t graphExec, cudaGraphNode_t node, struct qc_node_op *op,
-			    cudaError_t made)
+static cudaError_t exec_set(cudaGraphExec_t graphExec, cudaGraphNode_t node, struct qc_node_op *op, cudaError_t made)
 {
 	if (made != cudaSuccess)
 		return qc_ret(made);
@@ -516,9 +500,8 @@ QC_API cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphExec, 
 	return exec_set(hGraphExec, node, &op, qc_graph_api_memcpy_op(&op, pNodeParams));
 }
 
-QC_API cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
-						      void *dst, const void *src, size_t count,
-						      enum cudaMemcpyKind kind)
+QC_API cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, void *dst,
+						      const void *src, size_t count, enum cudaMemcpyKind kind)
 {
 	struct qc_node_op op;
 
@@ -541,16 +524,16 @@ QC_API cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t hGraphExec, cu
 	return exec_set(hGraphExec, node, &op, host_op(&op, pNodeParams));
 }
 
-QC_API cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t hGraphExec,
-							cudaGraphNode_t hNode, cudaEvent_t event)
+QC_API cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode,
+							cudaEvent_t event)
 {
 	struct qc_node_op op;
 
 	return exec_set(hGraphExec, hNode, &op, qc_node_op_event(&op, cudaGraphNodeTypeEventRecord, event));
 }
 
-QC_API cudaError_t cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t hGraphExec,
-						      cudaGraphNode_t hNode, cudaEvent_t event)
+QC_API cudaError_t cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode,
+						      cudaEvent_t event)
 {
 	struct qc_node_op op;
 
@@ -630,8 +613,8 @@ QC_API cudaError_t cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t hDst, cudaG
 /* The device address of [offset, offset+count) of a module variable (as
  * cudaMemcpyToSymbol finds it); to: the copy goes to it. The kinds are
  * cudaMemcpyToSymbol's and cudaMemcpyFromSymbol's. */
-static cudaError_t symbol_at(const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind,
-			     int to, void **at)
+static cudaError_t symbol_at(const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind, int to,
+			     void **at)
 {
 	uint64_t dptr, size;
 	cudaError_t e;
@@ -649,8 +632,8 @@ static cudaError_t symbol_at(const void *symbol, size_t count, size_t offset, en
 }
 
 /* A 1D memcpy node's operation to (to) or from a symbol. */
-static cudaError_t symbol_op(struct qc_node_op *op, const void *symbol, void *mem, size_t count,
-			     size_t offset, enum cudaMemcpyKind kind, int to)
+static cudaError_t symbol_op(struct qc_node_op *op, const void *symbol, void *mem, size_t count, size_t offset,
+			     enum cudaMemcpyKind kind, int to)
 {
 	void *at;
 	cudaError_t e = symbol_at(symbol, count, offset, kind, to, &at);
@@ -662,31 +645,28 @@ static cudaError_t symbol_op(struct qc_node_op *op, const void *symbol, void *me
 
 QC_API cudaError_t cudaGraphAddMemcpyNodeToSymbol(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
 						  const cudaGraphNode_t *pDependencies, size_t numDependencies,
-						  const void *symbol, const void *src, size_t count,
-						  size_t offset, enum cudaMemcpyKind kind)
+						  const void *symbol, const void *src, size_t count, size_t offset,
+						  enum cudaMemcpyKind kind)
 {
 	struct qc_node_op op;
 	cudaError_t e = symbol_op(&op, symbol, (void *)src, count, offset, kind, 1);
 
-	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) :
-				  qc_ret(e);
+	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) : qc_ret(e);
 }
 
 QC_API cudaError_t cudaGraphAddMemcpyNodeFromSymbol(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
 						    const cudaGraphNode_t *pDependencies, size_t numDependencies,
-						    void *dst, const void *symbol, size_t count,
-						    size_t offset, enum cudaMemcpyKind kind)
+						    void *dst, const void *symbol, size_t count, size_t offset,
+						    enum cudaMemcpyKind kind)
 {
 	struct qc_node_op op;
 	cudaError_t e = symbol_op(&op, symbol, dst, count, offset, kind, 0);
 
-	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) :
-				  qc_ret(e);
+	return e == cudaSuccess ? add(pGraphNode, graph, pDependencies, numDependencies, &op) : qc_ret(e);
 }
 
-QC_API cudaError_t cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, const void *symbol,
-							const void *src, size_t count, size_t offset,
-							enum cudaMemcpyKind kind)
+QC_API cudaError_t cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, const void *symbol, const void *src,
+							size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
 	struct qc_node *n = typed(node, cudaGraphNodeTypeMemcpy);
 	struct qc_node_op op;
@@ -695,9 +675,8 @@ QC_API cudaError_t cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, co
 	return qc_ret(e == cudaSuccess ? replace(n, &op) : e);
 }
 
-QC_API cudaError_t cudaGraphMemcpyNodeSetParamsFromSymbol(cudaGraphNode_t node, void *dst,
-							  const void *symbol, size_t count, size_t offset,
-							  enum cudaMemcpyKind kind)
+QC_API cudaError_t cudaGraphMemcpyNodeSetParamsFromSymbol(cudaGraphNode_t node, void *dst, const void *symbol,
+							  size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
 	struct qc_node *n = typed(node, cudaGraphNodeTypeMemcpy);
 	struct qc_node_op op;

@@ -67,7 +67,7 @@ static int urefs_gather(struct qc_graph *g, struct qc_urefs *into, int take)
 			if (!take)
 				qc_uobj_get(r->obj, r->count);
 		} else if (take) {
-			qc_uobj_put(r->obj, r->count);	/* out of memory: now, not after the launches */
+			qc_uobj_put(r->obj, r->count); /* out of memory: now, not after the launches */
 		} else {
 			err = -1;
 		}
@@ -206,9 +206,9 @@ cudaError_t qc_node_op_run(const struct qc_node_op *op, cudaStream_t stream, int
 	case cudaGraphNodeTypeKernel: {
 		const struct qc_launch_mode coop = { .cooperative = 1, .cluster = { 1, 1, 1 } };
 
-		return qc_launch_packed(op->kernel.k, op->kernel.grid, op->kernel.block,
-					op->kernel.params, op->kernel.k->param_bytes, op->kernel.shmem,
-					stream, ptds, op->kernel.cooperative ? &coop : NULL);
+		return qc_launch_packed(op->kernel.k, op->kernel.grid, op->kernel.block, op->kernel.params,
+					op->kernel.k->param_bytes, op->kernel.shmem, stream, ptds,
+					op->kernel.cooperative ? &coop : NULL);
 	}
 	case cudaGraphNodeTypeMemcpy: {
 		cudaError_t e = cudaSuccess;
@@ -218,14 +218,13 @@ cudaError_t qc_node_op_run(const struct qc_node_op *op, cudaStream_t stream, int
 		    (c->copy.dpitch == c->copy.width && c->copy.spitch == c->copy.width &&
 		     c->copy.dslice == c->copy.width * c->copy.height &&
 		     c->copy.sslice == c->copy.width * c->copy.height))
-			return qc_memcpy(c->copy.dst, c->copy.src,
-					 c->copy.width * c->copy.height * c->copy.depth, c->copy.kind,
-					 stream, 1, ptds);
+			return qc_memcpy(c->copy.dst, c->copy.src, c->copy.width * c->copy.height * c->copy.depth,
+					 c->copy.kind, stream, 1, ptds);
 		for (size_t z = 0; z < c->copy.depth && e == cudaSuccess; z++)
 			for (size_t y = 0; y < c->copy.height && e == cudaSuccess; y++)
 				e = qc_memcpy(c->copy.dst + z * c->copy.dslice + y * c->copy.dpitch,
-					      c->copy.src + z * c->copy.sslice + y * c->copy.spitch,
-					      c->copy.width, c->copy.kind, stream, 1, ptds);
+					      c->copy.src + z * c->copy.sslice + y * c->copy.spitch, c->copy.width,
+					      c->copy.kind, stream, 1, ptds);
 		return e;
 	}
 	case cudaGraphNodeTypeMemset: {
@@ -235,8 +234,8 @@ cudaError_t qc_node_op_run(const struct qc_node_op *op, cudaStream_t stream, int
 		for (size_t y = 0; y < op->set.height && e == cudaSuccess; y++) {
 			char *d = op->set.dst + y * op->set.pitch;
 
-			e = op->set.row ? qc_memcpy(d, op->set.row, row, cudaMemcpyHostToDevice, stream, 1, ptds) :
-					  qc_memset(d, (int)(op->set.value & 0xff), row, stream, 1, ptds);
+			e = op->set.row ? qc_memcpy(d, op->set.row, row, cudaMemcpyHostToDevice, stream, 1, ptds)
+					: qc_memset(d, (int)(op->set.value & 0xff), row, stream, 1, ptds);
 		}
 		return e;
 	}
@@ -336,8 +335,7 @@ static const struct qc_node *shape_differs(const struct qc_graph *a, const struc
 				*why = cudaGraphExecUpdateErrorTopologyChanged;
 				return q;
 			}
-		if (p->op.type == cudaGraphNodeTypeGraph &&
-		    shape_differs(p->op.child, q->op.child, why)) {
+		if (p->op.type == cudaGraphNodeTypeGraph && shape_differs(p->op.child, q->op.child, why)) {
 			return q;
 		}
 	}
@@ -346,8 +344,8 @@ static const struct qc_node *shape_differs(const struct qc_graph *a, const struc
 
 /* The same shape orders its nodes the same way: the steps disabled stay
  * so, the references of the old snapshot go after x's launches. */
-cudaError_t qc_exec_update(struct qc_exec *x, const struct qc_graph *g,
-			   enum cudaGraphExecUpdateResult *result, const struct qc_node **err_node)
+cudaError_t qc_exec_update(struct qc_exec *x, const struct qc_graph *g, enum cudaGraphExecUpdateResult *result,
+			   const struct qc_node **err_node)
 {
 	struct qc_exec *fresh;
 	enum cudaGraphExecUpdateResult why = cudaGraphExecUpdateSuccess;
@@ -356,7 +354,7 @@ cudaError_t qc_exec_update(struct qc_exec *x, const struct qc_graph *g,
 	*err_node = NULL;
 	if (!qc_exec_known(x) || !qc_graph_known(g))
 		return cudaErrorInvalidValue;
-	if (x->host || qc_graph_has_cond(g)) {	/* the host's graph is not updated in place */
+	if (x->host || qc_graph_has_cond(g)) { /* the host's graph is not updated in place */
 		*result = cudaGraphExecUpdateErrorNotSupported;
 		return cudaErrorGraphExecUpdateFailure;
 	}
@@ -426,8 +424,7 @@ cudaError_t qc_exec_set_child(struct qc_exec *x, const struct qc_node *node, con
 			snap = x->snapshot->nodes[i];
 	if (!snap || snap->op.type != cudaGraphNodeTypeGraph || !qc_graph_known(child))
 		return cudaErrorInvalidValue;
-	if (qc_graph_has_cond(child) || shape_differs(snap->op.child, child, &why) ||
-	    why != cudaGraphExecUpdateSuccess)
+	if (qc_graph_has_cond(child) || shape_differs(snap->op.child, child, &why) || why != cudaGraphExecUpdateSuccess)
 		return cudaErrorGraphExecUpdateFailure;
 	c = qc_graph_clone(child, NULL);
 	if (!c)
@@ -443,4 +440,3 @@ cudaError_t qc_exec_set_child(struct qc_exec *x, const struct qc_node *node, con
 	exec_drop(x, old);
 	return cudaSuccess;
 }
-

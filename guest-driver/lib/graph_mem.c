@@ -11,9 +11,9 @@
 #include "graph.h"
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct qc_graph_mem **mems;	/* live, for free nodes' checks */
+static struct qc_graph_mem **mems; /* live, for free nodes' checks */
 static size_t nmems, mems_cap;
-static uint64_t mem_used, mem_high;	/* bytes of alloc nodes, as CUDA's attributes count them */
+static uint64_t mem_used, mem_high; /* bytes of alloc nodes, as CUDA's attributes count them */
 
 void qc_graph_mem_get(struct qc_graph_mem *m)
 {
@@ -60,8 +60,7 @@ static cudaError_t props_check(const struct cudaMemPoolProps *props, size_t size
 {
 	if (!props || !size)
 		return cudaErrorInvalidValue;
-	if (props->allocType != cudaMemAllocationTypePinned ||
-	    props->handleTypes != cudaMemHandleTypeNone ||
+	if (props->allocType != cudaMemAllocationTypePinned || props->handleTypes != cudaMemHandleTypeNone ||
 	    props->location.type != cudaMemLocationTypeDevice)
 		return cudaErrorInvalidValue;
 	if (props->location.id < 0 || props->location.id >= qc.device_count)
@@ -80,7 +79,7 @@ cudaError_t qc_node_op_alloc(struct qc_node_op *op, const struct cudaMemPoolProp
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return cudaErrorMemoryAllocation;
-	e = cudaMalloc(&m->ptr, size);	/* the session's allocation: quota and checks apply */
+	e = cudaMalloc(&m->ptr, size); /* the session's allocation: quota and checks apply */
 	if (e == cudaSuccess) {
 		pthread_mutex_lock(&mem_lock);
 		if (nmems == mems_cap) {
@@ -154,7 +153,7 @@ static struct qc_graph_mem *reusable(const struct qc_graph *g, struct qc_node *c
 		return NULL;
 	for (size_t i = 0; i < ndeps; i++)
 		if (!qc_node_known(deps[i]) || deps[i]->graph != g)
-			return NULL;	/* qc_graph_add refuses the node */
+			return NULL; /* qc_graph_add refuses the node */
 	before = malloc(2 * g->n);
 	if (!before || qc_graph_ancestors(g, deps, ndeps, before)) {
 		free(before);
@@ -168,8 +167,7 @@ static struct qc_graph_mem *reusable(const struct qc_graph *g, struct qc_node *c
 		if (!before[i] || n->op.type != cudaGraphNodeTypeMemFree)
 			continue;
 		m = mem_of(g, n->op.free_ptr);
-		if (m && m->size >= size && m->props.location.id == props->location.id &&
-		    frees_all_uses(g, n, m, mark))
+		if (m && m->size >= size && m->props.location.id == props->location.id && frees_all_uses(g, n, m, mark))
 			found = m;
 	}
 	free(before);

@@ -74,8 +74,10 @@ void qc_graph_free_host(struct qc_graph *g)
 cudaError_t qc_node_op_cond(struct qc_node_op *op, cudaGraphConditionalHandle handle,
 			    enum cudaGraphConditionalNodeType type, unsigned int size)
 {
-	unsigned int most = type == cudaGraphCondTypeIf ? 2 : type == cudaGraphCondTypeWhile ? 1 :
-			    type == cudaGraphCondTypeSwitch ? QCUDA_MAX_GRAPH_NODES : 0;
+	unsigned int most = type == cudaGraphCondTypeIf	      ? 2
+			    : type == cudaGraphCondTypeWhile  ? 1
+			    : type == cudaGraphCondTypeSwitch ? QCUDA_MAX_GRAPH_NODES
+							      : 0;
 
 	memset(op, 0, sizeof(*op));
 	if (!handle || size < 1 || size > most)
@@ -122,8 +124,7 @@ static int grow(void **v, size_t *cap, size_t need, size_t elem)
 }
 
 /* Appends a node in (parent, body); its index in *at. */
-static cudaError_t put_node(struct desc *d, struct qcuda_graph_node *n, uint32_t parent, uint32_t body,
-			    uint32_t *at)
+static cudaError_t put_node(struct desc *d, struct qcuda_graph_node *n, uint32_t parent, uint32_t body, uint32_t *at)
 {
 	if (d->n >= QCUDA_MAX_GRAPH_NODES)
 		return cudaErrorNotSupported;
@@ -152,7 +153,7 @@ static cudaError_t device_ptr(const void *p, size_t n, __typeof__(((struct qcuda
 	cudaError_t e = qc_resolve(p, n, 1, &l);
 
 	if (e != cudaSuccess || !l.device)
-		return cudaErrorNotSupported;	/* pageable memory: no graph on the host reaches it */
+		return cudaErrorNotSupported; /* pageable memory: no graph on the host reaches it */
 	*out = l.dptr;
 	return cudaSuccess;
 }
@@ -239,10 +240,10 @@ static cudaError_t put_op(struct desc *d, const struct qc_node_op *op, uint32_t 
 	case cudaGraphNodeTypeEmpty:
 	case cudaGraphNodeTypeMemAlloc:
 	case cudaGraphNodeTypeMemFree:
-	case cudaGraphNodeTypeGraph:	/* its start; its nodes follow */
+	case cudaGraphNodeTypeGraph: /* its start; its nodes follow */
 		break;
 	default:
-		return cudaErrorNotSupported;	/* host nodes */
+		return cudaErrorNotSupported; /* host nodes */
 	}
 	if (e == cudaSuccess)
 		e = put_node(d, &n, parent, body, &at);
@@ -332,7 +333,7 @@ cudaError_t qc_graph_instantiate_host(const struct qc_graph *g, uint64_t *out)
 	if (e == cudaSuccess && size)
 		e = qc_req_module_upload(id, size, buf, size);
 	if (e == cudaSuccess && !size)
-		e = cudaErrorInvalidValue;	/* an empty graph has no conditional node */
+		e = cudaErrorInvalidValue; /* an empty graph has no conditional node */
 	if (e == cudaSuccess)
 		e = qc_req_graph_instantiate(g->host, id, size, (uint32_t)d.n, (uint32_t)d.ne, out);
 	qc_debug("graph with conditional nodes: %zu nodes, %zu edges, %zu parameter bytes: %s", d.n, d.ne, d.np,

@@ -75,7 +75,7 @@ cudaError_t qc_node_op_copy(struct qc_node_op *dst, const struct qc_node_op *src
 			return cudaErrorMemoryAllocation;
 		for (unsigned int i = 0; i < src->cond.size; i++)
 			if (!(dst->cond.bodies[i] = qc_graph_clone(src->cond.bodies[i], NULL)))
-				return cudaErrorMemoryAllocation;	/* the caller frees dst */
+				return cudaErrorMemoryAllocation; /* the caller frees dst */
 		return cudaSuccess;
 	default:
 		return cudaSuccess;
@@ -104,8 +104,7 @@ void qc_node_set_op(struct qc_node *n, struct qc_node_op *op)
 
 /* The cooperative attribute is the op's flag (what a launch and the host's
  * graphs read); the others are kept as set. */
-cudaError_t qc_kattr_get(const struct qc_node_op *op, enum cudaLaunchAttributeID id,
-			 cudaLaunchAttributeValue *val)
+cudaError_t qc_kattr_get(const struct qc_node_op *op, enum cudaLaunchAttributeID id, cudaLaunchAttributeValue *val)
 {
 	memset(val, 0, sizeof(*val));
 	if (id == cudaLaunchAttributeCooperative) {
@@ -118,8 +117,7 @@ cudaError_t qc_kattr_get(const struct qc_node_op *op, enum cudaLaunchAttributeID
 	return cudaSuccess;
 }
 
-cudaError_t qc_kattr_set(struct qc_node_op *op, enum cudaLaunchAttributeID id,
-			 const cudaLaunchAttributeValue *val)
+cudaError_t qc_kattr_set(struct qc_node_op *op, enum cudaLaunchAttributeID id, const cudaLaunchAttributeValue *val)
 {
 	struct qc_kattr *v;
 
@@ -157,15 +155,15 @@ cudaError_t qc_kattr_copy(struct qc_node_op *dst, const struct qc_node_op *src)
 }
 
 /* Packs a launch's parameters in k's layout, as launch.c does. */
-cudaError_t qc_node_op_kernel(struct qc_node_op *op, struct qc_kernel *k, dim3 grid, dim3 block,
-			      size_t shmem, void **args, const void *packed, size_t size)
+cudaError_t qc_node_op_kernel(struct qc_node_op *op, struct qc_kernel *k, dim3 grid, dim3 block, size_t shmem,
+			      void **args, const void *packed, size_t size)
 {
 	uint64_t func;
 	cudaError_t e;
 
 	if (!k)
 		return cudaErrorInvalidDeviceFunction;
-	e = qc_kernel_get(k, &func);	/* the layout comes with the handle */
+	e = qc_kernel_get(k, &func); /* the layout comes with the handle */
 	if (e != cudaSuccess)
 		return e;
 	if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z || shmem > UINT32_MAX)
@@ -199,13 +197,12 @@ cudaError_t qc_node_op_kernel(struct qc_node_op *op, struct qc_kernel *k, dim3 g
 	return e;
 }
 
-cudaError_t qc_node_op_memset(struct qc_node_op *op, void *dst, size_t pitch, uint32_t value,
-			      unsigned int elem, size_t width, size_t height)
+cudaError_t qc_node_op_memset(struct qc_node_op *op, void *dst, size_t pitch, uint32_t value, unsigned int elem,
+			      size_t width, size_t height)
 {
 	int bytewise;
 
-	if (!dst || (elem != 1 && elem != 2 && elem != 4) || !width || !height ||
-	    (height > 1 && pitch < width * elem))
+	if (!dst || (elem != 1 && elem != 2 && elem != 4) || !width || !height || (height > 1 && pitch < width * elem))
 		return cudaErrorInvalidValue;
 	memset(op, 0, sizeof(*op));
 	op->type = cudaGraphNodeTypeMemset;

@@ -24,17 +24,20 @@ static cudaError_t params_op(struct qc_node_op *op, const struct qc_node_call *c
 	switch (p->type) {
 	case cudaGraphNodeTypeKernel: {
 		const struct cudaKernelNodeParamsV2 *k = &p->kernel;
-		struct cudaKernelNodeParams v1 = { .func = k->func, .gridDim = k->gridDim, .blockDim = k->blockDim,
-						  .sharedMemBytes = k->sharedMemBytes, .kernelParams = k->kernelParams,
-						  .extra = k->extra };
+		struct cudaKernelNodeParams v1 = { .func = k->func,
+						   .gridDim = k->gridDim,
+						   .blockDim = k->blockDim,
+						   .sharedMemBytes = k->sharedMemBytes,
+						   .kernelParams = k->kernelParams,
+						   .extra = k->extra };
 
 		return qc_graph_api_kernel_op(op, &v1);
 	}
 	case cudaGraphNodeTypeMemcpy:
 		return p->memcpy.flags ? cudaErrorInvalidValue : qc_graph_api_memcpy_op(op, &p->memcpy.copyParams);
 	case cudaGraphNodeTypeMemset:
-		return qc_node_op_memset(op, p->memset.dst, p->memset.pitch, p->memset.value,
-					 p->memset.elementSize, p->memset.width, p->memset.height);
+		return qc_node_op_memset(op, p->memset.dst, p->memset.pitch, p->memset.value, p->memset.elementSize,
+					 p->memset.width, p->memset.height);
 	case cudaGraphNodeTypeHost:
 		return qc_node_op_host(op, p->host.fn, p->host.userData);
 	case cudaGraphNodeTypeGraph:
@@ -85,10 +88,10 @@ static cudaError_t node_add(const struct qc_node_call *c, struct cudaGraphNodePa
 
 /* What a set does with a node type, in a graph and in an executable graph. */
 enum set_rule {
-	SET_OP = 1,		/* a new operation from the parameters */
-	SET_NOTHING,		/* no parameters: success */
-	SET_REFUSED,		/* cudaErrorNotSupported, as CUDA 13 answers */
-	SET_CHILD,		/* exec only: the child graph's parameters (qc_exec_set_child) */
+	SET_OP = 1, /* a new operation from the parameters */
+	SET_NOTHING, /* no parameters: success */
+	SET_REFUSED, /* cudaErrorNotSupported, as CUDA 13 answers */
+	SET_CHILD, /* exec only: the child graph's parameters (qc_exec_set_child) */
 };
 
 static const struct {
@@ -120,8 +123,9 @@ static cudaError_t exec_child(struct qc_exec *x, const struct qc_node *node, con
 {
 	cudaError_t e = qc_exec_set_child(x, node, child);
 
-	return e == cudaErrorNotSupported ?
-		       qc_graph_not_served("updating a child graph of a graph with conditional nodes") : e;
+	return e == cudaErrorNotSupported
+		       ? qc_graph_not_served("updating a child graph of a graph with conditional nodes")
+		       : e;
 }
 
 static cudaError_t node_set(const struct qc_node_call *c, struct cudaGraphNodeParams *p, struct qc_node_op *api_op)
@@ -136,8 +140,9 @@ static cudaError_t node_set(const struct qc_node_call *c, struct cudaGraphNodePa
 	else if (rule == SET_REFUSED)
 		e = cudaErrorNotSupported;
 	else if (!rule)
-		e = qc_graph_not_served(in_exec ? "setting the parameters of this graph node type in an executable graph" :
-					"setting the parameters of this graph node type");
+		e = qc_graph_not_served(
+			in_exec ? "setting the parameters of this graph node type in an executable graph"
+				: "setting the parameters of this graph node type");
 	if (e != cudaSuccess || rule != SET_OP) {
 		if (api_op)
 			qc_node_op_free(api_op);
@@ -150,7 +155,7 @@ static cudaError_t node_set(const struct qc_node_call *c, struct cudaGraphNodePa
 		return e;
 	if (in_exec)
 		return qc_exec_set_op(c->exec, c->node, &op);
-	qc_node_set_op(c->node, &op);	/* a kernel keeps its attributes */
+	qc_node_set_op(c->node, &op); /* a kernel keeps its attributes */
 	return cudaSuccess;
 }
 
@@ -178,8 +183,10 @@ QC_API cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t gra
 				    const cudaGraphNode_t *pDependencies, const cudaGraphEdgeData *dependencyData,
 				    size_t numDependencies, struct cudaGraphNodeParams *nodeParams)
 {
-	struct qc_node_call c = { .what = QC_NODE_ADD, .graph = G(graph),
-				  .deps = (struct qc_node *const *)pDependencies, .ndeps = numDependencies,
+	struct qc_node_call c = { .what = QC_NODE_ADD,
+				  .graph = G(graph),
+				  .deps = (struct qc_node *const *)pDependencies,
+				  .ndeps = numDependencies,
 				  .out = (struct qc_node **)pGraphNode };
 	cudaError_t e = qc_ready();
 

@@ -14,7 +14,7 @@
 struct qc_uobj {
 	void *ptr;
 	cudaHostFn_t destroy;
-	unsigned long long refs;	/* the program's and graphs' (under uobj_lock) */
+	unsigned long long refs; /* the program's and graphs' (under uobj_lock) */
 };
 
 static pthread_mutex_t uobj_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -29,7 +29,7 @@ struct dtor {
 static pthread_mutex_t dtor_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t dtor_cond = PTHREAD_COND_INITIALIZER;
 static struct dtor *dtor_head, **dtor_tail = &dtor_head;
-static int dtor_state;	/* 0: no thread yet, 1: running, -1: could not start */
+static int dtor_state; /* 0: no thread yet, 1: running, -1: could not start */
 
 static void *dtor_thread(void *arg)
 {
@@ -218,7 +218,7 @@ cudaError_t qc_graph_retain_uobj(struct qc_graph *g, struct qc_uobj *o, unsigned
 	else if (qc_urefs_add(&g->urefs, o, count))
 		e = cudaErrorMemoryAllocation;
 	else if (!(flags & cudaGraphUserObjectMove))
-		o->refs += count;	/* moved: the caller's references become the graph's */
+		o->refs += count; /* moved: the caller's references become the graph's */
 	pthread_mutex_unlock(&uobj_lock);
 	return e;
 }
@@ -232,7 +232,7 @@ cudaError_t qc_graph_release_uobj(struct qc_graph *g, struct qc_uobj *o, unsigne
 	while (i < g->urefs.n && g->urefs.v[i].obj != o)
 		i++;
 	if (i == g->urefs.n || count > g->urefs.v[i].count)
-		return cudaErrorInvalidValue;	/* not the graph's to release */
+		return cudaErrorInvalidValue; /* not the graph's to release */
 	if (!(g->urefs.v[i].count -= count))
 		g->urefs.v[i] = g->urefs.v[--g->urefs.n];
 	qc_uobj_put(o, count);

@@ -18,8 +18,8 @@
 #include "qcrt.h"
 
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
-static uint64_t *slots, *vals;	/* vals[i]: the value of slots[i] */
-static size_t cap, used;	/* cap: a power of two, or 0 */
+static uint64_t *slots, *vals; /* vals[i]: the value of slots[i] */
+static size_t cap, used; /* cap: a power of two, or 0 */
 
 static uint64_t key(enum qc_handle_kind kind, uint64_t h)
 {

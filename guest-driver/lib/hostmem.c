@@ -59,8 +59,7 @@ static int warned_unmapped;
  * mapped into this process at its device address when that is free.
  * need_map: fail rather than return memory the device cannot address.
  */
-static cudaError_t host_alloc(void **out, size_t size, unsigned int flags, enum qc_mem_kind kind,
-			      int need_map)
+static cudaError_t host_alloc(void **out, size_t size, unsigned int flags, enum qc_mem_kind kind, int need_map)
 {
 	struct qc_region *r;
 	uint64_t gpa = 0, dev = 0;
@@ -84,8 +83,7 @@ static cudaError_t host_alloc(void **out, size_t size, unsigned int flags, enum 
 	}
 	e = gpa ? host_map_call(gpa, len, &dev) : host_map_pages(r->token, len, &dev);
 	if (e != cudaSuccess) {
-		qc_debug("HOST_MAP%s of %zu bytes failed: %s", gpa ? "" : "_PAGES", len,
-			 cudaGetErrorName(e));
+		qc_debug("HOST_MAP%s of %zu bytes failed: %s", gpa ? "" : "_PAGES", len, cudaGetErrorName(e));
 		dev = 0;
 	}
 	if (!dev && need_map) {
@@ -97,10 +95,12 @@ static cudaError_t host_alloc(void **out, size_t size, unsigned int flags, enum 
 		warned_unmapped = 1;
 		qc_msg("note: a managed allocation of %zu bytes could not be mapped for the device "
 		       "(its pages are too scattered, or the backend refused): copies and memsets "
-		       "work, kernels could not use it", len);
+		       "work, kernels could not use it",
+		       len);
 	}
 	want = dev && !(dev & (qc_page_size - 1)) && dev < QC_USER_TOP && len <= QC_USER_TOP - dev
-		       ? (void *)(uintptr_t)dev : NULL;
+		       ? (void *)(uintptr_t)dev
+		       : NULL;
 	r->host = (uintptr_t)qt_host_mmap(qc.fd, r->token, len, want);
 	if (!r->host) {
 		if (dev)
@@ -115,8 +115,8 @@ static cudaError_t host_alloc(void **out, size_t size, unsigned int flags, enum 
 	r->map_len = len;
 	r->flags = flags;
 	if (qc_region_add(r)) {
-		qc_msg("pinned memory at %#lx / device %#llx overlaps a live allocation",
-		       (unsigned long)r->host, (unsigned long long)dev);
+		qc_msg("pinned memory at %#lx / device %#llx overlaps a live allocation", (unsigned long)r->host,
+		       (unsigned long long)dev);
 		qc_region_release(r, 0);
 		return cudaErrorUnknown;
 	}
@@ -141,8 +141,7 @@ QC_API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 	/* Portable: one session per process, so every allocation is.
 	 * WriteCombined: a caching hint for the CPU; ordinary memory is
 	 * correct for it. Mapped: must get a device pointer. */
-	return qc_ret(host_alloc(pHost, size, flags, QC_MEM_PINNED,
-				 !!(flags & cudaHostAllocMapped)));
+	return qc_ret(host_alloc(pHost, size, flags, QC_MEM_PINNED, !!(flags & cudaHostAllocMapped)));
 }
 
 QC_API cudaError_t cudaMallocHost(void **ptr, size_t size)
@@ -206,8 +205,8 @@ cudaError_t qc_mem_managed(const void *p, size_t n, qc_managed_fn fn, void *arg)
 
 QC_API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 {
-	const unsigned int known = cudaHostRegisterPortable | cudaHostRegisterMapped |
-				   cudaHostRegisterIoMemory | cudaHostRegisterReadOnly;
+	const unsigned int known =
+		cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory | cudaHostRegisterReadOnly;
 	uint64_t a = (uintptr_t)ptr, gpa = 0, dev = 0, unmap_dev = 0;
 	struct qc_region *r;
 	cudaError_t e = qc_ready();
@@ -240,8 +239,7 @@ QC_API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 		if (e == cudaSuccess)
 			dev = unmap_dev + (a - key);
 		else
-			qc_debug("HOST_MAP_PAGES of %zu registered bytes failed: %s", size,
-				 cudaGetErrorName(e));
+			qc_debug("HOST_MAP_PAGES of %zu registered bytes failed: %s", size, cudaGetErrorName(e));
 	}
 	r = calloc(1, sizeof(*r));
 	if (!r) {

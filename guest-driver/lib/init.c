@@ -36,56 +36,56 @@ static void init_once_fn(void)
 	if (r) {
 		qc.init_err = cudaErrorNoDevice;
 		qc_msg("no CUDA device: cannot open %s: %s (is the qcuda driver loaded and the "
-		       "virtio-qcuda device present?)", path, strerror(-r));
+		       "virtio-qcuda device present?)",
+		       path, strerror(-r));
 		return;
 	}
 	r = qt_info(qc.fd, &info);
 	if (r) {
 		qc.init_err = cudaErrorInsufficientDriver;
 		qc_msg("%s: QCUDA_IOC_INFO failed: %s (not a qcuda device, or an incompatible "
-		       "qcuda driver)", path, strerror(-r));
+		       "qcuda driver)",
+		       path, strerror(-r));
 		return;
 	}
 	if (info.proto_version != QCUDA_PROTO_VERSION) {
 		qc.init_err = cudaErrorInsufficientDriver;
 		qc_msg("protocol version mismatch: this libcudart.so.13 speaks qcuda protocol v%u, "
 		       "the device (%s) speaks v%u; every CUDA call will fail with "
-		       "cudaErrorInsufficientDriver", QCUDA_PROTO_VERSION, path, info.proto_version);
+		       "cudaErrorInsufficientDriver",
+		       QCUDA_PROTO_VERSION, path, info.proto_version);
 		return;
 	}
 	memset(&out, 0, sizeof(out));
-	r = qt_call(qc.fd, QCUDA_CMD_HELLO, &hello, sizeof(hello), &out, sizeof(out),
-		    QT_NONE, NULL, 0, &res);
+	r = qt_call(qc.fd, QCUDA_CMD_HELLO, &hello, sizeof(hello), &out, sizeof(out), QT_NONE, NULL, 0, &res);
 	if (r) {
-		qc.init_err = r == -ENOTTY || r == -EINVAL ? cudaErrorInsufficientDriver
-							  : cudaErrorInitializationError;
+		qc.init_err = r == -ENOTTY || r == -EINVAL ? cudaErrorInsufficientDriver : cudaErrorInitializationError;
 		qc_msg("HELLO to %s failed: %s%s", path, strerror(-r),
 		       r == -ENOTTY ? " (the qcuda driver is too old: no QCUDA_IOC_CALL)" : "");
 		return;
 	}
 	qc_output_reply(QCUDA_CMD_HELLO, &res.status);
-	if (res.status == QCUDA_ST_VERSION ||
-	    (res.status == 0 && out.proto_version != QCUDA_PROTO_VERSION)) {
+	if (res.status == QCUDA_ST_VERSION || (res.status == 0 && out.proto_version != QCUDA_PROTO_VERSION)) {
 		/* A refusing backend names its version in value. */
 		unsigned int theirs = res.status ? (unsigned int)res.value : out.proto_version;
 
 		qc.init_err = cudaErrorInsufficientDriver;
 		qc_msg("protocol version mismatch: this libcudart.so.13 speaks qcuda protocol v%u, "
 		       "the backend speaks v%u; every CUDA call will fail with "
-		       "cudaErrorInsufficientDriver", QCUDA_PROTO_VERSION, theirs);
+		       "cudaErrorInsufficientDriver",
+		       QCUDA_PROTO_VERSION, theirs);
 		return;
 	}
 	if (res.status != 0) {
-		qc.init_err = res.status < QCUDA_ST_BAD_REQUEST ? (cudaError_t)res.status
-								: cudaErrorInitializationError;
+		qc.init_err =
+			res.status < QCUDA_ST_BAD_REQUEST ? (cudaError_t)res.status : cudaErrorInitializationError;
 		qc_msg("the backend refused HELLO: status %#x (%s)", res.status,
 		       qc_error_name((int)res.status) ? qc_error_name((int)res.status) : "protocol error");
 		return;
 	}
 	if (res.out_written < sizeof(out)) {
 		qc.init_err = cudaErrorInitializationError;
-		qc_msg("the backend answered HELLO with %u bytes, expected %zu", res.out_written,
-		       sizeof(out));
+		qc_msg("the backend answered HELLO with %u bytes, expected %zu", res.out_written, sizeof(out));
 		return;
 	}
 	qc.driver_version = out.driver_version;
@@ -101,7 +101,7 @@ static void init_once_fn(void)
 	}
 	qc.init_err = cudaSuccess;
 	if (qc_debug_on)
-		qt_info(qc.fd, &info);	/* the driver opened the session with HELLO */
+		qt_info(qc.fd, &info); /* the driver opened the session with HELLO */
 	qc_debug("session %llu, %d device(s), driver %u, capabilities %#llx, memory limit %llu",
 		 (unsigned long long)info.session, qc.device_count, out.driver_version,
 		 (unsigned long long)out.capabilities, (unsigned long long)out.memory_limit);

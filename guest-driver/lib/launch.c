@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include <cuda.h>	/* CU_LAUNCH_PARAM_*: the `extra` form is the driver API's */
+#include <cuda.h> /* CU_LAUNCH_PARAM_*: the `extra` form is the driver API's */
 
 #include "graph.h"
 
@@ -19,8 +19,7 @@ struct launch_config {
 static __thread struct launch_config config_stack[QC_CONFIG_DEPTH];
 static __thread unsigned int config_depth;
 
-QC_API unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
-					    struct CUstream_st *stream)
+QC_API unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem, struct CUstream_st *stream)
 {
 	if (config_depth >= QC_CONFIG_DEPTH)
 		return 1;
@@ -28,8 +27,7 @@ QC_API unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t 
 	return 0;
 }
 
-QC_API cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem,
-					      void *stream)
+QC_API cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem, void *stream)
 {
 	struct launch_config *c;
 
@@ -72,10 +70,10 @@ static cudaError_t launch_ex_call(const struct qcuda_args_launch *l, const struc
 
 /* The launch of k with its parameters packed by pack(), as mode says (NULL:
  * plain, posted). */
-static cudaError_t launch_with(struct qc_kernel *k, dim3 grid, dim3 block, size_t shmem,
-			       cudaStream_t stream, int ptds, const struct qc_launch_mode *mode,
-			       cudaError_t (*pack)(const struct qc_kernel *k, unsigned char *params,
-						   const void *src, size_t size),
+static cudaError_t launch_with(struct qc_kernel *k, dim3 grid, dim3 block, size_t shmem, cudaStream_t stream, int ptds,
+			       const struct qc_launch_mode *mode,
+			       cudaError_t (*pack)(const struct qc_kernel *k, unsigned char *params, const void *src,
+						   size_t size),
 			       const void *src, size_t size)
 {
 	union {
@@ -83,7 +81,7 @@ static cudaError_t launch_with(struct qc_kernel *k, dim3 grid, dim3 block, size_
 		unsigned char b[sizeof(struct qcuda_args_launch) + QCUDA_MAX_PARAM_BYTES];
 	} buf;
 	unsigned char *params = buf.b + sizeof(buf.l);
-	uint32_t len;	/* the struct and the packed parameters after it */
+	uint32_t len; /* the struct and the packed parameters after it */
 	uint64_t func;
 	cudaError_t e = qc_ready();
 
@@ -94,9 +92,8 @@ static cudaError_t launch_with(struct qc_kernel *k, dim3 grid, dim3 block, size_
 	e = qc_kernel_get(k, &func);
 	if (e != cudaSuccess)
 		return e;
-	if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z ||
-	    shmem > UINT32_MAX)
-		return cudaErrorInvalidValue;	/* what CUDA 13 answers (H100, driver 580) */
+	if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z || shmem > UINT32_MAX)
+		return cudaErrorInvalidValue; /* what CUDA 13 answers (H100, driver 580) */
 	if (!qc_stream_known(stream, ptds))
 		return cudaErrorInvalidResourceHandle;
 	memset(&buf, 0, sizeof(buf.l) + k->param_bytes);
@@ -110,7 +107,7 @@ static cudaError_t launch_with(struct qc_kernel *k, dim3 grid, dim3 block, size_
 	buf.l.shared_mem = (uint32_t)shmem;
 	buf.l.param_bytes = k->param_bytes;
 	len = (uint32_t)(sizeof(buf.l) + k->param_bytes);
-	if (qc_capture_active(stream, ptds)) {	/* a kernel node instead */
+	if (qc_capture_active(stream, ptds)) { /* a kernel node instead */
 		struct qc_node_op op;
 
 		if (clustered(mode)) {
@@ -124,7 +121,7 @@ static cudaError_t launch_with(struct qc_kernel *k, dim3 grid, dim3 block, size_
 		op.kernel.cooperative = mode && mode->cooperative;
 		if (qc_capture_op(stream, ptds, &op, &e))
 			return e;
-		qc_node_op_free(&op);	/* the capture ended meanwhile: launch */
+		qc_node_op_free(&op); /* the capture ended meanwhile: launch */
 	}
 	/* Not posted: whether the grid fits on the device at once
 	 * (cudaErrorCooperativeLaunchTooLarge), or in clusters, is this call's
@@ -137,8 +134,7 @@ static cudaError_t launch_with(struct qc_kernel *k, dim3 grid, dim3 block, size_
 }
 
 /* args: one pointer per parameter, each copied at its offset in the layout. */
-static cudaError_t pack_args(const struct qc_kernel *k, unsigned char *params, const void *src,
-			     size_t size)
+static cudaError_t pack_args(const struct qc_kernel *k, unsigned char *params, const void *src, size_t size)
 {
 	void *const *args = src;
 
@@ -154,8 +150,7 @@ static cudaError_t pack_args(const struct qc_kernel *k, unsigned char *params, c
 }
 
 /* src: the parameters already in the layout, size bytes (must be its size). */
-static cudaError_t pack_copy(const struct qc_kernel *k, unsigned char *params, const void *src,
-			     size_t size)
+static cudaError_t pack_copy(const struct qc_kernel *k, unsigned char *params, const void *src, size_t size)
 {
 	if (size != k->param_bytes || (size && !src))
 		return cudaErrorInvalidValue;
@@ -178,23 +173,22 @@ cudaError_t qc_extra_buffer(void **extra, const void **buf, size_t *size)
 	return cudaSuccess;
 }
 
-cudaError_t qc_launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
-		      cudaStream_t stream, int ptds, const struct qc_launch_mode *mode)
+cudaError_t qc_launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream,
+		      int ptds, const struct qc_launch_mode *mode)
 {
 	return launch_with(k, grid, block, shmem, stream, ptds, mode, pack_args, args, 0);
 }
 
-cudaError_t qc_launch_packed(struct qc_kernel *k, dim3 grid, dim3 block, const void *params,
-			     size_t size, size_t shmem, cudaStream_t stream, int ptds,
-			     const struct qc_launch_mode *mode)
+cudaError_t qc_launch_packed(struct qc_kernel *k, dim3 grid, dim3 block, const void *params, size_t size, size_t shmem,
+			     cudaStream_t stream, int ptds, const struct qc_launch_mode *mode)
 {
 	return launch_with(k, grid, block, shmem, stream, ptds, mode, pack_copy, params, size);
 }
 
 static const struct qc_launch_mode cooperative_mode = { .cooperative = 1, .cluster = { 1, 1, 1 } };
 
-static cudaError_t launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
-			  cudaStream_t stream, int ptds)
+static cudaError_t launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream,
+			  int ptds)
 {
 	return qc_launch(k, grid, block, args, shmem, stream, ptds, NULL);
 }
@@ -216,48 +210,46 @@ QC_API cudaError_t cudaGetKernel(cudaKernel_t *kernelPtr, const void *entryFuncA
 	return __cudaGetKernel(kernelPtr, entryFuncAddr);
 }
 
-QC_API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
-				      size_t sharedMem, cudaStream_t stream)
+QC_API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+				      cudaStream_t stream)
 {
 	return qc_ret(launch(qc_kernel_of(kernel), gridDim, blockDim, args, sharedMem, stream, 0));
 }
 
-QC_API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
-					   void **args, size_t sharedMem, cudaStream_t stream)
+QC_API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+					   size_t sharedMem, cudaStream_t stream)
 {
 	return qc_ret(launch(qc_kernel_of(kernel), gridDim, blockDim, args, sharedMem, stream, 1));
 }
 
-QC_API cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
-				    size_t sharedMem, cudaStream_t stream)
+QC_API cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+				    cudaStream_t stream)
 {
 	return qc_ret(launch(qc_kernel_find(func), gridDim, blockDim, args, sharedMem, stream, 0));
 }
 
-QC_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args,
-					 size_t sharedMem, cudaStream_t stream);
-QC_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args,
-					 size_t sharedMem, cudaStream_t stream)
+QC_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+					 cudaStream_t stream);
+QC_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+					 cudaStream_t stream)
 {
 	return qc_ret(launch(qc_kernel_find(func), gridDim, blockDim, args, sharedMem, stream, 1));
 }
 
-QC_API cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim,
-					       void **args, size_t sharedMem, cudaStream_t stream)
+QC_API cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+					       size_t sharedMem, cudaStream_t stream)
 {
-	return qc_ret(qc_launch(qc_kernel_by_func(func), gridDim, blockDim, args, sharedMem, stream,
-			       0, &cooperative_mode));
+	return qc_ret(
+		qc_launch(qc_kernel_by_func(func), gridDim, blockDim, args, sharedMem, stream, 0, &cooperative_mode));
 }
 
-QC_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
-						    void **args, size_t sharedMem,
-						    cudaStream_t stream);
-QC_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
-						    void **args, size_t sharedMem,
-						    cudaStream_t stream)
+QC_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+						    size_t sharedMem, cudaStream_t stream);
+QC_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+						    size_t sharedMem, cudaStream_t stream)
 {
-	return qc_ret(qc_launch(qc_kernel_by_func(func), gridDim, blockDim, args, sharedMem, stream,
-			       1, &cooperative_mode));
+	return qc_ret(
+		qc_launch(qc_kernel_by_func(func), gridDim, blockDim, args, sharedMem, stream, 1, &cooperative_mode));
 }
 
 /* Cooperative launches and thread-block clusters are honoured. Attributes
@@ -266,8 +258,7 @@ QC_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridD
  * cudaStreamSetAttribute; programmatic stream serialization: the kernel
  * runs after its predecessor, as it may), are accepted and not carried per
  * launch; others are refused with a note. */
-static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func, void **args,
-			     int ptds)
+static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func, void **args, int ptds)
 {
 	struct qc_launch_mode mode = { .cooperative = 0, .cluster = { 1, 1, 1 } };
 
@@ -283,7 +274,7 @@ static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func,
 		    a->id == cudaLaunchAttributeProgrammaticStreamSerialization)
 			continue;
 		if (a->id == cudaLaunchAttributeCooperative) {
-			mode.cooperative = a->val.cooperative != 0;	/* the last one counts */
+			mode.cooperative = a->val.cooperative != 0; /* the last one counts */
 			continue;
 		}
 		if (a->id == cudaLaunchAttributeClusterDimension) {
@@ -293,23 +284,21 @@ static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func,
 			continue;
 		}
 		qc_msg("cudaLaunchKernelEx: launch attribute %d is not supported by qcuda: "
-		       "returning cudaErrorNotSupported", (int)a->id);
+		       "returning cudaErrorNotSupported",
+		       (int)a->id);
 		return cudaErrorNotSupported;
 	}
-	return qc_launch(qc_kernel_find(func), config->gridDim, config->blockDim, args,
-			 config->dynamicSmemBytes, config->stream, ptds, &mode);
+	return qc_launch(qc_kernel_find(func), config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+			 config->stream, ptds, &mode);
 }
 
-QC_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func,
-				       void **args)
+QC_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
 {
 	return qc_ret(launch_ex(config, func, args, 0));
 }
 
-QC_API cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func,
-					    void **args);
-QC_API cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func,
-					    void **args)
+QC_API cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func, void **args);
+QC_API cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func, void **args)
 {
 	return qc_ret(launch_ex(config, func, args, 1));
 }

@@ -32,19 +32,19 @@
 
 /* A location as the range attributes report it. */
 struct where {
-	int type;	/* enum cudaMemLocationType; cudaMemLocationTypeInvalid: none */
-	int id;		/* device ordinal, NUMA node, cudaCpuDeviceId (host) or
+	int type; /* enum cudaMemLocationType; cudaMemLocationTypeInvalid: none */
+	int id; /* device ordinal, NUMA node, cudaCpuDeviceId (host) or
 			 * cudaInvalidDeviceId (none) */
 };
 
 static const struct where none = { cudaMemLocationTypeInvalid, cudaInvalidDeviceId };
 
 struct page_hint {
-	uint64_t accessed_by;		/* bit d: cudaMemAdviseSetAccessedBy device d */
+	uint64_t accessed_by; /* bit d: cudaMemAdviseSetAccessedBy device d */
 	int32_t pref_id, last_id;
-	uint8_t pref_type, last_type;	/* cudaMemLocationType; 0: none */
+	uint8_t pref_type, last_type; /* cudaMemLocationType; 0: none */
 	uint8_t read_mostly;
-	uint8_t host_access;		/* cudaMemAdviseSetAccessedBy the host */
+	uint8_t host_access; /* cudaMemAdviseSetAccessedBy the host */
 };
 
 struct hints {
@@ -323,12 +323,10 @@ QC_API cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct
 	return qc_ret(prefetch(devPtr, count, location, flags, stream, 0));
 }
 
-QC_API cudaError_t cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count,
-					     struct cudaMemLocation location, unsigned int flags,
-					     cudaStream_t stream);
-QC_API cudaError_t cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count,
-					     struct cudaMemLocation location, unsigned int flags,
-					     cudaStream_t stream)
+QC_API cudaError_t cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count, struct cudaMemLocation location,
+					     unsigned int flags, cudaStream_t stream);
+QC_API cudaError_t cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count, struct cudaMemLocation location,
+					     unsigned int flags, cudaStream_t stream)
 {
 	return qc_ret(prefetch(devPtr, count, location, flags, stream, 1));
 }
@@ -336,8 +334,8 @@ QC_API cudaError_t cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count,
 /* A batch's locations: idxs[] starts at 0 and rises strictly, each below
  * count; every location valid (a bad device too is cudaErrorInvalidValue
  * here: measured natively, CUDA 13). */
-static cudaError_t check_batch_locations(const struct cudaMemLocation *locs, const size_t *idxs,
-					 size_t nlocs, size_t count)
+static cudaError_t check_batch_locations(const struct cudaMemLocation *locs, const size_t *idxs, size_t nlocs,
+					 size_t count)
 {
 	struct where w;
 
@@ -363,8 +361,8 @@ static cudaError_t check_batch_ranges(void *const *dptrs, const size_t *sizes, s
 
 /* Records a checked batch: operation i goes to the last location k with
  * idxs[k] <= i. */
-static cudaError_t note_batch(void *const *dptrs, const size_t *sizes, size_t count,
-			      const struct cudaMemLocation *locs, const size_t *idxs, size_t nlocs)
+static cudaError_t note_batch(void *const *dptrs, const size_t *sizes, size_t count, const struct cudaMemLocation *locs,
+			      const size_t *idxs, size_t nlocs)
 {
 	cudaError_t e = cudaSuccess;
 	size_t k = 0;
@@ -382,9 +380,8 @@ static cudaError_t note_batch(void *const *dptrs, const size_t *sizes, size_t co
 }
 
 /* All checked before anything is recorded: a failing batch changes nothing. */
-static cudaError_t prefetch_batch(void **dptrs, size_t *sizes, size_t count,
-				  struct cudaMemLocation *locs, size_t *idxs, size_t nlocs,
-				  unsigned long long flags, cudaStream_t stream, int ptds)
+static cudaError_t prefetch_batch(void **dptrs, size_t *sizes, size_t count, struct cudaMemLocation *locs, size_t *idxs,
+				  size_t nlocs, unsigned long long flags, cudaStream_t stream, int ptds)
 {
 	cudaError_t e = qc_ready();
 
@@ -406,31 +403,28 @@ static cudaError_t prefetch_batch(void **dptrs, size_t *sizes, size_t count,
 }
 
 QC_API cudaError_t cudaMemPrefetchBatchAsync(void **dptrs, size_t *sizes, size_t count,
-					     struct cudaMemLocation *prefetchLocs,
-					     size_t *prefetchLocIdxs, size_t numPrefetchLocs,
-					     unsigned long long flags, cudaStream_t stream)
+					     struct cudaMemLocation *prefetchLocs, size_t *prefetchLocIdxs,
+					     size_t numPrefetchLocs, unsigned long long flags, cudaStream_t stream)
 {
-	return qc_ret(prefetch_batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs,
-				     numPrefetchLocs, flags, stream, 0));
+	return qc_ret(
+		prefetch_batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, stream, 0));
 }
 
 QC_API cudaError_t cudaMemPrefetchBatchAsync_ptsz(void **dptrs, size_t *sizes, size_t count,
-						  struct cudaMemLocation *prefetchLocs,
-						  size_t *prefetchLocIdxs, size_t numPrefetchLocs,
-						  unsigned long long flags, cudaStream_t stream);
+						  struct cudaMemLocation *prefetchLocs, size_t *prefetchLocIdxs,
+						  size_t numPrefetchLocs, unsigned long long flags,
+						  cudaStream_t stream);
 QC_API cudaError_t cudaMemPrefetchBatchAsync_ptsz(void **dptrs, size_t *sizes, size_t count,
-						  struct cudaMemLocation *prefetchLocs,
-						  size_t *prefetchLocIdxs, size_t numPrefetchLocs,
-						  unsigned long long flags, cudaStream_t stream)
+						  struct cudaMemLocation *prefetchLocs, size_t *prefetchLocIdxs,
+						  size_t numPrefetchLocs, unsigned long long flags, cudaStream_t stream)
 {
-	return qc_ret(prefetch_batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs,
-				     numPrefetchLocs, flags, stream, 1));
+	return qc_ret(
+		prefetch_batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, stream, 1));
 }
 
 /* ---------------------------------------------------------------- advice */
 
-static cudaError_t advise(const void *p, size_t n, enum cudaMemoryAdvise advice,
-			  struct cudaMemLocation loc)
+static cudaError_t advise(const void *p, size_t n, enum cudaMemoryAdvise advice, struct cudaMemLocation loc)
 {
 	struct job j = { .p = p, .n = n, .advice = (int)advice, .where = none };
 	cudaError_t e = qc_ready();
@@ -445,7 +439,7 @@ static cudaError_t advise(const void *p, size_t n, enum cudaMemoryAdvise advice,
 	case cudaMemAdviseSetReadMostly:
 	case cudaMemAdviseUnsetReadMostly:
 	case cudaMemAdviseUnsetPreferredLocation:
-		break;	/* the location is ignored */
+		break; /* the location is ignored */
 	case cudaMemAdviseSetPreferredLocation:
 		e = check_location(loc, 1, &j.where);
 		break;
@@ -558,9 +552,8 @@ static cudaError_t range_summary(const void *p, size_t n, struct summary *s)
 	return qc_mem_managed(p, n, summarize, &j);
 }
 
-QC_API cudaError_t cudaMemRangeGetAttribute(void *data, size_t dataSize,
-					    enum cudaMemRangeAttribute attribute, const void *devPtr,
-					    size_t count)
+QC_API cudaError_t cudaMemRangeGetAttribute(void *data, size_t dataSize, enum cudaMemRangeAttribute attribute,
+					    const void *devPtr, size_t count)
 {
 	struct summary s;
 	cudaError_t e = qc_ready();
@@ -575,8 +568,7 @@ QC_API cudaError_t cudaMemRangeGetAttribute(void *data, size_t dataSize,
 }
 
 /* Every argument is checked before any answer is written. */
-QC_API cudaError_t cudaMemRangeGetAttributes(void **data, size_t *dataSizes,
-					     enum cudaMemRangeAttribute *attributes,
+QC_API cudaError_t cudaMemRangeGetAttributes(void **data, size_t *dataSizes, enum cudaMemRangeAttribute *attributes,
 					     size_t numAttributes, const void *devPtr, size_t count)
 {
 	struct summary s;
@@ -631,16 +623,13 @@ static cudaError_t attach(cudaStream_t stream, void *p, size_t length, unsigned 
 	return qc_mem_managed(p, length ? length : 1, whole_allocation, &j);
 }
 
-QC_API cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length,
-					    unsigned int flags)
+QC_API cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags)
 {
 	return qc_ret(attach(stream, devPtr, length, flags, 0));
 }
 
-QC_API cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void *devPtr, size_t length,
-						 unsigned int flags);
-QC_API cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void *devPtr, size_t length,
-						 unsigned int flags)
+QC_API cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags);
+QC_API cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags)
 {
 	return qc_ret(attach(stream, devPtr, length, flags, 1));
 }

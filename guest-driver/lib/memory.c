@@ -65,7 +65,7 @@ void qc_mem_reset(void)
 	for (size_t i = 0; all && i < qc_host_map.n; i++) {
 		struct qc_region *r = qc_host_map.v[i].r;
 
-		if (!r->dev)	/* else already taken from qc_dev_map */
+		if (!r->dev) /* else already taken from qc_dev_map */
 			all[n++] = r;
 	}
 	qc_dev_map.n = 0;
@@ -132,7 +132,7 @@ QC_API cudaError_t cudaFree(void *devPtr)
 	if (!devPtr)
 		return cudaSuccess;
 	if (qc_graph_mem_owns(devPtr))
-		return cudaSuccess;	/* back to its graph (graph.h) */
+		return cudaSuccess; /* back to its graph (graph.h) */
 	pthread_rwlock_wrlock(&qc_maps_lock);
 	r = qc_rmap_find(&qc_dev_map, p);
 	if (!r || r->dev != p)
@@ -158,7 +158,7 @@ void qc_mem_add_symbol(uint64_t dptr, uint64_t size)
 	pthread_rwlock_rdlock(&qc_maps_lock);
 	r = qc_rmap_find(&qc_dev_map, dptr);
 	pthread_rwlock_unlock(&qc_maps_lock);
-	if (r)	/* already known (looked up again after a race) */
+	if (r) /* already known (looked up again after a race) */
 		return;
 	r = calloc(1, sizeof(*r));
 	if (!r)
@@ -167,8 +167,8 @@ void qc_mem_add_symbol(uint64_t dptr, uint64_t size)
 	r->dev = dptr;
 	r->size = size;
 	if (qc_region_add(r)) {
-		qc_debug("variable at %#llx+%llu overlaps a known range",
-			 (unsigned long long)dptr, (unsigned long long)size);
+		qc_debug("variable at %#llx+%llu overlaps a known range", (unsigned long long)dptr,
+			 (unsigned long long)size);
 		free(r);
 	}
 }
@@ -220,10 +220,10 @@ QC_API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attrib
 	}
 	if (r) {
 		attributes->device = qc_current_device();
-		attributes->type = r->kind == QC_MEM_DEVICE || r->kind == QC_MEM_SYMBOL || r->kind == QC_MEM_VMM ?
-					   cudaMemoryTypeDevice :
-				   r->kind == QC_MEM_MANAGED ? cudaMemoryTypeManaged :
-							       cudaMemoryTypeHost;
+		attributes->type = r->kind == QC_MEM_DEVICE || r->kind == QC_MEM_SYMBOL || r->kind == QC_MEM_VMM
+					   ? cudaMemoryTypeDevice
+				   : r->kind == QC_MEM_MANAGED ? cudaMemoryTypeManaged
+							       : cudaMemoryTypeHost;
 		if (r->kind == QC_MEM_MANAGED)
 			attributes->devicePointer = attributes->hostPointer;
 	}

@@ -74,15 +74,15 @@ QC_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
 
 /* CUDA 13's location forms: a device's pinned memory is what qcuda serves;
  * host, host NUMA and managed pools are not. */
-static cudaError_t location_device(const struct cudaMemLocation *loc, enum cudaMemAllocationType type,
-				   int *device)
+static cudaError_t location_device(const struct cudaMemLocation *loc, enum cudaMemAllocationType type, int *device)
 {
 	if (!loc)
 		return cudaErrorInvalidValue;
 	if (type == cudaMemAllocationTypeManaged)
 		return loc->type == cudaMemLocationTypeDevice || loc->type == cudaMemLocationTypeHost ||
-			       loc->type == cudaMemLocationTypeHostNuma || loc->type == cudaMemLocationTypeNone ?
-		       cudaErrorNotSupported : cudaErrorInvalidValue;
+				       loc->type == cudaMemLocationTypeHostNuma || loc->type == cudaMemLocationTypeNone
+			       ? cudaErrorNotSupported
+			       : cudaErrorInvalidValue;
 	if (type != cudaMemAllocationTypePinned)
 		return cudaErrorInvalidValue;
 	if (loc->type == cudaMemLocationTypeHost || loc->type == cudaMemLocationTypeHostNuma)
@@ -139,13 +139,11 @@ static cudaError_t pool_create(cudaMemPool_t *memPool, const struct cudaMemPoolP
 		return e;
 	if (!memPool || !props)
 		return cudaErrorInvalidValue;
-	if (props->allocType == cudaMemAllocationTypeManaged ||
-	    props->location.type == cudaMemLocationTypeHost ||
+	if (props->allocType == cudaMemAllocationTypeManaged || props->location.type == cudaMemLocationTypeHost ||
 	    props->location.type == cudaMemLocationTypeHostNuma)
 		return cudaErrorNotSupported;
-	if (props->allocType != cudaMemAllocationTypePinned ||
-	    props->location.type != cudaMemLocationTypeDevice || props->win32SecurityAttributes ||
-	    !all_zero(props->reserved, sizeof(props->reserved)))
+	if (props->allocType != cudaMemAllocationTypePinned || props->location.type != cudaMemLocationTypeDevice ||
+	    props->win32SecurityAttributes || !all_zero(props->reserved, sizeof(props->reserved)))
 		return cudaErrorInvalidValue;
 	if (qc_pool_check_device(props->location.id) != cudaSuccess)
 		return cudaErrorInvalidDevice;
@@ -182,7 +180,7 @@ static cudaError_t pool_destroy(cudaMemPool_t memPool)
 		return e;
 	pthread_mutex_lock(&qc_pool_lock);
 	p = qc_pool_find(memPool);
-	if (!p || p->is_default) {	/* a device's default pool stays */
+	if (!p || p->is_default) { /* a device's default pool stays */
 		pthread_mutex_unlock(&qc_pool_lock);
 		return cudaErrorInvalidValue;
 	}
@@ -230,8 +228,7 @@ QC_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKee
 }
 
 /* Sets attr of p (pool lock held); lowering the threshold releases now. */
-static cudaError_t set_attr(struct qc_pool *p, enum cudaMemPoolAttr attr, const void *value,
-			    struct block **chain)
+static cudaError_t set_attr(struct qc_pool *p, enum cudaMemPoolAttr attr, const void *value, struct block **chain)
 {
 	uint64_t v64;
 
@@ -256,7 +253,7 @@ static cudaError_t set_attr(struct qc_pool *p, enum cudaMemPoolAttr attr, const 
 		else
 			p->reserved_high = p->reserved;
 		return cudaSuccess;
-	default:	/* the Current ones are read-only */
+	default: /* the Current ones are read-only */
 		return cudaErrorInvalidValue;
 	}
 }
@@ -289,7 +286,7 @@ static cudaError_t get_attr(struct qc_pool *p, enum cudaMemPoolAttr attr, void *
 	default:
 		return cudaErrorInvalidValue;
 	}
-	memcpy(value, &v, sizeof(v));	/* a cuuint64_t */
+	memcpy(value, &v, sizeof(v)); /* a cuuint64_t */
 	return cudaSuccess;
 }
 
@@ -358,15 +355,14 @@ static cudaError_t pool_set_access(cudaMemPool_t memPool, const struct cudaMemAc
 		if (qc_pool_check_device(desc[i].location.id) != cudaSuccess)
 			return cudaErrorInvalidDevice;
 		if (desc[i].location.id != device)
-			return cudaErrorInvalidDevice;	/* a peer: not served */
+			return cudaErrorInvalidDevice; /* a peer: not served */
 		if (desc[i].flags != cudaMemAccessFlagsProtReadWrite)
 			return cudaErrorInvalidValue;
 	}
 	return cudaSuccess;
 }
 
-QC_API cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc *descList,
-					size_t count)
+QC_API cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc *descList, size_t count)
 {
 	return qc_ret(pool_set_access(memPool, descList, count));
 }

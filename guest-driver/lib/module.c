@@ -32,7 +32,7 @@
 struct fatbin_wrapper {
 	int magic;
 	int version;
-	const unsigned char *data;	/* a fatbin header */
+	const unsigned char *data; /* a fatbin header */
 	void *filename_or_fatbins;
 };
 
@@ -46,24 +46,24 @@ struct fatbin_header {
 };
 
 struct qc_module {
-	void *handle;		/* what the program holds is &module->handle */
-	const struct fatbin_wrapper *fatbin;	/* registered by nvcc's host code, or */
-	const void *image;	/* a driver-API image of image_size bytes */
+	void *handle; /* what the program holds is &module->handle */
+	const struct fatbin_wrapper *fatbin; /* registered by nvcc's host code, or */
+	const void *image; /* a driver-API image of image_size bytes */
 	uint64_t image_size;
-	void *owned;		/* image, when the library holds a copy */
-	int complete;		/* __cudaRegisterFatBinaryEnd seen */
-	pthread_mutex_t lock;	/* serialises loading */
-	unsigned int gen;	/* generation of dev/err; 0: never */
-	cudaError_t err;	/* the load's result in that generation */
-	uint64_t dev;		/* module handle */
+	void *owned; /* image, when the library holds a copy */
+	int complete; /* __cudaRegisterFatBinaryEnd seen */
+	pthread_mutex_t lock; /* serialises loading */
+	unsigned int gen; /* generation of dev/err; 0: never */
+	cudaError_t err; /* the load's result in that generation */
+	uint64_t dev; /* module handle */
 	struct qc_module *next;
 };
 
 struct qc_var {
 	struct qc_module *module;
-	const void *host_var;	/* NULL for a driver-API global */
+	const void *host_var; /* NULL for a driver-API global */
 	const char *device_name;
-	char *owned_name;	/* device_name, for a driver-API global */
+	char *owned_name; /* device_name, for a driver-API global */
 	size_t size;
 	int constant, managed;
 	pthread_mutex_t lock;
@@ -140,12 +140,12 @@ static cudaError_t image_load(const void *data, uint64_t size, uint64_t *handle)
 	f.size = sel ? n : size;
 	qc_sha256(img, f.size, f.sha256);
 	if (qc_req_module_find(&f, &found) != cudaSuccess)
-		found = 0;	/* the upload says what is wrong, if anything is */
+		found = 0; /* the upload says what is wrong, if anything is */
 	e = found ? cudaSuccess : qc_req_module_upload(f.upload_id, f.size, (void *)img, f.size);
 	if (e == cudaSuccess)
 		e = qc_req_module_load(f.upload_id, handle);
-	qc_debug("module of %llu bytes: %llu of them for this device, %s: %s, handle %#llx",
-		 (unsigned long long)size, (unsigned long long)f.size, found ? "cached on the host" : "sent",
+	qc_debug("module of %llu bytes: %llu of them for this device, %s: %s, handle %#llx", (unsigned long long)size,
+		 (unsigned long long)f.size, found ? "cached on the host" : "sent",
 		 qc_error_name(e) ? qc_error_name(e) : "?", (unsigned long long)*handle);
 	free(sel);
 	return e;
@@ -280,9 +280,8 @@ QC_API void __cudaUnregisterFatBinary(void **fatCubinHandle)
 		module_remove(m);
 }
 
-QC_API void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun,
-				   const char *deviceName, int thread_limit, uint3 *tid,
-				   uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize)
+QC_API void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun, const char *deviceName,
+				   int thread_limit, uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize)
 {
 	struct qc_kernel *k = calloc(1, sizeof(*k));
 
@@ -299,8 +298,7 @@ QC_API void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, c
 	pthread_mutex_unlock(&reg_lock);
 }
 
-static void add_var(void **handle, const void *host_var, const char *name, size_t size,
-		    int constant, int managed)
+static void add_var(void **handle, const void *host_var, const char *name, size_t size, int constant, int managed)
 {
 	struct qc_var *v = calloc(1, sizeof(*v));
 
@@ -319,16 +317,15 @@ static void add_var(void **handle, const void *host_var, const char *name, size_
 	pthread_mutex_unlock(&reg_lock);
 }
 
-QC_API void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress,
-			      const char *deviceName, int ext, size_t size, int constant, int global)
+QC_API void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress, const char *deviceName,
+			      int ext, size_t size, int constant, int global)
 {
 	(void)deviceAddress, (void)ext, (void)global;
 	add_var(fatCubinHandle, hostVar, deviceName, size, constant, 0);
 }
 
-QC_API void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress,
-				     char *deviceAddress, const char *deviceName, int ext,
-				     size_t size, int constant, int global)
+QC_API void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress, char *deviceAddress,
+				     const char *deviceName, int ext, size_t size, int constant, int global)
 {
 	(void)deviceAddress, (void)ext, (void)global;
 	add_var(fatCubinHandle, hostVarPtrAddress, deviceName, size, constant, 1);
@@ -414,17 +411,16 @@ cudaError_t qc_kernel_get(struct qc_kernel *k, uint64_t *func)
 		a.module = mod;
 		strcpy(a.name, k->device_name);
 		e = qc_req_func_get(&a, fi, &handle);
-		if (e == cudaSuccess && (fi->num_params > QCUDA_MAX_PARAMS ||
-					 fi->param_bytes > QCUDA_MAX_PARAM_BYTES)) {
-			qc_msg("%s takes %u bytes of parameters; qcuda passes at most %u",
-			       k->device_name, fi->param_bytes, QCUDA_MAX_PARAM_BYTES);
+		if (e == cudaSuccess &&
+		    (fi->num_params > QCUDA_MAX_PARAMS || fi->param_bytes > QCUDA_MAX_PARAM_BYTES)) {
+			qc_msg("%s takes %u bytes of parameters; qcuda passes at most %u", k->device_name,
+			       fi->param_bytes, QCUDA_MAX_PARAM_BYTES);
 			e = cudaErrorNotSupported;
 		}
 		for (uint32_t i = 0; e == cudaSuccess && i < fi->num_params; i++) {
-			if (fi->offset[i] > fi->param_bytes ||
-			    fi->size[i] > fi->param_bytes - fi->offset[i]) {
-				qc_msg("FUNC_GET: parameter %u of %s lies outside its %u bytes", i,
-				       k->device_name, fi->param_bytes);
+			if (fi->offset[i] > fi->param_bytes || fi->size[i] > fi->param_bytes - fi->offset[i]) {
+				qc_msg("FUNC_GET: parameter %u of %s lies outside its %u bytes", i, k->device_name,
+				       fi->param_bytes);
 				e = cudaErrorUnknown;
 			}
 		}
@@ -490,7 +486,8 @@ static cudaError_t var_load(struct qc_var *v, uint64_t *dptr, uint64_t *size)
 
 	if (v->managed) {
 		qc_msg("__managed__ variables are not supported by qcuda (%s): returning "
-		       "cudaErrorNotSupported", v->device_name);
+		       "cudaErrorNotSupported",
+		       v->device_name);
 		return cudaErrorNotSupported;
 	}
 	pthread_mutex_lock(&v->lock);
@@ -498,8 +495,7 @@ static cudaError_t var_load(struct qc_var *v, uint64_t *dptr, uint64_t *size)
 		memset(&out, 0, sizeof(out));
 		e = v->module ? module_get(v->module, &mod) : cudaErrorInvalidSymbol;
 		if (e == cudaSuccess && strlen(v->device_name) >= QCUDA_MAX_NAME) {
-			qc_msg("variable name longer than %u bytes: %.60s...", QCUDA_MAX_NAME - 1,
-			       v->device_name);
+			qc_msg("variable name longer than %u bytes: %.60s...", QCUDA_MAX_NAME - 1, v->device_name);
 			e = cudaErrorNotSupported;
 		}
 		if (e == cudaSuccess) {
@@ -604,8 +600,7 @@ struct qc_kernel *qc_module_kernel(struct qc_module *m, const char *name)
 	struct qc_kernel *k;
 
 	pthread_mutex_lock(&reg_lock);
-	for (k = kernels; k && !(k->module == m && !k->host_fun && !strcmp(k->device_name, name));
-	     k = k->next)
+	for (k = kernels; k && !(k->module == m && !k->host_fun && !strcmp(k->device_name, name)); k = k->next)
 		;
 	if (!k && (k = calloc(1, sizeof(*k)))) {
 		k->owned_name = strdup(name);
@@ -629,8 +624,7 @@ cudaError_t qc_module_global(struct qc_module *m, const char *name, uint64_t *dp
 	struct qc_var *v;
 
 	pthread_mutex_lock(&reg_lock);
-	for (v = vars; v && !(v->module == m && !v->host_var && !strcmp(v->device_name, name));
-	     v = v->next)
+	for (v = vars; v && !(v->module == m && !v->host_var && !strcmp(v->device_name, name)); v = v->next)
 		;
 	if (!v && (v = calloc(1, sizeof(*v)))) {
 		v->owned_name = strdup(name);

@@ -29,7 +29,7 @@ static unsigned char output_buf[64 << 10];
 /* A module is loaded in the current context: the exit flush has work. */
 static atomic_int output_live;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
-static pid_t exit_pid;	/* the process that registered the exit flush (not a forked child) */
+static pid_t exit_pid; /* the process that registered the exit flush (not a forked child) */
 
 static void output_fetch(void)
 {
@@ -40,15 +40,15 @@ static void output_fetch(void)
 	pthread_mutex_lock(&output_lock);
 	for (int i = 0; more && i < QC_OUTPUT_ROUNDS; i++) {
 		memset(&out, 0, sizeof(out));
-		if (qt_call(qc.fd, QCUDA_CMD_OUTPUT_READ, NULL, 0, &out, sizeof(out), QT_FROM_DEVICE,
-			    output_buf, sizeof(output_buf), &res) ||
+		if (qt_call(qc.fd, QCUDA_CMD_OUTPUT_READ, NULL, 0, &out, sizeof(out), QT_FROM_DEVICE, output_buf,
+			    sizeof(output_buf), &res) ||
 		    (res.status & ~QCUDA_ST_OUTPUT) || res.out_written < sizeof(out) ||
 		    res.value > sizeof(output_buf)) {
 			qc_debug("OUTPUT_READ failed (status %#x)", res.status);
 			break;
 		}
-		qc_debug("OUTPUT_READ: %llu bytes of kind %u, status %#x, more %u",
-			 (unsigned long long)res.value, out.kind, res.status, out.more);
+		qc_debug("OUTPUT_READ: %llu bytes of kind %u, status %#x, more %u", (unsigned long long)res.value,
+			 out.kind, res.status, out.more);
 		if (res.value && out.kind == QCUDA_OUTPUT_STDOUT)
 			fwrite(output_buf, 1, (size_t)res.value, stdout);
 		else if (res.value && out.kind == QCUDA_OUTPUT_STDERR)
@@ -64,7 +64,7 @@ static void exit_flush(void)
 
 	if (getpid() != exit_pid || !atomic_load(&output_live))
 		return;
-	qc_flush();	/* posted launches run first, as they would natively */
+	qc_flush(); /* posted launches run first, as they would natively */
 	/* Not through qc_call: a sticky error here is no news to the program. */
 	if (!qt_call(qc.fd, QCUDA_CMD_DEVICE_SYNC, NULL, 0, NULL, 0, QT_NONE, NULL, 0, &res) &&
 	    (res.status & QCUDA_ST_OUTPUT))
@@ -88,7 +88,7 @@ void qc_output_reply(uint32_t cmd, uint32_t *status)
 		atomic_store(&output_live, 1);
 		pthread_once(&exit_once, exit_register);
 	} else if (*status == 0 && cmd == QCUDA_CMD_DEVICE_RESET) {
-		atomic_store(&output_live, 0);	/* its context is gone: no sync at exit */
+		atomic_store(&output_live, 0); /* its context is gone: no sync at exit */
 	}
 	if (flagged && cmd != QCUDA_CMD_OUTPUT_READ)
 		output_fetch();

@@ -272,7 +272,7 @@ struct qc_pool *qc_pool_new(int device)
 	p->props.handleTypes = cudaMemHandleTypeNone;
 	p->props.location.type = cudaMemLocationTypeDevice;
 	p->props.location.id = device;
-	p->reuse[0] = p->reuse[1] = p->reuse[2] = 1;	/* CUDA's defaults */
+	p->reuse[0] = p->reuse[1] = p->reuse[2] = 1; /* CUDA's defaults */
 	p->next = pools;
 	pools = p;
 	return p;
@@ -305,8 +305,8 @@ struct qc_pool *qc_pool_find(cudaMemPool_t h)
 
 cudaError_t qc_pool_check_device(int device)
 {
-	return device < 0 || device >= qc.device_count || device >= QC_MAX_DEVICES ?
-		       cudaErrorInvalidDevice : cudaSuccess;
+	return device < 0 || device >= qc.device_count || device >= QC_MAX_DEVICES ? cudaErrorInvalidDevice
+										   : cudaSuccess;
 }
 
 /* -------------------------------------------------------- allocation, free */
@@ -319,8 +319,8 @@ static struct block *reuse_block(struct qc_pool *p, struct skey key, uint64_t si
 
 	for (b = p->idle.head; b; b = n) {
 		n = b->next;
-		if (b->key.stream != key.stream || b->key.thread != key.thread ||
-		    b->size < size || b->size / 2 > size || (best && best->size <= b->size))
+		if (b->key.stream != key.stream || b->key.thread != key.thread || b->size < size ||
+		    b->size / 2 > size || (best && best->size <= b->size))
 			continue;
 		if (!block_alive(b)) {
 			blist_del(&p->idle, b);
@@ -427,7 +427,7 @@ static int capture_malloc(void **ptr, size_t size, cudaStream_t stream, int ptds
 		return 1;
 	*ptr = op.alloc->ptr;
 	if (!qc_capture_op(stream, ptds, &op, e)) {
-		qc_node_op_free(&op);	/* the capture ended meanwhile */
+		qc_node_op_free(&op); /* the capture ended meanwhile */
 		*ptr = NULL;
 		return 0;
 	}
@@ -448,8 +448,7 @@ static int capture_free(void *ptr, cudaStream_t stream, int ptds, cudaError_t *e
 
 /* cudaMallocAsync (h NULL: the current pool of the thread's device) and
  * cudaMallocFromPoolAsync. */
-static cudaError_t malloc_async(void **ptr, size_t size, cudaMemPool_t h, int from_pool,
-				cudaStream_t stream, int ptds)
+static cudaError_t malloc_async(void **ptr, size_t size, cudaMemPool_t h, int from_pool, cudaStream_t stream, int ptds)
 {
 	struct qc_pool *p;
 	struct block *b;
@@ -518,17 +517,17 @@ static cudaError_t free_async(void *ptr, cudaStream_t stream, int ptds)
 	if (e != cudaSuccess)
 		return e;
 	if (!ptr)
-		return cudaSuccess;	/* as cudaFree(NULL) (CUDA 13, H100) */
+		return cudaSuccess; /* as cudaFree(NULL) (CUDA 13, H100) */
 	if (capture_free(ptr, stream, ptds, &e))
 		return e;
 	if (qc_graph_mem_owns(ptr))
-		return cudaSuccess;	/* back to its graph (graph.h) */
+		return cudaSuccess; /* back to its graph (graph.h) */
 
 	pthread_mutex_lock(&qc_pool_lock);
 	b = table_find(dev);
-	if (b && !block_alive(b)) {	/* cudaFree or a reset took it: forget it */
+	if (b && !block_alive(b)) { /* cudaFree or a reset took it: forget it */
 		p = b->pool;
-		qc_pool_drop_stale(p);	/* frees b */
+		qc_pool_drop_stale(p); /* frees b */
 		qc_pool_maybe_free(p);
 		b = NULL;
 	}
@@ -559,14 +558,12 @@ QC_API cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t
 	return qc_ret(malloc_async(devPtr, size, NULL, 0, hStream, 1));
 }
 
-QC_API cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
-					   cudaStream_t stream)
+QC_API cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
 	return qc_ret(malloc_async(ptr, size, memPool, 1, stream, 0));
 }
 
-QC_API cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
-						cudaStream_t stream)
+QC_API cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
 	return qc_ret(malloc_async(ptr, size, memPool, 1, stream, 1));
 }

@@ -25,9 +25,9 @@ struct skey {
 struct block {
 	uint64_t dev, size, serial;
 	struct qc_pool *pool;
-	struct skey key;		/* idle: the stream that freed it */
-	struct block *prev, *next;	/* the pool's live or idle list; a chain to release */
-	struct block *hnext;		/* live: the address table's chain */
+	struct skey key; /* idle: the stream that freed it */
+	struct block *prev, *next; /* the pool's live or idle list; a chain to release */
+	struct block *hnext; /* live: the address table's chain */
 };
 
 struct blist {
@@ -37,12 +37,12 @@ struct blist {
 struct qc_pool {
 	struct cudaMemPoolProps props;
 	int is_default;
-	int destroyed;		/* destroyed with blocks out: freed with the last */
+	int destroyed; /* destroyed with blocks out: freed with the last */
 	uint64_t threshold;
-	int reuse[3];		/* cudaMemPoolReuse* (attributes 1..3) */
+	int reuse[3]; /* cudaMemPoolReuse* (attributes 1..3) */
 	uint64_t used, used_high, reserved, reserved_high;
 	struct blist live, idle;
-	struct qc_pool *next;	/* every pool, destroyed ones with blocks out too */
+	struct qc_pool *next; /* every pool, destroyed ones with blocks out too */
 };
 
 /* Every pool and the table of live blocks (pool.c). */

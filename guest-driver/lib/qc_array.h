@@ -12,14 +12,14 @@
 /* A CUDA array: a cudaArray_t and a CUarray point to one. */
 struct qc_array {
 	uint32_t magic;
-	unsigned int gen;	/* the session generation it was made in (a reset drops it) */
-	uint64_t handle;	/* the backend's */
-	int format;		/* CUarray_format */
+	unsigned int gen; /* the session generation it was made in (a reset drops it) */
+	uint64_t handle; /* the backend's */
+	int format; /* CUarray_format */
 	unsigned int channels;
-	size_t width, height, depth;	/* as created (height 0: 1D; depth 0: 2D) */
-	unsigned int flags;	/* cudaArray* == CUDA_ARRAY3D_* */
-	size_t elem;		/* bytes per element */
-	int level;		/* a level of a mipmapped array: freed with it only */
+	size_t width, height, depth; /* as created (height 0: 1D; depth 0: 2D) */
+	unsigned int flags; /* cudaArray* == CUDA_ARRAY3D_* */
+	size_t elem; /* bytes per element */
+	int level; /* a level of a mipmapped array: freed with it only */
 	struct qc_array *next;
 };
 
@@ -39,8 +39,8 @@ struct qc_mipmap {
 };
 
 struct qc_mipmap *qc_mipmap_lookup(const void *p);
-cudaError_t qc_mipmap_create(int format, unsigned int channels, size_t width, size_t height,
-			     size_t depth, unsigned int flags, unsigned int levels, struct qc_mipmap **out);
+cudaError_t qc_mipmap_create(int format, unsigned int channels, size_t width, size_t height, size_t depth,
+			     unsigned int flags, unsigned int levels, struct qc_mipmap **out);
 cudaError_t qc_mipmap_level(struct qc_mipmap *m, unsigned int level, struct qc_array **out);
 cudaError_t qc_mipmap_destroy(struct qc_mipmap *m);
 /* The live mipmapped array of a backend handle, or NULL. */
@@ -49,8 +49,8 @@ struct qc_mipmap *qc_mipmap_of_handle(uint64_t h);
 /* The array p is, or NULL (not one of ours, or freed). */
 struct qc_array *qc_array_lookup(const void *p);
 /* A new array (the driver's format numbering); flags as CUDA_ARRAY3D_*. */
-cudaError_t qc_array_create(int format, unsigned int channels, size_t width, size_t height,
-			    size_t depth, unsigned int flags, struct qc_array **out);
+cudaError_t qc_array_create(int format, unsigned int channels, size_t width, size_t height, size_t depth,
+			    unsigned int flags, struct qc_array **out);
 cudaError_t qc_array_destroy(struct qc_array *a);
 /* Bytes per element of a CUarray_format and channel count; 0 if not served. */
 size_t qc_format_size(int format, unsigned int channels);
@@ -62,7 +62,7 @@ cudaError_t qc_tex1d_linear_max(int format, unsigned int channels, int device, s
 /* One side of a 2D/3D copy: memory at ptr (rows pitch bytes apart, slices
  * pitch * rows apart), or an array; x in bytes. */
 struct qc_side {
-	struct qc_array *array;	/* NULL: ptr */
+	struct qc_array *array; /* NULL: ptr */
 	const void *ptr;
 	size_t pitch, rows;
 	size_t x, y, z;
@@ -71,26 +71,24 @@ struct qc_side {
 /* A box of width bytes x height rows x depth slices from src to dst; kind
  * as cudaMemcpy's (cudaMemcpyDefault: by where the pointers lie). One
  * request to the backend, whatever the row count. */
-cudaError_t qc_copy3d(const struct qc_side *dst, const struct qc_side *src, size_t width,
-		      size_t height, size_t depth, enum cudaMemcpyKind kind, cudaStream_t stream,
-		      int async, int ptds);
+cudaError_t qc_copy3d(const struct qc_side *dst, const struct qc_side *src, size_t width, size_t height, size_t depth,
+		      enum cudaMemcpyKind kind, cudaStream_t stream, int async, int ptds);
 
 /* count bytes between mem and an array from (x bytes, y) on, in row order
  * (cudaMemcpyToArray / FromArray, cuMemcpyHtoA ...). */
-cudaError_t qc_linear_array(struct qc_array *a, size_t x, size_t y, void *mem, size_t count,
-			    int to_array, enum cudaMemcpyKind kind, cudaStream_t s, int async, int ptds);
+cudaError_t qc_linear_array(struct qc_array *a, size_t x, size_t y, void *mem, size_t count, int to_array,
+			    enum cudaMemcpyKind kind, cudaStream_t s, int async, int ptds);
 
 /* cudaMemset2D's core: height rows of width bytes, pitch apart. */
-cudaError_t qc_memset2d(void *dst, size_t pitch, int value, size_t width, size_t height,
-			cudaStream_t stream, int async, int ptds);
+cudaError_t qc_memset2d(void *dst, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream, int async,
+			int ptds);
 
 /* A texture / surface object from wire arguments (arr: the array of an
  * array resource, its handle already in a->res); *obj is what kernels take.
  * rd / td: the runtime's descriptions, kept for cudaGet*Object*Desc (NULL
  * from the driver API). */
-cudaError_t qc_tex_create(struct qcuda_args_tex_create *a, struct qc_array *arr,
-			  const struct cudaResourceDesc *rd, const struct cudaTextureDesc *td,
-			  uint64_t *obj);
+cudaError_t qc_tex_create(struct qcuda_args_tex_create *a, struct qc_array *arr, const struct cudaResourceDesc *rd,
+			  const struct cudaTextureDesc *td, uint64_t *obj);
 cudaError_t qc_tex_destroy(uint64_t obj);
 cudaError_t qc_surf_create(struct qc_array *a, const struct cudaResourceDesc *rd, uint64_t *obj);
 cudaError_t qc_surf_destroy(uint64_t obj);

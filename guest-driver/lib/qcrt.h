@@ -66,7 +66,7 @@ int qc_start_thread(void *(*fn)(void *), size_t stack);
 
 struct qc_state {
 	int fd;
-	cudaError_t init_err;		/* cudaSuccess once HELLO succeeded */
+	cudaError_t init_err; /* cudaSuccess once HELLO succeeded */
 	int device_count;
 	uint32_t driver_version;
 	uint64_t capabilities;
@@ -81,15 +81,15 @@ cudaError_t qc_init(void);
 
 /* One command to the device. Fields not set are 0/NULL (no args, no output, no data). */
 struct qc_req {
-	uint32_t cmd;			/* QCUDA_CMD_* */
-	const void *args;		/* the argument struct (and what follows it), args_len bytes */
+	uint32_t cmd; /* QCUDA_CMD_* */
+	const void *args; /* the argument struct (and what follows it), args_len bytes */
 	uint32_t args_len;
-	void *out;			/* room for the output struct, out_len bytes */
+	void *out; /* room for the output struct, out_len bytes */
 	uint32_t out_len;
-	enum qt_dir dir;		/* data direction: QT_NONE, QT_TO_DEVICE, QT_FROM_DEVICE */
-	void *data;			/* guest user memory moved, data_len bytes */
+	enum qt_dir dir; /* data direction: QT_NONE, QT_TO_DEVICE, QT_FROM_DEVICE */
+	void *data; /* guest user memory moved, data_len bytes */
 	uint64_t data_len;
-	uint64_t *value;		/* the reply's value, or NULL */
+	uint64_t *value; /* the reply's value, or NULL */
 };
 /* One command; maps transport errors and QCUDA_ST_* to cudaError_t and
  * notes sticky errors. Sends posted work first (qc_flush). */
@@ -105,8 +105,7 @@ void qc_stats(unsigned long long *calls, unsigned long long *batches);
 /* Function attributes and occupancy, asked once per function until it
  * changes (funccache.c); qc_func_cache_clear when handles may be reused. */
 cudaError_t qc_func_attrs(uint64_t fh, struct qcuda_out_func_attrs *out);
-cudaError_t qc_occupancy_blocks(uint64_t fh, uint64_t smem, int32_t block_size, uint32_t flags,
-				uint64_t *blocks);
+cudaError_t qc_occupancy_blocks(uint64_t fh, uint64_t smem, int32_t block_size, uint32_t flags, uint64_t *blocks);
 cudaError_t qc_func_set_attr(uint64_t fh, uint32_t attr, int32_t value);
 void qc_func_cache_clear(void);
 /* The commands that crossed most often, as text (QCUDA_STATS). */
@@ -151,16 +150,16 @@ enum qc_mem_kind { QC_MEM_DEVICE, QC_MEM_PINNED, QC_MEM_REGISTERED, QC_MEM_MANAG
  * host range, or both. */
 struct qc_region {
 	enum qc_mem_kind kind;
-	uint64_t dev;		/* device pointer, 0 if none (not mapped) */
-	uint64_t unmap_dev;	/* what HOST_UNMAP takes, if not dev (a registered range mapped by pages) */
-	uintptr_t host;		/* host address, 0 for device memory */
-	uint64_t size;		/* as asked for */
-	size_t map_len;		/* page-rounded: mmap / reservation length */
-	uint64_t token;		/* HOST_ALLOC token (pinned, managed) */
-	unsigned int flags;	/* cudaHostAlloc / cudaHostRegister / managed flags */
-	int reserved;		/* [res_start, +map_len) reserved PROT_NONE here */
+	uint64_t dev; /* device pointer, 0 if none (not mapped) */
+	uint64_t unmap_dev; /* what HOST_UNMAP takes, if not dev (a registered range mapped by pages) */
+	uintptr_t host; /* host address, 0 for device memory */
+	uint64_t size; /* as asked for */
+	size_t map_len; /* page-rounded: mmap / reservation length */
+	uint64_t token; /* HOST_ALLOC token (pinned, managed) */
+	unsigned int flags; /* cudaHostAlloc / cudaHostRegister / managed flags */
+	int reserved; /* [res_start, +map_len) reserved PROT_NONE here */
 	uint64_t res_start;
-	void *hints;		/* managed: managed.c's advice and prefetch record, or NULL */
+	void *hints; /* managed: managed.c's advice and prefetch record, or NULL */
 };
 
 struct qc_rent {
@@ -190,8 +189,7 @@ int qc_region_add(struct qc_region *r);
  * for the note), set up and added: its guest address range reserved, then
  * the maps. 0, or -1 (r released) where it overlaps a live allocation,
  * which only a wrong answer makes. */
-int qc_region_add_device(struct qc_region *r, enum qc_mem_kind kind, uint64_t dev, uint64_t size,
-			 const char *what);
+int qc_region_add_device(struct qc_region *r, enum qc_mem_kind kind, uint64_t dev, uint64_t size, const char *what);
 /* Removes r from the maps (write lock held). */
 void qc_region_remove_locked(struct qc_region *r);
 /* PROT_NONE placeholder at a device address, so that nothing else in the
@@ -220,8 +218,8 @@ void qc_mem_remove_symbol(uint64_t dptr);
 /* ---- copy.c ---- */
 
 /* cudaMemcpy*'s core (not recording the error). */
-cudaError_t qc_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
-		      cudaStream_t stream, int async, int ptds);
+cudaError_t qc_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t stream, int async,
+		      int ptds);
 /* cudaMemcpyBatchAsync's and cudaMemcpy3DBatchAsync's (copy3d.c) cores:
  * *fail is the index of the copy that failed, SIZE_MAX if the error is of
  * no one copy (cuMemcpyBatchAsync's failIdx). */
@@ -255,15 +253,15 @@ struct qc_module;
  * cudaFunction_t are pointers to one. */
 struct qc_kernel {
 	struct qc_module *module;
-	const void *host_fun;	/* the host stub, the program's key for it */
-	const char *device_name;	/* mangled name in the fat binary */
+	const void *host_fun; /* the host stub, the program's key for it */
+	const char *device_name; /* mangled name in the fat binary */
 	pthread_mutex_t lock;
 	unsigned int gen;
 	cudaError_t err;
-	uint64_t func;		/* function handle */
+	uint64_t func; /* function handle */
 	uint32_t num_params, param_bytes;
-	uint32_t *offset, *size;	/* the layout, set once */
-	char *owned_name;	/* device_name, for a driver-API kernel */
+	uint32_t *offset, *size; /* the layout, set once */
+	char *owned_name; /* device_name, for a driver-API kernel */
 	struct qc_kernel *next;
 };
 
@@ -334,8 +332,8 @@ struct qc_launch_mode {
 
 /* Launches k (its layout packs args: one pointer per parameter) on stream;
  * mode NULL: a plain launch. */
-cudaError_t qc_launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem,
-		      cudaStream_t stream, int ptds, const struct qc_launch_mode *mode);
+cudaError_t qc_launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream,
+		      int ptds, const struct qc_launch_mode *mode);
 /* The packed parameters of cuLaunchKernel's `extra` form
  * (CU_LAUNCH_PARAM_BUFFER_POINTER, p, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
  * CU_LAUNCH_PARAM_END): *buf NULL and *size 0 where not given;
@@ -343,17 +341,16 @@ cudaError_t qc_launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, s
 cudaError_t qc_extra_buffer(void **extra, const void **buf, size_t *size);
 /* The same with the parameters already packed in the kernel's layout
  * (cuLaunchKernel's `extra` form): size must be the layout's size. */
-cudaError_t qc_launch_packed(struct qc_kernel *k, dim3 grid, dim3 block, const void *params,
-			     size_t size, size_t shmem, cudaStream_t stream, int ptds,
-			     const struct qc_launch_mode *mode);
+cudaError_t qc_launch_packed(struct qc_kernel *k, dim3 grid, dim3 block, const void *params, size_t size, size_t shmem,
+			     cudaStream_t stream, int ptds, const struct qc_launch_mode *mode);
 
 /* ---- copy.c ---- */
 
 /* Where one side of a copy lives. */
 struct qc_loc {
-	int device;		/* 1: device memory (the backend's), 0: guest memory */
-	uint64_t dptr;		/* device pointer if device */
-	void *hptr;		/* guest address if !device */
+	int device; /* 1: device memory (the backend's), 0: guest memory */
+	uint64_t dptr; /* device pointer if device */
+	void *hptr; /* guest address if !device */
 };
 /* [p, p+n): device memory (need_device: it must be a device-accessible
  * range), or guest memory (host memory seen through its device pointer
@@ -406,8 +403,8 @@ void qc_handle_reset(void);
 void qc_output_reply(uint32_t cmd, uint32_t *status);
 
 /* ---- errtab.c ---- */
-const char *qc_error_name(int err);	/* NULL if unknown */
-const char *qc_error_string(int err);	/* NULL if unknown */
+const char *qc_error_name(int err); /* NULL if unknown */
+const char *qc_error_string(int err); /* NULL if unknown */
 
 /* The generated per-command request builders (qc_req_*, qc_post_*). */
 #include "qc_calls.h"

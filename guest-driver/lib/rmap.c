@@ -125,8 +125,7 @@ int qc_region_add(struct qc_region *r)
 	return e;
 }
 
-int qc_region_add_device(struct qc_region *r, enum qc_mem_kind kind, uint64_t dev, uint64_t size,
-			 const char *what)
+int qc_region_add_device(struct qc_region *r, enum qc_mem_kind kind, uint64_t dev, uint64_t size, const char *what)
 {
 	r->kind = kind;
 	r->dev = dev;
@@ -164,7 +163,7 @@ int qc_reserve_range(uint64_t dev, size_t len)
 		return 1;
 	if (p != MAP_FAILED)
 		munmap(p, len);
-	qc_debug("device range %#llx+%zu overlaps guest memory: pointers there are ambiguous",
-		 (unsigned long long)dev, len);
+	qc_debug("device range %#llx+%zu overlaps guest memory: pointers there are ambiguous", (unsigned long long)dev,
+		 len);
 	return 0;
 }

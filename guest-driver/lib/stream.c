@@ -41,8 +41,7 @@ typedef cudaError_t (*handle_req)(uint64_t handle);
  * must not be one of the special values 0, 1 and 2 (NULL, cudaStreamLegacy
  * and cudaStreamPerThread); a handle that cannot be recorded is given back.
  */
-static cudaError_t keep_handle(enum qc_handle_kind kind, uint64_t h, handle_req destroy,
-			       uint64_t value)
+static cudaError_t keep_handle(enum qc_handle_kind kind, uint64_t h, handle_req destroy, uint64_t value)
 {
 	cudaError_t e;
 
@@ -72,7 +71,7 @@ static cudaError_t keep_handle(enum qc_handle_kind kind, uint64_t h, handle_req 
 #define INFO(id, device, flags) ((uint64_t)(id) << 16 | (uint64_t)(device) << 8 | (flags))
 #define INFO_ID(v) ((v) >> 16)
 #define INFO_DEVICE(v) ((int)((v) >> 8 & 0xff))
-#define INFO_FLAGS(v) ((unsigned int)((v) & 0xff))
+#define INFO_FLAGS(v) ((unsigned int)((v)&0xff))
 _Static_assert(QC_MAX_DEVICES <= 256, "a device in 8 bits");
 
 static atomic_ullong next_stream_id = 1;
@@ -87,7 +86,7 @@ static unsigned long long legacy_id(int device)
 		return id;
 	id = atomic_fetch_add(&next_stream_id, 1);
 	if (!atomic_compare_exchange_strong(&legacy_ids[device], &none, id))
-		id = none;	/* another thread's came first */
+		id = none; /* another thread's came first */
 	return id;
 }
 
@@ -165,7 +164,7 @@ static cudaError_t stream_sync(cudaStream_t stream, int ptds)
 	cudaError_t e = qc_ready();
 
 	if (e == cudaSuccess)
-		e = qc_capture_refuse(stream, ptds);	/* nothing to wait for in a capture */
+		e = qc_capture_refuse(stream, ptds); /* nothing to wait for in a capture */
 	if (e == cudaSuccess)
 		e = qc_req_stream_sync(qc_stream(stream, ptds));
 	return qc_ret(qc_deferred(e));
@@ -235,7 +234,7 @@ static cudaError_t stream_get_priority(cudaStream_t stream, int *priority, int p
 		e = qc_req_stream_get_priority(qc_stream(stream, ptds), &v);
 	if (e != cudaSuccess)
 		return qc_ret(e);
-	*priority = (int)(int64_t)v;	/* a signed int, sign-extended on the wire */
+	*priority = (int)(int64_t)v; /* a signed int, sign-extended on the wire */
 	return cudaSuccess;
 }
 
@@ -317,8 +316,7 @@ QC_API cudaError_t cudaCtxResetPersistingL2Cache(void)
 	return qc_ret(e);
 }
 
-static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, unsigned int flags,
-				     int ptds)
+static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, unsigned int flags, int ptds)
 {
 	uint64_t ev = (uint64_t)(uintptr_t)event;
 	cudaError_t e = qc_ready();
@@ -368,8 +366,8 @@ QC_API cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t eve
  * each attribute has and refuses attributes streams do not have. */
 _Static_assert(sizeof(cudaStreamAttrValue) == QCUDA_ATTR_VALUE_BYTES, "a stream attribute value");
 
-static cudaError_t stream_set_attr(cudaStream_t stream, cudaStreamAttrID attr,
-				   const cudaStreamAttrValue *value, int ptds)
+static cudaError_t stream_set_attr(cudaStream_t stream, cudaStreamAttrID attr, const cudaStreamAttrValue *value,
+				   int ptds)
 {
 	struct qcuda_args_stream_attr a = { .stream = qc_stream(stream, ptds), .attr = (uint32_t)attr };
 	cudaError_t e = qc_ready();
@@ -382,8 +380,7 @@ static cudaError_t stream_set_attr(cudaStream_t stream, cudaStreamAttrID attr,
 	return qc_req_stream_set_attr(&a);
 }
 
-static cudaError_t stream_get_attr(cudaStream_t stream, cudaStreamAttrID attr,
-				   cudaStreamAttrValue *value, int ptds)
+static cudaError_t stream_get_attr(cudaStream_t stream, cudaStreamAttrID attr, cudaStreamAttrValue *value, int ptds)
 {
 	struct qcuda_args_stream_attr a = { .stream = qc_stream(stream, ptds), .attr = (uint32_t)attr };
 	struct qcuda_out_stream_attr_value out;
@@ -399,8 +396,7 @@ static cudaError_t stream_get_attr(cudaStream_t stream, cudaStreamAttrID attr,
 	return e;
 }
 
-QC_API cudaError_t cudaStreamSetAttribute(cudaStream_t stream, cudaStreamAttrID attr,
-					  const cudaStreamAttrValue *value)
+QC_API cudaError_t cudaStreamSetAttribute(cudaStream_t stream, cudaStreamAttrID attr, const cudaStreamAttrValue *value)
 {
 	return qc_ret(stream_set_attr(stream, attr, value, 0));
 }
@@ -413,16 +409,13 @@ QC_API cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t stream, cudaStreamAt
 	return qc_ret(stream_set_attr(stream, attr, value, 1));
 }
 
-QC_API cudaError_t cudaStreamGetAttribute(cudaStream_t stream, cudaStreamAttrID attr,
-					  cudaStreamAttrValue *value)
+QC_API cudaError_t cudaStreamGetAttribute(cudaStream_t stream, cudaStreamAttrID attr, cudaStreamAttrValue *value)
 {
 	return qc_ret(stream_get_attr(stream, attr, value, 0));
 }
 
-QC_API cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t stream, cudaStreamAttrID attr,
-					       cudaStreamAttrValue *value);
-QC_API cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t stream, cudaStreamAttrID attr,
-					       cudaStreamAttrValue *value)
+QC_API cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t stream, cudaStreamAttrID attr, cudaStreamAttrValue *value);
+QC_API cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t stream, cudaStreamAttrID attr, cudaStreamAttrValue *value)
 {
 	return qc_ret(stream_get_attr(stream, attr, value, 1));
 }
@@ -593,7 +586,10 @@ QC_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_
 {
 	struct qcuda_out_event_elapsed out;
 	cudaError_t e = qc_ready();
-	union { uint32_t u; float f; } v;
+	union {
+		uint32_t u;
+		float f;
+	} v;
 
 	if (e != cudaSuccess)
 		return qc_ret(e);

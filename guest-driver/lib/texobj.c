@@ -19,7 +19,7 @@ struct obj_rec {
 	int surface;
 	struct qcuda_args_tex_create a;
 	struct qc_array *arr;
-	int has_rt;		/* the runtime's descriptions below */
+	int has_rt; /* the runtime's descriptions below */
 	struct cudaResourceDesc res;
 	struct cudaTextureDesc tex;
 	struct obj_rec *next;
@@ -32,7 +32,7 @@ static unsigned int objs_gen = 1;
 static void obj_add(struct obj_rec *r)
 {
 	pthread_mutex_lock(&objs_lock);
-	if (objs_gen != qc_array_generation()) {	/* a reset dropped the ones before */
+	if (objs_gen != qc_array_generation()) { /* a reset dropped the ones before */
 		while (objs) {
 			struct obj_rec *n = objs->next;
 
@@ -86,8 +86,7 @@ static uint32_t fbits(float f)
 }
 
 static cudaError_t obj_create(struct qcuda_args_tex_create *a, struct qc_array *arr, int surface,
-			      const struct cudaResourceDesc *rd, const struct cudaTextureDesc *td,
-			      uint64_t *obj)
+			      const struct cudaResourceDesc *rd, const struct cudaTextureDesc *td, uint64_t *obj)
 {
 	struct obj_rec *rec;
 	cudaError_t e = qc_ready();
@@ -97,9 +96,9 @@ static cudaError_t obj_create(struct qcuda_args_tex_create *a, struct qc_array *
 	rec = calloc(1, sizeof(*rec));
 	if (!rec)
 		return cudaErrorMemoryAllocation;
-	e = surface ? qc_req_surf_create(arr->handle, obj) :
-		      qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_TEX_CREATE, .args = a,
-					       .args_len = sizeof(*a), .value = obj });
+	e = surface ? qc_req_surf_create(arr->handle, obj)
+		    : qc_call(&(struct qc_req){
+			      .cmd = QCUDA_CMD_TEX_CREATE, .args = a, .args_len = sizeof(*a), .value = obj });
 	if (e != cudaSuccess) {
 		free(rec);
 		return e;
@@ -116,9 +115,8 @@ static cudaError_t obj_create(struct qcuda_args_tex_create *a, struct qc_array *
 	return cudaSuccess;
 }
 
-cudaError_t qc_tex_create(struct qcuda_args_tex_create *a, struct qc_array *arr,
-			  const struct cudaResourceDesc *rd, const struct cudaTextureDesc *td,
-			  uint64_t *obj)
+cudaError_t qc_tex_create(struct qcuda_args_tex_create *a, struct qc_array *arr, const struct cudaResourceDesc *rd,
+			  const struct cudaTextureDesc *td, uint64_t *obj)
 {
 	return obj_create(a, arr, 0, rd, td, obj);
 }
@@ -168,7 +166,7 @@ static cudaError_t create_texture(cudaTextureObject_t *out, const struct cudaRes
 	if (!out || !rd || !td)
 		return cudaErrorInvalidValue;
 	if (vd)
-		return cudaErrorNotSupported;	/* resource views: not served */
+		return cudaErrorNotSupported; /* resource views: not served */
 	switch (rd->resType) {
 	case cudaResourceTypeArray:
 		if ((e = qc_live_array(rd->res.array.array, &arr)) != cudaSuccess)
@@ -230,8 +228,7 @@ static cudaError_t create_texture(cudaTextureObject_t *out, const struct cudaRes
 	return e;
 }
 
-QC_API cudaError_t cudaCreateTextureObject(cudaTextureObject_t *pTexObject,
-					   const struct cudaResourceDesc *pResDesc,
+QC_API cudaError_t cudaCreateTextureObject(cudaTextureObject_t *pTexObject, const struct cudaResourceDesc *pResDesc,
 					   const struct cudaTextureDesc *pTexDesc,
 					   const struct cudaResourceViewDesc *pResViewDesc)
 {
@@ -243,8 +240,7 @@ QC_API cudaError_t cudaDestroyTextureObject(cudaTextureObject_t texObject)
 	return qc_ret(destroy_obj(texObject, 0));
 }
 
-QC_API cudaError_t cudaGetTextureObjectResourceDesc(struct cudaResourceDesc *pResDesc,
-						    cudaTextureObject_t texObject)
+QC_API cudaError_t cudaGetTextureObjectResourceDesc(struct cudaResourceDesc *pResDesc, cudaTextureObject_t texObject)
 {
 	struct obj_rec r;
 
@@ -256,8 +252,7 @@ QC_API cudaError_t cudaGetTextureObjectResourceDesc(struct cudaResourceDesc *pRe
 	return cudaSuccess;
 }
 
-QC_API cudaError_t cudaGetTextureObjectTextureDesc(struct cudaTextureDesc *pTexDesc,
-						   cudaTextureObject_t texObject)
+QC_API cudaError_t cudaGetTextureObjectTextureDesc(struct cudaTextureDesc *pTexDesc, cudaTextureObject_t texObject)
 {
 	struct obj_rec r;
 
@@ -287,8 +282,7 @@ static cudaError_t create_surface(cudaSurfaceObject_t *out, const struct cudaRes
 	return e;
 }
 
-QC_API cudaError_t cudaCreateSurfaceObject(cudaSurfaceObject_t *pSurfObject,
-					   const struct cudaResourceDesc *pResDesc)
+QC_API cudaError_t cudaCreateSurfaceObject(cudaSurfaceObject_t *pSurfObject, const struct cudaResourceDesc *pResDesc)
 {
 	return qc_ret(create_surface(pSurfObject, pResDesc));
 }
@@ -298,8 +292,7 @@ QC_API cudaError_t cudaDestroySurfaceObject(cudaSurfaceObject_t surfObject)
 	return qc_ret(destroy_obj(surfObject, 1));
 }
 
-QC_API cudaError_t cudaGetSurfaceObjectResourceDesc(struct cudaResourceDesc *pResDesc,
-						    cudaSurfaceObject_t surfObject)
+QC_API cudaError_t cudaGetSurfaceObjectResourceDesc(struct cudaResourceDesc *pResDesc, cudaSurfaceObject_t surfObject)
 {
 	struct obj_rec r;
 

@@ -29,9 +29,8 @@ int qt_info(int fd, struct qt_info *info)
 	return ops->info(fd, info);
 }
 
-int qt_call(int fd, uint32_t cmd, const void *args, uint32_t args_len, void *out,
-	    uint32_t out_len, enum qt_dir dir, void *data, uint64_t data_len,
-	    struct qt_result *res)
+int qt_call(int fd, uint32_t cmd, const void *args, uint32_t args_len, void *out, uint32_t out_len, enum qt_dir dir,
+	    void *data, uint64_t data_len, struct qt_result *res)
 {
 	return ops->call(fd, cmd, args, args_len, out, out_len, dir, data, data_len, res);
 }

@@ -21,7 +21,7 @@ struct qt_info {
 };
 
 struct qt_result {
-	uint32_t status;	/* 0, a cudaError_t or QCUDA_ST_* */
+	uint32_t status; /* 0, a cudaError_t or QCUDA_ST_* */
 	uint32_t out_written;
 	uint64_t value;
 };
@@ -30,12 +30,10 @@ struct qt_result {
 /* path: a /dev/qcuda<N> node, or a backend's vhost-user socket. */
 int qt_open(const char *path, int *fd);
 int qt_info(int fd, struct qt_info *info);
-int qt_call(int fd, uint32_t cmd, const void *args, uint32_t args_len,
-	    void *out, uint32_t out_len, enum qt_dir dir, void *data,
-	    uint64_t data_len, struct qt_result *res);
+int qt_call(int fd, uint32_t cmd, const void *args, uint32_t args_len, void *out, uint32_t out_len, enum qt_dir dir,
+	    void *data, uint64_t data_len, struct qt_result *res);
 /* Zeroed guest memory; *gpa = 0 unless contiguous. */
-int qt_host_alloc(int fd, uint64_t size, int contiguous, uint64_t *token,
-		  uint64_t *gpa);
+int qt_host_alloc(int fd, uint64_t size, int contiguous, uint64_t *token, uint64_t *gpa);
 int qt_host_free(int fd, uint64_t token);
 /* Maps a HOST_ALLOC (at want if want != NULL and that range is free). */
 void *qt_host_mmap(int fd, uint64_t token, size_t len, void *want);

@@ -47,9 +47,8 @@ static int kt_info(int fd, struct qt_info *info)
 	return 0;
 }
 
-static int kt_call(int fd, uint32_t cmd, const void *args, uint32_t args_len,
-	    void *out, uint32_t out_len, enum qt_dir dir, void *data,
-	    uint64_t data_len, struct qt_result *res)
+static int kt_call(int fd, uint32_t cmd, const void *args, uint32_t args_len, void *out, uint32_t out_len,
+		   enum qt_dir dir, void *data, uint64_t data_len, struct qt_result *res)
 {
 	struct qcuda_call c;
 	int r;
@@ -60,8 +59,9 @@ static int kt_call(int fd, uint32_t cmd, const void *args, uint32_t args_len,
 	c.args = (uintptr_t)args;
 	c.out = (uintptr_t)out;
 	c.out_len = out_len;
-	c.data_dir = dir == QT_TO_DEVICE ? QCUDA_DATA_TO_DEVICE :
-		     dir == QT_FROM_DEVICE ? QCUDA_DATA_FROM_DEVICE : QCUDA_DATA_NONE;
+	c.data_dir = dir == QT_TO_DEVICE     ? QCUDA_DATA_TO_DEVICE
+		     : dir == QT_FROM_DEVICE ? QCUDA_DATA_FROM_DEVICE
+					     : QCUDA_DATA_NONE;
 	c.data = (uintptr_t)data;
 	c.data_len = dir == QT_NONE ? 0 : data_len;
 	r = xioctl(fd, QCUDA_IOC_CALL, &c);
@@ -73,8 +73,7 @@ static int kt_call(int fd, uint32_t cmd, const void *args, uint32_t args_len,
 	return 0;
 }
 
-static int kt_host_alloc(int fd, uint64_t size, int contiguous, uint64_t *token,
-		  uint64_t *gpa)
+static int kt_host_alloc(int fd, uint64_t size, int contiguous, uint64_t *token, uint64_t *gpa)
 {
 	struct qcuda_host_alloc a;
 	int r;
@@ -102,8 +101,7 @@ static void *kt_host_mmap(int fd, uint64_t token, size_t len, void *want)
 	void *p;
 
 	if (want) {
-		p = mmap(want, len, PROT_READ | PROT_WRITE,
-			 MAP_SHARED | MAP_FIXED_NOREPLACE, fd, (off_t)token);
+		p = mmap(want, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, (off_t)token);
 		if (p == want)
 			return p;
 		/* Kernels before 4.17 take the flag as a hint only. */

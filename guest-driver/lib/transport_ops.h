@@ -14,9 +14,8 @@ struct qt_ops {
 	const char *name;
 	int (*open)(const char *path, int *fd);
 	int (*info)(int fd, struct qt_info *info);
-	int (*call)(int fd, uint32_t cmd, const void *args, uint32_t args_len, void *out,
-		    uint32_t out_len, enum qt_dir dir, void *data, uint64_t data_len,
-		    struct qt_result *res);
+	int (*call)(int fd, uint32_t cmd, const void *args, uint32_t args_len, void *out, uint32_t out_len,
+		    enum qt_dir dir, void *data, uint64_t data_len, struct qt_result *res);
 	int (*host_alloc)(int fd, uint64_t size, int contiguous, uint64_t *token, uint64_t *gpa);
 	int (*host_free)(int fd, uint64_t token);
 	void *(*host_mmap)(int fd, uint64_t token, size_t len, void *want);

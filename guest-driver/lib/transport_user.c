@@ -35,13 +35,13 @@
 #define STAGED_WINDOW 8
 
 static struct {
-	unsigned int num_queues;	/* what the backend serves */
-	unsigned int queue;		/* the session's */
+	unsigned int num_queues; /* what the backend serves */
+	unsigned int queue; /* the session's */
 	uint32_t proto_version;
 	uint64_t capabilities;
 	uint64_t session;
 	pthread_mutex_t open_lock;
-	int forked;			/* this is a child of the process that connected */
+	int forked; /* this is a child of the process that connected */
 } u = { .open_lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void after_fork_child(void)
@@ -54,7 +54,10 @@ static void after_fork_child(void)
 static int negotiate(void)
 {
 	const uint64_t want = VHU_PF_MQ | VHU_PF_REPLY_ACK | VHU_PF_CONFIG | VHU_PF_CONFIGURE_MEM_SLOTS;
-	struct __attribute__((packed)) { uint32_t offset, size, flags; struct virtio_qcuda_config c; } cfg = {
+	struct __attribute__((packed)) {
+		uint32_t offset, size, flags;
+		struct virtio_qcuda_config c;
+	} cfg = {
 		.size = sizeof(struct virtio_qcuda_config),
 	};
 	uint64_t features, pf, nq, slots;
@@ -66,8 +69,7 @@ static int negotiate(void)
 		return -EPROTO;
 	if ((e = vhu_get_u64(VHU_GET_PROTOCOL_FEATURES, &pf)))
 		return e;
-	if ((pf & (VHU_PF_CONFIG | VHU_PF_CONFIGURE_MEM_SLOTS)) !=
-	    (VHU_PF_CONFIG | VHU_PF_CONFIGURE_MEM_SLOTS))
+	if ((pf & (VHU_PF_CONFIG | VHU_PF_CONFIGURE_MEM_SLOTS)) != (VHU_PF_CONFIG | VHU_PF_CONFIGURE_MEM_SLOTS))
 		return -EPROTO;
 	if ((e = vhu_set_u64(VHU_SET_PROTOCOL_FEATURES, pf & want, -1)))
 		return e;
@@ -124,7 +126,7 @@ struct op {
 	void *out;
 	enum qt_dir dir;
 	uint8_t *data;
-	uint64_t data_len, gpa;		/* gpa: the data's, 0 if staged */
+	uint64_t data_len, gpa; /* gpa: the data's, 0 if staged */
 	uint64_t session;
 	struct qt_result *res;
 };
@@ -179,8 +181,11 @@ static int chunk_start(const struct op *op, struct vhu_slot *s, uint64_t i)
 	if (len > chunk_size(op))
 		len = chunk_size(op);
 	*s->hdr = (struct qcuda_req_hdr){
-		.cmd = op->cmd, .len = op->args_len, .session = op->session,
-		.data_offset = len ? off : 0, .data_len = len,
+		.cmd = op->cmd,
+		.len = op->args_len,
+		.session = op->session,
+		.data_offset = len ? off : 0,
+		.data_len = len,
 	};
 	memcpy(s->args, op->args, op->args_len);
 	data.len = (uint32_t)len;
@@ -283,7 +288,9 @@ static int session_open(void)
 	struct qcuda_args_session_open a = { .flags = u.queue ? QCUDA_SESSION_OWN_QUEUE : 0 };
 	struct qt_result res;
 	struct op op = {
-		.cmd = QCUDA_CMD_SESSION_OPEN, .args = &a, .args_len = u.queue ? sizeof(a) : 0,
+		.cmd = QCUDA_CMD_SESSION_OPEN,
+		.args = &a,
+		.args_len = u.queue ? sizeof(a) : 0,
 		.res = &res,
 	};
 	int e = 0;
@@ -304,20 +311,26 @@ static int session_open(void)
 	return e;
 }
 
-static int ut_call(int fd, uint32_t cmd, const void *args, uint32_t args_len, void *out,
-		   uint32_t out_len, enum qt_dir dir, void *data, uint64_t data_len,
-		   struct qt_result *res)
+static int ut_call(int fd, uint32_t cmd, const void *args, uint32_t args_len, void *out, uint32_t out_len,
+		   enum qt_dir dir, void *data, uint64_t data_len, struct qt_result *res)
 {
 	struct op op = {
-		.cmd = cmd, .args = args, .args_len = args_len, .out = out, .out_len = out_len,
-		.dir = dir, .data = data, .data_len = dir == QT_NONE ? 0 : data_len, .res = res,
+		.cmd = cmd,
+		.args = args,
+		.args_len = args_len,
+		.out = out,
+		.out_len = out_len,
+		.dir = dir,
+		.data = data,
+		.data_len = dir == QT_NONE ? 0 : data_len,
+		.res = res,
 	};
 	int e;
 
 	if (u.forked || vhu_dead())
 		return -ENODEV;
-	if (cmd < QCUDA_CMD_HELLO || args_len > QCUDA_MAX_ARGS || out_len > QCUDA_MAX_OUT ||
-	    dir > QT_FROM_DEVICE || (dir == QT_NONE && data_len))
+	if (cmd < QCUDA_CMD_HELLO || args_len > QCUDA_MAX_ARGS || out_len > QCUDA_MAX_OUT || dir > QT_FROM_DEVICE ||
+	    (dir == QT_NONE && data_len))
 		return -EINVAL;
 	/* Pinned memory here is always one guest-physical range (HOST_MAP). */
 	if (cmd == QCUDA_CMD_HOST_MAP_PAGES)
@@ -394,7 +407,7 @@ static int ut_host_unregister(int fd, void *addr)
 {
 	int e = vhu_mem_release(addr);
 
-	return e == -EINVAL ? 0 : e;	/* EINVAL: it stayed private */
+	return e == -EINVAL ? 0 : e; /* EINVAL: it stayed private */
 }
 
 static int ut_gpa(int fd, const void *addr, uint64_t size, uint64_t *gpa)

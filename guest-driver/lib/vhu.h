@@ -58,8 +58,8 @@ int vhu_connect(const char *path);
  * and copies up to reply_len bytes of its payload to reply. With REPLY_ACK
  * negotiated (vhu_conn_ack_on), a request that has no reply of its own is
  * acked and a non-zero ack is -EPROTO. 0 or -errno. Serialized. */
-int vhu_request(enum vhu_req req, const void *payload, uint32_t len, int fd, int want_reply,
-		void *reply, uint32_t reply_len);
+int vhu_request(enum vhu_req req, const void *payload, uint32_t len, int fd, int want_reply, void *reply,
+		uint32_t reply_len);
 int vhu_get_u64(enum vhu_req req, uint64_t *v);
 int vhu_set_u64(enum vhu_req req, uint64_t v, int fd);
 void vhu_conn_ack_on(void);
@@ -106,14 +106,14 @@ uint64_t vhu_mem_gpa(const void *p, uint64_t len);
 struct vhu_slot {
 	struct qcuda_req_hdr *hdr;
 	struct qcuda_resp_hdr *resp;
-	uint8_t *args;		/* QCUDA_MAX_ARGS */
-	uint8_t *out;		/* QCUDA_MAX_OUT */
-	uint8_t *stage;		/* VHU_STAGE */
-	uint64_t gpa;		/* of hdr: the others at fixed offsets */
+	uint8_t *args; /* QCUDA_MAX_ARGS */
+	uint8_t *out; /* QCUDA_MAX_OUT */
+	uint8_t *stage; /* VHU_STAGE */
+	uint64_t gpa; /* of hdr: the others at fixed offsets */
 	uint64_t stage_gpa;
-	unsigned int q;		/* the queue it went on */
-	int done;		/* answered (atomic) */
-	uint32_t used_len;	/* bytes the backend wrote */
+	unsigned int q; /* the queue it went on */
+	int done; /* answered (atomic) */
+	uint32_t used_len; /* bytes the backend wrote */
 };
 
 /* Where the data of a request lies: its guest-physical address, or none. */
@@ -132,8 +132,7 @@ struct vhu_slot *vhu_slot_tryget(void);
 void vhu_slot_put(struct vhu_slot *s);
 /* Puts the slot's request on queue q: header, args_len bytes of arguments,
  * out_len bytes of output room, and data (len 0: none). */
-int vhu_submit(unsigned int q, struct vhu_slot *s, uint32_t args_len, uint32_t out_len,
-	       const struct vhu_buf *data);
+int vhu_submit(unsigned int q, struct vhu_slot *s, uint32_t args_len, uint32_t out_len, const struct vhu_buf *data);
 /* Waits for the slot's answer: 0, or -ENODEV once the backend is gone. */
 int vhu_wait(struct vhu_slot *s);
 /* The backend went away: every wait ends with -ENODEV. */

@@ -26,7 +26,7 @@ struct vhu_hdr {
 };
 
 static int sock = -1;
-static int acks;		/* REPLY_ACK negotiated */
+static int acks; /* REPLY_ACK negotiated */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 int vhu_connect(const char *path)
@@ -129,8 +129,8 @@ static int recv_reply(enum vhu_req req, void *buf, uint32_t len, uint32_t *got)
 	return 0;
 }
 
-int vhu_request(enum vhu_req req, const void *payload, uint32_t len, int fd, int want_reply,
-		void *reply, uint32_t reply_len)
+int vhu_request(enum vhu_req req, const void *payload, uint32_t len, int fd, int want_reply, void *reply,
+		uint32_t reply_len)
 {
 	struct vhu_hdr h = { .request = req, .flags = VHU_VERSION, .size = len };
 	int ack = !want_reply && acks;

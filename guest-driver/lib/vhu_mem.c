@@ -21,7 +21,7 @@
 
 #include "vhu.h"
 
-#define VHU_MAX_REGIONS 32	/* the backend's memory slots */
+#define VHU_MAX_REGIONS 32 /* the backend's memory slots */
 #define VHU_ALIGN (2ull << 20)
 /* The smallest region host memory is carved from; regions double up to
  * VHU_HEAP_MAX, so a process with much pinned memory uses few slots. */
@@ -32,21 +32,21 @@ struct region {
 	uint8_t *va;
 	uint64_t gpa, size;
 	int fd;
-	int heap;		/* host memory is carved from it */
-	uint64_t touched;	/* heap: bytes from its start ever handed out */
+	int heap; /* host memory is carved from it */
+	uint64_t touched; /* heap: bytes from its start ever handed out */
 };
 
 /* A piece of host memory (vhu_mem_alloc) or a mapping of one (an alias). */
 struct piece {
 	uint64_t gpa, size;
-	uint8_t *va;		/* alias: where it is mapped; else NULL */
-	uintptr_t adopted;	/* alias of registered memory: the address registered */
+	uint8_t *va; /* alias: where it is mapped; else NULL */
+	uintptr_t adopted; /* alias of registered memory: the address registered */
 };
 
 static struct region regions[VHU_MAX_REGIONS];
 static unsigned int nregions;
 static uint64_t next_gpa = VHU_GPA_BASE;
-static struct piece *pieces;	/* allocations, sorted by gpa */
+static struct piece *pieces; /* allocations, sorted by gpa */
 static size_t npieces, cap_pieces;
 static struct piece *aliases;
 static size_t naliases, cap_aliases;
@@ -74,7 +74,9 @@ static int grow(struct piece **v, size_t *cap, size_t n)
 /* A new region (under the write lock, or before any other thread runs). */
 static int add_region(uint64_t size, int heap, struct region **out)
 {
-	struct { uint64_t pad, gpa, size, uaddr, offset; } msg;
+	struct {
+		uint64_t pad, gpa, size, uaddr, offset;
+	} msg;
 	struct region *r;
 	void *va;
 	int fd, e;
@@ -233,10 +235,9 @@ void *vhu_mem_map(uint64_t gpa, size_t len, void *want)
 		off_t off = (off_t)(gpa - r->gpa);
 
 		if (want) {
-			p = mmap(want, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE,
-				 r->fd, off);
+			p = mmap(want, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, r->fd, off);
 			if (p != MAP_FAILED && p != want) {
-				munmap(p, len);	/* kernels before 4.17 took it as a hint */
+				munmap(p, len); /* kernels before 4.17 took it as a hint */
 				p = MAP_FAILED;
 			}
 		}
@@ -263,8 +264,7 @@ static struct piece *adopted_at(uintptr_t addr)
 static int overlaps_alias(uintptr_t start, uint64_t len)
 {
 	for (size_t i = 0; i < naliases; i++)
-		if (start < (uintptr_t)aliases[i].va + aliases[i].size &&
-		    (uintptr_t)aliases[i].va < start + len)
+		if (start < (uintptr_t)aliases[i].va + aliases[i].size && (uintptr_t)aliases[i].va < start + len)
 			return 1;
 	return 0;
 }
@@ -295,8 +295,8 @@ int vhu_mem_adopt(void *addr, uint64_t size, uint64_t *gpa)
 		e = p == MAP_FAILED ? -errno : 0;
 	}
 	if (!e) {
-		aliases[naliases++] = (struct piece){ .gpa = at, .size = len, .va = (uint8_t *)start,
-						      .adopted = (uintptr_t)addr };
+		aliases[naliases++] =
+			(struct piece){ .gpa = at, .size = len, .va = (uint8_t *)start, .adopted = (uintptr_t)addr };
 		*gpa = at + ((uintptr_t)addr - start);
 	}
 	pthread_rwlock_unlock(&lock);

@@ -43,13 +43,13 @@ struct vring_desc {
 
 struct queue {
 	struct vring_desc *desc;
-	uint16_t *avail;	/* flags, idx, ring[N], used_event */
-	uint16_t *used;		/* flags, idx, then {u32 id, u32 len}[N] */
+	uint16_t *avail; /* flags, idx, ring[N], used_event */
+	uint16_t *used; /* flags, idx, then {u32 id, u32 len}[N] */
 	uint16_t avail_idx, last_used;
 	int kick, call;
 	pthread_mutex_t lock;
 	pthread_cond_t answered;
-	int sleeper;		/* a waiter sleeps on call */
+	int sleeper; /* a waiter sleeps on call */
 };
 
 static struct queue queues[MAX_QUEUES];
@@ -66,11 +66,18 @@ static uint64_t poll_ns = 1000000;
 static int start_queue(unsigned int q, uint8_t *va)
 {
 	struct queue *Q = &queues[q];
-	struct { uint32_t index, flags; uint64_t desc, used, avail, log; } addr = {
+	struct {
+		uint32_t index, flags;
+		uint64_t desc, used, avail, log;
+	} addr = {
 		.index = q,
-		.desc = (uintptr_t)va, .avail = (uintptr_t)va + PAGE, .used = (uintptr_t)va + 2 * PAGE,
+		.desc = (uintptr_t)va,
+		.avail = (uintptr_t)va + PAGE,
+		.used = (uintptr_t)va + 2 * PAGE,
 	};
-	struct { uint32_t index, num; } st = { q, VHU_RING_SIZE };
+	struct {
+		uint32_t index, num;
+	} st = { q, VHU_RING_SIZE };
 	int e;
 
 	Q->desc = (struct vring_desc *)va;
@@ -168,8 +175,7 @@ static unsigned int slot_index(const struct vhu_slot *s)
 	return (unsigned int)(s - slots);
 }
 
-int vhu_submit(unsigned int q, struct vhu_slot *s, uint32_t args_len, uint32_t out_len,
-	       const struct vhu_buf *data)
+int vhu_submit(unsigned int q, struct vhu_slot *s, uint32_t args_len, uint32_t out_len, const struct vhu_buf *data)
 {
 	struct queue *Q = &queues[q];
 	unsigned int head = slot_index(s) * VHU_SLOT_DESCS, n = 0;

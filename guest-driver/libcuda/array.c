@@ -13,8 +13,8 @@
 
 /* ---------------------------------------------------------------- arrays */
 
-static CUresult array_create(CUarray *out, int format, unsigned int channels, size_t w, size_t h,
-			     size_t d, unsigned int flags)
+static CUresult array_create(CUarray *out, int format, unsigned int channels, size_t w, size_t h, size_t d,
+			     unsigned int flags)
 {
 	struct qc_array *a;
 	cudaError_t e;
@@ -65,8 +65,9 @@ CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *p, CUarray hArray)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!a)
 		return CUDA_ERROR_INVALID_HANDLE;
-	*p = (CUDA_ARRAY_DESCRIPTOR){ .Width = a->width, .Height = a->height,
-				      .Format = (CUarray_format)a->format, .NumChannels = a->channels };
+	*p = (CUDA_ARRAY_DESCRIPTOR){
+		.Width = a->width, .Height = a->height, .Format = (CUarray_format)a->format, .NumChannels = a->channels
+	};
 	return CUDA_SUCCESS;
 }
 
@@ -78,9 +79,12 @@ CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *p, CUarray hArray)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!a)
 		return CUDA_ERROR_INVALID_HANDLE;
-	*p = (CUDA_ARRAY3D_DESCRIPTOR){ .Width = a->width, .Height = a->height, .Depth = a->depth,
+	*p = (CUDA_ARRAY3D_DESCRIPTOR){ .Width = a->width,
+					.Height = a->height,
+					.Depth = a->depth,
 					.Format = (CUarray_format)a->format,
-					.NumChannels = a->channels, .Flags = a->flags };
+					.NumChannels = a->channels,
+					.Flags = a->flags };
 	return CUDA_SUCCESS;
 }
 
@@ -96,8 +100,7 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DE
 	r = cu_enter();
 	if (r != CUDA_SUCCESS)
 		return r;
-	e = qc_mipmap_create(p->Format, p->NumChannels, p->Width, p->Height, p->Depth, p->Flags,
-			     numMipmapLevels, &m);
+	e = qc_mipmap_create(p->Format, p->NumChannels, p->Width, p->Height, p->Depth, p->Flags, numMipmapLevels, &m);
 	if (e == cudaSuccess)
 		*pHandle = (CUmipmappedArray)m;
 	return cu_result(e);
@@ -162,8 +165,8 @@ static const enum cudaMemcpyKind kinds[2][2] = {
 };
 
 /* One side of a driver copy: its memory type's pointer or array. */
-static CUresult side(CUmemorytype type, const void *host, CUdeviceptr dev, CUarray arr, size_t x,
-		     size_t y, size_t z, size_t pitch, size_t rows, struct qc_side *out)
+static CUresult side(CUmemorytype type, const void *host, CUdeviceptr dev, CUarray arr, size_t x, size_t y, size_t z,
+		     size_t pitch, size_t rows, struct qc_side *out)
 {
 	*out = (struct qc_side){ .pitch = pitch, .rows = rows, .x = x, .y = y, .z = z };
 	switch (type) {
@@ -208,9 +211,8 @@ CUresult cu_memcpy2d(const CUDA_MEMCPY2D *c, CUstream stream, int async, int ptd
 	/* A pointer side's rows start y rows in: rows per slice are unused (one slice). */
 	s.rows = s.array ? 0 : c->srcY + c->Height;
 	d.rows = d.array ? 0 : c->dstY + c->Height;
-	return cu_result(qc_copy3d(&d, &s, c->WidthInBytes, c->Height, 1,
-				   kind_of(c->srcMemoryType, c->dstMemoryType), (cudaStream_t)stream,
-				   async, ptds));
+	return cu_result(qc_copy3d(&d, &s, c->WidthInBytes, c->Height, 1, kind_of(c->srcMemoryType, c->dstMemoryType),
+				   (cudaStream_t)stream, async, ptds));
 }
 
 static CUresult copy_3d(const CUDA_MEMCPY3D *c, CUstream stream, int async, int ptds)
@@ -224,16 +226,15 @@ static CUresult copy_3d(const CUDA_MEMCPY3D *c, CUstream stream, int async, int 
 		return CUDA_ERROR_INVALID_VALUE;
 	r = cu_enter();
 	if (r == CUDA_SUCCESS)
-		r = side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes, c->srcY,
-			 c->srcZ, c->srcPitch, c->srcHeight, &s);
+		r = side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes, c->srcY, c->srcZ,
+			 c->srcPitch, c->srcHeight, &s);
 	if (r == CUDA_SUCCESS)
-		r = side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes, c->dstY,
-			 c->dstZ, c->dstPitch, c->dstHeight, &d);
+		r = side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes, c->dstY, c->dstZ,
+			 c->dstPitch, c->dstHeight, &d);
 	if (r != CUDA_SUCCESS)
 		return r;
 	return cu_result(qc_copy3d(&d, &s, c->WidthInBytes, c->Height, c->Depth,
-				   kind_of(c->srcMemoryType, c->dstMemoryType), (cudaStream_t)stream,
-				   async, ptds));
+				   kind_of(c->srcMemoryType, c->dstMemoryType), (cudaStream_t)stream, async, ptds));
 }
 
 CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
@@ -271,14 +272,21 @@ static CUresult array_1d(CUarray arr, size_t off, void *mem, size_t n, int to_ar
 	if (r != CUDA_SUCCESS)
 		return r;
 	rowb = a->width * a->elem;
-	return cu_result(qc_linear_array(a, off % rowb, off / rowb, mem, n, to_array, kind, (cudaStream_t)s, async, ptds));
+	return cu_result(
+		qc_linear_array(a, off % rowb, off / rowb, mem, n, to_array, kind, (cudaStream_t)s, async, ptds));
 }
 
 /* name, its parameters, the call: as the synchronous _v2 and _v2_ptds ABIs. */
-#define A1D(name, params, call)                  \
-	CUresult name##_v2 params { return call(0); } \
-	CUresult name##_v2_ptds params;               \
-	CUresult name##_v2_ptds params { return call(1); }
+#define A1D(name, params, call)         \
+	CUresult name##_v2 params       \
+	{                               \
+		return call(0);         \
+	}                               \
+	CUresult name##_v2_ptds params; \
+	CUresult name##_v2_ptds params  \
+	{                               \
+		return call(1);         \
+	}
 
 #define HTOA(p) array_1d(dstArray, dstOffset, (void *)srcHost, ByteCount, 1, cudaMemcpyHostToDevice, NULL, 0, p)
 #define ATOH(p) array_1d(srcArray, srcOffset, dstHost, ByteCount, 0, cudaMemcpyDeviceToHost, NULL, 0, p)
@@ -289,12 +297,14 @@ A1D(cuMemcpyAtoH, (void *dstHost, CUarray srcArray, size_t srcOffset, size_t Byt
 A1D(cuMemcpyDtoA, (CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount), DTOA)
 A1D(cuMemcpyAtoD, (CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount), ATOD)
 
-CUresult cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount, CUstream hStream)
+CUresult cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount,
+			      CUstream hStream)
 {
 	return array_1d(dstArray, dstOffset, (void *)srcHost, ByteCount, 1, cudaMemcpyHostToDevice, hStream, 1, 0);
 }
 
-CUresult cuMemcpyHtoAAsync_v2_ptsz(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount, CUstream hStream)
+CUresult cuMemcpyHtoAAsync_v2_ptsz(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount,
+				   CUstream hStream)
 {
 	return array_1d(dstArray, dstOffset, (void *)srcHost, ByteCount, 1, cudaMemcpyHostToDevice, hStream, 1, 1);
 }
@@ -304,14 +314,15 @@ CUresult cuMemcpyAtoHAsync_v2(void *dstHost, CUarray srcArray, size_t srcOffset,
 	return array_1d(srcArray, srcOffset, dstHost, ByteCount, 0, cudaMemcpyDeviceToHost, hStream, 1, 0);
 }
 
-CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream)
+CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount,
+				   CUstream hStream)
 {
 	return array_1d(srcArray, srcOffset, dstHost, ByteCount, 0, cudaMemcpyDeviceToHost, hStream, 1, 1);
 }
 
 /* Byte 2D memsets. */
-static CUresult memset_2d8(CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h,
-			   CUstream s, int async, int ptds)
+static CUresult memset_2d8(CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h, CUstream s, int async,
+			   int ptds)
 {
 	CUresult r = cu_enter();
 
@@ -334,8 +345,8 @@ CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char
 	return memset_2d8(dstDevice, dstPitch, uc, Width, Height, hStream, 1, 0);
 }
 
-CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
-				size_t Height, CUstream hStream)
+CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height,
+				CUstream hStream)
 {
 	return memset_2d8(dstDevice, dstPitch, uc, Width, Height, hStream, 1, 1);
 }
@@ -350,8 +361,8 @@ static uint32_t fbits(float f)
 	return u;
 }
 
-CUresult cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *rd,
-			   const CUDA_TEXTURE_DESC *td, const CUDA_RESOURCE_VIEW_DESC *vd)
+CUresult cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *rd, const CUDA_TEXTURE_DESC *td,
+			   const CUDA_RESOURCE_VIEW_DESC *vd)
 {
 	struct qcuda_args_tex_create a = { 0 };
 	struct qc_array *arr = NULL;

@@ -17,14 +17,14 @@ _Static_assert(sizeof(CUgraphEdgeData) == sizeof(cudaGraphEdgeData), "edge data"
 
 #define S(s) ((cudaStream_t)(s))
 
-static CUresult begin(CUstream s, int ptds, CUstreamCaptureMode mode, CUgraph g,
-		      const CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n)
+static CUresult begin(CUstream s, int ptds, CUstreamCaptureMode mode, CUgraph g, const CUgraphNode *deps,
+		      const CUgraphEdgeData *edges, size_t n)
 {
 	for (size_t i = 0; edges && i < n; i++)
 		if (edges[i].type || edges[i].from_port || edges[i].to_port)
 			return CUDA_ERROR_NOT_SUPPORTED;
-	CU_RUN(qc_capture_begin(S(s), ptds, (enum cudaStreamCaptureMode)mode,
-				(struct qc_graph *)(void *)g, (struct qc_node *const *)deps, n));
+	CU_RUN(qc_capture_begin(S(s), ptds, (enum cudaStreamCaptureMode)mode, (struct qc_graph *)(void *)g,
+				(struct qc_node *const *)deps, n));
 }
 
 /* The CUDA 10.0 ABI: no mode (global). */
@@ -56,8 +56,7 @@ CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUg
 }
 
 CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode *deps,
-					  const CUgraphEdgeData *edges, size_t n,
-					  CUstreamCaptureMode mode)
+					  const CUgraphEdgeData *edges, size_t n, CUstreamCaptureMode mode)
 {
 	return begin(hStream, 1, mode, hGraph, deps, edges, n);
 }
@@ -81,9 +80,8 @@ static CUresult info(CUstream s, int ptds, CUstreamCaptureStatus *st, cuuint64_t
 	r = cu_enter();
 	if (r != CUDA_SUCCESS)
 		return r;
-	r = cu_result(qc_capture_info(S(s), ptds, (enum cudaStreamCaptureStatus *)st, &id64,
-				      (struct qc_graph **)g, (struct qc_node *const **)deps,
-				      (const cudaGraphEdgeData **)edges, n));
+	r = cu_result(qc_capture_info(S(s), ptds, (enum cudaStreamCaptureStatus *)st, &id64, (struct qc_graph **)g,
+				      (struct qc_node *const **)deps, (const cudaGraphEdgeData **)edges, n));
 	if (r == CUDA_SUCCESS && id)
 		*id = id64;
 	return r;
@@ -112,45 +110,43 @@ CUresult cuStreamGetCaptureInfo_ptsz(CUstream s, CUstreamCaptureStatus *st, cuui
 	return info(s, 1, st, id, NULL, NULL, NULL, NULL);
 }
 
-#define CAPTURE_INFO_V2(name, ptds)                                                            \
-	CUresult name(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,        \
-		      const CUgraphNode **deps, size_t *n);                                      \
-	CUresult name(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,        \
-		      const CUgraphNode **deps, size_t *n)                                       \
-	{                                                                                      \
-		return info(s, ptds, st, id, g, deps, NULL, n);                                \
+#define CAPTURE_INFO_V2(name, ptds)                                                                                \
+	CUresult name(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g, const CUgraphNode **deps, \
+		      size_t *n);                                                                                  \
+	CUresult name(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g, const CUgraphNode **deps, \
+		      size_t *n)                                                                                   \
+	{                                                                                                          \
+		return info(s, ptds, st, id, g, deps, NULL, n);                                                    \
 	}
 CAPTURE_INFO_V2(cuStreamGetCaptureInfo_v2, 0)
 CAPTURE_INFO_V2(cuStreamGetCaptureInfo_v2_ptsz, 1)
 
-#define CAPTURE_INFO_V3(name, ptds)                                                            \
-	CUresult name(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,        \
-		      const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n);       \
-	CUresult name(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,        \
-		      const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n)        \
-	{                                                                                      \
-		return info(s, ptds, st, id, g, deps, edges, n);                               \
+#define CAPTURE_INFO_V3(name, ptds)                                                                                \
+	CUresult name(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g, const CUgraphNode **deps, \
+		      const CUgraphEdgeData **edges, size_t *n);                                                   \
+	CUresult name(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g, const CUgraphNode **deps, \
+		      const CUgraphEdgeData **edges, size_t *n)                                                    \
+	{                                                                                                          \
+		return info(s, ptds, st, id, g, deps, edges, n);                                                   \
 	}
 CAPTURE_INFO_V3(cuStreamGetCaptureInfo_v3, 0)
 CAPTURE_INFO_V3(cuStreamGetCaptureInfo_v3_ptsz, 1)
 
-#define UPDATE_DEPS(name, ptds)                                                                \
-	CUresult name(CUstream s, CUgraphNode *deps, size_t n, unsigned int flags);             \
-	CUresult name(CUstream s, CUgraphNode *deps, size_t n, unsigned int flags)              \
-	{                                                                                      \
+#define UPDATE_DEPS(name, ptds)                                                                      \
+	CUresult name(CUstream s, CUgraphNode *deps, size_t n, unsigned int flags);                  \
+	CUresult name(CUstream s, CUgraphNode *deps, size_t n, unsigned int flags)                   \
+	{                                                                                            \
 		CU_RUN(qc_capture_update_deps(S(s), ptds, (struct qc_node *const *)deps, n, flags)); \
 	}
 UPDATE_DEPS(cuStreamUpdateCaptureDependencies, 0)
 UPDATE_DEPS(cuStreamUpdateCaptureDependencies_ptsz, 1)
 
-#define UPDATE_DEPS_V2(name, ptds)                                                             \
-	CUresult name(CUstream s, CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n,    \
-		      unsigned int flags);                                                     \
-	CUresult name(CUstream s, CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n,    \
-		      unsigned int flags)                                                      \
-	{                                                                                      \
-		(void)edges;                                                                   \
-		CU_RUN(qc_capture_update_deps(S(s), ptds, (struct qc_node *const *)deps, n, flags)); \
+#define UPDATE_DEPS_V2(name, ptds)                                                                                \
+	CUresult name(CUstream s, CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n, unsigned int flags); \
+	CUresult name(CUstream s, CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n, unsigned int flags)  \
+	{                                                                                                         \
+		(void)edges;                                                                                      \
+		CU_RUN(qc_capture_update_deps(S(s), ptds, (struct qc_node *const *)deps, n, flags));              \
 	}
 UPDATE_DEPS_V2(cuStreamUpdateCaptureDependencies_v2, 0)
 UPDATE_DEPS_V2(cuStreamUpdateCaptureDependencies_v2_ptsz, 1)

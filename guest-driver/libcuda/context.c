@@ -32,11 +32,11 @@ struct CUctx_st {
 	int device;
 	int primary;
 	unsigned int flags;
-	int refs;		/* primary: retains; active while > 0 */
+	int refs; /* primary: retains; active while > 0 */
 	unsigned long long id;
-	pthread_mutex_t lock;	/* refs, flags, storage */
+	pthread_mutex_t lock; /* refs, flags, storage */
 	struct cls_entry *storage;
-	struct CUctx_st *next;	/* created contexts */
+	struct CUctx_st *next; /* created contexts */
 };
 
 int cu_initialized;
@@ -307,18 +307,17 @@ CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 	return ctx_create(pctx, flags, dev);
 }
 
-CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
-			unsigned int flags, CUdevice dev);
-CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
-			unsigned int flags, CUdevice dev)
+CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams, unsigned int flags,
+			CUdevice dev);
+CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams, unsigned int flags,
+			CUdevice dev)
 {
-	if (numParams > 0)	/* execution affinity (MPS, green contexts) */
+	if (numParams > 0) /* execution affinity (MPS, green contexts) */
 		return CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
 	return ctx_create(pctx, flags, dev);
 }
 
-CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
-			CUdevice dev)
+CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice dev)
 {
 	if (ctxCreateParams && (ctxCreateParams->execAffinityParams || ctxCreateParams->cigParams))
 		return CUDA_ERROR_NOT_SUPPORTED;
@@ -484,7 +483,7 @@ CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 		return CUDA_ERROR_INVALID_VALUE;
 	r = ctx_or_current(ctx, &ctx);
 	if (r == CUDA_SUCCESS)
-		*version = 3020;	/* every context since the _v2 ABI reports this */
+		*version = 3020; /* every context since the _v2 ABI reports this */
 	return r;
 }
 

@@ -71,8 +71,8 @@ static CUresult batch3d(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *f
 	CUresult r = cu_enter();
 
 	if (r == CUDA_SUCCESS)
-		r = cu_result(qc_memcpy3d_batch(numOps, (const struct cudaMemcpy3DBatchOp *)(const void *)opList,
-						flags, (cudaStream_t)hStream, ptds, &fail));
+		r = cu_result(qc_memcpy3d_batch(numOps, (const struct cudaMemcpy3DBatchOp *)(const void *)opList, flags,
+						(cudaStream_t)hStream, ptds, &fail));
 	if (failIdx)
 		*failIdx = fail;
 	return r;
@@ -90,10 +90,10 @@ CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opL
 	return batch3d(numOps, opList, NULL, flags, hStream, 1);
 }
 
-CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,
-			      unsigned long long flags, CUstream hStream);
-CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,
-			      unsigned long long flags, CUstream hStream)
+CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags,
+			      CUstream hStream);
+CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags,
+			      CUstream hStream)
 {
 	return batch3d(numOps, opList, failIdx, flags, hStream, 0);
 }
@@ -105,7 +105,6 @@ CUresult cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList
 }
 
 /* ---------------------------------------------------------------- 3D peer copies */
-
 
 /* Both contexts checked (NULL is none here), then cuMemcpy3D's copy:
  * device memory is one address space. */

@@ -62,9 +62,9 @@ static inline struct cudaMemLocation cu_device_loc(CUdevice d)
 
 /* The body of an entry point that is one runtime-layer call under the
  * thread's current context: its CUresult. */
-#define CU_RUN(call)                                          \
-	do {                                                  \
-		CUresult r_ = cu_enter();                     \
+#define CU_RUN(call)                                              \
+	do {                                                      \
+		CUresult r_ = cu_enter();                         \
 		return r_ != CUDA_SUCCESS ? r_ : cu_result(call); \
 	} while (0)
 
@@ -100,8 +100,7 @@ CUresult cu_enter(void);
 /* The device's primary context (not retained, as cudart's interface asks). */
 CUresult cu_primary_ctx(CUdevice dev, CUcontext *pctx);
 /* CONTEXT_LOCAL_STORAGE (export.c's table). */
-CUresult cu_cls_put(CUcontext ctx, void *key, void *value,
-		    void (*dtor)(CUcontext, void *, void *));
+CUresult cu_cls_put(CUcontext ctx, void *key, void *value, void (*dtor)(CUcontext, void *, void *));
 CUresult cu_cls_delete(CUcontext ctx, void *key);
 CUresult cu_cls_get(void **value, CUcontext ctx, void *key);
 

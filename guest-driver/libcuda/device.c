@@ -111,7 +111,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 	CUresult r;
 
 	if (!pi || (int)attrib < 1 || (int)attrib >= ATTR_MAX || (int)attrib >= QCUDA_NUM_ATTRS) {
-		r = cu_device_check(dev);	/* a bad device is said first */
+		r = cu_device_check(dev); /* a bad device is said first */
 		return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
 	}
 	r = props(dev, &p);
@@ -166,8 +166,8 @@ CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 	for (int i = 0; i < qc.device_count; i++) {
 		unsigned int d, b, s;
 
-		if (cuDeviceGetPCIBusId(id, sizeof(id), i) == CUDA_SUCCESS &&
-		    sscanf(id, "%x:%x:%x", &d, &b, &s) == 3 && d == domain && b == bus && s == device) {
+		if (cuDeviceGetPCIBusId(id, sizeof(id), i) == CUDA_SUCCESS && sscanf(id, "%x:%x:%x", &d, &b, &s) == 3 &&
+		    d == domain && b == bus && s == device) {
 			*dev = i;
 			return CUDA_SUCCESS;
 		}
@@ -175,8 +175,8 @@ CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 	return CUDA_ERROR_INVALID_DEVICE;
 }
 
-CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, CUarray_format format,
-					    unsigned numChannels, CUdevice dev)
+CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, CUarray_format format, unsigned numChannels,
+					    CUdevice dev)
 {
 	CUresult r = cu_device_check(dev);
 

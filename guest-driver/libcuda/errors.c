@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 
 #include "cu.h"
-#include "cu_errnames.h"	/* generated from cuda.h's enum cudaError_enum */
+#include "cu_errnames.h" /* generated from cuda.h's enum cudaError_enum */
 
 CUresult cu_result(cudaError_t e)
 {

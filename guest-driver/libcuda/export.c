@@ -39,7 +39,9 @@ static CUresult cudart_load_compilers(void)
 }
 
 static void *const cudart_interface[13] = {
-	[0] = SLOTS(13), [2] = (void *)cudart_primary_ctx, [7] = (void *)cudart_fn7,
+	[0] = SLOTS(13),
+	[2] = (void *)cudart_primary_ctx,
+	[7] = (void *)cudart_fn7,
 	[12] = (void *)cudart_load_compilers,
 };
 
@@ -61,7 +63,9 @@ static void tools_get_buffer2(void **ptr, size_t *size)
 }
 
 static void *const tools_callback_hooks[7] = {
-	[0] = SLOTS(7), [2] = (void *)tools_get_buffer1, [6] = (void *)tools_get_buffer2,
+	[0] = SLOTS(7),
+	[2] = (void *)tools_get_buffer1,
+	[6] = (void *)tools_get_buffer2,
 };
 
 /* ---- TOOLS_TLS: the runtime reads its size; cuBLASLt calls [2], which
@@ -78,7 +82,9 @@ static uintptr_t tools_tls_none1(const void *arg)
 }
 
 static void *const tools_tls[4] = {
-	[0] = SLOTS(4), [1] = (void *)tools_tls_none, [2] = (void *)tools_tls_none1,
+	[0] = SLOTS(4),
+	[1] = (void *)tools_tls_none,
+	[2] = (void *)tools_tls_none1,
 	[3] = (void *)tools_tls_none1,
 };
 
@@ -119,7 +125,9 @@ static CUresult cublaslt_slot51(uint64_t arg0, uint64_t arg1, uint64_t *out)
 }
 
 static void *const cublaslt_private[64] = {
-	[0] = SLOTS(64), [4] = (void *)cublaslt_slot4, [39] = (void *)cublaslt_slot39,
+	[0] = SLOTS(64),
+	[4] = (void *)cublaslt_slot4,
+	[39] = (void *)cublaslt_slot39,
 	[51] = (void *)cublaslt_slot51,
 };
 
@@ -145,7 +153,7 @@ static int tools_walk_one(const char *name, void *p)
 
 	w->r = cuModuleGetFunction(&f, w->module, name);
 	if (w->r == CUDA_SUCCESS)
-		w->r = cuFuncGetName(&kept, f);	/* the module's copy of the name */
+		w->r = cuFuncGetName(&kept, f); /* the module's copy of the name */
 	if (w->r != CUDA_SUCCESS)
 		return 1;
 	w->cb(w->arg, f, kept);
@@ -176,17 +184,21 @@ static CUresult tools_module_functions(CUcontext ctx, CUmodule module, tools_fun
 		return w.r;
 	if (n < 0)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	return (CUresult)1;	/* what the driver answers */
+	return (CUresult)1; /* what the driver answers */
 }
 
 static void *const tools_module[99] = {
-	[0] = SLOTS(99), [7] = (void *)tools_module_functions,
+	[0] = SLOTS(99),
+	[7] = (void *)tools_module_functions,
 };
 
 /* ---- CONTEXT_LOCAL_STORAGE: per-context values the runtime keeps its
  * state in (context.c), asked for on nearly every runtime call. */
 static void *const context_local_storage[4] = {
-	(void *)cu_cls_put, (void *)cu_cls_delete, (void *)cu_cls_get, NULL,
+	(void *)cu_cls_put,
+	(void *)cu_cls_delete,
+	(void *)cu_cls_get,
+	NULL,
 };
 
 /* ---- CONTEXT_CHECKS: [2] at activation and synchronize, [3] once. */
@@ -205,14 +217,17 @@ static uint32_t context_check3(void)
 }
 
 static void *const context_checks[4] = {
-	[0] = SLOTS(4), [2] = (void *)context_check, [3] = (void *)context_check3,
+	[0] = SLOTS(4),
+	[2] = (void *)context_check,
+	[3] = (void *)context_check3,
 };
 
 /* ---- INTEGRITY_CHECK: [1](version, unix seconds, &result). */
 static CUresult integrity_check(uint32_t version, uint64_t unix_seconds, uint64_t result[2]);
 
 static void *const integrity_table[3] = {
-	[0] = SLOTS(3), [1] = (void *)integrity_check,
+	[0] = SLOTS(3),
+	[1] = (void *)integrity_check,
 };
 
 static CUresult integrity_check(uint32_t version, uint64_t unix_seconds, uint64_t result[2])
@@ -290,8 +305,8 @@ CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTable
 		const unsigned char *b = (const unsigned char *)pExportTableId->bytes;
 
 		qc_debug("export table %02x%02x%02x%02x-%02x%02x%02x%02x-%02x%02x%02x%02x-%02x%02x%02x%02x not served",
-			 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-			 b[13], b[14], b[15]);
+			 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+			 b[15]);
 	}
 	*ppExportTable = NULL;
 	return CUDA_ERROR_INVALID_VALUE;

@@ -39,8 +39,10 @@ function parseArgs(argv) {
   for (const a of argv) {
     const m = /^--(cuda|out|defined|requests|forwards)=(.*)$/.exec(a);
     if (!m || m[2] === '')
-      die(`bad argument '${a}'\nusage: node gen-libcuda.mjs --cuda=CUDA_HOME --out=DIR [--defined=NAMESFILE] [--requests=GPAFILE]\n` +
-        '       node gen-libcuda.mjs --cuda=CUDA_HOME --out=DIR --forwards=DEFFILE');
+      die(
+        `bad argument '${a}'\nusage: node gen-libcuda.mjs --cuda=CUDA_HOME --out=DIR [--defined=NAMESFILE] [--requests=GPAFILE]\n` +
+          '       node gen-libcuda.mjs --cuda=CUDA_HOME --out=DIR --forwards=DEFFILE',
+      );
     opts[m[1]] = m[2];
   }
   if (!opts.out) die('--out=DIR is required');
@@ -154,7 +156,10 @@ function declarations(text, mode) {
     const name = toks[j]?.t;
     if (!name || !/^[A-Za-z_]\w*$/.test(name) || toks[j + 1]?.t !== '(') continue;
     const close = closing(toks, j + 1);
-    const params = text.slice(toks[j + 1].pos + 1, toks[close].pos).replace(/\s+/g, ' ').trim();
+    const params = text
+      .slice(toks[j + 1].pos + 1, toks[close].pos)
+      .replace(/\s+/g, ' ')
+      .trim();
     // What follows: attributes or asm labels, then ';' (a declaration) or '{'
     // (a definition).
     let k = close + 1;
@@ -170,7 +175,8 @@ function declarations(text, mode) {
     if (after !== ';' && after !== ',') die(`${mode}: cannot parse the declaration of ${name} (followed by '${after}')`);
     if (after === ',') die(`${mode}: ${name} is declared in a declaration list: not supported`);
     const prev = out.get(name);
-    if (prev !== undefined && countParams(prev) !== countParams(params)) die(`${mode}: ${name} is declared twice with different parameter counts`);
+    if (prev !== undefined && countParams(prev) !== countParams(params))
+      die(`${mode}: ${name} is declared twice with different parameter counts`);
     out.set(name, params);
   }
   return out;
@@ -250,7 +256,10 @@ function readTypedefs(inc) {
       const pfn = seq[4];
       if (toks[i + 6]?.t !== ')' || toks[i + 7]?.t !== '(') die(`${file}: cannot parse typedef ${pfn}`);
       const close = closing(toks, i + 7);
-      const params = text.slice(toks[i + 7].pos + 1, toks[close].pos).replace(/\s+/g, ' ').trim();
+      const params = text
+        .slice(toks[i + 7].pos + 1, toks[close].pos)
+        .replace(/\s+/g, ' ')
+        .trim();
       const m = /^PFN_(\w+)_v(\d+)(?:_(ptsz|ptds))?$/.exec(pfn);
       if (!m) die(`${file}: typedef ${pfn} is not PFN_<name>_v<version>[_ptsz|_ptds]`);
       rows.push({ pfn, name: m[1], version: Number(m[2]), suffix: m[3] ?? null, params, nparams: countParams(params), file });
@@ -299,7 +308,8 @@ function buildProcs(funcs, defines, typedefs) {
     for (let n = 1; n <= 16; n++) if (exported(versioned(base, n))) cands.push(versioned(base, n));
     const plain = tds.filter((t) => !t.suffix).sort((a, b) => a.version - b.version);
     const ptds = tds.filter((t) => t.suffix).sort((a, b) => a.version - b.version || cmp(a.suffix, b.suffix));
-    for (let i = 1; i < plain.length; i++) if (plain[i].version === plain[i - 1].version) die(`${base}: two typedefs of version ${plain[i].version}`);
+    for (let i = 1; i < plain.length; i++)
+      if (plain[i].version === plain[i - 1].version) die(`${base}: two typedefs of version ${plain[i].version}`);
 
     // cuda.h's #define of the base name (plain preprocessing), if any.
     const def = defines.plain.get(base);
@@ -309,7 +319,9 @@ function buildProcs(funcs, defines, typedefs) {
     // Non-PTDS rows: the i-th version -> the i-th existing candidate.
     const plainMap = new Map(); // version -> fn
     if (plain.length > cands.length) {
-      die(`${base}: ${plain.length} typedef versions (${plain.map((t) => t.version).join(', ')}) but only ${cands.length} exported names (${cands.join(', ') || 'none'})`);
+      die(
+        `${base}: ${plain.length} typedef versions (${plain.map((t) => t.version).join(', ')}) but only ${cands.length} exported names (${cands.join(', ') || 'none'})`,
+      );
     }
     plain.forEach((td, i) => {
       let fn = cands[i];
@@ -323,7 +335,9 @@ function buildProcs(funcs, defines, typedefs) {
       if (countParams(funcs.get(fn)) !== td.nparams) {
         const others = cands.filter((c) => c !== fn && countParams(funcs.get(c)) === td.nparams);
         if (others.length !== 1)
-          die(`cannot map ${td.pfn}: ${mismatch(td, fn)}; other candidates with ${td.nparams} parameters: ${others.join(', ') || 'none'} (of ${cands.join(', ')})`);
+          die(
+            `cannot map ${td.pfn}: ${mismatch(td, fn)}; other candidates with ${td.nparams} parameters: ${others.join(', ') || 'none'} (of ${cands.join(', ')})`,
+          );
         why = `${mismatch(td, fn)}: parameter count differs`;
         fn = others[0];
       }
@@ -334,7 +348,8 @@ function buildProcs(funcs, defines, typedefs) {
 
     if (rename) {
       const r = RENAMES[base];
-      if (!r || r.to !== rename) die(`cuda.h #defines ${base} to ${rename}: add it to RENAMES with the CUDA version the rename took effect`);
+      if (!r || r.to !== rename)
+        die(`cuda.h #defines ${base} to ${rename}: add it to RENAMES with the CUDA version the rename took effect`);
       const last = plain[plain.length - 1];
       if (last && last.version >= r.version) die(`${base}: RENAMES says ${r.version}, but a typedef has version ${last.version}`);
       if (!exported(rename)) die(`${base}: cuda.h #defines it to ${rename}, which is not declared`);
@@ -373,8 +388,12 @@ function buildProcs(funcs, defines, typedefs) {
     // the newest PTDS row is that one.
     const pdef = defines.ptds.get(base);
     if (ptds.length && pdef !== undefined && /_pt(sz|ds)$/.test(pdef) && pdef.slice(0, -5) !== base) {
-      const newest = rows.filter((r) => r.name === base && r.ptds).sort((a, b) => a.version - b.version).pop();
-      if (newest.fn !== pdef) die(`${base}: the newest PTDS row maps to ${newest.fn}, but cuda.h #defines it to ${pdef} with CUDA_API_PER_THREAD_DEFAULT_STREAM`);
+      const newest = rows
+        .filter((r) => r.name === base && r.ptds)
+        .sort((a, b) => a.version - b.version)
+        .pop();
+      if (newest.fn !== pdef)
+        die(`${base}: the newest PTDS row maps to ${newest.fn}, but cuda.h #defines it to ${pdef} with CUDA_API_PER_THREAD_DEFAULT_STREAM`);
     }
   }
 
@@ -505,21 +524,23 @@ function readForwards(file, funcs) {
   if (!fs.existsSync(file)) die(`--forwards file ${file} not found`);
   const rows = [];
   const seen = new Set();
-  fs.readFileSync(file, 'utf8').split('\n').forEach((line, i) => {
-    const at = `${path.basename(file)}:${i + 1}`;
-    if (/^\s*(#|$)/.test(line)) return;
-    const m = /^(\w+)\s+(-|ptsz|ptds)\s+(([A-Za-z_]\w*)\(.*\))\s*$/.exec(line);
-    if (!m) die(`${at}: not 'name twin call(...)': ${line}`);
-    const [, name, twin, call, fn] = m;
-    const names = twin === '-' ? [name] : [name, `${name}_${twin}`];
-    for (const n of names) {
-      if (!funcs.has(n)) die(`${at}: ${n} is not an entry point of cuda.h`);
-      if (seen.has(n)) die(`${at}: ${n} is forwarded twice`);
-      seen.add(n);
-    }
-    if (TWIN.test(name)) die(`${at}: ${name}: write the plain name, with its twin in the second column`);
-    rows.push({ name, call, fn, twin: twin === '-' ? null : twin });
-  });
+  fs.readFileSync(file, 'utf8')
+    .split('\n')
+    .forEach((line, i) => {
+      const at = `${path.basename(file)}:${i + 1}`;
+      if (/^\s*(#|$)/.test(line)) return;
+      const m = /^(\w+)\s+(-|ptsz|ptds)\s+(([A-Za-z_]\w*)\(.*\))\s*$/.exec(line);
+      if (!m) die(`${at}: not 'name twin call(...)': ${line}`);
+      const [, name, twin, call, fn] = m;
+      const names = twin === '-' ? [name] : [name, `${name}_${twin}`];
+      for (const n of names) {
+        if (!funcs.has(n)) die(`${at}: ${n} is not an entry point of cuda.h`);
+        if (seen.has(n)) die(`${at}: ${n} is forwarded twice`);
+        seen.add(n);
+      }
+      if (TWIN.test(name)) die(`${at}: ${name}: write the plain name, with its twin in the second column`);
+      rows.push({ name, call, fn, twin: twin === '-' ? null : twin });
+    });
   return rows;
 }
 
@@ -556,7 +577,8 @@ function writeForwards(out, rows, { funcs, defines, declared, version }, def) {
   ];
   for (const r of rows) {
     lines.push(...forwardDefinition(r.name, funcs.get(r.name), r.call));
-    if (r.twin) lines.push(...forwardDefinition(`${r.name}_${r.twin}`, funcs.get(`${r.name}_${r.twin}`), r.call.replace(r.fn, `${r.fn}_${r.twin}`)));
+    if (r.twin)
+      lines.push(...forwardDefinition(`${r.name}_${r.twin}`, funcs.get(`${r.name}_${r.twin}`), r.call.replace(r.fn, `${r.fn}_${r.twin}`)));
   }
   fs.writeFileSync(path.join(out, 'forwards.c'), lines.join('\n'));
 }
@@ -618,11 +640,16 @@ function main() {
 
   fs.mkdirSync(opts.out, { recursive: true });
   fs.writeFileSync(path.join(opts.out, 'exports.txt'), names.join('\n') + '\n');
-  fs.writeFileSync(path.join(opts.out, 'libcuda.map'), ['{', '	global:', ...[...names, ...QCUDA_EXPORTS].map((n) => `		${n};`), '	local: *;', '};', ''].join('\n'));
+  fs.writeFileSync(
+    path.join(opts.out, 'libcuda.map'),
+    ['{', '	global:', ...[...names, ...QCUDA_EXPORTS].map((n) => `		${n};`), '	local: *;', '};', ''].join('\n'),
+  );
   writeStubs(opts.out, stubs, version);
   writeProcs(opts.out, rows, version);
 
-  note(`CUDA ${version}: ${names.length} exports, ${stubs.length} stubs (${names.length - stubs.length} defined), ${rows.length} cuGetProcAddress rows (${rows.filter((r) => r.ptds).length} PTDS) from ${typedefs.length} typedefs`);
+  note(
+    `CUDA ${version}: ${names.length} exports, ${stubs.length} stubs (${names.length - stubs.length} defined), ${rows.length} cuGetProcAddress rows (${rows.filter((r) => r.ptds).length} PTDS) from ${typedefs.length} typedefs`,
+  );
   for (const s of specials) note(`special: ${s}`);
   for (const f of fallbacks) note(`fallback: ${f}`);
   if (requests) {

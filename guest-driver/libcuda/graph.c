@@ -50,15 +50,14 @@ CUresult cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, 
 	CU_RUN(cudaGraphNodeFindInClone((cudaGraphNode_t *)phNode, RN(hOriginalNode), RG(hClonedGraph)));
 }
 
-static CUresult add(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
-		    struct qc_node_op *op)
+static CUresult add(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, struct qc_node_op *op)
 {
 	if (!out) {
 		qc_node_op_free(op);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
-	return cu_result(qc_graph_add((struct qc_graph *)(void *)g, op,
-				      (struct qc_node *const *)deps, n, (struct qc_node **)out));
+	return cu_result(qc_graph_add((struct qc_graph *)(void *)g, op, (struct qc_node *const *)deps, n,
+				      (struct qc_node **)out));
 }
 
 /* A kernel node from CUDA_KERNEL_NODE_PARAMS: the kernel (kern) or function
@@ -77,8 +76,8 @@ cudaError_t cu_graph_kernel_op(struct qc_node_op *op, const CUDA_KERNEL_NODE_PAR
 	if (p->extra && (qc_extra_buffer(p->extra, &packed, &size) != cudaSuccess || !packed))
 		return cudaErrorInvalidValue;
 	return qc_node_op_kernel(op, k, (dim3){ p->gridDimX, p->gridDimY, p->gridDimZ },
-				 (dim3){ p->blockDimX, p->blockDimY, p->blockDimZ },
-				 p->sharedMemBytes, p->kernelParams, packed, size);
+				 (dim3){ p->blockDimX, p->blockDimY, p->blockDimZ }, p->sharedMemBytes, p->kernelParams,
+				 packed, size);
 }
 
 /* The CUDA 10 ABI's params are the first fields of today's. */
@@ -102,9 +101,8 @@ static CUresult add_kernel(CUgraphNode *out, CUgraph g, const CUgraphNode *deps,
 	return r == CUDA_SUCCESS ? add(out, g, deps, n, &op) : r;
 }
 
-CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
-				 const CUgraphNode *dependencies, size_t numDependencies,
-				 const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+				 size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
 	return add_kernel(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
 }
@@ -181,7 +179,7 @@ static CUresult set_kernel(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *p)
 		return CUDA_ERROR_INVALID_VALUE;
 	r = cu_result(cu_graph_kernel_op(&op, p));
 	if (r == CUDA_SUCCESS)
-		qc_node_set_op(n, &op);	/* its attributes stay */
+		qc_node_set_op(n, &op); /* its attributes stay */
 	return r;
 }
 
@@ -202,8 +200,8 @@ CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PA
 }
 
 /* One side of a CUDA_MEMCPY3D as an address (arrays are not served). */
-static cudaError_t side(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
-			size_t z, size_t pitch, size_t height, const char **out)
+static cudaError_t side(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z,
+			size_t pitch, size_t height, const char **out)
 {
 	const char *base;
 
@@ -242,11 +240,10 @@ cudaError_t cu_graph_memcpy_op(struct qc_node_op *op, const CUDA_MEMCPY3D *c)
 	dheight = c->dstHeight ? c->dstHeight : c->Height;
 	if (c->Height * c->Depth > 1 && (spitch < c->WidthInBytes || dpitch < c->WidthInBytes))
 		return cudaErrorInvalidValue;
-	e = side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, c->srcZ, spitch,
-		 sheight, &src);
+	e = side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, c->srcZ, spitch, sheight, &src);
 	if (e == cudaSuccess)
-		e = side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY, c->dstZ,
-			 dpitch, dheight, &dst);
+		e = side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY, c->dstZ, dpitch, dheight,
+			 &dst);
 	if (e != cudaSuccess)
 		return e;
 	memset(op, 0, sizeof(*op));
@@ -312,14 +309,16 @@ CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *p)
 
 struct cudaMemsetParams cu_graph_memset_params(const CUDA_MEMSET_NODE_PARAMS *p)
 {
-	return (struct cudaMemsetParams){ .dst = PTR(p->dst), .pitch = p->pitch, .value = p->value,
-					  .elementSize = p->elementSize, .width = p->width,
+	return (struct cudaMemsetParams){ .dst = PTR(p->dst),
+					  .pitch = p->pitch,
+					  .value = p->value,
+					  .elementSize = p->elementSize,
+					  .width = p->width,
 					  .height = p->height };
 }
 
 CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
-			      size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams,
-			      CUcontext ctx)
+			      size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
 {
 	struct cudaMemsetParams p;
 
@@ -327,8 +326,8 @@ CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CU
 	if (!memsetParams)
 		return CUDA_ERROR_INVALID_VALUE;
 	p = cu_graph_memset_params(memsetParams);
-	CU_RUN(cudaGraphAddMemsetNode((cudaGraphNode_t *)phGraphNode, RG(hGraph),
-				      (const cudaGraphNode_t *)dependencies, numDependencies, &p));
+	CU_RUN(cudaGraphAddMemsetNode((cudaGraphNode_t *)phGraphNode, RG(hGraph), (const cudaGraphNode_t *)dependencies,
+				      numDependencies, &p));
 }
 
 CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
@@ -341,9 +340,11 @@ CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *
 	r = cu_result(cudaGraphMemsetNodeGetParams(RN(hNode), &p));
 	if (r == CUDA_SUCCESS)
 		*nodeParams = (CUDA_MEMSET_NODE_PARAMS){ .dst = (CUdeviceptr)(uintptr_t)p.dst,
-							 .pitch = p.pitch, .value = p.value,
+							 .pitch = p.pitch,
+							 .value = p.value,
 							 .elementSize = p.elementSize,
-							 .width = p.width, .height = p.height };
+							 .width = p.width,
+							 .height = p.height };
 	return r;
 }
 
@@ -363,9 +364,8 @@ _Static_assert(sizeof(CUDA_HOST_NODE_PARAMS) == sizeof(struct cudaHostNodeParams
 CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 			    size_t numDependencies, const CUDA_HOST_NODE_PARAMS *nodeParams)
 {
-	CU_RUN(cudaGraphAddHostNode((cudaGraphNode_t *)phGraphNode, RG(hGraph),
-				    (const cudaGraphNode_t *)dependencies, numDependencies,
-				    (const struct cudaHostNodeParams *)(const void *)nodeParams));
+	CU_RUN(cudaGraphAddHostNode((cudaGraphNode_t *)phGraphNode, RG(hGraph), (const cudaGraphNode_t *)dependencies,
+				    numDependencies, (const struct cudaHostNodeParams *)(const void *)nodeParams));
 }
 
 CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)
@@ -375,16 +375,15 @@ CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *node
 
 CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams)
 {
-	return cu_result(cudaGraphHostNodeSetParams(RN(hNode),
-						    (const struct cudaHostNodeParams *)(const void *)nodeParams));
+	return cu_result(
+		cudaGraphHostNodeSetParams(RN(hNode), (const struct cudaHostNodeParams *)(const void *)nodeParams));
 }
 
 CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 				  size_t numDependencies, CUgraph childGraph)
 {
 	CU_RUN(cudaGraphAddChildGraphNode((cudaGraphNode_t *)phGraphNode, RG(hGraph),
-					  (const cudaGraphNode_t *)dependencies, numDependencies,
-					  RG(childGraph)));
+					  (const cudaGraphNode_t *)dependencies, numDependencies, RG(childGraph)));
 }
 
 CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
@@ -399,20 +398,18 @@ CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUg
 					       (const cudaGraphNode_t *)dependencies, numDependencies));
 }
 
-CUresult cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph,
-				   const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
+CUresult cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+				   size_t numDependencies, CUevent event)
 {
 	CU_RUN(cudaGraphAddEventRecordNode((cudaGraphNode_t *)phGraphNode, RG(hGraph),
-					   (const cudaGraphNode_t *)dependencies, numDependencies,
-					   (cudaEvent_t)event));
+					   (const cudaGraphNode_t *)dependencies, numDependencies, (cudaEvent_t)event));
 }
 
-CUresult cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph,
-				 const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
+CUresult cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+				 size_t numDependencies, CUevent event)
 {
 	CU_RUN(cudaGraphAddEventWaitNode((cudaGraphNode_t *)phGraphNode, RG(hGraph),
-					 (const cudaGraphNode_t *)dependencies, numDependencies,
-					 (cudaEvent_t)event));
+					 (const cudaGraphNode_t *)dependencies, numDependencies, (cudaEvent_t)event));
 }
 
 CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
@@ -474,8 +471,7 @@ CUresult cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *deps, CUg
 				       size_t *numDependencies)
 {
 	return cu_result(cudaGraphNodeGetDependencies(RN(hNode), (cudaGraphNode_t *)deps,
-						      (cudaGraphEdgeData *)(void *)edgeData,
-						      numDependencies));
+						      (cudaGraphEdgeData *)(void *)edgeData, numDependencies));
 }
 
 CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *deps, size_t *numDependencies);
@@ -502,14 +498,11 @@ CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *from, cons
 {
 	return cu_result(cudaGraphAddDependencies(RG(hGraph), (const cudaGraphNode_t *)from,
 						  (const cudaGraphNode_t *)to,
-						  (const cudaGraphEdgeData *)(const void *)edgeData,
-						  numDependencies));
+						  (const cudaGraphEdgeData *)(const void *)edgeData, numDependencies));
 }
 
-CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
-				size_t numDependencies);
-CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
-				size_t numDependencies)
+CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, size_t numDependencies);
+CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, size_t numDependencies)
 {
 	return cuGraphAddDependencies_v2(hGraph, from, to, NULL, numDependencies);
 }
@@ -517,10 +510,9 @@ CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const C
 CUresult cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
 				      const CUgraphEdgeData *edgeData, size_t numDependencies)
 {
-	return cu_result(cudaGraphRemoveDependencies(RG(hGraph), (const cudaGraphNode_t *)from,
-						     (const cudaGraphNode_t *)to,
-						     (const cudaGraphEdgeData *)(const void *)edgeData,
-						     numDependencies));
+	return cu_result(
+		cudaGraphRemoveDependencies(RG(hGraph), (const cudaGraphNode_t *)from, (const cudaGraphNode_t *)to,
+					    (const cudaGraphEdgeData *)(const void *)edgeData, numDependencies));
 }
 
 CUresult cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
@@ -535,7 +527,6 @@ CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int fla
 {
 	return cu_result(cudaGraphDebugDotPrint(RG(hGraph), path, flags));
 }
-
 
 /* ------------------------------------------------------------ memory nodes */
 
@@ -609,16 +600,18 @@ CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr
 {
 	CUresult r = cu_device_check(device);
 
-	return r != CUDA_SUCCESS ? r :
-	       cu_result(cudaDeviceGetGraphMemAttribute(device, (enum cudaGraphMemAttributeType)attr, value));
+	return r != CUDA_SUCCESS
+		       ? r
+		       : cu_result(cudaDeviceGetGraphMemAttribute(device, (enum cudaGraphMemAttributeType)attr, value));
 }
 
 CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
 {
 	CUresult r = cu_device_check(device);
 
-	return r != CUDA_SUCCESS ? r :
-	       cu_result(cudaDeviceSetGraphMemAttribute(device, (enum cudaGraphMemAttributeType)attr, value));
+	return r != CUDA_SUCCESS
+		       ? r
+		       : cu_result(cudaDeviceSetGraphMemAttribute(device, (enum cudaGraphMemAttributeType)attr, value));
 }
 
 /* ------------------------------------------------------------ conditional nodes */
@@ -628,7 +621,7 @@ CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, C
 {
 	CUresult r = cu_enter();
 
-	(void)ctx;	/* the thread's context is the one the library serves */
+	(void)ctx; /* the thread's context is the one the library serves */
 	if (r != CUDA_SUCCESS)
 		return r;
 	return cu_result(qc_graph_cond_handle((struct qc_graph *)(void *)hGraph, defaultLaunchValue, flags,
@@ -643,9 +636,10 @@ CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, C
  * is, except for what a kernel node and a memcpy node take: those two
  * operations are made here, from the driver's structs.
  */
-#define SAME_MEMBER(m)                                                                          \
-	_Static_assert(offsetof(CUgraphNodeParams, m) == offsetof(struct cudaGraphNodeParams, m) && \
-		       sizeof(((CUgraphNodeParams *)0)->m) == sizeof(((struct cudaGraphNodeParams *)0)->m), #m)
+#define SAME_MEMBER(m)                                                                                              \
+	_Static_assert(offsetof(CUgraphNodeParams, m) == offsetof(struct cudaGraphNodeParams, m) &&                 \
+			       sizeof(((CUgraphNodeParams *)0)->m) == sizeof(((struct cudaGraphNodeParams *)0)->m), \
+		       #m)
 #define SAME_VALUE(a, b) _Static_assert((int)(a) == (int)(b), #a)
 _Static_assert(sizeof(CUgraphNodeParams) == sizeof(struct cudaGraphNodeParams), "generic node params");
 SAME_MEMBER(type);
@@ -686,9 +680,10 @@ SAME_VALUE(CU_GRAPH_COND_TYPE_IF, cudaGraphCondTypeIf);
 SAME_VALUE(CU_GRAPH_COND_TYPE_WHILE, cudaGraphCondTypeWhile);
 SAME_VALUE(CU_GRAPH_COND_TYPE_SWITCH, cudaGraphCondTypeSwitch);
 _Static_assert(sizeof(CUgraphEdgeData) == sizeof(cudaGraphEdgeData) &&
-	       offsetof(CUgraphEdgeData, type) == offsetof(cudaGraphEdgeData, type) &&
-	       offsetof(CUgraphEdgeData, from_port) == offsetof(cudaGraphEdgeData, from_port) &&
-	       offsetof(CUgraphEdgeData, to_port) == offsetof(cudaGraphEdgeData, to_port), "edge data");
+		       offsetof(CUgraphEdgeData, type) == offsetof(cudaGraphEdgeData, type) &&
+		       offsetof(CUgraphEdgeData, from_port) == offsetof(cudaGraphEdgeData, from_port) &&
+		       offsetof(CUgraphEdgeData, to_port) == offsetof(cudaGraphEdgeData, to_port),
+	       "edge data");
 
 static CUresult node_call(const struct qc_node_call *c, CUgraphNodeParams *p)
 {
@@ -717,15 +712,16 @@ static CUresult node_call(const struct qc_node_call *c, CUgraphNodeParams *p)
 }
 
 CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
-			   const CUgraphEdgeData *dependencyData, size_t numDependencies,
-			   CUgraphNodeParams *nodeParams)
+			   const CUgraphEdgeData *dependencyData, size_t numDependencies, CUgraphNodeParams *nodeParams)
 {
-	struct qc_node_call c = { .what = QC_NODE_ADD, .graph = (struct qc_graph *)(void *)hGraph,
-				  .deps = (struct qc_node *const *)dependencies, .ndeps = numDependencies,
+	struct qc_node_call c = { .what = QC_NODE_ADD,
+				  .graph = (struct qc_graph *)(void *)hGraph,
+				  .deps = (struct qc_node *const *)dependencies,
+				  .ndeps = numDependencies,
 				  .out = (struct qc_node **)phGraphNode };
 
 	if (!qc_graph_plain_edges((const cudaGraphEdgeData *)(const void *)dependencyData, numDependencies))
-		return CUDA_ERROR_NOT_SUPPORTED;	/* edges with data, as in the runtime */
+		return CUDA_ERROR_NOT_SUPPORTED; /* edges with data, as in the runtime */
 	return node_call(&c, nodeParams);
 }
 
@@ -746,7 +742,8 @@ CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams)
 
 CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraphNodeParams *nodeParams)
 {
-	struct qc_node_call c = { .what = QC_NODE_EXEC_SET, .exec = (struct qc_exec *)(void *)hGraphExec,
+	struct qc_node_call c = { .what = QC_NODE_EXEC_SET,
+				  .exec = (struct qc_exec *)(void *)hGraphExec,
 				  .node = (struct qc_node *)(void *)hNode };
 
 	return node_call(&c, nodeParams);
@@ -783,4 +780,3 @@ CUresult cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, unsigned i
 {
 	return cu_result(cudaGraphReleaseUserObject(RG(graph), RU(object), count));
 }
-

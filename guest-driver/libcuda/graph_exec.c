@@ -22,8 +22,7 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, u
 }
 
 /* CUDA_GRAPH_INSTANTIATE_PARAMS: the flags, an upload stream, and what went wrong. */
-static CUresult instantiate_params(CUgraphExec *phGraphExec, CUgraph hGraph,
-				   CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+static CUresult instantiate_params(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
 {
 	CUresult r;
 
@@ -92,13 +91,11 @@ CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 	CU_RUN(cudaGraphUpload_ptsz(RX(hGraphExec), (cudaStream_t)hStream));
 }
 
-_Static_assert(sizeof(CUgraphExecUpdateResultInfo) == sizeof(cudaGraphExecUpdateResultInfo),
-	       "update result info");
+_Static_assert(sizeof(CUgraphExecUpdateResultInfo) == sizeof(cudaGraphExecUpdateResultInfo), "update result info");
 
 CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
 {
-	CU_RUN(cudaGraphExecUpdate(RX(hGraphExec), RG(hGraph),
-				   (cudaGraphExecUpdateResultInfo *)(void *)resultInfo));
+	CU_RUN(cudaGraphExecUpdate(RX(hGraphExec), RG(hGraph), (cudaGraphExecUpdateResultInfo *)(void *)resultInfo));
 }
 
 static CUresult exec_set(CUgraphExec x, CUgraphNode node, struct qc_node_op *op, cudaError_t made)
@@ -134,8 +131,8 @@ CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNod
 	return cuGraphExecKernelNodeSetParams_v2(hGraphExec, hNode, &q);
 }
 
-CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
-					const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMCPY3D *copyParams,
+					CUcontext ctx)
 {
 	struct qc_node_op op;
 
@@ -173,8 +170,8 @@ CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hN
 }
 
 /* The CUDA 10 and 11.0 ABIs: an error node and a log instead of flags. */
-static CUresult instantiate_old(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-				char *logBuffer, size_t bufferSize)
+static CUresult instantiate_old(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+				size_t bufferSize)
 {
 	CUresult r = cuGraphInstantiateWithFlags(phGraphExec, hGraph, 0);
 
@@ -185,26 +182,24 @@ static CUresult instantiate_old(CUgraphExec *phGraphExec, CUgraph hGraph, CUgrap
 	return r;
 }
 
-CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-			    char *logBuffer, size_t bufferSize);
-CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-			    char *logBuffer, size_t bufferSize)
+CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+			    size_t bufferSize);
+CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+			    size_t bufferSize)
 {
 	return instantiate_old(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 
-CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-			       char *logBuffer, size_t bufferSize)
+CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+			       size_t bufferSize)
 {
 	return instantiate_old(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
-
 
 CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
 {
 	return cu_result(cudaGraphExecChildGraphNodeSetParams(RX(hGraphExec), RN(hNode), RG(childGraph)));
 }
-
 
 /* ------------------------------------------------------------ enabling nodes, kernel node attributes */
 
@@ -221,8 +216,9 @@ CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsign
 /* The driver's launch attributes are the runtime's, value for value. */
 _Static_assert(sizeof(CUkernelNodeAttrValue) == sizeof(cudaKernelNodeAttrValue), "kernel node attribute value");
 _Static_assert((int)CU_LAUNCH_ATTRIBUTE_PRIORITY == (int)cudaLaunchAttributePriority &&
-	       (int)CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING ==
-	       (int)cudaLaunchAttributeNvlinkUtilCentricScheduling, "launch attribute ids");
+		       (int)CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING ==
+			       (int)cudaLaunchAttributeNvlinkUtilCentricScheduling,
+	       "launch attribute ids");
 
 CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *value_out)
 {
@@ -230,8 +226,7 @@ CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID att
 							 (cudaKernelNodeAttrValue *)(void *)value_out));
 }
 
-CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
-				       const CUkernelNodeAttrValue *value)
+CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value)
 {
 	return cu_result(cudaGraphKernelNodeSetAttribute(RN(hNode), (cudaKernelNodeAttrID)attr,
 							 (const cudaKernelNodeAttrValue *)(const void *)value));
@@ -241,4 +236,3 @@ CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
 {
 	return cu_result(cudaGraphKernelNodeCopyAttributes(RN(dst), RN(src)));
 }
-

@@ -9,23 +9,25 @@
  * a module of only those cannot be listed. The image is the program's own memory, read with every offset
  * bounds-checked.
  */
-#define _GNU_SOURCE	/* memmem */
+#define _GNU_SOURCE /* memmem */
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
-#include "qcuda_proto.h"	/* QCUDA_MAX_MODULE */
+#include "qcuda_proto.h" /* QCUDA_MAX_MODULE */
 
-#define ELF_MAGIC "\x7f" "ELF"
+#define ELF_MAGIC \
+	"\x7f"    \
+	"ELF"
 #define FATBIN_MAGIC 0xBA55ED50u
 #define STT_FUNC 2
 #define STO_CUDA_ENTRY 0x10
 #define SHT_SYMTAB 2
 #define FATBIN_ELF 2
 #define FATBIN_PTX 1
-#define FATBIN_COMPRESSED 0x2000	/* entry flags (at 40): payload LZ4-compressed */
-#define FATBIN_ZSTD 0x8000	/* payload zstd-compressed: not expanded here */
-#define FATBIN_HEADER_MIN 64	/* through the expanded size at 56 */
+#define FATBIN_COMPRESSED 0x2000 /* entry flags (at 40): payload LZ4-compressed */
+#define FATBIN_ZSTD 0x8000 /* payload zstd-compressed: not expanded here */
+#define FATBIN_HEADER_MIN 64 /* through the expanded size at 56 */
 
 static uint64_t rd(const unsigned char *p, int n)
 {
@@ -94,7 +96,9 @@ static int ptx_kernels(const char *t, uint64_t size, cu_kernel_name_fn fn, void 
 		s = b;
 		while (b < end && (*b == ' ' || *b == '\t'))
 			b++;
-		for (e = b; e < end && (strchr("_$.", *e) || (*e >= '0' && *e <= '9') || ((*e | 32) >= 'a' && (*e | 32) <= 'z')); e++)
+		for (e = b; e < end &&
+			    (strchr("_$.", *e) || (*e >= '0' && *e <= '9') || ((*e | 32) >= 'a' && (*e | 32) <= 'z'));
+		     e++)
 			;
 		if (e == b || e - b >= (long)sizeof(name))
 			continue;
@@ -128,7 +132,7 @@ static int64_t lz4_block(const unsigned char *src, uint64_t n, unsigned char *ou
 		memcpy(out + o, src + i, lit);
 		i += lit, o += lit;
 		if (i == n)
-			return (int64_t)o;	/* the last sequence has no match */
+			return (int64_t)o; /* the last sequence has no match */
 		if (n - i < 2)
 			return -1;
 		off = src[i] | (uint64_t)src[i + 1] << 8;
@@ -143,7 +147,7 @@ static int64_t lz4_block(const unsigned char *src, uint64_t n, unsigned char *ou
 			} while (src[i++] == 255);
 		if (match > cap - o)
 			return -1;
-		for (uint64_t k = 0; k < match; k++, o++)	/* may overlap itself */
+		for (uint64_t k = 0; k < match; k++, o++) /* may overlap itself */
 			out[o] = out[o - off];
 	}
 	return (int64_t)o;

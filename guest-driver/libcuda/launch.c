@@ -9,10 +9,9 @@
 
 #include "cu.h"
 
-static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-		       unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,
-		       CUstream s, void **params, void **extra, int ptds,
-		       const struct qc_launch_mode *mode)
+static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+		       unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void **params, void **extra,
+		       int ptds, const struct qc_launch_mode *mode)
 {
 	struct qc_kernel *k = cu_kernel(f);
 	dim3 grid = { gx, gy, gz }, block = { bx, by, bz };
@@ -24,7 +23,7 @@ static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned 
 		return r;
 	if (!k)
 		return CUDA_ERROR_INVALID_HANDLE;
-	if (params && extra)	/* one form or the other */
+	if (params && extra) /* one form or the other */
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!extra)
 		return cu_result(qc_launch(k, grid, block, params, smem, (cudaStream_t)s, ptds, mode));
@@ -36,41 +35,37 @@ static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned 
 
 static const struct qc_launch_mode cooperative_mode = { .cooperative = 1, .cluster = { 1, 1, 1 } };
 
-CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-			unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-			unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-			void **kernelParams, void **extra)
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+			unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+			unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)
 {
-	return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-		      sharedMemBytes, hStream, kernelParams, extra, 0, NULL);
+	return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+		      kernelParams, extra, 0, NULL);
 }
 
-CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-			     unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-			     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-			     void **kernelParams, void **extra)
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+			     unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+			     unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)
 {
-	return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-		      sharedMemBytes, hStream, kernelParams, extra, 1, NULL);
+	return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+		      kernelParams, extra, 1, NULL);
 }
 
-CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-				   unsigned int gridDimZ, unsigned int blockDimX,
-				   unsigned int blockDimY, unsigned int blockDimZ,
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+				   unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
 				   unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
 {
-	return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-		      sharedMemBytes, hStream, kernelParams, NULL, 0, &cooperative_mode);
+	return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+		      kernelParams, NULL, 0, &cooperative_mode);
 }
 
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-					unsigned int gridDimZ, unsigned int blockDimX,
-					unsigned int blockDimY, unsigned int blockDimZ,
-					unsigned int sharedMemBytes, CUstream hStream,
+					unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+					unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
 					void **kernelParams)
 {
-	return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-		      sharedMemBytes, hStream, kernelParams, NULL, 1, &cooperative_mode);
+	return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+		      kernelParams, NULL, 1, &cooperative_mode);
 }
 
 /* Attributes that are hints changing nothing a program can observe (a
@@ -95,7 +90,7 @@ static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, 
 		case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
 			continue;
 		case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
-			mode.cooperative = a->value.cooperative != 0;	/* the last one counts */
+			mode.cooperative = a->value.cooperative != 0; /* the last one counts */
 			continue;
 		case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
 			mode.cluster[0] = a->value.clusterDim.x;
@@ -108,11 +103,12 @@ static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, 
 			break;
 		}
 		qc_msg("cuLaunchKernelEx: launch attribute %d is not supported by qcuda: "
-		       "returning CUDA_ERROR_NOT_SUPPORTED", (int)a->id);
+		       "returning CUDA_ERROR_NOT_SUPPORTED",
+		       (int)a->id);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
-	return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
-		      c->blockDimZ, c->sharedMemBytes, c->hStream, params, extra, ptds, &mode);
+	return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+		      c->sharedMemBytes, c->hStream, params, extra, ptds, &mode);
 }
 
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
@@ -120,8 +116,7 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **ker
 	return launch_ex(config, f, kernelParams, extra, 0);
 }
 
-CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
-			       void **extra)
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
 {
 	return launch_ex(config, f, kernelParams, extra, 1);
 }
@@ -211,15 +206,14 @@ CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)
 {
 	if (!cu_kernel(hfunc))
 		return CUDA_ERROR_INVALID_HANDLE;
-	return (unsigned int)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE ? CUDA_ERROR_INVALID_VALUE :
-										   CUDA_SUCCESS;
+	return (unsigned int)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE ? CUDA_ERROR_INVALID_VALUE
+										: CUDA_SUCCESS;
 }
 
 /* ------------------------------------------------------------- occupancy */
 
-CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func,
-							      int blockSize, size_t dynamicSMemSize,
-							      unsigned int flags)
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize,
+							      size_t dynamicSMemSize, unsigned int flags)
 {
 	uint64_t fh, n = 0;
 	CUresult r;
@@ -237,13 +231,11 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CU
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize,
 						     size_t dynamicSMemSize)
 {
-	return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize,
-								    dynamicSMemSize,
+	return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize, dynamicSMemSize,
 								    CU_OCCUPANCY_DEFAULT);
 }
 
-CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func,
-						 int numBlocks, int blockSize)
+CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func, int numBlocks, int blockSize)
 {
 	uint64_t fh, bytes = 0;
 	CUresult r;
@@ -261,8 +253,8 @@ CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunc
 /* CUDA's own search (as cuda_runtime.h's cudaOccupancyMaxPotentialBlockSize
  * template does it): the block size, in warps, with the most threads
  * resident per multiprocessor. */
-static CUresult max_potential(int *minGridSize, int *blockSize, CUfunction func,
-			      CUoccupancyB2DSize smemFn, size_t smem, int limit, unsigned int flags)
+static CUresult max_potential(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize smemFn, size_t smem,
+			      int limit, unsigned int flags)
 {
 	int max_threads, warp, sms, best = 0, best_blocks = 0, dev;
 	CUresult r;
@@ -285,8 +277,8 @@ static CUresult max_potential(int *minGridSize, int *blockSize, CUfunction func,
 	for (int bs = max_threads - max_threads % warp; bs > 0; bs -= warp) {
 		int n = 0;
 
-		r = cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
-			&n, func, bs, smemFn ? smemFn(bs) : smem, flags);
+		r = cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, func, bs, smemFn ? smemFn(bs) : smem,
+									 flags);
 		if (r != CUDA_SUCCESS)
 			return r;
 		if (n * bs > best_blocks * best) {
@@ -302,20 +294,19 @@ static CUresult max_potential(int *minGridSize, int *blockSize, CUfunction func,
 }
 
 CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func,
-					  CUoccupancyB2DSize blockSizeToDynamicSMemSize,
-					  size_t dynamicSMemSize, int blockSizeLimit)
+					  CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize,
+					  int blockSizeLimit)
 {
-	return max_potential(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
-			     dynamicSMemSize, blockSizeLimit, CU_OCCUPANCY_DEFAULT);
+	return max_potential(minGridSize, blockSize, func, blockSizeToDynamicSMemSize, dynamicSMemSize, blockSizeLimit,
+			     CU_OCCUPANCY_DEFAULT);
 }
 
 CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize, CUfunction func,
 						   CUoccupancyB2DSize blockSizeToDynamicSMemSize,
-						   size_t dynamicSMemSize, int blockSizeLimit,
-						   unsigned int flags)
+						   size_t dynamicSMemSize, int blockSizeLimit, unsigned int flags)
 {
-	return max_potential(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
-			     dynamicSMemSize, blockSizeLimit, flags);
+	return max_potential(minGridSize, blockSize, func, blockSizeToDynamicSMemSize, dynamicSMemSize, blockSizeLimit,
+			     flags);
 }
 
 /* Clusters of one block are blocks: as many as fit on every multiprocessor.
@@ -335,9 +326,9 @@ CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const C
 				  config->attrs[i].value.clusterDim.z;
 	if (!cluster)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, func,
-							(int)(config->blockDimX * config->blockDimY * config->blockDimZ),
-							config->sharedMemBytes);
+	r = cuOccupancyMaxActiveBlocksPerMultiprocessor(
+		&blocks, func, (int)(config->blockDimX * config->blockDimY * config->blockDimZ),
+		config->sharedMemBytes);
 	if (r == CUDA_SUCCESS)
 		r = cuCtxGetDevice(&dev);
 	if (r == CUDA_SUCCESS)

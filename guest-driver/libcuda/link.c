@@ -36,7 +36,7 @@
 
 #include "cu.h"
 
-#define LINK_MAGIC 0x6b6e696cu	/* "link" */
+#define LINK_MAGIC 0x6b6e696cu /* "link" */
 /* The logs the backend sends back at most (it keeps 64 KiB of each). */
 #define LOG_MAX (1u << 20)
 
@@ -49,10 +49,10 @@ struct link_input {
 
 /* The JIT options of a link, as the caller gave them. */
 struct jit_opts {
-	char *info, *error;	/* the caller's log buffers, and their sizes */
+	char *info, *error; /* the caller's log buffers, and their sizes */
 	size_t info_size, error_size;
-	void **info_slot, **error_slot, **wall_slot;	/* option values written back */
-	uint32_t nopts;	/* those the host linker takes */
+	void **info_slot, **error_slot, **wall_slot; /* option values written back */
+	uint32_t nopts; /* those the host linker takes */
 	uint32_t opt[QCUDA_MAX_LINK_OPTIONS], val[QCUDA_MAX_LINK_OPTIONS];
 };
 
@@ -62,7 +62,7 @@ struct CUlinkState_st {
 	uint32_t ninputs;
 	struct link_input in[QCUDA_MAX_LINK_INPUTS];
 	size_t total;
-	void *cubin;	/* the result, until cuLinkDestroy */
+	void *cubin; /* the result, until cuLinkDestroy */
 };
 
 static int link_valid(CUlinkState s)
@@ -74,25 +74,37 @@ static int link_valid(CUlinkState s)
 static CUresult jit_option(struct jit_opts *j, CUjit_option o, void **slot)
 {
 	switch (o) {
-	case CU_JIT_INFO_LOG_BUFFER: j->info = *slot; break;
-	case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES: j->info_size = (size_t)(uintptr_t)*slot; j->info_slot = slot; break;
-	case CU_JIT_ERROR_LOG_BUFFER: j->error = *slot; break;
-	case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: j->error_size = (size_t)(uintptr_t)*slot; j->error_slot = slot; break;
-	case CU_JIT_WALL_TIME: j->wall_slot = slot; break;
+	case CU_JIT_INFO_LOG_BUFFER:
+		j->info = *slot;
+		break;
+	case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+		j->info_size = (size_t)(uintptr_t)*slot;
+		j->info_slot = slot;
+		break;
+	case CU_JIT_ERROR_LOG_BUFFER:
+		j->error = *slot;
+		break;
+	case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+		j->error_size = (size_t)(uintptr_t)*slot;
+		j->error_slot = slot;
+		break;
+	case CU_JIT_WALL_TIME:
+		j->wall_slot = slot;
+		break;
 	case CU_JIT_OPTIMIZATION_LEVEL:
 	case CU_JIT_TARGET:
 	case CU_JIT_GENERATE_DEBUG_INFO:
 	case CU_JIT_LOG_VERBOSE:
 	case CU_JIT_GENERATE_LINE_INFO:
 		if (j->nopts == QCUDA_MAX_LINK_OPTIONS)
-			return CUDA_ERROR_INVALID_VALUE;	/* each named more than once */
+			return CUDA_ERROR_INVALID_VALUE; /* each named more than once */
 		j->opt[j->nopts] = (uint32_t)o;
 		j->val[j->nopts++] = (uint32_t)(uintptr_t)*slot;
 		break;
 	default:
 		if ((unsigned)o >= CU_JIT_NUM_OPTIONS)
 			return CUDA_ERROR_INVALID_VALUE;
-		break;	/* a hint (see the top) */
+		break; /* a hint (see the top) */
 	}
 	return CUDA_SUCCESS;
 }
@@ -142,7 +154,8 @@ static CUresult link_add(CUlinkState s, CUjitInputType type, void *data, size_t 
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	if (s->ninputs == QCUDA_MAX_LINK_INPUTS || size > QCUDA_MAX_MODULE - s->total) {
-		qc_debug("link: more than %u inputs or %u bytes", (unsigned)QCUDA_MAX_LINK_INPUTS, (unsigned)QCUDA_MAX_MODULE);
+		qc_debug("link: more than %u inputs or %u bytes", (unsigned)QCUDA_MAX_LINK_INPUTS,
+			 (unsigned)QCUDA_MAX_MODULE);
 		free(data);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
@@ -160,7 +173,7 @@ CUresult cuLinkAddData(CUlinkState state, CUjitInputType type, void *data, size_
 {
 	void *copy;
 
-	(void)numOptions, (void)options, (void)optionValues;	/* hints (see the top) */
+	(void)numOptions, (void)options, (void)optionValues; /* hints (see the top) */
 	if (!data || size == 0 || size > QCUDA_MAX_MODULE)
 		return !data || size == 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
 	copy = malloc(size);
@@ -170,8 +183,8 @@ CUresult cuLinkAddData(CUlinkState state, CUjitInputType type, void *data, size_
 	return link_add(state, type, copy, size, name);
 }
 
-CUresult cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *path,
-		       unsigned int numOptions, CUjit_option *options, void **optionValues)
+CUresult cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions,
+		       CUjit_option *options, void **optionValues)
 {
 	void *buf;
 	size_t size;
@@ -280,7 +293,8 @@ static CUresult link_run(const struct jit_opts *j, const struct link_input *inpu
 	log_put(j->info, j->info_size, j->info_slot, buf + out.image_bytes, out.info_bytes);
 	log_put(j->error, j->error_size, j->error_slot, buf + out.image_bytes + out.info_bytes, out.error_bytes);
 	if (j->wall_slot)
-		memcpy(j->wall_slot, &out.wall_ms_bits, sizeof(float));	/* the float in the option's value, as CUDA writes it */
+		memcpy(j->wall_slot, &out.wall_ms_bits,
+		       sizeof(float)); /* the float in the option's value, as CUDA writes it */
 	if (out.link_status != 0) {
 		free(buf);
 		return (CUresult)out.link_status;

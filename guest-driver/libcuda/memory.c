@@ -25,8 +25,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 
 	if (!dptr)
 		return CUDA_ERROR_INVALID_VALUE;
-	*dptr = 0;	/* what a failed allocation leaves, as natively */
-	if (bytesize == 0)	/* natively refused, unlike cudaMalloc(0) */
+	*dptr = 0; /* what a failed allocation leaves, as natively */
+	if (bytesize == 0) /* natively refused, unlike cudaMalloc(0) */
 		return CUDA_ERROR_INVALID_VALUE;
 	r = cu_enter();
 	if (r == CUDA_SUCCESS)
@@ -90,8 +90,8 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 
 /* One copy: kind says which sides the program promised (the runtime layer
  * checks them as cudaMemcpy does); ptds: the per-thread default stream. */
-static CUresult copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
-		     CUstream stream, int async, int ptds)
+static CUresult copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, CUstream stream, int async,
+		     int ptds)
 {
 	CUresult r = cu_enter();
 
@@ -124,8 +124,8 @@ CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, 
 
 /* Peer copies: both contexts checked (NULL is none here), then a device to
  * device copy, device memory being one address space. */
-static CUresult peer_copy(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
-			  size_t n, CUstream stream, int async, int ptds)
+static CUresult peer_copy(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t n,
+			  CUstream stream, int async, int ptds)
 {
 	CUdevice dev;
 	CUresult r = dst_ctx && src_ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
@@ -137,20 +137,20 @@ static CUresult peer_copy(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, C
 	return r != CUDA_SUCCESS ? r : copy(PTR(dst), PTR(src), n, cudaMemcpyDeviceToDevice, stream, async, ptds);
 }
 
-CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
-		      CUcontext srcContext, size_t ByteCount)
+CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext,
+		      size_t ByteCount)
 {
 	return peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, NULL, 0, 0);
 }
 
-CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
-			   CUcontext srcContext, size_t ByteCount)
+CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext,
+			   size_t ByteCount)
 {
 	return peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, NULL, 0, 1);
 }
 
-CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
-			   CUcontext srcContext, size_t ByteCount, CUstream hStream)
+CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext,
+			   size_t ByteCount, CUstream hStream)
 {
 	return peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, 1, 0);
 }
@@ -163,24 +163,24 @@ CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUd
 
 /* The directed copies: name, arguments, the runtime's kind. Each comes as
  * the synchronous _v2 / _v2_ptds and the Async _v2 / _v2_ptsz ABIs. */
-#define DIRECTED(name, dst_t, src_t, dst_e, src_e, kind)                                        \
-	CUresult name##_v2(dst_t dst, src_t src, size_t n)                                      \
-	{                                                                                       \
-		return copy(dst_e, src_e, n, kind, NULL, 0, 0);                                 \
-	}                                                                                       \
-	CUresult name##_v2_ptds(dst_t dst, src_t src, size_t n);                                \
-	CUresult name##_v2_ptds(dst_t dst, src_t src, size_t n)                                 \
-	{                                                                                       \
-		return copy(dst_e, src_e, n, kind, NULL, 0, 1);                                 \
-	}                                                                                       \
-	CUresult name##Async_v2(dst_t dst, src_t src, size_t n, CUstream s)                     \
-	{                                                                                       \
-		return copy(dst_e, src_e, n, kind, s, 1, 0);                                    \
-	}                                                                                       \
-	CUresult name##Async_v2_ptsz(dst_t dst, src_t src, size_t n, CUstream s);               \
-	CUresult name##Async_v2_ptsz(dst_t dst, src_t src, size_t n, CUstream s)                \
-	{                                                                                       \
-		return copy(dst_e, src_e, n, kind, s, 1, 1);                                    \
+#define DIRECTED(name, dst_t, src_t, dst_e, src_e, kind)                          \
+	CUresult name##_v2(dst_t dst, src_t src, size_t n)                        \
+	{                                                                         \
+		return copy(dst_e, src_e, n, kind, NULL, 0, 0);                   \
+	}                                                                         \
+	CUresult name##_v2_ptds(dst_t dst, src_t src, size_t n);                  \
+	CUresult name##_v2_ptds(dst_t dst, src_t src, size_t n)                   \
+	{                                                                         \
+		return copy(dst_e, src_e, n, kind, NULL, 0, 1);                   \
+	}                                                                         \
+	CUresult name##Async_v2(dst_t dst, src_t src, size_t n, CUstream s)       \
+	{                                                                         \
+		return copy(dst_e, src_e, n, kind, s, 1, 0);                      \
+	}                                                                         \
+	CUresult name##Async_v2_ptsz(dst_t dst, src_t src, size_t n, CUstream s); \
+	CUresult name##Async_v2_ptsz(dst_t dst, src_t src, size_t n, CUstream s)  \
+	{                                                                         \
+		return copy(dst_e, src_e, n, kind, s, 1, 1);                      \
 	}
 
 DIRECTED(cuMemcpyHtoD, CUdeviceptr, const void *, PTR(dst), src, cudaMemcpyHostToDevice)
@@ -235,8 +235,8 @@ static CUresult memset8(CUdeviceptr dst, unsigned char v, size_t n, CUstream s, 
 		return r;
 	if (!async)
 		return cu_result(ptds ? cudaMemset_ptds(PTR(dst), v, n) : cudaMemset(PTR(dst), v, n));
-	return cu_result(ptds ? cudaMemsetAsync_ptsz(PTR(dst), v, n, (cudaStream_t)s) :
-				cudaMemsetAsync(PTR(dst), v, n, (cudaStream_t)s));
+	return cu_result(ptds ? cudaMemsetAsync_ptsz(PTR(dst), v, n, (cudaStream_t)s)
+			      : cudaMemsetAsync(PTR(dst), v, n, (cudaStream_t)s));
 }
 
 /* A 16- or 32-bit pattern whose bytes are all equal (zero, all ones: what
@@ -246,8 +246,7 @@ static CUresult memset8(CUdeviceptr dst, unsigned char v, size_t n, CUstream s, 
  * its call returns). */
 #define PATTERN_CHUNK (4u << 20)
 
-static CUresult memset_wide(CUdeviceptr dst, uint32_t v, unsigned int width, size_t n, CUstream s,
-			    int async, int ptds)
+static CUresult memset_wide(CUdeviceptr dst, uint32_t v, unsigned int width, size_t n, CUstream s, int async, int ptds)
 {
 	unsigned char b = v & 0xff, *buf;
 	uint32_t splat = width == 2 ? b * 0x0101u : b * 0x01010101u;
@@ -279,7 +278,7 @@ static CUresult memset_wide(CUdeviceptr dst, uint32_t v, unsigned int width, siz
 	if (!buf)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	for (size_t i = 0; i < chunk; i += width)
-		memcpy(buf + i, &v, width);	/* little-endian: the pattern's bytes in order */
+		memcpy(buf + i, &v, width); /* little-endian: the pattern's bytes in order */
 	for (size_t off = 0; r == CUDA_SUCCESS && off < total; off += chunk) {
 		size_t len = total - off < chunk ? total - off : chunk;
 
@@ -309,24 +308,24 @@ CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N,
 	return memset8(dstDevice, uc, N, hStream, 1, 1);
 }
 
-#define WIDE(name, type, width)                                                                 \
-	CUresult name##_v2(CUdeviceptr d, type v, size_t n)                                     \
-	{                                                                                       \
-		return memset_wide(d, v, width, n, NULL, 0, 0);                                 \
-	}                                                                                       \
-	CUresult name##_v2_ptds(CUdeviceptr d, type v, size_t n);                               \
-	CUresult name##_v2_ptds(CUdeviceptr d, type v, size_t n)                                \
-	{                                                                                       \
-		return memset_wide(d, v, width, n, NULL, 0, 1);                                 \
-	}                                                                                       \
-	CUresult name##Async(CUdeviceptr d, type v, size_t n, CUstream s)                       \
-	{                                                                                       \
-		return memset_wide(d, v, width, n, s, 1, 0);                                    \
-	}                                                                                       \
-	CUresult name##Async_ptsz(CUdeviceptr d, type v, size_t n, CUstream s);                 \
-	CUresult name##Async_ptsz(CUdeviceptr d, type v, size_t n, CUstream s)                  \
-	{                                                                                       \
-		return memset_wide(d, v, width, n, s, 1, 1);                                    \
+#define WIDE(name, type, width)                                                 \
+	CUresult name##_v2(CUdeviceptr d, type v, size_t n)                     \
+	{                                                                       \
+		return memset_wide(d, v, width, n, NULL, 0, 0);                 \
+	}                                                                       \
+	CUresult name##_v2_ptds(CUdeviceptr d, type v, size_t n);               \
+	CUresult name##_v2_ptds(CUdeviceptr d, type v, size_t n)                \
+	{                                                                       \
+		return memset_wide(d, v, width, n, NULL, 0, 1);                 \
+	}                                                                       \
+	CUresult name##Async(CUdeviceptr d, type v, size_t n, CUstream s)       \
+	{                                                                       \
+		return memset_wide(d, v, width, n, s, 1, 0);                    \
+	}                                                                       \
+	CUresult name##Async_ptsz(CUdeviceptr d, type v, size_t n, CUstream s); \
+	CUresult name##Async_ptsz(CUdeviceptr d, type v, size_t n, CUstream s)  \
+	{                                                                       \
+		return memset_wide(d, v, width, n, s, 1, 1);                    \
 	}
 
 WIDE(cuMemsetD16, unsigned short, 2)
@@ -388,10 +387,10 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute attribute, CUd
 	case CU_POINTER_ATTRIBUTE_BUFFER_ID:
 		if (!known)
 			return CUDA_ERROR_INVALID_VALUE;
-		*(unsigned long long *)data = base;	/* unique while the allocation lives */
+		*(unsigned long long *)data = base; /* unique while the allocation lives */
 		return CUDA_SUCCESS;
 	case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
-		*(unsigned int *)data = 1;	/* qcuda's copies are always synchronous memops */
+		*(unsigned int *)data = 1; /* qcuda's copies are always synchronous memops */
 		return CUDA_SUCCESS;
 	case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
 		*(unsigned int *)data = 0;
@@ -444,8 +443,8 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdevi
 
 /* Unlike cuPointerGetAttribute, memory CUDA does not know is not an error
  * here: its attributes read as zero. */
-CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
-				void **data, CUdeviceptr ptr)
+CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data,
+				CUdeviceptr ptr)
 {
 	struct cudaPointerAttributes a;
 	uint64_t base, size;
@@ -458,12 +457,15 @@ CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute 
 		if (!data[i])
 			continue;
 		if (pointer_attribute(data[i], attributes[i], ptr, &a, base, size) != CUDA_SUCCESS)
-			memset(data[i], 0, attributes[i] == CU_POINTER_ATTRIBUTE_CONTEXT ||
-					   attributes[i] == CU_POINTER_ATTRIBUTE_DEVICE_POINTER ||
-					   attributes[i] == CU_POINTER_ATTRIBUTE_HOST_POINTER ||
-					   attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ||
-					   attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_SIZE ||
-					   attributes[i] == CU_POINTER_ATTRIBUTE_BUFFER_ID ? 8 : 4);
+			memset(data[i], 0,
+			       attributes[i] == CU_POINTER_ATTRIBUTE_CONTEXT ||
+					       attributes[i] == CU_POINTER_ATTRIBUTE_DEVICE_POINTER ||
+					       attributes[i] == CU_POINTER_ATTRIBUTE_HOST_POINTER ||
+					       attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ||
+					       attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_SIZE ||
+					       attributes[i] == CU_POINTER_ATTRIBUTE_BUFFER_ID
+				       ? 8
+				       : 4);
 	}
 	return r;
 }

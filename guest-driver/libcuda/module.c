@@ -25,7 +25,7 @@
 
 #define FATBIN_WRAPPER_MAGIC 0x466243b1u
 #define FATBIN_MAGIC 0xBA55ED50u
-#define ELF_MAGIC 0x464c457fu	/* "\x7fELF" */
+#define ELF_MAGIC 0x464c457fu /* "\x7fELF" */
 
 struct fatbin_wrapper {
 	int magic;
@@ -112,8 +112,8 @@ static CUresult image_extent(const void *code, const void **data, uint64_t *size
 		*size = strnlen(code, QCUDA_MAX_MODULE) + 1;
 	}
 	if (*size > QCUDA_MAX_MODULE) {
-		qc_msg("a module image of %llu bytes is more than qcuda takes (%u)",
-		       (unsigned long long)*size, QCUDA_MAX_MODULE);
+		qc_msg("a module image of %llu bytes is more than qcuda takes (%u)", (unsigned long long)*size,
+		       QCUDA_MAX_MODULE);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 	return CUDA_SUCCESS;
@@ -158,7 +158,7 @@ CUresult cu_read_file(const char *path, void **buf, size_t *size)
 		fclose(f);
 		return CUDA_ERROR_FILE_NOT_FOUND;
 	}
-	b[n] = 0;	/* PTX text ends here */
+	b[n] = 0; /* PTX text ends here */
 	fclose(f);
 	*buf = b;
 	if (size)
@@ -182,7 +182,7 @@ static CUresult jit_image(const void *code, unsigned int n, CUjit_option *option
 	if (magic == FATBIN_MAGIC || magic == ELF_MAGIC)
 		return cu_jit_no_compile(n, options, values);
 	r = cu_link_one(data, (size_t)size, n, options, values, cubin);
-	if (r == CUDA_ERROR_NOT_SUPPORTED)	/* a provider that cannot link (the host's): the PTX loads as it is */
+	if (r == CUDA_ERROR_NOT_SUPPORTED) /* a provider that cannot link (the host's): the PTX loads as it is */
 		r = cu_jit_no_compile(n, options, values);
 	return r;
 }
@@ -219,8 +219,8 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image)
 	return module_load(module, image, 0, NULL, NULL);
 }
 
-CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
-			    CUjit_option *options, void **optionValues)
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions, CUjit_option *options,
+			    void **optionValues)
 {
 	return module_load(module, image, numOptions, options, optionValues);
 }
@@ -275,7 +275,7 @@ static CUresult kernel_lookup(struct qc_module *m, const char *name, struct qc_k
 		if (r == CUDA_ERROR_INVALID_HANDLE)
 			r = CUDA_ERROR_NOT_FOUND;
 	} else if (r == CUDA_ERROR_INVALID_CONTEXT) {
-		r = CUDA_SUCCESS;	/* looked up at first use under a context */
+		r = CUDA_SUCCESS; /* looked up at first use under a context */
 	}
 	if (r == CUDA_SUCCESS)
 		*out = k;
@@ -341,9 +341,8 @@ static int preserved(CUlibraryOption *options, void **values, unsigned int n)
 	return 0;
 }
 
-CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
-			   void **jitOptionsValues, unsigned int numJitOptions,
-			   CUlibraryOption *libraryOptions, void **libraryOptionValues,
+CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions, void **jitOptionsValues,
+			   unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues,
 			   unsigned int numLibraryOptions)
 {
 	struct qc_module *m;
@@ -357,10 +356,11 @@ CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *j
 	r = CUDA_SUCCESS;
 	if (numJitOptions)
 		r = cu_enter() == CUDA_SUCCESS ? jit_image(code, numJitOptions, jitOptions, jitOptionsValues, &cubin)
-					      : cu_jit_no_compile(numJitOptions, jitOptions, jitOptionsValues);
+					       : cu_jit_no_compile(numJitOptions, jitOptions, jitOptionsValues);
 	/* A preserved binary stays where it is until unloaded: no copy (a cubin linked here is ours: copied). */
 	if (r == CUDA_SUCCESS)
-		r = module_add(cubin ? cubin : code, cubin || !preserved(libraryOptions, libraryOptionValues, numLibraryOptions), &m);
+		r = module_add(cubin ? cubin : code,
+			       cubin || !preserved(libraryOptions, libraryOptionValues, numLibraryOptions), &m);
 	free(cubin);
 	if (r == CUDA_SUCCESS)
 		*library = (CUlibrary)(void *)m;
@@ -368,9 +368,8 @@ CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *j
 }
 
 CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,
-			       void **jitOptionsValues, unsigned int numJitOptions,
-			       CUlibraryOption *libraryOptions, void **libraryOptionValues,
-			       unsigned int numLibraryOptions)
+			       void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions,
+			       void **libraryOptionValues, unsigned int numLibraryOptions)
 {
 	void *buf;
 	CUresult r;
@@ -498,7 +497,7 @@ CUresult cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!cu_kernel(function))
 		return CUDA_ERROR_INVALID_HANDLE;
-	*state = CU_FUNCTION_LOADING_STATE_LOADED;	/* loaded at its first use, by any call */
+	*state = CU_FUNCTION_LOADING_STATE_LOADED; /* loaded at its first use, by any call */
 	return CUDA_SUCCESS;
 }
 

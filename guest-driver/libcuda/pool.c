@@ -19,8 +19,8 @@
 
 /* ------------------------------------------------------ allocation, free */
 
-static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, int from_pool,
-			    CUstream hStream, int ptds)
+static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, int from_pool, CUstream hStream,
+			    int ptds)
 {
 	cudaStream_t s = (cudaStream_t)hStream;
 	void *p = NULL;
@@ -33,8 +33,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool poo
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (from_pool)
-		r = cu_result(ptds ? cudaMallocFromPoolAsync_ptsz(&p, bytesize, pool, s) :
-				     cudaMallocFromPoolAsync(&p, bytesize, pool, s));
+		r = cu_result(ptds ? cudaMallocFromPoolAsync_ptsz(&p, bytesize, pool, s)
+				   : cudaMallocFromPoolAsync(&p, bytesize, pool, s));
 	else
 		r = cu_result(ptds ? cudaMallocAsync_ptsz(&p, bytesize, s) : cudaMallocAsync(&p, bytesize, s));
 	if (r == CUDA_SUCCESS)
@@ -57,8 +57,7 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPoo
 	return alloc_async(dptr, bytesize, pool, 1, hStream, 0);
 }
 
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-				      CUstream hStream)
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
 {
 	return alloc_async(dptr, bytesize, pool, 1, hStream, 1);
 }
@@ -98,14 +97,12 @@ CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location,
 
 CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type)
 {
-	CU_POOL_RUN(cudaMemGetMemPool(pool, (struct cudaMemLocation *)location,
-				      (enum cudaMemAllocationType)type));
+	CU_POOL_RUN(cudaMemGetMemPool(pool, (struct cudaMemLocation *)location, (enum cudaMemAllocationType)type));
 }
 
 CUresult cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool)
 {
-	CU_POOL_RUN(cudaMemSetMemPool((struct cudaMemLocation *)location, (enum cudaMemAllocationType)type,
-				      pool));
+	CU_POOL_RUN(cudaMemSetMemPool((struct cudaMemLocation *)location, (enum cudaMemAllocationType)type, pool));
 }
 
 /* ---------------------------------------------------------------- pools */
@@ -142,8 +139,8 @@ CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_
 
 CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location)
 {
-	CU_POOL_RUN(cudaMemPoolGetAccess((enum cudaMemAccessFlags *)flags, memPool,
-					 (struct cudaMemLocation *)location));
+	CU_POOL_RUN(
+		cudaMemPoolGetAccess((enum cudaMemAccessFlags *)flags, memPool, (struct cudaMemLocation *)location));
 }
 
 /* The layouts this file relies on. */

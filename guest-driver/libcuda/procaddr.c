@@ -39,7 +39,7 @@ static void *find(const char *name, int version, int ptds, CUdriverProcAddressQu
 	for (int i = first; i < (int)cu_nprocs && !strcmp(cu_procs[i].name, name); i++)
 		has_ptds |= cu_procs[i].ptds;
 	if (!has_ptds)
-		ptds = 0;	/* no stream in it: one function for both */
+		ptds = 0; /* no stream in it: one function for both */
 	/* Rows are sorted by (name, ptds, version): the last fitting one wins. */
 	for (int i = first; i < (int)cu_nprocs && !strcmp(cu_procs[i].name, name); i++)
 		if (cu_procs[i].ptds == ptds && cu_procs[i].version <= version)
@@ -56,8 +56,7 @@ static CUresult get_proc(const char *symbol, void **pfn, int version, cuuint64_t
 
 	if (!symbol || !pfn)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
-				  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
+	if (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
 		return CUDA_ERROR_INVALID_VALUE;
 	ptds = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
 	*pfn = find(symbol, version, ptds, &status);

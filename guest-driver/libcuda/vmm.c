@@ -31,8 +31,9 @@ static CUresult check_prop(const CUmemAllocationProp *prop)
 	 * for IPC they may never use): the memory is made all the same, and an
 	 * export, should one come, is refused (cuMemExportToShareableHandle). */
 	if ((prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
-	     prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || prop->win32HandleMetaData ||
-	    prop->allocFlags.compressionType != CU_MEM_ALLOCATION_COMP_NONE || prop->allocFlags.usage)
+	     prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
+	    prop->win32HandleMetaData || prop->allocFlags.compressionType != CU_MEM_ALLOCATION_COMP_NONE ||
+	    prop->allocFlags.usage)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	return CUDA_SUCCESS;
 }
@@ -50,7 +51,8 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocatio
 {
 	CUresult r;
 
-	if (!granularity || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+	if (!granularity ||
+	    (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
 		return CUDA_ERROR_INVALID_VALUE;
 	r = check_prop(prop);
 	if (r == CUDA_SUCCESS)
@@ -169,7 +171,8 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
 			return CUDA_ERROR_NOT_SUPPORTED;
 		r = cu_device_check(desc[i].location.id);
 		if (r == CUDA_SUCCESS)
-			r = cu_result(qc_req_vmm_set_access(ptr, size, (uint32_t)desc[i].location.id, QCUDA_VMM_ACCESS_RW));
+			r = cu_result(
+				qc_req_vmm_set_access(ptr, size, (uint32_t)desc[i].location.id, QCUDA_VMM_ACCESS_RW));
 	}
 	return r;
 }
@@ -200,7 +203,7 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmem
 		return CUDA_ERROR_INVALID_VALUE;
 	r = enter();
 	if (r == CUDA_SUCCESS)
-		r = cu_result(qc_req_vmm_size(handle, &size));	/* the handle must be live */
+		r = cu_result(qc_req_vmm_size(handle, &size)); /* the handle must be live */
 	if (r != CUDA_SUCCESS)
 		return r;
 	/* Every allocation qcuda makes is this one (check_prop refuses others). */

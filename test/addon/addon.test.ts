@@ -13,7 +13,14 @@ test.serial('SCM_RIGHTS passes fds; received ones are close-on-exec; MSG_CTRUNC 
     native.close(a);
     native.close(b);
   });
-  t.is(native.sendMsg(a, new Uint8Array([7, 8]), e.map((x) => x.value)), 2);
+  t.is(
+    native.sendMsg(
+      a,
+      new Uint8Array([7, 8]),
+      e.map((x) => x.value),
+    ),
+    2,
+  );
   const r = native.recvMsg(b, new Uint8Array(16));
   t.is(r.n, 2);
   t.is(r.fds!.length, 3);
@@ -24,7 +31,11 @@ test.serial('SCM_RIGHTS passes fds; received ones are close-on-exec; MSG_CTRUNC 
   const flags = parseInt(/flags:\s+([0-7]+)/.exec(info)![1], 8);
   t.truthy(flags & 0o2000000, 'O_CLOEXEC set');
   received.forEach((x) => x.close());
-  native.sendMsg(a, new Uint8Array([1]), e.map((x) => x.value));
+  native.sendMsg(
+    a,
+    new Uint8Array([1]),
+    e.map((x) => x.value),
+  );
   const before = openFds();
   const cut = native.recvMsg(b, new Uint8Array(16), 1);
   t.true(cut.ctrunc);

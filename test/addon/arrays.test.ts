@@ -82,19 +82,48 @@ test('arrays through the addon: chunked and scattered copies in and out, device 
       }
   t.is(bad, 0, 'array -> linear on the device, memset2D of a box');
   // Objects.
-  const tex = await x.texCreate({ kind: 'array', array: arr }, { addressMode: [1, 1, 1], filterMode: 1, flags: 2, maxAnisotropy: 0, mipmapFilterMode: 0, mipmapLevelBias: 0, minLod: 0, maxLod: 0, borderColor: [0, 0, 0, 0] });
+  const tex = await x.texCreate(
+    { kind: 'array', array: arr },
+    {
+      addressMode: [1, 1, 1],
+      filterMode: 1,
+      flags: 2,
+      maxAnisotropy: 0,
+      mipmapFilterMode: 0,
+      mipmapLevelBias: 0,
+      minLod: 0,
+      maxLod: 0,
+      borderColor: [0, 0, 0, 0],
+    },
+  );
   const surf = await x.surfCreate(arr);
   t.true(tex > 0n && surf > 0n && tex !== surf);
   await x.texDestroy(tex);
   await x.surfDestroy(surf);
   // The driver's refusal of a box past the array reaches the caller.
-  await t.throwsAsync(x.copy3DOnDevice({ ptr: lin, pitch: 64n, rows: 6n }, origin, place, { x: 4n, y: 0n, z: 0n }, ext, undefined, false), { instanceOf: CudaError });
+  await t.throwsAsync(x.copy3DOnDevice({ ptr: lin, pitch: 64n, rows: 6n }, origin, place, { x: 4n, y: 0n, z: 0n }, ext, undefined, false), {
+    instanceOf: CudaError,
+  });
   // The addon refuses a host box outside its staging buffer on its own.
-  const native_ = (x as unknown as { native: { copy3D: (r: BigUint64Array, s: unknown, d: boolean, st: number, w: boolean) => Promise<void> } }).native;
+  const native_ = (
+    x as unknown as { native: { copy3D: (r: BigUint64Array, s: unknown, d: boolean, st: number, w: boolean) => Promise<void> } }
+  ).native;
   const rec = BigUint64Array.from([2n, 10n, 64n, 1n, 0n, 0n, 0n, 0n, lin, 64n, 6n, 0n, 0n, 0n, 64n, 1n, 1n]);
   await t.throwsAsync(native_.copy3D(rec, segs(src, 70), true, 0, true), { message: /staging buffer/ });
-  await t.throwsAsync(native_.copy3D(BigUint64Array.from([2n, (1n << 64n) - 8n, 64n, 1n, 0n, 0n, 0n, 0n, lin, 64n, 6n, 0n, 0n, 0n, 64n, 1n, 1n]), segs(src, 70), true, 0, true), { message: /staging buffer/ });
-  await t.throwsAsync(native_.copy3D(BigUint64Array.from([1n, 999n, 0n, 0n, 0n, 0n, 0n, 0n, lin, 64n, 6n, 0n, 0n, 0n, 64n, 1n, 1n]), null, false, 0, true), { message: /no such array/ });
+  await t.throwsAsync(
+    native_.copy3D(
+      BigUint64Array.from([2n, (1n << 64n) - 8n, 64n, 1n, 0n, 0n, 0n, 0n, lin, 64n, 6n, 0n, 0n, 0n, 64n, 1n, 1n]),
+      segs(src, 70),
+      true,
+      0,
+      true,
+    ),
+    { message: /staging buffer/ },
+  );
+  await t.throwsAsync(
+    native_.copy3D(BigUint64Array.from([1n, 999n, 0n, 0n, 0n, 0n, 0n, 0n, lin, 64n, 6n, 0n, 0n, 0n, 64n, 1n, 1n]), null, false, 0, true),
+    { message: /no such array/ },
+  );
   await x.arrayDestroy(arr);
   await t.throwsAsync(x.arrayDestroy(arr), { instanceOf: CudaError });
   // Mipmapped arrays: a level is an array (the same id each time), copies reach it, it goes with its mipmapped array.
@@ -107,11 +136,29 @@ test('arrays through the addon: chunked and scattered copies in and out, device 
   view.fill(0, back, back + 64);
   await x.copy3DFromDevice(segs(back, 64), lvl, hostBlocks(16n, 4n, box, origin, 0n, 64n), undefined);
   t.is(Buffer.compare(view.subarray(back, back + 64), view.subarray(src, src + 64)), 0, 'a level round trip');
-  await t.throwsAsync(x.copy3DOnDevice({ ptr: lin, pitch: 64n, rows: 6n }, origin, lvl, origin, { width: 16n, height: 5n, depth: 1n }, undefined, false), { instanceOf: CudaError });
-  const mt = await x.texCreate({ kind: 'mipmap', mipmap: mip }, { addressMode: [0, 0, 0], filterMode: 1, flags: 2, maxAnisotropy: 0, mipmapFilterMode: 1, mipmapLevelBias: 0, minLod: 0, maxLod: 0x40400000, borderColor: [0, 0, 0, 0] });
+  await t.throwsAsync(
+    x.copy3DOnDevice({ ptr: lin, pitch: 64n, rows: 6n }, origin, lvl, origin, { width: 16n, height: 5n, depth: 1n }, undefined, false),
+    { instanceOf: CudaError },
+  );
+  const mt = await x.texCreate(
+    { kind: 'mipmap', mipmap: mip },
+    {
+      addressMode: [0, 0, 0],
+      filterMode: 1,
+      flags: 2,
+      maxAnisotropy: 0,
+      mipmapFilterMode: 1,
+      mipmapLevelBias: 0,
+      minLod: 0,
+      maxLod: 0x40400000,
+      borderColor: [0, 0, 0, 0],
+    },
+  );
   await x.texDestroy(mt);
   await x.mipmapDestroy(mip);
-  await t.throwsAsync(x.copy3DToDevice(lvl, segs(src, 64), hostBlocks(16n, 4n, box, origin, 0n, 64n), undefined), { message: /no such array/ });
+  await t.throwsAsync(x.copy3DToDevice(lvl, segs(src, 64), hostBlocks(16n, 4n, box, origin, 0n, 64n), undefined), {
+    message: /no such array/,
+  });
   await x.free(lin);
   await x.destroy();
 });

@@ -17,7 +17,16 @@ export function fakeLibcuda(): string {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-fakecuda-'));
     process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
     const lib = path.join(dir, 'libcuda.so.1');
-    execFileSync('gcc', ['-shared', '-fPIC', '-O1', '-Wall', '-o', lib, path.join(root, 'test', 'qcuda', 'fixtures', 'fakecuda.c'), '-lpthread']);
+    execFileSync('gcc', [
+      '-shared',
+      '-fPIC',
+      '-O1',
+      '-Wall',
+      '-o',
+      lib,
+      path.join(root, 'test', 'qcuda', 'fixtures', 'fakecuda.c'),
+      '-lpthread',
+    ]);
     built = lib;
   }
   return built;

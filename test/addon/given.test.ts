@@ -36,8 +36,18 @@ test.serial('parts of a segment in given ranges move to their aliases; scattered
     { addr: A + 12288n, len: 100 }, // past the given pages
   ]);
   // Page 2 then page 0, as the alias lays them out: one range of it.
-  t.deepEqual(n.resolveSegments([{ addr: A + 8192n, len: 4096 }, { addr: A, len: 4096 }]), [{ addr: X, len: 8192 }]);
-  t.deepEqual(n.resolveSegments([{ addr: A + 4096n, len: 10 }]), [{ addr: A + 4096n, len: 10 }], 'a segment outside every range is untouched');
+  t.deepEqual(
+    n.resolveSegments([
+      { addr: A + 8192n, len: 4096 },
+      { addr: A, len: 4096 },
+    ]),
+    [{ addr: X, len: 8192 }],
+  );
+  t.deepEqual(
+    n.resolveSegments([{ addr: A + 4096n, len: 10 }]),
+    [{ addr: A + 4096n, len: 10 }],
+    'a segment outside every range is untouched',
+  );
 });
 
 test.serial('ungiveHost forgets a range only for the alias that gave it', (t) => {
@@ -61,7 +71,10 @@ test.serial('copies to and from the device read and write the alias of given gue
   const back = buffer(t, 12288, () => 0);
   await ctx.copyDtoH([{ addr: back.addr, len: 12288 }], dev, 0);
   t.deepEqual([...back.bytes.subarray(0, 4096)], [...ram.bytes.subarray(0, 4096)], 'page 0 from guest RAM');
-  t.true(back.bytes.subarray(4096, 8192).every((b) => b === 0xee), 'page 1 from its alias');
+  t.true(
+    back.bytes.subarray(4096, 8192).every((b) => b === 0xee),
+    'page 1 from its alias',
+  );
   t.deepEqual([...back.bytes.subarray(8192)], [...ram.bytes.subarray(8192, 12288)], 'page 2 from guest RAM');
   // And back: device bytes copied into given guest RAM land in its alias.
   alias.bytes.fill(0);

@@ -41,10 +41,17 @@ test.serial('launches beyond the bound go to the context thread: a full launch q
   for (let i = 1; i < LAUNCHES; i++) launches.push(ctx.launch(nop, ONE, ONE, 0, 0, new Uint8Array(0)));
   const issued = Date.now() - t0;
   t.is(inlineRuns() - r0, n.INLINE_LAUNCH_BOUND, 'the first INLINE_LAUNCH_BOUND launches ran on the JS thread, no more');
-  t.true(issued < HOLD_MS / 3, `${LAUNCHES} launches issued in ${issued} ms, while the queue behind hold(${HOLD_MS}) filled (the JS thread did not wait for it)`);
+  t.true(
+    issued < HOLD_MS / 3,
+    `${LAUNCHES} launches issued in ${issued} ms, while the queue behind hold(${HOLD_MS}) filled (the JS thread did not wait for it)`,
+  );
   const settled = await Promise.allSettled(launches);
-  t.deepEqual(settled.filter((s) => s.status !== 'fulfilled'), [], 'every launch was enqueued');
-  t.true(Date.now() - t0 >= HOLD_MS - 50, 'the launches past the queue\'s depth waited for the kernel, on the context thread');
+  t.deepEqual(
+    settled.filter((s) => s.status !== 'fulfilled'),
+    [],
+    'every launch was enqueued',
+  );
+  t.true(Date.now() - t0 >= HOLD_MS - 50, "the launches past the queue's depth waited for the kernel, on the context thread");
 
   // A finished wait for the NULL stream of a context with no other stream gives the room back.
   await ctx.streamSynchronize(0);
@@ -74,25 +81,32 @@ test.serial('with streams of its own, only a context synchronize gives the room 
   t.is(inlineRuns() - r, 1, 'after a context synchronize: on the JS thread');
 });
 
-test.serial('posted batches: up to INLINE_BATCH_LAUNCHES launches run on the JS thread, longer batches on the context thread', async (t) => {
-  t.is(n.INLINE_BATCH_LAUNCHES, 8);
-  n.setInlineCalls(true);
-  const { ctx, nop } = await kernels();
-  t.teardown(async () => {
+test.serial(
+  'posted batches: up to INLINE_BATCH_LAUNCHES launches run on the JS thread, longer batches on the context thread',
+  async (t) => {
+    t.is(n.INLINE_BATCH_LAUNCHES, 8);
+    n.setInlineCalls(true);
+    const { ctx, nop } = await kernels();
+    t.teardown(async () => {
+      n.setInlineCalls(false);
+      await ctx.destroy();
+    });
+    const one: LaunchDesc = { f: nop, stream: undefined, grid: [1, 1, 1], block: [1, 1, 1], sharedMem: 0, params: new Uint8Array(0) };
+    const batch = (count: number) =>
+      packLaunches(
+        Array.from({ length: count }, () => one),
+        IDS,
+      );
+    await ctx.synchronize();
+    let r = inlineRuns();
+    await ctx.launchMany(batch(n.INLINE_BATCH_LAUNCHES), n.INLINE_BATCH_LAUNCHES);
+    t.is(inlineRuns() - r, 1, 'a short batch ran on the JS thread');
+    r = inlineRuns();
+    await ctx.launchMany(batch(n.INLINE_BATCH_LAUNCHES + 1), n.INLINE_BATCH_LAUNCHES + 1);
+    t.is(inlineRuns() - r, 0, 'a longer one on the context thread');
     n.setInlineCalls(false);
-    await ctx.destroy();
-  });
-  const one: LaunchDesc = { f: nop, stream: undefined, grid: [1, 1, 1], block: [1, 1, 1], sharedMem: 0, params: new Uint8Array(0) };
-  const batch = (count: number) => packLaunches(Array.from({ length: count }, () => one), IDS);
-  await ctx.synchronize();
-  let r = inlineRuns();
-  await ctx.launchMany(batch(n.INLINE_BATCH_LAUNCHES), n.INLINE_BATCH_LAUNCHES);
-  t.is(inlineRuns() - r, 1, 'a short batch ran on the JS thread');
-  r = inlineRuns();
-  await ctx.launchMany(batch(n.INLINE_BATCH_LAUNCHES + 1), n.INLINE_BATCH_LAUNCHES + 1);
-  t.is(inlineRuns() - r, 0, 'a longer one on the context thread');
-  n.setInlineCalls(false);
-  r = inlineRuns();
-  await ctx.launchMany(batch(1), 1);
-  t.is(inlineRuns() - r, 0, 'with inline calls off, none on the JS thread');
-});
+    r = inlineRuns();
+    await ctx.launchMany(batch(1), 1);
+    t.is(inlineRuns() - r, 0, 'with inline calls off, none on the JS thread');
+  },
+);

@@ -7,7 +7,7 @@ import { fakeCuda, i32, text } from './fake-driver';
 
 const n = fakeCuda();
 
-test('a launch in clusters reaches cuLaunchKernelEx with its cluster; one that does not divide the grid is the driver\'s error', async (t) => {
+test("a launch in clusters reaches cuLaunchKernelEx with its cluster; one that does not divide the grid is the driver's error", async (t) => {
   const ctx = await n.openContext(0, 0, false);
   t.teardown(() => ctx.destroy());
   const m = await ctx.moduleLoad(text('// say(x)'));

@@ -15,7 +15,18 @@ const str = (b: Uint8Array) => Buffer.from(b).toString('latin1');
 test('link: the inputs with their names and types, the options; the cubin, logs and wall time back', async (t) => {
   const ctx = await n.openContext(0, 0, false);
   t.teardown(() => ctx.destroy());
-  const r = unpackLink(await ctx.link([{ type: 1, name: 'a.ptx', data: text('.entry a') }, { type: 0, name: 'b.cubin', data: text('BBB') }], [[7, 3], [12, 1]]));
+  const r = unpackLink(
+    await ctx.link(
+      [
+        { type: 1, name: 'a.ptx', data: text('.entry a') },
+        { type: 0, name: 'b.cubin', data: text('BBB') },
+      ],
+      [
+        [7, 3],
+        [12, 1],
+      ],
+    ),
+  );
   t.is(r.status, 0);
   t.is(str(r.image), '// fakecuda:linked 7=3 12=1\n// input a.ptx type 1\n.entry a// input b.cubin type 0\nBBB');
   t.is(str(r.infoLog), 'fakecuda: added a.ptx\nfakecuda: added b.cubin\n');
@@ -26,7 +37,15 @@ test('link: the inputs with their names and types, the options; the cubin, logs 
 test('link: a link the driver refuses resolves with its CUresult and error log, and no image', async (t) => {
   const ctx = await n.openContext(0, 0, false);
   t.teardown(() => ctx.destroy());
-  const r = unpackLink(await ctx.link([{ type: 1, name: 'ok.ptx', data: text('fine') }, { type: 1, name: 'bad.ptx', data: text('x fakecuda:link-error') }], []));
+  const r = unpackLink(
+    await ctx.link(
+      [
+        { type: 1, name: 'ok.ptx', data: text('fine') },
+        { type: 1, name: 'bad.ptx', data: text('x fakecuda:link-error') },
+      ],
+      [],
+    ),
+  );
   t.is(r.status, 218);
   t.is(r.image.length, 0);
   t.is(str(r.errorLog), 'fakecuda: bad.ptx: link error\n');

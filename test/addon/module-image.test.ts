@@ -87,7 +87,11 @@ function fatbin(entries: Entry[]): Uint8Array {
 
 const pad8 = (x: number) => (x + 7) & ~7;
 const PTX = '.version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k() { ret; }\n';
-const goodFatbin = () => fatbin([{ kind: 2, payload: elf() }, { kind: 1, payload: text(`${PTX}\0`) }]);
+const goodFatbin = () =>
+  fatbin([
+    { kind: 2, payload: elf() },
+    { kind: 1, payload: text(`${PTX}\0`) },
+  ]);
 
 /** A copy of b with f applied to its DataView. */
 function edit(b: Uint8Array, f: (v: DataView, b: Uint8Array) => void): Uint8Array {
@@ -105,7 +109,11 @@ async function withContext(f: (ctx: CudaContextNative) => Promise<void>): Promis
   }
 }
 
-const codeOf = (p: Promise<unknown>) => p.then(() => 0, (e: { code: number }) => e.code);
+const codeOf = (p: Promise<unknown>) =>
+  p.then(
+    () => 0,
+    (e: { code: number }) => e.code,
+  );
 
 test('well-formed images pass: ELF64, fat binaries with ELF and PTX entries, PTX text', (t) => {
   t.is(n.MODULE_IMAGE_PADDING, 16);
@@ -113,11 +121,27 @@ test('well-formed images pass: ELF64, fat binaries with ELF and PTX entries, PTX
     ['elf', elf()],
     ['fatbin', goodFatbin()],
     ['fatbin, compressed entry (not looked into)', fatbin([{ kind: 2, payload: new Uint8Array(40).fill(0xee), flags: 0x2000n }])],
-    ['fatbin, compressed ELF-looking entry', fatbin([{ kind: 2, payload: edit(elf(), (v) => v.setBigUint64(0x28, 1n << 40n, true)), flags: 0x8000n }])],
+    [
+      'fatbin, compressed ELF-looking entry',
+      fatbin([{ kind: 2, payload: edit(elf(), (v) => v.setBigUint64(0x28, 1n << 40n, true)), flags: 0x8000n }]),
+    ],
     ['fatbin followed by other bytes', new Uint8Array([...goodFatbin(), 1, 2, 3])],
-    ['ELF with a NOBITS section of any size', edit(elf(), (v) => { v.setUint32(200 + 4, 8, true); v.setBigUint64(200 + 32, 1n << 60n, true); v.setUint32(200, 0, true); })],
-    ['ELF without sections', edit(elf(), (v) => { v.setUint16(0x3c, 0, true); v.setBigUint64(0x28, 0n, true); })],
-    ['ELF, a section name at the name table\'s last byte', edit(elf(), (v) => v.setUint32(200, 10, true))],
+    [
+      'ELF with a NOBITS section of any size',
+      edit(elf(), (v) => {
+        v.setUint32(200 + 4, 8, true);
+        v.setBigUint64(200 + 32, 1n << 60n, true);
+        v.setUint32(200, 0, true);
+      }),
+    ],
+    [
+      'ELF without sections',
+      edit(elf(), (v) => {
+        v.setUint16(0x3c, 0, true);
+        v.setBigUint64(0x28, 0n, true);
+      }),
+    ],
+    ["ELF, a section name at the name table's last byte", edit(elf(), (v) => v.setUint32(200, 10, true))],
     ['PTX', text(PTX)],
     ['PTX with its NUL and bytes after it', text(`${PTX}\0\x01\x02\xff`)],
     ['a comment', text('// a PTX comment')],
@@ -133,8 +157,18 @@ test('images whose structure runs past their length, and binary junk, are refuse
   const bad: [string, Uint8Array][] = [
     ['ELF, truncated header', E.subarray(0, 63)],
     ['ELF, section headers cut off', E.subarray(0, 200)],
-    ['ELF32', edit(E, (_, b) => { b[4] = 1; })],
-    ['big-endian ELF', edit(E, (_, b) => { b[5] = 2; })],
+    [
+      'ELF32',
+      edit(E, (_, b) => {
+        b[4] = 1;
+      }),
+    ],
+    [
+      'big-endian ELF',
+      edit(E, (_, b) => {
+        b[5] = 2;
+      }),
+    ],
     ['ELF, section header table past the end', edit(E, (v) => v.setBigUint64(0x28, 137n, true))],
     ['ELF, section header table at 2^64 - 64', edit(E, (v) => v.setBigUint64(0x28, (1n << 64n) - 64n, true))],
     ['ELF, one section too many', edit(E, (v) => v.setUint16(0x3c, 3, true))],
@@ -142,7 +176,13 @@ test('images whose structure runs past their length, and binary junk, are refuse
     ['ELF, section name table out of range', edit(E, (v) => v.setUint16(0x3e, 2, true))],
     ['ELF, extended section numbering', edit(E, (v) => v.setUint16(0x3c, 0, true))],
     ['ELF, section bytes past the end', edit(E, (v) => v.setBigUint64(200 + 32, 200n, true))],
-    ['ELF, section offset wrapping around', edit(E, (v) => { v.setBigUint64(200 + 24, (1n << 64n) - 8n, true); v.setBigUint64(200 + 32, 16n, true); })],
+    [
+      'ELF, section offset wrapping around',
+      edit(E, (v) => {
+        v.setBigUint64(200 + 24, (1n << 64n) - 8n, true);
+        v.setBigUint64(200 + 32, 16n, true);
+      }),
+    ],
     ['ELF, program headers past the end', edit(E, (v) => v.setBigUint64(0x20, 240n, true))],
     ['ELF, program headers too small', edit(E, (v) => v.setUint16(0x36, 32, true))],
     ['ELF, extended program header numbering', edit(E, (v) => v.setUint16(0x38, 0xffff, true))],
@@ -161,7 +201,12 @@ test('images whose structure runs past their length, and binary junk, are refuse
     ['fatbin, entry header past the end', edit(F, (v) => v.setUint32(16 + 4, 0xffffffff, true))],
     ['fatbin, entry payload past the end', edit(F, (v) => v.setUint32(16 + 8, F.length, true))],
     ['fatbin, entry payload size in the high word', edit(F, (v) => v.setUint32(16 + 12, 1, true))],
-    ['fatbin, a partial entry at the end', edit(new Uint8Array([...fatbin([{ kind: 1, payload: text(PTX) }]), ...new Uint8Array(40)]), (v) => v.setBigUint64(8, v.getBigUint64(8, true) + 40n, true))],
+    [
+      'fatbin, a partial entry at the end',
+      edit(new Uint8Array([...fatbin([{ kind: 1, payload: text(PTX) }]), ...new Uint8Array(40)]), (v) =>
+        v.setBigUint64(8, v.getBigUint64(8, true) + 40n, true),
+      ),
+    ],
     ['fatbin, a bad ELF entry', fatbin([{ kind: 2, payload: edit(E, (v) => v.setBigUint64(0x28, 1n << 40n, true)) }])],
     ['a fat binary wrapper (it holds a pointer)', new Uint8Array([0xb1, 0x43, 0x62, 0x46, 1, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0])],
     ['old-style fat binary magic', new Uint8Array([0x01, 0x5a, 0xe5, 0x1e, 0, 0, 0, 0])],
@@ -179,42 +224,51 @@ test('images whose structure runs past their length, and binary junk, are refuse
   t.regex(n.checkModuleImage(bad.find(([w]) => w.includes('partial entry'))![1]), /fat binary entry 1 truncated/);
 });
 
-test.serial('refused images never reach the driver: moduleLoad rejects with cudaErrorInvalidKernelImage; an empty one with cudaErrorInvalidValue', async (t) => {
-  await withContext(async (ctx) => {
-    const e = await ctx.moduleLoad(edit(elf(), (v) => v.setBigUint64(0x28, 1n << 40n, true))).then(() => undefined, (err: Error & { code: number; call: string }) => err);
-    t.is(e?.code, 200);
-    t.regex(e?.message ?? '', /^qcuda: module image: ELF section headers/);
-    t.is(await codeOf(ctx.moduleLoad(text('\x01\x02\x03\x04'))), 200);
-    t.is(await codeOf(ctx.moduleLoad(new Uint8Array(0))), 1);
-    for (const img of [elf(), goodFatbin(), text(PTX)]) {
-      const m = await ctx.moduleLoad(img);
-      t.is(typeof m.id, 'number');
-      await ctx.moduleUnload(m.id);
-    }
-  });
-});
+test.serial(
+  'refused images never reach the driver: moduleLoad rejects with cudaErrorInvalidKernelImage; an empty one with cudaErrorInvalidValue',
+  async (t) => {
+    await withContext(async (ctx) => {
+      const e = await ctx.moduleLoad(edit(elf(), (v) => v.setBigUint64(0x28, 1n << 40n, true))).then(
+        () => undefined,
+        (err: Error & { code: number; call: string }) => err,
+      );
+      t.is(e?.code, 200);
+      t.regex(e?.message ?? '', /^qcuda: module image: ELF section headers/);
+      t.is(await codeOf(ctx.moduleLoad(text('\x01\x02\x03\x04'))), 200);
+      t.is(await codeOf(ctx.moduleLoad(new Uint8Array(0))), 1);
+      for (const img of [elf(), goodFatbin(), text(PTX)]) {
+        const m = await ctx.moduleLoad(img);
+        t.is(typeof m.id, 'number');
+        await ctx.moduleUnload(m.id);
+      }
+    });
+  },
+);
 
-test.serial('the driver reads an image without a NUL up to its end and no further: at the end of a page, or followed by other bytes', async (t) => {
-  await withContext(async (ctx) => {
-    const page = native.pageSize;
-    const fd = native.memfdCreate('qcuda-ptx-page', page);
-    const m = new native.Mapping(fd, page, 0);
-    try {
-      const v = new Uint8Array(m.window(0, page));
-      v.fill(0x20);
-      v.set(Buffer.from('.version 8.0\n.target sm_80\n'));
-      v[page - 1] = 0x0a;
-      const mod = await ctx.moduleLoad(v);
-      t.is((await ctx.variableGet(mod.id, '__image_strlen')).size, BigInt(page), 'a whole page, no NUL: read to its end');
-    } finally {
-      m.unmap();
-      native.close(fd);
-    }
-    const buf = text('// some PTX, then bytes that are not part of it');
-    const mod = await ctx.moduleLoad(buf.subarray(0, 12));
-    t.is((await ctx.variableGet(mod.id, '__image_strlen')).size, 12n, 'what follows the image in the caller\'s memory is not read');
-  });
-});
+test.serial(
+  'the driver reads an image without a NUL up to its end and no further: at the end of a page, or followed by other bytes',
+  async (t) => {
+    await withContext(async (ctx) => {
+      const page = native.pageSize;
+      const fd = native.memfdCreate('qcuda-ptx-page', page);
+      const m = new native.Mapping(fd, page, 0);
+      try {
+        const v = new Uint8Array(m.window(0, page));
+        v.fill(0x20);
+        v.set(Buffer.from('.version 8.0\n.target sm_80\n'));
+        v[page - 1] = 0x0a;
+        const mod = await ctx.moduleLoad(v);
+        t.is((await ctx.variableGet(mod.id, '__image_strlen')).size, BigInt(page), 'a whole page, no NUL: read to its end');
+      } finally {
+        m.unmap();
+        native.close(fd);
+      }
+      const buf = text('// some PTX, then bytes that are not part of it');
+      const mod = await ctx.moduleLoad(buf.subarray(0, 12));
+      t.is((await ctx.variableGet(mod.id, '__image_strlen')).size, 12n, "what follows the image in the caller's memory is not read");
+    });
+  },
+);
 
 test.serial('moduleLoad measures the device memory the load took; with a limit, a load that took more is undone', async (t) => {
   await withContext(async (ctx) => {
@@ -222,11 +276,14 @@ test.serial('moduleLoad measures the device memory the load took; with a limit, 
     const plain = await ctx.moduleLoad(text(PTX));
     t.is(plain.bytes, 0n);
     const big = await ctx.moduleLoad(text(`${PTX}// fakecuda:global=${64n * MiB}\n`));
-    t.is(big.bytes, 64n * MiB, 'the module\'s 64 MiB of globals');
+    t.is(big.bytes, 64n * MiB, "the module's 64 MiB of globals");
     t.is((await ctx.memGetInfo()).free, before - 64n * MiB);
     const fits = await ctx.moduleLoad(text(`// fakecuda:global=${MiB}`), MiB);
     t.is(fits.bytes, MiB, 'a limit it does not exceed');
-    const e = await ctx.moduleLoad(text(`// fakecuda:global=${8n * MiB}`), 4n * MiB).then(() => undefined, (err: Error & { code: number }) => err);
+    const e = await ctx.moduleLoad(text(`// fakecuda:global=${8n * MiB}`), 4n * MiB).then(
+      () => undefined,
+      (err: Error & { code: number }) => err,
+    );
     t.is(e?.code, 2, 'cudaErrorMemoryAllocation');
     t.regex(e?.message ?? '', /took 8388608 bytes of device memory, more than the 4194304 allowed/);
     t.is((await ctx.memGetInfo()).free, before - 65n * MiB, 'the refused load was undone');
@@ -234,35 +291,41 @@ test.serial('moduleLoad measures the device memory the load took; with a limit, 
     await ctx.moduleUnload(fits.id);
     await ctx.moduleUnload(plain.id);
     t.is((await ctx.memGetInfo()).free, before);
-    t.is(await codeOf(ctx.moduleLoad(text('// fakecuda:global=1099511627776'))), 2, 'the driver\'s own out of memory');
+    t.is(await codeOf(ctx.moduleLoad(text('// fakecuda:global=1099511627776'))), 2, "the driver's own out of memory");
     t.throws(() => ctx.moduleLoad(text(PTX), -1n), { instanceOf: RangeError });
   });
 });
 
-test.serial('random mutations of ELF, fat binary and PTX images: the checks answer each, and what passes loads without a crash', async (t) => {
-  const rnd = prng(11);
-  const seeds = [elf(), goodFatbin(), text(PTX), fatbin([{ kind: 2, payload: elf() }])];
-  const counts = new Map<string, number>();
-  await withContext(async (ctx) => {
-    for (let i = 0; i < 3000; i++) {
-      const img = seeds[i % seeds.length].slice();
-      for (let k = 1 + Math.floor(rnd() * 4); k > 0; k--) {
-        const at = Math.floor(rnd() * img.length);
-        img[at] = rnd() < 0.5 ? img[at] ^ (1 << Math.floor(rnd() * 8)) : Math.floor(rnd() * 256);
+test.serial(
+  'random mutations of ELF, fat binary and PTX images: the checks answer each, and what passes loads without a crash',
+  async (t) => {
+    const rnd = prng(11);
+    const seeds = [elf(), goodFatbin(), text(PTX), fatbin([{ kind: 2, payload: elf() }])];
+    const counts = new Map<string, number>();
+    await withContext(async (ctx) => {
+      for (let i = 0; i < 3000; i++) {
+        const img = seeds[i % seeds.length].slice();
+        for (let k = 1 + Math.floor(rnd() * 4); k > 0; k--) {
+          const at = Math.floor(rnd() * img.length);
+          img[at] = rnd() < 0.5 ? img[at] ^ (1 << Math.floor(rnd() * 8)) : Math.floor(rnd() * 256);
+        }
+        const cut = rnd() < 0.2 ? img.subarray(0, Math.floor(rnd() * img.length)) : img;
+        const why = n.checkModuleImage(cut);
+        const key = `${i % seeds.length}:${why === '' ? 'passed' : 'refused'}`;
+        counts.set(key, (counts.get(key) ?? 0) + 1);
+        if (i % 3 === 0) {
+          const r = await ctx.moduleLoad(cut).then(
+            (m) => ctx.moduleUnload(m.id).then(() => 0),
+            (e: { code: number }) => e.code,
+          );
+          t.true(why === '' ? r === 0 : r === 200 || r === 1, `image ${i}: ${why} -> ${r}`);
+        }
       }
-      const cut = rnd() < 0.2 ? img.subarray(0, Math.floor(rnd() * img.length)) : img;
-      const why = n.checkModuleImage(cut);
-      const key = `${i % seeds.length}:${why === '' ? 'passed' : 'refused'}`;
-      counts.set(key, (counts.get(key) ?? 0) + 1);
-      if (i % 3 === 0) {
-        const r = await ctx.moduleLoad(cut).then((m) => ctx.moduleUnload(m.id).then(() => 0), (e: { code: number }) => e.code);
-        t.true(why === '' ? r === 0 : r === 200 || r === 1, `image ${i}: ${why} -> ${r}`);
-      }
-    }
-  });
-  t.log(JSON.stringify(Object.fromEntries([...counts].sort())));
-  t.pass();
-});
+    });
+    t.log(JSON.stringify(Object.fromEntries([...counts].sort())));
+    t.pass();
+  },
+);
 
 // Where nvcc is installed: what it makes passes (a fat binary with SASS and PTX, compressed or not, a cubin, PTX).
 let nvcc: string | undefined;
@@ -281,14 +344,20 @@ for (const p of [process.env.NVCC, '/usr/local/cuda/bin/nvcc', 'nvcc']) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-nvcc-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const cu = path.join(dir, 'k.cu');
-  fs.writeFileSync(cu, '__device__ int table[1 << 20];\n__constant__ float c[16];\nextern "C" __global__ void k(int *p, int n) { if (n < 1024) p[n] = table[n] + (int)c[n & 15]; }\n');
+  fs.writeFileSync(
+    cu,
+    '__device__ int table[1 << 20];\n__constant__ float c[16];\nextern "C" __global__ void k(int *p, int n) { if (n < 1024) p[n] = table[n] + (int)c[n & 15]; }\n',
+  );
   const out = (name: string, args: string[]) => {
     const o = path.join(dir, name);
     execFileSync(nvcc!, [...args, '-o', o, cu], { stdio: 'pipe' });
     return new Uint8Array(fs.readFileSync(o));
   };
   const images: [string, Uint8Array][] = [
-    ['fatbin', out('k.fatbin', ['-fatbin', '-gencode', 'arch=compute_80,code=sm_80', '-gencode', 'arch=compute_90,code=[sm_90,compute_90]'])],
+    [
+      'fatbin',
+      out('k.fatbin', ['-fatbin', '-gencode', 'arch=compute_80,code=sm_80', '-gencode', 'arch=compute_90,code=[sm_90,compute_90]']),
+    ],
     ['fatbin, compressed', out('kc.fatbin', ['-fatbin', '-Xfatbin=-compress-all', '-gencode', 'arch=compute_80,code=[sm_80,compute_80]'])],
     ['cubin', out('k.cubin', ['-cubin', '-arch=sm_90'])],
     ['ptx', out('k.ptx', ['-ptx', '-arch=sm_90'])],
@@ -299,7 +368,9 @@ for (const p of [process.env.NVCC, '/usr/local/cuda/bin/nvcc', 'nvcc']) {
       t.is(n.checkModuleImage(img), '', what);
       await ctx.moduleUnload((await ctx.moduleLoad(img)).id);
       // Every prefix that leaves the end out is refused, for the structured ones.
-      if (what !== 'ptx') for (const cut of [img.length - 1, img.length >> 1, 64, 16]) t.not(n.checkModuleImage(img.subarray(0, cut)), '', `${what} cut at ${cut}`);
+      if (what !== 'ptx')
+        for (const cut of [img.length - 1, img.length >> 1, 64, 16])
+          t.not(n.checkModuleImage(img.subarray(0, cut)), '', `${what} cut at ${cut}`);
     }
   });
   // A symbol whose name lies past its string table.

@@ -95,7 +95,10 @@ test.serial('a call that must wait returns a promise, settled once it is done an
   for (let i = 0; i < 600; i++) launches.push(ctx.launch(nop, ONE, ONE, 0, 0, NONE));
   const copy = ctx.copyHtoD(dst, host.seg, 0);
   t.true(copy instanceof Promise, 'queued behind the context thread: a promise');
-  await Promise.all([(launches[600] as Promise<void>).then(() => order.push('launches')), (copy as Promise<void>).then(() => order.push('copy'))]);
+  await Promise.all([
+    (launches[600] as Promise<void>).then(() => order.push('launches')),
+    (copy as Promise<void>).then(() => order.push('copy')),
+  ]);
   t.deepEqual(order, ['launches', 'copy']);
   n.setInlineCalls(true);
   await ctx.synchronize(); // the launches are known done: room under INLINE_LAUNCH_BOUND again

@@ -76,9 +76,12 @@ test('the capture takes device output from fds 1 and 2, passes other stderr line
   t.true(r.running);
   t.is(r.again, 'the device output capture is already running');
   t.is(r.drainedOut, 'printf one\nprintf two, no newline', 'all of fd 1, at once');
-  t.is(r.drainedErr, ASSERT + ASSERT_LINES, 'the asserts of fd 2, each with its message\'s lines');
-  t.deepEqual(r.otherLines, ['log: first\n', 'log: partial line\n', 'log: second\n', 'log: console.error\n', 16384, 16384, 40001 - 32768],
-    'every other line of fd 2, a piece each (a long one in pieces of 16 KiB)');
+  t.is(r.drainedErr, ASSERT + ASSERT_LINES, "the asserts of fd 2, each with its message's lines");
+  t.deepEqual(
+    r.otherLines,
+    ['log: first\n', 'log: partial line\n', 'log: second\n', 'log: console.error\n', 16384, 16384, 40001 - 32768],
+    'every other line of fd 2, a piece each (a long one in pieces of 16 KiB)',
+  );
   t.is(r.fromLoop, 'from the loop\n', 'delivered from the event loop without a drain');
   t.is(r.boundedOut, 4 * MIB);
   t.is(r.boundedErr, `[qcuda: ${MIB} bytes of device output dropped]\n`);
@@ -87,7 +90,11 @@ test('the capture takes device output from fds 1 and 2, passes other stderr line
   t.deepEqual(r.stats, { running: false, queued: 0, dropped: 0 });
   t.true(r.fdsBack, 'fds 1 and 2 are what they were');
   t.is(c.stdout, `${JSON.stringify(r)}\n`, 'nothing captured reached the real stdout');
-  t.is(c.stderr, 'own: to the real stderr\nafter stop\n', 'only what the process wrote past the capture, and after it, reached the real stderr');
+  t.is(
+    c.stderr,
+    'own: to the real stderr\nafter stop\n',
+    'only what the process wrote past the capture, and after it, reached the real stderr',
+  );
 });
 
 test('when the process ends with the capture running, its last stderr lines still reach the real stderr, marked, escaped and at most 32', (t) => {
@@ -99,10 +106,18 @@ test('when the process ends with the capture running, its last stderr lines stil
     const c = spawnSync(process.execPath, ['-e', code], { env: { ...process.env, ADDON }, encoding: 'latin1', timeout: 60_000 });
     t.not(c.status, 0, end);
     t.regex(c.stderr, /^qcuda: stderr at exit: last words \\x1b\[2J\n/, end);
-    t.false(c.stderr.includes('forged'), 'an assert\'s lines are device output: dropped');
-    t.true(c.stderr.split('\n').every((l) => l === '' || l.startsWith('qcuda: stderr at exit: ')), 'every line marked');
-    if (end.startsWith('throw')) t.regex(c.stderr, /qcuda: stderr at exit: Error: boom-marker/, 'the uncaught exception\'s report');
-    else t.regex(c.stderr, /(qcuda: stderr at exit: flood\n){31}qcuda: stderr at exit: 9 more lines dropped\n$/, 'last words, 31 of 40 more, and a count of the rest');
+    t.false(c.stderr.includes('forged'), "an assert's lines are device output: dropped");
+    t.true(
+      c.stderr.split('\n').every((l) => l === '' || l.startsWith('qcuda: stderr at exit: ')),
+      'every line marked',
+    );
+    if (end.startsWith('throw')) t.regex(c.stderr, /qcuda: stderr at exit: Error: boom-marker/, "the uncaught exception's report");
+    else
+      t.regex(
+        c.stderr,
+        /(qcuda: stderr at exit: flood\n){31}qcuda: stderr at exit: 9 more lines dropped\n$/,
+        'last words, 31 of 40 more, and a count of the rest',
+      );
     t.is(c.stdout, '', 'device output never reaches the real stdout');
   }
 });

@@ -9,13 +9,13 @@ import { promised } from '../helpers';
 
 const n = fakeCuda();
 
-test('streamPriorityRange is the context\'s: least 0, greatest -5', async (t) => {
+test("streamPriorityRange is the context's: least 0, greatest -5", async (t) => {
   const ctx = await n.openContext(0, 0, false);
   t.teardown(() => ctx.destroy());
   t.deepEqual(await ctx.streamPriorityRange(), { least: 0, greatest: -5 });
 });
 
-test('streamGetPriority: a stream\'s own priority (clamped by the driver), 0 for the NULL stream, a stale id refused', async (t) => {
+test("streamGetPriority: a stream's own priority (clamped by the driver), 0 for the NULL stream, a stale id refused", async (t) => {
   const ctx = await n.openContext(0, 0, false);
   t.teardown(() => ctx.destroy());
   const high = await ctx.streamCreate(0, -3);

@@ -45,17 +45,30 @@ test.serial('many blocking waits at once never make more waiter threads than the
     for (let i = 0; i < 300; i++) {
       const x = i % 2 ? ctx : a.ctx;
       switch (i % 5) {
-        case 0: waits.push(x.synchronize()); break;
-        case 1: waits.push(ctx.streamSynchronize(streams[i % 3])); break;
-        case 2: waits.push(ctx.eventSynchronize(events[i % 3])); break;
-        case 3: waits.push(x.streamSynchronize(0)); break;
-        default: waits.push(a.ctx.synchronize());
+        case 0:
+          waits.push(x.synchronize());
+          break;
+        case 1:
+          waits.push(ctx.streamSynchronize(streams[i % 3]));
+          break;
+        case 2:
+          waits.push(ctx.eventSynchronize(events[i % 3]));
+          break;
+        case 3:
+          waits.push(x.streamSynchronize(0));
+          break;
+        default:
+          waits.push(a.ctx.synchronize());
       }
     }
     const settled = await Promise.allSettled(waits);
     clearInterval(poll);
     const took = Date.now() - t0;
-    t.deepEqual(settled.filter((r) => r.status !== 'fulfilled'), [], 'every wait resolved');
+    t.deepEqual(
+      settled.filter((r) => r.status !== 'fulfilled'),
+      [],
+      'every wait resolved',
+    );
     t.true(took >= HOLD_MS - 50, `the waits waited for the kernel (${took} ms)`);
     const s = n.stats();
     t.log(`300 waits: at most ${most} threads seen, peak ${s.waiterPeak}, up to ${queued} waits queued, ${took} ms`);
@@ -84,7 +97,9 @@ test.serial('lowering the limit ends idle threads above it; waits still complete
     t.is(n.stats().waiterThreads, 2, 'idle threads above the new limit ended');
     await ctx.launch(hold.id, ONE, ONE, 0, 0, i32(100));
     let most = 0;
-    const poll = setInterval(() => { most = Math.max(most, n.stats().waiterThreads); }, 2);
+    const poll = setInterval(() => {
+      most = Math.max(most, n.stats().waiterThreads);
+    }, 2);
     await Promise.all(Array.from({ length: 20 }, () => ctx.synchronize()));
     clearInterval(poll);
     t.true(most <= 2, `at most ${most} threads`);
@@ -156,29 +171,32 @@ try {
   prlimit = false;
 }
 
-(prlimit ? test : test.skip)('where no thread can be created: waits go on with the threads there are, and fail with cudaErrorOperatingSystem where there are none', (t) => {
-  const warm = child(true);
-  t.is(warm.status, 0, warm.stderr);
-  const r = JSON.parse(warm.stdout);
-  t.log('with 2 threads:', r);
-  t.is(r.before, 2);
-  t.deepEqual(r.waits, ['ok'], 'all 40 waits completed on the 2 threads there were');
-  t.is(r.threads, 2);
-  t.true(r.failures, 'thread creation did fail');
-  t.regex(r.openContext, /^304 qcuda: no thread could be created for the context/);
-  t.is(r.probeAsync, 'ok', 'a wait without a context runs on the threads there are too');
-  t.is(r.pending, 0);
+(prlimit ? test : test.skip)(
+  'where no thread can be created: waits go on with the threads there are, and fail with cudaErrorOperatingSystem where there are none',
+  (t) => {
+    const warm = child(true);
+    t.is(warm.status, 0, warm.stderr);
+    const r = JSON.parse(warm.stdout);
+    t.log('with 2 threads:', r);
+    t.is(r.before, 2);
+    t.deepEqual(r.waits, ['ok'], 'all 40 waits completed on the 2 threads there were');
+    t.is(r.threads, 2);
+    t.true(r.failures, 'thread creation did fail');
+    t.regex(r.openContext, /^304 qcuda: no thread could be created for the context/);
+    t.is(r.probeAsync, 'ok', 'a wait without a context runs on the threads there are too');
+    t.is(r.pending, 0);
 
-  const cold = child(false);
-  t.is(cold.status, 0, cold.stderr);
-  const c = JSON.parse(cold.stdout);
-  t.log('with no thread:', c);
-  t.is(c.waits.length, 1);
-  t.regex(c.waits[0], /^304 qcuda: no thread could be created to wait for the GPU/);
-  t.regex(c.probeAsync, /^304 /);
-  t.is(c.threads, 0);
-  t.is(c.pending, 0);
-});
+    const cold = child(false);
+    t.is(cold.status, 0, cold.stderr);
+    const c = JSON.parse(cold.stdout);
+    t.log('with no thread:', c);
+    t.is(c.waits.length, 1);
+    t.regex(c.waits[0], /^304 qcuda: no thread could be created to wait for the GPU/);
+    t.regex(c.probeAsync, /^304 /);
+    t.is(c.threads, 0);
+    t.is(c.pending, 0);
+  },
+);
 
 // A session's worker polls a short wait on its own thread (setInlineWait):
 // a wait whose work is done ends there, with no waiter thread; one still
@@ -222,39 +240,42 @@ test.serial('with an inline wait, a wait that is over ends on the JS thread; a l
 // of its streams, queried right after the call: a later call may destroy one
 // of them, so such a wait is never parked for the poll loop's later turns
 // (where a stream wait, which waits on an event of its own, is).
-test.serial('a synchronize still running after its inline poll goes to the pool, not to the poll loop; a stream destroyed meanwhile changes nothing', async (t) => {
-  const { ctx, hold } = await holdingContext();
-  try {
-    n.setInlineWait(50);
-    n.pollWaits(false); // a poll loop's first turn: waits begun on this thread are kept for its turns from now on
-    const s = await ctx.streamCreate(0, 0);
-    // 500 ms: long enough that both waits begin while it runs on a loaded machine (150 ms was not, once, with every suite at once).
-    await ctx.launch(hold.id, ONE, ONE, 0, s, i32(500));
-    // The waits go inline only while the context thread is idle, which it
-    // counts itself only after handing the launch's result back.
-    while (ctx.busy !== 0) await new Promise((r) => setImmediate(r));
-    const before = n.stats();
-    const sync = ctx.synchronize();
-    const streamWait = ctx.streamSynchronize(s);
-    t.is(n.stats().pending - before.pending, 2, 'both waits are in flight');
-    t.is(n.pendingJobs(), before.pending + 2);
-    await ctx.streamDestroy(s);
-    let settled = 0;
-    const t0 = Date.now();
-    while (Date.now() - t0 < 2000 && settled === 0) {
-      settled += n.pollWaits(false);
-      await new Promise((r) => setTimeout(r, 5));
+test.serial(
+  'a synchronize still running after its inline poll goes to the pool, not to the poll loop; a stream destroyed meanwhile changes nothing',
+  async (t) => {
+    const { ctx, hold } = await holdingContext();
+    try {
+      n.setInlineWait(50);
+      n.pollWaits(false); // a poll loop's first turn: waits begun on this thread are kept for its turns from now on
+      const s = await ctx.streamCreate(0, 0);
+      // 500 ms: long enough that both waits begin while it runs on a loaded machine (150 ms was not, once, with every suite at once).
+      await ctx.launch(hold.id, ONE, ONE, 0, s, i32(500));
+      // The waits go inline only while the context thread is idle, which it
+      // counts itself only after handing the launch's result back.
+      while (ctx.busy !== 0) await new Promise((r) => setImmediate(r));
+      const before = n.stats();
+      const sync = ctx.synchronize();
+      const streamWait = ctx.streamSynchronize(s);
+      t.is(n.stats().pending - before.pending, 2, 'both waits are in flight');
+      t.is(n.pendingJobs(), before.pending + 2);
+      await ctx.streamDestroy(s);
+      let settled = 0;
+      const t0 = Date.now();
+      while (Date.now() - t0 < 2000 && settled === 0) {
+        settled += n.pollWaits(false);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      await sync;
+      await streamWait;
+      const after = n.stats();
+      t.is(after.inlineWaitsHandedOn - before.inlineWaitsHandedOn, 2, 'both outlasted their inline poll');
+      t.is(settled, 1, 'the poll loop settled the stream wait, and only it: the synchronize went to a waiter thread');
+      t.is(after.parkedWaitsDone - before.parkedWaitsDone, 1);
+      t.is(n.pendingJobs(), 0);
+    } finally {
+      n.pollWaits(true);
+      n.setInlineWait(0);
+      await ctx.destroy();
     }
-    await sync;
-    await streamWait;
-    const after = n.stats();
-    t.is(after.inlineWaitsHandedOn - before.inlineWaitsHandedOn, 2, 'both outlasted their inline poll');
-    t.is(settled, 1, 'the poll loop settled the stream wait, and only it: the synchronize went to a waiter thread');
-    t.is(after.parkedWaitsDone - before.parkedWaitsDone, 1);
-    t.is(n.pendingJobs(), 0);
-  } finally {
-    n.pollWaits(true);
-    n.setInlineWait(0);
-    await ctx.destroy();
-  }
-});
+  },
+);

@@ -38,17 +38,23 @@ async function drive(fe: Frontend, slots: Slot[], type: number, size: number, ne
   const until = process.hrtime.bigint() + BigInt(SECONDS * 1e9);
   let done = 0;
   const t0 = process.hrtime.bigint();
-  await Promise.all(slots.map(async (s, k) => {
-    while (process.hrtime.bigint() < until) {
-      const h = new DataView(fe.mem.bytes(s.hdr, 16).buffer, fe.mem.bytes(s.hdr, 16).byteOffset, 16);
-      h.setUint32(0, type, true);
-      h.setBigUint64(8, next() / 512n, true);
-      const bufs: GuestBuf[] = [{ gpa: s.hdr, len: 16 }, { gpa: s.data, len: size, write: type === BlkT.IN }, { gpa: s.status, len: 1, write: true }];
-      await fe.submit(k % QUEUES, bufs);
-      if (fe.mem.bytes(s.status, 1)[0] !== 0) throw new Error(`request failed with status ${fe.mem.bytes(s.status, 1)[0]}`);
-      done++;
-    }
-  }));
+  await Promise.all(
+    slots.map(async (s, k) => {
+      while (process.hrtime.bigint() < until) {
+        const h = new DataView(fe.mem.bytes(s.hdr, 16).buffer, fe.mem.bytes(s.hdr, 16).byteOffset, 16);
+        h.setUint32(0, type, true);
+        h.setBigUint64(8, next() / 512n, true);
+        const bufs: GuestBuf[] = [
+          { gpa: s.hdr, len: 16 },
+          { gpa: s.data, len: size, write: type === BlkT.IN },
+          { gpa: s.status, len: 1, write: true },
+        ];
+        await fe.submit(k % QUEUES, bufs);
+        if (fe.mem.bytes(s.status, 1)[0] !== 0) throw new Error(`request failed with status ${fe.mem.bytes(s.status, 1)[0]}`);
+        done++;
+      }
+    }),
+  );
   const secs = Number(process.hrtime.bigint() - t0) / 1e9;
   return { bps: (done * size) / secs, iops: done / secs };
 }
@@ -70,14 +76,30 @@ async function direct(store: ProviderStore, seg: (len: number) => GuestSeg[], wr
 async function main(): Promise<void> {
   const size = BigInt(MIB) << 20n;
   const [mine, theirs] = native.socketPair();
-  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=blk', `--queues=${QUEUES}`, `--size=${size}`, `--store=${STORE}`, ...(POLL_US ? [`--poll-us=${POLL_US}`] : []), ...BACKEND_ARGS],
-    { stdio: ['ignore', 'inherit', 'inherit', theirs] });
+  const child = spawn(
+    process.execPath,
+    [
+      path.join(dist, 'backend/src/cli/backend.js'),
+      '--fd=3',
+      '--device=blk',
+      `--queues=${QUEUES}`,
+      `--size=${size}`,
+      `--store=${STORE}`,
+      ...(POLL_US ? [`--poll-us=${POLL_US}`] : []),
+      ...BACKEND_ARGS,
+    ],
+    { stdio: ['ignore', 'inherit', 'inherit', theirs] },
+  );
   native.close(theirs);
   const mem = new GuestMemory([{ gpa: 0n, size: 64 << 20 }]);
   const fe = Frontend.fromFd(mine, mem);
   await fe.negotiate();
   await fe.start({ size: 256 });
-  const slots: Slot[] = Array.from({ length: DEPTH }, () => ({ hdr: mem.alloc(16, 16), data: mem.alloc(1 << 20, 4096), status: mem.alloc(1, 1) }));
+  const slots: Slot[] = Array.from({ length: DEPTH }, () => ({
+    hdr: mem.alloc(16, 16),
+    data: mem.alloc(1 << 20, 4096),
+    status: mem.alloc(1, 1),
+  }));
   let seq = 0n;
   const sequential = () => {
     const o = seq;
@@ -119,11 +141,24 @@ async function main(): Promise<void> {
     { what: '4 KiB random read', value: rr.iops, unit: 'IOPS' },
     { what: '4 KiB random write', value: rw.iops, unit: 'IOPS' },
   ];
-  report(`GPU disk through the vhost-user harness (store ${STORE}, ${MIB} MiB, ${DEPTH} requests in flight on ${QUEUES} queues) vs the store called directly (${note})`, rows,
-    { store: STORE, mib: MIB, depth: DEPTH, queues: QUEUES, pollUs: POLL_US || 'default', ratio: 'harness figure relative to the direct one' });
+  report(
+    `GPU disk through the vhost-user harness (store ${STORE}, ${MIB} MiB, ${DEPTH} requests in flight on ${QUEUES} queues) vs the store called directly (${note})`,
+    rows,
+    {
+      store: STORE,
+      mib: MIB,
+      depth: DEPTH,
+      queues: QUEUES,
+      pollUs: POLL_US || 'default',
+      ratio: 'harness figure relative to the direct one',
+    },
+  );
 }
 
-main().then(() => process.exit(0), (e) => {
-  console.error(e);
-  process.exit(1);
-});
+main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e);
+    process.exit(1);
+  },
+);

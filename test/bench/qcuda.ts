@@ -75,7 +75,10 @@ async function lat(what: string, n: number, once: () => unknown): Promise<number
     await once();
     xs.push(Number(process.hrtime.bigint() - t0) / 1000);
   }
-  return percentile(xs.sort((a, b) => a - b), 50);
+  return percentile(
+    xs.sort((a, b) => a - b),
+    50,
+  );
 }
 
 async function gbps(what: string, bytes: number, once: () => unknown, reps = 5): Promise<number> {
@@ -96,7 +99,11 @@ function fixtureFatbin(): Uint8Array | undefined {
   for (const f of known) if (f && fs.existsSync(f)) return new Uint8Array(fs.readFileSync(f));
   const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-bench-')), 'kernels.fatbin');
   try {
-    execFileSync('nvcc', ['-fatbin', '-gencode', 'arch=compute_90,code=sm_90', '-o', out, path.join(dist, '..', 'test/qcuda/fixtures/kernels.cu')], { stdio: 'pipe' });
+    execFileSync(
+      'nvcc',
+      ['-fatbin', '-gencode', 'arch=compute_90,code=sm_90', '-o', out, path.join(dist, '..', 'test/qcuda/fixtures/kernels.cu')],
+      { stdio: 'pipe' },
+    );
     return new Uint8Array(fs.readFileSync(out));
   } catch {
     return undefined;
@@ -110,7 +117,8 @@ async function postedLaunchRate(c: QcudaClient, mem: GuestMemory, func: bigint, 
   const { bytes, count: per, entryBytes: size } = fullBatch(Cmd.LAUNCH, one);
   const gpa = mem.alloc(bytes.length, 4096);
   mem.bytes(gpa, bytes.length).set(bytes);
-  const batch = (count: number) => c.call(Cmd.BATCH, { args: ['qcuda_args_batch', { count, bytes: BigInt(count * size) }], to: [{ gpa, len: count * size }] });
+  const batch = (count: number) =>
+    c.call(Cmd.BATCH, { args: ['qcuda_args_batch', { count, bytes: BigInt(count * size) }], to: [{ gpa, len: count * size }] });
   const run = async () => {
     const t0 = process.hrtime.bigint();
     for (let left = n; left > 0; left -= per) mustOk('batch')((await batch(Math.min(per, left))).status);
@@ -124,7 +132,14 @@ async function postedLaunchRate(c: QcudaClient, mem: GuestMemory, func: bigint, 
 /** The same null launches from the addon in one cuLaunchKernel loop: the driver's rate. */
 async function directLaunchRate(ctx: ProviderContext, f: unknown, n: number): Promise<number> {
   progress('direct launch rate');
-  const list: LaunchDesc[] = Array.from({ length: n }, () => ({ f, grid: [1, 1, 1], block: [1, 1, 1], sharedMem: 0, stream: undefined, params: new Uint8Array(0) }));
+  const list: LaunchDesc[] = Array.from({ length: n }, () => ({
+    f,
+    grid: [1, 1, 1],
+    block: [1, 1, 1],
+    sharedMem: 0,
+    stream: undefined,
+    params: new Uint8Array(0),
+  }));
   const run = async () => {
     const t0 = process.hrtime.bigint();
     await ctx.launchMany(list);
@@ -165,14 +180,16 @@ async function cpuPerCall(pid: number, n: number, once: () => Promise<unknown>):
 /** Cores the backend and its workers use with four sessions open, each with a context (isolation process), and no calls (polling must have stopped). */
 async function idleCores(pid: number, fe: Frontend): Promise<number> {
   progress('backend CPU, 4 sessions idle');
-  const others = await Promise.all([2, 3, 0].map(async (q) => {
-    // With owned queues: two more owners, and one session on the shared queue 0.
-    const c = new QcudaClient(fe, OWN_QUEUES ? 1 : undefined, 4);
-    await (OWN_QUEUES && q !== 0 ? c.openOwn(q) : c.open());
-    // With --isolation=none a VM has one CUDA process: the others stay sessions without a context.
-    if (ISOLATION !== 'none') mustOk('malloc')((await c.malloc(1 << 20)).status);
-    return c;
-  }));
+  const others = await Promise.all(
+    [2, 3, 0].map(async (q) => {
+      // With owned queues: two more owners, and one session on the shared queue 0.
+      const c = new QcudaClient(fe, OWN_QUEUES ? 1 : undefined, 4);
+      await (OWN_QUEUES && q !== 0 ? c.openOwn(q) : c.open());
+      // With --isolation=none a VM has one CUDA process: the others stay sessions without a context.
+      if (ISOLATION !== 'none') mustOk('malloc')((await c.malloc(1 << 20)).status);
+      return c;
+    }),
+  );
   await new Promise((r) => setTimeout(r, 500));
   const cpu0 = treeCpuNs(pid);
   const t0 = process.hrtime.bigint();
@@ -204,7 +221,10 @@ async function loadFunction(c: QcudaClient, mem: GuestMemory, image: Uint8Array,
   const gpa = mem.alloc(image.length, 4096);
   mem.bytes(gpa, image.length).set(image);
   const size = BigInt(image.length);
-  mustOk('module upload')((await c.call(Cmd.MODULE_UPLOAD, { args: ['qcuda_args_module_upload', { upload_id: 1n, size }], to: [{ gpa, len: image.length }] })).status);
+  mustOk('module upload')(
+    (await c.call(Cmd.MODULE_UPLOAD, { args: ['qcuda_args_module_upload', { upload_id: 1n, size }], to: [{ gpa, len: image.length }] }))
+      .status,
+  );
   const m = await c.call(Cmd.MODULE_LOAD, { args: ['qcuda_args_module_load', { upload_id: 1n }] });
   mustOk('module load')(m.status);
   const nameBytes = new Uint8Array(256);
@@ -223,10 +243,28 @@ function mustOk(what: string) {
 async function main(): Promise<void> {
   // Backend path: harness -> backend process -> provider.
   const [mine, theirs] = native.socketPair();
-  const child = spawn(process.execPath, [path.join(dist, 'backend/src/cli/backend.js'), '--fd=3', '--device=qcuda', '--queues=4', `--provider=${PROVIDER}`, `--isolation=${ISOLATION}`, ...(INLINE_WAIT ? [`--inline-wait=${INLINE_WAIT}`] : []), ...(POLL_US ? [`--poll-us=${POLL_US}`] : []), ...(INLINE_CALLS ? [`--inline-calls=${INLINE_CALLS}`] : []), ...(RING_SERVER ? [`--ring-server=${RING_SERVER}`] : []), `--own-queues=${OWN_QUEUES ? 'yes' : 'no'}`],
-    { stdio: ['ignore', 'inherit', 'inherit', theirs] });
+  const child = spawn(
+    process.execPath,
+    [
+      path.join(dist, 'backend/src/cli/backend.js'),
+      '--fd=3',
+      '--device=qcuda',
+      '--queues=4',
+      `--provider=${PROVIDER}`,
+      `--isolation=${ISOLATION}`,
+      ...(INLINE_WAIT ? [`--inline-wait=${INLINE_WAIT}`] : []),
+      ...(POLL_US ? [`--poll-us=${POLL_US}`] : []),
+      ...(INLINE_CALLS ? [`--inline-calls=${INLINE_CALLS}`] : []),
+      ...(RING_SERVER ? [`--ring-server=${RING_SERVER}`] : []),
+      `--own-queues=${OWN_QUEUES ? 'yes' : 'no'}`,
+    ],
+    { stdio: ['ignore', 'inherit', 'inherit', theirs] },
+  );
   native.close(theirs);
-  const mem = new GuestMemory([{ gpa: 0n, size: 64 << 20 }, { gpa: 1n << 32n, size: 2 * BIG + (64 << 20) }]);
+  const mem = new GuestMemory([
+    { gpa: 0n, size: 64 << 20 },
+    { gpa: 1n << 32n, size: 2 * BIG + (64 << 20) },
+  ]);
   const fe = Frontend.fromFd(mine, mem);
   await fe.negotiate();
   // The guest driver polls for its answer in a loop (qcuda_chunk_poll): the harness spins as it does.
@@ -253,32 +291,68 @@ async function main(): Promise<void> {
   const cLoop = (what: string, n: number, calls: Parameters<QcudaClient['loop']>[0]) => {
     progress(what);
     c.loop(calls, 200);
-    return percentile([...c.loop(calls, n)].map((ns) => ns / 1000).sort((a, b) => a - b), 50);
+    return percentile(
+      [...c.loop(calls, n)].map((ns) => ns / 1000).sort((a, b) => a - b),
+      50,
+    );
   };
   const inC = {
     sync: cLoop('backend sync, guest side in C', 3000, [[Cmd.DEVICE_SYNC]]),
-    h2d4: cLoop('backend h2d4, guest side in C', 3000, [[Cmd.MEMCPY_HTOD, {
-      args: ['qcuda_args_memcpy', { dst: dev, src: 0n, size: 4n, stream: 0n, async: 0 }], to: [{ gpa: small, len: 4 }], dataLen: 4n,
-    }]]),
+    h2d4: cLoop('backend h2d4, guest side in C', 3000, [
+      [
+        Cmd.MEMCPY_HTOD,
+        {
+          args: ['qcuda_args_memcpy', { dst: dev, src: 0n, size: 4n, stream: 0n, async: 0 }],
+          to: [{ gpa: small, len: 4 }],
+          dataLen: 4n,
+        },
+      ],
+    ]),
   };
   const image = PROVIDER !== 'host' ? fixtureFatbin() : undefined;
-  const hello = await c.call(Cmd.HELLO, { args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }], out: 'qcuda_out_hello' });
+  const hello = await c.call(Cmd.HELLO, {
+    args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }],
+    out: 'qcuda_out_hello',
+  });
   const gpu = hello.status === 0 && ((hello.out!.capabilities as bigint) & 1n) === 1n;
   const nop = gpu && image ? await loadFunction(c, mem, image, 'nop') : undefined;
   const launches = nop !== undefined ? await postedLaunchRate(c, mem, nop, LAUNCHES) : undefined;
-  const launchArgs = nop !== undefined ? encode('qcuda_args_launch', { func: nop, stream: 0n, grid: gridOf(1), block: gridOf(1), shared_mem: 0, param_bytes: 0 }) : undefined;
-  const launchSync = launchArgs !== undefined ? await lat('backend launch+sync', 2000, async () => {
-    mustOk('launch')((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs })).status);
-    mustOk('sync')((await c.call(Cmd.DEVICE_SYNC)).status);
-  }) : undefined;
-  const launchSyncInC = launchArgs !== undefined ? cLoop('backend launch+sync, guest side in C', 2000, [[Cmd.LAUNCH, { rawArgs: launchArgs }], [Cmd.DEVICE_SYNC]]) : undefined;
+  const launchArgs =
+    nop !== undefined
+      ? encode('qcuda_args_launch', { func: nop, stream: 0n, grid: gridOf(1), block: gridOf(1), shared_mem: 0, param_bytes: 0 })
+      : undefined;
+  const launchSync =
+    launchArgs !== undefined
+      ? await lat('backend launch+sync', 2000, async () => {
+          mustOk('launch')((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs })).status);
+          mustOk('sync')((await c.call(Cmd.DEVICE_SYNC)).status);
+        })
+      : undefined;
+  const launchSyncInC =
+    launchArgs !== undefined
+      ? cLoop('backend launch+sync, guest side in C', 2000, [[Cmd.LAUNCH, { rawArgs: launchArgs }], [Cmd.DEVICE_SYNC]])
+      : undefined;
   // As the guest library sends a launch and a synchronize: the launch posted, and the synchronize
   // that flushes it at the end of its batch (QCUDA_BATCH_ENDS_SYNC): one request.
-  const postedLaunch = launchArgs !== undefined ? batchOf(mem, [[Cmd.LAUNCH, launchArgs], [Cmd.DEVICE_SYNC, new Uint8Array(0)]], QCUDA_BATCH_ENDS_SYNC) : undefined;
-  const postedLaunchSync = postedLaunch !== undefined ? await lat('backend posted launch+sync', 2000, async () => {
-    mustOk('batch ending in a synchronize')((await c.call(Cmd.BATCH, postedLaunch)).status);
-  }) : undefined;
-  const postedLaunchSyncInC = postedLaunch !== undefined ? cLoop('backend posted launch+sync, guest side in C', 2000, [[Cmd.BATCH, postedLaunch]]) : undefined;
+  const postedLaunch =
+    launchArgs !== undefined
+      ? batchOf(
+          mem,
+          [
+            [Cmd.LAUNCH, launchArgs],
+            [Cmd.DEVICE_SYNC, new Uint8Array(0)],
+          ],
+          QCUDA_BATCH_ENDS_SYNC,
+        )
+      : undefined;
+  const postedLaunchSync =
+    postedLaunch !== undefined
+      ? await lat('backend posted launch+sync', 2000, async () => {
+          mustOk('batch ending in a synchronize')((await c.call(Cmd.BATCH, postedLaunch)).status);
+        })
+      : undefined;
+  const postedLaunchSyncInC =
+    postedLaunch !== undefined ? cLoop('backend posted launch+sync, guest side in C', 2000, [[Cmd.BATCH, postedLaunch]]) : undefined;
   // cudaEventRecord then cudaEventQuery until done, as the guest library sends them (the record is posted, the query flushes it).
   const ev = await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 2 }] }); // cudaEventDisableTiming
   mustOk('event create')(ev.status);
@@ -292,7 +366,10 @@ async function main(): Promise<void> {
     }
   });
   // The same record with cudaEventSynchronize, a step that always succeeds (a query may say not ready), from C.
-  const eventRsInC = cLoop('backend event record+synchronize, guest side in C', 3000, [[Cmd.BATCH, postedRecord], [Cmd.EVENT_SYNC, { args: ['qcuda_args_handle', { handle: ev.value }] }]]);
+  const eventRsInC = cLoop('backend event record+synchronize, guest side in C', 3000, [
+    [Cmd.BATCH, postedRecord],
+    [Cmd.EVENT_SYNC, { args: ['qcuda_args_handle', { handle: ev.value }] }],
+  ]);
   const idle = await idleCores(pid, fe);
   fe.close();
   await new Promise((r) => child.once('exit', r));
@@ -301,8 +378,12 @@ async function main(): Promise<void> {
   // transport; its waits and calls inline on this thread as a worker's are
   // (inlineHere, with the backend's --inline-wait and --inline-calls), so
   // the ratio is the transport's alone.
-  const { provider, note } = await createProvider(PROVIDER, 0, { guestView: () => [] },
-    { inlineHere: true, inlineWaitUs: INLINE_WAIT ? Number(INLINE_WAIT) : undefined, inlineCalls: INLINE_CALLS !== 'no' });
+  const { provider, note } = await createProvider(
+    PROVIDER,
+    0,
+    { guestView: () => [] },
+    { inlineHere: true, inlineWaitUs: INLINE_WAIT ? Number(INLINE_WAIT) : undefined, inlineCalls: INLINE_CALLS !== 'no' },
+  );
   const direct = new GuestMemory([{ gpa: 0n, size: 2 * BIG + (64 << 20) }]);
   const region = new native.Mapping(direct.fd.value, 2 * BIG + (64 << 20), 0);
   await provider.registerGuestMemory(region.address, BigInt(region.length));
@@ -345,31 +426,78 @@ async function main(): Promise<void> {
   direct.close();
   await provider.close();
 
-  const r = (what: string, v: number, b: number, unit: string, higherIsBetter: boolean): Row =>
-    ({ what, value: v, unit, baseline: b, ratio: higherIsBetter ? v / b : b / v });
-  report(`qcuda backend path (isolation ${ISOLATION}${INLINE_WAIT ? `, inline wait ${INLINE_WAIT} us` : ''}, transfers in ${CHUNK >> 20} MiB requests) vs the provider called directly (${note})`, [
-    r('cudaDeviceSynchronize round trip', be.sync, base.sync, 'us', false),
-    r('4 B H2D copy', be.h2d4, base.h2d4, 'us', false),
-    r('4 B D2H copy', be.d2h4, base.d2h4, 'us', false),
-    r('cudaDeviceSynchronize round trip, guest side in C', inC.sync, base.sync, 'us', false),
-    r('4 B H2D copy, guest side in C', inC.h2d4, base.h2d4, 'us', false),
-    r('64 KiB H2D copy', be.h2d64k, base.h2d64k, 'us', false),
-    r('event record + query', eventRq, directEventRq, 'us', false),
-    r('event record + synchronize, guest side in C', eventRsInC, directEventRs, 'us', false),
-    r(`${BIG >> 20} MiB H2D`, be.h2d, base.h2d, 'GB/s', true),
-    r(`${BIG >> 20} MiB D2H`, be.d2h, base.d2h, 'GB/s', true),
-    ...(launchSync !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize', launchSync, directLaunchSync, 'us', false)] : []),
-    ...(launchSyncInC !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize, guest side in C', launchSyncInC, directLaunchSync, 'us', false)] : []),
-    ...(postedLaunchSync !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize as the guest library sends them (one batch)', postedLaunchSync, directLaunchSync, 'us', false)] : []),
-    ...(postedLaunchSyncInC !== undefined && directLaunchSync !== undefined ? [r('null-kernel launch + synchronize as the guest library sends them, guest side in C', postedLaunchSyncInC, directLaunchSync, 'us', false)] : []),
-    ...(launches !== undefined && directLaunches !== undefined ? [r('async null-kernel launches (batched)', launches, directLaunches, '/s', true)] : []),
-    { what: 'backend + workers CPU per synchronize', value: syncCpu.perCallUs, unit: 'us' },
-    { what: 'backend + workers CPU while synchronizing', value: syncCpu.cores, unit: 'cores' },
-    { what: 'backend + workers CPU, 4 sessions idle', value: idle * 100, unit: '% core' },
-  ], { provider: note, pollUs: POLL_US || 'default', inlineCalls: INLINE_CALLS || 'default', ringServer: RING_SERVER || 'default', isolation: ISOLATION, inlineWaitUs: INLINE_WAIT || 'default', chunkMiB: CHUNK >> 20, ratio: 'backend figure relative to the direct one (1.0 = no overhead)' });
+  const r = (what: string, v: number, b: number, unit: string, higherIsBetter: boolean): Row => ({
+    what,
+    value: v,
+    unit,
+    baseline: b,
+    ratio: higherIsBetter ? v / b : b / v,
+  });
+  report(
+    `qcuda backend path (isolation ${ISOLATION}${INLINE_WAIT ? `, inline wait ${INLINE_WAIT} us` : ''}, transfers in ${CHUNK >> 20} MiB requests) vs the provider called directly (${note})`,
+    [
+      r('cudaDeviceSynchronize round trip', be.sync, base.sync, 'us', false),
+      r('4 B H2D copy', be.h2d4, base.h2d4, 'us', false),
+      r('4 B D2H copy', be.d2h4, base.d2h4, 'us', false),
+      r('cudaDeviceSynchronize round trip, guest side in C', inC.sync, base.sync, 'us', false),
+      r('4 B H2D copy, guest side in C', inC.h2d4, base.h2d4, 'us', false),
+      r('64 KiB H2D copy', be.h2d64k, base.h2d64k, 'us', false),
+      r('event record + query', eventRq, directEventRq, 'us', false),
+      r('event record + synchronize, guest side in C', eventRsInC, directEventRs, 'us', false),
+      r(`${BIG >> 20} MiB H2D`, be.h2d, base.h2d, 'GB/s', true),
+      r(`${BIG >> 20} MiB D2H`, be.d2h, base.d2h, 'GB/s', true),
+      ...(launchSync !== undefined && directLaunchSync !== undefined
+        ? [r('null-kernel launch + synchronize', launchSync, directLaunchSync, 'us', false)]
+        : []),
+      ...(launchSyncInC !== undefined && directLaunchSync !== undefined
+        ? [r('null-kernel launch + synchronize, guest side in C', launchSyncInC, directLaunchSync, 'us', false)]
+        : []),
+      ...(postedLaunchSync !== undefined && directLaunchSync !== undefined
+        ? [
+            r(
+              'null-kernel launch + synchronize as the guest library sends them (one batch)',
+              postedLaunchSync,
+              directLaunchSync,
+              'us',
+              false,
+            ),
+          ]
+        : []),
+      ...(postedLaunchSyncInC !== undefined && directLaunchSync !== undefined
+        ? [
+            r(
+              'null-kernel launch + synchronize as the guest library sends them, guest side in C',
+              postedLaunchSyncInC,
+              directLaunchSync,
+              'us',
+              false,
+            ),
+          ]
+        : []),
+      ...(launches !== undefined && directLaunches !== undefined
+        ? [r('async null-kernel launches (batched)', launches, directLaunches, '/s', true)]
+        : []),
+      { what: 'backend + workers CPU per synchronize', value: syncCpu.perCallUs, unit: 'us' },
+      { what: 'backend + workers CPU while synchronizing', value: syncCpu.cores, unit: 'cores' },
+      { what: 'backend + workers CPU, 4 sessions idle', value: idle * 100, unit: '% core' },
+    ],
+    {
+      provider: note,
+      pollUs: POLL_US || 'default',
+      inlineCalls: INLINE_CALLS || 'default',
+      ringServer: RING_SERVER || 'default',
+      isolation: ISOLATION,
+      inlineWaitUs: INLINE_WAIT || 'default',
+      chunkMiB: CHUNK >> 20,
+      ratio: 'backend figure relative to the direct one (1.0 = no overhead)',
+    },
+  );
 }
 
-main().then(() => process.exit(0), (e) => {
-  console.error(e);
-  process.exit(1);
-});
+main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e);
+    process.exit(1);
+  },
+);

@@ -19,7 +19,9 @@ export function report(name: string, rows: Row[], extra: Record<string, unknown>
   console.log(`${'what'.padEnd(w)}  ${'value'.padStart(12)}  ${'baseline'.padStart(12)}  ${'ratio'.padStart(7)}`);
   for (const r of rows) {
     const f = (n: number | undefined) => (n === undefined ? '' : n.toFixed(n >= 100 ? 0 : 2));
-    console.log(`${r.what.padEnd(w)}  ${`${f(r.value)} ${r.unit}`.padStart(12)}  ${f(r.baseline).padStart(12)}  ${(r.ratio === undefined ? '' : r.ratio.toFixed(2)).padStart(7)}`);
+    console.log(
+      `${r.what.padEnd(w)}  ${`${f(r.value)} ${r.unit}`.padStart(12)}  ${f(r.baseline).padStart(12)}  ${(r.ratio === undefined ? '' : r.ratio.toFixed(2)).padStart(7)}`,
+    );
   }
   console.log(`JSON ${JSON.stringify({ bench: name, rows, ...extra })}`);
 }

@@ -44,7 +44,14 @@ async function bare(): Promise<number[]> {
   let wake: () => void = () => {};
   pong.watch(() => wake(), true);
   await new Promise((r) => setTimeout(r, 300));
-  const lat = await measure(() => new Promise<void>((r) => { wake = r; ping.signal(); }), ITER);
+  const lat = await measure(
+    () =>
+      new Promise<void>((r) => {
+        wake = r;
+        ping.signal();
+      }),
+    ITER,
+  );
   await stopChild(c);
   ping.close();
   pong.close();
@@ -55,21 +62,40 @@ async function backend(): Promise<{ lat: number[]; mibps: number }> {
   const [mine, theirs] = native.socketPair();
   const c = child('backend/src/cli/backend.js', ['--fd=3', '--device=echo', '--queues=1'], [theirs]);
   native.close(theirs);
-  const fe = Frontend.fromFd(mine, new GuestMemory([{ gpa: 0n, size: 64 << 20 }, { gpa: 1n << 32n, size: 64 << 20 }]));
+  const fe = Frontend.fromFd(
+    mine,
+    new GuestMemory([
+      { gpa: 0n, size: 64 << 20 },
+      { gpa: 1n << 32n, size: 64 << 20 },
+    ]),
+  );
   await fe.negotiate();
   await fe.start({ size: 256 });
   const inp = fe.mem.alloc(1);
   const out = fe.mem.alloc(16);
-  const lat = await measure(() => fe.submit(0, [{ gpa: inp, len: 1 }, { gpa: out, len: 16, write: true }]), ITER);
+  const lat = await measure(
+    () =>
+      fe.submit(0, [
+        { gpa: inp, len: 1 },
+        { gpa: out, len: 16, write: true },
+      ]),
+    ITER,
+  );
 
   const MIB = 1 << 20;
   const slots = [0, 1, 2, 3].map(() => ({ inp: fe.mem.alloc(MIB, 4096, 1), out: fe.mem.alloc(MIB + 8, 4096, 1) }));
   const total = 2000;
   let next = 0;
   const t0 = process.hrtime.bigint();
-  await Promise.all(slots.map(async (s) => {
-    while (next++ < total) await fe.submit(0, [{ gpa: s.inp, len: MIB }, { gpa: s.out, len: MIB + 8, write: true }]);
-  }));
+  await Promise.all(
+    slots.map(async (s) => {
+      while (next++ < total)
+        await fe.submit(0, [
+          { gpa: s.inp, len: MIB },
+          { gpa: s.out, len: MIB + 8, write: true },
+        ]);
+    }),
+  );
   const secs = Number(process.hrtime.bigint() - t0) / 1e9;
   fe.close();
   await stopChild(c);
@@ -81,13 +107,17 @@ async function main(): Promise<void> {
   const be = await backend();
   const med = (a: number[]) => percentile(a, 50);
   const p99 = (a: number[]) => percentile(a, 99);
-  report('vhost-user round trip (harness -> backend process -> harness)', [
-    { what: 'bare eventfd ping-pong, median', value: med(base), unit: 'us' },
-    { what: 'bare eventfd ping-pong, p99', value: p99(base), unit: 'us' },
-    { what: 'minimal request, median', value: med(be.lat), unit: 'us', baseline: med(base), ratio: med(be.lat) / med(base) },
-    { what: 'minimal request, p99', value: p99(be.lat), unit: 'us', baseline: p99(base), ratio: p99(be.lat) / p99(base) },
-    { what: '1 MiB echo requests, 4 in flight', value: be.mibps, unit: 'MiB/s' },
-  ], { iterations: ITER, target: 'minimal-request median within 2.5x of the bare ping-pong' });
+  report(
+    'vhost-user round trip (harness -> backend process -> harness)',
+    [
+      { what: 'bare eventfd ping-pong, median', value: med(base), unit: 'us' },
+      { what: 'bare eventfd ping-pong, p99', value: p99(base), unit: 'us' },
+      { what: 'minimal request, median', value: med(be.lat), unit: 'us', baseline: med(base), ratio: med(be.lat) / med(base) },
+      { what: 'minimal request, p99', value: p99(be.lat), unit: 'us', baseline: p99(base), ratio: p99(be.lat) / p99(base) },
+      { what: '1 MiB echo requests, 4 in flight', value: be.mibps, unit: 'MiB/s' },
+    ],
+    { iterations: ITER, target: 'minimal-request median within 2.5x of the bare ping-pong' },
+  );
 }
 
 main().catch((e) => {

@@ -41,47 +41,119 @@ function badEnum(name: string): string[][] {
 
 /** The backend options vm and run pass on (checked before anything starts). */
 const BACKEND_OPTION_CASES: string[][] = [
-  ...badInts('gpu', true), ...badEnum('provider'), ...badEnum('isolation'),
-  ...badEnum('own-queues'), ...badEnum('ring-server'), ...badEnum('pin-guest-ram'),
-  ...badSizes('device-memory-limit'), ['--device-memory-limit=0'],
+  ...badInts('gpu', true),
+  ...badEnum('provider'),
+  ...badEnum('isolation'),
+  ...badEnum('own-queues'),
+  ...badEnum('ring-server'),
+  ...badEnum('pin-guest-ram'),
+  ...badSizes('device-memory-limit'),
+  ['--device-memory-limit=0'],
   [`--backend-log=${NONE}/log`],
 ];
 
 const VM_CASES: string[][] = [
-  [`--file=${NONE}`], [`--file=${dir}`], [`--kernel=${NONE}`], [`--initrd=${NONE}`], [`--qemu=${NONE}`], [`--qemu=${FILE}`],
-  [`--disk-image=${NONE}`], [`--disk-image=${NONE}:rw`], [`--disk-image=${FILE}`], ['--disk-image='],
-  [`--share=${NONE}`], [`--share=${FILE}`], [`--share=${dir}:relative`], [`--share=${dir}:/proc`], ['--share='],
-  [`--share=${dir}`, `--virtiofsd=${NONE}`], [`--disk=socket=${NONE}`], [`--disk=socket=${FILE}`],
-  ...badInts('timeout'), ...badInts('queues'), ['--queues=65'], ...badInts('memory'), ...badInts('cpus'), ['--cpus=257'],
-  ...BAD_SIZES.map((v) => [`--disk=${v}`]), ['--disk=1000'], ['--disk=0'], ['--disk=1G,store=tape'], ['--disk=1G,rw'],
+  [`--file=${NONE}`],
+  [`--file=${dir}`],
+  [`--kernel=${NONE}`],
+  [`--initrd=${NONE}`],
+  [`--qemu=${NONE}`],
+  [`--qemu=${FILE}`],
+  [`--disk-image=${NONE}`],
+  [`--disk-image=${NONE}:rw`],
+  [`--disk-image=${FILE}`],
+  ['--disk-image='],
+  [`--share=${NONE}`],
+  [`--share=${FILE}`],
+  [`--share=${dir}:relative`],
+  [`--share=${dir}:/proc`],
+  ['--share='],
+  [`--share=${dir}`, `--virtiofsd=${NONE}`],
+  [`--disk=socket=${NONE}`],
+  [`--disk=socket=${FILE}`],
+  ...badInts('timeout'),
+  ...badInts('queues'),
+  ['--queues=65'],
+  ...badInts('memory'),
+  ...badInts('cpus'),
+  ['--cpus=257'],
+  ...BAD_SIZES.map((v) => [`--disk=${v}`]),
+  ['--disk=1000'],
+  ['--disk=0'],
+  ['--disk=1G,store=tape'],
+  ['--disk=1G,rw'],
   ...BACKEND_OPTION_CASES,
-  ['--nope'], ['-x'], ['--memory'], ['--quiet=yes'],
+  ['--nope'],
+  ['-x'],
+  ['--memory'],
+  ['--quiet=yes'],
   // Options of other commands.
-  ['--cudart=native'], [`--lib-dir=${dir}`], ['--max-processes=4'], [`--socket=${SOCK}`], ['--json'], ['--name=x'],
-  ['--type=qemu'], ['--cmdline=x'], [`--disk-socket=${SOCK}`], [`--status-socket=${SOCK}`],
+  ['--cudart=native'],
+  [`--lib-dir=${dir}`],
+  ['--max-processes=4'],
+  [`--socket=${SOCK}`],
+  ['--json'],
+  ['--name=x'],
+  ['--type=qemu'],
+  ['--cmdline=x'],
+  [`--disk-socket=${SOCK}`],
+  [`--status-socket=${SOCK}`],
   // Bad combinations.
-  ['--console'], [`--disk-image=${FILE}`, '--console'], [`--disk-image=${FILE}`, `--kernel=${KERNEL}`],
-  [`--disk-image=${FILE}`, '--host-root'], ['--demo'], [`--share=${dir}:/a`, `--share=${dir}:/a`],
+  ['--console'],
+  [`--disk-image=${FILE}`, '--console'],
+  [`--disk-image=${FILE}`, `--kernel=${KERNEL}`],
+  [`--disk-image=${FILE}`, '--host-root'],
+  ['--demo'],
+  [`--share=${dir}:/a`, `--share=${dir}:/a`],
   Array.from({ length: 9 }, (_, i) => `--share=${dir}:/s${i}`),
 ];
 
 const RUN_CASES: string[][] = [
-  [`--lib-dir=${NONE}`], [`--lib-dir=${dir}`], [`--socket=${NONE}`], [`--socket=${FILE}`],
-  ...badEnum('cudart'), ...badInts('max-processes'), ['--max-processes=4097'],
+  [`--lib-dir=${NONE}`],
+  [`--lib-dir=${dir}`],
+  [`--socket=${NONE}`],
+  [`--socket=${FILE}`],
+  ...badEnum('cudart'),
+  ...badInts('max-processes'),
+  ['--max-processes=4097'],
   ...BACKEND_OPTION_CASES,
-  [`--socket=${SOCK}`, '--provider=host'], [`--socket=${SOCK}`, '--max-processes=2'],
-  ['--nope'], ['--memory=256'], [`--share=${dir}`], [`--file=${FILE}`], [`--kernel=${KERNEL}`], ['--timeout=5'], ['--disk=1G'], ['--demo'],
+  [`--socket=${SOCK}`, '--provider=host'],
+  [`--socket=${SOCK}`, '--max-processes=2'],
+  ['--nope'],
+  ['--memory=256'],
+  [`--share=${dir}`],
+  [`--file=${FILE}`],
+  [`--kernel=${KERNEL}`],
+  ['--timeout=5'],
+  ['--disk=1G'],
+  ['--demo'],
 ];
 
 const QEMU_ARGS_CASES: string[][] = [
-  [`--kernel=${NONE}`], [`--initrd=${NONE}`], ...badInts('queues'), ...badInts('memory'), ...badInts('cpus'),
-  ['--nope'], [`--file=${FILE}`], ['--provider=host'], ['extra'],
+  [`--kernel=${NONE}`],
+  [`--initrd=${NONE}`],
+  ...badInts('queues'),
+  ...badInts('memory'),
+  ...badInts('cpus'),
+  ['--nope'],
+  [`--file=${FILE}`],
+  ['--provider=host'],
+  ['extra'],
 ];
 
 const LIBVIRT_CASES: string[][] = [
-  [`--kernel=${NONE}`], [`--initrd=${NONE}`], [`--disk=${NONE}`], [`--qemu=${NONE}`], ...badEnum('type'),
-  ...badInts('memory'), ...badInts('cpus'), ...badInts('queues'), [`--disk=${FILE}`, `--kernel=${KERNEL}`],
-  ['--nope'], [`--file=${FILE}`], ['extra'],
+  [`--kernel=${NONE}`],
+  [`--initrd=${NONE}`],
+  [`--disk=${NONE}`],
+  [`--qemu=${NONE}`],
+  ...badEnum('type'),
+  ...badInts('memory'),
+  ...badInts('cpus'),
+  ...badInts('queues'),
+  [`--disk=${FILE}`, `--kernel=${KERNEL}`],
+  ['--nope'],
+  [`--file=${FILE}`],
+  ['extra'],
 ];
 
 interface Case {
@@ -96,9 +168,22 @@ const cases: Case[] = [
   { program: 'qcuda', args: ['vm', '--qemu=/bin/false', `--disk-image=${FILE}`, '--console'] },
   ...RUN_CASES.map((a) => ({ program: 'qcuda' as const, args: ['run', ...a, '--', 'true'] })),
   { program: 'qcuda', args: ['run'] },
-  ...QEMU_ARGS_CASES.map((a) => ({ program: 'qcuda' as const, args: ['qemu-args', `--socket=${SOCK}`, `--kernel=${KERNEL}`, `--initrd=${INITRD}`, ...a] })),
+  ...QEMU_ARGS_CASES.map((a) => ({
+    program: 'qcuda' as const,
+    args: ['qemu-args', `--socket=${SOCK}`, `--kernel=${KERNEL}`, `--initrd=${INITRD}`, ...a],
+  })),
   { program: 'qcuda', args: ['qemu-args', `--kernel=${KERNEL}`, `--initrd=${INITRD}`] },
-  ...LIBVIRT_CASES.map((a) => ({ program: 'qcuda' as const, args: ['libvirt-xml', '--name=vm', `--socket=${SOCK}`, '--qemu=/bin/false', ...(a.some((x) => x.startsWith('--disk=')) ? [] : [`--kernel=${KERNEL}`]), ...a] })),
+  ...LIBVIRT_CASES.map((a) => ({
+    program: 'qcuda' as const,
+    args: [
+      'libvirt-xml',
+      '--name=vm',
+      `--socket=${SOCK}`,
+      '--qemu=/bin/false',
+      ...(a.some((x) => x.startsWith('--disk=')) ? [] : [`--kernel=${KERNEL}`]),
+      ...a,
+    ],
+  })),
   { program: 'qcuda', args: ['libvirt-xml', `--socket=${SOCK}`, `--kernel=${KERNEL}`] },
   { program: 'qcuda', args: ['libvirt-xml', '--name=vm', `--kernel=${KERNEL}`] },
   { program: 'qcuda', args: ['libvirt-xml', '--name=vm', `--socket=${SOCK}`] },
@@ -114,20 +199,50 @@ function backendCases(): Case[] {
   const at = [`--socket-path=${SOCK}`, '--status-socket=none'];
   const blk = [...at, '--device=blk', '--size=1M', '--store=host'];
   const qcuda: string[][] = [
-    ...badInts('queues'), ['--queues=65'], ...badInts('frontends'), ...badInts('gpu', true), ['--gpu=64'],
-    ...badInts('max-processes'), ...badInts('waiter-threads'), ...badInts('host-map-pieces'), ...badInts('log-rate'),
-    ...badInts('inline-wait', true), ...badInts('poll-us', true),
-    ['--process-handles=1,2,3'], ['--process-handles=1,2,3,-4'], ['--process-handles=a,b,c,d'], ['--process-handles=1,2,3,0'], ['--process-handles='],
-    ...badSizes('device-memory-limit'), ...badSizes('module-staging'), ['--module-staging=0'], ...badSizes('module-cache'), ...badSizes('deferred-limit'), ['--deferred-limit=0'],
-    ...badEnum('device'), ...badEnum('provider'), ...badEnum('isolation'), ...badEnum('inline-calls'), ...badEnum('ring-server'),
-    ...badEnum('pin-guest-ram'), ...badEnum('own-queues'),
-    ['--nope'], ['extra'], ['--read-only=yes'], ['--queues'],
+    ...badInts('queues'),
+    ['--queues=65'],
+    ...badInts('frontends'),
+    ...badInts('gpu', true),
+    ['--gpu=64'],
+    ...badInts('max-processes'),
+    ...badInts('waiter-threads'),
+    ...badInts('host-map-pieces'),
+    ...badInts('log-rate'),
+    ...badInts('inline-wait', true),
+    ...badInts('poll-us', true),
+    ['--process-handles=1,2,3'],
+    ['--process-handles=1,2,3,-4'],
+    ['--process-handles=a,b,c,d'],
+    ['--process-handles=1,2,3,0'],
+    ['--process-handles='],
+    ...badSizes('device-memory-limit'),
+    ...badSizes('module-staging'),
+    ['--module-staging=0'],
+    ...badSizes('module-cache'),
+    ...badSizes('deferred-limit'),
+    ['--deferred-limit=0'],
+    ...badEnum('device'),
+    ...badEnum('provider'),
+    ...badEnum('isolation'),
+    ...badEnum('inline-calls'),
+    ...badEnum('ring-server'),
+    ...badEnum('pin-guest-ram'),
+    ...badEnum('own-queues'),
+    ['--nope'],
+    ['extra'],
+    ['--read-only=yes'],
+    ['--queues'],
     // blk's options on another device.
-    ['--size=1M'], ['--store=host'], ['--read-only'],
+    ['--size=1M'],
+    ['--store=host'],
+    ['--read-only'],
   ];
   return [
     ...qcuda.map((a) => ({ program: 'qcuda-backend' as const, args: [...at, ...a] })),
-    ...[...badSizes('size'), ['--size=1000'], ['--size=0'], ...badEnum('store')].map((a) => ({ program: 'qcuda-backend' as const, args: [...blk, ...a] })),
+    ...[...badSizes('size'), ['--size=1000'], ['--size=0'], ...badEnum('store')].map((a) => ({
+      program: 'qcuda-backend' as const,
+      args: [...blk, ...a],
+    })),
     { program: 'qcuda-backend', args: [...at, '--device=blk', '--store=host'] },
     { program: 'qcuda-backend', args: ['--status-socket=none'] },
     { program: 'qcuda-backend', args: [...at, '--fd=3'] },
@@ -151,22 +266,26 @@ function runCase(c: Case): Promise<Outcome> {
   p.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
   // A case that was not refused is listening or running: stop it (and fail).
   const killer = setTimeout(() => p.kill('SIGKILL'), 15_000);
-  return new Promise((resolve) => p.once('close', (status) => {
-    clearTimeout(killer);
-    resolve({ status, stderr });
-  }));
+  return new Promise((resolve) =>
+    p.once('close', (status) => {
+      clearTimeout(killer);
+      resolve({ status, stderr });
+    }),
+  );
 }
 
 /** At most n at once (a small machine runs these next to other tests). */
 async function pool<T, R>(items: T[], n: number, f: (x: T) => Promise<R>): Promise<R[]> {
   const out: R[] = [];
   let next = 0;
-  await Promise.all(Array.from({ length: n }, async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await f(items[i]);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await f(items[i]);
+      }
+    }),
+  );
   return out;
 }
 
@@ -176,7 +295,8 @@ test('every bad argument of qcuda and qcuda-backend: exit 2, one line naming the
   const failed = cases.flatMap((c, i) => {
     const o = outcomes[i];
     const lines = o.stderr.split('\n');
-    const ok = o.status === 2 && lines.length === 2 && lines[1] === '' && lines[0].startsWith(`${c.program}: `) && !/^\s+at /m.test(o.stderr);
+    const ok =
+      o.status === 2 && lines.length === 2 && lines[1] === '' && lines[0].startsWith(`${c.program}: `) && !/^\s+at /m.test(o.stderr);
     return ok ? [] : [`${c.program} ${c.args.join(' ')}\n  -> status ${o.status}, stderr: ${JSON.stringify(o.stderr.slice(0, 400))}`];
   });
   t.log(`${cases.length} cases`);

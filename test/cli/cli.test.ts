@@ -23,7 +23,8 @@ function bootFiles(t: import('ava').ExecutionContext): string[] {
 test('qcuda-backend --help, --print-capabilities and bad usage', (t) => {
   const help = spawnSync(process.execPath, [BACKEND, '--help'], { encoding: 'utf8' });
   t.is(help.status, 0);
-  for (const opt of ['--socket-path', '--fd', '--print-capabilities', '--device', '--queues', '--context-overhead']) t.true(help.stdout.includes(opt), opt);
+  for (const opt of ['--socket-path', '--fd', '--print-capabilities', '--device', '--queues', '--context-overhead'])
+    t.true(help.stdout.includes(opt), opt);
   const caps = spawnSync(process.execPath, [BACKEND, '--print-capabilities'], { encoding: 'utf8' });
   t.is(caps.status, 0);
   t.deepEqual(JSON.parse(caps.stdout), { type: 'qcuda' });
@@ -59,7 +60,10 @@ test('qcuda-backend serves a frontend, keeps listening after it leaves, and exit
     await fe.negotiate();
     t.is(fe.queueNum, 2);
     await fe.start({ size: 8 });
-    const u = await fe.submit(1, [{ gpa: fe.mem.alloc(4), len: 4 }, { gpa: fe.mem.alloc(12), len: 12, write: true }]);
+    const u = await fe.submit(1, [
+      { gpa: fe.mem.alloc(4), len: 4 },
+      { gpa: fe.mem.alloc(12), len: 12, write: true },
+    ]);
     t.is(u.len, 12);
     fe.close();
   }
@@ -90,7 +94,10 @@ test('several devices in one process, each on its own socket', async (t) => {
   t.is(echo.fe.queueNum, 2);
   t.is(qcuda.fe.queueNum, 3);
   await Promise.all([echo.fe.start({ size: 8 }), qcuda.fe.start({ size: 8 })]);
-  const u = await echo.fe.submit(0, [{ gpa: echo.fe.mem.alloc(3), len: 3 }, { gpa: echo.fe.mem.alloc(11), len: 11, write: true }]);
+  const u = await echo.fe.submit(0, [
+    { gpa: echo.fe.mem.alloc(3), len: 3 },
+    { gpa: echo.fe.mem.alloc(11), len: 11, write: true },
+  ]);
   t.is(u.len, 11);
 });
 

@@ -9,7 +9,14 @@ import path from 'node:path';
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');
 const dist = path.resolve(__dirname, '..', '..');
-const DOCS = ['README.md', 'CONTRIBUTING.md', ...fs.readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const DOCS = [
+  'README.md',
+  'CONTRIBUTING.md',
+  ...fs
+    .readdirSync(path.join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 function read(file: string): string {
   return fs.readFileSync(path.join(ROOT, file), 'utf8');
@@ -17,7 +24,11 @@ function read(file: string): string {
 
 /** GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens. */
 function slug(heading: string): string {
-  return heading.trim().toLowerCase().replace(/[^\p{L}\p{N}_\- ]/gu, '').replace(/ /g, '-');
+  return heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}_\- ]/gu, '')
+    .replace(/ /g, '-');
 }
 
 function anchors(file: string): Set<string> {
@@ -30,7 +41,7 @@ function links(file: string): string[] {
   return [...text.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1]).filter((t) => !/^[a-z]+:/.test(t));
 }
 
-test('the README is a user\'s guide of at most 250 lines', (t) => {
+test("the README is a user's guide of at most 250 lines", (t) => {
   const lines = read('README.md').split('\n').length - 1;
   t.true(lines <= 250, `README.md has ${lines} lines: move the detail into docs/`);
 });

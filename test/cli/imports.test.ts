@@ -28,13 +28,19 @@ function resolve(from: string, spec: string): string | undefined {
 /** Every import and export-from of a file, type-only ones too (dynamic import() and require() too): the specifiers as written. */
 function specifiers(file: string): string[] {
   const text = fs.readFileSync(file, 'utf8');
-  return [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^;'"]*?from\s*'([^']+)'|(?:^|\n)\s*import\s*'([^']+)'|(?:import|require)\(\s*'([^']+)'\s*\)|typeof import\('([^']+)'\)/g)]
-    .map((m) => m[1] ?? m[2] ?? m[3] ?? m[4]);
+  return [
+    ...text.matchAll(
+      /(?:^|\n)\s*(?:import|export)\b[^;'"]*?from\s*'([^']+)'|(?:^|\n)\s*import\s*'([^']+)'|(?:import|require)\(\s*'([^']+)'\s*\)|typeof import\('([^']+)'\)/g,
+    ),
+  ].map((m) => m[1] ?? m[2] ?? m[3] ?? m[4]);
 }
 
 /** Every relative import of a file, as module files. */
 function imports(file: string): string[] {
-  return specifiers(file).filter((s) => s.startsWith('.')).map((s) => resolve(file, s)).filter((p): p is string => p !== undefined);
+  return specifiers(file)
+    .filter((s) => s.startsWith('.'))
+    .map((s) => resolve(file, s))
+    .filter((p): p is string => p !== undefined);
 }
 
 const graph = new Map(files(src).map((f) => [f, imports(f)]));
@@ -106,17 +112,26 @@ test('providers never import commands: what both need lives below them (cuda-for
 
 test('the dispatcher, sessions and commands never import a concrete provider: only the Provider interface (provider.ts)', (t) => {
   const providers = under('qcuda/providers');
-  t.deepEqual(edges((f) => under('qcuda')(f) && !providers(f), providers), []);
+  t.deepEqual(
+    edges((f) => under('qcuda')(f) && !providers(f), providers),
+    [],
+  );
 });
 
 test('the parts of a session see it only through session-core.ts: not session.ts, not one another', (t) => {
   const parts = ['session-memory.ts', 'session-modules.ts', 'session-objects.ts'].map((p) => path.join(src, 'qcuda', p));
   const isPart = (f: string) => parts.includes(f);
-  t.deepEqual(edges(isPart, (d) => isPart(d) || file('qcuda/session.ts')(d)), []);
+  t.deepEqual(
+    edges(isPart, (d) => isPart(d) || file('qcuda/session.ts')(d)),
+    [],
+  );
 });
 
 test('qcuda imports neither the device registry nor the command line (they choose and inject its provider)', (t) => {
-  t.deepEqual(edges(under('qcuda'), (d) => under('devices')(d) || under('cli')(d)), []);
+  t.deepEqual(
+    edges(under('qcuda'), (d) => under('devices')(d) || under('cli')(d)),
+    [],
+  );
 });
 
 /**

@@ -12,8 +12,16 @@ const GEN = path.join(ROOT, 'guest-driver/libcuda/gen-libcuda.mjs');
 const REQUESTS = path.join(ROOT, 'guest-driver/libcuda/gpa-requests.txt');
 const CUDA = process.env.CUDA_HOME ?? '/usr/local/cuda';
 const FORWARDS = path.join(ROOT, 'guest-driver/libcuda/forwards.def');
-const CFLAGS = ['-std=gnu11', '-Wall', '-Wextra', '-Werror', '-D__CUDA_API_VERSION_INTERNAL', `-I${CUDA}/include`,
-  `-I${ROOT}/guest-driver/include`, `-I${ROOT}/guest-driver/libcuda`];
+const CFLAGS = [
+  '-std=gnu11',
+  '-Wall',
+  '-Wextra',
+  '-Werror',
+  '-D__CUDA_API_VERSION_INTERNAL',
+  `-I${CUDA}/include`,
+  `-I${ROOT}/guest-driver/include`,
+  `-I${ROOT}/guest-driver/libcuda`,
+];
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-libcuda-gen-'));
 test.after.always(() => fs.rmSync(work, { recursive: true, force: true }));
@@ -22,8 +30,19 @@ function gen(out: string, ...extra: string[]) {
   return spawnSync(process.execPath, [GEN, `--cuda=${CUDA}`, `--out=${out}`, ...extra], { encoding: 'utf8' });
 }
 
-interface Gen { status: number | null; stderr: string; exports: string[]; procs: string; stubs: string; map: string; out: string;
-  fwdStatus: number | null; fwdStderr: string; forwards: string; twins: string }
+interface Gen {
+  status: number | null;
+  stderr: string;
+  exports: string[];
+  procs: string;
+  stubs: string;
+  map: string;
+  out: string;
+  fwdStatus: number | null;
+  fwdStderr: string;
+  forwards: string;
+  twins: string;
+}
 let generated: Gen;
 test.before(() => {
   const out = path.join(work, 'out');
@@ -32,9 +51,19 @@ test.before(() => {
   const r = gen(out, `--defined=${defined}`, `--requests=${REQUESTS}`);
   const f = gen(out, `--forwards=${FORWARDS}`);
   const read = (f: string) => (fs.existsSync(path.join(out, f)) ? fs.readFileSync(path.join(out, f), 'utf8') : '');
-  generated = { status: r.status, stderr: r.stderr, out, exports: read('exports.txt').split('\n').filter(Boolean),
-    procs: read('procs.c'), stubs: read('stubs.c'), map: read('libcuda.map'),
-    fwdStatus: f.status, fwdStderr: f.stderr, forwards: read('forwards.c'), twins: read('cu_twins.h') };
+  generated = {
+    status: r.status,
+    stderr: r.stderr,
+    out,
+    exports: read('exports.txt').split('\n').filter(Boolean),
+    procs: read('procs.c'),
+    stubs: read('stubs.c'),
+    map: read('libcuda.map'),
+    fwdStatus: f.status,
+    fwdStderr: f.stderr,
+    forwards: read('forwards.c'),
+    twins: read('cu_twins.h'),
+  };
 });
 
 test('it succeeds and reports its counts', (t) => {
@@ -50,13 +79,32 @@ test('exports.txt: every cuda.h entry point under every ABI, nothing else', (t) 
   const names = generated.exports;
   t.true(names.length > 600, `${names.length} names`);
   t.deepEqual(names, [...new Set(names)].sort());
-  for (const n of ['cuInit', 'cuMemAlloc', 'cuMemAlloc_v2', 'cuCtxCreate', 'cuCtxCreate_v2', 'cuCtxCreate_v3', 'cuCtxCreate_v4',
-    'cuMemcpyHtoDAsync_v2_ptsz', 'cuMemcpy_ptds', 'cuGetProcAddress', 'cuGetProcAddress_v2', 'cuLaunchKernelEx',
-    'cuLaunchKernelEx_ptsz', 'cuLibraryLoadData', 'cuCtxSynchronize_v2', 'cuProfilerStart', 'cuProfilerStop']) {
+  for (const n of [
+    'cuInit',
+    'cuMemAlloc',
+    'cuMemAlloc_v2',
+    'cuCtxCreate',
+    'cuCtxCreate_v2',
+    'cuCtxCreate_v3',
+    'cuCtxCreate_v4',
+    'cuMemcpyHtoDAsync_v2_ptsz',
+    'cuMemcpy_ptds',
+    'cuGetProcAddress',
+    'cuGetProcAddress_v2',
+    'cuLaunchKernelEx',
+    'cuLaunchKernelEx_ptsz',
+    'cuLibraryLoadData',
+    'cuCtxSynchronize_v2',
+    'cuProfilerStart',
+    'cuProfilerStop',
+  ]) {
     t.true(names.includes(n), n);
   }
   t.false(names.includes('cuGetProcAddress_v2_ptsz'));
-  t.deepEqual(names.filter((n) => !/^cu[A-Z]/.test(n) || n.startsWith('cuda')), []);
+  t.deepEqual(
+    names.filter((n) => !/^cu[A-Z]/.test(n) || n.startsWith('cuda')),
+    [],
+  );
   // The version script lists exactly them.
   const listed = [...generated.map.matchAll(/^\s+(cu\w+);$/gm)].map((m) => m[1]);
   t.deepEqual(listed, names);
@@ -64,8 +112,12 @@ test('exports.txt: every cuda.h entry point under every ABI, nothing else', (t) 
 });
 
 test('procs.c: the rows, sorted, mapped to the right ABI', (t) => {
-  const rows = [...generated.procs.matchAll(/^\t\{ "(\w+)", (\d+), ([01]), \(void \*\)qc_fn_(\w+) \},$/gm)]
-    .map((m) => ({ name: m[1], version: Number(m[2]), ptds: Number(m[3]), fn: m[4] }));
+  const rows = [...generated.procs.matchAll(/^\t\{ "(\w+)", (\d+), ([01]), \(void \*\)qc_fn_(\w+) \},$/gm)].map((m) => ({
+    name: m[1],
+    version: Number(m[2]),
+    ptds: Number(m[3]),
+    fn: m[4],
+  }));
   t.true(rows.length > 600, `${rows.length} rows`);
   const key = (r: { name: string; version: number; ptds: number }) => `${r.name} ${r.version} ${r.ptds}`;
   const byKey = new Map(rows.map((r) => [key(r), r.fn]));
@@ -101,8 +153,14 @@ test('procs.c: the rows, sorted, mapped to the right ABI', (t) => {
   // Every function a row names is exported, and declared once.
   for (const r of rows) t.true(generated.exports.includes(r.fn), r.fn);
   const decls = [...generated.procs.matchAll(/^extern void qc_fn_(\w+)\(void\) __asm__\("(\w+)"\);$/gm)];
-  t.deepEqual(decls.map((m) => m[1]), decls.map((m) => m[2]));
-  t.deepEqual(decls.map((m) => m[1]), [...new Set(rows.map((r) => r.fn))].sort());
+  t.deepEqual(
+    decls.map((m) => m[1]),
+    decls.map((m) => m[2]),
+  );
+  t.deepEqual(
+    decls.map((m) => m[1]),
+    [...new Set(rows.map((r) => r.fn))].sort(),
+  );
   t.regex(generated.procs, /const unsigned int cu_nprocs = /);
 });
 
@@ -110,7 +168,10 @@ test('stubs.c: everything not defined elsewhere', (t) => {
   const stubs = [...generated.stubs.matchAll(/^STUB\((\w+)\)$/gm)].map((m) => m[1]);
   t.false(stubs.includes('cuInit'));
   t.true(stubs.includes('cuMemAlloc_v2'));
-  t.deepEqual(stubs, generated.exports.filter((n) => n !== 'cuInit'));
+  t.deepEqual(
+    stubs,
+    generated.exports.filter((n) => n !== 'cuInit'),
+  );
   t.regex(generated.stubs, /do not edit/);
   t.regex(generated.stubs, /#include "cu\.h"/);
 });
@@ -119,16 +180,25 @@ test('forwards.c: a definition per name of forwards.def and its twin; cu_twins.h
   t.is(generated.fwdStatus, 0, generated.fwdStderr);
   const defs = [...generated.forwards.matchAll(/^CUresult (\w+)\(.*\)$/gm)].map((m) => m[1]);
   t.true(defs.includes('cuStreamSynchronize') && defs.includes('cuStreamSynchronize_ptsz'));
-  t.regex(generated.forwards, /^CUresult cuStreamSynchronize_ptsz\(CUstream hStream\)\n\{\n\tCU_RUN\(cudaStreamSynchronize_ptsz\(\(cudaStream_t\)hStream\)\);\n\}$/m);
+  t.regex(
+    generated.forwards,
+    /^CUresult cuStreamSynchronize_ptsz\(CUstream hStream\)\n\{\n\tCU_RUN\(cudaStreamSynchronize_ptsz\(\(cudaStream_t\)hStream\)\);\n\}$/m,
+  );
   t.regex(generated.forwards, /^extern __typeof__\(cudaStreamSynchronize\) cudaStreamSynchronize_ptsz;$/m);
   t.regex(generated.forwards, /^#undef cuEventElapsedTime$/m);
   const twins = [...generated.twins.matchAll(/^CUresult (\w+)\(/gm)].map((m) => m[1]);
-  t.deepEqual(twins, generated.exports.filter((n) => /_pt(sz|ds)$/.test(n)));
+  t.deepEqual(
+    twins,
+    generated.exports.filter((n) => /_pt(sz|ds)$/.test(n)),
+  );
 });
 
 test('a forwards.def line that names no entry point of cuda.h: exit 1 with the line', (t) => {
   const def = path.join(work, 'bad.def');
-  fs.writeFileSync(def, '# one bad line\ncuStreamSynchronize  ptsz  cudaStreamSynchronize((cudaStream_t)hStream)\ncuNoSuchCall  -  cudaFree(0)\n');
+  fs.writeFileSync(
+    def,
+    '# one bad line\ncuStreamSynchronize  ptsz  cudaStreamSynchronize((cudaStream_t)hStream)\ncuNoSuchCall  -  cudaFree(0)\n',
+  );
   const r = gen(path.join(work, 'badfwd'), `--forwards=${def}`);
   t.is(r.status, 1);
   t.regex(r.stderr, /error: bad\.def:3: cuNoSuchCall is not an entry point of cuda\.h/);

@@ -13,7 +13,8 @@ const ROOT = path.resolve(__dirname, '..', '..', '..');
 const LIB = path.join(ROOT, 'build/guest/lib/libcuda.so.1');
 const EXPORTS = path.join(ROOT, 'build/guest/libcuda-gen/exports.txt');
 const REQUESTS = path.join(ROOT, 'guest-driver/libcuda/gpa-requests.txt');
-if (!fs.existsSync(LIB) || !fs.existsSync(EXPORTS)) throw new Error(`${LIB} is not built: run 'make guest-libcuda' (make test and make test-unit do)`);
+if (!fs.existsSync(LIB) || !fs.existsSync(EXPORTS))
+  throw new Error(`${LIB} is not built: run 'make guest-libcuda' (make test and make test-unit do)`);
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-libcuda-'));
 test.after.always(() => fs.rmSync(work, { recursive: true, force: true }));
@@ -31,7 +32,11 @@ function run(exe: string, args: string[], input?: string) {
 
 test('it exports exactly the cu* names of cuda.h and qcuda_stats (no cuda*, no qc_*), under the soname libcuda.so.1', (t) => {
   const nm = spawnSync('nm', ['-D', '--defined-only', LIB], { encoding: 'utf8' });
-  const names = nm.stdout.split('\n').filter(Boolean).map((l) => l.split(' ').pop()!).sort();
+  const names = nm.stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.split(' ').pop()!)
+    .sort();
   const want = [...fs.readFileSync(EXPORTS, 'utf8').split('\n').filter(Boolean), 'qcuda_stats'].sort();
   t.deepEqual(names, want);
   t.true(names.length > 600);
@@ -39,13 +44,18 @@ test('it exports exactly the cu* names of cuda.h and qcuda_stats (no cuda*, no q
   t.regex(dyn, /SONAME\s+libcuda\.so\.1\b/);
 });
 
-test('cuGetProcAddress_v2 maps each of the runtime\'s 440 requests to the function of that ABI', (t) => {
+test("cuGetProcAddress_v2 maps each of the runtime's 440 requests to the function of that ABI", (t) => {
   const exe = cc('gpa_dump', path.join(ROOT, 'test/libcuda/gpa_dump.c'), '-ldl');
   const r = run(exe, [LIB], fs.readFileSync(REQUESTS, 'utf8'));
   t.is(r.status, 0, r.stderr);
   const rows = r.stdout.split('\n').filter(Boolean);
   t.is(rows.length, 439); // every request but the empty name
-  const answers = new Map(rows.map((l) => { const [k, v] = l.split(' -> '); return [k, v]; }));
+  const answers = new Map(
+    rows.map((l) => {
+      const [k, v] = l.split(' -> ');
+      return [k, v];
+    }),
+  );
   // ABI versions (cudaTypedefs.h) and the per-thread default stream (flags 2).
   t.is(answers.get('cuMemAlloc 3020 0'), 'cuMemAlloc_v2');
   t.is(answers.get('cuCtxSynchronize 2000 0'), 'cuCtxSynchronize');
@@ -61,13 +71,18 @@ test('cuGetProcAddress_v2 maps each of the runtime\'s 440 requests to the functi
       t.is(v, 'NOT_FOUND 1 (result 0)', `${k}: graphics interop is not in cuda.h (found nowhere is an answer with a status to read)`); // CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
       continue;
     }
-    t.true(v === name || v.startsWith(`${name}_`) || (name === 'cuGraphInstantiate' && v === 'cuGraphInstantiateWithFlags'), `${k} -> ${v}`);
+    t.true(
+      v === name || v.startsWith(`${name}_`) || (name === 'cuGraphInstantiate' && v === 'cuGraphInstantiateWithFlags'),
+      `${k} -> ${v}`,
+    );
   }
 });
 
 test('with no qcuda device: cuInit says CUDA_ERROR_NO_DEVICE, calls before it NOT_INITIALIZED, and the export tables are served', (t) => {
   const src = path.join(work, 'nodev.c');
-  fs.writeFileSync(src, `
+  fs.writeFileSync(
+    src,
+    `
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -99,30 +114,40 @@ int main(int argc, char **argv) {
   r = ((int (*)(const char *, void **, int, unsigned long long))dlsym(l, "cuGetProcAddress"))("cuNoSuchThing", &fn, 13000, 0);
   printf("v1 unknown %d %p\\n", r, fn);
   return 0;
-}`);
+}`,
+  );
   const exe = cc('nodev', src, '-ldl');
   const r = run(exe, [LIB]);
   t.is(r.status, 0, r.stdout + r.stderr);
-  t.is(r.stdout, [
-    'count before init 3', // CUDA_ERROR_NOT_INITIALIZED
-    'alloc before init 3',
-    'init 100', // CUDA_ERROR_NO_DEVICE
-    'init flags 1', // CUDA_ERROR_INVALID_VALUE
-    'version 0 13000', // before a device answers: CUDA 13.0, what this library implements
-    'integrity table 0 24', // three slots
-    'unknown table 1 (nil)',
-    'stub 801', // CUDA_ERROR_NOT_SUPPORTED
-    'v1 unknown 500 (nil)', // CUDA_ERROR_NOT_FOUND: the CUDA 11.3 ABI has no status to say it with
-    '',
-  ].join('\n'));
+  t.is(
+    r.stdout,
+    [
+      'count before init 3', // CUDA_ERROR_NOT_INITIALIZED
+      'alloc before init 3',
+      'init 100', // CUDA_ERROR_NO_DEVICE
+      'init flags 1', // CUDA_ERROR_INVALID_VALUE
+      'version 0 13000', // before a device answers: CUDA 13.0, what this library implements
+      'integrity table 0 24', // three slots
+      'unknown table 1 (nil)',
+      'stub 801', // CUDA_ERROR_NOT_SUPPORTED
+      'v1 unknown 500 (nil)', // CUDA_ERROR_NOT_FOUND: the CUDA 11.3 ABI has no status to say it with
+      '',
+    ].join('\n'),
+  );
   t.regex(r.stderr, /qcuda: cuGraphAddBatchMemOpNode is not supported/);
 });
 
-test('the integrity check\'s MD2 matches RFC 1319, and versions ending in 0 and 1 get their fixed answers', (t) => {
+test("the integrity check's MD2 matches RFC 1319, and versions ending in 0 and 1 get their fixed answers", (t) => {
   const dir = path.join(ROOT, 'guest-driver/libcuda');
   const exe = cc('md2', `-I${dir}`, path.join(ROOT, 'test/libcuda/md2_vectors.c'), path.join(dir, 'integrity.c'));
-  const r = run(exe, ['', 'a', 'abc', 'message digest', 'abcdefghijklmnopqrstuvwxyz',
-    '12345678901234567890123456789012345678901234567890123456789012345678901234567890']);
+  const r = run(exe, [
+    '',
+    'a',
+    'abc',
+    'message digest',
+    'abcdefghijklmnopqrstuvwxyz',
+    '12345678901234567890123456789012345678901234567890123456789012345678901234567890',
+  ]);
   t.is(r.status, 0, r.stderr);
   const lines = r.stdout.split('\n');
   t.deepEqual(lines.slice(0, 8), [
@@ -146,12 +171,33 @@ test('a fat binary crosses with only the entries the device runs: its SASS of th
   const src = path.join(work, 'k.cu');
   const fatbin = path.join(work, 'k.fatbin');
   fs.writeFileSync(src, '__global__ void k(int *p) { *p = 1; }\n');
-  const nv = spawnSync(`${CUDA}/bin/nvcc`, ['-fatbin', '-gencode', 'arch=compute_80,code=sm_80', '-gencode', 'arch=compute_90,code=[sm_90,compute_90]',
-    '-gencode', 'arch=compute_90a,code=sm_90a', '-o', fatbin, src], { encoding: 'utf8' });
+  const nv = spawnSync(
+    `${CUDA}/bin/nvcc`,
+    [
+      '-fatbin',
+      '-gencode',
+      'arch=compute_80,code=sm_80',
+      '-gencode',
+      'arch=compute_90,code=[sm_90,compute_90]',
+      '-gencode',
+      'arch=compute_90a,code=sm_90a',
+      '-o',
+      fatbin,
+      src,
+    ],
+    { encoding: 'utf8' },
+  );
   t.is(nv.status, 0, nv.stderr);
   const lib = path.join(ROOT, 'guest-driver/lib');
-  const exe = cc('fatbin_select', `-I${lib}`, `-I${ROOT}/guest-driver/include`, `-I${CUDA}/include`, path.join(ROOT, 'test/libcuda/fatbin_select.c'),
-    path.join(lib, 'fatbin.c'), path.join(lib, 'sha256.c'));
+  const exe = cc(
+    'fatbin_select',
+    `-I${lib}`,
+    `-I${ROOT}/guest-driver/include`,
+    `-I${CUDA}/include`,
+    path.join(ROOT, 'test/libcuda/fatbin_select.c'),
+    path.join(lib, 'fatbin.c'),
+    path.join(lib, 'sha256.c'),
+  );
   const r = run(exe, [fatbin, '90', '86', '80', '75', '100', '0']);
   t.is(r.status, 0, r.stderr);
   const { createHash } = require('node:crypto') as typeof import('node:crypto');

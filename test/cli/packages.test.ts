@@ -25,7 +25,7 @@ function extract(deb: string): string {
   return d;
 }
 
-test('qcuda-libs: both libraries in the multiarch directory, conflicting with NVIDIA\'s packages of them', (t) => {
+test("qcuda-libs: both libraries in the multiarch directory, conflicting with NVIDIA's packages of them", (t) => {
   t.true(fs.existsSync(LIBS), `${LIBS}: run make guest-debs`);
   const field = (f: string) => sh('dpkg-deb', ['-f', LIBS, f]).trim();
   t.is(field('Architecture'), 'amd64');
@@ -53,16 +53,31 @@ test('qcuda-dkms: sources, dkms.conf, udev rule for the qcuda group, loaded at b
   const conf = fs.readFileSync(path.join(src, 'dkms.conf'), 'utf8');
   t.regex(conf, new RegExp(`^PACKAGE_VERSION="${VERSION.replace(/\./g, '\\.')}"$`, 'm'));
   t.regex(conf, /^AUTOINSTALL="yes"$/m);
-  const rules = fs.readdirSync(path.join(d, 'lib/udev/rules.d')).map((f) => fs.readFileSync(path.join(d, 'lib/udev/rules.d', f), 'utf8')).join('');
+  const rules = fs
+    .readdirSync(path.join(d, 'lib/udev/rules.d'))
+    .map((f) => fs.readFileSync(path.join(d, 'lib/udev/rules.d', f), 'utf8'))
+    .join('');
   t.regex(rules, /KERNEL=="qcuda\[0-9\]\*", GROUP="qcuda", MODE="0660"/);
-  t.is(fs.readFileSync(path.join(d, 'usr/lib/modules-load.d/qcuda.conf'), 'utf8').split('\n').filter((l) => l && !l.startsWith('#')).join(), 'qcuda');
+  t.is(
+    fs
+      .readFileSync(path.join(d, 'usr/lib/modules-load.d/qcuda.conf'), 'utf8')
+      .split('\n')
+      .filter((l) => l && !l.startsWith('#'))
+      .join(),
+    'qcuda',
+  );
   // DKMS's MAKE[0], with its variables as DKMS sets them, on a copy of the
   // sources (DKMS builds in its own tree), against the guest kernel's headers.
-  const kver = fs.readdirSync('/usr/src').filter((n) => /^linux-headers-.*-cloud-amd64$/.test(n)).sort().pop();
+  const kver = fs
+    .readdirSync('/usr/src')
+    .filter((n) => /^linux-headers-.*-cloud-amd64$/.test(n))
+    .sort()
+    .pop();
   t.truthy(kver, 'the guest kernel headers (make vm installs them)');
   const build = path.join(d, 'build');
   fs.cpSync(src, build, { recursive: true });
-  const make = /^MAKE\[0\]="(.*)"$/m.exec(conf)![1]
+  const make = /^MAKE\[0\]="(.*)"$/m
+    .exec(conf)![1]
     .replaceAll('${kernel_source_dir}', path.join('/usr/src', kver!))
     .replaceAll('${dkms_tree}/${PACKAGE_NAME}/${PACKAGE_VERSION}/build', build);
   sh('bash', ['-c', `${make} -j2`]);

@@ -18,7 +18,9 @@ const MIB = 1 << 20;
 
 /** A qcuda-backend on the host provider serving sock, its stderr gathered in .log; killed when the test ends. */
 function startBackend(t: ExecutionContext, sock: string, args: string[]): { p: ChildProcess; log: string } {
-  const p = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=qcuda', '--provider=host', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const p = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=qcuda', '--provider=host', ...args], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   t.teardown(() => p.kill('SIGKILL'));
   const b = { p, log: '' };
   p.stderr!.on('data', (d: Buffer) => (b.log += d.toString()));
@@ -34,7 +36,7 @@ test('qcuda status shows sessions, device memory against the quota and calls ser
   const b = startBackend(t, sock, ['--queues=2', '--device-memory-limit=64M']);
   const { p } = b;
   t.true(await until(() => fs.existsSync(`${sock}.status`), 10_000), b.log);
-  t.is(fs.statSync(`${sock}.status`).mode & 0o777, 0o600, 'the status socket is its user\'s alone');
+  t.is(fs.statSync(`${sock}.status`).mode & 0o777, 0o600, "the status socket is its user's alone");
 
   // Before any frontend.
   const idle = JSON.parse(qcudaStatus(`--socket=${sock}`, '--json').stdout) as BackendStatus;
@@ -60,7 +62,11 @@ test('qcuda status shows sessions, device memory against the quota and calls ser
   t.is(q.device, 'qcuda');
   t.is(q.provider, 'host');
   t.deepEqual(q.deviceMemory, { used: 4 * MIB, quota: 64 * MIB });
-  t.is(q.served.reduce((a, b) => a + b, 0), 4, 'SESSION_OPEN, HELLO and two MALLOCs');
+  t.is(
+    q.served.reduce((a, b) => a + b, 0),
+    4,
+    'SESSION_OPEN, HELLO and two MALLOCs',
+  );
   t.is(q.sessions.length, 1);
   t.like(q.sessions[0], { id: id.toString(16), calls: 3, deviceMemory: 4 * MIB, context: true });
 

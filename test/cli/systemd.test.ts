@@ -43,7 +43,10 @@ test('ExecStart as systemd expands it for a VM starts a backend serving that VM'
   const vm = 'vm1';
   // %i -> the instance, /run/qcuda -> a directory of the test's, the
   // environment file's options -> a host provider with a quota.
-  const words = setting('ExecStart')[0].replaceAll('%i', vm).replaceAll('/run/qcuda', run).split(' ')
+  const words = setting('ExecStart')[0]
+    .replaceAll('%i', vm)
+    .replaceAll('/run/qcuda', run)
+    .split(' ')
     .flatMap((w) => (w === '$QCUDA_BACKEND_OPTS' ? ['--provider=host', '--device-memory-limit=1G'] : [w]));
   t.is(words[0], INSTALLED);
   const p = spawn(process.execPath, [BACKEND, ...words.slice(1)], { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -52,7 +55,10 @@ test('ExecStart as systemd expands it for a VM starts a backend serving that VM'
   p.stderr!.on('data', (d: Buffer) => (log += d.toString()));
   t.true(await until(() => fs.existsSync(path.join(run, `${vm}.sock.status`)), 10_000), log);
   t.true(fs.statSync(path.join(run, `${vm}.sock`)).isSocket());
-  const s = spawnSync(process.execPath, [QCUDA, 'status', `--socket=${path.join(run, `${vm}.sock`)}`], { encoding: 'utf8', timeout: 20_000 });
+  const s = spawnSync(process.execPath, [QCUDA, 'status', `--socket=${path.join(run, `${vm}.sock`)}`], {
+    encoding: 'utf8',
+    timeout: 20_000,
+  });
   t.is(s.status, 0, s.stderr);
   t.regex(s.stdout, /^device memory: 0 MiB used of a 1024 MiB quota/m);
   const gone = new Promise<number | null>((r) => p.once('exit', (code) => r(code)));
@@ -69,13 +75,16 @@ test('least privilege: a user of its own, no capabilities, a read-only system, u
   t.deepEqual(setting('RestrictAddressFamilies'), ['AF_UNIX']);
   t.deepEqual(setting('SystemCallFilter')[0], '@system-service');
   t.true(setting('SystemCallFilter').includes('seccomp'), 'a GPU worker may add its own filter (--worker-sandbox=seccomp)');
-  t.deepEqual(setting('Environment'), ['CUDA_CACHE_PATH=/var/cache/qcuda/%i'], 'the JIT cache is the VM\'s own');
+  t.deepEqual(setting('Environment'), ['CUDA_CACHE_PATH=/var/cache/qcuda/%i'], "the JIT cache is the VM's own");
   const dir = tmpDir(t);
   const stub = path.join(dir, 'qcuda-backend');
   fs.writeFileSync(stub, '#!/bin/sh\n', { mode: 0o755 });
   fs.writeFileSync(path.join(dir, 'qcuda-backend@.service'), unit.replaceAll(INSTALLED, stub));
   fs.symlinkSync('qcuda-backend@.service', path.join(dir, 'qcuda-backend@vm1.service'));
-  const r = spawnSync('systemd-analyze', ['security', '--offline=true', path.join(dir, 'qcuda-backend@vm1.service')], { encoding: 'utf8', timeout: 60_000 });
+  const r = spawnSync('systemd-analyze', ['security', '--offline=true', path.join(dir, 'qcuda-backend@vm1.service')], {
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
   const score = /Overall exposure level for qcuda-backend@vm1\.service: ([\d.]+) (\w+)/.exec(r.stdout + r.stderr);
   t.truthy(score, r.stdout + r.stderr);
   t.log(`systemd-analyze security: ${score![1]} ${score![2]}`);

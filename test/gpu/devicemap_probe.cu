@@ -27,7 +27,16 @@ static double now(void) {
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-#define CK(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { const char *s_; cuGetErrorName(r_, &s_); printf("FAIL %s: %s\n", #x, s_); exit(2); } } while (0)
+#define CK(x)                          \
+  do {                                 \
+    CUresult r_ = (x);                 \
+    if (r_ != CUDA_SUCCESS) {          \
+      const char *s_;                  \
+      cuGetErrorName(r_, &s_);         \
+      printf("FAIL %s: %s\n", #x, s_); \
+      exit(2);                         \
+    }                                  \
+  } while (0)
 
 /* One case: register (or not) with flags, copy both ways, then let a kernel read the host pointer. */
 static void run_case(const char *name, int do_register, unsigned flags, int fd) {
@@ -38,7 +47,10 @@ static void run_case(const char *name, int do_register, unsigned flags, int fd) 
   CK(cuDevicePrimaryCtxRetain(&ctx, dev));
   CK(cuCtxSetCurrent(ctx));
   int *host = (int *)mmap(NULL, SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (host == MAP_FAILED) { printf("FAIL mmap\n"); exit(2); }
+  if (host == MAP_FAILED) {
+    printf("FAIL mmap\n");
+    exit(2);
+  }
   for (size_t i = 0; i < SIZE / 4; i++) host[i] = (int)i;
   if (do_register) CK(cuMemHostRegister(host, SIZE, flags));
   CUdeviceptr d;
@@ -48,7 +60,10 @@ static void run_case(const char *name, int do_register, unsigned flags, int fd) 
     double best = 1e9;
     for (int rep = 0; rep < 5; rep++) {
       double t0 = now();
-      if (dir == 0) CK(cuMemcpyHtoD(d, host, SIZE)); else CK(cuMemcpyDtoH(host, d, SIZE));
+      if (dir == 0)
+        CK(cuMemcpyHtoD(d, host, SIZE));
+      else
+        CK(cuMemcpyDtoH(host, d, SIZE));
       double t = now() - t0;
       if (t < best) best = t;
     }
@@ -62,8 +77,10 @@ static void run_case(const char *name, int do_register, unsigned flags, int fd) 
   int got = 0;
   if (e == cudaSuccess) cudaMemcpy(&got, out, 4, cudaMemcpyDeviceToHost);
   printf("%-34s H2D %6.2f GB/s  D2H %6.2f GB/s  kernel reads the host pointer: %s%s\n", name, gbs[0], gbs[1],
-         e == cudaSuccess ? (got == 1234 ? "YES (read the right value)" : "ran, wrong value") : "no: ", e == cudaSuccess ? "" : cudaGetErrorName(e));
-  printf("JSON {\"case\":\"%s\",\"h2d\":%.2f,\"d2h\":%.2f,\"kernelReads\":%s}\n", name, gbs[0], gbs[1], e == cudaSuccess && got == 1234 ? "true" : "false");
+         e == cudaSuccess ? (got == 1234 ? "YES (read the right value)" : "ran, wrong value") : "no: ",
+         e == cudaSuccess ? "" : cudaGetErrorName(e));
+  printf("JSON {\"case\":\"%s\",\"h2d\":%.2f,\"d2h\":%.2f,\"kernelReads\":%s}\n", name, gbs[0], gbs[1],
+         e == cudaSuccess && got == 1234 ? "true" : "false");
   fflush(stdout);
 }
 
@@ -76,7 +93,9 @@ static void attributes(void) {
   CK(cuDeviceGetAttribute(&a[1], CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, dev));
   CK(cuDeviceGetAttribute(&a[2], CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, dev));
   CK(cuDeviceGetAttribute(&a[3], CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES, dev));
-  printf("unified addressing %d, host pointer for registered memory %d, pageable memory access %d (host page tables %d)\n", a[0], a[1], a[2], a[3]);
+  printf(
+      "unified addressing %d, host pointer for registered memory %d, pageable memory access %d (host page tables %d)\n",
+      a[0], a[1], a[2], a[3]);
   fflush(stdout);
 }
 
@@ -102,7 +121,10 @@ static void in_flight_case(int fd) {
         double r0 = now();
         CK(cuMemHostRegister(host + off, chunk, 0));
         reg += now() - r0;
-        if (dir == 0) CK(cuMemcpyHtoD(d + off, host + off, chunk)); else CK(cuMemcpyDtoH(host + off, d + off, chunk));
+        if (dir == 0)
+          CK(cuMemcpyHtoD(d + off, host + off, chunk));
+        else
+          CK(cuMemcpyDtoH(host + off, d + off, chunk));
         r0 = now();
         CK(cuMemHostUnregister(host + off));
         reg += now() - r0;
@@ -112,7 +134,8 @@ static void in_flight_case(int fd) {
     }
     gbs[dir] = SIZE / best / 1e9;
   }
-  printf("%-34s H2D %6.2f GB/s  D2H %6.2f GB/s  (register+unregister: %.0f us per 16 MiB)\n", "registered per 16 MiB chunk", gbs[0], gbs[1], reg / (6.0 * SIZE / chunk) * 1e6);
+  printf("%-34s H2D %6.2f GB/s  D2H %6.2f GB/s  (register+unregister: %.0f us per 16 MiB)\n",
+         "registered per 16 MiB chunk", gbs[0], gbs[1], reg / (6.0 * SIZE / chunk) * 1e6);
   printf("JSON {\"case\":\"per-chunk registration\",\"h2d\":%.2f,\"d2h\":%.2f}\n", gbs[0], gbs[1]);
   fflush(stdout);
 }
@@ -125,15 +148,22 @@ int main(void) {
     _exit(0);
   }
   waitpid(p0, NULL, 0);
-  struct { const char *name; int reg; unsigned flags; } cases[] = {
-    {"not registered (pageable)", 0, 0},
-    {"registered, flags 0", 1, 0},
-    {"registered, PORTABLE", 1, CU_MEMHOSTREGISTER_PORTABLE},
-    {"registered, PORTABLE|DEVICEMAP", 1, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP},
+  struct {
+    const char *name;
+    int reg;
+    unsigned flags;
+  } cases[] = {
+      {"not registered (pageable)", 0, 0},
+      {"registered, flags 0", 1, 0},
+      {"registered, PORTABLE", 1, CU_MEMHOSTREGISTER_PORTABLE},
+      {"registered, PORTABLE|DEVICEMAP", 1, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP},
   };
   for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     int fd = memfd_create("probe", 0);
-    if (fd < 0 || ftruncate(fd, SIZE) != 0) { printf("FAIL memfd\n"); return 2; }
+    if (fd < 0 || ftruncate(fd, SIZE) != 0) {
+      printf("FAIL memfd\n");
+      return 2;
+    }
     pid_t pid = fork();
     if (pid == 0) {
       run_case(cases[i].name, cases[i].reg, cases[i].flags, fd);

@@ -20,10 +20,13 @@ int main() {
   ftruncate(fd, 1 << 21);
   unsigned long long *p = (unsigned long long *)mmap(0, 1 << 21, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   p[0] = 0x1234567887654321ULL;
-  unsigned long long *out; cudaMalloc(&out, 8); cudaMemset(out, 0, 8);
+  unsigned long long *out;
+  cudaMalloc(&out, 8);
+  cudaMemset(out, 0, 8);
   peek<<<1, 1>>>(p, out);
   cudaError_t e = cudaDeviceSynchronize();
-  unsigned long long v = 0; cudaMemcpy(&v, out, 8, cudaMemcpyDeviceToHost);
+  unsigned long long v = 0;
+  cudaMemcpy(&v, out, 8, cudaMemcpyDeviceToHost);
   printf("kernel read of unregistered memfd mapping: %s value=%llx (%s)\n", cudaGetErrorName(e), v,
          v == p[0] ? "REACHABLE" : "not reachable");
   return 0;

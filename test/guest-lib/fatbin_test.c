@@ -16,7 +16,7 @@
 #define MAGIC 0xBA55ED50u
 #define PTX 1
 #define ELF 2
-#define EH 64	/* entry header size: more than the 32 fatbin.c needs */
+#define EH 64 /* entry header size: more than the 32 fatbin.c needs */
 
 struct img {
 	uint8_t *b;
@@ -114,9 +114,9 @@ static const char *kept(const struct img *m, uint64_t n, int sm)
 	return s;
 }
 
-#define KEPT(m, sm, want)                                                             \
-	do {                                                                          \
-		const char *got_ = kept(&(m), (m).n, sm);                             \
+#define KEPT(m, sm, want)                                                                      \
+	do {                                                                                   \
+		const char *got_ = kept(&(m), (m).n, sm);                                      \
 		CHECK(!strcmp(got_, want), "sm %d: kept \"%s\", want \"%s\"", sm, got_, want); \
 	} while (0)
 
@@ -130,7 +130,7 @@ static struct img typical(uint16_t hs)
 	entry(&m, ELF, 90, 200, 'c', EH);
 	entry(&m, PTX, 90, 50, 'd', EH);
 	entry(&m, ELF, 86, 120, 'e', EH);
-	entry(&m, ELF, 90, 60, 'f', EH);	/* sm_90a: its arch field says 90 too */
+	entry(&m, ELF, 90, 60, 'f', EH); /* sm_90a: its arch field says 90 too */
 	finish(&m);
 	return m;
 }
@@ -139,16 +139,16 @@ static void selects(void)
 {
 	struct img m = typical(16), wide = typical(32);
 
-	KEPT(m, 90, "elf 90 c, elf 90 f");	/* every SASS of its own */
+	KEPT(m, 90, "elf 90 c, elf 90 f"); /* every SASS of its own */
 	KEPT(m, 89, "elf 80 a, elf 86 e");
-	KEPT(m, 86, "elf 80 a, elf 86 e");	/* 8.x runs 8.0 and 8.6 code */
-	KEPT(m, 80, "elf 80 a");		/* not 8.6's */
-	KEPT(m, 100, "ptx 90 d");		/* no SASS of its generation: the newest PTX */
+	KEPT(m, 86, "elf 80 a, elf 86 e"); /* 8.x runs 8.0 and 8.6 code */
+	KEPT(m, 80, "elf 80 a"); /* not 8.6's */
+	KEPT(m, 100, "ptx 90 d"); /* no SASS of its generation: the newest PTX */
 	KEPT(m, 75, "ptx 70 b");
-	KEPT(m, 60, "whole");			/* nothing it runs: the driver says so */
-	KEPT(m, 0, "whole");			/* no compute capability (the host provider) */
+	KEPT(m, 60, "whole"); /* nothing it runs: the driver says so */
+	KEPT(m, 0, "whole"); /* no compute capability (the host provider) */
 	KEPT(m, -1, "whole");
-	KEPT(wide, 90, "elf 90 c, elf 90 f");	/* a longer header: the new one is 16 bytes */
+	KEPT(wide, 90, "elf 90 c, elf 90 f"); /* a longer header: the new one is 16 bytes */
 	free(m.b);
 	free(wide.b);
 }
@@ -183,10 +183,10 @@ static void refused(void)
 
 	c = m;
 	c.b = malloc(m.n);
-#define CORRUPT(at, val, what)                                             \
-	do {                                                               \
-		memcpy(c.b, m.b, m.n);                                     \
-		memcpy(c.b + (at), &(val), sizeof(val));                   \
+#define CORRUPT(at, val, what)                                                   \
+	do {                                                                     \
+		memcpy(c.b, m.b, m.n);                                           \
+		memcpy(c.b + (at), &(val), sizeof(val));                         \
 		CHECK(!strcmp(kept(&c, c.n, 90), "whole"), "%s: refused", what); \
 	} while (0)
 	u = 0x12345678;
@@ -195,7 +195,7 @@ static void refused(void)
 	CORRUPT(6, h, "a header size under 16");
 	h = 0xffff;
 	CORRUPT(6, h, "a header size past the end");
-	v = m.n;	/* fat_size: one header too many */
+	v = m.n; /* fat_size: one header too many */
 	CORRUPT(8, v, "a fat size past the end");
 	v = UINT64_MAX - 8;
 	CORRUPT(8, v, "a fat size that wraps");
@@ -207,7 +207,7 @@ static void refused(void)
 	CORRUPT(16 + 8, v, "an entry payload past the end");
 	v = UINT64_MAX - EH + 1;
 	CORRUPT(16 + 8, v, "an entry payload size that wraps");
-	v = 99;	/* one short of the entry's 100: the next header lands inside a payload */
+	v = 99; /* one short of the entry's 100: the next header lands inside a payload */
 	CORRUPT(16 + 8, v, "an entry payload size that misplaces the next entry");
 #undef CORRUPT
 	free(c.b);
@@ -219,7 +219,7 @@ static void refused(void)
 static void bad_endings(void)
 {
 	struct img m = typical(16);
-	uint64_t last = m.n - EH - 60, v = 61;	/* the last entry's header; one payload byte too many */
+	uint64_t last = m.n - EH - 60, v = 61; /* the last entry's header; one payload byte too many */
 	struct img tail = typical(16), shortie = typical(16);
 	uint8_t extra[8] = { 2, 0, 0, 0, 64, 0, 0, 0 };
 

@@ -18,9 +18,28 @@ test.after.always(() => fs.rmSync(work, { recursive: true, force: true }));
 test('graph topology: nodes walked after their dependencies, cycles and foreign edges refused, removal and clones exact', (t) => {
   if (!fs.existsSync(path.join(CUDA_INCLUDE, 'cuda_runtime_api.h'))) throw new Error(`no CUDA headers in ${CUDA_INCLUDE} (set CUDA_HOME)`);
   const exe = path.join(work, 'graph_topology');
-  const cc = spawnSync('gcc', ['-std=gnu11', '-Wall', '-Wextra', '-Werror', '-O1', '-g', '-fsanitize=address,undefined',
-    '-fno-sanitize-recover=all', '-pthread', `-I${LIB}`, `-I${path.join(ROOT, 'guest-driver/include')}`, `-I${CUDA_INCLUDE}`,
-    '-o', exe, path.join(ROOT, 'test/guest-lib/graph_topology.c'), path.join(LIB, 'graph.c')], { encoding: 'utf8' });
+  const cc = spawnSync(
+    'gcc',
+    [
+      '-std=gnu11',
+      '-Wall',
+      '-Wextra',
+      '-Werror',
+      '-O1',
+      '-g',
+      '-fsanitize=address,undefined',
+      '-fno-sanitize-recover=all',
+      '-pthread',
+      `-I${LIB}`,
+      `-I${path.join(ROOT, 'guest-driver/include')}`,
+      `-I${CUDA_INCLUDE}`,
+      '-o',
+      exe,
+      path.join(ROOT, 'test/guest-lib/graph_topology.c'),
+      path.join(LIB, 'graph.c'),
+    ],
+    { encoding: 'utf8' },
+  );
   t.is(cc.status, 0, cc.stderr);
   const r = spawnSync(exe, [], { encoding: 'utf8', timeout: 60_000 });
   t.is(r.status, 0, r.stdout + r.stderr);

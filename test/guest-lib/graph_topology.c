@@ -12,18 +12,18 @@
 
 static int checks, failed;
 
-#define CHECK(cond, what)                                              \
-	do {                                                           \
-		checks++;                                              \
-		if (!(cond)) {                                         \
-			failed++;                                      \
-			printf("FAIL line %d: %s\n", __LINE__, what);  \
-		}                                                      \
+#define CHECK(cond, what)                                             \
+	do {                                                          \
+		checks++;                                             \
+		if (!(cond)) {                                        \
+			failed++;                                     \
+			printf("FAIL line %d: %s\n", __LINE__, what); \
+		}                                                     \
 	} while (0)
 
 /* ---- stubs of what graph.c calls outside its concern ---- */
 
-static int ops_freed, copies_left = -1;	/* copies_left >= 0: that many copies, then out of memory */
+static int ops_freed, copies_left = -1; /* copies_left >= 0: that many copies, then out of memory */
 
 void qc_node_op_free(struct qc_node_op *op)
 {
@@ -42,9 +42,21 @@ cudaError_t qc_node_op_copy(struct qc_node_op *dst, const struct qc_node_op *src
 	return cudaSuccess;
 }
 
-void qc_graph_free_host(struct qc_graph *g) { (void)g; }
-int qc_urefs_copy(struct qc_urefs *dst, const struct qc_urefs *src) { (void)dst; (void)src; return 0; }
-void qc_urefs_release(struct qc_urefs *r) { free(r->v); memset(r, 0, sizeof(*r)); }
+void qc_graph_free_host(struct qc_graph *g)
+{
+	(void)g;
+}
+int qc_urefs_copy(struct qc_urefs *dst, const struct qc_urefs *src)
+{
+	(void)dst;
+	(void)src;
+	return 0;
+}
+void qc_urefs_release(struct qc_urefs *r)
+{
+	free(r->v);
+	memset(r, 0, sizeof(*r));
+}
 
 /* ---- helpers ---- */
 
@@ -65,7 +77,7 @@ static cudaError_t edge(struct qc_graph *g, struct qc_node *from, struct qc_node
 struct visits {
 	size_t order[64];
 	size_t n;
-	size_t stop_at;	/* visits after which the walk is stopped with an error (0: never) */
+	size_t stop_at; /* visits after which the walk is stopped with an error (0: never) */
 };
 
 static cudaError_t visit(struct qc_node *n, void *arg)
@@ -153,8 +165,8 @@ static void edges_added_later(void)
 	for (int i = 4; i > 0; i--)
 		CHECK(edge(g, n[i], n[i - 1]) == cudaSuccess, "an edge from a later node to an earlier one");
 	CHECK(qc_graph_walk(g, visit, &v) == cudaSuccess, "the walk succeeds");
-	CHECK(v.n == 5 && v.order[0] == 4 && v.order[1] == 3 && v.order[2] == 2 && v.order[3] == 1 &&
-	      v.order[4] == 0, "the chain 4 -> 3 -> 2 -> 1 -> 0 is walked in that order");
+	CHECK(v.n == 5 && v.order[0] == 4 && v.order[1] == 3 && v.order[2] == 2 && v.order[3] == 1 && v.order[4] == 0,
+	      "the chain 4 -> 3 -> 2 -> 1 -> 0 is walked in that order");
 
 	v = (struct visits){ .stop_at = 2 };
 	CHECK(qc_graph_walk(g, visit, &v) == cudaErrorNotReady && v.n == 2,
@@ -214,7 +226,8 @@ static void ancestors(void)
 	CHECK(qc_graph_ancestors(g, &b, 1, mark) == 0 && mark[0] && mark[1] && !mark[2] && !mark[3] && !mark[4],
 	      "b: a and itself only");
 	CHECK(qc_graph_ancestors(g, (struct qc_node *[]){ c, e }, 2, mark) == 0 && mark[0] && !mark[1] && mark[2] &&
-	      !mark[3] && mark[4], "c and e together: a, c, e");
+		      !mark[3] && mark[4],
+	      "c and e together: a, c, e");
 	memset(mark, 1, sizeof(mark));
 	CHECK(qc_graph_ancestors(g, NULL, 0, mark) == 0 && !mark[0] && !mark[4], "no node: none marked");
 	qc_graph_free(g);
@@ -229,7 +242,8 @@ static void removal(void)
 	struct visits v = { 0 };
 	int freed = ops_freed;
 
-	CHECK(qc_graph_remove_edges(g, &a, &c, 1) == cudaErrorInvalidValue, "removing an edge that is not there is refused");
+	CHECK(qc_graph_remove_edges(g, &a, &c, 1) == cudaErrorInvalidValue,
+	      "removing an edge that is not there is refused");
 	CHECK(qc_graph_remove_edges(g, &a, &d, 1) == cudaSuccess && !depends(d, a) && depends(d, b),
 	      "removing a -> d leaves b -> d");
 	CHECK(qc_graph_remove_edges(g, &a, &d, 1) == cudaErrorInvalidValue, "and it cannot be removed twice");
@@ -262,9 +276,11 @@ static void clone(void)
 		CHECK(map[i] == c->nodes[i] && map[i] != n[i] && map[i]->graph == c && qc_node_known(map[i]),
 		      "each node's copy is in the map, at the original's place, in the clone");
 	CHECK(c && depends(map[1], map[3]) && depends(map[0], map[1]) && depends(map[2], map[3]) &&
-	      !depends(map[0], map[3]), "the clone's edges join the copies, as the original's join the nodes");
+		      !depends(map[0], map[3]),
+	      "the clone's edges join the copies, as the original's join the nodes");
 	CHECK(c && qc_graph_walk(g, visit, &v) == cudaSuccess && qc_graph_walk(c, visit, &w) == cudaSuccess &&
-	      v.n == w.n && !memcmp(v.order, w.order, v.n * sizeof(v.order[0])), "both are walked in the same order");
+		      v.n == w.n && !memcmp(v.order, w.order, v.n * sizeof(v.order[0])),
+	      "both are walked in the same order");
 	CHECK(c && edge(c, map[0], map[2]) == cudaSuccess && !depends(n[2], n[0]) && edges(g) == 3,
 	      "an edge added to the clone is not the original's");
 	CHECK(c && edge(g, map[0], n[2]) == cudaErrorInvalidValue, "a clone's node is no node of the original");
@@ -274,7 +290,8 @@ static void clone(void)
 	copies_left = 2;
 	c = qc_graph_clone(g, NULL);
 	copies_left = -1;
-	CHECK(c == NULL && qc_graph_known(g) && g->n == 4, "a clone that runs out of memory is no clone, the original intact");
+	CHECK(c == NULL && qc_graph_known(g) && g->n == 4,
+	      "a clone that runs out of memory is no clone, the original intact");
 	qc_graph_free(g);
 }
 

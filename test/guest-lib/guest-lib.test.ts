@@ -19,10 +19,29 @@ test.after.always(() => fs.rmSync(work, { recursive: true, force: true }));
 // The library's own warnings, as errors; the headers need CUDA's (types only).
 function build(name: string, sources: string[]): string {
   const exe = path.join(work, name);
-  const r = spawnSync('gcc', ['-std=gnu11', '-Wall', '-Wextra', '-Werror', '-Wno-unused-parameter', '-g', '-O1',
-    '-fsanitize=address,undefined', '-fno-sanitize-recover=all', '-pthread', `-I${LIB}`, `-I${ROOT}/guest-driver/include`,
-    `-I${CUDA}/include`, '-o', exe, path.join(ROOT, 'test/guest-lib', `${name}.c`), ...sources.map((s) => path.join(LIB, s))],
-  { encoding: 'utf8' });
+  const r = spawnSync(
+    'gcc',
+    [
+      '-std=gnu11',
+      '-Wall',
+      '-Wextra',
+      '-Werror',
+      '-Wno-unused-parameter',
+      '-g',
+      '-O1',
+      '-fsanitize=address,undefined',
+      '-fno-sanitize-recover=all',
+      '-pthread',
+      `-I${LIB}`,
+      `-I${ROOT}/guest-driver/include`,
+      `-I${CUDA}/include`,
+      '-o',
+      exe,
+      path.join(ROOT, 'test/guest-lib', `${name}.c`),
+      ...sources.map((s) => path.join(LIB, s)),
+    ],
+    { encoding: 'utf8' },
+  );
   if (r.status !== 0) throw new Error(`gcc ${name}: ${r.stderr}`);
   return exe;
 }
@@ -34,7 +53,10 @@ function run(exe: string) {
 test('rmap: edges found, overlapping and wrapping ranges refused, two-sided regions all or nothing, 1000 regions in any order', (t) => {
   const r = run(build('rmap_test', ['rmap.c', 'log.c']));
   t.is(r.status, 0, r.stdout + r.stderr);
-  t.deepEqual(r.stdout.split('\n').filter((l) => l.startsWith('FAIL')), []);
+  t.deepEqual(
+    r.stdout.split('\n').filter((l) => l.startsWith('FAIL')),
+    [],
+  );
   t.regex(r.stdout, /^39 checks, 0 failed$/m);
   // qc_region_add_device's note on the backend's overlapping answer.
   t.regex(r.stderr, /qcuda: VMM_RESERVE returned 0x500000001000\+100, which overlaps a live allocation/);
@@ -43,7 +65,10 @@ test('rmap: edges found, overlapping and wrapping ranges refused, two-sided regi
 test('fatbin: each SM keeps its SASS or the newest PTX, byte for byte; truncated and corrupt fat binaries go whole', (t) => {
   const r = run(build('fatbin_test', ['fatbin.c']));
   t.is(r.status, 0, r.stdout + r.stderr);
-  t.deepEqual(r.stdout.split('\n').filter((l) => l.startsWith('FAIL')), []);
+  t.deepEqual(
+    r.stdout.split('\n').filter((l) => l.startsWith('FAIL')),
+    [],
+  );
   t.regex(r.stdout, /^187 checks, 0 failed$/m);
   t.is(r.stderr, '');
 });

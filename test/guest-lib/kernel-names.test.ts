@@ -40,14 +40,28 @@ test('kernels listed from a cubin, PTX and LZ4-compressed fat binaries; zstd one
     image('zstd.fatbin', ['-fatbin', ...sass, ...ptx80, '-Xfatbin=-compress-all', '--compress-mode=size']),
   ];
   const exe = path.join(work, 'kernel_names');
-  run('gcc', ['-std=gnu11', '-Wall', '-Werror', '-O1', '-g', '-fsanitize=address,undefined', '-fno-sanitize-recover=all',
-    `-I${path.join(CUDA, 'include')}`, `-I${path.join(ROOT, 'guest-driver/include')}`, '-o', exe,
-    path.join(ROOT, 'test/guest-lib/kernel_names.c'), path.join(ROOT, 'guest-driver/libcuda/kernels.c')]);
+  run('gcc', [
+    '-std=gnu11',
+    '-Wall',
+    '-Werror',
+    '-O1',
+    '-g',
+    '-fsanitize=address,undefined',
+    '-fno-sanitize-recover=all',
+    `-I${path.join(CUDA, 'include')}`,
+    `-I${path.join(ROOT, 'guest-driver/include')}`,
+    '-o',
+    exe,
+    path.join(ROOT, 'test/guest-lib/kernel_names.c'),
+    path.join(ROOT, 'guest-driver/libcuda/kernels.c'),
+  ]);
   const lines = run(exe, files).trim().split('\n');
-  const found = Object.fromEntries(lines.map((l) => {
-    const [file, rest] = l.split(':');
-    return [file, rest.trim()];
-  }));
+  const found = Object.fromEntries(
+    lines.map((l) => {
+      const [file, rest] = l.split(':');
+      return [file, rest.trim()];
+    }),
+  );
   const both = '_Z6kern_bPi kern_a = 2';
   t.is(found['k.cubin'], both);
   t.is(found['k.ptx'], 'kern_a _Z6kern_bPi = 2');

@@ -81,7 +81,7 @@ static void overlaps_refused(void)
 	CHECK(qc_region_add(before) == 0, "a region ending at a live one's start is added");
 	CHECK(qc_region_add(after) == 0, "a region starting at a live one's end is added");
 	CHECK(qc_rmap_find(&qc_dev_map, 0x1ffff) == before && qc_rmap_find(&qc_dev_map, 0x20000) == a &&
-	      qc_rmap_find(&qc_dev_map, 0x20fff) == a && qc_rmap_find(&qc_dev_map, 0x21000) == after,
+		      qc_rmap_find(&qc_dev_map, 0x20fff) == a && qc_rmap_find(&qc_dev_map, 0x21000) == after,
 	      "adjacent regions each own their bytes");
 	drop(a);
 	drop(before);
@@ -95,7 +95,7 @@ static void overlaps_refused(void)
 static void both_sides(void)
 {
 	struct qc_region *pinned = region(0x40000, 0x90000, 0x2000);
-	struct qc_region *clash = region(0x50000, 0x91000, 0x1000);	/* device side free, host side not */
+	struct qc_region *clash = region(0x50000, 0x91000, 0x1000); /* device side free, host side not */
 
 	CHECK(qc_region_add(pinned) == 0, "a two-sided region is added");
 	CHECK(qc_rmap_find(&qc_dev_map, 0x41fff) == pinned && qc_rmap_find(&qc_host_map, 0x91fff) == pinned,
@@ -116,7 +116,7 @@ static void many(void)
 	int bad = 0;
 
 	for (int i = 0; i < N; i++) {
-		int k = (i * 7919) % N;	/* 7919 is prime: every k once */
+		int k = (i * 7919) % N; /* 7919 is prime: every k once */
 
 		r[k] = region(0x100000 + (uint64_t)k * 0x3000, 0, 0x2000);
 		bad += qc_region_add(r[k]) != 0;
@@ -152,8 +152,9 @@ static void add_device(void)
 	struct qc_region *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
 
 	CHECK(qc_region_add_device(a, QC_MEM_DEVICE, base, 5000, "MALLOC") == 0, "added");
-	CHECK(a->kind == QC_MEM_DEVICE && a->dev == base && a->size == 5000 &&
-	      a->map_len == qc_page_round(5000) && a->res_start == base, "set up from the answer");
+	CHECK(a->kind == QC_MEM_DEVICE && a->dev == base && a->size == 5000 && a->map_len == qc_page_round(5000) &&
+		      a->res_start == base,
+	      "set up from the answer");
 	CHECK(qc_rmap_find(&qc_dev_map, base + 4999) == a && !qc_rmap_find(&qc_dev_map, base + 5000),
 	      "its size, not its page-rounded length, is in the map");
 	releases = 0;
@@ -168,7 +169,8 @@ int main(void)
 {
 	CHECK(qc_page_size >= 4096, "page size %zu", qc_page_size);
 	CHECK(qc_page_round(1) == qc_page_size && qc_page_round(qc_page_size) == qc_page_size &&
-	      qc_page_round(qc_page_size + 1) == 2 * qc_page_size && qc_page_round(0) == 0, "page rounding");
+		      qc_page_round(qc_page_size + 1) == 2 * qc_page_size && qc_page_round(0) == 0,
+	      "page rounding");
 	edges();
 	overlaps_refused();
 	both_sides();

@@ -121,7 +121,8 @@ static void pitched(void)
 		bool ok = true;
 
 		for (size_t y = 0; y < h; y++)
-			ok &= qt_not_byte(back + y * hp, 0x11, 4) < 0 && !memcmp(back + y * hp + 4, host + y * hp + 4, w - 4);
+			ok &= qt_not_byte(back + y * hp, 0x11, 4) < 0 &&
+			      !memcmp(back + y * hp + 4, host + y * hp + 4, w - 4);
 		qt_check(ok, "cudaMemcpy2DAsync and cudaMemset2DAsync in stream order");
 	}
 	EXPECT(cudaStreamDestroy(s), cudaSuccess);
@@ -229,17 +230,20 @@ static void arrays(void)
 	/* 2D float array. */
 	EXPECT(cudaMallocArray(&arr2d, &f, TW, TH), cudaSuccess);
 	EXPECT(cudaArrayGetInfo(&got, &ext, &flags, arr2d), cudaSuccess);
-	qt_check(got.x == 32 && got.y == 0 && got.f == cudaChannelFormatKindFloat && ext.width == TW && ext.height == TH &&
-			 ext.depth == 0 && flags == 0,
+	qt_check(got.x == 32 && got.y == 0 && got.f == cudaChannelFormatKindFloat && ext.width == TW &&
+			 ext.height == TH && ext.depth == 0 && flags == 0,
 		 "cudaArrayGetInfo: float, %dx%d, depth 0, flags 0", TW, TH);
 	for (int y = 0; y < TH; y++)
 		for (int x = 0; x < TW; x++)
 			texels[y][x] = x + 100.0f * y;
-	EXPECT(cudaMemcpy2DToArray(arr2d, 0, 0, texels, sizeof(texels[0]), sizeof(texels[0]), TH, cudaMemcpyHostToDevice), cudaSuccess);
+	EXPECT(cudaMemcpy2DToArray(arr2d, 0, 0, texels, sizeof(texels[0]), sizeof(texels[0]), TH,
+				   cudaMemcpyHostToDevice),
+	       cudaSuccess);
 	{
 		float sub[3][5];
 
-		EXPECT(cudaMemcpy2DFromArray(sub, sizeof(sub[0]), arr2d, 4 * sizeof(float), 2, sizeof(sub[0]), 3, cudaMemcpyDeviceToHost),
+		EXPECT(cudaMemcpy2DFromArray(sub, sizeof(sub[0]), arr2d, 4 * sizeof(float), 2, sizeof(sub[0]), 3,
+					     cudaMemcpyDeviceToHost),
 		       cudaSuccess);
 		bool ok = true;
 		for (int y = 0; y < 3; y++)
@@ -247,9 +251,11 @@ static void arrays(void)
 				ok &= sub[y][x] == texels[y + 2][x + 4];
 		qt_check(ok, "cudaMemcpy2DFromArray of a sub-box");
 	}
-	EXPECT(cudaMemcpy2DToArray(arr2d, 8 * sizeof(float), 0, texels, sizeof(texels[0]), sizeof(texels[0]), 1, cudaMemcpyHostToDevice),
+	EXPECT(cudaMemcpy2DToArray(arr2d, 8 * sizeof(float), 0, texels, sizeof(texels[0]), sizeof(texels[0]), 1,
+				   cudaMemcpyHostToDevice),
 	       cudaErrorInvalidValue);
-	EXPECT(cudaMemcpy2DToArray(arr2d, 0, 1, texels, sizeof(texels[0]), sizeof(texels[0]), TH, cudaMemcpyHostToDevice),
+	EXPECT(cudaMemcpy2DToArray(arr2d, 0, 1, texels, sizeof(texels[0]), sizeof(texels[0]), TH,
+				   cudaMemcpyHostToDevice),
 	       cudaErrorInvalidValue);
 
 	/* The deprecated row-order copies and array to array. */
@@ -260,9 +266,13 @@ static void arrays(void)
 		for (int i = 0; i < 40; i++)
 			row[i] = -1.0f - i;
 		EXPECT(cudaMallocArray(&b, &f, TW, TH), cudaSuccess);
-		EXPECT(cudaMemcpy2DArrayToArray(b, 0, 0, arr2d, 0, 0, sizeof(texels[0]), TH, cudaMemcpyDeviceToDevice), cudaSuccess);
-		EXPECT(cudaMemcpyToArray(b, 3 * sizeof(float), 1, row, sizeof(row), cudaMemcpyHostToDevice), cudaSuccess);
-		EXPECT(cudaMemcpy2DFromArray(back, sizeof(back[0]), b, 0, 0, sizeof(back[0]), TH, cudaMemcpyDeviceToHost), cudaSuccess);
+		EXPECT(cudaMemcpy2DArrayToArray(b, 0, 0, arr2d, 0, 0, sizeof(texels[0]), TH, cudaMemcpyDeviceToDevice),
+		       cudaSuccess);
+		EXPECT(cudaMemcpyToArray(b, 3 * sizeof(float), 1, row, sizeof(row), cudaMemcpyHostToDevice),
+		       cudaSuccess);
+		EXPECT(cudaMemcpy2DFromArray(back, sizeof(back[0]), b, 0, 0, sizeof(back[0]), TH,
+					     cudaMemcpyDeviceToHost),
+		       cudaSuccess);
 		bool ok = true;
 		for (int y = 0; y < TH; y++)
 			for (int x = 0; x < TW; x++) {
@@ -271,7 +281,8 @@ static void arrays(void)
 			}
 		qt_check(ok, "cudaMemcpy2DArrayToArray, then cudaMemcpyToArray across rows");
 		float out[40];
-		EXPECT(cudaMemcpyFromArray(out, b, 3 * sizeof(float), 1, sizeof(out), cudaMemcpyDeviceToHost), cudaSuccess);
+		EXPECT(cudaMemcpyFromArray(out, b, 3 * sizeof(float), 1, sizeof(out), cudaMemcpyDeviceToHost),
+		       cudaSuccess);
 		qt_check(!memcmp(out, row, sizeof(out)), "cudaMemcpyFromArray across rows");
 		EXPECT(cudaFreeArray(b), cudaSuccess);
 	}
@@ -286,7 +297,8 @@ static void arrays(void)
 		qt_fill(h, W * H * D * 4, 5);
 		EXPECT(cudaMalloc3DArray(&a3, &u4, make_cudaExtent(W, H, D)), cudaSuccess);
 		EXPECT(cudaArrayGetInfo(&got, &ext, &flags, a3), cudaSuccess);
-		qt_check(got.x == 8 && got.w == 8 && got.f == cudaChannelFormatKindUnsigned && ext.width == W && ext.height == H && ext.depth == D,
+		qt_check(got.x == 8 && got.w == 8 && got.f == cudaChannelFormatKindUnsigned && ext.width == W &&
+				 ext.height == H && ext.depth == D,
 			 "3D array info: uchar4, %dx%dx%d", W, H, D);
 		p.srcPtr = make_cudaPitchedPtr(h, W * 4, W, H);
 		p.dstArray = a3;
@@ -303,7 +315,8 @@ static void arrays(void)
 		bool ok = true;
 		for (int z = 0; z < 4; z++)
 			for (int y = 0; y < 5; y++)
-				ok &= !memcmp(o + ((z * 5 + y) * 7) * 4, h + (((z + 1) * H + y + 3) * W + 2) * 4, 7 * 4);
+				ok &= !memcmp(o + ((z * 5 + y) * 7) * 4, h + (((z + 1) * H + y + 3) * W + 2) * 4,
+					      7 * 4);
 		qt_check(ok, "cudaMemcpy3D array sub-box (2,3,1) 7x5x4: every byte");
 		p.extent = make_cudaExtent(7, 5, 6);
 		EXPECT(cudaMemcpy3D(&p), cudaErrorInvalidValue);
@@ -334,7 +347,8 @@ static void arrays(void)
 		unsigned char layer[LH][LW][4], all[LL][LH][LW][4];
 		cudaMemcpy3DParms p = {};
 
-		EXPECT(cudaMalloc3DArray(&arr_layered, &u4, make_cudaExtent(LW, LH, LL), cudaArrayLayered), cudaSuccess);
+		EXPECT(cudaMalloc3DArray(&arr_layered, &u4, make_cudaExtent(LW, LH, LL), cudaArrayLayered),
+		       cudaSuccess);
 		EXPECT(cudaArrayGetInfo(&got, &ext, &flags, arr_layered), cudaSuccess);
 		qt_check(flags == cudaArrayLayered && ext.depth == LL, "layered array info: flags, %d layers", LL);
 		for (int l = 0; l < LL; l++) {
@@ -399,15 +413,20 @@ static void arrays(void)
 			ok &= again == lv && ext.width == (size_t)w && ext.height == (size_t)w;
 			for (int i = 0; i < w * w; i++)
 				vals[i] = (l + 1) * 10.0f;
-			OK(cudaMemcpy2DToArray(lv, 0, 0, vals, w * sizeof(float), w * sizeof(float), w, cudaMemcpyHostToDevice));
-			EXPECT(cudaMemcpy2DToArray(lv, 0, 0, vals, w * sizeof(float), w * sizeof(float), w + 1, cudaMemcpyHostToDevice),
+			OK(cudaMemcpy2DToArray(lv, 0, 0, vals, w * sizeof(float), w * sizeof(float), w,
+					       cudaMemcpyHostToDevice));
+			EXPECT(cudaMemcpy2DToArray(lv, 0, 0, vals, w * sizeof(float), w * sizeof(float), w + 1,
+						   cudaMemcpyHostToDevice),
 			       cudaErrorInvalidValue);
 		}
-		qt_check(ok, "mipmapped array: %d levels, each its size (the same array each time it is asked for)", ML);
+		qt_check(ok, "mipmapped array: %d levels, each its size (the same array each time it is asked for)",
+			 ML);
 		cudaArray_t l3;
 		float v[4];
 		OK(cudaGetMipmappedArrayLevel(&l3, mip, 3));
-		EXPECT(cudaMemcpy2DFromArray(v, 2 * sizeof(float), l3, 0, 0, 2 * sizeof(float), 2, cudaMemcpyDeviceToHost), cudaSuccess);
+		EXPECT(cudaMemcpy2DFromArray(v, 2 * sizeof(float), l3, 0, 0, 2 * sizeof(float), 2,
+					     cudaMemcpyDeviceToHost),
+		       cudaSuccess);
 		qt_check(v[0] == 40.0f && v[3] == 40.0f, "level 3 reads back its values");
 		cudaArray_t none;
 		EXPECT(cudaGetMipmappedArrayLevel(&none, mip, ML), cudaErrorInvalidValue);
@@ -421,7 +440,8 @@ static void arrays(void)
 		EXPECT(cudaArrayGetInfo(&got, &ext, &flags, cube), cudaSuccess);
 		qt_check(flags == cudaArrayCubemap && ext.width == 8 && ext.depth == 6, "cubemap array info");
 		EXPECT(cudaFreeArray(cube), cudaSuccess);
-		EXPECT(cudaMalloc3DArray(&arr_surf, &f, make_cudaExtent(TW, TH, 0), cudaArraySurfaceLoadStore), cudaSuccess);
+		EXPECT(cudaMalloc3DArray(&arr_surf, &f, make_cudaExtent(TW, TH, 0), cudaArraySurfaceLoadStore),
+		       cudaSuccess);
 	}
 }
 
@@ -446,7 +466,8 @@ static void textures(void)
 	td.normalizedCoords = 1;
 	EXPECT(cudaCreateTextureObject(&tl, &rd, &td, NULL), cudaSuccess);
 	EXPECT(cudaGetTextureObjectResourceDesc(&got, tl), cudaSuccess);
-	qt_check(got.resType == cudaResourceTypeArray && got.res.array.array == arr2d, "cudaGetTextureObjectResourceDesc names the array");
+	qt_check(got.resType == cudaResourceTypeArray && got.res.array.array == arr2d,
+		 "cudaGetTextureObjectResourceDesc names the array");
 
 	/* A linear int texture. */
 	int ints[N];
@@ -496,7 +517,7 @@ static void textures(void)
 	EXPECT(cudaMalloc(&outp, TW * TH * sizeof(float)), cudaSuccess);
 	EXPECT(cudaMalloc(&outl, TW * TH * sizeof(float)), cudaSuccess);
 	EXPECT(cudaMalloc(&dout, LW * LH * LL * sizeof(int)), cudaSuccess);
-	cudaGetLastError();	/* the refusals checked above set it */
+	cudaGetLastError(); /* the refusals checked above set it */
 
 	sample<<<dim3(1, 1), dim3(TW, TH)>>>(tp, tl, outp, outl, TW, TH);
 	FIRST_KERNEL_USE(cudaGetLastError());
@@ -509,7 +530,7 @@ static void textures(void)
 		EXPECT(cudaMemcpy(l, outl, sizeof(l), cudaMemcpyDeviceToHost), cudaSuccess);
 		for (int y = 0; y < TH; y++)
 			for (int x = 0; x < TW; x++) {
-				float next = texels[y][x < TW - 1 ? x + 1 : x];	/* clamped at the edge */
+				float next = texels[y][x < TW - 1 ? x + 1 : x]; /* clamped at the edge */
 				float want = texels[y][x] + 0.25f * (next - texels[y][x]);
 				okp &= p[y][x] == texels[y][x];
 				okl &= fabsf(l[y][x] - want) <= 1e-2f;
@@ -555,7 +576,8 @@ static void textures(void)
 		float o[TH][TW];
 		bool ok = true;
 
-		EXPECT(cudaMemcpy2DFromArray(o, sizeof(o[0]), arr_surf, 0, 0, sizeof(o[0]), TH, cudaMemcpyDeviceToHost), cudaSuccess);
+		EXPECT(cudaMemcpy2DFromArray(o, sizeof(o[0]), arr_surf, 0, 0, sizeof(o[0]), TH, cudaMemcpyDeviceToHost),
+		       cudaSuccess);
 		for (int y = 0; y < TH; y++)
 			for (int x = 0; x < TW; x++)
 				ok &= o[y][x] == 3.0f * x - y * 0.5f;

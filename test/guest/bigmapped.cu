@@ -171,12 +171,11 @@ int main(int argc, char **argv)
 	EXPECT(cudaHostGetDevicePointer((void **)&hd, h, 0), cudaSuccess);
 	qt_check(hd != NULL, "a %llu MiB mapped allocation has a device pointer", pinned_bytes / MiB);
 	raw = malloc(reg_bytes + 4096);
-	r = (unsigned int *)((char *)raw + 100 * 4);	/* not page aligned */
+	r = (unsigned int *)((char *)raw + 100 * 4); /* not page aligned */
 	EXPECT(cudaHostRegister(r, reg_bytes, cudaHostRegisterMapped), cudaSuccess);
 	EXPECT(cudaHostGetDevicePointer((void **)&rd, r, 0), cudaSuccess);
 	qt_check(rd != NULL && ((uintptr_t)rd & 4095) == ((uintptr_t)r & 4095),
-		 "a %llu MiB registered range has a device pointer, at the same offset in its page",
-		 reg_bytes / MiB);
+		 "a %llu MiB registered range has a device pointer, at the same offset in its page", reg_bytes / MiB);
 	/* The CPU side works on any provider. */
 	for (size_t i = 0; i < managed_bytes / 4; i += 1024)
 		m[i] = (unsigned int)i;

@@ -60,9 +60,8 @@ void *xmap(size_t n)
 }
 
 /* ioctl(QCUDA_IOC_CALL): 0 or -errno; the reply in *c. */
-int call(int fd, uint32_t cmd, const void *args, uint32_t args_len, void *out,
-	 uint32_t out_len, uint32_t dir, const void *data, uint64_t data_len,
-	 struct qcuda_call *c)
+int call(int fd, uint32_t cmd, const void *args, uint32_t args_len, void *out, uint32_t out_len, uint32_t dir,
+	 const void *data, uint64_t data_len, struct qcuda_call *c)
 {
 	struct qcuda_call tmp;
 
@@ -228,14 +227,14 @@ _Static_assert(sizeof(struct qcuda_gpa) == 24, "qcuda_gpa");
 
 /* ---- main ---- */
 
-#define RUN(fn, fd)								\
-	do {									\
-		unsigned long f0 = failures, c0 = checks;			\
-		double t0 = now();						\
-		fn(fd);								\
-		printf("%s %s (%lu checks, %.2f s)\n", failures == f0 ? "ok  " : "FAIL", #fn, \
-		       checks - c0, now() - t0);				\
-		fflush(stdout);							\
+#define RUN(fn, fd)                                                                                        \
+	do {                                                                                               \
+		unsigned long f0 = failures, c0 = checks;                                                  \
+		double t0 = now();                                                                         \
+		fn(fd);                                                                                    \
+		printf("%s %s (%lu checks, %.2f s)\n", failures == f0 ? "ok  " : "FAIL", #fn, checks - c0, \
+		       now() - t0);                                                                        \
+		fflush(stdout);                                                                            \
 	} while (0)
 
 int main(int argc, char **argv)
@@ -249,10 +248,17 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	while ((opt = getopt(argc, argv, "b:d:F:ilh")) != -1) {
 		switch (opt) {
-		case 'b': big = strtoull(optarg, NULL, 0) * MiB; break;
-		case 'd': dev = optarg; break;
-		case 'F': use_fd = atoi(optarg); break;
-		case 'l': return loop_copies();
+		case 'b':
+			big = strtoull(optarg, NULL, 0) * MiB;
+			break;
+		case 'd':
+			dev = optarg;
+			break;
+		case 'F':
+			use_fd = atoi(optarg);
+			break;
+		case 'l':
+			return loop_copies();
 		case 'i': {
 			struct qcuda_out_mem_info m = meminfo(xopen());
 
@@ -265,7 +271,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (big < 4 * QCUDA_CHUNK)	/* the chunk cases of test_copies() */
+	if (big < 4 * QCUDA_CHUNK) /* the chunk cases of test_copies() */
 		big = 4 * QCUDA_CHUNK;
 	fd = xopen();
 	if (ioctl(fd, QCUDA_IOC_INFO, &info)) {
@@ -274,8 +280,8 @@ int main(int argc, char **argv)
 	}
 	printf("device %s: %u queues, vring %u, proto %u, session %#" PRIx64 "\n", dev, info.num_queues,
 	       info.vring_size, info.proto_version, (uint64_t)info.session);
-	CHECK(info.proto_version == QCUDA_PROTO_VERSION && !info.session, "proto %u session %#" PRIx64
-	      " before the first CALL", info.proto_version, (uint64_t)info.session);
+	CHECK(info.proto_version == QCUDA_PROTO_VERSION && !info.session,
+	      "proto %u session %#" PRIx64 " before the first CALL", info.proto_version, (uint64_t)info.session);
 
 	RUN(test_validation, fd);
 	RUN(test_host_alloc, fd);

@@ -39,8 +39,8 @@ __global__ void add_one(int *p, int n)
 		p[i] += 1;
 }
 
-static cudaGraphNode_t add_memset(cudaGraph_t g, const cudaGraphNode_t *deps, size_t n, void *dst,
-				  unsigned int value, unsigned int elem, size_t width)
+static cudaGraphNode_t add_memset(cudaGraph_t g, const cudaGraphNode_t *deps, size_t n, void *dst, unsigned int value,
+				  unsigned int elem, size_t width)
 {
 	cudaGraphNodeParams p = {};
 	cudaGraphNode_t node = NULL;
@@ -55,9 +55,8 @@ static cudaGraphNode_t add_memset(cudaGraph_t g, const cudaGraphNode_t *deps, si
 	return node;
 }
 
-static cudaGraphNode_t add_cond(cudaGraph_t g, const cudaGraphNode_t *deps, size_t n,
-				cudaGraphConditionalHandle h, cudaGraphConditionalNodeType type,
-				unsigned int size, cudaGraph_t *bodies)
+static cudaGraphNode_t add_cond(cudaGraph_t g, const cudaGraphNode_t *deps, size_t n, cudaGraphConditionalHandle h,
+				cudaGraphConditionalNodeType type, unsigned int size, cudaGraph_t *bodies)
 {
 	cudaGraphNodeParams p = {};
 	cudaGraphNode_t node = NULL;
@@ -72,8 +71,7 @@ static cudaGraphNode_t add_cond(cudaGraph_t g, const cudaGraphNode_t *deps, size
 	return node;
 }
 
-static cudaGraphNode_t add_kernel(cudaGraph_t g, const cudaGraphNode_t *deps, size_t n, void *func,
-				  void **args)
+static cudaGraphNode_t add_kernel(cudaGraph_t g, const cudaGraphNode_t *deps, size_t n, void *func, void **args)
 {
 	cudaGraphNodeParams p = {};
 	cudaGraphNode_t node = NULL;
@@ -176,9 +174,10 @@ static void mixed(unsigned char *d, unsigned char *e)
 		OK(cudaMemcpy(&w, e + N, 2, cudaMemcpyDeviceToHost));
 		qt_check(all_bytes(e, N, 0x44) && w == 0x0102, "round %d: copy and child graph", round);
 		qt_check(all_bytes(e + 2 * N, N, 0x55) && all_bytes(e + 3 * N, N / 2, 0x55) &&
-			 all_bytes(e + 3 * N + N / 2, N / 2, 0), "round %d: captured body ran", round);
+				 all_bytes(e + 3 * N + N / 2, N / 2, 0),
+			 "round %d: captured body ran", round);
 	}
-	OK(cudaGraphDestroy(g));	/* x lives on */
+	OK(cudaGraphDestroy(g)); /* x lives on */
 	OK(cudaMemset(e, 0, 4 * N));
 	EXPECT(cudaGraphLaunch(x, s), cudaSuccess);
 	EXPECT(cudaStreamSynchronize(s), cudaSuccess);
@@ -259,8 +258,9 @@ static void by_kernels(int *flag, int *out, int *left, int *iters)
 		OK(cudaMemset(out, 0, N * sizeof(int)));
 		EXPECT(cudaGraphLaunch(x, 0), cudaSuccess);
 		EXPECT(cudaDeviceSynchronize(), cudaSuccess);
-		qt_check(first_int(iters) == 3 && first_int(out) == 3 * f, "nested IF (flag %d) in WHILE from 3: %d iterations, out %d",
-			 f, first_int(iters), first_int(out));
+		qt_check(first_int(iters) == 3 && first_int(out) == 3 * f,
+			 "nested IF (flag %d) in WHILE from 3: %d iterations, out %d", f, first_int(iters),
+			 first_int(out));
 	}
 	OK(cudaGraphExecDestroy(x));
 	OK(cudaGraphDestroy(g));
@@ -345,7 +345,7 @@ int main()
 	by_default(d);
 	mixed(d, e);
 
-	(void)cudaGetLastError();	/* the refused calls' error, as CUDA keeps it */
+	(void)cudaGetLastError(); /* the refused calls' error, as CUDA keeps it */
 	fill<<<1, N>>>(out, N, 1);
 	FIRST_KERNEL_USE(cudaGetLastError());
 	OK(cudaDeviceSynchronize());

@@ -20,13 +20,13 @@ static void props_vs_attrs(int dev)
 		qt_check(any, "prop uuid is set");
 	}
 	/* Every field that has an attribute must agree with it. */
-#define SAME(field, attr) \
-	do { \
-		v = -12345; \
-		cudaError_t e_ = cudaDeviceGetAttribute(&v, attr, dev); \
-		qt_quiet(e_ == cudaSuccess && (long long)p.field == (long long)v, \
+#define SAME(field, attr)                                                                                \
+	do {                                                                                             \
+		v = -12345;                                                                              \
+		cudaError_t e_ = cudaDeviceGetAttribute(&v, attr, dev);                                  \
+		qt_quiet(e_ == cudaSuccess && (long long)p.field == (long long)v,                        \
 			 "prop %s = %lld, attribute %s = %d (%s)", #field, (long long)p.field, #attr, v, \
-			 cudaGetErrorName(e_)); \
+			 cudaGetErrorName(e_));                                                          \
 	} while (0)
 	SAME(sharedMemPerBlock, cudaDevAttrMaxSharedMemoryPerBlock);
 	SAME(regsPerBlock, cudaDevAttrMaxRegistersPerBlock);
@@ -150,8 +150,7 @@ int main(void)
 	qt_check(flags == cudaDeviceMapHost, "device flags start as cudaDeviceMapHost");
 	EXPECT(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync), cudaSuccess);
 	EXPECT(cudaGetDeviceFlags(&flags), cudaSuccess);
-	qt_check(flags == (cudaDeviceScheduleBlockingSync | cudaDeviceMapHost),
-		 "device flags: BlockingSync | MapHost");
+	qt_check(flags == (cudaDeviceScheduleBlockingSync | cudaDeviceMapHost), "device flags: BlockingSync | MapHost");
 	EXPECT(cudaSetDeviceFlags(cudaDeviceScheduleSpin | cudaDeviceMapHost), cudaSuccess);
 	EXPECT(cudaGetDeviceFlags(&flags), cudaSuccess);
 	qt_check(flags == (cudaDeviceScheduleSpin | cudaDeviceMapHost), "device flags: Spin | MapHost");
@@ -178,7 +177,7 @@ int main(void)
 		void *d = NULL;
 		EXPECT(cudaMalloc(&d, 4096), cudaSuccess);
 		EXPECT(cudaDeviceReset(), cudaSuccess);
-		EXPECT(cudaFree(d), cudaErrorInvalidValue);	/* reset freed it */
+		EXPECT(cudaFree(d), cudaErrorInvalidValue); /* reset freed it */
 		EXPECT(cudaMalloc(&d, 4096), cudaSuccess);
 		EXPECT(cudaMemset(d, 1, 4096), cudaSuccess);
 		EXPECT(cudaFree(d), cudaSuccess);

@@ -19,7 +19,7 @@
 
 extern char **environ;
 
-#define BIG_LINES 2000	/* about 130 KiB of output */
+#define BIG_LINES 2000 /* about 130 KiB of output */
 #define QT_STR2(x) #x
 #define QT_STR(x) QT_STR2(x)
 

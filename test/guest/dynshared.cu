@@ -48,8 +48,8 @@ int main(void)
 		for (int b = 0; b < blocks; b++)
 			for (int i = 0; i < per; i++)
 				ok &= h_out[b * per + i] == h_in[b * per + per - 1 - i] + b;
-		qt_check(ok, "%d blocks reverse %d ints each in %zu bytes of dynamic shared memory",
-			 blocks, per, per * sizeof(int));
+		qt_check(ok, "%d blocks reverse %d ints each in %zu bytes of dynamic shared memory", blocks, per,
+			 per * sizeof(int));
 	}
 	EXPECT(cudaFree(d_in), cudaSuccess);
 	EXPECT(cudaFree(d_out), cudaSuccess);

@@ -16,7 +16,7 @@
 #include <math.h>
 #include "qctest.h"
 
-#define MS 1000000ull		/* one millisecond in %globaltimer units (ns) */
+#define MS 1000000ull /* one millisecond in %globaltimer units (ns) */
 
 static __device__ __forceinline__ unsigned long long gtimer(void)
 {

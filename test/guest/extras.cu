@@ -32,7 +32,7 @@ __global__ void add(int *p, int n, int v)
 
 /* Destructors run on a thread of CUDA's own, later: they count here, and
  * the program waits for the count (at most 10 s). */
-static int destroyed[4];	/* one counter per user object's ptr */
+static int destroyed[4]; /* one counter per user object's ptr */
 
 static void CUDART_CB destroy(void *arg)
 {
@@ -48,7 +48,7 @@ static bool wait_destroyed(int i)
 {
 	for (int t = 0; t < 10000 && destroyed_now(i) == 0; t++)
 		usleep(1000);
-	usleep(20000);	/* a second run would show now */
+	usleep(20000); /* a second run would show now */
 	return destroyed_now(i) == 1;
 }
 
@@ -69,8 +69,7 @@ static void user_objects(unsigned char *d)
 
 	OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 	EXPECT(cudaUserObjectCreate(&o, (void *)0, destroy, 1, 0), cudaErrorInvalidValue);
-	EXPECT(cudaUserObjectCreate(&o, (void *)0, destroy, 0, cudaUserObjectNoDestructorSync),
-	       cudaErrorInvalidValue);
+	EXPECT(cudaUserObjectCreate(&o, (void *)0, destroy, 0, cudaUserObjectNoDestructorSync), cudaErrorInvalidValue);
 
 	/* The program's references, then a graph's, a clone's and an executable graph's. */
 	EXPECT(cudaUserObjectCreate(&o, (void *)0, destroy, 1, cudaUserObjectNoDestructorSync), cudaSuccess);
@@ -274,7 +273,8 @@ static void batches(unsigned char *d, unsigned char *h)
 	OK(cudaStreamSynchronize(s));
 	OK(cudaMemcpy(back, d, N, cudaMemcpyDeviceToHost));
 	for (int i = 0; i < 3; i++)
-		same = same && !memcmp(back + 1000 * i + i, pageable[i], sizes[i]) && back[1000 * i + i + sizes[i]] == 0;
+		same = same && !memcmp(back + 1000 * i + i, pageable[i], sizes[i]) &&
+		       back[1000 * i + i + sizes[i]] == 0;
 	qt_check(same, "cudaMemcpyBatchAsync: three copies of pageable memory, bytes after them untouched");
 	EXPECT(cudaMemcpyBatchAsync(dsts, srcs, sizes, 3, at, idx, 2, 0), cudaErrorInvalidValue);
 	at[0].srcAccessOrder = cudaMemcpySrcAccessOrderInvalid;
@@ -325,7 +325,8 @@ static void peer_and_arrays(unsigned char *d)
 	cudaPitchedPtr a, b;
 	cudaArray_t s1, s2;
 	cudaChannelFormatDesc fd = cudaCreateChannelDesc<unsigned char>();
-	unsigned char *src = (unsigned char *)malloc(N), *back = (unsigned char *)malloc(N), *want = (unsigned char *)malloc(N);
+	unsigned char *src = (unsigned char *)malloc(N), *back = (unsigned char *)malloc(N),
+		      *want = (unsigned char *)malloc(N);
 	cudaStream_t s;
 	int count = 0;
 	bool same = true;
@@ -482,9 +483,9 @@ static void kernels(unsigned char *dn, unsigned char *hn)
 	memset(&got, 0, sizeof(got));
 	EXPECT(cudaGraphKernelNodeGetAttribute(k1, cudaKernelNodeAttributeAccessPolicyWindow, &got), cudaSuccess);
 	qt_check(got.accessPolicyWindow.base_ptr == d && got.accessPolicyWindow.num_bytes == M * sizeof(int) &&
-		 got.accessPolicyWindow.hitRatio == 0.5f &&
-		 got.accessPolicyWindow.hitProp == cudaAccessPropertyPersisting &&
-		 got.accessPolicyWindow.missProp == cudaAccessPropertyStreaming,
+			 got.accessPolicyWindow.hitRatio == 0.5f &&
+			 got.accessPolicyWindow.hitProp == cudaAccessPropertyPersisting &&
+			 got.accessPolicyWindow.missProp == cudaAccessPropertyStreaming,
 		 "its access policy window reads back as set");
 	memset(&val, 0, sizeof(val));
 	val.cooperative = 1;
@@ -544,11 +545,13 @@ static void kernels(unsigned char *dn, unsigned char *hn)
 	OK(cudaMemcpyToSymbol(sym, out, 16 * sizeof(int)));
 	OK(cudaGraphCreate(&g, 0));
 	EXPECT(cudaGraphAddMemcpyNodeToSymbol(&to, g, NULL, 0, sym, in, 8 * sizeof(int), 4 * sizeof(int),
-					      cudaMemcpyHostToDevice), cudaSuccess);
+					      cudaMemcpyHostToDevice),
+	       cudaSuccess);
 	EXPECT(cudaGraphAddMemcpyNodeFromSymbol(&from, g, &to, 1, out, sym, 16 * sizeof(int), 0,
-						cudaMemcpyDeviceToHost), cudaSuccess);
-	EXPECT(cudaGraphAddMemcpyNodeToSymbol(&k1, g, NULL, 0, sym, in, 4, 64 * sizeof(int),
-					      cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+						cudaMemcpyDeviceToHost),
+	       cudaSuccess);
+	EXPECT(cudaGraphAddMemcpyNodeToSymbol(&k1, g, NULL, 0, sym, in, 4, 64 * sizeof(int), cudaMemcpyHostToDevice),
+	       cudaErrorInvalidValue);
 	EXPECT(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
 	EXPECT(cudaGraphLaunch(x, s), cudaSuccess);
 	OK(cudaStreamSynchronize(s));
@@ -556,10 +559,11 @@ static void kernels(unsigned char *dn, unsigned char *hn)
 	for (int i = 0; i < 16; i++)
 		all = all && out[i] == (i >= 4 && i < 12 ? 1000 + i - 4 : 0);
 	qt_check(all, "a memcpy node to a symbol at an offset, then one from it");
-	EXPECT(cudaGraphExecMemcpyNodeSetParamsToSymbol(x, to, sym, in + 8, 4 * sizeof(int), 0,
-							cudaMemcpyHostToDevice), cudaSuccess);
+	EXPECT(cudaGraphExecMemcpyNodeSetParamsToSymbol(x, to, sym, in + 8, 4 * sizeof(int), 0, cudaMemcpyHostToDevice),
+	       cudaSuccess);
 	EXPECT(cudaGraphExecMemcpyNodeSetParamsFromSymbol(x, from, out, sym, 8 * sizeof(int), 0,
-							  cudaMemcpyDeviceToHost), cudaSuccess);
+							  cudaMemcpyDeviceToHost),
+	       cudaSuccess);
 	memset(out, 0, 16 * sizeof(int));
 	EXPECT(cudaGraphLaunch(x, s), cudaSuccess);
 	OK(cudaStreamSynchronize(s));

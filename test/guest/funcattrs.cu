@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(256) bounded(float *p, int n)
 
 __global__ void tiled(const float *in, float *out)
 {
-	__shared__ float tile[1024];	/* 4096 bytes of static shared memory */
+	__shared__ float tile[1024]; /* 4096 bytes of static shared memory */
 
 	tile[threadIdx.x] = in[threadIdx.x];
 	__syncthreads();
@@ -70,10 +70,9 @@ static void print_attrs(const char *name, const cudaFuncAttributes &a)
 	printf("%s: numRegs %d maxThreadsPerBlock %d shared %zu const %zu local %zu ptx %d binary %d "
 	       "cacheModeCA %d maxDynamicShared %d carveout %d clusterDimMustBeSet %d cluster %dx%dx%d "
 	       "nonPortableCluster %d clusterPolicy %d\n",
-	       name, a.numRegs, a.maxThreadsPerBlock, a.sharedSizeBytes, a.constSizeBytes,
-	       a.localSizeBytes, a.ptxVersion, a.binaryVersion, a.cacheModeCA,
-	       a.maxDynamicSharedSizeBytes, a.preferredShmemCarveout, a.clusterDimMustBeSet,
-	       a.requiredClusterWidth, a.requiredClusterHeight, a.requiredClusterDepth,
+	       name, a.numRegs, a.maxThreadsPerBlock, a.sharedSizeBytes, a.constSizeBytes, a.localSizeBytes,
+	       a.ptxVersion, a.binaryVersion, a.cacheModeCA, a.maxDynamicSharedSizeBytes, a.preferredShmemCarveout,
+	       a.clusterDimMustBeSet, a.requiredClusterWidth, a.requiredClusterHeight, a.requiredClusterDepth,
 	       a.nonPortableClusterSizeAllowed, a.clusterSchedulingPolicyPreference);
 }
 
@@ -120,7 +119,7 @@ static void attributes(void)
 
 static void set_attributes(int *d_out)
 {
-	const int dyn_bytes = 100 * 1024;	/* above the 48 KiB a kernel gets without asking */
+	const int dyn_bytes = 100 * 1024; /* above the 48 KiB a kernel gets without asking */
 	cudaFuncAttributes a;
 	int optin, h = 0;
 
@@ -134,17 +133,21 @@ static void set_attributes(int *d_out)
 	dynamic<<<1, 256, dyn_bytes>>>(d_out, dyn_bytes / 4);
 	EXPECT(cudaGetLastError(), cudaSuccess);
 	EXPECT(cudaMemcpy(&h, d_out, sizeof(h), cudaMemcpyDeviceToHost), cudaSuccess);
-	qt_check(h == (dyn_bytes / 4 - 1) * (dyn_bytes / 4) / 2, "a block with 100 KiB of dynamic shared memory ran (sum %d)", h);
+	qt_check(h == (dyn_bytes / 4 - 1) * (dyn_bytes / 4) / 2,
+		 "a block with 100 KiB of dynamic shared memory ran (sum %d)", h);
 
-	EXPECT(cudaFuncSetAttribute(dynamic, cudaFuncAttributeMaxDynamicSharedMemorySize, optin + 1), cudaErrorInvalidValue);
+	EXPECT(cudaFuncSetAttribute(dynamic, cudaFuncAttributeMaxDynamicSharedMemorySize, optin + 1),
+	       cudaErrorInvalidValue);
 	EXPECT(cudaFuncSetAttribute(dynamic, cudaFuncAttributeMaxDynamicSharedMemorySize, -1), cudaErrorInvalidValue);
 	OK(cudaFuncGetAttributes(&a, dynamic));
-	qt_check(a.maxDynamicSharedSizeBytes == dyn_bytes, "refused values leave it at %d", a.maxDynamicSharedSizeBytes);
+	qt_check(a.maxDynamicSharedSizeBytes == dyn_bytes, "refused values leave it at %d",
+		 a.maxDynamicSharedSizeBytes);
 
 	EXPECT(cudaFuncSetAttribute(tiled, cudaFuncAttributePreferredSharedMemoryCarveout, 50), cudaSuccess);
 	OK(cudaFuncGetAttributes(&a, tiled));
 	qt_check(a.preferredShmemCarveout == 50, "preferredShmemCarveout reads back %d", a.preferredShmemCarveout);
-	EXPECT(cudaFuncSetAttribute(tiled, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxL1), cudaSuccess);
+	EXPECT(cudaFuncSetAttribute(tiled, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxL1),
+	       cudaSuccess);
 	EXPECT(cudaFuncSetAttribute(tiled, cudaFuncAttributePreferredSharedMemoryCarveout, 101), cudaErrorInvalidValue);
 	EXPECT(cudaFuncSetAttribute(tiled, (cudaFuncAttribute)0, 128), cudaErrorInvalidValue);
 	EXPECT(cudaFuncSetAttribute(tiled, cudaFuncAttributeMax, 0), cudaErrorInvalidValue);
@@ -156,19 +159,22 @@ static void occupancy(int sms)
 	size_t avail = 0;
 
 	EXPECT(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n1, plain, 128, 0), cudaSuccess);
-	EXPECT(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n2, plain, 128, 0, cudaOccupancyDisableCachingOverride), cudaSuccess);
+	EXPECT(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n2, plain, 128, 0,
+								      cudaOccupancyDisableCachingOverride),
+	       cudaSuccess);
 	EXPECT(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n3, dynamic, 256, 100 * 1024), cudaSuccess);
 	printf("occupancy: plain x128: %d blocks/SM (%d with cudaOccupancyDisableCachingOverride); "
-	       "dynamic x256 with 100 KiB: %d blocks/SM\n", n1, n2, n3);
+	       "dynamic x256 with 100 KiB: %d blocks/SM\n",
+	       n1, n2, n3);
 	qt_check(n1 > 0 && n2 > 0 && n3 > 0 && n3 < n1, "occupancy falls with shared memory use");
 	EXPECT(cudaOccupancyAvailableDynamicSMemPerBlock(&avail, dynamic, 2, 256), cudaSuccess);
 	printf("dynamic: %zu bytes of dynamic shared memory per block let 2 blocks of 256 fit\n", avail);
 	qt_check(avail > 0, "cudaOccupancyAvailableDynamicSMemPerBlock");
 
 	EXPECT(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, bounded, 0, 0), cudaSuccess);
-	printf("cudaOccupancyMaxPotentialBlockSize(bounded): block %d, min grid %d (%d SMs)\n", block,
-	       min_grid, sms);
-	qt_check(block > 0 && block <= 256 && min_grid % sms == 0, "the template's block size respects __launch_bounds__");
+	printf("cudaOccupancyMaxPotentialBlockSize(bounded): block %d, min grid %d (%d SMs)\n", block, min_grid, sms);
+	qt_check(block > 0 && block <= 256 && min_grid % sms == 0,
+		 "the template's block size respects __launch_bounds__");
 	EXPECT(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, plain, 0, 0), cudaSuccess);
 	printf("cudaOccupancyMaxPotentialBlockSize(plain): block %d, min grid %d\n", block, min_grid);
 
@@ -228,7 +234,8 @@ static void stream_attributes(void)
 	EXPECT(cudaStreamSetAttribute(s, cudaStreamAttributeMemSyncDomain, &v), cudaSuccess);
 	memset(&v, 0, sizeof(v));
 	EXPECT(cudaStreamGetAttribute(s, cudaStreamAttributeMemSyncDomain, &v), cudaSuccess);
-	qt_check(v.memSyncDomain == cudaLaunchMemSyncDomainRemote, "memory sync domain reads back %d", (int)v.memSyncDomain);
+	qt_check(v.memSyncDomain == cudaLaunchMemSyncDomainRemote, "memory sync domain reads back %d",
+		 (int)v.memSyncDomain);
 
 	OK(cudaMalloc(&win, 1 << 20));
 	memset(&v, 0, sizeof(v));
@@ -242,11 +249,12 @@ static void stream_attributes(void)
 	EXPECT(cudaStreamGetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &v), cudaSuccess);
 	/* Natively Persisting hits read back; qcuda makes them Normal (the L2 set-aside is every VM's). */
 	qt_check(v.accessPolicyWindow.base_ptr == win && v.accessPolicyWindow.num_bytes == 1 << 20 &&
-		 v.accessPolicyWindow.hitRatio == 0.5f &&
-		 (v.accessPolicyWindow.hitProp == cudaAccessPropertyPersisting ||
-		  v.accessPolicyWindow.hitProp == cudaAccessPropertyNormal) &&
-		 v.accessPolicyWindow.missProp == cudaAccessPropertyStreaming,
-		 "an access policy window over 1 MiB reads back (%zu bytes, hit ratio %.2f, hit persisting or normal, miss %d)",
+			 v.accessPolicyWindow.hitRatio == 0.5f &&
+			 (v.accessPolicyWindow.hitProp == cudaAccessPropertyPersisting ||
+			  v.accessPolicyWindow.hitProp == cudaAccessPropertyNormal) &&
+			 v.accessPolicyWindow.missProp == cudaAccessPropertyStreaming,
+		 "an access policy window over 1 MiB reads back (%zu bytes, hit ratio %.2f, hit persisting or normal, "
+		 "miss %d)",
 		 v.accessPolicyWindow.num_bytes, v.accessPolicyWindow.hitRatio, (int)v.accessPolicyWindow.missProp);
 	memset(&v, 0, sizeof(v));
 	EXPECT(cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &v), cudaSuccess);
@@ -366,13 +374,16 @@ static void driver_api(void)
 	e = cudaGetDriverEntryPointByVersion("cuInit", &fn, 12000, cudaEnableDefault, &q);
 	found = qcuda_runtime() ? !fn && q == cudaDriverEntryPointSymbolNotFound
 				: fn && q == cudaDriverEntryPointSuccess;
-	qt_check(e == cudaSuccess && found, "cudaGetDriverEntryPointByVersion(\"cuInit\") -> %s (found natively, "
-		 "not found in a qcuda guest)", cudaGetErrorName(e));
+	qt_check(e == cudaSuccess && found,
+		 "cudaGetDriverEntryPointByVersion(\"cuInit\") -> %s (found natively, "
+		 "not found in a qcuda guest)",
+		 cudaGetErrorName(e));
 	fn = (void *)1;
 	e = cudaGetDriverEntryPoint("cuInit", &fn, cudaEnableDefault, &q);
 	found = qcuda_runtime() ? !fn && q == cudaDriverEntryPointSymbolNotFound
 				: fn && q == cudaDriverEntryPointSuccess;
-	qt_check(e == cudaSuccess && found, "cudaGetDriverEntryPoint(\"cuInit\") -> %s (the same)", cudaGetErrorName(e));
+	qt_check(e == cudaSuccess && found, "cudaGetDriverEntryPoint(\"cuInit\") -> %s (the same)",
+		 cudaGetErrorName(e));
 	fn = (void *)1;
 	e = cudaGetDriverEntryPointByVersion("cuNoSuchFunction", &fn, 12000, cudaEnableDefault, &q);
 	qt_check(e == cudaSuccess && !fn && q == cudaDriverEntryPointSymbolNotFound,

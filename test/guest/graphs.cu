@@ -80,7 +80,8 @@ static void capture_basic(unsigned char *d, unsigned char *h_in, unsigned char *
 	EXPECT(cudaMemsetAsync(d, 0x5a, N, s), cudaSuccess);
 	EXPECT(cudaStreamGetCaptureInfo(s, &st, NULL, NULL, &deps, NULL, &ndeps), cudaSuccess);
 	qt_check(ndeps == 1 && deps && cudaGraphNodeGetType(deps[0], &type) == cudaSuccess &&
-		 type == cudaGraphNodeTypeMemset, "after a memset the capture depends on its memset node");
+			 type == cudaGraphNodeTypeMemset,
+		 "after a memset the capture depends on its memset node");
 	EXPECT(cudaMemcpyAsync(d, h_in, N / 2, cudaMemcpyHostToDevice, s), cudaSuccess);
 	EXPECT(cudaLaunchHostFunc(s, count_call, (void *)(intptr_t)1), cudaSuccess);
 	EXPECT(cudaMemcpyAsync(h_out, d, N, cudaMemcpyDeviceToHost, s), cudaSuccess);
@@ -203,7 +204,7 @@ static void capture_per_thread(unsigned char *d, unsigned char *h_out)
 	pthread_create(&t, NULL, other_per_thread, &o);
 	pthread_join(t, NULL);
 	qt_check(o.set == cudaSuccess && o.sync == cudaSuccess && o.copy == cudaSuccess &&
-		 qt_not_byte(h_out, 0x6b, 256) < 0,
+			 qt_not_byte(h_out, 0x6b, 256) < 0,
 		 "another thread's per-thread stream ran its work while this thread's was captured");
 	EXPECT(cudaStreamEndCapture(cudaStreamPerThread, &g), cudaSuccess);
 	qt_check(g && count_nodes(g) == 1, "the capture took this thread's memset only");
@@ -285,8 +286,7 @@ static void built(unsigned char *d, unsigned char *h_out)
 	mp.dst = d, mp.value = 0xee, mp.elementSize = 1, mp.width = 16, mp.height = 1;
 	EXPECT(cudaGraphAddMemsetNode(&found, child, NULL, 0, &mp), cudaSuccess);
 	EXPECT(cudaGraphAddChildGraphNode(&sub, g, &copy, 1, child), cudaSuccess);
-	qt_check(count_nodes(g) == 6 && count_roots(g) == 1 && count_edges(g) == 5,
-		 "6 nodes, one root, 5 edges");
+	qt_check(count_nodes(g) == 6 && count_roots(g) == 1 && count_edges(g) == 5, "6 nodes, one root, 5 edges");
 	n = 4;
 	EXPECT(cudaGraphNodeGetDependentNodes(copy, outs, NULL, &n), cudaSuccess);
 	qt_check(n == 2, "the copy has two dependents (%zu)", n);
@@ -340,7 +340,8 @@ static void built(unsigned char *d, unsigned char *h_out)
 		enum cudaGraphNodeType type;
 
 		qt_check(found != copy && cudaGraphNodeGetType(found, &type) == cudaSuccess &&
-			 type == cudaGraphNodeTypeMemcpy, "the copy's twin in the clone");
+				 type == cudaGraphNodeTypeMemcpy,
+			 "the copy's twin in the clone");
 	}
 	EXPECT(cudaGraphDestroyNode(found), cudaSuccess);
 	qt_check(count_nodes(clone) == 5 && count_edges(clone) == 2, "a node removed with its edges");
@@ -542,7 +543,8 @@ static void mem_reuse(unsigned char *h_out)
 	EXPECT(cudaGraphAddMemcpyNode1D(&copy, g, &set, 1, h_out, bp.dptr, N / 2, cudaMemcpyDeviceToHost), cudaSuccess);
 	EXPECT(cudaGraphAddMemFreeNode(&fb, g, &copy, 1, bp.dptr), cudaSuccess);
 	EXPECT(cudaGraphAddMemAllocNode(&c, g, NULL, 0, &cp), cudaSuccess);
-	qt_check(cp.dptr != NULL && cp.dptr != ap.dptr, "an alloc node not ordered after the free has memory of its own");
+	qt_check(cp.dptr != NULL && cp.dptr != ap.dptr,
+		 "an alloc node not ordered after the free has memory of its own");
 	EXPECT(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
 	memset(h_out, 0, N);
 	EXPECT(cudaGraphLaunch(x, s), cudaSuccess);
@@ -688,7 +690,7 @@ static void kernels(void)
 	}
 	EXPECT(cudaGraphKernelNodeGetParams(node, &got), cudaSuccess);
 	qt_check(got.func == (void *)add && got.gridDim.x == kp.gridDim.x && got.blockDim.x == 256 &&
-		 got.kernelParams && *(int *)got.kernelParams[2] == 1,
+			 got.kernelParams && *(int *)got.kernelParams[2] == 1,
 		 "a kernel node's parameters read back");
 	EXPECT(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
 	v = 1000;
@@ -700,8 +702,7 @@ static void kernels(void)
 	all = true;
 	for (int i = 0; i < M; i++)
 		all = all && h[i] == CHAIN - 1 + 1000;
-	qt_check(all, "a chain of %d kernel nodes ran in order, the last one with its new argument",
-		 (int)CHAIN);
+	qt_check(all, "a chain of %d kernel nodes ran in order, the last one with its new argument", (int)CHAIN);
 	OK(cudaGraphExecDestroy(x));
 	OK(cudaGraphDestroy(g));
 	OK(cudaStreamDestroy(s));

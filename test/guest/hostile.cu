@@ -23,13 +23,13 @@
 static int qfd = -1;
 
 struct reply {
-	int err;		/* errno of the ioctl, 0 if it returned 0 */
+	int err; /* errno of the ioctl, 0 if it returned 0 */
 	uint32_t status;
 	uint64_t value;
 };
 
-static struct reply call(uint32_t cmd, const void *args, uint32_t args_len, void *out, uint32_t out_len,
-			 uint32_t dir, void *data, uint64_t data_len)
+static struct reply call(uint32_t cmd, const void *args, uint32_t args_len, void *out, uint32_t out_len, uint32_t dir,
+			 void *data, uint64_t data_len)
 {
 	struct qcuda_call c;
 	struct reply r = { 0, 0, 0 };
@@ -70,10 +70,20 @@ static const char *how(struct reply r)
 	return buf;
 }
 
-#define REFUSED(r, what) do { struct reply r_ = (r); qt_check(refused(r_), "%s: refused", what); \
-	if (!refused(r_)) printf("     (%s)\n", how(r_)); } while (0)
-#define ERRNO(r, e, what) do { struct reply r_ = (r); qt_check(r_.err == (e), "%s: %s", what, #e); \
-	if (r_.err != (e)) printf("     (%s)\n", how(r_)); } while (0)
+#define REFUSED(r, what)                                    \
+	do {                                                \
+		struct reply r_ = (r);                      \
+		qt_check(refused(r_), "%s: refused", what); \
+		if (!refused(r_))                           \
+			printf("     (%s)\n", how(r_));     \
+	} while (0)
+#define ERRNO(r, e, what)                                    \
+	do {                                                 \
+		struct reply r_ = (r);                       \
+		qt_check(r_.err == (e), "%s: %s", what, #e); \
+		if (r_.err != (e))                           \
+			printf("     (%s)\n", how(r_));      \
+	} while (0)
 
 static uint64_t raw_malloc(uint64_t size)
 {
@@ -129,7 +139,7 @@ static void garbage(void)
 {
 	unsigned char buf[256], big[QCUDA_MAX_ARGS + 8];
 	struct qcuda_info info;
-	void *bad = (void *)0x10;	/* never mapped */
+	void *bad = (void *)0x10; /* never mapped */
 
 	memset(buf, 0, sizeof(buf));
 	memset(&info, 0, sizeof(info));
@@ -145,58 +155,83 @@ static void garbage(void)
 	qt_check(true, "driver commands (< 16) through QCUDA_IOC_CALL: EINVAL");
 	REFUSED(call(999, buf, 8, NULL, 0, QCUDA_DATA_NONE, NULL, 0), "unknown command 999");
 	REFUSED(call(0xffffffffu, NULL, 0, NULL, 0, QCUDA_DATA_NONE, NULL, 0), "unknown command 0xffffffff");
-	ERRNO(call(QCUDA_CMD_MALLOC, big, sizeof(big), NULL, 0, QCUDA_DATA_NONE, NULL, 0), EINVAL, "args_len > QCUDA_MAX_ARGS");
-	ERRNO(call(QCUDA_CMD_MEM_GET_INFO, NULL, 0, big, QCUDA_MAX_OUT + 8, QCUDA_DATA_NONE, NULL, 0), EINVAL, "out_len > QCUDA_MAX_OUT");
+	ERRNO(call(QCUDA_CMD_MALLOC, big, sizeof(big), NULL, 0, QCUDA_DATA_NONE, NULL, 0), EINVAL,
+	      "args_len > QCUDA_MAX_ARGS");
+	ERRNO(call(QCUDA_CMD_MEM_GET_INFO, NULL, 0, big, QCUDA_MAX_OUT + 8, QCUDA_DATA_NONE, NULL, 0), EINVAL,
+	      "out_len > QCUDA_MAX_OUT");
 	ERRNO(call(QCUDA_CMD_MALLOC, bad, 8, NULL, 0, QCUDA_DATA_NONE, NULL, 0), EFAULT, "args at an unmapped address");
-	ERRNO(call(QCUDA_CMD_MEM_GET_INFO, NULL, 0, bad, 16, QCUDA_DATA_NONE, NULL, 0), EFAULT, "out at an unmapped address");
+	ERRNO(call(QCUDA_CMD_MEM_GET_INFO, NULL, 0, bad, 16, QCUDA_DATA_NONE, NULL, 0), EFAULT,
+	      "out at an unmapped address");
 	ERRNO(call(QCUDA_CMD_MEMCPY_HTOD, buf, 40, NULL, 0, 3, buf, 8), EINVAL, "data_dir 3");
-	ERRNO(call(QCUDA_CMD_MEMCPY_HTOD, buf, 40, NULL, 0, QCUDA_DATA_NONE, buf, 8), EINVAL, "data_len with QCUDA_DATA_NONE");
+	ERRNO(call(QCUDA_CMD_MEMCPY_HTOD, buf, 40, NULL, 0, QCUDA_DATA_NONE, buf, 8), EINVAL,
+	      "data_len with QCUDA_DATA_NONE");
 
 	{
 		uint64_t d = raw_malloc(4096);
 		unsigned char page[4096];
 
 		qt_check(d != 0, "raw MALLOC");
-		ERRNO(raw_copy(QCUDA_CMD_MEMCPY_HTOD, d, 0, 4096, QCUDA_DATA_TO_DEVICE, bad, 4096), EFAULT, "HTOD from an unmapped address");
-		ERRNO(raw_copy(QCUDA_CMD_MEMCPY_DTOH, 0, d, 4096, QCUDA_DATA_FROM_DEVICE, bad, 4096), EFAULT, "DTOH to an unmapped address");
-		ERRNO(raw_copy(QCUDA_CMD_MEMCPY_DTOH, 0, d, 4096, QCUDA_DATA_FROM_DEVICE, (void *)garbage, 4096), EFAULT,
-		      "DTOH into read-only program text");
-		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_HTOD, d, 0, 8, QCUDA_DATA_TO_DEVICE, page, 16), "HTOD with more data than size");
-		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_HTOD, d + 4000, 0, 200, QCUDA_DATA_TO_DEVICE, page, 200), "HTOD past the allocation");
-		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_HTOD, d - 8, 0, 16, QCUDA_DATA_TO_DEVICE, page, 16), "HTOD before the allocation");
-		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOH, 0, d + 4095, 2, QCUDA_DATA_FROM_DEVICE, page, 2), "DTOH past the allocation");
-		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOH, 0, 0x7000deadbeefull, 16, QCUDA_DATA_FROM_DEVICE, page, 16), "DTOH from a forged pointer");
-		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOD, d, 0x7000deadbeefull, 16, QCUDA_DATA_NONE, NULL, 0), "DTOD from a forged pointer");
-		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOD, d + 1, d, 4096, QCUDA_DATA_NONE, NULL, 0), "DTOD past the allocation");
-		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOD, d, d, 1ull << 63, QCUDA_DATA_NONE, NULL, 0), "DTOD of 2^63 bytes");
-		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOD, d + 4096, d, ~0ull - 4095, QCUDA_DATA_NONE, NULL, 0), "DTOD with a wrapping size");
+		ERRNO(raw_copy(QCUDA_CMD_MEMCPY_HTOD, d, 0, 4096, QCUDA_DATA_TO_DEVICE, bad, 4096), EFAULT,
+		      "HTOD from an unmapped address");
+		ERRNO(raw_copy(QCUDA_CMD_MEMCPY_DTOH, 0, d, 4096, QCUDA_DATA_FROM_DEVICE, bad, 4096), EFAULT,
+		      "DTOH to an unmapped address");
+		ERRNO(raw_copy(QCUDA_CMD_MEMCPY_DTOH, 0, d, 4096, QCUDA_DATA_FROM_DEVICE, (void *)garbage, 4096),
+		      EFAULT, "DTOH into read-only program text");
+		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_HTOD, d, 0, 8, QCUDA_DATA_TO_DEVICE, page, 16),
+			"HTOD with more data than size");
+		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_HTOD, d + 4000, 0, 200, QCUDA_DATA_TO_DEVICE, page, 200),
+			"HTOD past the allocation");
+		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_HTOD, d - 8, 0, 16, QCUDA_DATA_TO_DEVICE, page, 16),
+			"HTOD before the allocation");
+		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOH, 0, d + 4095, 2, QCUDA_DATA_FROM_DEVICE, page, 2),
+			"DTOH past the allocation");
+		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOH, 0, 0x7000deadbeefull, 16, QCUDA_DATA_FROM_DEVICE, page, 16),
+			"DTOH from a forged pointer");
+		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOD, d, 0x7000deadbeefull, 16, QCUDA_DATA_NONE, NULL, 0),
+			"DTOD from a forged pointer");
+		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOD, d + 1, d, 4096, QCUDA_DATA_NONE, NULL, 0),
+			"DTOD past the allocation");
+		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOD, d, d, 1ull << 63, QCUDA_DATA_NONE, NULL, 0),
+			"DTOD of 2^63 bytes");
+		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOD, d + 4096, d, ~0ull - 4095, QCUDA_DATA_NONE, NULL, 0),
+			"DTOD with a wrapping size");
 		{
 			struct qcuda_args_memset m;
 			memset(&m, 0, sizeof(m));
 			m.dst = d + 1;
 			m.size = 4096;
-			REFUSED(call(QCUDA_CMD_MEMSET, &m, sizeof(m), NULL, 0, QCUDA_DATA_NONE, NULL, 0), "MEMSET past the allocation");
+			REFUSED(call(QCUDA_CMD_MEMSET, &m, sizeof(m), NULL, 0, QCUDA_DATA_NONE, NULL, 0),
+				"MEMSET past the allocation");
 			m.dst = 0x1000;
 			m.size = 1;
-			REFUSED(call(QCUDA_CMD_MEMSET, &m, sizeof(m), NULL, 0, QCUDA_DATA_NONE, NULL, 0), "MEMSET at a forged pointer");
+			REFUSED(call(QCUDA_CMD_MEMSET, &m, sizeof(m), NULL, 0, QCUDA_DATA_NONE, NULL, 0),
+				"MEMSET at a forged pointer");
 		}
-		REFUSED(call(QCUDA_CMD_MALLOC, buf, 4, NULL, 0, QCUDA_DATA_NONE, NULL, 0), "MALLOC with 4 argument bytes");
-		REFUSED(call(QCUDA_CMD_MEMCPY_HTOD, buf, 8, NULL, 0, QCUDA_DATA_TO_DEVICE, page, 8), "HTOD with 8 argument bytes");
+		REFUSED(call(QCUDA_CMD_MALLOC, buf, 4, NULL, 0, QCUDA_DATA_NONE, NULL, 0),
+			"MALLOC with 4 argument bytes");
+		REFUSED(call(QCUDA_CMD_MEMCPY_HTOD, buf, 8, NULL, 0, QCUDA_DATA_TO_DEVICE, page, 8),
+			"HTOD with 8 argument bytes");
 		{
 			struct qcuda_args_malloc a = { 1ull << 62 };
 			struct reply r = call(QCUDA_CMD_MALLOC, &a, sizeof(a), NULL, 0, QCUDA_DATA_NONE, NULL, 0);
-			qt_check(r.err == 0 && r.status == cudaErrorMemoryAllocation, "MALLOC of 2^62 bytes: cudaErrorMemoryAllocation");
+			qt_check(r.err == 0 && r.status == cudaErrorMemoryAllocation,
+				 "MALLOC of 2^62 bytes: cudaErrorMemoryAllocation");
 		}
 		{
 			struct qcuda_args_ptr p = { d + 16 };
-			REFUSED(call(QCUDA_CMD_FREE, &p, sizeof(p), NULL, 0, QCUDA_DATA_NONE, NULL, 0), "FREE inside an allocation");
+			REFUSED(call(QCUDA_CMD_FREE, &p, sizeof(p), NULL, 0, QCUDA_DATA_NONE, NULL, 0),
+				"FREE inside an allocation");
 			p.ptr = 0x123456789ull;
-			REFUSED(call(QCUDA_CMD_FREE, &p, sizeof(p), NULL, 0, QCUDA_DATA_NONE, NULL, 0), "FREE of a forged pointer");
+			REFUSED(call(QCUDA_CMD_FREE, &p, sizeof(p), NULL, 0, QCUDA_DATA_NONE, NULL, 0),
+				"FREE of a forged pointer");
 			p.ptr = d;
-			qt_check(!refused(call(QCUDA_CMD_FREE, &p, sizeof(p), NULL, 0, QCUDA_DATA_NONE, NULL, 0)), "FREE");
+			qt_check(!refused(call(QCUDA_CMD_FREE, &p, sizeof(p), NULL, 0, QCUDA_DATA_NONE, NULL, 0)),
+				 "FREE");
 			REFUSED(call(QCUDA_CMD_FREE, &p, sizeof(p), NULL, 0, QCUDA_DATA_NONE, NULL, 0), "FREE twice");
-			REFUSED(raw_copy(QCUDA_CMD_MEMCPY_HTOD, d, 0, 16, QCUDA_DATA_TO_DEVICE, page, 16), "HTOD into freed memory");
-			REFUSED(call(QCUDA_CMD_HOST_UNMAP, &p, sizeof(p), NULL, 0, QCUDA_DATA_NONE, NULL, 0), "HOST_UNMAP of a device allocation");
+			REFUSED(raw_copy(QCUDA_CMD_MEMCPY_HTOD, d, 0, 16, QCUDA_DATA_TO_DEVICE, page, 16),
+				"HTOD into freed memory");
+			REFUSED(call(QCUDA_CMD_HOST_UNMAP, &p, sizeof(p), NULL, 0, QCUDA_DATA_NONE, NULL, 0),
+				"HOST_UNMAP of a device allocation");
 		}
 	}
 
@@ -217,9 +252,12 @@ static void garbage(void)
 			bad_ones += !refused(raw_handle(QCUDA_CMD_EVENT_DESTROY, h));
 			bad_ones += !refused(raw_handle(QCUDA_CMD_EVENT_SYNC, h));
 			bad_ones += !refused(raw_handle(QCUDA_CMD_EVENT_QUERY, h));
-			bad_ones += !refused(call(QCUDA_CMD_STREAM_WAIT_EVENT, &w, sizeof(w), NULL, 0, QCUDA_DATA_NONE, NULL, 0));
-			bad_ones += !refused(call(QCUDA_CMD_EVENT_RECORD, &er, sizeof(er), NULL, 0, QCUDA_DATA_NONE, NULL, 0));
-			bad_ones += !refused(call(QCUDA_CMD_EVENT_ELAPSED, &el, sizeof(el), &eo, sizeof(eo), QCUDA_DATA_NONE, NULL, 0));
+			bad_ones += !refused(
+				call(QCUDA_CMD_STREAM_WAIT_EVENT, &w, sizeof(w), NULL, 0, QCUDA_DATA_NONE, NULL, 0));
+			bad_ones += !refused(
+				call(QCUDA_CMD_EVENT_RECORD, &er, sizeof(er), NULL, 0, QCUDA_DATA_NONE, NULL, 0));
+			bad_ones += !refused(call(QCUDA_CMD_EVENT_ELAPSED, &el, sizeof(el), &eo, sizeof(eo),
+						  QCUDA_DATA_NONE, NULL, 0));
 			bad_ones += !refused(raw_handle(QCUDA_CMD_HOST_UNMAP, h));
 		}
 		qt_check(bad_ones == 0, "forged stream/event handles and device pointers: every use refused");
@@ -227,8 +265,10 @@ static void garbage(void)
 	{
 		struct qcuda_args_device dv = { 9999, 0 };
 		struct qcuda_out_device_props props;
-		REFUSED(call(QCUDA_CMD_DEVICE_PROPS, &dv, sizeof(dv), &props, sizeof(props), QCUDA_DATA_NONE, NULL, 0), "DEVICE_PROPS of device 9999");
-		REFUSED(call(QCUDA_CMD_SET_DEVICE, &dv, sizeof(dv), NULL, 0, QCUDA_DATA_NONE, NULL, 0), "SET_DEVICE 9999");
+		REFUSED(call(QCUDA_CMD_DEVICE_PROPS, &dv, sizeof(dv), &props, sizeof(props), QCUDA_DATA_NONE, NULL, 0),
+			"DEVICE_PROPS of device 9999");
+		REFUSED(call(QCUDA_CMD_SET_DEVICE, &dv, sizeof(dv), NULL, 0, QCUDA_DATA_NONE, NULL, 0),
+			"SET_DEVICE 9999");
 		struct qcuda_args_stream_create sc = { 0x12345, 0 };
 		struct reply r = call(QCUDA_CMD_STREAM_CREATE, &sc, sizeof(sc), NULL, 0, QCUDA_DATA_NONE, NULL, 0);
 		if (!refused(r))
@@ -248,12 +288,16 @@ static void garbage(void)
 		qt_check(ioctl(qfd, QCUDA_IOC_HOST_ALLOC, &ha) < 0 && errno == EINVAL, "HOST_ALLOC of 0 bytes: EINVAL");
 		ha.size = 4096;
 		ha.flags = 0x80;
-		qt_check(ioctl(qfd, QCUDA_IOC_HOST_ALLOC, &ha) < 0 && errno == EINVAL, "HOST_ALLOC with flag 0x80: EINVAL");
+		qt_check(ioctl(qfd, QCUDA_IOC_HOST_ALLOC, &ha) < 0 && errno == EINVAL,
+			 "HOST_ALLOC with flag 0x80: EINVAL");
 		ha.flags = QCUDA_HOST_CONTIGUOUS;
 		ha.size = 64 << 20;
-		qt_check(ioctl(qfd, QCUDA_IOC_HOST_ALLOC, &ha) < 0 && errno == ENOMEM, "HOST_ALLOC contiguous 64 MiB: ENOMEM");
-		qt_check(ioctl(qfd, QCUDA_IOC_HOST_FREE, &hf) < 0 && errno == EINVAL, "HOST_FREE of an unknown token: EINVAL");
-		qt_check(ioctl(qfd, QCUDA_IOC_HOST_UNREGISTER, &hu) < 0 && errno == EINVAL, "HOST_UNREGISTER of unregistered memory: EINVAL");
+		qt_check(ioctl(qfd, QCUDA_IOC_HOST_ALLOC, &ha) < 0 && errno == ENOMEM,
+			 "HOST_ALLOC contiguous 64 MiB: ENOMEM");
+		qt_check(ioctl(qfd, QCUDA_IOC_HOST_FREE, &hf) < 0 && errno == EINVAL,
+			 "HOST_FREE of an unknown token: EINVAL");
+		qt_check(ioctl(qfd, QCUDA_IOC_HOST_UNREGISTER, &hu) < 0 && errno == EINVAL,
+			 "HOST_UNREGISTER of unregistered memory: EINVAL");
 		memset(&g, 0, sizeof(g));
 		g.addr = (uintptr_t)buf;
 		g.size = 16;
@@ -270,7 +314,8 @@ static void garbage(void)
 		memset(&ha, 0, sizeof(ha));
 		ha.size = 8192;
 		ha.flags = QCUDA_HOST_CONTIGUOUS;
-		if (qt_check(ioctl(qfd, QCUDA_IOC_HOST_ALLOC, &ha) == 0 && ha.gpa != 0, "HOST_ALLOC contiguous 8 KiB")) {
+		if (qt_check(ioctl(qfd, QCUDA_IOC_HOST_ALLOC, &ha) == 0 && ha.gpa != 0,
+			     "HOST_ALLOC contiguous 8 KiB")) {
 			struct reply r;
 			hm.gpa = ha.gpa + 4096;
 			hm.size = 8192;
@@ -280,7 +325,8 @@ static void garbage(void)
 			r = call(QCUDA_CMD_HOST_MAP, &hm, sizeof(hm), NULL, 0, QCUDA_DATA_NONE, NULL, 0);
 			qt_check(!refused(r) && r.value != 0, "HOST_MAP of an own allocation");
 			hf.mmap_offset = ha.mmap_offset;
-			qt_check(ioctl(qfd, QCUDA_IOC_HOST_FREE, &hf) < 0 && errno == EBUSY, "HOST_FREE while mapped: EBUSY");
+			qt_check(ioctl(qfd, QCUDA_IOC_HOST_FREE, &hf) < 0 && errno == EBUSY,
+				 "HOST_FREE while mapped: EBUSY");
 			qt_check(!refused(raw_handle(QCUDA_CMD_HOST_UNMAP, r.value)), "HOST_UNMAP");
 			REFUSED(raw_handle(QCUDA_CMD_HOST_UNMAP, r.value), "HOST_UNMAP twice");
 			qt_check(ioctl(qfd, QCUDA_IOC_HOST_FREE, &hf) == 0, "HOST_FREE after HOST_UNMAP");
@@ -304,7 +350,7 @@ static void fuzz(void)
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
 		cmd = QCUDA_CMD_HELLO + (uint32_t)(x % 34);
 		if (cmd == QCUDA_CMD_DEVICE_RESET)
-			continue;	/* would free what other checks use; tested elsewhere */
+			continue; /* would free what other checks use; tested elsewhere */
 		alen = (uint32_t)((x >> 8) % sizeof(args));
 		olen = (uint32_t)((x >> 16) % sizeof(out));
 		dir = (uint32_t)((x >> 24) % 3);
@@ -315,7 +361,7 @@ static void fuzz(void)
 			args[j] = (unsigned char)(j % 8 < 3 ? x : (j % 8 == 7 ? 0 : x % 3));
 		}
 		if (cmd == QCUDA_CMD_MALLOC && alen >= 8)
-			memset(args + 2, 0, 6);	/* < 64 KiB: a fuzzer, not a memory hog */
+			memset(args + 2, 0, 6); /* < 64 KiB: a fuzzer, not a memory hog */
 		struct reply r = call(cmd, args, alen, out, olen, dir, data, dlen);
 		answered += r.err == 0;
 		qt_quiet(r.err == 0 || r.err == EINVAL || r.err == EFAULT, "fuzz call %d (command %u): %s", i, cmd,
@@ -417,34 +463,44 @@ static void other_process(void)
 		qt_check(own && (own + 4096 <= pub.dev || own >= pub.dev + (64 << 10)),
 			 "an allocation of this session is distinct from A's");
 		struct qcuda_args_ptr p = { pub.dev };
-		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOH, 0, pub.dev, 16, QCUDA_DATA_FROM_DEVICE, buf, 16), "raw DTOH from A's memory");
-		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_HTOD, pub.dev, 0, 16, QCUDA_DATA_TO_DEVICE, buf, 16), "raw HTOD into A's memory");
-		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOD, own, pub.dev, 16, QCUDA_DATA_NONE, NULL, 0), "raw DTOD from A's memory");
-		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOD, pub.dev, own, 16, QCUDA_DATA_NONE, NULL, 0), "raw DTOD into A's memory");
-		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOH, 0, pub.mapped, 16, QCUDA_DATA_FROM_DEVICE, buf, 16), "raw DTOH from A's mapped memory");
-		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_HTOD, pub.mapped, 0, 16, QCUDA_DATA_TO_DEVICE, buf, 16), "raw HTOD into A's mapped memory");
+		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOH, 0, pub.dev, 16, QCUDA_DATA_FROM_DEVICE, buf, 16),
+			"raw DTOH from A's memory");
+		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_HTOD, pub.dev, 0, 16, QCUDA_DATA_TO_DEVICE, buf, 16),
+			"raw HTOD into A's memory");
+		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOD, own, pub.dev, 16, QCUDA_DATA_NONE, NULL, 0),
+			"raw DTOD from A's memory");
+		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOD, pub.dev, own, 16, QCUDA_DATA_NONE, NULL, 0),
+			"raw DTOD into A's memory");
+		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_DTOH, 0, pub.mapped, 16, QCUDA_DATA_FROM_DEVICE, buf, 16),
+			"raw DTOH from A's mapped memory");
+		REFUSED(raw_copy(QCUDA_CMD_MEMCPY_HTOD, pub.mapped, 0, 16, QCUDA_DATA_TO_DEVICE, buf, 16),
+			"raw HTOD into A's mapped memory");
 		{
 			struct qcuda_args_memset m;
 			memset(&m, 0, sizeof(m));
 			m.dst = pub.dev;
 			m.size = 16;
-			REFUSED(call(QCUDA_CMD_MEMSET, &m, sizeof(m), NULL, 0, QCUDA_DATA_NONE, NULL, 0), "raw MEMSET of A's memory");
+			REFUSED(call(QCUDA_CMD_MEMSET, &m, sizeof(m), NULL, 0, QCUDA_DATA_NONE, NULL, 0),
+				"raw MEMSET of A's memory");
 		}
-		REFUSED(call(QCUDA_CMD_FREE, &p, sizeof(p), NULL, 0, QCUDA_DATA_NONE, NULL, 0), "raw FREE of A's memory");
+		REFUSED(call(QCUDA_CMD_FREE, &p, sizeof(p), NULL, 0, QCUDA_DATA_NONE, NULL, 0),
+			"raw FREE of A's memory");
 		REFUSED(raw_handle(QCUDA_CMD_HOST_UNMAP, pub.mapped), "raw HOST_UNMAP of A's mapping");
 		REFUSED(raw_handle(QCUDA_CMD_STREAM_SYNC, pub.stream), "raw STREAM_SYNC of A's stream");
 		REFUSED(raw_handle(QCUDA_CMD_STREAM_DESTROY, pub.stream), "raw STREAM_DESTROY of A's stream");
 		REFUSED(raw_handle(QCUDA_CMD_EVENT_DESTROY, pub.event), "raw EVENT_DESTROY of A's event");
 		{
 			struct qcuda_args_event_record er = { pub.event, 0 };
-			REFUSED(call(QCUDA_CMD_EVENT_RECORD, &er, sizeof(er), NULL, 0, QCUDA_DATA_NONE, NULL, 0), "raw EVENT_RECORD of A's event");
+			REFUSED(call(QCUDA_CMD_EVENT_RECORD, &er, sizeof(er), NULL, 0, QCUDA_DATA_NONE, NULL, 0),
+				"raw EVENT_RECORD of A's event");
 		}
 		/* Neighbours of A's handles and pointer. */
 		int accepted = 0;
 		for (int k = -3; k <= 3; k++) {
 			accepted += !refused(raw_handle(QCUDA_CMD_STREAM_QUERY, pub.stream + k)) && pub.stream + k > 2;
 			accepted += !refused(raw_handle(QCUDA_CMD_EVENT_QUERY, pub.event + k));
-			accepted += !refused(raw_copy(QCUDA_CMD_MEMCPY_DTOH, 0, pub.dev + k * 4096, 16, QCUDA_DATA_FROM_DEVICE, buf, 16));
+			accepted += !refused(raw_copy(QCUDA_CMD_MEMCPY_DTOH, 0, pub.dev + k * 4096, 16,
+						      QCUDA_DATA_FROM_DEVICE, buf, 16));
 		}
 		qt_check(accepted == 0, "A's neighbouring handles and pointers: refused");
 		p.ptr = own;
@@ -475,7 +531,7 @@ static void forged_handles(void)
 	EXPECT(cudaStreamDestroy(s), cudaSuccess);
 	EXPECT(cudaStreamDestroy(s), cudaErrorInvalidResourceHandle);
 	EXPECT(cudaStreamSynchronize(s), cudaErrorInvalidResourceHandle);
-	EXPECT(cudaMemsetAsync(NULL, 0, 0, s), cudaSuccess);	/* nothing to do */
+	EXPECT(cudaMemsetAsync(NULL, 0, 0, s), cudaSuccess); /* nothing to do */
 	EXPECT(cudaEventCreate(&e), cudaSuccess);
 	EXPECT(cudaEventDestroy(e), cudaSuccess);
 	EXPECT(cudaEventQuery(e), cudaErrorInvalidResourceHandle);
@@ -485,7 +541,8 @@ static void forged_handles(void)
 		char h[16];
 		void *d = NULL;
 		EXPECT(cudaMalloc(&d, 16), cudaSuccess);
-		EXPECT(cudaMemcpyAsync(d, h, 16, cudaMemcpyHostToDevice, (cudaStream_t)0x4242), cudaErrorInvalidResourceHandle);
+		EXPECT(cudaMemcpyAsync(d, h, 16, cudaMemcpyHostToDevice, (cudaStream_t)0x4242),
+		       cudaErrorInvalidResourceHandle);
 		EXPECT(cudaFree(d), cudaSuccess);
 	}
 	EXPECT(cudaDeviceSynchronize(), cudaSuccess);

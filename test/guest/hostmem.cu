@@ -62,7 +62,9 @@ static void mapped_view(void *h, size_t n, const char *what)
 static void pinned(void)
 {
 	static const unsigned int fl[] = {
-		cudaHostAllocDefault, cudaHostAllocPortable, cudaHostAllocMapped,
+		cudaHostAllocDefault,
+		cudaHostAllocPortable,
+		cudaHostAllocMapped,
 		cudaHostAllocWriteCombined,
 		cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined,
 	};

@@ -13,29 +13,37 @@
 #define SIZE (256ul << 20)
 #define SLACK (64ul << 20) /* other contexts may come and go meanwhile */
 
-static int child(int ready_fd) {
+static int child(int ready_fd)
+{
 	void *dev, *host = malloc(SIZE);
 	memset(host, 0x5a, SIZE);
-	if (cudaMalloc(&dev, SIZE) != cudaSuccess) return 2;
+	if (cudaMalloc(&dev, SIZE) != cudaSuccess)
+		return 2;
 	for (unsigned long i = 0;; i++) {
-		if (cudaMemcpy(dev, host, SIZE, cudaMemcpyHostToDevice) != cudaSuccess) return 3;
-		if (i == 0 && write(ready_fd, "r", 1) != 1) return 4; // copies keep running after this
+		if (cudaMemcpy(dev, host, SIZE, cudaMemcpyHostToDevice) != cudaSuccess)
+			return 3;
+		if (i == 0 && write(ready_fd, "r", 1) != 1)
+			return 4; // copies keep running after this
 	}
 }
 
-static double now(void) {
+static double now(void)
+{
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int main(int argc, char **argv) {
-	if (argc == 3 && strcmp(argv[1], "--child") == 0) return child(atoi(argv[2]));
+int main(int argc, char **argv)
+{
+	if (argc == 3 && strcmp(argv[1], "--child") == 0)
+		return child(atoi(argv[2]));
 	qt_begin("killcopy");
 	size_t free0, free1, total;
 	OK(cudaMemGetInfo(&free0, &total));
 	int p[2];
-	if (pipe(p)) return 1;
+	if (pipe(p))
+		return 1;
 	pid_t pid = fork();
 	if (pid == 0) {
 		char fd[16];

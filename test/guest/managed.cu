@@ -19,8 +19,8 @@
 // __managed__ variables are not used: qcuda does not support them.
 #include "qctest.h"
 
-#define N (256 << 10)		/* unsigned per buffer: 1 MiB */
-#define MS 1000000ull		/* one millisecond in %globaltimer units (ns) */
+#define N (256 << 10) /* unsigned per buffer: 1 MiB */
+#define MS 1000000ull /* one millisecond in %globaltimer units (ns) */
 
 static __device__ __forceinline__ unsigned long long gtimer(void)
 {
@@ -59,10 +59,10 @@ __global__ void add_copy(unsigned *dst, const unsigned *src, int n, unsigned k)
 }
 
 struct entry {
-	unsigned *data;		/* managed */
+	unsigned *data; /* managed */
 	int n;
-	unsigned sum;		/* written by the kernel */
-	unsigned long long check;	/* sum of i * data[i], written by the kernel */
+	unsigned sum; /* written by the kernel */
+	unsigned long long check; /* sum of i * data[i], written by the kernel */
 };
 
 /* One block per entry: sums its array, reached through the pointer in the table. */
@@ -206,7 +206,7 @@ static void mixed(void)
 	EXPECT(cudaMemset(m, 0x01, N * sizeof(unsigned)), cudaSuccess);
 	add_copy<<<128, 256>>>(m, m, N, 5);
 	EXPECT(cudaGetLastError(), cudaSuccess);
-	EXPECT(cudaDeviceSynchronize(), cudaSuccess);	/* stream order is ordering()'s business */
+	EXPECT(cudaDeviceSynchronize(), cudaSuccess); /* stream order is ordering()'s business */
 	memset(h, 0, N * sizeof(unsigned));
 	EXPECT(cudaMemcpy(h, m, N * sizeof(unsigned), cudaMemcpyDefault), cudaSuccess);
 	bad = -1;
@@ -286,8 +286,10 @@ static void ordering(void)
 	EXPECT(cudaGetLastError(), cudaSuccess);
 	EXPECT(cudaMemcpy(h, m, N * sizeof(unsigned), cudaMemcpyDefault), cudaSuccess);
 	bad = first_bad_madd(h, N, 50, 3, 1);
-	qt_check(bad < 0, "cudaMemcpy from managed memory right after a slow kernel copies the kernel's result "
-		 "(first bad %lld)", bad);
+	qt_check(bad < 0,
+		 "cudaMemcpy from managed memory right after a slow kernel copies the kernel's result "
+		 "(first bad %lld)",
+		 bad);
 
 	/* cudaMemset (NULL stream) after a slow kernel writing the same memory. */
 	EXPECT(cudaDeviceSynchronize(), cudaSuccess);
@@ -306,8 +308,10 @@ static void ordering(void)
 	EXPECT(cudaMemcpyAsync(m2, m, N * sizeof(unsigned), cudaMemcpyDefault, s), cudaSuccess);
 	EXPECT(cudaStreamSynchronize(s), cudaSuccess);
 	bad = first_bad_madd(m2, N, 51, 7, 2);
-	qt_check(bad < 0, "cudaMemcpyAsync managed -> managed on a slow kernel's stream copies the kernel's result "
-		 "(first bad %lld)", bad);
+	qt_check(bad < 0,
+		 "cudaMemcpyAsync managed -> managed on a slow kernel's stream copies the kernel's result "
+		 "(first bad %lld)",
+		 bad);
 
 	OK(cudaStreamDestroy(s));
 	EXPECT(cudaFree(m), cudaSuccess);

@@ -21,7 +21,7 @@
 #include <time.h>
 #include "qctest.h"
 
-#define N (128 << 10)		/* unsigned per buffer: 512 KiB */
+#define N (128 << 10) /* unsigned per buffer: 512 KiB */
 #define PAGE 4096
 #define MS 1000000ull
 
@@ -55,11 +55,11 @@ __global__ void madd(unsigned *p, int n, unsigned mul, unsigned add, unsigned lo
 }
 
 struct handshake {
-	int flag;		/* kernel: 1 = data written, 2 = done */
-	int ack;		/* CPU: 1 = seen */
-	int cpu_value;		/* written by the CPU before ack */
-	int result;		/* kernel: cpu_value + 1, or -1 if no ack came */
-	int data[256];		/* kernel, before flag = 1 */
+	int flag; /* kernel: 1 = data written, 2 = done */
+	int ack; /* CPU: 1 = seen */
+	int cpu_value; /* written by the CPU before ack */
+	int result; /* kernel: cpu_value + 1, or -1 if no ack came */
+	int data[256]; /* kernel, before flag = 1 */
 };
 
 __global__ void talk(struct handshake *hs, unsigned long long timeout_ns)
@@ -228,8 +228,8 @@ static void registered(void)
 			if (part[i] != val(i, 7) * 7 + 2)
 				bad = i;
 		qt_check(bad < 0, "cudaHostRegister(Mapped) of 400 bytes in a page: a kernel updated them");
-		qt_check(qt_not_byte(raw, 0xee, 64) < 0 &&
-			 qt_not_byte(raw + 64 + m * sizeof(unsigned), 0xee, PAGE - 64 - m * sizeof(unsigned)) < 0,
+		qt_check(qt_not_byte(raw, 0xee, 64) < 0 && qt_not_byte(raw + 64 + m * sizeof(unsigned), 0xee,
+								       PAGE - 64 - m * sizeof(unsigned)) < 0,
 			 "cudaHostRegister(Mapped) of 400 bytes in a page: the bytes around them are untouched");
 	}
 	EXPECT(cudaHostUnregister(part), cudaSuccess);
@@ -293,8 +293,10 @@ static void ordering(void)
 	for (int i = 0; i < N && bad < 0; i++)
 		if (h[i] != val(i, 10) * 3 + 1)
 			bad = i;
-	qt_check(bad < 0, "cudaMemcpy from mapped memory right after a slow kernel writing it copies the kernel's "
-		 "result (first bad %lld)", bad);
+	qt_check(bad < 0,
+		 "cudaMemcpy from mapped memory right after a slow kernel writing it copies the kernel's "
+		 "result (first bad %lld)",
+		 bad);
 
 	EXPECT(cudaDeviceSynchronize(), cudaSuccess);
 	for (int i = 0; i < N; i++)
@@ -307,8 +309,10 @@ static void ordering(void)
 	for (int i = 0; i < N && bad < 0; i++)
 		if (b[i] != val(i, 11) * 5 + 2)
 			bad = i;
-	qt_check(bad < 0, "cudaMemcpyAsync (HostToHost) on a slow kernel's stream copies the kernel's result "
-		 "(first bad %lld)", bad);
+	qt_check(bad < 0,
+		 "cudaMemcpyAsync (HostToHost) on a slow kernel's stream copies the kernel's result "
+		 "(first bad %lld)",
+		 bad);
 	OK(cudaStreamDestroy(s));
 	EXPECT(cudaFreeHost(a), cudaSuccess);
 	EXPECT(cudaFreeHost(b), cudaSuccess);

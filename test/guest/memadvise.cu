@@ -26,9 +26,9 @@
 
 #include "qctest.h"
 
-#define N (64 << 10)		/* unsigned per kernel buffer: 256 KiB */
+#define N (64 << 10) /* unsigned per kernel buffer: 256 KiB */
 
-static size_t PAGE;		/* the CPU page size */
+static size_t PAGE; /* the CPU page size */
 
 static cudaMemLocation loc(cudaMemLocationType type, int id)
 {
@@ -61,26 +61,34 @@ static void print_info(cudaError_t got, const char *what)
  * is undefined (a destroyed stream's handle) or crashes NVIDIA's runtime
  * (measured), so it is not made there. The line reads the same either way.
  */
-#define QCUDA_ONLY(call, want, what) \
-	do { \
-		cudaError_t e_ = qt_on_qcuda() ? (call) : (want); \
+#define QCUDA_ONLY(call, want, what)                                                                \
+	do {                                                                                        \
+		cudaError_t e_ = qt_on_qcuda() ? (call) : (want);                                   \
 		qt_check(e_ == (want), "%s -> %s in a qcuda guest (not called natively)%s%s", what, \
-			 cudaGetErrorName(want), e_ == (want) ? "" : ", got ", \
-			 e_ == (want) ? "" : cudaGetErrorName(e_)); \
-		cudaGetLastError(); \
+			 cudaGetErrorName(want), e_ == (want) ? "" : ", got ",                      \
+			 e_ == (want) ? "" : cudaGetErrorName(e_));                                 \
+		cudaGetLastError();                                                                 \
 	} while (0)
 
 static const char *attr_name(cudaMemRangeAttribute a)
 {
 	switch (a) {
-	case cudaMemRangeAttributeReadMostly: return "ReadMostly";
-	case cudaMemRangeAttributePreferredLocation: return "PreferredLocation";
-	case cudaMemRangeAttributeAccessedBy: return "AccessedBy";
-	case cudaMemRangeAttributeLastPrefetchLocation: return "LastPrefetchLocation";
-	case cudaMemRangeAttributePreferredLocationType: return "PreferredLocationType";
-	case cudaMemRangeAttributePreferredLocationId: return "PreferredLocationId";
-	case cudaMemRangeAttributeLastPrefetchLocationType: return "LastPrefetchLocationType";
-	case cudaMemRangeAttributeLastPrefetchLocationId: return "LastPrefetchLocationId";
+	case cudaMemRangeAttributeReadMostly:
+		return "ReadMostly";
+	case cudaMemRangeAttributePreferredLocation:
+		return "PreferredLocation";
+	case cudaMemRangeAttributeAccessedBy:
+		return "AccessedBy";
+	case cudaMemRangeAttributeLastPrefetchLocation:
+		return "LastPrefetchLocation";
+	case cudaMemRangeAttributePreferredLocationType:
+		return "PreferredLocationType";
+	case cudaMemRangeAttributePreferredLocationId:
+		return "PreferredLocationId";
+	case cudaMemRangeAttributeLastPrefetchLocationType:
+		return "LastPrefetchLocationType";
+	case cudaMemRangeAttributeLastPrefetchLocationId:
+		return "LastPrefetchLocationId";
 	}
 	return "?";
 }
@@ -284,7 +292,8 @@ static void attributes(void)
 	OK(cudaMemAdvise(m + 10, 10, cudaMemAdviseSetReadMostly, host()));
 	expect_attr(cudaMemRangeAttributeReadMostly, m, PAGE, 1, "read mostly on page 0, page 0");
 	expect_attr(cudaMemRangeAttributeReadMostly, m + PAGE - 8, 4, 1, "read mostly on page 0, its last 4 bytes");
-	expect_attr(cudaMemRangeAttributeReadMostly, m + PAGE - 1, 2, 0, "read mostly on page 0, 2 bytes over pages 0-1");
+	expect_attr(cudaMemRangeAttributeReadMostly, m + PAGE - 1, 2, 0,
+		    "read mostly on page 0, 2 bytes over pages 0-1");
 	expect_attr(cudaMemRangeAttributeReadMostly, m, sz, 0, "read mostly on page 0, all 4 pages");
 	OK(cudaMemAdvise(m, sz, cudaMemAdviseSetReadMostly, host()));
 	expect_attr(cudaMemRangeAttributeReadMostly, m, sz, 1, "read mostly on all, all 4 pages");
@@ -322,7 +331,8 @@ static void attributes(void)
 		    "preferred unset on all, page 2");
 	/* A host NUMA node as the preferred location, over device 0 on page 0. */
 	OK(cudaMemAdvise(m, PAGE, cudaMemAdviseSetPreferredLocation, dev(0)));
-	if (cudaMemAdvise(m, sz, cudaMemAdviseSetPreferredLocation, loc(cudaMemLocationTypeHostNuma, 0)) == cudaSuccess) {
+	if (cudaMemAdvise(m, sz, cudaMemAdviseSetPreferredLocation, loc(cudaMemLocationTypeHostNuma, 0)) ==
+	    cudaSuccess) {
 		info_attr(cudaMemRangeAttributePreferredLocation, m, sz, "preferred host NUMA node 0");
 		info_attr(cudaMemRangeAttributePreferredLocationType, m, sz, "preferred host NUMA node 0");
 		info_attr(cudaMemRangeAttributePreferredLocationId, m, sz, "preferred host NUMA node 0");
@@ -341,14 +351,15 @@ static void attributes(void)
 	OK(cudaMemAdvise(m + PAGE, PAGE, cudaMemAdviseSetAccessedBy, host()));
 	accessed_by(m, sz, list);
 	qt_check(list[0] == 0 && list[1] == cudaInvalidDeviceId && list[2] == cudaInvalidDeviceId,
-		 "accessed by device 0, and by the host on page 1: all 4 pages AccessedBy -> %d %d %d",
-		 list[0], list[1], list[2]);
+		 "accessed by device 0, and by the host on page 1: all 4 pages AccessedBy -> %d %d %d", list[0],
+		 list[1], list[2]);
 	accessed_by(m + PAGE, PAGE, list);
 	qt_check(((list[0] == 0 && list[1] == cudaCpuDeviceId) || (list[0] == cudaCpuDeviceId && list[1] == 0)) &&
 			 list[2] == cudaInvalidDeviceId,
-		 "accessed by device 0 and the host: page 1 AccessedBy holds 0 and cudaCpuDeviceId, then cudaInvalidDeviceId");
-	printf("info accessed by device 0 and the host: page 1 AccessedBy in this order -> %d %d %d\n",
-	       list[0], list[1], list[2]);
+		 "accessed by device 0 and the host: page 1 AccessedBy holds 0 and cudaCpuDeviceId, then "
+		 "cudaInvalidDeviceId");
+	printf("info accessed by device 0 and the host: page 1 AccessedBy in this order -> %d %d %d\n", list[0],
+	       list[1], list[2]);
 	{
 		int one = 12345;
 
@@ -379,7 +390,8 @@ static void attributes(void)
 		    "prefetched to the host, all");
 	expect_attr(cudaMemRangeAttributeLastPrefetchLocationId, m, sz, cudaCpuDeviceId, "prefetched to the host, all");
 	OK(cudaMemPrefetchAsync(m + 3 * PAGE + 7, 1, dev(0), 0, 0));
-	expect_attr(cudaMemRangeAttributeLastPrefetchLocation, m + 3 * PAGE, PAGE, 0, "1 byte of page 3 to device 0, page 3");
+	expect_attr(cudaMemRangeAttributeLastPrefetchLocation, m + 3 * PAGE, PAGE, 0,
+		    "1 byte of page 3 to device 0, page 3");
 	expect_attr(cudaMemRangeAttributeLastPrefetchLocation, m, 3 * PAGE, cudaCpuDeviceId,
 		    "1 byte of page 3 to device 0, pages 0-2");
 	expect_attr(cudaMemRangeAttributePreferredLocation, m, sz, cudaInvalidDeviceId, "a prefetch is no advice");
@@ -392,8 +404,10 @@ static void attributes(void)
 	}
 	if (cudaMemPrefetchAsync(m, sz, loc(cudaMemLocationTypeHostNumaCurrent, 0), 0, 0) == cudaSuccess) {
 		info_attr(cudaMemRangeAttributeLastPrefetchLocation, m, sz, "prefetched to the current host NUMA node");
-		info_attr(cudaMemRangeAttributeLastPrefetchLocationType, m, sz, "prefetched to the current host NUMA node");
-		info_attr(cudaMemRangeAttributeLastPrefetchLocationId, m, sz, "prefetched to the current host NUMA node");
+		info_attr(cudaMemRangeAttributeLastPrefetchLocationType, m, sz,
+			  "prefetched to the current host NUMA node");
+		info_attr(cudaMemRangeAttributeLastPrefetchLocationId, m, sz,
+			  "prefetched to the current host NUMA node");
 	} else {
 		printf("info cudaMemPrefetchAsync to the current host NUMA node refused\n");
 	}
@@ -403,10 +417,14 @@ static void attributes(void)
 	/* All of them at once. */
 	{
 		cudaMemRangeAttribute attrs[8] = {
-			cudaMemRangeAttributeReadMostly, cudaMemRangeAttributePreferredLocation,
-			cudaMemRangeAttributeAccessedBy, cudaMemRangeAttributeLastPrefetchLocation,
-			cudaMemRangeAttributePreferredLocationType, cudaMemRangeAttributePreferredLocationId,
-			cudaMemRangeAttributeLastPrefetchLocationType, cudaMemRangeAttributeLastPrefetchLocationId,
+			cudaMemRangeAttributeReadMostly,
+			cudaMemRangeAttributePreferredLocation,
+			cudaMemRangeAttributeAccessedBy,
+			cudaMemRangeAttributeLastPrefetchLocation,
+			cudaMemRangeAttributePreferredLocationType,
+			cudaMemRangeAttributePreferredLocationId,
+			cudaMemRangeAttributeLastPrefetchLocationType,
+			cudaMemRangeAttributeLastPrefetchLocationId,
 		};
 		int v[8][2];
 		void *data[8];
@@ -456,7 +474,8 @@ static void attributes(void)
 
 		OK(cudaMalloc(&d, sz));
 		OK(cudaMallocHost(&pinned, sz));
-		EXPECT(cudaMemRangeGetAttribute(NULL, 4, cudaMemRangeAttributeReadMostly, m, sz), cudaErrorInvalidValue);
+		EXPECT(cudaMemRangeGetAttribute(NULL, 4, cudaMemRangeAttributeReadMostly, m, sz),
+		       cudaErrorInvalidValue);
 		EXPECT(cudaMemRangeGetAttribute(&v, 0, cudaMemRangeAttributeReadMostly, m, sz), cudaErrorInvalidValue);
 		EXPECT(cudaMemRangeGetAttribute(two, 8, cudaMemRangeAttributeReadMostly, m, sz), cudaErrorInvalidValue);
 		EXPECT(cudaMemRangeGetAttribute(two, 8, cudaMemRangeAttributePreferredLocation, m, sz),
@@ -466,9 +485,11 @@ static void attributes(void)
 		EXPECT(cudaMemRangeGetAttribute(two, 6, cudaMemRangeAttributeAccessedBy, m, sz), cudaErrorInvalidValue);
 		EXPECT(cudaMemRangeGetAttribute(&v, 4, (cudaMemRangeAttribute)0, m, sz), cudaErrorInvalidValue);
 		EXPECT(cudaMemRangeGetAttribute(&v, 4, (cudaMemRangeAttribute)9, m, sz), cudaErrorInvalidValue);
-		EXPECT(cudaMemRangeGetAttribute(&v, 4, cudaMemRangeAttributeReadMostly, NULL, sz), cudaErrorInvalidValue);
+		EXPECT(cudaMemRangeGetAttribute(&v, 4, cudaMemRangeAttributeReadMostly, NULL, sz),
+		       cudaErrorInvalidValue);
 		EXPECT(cudaMemRangeGetAttribute(&v, 4, cudaMemRangeAttributeReadMostly, m, 0), cudaErrorInvalidValue);
-		EXPECT(cudaMemRangeGetAttribute(&v, 4, cudaMemRangeAttributeReadMostly, m, sz + 1), cudaErrorInvalidValue);
+		EXPECT(cudaMemRangeGetAttribute(&v, 4, cudaMemRangeAttributeReadMostly, m, sz + 1),
+		       cudaErrorInvalidValue);
 		EXPECT(cudaMemRangeGetAttribute(&v, 4, cudaMemRangeAttributeReadMostly, d, sz), cudaErrorInvalidValue);
 		INFO(cudaMemRangeGetAttribute(&v, 4, cudaMemRangeAttributeReadMostly, pinned, sz));
 		INFO(cudaMemRangeGetAttribute(&v, 4, cudaMemRangeAttributeReadMostly, pageable, sz));
@@ -575,7 +596,7 @@ static void attach_args(void)
 	EXPECT(cudaStreamAttachMemAsync(s, m, 0, cudaMemAttachSingle), cudaSuccess);
 	EXPECT(cudaStreamAttachMemAsync(s, m, sz, cudaMemAttachHost), cudaSuccess);
 	EXPECT(cudaStreamAttachMemAsync(s, m, 0, cudaMemAttachGlobal), cudaSuccess);
-	EXPECT(cudaStreamAttachMemAsync(s, m), cudaSuccess);	/* the C++ defaults: 0, cudaMemAttachSingle */
+	EXPECT(cudaStreamAttachMemAsync(s, m), cudaSuccess); /* the C++ defaults: 0, cudaMemAttachSingle */
 	EXPECT(cudaStreamAttachMemAsync(0, m, 0, cudaMemAttachGlobal), cudaSuccess);
 	EXPECT(cudaStreamAttachMemAsync(0, m, sz, cudaMemAttachHost), cudaSuccess);
 	EXPECT(cudaStreamSynchronize(s), cudaSuccess);
@@ -584,7 +605,8 @@ static void attach_args(void)
 	EXPECT(cudaStreamAttachMemAsync(s, m, PAGE, cudaMemAttachGlobal), cudaErrorInvalidValue);
 	EXPECT(cudaStreamAttachMemAsync(s, m, sz + 1, cudaMemAttachGlobal), cudaErrorInvalidValue);
 	/* Flags 0 crash NVIDIA's runtime (CUDA 13, driver 580). */
-	QCUDA_ONLY(cudaStreamAttachMemAsync(s, m, 0, 0), cudaErrorInvalidValue, "cudaStreamAttachMemAsync with flags 0");
+	QCUDA_ONLY(cudaStreamAttachMemAsync(s, m, 0, 0), cudaErrorInvalidValue,
+		   "cudaStreamAttachMemAsync with flags 0");
 	EXPECT(cudaStreamAttachMemAsync(s, m, 0, cudaMemAttachSingle | cudaMemAttachHost), cudaErrorInvalidValue);
 	EXPECT(cudaStreamAttachMemAsync(s, m, 0, 8), cudaErrorInvalidValue);
 	EXPECT(cudaStreamAttachMemAsync(s, NULL, 0, cudaMemAttachSingle), cudaErrorInvalidValue);
@@ -665,8 +687,10 @@ static void threads(void)
 		pthread_join(th[t], &r);
 		bad |= r != NULL;
 	}
-	qt_check(!bad, "%d threads x %d rounds of advice, prefetches and queries on their own pages of one "
-		 "allocation (and allocations of their own): every call succeeds", THREADS, ROUNDS);
+	qt_check(!bad,
+		 "%d threads x %d rounds of advice, prefetches and queries on their own pages of one "
+		 "allocation (and allocations of their own): every call succeeds",
+		 THREADS, ROUNDS);
 	EXPECT(cudaDeviceSynchronize(), cudaSuccess);
 	EXPECT(cudaFree(shared_m), cudaSuccess);
 }
@@ -719,8 +743,10 @@ static void kernels(void)
 	EXPECT(cudaMemPrefetchAsync(out, bytes, host(), 0, s), cudaSuccess);
 	EXPECT(cudaStreamSynchronize(s), cudaSuccess);
 	bad = first_bad(out, N, 1, 3, 7);
-	qt_check(bad < 0, "CPU writes, prefetch to device 0, kernel, prefetch to the host, CPU reads: every element "
-		 "(first bad %lld)", bad);
+	qt_check(bad < 0,
+		 "CPU writes, prefetch to device 0, kernel, prefetch to the host, CPU reads: every element "
+		 "(first bad %lld)",
+		 bad);
 	expect_attr(cudaMemRangeAttributeLastPrefetchLocation, out, bytes, cudaCpuDeviceId, "after the kernel, out");
 	expect_attr(cudaMemRangeAttributeReadMostly, in, bytes, 1, "after the kernel, in");
 
@@ -745,8 +771,10 @@ static void kernels(void)
 	EXPECT(cudaMemPrefetchAsync(out, bytes / 2, host(), 0, 0), cudaSuccess);
 	EXPECT(cudaDeviceSynchronize(), cudaSuccess);
 	bad = first_bad(out, N, 3, 9, 9);
-	qt_check(bad < 0, "NULL stream: prefetch, kernel, half prefetched back, cudaDeviceSynchronize: every element "
-		 "(first bad %lld)", bad);
+	qt_check(bad < 0,
+		 "NULL stream: prefetch, kernel, half prefetched back, cudaDeviceSynchronize: every element "
+		 "(first bad %lld)",
+		 bad);
 
 	/* Attached to one stream (the UnifiedMemoryStreams pattern): kernel, stream sync, CPU reads. */
 	for (int i = 0; i < N; i++)
@@ -758,8 +786,10 @@ static void kernels(void)
 	EXPECT(cudaGetLastError(), cudaSuccess);
 	EXPECT(cudaStreamSynchronize(s), cudaSuccess);
 	bad = first_bad(out, N, 4, 11, 3);
-	qt_check(bad < 0, "attached to a stream: kernel, cudaStreamSynchronize, CPU reads: every element "
-		 "(first bad %lld)", bad);
+	qt_check(bad < 0,
+		 "attached to a stream: kernel, cudaStreamSynchronize, CPU reads: every element "
+		 "(first bad %lld)",
+		 bad);
 	EXPECT(cudaStreamAttachMemAsync(s, in, 0, cudaMemAttachGlobal), cudaSuccess);
 	EXPECT(cudaStreamAttachMemAsync(s, out, 0, cudaMemAttachGlobal), cudaSuccess);
 

@@ -4,13 +4,34 @@
 // both. One transfer above 64 MiB.
 #include "qctest.h"
 
-#define GUARD 64		/* bytes checked on each side of a copy */
+#define GUARD 64 /* bytes checked on each side of a copy */
 #define PAGE 4096
 
 /* The large ones sit at and across the edges of the driver's 16 MiB chunks (QCUDA_CHUNK). */
 static const size_t sizes[] = {
-	1, 2, 3, 7, 8, 15, 16, 17, 63, 64, 100, 255, 4095, 4096, 4097, 8191, 8192,
-	65536 + 13, (1 << 20) + 1, (16 << 20) - 1, 16 << 20, (16 << 20) + 1, (33 << 20) + 3,
+	1,
+	2,
+	3,
+	7,
+	8,
+	15,
+	16,
+	17,
+	63,
+	64,
+	100,
+	255,
+	4095,
+	4096,
+	4097,
+	8191,
+	8192,
+	65536 + 13,
+	(1 << 20) + 1,
+	(16 << 20) - 1,
+	16 << 20,
+	(16 << 20) + 1,
+	(33 << 20) + 3,
 };
 static const size_t offsets[] = { 0, 1, 3, 7, 8, PAGE - 1, PAGE - 8 };
 
@@ -24,8 +45,7 @@ static const size_t cap = (33 << 20) + 3 + 2 * PAGE + 2 * GUARD;
 /* One round trip of n bytes: host(src+so) -H2D-> a+ao -D2D-> b+bo -D2H->
  * host(dst+do), each with the given kind for its direction (Default or the
  * explicit one), checking the data and the guard bytes around it. */
-static void round_trip(size_t n, size_t so, size_t ao, size_t bo, size_t dof, bool dflt,
-		       uint64_t seed)
+static void round_trip(size_t n, size_t so, size_t ao, size_t bo, size_t dof, bool dflt, uint64_t seed)
 {
 	cudaMemcpyKind h2d = dflt ? cudaMemcpyDefault : cudaMemcpyHostToDevice;
 	cudaMemcpyKind d2d = dflt ? cudaMemcpyDefault : cudaMemcpyDeviceToDevice;
@@ -39,21 +59,19 @@ static void round_trip(size_t n, size_t so, size_t ao, size_t bo, size_t dof, bo
 	OK(cudaMemset(dev_b, 0x5A, bo + n + GUARD));
 	memset(dst_h, 0xC3, dof + n + GUARD);
 
-	if (!OK(cudaMemcpy(dev_a + ao, src_h + so, n, h2d)) ||
-	    !OK(cudaMemcpy(dev_b + bo, dev_a + ao, n, d2d)) ||
+	if (!OK(cudaMemcpy(dev_a + ao, src_h + so, n, h2d)) || !OK(cudaMemcpy(dev_b + bo, dev_a + ao, n, d2d)) ||
 	    !OK(cudaMemcpy(dst_h + dof, dev_b + bo, n, d2h)))
 		return;
 	at = qt_diff(dst_h + dof, src_h + so, n);
-	qt_quiet(at < 0, "size %zu offsets %zu/%zu/%zu/%zu %s: data differs at byte %lld", n, so, ao,
-		 bo, dof, dflt ? "default" : "explicit", at);
+	qt_quiet(at < 0, "size %zu offsets %zu/%zu/%zu/%zu %s: data differs at byte %lld", n, so, ao, bo, dof,
+		 dflt ? "default" : "explicit", at);
 	qt_quiet(qt_not_byte(dst_h + dof + n, 0xC3, GUARD) < 0 &&
 			 (dof < GUARD || qt_not_byte(dst_h + dof - GUARD, 0xC3, GUARD) < 0),
 		 "size %zu: D2H wrote outside its range", n);
 	/* The device guards: read the window around b's range back. */
 	if (bo >= GUARD) {
 		OK(cudaMemcpy(want_h, dev_b + bo - GUARD, win, cudaMemcpyDeviceToHost));
-		qt_quiet(qt_not_byte(want_h, 0x5A, GUARD) < 0 &&
-				 qt_not_byte(want_h + GUARD + n, 0x5A, GUARD) < 0,
+		qt_quiet(qt_not_byte(want_h, 0x5A, GUARD) < 0 && qt_not_byte(want_h + GUARD + n, 0x5A, GUARD) < 0,
 			 "size %zu: H2D/D2D wrote outside its range", n);
 	}
 }
@@ -68,8 +86,7 @@ static void copies(void)
 			/* All offset combinations for small sizes, a few for large ones. */
 			if (n > 65536 && j % 3)
 				continue;
-			round_trip(n, o, GUARD + o, GUARD + (o * 5) % PAGE, (o * 3) % PAGE,
-				   (i + j) % 2, i * 131 + j);
+			round_trip(n, o, GUARD + o, GUARD + (o * 5) % PAGE, (o * 3) % PAGE, (i + j) % 2, i * 131 + j);
 		}
 		printf("round trips of %zu bytes: %s\n", sizes[i], qt_failed == bad_before ? "ok" : "FAILED");
 	}
@@ -138,7 +155,7 @@ static void memsets(void)
 
 static void big(void)
 {
-	const size_t n = (64 << 20) + 4099;	/* > 64 MiB, odd size */
+	const size_t n = (64 << 20) + 4099; /* > 64 MiB, odd size */
 	unsigned char *h = (unsigned char *)malloc(n), *g = (unsigned char *)malloc(n);
 	char *d = NULL;
 

@@ -32,12 +32,11 @@ static long vm_pin_kib(void)
 	return kib;
 }
 
-#define PINNED(mib, what) qt_check(vm_pin_kib() == (long)((mib) * 1024), "%s: VmPin %s MiB", what, #mib)
+#define PINNED(mib, what) qt_check(vm_pin_kib() == (long)((mib)*1024), "%s: VmPin %s MiB", what, #mib)
 
 static bool drop_privileges(void)
 {
-	return setgroups(0, NULL) == 0 && setresgid(65534, 65534, 65534) == 0 &&
-	       setresuid(65534, 65534, 65534) == 0;
+	return setgroups(0, NULL) == 0 && setresgid(65534, 65534, 65534) == 0 && setresuid(65534, 65534, 65534) == 0;
 }
 
 int main(void)
@@ -53,7 +52,7 @@ int main(void)
 	}
 	buf = (unsigned char *)aligned_alloc(4096, 8 * MIB);
 	memset(buf, 1, 8 * MIB);
-	EXPECT(cudaFree(0), cudaSuccess);	// opens the device as root
+	EXPECT(cudaFree(0), cudaSuccess); // opens the device as root
 	qt_check(setrlimit(RLIMIT_MEMLOCK, &rl) == 0, "RLIMIT_MEMLOCK set to 4 MiB");
 
 	// CAP_IPC_LOCK: the limit does not apply.

@@ -76,7 +76,8 @@ int main(void)
 	qt_check(qt_diff(out, src, N) < 0, "cudaMemcpyPeerAsync back to device 0");
 	EXPECT(cudaMemset(b + 10, 0xab, 5), cudaSuccess);
 	EXPECT(cudaMemcpy(out, b + 9, 7, cudaMemcpyDeviceToHost), cudaSuccess);
-	qt_check(out[0] == src[9] && out[1] == 0xab && out[5] == 0xab && out[6] == src[15], "a memset of device 1 memory with device 0 current");
+	qt_check(out[0] == src[9] && out[1] == 0xab && out[5] == 0xab && out[6] == src[15],
+		 "a memset of device 1 memory with device 0 current");
 
 	EXPECT(cudaMemcpyPeer(b, 1, a, 0, N + 1), cudaErrorInvalidValue);
 	EXPECT(cudaMemcpyPeer(b, 1, a, 5, 16), cudaErrorInvalidDevice);

@@ -30,7 +30,8 @@ static __global__ void scale(unsigned *p, int n)
 	}
 }
 
-namespace mm_main {
+namespace mm_main
+{
 __global__ void fill(unsigned *p, int n)
 {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -38,7 +39,7 @@ __global__ void fill(unsigned *p, int n)
 	if (i < n)
 		p[i] = (unsigned)i * 30 + 3;
 }
-}
+} // namespace mm_main
 
 static unsigned h[N], g[N];
 
@@ -55,9 +56,17 @@ static void upload(unsigned *d)
 }
 
 /* g = d; index of the first g[i] != want, or -1. */
-#define FIRST_BAD(d, want) ({ long long _bad = -1; \
-	OK(cudaMemcpy(g, d, sizeof(g), cudaMemcpyDeviceToHost)); \
-	for (int i = 0; i < N; i++) if (g[i] != (unsigned)(want)) { _bad = i; break; } _bad; })
+#define FIRST_BAD(d, want)                                               \
+	({                                                               \
+		long long _bad = -1;                                     \
+		OK(cudaMemcpy(g, d, sizeof(g), cudaMemcpyDeviceToHost)); \
+		for (int i = 0; i < N; i++)                              \
+			if (g[i] != (unsigned)(want)) {                  \
+				_bad = i;                                \
+				break;                                   \
+			}                                                \
+		_bad;                                                    \
+	})
 
 static unsigned read_counter(void)
 {
@@ -112,8 +121,8 @@ int main(void)
 		cudaFunction_t f = NULL;
 		struct cudaFuncAttributes fa;
 
-		qt_check(a_fill != b_fill && a_fill != main_fill && a_scale != (mm_kernel)scale &&
-			 a_tag != b_tag, "the kernels' host stubs are distinct functions");
+		qt_check(a_fill != b_fill && a_fill != main_fill && a_scale != (mm_kernel)scale && a_tag != b_tag,
+			 "the kernels' host stubs are distinct functions");
 		a_fill<<<(N + 255) / 256, 256>>>(d, N);
 		EXPECT(cudaGetLastError(), cudaSuccess);
 		bad = FIRST_BAD(d, (unsigned)i * 10 + 1);
@@ -139,8 +148,8 @@ int main(void)
 		EXPECT(cudaLaunchKernel((const void *)a_scale, dim3((N + 255) / 256), dim3(256), args, 0, 0),
 		       cudaSuccess);
 		bad = FIRST_BAD(d, init(i) * 3 + 11 + i % 4);
-		qt_check(bad < 0, "part A's static scale launched here through a pointer uses A's coef (first bad %lld)",
-			 bad);
+		qt_check(bad < 0,
+			 "part A's static scale launched here through a pointer uses A's coef (first bad %lld)", bad);
 		EXPECT(part_a_counter(&va), cudaSuccess);
 		EXPECT(part_b_counter(&vb), cudaSuccess);
 		vm = read_counter();

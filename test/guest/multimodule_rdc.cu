@@ -43,9 +43,17 @@ static void upload(unsigned *d)
 }
 
 /* g = d; index of the first g[i] != want, or -1. */
-#define FIRST_BAD(d, want) ({ long long _bad = -1; \
-	OK(cudaMemcpy(g, d, sizeof(g), cudaMemcpyDeviceToHost)); \
-	for (int i = 0; i < N; i++) if (g[i] != (unsigned)(want)) { _bad = i; break; } _bad; })
+#define FIRST_BAD(d, want)                                               \
+	({                                                               \
+		long long _bad = -1;                                     \
+		OK(cudaMemcpy(g, d, sizeof(g), cudaMemcpyDeviceToHost)); \
+		for (int i = 0; i < N; i++)                              \
+			if (g[i] != (unsigned)(want)) {                  \
+				_bad = i;                                \
+				break;                                   \
+			}                                                \
+		_bad;                                                    \
+	})
 
 int main(void)
 {
@@ -109,8 +117,10 @@ int main(void)
 		rdc_kernel_b<<<blocks, 256>>>(d, N);
 		EXPECT(cudaGetLastError(), cudaSuccess);
 		bad = FIRST_BAD(d, ((init(i) * 2 + 7) * 2 + 7 + 1) * 2 + 7);
-		qt_check(bad < 0, "after a new cudaMemcpyToSymbol of B's constant, all three kernels use it "
-			 "(first bad %lld)", bad);
+		qt_check(bad < 0,
+			 "after a new cudaMemcpyToSymbol of B's constant, all three kernels use it "
+			 "(first bad %lld)",
+			 bad);
 	}
 
 	EXPECT(cudaDeviceSynchronize(), cudaSuccess);

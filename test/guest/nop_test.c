@@ -65,8 +65,8 @@ static void *run_worker(void *arg)
 		}
 		w->failures++;
 		if (reported++ < MAX_REPORTED)
-			fprintf(stderr, "nop_test: FAIL thread %u nop %u queue %u cookie %#" PRIx64 ": %s\n",
-				w->id, i, q, cookie, what);
+			fprintf(stderr, "nop_test: FAIL thread %u nop %u queue %u cookie %#" PRIx64 ": %s\n", w->id, i,
+				q, cookie, what);
 	}
 	return NULL;
 }
@@ -94,12 +94,17 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt(argc, argv, "t:n:d:h")) != -1) {
 		switch (opt) {
-		case 't': nthreads = parse_count(optarg, "-t"); break;
-		case 'n': nops = parse_count(optarg, "-n"); break;
-		case 'd': dev = optarg; break;
+		case 't':
+			nthreads = parse_count(optarg, "-t");
+			break;
+		case 'n':
+			nops = parse_count(optarg, "-n");
+			break;
+		case 'd':
+			dev = optarg;
+			break;
 		default:
-			fprintf(stderr, "usage: %s [-t threads (8)] [-n nops per thread (200)] [-d device]\n",
-				argv[0]);
+			fprintf(stderr, "usage: %s [-t threads (8)] [-n nops per thread (200)] [-d device]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -115,16 +120,14 @@ int main(int argc, char **argv)
 	}
 	printf("device %s: %u queues, queue_size %u, vring_size %u, proto %u, capabilities %#" PRIx64
 	       ", session %#" PRIx64 "\n",
-	       dev, info.num_queues, info.queue_size, info.vring_size, info.proto_version,
-	       (uint64_t)info.capabilities, (uint64_t)info.session);
+	       dev, info.num_queues, info.queue_size, info.vring_size, info.proto_version, (uint64_t)info.capabilities,
+	       (uint64_t)info.session);
 	if (info.proto_version != QCUDA_PROTO_VERSION) {
-		fprintf(stderr, "nop_test: FAIL protocol %u (want %u)\n", info.proto_version,
-			QCUDA_PROTO_VERSION);
+		fprintf(stderr, "nop_test: FAIL protocol %u (want %u)\n", info.proto_version, QCUDA_PROTO_VERSION);
 		return 1;
 	}
 	if (info.num_queues < 1 || info.num_queues > MAX_QUEUES) {
-		fprintf(stderr, "nop_test: FAIL num_queues %u out of range 1..%u\n",
-			info.num_queues, MAX_QUEUES);
+		fprintf(stderr, "nop_test: FAIL num_queues %u out of range 1..%u\n", info.num_queues, MAX_QUEUES);
 		return 1;
 	}
 	nqueues = info.num_queues;
@@ -148,8 +151,7 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 
 	double secs = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-	printf("%u threads x %u NOPs in %.3f s (%.0f NOP/s)\n", nthreads, nops, secs,
-	       nthreads * (double)nops / secs);
+	printf("%u threads x %u NOPs in %.3f s (%.0f NOP/s)\n", nthreads, nops, secs, nthreads * (double)nops / secs);
 	for (unsigned int q = 0; q < nqueues; q++) {
 		unsigned long sent = 0, ok = 0;
 
@@ -164,8 +166,7 @@ int main(int argc, char **argv)
 		total_fail += workers[t].failures;
 
 	if (total_fail || total_ok != (unsigned long)nthreads * nops) {
-		printf("nop_test: FAIL %lu of %lu NOPs failed\n", total_fail,
-		       (unsigned long)nthreads * nops);
+		printf("nop_test: FAIL %lu of %lu NOPs failed\n", total_fail, (unsigned long)nthreads * nops);
 		return 1;
 	}
 	printf("nop_test: PASS %lu NOPs\n", total_ok);

@@ -24,12 +24,12 @@ struct Mixed {
 };
 
 struct Big {
-	int v[500];		/* 2000 bytes */
+	int v[500]; /* 2000 bytes */
 	char tail[7];
 };
 
-__global__ void scalars(char a, double b, short c, unsigned long long *out, float d, long long e,
-			char f, unsigned char g, double h)
+__global__ void scalars(char a, double b, short c, unsigned long long *out, float d, long long e, char f,
+			unsigned char g, double h)
 {
 	out[0] = (unsigned long long)(long long)a;
 	out[1] = __double_as_longlong(b);
@@ -95,7 +95,7 @@ int main(void)
 		unsigned int du = (unsigned int)h_u[3];
 		memcpy(&b, &h_u[1], 8), memcpy(&h, &h_u[7], 8), memcpy(&d, &du, 4);
 		qt_check((long long)h_u[0] == -5 && b == 3.25 && (long long)h_u[2] == -1234 && d == 1.5f &&
-			 (long long)h_u[4] == -9000000000ll && h_u[5] == 'z' && h_u[6] == 250 && h == -0.125,
+				 (long long)h_u[4] == -9000000000ll && h_u[5] == 'z' && h_u[6] == 250 && h == -0.125,
 			 "char, double, short, pointer, float, long long, char, uchar, double");
 	}
 
@@ -112,11 +112,10 @@ int main(void)
 	EXPECT(cudaMemcpy(&h_m, d_m, sizeof(h_m), cudaMemcpyDeviceToHost), cudaSuccess);
 	EXPECT(cudaMemcpy(&h_i, d_i, sizeof(h_i), cudaMemcpyDeviceToHost), cudaSuccess);
 	m.flag = (unsigned char)200;
-	qt_check(h_m.c == m.c && h_m.s == m.s && h_m.i == m.i && h_m.ll == m.ll && h_m.f == m.f &&
-		 h_m.d == m.d && !memcmp(h_m.arr, m.arr, sizeof(m.arr)) && h_m.in.tag == m.in.tag &&
-		 h_m.in.d == m.in.d && !memcmp(h_m.in.s, m.in.s, sizeof(m.in.s)) && h_m.flag == 200,
-		 "struct by value (%zu bytes, nested struct, arrays) comes back field by field",
-		 sizeof(Mixed));
+	qt_check(h_m.c == m.c && h_m.s == m.s && h_m.i == m.i && h_m.ll == m.ll && h_m.f == m.f && h_m.d == m.d &&
+			 !memcmp(h_m.arr, m.arr, sizeof(m.arr)) && h_m.in.tag == m.in.tag && h_m.in.d == m.in.d &&
+			 !memcmp(h_m.in.s, m.in.s, sizeof(m.in.s)) && h_m.flag == 200,
+		 "struct by value (%zu bytes, nested struct, arrays) comes back field by field", sizeof(Mixed));
 	qt_check(h_i == m.arr[0] + m.arr[4], "pointer parameter after a struct");
 
 	for (int i = 0; i < 500; i++)
@@ -132,8 +131,7 @@ int main(void)
 	big_block<<<1, 1>>>(*big, d_ll, -3);
 	EXPECT(cudaGetLastError(), cudaSuccess);
 	EXPECT(cudaMemcpy(&h_ll, d_ll, sizeof(h_ll), cudaMemcpyDeviceToHost), cudaSuccess);
-	qt_check(h_ll == want * -3, "a %zu-byte struct parameter (+ pointer, int) arrives whole",
-		 sizeof(Big));
+	qt_check(h_ll == want * -3, "a %zu-byte struct parameter (+ pointer, int) arrives whole", sizeof(Big));
 
 	/* Explicit cudaLaunchKernel with an args array. */
 	int scale = 2;

@@ -22,7 +22,8 @@ static int qt_checks, qt_failed;
 static const char *qt_name = "test";
 
 /* One check: prints "ok   <what>" or "FAIL <what>" (+ detail on stdout). */
-static inline __attribute__((unused)) bool qt_check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline __attribute__((unused)) bool qt_check(bool ok, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 static inline __attribute__((unused)) bool qt_check(bool ok, const char *fmt, ...)
 {
 	va_list ap;
@@ -41,7 +42,8 @@ static inline __attribute__((unused)) bool qt_check(bool ok, const char *fmt, ..
 }
 
 /* A check that prints nothing when it passes (for checks in loops). */
-static inline __attribute__((unused)) bool qt_quiet(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline __attribute__((unused)) bool qt_quiet(bool ok, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 static inline __attribute__((unused)) bool qt_quiet(bool ok, const char *fmt, ...)
 {
 	va_list ap;
@@ -66,8 +68,7 @@ static inline __attribute__((unused)) bool qt_expect(cudaError_t got, cudaError_
 {
 	if (got == want)
 		return qt_check(true, "%s -> %s", what, cudaGetErrorName(got));
-	return qt_check(false, "%s -> %s (expected %s)", what, cudaGetErrorName(got),
-			cudaGetErrorName(want));
+	return qt_check(false, "%s -> %s (expected %s)", what, cudaGetErrorName(got), cudaGetErrorName(want));
 }
 
 /* OK(call): the call succeeds, quietly. */
@@ -156,8 +157,7 @@ static inline __attribute__((unused)) bool qt_on_qcuda(void)
 static inline __attribute__((unused)) bool qt_first_kernel_use(cudaError_t got, const char *what)
 {
 	if (got == cudaErrorNoKernelImageForDevice && qt_on_qcuda()) {
-		printf("SKIP: %s: no kernel support on this device (%s)\n", qt_name,
-		       cudaGetErrorName(got));
+		printf("SKIP: %s: no kernel support on this device (%s)\n", qt_name, cudaGetErrorName(got));
 		fflush(stdout);
 		exit(QT_EXIT_SKIP);
 	}

@@ -15,7 +15,7 @@
 #include <cuda_runtime.h>
 #include "qctest.h"
 
-#pragma nv_diag_suppress 1444	/* the shared memory configuration calls are deprecated */
+#pragma nv_diag_suppress 1444 /* the shared memory configuration calls are deprecated */
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 static unsigned long long id_of(cudaStream_t s)
@@ -111,15 +111,16 @@ static void stream_queries(void)
 	qt_check(v.syncPolicy == cudaSyncPolicyYield, "copied synchronization policy %d", (int)v.syncPolicy);
 	memset(&v, 0, sizeof(v));
 	OK(cudaStreamGetAttribute(plain, cudaStreamAttributeMemSyncDomain, &v));
-	qt_check(v.memSyncDomain == cudaLaunchMemSyncDomainRemote, "copied memory sync domain %d", (int)v.memSyncDomain);
+	qt_check(v.memSyncDomain == cudaLaunchMemSyncDomainRemote, "copied memory sync domain %d",
+		 (int)v.memSyncDomain);
 	memset(&v, 0, sizeof(v));
 	OK(cudaStreamGetAttribute(plain, cudaStreamAttributeAccessPolicyWindow, &v));
 	/* Natively Persisting hits read back; qcuda makes them Normal (the L2 set-aside is every VM's). */
 	qt_check(v.accessPolicyWindow.base_ptr == win && v.accessPolicyWindow.num_bytes == 1 << 20 &&
-		 v.accessPolicyWindow.hitRatio == 0.5f &&
-		 (v.accessPolicyWindow.hitProp == cudaAccessPropertyPersisting ||
-		  v.accessPolicyWindow.hitProp == cudaAccessPropertyNormal) &&
-		 v.accessPolicyWindow.missProp == cudaAccessPropertyStreaming,
+			 v.accessPolicyWindow.hitRatio == 0.5f &&
+			 (v.accessPolicyWindow.hitProp == cudaAccessPropertyPersisting ||
+			  v.accessPolicyWindow.hitProp == cudaAccessPropertyNormal) &&
+			 v.accessPolicyWindow.missProp == cudaAccessPropertyStreaming,
 		 "copied access policy window (%zu bytes, hit ratio %.2f)", v.accessPolicyWindow.num_bytes,
 		 v.accessPolicyWindow.hitRatio);
 	memset(&v, 0, sizeof(v));
@@ -140,7 +141,8 @@ static void configs(void)
 	qt_check(cache == cudaFuncCachePreferNone, "a fresh context's cache configuration %d", (int)cache);
 	EXPECT(cudaDeviceSetCacheConfig(cudaFuncCachePreferShared), cudaSuccess);
 	EXPECT(cudaDeviceGetCacheConfig(&cache), cudaSuccess);
-	qt_check(cache == cudaFuncCachePreferShared, "cache configuration after cudaFuncCachePreferShared: %d", (int)cache);
+	qt_check(cache == cudaFuncCachePreferShared, "cache configuration after cudaFuncCachePreferShared: %d",
+		 (int)cache);
 	EXPECT(cudaDeviceSetCacheConfig((cudaFuncCache)7), cudaErrorInvalidValue);
 	EXPECT(cudaDeviceGetCacheConfig(NULL), cudaErrorInvalidValue);
 	EXPECT(cudaDeviceSetCacheConfig(cudaFuncCachePreferNone), cudaSuccess);

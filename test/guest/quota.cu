@@ -44,7 +44,8 @@ int main(void)
 			if (last != cudaSuccess)
 				break;
 		}
-		qt_check(got >= 6 && got <= 8, "%s chunks of total/8 fit", got >= 6 && got <= 8 ? "6 to 8" : "not 6 to 8");
+		qt_check(got >= 6 && got <= 8, "%s chunks of total/8 fit",
+			 got >= 6 && got <= 8 ? "6 to 8" : "not 6 to 8");
 		qt_check(last == cudaErrorMemoryAllocation, "the next chunk fails with cudaErrorMemoryAllocation");
 		EXPECT(cudaGetLastError(), cudaErrorMemoryAllocation);
 		{

@@ -22,7 +22,7 @@
 
 #include "qctest.h"
 
-static int gate[2];		// the host function reads one byte from gate[0]
+static int gate[2]; // the host function reads one byte from gate[0]
 static int started, synced_ok;
 
 static void CUDART_CB blocked_fn(void *arg)
@@ -145,8 +145,7 @@ int main(int argc, char **argv)
 	qt_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "that process passed");
 	for (i = 0; i < n; i++)
 		pthread_join(t[i], NULL);
-	qt_check(synced_ok == n, "every sync succeeded once the host function returned (%d of %d)",
-		 synced_ok, n);
+	qt_check(synced_ok == n, "every sync succeeded once the host function returned (%d of %d)", synced_ok, n);
 	EXPECT(cudaStreamDestroy(s), cudaSuccess);
 	return qt_end();
 }

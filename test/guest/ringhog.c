@@ -48,9 +48,8 @@ struct file_state {
 static struct file_state files[MAX_FILES];
 static int entered, done_ok, done_bad;
 
-static int call(int fd, uint32_t cmd, const void *args, uint32_t args_len, void *out,
-		uint32_t out_len, uint32_t dir, const void *data, uint64_t data_len,
-		struct qcuda_call *c)
+static int call(int fd, uint32_t cmd, const void *args, uint32_t args_len, void *out, uint32_t out_len, uint32_t dir,
+		const void *data, uint64_t data_len, struct qcuda_call *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->cmd = cmd;
@@ -164,7 +163,7 @@ static void wait_entered(int n)
 {
 	while (__atomic_load_n(&entered, __ATOMIC_RELAXED) < n)
 		usleep(10000);
-	sleep(3);	/* for the calls to reach the device (or wait in the driver) */
+	sleep(3); /* for the calls to reach the device (or wait in the driver) */
 }
 
 /* Pages pinned with FOLL_PIN in the whole guest (acquired - released). */

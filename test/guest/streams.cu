@@ -16,9 +16,9 @@
 #include "qctest.h"
 
 #define NSTREAMS 4
-#define N (256 << 10)		/* elements per buffer (1 MiB of unsigned) */
+#define N (256 << 10) /* elements per buffer (1 MiB of unsigned) */
 #define CHUNK (N / NSTREAMS)
-#define MS 1000000ull		/* one millisecond in %globaltimer units (ns) */
+#define MS 1000000ull /* one millisecond in %globaltimer units (ns) */
 
 static __device__ __forceinline__ unsigned long long gtimer(void)
 {
@@ -73,8 +73,16 @@ static double now_s(void)
 }
 
 /* Index of the first h[i] != want(i), or -1. */
-#define FIRST_BAD(h, n, want) ({ long long _bad = -1; \
-	for (int i = 0; i < (n); i++) if ((h)[i] != (want)) { _bad = i; break; } _bad; })
+#define FIRST_BAD(h, n, want)                   \
+	({                                      \
+		long long _bad = -1;            \
+		for (int i = 0; i < (n); i++)   \
+			if ((h)[i] != (want)) { \
+				_bad = i;       \
+				break;          \
+			}                       \
+		_bad;                           \
+	})
 
 static bool check_all(const unsigned *h, int n, long long bad, const char *what)
 {
@@ -131,21 +139,25 @@ static void simple_streams(unsigned *hin, unsigned *hout, unsigned *d, cudaStrea
 		OK(cudaEventCreateWithFlags(&done[k], cudaEventDisableTiming));
 	if (!breadth) {
 		for (int k = 0; k < NSTREAMS; k++) {
-			ok &= cudaMemcpyAsync(d + k * CHUNK, hin + k * CHUNK, cb, cudaMemcpyHostToDevice, s[k]) == cudaSuccess;
+			ok &= cudaMemcpyAsync(d + k * CHUNK, hin + k * CHUNK, cb, cudaMemcpyHostToDevice, s[k]) ==
+			      cudaSuccess;
 			madd<<<CHUNK / 256, 256, 0, s[k]>>>(d + k * CHUNK, CHUNK, 3, k + 1, 0);
 			ok &= cudaGetLastError() == cudaSuccess;
-			ok &= cudaMemcpyAsync(hout + k * CHUNK, d + k * CHUNK, cb, cudaMemcpyDeviceToHost, s[k]) == cudaSuccess;
+			ok &= cudaMemcpyAsync(hout + k * CHUNK, d + k * CHUNK, cb, cudaMemcpyDeviceToHost, s[k]) ==
+			      cudaSuccess;
 			ok &= cudaEventRecord(done[k], s[k]) == cudaSuccess;
 		}
 	} else {
 		for (int k = 0; k < NSTREAMS; k++)
-			ok &= cudaMemcpyAsync(d + k * CHUNK, hin + k * CHUNK, cb, cudaMemcpyHostToDevice, s[k]) == cudaSuccess;
+			ok &= cudaMemcpyAsync(d + k * CHUNK, hin + k * CHUNK, cb, cudaMemcpyHostToDevice, s[k]) ==
+			      cudaSuccess;
 		for (int k = 0; k < NSTREAMS; k++) {
 			madd<<<CHUNK / 256, 256, 0, s[k]>>>(d + k * CHUNK, CHUNK, 3, k + 1, 0);
 			ok &= cudaGetLastError() == cudaSuccess;
 		}
 		for (int k = 0; k < NSTREAMS; k++)
-			ok &= cudaMemcpyAsync(hout + k * CHUNK, d + k * CHUNK, cb, cudaMemcpyDeviceToHost, s[k]) == cudaSuccess;
+			ok &= cudaMemcpyAsync(hout + k * CHUNK, d + k * CHUNK, cb, cudaMemcpyDeviceToHost, s[k]) ==
+			      cudaSuccess;
 		for (int k = 0; k < NSTREAMS; k++)
 			ok &= cudaEventRecord(done[k], s[k]) == cudaSuccess;
 	}

@@ -55,9 +55,9 @@ static double seconds(void)
 
 // How a child waits behind its endless kernel.
 enum wait_in {
-	IN_SYNC,	/* cudaDeviceSynchronize: the worker hands the wait on */
-	IN_LAUNCH,	/* a launch, the GPU's launch queue full */
-	IN_FREE,	/* cudaFree, which waits for the GPU (the worker's own thread too) */
+	IN_SYNC, /* cudaDeviceSynchronize: the worker hands the wait on */
+	IN_LAUNCH, /* a launch, the GPU's launch queue full */
+	IN_FREE, /* cudaFree, which waits for the GPU (the worker's own thread too) */
 };
 static const char *const WAIT_NAMES[] = { "in a synchronize", "in a launch behind it", "in cudaFree" };
 
@@ -114,12 +114,12 @@ static void round_of(enum wait_in how)
 		kill(pid, SIGKILL);
 		waitpid(pid, &status, 0);
 	}
-	qt_check(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the child, waiting %s, was killed", WAIT_NAMES[how]);
+	qt_check(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the child, waiting %s, was killed",
+		 WAIT_NAMES[how]);
 
 	// Its memory comes back once its context is gone.
 	double t0 = seconds();
-	while (cudaMemGetInfo(&now, &total) == cudaSuccess && now < held + GIB - (64u << 20) &&
-	       seconds() - t0 < 45)
+	while (cudaMemGetInfo(&now, &total) == cudaSuccess && now < held + GIB - (64u << 20) && seconds() - t0 < 45)
 		usleep(100 * 1000);
 	qt_check(now >= held + GIB - (64u << 20), "the killed child's 1 GiB came back");
 }

@@ -80,8 +80,8 @@ int main(void)
 	EXPECT(cudaMemcpyFromSymbolAsync(back, counters, sizeof(back), 4 * sizeof(int), cudaMemcpyDeviceToHost, s),
 	       cudaSuccess);
 	EXPECT(cudaStreamSynchronize(s), cudaSuccess);
-	qt_check(back[0] == 10 && back[1] == 7 && back[2] == 7, "offsets: counters[4..6] = %d %d %d", back[0],
-		 back[1], back[2]);
+	qt_check(back[0] == 10 && back[1] == 7 && back[2] == 7, "offsets: counters[4..6] = %d %d %d", back[0], back[1],
+		 back[2]);
 	EXPECT(cudaGetSymbolAddress(&addr, counters), cudaSuccess);
 	EXPECT(cudaMemcpy(back, (int *)addr + 4, sizeof(back), cudaMemcpyDeviceToHost), cudaSuccess);
 	qt_check(back[0] == 10 && back[1] == 7 && back[2] == 7, "cudaMemcpy through cudaGetSymbolAddress");

@@ -13,10 +13,16 @@ template <typename T, int SCALE> __global__ void axpb(T *x, T b, int n)
 }
 
 struct Square {
-	__device__ int operator()(int v) const { return v * v; }
+	__device__ int operator()(int v) const
+	{
+		return v * v;
+	}
 };
 struct Negate {
-	__device__ int operator()(int v) const { return -v; }
+	__device__ int operator()(int v) const
+	{
+		return -v;
+	}
 };
 
 template <typename F> __global__ void apply(int *x, int n, F f)
@@ -71,8 +77,7 @@ int main(void)
 		Square sq;
 		int nn = n;
 		void *args[] = { &d, &nn, &sq };
-		EXPECT(cudaLaunchKernel((const void *)apply<Square>, dim3(8), dim3(32), args, 0, s),
-		       cudaSuccess);
+		EXPECT(cudaLaunchKernel((const void *)apply<Square>, dim3(8), dim3(32), args, 0, s), cudaSuccess);
 	}
 	{
 		cudaLaunchConfig_t cfg = {};
@@ -87,7 +92,8 @@ int main(void)
 		bool ok = true;
 		for (int i = 0; i < n; i++)
 			ok &= h[i] == -((i - 2000) * (i - 2000));
-		qt_check(ok, "apply<Negate>, apply<Square> (cudaLaunchKernel), apply<Negate> (cudaLaunchKernelEx) on a stream");
+		qt_check(ok, "apply<Negate>, apply<Square> (cudaLaunchKernel), apply<Negate> (cudaLaunchKernelEx) on a "
+			     "stream");
 	}
 	EXPECT(cudaStreamDestroy(s), cudaSuccess);
 	EXPECT(cudaFree(d), cudaSuccess);

@@ -20,10 +20,10 @@ static void fail(struct worker *w, const char *fmt, const char *call, cudaError_
 		snprintf(w->what, sizeof(w->what), fmt, call, cudaGetErrorName(e));
 }
 
-#define W(call) \
-	do { \
-		cudaError_t e_ = (call); \
-		if (e_ != cudaSuccess) \
+#define W(call)                                         \
+	do {                                            \
+		cudaError_t e_ = (call);                \
+		if (e_ != cudaSuccess)                  \
 			fail(w, "%s -> %s", #call, e_); \
 	} while (0)
 
@@ -91,8 +91,10 @@ int main(void)
 	for (int i = 0; i < THREADS; i++)
 		pthread_join(t[i], NULL);
 	for (int i = 0; i < THREADS; i++)
-		qt_check(w[i].failures == 0, "thread %d: %d rounds of allocations, async copies, events, "
-			 "errors%s%s", i, ROUNDS, w[i].failures ? ": " : "", w[i].what);
+		qt_check(w[i].failures == 0,
+			 "thread %d: %d rounds of allocations, async copies, events, "
+			 "errors%s%s",
+			 i, ROUNDS, w[i].failures ? ": " : "", w[i].what);
 
 	EXPECT(cudaDeviceSynchronize(), cudaSuccess);
 	EXPECT(cudaGetLastError(), cudaSuccess);

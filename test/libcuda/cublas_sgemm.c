@@ -20,10 +20,10 @@
 typedef int (*create_fn)(void **handle);
 typedef int (*destroy_fn)(void *handle);
 typedef int (*set_stream_fn)(void *handle, CUstream s);
-typedef int (*sgemm_fn)(void *handle, int transa, int transb, int m, int n, int k, const float *alpha,
-			const float *A, int lda, const float *B, int ldb, const float *beta, float *C, int ldc);
-typedef int (*dgemm_fn)(void *handle, int transa, int transb, int m, int n, int k, const double *alpha,
-			const double *A, int lda, const double *B, int ldb, const double *beta, double *C, int ldc);
+typedef int (*sgemm_fn)(void *handle, int transa, int transb, int m, int n, int k, const float *alpha, const float *A,
+			int lda, const float *B, int ldb, const float *beta, float *C, int ldc);
+typedef int (*dgemm_fn)(void *handle, int transa, int transb, int m, int n, int k, const double *alpha, const double *A,
+			int lda, const double *B, int ldb, const double *beta, double *C, int ldc);
 
 static int checks, failed;
 
@@ -67,8 +67,8 @@ static int gemm(void *h, sgemm_fn sgemm, CUstream s, int ta, int tb, int m, int 
 		failed++;
 		return 1;
 	}
-	st = sgemm(h, ta, tb, m, n, k, &one, (const float *)(uintptr_t)dA, ta ? k : m,
-		   (const float *)(uintptr_t)dB, tb ? n : k, &zero, (float *)(uintptr_t)dC, m);
+	st = sgemm(h, ta, tb, m, n, k, &one, (const float *)(uintptr_t)dA, ta ? k : m, (const float *)(uintptr_t)dB,
+		   tb ? n : k, &zero, (float *)(uintptr_t)dC, m);
 	snprintf(what, sizeof(what), "cublasSgemm %c%c %dx%dx%d%s", ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k,
 		 s ? " on a stream" : "");
 	check(st == 0, what, st);
@@ -138,15 +138,15 @@ static int bench(void *h, sgemm_fn sgemm)
 	CUevent e0, e1;
 	float ms = 0;
 
-	if (cuMemAlloc(&dA, (size_t)n * n * 4) || cuMemAlloc(&dB, (size_t)n * n * 4) || cuMemAlloc(&dC, (size_t)n * n * 4) ||
-	    cuMemsetD32(dA, 0x3f800000, (size_t)n * n) || cuMemsetD32(dB, 0x3f800000, (size_t)n * n) ||
-	    cuEventCreate(&e0, 0) || cuEventCreate(&e1, 0))
+	if (cuMemAlloc(&dA, (size_t)n * n * 4) || cuMemAlloc(&dB, (size_t)n * n * 4) ||
+	    cuMemAlloc(&dC, (size_t)n * n * 4) || cuMemsetD32(dA, 0x3f800000, (size_t)n * n) ||
+	    cuMemsetD32(dB, 0x3f800000, (size_t)n * n) || cuEventCreate(&e0, 0) || cuEventCreate(&e1, 0))
 		return 1;
 	for (int i = 0; i < 3 + reps; i++) {
 		if (i == 3)
 			cuEventRecord(e0, NULL);
-		if (sgemm(h, 0, 0, n, n, n, &one, (const float *)(uintptr_t)dA, n, (const float *)(uintptr_t)dB, n, &zero,
-			  (float *)(uintptr_t)dC, n))
+		if (sgemm(h, 0, 0, n, n, n, &one, (const float *)(uintptr_t)dA, n, (const float *)(uintptr_t)dB, n,
+			  &zero, (float *)(uintptr_t)dC, n))
 			return 1;
 	}
 	cuEventRecord(e1, NULL);

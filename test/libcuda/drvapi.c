@@ -44,59 +44,58 @@ static const char *name(CUresult r)
 }
 
 /* EXPECT(call, result): the call returns that CUresult. */
-#define EXPECT(call, want)                                                                    \
-	do {                                                                                  \
-		CUresult r_ = (call);                                                         \
-		check(r_ == (want), "%s -> %s", #call, name(r_));                             \
+#define EXPECT(call, want)                                        \
+	do {                                                      \
+		CUresult r_ = (call);                             \
+		check(r_ == (want), "%s -> %s", #call, name(r_)); \
 	} while (0)
-#define OK(call)                                                                              \
-	do {                                                                                  \
-		CUresult r_ = (call);                                                         \
-		check(r_ == CUDA_SUCCESS, "%s -> %s", #call, name(r_));                       \
+#define OK(call)                                                        \
+	do {                                                            \
+		CUresult r_ = (call);                                   \
+		check(r_ == CUDA_SUCCESS, "%s -> %s", #call, name(r_)); \
 	} while (0)
 
-static const char ptx[] =
-	".version 7.0\n"
-	".target sm_52\n"
-	".address_size 64\n"
-	".visible .global .align 4 .u32 counter;\n"
-	".visible .entry vadd(.param .u64 a, .param .u64 b, .param .u64 c, .param .u32 n)\n"
-	"{\n"
-	"	.reg .pred p;\n"
-	"	.reg .b32 r<6>;\n"
-	"	.reg .f32 f<4>;\n"
-	"	.reg .b64 rd<11>;\n"
-	"	ld.param.u64 rd1, [a];\n"
-	"	ld.param.u64 rd2, [b];\n"
-	"	ld.param.u64 rd3, [c];\n"
-	"	ld.param.u32 r1, [n];\n"
-	"	mov.u32 r2, %ctaid.x;\n"
-	"	mov.u32 r3, %ntid.x;\n"
-	"	mov.u32 r4, %tid.x;\n"
-	"	mad.lo.s32 r5, r2, r3, r4;\n"
-	"	setp.ge.u32 p, r5, r1;\n"
-	"	@p bra DONE;\n"
-	"	cvta.to.global.u64 rd4, rd1;\n"
-	"	cvta.to.global.u64 rd5, rd2;\n"
-	"	cvta.to.global.u64 rd6, rd3;\n"
-	"	mul.wide.u32 rd7, r5, 4;\n"
-	"	add.s64 rd8, rd4, rd7;\n"
-	"	add.s64 rd9, rd5, rd7;\n"
-	"	add.s64 rd10, rd6, rd7;\n"
-	"	ld.global.f32 f1, [rd8];\n"
-	"	ld.global.f32 f2, [rd9];\n"
-	"	add.f32 f3, f1, f2;\n"
-	"	st.global.f32 [rd10], f3;\n"
-	"DONE:\n"
-	"	ret;\n"
-	"}\n"
-	".visible .entry bump(.param .u32 by)\n"
-	"{\n"
-	"	.reg .b32 r<3>;\n"
-	"	ld.param.u32 r1, [by];\n"
-	"	atom.global.add.u32 r2, [counter], r1;\n"
-	"	ret;\n"
-	"}\n";
+static const char ptx[] = ".version 7.0\n"
+			  ".target sm_52\n"
+			  ".address_size 64\n"
+			  ".visible .global .align 4 .u32 counter;\n"
+			  ".visible .entry vadd(.param .u64 a, .param .u64 b, .param .u64 c, .param .u32 n)\n"
+			  "{\n"
+			  "	.reg .pred p;\n"
+			  "	.reg .b32 r<6>;\n"
+			  "	.reg .f32 f<4>;\n"
+			  "	.reg .b64 rd<11>;\n"
+			  "	ld.param.u64 rd1, [a];\n"
+			  "	ld.param.u64 rd2, [b];\n"
+			  "	ld.param.u64 rd3, [c];\n"
+			  "	ld.param.u32 r1, [n];\n"
+			  "	mov.u32 r2, %ctaid.x;\n"
+			  "	mov.u32 r3, %ntid.x;\n"
+			  "	mov.u32 r4, %tid.x;\n"
+			  "	mad.lo.s32 r5, r2, r3, r4;\n"
+			  "	setp.ge.u32 p, r5, r1;\n"
+			  "	@p bra DONE;\n"
+			  "	cvta.to.global.u64 rd4, rd1;\n"
+			  "	cvta.to.global.u64 rd5, rd2;\n"
+			  "	cvta.to.global.u64 rd6, rd3;\n"
+			  "	mul.wide.u32 rd7, r5, 4;\n"
+			  "	add.s64 rd8, rd4, rd7;\n"
+			  "	add.s64 rd9, rd5, rd7;\n"
+			  "	add.s64 rd10, rd6, rd7;\n"
+			  "	ld.global.f32 f1, [rd8];\n"
+			  "	ld.global.f32 f2, [rd9];\n"
+			  "	add.f32 f3, f1, f2;\n"
+			  "	st.global.f32 [rd10], f3;\n"
+			  "DONE:\n"
+			  "	ret;\n"
+			  "}\n"
+			  ".visible .entry bump(.param .u32 by)\n"
+			  "{\n"
+			  "	.reg .b32 r<3>;\n"
+			  "	ld.param.u32 r1, [by];\n"
+			  "	atom.global.add.u32 r2, [counter], r1;\n"
+			  "	ret;\n"
+			  "}\n";
 
 #define N 100000
 
@@ -195,17 +194,19 @@ int main(void)
 	OK(cuMemsetD32(dc, 0, N));
 	OK(cuMemcpyDtoH(c, dc, N * sizeof(float)));
 	check(c[0] == 0 && c[N - 1] == 0, "cuMemsetD32 zeroed the buffer");
-	OK(cuMemsetD32(dc, 0x3f800000, N));	/* 1.0f: a pattern of four different bytes */
+	OK(cuMemsetD32(dc, 0x3f800000, N)); /* 1.0f: a pattern of four different bytes */
 	OK(cuMemcpyDtoH(c, dc, N * sizeof(float)));
 	check(c[0] == 1.0f && c[N / 2] == 1.0f && c[N - 1] == 1.0f, "cuMemsetD32 wrote 1.0f everywhere");
 	OK(cuMemsetD16(dc, 0x1234, 2 * N));
 	OK(cuMemcpyDtoH(c, dc, 8));
-	check(((unsigned short *)c)[0] == 0x1234 && ((unsigned short *)c)[3] == 0x1234, "cuMemsetD16 wrote its pattern");
+	check(((unsigned short *)c)[0] == 0x1234 && ((unsigned short *)c)[3] == 0x1234,
+	      "cuMemsetD16 wrote its pattern");
 	EXPECT(cuMemsetD32(dc + 2, 0, 4), CUDA_ERROR_INVALID_VALUE);
 	OK(cuMemsetD8(dc, 0xff, 4));
 	OK(cuMemcpyDtoD(dc + 4, da + 4, 8));
 	OK(cuMemcpyDtoH(c, dc, 12));
-	check(((unsigned char *)c)[0] == 0xff && c[1] == a[1] && c[2] == a[2], "cuMemsetD8 and cuMemcpyDtoD wrote what they should");
+	check(((unsigned char *)c)[0] == 0xff && c[1] == a[1] && c[2] == a[2],
+	      "cuMemsetD8 and cuMemcpyDtoD wrote what they should");
 
 	/* A PTX module: JIT-compiled for the device by its driver. */
 	r = cuModuleLoadData(&mod, ptx);
@@ -238,8 +239,11 @@ int main(void)
 
 	/* The packed form: the parameters laid out as the kernel takes them. */
 	{
-		struct { CUdeviceptr a, b, c; unsigned int n; } packed = { da, da, dc, N };
-		size_t size = 28;	/* 3 pointers and an int, no tail padding */
+		struct {
+			CUdeviceptr a, b, c;
+			unsigned int n;
+		} packed = { da, da, dc, N };
+		size_t size = 28; /* 3 pointers and an int, no tail padding */
 		void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
 				  CU_LAUNCH_PARAM_END };
 
@@ -257,8 +261,13 @@ int main(void)
 	OK(cuEventRecord(e0, s));
 	for (by = 1; by <= 10; by++) {
 		void *params[] = { &by };
-		CUlaunchConfig cfg = { .gridDimX = 4, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 32,
-				       .blockDimY = 1, .blockDimZ = 1, .hStream = s };
+		CUlaunchConfig cfg = { .gridDimX = 4,
+				       .gridDimY = 1,
+				       .gridDimZ = 1,
+				       .blockDimX = 32,
+				       .blockDimY = 1,
+				       .blockDimZ = 1,
+				       .hStream = s };
 
 		OK(cuLaunchKernelEx(&cfg, bump, params, NULL));
 	}
@@ -322,7 +331,8 @@ int main(void)
 		OK(cuModuleGetFunction(&sc, cm, "scale"));
 		OK(cuLaunchKernel(sc, (N + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, p1, NULL));
 		OK(cuMemcpyDtoH(c, db, N * sizeof(float)));
-		check(c[0] == 2 * b[0] && c[N - 1] == 2 * b[N - 1] && c[N / 3] == 2 * b[N / 3], "the cubin's kernel doubled b");
+		check(c[0] == 2 * b[0] && c[N - 1] == 2 * b[N - 1] && c[N / 3] == 2 * b[N / 3],
+		      "the cubin's kernel doubled b");
 		f = fopen(path, "rb");
 		if (f) {
 			got = fread(image, 1, sizeof(image), f);

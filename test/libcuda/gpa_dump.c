@@ -36,7 +36,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gpa_dump: no cuGetProcAddress_v2 / cuInit in %s\n", argv[1]);
 		return 1;
 	}
-	init(0);	/* may fail (no device): cuGetProcAddress does not need it */
+	init(0); /* may fail (no device): cuGetProcAddress does not need it */
 	while (fgets(line, sizeof(line), stdin)) {
 		unsigned long long flags;
 		int ver, status = -1, r;
@@ -44,7 +44,7 @@ int main(int argc, char **argv)
 		Dl_info info;
 
 		if (sscanf(line, "%255s ver=%d flags=%llu", name, &ver, &flags) != 3)
-			continue;	/* the empty-name request and blank lines */
+			continue; /* the empty-name request and blank lines */
 		r = gpa(name, &fn, ver, flags, &status);
 		if (r || !fn) {
 			printf("%s %d %llu -> NOT_FOUND %d (result %d)\n", name, ver, flags, status, r);

@@ -13,7 +13,16 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CK(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { const char *s_ = 0; cuGetErrorName(r_, &s_); printf("%s -> %s\n", #x, s_); return 1; } } while (0)
+#define CK(x)                                         \
+	do {                                          \
+		CUresult r_ = (x);                    \
+		if (r_ != CUDA_SUCCESS) {             \
+			const char *s_ = 0;           \
+			cuGetErrorName(r_, &s_);      \
+			printf("%s -> %s\n", #x, s_); \
+			return 1;                     \
+		}                                     \
+	} while (0)
 
 static const char *status(CUresult r)
 {
@@ -30,23 +39,29 @@ static const char *status(CUresult r)
 static int load_options(void)
 {
 	static const char ptx[] = ".entry add1";
-	static const char cubin[64] = "\x7f" "ELF\x02\x01";	/* an ELF64 header, no sections: loads on the fake driver */
+	static const char cubin[64] = "\x7f"
+				      "ELF\x02\x01"; /* an ELF64 header, no sections: loads on the fake driver */
 	char info[256], err[256];
-	CUjit_option o[] = { CU_JIT_WALL_TIME, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
-			     CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_OPTIMIZATION_LEVEL };
+	CUjit_option o[] = { CU_JIT_WALL_TIME,
+			     CU_JIT_INFO_LOG_BUFFER,
+			     CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+			     CU_JIT_ERROR_LOG_BUFFER,
+			     CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+			     CU_JIT_OPTIMIZATION_LEVEL };
 	void *v[6];
 	CUjit_option bad = (CUjit_option)1000;
 	CUmodule m = 0;
 	CUlibrary lib;
 	float wall;
 
-#define RESET() (strcpy(info, "x"), strcpy(err, "x"), \
-		 v[0] = 0, v[1] = info, v[2] = (void *)sizeof(info), v[3] = err, v[4] = (void *)sizeof(err), v[5] = (void *)2)
+#define RESET()                                                                                               \
+	(strcpy(info, "x"), strcpy(err, "x"), v[0] = 0, v[1] = info, v[2] = (void *)sizeof(info), v[3] = err, \
+	 v[4] = (void *)sizeof(err), v[5] = (void *)2)
 	RESET();
 	CK(cuModuleLoadDataEx(&m, ptx, 6, o, v));
 	memcpy(&wall, &v[0], sizeof(wall));
-	printf("loadEx: %s; info [%s] size %zu; error [%s] size %zu; wall %.1f\n", m ? "loaded" : "none", info, (size_t)v[2], err,
-	       (size_t)v[4], wall);
+	printf("loadEx: %s; info [%s] size %zu; error [%s] size %zu; wall %.1f\n", m ? "loaded" : "none", info,
+	       (size_t)v[2], err, (size_t)v[4], wall);
 	CK(cuModuleUnload(m));
 	RESET();
 	printf("loadEx bad PTX: %s, ", status(cuModuleLoadDataEx(&m, "fakecuda:link-error", 6, o, v)));
@@ -54,8 +69,7 @@ static int load_options(void)
 	printf("loadEx unknown option: %s\n", status(cuModuleLoadDataEx(&m, ptx, 1, &bad, v)));
 	RESET();
 	CK(cuModuleLoadDataEx(&m, cubin, 5, o + 1, v + 1));
-	printf("loadEx cubin: info [%s] size %zu; error [%s] size %zu\n", info, (size_t)v[2], err,
-	       (size_t)v[4]);
+	printf("loadEx cubin: info [%s] size %zu; error [%s] size %zu\n", info, (size_t)v[2], err, (size_t)v[4]);
 	CK(cuModuleUnload(m));
 	RESET();
 	CK(cuLibraryLoadData(&lib, ptx, o, v, 6, 0, 0, 0));
@@ -70,8 +84,14 @@ int main(int argc, char **argv)
 {
 	static const char ptx[] = ".entry add1";
 	char info[256] = "x", err[256] = "x";
-	CUjit_option o[] = { CU_JIT_WALL_TIME, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
-			     CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_LOG_VERBOSE, CU_JIT_OPTIMIZATION_LEVEL, CU_JIT_MAX_REGISTERS };
+	CUjit_option o[] = { CU_JIT_WALL_TIME,
+			     CU_JIT_INFO_LOG_BUFFER,
+			     CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+			     CU_JIT_ERROR_LOG_BUFFER,
+			     CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+			     CU_JIT_LOG_VERBOSE,
+			     CU_JIT_OPTIMIZATION_LEVEL,
+			     CU_JIT_MAX_REGISTERS };
 	void *v[] = { 0, info, (void *)sizeof(info), err, (void *)sizeof(err), (void *)1, (void *)3, (void *)32 };
 	CUjit_option bad = (CUjit_option)1000;
 	CUdevice dev;
@@ -111,7 +131,8 @@ int main(int argc, char **argv)
 	/* At most QCUDA_MAX_LINK_INPUTS (4) inputs. */
 	for (int i = 0; i < 3; i++)
 		CK(cuLinkAddData(ls2, CU_JIT_INPUT_PTX, (void *)ptx, strlen(ptx), "more", 0, 0, 0));
-	printf("fifth input: %s\n", status(cuLinkAddData(ls2, CU_JIT_INPUT_PTX, (void *)ptx, strlen(ptx), "x", 0, 0, 0)));
+	printf("fifth input: %s\n",
+	       status(cuLinkAddData(ls2, CU_JIT_INPUT_PTX, (void *)ptx, strlen(ptx), "x", 0, 0, 0)));
 	CK(cuLinkDestroy(ls2));
 	printf("destroy NULL: %s\n", status(cuLinkDestroy(NULL)));
 	return load_options();

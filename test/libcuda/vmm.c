@@ -38,10 +38,10 @@ static const char *name(CUresult r)
 	return cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "?";
 }
 
-#define EXPECT(call, want)                                                        \
-	do {                                                                      \
-		CUresult r_ = (call);                                             \
-		check(r_ == (want), "%s -> %s", #call, name(r_));                 \
+#define EXPECT(call, want)                                        \
+	do {                                                      \
+		CUresult r_ = (call);                             \
+		check(r_ == (want), "%s -> %s", #call, name(r_)); \
 	} while (0)
 #define OK(call) EXPECT(call, CUDA_SUCCESS)
 
@@ -74,8 +74,8 @@ int main(void)
 	if (failed)
 		return 1;
 
-	size = 2 * gran;	/* each piece */
-	n32 = 2 * size / 4;	/* both pieces, as 32-bit words */
+	size = 2 * gran; /* each piece */
+	n32 = 2 * size / 4; /* both pieces, as 32-bit words */
 	OK(cuMemAddressReserve(&va, 4 * size, 0, 0, 0));
 	check(va != 0 && va % gran == 0, "the reservation is aligned");
 	OK(cuMemCreate(&h[0], size, &prop, 0));
@@ -114,8 +114,8 @@ int main(void)
 
 	OK(cuMemGetAllocationPropertiesFromHandle(&got, h[1]));
 	check(got.type == CU_MEM_ALLOCATION_TYPE_PINNED && got.location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
-		      got.location.id == dev, "properties type %d location %d/%d", (int)got.type, (int)got.location.type,
-	      got.location.id);
+		      got.location.id == dev,
+	      "properties type %d location %d/%d", (int)got.type, (int)got.location.type, got.location.id);
 	OK(cuMemRetainAllocationHandle(&h2, (void *)(uintptr_t)(va + size + 100)));
 	check(h2 == h[1], "the retained handle is the second piece's");
 	OK(cuMemRelease(h2));

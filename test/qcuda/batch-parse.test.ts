@@ -12,7 +12,16 @@ const HDR = LAYOUT.qcuda_batch_entry.size;
 const LAUNCH = LAYOUT.qcuda_args_launch.size;
 
 /** What the protocol lets a batch carry (its BATCH doc); anything else must be refused. */
-const POSTED: CmdName[] = ['LAUNCH', 'MEMSET', 'MEMCPY_DTOD', 'EVENT_RECORD', 'STREAM_WAIT_EVENT', 'HOST_FUNC', 'MEMCPY_3D_DTOD', 'MEMSET_2D'];
+const POSTED: CmdName[] = [
+  'LAUNCH',
+  'MEMSET',
+  'MEMCPY_DTOD',
+  'EVENT_RECORD',
+  'STREAM_WAIT_EVENT',
+  'HOST_FUNC',
+  'MEMCPY_3D_DTOD',
+  'MEMSET_2D',
+];
 
 /** An entry: its command, its argument bytes, and optionally a len field that lies and padding that differs. */
 interface Raw {
@@ -45,7 +54,15 @@ const hostFunc = (id: bigint) => ({ cmd: Cmd.HOST_FUNC, args: encode('qcuda_args
 /** A LAUNCH with n bytes of parameters (0x10, 0x11, ...). */
 function launch(n: number): Raw {
   const a = new Uint8Array(LAUNCH + n);
-  a.set(encode('qcuda_args_launch', { func: 0x42n, stream: 0x7n, grid: new Uint32Array([1, 2, 3]), block: new Uint32Array([4, 5, 6]), param_bytes: n }));
+  a.set(
+    encode('qcuda_args_launch', {
+      func: 0x42n,
+      stream: 0x7n,
+      grid: new Uint32Array([1, 2, 3]),
+      block: new Uint32Array([4, 5, 6]),
+      param_bytes: n,
+    }),
+  );
   for (let i = 0; i < n; i++) a[LAUNCH + i] = 0x10 + i;
   return { cmd: Cmd.LAUNCH, args: a };
 }
@@ -73,9 +90,16 @@ test('an empty batch of 0 entries is empty; announcing entries it lacks is refus
 test('each postable command with exactly its struct: cmd and argument bytes come back as sent', (t) => {
   const list: Raw[] = POSTED.map((name, i) => ({ cmd: Cmd[name], args: args(name, 0xa0 + i) }));
   const buf = frame(list);
-  t.is(buf.length, list.reduce((n, e) => n + HDR + e.args.length, 0), 'these structs need no padding');
+  t.is(
+    buf.length,
+    list.reduce((n, e) => n + HDR + e.args.length, 0),
+    'these structs need no padding',
+  );
   const got = parseBatch(buf, list.length);
-  t.deepEqual(got.map((e) => cmdName(e.cmd)), POSTED);
+  t.deepEqual(
+    got.map((e) => cmdName(e.cmd)),
+    POSTED,
+  );
   got.forEach((e, i) => t.deepEqual(Buffer.from(e.args), Buffer.from(list[i].args), POSTED[i]));
 });
 
@@ -85,7 +109,13 @@ test('every command that is not postable is refused, wherever it stands', (t) =>
   for (const name of others) {
     const a = args(name);
     refused(t, frame([{ cmd: Cmd[name], args: a }]), 1, new RegExp(`entry 0: command ${name} cannot be posted`), name);
-    refused(t, frame([memset(0x1000n), { cmd: Cmd[name], args: a }, memset(0x1000n)]), 3, new RegExp(`entry 1: command ${name} cannot be posted`), `${name} second`);
+    refused(
+      t,
+      frame([memset(0x1000n), { cmd: Cmd[name], args: a }, memset(0x1000n)]),
+      3,
+      new RegExp(`entry 1: command ${name} cannot be posted`),
+      `${name} second`,
+    );
   }
   refused(t, frame([{ cmd: 0xdead, args: new Uint8Array(16) }]), 1, /command 57005 cannot be posted/, 'an unknown number');
 });
@@ -152,7 +182,7 @@ test('the count must match exactly: more entries than announced are refused befo
   refused(t, badThird, 2, /more than the 2 entries announced/);
 });
 
-test('the returned arguments are the batch\'s own bytes, at the right offsets', (t) => {
+test("the returned arguments are the batch's own bytes, at the right offsets", (t) => {
   const buf = frame([launch(5), memset(0xabcdn)]);
   const [l, m] = parseBatch(buf, 2);
   t.is(l.args.byteOffset - buf.byteOffset, HDR);

@@ -14,8 +14,10 @@ import { hostProvider } from '../../backend/src/qcuda/providers/host';
 type Entry = [cmd: number, args: Uint8Array];
 
 const entry = (cmd: number, struct: StructName, f: Record<string, number | bigint>): Entry => [cmd, encode(struct, f)];
-const memset = (dst: bigint, size: bigint, value: number, async = 1) => entry(Cmd.MEMSET, 'qcuda_args_memset', { dst, size, stream: 0n, value, async });
-const d2d = (dst: bigint, src: bigint, size: bigint) => entry(Cmd.MEMCPY_DTOD, 'qcuda_args_memcpy', { dst, src, size, stream: 0n, async: 1 });
+const memset = (dst: bigint, size: bigint, value: number, async = 1) =>
+  entry(Cmd.MEMSET, 'qcuda_args_memset', { dst, size, stream: 0n, value, async });
+const d2d = (dst: bigint, src: bigint, size: bigint) =>
+  entry(Cmd.MEMCPY_DTOD, 'qcuda_args_memcpy', { dst, src, size, stream: 0n, async: 1 });
 
 async function setup(t: ExecutionContext) {
   const dev = new QcudaDevice({ provider: hostProvider, queues: 2 });
@@ -45,7 +47,9 @@ test('posted entries run in order; the reply counts them', async (t) => {
   const b = (await c.malloc(64)).value;
   const ev = (await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0 }] })).value;
   const list = [
-    memset(a, 64n, 1), d2d(b, a, 32n), memset(a, 16n, 2),
+    memset(a, 64n, 1),
+    d2d(b, a, 32n),
+    memset(a, 16n, 2),
     entry(Cmd.EVENT_RECORD, 'qcuda_args_event_record', { event: ev, stream: 0n }),
     entry(Cmd.STREAM_WAIT_EVENT, 'qcuda_args_stream_wait_event', { stream: 0n, event: ev, flags: 0 }),
   ];
@@ -85,7 +89,12 @@ test('a malformed batch runs nothing', async (t) => {
     ['more entries than announced', () => send(frame([memset(a, 8n, 1), memset(a, 8n, 1)]), 1), Status.BAD_REQUEST],
     ['fewer entries than announced', () => send(good, 2), Status.BAD_REQUEST],
     ['a command that cannot be posted', () => send(frame([memset(a, 8n, 1), malloc]), 2), Status.BAD_REQUEST],
-    ['an argument length that is not the struct\'s', () => send(frame([[Cmd.MEMSET, encode('qcuda_args_memset', { dst: a, size: 8n, stream: 0n, value: 1, async: 1 }).subarray(0, 24)]]), 1), Status.BAD_REQUEST],
+    [
+      "an argument length that is not the struct's",
+      () =>
+        send(frame([[Cmd.MEMSET, encode('qcuda_args_memset', { dst: a, size: 8n, stream: 0n, value: 1, async: 1 }).subarray(0, 24)]]), 1),
+      Status.BAD_REQUEST,
+    ],
     ['an entry running past the end', () => send(good.subarray(0, good.length - 8), 1), Status.BAD_REQUEST],
     ['a truncated entry header', () => send(new Uint8Array([...good, 1, 0, 0, 0]), 2), Status.BAD_REQUEST],
     ['bytes that are not the data length', () => send(good, 1, { argBytes: good.length + 8 }), Status.BAD_REQUEST],
@@ -106,7 +115,12 @@ test('a batch that ends with a synchronizing call runs it after the others, in o
   const s = (await c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] })).value;
   const ev = (await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0 }] })).value;
   for (const end of [deviceSync, handle(Cmd.STREAM_SYNC, s), handle(Cmd.EVENT_SYNC, ev)]) {
-    const list = [memset(a, 32n, end[0] & 0xff), d2d(a + 16n, a, 8n), entry(Cmd.EVENT_RECORD, 'qcuda_args_event_record', { event: ev, stream: 0n }), end];
+    const list = [
+      memset(a, 32n, end[0] & 0xff),
+      d2d(a + 16n, a, 8n),
+      entry(Cmd.EVENT_RECORD, 'qcuda_args_event_record', { event: ev, stream: 0n }),
+      end,
+    ];
     const r = await send(frame(list), list.length, ENDS);
     t.is(r.status, 0);
     t.is(r.value, 3n, 'the posted entries are counted, not the call');
@@ -116,18 +130,18 @@ test('a batch that ends with a synchronizing call runs it after the others, in o
   t.deepEqual([none.status, none.value], [0, 0n], 'a batch of the call alone');
 });
 
-test('a batch that ends with a synchronizing call: the call reports the others\' first failure, once, and its own', async (t) => {
+test("a batch that ends with a synchronizing call: the call reports the others' first failure, once, and its own", async (t) => {
   const { c, send, read } = await setup(t);
   const a = (await c.malloc(16)).value;
   const list = [memset(a, 4n, 7), memset(a, 17n, 9) /* past the allocation */, memset(a + 8n, 8n, 5), deviceSync];
   const r = await send(frame(list), list.length, ENDS);
-  t.is(r.status, CudaErr.InvalidValue, 'the synchronize reports the posted memset\'s failure');
+  t.is(r.status, CudaErr.InvalidValue, "the synchronize reports the posted memset's failure");
   t.is(r.value, 1n, 'the failed entry');
   t.deepEqual(await read(a, 16), [7, 7, 7, 7, 0, 0, 0, 0, 5, 5, 5, 5, 5, 5, 5, 5], 'the entries after it ran');
   t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0, 'and only once: the next synchronize succeeds');
   const bad = await send(frame([memset(a, 4n, 1), handle(Cmd.STREAM_SYNC, 0x777n)]), 2, ENDS);
-  t.is(bad.status, CudaErr.InvalidResourceHandle, 'the call\'s own failure (no such stream)');
-  t.deepEqual((await read(a, 4)), [1, 1, 1, 1], 'the posted work before it ran');
+  t.is(bad.status, CudaErr.InvalidResourceHandle, "the call's own failure (no such stream)");
+  t.deepEqual(await read(a, 4), [1, 1, 1, 1], 'the posted work before it ran');
 });
 
 test('only a synchronizing call may end a batch, only last, only with the flag', async (t) => {
@@ -159,7 +173,13 @@ test('mutated batches never crash the backend or touch another session', async (
   t.is(await victim.htod(secret, g, 64), 0);
   const mine = (await c.malloc(64)).value;
   const rnd = prng(54);
-  const base = frame([memset(mine, 64n, 1), d2d(mine, mine + 32n, 16n), memset(secret, 8n, 0), entry(Cmd.LAUNCH, 'qcuda_args_launch', { func: 0x101n, stream: 0n, param_bytes: 0 }), handle(Cmd.STREAM_SYNC, 0n)]);
+  const base = frame([
+    memset(mine, 64n, 1),
+    d2d(mine, mine + 32n, 16n),
+    memset(secret, 8n, 0),
+    entry(Cmd.LAUNCH, 'qcuda_args_launch', { func: 0x101n, stream: 0n, param_bytes: 0 }),
+    handle(Cmd.STREAM_SYNC, 0n),
+  ]);
   const seen = new Set<number>();
   for (let i = 0; i < 600; i++) {
     const b = base.slice();
@@ -177,6 +197,6 @@ test('mutated batches never crash the backend or touch another session', async (
   t.true(seen.has(Status.BAD_REQUEST) && seen.size > 2, `statuses seen: ${[...seen].join(', ')}`);
   const out = fe.mem.alloc(64);
   t.is(await victim.dtoh(out, secret, 64), 0);
-  t.deepEqual(Array.from(fe.mem.bytes(out, 64)), Array(64).fill(0x5a), 'the other session\'s memory is intact');
+  t.deepEqual(Array.from(fe.mem.bytes(out, 64)), Array(64).fill(0x5a), "the other session's memory is intact");
   t.is((await read(mine, 1)).length, 1, 'the session still works');
 });

@@ -96,10 +96,10 @@ test('a mark on the NULL stream gates every stream; a stream with its own mark w
   t.deepEqual(await cb.wait(0n), reached(2n));
   const w = watch(cb.wait(2n));
   await flush();
-  t.false(s1.done, 'S1 still waits for the NULL stream\'s function');
-  t.false(s2.done, 'S2 has none of its own but waits for the NULL stream\'s');
+  t.false(s1.done, "S1 still waits for the NULL stream's function");
+  t.false(s2.done, "S2 has none of its own but waits for the NULL stream's");
   t.false(w.done, 'function 1 is not reached yet');
-  t.is(cb.gate(S2), cb.gate(S2), 'S2\'s gate is the NULL stream\'s (no own gate to combine with)');
+  t.is(cb.gate(S2), cb.gate(S2), "S2's gate is the NULL stream's (no own gate to combine with)");
   l.resolve(0);
   await flush();
   t.deepEqual(w.value, reached(1n));
@@ -147,7 +147,13 @@ test('a later mark keeps the stream gated behind earlier marks and deferred work
 
   // Deferred work, then a mark on the same stream: the mark's gate includes the work.
   const work = later<void>();
-  cb.defer(S2, work.p, async () => {}, () => t.fail(), 1);
+  cb.defer(
+    S2,
+    work.p,
+    async () => {},
+    () => t.fail(),
+    1,
+  );
   cb.mark(S2, 3n, Promise.resolve(0));
   const g2 = watch(cb.gate(S2));
   t.deepEqual(await parked, reached(3n), 'the first parked wait gets it');
@@ -167,10 +173,13 @@ test('reset forgets a function reached and not yet handed out: the next wait par
   const w = watch(cb.wait(0n));
   await flush();
   t.false(w.done);
-  t.is(code(() => cb.wait(1n)), CudaErr.InvalidValue);
+  t.is(
+    code(() => cb.wait(1n)),
+    CudaErr.InvalidValue,
+  );
 });
 
-test('functions are answered in the order the GPU reaches them (not marked), with the stream\'s status', async (t) => {
+test("functions are answered in the order the GPU reaches them (not marked), with the stream's status", async (t) => {
   const cb = new Callbacks(0n);
   const a = later<number>();
   const b = later<number>();
@@ -209,8 +218,14 @@ test('parked waits are answered first come, first served', async (t) => {
   await flush();
   t.deepEqual(w2.value, reached(1n));
   // Both were handed out by being given to a parked wait: both may be said to have run.
-  t.is(code(() => void cb.wait(2n)), undefined);
-  t.is(code(() => void cb.wait(1n)), undefined);
+  t.is(
+    code(() => void cb.wait(2n)),
+    undefined,
+  );
+  t.is(
+    code(() => void cb.wait(1n)),
+    undefined,
+  );
   t.is(cb.waiting, 0);
 });
 
@@ -218,36 +233,73 @@ test('wait refuses a done id that was never marked, not handed out yet, or alrea
   const cb = new Callbacks(0n);
   const l = later<number>();
   cb.mark(S1, 5n, l.p);
-  t.is(code(() => cb.wait(9n)), CudaErr.InvalidValue, 'never marked');
-  t.is(code(() => cb.wait(5n)), CudaErr.InvalidValue, 'marked, not reached');
+  t.is(
+    code(() => cb.wait(9n)),
+    CudaErr.InvalidValue,
+    'never marked',
+  );
+  t.is(
+    code(() => cb.wait(5n)),
+    CudaErr.InvalidValue,
+    'marked, not reached',
+  );
   l.resolve(0);
   await flush();
-  t.is(code(() => cb.wait(5n)), CudaErr.InvalidValue, 'reached but not handed out yet');
+  t.is(
+    code(() => cb.wait(5n)),
+    CudaErr.InvalidValue,
+    'reached but not handed out yet',
+  );
   t.is(cb.waiting, 1, 'refusals change nothing');
   t.deepEqual(await cb.wait(0n), reached(5n));
   void cb.wait(5n);
-  t.is(code(() => cb.wait(5n)), CudaErr.InvalidValue, 'reported twice');
+  t.is(
+    code(() => cb.wait(5n)),
+    CudaErr.InvalidValue,
+    'reported twice',
+  );
 });
 
 test('mark refuses id 0, an id in use, and more than MAX_CALLBACKS; an id that ran may be used again', async (t) => {
   const cb = new Callbacks(0n);
   const never = new Promise<number>(() => {});
-  t.is(code(() => cb.mark(S1, 0n, never)), CudaErr.InvalidValue);
+  t.is(
+    code(() => cb.mark(S1, 0n, never)),
+    CudaErr.InvalidValue,
+  );
   cb.mark(S1, 1n, Promise.resolve(0));
-  t.is(code(() => cb.mark(S2, 1n, never)), CudaErr.InvalidValue, 'in use, on another stream too');
+  t.is(
+    code(() => cb.mark(S2, 1n, never)),
+    CudaErr.InvalidValue,
+    'in use, on another stream too',
+  );
   t.deepEqual(await cb.wait(0n), reached(1n));
   void cb.wait(1n);
-  t.is(code(() => cb.mark(S2, 1n, never)), undefined, 'ran: free again');
+  t.is(
+    code(() => cb.mark(S2, 1n, never)),
+    undefined,
+    'ran: free again',
+  );
   for (let id = 2n; cb.waiting < MAX_CALLBACKS; id++) cb.mark(S1, id, never);
   t.is(cb.waiting, MAX_CALLBACKS);
-  t.is(code(() => cb.mark(S1, 1_000_000n, never)), CudaErr.MemoryAllocation);
+  t.is(
+    code(() => cb.mark(S1, 1_000_000n, never)),
+    CudaErr.MemoryAllocation,
+  );
   t.is(cb.waiting, MAX_CALLBACKS);
 });
 
 test('at most MAX_WAITERS waits park; one more is refused', (t) => {
   const cb = new Callbacks(0n);
-  for (let i = 0; i < MAX_WAITERS; i++) t.is(code(() => void cb.wait(0n)), undefined);
-  t.is(code(() => cb.wait(0n)), Status.TOO_LARGE);
+  for (let i = 0; i < MAX_WAITERS; i++)
+    t.is(
+      code(() => void cb.wait(0n)),
+      undefined,
+    );
+  t.is(
+    code(() => cb.wait(0n)),
+    Status.TOO_LARGE,
+  );
 });
 
 test('reset answers parked waits with id 0, opens every gate, forgets what was reached; marking goes on', async (t) => {
@@ -261,14 +313,28 @@ test('reset answers parked waits with id 0, opens every gate, forgets what was r
   const g1 = watch(cb.gate(S1));
   const g2 = watch(cb.gate(S2));
   const deferred = { ran: false };
-  cb.defer(S2, cb.gate(S2)!, async () => void (deferred.ran = true), () => t.fail(), 8);
+  cb.defer(
+    S2,
+    cb.gate(S2)!,
+    async () => void (deferred.ran = true),
+    () => t.fail(),
+    8,
+  );
   cb.reset();
   await flush();
-  t.deepEqual(parked.map((w) => w.value), [reached(0n), reached(0n)], 'each parked wait: nothing to run, wait again');
+  t.deepEqual(
+    parked.map((w) => w.value),
+    [reached(0n), reached(0n)],
+    'each parked wait: nothing to run, wait again',
+  );
   t.true(g1.done && g2.done, 'natively they never run: their gates open');
   t.true(deferred.ran, 'and work deferred behind them runs');
   t.is(cb.waiting, 0);
-  t.is(code(() => cb.wait(1n)), CudaErr.InvalidValue, 'a handed-out function is forgotten');
+  t.is(
+    code(() => cb.wait(1n)),
+    CudaErr.InvalidValue,
+    'a handed-out function is forgotten',
+  );
   const w = watch(cb.wait(0n));
   late.resolve(0);
   await flush();
@@ -289,24 +355,42 @@ test('close rejects parked waits, opens every gate, and refuses marks and waits 
   t.true(w.error instanceof CudaError && w.error.code === Status.NO_SESSION, 'the parked wait ends with NO_SESSION');
   t.true(g.done && g.error === undefined, 'the gate opens');
   t.is(cb.waiting, 0);
-  t.is(code(() => cb.mark(S1, 2n, Promise.resolve(0))), Status.NO_SESSION);
-  t.is(code(() => cb.wait(0n)), Status.NO_SESSION);
+  t.is(
+    code(() => cb.mark(S1, 2n, Promise.resolve(0))),
+    Status.NO_SESSION,
+  );
+  t.is(
+    code(() => cb.wait(0n)),
+    Status.NO_SESSION,
+  );
   l.resolve(0); // reached after the close: ignored, nothing throws
   await flush();
   t.pass();
 });
 
-test('defer: work runs once its gate opens and becomes the stream\'s gate until it has run', async (t) => {
+test("defer: work runs once its gate opens and becomes the stream's gate until it has run", async (t) => {
   const cb = new Callbacks(0n);
   const order: string[] = [];
   cb.mark(S1, 1n, Promise.resolve(0));
   const work = later<void>();
-  cb.defer(S1, cb.gate(S1)!, async () => {
-    order.push('first starts');
-    await work.p;
-    order.push('first ends');
-  }, () => t.fail(), 100);
-  cb.defer(S1, cb.gate(S1)!, async () => void order.push('second'), () => t.fail(), 50);
+  cb.defer(
+    S1,
+    cb.gate(S1)!,
+    async () => {
+      order.push('first starts');
+      await work.p;
+      order.push('first ends');
+    },
+    () => t.fail(),
+    100,
+  );
+  cb.defer(
+    S1,
+    cb.gate(S1)!,
+    async () => void order.push('second'),
+    () => t.fail(),
+    50,
+  );
   const g = watch(cb.gate(S1));
   t.is(cb.deferredBytes, 150n);
   await flush();
@@ -330,11 +414,23 @@ test('defer: a failure goes to onError, is counted back, and does not keep the s
   const errors: unknown[] = [];
   const boom = new CudaError(CudaErr.LaunchFailure, 'boom');
   const gate = later<void>();
-  cb.defer(S1, gate.p, async () => {
-    throw boom;
-  }, (e) => errors.push(e), 10);
+  cb.defer(
+    S1,
+    gate.p,
+    async () => {
+      throw boom;
+    },
+    (e) => errors.push(e),
+    10,
+  );
   let ran = false;
-  cb.defer(S1, cb.gate(S1)!, async () => void (ran = true), (e) => errors.push(e), 10);
+  cb.defer(
+    S1,
+    cb.gate(S1)!,
+    async () => void (ran = true),
+    (e) => errors.push(e),
+    10,
+  );
   gate.resolve();
   await flush();
   t.deepEqual(errors, [boom]);
@@ -346,14 +442,26 @@ test('defer: a failure goes to onError, is counted back, and does not keep the s
 test('defer on the NULL stream gates the others; defer on another stream gates the NULL stream', async (t) => {
   const cb = new Callbacks(0n);
   const a = later<void>();
-  cb.defer(LEGACY, a.p, async () => {}, () => t.fail(), 1);
+  cb.defer(
+    LEGACY,
+    a.p,
+    async () => {},
+    () => t.fail(),
+    1,
+  );
   const s1 = watch(cb.gate(S1));
   a.resolve();
   await flush();
   t.true(s1.done);
   const b = later<void>();
-  cb.defer(S2, b.p, async () => {}, () => t.fail(), 1);
-  t.is(cb.gate(S1), undefined, 'S2\'s work does not hold S1');
+  cb.defer(
+    S2,
+    b.p,
+    async () => {},
+    () => t.fail(),
+    1,
+  );
+  t.is(cb.gate(S1), undefined, "S2's work does not hold S1");
   const legacy = watch(cb.gate(LEGACY));
   await flush();
   t.false(legacy.done);
@@ -367,7 +475,14 @@ test('an event recorded by deferred work has a gate until that record has run', 
   const EV = 0x77n;
   const gate = later<void>();
   const record = later<void>();
-  cb.defer(S1, gate.p, () => record.p, () => t.fail(), 10, EV);
+  cb.defer(
+    S1,
+    gate.p,
+    () => record.p,
+    () => t.fail(),
+    10,
+    EV,
+  );
   t.is(cb.eventGate(0x78n), undefined, 'another event has none');
   const e = watch(cb.eventGate(EV));
   gate.resolve();
@@ -380,12 +495,26 @@ test('an event recorded by deferred work has a gate until that record has run', 
   // A later record replaces the gate; the earlier one settling does not drop the later one.
   const g1 = later<void>();
   const g2 = later<void>();
-  cb.defer(S1, g1.p, async () => {}, () => t.fail(), 1, EV);
-  cb.defer(S2, g2.p, async () => {}, () => t.fail(), 1, EV);
+  cb.defer(
+    S1,
+    g1.p,
+    async () => {},
+    () => t.fail(),
+    1,
+    EV,
+  );
+  cb.defer(
+    S2,
+    g2.p,
+    async () => {},
+    () => t.fail(),
+    1,
+    EV,
+  );
   const second = cb.eventGate(EV);
   g1.resolve();
   await flush();
-  t.is(cb.eventGate(EV), second, 'still the later record\'s gate');
+  t.is(cb.eventGate(EV), second, "still the later record's gate");
   g2.resolve();
   await flush();
   t.is(cb.eventGate(EV), undefined);
@@ -399,14 +528,24 @@ test('the deferred-bytes limit: up to it is fine, past it fails at once with Mem
   cb.defer(S1, gate.p, fn, () => t.fail(), 600);
   cb.defer(S1, gate.p, fn, () => t.fail(), 400);
   t.is(cb.deferredBytes, 1000n, 'exactly the limit');
-  t.is(code(() => cb.defer(S1, gate.p, fn, () => t.fail(), 1)), CudaErr.MemoryAllocation);
+  t.is(
+    code(() => cb.defer(S1, gate.p, fn, () => t.fail(), 1)),
+    CudaErr.MemoryAllocation,
+  );
   t.is(cb.deferredBytes, 1000n, 'the refused entry is not counted');
   gate.resolve();
   await flush();
   t.is(ran, 2, 'the refused entry never runs');
   t.is(cb.deferredBytes, 0n);
-  t.is(code(() => cb.defer(S1, Promise.resolve(), fn, () => t.fail(), 1000)), undefined, 'room again once they ran');
-  t.is(code(() => cb.defer(S1, Promise.resolve(), fn, () => t.fail(), 1)), CudaErr.MemoryAllocation);
+  t.is(
+    code(() => cb.defer(S1, Promise.resolve(), fn, () => t.fail(), 1000)),
+    undefined,
+    'room again once they ran',
+  );
+  t.is(
+    code(() => cb.defer(S1, Promise.resolve(), fn, () => t.fail(), 1)),
+    CudaErr.MemoryAllocation,
+  );
   await flush();
   t.is(ran, 3);
 });
@@ -414,8 +553,20 @@ test('the deferred-bytes limit: up to it is fine, past it fails at once with Mem
 test('a limit of 0 means unbounded', async (t) => {
   const cb = new Callbacks(0n);
   const gate = later<void>();
-  cb.defer(S1, gate.p, async () => {}, () => t.fail(), 1 << 30);
-  cb.defer(S1, gate.p, async () => {}, () => t.fail(), 1 << 30);
+  cb.defer(
+    S1,
+    gate.p,
+    async () => {},
+    () => t.fail(),
+    1 << 30,
+  );
+  cb.defer(
+    S1,
+    gate.p,
+    async () => {},
+    () => t.fail(),
+    1 << 30,
+  );
   t.is(cb.deferredBytes, 2n << 30n);
   gate.resolve();
   await flush();

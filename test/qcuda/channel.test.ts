@@ -13,9 +13,29 @@ function pair() {
   const got: unknown[] = [];
   const closed: (Error | undefined)[] = [];
   let wake: (() => void) | undefined;
-  const rx = new Channel(b, (m) => { got.push(m); wake?.(); }, (e) => { closed.push(e); wake?.(); });
-  const tx = new Channel(a, () => undefined, () => undefined);
-  const until = async (ok: () => boolean) => { while (!ok()) await new Promise<void>((r) => { wake = r; setTimeout(r, 50); }); };
+  const rx = new Channel(
+    b,
+    (m) => {
+      got.push(m);
+      wake?.();
+    },
+    (e) => {
+      closed.push(e);
+      wake?.();
+    },
+  );
+  const tx = new Channel(
+    a,
+    () => undefined,
+    () => undefined,
+  );
+  const until = async (ok: () => boolean) => {
+    while (!ok())
+      await new Promise<void>((r) => {
+        wake = r;
+        setTimeout(r, 50);
+      });
+  };
   return { rx, tx, got, closed, until };
 }
 
@@ -32,7 +52,7 @@ test('messages arrive whole and in order: bigint, typed arrays, undefined, 24 Mi
   // node's own deep equality (ava's would diff 24 MiB arrays element by element)
   const same = got.every((m, i) => isDeepStrictEqual(m, sent[i]));
   t.true(same, 'every message identical to what was sent, in order');
-  t.is(((got[7] as { big: Uint8Array }).big)[12345], (12345 * 13) & 0xff);
+  t.is((got[7] as { big: Uint8Array }).big[12345], (12345 * 13) & 0xff);
   tx.close();
   rx.close();
 });
@@ -60,7 +80,11 @@ test('a peer that sends a length past the limit, or closes mid-message, closes t
   for (const bytes of [new Uint8Array([0xff, 0xff, 0xff, 0x7f, 1, 2]), new Uint8Array([16, 0, 0, 0, 1, 2])]) {
     const [a, b] = native.socketPair();
     const closed: (Error | undefined)[] = [];
-    const rx = new Channel(b, () => t.fail('no message may come'), (e) => closed.push(e));
+    const rx = new Channel(
+      b,
+      () => t.fail('no message may come'),
+      (e) => closed.push(e),
+    );
     native.sendMsg(a, bytes, []);
     native.close(a);
     for (let i = 0; i < 100 && closed.length === 0; i++) await new Promise((r) => setTimeout(r, 10));

@@ -1,7 +1,17 @@
 // A guest's side of virtio-qcuda over the test frontend: builds requests the
 // way the guest driver does (header, arguments, data split into chunks over
 // the queues) for tests and benchmarks that run without a VM.
-import { Cmd, decode, encode, LAYOUT, QCUDA_CHUNK, QCUDA_MAX_BATCH, QCUDA_PROTO_VERSION, QCUDA_SESSION_OWN_QUEUE, type StructName } from '../../backend/src/qcuda/proto';
+import {
+  Cmd,
+  decode,
+  encode,
+  LAYOUT,
+  QCUDA_CHUNK,
+  QCUDA_MAX_BATCH,
+  QCUDA_PROTO_VERSION,
+  QCUDA_SESSION_OWN_QUEUE,
+  type StructName,
+} from '../../backend/src/qcuda/proto';
 import type { Frontend, GuestBuf } from '../../backend/src/vhost-user/frontend';
 
 const REQ = LAYOUT.qcuda_req_hdr.size;
@@ -73,7 +83,11 @@ export class QcudaClient {
   readonly #slots: Slot[] = [];
   readonly #slotWaiters: (() => void)[] = [];
 
-  constructor(readonly fe: Frontend, readonly queues = fe.queues.length, slots = 256) {
+  constructor(
+    readonly fe: Frontend,
+    readonly queues = fe.queues.length,
+    slots = 256,
+  ) {
     for (let i = 0; i < slots; i++) {
       const gpa = fe.mem.alloc(SLOT, 64);
       this.#slots.push({ gpa, bytes: fe.mem.bytes(gpa, SLOT) });
@@ -118,14 +132,20 @@ export class QcudaClient {
    * JavaScript between the calls); each must succeed. Each step's time in ns.
    */
   loop(calls: [cmd: number, o?: CallOptions][], n: number): Float64Array {
-    if (calls.length === 0 || calls.length > this.#slots.length) throw new Error(`${calls.length} calls for ${this.#slots.length} free slots`);
+    if (calls.length === 0 || calls.length > this.#slots.length)
+      throw new Error(`${calls.length} calls for ${this.#slots.length} free slots`);
     const slots = calls.map(() => this.#slots.pop()!);
     try {
       const built = calls.map(([cmd, o], j) => this.#build(slots[j], cmd, o ?? {}));
       // One queue for the whole step (the first call's): a ring loop posts on one ring.
       const queue = this.#pickQueue(calls[0][1]?.queue);
-      if (calls.some(([, o]) => o?.queue !== undefined && o.queue !== queue)) throw new Error('a step\'s calls go on one queue');
-      return this.fe.loop(queue, built.map((b) => b.bufs), n, built.map((b) => b.reply));
+      if (calls.some(([, o]) => o?.queue !== undefined && o.queue !== queue)) throw new Error("a step's calls go on one queue");
+      return this.fe.loop(
+        queue,
+        built.map((b) => b.bufs),
+        n,
+        built.map((b) => b.reply),
+      );
     } finally {
       for (const slot of slots) this.#release(slot);
     }
@@ -136,7 +156,10 @@ export class QcudaClient {
     const used = await this.fe.submit(this.#pickQueue(o.queue), bufs, bufs.length > 4);
     const r = decode('qcuda_resp_hdr', reply);
     return {
-      status: r.status, value: r.value, len: r.len, used: used.len,
+      status: r.status,
+      value: r.value,
+      len: r.len,
+      used: used.len,
       out: o.out && r.len >= outSize ? (decode(o.out, reply.subarray(RESP)) as Reply['out']) : undefined,
     };
   }
@@ -148,7 +171,13 @@ export class QcudaClient {
     let data = 0;
     for (const b of o.to ?? []) data += b.len;
     for (const b of o.from ?? []) data += b.len;
-    const hdr = encode('qcuda_req_hdr', { cmd, len: args.length, session: o.session ?? this.session, data_offset: o.dataOffset ?? 0n, data_len: o.dataLen ?? BigInt(data) });
+    const hdr = encode('qcuda_req_hdr', {
+      cmd,
+      len: args.length,
+      session: o.session ?? this.session,
+      data_offset: o.dataOffset ?? 0n,
+      data_len: o.dataLen ?? BigInt(data),
+    });
     // Arguments larger than a slot's room (launches with large parameter
     // blocks, HOST_MAP_PAGES, the QCUDA_MAX_ARGS tests) get a buffer of their own.
     const own = args.length > OUT_AT - REQ;
@@ -169,18 +198,28 @@ export class QcudaClient {
     const r = await this.call(Cmd.SESSION_OPEN, { session: 0n });
     if (r.status !== 0) throw new Error(`SESSION_OPEN failed: ${r.status}`);
     this.session = r.value;
-    const h = await this.call(Cmd.HELLO, { args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }], out: 'qcuda_out_hello' });
+    const h = await this.call(Cmd.HELLO, {
+      args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }],
+      out: 'qcuda_out_hello',
+    });
     if (h.status !== 0) throw new Error(`HELLO failed: ${h.status}`);
     return this.session;
   }
 
   /** As open(), keeping every request on queue q (QCUDA_SESSION_OWN_QUEUE): the backend may hand q to the session's worker. */
   async openOwn(q: number): Promise<bigint> {
-    const r = await this.call(Cmd.SESSION_OPEN, { session: 0n, queue: q, args: ['qcuda_args_session_open', { flags: QCUDA_SESSION_OWN_QUEUE, reserved: 0 }] });
+    const r = await this.call(Cmd.SESSION_OPEN, {
+      session: 0n,
+      queue: q,
+      args: ['qcuda_args_session_open', { flags: QCUDA_SESSION_OWN_QUEUE, reserved: 0 }],
+    });
     if (r.status !== 0) throw new Error(`SESSION_OPEN failed: ${r.status}`);
     this.session = r.value;
     this.#ownQueue = q;
-    const h = await this.call(Cmd.HELLO, { args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }], out: 'qcuda_out_hello' });
+    const h = await this.call(Cmd.HELLO, {
+      args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }],
+      out: 'qcuda_out_hello',
+    });
     if (h.status !== 0) throw new Error(`HELLO failed: ${h.status}`);
     return this.session;
   }
@@ -207,7 +246,14 @@ export class QcudaClient {
   }
 
   /** Resolves to the first non-zero status (0 if every chunk succeeded). */
-  async #chunked(cmd: number, args: Record<string, bigint | number>, gpa: bigint, size: number, dir: 'to' | 'from', chunk: number): Promise<number> {
+  async #chunked(
+    cmd: number,
+    args: Record<string, bigint | number>,
+    gpa: bigint,
+    size: number,
+    dir: 'to' | 'from',
+    chunk: number,
+  ): Promise<number> {
     const jobs: Promise<Reply>[] = [];
     for (let at = 0; at < size || (size === 0 && at === 0); at += chunk) {
       const len = Math.min(chunk, size - at);

@@ -23,7 +23,9 @@ process.env.QCUDA_LIBCUDA = fakeLibcuda();
 process.env.FAKECUDA_DEVICES = '2';
 
 async function ownQueue(t: ExecutionContext, ringServer: boolean) {
-  const provider = new IsolatedProvider(new HostProvider({ devices: 2 }), { worker: { kind: 'cuda', gpu: [0, 1], inlineWaitUs: 50, pollUs: 0, ringServer } });
+  const provider = new IsolatedProvider(new HostProvider({ devices: 2 }), {
+    worker: { kind: 'cuda', gpu: [0, 1], inlineWaitUs: 50, pollUs: 0, ringServer },
+  });
   const dev = new QcudaDevice({ provider, queues: 4, ownQueues: true });
   t.teardown(() => provider.close());
   const { fe } = await started(t, dev, { queues: 4, size: 256 });
@@ -62,7 +64,7 @@ for (const ringServer of [true, false]) {
     t.is(back[0], 0);
     t.deepEqual(Array.from(back.subarray(1, 9)), Array(8).fill(0xee));
     t.deepEqual(Buffer.from(back.subarray(9, 101)), Buffer.from(data.subarray(10, 102)));
-    t.is((await d2d(c, a, b, BigInt(size) + 1n)).status, CudaErr.InvalidValue, 'past device 1\'s allocation');
+    t.is((await d2d(c, a, b, BigInt(size) + 1n)).status, CudaErr.InvalidValue, "past device 1's allocation");
     t.is((await setDevice(c, 2)).status, CudaErr.InvalidDevice);
     t.is((await c.free(b)).status, 0, 'freed from device 0');
     t.is((await c.free(a)).status, 0);
@@ -82,7 +84,7 @@ test('the cuda provider on a list of GPUs: guest device i is the i-th listed, ea
   t.is(e?.code, CudaErr.InvalidDevice);
   const [x, y] = [await p.openContext(0), await p.openContext(1)];
   const [a, b] = [await x.malloc(64n), await y.malloc(64n)];
-  await t.throwsAsync(x.memset(b, 1, 64n, undefined, false), undefined, 'the fake refuses device 1 memory through device 0\'s context');
+  await t.throwsAsync(x.memset(b, 1, 64n, undefined, false), undefined, "the fake refuses device 1 memory through device 0's context");
   await p.copyPeer(y, b, x, a, 64n);
   t.is(p.canAccessPeer(0, 1), 1);
   t.is(p.canAccessPeer(1, 1), 0, 'a device is not its own peer');

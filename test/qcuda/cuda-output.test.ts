@@ -23,7 +23,16 @@ const DIST = path.resolve(__dirname, '..', '..');
 
 function fakeDriver(t: Parameters<typeof tmpDir>[0]): string {
   const lib = path.join(tmpDir(t), 'libcuda.so.1');
-  execFileSync('gcc', ['-shared', '-fPIC', '-O1', '-Wall', '-o', lib, path.join(root, 'test', 'qcuda', 'fixtures', 'fakecuda.c'), '-lpthread']);
+  execFileSync('gcc', [
+    '-shared',
+    '-fPIC',
+    '-O1',
+    '-Wall',
+    '-o',
+    lib,
+    path.join(root, 'test', 'qcuda', 'fixtures', 'fakecuda.c'),
+    '-lpthread',
+  ]);
   return lib;
 }
 
@@ -86,22 +95,35 @@ const until = async (f) => { for (let i = 0; i < 500 && !f(); i++) await new Pro
 })().catch((e) => { console.error(e); process.exit(1); });
 `;
 
-test('on a driver that prints like NVIDIA\'s, device output reaches the right context\'s sink at the right time', (t) => {
+test("on a driver that prints like NVIDIA's, device output reaches the right context's sink at the right time", (t) => {
   const dir = tmpDir(t);
   const lib = path.join(dir, 'libcuda.so.1');
-  execFileSync('gcc', ['-shared', '-fPIC', '-O1', '-Wall', '-o', lib, path.join(root, 'test', 'qcuda', 'fixtures', 'fakecuda.c'), '-lpthread']);
-  const c = spawnSync(process.execPath, ['-e', CHILD], { env: { ...process.env, QCUDA_LIBCUDA: lib, CUDA_JS }, encoding: 'latin1', timeout: 60_000 });
+  execFileSync('gcc', [
+    '-shared',
+    '-fPIC',
+    '-O1',
+    '-Wall',
+    '-o',
+    lib,
+    path.join(root, 'test', 'qcuda', 'fixtures', 'fakecuda.c'),
+    '-lpthread',
+  ]);
+  const c = spawnSync(process.execPath, ['-e', CHILD], {
+    env: { ...process.env, QCUDA_LIBCUDA: lib, CUDA_JS },
+    encoding: 'latin1',
+    timeout: 60_000,
+  });
   t.is(c.status, 0, c.stderr);
   const r = JSON.parse(c.stdout);
-  t.is(r.beforeSync, '/', 'nothing before the sync that prints it, and another context\'s sync brings nothing');
+  t.is(r.beforeSync, '/', "nothing before the sync that prints it, and another context's sync brings nothing");
   t.is(r.atSync, '1:say 1\nsay 2\n/', 'all of it by the end of the synchronize, to the context that launched');
   t.is(r.atStreamSync, '1:say 3\n', 'a stream synchronize');
-  t.is(r.bOwn, '/1:say 4\n', 'the other context\'s own output goes to it');
-  t.is(r.unprompted, '1:later 5\n/', 'output of the driver\'s thread goes to the last launcher without a sync');
+  t.is(r.bOwn, '/1:say 4\n', "the other context's own output goes to it");
+  t.is(r.unprompted, '1:later 5\n/', "output of the driver's thread goes to the last launcher without a sync");
   t.is(r.assertSync, 710, 'cudaErrorAssert');
   t.is(r.assert, '2:fake.cu:3: void boom(): block: [0,0,0], thread: [0,0,0] Assertion `0` failed.\n/', 'the assert line, as stderr output');
   t.is(c.stdout, `${JSON.stringify(r)}\n`, 'no device output reached the real stdout');
-  t.is(c.stderr, 'backend: a log line\nafter close\n', 'the backend\'s own lines reached the real stderr');
+  t.is(c.stderr, 'backend: a log line\nafter close\n', "the backend's own lines reached the real stderr");
 });
 
 // A session on the cuda provider (fake driver), its host-log lines through a
@@ -135,20 +157,36 @@ const { LogLimiter } = require(process.env.DIST + '/backend/src/sys/log-limiter.
 })().catch((e) => { console.error(e); process.exit(1); });
 `;
 
-test('other stderr lines of the driver: the session\'s, and on the host\'s stderr only rate-limited, named and escaped; an assert\'s message lines never', (t) => {
+test("other stderr lines of the driver: the session's, and on the host's stderr only rate-limited, named and escaped; an assert's message lines never", (t) => {
   const lib = fakeDriver(t);
-  const c = spawnSync(process.execPath, ['-e', FLOOD_CHILD], { env: { ...process.env, QCUDA_LIBCUDA: lib, DIST }, encoding: 'latin1', timeout: 60_000 });
+  const c = spawnSync(process.execPath, ['-e', FLOOD_CHILD], {
+    env: { ...process.env, QCUDA_LIBCUDA: lib, DIST },
+    encoding: 'latin1',
+    timeout: 60_000,
+  });
   t.is(c.status, 0, c.stderr);
   const r = JSON.parse(c.stdout) as { out: string[]; id: string };
   const text = r.out.join('');
-  const assert = 'k.cu:7: void k(): block: [0,0,0], thread: [0,0,0] Assertion `x\nqcuda-backend: vhost-user: qcuda: frontend disconnected (forged by the guest)\n` failed.\n';
-  t.true(r.out.every((p) => p.startsWith('2:') || p.startsWith('1:')), 'stdout and stderr kinds only');
-  t.true(r.out[0].startsWith(`2:${assert}`), 'the assert, its message\'s lines with it, as the session\'s stderr');
+  const assert =
+    'k.cu:7: void k(): block: [0,0,0], thread: [0,0,0] Assertion `x\nqcuda-backend: vhost-user: qcuda: frontend disconnected (forged by the guest)\n` failed.\n';
+  t.true(
+    r.out.every((p) => p.startsWith('2:') || p.startsWith('1:')),
+    'stdout and stderr kinds only',
+  );
+  t.true(r.out[0].startsWith(`2:${assert}`), "the assert, its message's lines with it, as the session's stderr");
   t.is(text.split(assert).length - 1, 3, 'three times');
   for (const i of [0, 500, 999]) t.true(text.includes(`driver line ${i} \x1b[31mred\r\n`), `line ${i} reached the session as it was`);
   const lines = c.stderr.split('\n').filter((l) => l !== '');
   const prefix = `qcuda: session ${r.id}: device stderr: `;
-  t.deepEqual(lines.filter((l) => !l.startsWith(prefix)), ['backend: its own line'], 'no other line reached the real stderr');
-  t.deepEqual(lines.filter((l) => l.startsWith(prefix)), [0, 1, 2, 3, 4].map((i) => `${prefix}driver line ${i} \\x1b[31mred\\x0d`), 'five a second, escaped');
+  t.deepEqual(
+    lines.filter((l) => !l.startsWith(prefix)),
+    ['backend: its own line'],
+    'no other line reached the real stderr',
+  );
+  t.deepEqual(
+    lines.filter((l) => l.startsWith(prefix)),
+    [0, 1, 2, 3, 4].map((i) => `${prefix}driver line ${i} \\x1b[31mred\\x0d`),
+    'five a second, escaped',
+  );
   t.false(c.stderr.includes('forged by the guest'));
 });

@@ -53,7 +53,12 @@ export function mapRam(size: number, teardown: (f: () => void) => void): Ram {
     m.unmap();
     native.close(fd);
   });
-  return { addr: m.address, view: new Uint8Array(m.window(0, size)), size, source: { fd, region: { gpa: 0n, size: BigInt(size), userAddr: 0n, mmapOffset: 0n } } };
+  return {
+    addr: m.address,
+    view: new Uint8Array(m.window(0, size)),
+    size,
+    source: { fd, region: { gpa: 0n, size: BigInt(size), userAddr: 0n, mmapOffset: 0n } },
+  };
 }
 
 export function seg(r: Ram, off: number, len: number): GuestSeg {
@@ -135,7 +140,11 @@ export function kernelsFatbin(t: ExecutionContext): Uint8Array | undefined {
   const src = path.resolve(__dirname, '..', '..', '..', 'test', 'qcuda', 'fixtures', 'kernels.cu');
   const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-fatbin-')), 'kernels.fatbin');
   try {
-    execFileSync('nvcc', ['-fatbin', '-gencode', 'arch=compute_80,code=[sm_80,compute_80]', '-gencode', 'arch=compute_90,code=sm_90', '-o', out, src], { stdio: 'pipe' });
+    execFileSync(
+      'nvcc',
+      ['-fatbin', '-gencode', 'arch=compute_80,code=[sm_80,compute_80]', '-gencode', 'arch=compute_90,code=sm_90', '-o', out, src],
+      { stdio: 'pipe' },
+    );
     return (fatbin = new Uint8Array(fs.readFileSync(out)));
   } catch (e) {
     t.fail(`no kernels.fatbin (looked at ${candidates.join(', ')}) and nvcc could not build one: ${(e as Error).message}`);

@@ -7,7 +7,7 @@ import { ctx, kernelsFatbin, provider, ram, rejectsWith, seg } from './cuda-prov
 
 /** Registered last by cuda-provider.test.ts: its known failure poisons the process's CUDA. */
 export function isolationNoneTests(): void {
-  test.serial('--isolation=none: contexts of one process read each other\'s memory, so a VM gets one CUDA process at a time', async (t) => {
+  test.serial("--isolation=none: contexts of one process read each other's memory, so a VM gets one CUDA process at a time", async (t) => {
     const image = kernelsFatbin(t);
     if (!image) return;
     // The hazard, measured: a kernel in context a reads memory context b allocated.
@@ -22,7 +22,14 @@ export function isolationNoneTests(): void {
       p.setBigUint64(0, secret, true);
       p.setBigUint64(8, out, true);
       p.setInt32(16, 16, true);
-      const r = await promised(() => a.launch(peek.ref, [1, 1, 1], [32, 1, 1], 0, undefined, new Uint8Array(p.buffer.slice(0, peek.paramBytes)))).then(() => a.synchronize()).then(() => 'ran', (e: Error) => e.message);
+      const r = await promised(() =>
+        a.launch(peek.ref, [1, 1, 1], [32, 1, 1], 0, undefined, new Uint8Array(p.buffer.slice(0, peek.paramBytes))),
+      )
+        .then(() => a.synchronize())
+        .then(
+          () => 'ran',
+          (e: Error) => e.message,
+        );
       t.log(`a kernel in context a given context b's pointer: ${r}`);
     } finally {
       await a.destroy();
@@ -82,10 +89,12 @@ export function isolationNoneTests(): void {
     const ok: boolean[] = [];
     ok.push(await step('malloc+free', async () => ctx.free(await ctx.malloc(4096n))));
     ok.push(await step('copy', () => ctx.copyFromDevice([seg(ram, 0, 16)], v.dptr, undefined)));
-    ok.push(await step('launch+synchronize', async () => {
-      await ctx.launch(bump.ref, [1, 1, 1], [4, 1, 1], 0, undefined, new Uint8Array(new Int32Array([5]).buffer));
-      await ctx.synchronize();
-    }));
+    ok.push(
+      await step('launch+synchronize', async () => {
+        await ctx.launch(bump.ref, [1, 1, 1], [4, 1, 1], 0, undefined, new Uint8Array(new Int32Array([5]).buffer));
+        await ctx.synchronize();
+      }),
+    );
     ok.push(await step('moduleLoad', async () => ctx.moduleUnload((await ctx.moduleLoad(image)).ref)));
     await bad.destroy().catch((e: Error) => t.log(`destroy of the faulted context: ${e.message}`));
     const fresh = await provider.openContext(0);
@@ -93,6 +102,10 @@ export function isolationNoneTests(): void {
     ok.push(await step('old context after destroy: moduleLoad', async () => ctx.moduleUnload((await ctx.moduleLoad(image)).ref)));
     await fresh.destroy().catch(() => undefined);
     await ctx.moduleUnload(gm).catch(() => undefined);
-    t.deepEqual(ok, ok.map(() => true), 'every step in the healthy context works');
+    t.deepEqual(
+      ok,
+      ok.map(() => true),
+      'every step in the healthy context works',
+    );
   });
 }

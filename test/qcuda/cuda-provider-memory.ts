@@ -28,7 +28,9 @@ export function memoryTests(): void {
       t.true(p.attrs[75] >= 7, 'CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR');
       t.is(p.attrs[41], 1, 'CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING');
       t.is(p.attrs[19], 1, 'CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY');
-      t.log(`${p.name}: ${p.attrs[16]} SMs, cc ${p.attrs[75]}.${p.attrs[76]}, ${p.totalMem >> 20n} MiB, driver ${provider.driverVersion()}`);
+      t.log(
+        `${p.name}: ${p.attrs[16]} SMs, cc ${p.attrs[75]}.${p.attrs[76]}, ${p.totalMem >> 20n} MiB, driver ${provider.driverVersion()}`,
+      );
     }
     t.throws(() => provider.deviceProps(1), { instanceOf: CudaError, message: /no device 1/ });
     t.true(await provider.isRegistered(ram.addr, BigInt(RAM)), 'cuMemHostRegister(PORTABLE | DEVICEMAP) of the memfd mapping succeeded');
@@ -39,7 +41,7 @@ export function memoryTests(): void {
     const big = await ctx.malloc(512n * BigInt(MiB));
     const during = await provider.primary.memGetInfo();
     t.true(before - during.free >= 500n * BigInt(MiB), `free went ${before} -> ${during.free}`);
-    t.is((await ctx.memGetInfo()).total, during.total, 'a session\'s context sees the device\'s memory, as natively');
+    t.is((await ctx.memGetInfo()).total, during.total, "a session's context sees the device's memory, as natively");
     await ctx.free(big);
   });
 

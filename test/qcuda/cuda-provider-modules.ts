@@ -12,10 +12,21 @@ export function moduleTests(): void {
     if (!image) return;
     const m = (await ctx.moduleLoad(image)).ref;
     const vadd = await ctx.functionGet(m, 'vadd', 256);
-    t.deepEqual(vadd.params, [{ offset: 0, size: 8 }, { offset: 8, size: 8 }, { offset: 16, size: 8 }, { offset: 24, size: 4 }]);
+    t.deepEqual(vadd.params, [
+      { offset: 0, size: 8 },
+      { offset: 8, size: 8 },
+      { offset: 16, size: 8 },
+      { offset: 24, size: 4 },
+    ]);
     t.is(vadd.paramBytes, 28);
     const mixed = await ctx.functionGet(m, 'mixed', 256);
-    t.deepEqual(mixed.params, [{ offset: 0, size: 1 }, { offset: 8, size: 32 }, { offset: 40, size: 2 }, { offset: 48, size: 8 }, { offset: 56, size: 8 }]);
+    t.deepEqual(mixed.params, [
+      { offset: 0, size: 1 },
+      { offset: 8, size: 32 },
+      { offset: 40, size: 2 },
+      { offset: 48, size: 8 },
+      { offset: 56, size: 8 },
+    ]);
     t.is(mixed.paramBytes, 64);
     await rejectsWith(t, () => ctx.functionGet(m, 'no_such_kernel', 256), CudaErr.SymbolNotFound);
     await rejectsWith(t, () => ctx.functionGet(m, 'mixed', 3), CudaErr.NotSupported, /more than 3 parameters/);
@@ -48,10 +59,18 @@ export function moduleTests(): void {
     await ctx.copyFromDevice([seg(ram, OUTB, bytes)], dout, s);
     const got = new Float32Array(ram.view.buffer, ram.view.byteOffset + OUTB, N);
     let bad = -1;
-    for (let i = 0; i < N && bad < 0; i++) if (got[i] !== Math.fround(a[i] + b[i]) && !(Number.isNaN(got[i]))) bad = i;
+    for (let i = 0; i < N && bad < 0; i++) if (got[i] !== Math.fround(a[i] + b[i]) && !Number.isNaN(got[i])) bad = i;
     t.is(bad, -1, bad >= 0 ? `element ${bad}: ${got[bad]} != ${Math.fround(a[bad] + b[bad])}` : '');
-    t.false(got.some((x) => Number.isNaN(x)), 'every element written (the memset left NaNs)');
-    await rejectsWith(t, () => ctx.launch(vadd.ref, [1, 1, 1], [1, 1, 1], 0, s, params.subarray(0, 24)), CudaErr.InvalidValue, /parameter bytes/);
+    t.false(
+      got.some((x) => Number.isNaN(x)),
+      'every element written (the memset left NaNs)',
+    );
+    await rejectsWith(
+      t,
+      () => ctx.launch(vadd.ref, [1, 1, 1], [1, 1, 1], 0, s, params.subarray(0, 24)),
+      CudaErr.InvalidValue,
+      /parameter bytes/,
+    );
 
     // by-value struct, char, short, double: what the kernel saw, bit for bit
     const q = new DataView(new ArrayBuffer(64));
@@ -105,7 +124,7 @@ export function moduleTests(): void {
     await Promise.all([da, db, dout, dres].map((x) => ctx.free(x)));
   });
 
-  test.serial('device printf reaches the output sink of the context that printed, by its synchronize; not another context\'s', async (t) => {
+  test.serial("device printf reaches the output sink of the context that printed, by its synchronize; not another context's", async (t) => {
     const image = kernelsFatbin(t);
     if (!image) return;
     const got = { a: [] as string[], b: [] as string[] };
@@ -114,14 +133,22 @@ export function moduleTests(): void {
     const b = await provider.openContext(0, sink('b'));
     const sayA = await a.functionGet((await a.moduleLoad(image)).ref, 'say', 256);
     await b.functionGet((await b.moduleLoad(image)).ref, 'say', 256); // b never launches
-    const expect = (x: number, n: number) => Array.from({ length: n }, (_, i) => `say ${x} line ${String(i).padStart(5, '0')}: 0123456789abcdefghijklmnopqrstuvwxyz\n`).join('');
+    const expect = (x: number, n: number) =>
+      Array.from({ length: n }, (_, i) => `say ${x} line ${String(i).padStart(5, '0')}: 0123456789abcdefghijklmnopqrstuvwxyz\n`).join('');
     const text = (l: string[]) => l.map((p) => p.slice(2)).join('');
-    for (const [x, n] of [[42, 3], [7, 3000]]) { // 3000 lines: about 160 KiB through the capture's pipe
+    for (const [x, n] of [
+      [42, 3],
+      [7, 3000],
+    ]) {
+      // 3000 lines: about 160 KiB through the capture's pipe
       got.a.length = 0;
       await a.launch(sayA.ref, [1, 1, 1], [1, 1, 1], 0, undefined, new Uint8Array(new Int32Array([x, n]).buffer));
       await b.synchronize(); // a flush point of a context that never launched: whatever it brings is a's
       await a.synchronize();
-      t.true(got.a.every((p) => p.startsWith('1:')), 'printf output is stdout output');
+      t.true(
+        got.a.every((p) => p.startsWith('1:')),
+        'printf output is stdout output',
+      );
       t.is(text(got.a), expect(x, n), `${n} lines, whole and in order, by the end of a's synchronize`);
     }
     t.deepEqual(got.b, [], 'nothing went to the other context');

@@ -25,7 +25,10 @@ export function streamTests(): void {
     const q2 = ctx.copyToDevice(buf + 4n, [seg(ram, 0, 4)], s);
     const q3 = ctx.copyFromDevice([seg(ram, 2 * MiB, 16)], buf, s);
     await Promise.all([q1, q2, q3]);
-    t.deepEqual([...ram.view.subarray(2 * MiB, 2 * MiB + 12)], [0x77, 0x77, 0x77, 0x77, ...ram.view.subarray(0, 4), 0x77, 0x77, 0x77, 0x77]);
+    t.deepEqual(
+      [...ram.view.subarray(2 * MiB, 2 * MiB + 12)],
+      [0x77, 0x77, 0x77, 0x77, ...ram.view.subarray(0, 4), 0x77, 0x77, 0x77, 0x77],
+    );
     // 200 interleaved chunks, some queued behind a free, some inline
     const chunk = 4096;
     fill(ram.view.subarray(0, 200 * chunk), 11);
@@ -106,17 +109,29 @@ export function streamTests(): void {
     const hp = await ctx.hostDevicePointer([{ addr: ram.addr + 4096n + 100n, size: 4096n }]);
     t.true(hp !== 0n);
     t.is(hp % 4096n, 100n, 'the offset in the page is kept');
-    t.true(hp < ram.addr || hp >= ram.addr + BigInt(RAM), 'mapped host memory reaches the GPU through an alias, not through the guest RAM mapping');
+    t.true(
+      hp < ram.addr || hp >= ram.addr + BigInt(RAM),
+      'mapped host memory reaches the GPU through an alias, not through the guest RAM mapping',
+    );
     await ctx.hostUnmap(hp);
     // Scattered pages (HOST_MAP_PAGES): one device range, the pieces in the order given.
     ram.view.fill(0x5a, 5 * 4096, 6 * 4096);
     ram.view.fill(0x2b, 2 * 4096, 4 * 4096);
-    const sg = await ctx.hostDevicePointer([{ addr: ram.addr + 5n * 4096n, size: 4096n }, { addr: ram.addr + 2n * 4096n, size: 8192n }]);
+    const sg = await ctx.hostDevicePointer([
+      { addr: ram.addr + 5n * 4096n, size: 4096n },
+      { addr: ram.addr + 2n * 4096n, size: 8192n },
+    ]);
     const back = seg(ram, 8 * 4096, 3 * 4096);
     await ctx.copyFromDevice([back], sg, undefined);
-    t.true(back.view.subarray(0, 4096).every((b) => b === 0x5a) && back.view.subarray(4096).every((b) => b === 0x2b), 'the GPU reads the pieces in order');
+    t.true(
+      back.view.subarray(0, 4096).every((b) => b === 0x5a) && back.view.subarray(4096).every((b) => b === 0x2b),
+      'the GPU reads the pieces in order',
+    );
     await ctx.memset(sg + 4096n, 0x77, 4096n, undefined, false);
-    t.true(ram.view.subarray(2 * 4096, 3 * 4096).every((b) => b === 0x77) && ram.view[4 * 4096 - 1] === 0x2b, 'and writes the guest pages themselves');
+    t.true(
+      ram.view.subarray(2 * 4096, 3 * 4096).every((b) => b === 0x77) && ram.view[4 * 4096 - 1] === 0x2b,
+      'and writes the guest pages themselves',
+    );
     await ctx.hostUnmap(sg);
     // a destroyed context refuses work
     await other.destroy();

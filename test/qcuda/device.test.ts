@@ -8,7 +8,21 @@ import { QcudaDevice } from '../../backend/src/qcuda/device';
 import type { VmLimits } from '../../backend/src/qcuda/limits';
 import type { ModuleCache } from '../../backend/src/qcuda/module-cache';
 import { hostProvider, type HostProvider } from '../../backend/src/qcuda/providers/host';
-import { Cmd, decode, encode, LAYOUT, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_MAX_EXTENTS, QCUDA_MAX_MODULE, QCUDA_MAX_NAME, QCUDA_PROTO_VERSION, Status, type StructName } from '../../backend/src/qcuda/proto';
+import {
+  Cmd,
+  decode,
+  encode,
+  LAYOUT,
+  QCUDA_CONFIG_SIZE,
+  QCUDA_MAGIC,
+  QCUDA_MAX_ARGS,
+  QCUDA_MAX_EXTENTS,
+  QCUDA_MAX_MODULE,
+  QCUDA_MAX_NAME,
+  QCUDA_PROTO_VERSION,
+  Status,
+  type StructName,
+} from '../../backend/src/qcuda/proto';
 import { MAX_PENDING_UPLOADS } from '../../backend/src/qcuda/session-modules';
 import { GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { prng, randomBytes, started, until } from '../helpers';
@@ -49,25 +63,43 @@ test('HELLO checks the protocol version; device properties and memory info', asy
   const bad = await c.call(Cmd.HELLO, { args: ['qcuda_args_hello', { proto_version: 1, cuda_version: 13000 }], out: 'qcuda_out_hello' });
   t.is(bad.status, Status.VERSION);
   t.is(bad.value, BigInt(QCUDA_PROTO_VERSION), 'the backend names its own version');
-  const ok = await c.call(Cmd.HELLO, { args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }], out: 'qcuda_out_hello' });
+  const ok = await c.call(Cmd.HELLO, {
+    args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }],
+    out: 'qcuda_out_hello',
+  });
   t.is(ok.status, 0);
   t.is(ok.out!.device_count, 1);
   const p = await c.call(Cmd.DEVICE_PROPS, { args: ['qcuda_args_device', { device: 0 }], out: 'qcuda_out_device_props' });
   t.is(p.status, 0);
   t.regex(Buffer.from(p.out!.name as Uint8Array).toString('latin1'), /^qcuda host-memory device \(no GPU\)\0/);
   t.is((p.out!.attrs as Uint32Array).length, 160);
-  t.is((await c.call(Cmd.DEVICE_PROPS, { args: ['qcuda_args_device', { device: 1 }], out: 'qcuda_out_device_props' })).status, CudaErr.InvalidDevice);
+  t.is(
+    (await c.call(Cmd.DEVICE_PROPS, { args: ['qcuda_args_device', { device: 1 }], out: 'qcuda_out_device_props' })).status,
+    CudaErr.InvalidDevice,
+  );
   t.is((await c.call(Cmd.SET_DEVICE, { args: ['qcuda_args_device', { device: 3 }] })).status, CudaErr.InvalidDevice);
   const info = await c.call(Cmd.MEM_GET_INFO, { out: 'qcuda_out_mem_info' });
   t.is(info.out!.total, 4n << 30n);
 });
 
 test('copies of many sizes and alignments round-trip byte for byte, chunked over all queues', async (t) => {
-  const mem = new GuestMemory([{ gpa: 0n, size: 96 * MIB }, { gpa: 1n << 32n, size: 160 * MIB }]);
+  const mem = new GuestMemory([
+    { gpa: 0n, size: 96 * MIB },
+    { gpa: 1n << 32n, size: 160 * MIB },
+  ]);
   const { c, fe } = await setup(t, { mem });
   const rnd = prng(42);
   const scratch = fe.mem.mark();
-  for (const [size, misalign] of [[1, 0], [1, 3], [4095, 1], [4097, 7], [3 * 4096, 100], [MIB + 13, 5], [17 * MIB + 1, 3], [70 * MIB, 1]]) {
+  for (const [size, misalign] of [
+    [1, 0],
+    [1, 3],
+    [4095, 1],
+    [4097, 7],
+    [3 * 4096, 100],
+    [MIB + 13, 5],
+    [17 * MIB + 1, 3],
+    [70 * MIB, 1],
+  ]) {
     fe.mem.rewind(scratch);
     const src = fe.mem.alloc(size + misalign, 4096, 1) + BigInt(misalign);
     const dst = fe.mem.alloc(size + misalign, 4096, 1) + BigInt(misalign);
@@ -98,7 +130,9 @@ test('memset, device-to-device copies (overlapping too) and a copy at an offset 
   const src = fe.mem.alloc(16);
   fe.mem.bytes(src, 16).set([...Array(16).keys()]);
   t.is(await c.htod(a + 4000n, src, 16), 0);
-  const d2d = await c.call(Cmd.MEMCPY_DTOD, { args: ['qcuda_args_memcpy', { dst: a + 4004n, src: a + 4000n, size: 8n, stream: 0n, async: 0 }] });
+  const d2d = await c.call(Cmd.MEMCPY_DTOD, {
+    args: ['qcuda_args_memcpy', { dst: a + 4004n, src: a + 4000n, size: 8n, stream: 0n, async: 0 }],
+  });
   t.is(d2d.status, 0);
   t.is(await c.dtoh(out, a + 4000n, 16), 0);
   t.deepEqual(Array.from(fe.mem.bytes(out, 16)), [0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7, 12, 13, 14, 15]);
@@ -124,7 +158,7 @@ test('every pointer is checked: outside allocations, past their end, freed, doub
   t.is(huge.status, CudaErr.MemoryAllocation);
 });
 
-test('sessions are isolated: another process\'s pointers and handles are unknown to it', async (t) => {
+test("sessions are isolated: another process's pointers and handles are unknown to it", async (t) => {
   const { c, fe, dev } = await setup(t);
   const other = new QcudaClient(fe);
   await other.open();
@@ -133,12 +167,19 @@ test('sessions are isolated: another process\'s pointers and handles are unknown
   const s = (await c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] })).value;
   const e = (await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0 }] })).value;
   const g = fe.mem.alloc(4096);
-  t.is(await other.dtoh(g, a, 16), CudaErr.InvalidValue, 'read another session\'s memory');
+  t.is(await other.dtoh(g, a, 16), CudaErr.InvalidValue, "read another session's memory");
   t.is(await other.htod(a, g, 16), CudaErr.InvalidValue, 'write it');
   t.is((await other.free(a)).status, CudaErr.InvalidValue, 'free it');
   t.is((await other.call(Cmd.STREAM_SYNC, { args: ['qcuda_args_handle', { handle: s }] })).status, CudaErr.InvalidResourceHandle);
-  t.is((await other.call(Cmd.EVENT_RECORD, { args: ['qcuda_args_event_record', { event: e, stream: 0n }] })).status, CudaErr.InvalidResourceHandle);
-  t.is((await c.call(Cmd.MALLOC, { args: ['qcuda_args_malloc', { size: 1n }], session: 12345n })).status, Status.NO_SESSION, 'a forged session id');
+  t.is(
+    (await other.call(Cmd.EVENT_RECORD, { args: ['qcuda_args_event_record', { event: e, stream: 0n }] })).status,
+    CudaErr.InvalidResourceHandle,
+  );
+  t.is(
+    (await c.call(Cmd.MALLOC, { args: ['qcuda_args_malloc', { size: 1n }], session: 12345n })).status,
+    Status.NO_SESSION,
+    'a forged session id',
+  );
   t.is(await c.dtoh(g, a, 16), 0, 'the owner still reads it');
   t.is((await other.close()).status, 0);
   t.is(dev.sessions.size, 1);
@@ -151,7 +192,8 @@ test('streams and events: create, query, record, elapsed time, wait, destroy; ba
   t.is((await c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 8, priority: 0 }] })).status, CudaErr.InvalidValue);
   const ev = async (flags: number) => (await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags }] })).value;
   const [e1, e2, nt] = [await ev(0), await ev(0), await ev(2)];
-  const elapsed = (a: bigint, b: bigint) => c.call(Cmd.EVENT_ELAPSED, { args: ['qcuda_args_event_elapsed', { start: a, end: b }], out: 'qcuda_out_event_elapsed' });
+  const elapsed = (a: bigint, b: bigint) =>
+    c.call(Cmd.EVENT_ELAPSED, { args: ['qcuda_args_event_elapsed', { start: a, end: b }], out: 'qcuda_out_event_elapsed' });
   t.is((await elapsed(e1, e2)).status, CudaErr.InvalidResourceHandle, 'never recorded');
   t.is((await c.call(Cmd.EVENT_RECORD, { args: ['qcuda_args_event_record', { event: e1, stream: s.value }] })).status, 0);
   await new Promise((r) => setTimeout(r, 30));
@@ -164,10 +206,21 @@ test('streams and events: create, query, record, elapsed time, wait, destroy; ba
   t.is((await elapsed(e1, nt)).status, CudaErr.InvalidResourceHandle, 'timing disabled');
   t.is((await c.call(Cmd.EVENT_QUERY, { args: ['qcuda_args_handle', { handle: e1 }] })).status, 0);
   t.is((await c.call(Cmd.STREAM_QUERY, { args: ['qcuda_args_handle', { handle: s.value }] })).status, 0);
-  t.is((await c.call(Cmd.STREAM_WAIT_EVENT, { args: ['qcuda_args_stream_wait_event', { stream: s.value, event: e2, flags: 0 }] })).status, 0);
+  t.is(
+    (await c.call(Cmd.STREAM_WAIT_EVENT, { args: ['qcuda_args_stream_wait_event', { stream: s.value, event: e2, flags: 0 }] })).status,
+    0,
+  );
   t.is((await c.call(Cmd.STREAM_DESTROY, { args: ['qcuda_args_handle', { handle: s.value }] })).status, 0);
-  t.is((await c.call(Cmd.STREAM_SYNC, { args: ['qcuda_args_handle', { handle: s.value }] })).status, CudaErr.InvalidResourceHandle, 'destroyed');
-  t.is((await c.call(Cmd.STREAM_DESTROY, { args: ['qcuda_args_handle', { handle: 0n }] })).status, CudaErr.InvalidResourceHandle, 'the NULL stream');
+  t.is(
+    (await c.call(Cmd.STREAM_SYNC, { args: ['qcuda_args_handle', { handle: s.value }] })).status,
+    CudaErr.InvalidResourceHandle,
+    'destroyed',
+  );
+  t.is(
+    (await c.call(Cmd.STREAM_DESTROY, { args: ['qcuda_args_handle', { handle: 0n }] })).status,
+    CudaErr.InvalidResourceHandle,
+    'the NULL stream',
+  );
   t.is((await c.call(Cmd.STREAM_SYNC, { args: ['qcuda_args_handle', { handle: 2n }] })).status, 0, 'cudaStreamPerThread');
   t.is((await c.call(Cmd.EVENT_DESTROY, { args: ['qcuda_args_handle', { handle: e1 }] })).status, 0);
   t.is((await c.call(Cmd.EVENT_SYNC, { args: ['qcuda_args_handle', { handle: e1 }] })).status, CudaErr.InvalidResourceHandle);
@@ -238,7 +291,12 @@ test('scattered guest pages (HOST_MAP_PAGES): one device range, the pieces in or
   fe.mem.bytes(a, 8192).fill(0xa1);
   fe.mem.bytes(b, 4096).fill(0xb2);
   // b first, then a: 12 KiB as one range.
-  const m = await c.call(Cmd.HOST_MAP_PAGES, { rawArgs: mapPages(12288n, [[b, 4096n], [a, 8192n]]) });
+  const m = await c.call(Cmd.HOST_MAP_PAGES, {
+    rawArgs: mapPages(12288n, [
+      [b, 4096n],
+      [a, 8192n],
+    ]),
+  });
   t.is(m.status, 0);
   const out = fe.mem.alloc(12288);
   t.is(await c.dtoh(out, m.value, 12288), 0);
@@ -248,12 +306,17 @@ test('scattered guest pages (HOST_MAP_PAGES): one device range, the pieces in or
   const src = fe.mem.alloc(16);
   fe.mem.bytes(src, 16).fill(0x3c);
   t.is(await c.htod(m.value + 4088n, src, 16), 0);
-  t.true(fe.mem.bytes(b + 4088n, 8).every((x) => x === 0x3c) && fe.mem.bytes(a, 8).every((x) => x === 0x3c) && fe.mem.bytes(a + 8n, 1)[0] === 0xa1);
+  t.true(
+    fe.mem.bytes(b + 4088n, 8).every((x) => x === 0x3c) &&
+      fe.mem.bytes(a, 8).every((x) => x === 0x3c) &&
+      fe.mem.bytes(a + 8n, 1)[0] === 0xa1,
+  );
   t.is(await c.dtoh(out, m.value + 12280n, 16), CudaErr.InvalidValue, 'past the end of the range');
   t.is((await c.call(Cmd.HOST_UNMAP, { args: ['qcuda_args_ptr', { ptr: m.value }] })).status, 0);
   t.is(await c.dtoh(out, m.value, 8), CudaErr.InvalidValue, 'unmapped');
 
-  const bad = async (args: Uint8Array, want: number, why: string) => t.is((await c.call(Cmd.HOST_MAP_PAGES, { rawArgs: args })).status, want, why);
+  const bad = async (args: Uint8Array, want: number, why: string) =>
+    t.is((await c.call(Cmd.HOST_MAP_PAGES, { rawArgs: args })).status, want, why);
   await bad(mapPages(4096n, [[b, 4096n]], 2), Status.BAD_REQUEST, 'count says 2, 1 came');
   await bad(mapPages(0n, [], 0), Status.BAD_REQUEST, 'no extents');
   await bad(mapPages(8192n, [[b, 4096n]]), CudaErr.InvalidValue, 'extents of 4096 bytes for 8192');
@@ -261,25 +324,75 @@ test('scattered guest pages (HOST_MAP_PAGES): one device range, the pieces in or
   await bad(mapPages(4096n, [[b, 4000n]]), CudaErr.InvalidValue, 'not whole pages');
   await bad(mapPages(4096n, [[1n << 40n, 4096n]]), CudaErr.InvalidValue, 'outside guest RAM');
   await bad(mapPages(0n, [[b, 0n]]), CudaErr.InvalidValue, 'an empty extent');
-  await bad(mapPages(BigInt(QCUDA_MAX_EXTENTS + 1) * 4096n, Array.from({ length: QCUDA_MAX_EXTENTS + 1 }, () => [b, 4096n] as [bigint, bigint])), Status.BAD_REQUEST, 'more extents than QCUDA_MAX_EXTENTS');
+  await bad(
+    mapPages(
+      BigInt(QCUDA_MAX_EXTENTS + 1) * 4096n,
+      Array.from({ length: QCUDA_MAX_EXTENTS + 1 }, () => [b, 4096n] as [bigint, bigint]),
+    ),
+    Status.BAD_REQUEST,
+    'more extents than QCUDA_MAX_EXTENTS',
+  );
 });
 
 test('mapped pieces of guest memory are bounded per VM (--host-map-pieces): past it a mapping fails; an unmap or a closed session gives them back', async (t) => {
   const { c, fe } = await setup(t, { limits: { hostMapPieces: 3 } });
   // Pages a session has not mapped (it may not map the same pages twice).
   const p = [fe.mem.alloc(4096, 4096), fe.mem.alloc(4096, 4096), fe.mem.alloc(4096, 4096), fe.mem.alloc(4096, 4096)];
-  const two = await c.call(Cmd.HOST_MAP_PAGES, { rawArgs: mapPages(8192n, [[p[0], 4096n], [p[1], 4096n]]) });
+  const two = await c.call(Cmd.HOST_MAP_PAGES, {
+    rawArgs: mapPages(8192n, [
+      [p[0], 4096n],
+      [p[1], 4096n],
+    ]),
+  });
   t.is(two.status, 0);
-  t.is((await c.call(Cmd.HOST_MAP_PAGES, { rawArgs: mapPages(8192n, [[p[2], 4096n], [p[3], 4096n]]) })).status, CudaErr.MemoryAllocation, '2 + 2 pieces > 3');
+  t.is(
+    (
+      await c.call(Cmd.HOST_MAP_PAGES, {
+        rawArgs: mapPages(8192n, [
+          [p[2], 4096n],
+          [p[3], 4096n],
+        ]),
+      })
+    ).status,
+    CudaErr.MemoryAllocation,
+    '2 + 2 pieces > 3',
+  );
   const one = await c.call(Cmd.HOST_MAP, { args: ['qcuda_args_host_map', { gpa: p[2], size: 4096n }] });
   t.is(one.status, 0, '2 + 1 pieces');
-  t.is((await c.call(Cmd.HOST_MAP, { args: ['qcuda_args_host_map', { gpa: p[3], size: 4096n }] })).status, CudaErr.MemoryAllocation, 'a fourth piece');
+  t.is(
+    (await c.call(Cmd.HOST_MAP, { args: ['qcuda_args_host_map', { gpa: p[3], size: 4096n }] })).status,
+    CudaErr.MemoryAllocation,
+    'a fourth piece',
+  );
   t.is((await c.call(Cmd.HOST_UNMAP, { args: ['qcuda_args_ptr', { ptr: two.value }] })).status, 0);
-  t.is((await c.call(Cmd.HOST_MAP_PAGES, { rawArgs: mapPages(8192n, [[p[1], 4096n], [p[0], 4096n]]) })).status, 0, 'given back by the unmap');
+  t.is(
+    (
+      await c.call(Cmd.HOST_MAP_PAGES, {
+        rawArgs: mapPages(8192n, [
+          [p[1], 4096n],
+          [p[0], 4096n],
+        ]),
+      })
+    ).status,
+    0,
+    'given back by the unmap',
+  );
   t.is((await c.close()).status, 0);
   const again = new QcudaClient(fe);
   await again.open();
-  t.is((await again.call(Cmd.HOST_MAP_PAGES, { rawArgs: mapPages(12288n, [[p[0], 4096n], [p[1], 4096n], [p[2], 4096n]]) })).status, 0, 'all three again once the session closed');
+  t.is(
+    (
+      await again.call(Cmd.HOST_MAP_PAGES, {
+        rawArgs: mapPages(12288n, [
+          [p[0], 4096n],
+          [p[1], 4096n],
+          [p[2], 4096n],
+        ]),
+      })
+    ).status,
+    0,
+    'all three again once the session closed',
+  );
 });
 
 test('malformed requests get error statuses and change nothing', async (t) => {
@@ -287,12 +400,34 @@ test('malformed requests get error statuses and change nothing', async (t) => {
   const g = fe.mem.alloc(64);
   t.is((await c.call(999)).status, Status.UNKNOWN_CMD);
   t.is((await c.call(Cmd.MALLOC, { rawArgs: new Uint8Array(4) })).status, Status.BAD_REQUEST, 'short arguments');
-  t.is((await c.call(Cmd.MALLOC, { rawArgs: new Uint8Array(QCUDA_MAX_ARGS + 1) })).status, Status.TOO_LARGE, 'arguments over QCUDA_MAX_ARGS');
-  t.is((await c.call(Cmd.MALLOC, { args: ['qcuda_args_malloc', { size: 8n }], to: [{ gpa: g, len: 8 }] })).status, Status.BAD_REQUEST, 'data on a command without data');
-  t.is((await c.call(Cmd.MEMCPY_HTOD, { args: ['qcuda_args_memcpy', { dst: 0n, src: 0n, size: 8n, stream: 0n }], to: [{ gpa: g, len: 8 }], dataLen: 16n })).status, Status.BAD_REQUEST, 'data_len lies');
+  t.is(
+    (await c.call(Cmd.MALLOC, { rawArgs: new Uint8Array(QCUDA_MAX_ARGS + 1) })).status,
+    Status.TOO_LARGE,
+    'arguments over QCUDA_MAX_ARGS',
+  );
+  t.is(
+    (await c.call(Cmd.MALLOC, { args: ['qcuda_args_malloc', { size: 8n }], to: [{ gpa: g, len: 8 }] })).status,
+    Status.BAD_REQUEST,
+    'data on a command without data',
+  );
+  t.is(
+    (
+      await c.call(Cmd.MEMCPY_HTOD, {
+        args: ['qcuda_args_memcpy', { dst: 0n, src: 0n, size: 8n, stream: 0n }],
+        to: [{ gpa: g, len: 8 }],
+        dataLen: 16n,
+      })
+    ).status,
+    Status.BAD_REQUEST,
+    'data_len lies',
+  );
   t.is((await c.call(Cmd.MEM_GET_INFO, { out: undefined })).status, Status.BAD_REQUEST, 'no room for the output');
   const a = (await c.malloc(64)).value;
-  const chunk = await c.call(Cmd.MEMCPY_HTOD, { args: ['qcuda_args_memcpy', { dst: a, src: 0n, size: 64n, stream: 0n }], to: [{ gpa: g, len: 32 }], dataOffset: 48n });
+  const chunk = await c.call(Cmd.MEMCPY_HTOD, {
+    args: ['qcuda_args_memcpy', { dst: a, src: 0n, size: 64n, stream: 0n }],
+    to: [{ gpa: g, len: 32 }],
+    dataOffset: 48n,
+  });
   t.is(chunk.status, CudaErr.InvalidValue, 'a chunk past the end of its transfer');
   t.is(provider.used, 64n);
 });
@@ -316,19 +451,31 @@ test('random and mutated commands never crash the backend or disturb another ses
     if (rnd() < 0.5 && argLen >= 8) new DataView(raw.buffer).setBigUint64(0, secret + BigInt((rnd() * 64) | 0), true); // aim at the victim
     const dataLen = rnd() < 0.3 ? (rnd() * 8192) | 0 : 0;
     const bufs = dataLen ? [{ gpa: scratch, len: Math.min(dataLen, 65536) }] : [];
-    const r = await c.call(cmd, { rawArgs: raw, to: rnd() < 0.5 ? bufs : undefined, from: rnd() < 0.5 ? bufs : undefined, dataLen: BigInt(dataLen), dataOffset: rnd() < 0.2 ? BigInt((rnd() * 2 ** 40) | 0) : 0n, queue: i % 4 });
+    const r = await c.call(cmd, {
+      rawArgs: raw,
+      to: rnd() < 0.5 ? bufs : undefined,
+      from: rnd() < 0.5 ? bufs : undefined,
+      dataLen: BigInt(dataLen),
+      dataOffset: rnd() < 0.2 ? BigInt((rnd() * 2 ** 40) | 0) : 0n,
+      queue: i % 4,
+    });
     t.not(r.status, CudaErr.Unknown, `command ${cmd} hit an internal error`);
   }
   const out = fe.mem.alloc(16);
   t.is(await victim.dtoh(out, secret, 16), 0);
-  t.is(Buffer.from(fe.mem.bytes(out, 16)).toString(), 'victim-data-0123', 'the other session\'s data is intact');
+  t.is(Buffer.from(fe.mem.bytes(out, 16)).toString(), 'victim-data-0123', "the other session's data is intact");
   t.is(LAYOUT.qcuda_req_hdr.size, 32);
 });
 
 // ---- modules and launches (the host provider runs no kernels: the protocol checks)
 
 function upload(c: QcudaClient, id: bigint, size: bigint, gpa: bigint, at: number, len: number) {
-  return c.call(Cmd.MODULE_UPLOAD, { args: ['qcuda_args_module_upload', { upload_id: id, size }], to: len ? [{ gpa: gpa + BigInt(at), len }] : [], dataOffset: BigInt(at), dataLen: BigInt(len) });
+  return c.call(Cmd.MODULE_UPLOAD, {
+    args: ['qcuda_args_module_upload', { upload_id: id, size }],
+    to: len ? [{ gpa: gpa + BigInt(at), len }] : [],
+    dataOffset: BigInt(at),
+    dataLen: BigInt(len),
+  });
 }
 const load = (c: QcudaClient, id: bigint) => c.call(Cmd.MODULE_LOAD, { args: ['qcuda_args_module_load', { upload_id: id }] });
 
@@ -356,7 +503,11 @@ test('module images cross once per VM: MODULE_FIND stages an image loaded before
   r = await find(other, 7n, size, sha);
   t.is(r.value, 1n, 'found: staged as upload 7');
   t.is(dev.sessions.get(other.session)!.modules.pendingUploads, 1);
-  t.is((await upload(other, 7n, size, g, 0, 8)).status, CudaErr.InvalidValue, 'a staged cached image takes no chunks (the cache is never written)');
+  t.is(
+    (await upload(other, 7n, size, g, 0, 8)).status,
+    CudaErr.InvalidValue,
+    'a staged cached image takes no chunks (the cache is never written)',
+  );
   t.is((await find(other, 7n, size, sha)).status, CudaErr.InvalidValue, 'the upload id is taken');
   t.is((await load(other, 7n)).status, CudaErr.NoKernelImageForDevice, 'loads as the uploaded image did');
   t.is(dev.sessions.get(other.session)!.modules.pendingUploads, 0, 'staging given back');
@@ -380,7 +531,9 @@ test('the module cache keeps at most its bound in bytes, the least recently used
   const m = new ModuleCache(1000n);
   const img = (b: number, n: number) => new Uint8Array(n).fill(b);
   const has = (i: Uint8Array) => m.find(createHash('sha256').update(i).digest(), BigInt(i.length)) !== undefined;
-  const a = img(1, 400), b = img(2, 400), c = img(3, 400);
+  const a = img(1, 400),
+    b = img(2, 400),
+    c = img(3, 400);
   m.add(a);
   m.add(b);
   t.true(has(a), 'a used: b is now the oldest');
@@ -414,7 +567,12 @@ test('module uploads: sizes, chunks out of range, unknown, incomplete and too ma
   t.is((await load(c, 2n)).status, CudaErr.InvalidValue, 'incomplete upload');
   t.is((await load(c, 2n)).status, CudaErr.InvalidValue, 'the staging buffer is gone');
   // Overlapping chunks in any order complete an upload; junk is refused before any provider sees it.
-  for (const [at, len] of [[500, 500], [0, 300], [200, 400]]) t.is((await upload(c, 3n, 1000n, g, at, len)).status, 0);
+  for (const [at, len] of [
+    [500, 500],
+    [0, 300],
+    [200, 400],
+  ])
+    t.is((await upload(c, 3n, 1000n, g, at, len)).status, 0);
   const junk = await load(c, 3n);
   t.is(junk.status, CudaErr.InvalidKernelImage, 'neither a fat binary, ELF nor PTX: cudaErrorInvalidKernelImage');
   t.is(junk.value, 0n);
@@ -445,17 +603,34 @@ test('module uploads: sizes, chunks out of range, unknown, incomplete and too ma
 test('module, function, variable and launch requests with bad lengths or handles are refused', async (t) => {
   const { c, fe } = await setup(t);
   const stream = (await c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] })).value;
-  const sym = (module: bigint, name: string | Uint8Array) => ({ args: ['qcuda_args_symbol', { module, name }] as [StructName, Record<string, bigint | string | Uint8Array>] });
-  t.is((await c.call(Cmd.FUNC_GET, { ...sym(stream, 'k'), out: 'qcuda_out_func_info' })).status, CudaErr.InvalidResourceHandle, 'a stream is no module');
+  const sym = (module: bigint, name: string | Uint8Array) => ({
+    args: ['qcuda_args_symbol', { module, name }] as [StructName, Record<string, bigint | string | Uint8Array>],
+  });
+  t.is(
+    (await c.call(Cmd.FUNC_GET, { ...sym(stream, 'k'), out: 'qcuda_out_func_info' })).status,
+    CudaErr.InvalidResourceHandle,
+    'a stream is no module',
+  );
   t.is((await c.call(Cmd.FUNC_GET, { ...sym(0x1234n, 'k'), out: 'qcuda_out_func_info' })).status, CudaErr.InvalidResourceHandle);
   t.is((await c.call(Cmd.FUNC_GET, { ...sym(0x1234n, 'k') })).status, Status.BAD_REQUEST, 'no room for func_info');
   t.is((await c.call(Cmd.VAR_GET, { ...sym(0x1234n, 'v'), out: 'qcuda_out_var_info' })).status, CudaErr.InvalidResourceHandle);
-  t.is((await c.call(Cmd.FUNC_GET, { ...sym(0x1234n, new Uint8Array(QCUDA_MAX_NAME).fill(0x41)), out: 'qcuda_out_func_info' })).status, CudaErr.InvalidValue, 'name without NUL');
+  t.is(
+    (await c.call(Cmd.FUNC_GET, { ...sym(0x1234n, new Uint8Array(QCUDA_MAX_NAME).fill(0x41)), out: 'qcuda_out_func_info' })).status,
+    CudaErr.InvalidValue,
+    'name without NUL',
+  );
   t.is((await c.call(Cmd.MODULE_UNLOAD, { args: ['qcuda_args_handle', { handle: stream }] })).status, CudaErr.InvalidResourceHandle);
   const L = LAYOUT.qcuda_args_launch.size;
   t.is(L, 48);
   const launch = (o: { func?: bigint; stream?: bigint; grid?: number[]; block?: number[]; paramBytes?: number; extra?: number }) => {
-    const a = encode('qcuda_args_launch', { func: o.func ?? stream, stream: o.stream ?? 0n, grid: new Uint32Array(o.grid ?? [1, 1, 1]), block: new Uint32Array(o.block ?? [1, 1, 1]), shared_mem: 0, param_bytes: o.paramBytes ?? 0 });
+    const a = encode('qcuda_args_launch', {
+      func: o.func ?? stream,
+      stream: o.stream ?? 0n,
+      grid: new Uint32Array(o.grid ?? [1, 1, 1]),
+      block: new Uint32Array(o.block ?? [1, 1, 1]),
+      shared_mem: 0,
+      param_bytes: o.paramBytes ?? 0,
+    });
     const raw = new Uint8Array(L + (o.extra ?? o.paramBytes ?? 0));
     raw.set(a);
     return c.call(Cmd.LAUNCH, { rawArgs: raw });
@@ -467,7 +642,11 @@ test('module, function, variable and launch requests with bad lengths or handles
   t.is((await launch({ paramBytes: 8 })).status, CudaErr.InvalidResourceHandle, 'a stream handle is no function');
   t.is((await launch({ func: 0n })).status, CudaErr.InvalidResourceHandle, 'function 0');
   const g = fe.mem.alloc(8);
-  t.is((await c.call(Cmd.LAUNCH, { rawArgs: new Uint8Array(L), to: [{ gpa: g, len: 8 }] })).status, Status.BAD_REQUEST, 'launch carries no data');
+  t.is(
+    (await c.call(Cmd.LAUNCH, { rawArgs: new Uint8Array(L), to: [{ gpa: g, len: 8 }] })).status,
+    Status.BAD_REQUEST,
+    'launch carries no data',
+  );
 });
 
 // The three calls added by declaration alone (wire/protocol.ts) plus each
@@ -476,7 +655,8 @@ for (const where of ['in process', 'in a worker'] as const) {
   test(`stream priority range, a stream's priority (clamped), L2 persistence reset: ${where}`, async (t) => {
     const { IsolatedProvider } = await import('../../backend/src/qcuda/providers/isolated');
     const { HostProvider } = await import('../../backend/src/qcuda/providers/host');
-    const provider = where === 'in a worker' ? new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } }) : hostProvider;
+    const provider =
+      where === 'in a worker' ? new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } }) : hostProvider;
     const dev = new QcudaDevice({ queues: 2, provider });
     t.teardown(() => (typeof provider === 'function' ? undefined : provider.close()));
     const c = new QcudaClient((await started(t, dev, { size: 256 })).fe);
@@ -494,7 +674,11 @@ for (const where of ['in process', 'in a worker'] as const) {
     const bogus = await c.call(Cmd.STREAM_GET_PRIORITY, { args: ['qcuda_args_handle', { handle: 12345n }] });
     t.is(bogus.status, CudaErr.InvalidResourceHandle);
     t.is((await c.call(Cmd.CTX_RESET_PERSISTING_L2, {})).status, 0);
-    t.is((await c.call(Cmd.CTX_RESET_PERSISTING_L2, { args: ['qcuda_args_handle', { handle: 1n }] })).status, Status.BAD_REQUEST, 'it takes no arguments');
+    t.is(
+      (await c.call(Cmd.CTX_RESET_PERSISTING_L2, { args: ['qcuda_args_handle', { handle: 1n }] })).status,
+      Status.BAD_REQUEST,
+      'it takes no arguments',
+    );
   });
 }
 
@@ -502,10 +686,23 @@ test('LAUNCH_EX: a cluster with a 0 dimension, one past 16 blocks, or unknown fl
   const { c } = await setup(t);
   const launch = (cluster: number[], flags = 0) =>
     c.call(Cmd.LAUNCH_EX, {
-      rawArgs: encode('qcuda_args_launch_ex', { func: 12345n, stream: 0n, grid: new Uint32Array([4, 1, 1]), block: new Uint32Array([32, 1, 1]), shared_mem: 0, param_bytes: 0, cluster: new Uint32Array(cluster), flags }),
+      rawArgs: encode('qcuda_args_launch_ex', {
+        func: 12345n,
+        stream: 0n,
+        grid: new Uint32Array([4, 1, 1]),
+        block: new Uint32Array([32, 1, 1]),
+        shared_mem: 0,
+        param_bytes: 0,
+        cluster: new Uint32Array(cluster),
+        flags,
+      }),
     });
   t.is((await launch([0, 1, 1])).status, CudaErr.InvalidConfiguration);
   t.is((await launch([4, 4, 2])).status, CudaErr.InvalidValue, '32 blocks in a cluster');
   t.is((await launch([2, 1, 1], 2)).status, Status.BAD_REQUEST, 'flags other than QCUDA_LAUNCH_COOPERATIVE');
-  t.is((await launch([2, 1, 1], 1)).status, CudaErr.InvalidResourceHandle, 'a good cluster: then the function is looked up (not the session\'s)');
+  t.is(
+    (await launch([2, 1, 1], 1)).status,
+    CudaErr.InvalidResourceHandle,
+    "a good cluster: then the function is looked up (not the session's)",
+  );
 });

@@ -24,11 +24,23 @@ async function setup(t: ExecutionContext, memoryLimit?: bigint) {
 
 // ---- requests
 
-const funcAttrs = (c: QcudaClient, handle: bigint) => c.call(Cmd.FUNC_ATTRS, { args: ['qcuda_args_handle', { handle }], out: 'qcuda_out_func_attrs' });
+const funcAttrs = (c: QcudaClient, handle: bigint) =>
+  c.call(Cmd.FUNC_ATTRS, { args: ['qcuda_args_handle', { handle }], out: 'qcuda_out_func_attrs' });
 const funcSet = (c: QcudaClient, func: bigint, attr: number, value: number) =>
   c.call(Cmd.FUNC_SET_ATTR, { args: ['qcuda_args_func_attr', { func, attr, value }] });
 const occupancy = (c: QcudaClient, cmd: Cmd, o: { func?: bigint; blockSize?: number; smem?: bigint; flags?: number; numBlocks?: number }) =>
-  c.call(cmd, { args: ['qcuda_args_occupancy', { func: o.func ?? 0x1234n, dynamic_smem: o.smem ?? 0n, block_size: o.blockSize ?? 128, flags: o.flags ?? 0, num_blocks: o.numBlocks ?? 1 }] });
+  c.call(cmd, {
+    args: [
+      'qcuda_args_occupancy',
+      {
+        func: o.func ?? 0x1234n,
+        dynamic_smem: o.smem ?? 0n,
+        block_size: o.blockSize ?? 128,
+        flags: o.flags ?? 0,
+        num_blocks: o.numBlocks ?? 1,
+      },
+    ],
+  });
 const limitSet = (c: QcudaClient, limit: number, value: bigint) => c.call(Cmd.LIMIT_SET, { args: ['qcuda_args_limit', { limit, value }] });
 const limitGet = (c: QcudaClient, limit: number) => c.call(Cmd.LIMIT_GET, { args: ['qcuda_args_limit', { limit }] });
 
@@ -81,9 +93,14 @@ test('function attributes and occupancy: bad attribute ids and values are refuse
   t.is((await funcAttrs(c, 0x1234n)).status, CudaErr.InvalidResourceHandle, 'unknown function');
   t.is((await funcAttrs(c, stream)).status, CudaErr.InvalidResourceHandle, 'a stream is no function');
   t.is((await funcAttrs(c, 0n)).status, CudaErr.InvalidResourceHandle, 'function 0');
-  t.is((await c.call(Cmd.FUNC_ATTRS, { args: ['qcuda_args_handle', { handle: 0x1234n }] })).status, Status.BAD_REQUEST, 'no room for func_attrs');
+  t.is(
+    (await c.call(Cmd.FUNC_ATTRS, { args: ['qcuda_args_handle', { handle: 0x1234n }] })).status,
+    Status.BAD_REQUEST,
+    'no room for func_attrs',
+  );
   // cudaFuncSetAttribute: only cudaFuncAttribute 8..15, with CUDA's value ranges.
-  for (const attr of [0, 4, 7, 16, 0xffffffff]) t.is((await funcSet(c, 0x1234n, attr, 0)).status, CudaErr.InvalidValue, `attribute ${attr}`);
+  for (const attr of [0, 4, 7, 16, 0xffffffff])
+    t.is((await funcSet(c, 0x1234n, attr, 0)).status, CudaErr.InvalidValue, `attribute ${attr}`);
   t.is((await funcSet(c, 0x1234n, 8, -1)).status, CudaErr.InvalidValue, 'negative max dynamic shared memory');
   t.is((await funcSet(c, 0x1234n, 9, 101)).status, CudaErr.InvalidValue, 'carveout 101%');
   t.is((await funcSet(c, 0x1234n, 9, -2)).status, CudaErr.InvalidValue, 'carveout -2');
@@ -96,7 +113,11 @@ test('function attributes and occupancy: bad attribute ids and values are refuse
   // Occupancy.
   t.is((await occupancy(c, Cmd.OCCUPANCY_BLOCKS, { flags: 2 })).status, CudaErr.InvalidValue, 'unknown occupancy flag');
   t.is((await occupancy(c, Cmd.OCCUPANCY_BLOCKS, { blockSize: -32 })).status, CudaErr.InvalidValue, 'negative block size');
-  t.is((await occupancy(c, Cmd.OCCUPANCY_BLOCKS, { flags: 1 })).status, CudaErr.InvalidResourceHandle, 'cudaOccupancyDisableCachingOverride is valid');
+  t.is(
+    (await occupancy(c, Cmd.OCCUPANCY_BLOCKS, { flags: 1 })).status,
+    CudaErr.InvalidResourceHandle,
+    'cudaOccupancyDisableCachingOverride is valid',
+  );
   t.is((await occupancy(c, Cmd.OCCUPANCY_SMEM, { numBlocks: -1 })).status, CudaErr.InvalidValue, 'negative block count');
   t.is((await occupancy(c, Cmd.OCCUPANCY_SMEM, { blockSize: -1 })).status, CudaErr.InvalidValue);
   t.is((await occupancy(c, Cmd.OCCUPANCY_SMEM, {})).status, CudaErr.InvalidResourceHandle);
@@ -108,7 +129,14 @@ test('cooperative launches are checked like launches', async (t) => {
   const stream = await newStream(c);
   const L = LAYOUT.qcuda_args_launch.size;
   const launch = (o: { func?: bigint; stream?: bigint; grid?: number[]; paramBytes?: number; extra?: number }) => {
-    const a = encode('qcuda_args_launch', { func: o.func ?? 0x1234n, stream: o.stream ?? 0n, grid: new Uint32Array(o.grid ?? [1, 1, 1]), block: new Uint32Array([32, 1, 1]), shared_mem: 0, param_bytes: o.paramBytes ?? 0 });
+    const a = encode('qcuda_args_launch', {
+      func: o.func ?? 0x1234n,
+      stream: o.stream ?? 0n,
+      grid: new Uint32Array(o.grid ?? [1, 1, 1]),
+      block: new Uint32Array([32, 1, 1]),
+      shared_mem: 0,
+      param_bytes: o.paramBytes ?? 0,
+    });
     const raw = new Uint8Array(L + (o.extra ?? o.paramBytes ?? 0));
     raw.set(a);
     return c.call(Cmd.LAUNCH_COOPERATIVE, { rawArgs: raw });
@@ -120,7 +148,11 @@ test('cooperative launches are checked like launches', async (t) => {
   t.is((await launch({ func: stream })).status, CudaErr.InvalidResourceHandle, 'a stream is no function');
   t.is((await launch({ func: 0n, grid: [0, 1, 1] })).status, CudaErr.InvalidResourceHandle, 'the function is checked first');
   const g = fe.mem.alloc(8);
-  t.is((await c.call(Cmd.LAUNCH_COOPERATIVE, { rawArgs: new Uint8Array(L), to: [{ gpa: g, len: 8 }] })).status, Status.BAD_REQUEST, 'carries no data');
+  t.is(
+    (await c.call(Cmd.LAUNCH_COOPERATIVE, { rawArgs: new Uint8Array(L), to: [{ gpa: g, len: 8 }] })).status,
+    Status.BAD_REQUEST,
+    'carries no data',
+  );
 });
 
 // ---- limits
@@ -138,7 +170,8 @@ test('limits: CUDA 13 defaults per context, set and get, clamped hints, unsuppor
   t.is(await get(L2_PERSIST), 0n);
   t.is(await get(SYNC_DEPTH), -BigInt(CudaErr.UnsupportedLimit), 'cudaLimitDevRuntimeSyncDepth: not on sm_90');
   t.is((await limitSet(c, SYNC_DEPTH, 4n)).status, CudaErr.UnsupportedLimit);
-  for (const limit of [7, 8, 9, 100, 0xffffffff]) { // not a cudaLimit: cudaErrorInvalidValue (CUDA 13 on the H100)
+  for (const limit of [7, 8, 9, 100, 0xffffffff]) {
+    // not a cudaLimit: cudaErrorInvalidValue (CUDA 13 on the H100)
     t.is((await limitGet(c, limit)).status, CudaErr.InvalidValue, `get limit ${limit}`);
     t.is((await limitSet(c, limit, 0n)).status, CudaErr.InvalidValue, `set limit ${limit}`);
   }
@@ -150,7 +183,7 @@ test('limits: CUDA 13 defaults per context, set and get, clamped hints, unsuppor
   t.is(await get(FIFO), 2n * MIB);
   t.is((await limitSet(c, L2_FETCH, 1000n)).status, 0, 'a hint');
   t.is(await get(L2_FETCH), 128n, 'clamped to 128 bytes');
-  t.is((await limitSet(c, L2_PERSIST, MIB)).status, CudaErr.UnsupportedLimit, 'the L2 set-aside is every VM\'s (review 2, L7)');
+  t.is((await limitSet(c, L2_PERSIST, MIB)).status, CudaErr.UnsupportedLimit, "the L2 set-aside is every VM's (review 2, L7)");
   t.is(await get(L2_PERSIST), 0n);
   // Per context: another session has the defaults; a reset brings them back.
   const other = new QcudaClient(c.fe);
@@ -165,7 +198,11 @@ test('limits: CUDA 13 defaults per context, set and get, clamped hints, unsuppor
 test('limits that reserve device memory stay within the VM quota', async (t) => {
   const { c } = await setup(t, 64n * MIB);
   t.is((await limitSet(c, HEAP, 128n * MIB)).status, CudaErr.MemoryAllocation, 'a heap larger than the quota');
-  t.is((await limitSet(c, FIFO, 66n * MIB)).status, CudaErr.MemoryAllocation, 'a printf FIFO reserving more than the quota beyond its 1 MiB default');
+  t.is(
+    (await limitSet(c, FIFO, 66n * MIB)).status,
+    CudaErr.MemoryAllocation,
+    'a printf FIFO reserving more than the quota beyond its 1 MiB default',
+  );
   t.is((await limitSet(c, HEAP, 32n * MIB)).status, 0);
   // The host device holds 1 x 2048 threads: 64 KiB each is 128 MiB.
   t.is((await limitSet(c, STACK, 64n * 1024n)).status, CudaErr.MemoryAllocation, 'a stack for every resident thread larger than the quota');
@@ -187,9 +224,29 @@ test('stream attributes: defaults, set and get per stream, the NULL and per-thre
   t.is(valueOf(await streamGet(c, s, APW)).v.getBigUint64(8, true), 0n, 'no access policy window');
   t.is((await streamSet(c, s, SYNC_POLICY, u32Value(3))).status, 0, 'cudaSyncPolicyYield');
   t.is(valueOf(await streamGet(c, s, SYNC_POLICY)).v.getUint32(0, true), 3);
-  t.is((await streamSet(c, s, PRIORITY, attrValue((v) => v.setInt32(0, -1, true)))).status, 0);
+  t.is(
+    (
+      await streamSet(
+        c,
+        s,
+        PRIORITY,
+        attrValue((v) => v.setInt32(0, -1, true)),
+      )
+    ).status,
+    0,
+  );
   t.is(valueOf(await streamGet(c, s, PRIORITY)).v.getInt32(0, true), -1);
-  t.is((await streamSet(c, s, MEM_SYNC_MAP, attrValue((_v, b) => b.set([1, 0])))).status, 0);
+  t.is(
+    (
+      await streamSet(
+        c,
+        s,
+        MEM_SYNC_MAP,
+        attrValue((_v, b) => b.set([1, 0])),
+      )
+    ).status,
+    0,
+  );
   t.deepEqual([...valueOf(await streamGet(c, s, MEM_SYNC_MAP)).bytes.subarray(0, 2)], [1, 0]);
   t.is((await streamSet(c, s, NVLINK, u32Value(1))).status, 0);
   t.is(valueOf(await streamGet(c, s, NVLINK)).v.getUint32(0, true), 1);
@@ -199,7 +256,10 @@ test('stream attributes: defaults, set and get per stream, the NULL and per-thre
   t.is((await streamSet(c, s, MEM_SYNC_DOMAIN, dirty)).status, 0);
   const got = valueOf(await streamGet(c, s, MEM_SYNC_DOMAIN)).bytes;
   t.is(new DataView(got.buffer, got.byteOffset).getUint32(0, true), 1);
-  t.true(got.subarray(4).every((x) => x === 0), 'rebuilt from its fields');
+  t.true(
+    got.subarray(4).every((x) => x === 0),
+    'rebuilt from its fields',
+  );
   // Another stream keeps its defaults; the NULL and per-thread streams have attributes too.
   const s2 = await newStream(c);
   t.is(valueOf(await streamGet(c, s2, SYNC_POLICY)).v.getUint32(0, true), 1);
@@ -217,26 +277,39 @@ test('stream attributes: unknown streams, ids that are not stream attributes and
   t.is((await streamGet(c, 1n, PRIORITY)).status, CudaErr.InvalidResourceHandle, 'handle 1 (cudaStreamLegacy is 0 on the wire)');
   const other = new QcudaClient(c.fe);
   await other.open();
-  t.is((await streamGet(other, s, PRIORITY)).status, CudaErr.InvalidResourceHandle, 'another session\'s stream');
+  t.is((await streamGet(other, s, PRIORITY)).status, CudaErr.InvalidResourceHandle, "another session's stream");
   t.is((await streamSet(other, s, SYNC_POLICY, u32Value(2))).status, CudaErr.InvalidResourceHandle);
   t.is(valueOf(await streamGet(c, s, SYNC_POLICY)).v.getUint32(0, true), 1, 'unchanged');
   for (const attr of [0, 2, 4, 5, 6, 7, 11, 12, 13, 14, 15, 17, 999, 0xffffffff]) {
     t.is((await streamGet(c, s, attr)).status, CudaErr.InvalidValue, `get attribute ${attr}`);
     t.is((await streamSet(c, s, attr, u32Value(1))).status, CudaErr.InvalidValue, `set attribute ${attr}`);
   }
-  for (const p of [0, 5, 0xffffffff]) t.is((await streamSet(c, s, SYNC_POLICY, u32Value(p))).status, CudaErr.InvalidValue, `sync policy ${p}`);
+  for (const p of [0, 5, 0xffffffff])
+    t.is((await streamSet(c, s, SYNC_POLICY, u32Value(p))).status, CudaErr.InvalidValue, `sync policy ${p}`);
   t.is((await streamSet(c, s, MEM_SYNC_DOMAIN, u32Value(2))).status, CudaErr.InvalidValue, 'memory sync domain 2');
   t.is((await streamSet(c, s, NVLINK, u32Value(2))).status, CudaErr.InvalidValue);
-  t.is((await c.call(Cmd.STREAM_GET_ATTR, { args: ['qcuda_args_stream_attr', { stream: s, attr: PRIORITY }] })).status, Status.BAD_REQUEST, 'no room for the value');
-  t.is((await c.call(Cmd.STREAM_SET_ATTR, { rawArgs: new Uint8Array(LAYOUT.qcuda_args_stream_attr.size - 8) })).status, Status.BAD_REQUEST, 'short arguments');
+  t.is(
+    (await c.call(Cmd.STREAM_GET_ATTR, { args: ['qcuda_args_stream_attr', { stream: s, attr: PRIORITY }] })).status,
+    Status.BAD_REQUEST,
+    'no room for the value',
+  );
+  t.is(
+    (await c.call(Cmd.STREAM_SET_ATTR, { rawArgs: new Uint8Array(LAYOUT.qcuda_args_stream_attr.size - 8) })).status,
+    Status.BAD_REQUEST,
+    'short arguments',
+  );
 });
 
-test('stream access policy windows must lie in the session\'s memory, with CUDA\'s hit ratios and properties', async (t) => {
+test("stream access policy windows must lie in the session's memory, with CUDA's hit ratios and properties", async (t) => {
   const { c } = await setup(t);
   const s = await newStream(c);
   const a = (await c.malloc(1 << 20)).value;
   const set = (w: Uint8Array) => streamSet(c, s, APW, w);
-  t.is((await set(window(a, 1n << 20n, 0.6, 2, 1))).status, 0, 'the whole allocation, persisting hits (made Normal: review 2, L7), streaming misses');
+  t.is(
+    (await set(window(a, 1n << 20n, 0.6, 2, 1))).status,
+    0,
+    'the whole allocation, persisting hits (made Normal: review 2, L7), streaming misses',
+  );
   const { v } = valueOf(await streamGet(c, s, APW));
   t.is(v.getBigUint64(0, true), a);
   t.is(v.getBigUint64(8, true), 1n << 20n);
@@ -249,7 +322,7 @@ test('stream access policy windows must lie in the session\'s memory, with CUDA\
   const other = new QcudaClient(c.fe);
   await other.open();
   const os = await newStream(other);
-  t.is((await streamSet(other, os, APW, window(a, 4096n, 0.5, 2, 0))).status, CudaErr.InvalidValue, 'another session\'s allocation');
+  t.is((await streamSet(other, os, APW, window(a, 4096n, 0.5, 2, 0))).status, CudaErr.InvalidValue, "another session's allocation");
   t.is((await set(window(a, 4096n, 1.5, 2, 0))).status, CudaErr.InvalidValue, 'hit ratio above 1');
   t.is((await set(window(a, 4096n, -0.1, 2, 0))).status, CudaErr.InvalidValue, 'negative hit ratio');
   t.is((await set(window(a, 4096n, NaN, 2, 0))).status, CudaErr.InvalidValue, 'NaN hit ratio');

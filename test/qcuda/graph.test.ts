@@ -9,8 +9,16 @@ import { QcudaDevice } from '../../backend/src/qcuda/device';
 import type { GraphNodeSpec } from '../../backend/src/qcuda/provider';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import {
-  Cmd, encode, QCUDA_GNODE_COND, QCUDA_GNODE_EMPTY, QCUDA_GNODE_EVENT_RECORD, QCUDA_GNODE_KERNEL, QCUDA_GNODE_MEMCPY, QCUDA_GNODE_MEMSET,
-  QCUDA_GRAPH_TOP, type STRUCTS,
+  Cmd,
+  encode,
+  QCUDA_GNODE_COND,
+  QCUDA_GNODE_EMPTY,
+  QCUDA_GNODE_EVENT_RECORD,
+  QCUDA_GNODE_KERNEL,
+  QCUDA_GNODE_MEMCPY,
+  QCUDA_GNODE_MEMSET,
+  QCUDA_GRAPH_TOP,
+  type STRUCTS,
 } from '../../backend/src/qcuda/proto';
 import type { FieldInput } from '../../backend/src/qcuda/wire/layout';
 import { started } from '../helpers';
@@ -40,7 +48,8 @@ const edge = (from: number, to: number): Uint8Array => encode('qcuda_graph_edge'
 /** A memset node: width bytes (elem 1) x height rows unless told. */
 const memset = (dst: bigint, value: number, width: bigint, o: NodeIn = {}): Uint8Array =>
   node({ type: QCUDA_GNODE_MEMSET, dst, value, width, height: 1n, pitch: width * BigInt(o.elem ?? 1), elem: 1, ...o });
-const cond = (handle: bigint, condType: number, size: number, o: NodeIn = {}): Uint8Array => node({ type: QCUDA_GNODE_COND, handle, cond_type: condType, size, ...o });
+const cond = (handle: bigint, condType: number, size: number, o: NodeIn = {}): Uint8Array =>
+  node({ type: QCUDA_GNODE_COND, handle, cond_type: condType, size, ...o });
 
 function concat(parts: Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
@@ -70,10 +79,24 @@ async function instantiate(x: Setup, graph: bigint, nodes: Uint8Array[], o: Stag
   const gpa = x.fe.mem.alloc(bytes.length, 16);
   x.fe.mem.bytes(gpa, bytes.length).set(bytes);
   const id = nextUpload++;
-  const up = await x.c.call(Cmd.MODULE_UPLOAD, { args: ['qcuda_args_module_upload', { upload_id: id, size: BigInt(bytes.length) }], to: [{ gpa, len: bytes.length }], dataOffset: 0n, dataLen: BigInt(bytes.length) });
+  const up = await x.c.call(Cmd.MODULE_UPLOAD, {
+    args: ['qcuda_args_module_upload', { upload_id: id, size: BigInt(bytes.length) }],
+    to: [{ gpa, len: bytes.length }],
+    dataOffset: 0n,
+    dataLen: BigInt(bytes.length),
+  });
   if (up.status !== 0) throw new Error(`MODULE_UPLOAD: ${up.status}`);
   return x.c.call(Cmd.GRAPH_INSTANTIATE, {
-    args: ['qcuda_args_graph_instantiate', { graph, upload_id: id, size: o.size ?? BigInt(bytes.length), nodes: o.nodeCount ?? nodes.length, edges: o.edgeCount ?? edges.length }],
+    args: [
+      'qcuda_args_graph_instantiate',
+      {
+        graph,
+        upload_id: id,
+        size: o.size ?? BigInt(bytes.length),
+        nodes: o.nodeCount ?? nodes.length,
+        edges: o.edgeCount ?? edges.length,
+      },
+    ],
   });
 }
 
@@ -85,7 +108,8 @@ async function graphCreate(x: Setup): Promise<bigint> {
 
 const condHandle = (x: Setup, graph: bigint, defaultValue: number, flags = ASSIGN_DEFAULT): Promise<Reply> =>
   x.c.call(Cmd.GRAPH_COND_HANDLE, { args: ['qcuda_args_graph_cond', { graph, default_value: defaultValue, flags }] });
-const launch = (x: Setup, exec: bigint, stream = 0n): Promise<Reply> => x.c.call(Cmd.GRAPH_LAUNCH, { args: ['qcuda_args_graph_launch', { exec, stream }] });
+const launch = (x: Setup, exec: bigint, stream = 0n): Promise<Reply> =>
+  x.c.call(Cmd.GRAPH_LAUNCH, { args: ['qcuda_args_graph_launch', { exec, stream }] });
 const handleCall = (x: Setup, cmd: number, handle: bigint): Promise<Reply> => x.c.call(cmd, { args: ['qcuda_args_handle', { handle }] });
 
 async function malloc(x: Setup, size: number): Promise<bigint> {
@@ -136,7 +160,14 @@ test('IF, IF/else, SWITCH and nested conditionals run the bodies their values pi
 
   // IF, value 0, two bodies: the else body (1) runs, body 0 does not.
   await write(x, buf, new Uint8Array(64));
-  t.is(await runOnce(t, x, g, [cond(zero, IF, 2), memset(buf, 0x11, 8n, { parent: 0, body: 0 }), memset(buf + 8n, 0x22, 8n, { parent: 0, body: 1 })]), 0);
+  t.is(
+    await runOnce(t, x, g, [
+      cond(zero, IF, 2),
+      memset(buf, 0x11, 8n, { parent: 0, body: 0 }),
+      memset(buf + 8n, 0x22, 8n, { parent: 0, body: 1 }),
+    ]),
+    0,
+  );
   b = await read(x, buf, 16);
   t.deepEqual([...b], [...Array(8).fill(0), ...Array(8).fill(0x22)]);
 
@@ -146,27 +177,40 @@ test('IF, IF/else, SWITCH and nested conditionals run the bodies their values pi
   t.deepEqual([...(await read(x, buf, 8))], Array(8).fill(0));
 
   // SWITCH, value 2 of 3 bodies: body 2 only.
-  t.is(await runOnce(t, x, g, [
-    cond(two, SWITCH, 3),
-    memset(buf, 0x40, 4n, { parent: 0, body: 0 }),
-    memset(buf + 4n, 0x41, 4n, { parent: 0, body: 1 }),
-    memset(buf + 8n, 0x42, 4n, { parent: 0, body: 2 }),
-  ]), 0);
+  t.is(
+    await runOnce(t, x, g, [
+      cond(two, SWITCH, 3),
+      memset(buf, 0x40, 4n, { parent: 0, body: 0 }),
+      memset(buf + 4n, 0x41, 4n, { parent: 0, body: 1 }),
+      memset(buf + 8n, 0x42, 4n, { parent: 0, body: 2 }),
+    ]),
+    0,
+  );
   t.deepEqual([...(await read(x, buf, 12))], [...Array(8).fill(0), ...Array(4).fill(0x42)]);
 
   // SWITCH, value 2 of 2 bodies: none.
   await write(x, buf, new Uint8Array(64));
-  t.is(await runOnce(t, x, g, [cond(two, SWITCH, 2), memset(buf, 0x50, 4n, { parent: 0, body: 0 }), memset(buf, 0x51, 4n, { parent: 0, body: 1 })]), 0);
+  t.is(
+    await runOnce(t, x, g, [
+      cond(two, SWITCH, 2),
+      memset(buf, 0x50, 4n, { parent: 0, body: 0 }),
+      memset(buf, 0x51, 4n, { parent: 0, body: 1 }),
+    ]),
+    0,
+  );
   t.deepEqual([...(await read(x, buf, 4))], Array(4).fill(0));
 
   // Nested: SWITCH body 2 holds an IF (value 1) whose body holds a 16-bit memset; WHILE with value 0 never runs its body.
-  t.is(await runOnce(t, x, g, [
-    cond(two, SWITCH, 3),
-    cond(one.value, IF, 1, { parent: 0, body: 2 }),
-    memset(buf, 0xbeef, 3n, { parent: 1, elem: 2 }),
-    cond(zero, WHILE, 1),
-    memset(buf + 32n, 0x99, 8n, { parent: 3 }),
-  ]), 0);
+  t.is(
+    await runOnce(t, x, g, [
+      cond(two, SWITCH, 3),
+      cond(one.value, IF, 1, { parent: 0, body: 2 }),
+      memset(buf, 0xbeef, 3n, { parent: 1, elem: 2 }),
+      cond(zero, WHILE, 1),
+      memset(buf + 32n, 0x99, 8n, { parent: 3 }),
+    ]),
+    0,
+  );
   b = await read(x, buf, 40);
   t.deepEqual([...b.subarray(0, 8)], [0xef, 0xbe, 0xef, 0xbe, 0xef, 0xbe, 0, 0], 'elements little-endian');
   t.deepEqual([...b.subarray(32, 40)], Array(8).fill(0), 'the WHILE body never ran');
@@ -208,7 +252,18 @@ test('a pitched memcpy node copies 3 rows and leaves the row gaps alone; edges o
   await write(x, dst, new Uint8Array(256).fill(0xee));
   const g = await graphCreate(x);
   // 10 bytes x 3 rows, source rows 32 apart (from byte 5), destination rows 16 apart.
-  const copy = node({ type: QCUDA_GNODE_MEMCPY, dst, src: src + 5n, width: 10n, height: 3n, depth: 1n, pitch: 16n, rows: 3n, src_pitch: 32n, src_rows: 3n });
+  const copy = node({
+    type: QCUDA_GNODE_MEMCPY,
+    dst,
+    src: src + 5n,
+    width: 10n,
+    height: 3n,
+    depth: 1n,
+    pitch: 16n,
+    rows: 3n,
+    src_pitch: 32n,
+    src_rows: 3n,
+  });
   t.is(await runOnce(t, x, g, [copy]), 0);
   const b = await read(x, dst, 64);
   for (let y = 0; y < 3; y++) {
@@ -219,7 +274,18 @@ test('a pitched memcpy node copies 3 rows and leaves the row gaps alone; edges o
 
   // Two slices: slices pitch * rows apart on each side.
   await write(x, dst, new Uint8Array(256));
-  const box = node({ type: QCUDA_GNODE_MEMCPY, dst, src, width: 4n, height: 2n, depth: 2n, pitch: 8n, rows: 3n, src_pitch: 4n, src_rows: 2n });
+  const box = node({
+    type: QCUDA_GNODE_MEMCPY,
+    dst,
+    src,
+    width: 4n,
+    height: 2n,
+    depth: 2n,
+    pitch: 8n,
+    rows: 3n,
+    src_pitch: 4n,
+    src_rows: 2n,
+  });
   t.is(await runOnce(t, x, g, [box]), 0);
   const c = await read(x, dst, 48);
   t.deepEqual([...c.subarray(0, 4)], [...pattern.subarray(0, 4)]);
@@ -230,7 +296,11 @@ test('a pitched memcpy node copies 3 rows and leaves the row gaps alone; edges o
 
   // memset (node 0) -> empty (node 1) -> memcpy (node 2) of what it set.
   await write(x, dst, new Uint8Array(256));
-  const chain = [memset(src, 0x5a, 24n), node({ type: QCUDA_GNODE_EMPTY }), node({ type: QCUDA_GNODE_MEMCPY, dst, src, width: 24n, height: 1n, depth: 1n, pitch: 24n, rows: 1n, src_pitch: 24n, src_rows: 1n })];
+  const chain = [
+    memset(src, 0x5a, 24n),
+    node({ type: QCUDA_GNODE_EMPTY }),
+    node({ type: QCUDA_GNODE_MEMCPY, dst, src, width: 24n, height: 1n, depth: 1n, pitch: 24n, rows: 1n, src_pitch: 24n, src_rows: 1n }),
+  ];
   t.is(await runOnce(t, x, g, chain, { edges: [edge(0, 1), edge(1, 2)] }), 0);
   const d = await read(x, dst, 32);
   t.deepEqual([...d.subarray(0, 24)], Array(24).fill(0x5a));
@@ -244,7 +314,8 @@ test('an event record node records the event, on a stream of the session', async
   const stream = await x.c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] });
   t.is(stream.status, 0);
   t.is((await x.c.call(Cmd.EVENT_RECORD, { args: ['qcuda_args_event_record', { event: a, stream: stream.value }] })).status, 0);
-  const elapsed = () => x.c.call(Cmd.EVENT_ELAPSED, { args: ['qcuda_args_event_elapsed', { start: a, end: b }], out: 'qcuda_out_event_elapsed' });
+  const elapsed = () =>
+    x.c.call(Cmd.EVENT_ELAPSED, { args: ['qcuda_args_event_elapsed', { start: a, end: b }], out: 'qcuda_out_event_elapsed' });
   t.is((await elapsed()).status, CudaErr.InvalidResourceHandle, 'b was never recorded');
   const g = await graphCreate(x);
   const e = await instantiate(x, g, [node({ type: QCUDA_GNODE_EVENT_RECORD, handle: b })]);
@@ -261,7 +332,10 @@ test('a WHILE whose value never changes fails the launch after a bound, and the 
   t.is(e.status, 0);
   t.is((await launch(x, e.value)).status, 702, 'cudaErrorLaunchTimeout');
   // A large body meets the bound on the work of loop bodies long before a million iterations.
-  const big = await instantiate(x, g, [cond(h, WHILE, 1), ...Array.from({ length: 200 }, () => node({ type: QCUDA_GNODE_EMPTY, parent: 0 }))]);
+  const big = await instantiate(x, g, [
+    cond(h, WHILE, 1),
+    ...Array.from({ length: 200 }, () => node({ type: QCUDA_GNODE_EMPTY, parent: 0 })),
+  ]);
   t.is((await launch(x, big.value)).status, 702);
   t.is((await x.c.malloc(16)).status, 0);
 });
@@ -270,7 +344,14 @@ test('host provider: WHILE bodies are bounded in iterations and in work per laun
   const x = await new HostProvider().openContext(0);
   const g = await x.graphCreate();
   const h = await x.graphCondHandle(g, 1, 1);
-  const loop = async (body: GraphNodeSpec[]) => x.graphLaunch(await x.graphInstantiate(g, { nodes: [{ parent: -1, body: 0, type: 'cond', handle: h, condType: WHILE, size: 1 }, ...body], edges: new Uint32Array(0) }), undefined);
+  const loop = async (body: GraphNodeSpec[]) =>
+    x.graphLaunch(
+      await x.graphInstantiate(g, {
+        nodes: [{ parent: -1, body: 0, type: 'cond', handle: h, condType: WHILE, size: 1 }, ...body],
+        edges: new Uint32Array(0),
+      }),
+      undefined,
+    );
   const empty: GraphNodeSpec = { parent: 0, body: 0, type: 'empty' };
   let err = await t.throwsAsync(loop([empty]));
   t.is((err as CudaError).code, 702);
@@ -278,7 +359,9 @@ test('host provider: WHILE bodies are bounded in iterations and in work per laun
   err = await t.throwsAsync(loop(Array(200).fill(empty)));
   t.regex(err!.message, /while bodies did more than \d+ units of work/);
   const buf = await x.malloc(1n << 20n);
-  err = await t.throwsAsync(loop([{ parent: 0, body: 0, type: 'memset', dst: buf, pitch: 1n << 20n, value: 1, elem: 1, width: 1n << 20n, height: 1n }]));
+  err = await t.throwsAsync(
+    loop([{ parent: 0, body: 0, type: 'memset', dst: buf, pitch: 1n << 20n, value: 1, elem: 1, width: 1n << 20n, height: 1n }]),
+  );
   t.regex(err!.message, /units of work/, 'bytes count too');
   await x.destroy();
 });
@@ -301,12 +384,27 @@ test('hostile descriptions and handles are refused with a clear status, nothing 
     ['an edge backwards', () => instantiate(x, g, [ok, ok], { edges: [edge(1, 0)] }), CudaErr.InvalidValue],
     ['an edge to itself', () => instantiate(x, g, [ok, ok], { edges: [edge(1, 1)] }), CudaErr.InvalidValue],
     ['an edge past the nodes', () => instantiate(x, g, [ok, ok], { edges: [edge(0, 2)] }), CudaErr.InvalidValue],
-    ['an edge across bodies', () => instantiate(x, g, [cond(h, IF, 2), memset(buf, 1, 8n, { parent: 0, body: 0 }), memset(buf, 1, 8n, { parent: 0, body: 1 })], { edges: [edge(1, 2)] }), CudaErr.InvalidValue],
-    ['an edge into a body', () => instantiate(x, g, [cond(h, IF, 1), memset(buf, 1, 8n, { parent: 0 })], { edges: [edge(0, 1)] }), CudaErr.InvalidValue],
+    [
+      'an edge across bodies',
+      () =>
+        instantiate(x, g, [cond(h, IF, 2), memset(buf, 1, 8n, { parent: 0, body: 0 }), memset(buf, 1, 8n, { parent: 0, body: 1 })], {
+          edges: [edge(1, 2)],
+        }),
+      CudaErr.InvalidValue,
+    ],
+    [
+      'an edge into a body',
+      () => instantiate(x, g, [cond(h, IF, 1), memset(buf, 1, 8n, { parent: 0 })], { edges: [edge(0, 1)] }),
+      CudaErr.InvalidValue,
+    ],
     ['a parent that is no conditional node', () => instantiate(x, g, [ok, memset(buf, 1, 8n, { parent: 0 })]), CudaErr.InvalidValue],
     ['a parent after its child', () => instantiate(x, g, [memset(buf, 1, 8n, { parent: 1 }), cond(h, IF, 1)]), CudaErr.InvalidValue],
     ['a node its own parent', () => instantiate(x, g, [cond(h, IF, 1, { parent: 0 })]), CudaErr.InvalidValue],
-    ['a body past the conditional\'s', () => instantiate(x, g, [cond(h, IF, 1), memset(buf, 1, 8n, { parent: 0, body: 1 })]), CudaErr.InvalidValue],
+    [
+      "a body past the conditional's",
+      () => instantiate(x, g, [cond(h, IF, 1), memset(buf, 1, 8n, { parent: 0, body: 1 })]),
+      CudaErr.InvalidValue,
+    ],
     ['a body of the graph itself', () => instantiate(x, g, [memset(buf, 1, 8n, { body: 1 })]), CudaErr.InvalidValue],
     ['a handle made on another graph', () => instantiate(x, g, [cond(foreign, IF, 1)]), CudaErr.InvalidValue],
     ['a made-up handle', () => instantiate(x, g, [cond(0x1234n, IF, 1)]), CudaErr.InvalidValue],
@@ -315,22 +413,117 @@ test('hostile descriptions and handles are refused with a clear status, nothing 
     ['a SWITCH of 0 bodies', () => instantiate(x, g, [cond(h, SWITCH, 0)]), CudaErr.InvalidValue],
     ['conditional type 3', () => instantiate(x, g, [cond(h, 3, 1)]), CudaErr.InvalidValue],
     ['a memset past its allocation', () => instantiate(x, g, [memset(buf, 1, 65n)]), CudaErr.InvalidValue],
-    ['a memset of rows past its allocation', () => instantiate(x, g, [memset(buf, 1, 8n, { height: 3n, pitch: 32n })]), CudaErr.InvalidValue],
+    [
+      'a memset of rows past its allocation',
+      () => instantiate(x, g, [memset(buf, 1, 8n, { height: 3n, pitch: 32n })]),
+      CudaErr.InvalidValue,
+    ],
     ['a memset outside any allocation', () => instantiate(x, g, [memset(0x1000n, 1, 8n)]), CudaErr.InvalidValue],
     ['a memset elem of 3', () => instantiate(x, g, [memset(buf, 1, 2n, { elem: 3, pitch: 6n })]), CudaErr.InvalidValue],
-    ['a memset pitch below its row', () => instantiate(x, g, [memset(buf, 1, 4n, { elem: 4, height: 2n, pitch: 8n })]), CudaErr.InvalidPitchValue],
-    ['a memcpy source past its allocation', () => instantiate(x, g, [node({ type: QCUDA_GNODE_MEMCPY, dst: buf, src: buf + 60n, width: 8n, height: 1n, depth: 1n, pitch: 8n, rows: 1n, src_pitch: 8n, src_rows: 1n })]), CudaErr.InvalidValue],
-    ['a memcpy destination box past its allocation', () => instantiate(x, g, [node({ type: QCUDA_GNODE_MEMCPY, dst: buf, src: buf, width: 8n, height: 3n, depth: 1n, pitch: 32n, rows: 3n, src_pitch: 8n, src_rows: 3n })]), CudaErr.InvalidValue],
-    ['a memcpy with pitch below width', () => instantiate(x, g, [node({ type: QCUDA_GNODE_MEMCPY, dst: buf, src: buf + 32n, width: 8n, height: 2n, depth: 1n, pitch: 4n, rows: 2n, src_pitch: 8n, src_rows: 2n })]), CudaErr.InvalidValue],
-    ['a memcpy of 0 bytes', () => instantiate(x, g, [node({ type: QCUDA_GNODE_MEMCPY, dst: buf, src: buf, width: 0n, height: 1n, depth: 1n, pitch: 8n, rows: 1n, src_pitch: 8n, src_rows: 1n })]), CudaErr.InvalidValue],
-    ['a kernel of no function', () => instantiate(x, g, [node({ type: QCUDA_GNODE_KERNEL, handle: 0x4242n })], { params: new Uint8Array(8) }), CudaErr.InvalidResourceHandle],
-    ['an event of no event', () => instantiate(x, g, [node({ type: QCUDA_GNODE_EVENT_RECORD, handle: 0x4242n })]), CudaErr.InvalidResourceHandle],
+    [
+      'a memset pitch below its row',
+      () => instantiate(x, g, [memset(buf, 1, 4n, { elem: 4, height: 2n, pitch: 8n })]),
+      CudaErr.InvalidPitchValue,
+    ],
+    [
+      'a memcpy source past its allocation',
+      () =>
+        instantiate(x, g, [
+          node({
+            type: QCUDA_GNODE_MEMCPY,
+            dst: buf,
+            src: buf + 60n,
+            width: 8n,
+            height: 1n,
+            depth: 1n,
+            pitch: 8n,
+            rows: 1n,
+            src_pitch: 8n,
+            src_rows: 1n,
+          }),
+        ]),
+      CudaErr.InvalidValue,
+    ],
+    [
+      'a memcpy destination box past its allocation',
+      () =>
+        instantiate(x, g, [
+          node({
+            type: QCUDA_GNODE_MEMCPY,
+            dst: buf,
+            src: buf,
+            width: 8n,
+            height: 3n,
+            depth: 1n,
+            pitch: 32n,
+            rows: 3n,
+            src_pitch: 8n,
+            src_rows: 3n,
+          }),
+        ]),
+      CudaErr.InvalidValue,
+    ],
+    [
+      'a memcpy with pitch below width',
+      () =>
+        instantiate(x, g, [
+          node({
+            type: QCUDA_GNODE_MEMCPY,
+            dst: buf,
+            src: buf + 32n,
+            width: 8n,
+            height: 2n,
+            depth: 1n,
+            pitch: 4n,
+            rows: 2n,
+            src_pitch: 8n,
+            src_rows: 2n,
+          }),
+        ]),
+      CudaErr.InvalidValue,
+    ],
+    [
+      'a memcpy of 0 bytes',
+      () =>
+        instantiate(x, g, [
+          node({
+            type: QCUDA_GNODE_MEMCPY,
+            dst: buf,
+            src: buf,
+            width: 0n,
+            height: 1n,
+            depth: 1n,
+            pitch: 8n,
+            rows: 1n,
+            src_pitch: 8n,
+            src_rows: 1n,
+          }),
+        ]),
+      CudaErr.InvalidValue,
+    ],
+    [
+      'a kernel of no function',
+      () => instantiate(x, g, [node({ type: QCUDA_GNODE_KERNEL, handle: 0x4242n })], { params: new Uint8Array(8) }),
+      CudaErr.InvalidResourceHandle,
+    ],
+    [
+      'an event of no event',
+      () => instantiate(x, g, [node({ type: QCUDA_GNODE_EVENT_RECORD, handle: 0x4242n })]),
+      CudaErr.InvalidResourceHandle,
+    ],
     ['unknown node type', () => instantiate(x, g, [node({ type: 99 })]), CudaErr.InvalidValue],
     ['node type 0', () => instantiate(x, g, [node({ type: 0 })]), CudaErr.InvalidValue],
     ['a staged size the command does not claim', () => instantiate(x, g, [ok], { size: BigInt(ok.length + 8) }), CudaErr.InvalidValue],
     ['a graph that does not exist', () => instantiate(x, 0x9999n, [ok]), CudaErr.InvalidValue],
     ['too many nodes', () => instantiate(x, g, [ok], { nodeCount: 0x7fffffff }), CudaErr.InvalidValue],
-    ['an upload that was never staged', () => x.c.call(Cmd.GRAPH_INSTANTIATE, { args: ['qcuda_args_graph_instantiate', { graph: g, upload_id: 0x777n, size: 8n, nodes: 0, edges: 0 }] }), CudaErr.InvalidValue],
+    [
+      'an upload that was never staged',
+      () =>
+        x.c.call(Cmd.GRAPH_INSTANTIATE, {
+          args: ['qcuda_args_graph_instantiate', { graph: g, upload_id: 0x777n, size: 8n, nodes: 0, edges: 0 }],
+        }),
+      CudaErr.InvalidValue,
+    ],
     ['GRAPH_COND_HANDLE with flags 2', () => condHandle(x, g, 1, 2), CudaErr.InvalidValue],
     ['GRAPH_COND_HANDLE of no graph', () => condHandle(x, 0x9999n, 1), CudaErr.InvalidValue],
     ['GRAPH_LAUNCH of no exec', () => launch(x, 0x9999n), CudaErr.InvalidValue],
@@ -367,7 +560,11 @@ test('an executable graph outlives its graph: GRAPH_DESTROY, then it still launc
   const buf = await malloc(x, 16);
   const g = await graphCreate(x);
   const h = (await condHandle(x, g, 0)).value;
-  const e = await instantiate(x, g, [cond(h, IF, 2), memset(buf, 0x10, 8n, { parent: 0, body: 0 }), memset(buf, 0x20, 8n, { parent: 0, body: 1 })]);
+  const e = await instantiate(x, g, [
+    cond(h, IF, 2),
+    memset(buf, 0x10, 8n, { parent: 0, body: 0 }),
+    memset(buf, 0x20, 8n, { parent: 0, body: 1 }),
+  ]);
   t.is(e.status, 0);
   t.is((await handleCall(x, Cmd.GRAPH_DESTROY, g)).status, 0);
   t.is((await handleCall(x, Cmd.GRAPH_DESTROY, g)).status, CudaErr.InvalidValue, 'gone');
@@ -388,7 +585,16 @@ test('host provider: a graph holding a kernel fails its launch as launch() does,
   const spec = {
     nodes: [
       { parent: -1, body: 0, type: 'memset' as const, dst: buf, pitch: 8n, value: 0x61, elem: 1, width: 8n, height: 1n },
-      { parent: -1, body: 0, type: 'kernel' as const, f: {}, grid: [1, 1, 1] as const, block: [1, 1, 1] as const, sharedMem: 0, params: new Uint8Array(0) },
+      {
+        parent: -1,
+        body: 0,
+        type: 'kernel' as const,
+        f: {},
+        grid: [1, 1, 1] as const,
+        block: [1, 1, 1] as const,
+        sharedMem: 0,
+        params: new Uint8Array(0),
+      },
     ],
     edges: Uint32Array.of(0, 1),
   };

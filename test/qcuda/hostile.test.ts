@@ -43,10 +43,12 @@ async function gpuProvider(t: ExecutionContext): Promise<Provider | undefined> {
 const figures = { requests: 0, faults: 0, sessionsLeft: 0, bytesLeft: 0n, cases: 0, answeredAfter: 0, mappedPeak: 0n, mappedBound: 0n };
 
 test.after.always(() => {
-  console.log(`hostile suite: ${figures.requests} requests tried, ${figures.faults} faults injected, ` +
-    `${figures.sessionsLeft} sessions left behind, ${figures.bytesLeft} bytes left allocated, ` +
-    `the device answered a new session after ${figures.answeredAfter} of ${figures.cases} cases, ` +
-    `host-mapped bytes at peak ${figures.mappedPeak} against a bound of ${figures.mappedBound}`);
+  console.log(
+    `hostile suite: ${figures.requests} requests tried, ${figures.faults} faults injected, ` +
+      `${figures.sessionsLeft} sessions left behind, ${figures.bytesLeft} bytes left allocated, ` +
+      `the device answered a new session after ${figures.answeredAfter} of ${figures.cases} cases, ` +
+      `host-mapped bytes at peak ${figures.mappedPeak} against a bound of ${figures.mappedBound}`,
+  );
 });
 
 /**
@@ -77,7 +79,10 @@ class HeldProvider extends HostProvider {
   }
 }
 
-async function setup(t: ExecutionContext, o: { limits?: Partial<VmLimits>; provider?: Provider; addMemReg?: boolean; log?: (l: string) => void } = {}) {
+async function setup(
+  t: ExecutionContext,
+  o: { limits?: Partial<VmLimits>; provider?: Provider; addMemReg?: boolean; log?: (l: string) => void } = {},
+) {
   // Quotas here are MiBs: a GPU context's overhead (1049 MiB by default) counts only where a case asks.
   const limits = { contextOverhead: 0n, ...o.limits };
   const dev = new QcudaDevice({ queues: 4, limits, provider: o.provider ?? (await gpuProvider(t)) ?? hostProvider, log: o.log });
@@ -97,10 +102,13 @@ function count<T>(p: Promise<T>, fault = false): Promise<T> {
   return p;
 }
 
-const hostFunc = (c: QcudaClient, stream: bigint, id: bigint) => count(c.call(Cmd.HOST_FUNC, { args: ['qcuda_args_host_func', { stream, id }] }));
-const callbackWait = (c: QcudaClient, done = 0n) => count(c.call(Cmd.CALLBACK_WAIT, { args: ['qcuda_args_callback_wait', { done }], out: 'qcuda_out_callback' }));
+const hostFunc = (c: QcudaClient, stream: bigint, id: bigint) =>
+  count(c.call(Cmd.HOST_FUNC, { args: ['qcuda_args_host_func', { stream, id }] }));
+const callbackWait = (c: QcudaClient, done = 0n) =>
+  count(c.call(Cmd.CALLBACK_WAIT, { args: ['qcuda_args_callback_wait', { done }], out: 'qcuda_out_callback' }));
 const streamSync = (c: QcudaClient, handle: bigint) => count(c.call(Cmd.STREAM_SYNC, { args: ['qcuda_args_handle', { handle }] }));
-const newStream = async (c: QcudaClient) => (await count(c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] }))).value;
+const newStream = async (c: QcudaClient) =>
+  (await count(c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] }))).value;
 
 /** Everything a VM's sessions hold once they are all gone. */
 function leftovers(dev: QcudaDevice): { sessions: number; quota: bigint; staging: bigint; contexts: bigint } {
@@ -212,9 +220,12 @@ function mapPages(size: bigint, extents: [bigint, bigint][]): Uint8Array {
 it('streams and events per process are bounded (--process-handles; review 2, M4): past it cudaErrorMemoryAllocation, a destroyed one frees its place, another process has its own', async (t) => {
   const { dev, c, fe, client } = await setup(t, { limits: { processStreams: 64, processEvents: 64 } });
   const make = (s: QcudaClient, kind: 'stream' | 'event', fault = false) =>
-    count(kind === 'stream'
-      ? s.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] })
-      : s.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0 }] }), fault);
+    count(
+      kind === 'stream'
+        ? s.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] })
+        : s.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0 }] }),
+      fault,
+    );
   for (const kind of ['stream', 'event'] as const) {
     const made: bigint[] = [];
     for (let i = 0; i < 64; i++) {
@@ -244,10 +255,26 @@ it('host mappings are bounded in bytes: no pages twice in one mapping or one ses
   t.is((await map(c, r0.gpa, r0.size)).status, 0, 'a whole region, once');
   t.is((await map(c, r0.gpa, r0.size, true)).status, CudaErr.InvalidValue, 'the same pages again');
   t.is((await map(c, r0.gpa + 4096n, 4096n, true)).status, CudaErr.InvalidValue, 'a page of them');
-  const pages = await count(c.call(Cmd.HOST_MAP_PAGES, { rawArgs: mapPages(8192n, [[r1.gpa, 4096n], [r1.gpa, 4096n]]) }), true);
+  const pages = await count(
+    c.call(Cmd.HOST_MAP_PAGES, {
+      rawArgs: mapPages(8192n, [
+        [r1.gpa, 4096n],
+        [r1.gpa, 4096n],
+      ]),
+    }),
+    true,
+  );
   t.is(pages.status, CudaErr.InvalidValue, 'one page twice in one mapping');
   // The review's amplification: 2048 extents naming the same 32 MiB (64 GiB of mappings of one region).
-  const amp = await count(c.call(Cmd.HOST_MAP_PAGES, { rawArgs: mapPages(2048n * r1.size, Array.from({ length: 2048 }, () => [r1.gpa, r1.size] as [bigint, bigint])) }), true);
+  const amp = await count(
+    c.call(Cmd.HOST_MAP_PAGES, {
+      rawArgs: mapPages(
+        2048n * r1.size,
+        Array.from({ length: 2048 }, () => [r1.gpa, r1.size] as [bigint, bigint]),
+      ),
+    }),
+    true,
+  );
   t.is(amp.status, CudaErr.InvalidValue, 'past 8 GiB in one mapping, and the same pages 2048 times');
   // Other processes each map all of RAM, until the VM's mapped bytes would pass 4 x RAM.
   const others: QcudaClient[] = [];
@@ -276,20 +303,31 @@ it('deferred posted work is bounded per session: past the bound entries fail, th
   const s = await newStream(c);
   t.is((await hostFunc(c, s, 1n)).status, 0); // never reported as run
   const scratch = fe.mem.alloc(QCUDA_MAX_BATCH);
-  const { bytes: frame, count: n } = fullBatch(Cmd.MEMSET, encode('qcuda_args_memset', { dst: a, size: 64n, stream: s, value: 1, async: 1 }));
+  const { bytes: frame, count: n } = fullBatch(
+    Cmd.MEMSET,
+    encode('qcuda_args_memset', { dst: a, size: 64n, stream: s, value: 1, async: 1 }),
+  );
   fe.mem.bytes(scratch, frame.length).set(frame);
   global.gc?.();
   const heapBefore = process.memoryUsage().heapUsed;
   let refused = 0;
   for (let b = 0; b < 200; b++) {
-    const r = await count(c.call(Cmd.BATCH, { args: ['qcuda_args_batch', { count: n, bytes: BigInt(frame.length) }], to: [{ gpa: scratch, len: frame.length }] }), true);
+    const r = await count(
+      c.call(Cmd.BATCH, {
+        args: ['qcuda_args_batch', { count: n, bytes: BigInt(frame.length) }],
+        to: [{ gpa: scratch, len: frame.length }],
+      }),
+      true,
+    );
     if (r.status === CudaErr.MemoryAllocation) refused++;
   }
   const session = [...dev.sessions.values()][0];
   t.true(session.callbacks.deferredBytes <= limit, `${session.callbacks.deferredBytes} deferred bytes`);
   t.true(refused >= 190, `${refused} of 200 batches met the bound`);
   const grew = process.memoryUsage().heapUsed - heapBefore;
-  t.log(`200 batches of ${n} entries behind a host function that never runs: heap +${(grew / 2 ** 20).toFixed(1)} MiB, ${session.callbacks.deferredBytes} bytes deferred (bound ${limit})`);
+  t.log(
+    `200 batches of ${n} entries behind a host function that never runs: heap +${(grew / 2 ** 20).toFixed(1)} MiB, ${session.callbacks.deferredBytes} bytes deferred (bound ${limit})`,
+  );
   t.true(grew < 64 * 2 ** 20, `heap grew by ${grew} bytes`);
   const other = await client();
   t.is((await other.malloc(16)).status, 0, 'another session keeps working');
@@ -300,7 +338,14 @@ it('deferred posted work is bounded per session: past the bound entries fail, th
 });
 
 function upload(c: QcudaClient, id: bigint, size: bigint, gpa: bigint, len: number) {
-  return count(c.call(Cmd.MODULE_UPLOAD, { args: ['qcuda_args_module_upload', { upload_id: id, size }], to: [{ gpa, len }], dataOffset: 0n, dataLen: BigInt(len) }));
+  return count(
+    c.call(Cmd.MODULE_UPLOAD, {
+      args: ['qcuda_args_module_upload', { upload_id: id, size }],
+      to: [{ gpa, len }],
+      dataOffset: 0n,
+      dataLen: BigInt(len),
+    }),
+  );
 }
 
 it('module images staged at once are bounded per VM, not per session', async (t) => {
@@ -340,7 +385,7 @@ it('stack, heap and printf limits count against the VM quota, all sessions toget
   const b = await client();
   const heap = (x: QcudaClient, v: bigint) => count(x.call(Cmd.LIMIT_SET, { args: ['qcuda_args_limit', { limit: 2, value: v }] }));
   t.is((await heap(c, 44n * MIB)).status, 0);
-  t.is((await heap(b, 44n * MIB)).status, CudaErr.MemoryAllocation, "two 44 MiB heaps do not fit 64 MiB");
+  t.is((await heap(b, 44n * MIB)).status, CudaErr.MemoryAllocation, 'two 44 MiB heaps do not fit 64 MiB');
   t.is(dev.vm.quota.used, 36n * MIB, 'counted: what the heap reserves beyond the default 8 MiB');
   t.is((await heap(c, 8n * MIB)).status, 0, 'set back to the default');
   t.is((await heap(b, 44n * MIB)).status, 0);
@@ -354,19 +399,23 @@ it('stack, heap and printf limits count against the VM quota, all sessions toget
 /** A call that needs the session's context and allocates nothing. */
 const deviceSync = (c: QcudaClient) => count(c.call(Cmd.DEVICE_SYNC));
 
-it('each process\'s context counts --context-overhead against the quota: Q/O contexts open, the next fails, a closed or reset one gives it back (review 2, M3)', async (t) => {
+it("each process's context counts --context-overhead against the quota: Q/O contexts open, the next fails, a closed or reset one gives it back (review 2, M3)", async (t) => {
   const O = 16n * MIB;
   const { dev, c, fe, client } = await setup(t, { limits: { deviceMemory: 64n * MIB + 4096n, contextOverhead: O } });
   const sessions = [c, await client(), await client(), await client(), await client()];
   const first = await Promise.all(sessions.slice(0, 4).map((x) => deviceSync(x)));
-  t.deepEqual(first.map((r) => r.status), [0, 0, 0, 0], 'floor(Q / O) = 4 contexts');
+  t.deepEqual(
+    first.map((r) => r.status),
+    [0, 0, 0, 0],
+    'floor(Q / O) = 4 contexts',
+  );
   t.is(dev.vm.quota.used, 4n * O);
   t.is((await deviceSync(sessions[4])).status, CudaErr.MemoryAllocation, 'the fifth context would pass the quota');
   t.is(dev.vm.quota.used, 4n * O, 'the refused context holds nothing');
   t.is((await count(sessions[0].malloc(8192), true)).status, CudaErr.MemoryAllocation, 'allocations share the quota with contexts');
   t.is((await sessions[0].malloc(4096)).status, 0);
   await sessions[1].close();
-  t.is(dev.vm.quota.used, 3n * O + 4096n, 'a closed process\'s context is given back');
+  t.is(dev.vm.quota.used, 3n * O + 4096n, "a closed process's context is given back");
   t.is((await deviceSync(sessions[4])).status, 0, 'and another process opens one');
   t.is((await count(sessions[2].call(Cmd.DEVICE_RESET))).status, 0);
   t.is(dev.vm.quota.used, 3n * O + 4096n, 'cudaDeviceReset: the context is gone, and its overhead with it');
@@ -388,7 +437,7 @@ class PersistingL2Provider extends HostProvider {
   }
 }
 
-it('device-wide L2 state is not the guest\'s: the persisting set-aside cannot be set and reads as 0, persisting access windows become Normal (review 2, L7)', async (t) => {
+it("device-wide L2 state is not the guest's: the persisting set-aside cannot be set and reads as 0, persisting access windows become Normal (review 2, L7)", async (t) => {
   const { dev, c, fe } = await setup(t, { provider: ON_GPU ? undefined : new PersistingL2Provider() });
   const props = await c.call(Cmd.DEVICE_PROPS, { args: ['qcuda_args_device', { device: 0 }], out: 'qcuda_out_device_props' });
   t.is((props.out!.attrs as Uint32Array)[108], 0, 'cudaDevAttrMaxPersistingL2CacheSize: 0');
@@ -404,10 +453,21 @@ it('device-wide L2 state is not the guest\'s: the persisting set-aside cannot be
   w.setFloat32(16, 0.5, true);
   w.setUint32(20, 2, true); // cudaAccessPropertyPersisting
   w.setUint32(24, 1, true); // cudaAccessPropertyStreaming
-  t.is((await count(c.call(Cmd.STREAM_SET_ATTR, { args: ['qcuda_args_stream_attr', { stream: s, attr: 1, value: window }] }))).status, 0, 'the window is taken');
-  const got = await c.call(Cmd.STREAM_GET_ATTR, { args: ['qcuda_args_stream_attr', { stream: s, attr: 1 }], out: 'qcuda_out_stream_attr_value' });
+  t.is(
+    (await count(c.call(Cmd.STREAM_SET_ATTR, { args: ['qcuda_args_stream_attr', { stream: s, attr: 1, value: window }] }))).status,
+    0,
+    'the window is taken',
+  );
+  const got = await c.call(Cmd.STREAM_GET_ATTR, {
+    args: ['qcuda_args_stream_attr', { stream: s, attr: 1 }],
+    out: 'qcuda_out_stream_attr_value',
+  });
   const g = new DataView((got.out!.value as Uint8Array).buffer, (got.out!.value as Uint8Array).byteOffset, 64);
-  t.deepEqual([g.getBigUint64(0, true), g.getBigUint64(8, true), g.getFloat32(16, true)], [a, 1n << 20n, 0.5], 'its range and hit ratio as set');
+  t.deepEqual(
+    [g.getBigUint64(0, true), g.getBigUint64(8, true), g.getFloat32(16, true)],
+    [a, 1n << 20n, 0.5],
+    'its range and hit ratio as set',
+  );
   t.deepEqual([g.getUint32(20, true), g.getUint32(24, true)], [0, 1], 'hits Normal (not Persisting), misses Streaming');
   await c.close();
   await noteLeft(dev, fe);
@@ -416,7 +476,11 @@ it('device-wide L2 state is not the guest\'s: the persisting set-aside cannot be
 it('log lines are rate-limited and the dropped ones counted', (t) => {
   const out: string[] = [];
   let now = 0;
-  const l = new LogLimiter(5, (s) => out.push(s), () => now);
+  const l = new LogLimiter(
+    5,
+    (s) => out.push(s),
+    () => now,
+  );
   for (let i = 0; i < 1000; i++) l.log(`line ${i}`);
   t.is(out.length, 5);
   now = 1500;
@@ -436,7 +500,13 @@ it('a request held behind a host function resolves its data after the wait: a re
   t.is((await hostFunc(c, s, 1n)).status, 0);
   t.is((await callbackWait(c)).out!.id, 1n);
   const high = fe.mem.alloc(4096, 16, 1); // region 1, at 4 GiB
-  const copy = count(c.call(Cmd.MEMCPY_HTOD, { args: ['qcuda_args_memcpy', { dst: ptr, src: 0n, size: 4096n, stream: s, async: 0 }], to: [{ gpa: high, len: 4096 }] }), true);
+  const copy = count(
+    c.call(Cmd.MEMCPY_HTOD, {
+      args: ['qcuda_args_memcpy', { dst: ptr, src: 0n, size: 4096n, stream: s, async: 0 }],
+      to: [{ gpa: high, len: 4096 }],
+    }),
+    true,
+  );
   await tick(30);
   // The frontend takes region 1 away while the copy waits for the host function.
   const r1 = fe.mem.regions[1];
@@ -489,7 +559,13 @@ it('a region the data was resolved in after a memory-table change stays mapped u
   const high = fe.mem.alloc(4096, 16, 1); // region 1, at 4 GiB
   const pattern = randomBytes(prng(7), 4096);
   fe.mem.bytes(high, 4096).set(pattern);
-  const copy = count(c.call(Cmd.MEMCPY_HTOD, { args: ['qcuda_args_memcpy', { dst: ptr, src: 0n, size: 4096n, stream: s, async: 0 }], to: [{ gpa: high, len: 4096 }] }), true);
+  const copy = count(
+    c.call(Cmd.MEMCPY_HTOD, {
+      args: ['qcuda_args_memcpy', { dst: ptr, src: 0n, size: 4096n, stream: s, async: 0 }],
+      to: [{ gpa: high, len: 4096 }],
+    }),
+    true,
+  );
   await tick(30);
   // During the gate region 1 leaves the table and comes back (a new mapping): the copy's data is resolved in the new one.
   const r1 = fe.mem.regions[1];
@@ -508,22 +584,43 @@ it('a region the data was resolved in after a memory-table change stays mapped u
   t.true(provider.events.slice(2).every((e) => e.startsWith('unregistered')));
   const back = fe.mem.alloc(4096);
   t.is(await c.dtoh(back, ptr, 4096, s), 0); // on s: the legacy stream would wait for function 2
-  t.deepEqual(fe.mem.bytes(back, 4096), pattern, 'the bytes copied are the guest\'s');
+  t.deepEqual(fe.mem.bytes(back, 4096), pattern, "the bytes copied are the guest's");
   await c.close();
   await noteLeft(dev, fe);
 });
 
 // ---- module images
 
-
 it('module images: structure checked against the length, globals estimated from ELF, fat binaries and PTX', (t) => {
   t.is(checkImage(elf(4096n)).globalBytes, 4096n);
   // What a load puts in device memory besides globals, which no measurement after it may cancel (review 2, M3).
-  const cubin = elf(4096n, [{ name: '.nv.constant3', bytes: 1024 }, { name: '.nv.constant0.k', bytes: 544 }, { name: '.text.k', bytes: 2048 }, { name: '.nv.info.k', bytes: 64 }, { name: '.debug_frame', bytes: 96 }]);
-  t.is(checkImage(cubin).globalBytes, 4096n + 1024n + 544n + 2048n, 'globals, constant banks and code; not the tables the driver only reads');
-  t.is(checkImage(fatbin([{ kind: 2, payload: elf(1n << 20n) }, { kind: 1, payload: ptx('.global .align 4 .b32 x[16];') }])).globalBytes, 1n << 20n);
+  const cubin = elf(4096n, [
+    { name: '.nv.constant3', bytes: 1024 },
+    { name: '.nv.constant0.k', bytes: 544 },
+    { name: '.text.k', bytes: 2048 },
+    { name: '.nv.info.k', bytes: 64 },
+    { name: '.debug_frame', bytes: 96 },
+  ]);
+  t.is(
+    checkImage(cubin).globalBytes,
+    4096n + 1024n + 544n + 2048n,
+    'globals, constant banks and code; not the tables the driver only reads',
+  );
+  t.is(
+    checkImage(
+      fatbin([
+        { kind: 2, payload: elf(1n << 20n) },
+        { kind: 1, payload: ptx('.global .align 4 .b32 x[16];') },
+      ]),
+    ).globalBytes,
+    1n << 20n,
+  );
   t.is(checkImage(ptx('.global .b8 big[8589934592];')).globalBytes, 8n << 30n);
-  t.is(checkImage(ptx('.visible .global .align 16 .v4 .f32 a[2][3];\n.extern .global .b8 e[1000];')).globalBytes, 16n * 6n + 15n, 'and the padding its alignment may put before it');
+  t.is(
+    checkImage(ptx('.visible .global .align 16 .v4 .f32 a[2][3];\n.extern .global .b8 e[1000];')).globalBytes,
+    16n * 6n + 15n,
+    'and the padding its alignment may put before it',
+  );
   const bad = (img: Uint8Array, what: string) => t.throws(() => checkImage(img), { message: /module image/ }, what);
   const e = elf(16n);
   const cut = e.slice(0, e.length - 1);
@@ -570,7 +667,14 @@ const HAVE_NVCC = fs.existsSync(KERNELS_CU) && spawnSync('nvcc', ['--version']).
 it('fuzzed module images: only cudaErrorInvalidKernelImage or a load answer, never a crash, staging always freed', async (t) => {
   const { dev, c, fe } = await setup(t, { limits: { deviceMemory: 64n * MIB } });
   const rnd = prng(1234);
-  const seeds = [elf(4096n), fatbin([{ kind: 2, payload: elf(64n) }, { kind: 1, payload: ptx('.global .b32 g[4];') }]), ptx('.global .b8 x[100];')];
+  const seeds = [
+    elf(4096n),
+    fatbin([
+      { kind: 2, payload: elf(64n) },
+      { kind: 1, payload: ptx('.global .b32 g[4];') },
+    ]),
+    ptx('.global .b8 x[100];'),
+  ];
   const g = fe.mem.alloc(16384);
   const seen = new Map<number, number>();
   let direct = 0;
@@ -585,7 +689,10 @@ it('fuzzed module images: only cudaErrorInvalidKernelImage or a load answer, nev
     try {
       checkImage(img);
     } catch (e) {
-      t.true([CudaErr.InvalidKernelImage, CudaErr.InvalidPtx].includes((e as { code: number }).code), `image ${i}: ${(e as Error).message}`);
+      t.true(
+        [CudaErr.InvalidKernelImage, CudaErr.InvalidPtx].includes((e as { code: number }).code),
+        `image ${i}: ${(e as Error).message}`,
+      );
       direct++;
     }
     if (i % 4 !== 0) continue;
@@ -594,7 +701,11 @@ it('fuzzed module images: only cudaErrorInvalidKernelImage or a load answer, nev
     const r = await count(c.call(Cmd.MODULE_LOAD, { args: ['qcuda_args_module_load', { upload_id: BigInt(i + 1) }] }), true);
     seen.set(r.status, (seen.get(r.status) ?? 0) + 1);
     // On the GPU the driver has the last word on what passed the checks (a load may succeed); the worker must live on.
-    t.true(ON_GPU || [CudaErr.InvalidKernelImage, CudaErr.InvalidPtx, CudaErr.NoKernelImageForDevice, CudaErr.MemoryAllocation].includes(r.status), `load ${i}: status ${r.status}`);
+    t.true(
+      ON_GPU ||
+        [CudaErr.InvalidKernelImage, CudaErr.InvalidPtx, CudaErr.NoKernelImageForDevice, CudaErr.MemoryAllocation].includes(r.status),
+      `load ${i}: status ${r.status}`,
+    );
   }
   t.log(`600 mutated images: ${direct} refused by the checks; 150 loads answered ${JSON.stringify(Object.fromEntries(seen))}`);
   t.is(dev.vm.staging.used, 0n, 'no staging left');
@@ -605,7 +716,10 @@ it('fuzzed module images: only cudaErrorInvalidKernelImage or a load answer, nev
   const big = ptx('.global .b8 big[8589934592];');
   fe.mem.bytes(g, big.length).set(big);
   t.is((await upload(c, 9999n, BigInt(big.length), g, big.length)).status, 0);
-  t.is((await count(c.call(Cmd.MODULE_LOAD, { args: ['qcuda_args_module_load', { upload_id: 9999n }] }), true)).status, CudaErr.MemoryAllocation);
+  t.is(
+    (await count(c.call(Cmd.MODULE_LOAD, { args: ['qcuda_args_module_load', { upload_id: 9999n }] }), true)).status,
+    CudaErr.MemoryAllocation,
+  );
   t.is(dev.vm.quota.used, held, 'the refused load counted nothing');
   t.is((await c.malloc(16)).status, 0, 'the session (its worker, on the GPU) still works');
   await c.close();
@@ -631,7 +745,11 @@ it('random requests from 8 sessions at once, with sessions closing mid-flight: n
       else if (k === 3 && ptrs.length) r = { status: await count(x.htod(ptrs[0], buf, 4096)), value: 0n };
       else if (k === 4) r = await count(x.call(Cmd.DEVICE_RESET), true);
       else if (k === 5) r = await count(x.call(Cmd.HOST_FUNC, { args: ['qcuda_args_host_func', { stream: st, id: BigInt(i + 1) }] }), true);
-      else if (k === 6) r = await count(x.call(Cmd.STREAM_SYNC, { args: ['qcuda_args_handle', { handle: st }] }).then((v) => v), true);
+      else if (k === 6)
+        r = await count(
+          x.call(Cmd.STREAM_SYNC, { args: ['qcuda_args_handle', { handle: st }] }).then((v) => v),
+          true,
+        );
       else r = await count(x.call(Cmd.MEM_GET_INFO, { out: 'qcuda_out_mem_info' }));
       if (k === 0 && r.status === 0) ptrs.push(r.value);
       if (k === 2 && r.status === 0) streams.push(r.value);

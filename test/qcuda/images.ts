@@ -7,11 +7,15 @@ import { FATBIN_MAGIC } from '../../backend/src/qcuda/module-image';
  * and sections with `bytes` bytes of data each (PROGBITS).
  */
 export function elf(globals: bigint, sections: { name: string; bytes: number }[] = []): Uint8Array {
-  const all = [{ name: '.shstrtab', type: 3, bytes: 0 }, { name: '.nv.global', type: 8, bytes: 0 }, ...sections.map((x) => ({ ...x, type: 1 }))];
+  const all = [
+    { name: '.shstrtab', type: 3, bytes: 0 },
+    { name: '.nv.global', type: 8, bytes: 0 },
+    ...sections.map((x) => ({ ...x, type: 1 })),
+  ];
   const names = Buffer.from(`\0${all.map((x) => x.name).join('\0')}\0`);
-  const dataAt = 64 + names.length + 7 & ~7;
+  const dataAt = (64 + names.length + 7) & ~7;
   const data = sections.reduce((n, x) => n + x.bytes, 0);
-  const shoff = dataAt + data + 7 & ~7;
+  const shoff = (dataAt + data + 7) & ~7;
   const b = new Uint8Array(shoff + (all.length + 1) * 64);
   const v = new DataView(b.buffer);
   b.set([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1]);

@@ -24,7 +24,17 @@ function guestRam(size: number, gpa: bigint) {
   const view = new Uint8Array(m.window(0, size));
   const seg = (off: number, len: number): GuestSeg => ({ addr: m.address + BigInt(off), len, view: view.subarray(off, off + len) });
   const source = { fd, region: { gpa, size: BigInt(size), userAddr: gpa, mmapOffset: 0n } };
-  return { fd, m, view, seg, source, close: () => { m.unmap(); native.close(fd); } };
+  return {
+    fd,
+    m,
+    view,
+    seg,
+    source,
+    close: () => {
+      m.unmap();
+      native.close(fd);
+    },
+  };
 }
 
 const gone = (pid: number, ms = 5000): Promise<boolean> => until(() => !alive(pid), ms);
@@ -34,7 +44,14 @@ function isolated(log?: (line: string) => void): IsolatedProvider {
 }
 
 /** stream: undefined goes in a raw frame (worker-messages.ts); a host provider's stream object, V8-serialized. */
-async function roundTrip(ctx: ProviderContext, ram: ReturnType<typeof guestRam>, off: number, len: number, seed: number, stream?: unknown): Promise<boolean> {
+async function roundTrip(
+  ctx: ProviderContext,
+  ram: ReturnType<typeof guestRam>,
+  off: number,
+  len: number,
+  seed: number,
+  stream?: unknown,
+): Promise<boolean> {
   for (let i = 0; i < len; i++) ram.view[off + i] = (i * 7 + seed) & 0xff;
   const dev = await ctx.malloc(BigInt(len));
   await ctx.copyToDevice(dev, [ram.seg(off, len >> 1), ram.seg(off + (len >> 1), len - (len >> 1))], stream);
@@ -56,17 +73,33 @@ test('each context runs in a worker process of its own; bytes cross guest RAM bo
   t.true(await roundTrip(a, ram, 0, MIB + 3, 1), 'a: H2D then D2H, bytes identical');
   t.true(await roundTrip(b, ram, 4 * MIB, 65536, 2), 'b: the same through its own worker');
   t.true(await roundTrip(b, ram, 4 * MIB, 65536, 3, await b.streamCreate(0, 0)), 'b: the same on a stream of its own');
-  const e = await a.free(0x1234n).then(() => undefined, (x: unknown) => x);
-  t.true(e instanceof CudaError && e.code === CudaErr.InvalidDevicePointer || e instanceof CudaError && e.code === CudaErr.InvalidValue,
-    `a bad pointer comes back as the worker provider's CudaError (${(e as Error)?.message})`);
+  const e = await a.free(0x1234n).then(
+    () => undefined,
+    (x: unknown) => x,
+  );
+  t.true(
+    (e instanceof CudaError && e.code === CudaErr.InvalidDevicePointer) || (e instanceof CudaError && e.code === CudaErr.InvalidValue),
+    `a bad pointer comes back as the worker provider's CudaError (${(e as Error)?.message})`,
+  );
   await a.destroy();
-  t.true(await gone(pa), 'a\'s worker exited after destroy');
-  t.true(alive(pb), 'b\'s worker is still there');
+  t.true(await gone(pa), "a's worker exited after destroy");
+  t.true(alive(pb), "b's worker is still there");
   await p.close();
   t.true(await gone(pb), 'close() ends the remaining workers');
   t.true(await until(() => logged.length === 4, 5000), logged.join('\n'));
-  t.deepEqual(logged.filter((l) => l.endsWith('started')), [`qcuda: GPU worker pid ${pa} started`, `qcuda: GPU worker pid ${pb} started`], 'each worker\'s start is logged');
-  t.deepEqual(logged.filter((l) => l.includes('exited')).map((l) => +/pid (\d+)/.exec(l)![1]).sort(), [pa, pb].sort(), 'and its exit');
+  t.deepEqual(
+    logged.filter((l) => l.endsWith('started')),
+    [`qcuda: GPU worker pid ${pa} started`, `qcuda: GPU worker pid ${pb} started`],
+    "each worker's start is logged",
+  );
+  t.deepEqual(
+    logged
+      .filter((l) => l.includes('exited'))
+      .map((l) => +/pid (\d+)/.exec(l)![1])
+      .sort(),
+    [pa, pb].sort(),
+    'and its exit',
+  );
   ram.close();
 });
 
@@ -80,9 +113,18 @@ test('a worker that dies fails only its own session: every pending and later cal
   const dev = await victim.malloc(4096n);
   process.kill(pv, 'SIGKILL');
   t.true(await gone(pv), 'killed');
-  const err = await promised(() => victim.copyFromDevice([ram.seg(0, 4096)], dev, undefined)).then(() => undefined, (e: unknown) => e);
-  t.true(err instanceof CudaError && err.code === CudaErr.Unknown && /worker .*exited .*SIGKILL/.test(err.message), `the dead session's call fails: ${(err as Error)?.message}`);
-  const again = await victim.malloc(16n).then(() => undefined, (e: unknown) => e);
+  const err = await promised(() => victim.copyFromDevice([ram.seg(0, 4096)], dev, undefined)).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  t.true(
+    err instanceof CudaError && err.code === CudaErr.Unknown && /worker .*exited .*SIGKILL/.test(err.message),
+    `the dead session's call fails: ${(err as Error)?.message}`,
+  );
+  const again = await victim.malloc(16n).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   t.true(again instanceof CudaError && again.code === CudaErr.Unknown, 'and so does every later one');
   t.true(await roundTrip(other, ram, 0, 100_000, 3), 'the other session works on');
   await victim.destroy(); // of a dead worker: resolves
@@ -101,10 +143,19 @@ test('regions added and removed while workers run reach them; unknown memory is 
   t.true(await roundTrip(ctx, later, 0, MIB - 5, 4), 'a region registered after the worker started is mapped there');
   const stray = guestRam(MIB, 2n << 32n); // never registered
   const dev = await ctx.malloc(64n);
-  const e = await promised(() => ctx.copyToDevice(dev, [stray.seg(0, 64)], undefined)).then(() => undefined, (x: unknown) => x);
-  t.true(e instanceof CudaError && e.code === CudaErr.InvalidValue && /no guest RAM region/.test(e.message), 'memory the worker does not map is refused');
+  const e = await promised(() => ctx.copyToDevice(dev, [stray.seg(0, 64)], undefined)).then(
+    () => undefined,
+    (x: unknown) => x,
+  );
+  t.true(
+    e instanceof CudaError && e.code === CudaErr.InvalidValue && /no guest RAM region/.test(e.message),
+    'memory the worker does not map is refused',
+  );
   p.unregisterGuestMemory(later.m.address);
-  const e2 = await promised(() => ctx.copyToDevice(dev, [later.seg(0, 64)], undefined)).then(() => undefined, (x: unknown) => x);
+  const e2 = await promised(() => ctx.copyToDevice(dev, [later.seg(0, 64)], undefined)).then(
+    () => undefined,
+    (x: unknown) => x,
+  );
   t.true(e2 instanceof CudaError && e2.code === CudaErr.InvalidValue, 'an unregistered region is gone from the worker too');
   t.true(await roundTrip(ctx, first, 0, 1000, 5), 'the first region still works');
   await p.close();
@@ -122,14 +173,23 @@ test('a memory table replaced while workers run (the same guest-physical range m
   p.registerGuestMemory(fresh.m.address, BigInt(MIB), fresh.source);
   p.unregisterGuestMemory(old.m.address);
   t.true(await roundTrip(ctx, fresh, 0, MIB / 2 - 3, 7), 'copies go through the new mapping');
-  t.true(p.workerPids.every((pid) => alive(pid)), 'the worker lives on');
+  t.true(
+    p.workerPids.every((pid) => alive(pid)),
+    'the worker lives on',
+  );
   await p.close();
   for (const r of [old, fresh]) r.close();
 });
 
 /** Fields of /proc/PID[/task/TID]/status, by name. */
 function procStatus(at: string): Record<string, string> {
-  return Object.fromEntries(fs.readFileSync(`${at}/status`, 'utf8').split('\n').filter(Boolean).map((l) => l.split(/:\s*/, 2) as [string, string]));
+  return Object.fromEntries(
+    fs
+      .readFileSync(`${at}/status`, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.split(/:\s*/, 2) as [string, string]),
+  );
 }
 
 /**
@@ -138,15 +198,21 @@ function procStatus(at: string): Record<string, string> {
  * writes what came of it to out: how a worker's exec is tried from inside,
  * with no test hook in the worker's code.
  */
-async function contextTryingExec(p: IsolatedProvider, dir: string): Promise<{ ctx: ProviderContext; tryExec: () => Promise<{ error: string | null; status: number | null }> }> {
+async function contextTryingExec(
+  p: IsolatedProvider,
+  dir: string,
+): Promise<{ ctx: ProviderContext; tryExec: () => Promise<{ error: string | null; status: number | null }> }> {
   const hook = path.join(dir, 'exec-hook.js');
   const out = path.join(dir, 'exec-result.json');
-  fs.writeFileSync(hook, `process.on('SIGUSR2', () => {
+  fs.writeFileSync(
+    hook,
+    `process.on('SIGUSR2', () => {
     const r = require('child_process').spawnSync('/bin/true');
     // Written aside, then renamed: the test sees the file only once it is whole.
     require('fs').writeFileSync(${JSON.stringify(out + '.part')}, JSON.stringify({ error: r.error ? r.error.code : null, status: r.status }));
     require('fs').renameSync(${JSON.stringify(out + '.part')}, ${JSON.stringify(out)});
-  });\n`);
+  });\n`,
+  );
   const before = process.env.NODE_OPTIONS;
   process.env.NODE_OPTIONS = `--require ${hook}`;
   let opened: Promise<ProviderContext>;
@@ -182,14 +248,21 @@ test('a worker sandboxes itself before it serves: no new privileges and a seccom
     const threads = fs.readdirSync(`/proc/${pid}/task`).map((tid) => procStatus(`/proc/${pid}/task/${tid}`));
     const exec = await tryExec();
     if (sandbox === 'seccomp') {
-      t.true(threads.length > 1 && threads.every((s) => s.NoNewPrivs === '1' && s.Seccomp === '2'),
-        `every one of the worker's ${threads.length} threads: NoNewPrivs 1, Seccomp 2 (${threads.map((s) => `${s.NoNewPrivs}/${s.Seccomp}`)})`);
-      if (mine.Seccomp_filters !== undefined) t.is(+procStatus(`/proc/${pid}`).Seccomp_filters, +mine.Seccomp_filters + 1, 'one filter more than its parent');
+      t.true(
+        threads.length > 1 && threads.every((s) => s.NoNewPrivs === '1' && s.Seccomp === '2'),
+        `every one of the worker's ${threads.length} threads: NoNewPrivs 1, Seccomp 2 (${threads.map((s) => `${s.NoNewPrivs}/${s.Seccomp}`)})`,
+      );
+      if (mine.Seccomp_filters !== undefined)
+        t.is(+procStatus(`/proc/${pid}`).Seccomp_filters, +mine.Seccomp_filters + 1, 'one filter more than its parent');
       t.deepEqual(exec, { error: 'EPERM', status: null }, 'exec from inside the worker is refused');
       t.true(await roundTrip(ctx, ram, 0, MIB + 5, 9), 'copies both ways go through the sandboxed worker');
     } else {
       const w = procStatus(`/proc/${pid}`);
-      t.deepEqual([w.NoNewPrivs, w.Seccomp, w.Seccomp_filters], [mine.NoNewPrivs, mine.Seccomp, mine.Seccomp_filters], 'none: as its parent');
+      t.deepEqual(
+        [w.NoNewPrivs, w.Seccomp, w.Seccomp_filters],
+        [mine.NoNewPrivs, mine.Seccomp, mine.Seccomp_filters],
+        'none: as its parent',
+      );
       t.deepEqual(exec, { error: null, status: 0 }, 'none: the same exec runs');
     }
   }
@@ -204,13 +277,16 @@ test('a sandboxed worker can still connect to a unix socket and talk over it (wh
   const hook = path.join(dir, 'connect-hook.js');
   const out = path.join(dir, 'connect-result');
   // Tried after the sandbox is set (SIGUSR2 comes once the worker serves); written aside, then renamed.
-  fs.writeFileSync(hook, `process.on('SIGUSR2', () => {
+  fs.writeFileSync(
+    hook,
+    `process.on('SIGUSR2', () => {
     const fs = require('fs');
     const done = (r) => { fs.writeFileSync(${JSON.stringify(out + '.part')}, r); fs.renameSync(${JSON.stringify(out + '.part')}, ${JSON.stringify(out)}); };
     const c = require('net').connect(${JSON.stringify(sockPath)}, () => c.write('hello'));
     let got = '';
     c.on('data', (d) => (got += d)).on('end', () => done(got)).on('error', (e) => done(e.code));
-  });\n`);
+  });\n`,
+  );
   const p = new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0, sandbox: 'seccomp' } });
   t.teardown(() => p.close());
   const before = process.env.NODE_OPTIONS;
@@ -233,7 +309,10 @@ test('a sandboxed worker can still connect to a unix socket and talk over it (wh
 test('a worker that cannot start fails openContext with the reason, and leaves no process behind', async (t) => {
   const p = new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 9999 } });
   const before = p.workerPids.length;
-  const e = await p.openContext(0).then(() => undefined, (x: unknown) => x);
+  const e = await p.openContext(0).then(
+    () => undefined,
+    (x: unknown) => x,
+  );
   t.true(e instanceof CudaError, `openContext rejects with a CudaError: ${(e as Error)?.message}`);
   t.regex((e as Error).message, /GPU worker/);
   t.is(p.workerPids.length, before, 'the failed worker is forgotten');
@@ -243,7 +322,12 @@ test('a worker that cannot start fails openContext with the reason, and leaves n
 /** A worker's environment as the kernel has it (/proc/PID/environ). */
 function environOf(pid: number): Map<string, string> {
   const raw = fs.readFileSync(`/proc/${pid}/environ`, 'latin1');
-  return new Map(raw.split('\0').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+  return new Map(
+    raw
+      .split('\0')
+      .filter(Boolean)
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+  );
 }
 
 /** A backend stand-in with one worker: resolves with the worker's pid and environment; the process exits when its stdin closes. */
@@ -258,10 +342,17 @@ async function backendWithWorker(env: NodeJS.ProcessEnv) {
   const child = spawn(process.execPath, ['-e', script], { stdio: ['pipe', 'pipe', 'inherit'], env });
   const pid = Number(await new Promise<string>((resolve) => child.stdout.once('data', (d: Buffer) => resolve(d.toString()))));
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-  return { pid, worker: environOf(pid), end: () => { child.stdin.end(); return exited; } };
+  return {
+    pid,
+    worker: environOf(pid),
+    end: () => {
+      child.stdin.end();
+      return exited;
+    },
+  };
 }
 
-test('workers load modules eagerly and JIT-cache in a 0700 directory of their backend\'s own, gone when it exits; the operator\'s settings win (review 2, M3, L7)', async (t) => {
+test("workers load modules eagerly and JIT-cache in a 0700 directory of their backend's own, gone when it exits; the operator's settings win (review 2, M3, L7)", async (t) => {
   const base = { ...process.env };
   for (const k of ['CUDA_MODULE_LOADING', 'CUDA_CACHE_PATH', 'CUDA_CACHE_DISABLE']) delete base[k];
   const a = await backendWithWorker(base);
@@ -277,7 +368,10 @@ test('workers load modules eagerly and JIT-cache in a 0700 directory of their ba
   t.is(await b.end(), 0);
   // What the operator set is left alone.
   const c = await backendWithWorker({ ...base, CUDA_MODULE_LOADING: 'LAZY', CUDA_CACHE_DISABLE: '1' });
-  t.deepEqual([c.worker.get('CUDA_MODULE_LOADING'), c.worker.get('CUDA_CACHE_DISABLE'), c.worker.get('CUDA_CACHE_PATH')], ['LAZY', '1', undefined]);
+  t.deepEqual(
+    [c.worker.get('CUDA_MODULE_LOADING'), c.worker.get('CUDA_CACHE_DISABLE'), c.worker.get('CUDA_CACHE_PATH')],
+    ['LAZY', '1', undefined],
+  );
   t.is(await c.end(), 0);
   const d = await backendWithWorker({ ...base, CUDA_CACHE_PATH: '/var/cache/qcuda/vm1' });
   t.is(d.worker.get('CUDA_CACHE_PATH'), '/var/cache/qcuda/vm1');
@@ -300,7 +394,7 @@ test('workers end when the backend process is killed (their channel closes)', as
   for (const pid of pids) t.true(await gone(pid), `worker ${pid} exited after its backend was killed`);
 });
 
-test('through the device: worker processes are bounded per VM, and a closed session\'s worker is killed at once even when it hangs', async (t) => {
+test("through the device: worker processes are bounded per VM, and a closed session's worker is killed at once even when it hangs", async (t) => {
   const { QcudaDevice } = await import('../../backend/src/qcuda/device');
   const { QcudaClient } = await import('./client');
   const { started } = await import('../helpers');
@@ -308,18 +402,22 @@ test('through the device: worker processes are bounded per VM, and a closed sess
   const p = isolated();
   const dev = new QcudaDevice({ queues: 2, provider: p, limits: { contexts: 3 } });
   const pair = await started(t, dev, { size: 64 });
-  const clients = await Promise.all(Array.from({ length: 5 }, async () => {
-    const c = new QcudaClient(pair.fe, 2, 8);
-    await c.open();
-    return c;
-  }));
+  const clients = await Promise.all(
+    Array.from({ length: 5 }, async () => {
+      const c = new QcudaClient(pair.fe, 2, 8);
+      await c.open();
+      return c;
+    }),
+  );
   const status = await Promise.all(clients.map((c) => c.malloc(4096).then((r) => r.status)));
   t.is(status.filter((s) => s === 0).length, 3, `${status}`);
   t.is(status.filter((s) => s === CudaErr.DevicesUnavailable).length, 2);
   const pids = p.workerPids;
   t.is(pids.length, 3, 'three worker processes, no more');
   const rss = pids.map((pid) => Number(/VmRSS:\s+(\d+)/.exec(require('node:fs').readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0));
-  t.log(`5 sessions asked for a context under --max-processes=3: ${pids.length} workers, RSS ${rss.map((k) => `${(k / 1024).toFixed(0)} MiB`).join(', ')}`);
+  t.log(
+    `5 sessions asked for a context under --max-processes=3: ${pids.length} workers, RSS ${rss.map((k) => `${(k / 1024).toFixed(0)} MiB`).join(', ')}`,
+  );
   // A worker that no longer answers (stopped, as one stuck in an endless kernel would be busy):
   const owner = clients[status.indexOf(0)];
   const hung = pids[0];

@@ -23,11 +23,20 @@ function env(ledger: Ledger): NodeJS.ProcessEnv {
 
 /** Runs the child to its end (killed after timeoutMs); its exit status and what it printed. */
 function childSync(ledger: Ledger, timeoutMs: number, ...args: string[]): { code: number | null; out: string; err: string } {
-  const c = spawnSync(process.execPath, [CHILD, ...args], { stdio: ['ignore', 'pipe', 'pipe', ledger.fd.value], encoding: 'utf8', timeout: timeoutMs, killSignal: 'SIGKILL', env: env(ledger) });
+  const c = spawnSync(process.execPath, [CHILD, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe', ledger.fd.value],
+    encoding: 'utf8',
+    timeout: timeoutMs,
+    killSignal: 'SIGKILL',
+    env: env(ledger),
+  });
   return { code: c.status, out: c.stdout, err: c.stderr };
 }
 
-function child(ledger: Ledger, ...args: string[]): { done: Promise<{ code: number | null; out: string }>; pid: number; kill: () => void; started: Promise<void> } {
+function child(
+  ledger: Ledger,
+  ...args: string[]
+): { done: Promise<{ code: number | null; out: string }>; pid: number; kill: () => void; started: Promise<void> } {
   const c = spawn(process.execPath, [CHILD, ...args], { stdio: ['ignore', 'pipe', 'inherit', ledger.fd.value], env: env(ledger) });
   let out = '';
   let onStart!: () => void;
@@ -106,7 +115,7 @@ test('a process that dies holding the lock: the next locker repairs the totals f
   t.is(ledger.native.total(0), 0n);
 });
 
-test('a worker that writes zeros over the whole ledger file, or tries to cut it short, cannot lift a limit: the backend\'s next take past the quota still fails', (t) => {
+test("a worker that writes zeros over the whole ledger file, or tries to cut it short, cannot lift a limit: the backend's next take past the quota still fails", (t) => {
   const ledger = Ledger.create([10n * MiB, 0n], 8);
   t.teardown(() => ledger.close());
   const quota = new Budget(ledger, 0, 'the device memory quota');
@@ -114,13 +123,16 @@ test('a worker that writes zeros over the whole ledger file, or tries to cut it 
   mine.take(10n * MiB);
   const r = childSync(ledger, 30_000, 'zero', '1');
   t.is(r.code, 0, r.err);
-  t.deepEqual(JSON.parse(r.out), { shrink: 'EPERM' }, 'the file cannot be cut short under this process\'s mapping');
-  t.is(ledger.native.limit(0), 10n * MiB, 'the limit is this process\'s own');
-  t.throws(() => mine.take(10n * MiB + 1n), { instanceOf: CudaError, message: /the device memory quota of 10485760 bytes would be exceeded/ });
+  t.deepEqual(JSON.parse(r.out), { shrink: 'EPERM' }, "the file cannot be cut short under this process's mapping");
+  t.is(ledger.native.limit(0), 10n * MiB, "the limit is this process's own");
+  t.throws(() => mine.take(10n * MiB + 1n), {
+    instanceOf: CudaError,
+    message: /the device memory quota of 10485760 bytes would be exceeded/,
+  });
   t.false(ledger.native.take(0, 2, 11n * MiB), 'no slot may take more than the limit');
 });
 
-test('a process that keeps the ledger\'s lock: the backend\'s take fails within a second or so instead of hanging', async (t) => {
+test("a process that keeps the ledger's lock: the backend's take fails within a second or so instead of hanging", async (t) => {
   const ledger = Ledger.create([10n * MiB, 0n], 8);
   t.teardown(() => ledger.close());
   const locker = child(ledger, 'hold-lock');

@@ -23,9 +23,25 @@ if (!fs.existsSync(path.join(LIB, 'libcuda.so.1'))) throw new Error(`${LIB}/libc
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-link-'));
 test.after.always(() => fs.rmSync(work, { recursive: true, force: true }));
 
-test('a program links PTX and a file with the host\'s linker and loads the cubin; logs, sizes, wall time, refusals and bounds', (t) => {
+test("a program links PTX and a file with the host's linker and loads the cubin; logs, sizes, wall time, refusals and bounds", (t) => {
   const exe = path.join(work, 'link');
-  const cc = spawnSync('gcc', ['-std=gnu11', '-Wall', '-Wextra', '-Werror', '-O2', '-I/usr/local/cuda/include', '-o', exe, path.join(ROOT, 'test/libcuda/link.c'), `-L${LIB}`, '-l:libcuda.so.1'], { encoding: 'utf8' });
+  const cc = spawnSync(
+    'gcc',
+    [
+      '-std=gnu11',
+      '-Wall',
+      '-Wextra',
+      '-Werror',
+      '-O2',
+      '-I/usr/local/cuda/include',
+      '-o',
+      exe,
+      path.join(ROOT, 'test/libcuda/link.c'),
+      `-L${LIB}`,
+      '-l:libcuda.so.1',
+    ],
+    { encoding: 'utf8' },
+  );
   t.is(cc.status, 0, cc.stderr);
   const lib = path.join(work, 'dev.a');
   fs.writeFileSync(lib, 'lib bytes\n');

@@ -34,11 +34,20 @@ async function upload(c: QcudaClient, id: bigint, text: string) {
   const image = Buffer.from(text, 'latin1');
   const gpa = c.fe.mem.alloc(image.length, 64);
   c.fe.mem.bytes(gpa, image.length).set(image);
-  const r = await c.call(Cmd.MODULE_UPLOAD, { args: ['qcuda_args_module_upload', { upload_id: id, size: BigInt(image.length) }], to: [{ gpa, len: image.length }], dataOffset: 0n, dataLen: BigInt(image.length) });
+  const r = await c.call(Cmd.MODULE_UPLOAD, {
+    args: ['qcuda_args_module_upload', { upload_id: id, size: BigInt(image.length) }],
+    to: [{ gpa, len: image.length }],
+    dataOffset: 0n,
+    dataLen: BigInt(image.length),
+  });
   if (r.status !== 0) throw new Error(`upload: ${r.status}`);
 }
 
-interface Input { id: bigint; type: number; name: string }
+interface Input {
+  id: bigint;
+  type: number;
+  name: string;
+}
 
 function link(c: QcudaClient, inputs: readonly Input[], options: readonly [number, number][] = [], count = inputs.length) {
   const upload_id = new BigUint64Array(QCUDA_MAX_LINK_INPUTS);
@@ -61,7 +70,12 @@ function link(c: QcudaClient, inputs: readonly Input[], options: readonly [numbe
 /** LINK_READ of len bytes at offset: the reply and the bytes as text. */
 async function read(c: QcudaClient, result: bigint, offset: number, len: number) {
   const gpa = c.fe.mem.alloc(len, 64);
-  const r = await c.call(Cmd.LINK_READ, { args: ['qcuda_args_link_read', { link: result, offset: BigInt(offset) }], from: [{ gpa, len }], dataOffset: 0n, dataLen: BigInt(len) });
+  const r = await c.call(Cmd.LINK_READ, {
+    args: ['qcuda_args_link_read', { link: result, offset: BigInt(offset) }],
+    from: [{ gpa, len }],
+    dataOffset: 0n,
+    dataLen: BigInt(len),
+  });
   return { r, text: Buffer.from(c.fe.mem.bytes(gpa, Number(r.value))).toString('latin1') };
 }
 
@@ -71,11 +85,27 @@ test('LINK links the uploads with their names, types and options; LINK_READ read
   const { dev, c } = await setup(t);
   await upload(c, 1n, '.entry a');
   await upload(c, 2n, 'BBBB');
-  const r = await link(c, [{ id: 1n, type: 1, name: 'a.ptx' }, { id: 2n, type: 0, name: 'b.cubin' }], [[7, 3], [12, 1]]);
+  const r = await link(
+    c,
+    [
+      { id: 1n, type: 1, name: 'a.ptx' },
+      { id: 2n, type: 0, name: 'b.cubin' },
+    ],
+    [
+      [7, 3],
+      [12, 1],
+    ],
+  );
   t.is(r.status, 0);
   const image = '// fakecuda:linked 7=3 12=1\n// input a.ptx type 1\n.entry a// input b.cubin type 0\nBBBB';
   const info = 'fakecuda: added a.ptx\nfakecuda: added b.cubin\n';
-  t.like(r.out, { image_bytes: BigInt(image.length), info_bytes: info.length, error_bytes: 0, link_status: 0, wall_ms_bits: floatBits(1.5) });
+  t.like(r.out, {
+    image_bytes: BigInt(image.length),
+    info_bytes: info.length,
+    error_bytes: 0,
+    link_status: 0,
+    wall_ms_bits: floatBits(1.5),
+  });
   const total = image.length + info.length;
   t.is(dev.vm.staging.used, BigInt(total), 'the uploads were taken; the result is counted');
   const first = await read(c, r.value, 0, 40);
@@ -92,7 +122,7 @@ test('a failed link answers its CUresult with the error log to read, and no imag
   const r = await link(c, [{ id: 1n, type: 1, name: 'bad\x01.ptx' }]);
   t.is(r.status, 0);
   t.like(r.out, { image_bytes: 0n, info_bytes: 0, link_status: 218 });
-  t.is((await read(c, r.value, 0, 4096)).text, 'fakecuda: bad?.ptx: link error\n', 'the name\'s unprintable byte replaced');
+  t.is((await read(c, r.value, 0, 4096)).text, 'fakecuda: bad?.ptx: link error\n', "the name's unprintable byte replaced");
 });
 
 test('bad links are refused, their uploads taken, and the session goes on', async (t) => {
@@ -104,11 +134,33 @@ test('bad links are refused, their uploads taken, and the session goes on', asyn
   t.is((await link(c, [{ id: 1n, type: 6, name: 'x' }])).status, CudaErr.InvalidValue, 'an input type CUDA does not have');
   await upload(c, 1n, 'a');
   await upload(c, 2n, 'b');
-  t.is((await link(c, [{ id: 1n, type: 1, name: 'x' }, { id: 2n, type: 1, name: 'y' }], [[3, 0]])).status, CudaErr.InvalidValue, 'an option the backend owns (the info log)');
+  t.is(
+    (
+      await link(
+        c,
+        [
+          { id: 1n, type: 1, name: 'x' },
+          { id: 2n, type: 1, name: 'y' },
+        ],
+        [[3, 0]],
+      )
+    ).status,
+    CudaErr.InvalidValue,
+    'an option the backend owns (the info log)',
+  );
   await upload(c, 1n, 'a');
   t.is((await link(c, [{ id: 1n, type: 1, name: 'x' }], [[7, 5]])).status, CudaErr.InvalidValue, 'an optimization level past 4');
   await upload(c, 1n, 'a');
-  t.is((await link(c, [{ id: 1n, type: 1, name: 'x' }, { id: 1n, type: 1, name: 'x' }])).status, CudaErr.InvalidValue, 'one upload twice');
+  t.is(
+    (
+      await link(c, [
+        { id: 1n, type: 1, name: 'x' },
+        { id: 1n, type: 1, name: 'x' },
+      ])
+    ).status,
+    CudaErr.InvalidValue,
+    'one upload twice',
+  );
   t.is(dev.vm.staging.used, 1n, 'an upload named twice is left to a later load');
   const ok = await link(c, [{ id: 1n, type: 1, name: 'x' }]);
   t.is(ok.status, 0);
@@ -126,7 +178,7 @@ test('results are bounded per session and by the staging bound, and freed at clo
     held.push(r.value);
   }
   const four = dev.vm.staging.used;
-  t.is(four, 4n * (100n + 55n), 'each result: the fake\'s 55 bytes of header and log around its input');
+  t.is(four, 4n * (100n + 55n), "each result: the fake's 55 bytes of header and log around its input");
   await upload(c, 1n, 'a'.repeat(100));
   t.not((await link(c, [{ id: 1n, type: 1, name: 'x' }])).status, 0, 'a fifth unread result');
   t.is(dev.vm.staging.used, four, 'its upload taken, nothing kept');
@@ -137,7 +189,7 @@ test('results are bounded per session and by the staging bound, and freed at clo
   t.not((await link(c, [{ id: 1n, type: 1, name: 'x' }])).status, 0, 'past the staging bound with the others held');
   t.is(dev.vm.staging.used, 3n * 155n);
   await c.close();
-  t.is(dev.vm.staging.used, 0n, 'the session\'s results went with it');
+  t.is(dev.vm.staging.used, 0n, "the session's results went with it");
 });
 
 test('the host provider cannot link: cudaErrorNotSupported', async (t) => {

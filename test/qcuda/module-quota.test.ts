@@ -34,7 +34,12 @@ async function setup(t: ExecutionContext) {
 async function load(c: QcudaClient, id: bigint, image: Uint8Array) {
   const gpa = c.fe.mem.alloc(image.length, 64);
   c.fe.mem.bytes(gpa, image.length).set(image);
-  const up = await c.call(Cmd.MODULE_UPLOAD, { args: ['qcuda_args_module_upload', { upload_id: id, size: BigInt(image.length) }], to: [{ gpa, len: image.length }], dataOffset: 0n, dataLen: BigInt(image.length) });
+  const up = await c.call(Cmd.MODULE_UPLOAD, {
+    args: ['qcuda_args_module_upload', { upload_id: id, size: BigInt(image.length) }],
+    to: [{ gpa, len: image.length }],
+    dataOffset: 0n,
+    dataLen: BigInt(image.length),
+  });
   if (up.status !== 0) throw new Error(`upload: ${up.status}`);
   return c.call(Cmd.MODULE_LOAD, { args: ['qcuda_args_module_load', { upload_id: id }] });
 }
@@ -48,7 +53,7 @@ test('a free elsewhere during a load cannot make the load count less than the PT
   const text = `.const .b8 c[65536];\n.global /* between */ .b8 g[4194304];\n// fakecuda:global=${declared} fakecuda:freed=${declared}`;
   const r = await load(c, 1n, new Uint8Array(ptx(text)));
   t.is(r.status, 0);
-  t.is(dev.vm.quota.used, declared, 'the load measured 0 bytes taken; the image\'s own count stands');
+  t.is(dev.vm.quota.used, declared, "the load measured 0 bytes taken; the image's own count stands");
   t.is((await unload(c, r.value)).status, 0);
   t.is(dev.vm.quota.used, 0n);
   // Measured more than declared (the driver's pages, the JIT's code): the measurement counts.
@@ -62,7 +67,12 @@ test('a free elsewhere during a load cannot make the load count less than the PT
 test('a cubin counts its constant banks and code, not only its globals, whatever the load measured', async (t) => {
   const { dev, c } = await setup(t);
   // The fake driver reads an ELF image as a C string (it ends at byte 7): the load measures 0.
-  const cubin = elf(4096n, [{ name: '.nv.constant0.k', bytes: 544 }, { name: '.nv.constant3', bytes: 1024 }, { name: '.text.k', bytes: 8192 }, { name: '.nv.info.k', bytes: 64 }]);
+  const cubin = elf(4096n, [
+    { name: '.nv.constant0.k', bytes: 544 },
+    { name: '.nv.constant3', bytes: 1024 },
+    { name: '.text.k', bytes: 8192 },
+    { name: '.nv.info.k', bytes: 64 },
+  ]);
   const r = await load(c, 1n, cubin);
   t.is(r.status, 0);
   t.is(dev.vm.quota.used, 4096n + 544n + 1024n + 8192n);

@@ -15,7 +15,8 @@ import { QcudaClient } from './client';
 const MIB = 1n << 20n;
 
 async function setup(t: ExecutionContext, o: { devices?: number; memoryLimit?: bigint } = {}) {
-  const provider = (guestView: (addr: bigint, len: number) => Uint8Array[]) => new HostProvider({ guestView, devices: o.devices ?? 2, totalMem: 64n * MIB });
+  const provider = (guestView: (addr: bigint, len: number) => Uint8Array[]) =>
+    new HostProvider({ guestView, devices: o.devices ?? 2, totalMem: 64n * MIB });
   const dev = new QcudaDevice({ provider, queues: 2, memoryLimit: o.memoryLimit });
   const pair = await started(t, dev, { size: 256 });
   const client = async () => {
@@ -35,9 +36,13 @@ const memInfo = async (c: QcudaClient) => (await c.call(Cmd.MEM_GET_INFO, { out:
 
 test('two emulated devices: count, properties told apart, a device past the last refused', async (t) => {
   const { c } = await setup(t);
-  const hello = await c.call(Cmd.HELLO, { args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }], out: 'qcuda_out_hello' });
+  const hello = await c.call(Cmd.HELLO, {
+    args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }],
+    out: 'qcuda_out_hello',
+  });
   t.is(hello.out!.device_count, 2);
-  const props = async (device: number) => c.call(Cmd.DEVICE_PROPS, { args: ['qcuda_args_device', { device }], out: 'qcuda_out_device_props' });
+  const props = async (device: number) =>
+    c.call(Cmd.DEVICE_PROPS, { args: ['qcuda_args_device', { device }], out: 'qcuda_out_device_props' });
   const [p0, p1] = [await props(0), await props(1)];
   t.is(p0.status, 0);
   t.is(p1.status, 0);
@@ -85,17 +90,17 @@ test('peer copies move bytes device to device, both ways, and uploads reach a pe
   t.deepEqual(Buffer.from(fe.mem.bytes(out + 1n, 100)), Buffer.from(data.subarray(2, 102)));
 });
 
-test('peer copies are checked: past a peer allocation, another session\'s pointer, freed memory', async (t) => {
+test("peer copies are checked: past a peer allocation, another session's pointer, freed memory", async (t) => {
   const { c, client } = await setup(t);
   const a = (await c.malloc(4096)).value;
   t.is((await setDevice(c, 1)).status, 0);
   const b = (await c.malloc(4096)).value;
-  t.is((await d2d(c, a, b, 4097n)).status, CudaErr.InvalidValue, 'one byte past device 1\'s allocation');
+  t.is((await d2d(c, a, b, 4097n)).status, CudaErr.InvalidValue, "one byte past device 1's allocation");
   t.is((await d2d(c, b + 1n, a, 4096n)).status, CudaErr.InvalidValue, 'past the end on device 1');
   const other = await client();
   t.is((await setDevice(other, 1)).status, 0);
   const theirs = (await other.malloc(4096)).value;
-  t.is((await d2d(c, a, theirs, 16n)).status, CudaErr.InvalidValue, 'another process\'s device 1 memory');
+  t.is((await d2d(c, a, theirs, 16n)).status, CudaErr.InvalidValue, "another process's device 1 memory");
   t.is((await d2d(other, theirs, a, 16n)).status, CudaErr.InvalidValue, 'nor may it read ours');
   t.is((await c.free(b)).status, 0);
   t.is((await d2d(c, a, b, 16n)).status, CudaErr.InvalidValue, 'freed');
@@ -109,7 +114,7 @@ test('the quota is one budget for the VM across its devices', async (t) => {
   t.is((await c.malloc(4n * MIB)).status, 0);
   t.is(dev.vm.quota.used, 10n * MIB);
   t.is((await c.call(Cmd.DEVICE_RESET)).status, 0);
-  t.is(dev.vm.quota.used, 0n, 'a reset gives every device\'s back');
+  t.is(dev.vm.quota.used, 0n, "a reset gives every device's back");
 });
 
 test('one device by default: device 1 does not exist', async (t) => {

@@ -41,7 +41,11 @@ test('reads come in push order, one kind at a time, with `more` while anything i
   q.push(OUT, enc('c'));
   t.is(q.size, 7);
   t.true(q.pending);
-  t.deepEqual(drain(q), [[OUT, 'ab', true], [ERR, 'E1E2', true], [OUT, 'c', false]]);
+  t.deepEqual(drain(q), [
+    [OUT, 'ab', true],
+    [ERR, 'E1E2', true],
+    [OUT, 'c', false],
+  ]);
   t.is(q.size, 0);
   t.false(q.pending);
 });
@@ -91,7 +95,10 @@ test('the limit: a piece is cut to what fits; the rest is counted and its note i
   q.push(OUT, enc('x'));
   t.is(q.size, 10, 'dropped bytes take no room');
   t.true(q.pending);
-  t.deepEqual(drain(q), [[OUT, '0123456789', true], [ERR, note(3 + 4 + 1), false]]);
+  t.deepEqual(drain(q), [
+    [OUT, '0123456789', true],
+    [ERR, note(3 + 4 + 1), false],
+  ]);
   t.false(q.pending, 'the note was the last thing');
   q.push(OUT, enc('again'));
   t.deepEqual(drain(q), [[OUT, 'again', false]], 'one note per loss');
@@ -107,13 +114,20 @@ test('the note lands where the loss happened: before output that fits again, aft
   // 'ok' fits: the note takes its place at once, ahead of it.
   q.push(OUT, enc('ok'));
   t.is(q.size, 50 + note(67).length + 2);
-  t.deepEqual(drain(q), [[OUT, 'a'.repeat(50), true], [ERR, note(7 + 60), true], [OUT, 'ok', false]]);
+  t.deepEqual(drain(q), [
+    [OUT, 'a'.repeat(50), true],
+    [ERR, note(7 + 60), true],
+    [OUT, 'ok', false],
+  ]);
 });
 
 test('a note waits even when nothing else does: pending says so, a read gives it', (t) => {
   const q = new OutputQueue(4);
   q.push(OUT, enc('abcdef'));
-  t.deepEqual(drain(q), [[OUT, 'abcd', true], [ERR, note(2), false]]);
+  t.deepEqual(drain(q), [
+    [OUT, 'abcd', true],
+    [ERR, note(2), false],
+  ]);
   const z = new OutputQueue(0);
   z.push(ERR, enc('all lost'));
   t.true(z.pending, 'a queue with no room still reports its losses');
@@ -130,7 +144,10 @@ test('an empty push does not end a loss: the note stays ahead of the next real o
   q.push(OUT, new Uint8Array(0));
   q.push(OUT, new Uint8Array(60).fill(0x62)); // still in the loss: does not fit whole, dropped whole
   t.is(q.size, 50);
-  t.deepEqual(drain(q), [[OUT, 'a'.repeat(50), true], [ERR, note(65), false]]);
+  t.deepEqual(drain(q), [
+    [OUT, 'a'.repeat(50), true],
+    [ERR, note(65), false],
+  ]);
 });
 
 test('over the limit (a note can take it there), what comes is counted as dropped, byte for byte', (t) => {
@@ -140,7 +157,14 @@ test('over the limit (a note can take it there), what comes is counted as droppe
   t.is(text(q.read(1).bytes), n1[0], 'the note is placed, and read in part');
   t.is(q.size, n1.length - 1, 'over a limit of 0');
   q.push(OUT, enc('bc'));
-  t.deepEqual(drain(q), [[ERR, n1.slice(1), true], [ERR, note(2), false]], 'the rest of the first note, then the second');
+  t.deepEqual(
+    drain(q),
+    [
+      [ERR, n1.slice(1), true],
+      [ERR, note(2), false],
+    ],
+    'the rest of the first note, then the second',
+  );
 });
 
 test('the note counts toward size and can be read in parts', (t) => {
@@ -181,6 +205,9 @@ test('bytes that end a loss are not cut by the note put in front of them', (t) =
   q.push(OUT, enc('0123456789'));
   const got = drain(q);
   t.deepEqual(got[0], [OUT, 'a'.repeat(10), true]);
-  t.false(got.some(([k, s]) => k === OUT && s.startsWith('0') && s !== '0123456789'), `not cut: ${JSON.stringify(got)}`);
+  t.false(
+    got.some(([k, s]) => k === OUT && s.startsWith('0') && s !== '0123456789'),
+    `not cut: ${JSON.stringify(got)}`,
+  );
   t.is(got.filter(([k]) => k === ERR).length, 1, 'one note for one loss');
 });

@@ -61,11 +61,23 @@ test('output reaches its own session only: the flag on its replies, OUTPUT_READ 
   t.is((await info(b)).status, 0, 'the other session sees no flag');
   t.is((await info(a)).status, QCUDA_ST_OUTPUT, 'success, with the flag');
   t.is((await a.free(0x1234n)).status, CudaErr.InvalidValue | QCUDA_ST_OUTPUT, 'a failure keeps its status beside the flag');
-  t.is((await a.call(Cmd.MALLOC, { rawArgs: new Uint8Array(4) })).status, Status.BAD_REQUEST | QCUDA_ST_OUTPUT, 'so does a refused request');
-  t.is((await b.call(Cmd.OUTPUT_READ, { out: 'qcuda_out_output_read', from: [{ gpa: buf, len: 4096 }] })).value, 0n, 'the other session has nothing to read');
+  t.is(
+    (await a.call(Cmd.MALLOC, { rawArgs: new Uint8Array(4) })).status,
+    Status.BAD_REQUEST | QCUDA_ST_OUTPUT,
+    'so does a refused request',
+  );
+  t.is(
+    (await b.call(Cmd.OUTPUT_READ, { out: 'qcuda_out_output_read', from: [{ gpa: buf, len: 4096 }] })).value,
+    0n,
+    'the other session has nothing to read',
+  );
 
   let x = await read(a, buf);
-  t.deepEqual([x.r.status, x.kind, x.more, x.text], [QCUDA_ST_OUTPUT, QCUDA_OUTPUT_STDOUT, 1, 'hello world\n'], 'consecutive pieces of one kind come together');
+  t.deepEqual(
+    [x.r.status, x.kind, x.more, x.text],
+    [QCUDA_ST_OUTPUT, QCUDA_OUTPUT_STDOUT, 1, 'hello world\n'],
+    'consecutive pieces of one kind come together',
+  );
   t.is(x.r.value, 12n);
   x = await read(a, buf);
   t.deepEqual([x.kind, x.more], [QCUDA_OUTPUT_STDERR, 1]);
@@ -118,7 +130,11 @@ test('OUTPUT_READ refuses bad requests clearly and consumes nothing then', async
     t.is(r.status, Status.BAD_REQUEST | QCUDA_ST_OUTPUT, what);
   };
   await bad('no buffer', { out: 'qcuda_out_output_read' });
-  await bad('a buffer at an offset (a chunk of a larger read)', { out: 'qcuda_out_output_read', from: [{ gpa: buf, len: 4096 }], dataOffset: 4096n });
+  await bad('a buffer at an offset (a chunk of a larger read)', {
+    out: 'qcuda_out_output_read',
+    from: [{ gpa: buf, len: 4096 }],
+    dataOffset: 4096n,
+  });
   const huge = fe.mem.alloc(QCUDA_CHUNK + 4096, 4096, 1);
   await bad('more than one chunk', { out: 'qcuda_out_output_read', from: [{ gpa: huge, len: QCUDA_CHUNK + 1 }] });
   await bad('arguments', { out: 'qcuda_out_output_read', rawArgs: new Uint8Array(8), from: [{ gpa: buf, len: 4096 }] });
@@ -127,7 +143,7 @@ test('OUTPUT_READ refuses bad requests clearly and consumes nothing then', async
   t.deepEqual([x.r.status, x.kind, x.text], [0, QCUDA_OUTPUT_STDOUT, 'kept\n'], 'a whole chunk is fine');
 });
 
-test('cudaDeviceReset keeps waiting output (natively it prints it); close and the VM\'s reset drop it', async (t) => {
+test("cudaDeviceReset keeps waiting output (natively it prints it); close and the VM's reset drop it", async (t) => {
   const { dev, a, b, sinkA, sinkB, buf } = await setup(t);
   sinkA(1, enc('before reset\n'));
   t.is((await a.call(Cmd.DEVICE_RESET)).status, QCUDA_ST_OUTPUT);

@@ -27,7 +27,14 @@ test('add keeps ranges sorted by base, whatever the order they come in; equal ba
   const s = new RangeSet<Tagged>();
   t.is(s.size, 0);
   t.deepEqual(tags(s), []);
-  for (const [base, tag] of [[0x3000n, 'c'], [0x1000n, 'a'], [0x5000n, 'e'], [0x2000n, 'b'], [0x4000n, 'd']] as const) s.add(r(base, 0x100n, tag));
+  for (const [base, tag] of [
+    [0x3000n, 'c'],
+    [0x1000n, 'a'],
+    [0x5000n, 'e'],
+    [0x2000n, 'b'],
+    [0x4000n, 'd'],
+  ] as const)
+    s.add(r(base, 0x100n, tag));
   t.is(s.size, 5);
   t.deepEqual(tags(s), ['a', 'b', 'c', 'd', 'e']);
   s.add(r(0x3000n, 0x100n, 'c2'));
@@ -120,10 +127,17 @@ test('removeAt takes the first range at that base that matches, and only it', (t
   s.add(o(0x200n, 1, 'y1'));
   t.is(s.removeAt(0x108n), undefined, 'an inner pointer is not a base');
   t.is(s.removeAt(0x300n), undefined);
-  t.is(s.removeAt(0x100n, (x) => x.owner === 3), undefined, 'no match at that base');
+  t.is(
+    s.removeAt(0x100n, (x) => x.owner === 3),
+    undefined,
+    'no match at that base',
+  );
   t.is(s.size, 3, 'nothing removed by failed calls');
   t.is(s.removeAt(0x100n, (x) => x.owner === 2)?.tag, 'x2');
-  t.deepEqual(s.values().map((x) => x.tag), ['x1', 'y1']);
+  t.deepEqual(
+    s.values().map((x) => x.tag),
+    ['x1', 'y1'],
+  );
   t.is(s.removeAt(0x100n)?.tag, 'x1');
   t.is(s.removeAt(0x100n), undefined, 'gone');
   t.is(s.find(0x100n), undefined);
@@ -134,15 +148,31 @@ test('removeWhere removes every match and returns them in order; clear empties t
   const s = new RangeSet<Tagged & { module: number }>();
   for (let i = 0; i < 10; i++) s.add({ base: BigInt(i) * 0x100n, size: 0x100n, tag: `${i}`, module: i % 3 });
   const gone = s.removeWhere((x) => x.module === 1);
-  t.deepEqual(gone.map((x) => x.tag), ['1', '4', '7']);
-  t.deepEqual(s.values().map((x) => x.tag), ['0', '2', '3', '5', '6', '8', '9']);
+  t.deepEqual(
+    gone.map((x) => x.tag),
+    ['1', '4', '7'],
+  );
+  t.deepEqual(
+    s.values().map((x) => x.tag),
+    ['0', '2', '3', '5', '6', '8', '9'],
+  );
   t.is(s.size, 7);
   t.is(s.find(0x180n), undefined, 'a removed range is no longer found');
   t.is(s.find(0x280n)?.tag, '2');
-  t.deepEqual(s.removeWhere(() => false), []);
+  t.deepEqual(
+    s.removeWhere(() => false),
+    [],
+  );
   t.is(s.size, 7);
-  t.deepEqual(s.removeWhere((x) => x.module === 0).map((x) => x.tag), ['0', '3', '6', '9'], 'the first and the last too');
-  t.deepEqual(s.values().map((x) => x.tag), ['2', '5', '8']);
+  t.deepEqual(
+    s.removeWhere((x) => x.module === 0).map((x) => x.tag),
+    ['0', '3', '6', '9'],
+    'the first and the last too',
+  );
+  t.deepEqual(
+    s.values().map((x) => x.tag),
+    ['2', '5', '8'],
+  );
   t.is(s.find(0x10n), undefined);
   s.clear();
   t.is(s.size, 0);
@@ -166,7 +196,11 @@ test('find and holding agree with a linear scan over random disjoint ranges (adj
     }
     // In random order: add must sort them.
     for (const x of [...list].sort(() => rnd() - 0.5)) s.add(x);
-    t.deepEqual(s.values().map((x) => x.base), list.map((x) => x.base), 'sorted');
+    t.deepEqual(
+      s.values().map((x) => x.base),
+      list.map((x) => x.base),
+      'sorted',
+    );
     for (let p = 0n; p <= at + 2n; p++) {
       const want = list.find((x) => p >= x.base && p < x.base + x.size);
       if (s.find(p) !== want) t.fail(`round ${round}: find(${p}) is ${s.find(p)?.tag}, want ${want?.tag}`);

@@ -31,7 +31,7 @@ async function pastAdmission(): Promise<void> {
 }
 const used = (): number => table.report().find((v) => v.slot === vm)!.usedNs;
 
-test.serial('with shares on, the ring server still answers in C, and charges the VM for its kernels\' time', async (t) => {
+test.serial("with shares on, the ring server still answers in C, and charges the VM for its kernels' time", async (t) => {
   const { c, inC } = await setup(t, true);
   const [hold, nop] = await kernels(c, ['hold', 'nop']);
   const before = used();
@@ -50,42 +50,48 @@ test.serial('with shares on, the ring server still answers in C, and charges the
   t.deepEqual(me.busySince, [], 'synchronized: no process of the VM busy');
 });
 
-test.serial('a post answered in C waits while its VM is ahead of its share, no longer than the bounded wait; at once when it is not', async (t) => {
-  const { c, inC } = await setup(t, true);
-  const [nop] = await kernels(c, ['nop']);
-  const post = async (): Promise<number> => {
-    const t0 = clockNs();
-    t.is((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs(nop, new Uint8Array(0)) })).status, 0);
-    t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0);
-    return (clockNs() - t0) / MS;
-  };
-  await post();
-  const n = inC();
-  t.true((await post()) < 80, 'alone: at once');
-  t.true(inC() >= n + 2, 'and in C');
-  // Another VM (this test stands in for it) wants the GPU, 200 ms of virtual time behind and never catching up.
-  const other = table.joinVm(1);
-  const proc = table.joinProcess(other);
-  // Whatever fails, the other VM goes: the next test's posts are not held behind it.
-  let left = false;
-  const gone = (): void => {
-    if (left) return;
-    left = true;
-    table.leaveProcess(proc);
-    table.leaveVm(other);
-  };
-  t.teardown(gone);
-  table.setWaiting(proc, true);
-  table.addUsage(vm, 400 * MS + table.snapshot().reduce((m, v) => Math.max(m, v.usage), 0));
-  await pastAdmission();
-  const held = await post();
-  t.true(held >= (DEFAULT_POLICY.maxWaitNs / MS) * 0.8 && held < 3000, `held ${held} ms (the bound: ${DEFAULT_POLICY.maxWaitNs / MS} ms)`);
-  // The other VM is gone: at once again.
-  gone();
-  t.true((await post()) < 80, 'at once once the other VM is gone');
-});
+test.serial(
+  'a post answered in C waits while its VM is ahead of its share, no longer than the bounded wait; at once when it is not',
+  async (t) => {
+    const { c, inC } = await setup(t, true);
+    const [nop] = await kernels(c, ['nop']);
+    const post = async (): Promise<number> => {
+      const t0 = clockNs();
+      t.is((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs(nop, new Uint8Array(0)) })).status, 0);
+      t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0);
+      return (clockNs() - t0) / MS;
+    };
+    await post();
+    const n = inC();
+    t.true((await post()) < 80, 'alone: at once');
+    t.true(inC() >= n + 2, 'and in C');
+    // Another VM (this test stands in for it) wants the GPU, 200 ms of virtual time behind and never catching up.
+    const other = table.joinVm(1);
+    const proc = table.joinProcess(other);
+    // Whatever fails, the other VM goes: the next test's posts are not held behind it.
+    let left = false;
+    const gone = (): void => {
+      if (left) return;
+      left = true;
+      table.leaveProcess(proc);
+      table.leaveVm(other);
+    };
+    t.teardown(gone);
+    table.setWaiting(proc, true);
+    table.addUsage(vm, 400 * MS + table.snapshot().reduce((m, v) => Math.max(m, v.usage), 0));
+    await pastAdmission();
+    const held = await post();
+    t.true(
+      held >= (DEFAULT_POLICY.maxWaitNs / MS) * 0.8 && held < 3000,
+      `held ${held} ms (the bound: ${DEFAULT_POLICY.maxWaitNs / MS} ms)`,
+    );
+    // The other VM is gone: at once again.
+    gone();
+    t.true((await post()) < 80, 'at once once the other VM is gone');
+  },
+);
 
-test.serial('with shares on, a session\'s answers are the same with the ring server on and off', async (t) => {
+test.serial("with shares on, a session's answers are the same with the ring server on and off", async (t) => {
   // Each story on a session of its own (each loads its module).
   const on = [await setup(t, true), await setup(t, true)];
   const withServer = [await story(on[0].c), await batchStory(on[1].c)];

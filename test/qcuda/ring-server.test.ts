@@ -29,40 +29,59 @@ test.serial('the ring server answers as the device does, bad requests and printf
   t.is(off.inC(), 0, 'none with the server off');
 });
 
-test.serial('batches of launches: the ring server answers as the device does, and what would wait it leaves to the device, its launches run once', async (t) => {
-  const on = await setup(t, true);
-  const before = on.inC();
-  const withServer = await batchStory(on.c);
-  const off = await setup(t, false);
-  const without = await batchStory(off.c);
-  t.deepEqual(withServer, without, 'the same statuses, values and output either way');
-  const st = (i: number) => (without[i] as { status: number }).status;
-  const val = (i: number) => (without[i] as { value: bigint }).value;
-  t.deepEqual(without[0], { status: 0, value: 3n }, 'three launches');
-  t.is(without[2], 'say 5\n', 'printf output with the synchronize that ended the batch');
-  t.deepEqual([st(3) & ~QCUDA_ST_OUTPUT, val(3)], [0, 1n], 'a launch and a stream synchronize');
-  t.deepEqual([without[5], without[6]], [true, 'say 9\n'], 'the synchronize waited for the 200 ms kernel; the launches ran once');
-  t.deepEqual([without[7], without[8], without[9]], [{ status: 0, value: 2n }, 1, 0], 'a failed launch: cudaErrorInvalidValue at the next synchronize, once');
-  t.deepEqual([without[10], without[11]], [{ status: 1, value: 1n }, 0], 'reported by the synchronize that ends its batch');
-  t.is(val(12), 1n, 'an unknown function fails its own entry');
-  t.not(st(12), 0, 'and the synchronize ending its batch reports it');
-  t.is(st(16), Status.BAD_REQUEST, 'a batch with fewer entries than it announces runs nothing');
-  t.deepEqual(without.slice(19, 21), [{ status: 0, value: 1n }, 0], 'an event recorded in a batch, then passed');
-  t.deepEqual(without.slice(21, 25), [{ status: 0, value: 2n }, 600, 0, 0], 'behind a 200 ms kernel: not ready (cudaErrorNotReady), waited for, then passed');
-  t.deepEqual(without[25], { status: 0, value: 2n }, 'a batch ending with the event\'s synchronize');
-  t.deepEqual(without.slice(26, 30), [0, 400, 400, 400], 'a stream waited for; an unknown stream and event refused (cudaErrorInvalidResourceHandle)');
-  t.deepEqual([st(30) & ~QCUDA_ST_OUTPUT, without[31]], [710, true], 'the failed assert, its line read');
-  t.deepEqual(without.slice(32, 34), [{ status: 710, value: 0n }, 710], 'sticky: the event record fails its entry, the launch after it the synchronize');
-  t.deepEqual(without.slice(34, 37), [{ status: 710, value: 1n }, 710, 710], 'and ending its batch; a query says so too');
-  // In C (18): the batches of good launches and event records, ending or not with a device, stream
-  // or event synchronize; the failed launch's batch (its error then went to the device's
-  // synchronize) and the synchronize after that; the synchronize after the left batch; the empty
-  // batch; the event queries, ready or not; the lone stream synchronize; boom's batch and the
-  // sticky batch after it. Not: the 200 ms batch and the failed launch's ending (left to the
-  // device), the batches left whole, the event synchronize behind the kernel, bad handles, and
-  // whatever came while the session had an async error or output waiting.
-  t.is(on.inC() - before, 18, 'answered in C');
-});
+test.serial(
+  'batches of launches: the ring server answers as the device does, and what would wait it leaves to the device, its launches run once',
+  async (t) => {
+    const on = await setup(t, true);
+    const before = on.inC();
+    const withServer = await batchStory(on.c);
+    const off = await setup(t, false);
+    const without = await batchStory(off.c);
+    t.deepEqual(withServer, without, 'the same statuses, values and output either way');
+    const st = (i: number) => (without[i] as { status: number }).status;
+    const val = (i: number) => (without[i] as { value: bigint }).value;
+    t.deepEqual(without[0], { status: 0, value: 3n }, 'three launches');
+    t.is(without[2], 'say 5\n', 'printf output with the synchronize that ended the batch');
+    t.deepEqual([st(3) & ~QCUDA_ST_OUTPUT, val(3)], [0, 1n], 'a launch and a stream synchronize');
+    t.deepEqual([without[5], without[6]], [true, 'say 9\n'], 'the synchronize waited for the 200 ms kernel; the launches ran once');
+    t.deepEqual(
+      [without[7], without[8], without[9]],
+      [{ status: 0, value: 2n }, 1, 0],
+      'a failed launch: cudaErrorInvalidValue at the next synchronize, once',
+    );
+    t.deepEqual([without[10], without[11]], [{ status: 1, value: 1n }, 0], 'reported by the synchronize that ends its batch');
+    t.is(val(12), 1n, 'an unknown function fails its own entry');
+    t.not(st(12), 0, 'and the synchronize ending its batch reports it');
+    t.is(st(16), Status.BAD_REQUEST, 'a batch with fewer entries than it announces runs nothing');
+    t.deepEqual(without.slice(19, 21), [{ status: 0, value: 1n }, 0], 'an event recorded in a batch, then passed');
+    t.deepEqual(
+      without.slice(21, 25),
+      [{ status: 0, value: 2n }, 600, 0, 0],
+      'behind a 200 ms kernel: not ready (cudaErrorNotReady), waited for, then passed',
+    );
+    t.deepEqual(without[25], { status: 0, value: 2n }, "a batch ending with the event's synchronize");
+    t.deepEqual(
+      without.slice(26, 30),
+      [0, 400, 400, 400],
+      'a stream waited for; an unknown stream and event refused (cudaErrorInvalidResourceHandle)',
+    );
+    t.deepEqual([st(30) & ~QCUDA_ST_OUTPUT, without[31]], [710, true], 'the failed assert, its line read');
+    t.deepEqual(
+      without.slice(32, 34),
+      [{ status: 710, value: 0n }, 710],
+      'sticky: the event record fails its entry, the launch after it the synchronize',
+    );
+    t.deepEqual(without.slice(34, 37), [{ status: 710, value: 1n }, 710, 710], 'and ending its batch; a query says so too');
+    // In C (18): the batches of good launches and event records, ending or not with a device, stream
+    // or event synchronize; the failed launch's batch (its error then went to the device's
+    // synchronize) and the synchronize after that; the synchronize after the left batch; the empty
+    // batch; the event queries, ready or not; the lone stream synchronize; boom's batch and the
+    // sticky batch after it. Not: the 200 ms batch and the failed launch's ending (left to the
+    // device), the batches left whole, the event synchronize behind the kernel, bad handles, and
+    // whatever came while the session had an async error or output waiting.
+    t.is(on.inC() - before, 18, 'answered in C');
+  },
+);
 
 /** A small deterministic generator (mulberry32): the same mutations for both sessions. */
 function random(seed: number): (n: number) => number {
@@ -72,7 +91,7 @@ function random(seed: number): (n: number) => number {
     let z = x;
     z = Math.imul(z ^ (z >>> 15), z | 1);
     z ^= z + Math.imul(z ^ (z >>> 7), z | 61);
-    return (((z ^ (z >>> 14)) >>> 0) % n);
+    return ((z ^ (z >>> 14)) >>> 0) % n;
   };
 }
 
@@ -93,24 +112,48 @@ async function mutatedBatches(c: QcudaClient, n: number): Promise<string[]> {
   for (let i = 0; i < n; i++) {
     const entries: [number, Uint8Array][] = [];
     for (let k = 1 + pick(4); k > 0; k--)
-      entries.push(pick(3) === 0 ? [Cmd.EVENT_RECORD, encode('qcuda_args_event_record', { event: ev, stream: pick(2) ? s : 0n })] : [Cmd.LAUNCH, launchArgs(nop, new Uint8Array(0), { stream: pick(2) ? s : 0n })]);
+      entries.push(
+        pick(3) === 0
+          ? [Cmd.EVENT_RECORD, encode('qcuda_args_event_record', { event: ev, stream: pick(2) ? s : 0n })]
+          : [Cmd.LAUNCH, launchArgs(nop, new Uint8Array(0), { stream: pick(2) ? s : 0n })],
+      );
     let endsSync = pick(2) === 1;
-    if (endsSync) entries.push(pick(3) === 0 ? [Cmd.DEVICE_SYNC, new Uint8Array(0)] : [pick(2) ? Cmd.STREAM_SYNC : Cmd.EVENT_SYNC, handle(pick(2) ? s : ev)]);
+    if (endsSync)
+      entries.push(
+        pick(3) === 0 ? [Cmd.DEVICE_SYNC, new Uint8Array(0)] : [pick(2) ? Cmd.STREAM_SYNC : Cmd.EVENT_SYNC, handle(pick(2) ? s : ev)],
+      );
     let count = entries.length;
     let flags: number | undefined;
     let lieBytes = 0;
     const e = entries[pick(entries.length)];
     const v = new DataView(e[1].buffer, e[1].byteOffset, e[1].byteLength);
     switch (pick(14)) {
-      case 0: count += pick(2) ? 1 : -1; break;
-      case 1: flags = pick(4); break;
-      case 2: lieBytes = pick(2) ? 8 : -8; break;
-      case 3: e[1] = e[1].subarray(0, Math.max(0, e[1].length - 1 - pick(8))); break;
-      case 4: e[0] = endings[pick(endings.length)]; break;
-      case 5: if (e[1].length >= 16) v.setBigUint64(pick(2) * 8, handles[pick(handles.length)], true); break;
-      case 6: if (e[0] === Cmd.LAUNCH) v.setUint32(LAUNCH_BLOCK, 2048, true); break; // a block of 2048 threads: the launch fails
-      case 7: endsSync = !endsSync; break;
-      default: break; // as it is (6 in 14)
+      case 0:
+        count += pick(2) ? 1 : -1;
+        break;
+      case 1:
+        flags = pick(4);
+        break;
+      case 2:
+        lieBytes = pick(2) ? 8 : -8;
+        break;
+      case 3:
+        e[1] = e[1].subarray(0, Math.max(0, e[1].length - 1 - pick(8)));
+        break;
+      case 4:
+        e[0] = endings[pick(endings.length)];
+        break;
+      case 5:
+        if (e[1].length >= 16) v.setBigUint64(pick(2) * 8, handles[pick(handles.length)], true);
+        break;
+      case 6:
+        if (e[0] === Cmd.LAUNCH) v.setUint32(LAUNCH_BLOCK, 2048, true);
+        break; // a block of 2048 threads: the launch fails
+      case 7:
+        endsSync = !endsSync;
+        break;
+      default:
+        break; // as it is (6 in 14)
     }
     const bytes = frameBatch(entries);
     const body = lieBytes < 0 ? bytes.subarray(0, bytes.length + lieBytes) : bytes;
@@ -118,7 +161,10 @@ async function mutatedBatches(c: QcudaClient, n: number): Promise<string[]> {
     const gpa = c.fe.mem.alloc(Math.max(bytes.length, 8), 64);
     c.fe.mem.bytes(gpa, body.length).set(body);
     const r = await c.call(Cmd.BATCH, {
-      args: ['qcuda_args_batch', { count: count >>> 0, flags: flags ?? (endsSync ? QCUDA_BATCH_ENDS_SYNC : 0), bytes: BigInt(bytes.length + Math.max(0, lieBytes)) }],
+      args: [
+        'qcuda_args_batch',
+        { count: count >>> 0, flags: flags ?? (endsSync ? QCUDA_BATCH_ENDS_SYNC : 0), bytes: BigInt(bytes.length + Math.max(0, lieBytes)) },
+      ],
       to: body.length ? [{ gpa, len: body.length }] : [],
     });
     c.fe.mem.rewind(at);
@@ -138,7 +184,10 @@ test.serial('mutated batches: the same answers with the ring server on and off',
   t.deepEqual(withServer, without);
   const kinds = new Set(without.map((x) => x.split('/')[0]));
   t.true(kinds.size >= 4 && kinds.has('0'), `good batches and several refusals among them: ${[...kinds].join(', ')}`);
-  t.true(without.some((x) => x.endsWith(' 1')), 'a failed launch reported at the synchronize after it');
+  t.true(
+    without.some((x) => x.endsWith(' 1')),
+    'a failed launch reported at the synchronize after it',
+  );
   // 437 of the 600 requests when written: the good batches and most synchronizes after them.
   t.true(on.inC() - before >= 300, `the good ones, and the synchronizes, answered in C (${on.inC() - before})`);
 });
@@ -159,41 +208,45 @@ test.serial('each short call of a quiet session is answered in C', async (t) => 
   const big = c.fe.mem.alloc(128 * 1024, 64);
   const b = await c.malloc(128 * 1024);
   t.is(await c.htod(b.value, big, 128 * 1024), 0);
-  t.is(inC() - before, 5, 'the 128 KiB copy was the device\'s');
+  t.is(inC() - before, 5, "the 128 KiB copy was the device's");
   // A batch of launches, and one ending with a synchronize.
   t.deepEqual(await batch(c, [launch(nop, new Uint8Array(0)), launch(nop, new Uint8Array(0))]), { status: 0, value: 2n });
   t.deepEqual(await batch(c, [launch(nop, new Uint8Array(0)), DEVICE_SYNC], { endsSync: true }), { status: 0, value: 1n });
   t.is(inC() - before, 7, 'both batches');
 });
 
-test.serial('beside a parked CALLBACK_WAIT (a callback thread\'s), short calls are still answered in C, and the host function it waits for still comes to it', async (t) => {
-  const { c, inC } = await setup(t, true);
-  const m = await c.malloc(64);
-  const [nop] = await kernels(c, ['nop']);
-  const src = c.fe.mem.alloc(64, 64);
-  const callbackWait = (done: bigint) => c.call(Cmd.CALLBACK_WAIT, { args: ['qcuda_args_callback_wait', { done }], out: 'qcuda_out_callback' });
-  const parked = callbackWait(0n);
-  const before = inC();
-  t.is(await c.htod(m.value, src, 4), 0);
-  t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0);
-  t.deepEqual(await batch(c, [launch(nop, new Uint8Array(0)), DEVICE_SYNC], { endsSync: true }), { status: 0, value: 1n });
-  t.is(inC() - before, 3, 'all three in C, the wait parked beside them');
-  // A host function on the NULL stream: the parked wait is answered with it; until the guest says it ran, work waits.
-  const hostFunc: Entry = [Cmd.HOST_FUNC, encode('qcuda_args_host_func', { stream: 0n, id: 7n })];
-  t.deepEqual(await batch(c, [hostFunc]), { status: 0, value: 1n });
-  const r = await parked;
-  t.deepEqual([r.status, r.out?.id], [0, 7n], 'the wait got the host function');
-  let synced = false;
-  const sync = c.call(Cmd.DEVICE_SYNC).then((x) => ((synced = true), x.status));
-  await new Promise((res) => setTimeout(res, 100));
-  t.false(synced, 'a synchronize waits while the host function has not run');
-  const next = callbackWait(7n);
-  t.is(await sync, 0, 'and returns once the guest says it ran');
-  const during = inC();
-  t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0);
-  t.is(inC() - during, 1, 'with the next wait parked, answered in C again');
-  next.catch(() => undefined); // still parked: the session ends with the test
-});
+test.serial(
+  "beside a parked CALLBACK_WAIT (a callback thread's), short calls are still answered in C, and the host function it waits for still comes to it",
+  async (t) => {
+    const { c, inC } = await setup(t, true);
+    const m = await c.malloc(64);
+    const [nop] = await kernels(c, ['nop']);
+    const src = c.fe.mem.alloc(64, 64);
+    const callbackWait = (done: bigint) =>
+      c.call(Cmd.CALLBACK_WAIT, { args: ['qcuda_args_callback_wait', { done }], out: 'qcuda_out_callback' });
+    const parked = callbackWait(0n);
+    const before = inC();
+    t.is(await c.htod(m.value, src, 4), 0);
+    t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0);
+    t.deepEqual(await batch(c, [launch(nop, new Uint8Array(0)), DEVICE_SYNC], { endsSync: true }), { status: 0, value: 1n });
+    t.is(inC() - before, 3, 'all three in C, the wait parked beside them');
+    // A host function on the NULL stream: the parked wait is answered with it; until the guest says it ran, work waits.
+    const hostFunc: Entry = [Cmd.HOST_FUNC, encode('qcuda_args_host_func', { stream: 0n, id: 7n })];
+    t.deepEqual(await batch(c, [hostFunc]), { status: 0, value: 1n });
+    const r = await parked;
+    t.deepEqual([r.status, r.out?.id], [0, 7n], 'the wait got the host function');
+    let synced = false;
+    const sync = c.call(Cmd.DEVICE_SYNC).then((x) => ((synced = true), x.status));
+    await new Promise((res) => setTimeout(res, 100));
+    t.false(synced, 'a synchronize waits while the host function has not run');
+    const next = callbackWait(7n);
+    t.is(await sync, 0, 'and returns once the guest says it ran');
+    const during = inC();
+    t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0);
+    t.is(inC() - during, 1, 'with the next wait parked, answered in C again');
+    next.catch(() => undefined); // still parked: the session ends with the test
+  },
+);
 
 test.serial('a synchronize behind a running kernel is left to the device, which waits for it', async (t) => {
   const { c, inC } = await setup(t, true);
@@ -208,20 +261,23 @@ test.serial('a synchronize behind a running kernel is left to the device, which 
   t.is(inC(), before + 1, 'the next one, on an idle GPU, was');
 });
 
-test.serial('a worker killed after calls answered in C: what it held is given back, and the backend takes the ring on from its in-flight record', async (t) => {
-  const { dev, c, inC, owner, fe } = await setup(t, true);
-  const m = await c.malloc(4096);
-  const src = c.fe.mem.alloc(64, 64);
-  for (let i = 0; i < 20; i++) t.is(await c.htod(m.value, src, 4), 0);
-  t.true(inC() >= 20, `answered in C (${inC()})`);
-  const pid = owner()!;
-  process.kill(pid, 'SIGKILL');
-  t.true(await until(() => !alive(pid) && dev.vm.quota.used === 0n, 5000), 'the worker is gone and what it held is back');
-  t.is((await c.malloc(64)).status, Status.NO_SESSION, 'its session is gone; the backend answers on queue 1');
-  const b = new QcudaClient(fe, 1, 16);
-  await b.openOwn(1);
-  const n = await b.malloc(64);
-  t.is(n.status, 0, 'a new session owns queue 1');
-  t.is(await b.htod(n.value, src, 4), 0);
-  t.is((await b.call(Cmd.DEVICE_SYNC)).status, 0);
-});
+test.serial(
+  'a worker killed after calls answered in C: what it held is given back, and the backend takes the ring on from its in-flight record',
+  async (t) => {
+    const { dev, c, inC, owner, fe } = await setup(t, true);
+    const m = await c.malloc(4096);
+    const src = c.fe.mem.alloc(64, 64);
+    for (let i = 0; i < 20; i++) t.is(await c.htod(m.value, src, 4), 0);
+    t.true(inC() >= 20, `answered in C (${inC()})`);
+    const pid = owner()!;
+    process.kill(pid, 'SIGKILL');
+    t.true(await until(() => !alive(pid) && dev.vm.quota.used === 0n, 5000), 'the worker is gone and what it held is back');
+    t.is((await c.malloc(64)).status, Status.NO_SESSION, 'its session is gone; the backend answers on queue 1');
+    const b = new QcudaClient(fe, 1, 16);
+    await b.openOwn(1);
+    const n = await b.malloc(64);
+    t.is(n.status, 0, 'a new session owns queue 1');
+    t.is(await b.htod(n.value, src, 4), 0);
+    t.is((await b.call(Cmd.DEVICE_SYNC)).status, 0);
+  },
+);

@@ -24,7 +24,10 @@ export async function setup(t: ExecutionContext, ringServer: boolean) {
   await c.openOwn(1);
   const inC = (): number => dev.status().sessions.find((s) => s.id === c.session.toString(16))?.callsInC ?? -1;
   const owner = (): number | undefined => {
-    const m = lines.map((l) => /queue 1 served by its worker, pid (\d+)/.exec(l)).filter(Boolean).pop();
+    const m = lines
+      .map((l) => /queue 1 served by its worker, pid (\d+)/.exec(l))
+      .filter(Boolean)
+      .pop();
     return m ? Number(m[1]) : undefined;
   };
   return { dev, c, inC, owner, fe };
@@ -35,7 +38,10 @@ export async function kernels(c: QcudaClient, names: string[]): Promise<bigint[]
   const image = new Uint8Array(Buffer.from('// a PTX comment\0'));
   const gpa = c.fe.mem.alloc(image.length, 64);
   c.fe.mem.bytes(gpa, image.length).set(image);
-  const up = await c.call(Cmd.MODULE_UPLOAD, { args: ['qcuda_args_module_upload', { upload_id: 1n, size: BigInt(image.length) }], to: [{ gpa, len: image.length }] });
+  const up = await c.call(Cmd.MODULE_UPLOAD, {
+    args: ['qcuda_args_module_upload', { upload_id: 1n, size: BigInt(image.length) }],
+    to: [{ gpa, len: image.length }],
+  });
   if (up.status !== 0) throw new Error(`upload: ${up.status}`);
   const m = await c.call(Cmd.MODULE_LOAD, { args: ['qcuda_args_module_load', { upload_id: 1n }] });
   if (m.status !== 0) throw new Error(`module load: ${m.status}`);
@@ -51,8 +57,19 @@ export async function kernels(c: QcudaClient, names: string[]): Promise<bigint[]
 }
 
 export const one = Uint32Array.from([1, 1, 1]);
-export function launchArgs(func: bigint, params: Uint8Array, o: { grid?: Uint32Array; block?: Uint32Array; stream?: bigint; paramBytes?: number } = {}): Uint8Array {
-  const a = encode('qcuda_args_launch', { func, stream: o.stream ?? 0n, grid: o.grid ?? one, block: o.block ?? one, shared_mem: 0, param_bytes: o.paramBytes ?? params.length });
+export function launchArgs(
+  func: bigint,
+  params: Uint8Array,
+  o: { grid?: Uint32Array; block?: Uint32Array; stream?: bigint; paramBytes?: number } = {},
+): Uint8Array {
+  const a = encode('qcuda_args_launch', {
+    func,
+    stream: o.stream ?? 0n,
+    grid: o.grid ?? one,
+    block: o.block ?? one,
+    shared_mem: 0,
+    param_bytes: o.paramBytes ?? params.length,
+  });
   const out = new Uint8Array(a.length + params.length);
   out.set(a);
   out.set(params, a.length);
@@ -61,18 +78,28 @@ export function launchArgs(func: bigint, params: Uint8Array, o: { grid?: Uint32A
 export const i32 = (x: number): Uint8Array => new Uint8Array(Int32Array.from([x]).buffer);
 
 export type Entry = readonly [cmd: number, args: Uint8Array];
-export const launch = (func: bigint, params: Uint8Array, o?: Parameters<typeof launchArgs>[2]): Entry => [Cmd.LAUNCH, launchArgs(func, params, o)];
+export const launch = (func: bigint, params: Uint8Array, o?: Parameters<typeof launchArgs>[2]): Entry => [
+  Cmd.LAUNCH,
+  launchArgs(func, params, o),
+];
 export const DEVICE_SYNC: Entry = [Cmd.DEVICE_SYNC, new Uint8Array(0)];
 export const handle = (h: bigint): Uint8Array => encode('qcuda_args_handle', { handle: h });
 
 /** Sends entries as one BATCH (ending with a synchronizing call if endsSync); count may lie. */
-export async function batch(c: QcudaClient, entries: readonly Entry[], o: { endsSync?: boolean; count?: number } = {}): Promise<{ status: number; value: bigint }> {
+export async function batch(
+  c: QcudaClient,
+  entries: readonly Entry[],
+  o: { endsSync?: boolean; count?: number } = {},
+): Promise<{ status: number; value: bigint }> {
   const bytes = frameBatch(entries);
   const at = c.fe.mem.mark();
   const gpa = c.fe.mem.alloc(Math.max(bytes.length, 8), 64);
   c.fe.mem.bytes(gpa, bytes.length).set(bytes);
   const r = await c.call(Cmd.BATCH, {
-    args: ['qcuda_args_batch', { count: o.count ?? entries.length, flags: o.endsSync ? QCUDA_BATCH_ENDS_SYNC : 0, bytes: BigInt(bytes.length) }],
+    args: [
+      'qcuda_args_batch',
+      { count: o.count ?? entries.length, flags: o.endsSync ? QCUDA_BATCH_ENDS_SYNC : 0, bytes: BigInt(bytes.length) },
+    ],
     to: bytes.length ? [{ gpa, len: bytes.length }] : [],
   });
   c.fe.mem.rewind(at);
@@ -113,18 +140,26 @@ export async function batchStory(c: QcudaClient): Promise<unknown[]> {
   seen.push(await batch(c, [launch(nop, new Uint8Array(0), { block: wide }), DEVICE_SYNC], { endsSync: true }), await sync());
   // Left to the device whole: an unknown function, an entry other than a launch, an ending other than these two, bad framing.
   seen.push(await batch(c, [launch(nop, new Uint8Array(0)), launch(0x777n, i32(1)), DEVICE_SYNC], { endsSync: true }));
-  seen.push(await batch(c, [launch(nop, new Uint8Array(0)), [Cmd.EVENT_RECORD, encode('qcuda_args_event_record', { event: ev, stream: 0n })]]));
+  seen.push(
+    await batch(c, [launch(nop, new Uint8Array(0)), [Cmd.EVENT_RECORD, encode('qcuda_args_event_record', { event: ev, stream: 0n })]]),
+  );
   seen.push(await batch(c, [launch(nop, new Uint8Array(0)), [Cmd.EVENT_SYNC, handle(ev)]], { endsSync: true }));
   seen.push(await batch(c, [launch(nop, new Uint8Array(0)), [Cmd.STREAM_SYNC, handle(0x4242n)]], { endsSync: true }));
   seen.push(await batch(c, [launch(nop, new Uint8Array(0))], { count: 2 }), await batch(c, [], { endsSync: true }), await batch(c, []));
   // Events: recorded in a batch, queried, waited for, alone and ending a batch; streams waited for alone.
   const record: Entry = [Cmd.EVENT_RECORD, encode('qcuda_args_event_record', { event: ev, stream: 0n })];
   const query = async (h = ev): Promise<number> => (await c.call(Cmd.EVENT_QUERY, { args: ['qcuda_args_handle', { handle: h }] })).status;
-  const waitFor = async (cmd: number, h: bigint): Promise<number> => (await c.call(cmd, { args: ['qcuda_args_handle', { handle: h }] })).status;
+  const waitFor = async (cmd: number, h: bigint): Promise<number> =>
+    (await c.call(cmd, { args: ['qcuda_args_handle', { handle: h }] })).status;
   seen.push(await batch(c, [record]), await query());
   seen.push(await batch(c, [launch(hold, i32(200)), record]), await query(), await waitFor(Cmd.EVENT_SYNC, ev), await query());
   seen.push(await batch(c, [launch(nop, new Uint8Array(0)), record, [Cmd.EVENT_SYNC, handle(ev)]], { endsSync: true }));
-  seen.push(await waitFor(Cmd.STREAM_SYNC, s), await waitFor(Cmd.STREAM_SYNC, 0x4242n), await query(0x4343n), await waitFor(Cmd.EVENT_SYNC, 0x4343n));
+  seen.push(
+    await waitFor(Cmd.STREAM_SYNC, s),
+    await waitFor(Cmd.STREAM_SYNC, 0x4242n),
+    await query(0x4343n),
+    await waitFor(Cmd.EVENT_SYNC, 0x4343n),
+  );
   // A failed assert: sticky, so later launches and event records fail too (once its output is read, the session is quiet again).
   r = await batch(c, [launch(boom, new Uint8Array(0)), DEVICE_SYNC], { endsSync: true });
   seen.push(r, (await output(c, r.status)).length > 0);
@@ -152,12 +187,26 @@ export async function story(c: QcudaClient): Promise<(string | number)[]> {
   seen.push((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs(nop, new Uint8Array(0)) })).status, (await c.call(Cmd.DEVICE_SYNC)).status);
   // A stream of the session, then gone.
   const s = await c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] });
-  seen.push(s.status, await c.htod(ptr, src, 64, s.value), await c.dtoh(dst, ptr, 64, s.value), Buffer.compare(mem.bytes(src, 64), mem.bytes(dst, 64)));
+  seen.push(
+    s.status,
+    await c.htod(ptr, src, 64, s.value),
+    await c.dtoh(dst, ptr, 64, s.value),
+    Buffer.compare(mem.bytes(src, 64), mem.bytes(dst, 64)),
+  );
   seen.push((await c.call(Cmd.STREAM_DESTROY, { args: ['qcuda_args_handle', { handle: s.value }] })).status);
   seen.push(await c.htod(ptr, src, 4, s.value));
   // Bad calls: outside the allocation, an unknown stream, a chunk outside its transfer, a freed allocation.
   seen.push(await c.htod(ptr + 4093n, src, 4), await c.dtoh(dst, ptr - 1n, 4), await c.htod(ptr, src, 4, 0x1234n));
-  seen.push((await c.call(Cmd.MEMCPY_HTOD, { args: ['qcuda_args_memcpy', { dst: ptr, src: 0n, size: 4n, stream: 0n, async: 0 }], to: [{ gpa: src, len: 4 }], dataOffset: 2n, dataLen: 4n })).status);
+  seen.push(
+    (
+      await c.call(Cmd.MEMCPY_HTOD, {
+        args: ['qcuda_args_memcpy', { dst: ptr, src: 0n, size: 4n, stream: 0n, async: 0 }],
+        to: [{ gpa: src, len: 4 }],
+        dataOffset: 2n,
+        dataLen: 4n,
+      })
+    ).status,
+  );
   seen.push((await c.call(Cmd.DEVICE_SYNC, { rawArgs: new Uint8Array(8) })).status);
   // Bad launches: parameters the kernel does not take, a 0 dimension, an unknown function, param_bytes that lie.
   seen.push((await c.call(Cmd.LAUNCH, { rawArgs: launchArgs(say, new Uint8Array(0)) })).status);

@@ -36,7 +36,11 @@ function tableAt(r: () => number, now: number): VmView[] {
 
 test('the C policy admits and catches up exactly as the TypeScript one, on 3000 tables', (t) => {
   const r = rng(36);
-  const policies: Policy[] = [DEFAULT_POLICY, { slackNs: 0, maxWaitNs: 1, idleNs: 0, gapNs: 0 }, { ...DEFAULT_POLICY, slackNs: 10 * MS, gapNs: 5 * MS }];
+  const policies: Policy[] = [
+    DEFAULT_POLICY,
+    { slackNs: 0, maxWaitNs: 1, idleNs: 0, gapNs: 0 },
+    { ...DEFAULT_POLICY, slackNs: 10 * MS, gapNs: 5 * MS },
+  ];
   let differ = 0;
   let admitted = 0;
   let held = 0;
@@ -62,7 +66,7 @@ test('the C policy admits and catches up exactly as the TypeScript one, on 3000 
   t.true(admitted > 1000 && held > 1000, `admitted ${admitted}, held ${held}`);
 });
 
-test('the layout table.ts maps is the addon\'s, and fits its file', (t) => {
+test("the layout table.ts maps is the addon's, and fits its file", (t) => {
   const L = native.shareLayout;
   t.is(L.magic, 0x71_63_73_68);
   t.true((L.headerWords + L.vmSlots * L.vmWords + L.procSlots * L.procWords) * 8 <= L.bytes);

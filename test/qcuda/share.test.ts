@@ -8,7 +8,17 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { DEFAULT_POLICY, backFromIdle, busyProcesses, catchUp, charge, mayPost, parseWeight, wants, type VmView } from '../../backend/src/qcuda/share/policy';
+import {
+  DEFAULT_POLICY,
+  backFromIdle,
+  busyProcesses,
+  catchUp,
+  charge,
+  mayPost,
+  parseWeight,
+  wants,
+  type VmView,
+} from '../../backend/src/qcuda/share/policy';
 import { ShareTable } from '../../backend/src/qcuda/share/table';
 import { ShareGate } from '../../backend/src/qcuda/share/gate';
 
@@ -31,17 +41,25 @@ interface Proc {
  * and processes that each post a job of `jobNs` as soon as the policy lets
  * them, then synchronize. What each VM got of the GPU over `durationNs`.
  */
-function simulate(weights: number[], procsPerVm: number[], o: { jobNs?: number[]; durationNs?: number; stuck?: number; ungated?: boolean } = {}): number[] {
+function simulate(
+  weights: number[],
+  procsPerVm: number[],
+  o: { jobNs?: number[]; durationNs?: number; stuck?: number; ungated?: boolean } = {},
+): number[] {
   const step = 0.1 * MS;
   const duration = o.durationNs ?? 3_000 * MS;
   const usage = weights.map(() => 0);
   const got = weights.map(() => 0);
   const procs: Proc[] = procsPerVm.flatMap((n, vm) => Array.from({ length: n }, () => ({ vm, left: 0, since: 0 })));
-  const view = (): VmView[] => weights.map((w, vm) => ({
-    slot: vm, weight: w, usage: usage[vm],
-    busySince: procs.filter((p) => p.vm === vm && p.left > 0).map((p) => p.since), waiting: procs.filter((p) => p.vm === vm && p.waiting).length,
-    lastSync: Math.max(0, ...procs.filter((p) => p.vm === vm).map((p) => p.idleSince ?? 0)),
-  }));
+  const view = (): VmView[] =>
+    weights.map((w, vm) => ({
+      slot: vm,
+      weight: w,
+      usage: usage[vm],
+      busySince: procs.filter((p) => p.vm === vm && p.left > 0).map((p) => p.since),
+      waiting: procs.filter((p) => p.vm === vm && p.waiting).length,
+      lastSync: Math.max(0, ...procs.filter((p) => p.vm === vm).map((p) => p.idleSince ?? 0)),
+    }));
   if (o.stuck !== undefined) procs.push({ vm: o.stuck, left: Infinity, since: 0 });
   for (let now = 0; now < duration; now += step) {
     for (const p of procs) {
@@ -71,7 +89,12 @@ function simulate(weights: number[], procsPerVm: number[], o: { jobNs?: number[]
 }
 
 function within(t: { true: (x: boolean, m?: string) => void }, got: number[], want: number[], tolerance = 0.1): void {
-  got.forEach((g, i) => t.true(Math.abs(g - want[i]) <= tolerance * want[i], `VM ${i}: ${g.toFixed(3)} of the GPU, its weight asks ${want[i].toFixed(3)} (all: ${got.map((x) => x.toFixed(3)).join(' ')})`));
+  got.forEach((g, i) =>
+    t.true(
+      Math.abs(g - want[i]) <= tolerance * want[i],
+      `VM ${i}: ${g.toFixed(3)} of the GPU, its weight asks ${want[i].toFixed(3)} (all: ${got.map((x) => x.toFixed(3)).join(' ')})`,
+    ),
+  );
 }
 
 test('four equal VMs get a quarter each', (t) => {
@@ -125,7 +148,7 @@ test('a VM ahead waits, one behind goes; a VM that wants nothing is not waited f
   t.is(busyProcesses(vms), 1);
 });
 
-test('a VM back from idle restarts at the others\' level, not with banked credit', (t) => {
+test("a VM back from idle restarts at the others' level, not with banked credit", (t) => {
   const vms: VmView[] = [
     { slot: 0, weight: 1, usage: 0, busySince: [], waiting: 0, lastSync: 0 },
     { slot: 1, weight: 2, usage: 400 * MS, busySince: [], waiting: 1, lastSync: 0 },
@@ -185,10 +208,16 @@ function gated(): { gate: ShareGate; table: ShareTable; clock: { now: number } }
   const table = ShareTable.open(tableFile());
   const clock = { now: 1 };
   const vm = table.joinVm(1);
-  const gate = new ShareGate(table, vm, DEFAULT_POLICY, () => clock.now, async (ms) => {
-    clock.now += ms * MS;
-    await new Promise((r) => setImmediate(r));
-  });
+  const gate = new ShareGate(
+    table,
+    vm,
+    DEFAULT_POLICY,
+    () => clock.now,
+    async (ms) => {
+      clock.now += ms * MS;
+      await new Promise((r) => setImmediate(r));
+    },
+  );
   return { gate, table, clock };
 }
 
@@ -222,18 +251,27 @@ test('the gate: a VM that says it wants the GPU and never takes it holds the oth
   table.addUsage(gate.vm, 500 * MS);
   const from = clock.now;
   await gate.before(true);
-  t.true(clock.now - from >= DEFAULT_POLICY.maxWaitNs && clock.now - from < DEFAULT_POLICY.maxWaitNs + 5 * MS, `waited ${(clock.now - from) / MS} ms`);
+  t.true(
+    clock.now - from >= DEFAULT_POLICY.maxWaitNs && clock.now - from < DEFAULT_POLICY.maxWaitNs + 5 * MS,
+    `waited ${(clock.now - from) / MS} ms`,
+  );
 });
 
 test('qcuda-backend --gpu-share joins the table with its weight and leaves it at exit; a bad weight is a usage error', async (t) => {
   const backend = path.join(__dirname, '../../backend/src/cli/backend.js');
   const file = tableFile();
   const env = { ...process.env, QCUDA_GPU_SHARE_TABLE: file };
-  const bad = spawnSync(process.execPath, [backend, '--socket-path=/tmp/x.sock', '--provider=host', '--gpu-share=0'], { encoding: 'utf8', env });
+  const bad = spawnSync(process.execPath, [backend, '--socket-path=/tmp/x.sock', '--provider=host', '--gpu-share=0'], {
+    encoding: 'utf8',
+    env,
+  });
   t.is(bad.status, 2);
   t.regex(bad.stderr, /--gpu-share=0: a weight must be an integer from 1 to 1000/);
   const sock = path.join(path.dirname(file), 'b.sock');
-  const b = spawn(process.execPath, [backend, `--socket-path=${sock}`, '--provider=host', '--gpu-share=7'], { stdio: ['ignore', 'ignore', 'pipe'], env });
+  const b = spawn(process.execPath, [backend, `--socket-path=${sock}`, '--provider=host', '--gpu-share=7'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env,
+  });
   let err = '';
   await new Promise<void>((resolve, reject) => {
     b.stderr!.on('data', (d) => {
@@ -243,7 +281,10 @@ test('qcuda-backend --gpu-share joins the table with its weight and leaves it at
     b.once('exit', (c) => reject(new Error(`backend exited ${c}: ${err}`)));
   });
   const table = ShareTable.open(file);
-  t.deepEqual(table.snapshot().map((v) => v.weight), [7]);
+  t.deepEqual(
+    table.snapshot().map((v) => v.weight),
+    [7],
+  );
   t.regex(err, /GPU share: weight 7, slot 0 of /);
   b.kill('SIGTERM');
   await new Promise((r) => b.once('exit', r));

@@ -43,18 +43,21 @@ async function on(t: ExecutionContext, provider: Provider, limits: Partial<VmLim
 
 /** The calls, as the guest library sends them. */
 const vmm = (c: QcudaClient) => ({
-  reserve: (size: bigint, alignment = 0n, flags = 0n) => c.call(Cmd.VMM_RESERVE, { args: ['qcuda_args_vmm_reserve', { size, alignment, addr: 0n, flags }] }),
+  reserve: (size: bigint, alignment = 0n, flags = 0n) =>
+    c.call(Cmd.VMM_RESERVE, { args: ['qcuda_args_vmm_reserve', { size, alignment, addr: 0n, flags }] }),
   free: (ptr: bigint, size: bigint) => c.call(Cmd.VMM_FREE, { args: ['qcuda_args_vmm_range', { ptr, size }] }),
   create: (size: bigint, flags = 0n) => c.call(Cmd.VMM_CREATE, { args: ['qcuda_args_vmm_create', { size, flags }] }),
   release: (handle: bigint) => c.call(Cmd.VMM_RELEASE, { args: ['qcuda_args_handle', { handle }] }),
-  map: (ptr: bigint, size: bigint, handle: bigint, offset = 0n) => c.call(Cmd.VMM_MAP, { args: ['qcuda_args_vmm_map', { ptr, size, offset, handle, flags: 0n }] }),
+  map: (ptr: bigint, size: bigint, handle: bigint, offset = 0n) =>
+    c.call(Cmd.VMM_MAP, { args: ['qcuda_args_vmm_map', { ptr, size, offset, handle, flags: 0n }] }),
   unmap: (ptr: bigint, size: bigint) => c.call(Cmd.VMM_UNMAP, { args: ['qcuda_args_vmm_range', { ptr, size }] }),
   access: (ptr: bigint, size: bigint, device = 0, prot: number = QCUDA_VMM_ACCESS_RW) =>
     c.call(Cmd.VMM_SET_ACCESS, { args: ['qcuda_args_vmm_access', { ptr, size, device, prot }] }),
   getAccess: (ptr: bigint) => c.call(Cmd.VMM_GET_ACCESS, { args: ['qcuda_args_ptr', { ptr }] }),
   retain: (ptr: bigint) => c.call(Cmd.VMM_RETAIN, { args: ['qcuda_args_ptr', { ptr }] }),
   size: (handle: bigint) => c.call(Cmd.VMM_SIZE, { args: ['qcuda_args_handle', { handle }] }),
-  memset: (dst: bigint, size: bigint, value: number) => c.call(Cmd.MEMSET, { args: ['qcuda_args_memset', { dst, size, stream: 0n, value, async: 0 }] }),
+  memset: (dst: bigint, size: bigint, value: number) =>
+    c.call(Cmd.MEMSET, { args: ['qcuda_args_memset', { dst, size, stream: 0n, value, async: 0 }] }),
 });
 
 /** The value of a call that must succeed. */
@@ -65,7 +68,13 @@ async function ok(t: ExecutionContext, p: Promise<{ status: number; value: bigin
 }
 
 /** vmm_probe's sequence (its kernel a memset and copies), checked at each step; the quota and the provider's memory back at the end. */
-async function probeSequence(t: ExecutionContext, dev: QcudaDevice, fe: Awaited<ReturnType<typeof on>>['fe'], c: QcudaClient, used: () => bigint | Promise<bigint>): Promise<void> {
+async function probeSequence(
+  t: ExecutionContext,
+  dev: QcudaDevice,
+  fe: Awaited<ReturnType<typeof on>>['fe'],
+  c: QcudaClient,
+  used: () => bigint | Promise<bigint>,
+): Promise<void> {
   const v = vmm(c);
   const size = 2n * G;
   const va = await ok(t, v.reserve(size * 2n), 'reserve');
@@ -97,7 +106,7 @@ async function probeSequence(t: ExecutionContext, dev: QcudaDevice, fe: Awaited<
   await ok(t, v.free(va, size * 2n), 'address free');
 }
 
-test('vmm_probe\'s sequence: reserve, create, map, set access, memset and copies, retain, unmap, release, free; the quota comes back', async (t) => {
+test("vmm_probe's sequence: reserve, create, map, set access, memset and copies, retain, unmap, release, free; the quota comes back", async (t) => {
   const { dev, provider, fe, c } = await setup(t, { deviceMemory: 64n * MIB });
   await probeSequence(t, dev, fe, c, () => provider.used);
   await c.close();
@@ -129,7 +138,7 @@ test('on the cuda provider in this process (the fake driver, no worker to end wi
   await ok(t, v.create(G), 'an allocation never mapped');
   t.is(await free(), before - 3n * G);
   t.is((await c.call(Cmd.DEVICE_RESET)).status, 0);
-  t.is(await free(), before, 'the context\'s teardown unmapped and released it all');
+  t.is(await free(), before, "the context's teardown unmapped and released it all");
   await c.close();
 });
 
@@ -161,7 +170,7 @@ test('a copy may span adjacent mappings; released but mapped memory lives on unt
   await c.close();
 });
 
-test('bad input is refused: unaligned, outside a reservation, overlapping, partial unmaps, another process\'s handle, a double release', async (t) => {
+test("bad input is refused: unaligned, outside a reservation, overlapping, partial unmaps, another process's handle, a double release", async (t) => {
   const { dev, c, client } = await setup(t);
   const v = vmm(c);
   const bad = CudaErr.InvalidValue;
@@ -195,12 +204,12 @@ test('bad input is refused: unaligned, outside a reservation, overlapping, parti
   const other = await client();
   const o = vmm(other);
   const ova = await ok(t, o.reserve(2n * G), 'other: reserve');
-  t.is((await o.map(ova, 2n * G, h)).status, bad, 'another process\'s handle');
-  t.is((await o.release(h)).status, bad, 'another process\'s handle');
-  t.is((await o.unmap(va + G, 2n * G)).status, bad, 'another process\'s mapping');
-  t.is((await o.free(va, 4n * G)).status, bad, 'another process\'s reservation');
-  t.is((await o.retain(va + G)).status, bad, 'another process\'s mapping');
-  t.is((await o.memset(va + G, 16n, 1)).status, bad, 'another process\'s memory');
+  t.is((await o.map(ova, 2n * G, h)).status, bad, "another process's handle");
+  t.is((await o.release(h)).status, bad, "another process's handle");
+  t.is((await o.unmap(va + G, 2n * G)).status, bad, "another process's mapping");
+  t.is((await o.free(va, 4n * G)).status, bad, "another process's reservation");
+  t.is((await o.retain(va + G)).status, bad, "another process's mapping");
+  t.is((await o.memset(va + G, 16n, 1)).status, bad, "another process's memory");
   await other.close();
 
   await ok(t, v.release(h), 'release');
@@ -230,7 +239,7 @@ test('physical memory counts against the quota like cudaMalloc; reservations are
   await c.close();
 });
 
-test('a process\'s end and a device reset free its reservations, allocations and mappings', async (t) => {
+test("a process's end and a device reset free its reservations, allocations and mappings", async (t) => {
   const { dev, provider, c, client } = await setup(t, { deviceMemory: 64n * MIB });
   const v = vmm(c);
   const va = await ok(t, v.reserve(8n * G), 'reserve');

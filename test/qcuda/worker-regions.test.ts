@@ -17,7 +17,10 @@ const MIB = 1 << 20;
  * and whether it was still mapped at each.
  */
 function worker(t: ExecutionContext) {
-  const guest = new GuestMemory([{ gpa: 0n, size: MIB }, { gpa: 1n << 32n, size: MIB }]);
+  const guest = new GuestMemory([
+    { gpa: 0n, size: MIB },
+    { gpa: 1n << 32n, size: MIB },
+  ]);
   const memory = new MemoryTable();
   t.teardown(async () => {
     await memory.clear();
@@ -65,6 +68,11 @@ test('a region a newer one displaced: the server has the new table before the ol
 
 test('the ring itself no longer in the table: its server keeps no region', (t) => {
   const events: string[] = [];
-  remapRing({ remap: () => { throw new Error('vring 1: not in guest memory'); }, forgetRegions: () => void events.push('server given []') });
+  remapRing({
+    remap: () => {
+      throw new Error('vring 1: not in guest memory');
+    },
+    forgetRegions: () => void events.push('server given []'),
+  });
   t.deepEqual(events, ['server given []']);
 });

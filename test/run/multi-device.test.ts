@@ -16,10 +16,17 @@ function run(args: string[]): { status: number | null; stdout: string; stderr: s
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-const fails = (out: string) => out.split('\n').filter((l) => l.startsWith('FAIL')).join('\n');
+const fails = (out: string) =>
+  out
+    .split('\n')
+    .filter((l) => l.startsWith('FAIL'))
+    .join('\n');
 
 test('multidevice passes on two emulated devices, in both builds, with all its checks', (t) => {
-  for (const [prog, cudart] of [['multidevice', ['--cudart=qcuda']], ['multidevice_static', []]] as const) {
+  for (const [prog, cudart] of [
+    ['multidevice', ['--cudart=qcuda']],
+    ['multidevice_static', []],
+  ] as const) {
     const r = run(['--provider=host', '--host-devices=2', ...cudart, '--', path.join(BIN, prog)]);
     t.is(r.status, 0, fails(r.stdout) + r.stderr);
     const m = /^PASS: multidevice: (\d+) checks$/m.exec(r.stdout);

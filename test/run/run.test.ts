@@ -23,13 +23,17 @@ function run(args: string[], timeout = 120_000): { status: number | null; stdout
 
 /** Pids of processes whose command line names path (what a run may leave behind). */
 function processesOf(needle: string): number[] {
-  return fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d)).filter((d) => {
-    try {
-      return fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(needle);
-    } catch {
-      return false;
-    }
-  }).map(Number);
+  return fs
+    .readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .filter((d) => {
+      try {
+        return fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(needle);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
 }
 
 test('a -cudart=shared program and its default build print the same through qcuda run, and exit 0', (t) => {
@@ -45,7 +49,14 @@ test('copies of every size and alignment come back exact through the userspace t
   // hostmem: registered memory too, its device pointer included (made shared where it lies).
   for (const p of ['memcpy', 'hostmem']) {
     const r = run(['--provider=host', '--cudart=qcuda', '--', path.join(BIN, p)]);
-    t.is(r.status, 0, r.stdout.split('\n').filter((l) => l.startsWith('FAIL')).join('\n'));
+    t.is(
+      r.status,
+      0,
+      r.stdout
+        .split('\n')
+        .filter((l) => l.startsWith('FAIL'))
+        .join('\n'),
+    );
     t.regex(r.stdout, new RegExp(`^PASS: ${p}: \\d+ checks$`, 'm'));
   }
 });
@@ -53,12 +64,19 @@ test('copies of every size and alignment come back exact through the userspace t
 test('a driver-API program using virtual memory management (reserve, create, map, set access, copies, unmap, release) passes, with a worker per process too', (t) => {
   for (const queues of ['--own-queues=no', '--own-queues=yes']) {
     const r = run(['--provider=host', queues, '--', path.join(BIN, 'vmm')]);
-    t.is(r.status, 0, r.stdout.split('\n').filter((l) => l.startsWith('FAIL')).join('\n') + r.stderr);
+    t.is(
+      r.status,
+      0,
+      r.stdout
+        .split('\n')
+        .filter((l) => l.startsWith('FAIL'))
+        .join('\n') + r.stderr,
+    );
     t.regex(r.stdout, /^PASS: vmm: \d+ checks$/m, queues);
   }
 });
 
-test('the exit status is the program\'s, and a missing program is a one-line error', (t) => {
+test("the exit status is the program's, and a missing program is a one-line error", (t) => {
   t.is(run(['--provider=host', '--', 'sh', '-c', 'exit 7']).status, 7);
   const missing = run(['--provider=host', '--', '/nonexistent/prog']);
   t.is(missing.status, 125);
@@ -68,7 +86,7 @@ test('the exit status is the program\'s, and a missing program is a one-line err
   t.regex(none.stderr, /run needs a PROGRAM/);
 });
 
-test('a program\'s children get sessions of their own under one quota; a forked child cannot use its parent\'s', (t) => {
+test("a program's children get sessions of their own under one quota; a forked child cannot use its parent's", (t) => {
   const r = run(['--provider=host', '--device-memory-limit=64M', '--', path.join(BIN, 'forkquota'), '48', '32']);
   t.is(r.status, 0, r.stdout);
   t.regex(r.stdout, /^ok {3}child: an allocation past what the parent left of the quota is refused$/m);
@@ -81,7 +99,9 @@ test('a socket that is no backend: the program gets no device, says why and exit
   await new Promise<void>((resolve) => server.listen(sock, resolve));
   t.teardown(() => server.close());
   const r = await new Promise<{ status: number | null; stderr: string }>((resolve) => {
-    const p = spawn(process.execPath, [QCUDA, 'run', `--socket=${sock}`, '--cudart=qcuda', '--', path.join(BIN, 'device')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const p = spawn(process.execPath, [QCUDA, 'run', `--socket=${sock}`, '--cudart=qcuda', '--', path.join(BIN, 'device')], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
     p.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
     const killer = setTimeout(() => p.kill('SIGKILL'), 60_000);
@@ -95,15 +115,19 @@ test('a socket that is no backend: the program gets no device, says why and exit
   t.regex(r.stderr, /qcuda: no CUDA device: cannot open .*not-a-backend\.sock/);
 });
 
-test('a backend killed mid-run: the program\'s calls fail at once and it exits; nothing is left running', async (t) => {
+test("a backend killed mid-run: the program's calls fail at once and it exits; nothing is left running", async (t) => {
   const dir = tmpDir(t);
   const sock = path.join(dir, 'b.sock');
-  const backend = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--provider=host', '--frontends=4', '--status-socket=none'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const backend = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--provider=host', '--frontends=4', '--status-socket=none'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let log = '';
   backend.stderr.on('data', (b: Buffer) => (log += b.toString()));
   t.teardown(() => backend.kill('SIGKILL'));
   t.true(await until(() => /listening on/.test(log), 20_000), log);
-  const prog = spawn(process.execPath, [QCUDA, 'run', `--socket=${sock}`, '--cudart=qcuda', '--', path.join(BIN, 'memcpy')], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const prog = spawn(process.execPath, [QCUDA, 'run', `--socket=${sock}`, '--cudart=qcuda', '--', path.join(BIN, 'memcpy')], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   prog.stdout.on('data', (b: Buffer) => (out += b.toString()));
@@ -122,7 +146,15 @@ test('a backend killed mid-run: the program\'s calls fail at once and it exits; 
 });
 
 test('qcuda run stops the backend it started (here with a worker per process) and removes its scratch directory', async (t) => {
-  const r = run(['--provider=host', '--own-queues=yes', '--cudart=qcuda', '--', 'sh', '-c', 'echo $QCUDA_DEVICE; exec ' + path.join(BIN, 'stream')]);
+  const r = run([
+    '--provider=host',
+    '--own-queues=yes',
+    '--cudart=qcuda',
+    '--',
+    'sh',
+    '-c',
+    'echo $QCUDA_DEVICE; exec ' + path.join(BIN, 'stream'),
+  ]);
   t.is(r.status, 0, r.stderr);
   const sock = r.stdout.split('\n')[0];
   t.regex(sock, /qcuda-run-\w+\/qcuda\.sock$/);

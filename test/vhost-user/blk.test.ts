@@ -92,12 +92,14 @@ test('what is written reads back, across pieces and queues, many requests at onc
   }
   await Promise.all(jobs);
   t.is((await req(fe, 0, BlkT.FLUSH, 0n)).status, BlkS.OK);
-  await Promise.all([...blocks].map(async ([sector, data], k) => {
-    const r = await req(fe, (k + 1) % 4, BlkT.IN, BigInt(sector), { inLen: data.length, pieces: 1 + (k % 4) });
-    t.is(r.status, BlkS.OK);
-    t.is(r.used, data.length + 1);
-    t.deepEqual(r.data, data);
-  }));
+  await Promise.all(
+    [...blocks].map(async ([sector, data], k) => {
+      const r = await req(fe, (k + 1) % 4, BlkT.IN, BigInt(sector), { inLen: data.length, pieces: 1 + (k % 4) });
+      t.is(r.status, BlkS.OK);
+      t.is(r.used, data.length + 1);
+      t.deepEqual(r.data, data);
+    }),
+  );
   // The last sector of the disk, too.
   const last = randomBytes(rnd, 512);
   t.is((await req(fe, 1, BlkT.OUT, SIZE / SECTOR - 1n, { out: last })).status, BlkS.OK);
@@ -109,7 +111,17 @@ test('discard and write-zeroes read back as zeroes, only where asked', async (t)
   const ones = new Uint8Array(64 * 512).fill(1);
   t.is((await req(fe, 0, BlkT.OUT, 100n, { out: ones })).status, BlkS.OK);
   t.is((await req(fe, 0, BlkT.DISCARD, 0n, { out: segments([[104n, 8, 0]]) })).status, BlkS.OK);
-  t.is((await req(fe, 1, BlkT.WRITE_ZEROES, 0n, { out: segments([[120n, 4, 1], [130n, 2, 0]]) })).status, BlkS.OK);
+  t.is(
+    (
+      await req(fe, 1, BlkT.WRITE_ZEROES, 0n, {
+        out: segments([
+          [120n, 4, 1],
+          [130n, 2, 0],
+        ]),
+      })
+    ).status,
+    BlkS.OK,
+  );
   const r = await req(fe, 0, BlkT.IN, 100n, { inLen: 64 * 512 });
   const zeroAt = (s: number) => (s >= 4 && s < 12) || (s >= 20 && s < 24) || (s >= 30 && s < 32);
   for (let s = 0; s < 64; s++) t.is(r.data[s * 512], zeroAt(s) ? 0 : 1, `sector ${100 + s}`);
@@ -137,11 +149,18 @@ test('bad requests get an error status and change nothing; the disk serves on', 
     ['a discard segment past the end', req(fe, 2, BlkT.DISCARD, 0n, { out: segments([[end - 1n, 2, 0]]) }), BlkS.IOERR],
     ['a discard with the unmap flag', req(fe, 3, BlkT.DISCARD, 0n, { out: segments([[10n, 1, 1]]) }), BlkS.UNSUPP],
     ['a discard of a partial segment', req(fe, 0, BlkT.DISCARD, 0n, { out: new Uint8Array(10) }), BlkS.IOERR],
-    ['a discard of too many segments', req(fe, 1, BlkT.DISCARD, 0n, { out: segments(Array.from({ length: 33 }, (_, i) => [BigInt(i), 1, 0] as [bigint, number, number])) }), BlkS.IOERR],
+    [
+      'a discard of too many segments',
+      req(fe, 1, BlkT.DISCARD, 0n, { out: segments(Array.from({ length: 33 }, (_, i) => [BigInt(i), 1, 0] as [bigint, number, number])) }),
+      BlkS.IOERR,
+    ],
   ];
   for (const [what, p, want] of cases) t.is((await p).status, want, what);
   // A chain with no status byte or no header fails as a whole (used length 0), not the device.
-  const noHeader = await fe.submit(0, [{ gpa: fe.mem.alloc(8), len: 8 }, { gpa: fe.mem.alloc(1), len: 1, write: true }]);
+  const noHeader = await fe.submit(0, [
+    { gpa: fe.mem.alloc(8), len: 8 },
+    { gpa: fe.mem.alloc(1), len: 1, write: true },
+  ]);
   t.is(noHeader.len, 0);
   const noStatus = await fe.submit(0, [header(fe, BlkT.IN, 0n)]);
   t.is(noStatus.len, 0);

@@ -6,7 +6,17 @@
 // Also: each library error names its kind.
 import test, { type ExecutionContext } from 'ava';
 import {
-  DescTable, Fd, InflightRecord, MemoryError, MemoryTable, native, Request, RequestError, walkChain, type Buf, type DescChain,
+  DescTable,
+  Fd,
+  InflightRecord,
+  MemoryError,
+  MemoryTable,
+  native,
+  Request,
+  RequestError,
+  walkChain,
+  type Buf,
+  type DescChain,
   type VhostUserError,
 } from '../../backend/src/vhost-user';
 import { GuestMemory } from '../../backend/src/vhost-user/frontend';
@@ -32,10 +42,17 @@ function chain(readable: Buf[], writable: Buf[]): DescChain {
 /** Readable bytes 0..29 in three buffers far apart (5, 10 and 15 bytes), and 24 writable bytes in two. */
 function scattered(t: ExecutionContext): { guest: GuestMemory; req: Request } {
   const { guest, mem } = mapped(t);
-  const rd = [{ gpa: 0x1000n, len: 5 }, { gpa: 0x3003n, len: 10 }, { gpa: 0x8ff1n, len: 15 }];
+  const rd = [
+    { gpa: 0x1000n, len: 5 },
+    { gpa: 0x3003n, len: 10 },
+    { gpa: 0x8ff1n, len: 15 },
+  ];
   let v = 0;
   for (const b of rd) for (let i = 0; i < b.len; i++) guest.bytes(b.gpa + BigInt(i), 1)[0] = v++;
-  const wr = [{ gpa: 0x20000n, len: 10 }, { gpa: 0x30005n, len: 14 }];
+  const wr = [
+    { gpa: 0x20000n, len: 10 },
+    { gpa: 0x30005n, len: 14 },
+  ];
   return { guest, req: new Request(0, chain(rd, wr), mem) };
 }
 
@@ -58,13 +75,19 @@ test('a reader reads in order across buffer ends; readObj decodes its struct; a 
   t.is(rest.available, 0);
 });
 
-test('a reader\'s segments are the host pieces of its bytes, in order', (t) => {
+test("a reader's segments are the host pieces of its bytes, in order", (t) => {
   const { req } = scattered(t);
   const r = req.reader();
   r.skip(3);
   const segs = r.segments(10);
-  t.deepEqual(segs.map((s) => s.len), [2, 8]);
-  t.deepEqual(segs.flatMap((s) => [...s.view]), range(3, 10));
+  t.deepEqual(
+    segs.map((s) => s.len),
+    [2, 8],
+  );
+  t.deepEqual(
+    segs.flatMap((s) => [...s.view]),
+    range(3, 10),
+  );
   t.is(r.available, 17);
 });
 
@@ -73,7 +96,12 @@ test('lengths a guest could choose past the end, negative, fractional or huge ar
   const r = req.reader();
   r.skip(28);
   for (const n of [3, -1, 1.5, 2 ** 32, Number.NaN, Infinity]) {
-    for (const [what, f] of [['read', () => r.read(n)], ['splitAt', () => r.splitAt(n)], ['segments', () => r.segments(n)], ['skip', () => r.skip(n)]] as const) {
+    for (const [what, f] of [
+      ['read', () => r.read(n)],
+      ['splitAt', () => r.splitAt(n)],
+      ['segments', () => r.segments(n)],
+      ['skip', () => r.skip(n)],
+    ] as const) {
       const e = t.throws(f, { instanceOf: RequestError }, `${what}(${n})`);
       t.is((e as VhostUserError | undefined)?.kind, 'request');
     }

@@ -5,9 +5,27 @@
 import test, { type ExecutionContext } from 'ava';
 import { EchoDevice } from '../../backend/src/devices/echo';
 import {
-  native, ChainError, DEFAULT_MAX_INDIRECT as MAX_INDIRECT, DescTable, encodeConfig, encodeMemTable, encodeMessage, encodeU64,
-  encodeVringAddr, encodeVringState, Fd, FLAG_NEED_REPLY, FLAG_VERSION, MemoryError, MemoryTable, ProtocolError, Req,
-  VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT, VIRTQ_DESC_F_WRITE, walkChain,
+  native,
+  ChainError,
+  DEFAULT_MAX_INDIRECT as MAX_INDIRECT,
+  DescTable,
+  encodeConfig,
+  encodeMemTable,
+  encodeMessage,
+  encodeU64,
+  encodeVringAddr,
+  encodeVringState,
+  Fd,
+  FLAG_NEED_REPLY,
+  FLAG_VERSION,
+  MemoryError,
+  MemoryTable,
+  ProtocolError,
+  Req,
+  VIRTQ_DESC_F_INDIRECT,
+  VIRTQ_DESC_F_NEXT,
+  VIRTQ_DESC_F_WRITE,
+  walkChain,
 } from '../../backend/src/vhost-user';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { connect, openFds, prng, randomBytes, tick, until } from '../helpers';
@@ -40,13 +58,27 @@ function corpus(mem: GuestMemory): Uint8Array[] {
   const vs = (i: number, n: number) => encodeVringState({ index: i, num: n });
   const m = (req: Req, p: Uint8Array = new Uint8Array(0)) => encodeMessage(req, FLAG_VERSION | FLAG_NEED_REPLY, p);
   return [
-    m(Req.GET_FEATURES), m(Req.SET_FEATURES, encodeU64((1n << 32n) | (1n << 30n))), m(Req.SET_OWNER),
-    m(Req.GET_PROTOCOL_FEATURES), m(Req.SET_PROTOCOL_FEATURES, encodeU64(9n)), m(Req.GET_QUEUE_NUM),
-    m(Req.SET_MEM_TABLE, encodeMemTable(mem.regions)), m(Req.SET_VRING_NUM, vs(0, 64)), m(Req.SET_VRING_BASE, vs(0, 0)),
-    m(Req.SET_VRING_ADDR, encodeVringAddr({ index: 0, flags: 0, desc: mem.va(0n), used: mem.va(0x2000n), avail: mem.va(0x1000n), log: 0n })),
-    m(Req.SET_VRING_ENABLE, vs(0, 1)), m(Req.GET_VRING_BASE, vs(0, 0)), m(Req.SET_VRING_KICK, encodeU64(0n)),
-    m(Req.GET_CONFIG, encodeConfig({ offset: 0, size: 8, flags: 0, data: new Uint8Array(8) })), m(Req.GET_MAX_MEM_SLOTS),
-    m(Req.SET_STATUS, encodeU64(15n)), m(Req.GET_STATUS), m(Req.RESET_DEVICE),
+    m(Req.GET_FEATURES),
+    m(Req.SET_FEATURES, encodeU64((1n << 32n) | (1n << 30n))),
+    m(Req.SET_OWNER),
+    m(Req.GET_PROTOCOL_FEATURES),
+    m(Req.SET_PROTOCOL_FEATURES, encodeU64(9n)),
+    m(Req.GET_QUEUE_NUM),
+    m(Req.SET_MEM_TABLE, encodeMemTable(mem.regions)),
+    m(Req.SET_VRING_NUM, vs(0, 64)),
+    m(Req.SET_VRING_BASE, vs(0, 0)),
+    m(
+      Req.SET_VRING_ADDR,
+      encodeVringAddr({ index: 0, flags: 0, desc: mem.va(0n), used: mem.va(0x2000n), avail: mem.va(0x1000n), log: 0n }),
+    ),
+    m(Req.SET_VRING_ENABLE, vs(0, 1)),
+    m(Req.GET_VRING_BASE, vs(0, 0)),
+    m(Req.SET_VRING_KICK, encodeU64(0n)),
+    m(Req.GET_CONFIG, encodeConfig({ offset: 0, size: 8, flags: 0, data: new Uint8Array(8) })),
+    m(Req.GET_MAX_MEM_SLOTS),
+    m(Req.SET_STATUS, encodeU64(15n)),
+    m(Req.GET_STATUS),
+    m(Req.RESET_DEVICE),
   ];
 }
 
@@ -122,7 +154,10 @@ test.serial('the message decoder survives mutated and random messages, leaking n
 });
 
 test('the chain walker rejects every malformed random table with its own errors, never reading outside guest memory', (t) => {
-  const { guest, mem } = mappedGuest(t, [{ gpa: 0n, size: 1 << 20 }, { gpa: 1n << 32n, size: 1 << 20 }]);
+  const { guest, mem } = mappedGuest(t, [
+    { gpa: 0n, size: 1 << 20 },
+    { gpa: 1n << 32n, size: 1 << 20 },
+  ]);
   const rnd = prng(99);
   const size = 16;
   const tableGpa = guest.alloc(size * 16, 16);

@@ -21,7 +21,10 @@ async function echo(fe: Frontend, q: number, n: number, fill: number): Promise<{
   const src = fe.mem.alloc(n, 1);
   const dst = fe.mem.alloc(n + ECHO_TRAILER, 1);
   fe.mem.bytes(src, n).fill(fill);
-  const used = await fe.submit(q, [{ gpa: src, len: n }, { gpa: dst, len: n + ECHO_TRAILER, write: true }]);
+  const used = await fe.submit(q, [
+    { gpa: src, len: n },
+    { gpa: dst, len: n + ECHO_TRAILER, write: true },
+  ]);
   return { used, ok: used.len === n + ECHO_TRAILER && fe.mem.bytes(dst, n).every((b) => b === fill) };
 }
 
@@ -48,10 +51,14 @@ function spawnOwner(t: ExecutionContext): Owner {
   native.close(theirs);
   const inbox: Record<string, unknown>[] = [];
   const waiters: (() => void)[] = [];
-  const channel = new Channel(mine, (m) => {
-    inbox.push(m as Record<string, unknown>);
-    for (const w of waiters.splice(0)) w();
-  }, () => undefined);
+  const channel = new Channel(
+    mine,
+    (m) => {
+      inbox.push(m as Record<string, unknown>);
+      for (const w of waiters.splice(0)) w();
+    },
+    () => undefined,
+  );
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   t.teardown(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
@@ -69,7 +76,13 @@ function spawnOwner(t: ExecutionContext): Owner {
 }
 
 /** Detaches the ring of queue q and hands it, with guest RAM, to a new owner process. */
-async function handOver(t: ExecutionContext, fe: Frontend, server: VhostUserServer, q: number, holdMs: number): Promise<{ ring: Vring; owner: Owner; record: InflightRecord }> {
+async function handOver(
+  t: ExecutionContext,
+  fe: Frontend,
+  server: VhostUserServer,
+  q: number,
+  holdMs: number,
+): Promise<{ ring: Vring; owner: Owner; record: InflightRecord }> {
   const ring = server.backend!.rings[q];
   const state = await ring.detach();
   t.true(ring.delegated);
@@ -77,7 +90,9 @@ async function handOver(t: ExecutionContext, fe: Frontend, server: VhostUserServ
   t.teardown(() => record.close());
   const owner = spawnOwner(t);
   for (const r of fe.mem.regions)
-    owner.channel.send({ t: 'region', region: { gpa: r.gpa, size: r.size, userAddr: r.userAddr, mmapOffset: r.mmapOffset } }, [fe.mem.fd.value]);
+    owner.channel.send({ t: 'region', region: { gpa: r.gpa, size: r.size, userAddr: r.userAddr, mmapOffset: r.mmapOffset } }, [
+      fe.mem.fd.value,
+    ]);
   owner.channel.send({ t: 'adopt', state, holdMs }, [ring.kick!.value, ring.call!.value, record.fd.value]);
   await owner.next('adopted');
   return { ring, owner, record };
@@ -103,27 +118,33 @@ test.serial('a ring handed to another process is served there; handed back, the 
   t.is(dev.requests, 60, 'the backend serves queue 1 again');
 });
 
-test.serial('the owner killed mid-request: the backend answers what it left in flight once (used length 0) and serves the ring again', async (t) => {
-  const dev = new EchoDevice({ queues: 2 });
-  const { fe, server } = await started(t, dev, { queues: 2, size: 64 });
-  t.is(await echoes(fe, 1, 5), 5);
-  // Requests the owner holds for 10 s before answering (a fixed hold: a random one
-  // may answer one before all 8 are taken): it is killed first.
-  const { ring, owner, record } = await handOver(t, fe, server, 1, 10_000);
-  const pending = Array.from({ length: 8 }, (_, i) => echo(fe, 1, 32, i));
-  t.true(await until(() => record.heads().length === 8, 5000), `the owner took ${record.heads().length} of 8`);
-  owner.child.kill('SIGKILL');
-  await owner.exited;
-  const answered = ring.recover(record);
-  t.is(answered.length, 8, 'every request the owner took is answered');
-  const results = await Promise.all(pending);
-  t.true(results.every((r) => r.used.len === 0), 'each as failed (used length 0), once');
-  t.false(ring.delegated);
-  t.is(await echoes(fe, 1, 20), 20, 'the backend serves the ring again');
-  t.is(dev.requests, 25);
-});
+test.serial(
+  'the owner killed mid-request: the backend answers what it left in flight once (used length 0) and serves the ring again',
+  async (t) => {
+    const dev = new EchoDevice({ queues: 2 });
+    const { fe, server } = await started(t, dev, { queues: 2, size: 64 });
+    t.is(await echoes(fe, 1, 5), 5);
+    // Requests the owner holds for 10 s before answering (a fixed hold: a random one
+    // may answer one before all 8 are taken): it is killed first.
+    const { ring, owner, record } = await handOver(t, fe, server, 1, 10_000);
+    const pending = Array.from({ length: 8 }, (_, i) => echo(fe, 1, 32, i));
+    t.true(await until(() => record.heads().length === 8, 5000), `the owner took ${record.heads().length} of 8`);
+    owner.child.kill('SIGKILL');
+    await owner.exited;
+    const answered = ring.recover(record);
+    t.is(answered.length, 8, 'every request the owner took is answered');
+    const results = await Promise.all(pending);
+    t.true(
+      results.every((r) => r.used.len === 0),
+      'each as failed (used length 0), once',
+    );
+    t.false(ring.delegated);
+    t.is(await echoes(fe, 1, 20), 20, 'the backend serves the ring again');
+    t.is(dev.requests, 25);
+  },
+);
 
-test('recovery undoes the owner\'s half-done steps: an answer published but not yet recorded, a head marked but not yet taken', (t) => {
+test("recovery undoes the owner's half-done steps: an answer published but not yet recorded, a head marked but not yet taken", (t) => {
   const r = InflightRecord.create(8, 0, 0);
   t.teardown(() => r.close());
   const avail = [3, 5, 6, 1, 0, 0, 0, 0];

@@ -4,9 +4,33 @@
 // extremes, and each decoder refusing sizes it was not made for.
 import test, { type ExecutionContext } from 'ava';
 import {
-  bit, checkHeader, decodeConfig, decodeHeader, decodeMemTable, decodeSingleRegion, decodeU64, decodeVringAddr, decodeVringFdArg,
-  decodeVringState, encodeConfig, encodeMemTable, encodeMessage, encodeSingleRegion, encodeU64, encodeVringAddr, encodeVringState,
-  FLAG_NEED_REPLY, FLAG_REPLY, FLAG_VERSION, HEADER_SIZE, MAX_CONFIG_SIZE, MAX_MEM_TABLE_REGIONS, MAX_PAYLOAD, ProtocolError, Req, reqName,
+  bit,
+  checkHeader,
+  decodeConfig,
+  decodeHeader,
+  decodeMemTable,
+  decodeSingleRegion,
+  decodeU64,
+  decodeVringAddr,
+  decodeVringFdArg,
+  decodeVringState,
+  encodeConfig,
+  encodeMemTable,
+  encodeMessage,
+  encodeSingleRegion,
+  encodeU64,
+  encodeVringAddr,
+  encodeVringState,
+  FLAG_NEED_REPLY,
+  FLAG_REPLY,
+  FLAG_VERSION,
+  HEADER_SIZE,
+  MAX_CONFIG_SIZE,
+  MAX_MEM_TABLE_REGIONS,
+  MAX_PAYLOAD,
+  ProtocolError,
+  Req,
+  reqName,
   type MemRegion,
 } from '../../backend/src/vhost-user';
 
@@ -76,15 +100,21 @@ test('reqName names known requests and marks unknown ones; bit shifts', (t) => {
 test('u64: round trip at 0, 2^32 and 2^64-1, little-endian; other sizes refused by name', (t) => {
   for (const v of [0n, 1n, 1n << 32n, 0x0102030405060708n, MAX64]) t.is(decodeU64('X', shifted(encodeU64(v))), v);
   t.deepEqual(Array.from(encodeU64(0x0102030405060708n)), [8, 7, 6, 5, 4, 3, 2, 1]);
-  for (const n of [0, 4, 7, 9, 16]) bad(t, () => decodeU64('SET_FEATURES', new Uint8Array(n)), new RegExp(`SET_FEATURES: payload is ${n} bytes, expected 8`));
+  for (const n of [0, 4, 7, 9, 16])
+    bad(t, () => decodeU64('SET_FEATURES', new Uint8Array(n)), new RegExp(`SET_FEATURES: payload is ${n} bytes, expected 8`));
 });
 
 test('vring state: round trip of index and num (all 32 bits); other sizes refused', (t) => {
-  for (const s of [{ index: 0, num: 0 }, { index: 1, num: 256 }, { index: 0xffffffff, num: 0xffffffff }]) {
+  for (const s of [
+    { index: 0, num: 0 },
+    { index: 1, num: 256 },
+    { index: 0xffffffff, num: 0xffffffff },
+  ]) {
     t.deepEqual(decodeVringState('SET_VRING_NUM', shifted(encodeVringState(s))), s);
   }
   t.deepEqual(Array.from(encodeVringState({ index: 2, num: 0x100 })), [2, 0, 0, 0, 0, 1, 0, 0]);
-  for (const n of [0, 4, 7, 9, 12]) bad(t, () => decodeVringState('SET_VRING_BASE', new Uint8Array(n)), new RegExp(`SET_VRING_BASE: payload is ${n} bytes`));
+  for (const n of [0, 4, 7, 9, 12])
+    bad(t, () => decodeVringState('SET_VRING_BASE', new Uint8Array(n)), new RegExp(`SET_VRING_BASE: payload is ${n} bytes`));
 });
 
 test('vring address: round trip of every field (distinct values, 64-bit extremes); exactly 40 bytes', (t) => {
@@ -93,9 +123,20 @@ test('vring address: round trip of every field (distinct values, 64-bit extremes
   t.is(b.length, 40);
   t.deepEqual(decodeVringAddr(shifted(b)), a);
   const v = new DataView(b.buffer);
-  t.deepEqual([v.getUint32(0, true), v.getUint32(4, true), v.getBigUint64(8, true), v.getBigUint64(16, true), v.getBigUint64(24, true), v.getBigUint64(32, true)],
-    [3, 1, a.desc, a.used, a.avail, a.log], 'the order of the fields: index, flags, desc, used, avail, log');
-  for (const n of [0, 32, 39, 41, 48]) bad(t, () => decodeVringAddr(new Uint8Array(n)), new RegExp(`SET_VRING_ADDR: payload is ${n} bytes, expected 40`));
+  t.deepEqual(
+    [
+      v.getUint32(0, true),
+      v.getUint32(4, true),
+      v.getBigUint64(8, true),
+      v.getBigUint64(16, true),
+      v.getBigUint64(24, true),
+      v.getBigUint64(32, true),
+    ],
+    [3, 1, a.desc, a.used, a.avail, a.log],
+    'the order of the fields: index, flags, desc, used, avail, log',
+  );
+  for (const n of [0, 32, 39, 41, 48])
+    bad(t, () => decodeVringAddr(new Uint8Array(n)), new RegExp(`SET_VRING_ADDR: payload is ${n} bytes, expected 40`));
 });
 
 test('vring fd argument: the queue in bits 0-7, "no fd" in bit 8, any other bit refused', (t) => {
@@ -103,7 +144,8 @@ test('vring fd argument: the queue in bits 0-7, "no fd" in bit 8, any other bit 
   t.deepEqual(decodeVringFdArg('SET_VRING_KICK', encodeU64(0xffn)), { index: 255, noFd: false });
   t.deepEqual(decodeVringFdArg('SET_VRING_CALL', encodeU64(0x105n)), { index: 5, noFd: true });
   t.deepEqual(decodeVringFdArg('SET_VRING_ERR', encodeU64(0x1ffn)), { index: 255, noFd: true });
-  for (const v of [0x200n, 0x300n, 1n << 63n, MAX64]) bad(t, () => decodeVringFdArg('SET_VRING_KICK', encodeU64(v)), new RegExp(`SET_VRING_KICK: reserved bits set in 0x${v.toString(16)}`));
+  for (const v of [0x200n, 0x300n, 1n << 63n, MAX64])
+    bad(t, () => decodeVringFdArg('SET_VRING_KICK', encodeU64(v)), new RegExp(`SET_VRING_KICK: reserved bits set in 0x${v.toString(16)}`));
   bad(t, () => decodeVringFdArg('SET_VRING_CALL', new Uint8Array(4)), /SET_VRING_CALL: payload is 4 bytes/);
 });
 
@@ -149,7 +191,8 @@ test('single region (ADD/REM_MEM_REG): 8 bytes of padding then the region; exact
   const padded = b.slice();
   padded.fill(0xff, 0, 8);
   t.deepEqual(decodeSingleRegion('ADD_MEM_REG', padded), r, 'the padding is not read');
-  for (const n of [0, 8, 32, 39, 41, 72]) bad(t, () => decodeSingleRegion('REM_MEM_REG', new Uint8Array(n)), new RegExp(`REM_MEM_REG: payload is ${n} bytes, expected 40`));
+  for (const n of [0, 8, 32, 39, 41, 72])
+    bad(t, () => decodeSingleRegion('REM_MEM_REG', new Uint8Array(n)), new RegExp(`REM_MEM_REG: payload is ${n} bytes, expected 40`));
 });
 
 test('config: round trip of offset, size, flags and data, up to MAX_CONFIG_SIZE bytes of data', (t) => {
@@ -161,7 +204,10 @@ test('config: round trip of offset, size, flags and data, up to MAX_CONFIG_SIZE 
     const d = decodeConfig('GET_CONFIG', shifted(b));
     t.deepEqual({ ...d, data: Array.from(d.data) }, { ...c, data: Array.from(data) }, `${size} bytes`);
   }
-  t.deepEqual(Array.from(encodeConfig({ offset: 4, size: 2, flags: 1, data: new Uint8Array([9, 8]) })), [4, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 9, 8]);
+  t.deepEqual(
+    Array.from(encodeConfig({ offset: 4, size: 2, flags: 1, data: new Uint8Array([9, 8]) })),
+    [4, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 9, 8],
+  );
 });
 
 test('config: short headers, a size over MAX_CONFIG_SIZE and data not of size bytes are refused', (t) => {

@@ -44,13 +44,15 @@ function connectAsNobody(dir: string, name: string, send: number[], want: number
   const child = spawn(process.execPath, ['-e', script], { uid: NOBODY, gid: NOBODY, cwd: dir, stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  return new Promise((resolve, reject) => child.once('exit', () => {
-    try {
-      resolve({ pid: child.pid!, ...(JSON.parse(out) as { how: string; bytes: number }) });
-    } catch {
-      reject(new Error(`the uid ${NOBODY} client said '${out}'`));
-    }
-  }));
+  return new Promise((resolve, reject) =>
+    child.once('exit', () => {
+      try {
+        resolve({ pid: child.pid!, ...(JSON.parse(out) as { how: string; bytes: number }) });
+      } catch {
+        reject(new Error(`the uid ${NOBODY} client said '${out}'`));
+      }
+    }),
+  );
 }
 
 /** A directory that uid 65534 can enter (not list), with a vhost-user socket in it that everyone may open. */
@@ -62,27 +64,35 @@ function openDir(t: import('ava').ExecutionContext): string {
 
 function listen(t: import('ava').ExecutionContext, dir: string, uid: number): { server: VhostUserServer; logged: string[] } {
   const logged: string[] = [];
-  const server = VhostUserServer.listen(path.join(dir, 'vhost.sock'), new EchoDevice(), { logger: { error: (l) => logged.push(l) }, peer: { uid } });
+  const server = VhostUserServer.listen(path.join(dir, 'vhost.sock'), new EchoDevice(), {
+    logger: { error: (l) => logged.push(l) },
+    peer: { uid },
+  });
   t.teardown(() => server.close());
   fs.chmodSync(path.join(dir, 'vhost.sock'), 0o777); // the file's mode lets anyone in: the uid check must not
   return { server, logged };
 }
 
-asRoot('--peer-uid: a frontend of another user is refused, its pid and uid logged, and the backend then serves the right one', async (t) => {
-  const dir = openDir(t);
-  const { server, logged } = listen(t, dir, process.getuid!());
-  const other = await connectAsNobody(dir, 'vhost.sock', GET_FEATURES, 20);
-  t.is(other.bytes, 0, `no answer for uid ${NOBODY} (${other.how})`);
-  t.not(other.how, 'timeout', 'its connection was closed');
-  t.deepEqual(logged, [`vhost-user: echo: refused a frontend: pid ${other.pid} runs as uid ${NOBODY}, not ${process.getuid!()} (--peer-uid)`]);
-  t.false(server.connected);
-  const fe = Frontend.connect(path.join(dir, 'vhost.sock'));
-  t.teardown(() => fe.close());
-  await fe.negotiate();
-  t.true(server.connected, 'the allowed user is served after the refusal');
-});
+asRoot(
+  '--peer-uid: a frontend of another user is refused, its pid and uid logged, and the backend then serves the right one',
+  async (t) => {
+    const dir = openDir(t);
+    const { server, logged } = listen(t, dir, process.getuid!());
+    const other = await connectAsNobody(dir, 'vhost.sock', GET_FEATURES, 20);
+    t.is(other.bytes, 0, `no answer for uid ${NOBODY} (${other.how})`);
+    t.not(other.how, 'timeout', 'its connection was closed');
+    t.deepEqual(logged, [
+      `vhost-user: echo: refused a frontend: pid ${other.pid} runs as uid ${NOBODY}, not ${process.getuid!()} (--peer-uid)`,
+    ]);
+    t.false(server.connected);
+    const fe = Frontend.connect(path.join(dir, 'vhost.sock'));
+    t.teardown(() => fe.close());
+    await fe.negotiate();
+    t.true(server.connected, 'the allowed user is served after the refusal');
+  },
+);
 
-asRoot('--peer-uid: a frontend of that user, another process than the backend\'s, is served', async (t) => {
+asRoot("--peer-uid: a frontend of that user, another process than the backend's, is served", async (t) => {
   const dir = openDir(t);
   const { logged } = listen(t, dir, NOBODY);
   const peer = await connectAsNobody(dir, 'vhost.sock', GET_FEATURES, 20);

@@ -17,7 +17,10 @@ async function echo(fe: Frontend, n: number, fill: number): Promise<boolean> {
   const src = fe.mem.alloc(n, 1);
   const dst = fe.mem.alloc(n + ECHO_TRAILER, 1);
   fe.mem.bytes(src, n).fill(fill);
-  const used = await fe.submit(0, [{ gpa: src, len: n }, { gpa: dst, len: n + ECHO_TRAILER, write: true }]);
+  const used = await fe.submit(0, [
+    { gpa: src, len: n },
+    { gpa: dst, len: n + ECHO_TRAILER, write: true },
+  ]);
   const ok = used.len === n + ECHO_TRAILER && fe.mem.bytes(dst, n).every((b) => b === fill);
   fe.mem.rewind(at);
   return ok;
@@ -109,34 +112,37 @@ test.serial('the qcuda device polled: copies of many sizes come back whole with 
   t.is((await c.close()).status, 0);
 });
 
-test.serial('a device given the poller (usePoll) has its kept check run as each window opens, on each turn, and once expired; never while idle', async (t) => {
-  const calls: boolean[] = [];
-  class Polled extends EchoDevice {
-    given = 0;
-    usePoll(poll: BusyPoll): void {
-      this.given++;
-      poll.keep((expired) => calls.push(expired));
+test.serial(
+  'a device given the poller (usePoll) has its kept check run as each window opens, on each turn, and once expired; never while idle',
+  async (t) => {
+    const calls: boolean[] = [];
+    class Polled extends EchoDevice {
+      given = 0;
+      usePoll(poll: BusyPoll): void {
+        this.given++;
+        poll.keep((expired) => calls.push(expired));
+      }
     }
-  }
-  const dev = new Polled({ queues: 1, pollUs: 2000 });
-  const { fe } = await started(t, dev, { queues: 1, size: 64 });
-  t.is(dev.given, 1, 'the backend hands its poller over once');
-  t.true(await echo(fe, 16, 1));
-  await tick(50);
-  const first = calls.length;
-  t.true(first >= 2, `${first} calls`);
-  t.is(calls.filter((e) => e).length, 1, 'one window, one last turn');
-  t.true(calls[first - 1], 'the last call is the expired one');
-  await tick(100);
-  t.is(calls.length, first, 'not called while idle');
-  t.true(await echo(fe, 16, 2));
-  await tick(50);
-  t.is(calls.filter((e) => e).length, 2, 'a second window, a second last turn');
-  t.false(calls[first], 'the second window opens with a call that is not expired');
-  const unpolled = new Polled({ queues: 1, pollUs: 0 });
-  await started(t, unpolled, { queues: 1, size: 64 });
-  t.is(unpolled.given, 0, 'no poller where the rings are not polled');
-});
+    const dev = new Polled({ queues: 1, pollUs: 2000 });
+    const { fe } = await started(t, dev, { queues: 1, size: 64 });
+    t.is(dev.given, 1, 'the backend hands its poller over once');
+    t.true(await echo(fe, 16, 1));
+    await tick(50);
+    const first = calls.length;
+    t.true(first >= 2, `${first} calls`);
+    t.is(calls.filter((e) => e).length, 1, 'one window, one last turn');
+    t.true(calls[first - 1], 'the last call is the expired one');
+    await tick(100);
+    t.is(calls.length, first, 'not called while idle');
+    t.true(await echo(fe, 16, 2));
+    await tick(50);
+    t.is(calls.filter((e) => e).length, 2, 'a second window, a second last turn');
+    t.false(calls[first], 'the second window opens with a call that is not expired');
+    const unpolled = new Polled({ queues: 1, pollUs: 0 });
+    await started(t, unpolled, { queues: 1, size: 64 });
+    t.is(unpolled.given, 0, 'no poller where the rings are not polled');
+  },
+);
 
 // Spinning (BusyPoll spinUs): a turn waits on its checks' quiet() instead of
 // letting the event loop turn, only while every check can say it is quiet.
@@ -144,7 +150,10 @@ test.serial('a turn spins while every check is quiet, and runs the checks as soo
   const poll = new BusyPoll(100_000, 20_000);
   let asked = 0;
   const seen: number[] = [];
-  poll.add(() => seen.push(asked), () => ++asked < 500);
+  poll.add(
+    () => seen.push(asked),
+    () => ++asked < 500,
+  );
   poll.touch();
   await new Promise((r) => setImmediate(r));
   await new Promise((r) => setImmediate(r));
@@ -173,26 +182,32 @@ test.serial('no turn spins while a check cannot say it is quiet', async (t) => {
 // Spinning after an answer (BusyPoll.spinAfterAnswer): the caller's next
 // request is taken in the same turn, not after a turn of the event loop;
 // bounded, so the loop still turns.
-test.serial('after an answer a turn spins until a check is not quiet and says so; never outside a turn, nor once the turn has run long', async (t) => {
-  // A turn's bound of 50 ms here (0.2 ms in use): the first check must run within it even on a loaded machine.
-  const poll = new BusyPoll(500_000, 20_000, 50_000);
-  let asked = 0;
-  let quietFor = 0;
-  const results: { spun: boolean; asks: number }[] = [];
-  poll.add(() => {
-    if (results.length >= 2) return;
-    if (results.length === 1) {
-      const until = performance.now() + 60; // past the turn's bound (50 ms)
-      while (performance.now() < until);
-    }
-    quietFor = asked + 300;
-    const before = asked;
-    results.push({ spun: poll.spinAfterAnswer(), asks: asked - before });
-  }, () => ++asked < quietFor);
-  t.false(poll.spinAfterAnswer(), 'no turn yet: no spin');
-  t.is(asked, 0);
-  poll.touch();
-  for (let i = 0; i < 4; i++) await new Promise((r) => setImmediate(r));
-  t.deepEqual(results[0], { spun: true, asks: 300 }, 'the spin asked until the check was no longer quiet');
-  t.deepEqual(results[1], { spun: false, asks: 0 }, 'a turn past its bound does not spin');
-});
+test.serial(
+  'after an answer a turn spins until a check is not quiet and says so; never outside a turn, nor once the turn has run long',
+  async (t) => {
+    // A turn's bound of 50 ms here (0.2 ms in use): the first check must run within it even on a loaded machine.
+    const poll = new BusyPoll(500_000, 20_000, 50_000);
+    let asked = 0;
+    let quietFor = 0;
+    const results: { spun: boolean; asks: number }[] = [];
+    poll.add(
+      () => {
+        if (results.length >= 2) return;
+        if (results.length === 1) {
+          const until = performance.now() + 60; // past the turn's bound (50 ms)
+          while (performance.now() < until);
+        }
+        quietFor = asked + 300;
+        const before = asked;
+        results.push({ spun: poll.spinAfterAnswer(), asks: asked - before });
+      },
+      () => ++asked < quietFor,
+    );
+    t.false(poll.spinAfterAnswer(), 'no turn yet: no spin');
+    t.is(asked, 0);
+    poll.touch();
+    for (let i = 0; i < 4; i++) await new Promise((r) => setImmediate(r));
+    t.deepEqual(results[0], { spun: true, asks: 300 }, 'the spin asked until the check was no longer quiet');
+    t.deepEqual(results[1], { spun: false, asks: 0 }, 'a turn past its bound does not spin');
+  },
+);

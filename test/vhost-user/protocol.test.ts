@@ -4,8 +4,17 @@
 import test from 'ava';
 import { EchoDevice } from '../../backend/src/devices/echo';
 import {
-  native, encodeConfig, encodeMemTable, encodeU64, encodeVringAddr, encodeVringState, EventFd, FLAG_NEED_REPLY, FLAG_VERSION,
-  encodeMessage, Req,
+  native,
+  encodeConfig,
+  encodeMemTable,
+  encodeU64,
+  encodeVringAddr,
+  encodeVringState,
+  EventFd,
+  FLAG_NEED_REPLY,
+  FLAG_VERSION,
+  encodeMessage,
+  Req,
 } from '../../backend/src/vhost-user';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { connect, openFds, started, tick, until } from '../helpers';
@@ -45,7 +54,13 @@ test.serial('bad requests get a failing REPLY_ACK and the connection lives on', 
   t.is(await fe.acked(Req.SET_VRING_ADDR, encodeVringAddr({ ...addr, desc: 1n << 50n })), 1n, 'ring outside guest memory');
   t.is(await fe.acked(Req.SET_VRING_ADDR, encodeVringAddr({ ...addr, desc: fe.mem.va(0x1008n) })), 1n, 'misaligned ring');
   t.is(await fe.acked(Req.SET_VRING_ADDR, encodeVringAddr({ ...addr, flags: 1 })), 1n, 'dirty log never offered');
-  t.is(await fe.acked(Req.SET_VRING_ADDR, encodeVringAddr({ ...addr, desc: fe.mem.va(0x1000n), used: fe.mem.va(0x3000n), avail: fe.mem.va(0x2000n) })), 0n);
+  t.is(
+    await fe.acked(
+      Req.SET_VRING_ADDR,
+      encodeVringAddr({ ...addr, desc: fe.mem.va(0x1000n), used: fe.mem.va(0x3000n), avail: fe.mem.va(0x2000n) }),
+    ),
+    0n,
+  );
   t.is(await fe.acked(Req.SET_VRING_ENABLE, state(0, 2)), 1n, 'enable state 2');
   t.is(await fe.acked(Req.SET_VRING_KICK, encodeU64(0x100n | 0n)), 1n, 'polling mode is refused');
   t.is(await fe.acked(Req.SET_VRING_KICK, encodeU64(1n << 12n)), 1n, 'reserved bits');
@@ -114,10 +129,19 @@ test.serial('broken framing ends only that connection; the server accepts the ne
   t.true(await raw(sock, header(Req.SET_MEM_TABLE, 0x1, 1 << 20)), 'oversized payload');
   t.true(await raw(sock, header(Req.SET_FEATURES, 0x1, 8).subarray(0, 7), true), 'truncated header');
   t.true(await raw(sock, encodeMessage(Req.SET_FEATURES, FLAG_VERSION, new Uint8Array(8)).subarray(0, 15), true), 'truncated payload');
-  t.true(await raw(sock, encodeMessage(Req.GET_CONFIG, FLAG_VERSION, encodeConfig({ offset: 250, size: 8, flags: 0, data: new Uint8Array(8) }))), 'GET_CONFIG past the config space');
+  t.true(
+    await raw(sock, encodeMessage(Req.GET_CONFIG, FLAG_VERSION, encodeConfig({ offset: 250, size: 8, flags: 0, data: new Uint8Array(8) }))),
+    'GET_CONFIG past the config space',
+  );
   t.true(await until(() => openFds() === before));
-  t.true(logged.some((l) => /connection closed: bad header: SET_MEM_TABLE payload of 1048576 bytes/.test(l)), 'the reason reaches the logger');
-  t.false(logged.some((l) => !l.startsWith('vhost-user: ')), 'each line names its source');
+  t.true(
+    logged.some((l) => /connection closed: bad header: SET_MEM_TABLE payload of 1048576 bytes/.test(l)),
+    'the reason reaches the logger',
+  );
+  t.false(
+    logged.some((l) => !l.startsWith('vhost-user: ')),
+    'each line names its source',
+  );
   const next = Frontend.connect(sock);
   t.teardown(() => next.close());
   await next.negotiate();
@@ -140,13 +164,27 @@ test.serial('a kick that arrives before SET_VRING_ENABLE is not lost', async (t)
   const inp = fe.mem.alloc(4);
   const out = fe.mem.alloc(12);
   fe.mem.bytes(inp, 4).set([1, 2, 3, 4]);
-  t.is(await fe.acked(Req.SET_VRING_ADDR, encodeVringAddr({
-    index: 0, flags: 0, desc: fe.mem.va(q.ring.desc), used: fe.mem.va(q.ring.used), avail: fe.mem.va(q.ring.avail), log: 0n,
-  })), 0n);
+  t.is(
+    await fe.acked(
+      Req.SET_VRING_ADDR,
+      encodeVringAddr({
+        index: 0,
+        flags: 0,
+        desc: fe.mem.va(q.ring.desc),
+        used: fe.mem.va(q.ring.used),
+        avail: fe.mem.va(q.ring.avail),
+        log: 0n,
+      }),
+    ),
+    0n,
+  );
   const kick = EventFd.create();
   t.is(await fe.acked(Req.SET_VRING_KICK, encodeU64(0n), [kick.value]), 0n);
   kick.close();
-  const done = fe.submit(0, [{ gpa: inp, len: 4 }, { gpa: out, len: 12, write: true }]);
+  const done = fe.submit(0, [
+    { gpa: inp, len: 4 },
+    { gpa: out, len: 12, write: true },
+  ]);
   await tick(30);
   t.is(dev.requests, 0, 'a disabled ring takes nothing');
   t.is(await fe.acked(Req.SET_VRING_ENABLE, state(0, 1)), 0n);
@@ -160,23 +198,37 @@ test.serial('GET_VRING_BASE waits for in-flight requests and returns the live in
   const replies: Promise<unknown>[] = [];
   for (let i = 0; i < 5; i++) {
     const inp = fe.mem.alloc(8);
-    replies.push(fe.submit(0, [{ gpa: inp, len: 8 }, { gpa: fe.mem.alloc(16), len: 16, write: true }]));
+    replies.push(
+      fe.submit(0, [
+        { gpa: inp, len: 8 },
+        { gpa: fe.mem.alloc(16), len: 16, write: true },
+      ]),
+    );
   }
   await tick(5);
   const [base] = await fe.stop();
   t.is(base, 5);
-  t.is(fe.queues[0].ring.harvest().length + (await Promise.race([Promise.all(replies).then(() => 5), tick(50).then(() => 0)])), 5,
-    'all five completed before the ring stopped');
+  t.is(
+    fe.queues[0].ring.harvest().length + (await Promise.race([Promise.all(replies).then(() => 5), tick(50).then(() => 0)])),
+    5,
+    'all five completed before the ring stopped',
+  );
 });
 
 test.serial('a malformed chain fails that request only; a runaway avail index breaks the ring and signals its err fd', async (t) => {
   const dev = new EchoDevice({ queues: 1 });
   const { fe } = await started(t, dev, { size: 16 });
-  const bad = await fe.submit(0, [{ gpa: 1n << 45n, len: 8 }, { gpa: fe.mem.alloc(16), len: 16, write: true }]);
+  const bad = await fe.submit(0, [
+    { gpa: 1n << 45n, len: 8 },
+    { gpa: fe.mem.alloc(16), len: 16, write: true },
+  ]);
   t.is(bad.len, 0);
   t.is(dev.requests, 0);
   const inp = fe.mem.alloc(8);
-  const good = await fe.submit(0, [{ gpa: inp, len: 8 }, { gpa: fe.mem.alloc(16), len: 16, write: true }]);
+  const good = await fe.submit(0, [
+    { gpa: inp, len: 8 },
+    { gpa: fe.mem.alloc(16), len: 16, write: true },
+  ]);
   t.is(good.len, 16);
   const err = EventFd.create();
   t.teardown(() => err.close());
@@ -193,7 +245,10 @@ test.serial('guest memory is unmapped when the frontend goes away, and no fd is 
   const baseline = openFds();
   const mem = new GuestMemory();
   const { fe, server } = await started(t, new EchoDevice({ queues: 2 }), { size: 8 }, mem);
-  await fe.submit(1, [{ gpa: fe.mem.alloc(8), len: 8 }, { gpa: fe.mem.alloc(16), len: 16, write: true }]);
+  await fe.submit(1, [
+    { gpa: fe.mem.alloc(8), len: 8 },
+    { gpa: fe.mem.alloc(16), len: 16, write: true },
+  ]);
   fe.close();
   t.true(await until(() => !server.connected));
   server.close();

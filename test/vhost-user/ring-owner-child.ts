@@ -20,10 +20,15 @@ const memory = new MemoryTable();
 let ring: Vring | undefined;
 let device: EchoDevice | undefined;
 
-const channel: Channel = new Channel(3, (m) => void onMessage(m as In).catch((e: Error) => {
-  process.stderr.write(`ring-owner: ${e.stack}\n`);
-  process.exit(1);
-}), () => process.exit(0));
+const channel: Channel = new Channel(
+  3,
+  (m) =>
+    void onMessage(m as In).catch((e: Error) => {
+      process.stderr.write(`ring-owner: ${e.stack}\n`);
+      process.exit(1);
+    }),
+  () => process.exit(0),
+);
 
 function fd(): Fd {
   const f = channel.takeFd();

@@ -14,10 +14,22 @@ const QCUDA = path.resolve(__dirname, '..', '..', 'backend', 'src', 'cli', 'qcud
 const GUEST_BIN = path.resolve(__dirname, '..', '..', '..', 'build', 'guest', 'bin');
 const DISK = process.env.GUEST_DISK;
 for (const [k, v] of Object.entries({ QEMU_BIN: process.env.QEMU_BIN, GUEST_DISK: DISK }))
-  if (!v || !fs.existsSync(v)) throw new Error(`the disk image test needs ${k} (make guest-disk builds the image); run it with 'make test'`);
+  if (!v || !fs.existsSync(v))
+    throw new Error(`the disk image test needs ${k} (make guest-disk builds the image); run it with 'make test'`);
 
 /** The demo's programs (qcuda vm --demo): the transport, then CUDA programs of both builds. */
-const CUDA_PROGRAMS = ['device', 'memcpy', 'stream', 'hostmem', 'errors', 'killcopy', 'device_static', 'memcpy_static', 'stream_static', 'hostmem_static'];
+const CUDA_PROGRAMS = [
+  'device',
+  'memcpy',
+  'stream',
+  'hostmem',
+  'errors',
+  'killcopy',
+  'device_static',
+  'memcpy_static',
+  'stream_static',
+  'hostmem_static',
+];
 
 // What the guest reports about itself before the programs run, one KEY=VALUE a line.
 const FACTS = [
@@ -33,7 +45,8 @@ const FACTS = [
   // nvcc's default build loads libcuda.so.1 with dlopen: ask the loader.
   'echo "libcuda=$(owner "$(LD_DEBUG=libs ./device_static 2>&1 >/dev/null | sed -n "s/.*calling init: \\(.*libcuda.so.1\\)$/\\1/p" | head -1)")"',
 ].join('; ');
-const PROGRAMS = 'nop_test -t 4 -n 100 > /tmp/nop.out || { cat /tmp/nop.out; exit 1; }; tail -1 /tmp/nop.out; ' +
+const PROGRAMS =
+  'nop_test -t 4 -n 100 > /tmp/nop.out || { cat /tmp/nop.out; exit 1; }; tail -1 /tmp/nop.out; ' +
   `for p in ${CUDA_PROGRAMS.join(' ')}; do $p > /tmp/$p.out || { cat /tmp/$p.out; exit 1; }; echo "$p: $(tail -1 /tmp/$p.out)"; done`;
 
 function qcuda(args: string[], timeoutMs: number) {
@@ -41,13 +54,22 @@ function qcuda(args: string[], timeoutMs: number) {
 }
 
 function facts(stdout: string): Record<string, string> {
-  return Object.fromEntries(stdout.split('\n').map((l) => /^(\w+)=(.*)$/.exec(l)).filter((m) => m !== null).map((m) => [m[1], m[2]]));
+  return Object.fromEntries(
+    stdout
+      .split('\n')
+      .map((l) => /^(\w+)=(.*)$/.exec(l))
+      .filter((m) => m !== null)
+      .map((m) => [m[1], m[2]]),
+  );
 }
 
 test.serial('a full systemd boot of the image runs the CUDA programs as its user over the packages', (t) => {
   const before = fs.statSync(DISK!);
   const files = ['nop_test', ...CUDA_PROGRAMS].flatMap((p) => ['--file', path.join(GUEST_BIN, p)]);
-  const r = qcuda([`--disk-image=${DISK}`, '--provider=host', '--timeout=240', '--quiet', ...files, '--', `${FACTS}; ${PROGRAMS}`], 300_000);
+  const r = qcuda(
+    [`--disk-image=${DISK}`, '--provider=host', '--timeout=240', '--quiet', ...files, '--', `${FACTS}; ${PROGRAMS}`],
+    300_000,
+  );
   t.is(r.status, 0, `${r.stdout}\n${r.stderr}`);
   t.log(r.stderr.trim().split('\n').pop());
   // The runner's own report (qcuda-vm-run asked systemd before the command).
@@ -70,7 +92,9 @@ test.serial('a full systemd boot of the image runs the CUDA programs as its user
 });
 
 test.serial('a login on the serial console (qcuda vm --console), then sudo poweroff', async (t) => {
-  const p = spawn(process.execPath, [QCUDA, 'vm', `--disk-image=${DISK}`, '--console', '--provider=host', '--timeout=240'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const p = spawn(process.execPath, [QCUDA, 'vm', `--disk-image=${DISK}`, '--console', '--provider=host', '--timeout=240'], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   const exited = new Promise<number | null>((resolve) => p.once('exit', (code) => resolve(code)));
   t.teardown(() => p.kill('SIGTERM')); // the CLI stops QEMU and the backend on SIGTERM
   let out = '';
@@ -98,34 +122,40 @@ test.serial('a login on the serial console (qcuda vm --console), then sudo power
   t.regex(err, /qcuda: the guest powered off \(QEMU exited with status 0\)/);
 });
 
-test.serial('a missing image, images without the qcuda packages, and options a disk image does not take are refused before the VM starts', (t) => {
-  const dir = tmpDir(t);
-  const missing = qcuda([`--disk-image=${path.join(dir, 'nope.img')}`, '--', 'true'], 30_000);
-  t.is(missing.status, 2);
-  t.regex(missing.stderr, /disk image .*nope\.img does not exist \(`make guest-disk` builds/);
+test.serial(
+  'a missing image, images without the qcuda packages, and options a disk image does not take are refused before the VM starts',
+  (t) => {
+    const dir = tmpDir(t);
+    const missing = qcuda([`--disk-image=${path.join(dir, 'nope.img')}`, '--', 'true'], 30_000);
+    t.is(missing.status, 2);
+    t.regex(missing.stderr, /disk image .*nope\.img does not exist \(`make guest-disk` builds/);
 
-  const zeros = path.join(dir, 'zeros.img');
-  fs.writeFileSync(zeros, Buffer.alloc(1 << 20));
-  const notExt4 = qcuda([`--disk-image=${zeros}`, '--', 'true'], 30_000);
-  t.is(notExt4.status, 2);
-  t.regex(notExt4.stderr, /is not an ext2\/3\/4 filesystem image/);
+    const zeros = path.join(dir, 'zeros.img');
+    fs.writeFileSync(zeros, Buffer.alloc(1 << 20));
+    const notExt4 = qcuda([`--disk-image=${zeros}`, '--', 'true'], 30_000);
+    t.is(notExt4.status, 2);
+    t.regex(notExt4.stderr, /is not an ext2\/3\/4 filesystem image/);
 
-  // A Debian root filesystem in miniature, with other packages only.
-  const root = path.join(dir, 'root');
-  fs.mkdirSync(path.join(root, 'var/lib/dpkg/info'), { recursive: true });
-  fs.writeFileSync(path.join(root, 'var/lib/dpkg/info/base-files.list'), '/etc\n');
-  const plain = path.join(dir, 'plain.img');
-  const mk = spawnSync('mke2fs', ['-q', '-t', 'ext4', '-d', root, plain, '8M'], { encoding: 'utf8' });
-  t.is(mk.status, 0, mk.stderr);
-  const noPkgs = qcuda([`--disk-image=${plain}`, '--', 'true'], 30_000);
-  t.is(noPkgs.status, 2);
-  t.regex(noPkgs.stderr, /does not have the qcuda packages installed \(missing: qcuda-dkms, qcuda-libs\); install them in it with apt install/);
+    // A Debian root filesystem in miniature, with other packages only.
+    const root = path.join(dir, 'root');
+    fs.mkdirSync(path.join(root, 'var/lib/dpkg/info'), { recursive: true });
+    fs.writeFileSync(path.join(root, 'var/lib/dpkg/info/base-files.list'), '/etc\n');
+    const plain = path.join(dir, 'plain.img');
+    const mk = spawnSync('mke2fs', ['-q', '-t', 'ext4', '-d', root, plain, '8M'], { encoding: 'utf8' });
+    t.is(mk.status, 0, mk.stderr);
+    const noPkgs = qcuda([`--disk-image=${plain}`, '--', 'true'], 30_000);
+    t.is(noPkgs.status, 2);
+    t.regex(
+      noPkgs.stderr,
+      /does not have the qcuda packages installed \(missing: qcuda-dkms, qcuda-libs\); install them in it with apt install/,
+    );
 
-  // What the image's side does not do (yet), and a console without an image.
-  const share = qcuda([`--disk-image=${DISK}`, `--share=${dir}`, '--', 'true'], 30_000);
-  t.is(share.status, 2);
-  t.regex(share.stderr, /--share and --host-root work with the initramfs guest only/);
-  const noImage = qcuda(['--console'], 30_000);
-  t.is(noImage.status, 2);
-  t.regex(noImage.stderr, /--console needs --disk-image/);
-});
+    // What the image's side does not do (yet), and a console without an image.
+    const share = qcuda([`--disk-image=${DISK}`, `--share=${dir}`, '--', 'true'], 30_000);
+    t.is(share.status, 2);
+    t.regex(share.stderr, /--share and --host-root work with the initramfs guest only/);
+    const noImage = qcuda(['--console'], 30_000);
+    t.is(noImage.status, 2);
+    t.regex(noImage.stderr, /--console needs --disk-image/);
+  },
+);

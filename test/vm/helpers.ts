@@ -7,7 +7,9 @@ import type { BackendStatus } from '../../backend/src/cli/status';
 import type { QcudaStatus } from '../../backend/src/qcuda/status';
 
 const env = { qemu: process.env.QEMU_BIN, kernel: process.env.GUEST_KERNEL, initrd: process.env.GUEST_INITRD };
-const missing = Object.entries(env).filter(([, v]) => !v || !fs.existsSync(v)).map(([k]) => k);
+const missing = Object.entries(env)
+  .filter(([, v]) => !v || !fs.existsSync(v))
+  .map(([k]) => k);
 if (missing.length > 0) {
   // Run through `make test`, which builds QEMU and the image and sets these.
   throw new Error(`VM tests need QEMU_BIN, GUEST_KERNEL and GUEST_INITRD (missing: ${missing.join(', ')}); run them with 'make test'`);
@@ -23,7 +25,11 @@ export function section(stdout: string, name: string): string {
  * The backend's status, read as the guest prints "=== snapshot LABEL" (the
  * label may be empty), by label: pass onStarted and onConsole to runVm.
  */
-export function statusAtMarks(): { snaps: Map<string, Promise<QcudaStatus>>; onStarted: (i: { dir: string }) => void; onConsole: (s: string) => void } {
+export function statusAtMarks(): {
+  snaps: Map<string, Promise<QcudaStatus>>;
+  onStarted: (i: { dir: string }) => void;
+  onConsole: (s: string) => void;
+} {
   let dir: string | undefined;
   let seen = '';
   const snaps = new Map<string, Promise<QcudaStatus>>();
@@ -36,7 +42,10 @@ export function statusAtMarks(): { snaps: Map<string, Promise<QcudaStatus>>; onS
       // Whole lines only: a mark may come in two pieces of console output.
       for (const m of seen.matchAll(/^=== snapshot ?(\S*)\r?\n/gm)) {
         if (snaps.has(m[1])) continue;
-        snaps.set(m[1], readStatus(path.join(dir, 'vhost.sock.status')).then((d) => (d as BackendStatus).status as QcudaStatus));
+        snaps.set(
+          m[1],
+          readStatus(path.join(dir, 'vhost.sock.status')).then((d) => (d as BackendStatus).status as QcudaStatus),
+        );
       }
     },
   };

@@ -17,11 +17,19 @@ import type { QcudaStatus } from '../../backend/src/qcuda/status';
 import { alive, tmpDir, until } from '../helpers';
 
 // Absolute: libvirt starts QEMU in a directory of its own.
-const env = Object.fromEntries(Object.entries({ qemu: process.env.QEMU_BIN, kernel: process.env.GUEST_KERNEL, initrd: process.env.GUEST_INITRD })
-  .map(([k, v]) => [k, v && path.resolve(v)]));
-const missing = Object.entries(env).filter(([, v]) => !v || !fs.existsSync(v)).map(([k]) => k);
+const env = Object.fromEntries(
+  Object.entries({ qemu: process.env.QEMU_BIN, kernel: process.env.GUEST_KERNEL, initrd: process.env.GUEST_INITRD }).map(([k, v]) => [
+    k,
+    v && path.resolve(v),
+  ]),
+);
+const missing = Object.entries(env)
+  .filter(([, v]) => !v || !fs.existsSync(v))
+  .map(([k]) => k);
 if (missing.length > 0)
-  throw new Error(`the libvirt test needs QEMU_BIN, GUEST_KERNEL and GUEST_INITRD (missing: ${missing.join(', ')}); run it with 'make test'`);
+  throw new Error(
+    `the libvirt test needs QEMU_BIN, GUEST_KERNEL and GUEST_INITRD (missing: ${missing.join(', ')}); run it with 'make test'`,
+  );
 
 const BACKEND = path.resolve(__dirname, '..', '..', 'backend', 'src', 'cli', 'backend.js');
 // As root, libvirt's session URI is the system daemon's (root has no session
@@ -109,18 +117,30 @@ test('a libvirt domain with the qcuda device runs a CUDA program, and is destroy
   try {
     const t1 = Date.now();
     let log = '';
-    backend = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=qcuda', '--queues=4', '--device-memory-limit=256M'],
-      { stdio: ['ignore', 'ignore', 'pipe'] });
+    backend = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=qcuda', '--queues=4', '--device-memory-limit=256M'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     backend.stderr!.on('data', (d: Buffer) => (log += d.toString()));
     t.true(await until(() => fs.existsSync(`${sock}.status`), 10_000), `backend did not start:\n${log}`);
     lap('backend', t1);
 
     const xmlFile = path.join(dir, 'domain.xml');
-    fs.writeFileSync(xmlFile, domainXml({
-      name, emulator: env.qemu!, socket: sock, type: 'qemu', memoryMiB: 512, cpus: 2,
-      kernel: env.kernel!, initrd: buildInitrd(dir, { initrd: env.initrd!, command: COMMAND }),
-      consoleFile, resultFile, runAsRoot: process.getuid?.() === 0,
-    }));
+    fs.writeFileSync(
+      xmlFile,
+      domainXml({
+        name,
+        emulator: env.qemu!,
+        socket: sock,
+        type: 'qemu',
+        memoryMiB: 512,
+        cpus: 2,
+        kernel: env.kernel!,
+        initrd: buildInitrd(dir, { initrd: env.initrd!, command: COMMAND }),
+        consoleFile,
+        resultFile,
+        runAsRoot: process.getuid?.() === 0,
+      }),
+    );
     const t2 = Date.now();
     const def = virsh('define', xmlFile);
     t.is(def.status, 0, def.out);
@@ -135,8 +155,12 @@ test('a libvirt domain with the qcuda device runs a CUDA program, and is destroy
 
     // The guest powers off after its command: the domain is then shut off.
     const t3 = Date.now();
-    const done = await poll(() => parseReport(fs.existsSync(resultFile) ? fs.readFileSync(resultFile, 'utf8') : '').complete
-      && virsh('domstate', name).out === 'shut off', RUN_TIMEOUT_MS);
+    const done = await poll(
+      () =>
+        parseReport(fs.existsSync(resultFile) ? fs.readFileSync(resultFile, 'utf8') : '').complete &&
+        virsh('domstate', name).out === 'shut off',
+      RUN_TIMEOUT_MS,
+    );
     lap('guest run to shut off', t3);
     const report = parseReport(fs.existsSync(resultFile) ? fs.readFileSync(resultFile, 'utf8') : '');
     const consoleText = fs.existsSync(consoleFile) ? fs.readFileSync(consoleFile, 'utf8') : '';
@@ -147,8 +171,12 @@ test('a libvirt domain with the qcuda device runs a CUDA program, and is destroy
 
     // What the backend saw of the VM: its log lines and its status.
     t.true(await until(() => /frontend disconnected/.test(log), 10_000), log);
-    for (const re of [/vhost-user: qcuda: frontend connected/, /memory (table|region added): 1 region, 512 MiB: 0x0\+512 MiB/,
-      /qcuda: session \w+ opened \(1 open\)/, /qcuda: session \w+ closed after \d+ calls, \d+(\.\d)? MiB device memory/])
+    for (const re of [
+      /vhost-user: qcuda: frontend connected/,
+      /memory (table|region added): 1 region, 512 MiB: 0x0\+512 MiB/,
+      /qcuda: session \w+ opened \(1 open\)/,
+      /qcuda: session \w+ closed after \d+ calls, \d+(\.\d)? MiB device memory/,
+    ])
       t.regex(log, re);
     const status = (await readStatus(`${sock}.status`)) as BackendStatus;
     const q = status.status as QcudaStatus;

@@ -25,7 +25,10 @@ test.serial('a backend that listens only after 12 s is waited for, and the wait 
   const lines: string[] = [];
   const t0 = Date.now();
   try {
-    const e = await t.throwsAsync(runVm({ ...stubBoot(t), command: 'true', backendArgs: ['--provider=host'], onWaiting: (l) => lines.push(l) }), { instanceOf: VmError });
+    const e = await t.throwsAsync(
+      runVm({ ...stubBoot(t), command: 'true', backendArgs: ['--provider=host'], onWaiting: (l) => lines.push(l) }),
+      { instanceOf: VmError },
+    );
     t.is(e!.side, 'qemu', e!.message);
   } finally {
     if (saved === undefined) delete process.env.NODE_OPTIONS;
@@ -46,7 +49,9 @@ test.serial('a backend that exits before listening fails the run at once with it
 
 test('a process that stays alive without listening fails at the bound, naming the socket and its stderr', async (t) => {
   const sock = path.join(tmpDir(t), 'never.sock');
-  const p = spawn(process.execPath, ['-e', 'console.error("still loading"); setTimeout(() => {}, 60000)'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const p = spawn(process.execPath, ['-e', 'console.error("still loading"); setTimeout(() => {}, 60000)'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   t.teardown(() => p.kill('SIGKILL'));
   let err = '';
   p.stderr!.on('data', (d: Buffer) => (err += d.toString()));

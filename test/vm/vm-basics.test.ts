@@ -22,12 +22,19 @@ test.serial('the driver probes the device and NOPs round-trip on every queue fro
   t.is(r.exit, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
   // nop_test checks each reply's queue and cookie and prints per-queue counts.
   const counts = [...r.stdout.matchAll(/queue (\d+): sent (\d+) ok (\d+)/g)].map((m) => m.slice(1).map(Number));
-  t.deepEqual(counts.map(([q]) => q), [0, 1, 2, 3], r.stdout);
+  t.deepEqual(
+    counts.map(([q]) => q),
+    [0, 1, 2, 3],
+    r.stdout,
+  );
   for (const [q, sent, ok] of counts) {
     t.is(ok, sent, `queue ${q}`);
     t.true(sent > 0, `queue ${q} was used`);
   }
-  t.is(counts.reduce((n, [, , ok]) => n + ok, 0), 16 * 250);
+  t.is(
+    counts.reduce((n, [, , ok]) => n + ok, 0),
+    16 * 250,
+  );
 });
 
 test.serial('exit status, stdout, stderr and host files come back exactly', async (t) => {
@@ -45,17 +52,20 @@ test.serial('exit status, stdout, stderr and host files come back exactly', asyn
 test.serial('a gcc -fopenmp program runs in the initramfs guest (libgomp.so.1 is in the image)', async (t) => {
   const dir = tmpDir(t);
   const src = path.join(dir, 'omp_hello.c');
-  fs.writeFileSync(src, [
-    '#include <omp.h>',
-    '#include <stdio.h>',
-    'int main(void) {',
-    '  int n = 0;',
-    '#pragma omp parallel reduction(+ : n)',
-    '  n += 1;',
-    '  printf("omp: %d threads of %d\\n", n, omp_get_max_threads());',
-    '  return n == omp_get_max_threads() ? 0 : 1;',
-    '}',
-  ].join('\n'));
+  fs.writeFileSync(
+    src,
+    [
+      '#include <omp.h>',
+      '#include <stdio.h>',
+      'int main(void) {',
+      '  int n = 0;',
+      '#pragma omp parallel reduction(+ : n)',
+      '  n += 1;',
+      '  printf("omp: %d threads of %d\\n", n, omp_get_max_threads());',
+      '  return n == omp_get_max_threads() ? 0 : 1;',
+      '}',
+    ].join('\n'),
+  );
   const cc = spawnSync('gcc', ['-fopenmp', '-O2', '-o', path.join(dir, 'omp_hello'), src], { encoding: 'utf8' });
   t.is(cc.status, 0, cc.stderr);
   const r = await runVm({ ...base, cpus: 2, files: [path.join(dir, 'omp_hello')], command: 'OMP_NUM_THREADS=3 omp_hello' });
@@ -92,34 +102,65 @@ test.serial('killing QEMU mid-run fails with "qemu" and leaves nothing behind', 
 
 test.serial('a guest that runs too long is stopped at the timeout', async (t) => {
   let info: { backendPid: number; qemuPid: number; dir: string } | undefined;
-  const e = await t.throwsAsync(runVm({ ...base, command: 'sleep 600', timeoutMs: 15_000, onStarted: (i) => (info = i) }), { instanceOf: VmError });
+  const e = await t.throwsAsync(runVm({ ...base, command: 'sleep 600', timeoutMs: 15_000, onStarted: (i) => (info = i) }), {
+    instanceOf: VmError,
+  });
   t.is(e!.side, 'timeout');
   t.false(alive(info!.qemuPid));
   t.false(alive(info!.backendPid));
   t.false(fs.existsSync(info!.dir));
 });
 
-test.serial('`qcuda vm` runs a command in a guest and exits with its status; --backend-log keeps the backend\'s log lines, timed', (t) => {
+test.serial("`qcuda vm` runs a command in a guest and exits with its status; --backend-log keeps the backend's log lines, timed", (t) => {
   const { spawnSync } = require('node:child_process') as typeof import('node:child_process');
   const cli = path.resolve(__dirname, '..', '..', 'backend/src/cli/qcuda.js');
   const log = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-log-')), 'backend.log');
   t.teardown(() => fs.rmSync(path.dirname(log), { recursive: true, force: true }));
-  const r = spawnSync(process.execPath, [cli, 'vm', '--quiet', '--qemu', base.qemu, '--kernel', base.kernel, '--initrd', base.initrd, `--backend-log=${log}`, '--',
-    'nop_test -t 4 -n 50 && echo guest-ok && exit 3'], { encoding: 'utf8', timeout: 180_000 });
+  const r = spawnSync(
+    process.execPath,
+    [
+      cli,
+      'vm',
+      '--quiet',
+      '--qemu',
+      base.qemu,
+      '--kernel',
+      base.kernel,
+      '--initrd',
+      base.initrd,
+      `--backend-log=${log}`,
+      '--',
+      'nop_test -t 4 -n 50 && echo guest-ok && exit 3',
+    ],
+    { encoding: 'utf8', timeout: 180_000 },
+  );
   t.is(r.status, 3, r.stderr);
   t.regex(r.stdout, /nop_test: PASS 200 NOPs\nguest-ok\n$/);
   t.regex(r.stderr, /guest command exited with status 3/);
   const lines = fs.readFileSync(log, 'utf8').split('\n').filter(Boolean);
-  t.true(lines.every((l) => /^\[\d+\.\d{3}\] qcuda-backend: /.test(l)), lines.join('\n'));
-  t.true(lines.some((l) => l.includes('frontend connected')), lines.join('\n'));
+  t.true(
+    lines.every((l) => /^\[\d+\.\d{3}\] qcuda-backend: /.test(l)),
+    lines.join('\n'),
+  );
+  t.true(
+    lines.some((l) => l.includes('frontend connected')),
+    lines.join('\n'),
+  );
   const ms = lines.map((l) => Number(/^\[([\d.]+)\]/.exec(l)![1]));
-  t.deepEqual(ms, [...ms].sort((a, b) => a - b), 'in the order they came');
+  t.deepEqual(
+    ms,
+    [...ms].sort((a, b) => a - b),
+    'in the order they came',
+  );
   t.true(ms[ms.length - 1] > 0, 'the times go on from the first line');
 });
 
 /** The real, effective, saved and filesystem uids of a process. */
 function uids(pid: number): number[] {
-  return /^Uid:\s+(.*)$/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1].split(/\s+/).map(Number);
+  return /^Uid:\s+(.*)$/m
+    .exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]
+    .split(/\s+/)
+    .map(Number);
 }
 
 // qcuda vm as root (security review 2, H1): the backend, and so its GPU
@@ -127,54 +168,69 @@ function uids(pid: number): number[] {
 // directory of that user's own, a CUDA program runs through a worker (own
 // queues on the host provider), which sandboxes itself, and a disk's backend
 // runs as that user too.
-(process.getuid?.() === 0 ? test.serial : test.serial.skip)('as root, the backends of `qcuda vm` (chooseBackendUser, runVm) and their workers run as an unprivileged user, and the guest is served', async (t) => {
-  const choice = chooseBackendUser(undefined);
-  t.truthy(choice.user, `the default user can run the backend here: ${choice.note}`);
-  const user = choice.user!;
-  let info: StartedInfo | undefined;
-  let socketDir: fs.Stats | undefined;
-  let status: Promise<unknown> | undefined;
-  let backend: number[] | undefined;
-  const workers: number[][] = [];
-  const r = await runVm({
-    ...base, command: 'memcpy && test -b /dev/vda && echo disk-ok', backendUser: user, backendArgs: ['--provider=host', '--own-queues=yes'],
-    disks: [{ size: 16n << 20n, store: 'host' }],
-    onStarted: (i) => {
-      info = i;
-      backend = [...uids(i.backendPid), ...i.diskPids.flatMap(uids)];
-      socketDir = fs.statSync(path.dirname(i.socket));
-      status = readStatus(`${i.socket}.status`);
-    },
-    // A worker's uid is set before it runs: read it as soon as the backend says it started.
-    onBackendLog: (text) => {
-      for (const m of text.matchAll(/GPU worker pid (\d+) started/g)) {
-        try {
-          workers.push(uids(+m[1]));
-        } catch {
-          // gone already: the check below needs one worker seen
+(process.getuid?.() === 0 ? test.serial : test.serial.skip)(
+  'as root, the backends of `qcuda vm` (chooseBackendUser, runVm) and their workers run as an unprivileged user, and the guest is served',
+  async (t) => {
+    const choice = chooseBackendUser(undefined);
+    t.truthy(choice.user, `the default user can run the backend here: ${choice.note}`);
+    const user = choice.user!;
+    let info: StartedInfo | undefined;
+    let socketDir: fs.Stats | undefined;
+    let status: Promise<unknown> | undefined;
+    let backend: number[] | undefined;
+    const workers: number[][] = [];
+    const r = await runVm({
+      ...base,
+      command: 'memcpy && test -b /dev/vda && echo disk-ok',
+      backendUser: user,
+      backendArgs: ['--provider=host', '--own-queues=yes'],
+      disks: [{ size: 16n << 20n, store: 'host' }],
+      onStarted: (i) => {
+        info = i;
+        backend = [...uids(i.backendPid), ...i.diskPids.flatMap(uids)];
+        socketDir = fs.statSync(path.dirname(i.socket));
+        status = readStatus(`${i.socket}.status`);
+      },
+      // A worker's uid is set before it runs: read it as soon as the backend says it started.
+      onBackendLog: (text) => {
+        for (const m of text.matchAll(/GPU worker pid (\d+) started/g)) {
+          try {
+            workers.push(uids(+m[1]));
+          } catch {
+            // gone already: the check below needs one worker seen
+          }
         }
-      }
-    },
-  });
-  t.is(r.exit, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
-  t.regex(r.stdout, /PASS: memcpy: \d+ checks/);
-  t.not(user.uid, 0);
-  t.regex(r.stdout, /disk-ok/, 'the disk\'s backend served its disk');
-  t.deepEqual(backend, Array(8).fill(user.uid), `the backend and the disk's ran as ${user.name}`);
-  t.true(workers.length > 0 && workers.every((u) => u.every((id) => id === user.uid)), `the workers ran as ${user.name} (${user.uid}): ${JSON.stringify(workers)}`);
-  t.true(socketDir!.uid === user.uid && (socketDir!.mode & 0o777) === 0o700, 'the socket directory is the backend user\'s, closed to others');
-  t.not(path.dirname(info!.socket), info!.dir, 'and not the run\'s own directory');
-  t.truthy(await status, 'root reads the status socket');
-  t.false(fs.existsSync(path.dirname(info!.socket)), 'the socket directory is gone after the run');
-});
+      },
+    });
+    t.is(r.exit, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
+    t.regex(r.stdout, /PASS: memcpy: \d+ checks/);
+    t.not(user.uid, 0);
+    t.regex(r.stdout, /disk-ok/, "the disk's backend served its disk");
+    t.deepEqual(backend, Array(8).fill(user.uid), `the backend and the disk's ran as ${user.name}`);
+    t.true(
+      workers.length > 0 && workers.every((u) => u.every((id) => id === user.uid)),
+      `the workers ran as ${user.name} (${user.uid}): ${JSON.stringify(workers)}`,
+    );
+    t.true(
+      socketDir!.uid === user.uid && (socketDir!.mode & 0o777) === 0o700,
+      "the socket directory is the backend user's, closed to others",
+    );
+    t.not(path.dirname(info!.socket), info!.dir, "and not the run's own directory");
+    t.truthy(await status, 'root reads the status socket');
+    t.false(fs.existsSync(path.dirname(info!.socket)), 'the socket directory is gone after the run');
+  },
+);
 
-test.serial('the driver\'s zero-copy calls: sessions, chunked copies up to 100 MiB, pinned host memory, bad ioctls (call_test)', async (t) => {
-  const r = await runVm({ ...base, command: 'call_test' });
-  t.is(r.exit, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
-  const m = /call_test: PASS (\d+) checks/.exec(r.stdout);
-  t.truthy(m, r.stdout);
-  t.true(Number(m![1]) > 300);
-});
+test.serial(
+  "the driver's zero-copy calls: sessions, chunked copies up to 100 MiB, pinned host memory, bad ioctls (call_test)",
+  async (t) => {
+    const r = await runVm({ ...base, command: 'call_test' });
+    t.is(r.exit, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
+    const m = /call_test: PASS (\d+) checks/.exec(r.stdout);
+    t.truthy(m, r.stdout);
+    t.true(Number(m![1]) > 300);
+  },
+);
 
 test.serial('QEMU reconnects to a restarted backend and the guest carries on (qemu-patches/0002)', async (t) => {
   let info: { backendPid: number; qemuPid: number; dir: string } | undefined;

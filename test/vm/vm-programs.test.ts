@@ -12,7 +12,10 @@ import { base } from './helpers';
 // quota so the quota program meets it; each must end in PASS.
 test.serial('the guest CUDA programs pass against the host provider', async (t) => {
   const dir = path.resolve(__dirname, '..', '..', '..', 'test', 'guest');
-  const programs = fs.readdirSync(dir).filter((f) => f.endsWith('.cu')).map((f) => f.slice(0, -3));
+  const programs = fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith('.cu'))
+    .map((f) => f.slice(0, -3));
   programs.push('memcpy_ptds', 'stream_ptds', 'memadvise_ptds');
   const script = programs.map((p) => `echo "=== ${p}"; ${p}; echo "=== ${p} exit $?"`).join('\n');
   const r = await runVm({ ...base, command: script, backendArgs: ['--provider=host', '--device-memory-limit=1G'], timeoutMs: 600_000 });
@@ -24,15 +27,35 @@ test.serial('the guest CUDA programs pass against the host provider', async (t) 
       // A kernel program: the host provider must refuse its kernels with the documented error.
       t.regex(section, new RegExp(`SKIP: ${p.replace('_ptds', '')}: no kernel support on this device \\(cuda\\w+\\)`), p);
       // The checks it ran before its first kernel (memadvise runs most of its own there) must pass.
-      t.notRegex(section, /^FAIL /m, `${p}:\n${section.split('\n').filter((l) => /FAIL/.test(l)).join('\n')}`);
+      t.notRegex(
+        section,
+        /^FAIL /m,
+        `${p}:\n${section
+          .split('\n')
+          .filter((l) => /FAIL/.test(l))
+          .join('\n')}`,
+      );
       skipped.push(p);
       continue;
     }
-    t.is(exit, '0', `${p}:\n${section.split('\n').filter((l) => /FAIL/.test(l)).join('\n')}`);
+    t.is(
+      exit,
+      '0',
+      `${p}:\n${section
+        .split('\n')
+        .filter((l) => /FAIL/.test(l))
+        .join('\n')}`,
+    );
     t.regex(section, new RegExp(`PASS: ${p.replace('_ptds', '')}: \\d+ checks`), p);
   }
   if (skipped.length) t.log(`kernel programs refused by the host provider (they run on the GPU): ${skipped.join(', ')}`);
-  t.log(programs.map((p) => new RegExp(`PASS: ${p.replace('_ptds', '')}: (\\d+) checks`).exec(r.stdout.split(`=== ${p}\n`)[1] ?? '')?.[0] ?? `${p}: ?`).join('; '));
+  t.log(
+    programs
+      .map(
+        (p) => new RegExp(`PASS: ${p.replace('_ptds', '')}: (\\d+) checks`).exec(r.stdout.split(`=== ${p}\n`)[1] ?? '')?.[0] ?? `${p}: ?`,
+      )
+      .join('; '),
+  );
 });
 
 // The same programs built with nvcc's defaults (static cudart: NVIDIA's
@@ -42,7 +65,7 @@ test.serial('the guest CUDA programs pass against the host provider', async (t) 
 // every runtime call it makes through the driver API answers as qcuda's own
 // runtime does. Kernel programs stop at their first kernel on this provider
 // (the same SKIP line from both builds); the GPU run (test/gpu) runs them.
-test.serial('default-built programs (static cudart over qcuda\'s libcuda.so.1) print what their -cudart=shared builds print', async (t) => {
+test.serial("default-built programs (static cudart over qcuda's libcuda.so.1) print what their -cudart=shared builds print", async (t) => {
   const script = [
     'cd /tmp',
     'for s in /usr/local/bin/*_static; do p=$(basename $s _static)',
@@ -60,37 +83,62 @@ test.serial('default-built programs (static cudart over qcuda\'s libcuda.so.1) p
     const shared = r.stdout.split(`=== ${p} shared\n`)[1].split(`=== ${p} shared exit`)[0];
     const stat = r.stdout.split(`=== ${p} static\n`)[1].split(`=== ${p} static exit`)[0];
     t.is(stat, shared, p);
-    t.is(new RegExp(`=== ${p} static exit (\\d+)`).exec(r.stdout)?.[1], new RegExp(`=== ${p} shared exit (\\d+)`).exec(r.stdout)?.[1], `${p}: exit status`);
+    t.is(
+      new RegExp(`=== ${p} static exit (\\d+)`).exec(r.stdout)?.[1],
+      new RegExp(`=== ${p} shared exit (\\d+)`).exec(r.stdout)?.[1],
+      `${p}: exit status`,
+    );
     if (new RegExp(`^PASS: ${p}: \\d+ checks`, 'm').test(stat)) passed.push(p);
   }
   // The programs without kernels run all their checks here: they must pass, not skip.
-  for (const p of ['callbacks', 'device', 'errors', 'hostmem', 'memcpy', 'mempool', 'priorities', 'queries', 'quota', 'stream', 'threads']) t.true(passed.includes(p), `${p} passed`);
+  for (const p of ['callbacks', 'device', 'errors', 'hostmem', 'memcpy', 'mempool', 'priorities', 'queries', 'quota', 'stream', 'threads'])
+    t.true(passed.includes(p), `${p} passed`);
   // The driver-API program runs every check up to its first module here.
   const drv = r.stdout.split('=== drvapi\n')[1]?.split('=== drvapi exit')[0] ?? '';
   t.is(/=== drvapi exit (\d+)/.exec(r.stdout)?.[1], '77', drv);
   t.regex(drv, /^SKIP: drvapi: no kernel support on this device \(CUDA_ERROR_NO_BINARY_FOR_GPU\)$/m);
   t.notRegex(drv, /^FAIL /m, drv);
   t.true((drv.match(/^ok /gm) ?? []).length >= 45, drv);
-  t.log(`${programs.length} default-built programs, identical output; passing (no kernels): ${passed.join(', ')}; drvapi: ${(drv.match(/^ok /gm) ?? []).length} checks before its first module`);
+  t.log(
+    `${programs.length} default-built programs, identical output; passing (no kernels): ${passed.join(', ')}; drvapi: ${(drv.match(/^ok /gm) ?? []).length} checks before its first module`,
+  );
 });
 
 // NVIDIA's own libcudart.so.13 (the CUDA toolkit's, first on the library
 // path through /qcuda/files) runs the -cudart=shared programs over qcuda's
 // libcuda.so.1 and prints what they print over qcuda's runtime library.
-test.serial('NVIDIA\'s libcudart.so.13 over qcuda\'s libcuda.so.1 runs the -cudart=shared programs as qcuda\'s runtime does', async (t) => {
+test.serial("NVIDIA's libcudart.so.13 over qcuda's libcuda.so.1 runs the -cudart=shared programs as qcuda's runtime does", async (t) => {
   const cudart = path.join(process.env.CUDA_HOME ?? '/usr/local/cuda', 'lib64', 'libcudart.so.13');
   if (!fs.existsSync(cudart)) throw new Error(`${cudart} is missing: the CUDA toolkit is part of the build machine`);
   const programs = ['device', 'memcpy', 'stream', 'priorities', 'errors', 'hostmem', 'quota', 'threads', 'callbacks'];
-  const script = ['echo "=== loaded"; LD_TRACE_LOADED_OBJECTS=1 LD_LIBRARY_PATH=/qcuda/files:/usr/local/lib /usr/local/bin/device | grep libcudart; echo "=== loaded end"',
-    ...programs.map((p) => `echo "=== ${p} qcuda"; LD_LIBRARY_PATH=/usr/local/lib ${p} 2>/dev/null; echo "=== ${p} nvidia"; LD_LIBRARY_PATH=/qcuda/files:/usr/local/lib ${p} 2>/dev/null; echo "=== ${p} end"`)].join('\n');
-  const r = await runVm({ ...base, files: [cudart], command: script, backendArgs: ['--provider=host', '--device-memory-limit=1G'], timeoutMs: 300_000 });
+  const script = [
+    'echo "=== loaded"; LD_TRACE_LOADED_OBJECTS=1 LD_LIBRARY_PATH=/qcuda/files:/usr/local/lib /usr/local/bin/device | grep libcudart; echo "=== loaded end"',
+    ...programs.map(
+      (p) =>
+        `echo "=== ${p} qcuda"; LD_LIBRARY_PATH=/usr/local/lib ${p} 2>/dev/null; echo "=== ${p} nvidia"; LD_LIBRARY_PATH=/qcuda/files:/usr/local/lib ${p} 2>/dev/null; echo "=== ${p} end"`,
+    ),
+  ].join('\n');
+  const r = await runVm({
+    ...base,
+    files: [cudart],
+    command: script,
+    backendArgs: ['--provider=host', '--device-memory-limit=1G'],
+    timeoutMs: 300_000,
+  });
   t.is(r.exit, 0, r.stderr);
   // The second pass really runs NVIDIA's library (of the toolkit's size), not qcuda's.
   t.regex(r.stdout.split('=== loaded\n')[1] ?? '', /libcudart\.so\.13 => \/qcuda\/files\/libcudart\.so\.13/);
   for (const p of programs) {
     const ours = r.stdout.split(`=== ${p} qcuda\n`)[1]?.split(`=== ${p} nvidia`)[0] ?? '';
     const theirs = r.stdout.split(`=== ${p} nvidia\n`)[1]?.split(`=== ${p} end`)[0] ?? '';
-    t.regex(theirs, new RegExp(`^PASS: ${p}: \\d+ checks$`, 'm'), `${p} over NVIDIA's runtime:\n${theirs.split('\n').filter((l) => /FAIL/.test(l)).join('\n')}`);
+    t.regex(
+      theirs,
+      new RegExp(`^PASS: ${p}: \\d+ checks$`, 'm'),
+      `${p} over NVIDIA's runtime:\n${theirs
+        .split('\n')
+        .filter((l) => /FAIL/.test(l))
+        .join('\n')}`,
+    );
     t.is(theirs, ours, p);
   }
 });
@@ -98,15 +146,21 @@ test.serial('NVIDIA\'s libcudart.so.13 over qcuda\'s libcuda.so.1 runs the -cuda
 // QCUDA_STATS: a process says at exit what crossed to the host (round trips:
 // synchronous calls and batches of posted work), through either library.
 test.serial('QCUDA_STATS counts the round trips to the host: synchronous calls, and batches of posted requests', async (t) => {
-  const r = await runVm({ ...base, command: 'QCUDA_STATS=1 stream >/dev/null; QCUDA_STATS=1 stream_static >/dev/null', backendArgs: ['--provider=host'] });
+  const r = await runVm({
+    ...base,
+    command: 'QCUDA_STATS=1 stream >/dev/null; QCUDA_STATS=1 stream_static >/dev/null',
+    backendArgs: ['--provider=host'],
+  });
   t.is(r.exit, 0, r.stderr);
-  const rows = [...r.stderr.matchAll(/qcuda: (\d+) round trips to the host: (\d+) calls and (\d+) batches carrying (\d+) posted requests/g)].map((m) => m.slice(1).map(Number));
+  const rows = [
+    ...r.stderr.matchAll(/qcuda: (\d+) round trips to the host: (\d+) calls and (\d+) batches carrying (\d+) posted requests/g),
+  ].map((m) => m.slice(1).map(Number));
   t.is(rows.length, 2, r.stderr);
   for (const [trips, calls, batches, posted] of rows) {
     t.is(trips, calls + batches);
     t.true(batches > 0 && posted > batches, 'posted requests travel several to a batch');
   }
-  t.is(rows[1][3], rows[0][3], 'the driver API posts the same work as qcuda\'s runtime');
+  t.is(rows[1][3], rows[0][3], "the driver API posts the same work as qcuda's runtime");
   t.true(Math.abs(rows[1][1] - rows[0][1]) <= 2, `synchronous calls: ${rows[0][1]} and ${rows[1][1]}`);
   t.log(`stream: ${rows[0][0]} round trips (${rows[0][3]} requests posted in ${rows[0][2]} batches); stream_static: ${rows[1][0]}`);
 });

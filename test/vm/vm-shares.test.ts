@@ -46,7 +46,9 @@ function treeOf(dir: string): Record<string, string> {
   for (const e of fs.readdirSync(dir, { recursive: true }) as string[]) {
     const p = path.join(dir, e);
     const st = fs.lstatSync(p);
-    out[e] = st.isFile() ? `${st.mode.toString(8)} ${st.mtimeMs} ${crypto.createHash('sha256').update(fs.readFileSync(p)).digest('hex')}` : st.mode.toString(8);
+    out[e] = st.isFile()
+      ? `${st.mode.toString(8)} ${st.mtimeMs} ${crypto.createHash('sha256').update(fs.readFileSync(p)).digest('hex')}`
+      : st.mode.toString(8);
   }
   return out;
 }
@@ -69,7 +71,9 @@ test.serial('share: the guest reads a host directory byte for byte, and cannot w
   ];
   let info: StartedInfo | undefined;
   const r = await runVm({
-    ...shareBase, shares: [{ hostDir: d }], onStarted: (i) => (info = i),
+    ...shareBase,
+    shares: [{ hostDir: d }],
+    onStarted: (i) => (info = i),
     command: [
       `grep " ${d} " /proc/mounts`,
       `sha256sum ${d}/blob | cut -d' ' -f1; stat -c %s ${d}/blob`,
@@ -89,7 +93,8 @@ test.serial('share: the guest reads a host directory byte for byte, and cannot w
   t.is(lines[4], 'deep');
   t.regex(r.stdout, /^remounted: rw/m, 'guest root can remount its side read-write...');
   for (const tag of ['ro', 'rw'])
-    for (const op of ['create', 'append', 'rm', 'mkdir', 'chmod', 'touch']) t.regex(r.stdout, new RegExp(`^${tag} ${op}: refused$`, 'm'), `${tag} ${op}`);
+    for (const op of ['create', 'append', 'rm', 'mkdir', 'chmod', 'touch'])
+      t.regex(r.stdout, new RegExp(`^${tag} ${op}: refused$`, 'm'), `${tag} ${op}`);
   t.regex(r.stderr, /Read-only file system/, '...but the host refuses every write (EROFS)');
   t.deepEqual(treeOf(d), before, 'the host directory is unchanged: same files, modes, times and contents, nothing new');
   nothingLeft(t, info);
@@ -101,10 +106,27 @@ test.serial('share: two shares at once through `qcuda vm --share`, and a guest w
   fs.writeFileSync(path.join(ro, 'in.txt'), 'input from the host\n');
   fs.writeFileSync(path.join(rw, 'old.txt'), 'old\n');
   const cli = path.resolve(__dirname, '..', '..', 'backend/src/cli/qcuda.js');
-  const r = spawnSync(process.execPath, [cli, 'vm', '--quiet', '--qemu', base.qemu, '--kernel', base.kernel, '--initrd', base.initrd,
-    `--virtiofsd=${virtiofsd}`, `--share=${ro}:/mnt/in`, `--share=${rw}:/mnt/out:rw`, '--',
-    'cat /mnt/in/in.txt; tr a-z A-Z < /mnt/in/in.txt > /mnt/out/result.txt; mkdir /mnt/out/sub; echo made > /mnt/out/sub/f;',
-    'rm /mnt/out/old.txt; echo no > /mnt/in/x || echo in-refused; grep -o "/mnt/[a-z]* virtiofs r[ow]" /proc/mounts'], { encoding: 'utf8', timeout: 120_000 });
+  const r = spawnSync(
+    process.execPath,
+    [
+      cli,
+      'vm',
+      '--quiet',
+      '--qemu',
+      base.qemu,
+      '--kernel',
+      base.kernel,
+      '--initrd',
+      base.initrd,
+      `--virtiofsd=${virtiofsd}`,
+      `--share=${ro}:/mnt/in`,
+      `--share=${rw}:/mnt/out:rw`,
+      '--',
+      'cat /mnt/in/in.txt; tr a-z A-Z < /mnt/in/in.txt > /mnt/out/result.txt; mkdir /mnt/out/sub; echo made > /mnt/out/sub/f;',
+      'rm /mnt/out/old.txt; echo no > /mnt/in/x || echo in-refused; grep -o "/mnt/[a-z]* virtiofs r[ow]" /proc/mounts',
+    ],
+    { encoding: 'utf8', timeout: 120_000 },
+  );
   t.is(r.status, 0, r.stderr);
   t.is(r.stdout, 'input from the host\nin-refused\n/mnt/in virtiofs ro\n/mnt/out virtiofs rw\n');
   t.is(fs.readFileSync(path.join(rw, 'result.txt'), 'utf8'), 'INPUT FROM THE HOST\n');
@@ -118,24 +140,45 @@ test.serial('share: two shares at once through `qcuda vm --share`, and a guest w
 test.serial('share: a bad share is refused with a clear error before anything starts', async (t) => {
   const d = tmpDir(t);
   fs.writeFileSync(path.join(d, 'file'), '');
-  const tmpBefore = fs.readdirSync(os.tmpdir()).filter((e) => e.startsWith('qcuda-vm-')).sort();
+  const tmpBefore = fs
+    .readdirSync(os.tmpdir())
+    .filter((e) => e.startsWith('qcuda-vm-'))
+    .sort();
   const bad: [VmOptions['shares'], RegExp][] = [
     [[{ hostDir: path.join(d, 'nope') }], /share .*\/nope: no such directory on the host/],
     [[{ hostDir: path.join(d, 'file') }], /share .*\/file: not a directory/],
     [[{ hostDir: d, guestDir: 'relative/dir' }], /guest directory 'relative\/dir' is not absolute/],
     [[{ hostDir: d, guestDir: '/proc/x' }], /cannot mount it at \/proc\/x in the guest/],
-    [[{ hostDir: d, guestDir: '/a' }, { hostDir: d, guestDir: '/a/' }], /both at \/a in the guest/],
+    [
+      [
+        { hostDir: d, guestDir: '/a' },
+        { hostDir: d, guestDir: '/a/' },
+      ],
+      /both at \/a in the guest/,
+    ],
     [Array.from({ length: 9 }, (_, i) => ({ hostDir: d, guestDir: `/s${i}` })), /at most 8 shares, not 9/],
   ];
   for (const [shares, msg] of bad) {
     let started = false;
-    const e = await t.throwsAsync(runVm({ ...shareBase, shares, command: 'true', onStarted: () => (started = true) }), { instanceOf: VmConfigError });
+    const e = await t.throwsAsync(runVm({ ...shareBase, shares, command: 'true', onStarted: () => (started = true) }), {
+      instanceOf: VmConfigError,
+    });
     t.regex(e!.message, msg);
     t.false(started);
   }
-  const noFsd = await t.throwsAsync(runVm({ ...shareBase, virtiofsd: path.join(d, 'no-virtiofsd'), shares: [{ hostDir: d }], command: 'true' }), { instanceOf: VmConfigError });
+  const noFsd = await t.throwsAsync(
+    runVm({ ...shareBase, virtiofsd: path.join(d, 'no-virtiofsd'), shares: [{ hostDir: d }], command: 'true' }),
+    { instanceOf: VmConfigError },
+  );
   t.regex(noFsd!.message, /no-virtiofsd is not there or not executable/);
-  t.deepEqual(fs.readdirSync(os.tmpdir()).filter((e) => e.startsWith('qcuda-vm-')).sort(), tmpBefore, 'no temp dir was made');
+  t.deepEqual(
+    fs
+      .readdirSync(os.tmpdir())
+      .filter((e) => e.startsWith('qcuda-vm-'))
+      .sort(),
+    tmpBefore,
+    'no temp dir was made',
+  );
   // The CLI says the same and exits 2 (usage).
   const cli = path.resolve(__dirname, '..', '..', 'backend/src/cli/qcuda.js');
   const cases: [string[], RegExp][] = [
@@ -146,12 +189,17 @@ test.serial('share: a bad share is refused with a clear error before anything st
     [Array.from({ length: 9 }, (_, i) => `--share=${d}:/s${i}`), /at most 8 shares/],
   ];
   for (const [args, msg] of cases) {
-    const r = spawnSync(process.execPath, [cli, 'vm', '--qemu', base.qemu, '--kernel', base.kernel, '--initrd', base.initrd, ...args, '--', 'true'], { encoding: 'utf8' });
+    const r = spawnSync(
+      process.execPath,
+      [cli, 'vm', '--qemu', base.qemu, '--kernel', base.kernel, '--initrd', base.initrd, ...args, '--', 'true'],
+      { encoding: 'utf8' },
+    );
     t.is(r.status, 2, args.join(' '));
     t.regex(r.stderr, msg);
   }
   const help = spawnSync(process.execPath, [cli, 'help'], { encoding: 'utf8' });
-  for (const s of ['--share=HOSTDIR[:GUESTDIR[:rw]]', '--host-root', '--host-root-writable', '--virtiofsd=PATH']) t.true(help.stdout.includes(s), s);
+  for (const s of ['--share=HOSTDIR[:GUESTDIR[:rw]]', '--host-root', '--host-root-writable', '--virtiofsd=PATH'])
+    t.true(help.stdout.includes(s), s);
 });
 
 // The namespace virtiofsd runs in, without a VM: a host tree with a tmpfs
@@ -164,20 +212,40 @@ test.serial('share: every mount below a read-only share is read-only for virtiof
   fs.mkdirSync(path.join(d, 'mnt'));
   fs.writeFileSync(path.join(d, 'src', 'f'), 'top\n');
   const fake = path.join(d, 'fake-virtiofsd');
-  fs.writeFileSync(fake, [
-    '#!/bin/sh',
-    'for a; do case $a in source=*) src=${a#source=} ;; esac; done',
-    'findmnt -R -n -r -o VFS-OPTIONS,FSTYPE "$src"',
-    'echo "f: $(cat "$src/f") sub/g: $(cat "$src/sub/g") proc: $(ls -A "$src/proc" | wc -l)"',
-    'for f in f sub/g sub/new new; do (echo x >> "$src/$f") 2>/dev/null && echo "write $f: ok" || echo "write $f: refused"; done',
-  ].join('\n'), { mode: 0o755 });
+  fs.writeFileSync(
+    fake,
+    [
+      '#!/bin/sh',
+      'for a; do case $a in source=*) src=${a#source=} ;; esac; done',
+      'findmnt -R -n -r -o VFS-OPTIONS,FSTYPE "$src"',
+      'echo "f: $(cat "$src/f") sub/g: $(cat "$src/sub/g") proc: $(ls -A "$src/proc" | wc -l)"',
+      'for f in f sub/g sub/new new; do (echo x >> "$src/$f") 2>/dev/null && echo "write $f: ok" || echo "write $f: refused"; done',
+    ].join('\n'),
+    { mode: 0o755 },
+  );
   const shares = path.resolve(__dirname, '..', '..', 'backend/src/vm/shares.js');
   const js = `const s = require(${JSON.stringify(shares)}); const [sh] = s.resolveShares([{ hostDir: ${JSON.stringify(path.join(d, 'src'))}, guestDir: '/x', writable: process.argv[1] === 'rw' }]);
     const c = s.virtiofsdCommand(${JSON.stringify(fake)}, sh, ${JSON.stringify(path.join(d, 'mnt'))}, '/nonexistent.sock');
     const r = require('node:child_process').spawnSync(c.cmd, c.args, { encoding: 'utf8' }); process.stdout.write(r.stdout + r.stderr); process.exit(r.status);`;
-  const run = (mode: string) => spawnSync('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c',
-    'mount -t tmpfs t "$1/src/sub" && echo g > "$1/src/sub/g" && mount -t proc proc "$1/src/proc" && exec "$2" -e "$3" "$4"',
-    'x', d, process.execPath, js, mode], { encoding: 'utf8' });
+  const run = (mode: string) =>
+    spawnSync(
+      'unshare',
+      [
+        '--mount',
+        '--propagation',
+        'private',
+        '--',
+        'sh',
+        '-c',
+        'mount -t tmpfs t "$1/src/sub" && echo g > "$1/src/sub/g" && mount -t proc proc "$1/src/proc" && exec "$2" -e "$3" "$4"',
+        'x',
+        d,
+        process.execPath,
+        js,
+        mode,
+      ],
+      { encoding: 'utf8' },
+    );
   const ro = run('ro');
   t.is(ro.status, 0, ro.stdout + ro.stderr);
   const mounts = ro.stdout.split('\n').filter((l) => !/^(f:|write )/.test(l) && l);
@@ -190,7 +258,8 @@ test.serial('share: every mount below a read-only share is read-only for virtiof
   t.deepEqual(fs.readdirSync(path.join(d, 'mnt')), [], 'nothing was mounted outside the namespaces');
   const rw = run('rw');
   t.is(rw.status, 0, rw.stdout + rw.stderr);
-  for (const l of rw.stdout.split('\n').filter((l) => !/^(f:|write )/.test(l) && l)) t.regex(l, /^rw,nosuid,nodev[, ]/, ':rw: nosuid,nodev only');
+  for (const l of rw.stdout.split('\n').filter((l) => !/^(f:|write )/.test(l) && l))
+    t.regex(l, /^rw,nosuid,nodev[, ]/, ':rw: nosuid,nodev only');
   for (const f of ['f', 'sub/g', 'sub/new', 'new']) t.regex(rw.stdout, new RegExp(`^write ${f}: ok$`, 'm'));
   t.is(fs.readFileSync(path.join(d, 'src', 'f'), 'utf8'), 'top\nx\n');
 });
@@ -201,10 +270,18 @@ test.serial('share: a share the guest cannot mount fails the run as "guest", nam
   const outer = tmpDir(t);
   const inner = tmpDir(t);
   let info: StartedInfo | undefined;
-  const e = await t.throwsAsync(runVm({
-    ...shareBase, shares: [{ hostDir: outer, guestDir: '/mnt/a' }, { hostDir: inner, guestDir: '/mnt/a/new' }], command: 'echo ran',
-    onStarted: (i) => (info = i),
-  }), { instanceOf: VmError });
+  const e = await t.throwsAsync(
+    runVm({
+      ...shareBase,
+      shares: [
+        { hostDir: outer, guestDir: '/mnt/a' },
+        { hostDir: inner, guestDir: '/mnt/a/new' },
+      ],
+      command: 'echo ran',
+      onStarted: (i) => (info = i),
+    }),
+    { instanceOf: VmError },
+  );
   t.is(e!.side, 'guest');
   t.regex(e!.message, new RegExp(`the guest could not mount share ${inner} at /mnt/a/new:\n.*Read-only file system`));
   t.notRegex(e!.consoleText, /^ran/m, 'the command did not run');
@@ -218,16 +295,21 @@ test.serial('share: a virtiofsd that dies mid-run fails the run as "virtiofsd" a
   let info: StartedInfo | undefined;
   let seen = '';
   let killed = false;
-  const e = await t.throwsAsync(runVm({
-    ...shareBase, shares: [{ hostDir: d }], command: `while :; do cat ${d}/f >/dev/null; done`,
-    onStarted: (i) => (info = i),
-    onConsole: (s) => {
-      seen += s;
-      if (killed || !info || !seen.includes('qcuda-init: share qcudashare0')) return;
-      killed = true;
-      setTimeout(() => process.kill(info!.virtiofsdPids[0], 'SIGKILL'), 300);
-    },
-  }), { instanceOf: VmError });
+  const e = await t.throwsAsync(
+    runVm({
+      ...shareBase,
+      shares: [{ hostDir: d }],
+      command: `while :; do cat ${d}/f >/dev/null; done`,
+      onStarted: (i) => (info = i),
+      onConsole: (s) => {
+        seen += s;
+        if (killed || !info || !seen.includes('qcuda-init: share qcudashare0')) return;
+        killed = true;
+        setTimeout(() => process.kill(info!.virtiofsdPids[0], 'SIGKILL'), 300);
+      },
+    }),
+    { instanceOf: VmError },
+  );
   t.is(e!.side, 'virtiofsd', e!.message);
   t.regex(e!.message, new RegExp(`the virtiofsd of share ${d} died during the run \\(killed by SIGKILL\\)`));
   nothingLeft(t, info);
@@ -235,10 +317,12 @@ test.serial('share: a virtiofsd that dies mid-run fails the run as "virtiofsd" a
 
 // The host's root filesystem in the guest (virtme-ng style): / read-only at
 // /host, without the host's kernel filesystems.
-test.serial('share: the host\'s root filesystem at /host, read-only, without its /proc, /sys and /dev/pts', async (t) => {
+test.serial("share: the host's root filesystem at /host, read-only, without its /proc, /sys and /dev/pts", async (t) => {
   let info: StartedInfo | undefined;
   const r = await runVm({
-    ...shareBase, shares: [{ hostDir: '/' }], onStarted: (i) => (info = i),
+    ...shareBase,
+    shares: [{ hostDir: '/' }],
+    onStarted: (i) => (info = i),
     command: [
       'echo "=== proc $(ls -A /host/proc | wc -l) sys $(ls -A /host/sys | wc -l) devpts $(test -e /host/dev/pts/ptmx && echo yes || echo no)"',
       'echo "=== os $(grep -c . /host/etc/os-release)"',
@@ -246,8 +330,12 @@ test.serial('share: the host\'s root filesystem at /host, read-only, without its
     ].join('\n'),
   });
   t.is(r.exit, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
-  t.regex(r.stdout, /^=== proc 0 sys 0 devpts no$/m, 'the host\'s /proc, /sys and /dev/pts are left out');
-  t.is(r.stdout.match(/^=== os (\d+)$/m)?.[1], String(fs.readFileSync('/etc/os-release', 'utf8').split('\n').filter(Boolean).length), 'the host\'s files are there');
+  t.regex(r.stdout, /^=== proc 0 sys 0 devpts no$/m, "the host's /proc, /sys and /dev/pts are left out");
+  t.is(
+    r.stdout.match(/^=== os (\d+)$/m)?.[1],
+    String(fs.readFileSync('/etc/os-release', 'utf8').split('\n').filter(Boolean).length),
+    "the host's files are there",
+  );
   t.regex(r.stdout, /^=== write refused$/m);
   t.false(fs.existsSync('/etc/qcuda-was-here'));
   nothingLeft(t, info);
@@ -257,7 +345,7 @@ test.serial('share: the host\'s root filesystem at /host, read-only, without its
 // filesystem (qcuda-chroot), in the current directory, and a host CUDA
 // program keeps the host's runtime (NVIDIA's libcudart.so.13, from the
 // host's library paths) over qcuda's libcuda.so.1.
-test.serial('share: `qcuda vm --host-root` runs host programs on the host\'s root filesystem, over qcuda\'s libcuda.so.1', (t) => {
+test.serial("share: `qcuda vm --host-root` runs host programs on the host's root filesystem, over qcuda's libcuda.so.1", (t) => {
   const bin = path.resolve(__dirname, '..', '..', '..', 'build', 'guest', 'bin');
   if (!fs.existsSync(path.join(bin, 'memcpy'))) throw new Error(`${bin}/memcpy is not built: run this through make test`);
   const cwd = fs.realpathSync(bin);
@@ -272,18 +360,40 @@ test.serial('share: `qcuda vm --host-root` runs host programs on the host\'s roo
     './memcpy | tail -1',
   ].join('; ');
   // (Absolute paths: the command runs in another directory.)
-  const r = spawnSync(process.execPath, [cli, 'vm', '--quiet', '--host-root', '--provider=host', '--device-memory-limit=1G', '--qemu', path.resolve(base.qemu),
-    '--kernel', path.resolve(base.kernel), '--initrd', path.resolve(base.initrd), `--virtiofsd=${path.resolve(virtiofsd)}`, '--', script],
-  { encoding: 'utf8', timeout: 120_000, cwd });
+  const r = spawnSync(
+    process.execPath,
+    [
+      cli,
+      'vm',
+      '--quiet',
+      '--host-root',
+      '--provider=host',
+      '--device-memory-limit=1G',
+      '--qemu',
+      path.resolve(base.qemu),
+      '--kernel',
+      path.resolve(base.kernel),
+      '--initrd',
+      path.resolve(base.initrd),
+      `--virtiofsd=${path.resolve(virtiofsd)}`,
+      '--',
+      script,
+    ],
+    { encoding: 'utf8', timeout: 120_000, cwd },
+  );
   t.is(r.status, 0, r.stderr);
-  t.regex(r.stdout, new RegExp(`^=== chroot ${cwd} 1 dev$`, 'm'), 'chrooted in the current directory, with the guest\'s /proc and /dev/qcuda0');
-  t.regex(r.stdout, /^=== python 42$/m, 'the host\'s python3 runs');
+  t.regex(
+    r.stdout,
+    new RegExp(`^=== chroot ${cwd} 1 dev$`, 'm'),
+    "chrooted in the current directory, with the guest's /proc and /dev/qcuda0",
+  );
+  t.regex(r.stdout, /^=== python 42$/m, "the host's python3 runs");
   t.regex(r.stdout, /^=== write refused$/m);
   t.regex(r.stdout, /^=== tmp tmp$/m, 'a writable /tmp');
   t.false(fs.existsSync('/etc/qcuda-was-here'));
-  t.regex(r.stdout, /^=== libcuda \/run\/qcuda\/lib\/libcuda.so.1$/m, 'a driver-API program loads qcuda\'s libcuda.so.1');
-  t.regex(r.stdout, /^=== libcudart 0$/m, 'a -cudart=shared program keeps the host\'s runtime (NVIDIA\'s)');
-  t.regex(r.stdout, /^PASS: memcpy: \d+ checks$/m, 'NVIDIA\'s runtime over qcuda\'s libcuda.so.1');
+  t.regex(r.stdout, /^=== libcuda \/run\/qcuda\/lib\/libcuda.so.1$/m, "a driver-API program loads qcuda's libcuda.so.1");
+  t.regex(r.stdout, /^=== libcudart 0$/m, "a -cudart=shared program keeps the host's runtime (NVIDIA's)");
+  t.regex(r.stdout, /^PASS: memcpy: \d+ checks$/m, "NVIDIA's runtime over qcuda's libcuda.so.1");
 });
 
 // Issue 34: `import transformers` under --host-root failed with EMFILE: the
@@ -305,42 +415,66 @@ test.serial('share: a guest process holds thousands of shared files open at once
   fs.mkdirSync(tree);
   for (let i = 0; i < n; i++) fs.writeFileSync(path.join(tree, `f${i}`), `${i}\n`);
   const src = path.join(dir, 'hold_open.c');
-  fs.writeFileSync(src, [
-    '#include <dirent.h>',
-    '#include <errno.h>',
-    '#include <fcntl.h>',
-    '#include <stdio.h>',
-    '#include <stdlib.h>',
-    '#include <string.h>',
-    '#include <unistd.h>',
-    'int main(int argc, char **argv) {',
-    '  DIR *d = opendir(argv[1]);',
-    '  if (!d || chdir(argv[1]) != 0) { perror(argv[1]); return 2; }',
-    '  int *fds = NULL, n = 0, cap = 0;',
-    '  struct dirent *e;',
-    '  while ((e = readdir(d))) {',
-    '    if (e->d_name[0] == \'.\') continue;',
-    '    if (n == cap) fds = realloc(fds, (cap = cap ? 2 * cap : 1024) * sizeof *fds);',
-    '    int fd = open(e->d_name, O_RDONLY);',
-    '    if (fd < 0) { printf("open %s after %d open: %s\\n", e->d_name, n, strerror(errno)); return 1; }',
-    '    fds[n++] = fd;',
-    '  }',
-    '  long sum = 0;',
-    '  for (int i = 0; i < n; i++) {',
-    '    char b[32] = {0};',
-    '    if (read(fds[i], b, sizeof b - 1) <= 0) { printf("read %d: %s\\n", i, strerror(errno)); return 1; }',
-    '    sum += atol(b);',
-    '  }',
-    '  printf("opened %d sum %ld\\n", n, sum);',
-    '  return 0;',
-    '}',
-  ].join('\n'));
+  fs.writeFileSync(
+    src,
+    [
+      '#include <dirent.h>',
+      '#include <errno.h>',
+      '#include <fcntl.h>',
+      '#include <stdio.h>',
+      '#include <stdlib.h>',
+      '#include <string.h>',
+      '#include <unistd.h>',
+      'int main(int argc, char **argv) {',
+      '  DIR *d = opendir(argv[1]);',
+      '  if (!d || chdir(argv[1]) != 0) { perror(argv[1]); return 2; }',
+      '  int *fds = NULL, n = 0, cap = 0;',
+      '  struct dirent *e;',
+      '  while ((e = readdir(d))) {',
+      "    if (e->d_name[0] == '.') continue;",
+      '    if (n == cap) fds = realloc(fds, (cap = cap ? 2 * cap : 1024) * sizeof *fds);',
+      '    int fd = open(e->d_name, O_RDONLY);',
+      '    if (fd < 0) { printf("open %s after %d open: %s\\n", e->d_name, n, strerror(errno)); return 1; }',
+      '    fds[n++] = fd;',
+      '  }',
+      '  long sum = 0;',
+      '  for (int i = 0; i < n; i++) {',
+      '    char b[32] = {0};',
+      '    if (read(fds[i], b, sizeof b - 1) <= 0) { printf("read %d: %s\\n", i, strerror(errno)); return 1; }',
+      '    sum += atol(b);',
+      '  }',
+      '  printf("opened %d sum %ld\\n", n, sum);',
+      '  return 0;',
+      '}',
+    ].join('\n'),
+  );
   const cc = spawnSync('gcc', ['-O2', '-o', path.join(dir, 'hold_open'), src], { encoding: 'utf8' });
   t.is(cc.status, 0, cc.stderr);
   const cli = path.resolve(__dirname, '..', '..', 'backend/src/cli/qcuda.js');
-  const r = spawnSync('prlimit', ['--nofile=1024:', '--', process.execPath, cli, 'vm', '--quiet', '--timeout=360', '--qemu', base.qemu, '--kernel', base.kernel,
-    '--initrd', base.initrd, `--virtiofsd=${virtiofsd}`, `--share=${tree}:/mnt/tree`, `--file=${path.join(dir, 'hold_open')}`, '--',
-    'echo "limits $(ulimit -Sn) $(ulimit -Hn)"; hold_open /mnt/tree'], { encoding: 'utf8', timeout: 400_000 });
+  const r = spawnSync(
+    'prlimit',
+    [
+      '--nofile=1024:',
+      '--',
+      process.execPath,
+      cli,
+      'vm',
+      '--quiet',
+      '--timeout=360',
+      '--qemu',
+      base.qemu,
+      '--kernel',
+      base.kernel,
+      '--initrd',
+      base.initrd,
+      `--virtiofsd=${virtiofsd}`,
+      `--share=${tree}:/mnt/tree`,
+      `--file=${path.join(dir, 'hold_open')}`,
+      '--',
+      'echo "limits $(ulimit -Sn) $(ulimit -Hn)"; hold_open /mnt/tree',
+    ],
+    { encoding: 'utf8', timeout: 400_000 },
+  );
   t.is(r.status, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
   t.is(r.stdout, `limits 1048576 1048576\nopened ${n} sum ${(n * (n - 1)) / 2}\n`);
   t.deepEqual(processesOf(tree), [], 'no virtiofsd is left');
@@ -349,7 +483,7 @@ test.serial('share: a guest process holds thousands of shared files open at once
 // --host-root-writable: the host's root as the lower layer of an overlay
 // on guest RAM. A command writes beside a host file and changes it, reads
 // both back; the host directory and /etc are unchanged afterwards.
-test.serial('share: `qcuda vm --host-root-writable` lets the command write anywhere, and the host\'s files stay unchanged', (t) => {
+test.serial("share: `qcuda vm --host-root-writable` lets the command write anywhere, and the host's files stay unchanged", (t) => {
   const cwd = fs.realpathSync(tmpDir(t));
   fs.writeFileSync(path.join(cwd, 'old.txt'), 'old\n');
   const before = treeOf(cwd);
@@ -358,12 +492,30 @@ test.serial('share: `qcuda vm --host-root-writable` lets the command write anywh
     'echo new > new.txt && cat new.txt',
     'echo more >> old.txt && cat old.txt',
     'echo x > /etc/qcuda-was-here && echo "=== etc $(cat /etc/qcuda-was-here)"',
-    'python3 -c "open(\'py.txt\', \'w\').write(\'py\')" && echo "=== python $(cat py.txt)"',
+    "python3 -c \"open('py.txt', 'w').write('py')\" && echo \"=== python $(cat py.txt)\"",
     'echo "=== limits $(ulimit -Sn) $(ulimit -Hn)"',
   ].join('; ');
-  const r = spawnSync(process.execPath, [cli, 'vm', '--quiet', '--host-root-writable', '--provider=host', '--device-memory-limit=1G', '--qemu', path.resolve(base.qemu),
-    '--kernel', path.resolve(base.kernel), '--initrd', path.resolve(base.initrd), `--virtiofsd=${path.resolve(virtiofsd)}`, '--', script],
-  { encoding: 'utf8', timeout: 120_000, cwd });
+  const r = spawnSync(
+    process.execPath,
+    [
+      cli,
+      'vm',
+      '--quiet',
+      '--host-root-writable',
+      '--provider=host',
+      '--device-memory-limit=1G',
+      '--qemu',
+      path.resolve(base.qemu),
+      '--kernel',
+      path.resolve(base.kernel),
+      '--initrd',
+      path.resolve(base.initrd),
+      `--virtiofsd=${path.resolve(virtiofsd)}`,
+      '--',
+      script,
+    ],
+    { encoding: 'utf8', timeout: 120_000, cwd },
+  );
   t.is(r.status, 0, r.stderr);
   t.is(r.stdout, 'new\nold\nmore\n=== etc x\n=== python py\n=== limits 1048576 1048576\n');
   t.deepEqual(treeOf(cwd), before, 'the host directory is unchanged');

@@ -9,14 +9,13 @@ namespace qcuda {
 void ThrowErrno(Napi::Env env, const char *call, int err) {
   Napi::Error e = Napi::Error::New(env, std::string(call) + ": " + strerror(err));
   e.Set("errno", Napi::Number::New(env, err));
-  e.Set("code", Napi::String::New(env, uv_err_name(-err)));  // "EBADF", as Node's SystemError says it (libuv's codes are -errno)
+  e.Set("code", Napi::String::New(
+                    env, uv_err_name(-err)));  // "EBADF", as Node's SystemError says it (libuv's codes are -errno)
   e.Set("syscall", Napi::String::New(env, call));
   throw e;
 }
 
-void ThrowRange(Napi::Env env, const std::string &msg) {
-  throw Napi::RangeError::New(env, msg);
-}
+void ThrowRange(Napi::Env env, const std::string &msg) { throw Napi::RangeError::New(env, msg); }
 
 uint64_t ArgU64(const Napi::CallbackInfo &info, size_t i, const char *what, uint64_t max) {
   const std::string range = std::string(what) + " must be an integer from 0 to " + std::to_string(max);
@@ -28,7 +27,8 @@ uint64_t ArgU64(const Napi::CallbackInfo &info, size_t i, const char *what, uint
     if (!lossless) ThrowRange(info.Env(), range);
   } else {
     double d = info[i].IsNumber() ? info[i].As<Napi::Number>().DoubleValue() : -1;
-    if (!(d >= 0) || d > 9007199254740991.0 || d != static_cast<double>(static_cast<uint64_t>(d))) ThrowRange(info.Env(), range);
+    if (!(d >= 0) || d > 9007199254740991.0 || d != static_cast<double>(static_cast<uint64_t>(d)))
+      ThrowRange(info.Env(), range);
     v = static_cast<uint64_t>(d);
   }
   if (v > max) ThrowRange(info.Env(), range);

@@ -4,4 +4,4 @@ namespace qcuda {
 void InitEventfd(Napi::Env env, Napi::Object exports);
 // Reads and clears an eventfd counter: -1 when it was zero (EAGAIN).
 int64_t DrainEventfd(int fd);
-}
+}  // namespace qcuda

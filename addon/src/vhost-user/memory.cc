@@ -39,11 +39,11 @@ void Release(Region *r) {
 class Mapping : public Napi::ObjectWrap<Mapping> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "Mapping",
-                       {InstanceMethod("window", &Mapping::Window), InstanceMethod("unmap", &Mapping::Unmap),
-                        InstanceAccessor("length", &Mapping::Length, nullptr),
-                        InstanceAccessor("address", &Mapping::Address, nullptr),
-                        InstanceAccessor("mapped", &Mapping::Mapped, nullptr)});
+    return DefineClass(
+        env, "Mapping",
+        {InstanceMethod("window", &Mapping::Window), InstanceMethod("unmap", &Mapping::Unmap),
+         InstanceAccessor("length", &Mapping::Length, nullptr), InstanceAccessor("address", &Mapping::Address, nullptr),
+         InstanceAccessor("mapped", &Mapping::Mapped, nullptr)});
   }
 
   // new Mapping(fd, length, offset, random?): MAP_SHARED read/write; with
@@ -106,7 +106,8 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
     const uint64_t page = sysconf(_SC_PAGESIZE);
     for (uint32_t i = 0; i < list.Length(); i++) {
       Napi::Array e = list.Get(i).As<Napi::Array>();
-      Piece p{e.Get(0u).As<Napi::Number>().Int32Value(), static_cast<uint64_t>(e.Get(1u).As<Napi::Number>().Int64Value()),
+      Piece p{e.Get(0u).As<Napi::Number>().Int32Value(),
+              static_cast<uint64_t>(e.Get(1u).As<Napi::Number>().Int64Value()),
               static_cast<uint64_t>(e.Get(2u).As<Napi::Number>().Int64Value())};
       if (p.fd < 0 || p.length == 0 || p.offset % page || p.length % page || p.length > (1ull << 46) - total)
         ThrowRange(env, "mapping pieces must be whole pages of a file");
@@ -143,8 +144,9 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
       ThrowRange(env, "window lies outside the mapping");
     region_->refs++;
     Region *r = region_;
-    Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, static_cast<uint8_t *>(r->addr) + offset, length,
-                                                  [](Napi::Env, void *, Region *hint) { Release(hint); }, r);
+    Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(
+        env, static_cast<uint8_t *>(r->addr) + offset, length, [](Napi::Env, void *, Region *hint) { Release(hint); },
+        r);
     windows_.emplace_back(Napi::Weak(ab));
     return ab;
   }

@@ -1,3 +1,5 @@
 #pragma once
 #include <napi.h>
-namespace qcuda { void InitMemory(Napi::Env env, Napi::Object exports); }
+namespace qcuda {
+void InitMemory(Napi::Env env, Napi::Object exports);
+}

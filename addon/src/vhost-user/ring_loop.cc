@@ -40,7 +40,8 @@ T *ViewOf(const Napi::CallbackInfo &info, size_t i, size_t atLeast, const char *
 // ringLoop(avail: Uint16Array, used: Uint16Array, size, eventIdx, kickFd, heads: Uint32Array, availIdx, lastUsed, n,
 //          replies: Uint8Array[] (one per head), timeoutNs)
 //   -> {ns: Float64Array (each step of heads.length calls), availIdx, lastUsed, kicks}
-// Each answer must name its head and carry status 0 in its reply's first u32 (set to ~0 before each post); else it throws.
+// Each answer must name its head and carry status 0 in its reply's first u32 (set to ~0 before each post); else it
+// throws.
 Napi::Value RingLoop(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   uint32_t size = static_cast<uint32_t>(ArgU64(info, 2, "size", 32768));
@@ -60,7 +61,8 @@ Napi::Value RingLoop(const Napi::CallbackInfo &info) {
   uint16_t ai = static_cast<uint16_t>(ArgU64(info, 6, "availIdx", 0xffff));
   uint16_t lu = static_cast<uint16_t>(ArgU64(info, 7, "lastUsed", 0xffff));
   uint64_t n = ArgU64(info, 8, "n", 1u << 24);
-  if (!info[9].IsArray() || info[9].As<Napi::Array>().Length() != heads.size()) ThrowRange(env, "replies: one per head");
+  if (!info[9].IsArray() || info[9].As<Napi::Array>().Length() != heads.size())
+    ThrowRange(env, "replies: one per head");
   std::vector<uint32_t *> replies;
   for (uint32_t j = 0; j < heads.size(); j++)
     replies.push_back(TypedView<uint32_t>(info[9].As<Napi::Array>().Get(j), 1, "replies[" + std::to_string(j) + "]"));
@@ -93,10 +95,12 @@ Napi::Value RingLoop(const Napi::CallbackInfo &info) {
       uint32_t slot = lu & (size - 1);
       uint32_t id = __atomic_load_n(&used32[1 + slot * 2], __ATOMIC_ACQUIRE);
       lu++;
-      if (id != heads[j]) ThrowRange(env, "the device answered head " + std::to_string(id) + ", not " + std::to_string(heads[j]));
+      if (id != heads[j])
+        ThrowRange(env, "the device answered head " + std::to_string(id) + ", not " + std::to_string(heads[j]));
       uint32_t status = __atomic_load_n(reply, __ATOMIC_ACQUIRE);
       if (status != 0)
-        ThrowRange(env, "step " + std::to_string(i) + ", call " + std::to_string(j) + " answered status " + std::to_string(status));
+        ThrowRange(env, "step " + std::to_string(i) + ", call " + std::to_string(j) + " answered status " +
+                            std::to_string(status));
     }
     ns[i] = static_cast<double>(NowNs() - t0);
   }

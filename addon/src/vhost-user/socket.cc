@@ -166,7 +166,8 @@ Napi::Value PeerCred(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   ucred c{};
   socklen_t len = sizeof(c);
-  if (getsockopt(ArgFd(info, 0), SOL_SOCKET, SO_PEERCRED, &c, &len) < 0) ThrowErrno(env, "getsockopt(SO_PEERCRED)", errno);
+  if (getsockopt(ArgFd(info, 0), SOL_SOCKET, SO_PEERCRED, &c, &len) < 0)
+    ThrowErrno(env, "getsockopt(SO_PEERCRED)", errno);
   Napi::Object out = Napi::Object::New(env);
   out.Set("pid", static_cast<double>(c.pid));
   out.Set("uid", static_cast<double>(c.uid));

@@ -36,7 +36,9 @@ Serves a virtio device to QEMU over vhost-user.
                           --socket-path with '.status' appended; 'none': no
                           status socket (the default with --fd)
   --device=NAME           the device to serve (default qcuda):
-${Object.entries(DEVICES).map(([n, d]) => `                            ${n.padEnd(8)}${d.describe}`).join('\n')}
+${Object.entries(DEVICES)
+  .map(([n, d]) => `                            ${n.padEnd(8)}${d.describe}`)
+  .join('\n')}
   --queues=N              request queues (default 4; must match QEMU's num-queues)
   --frontends=N           with --socket-path: serve up to N frontends at once,
                           each a device of its own sharing one quota and the
@@ -233,9 +235,27 @@ function usage(msg: string): never {
 /** Options of one device only: given to another, they would be ignored. */
 const DEVICE_ONLY: Record<string, string[]> = {
   blk: ['size', 'store', 'read-only'],
-  qcuda: ['provider', 'host-devices', 'isolation', 'device-memory-limit', 'max-processes', 'module-staging', 'module-cache', 'deferred-limit',
-    'inline-wait', 'inline-calls', 'own-queues', 'ring-server', 'pin-guest-ram', 'host-map-pieces', 'process-handles', 'worker-sandbox',
-    'context-overhead', 'gpu-share', 'gpu-share-mps'],
+  qcuda: [
+    'provider',
+    'host-devices',
+    'isolation',
+    'device-memory-limit',
+    'max-processes',
+    'module-staging',
+    'module-cache',
+    'deferred-limit',
+    'inline-wait',
+    'inline-calls',
+    'own-queues',
+    'ring-server',
+    'pin-guest-ram',
+    'host-map-pieces',
+    'process-handles',
+    'worker-sandbox',
+    'context-overhead',
+    'gpu-share',
+    'gpu-share-mps',
+  ],
 };
 
 function checkDeviceOptions(device: string, given: string[]): void {
@@ -394,7 +414,9 @@ async function main(): Promise<void> {
   if (args['process-handles'] !== undefined) {
     const n = args['process-handles'].split(',');
     if (n.length !== 4) usage(`--process-handles takes four bounds (streams,events,modules,objects), got '${args['process-handles']}'`);
-    [limits.processStreams, limits.processEvents, limits.processModules, limits.processObjects] = n.map((v) => positiveInt('process-handles', v, 0, 1 << 24));
+    [limits.processStreams, limits.processEvents, limits.processModules, limits.processObjects] = n.map((v) =>
+      positiveInt('process-handles', v, 0, 1 << 24),
+    );
   }
   if (args['log-rate'] !== undefined) limits.logLinesPerSecond = positiveInt('log-rate', args['log-rate'], 0, 1_000_000);
   const staging = size('module-staging', args['module-staging']);
@@ -431,12 +453,15 @@ async function main(): Promise<void> {
   }
   const mpsDir = args['gpu-share-mps'] === undefined ? undefined : path.resolve(args['gpu-share-mps']);
   if (mpsDir !== undefined) {
-    if (!fs.statSync(mpsDir, { throwIfNoEntry: false })?.isDirectory()) usage(`--gpu-share-mps=${args['gpu-share-mps']}: no directory ${mpsDir}`);
+    if (!fs.statSync(mpsDir, { throwIfNoEntry: false })?.isDirectory())
+      usage(`--gpu-share-mps=${args['gpu-share-mps']}: no directory ${mpsDir}`);
     gpuShare ??= 1; // the VM's part is its weight's: it must be in the table
   }
   // The rest of the options, parsed before the device (a GPU context, a disk's memory) exists.
   const parsed = {
-    size: diskSize(args.size), store: storeOf(args.store), readOnly: args['read-only'],
+    size: diskSize(args.size),
+    store: storeOf(args.store),
+    readOnly: args['read-only'],
     inlineWaitUs: args['inline-wait'] === undefined ? undefined : nonNegativeInt('inline-wait', args['inline-wait'], 1_000_000),
     inlineCalls: args['inline-calls'] === undefined ? undefined : yesNo('inline-calls', args['inline-calls']),
     ringServer: args['ring-server'] === undefined ? undefined : yesNo('ring-server', args['ring-server']),
@@ -449,8 +474,10 @@ async function main(): Promise<void> {
   // Every line the VM's doings cause (the device's, the connection's events)
   // shares one rate limit, so that a guest cannot flood the journal.
   const vmLog = new LogLimiter(limits.logLinesPerSecond ?? DEFAULT_LIMITS.logLinesPerSecond, write);
-  const statusPath = args['status-socket'] === 'none' ? undefined
-    : args['status-socket'] ?? (args['socket-path'] !== undefined ? defaultStatusSocket(args['socket-path']) : undefined);
+  const statusPath =
+    args['status-socket'] === 'none'
+      ? undefined
+      : (args['status-socket'] ?? (args['socket-path'] !== undefined ? defaultStatusSocket(args['socket-path']) : undefined));
   let server: VhostUserServer;
   let status: StatusSocket | undefined;
   try {
@@ -467,7 +494,14 @@ async function main(): Promise<void> {
       }
     }
     const options: DeviceOptions = {
-      queues, provider: provider as ProviderKind, gpu, hostDevices, memoryLimit, limits, isolation: isolation as 'process' | 'none', ...parsed,
+      queues,
+      provider: provider as ProviderKind,
+      gpu,
+      hostDevices,
+      memoryLimit,
+      limits,
+      isolation: isolation as 'process' | 'none',
+      ...parsed,
       workerSandbox: workerSandbox as 'seccomp' | 'none',
       log: (line) => vmLog.log(line),
     };
@@ -484,7 +518,11 @@ async function main(): Promise<void> {
     } else if (frontends > 1) {
       // Each frontend a device of its own, all counted against the first one's bounds (one quota).
       const shared: DeviceOptions = { ...options, vm: (device as { vm?: VmShared }).vm };
-      const source: DeviceSource = { make: () => kind.create(shared), dispose: (d) => kind.dispose?.(d) ?? Promise.resolve(), max: frontends };
+      const source: DeviceSource = {
+        make: () => kind.create(shared),
+        dispose: (d) => kind.dispose?.(d) ?? Promise.resolve(),
+        max: frontends,
+      };
       server = VhostUserServer.listenEach(args['socket-path']!, device, source, { logger, peer });
       write(`${device.name} device listening on ${args['socket-path']} for up to ${frontends} frontends`);
     } else {
@@ -493,7 +531,10 @@ async function main(): Promise<void> {
     }
     if (statusPath !== undefined) {
       const s = server;
-      status = await StatusSocket.listen(statusPath, () => backendStatus(s, args['socket-path'], startedAt), { uids: peer ? [peer.uid] : [], refused });
+      status = await StatusSocket.listen(statusPath, () => backendStatus(s, args['socket-path'], startedAt), {
+        uids: peer ? [peer.uid] : [],
+        refused,
+      });
       write(`status on ${statusPath} (qcuda status --status-socket=${statusPath})`);
     }
   } catch (e) {

@@ -322,15 +322,53 @@ const OPTIONS = {
 
 /** Values of the backend options vm and run pass on, checked here so that a bad one fails before anything starts. */
 const BACKEND_CHOICES: Record<string, string[]> = {
-  provider: ['cuda', 'host', 'auto'], isolation: ['process', 'none'],
-  'own-queues': ['yes', 'no'], 'ring-server': ['yes', 'no'], 'pin-guest-ram': ['yes', 'no'], 'worker-sandbox': ['seccomp', 'none'],
+  provider: ['cuda', 'host', 'auto'],
+  isolation: ['process', 'none'],
+  'own-queues': ['yes', 'no'],
+  'ring-server': ['yes', 'no'],
+  'pin-guest-ram': ['yes', 'no'],
+  'worker-sandbox': ['seccomp', 'none'],
 };
 
-const BACKEND_PASSED = ['provider', 'gpu', 'host-devices', 'isolation', 'own-queues', 'ring-server', 'pin-guest-ram', 'worker-sandbox', 'context-overhead', 'gpu-share', 'gpu-share-mps', 'device-memory-limit', 'backend-log'];
+const BACKEND_PASSED = [
+  'provider',
+  'gpu',
+  'host-devices',
+  'isolation',
+  'own-queues',
+  'ring-server',
+  'pin-guest-ram',
+  'worker-sandbox',
+  'context-overhead',
+  'gpu-share',
+  'gpu-share-mps',
+  'device-memory-limit',
+  'backend-log',
+];
 
 /** Each command's options (a known option of another command is a usage error too, not ignored). */
 const COMMAND_OPTIONS: Record<string, string[]> = {
-  vm: ['file', 'share', 'disk', 'host-root', 'host-root-writable', 'virtiofsd', 'timeout', 'queues', 'memory', 'cpus', 'demo', 'console', 'quiet', 'qemu', 'kernel', 'disk-image', 'initrd', 'backend-user', ...BACKEND_PASSED],
+  vm: [
+    'file',
+    'share',
+    'disk',
+    'host-root',
+    'host-root-writable',
+    'virtiofsd',
+    'timeout',
+    'queues',
+    'memory',
+    'cpus',
+    'demo',
+    'console',
+    'quiet',
+    'qemu',
+    'kernel',
+    'disk-image',
+    'initrd',
+    'backend-user',
+    ...BACKEND_PASSED,
+  ],
   run: ['socket', 'cudart', 'max-processes', 'lib-dir', ...BACKEND_PASSED],
   'qemu-args': ['socket', 'disk-socket', 'kernel', 'initrd', 'queues', 'memory', 'cpus'],
   status: ['socket', 'status-socket', 'json'],
@@ -341,7 +379,8 @@ const COMMAND_OPTIONS: Record<string, string[]> = {
 function backendOptions(v: { [k: string]: string | boolean | string[] | undefined }): string[] {
   for (const [k, choices] of Object.entries(BACKEND_CHOICES)) {
     const x = v[k];
-    if (typeof x === 'string' && !choices.includes(x)) usage(`--${k} must be ${choices.slice(0, -1).join(', ')} or ${choices[choices.length - 1]}, got '${x}'`);
+    if (typeof x === 'string' && !choices.includes(x))
+      usage(`--${k} must be ${choices.slice(0, -1).join(', ')} or ${choices[choices.length - 1]}, got '${x}'`);
   }
   if (typeof v.gpu === 'string') {
     try {
@@ -351,7 +390,8 @@ function backendOptions(v: { [k: string]: string | boolean | string[] | undefine
     }
   }
   const hd = v['host-devices'];
-  if (typeof hd === 'string' && (!/^\d+$/.test(hd) || +hd < 1 || +hd > MAX_HOST_DEVICES)) usage(`--host-devices must be an integer in 1..${MAX_HOST_DEVICES}, got '${hd}'`);
+  if (typeof hd === 'string' && (!/^\d+$/.test(hd) || +hd < 1 || +hd > MAX_HOST_DEVICES))
+    usage(`--host-devices must be an integer in 1..${MAX_HOST_DEVICES}, got '${hd}'`);
   if (typeof v['context-overhead'] === 'string') {
     try {
       parseSize(v['context-overhead']);
@@ -368,10 +408,22 @@ function backendOptions(v: { [k: string]: string | boolean | string[] | undefine
   }
   // The backend may run as another user, elsewhere: the MPS directory by its whole path, checked here.
   const mps = typeof v['gpu-share-mps'] === 'string' ? path.resolve(v['gpu-share-mps']) : undefined;
-  if (mps !== undefined && !fs.statSync(mps, { throwIfNoEntry: false })?.isDirectory()) usage(`--gpu-share-mps=${v['gpu-share-mps'] as string}: no directory ${mps}`);
+  if (mps !== undefined && !fs.statSync(mps, { throwIfNoEntry: false })?.isDirectory())
+    usage(`--gpu-share-mps=${v['gpu-share-mps'] as string}: no directory ${mps}`);
   const opt = (k: string) => (typeof v[k] === 'string' ? [`--${k}=${v[k] as string}`] : []);
-  return [...opt('provider'), ...opt('gpu'), ...opt('host-devices'), ...opt('isolation'), ...opt('own-queues'), ...opt('ring-server'), ...opt('pin-guest-ram'), ...opt('worker-sandbox'), ...opt('context-overhead'), ...opt('gpu-share'),
-    ...(mps === undefined ? [] : [`--gpu-share-mps=${mps}`])];
+  return [
+    ...opt('provider'),
+    ...opt('gpu'),
+    ...opt('host-devices'),
+    ...opt('isolation'),
+    ...opt('own-queues'),
+    ...opt('ring-server'),
+    ...opt('pin-guest-ram'),
+    ...opt('worker-sandbox'),
+    ...opt('context-overhead'),
+    ...opt('gpu-share'),
+    ...(mps === undefined ? [] : [`--gpu-share-mps=${mps}`]),
+  ];
 }
 
 /** qcuda run: PROGRAM on this host over qcuda's libraries and a backend. */
@@ -381,7 +433,7 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
   if (cudart !== 'native' && cudart !== 'qcuda') usage(`--cudart must be native or qcuda, got '${cudart}'`);
   const str = (k: string) => v[k] as string | undefined;
   if (str('socket') && (backendOptions(v).length > 0 || str('device-memory-limit') || str('max-processes') || str('backend-log')))
-    usage('--socket joins a running backend: its options are that backend\'s (give them to qcuda-backend)');
+    usage("--socket joins a running backend: its options are that backend's (give them to qcuda-backend)");
   const processes = intOpt(str('max-processes'), 'max-processes', 64, 4096);
   const limit = str('device-memory-limit');
   if (limit !== undefined) quotaLeft(limit, []);
@@ -393,14 +445,24 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
     for (const lib of ['libcuda.so.1', ...(cudart === 'qcuda' ? ['libcudart.so.13'] : [])])
       if (!fs.existsSync(path.join(libDir, lib))) usage(`--lib-dir=${given} (or QCUDA_LIB_DIR): no ${lib} there`);
   }
-  const backendArgs = [...backendOptions(v), ...(v['pin-guest-ram'] === undefined ? ['--pin-guest-ram=yes'] : []),
-    ...(limit ? [`--device-memory-limit=${limit}`] : []), `--max-processes=${processes}`];
+  const backendArgs = [
+    ...backendOptions(v),
+    ...(v['pin-guest-ram'] === undefined ? ['--pin-guest-ram=yes'] : []),
+    ...(limit ? [`--device-memory-limit=${limit}`] : []),
+    `--max-processes=${processes}`,
+  ];
   const backendLog = str('backend-log') !== undefined ? timedLines(str('backend-log')!) : undefined;
   try {
     return await runCuda({
-      argv, socket, qcudaRuntime: cudart === 'qcuda', libDir,
+      argv,
+      socket,
+      qcudaRuntime: cudart === 'qcuda',
+      libDir,
       // Each frontend is one process and its "guest RAM" is that process's own memory: pinned whole.
-      backendArgs, frontends: processes, startTimeoutMs: 60_000, backendLog,
+      backendArgs,
+      frontends: processes,
+      startTimeoutMs: 60_000,
+      backendLog,
     });
   } catch (e) {
     if (e instanceof RunError) {
@@ -412,10 +474,22 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
 }
 
 /** The CUDA programs of the demo, of both builds. */
-const DEMO_PROGRAMS = ['device', 'memcpy', 'stream', 'hostmem', 'errors', 'killcopy', 'device_static', 'memcpy_static', 'stream_static', 'hostmem_static'];
+const DEMO_PROGRAMS = [
+  'device',
+  'memcpy',
+  'stream',
+  'hostmem',
+  'errors',
+  'killcopy',
+  'device_static',
+  'memcpy_static',
+  'stream_static',
+  'hostmem_static',
+];
 
 /** The main job: the transport, then CUDA programs of both builds (on the GPU where the backend finds one). */
-const DEMO_COMMAND = 'nop_test -t 4 -n 100 > /tmp/nop.out || { cat /tmp/nop.out; exit 1; }; tail -1 /tmp/nop.out; ' +
+const DEMO_COMMAND =
+  'nop_test -t 4 -n 100 > /tmp/nop.out || { cat /tmp/nop.out; exit 1; }; tail -1 /tmp/nop.out; ' +
   `for p in ${DEMO_PROGRAMS.join(' ')}; ` +
   'do $p > /tmp/$p.out || { cat /tmp/$p.out; exit 1; }; echo "$p: $(tail -1 /tmp/$p.out)"; done';
 
@@ -492,7 +566,7 @@ function demoNext(gpu: boolean): string {
 }
 
 async function status(socket: string | undefined, statusSocket: string | undefined, json: boolean): Promise<number> {
-  if (!socket && !statusSocket) usage('status needs --socket=PATH (the backend\'s --socket-path) or --status-socket=PATH');
+  if (!socket && !statusSocket) usage("status needs --socket=PATH (the backend's --socket-path) or --status-socket=PATH");
   const at = statusSocket ?? defaultStatusSocket(socket!);
   let doc: BackendStatus;
   try {
@@ -508,22 +582,30 @@ async function status(socket: string | undefined, statusSocket: string | undefin
 /** qcuda libvirt-xml: a domain for the backend at --socket. */
 function libvirtXml(v: { [k: string]: string | boolean | string[] | undefined }): string {
   const str = (k: string) => v[k] as string | undefined;
-  if (!str('name') || !str('socket')) usage('libvirt-xml needs --name=VM and --socket=PATH (the backend\'s --socket-path)');
+  if (!str('name') || !str('socket')) usage("libvirt-xml needs --name=VM and --socket=PATH (the backend's --socket-path)");
   const disks = (v.disk as string[] | undefined) ?? [];
   if (disks.length > 1) usage('libvirt-xml boots one --disk=IMAGE');
   const disk = disks[0] && existingFile(path.resolve(disks[0]), '--disk');
   if (!disk && !str('kernel')) usage('libvirt-xml needs --kernel=PATH (direct boot) or --disk=IMAGE (raw or qcow2)');
-  if (disk && (str('kernel') || str('initrd') || str('cmdline'))) usage('libvirt-xml boots --disk=IMAGE or --kernel=PATH (with --initrd, --cmdline), not both');
+  if (disk && (str('kernel') || str('initrd') || str('cmdline')))
+    usage('libvirt-xml boots --disk=IMAGE or --kernel=PATH (with --initrd, --cmdline), not both');
   if (str('initrd') && !str('kernel')) usage('--initrd goes with --kernel');
   const type = str('type') ?? 'kvm';
   if (type !== 'kvm' && type !== 'qemu') usage(`--type must be kvm or qemu (TCG), got '${type}'`);
   const file = (k: string) => (str(k) ? existingFile(path.resolve(str(k)!), `--${k}`) : undefined);
   return domainXml({
-    name: str('name')!, socket: path.resolve(str('socket')!), emulator: existingFile(need(str('qemu'), 'qemu', 'QEMU_BIN'), 'QEMU', true),
-    kernel: file('kernel'), initrd: file('initrd'), cmdline: str('cmdline'),
+    name: str('name')!,
+    socket: path.resolve(str('socket')!),
+    emulator: existingFile(need(str('qemu'), 'qemu', 'QEMU_BIN'), 'QEMU', true),
+    kernel: file('kernel'),
+    initrd: file('initrd'),
+    cmdline: str('cmdline'),
     disk: disk ? { path: disk, format: disk.endsWith('.qcow2') ? 'qcow2' : 'raw' } : undefined,
-    memoryMiB: intOpt(str('memory'), 'memory', 2048, 1 << 20), cpus: intOpt(str('cpus'), 'cpus', 2, 256),
-    queues: intOpt(str('queues'), 'queues', 4, 64), type, reconnectMs: 1000,
+    memoryMiB: intOpt(str('memory'), 'memory', 2048, 1 << 20),
+    cpus: intOpt(str('cpus'), 'cpus', 2, 256),
+    queues: intOpt(str('queues'), 'queues', 4, 64),
+    type,
+    reconnectMs: 1000,
   });
 }
 
@@ -550,10 +632,13 @@ async function main(): Promise<number> {
   if (other) usage(`--${other} is not an option of 'qcuda ${cmd}'`);
   if (cmd !== 'vm' && cmd !== 'run' && positionals.length > 0) usage(`'qcuda ${cmd}' takes no arguments, got '${positionals[0]}'`);
   if (cmd === 'qemu-args') {
-    if (!v.socket) usage('qemu-args needs --socket=PATH (the backend\'s --socket-path)');
+    if (!v.socket) usage("qemu-args needs --socket=PATH (the backend's --socket-path)");
     const args = qemuArgs({
-      kernel: existingFile(need(v.kernel, 'kernel', 'GUEST_KERNEL'), 'the kernel'), initrd: existingFile(need(v.initrd, 'initrd', 'GUEST_INITRD'), 'the initrd'),
-      socket: path.resolve(v.socket), queues: intOpt(v.queues, 'queues', 4, 64), memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20),
+      kernel: existingFile(need(v.kernel, 'kernel', 'GUEST_KERNEL'), 'the kernel'),
+      initrd: existingFile(need(v.initrd, 'initrd', 'GUEST_INITRD'), 'the initrd'),
+      socket: path.resolve(v.socket),
+      queues: intOpt(v.queues, 'queues', 4, 64),
+      memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20),
       cpus: intOpt(v.cpus, 'cpus', 2, 256),
       disks: (v['disk-socket'] ?? []).map((s) => ({ socket: path.resolve(s), queues: DISK_QUEUES })),
     });
@@ -587,7 +672,8 @@ async function main(): Promise<number> {
   const disks = (v.disk ?? []).map(parseDisk);
   const diskImage = v['disk-image'] !== undefined ? parseDiskImage(v['disk-image']) : undefined;
   // A disk image boots its own kernel and initrd unless both are given.
-  if (diskImage && (v.kernel === undefined) !== (v.initrd === undefined)) usage('with --disk-image, pass both --kernel and --initrd or neither');
+  if (diskImage && (v.kernel === undefined) !== (v.initrd === undefined))
+    usage('with --disk-image, pass both --kernel and --initrd or neither');
   for (const f of v.file ?? []) existingFile(path.resolve(f), '--file');
   const files = [...(v.file ?? []).map((f) => path.resolve(f)), ...(diskImage && v.demo ? demoFiles() : [])];
   let backendUser: BackendUserChoice;
@@ -600,8 +686,10 @@ async function main(): Promise<number> {
   const virtiofsd = shares.length > 0 ? need(v.virtiofsd ?? (defaultVirtiofsd() || undefined), 'virtiofsd', 'QCUDA_VIRTIOFSD') : undefined;
   // Everything is checked before runVm starts a process: a bad argument is a usage error, never a half-started VM.
   const sizes = {
-    timeoutMs: intOpt(v.timeout, 'timeout', v.console ? 86400 : 300, 86400) * 1000, queues: intOpt(v.queues, 'queues', 4, 64),
-    memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20), cpus: intOpt(v.cpus, 'cpus', 2, 256),
+    timeoutMs: intOpt(v.timeout, 'timeout', v.console ? 86400 : 300, 86400) * 1000,
+    queues: intOpt(v.queues, 'queues', 4, 64),
+    memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20),
+    cpus: intOpt(v.cpus, 'cpus', 2, 256),
   };
   const backendArgs = [
     ...backendOptions(v),
@@ -609,12 +697,26 @@ async function main(): Promise<number> {
   ];
   const qemu = existingFile(need(v.qemu, 'qemu', 'QEMU_BIN'), 'QEMU', true);
   const file = (k: 'kernel' | 'initrd') => (v[k] === undefined ? undefined : existingFile(path.resolve(v[k]), `--${k}`));
-  const bootFiles = diskImage ? { diskImage, kernel: file('kernel'), initrd: file('initrd') }
-    : { kernel: existingFile(need(v.kernel, 'kernel', 'GUEST_KERNEL'), 'the kernel'), initrd: existingFile(need(v.initrd, 'initrd', 'GUEST_INITRD'), 'the initrd') };
+  const bootFiles = diskImage
+    ? { diskImage, kernel: file('kernel'), initrd: file('initrd') }
+    : {
+        kernel: existingFile(need(v.kernel, 'kernel', 'GUEST_KERNEL'), 'the kernel'),
+        initrd: existingFile(need(v.initrd, 'initrd', 'GUEST_INITRD'), 'the initrd'),
+      };
   const onBackendLog = v['backend-log'] !== undefined ? timedLines(v['backend-log']) : undefined;
   try {
     const r = await runVm({
-      qemu, ...bootFiles, command, files, shares, virtiofsd, disks, ...sizes, interactive: v.console, backendArgs, onBackendLog,
+      qemu,
+      ...bootFiles,
+      command,
+      files,
+      shares,
+      virtiofsd,
+      disks,
+      ...sizes,
+      interactive: v.console,
+      backendArgs,
+      onBackendLog,
       // The demo prints each result once (from the guest's stdout), not the console too.
       onConsole: v.quiet || v.demo ? undefined : (s) => process.stderr.write(s),
       backendUser: backendUser.user,
@@ -625,7 +727,7 @@ async function main(): Promise<number> {
       process.stderr.write(`\nqcuda: the guest powered off (QEMU exited with status ${r.exit})\n`);
       return r.exit ?? 125;
     }
-    if (v.demo) process.stdout.write(`qcuda: the guest's CUDA calls ran on the ${r.provider ?? 'backend\'s provider'}\n`);
+    if (v.demo) process.stdout.write(`qcuda: the guest's CUDA calls ran on the ${r.provider ?? "backend's provider"}\n`);
     process.stdout.write(r.stdout);
     process.stderr.write(r.stderr);
     if (v.demo) process.stdout.write(demoNext(r.provider?.startsWith('cuda') ?? false));
@@ -642,7 +744,10 @@ async function main(): Promise<number> {
   }
 }
 
-main().then((code) => process.exit(code), (e) => {
-  process.stderr.write(`qcuda: ${(e as Error).stack ?? e}\n`);
-  process.exit(1);
-});
+main().then(
+  (code) => process.exit(code),
+  (e) => {
+    process.stderr.write(`qcuda: ${(e as Error).stack ?? e}\n`);
+    process.exit(1);
+  },
+);

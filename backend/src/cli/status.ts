@@ -53,10 +53,20 @@ function qcudaLines(q: QcudaStatus): string[] {
   if (q.logDropped) lines.push(`log lines dropped (rate limit): ${q.logDropped}`);
   lines.push(`sessions: ${q.sessions.length}`);
   if (q.sessions.length > 0) {
-    lines.push(...table([
-      ['SESSION', 'CALLS', 'DEVICE MEMORY', 'CONTEXT', 'MODULES', 'ARRAYS', 'GRAPHS'],
-      ...q.sessions.map((s) => [s.id, String(s.calls), mib(s.deviceMemory), s.context ? 'yes' : 'no', String(s.modules), String(s.arrays), String(s.graphs)]),
-    ]));
+    lines.push(
+      ...table([
+        ['SESSION', 'CALLS', 'DEVICE MEMORY', 'CONTEXT', 'MODULES', 'ARRAYS', 'GRAPHS'],
+        ...q.sessions.map((s) => [
+          s.id,
+          String(s.calls),
+          mib(s.deviceMemory),
+          s.context ? 'yes' : 'no',
+          String(s.modules),
+          String(s.arrays),
+          String(s.graphs),
+        ]),
+      ]),
+    );
   }
   return lines;
 }

@@ -107,7 +107,10 @@ export class BlkDevice implements VhostUserDevice {
 
   /** Every request writes its status in its last writable byte; the bytes written come back as the used length. */
   async handle(req: Request): Promise<number> {
-    if (req.readableBytes < HEADER || req.writableBytes < 1) throw new RangeError(`blk: a chain of ${req.readableBytes} readable and ${req.writableBytes} writable bytes has no header or no status byte`);
+    if (req.readableBytes < HEADER || req.writableBytes < 1)
+      throw new RangeError(
+        `blk: a chain of ${req.readableBytes} readable and ${req.writableBytes} writable bytes has no header or no status byte`,
+      );
     const h = new DataView(req.read(0, HEADER).slice().buffer);
     const type = h.getUint32(0, true);
     const sector = h.getBigUint64(8, true);
@@ -168,7 +171,8 @@ export class BlkDevice implements VhostUserDevice {
   /** len bytes from sector: whole sectors, inside the disk. */
   #checkRange(sector: bigint, len: bigint, what: string): void {
     if (len % SECTOR !== 0n) throw new BlkError(BlkS.IOERR, `${what} of ${len} bytes: not whole sectors`);
-    if (sector * SECTOR + len > this.#store.size) throw new BlkError(BlkS.IOERR, `${what} of ${len} bytes at sector ${sector}: past the end of the disk`);
+    if (sector * SECTOR + len > this.#store.size)
+      throw new BlkError(BlkS.IOERR, `${what} of ${len} bytes at sector ${sector}: past the end of the disk`);
   }
 
   /**

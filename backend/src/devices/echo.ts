@@ -54,13 +54,15 @@ export class EchoDevice implements VhostUserDevice {
     this.requests++;
     if (this.#maxDelayMs === 0 && this.#holdMs === 0) return echo(req);
     const delay = this.#holdMs || Math.random() * this.#maxDelayMs;
-    return new Promise((resolve, reject) => setTimeout(() => {
-      try {
-        resolve(echo(req));
-      } catch (e) {
-        reject(e);
-      }
-    }, delay));
+    return new Promise((resolve, reject) =>
+      setTimeout(() => {
+        try {
+          resolve(echo(req));
+        } catch (e) {
+          reject(e);
+        }
+      }, delay),
+    );
   }
 }
 

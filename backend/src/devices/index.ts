@@ -49,7 +49,10 @@ export interface DeviceOptions {
   readOnly?: boolean;
 }
 
-export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions): Promise<VhostUserDevice>; dispose?(d: VhostUserDevice): Promise<void> }> = {
+export const DEVICES: Record<
+  string,
+  { describe: string; create(o: DeviceOptions): Promise<VhostUserDevice>; dispose?(d: VhostUserDevice): Promise<void> }
+> = {
   qcuda: {
     describe: 'the virtual CUDA device (virtio id 60)',
     async create(o) {
@@ -60,18 +63,40 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       // under --gpu-share-mps it is the VM's one MPS client (share/mps.ts).
       if (!isolate) Object.assign(process.env, cudaEnv(), mpsEnv(o.gpu ?? 0));
       // Without isolation the VM has one CUDA process at a time (below), which this process's waits and calls may block for.
-      const chosen = await createProvider(o.provider ?? 'auto', o.gpu ?? 0, { guestView: (addr, len) => device!.guestViews(addr, len), devices: o.hostDevices },
-        { isolate, inlineHere: !isolate, captureOutput: true, waiterThreads: o.limits?.waiterThreads, inlineWaitUs: o.inlineWaitUs, inlineCalls: o.inlineCalls, ringServer: o.ringServer, pinGuestRam: o.pinGuestRam, pollUs: o.pollUs, log: o.log, workerSandbox: o.workerSandbox });
+      const chosen = await createProvider(
+        o.provider ?? 'auto',
+        o.gpu ?? 0,
+        { guestView: (addr, len) => device!.guestViews(addr, len), devices: o.hostDevices },
+        {
+          isolate,
+          inlineHere: !isolate,
+          captureOutput: true,
+          waiterThreads: o.limits?.waiterThreads,
+          inlineWaitUs: o.inlineWaitUs,
+          inlineCalls: o.inlineCalls,
+          ringServer: o.ringServer,
+          pinGuestRam: o.pinGuestRam,
+          pollUs: o.pollUs,
+          log: o.log,
+          workerSandbox: o.workerSandbox,
+        },
+      );
       // The host provider has nothing to isolate, but with own queues its
       // sessions get (host-memory) workers too: the owned-queue path, whole,
       // on a machine without a GPU (the tests' way to run it in a guest).
       const hostWorkers = o.ownQueues === true && isolate && chosen.provider.name === 'host';
       // A worker's host provider is one device of its own: peer copies need the devices in one process.
-      if (hostWorkers && chosen.provider.deviceCount() > 1) throw new Error('--host-devices above 1 with --own-queues=yes: not yet (docs/multi-gpu.md)');
+      if (hostWorkers && chosen.provider.deviceCount() > 1)
+        throw new Error('--host-devices above 1 with --own-queues=yes: not yet (docs/multi-gpu.md)');
       // By default a GPU's sessions, each in a worker of its own, are served on their own queues by
       // those workers; the host provider's are served here (no worker), unless asked.
       const ownQueues = o.ownQueues ?? (isolate && chosen.provider.startOwner !== undefined);
-      const provider = hostWorkers ? new IsolatedProvider(chosen.provider, { worker: { kind: 'host', gpu: 0, pollUs: o.pollUs ?? DEFAULT_POLL_US, sandbox: o.workerSandbox }, log: o.log }) : chosen.provider;
+      const provider = hostWorkers
+        ? new IsolatedProvider(chosen.provider, {
+            worker: { kind: 'host', gpu: 0, pollUs: o.pollUs ?? DEFAULT_POLL_US, sandbox: o.workerSandbox },
+            log: o.log,
+          })
+        : chosen.provider;
       const note = hostWorkers ? `${chosen.note}, a worker process per guest process` : chosen.note;
       o.log?.(note);
       // All contexts in one process (isolation none, or a host provider: no
@@ -80,23 +105,40 @@ export const DEVICES: Record<string, { describe: string; create(o: DeviceOptions
       // on the H100): with isolation none, one CUDA process per VM at a time.
       const shared = provider.name === 'cuda' && provider.startOwner === undefined;
       const limits = { ...o.limits, ...(shared ? { contexts: 1 } : {}) };
-      device = new QcudaDevice({ queues: o.queues, memoryLimit: o.memoryLimit, limits, provider, log: o.log, pollUs: o.pollUs ?? DEFAULT_POLL_US, ownQueues, vm: o.vm });
+      device = new QcudaDevice({
+        queues: o.queues,
+        memoryLimit: o.memoryLimit,
+        limits,
+        provider,
+        log: o.log,
+        pollUs: o.pollUs ?? DEFAULT_POLL_US,
+        ownQueues,
+        vm: o.vm,
+      });
       return device;
     },
     // A frontend's device is gone with it (listenEach): so are its provider's workers and context.
     dispose: (d) => (d as QcudaDevice).provider.close(),
   },
   blk: {
-    describe: 'a disk in GPU memory (or host memory) for stock QEMU\'s vhost-user-blk-pci',
+    describe: "a disk in GPU memory (or host memory) for stock QEMU's vhost-user-blk-pci",
     async create(o) {
       if (o.size === undefined) throw new Error('--device=blk needs --size');
       const kind = o.store ?? 'gpu';
       // The host store may take at most half the host's RAM (it is all committed at start).
-      const { provider, note } = await createProvider(kind === 'gpu' ? 'cuda' : 'host', typeof o.gpu === 'number' ? o.gpu : (o.gpu?.[0] ?? 0), { totalMem: BigInt(os.totalmem()) / 2n }, { captureOutput: false, waiterThreads: o.limits?.waiterThreads, pinGuestRam: true }); // no guest kernel runs here
+      const { provider, note } = await createProvider(
+        kind === 'gpu' ? 'cuda' : 'host',
+        typeof o.gpu === 'number' ? o.gpu : (o.gpu?.[0] ?? 0),
+        { totalMem: BigInt(os.totalmem()) / 2n },
+        { captureOutput: false, waiterThreads: o.limits?.waiterThreads, pinGuestRam: true },
+      ); // no guest kernel runs here
       const store = await ProviderStore.open(provider, o.size);
       o.log?.(`disk of ${o.size} bytes${o.readOnly ? ', read-only' : ''} in the ${note}`);
       return new BlkDevice({ queues: o.queues, store, readOnly: o.readOnly, provider, pollUs: o.pollUs ?? DEFAULT_POLL_US });
     },
   },
-  echo: { describe: 'example device: echoes requests with a checksum (for tests and benchmarks)', create: async (o) => new EchoDevice({ queues: o.queues }) },
+  echo: {
+    describe: 'example device: echoes requests with a checksum (for tests and benchmarks)',
+    create: async (o) => new EchoDevice({ queues: o.queues }),
+  },
 };

@@ -80,7 +80,10 @@ export function checkLimit(limit: number): void {
 export function checkLimitSet(limit: number): void {
   checkLimit(limit);
   if (limit === Limit.PersistingL2CacheSize)
-    throw new CudaError(CudaErr.UnsupportedLimit, 'cudaLimitPersistingL2CacheSize: the L2 set-aside is shared by every VM on the GPU; qcuda does not let a guest set it');
+    throw new CudaError(
+      CudaErr.UnsupportedLimit,
+      'cudaLimitPersistingL2CacheSize: the L2 set-aside is shared by every VM on the GPU; qcuda does not let a guest set it',
+    );
 }
 
 /** CUdevice_attribute MAX_PERSISTING_L2_CACHE_SIZE: 0, as the limit cannot be set (checkLimitSet). */

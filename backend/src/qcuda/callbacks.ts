@@ -82,9 +82,15 @@ export class Callbacks {
   defer(h: bigint, gate: Promise<void>, fn: () => Promise<void>, onError: (e: unknown) => void, bytes: number, records?: bigint): void {
     const n = BigInt(bytes);
     if (this.deferredLimit > 0n && this.#deferredBytes + n > this.deferredLimit)
-      throw new CudaError(CudaErr.MemoryAllocation, `more than ${this.deferredLimit} bytes of posted work held behind host functions that have not run`);
+      throw new CudaError(
+        CudaErr.MemoryAllocation,
+        `more than ${this.deferredLimit} bytes of posted work held behind host functions that have not run`,
+      );
     this.#deferredBytes += n;
-    const p = gate.then(fn).catch(onError).finally(() => (this.#deferredBytes -= n));
+    const p = gate
+      .then(fn)
+      .catch(onError)
+      .finally(() => (this.#deferredBytes -= n));
     setUntilSettled(this.#gates, h, p);
     if (records !== undefined) setUntilSettled(this.#eventGates, records, p);
   }
@@ -99,7 +105,8 @@ export class Callbacks {
   mark(h: bigint, id: bigint, reached: Promise<number>): void {
     if (this.#closed) throw new CudaError(Status.NO_SESSION, 'the session is closing');
     if (id === 0n || this.#marked.has(id)) throw new CudaError(CudaErr.InvalidValue, `host function id ${id} is 0 or in use`);
-    if (this.#marked.size >= MAX_CALLBACKS) throw new CudaError(CudaErr.MemoryAllocation, `more than ${MAX_CALLBACKS} host functions waiting to run`);
+    if (this.#marked.size >= MAX_CALLBACKS)
+      throw new CudaError(CudaErr.MemoryAllocation, `more than ${MAX_CALLBACKS} host functions waiting to run`);
     let ran!: () => void;
     const done = new Promise<void>((r) => (ran = r));
     this.#marked.set(id, { stream: h, ran, handedOut: false });

@@ -29,8 +29,10 @@ export enum CudaErr {
 /** A failure with a CUDA error code: reaches the guest as the reply status. */
 export class CudaError extends Error {
   override readonly name = 'CudaError';
-  constructor(readonly code: number, message: string) {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
     super(message);
   }
 }
-

@@ -6,9 +6,14 @@ import type { ArrayDesc } from './provider';
 
 /** CUarray_format -> bytes per channel (the formats qcuda serves). */
 const FORMAT_BYTES: ReadonlyMap<number, bigint> = new Map([
-  [0x01, 1n], [0x02, 2n], [0x03, 4n], // unsigned int 8, 16, 32
-  [0x08, 1n], [0x09, 2n], [0x0a, 4n], // signed int 8, 16, 32
-  [0x10, 2n], [0x20, 4n], // half, float
+  [0x01, 1n],
+  [0x02, 2n],
+  [0x03, 4n], // unsigned int 8, 16, 32
+  [0x08, 1n],
+  [0x09, 2n],
+  [0x0a, 4n], // signed int 8, 16, 32
+  [0x10, 2n],
+  [0x20, 4n], // half, float
 ]);
 
 /** CUDA_ARRAY3D_* flags served: LAYERED, SURFACE_LDST, CUBEMAP, TEXTURE_GATHER. */

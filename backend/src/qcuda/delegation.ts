@@ -127,27 +127,45 @@ export class QueueDelegation {
     }
     let started!: () => void;
     const d: Delegation = {
-      session: s, queue: q, parked: false, servedBefore: 0, servedInCBefore: 0, started: new Promise((r) => (started = r)), done: Promise.resolve(), stuck: 0,
+      session: s,
+      queue: q,
+      parked: false,
+      servedBefore: 0,
+      servedInCBefore: 0,
+      started: new Promise((r) => (started = r)),
+      done: Promise.resolve(),
+      stuck: 0,
       end: (how) => {
         d.ending ??= how;
-        if (d.owner) (how === 'kill' ? d.owner.kill() : d.owner.handback());
+        if (d.owner) how === 'kill' ? d.owner.kill() : d.owner.handback();
       },
     };
     this.#byQueue.set(q, d);
     this.#bySession.set(s, d);
     const detaching = ring.detach();
-    d.done = this.#serveElsewhere(d, ring, detaching, start, started).catch((e: Error) => this.dev.log.log(`qcuda: queue ${q}: ${e.message}`));
+    d.done = this.#serveElsewhere(d, ring, detaching, start, started).catch((e: Error) =>
+      this.dev.log.log(`qcuda: queue ${q}: ${e.message}`),
+    );
   }
 
-  async #serveElsewhere(d: Delegation, ring: Vring, detaching: Promise<RingState>, start: NonNullable<Provider['startOwner']>, started: () => void): Promise<void> {
+  async #serveElsewhere(
+    d: Delegation,
+    ring: Vring,
+    detaching: Promise<RingState>,
+    start: NonNullable<Provider['startOwner']>,
+    started: () => void,
+  ): Promise<void> {
     const s = d.session;
     const { vm } = this.dev;
     let returned: RingState | undefined;
     try {
       const state = await detaching;
       d.record = InflightRecord.create(state.size, state.lastAvail, state.usedIdx);
-      const owner = await start({ session: s.id, slot: s.slot, limits: vm.limits, state },
-        [ring.kick!.value, ring.call!.value, d.record.fd.value, vm.ledger.fd.value], vm.modules);
+      const owner = await start(
+        { session: s.id, slot: s.slot, limits: vm.limits, state },
+        [ring.kick!.value, ring.call!.value, d.record.fd.value, vm.ledger.fd.value],
+        vm.modules,
+      );
       d.owner = owner;
       if (d.ending) d.end(d.ending); // a close or reset came while it started
       started();
@@ -155,7 +173,9 @@ export class QueueDelegation {
       this.#watchOwners();
       returned = await owner.returned;
     } catch (e) {
-      this.dev.log.log(`qcuda: session ${s.id.toString(16)}: queue ${d.queue} could not be handed to a worker: ${(e as Error).message}; the session is closed`);
+      this.dev.log.log(
+        `qcuda: session ${s.id.toString(16)}: queue ${d.queue} could not be handed to a worker: ${(e as Error).message}; the session is closed`,
+      );
     } finally {
       started();
       // Free first: the ring's next SESSION_OPEN, taken as it resumes, may hand it to a new worker.
@@ -177,7 +197,9 @@ export class QueueDelegation {
         } else ring.resume();
         const { calls, callsInC } = servedBy(d);
         d.record?.close();
-        this.dev.event(`qcuda: session ${s.id.toString(16)} (queue ${d.queue}) ended after ${describeCalls(calls, callsInC)} on its queue (${sessions.size} open)`);
+        this.dev.event(
+          `qcuda: session ${s.id.toString(16)} (queue ${d.queue}) ended after ${describeCalls(calls, callsInC)} on its queue (${sessions.size} open)`,
+        );
       }
     }
   }
@@ -266,7 +288,9 @@ export class QueueDelegation {
       return;
     }
     if (++d.stuck < 2) return;
-    this.dev.event(`qcuda: session ${d.session.id.toString(16)}: its worker (pid ${d.owner.pid}) took nothing for ${d.stuck * OWNER_CHECK_MS} ms while the session's close waited: killed`);
+    this.dev.event(
+      `qcuda: session ${d.session.id.toString(16)}: its worker (pid ${d.owner.pid}) took nothing for ${d.stuck * OWNER_CHECK_MS} ms while the session's close waited: killed`,
+    );
     d.end('kill');
   }
 }

@@ -15,7 +15,21 @@ import { later, type Now } from '../sys/now';
 import { MAX_SAFE_BIG } from '../sys/numbers';
 import { DEFAULT_LIMITS, type VmLimits } from './limits';
 import type { GuestSeg, Provider } from './provider';
-import { CALLS, Cmd, decode, encode, LAYOUT, QCUDA_CAP_GPU, QCUDA_CONFIG_SIZE, QCUDA_MAGIC, QCUDA_MAX_ARGS, QCUDA_PROTO_VERSION, QCUDA_SESSION_OWN_QUEUE, QCUDA_ST_OUTPUT, Status } from './proto';
+import {
+  CALLS,
+  Cmd,
+  decode,
+  encode,
+  LAYOUT,
+  QCUDA_CAP_GPU,
+  QCUDA_CONFIG_SIZE,
+  QCUDA_MAGIC,
+  QCUDA_MAX_ARGS,
+  QCUDA_PROTO_VERSION,
+  QCUDA_SESSION_OWN_QUEUE,
+  QCUDA_ST_OUTPUT,
+  Status,
+} from './proto';
 import { Session, vmShared, type VmShared } from './session';
 import { describeSession, sessionStatus, type QcudaStatus, type SessionStatus } from './status';
 import type { CallDecl, CmdName } from './wire/protocol';
@@ -138,12 +152,21 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     this.log = new LogLimiter(limits.logLinesPerSecond, o.log ?? ((l) => console.error(l)));
     this.#event = o.log ? (l) => this.log.log(l) : (l) => debug('%s', l);
     this.served = new Array(this.numQueues).fill(0);
-    this.#delegation = new QueueDelegation({ provider: this.provider, vm: this.vm, log: this.log, sessions: this.sessions, event: (l) => this.#event(l) });
+    this.#delegation = new QueueDelegation({
+      provider: this.provider,
+      vm: this.vm,
+      log: this.log,
+      sessions: this.sessions,
+      event: (l) => this.#event(l),
+    });
   }
 
   readConfig(): Uint8Array {
     return encode('virtio_qcuda_config', {
-      magic: QCUDA_MAGIC, proto_version: QCUDA_PROTO_VERSION, num_queues: this.numQueues, queue_size: this.maxQueueSize,
+      magic: QCUDA_MAGIC,
+      proto_version: QCUDA_PROTO_VERSION,
+      num_queues: this.numQueues,
+      queue_size: this.maxQueueSize,
       capabilities: this.provider.hasGpu ? QCUDA_CAP_GPU : 0n,
     });
   }
@@ -294,7 +317,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     caller.session = session;
     if (!session) throw new CudaError(Status.NO_SESSION, `command ${name} for unknown session`);
     const owned = this.#delegation.of(session);
-    if (owned) throw new CudaError(Status.BAD_REQUEST, `${name} on queue ${req.queue}: the session is served on its own queue ${owned.queue}`);
+    if (owned)
+      throw new CudaError(Status.BAD_REQUEST, `${name} on queue ${req.queue}: the session is served on its own queue ${owned.queue}`);
     if (spec.varArgs ? len < argsSize : len !== argsSize)
       throw new CudaError(Status.BAD_REQUEST, `${name}: ${len} argument bytes, expected ${spec.varArgs ? 'at least ' : ''}${argsSize}`);
     if (!spec.data && (dataLen !== 0n || h.data_offset !== 0n)) throw new CudaError(Status.BAD_REQUEST, `${name} carries no data`);
@@ -308,8 +332,13 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const dataSent = body.splitAt(len);
     const dataRoom = reply.splitAt(reply.available - dataOut);
     const call = {
-      session, args: spec.args ? decode(spec.args, body.read(argsSize)) : {}, queue: req.queue, data: [],
-      dataOffset: h.data_offset, dataLen, dev: this,
+      session,
+      args: spec.args ? decode(spec.args, body.read(argsSize)) : {},
+      queue: req.queue,
+      data: [],
+      dataOffset: h.data_offset,
+      dataLen,
+      dev: this,
       extra: body.available > 0 ? body.read(body.available).slice() : NOTHING,
     } as Call;
     return runGated(spec, route.run, call, () => {
@@ -330,7 +359,8 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   #openSession(req: Request, body: Reader, len: number): Result {
     if (this.#adoptedOnly) throw new CudaError(Status.BAD_REQUEST, `SESSION_OPEN on queue ${req.queue}, which its session's worker serves`);
     const argsSize = LAYOUT.qcuda_args_session_open.size;
-    if (len !== 0 && (len !== argsSize || body.available !== len)) throw new CudaError(Status.BAD_REQUEST, `SESSION_OPEN with ${len} argument bytes`);
+    if (len !== 0 && (len !== argsSize || body.available !== len))
+      throw new CudaError(Status.BAD_REQUEST, `SESSION_OPEN with ${len} argument bytes`);
     const flags = len === 0 ? 0 : decode('qcuda_args_session_open', body.read(argsSize)).flags;
     if (this.sessions.size >= MAX_SESSIONS) throw new CudaError(Status.TOO_LARGE, `more than ${MAX_SESSIONS} sessions`);
     const s = new Session(this.provider, this.vm, 0, { log: (l) => this.log.log(l) });
@@ -371,7 +401,10 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     const all = [...this.sessions.values()];
     this.sessions.clear();
     for (const s of all) s.output.close();
-    if (all.length > 0) this.#event(`qcuda: device reset: closing ${all.length} sessions (${all.map((s) => `${s.id.toString(16)}: ${describeSession(sessionStatus(s))}`).join('; ')})`);
+    if (all.length > 0)
+      this.#event(
+        `qcuda: device reset: closing ${all.length} sessions (${all.map((s) => `${s.id.toString(16)}: ${describeSession(sessionStatus(s))}`).join('; ')})`,
+      );
     const results = await Promise.allSettled(all.map((s) => s.close()));
     for (const r of results) if (r.status === 'rejected') this.log.log(`qcuda: freeing a session failed: ${r.reason}`);
   }
@@ -390,10 +423,13 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
 
   status(): QcudaStatus {
     return {
-      device: 'qcuda', provider: this.provider.name, gpu: this.provider.hasGpu,
+      device: 'qcuda',
+      provider: this.provider.name,
+      gpu: this.provider.hasGpu,
       sessions: [...this.sessions.values()].map((s) => this.#sessionStatus(s)),
       deviceMemory: { used: Number(this.vm.quota.used), quota: Number(this.vm.quota.limit) },
-      served: [...this.served], logDropped: this.log.dropped,
+      served: [...this.served],
+      logDropped: this.log.dropped,
     };
   }
 }

@@ -210,7 +210,8 @@ export class Share {
 
   give(n: bigint): void {
     if (this.#retired) return; // the slot was reclaimed whole
-    if (n < 0n || !this.budget.ledger.native.give(this.budget.index, this.slot, n)) throw new RangeError(`give(${n}) with ${this.held} held`);
+    if (n < 0n || !this.budget.ledger.native.give(this.budget.index, this.slot, n))
+      throw new RangeError(`give(${n}) with ${this.held} held`);
   }
 
   giveAll(): void {

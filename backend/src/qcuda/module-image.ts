@@ -130,7 +130,12 @@ function checkElf(b: Uint8Array): bigint {
   if (shstrndx >= shnum) throw invalid(`ELF section name table ${shstrndx} of ${shnum}`);
   const sec = (i: number) => {
     const o = Number(shoff) + i * shentsize;
-    return { name: v.getUint32(o, true), type: v.getUint32(o + 4, true), offset: v.getBigUint64(o + 24, true), size: v.getBigUint64(o + 32, true) };
+    return {
+      name: v.getUint32(o, true),
+      type: v.getUint32(o + 4, true),
+      offset: v.getBigUint64(o + 24, true),
+      size: v.getBigUint64(o + 32, true),
+    };
   };
   for (let i = 0; i < shnum; i++) {
     const s = sec(i);

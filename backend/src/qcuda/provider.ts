@@ -72,7 +72,18 @@ export type GraphExecRef = unknown;
 export type GraphNodeSpec = { parent: number; body: number } & (
   | { type: 'kernel'; f: FunctionRef; grid: Dim3; block: Dim3; sharedMem: number; params: Uint8Array }
   /** width bytes x height rows x depth slices; rows pitch apart, slices pitch * rows apart. */
-  | { type: 'memcpy'; dst: DevPtr; src: DevPtr; dstPitch: bigint; dstRows: bigint; srcPitch: bigint; srcRows: bigint; width: bigint; height: bigint; depth: bigint }
+  | {
+      type: 'memcpy';
+      dst: DevPtr;
+      src: DevPtr;
+      dstPitch: bigint;
+      dstRows: bigint;
+      srcPitch: bigint;
+      srcRows: bigint;
+      width: bigint;
+      height: bigint;
+      depth: bigint;
+    }
   /** width elements of elem (1, 2, 4) bytes x height rows, pitch bytes apart. */
   | { type: 'memset'; dst: DevPtr; pitch: bigint; value: number; elem: number; width: bigint; height: bigint }
   | { type: 'empty' }
@@ -175,14 +186,41 @@ export interface GuestMemorySource {
 // declaration (wire/protocol.ts ContextDecl): handles become the provider's
 // objects, the other arguments their decoded fields.
 
-type RefOf<K extends HandleKind> = K extends 'stream' ? StreamRef | undefined : K extends 'event' ? EventRef : K extends 'module' ? ModuleRef : FunctionRef;
+type RefOf<K extends HandleKind> = K extends 'stream'
+  ? StreamRef | undefined
+  : K extends 'event'
+    ? EventRef
+    : K extends 'module'
+      ? ModuleRef
+      : FunctionRef;
 type ArgFields<D> = D extends { args: infer S extends StructName } ? Fields<(typeof STRUCTS)[S]> : Record<string, never>;
 type OutFields<D> = D extends { out: infer S extends StructName } ? Fields<(typeof STRUCTS)[S]> : never;
 type OutInput<D> = D extends { out: infer S extends StructName } ? Required<FieldInput<(typeof STRUCTS)[S]>> : never;
-type ParamOf<D, P> = D extends { handles: infer H } ? (P extends keyof H ? (H[P] extends HandleKind ? RefOf<H[P]> : never) : ArgOf<D, P>) : ArgOf<D, P>;
+type ParamOf<D, P> = D extends { handles: infer H }
+  ? P extends keyof H
+    ? H[P] extends HandleKind
+      ? RefOf<H[P]>
+      : never
+    : ArgOf<D, P>
+  : ArgOf<D, P>;
 type ArgOf<D, P> = P extends keyof ArgFields<D> ? ArgFields<D>[P] : never;
-type ResultOf<D, R> = R extends 'none' ? void : R extends 'value' ? bigint : R extends 'signed' ? number : R extends 'ready' ? boolean
-  : R extends 'stream' ? StreamRef : R extends 'event' ? EventRef : R extends 'out' ? OutInput<D> : R extends 'memory' ? OutFields<D> : never;
+type ResultOf<D, R> = R extends 'none'
+  ? void
+  : R extends 'value'
+    ? bigint
+    : R extends 'signed'
+      ? number
+      : R extends 'ready'
+        ? boolean
+        : R extends 'stream'
+          ? StreamRef
+          : R extends 'event'
+            ? EventRef
+            : R extends 'out'
+              ? OutInput<D>
+              : R extends 'memory'
+                ? OutFields<D>
+                : never;
 type MethodOf<D> = D extends { context: { params: infer P extends readonly string[]; result: infer R } }
   ? (...args: { [I in keyof P]: ParamOf<D, P[I]> }) => Now<ResultOf<D, R>>
   : never;
@@ -209,7 +247,10 @@ const CONTEXT_CALLS: readonly ContextCallInfo[] = Object.values(CALLS as Record<
  * worker's forwarding, the addon's methods of the same names). The class
  * declares them with `interface X extends ContextCalls {}`.
  */
-export function defineContextCalls<T>(cls: { prototype: T }, impl: (self: T, call: ContextCallInfo, args: unknown[]) => Now<unknown>): void {
+export function defineContextCalls<T>(
+  cls: { prototype: T },
+  impl: (self: T, call: ContextCallInfo, args: unknown[]) => Now<unknown>,
+): void {
   for (const call of CONTEXT_CALLS) {
     Object.defineProperty(cls.prototype, call.method, {
       value(this: T, ...args: unknown[]) {
@@ -251,13 +292,29 @@ export interface CoreContext {
   memset(dst: DevPtr, value: number, size: bigint, stream: StreamRef | undefined, async: boolean): Promise<void>;
   synchronize(): Now<void>;
   /** A 2D/3D copy between device places (linear memory, arrays); async: resolve once enqueued. */
-  copy3DOnDevice(dst: Place, dstPos: Pos, src: Place, srcPos: Pos, extent: Extent, stream: StreamRef | undefined, async: boolean): Promise<void>;
+  copy3DOnDevice(
+    dst: Place,
+    dstPos: Pos,
+    src: Place,
+    srcPos: Pos,
+    extent: Extent,
+    stream: StreamRef | undefined,
+    async: boolean,
+  ): Promise<void>;
   /** The blocks of a 2D/3D copy from guest memory (one chunk's segments) to a place. Resolves once the bytes have left the segments. */
   copy3DToDevice(dst: Place, src: GuestSeg[], blocks: readonly HostBlock[], stream: StreamRef | undefined): Promise<void>;
   /** The blocks of a 2D/3D copy from a place to guest memory (one chunk's segments). Resolves once the bytes are there. */
   copy3DFromDevice(dst: GuestSeg[], src: Place, blocks: readonly HostBlock[], stream: StreamRef | undefined): Promise<void>;
   /** cudaMemset2D (range checked): height rows of width bytes, pitch apart. */
-  memset2D(dst: DevPtr, pitch: bigint, value: number, width: bigint, height: bigint, stream: StreamRef | undefined, async: boolean): Promise<void>;
+  memset2D(
+    dst: DevPtr,
+    pitch: bigint,
+    value: number,
+    width: bigint,
+    height: bigint,
+    stream: StreamRef | undefined,
+    async: boolean,
+  ): Promise<void>;
   /** A CUDA array (shape checked by the dispatcher). */
   arrayCreate(desc: ArrayDesc): Promise<ArrayRef>;
   arrayDestroy(a: ArrayRef): Promise<void>;
@@ -345,9 +402,25 @@ export interface CoreContext {
   streamSetAttribute(s: StreamRef | undefined, attr: number, value: Uint8Array): Promise<void>;
   streamGetAttribute(s: StreamRef | undefined, attr: number): Promise<Uint8Array>;
   /** As launch(), for a cooperative grid (cudaLaunchCooperativeKernel): every block resident at once. */
-  launchCooperative(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Promise<void>;
+  launchCooperative(
+    f: FunctionRef,
+    grid: Dim3,
+    block: Dim3,
+    sharedMem: number,
+    stream: StreamRef | undefined,
+    params: Uint8Array,
+  ): Promise<void>;
   /** As launch(), with launch attributes (cuLaunchKernelEx): blocks in clusters of `cluster` (1, 1, 1: none), cooperative or not. */
-  launchEx(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array, cluster: Dim3, cooperative: boolean): Promise<void>;
+  launchEx(
+    f: FunctionRef,
+    grid: Dim3,
+    block: Dim3,
+    sharedMem: number,
+    stream: StreamRef | undefined,
+    params: Uint8Array,
+    cluster: Dim3,
+    cooperative: boolean,
+  ): Promise<void>;
   /**
    * Enqueues a kernel on the stream, after the work already enqueued there;
    * resolves once enqueued, not completed (the kernel's own errors surface at
@@ -372,12 +445,60 @@ export interface CoreContext {
 
 /** Every method of CoreContext, at run time (checked complete below). */
 const CORE_METHODS = [
-  'malloc', 'free', 'copyToDevice', 'copyFromDevice', 'copyOnDevice', 'memset', 'synchronize', 'copy3DOnDevice', 'copy3DToDevice',
-  'copy3DFromDevice', 'memset2D', 'arrayCreate', 'arrayDestroy', 'mipmapCreate', 'mipmapLevel', 'mipmapDestroy', 'texCreate', 'texDestroy', 'surfCreate', 'surfDestroy',
-  'graphCreate', 'graphDestroy', 'graphCondHandle', 'graphInstantiate', 'graphExecDestroy', 'graphLaunch',
-  'vmmReserve', 'vmmFree', 'vmmCreate', 'vmmRelease', 'vmmMap', 'vmmUnmap', 'vmmSetAccess', 'eventElapsed', 'hostDevicePointer',
-  'hostUnmap', 'moduleLoad', 'moduleUnload', 'link', 'functionGet', 'variableGet', 'funcGetAttributes', 'funcSetAttribute', 'occupancyBlocks',
-  'occupancySmem', 'limitSet', 'limitGet', 'streamSetAttribute', 'streamGetAttribute', 'launchCooperative', 'launchEx', 'launch', 'launchMany', 'destroy',
+  'malloc',
+  'free',
+  'copyToDevice',
+  'copyFromDevice',
+  'copyOnDevice',
+  'memset',
+  'synchronize',
+  'copy3DOnDevice',
+  'copy3DToDevice',
+  'copy3DFromDevice',
+  'memset2D',
+  'arrayCreate',
+  'arrayDestroy',
+  'mipmapCreate',
+  'mipmapLevel',
+  'mipmapDestroy',
+  'texCreate',
+  'texDestroy',
+  'surfCreate',
+  'surfDestroy',
+  'graphCreate',
+  'graphDestroy',
+  'graphCondHandle',
+  'graphInstantiate',
+  'graphExecDestroy',
+  'graphLaunch',
+  'vmmReserve',
+  'vmmFree',
+  'vmmCreate',
+  'vmmRelease',
+  'vmmMap',
+  'vmmUnmap',
+  'vmmSetAccess',
+  'eventElapsed',
+  'hostDevicePointer',
+  'hostUnmap',
+  'moduleLoad',
+  'moduleUnload',
+  'link',
+  'functionGet',
+  'variableGet',
+  'funcGetAttributes',
+  'funcSetAttribute',
+  'occupancyBlocks',
+  'occupancySmem',
+  'limitSet',
+  'limitGet',
+  'streamSetAttribute',
+  'streamGetAttribute',
+  'launchCooperative',
+  'launchEx',
+  'launch',
+  'launchMany',
+  'destroy',
 ] as const satisfies readonly (keyof CoreContext)[];
 type Unlisted = Exclude<keyof CoreContext, (typeof CORE_METHODS)[number]>;
 const complete: [Unlisted] extends [never] ? true : Unlisted = true;

@@ -19,16 +19,35 @@
 // was checked against ptxas is in the comments below.
 import { CudaErr, CudaError } from './cuda-error';
 
-const refuse = (why: string) => new CudaError(CudaErr.InvalidPtx, `module image: PTX whose device memory cannot be counted exactly: ${why}`);
+const refuse = (why: string) =>
+  new CudaError(CudaErr.InvalidPtx, `module image: PTX whose device memory cannot be counted exactly: ${why}`);
 
 /** Bytes per element of the types a .global or .const variable may have (PTX ISA 8.x; the opaque refs as a handle's 16). */
 const TYPE_BYTES: Record<string, bigint> = {
-  '.b8': 1n, '.u8': 1n, '.s8': 1n, '.pred': 1n,
-  '.b16': 2n, '.u16': 2n, '.s16': 2n, '.f16': 2n, '.bf16': 2n,
-  '.b32': 4n, '.u32': 4n, '.s32': 4n, '.f32': 4n, '.f16x2': 4n, '.bf16x2': 4n, '.tf32': 4n,
-  '.b64': 8n, '.u64': 8n, '.s64': 8n, '.f64': 8n,
+  '.b8': 1n,
+  '.u8': 1n,
+  '.s8': 1n,
+  '.pred': 1n,
+  '.b16': 2n,
+  '.u16': 2n,
+  '.s16': 2n,
+  '.f16': 2n,
+  '.bf16': 2n,
+  '.b32': 4n,
+  '.u32': 4n,
+  '.s32': 4n,
+  '.f32': 4n,
+  '.f16x2': 4n,
+  '.bf16x2': 4n,
+  '.tf32': 4n,
+  '.b64': 8n,
+  '.u64': 8n,
+  '.s64': 8n,
+  '.f64': 8n,
   '.b128': 16n,
-  '.texref': 16n, '.samplerref': 16n, '.surfref': 16n,
+  '.texref': 16n,
+  '.samplerref': 16n,
+  '.surfref': 16n,
 };
 
 const VECTOR = /^\.v(2|4|8)$/;
@@ -48,7 +67,8 @@ const LINKAGE = new Set(['.extern', '.visible', '.weak', '.common']);
  * ends at any line break the driver might take as one, so that it never
  * hides more than the driver's does.
  */
-const TOKEN = /(?:[ \t\n\r\v\f]+|\/\/[^\n\r\v\f]*|\/\*[^]*?\*\/)*(?:("[^"\\\n\r]*")|(\.[A-Za-z0-9_$%]*(?:::[A-Za-z0-9_$%]+)*|[A-Za-z0-9_$%]+)|([^]))?/y;
+const TOKEN =
+  /(?:[ \t\n\r\v\f]+|\/\/[^\n\r\v\f]*|\/\*[^]*?\*\/)*(?:("[^"\\\n\r]*")|(\.[A-Za-z0-9_$%]*(?:::[A-Za-z0-9_$%]+)*|[A-Za-z0-9_$%]+)|([^]))?/y;
 
 class Lexer {
   #at = 0;
@@ -219,7 +239,8 @@ function declaration(lx: Lexer, space: string): bigint {
     if (!NAME.test(name)) throw refuse(`${space} variable named '${name}'`);
     let vars = 1n;
     let t = lx.take(what);
-    if (t === '<') { // name<N>: N variables name0..name(N-1)
+    if (t === '<') {
+      // name<N>: N variables name0..name(N-1)
       vars = integer(lx.take(what), `${space} ${name}<N>`);
       if (lx.take(what) !== '>') throw refuse(`${space} ${name}<N> not closed`);
       t = lx.take(what);

@@ -96,7 +96,10 @@ export class SessionMemory {
     const bound = HOST_MAP_RAM_FACTOR * guestRam;
     if (this.hostMapBytes.budget.used > bound) {
       this.dropHostMap(ticket);
-      throw new CudaError(CudaErr.MemoryAllocation, `host mapping of ${bytes} bytes: the VM's mapped guest memory would pass ${HOST_MAP_RAM_FACTOR} x its ${guestRam} bytes of RAM`);
+      throw new CudaError(
+        CudaErr.MemoryAllocation,
+        `host mapping of ${bytes} bytes: the VM's mapped guest memory would pass ${HOST_MAP_RAM_FACTOR} x its ${guestRam} bytes of RAM`,
+      );
     }
     return ticket;
   }

@@ -67,12 +67,15 @@ export class SessionModules {
   /** Stores one chunk of module image `id` (of `size` bytes in all) at `at`. */
   uploadChunk(id: bigint, size: bigint, at: bigint, data: GuestSeg[]): void {
     if (size === 0n) throw new CudaError(CudaErr.InvalidValue, 'module upload of 0 bytes');
-    if (size > BigInt(QCUDA_MAX_MODULE)) throw new CudaError(Status.TOO_LARGE, `module of ${size} bytes (QCUDA_MAX_MODULE is ${QCUDA_MAX_MODULE})`);
+    if (size > BigInt(QCUDA_MAX_MODULE))
+      throw new CudaError(Status.TOO_LARGE, `module of ${size} bytes (QCUDA_MAX_MODULE is ${QCUDA_MAX_MODULE})`);
     const len = data.reduce((n, d) => n + d.len, 0);
-    if (at < 0n || at + BigInt(len) > size) throw new CudaError(CudaErr.InvalidValue, `module chunk ${at}+${len} outside an image of ${size} bytes`);
+    if (at < 0n || at + BigInt(len) > size)
+      throw new CudaError(CudaErr.InvalidValue, `module chunk ${at}+${len} outside an image of ${size} bytes`);
     let u = this.#uploads.get(id);
     if (u === undefined) {
-      if (this.#uploads.size >= MAX_PENDING_UPLOADS) throw new CudaError(Status.TOO_LARGE, `more than ${MAX_PENDING_UPLOADS} module uploads pending`);
+      if (this.#uploads.size >= MAX_PENDING_UPLOADS)
+        throw new CudaError(Status.TOO_LARGE, `more than ${MAX_PENDING_UPLOADS} module uploads pending`);
       this.s.staging.take(size); // the VM's bound on staged bytes, given back when the upload is taken or dropped
       // NUL padding after the image: the driver reads PTX up to a NUL (module-image.ts).
       u = { bytes: new Uint8Array(Number(size) + IMAGE_PADDING).subarray(0, Number(size)), got: [] };
@@ -106,7 +109,8 @@ export class SessionModules {
     if (image === undefined) return false;
     // The same id may have been taken while the cache was asked (another thread of the process).
     if (this.#uploads.has(id)) throw new CudaError(CudaErr.InvalidValue, `module upload ${id} exists already`);
-    if (this.#uploads.size >= MAX_PENDING_UPLOADS) throw new CudaError(Status.TOO_LARGE, `more than ${MAX_PENDING_UPLOADS} module uploads pending`);
+    if (this.#uploads.size >= MAX_PENDING_UPLOADS)
+      throw new CudaError(Status.TOO_LARGE, `more than ${MAX_PENDING_UPLOADS} module uploads pending`);
     this.s.staging.take(size);
     this.#uploads.set(id, { bytes: image, got: [[0, image.length]], cached: true });
     return true;
@@ -142,7 +146,8 @@ export class SessionModules {
 
   /** Keeps a LINK result until it is read whole (readLinkResult) or the session ends: its id. */
   addLinkResult(bytes: Uint8Array): bigint {
-    if (this.#linkResults.size >= MAX_LINK_RESULTS) throw new CudaError(Status.TOO_LARGE, `more than ${MAX_LINK_RESULTS} link results not read yet`);
+    if (this.#linkResults.size >= MAX_LINK_RESULTS)
+      throw new CudaError(Status.TOO_LARGE, `more than ${MAX_LINK_RESULTS} link results not read yet`);
     this.s.staging.take(BigInt(bytes.length));
     const id = this.#nextLinkResult++;
     this.#linkResults.set(id, bytes);
@@ -153,7 +158,8 @@ export class SessionModules {
   readLinkResult(id: bigint, offset: bigint, len: number): Uint8Array {
     const r = this.#linkResults.get(id);
     if (r === undefined) throw new CudaError(CudaErr.InvalidValue, `no link result ${id} in this process`);
-    if (offset < 0n || offset >= BigInt(r.length)) throw new CudaError(CudaErr.InvalidValue, `offset ${offset} outside link result ${id} of ${r.length} bytes`);
+    if (offset < 0n || offset >= BigInt(r.length))
+      throw new CudaError(CudaErr.InvalidValue, `offset ${offset} outside link result ${id} of ${r.length} bytes`);
     const at = Number(offset);
     const end = Math.min(r.length, at + len);
     if (end === r.length) this.#dropLinkResult(id, r);

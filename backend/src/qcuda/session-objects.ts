@@ -69,7 +69,8 @@ export class SessionObjects {
   /** Forgets an array and gives its bytes back to the quota (a mipmap level is freed with its mipmapped array only). */
   takeArray(h: bigint): SessionArray {
     const a = this.array(h);
-    if (a.levelOf !== undefined) throw new CudaError(CudaErr.InvalidValue, `array 0x${h.toString(16)} is a level of a mipmapped array: free that`);
+    if (a.levelOf !== undefined)
+      throw new CudaError(CudaErr.InvalidValue, `array 0x${h.toString(16)} is a level of a mipmapped array: free that`);
     this.#arrays.remove(h);
     this.s.quota.give(a.bytes);
     return a;
@@ -128,7 +129,8 @@ export class SessionObjects {
 
   /** Refuses one more graph or executable graph past MAX_GRAPHS. */
   checkGraphRoom(): void {
-    if (this.graphCount >= MAX_GRAPHS) throw new CudaError(CudaErr.MemoryAllocation, `${MAX_GRAPHS} graphs and executable graphs held at once`);
+    if (this.graphCount >= MAX_GRAPHS)
+      throw new CudaError(CudaErr.MemoryAllocation, `${MAX_GRAPHS} graphs and executable graphs held at once`);
   }
 
   addGraph(x: ProviderContext, ref: GraphRef): bigint {

@@ -168,7 +168,12 @@ export class Session {
     this.#hostMapBytes = new Share(vm.hostMapBytes, this.#ledgerSlot);
     this.callbacks = new Callbacks(vm.limits.deferredBytes);
     const core: SessionCore = {
-      handles: this.#handles, live: (x) => this.live(x), epoch: () => this.#epoch, quota: this.#memory, staging: this.#staging, mirror: () => this.mirror,
+      handles: this.#handles,
+      live: (x) => this.live(x),
+      epoch: () => this.#epoch,
+      quota: this.#memory,
+      staging: this.#staging,
+      mirror: () => this.mirror,
     };
     this.memory = new SessionMemory(core, this.#hostMapPieces, this.#hostMapBytes);
     this.modules = new SessionModules(core, vm.modules);
@@ -176,7 +181,6 @@ export class Session {
     this.#streams = new HandleTable('stream', this.#handles, CudaErr.InvalidResourceHandle, (h, s) => this.mirror?.stream(h, s));
     this.#events = new HandleTable('event', this.#handles, CudaErr.InvalidResourceHandle, (h, e) => this.mirror?.event(h, e));
   }
-
 
   /**
    * The CUDA context on a device (default: the session's current one),
@@ -206,9 +210,12 @@ export class Session {
       const entry: DeviceContext = { ctx: p, slot };
       d = entry;
       this.#contexts.set(device, entry);
-      p.then((c) => {
-        if (this.#contexts.get(device) === entry) entry.opened = c;
-      }, () => this.#giveSlot(slot)); // no context: the session's calls keep failing with the reason, as before
+      p.then(
+        (c) => {
+          if (this.#contexts.get(device) === entry) entry.opened = c;
+        },
+        () => this.#giveSlot(slot),
+      ); // no context: the session's calls keep failing with the reason, as before
     }
     return d.ctx;
   }

@@ -33,8 +33,14 @@ export interface QcudaStatus {
 
 export function sessionStatus(s: Session): SessionStatus {
   return {
-    id: s.id.toString(16), calls: s.calls, callsInC: 0, deviceMemory: Number(s.allocated), context: s.hasContext,
-    modules: s.modules.moduleCount, arrays: s.objects.arrayCount, graphs: s.objects.graphCount,
+    id: s.id.toString(16),
+    calls: s.calls,
+    callsInC: 0,
+    deviceMemory: Number(s.allocated),
+    context: s.hasContext,
+    modules: s.modules.moduleCount,
+    arrays: s.objects.arrayCount,
+    graphs: s.objects.graphCount,
   };
 }
 

@@ -56,7 +56,8 @@ function hex(p: bigint): string {
 }
 
 function aligned(what: string, v: bigint): void {
-  if (v % GRANULARITY !== 0n) throw new CudaError(CudaErr.InvalidValue, `${what} ${hex(v)} is not a multiple of the granularity (${GRANULARITY})`);
+  if (v % GRANULARITY !== 0n)
+    throw new CudaError(CudaErr.InvalidValue, `${what} ${hex(v)} is not a multiple of the granularity (${GRANULARITY})`);
 }
 
 /** size > 0 and aligned, ptr aligned. */
@@ -84,7 +85,10 @@ export class VmmSpace {
   /** Takes bytes of the session's bound on reserved address space before the provider reserves them (giveAddressSpace: when freed, or the reservation failed). */
   takeAddressSpace(size: bigint): AddressSpace {
     if (size > MAX_VMM_RESERVED - this.#reserved)
-      throw new CudaError(CudaErr.MemoryAllocation, `address reservation of ${size} bytes: the process holds ${this.#reserved} of its ${MAX_VMM_RESERVED} already`);
+      throw new CudaError(
+        CudaErr.MemoryAllocation,
+        `address reservation of ${size} bytes: the process holds ${this.#reserved} of its ${MAX_VMM_RESERVED} already`,
+      );
     this.#reserved += size;
     return { generation: this.#generation, size };
   }
@@ -94,15 +98,18 @@ export class VmmSpace {
   }
 
   addReservation(base: DevPtr, size: bigint): void {
-    if (this.#ranges.overlapping(base, size)) throw new CudaError(CudaErr.Unknown, `the provider reserved ${hex(base)}+${size}, which overlaps a reservation`);
+    if (this.#ranges.overlapping(base, size))
+      throw new CudaError(CudaErr.Unknown, `the provider reserved ${hex(base)}+${size}, which overlaps a reservation`);
     this.#ranges.add({ base, size });
   }
 
   /** Forgets the reservation [ptr, ptr + size) exactly, which must have nothing mapped in it; its bytes stay taken until giveAddressSpace. */
   takeReservation(ptr: DevPtr, size: bigint): AddressSpace {
     const r = this.#ranges.find(ptr);
-    if (!r || r.base !== ptr || r.size !== size) throw new CudaError(CudaErr.InvalidValue, `${hex(ptr)}+${size} is not an address reservation of this process`);
-    if (this.#maps.overlapping(ptr, size)) throw new CudaError(CudaErr.InvalidValue, `address reservation ${hex(ptr)}+${size} has memory mapped in it: unmap it first`);
+    if (!r || r.base !== ptr || r.size !== size)
+      throw new CudaError(CudaErr.InvalidValue, `${hex(ptr)}+${size} is not an address reservation of this process`);
+    if (this.#maps.overlapping(ptr, size))
+      throw new CudaError(CudaErr.InvalidValue, `address reservation ${hex(ptr)}+${size} has memory mapped in it: unmap it first`);
     this.#ranges.removeAt(ptr);
     return { generation: this.#generation, size };
   }
@@ -153,7 +160,8 @@ export class VmmSpace {
     if (offset !== 0n) throw new CudaError(CudaErr.InvalidValue, `cuMemMap at offset ${offset} of its allocation: CUDA takes 0 only`);
     const a = this.alloc(h);
     if (size > a.size) throw new CudaError(CudaErr.InvalidValue, `cuMemMap of ${size} bytes of an allocation of ${a.size}`);
-    if (!this.#ranges.holding(ptr, size)) throw new CudaError(CudaErr.InvalidValue, `cuMemMap: ${hex(ptr)}+${size} is not inside one address reservation of this process`);
+    if (!this.#ranges.holding(ptr, size))
+      throw new CudaError(CudaErr.InvalidValue, `cuMemMap: ${hex(ptr)}+${size} is not inside one address reservation of this process`);
     const m = this.#maps.overlapping(ptr, size);
     if (m) throw new CudaError(CudaErr.InvalidValue, `cuMemMap: ${hex(ptr)}+${size} overlaps the mapping at ${hex(m.base)}+${m.size}`);
     this.#maps.add({ base: ptr, size, handle: h, access: 0 });
@@ -178,7 +186,7 @@ export class VmmSpace {
   tiling(ptr: DevPtr, size: bigint, what: string): VmmMapping[] {
     checkSpan(ptr, size, what);
     const out: VmmMapping[] = [];
-    for (let at = ptr; at < ptr + size; ) {
+    for (let at = ptr; at < ptr + size;) {
       const m = this.#maps.find(at);
       if (!m) throw new CudaError(CudaErr.InvalidValue, `${what}: nothing is mapped at ${hex(at)}`);
       if (m.base !== at || m.base + m.size > ptr + size)
@@ -216,7 +224,7 @@ export class VmmSpace {
 
   /** Whether [ptr, ptr + size) lies in mappings with access, one after the other (a copy may span several). */
   accessible(ptr: DevPtr, size: bigint): boolean {
-    for (let at = ptr; at < ptr + size; ) {
+    for (let at = ptr; at < ptr + size;) {
       const m = this.#maps.find(at);
       if (!m || m.access === 0) return false;
       at = m.base + m.size;

@@ -45,9 +45,13 @@ function waitExit(p: ChildProcess): Promise<void> {
 
 async function startBackend(o: RunOptions, dir: string): Promise<Backend> {
   const socket = path.join(dir, 'qcuda.sock');
-  const p = spawn(process.execPath, [BACKEND_JS, `--socket-path=${socket}`, '--status-socket=none', `--frontends=${o.frontends}`, ...o.backendArgs], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  const p = spawn(
+    process.execPath,
+    [BACKEND_JS, `--socket-path=${socket}`, '--status-socket=none', `--frontends=${o.frontends}`, ...o.backendArgs],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
   let log = '';
   p.stderr!.on('data', (b: Buffer) => {
     log += b.toString();
@@ -63,7 +67,8 @@ async function startBackend(o: RunOptions, dir: string): Promise<Backend> {
   // Ready once it says it listens (the socket exists by then).
   const deadline = Date.now() + o.startTimeoutMs;
   while (!/listening on/.test(log)) {
-    if (p.exitCode !== null || p.signalCode !== null) throw new RunError(`the backend exited before it served (${p.signalCode ?? `status ${p.exitCode}`}):\n${log.trimEnd()}`);
+    if (p.exitCode !== null || p.signalCode !== null)
+      throw new RunError(`the backend exited before it served (${p.signalCode ?? `status ${p.exitCode}`}):\n${log.trimEnd()}`);
     if (Date.now() > deadline) {
       await stop();
       throw new RunError(`the backend did not listen within ${o.startTimeoutMs / 1000} s:\n${log.trimEnd()}`);
@@ -80,7 +85,8 @@ function libraryDir(o: RunOptions, dir: string): string {
   fs.mkdirSync(first);
   for (const n of names) {
     const lib = path.join(o.libDir, n);
-    if (!fs.existsSync(lib)) throw new RunError(`${lib} is missing (make guest-lib guest-libcuda builds it; --lib-dir=DIR names another place)`);
+    if (!fs.existsSync(lib))
+      throw new RunError(`${lib} is missing (make guest-lib guest-libcuda builds it; --lib-dir=DIR names another place)`);
     fs.symlinkSync(lib, path.join(first, n));
   }
   return first;

@@ -24,7 +24,10 @@ function replacer(_key: string, v: unknown): unknown {
 }
 
 export class StatusSocket {
-  private constructor(readonly path: string, readonly server: net.Server) {}
+  private constructor(
+    readonly path: string,
+    readonly server: net.Server,
+  ) {}
 
   /** Listens on path (an old socket file there is replaced); each client gets doc() as one line of JSON. */
   static listen(path: string, doc: () => unknown, peers: StatusPeers = {}): Promise<StatusSocket> {

@@ -12,9 +12,26 @@ import { stderrLogger, type Logger } from './logger';
 import { ProtocolError } from './errors';
 import { MemoryTable } from './memory';
 import {
-  bit, decodeConfig, decodeMemTable, decodeSingleRegion, decodeU64, decodeVringAddr, decodeVringFdArg,
-  decodeVringState, encodeConfig, encodeU64, encodeVringState, FLAG_NEED_REPLY, FLAG_REPLY, FLAG_VERSION,
-  MAX_CONFIG_SIZE, ProtoF, Req, reqName, VirtioF, VRING_ADDR_F_LOG,
+  bit,
+  decodeConfig,
+  decodeMemTable,
+  decodeSingleRegion,
+  decodeU64,
+  decodeVringAddr,
+  decodeVringFdArg,
+  decodeVringState,
+  encodeConfig,
+  encodeU64,
+  encodeVringState,
+  FLAG_NEED_REPLY,
+  FLAG_REPLY,
+  FLAG_VERSION,
+  MAX_CONFIG_SIZE,
+  ProtoF,
+  Req,
+  reqName,
+  VirtioF,
+  VRING_ADDR_F_LOG,
 } from './message';
 import { MAX_QUEUE_SIZE, Vring, type RingFeatures } from './vring';
 
@@ -93,15 +110,26 @@ export class Backend {
     checkDevice(device);
     this.#log = new LogLimiter(LOG_LINES_PER_SECOND, (l) => logger.error(l));
     this.#events = new LogLimiter(LOG_LINES_PER_SECOND, (l) => logger.info?.(l));
-    this.offeredFeatures = device.features | bit(VirtioF.VERSION_1) | bit(VirtioF.RING_INDIRECT_DESC) |
-      bit(VirtioF.RING_EVENT_IDX) | bit(VirtioF.PROTOCOL_FEATURES);
-    this.offeredProtocolFeatures = bit(ProtoF.MQ) | bit(ProtoF.REPLY_ACK) | bit(ProtoF.CONFIGURE_MEM_SLOTS) |
-      bit(ProtoF.STATUS) | bit(ProtoF.RESET_DEVICE) | (device.configSize > 0 ? bit(ProtoF.CONFIG) : 0n);
+    this.offeredFeatures =
+      device.features |
+      bit(VirtioF.VERSION_1) |
+      bit(VirtioF.RING_INDIRECT_DESC) |
+      bit(VirtioF.RING_EVENT_IDX) |
+      bit(VirtioF.PROTOCOL_FEATURES);
+    this.offeredProtocolFeatures =
+      bit(ProtoF.MQ) |
+      bit(ProtoF.REPLY_ACK) |
+      bit(ProtoF.CONFIGURE_MEM_SLOTS) |
+      bit(ProtoF.STATUS) |
+      bit(ProtoF.RESET_DEVICE) |
+      (device.configSize > 0 ? bit(ProtoF.CONFIG) : 0n);
     this.poll = new BusyPoll(device.pollUs ?? 0);
     const handler = (req: Parameters<VhostUserDevice['handle']>[0]) => device.handle(req);
     const limits = { maxSize: device.maxQueueSize, maxIndirect: device.maxIndirect ?? DEFAULT_MAX_INDIRECT };
-    this.rings = Array.from({ length: device.numQueues },
-      (_, i) => new Vring(i, limits, this.#ringFeatures, handler, this.memory, this.poll));
+    this.rings = Array.from(
+      { length: device.numQueues },
+      (_, i) => new Vring(i, limits, this.#ringFeatures, handler, this.memory, this.poll),
+    );
     device.attachMemory?.(this.memory);
     if (this.poll.enabled) device.usePoll?.(this.poll);
     device.useRings?.(this.rings);
@@ -176,8 +204,7 @@ export class Backend {
 
   async #setMemTable(m: Message): Promise<void> {
     const regions = decodeMemTable(m.payload);
-    if (regions.length !== m.fds.length)
-      throw new ProtocolError(`SET_MEM_TABLE: ${regions.length} regions but ${m.fds.length} fds`);
+    if (regions.length !== m.fds.length) throw new ProtocolError(`SET_MEM_TABLE: ${regions.length} regions but ${m.fds.length} fds`);
     await this.memory.replace(regions.map((r, i) => ({ region: r, fd: m.fds[i] })));
     this.#remapRings();
     this.#memoryEvent('memory table');
@@ -239,8 +266,7 @@ export class Backend {
     const name = reqName(m.request);
     const arg = decodeVringFdArg(name, m.payload);
     const ring = this.#ring(arg.index, name);
-    if (arg.noFd !== (m.fds.length === 0))
-      throw new ProtocolError(`${name}: the no-fd flag says ${arg.noFd} but ${m.fds.length} fds came`);
+    if (arg.noFd !== (m.fds.length === 0)) throw new ProtocolError(`${name}: the no-fd flag says ${arg.noFd} but ${m.fds.length} fds came`);
     const fd = arg.noFd ? undefined : new EventFd(m.fds.shift()!.take());
     this.#startingRing(ring, () => set(ring, fd));
   }

@@ -18,7 +18,6 @@ export const DEFAULT_MAX_INDIRECT = 32768;
 /** The largest maxIndirect a device may set: `next` is a 16-bit index. */
 export const MAX_INDIRECT_LIMIT = 65536;
 
-
 /** A guest buffer: guest-physical address and length. */
 export interface Buf {
   gpa: bigint;
@@ -74,7 +73,11 @@ export class DescTable {
  * maxIndirect: the largest indirect table accepted, in descriptors.
  */
 export function walkChain(
-  table: DescTable, head: number, mem: MemoryTable, indirectOk: boolean, maxIndirect = DEFAULT_MAX_INDIRECT,
+  table: DescTable,
+  head: number,
+  mem: MemoryTable,
+  indirectOk: boolean,
+  maxIndirect = DEFAULT_MAX_INDIRECT,
 ): DescChain {
   if (head >= table.count) throw new ChainError(`head ${head} is past the ring (size ${table.count})`);
   const chain: DescChain = { head, readable: [], writable: [], readableBytes: 0, writableBytes: 0 };

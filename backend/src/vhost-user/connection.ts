@@ -35,7 +35,11 @@ export class Connection {
   #pollMask = -1;
 
   /** replies: this end is a frontend and reads replies instead of requests. */
-  constructor(sock: Fd, events: ConnectionEvents, private readonly replies = false) {
+  constructor(
+    sock: Fd,
+    events: ConnectionEvents,
+    private readonly replies = false,
+  ) {
     this.#sock = sock;
     this.#outbox = new Outbox(sock.value);
     this.#events = events;

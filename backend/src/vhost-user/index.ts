@@ -14,8 +14,16 @@ export { MAX_SAFE_BIG } from './platform/numbers';
 export { Outbox } from './platform/outbox';
 export { Backend, describeRegions, MAX_MEM_SLOTS } from './backend';
 export {
-  DEFAULT_MAX_INDIRECT, DESC_SIZE, DescTable, MAX_INDIRECT_LIMIT, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT,
-  VIRTQ_DESC_F_WRITE, walkChain, type Buf, type DescChain,
+  DEFAULT_MAX_INDIRECT,
+  DESC_SIZE,
+  DescTable,
+  MAX_INDIRECT_LIMIT,
+  VIRTQ_DESC_F_INDIRECT,
+  VIRTQ_DESC_F_NEXT,
+  VIRTQ_DESC_F_WRITE,
+  walkChain,
+  type Buf,
+  type DescChain,
 } from './chain';
 export { Connection, type Message } from './connection';
 export { ChainError, MemoryError, ProtocolError, RequestError, RingError, VhostUserError, type VhostUserErrorKind } from './errors';

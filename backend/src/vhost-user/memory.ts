@@ -22,7 +22,6 @@ const OVERLAP = 1 << 20;
 const NUMBER_LIMIT = 2 ** 52;
 const NUMBER_LIMIT_BIG = BigInt(NUMBER_LIMIT);
 
-
 export class GuestRegion {
   readonly gpa: bigint;
   readonly size: bigint;
@@ -234,7 +233,8 @@ export class MemoryTable {
 
   #insert(r: MemRegion, fd: Fd, o: { displace?: boolean }): { region: GuestRegion; taken: void | Promise<void> } {
     const clash = this.#regions.filter((x) => overlaps(x.gpa, x.size, r.gpa, r.size) || overlaps(x.userAddr, x.size, r.userAddr, r.size));
-    if (clash.length > 0 && !o.displace) throw new ProtocolError(`region gpa 0x${r.gpa.toString(16)} overlaps gpa 0x${clash[0].gpa.toString(16)}`);
+    if (clash.length > 0 && !o.displace)
+      throw new ProtocolError(`region gpa 0x${r.gpa.toString(16)} overlaps gpa 0x${clash[0].gpa.toString(16)}`);
     const region = new GuestRegion(r, fd);
     this.#regions = [...this.#regions.filter((x) => !clash.includes(x)), region];
     const taken = this.listener?.added(region, fd);

@@ -95,7 +95,6 @@ export const ProtoF = {
 
 export const bit = (n: bigint): bigint => 1n << n;
 
-
 export interface Header {
   request: number;
   flags: number;

@@ -211,8 +211,13 @@ export class VhostUserServer {
   #onClose(active: Active, reason: Error | undefined): void {
     if (!this.#active.delete(active)) return;
     const device = active.backend.device;
-    const closed = active.backend.close().catch((e: Error) => this.#logger.error(`vhost-user: ${device.name}: device reset failed: ${e.message}`));
-    if (this.source) void closed.then(() => this.source!.dispose(device)).catch((e: Error) => this.#logger.error(`vhost-user: ${device.name}: ${e.message}`));
+    const closed = active.backend
+      .close()
+      .catch((e: Error) => this.#logger.error(`vhost-user: ${device.name}: device reset failed: ${e.message}`));
+    if (this.source)
+      void closed
+        .then(() => this.source!.dispose(device))
+        .catch((e: Error) => this.#logger.error(`vhost-user: ${device.name}: ${e.message}`));
     if (reason) this.#logger.error(`vhost-user: ${device.name}: connection closed: ${reason.message}`);
     else this.#logger.info?.(`vhost-user: ${device.name}: frontend disconnected`);
     debug('%s: frontend disconnected%s', device.name, reason ? `: ${reason.message}` : '');

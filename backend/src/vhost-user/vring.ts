@@ -129,8 +129,15 @@ export class Vring {
     const v = this.#views;
     if (!this.#front || !v || !this.call) return;
     this.#front.attach({
-      desc: v.descBytes, avail: v.avail, used: v.used16, eventIdx: this.features.eventIdx,
-      indirect: this.features.indirect, maxIndirect: this.limits.maxIndirect, call: this.call, record: this.#record, memory: this.memory,
+      desc: v.descBytes,
+      avail: v.avail,
+      used: v.used16,
+      eventIdx: this.features.eventIdx,
+      indirect: this.features.indirect,
+      maxIndirect: this.limits.maxIndirect,
+      call: this.call,
+      record: this.#record,
+      memory: this.memory,
     });
   }
 
@@ -167,7 +174,8 @@ export class Vring {
     this.kick?.unwatch();
     this.#stopPolling();
     await this.#settle();
-    if (this.#inflight > 0) debug('vring %d: stopped with %d requests still in flight; their replies are dropped', this.index, this.#inflight);
+    if (this.#inflight > 0)
+      debug('vring %d: stopped with %d requests still in flight; their replies are dropped', this.index, this.#inflight);
     this.#generation++;
     this.#inflight = 0;
     this.#addr = undefined; // a rebooted guest moves its rings: wait for the next SET_VRING_ADDR
@@ -193,8 +201,15 @@ export class Vring {
   state(): RingState {
     if (!this.#addr) throw new RingError(`vring ${this.index}: no ring addresses`);
     return {
-      index: this.index, size: this.size, lastAvail: this.lastAvail, usedIdx: this.#usedIdx, signalledUsed: this.#signalledUsed,
-      addr: this.#addr, features: { ...this.features }, limits: { ...this.limits }, enabled: this.enabled,
+      index: this.index,
+      size: this.size,
+      lastAvail: this.lastAvail,
+      usedIdx: this.#usedIdx,
+      signalledUsed: this.#signalledUsed,
+      addr: this.#addr,
+      features: { ...this.features },
+      limits: { ...this.limits },
+      enabled: this.enabled,
     };
   }
 
@@ -217,7 +232,8 @@ export class Vring {
    * within STOP_TIMEOUT_MS.
    */
   async detach(): Promise<RingState> {
-    if (!this.started || !this.#addr || this.#delegated || this.broken) throw new RingError(`vring ${this.index}: only a started, working ring can be handed over`);
+    if (!this.started || !this.#addr || this.#delegated || this.broken)
+      throw new RingError(`vring ${this.index}: only a started, working ring can be handed over`);
     this.#delegated = true;
     this.kick?.unwatch();
     this.#stopPolling();
@@ -257,7 +273,8 @@ export class Vring {
     if (!this.#delegated || !v) return [];
     const usedIdx = v.usedIdx();
     const left = leftover(record, {
-      usedIdx, availIdx: v.availIdx(),
+      usedIdx,
+      availIdx: v.availIdx(),
       usedHead: (i) => v.usedHead(i),
       availHead: (i) => v.availHead(i),
     });
@@ -308,7 +325,13 @@ export class Vring {
    * answers goes into record, for the backend to finish should this
    * process die.
    */
-  static adopt(state: RingState, fds: { kick: EventFd; call: EventFd }, handler: Handler, memory: MemoryTable, o: { poll?: BusyPoll; record?: InflightRecord; front?: RingFront } = {}): Vring {
+  static adopt(
+    state: RingState,
+    fds: { kick: EventFd; call: EventFd },
+    handler: Handler,
+    memory: MemoryTable,
+    o: { poll?: BusyPoll; record?: InflightRecord; front?: RingFront } = {},
+  ): Vring {
     const r = new Vring(state.index, state.limits, state.features, handler, memory, o.poll);
     r.#record = o.record;
     r.#front = o.front;

@@ -48,8 +48,13 @@ export function socketBase(): string {
 /** Why user cannot start a backend here (the code or socketBase() closed to it), or undefined where it can. */
 function cannotRun(user: BackendUser): string | undefined {
   const probe = 'require("fs").accessSync(process.argv[1], require("fs").constants.X_OK); require(process.argv[2])';
-  const r = spawnSync(process.execPath, ['-e', probe, socketBase(), DEVICES_JS],
-    { uid: user.uid, gid: user.gid, cwd: '/', encoding: 'utf8', timeout: 30_000 });
+  const r = spawnSync(process.execPath, ['-e', probe, socketBase(), DEVICES_JS], {
+    uid: user.uid,
+    gid: user.gid,
+    cwd: '/',
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
   if (r.status === 0) return undefined;
   const why = r.error?.message ?? r.stderr.split('\n').find((l) => /^\w*Error/.test(l)) ?? `status ${r.status}`;
   return `user ${user.name} cannot run it here (${why})`;

@@ -46,7 +46,10 @@ function debugfs(image: string, request: string): { out: string; err: string } {
   const r = spawnSync('debugfs', ['-R', request, image], { encoding: 'utf8', maxBuffer: 64 << 20 });
   if (r.error) throw new DiskImageError(`debugfs (e2fsprogs) could not run: ${r.error.message}`);
   // debugfs prints its banner to stderr and exits 0 even when a request fails.
-  const err = r.stderr.split('\n').filter((l) => l.trim() && !/^debugfs [\d.]+ /.test(l)).join('\n');
+  const err = r.stderr
+    .split('\n')
+    .filter((l) => l.trim() && !/^debugfs [\d.]+ /.test(l))
+    .join('\n');
   return { out: r.stdout, err };
 }
 
@@ -55,11 +58,16 @@ function list(image: string, dir: string): string[] {
   const { out, err } = debugfs(image, `ls -p ${dir}`);
   if (err) {
     if (/Bad magic number|superblock|Attempt to read block|Short read/i.test(err))
-      throw new DiskImageError(`${image} is not an ext2/3/4 filesystem image (qcuda vm --disk-image boots a partitionless ext4 image as \`make guest-disk\` builds it): ${err.split('\n')[0]}`);
+      throw new DiskImageError(
+        `${image} is not an ext2/3/4 filesystem image (qcuda vm --disk-image boots a partitionless ext4 image as \`make guest-disk\` builds it): ${err.split('\n')[0]}`,
+      );
     if (/not found/i.test(err)) return [];
     throw new DiskImageError(`cannot read ${dir} in ${image}: ${err.split('\n')[0]}`);
   }
-  return out.split('\n').map((l) => l.split('/')[5]).filter((n): n is string => !!n && n !== '.' && n !== '..');
+  return out
+    .split('\n')
+    .map((l) => l.split('/')[5])
+    .filter((n): n is string => !!n && n !== '.' && n !== '..');
 }
 
 function compareVersions(a: string, b: string): number {
@@ -68,15 +76,20 @@ function compareVersions(a: string, b: string): number {
 
 /** The newest kernel in the image's /boot that has an initrd beside it. */
 function newestKernel(image: string, boot: string[]): string {
-  const versions = boot.filter((n) => n.startsWith('vmlinuz-')).map((n) => n.slice('vmlinuz-'.length))
-    .filter((v) => boot.includes(`initrd.img-${v}`)).sort(compareVersions);
-  if (versions.length === 0) throw new DiskImageError(`${image} has no kernel with an initrd in /boot (vmlinuz-VERSION and initrd.img-VERSION)`);
+  const versions = boot
+    .filter((n) => n.startsWith('vmlinuz-'))
+    .map((n) => n.slice('vmlinuz-'.length))
+    .filter((v) => boot.includes(`initrd.img-${v}`))
+    .sort(compareVersions);
+  if (versions.length === 0)
+    throw new DiskImageError(`${image} has no kernel with an initrd in /boot (vmlinuz-VERSION and initrd.img-VERSION)`);
   return versions[versions.length - 1];
 }
 
 function dump(image: string, from: string, to: string): void {
   const { err } = debugfs(image, `dump ${from} ${to}`);
-  if (err || !fs.existsSync(to) || fs.statSync(to).size === 0) throw new DiskImageError(`cannot copy ${from} out of ${image}${err ? `: ${err.split('\n')[0]}` : ''}`);
+  if (err || !fs.existsSync(to) || fs.statSync(to).size === 0)
+    throw new DiskImageError(`cannot copy ${from} out of ${image}${err ? `: ${err.split('\n')[0]}` : ''}`);
 }
 
 /**
@@ -97,9 +110,13 @@ export function prepareDiskImage(image: string, dir: string): BootFiles {
   if (info.length === 0) throw new DiskImageError(`${image} has no /var/lib/dpkg/info: not a Debian root filesystem`);
   const missing = PACKAGES.filter((p) => !info.includes(`${p}.list`));
   if (missing.length > 0)
-    throw new DiskImageError(`${image} does not have the qcuda packages installed (missing: ${missing.join(', ')}); install them in it with apt install ./qcuda-dkms_*.deb ./qcuda-libs_*.deb (\`make guest-debs\`), or build the image with \`make guest-disk\``);
+    throw new DiskImageError(
+      `${image} does not have the qcuda packages installed (missing: ${missing.join(', ')}); install them in it with apt install ./qcuda-dkms_*.deb ./qcuda-libs_*.deb (\`make guest-debs\`), or build the image with \`make guest-disk\``,
+    );
   if (!list(image, path.dirname(SERVICE)).includes(path.basename(SERVICE)))
-    throw new DiskImageError(`${image} has no ${SERVICE}, which runs qcuda vm's command in the guest (\`make guest-disk\` images have it: vm-images/disk/)`);
+    throw new DiskImageError(
+      `${image} has no ${SERVICE}, which runs qcuda vm's command in the guest (\`make guest-disk\` images have it: vm-images/disk/)`,
+    );
   const version = newestKernel(image, list(image, '/boot'));
   const kernel = path.join(dir, 'vmlinuz');
   const initrd = path.join(dir, 'initrd.img');

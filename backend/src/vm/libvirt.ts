@@ -35,7 +35,8 @@ function esc(s: string): string {
 
 /** ttyS0 (and ttyS1 where results go) to files; else ttyS0 on a pty, for `virsh console`. */
 function serials(c: DomainConfig): string[] {
-  const file = (port: number, f: string) => `    <serial type='file'><source path='${esc(f)}'/><target type='isa-serial' port='${port}'/></serial>`;
+  const file = (port: number, f: string) =>
+    `    <serial type='file'><source path='${esc(f)}'/><target type='isa-serial' port='${port}'/></serial>`;
   return [
     c.consoleFile ? file(0, c.consoleFile) : `    <serial type='pty'><target type='isa-serial' port='0'/></serial>`,
     ...(c.resultFile ? [file(1, c.resultFile)] : []),
@@ -82,13 +83,15 @@ export function domainXml(c: DomainConfig): string {
     `  <on_crash>destroy</on_crash>`,
     `  <devices>`,
     `    <emulator>${esc(c.emulator)}</emulator>`,
-    ...(c.disk ? [
-      `    <disk type='file' device='disk'>`,
-      `      <driver name='qemu' type='${c.disk.format}'/>`,
-      `      <source file='${esc(c.disk.path)}'/>`,
-      `      <target dev='vda' bus='virtio'/>`,
-      `    </disk>`,
-    ] : []),
+    ...(c.disk
+      ? [
+          `    <disk type='file' device='disk'>`,
+          `      <driver name='qemu' type='${c.disk.format}'/>`,
+          `      <source file='${esc(c.disk.path)}'/>`,
+          `      <target dev='vda' bus='virtio'/>`,
+          `    </disk>`,
+        ]
+      : []),
     ...serials(c),
     `    <controller type='usb' model='none'/>`,
     `    <memballoon model='none'/>`,

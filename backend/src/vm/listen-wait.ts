@@ -83,7 +83,9 @@ export async function waitForListen(p: ChildProcess, w: ListenWait): Promise<voi
     const limit = w.limitMs ?? loadLimitMs();
     if (waited > limit) {
       const err = tail(w.stderr());
-      throw new ListenError(`the ${w.name} is running but did not create ${w.sock} within ${Math.round(limit / 1000)} s${err ? `; its stderr:\n${err}` : ''}`);
+      throw new ListenError(
+        `the ${w.name} is running but did not create ${w.sock} within ${Math.round(limit / 1000)} s${err ? `; its stderr:\n${err}` : ''}`,
+      );
     }
   }
 }

@@ -31,8 +31,11 @@ export interface QemuConfig {
 }
 
 /** Debian's firmware packages; QCUDA_FIRMWARE_DIRS (colon-separated) overrides, e.g. for a carried copy. */
-export const DEFAULT_FIRMWARE_DIRS = process.env.QCUDA_FIRMWARE_DIRS?.split(':').filter(Boolean)
-  ?? ['/usr/share/qemu', '/usr/share/seabios', '/usr/lib/ipxe/qemu'];
+export const DEFAULT_FIRMWARE_DIRS = process.env.QCUDA_FIRMWARE_DIRS?.split(':').filter(Boolean) ?? [
+  '/usr/share/qemu',
+  '/usr/share/seabios',
+  '/usr/lib/ipxe/qemu',
+];
 
 /** KVM only where the CPU has hardware virtualization and /dev/kvm opens; else TCG. */
 function detectAccel(): 'kvm' | 'tcg' {
@@ -64,8 +67,10 @@ export function guestCmdline(append?: string): string {
  */
 export function qcudaDeviceArgs(c: { socket: string; queues?: number; queueSize?: number; reconnectMs?: number }): string[] {
   return [
-    '-chardev', `socket,id=qcuda0,path=${c.socket}${c.reconnectMs ? `,reconnect-ms=${c.reconnectMs}` : ''}`,
-    '-device', `vhost-user-qcuda-pci,chardev=qcuda0,num-queues=${c.queues ?? 4},queue-size=${c.queueSize ?? 256}`,
+    '-chardev',
+    `socket,id=qcuda0,path=${c.socket}${c.reconnectMs ? `,reconnect-ms=${c.reconnectMs}` : ''}`,
+    '-device',
+    `vhost-user-qcuda-pci,chardev=qcuda0,num-queues=${c.queues ?? 4},queue-size=${c.queueSize ?? 256}`,
   ];
 }
 
@@ -74,35 +79,60 @@ export function qemuArgs(c: QemuConfig): string[] {
   const accel = c.accel ?? detectAccel();
   return [
     ...(c.firmwareDirs ?? DEFAULT_FIRMWARE_DIRS).flatMap((d) => ['-L', d]),
-    '-accel', accel === 'kvm' ? 'kvm' : 'tcg,thread=multi',
+    '-accel',
+    accel === 'kvm' ? 'kvm' : 'tcg,thread=multi',
     ...(accel === 'kvm' ? ['-cpu', 'host'] : ['-cpu', 'max']),
-    '-machine', 'q35,memory-backend=mem',
-    '-bios', 'qboot.rom',
-    '-smp', String(c.cpus ?? 2),
-    '-m', `${mem}M`,
-    '-object', `memory-backend-memfd,id=mem,size=${mem}M,share=on`,
-    '-nodefaults', '-no-user-config', '-display', 'none', '-no-reboot',
-    '-kernel', c.kernel,
-    '-initrd', c.initrd,
-    '-append', guestCmdline(c.append),
+    '-machine',
+    'q35,memory-backend=mem',
+    '-bios',
+    'qboot.rom',
+    '-smp',
+    String(c.cpus ?? 2),
+    '-m',
+    `${mem}M`,
+    '-object',
+    `memory-backend-memfd,id=mem,size=${mem}M,share=on`,
+    '-nodefaults',
+    '-no-user-config',
+    '-display',
+    'none',
+    '-no-reboot',
+    '-kernel',
+    c.kernel,
+    '-initrd',
+    c.initrd,
+    '-append',
+    guestCmdline(c.append),
     ...qcudaDeviceArgs(c),
     ...(c.shares ?? []).flatMap((s, i) => [
-      '-chardev', `socket,id=fs${i},path=${s.socket}`,
-      '-device', `vhost-user-fs-pci,chardev=fs${i},tag=${s.tag}`,
+      '-chardev',
+      `socket,id=fs${i},path=${s.socket}`,
+      '-device',
+      `vhost-user-fs-pci,chardev=fs${i},tag=${s.tag}`,
     ]),
     ...(c.disks ?? []).flatMap((d, i) => [
-      '-chardev', `socket,id=blk${i},path=${d.socket}`,
-      '-device', `vhost-user-blk-pci,chardev=blk${i},num-queues=${d.queues}`,
+      '-chardev',
+      `socket,id=blk${i},path=${d.socket}`,
+      '-device',
+      `vhost-user-blk-pci,chardev=blk${i},num-queues=${d.queues}`,
     ]),
-    ...(c.rootDisk ? [
-      '-drive', `file=${c.rootDisk.file},if=none,id=root,format=raw${c.rootDisk.snapshot ? ',snapshot=on,cache=unsafe' : ''}`,
-      '-device', 'virtio-blk-pci,drive=root',
-    ] : []),
+    ...(c.rootDisk
+      ? [
+          '-drive',
+          `file=${c.rootDisk.file},if=none,id=root,format=raw${c.rootDisk.snapshot ? ',snapshot=on,cache=unsafe' : ''}`,
+          '-device',
+          'virtio-blk-pci,drive=root',
+        ]
+      : []),
     ...(c.dataDisks ?? []).flatMap((d, i) => [
-      '-drive', `file=${d.file},if=none,id=data${i},format=raw,readonly=on`,
-      '-device', `virtio-blk-pci,drive=data${i},serial=${d.serial}`,
+      '-drive',
+      `file=${d.file},if=none,id=data${i},format=raw,readonly=on`,
+      '-device',
+      `virtio-blk-pci,drive=data${i},serial=${d.serial}`,
     ]),
-    '-serial', c.interactive ? 'mon:stdio' : 'stdio',
-    '-serial', c.resultFile ? `file:${c.resultFile}` : 'null',
+    '-serial',
+    c.interactive ? 'mon:stdio' : 'stdio',
+    '-serial',
+    c.resultFile ? `file:${c.resultFile}` : 'null',
   ];
 }

@@ -24,19 +24,36 @@ export function parseReport(text: string): GuestReport {
     if (!m) continue;
     const [, kind, rest] = m;
     switch (kind) {
-      case 'INIT': r.initAt = Number(rest); break;
+      case 'INIT':
+        r.initAt = Number(rest);
+        break;
       case 'MODULE': {
         const [state, ...detail] = rest.split(' ');
         r.module = { state: state as 'OK' | 'FAIL' | 'NODEV', detail: detail.join(' ') };
         break;
       }
-      case 'RUN': r.runAt = Number(rest); break;
-      case 'SYSTEMD': r.systemd = rest.split(' ')[0]; break;
-      case 'STDOUT': case 'STDERR': case 'LOG': b64[kind].push(rest); break;
-      case 'EXIT': r.exit = Number(rest); break;
-      case 'END': r.complete = true; break;
-      case 'ERROR': r.error = rest; break;
-      default: break;
+      case 'RUN':
+        r.runAt = Number(rest);
+        break;
+      case 'SYSTEMD':
+        r.systemd = rest.split(' ')[0];
+        break;
+      case 'STDOUT':
+      case 'STDERR':
+      case 'LOG':
+        b64[kind].push(rest);
+        break;
+      case 'EXIT':
+        r.exit = Number(rest);
+        break;
+      case 'END':
+        r.complete = true;
+        break;
+      case 'ERROR':
+        r.error = rest;
+        break;
+      default:
+        break;
     }
   }
   const decode = (lines: string[]) => Buffer.from(lines.join(''), 'base64').toString('utf8');

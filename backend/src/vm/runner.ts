@@ -117,7 +117,11 @@ export type FailedSide = 'backend' | 'qemu' | 'virtiofsd' | 'guest' | 'timeout';
 
 export class VmError extends Error {
   override readonly name = 'VmError';
-  constructor(readonly side: FailedSide, message: string, readonly consoleText = '') {
+  constructor(
+    readonly side: FailedSide,
+    message: string,
+    readonly consoleText = '',
+  ) {
     super(message);
   }
 }
@@ -165,7 +169,14 @@ async function stop(p: ChildProcess | undefined): Promise<void> {
 }
 
 /** Waits for a started process's socket; a process that exits (or passes the bound) fails the run as `side`. */
-async function waitForSocket(sock: string, p: ChildProcess, stderr: () => string, o: VmOptions, side: FailedSide = 'backend', name = 'backend'): Promise<void> {
+async function waitForSocket(
+  sock: string,
+  p: ChildProcess,
+  stderr: () => string,
+  o: VmOptions,
+  side: FailedSide = 'backend',
+  name = 'backend',
+): Promise<void> {
   try {
     await waitForListen(p, { sock, name, stderr, onWaiting: o.onWaiting });
   } catch (e) {
@@ -226,7 +237,11 @@ function runArchive(o: Pick<VmOptions, 'command' | 'files'>, shares: ResolvedSha
   const entries: CpioEntry[] = [{ name: 'qcuda/run', data: Buffer.from(`${o.command}\n`), mode: 0o755 }];
   // vm-images/init mounts each line's tag at its directory before the command runs.
   if (shares.length > 0)
-    entries.push({ name: 'qcuda/shares', data: Buffer.from(shares.map((s) => `${s.tag} ${s.writable ? 'rw' : 'ro'} ${s.guestDir}\n`).join('')), mode: 0o644 });
+    entries.push({
+      name: 'qcuda/shares',
+      data: Buffer.from(shares.map((s) => `${s.tag} ${s.writable ? 'rw' : 'ro'} ${s.guestDir}\n`).join('')),
+      mode: 0o644,
+    });
   for (const f of o.files ?? []) {
     const st = fs.statSync(f);
     entries.push({ name: `qcuda/files/${path.basename(f)}`, data: fs.readFileSync(f), mode: st.mode & 0o777 });
@@ -281,7 +296,9 @@ function prepareBoot(dir: string, o: VmOptions, shares: ResolvedShare[]): Boot {
   // Whole sectors: QEMU drops a raw image's partial last sector.
   fs.writeFileSync(runFile, Buffer.concat([archive, Buffer.alloc((512 - (archive.length % 512)) % 512)]));
   return {
-    ...files, append: `${DISK_APPEND} ${runArg(rootDisk.snapshot)}`, rootDisk,
+    ...files,
+    append: `${DISK_APPEND} ${runArg(rootDisk.snapshot)}`,
+    rootDisk,
     dataDisks: [{ file: runFile, serial: RUN_DISK_SERIAL }],
   };
 }
@@ -295,22 +312,29 @@ function checkShares(o: VmOptions): { shares: ResolvedShare[]; virtiofsd: string
   }
   const virtiofsd = o.virtiofsd ?? defaultVirtiofsd();
   if (shares.length === 0) return { shares, virtiofsd };
-  if (!virtiofsd) throw new VmConfigError('shares need virtiofsd: pass --virtiofsd=PATH or set QCUDA_VIRTIOFSD (make sets it; `make virtiofsd` fetches it)');
+  if (!virtiofsd)
+    throw new VmConfigError(
+      'shares need virtiofsd: pass --virtiofsd=PATH or set QCUDA_VIRTIOFSD (make sets it; `make virtiofsd` fetches it)',
+    );
   try {
     fs.accessSync(virtiofsd, fs.constants.X_OK);
   } catch {
     throw new VmConfigError(`virtiofsd ${virtiofsd} is not there or not executable (\`make virtiofsd\` fetches it)`);
   }
   if (process.getuid?.() !== 0)
-    throw new VmConfigError('shares need root: virtiofsd, and the private mount namespace that makes a share read-only on the host, need CAP_SYS_ADMIN');
+    throw new VmConfigError(
+      'shares need root: virtiofsd, and the private mount namespace that makes a share read-only on the host, need CAP_SYS_ADMIN',
+    );
   return { shares, virtiofsd };
 }
 
 export async function runVm(o: VmOptions): Promise<VmResult> {
   const { shares, virtiofsd } = checkShares(o);
   // qcuda-vm-run (the disk image's side) mounts no shares yet.
-  if (o.diskImage && shares.length > 0) throw new VmConfigError('--share and --host-root work with the initramfs guest only, not with --disk-image');
-  if (o.interactive && !o.diskImage) throw new VmConfigError('an interactive console needs a disk image (the initramfs guest has no login)');
+  if (o.diskImage && shares.length > 0)
+    throw new VmConfigError('--share and --host-root work with the initramfs guest only, not with --disk-image');
+  if (o.interactive && !o.diskImage)
+    throw new VmConfigError('an interactive console needs a disk image (the initramfs guest has no login)');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-vm-'));
   // A backend of another user's gets a directory of its own for its sockets (dir is closed to it).
   let sockDir = dir;
@@ -330,24 +354,32 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     // One virtiofsd per share, each on its own socket, serving its own
     // (read-only) bind mount of the host directory.
     const fsErr: string[] = [];
-    await Promise.all(shares.map(async (s, i) => {
-      const mnt = path.join(dir, `share${i}`);
-      fs.mkdirSync(mnt);
-      const fsSock = path.join(dir, `fs${i}.sock`);
-      fsErr[i] = '';
-      const c = virtiofsdCommand(virtiofsd, s, mnt, fsSock);
-      const p = start(c.cmd, c.args, `virtiofsd ${i}`);
-      fsds[i] = p;
-      p.stdout!.on('data', (d: Buffer) => debug('virtiofsd %d: %s', i, d.toString().trimEnd()));
-      p.stderr!.on('data', (d: Buffer) => {
-        debug('virtiofsd %d: %s', i, d.toString().trimEnd());
-        fsErr[i] += d.toString();
-      });
-      await waitForSocket(fsSock, p, () => fsErr[i], o, 'virtiofsd', `virtiofsd for share ${s.hostDir}`);
-    }));
+    await Promise.all(
+      shares.map(async (s, i) => {
+        const mnt = path.join(dir, `share${i}`);
+        fs.mkdirSync(mnt);
+        const fsSock = path.join(dir, `fs${i}.sock`);
+        fsErr[i] = '';
+        const c = virtiofsdCommand(virtiofsd, s, mnt, fsSock);
+        const p = start(c.cmd, c.args, `virtiofsd ${i}`);
+        fsds[i] = p;
+        p.stdout!.on('data', (d: Buffer) => debug('virtiofsd %d: %s', i, d.toString().trimEnd()));
+        p.stderr!.on('data', (d: Buffer) => {
+          debug('virtiofsd %d: %s', i, d.toString().trimEnd());
+          fsErr[i] += d.toString();
+        });
+        await waitForSocket(fsSock, p, () => fsErr[i], o, 'virtiofsd', `virtiofsd for share ${s.hostDir}`);
+      }),
+    );
     let beErr = '';
     const launchBackend = async (): Promise<ChildProcess> => {
-      const p = start(process.execPath, [BACKEND_JS, `--socket-path=${sock}`, '--device=qcuda', `--queues=${o.queues ?? 4}`, ...peerArgs, ...(o.backendArgs ?? [])], 'backend', false, o.backendUser);
+      const p = start(
+        process.execPath,
+        [BACKEND_JS, `--socket-path=${sock}`, '--device=qcuda', `--queues=${o.queues ?? 4}`, ...peerArgs, ...(o.backendArgs ?? [])],
+        'backend',
+        false,
+        o.backendUser,
+      );
       backend = p;
       p.stdout!.on('data', (d: Buffer) => debug('backend: %s', d.toString().trimEnd()));
       p.stderr!.on('data', (d: Buffer) => {
@@ -363,25 +395,53 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     // disk that does not fit fails the run here, as the backend's.
     const diskErr: string[] = [];
     const diskSockets = (o.disks ?? []).map((d, i) => d.socket ?? path.join(sockDir, `blk${i}.sock`));
-    await Promise.all((o.disks ?? []).map(async (d, i) => {
-      if (d.socket) return;
-      const s = diskSockets[i];
-      diskErr[i] = '';
-      const args = [BACKEND_JS, `--socket-path=${s}`, '--device=blk', `--queues=${DISK_QUEUES}`, `--size=${d.size}`, `--store=${d.store ?? 'gpu'}`, ...(d.readOnly ? ['--read-only'] : []), ...peerArgs];
-      const p = start(process.execPath, args, `disk ${i}`, false, o.backendUser);
-      disks[i] = p;
-      p.stderr!.on('data', (b: Buffer) => (diskErr[i] += b.toString()));
-      await waitForSocket(s, p, () => diskErr[i], o, 'backend', `backend of disk ${i}`);
-    }));
+    await Promise.all(
+      (o.disks ?? []).map(async (d, i) => {
+        if (d.socket) return;
+        const s = diskSockets[i];
+        diskErr[i] = '';
+        const args = [
+          BACKEND_JS,
+          `--socket-path=${s}`,
+          '--device=blk',
+          `--queues=${DISK_QUEUES}`,
+          `--size=${d.size}`,
+          `--store=${d.store ?? 'gpu'}`,
+          ...(d.readOnly ? ['--read-only'] : []),
+          ...peerArgs,
+        ];
+        const p = start(process.execPath, args, `disk ${i}`, false, o.backendUser);
+        disks[i] = p;
+        p.stderr!.on('data', (b: Buffer) => (diskErr[i] += b.toString()));
+        await waitForSocket(s, p, () => diskErr[i], o, 'backend', `backend of disk ${i}`);
+      }),
+    );
 
     let consoleText = '';
     let qemuErr = '';
-    qemu = start(o.qemu, qemuArgs({
-      kernel: boot.kernel, initrd: boot.initrd, append: boot.append, rootDisk: boot.rootDisk, dataDisks: boot.dataDisks, socket: sock, resultFile, queues: o.queues, memoryMiB: o.memoryMiB, cpus: o.cpus,
-      firmwareDirs: o.firmwareDirs, accel: o.accel, reconnectMs: restarts > 0 ? 200 : undefined,
-      shares: shares.map((s, i) => ({ socket: path.join(dir, `fs${i}.sock`), tag: s.tag })),
-      disks: diskSockets.map((socket) => ({ socket, queues: DISK_QUEUES })), interactive: o.interactive,
-    }), 'qemu', o.interactive);
+    qemu = start(
+      o.qemu,
+      qemuArgs({
+        kernel: boot.kernel,
+        initrd: boot.initrd,
+        append: boot.append,
+        rootDisk: boot.rootDisk,
+        dataDisks: boot.dataDisks,
+        socket: sock,
+        resultFile,
+        queues: o.queues,
+        memoryMiB: o.memoryMiB,
+        cpus: o.cpus,
+        firmwareDirs: o.firmwareDirs,
+        accel: o.accel,
+        reconnectMs: restarts > 0 ? 200 : undefined,
+        shares: shares.map((s, i) => ({ socket: path.join(dir, `fs${i}.sock`), tag: s.tag })),
+        disks: diskSockets.map((socket) => ({ socket, queues: DISK_QUEUES })),
+        interactive: o.interactive,
+      }),
+      'qemu',
+      o.interactive,
+    );
     const qemuT0 = Date.now();
     let bootMs: number | undefined;
     // Interactive: the console goes to the terminal, not through here.
@@ -392,21 +452,40 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     });
     qemu.stderr!.on('data', (d: Buffer) => (qemuErr += d.toString()));
     if (qemu.pid !== undefined && backend!.pid !== undefined)
-      o.onStarted?.({ backendPid: backend!.pid, socket: sock, diskPids: disks.filter(Boolean).map((p) => p.pid!), qemuPid: qemu.pid, virtiofsdPids: fsds.map((p) => p.pid!), dir });
+      o.onStarted?.({
+        backendPid: backend!.pid,
+        socket: sock,
+        diskPids: disks.filter(Boolean).map((p) => p.pid!),
+        qemuPid: qemu.pid,
+        virtiofsdPids: fsds.map((p) => p.pid!),
+        dir,
+      });
 
     const timeoutMs = o.timeoutMs ?? 120_000;
     let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<{ who: 'timeout'; how: string }>((r) => (timer = setTimeout(() => r({ who: 'timeout', how: '' }), timeoutMs)));
+    const timeout = new Promise<{ who: 'timeout'; how: string }>(
+      (r) => (timer = setTimeout(() => r({ who: 'timeout', how: '' }), timeoutMs)),
+    );
     const qemuExit = exited(qemu).then((how) => ({ who: 'qemu' as const, how }));
     const readReport = () => parseReport(fs.existsSync(resultFile) ? fs.readFileSync(resultFile, 'utf8') : '');
-    const fsdExit = fsds.length === 0 ? new Promise<never>(() => {})
-      : Promise.race(fsds.map((p, i) => exited(p).then((how) => ({ who: 'virtiofsd' as const, how, i }))));
+    const fsdExit =
+      fsds.length === 0
+        ? new Promise<never>(() => {})
+        : Promise.race(fsds.map((p, i) => exited(p).then((how) => ({ who: 'virtiofsd' as const, how, i }))));
     const ours = disks.flatMap((p, i) => (p ? [{ p, i }] : []));
-    const diskExit = ours.length === 0 ? new Promise<never>(() => {})
-      : Promise.race(ours.map(({ p, i }) => exited(p).then((how) => ({ who: 'disk' as const, how, i }))));
+    const diskExit =
+      ours.length === 0
+        ? new Promise<never>(() => {})
+        : Promise.race(ours.map(({ p, i }) => exited(p).then((how) => ({ who: 'disk' as const, how, i }))));
     let outcome;
     for (;;) {
-      outcome = await Promise.race([qemuExit, exited(backend!).then((how) => ({ who: 'backend' as const, how })), fsdExit, diskExit, timeout]);
+      outcome = await Promise.race([
+        qemuExit,
+        exited(backend!).then((how) => ({ who: 'backend' as const, how })),
+        fsdExit,
+        diskExit,
+        timeout,
+      ]);
       if (outcome.who === 'disk') break;
       if (outcome.who === 'virtiofsd') {
         // A virtiofsd exits by itself when QEMU closes its socket, which can
@@ -426,11 +505,19 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     const provider = /^qcuda-backend: (.*provider.*)$/m.exec(beErr)?.[1];
     const result: VmResult = { ...report, console: consoleText, wallMs: Date.now() - t0, bootMs, provider };
     if (outcome.who === 'disk')
-      throw new VmError('backend', `the backend of disk ${outcome.i} died during the run (${outcome.how}):\n${tail(diskErr[outcome.i])}`, consoleText);
+      throw new VmError(
+        'backend',
+        `the backend of disk ${outcome.i} died during the run (${outcome.how}):\n${tail(diskErr[outcome.i])}`,
+        consoleText,
+      );
     if (outcome.who === 'backend')
       throw new VmError('backend', `the backend died during the run (${outcome.how}):\n${tail(beErr)}`, consoleText);
     if (outcome.who === 'virtiofsd')
-      throw new VmError('virtiofsd', `the virtiofsd of share ${shares[outcome.i].hostDir} died during the run (${outcome.how})${fsErr[outcome.i].trim() ? `:\n${tail(fsErr[outcome.i])}` : ''}`, consoleText);
+      throw new VmError(
+        'virtiofsd',
+        `the virtiofsd of share ${shares[outcome.i].hostDir} died during the run (${outcome.how})${fsErr[outcome.i].trim() ? `:\n${tail(fsErr[outcome.i])}` : ''}`,
+        consoleText,
+      );
     if (outcome.who === 'timeout')
       throw new VmError('timeout', `guest did not finish within ${timeoutMs / 1000} s; console tail:\n${tail(consoleText)}`, consoleText);
     if (o.interactive) return { ...result, exit: qemu.exitCode ?? 125 };
@@ -438,9 +525,14 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     if (share) {
       const s = shares[+share[1]];
       throw new VmError('guest', `the guest could not mount share ${s?.hostDir} at ${s?.guestDir}:\n${tail(report.log)}`, consoleText);
-    }    if (!report.complete) {
+    }
+    if (!report.complete) {
       const why = qemuErr.trim() ? `:\n${tail(qemuErr)}` : '';
-      throw new VmError('qemu', `QEMU ${outcome.how} before the guest reported a result${why}\nconsole tail:\n${tail(consoleText)}`, consoleText);
+      throw new VmError(
+        'qemu',
+        `QEMU ${outcome.how} before the guest reported a result${why}\nconsole tail:\n${tail(consoleText)}`,
+        consoleText,
+      );
     }
     return result;
   } finally {

@@ -49,7 +49,21 @@ export function defaultVirtiofsd(): string {
 
 /** Guest paths a share may not cover: the guest's own /init machinery. */
 const RESERVED = ['/proc', '/sys', '/dev', '/qcuda'];
-const RESERVED_EXACT = ['/', '/tmp', '/usr', '/usr/local', '/usr/local/bin', '/usr/local/lib', '/bin', '/sbin', '/lib', '/lib64', '/usr/bin', '/usr/sbin', '/usr/lib'];
+const RESERVED_EXACT = [
+  '/',
+  '/tmp',
+  '/usr',
+  '/usr/local',
+  '/usr/local/bin',
+  '/usr/local/lib',
+  '/bin',
+  '/sbin',
+  '/lib',
+  '/lib64',
+  '/usr/bin',
+  '/usr/sbin',
+  '/usr/lib',
+];
 
 /** The default guest directory of a host directory. */
 export function defaultGuestDir(hostDir: string): string {
@@ -71,14 +85,18 @@ export function resolveShares(shares: VmShare[] | undefined): ResolvedShare[] {
       const code = (e as NodeJS.ErrnoException).code;
       throw new Error(`share ${hostDir}: ${code === 'ENOENT' ? 'no such directory on the host' : (e as Error).message}`);
     }
-    if (!st.isDirectory()) throw new Error(`share ${hostDir}: not a directory (a share is a host directory; copy single files with --file)`);
+    if (!st.isDirectory())
+      throw new Error(`share ${hostDir}: not a directory (a share is a host directory; copy single files with --file)`);
     const guestDir = s.guestDir === undefined || s.guestDir === '' ? defaultGuestDir(hostDir) : s.guestDir;
     if (!path.isAbsolute(guestDir)) throw new Error(`share ${hostDir}: the guest directory '${guestDir}' is not absolute`);
     // eslint-disable-next-line no-control-regex
-    if (/[\x00-\x1f\x7f]/.test(guestDir) || /\s$/.test(guestDir)) throw new Error(`share ${hostDir}: the guest directory has control characters or trailing blanks`);
+    if (/[\x00-\x1f\x7f]/.test(guestDir) || /\s$/.test(guestDir))
+      throw new Error(`share ${hostDir}: the guest directory has control characters or trailing blanks`);
     const g = path.posix.normalize(guestDir).replace(/(.)\/+$/, '$1');
     if (RESERVED_EXACT.includes(g) || RESERVED.some((r) => g === r || g.startsWith(`${r}/`)))
-      throw new Error(`share ${hostDir}: cannot mount it at ${g} in the guest (the guest needs its own ${g}); pick another directory, e.g. ${hostDir}:/host${g === '/' ? '' : g}`);
+      throw new Error(
+        `share ${hostDir}: cannot mount it at ${g} in the guest (the guest needs its own ${g}); pick another directory, e.g. ${hostDir}:/host${g === '/' ? '' : g}`,
+      );
     if (seen.has(g)) throw new Error(`shares ${seen.get(g)} and ${hostDir} both at ${g} in the guest`);
     seen.set(g, hostDir);
     out.push({ hostDir, guestDir: g, writable: !!s.writable, flat: !!s.flat, tag: `qcudashare${i}` });
@@ -112,21 +130,46 @@ function unescape(s: string): string {
 }
 
 function mountInfo(): MountEntry[] {
-  return fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter(Boolean).map((line) => {
-    const [pre, post] = line.split(' - ');
-    const f = pre.split(' ');
-    return { id: +f[0], parent: +f[1], mountPoint: unescape(f[4]), options: f[5].split(','), fsType: post.split(' ')[0] };
-  });
+  return fs
+    .readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => {
+      const [pre, post] = line.split(' - ');
+      const f = pre.split(' ');
+      return { id: +f[0], parent: +f[1], mountPoint: unescape(f[4]), options: f[5].split(','), fsType: post.split(' ')[0] };
+    });
 }
 
 /** Kernel filesystems that a share leaves out (unmounted in virtiofsd's namespace). */
-const HIDDEN_FS = new Set(['proc', 'sysfs', 'devtmpfs', 'devpts', 'cgroup', 'cgroup2', 'debugfs', 'tracefs', 'securityfs', 'bpf',
-  'mqueue', 'hugetlbfs', 'fusectl', 'configfs', 'pstore', 'efivarfs', 'binfmt_misc', 'autofs', 'rpc_pipefs', 'nsfs', 'selinuxfs']);
+const HIDDEN_FS = new Set([
+  'proc',
+  'sysfs',
+  'devtmpfs',
+  'devpts',
+  'cgroup',
+  'cgroup2',
+  'debugfs',
+  'tracefs',
+  'securityfs',
+  'bpf',
+  'mqueue',
+  'hugetlbfs',
+  'fusectl',
+  'configfs',
+  'pstore',
+  'efivarfs',
+  'binfmt_misc',
+  'autofs',
+  'rpc_pipefs',
+  'nsfs',
+  'selinuxfs',
+]);
 
 /** The mount plan under a host directory: paths relative to it. */
 export function mountPlan(hostDir: string): { hide: string[]; remount: string[]; stuck: number } {
   const root = fs.realpathSync(hostDir);
-  const under = (p: string, dir: string) => dir === '/' ? p !== '/' : p.startsWith(`${dir}/`);
+  const under = (p: string, dir: string) => (dir === '/' ? p !== '/' : p.startsWith(`${dir}/`));
   const all = mountInfo();
   const subs = all.filter((m) => under(m.mountPoint, root));
   // Parents before children: by depth, then in mount order.
@@ -213,14 +256,43 @@ export function virtiofsdNofile(): number {
 }
 
 /** The command (unshare ... sh -c ... virtiofsd ...) that serves a share on sock. */
-export function virtiofsdCommand(virtiofsd: string, share: ResolvedShare, mountPoint: string, sock: string): { cmd: string; args: string[] } {
+export function virtiofsdCommand(
+  virtiofsd: string,
+  share: ResolvedShare,
+  mountPoint: string,
+  sock: string,
+): { cmd: string; args: string[] } {
   const flags = share.writable ? 'nosuid,nodev' : 'ro,nosuid,nodev';
   const plan = mountPlan(share.hostDir);
   return {
     cmd: 'unshare',
-    args: ['--mount', '--propagation', 'private', '--', '/bin/sh', '-c', NS_SCRIPT, 'qcuda-share', flags, share.hostDir, mountPoint, String(plan.stuck), String(virtiofsdNofile()),
-      ...plan.hide.map((h) => `H:${h}`), ...plan.remount.map((r) => `R:${r}`), '--',
-      virtiofsd, `--socket-path=${sock}`, `--rlimit-nofile=${virtiofsdNofile()}`, '-o', `source=${mountPoint}`, '-o', 'cache=auto',
-      ...(share.flat ? [] : ['-o', 'announce_submounts']), '-o', 'log_level=warn'],
+    args: [
+      '--mount',
+      '--propagation',
+      'private',
+      '--',
+      '/bin/sh',
+      '-c',
+      NS_SCRIPT,
+      'qcuda-share',
+      flags,
+      share.hostDir,
+      mountPoint,
+      String(plan.stuck),
+      String(virtiofsdNofile()),
+      ...plan.hide.map((h) => `H:${h}`),
+      ...plan.remount.map((r) => `R:${r}`),
+      '--',
+      virtiofsd,
+      `--socket-path=${sock}`,
+      `--rlimit-nofile=${virtiofsdNofile()}`,
+      '-o',
+      `source=${mountPoint}`,
+      '-o',
+      'cache=auto',
+      ...(share.flat ? [] : ['-o', 'announce_submounts']),
+      '-o',
+      'log_level=warn',
+    ],
   };
 }

@@ -11,13 +11,13 @@
 #define SIZE (256ull << 20)
 #define REPS 10
 
-#define CHECK(x)                                                             \
-  do {                                                                       \
-    cudaError_t e_ = (x);                                                    \
-    if (e_ != cudaSuccess) {                                                 \
+#define CHECK(x)                                                                          \
+  do {                                                                                    \
+    cudaError_t e_ = (x);                                                                 \
+    if (e_ != cudaSuccess) {                                                              \
       fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(2);                                                               \
-    }                                                                        \
+      exit(2);                                                                            \
+    }                                                                                     \
   } while (0)
 
 static unsigned char pattern(size_t i, int seed) { return (unsigned char)((i * 131 + (i >> 12) + seed) & 0xff); }

@@ -4,10 +4,9 @@
 // whole run's totals. Modes:
 //   sgemm   a tiled single-precision GEMM (N x N, --size) in a loop, synchronized every 8
 //   train   a training-like step: forward GEMM, two backward GEMMs, an update; synchronized each step
-//   infer   small-batch inference: 3 layers of a 32 x 1024 x 1024 GEMM + ReLU, synchronized each step (latency measured)
-//   long    noisy: one kernel that spins --ms milliseconds, again and again
-//   bw      noisy: a streaming copy over 2 x --size MiB, again and again
-//   storm   noisy: empty kernels launched back to back, synchronized every 4096
+//   infer   small-batch inference: 3 layers of a 32 x 1024 x 1024 GEMM + ReLU, synchronized each step (latency
+//   measured) long    noisy: one kernel that spins --ms milliseconds, again and again bw      noisy: a streaming copy
+//   over 2 x --size MiB, again and again storm   noisy: empty kernels launched back to back, synchronized every 4096
 //   copy    host-provider smoke: 64 KiB copies in and out (no kernel)
 // Build: nvcc -O3 -arch=sm_90 -cudart=shared -o tenant tenant.cu
 #include <cuda_runtime.h>
@@ -20,7 +19,14 @@
 #include <string>
 #include <vector>
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "tenant: %s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+#define CK(x)                                                          \
+  do {                                                                 \
+    cudaError_t e_ = (x);                                              \
+    if (e_ != cudaSuccess) {                                           \
+      fprintf(stderr, "tenant: %s: %s\n", #x, cudaGetErrorString(e_)); \
+      exit(1);                                                         \
+    }                                                                  \
+  } while (0)
 
 constexpr int T = 16;
 __global__ void sgemm(int m, int n, int k, const float *a, const float *b, float *c, int relu) {
@@ -41,7 +47,8 @@ __global__ void update(float *w, const float *g, size_t n) {
 }
 __global__ void spin(long long cycles) {
   long long t0 = clock64();
-  while (clock64() - t0 < cycles) {}
+  while (clock64() - t0 < cycles) {
+  }
 }
 __global__ void stream(float4 *d, const float4 *s, size_t n) {
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) d[i] = s[i];
@@ -52,7 +59,9 @@ static void gemm(int m, int n, int k, const float *a, const float *b, float *c, 
   sgemm<<<dim3((n + T - 1) / T, (m + T - 1) / T), dim3(T, T)>>>(m, n, k, a, b, c, relu);
 }
 
-static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+static double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 static double pct(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -68,12 +77,20 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     auto val = [&](const char *k) { return a.rfind(k, 0) == 0 ? a.c_str() + strlen(k) : nullptr; };
-    if (auto v = val("--mode=")) mode = v;
-    else if (auto v = val("--name=")) name = v;
-    else if (auto v = val("--seconds=")) seconds = atof(v);
-    else if (auto v = val("--size=")) size = atoi(v);
-    else if (auto v = val("--ms=")) ms = atof(v);
-    else { fprintf(stderr, "tenant: unknown argument %s\n", argv[i]); return 2; }
+    if (auto v = val("--mode="))
+      mode = v;
+    else if (auto v = val("--name="))
+      name = v;
+    else if (auto v = val("--seconds="))
+      seconds = atof(v);
+    else if (auto v = val("--size="))
+      size = atoi(v);
+    else if (auto v = val("--ms="))
+      ms = atof(v);
+    else {
+      fprintf(stderr, "tenant: unknown argument %s\n", argv[i]);
+      return 2;
+    }
   }
   int clockKhz = 1500000;
   if (mode != "copy") CK(cudaDeviceGetAttribute(&clockKhz, cudaDevAttrClockRate, 0));
@@ -91,15 +108,18 @@ int main(int argc, char **argv) {
   CK(cudaMemcpy(b, host.data(), elems * 4, cudaMemcpyHostToDevice));
   // Units of work: GFLOP for the GEMM modes, steps otherwise.
   const char *unit = (mode == "sgemm" || mode == "train") ? "gflop" : mode == "bw" ? "gbyte" : "steps";
-  double perStep = mode == "sgemm" ? 8 * 2.0 * N * N * N / 1e9 : mode == "train" ? 3 * 2.0 * N * N * N / 1e9
-                 : mode == "bw" ? 2.0 * elems * 4 / 1e9 : 1;
+  double perStep = mode == "sgemm"   ? 8 * 2.0 * N * N * N / 1e9
+                   : mode == "train" ? 3 * 2.0 * N * N * N / 1e9
+                   : mode == "bw"    ? 2.0 * elems * 4 / 1e9
+                                     : 1;
   std::vector<double> lat, all;
   double t0 = now(), win = t0, units = 0, total = 0;
   int window = 0;
   auto flush = [&](double t) {
-    printf("{\"tenant\":\"%s\",\"mode\":\"%s\",\"window\":%d,\"t\":%.3f,\"units\":%.4f,\"unit\":\"%s\",\"per_s\":%.4f", name.c_str(), mode.c_str(),
-           window, t - t0, units, unit, units / (t - win));
-    if (!lat.empty()) printf(",\"steps\":%zu,\"p50_us\":%.1f,\"p99_us\":%.1f", lat.size(), pct(lat, 0.5), pct(lat, 0.99));
+    printf("{\"tenant\":\"%s\",\"mode\":\"%s\",\"window\":%d,\"t\":%.3f,\"units\":%.4f,\"unit\":\"%s\",\"per_s\":%.4f",
+           name.c_str(), mode.c_str(), window, t - t0, units, unit, units / (t - win));
+    if (!lat.empty())
+      printf(",\"steps\":%zu,\"p50_us\":%.1f,\"p99_us\":%.1f", lat.size(), pct(lat, 0.5), pct(lat, 0.99));
     printf("}\n");
     fflush(stdout);
     all.insert(all.end(), lat.begin(), lat.end());
@@ -145,8 +165,10 @@ int main(int argc, char **argv) {
   }
   if (units > 0 && now() - win > 0.5) flush(now());
   double el = now() - t0;
-  printf("{\"tenant\":\"%s\",\"mode\":\"%s\",\"final\":true,\"seconds\":%.3f,\"units\":%.4f,\"unit\":\"%s\",\"per_s\":%.4f", name.c_str(), mode.c_str(),
-         el, total, unit, total / el);
+  printf(
+      "{\"tenant\":\"%s\",\"mode\":\"%s\",\"final\":true,\"seconds\":%.3f,\"units\":%.4f,\"unit\":\"%s\",\"per_s\":%."
+      "4f",
+      name.c_str(), mode.c_str(), el, total, unit, total / el);
   if (!all.empty()) printf(",\"steps\":%zu,\"p50_us\":%.1f,\"p99_us\":%.1f", all.size(), pct(all, 0.5), pct(all, 0.99));
   printf("}\n");
   return 0;

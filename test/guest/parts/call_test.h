@@ -34,22 +34,22 @@
 
 extern const char *dev;
 extern uint64_t big;
-extern int use_fd;	/* -F: an inherited open file instead of dev */
+extern int use_fd; /* -F: an inherited open file instead of dev */
 extern unsigned long checks, failures;
 extern pthread_mutex_t count_lock;
 
-#define CHECK(cond, ...)							\
-	do {									\
-		bool ok_ = (cond);						\
-		pthread_mutex_lock(&count_lock);				\
-		checks++;							\
-		if (!ok_) {							\
-			failures++;						\
-			printf("FAIL %s:%d: ", __func__, __LINE__);		\
-			printf(__VA_ARGS__);					\
-			printf("\n");						\
-		}								\
-		pthread_mutex_unlock(&count_lock);				\
+#define CHECK(cond, ...)                                            \
+	do {                                                        \
+		bool ok_ = (cond);                                  \
+		pthread_mutex_lock(&count_lock);                    \
+		checks++;                                           \
+		if (!ok_) {                                         \
+			failures++;                                 \
+			printf("FAIL %s:%d: ", __func__, __LINE__); \
+			printf(__VA_ARGS__);                        \
+			printf("\n");                               \
+		}                                                   \
+		pthread_mutex_unlock(&count_lock);                  \
 	} while (0)
 
 /* ---- call_test.c: helpers ---- */
@@ -58,9 +58,8 @@ double now(void);
 int xopen(void);
 void *xmap(size_t n);
 /* ioctl(QCUDA_IOC_CALL): 0 or -errno; the reply in *c. */
-int call(int fd, uint32_t cmd, const void *args, uint32_t args_len, void *out,
-	 uint32_t out_len, uint32_t dir, const void *data, uint64_t data_len,
-	 struct qcuda_call *c);
+int call(int fd, uint32_t cmd, const void *args, uint32_t args_len, void *out, uint32_t out_len, uint32_t dir,
+	 const void *data, uint64_t data_len, struct qcuda_call *c);
 uint64_t dmalloc(int fd, uint64_t size);
 /* MEMCPY_HTOD / _DTOH: ioctl result, status in *st. */
 int copy(int fd, bool to_dev, uint64_t dptr, void *host, uint64_t n, uint32_t *st);

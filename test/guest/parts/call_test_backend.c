@@ -12,8 +12,8 @@ static uint64_t seed = 100;
 
 /* HTOD n bytes from src+so to dptr+doff, DTOH back into dst+dso; every
  * byte, and the bytes around the destination, checked. */
-static void roundtrip(int fd, uint64_t dptr, uint64_t doff, size_t n, uint8_t *src, size_t so,
-		      uint8_t *dst, size_t dso, double *t_to, double *t_from)
+static void roundtrip(int fd, uint64_t dptr, uint64_t doff, size_t n, uint8_t *src, size_t so, uint8_t *dst, size_t dso,
+		      double *t_to, double *t_from)
 {
 	uint32_t st;
 	ssize_t d;
@@ -33,20 +33,33 @@ static void roundtrip(int fd, uint64_t dptr, uint64_t doff, size_t n, uint8_t *s
 		*t_from = now() - t0;
 	CHECK(r == 0 && st == 0, "DTOH %zu bytes (dst +%zu): ret %d status %u", n, dso, r, st);
 	d = first_diff(src + so, dst + dso, n);
-	CHECK(d < 0, "%zu bytes (src +%zu dst +%zu dev +%" PRIu64 "): first wrong byte at %zd: %#x != %#x",
-	      n, so, dso, doff, d, d < 0 ? 0 : dst[dso + d], d < 0 ? 0 : src[so + d]);
+	CHECK(d < 0, "%zu bytes (src +%zu dst +%zu dev +%" PRIu64 "): first wrong byte at %zd: %#x != %#x", n, so, dso,
+	      doff, d, d < 0 ? 0 : dst[dso + d], d < 0 ? 0 : src[so + d]);
 	CHECK((!dso || dst[dso - 1] == 0xa5) && dst[dso + n] == 0xa5 && dst[dso + n + 15] == 0xa5,
 	      "%zu bytes at +%zu: bytes around the destination overwritten", n, dso);
 }
 
 void test_copies(int fd)
 {
-	static const struct { size_t n, so, dso; uint64_t doff; } cases[] = {
-		{ 1, 0, 0, 0 }, { 1, 4095, 4095, 1 }, { 2, 4095, 4095, 0 }, { 3, 4094, 1, 5 },
-		{ 4095, 1, 0, 0 }, { 4096, 0, 0, 0 }, { 4096, 1, 4095, 0 }, { 4097, 4095, 7, 3 },
-		{ 12, 4090, 4090, 0 }, { 65539, 100, 3000, 1 },
-		{ QCUDA_CHUNK - 1, 1, 0, 0 }, { QCUDA_CHUNK, 0, 0, 0 }, { QCUDA_CHUNK, 4095, 1, 0 },
-		{ QCUDA_CHUNK + 1, 4095, 1, 5 }, { 2 * QCUDA_CHUNK - 4096, 2048, 2048, 0 },
+	static const struct {
+		size_t n, so, dso;
+		uint64_t doff;
+	} cases[] = {
+		{ 1, 0, 0, 0 },
+		{ 1, 4095, 4095, 1 },
+		{ 2, 4095, 4095, 0 },
+		{ 3, 4094, 1, 5 },
+		{ 4095, 1, 0, 0 },
+		{ 4096, 0, 0, 0 },
+		{ 4096, 1, 4095, 0 },
+		{ 4097, 4095, 7, 3 },
+		{ 12, 4090, 4090, 0 },
+		{ 65539, 100, 3000, 1 },
+		{ QCUDA_CHUNK - 1, 1, 0, 0 },
+		{ QCUDA_CHUNK, 0, 0, 0 },
+		{ QCUDA_CHUNK, 4095, 1, 0 },
+		{ QCUDA_CHUNK + 1, 4095, 1, 5 },
+		{ 2 * QCUDA_CHUNK - 4096, 2048, 2048, 0 },
 		{ 3 * QCUDA_CHUNK + 12345, 17, 4000, 0 },
 	};
 	size_t room = big + 2 * PG;
@@ -60,8 +73,8 @@ void test_copies(int fd)
 		roundtrip(fd, dptr, cases[i].doff, cases[i].n, src, cases[i].so, dst, cases[i].dso, NULL, NULL);
 
 	roundtrip(fd, dptr, 0, big, src, 0, dst, 0, &tt, &tf);
-	printf("  %" PRIu64 " MiB aligned: HTOD %.2f s (%.0f MB/s), DTOH %.2f s (%.0f MB/s)\n", big / MiB,
-	       tt, big / tt / 1e6, tf, big / tf / 1e6);
+	printf("  %" PRIu64 " MiB aligned: HTOD %.2f s (%.0f MB/s), DTOH %.2f s (%.0f MB/s)\n", big / MiB, tt,
+	       big / tt / 1e6, tf, big / tf / 1e6);
 	roundtrip(fd, dptr, 7, big - 7, src, 1, dst, 4095, &tt, &tf);
 	printf("  %" PRIu64 " MiB - 7 unaligned: HTOD %.2f s, DTOH %.2f s\n", big / MiB, tt, tf);
 	/* Warm: the device memory is touched, the host pages are present. */
@@ -75,8 +88,8 @@ void test_copies(int fd)
 		if (now() - t0 < best[i & 1])
 			best[i & 1] = now() - t0;
 	}
-	printf("  %" PRIu64 " MiB warm, best of 3: HTOD %.1f ms (%.0f MB/s), DTOH %.1f ms (%.0f MB/s)\n",
-	       big / MiB, best[1] * 1e3, big / best[1] / 1e6, best[0] * 1e3, big / best[0] / 1e6);
+	printf("  %" PRIu64 " MiB warm, best of 3: HTOD %.1f ms (%.0f MB/s), DTOH %.1f ms (%.0f MB/s)\n", big / MiB,
+	       best[1] * 1e3, big / best[1] / 1e6, best[0] * 1e3, big / best[0] / 1e6);
 
 	r = copy(fd, true, dptr, src, 0, &st);
 	CHECK(r == 0 && st == 0, "copy of 0 bytes: %d status %u", r, st);
@@ -177,8 +190,8 @@ void test_host_map(int fd)
 	struct qcuda_args_memcpy dd = { .dst = hptr + 60000, .src = dptr, .size = sizeof(pat) };
 
 	r = call(fd, QCUDA_CMD_MEMCPY_DTOD, &dd, sizeof(dd), NULL, 0, QCUDA_DATA_NONE, NULL, 0, &c);
-	CHECK(r == 0 && c.status == 0 && !memcmp(m + 60000, pat, sizeof(pat)), "DTOD into the host mapping: %d %u",
-	      r, c.status);
+	CHECK(r == 0 && c.status == 0 && !memcmp(m + 60000, pat, sizeof(pat)), "DTOD into the host mapping: %d %u", r,
+	      c.status);
 
 	CHECK(host_free(fd, a.mmap_offset) == -EBUSY, "HOST_FREE while mapped into the device");
 	struct qcuda_args_ptr up = { .ptr = hptr };
@@ -221,8 +234,8 @@ void test_misc_calls(int fd)
 	r = call(fd, QCUDA_CMD_HELLO, &ha, sizeof(ha), (void *)8, sizeof(h), QCUDA_DATA_NONE, NULL, 0, &c);
 	CHECK(r == -EFAULT, "HELLO with out at 8: %d", r);
 	r = call(fd, QCUDA_CMD_HELLO, &ha, sizeof(ha), &h, sizeof(h) + 100, QCUDA_DATA_NONE, NULL, 0, &c);
-	CHECK(r == 0 && c.status == 0 && c.out_written == sizeof(h), "HELLO with more out room: %d %u %u",
-	      r, c.status, c.out_written);
+	CHECK(r == 0 && c.status == 0 && c.out_written == sizeof(h), "HELLO with more out room: %d %u %u", r, c.status,
+	      c.out_written);
 	r = call(fd, QCUDA_CMD_MALLOC, &ha, sizeof(ha) - 1, NULL, 0, QCUDA_DATA_NONE, NULL, 0, &c);
 	CHECK(r == 0 && c.status == QCUDA_ST_BAD_REQUEST, "MALLOC with short args: %d %#x", r, c.status);
 }
@@ -239,11 +252,12 @@ void test_sessions(int fd)
 	dmalloc(fd2, 32 * MiB);
 	f1 = meminfo(fd).free;
 	CHECK(!ioctl(fd, QCUDA_IOC_INFO, &i1) && !ioctl(fd2, QCUDA_IOC_INFO, &i2) && i1.session && i2.session &&
-	      i1.session != i2.session, "sessions %#" PRIx64 " %#" PRIx64, (uint64_t)i1.session, (uint64_t)i2.session);
+		      i1.session != i2.session,
+	      "sessions %#" PRIx64 " %#" PRIx64, (uint64_t)i1.session, (uint64_t)i2.session);
 	close(fd2);
 	f2 = meminfo(fd).free;
-	CHECK(f1 == f0 - 32 * MiB && f2 == f0, "device free %" PRIu64 " -> %" PRIu64 " -> %" PRIu64 " after close",
-	      f0, f1, f2);
+	CHECK(f1 == f0 - 32 * MiB && f2 == f0, "device free %" PRIu64 " -> %" PRIu64 " -> %" PRIu64 " after close", f0,
+	      f1, f2);
 }
 
 /* A process killed in the middle of a big copy: its session is still closed. */
@@ -299,7 +313,7 @@ static void on_alarm(int sig)
 /* Ordinary signals do not make calls fail (killable waits). */
 void test_signals(int fd)
 {
-	struct sigaction sa = { .sa_handler = on_alarm };	/* no SA_RESTART */
+	struct sigaction sa = { .sa_handler = on_alarm }; /* no SA_RESTART */
 	struct itimerval it = { { 0, 500 }, { 0, 500 } };
 	size_t n = 32 * MiB;
 	uint8_t *a = xmap(n), *b = xmap(n);

@@ -34,7 +34,7 @@ void test_validation(int fd)
 	CHECK(r == -EFAULT, "args at 8: %d", r);
 	r = call(fd, QCUDA_CMD_HELLO, two + PG - 4, 8, NULL, 0, QCUDA_DATA_NONE, NULL, 0, NULL);
 	CHECK(r == 0 || r != -EFAULT, "args crossing into a mapped page: %d", r);
-	munmap(two + PG, PG);	/* now a hole after the first page */
+	munmap(two + PG, PG); /* now a hole after the first page */
 	r = call(fd, QCUDA_CMD_HELLO, two + PG - 4, 8, NULL, 0, QCUDA_DATA_NONE, NULL, 0, NULL);
 	CHECK(r == -EFAULT, "args running into a hole: %d", r);
 	r = call(fd, QCUDA_CMD_MEMCPY_HTOD, &mc, sizeof(mc), NULL, 0, QCUDA_DATA_TO_DEVICE, NULL, 4096, NULL);
@@ -82,7 +82,7 @@ void test_host_alloc(int fd)
 	r = host_alloc(fd, 4 * MiB, QCUDA_HOST_CONTIGUOUS, &c4);
 	CHECK(r == 0 && c4.gpa && c4.gpa % (4 * MiB) == 0, "contiguous 4 MiB: %d gpa %#" PRIx64, r, (uint64_t)c4.gpa);
 	m1 = map_alloc(fd, c4.mmap_offset, 4 * MiB);
-	m2 = map_alloc(fd, c4.mmap_offset + PG, 2 * PG);	/* a window into it */
+	m2 = map_alloc(fd, c4.mmap_offset + PG, 2 * PG); /* a window into it */
 	if (m1 && m2) {
 		CHECK(m1[0] == 0 && m1[4 * MiB - 1] == 0, "not zeroed");
 		fill(m1, 4 * MiB, 1);
@@ -117,12 +117,13 @@ void test_host_alloc(int fd)
 		fill(m3, 3 * MiB + 5, 2);
 		CHECK(m3[3 * MiB + PG - 1] == 0, "tail of the last page not zero");
 		r = gpa_of(fd, m3 + 7, 100, &g);
-		CHECK(r == 0 && g == phys_of(m3 + 7), "GPA of one page: %d %#" PRIx64 " pagemap %#" PRIx64,
-		      r, g, phys_of(m3 + 7));
+		CHECK(r == 0 && g == phys_of(m3 + 7), "GPA of one page: %d %#" PRIx64 " pagemap %#" PRIx64, r, g,
+		      phys_of(m3 + 7));
 		r = gpa_of(fd, m3, 3 * MiB, &g);
-		CHECK((r == 0) == phys_contig(m3, 3 * MiB), "GPA of 3 MiB %d, pagemap contiguous %d",
-		      r, phys_contig(m3, 3 * MiB));
-		CHECK((nc.gpa != 0) == phys_contig(m3, 3 * MiB + 5), "alloc gpa %#" PRIx64 " vs pagemap", (uint64_t)nc.gpa);
+		CHECK((r == 0) == phys_contig(m3, 3 * MiB), "GPA of 3 MiB %d, pagemap contiguous %d", r,
+		      phys_contig(m3, 3 * MiB));
+		CHECK((nc.gpa != 0) == phys_contig(m3, 3 * MiB + 5), "alloc gpa %#" PRIx64 " vs pagemap",
+		      (uint64_t)nc.gpa);
 	}
 
 	/* HOST_FREE: the mapping keeps the pages until munmap. */
@@ -223,7 +224,11 @@ void test_register(int fd)
 	munmap(thp, 4 * MiB);
 
 	/* Hugetlb pages, where the admin reserved some (informational). */
-	static const struct { size_t sz; int flag; const char *name; } huge[] = {
+	static const struct {
+		size_t sz;
+		int flag;
+		const char *name;
+	} huge[] = {
 		{ 2 * MiB, 21 << MAP_HUGE_SHIFT, "2 MiB" },
 		{ 1024 * MiB, 30 << MAP_HUGE_SHIFT, "1 GiB" },
 	};

@@ -25,17 +25,17 @@ template <int K> __global__ void add_k(unsigned *p, int n)
 }
 
 /* Part A: scale is p = p * 3 + coef[i % 4], fill is p = 10 i + 1, tag is p ^= 0xa0a0. */
-cudaError_t part_a_init(void);		/* sets A's coef = {11, 12, 13, 14}, counter = 0 */
-cudaError_t part_a_scale(unsigned *d, int n, cudaStream_t s);	/* launches A's scale in A */
-cudaError_t part_a_counter(unsigned *v);	/* A's counter: threads that ran A's scale */
+cudaError_t part_a_init(void); /* sets A's coef = {11, 12, 13, 14}, counter = 0 */
+cudaError_t part_a_scale(unsigned *d, int n, cudaStream_t s); /* launches A's scale in A */
+cudaError_t part_a_counter(unsigned *v); /* A's counter: threads that ran A's scale */
 cudaError_t part_a_counter_address(void **p);
-cudaError_t part_a_add7(unsigned *d, int n);	/* add_k<7>, launched in A */
+cudaError_t part_a_add7(unsigned *d, int n); /* add_k<7>, launched in A */
 mm_kernel part_a_scale_ptr(void);
 mm_kernel part_a_fill_ptr(void);
 mm_kernel part_a_tag_ptr(void);
 
 /* Part B: scale is p = p * 5 + coef[i % 4], fill is p = 20 i + 2, tag is p ^= 0x0b0b. */
-cudaError_t part_b_init(void);		/* sets B's coef = {21, 22, 23, 24}, counter = 0 */
+cudaError_t part_b_init(void); /* sets B's coef = {21, 22, 23, 24}, counter = 0 */
 cudaError_t part_b_scale(unsigned *d, int n, cudaStream_t s);
 cudaError_t part_b_counter(unsigned *v);
 cudaError_t part_b_counter_address(void **p);

@@ -16,7 +16,8 @@ static __global__ void scale(unsigned *p, int n)
 	}
 }
 
-namespace mm_a {
+namespace mm_a
+{
 __global__ void fill(unsigned *p, int n)
 {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -24,9 +25,10 @@ __global__ void fill(unsigned *p, int n)
 	if (i < n)
 		p[i] = (unsigned)i * 10 + 1;
 }
-}
+} // namespace mm_a
 
-namespace {
+namespace
+{
 __global__ void tag(unsigned *p, int n)
 {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -34,7 +36,7 @@ __global__ void tag(unsigned *p, int n)
 	if (i < n)
 		p[i] ^= 0xa0a0u;
 }
-}
+} // namespace
 
 cudaError_t part_a_init(void)
 {

@@ -78,7 +78,13 @@ function sideOf(c: Call<'MEMCPY_3D_HTOD' | 'MEMCPY_3D_DTOH' | 'MEMCPY_3D_DTOD'>,
   const pitch = which === 'dst' ? a.dst_pitch : a.src_pitch;
   const rows = which === 'dst' ? a.dst_rows : a.src_rows;
   const pos: Pos = which === 'dst' ? { x: a.dst_x, y: a.dst_y, z: a.dst_z } : { x: a.src_x, y: a.src_y, z: a.src_z };
-  for (const [n, v] of [['pitch', pitch], ['rows', rows], ['x', pos.x], ['y', pos.y], ['z', pos.z]] as const)
+  for (const [n, v] of [
+    ['pitch', pitch],
+    ['rows', rows],
+    ['x', pos.x],
+    ['y', pos.y],
+    ['z', pos.z],
+  ] as const)
     if (v >= BIG) throw inval(`${what}: ${n} ${v}`);
   const multiRow = ext.height > 1n || ext.depth > 1n;
   switch (kind) {
@@ -89,7 +95,8 @@ function sideOf(c: Call<'MEMCPY_3D_HTOD' | 'MEMCPY_3D_DTOH' | 'MEMCPY_3D_DTOD'>,
       return { kind: 'host', pitch, rows: rows < ext.height ? ext.height : rows };
     }
     case QCUDA_MEM_LINEAR: {
-      if (multiRow && pitch < pos.x + ext.width) throw new CudaError(CudaErr.InvalidPitchValue, `${what}: pitch ${pitch} < x + width ${pos.x + ext.width}`);
+      if (multiRow && pitch < pos.x + ext.width)
+        throw new CudaError(CudaErr.InvalidPitchValue, `${what}: pitch ${pitch} < x + width ${pos.x + ext.width}`);
       if ((ext.depth > 1n || pos.z > 0n) && rows < pos.y + ext.height) throw inval(`${what}: ${rows} rows per slice < y + height`);
       const first = h + pos.z * pitch * rows + pos.y * pitch + pos.x;
       c.session.checkRange(first, span(pitch, rows, ext), what);
@@ -116,9 +123,12 @@ function checkInArray(a: SessionArray, pos: Pos, e: Extent, what: string): void 
   const w = a.desc.width * a.elemSize;
   const h = a.desc.height === 0n ? 1n : a.desc.height;
   const d = a.desc.depth === 0n ? 1n : a.desc.depth;
-  if (pos.x % a.elemSize !== 0n || e.width % a.elemSize !== 0n) throw inval(`${what}: x ${pos.x} and width ${e.width} must be multiples of the element size ${a.elemSize}`);
+  if (pos.x % a.elemSize !== 0n || e.width % a.elemSize !== 0n)
+    throw inval(`${what}: x ${pos.x} and width ${e.width} must be multiples of the element size ${a.elemSize}`);
   if (pos.x + e.width > w || pos.y + e.height > h || pos.z + e.depth > d)
-    throw inval(`${what}: box at (${pos.x}, ${pos.y}, ${pos.z}) of ${e.width}x${e.height}x${e.depth} runs past the array (${w} bytes x ${h} x ${d})`);
+    throw inval(
+      `${what}: box at (${pos.x}, ${pos.y}, ${pos.z}) of ${e.width}x${e.height}x${e.depth} runs past the array (${w} bytes x ${h} x ${d})`,
+    );
 }
 
 function extentOf(c: Call<'MEMCPY_3D_HTOD' | 'MEMCPY_3D_DTOH' | 'MEMCPY_3D_DTOD'>): Extent | undefined {
@@ -151,7 +161,13 @@ export function hostBlocks(pitch: bigint, rows: bigint, e: Extent, pos: Pos, a: 
   let end = first((x) => ho(x) >= b);
   const out: HostBlock[] = [];
   const row = (x: bigint, from: bigint, to: bigint) =>
-    out.push({ off: ho(x) + from - a, pitch, rows, pos: { x: pos.x + from, y: pos.y + (x % H), z: pos.z + x / H }, extent: { width: to - from, height: 1n, depth: 1n } });
+    out.push({
+      off: ho(x) + from - a,
+      pitch,
+      rows,
+      pos: { x: pos.x + from, y: pos.y + (x % H), z: pos.z + x / H },
+      extent: { width: to - from, height: 1n, depth: 1n },
+    });
   if (r >= end) return out;
   if (ho(r) < a || ho(r) + e.width > b) {
     row(r, a > ho(r) ? a - ho(r) : 0n, (ho(r) + e.width < b ? ho(r) + e.width : b) - ho(r));
@@ -172,7 +188,13 @@ export function hostBlocks(pitch: bigint, rows: bigint, e: Extent, pos: Pos, a: 
     } else {
       h = H - y < end - r ? H - y : end - r;
     }
-    out.push({ off: ho(r) - a, pitch, rows, pos: { x: pos.x, y: pos.y + y, z: pos.z + z }, extent: { width: e.width, height: h, depth: d } });
+    out.push({
+      off: ho(r) - a,
+      pitch,
+      rows,
+      pos: { x: pos.x, y: pos.y + y, z: pos.z + z },
+      extent: { width: e.width, height: h, depth: d },
+    });
     r += h * d;
   }
   return out;
@@ -214,7 +236,8 @@ function texResource(s: Session, a: Call<'TEX_CREATE'>['args']): TexResource {
     }
     case 3: {
       const elem = elementSize(a.format, a.channels);
-      if (a.width === 0n || a.height === 0n || a.width >= BIG || a.height >= BIG || a.pitch >= BIG) throw inval(`pitch2D texture ${a.width}x${a.height}`);
+      if (a.width === 0n || a.height === 0n || a.width >= BIG || a.height >= BIG || a.pitch >= BIG)
+        throw inval(`pitch2D texture ${a.width}x${a.height}`);
       if (a.pitch < a.width * elem) throw new CudaError(CudaErr.InvalidPitchValue, `pitch ${a.pitch} < a row of ${a.width * elem} bytes`);
       s.checkRange(a.res, (a.height - 1n) * a.pitch + a.width * elem, 'cudaCreateTextureObject (pitch2D)');
       return { kind: 'pitch2d', ptr: a.res, format: a.format, channels: a.channels, width: a.width, height: a.height, pitch: a.pitch };
@@ -232,15 +255,32 @@ function texDesc(a: Call<'TEX_CREATE'>['args']): TexDesc {
   const am = a.address_mode;
   const bc = a.border_color;
   return {
-    addressMode: [am[0], am[1], am[2]], filterMode: a.filter_mode, flags: a.flags, maxAnisotropy: a.max_anisotropy,
-    mipmapFilterMode: a.mipmap_filter_mode, mipmapLevelBias: a.mipmap_level_bias, minLod: a.min_lod, maxLod: a.max_lod,
+    addressMode: [am[0], am[1], am[2]],
+    filterMode: a.filter_mode,
+    flags: a.flags,
+    maxAnisotropy: a.max_anisotropy,
+    mipmapFilterMode: a.mipmap_filter_mode,
+    mipmapLevelBias: a.mipmap_level_bias,
+    minLod: a.min_lod,
+    maxLod: a.max_lod,
     borderColor: [bc[0], bc[1], bc[2], bc[3]],
   };
 }
 
 export const ARRAY_COMMANDS: Runs<
-  | 'MEMCPY_3D_HTOD' | 'MEMCPY_3D_DTOH' | 'MEMCPY_3D_DTOD' | 'MEMSET_2D' | 'ARRAY_CREATE' | 'ARRAY_DESTROY' | 'MIPMAP_CREATE' | 'MIPMAP_LEVEL' | 'MIPMAP_DESTROY'
-  | 'TEX_CREATE' | 'TEX_DESTROY' | 'SURF_CREATE' | 'SURF_DESTROY'
+  | 'MEMCPY_3D_HTOD'
+  | 'MEMCPY_3D_DTOH'
+  | 'MEMCPY_3D_DTOD'
+  | 'MEMSET_2D'
+  | 'ARRAY_CREATE'
+  | 'ARRAY_DESTROY'
+  | 'MIPMAP_CREATE'
+  | 'MIPMAP_LEVEL'
+  | 'MIPMAP_DESTROY'
+  | 'TEX_CREATE'
+  | 'TEX_DESTROY'
+  | 'SURF_CREATE'
+  | 'SURF_DESTROY'
 > = {
   async MEMCPY_3D_HTOD(c) {
     const k = hostCopy(c, true);
@@ -305,7 +345,8 @@ export const ARRAY_COMMANDS: Runs<
     const desc: ArrayDesc = { width: a.width, height: a.height, depth: a.depth, format: a.format, channels: a.channels, flags: a.flags };
     const elem = checkArrayDesc(desc);
     if (desc.flags & ARRAY_SURFACE_LDST) throw inval('a mipmapped array has no surface load/store');
-    if (a.levels < 1 || a.levels > maxLevels(desc)) throw inval(`${a.levels} levels for a ${desc.width}x${desc.height}x${desc.depth} array`);
+    if (a.levels < 1 || a.levels > maxLevels(desc))
+      throw inval(`${a.levels} levels for a ${desc.width}x${desc.height}x${desc.depth} array`);
     let bytes = 0n;
     for (let l = 0; l < a.levels; l++) bytes += arrayBytes(levelDesc(desc, l), elem);
     const r = c.session.reserve(bytes);

@@ -11,7 +11,18 @@
 // call's, which reports the other entries' first failure.
 import type { BatchEnding, Call, Result, Run, Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
-import { CALLS, Cmd, cmdName, decode, LAYOUT, QCUDA_BATCH_ENDS_SYNC, QCUDA_MAX_BATCH, Status, type CmdName, type StructName } from '../proto';
+import {
+  CALLS,
+  Cmd,
+  cmdName,
+  decode,
+  LAYOUT,
+  QCUDA_BATCH_ENDS_SYNC,
+  QCUDA_MAX_BATCH,
+  Status,
+  type CmdName,
+  type StructName,
+} from '../proto';
 import type { LaunchDesc } from '../provider';
 import { postedLaunch } from './launch';
 import { later, then, type Now } from '../../sys/now';
@@ -59,7 +70,8 @@ const bad = (msg: string) => new CudaError(Status.BAD_REQUEST, `BATCH: ${msg}`);
 
 /** The batch's bytes, copied out of guest memory. */
 function gather(c: Call<'BATCH'>, bytes: bigint): Uint8Array {
-  if (bytes > BigInt(QCUDA_MAX_BATCH)) throw new CudaError(Status.TOO_LARGE, `BATCH of ${bytes} bytes (QCUDA_MAX_BATCH is ${QCUDA_MAX_BATCH})`);
+  if (bytes > BigInt(QCUDA_MAX_BATCH))
+    throw new CudaError(Status.TOO_LARGE, `BATCH of ${bytes} bytes (QCUDA_MAX_BATCH is ${QCUDA_MAX_BATCH})`);
   if (c.dataOffset !== 0n || c.dataLen !== bytes) throw bad(`${c.dataLen} data bytes at ${c.dataOffset} for a batch of ${bytes}`);
   const out = new Uint8Array(Number(bytes));
   let at = 0;
@@ -133,7 +145,16 @@ type BatchCaller = Pick<Call, 'session' | 'queue' | 'dev'>;
 /** An entry as a command of its own sees it: the batch's session and queue, its own arguments, no data. */
 function entryCall(c: BatchCaller, args: object): Call {
   // Written out, not spread from c: a spread copies every field the slow way, on every synchronize that ends a batch.
-  const call = { session: c.session, args, queue: c.queue, data: [], dataOffset: 0n, dataLen: 0n, dev: c.dev, extra: NO_BYTES } satisfies Record<keyof Call, unknown>;
+  const call = {
+    session: c.session,
+    args,
+    queue: c.queue,
+    data: [],
+    dataOffset: 0n,
+    dataLen: 0n,
+    dev: c.dev,
+    extra: NO_BYTES,
+  } satisfies Record<keyof Call, unknown>;
   return call as unknown as Call;
 }
 
@@ -204,7 +225,13 @@ class Runner {
       const gate = cb.gate(stream)!;
       const l = postedLaunch(this.c.session, e.args);
       return then(this.#sendLaunches(), () => {
-        cb.defer(stream, gate, async () => (await this.c.session.context()).launchMany([l]), (err) => this.#late(err), e.args.length + DEFERRED_OVERHEAD);
+        cb.defer(
+          stream,
+          gate,
+          async () => (await this.c.session.context()).launchMany([l]),
+          (err) => this.#late(err),
+          e.args.length + DEFERRED_OVERHEAD,
+        );
       });
     }
     const name = cmdName(e.cmd) as Exclude<PostedCmd, 'LAUNCH'>;
@@ -217,7 +244,14 @@ class Runner {
       const run = this.runs[name] as Run<CmdName>;
       const call = entryCall(this.c, args);
       if (!gate) return then(run(call), nothing);
-      cb.defer(t.stream, gate, async () => void (await run(call)), (err) => this.#late(err), e.args.length + DEFERRED_OVERHEAD, t.records);
+      cb.defer(
+        t.stream,
+        gate,
+        async () => void (await run(call)),
+        (err) => this.#late(err),
+        e.args.length + DEFERRED_OVERHEAD,
+        t.records,
+      );
     });
   }
 
@@ -277,7 +311,8 @@ class Runner {
  */
 export function endBatch(c: BatchCaller, e: BatchEnding, runSync: RunSync): Now<Result> {
   const s = SYNCING.get(e.cmd);
-  if (s === undefined || e.args.length !== (s.args ? LAYOUT[s.args].size : 0)) throw bad(`${cmdName(e.cmd)} with ${e.args.length} argument bytes cannot end a batch`);
+  if (s === undefined || e.args.length !== (s.args ? LAYOUT[s.args].size : 0))
+    throw bad(`${cmdName(e.cmd)} with ${e.args.length} argument bytes cannot end a batch`);
   if (e.postedError !== 0) c.session.noteAsyncError(e.postedError);
   const call = entryCall(c, s.args ? decode(s.args, e.args) : {});
   const answer = (r: Result): Result => ({ status: r.status ?? 0, value: e.value });

@@ -15,10 +15,14 @@ export type ContextCmd = { [K in CmdName]: (typeof CALLS)[K] extends { context: 
 
 function lookup(s: Session, kind: HandleKind, h: bigint, ends: boolean): unknown {
   switch (kind) {
-    case 'stream': return ends ? s.takeStream(h) : s.stream(h);
-    case 'event': return ends ? s.takeEvent(h) : s.event(h);
-    case 'module': return ends ? s.modules.takeModule(h) : s.modules.module(h);
-    case 'function': return s.modules.func(h).ref;
+    case 'stream':
+      return ends ? s.takeStream(h) : s.stream(h);
+    case 'event':
+      return ends ? s.takeEvent(h) : s.event(h);
+    case 'module':
+      return ends ? s.modules.takeModule(h) : s.modules.module(h);
+    case 'function':
+      return s.modules.func(h).ref;
   }
 }
 
@@ -51,14 +55,22 @@ function quotaView(c: Call, m: Memory): Memory {
 
 function reply(c: Call, d: CallDecl, x: ContextDecl, ctx: ProviderContext, r: unknown): Result {
   switch (x.result) {
-    case 'none': return {};
-    case 'value': return { value: r as bigint };
-    case 'signed': return { value: BigInt.asUintN(64, BigInt(r as number)) };
-    case 'ready': return { status: r ? CudaErr.Success : CudaErr.NotReady };
-    case 'out': return { out: encode(d.out!, r as never) };
-    case 'memory': return { out: encode(d.out!, quotaView(c, r as Memory) as never) };
-    case 'stream': return { value: c.session.addStream(ctx, r) };
-    case 'event': return { value: c.session.addEvent(ctx, r) };
+    case 'none':
+      return {};
+    case 'value':
+      return { value: r as bigint };
+    case 'signed':
+      return { value: BigInt.asUintN(64, BigInt(r as number)) };
+    case 'ready':
+      return { status: r ? CudaErr.Success : CudaErr.NotReady };
+    case 'out':
+      return { out: encode(d.out!, r as never) };
+    case 'memory':
+      return { out: encode(d.out!, quotaView(c, r as Memory) as never) };
+    case 'stream':
+      return { value: c.session.addStream(ctx, r) };
+    case 'event':
+      return { value: c.session.addEvent(ctx, r) };
   }
 }
 

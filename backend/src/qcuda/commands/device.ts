@@ -11,8 +11,11 @@ export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DE
     const p = c.dev.provider;
     return {
       out: encode('qcuda_out_hello', {
-        proto_version: QCUDA_PROTO_VERSION, driver_version: p.driverVersion(), device_count: p.deviceCount(),
-        capabilities: p.hasGpu ? QCUDA_CAP_GPU : 0n, memory_limit: c.session.vm.quota.limit,
+        proto_version: QCUDA_PROTO_VERSION,
+        driver_version: p.driverVersion(),
+        device_count: p.deviceCount(),
+        capabilities: p.hasGpu ? QCUDA_CAP_GPU : 0n,
+        memory_limit: c.session.vm.quota.limit,
       }),
     };
   },
@@ -27,7 +30,10 @@ export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DE
     attrs[ATTR_MAX_PERSISTING_L2] = 0; // the set-aside is every VM's: a guest may not set it (checkLimitSet)
     return {
       out: encode('qcuda_out_device_props', {
-        name: p.name, uuid: p.uuid, total_mem: limit > 0n && limit < p.totalMem ? limit : p.totalMem, attrs,
+        name: p.name,
+        uuid: p.uuid,
+        total_mem: limit > 0n && limit < p.totalMem ? limit : p.totalMem,
+        attrs,
       }),
     };
   },

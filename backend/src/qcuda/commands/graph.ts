@@ -11,8 +11,20 @@
 import type { Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
 import { COND_ASSIGN_DEFAULT } from '../cuda-formats';
-import { decode, LAYOUT, QCUDA_GNODE_COND, QCUDA_GNODE_EMPTY, QCUDA_GNODE_EVENT_RECORD, QCUDA_GNODE_EVENT_WAIT, QCUDA_GNODE_KERNEL,
-  QCUDA_GNODE_MEMCPY, QCUDA_GNODE_MEMSET, QCUDA_GRAPH_TOP, QCUDA_MAX_GRAPH_NODES, type Decoded } from '../proto';
+import {
+  decode,
+  LAYOUT,
+  QCUDA_GNODE_COND,
+  QCUDA_GNODE_EMPTY,
+  QCUDA_GNODE_EVENT_RECORD,
+  QCUDA_GNODE_EVENT_WAIT,
+  QCUDA_GNODE_KERNEL,
+  QCUDA_GNODE_MEMCPY,
+  QCUDA_GNODE_MEMSET,
+  QCUDA_GRAPH_TOP,
+  QCUDA_MAX_GRAPH_NODES,
+  type Decoded,
+} from '../proto';
 import type { GraphNodeSpec, GraphSpec } from '../provider';
 import type { Session } from '../session';
 import { MAX_COND_HANDLES, type SessionGraph } from '../session-objects';
@@ -35,10 +47,16 @@ function kernelNode(s: Session, n: Decoded<'qcuda_graph_node'>, params: Uint8Arr
   const f = s.modules.func(n.handle);
   if (n.param_bytes !== f.paramBytes) throw inval(`node ${i}: ${n.param_bytes} parameter bytes for a kernel taking ${f.paramBytes}`);
   const end = n.param_off + BigInt(n.param_bytes);
-  if (end > BigInt(params.length)) throw inval(`node ${i}: parameters ${n.param_off}+${n.param_bytes} outside the ${params.length} bytes sent`);
-  if ([...n.grid, ...n.block].some((d) => d === 0)) throw new CudaError(CudaErr.InvalidConfiguration, `graph: node ${i}: a grid or block dimension of 0`);
+  if (end > BigInt(params.length))
+    throw inval(`node ${i}: parameters ${n.param_off}+${n.param_bytes} outside the ${params.length} bytes sent`);
+  if ([...n.grid, ...n.block].some((d) => d === 0))
+    throw new CudaError(CudaErr.InvalidConfiguration, `graph: node ${i}: a grid or block dimension of 0`);
   return {
-    type: 'kernel', f: f.ref, grid: [n.grid[0], n.grid[1], n.grid[2]], block: [n.block[0], n.block[1], n.block[2]], sharedMem: n.shared_mem,
+    type: 'kernel',
+    f: f.ref,
+    grid: [n.grid[0], n.grid[1], n.grid[2]],
+    block: [n.block[0], n.block[1], n.block[2]],
+    sharedMem: n.shared_mem,
     params: params.subarray(Number(n.param_off), Number(end)),
   };
 }
@@ -52,10 +70,23 @@ function nodeOf(s: Session, g: SessionGraph, n: Decoded<'qcuda_graph_node'>, par
     case QCUDA_GNODE_MEMCPY: {
       const { width, height, depth, pitch, rows, src_pitch: sp, src_rows: sr } = n;
       if (width === 0n || height === 0n || depth === 0n) throw inval(`node ${i}: a copy of ${width}x${height}x${depth}`);
-      if (pitch < width || sp < width || rows < height || sr < height) throw inval(`node ${i}: pitches ${pitch}/${sp} or rows ${rows}/${sr} below the box`);
+      if (pitch < width || sp < width || rows < height || sr < height)
+        throw inval(`node ${i}: pitches ${pitch}/${sp} or rows ${rows}/${sr} below the box`);
       s.checkRange(n.dst, span(width, height, depth, pitch, rows), `graph node ${i}: copy destination`);
       s.checkRange(n.src, span(width, height, depth, sp, sr), `graph node ${i}: copy source`);
-      return { ...where, type: 'memcpy', dst: n.dst, src: n.src, dstPitch: pitch, dstRows: rows, srcPitch: sp, srcRows: sr, width, height, depth };
+      return {
+        ...where,
+        type: 'memcpy',
+        dst: n.dst,
+        src: n.src,
+        dstPitch: pitch,
+        dstRows: rows,
+        srcPitch: sp,
+        srcRows: sr,
+        width,
+        height,
+        depth,
+      };
     }
     case QCUDA_GNODE_MEMSET: {
       const { width, height, pitch, elem } = n;
@@ -64,7 +95,16 @@ function nodeOf(s: Session, g: SessionGraph, n: Decoded<'qcuda_graph_node'>, par
       const row = width * BigInt(elem);
       if (pitch < row) throw new CudaError(CudaErr.InvalidPitchValue, `graph: node ${i}: pitch ${pitch} below a row of ${row} bytes`);
       s.checkRange(n.dst, (height - 1n) * pitch + row, `graph node ${i}: memset destination`);
-      return { ...where, type: 'memset', dst: n.dst, pitch, value: elem === 4 ? n.value : n.value & (elem === 2 ? 0xffff : 0xff), elem, width, height };
+      return {
+        ...where,
+        type: 'memset',
+        dst: n.dst,
+        pitch,
+        value: elem === 4 ? n.value : n.value & (elem === 2 ? 0xffff : 0xff),
+        elem,
+        width,
+        height,
+      };
     }
     case QCUDA_GNODE_EMPTY:
       return { ...where, type: 'empty' };
@@ -85,7 +125,8 @@ function nodeOf(s: Session, g: SessionGraph, n: Decoded<'qcuda_graph_node'>, par
 
 /** The staged description of GRAPH_INSTANTIATE, checked whole. */
 export function graphSpec(s: Session, g: SessionGraph, bytes: Uint8Array, nodeCount: number, edgeCount: number): GraphSpec {
-  if (nodeCount > QCUDA_MAX_GRAPH_NODES || edgeCount > QCUDA_MAX_GRAPH_NODES) throw inval(`${nodeCount} nodes, ${edgeCount} edges (at most ${QCUDA_MAX_GRAPH_NODES} each)`);
+  if (nodeCount > QCUDA_MAX_GRAPH_NODES || edgeCount > QCUDA_MAX_GRAPH_NODES)
+    throw inval(`${nodeCount} nodes, ${edgeCount} edges (at most ${QCUDA_MAX_GRAPH_NODES} each)`);
   const edgesAt = nodeCount * NODE_BYTES;
   const paramsAt = edgesAt + edgeCount * EDGE_BYTES;
   if (paramsAt > bytes.length) throw inval(`${nodeCount} nodes and ${edgeCount} edges do not fit in ${bytes.length} bytes`);
@@ -96,7 +137,8 @@ export function graphSpec(s: Session, g: SessionGraph, bytes: Uint8Array, nodeCo
     const n = decode('qcuda_graph_node', bytes.subarray(i * NODE_BYTES, (i + 1) * NODE_BYTES));
     if (n.parent !== QCUDA_GRAPH_TOP) {
       const p = n.parent < i ? nodes[n.parent] : undefined;
-      if (p?.type !== 'cond' || n.body >= p.size) throw inval(`node ${i}: parent ${n.parent}, body ${n.body} is no conditional node's body before it`);
+      if (p?.type !== 'cond' || n.body >= p.size)
+        throw inval(`node ${i}: parent ${n.parent}, body ${n.body} is no conditional node's body before it`);
     } else if (n.body !== 0) {
       throw inval(`node ${i}: body ${n.body} outside a conditional node`);
     }
@@ -109,14 +151,17 @@ export function graphSpec(s: Session, g: SessionGraph, bytes: Uint8Array, nodeCo
     const e = decode('qcuda_graph_edge', bytes.subarray(edgesAt + i * EDGE_BYTES, edgesAt + (i + 1) * EDGE_BYTES));
     const a = nodes[e.from];
     const b = e.to < nodeCount ? nodes[e.to] : undefined;
-    if (e.from >= e.to || b === undefined || a.parent !== b.parent || a.body !== b.body) throw inval(`edge ${i} (${e.from} -> ${e.to}) is not forwards inside one body`);
+    if (e.from >= e.to || b === undefined || a.parent !== b.parent || a.body !== b.body)
+      throw inval(`edge ${i} (${e.from} -> ${e.to}) is not forwards inside one body`);
     edges[2 * i] = e.from;
     edges[2 * i + 1] = e.to;
   }
   return { nodes, edges };
 }
 
-export const GRAPH_COMMANDS: Runs<'GRAPH_CREATE' | 'GRAPH_DESTROY' | 'GRAPH_COND_HANDLE' | 'GRAPH_INSTANTIATE' | 'GRAPH_EXEC_DESTROY' | 'GRAPH_LAUNCH'> = {
+export const GRAPH_COMMANDS: Runs<
+  'GRAPH_CREATE' | 'GRAPH_DESTROY' | 'GRAPH_COND_HANDLE' | 'GRAPH_INSTANTIATE' | 'GRAPH_EXEC_DESTROY' | 'GRAPH_LAUNCH'
+> = {
   async GRAPH_CREATE(c) {
     c.session.objects.checkGraphRoom();
     const x = await c.session.context();
@@ -137,7 +182,8 @@ export const GRAPH_COMMANDS: Runs<'GRAPH_CREATE' | 'GRAPH_DESTROY' | 'GRAPH_COND
   async GRAPH_COND_HANDLE(c) {
     const g = c.session.objects.graph(c.args.graph);
     if (c.args.flags & ~COND_ASSIGN_DEFAULT) throw inval(`conditional handle flags 0x${c.args.flags.toString(16)}`);
-    if (g.conds.size >= MAX_COND_HANDLES) throw new CudaError(CudaErr.MemoryAllocation, `graph: ${MAX_COND_HANDLES} conditional handles on one graph`);
+    if (g.conds.size >= MAX_COND_HANDLES)
+      throw new CudaError(CudaErr.MemoryAllocation, `graph: ${MAX_COND_HANDLES} conditional handles on one graph`);
     const h = await (await c.session.context()).graphCondHandle(g.ref, c.args.default_value, c.args.flags);
     g.conds.add(h);
     return { value: h };

@@ -83,15 +83,18 @@ function build(): Runs<SessionCmd> {
     ...groups.launch,
     ...groups.output,
     ...groups.context,
-    BATCH: batchRun({
-      MEMSET: MEMORY_COMMANDS.MEMSET,
-      MEMCPY_DTOD: MEMORY_COMMANDS.MEMCPY_DTOD,
-      MEMCPY_3D_DTOD: ARRAY_COMMANDS.MEMCPY_3D_DTOD,
-      MEMSET_2D: ARRAY_COMMANDS.MEMSET_2D,
-      EVENT_RECORD: context.EVENT_RECORD,
-      STREAM_WAIT_EVENT: context.STREAM_WAIT_EVENT,
-      HOST_FUNC: STREAM_COMMANDS.HOST_FUNC,
-    }, runSync),
+    BATCH: batchRun(
+      {
+        MEMSET: MEMORY_COMMANDS.MEMSET,
+        MEMCPY_DTOD: MEMORY_COMMANDS.MEMCPY_DTOD,
+        MEMCPY_3D_DTOD: ARRAY_COMMANDS.MEMCPY_3D_DTOD,
+        MEMSET_2D: ARRAY_COMMANDS.MEMSET_2D,
+        EVENT_RECORD: context.EVENT_RECORD,
+        STREAM_WAIT_EVENT: context.STREAM_WAIT_EVENT,
+        HOST_FUNC: STREAM_COMMANDS.HOST_FUNC,
+      },
+      runSync,
+    ),
   };
   const synced = (Object.keys(runs) as SessionCmd[]).filter((k) => (CALLS[k] as CallDecl).syncs);
   return { ...runs, ...Object.fromEntries(synced.map((k) => [k, reportingPostedErrors(runs[k] as Run<CmdName>)])) };

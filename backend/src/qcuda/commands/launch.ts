@@ -19,11 +19,24 @@ function dims(d: Uint32Array, what: string): [number, number, number] {
  * checked: the parameter bytes are what the header and the kernel say, no
  * dimension is 0, the function and the stream are the session's.
  */
-function launchDesc(s: Session, a: Pick<Decoded<'qcuda_args_launch'>, 'func' | 'stream' | 'grid' | 'block' | 'shared_mem' | 'param_bytes'>, params: Uint8Array): LaunchDesc {
-  if (params.length !== a.param_bytes) throw new CudaError(Status.BAD_REQUEST, `LAUNCH: ${params.length} parameter bytes, param_bytes says ${a.param_bytes}`);
+function launchDesc(
+  s: Session,
+  a: Pick<Decoded<'qcuda_args_launch'>, 'func' | 'stream' | 'grid' | 'block' | 'shared_mem' | 'param_bytes'>,
+  params: Uint8Array,
+): LaunchDesc {
+  if (params.length !== a.param_bytes)
+    throw new CudaError(Status.BAD_REQUEST, `LAUNCH: ${params.length} parameter bytes, param_bytes says ${a.param_bytes}`);
   const f = s.modules.func(a.func);
-  if (params.length !== f.paramBytes) throw new CudaError(CudaErr.InvalidValue, `${params.length} parameter bytes for a kernel taking ${f.paramBytes}`);
-  return { f: f.ref, grid: dims(a.grid, 'grid'), block: dims(a.block, 'block'), sharedMem: a.shared_mem, stream: s.stream(a.stream), params };
+  if (params.length !== f.paramBytes)
+    throw new CudaError(CudaErr.InvalidValue, `${params.length} parameter bytes for a kernel taking ${f.paramBytes}`);
+  return {
+    f: f.ref,
+    grid: dims(a.grid, 'grid'),
+    block: dims(a.block, 'block'),
+    sharedMem: a.shared_mem,
+    stream: s.stream(a.stream),
+    params,
+  };
 }
 
 /** A posted launch's bytes (the struct, then the parameters), checked as LAUNCH checks them. */
@@ -54,6 +67,8 @@ export const LAUNCH_COMMANDS: Runs<'LAUNCH' | 'LAUNCH_COOPERATIVE' | 'LAUNCH_EX'
   async LAUNCH_EX(c) {
     const cluster = clusterOf(c.args);
     const l = launchDesc(c.session, c.args, c.extra);
-    await (await c.session.context()).launchEx(l.f, l.grid, l.block, l.sharedMem, l.stream, l.params, cluster, (c.args.flags & QCUDA_LAUNCH_COOPERATIVE) !== 0);
+    await (
+      await c.session.context()
+    ).launchEx(l.f, l.grid, l.block, l.sharedMem, l.stream, l.params, cluster, (c.args.flags & QCUDA_LAUNCH_COOPERATIVE) !== 0);
   },
 };

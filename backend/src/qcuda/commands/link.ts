@@ -35,7 +35,8 @@ function options(option: Uint32Array, value: Uint32Array, n: number): [number, n
   const out: [number, number][] = [];
   for (let i = 0; i < n; i++) {
     const max = OPTIONS.get(option[i]);
-    if (max === undefined) throw new CudaError(CudaErr.InvalidValue, `link option ${option[i]} is not one qcuda passes to the host's linker`);
+    if (max === undefined)
+      throw new CudaError(CudaErr.InvalidValue, `link option ${option[i]} is not one qcuda passes to the host's linker`);
     if (value[i] > max) throw new CudaError(CudaErr.InvalidValue, `link option ${option[i]} = ${value[i]} (at most ${max})`);
     out.push([option[i], value[i]]);
   }
@@ -89,7 +90,10 @@ export const LINK_COMMANDS: Runs<'LINK' | 'LINK_READ'> = {
   async LINK_READ(c) {
     // One request, as OUTPUT_READ: the last read drops the result, so chunks completing in any order would lose pieces.
     if (c.dataOffset !== 0n || c.dataLen === 0n || c.dataLen > BigInt(QCUDA_CHUNK))
-      throw new CudaError(Status.BAD_REQUEST, `LINK_READ: a buffer of ${c.dataLen} bytes at offset ${c.dataOffset} (1 to ${QCUDA_CHUNK} bytes at offset 0)`);
+      throw new CudaError(
+        Status.BAD_REQUEST,
+        `LINK_READ: a buffer of ${c.dataLen} bytes at offset ${c.dataOffset} (1 to ${QCUDA_CHUNK} bytes at offset 0)`,
+      );
     const bytes = c.session.modules.readLinkResult(c.args.link, c.args.offset, Number(c.dataLen));
     let at = 0;
     for (const d of c.data) {

@@ -11,7 +11,8 @@ const EXTENT = LAYOUT.qcuda_extent.size;
 
 /** A transfer's chunk must lie inside the transfer. */
 function chunkOf(c: Call<'MEMCPY_HTOD' | 'MEMCPY_DTOH'>): bigint {
-  if (c.dataOffset + c.dataLen > c.args.size) throw new CudaError(CudaErr.InvalidValue, `chunk ${c.dataOffset}+${c.dataLen} outside a transfer of ${c.args.size}`);
+  if (c.dataOffset + c.dataLen > c.args.size)
+    throw new CudaError(CudaErr.InvalidValue, `chunk ${c.dataOffset}+${c.dataLen} outside a transfer of ${c.args.size}`);
   return c.dataOffset;
 }
 
@@ -29,11 +30,13 @@ function pieces(c: Call<'HOST_MAP_PAGES'>): HostPiece[] {
   let total = 0n;
   for (let i = 0; i < count; i++) {
     const { gpa, len } = decode('qcuda_extent', c.extra.subarray(i * EXTENT, (i + 1) * EXTENT));
-    if (len === 0n || gpa % page !== 0n || len % page !== 0n) throw new CudaError(CudaErr.InvalidValue, `HOST_MAP_PAGES: extent ${i} (0x${gpa.toString(16)}+${len}) is not whole pages`);
+    if (len === 0n || gpa % page !== 0n || len % page !== 0n)
+      throw new CudaError(CudaErr.InvalidValue, `HOST_MAP_PAGES: extent ${i} (0x${gpa.toString(16)}+${len}) is not whole pages`);
     total += len;
     out.push({ addr: c.dev.hostAddressOfGpa(gpa, len), size: len });
   }
-  if (total !== size || size === 0n) throw new CudaError(CudaErr.InvalidValue, `HOST_MAP_PAGES: extents of ${total} bytes for a mapping of ${size}`);
+  if (total !== size || size === 0n)
+    throw new CudaError(CudaErr.InvalidValue, `HOST_MAP_PAGES: extents of ${total} bytes for a mapping of ${size}`);
   return out;
 }
 
@@ -75,12 +78,18 @@ function onDevice(c: Call<'MEMCPY_HTOD' | 'MEMCPY_DTOH' | 'MEMCPY_DTOD' | 'MEMSE
  */
 async function peerCopy(c: Call<'MEMCPY_DTOD'>, to: number, dst: bigint, from: number, src: bigint, size: bigint): Promise<void> {
   const p = c.dev.provider;
-  if (!p.copyPeer) throw new CudaError(CudaErr.NotSupported, `a copy from device ${from} to device ${to}: the ${p.name} provider serves one device per process`);
+  if (!p.copyPeer)
+    throw new CudaError(
+      CudaErr.NotSupported,
+      `a copy from device ${from} to device ${to}: the ${p.name} provider serves one device per process`,
+    );
   const [x, y] = await Promise.all([c.session.context(to), c.session.context(from)]);
   await p.copyPeer(x, dst, y, src, size);
 }
 
-export const MEMORY_COMMANDS: Runs<'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_DTOH' | 'MEMCPY_DTOD' | 'MEMSET' | 'HOST_MAP' | 'HOST_MAP_PAGES' | 'HOST_UNMAP'> = {
+export const MEMORY_COMMANDS: Runs<
+  'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_DTOH' | 'MEMCPY_DTOD' | 'MEMSET' | 'HOST_MAP' | 'HOST_MAP_PAGES' | 'HOST_UNMAP'
+> = {
   async MALLOC(c) {
     const { size } = c.args;
     if (size === 0n) return { value: 0n }; // cudaMalloc(0) succeeds with a NULL pointer
@@ -137,7 +146,8 @@ export const MEMORY_COMMANDS: Runs<'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_D
     const { dst, size } = c.args;
     c.session.checkRange(dst, size, 'cudaMemset destination');
     const stream = c.session.stream(c.args.stream);
-    if (size > 0n) await (await c.session.context(onDevice(c, dst, size))).memset(dst, c.args.value & 0xff, size, stream, c.args.async !== 0);
+    if (size > 0n)
+      await (await c.session.context(onDevice(c, dst, size))).memset(dst, c.args.value & 0xff, size, stream, c.args.async !== 0);
   },
 
   async HOST_MAP(c) {

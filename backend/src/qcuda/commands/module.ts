@@ -13,7 +13,8 @@ function symbolName(c: Call<'FUNC_GET' | 'VAR_GET'>): string {
   const end = raw.indexOf(0);
   if (end < 0) throw new CudaError(CudaErr.InvalidValue, `symbol name not NUL-terminated within ${QCUDA_MAX_NAME} bytes`);
   if (end === 0) throw new CudaError(CudaErr.InvalidValue, 'empty symbol name');
-  if (raw.subarray(0, end).some((b) => b < 0x21 || b > 0x7e)) throw new CudaError(CudaErr.SymbolNotFound, 'symbol name with bytes no symbol has');
+  if (raw.subarray(0, end).some((b) => b < 0x21 || b > 0x7e))
+    throw new CudaError(CudaErr.SymbolNotFound, 'symbol name with bytes no symbol has');
   return Buffer.from(raw.subarray(0, end)).toString('latin1');
 }
 
@@ -24,7 +25,16 @@ function count(what: string, n: number): number {
 }
 
 export const MODULE_COMMANDS: Runs<
-  'MODULE_UPLOAD' | 'MODULE_FIND' | 'MODULE_LOAD' | 'MODULE_UNLOAD' | 'FUNC_GET' | 'VAR_GET' | 'FUNC_ATTRS' | 'FUNC_SET_ATTR' | 'OCCUPANCY_BLOCKS' | 'OCCUPANCY_SMEM'
+  | 'MODULE_UPLOAD'
+  | 'MODULE_FIND'
+  | 'MODULE_LOAD'
+  | 'MODULE_UNLOAD'
+  | 'FUNC_GET'
+  | 'VAR_GET'
+  | 'FUNC_ATTRS'
+  | 'FUNC_SET_ATTR'
+  | 'OCCUPANCY_BLOCKS'
+  | 'OCCUPANCY_SMEM'
 > = {
   async MODULE_UPLOAD(c) {
     c.session.modules.uploadChunk(c.args.upload_id, c.args.size, c.dataOffset, c.data);
@@ -81,7 +91,8 @@ export const MODULE_COMMANDS: Runs<
     if (fh === undefined) {
       const x = await c.session.context();
       const info = await x.functionGet(module, name, QCUDA_MAX_PARAMS);
-      if (info.params.length > QCUDA_MAX_PARAMS) throw new CudaError(CudaErr.NotSupported, `kernel ${name} has ${info.params.length} parameters (at most ${QCUDA_MAX_PARAMS})`);
+      if (info.params.length > QCUDA_MAX_PARAMS)
+        throw new CudaError(CudaErr.NotSupported, `kernel ${name} has ${info.params.length} parameters (at most ${QCUDA_MAX_PARAMS})`);
       fh = c.session.modules.addFunction(x, mh, name, { ref: info.ref, module: mh, params: info.params, paramBytes: info.paramBytes });
     }
     const f = c.session.modules.func(fh);

@@ -9,7 +9,10 @@ export const OUTPUT_COMMANDS: Runs<'OUTPUT_READ'> = {
     // Reading consumes, so the buffer must be one request: a chunked one could
     // complete in any order and its pieces would be lost or misplaced.
     if (c.dataOffset !== 0n || c.dataLen === 0n || c.dataLen > BigInt(QCUDA_CHUNK))
-      throw new CudaError(Status.BAD_REQUEST, `OUTPUT_READ: a buffer of ${c.dataLen} bytes at offset ${c.dataOffset} (1 to ${QCUDA_CHUNK} bytes at offset 0)`);
+      throw new CudaError(
+        Status.BAD_REQUEST,
+        `OUTPUT_READ: a buffer of ${c.dataLen} bytes at offset ${c.dataOffset} (1 to ${QCUDA_CHUNK} bytes at offset 0)`,
+      );
     const p = c.session.output.read(Number(c.dataLen));
     let at = 0;
     for (const d of c.data) {

@@ -24,13 +24,27 @@ function noFlags(flags: bigint, what: string): void {
   if (flags !== 0n) throw new CudaError(CudaErr.InvalidValue, `${what}: flags 0x${flags.toString(16)} (CUDA takes 0)`);
 }
 
-export const VMM_COMMANDS: Runs<'VMM_RESERVE' | 'VMM_FREE' | 'VMM_CREATE' | 'VMM_RELEASE' | 'VMM_MAP' | 'VMM_UNMAP' | 'VMM_SET_ACCESS' | 'VMM_GET_ACCESS' | 'VMM_RETAIN' | 'VMM_SIZE'> = {
+export const VMM_COMMANDS: Runs<
+  | 'VMM_RESERVE'
+  | 'VMM_FREE'
+  | 'VMM_CREATE'
+  | 'VMM_RELEASE'
+  | 'VMM_MAP'
+  | 'VMM_UNMAP'
+  | 'VMM_SET_ACCESS'
+  | 'VMM_GET_ACCESS'
+  | 'VMM_RETAIN'
+  | 'VMM_SIZE'
+> = {
   async VMM_RESERVE(c) {
     const { size, alignment, addr, flags } = c.args;
     noFlags(flags, 'cuMemAddressReserve');
     checkSpan(0n, size, 'cuMemAddressReserve');
     if (alignment !== 0n && ((alignment & (alignment - 1n)) !== 0n || alignment > MAX_VMM_ALIGNMENT))
-      throw new CudaError(CudaErr.InvalidValue, `cuMemAddressReserve: alignment ${alignment} is not a power of two up to ${MAX_VMM_ALIGNMENT}`);
+      throw new CudaError(
+        CudaErr.InvalidValue,
+        `cuMemAddressReserve: alignment ${alignment} is not a power of two up to ${MAX_VMM_ALIGNMENT}`,
+      );
     const s = c.session;
     s.checkRoom('vmm');
     const space = s.vmm.takeAddressSpace(size);
@@ -113,7 +127,8 @@ export const VMM_COMMANDS: Runs<'VMM_RESERVE' | 'VMM_FREE' | 'VMM_CREATE' | 'VMM
   async VMM_SET_ACCESS(c) {
     const { ptr, size, device, prot } = c.args;
     const s = c.session;
-    if (device !== s.device) throw new CudaError(CudaErr.InvalidDevice, `cuMemSetAccess for device ${device}: the process has device ${s.device} only`);
+    if (device !== s.device)
+      throw new CudaError(CudaErr.InvalidDevice, `cuMemSetAccess for device ${device}: the process has device ${s.device} only`);
     if (prot !== QCUDA_VMM_ACCESS_RW) throw new CudaError(CudaErr.InvalidValue, `cuMemSetAccess: access flags ${prot} (read-write only)`);
     const list = s.vmm.tiling(ptr, size, 'cuMemSetAccess');
     const x = await s.context();

@@ -26,7 +26,11 @@ export class Channel {
   #closed = false;
 
   /** Takes fd over. onMessage gets every message in order; onClose once, at EOF or a broken socket. */
-  constructor(fd: number, readonly onMessage: (m: unknown) => void, readonly onClose: (why?: Error) => void) {
+  constructor(
+    fd: number,
+    readonly onMessage: (m: unknown) => void,
+    readonly onClose: (why?: Error) => void,
+  ) {
     this.#sock = new Fd(fd);
     this.#outbox = new Outbox(fd);
     this.#sock.watch((events, status) => this.#onPoll(events, status), false, POLL_READABLE);

@@ -20,7 +20,39 @@
 //   is attributed to sessions).
 import createDebug from 'debug';
 import { CudaErr, CudaError } from '../cuda-error';
-import { defineContextCalls, type ContextCalls, type DevPtr, type DeviceProps, type Dim3, type EventRef, type FunctionInfo, type FunctionRef, type GuestSeg, type HostPiece, type LaunchDesc, type ModuleRef, type OutputSink, type Provider, type ProviderContext, type StreamRef, type ArrayDesc, type ArrayRef, type MipmapRef, type Extent, type HostBlock, type Place, type Pos, type TexDesc, type TexResource, type GraphExecRef, type GraphRef, type GraphSpec, type VmmRef, type LinkInput, type LinkResult } from '../provider';
+import {
+  defineContextCalls,
+  type ContextCalls,
+  type DevPtr,
+  type DeviceProps,
+  type Dim3,
+  type EventRef,
+  type FunctionInfo,
+  type FunctionRef,
+  type GuestSeg,
+  type HostPiece,
+  type LaunchDesc,
+  type ModuleRef,
+  type OutputSink,
+  type Provider,
+  type ProviderContext,
+  type StreamRef,
+  type ArrayDesc,
+  type ArrayRef,
+  type MipmapRef,
+  type Extent,
+  type HostBlock,
+  type Place,
+  type Pos,
+  type TexDesc,
+  type TexResource,
+  type GraphExecRef,
+  type GraphRef,
+  type GraphSpec,
+  type VmmRef,
+  type LinkInput,
+  type LinkResult,
+} from '../provider';
 import type { HandleKind } from '../wire/protocol';
 import { cudaNative, packDim3, packSegs, type CudaContextNative, type CudaNative } from './native-cuda';
 import { deviceOutput, type OutputSource } from './cuda-output';
@@ -296,7 +328,15 @@ class CudaSessionContext implements ProviderContext, OutputSource {
   synchronize(): Now<void> {
     return this.flushing(() => this.native.synchronize());
   }
-  copy3DOnDevice(dst: Place, dstPos: Pos, src: Place, srcPos: Pos, e: Extent, stream: StreamRef | undefined, async: boolean): Promise<void> {
+  copy3DOnDevice(
+    dst: Place,
+    dstPos: Pos,
+    src: Place,
+    srcPos: Pos,
+    e: Extent,
+    stream: StreamRef | undefined,
+    async: boolean,
+  ): Promise<void> {
     const rec = BigUint64Array.from([...sideFields(src, srcPos), ...sideFields(dst, dstPos), e.width, e.height, e.depth]);
     return this.native.copy3D(rec, null, false, streamId(stream), !async);
   }
@@ -306,7 +346,15 @@ class CudaSessionContext implements ProviderContext, OutputSource {
   copy3DFromDevice(dst: GuestSeg[], src: Place, blocks: readonly HostBlock[], stream: StreamRef | undefined): Promise<void> {
     return this.flushing(() => this.native.copy3D(blockRecords(src, blocks, false), dst, false, streamId(stream), true));
   }
-  memset2D(dst: DevPtr, pitch: bigint, value: number, width: bigint, height: bigint, stream: StreamRef | undefined, async: boolean): Promise<void> {
+  memset2D(
+    dst: DevPtr,
+    pitch: bigint,
+    value: number,
+    width: bigint,
+    height: bigint,
+    stream: StreamRef | undefined,
+    async: boolean,
+  ): Promise<void> {
     return this.native.memset2D(dst, pitch, value & 0xff, width, height, streamId(stream), !async);
   }
   vmmReserve(size: bigint, alignment: bigint, hint: DevPtr): Promise<DevPtr> {
@@ -347,11 +395,24 @@ class CudaSessionContext implements ProviderContext, OutputSource {
   }
   texCreate(r: TexResource, d: TexDesc): Promise<bigint> {
     const res =
-      r.kind === 'array' ? [0n, BigInt(handleId(r.array, 'array')), 0n, 0n, 0n, 0n, 0n, 0n]
-      : r.kind === 'mipmap' ? [1n, BigInt(handleId(r.mipmap, 'mipmapped array')), 0n, 0n, 0n, 0n, 0n, 0n]
-      : r.kind === 'linear' ? [2n, r.ptr, BigInt(r.format), BigInt(r.channels), 0n, 0n, 0n, r.size]
-      : [3n, r.ptr, BigInt(r.format), BigInt(r.channels), r.width, r.height, r.pitch, 0n];
-    const desc = [...d.addressMode, d.filterMode, d.flags, d.maxAnisotropy, d.mipmapFilterMode, d.mipmapLevelBias, d.minLod, d.maxLod, ...d.borderColor].map(BigInt);
+      r.kind === 'array'
+        ? [0n, BigInt(handleId(r.array, 'array')), 0n, 0n, 0n, 0n, 0n, 0n]
+        : r.kind === 'mipmap'
+          ? [1n, BigInt(handleId(r.mipmap, 'mipmapped array')), 0n, 0n, 0n, 0n, 0n, 0n]
+          : r.kind === 'linear'
+            ? [2n, r.ptr, BigInt(r.format), BigInt(r.channels), 0n, 0n, 0n, r.size]
+            : [3n, r.ptr, BigInt(r.format), BigInt(r.channels), r.width, r.height, r.pitch, 0n];
+    const desc = [
+      ...d.addressMode,
+      d.filterMode,
+      d.flags,
+      d.maxAnisotropy,
+      d.mipmapFilterMode,
+      d.mipmapLevelBias,
+      d.minLod,
+      d.maxLod,
+      ...d.borderColor,
+    ].map(BigInt);
     return this.native.texCreate(BigUint64Array.from([...res, ...desc]));
   }
   texDestroy(t: bigint): Promise<void> {
@@ -428,13 +489,45 @@ class CudaSessionContext implements ProviderContext, OutputSource {
   streamGetAttribute(s: StreamRef | undefined, attr: number): Promise<Uint8Array> {
     return this.native.streamGetAttribute(streamId(s), attr);
   }
-  launchCooperative(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Promise<void> {
+  launchCooperative(
+    f: FunctionRef,
+    grid: Dim3,
+    block: Dim3,
+    sharedMem: number,
+    stream: StreamRef | undefined,
+    params: Uint8Array,
+  ): Promise<void> {
     this.#launching();
-    return this.native.launchCooperative(handleId(f, 'function'), packDim3(0, grid), packDim3(1, block), sharedMem, streamId(stream), params);
+    return this.native.launchCooperative(
+      handleId(f, 'function'),
+      packDim3(0, grid),
+      packDim3(1, block),
+      sharedMem,
+      streamId(stream),
+      params,
+    );
   }
-  launchEx(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array, cluster: Dim3, cooperative: boolean): Promise<void> {
+  launchEx(
+    f: FunctionRef,
+    grid: Dim3,
+    block: Dim3,
+    sharedMem: number,
+    stream: StreamRef | undefined,
+    params: Uint8Array,
+    cluster: Dim3,
+    cooperative: boolean,
+  ): Promise<void> {
     this.#launching();
-    return this.native.launchEx(handleId(f, 'function'), packDim3(0, grid), packDim3(1, block), sharedMem, streamId(stream), params, [...cluster], cooperative);
+    return this.native.launchEx(
+      handleId(f, 'function'),
+      packDim3(0, grid),
+      packDim3(1, block),
+      sharedMem,
+      streamId(stream),
+      params,
+      [...cluster],
+      cooperative,
+    );
   }
   launch(f: FunctionRef, grid: Dim3, block: Dim3, sharedMem: number, stream: StreamRef | undefined, params: Uint8Array): Now<void> {
     this.#launching();
@@ -512,7 +605,11 @@ function nativeArg(kind: HandleKind | undefined, a: unknown): unknown {
 // A synchronizing call ends at a point where CUDA flushes device output.
 defineContextCalls(CudaSessionContext, (x, call, args) => {
   const method = x.native[call.method] as (...a: unknown[]) => Now<unknown>;
-  const run = () => method.apply(x.native, args.map((a, i) => nativeArg(call.kinds[i], a)));
+  const run = () =>
+    method.apply(
+      x.native,
+      args.map((a, i) => nativeArg(call.kinds[i], a)),
+    );
   return call.decl.syncs ? x.flushing(run) : run();
 });
 
@@ -609,15 +706,17 @@ export class CudaProvider implements Provider {
     const flags = this.registerFlags;
     const prev = this.#regions.get(addr)?.done ?? Promise.resolve(false);
     const fd = source ? new Fd(sys.dup(source.fd)) : undefined;
-    const done = !this.#pinGuestRam ? prev.then(() => false) : prev.then(() =>
-      this.primary.hostRegister(addr, size, flags).then(
-        () => true,
-        (e: Error) => {
-          debug('cuMemHostRegister 0x%s+%s failed: %s', addr.toString(16), size, e.message);
-          return false;
-        },
-      ),
-    );
+    const done = !this.#pinGuestRam
+      ? prev.then(() => false)
+      : prev.then(() =>
+          this.primary.hostRegister(addr, size, flags).then(
+            () => true,
+            (e: Error) => {
+              debug('cuMemHostRegister 0x%s+%s failed: %s', addr.toString(16), size, e.message);
+              return false;
+            },
+          ),
+        );
     this.#regions.get(addr)?.fd?.close();
     this.#regions.set(addr, { size, done, fd, fileOffset: source?.region.mmapOffset ?? 0n });
     return done.then(() => undefined);
@@ -715,9 +814,12 @@ export class CudaProvider implements Provider {
     // A turn that settled a wait is activity: the window goes on (and its
     // last turn, which then settled something, does not hand the rest on).
     // Quiet (a turn may spin) while no job is in flight: a settle needs the loop.
-    poll.keep((expired) => {
-      if (this.#n.pollWaits(expired) > 0) poll.touch();
-    }, () => this.#n.pendingJobs() === 0);
+    poll.keep(
+      (expired) => {
+        if (this.#n.pollWaits(expired) > 0) poll.touch();
+      },
+      () => this.#n.pendingJobs() === 0,
+    );
   }
 
   async close(): Promise<void> {
@@ -746,9 +848,11 @@ export async function createCudaProvider(gpu: number | readonly number[] = 0, o:
     const code = /no CUDA-capable device/.test(p.reason) ? CudaErr.NoDevice : CudaErr.InitializationError;
     throw new CudaError(code, `CUDA is not available: ${p.reason}`);
   }
-  if (gpus.length === 0 || new Set(gpus).size !== gpus.length) throw new CudaError(CudaErr.InvalidDevice, `not a list of distinct GPUs: ${gpus.join(',')}`);
+  if (gpus.length === 0 || new Set(gpus).size !== gpus.length)
+    throw new CudaError(CudaErr.InvalidDevice, `not a list of distinct GPUs: ${gpus.join(',')}`);
   for (const g of gpus) {
-    if (!Number.isInteger(g) || g < 0 || g >= p.deviceCount) throw new CudaError(CudaErr.InvalidDevice, `no GPU ${g}: this host has ${p.deviceCount}`);
+    if (!Number.isInteger(g) || g < 0 || g >= p.deviceCount)
+      throw new CudaError(CudaErr.InvalidDevice, `no GPU ${g}: this host has ${p.deviceCount}`);
   }
   const primary = await n.openContext(gpus[0], 0, true);
   try {
@@ -763,7 +867,14 @@ export async function createCudaProvider(gpu: number | readonly number[] = 0, o:
 export function unpackLink(b: Uint8Array): LinkResult {
   const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
   const [status, image, info, error] = [0, 4, 8, 12].map((at) => v.getUint32(at, true));
-  if (24 + image + info + error !== b.length) throw new CudaError(CudaErr.Unknown, `the addon's link result of ${b.length} bytes does not match its header`);
+  if (24 + image + info + error !== b.length)
+    throw new CudaError(CudaErr.Unknown, `the addon's link result of ${b.length} bytes does not match its header`);
   const at = (from: number, n: number) => b.slice(from, from + n);
-  return { status, image: at(24, image), infoLog: at(24 + image, info), errorLog: at(24 + image + info, error), wallMs: v.getFloat32(16, true) };
+  return {
+    status,
+    image: at(24, image),
+    infoLog: at(24 + image, info),
+    errorLog: at(24 + image + info, error),
+    wallMs: v.getFloat32(16, true),
+  };
 }

@@ -97,7 +97,8 @@ export const MAX_GPUS = 16;
  */
 export function parseGpus(s: string): number[] {
   const gpus = s.split(',').map((x) => x.trim());
-  if (gpus.some((x) => !/^\d+$/.test(x) || +x > 63)) throw new Error(`--gpu must be a GPU number in 0..63 or a list of them (0,1), got '${s}'`);
+  if (gpus.some((x) => !/^\d+$/.test(x) || +x > 63))
+    throw new Error(`--gpu must be a GPU number in 0..63 or a list of them (0,1), got '${s}'`);
   const list = gpus.map(Number);
   if (new Set(list).size !== list.length) throw new Error(`--gpu lists a GPU twice: '${s}'`);
   if (list.length > MAX_GPUS) throw new Error(`--gpu lists more than ${MAX_GPUS} GPUs: '${s}'`);
@@ -109,7 +110,12 @@ function gpuNote(gpu: number | readonly number[]): string {
   return typeof gpu === 'number' || gpu.length === 1 ? `GPU ${String(gpu)}` : `GPUs ${gpu.join(',')}`;
 }
 
-export async function createProvider(kind: ProviderKind, gpu: number | readonly number[], host: HostProviderOptions = {}, setup: ProviderSetup = {}): Promise<ProviderChoice> {
+export async function createProvider(
+  kind: ProviderKind,
+  gpu: number | readonly number[],
+  host: HostProviderOptions = {},
+  setup: ProviderSetup = {},
+): Promise<ProviderChoice> {
   if (kind === 'host') return { provider: new HostProvider(host), note: 'host-memory provider (no GPU)' };
   let cuda: CudaModule | undefined;
   let avail: { ok: boolean; reason: string };
@@ -124,7 +130,20 @@ export async function createProvider(kind: ProviderKind, gpu: number | readonly 
     const local = await cuda.createCudaProvider(gpu, { captureOutput: false });
     warnIfPageableReachable(local, setup);
     return {
-      provider: new IsolatedProvider(local, { worker: { kind: 'cuda', gpu, waiterThreads: setup.waiterThreads, inlineWaitUs: setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US, inlineCalls: setup.inlineCalls ?? true, pollUs: setup.pollUs ?? DEFAULT_POLL_US, ringServer: setup.ringServer ?? true, pinGuestRam: setup.pinGuestRam ?? false, sandbox: setup.workerSandbox }, log: setup.log }),
+      provider: new IsolatedProvider(local, {
+        worker: {
+          kind: 'cuda',
+          gpu,
+          waiterThreads: setup.waiterThreads,
+          inlineWaitUs: setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US,
+          inlineCalls: setup.inlineCalls ?? true,
+          pollUs: setup.pollUs ?? DEFAULT_POLL_US,
+          ringServer: setup.ringServer ?? true,
+          pinGuestRam: setup.pinGuestRam ?? false,
+          sandbox: setup.workerSandbox,
+        },
+        log: setup.log,
+      }),
       note: `cuda provider on ${gpuNote(gpu)}, a worker process per guest process`,
     };
   }
@@ -133,7 +152,10 @@ export async function createProvider(kind: ProviderKind, gpu: number | readonly 
       cuda.setInlineWait(setup.inlineWaitUs ?? DEFAULT_INLINE_WAIT_US);
       cuda.setInlineCalls(setup.inlineCalls ?? true);
     }
-    return { provider: await cuda.createCudaProvider(gpu, { captureOutput: setup.captureOutput, pinGuestRam: setup.pinGuestRam ?? false }), note: `cuda provider on ${gpuNote(gpu)}` };
+    return {
+      provider: await cuda.createCudaProvider(gpu, { captureOutput: setup.captureOutput, pinGuestRam: setup.pinGuestRam ?? false }),
+      note: `cuda provider on ${gpuNote(gpu)}`,
+    };
   }
   if (kind === 'cuda') throw new Error(`--provider=cuda: ${avail.reason}`);
   return { provider: new HostProvider(host), note: `host-memory provider: no GPU (${avail.reason})` };
@@ -149,7 +171,9 @@ const PAGEABLE_MEMORY_ACCESS = 88;
  */
 function warnIfPageableReachable(p: Provider, setup: ProviderSetup): void {
   if (setup.pinGuestRam || p.deviceProps(0).attrs[PAGEABLE_MEMORY_ACCESS] !== 1) return;
-  setup.log?.('warning: this GPU reaches pageable host memory (HMM): a guest kernel can reach guest RAM mapped in its worker at a guessed address, registered or not (docs/security.md: "What a guest kernel can reach")');
+  setup.log?.(
+    'warning: this GPU reaches pageable host memory (HMM): a guest kernel can reach guest RAM mapped in its worker at a guessed address, registered or not (docs/security.md: "What a guest kernel can reach")',
+  );
 }
 
 /** "512M", "2G", "1048576" -> bytes. */

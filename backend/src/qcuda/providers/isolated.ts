@@ -22,8 +22,19 @@ import { Fd } from '../../sys/fd';
 import type { MemRegion, RingState } from '../../vhost-user';
 import { CudaErr, CudaError } from '../cuda-error';
 import {
-  CONTEXT_METHODS, type DevPtr, type DeviceProps, type GuestMemorySource, type GuestSeg, type OutputSink, type Provider, type ProviderContext,
-  type StreamRef, type HostBlock, type Place, type OwnOrder, type QueueOwner,
+  CONTEXT_METHODS,
+  type DevPtr,
+  type DeviceProps,
+  type GuestMemorySource,
+  type GuestSeg,
+  type OutputSink,
+  type Provider,
+  type ProviderContext,
+  type StreamRef,
+  type HostBlock,
+  type Place,
+  type OwnOrder,
+  type QueueOwner,
 } from '../provider';
 import type { ModuleStore } from '../module-cache';
 import { checkImage } from '../module-image';
@@ -64,32 +75,52 @@ class Worker {
   /** A queue owner's VM module cache, which it asks for images by content and adds its own to. */
   modules: ModuleStore | undefined;
 
-  constructor(options: WorkerOptions, readonly output: OutputSink | undefined, log: (line: string) => void) {
+  constructor(
+    options: WorkerOptions,
+    readonly output: OutputSink | undefined,
+    log: (line: string) => void,
+  ) {
     const [mine, theirs] = native.socketPair();
     // Under --gpu-share-mps an MPS client with its VM's part of the GPU, as the share table has it now: share/mps.ts.
     const mps = mpsEnv(options.gpu);
     try {
       // Loads modules eagerly (their code is counted at the load) and JIT-caches per VM: worker-env.ts.
       this.#child = spawn(process.execPath, [path.join(__dirname, 'worker.js'), JSON.stringify(options)], {
-        stdio: ['ignore', 'inherit', 'inherit', theirs], env: { ...cudaEnv(), ...mps },
+        stdio: ['ignore', 'inherit', 'inherit', theirs],
+        env: { ...cudaEnv(), ...mps },
       });
     } finally {
       native.close(theirs);
     }
-    this.#channel = new Channel(mine, (m) => this.#onMessage(m as ToParent | Uint8Array), () => undefined);
+    this.#channel = new Channel(
+      mine,
+      (m) => this.#onMessage(m as ToParent | Uint8Array),
+      () => undefined,
+    );
     const pid = this.#child.pid;
-    this.exited = new Promise((resolve) => this.#child.once('exit', (code, signal) => {
-      log(`qcuda: GPU worker pid ${pid} exited (${signal ?? `status ${code}`})`);
-      this.#fail(`the session's GPU worker (pid ${pid}) exited (${signal ?? `status ${code}`})`);
-      this.#channel.close();
-      resolve();
-    }));
+    this.exited = new Promise((resolve) =>
+      this.#child.once('exit', (code, signal) => {
+        log(`qcuda: GPU worker pid ${pid} exited (${signal ?? `status ${code}`})`);
+        this.#fail(`the session's GPU worker (pid ${pid}) exited (${signal ?? `status ${code}`})`);
+        this.#channel.close();
+        resolve();
+      }),
+    );
     this.#child.on('error', (e) => this.#fail(`the session's GPU worker: ${e.message}`));
     this.ready = new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new CudaError(CudaErr.InitializationError, 'the GPU worker did not start in time')), START_TIMEOUT_MS);
+      const timer = setTimeout(
+        () => reject(new CudaError(CudaErr.InitializationError, 'the GPU worker did not start in time')),
+        START_TIMEOUT_MS,
+      );
       this.#pending.set(0, {
-        resolve: () => { clearTimeout(timer); resolve(); },
-        reject: (e) => { clearTimeout(timer); reject(e); },
+        resolve: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
       });
     });
     const part = mps.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE;
@@ -163,7 +194,8 @@ class Worker {
   /** copyToDevice / copyFromDevice, in a raw frame where the stream allows. */
   copy(kind: Fast.ToDevice | Fast.FromDevice, ptr: bigint, segs: GuestSeg[], stream: StreamRef | undefined): Promise<void> {
     const m = kind === Fast.ToDevice ? 'copyToDevice' : 'copyFromDevice';
-    if (!fastStream(stream)) return this.call(m, kind === Fast.ToDevice ? [ptr, addrs(segs), stream] : [addrs(segs), ptr, stream]) as Promise<void>;
+    if (!fastStream(stream))
+      return this.call(m, kind === Fast.ToDevice ? [ptr, addrs(segs), stream] : [addrs(segs), ptr, stream]) as Promise<void>;
     return this.#expect((id) => this.#sendRaw(encodeCopy({ kind, id, ptr, stream, segs }))) as Promise<void>;
   }
 
@@ -214,7 +246,14 @@ class Worker {
   /** The VM's cached image for a queue owner's MODULE_FIND (what it asks is checked: it serves a guest). */
   async #moduleFind(id: number, sha256: unknown, size: unknown): Promise<void> {
     let image: Uint8Array | undefined;
-    if (this.modules && sha256 instanceof Uint8Array && sha256.length === 32 && typeof size === 'bigint' && size > 0n && size <= BigInt(QCUDA_MAX_MODULE))
+    if (
+      this.modules &&
+      sha256 instanceof Uint8Array &&
+      sha256.length === 32 &&
+      typeof size === 'bigint' &&
+      size > 0n &&
+      size <= BigInt(QCUDA_MAX_MODULE)
+    )
       image = await this.modules.find(sha256, size);
     if (!this.#gone) this.#send({ t: 'module', id, image });
   }
@@ -307,12 +346,18 @@ function addrs(segs: GuestSeg[]): { addr: bigint; len: number }[] {
 }
 
 /** A session's context, in its worker: every method but the copies (raw frames) and destroy is a call message (defined below). */
-interface RemoteContext extends Omit<ProviderContext, 'copyToDevice' | 'copyFromDevice' | 'copy3DToDevice' | 'copy3DFromDevice' | 'destroy'> {}
+interface RemoteContext extends Omit<
+  ProviderContext,
+  'copyToDevice' | 'copyFromDevice' | 'copy3DToDevice' | 'copy3DFromDevice' | 'destroy'
+> {}
 
 class RemoteContext implements ProviderContext {
   #stopped: Promise<void> | undefined;
 
-  constructor(readonly worker: Worker, readonly onDestroy: () => void) {}
+  constructor(
+    readonly worker: Worker,
+    readonly onDestroy: () => void,
+  ) {}
 
   copyToDevice(dst: DevPtr, src: GuestSeg[], stream: StreamRef | undefined): Promise<void> {
     return this.worker.copy(Fast.ToDevice, dst, src, stream);
@@ -366,7 +411,10 @@ export class IsolatedProvider implements Provider {
   #closed = false;
 
   /** local answers what is device-wide; it must never run a kernel. */
-  constructor(readonly local: Provider, readonly o: IsolatedOptions) {
+  constructor(
+    readonly local: Provider,
+    readonly o: IsolatedOptions,
+  ) {
     this.name = local.name;
     this.hasGpu = local.hasGpu;
   }
@@ -411,8 +459,6 @@ export class IsolatedProvider implements Provider {
     return c;
   }
 
-
-
   /**
    * Starts a worker for one session that serves the session's queue itself
    * (order.state: the ring, detached here; fds: its kick, call, in-flight
@@ -433,7 +479,14 @@ export class IsolatedProvider implements Provider {
       w.kill();
       throw e;
     }
-    return { pid: w.pid, returned: w.returned(), handback: () => w.handback(), park: () => w.park(), ownAgain: (s, f) => w.ownAgain(s, f), kill: () => w.kill() };
+    return {
+      pid: w.pid,
+      returned: w.returned(),
+      handback: () => w.handback(),
+      park: () => w.park(),
+      ownAgain: (s, f) => w.ownAgain(s, f),
+      kill: () => w.kill(),
+    };
   }
 
   /** Keeps a dup of the region's fd for workers to come and hands it to those running. */
@@ -448,7 +501,12 @@ export class IsolatedProvider implements Provider {
       debug('region 0x%s+%s comes without its fd: workers cannot map it', addr.toString(16), size);
       return;
     }
-    const r: SharedRegion = { id: this.#nextRegion++, region: { gpa: source.region.gpa, size: source.region.size, userAddr: source.region.userAddr, mmapOffset: source.region.mmapOffset }, parentAddr: addr, fd: new Fd(native.dup(source.fd)) };
+    const r: SharedRegion = {
+      id: this.#nextRegion++,
+      region: { gpa: source.region.gpa, size: source.region.size, userAddr: source.region.userAddr, mmapOffset: source.region.mmapOffset },
+      parentAddr: addr,
+      fd: new Fd(native.dup(source.fd)),
+    };
     this.#regions.set(addr, r);
     await Promise.all([...[...this.#contexts].map((c) => c.worker.addRegion(r)), ...[...this.#owners].map((w) => w.addRegion(r))]);
   }

@@ -77,7 +77,9 @@ export interface CudaDeviceProps {
 }
 
 /** A provider method as the addon has it: the provider's objects (streams, events, ...) as the addon's ids. */
-type WithIds<F> = F extends (...a: infer A) => Now<infer R> ? (...a: { [I in keyof A]: unknown extends A[I] ? number : A[I] }) => Now<unknown extends R ? number : R> : never;
+type WithIds<F> = F extends (...a: infer A) => Now<infer R>
+  ? (...a: { [I in keyof A]: unknown extends A[I] ? number : A[I] }) => Now<unknown extends R ? number : R>
+  : never;
 
 /**
  * The calls a context answers one to one (wire/protocol.ts), each the driver
@@ -127,7 +129,15 @@ export interface CudaContextNative extends CudaContextCalls {
   arrayCreate(width: bigint, height: bigint, depth: bigint, format: number, channels: number, flags: number): Promise<number>;
   arrayDestroy(array: number): Promise<void>;
   /** cuMipmappedArrayCreate -> its id. */
-  mipmapCreate(width: bigint, height: bigint, depth: bigint, format: number, channels: number, flags: number, levels: number): Promise<number>;
+  mipmapCreate(
+    width: bigint,
+    height: bigint,
+    depth: bigint,
+    format: number,
+    channels: number,
+    flags: number,
+    levels: number,
+  ): Promise<number>;
   /** cuMipmappedArrayGetLevel -> the level's array id (the same id for the same level; freed with the mipmapped array). */
   mipmapLevel(mipmap: number, level: number): Promise<number>;
   mipmapDestroy(mipmap: number): Promise<void>;
@@ -189,7 +199,10 @@ export interface CudaContextNative extends CudaContextCalls {
    * a float and 4 zero bytes) and the image, info log and error log, one after another: a failed
    * link resolves too, with its CUresult and logs.
    */
-  link(inputs: readonly { type: number; name: string; data: Uint8Array }[], options: readonly (readonly [number, number])[]): Promise<Uint8Array>;
+  link(
+    inputs: readonly { type: number; name: string; data: Uint8Array }[],
+    options: readonly (readonly [number, number])[],
+  ): Promise<Uint8Array>;
   /** cuModuleGetFunction + cuFuncGetParamInfo for each parameter (driver >= 12.4; fails with more than maxParams). */
   functionGet(module: number, name: string, maxParams: number): Promise<{ id: number; params: { offset: number; size: number }[] }>;
   /** cuModuleGetGlobal_v2. */
@@ -211,11 +224,34 @@ export interface CudaContextNative extends CudaContextCalls {
   /** cuStreamGetAttribute -> the CUstreamAttrValue's 64 bytes. */
   streamGetAttribute(stream: number, attr: number): Promise<Uint8Array>;
   /** cuLaunchCooperativeKernel, parameters as for launch(); resolves once enqueued (on the context thread). */
-  launchCooperative(func: number, grid: readonly number[] | Uint32Array, block: readonly number[] | Uint32Array, sharedMem: number, stream: number, params: Uint8Array): Promise<void>;
+  launchCooperative(
+    func: number,
+    grid: readonly number[] | Uint32Array,
+    block: readonly number[] | Uint32Array,
+    sharedMem: number,
+    stream: number,
+    params: Uint8Array,
+  ): Promise<void>;
   /** cuLaunchKernelEx with a thread-block cluster (cluster: blocks per cluster; 1, 1, 1: none) and the cooperative attribute. */
-  launchEx(func: number, grid: readonly number[] | Uint32Array, block: readonly number[] | Uint32Array, sharedMem: number, stream: number, params: Uint8Array, cluster: readonly number[], cooperative: boolean): Promise<void>;
+  launchEx(
+    func: number,
+    grid: readonly number[] | Uint32Array,
+    block: readonly number[] | Uint32Array,
+    sharedMem: number,
+    stream: number,
+    params: Uint8Array,
+    cluster: readonly number[],
+    cooperative: boolean,
+  ): Promise<void>;
   /** cuLaunchKernel with params as CU_LAUNCH_PARAM_BUFFER_POINTER; resolves once enqueued (on the context thread). */
-  launch(func: number, grid: readonly number[] | Uint32Array, block: readonly number[] | Uint32Array, sharedMem: number, stream: number, params: Uint8Array): Now<void>;
+  launch(
+    func: number,
+    grid: readonly number[] | Uint32Array,
+    block: readonly number[] | Uint32Array,
+    sharedMem: number,
+    stream: number,
+    params: Uint8Array,
+  ): Now<void>;
   /**
    * Several launches as one job on the context thread: `records` holds `count`
    * records laid out as backend/src/qcuda/providers/launch-record.ts declares
@@ -254,13 +290,21 @@ export interface CudaNative {
    * waiterSpawnFailures: thread creations that failed; pending: this environment's unsettled jobs.
    */
   stats(): {
-    waiterThreads: number; waiterLimit: number; waiterPeak: number; waiterQueued: number; waiterSpawnFailures: number; pending: number;
+    waiterThreads: number;
+    waiterLimit: number;
+    waiterPeak: number;
+    waiterQueued: number;
+    waiterSpawnFailures: number;
+    pending: number;
     /** Waits that ended while polled on the JS thread, those handed on to a waiter thread after the poll, and the time polled (setInlineWait). */
-    inlineWaitsDone: number; inlineWaitsHandedOn: number; inlinePollNs: number;
+    inlineWaitsDone: number;
+    inlineWaitsHandedOn: number;
+    inlinePollNs: number;
     /** Jobs whose ordered part ran on the JS thread (setInlineCalls; launches within INLINE_LAUNCH_BOUND). */
     inlineRuns: number;
     /** Waits settled by pollWaits, and those its last turn handed on to a waiter thread. */
-    parkedWaitsDone: number; parkedWaitsHandedOn: number;
+    parkedWaitsDone: number;
+    parkedWaitsHandedOn: number;
   };
   /**
    * The most waiter threads (blocking synchronizes) this process may have, 1..4096 (default
@@ -354,7 +398,15 @@ export interface LeftBatch {
 }
 
 export interface RingServerNative {
-  attach(desc: Uint8Array, avail: Uint16Array, used: Uint16Array, eventIdx: boolean, indirect: boolean, maxIndirect: number, callFd: number): void;
+  attach(
+    desc: Uint8Array,
+    avail: Uint16Array,
+    used: Uint16Array,
+    eventIdx: boolean,
+    indirect: boolean,
+    maxIndirect: number,
+    callFd: number,
+  ): void;
   /** Guest memory: where each region is mapped in this process. */
   setRegions(list: readonly { gpa: bigint; size: bigint; host: bigint }[]): void;
   /** The ring's in-flight record (vhost-user/inflight.ts), or none. */

@@ -43,12 +43,25 @@ export class OwnedQueue {
    * (as the session's SESSION_CLOSE does). serveInC: the ring server stands
    * in front of the device (where the provider is cuda).
    */
-  constructor(order: OwnOrder, fds: OwnedFds, memory: MemoryTable, provider: Provider, modules: ModuleStore, poll: BusyPoll | undefined, readonly onReturn: (state: RingState) => void, readonly end: () => void, serveInC = true) {
+  constructor(
+    order: OwnOrder,
+    fds: OwnedFds,
+    memory: MemoryTable,
+    provider: Provider,
+    modules: ModuleStore,
+    poll: BusyPoll | undefined,
+    readonly onReturn: (state: RingState) => void,
+    readonly end: () => void,
+    serveInC = true,
+  ) {
     // The VM's bounds are the shared ledger's (its limits as the backend sent them), its module images the backend's cache.
     const vm = vmShared(order.limits, Ledger.open(fds.ledger, ledgerLimits(order.limits)), modules);
     this.#record = InflightRecord.open(fds.record, order.state.size);
     this.device = new QcudaDevice({
-      provider, vm, queues: order.state.index + 1, pollUs: 0,
+      provider,
+      vm,
+      queues: order.state.index + 1,
+      pollUs: 0,
       // SESSION_CLOSE came on the queue. The guest takes its answer to mean
       // that what the session held on the host is free (qcuda_file.c), and
       // the context is freed only with this process (the fast way, as a
@@ -60,17 +73,28 @@ export class OwnedQueue {
     this.device.useMemory(memory);
     const session = this.device.adoptSession(order.session, order.slot);
     const queue = order.state.index;
-    this.server = serveInC ? RingServer.for(provider, session, (n) => {
-      this.device.served[queue] += n;
-      session.calls += n;
-    }, (req, ending) => this.device.finishBatch(req, session, ending)) : undefined;
+    this.server = serveInC
+      ? RingServer.for(
+          provider,
+          session,
+          (n) => {
+            this.device.served[queue] += n;
+            session.calls += n;
+          },
+          (req, ending) => this.device.finishBatch(req, session, ending),
+        )
+      : undefined;
     this.#memory = memory;
     this.#poll = poll;
     this.ring = this.#adopt(order.state, fds.kick, fds.call);
   }
 
   #adopt(state: RingState, kick: EventFd, call: EventFd): Vring {
-    return Vring.adopt(state, { kick, call }, (req) => this.device.handle(req), this.#memory, { poll: this.#poll, record: this.#record, front: this.server });
+    return Vring.adopt(state, { kick, call }, (req) => this.device.handle(req), this.#memory, {
+      poll: this.#poll,
+      record: this.#record,
+      front: this.server,
+    });
   }
 
   /**

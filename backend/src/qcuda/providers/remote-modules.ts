@@ -13,7 +13,10 @@ export class RemoteModules implements ModuleStore {
   #nextId = 1;
 
   /** ask: sends the backend a module-find; add: sends it a module-add. */
-  constructor(readonly ask: ModuleAsk, readonly send: (image: Uint8Array) => void) {}
+  constructor(
+    readonly ask: ModuleAsk,
+    readonly send: (image: Uint8Array) => void,
+  ) {}
 
   find(sha256: Uint8Array, size: bigint): Promise<Uint8Array | undefined> {
     const id = this.#nextId++;

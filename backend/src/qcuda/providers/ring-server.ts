@@ -51,7 +51,11 @@ export class RingServer implements RingFront, SessionMirror {
   #left: LeftBatch | undefined;
 
   /** Serves session's requests; onServed(n) counts n answered here (the device's and the session's counters); finish answers a batch it left. */
-  constructor(readonly session: Session, readonly onServed: (n: number) => void, readonly finish: FinishBatch) {
+  constructor(
+    readonly session: Session,
+    readonly onServed: (n: number) => void,
+    readonly finish: FinishBatch,
+  ) {
     this.#class = cudaNative().RingServer;
     this.cursor = new Uint32Array(this.#class.CURSOR.words);
     this.#native = new this.#class(session.id, this.cursor);

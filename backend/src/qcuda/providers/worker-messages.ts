@@ -126,10 +126,14 @@ export function decodeFast(b: Uint8Array): FastCopy | { kind: Fast.Done; id: num
   const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
   const kind = b.length > 0 ? v.getUint8(0) : 0;
   if (kind === Fast.Done && b.length === 5) return { kind, id: v.getUint32(1, true) };
-  if ((kind !== Fast.ToDevice && kind !== Fast.FromDevice) || b.length < COPY_HEAD) throw new Error(`a raw frame of kind ${kind} and ${b.length} bytes`);
+  if ((kind !== Fast.ToDevice && kind !== Fast.FromDevice) || b.length < COPY_HEAD)
+    throw new Error(`a raw frame of kind ${kind} and ${b.length} bytes`);
   const n = v.getUint32(17, true);
   if (b.length !== COPY_HEAD + 16 * n) throw new Error(`a copy frame of ${b.length} bytes for ${n} segments`);
   const stream = v.getUint32(13, true);
-  const segs = Array.from({ length: n }, (_, i) => ({ addr: v.getBigUint64(COPY_HEAD + 16 * i, true), len: Number(v.getBigUint64(COPY_HEAD + 16 * i + 8, true)) }));
+  const segs = Array.from({ length: n }, (_, i) => ({
+    addr: v.getBigUint64(COPY_HEAD + 16 * i, true),
+    len: Number(v.getBigUint64(COPY_HEAD + 16 * i + 8, true)),
+  }));
   return { kind, id: v.getUint32(1, true), ptr: v.getBigUint64(5, true), stream: stream === NO_STREAM ? undefined : stream, segs };
 }

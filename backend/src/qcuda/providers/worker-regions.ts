@@ -40,7 +40,12 @@ export function remapRing(ring: RingOfRegions | undefined): void {
  * holds it, unregistered (memory's listener does that for a region of its
  * table; unregister for one displaced from it) and unmapped.
  */
-export async function dropRegion(memory: MemoryTable, region: GuestRegion, ring: RingOfRegions | undefined, unregister: (hostAddress: bigint) => Promise<void> | void): Promise<void> {
+export async function dropRegion(
+  memory: MemoryTable,
+  region: GuestRegion,
+  ring: RingOfRegions | undefined,
+  unregister: (hostAddress: bigint) => Promise<void> | void,
+): Promise<void> {
   if (memory.regions.includes(region)) {
     const gone = memory.remove(region); // out of the table at once; unmapped later
     remapRing(ring);

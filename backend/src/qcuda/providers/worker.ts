@@ -77,7 +77,8 @@ function translate(m: string, a: unknown[], used: GuestRegion[]): unknown[] {
   if (m === 'copyFromDevice') return [segs(a[0], used), a[1], a[2]];
   if (m === 'copy3DToDevice') return [a[0], segs(a[1], used), a[2], a[3]];
   if (m === 'copy3DFromDevice') return [segs(a[0], used), a[1], a[2], a[3]];
-  if (m === 'hostDevicePointer') return [(a[0] as HostPiece[]).map((p) => ({ addr: local(p.addr, Number(p.size), used).addr, size: p.size }))];
+  if (m === 'hostDevicePointer')
+    return [(a[0] as HostPiece[]).map((p) => ({ addr: local(p.addr, Number(p.size), used).addr, size: p.size }))];
   return a;
 }
 
@@ -111,7 +112,10 @@ function sandbox(): void {
   try {
     native.sandboxWorker();
   } catch (e) {
-    throw new CudaError(CudaErr.InitializationError, `the worker sandbox could not be set up (--worker-sandbox=none runs without): ${(e as Error).message}`);
+    throw new CudaError(
+      CudaErr.InitializationError,
+      `the worker sandbox could not be set up (--worker-sandbox=none runs without): ${(e as Error).message}`,
+    );
   }
 }
 
@@ -217,10 +221,20 @@ class WorkerMain {
     const fds = { kick: new EventFd(this.#fd().take()), call: new EventFd(this.#fd().take()), record: this.#fd(), ledger: this.#fd() };
     if (!this.o.owner || this.owned) throw new Error('this worker cannot own a queue');
     if (!this.#ready) await this.#started;
-    this.owned = new OwnedQueue(m, fds, memory, this.provider!, this.modules, poll.enabled ? poll : undefined, (state) => {
-      send({ t: 'returned', state });
-      channel.close(); // the process ends with the channel
-    }, () => process.kill(process.pid, 'SIGKILL'), this.o.ringServer ?? true); // end: as a killed worker (no exit handlers, the driver frees the context)
+    this.owned = new OwnedQueue(
+      m,
+      fds,
+      memory,
+      this.provider!,
+      this.modules,
+      poll.enabled ? poll : undefined,
+      (state) => {
+        send({ t: 'returned', state });
+        channel.close(); // the process ends with the channel
+      },
+      () => process.kill(process.pid, 'SIGKILL'),
+      this.o.ringServer ?? true,
+    ); // end: as a killed worker (no exit handlers, the driver frees the context)
     send({ t: 'owning' });
   }
 
@@ -271,7 +285,14 @@ class WorkerMain {
       const err = e as CudaError & { index?: number };
       const code = e instanceof CudaError ? err.code : CudaErr.Unknown;
       if (!(e instanceof CudaError)) debug('call %s: %s', m, (e as Error)?.stack ?? e);
-      send({ t: 'reply', id, ok: false, code, message: err?.message ?? String(e), ...(typeof err?.index === 'number' ? { index: err.index } : {}) });
+      send({
+        t: 'reply',
+        id,
+        ok: false,
+        code,
+        message: err?.message ?? String(e),
+        ...(typeof err?.index === 'number' ? { index: err.index } : {}),
+      });
     }
   }
 
@@ -323,7 +344,6 @@ function main(): void {
     process.exitCode = 3;
     channel.close();
   });
-
 }
 
 main();

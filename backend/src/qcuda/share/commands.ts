@@ -7,7 +7,21 @@ import type { Call, Result } from '../command';
 import { then, type Now } from '../../sys/now';
 import { shareGate } from './gate';
 
-const POSTING = ['LAUNCH', 'LAUNCH_COOPERATIVE', 'LAUNCH_EX', 'GRAPH_LAUNCH', 'BATCH', 'MEMCPY_HTOD', 'MEMCPY_DTOH', 'MEMCPY_DTOD', 'MEMSET', 'MEMCPY_3D_HTOD', 'MEMCPY_3D_DTOH', 'MEMCPY_3D_DTOD', 'MEMSET_2D'] as const;
+const POSTING = [
+  'LAUNCH',
+  'LAUNCH_COOPERATIVE',
+  'LAUNCH_EX',
+  'GRAPH_LAUNCH',
+  'BATCH',
+  'MEMCPY_HTOD',
+  'MEMCPY_DTOH',
+  'MEMCPY_DTOD',
+  'MEMSET',
+  'MEMCPY_3D_HTOD',
+  'MEMCPY_3D_DTOH',
+  'MEMCPY_3D_DTOD',
+  'MEMSET_2D',
+] as const;
 const POSTS = new Set<number>(POSTING.map((n) => (CALLS[n] as CallDecl).cmd));
 const BATCH = (CALLS.BATCH as CallDecl).cmd;
 

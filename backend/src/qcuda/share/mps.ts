@@ -58,7 +58,8 @@ export function mpsDaemonMissing(pipeDir: string): string | undefined {
     if (fs.existsSync(path.join(pipeDir, 'control'))) return undefined;
     return `no MPS control daemon in ${pipeDir} (no ${PID_FILE} there); ${how}`;
   }
-  if (!Number.isInteger(pid) || pid <= 0 || !running(pid)) return `the MPS control daemon of ${pipeDir} (${PID_FILE}) is not running; ${how}`;
+  if (!Number.isInteger(pid) || pid <= 0 || !running(pid))
+    return `the MPS control daemon of ${pipeDir} (${PID_FILE}) is not running; ${how}`;
   return undefined;
 }
 
@@ -75,7 +76,10 @@ function running(pid: number): boolean {
 export function mpsPercentageNow(): number | undefined {
   if (!mode) return undefined;
   const m = mode;
-  const others = m.table.snapshot().filter((v) => v.slot !== m.slot).map((v) => v.weight);
+  const others = m.table
+    .snapshot()
+    .filter((v) => v.slot !== m.slot)
+    .map((v) => v.weight);
   return mpsPercentage(Math.max(1, m.table.weight(m.slot)), others);
 }
 

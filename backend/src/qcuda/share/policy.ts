@@ -67,7 +67,8 @@ export const MAX_WEIGHT = 1000;
 
 /** A --gpu-share value: an integer weight from 1 to MAX_WEIGHT, or an error that says why not. */
 export function parseWeight(s: string): number {
-  if (!/^[0-9]+$/.test(s) || +s < 1 || +s > MAX_WEIGHT) throw new Error(`--gpu-share=${s}: a weight must be an integer from 1 to ${MAX_WEIGHT}`);
+  if (!/^[0-9]+$/.test(s) || +s < 1 || +s > MAX_WEIGHT)
+    throw new Error(`--gpu-share=${s}: a weight must be an integer from 1 to ${MAX_WEIGHT}`);
   return +s;
 }
 
@@ -128,11 +129,17 @@ export function catchUp(self: number, vms: readonly VmView[], now: number, p: Po
 }
 
 /** Each VM's share of the GPU time used between two snapshots (by slot), and the share its weight asks for among the VMs present. */
-export function shares(before: readonly VmView[], after: readonly VmView[], now: number): Map<number, { used: number; share: number; target: number }> {
+export function shares(
+  before: readonly VmView[],
+  after: readonly VmView[],
+  now: number,
+): Map<number, { used: number; share: number; target: number }> {
   const busy = busyProcesses(after);
   const was = new Map(before.map((v) => [v.slot, v.usage]));
   const used = after.map((v) => ({ v, used: Math.max(0, usedBy(v, now, busy) - (was.get(v.slot) ?? 0)) }));
   const total = used.reduce((n, u) => n + u.used, 0);
   const weights = after.reduce((n, v) => n + Math.max(1, v.weight), 0);
-  return new Map(used.map(({ v, used: u }) => [v.slot, { used: u, share: total > 0 ? u / total : 0, target: Math.max(1, v.weight) / weights }]));
+  return new Map(
+    used.map(({ v, used: u }) => [v.slot, { used: u, share: total > 0 ? u / total : 0, target: Math.max(1, v.weight) / weights }]),
+  );
 }

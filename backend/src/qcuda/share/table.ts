@@ -244,7 +244,14 @@ export class ShareTable {
       const at = this.#vm(s);
       const pid = this.#get(at + V_PID);
       if (pid === 0 || !live(pid)) continue;
-      vms.set(s, { slot: s, weight: Math.max(1, this.#get(at + V_WEIGHT)), usage: this.#get(at + V_USAGE), busySince: [], waiting: 0, lastSync: 0 });
+      vms.set(s, {
+        slot: s,
+        weight: Math.max(1, this.#get(at + V_WEIGHT)),
+        usage: this.#get(at + V_USAGE),
+        busySince: [],
+        waiting: 0,
+        lastSync: 0,
+      });
     }
     const top = Math.min(PROC_SLOTS, this.#get(H_PROCS));
     for (let s = 0; s < top; s++) {

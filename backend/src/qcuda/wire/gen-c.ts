@@ -79,17 +79,21 @@ function shape(d: CallDecl): string {
     d.data ? `data ${d.data} device` : '',
     valueOf(d) ? `value = ${valueOf(d)}` : '',
     d.posted ? 'postable' : '',
-    d.syncs ? 'reports posted work\'s errors, ends its batch' : '',
+    d.syncs ? "reports posted work's errors, ends its batch" : '',
   ];
   return parts.filter(Boolean).join(', ');
 }
 
 export function valueOf(d: CallDecl): string | undefined {
   switch (d.context?.result) {
-    case 'stream': return 'the new stream handle';
-    case 'event': return 'the new event handle';
-    case 'signed': return 'an int, sign-extended';
-    default: return d.value;
+    case 'stream':
+      return 'the new stream handle';
+    case 'event':
+      return 'the new event handle';
+    case 'signed':
+      return 'an int, sign-extended';
+    default:
+      return d.value;
   }
 }
 
@@ -108,7 +112,7 @@ export function protoHeader(): string {
     ' *   device-readable:  struct qcuda_req_hdr, then hdr.len bytes of arguments',
     ' *                     (struct qcuda_args_<cmd>), then, for commands that move',
     ' *                     data to the device, hdr.data_len bytes of data;',
-    ' *   device-writable:  struct qcuda_resp_hdr, then room for the command\'s',
+    " *   device-writable:  struct qcuda_resp_hdr, then room for the command's",
     ' *                     output (struct qcuda_out_<cmd>), then, for commands',
     ' *                     that move data from the device, hdr.data_len bytes:',
     ' *                     the data always fills the LAST data_len writable bytes.',
@@ -128,7 +132,7 @@ export function protoHeader(): string {
     'typedef uint64_t __le64;',
     '#endif',
     '',
-    '/* Each struct\'s size is checked where it is compiled: C11 and C++ (nvcc) spell it differently. */',
+    "/* Each struct's size is checked where it is compiled: C11 and C++ (nvcc) spell it differently. */",
     '#ifdef __cplusplus',
     '#define QCUDA_SIZE_IS(s, n) static_assert(sizeof(struct s) == (n), "struct " #s ": " #n " bytes")',
     '#else',
@@ -229,7 +233,11 @@ function requestBuilder(name: string, d: CallDecl): string[] {
 function postBuilder(name: string, d: CallDecl): string[] {
   const a = argsOf(d);
   const lower = name.toLowerCase();
-  const call = a.build.length ? 'qc_post(QCUDA_CMD_' + name + ', &a, sizeof(a))' : d.varArgs ? `qc_post(QCUDA_CMD_${name}, a, args_len)` : `qc_post(QCUDA_CMD_${name}, a, sizeof(*a))`;
+  const call = a.build.length
+    ? 'qc_post(QCUDA_CMD_' + name + ', &a, sizeof(a))'
+    : d.varArgs
+      ? `qc_post(QCUDA_CMD_${name}, a, args_len)`
+      : `qc_post(QCUDA_CMD_${name}, a, sizeof(*a))`;
   return [`${signature('cudaError_t', `qc_post_${lower}`, a.params)}`, '{', ...a.build, `\treturn ${call};`, '}', ''];
 }
 
@@ -238,9 +246,9 @@ export function callsHeader(): string {
   const out: string[] = [
     '/* SPDX-License-Identifier: MIT */',
     '/*',
-    ' * The guest library\'s request builders: qc_req_<command>() sends one command',
+    " * The guest library's request builders: qc_req_<command>() sends one command",
     ' * and waits for its reply (qc_call; a synchronizing one goes at the end of',
-    ' * the posted work\'s batch: qc_call_ending_batch), qc_post_<command>() queues',
+    " * the posted work's batch: qc_call_ending_batch), qc_post_<command>() queues",
     ' * a postable one for the next batch (qc_post). Included by qcrt.h after',
     ' * struct qc_req.',
     ` * ${GENERATED}`,

@@ -33,7 +33,11 @@ export type Fields<S extends StructDecl> = { [F in S['fields'][number] as F[0]]:
 
 /** What encode() takes: any subset of the fields (the rest are 0); char arrays also take strings. */
 export type FieldInput<S extends StructDecl> = {
-  [F in S['fields'][number] as F[0]]?: F[1] extends `char[${number}]` ? string | Uint8Array : F[1] extends 'u64' ? bigint | number : ValueOf<F[1]>;
+  [F in S['fields'][number] as F[0]]?: F[1] extends `char[${number}]`
+    ? string | Uint8Array
+    : F[1] extends 'u64'
+      ? bigint | number
+      : ValueOf<F[1]>;
 };
 
 interface Field {
@@ -121,12 +125,18 @@ function compileCodec(l: Layout): Codec {
   const read = l.fields.map((f) => {
     const at = f.offset;
     switch (f.kind) {
-      case 'u32': return `${f.name}: v.getUint32(${at}, true)`;
-      case 'i32': return `${f.name}: v.getInt32(${at}, true)`;
-      case 'u64': return `${f.name}: v.getBigUint64(${at}, true)`;
-      case 'u32[]': return `${f.name}: h.u32s(v, ${at}, ${f.count})`;
-      case 'u64[]': return `${f.name}: h.u64s(v, ${at}, ${f.count})`;
-      default: return `${f.name}: s.slice(${at}, ${at + f.size})`;
+      case 'u32':
+        return `${f.name}: v.getUint32(${at}, true)`;
+      case 'i32':
+        return `${f.name}: v.getInt32(${at}, true)`;
+      case 'u64':
+        return `${f.name}: v.getBigUint64(${at}, true)`;
+      case 'u32[]':
+        return `${f.name}: h.u32s(v, ${at}, ${f.count})`;
+      case 'u64[]':
+        return `${f.name}: h.u64s(v, ${at}, ${f.count})`;
+      default:
+        return `${f.name}: s.slice(${at}, ${at + f.size})`;
     }
   });
   const write = l.fields.map((f) => {
@@ -151,17 +161,27 @@ function compileCodec(l: Layout): Codec {
   const scratch = new ArrayBuffer(Math.max(l.size, 1));
   const s = new Uint8Array(scratch);
   const v = new DataView(scratch);
-  const decode = new Function('h', 's', 'v', `return function decode(name, bytes) {
+  const decode = new Function(
+    'h',
+    's',
+    'v',
+    `return function decode(name, bytes) {
     if (bytes.length < ${l.size}) throw new RangeError(name + ': ' + bytes.length + ' bytes, needs ${l.size}');
     s.set(bytes.length === ${l.size} ? bytes : bytes.subarray(0, ${l.size}));
     return { ${read.join(', ')} };
-  }`)(helpers, s, v) as Codec['decode'];
-  const encode = new Function('h', 's', 'v', `return function encode(values) {
+  }`,
+  )(helpers, s, v) as Codec['decode'];
+  const encode = new Function(
+    'h',
+    's',
+    'v',
+    `return function encode(values) {
     s.fill(0);
     let x;
     ${write.join('\n    ')}
     return s.slice(0, ${l.size});
-  }`)(helpers, s, v) as Codec['encode'];
+  }`,
+  )(helpers, s, v) as Codec['encode'];
   return { decode, encode };
 }
 

@@ -5,8 +5,22 @@ import { native } from '../platform/native';
 import { Connection, type Message } from '../connection';
 import { EventFd, Fd } from '../platform/fd';
 import {
-  bit, decodeConfig, decodeU64, decodeVringState, encodeConfig, encodeMemTable, encodeSingleRegion, encodeU64,
-  encodeVringAddr, encodeVringState, FLAG_NEED_REPLY, FLAG_VERSION, ProtoF, Req, reqName, VirtioF,
+  bit,
+  decodeConfig,
+  decodeU64,
+  decodeVringState,
+  encodeConfig,
+  encodeMemTable,
+  encodeSingleRegion,
+  encodeU64,
+  encodeVringAddr,
+  encodeVringState,
+  FLAG_NEED_REPLY,
+  FLAG_VERSION,
+  ProtoF,
+  Req,
+  reqName,
+  VirtioF,
 } from '../message';
 import { BusyPoll } from '../platform/busy-poll';
 import { GuestMemory } from './guest-memory';
@@ -59,14 +73,18 @@ export class Frontend {
 
   private constructor(sock: Fd, mem: GuestMemory) {
     this.mem = mem;
-    this.conn = new Connection(sock, {
-      onMessage: (m) => this.#onReply(m),
-      onClose: (reason) => {
-        this.#closed = true;
-        this.#closeReason = reason;
-        this.#replyWaiter?.(undefined as unknown as Message);
+    this.conn = new Connection(
+      sock,
+      {
+        onMessage: (m) => this.#onReply(m),
+        onClose: (reason) => {
+          this.#closed = true;
+          this.#closeReason = reason;
+          this.#replyWaiter?.(undefined as unknown as Message);
+        },
       },
-    }, true);
+      true,
+    );
   }
 
   static connect(path: string, mem = new GuestMemory()): Frontend {
@@ -88,12 +106,20 @@ export class Frontend {
   }
 
   /** Sends a request and, when one is due, waits for its reply. */
-  async request(req: Req, payload: Uint8Array = new Uint8Array(0), fds: number[] = [], opts: { reply?: boolean; needReply?: boolean } = {}): Promise<Message | undefined> {
+  async request(
+    req: Req,
+    payload: Uint8Array = new Uint8Array(0),
+    fds: number[] = [],
+    opts: { reply?: boolean; needReply?: boolean } = {},
+  ): Promise<Message | undefined> {
     const flags = FLAG_VERSION | (opts.needReply ? FLAG_NEED_REPLY : 0);
     this.conn.send(req, flags, payload, fds);
     if (!opts.reply && !opts.needReply) return undefined;
     const m = await this.#nextReply();
-    if (!m) throw new Error(`backend closed the connection instead of answering ${reqName(req)}${this.#closeReason ? `: ${this.#closeReason.message}` : ''}`);
+    if (!m)
+      throw new Error(
+        `backend closed the connection instead of answering ${reqName(req)}${this.#closeReason ? `: ${this.#closeReason.message}` : ''}`,
+      );
     if (m.request !== req) throw new Error(`reply to ${reqName(m.request)} while waiting for ${reqName(req)}`);
     return m;
   }
@@ -155,7 +181,12 @@ export class Frontend {
 
   async sendMemory(oneByOne: boolean): Promise<void> {
     const fd = this.mem.fd.value;
-    if (!oneByOne) return this.#ack(Req.SET_MEM_TABLE, encodeMemTable(this.mem.regions), this.mem.regions.map(() => fd));
+    if (!oneByOne)
+      return this.#ack(
+        Req.SET_MEM_TABLE,
+        encodeMemTable(this.mem.regions),
+        this.mem.regions.map(() => fd),
+      );
     for (const r of this.mem.regions) await this.#ack(Req.ADD_MEM_REG, encodeSingleRegion(r), [fd]);
   }
 
@@ -180,9 +211,17 @@ export class Frontend {
   async #sendRing(i: number, ring: GuestRing, base: number, kick: EventFd, call: EventFd): Promise<void> {
     await this.#ack(Req.SET_VRING_NUM, encodeVringState({ index: i, num: ring.size }));
     await this.#ack(Req.SET_VRING_BASE, encodeVringState({ index: i, num: base }));
-    await this.#ack(Req.SET_VRING_ADDR, encodeVringAddr({
-      index: i, flags: 0, desc: this.mem.va(ring.desc), used: this.mem.va(ring.used), avail: this.mem.va(ring.avail), log: 0n,
-    }));
+    await this.#ack(
+      Req.SET_VRING_ADDR,
+      encodeVringAddr({
+        index: i,
+        flags: 0,
+        desc: this.mem.va(ring.desc),
+        used: this.mem.va(ring.used),
+        avail: this.mem.va(ring.avail),
+        log: 0n,
+      }),
+    );
     await this.#ack(Req.SET_VRING_KICK, encodeU64(BigInt(i)), [kick.value]);
     await this.#ack(Req.SET_VRING_CALL, encodeU64(BigInt(i)), [call.value]);
   }

@@ -24,7 +24,12 @@ export class GuestMemory {
   readonly #bytes: Uint8Array;
 
   /** Default: 32 MiB at gpa 0 and 32 MiB at gpa 4 GiB. */
-  constructor(specs: RegionSpec[] = [{ gpa: 0n, size: 32 << 20 }, { gpa: 4n * GIB, size: 32 << 20 }]) {
+  constructor(
+    specs: RegionSpec[] = [
+      { gpa: 0n, size: 32 << 20 },
+      { gpa: 4n * GIB, size: 32 << 20 },
+    ],
+  ) {
     const total = specs.reduce((n, s) => n + s.size, 0);
     this.fd = new Fd(native.memfdCreate('vhost-user-guest-ram', total));
     native.addSeals(this.fd.value, native.F_SEAL_SHRINK | native.F_SEAL_GROW);

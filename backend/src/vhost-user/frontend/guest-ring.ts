@@ -12,8 +12,19 @@ interface BenchAddon {
    * where the device asks, and spins for each answer, which must name its head and put status 0 in the first u32 of its
    * reply (replies[j] for heads[j]). ns: each step of heads.length calls.
    */
-  ringLoop(avail: Uint16Array, used: Uint16Array, size: number, eventIdx: boolean, kickFd: number, heads: Uint32Array, availIdx: number,
-    lastUsed: number, n: number, replies: Uint8Array[], timeoutNs: number): { ns: Float64Array; availIdx: number; lastUsed: number; kicks: number };
+  ringLoop(
+    avail: Uint16Array,
+    used: Uint16Array,
+    size: number,
+    eventIdx: boolean,
+    kickFd: number,
+    heads: Uint32Array,
+    availIdx: number,
+    lastUsed: number,
+    n: number,
+    replies: Uint8Array[],
+    timeoutNs: number,
+  ): { ns: Float64Array; availIdx: number; lastUsed: number; kicks: number };
 }
 let bench: BenchAddon | undefined;
 
@@ -101,7 +112,19 @@ export class GuestRing {
       for (const bufs of chains) heads.push(this.#addDirect(bufs));
       if (!this.eventIdx) Atomics.store(this.a16, 0, VRING_AVAIL_F_NO_INTERRUPT);
       bench ??= loadAddon<BenchAddon>('vhost_user_bench');
-      const r = bench.ringLoop(this.a16, this.u16, this.size, this.eventIdx, kickFd, Uint32Array.from(heads), this.availIdx, this.#lastUsed, n, replies, timeoutNs);
+      const r = bench.ringLoop(
+        this.a16,
+        this.u16,
+        this.size,
+        this.eventIdx,
+        kickFd,
+        Uint32Array.from(heads),
+        this.availIdx,
+        this.#lastUsed,
+        n,
+        replies,
+        timeoutNs,
+      );
       this.availIdx = r.availIdx;
       this.#lastUsed = r.lastUsed;
       this.#kickedAt = r.availIdx;

@@ -42,7 +42,8 @@ export class HostArrays {
       const rowBytes = a.desc.width * a.elem;
       const h = a.desc.height === 0n ? 1n : a.desc.height;
       const off = ((pos.z + z) * h + pos.y + y) * rowBytes + pos.x;
-      if (pos.x + width > rowBytes || off + width > BigInt(a.bytes.length)) throw new CudaError(CudaErr.InvalidValue, 'box outside the array');
+      if (pos.x + width > rowBytes || off + width > BigInt(a.bytes.length))
+        throw new CudaError(CudaErr.InvalidValue, 'box outside the array');
       return [a.bytes.subarray(Number(off), Number(off + width))];
     }
     return this.memory.views(place.ptr + (pos.z + z) * place.pitch * place.rows + (pos.y + y) * place.pitch + pos.x, width, this.owner);

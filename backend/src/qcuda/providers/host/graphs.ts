@@ -71,7 +71,11 @@ export function noKernels(): CudaError {
 function chargeLoopWork(r: GraphRun, n: GraphNodeSpec): void {
   const bytes = n.type === 'memcpy' ? n.width * n.height * n.depth : n.type === 'memset' ? n.width * BigInt(n.elem) * n.height : 0n;
   r.loopWork += 1 + Number(bytes / LOOP_WORK_BYTES);
-  if (r.loopWork > MAX_LOOP_WORK) throw new CudaError(LAUNCH_TIMEOUT, `graph: while bodies did more than ${MAX_LOOP_WORK} units of work (node runs, 512 bytes written) in one launch`);
+  if (r.loopWork > MAX_LOOP_WORK)
+    throw new CudaError(
+      LAUNCH_TIMEOUT,
+      `graph: while bodies did more than ${MAX_LOOP_WORK} units of work (node runs, 512 bytes written) in one launch`,
+    );
 }
 
 /** What graph nodes do to the context's memory. */
@@ -120,9 +124,13 @@ export class HostGraphs {
       body.push(i);
       if (n.type !== 'cond') return;
       const c = graph.conds.get(n.handle);
-      if (c === undefined) throw new CudaError(CudaErr.InvalidValue, `graph: node ${i}: conditional handle 0x${n.handle.toString(16)} is not this graph's`);
+      if (c === undefined)
+        throw new CudaError(CudaErr.InvalidValue, `graph: node ${i}: conditional handle 0x${n.handle.toString(16)} is not this graph's`);
       conds.set(n.handle, { ...c, value: c.defaultValue });
-      bodies.set(i, Array.from({ length: n.size }, () => []));
+      bodies.set(
+        i,
+        Array.from({ length: n.size }, () => []),
+      );
     });
     const id = this.#nextGraph++;
     this.#execs.set(id, { spec: { nodes, edges: spec.edges.slice() }, bodies, conds, hasKernel: nodes.some((n) => n.type === 'kernel') });
@@ -168,7 +176,13 @@ export class HostGraphs {
     switch (n.type) {
       case 'memcpy': {
         const zero = { x: 0n, y: 0n, z: 0n };
-        this.target.copyBox({ ptr: n.dst, pitch: n.dstPitch, rows: n.dstRows }, zero, { ptr: n.src, pitch: n.srcPitch, rows: n.srcRows }, zero, n);
+        this.target.copyBox(
+          { ptr: n.dst, pitch: n.dstPitch, rows: n.dstRows },
+          zero,
+          { ptr: n.src, pitch: n.srcPitch, rows: n.srcRows },
+          zero,
+          n,
+        );
         return;
       }
       case 'memset': {
@@ -200,7 +214,10 @@ export class HostGraphs {
       r.loops++;
       for (let k = 0; c.value !== 0; k++) {
         if (k === MAX_WHILE_ITERATIONS)
-          throw new CudaError(LAUNCH_TIMEOUT, `graph: while node ${i} still true after ${MAX_WHILE_ITERATIONS} iterations (no kernel runs here to end it)`);
+          throw new CudaError(
+            LAUNCH_TIMEOUT,
+            `graph: while node ${i} still true after ${MAX_WHILE_ITERATIONS} iterations (no kernel runs here to end it)`,
+          );
         this.#runBody(r, bodies[0]);
       }
       r.loops--;

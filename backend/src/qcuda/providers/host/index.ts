@@ -7,8 +7,30 @@
 import { performance } from 'node:perf_hooks';
 import { CudaErr, CudaError } from '../../cuda-error';
 import type {
-  ArrayDesc, ArrayRef, MipmapRef, DeviceProps, DevPtr, Dim3, EventRef, Extent, FunctionInfo, GraphExecRef, GraphRef, GraphSpec, GuestSeg, HostBlock,
-  HostPiece, LaunchDesc, Place, Pos, Provider, ProviderContext, StreamRef, TexDesc, TexResource, VmmRef,
+  ArrayDesc,
+  ArrayRef,
+  MipmapRef,
+  DeviceProps,
+  DevPtr,
+  Dim3,
+  EventRef,
+  Extent,
+  FunctionInfo,
+  GraphExecRef,
+  GraphRef,
+  GraphSpec,
+  GuestSeg,
+  HostBlock,
+  HostPiece,
+  LaunchDesc,
+  Place,
+  Pos,
+  Provider,
+  ProviderContext,
+  StreamRef,
+  TexDesc,
+  TexResource,
+  VmmRef,
 } from '../../provider';
 import { StreamAttr } from '../../attrs';
 import { QCUDA_NUM_ATTRS } from '../../proto';
@@ -16,7 +38,13 @@ import { HostArrays } from './arrays';
 import { HostGraphs, noKernels } from './graphs';
 import { ContextMappings, HostMemory, type MemoryOwner } from './memory';
 import {
-  defaultStreamAttr, EVENT_DISABLE_TIMING, HostLimits, PRIORITY_GREATEST, PRIORITY_LEAST, type HostEvent, type HostStream,
+  defaultStreamAttr,
+  EVENT_DISABLE_TIMING,
+  HostLimits,
+  PRIORITY_GREATEST,
+  PRIORITY_LEAST,
+  type HostEvent,
+  type HostStream,
 } from './streams';
 import { copyViews, segRange } from './views';
 
@@ -24,9 +52,43 @@ const HOST_DEVICE_NAME = 'qcuda host-memory device (no GPU)';
 
 /** A few attributes a program may look at (CUdevice_attribute numbering). */
 const ATTRS: Record<number, number> = {
-  1: 1024, 2: 1024, 3: 1024, 4: 64, 5: 0x7fffffff, 6: 65535, 7: 65535, 8: 49152, 9: 65536, 10: 32, 11: 0x7fffffff,
-  12: 65536, 13: 1000000, 14: 512, 15: 1, 16: 1, 17: 0, 18: 0, 19: 1, 20: 0, 31: 1, 32: 0, 33: 0, 34: 0, 35: 0,
-  36: 1000000, 37: 64, 38: 0, 39: 2048, 40: 1, 41: 1, 75: 0, 76: 0, 81: 49152, 82: 65536, 83: 1, 84: 0,
+  1: 1024,
+  2: 1024,
+  3: 1024,
+  4: 64,
+  5: 0x7fffffff,
+  6: 65535,
+  7: 65535,
+  8: 49152,
+  9: 65536,
+  10: 32,
+  11: 0x7fffffff,
+  12: 65536,
+  13: 1000000,
+  14: 512,
+  15: 1,
+  16: 1,
+  17: 0,
+  18: 0,
+  19: 1,
+  20: 0,
+  31: 1,
+  32: 0,
+  33: 0,
+  34: 0,
+  35: 0,
+  36: 1000000,
+  37: 64,
+  38: 0,
+  39: 2048,
+  40: 1,
+  41: 1,
+  75: 0,
+  76: 0,
+  81: 49152,
+  82: 65536,
+  83: 1,
+  84: 0,
 };
 
 /** The most devices the host provider emulates (the guest library's QC_MAX_DEVICES is 64; 16 is plenty to test with). */
@@ -56,9 +118,11 @@ export class HostProvider implements Provider {
   readonly #devices: number;
 
   constructor(o: HostProviderOptions = {}) {
-    const guestView = o.guestView ?? (() => {
-      throw new CudaError(CudaErr.InvalidValue, 'no guest memory to map');
-    });
+    const guestView =
+      o.guestView ??
+      (() => {
+        throw new CudaError(CudaErr.InvalidValue, 'no guest memory to map');
+      });
     this.#devices = o.devices ?? 1;
     if (!Number.isInteger(this.#devices) || this.#devices < 1 || this.#devices > MAX_HOST_DEVICES)
       throw new Error(`host provider: ${this.#devices} devices (1 to ${MAX_HOST_DEVICES})`);
@@ -118,10 +182,10 @@ export class HostProvider implements Provider {
   async close(): Promise<void> {}
 
   #check(device: number): void {
-    if (!Number.isInteger(device) || device < 0 || device >= this.#devices) throw new CudaError(CudaErr.InvalidDevice, `device ${device} does not exist`);
+    if (!Number.isInteger(device) || device < 0 || device >= this.#devices)
+      throw new CudaError(CudaErr.InvalidDevice, `device ${device} does not exist`);
   }
 }
-
 
 class HostContext implements ProviderContext, MemoryOwner {
   /** Destroyed: it makes nothing more (a call that reaches it after the destroy fails). */
@@ -193,12 +257,18 @@ class HostContext implements ProviderContext, MemoryOwner {
 
   async copyToDevice(dst: DevPtr, src: GuestSeg[], _s: StreamRef | undefined): Promise<void> {
     const len = src.reduce((n, s) => n + s.len, 0);
-    copyViews(this.#views(dst, BigInt(len)), src.map((s) => s.view));
+    copyViews(
+      this.#views(dst, BigInt(len)),
+      src.map((s) => s.view),
+    );
   }
 
   async copyFromDevice(dst: GuestSeg[], src: DevPtr, _s: StreamRef | undefined): Promise<void> {
     const len = dst.reduce((n, s) => n + s.len, 0);
-    copyViews(dst.map((s) => s.view), this.#views(src, BigInt(len)));
+    copyViews(
+      dst.map((s) => s.view),
+      this.#views(src, BigInt(len)),
+    );
   }
 
   async copyOnDevice(dst: DevPtr, src: DevPtr, size: bigint): Promise<void> {
@@ -229,14 +299,20 @@ class HostContext implements ProviderContext, MemoryOwner {
     for (const b of blocks)
       for (let z = 0n; z < b.extent.depth; z++)
         for (let y = 0n; y < b.extent.height; y++)
-          copyViews(this.#arrays.row(dst, b.pos, b.extent.width, y, z), segRange(src, b.off + z * b.pitch * b.rows + y * b.pitch, b.extent.width));
+          copyViews(
+            this.#arrays.row(dst, b.pos, b.extent.width, y, z),
+            segRange(src, b.off + z * b.pitch * b.rows + y * b.pitch, b.extent.width),
+          );
   }
 
   async copy3DFromDevice(dst: GuestSeg[], src: Place, blocks: readonly HostBlock[]): Promise<void> {
     for (const b of blocks)
       for (let z = 0n; z < b.extent.depth; z++)
         for (let y = 0n; y < b.extent.height; y++)
-          copyViews(segRange(dst, b.off + z * b.pitch * b.rows + y * b.pitch, b.extent.width), this.#arrays.row(src, b.pos, b.extent.width, y, z));
+          copyViews(
+            segRange(dst, b.off + z * b.pitch * b.rows + y * b.pitch, b.extent.width),
+            this.#arrays.row(src, b.pos, b.extent.width, y, z),
+          );
   }
 
   async memset2D(dst: DevPtr, pitch: bigint, value: number, width: bigint, height: bigint): Promise<void> {
@@ -325,7 +401,8 @@ class HostContext implements ProviderContext, MemoryOwner {
   async eventElapsed(start: EventRef, end: EventRef): Promise<number> {
     const a = start as HostEvent;
     const b = end as HostEvent;
-    if ((a.flags | b.flags) & EVENT_DISABLE_TIMING) throw new CudaError(CudaErr.InvalidResourceHandle, 'event created with cudaEventDisableTiming');
+    if ((a.flags | b.flags) & EVENT_DISABLE_TIMING)
+      throw new CudaError(CudaErr.InvalidResourceHandle, 'event created with cudaEventDisableTiming');
     if (a.at === undefined || b.at === undefined) throw new CudaError(CudaErr.InvalidResourceHandle, 'event was never recorded');
     return b.at - a.at;
   }
@@ -366,7 +443,16 @@ class HostContext implements ProviderContext, MemoryOwner {
   async launchCooperative(_f: unknown, _g: Dim3, _b: Dim3, _s: number, _st: StreamRef | undefined, _p: Uint8Array): Promise<void> {
     throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
   }
-  async launchEx(_f: unknown, _g: Dim3, _b: Dim3, _s: number, _st: StreamRef | undefined, _p: Uint8Array, _c: Dim3, _co: boolean): Promise<void> {
+  async launchEx(
+    _f: unknown,
+    _g: Dim3,
+    _b: Dim3,
+    _s: number,
+    _st: StreamRef | undefined,
+    _p: Uint8Array,
+    _c: Dim3,
+    _co: boolean,
+  ): Promise<void> {
     throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
   }
 

@@ -207,7 +207,7 @@ export class ContextMappings {
   /** Views of [ptr, ptr + size) where VMM mappings, one after the other, hold all of it; else undefined. */
   vmmViews(ptr: bigint, size: bigint): Uint8Array[] | undefined {
     const out: Uint8Array[] = [];
-    for (let at = ptr; at < ptr + size; ) {
+    for (let at = ptr; at < ptr + size;) {
       const m = this.#vmmMaps.find(at);
       if (!m) return undefined;
       const end = ptr + size < m.base + m.size ? ptr + size : m.base + m.size;
@@ -221,7 +221,7 @@ export class ContextMappings {
   map(pieces: readonly HostPiece[]): DevPtr {
     const size = pieces.reduce((n, p) => n + p.size, 0n);
     const base = pieces.length === 1 ? pieces[0].addr : this.#nextMapBase;
-    if (pieces.length > 1) this.#nextMapBase += (size + MAP_ALIGN - 1n) / MAP_ALIGN * MAP_ALIGN + MAP_ALIGN;
+    if (pieces.length > 1) this.#nextMapBase += ((size + MAP_ALIGN - 1n) / MAP_ALIGN) * MAP_ALIGN + MAP_ALIGN;
     this.#maps.add({ base, size, pieces: pieces.slice() });
     return base;
   }

@@ -44,7 +44,8 @@ export function defaultStreamAttr(attr: number, priority: number): Uint8Array {
   const out = new Uint8Array(QCUDA_ATTR_VALUE_BYTES);
   const v = new DataView(out.buffer);
   if (attr === StreamAttr.Priority) v.setInt32(0, priority, true);
-  else if (attr === StreamAttr.SynchronizationPolicy) v.setUint32(0, 1, true); // cudaSyncPolicyAuto
+  else if (attr === StreamAttr.SynchronizationPolicy)
+    v.setUint32(0, 1, true); // cudaSyncPolicyAuto
   else if (attr === StreamAttr.MemSyncDomainMap) out[1] = 1; // default domain 0, remote domain 1
   return out;
 }
@@ -54,7 +55,8 @@ export class HostLimits {
   readonly #values = LIMIT_DEFAULTS.slice();
 
   set(limit: number, value: bigint): void {
-    if (this.#values[limit] === undefined) throw new CudaError(CudaErr.UnsupportedLimit, `cudaLimit ${limit} is not supported on this device`);
+    if (this.#values[limit] === undefined)
+      throw new CudaError(CudaErr.UnsupportedLimit, `cudaLimit ${limit} is not supported on this device`);
     const max = LIMIT_MAX[limit];
     this.#values[limit] = max !== undefined && value > max ? max : value;
   }
