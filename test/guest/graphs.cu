@@ -583,6 +583,7 @@ static void generic_nodes(unsigned char *d, unsigned char *h_out)
 	void *mem = p.alloc.dptr;
 	qt_check(mem != NULL, "cudaGraphAddNode gives an alloc node's address back");
 	EXPECT(cudaGraphNodeSetParams(a, &p), cudaErrorNotSupported);
+	cudaGetLastError(); /* the refusal is also the last error, natively too */
 	p = {};
 	p.type = cudaGraphNodeTypeMemset;
 	p.memset.dst = mem, p.memset.value = 0x33, p.memset.elementSize = 1, p.memset.width = N, p.memset.height = 1;
