@@ -252,8 +252,10 @@ static void log_put(char *dst, size_t size, void **slot, const unsigned char *sr
 		n = size - 1;
 	memcpy(dst, src, n);
 	dst[n] = 0;
+	n = strlen(dst); /* the host's bytes may end in their own NUL */
+	/* As the driver answers (measured on an H100): the text and its NUL, 0 for no text. */
 	if (slot)
-		*slot = (void *)(uintptr_t)(n + 1);
+		*slot = (void *)(uintptr_t)(n ? n + 1 : 0);
 }
 
 /* The logs answered where nothing was compiled: empty, nothing written. */
