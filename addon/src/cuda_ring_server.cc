@@ -252,10 +252,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     const uint32_t vm = ArgU32(info[1], "vm"), proc = ArgU32(info[2], "proc");
     if (vm >= share::kVmSlots || proc >= share::kProcSlots)
       throw Napi::RangeError::New(info.Env(), "share: no such slot");
-    Napi::Object o = info[3].As<Napi::Object>();
-    auto num = [&](const char *k) { return o.Get(k).ToNumber().DoubleValue(); };
     gate_ = std::make_unique<share::Gate>(TypedView<int64_t>(info[0], share::kWords, "table"), vm, proc,
-                                          share::Policy{num("slackNs"), num("maxWaitNs"), num("idleNs"), num("gapNs")});
+                                          share::PolicyOf(info[3].As<Napi::Object>()));
     tableRef_ = Napi::Persistent(info[0].As<Napi::Object>());
     return info.Env().Undefined();
   }

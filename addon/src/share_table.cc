@@ -60,7 +60,20 @@ bool BackFromIdle(double idleSince, double now, const Policy &p) {
   return idleSince == 0 || now - idleSince >= p.idleNs;
 }
 
-bool MayPost(uint32_t self, const std::vector<VmView> &vms, double now, const Policy &p) {
+bool MayPost(uint32_t self, const std::vector<VmView> &vms, double now, const Policy &p, const Asker &asker) {
+  return p.mps ? MayPostInVm(self, vms, asker) : MayPostAcrossVms(self, vms, now, p);
+}
+
+bool MayPostInVm(uint32_t self, const std::vector<VmView> &vms, const Asker &asker) {
+  if (asker.busy) return true;
+  const VmView *me = Find(self, vms);
+  if (!me) return true;
+  if (!me->busySince.empty()) return false;
+  const double first = me->firstWaiting;
+  return first == 0 || (asker.waitingSince != 0 && first >= asker.waitingSince);
+}
+
+bool MayPostAcrossVms(uint32_t self, const std::vector<VmView> &vms, double now, const Policy &p) {
   const VmView *me = Find(self, vms);
   if (!me) return true;
   const uint32_t busy = BusyProcesses(vms);
@@ -124,11 +137,16 @@ std::vector<VmView> Table::Snapshot() const {
     auto it = vms.find(static_cast<uint32_t>(static_cast<int64_t>(Get(at + kPVm)) - 1));
     if (it == vms.end()) continue;
     const double since = Get(at + kPSince);
-    const bool waiting = Get(at + kPWaiting) != 0;
+    const double waitingSince = Get(at + kPWaiting);
+    const bool waiting = waitingSince != 0;
     // A worker ends by SIGKILL: one that was busy must not stay busy.
     if ((since > 0 || waiting) && !Alive(pid)) continue;
     if (since > 0) it->second.busySince.push_back(since);
-    if (waiting) it->second.waiting++;
+    if (waiting) {
+      it->second.waiting++;
+      const double first = it->second.firstWaiting;
+      it->second.firstWaiting = first == 0 ? waitingSince : std::min(first, waitingSince);
+    }
     it->second.lastSync = std::max(it->second.lastSync, Get(at + kPSynced));
   }
   std::vector<VmView> out;
@@ -157,7 +175,8 @@ bool Gate::Decide(double now) {
       t_.RaiseUsage(vm_, me.usage);
     }
   }
-  return MayPost(vm_, vms, now, p_);
+  // C never waits: JavaScript does (Admit refuses while it does), so the asker here has not waited.
+  return MayPost(vm_, vms, now, p_, Asker{t_.Get(Table::Proc(proc_) + kPSince) != 0, 0});
 }
 
 bool Gate::Admit(uint64_t now) {
@@ -165,6 +184,13 @@ bool Gate::Admit(uint64_t now) {
   // JavaScript waits on a post of this process: nothing overtakes it.
   if (t_.Get(p + kPWaiting) != 0) return false;
   const double n = static_cast<double>(now);
+  // MPS mode (gate.ts #admit): a process with work on the GPU keeps posting unread; an idle one asks for its VM's turn.
+  if (p_.mps) {
+    if (t_.Get(p + kPSince) != 0) return true;
+    if (!Decide(n)) return false;
+    t_.Set(p + kPSince, n);
+    return true;
+  }
   if (now < okUntil_ || Decide(n)) {
     if (now >= okUntil_) okUntil_ = now + kRecheckNs;
     if (t_.Get(p + kPSince) == 0) t_.Set(p + kPSince, n);
@@ -223,30 +249,44 @@ std::vector<VmView> ViewsOf(const Napi::Value &v) {
     Napi::Array busy = o.Get("busySince").As<Napi::Array>();
     for (uint32_t k = 0; k < busy.Length(); k++) x.busySince.push_back(busy.Get(k).ToNumber().DoubleValue());
     x.waiting = static_cast<uint32_t>(Num(o, "waiting"));
+    // Optional in policy.ts (absent while none waits).
+    if (Napi::Value f = o.Get("firstWaiting"); !f.IsUndefined()) x.firstWaiting = f.ToNumber().DoubleValue();
     x.lastSync = Num(o, "lastSync");
     out.push_back(std::move(x));
   }
   return out;
 }
 
-Policy PolicyOf(const Napi::Value &v) {
+}  // namespace
+
+Policy PolicyOf(const Napi::Object &o) {
+  return Policy{Num(o, "slackNs"), Num(o, "maxWaitNs"), Num(o, "idleNs"), Num(o, "gapNs"), o.Get("mps").ToBoolean()};
+}
+
+namespace {
+
+/** policy.ts Asker, or a fresh one where absent. */
+Asker AskerOf(const Napi::Value &v) {
+  if (!v.IsObject()) return Asker{};
   Napi::Object o = v.As<Napi::Object>();
-  return Policy{Num(o, "slackNs"), Num(o, "maxWaitNs"), Num(o, "idleNs"), Num(o, "gapNs")};
+  return Asker{o.Get("busy").ToBoolean(), Num(o, "waitingSince")};
 }
 
 }  // namespace
 
 void InitShare(Napi::Env env, Napi::Object exports) {
   exports.Set("shareLayout", Layout(env));
-  // (self, vms, now, policy), as policy.ts's: for the tests that hold the two to the same answers.
+  // (self, vms, now, policy[, asker]), as policy.ts's: for the tests that hold the two to the same answers.
   Napi::Object policy = Napi::Object::New(env);
   policy.Set("mayPost", Napi::Function::New(env, [](const Napi::CallbackInfo &info) {
                return Napi::Boolean::New(info.Env(), MayPost(info[0].ToNumber().Uint32Value(), ViewsOf(info[1]),
-                                                             info[2].ToNumber().DoubleValue(), PolicyOf(info[3])));
+                                                             info[2].ToNumber().DoubleValue(),
+                                                             PolicyOf(info[3].As<Napi::Object>()), AskerOf(info[4])));
              }));
   policy.Set("catchUp", Napi::Function::New(env, [](const Napi::CallbackInfo &info) {
-               return Napi::Number::New(info.Env(), CatchUp(info[0].ToNumber().Uint32Value(), ViewsOf(info[1]),
-                                                            info[2].ToNumber().DoubleValue(), PolicyOf(info[3])));
+               return Napi::Number::New(
+                   info.Env(), CatchUp(info[0].ToNumber().Uint32Value(), ViewsOf(info[1]),
+                                       info[2].ToNumber().DoubleValue(), PolicyOf(info[3].As<Napi::Object>())));
              }));
   exports.Set("sharePolicy", policy);
 }

@@ -33,7 +33,8 @@ enum HeaderWord : uint32_t { kHMagic = 0, kHProcs = 1 };
 // kVUsed: the GPU time it was charged, only ever added to (what status reports).
 enum VmWord : uint32_t { kVPid = 0, kVWeight = 1, kVUsage = 2, kVUsed = 3 };
 // A process slot's words. kPVm: the VM's slot + 1 (0: none); kPSince: busy since (ns), 0 idle;
-// kPWaiting: 1 while it waits to post; kPSynced: when it last synchronized (ns), 0 never.
+// kPWaiting: while it waits to post, since when (ns, at least 1), 0 not waiting; kPSynced: when it last synchronized
+// (ns), 0 never.
 enum ProcWord : uint32_t { kPPid = 0, kPVm = 1, kPSince = 2, kPWaiting = 3, kPSynced = 4 };
 
 /** One VM as the table shows it at one moment (policy.ts VmView). Times in ns, as doubles: JavaScript's numbers. */
@@ -43,11 +44,21 @@ struct VmView {
   double usage = 0;
   std::vector<double> busySince;
   uint32_t waiting = 0;
+  /** When the first of its waiting processes began to wait; 0 while none waits. */
+  double firstWaiting = 0;
   double lastSync = 0;
 };
 
 struct Policy {
   double slackNs = 4e6, maxWaitNs = 100e6, idleNs = 20e6, gapNs = 1e6;
+  /** MPS mode: no admission across VMs; a VM's processes take turns (MayPostInVm). */
+  bool mps = false;
+};
+
+/** The process that asks to post (policy.ts Asker): busy now, and since when it waits (0: it does not). */
+struct Asker {
+  bool busy = false;
+  double waitingSince = 0;
 };
 
 // The policy, as share/policy.ts has it (test/qcuda/share-native.test.ts runs both on the same inputs).
@@ -55,7 +66,9 @@ uint32_t BusyProcesses(const std::vector<VmView> &vms);
 double Charge(double dtNs, uint32_t busy);
 bool Wants(const VmView &v, double now, const Policy &p);
 bool BackFromIdle(double idleSince, double now, const Policy &p);
-bool MayPost(uint32_t self, const std::vector<VmView> &vms, double now, const Policy &p);
+bool MayPost(uint32_t self, const std::vector<VmView> &vms, double now, const Policy &p, const Asker &asker = {});
+bool MayPostInVm(uint32_t self, const std::vector<VmView> &vms, const Asker &asker);
+bool MayPostAcrossVms(uint32_t self, const std::vector<VmView> &vms, double now, const Policy &p);
 double CatchUp(uint32_t self, const std::vector<VmView> &vms, double now, const Policy &p);
 
 /** The table's words, mapped by JavaScript (ShareTable.words); every access atomic. */
@@ -96,6 +109,9 @@ class Gate {
   uint64_t okUntil_ = 0;
   uint32_t busy_ = 1;
 };
+
+/** A policy.ts Policy (a JavaScript object) as the C one: the ring server's share() and the tests'. */
+Policy PolicyOf(const Napi::Object &o);
 
 /** qcuda_sys's exports: shareLayout (the offsets table.ts uses) and sharePolicy (mayPost, catchUp: for the tests). */
 void InitShare(Napi::Env env, Napi::Object exports);

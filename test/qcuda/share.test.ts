@@ -16,11 +16,12 @@ import {
   charge,
   mayPost,
   parseWeight,
+  FRESH,
   wants,
   type VmView,
 } from '../../backend/src/qcuda/share/policy';
 import { ShareTable } from '../../backend/src/qcuda/share/table';
-import { ShareGate } from '../../backend/src/qcuda/share/gate';
+import { MPS_POLICY, ShareGate } from '../../backend/src/qcuda/share/gate';
 
 const MS = 1e6;
 
@@ -159,6 +160,27 @@ test("a VM back from idle restarts at the others' level, not with banked credit"
   t.is(catchUp(0, vms, 0), 199 * MS, 'less than the slack behind: kept');
 });
 
+test("MPS mode: a VM's process waits while another of its VM is busy; one busy keeps posting; other VMs are never waited for", (t) => {
+  const vms: VmView[] = [
+    // VM 0: one process busy; far ahead of VM 1 in virtual time, which wants the GPU.
+    { slot: 0, weight: 1, usage: 500 * MS, busySince: [1 * MS], waiting: 0, lastSync: 0 },
+    { slot: 1, weight: 1, usage: 0, busySince: [], waiting: 1, firstWaiting: 2 * MS, lastSync: 0 },
+  ];
+  const now = 10 * MS;
+  t.false(mayPost(0, vms, now, MPS_POLICY), "VM 0's second process waits while its first is busy");
+  t.true(mayPost(0, vms, now, MPS_POLICY, { busy: true, waitingSince: 0 }), 'the busy one keeps posting');
+  t.false(mayPost(0, vms, now, DEFAULT_POLICY, { busy: true, waitingSince: 0 }), 'without MPS mode: held back, VM 1 is behind');
+  vms[0].busySince = [];
+  t.true(mayPost(0, vms, now, MPS_POLICY), 'its first synchronized: it goes, though VM 1 is behind and waiting');
+  t.false(mayPost(0, vms, now, DEFAULT_POLICY), 'without MPS mode it would wait for VM 1');
+  // VM 1's processes: none busy, one waits since 2 ms. VM 0's busy processes never hold them.
+  vms[0].busySince = [1 * MS, 1 * MS, 1 * MS];
+  t.true(mayPost(1, vms, now, MPS_POLICY, { busy: false, waitingSince: 2 * MS }), "the first of VM 1's waiting goes");
+  t.false(mayPost(1, vms, now, MPS_POLICY, FRESH), 'one that comes after it waits its turn');
+  t.false(mayPost(1, vms, now, MPS_POLICY, { busy: false, waitingSince: 3 * MS }), 'as does one that began to wait later');
+  t.true(mayPost(7, vms, now, MPS_POLICY), 'a VM not in the table: nothing to wait for');
+});
+
 test('--gpu-share weights: integers from 1 to 1000', (t) => {
   t.is(parseWeight('4'), 4);
   for (const bad of ['0', '1001', '1.5', '-1', 'x', '']) t.throws(() => parseWeight(bad), { message: /from 1 to 1000/ });
@@ -204,14 +226,14 @@ test('a file that is not a table is refused', (t) => {
 });
 
 /** A gate on a table of its own with a clock that moves only when it sleeps. */
-function gated(): { gate: ShareGate; table: ShareTable; clock: { now: number } } {
+function gated(policy = DEFAULT_POLICY): { gate: ShareGate; table: ShareTable; clock: { now: number } } {
   const table = ShareTable.open(tableFile());
   const clock = { now: 1 };
   const vm = table.joinVm(1);
   const gate = new ShareGate(
     table,
     vm,
-    DEFAULT_POLICY,
+    policy,
     () => clock.now,
     async (ms) => {
       clock.now += ms * MS;
@@ -255,6 +277,64 @@ test('the gate: a VM that says it wants the GPU and never takes it holds the oth
     clock.now - from >= DEFAULT_POLICY.maxWaitNs && clock.now - from < DEFAULT_POLICY.maxWaitNs + 5 * MS,
     `waited ${(clock.now - from) / MS} ms`,
   );
+});
+
+/** Lets the gate's waits poll (each sleep of the fake clock is 1 ms) `n` times. */
+async function polls(n: number): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+}
+
+test('the gate in MPS mode: a post waits while another process of its VM is busy, and goes once it synchronized; a busy process keeps posting', async (t) => {
+  const { gate, table, clock } = gated(MPS_POLICY);
+  // Another VM far behind and waiting: never waited for in MPS mode.
+  const other = table.joinVm(1);
+  table.setWaiting(table.joinProcess(other), true);
+  table.addUsage(gate.vm, 500 * MS);
+  t.is(gate.before(true), undefined, 'alone in its VM: at once, whatever the other VM');
+  // Another process of the same VM (this test stands in for it) posts while the gate's process is busy...
+  const sibling = table.joinProcess(gate.vm);
+  table.setBusy(sibling, clock.now);
+  t.is(gate.before(true), undefined, '...and the busy process keeps posting');
+  gate.synced();
+  table.setBusy(sibling, clock.now);
+  const from = clock.now;
+  const w = gate.before(true);
+  t.truthy(w, 'idle, with its sibling busy: it waits');
+  let done = false;
+  void w!.then(() => (done = true));
+  await polls(5);
+  t.false(done, 'still waiting after 5 ms');
+  t.is(table.snapshot().find((v) => v.slot === gate.vm)!.firstWaiting, from, 'its wait is in the table, since when');
+  table.setSynced(sibling, clock.now);
+  await w;
+  t.true(clock.now < 20 * MS, `let through once its sibling synchronized (at ${clock.now / MS} ms)`);
+  t.is(table.snapshot().find((v) => v.slot === gate.vm)!.firstWaiting, undefined, 'no longer waiting');
+});
+
+test('the gate in MPS mode: a sibling busy for ever holds a post no longer than maxWaitNs; one that waited longer goes first', async (t) => {
+  const { gate, table, clock } = gated(MPS_POLICY);
+  const sibling = table.joinProcess(gate.vm);
+  table.setBusy(sibling, clock.now);
+  let from = clock.now;
+  await gate.before(true);
+  t.true(
+    clock.now - from >= MPS_POLICY.maxWaitNs && clock.now - from < MPS_POLICY.maxWaitNs + 5 * MS,
+    `waited ${(clock.now - from) / MS} ms`,
+  );
+  gate.synced();
+  // The sibling is idle but has waited (since before this post): this post waits its turn.
+  table.setSynced(sibling, clock.now);
+  table.setWaiting(sibling, true, clock.now - MS);
+  from = clock.now;
+  const w = gate.before(true);
+  t.truthy(w, 'a sibling waited first: it waits');
+  let done = false;
+  void w!.then(() => (done = true));
+  await polls(5);
+  t.false(done);
+  table.setWaiting(sibling, false);
+  await w;
+  t.true(clock.now - from < 20 * MS, `went once the sibling stopped waiting (after ${(clock.now - from) / MS} ms)`);
 });
 
 test('qcuda-backend --gpu-share joins the table with its weight and leaves it at exit; a bad weight is a usage error', async (t) => {

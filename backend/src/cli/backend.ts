@@ -486,7 +486,7 @@ async function main(): Promise<void> {
     if (missing) throw new Error(`--gpu-share-mps: ${missing}`);
     // Before the device: its workers inherit where the VM's place in the table is (share/gate.ts).
     if (gpuShare !== undefined) {
-      const share = joinShare(process.env.QCUDA_GPU_SHARE_TABLE ?? defaultTablePath(gpus[0]), gpuShare);
+      const share = joinShare(process.env.QCUDA_GPU_SHARE_TABLE ?? defaultTablePath(gpus[0]), gpuShare, mpsDir !== undefined);
       write(`GPU share: weight ${gpuShare}, slot ${share.slot} of ${share.table.path}`);
       if (mpsDir !== undefined) {
         setMpsMode({ pipeDir: mpsDir, table: share.table, slot: share.slot, memoryLimit });

@@ -46,7 +46,7 @@ export interface QcudaSys {
   shareLayout: ShareLayout;
   /** The share policy in C (the ring server's), for the tests that hold it to qcuda/share/policy.ts's answers. */
   sharePolicy: {
-    mayPost(self: number, vms: readonly object[], now: number, policy: object): boolean;
+    mayPost(self: number, vms: readonly object[], now: number, policy: object, asker?: object): boolean;
     catchUp(self: number, vms: readonly object[], now: number, policy: object): number;
   };
   /**

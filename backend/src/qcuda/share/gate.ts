@@ -3,7 +3,9 @@
 // (issue 36). Before a command that posts work (a launch, a copy, a batch)
 // runs, the VM must not be ahead of its weighted share (policy.ts
 // mayPost); if it is, the command, and every command of this process after
-// it, waits until it is not, or Policy.maxWaitNs has passed. The process is
+// it, waits until it is not, or Policy.maxWaitNs has passed (under MPS mode:
+// until no other process of its VM has work on the GPU, policy.ts
+// mayPostInVm). The process is
 // busy (charged, table.ts) from its first posted work until a synchronizing
 // command returns. That state (busy since, last synchronized) is kept in the
 // process's slot of the table, not here: in a worker the ring server
@@ -12,7 +14,8 @@
 // hands a post that must wait to this gate.
 //
 // The backend joins the table (joinShare) and tells its workers where it
-// is through the environment they inherit: QCUDA_GPU_SHARE=<VM slot>:<path>.
+// is through the environment they inherit: QCUDA_GPU_SHARE=<VM slot>:<path>,
+// or <VM slot>,mps:<path> under MPS mode.
 // Without it there is no gate: commands run as before, at the cost of one
 // test of an undefined.
 import { DEFAULT_POLICY, backFromIdle, busyProcesses, catchUp, charge, mayPost, wants, type Policy, type VmView } from './policy';
@@ -64,8 +67,12 @@ export class ShareGate {
     this.table.setBusy(this.#proc, now);
   }
 
-  /** Reads the table: whether this VM may post now (and, where it wanted nothing before, it restarts at the others' level). */
-  #decide(now: number): boolean {
+  /**
+   * Reads the table: whether this process may post now (and, where its VM
+   * wanted nothing before, it restarts at the others' level). `waitingSince`:
+   * when this process began to wait, as the table has it (0: it does not).
+   */
+  #decide(now: number, waitingSince: number): boolean {
     const vms: VmView[] = this.table.snapshot();
     this.#busy = Math.max(1, busyProcesses(vms));
     this.#charge(now);
@@ -74,7 +81,17 @@ export class ShareGate {
       me.usage = catchUp(this.vm, vms, now, this.policy);
       this.table.raiseUsage(this.vm, me.usage);
     }
-    return mayPost(this.vm, vms, now, this.policy);
+    return mayPost(this.vm, vms, now, this.policy, { busy: this.table.busySince(this.#proc) !== 0, waitingSince });
+  }
+
+  /** Whether a post may go now, without waiting. */
+  #admit(now: number): boolean {
+    // MPS mode: a process with work on the GPU keeps posting without a look at the table; an idle one asks for its VM's turn.
+    if (this.policy.mps === true) return this.table.busySince(this.#proc) !== 0 || this.#decide(now, 0);
+    if (now < this.#okUntil) return true;
+    if (!this.#decide(now, 0)) return false;
+    this.#okUntil = now + RECHECK_NS;
+    return true;
   }
 
   #busyNow(now: number): void {
@@ -90,8 +107,7 @@ export class ShareGate {
     if (this.#waiting) return this.#waiting;
     if (!posts || this.slot() < 0) return undefined;
     const now = this.clock();
-    if (now < this.#okUntil || this.#decide(now)) {
-      if (now >= this.#okUntil) this.#okUntil = now + RECHECK_NS;
+    if (this.#admit(now)) {
       this.#busyNow(now);
       return undefined;
     }
@@ -103,12 +119,14 @@ export class ShareGate {
   }
 
   async #wait(from: number): Promise<void> {
-    this.table.setWaiting(this.#proc, true);
+    // As the table stores it: the gate compares its own with the VM's first waiting (MPS mode).
+    const since = Math.max(1, Math.round(from));
+    this.table.setWaiting(this.#proc, true, since);
     try {
       for (;;) {
         await this.sleep(POLL_MS);
         const now = this.clock();
-        if (now - from >= this.policy.maxWaitNs || this.#decide(now)) {
+        if (now - from >= this.policy.maxWaitNs || this.#decide(now, since)) {
           this.#okUntil = now + RECHECK_NS;
           this.#busyNow(now);
           return;
@@ -135,8 +153,8 @@ export function shareGate(): ShareGate | undefined {
   if (gate === null) {
     gate = undefined;
     const v = process.env[SHARE_ENV];
-    const m = v === undefined ? null : /^([0-9]+):(.+)$/.exec(v);
-    if (m) gate = new ShareGate(ShareTable.open(m[2]), +m[1]);
+    const m = v === undefined ? null : /^([0-9]+)(,mps)?:(.+)$/.exec(v);
+    if (m) gate = new ShareGate(ShareTable.open(m[3]), +m[1], m[2] ? MPS_POLICY : DEFAULT_POLICY);
   }
   return gate;
 }
@@ -146,12 +164,19 @@ export function setShareGate(g: ShareGate | undefined): void {
   gate = g;
 }
 
-/** This backend's VM joins the table at `file` with `weight`: its workers inherit where (QCUDA_GPU_SHARE), and this process gates its own sessions. */
-export function joinShare(file: string, weight: number): { table: ShareTable; slot: number } {
+/** The policy under --gpu-share-mps: a VM's processes take turns, VMs do not wait for each other (policy.ts). */
+export const MPS_POLICY: Policy = { ...DEFAULT_POLICY, mps: true };
+
+/**
+ * This backend's VM joins the table at `file` with `weight`: its workers
+ * inherit where (QCUDA_GPU_SHARE), and whether in MPS mode, and this
+ * process gates its own sessions.
+ */
+export function joinShare(file: string, weight: number, mps = false): { table: ShareTable; slot: number } {
   const table = ShareTable.open(file);
   const slot = table.joinVm(weight);
   process.once('exit', () => table.leaveVm(slot));
-  process.env[SHARE_ENV] = `${slot}:${file}`;
-  setShareGate(new ShareGate(table, slot));
+  process.env[SHARE_ENV] = `${slot}${mps ? ',mps' : ''}:${file}`;
+  setShareGate(new ShareGate(table, slot, mps ? MPS_POLICY : DEFAULT_POLICY));
   return { table, slot };
 }

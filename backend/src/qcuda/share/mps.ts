@@ -7,12 +7,18 @@
 // the VMs' kernels run side by side on their parts of the SMs (measured on
 // the H200: a latency tenant's p99 beside such a neighbour 1.09x/1.13x of
 // alone, against 25x/48x with admission control alone). But MPS caps each
-// client, not each VM: a VM of 8 processes would be 8 clients' worth, so
-// the admission gate (gate.ts) still charges a VM for all its processes.
+// client (process), not each VM: a VM of 8 processes would be 8 clients'
+// worth. So in this mode the gate (gate.ts, policy.ts mayPostInVm) lets
+// one process of a VM at a time have work on the GPU, which makes the VM
+// one client's worth, and holds no VM back for another: MPS confines each
+// already, and waits across VMs only left their parts idle (measured on
+// 2 x H100: aggregate 0.73, docs/gpu-sharing.md).
 //
 // A VM's part: 100 x its weight / the weights of the VMs in the share table
-// (table.ts), itself included, at least 1; computed when a worker starts and
-// fixed for its life (MPS reads it once, at the client's first CUDA call).
+// (table.ts), itself included, at least 1; computed again for each worker as
+// it starts, and fixed for that worker's life (MPS reads it once, at the
+// client's first CUDA call). So a VM's workers started before the other VMs
+// joined have a larger part than its weight asks for.
 import fs from 'node:fs';
 import path from 'node:path';
 import type { ShareTable } from './table';

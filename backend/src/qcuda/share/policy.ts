@@ -22,6 +22,19 @@
 // that says it wants the GPU and never takes it (a process stopped in a
 // debugger, one that died between the table's updates) cannot hold the
 // others back for longer than that per post.
+//
+// MPS mode (--gpu-share-mps, Policy.mps; mps.ts) decides otherwise. MPS
+// already confines each VM to its part of the SMs, so holding a VM back
+// because another is behind only leaves its part idle (measured: the
+// aggregate fell to 0.73). But MPS caps each client, that is each process,
+// not each VM: a VM of 8 processes would get 8 clients' worth. So a VM's
+// processes take turns on its one cap: a process may post while it is busy
+// itself, or while no other process of its VM is (busy: posted and not yet
+// synchronized), and none of its VM has waited longer (first come, first
+// served among them). Other VMs are never waited for. Two processes of a
+// VM that decide at once may both start (the table has no lock): the VM
+// has two clients' worth until one synchronizes; the bounded wait holds
+// here too.
 
 /** One VM as the table shows it at one moment. */
 export interface VmView {
@@ -35,6 +48,8 @@ export interface VmView {
   busySince: number[];
   /** Its processes waiting to post work now. */
   waiting: number;
+  /** When the first of its waiting processes began to wait (ns); absent or 0 while none waits. */
+  firstWaiting?: number;
   /** When a process of it last synchronized (ns; 0: never): a VM between two jobs still wants the GPU. */
   lastSync: number;
 }
@@ -53,7 +68,18 @@ export interface Policy {
    * from a GPU it leaves idle.
    */
   gapNs: number;
+  /** MPS mode: no admission across VMs; a VM's processes take turns (mayPostInVm). */
+  mps?: boolean;
 }
+
+/** The process that asks to post, as its gate knows it: busy now, and since when it waits (0: it does not). */
+export interface Asker {
+  busy: boolean;
+  waitingSince: number;
+}
+
+/** A process that has nothing on the GPU and has not waited yet. */
+export const FRESH: Asker = { busy: false, waitingSince: 0 };
 
 export const DEFAULT_POLICY: Policy = { slackNs: 4e6, maxWaitNs: 100e6, idleNs: 20e6, gapNs: 1e6 };
 
@@ -98,11 +124,33 @@ export function wants(v: VmView, now: number, p: Policy = DEFAULT_POLICY): boole
 }
 
 /**
+ * Whether process `asker` of VM `self` may post work now: under MPS mode as
+ * mayPostInVm says, else as mayPostAcrossVms says.
+ */
+export function mayPost(self: number, vms: readonly VmView[], now: number, p: Policy = DEFAULT_POLICY, asker: Asker = FRESH): boolean {
+  return p.mps === true ? mayPostInVm(self, vms, asker) : mayPostAcrossVms(self, vms, now, p);
+}
+
+/**
+ * MPS mode: whether process `asker` of VM `self` may post now: it is busy
+ * already, or no other process of its VM is busy and none has waited
+ * longer than it. True also where the VM is not in the table.
+ */
+export function mayPostInVm(self: number, vms: readonly VmView[], asker: Asker): boolean {
+  if (asker.busy) return true;
+  const me = vms.find((v) => v.slot === self);
+  if (!me) return true;
+  if (me.busySince.length > 0) return false;
+  const first = me.firstWaiting ?? 0;
+  return first === 0 || (asker.waitingSince !== 0 && first >= asker.waitingSince);
+}
+
+/**
  * Whether a process of VM `self` may post work now: its VM is not more than
  * the slack ahead of every other VM that wants the GPU. True also where
  * the VM is not in the table (nothing to compare against).
  */
-export function mayPost(self: number, vms: readonly VmView[], now: number, p: Policy = DEFAULT_POLICY): boolean {
+export function mayPostAcrossVms(self: number, vms: readonly VmView[], now: number, p: Policy = DEFAULT_POLICY): boolean {
   const me = vms.find((v) => v.slot === self);
   if (!me) return true;
   const busy = busyProcesses(vms);

@@ -49,7 +49,7 @@ const V_USED = L.vm.used;
 const P_PID = L.proc.pid;
 const P_VM = L.proc.vm; // the VM's slot + 1 (0: none)
 const P_SINCE = L.proc.since; // busy since (ns of the table's clock), 0: idle
-const P_WAITING = L.proc.waiting; // 1 while it waits to post
+const P_WAITING = L.proc.waiting; // while it waits to post: since when (ns, at least 1); 0: not waiting
 const P_SYNCED = L.proc.synced; // when it last synchronized (ns), 0: never
 
 /** One VM as qcuda status shows it. */
@@ -228,8 +228,9 @@ export class ShareTable {
     return this.#get(this.#proc(slot) + P_SYNCED);
   }
 
-  setWaiting(slot: number, waiting: boolean): void {
-    this.#set(this.#proc(slot) + P_WAITING, waiting ? 1 : 0);
+  /** Process slot waits to post, since `since` (ns: who came first, under MPS mode), or no longer. */
+  setWaiting(slot: number, waiting: boolean, since = 1): void {
+    this.#set(this.#proc(slot) + P_WAITING, waiting ? Math.max(1, since) : 0);
   }
 
   /**
@@ -260,11 +261,15 @@ export class ShareTable {
       const v = pid === 0 ? undefined : vms.get(this.#get(at + P_VM) - 1);
       if (!v) continue;
       const since = this.#get(at + P_SINCE);
-      const waiting = this.#get(at + P_WAITING) !== 0;
+      const waitingSince = this.#get(at + P_WAITING);
+      const waiting = waitingSince !== 0;
       // A worker ends by SIGKILL (its session's close): one that was busy must not stay busy.
       if ((since > 0 || waiting) && !live(pid)) continue;
       if (since > 0) v.busySince.push(since);
-      if (waiting) v.waiting++;
+      if (waiting) {
+        v.waiting++;
+        v.firstWaiting = Math.min(v.firstWaiting ?? Infinity, waitingSince);
+      }
       v.lastSync = Math.max(v.lastSync, this.#get(at + P_SYNCED));
     }
     return [...vms.values()];
