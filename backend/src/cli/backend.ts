@@ -207,9 +207,12 @@ that would pass it fails with the CUDA error named, nothing grows):
                           when the worker starts and fixed for its life, and
                           CUDA_MPS_PINNED_DEVICE_MEM_LIMIT the
                           --device-memory-limit. Kernels of different VMs
-                          then run side by side instead of taking turns;
-                          --gpu-share still holds each VM to its weight
-                          across its processes (default weight 1). Opt-in:
+                          then run side by side instead of taking turns; no
+                          VM waits for another (MPS confines each), but the
+                          VM's processes take turns on the GPU, one with
+                          work on it at a time (MPS caps each process, so
+                          the VM is one process's worth; default weight 1).
+                          Opt-in:
                           one MPS server serves every VM, and a fatal fault
                           in one client may be reported to all
                           (docs/security.md)
