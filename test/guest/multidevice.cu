@@ -92,7 +92,10 @@ int main(void)
 	EXPECT(cudaGetDeviceProperties(&p0, 0), cudaSuccess);
 	EXPECT(cudaGetDeviceProperties(&p1, 1), cudaSuccess);
 	qt_check(memcmp(&p0.uuid, &p1.uuid, sizeof(p0.uuid)) != 0, "each device its own uuid");
-	qt_check(p0.pciBusID != p1.pciBusID, "and its own PCI bus id");
+	/* Domain, bus and device together: GPUs of a cloud VM may each have a PCI domain of their own, all on bus 0. */
+	qt_check(p0.pciDomainID != p1.pciDomainID || p0.pciBusID != p1.pciBusID || p0.pciDeviceID != p1.pciDeviceID,
+		 "and its own PCI location (%x:%x:%x, %x:%x:%x)", p0.pciDomainID, p0.pciBusID, p0.pciDeviceID,
+		 p1.pciDomainID, p1.pciBusID, p1.pciDeviceID);
 	EXPECT(cudaSetDevice(count), cudaErrorInvalidDevice);
 
 	EXPECT(cudaMalloc((void **)&a, N), cudaSuccess);
