@@ -532,6 +532,28 @@ enum qcuda_cmd {
 	 */
 	QCUDA_CMD_VMM_SIZE = 189,
 	/*
+	 * cudaDeviceCanAccessPeer (args.attr unused); args peer, value = 1: device
+	 * may reach peer's memory; 0: not (a device and itself too)
+	 */
+	QCUDA_CMD_CAN_ACCESS_PEER = 190,
+	/*
+	 * cudaDeviceGetP2PAttribute(attr, device, peer): two distinct devices; args
+	 * peer, value = the attribute's value
+	 */
+	QCUDA_CMD_P2P_ATTRIBUTE = 191,
+	/*
+	 * cudaDeviceEnablePeerAccess: the current device's context may reach
+	 * args.peer's memory (args.device and attr unused);
+	 * cudaErrorPeerAccessAlreadyEnabled the second time, until a PEER_DISABLE or
+	 * reset; args peer
+	 */
+	QCUDA_CMD_PEER_ENABLE = 192,
+	/*
+	 * cudaDeviceDisablePeerAccess of args.peer (as PEER_ENABLE);
+	 * cudaErrorPeerAccessNotEnabled where not enabled; args peer
+	 */
+	QCUDA_CMD_PEER_DISABLE = 193,
+	/*
 	 * Posted work: several commands in one request (data to device: args.bytes
 	 * of entries, each a struct qcuda_batch_entry, then its argument struct as
 	 * the command takes it, then padding to 8 bytes). Only commands that enqueue
@@ -642,6 +664,15 @@ struct qcuda_out_device_props {
 	__le32 attrs[160];      /* indexed by CUdevice_attribute */
 };
 QCUDA_SIZE_IS(qcuda_out_device_props, 920);
+
+/* Peer access between two devices of the session (PEER_*). */
+struct qcuda_args_peer {
+	__le32 device;
+	__le32 peer;
+	__le32 attr;            /* P2P_ATTRIBUTE: a cudaDeviceP2PAttr (device: src, peer: dst); 0 otherwise */
+	__le32 reserved;
+};
+QCUDA_SIZE_IS(qcuda_args_peer, 16);
 
 struct qcuda_out_mem_info {
 	__le64 free;

@@ -97,25 +97,6 @@ QC_API cudaError_t cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig config)
 	return qc_ret(e);
 }
 
-/* ------------------------------------------------------------ peer access */
-
-/* No device of a guest can reach another's memory (qcuda sets up no peer
- * path; cudaDeviceEnablePeerAccess is unsupported), and a device is not its
- * own peer: CUDA answers 0 for device == peerDevice. */
-QC_API cudaError_t cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevice)
-{
-	cudaError_t e = qc_init();
-
-	if (e != cudaSuccess)
-		return qc_ret(e);
-	if (!canAccessPeer)
-		return qc_ret(cudaErrorInvalidValue);
-	if (device < 0 || device >= qc.device_count || peerDevice < 0 || peerDevice >= qc.device_count)
-		return qc_ret(cudaErrorInvalidDevice);
-	*canAccessPeer = 0;
-	return cudaSuccess;
-}
-
 /* --------------------------------------------------------------- profiler */
 
 /* Accepted and not forwarded: a profiler attaches to the backend's process

@@ -901,6 +901,54 @@ static inline cudaError_t qc_req_vmm_size(uint64_t handle, uint64_t *result)
 }
 
 /*
+ * CAN_ACCESS_PEER: cudaDeviceCanAccessPeer (args.attr unused); args peer,
+ * value = 1: device may reach peer's memory; 0: not (a device and itself too)
+ */
+static inline cudaError_t qc_req_can_access_peer(uint32_t device,
+							uint32_t peer,
+							uint32_t attr,
+							uint64_t *result)
+{
+	struct qcuda_args_peer a = { .device = device, .peer = peer, .attr = attr };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_CAN_ACCESS_PEER, .args = &a, .args_len = sizeof(a), .value = result });
+}
+
+/*
+ * P2P_ATTRIBUTE: cudaDeviceGetP2PAttribute(attr, device, peer): two distinct
+ * devices; args peer, value = the attribute's value
+ */
+static inline cudaError_t qc_req_p2p_attribute(uint32_t device,
+						uint32_t peer,
+						uint32_t attr,
+						uint64_t *result)
+{
+	struct qcuda_args_peer a = { .device = device, .peer = peer, .attr = attr };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_P2P_ATTRIBUTE, .args = &a, .args_len = sizeof(a), .value = result });
+}
+
+/*
+ * PEER_ENABLE: cudaDeviceEnablePeerAccess: the current device's context may
+ * reach args.peer's memory (args.device and attr unused);
+ * cudaErrorPeerAccessAlreadyEnabled the second time, until a PEER_DISABLE or
+ * reset; args peer
+ */
+static inline cudaError_t qc_req_peer_enable(uint32_t device, uint32_t peer, uint32_t attr)
+{
+	struct qcuda_args_peer a = { .device = device, .peer = peer, .attr = attr };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_PEER_ENABLE, .args = &a, .args_len = sizeof(a) });
+}
+
+/*
+ * PEER_DISABLE: cudaDeviceDisablePeerAccess of args.peer (as PEER_ENABLE);
+ * cudaErrorPeerAccessNotEnabled where not enabled; args peer
+ */
+static inline cudaError_t qc_req_peer_disable(uint32_t device, uint32_t peer, uint32_t attr)
+{
+	struct qcuda_args_peer a = { .device = device, .peer = peer, .attr = attr };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_PEER_DISABLE, .args = &a, .args_len = sizeof(a) });
+}
+
+/*
  * BATCH: Posted work: several commands in one request (data to device:
  * args.bytes of entries, each a struct qcuda_batch_entry, then its argument
  * struct as the command takes it, then padding to 8 bytes). Only commands

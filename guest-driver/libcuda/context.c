@@ -428,6 +428,30 @@ static CUresult ctx_device(CUdevice *device, CUcontext ctx)
 	return r;
 }
 
+/* Peer access of the current context to peerContext's device's memory
+ * (the backend keeps one context per device for the process). */
+CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+	CUresult r = cu_enter();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!ctx_valid(peerContext))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return cu_result(cudaDeviceEnablePeerAccess(peerContext->device, Flags));
+}
+
+CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
+{
+	CUresult r = cu_enter();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!ctx_valid(peerContext))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return cu_result(cudaDeviceDisablePeerAccess(peerContext->device));
+}
+
 CUresult cuCtxGetDevice(CUdevice *device)
 {
 	return ctx_device(device, NULL);

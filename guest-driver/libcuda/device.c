@@ -187,7 +187,7 @@ CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, CUarray_
 	return r;
 }
 
-/* One device per VM is what qcuda gives: no peers. */
+/* The runtime layer asks the backend (a device is not its own peer: 0). */
 CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
 {
 	CUresult r;
@@ -197,9 +197,22 @@ CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDe
 	r = cu_device_check(dev);
 	if (r == CUDA_SUCCESS)
 		r = cu_device_check(peerDev);
+	return r != CUDA_SUCCESS ? r : cu_result(cudaDeviceCanAccessPeer(canAccessPeer, dev, peerDev));
+}
+
+/* CUdevice_P2PAttribute is cudaDeviceP2PAttr; no context needed, as natively. */
+CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib, CUdevice srcDevice, CUdevice dstDevice)
+{
+	CUresult r;
+
+	if (!value)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cu_device_check(srcDevice);
 	if (r == CUDA_SUCCESS)
-		*canAccessPeer = 0;
-	return r;
+		r = cu_device_check(dstDevice);
+	return r != CUDA_SUCCESS ? r
+				 : cu_result(cudaDeviceGetP2PAttribute(value, (enum cudaDeviceP2PAttr)attrib, srcDevice,
+								       dstDevice));
 }
 
 /* Linux has no LUID. */

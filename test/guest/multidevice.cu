@@ -7,6 +7,9 @@
 // another device's memory, and what is refused (a device past the last, a
 // copy past a peer allocation, freed memory). With one device only what one
 // device allows: peer copies from device 0 to itself, device 1 refused.
+// Peer access too: who may reach whom, P2P attributes, enabling (twice:
+// cudaErrorPeerAccessAlreadyEnabled) and disabling (what is not enabled:
+// cudaErrorPeerAccessNotEnabled), forgotten at cudaDeviceReset.
 #include "qctest.h"
 
 #define N (3 * 4096 + 5)
@@ -17,8 +20,14 @@ static unsigned char src[N], out[N];
 static int one_device(void)
 {
 	unsigned char *a = NULL;
+	int can = -1;
 
 	EXPECT(cudaSetDevice(1), cudaErrorInvalidDevice);
+	EXPECT(cudaDeviceCanAccessPeer(&can, 0, 0), cudaSuccess);
+	qt_check(can == 0, "device 0 is not its own peer");
+	EXPECT(cudaDeviceCanAccessPeer(&can, 0, 1), cudaErrorInvalidDevice);
+	EXPECT(cudaDeviceEnablePeerAccess(0, 0), cudaErrorInvalidDevice);
+	EXPECT(cudaDeviceDisablePeerAccess(1), cudaErrorInvalidDevice);
 	EXPECT(cudaMalloc((void **)&a, 2 * N), cudaSuccess);
 	qt_fill(src, N, 37);
 	EXPECT(cudaMemcpy(a, src, N, cudaMemcpyHostToDevice), cudaSuccess);
@@ -28,6 +37,45 @@ static int one_device(void)
 	EXPECT(cudaMemcpyPeer(a, 1, a + N, 0, 16), cudaErrorInvalidDevice);
 	EXPECT(cudaFree(a), cudaSuccess);
 	return qt_end();
+}
+
+/* Peer access between devices 0 and 1 (count devices in all): who may reach whom, the P2P attributes, enabling and disabling. */
+static void peer_access(int count)
+{
+	int can01 = -1, can10 = -1, self = -1, v = -1;
+
+	EXPECT(cudaDeviceCanAccessPeer(&can01, 0, 1), cudaSuccess);
+	EXPECT(cudaDeviceCanAccessPeer(&can10, 1, 0), cudaSuccess);
+	EXPECT(cudaDeviceCanAccessPeer(&self, 1, 1), cudaSuccess);
+	qt_check(can01 == 1 && can10 == 1, "devices 0 and 1 reach each other's memory (%d, %d)", can01, can10);
+	qt_check(self == 0, "and a device is not its own peer");
+	EXPECT(cudaDeviceCanAccessPeer(&v, 0, count), cudaErrorInvalidDevice);
+	EXPECT(cudaDeviceCanAccessPeer(NULL, 0, 1), cudaErrorInvalidValue);
+
+	EXPECT(cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrAccessSupported, 0, 1), cudaSuccess);
+	qt_check(v == can01, "P2P attribute: access supported as cudaDeviceCanAccessPeer says (%d)", v);
+	EXPECT(cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrAccessSupported, 0, 0), cudaErrorInvalidDevice);
+	EXPECT(cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrAccessSupported, 0, count), cudaErrorInvalidDevice);
+	EXPECT(cudaDeviceGetP2PAttribute(&v, (cudaDeviceP2PAttr)99, 0, 1), cudaErrorInvalidValue);
+
+	EXPECT(cudaSetDevice(0), cudaSuccess);
+	EXPECT(cudaDeviceEnablePeerAccess(1, 1), cudaErrorInvalidValue);
+	EXPECT(cudaDeviceEnablePeerAccess(0, 0), cudaErrorInvalidDevice);
+	EXPECT(cudaDeviceEnablePeerAccess(count, 0), cudaErrorInvalidDevice);
+	EXPECT(cudaDeviceDisablePeerAccess(1), cudaErrorPeerAccessNotEnabled);
+	EXPECT(cudaDeviceEnablePeerAccess(1, 0), cudaSuccess);
+	EXPECT(cudaDeviceEnablePeerAccess(1, 0), cudaErrorPeerAccessAlreadyEnabled);
+	EXPECT(cudaSetDevice(1), cudaSuccess);
+	EXPECT(cudaDeviceDisablePeerAccess(0), cudaErrorPeerAccessNotEnabled); /* enabled from 0 to 1 only */
+	EXPECT(cudaDeviceEnablePeerAccess(0, 0), cudaSuccess);
+	EXPECT(cudaDeviceDisablePeerAccess(0), cudaSuccess);
+	EXPECT(cudaSetDevice(0), cudaSuccess);
+	EXPECT(cudaDeviceDisablePeerAccess(1), cudaSuccess);
+	EXPECT(cudaDeviceDisablePeerAccess(1), cudaErrorPeerAccessNotEnabled);
+	EXPECT(cudaDeviceEnablePeerAccess(1, 0), cudaSuccess);
+	EXPECT(cudaDeviceReset(), cudaSuccess); /* forgets device 0's peer access */
+	EXPECT(cudaDeviceEnablePeerAccess(1, 0), cudaSuccess);
+	EXPECT(cudaDeviceDisablePeerAccess(1), cudaSuccess);
 }
 
 int main(void)
@@ -44,7 +92,10 @@ int main(void)
 	EXPECT(cudaGetDeviceProperties(&p0, 0), cudaSuccess);
 	EXPECT(cudaGetDeviceProperties(&p1, 1), cudaSuccess);
 	qt_check(memcmp(&p0.uuid, &p1.uuid, sizeof(p0.uuid)) != 0, "each device its own uuid");
-	qt_check(p0.pciBusID != p1.pciBusID, "and its own PCI bus id");
+	/* Domain, bus and device together: GPUs of a cloud VM may each have a PCI domain of their own, all on bus 0. */
+	qt_check(p0.pciDomainID != p1.pciDomainID || p0.pciBusID != p1.pciBusID || p0.pciDeviceID != p1.pciDeviceID,
+		 "and its own PCI location (%x:%x:%x, %x:%x:%x)", p0.pciDomainID, p0.pciBusID, p0.pciDeviceID,
+		 p1.pciDomainID, p1.pciBusID, p1.pciDeviceID);
 	EXPECT(cudaSetDevice(count), cudaErrorInvalidDevice);
 
 	EXPECT(cudaMalloc((void **)&a, N), cudaSuccess);
@@ -84,5 +135,6 @@ int main(void)
 	EXPECT(cudaFree(b), cudaSuccess);
 	EXPECT(cudaMemcpyPeer(b, 1, a, 0, 16), cudaErrorInvalidValue);
 	EXPECT(cudaFree(a), cudaSuccess);
+	peer_access(count);
 	return qt_end();
 }

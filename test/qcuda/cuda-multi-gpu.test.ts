@@ -34,6 +34,9 @@ async function ownQueue(t: ExecutionContext, ringServer: boolean) {
   return { c, fe };
 }
 
+/** CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: the fake driver's GPU d has bus 0x10 + d. */
+const PCI_BUS_ID = 33;
+
 const setDevice = (c: QcudaClient, device: number) => c.call(Cmd.SET_DEVICE, { args: ['qcuda_args_device', { device }] });
 const d2d = (c: QcudaClient, dst: bigint, src: bigint, size: bigint) =>
   c.call(Cmd.MEMCPY_DTOD, { args: ['qcuda_args_memcpy', { dst, src, size, stream: 0n, async: 0 }] });
@@ -79,6 +82,8 @@ test('the cuda provider on a list of GPUs: guest device i is the i-th listed, ea
   t.is(p.deviceProps(0).name, 'fake GPU 1', 'guest device 0 is host GPU 1');
   t.is(p.deviceProps(1).name, 'fake GPU');
   t.notDeepEqual(Array.from(p.deviceProps(0).uuid), Array.from(p.deviceProps(1).uuid));
+  t.is(p.deviceProps(0).attrs[PCI_BUS_ID], 0x11, "guest device 0: host GPU 1's PCI bus id");
+  t.is(p.deviceProps(1).attrs[PCI_BUS_ID], 0x10);
   t.throws(() => p.deviceProps(2), { instanceOf: CudaError });
   const e = await t.throwsAsync(p.openContext(2), { instanceOf: CudaError });
   t.is(e?.code, CudaErr.InvalidDevice);

@@ -22,6 +22,9 @@ export enum CudaErr {
   IllegalAddress = 700,
   LaunchFailure = 719,
   ContextIsDestroyed = 709,
+  PeerAccessUnsupported = 217,
+  PeerAccessAlreadyEnabled = 704,
+  PeerAccessNotEnabled = 705,
   OperatingSystem = 304,
   Unknown = 999,
 }

@@ -522,6 +522,21 @@ export interface Provider {
    */
   copyPeer?(dst: ProviderContext, dstPtr: DevPtr, src: ProviderContext, srcPtr: DevPtr, size: bigint): Promise<void>;
   /**
+   * Whether device `device` may reach `peer`'s memory (cudaDeviceCanAccessPeer
+   * of two valid, distinct devices): 0 or 1. Absent where the provider has
+   * no peer access (no copyPeer either): 0.
+   */
+  canAccessPeer?(device: number, peer: number): number;
+  /** cudaDeviceGetP2PAttribute (attr 1-4) of two valid, distinct devices. Absent: 0, as between devices without peer access. */
+  p2pAttribute?(attr: number, src: number, dst: number): number;
+  /**
+   * ctx's kernels may reach peer's memory (contexts of one session on two
+   * devices; the session refuses enabling twice and disabling what is not
+   * enabled). Absent where nothing needs doing (one address space).
+   */
+  enablePeerAccess?(ctx: ProviderContext, peer: ProviderContext): Promise<void>;
+  disablePeerAccess?(ctx: ProviderContext, peer: ProviderContext): Promise<void>;
+  /**
    * Guest RAM as it is mapped in this process: register so copies run at
    * pinned speed. Unregistering resolves before the memory may be unmapped.
    * source: the file behind it, for a provider that maps guest RAM in other

@@ -150,6 +150,8 @@ export class Session {
   #asyncError = 0;
   /** Device output for the guest (OUTPUT_READ). Kept across cudaDeviceReset, which natively prints it too. */
   readonly output = new OutputQueue();
+  /** Peer access enabled (PEER_ENABLE), as "device>peer": it goes with the contexts at a reset. */
+  readonly peers = new Set<string>();
   /** Told of allocations, functions, streams and events as they come and go (SessionMirror). */
   mirror: SessionMirror | undefined;
 
@@ -511,6 +513,7 @@ export class Session {
     this.vmm.clear(); // the context's end frees it (the addon's teardown; the host provider's destroy)
     this.#limitCharges.clear();
     this.#limitBases.clear();
+    this.peers.clear();
     // Everything but the overhead of contexts still there, which goes when each context does (#giveSlot).
     const held = this.#memory.held;
     if (held > this.#overheads) this.#memory.give(held - this.#overheads);

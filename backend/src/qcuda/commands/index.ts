@@ -15,6 +15,7 @@ import { MEMORY_COMMANDS } from './memory';
 import { LINK_COMMANDS } from './link';
 import { MODULE_COMMANDS } from './module';
 import { OUTPUT_COMMANDS } from './output';
+import { PEER_COMMANDS } from './peer';
 import { STREAM_COMMANDS } from './stream';
 import { VMM_COMMANDS } from './vmm';
 import { shareAfter, shareBefore } from '../share/commands';
@@ -68,6 +69,7 @@ function build(): Runs<SessionCmd> {
     link: LINK_COMMANDS,
     launch: LAUNCH_COMMANDS,
     output: OUTPUT_COMMANDS,
+    peer: PEER_COMMANDS,
     context,
   };
   disjoint(groups);
@@ -82,6 +84,7 @@ function build(): Runs<SessionCmd> {
     ...groups.link,
     ...groups.launch,
     ...groups.output,
+    ...groups.peer,
     ...groups.context,
     BATCH: batchRun(
       {

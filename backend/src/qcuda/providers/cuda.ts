@@ -696,6 +696,21 @@ export class CudaProvider implements Provider {
     return this.#n.p2pAttribute(attr, this.gpuOf(src), this.gpuOf(dst));
   }
 
+  /** cuCtxEnablePeerAccess on ctx's thread for peer's context. */
+  enablePeerAccess(ctx: ProviderContext, peer: ProviderContext): Promise<void> {
+    const [x, y] = [cudaSide(ctx), cudaSide(peer)];
+    if (!x || !y)
+      return Promise.reject(new CudaError(CudaErr.InvalidResourceHandle, 'enablePeerAccess: not contexts of the cuda provider'));
+    return x.native.enablePeerAccess(y.native);
+  }
+
+  disablePeerAccess(ctx: ProviderContext, peer: ProviderContext): Promise<void> {
+    const [x, y] = [cudaSide(ctx), cudaSide(peer)];
+    if (!x || !y)
+      return Promise.reject(new CudaError(CudaErr.InvalidResourceHandle, 'disablePeerAccess: not contexts of the cuda provider'));
+    return x.native.disablePeerAccess(y.native);
+  }
+
   /**
    * Page-locks guest RAM (PORTABLE | DEVICEMAP) on the primary context's thread,
    * unless pinGuestRam is off: then only keeps what HOST_MAP's aliases need.

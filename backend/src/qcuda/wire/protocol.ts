@@ -214,6 +214,15 @@ export const STRUCTS = {
       ['attrs', `u32[${NUM_ATTRS}]`, 'indexed by CUdevice_attribute'],
     ],
   },
+  qcuda_args_peer: {
+    doc: 'Peer access between two devices of the session (PEER_*).',
+    fields: [
+      ['device', 'u32'],
+      ['peer', 'u32'],
+      ['attr', 'u32', 'P2P_ATTRIBUTE: a cudaDeviceP2PAttr (device: src, peer: dst); 0 otherwise'],
+      ['reserved', 'u32'],
+    ],
+  },
   qcuda_out_mem_info: {
     fields: [
       ['free', 'u64'],
@@ -1209,6 +1218,33 @@ export const CALLS = {
     args: 'qcuda_args_handle',
     doc: "the size of a live handle's allocation (cuMemGetAllocationPropertiesFromHandle checks the handle)",
     value: 'its bytes',
+  },
+
+  CAN_ACCESS_PEER: {
+    cmd: 190,
+    side: 'backend',
+    args: 'qcuda_args_peer',
+    doc: 'cudaDeviceCanAccessPeer (args.attr unused)',
+    value: "1: device may reach peer's memory; 0: not (a device and itself too)",
+  },
+  P2P_ATTRIBUTE: {
+    cmd: 191,
+    side: 'backend',
+    args: 'qcuda_args_peer',
+    doc: 'cudaDeviceGetP2PAttribute(attr, device, peer): two distinct devices',
+    value: "the attribute's value",
+  },
+  PEER_ENABLE: {
+    cmd: 192,
+    side: 'backend',
+    args: 'qcuda_args_peer',
+    doc: "cudaDeviceEnablePeerAccess: the current device's context may reach args.peer's memory (args.device and attr unused); cudaErrorPeerAccessAlreadyEnabled the second time, until a PEER_DISABLE or reset",
+  },
+  PEER_DISABLE: {
+    cmd: 193,
+    side: 'backend',
+    args: 'qcuda_args_peer',
+    doc: 'cudaDeviceDisablePeerAccess of args.peer (as PEER_ENABLE); cudaErrorPeerAccessNotEnabled where not enabled',
   },
 
   BATCH: {

@@ -173,6 +173,20 @@ export class HostProvider implements Provider {
     copyViews(this.memory.views(dstPtr, size, dst), from);
   }
 
+  /** Emulated devices share one address space: each reaches every other's memory. */
+  canAccessPeer(device: number, peer: number): number {
+    this.#check(device);
+    this.#check(peer);
+    return device === peer ? 0 : 1;
+  }
+
+  /** As two GPUs on NVLink report it: performance rank 0, access and native atomics supported, CUDA arrays not. */
+  p2pAttribute(attr: number, src: number, dst: number): number {
+    this.#check(src);
+    this.#check(dst);
+    return attr === 2 || attr === 3 ? 1 : 0;
+  }
+
   registerGuestMemory(): void {
     /* host memory needs no registration */
   }
