@@ -9,6 +9,11 @@ import { cudaNative, type CudaNative } from '../../backend/src/qcuda/providers/n
 export const root = path.resolve(__dirname, '..', '..', '..');
 export const ADDON = path.join(root, 'addon', 'build', 'Release', 'qcuda_cuda.node');
 
+/** The fake libcuda's sources (test/qcuda/fixtures): one library built from them all. */
+export const FAKE_CUDA_SOURCES = ['fakecuda.c', 'fakecuda_arrays.c', 'fakecuda_vmm.c'].map((f) =>
+  path.join(root, 'test', 'qcuda', 'fixtures', f),
+);
+
 let built: string | undefined;
 
 /** Path of the fake libcuda.so.1 (built with gcc on first use). */
@@ -17,16 +22,7 @@ export function fakeLibcuda(): string {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-fakecuda-'));
     process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
     const lib = path.join(dir, 'libcuda.so.1');
-    execFileSync('gcc', [
-      '-shared',
-      '-fPIC',
-      '-O1',
-      '-Wall',
-      '-o',
-      lib,
-      path.join(root, 'test', 'qcuda', 'fixtures', 'fakecuda.c'),
-      '-lpthread',
-    ]);
+    execFileSync('gcc', ['-shared', '-fPIC', '-O1', '-Wall', '-o', lib, ...FAKE_CUDA_SOURCES, '-lpthread']);
     built = lib;
   }
   return built;

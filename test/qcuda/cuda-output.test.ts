@@ -16,23 +16,14 @@ import test from 'ava';
 import { execFileSync, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { tmpDir } from '../helpers';
+import { FAKE_CUDA_SOURCES } from '../addon/fake-driver';
 
-const root = path.resolve(__dirname, '..', '..', '..');
 const CUDA_JS = path.resolve(__dirname, '..', '..', 'backend', 'src', 'qcuda', 'providers', 'cuda.js');
 const DIST = path.resolve(__dirname, '..', '..');
 
 function fakeDriver(t: Parameters<typeof tmpDir>[0]): string {
   const lib = path.join(tmpDir(t), 'libcuda.so.1');
-  execFileSync('gcc', [
-    '-shared',
-    '-fPIC',
-    '-O1',
-    '-Wall',
-    '-o',
-    lib,
-    path.join(root, 'test', 'qcuda', 'fixtures', 'fakecuda.c'),
-    '-lpthread',
-  ]);
+  execFileSync('gcc', ['-shared', '-fPIC', '-O1', '-Wall', '-o', lib, ...FAKE_CUDA_SOURCES, '-lpthread']);
   return lib;
 }
 
@@ -98,16 +89,7 @@ const until = async (f) => { for (let i = 0; i < 500 && !f(); i++) await new Pro
 test("on a driver that prints like NVIDIA's, device output reaches the right context's sink at the right time", (t) => {
   const dir = tmpDir(t);
   const lib = path.join(dir, 'libcuda.so.1');
-  execFileSync('gcc', [
-    '-shared',
-    '-fPIC',
-    '-O1',
-    '-Wall',
-    '-o',
-    lib,
-    path.join(root, 'test', 'qcuda', 'fixtures', 'fakecuda.c'),
-    '-lpthread',
-  ]);
+  execFileSync('gcc', ['-shared', '-fPIC', '-O1', '-Wall', '-o', lib, ...FAKE_CUDA_SOURCES, '-lpthread']);
   const c = spawnSync(process.execPath, ['-e', CHILD], {
     env: { ...process.env, QCUDA_LIBCUDA: lib, CUDA_JS },
     encoding: 'latin1',
