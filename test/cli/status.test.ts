@@ -10,6 +10,7 @@ import type { QcudaStatus } from '../../backend/src/qcuda/status';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { tmpDir, until } from '../helpers';
 import { QcudaClient } from '../qcuda/client';
+import { ShareTable } from '../../backend/src/qcuda/share/table';
 
 const dist = path.resolve(__dirname, '..', '..');
 const BACKEND = path.join(dist, 'backend/src/cli/backend.js');
@@ -17,9 +18,10 @@ const QCUDA = path.join(dist, 'backend/src/cli/qcuda.js');
 const MIB = 1 << 20;
 
 /** A qcuda-backend on the host provider serving sock, its stderr gathered in .log; killed when the test ends. */
-function startBackend(t: ExecutionContext, sock: string, args: string[]): { p: ChildProcess; log: string } {
+function startBackend(t: ExecutionContext, sock: string, args: string[], env = process.env): { p: ChildProcess; log: string } {
   const p = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=qcuda', '--provider=host', ...args], {
     stdio: ['ignore', 'ignore', 'pipe'],
+    env,
   });
   t.teardown(() => p.kill('SIGKILL'));
   const b = { p, log: '' };
@@ -43,6 +45,7 @@ test('qcuda status shows sessions, device memory against the quota and calls ser
   t.is(idle.pid, p.pid!);
   t.false(idle.frontend.connected);
   t.deepEqual((idle.status as QcudaStatus).served, [0, 0]);
+  t.is(idle.gpuShare, undefined, 'no GPU share without --gpu-share');
 
   const fe = Frontend.connect(sock, new GuestMemory([{ gpa: 0n, size: 64 * MIB }]));
   t.teardown(() => void (fe.closed || fe.close()));
@@ -126,4 +129,45 @@ test('the VM event log is rate-limited: a flood of sessions cannot flood the jou
   const sessionLines = b.log.split('\n').filter((l) => /session \w+ (opened|closed)/.test(l)).length;
   t.true(sessionLines < 20, `${sessionLines} session lines for 101 events at 5 a second`);
   t.regex(b.log, /\(\d+ log lines dropped: more than 5 a second\)/);
+});
+
+test("qcuda status shows the VM's GPU share: its weight, its part of the GPU time the VMs used, the part its weight asks for", async (t) => {
+  const dir = tmpDir(t);
+  const env = { ...process.env, QCUDA_GPU_SHARE_TABLE: path.join(dir, 'table') };
+  const a = startBackend(t, path.join(dir, 'a.sock'), ['--queues=1', '--gpu-share=1'], env);
+  const b = startBackend(t, path.join(dir, 'b.sock'), ['--queues=1', '--gpu-share=3'], env);
+  t.true(
+    await until(() => fs.existsSync(path.join(dir, 'a.sock.status')) && fs.existsSync(path.join(dir, 'b.sock.status')), 10_000),
+    a.log + b.log,
+  );
+  const doc = (vm: string): BackendStatus => JSON.parse(qcudaStatus(`--socket=${path.join(dir, vm)}`, '--json').stdout) as BackendStatus;
+
+  // The host provider runs no kernels: nothing used yet.
+  t.like(doc('a.sock').gpuShare, { weight: 1, share: 0, target: 0.25, vms: 2, usedNs: 0, totalNs: 0 });
+  t.like(doc('b.sock').gpuShare, { weight: 3, share: 0, target: 0.75, vms: 2 });
+
+  // GPU time charged as the gates charge it: A used 3 ms, B 1 ms.
+  const table = ShareTable.open(env.QCUDA_GPU_SHARE_TABLE);
+  t.teardown(() => table.close());
+  const slot = (p: ChildProcess): number => table.report().find((v) => v.pid === p.pid)!.slot;
+  table.addUsage(slot(a.p), 3e6);
+  table.addUsage(slot(b.p), 1e6);
+  t.like(doc('a.sock').gpuShare, { share: 0.75, target: 0.25, usedNs: 3e6, totalNs: 4e6 });
+  const r = qcudaStatus(`--socket=${path.join(dir, 'a.sock')}`);
+  t.is(r.status, 0, r.stderr);
+  t.regex(r.stdout, /^GPU share: weight 1, 75% of GPU time over \d+ s \(target 25%\), 2 VMs$/m);
+  t.regex(
+    qcudaStatus(`--socket=${path.join(dir, 'b.sock')}`).stdout,
+    /^GPU share: weight 3, 25% of GPU time over \d+ s \(target 75%\), 2 VMs$/m,
+  );
+
+  // B gone: A alone in the table.
+  const gone = new Promise((res) => b.p.once('exit', res));
+  b.p.kill('SIGTERM');
+  await gone;
+  t.like(doc('a.sock').gpuShare, { share: 1, target: 1, vms: 1 });
+  t.regex(
+    qcudaStatus(`--socket=${path.join(dir, 'a.sock')}`).stdout,
+    /^GPU share: weight 1, 100% of GPU time over \d+ s \(target 100%\), 1 VM$/m,
+  );
 });

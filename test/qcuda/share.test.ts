@@ -22,6 +22,7 @@ import {
 } from '../../backend/src/qcuda/share/policy';
 import { ShareTable } from '../../backend/src/qcuda/share/table';
 import { MPS_POLICY, ShareGate } from '../../backend/src/qcuda/share/gate';
+import { UsageWindow } from '../../backend/src/qcuda/share/usage-window';
 
 const MS = 1e6;
 
@@ -369,4 +370,30 @@ test('qcuda-backend --gpu-share joins the table with its weight and leaves it at
   b.kill('SIGTERM');
   await new Promise((r) => b.once('exit', r));
   t.deepEqual(table.snapshot(), [], 'gone with the backend');
+});
+
+test("qcuda status's GPU share: each VM's part of the GPU time used over the last 10 s, against its weight's", (t) => {
+  const table = ShareTable.open(tableFile());
+  const clock = { now: 1e9 };
+  const a = table.joinVm(2);
+  const b = table.joinVm(1);
+  const w = new UsageWindow(table, a, () => clock.now);
+  t.like(w.status(), { weight: 2, share: 0, target: 2 / 3, vms: 2, windowSeconds: 0, totalNs: 0 }, 'nothing used yet');
+  clock.now += 4e9;
+  table.addUsage(a, 3e6);
+  table.addUsage(b, 1e6);
+  t.like(w.status(), { share: 0.75, windowSeconds: 4, usedNs: 3e6, totalNs: 4e6 });
+  // Measured from the newest sample at least 10 s old: what was used before it no longer counts.
+  clock.now += 8e9;
+  table.addUsage(b, 3e6);
+  t.like(w.status(), { share: 3 / 7, windowSeconds: 12, usedNs: 3e6, totalNs: 7e6 }, 'from the first sample, 12 s back');
+  clock.now += 3e9;
+  t.like(w.status(), { share: 0, windowSeconds: 11, usedNs: 0, totalNs: 3e6 }, 'from the sample 4 s in, 11 s back');
+  // A VM whose backend is gone leaves the table: the weights are those present.
+  table.joinVm(5, deadPid());
+  t.like(w.status(), { target: 2 / 3, vms: 2 });
+  const c = table.joinVm(1);
+  table.addUsage(c, 2e6);
+  t.like(w.status(), { target: 0.5, vms: 3, totalNs: 5e6 }, 'a VM that joined within the window counts from 0');
+  table.close();
 });

@@ -17,6 +17,7 @@ import { backendStatus, defaultStatusSocket } from './status';
 import { joinShare } from '../qcuda/share/gate';
 import { parseWeight } from '../qcuda/share/policy';
 import { defaultTablePath } from '../qcuda/share/table';
+import { UsageWindow } from '../qcuda/share/usage-window';
 import { mpsDaemonMissing, mpsPercentageNow, setMpsMode } from '../qcuda/share/mps';
 
 const HELP = `Usage: qcuda-backend (--socket-path=PATH | --fd=FDNUM) [options]
@@ -483,6 +484,7 @@ async function main(): Promise<void> {
       : (args['status-socket'] ?? (args['socket-path'] !== undefined ? defaultStatusSocket(args['socket-path']) : undefined));
   let server: VhostUserServer;
   let status: StatusSocket | undefined;
+  let shareWindow: UsageWindow | undefined;
   try {
     // Without a daemon CUDA would run without MPS, quietly: refused before the VM joins anything.
     const missing = mpsDir === undefined ? undefined : mpsDaemonMissing(mpsDir);
@@ -491,6 +493,7 @@ async function main(): Promise<void> {
     if (gpuShare !== undefined) {
       const share = joinShare(process.env.QCUDA_GPU_SHARE_TABLE ?? defaultTablePath(gpus[0]), gpuShare, mpsDir !== undefined);
       write(`GPU share: weight ${gpuShare}, slot ${share.slot} of ${share.table.path}`);
+      shareWindow = new UsageWindow(share.table, share.slot);
       if (mpsDir !== undefined) {
         setMpsMode({ pipeDir: mpsDir, table: share.table, slot: share.slot, memoryLimit });
         write(`GPU share: MPS clients of ${mpsDir}, ${mpsPercentageNow()}% of the GPU's threads now`);
@@ -534,7 +537,8 @@ async function main(): Promise<void> {
     }
     if (statusPath !== undefined) {
       const s = server;
-      status = await StatusSocket.listen(statusPath, () => backendStatus(s, args['socket-path'], startedAt), {
+      const w = shareWindow;
+      status = await StatusSocket.listen(statusPath, () => backendStatus(s, args['socket-path'], startedAt, w && (() => w.status())), {
         uids: peer ? [peer.uid] : [],
         refused,
       });

@@ -4,6 +4,7 @@
 // backend serves it on its status socket; `qcuda status` prints it.
 import type { VhostUserServer } from '../vhost-user';
 import { mib, type QcudaStatus } from '../qcuda/status';
+import type { GpuShareStatus } from '../qcuda/share/usage-window';
 
 export interface BackendStatus {
   pid: number;
@@ -13,6 +14,8 @@ export interface BackendStatus {
   frontend: { connected: boolean; memory: { gpa: number; size: number }[] };
   /** The device's own report (qcuda: QcudaStatus). */
   status?: object;
+  /** With --gpu-share: this VM's weight and its part of the GPU's time against the other VMs' (qcuda/share/usage-window.ts). */
+  gpuShare?: GpuShareStatus;
 }
 
 /** Where the status socket is by default: next to the vhost-user socket. */
@@ -20,7 +23,12 @@ export function defaultStatusSocket(vhostSocket: string): string {
   return `${vhostSocket}.status`;
 }
 
-export function backendStatus(server: VhostUserServer, socket: string | undefined, startedAt: number): BackendStatus {
+export function backendStatus(
+  server: VhostUserServer,
+  socket: string | undefined,
+  startedAt: number,
+  gpuShare?: () => GpuShareStatus | undefined,
+): BackendStatus {
   return {
     pid: process.pid,
     uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
@@ -28,6 +36,7 @@ export function backendStatus(server: VhostUserServer, socket: string | undefine
     socket,
     frontend: { connected: server.connected, memory: server.memoryRegions.map((r) => ({ gpa: Number(r.gpa), size: Number(r.size) })) },
     status: server.device.status?.(),
+    gpuShare: gpuShare?.(),
   };
 }
 
@@ -71,6 +80,15 @@ function qcudaLines(q: QcudaStatus): string[] {
   return lines;
 }
 
+function percent(part: number): string {
+  return `${Math.round(100 * part)}%`;
+}
+
+/** "GPU share: weight 2, 31% of GPU time over 10 s (target 33%), 3 VMs" */
+export function gpuShareLine(g: GpuShareStatus): string {
+  return `GPU share: weight ${g.weight}, ${percent(g.share)} of GPU time over ${g.windowSeconds} s (target ${percent(g.target)}), ${g.vms} VM${g.vms === 1 ? '' : 's'}`;
+}
+
 /** The document as a person reads it. */
 export function formatStatus(b: BackendStatus): string {
   const mem = b.frontend.memory;
@@ -79,6 +97,7 @@ export function formatStatus(b: BackendStatus): string {
     `qcuda-backend pid ${b.pid}, up ${duration(b.uptimeSeconds)}, ${b.device} device on ${b.socket ?? 'an inherited fd'}`,
     `frontend: ${b.frontend.connected ? `connected, guest memory ${mib(total)} in ${mem.length} region${mem.length === 1 ? '' : 's'}` : 'none connected'}`,
   ];
+  if (b.gpuShare) lines.push(gpuShareLine(b.gpuShare));
   if ((b.status as { device?: string } | undefined)?.device === 'qcuda') lines.push(...qcudaLines(b.status as QcudaStatus));
   return `${lines.join('\n')}\n`;
 }
