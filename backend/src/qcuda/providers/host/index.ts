@@ -173,6 +173,19 @@ export class HostProvider implements Provider {
     copyViews(this.memory.views(dstPtr, size, dst), from);
   }
 
+  /** One address space: the opener reaches the owner's allocation at its own address. */
+  async ipcOpen(owner: ProviderContext, ptr: DevPtr, opener: ProviderContext): Promise<DevPtr> {
+    if (!(owner instanceof HostContext) || !(opener instanceof HostContext) || opener.memory !== this.memory)
+      throw new CudaError(CudaErr.InvalidValue, 'an IPC handle of another provider');
+    this.memory.views(ptr, 1n, owner); // still the owner's allocation
+    opener.mappings.imports.add(ptr);
+    return ptr;
+  }
+
+  async ipcClose(opener: ProviderContext, ptr: DevPtr): Promise<void> {
+    if (opener instanceof HostContext) opener.mappings.imports.delete(ptr);
+  }
+
   /** Emulated devices share one address space: each reaches every other's memory. */
   canAccessPeer(device: number, peer: number): number {
     this.#check(device);

@@ -168,7 +168,7 @@ export class HostMemory {
   /** Views of [ptr, ptr+size): emulated device memory, or mapped guest memory. */
   views(ptr: DevPtr, size: bigint, owner: MemoryOwner): Uint8Array[] {
     const a = this.#allocs.find(ptr);
-    if (a && a.owner === owner) {
+    if (a && (a.owner === owner || owner.mappings.imports.has(a.base))) {
       const off = Number(ptr - a.base);
       if (off + Number(size) > a.bytes.length) throw new CudaError(CudaErr.InvalidValue, 'range runs past its allocation');
       return [a.bytes.subarray(off, off + Number(size))];
@@ -188,6 +188,8 @@ export class ContextMappings {
   #nextMapBase = HOST_MAP_PAGES_BASE;
   /** VMM mappings: each a view of its physical memory. */
   readonly #vmmMaps = new RangeSet<Range & { bytes: Uint8Array }>();
+  /** Other contexts' allocations opened here by IPC (their bases): reachable while their owner keeps them. */
+  readonly imports = new Set<DevPtr>();
 
   /** The pieces of guest memory (host addresses) that [ptr, ptr+size) of a mapping is, or undefined. */
   mappedPieces(ptr: bigint, size: bigint): HostPiece[] | undefined {
