@@ -40,8 +40,12 @@ QC_API cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle
 		return qc_ret(cudaErrorInvalidValue);
 	memcpy(&h, &handle, sizeof(h));
 	e = qc_req_ipc_open(&h, &p);
-	if (e == cudaSuccess)
+	if (e == cudaSuccess) {
+		/* Known as device memory for copies, as a module's variable is:
+		 * device memory that cudaFree does not take. */
+		qc_mem_add_symbol(p, h.size);
 		*devPtr = (void *)(uintptr_t)p;
+	}
 	return qc_ret(e);
 }
 
@@ -51,5 +55,8 @@ QC_API cudaError_t cudaIpcCloseMemHandle(void *devPtr)
 
 	if (e != cudaSuccess)
 		return qc_ret(e);
-	return qc_ret(qc_req_ipc_close((uintptr_t)devPtr));
+	e = qc_req_ipc_close((uintptr_t)devPtr);
+	if (e == cudaSuccess)
+		qc_mem_remove_symbol((uintptr_t)devPtr);
+	return qc_ret(e);
 }

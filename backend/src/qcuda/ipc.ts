@@ -7,11 +7,10 @@
 import { randomBytes } from 'node:crypto';
 import type { DevPtr } from './provider';
 
-/** What a session must offer the table: its memory and its contexts. */
+/** What a session must offer the table: a way to drop what it opened. */
 export interface IpcSession {
-  readonly memory: {
-    removeImport(base: DevPtr): boolean;
-  };
+  /** Forgets memory it opened at ptr and has its provider drop it (the owner's memory went). */
+  closeImport(ptr: DevPtr): Promise<void>;
 }
 
 /** One minted handle: an owner's allocation, and the sessions that opened it. */
@@ -21,7 +20,8 @@ export interface IpcEntry<S extends IpcSession = IpcSession> {
   readonly ptr: DevPtr;
   readonly size: bigint;
   readonly device: number;
-  readonly openers: Set<S>;
+  /** The sessions that opened it, with the address it has in each. */
+  readonly openers: Map<S, DevPtr>;
 }
 
 /** A token's bytes: 128 random bits (the handle's first 16 bytes). */
@@ -37,7 +37,7 @@ export class IpcTable<S extends IpcSession = IpcSession> {
     let mine = this.#byOwner.get(owner);
     const old = mine?.get(ptr);
     if (old) return old;
-    const e: IpcEntry<S> = { token: randomBytes(IPC_TOKEN_BYTES).toString('hex'), owner, ptr, size, device, openers: new Set() };
+    const e: IpcEntry<S> = { token: randomBytes(IPC_TOKEN_BYTES).toString('hex'), owner, ptr, size, device, openers: new Map() };
     if (!mine) this.#byOwner.set(owner, (mine = new Map()));
     mine.set(ptr, e);
     this.#byToken.set(e.token, e);
@@ -50,18 +50,19 @@ export class IpcTable<S extends IpcSession = IpcSession> {
 
   /** The entry opener opened at ptr, if any. */
   openedBy(opener: S, ptr: DevPtr): IpcEntry<S> | undefined {
-    for (const e of this.#byToken.values()) if (e.ptr === ptr && e.openers.has(opener)) return e;
+    for (const e of this.#byToken.values()) if (e.openers.get(opener) === ptr) return e;
     return undefined;
   }
 
-  /** Owner freed the allocation at ptr: its handle names nothing now, and openers lose it. Returns the openers. */
-  forget(owner: S, ptr: DevPtr): S[] {
+  /** Owner freed the allocation at ptr: its handle names nothing now, and openers lose it. */
+  forget(owner: S, ptr: DevPtr): void {
     const e = this.#byOwner.get(owner)?.get(ptr);
-    if (!e) return [];
+    if (!e) return;
     this.#byOwner.get(owner)!.delete(ptr);
     this.#byToken.delete(e.token);
-    for (const o of e.openers) o.memory.removeImport(ptr);
-    return [...e.openers];
+    // An opener whose context is gone meanwhile has nothing left to drop.
+    for (const [o, at] of e.openers) void o.closeImport(at).catch(() => undefined);
+    e.openers.clear();
   }
 
   /** The session reset or exited: its handles go (as forget), and what it opened. */

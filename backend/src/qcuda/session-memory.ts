@@ -61,11 +61,14 @@ export class SessionMemory {
   /** Records another session's allocation opened here (IPC_OPEN). */
   addImport(base: DevPtr, size: bigint, device: number): void {
     this.#imports.add({ base, size, device });
+    this.s.mirror()?.alloc(base, size); // the ring server checks copies against the mirror
   }
 
   /** Forgets an imported allocation; false where there is none at base. */
   removeImport(base: DevPtr): boolean {
-    return this.#imports.removeAt(base) !== undefined;
+    if (!this.#imports.removeAt(base)) return false;
+    this.s.mirror()?.alloc(base, 0n);
+    return true;
   }
 
   /**

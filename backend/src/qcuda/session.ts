@@ -455,6 +455,14 @@ export class Session {
     this.callbacks.close();
   }
 
+  /** Forgets another session's memory opened at ptr (IPC_OPEN) and has the provider drop it. */
+  async closeImport(ptr: DevPtr): Promise<void> {
+    const device = this.memory.deviceOf(ptr, 1n);
+    if (!this.memory.removeImport(ptr) || device === undefined) return;
+    const x = this.#closed ? undefined : await this.#contexts.get(device)?.opened;
+    if (x) await this.provider.ipcClose?.(x, ptr);
+  }
+
   /** Frees everything (cudaDeviceReset): the context goes with it. */
   reset(): Promise<void> {
     this.callbacks.reset();

@@ -32,7 +32,7 @@ export const IPC_COMMANDS: Runs<'IPC_GET' | 'IPC_OPEN' | 'IPC_CLOSE'> = {
     if (e.owner === c.session) throw new CudaError(CudaErr.DeviceUninitialized, 'IPC handle opened in the process that made it');
     if (e.openers.has(c.session)) throw new CudaError(CudaErr.InvalidValue, 'IPC handle: opened already in this process');
     const p = provider(c);
-    e.openers.add(c.session); // before the awaits: a second open meanwhile is refused
+    e.openers.set(c.session, 0n); // before the awaits: a second open meanwhile is refused
     try {
       const [owner, opener] = await Promise.all([e.owner.context(e.device), c.session.context(e.device)]);
       const ptr = await p.ipcOpen(owner, e.ptr, opener);
@@ -41,6 +41,7 @@ export const IPC_COMMANDS: Runs<'IPC_GET' | 'IPC_OPEN' | 'IPC_CLOSE'> = {
         throw new CudaError(CudaErr.InvalidResourceHandle, 'IPC handle: its memory was freed meanwhile');
       }
       c.session.memory.addImport(ptr, e.size, e.device);
+      e.openers.set(c.session, ptr);
       return { value: ptr };
     } catch (err) {
       e.openers.delete(c.session);
@@ -53,7 +54,6 @@ export const IPC_COMMANDS: Runs<'IPC_GET' | 'IPC_OPEN' | 'IPC_CLOSE'> = {
     const e = c.session.vm.ipc.openedBy(c.session, ptr);
     if (!e) throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} is not memory this process opened by IPC`);
     e.openers.delete(c.session);
-    c.session.memory.removeImport(ptr);
-    await c.dev.provider.ipcClose?.(await c.session.context(e.device), ptr);
+    await c.session.closeImport(ptr);
   },
 };
