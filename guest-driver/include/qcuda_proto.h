@@ -554,6 +554,24 @@ enum qcuda_cmd {
 	 */
 	QCUDA_CMD_PEER_DISABLE = 193,
 	/*
+	 * cudaIpcGetMemHandle: the handle of the session's allocation that starts at
+	 * args.ptr (the same one each time until it is freed); args ptr, out
+	 * qcuda_ipc_handle
+	 */
+	QCUDA_CMD_IPC_GET = 194,
+	/*
+	 * cudaIpcOpenMemHandle: another process's allocation, reachable by copies
+	 * until IPC_CLOSE or its owner frees it; cudaErrorInvalidResourceHandle for
+	 * a handle this VM's backend never minted or whose memory was freed,
+	 * cudaErrorDeviceUninitialized (CUDA's invalid context) in the process that
+	 * minted it, cudaErrorNotSupported where the provider cannot share memory
+	 * between processes; args qcuda_ipc_handle, value = the allocation's address
+	 * in this process
+	 */
+	QCUDA_CMD_IPC_OPEN = 195,
+	/* cudaIpcCloseMemHandle of a pointer IPC_OPEN returned; args ptr */
+	QCUDA_CMD_IPC_CLOSE = 196,
+	/*
 	 * Posted work: several commands in one request (data to device: args.bytes
 	 * of entries, each a struct qcuda_batch_entry, then its argument struct as
 	 * the command takes it, then padding to 8 bytes). Only commands that enqueue
@@ -673,6 +691,17 @@ struct qcuda_args_peer {
 	__le32 reserved;
 };
 QCUDA_SIZE_IS(qcuda_args_peer, 16);
+
+/*
+ * cudaIpcMemHandle_t (64 bytes): minted by IPC_GET, opened by IPC_OPEN in
+ * another process of the VM.
+ */
+struct qcuda_ipc_handle {
+	unsigned char token[16]; /* random: names the allocation in the backend */
+	__le64 size;            /* the allocation's bytes */
+	unsigned char reserved[40];
+};
+QCUDA_SIZE_IS(qcuda_ipc_handle, 64);
 
 struct qcuda_out_mem_info {
 	__le64 free;

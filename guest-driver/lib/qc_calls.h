@@ -949,6 +949,38 @@ static inline cudaError_t qc_req_peer_disable(uint32_t device, uint32_t peer, ui
 }
 
 /*
+ * IPC_GET: cudaIpcGetMemHandle: the handle of the session's allocation that
+ * starts at args.ptr (the same one each time until it is freed); args ptr,
+ * out qcuda_ipc_handle
+ */
+static inline cudaError_t qc_req_ipc_get(uint64_t ptr, struct qcuda_ipc_handle *out)
+{
+	struct qcuda_args_ptr a = { .ptr = ptr };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_IPC_GET, .args = &a, .args_len = sizeof(a), .out = out, .out_len = sizeof(*out) });
+}
+
+/*
+ * IPC_OPEN: cudaIpcOpenMemHandle: another process's allocation, reachable by
+ * copies until IPC_CLOSE or its owner frees it;
+ * cudaErrorInvalidResourceHandle for a handle this VM's backend never minted
+ * or whose memory was freed, cudaErrorDeviceUninitialized (CUDA's invalid
+ * context) in the process that minted it, cudaErrorNotSupported where the
+ * provider cannot share memory between processes; args qcuda_ipc_handle,
+ * value = the allocation's address in this process
+ */
+static inline cudaError_t qc_req_ipc_open(const struct qcuda_ipc_handle *a, uint64_t *result)
+{
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_IPC_OPEN, .args = a, .args_len = sizeof(*a), .value = result });
+}
+
+/* IPC_CLOSE: cudaIpcCloseMemHandle of a pointer IPC_OPEN returned; args ptr */
+static inline cudaError_t qc_req_ipc_close(uint64_t ptr)
+{
+	struct qcuda_args_ptr a = { .ptr = ptr };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_IPC_CLOSE, .args = &a, .args_len = sizeof(a) });
+}
+
+/*
  * BATCH: Posted work: several commands in one request (data to device:
  * args.bytes of entries, each a struct qcuda_batch_entry, then its argument
  * struct as the command takes it, then padding to 8 bytes). Only commands

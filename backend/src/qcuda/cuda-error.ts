@@ -9,6 +9,8 @@ export enum CudaErr {
   InvalidKernelImage = 200,
   InvalidDevice = 101,
   InvalidDevicePointer = 17,
+  /** CUDA's invalid context (201): cuIpcOpenMemHandle in the process that made the handle. */
+  DeviceUninitialized = 201,
   NoKernelImageForDevice = 209,
   UnsupportedLimit = 215,
   InvalidPtx = 218,

@@ -537,6 +537,15 @@ export interface Provider {
   enablePeerAccess?(ctx: ProviderContext, peer: ProviderContext): Promise<void>;
   disablePeerAccess?(ctx: ProviderContext, peer: ProviderContext): Promise<void>;
   /**
+   * IPC between two sessions of one VM (cudaIpcOpenMemHandle): opener, a
+   * context of another session, may reach owner's allocation at ptr (checked
+   * by the backend to be one). Returns its address in opener. Absent where
+   * the provider cannot share memory between its contexts: NotSupported.
+   */
+  ipcOpen?(owner: ProviderContext, ptr: DevPtr, opener: ProviderContext): Promise<DevPtr>;
+  /** Undoes an ipcOpen (cudaIpcCloseMemHandle, or the owner freed the memory). */
+  ipcClose?(opener: ProviderContext, ptr: DevPtr): Promise<void>;
+  /**
    * Guest RAM as it is mapped in this process: register so copies run at
    * pinned speed. Unregistering resolves before the memory may be unmapped.
    * source: the file behind it, for a provider that maps guest RAM in other

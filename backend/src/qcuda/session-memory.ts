@@ -23,6 +23,8 @@ interface Alloc extends Range {
 
 export class SessionMemory {
   readonly #allocs = new RangeSet<Alloc>();
+  /** Other sessions' allocations opened here by IPC: copied to and from, never freed here. */
+  readonly #imports = new RangeSet<Alloc>();
   readonly #hostMaps = new RangeSet<Range & { pieces: number; bytes: bigint }>();
   /** The guest memory of #hostMaps, by host address, with the device pointer of its mapping. */
   readonly #mappedHost = new RangeSet<Range & { map: DevPtr }>();
@@ -50,18 +52,42 @@ export class SessionMemory {
     return { size: r.size, device: r.device };
   }
 
+  /** The allocation that starts exactly at ptr, or undefined. */
+  allocAt(ptr: DevPtr): { size: bigint; device: number } | undefined {
+    const a = this.#allocs.find(ptr);
+    return a && a.base === ptr ? { size: a.size, device: a.device } : undefined;
+  }
+
+  /** Records another session's allocation opened here (IPC_OPEN). */
+  addImport(base: DevPtr, size: bigint, device: number): void {
+    this.#imports.add({ base, size, device });
+    this.s.mirror()?.alloc(base, size); // the ring server checks copies against the mirror
+  }
+
+  /** Forgets an imported allocation; false where there is none at base. */
+  removeImport(base: DevPtr): boolean {
+    if (!this.#imports.removeAt(base)) return false;
+    this.s.mirror()?.alloc(base, 0n);
+    return true;
+  }
+
   /**
    * The device of the allocation that holds all of [ptr, ptr+size);
    * undefined where none does (mapped guest memory, a module's variable,
    * VMM: memory of the context that made it, reached from there).
    */
   deviceOf(ptr: DevPtr, size: bigint): number | undefined {
-    return this.#allocs.holding(ptr, size === 0n ? 1n : size)?.device;
+    const n = size === 0n ? 1n : size;
+    return (this.#allocs.holding(ptr, n) ?? this.#imports.holding(ptr, n))?.device;
   }
 
   /** Whether [ptr, ptr+size) lies inside one allocation or host mapping. */
   holds(ptr: DevPtr, size: bigint): boolean {
-    return this.#allocs.holding(ptr, size) !== undefined || this.#hostMaps.holding(ptr, size) !== undefined;
+    return (
+      this.#allocs.holding(ptr, size) !== undefined ||
+      this.#imports.holding(ptr, size) !== undefined ||
+      this.#hostMaps.holding(ptr, size) !== undefined
+    );
   }
 
   /**
@@ -133,6 +159,7 @@ export class SessionMemory {
   /** Forgets everything and gives the mapped pieces and bytes back (a reset, the close: the context's end frees the memory). */
   clear(): void {
     this.#allocs.clear();
+    this.#imports.clear();
     this.#hostMaps.clear();
     this.#mappedHost.clear();
     this.hostMapPieces.giveAll();

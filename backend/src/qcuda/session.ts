@@ -19,6 +19,7 @@ import { SessionModules } from './session-modules';
 import { SessionObjects } from './session-objects';
 import { printable } from '../sys/log-limiter';
 import { VmmSpace } from './vmm';
+import { IpcTable } from './ipc';
 import type { Now } from '../sys/now';
 
 /** What a VM's sessions share: its bounds and what they count. */
@@ -38,6 +39,8 @@ export interface VmShared {
   readonly hostMapBytes: Budget;
   /** Module images by content (moduleCache): the backend's, also where a session's worker asks. */
   readonly modules: ModuleStore;
+  /** The IPC handles minted by its sessions (ipc.ts): a handle opens only in a session of the same VM's backend. */
+  readonly ipc: IpcTable<Session>;
 }
 
 /** Holder slots of a VM's ledger: one per session, those still closing included (device.ts allows 4096 open). */
@@ -67,6 +70,7 @@ export function vmShared(
     hostMaps: new Budget(ledger, 3, 'the bound on pieces of guest memory mapped for the GPU'),
     hostMapBytes: new Budget(ledger, 4, 'the bound on bytes of guest memory mapped for the GPU'),
     modules,
+    ipc: new IpcTable<Session>(),
   };
 }
 
@@ -451,6 +455,14 @@ export class Session {
     this.callbacks.close();
   }
 
+  /** Forgets another session's memory opened at ptr (IPC_OPEN) and has the provider drop it. */
+  async closeImport(ptr: DevPtr): Promise<void> {
+    const device = this.memory.deviceOf(ptr, 1n);
+    if (!this.memory.removeImport(ptr) || device === undefined) return;
+    const x = this.#closed ? undefined : await this.#contexts.get(device)?.opened;
+    if (x) await this.provider.ipcClose?.(x, ptr);
+  }
+
   /** Frees everything (cudaDeviceReset): the context goes with it. */
   reset(): Promise<void> {
     this.callbacks.reset();
@@ -514,6 +526,7 @@ export class Session {
     this.#limitCharges.clear();
     this.#limitBases.clear();
     this.peers.clear();
+    this.vm.ipc.forgetSession(this); // others' openings of its memory end with it (the host provider then refuses them anyway)
     // Everything but the overhead of contexts still there, which goes when each context does (#giveSlot).
     const held = this.#memory.held;
     if (held > this.#overheads) this.#memory.give(held - this.#overheads);

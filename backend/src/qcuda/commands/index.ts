@@ -16,6 +16,7 @@ import { LINK_COMMANDS } from './link';
 import { MODULE_COMMANDS } from './module';
 import { OUTPUT_COMMANDS } from './output';
 import { PEER_COMMANDS } from './peer';
+import { IPC_COMMANDS } from './ipc';
 import { STREAM_COMMANDS } from './stream';
 import { VMM_COMMANDS } from './vmm';
 import { shareAfter, shareBefore } from '../share/commands';
@@ -70,6 +71,7 @@ function build(): Runs<SessionCmd> {
     launch: LAUNCH_COMMANDS,
     output: OUTPUT_COMMANDS,
     peer: PEER_COMMANDS,
+    ipc: IPC_COMMANDS,
     context,
   };
   disjoint(groups);
@@ -85,6 +87,7 @@ function build(): Runs<SessionCmd> {
     ...groups.launch,
     ...groups.output,
     ...groups.peer,
+    ...groups.ipc,
     ...groups.context,
     BATCH: batchRun(
       {

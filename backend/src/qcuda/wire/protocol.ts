@@ -605,6 +605,26 @@ export const CALLS = {
     args: 'qcuda_args_peer',
     doc: 'cudaDeviceDisablePeerAccess of args.peer (as PEER_ENABLE); cudaErrorPeerAccessNotEnabled where not enabled',
   },
+  IPC_GET: {
+    cmd: 194,
+    side: 'backend',
+    args: 'qcuda_args_ptr',
+    out: 'qcuda_ipc_handle',
+    doc: "cudaIpcGetMemHandle: the handle of the session's allocation that starts at args.ptr (the same one each time until it is freed)",
+  },
+  IPC_OPEN: {
+    cmd: 195,
+    side: 'backend',
+    args: 'qcuda_ipc_handle',
+    doc: "cudaIpcOpenMemHandle: another process's allocation, reachable by copies until IPC_CLOSE or its owner frees it; cudaErrorInvalidResourceHandle for a handle this VM's backend never minted or whose memory was freed, cudaErrorDeviceUninitialized (CUDA's invalid context) in the process that minted it, cudaErrorNotSupported where the provider cannot share memory between processes",
+    value: "the allocation's address in this process",
+  },
+  IPC_CLOSE: {
+    cmd: 196,
+    side: 'backend',
+    args: 'qcuda_args_ptr',
+    doc: 'cudaIpcCloseMemHandle of a pointer IPC_OPEN returned',
+  },
 
   BATCH: {
     cmd: 54,

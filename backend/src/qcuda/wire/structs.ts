@@ -86,6 +86,14 @@ export const STRUCTS = {
       ['reserved', 'u32'],
     ],
   },
+  qcuda_ipc_handle: {
+    doc: 'cudaIpcMemHandle_t (64 bytes): minted by IPC_GET, opened by IPC_OPEN in another process of the VM.',
+    fields: [
+      ['token', 'u8[16]', 'random: names the allocation in the backend'],
+      ['size', 'u64', "the allocation's bytes"],
+      ['reserved', 'u8[40]'],
+    ],
+  },
   qcuda_out_mem_info: {
     fields: [
       ['free', 'u64'],

@@ -173,6 +173,23 @@ export class HostProvider implements Provider {
     copyViews(this.memory.views(dstPtr, size, dst), from);
   }
 
+  /**
+   * The opener reaches the owner's bytes at an address of its own memory:
+   * the owner may be a session of another device of the backend (qcuda run
+   * gives each process a device of its own), whose memory is another
+   * HostMemory with addresses that may be the same numbers.
+   */
+  async ipcOpen(owner: ProviderContext, ptr: DevPtr, opener: ProviderContext): Promise<DevPtr> {
+    if (!(owner instanceof HostContext) || !(opener instanceof HostContext) || opener.memory !== this.memory)
+      throw new CudaError(CudaErr.InvalidValue, 'an IPC handle of another provider');
+    return this.memory.importBytes(owner.memory.exportBytes(ptr, owner), opener);
+  }
+
+  async ipcClose(opener: ProviderContext, ptr: DevPtr): Promise<void> {
+    if (!(opener instanceof HostContext) || !opener.memory.unimport(ptr, opener))
+      throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} was not opened by IPC here`);
+  }
+
   /** Emulated devices share one address space: each reaches every other's memory. */
   canAccessPeer(device: number, peer: number): number {
     this.#check(device);

@@ -39,6 +39,8 @@ export interface MemoryOwner {
 interface Alloc extends Range {
   bytes: Uint8Array;
   owner: MemoryOwner;
+  /** Another context's allocation opened here by IPC: its bytes, not counted here, never freed here. */
+  imported?: true;
 }
 
 /** Physical memory of virtual memory management (vmmCreate): counted in the device's use like an allocation. */
@@ -108,14 +110,41 @@ export class HostMemory {
     return base;
   }
 
+  /** The bytes of owner's allocation at ptr, for another context to open (IPC). */
+  exportBytes(ptr: DevPtr, owner: MemoryOwner): Uint8Array {
+    const a = this.#allocs.find(ptr);
+    if (!a || a.base !== ptr || a.owner !== owner || a.imported)
+      throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} is not an allocation of the handle's owner`);
+    return a.bytes;
+  }
+
+  /**
+   * Another memory's allocation, opened by owner at an address of this one
+   * (each device of a backend has its own memory: the two address spaces
+   * may use the same numbers). Not counted: its owner's memory counts it.
+   */
+  importBytes(bytes: Uint8Array, owner: MemoryOwner): DevPtr {
+    alive(owner);
+    const base = this.#next;
+    const size = BigInt(bytes.length);
+    this.#next += ((size + ALIGN - 1n) / ALIGN) * ALIGN + GUARD;
+    this.#allocs.add({ base, size, bytes, owner, imported: true });
+    return base;
+  }
+
+  /** Drops what importBytes opened; false where owner opened nothing at ptr. */
+  unimport(ptr: DevPtr, owner: MemoryOwner): boolean {
+    return this.#allocs.removeAt(ptr, (x) => x.owner === owner && x.imported === true) !== undefined;
+  }
+
   release(ptr: DevPtr, owner: MemoryOwner): void {
-    const a = this.#allocs.removeAt(ptr, (x) => x.owner === owner);
+    const a = this.#allocs.removeAt(ptr, (x) => x.owner === owner && !x.imported);
     if (!a) throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} is not an allocation`);
     this.#used[owner.device] -= a.size;
   }
 
   releaseAll(owner: MemoryOwner): void {
-    for (const a of this.#allocs.removeWhere((x) => x.owner === owner)) this.#used[owner.device] -= a.size;
+    for (const a of this.#allocs.removeWhere((x) => x.owner === owner)) if (!a.imported) this.#used[owner.device] -= a.size;
     this.#reserved.removeWhere((r) => r.owner === owner);
     for (const [id, m] of this.#vmm) if (m.owner === owner) this.vmmRelease(id, owner);
   }

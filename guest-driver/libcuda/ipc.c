@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * IPC memory handles between the processes of one VM: the runtime layer's
+ * (lib/ipc.c), under the thread's current context. The handles of the two
+ * APIs are the same 64 bytes.
+ */
+#include <string.h>
+
+#include "cu.h"
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+	CUresult r = cu_enter();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	return cu_result(cudaIpcGetMemHandle((cudaIpcMemHandle_t *)pHandle, (void *)(uintptr_t)dptr));
+}
+
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+	cudaIpcMemHandle_t h;
+	void *p = NULL;
+	CUresult r = cu_enter();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!pdptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(&h, &handle, sizeof(h));
+	r = cu_result(cudaIpcOpenMemHandle(&p, h, Flags));
+	if (r == CUDA_SUCCESS)
+		*pdptr = (CUdeviceptr)(uintptr_t)p;
+	return r;
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+	CUresult r = cu_enter();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	return cu_result(cudaIpcCloseMemHandle((void *)(uintptr_t)dptr));
+}
