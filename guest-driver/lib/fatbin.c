@@ -17,18 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fatbin.h"
 #include "qcrt.h"
 
-#define FATBIN_MAGIC 0xBA55ED50u
-#define ENTRY_PTX 1
-#define ENTRY_ELF 2
 #define ENTRY_HEADER_MIN 32 /* the arch field lies inside */
-
-struct entry {
-	uint64_t at, len; /* header and payload */
-	uint16_t kind;
-	uint32_t arch;
-};
 
 static uint16_t rd16(const uint8_t *p)
 {
@@ -54,14 +46,14 @@ static uint64_t rd64(const uint8_t *p)
 	return v;
 }
 
-/* The entries of a fat binary of size bytes; -1 if it is not one this reads. */
-static int entries(const uint8_t *b, uint64_t size, struct entry **out)
+int qc_fatbin_entries(const void *image, uint64_t size, struct qc_fatbin_entry **out)
 {
+	const uint8_t *b = image;
 	uint64_t hs, end, at;
-	struct entry *v = NULL;
+	struct qc_fatbin_entry *v = NULL;
 	int n = 0;
 
-	if (size < 16 || rd32(b) != FATBIN_MAGIC)
+	if (size < 16 || rd32(b) != QC_FATBIN_MAGIC)
 		return -1;
 	hs = rd16(b + 6);
 	end = hs + rd64(b + 8);
@@ -69,7 +61,7 @@ static int entries(const uint8_t *b, uint64_t size, struct entry **out)
 		return -1;
 	for (at = hs; at < end; n++) {
 		uint64_t eh, pl;
-		struct entry *nv;
+		struct qc_fatbin_entry *nv;
 
 		if (end - at < ENTRY_HEADER_MIN)
 			goto bad;
@@ -81,7 +73,9 @@ static int entries(const uint8_t *b, uint64_t size, struct entry **out)
 		if (!nv)
 			goto bad;
 		v = nv;
-		v[n] = (struct entry){ .at = at, .len = eh + pl, .kind = rd16(b + at), .arch = rd32(b + at + 28) };
+		v[n] = (struct qc_fatbin_entry){
+			.at = at, .len = eh + pl, .kind = rd16(b + at), .arch = rd32(b + at + 28)
+		};
 		at += eh + pl;
 	}
 	*out = v;
@@ -91,11 +85,26 @@ bad:
 	return -1;
 }
 
+int qc_fatbin_sass_runs(const struct qc_fatbin_entry *e, int sm)
+{
+	return e->kind == QC_FATBIN_ELF && e->arch / 10 == (uint32_t)sm / 10 && e->arch <= (uint32_t)sm;
+}
+
+int qc_fatbin_newest_ptx(const struct qc_fatbin_entry *e, int n, int sm)
+{
+	int ptx = -1;
+
+	for (int i = 0; i < n; i++)
+		if (e[i].kind == QC_FATBIN_PTX && e[i].arch <= (uint32_t)sm && (ptx < 0 || e[i].arch > e[ptx].arch))
+			ptx = i;
+	return ptx;
+}
+
 uint64_t qc_fatbin_select(const void *image, uint64_t size, int sm, void **out)
 {
 	const uint8_t *b = image;
-	struct entry *e = NULL;
-	int n = entries(b, size, &e), ptx = -1, keep_elf = 0;
+	struct qc_fatbin_entry *e = NULL;
+	int n = qc_fatbin_entries(b, size, &e), ptx, keep_elf = 0;
 	uint64_t total = 16;
 	uint8_t *nb, *p;
 
@@ -105,13 +114,12 @@ uint64_t qc_fatbin_select(const void *image, uint64_t size, int sm, void **out)
 		return 0;
 	}
 	for (int i = 0; i < n; i++) {
-		if (e[i].kind == ENTRY_ELF && e[i].arch / 10 == (uint32_t)sm / 10 && e[i].arch <= (uint32_t)sm) {
+		if (qc_fatbin_sass_runs(&e[i], sm)) {
 			keep_elf = 1;
 			total += e[i].len;
 		}
-		if (e[i].kind == ENTRY_PTX && e[i].arch <= (uint32_t)sm && (ptx < 0 || e[i].arch > e[ptx].arch))
-			ptx = i;
 	}
+	ptx = qc_fatbin_newest_ptx(e, n, sm);
 	if (!keep_elf) {
 		if (ptx < 0) {
 			free(e);
@@ -134,9 +142,7 @@ uint64_t qc_fatbin_select(const void *image, uint64_t size, int sm, void **out)
 	memcpy(nb + 8, &total, 8);
 	p = nb + 16;
 	for (int i = 0; i < n; i++) {
-		int take = keep_elf ? e[i].kind == ENTRY_ELF && e[i].arch / 10 == (uint32_t)sm / 10 &&
-					      e[i].arch <= (uint32_t)sm
-				    : i == ptx;
+		int take = keep_elf ? qc_fatbin_sass_runs(&e[i], sm) : i == ptx;
 
 		if (take) {
 			memcpy(p, b + e[i].at, e[i].len);

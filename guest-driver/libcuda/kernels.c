@@ -6,26 +6,26 @@
  * version, or a PTX text's `.entry` directives. A fat binary's entries may
  * be LZ4-compressed (entry flag 0x2000: cuFFT's are), and are then expanded
  * here; zstd-compressed ones (nvcc 13's default --compress-mode) are not, and
- * a module of only those cannot be listed. The image is the program's own memory, read with every offset
- * bounds-checked.
+ * a module of only those cannot be listed. Which entries count is the rule
+ * the library sends modules by (../lib/fatbin.c). The image is the program's
+ * own memory, read with every offset bounds-checked.
  */
 #define _GNU_SOURCE /* memmem */
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/fatbin.h"
 #include "kernels.h"
 #include "qcuda_proto.h" /* QCUDA_MAX_MODULE */
 
 #define ELF_MAGIC \
 	"\x7f"    \
 	"ELF"
-#define FATBIN_MAGIC 0xBA55ED50u
 #define STT_FUNC 2
 #define STO_CUDA_ENTRY 0x10
 #define SHT_SYMTAB 2
-#define FATBIN_ELF 2
-#define FATBIN_PTX 1
-#define FATBIN_COMPRESSED 0x2000 /* entry flags (at 40): payload LZ4-compressed */
+#define FATBIN_FLAGS_END 48 /* an entry header through its flags (at 40) */
+#define FATBIN_COMPRESSED 0x2000 /* entry flags: payload LZ4-compressed */
 #define FATBIN_ZSTD 0x8000 /* payload zstd-compressed: not expanded here */
 #define FATBIN_HEADER_MIN 64 /* through the expanded size at 56 */
 
@@ -158,7 +158,7 @@ static int64_t lz4_block(const unsigned char *src, uint64_t n, unsigned char *ou
 static const unsigned char *entry_payload(const unsigned char *h, uint64_t hsize, uint64_t len, uint64_t *size,
 					  unsigned char **owned)
 {
-	uint64_t flags = rd(h + 40, 8), packed = rd(h + 16, 4), full = rd(h + 56, 8);
+	uint64_t flags = hsize >= FATBIN_FLAGS_END ? rd(h + 40, 8) : 0, packed, full;
 	int64_t got;
 
 	*owned = NULL;
@@ -167,7 +167,11 @@ static const unsigned char *entry_payload(const unsigned char *h, uint64_t hsize
 		return NULL;
 	if (!(flags & FATBIN_COMPRESSED))
 		return h + hsize;
-	if (hsize < FATBIN_HEADER_MIN || packed > len || !full || full > QCUDA_MAX_MODULE)
+	if (hsize < FATBIN_HEADER_MIN)
+		return NULL;
+	packed = rd(h + 16, 4);
+	full = rd(h + 56, 8);
+	if (packed > len || !full || full > QCUDA_MAX_MODULE)
 		return NULL;
 	*owned = malloc(full);
 	if (!*owned)
@@ -184,44 +188,38 @@ static const unsigned char *entry_payload(const unsigned char *h, uint64_t hsize
 
 /* A fat binary's entries for a device of compute capability sm: its SASS
  * entries of that major version not above sm, else its newest PTX. */
-static int fatbin_kernels(const unsigned char *p, uint64_t size, int sm, cu_kernel_name_fn fn, void *arg)
+/* The kernels of one entry: an ELF's entry symbols or a PTX's `.entry`
+ * lines, its payload expanded if need be. */
+static int entry_kernels(const unsigned char *image, const struct qc_fatbin_entry *e, cu_kernel_name_fn fn, void *arg)
 {
-	const unsigned char *ptx = NULL;
-	uint64_t at = 16, end, ptx_arch = 0;
+	const unsigned char *h = image + e->at, *payload;
+	uint64_t hsize = rd(h + 4, 4), n;
+	unsigned char *owned;
 	int found = -1;
 
-	if (size < 16 || rd(p, 4) != FATBIN_MAGIC)
-		return -1;
-	end = 16 + rd(p + 8, 8);
-	if (end > size || end < 16)
-		end = size;
-	for (; at + 32 <= end; at += rd(p + at + 4, 4) + rd(p + at + 8, 8)) {
-		const unsigned char *h = p + at;
-		uint64_t hsize = rd(h + 4, 4), len = rd(h + 8, 8), arch = rd(h + 28, 4);
-		unsigned int kind = (unsigned int)rd(h, 2);
+	payload = entry_payload(h, hsize, e->len - hsize, &n, &owned);
+	if (payload && e->kind == QC_FATBIN_ELF)
+		found = elf_kernels(payload, n, fn, arg);
+	else if (payload)
+		found = ptx_kernels((const char *)payload, strnlen((const char *)payload, n), fn, arg);
+	free(owned);
+	return found;
+}
 
-		if (hsize < 32 || !inside(at + hsize, len, end))
-			break;
-		if (kind == FATBIN_ELF && arch / 10 == (uint64_t)sm / 10 && arch <= (uint64_t)sm && found < 0) {
-			unsigned char *owned;
-			uint64_t n;
-			const unsigned char *elf = entry_payload(h, hsize, len, &n, &owned);
+/* A fat binary's kernels, from the entries a device of compute capability
+ * sm runs: its SASS (the first that can be read), else its newest PTX. */
+static int fatbin_kernels(const unsigned char *p, uint64_t size, int sm, cu_kernel_name_fn fn, void *arg)
+{
+	struct qc_fatbin_entry *e = NULL;
+	int n = qc_fatbin_entries(p, size, &e), found = -1, ptx;
 
-			found = elf ? elf_kernels(elf, n, fn, arg) : -1;
-			free(owned);
-		}
-		if (kind == FATBIN_PTX && arch <= (uint64_t)sm && (!ptx || arch > ptx_arch))
-			ptx = h, ptx_arch = arch;
-	}
-	if (found < 0 && ptx) {
-		unsigned char *owned;
-		uint64_t n, hsize = rd(ptx + 4, 4);
-		const unsigned char *text = entry_payload(ptx, hsize, rd(ptx + 8, 8), &n, &owned);
-
-		if (text)
-			found = ptx_kernels((const char *)text, strnlen((const char *)text, n), fn, arg);
-		free(owned);
-	}
+	for (int i = 0; i < n && found < 0; i++)
+		if (qc_fatbin_sass_runs(&e[i], sm))
+			found = entry_kernels(p, &e[i], fn, arg);
+	ptx = n > 0 ? qc_fatbin_newest_ptx(e, n, sm) : -1;
+	if (found < 0 && ptx >= 0)
+		found = entry_kernels(p, &e[ptx], fn, arg);
+	free(e);
 	return found;
 }
 
@@ -233,7 +231,7 @@ int cu_kernel_names(const void *image, uint64_t size, int sm, cu_kernel_name_fn 
 		return -1;
 	if (!memcmp(p, ELF_MAGIC, 4))
 		return elf_kernels(p, size, fn, arg);
-	if (rd(p, 4) == FATBIN_MAGIC)
+	if (rd(p, 4) == QC_FATBIN_MAGIC)
 		return fatbin_kernels(p, size, sm, fn, arg);
 	return ptx_kernels(image, strnlen(image, size), fn, arg);
 }

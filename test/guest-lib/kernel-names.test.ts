@@ -1,6 +1,6 @@
 // The kernels of a driver-API module by name (guest-driver/libcuda/kernels.c,
 // what the tools-module export table hands cuFFT): a host program built with
-// gcc and sanitizers against kernels.c, run over images nvcc makes here (a
+// gcc and sanitizers against kernels.c (and fatbin.c, whose entry walk it uses), run over images nvcc makes here (a
 // cubin, PTX, fat binaries with LZ4- and zstd-compressed entries) and over
 // truncated and corrupted copies of each.
 import test from 'ava';
@@ -50,10 +50,14 @@ test('kernels listed from a cubin, PTX and LZ4-compressed fat binaries; zstd one
     '-fno-sanitize-recover=all',
     `-I${path.join(CUDA, 'include')}`,
     `-I${path.join(ROOT, 'guest-driver/include')}`,
+    `-I${path.join(ROOT, 'guest-driver/lib')}`,
+    '-pthread',
     '-o',
     exe,
     path.join(ROOT, 'test/guest-lib/kernel_names.c'),
     path.join(ROOT, 'guest-driver/libcuda/kernels.c'),
+    // The entries a device runs: the library's own rule.
+    path.join(ROOT, 'guest-driver/lib/fatbin.c'),
   ]);
   const lines = run(exe, files).trim().split('\n');
   const found = Object.fromEntries(
