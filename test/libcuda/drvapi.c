@@ -19,41 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int checks, failed;
-
-static int check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int check(int ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	checks++;
-	failed += !ok;
-	fputs(ok ? "ok   " : "FAIL ", stdout);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	return ok;
-}
-
-static const char *name(CUresult r)
-{
-	const char *s = NULL;
-
-	return cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "?";
-}
-
-/* EXPECT(call, result): the call returns that CUresult. */
-#define EXPECT(call, want)                                        \
-	do {                                                      \
-		CUresult r_ = (call);                             \
-		check(r_ == (want), "%s -> %s", #call, name(r_)); \
-	} while (0)
-#define OK(call)                                                        \
-	do {                                                            \
-		CUresult r_ = (call);                                   \
-		check(r_ == CUDA_SUCCESS, "%s -> %s", #call, name(r_)); \
-	} while (0)
+#include "check.h"
 
 static const char ptx[] = ".version 7.0\n"
 			  ".target sm_52\n"
@@ -98,15 +64,6 @@ static const char ptx[] = ".version 7.0\n"
 			  "}\n";
 
 #define N 100000
-
-static int finish(void)
-{
-	if (failed)
-		printf("FAIL: drvapi: %d of %d checks failed\n", failed, checks);
-	else
-		printf("PASS: drvapi: %d checks\n", checks);
-	return failed ? 1 : 0;
-}
 
 /* c == a + b, element by element. */
 static int sums_ok(const float *a, const float *b, const float *c)
@@ -369,5 +326,5 @@ int main(void)
 	free(a);
 	free(b);
 	free(c);
-	return finish();
+	return finish("drvapi");
 }

@@ -13,38 +13,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failed;
-
-static void check(int ok, const char *what)
-{
-	printf("%s %s\n", ok ? "ok  " : "FAIL", what);
-	fflush(stdout);
-	failed |= !ok;
-}
-
-static CUcontext start(void)
-{
-	CUcontext c = NULL;
-	CUdevice d;
-
-	if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&d, 0) != CUDA_SUCCESS ||
-	    cuDevicePrimaryCtxRetain(&c, d) != CUDA_SUCCESS || cuCtxSetCurrent(c) != CUDA_SUCCESS) {
-		printf("FAIL no CUDA context\n");
-		exit(1);
-	}
-	return c;
-}
+#include "check.h"
 
 /* The exec'd child: a session of its own, under the same quota. */
 static int child(size_t try_mib)
 {
 	CUdeviceptr p = 0;
 
-	start();
+	primary_context();
 	check(cuMemAlloc(&p, try_mib << 20) == CUDA_ERROR_OUT_OF_MEMORY,
 	      "child: an allocation past what the parent left of the quota is refused");
 	check(cuMemAlloc(&p, 1 << 20) == CUDA_SUCCESS, "child: a small one fits");
-	return failed;
+	return failed ? 1 : 0;
 }
 
 static int wait_for(pid_t pid)
@@ -64,7 +44,7 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[1], "child"))
 		return child(try_mib);
-	start();
+	primary_context();
 	check(cuMemAlloc(&held, hold << 20) == CUDA_SUCCESS, "parent: holds its memory");
 	memset(out, 0x5a, sizeof(out));
 	check(cuMemcpyHtoD(held, out, sizeof(out)) == CUDA_SUCCESS, "parent: writes it");
@@ -93,5 +73,5 @@ int main(int argc, char **argv)
 	      "parent: its memory is intact after both children");
 	check(cuMemFree(held) == CUDA_SUCCESS, "parent: frees it");
 	printf("%s: forkquota\n", failed ? "FAIL" : "PASS");
-	return failed;
+	return failed ? 1 : 0;
 }

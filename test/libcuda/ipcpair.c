@@ -13,28 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check.h"
+
 #define SIZE 4096
-
-static int failed;
-
-static void check(int ok, const char *what)
-{
-	printf("%s %s\n", ok ? "ok  " : "FAIL", what);
-	fflush(stdout);
-	failed |= !ok;
-}
-
-static void start(void)
-{
-	CUcontext c = NULL;
-	CUdevice d;
-
-	if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&d, 0) != CUDA_SUCCESS ||
-	    cuDevicePrimaryCtxRetain(&c, d) != CUDA_SUCCESS || cuCtxSetCurrent(c) != CUDA_SUCCESS) {
-		printf("FAIL no CUDA context\n");
-		exit(1);
-	}
-}
 
 static int all(const unsigned char *b, unsigned char v)
 {
@@ -68,7 +49,7 @@ static int child(const char *hex)
 	CUipcMemHandle h, forged;
 	CUdeviceptr p = 0;
 
-	start();
+	primary_context();
 	from_hex(hex, &h);
 	forged = h;
 	forged.reserved[0] ^= 1;
@@ -85,7 +66,7 @@ static int child(const char *hex)
 	check(cuMemFree(p) != CUDA_SUCCESS, "child: cannot free the parent's memory");
 	check(cuIpcCloseMemHandle(p) == CUDA_SUCCESS, "child: closes it");
 	check(cuMemcpyDtoH(buf, p, 16) != CUDA_SUCCESS, "child: closed, it no longer reaches it");
-	return failed;
+	return failed ? 1 : 0;
 }
 
 /* A handle of freed memory opens nowhere. */
@@ -94,11 +75,11 @@ static int freed(const char *hex)
 	CUipcMemHandle h;
 	CUdeviceptr p = 0;
 
-	start();
+	primary_context();
 	from_hex(hex, &h);
 	check(cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != CUDA_SUCCESS,
 	      "child: a freed allocation's handle is refused");
-	return failed;
+	return failed ? 1 : 0;
 }
 
 static int spawn(const char *self, const char *role, const char *hex)
@@ -124,7 +105,7 @@ int main(int argc, char **argv)
 		return child(argv[2]);
 	if (argc > 2 && !strcmp(argv[1], "freed"))
 		return freed(argv[2]);
-	start();
+	primary_context();
 	check(cuMemAlloc(&a, SIZE) == CUDA_SUCCESS, "parent: allocates");
 	memset(buf, 0x5a, SIZE);
 	check(cuMemcpyHtoD(a, buf, SIZE) == CUDA_SUCCESS, "parent: writes");
@@ -139,5 +120,5 @@ int main(int argc, char **argv)
 	check(cuMemFree(a) == CUDA_SUCCESS, "parent: frees it");
 	check(spawn(argv[0], "freed", hex) == 0, "a child cannot open the freed allocation's handle");
 	printf("%s: ipcpair\n", failed ? "FAIL" : "PASS");
-	return failed;
+	return failed ? 1 : 0;
 }

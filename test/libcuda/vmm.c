@@ -14,36 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int checks, failed;
-
-static int check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int check(int ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	checks++;
-	failed += !ok;
-	fputs(ok ? "ok   " : "FAIL ", stdout);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	return ok;
-}
-
-static const char *name(CUresult r)
-{
-	const char *s = NULL;
-
-	return cuGetErrorName(r, &s) == CUDA_SUCCESS && s ? s : "?";
-}
-
-#define EXPECT(call, want)                                        \
-	do {                                                      \
-		CUresult r_ = (call);                             \
-		check(r_ == (want), "%s -> %s", #call, name(r_)); \
-	} while (0)
-#define OK(call) EXPECT(call, CUDA_SUCCESS)
+#include "check.h"
 
 int main(void)
 {
@@ -145,9 +116,5 @@ int main(void)
 	OK(cuMemFree(plain));
 	free(buf);
 	OK(cuDevicePrimaryCtxRelease(dev));
-	if (failed)
-		printf("FAIL: vmm: %d of %d checks failed\n", failed, checks);
-	else
-		printf("PASS: vmm: %d checks\n", checks);
-	return failed ? 1 : 0;
+	return finish("vmm");
 }
