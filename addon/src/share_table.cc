@@ -61,16 +61,19 @@ bool BackFromIdle(double idleSince, double now, const Policy &p) {
 }
 
 bool MayPost(uint32_t self, const std::vector<VmView> &vms, double now, const Policy &p, const Asker &asker) {
-  return p.mps ? MayPostInVm(self, vms, asker) : MayPostAcrossVms(self, vms, now, p);
+  return p.mps ? MayPostInVm(self, vms, now, p, asker) : MayPostAcrossVms(self, vms, now, p);
 }
 
-bool MayPostInVm(uint32_t self, const std::vector<VmView> &vms, const Asker &asker) {
+bool MayPostInVm(uint32_t self, const std::vector<VmView> &vms, double now, const Policy &p, const Asker &asker) {
   if (asker.busy) return true;
   const VmView *me = Find(self, vms);
   if (!me) return true;
-  if (!me->busySince.empty()) return false;
+  const double turn = me->turnSince;
+  if (!me->busySince.empty() && now - turn < p.maxTurnNs) return false;
   const double first = me->firstWaiting;
-  return first == 0 || (asker.waitingSince != 0 && first >= asker.waitingSince);
+  if (first == 0 || (asker.waitingSince != 0 && first >= asker.waitingSince)) return true;
+  // The first in line has not taken the turn free since then: it is stopped.
+  return me->busySince.empty() && now - std::max({me->lastSync, first, turn}) >= p.maxTurnNs;
 }
 
 bool MayPostAcrossVms(uint32_t self, const std::vector<VmView> &vms, double now, const Policy &p) {
@@ -141,7 +144,12 @@ std::vector<VmView> Table::Snapshot() const {
     const bool waiting = waitingSince != 0;
     // A worker ends by SIGKILL: one that was busy must not stay busy.
     if ((since > 0 || waiting) && !Alive(pid)) continue;
-    if (since > 0) it->second.busySince.push_back(since);
+    if (since > 0) {
+      it->second.busySince.push_back(since);
+      const double turn = Get(at + kPTurn);
+      // As table.ts: a process made busy without a turn started it when it became busy.
+      it->second.turnSince = std::max(it->second.turnSince, turn != 0 ? turn : since);
+    }
     if (waiting) {
       it->second.waiting++;
       const double first = it->second.firstWaiting;
@@ -188,12 +196,12 @@ bool Gate::Admit(uint64_t now) {
   if (p_.mps) {
     if (t_.Get(p + kPSince) != 0) return true;
     if (!Decide(n)) return false;
-    t_.Set(p + kPSince, n);
+    StartTurn(n);
     return true;
   }
   if (now < okUntil_ || Decide(n)) {
     if (now >= okUntil_) okUntil_ = now + kRecheckNs;
-    if (t_.Get(p + kPSince) == 0) t_.Set(p + kPSince, n);
+    if (t_.Get(p + kPSince) == 0) StartTurn(n);
     return true;
   }
   return false;
@@ -205,7 +213,15 @@ void Gate::Synced(uint64_t now) {
   const double n = static_cast<double>(now);
   ChargeTo(n);
   t_.Set(p + kPSince, 0);
+  t_.Set(p + kPTurn, 0);
   t_.Set(p + kPSynced, n);
+}
+
+void Gate::StartTurn(double now) {
+  const uint64_t p = Table::Proc(proc_);
+  // Turn first, as table.ts startTurn: a reader that sees it busy sees since when.
+  t_.Set(p + kPTurn, now);
+  t_.Set(p + kPSince, now);
 }
 
 // ---- to JavaScript ----
@@ -229,8 +245,12 @@ Napi::Object Layout(Napi::Env env) {
   o.Set("bytes", Napi::Number::New(env, static_cast<double>(kBytes)));
   o.Set("header", Words(env, {{"magic", kHMagic}, {"procs", kHProcs}}));
   o.Set("vm", Words(env, {{"pid", kVPid}, {"weight", kVWeight}, {"usage", kVUsage}, {"used", kVUsed}}));
-  o.Set("proc",
-        Words(env, {{"pid", kPPid}, {"vm", kPVm}, {"since", kPSince}, {"waiting", kPWaiting}, {"synced", kPSynced}}));
+  o.Set("proc", Words(env, {{"pid", kPPid},
+                            {"vm", kPVm},
+                            {"since", kPSince},
+                            {"waiting", kPWaiting},
+                            {"synced", kPSynced},
+                            {"turn", kPTurn}}));
   return o;
 }
 
@@ -252,6 +272,7 @@ std::vector<VmView> ViewsOf(const Napi::Value &v) {
     // Optional in policy.ts (absent while none waits).
     if (Napi::Value f = o.Get("firstWaiting"); !f.IsUndefined()) x.firstWaiting = f.ToNumber().DoubleValue();
     x.lastSync = Num(o, "lastSync");
+    if (Napi::Value t = o.Get("turnSince"); !t.IsUndefined()) x.turnSince = t.ToNumber().DoubleValue();
     out.push_back(std::move(x));
   }
   return out;
@@ -260,7 +281,8 @@ std::vector<VmView> ViewsOf(const Napi::Value &v) {
 }  // namespace
 
 Policy PolicyOf(const Napi::Object &o) {
-  return Policy{Num(o, "slackNs"), Num(o, "maxWaitNs"), Num(o, "idleNs"), Num(o, "gapNs"), o.Get("mps").ToBoolean()};
+  return Policy{Num(o, "slackNs"), Num(o, "maxWaitNs"),      Num(o, "idleNs"),
+                Num(o, "gapNs"),   o.Get("mps").ToBoolean(), Num(o, "maxTurnNs")};
 }
 
 namespace {

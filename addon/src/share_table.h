@@ -34,8 +34,8 @@ enum HeaderWord : uint32_t { kHMagic = 0, kHProcs = 1 };
 enum VmWord : uint32_t { kVPid = 0, kVWeight = 1, kVUsage = 2, kVUsed = 3 };
 // A process slot's words. kPVm: the VM's slot + 1 (0: none); kPSince: busy since (ns), 0 idle;
 // kPWaiting: while it waits to post, since when (ns, at least 1), 0 not waiting; kPSynced: when it last synchronized
-// (ns), 0 never.
-enum ProcWord : uint32_t { kPPid = 0, kPVm = 1, kPSince = 2, kPWaiting = 3, kPSynced = 4 };
+// (ns), 0 never; kPTurn: when its busy time began (its turn, under MPS mode), 0 idle.
+enum ProcWord : uint32_t { kPPid = 0, kPVm = 1, kPSince = 2, kPWaiting = 3, kPSynced = 4, kPTurn = 5 };
 
 /** One VM as the table shows it at one moment (policy.ts VmView). Times in ns, as doubles: JavaScript's numbers. */
 struct VmView {
@@ -47,12 +47,16 @@ struct VmView {
   /** When the first of its waiting processes began to wait; 0 while none waits. */
   double firstWaiting = 0;
   double lastSync = 0;
+  /** When the latest turn of its busy processes began; 0 while none is busy. */
+  double turnSince = 0;
 };
 
 struct Policy {
   double slackNs = 4e6, maxWaitNs = 100e6, idleNs = 20e6, gapNs = 1e6;
   /** MPS mode: no admission across VMs; a VM's processes take turns (MayPostInVm). */
   bool mps = false;
+  /** MPS mode: how long a turn may be held before the next in line goes beside it. */
+  double maxTurnNs = 100e6;
 };
 
 /** The process that asks to post (policy.ts Asker): busy now, and since when it waits (0: it does not). */
@@ -67,7 +71,7 @@ double Charge(double dtNs, uint32_t busy);
 bool Wants(const VmView &v, double now, const Policy &p);
 bool BackFromIdle(double idleSince, double now, const Policy &p);
 bool MayPost(uint32_t self, const std::vector<VmView> &vms, double now, const Policy &p, const Asker &asker = {});
-bool MayPostInVm(uint32_t self, const std::vector<VmView> &vms, const Asker &asker);
+bool MayPostInVm(uint32_t self, const std::vector<VmView> &vms, double now, const Policy &p, const Asker &asker);
 bool MayPostAcrossVms(uint32_t self, const std::vector<VmView> &vms, double now, const Policy &p);
 double CatchUp(uint32_t self, const std::vector<VmView> &vms, double now, const Policy &p);
 
@@ -103,6 +107,7 @@ class Gate {
  private:
   bool Decide(double now);
   void ChargeTo(double now);
+  void StartTurn(double now);
   Table t_;
   uint32_t vm_, proc_;
   Policy p_;

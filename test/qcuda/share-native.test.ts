@@ -33,7 +33,9 @@ function tableAt(r: () => number, now: number): VmView[] {
     busySince: Array.from({ length: pick(3) }, () => now - pick(50) * MS),
     waiting: pick(3) === 0 ? 1 : 0,
     lastSync: pick(2) === 0 ? 0 : now - pick(3) * MS,
-  })).map((v) => (v.waiting > 0 && pick(4) !== 0 ? { ...v, firstWaiting: now - pick(3) * MS } : v));
+  }))
+    .map((v) => (v.waiting > 0 && pick(4) !== 0 ? { ...v, firstWaiting: now - pick(3) * MS } : v))
+    .map((v) => (v.busySince.length > 0 && pick(4) !== 0 ? { ...v, turnSince: now - pick(40) * MS } : v));
 }
 
 /** The process asking: busy or not, not waiting or waiting since one of the times tableAt draws (so ties come up). */
@@ -46,7 +48,8 @@ test('the C policy admits and catches up exactly as the TypeScript one, on 3000 
   const r = rng(36);
   const policies: Policy[] = [
     DEFAULT_POLICY,
-    { slackNs: 0, maxWaitNs: 1, idleNs: 0, gapNs: 0 },
+    { slackNs: 0, maxWaitNs: 1, idleNs: 0, gapNs: 0, maxTurnNs: 1 },
+    { ...DEFAULT_POLICY, mps: true, maxTurnNs: 20 * MS },
     { ...DEFAULT_POLICY, slackNs: 10 * MS, gapNs: 5 * MS },
     { ...DEFAULT_POLICY, mps: true },
   ];

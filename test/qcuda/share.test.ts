@@ -182,6 +182,35 @@ test("MPS mode: a VM's process waits while another of its VM is busy; one busy k
   t.true(mayPost(7, vms, now, MPS_POLICY), 'a VM not in the table: nothing to wait for');
 });
 
+test('MPS mode bounds a turn, not a wait: in line behind turns shorter than maxTurnNs a process waits; a turn held longer, or a first in line that lets a free turn pass, lets it go', (t) => {
+  const T = MPS_POLICY.maxTurnNs;
+  const at = 10 * T;
+  // VM 0: one process holds the turn since `turn`; this one waits since 1 ms, another since 2 ms.
+  const vm = (turn: number, busy = true, lastSync = 0): VmView[] => [
+    {
+      slot: 0,
+      weight: 1,
+      usage: 0,
+      busySince: busy ? [at - MS] : [],
+      turnSince: busy ? turn : undefined,
+      waiting: 2,
+      firstWaiting: 1 * MS,
+      lastSync,
+    },
+  ];
+  const first = { busy: false, waitingSince: 1 * MS };
+  const second = { busy: false, waitingSince: 2 * MS };
+  t.false(
+    mayPost(0, vm(at - T / 2), at, MPS_POLICY, first),
+    'a turn younger than maxTurnNs: the first in line waits, however long it has waited',
+  );
+  t.true(mayPost(0, vm(at - T), at, MPS_POLICY, first), 'a turn held maxTurnNs: the first in line goes beside it');
+  t.false(mayPost(0, vm(at - T), at, MPS_POLICY, second), 'the second stays in line');
+  t.true(mayPost(0, vm(0, false, at - MS), at, MPS_POLICY, first), 'the turn free: the first in line goes');
+  t.false(mayPost(0, vm(0, false, at - MS), at, MPS_POLICY, second), 'and only the first');
+  t.true(mayPost(0, vm(0, false, at - T), at, MPS_POLICY, second), 'a first in line that let the turn lie free for maxTurnNs is passed');
+});
+
 test('--gpu-share weights: integers from 1 to 1000', (t) => {
   t.is(parseWeight('4'), 4);
   for (const bad of ['0', '1001', '1.5', '-1', 'x', '']) t.throws(() => parseWeight(bad), { message: /from 1 to 1000/ });
@@ -205,7 +234,7 @@ test('the table: VMs and their processes as they say; a dead process is neither 
   const p = a.joinProcess(vm);
   b.setBusy(p, 1234);
   b.addUsage(vm, 5e6);
-  t.deepEqual(b.snapshot(), [{ slot: vm, weight: 3, usage: 5e6, busySince: [1234], waiting: 0, lastSync: 0 }]);
+  t.deepEqual(b.snapshot(), [{ slot: vm, weight: 3, usage: 5e6, busySince: [1234], waiting: 0, lastSync: 0, turnSince: 1234 }]);
   const dead = deadPid();
   const q = a.joinProcess(vm, dead);
   a.setBusy(q, 99);
@@ -312,30 +341,38 @@ test('the gate in MPS mode: a post waits while another process of its VM is busy
   t.is(table.snapshot().find((v) => v.slot === gate.vm)!.firstWaiting, undefined, 'no longer waiting');
 });
 
-test('the gate in MPS mode: a sibling busy for ever holds a post no longer than maxWaitNs; one that waited longer goes first', async (t) => {
+test('the gate in MPS mode: a post waits its turn behind siblings in line, past maxWaitNs; a sibling busy for ever holds it maxTurnNs', async (t) => {
   const { gate, table, clock } = gated(MPS_POLICY);
-  const sibling = table.joinProcess(gate.vm);
-  table.setBusy(sibling, clock.now);
+  const [holder, ahead] = [table.joinProcess(gate.vm), table.joinProcess(gate.vm)];
+  // One sibling holds the turn; another waits before this post does.
+  table.startTurn(holder, clock.now);
+  table.setWaiting(ahead, true, clock.now);
+  clock.now += MS;
   let from = clock.now;
-  await gate.before(true);
-  t.true(
-    clock.now - from >= MPS_POLICY.maxWaitNs && clock.now - from < MPS_POLICY.maxWaitNs + 5 * MS,
-    `waited ${(clock.now - from) / MS} ms`,
-  );
-  gate.synced();
-  // The sibling is idle but has waited (since before this post): this post waits its turn.
-  table.setSynced(sibling, clock.now);
-  table.setWaiting(sibling, true, clock.now - MS);
-  from = clock.now;
   const w = gate.before(true);
-  t.truthy(w, 'a sibling waited first: it waits');
+  t.truthy(w, 'a sibling holds the turn: it waits');
   let done = false;
   void w!.then(() => (done = true));
-  await polls(5);
+  await polls(80);
   t.false(done);
-  table.setWaiting(sibling, false);
+  // The holder synchronizes; the sibling in line takes the turn, and holds it 80 ms too.
+  table.setSynced(holder, clock.now);
+  table.startTurn(ahead, clock.now);
+  table.setWaiting(ahead, false);
+  await polls(80);
+  t.false(done, `still in line after ${(clock.now - from) / MS} ms, more than maxWaitNs: the turns ahead were each shorter than maxTurnNs`);
+  table.setSynced(ahead, clock.now);
   await w;
-  t.true(clock.now - from < 20 * MS, `went once the sibling stopped waiting (after ${(clock.now - from) / MS} ms)`);
+  t.true(clock.now - from < 170 * MS, `went once the turn was free (after ${(clock.now - from) / MS} ms)`);
+  gate.synced();
+  // A sibling that never synchronizes holds a post maxTurnNs from the start of its turn.
+  table.startTurn(holder, clock.now);
+  from = clock.now;
+  await gate.before(true);
+  t.true(
+    clock.now - from >= MPS_POLICY.maxTurnNs && clock.now - from < MPS_POLICY.maxTurnNs + 5 * MS,
+    `waited ${(clock.now - from) / MS} ms`,
+  );
 });
 
 test('qcuda-backend --gpu-share joins the table with its weight and leaves it at exit; a bad weight is a usage error', async (t) => {

@@ -38,7 +38,7 @@ export interface ShareLayout {
   bytes: number;
   header: { magic: number; procs: number };
   vm: { pid: number; weight: number; usage: number; used: number };
-  proc: { pid: number; vm: number; since: number; waiting: number; synced: number };
+  proc: { pid: number; vm: number; since: number; waiting: number; synced: number; turn: number };
 }
 
 /** qcuda_sys.node. */

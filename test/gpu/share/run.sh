@@ -13,7 +13,9 @@
 # Here, a smoke check on the host provider (copies, no kernels, tiny):
 #   bash test/gpu/share/run.sh --provider=host
 # Environment: SECS (seconds a run, default 10; host 3), SCENARIOS (default
-# all: equal mixed weights procs noisy-long noisy-bw noisy-storm), VARIANTS
+# all: equal mixed weights procs noisy-idle noisy-long noisy-bw noisy-storm;
+# noisy-idle is the latency tenant beside a neighbour that runs nothing, the
+# quiet baseline its p99 beside each noisy one is held to), VARIANTS
 # (default native qcuda share; also mps: native under MPS, each client capped
 # to its weight's part; share-mps: qcuda run --gpu-share with
 # --gpu-share-mps, qcuda's workers the MPS clients; host: qcuda share),
@@ -36,7 +38,7 @@ else
   SECS=${SECS:-3}; VARIANTS=${VARIANTS:-qcuda share}
   size=64
 fi
-SCENARIOS=${SCENARIOS:-equal mixed weights procs noisy-long noisy-bw noisy-storm}
+SCENARIOS=${SCENARIOS:-equal mixed weights procs noisy-idle noisy-long noisy-bw noisy-storm}
 nvcc -O3 -arch=sm_90 -cudart=shared -o "$b/tenant" test/gpu/share/tenant.cu || { echo "tenant: build failed" >&2; exit 1; }
 # The table of shares, private to this run.
 export QCUDA_GPU_SHARE_TABLE=$b/share-table
@@ -51,6 +53,7 @@ spec() {
     mixed) echo "a:sgemm:1:1 b:train:1:1 c:infer:1:1 d:sgemm:1:1";;
     weights) echo "a:sgemm:1:1 b:sgemm:1:1 c:sgemm:2:1 d:sgemm:4:1";;
     procs) echo "a:sgemm:1:8 b:sgemm:1:1 c:sgemm:1:1 d:sgemm:1:1";;
+    noisy-idle) echo "lat:infer:1:1 noisy:idle:1:1";;
     noisy-long) echo "lat:infer:1:1 noisy:long:1:1";;
     noisy-bw) echo "lat:infer:1:1 noisy:bw:1:1";;
     noisy-storm) echo "lat:infer:1:1 noisy:storm:1:1";;

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #define CK(x)                                                          \
@@ -150,6 +151,8 @@ int main(int argc, char **argv) {
       stream<<<1056, 256>>>(reinterpret_cast<float4 *>(d), reinterpret_cast<const float4 *>(b), elems / 4);
     } else if (mode == "storm") {
       for (int i = 0; i < 4096; i++) empty<<<1, 32>>>();
+    } else if (mode == "idle") {
+      usleep(100000);  // a neighbour with a context and nothing to run: the quiet baseline of the noisy scenarios
     } else if (mode == "copy") {
       CK(cudaMemcpy(a, host.data(), elems * 4, cudaMemcpyHostToDevice));
       CK(cudaMemcpy(host.data(), a, elems * 4, cudaMemcpyDeviceToHost));

@@ -4,8 +4,8 @@
 // runs, the VM must not be ahead of its weighted share (policy.ts
 // mayPost); if it is, the command, and every command of this process after
 // it, waits until it is not, or Policy.maxWaitNs has passed (under MPS mode:
-// until no other process of its VM has work on the GPU, policy.ts
-// mayPostInVm). The process is
+// until its VM's turn is free and it is first in line, policy.ts
+// mayPostInVm, which bounds the turn rather than the wait). The process is
 // busy (charged, table.ts) from its first posted work until a synchronizing
 // command returns. That state (busy since, last synchronized) is kept in the
 // process's slot of the table, not here: in a worker the ring server
@@ -94,8 +94,9 @@ export class ShareGate {
     return true;
   }
 
+  /** This process has work on the GPU from now: busy, and its turn (MPS mode) begins, unless it was busy already. */
   #busyNow(now: number): void {
-    if (this.table.busySince(this.#proc) === 0) this.table.setBusy(this.#proc, now);
+    if (this.table.busySince(this.#proc) === 0) this.table.startTurn(this.#proc, now);
   }
 
   /**
@@ -126,7 +127,9 @@ export class ShareGate {
       for (;;) {
         await this.sleep(POLL_MS);
         const now = this.clock();
-        if (now - from >= this.policy.maxWaitNs || this.#decide(now, since)) {
+        // MPS mode bounds turns, not waits (policy.ts): the eighth in line waits seven turns.
+        const waitedOut = this.policy.mps !== true && now - from >= this.policy.maxWaitNs;
+        if (waitedOut || this.#decide(now, since)) {
           this.#okUntil = now + RECHECK_NS;
           this.#busyNow(now);
           return;

@@ -51,6 +51,7 @@ const P_VM = L.proc.vm; // the VM's slot + 1 (0: none)
 const P_SINCE = L.proc.since; // busy since (ns of the table's clock), 0: idle
 const P_WAITING = L.proc.waiting; // while it waits to post: since when (ns, at least 1); 0: not waiting
 const P_SYNCED = L.proc.synced; // when it last synchronized (ns), 0: never
+const P_TURN = L.proc.turn; // when its busy time began (ns: its turn, under MPS mode), 0: idle
 
 /** One VM as qcuda status shows it. */
 export interface VmReport {
@@ -203,6 +204,7 @@ export class ShareTable {
   leaveProcess(slot: number, pid = process.pid): void {
     const at = this.#proc(slot);
     this.#set(at + P_SINCE, 0);
+    this.#set(at + P_TURN, 0);
     this.#set(at + P_WAITING, 0);
     Atomics.compareExchange(this.#w, at + P_PID, BigInt(pid), 0n);
   }
@@ -212,9 +214,17 @@ export class ShareTable {
     this.#set(this.#proc(slot) + P_SINCE, since);
   }
 
+  /** Process slot has work on the GPU from `at` (ns), after none: busy, and its turn begins. */
+  startTurn(slot: number, at: number): void {
+    // Turn first: a reader that sees it busy sees since when.
+    this.#set(this.#proc(slot) + P_TURN, at);
+    this.#set(this.#proc(slot) + P_SINCE, at);
+  }
+
   /** Process slot synchronized at `at` (ns): idle, and its VM between jobs for a while (policy.ts wants). */
   setSynced(slot: number, at: number): void {
     this.#set(this.#proc(slot) + P_SINCE, 0);
+    this.#set(this.#proc(slot) + P_TURN, 0);
     this.#set(this.#proc(slot) + P_SYNCED, at);
   }
 
@@ -265,7 +275,11 @@ export class ShareTable {
       const waiting = waitingSince !== 0;
       // A worker ends by SIGKILL (its session's close): one that was busy must not stay busy.
       if ((since > 0 || waiting) && !live(pid)) continue;
-      if (since > 0) v.busySince.push(since);
+      if (since > 0) {
+        v.busySince.push(since);
+        // A process made busy without a turn (setBusy alone) started it when it became busy.
+        v.turnSince = Math.max(v.turnSince ?? 0, this.#get(at + P_TURN) || since);
+      }
       if (waiting) {
         v.waiting++;
         v.firstWaiting = Math.min(v.firstWaiting ?? Infinity, waitingSince);
