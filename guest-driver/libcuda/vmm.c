@@ -51,7 +51,8 @@ static CUresult enter(void)
 static int host_location(const CUmemAllocationProp *prop)
 {
 	return prop && prop->type == CU_MEM_ALLOCATION_TYPE_PINNED &&
-	       (prop->location.type == CU_MEM_LOCATION_TYPE_HOST || prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+	       (prop->location.type == CU_MEM_LOCATION_TYPE_HOST ||
+		prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
 		prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT);
 }
 

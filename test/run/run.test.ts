@@ -101,7 +101,7 @@ test('IPC memory handles between two processes of the program: bytes both ways, 
   t.regex(r.stdout, /^PASS: ipcpair$/m);
 });
 
-test('a registered shared file mapping stays shared with its other mappings (as NCCL\'s SHM transport needs)', (t) => {
+test("a registered shared file mapping stays shared with its other mappings (as NCCL's SHM transport needs)", (t) => {
   const r = run(['--provider=host', '--', path.join(BIN, 'shmreg')]);
   t.is(r.status, 0, r.stdout + r.stderr);
   t.regex(r.stdout, /^ok {3}a CPU write through the other mapping is seen in the registered one$/m);
