@@ -35,7 +35,7 @@ nrc=$?; say "native exit $nrc"; [ $nrc = 0 ] || tails native
 
 say "qcuda run --provider=cuda --gpu=0,1 -- torchrun --nproc_per_node=2"
 NCCL_CUMEM_ENABLE=0 NCCL_DEBUG_FILE="$OUT/nccl.qcuda.%h.%p.log" \
-  timeout -k 10 170 "${QRUN[@]}" --backend-log="$OUT/backend.qcuda.log" -- "${TORCHRUN[@]}" --out="$OUT/qcuda.json" > "$OUT/qcuda.out" 2> "$OUT/qcuda.err"
+  timeout -k 10 150 "${QRUN[@]}" --backend-log="$OUT/backend.qcuda.log" -- "${TORCHRUN[@]}" --out="$OUT/qcuda.json" > "$OUT/qcuda.out" 2> "$OUT/qcuda.err"
 qrc=$?; say "qcuda exit $qrc"; [ $qrc = 0 ] || tails qcuda
 # Which transport each run took (NCCL's "via P2P/IPC", "via SHM/direct/direct", ...).
 for tag in native qcuda; do
