@@ -367,14 +367,16 @@ static void *ut_host_mmap(int fd, uint64_t token, size_t len, void *want)
 }
 
 /* Whether [a, a+len) is mapped writable in this process, as pinning it
- * for the device needs (/proc/self/maps: registering is rare). */
-static int writable_range(uintptr_t a, uint64_t len)
+ * for the device needs (/proc/self/maps: registering is rare); *shared: some
+ * of it is a shared mapping (a file in /dev/shm, shared anonymous memory). */
+static int writable_range(uintptr_t a, uint64_t len, int *shared)
 {
 	uintptr_t end = a + len, lo, hi;
 	char line[512], perms[8];
 	FILE *f = fopen("/proc/self/maps", "re");
 	int ok = 0;
 
+	*shared = 0;
 	if (!f)
 		return -errno;
 	while (a < end && fgets(line, sizeof(line), f)) {
@@ -382,6 +384,7 @@ static int writable_range(uintptr_t a, uint64_t len)
 			continue;
 		if (lo > a || perms[0] != 'r' || perms[1] != 'w')
 			break;
+		*shared |= perms[3] == 's';
 		a = hi;
 	}
 	ok = a >= end;
@@ -392,13 +395,17 @@ static int writable_range(uintptr_t a, uint64_t len)
 /* Registered memory becomes shared where it lies (vhu_mem_adopt): the
  * device can map it. Where its pages are another registration's too, it
  * stays private: copies from it are staged, and it has no device pointer
- * (cudaHostGetDevicePointer says so), *gpa = 0. */
+ * (cudaHostGetDevicePointer says so), *gpa = 0. So does a shared mapping:
+ * adopted, its pages would be this process's alone, and whoever else maps
+ * them (another process of the program: NCCL's SHM transport registers a
+ * /dev/shm file that two ranks map) would stop seeing its writes. */
 static int ut_host_register(int fd, void *addr, uint64_t size, uint64_t *gpa)
 {
-	int e = writable_range((uintptr_t)addr, size);
+	int shared = 0;
+	int e = writable_range((uintptr_t)addr, size, &shared);
 
 	*gpa = 0;
-	if (!e && vhu_mem_adopt(addr, size, gpa))
+	if (!e && !shared && vhu_mem_adopt(addr, size, gpa))
 		*gpa = 0;
 	return e;
 }

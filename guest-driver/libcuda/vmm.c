@@ -8,7 +8,8 @@
  * its addresses as device memory, and whether a byte of it is mapped and
  * accessible is the backend's to say. Pinned memory of the device only, no
  * export of shareable handles (a POSIX fd type may be requested, not
- * exported), no compression: anything else is CUDA_ERROR_NOT_SUPPORTED.
+ * exported), no compression: anything else is CUDA_ERROR_NOT_SUPPORTED
+ * (pinned host memory too, though its granularity is answered).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -46,6 +47,15 @@ static CUresult enter(void)
 	return r != CUDA_SUCCESS ? r : cu_result(qc_ready());
 }
 
+/* Pinned host memory (cuMemCreate on a host location): not served. */
+static int host_location(const CUmemAllocationProp *prop)
+{
+	return prop && prop->type == CU_MEM_ALLOCATION_TYPE_PINNED &&
+	       (prop->location.type == CU_MEM_LOCATION_TYPE_HOST ||
+		prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+		prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT);
+}
+
 CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
 				       CUmemAllocationGranularity_flags option)
 {
@@ -54,7 +64,13 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocatio
 	if (!granularity ||
 	    (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
 		return CUDA_ERROR_INVALID_VALUE;
-	r = check_prop(prop);
+	/* A host location is answered, so that the refusal comes at cuMemCreate,
+	 * where NCCL's probe for cuMem host memory looks for it: a failed
+	 * granularity query there reads as "host memory works" (its CUCHECK
+	 * returns a non-zero ncclResult_t from a function whose non-zero means
+	 * enabled), and NCCL would then fail at its first host allocation
+	 * instead of using /dev/shm. */
+	r = host_location(prop) ? CUDA_SUCCESS : check_prop(prop);
 	if (r == CUDA_SUCCESS)
 		*granularity = QCUDA_VMM_GRANULARITY;
 	return r;
@@ -122,7 +138,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
 
 	if (!handle)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = check_prop(prop);
+	r = host_location(prop) ? CUDA_ERROR_NOT_SUPPORTED : check_prop(prop);
 	if (r == CUDA_SUCCESS)
 		r = enter();
 	/* The session's memory is its device's (the current context's). */

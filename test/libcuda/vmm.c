@@ -6,7 +6,9 @@
  * the granularity, a reservation, physical memory mapped in two pieces one
  * after the other, access, memsets and copies across both pieces and to
  * cuMemAlloc memory, the handle's properties and a retained handle, unmap,
- * release, free. Prints ok/FAIL lines and ends with PASS or FAIL.
+ * release, free; a POSIX fd handle requested, not exported; pinned host
+ * memory's granularity answered, its creation refused (NCCL's probe).
+ * Prints ok/FAIL lines and ends with PASS or FAIL.
  */
 #include <cuda.h>
 #include <stdarg.h>
@@ -112,6 +114,21 @@ int main(void)
 		EXPECT(cuMemExportToShareableHandle(&fd, hf, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
 		       CUDA_ERROR_NOT_SUPPORTED);
 		OK(cuMemRelease(hf));
+	}
+	/* NCCL's probe for cuMem host memory (misc/cudawrap.cc): the
+	 * granularity of pinned host memory is answered, its creation refused,
+	 * so that NCCL falls back to /dev/shm. */
+	{
+		CUmemAllocationProp hostprop = prop;
+		CUmemGenericAllocationHandle hh = 0;
+		size_t hg = 0;
+
+		hostprop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+		hostprop.location.id = 0;
+		hostprop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+		OK(cuMemGetAllocationGranularity(&hg, &hostprop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+		check(hg != 0 && hg % 4096 == 0, "host NUMA granularity %zu", hg);
+		EXPECT(cuMemCreate(&hh, hg, &hostprop, 0), CUDA_ERROR_NOT_SUPPORTED);
 	}
 	OK(cuMemFree(plain));
 	free(buf);

@@ -101,6 +101,14 @@ test('IPC memory handles between two processes of the program: bytes both ways, 
   t.regex(r.stdout, /^PASS: ipcpair$/m);
 });
 
+test("a registered shared file mapping stays shared with its other mappings (as NCCL's SHM transport needs)", (t) => {
+  const r = run(['--provider=host', '--', path.join(BIN, 'shmreg')]);
+  t.is(r.status, 0, r.stdout + r.stderr);
+  t.regex(r.stdout, /^ok {3}a CPU write through the other mapping is seen in the registered one$/m);
+  t.regex(r.stdout, /^ok {3}a copy from the device into the registered mapping is seen through the other$/m);
+  t.regex(r.stdout, /^PASS: shmreg: \d+ checks$/m);
+});
+
 test('a socket that is no backend: the program gets no device, says why and exits', async (t) => {
   const sock = path.join(tmpDir(t), 'not-a-backend.sock');
   const server = net.createServer((c) => c.end('hello\n'));

@@ -89,6 +89,27 @@ export function checkLimitSet(limit: number): void {
 /** CUdevice_attribute MAX_PERSISTING_L2_CACHE_SIZE: 0, as the limit cannot be set (checkLimitSet). */
 export const ATTR_MAX_PERSISTING_L2 = 108;
 
+/**
+ * CUdevice_attribute numbers a guest reads as 0 whatever the GPU says: what
+ * they promise, qcuda does not serve. NCCL and others choose their paths by
+ * them (NCCL takes fabric handles where 128 says so, switch multicast where
+ * 132 does), and a path qcuda refuses half-way fails where one it serves
+ * would have worked (docs/multi-gpu.md, "NCCL: what it needs").
+ */
+export const UNSERVED_ATTRS: readonly number[] = [
+  103, // HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: cuMemExportToShareableHandle is not served
+  110, // GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: no third-party device reaches a guest's memory
+  116, // GPU_DIRECT_RDMA_SUPPORTED: likewise
+  119, // MEMPOOL_SUPPORTED_HANDLE_TYPES: pools are not exported
+  124, // DMA_BUF_SUPPORTED: cuMemGetHandleForAddressRange is not served
+  125, // IPC_EVENT_SUPPORTED: event handles are not served
+  128, // HANDLE_TYPE_FABRIC_SUPPORTED: not exported either
+  132, // MULTICAST_SUPPORTED: cuMulticast* is not served
+  141, // HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: cuMemCreate serves device memory only
+  145, // HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: likewise
+  146, // HOST_ALLOC_DMA_BUF_SUPPORTED: no dma-buf
+];
+
 /** Threads the device holds at once (CUdevice_attribute 16 MULTIPROCESSOR_COUNT x 39 MAX_THREADS_PER_MULTIPROCESSOR). */
 export function residentThreads(attrs: Int32Array): bigint {
   return BigInt(Math.max(attrs[16], 1)) * BigInt(Math.max(attrs[39], 1));

@@ -1,6 +1,15 @@
 // Commands of the device as a whole: version handshake, properties, the
 // current device, synchronize and reset, and the context's limits.
-import { ATTR_MAX_PERSISTING_L2, checkLimit, checkLimitSet, Limit, limitBytes, limitReservesMemory, residentThreads } from '../attrs';
+import {
+  ATTR_MAX_PERSISTING_L2,
+  checkLimit,
+  checkLimitSet,
+  Limit,
+  limitBytes,
+  limitReservesMemory,
+  residentThreads,
+  UNSERVED_ATTRS,
+} from '../attrs';
 import type { Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
 import { encode, QCUDA_CAP_GPU, QCUDA_NUM_ATTRS, QCUDA_PROTO_VERSION, Status } from '../proto';
@@ -28,6 +37,7 @@ export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DE
     const attrs = new Uint32Array(QCUDA_NUM_ATTRS);
     attrs.set(new Uint32Array(p.attrs.buffer, p.attrs.byteOffset, Math.min(p.attrs.length, QCUDA_NUM_ATTRS)));
     attrs[ATTR_MAX_PERSISTING_L2] = 0; // the set-aside is every VM's: a guest may not set it (checkLimitSet)
+    for (const a of UNSERVED_ATTRS) attrs[a] = 0;
     return {
       out: encode('qcuda_out_device_props', {
         name: p.name,
