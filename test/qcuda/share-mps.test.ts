@@ -17,7 +17,7 @@ const dist = path.resolve(__dirname, '..', '..');
 const QCUDA = path.join(dist, 'backend/src/cli/qcuda.js');
 const BACKEND = path.join(dist, 'backend/src/cli/backend.js');
 
-test("a VM's part of the GPU's threads: 100 x its weight over all weights, at least 1", (t) => {
+test("a VM's part of the GPU's threads: 100 x its weight over all weights, to the nearest, at least 1", (t) => {
   const weights = [1, 1, 2, 4];
   t.deepEqual(
     weights.map((w, i) =>
@@ -26,7 +26,7 @@ test("a VM's part of the GPU's threads: 100 x its weight over all weights, at le
         weights.filter((_, j) => j !== i),
       ),
     ),
-    [12, 12, 25, 50],
+    [13, 13, 25, 50],
   );
   t.is(mpsPercentage(1, []), 100, 'alone: the whole GPU');
   t.is(mpsPercentage(7, []), 100);
@@ -137,7 +137,7 @@ async function backend(
   return { sock, log: o.err };
 }
 
-test("under --gpu-share-mps each worker is an MPS client of PIPE_DIR with its VM's part by weight (1:1:2:4 -> 12/12/25/50%) and the quota as its pinned memory limit", async (t) => {
+test("under --gpu-share-mps each worker is an MPS client of PIPE_DIR with its VM's part by weight (1:1:2:4 -> 13/13/25/50%) and the quota as its pinned memory limit", async (t) => {
   const pipe = fakeDaemon(t);
   const env: NodeJS.ProcessEnv = { ...process.env, QCUDA_GPU_SHARE_TABLE: path.join(tmpDir(t), 'table') };
   for (const k of MPS_VARS) delete env[k];
@@ -147,7 +147,7 @@ test("under --gpu-share-mps each worker is an MPS client of PIPE_DIR with its VM
   for (const vm of vms) got.push(await workerMpsEnv(t, [`--socket=${vm.sock}`], env, vm.log));
   t.deepEqual(
     got.map((g) => g.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE),
-    ['12', '12', '25', '50'],
+    ['13', '13', '25', '50'],
   );
   t.true(
     got.every((g) => g.CUDA_MPS_PIPE_DIRECTORY === pipe && g.CUDA_MPS_PINNED_DEVICE_MEM_LIMIT === '0=3072M'),

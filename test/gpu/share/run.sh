@@ -71,7 +71,7 @@ start() { # VARIANT SPEC OUTFILE
   case $v in
     native) LD_LIBRARY_PATH=$native_lib timeout $((SECS + 60)) bash -c "$cmd" > "$3" 2> "$3.err" &;;
     qcuda) timeout $((SECS + 120)) $qcuda run --provider="$provider" --cudart=qcuda -- bash -c "$cmd" > "$3" 2> "$3.err" &;;
-    mps) LD_LIBRARY_PATH=$native_lib CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$((100 * w / wsum)) timeout $((SECS + 60)) bash -c "$cmd" > "$3" 2> "$3.err" &;;
+    mps) LD_LIBRARY_PATH=$native_lib CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$(((200 * w + wsum) / (2 * wsum))) timeout $((SECS + 60)) bash -c "$cmd" > "$3" 2> "$3.err" &;;
     share) timeout $((SECS + 120)) $qcuda run --provider="$provider" --cudart=qcuda --gpu-share="$w" -- bash -c "$cmd" > "$3" 2> "$3.err" &;;
     # The backend (its own context) stays outside MPS, as under systemd; its workers join through the option.
     # Each worker takes its part from the VMs in the table when it starts: the tenants wait until all have joined.
