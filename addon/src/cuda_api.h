@@ -391,7 +391,7 @@ constexpr size_t kAttrValueBytes = 64;  // sizeof(CUstreamAttrValue) (QCUDA_ATTR
   X(DeviceGetP2PAttribute, (int *, int, Device, Device), "cuDeviceGetP2PAttribute", 8000, "cuDeviceGetP2PAttribute",   \
     nullptr, false)                                                                                                    \
   X(CtxEnablePeerAccess, (Ctx, unsigned), "cuCtxEnablePeerAccess", 4000, "cuCtxEnablePeerAccess", nullptr, false)      \
-  X(CtxDisablePeerAccess, (Ctx), "cuCtxDisablePeerAccess", 4000, "cuCtxDisablePeerAccess", nullptr, false)           \
+  X(CtxDisablePeerAccess, (Ctx), "cuCtxDisablePeerAccess", 4000, "cuCtxDisablePeerAccess", nullptr, false)             \
   X(IpcGetMemHandle, (IpcHandle *, Ptr), "cuIpcGetMemHandle", 4010, "cuIpcGetMemHandle", nullptr, false)               \
   X(IpcOpenMemHandle, (Ptr *, IpcHandle, unsigned), "cuIpcOpenMemHandle", 11000, "cuIpcOpenMemHandle_v2",              \
     "cuIpcOpenMemHandle", false)                                                                                       \

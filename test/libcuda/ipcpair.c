@@ -55,7 +55,8 @@ static void child_event(const char *hex)
 	from_hex(hex, h.reserved);
 	check(cuIpcOpenEventHandle(&e, h) == CUDA_SUCCESS, "child: opens the parent's event handle");
 	check(cuStreamWaitEvent(NULL, e, 0) == CUDA_SUCCESS, "child: waits on it");
-	check(cuEventSynchronize(e) == CUDA_SUCCESS && cuEventQuery(e) == CUDA_SUCCESS, "child: synchronizes and queries it");
+	check(cuEventSynchronize(e) == CUDA_SUCCESS && cuEventQuery(e) == CUDA_SUCCESS,
+	      "child: synchronizes and queries it");
 	check(cuEventDestroy(e) == CUDA_SUCCESS, "child: destroys its event");
 }
 
@@ -133,7 +134,8 @@ int main(int argc, char **argv)
 	check(cuIpcGetMemHandle(&other, a + 16) != CUDA_SUCCESS, "parent: no handle of a pointer inside an allocation");
 	check(cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) == CUDA_ERROR_INVALID_CONTEXT,
 	      "parent: opening its own handle is an invalid context");
-	check(cuEventCreate(&timed, CU_EVENT_DEFAULT) == CUDA_SUCCESS && cuIpcGetEventHandle(&eh, timed) != CUDA_SUCCESS,
+	check(cuEventCreate(&timed, CU_EVENT_DEFAULT) == CUDA_SUCCESS &&
+		      cuIpcGetEventHandle(&eh, timed) != CUDA_SUCCESS,
 	      "parent: no handle of an event made without CU_EVENT_INTERPROCESS");
 	check(cuEventCreate(&ev, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
 		      cuEventRecord(ev, NULL) == CUDA_SUCCESS && cuIpcGetEventHandle(&eh, ev) == CUDA_SUCCESS,
@@ -142,7 +144,8 @@ int main(int argc, char **argv)
 	      "parent: opening its own event handle is an invalid context");
 	to_hex(h.reserved, hex);
 	to_hex(eh.reserved, event_hex);
-	check(spawn(argv[0], "child", hex, event_hex) == 0, "a child opened the handles, read and wrote, waited on the event");
+	check(spawn(argv[0], "child", hex, event_hex) == 0,
+	      "a child opened the handles, read and wrote, waited on the event");
 	memset(buf, 0, SIZE);
 	check(cuMemcpyDtoH(buf, a, SIZE) == CUDA_SUCCESS && all(buf, 0xa5), "parent: reads the child's bytes");
 	check(cuMemFree(a) == CUDA_SUCCESS, "parent: frees it");

@@ -220,13 +220,10 @@ async function eventRefusals(t: ExecutionContext, make: MakeProvider) {
 
 for (const [name, make] of PROVIDERS) {
   test(`${name}: a handle opens in another session: bytes written by either are read by the other`, (t) => bytesBothWays(t, make));
-  test(`${name}: refused: forged bytes, a pointer inside an allocation, the owner's own handle, another VM's`, (t) =>
-    refusals(t, make));
+  test(`${name}: refused: forged bytes, a pointer inside an allocation, the owner's own handle, another VM's`, (t) => refusals(t, make));
   test(`${name}: the owner's free, reset or exit takes the memory from its openers`, (t) => ownerEnds(t, make));
-  test(`${name}: an event handle opens in another session, which waits on it, synchronizes and queries it`, (t) =>
-    eventOpened(t, make));
-  test(`${name}: event handles refused: not interprocess, forged, the owner's own, destroyed, another VM's`, (t) =>
-    eventRefusals(t, make));
+  test(`${name}: an event handle opens in another session, which waits on it, synchronizes and queries it`, (t) => eventOpened(t, make));
+  test(`${name}: event handles refused: not interprocess, forged, the owner's own, destroyed, another VM's`, (t) => eventRefusals(t, make));
 }
 
 test('a provider that cannot share memory or events between processes refuses with NotSupported', async (t) => {

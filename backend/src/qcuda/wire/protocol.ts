@@ -630,7 +630,7 @@ export const CALLS = {
     side: 'backend',
     args: 'qcuda_args_handle',
     out: 'qcuda_ipc_handle',
-    doc: 'cudaIpcGetEventHandle: the handle (size 0) of the session\'s event args.handle, made with cudaEventInterprocess | cudaEventDisableTiming (else cudaErrorInvalidValue); the same one until the event is destroyed',
+    doc: "cudaIpcGetEventHandle: the handle (size 0) of the session's event args.handle, made with cudaEventInterprocess | cudaEventDisableTiming (else cudaErrorInvalidValue); the same one until the event is destroyed",
   },
   IPC_EVENT_OPEN: {
     cmd: 198,

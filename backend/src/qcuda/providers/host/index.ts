@@ -195,7 +195,10 @@ export class HostProvider implements Provider {
   async ipcEventExport(owner: ProviderContext, e: EventRef): Promise<Uint8Array> {
     const want = EVENT_INTERPROCESS | EVENT_DISABLE_TIMING;
     if (!(owner instanceof HostContext) || ((e as HostEvent).flags & want) !== want)
-      throw new CudaError(CudaErr.InvalidValue, 'IPC event handle: the event was not made with cudaEventInterprocess | cudaEventDisableTiming');
+      throw new CudaError(
+        CudaErr.InvalidValue,
+        'IPC event handle: the event was not made with cudaEventInterprocess | cudaEventDisableTiming',
+      );
     return new Uint8Array(0);
   }
 
