@@ -50,6 +50,7 @@
       "src/cuda_context.cc",
       "src/cuda_ctx_arrays.cc",
       "src/cuda_ctx_graphs.cc",
+      "src/cuda_ctx_ipc.cc",
       "src/cuda_ctx_launch.cc",
       "src/cuda_ctx_link.cc",
       "src/cuda_ctx_memory.cc",

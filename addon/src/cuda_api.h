@@ -169,6 +169,13 @@ struct Uuid {
 };
 
 // Virtual memory management (cuda_ctx_vmm.cc).
+// CUipcMemHandle and CUipcEventHandle: 64 opaque bytes, passed by value to the open calls.
+constexpr size_t kIpcHandleBytes = 64;
+struct IpcHandle {
+  char reserved[kIpcHandleBytes];
+};
+constexpr unsigned kIpcLazyEnablePeerAccess = 0x1;  // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+
 using MemHandle = unsigned long long;  // CUmemGenericAllocationHandle
 struct MemLocation {                   // CUmemLocation
   int type;                            // CUmemLocationType
@@ -384,7 +391,13 @@ constexpr size_t kAttrValueBytes = 64;  // sizeof(CUstreamAttrValue) (QCUDA_ATTR
   X(DeviceGetP2PAttribute, (int *, int, Device, Device), "cuDeviceGetP2PAttribute", 8000, "cuDeviceGetP2PAttribute",   \
     nullptr, false)                                                                                                    \
   X(CtxEnablePeerAccess, (Ctx, unsigned), "cuCtxEnablePeerAccess", 4000, "cuCtxEnablePeerAccess", nullptr, false)      \
-  X(CtxDisablePeerAccess, (Ctx), "cuCtxDisablePeerAccess", 4000, "cuCtxDisablePeerAccess", nullptr, false)
+  X(CtxDisablePeerAccess, (Ctx), "cuCtxDisablePeerAccess", 4000, "cuCtxDisablePeerAccess", nullptr, false)             \
+  X(IpcGetMemHandle, (IpcHandle *, Ptr), "cuIpcGetMemHandle", 4010, "cuIpcGetMemHandle", nullptr, false)               \
+  X(IpcOpenMemHandle, (Ptr *, IpcHandle, unsigned), "cuIpcOpenMemHandle", 11000, "cuIpcOpenMemHandle_v2",              \
+    "cuIpcOpenMemHandle", false)                                                                                       \
+  X(IpcCloseMemHandle, (Ptr), "cuIpcCloseMemHandle", 4010, "cuIpcCloseMemHandle", nullptr, false)                      \
+  X(IpcGetEventHandle, (IpcHandle *, Event), "cuIpcGetEventHandle", 4010, "cuIpcGetEventHandle", nullptr, false)       \
+  X(IpcOpenEventHandle, (Event *, IpcHandle), "cuIpcOpenEventHandle", 4010, "cuIpcOpenEventHandle", nullptr, false)
 
 struct Api {
 #define QCUDA_CU_FIELD(name, params, base, version, symbol, alt, required) Result(*name) params;

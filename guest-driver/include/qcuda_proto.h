@@ -572,6 +572,20 @@ enum qcuda_cmd {
 	/* cudaIpcCloseMemHandle of a pointer IPC_OPEN returned; args ptr */
 	QCUDA_CMD_IPC_CLOSE = 196,
 	/*
+	 * cudaIpcGetEventHandle: the handle (size 0) of the session's event
+	 * args.handle, made with cudaEventInterprocess | cudaEventDisableTiming
+	 * (else cudaErrorInvalidValue); the same one until the event is destroyed;
+	 * args handle, out qcuda_ipc_handle
+	 */
+	QCUDA_CMD_IPC_EVENT_GET = 197,
+	/*
+	 * cudaIpcOpenEventHandle: an event of this process that another process's
+	 * event completes (wait on it, synchronize, query; destroy it as any event);
+	 * refusals as IPC_OPEN; args qcuda_ipc_handle, value = the new event's
+	 * handle
+	 */
+	QCUDA_CMD_IPC_EVENT_OPEN = 198,
+	/*
 	 * Posted work: several commands in one request (data to device: args.bytes
 	 * of entries, each a struct qcuda_batch_entry, then its argument struct as
 	 * the command takes it, then padding to 8 bytes). Only commands that enqueue

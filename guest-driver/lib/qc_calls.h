@@ -981,6 +981,29 @@ static inline cudaError_t qc_req_ipc_close(uint64_t ptr)
 }
 
 /*
+ * IPC_EVENT_GET: cudaIpcGetEventHandle: the handle (size 0) of the session's
+ * event args.handle, made with cudaEventInterprocess | cudaEventDisableTiming
+ * (else cudaErrorInvalidValue); the same one until the event is destroyed;
+ * args handle, out qcuda_ipc_handle
+ */
+static inline cudaError_t qc_req_ipc_event_get(uint64_t handle, struct qcuda_ipc_handle *out)
+{
+	struct qcuda_args_handle a = { .handle = handle };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_IPC_EVENT_GET, .args = &a, .args_len = sizeof(a), .out = out, .out_len = sizeof(*out) });
+}
+
+/*
+ * IPC_EVENT_OPEN: cudaIpcOpenEventHandle: an event of this process that
+ * another process's event completes (wait on it, synchronize, query; destroy
+ * it as any event); refusals as IPC_OPEN; args qcuda_ipc_handle, value = the
+ * new event's handle
+ */
+static inline cudaError_t qc_req_ipc_event_open(const struct qcuda_ipc_handle *a, uint64_t *result)
+{
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_IPC_EVENT_OPEN, .args = a, .args_len = sizeof(*a), .value = result });
+}
+
+/*
  * BATCH: Posted work: several commands in one request (data to device:
  * args.bytes of entries, each a struct qcuda_batch_entry, then its argument
  * struct as the command takes it, then padding to 8 bytes). Only commands

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * IPC memory handles between the processes of one VM: the runtime layer's
+ * IPC memory and event handles between the processes of one VM: the runtime layer's
  * (lib/ipc.c), under the thread's current context. The handles of the two
  * APIs are the same 64 bytes.
  */
@@ -41,4 +41,26 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 	if (r != CUDA_SUCCESS)
 		return r;
 	return cu_result(cudaIpcCloseMemHandle((void *)(uintptr_t)dptr));
+}
+
+CUresult cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event)
+{
+	CUresult r = cu_enter();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	return cu_result(cudaIpcGetEventHandle((cudaIpcEventHandle_t *)pHandle, (cudaEvent_t)event));
+}
+
+CUresult cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle)
+{
+	cudaIpcEventHandle_t h;
+	CUresult r = cu_enter();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!phEvent)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(&h, &handle, sizeof(h));
+	return cu_result(cudaIpcOpenEventHandle((cudaEvent_t *)phEvent, h));
 }

@@ -10,7 +10,7 @@ export const root = path.resolve(__dirname, '..', '..', '..');
 export const ADDON = path.join(root, 'addon', 'build', 'Release', 'qcuda_cuda.node');
 
 /** The fake libcuda's sources (test/qcuda/fixtures): one library built from them all. */
-export const FAKE_CUDA_SOURCES = ['fakecuda.c', 'fakecuda_arrays.c', 'fakecuda_vmm.c'].map((f) =>
+export const FAKE_CUDA_SOURCES = ['fakecuda.c', 'fakecuda_arrays.c', 'fakecuda_vmm.c', 'fakecuda_ipc.c'].map((f) =>
   path.join(root, 'test', 'qcuda', 'fixtures', f),
 );
 

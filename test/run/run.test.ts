@@ -93,11 +93,12 @@ test("a program's children get sessions of their own under one quota; a forked c
   t.regex(r.stdout, /^PASS: forkquota$/m);
 });
 
-test('IPC memory handles between two processes of the program: bytes both ways, refusals', (t) => {
+test('IPC memory and event handles between two processes of the program: bytes both ways, the event waited on, refusals', (t) => {
   const r = run(['--provider=host', '--', path.join(BIN, 'ipcpair')]);
   t.is(r.status, 0, r.stdout + r.stderr);
   t.regex(r.stdout, /^ok {3}child: reads the parent's bytes$/m);
   t.regex(r.stdout, /^ok {3}parent: reads the child's bytes$/m);
+  t.regex(r.stdout, /^ok {3}child: synchronizes and queries it$/m);
   t.regex(r.stdout, /^PASS: ipcpair$/m);
 });
 

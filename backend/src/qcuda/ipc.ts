@@ -7,19 +7,16 @@
 import { randomBytes } from 'node:crypto';
 import type { DevPtr } from './provider';
 
-/** What a session must offer the table: a way to drop what it opened. */
-export interface IpcSession {
-  /** Forgets memory it opened at ptr and has its provider drop it (the owner's memory went). */
-  closeImport(ptr: DevPtr): Promise<void>;
-}
-
-/** One minted handle: an owner's allocation, and the sessions that opened it. */
-export interface IpcEntry<S extends IpcSession = IpcSession> {
+/** One minted handle: an owner's allocation (or event), and the sessions that opened it. */
+export interface IpcEntry<S> {
   readonly token: string;
   readonly owner: S;
+  /** The allocation's address, or the event's handle, in the owner. */
   readonly ptr: DevPtr;
   readonly size: bigint;
   readonly device: number;
+  /** What the provider needs to open it in another process (CUDA's own handle: isolated.ts), never the guest's. */
+  readonly exported: Uint8Array | undefined;
   /** The sessions that opened it, with the address it has in each. */
   readonly openers: Map<S, DevPtr>;
 }
@@ -27,21 +24,30 @@ export interface IpcEntry<S extends IpcSession = IpcSession> {
 /** A token's bytes: 128 random bits (the handle's first 16 bytes). */
 export const IPC_TOKEN_BYTES = 16;
 
-export class IpcTable<S extends IpcSession = IpcSession> {
+export class IpcTable<S> {
+  /** drop: undoes an opener's opening when the owner's memory goes (none for events: the opener's stays its own). */
+  constructor(readonly drop?: (opener: S, at: DevPtr) => Promise<void>) {}
+
   readonly #byToken = new Map<string, IpcEntry<S>>();
   /** owner -> (pointer -> entry): one handle per allocation, bounded by the owner's allocations. */
   readonly #byOwner = new Map<S, Map<DevPtr, IpcEntry<S>>>();
 
   /** The handle of owner's allocation at ptr, minted at the first ask. */
-  mint(owner: S, ptr: DevPtr, size: bigint, device: number): IpcEntry<S> {
+  mint(owner: S, ptr: DevPtr, size: bigint, device: number, exported?: Uint8Array): IpcEntry<S> {
     let mine = this.#byOwner.get(owner);
     const old = mine?.get(ptr);
     if (old) return old;
-    const e: IpcEntry<S> = { token: randomBytes(IPC_TOKEN_BYTES).toString('hex'), owner, ptr, size, device, openers: new Map() };
+    const token = randomBytes(IPC_TOKEN_BYTES).toString('hex');
+    const e: IpcEntry<S> = { token, owner, ptr, size, device, exported, openers: new Map() };
     if (!mine) this.#byOwner.set(owner, (mine = new Map()));
     mine.set(ptr, e);
     this.#byToken.set(e.token, e);
     return e;
+  }
+
+  /** The handle already minted for owner's ptr, if any. */
+  minted(owner: S, ptr: DevPtr): IpcEntry<S> | undefined {
+    return this.#byOwner.get(owner)?.get(ptr);
   }
 
   find(token: Uint8Array): IpcEntry<S> | undefined {
@@ -61,7 +67,8 @@ export class IpcTable<S extends IpcSession = IpcSession> {
     this.#byOwner.get(owner)!.delete(ptr);
     this.#byToken.delete(e.token);
     // An opener whose context is gone meanwhile has nothing left to drop.
-    for (const [o, at] of e.openers) void o.closeImport(at).catch(() => undefined);
+    // Issued at once, before the owner's free: CUDA keeps the memory while it is opened.
+    for (const [o, at] of e.openers) if (at !== 0n) void this.drop?.(o, at).catch(() => undefined);
     e.openers.clear();
   }
 

@@ -435,6 +435,21 @@ export interface CoreContext {
    */
   launchMany(list: readonly LaunchDesc[]): Now<void>;
   /**
+   * IPC between processes served by processes of their own (a worker each,
+   * isolated.ts): CUDA's own handle (64 bytes, cuIpcGetMemHandle) of this
+   * context's allocation at ptr. The backend keeps it; the guest never sees
+   * it. NotSupported where the context's memory cannot leave its process.
+   */
+  ipcMemExport(ptr: DevPtr): Promise<Uint8Array>;
+  /** Opens another process's memory handle here (cuIpcOpenMemHandle_v2): its address in this context, for copies and kernels. */
+  ipcMemOpen(handle: Uint8Array): Promise<DevPtr>;
+  /** Undoes an ipcMemOpen (cuIpcCloseMemHandle). */
+  ipcMemClose(ptr: DevPtr): Promise<void>;
+  /** CUDA's handle of an interprocess event of this context (cuIpcGetEventHandle), as ipcMemExport. */
+  ipcEventExport(e: EventRef): Promise<Uint8Array>;
+  /** Opens another process's event handle here (cuIpcOpenEventHandle): an event of this context to wait on. */
+  ipcEventOpen(handle: Uint8Array): Promise<EventRef>;
+  /**
    * Frees everything the context holds. Called once; the context is dead
    * after. why: 'reset' (cudaDeviceReset: the process lives on, so device
    * output is flushed to it) or 'exit' (the process is gone: end it at once,
@@ -498,6 +513,11 @@ const CORE_METHODS = [
   'launchEx',
   'launch',
   'launchMany',
+  'ipcMemExport',
+  'ipcMemOpen',
+  'ipcMemClose',
+  'ipcEventExport',
+  'ipcEventOpen',
   'destroy',
 ] as const satisfies readonly (keyof CoreContext)[];
 type Unlisted = Exclude<keyof CoreContext, (typeof CORE_METHODS)[number]>;
@@ -542,7 +562,20 @@ export interface Provider {
    * by the backend to be one). Returns its address in opener. Absent where
    * the provider cannot share memory between its contexts: NotSupported.
    */
-  ipcOpen?(owner: ProviderContext, ptr: DevPtr, opener: ProviderContext): Promise<DevPtr>;
+  ipcOpen?(owner: ProviderContext, ptr: DevPtr, opener: ProviderContext, exported?: Uint8Array): Promise<DevPtr>;
+  /**
+   * What ipcOpen needs of the owner's side, asked once at cudaIpcGetMemHandle
+   * and kept in the VM's table: CUDA's handle where the opener is another
+   * process (isolated.ts). Absent where ipcOpen needs nothing of it.
+   */
+  ipcExport?(owner: ProviderContext, ptr: DevPtr): Promise<Uint8Array>;
+  /**
+   * IPC event handles (cudaIpcOpenEventHandle): an event of opener that
+   * waits for what owner's event e waits for. Absent: NotSupported.
+   */
+  ipcEventOpen?(owner: ProviderContext, e: EventRef, opener: ProviderContext, exported?: Uint8Array): Promise<EventRef>;
+  /** As ipcExport, for an event (cuIpcGetEventHandle). */
+  ipcEventExport?(owner: ProviderContext, e: EventRef): Promise<Uint8Array>;
   /** Undoes an ipcOpen (cudaIpcCloseMemHandle, or the owner freed the memory). */
   ipcClose?(opener: ProviderContext, ptr: DevPtr): Promise<void>;
   /**

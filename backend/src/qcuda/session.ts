@@ -41,6 +41,8 @@ export interface VmShared {
   readonly modules: ModuleStore;
   /** The IPC handles minted by its sessions (ipc.ts): a handle opens only in a session of the same VM's backend. */
   readonly ipc: IpcTable<Session>;
+  /** The IPC event handles minted by its sessions, as ipc (by the owner's event handle). */
+  readonly ipcEvents: IpcTable<Session>;
 }
 
 /** Holder slots of a VM's ledger: one per session, those still closing included (device.ts allows 4096 open). */
@@ -70,7 +72,8 @@ export function vmShared(
     hostMaps: new Budget(ledger, 3, 'the bound on pieces of guest memory mapped for the GPU'),
     hostMapBytes: new Budget(ledger, 4, 'the bound on bytes of guest memory mapped for the GPU'),
     modules,
-    ipc: new IpcTable<Session>(),
+    ipc: new IpcTable<Session>((opener, at) => opener.closeImport(at)),
+    ipcEvents: new IpcTable<Session>(),
   };
 }
 
@@ -410,7 +413,9 @@ export class Session {
   }
 
   takeEvent(h: bigint): EventRef {
-    return this.#events.take(h);
+    const e = this.#events.take(h);
+    this.vm.ipcEvents.forget(this, h); // its IPC handle names nothing now
+    return e;
   }
 
   /** Records physical memory (VMM_CREATE) made on x, whose bytes were reserved: its handle. */
@@ -526,6 +531,7 @@ export class Session {
     this.#limitCharges.clear();
     this.#limitBases.clear();
     this.peers.clear();
+    this.vm.ipcEvents.forgetSession(this);
     this.vm.ipc.forgetSession(this); // others' openings of its memory end with it (the host provider then refuses them anyway)
     // Everything but the overhead of contexts still there, which goes when each context does (#giveSlot).
     const held = this.#memory.held;

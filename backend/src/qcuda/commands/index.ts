@@ -16,7 +16,7 @@ import { LINK_COMMANDS } from './link';
 import { MODULE_COMMANDS } from './module';
 import { OUTPUT_COMMANDS } from './output';
 import { PEER_COMMANDS } from './peer';
-import { IPC_COMMANDS } from './ipc';
+import { IPC_COMMANDS, IPC_EVENT_COMMANDS } from './ipc';
 import { STREAM_COMMANDS } from './stream';
 import { VMM_COMMANDS } from './vmm';
 import { shareAfter, shareBefore } from '../share/commands';
@@ -72,6 +72,7 @@ function build(): Runs<SessionCmd> {
     output: OUTPUT_COMMANDS,
     peer: PEER_COMMANDS,
     ipc: IPC_COMMANDS,
+    ipcEvents: IPC_EVENT_COMMANDS,
     context,
   };
   disjoint(groups);
@@ -88,6 +89,7 @@ function build(): Runs<SessionCmd> {
     ...groups.output,
     ...groups.peer,
     ...groups.ipc,
+    ...groups.ipcEvents,
     ...groups.context,
     BATCH: batchRun(
       {

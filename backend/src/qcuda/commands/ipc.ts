@@ -10,18 +10,31 @@ function provider(c: Call) {
   const p = c.dev.provider;
   if (!p.ipcOpen)
     throw new CudaError(CudaErr.NotSupported, `IPC memory handles: the ${p.name} provider cannot share memory between processes`);
-  return { ipcOpen: p.ipcOpen.bind(p), ipcClose: p.ipcClose?.bind(p) };
+  return { ipcOpen: p.ipcOpen.bind(p), ipcClose: p.ipcClose?.bind(p), ipcExport: p.ipcExport?.bind(p) };
+}
+
+/** The guest's handle: the token and size, nothing of what the provider keeps. */
+function handleOut(token: string, size: bigint) {
+  return { out: encode('qcuda_ipc_handle', { token: Buffer.from(token, 'hex'), size, reserved: new Uint8Array(40) }) };
 }
 
 export const IPC_COMMANDS: Runs<'IPC_GET' | 'IPC_OPEN' | 'IPC_CLOSE'> = {
   async IPC_GET(c) {
     const { ptr } = c.args;
-    provider(c);
+    const p = provider(c);
+    const table = c.session.vm.ipc;
     const a = c.session.memory.allocAt(ptr);
     if (!a)
       throw new CudaError(CudaErr.InvalidValue, `IPC handle of 0x${ptr.toString(16)}: not the start of an allocation of this process`);
-    const e = c.session.vm.ipc.mint(c.session, ptr, a.size, a.device);
-    return { out: encode('qcuda_ipc_handle', { token: Buffer.from(e.token, 'hex'), size: e.size, reserved: new Uint8Array(40) }) };
+    const old = table.minted(c.session, ptr);
+    if (old) return handleOut(old.token, old.size);
+    // CUDA's handle, from the owner's worker (cuIpcGetMemHandle), kept in the table.
+    const exported = p.ipcExport ? await p.ipcExport(await c.session.context(a.device), ptr) : undefined;
+    const now = c.session.memory.allocAt(ptr);
+    if (now?.size !== a.size || now.device !== a.device)
+      throw new CudaError(CudaErr.InvalidValue, `IPC handle of 0x${ptr.toString(16)}: freed meanwhile`);
+    const e = table.mint(c.session, ptr, a.size, a.device, exported);
+    return handleOut(e.token, e.size);
   },
 
   async IPC_OPEN(c) {
@@ -35,7 +48,7 @@ export const IPC_COMMANDS: Runs<'IPC_GET' | 'IPC_OPEN' | 'IPC_CLOSE'> = {
     e.openers.set(c.session, 0n); // before the awaits: a second open meanwhile is refused
     try {
       const [owner, opener] = await Promise.all([e.owner.context(e.device), c.session.context(e.device)]);
-      const ptr = await p.ipcOpen(owner, e.ptr, opener);
+      const ptr = await p.ipcOpen(owner, e.ptr, opener, e.exported);
       if (table.find(c.args.token) !== e || !e.openers.has(c.session)) {
         await p.ipcClose?.(opener, ptr);
         throw new CudaError(CudaErr.InvalidResourceHandle, 'IPC handle: its memory was freed meanwhile');
@@ -55,5 +68,43 @@ export const IPC_COMMANDS: Runs<'IPC_GET' | 'IPC_OPEN' | 'IPC_CLOSE'> = {
     if (!e) throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} is not memory this process opened by IPC`);
     e.openers.delete(c.session);
     await c.session.closeImport(ptr);
+  },
+};
+
+function eventProvider(c: Call) {
+  const p = c.dev.provider;
+  if (!p.ipcEventOpen)
+    throw new CudaError(CudaErr.NotSupported, `IPC event handles: the ${p.name} provider cannot share events between processes`);
+  return { ipcEventOpen: p.ipcEventOpen.bind(p), ipcEventExport: p.ipcEventExport?.bind(p) };
+}
+
+// Event handles (cudaIpcGetEventHandle): the same token scheme, by the
+// owner's event handle, size 0. An opened event is the opener's own (its
+// destroy, its reset); the owner's destroy, reset or exit forgets the token.
+export const IPC_EVENT_COMMANDS: Runs<'IPC_EVENT_GET' | 'IPC_EVENT_OPEN'> = {
+  async IPC_EVENT_GET(c) {
+    const { handle } = c.args;
+    const p = eventProvider(c);
+    const table = c.session.vm.ipcEvents;
+    const ev = c.session.event(handle);
+    const old = table.minted(c.session, handle);
+    if (old) return handleOut(old.token, 0n);
+    const device = c.session.device;
+    // The provider refuses an event not made interprocess with timing disabled (InvalidValue, as CUDA).
+    const exported = p.ipcEventExport ? await p.ipcEventExport(await c.session.context(device), ev) : undefined;
+    if (c.session.event(handle) !== ev) throw new CudaError(CudaErr.InvalidResourceHandle, 'IPC event handle: destroyed meanwhile');
+    return handleOut(table.mint(c.session, handle, 0n, device, exported).token, 0n);
+  },
+
+  async IPC_EVENT_OPEN(c) {
+    const table = c.session.vm.ipcEvents;
+    const e = table.find(c.args.token);
+    if (!e || c.args.size !== 0n)
+      throw new CudaError(CudaErr.InvalidResourceHandle, 'IPC event handle: not one of this VM, or its event was destroyed');
+    if (e.owner === c.session) throw new CudaError(CudaErr.DeviceUninitialized, 'IPC event handle opened in the process that made it');
+    const p = eventProvider(c);
+    const [owner, opener] = await Promise.all([e.owner.context(e.device), c.session.context(e.device)]);
+    const ref = await p.ipcEventOpen(owner, e.owner.event(e.ptr), opener, e.exported);
+    return { value: c.session.addEvent(opener, ref) };
   },
 };

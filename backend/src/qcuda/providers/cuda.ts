@@ -565,6 +565,22 @@ class CudaSessionContext implements ProviderContext, OutputSource {
     }
   }
 
+  ipcMemExport(ptr: DevPtr): Promise<Uint8Array> {
+    return this.native.ipcMemExport(ptr);
+  }
+  ipcMemOpen(handle: Uint8Array): Promise<DevPtr> {
+    return this.native.ipcMemOpen(handle);
+  }
+  ipcMemClose(ptr: DevPtr): Promise<void> {
+    return this.native.ipcMemClose(ptr);
+  }
+  ipcEventExport(e: EventRef): Promise<Uint8Array> {
+    return this.native.ipcEventExport(eventId(e));
+  }
+  ipcEventOpen(handle: Uint8Array): Promise<EventRef> {
+    return this.native.ipcEventOpen(handle);
+  }
+
   async hostUnmap(ptr: DevPtr): Promise<void> {
     const a = this.#aliases.get(ptr);
     if (!a) return;

@@ -25,6 +25,7 @@ import {
   CONTEXT_METHODS,
   type DevPtr,
   type DeviceProps,
+  type EventRef,
   type GuestMemorySource,
   type GuestSeg,
   type OutputSink,
@@ -518,6 +519,34 @@ export class IsolatedProvider implements Provider {
     for (const c of this.#contexts) c.worker.removeRegion(r.id);
     for (const w of this.#owners) w.removeRegion(r.id);
     r.fd.close();
+  }
+
+  /**
+   * IPC between sessions, each in its worker (cuda workers: host ones
+   * refuse with NotSupported at the export): the owner's worker gives CUDA's
+   * handle (cuIpcGetMemHandle), which the backend keeps, and the opener's
+   * worker opens it in its context (cuIpcOpenMemHandle_v2).
+   */
+  ipcExport(owner: ProviderContext, ptr: DevPtr): Promise<Uint8Array> {
+    return owner.ipcMemExport(ptr);
+  }
+
+  ipcOpen(_owner: ProviderContext, _ptr: DevPtr, opener: ProviderContext, exported?: Uint8Array): Promise<DevPtr> {
+    if (!exported) return Promise.reject(new CudaError(CudaErr.InvalidResourceHandle, 'an IPC handle without its CUDA handle'));
+    return opener.ipcMemOpen(exported);
+  }
+
+  ipcClose(opener: ProviderContext, ptr: DevPtr): Promise<void> {
+    return opener.ipcMemClose(ptr);
+  }
+
+  ipcEventExport(owner: ProviderContext, e: EventRef): Promise<Uint8Array> {
+    return owner.ipcEventExport(e);
+  }
+
+  ipcEventOpen(_owner: ProviderContext, _e: EventRef, opener: ProviderContext, exported?: Uint8Array): Promise<EventRef> {
+    if (!exported) return Promise.reject(new CudaError(CudaErr.InvalidResourceHandle, 'an IPC event handle without its CUDA handle'));
+    return opener.ipcEventOpen(exported);
   }
 
   async close(): Promise<void> {

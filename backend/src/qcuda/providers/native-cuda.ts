@@ -109,6 +109,15 @@ export interface CudaContextNative extends CudaContextCalls {
   /** This context's kernels may reach peerContext's memory (cuCtxEnablePeerAccess). */
   enablePeerAccess(peerContext: CudaContextNative): Promise<void>;
   disablePeerAccess(peerContext: CudaContextNative): Promise<void>;
+  /** IPC (cuda_ctx_ipc.cc): cuIpcGetMemHandle of the allocation at ptr (64 bytes). */
+  ipcMemExport(ptr: bigint): Promise<Uint8Array>;
+  /** cuIpcOpenMemHandle_v2 (lazy peer access): the memory's address here. */
+  ipcMemOpen(handle: Uint8Array): Promise<bigint>;
+  ipcMemClose(ptr: bigint): Promise<void>;
+  /** cuIpcGetEventHandle of an event id (64 bytes). */
+  ipcEventExport(event: number): Promise<Uint8Array>;
+  /** cuIpcOpenEventHandle: a new event id of this context. */
+  ipcEventOpen(handle: Uint8Array): Promise<number>;
   memset(dst: bigint, value: number, size: bigint, stream: number, wait: boolean): Promise<void>;
   synchronize(): Now<void>;
   /** Virtual memory management (cuda_ctx_vmm.cc): cuMemAddressReserve -> the range's start. */

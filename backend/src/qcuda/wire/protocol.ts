@@ -625,6 +625,20 @@ export const CALLS = {
     args: 'qcuda_args_ptr',
     doc: 'cudaIpcCloseMemHandle of a pointer IPC_OPEN returned',
   },
+  IPC_EVENT_GET: {
+    cmd: 197,
+    side: 'backend',
+    args: 'qcuda_args_handle',
+    out: 'qcuda_ipc_handle',
+    doc: "cudaIpcGetEventHandle: the handle (size 0) of the session's event args.handle, made with cudaEventInterprocess | cudaEventDisableTiming (else cudaErrorInvalidValue); the same one until the event is destroyed",
+  },
+  IPC_EVENT_OPEN: {
+    cmd: 198,
+    side: 'backend',
+    args: 'qcuda_ipc_handle',
+    doc: "cudaIpcOpenEventHandle: an event of this process that another process's event completes (wait on it, synchronize, query; destroy it as any event); refusals as IPC_OPEN",
+    value: "the new event's handle",
+  },
 
   BATCH: {
     cmd: 54,

@@ -40,6 +40,7 @@ import { ContextMappings, HostMemory, type MemoryOwner } from './memory';
 import {
   defaultStreamAttr,
   EVENT_DISABLE_TIMING,
+  EVENT_INTERPROCESS,
   HostLimits,
   PRIORITY_GREATEST,
   PRIORITY_LEAST,
@@ -188,6 +189,28 @@ export class HostProvider implements Provider {
   async ipcClose(opener: ProviderContext, ptr: DevPtr): Promise<void> {
     if (!(opener instanceof HostContext) || !opener.memory.unimport(ptr, opener))
       throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} was not opened by IPC here`);
+  }
+
+  /** cudaIpcGetEventHandle's check, as CUDA's: an event made interprocess with timing disabled. Nothing is exported. */
+  async ipcEventExport(owner: ProviderContext, e: EventRef): Promise<Uint8Array> {
+    const want = EVENT_INTERPROCESS | EVENT_DISABLE_TIMING;
+    if (!(owner instanceof HostContext) || ((e as HostEvent).flags & want) !== want)
+      throw new CudaError(
+        CudaErr.InvalidValue,
+        'IPC event handle: the event was not made with cudaEventInterprocess | cudaEventDisableTiming',
+      );
+    return new Uint8Array(0);
+  }
+
+  /**
+   * An event of the opener for the owner's (cudaIpcOpenEventHandle): work
+   * here completes as it is submitted, so every wait on either is already
+   * over, and the opener's event needs nothing of the owner's.
+   */
+  async ipcEventOpen(owner: ProviderContext, e: EventRef, opener: ProviderContext): Promise<EventRef> {
+    if (!(owner instanceof HostContext) || !(opener instanceof HostContext) || opener.memory !== this.memory)
+      throw new CudaError(CudaErr.InvalidResourceHandle, 'an IPC event handle of another provider');
+    return opener.eventCreate((e as HostEvent).flags);
   }
 
   /** Emulated devices share one address space: each reaches every other's memory. */
@@ -537,6 +560,24 @@ class HostContext implements ProviderContext, MemoryOwner {
 
   async hostDevicePointer(pieces: readonly HostPiece[]): Promise<DevPtr> {
     return this.mappings.map(pieces);
+  }
+
+  // Its memory and events are shared between sessions by the provider itself
+  // (HostProvider.ipcOpen, ipcEventOpen): nothing leaves this process.
+  async ipcMemExport(): Promise<Uint8Array> {
+    throw new CudaError(CudaErr.NotSupported, 'IPC handles: host memory does not leave its process');
+  }
+  async ipcMemOpen(): Promise<DevPtr> {
+    throw new CudaError(CudaErr.NotSupported, 'IPC handles: host memory does not leave its process');
+  }
+  async ipcMemClose(): Promise<void> {
+    throw new CudaError(CudaErr.NotSupported, 'IPC handles: host memory does not leave its process');
+  }
+  async ipcEventExport(): Promise<Uint8Array> {
+    throw new CudaError(CudaErr.NotSupported, 'IPC handles: host events do not leave their process');
+  }
+  async ipcEventOpen(): Promise<EventRef> {
+    throw new CudaError(CudaErr.NotSupported, 'IPC handles: host events do not leave their process');
   }
 
   async hostUnmap(ptr: DevPtr): Promise<void> {

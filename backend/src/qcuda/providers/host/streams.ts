@@ -6,6 +6,7 @@ import { QCUDA_ATTR_VALUE_BYTES } from '../../proto';
 
 /** cudaEventDisableTiming */
 export const EVENT_DISABLE_TIMING = 0x2;
+export const EVENT_INTERPROCESS = 0x4;
 
 export interface HostEvent {
   flags: number;
