@@ -79,7 +79,7 @@ test('host provider: enable twice is 704, disable what is not enabled 705, per d
   t.is(await disable(c, 1), NOT_ENABLED);
   t.is(await enable(c, 1), 0);
   t.is(await enable(c, 1), ALREADY_ENABLED);
-  t.is(await enable(c, 0), CudaErr.InvalidDevice, 'the current device is not its own peer');
+  t.is(await enable(c, 0), CudaErr.PeerAccessUnsupported, 'the current device is not its own peer (as the driver answers)');
   t.is(await enable(c, 2), CudaErr.InvalidDevice);
   t.is(await disable(c, 2), CudaErr.InvalidDevice);
   t.is(await setDevice(c, 1), 0);
@@ -100,7 +100,7 @@ test('host provider with one device: no peer', async (t) => {
   const { c } = await hostSetup(t, 1);
   t.like(await canAccess(c, 0, 0), { status: 0, value: 0n });
   t.is((await canAccess(c, 0, 1)).status, CudaErr.InvalidDevice);
-  t.is(await enable(c, 0), CudaErr.InvalidDevice);
+  t.is(await enable(c, 0), CudaErr.PeerAccessUnsupported, 'itself, as the driver answers on one GPU');
   t.is(await enable(c, 1), CudaErr.InvalidDevice);
 });
 
