@@ -20,7 +20,8 @@ say() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 # POSIX fds (cuMemExportToShareableHandle), which qcuda does not serve.
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P,SHM,ENV
 TORCHRUN=("$PY" -m torch.distributed.run --standalone --nproc_per_node=2 test/gpu/multigpu/nccl.py)
-QRUN=(node "$app/dist/backend/src/cli/qcuda.js" run --provider=cuda --gpu=0,1)
+# QCUDA_RUN_ARGS: more qcuda run options (e.g. --own-queues=no).
+QRUN=(node "$app/dist/backend/src/cli/qcuda.js" run --provider=cuda --gpu=0,1 ${QCUDA_RUN_ARGS:-})
 tails() { # TAG: the end of each rank's NCCL log and of the run's stderr
   for f in "$OUT"/nccl.$1.*.log; do [ -f "$f" ] && { echo "--- $f"; tail -25 "$f"; }; done
   echo "--- $OUT/$1.err"; grep -v '^qcuda: ' "$OUT/$1.err" | tail -25
