@@ -29,7 +29,7 @@ for prog in multidevice multidevice_static; do
   cudart=; [ $prog = multidevice ] && cudart=--cudart=qcuda
   echo "--- $prog"
   timeout 300 node "$app/dist/backend/src/cli/qcuda.js" run --provider=cuda --gpu=0,1 $cudart -- "$bin" > $b/$prog.out 2> "$OUT/$prog.qcuda.err"
-  echo "exit $?"; tail -6 $b/$prog.out; cp $b/$prog.out "$OUT/"
+  echo "exit $?"; grep -E "^FAIL|^PASS" $b/$prog.out; cp $b/$prog.out "$OUT/"
 done
 echo "===== IPC between two processes under qcuda run (test/libcuda/ipcpair: memory and event handles)"
 # Default queues (a worker per process, own queues) and --own-queues=no (the backend serves the queues).
@@ -39,5 +39,7 @@ for q in "" --own-queues=no; do
   echo "ipcpair ${q:-(own queues)}: exit $?"; grep -E "FAIL|PASS" $b/ipc$q.out | tail -4; cp $b/ipc$q.out "$OUT/"
 done
 echo "--- multidevice, nvcc static, native"
-nvcc -O1 -arch=sm_90 -I test/guest -o $b/md test/guest/multidevice.cu 2> $b/md.build && { timeout 60 $b/md 2>&1 | tail -4; } || cat $b/md.build
+nvcc -O1 -arch=sm_90 -I test/guest -o $b/md test/guest/multidevice.cu 2> $b/md.build || cat $b/md.build
+timeout 60 $b/md > $b/md.native.out 2>&1; grep -E "^FAIL|^PASS" $b/md.native.out; cp $b/md.native.out "$OUT/multidevice.native.out"
+echo "--- multidevice: native against qcuda run (nvcc static build)"; diff $b/md.native.out $b/multidevice_static.out && echo identical
 tar -C "$OUT" -cJf "$OUT/../multigpu.tar.xz" . 2>/dev/null; mv "$OUT/../multigpu.tar.xz" "$OUT/"
