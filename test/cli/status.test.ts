@@ -64,7 +64,7 @@ test('qcuda status shows sessions, device memory against the quota and calls ser
   t.deepEqual(doc.frontend.memory, [{ gpa: 0, size: 64 * MIB }]);
   t.is(q.device, 'qcuda');
   t.is(q.provider, 'host');
-  t.deepEqual(q.deviceMemory, { used: 4 * MIB, quota: 64 * MIB });
+  t.deepEqual(q.deviceMemory, { used: 4 * MIB, quota: 64 * MIB, disks: 0 });
   t.is(
     q.served.reduce((a, b) => a + b, 0),
     4,
@@ -88,7 +88,7 @@ test('qcuda status shows sessions, device memory against the quota and calls ser
   const after = JSON.parse(qcudaStatus(`--status-socket=${sock}.status`, '--json').stdout) as BackendStatus;
   t.false(after.frontend.connected);
   t.deepEqual((after.status as QcudaStatus).sessions, []);
-  t.deepEqual((after.status as QcudaStatus).deviceMemory, { used: 0, quota: 64 * MIB });
+  t.deepEqual((after.status as QcudaStatus).deviceMemory, { used: 0, quota: 64 * MIB, disks: 0 });
 
   // One line per event, in order, each naming the VM's device.
   const lines = b.log.split('\n').filter((l) => /vhost-user: qcuda|session/.test(l));

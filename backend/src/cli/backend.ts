@@ -94,7 +94,7 @@ ${Object.entries(DEVICES)
                                     host's RAM)
   --read-only             blk only: the guest may read the disk, not write it
   --device-memory-limit=SIZE
-                          qcuda only: per-VM device memory quota (e.g. 2G):
+                          qcuda (and blk with --ledger-fd): per-VM device memory quota (e.g. 2G):
                           allocations, module globals and what the stack, heap
                           and printf limits reserve beyond their defaults, all
                           processes of the VM together, and each process's
@@ -219,6 +219,16 @@ that would pass it fails with the CUDA error named, nothing grows):
                           (docs/security.md)
   --log-rate=N            log lines a second caused by the VM (default
                           ${DEFAULT_LIMITS.logLinesPerSecond}); the rest are counted and the count logged
+  --ledger-fd=FDNUM       internal (qcuda vm): the VM's budgets in shared
+                          memory, inherited as FDNUM, shared by its qcuda
+                          backend and its GPU disks' backends: a disk takes
+                          device memory from the qcuda device's
+                          --device-memory-limit as it is written (a piece at
+                          a time; a write past the quota fails with an I/O
+                          error), and the qcuda device sees what the disks
+                          hold. Each process applies its own limit, never the
+                          file's
+  --ledger-slot=N         internal, blk with --ledger-fd: the disk's slot in it
   --print-capabilities    print the backend's capabilities as JSON and exit
   -h, --help              this text
 
@@ -238,12 +248,11 @@ function usage(msg: string): never {
 
 /** Options of one device only: given to another, they would be ignored. */
 const DEVICE_ONLY: Record<string, string[]> = {
-  blk: ['size', 'store', 'read-only'],
+  blk: ['size', 'store', 'read-only', 'ledger-slot'],
   qcuda: [
     'provider',
     'host-devices',
     'isolation',
-    'device-memory-limit',
     'max-processes',
     'module-staging',
     'module-cache',
@@ -269,6 +278,11 @@ function checkDeviceOptions(device: string, given: string[]): void {
   }
   if (device === 'echo' && given.includes('gpu')) usage('--gpu is an option of --device=qcuda and --device=blk, not of --device=echo');
   if (device === 'blk' && !given.includes('size')) usage('--device=blk needs --size');
+  if (device === 'echo' && given.includes('ledger-fd')) usage('--ledger-fd is an option of --device=qcuda and --device=blk');
+  // A disk's quota is the VM's, which it shares through the ledger; without one it would bound nothing.
+  if (device !== 'qcuda' && given.includes('device-memory-limit') && !given.includes('ledger-fd'))
+    usage(`--device-memory-limit is an option of --device=qcuda (and of --device=blk with --ledger-fd), not of --device=${device}`);
+  if (device === 'blk' && given.includes('ledger-fd') !== given.includes('ledger-slot')) usage('--ledger-fd and --ledger-slot go together');
 }
 
 /** A unix socket is created in an existing directory: a missing one is a bad path, not a startup failure. */
@@ -287,6 +301,19 @@ function connectedFd(v: string): number {
     usage(`--fd=${fd}: not an open file descriptor`);
   }
   if (!st.isSocket()) usage(`--fd=${fd}: not a socket`);
+  return fd;
+}
+
+/** An inherited ledger fd must be open and a file (a memfd: the ledger checks its layout). */
+function ledgerFd(v: string): number {
+  const fd = nonNegativeInt('ledger-fd', v, 1 << 20);
+  let file = false;
+  try {
+    file = fs.fstatSync(fd).isFile();
+  } catch {
+    // not open
+  }
+  if (!file) usage(`--ledger-fd=${fd}: not an open file`);
   return fd;
 }
 
@@ -363,6 +390,8 @@ async function main(): Promise<void> {
         size: { type: 'string' },
         store: { type: 'string' },
         'read-only': { type: 'boolean' },
+        'ledger-fd': { type: 'string' },
+        'ledger-slot': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -472,6 +501,8 @@ async function main(): Promise<void> {
     pinGuestRam: args['pin-guest-ram'] === undefined ? undefined : yesNo('pin-guest-ram', args['pin-guest-ram']),
     ownQueues: args['own-queues'] === undefined ? undefined : yesNo('own-queues', args['own-queues']),
     pollUs: args['poll-us'] === undefined ? undefined : nonNegativeInt('poll-us', args['poll-us'], 1_000_000),
+    ledgerFd: args['ledger-fd'] === undefined ? undefined : ledgerFd(args['ledger-fd']),
+    ledgerSlot: args['ledger-slot'] === undefined ? undefined : nonNegativeInt('ledger-slot', args['ledger-slot'], 1 << 16),
   };
   const startedAt = Date.now();
   const write = (line: string) => void process.stderr.write(`qcuda-backend: ${line}\n`);

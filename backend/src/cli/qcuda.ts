@@ -92,8 +92,9 @@ vm options:
                        change. Keep results with --share=DIR:rw
   --disk=SIZE[,store=gpu|host][,ro]
                        attach a disk of SIZE (e.g. 1G) kept in GPU memory
-                       (store=gpu, the default) or host memory (store=host),
-                       served by a qcuda-backend --device=blk of its own to
+                       (store=gpu, the default: allocated as written, from
+                       the VM's --device-memory-limit) or host memory
+                       (store=host), served by a qcuda-backend --device=blk of its own to
                        QEMU's vhost-user-blk-pci: /dev/vda, then vdb, ...;
                        ro: read-only. Repeatable. --disk=socket=PATH: the disk
                        of a qcuda-backend --device=blk --queues=2 started by
@@ -132,9 +133,11 @@ vm options:
                        under /run, and they serve only QEMU (--peer-uid).
                        Where the default user cannot run the backend (the
                        code not readable by it), it stays root, with a note
-  --device-memory-limit=SIZE  the VM's device memory quota (e.g. 2G); GPU disks
-                       (--disk, store=gpu) count against it, and each CUDA
-                       process's context (--context-overhead)
+  --device-memory-limit=SIZE  the VM's device memory quota (e.g. 2G), one
+                       budget for its CUDA processes (each context counts
+                       --context-overhead) and its GPU disks (--disk,
+                       store=gpu), which take it as they are written (a write
+                       past it fails with an I/O error in the guest)
   --context-overhead=SIZE  what each CUDA process's context counts against
                        the quota while it exists (default ${GPU_CONTEXT_OVERHEAD >> 20n}M on a GPU, 0
                        on the host-memory device; qcuda-backend --help)
@@ -436,7 +439,7 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
     usage("--socket joins a running backend: its options are that backend's (give them to qcuda-backend)");
   const processes = intOpt(str('max-processes'), 'max-processes', 64, 4096);
   const limit = str('device-memory-limit');
-  if (limit !== undefined) quotaLeft(limit, []);
+  if (limit !== undefined) quotaOf(limit);
   const socket = str('socket') && existingSocket(path.resolve(str('socket')!), '--socket');
   const given = str('lib-dir') ?? process.env.QCUDA_LIB_DIR;
   const libDir = path.resolve(given ?? path.resolve(__dirname, '..', '..', '..', '..', 'build', 'guest', 'lib'));
@@ -532,12 +535,8 @@ function parseDisk(spec: string): VmDisk {
   return d;
 }
 
-/**
- * The VM's device memory quota less its GPU disks (allocated in full when
- * their backends start): the disks count against the same quota as the
- * CUDA processes' memory.
- */
-function quotaLeft(limit: string, disks: VmDisk[]): bigint {
+/** --device-memory-limit for the VM: more than 0. */
+function quotaOf(limit: string): bigint {
   let q: bigint;
   try {
     q = parseSize(limit);
@@ -545,9 +544,7 @@ function quotaLeft(limit: string, disks: VmDisk[]): bigint {
     usage(`--device-memory-limit: ${(e as Error).message}`);
   }
   if (q === 0n) usage('--device-memory-limit must be more than 0');
-  const taken = disks.filter((d) => !d.socket && (d.store ?? 'gpu') === 'gpu').reduce((n, d) => n + d.size, 0n);
-  if (taken >= q) usage(`--device-memory-limit=${limit}: the GPU disks take ${taken} bytes of it, leaving nothing for CUDA`);
-  return q - taken;
+  return q;
 }
 
 /** What to try after the demo, as typed: qcuda where it is on PATH (make run installs it), else this file by node. */
@@ -691,10 +688,8 @@ async function main(): Promise<number> {
     memoryMiB: intOpt(v.memory, 'memory', 512, 1 << 20),
     cpus: intOpt(v.cpus, 'cpus', 2, 256),
   };
-  const backendArgs = [
-    ...backendOptions(v),
-    ...(v['device-memory-limit'] !== undefined ? [`--device-memory-limit=${quotaLeft(v['device-memory-limit'], disks)}`] : []),
-  ];
+  const backendArgs = backendOptions(v);
+  const deviceMemoryLimit = v['device-memory-limit'] !== undefined ? quotaOf(v['device-memory-limit']) : undefined;
   const qemu = existingFile(need(v.qemu, 'qemu', 'QEMU_BIN'), 'QEMU', true);
   const file = (k: 'kernel' | 'initrd') => (v[k] === undefined ? undefined : existingFile(path.resolve(v[k]), `--${k}`));
   const bootFiles = diskImage
@@ -716,6 +711,7 @@ async function main(): Promise<number> {
       ...sizes,
       interactive: v.console,
       backendArgs,
+      deviceMemoryLimit,
       onBackendLog,
       // The demo prints each result once (from the guest's stdout), not the console too.
       onConsole: v.quiet || v.demo ? undefined : (s) => process.stderr.write(s),

@@ -53,10 +53,11 @@ function table(rows: string[][]): string[] {
 
 function qcudaLines(q: QcudaStatus): string[] {
   const calls = q.served.reduce((a, b) => a + b, 0);
-  const { used, quota } = q.deviceMemory;
+  const { used, quota, disks } = q.deviceMemory;
+  const ofDisks = disks ? `, ${mib(disks)} of it by the GPU disks` : '';
   const lines = [
     `provider: ${q.provider}${q.gpu ? ' (GPU)' : ' (no GPU)'}`,
-    `device memory: ${mib(used)} used${quota ? ` of a ${mib(quota)} quota (${((100 * used) / quota).toFixed(1)}%)` : ', no quota'}`,
+    `device memory: ${mib(used)} used${quota ? ` of a ${mib(quota)} quota (${((100 * used) / quota).toFixed(1)}%)` : ', no quota'}${ofDisks}`,
     `calls served: ${calls} (${q.served.map((n, i) => `queue ${i}: ${n}`).join(', ')})`,
   ];
   if (q.logDropped) lines.push(`log lines dropped (rate limit): ${q.logDropped}`);

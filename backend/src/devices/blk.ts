@@ -9,7 +9,7 @@ import type { Request, VhostUserDevice } from '../vhost-user';
 import type { MemoryTable } from '../vhost-user';
 import type { Provider } from '../qcuda/provider';
 import type { BusyPoll } from '../sys/busy-poll';
-import type { BlkStore } from './blk-store';
+import { StoreFullError, type BlkStore } from './blk-store';
 
 export const SECTOR = 512n;
 
@@ -39,6 +39,8 @@ export interface BlkOptions {
   provider?: Provider;
   /** VhostUserDevice.pollUs: the rings (and with them the copies' completions) polled this long after each request and answer. */
   pollUs?: number;
+  /** Where a write that finds no room (StoreFullError) is told (the backend's rate-limited log); default stderr. */
+  log?: (line: string) => void;
 }
 
 class BlkError extends Error {
@@ -61,6 +63,7 @@ export class BlkDevice implements VhostUserDevice {
   readonly #readOnly: boolean;
   readonly #serial: Uint8Array;
   readonly #provider: Provider | undefined;
+  readonly #log: (line: string) => void;
   /** Requests served, by outcome (for tests and logs). */
   readonly counts = { ok: 0, ioerr: 0, unsupp: 0 };
 
@@ -72,6 +75,7 @@ export class BlkDevice implements VhostUserDevice {
     this.#serial = new TextEncoder().encode((o.serial ?? 'qcuda-gpu-disk').slice(0, 20));
     this.#provider = o.provider;
     this.pollUs = o.pollUs ?? 0;
+    this.#log = o.log ?? ((line) => console.error(line));
     const bits = [BlkF.SEG_MAX, BlkF.BLK_SIZE, BlkF.FLUSH, BlkF.MQ, ...(this.#readOnly ? [BlkF.RO] : [BlkF.DISCARD, BlkF.WRITE_ZEROES])];
     this.features = bits.reduce((f, b) => f | (1n << BigInt(b)), 0n);
   }
@@ -142,7 +146,10 @@ export class BlkDevice implements VhostUserDevice {
         const len = req.readableBytes - HEADER;
         this.#writable('write');
         this.#checkRange(sector, BigInt(len), 'write');
-        if (len > 0) await this.#store.write(sector * SECTOR, req.segments('readable', HEADER, len));
+        if (len > 0)
+          await this.#roomFor(`a write of ${len} bytes at sector ${sector}`, () =>
+            this.#store.write(sector * SECTOR, req.segments('readable', HEADER, len)),
+          );
         return 0;
       }
       case BlkT.FLUSH:
@@ -161,6 +168,17 @@ export class BlkDevice implements VhostUserDevice {
         return 0;
       default:
         throw new BlkError(BlkS.UNSUPP, `request type ${type}`);
+    }
+  }
+
+  /** A write the store has no room for (the VM's device memory quota is used up) fails as an I/O error; the disk serves on. */
+  async #roomFor(what: string, write: () => Promise<void>): Promise<void> {
+    try {
+      await write();
+    } catch (e) {
+      if (!(e instanceof StoreFullError)) throw e;
+      this.#log(`blk: ${what} failed (I/O error to the guest): no room for the disk's next piece: ${e.message}`);
+      throw new BlkError(BlkS.IOERR, e.message);
     }
   }
 

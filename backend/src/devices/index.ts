@@ -1,7 +1,9 @@
 // The devices the backend command can serve.
 import os from 'node:os';
 import { QcudaDevice } from '../qcuda/device';
-import type { VmLimits } from '../qcuda/limits';
+import { Share, type VmLimits } from '../qcuda/limits';
+import { openDiskLedger, quotaBudget } from '../qcuda/vm-ledger';
+import { Fd } from '../sys/fd';
 import type { VmShared } from '../qcuda/session';
 import { createProvider, DEFAULT_POLL_US, type ProviderKind } from '../qcuda/providers';
 import { IsolatedProvider } from '../qcuda/providers/isolated';
@@ -43,10 +45,35 @@ export interface DeviceOptions {
   vm?: VmShared;
   /** Where to say which provider was chosen. */
   log?: (line: string) => void;
+  /**
+   * qcuda and blk: the VM's ledger, inherited as this fd (made by `qcuda vm`,
+   * qcuda/vm-ledger.ts): the disk takes its device memory from the qcuda
+   * device's quota (memoryLimit, each process its own) as it is written.
+   */
+  ledgerFd?: number;
+  /** blk, with ledgerFd: the disk's slot in it. */
+  ledgerSlot?: number;
   /** blk: the disk's size in bytes (whole sectors), where it lives, and whether the guest may write it. */
   size?: bigint;
   store?: 'gpu' | 'host';
   readOnly?: boolean;
+}
+
+/** A disk's share of the VM's device memory quota, where it has the VM's ledger (ledgerFd). */
+function diskQuota(o: DeviceOptions): Share | undefined {
+  if (o.ledgerFd === undefined) return undefined;
+  const slot = o.ledgerSlot ?? -1;
+  const ledger = openDiskLedger(new Fd(o.ledgerFd), o.memoryLimit ?? 0n, slot);
+  // What the disk held goes back to the VM as this process exits (SIGTERM
+  // ends it without closing the device); killed, `qcuda vm` reclaims it.
+  process.once('exit', () => {
+    try {
+      ledger.native.reclaim(slot);
+    } catch {
+      // the ledger's lock kept from us: `qcuda vm` reclaims the slot once we are gone
+    }
+  });
+  return new Share(quotaBudget(ledger), slot);
 }
 
 export const DEVICES: Record<
@@ -114,6 +141,7 @@ export const DEVICES: Record<
         pollUs: o.pollUs ?? DEFAULT_POLL_US,
         ownQueues,
         vm: o.vm,
+        ledgerFd: o.ledgerFd === undefined ? undefined : new Fd(o.ledgerFd),
       });
       return device;
     },
@@ -132,9 +160,11 @@ export const DEVICES: Record<
         { totalMem: BigInt(os.totalmem()) / 2n },
         { captureOutput: false, waiterThreads: o.limits?.waiterThreads, pinGuestRam: true },
       ); // no guest kernel runs here
-      const store = await ProviderStore.open(provider, o.size);
-      o.log?.(`disk of ${o.size} bytes${o.readOnly ? ', read-only' : ''} in the ${note}`);
-      return new BlkDevice({ queues: o.queues, store, readOnly: o.readOnly, provider, pollUs: o.pollUs ?? DEFAULT_POLL_US });
+      const quota = diskQuota(o);
+      const store = await ProviderStore.open(provider, o.size, quota);
+      const taken = quota ? `, taken from the VM's device memory quota${o.memoryLimit ? ` of ${o.memoryLimit} bytes` : ''} as written` : '';
+      o.log?.(`disk of ${o.size} bytes${o.readOnly ? ', read-only' : ''} in the ${note}${taken}`);
+      return new BlkDevice({ queues: o.queues, store, readOnly: o.readOnly, provider, pollUs: o.pollUs ?? DEFAULT_POLL_US, log: o.log });
     },
   },
   echo: {

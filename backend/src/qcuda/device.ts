@@ -14,6 +14,8 @@ import type { BusyPoll } from '../sys/busy-poll';
 import { later, type Now } from '../sys/now';
 import { MAX_SAFE_BIG } from '../sys/numbers';
 import { DEFAULT_LIMITS, type VmLimits } from './limits';
+import { openVmLedger } from './vm-ledger';
+import type { Fd } from '../sys/fd';
 import type { GuestSeg, Provider } from './provider';
 import {
   CALLS,
@@ -73,6 +75,8 @@ export interface QcudaOptions {
   log?: (line: string) => void;
   /** The VM's bounds and what they count, where another process keeps them (a session's worker); default: new ones from limits. */
   vm?: VmShared;
+  /** Where vm is not given: the VM's ledger, made by `qcuda vm` and shared with its GPU disks' backends (vm-ledger.ts); default: a new one. */
+  ledgerFd?: Fd;
   /**
    * A session that asks for its own queue (QCUDA_SESSION_OWN_QUEUE) gets it
    * served by its worker process (owned-queue.ts), where the provider has workers (Provider.startOwner)
@@ -146,7 +150,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     this.provider = typeof o.provider === 'function' ? o.provider((addr, len) => this.guestViews(addr, len)) : o.provider;
     const limits = { ...DEFAULT_LIMITS, ...(o.memoryLimit !== undefined ? { deviceMemory: o.memoryLimit } : {}), ...o.limits };
     if (o.limits?.contextOverhead === undefined && !this.provider.hasGpu) limits.contextOverhead = 0n; // no driver, no context to pay for
-    this.vm = o.vm ?? vmShared(limits);
+    this.vm = o.vm ?? vmShared(limits, o.ledgerFd && openVmLedger(o.ledgerFd, limits));
     this.#ownQueues = o.ownQueues ?? false;
     this.#onSessionClosed = o.onSessionClosed;
     this.log = new LogLimiter(limits.logLinesPerSecond, o.log ?? ((l) => console.error(l)));
@@ -427,7 +431,11 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
       provider: this.provider.name,
       gpu: this.provider.hasGpu,
       sessions: [...this.sessions.values()].map((s) => this.#sessionStatus(s)),
-      deviceMemory: { used: Number(this.vm.quota.used), quota: Number(this.vm.quota.limit) },
+      deviceMemory: {
+        used: Number(this.vm.quota.used),
+        quota: Number(this.vm.quota.limit),
+        disks: Number(this.vm.ledger.heldOutside(this.vm.quota.index)),
+      },
       served: [...this.served],
       logDropped: this.log.dropped,
     };

@@ -96,13 +96,18 @@ export class Ledger {
   readonly #n: NativeLedger;
   readonly #free: number[];
 
+  /** The slots this process hands out, [from, to): its holders' (every slot for the creator). */
+  readonly #own: { from: number; to: number };
+
   private constructor(
     n: NativeLedger,
     /** The memfd behind it, for the processes that open it too. */
     readonly fd: Fd,
+    own: { from: number; to: number } = { from: 0, to: n.slots },
   ) {
     this.#n = n;
-    this.#free = Array.from({ length: n.slots }, (_, i) => n.slots - 1 - i);
+    this.#own = own;
+    this.#free = Array.from({ length: own.to - own.from }, (_, i) => own.to - 1 - i);
   }
 
   /** A new ledger with these limits (0: unbounded) and room for `slots` holders. */
@@ -116,11 +121,24 @@ export class Ledger {
     }
   }
 
-  /** A ledger another process created with these limits (a session's worker): it takes no slots of its own. */
-  static open(fd: Fd, limits: bigint[]): Ledger {
-    const l = new Ledger(new native.Ledger(fd.value, limits), fd);
-    l.#free.length = 0;
-    return l;
+  /**
+   * A ledger another process created, counted here against these limits
+   * (this process's own, never the file's). A session's worker hands out no
+   * slots; a backend sharing the VM's ledger (`qcuda vm`: the qcuda backend
+   * and its GPU disks' backends) hands out the `count` slots from `from`,
+   * given back first: what they hold was a previous holder's (a backend
+   * restarted).
+   */
+  static open(fd: Fd, limits: bigint[], own?: { from: number; count: number }): Ledger {
+    const n = new native.Ledger(fd.value, limits);
+    const from = own?.from ?? 0;
+    const to = from + (own?.count ?? 0);
+    if (to > n.slots) {
+      n.close();
+      throw new RangeError(`the ledger has ${n.slots} holder slots, not slots ${from} to ${to - 1}`);
+    }
+    for (let s = from; s < to; s++) n.reclaim(s);
+    return new Ledger(n, fd, { from, to });
   }
 
   get native(): NativeLedger {
@@ -138,6 +156,17 @@ export class Ledger {
   freeSlot(s: number): void {
     this.#n.reclaim(s);
     this.#free.push(s);
+  }
+
+  /** What the slots this process does not hand out hold of a budget (`qcuda vm`'s qcuda backend: its GPU disks'). */
+  heldOutside(budget: number): bigint {
+    let n = 0n;
+    for (let s = 0; s < this.#n.slots; s++)
+      if (s < this.#own.from || s >= this.#own.to) {
+        const h = this.#n.held(budget, s);
+        if (h > 0n) n += h; // what another process wrote: counted only as it can count
+      }
+    return n;
   }
 
   close(): void {

@@ -9,6 +9,7 @@ import { Callbacks } from './callbacks';
 import { CudaErr, CudaError } from './cuda-error';
 import { HandleCounter, HandleTable } from './handles';
 import { Budget, Ledger, Share, type VmLimits } from './limits';
+import { LEDGER_SLOTS, ledgerLimits, quotaBudget } from './vm-ledger';
 import type { DevPtr, EventRef, Provider, ProviderContext, StreamRef, VmmRef } from './provider';
 import { ModuleCache, type ModuleStore } from './module-cache';
 import { OutputQueue } from './output';
@@ -45,14 +46,6 @@ export interface VmShared {
   readonly ipcEvents: IpcTable<Session>;
 }
 
-/** Holder slots of a VM's ledger: one per session, those still closing included (device.ts allows 4096 open). */
-const LEDGER_SLOTS = 8192;
-
-/** The limits of a VM's ledger, budget by budget (the Budgets of vmShared, in order; 0: unbounded). */
-export function ledgerLimits(limits: VmLimits): bigint[] {
-  return [limits.deviceMemory, limits.moduleStaging, BigInt(limits.contexts), BigInt(limits.hostMapPieces), 0n];
-}
-
 /**
  * The VM's bounds, counted in `ledger`, and its module images in `modules`
  * (default: new ones; a session's worker passes the VM's ledger and asks the
@@ -66,7 +59,7 @@ export function vmShared(
   return {
     limits,
     ledger,
-    quota: new Budget(ledger, 0, 'the device memory quota'),
+    quota: quotaBudget(ledger),
     staging: new Budget(ledger, 1, 'the module upload staging bound'),
     contexts: new Budget(ledger, 2, 'the bound on CUDA processes per VM', CudaErr.DevicesUnavailable),
     hostMaps: new Budget(ledger, 3, 'the bound on pieces of guest memory mapped for the GPU'),

@@ -23,8 +23,8 @@ export interface QcudaStatus {
   provider: string;
   gpu: boolean;
   sessions: SessionStatus[];
-  /** All sessions together against --device-memory-limit (quota 0: none). */
-  deviceMemory: { used: number; quota: number };
+  /** All sessions together against --device-memory-limit (quota 0: none); of used, what the VM's GPU disks hold (`qcuda vm`: one quota). */
+  deviceMemory: { used: number; quota: number; disks: number };
   /** Requests served, per queue. */
   served: number[];
   /** Log lines held back by the rate limit since the last one let through. */

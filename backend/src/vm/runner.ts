@@ -9,6 +9,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { makeSocketDir, type BackendUser } from './backend-user';
+import type { Ledger } from '../qcuda/limits';
+import { diskSlot, vmLedger } from '../qcuda/vm-ledger';
 import { cpio, type CpioEntry } from './cpio';
 import { DISK_APPEND, DiskImageError, prepareDiskImage, runArg, RUN_DISK_SERIAL } from './disk-image';
 import { qemuArgs, type QemuConfig } from './qemu-args';
@@ -44,6 +46,13 @@ export interface VmOptions {
   cpus?: number;
   /** Extra arguments for qcuda-backend. */
   backendArgs?: string[];
+  /**
+   * The VM's device memory quota (bytes; default none): the qcuda backend's
+   * --device-memory-limit, and the GPU disks' (store gpu) too, which take
+   * from it as they are written (one ledger shared by the backends:
+   * qcuda/vm-ledger.ts).
+   */
+  deviceMemoryLimit?: bigint;
   /**
    * Who the backends run as (backend-user.ts chooses; root only): their
    * sockets then go in a directory of that user's own, and they serve only
@@ -149,10 +158,14 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-function start(cmd: string, args: string[], name: string, terminal = false, as?: BackendUser): ChildProcess {
+/** The fd a backend inherits the VM's ledger as (the first after stdio). */
+const LEDGER_FD = 3;
+
+function start(cmd: string, args: string[], name: string, terminal = false, as?: BackendUser, ledger?: Ledger): ChildProcess {
   debug('%s: %s %s%s', name, cmd, args.join(' '), as ? ` (as ${as.name})` : '');
   const user = as ? { uid: as.uid, gid: as.gid, cwd: '/' } : {};
-  const p = spawn(cmd, args, { stdio: terminal ? ['inherit', 'inherit', 'pipe'] : ['ignore', 'pipe', 'pipe'], ...user });
+  const stdio: ('inherit' | 'pipe' | 'ignore' | number)[] = terminal ? ['inherit', 'inherit', 'pipe'] : ['ignore', 'pipe', 'pipe'];
+  const p = spawn(cmd, args, { stdio: ledger ? [...stdio, ledger.fd.value] : stdio, ...user });
   live.add(p);
   p.once('exit', () => live.delete(p));
   p.once('error', () => live.delete(p));
@@ -343,6 +356,12 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
   const fsds: ChildProcess[] = [];
   const disks: ChildProcess[] = [];
   const t0 = Date.now();
+  // GPU disks of the run's own take device memory from the VM's quota as
+  // they are written: its ledger, made here, is shared by their backends
+  // and the qcuda backend (each applies the limit it is given).
+  const ledger = (o.disks ?? []).some((d) => !d.socket && (d.store ?? 'gpu') === 'gpu') ? vmLedger(o.disks!.length) : undefined;
+  const limitArgs = o.deviceMemoryLimit !== undefined ? [`--device-memory-limit=${o.deviceMemoryLimit}`] : [];
+  const ledgerArgs = ledger ? [`--ledger-fd=${LEDGER_FD}`] : [];
   try {
     // First: a bad disk image fails the run before any process starts.
     const boot = prepareBoot(dir, o, shares);
@@ -375,10 +394,20 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     const launchBackend = async (): Promise<ChildProcess> => {
       const p = start(
         process.execPath,
-        [BACKEND_JS, `--socket-path=${sock}`, '--device=qcuda', `--queues=${o.queues ?? 4}`, ...peerArgs, ...(o.backendArgs ?? [])],
+        [
+          BACKEND_JS,
+          `--socket-path=${sock}`,
+          '--device=qcuda',
+          `--queues=${o.queues ?? 4}`,
+          ...peerArgs,
+          ...limitArgs,
+          ...ledgerArgs,
+          ...(o.backendArgs ?? []),
+        ],
         'backend',
         false,
         o.backendUser,
+        ledger,
       );
       backend = p;
       p.stdout!.on('data', (d: Buffer) => debug('backend: %s', d.toString().trimEnd()));
@@ -391,8 +420,9 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     };
     await launchBackend();
     let restarts = o.restartBackend ?? 0;
-    // A blk backend per disk: its disk is allocated before QEMU starts, so a
-    // disk that does not fit fails the run here, as the backend's.
+    // A blk backend per disk: a disk that does not fit the device fails the
+    // run here, as the backend's. A GPU disk is allocated as written, from
+    // the VM's quota; a host one at start.
     const diskErr: string[] = [];
     const diskSockets = (o.disks ?? []).map((d, i) => d.socket ?? path.join(sockDir, `blk${i}.sock`));
     await Promise.all(
@@ -400,6 +430,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
         if (d.socket) return;
         const s = diskSockets[i];
         diskErr[i] = '';
+        const shared = (d.store ?? 'gpu') === 'gpu' ? ledger : undefined;
         const args = [
           BACKEND_JS,
           `--socket-path=${s}`,
@@ -409,9 +440,12 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
           `--store=${d.store ?? 'gpu'}`,
           ...(d.readOnly ? ['--read-only'] : []),
           ...peerArgs,
+          ...(shared ? [...limitArgs, ...ledgerArgs, `--ledger-slot=${diskSlot(i)}`] : []),
         ];
-        const p = start(process.execPath, args, `disk ${i}`, false, o.backendUser);
+        const p = start(process.execPath, args, `disk ${i}`, false, o.backendUser, shared);
         disks[i] = p;
+        // What a disk backend that dies held of the quota goes back (one that exits gives it back itself).
+        if (shared) p.once('exit', () => shared.native.reclaim(diskSlot(i)));
         p.stderr!.on('data', (b: Buffer) => (diskErr[i] += b.toString()));
         await waitForSocket(s, p, () => diskErr[i], o, 'backend', `backend of disk ${i}`);
       }),
@@ -537,6 +571,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     return result;
   } finally {
     await Promise.all([stop(qemu), stop(backend), ...disks.filter(Boolean).map(stop), ...fsds.filter(Boolean).map(stopVirtiofsd)]);
+    ledger?.close();
     fs.rmSync(dir, { recursive: true, force: true });
     if (sockDir !== dir) fs.rmSync(sockDir, { recursive: true, force: true });
   }

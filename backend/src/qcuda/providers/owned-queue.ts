@@ -15,7 +15,8 @@ import { QcudaDevice } from '../device';
 import { Ledger } from '../limits';
 import type { ModuleStore } from '../module-cache';
 import type { OwnOrder, Provider } from '../provider';
-import { ledgerLimits, vmShared } from '../session';
+import { vmShared } from '../session';
+import { ledgerLimits } from '../vm-ledger';
 import { RingServer } from './ring-server';
 
 export interface OwnedFds {
