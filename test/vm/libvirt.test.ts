@@ -182,7 +182,7 @@ test('a libvirt domain with the qcuda device runs a CUDA program, and is destroy
     const q = status.status as QcudaStatus;
     t.is(status.frontend.connected, false);
     t.deepEqual(q.sessions, [], 'every session closed with its process');
-    t.deepEqual(q.deviceMemory, { used: 0, quota: 256 << 20 });
+    t.deepEqual(q.deviceMemory, { used: 0, quota: 256 << 20, disks: 0 });
     t.true(q.served.reduce((a, b) => a + b, 0) > 10, `calls served: ${q.served}`);
   } finally {
     const t4 = Date.now();
