@@ -203,7 +203,12 @@ export const CONTEXT_IPC: Required<Pick<Provider, 'ipcExport' | 'ipcOpen' | 'ipc
   ipcEventExport(owner: ProviderContext, e: EventRef): Promise<Uint8Array> {
     return owner.ipcEventExport(e);
   },
-  ipcEventOpen(_owner: ProviderContext | undefined, _e: EventRef | undefined, opener: ProviderContext, exported?: Uint8Array): Promise<EventRef> {
+  ipcEventOpen(
+    _owner: ProviderContext | undefined,
+    _e: EventRef | undefined,
+    opener: ProviderContext,
+    exported?: Uint8Array,
+  ): Promise<EventRef> {
     if (!exported) return Promise.reject(new CudaError(CudaErr.InvalidResourceHandle, 'an IPC event handle without its CUDA handle'));
     return opener.ipcEventOpen(exported);
   },

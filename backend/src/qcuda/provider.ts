@@ -576,7 +576,12 @@ export interface Provider {
    * IPC event handles (cudaIpcOpenEventHandle): an event of opener that
    * waits for what owner's event e waits for. Absent: NotSupported.
    */
-  ipcEventOpen?(owner: ProviderContext | undefined, e: EventRef | undefined, opener: ProviderContext, exported?: Uint8Array): Promise<EventRef>;
+  ipcEventOpen?(
+    owner: ProviderContext | undefined,
+    e: EventRef | undefined,
+    opener: ProviderContext,
+    exported?: Uint8Array,
+  ): Promise<EventRef>;
   /** As ipcExport, for an event (cuIpcGetEventHandle). */
   ipcEventExport?(owner: ProviderContext, e: EventRef): Promise<Uint8Array>;
   /** Undoes an ipcOpen (cudaIpcCloseMemHandle, or the owner freed the memory). */

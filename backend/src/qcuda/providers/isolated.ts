@@ -277,7 +277,7 @@ class Worker {
   async #ipcAsk(id: number, ask: IpcAsk): Promise<void> {
     const a = this.ipc
       ? await this.ipc.answer(ask)
-      : { ok: false as const, code: CudaErr.NotSupported, message: 'IPC: this worker has no way to the VM\'s tables' };
+      : { ok: false as const, code: CudaErr.NotSupported, message: "IPC: this worker has no way to the VM's tables" };
     if (!this.#gone) this.#send({ t: 'ipc', id, ...a });
   }
 
