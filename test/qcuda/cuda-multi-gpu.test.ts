@@ -74,6 +74,42 @@ for (const ringServer of [true, false]) {
   });
 }
 
+test("IPC with own queues across GPUs: device 1's allocation opened by a session on device 0, bytes both ways", async (t) => {
+  const provider = new IsolatedProvider(new HostProvider({ devices: 2 }), { worker: { kind: 'cuda', gpu: [0, 1], pollUs: 0 } });
+  const dev = new QcudaDevice({ provider, queues: 4, ownQueues: true });
+  t.teardown(() => provider.close());
+  const { fe } = await started(t, dev, { queues: 4, size: 256 });
+  const [owner, opener] = [new QcudaClient(fe), new QcudaClient(fe)];
+  await owner.openOwn(1);
+  await opener.openOwn(2);
+  t.is(provider.ownerPids.length, 2, 'each served by its worker');
+  const size = 4096;
+  t.is((await setDevice(owner, 1)).status, 0);
+  const ptr = (await owner.malloc(size)).value;
+  const src = fe.mem.alloc(size);
+  fe.mem.bytes(src, size).fill(0x3c);
+  t.is(await owner.htod(ptr, src, size), 0);
+  const h = await owner.call(Cmd.IPC_GET, { args: ['qcuda_args_ptr', { ptr }], out: 'qcuda_ipc_handle' });
+  t.is(h.status, 0);
+  const o = await opener.call(Cmd.IPC_OPEN, { args: ['qcuda_ipc_handle', { ...(h.out as object) }] });
+  t.is(o.status, 0, "opened in device 0's context, with lazy peer access (the fake refuses the open without)");
+  const out = fe.mem.alloc(size);
+  t.is(await opener.dtoh(out, o.value, size), 0);
+  t.true(
+    fe.mem.bytes(out, size).every((b) => b === 0x3c),
+    "device 0's session reads device 1's bytes",
+  );
+  fe.mem.bytes(src, 8).fill(0xc3);
+  t.is(await opener.htod(o.value, src, 8), 0);
+  t.is(await owner.dtoh(out, ptr, 8), 0);
+  t.true(
+    fe.mem.bytes(out, 8).every((b) => b === 0xc3),
+    'and writes them',
+  );
+  t.is((await owner.free(ptr)).status, 0);
+  t.is(await opener.dtoh(out, o.value, 8), CudaErr.InvalidValue, "the owner's free takes it away");
+});
+
 test("device properties: what qcuda does not serve reads 0 whatever the GPU says, the rest is the GPU's", async (t) => {
   // The fake driver answers 1 for every attribute but a few.
   const { c } = await ownQueue(t, false);

@@ -29,15 +29,23 @@ const EVENT_IPC = 0x6; // cudaEventInterprocess | cudaEventDisableTiming
 type Handle = { token: Uint8Array; size: bigint; reserved: Uint8Array };
 
 type GuestView = (addr: bigint, len: number) => Uint8Array[];
-type MakeProvider = (guestView: GuestView) => Provider;
+/** A provider, and whether each session keeps to a queue of its own, served by its worker (--own-queues=yes). */
+type MakeProvider = ((guestView: GuestView) => Provider) & { ownQueues?: boolean };
 
 const host: MakeProvider = (guestView) => new HostProvider({ guestView });
 /** The cuda provider as a backend runs it: each session's context in a worker process of its own, on the fake driver. */
 const cudaWorkers: MakeProvider = () => new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0 } });
+/** The cuda provider's default on a GPU: each session's worker serves the session's own queue, and asks the backend for the VM's IPC tables. */
+const cudaOwnQueues: MakeProvider = Object.assign(() => new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0 } }), {
+  ownQueues: true,
+});
 const PROVIDERS: [string, MakeProvider][] = [
   ['host provider', host],
   ['cuda provider (a worker per session, fake driver)', cudaWorkers],
+  ['cuda provider (own queues: each worker serves its session, fake driver)', cudaOwnQueues],
 ];
+/** Queues of a VM: queue 0, and one of its own for each session a test opens. */
+const QUEUES = 8;
 
 /** A host provider that cannot share memory or events between sessions. */
 function noIpcHost(guestView: GuestView): Provider {
@@ -49,15 +57,19 @@ function noIpcHost(guestView: GuestView): Provider {
 
 async function vm(t: ExecutionContext, make: MakeProvider = host) {
   let made: Provider | undefined;
-  const dev = new QcudaDevice({ provider: (guestView: GuestView) => (made = make(guestView)), queues: 2 });
+  const own = make.ownQueues === true;
+  const dev = new QcudaDevice({ provider: (guestView: GuestView) => (made = make(guestView)), queues: QUEUES, ownQueues: own });
   t.teardown(() => made?.close());
-  const { fe } = await started(t, dev, { size: 256 });
+  const { fe } = await started(t, dev, { size: 256, queues: QUEUES });
+  let queue = 1;
   const client = async () => {
     const c = new QcudaClient(fe);
-    await c.open();
+    if (!own) await c.open();
+    else if (queue >= QUEUES) throw new Error('more sessions than queues');
+    else await c.openOwn(queue++);
     return c;
   };
-  return { fe, client };
+  return { fe, client, dev, provider: () => made };
 }
 
 async function get(c: QcudaClient, ptr: bigint): Promise<{ status: number; handle?: Handle }> {
@@ -90,8 +102,9 @@ const onEvent = async (c: QcudaClient, cmd: number, handle: bigint) =>
   (await c.call(cmd, { args: ['qcuda_args_handle', { handle }] })).status;
 
 async function bytesBothWays(t: ExecutionContext, make: MakeProvider) {
-  const { fe, client } = await vm(t, make);
+  const { fe, client, provider } = await vm(t, make);
   const [owner, opener] = [await client(), await client()];
+  if (make.ownQueues) t.is((provider() as IsolatedProvider).ownerPids.length, 2, "each session's queue served by its worker");
   const ptr = await malloc(owner);
   const { status, handle } = await get(owner, ptr);
   t.is(status, 0);

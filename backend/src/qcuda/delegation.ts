@@ -5,6 +5,7 @@
 // again across a VM stop (park), watched while the session's close waits,
 // and served here again once the worker is gone, from where it left the
 // ring or past what a dead one left in flight.
+import { IpcService } from './ipc-remote';
 import { InflightRecord, type Request, type RingState, type Vring } from '../vhost-user';
 import type { LogLimiter } from '../sys/log-limiter';
 import type { Provider, QueueOwner } from './provider';
@@ -165,8 +166,11 @@ export class QueueDelegation {
         { session: s.id, slot: s.slot, limits: vm.limits, state },
         [ring.kick!.value, ring.call!.value, d.record.fd.value, vm.ledger.fd.value],
         vm.modules,
+        new IpcService(vm, s, this.dev.provider.deviceCount()),
       );
       d.owner = owner;
+      // What it opens by IPC is in its worker: the owner's free closes it there.
+      s.importsElsewhere = (ptr) => owner.ipcDrop(ptr);
       if (d.ending) d.end(d.ending); // a close or reset came while it started
       started();
       this.dev.event(`qcuda: session ${s.id.toString(16)}: queue ${d.queue} served by its worker, pid ${owner.pid}`);

@@ -5,6 +5,7 @@
 // nothing. An allocation's handle and what others opened of it go when its
 // owner frees it, resets or exits.
 import { randomBytes } from 'node:crypto';
+import { CudaErr, CudaError } from './cuda-error';
 import type { DevPtr } from './provider';
 
 /** One minted handle: an owner's allocation (or event), and the sessions that opened it. */
@@ -24,16 +25,56 @@ export interface IpcEntry<S> {
 /** A token's bytes: 128 random bits (the handle's first 16 bytes). */
 export const IPC_TOKEN_BYTES = 16;
 
-export class IpcTable<S> {
-  /** drop: undoes an opener's opening when the owner's memory goes (none for events: the opener's stays its own). */
-  constructor(readonly drop?: (opener: S, at: DevPtr) => Promise<void>) {}
+/** What an opener needs of a handle it may open: the owner (where it is in this process) and CUDA's handle. */
+export interface IpcClaim<S> {
+  /** The owner's session, where it is served in this process (undefined in a queue owner's worker). */
+  readonly owner: S | undefined;
+  /** The allocation's address, or the event's handle, in the owner. */
+  readonly ptr: DevPtr;
+  readonly size: bigint;
+  readonly device: number;
+  readonly exported: Uint8Array | undefined;
+}
+
+/**
+ * The VM's handles as the IPC commands use them: the table itself where
+ * the backend serves the session, or the backend's table asked over the
+ * channel from a session's worker serving its own queue (ipc-remote.ts).
+ */
+export interface IpcBook<S> {
+  /** The token already minted for owner's ptr, if any. */
+  minted(owner: S, ptr: DevPtr): string | undefined;
+  /** The token of owner's ptr, minted at the first ask. */
+  mint(owner: S, ptr: DevPtr, size: bigint, device: number, exported?: Uint8Array): Promise<string>;
+  /** What opening token needs; refused as CUDA does (unknown, the owner's own, opened already). A memory handle is the opener's from here (settle). */
+  claim(opener: S, token: Uint8Array, size: bigint): Promise<IpcClaim<S>>;
+  /** The opening of token ended: opened at `at`, or failed (undefined). False: the handle went meanwhile (the opener closes it). */
+  settle(opener: S, token: Uint8Array, at: DevPtr | undefined): Promise<boolean>;
+  /** Opener closes what it opened at ptr; false if it opened nothing there. */
+  close(opener: S, ptr: DevPtr): Promise<boolean>;
+  /** Owner freed ptr: its handle goes, and its openers lose it (their closes issued before this resolves, not waited on). */
+  forget(owner: S, ptr: DevPtr): Promise<void>;
+  /** The session reset or exited: its handles go, and what it opened. */
+  forgetSession(s: S): void;
+}
+
+export class IpcTable<S> implements IpcBook<S> {
+  /**
+   * what: the handle's name in refusals. drop: undoes an opener's opening
+   * when the owner's memory goes (none for events: the opener's stays its
+   * own, and the same event may be opened again).
+   */
+  constructor(
+    readonly what: string,
+    readonly drop?: (opener: S, at: DevPtr) => Promise<void>,
+  ) {}
 
   readonly #byToken = new Map<string, IpcEntry<S>>();
   /** owner -> (pointer -> entry): one handle per allocation, bounded by the owner's allocations. */
   readonly #byOwner = new Map<S, Map<DevPtr, IpcEntry<S>>>();
 
   /** The handle of owner's allocation at ptr, minted at the first ask. */
-  mint(owner: S, ptr: DevPtr, size: bigint, device: number, exported?: Uint8Array): IpcEntry<S> {
+  entry(owner: S, ptr: DevPtr, size: bigint, device: number, exported?: Uint8Array): IpcEntry<S> {
     let mine = this.#byOwner.get(owner);
     const old = mine?.get(ptr);
     if (old) return old;
@@ -46,8 +87,46 @@ export class IpcTable<S> {
   }
 
   /** The handle already minted for owner's ptr, if any. */
-  minted(owner: S, ptr: DevPtr): IpcEntry<S> | undefined {
-    return this.#byOwner.get(owner)?.get(ptr);
+  minted(owner: S, ptr: DevPtr): string | undefined {
+    return this.#byOwner.get(owner)?.get(ptr)?.token;
+  }
+
+  /** How many handles owner has (a worker's mints are bounded by this: ipc-remote.ts). */
+  count(owner: S): number {
+    return this.#byOwner.get(owner)?.size ?? 0;
+  }
+
+  async mint(owner: S, ptr: DevPtr, size: bigint, device: number, exported?: Uint8Array): Promise<string> {
+    return this.entry(owner, ptr, size, device, exported).token;
+  }
+
+  async claim(opener: S, token: Uint8Array, size: bigint): Promise<IpcClaim<S>> {
+    const e = this.find(token);
+    if (!e || e.size !== size)
+      throw new CudaError(CudaErr.InvalidResourceHandle, `${this.what}: not one of this VM, or what it named is gone`);
+    if (e.owner === opener) throw new CudaError(CudaErr.DeviceUninitialized, `${this.what} opened in the process that made it`);
+    if (this.drop) {
+      if (e.openers.has(opener)) throw new CudaError(CudaErr.InvalidValue, `${this.what}: opened already in this process`);
+      e.openers.set(opener, 0n); // before the opening's awaits: a second open meanwhile is refused
+    }
+    return { owner: e.owner, ptr: e.ptr, size: e.size, device: e.device, exported: e.exported };
+  }
+
+  async settle(opener: S, token: Uint8Array, at: DevPtr | undefined): Promise<boolean> {
+    const e = this.find(token);
+    if (!this.drop) return e !== undefined;
+    if (at === undefined || !e?.openers.has(opener)) {
+      e?.openers.delete(opener);
+      return false;
+    }
+    e.openers.set(opener, at);
+    return true;
+  }
+
+  async close(opener: S, ptr: DevPtr): Promise<boolean> {
+    const e = this.openedBy(opener, ptr);
+    e?.openers.delete(opener);
+    return e !== undefined;
   }
 
   find(token: Uint8Array): IpcEntry<S> | undefined {
@@ -61,7 +140,11 @@ export class IpcTable<S> {
   }
 
   /** Owner freed the allocation at ptr: its handle names nothing now, and openers lose it. */
-  forget(owner: S, ptr: DevPtr): void {
+  async forget(owner: S, ptr: DevPtr): Promise<void> {
+    this.forgetNow(owner, ptr);
+  }
+
+  forgetNow(owner: S, ptr: DevPtr): void {
     const e = this.#byOwner.get(owner)?.get(ptr);
     if (!e) return;
     this.#byOwner.get(owner)!.delete(ptr);
@@ -74,7 +157,7 @@ export class IpcTable<S> {
 
   /** The session reset or exited: its handles go (as forget), and what it opened. */
   forgetSession(s: S): void {
-    for (const ptr of [...(this.#byOwner.get(s)?.keys() ?? [])]) this.forget(s, ptr);
+    for (const ptr of [...(this.#byOwner.get(s)?.keys() ?? [])]) this.forgetNow(s, ptr);
     this.#byOwner.delete(s);
     for (const e of this.#byToken.values()) e.openers.delete(s);
   }

@@ -8,6 +8,7 @@ import type { Now } from '../sys/now';
 import type { MemRegion, RingState } from '../vhost-user';
 import type { VmLimits } from './limits';
 import type { ModuleStore } from './module-cache';
+import type { IpcService } from './ipc-remote';
 import type { FieldInput, Fields } from './wire/layout';
 import { CALLS, type CallDecl, type CmdName, type HandleKind, type StructName, type STRUCTS } from './wire/protocol';
 
@@ -559,10 +560,12 @@ export interface Provider {
   /**
    * IPC between two sessions of one VM (cudaIpcOpenMemHandle): opener, a
    * context of another session, may reach owner's allocation at ptr (checked
-   * by the backend to be one). Returns its address in opener. Absent where
-   * the provider cannot share memory between its contexts: NotSupported.
+   * by the backend to be one; undefined where the owner is served by another
+   * process: exported is all there is). Returns its address in opener.
+   * Absent where the provider cannot share memory between its contexts:
+   * NotSupported.
    */
-  ipcOpen?(owner: ProviderContext, ptr: DevPtr, opener: ProviderContext, exported?: Uint8Array): Promise<DevPtr>;
+  ipcOpen?(owner: ProviderContext | undefined, ptr: DevPtr, opener: ProviderContext, exported?: Uint8Array): Promise<DevPtr>;
   /**
    * What ipcOpen needs of the owner's side, asked once at cudaIpcGetMemHandle
    * and kept in the VM's table: CUDA's handle where the opener is another
@@ -573,7 +576,12 @@ export interface Provider {
    * IPC event handles (cudaIpcOpenEventHandle): an event of opener that
    * waits for what owner's event e waits for. Absent: NotSupported.
    */
-  ipcEventOpen?(owner: ProviderContext, e: EventRef, opener: ProviderContext, exported?: Uint8Array): Promise<EventRef>;
+  ipcEventOpen?(
+    owner: ProviderContext | undefined,
+    e: EventRef | undefined,
+    opener: ProviderContext,
+    exported?: Uint8Array,
+  ): Promise<EventRef>;
   /** As ipcExport, for an event (cuIpcGetEventHandle). */
   ipcEventExport?(owner: ProviderContext, e: EventRef): Promise<Uint8Array>;
   /** Undoes an ipcOpen (cudaIpcCloseMemHandle, or the owner freed the memory). */
@@ -599,7 +607,7 @@ export interface Provider {
    * the VM's ledger). Only a provider that runs each session in a worker
    * of its own has it: without, every queue is served by the backend.
    */
-  startOwner?(order: OwnOrder, fds: number[], modules?: ModuleStore): Promise<QueueOwner>;
+  startOwner?(order: OwnOrder, fds: number[], modules?: ModuleStore, ipc?: IpcService): Promise<QueueOwner>;
   close(): Promise<void>;
 }
 
@@ -624,4 +632,6 @@ export interface QueueOwner {
   /** After the stop: the ring served by the worker again (fds: kick, call, a new in-flight record). */
   ownAgain(state: RingState, fds: number[]): Promise<void>;
   kill(): void;
+  /** Tells it to close what its session opened by IPC at ptr (the owner's memory went: ipc-remote.ts). */
+  ipcDrop(ptr: DevPtr): void;
 }

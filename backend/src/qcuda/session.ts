@@ -20,7 +20,7 @@ import { SessionModules } from './session-modules';
 import { SessionObjects } from './session-objects';
 import { printable } from '../sys/log-limiter';
 import { VmmSpace } from './vmm';
-import { IpcTable } from './ipc';
+import { IpcTable, type IpcBook } from './ipc';
 import type { Now } from '../sys/now';
 
 /** What a VM's sessions share: its bounds and what they count. */
@@ -40,10 +40,14 @@ export interface VmShared {
   readonly hostMapBytes: Budget;
   /** Module images by content (moduleCache): the backend's, also where a session's worker asks. */
   readonly modules: ModuleStore;
-  /** The IPC handles minted by its sessions (ipc.ts): a handle opens only in a session of the same VM's backend. */
-  readonly ipc: IpcTable<Session>;
+  /**
+   * The IPC handles minted by its sessions (ipc.ts): a handle opens only in a
+   * session of the same VM's backend. A queue owner's worker asks the
+   * backend's table (ipc-remote.ts).
+   */
+  readonly ipc: IpcBook<Session>;
   /** The IPC event handles minted by its sessions, as ipc (by the owner's event handle). */
-  readonly ipcEvents: IpcTable<Session>;
+  readonly ipcEvents: IpcBook<Session>;
 }
 
 /**
@@ -55,6 +59,7 @@ export function vmShared(
   limits: VmLimits,
   ledger = Ledger.create(ledgerLimits(limits), LEDGER_SLOTS),
   modules: ModuleStore = new ModuleCache(limits.moduleCache),
+  ipc?: Pick<VmShared, 'ipc' | 'ipcEvents'>,
 ): VmShared {
   return {
     limits,
@@ -65,8 +70,8 @@ export function vmShared(
     hostMaps: new Budget(ledger, 3, 'the bound on pieces of guest memory mapped for the GPU'),
     hostMapBytes: new Budget(ledger, 4, 'the bound on bytes of guest memory mapped for the GPU'),
     modules,
-    ipc: new IpcTable<Session>((opener, at) => opener.closeImport(at)),
-    ipcEvents: new IpcTable<Session>(),
+    ipc: ipc?.ipc ?? new IpcTable<Session>('IPC handle', (opener, at) => opener.closeImport(at)),
+    ipcEvents: ipc?.ipcEvents ?? new IpcTable<Session>('IPC event handle'),
   };
 }
 
@@ -407,7 +412,7 @@ export class Session {
 
   takeEvent(h: bigint): EventRef {
     const e = this.#events.take(h);
-    this.vm.ipcEvents.forget(this, h); // its IPC handle names nothing now
+    void this.vm.ipcEvents.forget(this, h); // its IPC handle names nothing now (nothing of the opener's to wait for)
     return e;
   }
 
@@ -453,8 +458,15 @@ export class Session {
     this.callbacks.close();
   }
 
+  /**
+   * Served by its worker on its own queue (delegation.ts): what it opened by
+   * IPC is there, and its worker is told to close it.
+   */
+  importsElsewhere: ((ptr: DevPtr) => void) | undefined;
+
   /** Forgets another session's memory opened at ptr (IPC_OPEN) and has the provider drop it. */
   async closeImport(ptr: DevPtr): Promise<void> {
+    if (this.importsElsewhere) return this.importsElsewhere(ptr);
     const device = this.memory.deviceOf(ptr, 1n);
     if (!this.memory.removeImport(ptr) || device === undefined) return;
     const x = this.#closed ? undefined : await this.#contexts.get(device)?.opened;

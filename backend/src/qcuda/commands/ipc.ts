@@ -3,6 +3,7 @@
 // and from that memory until it closes it (IPC_CLOSE) or the owner frees
 // it. The memory stays the owner's: counted in its quota, freed only by it.
 import type { Call, Runs } from '../command';
+import type { DevPtr } from '../provider';
 import { CudaErr, CudaError } from '../cuda-error';
 import { encode } from '../proto';
 
@@ -22,51 +23,49 @@ export const IPC_COMMANDS: Runs<'IPC_GET' | 'IPC_OPEN' | 'IPC_CLOSE'> = {
   async IPC_GET(c) {
     const { ptr } = c.args;
     const p = provider(c);
-    const table = c.session.vm.ipc;
+    const book = c.session.vm.ipc;
     const a = c.session.memory.allocAt(ptr);
     if (!a)
       throw new CudaError(CudaErr.InvalidValue, `IPC handle of 0x${ptr.toString(16)}: not the start of an allocation of this process`);
-    const old = table.minted(c.session, ptr);
-    if (old) return handleOut(old.token, old.size);
-    // CUDA's handle, from the owner's worker (cuIpcGetMemHandle), kept in the table.
+    const old = book.minted(c.session, ptr);
+    if (old) return handleOut(old, a.size);
+    // CUDA's handle, from the owner's worker (cuIpcGetMemHandle), kept in the VM's table.
     const exported = p.ipcExport ? await p.ipcExport(await c.session.context(a.device), ptr) : undefined;
     const now = c.session.memory.allocAt(ptr);
     if (now?.size !== a.size || now.device !== a.device)
       throw new CudaError(CudaErr.InvalidValue, `IPC handle of 0x${ptr.toString(16)}: freed meanwhile`);
-    const e = table.mint(c.session, ptr, a.size, a.device, exported);
-    return handleOut(e.token, e.size);
+    return handleOut(await book.mint(c.session, ptr, a.size, a.device, exported), a.size);
   },
 
   async IPC_OPEN(c) {
-    const table = c.session.vm.ipc;
-    const e = table.find(c.args.token);
-    if (!e || e.size !== c.args.size)
-      throw new CudaError(CudaErr.InvalidResourceHandle, 'IPC handle: not one of this VM, or its memory was freed');
-    if (e.owner === c.session) throw new CudaError(CudaErr.DeviceUninitialized, 'IPC handle opened in the process that made it');
-    if (e.openers.has(c.session)) throw new CudaError(CudaErr.InvalidValue, 'IPC handle: opened already in this process');
-    const p = provider(c);
-    e.openers.set(c.session, 0n); // before the awaits: a second open meanwhile is refused
+    const { token } = c.args;
+    const book = c.session.vm.ipc;
+    const e = await book.claim(c.session, token, c.args.size);
+    // Opened in the opener's current device's context, as CUDA opens it in the
+    // current context: another GPU's memory (NCCL's P2P) is reached there with peer access.
+    const device = c.session.device;
+    let at: DevPtr;
     try {
-      const [owner, opener] = await Promise.all([e.owner.context(e.device), c.session.context(e.device)]);
-      const ptr = await p.ipcOpen(owner, e.ptr, opener, e.exported);
-      if (table.find(c.args.token) !== e || !e.openers.has(c.session)) {
-        await p.ipcClose?.(opener, ptr);
-        throw new CudaError(CudaErr.InvalidResourceHandle, 'IPC handle: its memory was freed meanwhile');
-      }
-      c.session.memory.addImport(ptr, e.size, e.device);
-      e.openers.set(c.session, ptr);
-      return { value: ptr };
+      const p = provider(c);
+      const [owner, opener] = await Promise.all([e.owner?.context(e.device), c.session.context(device)]);
+      at = await p.ipcOpen(owner, e.ptr, opener, e.exported);
     } catch (err) {
-      e.openers.delete(c.session);
+      await book.settle(c.session, token, undefined);
       throw err;
     }
+    // Known before the table has it as opened: a close sent to the opener after that finds it.
+    c.session.memory.addImport(at, e.size, device);
+    if (!(await book.settle(c.session, token, at))) {
+      await c.session.closeImport(at);
+      throw new CudaError(CudaErr.InvalidResourceHandle, 'IPC handle: its memory was freed meanwhile');
+    }
+    return { value: at };
   },
 
   async IPC_CLOSE(c) {
     const { ptr } = c.args;
-    const e = c.session.vm.ipc.openedBy(c.session, ptr);
-    if (!e) throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} is not memory this process opened by IPC`);
-    e.openers.delete(c.session);
+    if (!(await c.session.vm.ipc.close(c.session, ptr)))
+      throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} is not memory this process opened by IPC`);
     await c.session.closeImport(ptr);
   },
 };
@@ -85,26 +84,22 @@ export const IPC_EVENT_COMMANDS: Runs<'IPC_EVENT_GET' | 'IPC_EVENT_OPEN'> = {
   async IPC_EVENT_GET(c) {
     const { handle } = c.args;
     const p = eventProvider(c);
-    const table = c.session.vm.ipcEvents;
+    const book = c.session.vm.ipcEvents;
     const ev = c.session.event(handle);
-    const old = table.minted(c.session, handle);
-    if (old) return handleOut(old.token, 0n);
+    const old = book.minted(c.session, handle);
+    if (old) return handleOut(old, 0n);
     const device = c.session.device;
     // The provider refuses an event not made interprocess with timing disabled (InvalidValue, as CUDA).
     const exported = p.ipcEventExport ? await p.ipcEventExport(await c.session.context(device), ev) : undefined;
     if (c.session.event(handle) !== ev) throw new CudaError(CudaErr.InvalidResourceHandle, 'IPC event handle: destroyed meanwhile');
-    return handleOut(table.mint(c.session, handle, 0n, device, exported).token, 0n);
+    return handleOut(await book.mint(c.session, handle, 0n, device, exported), 0n);
   },
 
   async IPC_EVENT_OPEN(c) {
-    const table = c.session.vm.ipcEvents;
-    const e = table.find(c.args.token);
-    if (!e || c.args.size !== 0n)
-      throw new CudaError(CudaErr.InvalidResourceHandle, 'IPC event handle: not one of this VM, or its event was destroyed');
-    if (e.owner === c.session) throw new CudaError(CudaErr.DeviceUninitialized, 'IPC event handle opened in the process that made it');
+    const e = await c.session.vm.ipcEvents.claim(c.session, c.args.token, c.args.size);
     const p = eventProvider(c);
-    const [owner, opener] = await Promise.all([e.owner.context(e.device), c.session.context(e.device)]);
-    const ref = await p.ipcEventOpen(owner, e.owner.event(e.ptr), opener, e.exported);
+    const [owner, opener] = await Promise.all([e.owner?.context(e.device), c.session.context(e.device)]);
+    const ref = await p.ipcEventOpen(owner, e.owner?.event(e.ptr), opener, e.exported);
     return { value: c.session.addEvent(opener, ref) };
   },
 };

@@ -25,7 +25,6 @@ import {
   CONTEXT_METHODS,
   type DevPtr,
   type DeviceProps,
-  type EventRef,
   type GuestMemorySource,
   type GuestSeg,
   type OutputSink,
@@ -37,6 +36,7 @@ import {
   type OwnOrder,
   type QueueOwner,
 } from '../provider';
+import { CONTEXT_IPC, type IpcAsk, type IpcService } from '../ipc-remote';
 import type { ModuleStore } from '../module-cache';
 import { checkImage } from '../module-image';
 import { QCUDA_MAX_MODULE } from '../proto';
@@ -75,6 +75,8 @@ class Worker {
   #returned: RingState | undefined;
   /** A queue owner's VM module cache, which it asks for images by content and adds its own to. */
   modules: ModuleStore | undefined;
+  /** A queue owner's way to the VM's IPC tables, for its session. */
+  ipc: IpcService | undefined;
 
   constructor(
     options: WorkerOptions,
@@ -271,6 +273,19 @@ class Worker {
     this.modules.add(image);
   }
 
+  /** A queue owner's IPC ask, answered from the VM's tables (refused where it has none). */
+  async #ipcAsk(id: number, ask: IpcAsk): Promise<void> {
+    const a = this.ipc
+      ? await this.ipc.answer(ask)
+      : { ok: false as const, code: CudaErr.NotSupported, message: "IPC: this worker has no way to the VM's tables" };
+    if (!this.#gone) this.#send({ t: 'ipc', id, ...a });
+  }
+
+  /** Tells a queue owner to close what its session opened at ptr (the owner's memory went). */
+  ipcDrop(ptr: bigint): void {
+    if (!this.#gone) this.#send({ t: 'ipc-drop', ptr });
+  }
+
   #post(write: () => void): void {
     try {
       write();
@@ -302,6 +317,8 @@ class Worker {
         return void this.#moduleFind(m.id, m.sha256, m.size);
       case 'module-add':
         return this.#moduleAdd(m.image);
+      case 'ipc':
+        return void this.#ipcAsk(m.id, m.ask);
       case 'returned':
         this.#returned = m.state;
         // It has nothing left to do but end: a context it still has goes the fast way (end()).
@@ -466,10 +483,11 @@ export class IsolatedProvider implements Provider {
    * record and the VM's ledger). Its CUDA context opens when the session
    * first needs one, as a session's does here.
    */
-  async startOwner(order: OwnOrder, fds: number[], modules?: ModuleStore): Promise<QueueOwner> {
+  async startOwner(order: OwnOrder, fds: number[], modules?: ModuleStore, ipc?: IpcService): Promise<QueueOwner> {
     if (this.#closed) throw new CudaError(CudaErr.InitializationError, 'the provider is closed');
     const w = new Worker({ ...this.o.worker, owner: true }, undefined, this.o.log ?? ((l) => debug('%s', l)));
     w.modules = modules;
+    w.ipc = ipc;
     this.#owners.add(w);
     void w.exited.then(() => this.#owners.delete(w));
     for (const r of this.#regions.values()) w.addRegion(r);
@@ -487,6 +505,7 @@ export class IsolatedProvider implements Provider {
       park: () => w.park(),
       ownAgain: (s, f) => w.ownAgain(s, f),
       kill: () => w.kill(),
+      ipcDrop: (ptr) => w.ipcDrop(ptr),
     };
   }
 
@@ -521,33 +540,13 @@ export class IsolatedProvider implements Provider {
     r.fd.close();
   }
 
-  /**
-   * IPC between sessions, each in its worker (cuda workers: host ones
-   * refuse with NotSupported at the export): the owner's worker gives CUDA's
-   * handle (cuIpcGetMemHandle), which the backend keeps, and the opener's
-   * worker opens it in its context (cuIpcOpenMemHandle_v2).
-   */
-  ipcExport(owner: ProviderContext, ptr: DevPtr): Promise<Uint8Array> {
-    return owner.ipcMemExport(ptr);
-  }
-
-  ipcOpen(_owner: ProviderContext, _ptr: DevPtr, opener: ProviderContext, exported?: Uint8Array): Promise<DevPtr> {
-    if (!exported) return Promise.reject(new CudaError(CudaErr.InvalidResourceHandle, 'an IPC handle without its CUDA handle'));
-    return opener.ipcMemOpen(exported);
-  }
-
-  ipcClose(opener: ProviderContext, ptr: DevPtr): Promise<void> {
-    return opener.ipcMemClose(ptr);
-  }
-
-  ipcEventExport(owner: ProviderContext, e: EventRef): Promise<Uint8Array> {
-    return owner.ipcEventExport(e);
-  }
-
-  ipcEventOpen(_owner: ProviderContext, _e: EventRef, opener: ProviderContext, exported?: Uint8Array): Promise<EventRef> {
-    if (!exported) return Promise.reject(new CudaError(CudaErr.InvalidResourceHandle, 'an IPC event handle without its CUDA handle'));
-    return opener.ipcEventOpen(exported);
-  }
+  // IPC between sessions, each in its worker (cuda workers: host ones
+  // refuse with NotSupported at the export): ipc-remote.ts.
+  readonly ipcExport = CONTEXT_IPC.ipcExport;
+  readonly ipcOpen = CONTEXT_IPC.ipcOpen;
+  readonly ipcClose = CONTEXT_IPC.ipcClose;
+  readonly ipcEventExport = CONTEXT_IPC.ipcEventExport;
+  readonly ipcEventOpen = CONTEXT_IPC.ipcEventOpen;
 
   async close(): Promise<void> {
     if (this.#closed) return;

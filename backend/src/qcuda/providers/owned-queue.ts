@@ -13,6 +13,7 @@ import type { EventFd, Fd } from '../../sys/fd';
 import { InflightRecord, Vring, type MemoryTable, type RingState } from '../../vhost-user';
 import { QcudaDevice } from '../device';
 import { Ledger } from '../limits';
+import { remoteIpc, type IpcLink } from '../ipc-remote';
 import type { ModuleStore } from '../module-cache';
 import type { OwnOrder, Provider } from '../provider';
 import { vmShared } from '../session';
@@ -50,13 +51,15 @@ export class OwnedQueue {
     memory: MemoryTable,
     provider: Provider,
     modules: ModuleStore,
+    ipc: IpcLink,
     poll: BusyPoll | undefined,
     readonly onReturn: (state: RingState) => void,
     readonly end: () => void,
     serveInC = true,
   ) {
     // The VM's bounds are the shared ledger's (its limits as the backend sent them), its module images the backend's cache.
-    const vm = vmShared(order.limits, Ledger.open(fds.ledger, ledgerLimits(order.limits)), modules);
+    // Its IPC handles are in the VM's tables, the backend's (ipc-remote.ts).
+    const vm = vmShared(order.limits, Ledger.open(fds.ledger, ledgerLimits(order.limits)), modules, remoteIpc(ipc));
     this.#record = InflightRecord.open(fds.record, order.state.size);
     this.device = new QcudaDevice({
       provider,
@@ -73,6 +76,7 @@ export class OwnedQueue {
     });
     this.device.useMemory(memory);
     const session = this.device.adoptSession(order.session, order.slot);
+    ipc.onDrop = (ptr) => void session.closeImport(ptr).catch(() => undefined);
     const queue = order.state.index;
     this.server = serveInC
       ? RingServer.for(

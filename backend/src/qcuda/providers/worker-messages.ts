@@ -2,6 +2,7 @@
 // each other over the worker's channel (channel.ts: V8 serialization, so
 // bigint and typed arrays go through as they are).
 import type { MemRegion, RingState } from '../../vhost-user';
+import type { IpcAnswer, IpcAsk } from '../ipc-remote';
 import type { OwnOrder } from '../provider';
 
 /** What the worker runs, as its one command-line argument (JSON). */
@@ -46,7 +47,11 @@ export type ToWorker =
   /** The VM goes on: serve the queue again from state (fds: kick, call, a new in-flight record). */
   | { t: 'own-again'; state: RingState }
   /** The answer to a queue owner's module-find: the VM's cached image, or none. */
-  | { t: 'module'; id: number; image?: Uint8Array };
+  | { t: 'module'; id: number; image?: Uint8Array }
+  /** The answer to a queue owner's 'ipc' ask. */
+  | ({ t: 'ipc'; id: number } & IpcAnswer)
+  /** The owner of memory the session opened by IPC freed it (or reset, or exited): close it. */
+  | { t: 'ipc-drop'; ptr: bigint };
 
 export type ToParent =
   | { t: 'ready' }
@@ -65,7 +70,9 @@ export type ToParent =
   /** A queue owner asks the VM's module cache for an image by content (MODULE_FIND). */
   | { t: 'module-find'; id: number; sha256: Uint8Array; size: bigint }
   /** A queue owner's checked image, for the VM's module cache (the backend hashes it itself). */
-  | { t: 'module-add'; image: Uint8Array };
+  | { t: 'module-add'; image: Uint8Array }
+  /** A queue owner asks the VM's IPC tables (ipc-remote.ts). */
+  | { t: 'ipc'; id: number; ask: IpcAsk };
 
 /** The worker's end of the channel: its fd 3. */
 export const CHANNEL_FD = 3;

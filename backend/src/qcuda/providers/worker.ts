@@ -14,6 +14,7 @@ import { CONTEXT_METHODS, type GuestSeg, type HostPiece, type OutputSink, type P
 import { HostProvider } from './host';
 import { Channel } from './channel';
 import { RemoteModules } from './remote-modules';
+import { CONTEXT_IPC, IpcLink } from '../ipc-remote';
 import { CHANNEL_FD, decodeFast, encodeDone, Fast, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
 
 const debug = createDebug('qcuda:worker');
@@ -129,6 +130,8 @@ class WorkerMain {
     (id, sha256, size) => send({ t: 'module-find', id, sha256, size }),
     (image) => send({ t: 'module-add', image }),
   );
+  /** The VM's IPC tables, the backend's (owner workers). */
+  readonly ipc = new IpcLink((id, ask) => send({ t: 'ipc', id, ask }));
   readonly #started: Promise<void>;
   #ready = false;
 
@@ -152,6 +155,8 @@ class WorkerMain {
    */
   async #start(): Promise<void> {
     const p = await createLocal(this.o);
+    // A queue owner's session shares by IPC with the VM's other processes: CUDA's handles, from context to context.
+    if (this.o.owner) Object.assign(p, CONTEXT_IPC);
     // In the same tick as provider is set: regions mapped until now are
     // registered here, later ones by #addRegion, none twice.
     this.provider = p;
@@ -185,6 +190,8 @@ class WorkerMain {
     else if (m.t === 'park') void this.#park();
     else if (m.t === 'own-again') this.#ownAgain(m.state);
     else if (m.t === 'module') this.modules.answer(m.id, m.image);
+    else if (m.t === 'ipc') this.ipc.answer(m.id, m);
+    else if (m.t === 'ipc-drop') this.ipc.onDrop(m.ptr);
   }
 
   async #park(): Promise<void> {
@@ -227,6 +234,7 @@ class WorkerMain {
       memory,
       this.provider!,
       this.modules,
+      this.ipc,
       poll.enabled ? poll : undefined,
       (state) => {
         send({ t: 'returned', state });

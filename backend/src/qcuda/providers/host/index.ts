@@ -180,7 +180,7 @@ export class HostProvider implements Provider {
    * gives each process a device of its own), whose memory is another
    * HostMemory with addresses that may be the same numbers.
    */
-  async ipcOpen(owner: ProviderContext, ptr: DevPtr, opener: ProviderContext): Promise<DevPtr> {
+  async ipcOpen(owner: ProviderContext | undefined, ptr: DevPtr, opener: ProviderContext): Promise<DevPtr> {
     if (!(owner instanceof HostContext) || !(opener instanceof HostContext) || opener.memory !== this.memory)
       throw new CudaError(CudaErr.InvalidValue, 'an IPC handle of another provider');
     return this.memory.importBytes(owner.memory.exportBytes(ptr, owner), opener);
@@ -207,10 +207,10 @@ export class HostProvider implements Provider {
    * here completes as it is submitted, so every wait on either is already
    * over, and the opener's event needs nothing of the owner's.
    */
-  async ipcEventOpen(owner: ProviderContext, e: EventRef, opener: ProviderContext): Promise<EventRef> {
+  async ipcEventOpen(owner: ProviderContext | undefined, e: EventRef | undefined, opener: ProviderContext): Promise<EventRef> {
     if (!(owner instanceof HostContext) || !(opener instanceof HostContext) || opener.memory !== this.memory)
       throw new CudaError(CudaErr.InvalidResourceHandle, 'an IPC event handle of another provider');
-    return opener.eventCreate((e as HostEvent).flags);
+    return opener.eventCreate((e as HostEvent | undefined)?.flags ?? 0);
   }
 
   /** Emulated devices share one address space: each reaches every other's memory. */
