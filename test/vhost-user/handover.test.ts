@@ -164,3 +164,28 @@ test("recovery undoes the owner's half-done steps: an answer published but not y
   // Slot 3 holding an old entry (avail index not past lastAvail): its head stays in flight.
   t.deepEqual(leftover(r, { usedIdx: 2, availIdx: 3, usedHead: (i) => used[i % 8], availHead: (i) => avail[i % 8] }).heads, [1, 6]);
 });
+
+test.serial('a handler that detaches its ring takes nothing more from it, though more requests wait there', async (t) => {
+  // As a SESSION_OPEN that hands its queue to a worker: the requests after it are the worker's, even those already in the ring.
+  class DetachingEcho extends EchoDevice {
+    ring: Vring | undefined;
+    detached: Promise<RingState> | undefined;
+    override handle(req: Parameters<EchoDevice['handle']>[0]): number | Promise<number> {
+      if (this.ring && !this.detached) this.detached = this.ring.detach();
+      return super.handle(req);
+    }
+  }
+  const dev = new DetachingEcho({ queues: 2 });
+  const { fe, server } = await started(t, dev, { queues: 2, size: 64 });
+  dev.ring = server.backend!.rings[1];
+  // Both in the ring before the backend looks: one kick finds two.
+  const first = echo(fe, 1, 16, 1);
+  void echo(fe, 1, 17, 2);
+  t.true((await first).ok);
+  const state = await dev.detached!;
+  t.is(dev.requests, 1, 'only the request that detached was served here');
+  t.is(state.lastAvail, 1, 'the second is left in the ring for whoever adopts it');
+  dev.ring.resume(state);
+  await until(() => dev.requests === 2);
+  t.is(dev.requests, 2, 'served once the ring is back');
+});

@@ -369,8 +369,11 @@ export class Vring {
     const v = this.#views;
     if (!v || !this.started || !this.enabled || this.broken || this.#delegated) return;
     const took = this.#drain(v);
-    if (took > 0 && this.poll?.enabled) this.#keepPolling();
-    if (!this.#polling) this.#askForKicks(v);
+    // Handed on meanwhile (detach): no polling or kicks here any more; what was answered is still signalled.
+    if (!this.#delegated) {
+      if (took > 0 && this.poll?.enabled) this.#keepPolling();
+      if (!this.#polling) this.#askForKicks(v);
+    }
     this.#flushSignal();
   }
 
@@ -381,6 +384,8 @@ export class Vring {
     // The front may wait for a caller's next request; it does so for one chain of the poller's at most, so the event loop still turns.
     const end = this.#front ? performance.now() + (this.poll?.chainUs ?? 0) / 1000 : 0;
     for (;;) {
+      // A request's handler may have handed the ring on (detach): what follows in it is the new owner's.
+      if (this.#delegated) return took;
       const avail = v.availIdx();
       const pending = (avail - this.lastAvail) & 0xffff;
       if (pending > this.size) {
@@ -402,8 +407,7 @@ export class Vring {
         if (this.broken) return took;
         continue;
       }
-      for (let n = 0; n < pending; n++) this.#take(v);
-      took += pending;
+      for (let n = 0; n < pending && !this.#delegated; n++, took++) this.#take(v);
       if (this.broken) return took;
     }
   }
@@ -435,7 +439,7 @@ export class Vring {
   #askForKicks(v: SplitRing): void {
     for (;;) {
       this.#suppressKicks(v, false);
-      if (this.broken || v.availIdx() === this.lastAvail) return;
+      if (this.broken || this.#delegated || v.availIdx() === this.lastAvail) return;
       if (this.#drain(v) > 0 && this.poll?.enabled) return this.#keepPolling();
     }
   }
