@@ -256,8 +256,10 @@ QC_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridD
  * that are hints for the hardware, changing no result (a launch's priority,
  * its L2 access policy window: the stream's own ones are applied through
  * cudaStreamSetAttribute; programmatic stream serialization: the kernel
- * runs after its predecessor, as it may), are accepted and not carried per
- * launch; others are refused with a note. */
+ * runs after its predecessor, as it may; the cluster scheduling policy; the
+ * memory synchronization domain: the kernel's fences then order against
+ * every kernel's, not only its domain's, which is stronger, never weaker),
+ * are accepted and not carried per launch; others are refused with a note. */
 static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func, void **args, int ptds)
 {
 	struct qc_launch_mode mode = { .cooperative = 0, .cluster = { 1, 1, 1 } };
@@ -271,7 +273,9 @@ static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func,
 
 		if (a->id == cudaLaunchAttributeIgnore || a->id == cudaLaunchAttributePriority ||
 		    a->id == cudaLaunchAttributeAccessPolicyWindow ||
-		    a->id == cudaLaunchAttributeProgrammaticStreamSerialization)
+		    a->id == cudaLaunchAttributeProgrammaticStreamSerialization ||
+		    a->id == cudaLaunchAttributeClusterSchedulingPolicyPreference ||
+		    a->id == cudaLaunchAttributeMemSyncDomain)
 			continue;
 		if (a->id == cudaLaunchAttributeCooperative) {
 			mode.cooperative = a->val.cooperative != 0; /* the last one counts */

@@ -71,7 +71,10 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, uns
 /* Attributes that are hints changing nothing a program can observe (a
  * launch's priority, its L2 access policy window, leave to start before the
  * previous kernel ends: programmatic stream serialization, whose kernels'
- * waits for their predecessor then return at once) are accepted; cooperative
+ * waits for their predecessor then return at once; how clusters are spread;
+ * the memory synchronization domain NCCL puts its kernels in, without which
+ * their fences order against every kernel's, which is stronger, never
+ * weaker) are accepted; cooperative
  * launches and thread-block clusters are honoured; the rest are refused with
  * a note. Refusing a hint is not harmless: cuDNN then picks other kernels,
  * and a training run's losses differ from native ones. */
@@ -98,6 +101,8 @@ static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, 
 			mode.cluster[2] = a->value.clusterDim.z;
 			continue;
 		case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+		case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+		case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
 			continue;
 		default:
 			break;

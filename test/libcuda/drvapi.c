@@ -218,13 +218,22 @@ int main(void)
 	OK(cuEventRecord(e0, s));
 	for (by = 1; by <= 10; by++) {
 		void *params[] = { &by };
+		/* NCCL's hints on every launch of its kernels (enqueue.cc): accepted. */
+		CUlaunchAttribute hints[2] = {
+			{ .id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE,
+			  .value.clusterSchedulingPolicyPreference = CU_CLUSTER_SCHEDULING_POLICY_SPREAD },
+			{ .id = CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN,
+			  .value.memSyncDomain = CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE },
+		};
 		CUlaunchConfig cfg = { .gridDimX = 4,
 				       .gridDimY = 1,
 				       .gridDimZ = 1,
 				       .blockDimX = 32,
 				       .blockDimY = 1,
 				       .blockDimZ = 1,
-				       .hStream = s };
+				       .hStream = s,
+				       .attrs = by % 2 ? hints : NULL,
+				       .numAttrs = by % 2 ? 2 : 0 };
 
 		OK(cuLaunchKernelEx(&cfg, bump, params, NULL));
 	}

@@ -23,6 +23,9 @@ import { VmmSpace } from './vmm';
 import { IpcTable, type IpcBook } from './ipc';
 import type { Now } from '../sys/now';
 
+/** Dropped imports a process's session remembers for their close (Session.droppedImports). */
+export const IPC_DROPPED_KEPT = 4096;
+
 /** What a VM's sessions share: its bounds and what they count. */
 export interface VmShared {
   readonly limits: VmLimits;
@@ -70,7 +73,7 @@ export function vmShared(
     hostMaps: new Budget(ledger, 3, 'the bound on pieces of guest memory mapped for the GPU'),
     hostMapBytes: new Budget(ledger, 4, 'the bound on bytes of guest memory mapped for the GPU'),
     modules,
-    ipc: ipc?.ipc ?? new IpcTable<Session>('IPC handle', (opener, at) => opener.closeImport(at)),
+    ipc: ipc?.ipc ?? new IpcTable<Session>('IPC handle', (opener, at) => opener.dropImport(at)),
     ipcEvents: ipc?.ipcEvents ?? new IpcTable<Session>('IPC event handle'),
   };
 }
@@ -463,6 +466,21 @@ export class Session {
    * IPC is there, and its worker is told to close it.
    */
   importsElsewhere: ((ptr: DevPtr) => void) | undefined;
+
+  /**
+   * Imports whose owner freed them (or reset, or exited) before this process
+   * closed them: its cudaIpcCloseMemHandle of one still succeeds, as CUDA's
+   * does (NCCL's ranks tear down in any order). At most IPC_DROPPED_KEPT,
+   * the oldest forgotten first.
+   */
+  readonly droppedImports = new Set<DevPtr>();
+
+  /** The owner of memory opened at ptr freed it: it is dropped here, and its close will still succeed. */
+  async dropImport(ptr: DevPtr): Promise<void> {
+    this.droppedImports.add(ptr);
+    if (this.droppedImports.size > IPC_DROPPED_KEPT) this.droppedImports.delete(this.droppedImports.values().next().value!);
+    await this.closeImport(ptr);
+  }
 
   /** Forgets another session's memory opened at ptr (IPC_OPEN) and has the provider drop it. */
   async closeImport(ptr: DevPtr): Promise<void> {

@@ -45,10 +45,13 @@ done
 
 python3 test/gpu/multigpu/compare-nccl.py "$OUT/native.json" "$OUT/qcuda.json" "$OUT/nccl.json"
 
+# CUMEM=0 skips it.
+[ "${CUMEM:-1}" = 0 ] || {
 say "qcuda, NCCL's defaults (cuMem on): 5 steps, all-reduce up to 4 KiB"
 NCCL_DEBUG_FILE="$OUT/nccl.cumem.%h.%p.log" \
   timeout -k 10 60 "${QRUN[@]}" --backend-log="$OUT/backend.cumem.log" -- "${TORCHRUN[@]}" --out="$OUT/cumem.json" --steps=5 --warmup=1 --max-bytes=4096 > "$OUT/cumem.out" 2> "$OUT/cumem.err"
 crc=$?; say "qcuda with cuMem exit $crc"; [ $crc = 0 ] && tail -3 "$OUT/cumem.out" || tails cumem
+}
 tar -C "$OUT" -cJf /tmp/nccl-logs.tar.xz . 2>/dev/null && mv /tmp/nccl-logs.tar.xz "$OUT/"
 say "done; logs in $OUT (nccl-logs.tar.xz)"
 [ $nrc = 0 ] && [ $qrc = 0 ]

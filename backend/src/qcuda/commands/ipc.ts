@@ -55,6 +55,7 @@ export const IPC_COMMANDS: Runs<'IPC_GET' | 'IPC_OPEN' | 'IPC_CLOSE'> = {
     }
     // Known before the table has it as opened: a close sent to the opener after that finds it.
     c.session.memory.addImport(at, e.size, device);
+    c.session.droppedImports.delete(at); // the address is open again: its next close is this one's
     if (!(await book.settle(c.session, token, at))) {
       await c.session.closeImport(at);
       throw new CudaError(CudaErr.InvalidResourceHandle, 'IPC handle: its memory was freed meanwhile');
@@ -64,8 +65,11 @@ export const IPC_COMMANDS: Runs<'IPC_GET' | 'IPC_OPEN' | 'IPC_CLOSE'> = {
 
   async IPC_CLOSE(c) {
     const { ptr } = c.args;
-    if (!(await c.session.vm.ipc.close(c.session, ptr)))
+    if (!(await c.session.vm.ipc.close(c.session, ptr))) {
+      // Its owner freed it first: gone already, and closing it succeeds, as with CUDA.
+      if (c.session.droppedImports.delete(ptr)) return;
       throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} is not memory this process opened by IPC`);
+    }
     await c.session.closeImport(ptr);
   },
 };
