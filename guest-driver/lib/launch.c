@@ -150,11 +150,15 @@ static cudaError_t pack_args(const struct qc_kernel *k, unsigned char *params, c
 }
 
 /* src: the parameters already in the layout, size bytes (must be its size). */
+/* A packed buffer (CU_LAUNCH_PARAM_BUFFER_POINTER) may be shorter than the
+ * kernel's parameters, as the driver allows: NCCL's kernels take a 4 KiB
+ * struct and are given only the part its work uses. The rest is zeroes. */
 static cudaError_t pack_copy(const struct qc_kernel *k, unsigned char *params, const void *src, size_t size)
 {
-	if (size != k->param_bytes || (size && !src))
+	if (size > k->param_bytes || (size && !src))
 		return cudaErrorInvalidValue;
 	memcpy(params, src, size);
+	memset(params + size, 0, k->param_bytes - size);
 	return cudaSuccess;
 }
 
