@@ -60,7 +60,14 @@ for (const ringServer of [true, false]) {
     const out = fe.mem.alloc(size);
     t.is(await c.dtoh(out, b, size), 0, 'a download of device 1 memory with device 0 current');
     t.deepEqual(Buffer.from(fe.mem.bytes(out, size)), Buffer.from(data), 'byte for byte on device 1');
-    t.is((await memset(c, b, 10n, 0xee)).status, 0, 'a memset of device 1 memory with device 0 current');
+    t.is(
+      (await memset(c, b, 10n, 0xee)).status,
+      CudaErr.InvalidValue,
+      'a memset of device 1 memory with device 0 current: refused, as natively',
+    );
+    const peer = await c.call(Cmd.PEER_ENABLE, { args: ['qcuda_args_peer', { device: 0, peer: 1, attr: 0 }] });
+    t.is(peer.status, 0);
+    t.is((await memset(c, b, 10n, 0xee)).status, 0, 'with peer access to device 1 it goes');
     t.is((await d2d(c, a + 1n, b + 2n, 100n)).status, 0, 'device 1 to device 0, at offsets');
     t.is(await c.dtoh(out, a, 102), 0);
     const back = fe.mem.bytes(out, 102);

@@ -7,22 +7,11 @@
 // tells each opener's worker to close it ('ipc-drop').
 import { CudaErr, CudaError } from './cuda-error';
 import { IPC_TOKEN_BYTES, IpcTable, type IpcBook, type IpcClaim } from './ipc';
+import type { IpcAnswer, IpcAnswerer, IpcAsk, IpcKind } from './ipc-wire';
+
+export type { IpcAnswer, IpcAnswerer, IpcAsk, IpcKind } from './ipc-wire';
 import type { DevPtr, EventRef, Provider, ProviderContext } from './provider';
 import type { Session, VmShared } from './session';
-
-export type IpcKind = 'mem' | 'event';
-
-/** What a worker asks of the VM's tables for its session. */
-export type IpcAsk =
-  | { op: 'mint'; kind: IpcKind; ptr: bigint; size: bigint; device: number; exported: Uint8Array | undefined }
-  | { op: 'claim'; kind: IpcKind; token: Uint8Array; size: bigint }
-  | { op: 'settle'; kind: IpcKind; token: Uint8Array; at: bigint | undefined }
-  | { op: 'close'; kind: IpcKind; ptr: bigint }
-  | { op: 'forget'; kind: IpcKind; ptr: bigint }
-  | { op: 'forget-session'; kind: IpcKind };
-
-/** The backend's answer to an IpcAsk: its value, or the refusal the guest gets. */
-export type IpcAnswer = { ok: true; v: unknown } | { ok: false; code: number; message: string };
 
 /** CUDA's handles are 64 bytes (CUipcMemHandle, CUipcEventHandle). */
 const CUDA_HANDLE_BYTES = 64;
@@ -128,7 +117,7 @@ function big(v: unknown, what: string): bigint {
  * checked (the worker runs guest-chosen code) and answered from the VM's
  * tables, the session being the backend's Session of it.
  */
-export class IpcService {
+export class IpcService implements IpcAnswerer {
   constructor(
     readonly vm: VmShared,
     readonly session: Session,

@@ -8,7 +8,7 @@ import type { Now } from '../sys/now';
 import type { MemRegion, RingState } from '../vhost-user';
 import type { VmLimits } from './limits';
 import type { ModuleStore } from './module-cache';
-import type { IpcService } from './ipc-remote';
+import type { IpcAnswerer } from './ipc-wire';
 import type { FieldInput, Fields } from './wire/layout';
 import { CALLS, type CallDecl, type CmdName, type HandleKind, type StructName, type STRUCTS } from './wire/protocol';
 
@@ -607,7 +607,7 @@ export interface Provider {
    * the VM's ledger). Only a provider that runs each session in a worker
    * of its own has it: without, every queue is served by the backend.
    */
-  startOwner?(order: OwnOrder, fds: number[], modules?: ModuleStore, ipc?: IpcService): Promise<QueueOwner>;
+  startOwner?(order: OwnOrder, fds: number[], modules?: ModuleStore, ipc?: IpcAnswerer): Promise<QueueOwner>;
   close(): Promise<void>;
 }
 

@@ -147,8 +147,12 @@ export const MEMORY_COMMANDS: Runs<
     const { dst, size } = c.args;
     c.session.checkRange(dst, size, 'cudaMemset destination');
     const stream = c.session.stream(c.args.stream);
-    if (size > 0n)
-      await (await c.session.context(onDevice(c, dst, size))).memset(dst, c.args.value & 0xff, size, stream, c.args.async !== 0);
+    const device = onDevice(c, dst, size);
+    const current = c.session.device;
+    // The driver's memset runs on the current device: another's memory only with peer access to it (measured, 2 x H100).
+    if (device !== current && !c.session.peers.has(`${current}>${device}`))
+      throw new CudaError(CudaErr.InvalidValue, `cudaMemset of device ${device} memory with device ${current} current, no peer access`);
+    if (size > 0n) await (await c.session.context(device)).memset(dst, c.args.value & 0xff, size, stream, c.args.async !== 0);
   },
 
   async HOST_MAP(c) {

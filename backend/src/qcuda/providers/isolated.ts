@@ -36,7 +36,7 @@ import {
   type OwnOrder,
   type QueueOwner,
 } from '../provider';
-import { CONTEXT_IPC, type IpcAsk, type IpcService } from '../ipc-remote';
+import { CONTEXT_IPC, type IpcAnswerer, type IpcAsk } from '../ipc-remote';
 import type { ModuleStore } from '../module-cache';
 import { checkImage } from '../module-image';
 import { QCUDA_MAX_MODULE } from '../proto';
@@ -76,7 +76,7 @@ class Worker {
   /** A queue owner's VM module cache, which it asks for images by content and adds its own to. */
   modules: ModuleStore | undefined;
   /** A queue owner's way to the VM's IPC tables, for its session. */
-  ipc: IpcService | undefined;
+  ipc: IpcAnswerer | undefined;
 
   constructor(
     options: WorkerOptions,
@@ -483,7 +483,7 @@ export class IsolatedProvider implements Provider {
    * record and the VM's ledger). Its CUDA context opens when the session
    * first needs one, as a session's does here.
    */
-  async startOwner(order: OwnOrder, fds: number[], modules?: ModuleStore, ipc?: IpcService): Promise<QueueOwner> {
+  async startOwner(order: OwnOrder, fds: number[], modules?: ModuleStore, ipc?: IpcAnswerer): Promise<QueueOwner> {
     if (this.#closed) throw new CudaError(CudaErr.InitializationError, 'the provider is closed');
     const w = new Worker({ ...this.o.worker, owner: true }, undefined, this.o.log ?? ((l) => debug('%s', l)));
     w.modules = modules;
