@@ -532,6 +532,22 @@ enum qcuda_cmd {
 	 */
 	QCUDA_CMD_VMM_SIZE = 189,
 	/*
+	 * cuMemExportToShareableHandle (POSIX fd; libcuda puts the token in a sealed
+	 * memfd): the token of the session's live allocation handle, the same one
+	 * until the allocation is freed; cudaErrorNotSupported where the provider
+	 * cannot share memory between processes; args handle, out qcuda_ipc_handle
+	 */
+	QCUDA_CMD_VMM_EXPORT = 176,
+	/*
+	 * cuMemImportFromShareableHandle: a handle of this session naming the
+	 * allocation a VMM_EXPORT token names (map it with VMM_MAP); the memory
+	 * stays its owner's, and when the owner frees it (release and unmap, reset,
+	 * exit) the importers' mappings of it are unmapped. cudaErrorInvalidValue
+	 * for a token this VM's backend never minted or whose allocation was freed;
+	 * args qcuda_ipc_handle, value = the allocation handle
+	 */
+	QCUDA_CMD_VMM_IMPORT = 177,
+	/*
 	 * cudaDeviceCanAccessPeer (args.attr unused); args peer, value = 1: device
 	 * may reach peer's memory; 0: not (a device and itself too)
 	 */

@@ -901,6 +901,32 @@ static inline cudaError_t qc_req_vmm_size(uint64_t handle, uint64_t *result)
 }
 
 /*
+ * VMM_EXPORT: cuMemExportToShareableHandle (POSIX fd; libcuda puts the token
+ * in a sealed memfd): the token of the session's live allocation handle, the
+ * same one until the allocation is freed; cudaErrorNotSupported where the
+ * provider cannot share memory between processes; args handle, out
+ * qcuda_ipc_handle
+ */
+static inline cudaError_t qc_req_vmm_export(uint64_t handle, struct qcuda_ipc_handle *out)
+{
+	struct qcuda_args_handle a = { .handle = handle };
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_VMM_EXPORT, .args = &a, .args_len = sizeof(a), .out = out, .out_len = sizeof(*out) });
+}
+
+/*
+ * VMM_IMPORT: cuMemImportFromShareableHandle: a handle of this session naming
+ * the allocation a VMM_EXPORT token names (map it with VMM_MAP); the memory
+ * stays its owner's, and when the owner frees it (release and unmap, reset,
+ * exit) the importers' mappings of it are unmapped. cudaErrorInvalidValue for
+ * a token this VM's backend never minted or whose allocation was freed; args
+ * qcuda_ipc_handle, value = the allocation handle
+ */
+static inline cudaError_t qc_req_vmm_import(const struct qcuda_ipc_handle *a, uint64_t *result)
+{
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_VMM_IMPORT, .args = a, .args_len = sizeof(*a), .value = result });
+}
+
+/*
  * CAN_ACCESS_PEER: cudaDeviceCanAccessPeer (args.attr unused); args peer,
  * value = 1: device may reach peer's memory; 0: not (a device and itself too)
  */

@@ -6,11 +6,16 @@
  * backend/src/qcuda/vmm.ts); here a reservation is a region of the device
  * map (kind QC_MEM_VMM), so that copies, memsets and pointer attributes know
  * its addresses as device memory, and whether a byte of it is mapped and
- * accessible is the backend's to say. Pinned memory of the device only, no
- * export of shareable handles (a POSIX fd type may be requested, not
- * exported), no compression: anything else is CUDA_ERROR_NOT_SUPPORTED
- * (pinned host memory too, though its granularity is answered).
+ * accessible is the backend's to say. Pinned memory of the device only,
+ * shareable handles of the POSIX fd type only (a sealed memfd holding the
+ * backend's token: cuMemExportToShareableHandle), no compression: anything
+ * else is CUDA_ERROR_NOT_SUPPORTED (pinned host memory too, though its
+ * granularity is answered).
  */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -28,9 +33,8 @@ static CUresult check_prop(const CUmemAllocationProp *prop)
 	r = cu_device_check(prop->location.id);
 	if (r != CUDA_SUCCESS)
 		return r;
-	/* A POSIX fd handle may be asked for (PyTorch's expandable segments ask,
-	 * for IPC they may never use): the memory is made all the same, and an
-	 * export, should one come, is refused (cuMemExportToShareableHandle). */
+	/* A POSIX fd handle may be asked for (NCCL, PyTorch's expandable
+	 * segments): any allocation can be exported (VMM_EXPORT). */
 	if ((prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
 	     prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
 	    prop->win32HandleMetaData || prop->allocFlags.compressionType != CU_MEM_ALLOCATION_COMP_NONE ||
@@ -238,6 +242,69 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void 
 	r = enter();
 	if (r == CUDA_SUCCESS)
 		r = cu_result(qc_req_vmm_retain((uint64_t)(uintptr_t)addr, &h));
+	if (r == CUDA_SUCCESS)
+		*handle = h;
+	return r;
+}
+
+/*
+ * A shareable handle is a memfd: this header, sealed so that neither its
+ * holder nor anyone it is passed to can change it. The token names the
+ * allocation in the backend's table of the VM; forged bytes name nothing.
+ */
+#define VMM_FD_MAGIC "qcudavmm"
+struct vmm_fd_header {
+	char magic[8];
+	struct qcuda_ipc_handle h;
+};
+
+CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+				      CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+	struct vmm_fd_header hdr = { .magic = VMM_FD_MAGIC };
+	CUresult r;
+	int fd;
+
+	if (!shareableHandle || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	r = enter();
+	if (r == CUDA_SUCCESS)
+		r = cu_result(qc_req_vmm_export(handle, &hdr.h));
+	if (r != CUDA_SUCCESS)
+		return r;
+	fd = memfd_create("qcuda-vmm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (pwrite(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
+		close(fd);
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	}
+	*(int *)shareableHandle = fd;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+					CUmemAllocationHandleType shHandleType)
+{
+	struct vmm_fd_header hdr;
+	int fd = (int)(intptr_t)osHandle;
+	uint64_t h = 0;
+	CUresult r;
+
+	if (!handle)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	/* Not one of ours (or no file at all): as the driver answers a descriptor it did not make. */
+	if (pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) || memcmp(hdr.magic, VMM_FD_MAGIC, 8) != 0 ||
+	    hdr.h.size == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = enter();
+	if (r == CUDA_SUCCESS)
+		r = cu_result(qc_req_vmm_import(&hdr.h, &h));
 	if (r == CUDA_SUCCESS)
 		*handle = h;
 	return r;

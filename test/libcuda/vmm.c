@@ -11,6 +11,8 @@
  * Prints ok/FAIL lines and ends with PASS or FAIL.
  */
 #include <cuda.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -105,13 +107,17 @@ int main(void)
 	OK(cuMemAddressFree(va, 4 * size));
 
 	/* A POSIX fd handle type may be requested (PyTorch's expandable segments
-	 * do); an export works where the device says it does (the GPU's
-	 * driver), and is refused where it says not (qcuda serves none yet):
-	 * the same line either way. */
+	 * do); an export works where the device says it does (the GPU's driver,
+	 * qcuda's host provider), and is refused where it says not: the same
+	 * line either way. Where it works, the fd imports (in this process, as
+	 * CUDA allows) as a handle of the same memory, and a file that is no
+	 * shareable handle is refused. */
 	{
 		CUmemAllocationProp fdprop = prop;
-		CUmemGenericAllocationHandle hf;
-		int fd = -1, fds = -1;
+		CUmemGenericAllocationHandle hf, hi = 0;
+		CUdeviceptr vf = 0;
+		unsigned char seen[4] = { 0 };
+		int fd = -1, fds = -1, devnull;
 		CUresult r;
 
 		fdprop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
@@ -120,6 +126,25 @@ int main(void)
 		r = cuMemExportToShareableHandle(&fd, hf, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
 		check(fds ? r == CUDA_SUCCESS && fd >= 0 : r == CUDA_ERROR_NOT_SUPPORTED,
 		      "a POSIX fd export as the device's attribute says");
+		if (fds && fd >= 0) {
+			OK(cuMemImportFromShareableHandle(&hi, (void *)(uintptr_t)fd,
+							  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+			OK(cuMemAddressReserve(&vf, 2 * size, 0, 0, 0));
+			OK(cuMemMap(vf, size, 0, hf, 0));
+			OK(cuMemMap(vf + size, size, 0, hi, 0));
+			OK(cuMemSetAccess(vf, 2 * size, &acc, 1));
+			OK(cuMemsetD8(vf, 0x3c, 4));
+			OK(cuMemcpyDtoH(seen, vf + size, 4));
+			check(seen[0] == 0x3c && seen[3] == 0x3c, "the imported handle maps the exported memory");
+			OK(cuMemUnmap(vf, 2 * size));
+			OK(cuMemAddressFree(vf, 2 * size));
+			OK(cuMemRelease(hi));
+			devnull = open("/dev/null", O_RDONLY);
+			check(cuMemImportFromShareableHandle(&hi, (void *)(uintptr_t)devnull,
+							     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != CUDA_SUCCESS,
+			      "a file that is no shareable handle is refused");
+			close(devnull);
+		}
 		if (fd >= 0)
 			close(fd);
 		OK(cuMemRelease(hf));

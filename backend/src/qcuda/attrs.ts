@@ -86,6 +86,9 @@ export function checkLimitSet(limit: number): void {
     );
 }
 
+/** CUdevice_attribute HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: 1 where the provider shares VMM memory between processes (Provider.vmmImport), else 0. */
+export const ATTR_POSIX_FD_HANDLES = 103;
+
 /** CUdevice_attribute MAX_PERSISTING_L2_CACHE_SIZE: 0, as the limit cannot be set (checkLimitSet). */
 export const ATTR_MAX_PERSISTING_L2 = 108;
 
@@ -97,7 +100,6 @@ export const ATTR_MAX_PERSISTING_L2 = 108;
  * would have worked (docs/multi-gpu.md, "NCCL: what it needs").
  */
 export const UNSERVED_ATTRS: readonly number[] = [
-  103, // HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: cuMemExportToShareableHandle is not served
   110, // GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: no third-party device reaches a guest's memory
   116, // GPU_DIRECT_RDMA_SUPPORTED: likewise
   119, // MEMPOOL_SUPPORTED_HANDLE_TYPES: pools are not exported

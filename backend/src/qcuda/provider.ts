@@ -587,6 +587,14 @@ export interface Provider {
   /** Undoes an ipcOpen (cudaIpcCloseMemHandle, or the owner freed the memory). */
   ipcClose?(opener: ProviderContext, ptr: DevPtr): Promise<void>;
   /**
+   * Physical memory of VMM (vmmCreate's m in owner) as importer may map and
+   * release it (cuMemImportFromShareableHandle): the same memory, still the
+   * owner's; the importer's vmmRelease lets go of its hold only. Absent
+   * where the provider cannot share memory between its contexts:
+   * NotSupported, and the device says it takes no POSIX fd handles.
+   */
+  vmmImport?(owner: ProviderContext, m: VmmRef, importer: ProviderContext): Promise<VmmRef>;
+  /**
    * Guest RAM as it is mapped in this process: register so copies run at
    * pinned speed. Unregistering resolves before the memory may be unmapped.
    * source: the file behind it, for a provider that maps guest RAM in other

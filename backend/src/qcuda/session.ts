@@ -20,6 +20,7 @@ import { SessionModules } from './session-modules';
 import { SessionObjects } from './session-objects';
 import { printable } from '../sys/log-limiter';
 import { VmmSpace } from './vmm';
+import { VmmShareTable } from './vmm-share';
 import { IpcTable, type IpcBook } from './ipc';
 import type { Now } from '../sys/now';
 
@@ -51,6 +52,8 @@ export interface VmShared {
   readonly ipc: IpcBook<Session>;
   /** The IPC event handles minted by its sessions, as ipc (by the owner's event handle). */
   readonly ipcEvents: IpcBook<Session>;
+  /** The shareable handles of VMM allocations minted by its sessions (vmm-share.ts), as ipc. */
+  readonly vmmShares: VmmShareTable<Session>;
 }
 
 /**
@@ -75,6 +78,7 @@ export function vmShared(
     modules,
     ipc: ipc?.ipc ?? new IpcTable<Session>('IPC handle', (opener, at) => opener.dropImport(at)),
     ipcEvents: ipc?.ipcEvents ?? new IpcTable<Session>('IPC event handle'),
+    vmmShares: new VmmShareTable<Session>((importer, h) => importer.dropVmmImport(h)),
   };
 }
 
@@ -420,11 +424,20 @@ export class Session {
   }
 
   /** Records physical memory (VMM_CREATE) made on x, whose bytes were reserved: its handle. */
-  addVmmAlloc(x: ProviderContext, ref: VmmRef, size: bigint): bigint {
+  addVmmAlloc(x: ProviderContext, ref: VmmRef, size: bigint, token?: string): bigint {
     this.live(x);
     const h = this.#handles.next();
-    this.vmm.addAlloc(h, ref, size);
+    this.vmm.addAlloc(h, ref, size, token);
     return h;
+  }
+
+  /** The owner of the allocation imported as h freed it: h and its mappings go, and the provider unmaps and lets go of them. */
+  async dropVmmImport(h: bigint): Promise<void> {
+    const d = this.vmm.dropAlloc(h);
+    const x = d && this.openedContext;
+    if (!d || !x) return; // gone with a reset or the exit: the context's end let go of it
+    for (const m of d.maps) await x.vmmUnmap(m.base, m.size);
+    await x.vmmRelease(d.ref);
   }
 
   /**
@@ -555,6 +568,7 @@ export class Session {
     this.#limitBases.clear();
     this.peers.clear();
     this.vm.ipcEvents.forgetSession(this);
+    this.vm.vmmShares.forgetSession(this); // importers of its memory lose it
     this.vm.ipc.forgetSession(this); // others' openings of its memory end with it (the host provider then refuses them anyway)
     // Everything but the overhead of contexts still there, which goes when each context does (#giveSlot).
     const held = this.#memory.held;

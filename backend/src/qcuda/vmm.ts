@@ -30,6 +30,8 @@ export interface VmmAlloc {
   held: number;
   /** Mappings of it. */
   maps: number;
+  /** Another session's allocation imported here (VMM_IMPORT): the token it came by; its bytes are the owner's, not counted here. */
+  readonly token?: string;
 }
 
 /** A mapping: [base, base + size) is the allocation `handle` from its start. */
@@ -41,8 +43,12 @@ export interface VmmMapping extends Range {
 
 /** What the provider is to free once a release or an unmap leaves an allocation unused. */
 export interface VmmFreed {
+  /** The session's handle of it (its exported token, if any, goes with it). */
+  handle: bigint;
   ref: VmmRef;
   size: bigint;
+  /** Set for an import: nothing to give back to the quota, the owner's memory stays. */
+  token?: string;
 }
 
 /** Bytes of the bound on reserved address space, taken while the table had this generation. */
@@ -116,8 +122,22 @@ export class VmmSpace {
 
   // ---- physical memory ----
 
-  addAlloc(h: bigint, ref: VmmRef, size: bigint): void {
-    this.#allocs.set(h, { ref, size, held: 1, maps: 0 });
+  addAlloc(h: bigint, ref: VmmRef, size: bigint, token?: string): void {
+    this.#allocs.set(h, { ref, size, held: 1, maps: 0, token });
+  }
+
+  /**
+   * The owner of imported allocation h freed it: h and its mappings are
+   * gone at once (no copy may use them from now on). What the provider is to
+   * unmap and release, or undefined if h is gone already.
+   */
+  dropAlloc(h: bigint): { ref: VmmRef; maps: VmmMapping[] } | undefined {
+    const a = this.#allocs.get(h);
+    if (!a) return undefined;
+    this.#allocs.delete(h);
+    const maps = [...this.#maps.values()].filter((m) => m.handle === h);
+    for (const m of maps) this.#maps.removeAt(m.base, (x) => x === m);
+    return { ref: a.ref, maps };
   }
 
   /** The allocation of a handle the guest holds. */
@@ -144,7 +164,7 @@ export class VmmSpace {
   #unused(h: bigint, a: VmmAlloc): VmmFreed | undefined {
     if (a.held > 0 || a.maps > 0) return undefined;
     this.#allocs.delete(h);
-    return { ref: a.ref, size: a.size };
+    return { handle: h, ref: a.ref, size: a.size, token: a.token };
   }
 
   // ---- mappings ----

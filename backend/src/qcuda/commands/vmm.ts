@@ -4,20 +4,38 @@
 // concurrent calls of the process's threads see each other; undone if the
 // provider fails. Physical memory is taken from the VM's quota like MALLOC's.
 import type { Call, Runs } from '../command';
+import type { Provider } from '../provider';
 import { CudaErr, CudaError } from '../cuda-error';
-import { QCUDA_VMM_ACCESS_RW } from '../proto';
+import { encode, QCUDA_VMM_ACCESS_RW } from '../proto';
 import type { ProviderContext } from '../provider';
 import type { Session } from '../session';
 import { checkSpan, GRANULARITY, MAX_VMM_ALIGNMENT, type VmmFreed } from '../vmm';
 
-/** Frees allocations a release or an unmap left unused, then gives their bytes back to the quota (not after a reset meanwhile: it gave them back). */
+/**
+ * Frees allocations a release or an unmap left unused, then gives their
+ * bytes back to the quota (not after a reset meanwhile: it gave them back).
+ * An exported one's token goes first, and its importers lose it; an
+ * imported one is the owner's memory: only this session's hold of it goes.
+ */
 async function freeUnused(s: Session, x: ProviderContext, freed: readonly VmmFreed[]): Promise<void> {
-  const bytes = s.heldBytes(freed.reduce((n, f) => n + f.size, 0n));
+  for (const f of freed) {
+    if (f.token) s.vm.vmmShares.unimported(f.token, s, f.handle);
+    else s.vm.vmmShares.forget(s, f.handle);
+  }
+  const bytes = s.heldBytes(freed.reduce((n, f) => (f.token ? n : n + f.size), 0n));
   try {
     for (const f of freed) await x.vmmRelease(f.ref);
   } finally {
     s.unreserve(bytes);
   }
+}
+
+/** The provider's import of another context's physical memory; NotSupported where it cannot share memory between processes. */
+function importer(c: Call): NonNullable<Provider['vmmImport']> {
+  const p = c.dev.provider;
+  if (!p.vmmImport)
+    throw new CudaError(CudaErr.NotSupported, `shareable memory handles: the ${p.name} provider cannot share memory between processes`);
+  return p.vmmImport.bind(p);
 }
 
 function noFlags(flags: bigint, what: string): void {
@@ -35,6 +53,8 @@ export const VMM_COMMANDS: Runs<
   | 'VMM_GET_ACCESS'
   | 'VMM_RETAIN'
   | 'VMM_SIZE'
+  | 'VMM_EXPORT'
+  | 'VMM_IMPORT'
 > = {
   async VMM_RESERVE(c) {
     const { size, alignment, addr, flags } = c.args;
@@ -147,5 +167,31 @@ export const VMM_COMMANDS: Runs<
 
   VMM_SIZE(c) {
     return { value: c.session.vmm.alloc(c.args.handle).size };
+  },
+
+  VMM_EXPORT(c) {
+    importer(c);
+    const s = c.session;
+    const a = s.vmm.alloc(c.args.handle);
+    if (a.token)
+      throw new CudaError(CudaErr.NotSupported, 'cuMemExportToShareableHandle of an imported allocation: export it from its owner');
+    const token = s.vm.vmmShares.mint(s, c.args.handle, a.ref, a.size, s.device);
+    return { out: encode('qcuda_ipc_handle', { token: Buffer.from(token, 'hex'), size: a.size, reserved: new Uint8Array(40) }) };
+  },
+
+  async VMM_IMPORT(c) {
+    const vmmImport = importer(c);
+    const s = c.session;
+    const e = s.vm.vmmShares.find(c.args.token, c.args.size);
+    s.checkRoom('vmm');
+    const [owner, x] = await Promise.all([e.owner.context(e.device), s.context()]);
+    const ref = await vmmImport(owner, e.ref, x);
+    const h = s.addVmmAlloc(x, ref, e.size, e.token);
+    if (!s.vm.vmmShares.imported(e, s, h)) {
+      // Its owner freed it meanwhile: this import names nothing.
+      await s.dropVmmImport(h);
+      throw new CudaError(CudaErr.InvalidValue, 'cuMemImportFromShareableHandle: its memory was freed meanwhile');
+    }
+    return { value: h };
   },
 };

@@ -578,6 +578,20 @@ export const CALLS = {
     doc: "the size of a live handle's allocation (cuMemGetAllocationPropertiesFromHandle checks the handle)",
     value: 'its bytes',
   },
+  VMM_EXPORT: {
+    cmd: 176,
+    side: 'context',
+    args: 'qcuda_args_handle',
+    out: 'qcuda_ipc_handle',
+    doc: "cuMemExportToShareableHandle (POSIX fd; libcuda puts the token in a sealed memfd): the token of the session's live allocation handle, the same one until the allocation is freed; cudaErrorNotSupported where the provider cannot share memory between processes",
+  },
+  VMM_IMPORT: {
+    cmd: 177,
+    side: 'context',
+    args: 'qcuda_ipc_handle',
+    doc: "cuMemImportFromShareableHandle: a handle of this session naming the allocation a VMM_EXPORT token names (map it with VMM_MAP); the memory stays its owner's, and when the owner frees it (release and unmap, reset, exit) the importers' mappings of it are unmapped. cudaErrorInvalidValue for a token this VM's backend never minted or whose allocation was freed",
+    value: 'the allocation handle',
+  },
 
   CAN_ACCESS_PEER: {
     cmd: 190,

@@ -186,6 +186,12 @@ export class HostProvider implements Provider {
     return this.memory.importBytes(owner.memory.exportBytes(ptr, owner), opener);
   }
 
+  async vmmImport(owner: ProviderContext, m: VmmRef, importer: ProviderContext): Promise<VmmRef> {
+    if (!(owner instanceof HostContext) || !(importer instanceof HostContext) || importer.memory !== this.memory)
+      throw new CudaError(CudaErr.InvalidValue, 'a shareable handle of another provider');
+    return this.memory.vmmShare(m, owner, importer);
+  }
+
   async ipcClose(opener: ProviderContext, ptr: DevPtr): Promise<void> {
     if (!(opener instanceof HostContext) || !opener.memory.unimport(ptr, opener))
       throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} was not opened by IPC here`);

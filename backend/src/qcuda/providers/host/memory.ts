@@ -47,6 +47,8 @@ interface Alloc extends Range {
 interface VmmMemory {
   bytes: Uint8Array;
   owner: MemoryOwner;
+  /** Another context's physical memory imported here (vmmShare): not counted here. */
+  imported?: true;
 }
 
 function alive(owner: MemoryOwner): void {
@@ -182,6 +184,15 @@ export class HostMemory {
     return id;
   }
 
+  /** Owner's physical memory m as importer's (cuMemImportFromShareableHandle): the same bytes, counted in the owner's use only. */
+  vmmShare(m: VmmRef, owner: MemoryOwner, importer: MemoryOwner): number {
+    alive(importer);
+    const bytes = this.vmmMemory(m, owner);
+    const id = this.#nextVmm++;
+    this.#vmm.set(id, { bytes, owner: importer, imported: true });
+    return id;
+  }
+
   vmmMemory(m: VmmRef, owner: MemoryOwner): Uint8Array {
     const x = typeof m === 'number' ? this.#vmm.get(m) : undefined;
     if (!x || x.owner !== owner) throw new CudaError(CudaErr.InvalidValue, `not physical memory of this context: ${String(m)}`);
@@ -190,8 +201,9 @@ export class HostMemory {
 
   vmmRelease(m: VmmRef, owner: MemoryOwner): void {
     const bytes = this.vmmMemory(m, owner);
+    const imported = this.#vmm.get(m as number)!.imported;
     this.#vmm.delete(m as number);
-    this.#used[owner.device] -= BigInt(bytes.length);
+    if (!imported) this.#used[owner.device] -= BigInt(bytes.length);
   }
 
   /** Views of [ptr, ptr+size): emulated device memory, or mapped guest memory. */

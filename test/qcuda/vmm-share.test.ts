@@ -1,0 +1,135 @@
+// Shareable handles of VMM allocations between the processes of one VM
+// (cuMemExportToShareableHandle / cuMemImportFromShareableHandle, POSIX fd;
+// vmm-share.ts) on the host provider: a token exported by one session is
+// imported by another, which maps the same memory (bytes written by one are
+// read by the other); forged tokens, another VM's and a freed allocation's
+// are refused; the owner's free or exit unmaps the importer's mappings.
+import test, { type ExecutionContext } from 'ava';
+import { CudaErr } from '../../backend/src/qcuda/cuda-error';
+import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { Cmd, QCUDA_VMM_ACCESS_RW, QCUDA_VMM_GRANULARITY } from '../../backend/src/qcuda/proto';
+import { started } from '../helpers';
+import { QcudaClient } from './client';
+
+const G = BigInt(QCUDA_VMM_GRANULARITY);
+type Token = { token: Uint8Array; size: bigint; reserved: Uint8Array };
+
+async function vm(t: ExecutionContext) {
+  const provider = new HostProvider({});
+  t.teardown(() => provider.close());
+  const dev = new QcudaDevice({ queues: 4, limits: {}, provider });
+  const { fe } = await started(t, dev, { size: 256 });
+  const client = async () => {
+    const c = new QcudaClient(fe);
+    await c.open();
+    return c;
+  };
+  return { dev, fe, client };
+}
+
+async function ok(t: ExecutionContext, p: Promise<{ status: number; value: bigint }>, what: string): Promise<bigint> {
+  const r = await p;
+  t.is(r.status, 0, what);
+  return r.value;
+}
+
+const create = (c: QcudaClient, size: bigint) => c.call(Cmd.VMM_CREATE, { args: ['qcuda_args_vmm_create', { size, flags: 0n }] });
+const release = (c: QcudaClient, handle: bigint) => c.call(Cmd.VMM_RELEASE, { args: ['qcuda_args_handle', { handle }] });
+const unmap = (c: QcudaClient, ptr: bigint, size: bigint) => c.call(Cmd.VMM_UNMAP, { args: ['qcuda_args_vmm_range', { ptr, size }] });
+const importOf = (c: QcudaClient, h: Token) => c.call(Cmd.VMM_IMPORT, { args: ['qcuda_ipc_handle', { ...h }] });
+
+async function exportOf(c: QcudaClient, handle: bigint): Promise<{ status: number; token?: Token }> {
+  const r = await c.call(Cmd.VMM_EXPORT, { args: ['qcuda_args_handle', { handle }], out: 'qcuda_ipc_handle' });
+  return { status: r.status, token: r.status === 0 ? (r.out as unknown as Token) : undefined };
+}
+
+/** Reserves, maps handle h (size bytes) and gives it access: its address. */
+async function mapped(t: ExecutionContext, c: QcudaClient, h: bigint, size: bigint): Promise<bigint> {
+  const va = await ok(
+    t,
+    c.call(Cmd.VMM_RESERVE, { args: ['qcuda_args_vmm_reserve', { size, alignment: 0n, addr: 0n, flags: 0n }] }),
+    'reserve',
+  );
+  await ok(t, c.call(Cmd.VMM_MAP, { args: ['qcuda_args_vmm_map', { ptr: va, size, offset: 0n, handle: h, flags: 0n }] }), 'map');
+  await ok(
+    t,
+    c.call(Cmd.VMM_SET_ACCESS, { args: ['qcuda_args_vmm_access', { ptr: va, size, device: 0, prot: QCUDA_VMM_ACCESS_RW }] }),
+    'access',
+  );
+  return va;
+}
+
+/** Owner and importer mapping one exported allocation. */
+async function shared(t: ExecutionContext) {
+  const v = await vm(t);
+  const [owner, importer] = [await v.client(), await v.client()];
+  const h = await ok(t, create(owner, G), 'create');
+  const e = await exportOf(owner, h);
+  t.is(e.status, 0, 'export');
+  t.is(e.token!.size, G);
+  t.deepEqual((await exportOf(owner, h)).token!.token, e.token!.token, 'the same token each time');
+  const ih = await ok(t, importOf(importer, e.token!), 'import');
+  const [ova, iva] = [await mapped(t, owner, h, G), await mapped(t, importer, ih, G)];
+  return { ...v, owner, importer, h, ih, token: e.token!, ova, iva };
+}
+
+test('an exported allocation imported by another process: the same memory, both ways', async (t) => {
+  const { dev, fe, owner, importer, ova, iva } = await shared(t);
+  t.is(dev.vm.quota.used, G, 'counted once, to the owner');
+  const gpa = fe.mem.alloc(8192, 4096);
+  const host = fe.mem.bytes(gpa, 8192);
+  host.fill(0).set([1, 2, 3, 4], 0);
+  t.is(await owner.htod(ova + 100n, gpa, 4), 0);
+  t.is(await importer.dtoh(gpa + 4096n, iva + 100n, 4), 0);
+  t.deepEqual([...host.subarray(4096, 4100)], [1, 2, 3, 4], "the owner's bytes, read by the importer");
+  host.set([9, 8, 7], 0);
+  t.is(await importer.htod(iva + G - 3n, gpa, 3), 0);
+  t.is(await owner.dtoh(gpa + 4096n, ova + G - 3n, 3), 0);
+  t.deepEqual([...host.subarray(4096, 4099)], [9, 8, 7], "the importer's bytes, read by the owner");
+});
+
+test("refused: forged tokens, another VM's, a freed allocation's; an import is not re-exported", async (t) => {
+  const { owner, importer, h, ih, token, ova } = await shared(t);
+  const forged = { ...token, token: token.token.map((b) => b ^ 1) };
+  t.is((await importOf(importer, forged)).status, CudaErr.InvalidValue, 'forged');
+  t.is((await importOf(importer, { ...token, size: 2n * G })).status, CudaErr.InvalidValue, 'the size is part of the token');
+  t.is((await exportOf(owner, h + 1000n)).status, CudaErr.InvalidValue, 'not a handle of the process');
+  t.is((await exportOf(importer, ih)).status, CudaErr.NotSupported, 'an imported allocation');
+  const other = await vm(t);
+  t.is((await importOf(await other.client(), token)).status, CudaErr.InvalidValue, "another VM's token");
+  t.is((await release(owner, h)).status, 0);
+  t.is((await importOf(importer, token)).status, 0, 'still mapped by its owner: still there');
+  t.is((await unmap(owner, ova, G)).status, 0, 'the last of the owner: freed');
+  t.is((await importOf(importer, token)).status, CudaErr.InvalidValue, 'freed');
+});
+
+test("the owner's free or exit unmaps the importer's mappings; the importer's release frees nothing of the owner's", async (t) => {
+  const { dev, fe, client, owner, importer, h, ih, ova, iva } = await shared(t);
+  const gpa = fe.mem.alloc(4096, 4096);
+  t.is((await release(importer, ih)).status, 0, "the importer's release");
+  t.is(await importer.dtoh(gpa, iva, 16), 0, 'its mapping stays');
+  t.is(dev.vm.quota.used, G);
+  t.is((await release(owner, h)).status, 0);
+  t.is((await unmap(owner, ova, G)).status, 0);
+  t.is(dev.vm.quota.used, 0n, 'freed with its owner');
+  t.is(await importer.dtoh(gpa, iva, 16), CudaErr.InvalidValue, "the importer's mapping went with it");
+  // The owner's exit: its token and the importer's mappings go.
+  const o2 = await client();
+  const h2 = await ok(t, create(o2, G), 'create');
+  const e2 = await exportOf(o2, h2);
+  const ih2 = await ok(t, importOf(importer, e2.token!), 'import');
+  const iva2 = await mapped(t, importer, ih2, G);
+  t.is(await importer.dtoh(gpa, iva2, 16), 0);
+  await o2.close();
+  t.is(await importer.dtoh(gpa, iva2, 16), CudaErr.InvalidValue, 'gone with its owner');
+  t.is((await importOf(importer, e2.token!)).status, CudaErr.InvalidValue, "an exited owner's token");
+  t.is(dev.vm.quota.used, 0n);
+});
+
+test('the device says it takes POSIX fd handles (attribute 103) on the host provider', async (t) => {
+  const { client } = await vm(t);
+  const c = await client();
+  const r = await c.call(Cmd.DEVICE_PROPS, { args: ['qcuda_args_device', { device: 0 }], out: 'qcuda_out_device_props' });
+  t.is((r.out!.attrs as Uint32Array)[103], 1);
+});
