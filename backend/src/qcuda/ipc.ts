@@ -4,9 +4,9 @@
 // way from a token to memory, so forged bytes and another VM's handles name
 // nothing. An allocation's handle and what others opened of it go when its
 // owner frees it, resets or exits.
-import { randomBytes } from 'node:crypto';
 import { CudaErr, CudaError } from './cuda-error';
 import type { DevPtr } from './provider';
+import { TOKEN_BYTES, TokenTable } from './token-table';
 
 /** One minted handle: an owner's allocation (or event), and the sessions that opened it. */
 export interface IpcEntry<S> {
@@ -22,8 +22,8 @@ export interface IpcEntry<S> {
   readonly openers: Map<S, DevPtr>;
 }
 
-/** A token's bytes: 128 random bits (the handle's first 16 bytes). */
-export const IPC_TOKEN_BYTES = 16;
+/** A token's bytes (the handle's first 16). */
+export const IPC_TOKEN_BYTES = TOKEN_BYTES;
 
 /** What an opener needs of a handle it may open: the owner (where it is in this process) and CUDA's handle. */
 export interface IpcClaim<S> {
@@ -69,31 +69,22 @@ export class IpcTable<S> implements IpcBook<S> {
     readonly drop?: (opener: S, at: DevPtr) => Promise<void>,
   ) {}
 
-  readonly #byToken = new Map<string, IpcEntry<S>>();
-  /** owner -> (pointer -> entry): one handle per allocation, bounded by the owner's allocations. */
-  readonly #byOwner = new Map<S, Map<DevPtr, IpcEntry<S>>>();
+  /** One handle per allocation (or event) of an owner, bounded by what the owner holds. */
+  readonly #tokens = new TokenTable<S, DevPtr, IpcEntry<S>>();
 
   /** The handle of owner's allocation at ptr, minted at the first ask. */
   entry(owner: S, ptr: DevPtr, size: bigint, device: number, exported?: Uint8Array): IpcEntry<S> {
-    let mine = this.#byOwner.get(owner);
-    const old = mine?.get(ptr);
-    if (old) return old;
-    const token = randomBytes(IPC_TOKEN_BYTES).toString('hex');
-    const e: IpcEntry<S> = { token, owner, ptr, size, device, exported, openers: new Map() };
-    if (!mine) this.#byOwner.set(owner, (mine = new Map()));
-    mine.set(ptr, e);
-    this.#byToken.set(e.token, e);
-    return e;
+    return this.#tokens.entry(owner, ptr, (token) => ({ token, owner, ptr, size, device, exported, openers: new Map() }));
   }
 
   /** The handle already minted for owner's ptr, if any. */
   minted(owner: S, ptr: DevPtr): string | undefined {
-    return this.#byOwner.get(owner)?.get(ptr)?.token;
+    return this.#tokens.of(owner, ptr)?.token;
   }
 
   /** How many handles owner has (a worker's mints are bounded by this: ipc-remote.ts). */
   count(owner: S): number {
-    return this.#byOwner.get(owner)?.size ?? 0;
+    return this.#tokens.count(owner);
   }
 
   async mint(owner: S, ptr: DevPtr, size: bigint, device: number, exported?: Uint8Array): Promise<string> {
@@ -130,12 +121,12 @@ export class IpcTable<S> implements IpcBook<S> {
   }
 
   find(token: Uint8Array): IpcEntry<S> | undefined {
-    return this.#byToken.get(Buffer.from(token).toString('hex'));
+    return this.#tokens.find(token);
   }
 
   /** The entry opener opened at ptr, if any. */
   openedBy(opener: S, ptr: DevPtr): IpcEntry<S> | undefined {
-    for (const e of this.#byToken.values()) if (e.openers.get(opener) === ptr) return e;
+    for (const e of this.#tokens.values()) if (e.openers.get(opener) === ptr) return e;
     return undefined;
   }
 
@@ -145,20 +136,20 @@ export class IpcTable<S> implements IpcBook<S> {
   }
 
   forgetNow(owner: S, ptr: DevPtr): void {
-    const e = this.#byOwner.get(owner)?.get(ptr);
-    if (!e) return;
-    this.#byOwner.get(owner)!.delete(ptr);
-    this.#byToken.delete(e.token);
-    // An opener whose context is gone meanwhile has nothing left to drop.
-    // Issued at once, before the owner's free: CUDA keeps the memory while it is opened.
-    for (const [o, at] of e.openers) if (at !== 0n) void this.drop?.(o, at).catch(() => undefined);
-    e.openers.clear();
+    const e = this.#tokens.remove(owner, ptr);
+    if (e) this.#dropOpeners(e);
   }
 
   /** The session reset or exited: its handles go (as forget), and what it opened. */
   forgetSession(s: S): void {
-    for (const ptr of [...(this.#byOwner.get(s)?.keys() ?? [])]) this.forgetNow(s, ptr);
-    this.#byOwner.delete(s);
-    for (const e of this.#byToken.values()) e.openers.delete(s);
+    for (const e of this.#tokens.removeOwner(s)) this.#dropOpeners(e);
+    for (const e of this.#tokens.values()) e.openers.delete(s);
+  }
+
+  #dropOpeners(e: IpcEntry<S>): void {
+    // An opener whose context is gone meanwhile has nothing left to drop.
+    // Issued at once, before the owner's free: CUDA keeps the memory while it is opened.
+    for (const [o, at] of e.openers) if (at !== 0n) void this.drop?.(o, at).catch(() => undefined);
+    e.openers.clear();
   }
 }

@@ -8,10 +8,9 @@
 // nothing. The memory stays its owner's (counted in its quota); when the
 // owner frees it (release and unmap, reset, exit) the token goes and each
 // importer loses its handle and mappings of it (drop).
-import { randomBytes } from 'node:crypto';
 import { CudaErr, CudaError } from './cuda-error';
-import { IPC_TOKEN_BYTES } from './ipc';
 import type { VmmRef } from './provider';
+import { TokenTable } from './token-table';
 
 /** Tokens one session may have minted at once (each names an allocation it holds, which its bound on objects bounds too). */
 export const VMM_SHARES_PER_SESSION = 65536;
@@ -32,26 +31,17 @@ export class VmmShareTable<S> {
   /** drop: the owner freed the memory; importer's handle h of it is gone (its mappings unmapped). */
   constructor(readonly drop: (importer: S, h: bigint) => Promise<void>) {}
 
-  readonly #byToken = new Map<string, VmmShare<S>>();
-  /** owner -> (its handle -> share): one token per allocation. */
-  readonly #byOwner = new Map<S, Map<bigint, VmmShare<S>>>();
+  /** One token per allocation of an owner (by its handle). */
+  readonly #tokens = new TokenTable<S, bigint, VmmShare<S>>();
 
   /** The token of owner's allocation h, minted at the first ask. */
   mint(owner: S, handle: bigint, ref: VmmRef, size: bigint, device: number): string {
-    let mine = this.#byOwner.get(owner);
-    const old = mine?.get(handle);
-    if (old) return old.token;
-    if ((mine?.size ?? 0) >= VMM_SHARES_PER_SESSION)
+    if (!this.#tokens.of(owner, handle) && this.#tokens.count(owner) >= VMM_SHARES_PER_SESSION)
       throw new CudaError(
         CudaErr.MemoryAllocation,
         `cuMemExportToShareableHandle: a process may hold ${VMM_SHARES_PER_SESSION} exported allocations`,
       );
-    const token = randomBytes(IPC_TOKEN_BYTES).toString('hex');
-    const e: VmmShare<S> = { token, owner, handle, ref, size, device, importers: new Map() };
-    if (!mine) this.#byOwner.set(owner, (mine = new Map()));
-    mine.set(handle, e);
-    this.#byToken.set(token, e);
-    return token;
+    return this.#tokens.entry(owner, handle, (token) => ({ token, owner, handle, ref, size, device, importers: new Map() })).token;
   }
 
   /**
@@ -60,7 +50,7 @@ export class VmmShareTable<S> {
    * never minted it or its allocation was freed.
    */
   find(token: Uint8Array, size: bigint): VmmShare<S> {
-    const e = this.#byToken.get(Buffer.from(token).toString('hex'));
+    const e = this.#tokens.find(token);
     if (!e || e.size !== size)
       throw new CudaError(CudaErr.InvalidValue, 'cuMemImportFromShareableHandle: not a handle of this VM, or its memory was freed');
     return e;
@@ -68,7 +58,7 @@ export class VmmShareTable<S> {
 
   /** importer's handle h names e's memory now; false if e went meanwhile (the importer undoes its import). */
   imported(e: VmmShare<S>, importer: S, h: bigint): boolean {
-    if (this.#byToken.get(e.token) !== e) return false;
+    if (!this.#tokens.holds(e)) return false;
     let hs = e.importers.get(importer);
     if (!hs) e.importers.set(importer, (hs = new Set()));
     hs.add(h);
@@ -77,30 +67,31 @@ export class VmmShareTable<S> {
 
   /** importer freed its handle h of e's memory. */
   unimported(token: string, importer: S, h: bigint): void {
-    const hs = this.#byToken.get(token)?.importers.get(importer);
+    const e = this.#tokens.find(token);
+    const hs = e?.importers.get(importer);
     hs?.delete(h);
-    if (hs?.size === 0) this.#byToken.get(token)!.importers.delete(importer);
+    if (hs?.size === 0) e!.importers.delete(importer);
   }
 
   /** The owner freed its allocation h: its token names nothing now, and importers lose it (their drops issued, not waited on). */
   forget(owner: S, handle: bigint): void {
-    const e = this.#byOwner.get(owner)?.get(handle);
-    if (!e) return;
-    this.#byOwner.get(owner)!.delete(handle);
-    this.#byToken.delete(e.token);
-    for (const [s, hs] of e.importers) for (const h of hs) void this.drop(s, h).catch(() => undefined);
-    e.importers.clear();
+    const e = this.#tokens.remove(owner, handle);
+    if (e) this.#dropImporters(e);
   }
 
   /** The session reset or exited: its tokens go (as forget), and what it imported. */
   forgetSession(s: S): void {
-    for (const h of [...(this.#byOwner.get(s)?.keys() ?? [])]) this.forget(s, h);
-    this.#byOwner.delete(s);
-    for (const e of this.#byToken.values()) e.importers.delete(s);
+    for (const e of this.#tokens.removeOwner(s)) this.#dropImporters(e);
+    for (const e of this.#tokens.values()) e.importers.delete(s);
   }
 
   /** Tokens owner holds. */
   count(owner: S): number {
-    return this.#byOwner.get(owner)?.size ?? 0;
+    return this.#tokens.count(owner);
+  }
+
+  #dropImporters(e: VmmShare<S>): void {
+    for (const [s, hs] of e.importers) for (const h of hs) void this.drop(s, h).catch(() => undefined);
+    e.importers.clear();
   }
 }
