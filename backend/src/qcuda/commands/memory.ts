@@ -5,6 +5,7 @@ import type { Call, Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
 import { decode, LAYOUT, QCUDA_MAX_EXTENTS, Status } from '../proto';
 import type { HostPiece } from '../provider';
+import { peerKey } from './peer';
 import { native as sys } from '../../sys/native';
 
 const EXTENT = LAYOUT.qcuda_extent.size;
@@ -150,7 +151,7 @@ export const MEMORY_COMMANDS: Runs<
     const device = onDevice(c, dst, size);
     const current = c.session.device;
     // The driver's memset runs on the current device: another's memory only with peer access to it (measured, 2 x H100).
-    if (device !== current && !c.session.peers.has(`${current}>${device}`))
+    if (device !== current && !c.session.peers.has(peerKey(current, device)))
       throw new CudaError(CudaErr.InvalidValue, `cudaMemset of device ${device} memory with device ${current} current, no peer access`);
     if (size > 0n) await (await c.session.context(device)).memset(dst, c.args.value & 0xff, size, stream, c.args.async !== 0);
   },

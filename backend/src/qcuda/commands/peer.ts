@@ -23,12 +23,17 @@ function canAccess(c: Call, device: number, peer: number): number {
   return c.dev.provider.canAccessPeer?.(device, peer) === 1 ? 1 : 0;
 }
 
+/** Peer access from device to peer, as Session.peers keeps it. */
+export function peerKey(device: number, peer: number): string {
+  return `${device}>${peer}`;
+}
+
 /** The current device's context and the peer's, after CUDA's checks of the peer. */
 function peerPair(c: Call<'PEER_ENABLE' | 'PEER_DISABLE'>): { device: number; peer: number; key: string } {
   const device = c.session.device; // the request's: another thread may switch the session meanwhile
   const { peer } = c.args;
   checkDevice(c, peer);
-  return { device, peer, key: `${device}>${peer}` };
+  return { device, peer, key: peerKey(device, peer) };
 }
 
 export const PEER_COMMANDS: Runs<'CAN_ACCESS_PEER' | 'P2P_ATTRIBUTE' | 'PEER_ENABLE' | 'PEER_DISABLE'> = {
