@@ -15,8 +15,6 @@ import type { Session, VmShared } from './session';
 
 /** CUDA's handles are 64 bytes (CUipcMemHandle, CUipcEventHandle). */
 const CUDA_HANDLE_BYTES = 64;
-/** Handles one worker's session may hold (memory and events, each): its allocations bound them in the worker, this in the backend. */
-export const IPC_HANDLES_PER_SESSION = 65536;
 
 /** The worker's end: asks go out with an id, answers come back (ToWorker 'ipc'). */
 export class IpcLink {
@@ -149,8 +147,6 @@ export class IpcService implements IpcAnswerer {
         if (!Number.isInteger(a.device) || a.device < 0 || a.device >= this.deviceCount)
           throw new CudaError(CudaErr.InvalidValue, 'IPC: a device of a worker is malformed');
         const exported = a.exported === undefined ? undefined : bytes(a.exported, CUDA_HANDLE_BYTES, "CUDA's handle");
-        if (!t.minted(s, ptr) && t.count(s) >= IPC_HANDLES_PER_SESSION)
-          throw new CudaError(CudaErr.MemoryAllocation, `IPC: a process may hold ${IPC_HANDLES_PER_SESSION} handles of each kind`);
         return t.mint(s, ptr, size, a.device, exported);
       }
       case 'claim': {

@@ -25,6 +25,9 @@ export interface IpcEntry<S> {
 /** A token's bytes (the handle's first 16). */
 export const IPC_TOKEN_BYTES = TOKEN_BYTES;
 
+/** Handles one session may hold (memory and events, each), however it is served: its allocations bound them too. */
+export const IPC_HANDLES_PER_SESSION = 65536;
+
 /** What an opener needs of a handle it may open: the owner (where it is in this process) and CUDA's handle. */
 export interface IpcClaim<S> {
   /** The owner's session, where it is served in this process (undefined in a queue owner's worker). */
@@ -82,12 +85,14 @@ export class IpcTable<S> implements IpcBook<S> {
     return this.#tokens.of(owner, ptr)?.token;
   }
 
-  /** How many handles owner has (a worker's mints are bounded by this: ipc-remote.ts). */
+  /** How many handles owner has. */
   count(owner: S): number {
     return this.#tokens.count(owner);
   }
 
   async mint(owner: S, ptr: DevPtr, size: bigint, device: number, exported?: Uint8Array): Promise<string> {
+    if (!this.minted(owner, ptr) && this.count(owner) >= IPC_HANDLES_PER_SESSION)
+      throw new CudaError(CudaErr.MemoryAllocation, `IPC: a process may hold ${IPC_HANDLES_PER_SESSION} handles of each kind`);
     return this.entry(owner, ptr, size, device, exported).token;
   }
 
