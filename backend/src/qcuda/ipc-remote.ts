@@ -21,7 +21,7 @@ export class IpcLink {
   readonly #waiting = new Map<number, (a: IpcAnswer) => void>();
   #nextId = 1;
   /** What the backend tells the worker to close (its session opened it; the owner's memory went). */
-  onDrop: (ptr: DevPtr) => void = () => undefined;
+  onDrop: (ptr: DevPtr) => Promise<void> = () => Promise.resolve();
 
   constructor(readonly send: (id: number, ask: IpcAsk) => void) {}
 
@@ -89,9 +89,9 @@ export class RemoteIpc implements IpcBook<Session> {
     await this.link.ask({ op: 'forget', kind: this.kind, ptr }).catch(() => undefined);
   }
 
-  forgetSession(): void {
+  async forgetSession(): Promise<void> {
     this.#mine.clear();
-    void this.link.ask({ op: 'forget-session', kind: this.kind }).catch(() => undefined);
+    await this.link.ask({ op: 'forget-session', kind: this.kind }).catch(() => undefined);
   }
 }
 

@@ -55,10 +55,10 @@ export interface IpcBook<S> {
   settle(opener: S, token: Uint8Array, at: DevPtr | undefined): Promise<boolean>;
   /** Opener closes what it opened at ptr; false if it opened nothing there. */
   close(opener: S, ptr: DevPtr): Promise<boolean>;
-  /** Owner freed ptr: its handle goes, and its openers lose it (their closes issued before this resolves, not waited on). */
+  /** Owner freed ptr: its handle goes, and its openers lose it (resolves once they have, bounded). */
   forget(owner: S, ptr: DevPtr): Promise<void>;
-  /** The session reset or exited: its handles go, and what it opened. */
-  forgetSession(s: S): void;
+  /** The session reset or exited: its handles go (resolves once their openers have lost them, as forget), and what it opened. */
+  forgetSession(s: S): Promise<void>;
 }
 
 export class IpcTable<S> implements IpcBook<S> {
@@ -135,26 +135,29 @@ export class IpcTable<S> implements IpcBook<S> {
     return undefined;
   }
 
-  /** Owner freed the allocation at ptr: its handle names nothing now, and openers lose it. */
+  /**
+   * Owner freed the allocation at ptr: its handle names nothing now, and
+   * openers lose it. Resolves once they have (an opener served by its own
+   * worker is asked and answers, bounded: Worker.ipcDrop), so an opener's
+   * next call after the owner's free is answered never reaches the memory.
+   */
   async forget(owner: S, ptr: DevPtr): Promise<void> {
-    this.forgetNow(owner, ptr);
-  }
-
-  forgetNow(owner: S, ptr: DevPtr): void {
     const e = this.#tokens.remove(owner, ptr);
-    if (e) this.#dropOpeners(e);
+    if (e) await this.#dropOpeners(e);
   }
 
   /** The session reset or exited: its handles go (as forget), and what it opened. */
-  forgetSession(s: S): void {
-    for (const e of this.#tokens.removeOwner(s)) this.#dropOpeners(e);
+  async forgetSession(s: S): Promise<void> {
+    const drops = [...this.#tokens.removeOwner(s)].map((e) => this.#dropOpeners(e));
     for (const e of this.#tokens.values()) e.openers.delete(s);
+    await Promise.all(drops);
   }
 
-  #dropOpeners(e: IpcEntry<S>): void {
+  async #dropOpeners(e: IpcEntry<S>): Promise<void> {
     // An opener whose context is gone meanwhile has nothing left to drop.
-    // Issued at once, before the owner's free: CUDA keeps the memory while it is opened.
-    for (const [o, at] of e.openers) if (at !== 0n) void this.drop?.(o, at).catch(() => undefined);
+    // Each is issued at once, before the owner's free: CUDA keeps the memory while it is opened.
+    const drops = [...e.openers].filter(([, at]) => at !== 0n).map(([o, at]) => this.drop?.(o, at).catch(() => undefined));
     e.openers.clear();
+    await Promise.all(drops);
   }
 }

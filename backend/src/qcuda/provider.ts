@@ -640,6 +640,6 @@ export interface QueueOwner {
   /** After the stop: the ring served by the worker again (fds: kick, call, a new in-flight record). */
   ownAgain(state: RingState, fds: number[]): Promise<void>;
   kill(): void;
-  /** Tells it to close what its session opened by IPC at ptr (the owner's memory went: ipc-remote.ts). */
-  ipcDrop(ptr: DevPtr): void;
+  /** Tells it to close what its session opened by IPC at ptr (the owner's memory went: ipc-remote.ts); resolves once it has (bounded). */
+  ipcDrop(ptr: DevPtr): Promise<void>;
 }

@@ -478,7 +478,7 @@ export class Session {
    * Served by its worker on its own queue (delegation.ts): what it opened by
    * IPC is there, and its worker is told to close it.
    */
-  importsElsewhere: ((ptr: DevPtr) => void) | undefined;
+  importsElsewhere: ((ptr: DevPtr) => Promise<void>) | undefined;
 
   /**
    * Imports whose owner freed them (or reset, or exited) before this process
@@ -567,13 +567,14 @@ export class Session {
     this.#limitCharges.clear();
     this.#limitBases.clear();
     this.peers.clear();
-    this.vm.ipcEvents.forgetSession(this);
+    const eventsGone = this.vm.ipcEvents.forgetSession(this);
     this.vm.vmmShares.forgetSession(this); // importers of its memory lose it
-    this.vm.ipc.forgetSession(this); // others' openings of its memory end with it (the host provider then refuses them anyway)
+    // Others' openings of its memory end with it, before the reset or exit is answered.
+    const openingsGone = this.vm.ipc.forgetSession(this);
     // Everything but the overhead of contexts still there, which goes when each context does (#giveSlot).
     const held = this.#memory.held;
     if (held > this.#overheads) this.#memory.give(held - this.#overheads);
-    await Promise.all(contexts.map((d) => this.#end(d, why)));
+    await Promise.all([eventsGone, openingsGone, ...contexts.map((d) => this.#end(d, why))]);
   }
 
   /** Destroys one of the session's contexts (#free took it out). */

@@ -112,7 +112,7 @@ export const MEMORY_COMMANDS: Runs<
     const { ptr } = c.args;
     if (ptr === 0n) return; // cudaFree(NULL) is a no-op
     const { device } = c.session.memory.removeAlloc(ptr);
-    await c.session.vm.ipc.forget(c.session, ptr); // its handle names nothing now; openers' closes are sent before the free
+    await c.session.vm.ipc.forget(c.session, ptr); // its handle names nothing now; openers have closed it before the free
     await (await c.session.context(device)).free(ptr); // cudaFree takes any device's pointer
   },
 

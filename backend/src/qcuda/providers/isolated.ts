@@ -50,6 +50,8 @@ const debug = createDebug('qcuda:isolated');
 /** How long a worker may take to start (node, CUDA init, a context) and to shut down. */
 const START_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 10_000;
+/** The longest an owner's free waits for an opener's worker to close its opening (Worker.ipcDrop). */
+const IPC_DROP_WAIT_MS = 2_000;
 
 interface SharedRegion {
   id: number;
@@ -281,9 +283,20 @@ class Worker {
     if (!this.#gone) this.#send({ t: 'ipc', id, ...a });
   }
 
-  /** Tells a queue owner to close what its session opened at ptr (the owner's memory went). */
-  ipcDrop(ptr: bigint): void {
-    if (!this.#gone) this.#send({ t: 'ipc-drop', ptr });
+  /**
+   * Tells a queue owner to close what its session opened at ptr (the owner's
+   * memory went); resolves once it has, or is gone, or after IPC_DROP_WAIT_MS:
+   * a worker busy in a long call holds the owner's free no longer than that.
+   */
+  async ipcDrop(ptr: bigint): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, IPC_DROP_WAIT_MS)));
+    const done = this.#expect((id) => this.#send({ t: 'ipc-drop', id, ptr })).then(
+      () => undefined,
+      () => undefined,
+    );
+    await Promise.race([done, bound]);
+    clearTimeout(timer);
   }
 
   #post(write: () => void): void {

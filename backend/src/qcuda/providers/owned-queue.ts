@@ -76,7 +76,7 @@ export class OwnedQueue {
     });
     this.device.useMemory(memory);
     const session = this.device.adoptSession(order.session, order.slot);
-    ipc.onDrop = (ptr) => void session.dropImport(ptr).catch(() => undefined);
+    ipc.onDrop = (ptr) => session.dropImport(ptr);
     const queue = order.state.index;
     this.server = serveInC
       ? RingServer.for(

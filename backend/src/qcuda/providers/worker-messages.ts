@@ -50,8 +50,8 @@ export type ToWorker =
   | { t: 'module'; id: number; image?: Uint8Array }
   /** The answer to a queue owner's 'ipc' ask. */
   | ({ t: 'ipc'; id: number } & IpcAnswer)
-  /** The owner of memory the session opened by IPC freed it (or reset, or exited): close it. */
-  | { t: 'ipc-drop'; ptr: bigint };
+  /** The owner of memory the session opened by IPC freed it (or reset, or exited): close it, then reply with id. */
+  | { t: 'ipc-drop'; id: number; ptr: bigint };
 
 export type ToParent =
   | { t: 'ready' }

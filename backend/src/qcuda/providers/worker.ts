@@ -191,7 +191,13 @@ class WorkerMain {
     else if (m.t === 'own-again') this.#ownAgain(m.state);
     else if (m.t === 'module') this.modules.answer(m.id, m.image);
     else if (m.t === 'ipc') this.ipc.answer(m.id, m);
-    else if (m.t === 'ipc-drop') this.ipc.onDrop(m.ptr);
+    else if (m.t === 'ipc-drop') void this.#ipcDrop(m.id, m.ptr);
+  }
+
+  /** Closes what the owner's free took, then says so: the owner's free is answered after this reply (ipc.ts). */
+  async #ipcDrop(id: number, ptr: bigint): Promise<void> {
+    await this.ipc.onDrop(ptr).catch(() => undefined);
+    send({ t: 'reply', id, ok: true, v: undefined });
   }
 
   async #park(): Promise<void> {
