@@ -200,6 +200,7 @@ struct MemAccessDesc {  // CUmemAccessDesc
 constexpr int kMemAllocationTypePinned = 1;  // CU_MEM_ALLOCATION_TYPE_PINNED
 constexpr int kMemLocationTypeDevice = 1;    // CU_MEM_LOCATION_TYPE_DEVICE
 constexpr int kMemAccessReadWrite = 3;       // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+constexpr int kMemHandleTypePosixFd = 1;     // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 
 // CUresult values the addon itself produces or tests for.
 enum : int {
@@ -375,6 +376,10 @@ constexpr size_t kAttrValueBytes = 64;  // sizeof(CUstreamAttrValue) (QCUDA_ATTR
   X(MemCreate, (MemHandle *, size_t, const MemAllocationProp *, unsigned long long), "cuMemCreate", 10020,             \
     "cuMemCreate", nullptr, false)                                                                                     \
   X(MemRelease, (MemHandle), "cuMemRelease", 10020, "cuMemRelease", nullptr, false)                                    \
+  X(MemExportToShareableHandle, (void *, MemHandle, int, unsigned long long), "cuMemExportToShareableHandle", 10020,   \
+    "cuMemExportToShareableHandle", nullptr, false) /* POSIX fd: an int */                                             \
+  X(MemImportFromShareableHandle, (MemHandle *, void *, int), "cuMemImportFromShareableHandle", 10020,                 \
+    "cuMemImportFromShareableHandle", nullptr, false) /* POSIX fd: the fd itself, as the pointer */                    \
   X(MemMap, (Ptr, size_t, size_t, MemHandle, unsigned long long), "cuMemMap", 10020, "cuMemMap", nullptr, false)       \
   X(MemUnmap, (Ptr, size_t), "cuMemUnmap", 10020, "cuMemUnmap", nullptr, false)                                        \
   X(MemSetAccess, (Ptr, size_t, const MemAccessDesc *, size_t), "cuMemSetAccess", 10020, "cuMemSetAccess", nullptr,    \

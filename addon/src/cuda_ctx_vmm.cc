@@ -45,6 +45,12 @@ QCUDA_CONTEXT_METHOD(vmmCreate, ctx, info) {
     cu::MemAllocationProp prop{};
     prop.type = cu::kMemAllocationTypePinned;
     prop.location = {cu::kMemLocationTypeDevice, job.ctx->ordinal};
+    // Every allocation may be exported as a POSIX fd (vmmExport): cuMemCreate's
+    // wire args (size, flags) do not carry the guest's requestedHandleTypes,
+    // and the guest exports one later (cuMemExportToShareableHandle) only if
+    // the driver was asked for that handle type at creation. On Linux it is
+    // a flag the driver keeps; nothing is made until the export.
+    prop.requestedHandleTypes = cu::kMemHandleTypePosixFd;
     cu::MemHandle h = 0;
     if (!job.Check(cu::api().MemCreate(&h, size, &prop, 0), "cuMemCreate")) return {};
     CtxCore *c = job.ctx.get();
@@ -65,6 +71,49 @@ QCUDA_CONTEXT_METHOD(vmmRelease, ctx, info) {
     cu::MemHandle h = it->second;
     allocs.erase(it);
     job.Check(cu::api().MemRelease(h), "cuMemRelease");
+  });
+}
+
+// vmmExport(id) -> a POSIX fd of the allocation (cuMemExportToShareableHandle),
+// the caller's to close: it goes to another session's worker, which imports
+// it (vmmImport). The export holds nothing here: the fd holds the memory.
+QCUDA_CONTEXT_METHOD(vmmExport, ctx, info) {
+  uint32_t id = ArgId(info[0], "allocation");
+  return ctx.Submit(info, Where::kContextThread, [id](Job &job) -> res::Num {
+    auto it = job.ctx->vmmAllocs.find(id);
+    if (it == job.ctx->vmmAllocs.end()) {
+      job.Fail(cu::kInvalidValue, "qcuda: vmmExport: no such allocation");
+      return {};
+    }
+    if (!Have(job, cu::api().MemExportToShareableHandle, "cuMemExportToShareableHandle")) return {};
+    int fd = -1;
+    if (!job.Check(cu::api().MemExportToShareableHandle(&fd, it->second, cu::kMemHandleTypePosixFd, 0),
+                   "cuMemExportToShareableHandle"))
+      return {};
+    return {static_cast<double>(fd)};
+  });
+}
+
+// vmmImport(fd) -> the allocation's id here (cuMemImportFromShareableHandle):
+// the same memory as the exporter's, released by vmmRelease as one made here.
+// The fd stays the caller's (the driver takes what it needs of it).
+QCUDA_CONTEXT_METHOD(vmmImport, ctx, info) {
+  int32_t fd = ArgI32(info[0], "fd");
+  return ctx.Submit(info, Where::kContextThread, [fd](Job &job) -> res::Num {
+    if (fd < 0) {
+      job.Fail(cu::kInvalidValue, "qcuda: vmmImport: not an fd");
+      return {};
+    }
+    if (!Have(job, cu::api().MemImportFromShareableHandle, "cuMemImportFromShareableHandle")) return {};
+    cu::MemHandle h = 0;
+    void *os = reinterpret_cast<void *>(static_cast<uintptr_t>(fd));
+    if (!job.Check(cu::api().MemImportFromShareableHandle(&h, os, cu::kMemHandleTypePosixFd),
+                   "cuMemImportFromShareableHandle"))
+      return {};
+    CtxCore *c = job.ctx.get();
+    uint32_t id = c->nextId++;
+    c->vmmAllocs[id] = h;
+    return {static_cast<double>(id)};
   });
 }
 

@@ -5,6 +5,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import test from 'ava';
 import { native } from '../../backend/src/sys/native';
+import { Fd } from '../../backend/src/sys/fd';
 import { Channel } from '../../backend/src/qcuda/providers/channel';
 import { decodeFast, encodeCopy, encodeDone, Fast } from '../../backend/src/qcuda/providers/worker-messages';
 
@@ -72,6 +73,26 @@ test('fds travel with their message and stay usable', async (t) => {
   for (const x of [m, m2]) x.unmap();
   fd!.close();
   native.close(mfd);
+  tx.close();
+  rx.close();
+});
+
+test("sendTaking: the sender's copy of an fd is closed once its message has gone, not before (a full socket first)", async (t) => {
+  const { rx, tx, got, until } = pair();
+  tx.send({ big: new Uint8Array(24 << 20) }); // more than the socket takes at once: the next message waits in the outbox
+  const mfd = new Fd(native.memfdCreate('channel-test', 4096));
+  const sent = new native.Mapping(mfd.value, 4096, 0);
+  new Uint8Array(sent.window(0, 4096)).set([7, 8, 9]);
+  tx.sendTaking({ t: 'fd' }, [mfd]);
+  t.false(mfd.closed, 'still queued: still open');
+  await until(() => got.length === 2);
+  t.true(mfd.closed, 'gone with its message: closed');
+  const fd = rx.takeFd();
+  t.truthy(fd, 'the fd came');
+  const m = new native.Mapping(fd!.value, 4096, 0);
+  t.deepEqual([...new Uint8Array(m.window(0, 3))], [7, 8, 9], 'the same memory');
+  for (const x of [m, sent]) x.unmap();
+  fd!.close();
   tx.close();
   rx.close();
 });

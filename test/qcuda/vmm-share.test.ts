@@ -1,31 +1,61 @@
 // Shareable handles of VMM allocations between the processes of one VM
 // (cuMemExportToShareableHandle / cuMemImportFromShareableHandle, POSIX fd;
-// vmm-share.ts) on the host provider: a token exported by one session is
-// imported by another, which maps the same memory (bytes written by one are
-// read by the other); forged tokens, another VM's and a freed allocation's
-// are refused; the owner's free or exit unmaps the importer's mappings.
+// vmm-share.ts), on the host provider and on the cuda provider with a worker
+// per session (the fake driver: the owner's worker exports a real fd, which
+// goes through the backend to the importer's worker and is closed once
+// imported): a token exported by one session is imported by another, which
+// maps the same memory (bytes written by one are read by the other); forged
+// tokens, another VM's and a freed allocation's are refused; the owner's
+// free or exit unmaps the importer's mappings. A session whose worker serves
+// its own queue cannot reach the VM's table: refused, and not claimed.
+import fs from 'node:fs';
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
+import type { Provider } from '../../backend/src/qcuda/provider';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
 import { Cmd, QCUDA_VMM_ACCESS_RW, QCUDA_VMM_GRANULARITY } from '../../backend/src/qcuda/proto';
+import { fakeLibcuda } from '../addon/fake-driver';
 import { started } from '../helpers';
 import { QcudaClient } from './client';
+
+// The cuda provider's workers load the fake driver.
+process.env.QCUDA_LIBCUDA = fakeLibcuda();
 
 const G = BigInt(QCUDA_VMM_GRANULARITY);
 type Token = { token: Uint8Array; size: bigint; reserved: Uint8Array };
 
-async function vm(t: ExecutionContext) {
-  const provider = new HostProvider({});
-  t.teardown(() => provider.close());
-  const dev = new QcudaDevice({ queues: 4, limits: {}, provider });
-  const { fe } = await started(t, dev, { size: 256 });
+type GuestView = (addr: bigint, len: number) => Uint8Array[];
+/** A provider, and whether each session keeps to a queue of its own, served by its worker (--own-queues=yes). */
+type MakeProvider = ((guestView: GuestView) => Provider) & { ownQueues?: boolean };
+
+const host: MakeProvider = (guestView) => new HostProvider({ guestView });
+/** The cuda provider as a backend runs it: each session's context in a worker process of its own, on the fake driver. */
+const cudaWorkers: MakeProvider = () => new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0 } });
+const cudaOwnQueues: MakeProvider = Object.assign(() => new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0 } }), {
+  ownQueues: true,
+});
+const PROVIDERS: [string, MakeProvider][] = [
+  ['host provider', host],
+  ['cuda provider (a worker per session, fake driver)', cudaWorkers],
+];
+const QUEUES = 4;
+
+async function vm(t: ExecutionContext, make: MakeProvider = host) {
+  let made: Provider | undefined;
+  const own = make.ownQueues === true;
+  const dev = new QcudaDevice({ provider: (guestView: GuestView) => (made = make(guestView)), queues: QUEUES, ownQueues: own });
+  t.teardown(() => made?.close());
+  const { fe } = await started(t, dev, { size: 256, queues: QUEUES });
+  let queue = 1;
   const client = async () => {
     const c = new QcudaClient(fe);
-    await c.open();
+    if (!own) await c.open();
+    else await c.openOwn(queue++);
     return c;
   };
-  return { dev, fe, client };
+  return { dev, fe, client, provider: () => made };
 }
 
 async function ok(t: ExecutionContext, p: Promise<{ status: number; value: bigint }>, what: string): Promise<bigint> {
@@ -61,8 +91,8 @@ async function mapped(t: ExecutionContext, c: QcudaClient, h: bigint, size: bigi
 }
 
 /** Owner and importer mapping one exported allocation. */
-async function shared(t: ExecutionContext) {
-  const v = await vm(t);
+async function shared(t: ExecutionContext, make: MakeProvider) {
+  const v = await vm(t, make);
   const [owner, importer] = [await v.client(), await v.client()];
   const h = await ok(t, create(owner, G), 'create');
   const e = await exportOf(owner, h);
@@ -74,8 +104,43 @@ async function shared(t: ExecutionContext) {
   return { ...v, owner, importer, h, ih, token: e.token!, ova, iva };
 }
 
-test('an exported allocation imported by another process: the same memory, both ways', async (t) => {
-  const { dev, fe, owner, importer, ova, iva } = await shared(t);
+/** The fake driver's VMM memfds open (fds) and mapped (maps) in a process: what its handles and mappings hold. */
+function memfdsOf(pid: number | 'self'): { fds: number; maps: number } {
+  let fds = 0;
+  for (const f of fs.readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      if (fs.readlinkSync(`/proc/${pid}/fd/${f}`).includes('memfd:fakecuda-vmm')) fds++;
+    } catch {
+      // closed meanwhile
+    }
+  }
+  const maps = fs
+    .readFileSync(`/proc/${pid}/maps`, 'utf8')
+    .split('\n')
+    .filter((l) => l.includes('memfd:fakecuda-vmm')).length;
+  return { fds, maps };
+}
+
+/** What the workers hold of the fake's VMM memory, each sorted; undefined on the host provider (no fds). */
+function workersHold(p: Provider | undefined): { fds: number[]; maps: number[] } | undefined {
+  if (!(p instanceof IsolatedProvider)) return undefined;
+  const held = p.workerPids.map((pid) => memfdsOf(pid));
+  return { fds: held.map((h) => h.fds).sort(), maps: held.map((h) => h.maps).sort() };
+}
+
+/** Waits (up to 5 s) until the workers hold `want`; the last look otherwise (the assert then says what it was). */
+async function settled(p: Provider | undefined, want: { fds: number[]; maps: number[] }) {
+  const end = Date.now() + 5000;
+  let h = workersHold(p);
+  while (h && JSON.stringify(h) !== JSON.stringify(want) && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 20));
+    h = workersHold(p);
+  }
+  return h;
+}
+
+async function bothWays(t: ExecutionContext, make: MakeProvider) {
+  const { dev, fe, owner, importer, ova, iva, provider } = await shared(t, make);
   t.is(dev.vm.quota.used, G, 'counted once, to the owner');
   const gpa = fe.mem.alloc(8192, 4096);
   const host = fe.mem.bytes(gpa, 8192);
@@ -87,25 +152,30 @@ test('an exported allocation imported by another process: the same memory, both 
   t.is(await importer.htod(iva + G - 3n, gpa, 3), 0);
   t.is(await owner.dtoh(gpa + 4096n, ova + G - 3n, 3), 0);
   t.deepEqual([...host.subarray(4096, 4099)], [9, 8, 7], "the importer's bytes, read by the owner");
-});
+  if (provider() instanceof IsolatedProvider) {
+    // The fd was only in transit: the owner's handle and the importer's import are all that hold one.
+    t.deepEqual(await settled(provider(), { fds: [1, 1], maps: [1, 1] }), { fds: [1, 1], maps: [1, 1] }, 'one handle and one mapping each');
+    t.is(memfdsOf('self').fds, 0, 'the backend keeps no fd of it');
+  }
+}
 
-test("refused: forged tokens, another VM's, a freed allocation's; an import is not re-exported", async (t) => {
-  const { owner, importer, h, ih, token, ova } = await shared(t);
+async function refusals(t: ExecutionContext, make: MakeProvider) {
+  const { owner, importer, h, ih, token, ova } = await shared(t, make);
   const forged = { ...token, token: token.token.map((b) => b ^ 1) };
   t.is((await importOf(importer, forged)).status, CudaErr.InvalidValue, 'forged');
   t.is((await importOf(importer, { ...token, size: 2n * G })).status, CudaErr.InvalidValue, 'the size is part of the token');
   t.is((await exportOf(owner, h + 1000n)).status, CudaErr.InvalidValue, 'not a handle of the process');
   t.is((await exportOf(importer, ih)).status, CudaErr.NotSupported, 'an imported allocation');
-  const other = await vm(t);
+  const other = await vm(t, make);
   t.is((await importOf(await other.client(), token)).status, CudaErr.InvalidValue, "another VM's token");
   t.is((await release(owner, h)).status, 0);
   t.is((await importOf(importer, token)).status, 0, 'still mapped by its owner: still there');
   t.is((await unmap(owner, ova, G)).status, 0, 'the last of the owner: freed');
   t.is((await importOf(importer, token)).status, CudaErr.InvalidValue, 'freed');
-});
+}
 
-test("the owner's free or exit unmaps the importer's mappings; the importer's release frees nothing of the owner's", async (t) => {
-  const { dev, fe, client, owner, importer, h, ih, ova, iva } = await shared(t);
+async function ownerEnds(t: ExecutionContext, make: MakeProvider) {
+  const { dev, fe, client, owner, importer, h, ih, ova, iva, provider } = await shared(t, make);
   const gpa = fe.mem.alloc(4096, 4096);
   t.is((await release(importer, ih)).status, 0, "the importer's release");
   t.is(await importer.dtoh(gpa, iva, 16), 0, 'its mapping stays');
@@ -114,6 +184,9 @@ test("the owner's free or exit unmaps the importer's mappings; the importer's re
   t.is((await unmap(owner, ova, G)).status, 0);
   t.is(dev.vm.quota.used, 0n, 'freed with its owner');
   t.is(await importer.dtoh(gpa, iva, 16), CudaErr.InvalidValue, "the importer's mapping went with it");
+  const none = { fds: [0, 0], maps: [0, 0] };
+  if (provider() instanceof IsolatedProvider)
+    t.deepEqual(await settled(provider(), none), none, "the importer's worker unmapped and let go of its import");
   // The owner's exit: its token and the importer's mappings go.
   const o2 = await client();
   const h2 = await ok(t, create(o2, G), 'create');
@@ -125,11 +198,33 @@ test("the owner's free or exit unmaps the importer's mappings; the importer's re
   t.is(await importer.dtoh(gpa, iva2, 16), CudaErr.InvalidValue, 'gone with its owner');
   t.is((await importOf(importer, e2.token!)).status, CudaErr.InvalidValue, "an exited owner's token");
   t.is(dev.vm.quota.used, 0n);
-});
+  if (provider() instanceof IsolatedProvider)
+    t.deepEqual(await settled(provider(), none), none, "the exited owner's import let go of in the importer's worker");
+}
 
-test('the device says it takes POSIX fd handles (attribute 103) on the host provider', async (t) => {
-  const { client } = await vm(t);
-  const c = await client();
+async function attribute(c: QcudaClient): Promise<number> {
   const r = await c.call(Cmd.DEVICE_PROPS, { args: ['qcuda_args_device', { device: 0 }], out: 'qcuda_out_device_props' });
-  t.is((r.out!.attrs as Uint32Array)[103], 1);
+  return (r.out!.attrs as Uint32Array)[103];
+}
+
+for (const [name, make] of PROVIDERS) {
+  test(`${name}: an exported allocation imported by another process: the same memory, both ways`, (t) => bothWays(t, make));
+  test(`${name}: refused: forged tokens, another VM's, a freed allocation's; an import is not re-exported`, (t) => refusals(t, make));
+  test(`${name}: the owner's free or exit unmaps the importer's mappings; the importer's release frees nothing of the owner's`, (t) =>
+    ownerEnds(t, make));
+  test(`${name}: the device says it takes POSIX fd handles (attribute 103)`, async (t) => {
+    const { client } = await vm(t, make);
+    t.is(await attribute(await client()), 1);
+  });
+}
+
+test("own queues: a worker serving its session's queue cannot reach the VM's table: refused, and the device does not claim it", async (t) => {
+  const { client } = await vm(t, cudaOwnQueues);
+  const c = await client();
+  t.is(await attribute(c), 0, 'no POSIX fd handles');
+  const h = await ok(t, create(c, G), 'create');
+  const e = await c.call(Cmd.VMM_EXPORT, { args: ['qcuda_args_handle', { handle: h }], out: 'qcuda_ipc_handle' });
+  t.is(e.status, CudaErr.NotSupported);
+  const i = await importOf(c, { token: new Uint8Array(16), size: G, reserved: new Uint8Array(40) });
+  t.is(i.status, CudaErr.NotSupported);
 });

@@ -459,6 +459,19 @@ export interface CoreContext {
   destroy(why?: 'reset' | 'exit'): Promise<void>;
 }
 
+/**
+ * A context whose VMM allocations travel between processes as POSIX fds
+ * (the cuda provider's): what Provider.vmmImport runs where each session's
+ * context is in a worker of its own (isolated.ts). Not a CoreContext call:
+ * the fds go with the worker's messages, never as a call's values.
+ */
+export interface VmmFdContext {
+  /** cuMemExportToShareableHandle (POSIX fd) of vmmCreate's m: the fd, the caller's to close. */
+  vmmExportFd(m: VmmRef): Promise<number>;
+  /** cuMemImportFromShareableHandle of such an fd (still the caller's): the same memory, released by vmmRelease. */
+  vmmImportFd(fd: number): Promise<VmmRef>;
+}
+
 /** Every method of CoreContext, at run time (checked complete below). */
 const CORE_METHODS = [
   'malloc',

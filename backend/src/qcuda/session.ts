@@ -52,8 +52,13 @@ export interface VmShared {
   readonly ipc: IpcBook<Session>;
   /** The IPC event handles minted by its sessions, as ipc (by the owner's event handle). */
   readonly ipcEvents: IpcBook<Session>;
-  /** The shareable handles of VMM allocations minted by its sessions (vmm-share.ts), as ipc. */
-  readonly vmmShares: VmmShareTable<Session>;
+  /**
+   * The shareable handles of VMM allocations minted by its sessions
+   * (vmm-share.ts), as ipc. Undefined in a queue owner's worker: the VM's
+   * table is the backend's, which no ask reaches yet, so VMM_EXPORT and
+   * VMM_IMPORT are refused there and the device claims no POSIX fd handles.
+   */
+  readonly vmmShares: VmmShareTable<Session> | undefined;
 }
 
 /**
@@ -78,7 +83,8 @@ export function vmShared(
     modules,
     ipc: ipc?.ipc ?? new IpcTable<Session>('IPC handle', (opener, at) => opener.dropImport(at)),
     ipcEvents: ipc?.ipcEvents ?? new IpcTable<Session>('IPC event handle'),
-    vmmShares: new VmmShareTable<Session>((importer, h) => importer.dropVmmImport(h)),
+    // ipc given: a queue owner's worker (owned-queue.ts), whose tables are the backend's.
+    vmmShares: ipc ? undefined : new VmmShareTable<Session>((importer, h) => importer.dropVmmImport(h)),
   };
 }
 
@@ -568,7 +574,7 @@ export class Session {
     this.#limitBases.clear();
     this.peers.clear();
     const eventsGone = this.vm.ipcEvents.forgetSession(this);
-    this.vm.vmmShares.forgetSession(this); // importers of its memory lose it
+    this.vm.vmmShares?.forgetSession(this); // importers of its memory lose it
     // Others' openings of its memory end with it, before the reset or exit is answered.
     const openingsGone = this.vm.ipc.forgetSession(this);
     // Everything but the overhead of contexts still there, which goes when each context does (#giveSlot).

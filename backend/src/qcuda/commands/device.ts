@@ -39,7 +39,8 @@ export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DE
     attrs.set(new Uint32Array(p.attrs.buffer, p.attrs.byteOffset, Math.min(p.attrs.length, QCUDA_NUM_ATTRS)));
     attrs[ATTR_MAX_PERSISTING_L2] = 0; // the set-aside is every VM's: a guest may not set it (checkLimitSet)
     for (const a of UNSERVED_ATTRS) attrs[a] = 0;
-    attrs[ATTR_POSIX_FD_HANDLES] = c.dev.provider.vmmImport ? 1 : 0; // cuMemExportToShareableHandle's tokens (vmm-share.ts)
+    // cuMemExportToShareableHandle's tokens (vmm-share.ts), where VMM_EXPORT / VMM_IMPORT serve them (commands/vmm.ts sharing()).
+    attrs[ATTR_POSIX_FD_HANDLES] = c.dev.provider.vmmImport && c.session.vm.vmmShares ? 1 : 0;
     return {
       out: encode('qcuda_out_device_props', {
         name: p.name,

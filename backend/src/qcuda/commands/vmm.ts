@@ -10,6 +10,7 @@ import { encode, QCUDA_VMM_ACCESS_RW } from '../proto';
 import type { ProviderContext } from '../provider';
 import type { Session } from '../session';
 import { checkSpan, GRANULARITY, MAX_VMM_ALIGNMENT, type VmmFreed } from '../vmm';
+import type { VmmShareTable } from '../vmm-share';
 
 /**
  * Frees allocations a release or an unmap left unused, then gives their
@@ -19,8 +20,8 @@ import { checkSpan, GRANULARITY, MAX_VMM_ALIGNMENT, type VmmFreed } from '../vmm
  */
 async function freeUnused(s: Session, x: ProviderContext, freed: readonly VmmFreed[]): Promise<void> {
   for (const f of freed) {
-    if (f.token) s.vm.vmmShares.unimported(f.token, s, f.handle);
-    else s.vm.vmmShares.forget(s, f.handle);
+    if (f.token) s.vm.vmmShares?.unimported(f.token, s, f.handle);
+    else s.vm.vmmShares?.forget(s, f.handle);
   }
   const bytes = s.heldBytes(freed.reduce((n, f) => (f.token ? n : n + f.size), 0n));
   try {
@@ -30,12 +31,23 @@ async function freeUnused(s: Session, x: ProviderContext, freed: readonly VmmFre
   }
 }
 
-/** The provider's import of another context's physical memory; NotSupported where it cannot share memory between processes. */
-function importer(c: Call): NonNullable<Provider['vmmImport']> {
+/**
+ * The VM's table of shareable handles and the provider's import of another
+ * context's physical memory; NotSupported where the provider cannot share
+ * memory between processes, or the table is out of reach (a queue owner's
+ * worker: session.ts VmShared.vmmShares).
+ */
+function sharing(c: Call): { shares: VmmShareTable<Session>; vmmImport: NonNullable<Provider['vmmImport']> } {
+  const shares = c.session.vm.vmmShares;
+  if (!shares)
+    throw new CudaError(
+      CudaErr.NotSupported,
+      "shareable memory handles: not served to a process whose queue its worker serves (--own-queues): the VM's table is the backend's",
+    );
   const p = c.dev.provider;
   if (!p.vmmImport)
     throw new CudaError(CudaErr.NotSupported, `shareable memory handles: the ${p.name} provider cannot share memory between processes`);
-  return p.vmmImport.bind(p);
+  return { shares, vmmImport: p.vmmImport.bind(p) };
 }
 
 function noFlags(flags: bigint, what: string): void {
@@ -170,24 +182,24 @@ export const VMM_COMMANDS: Runs<
   },
 
   VMM_EXPORT(c) {
-    importer(c);
+    const { shares } = sharing(c);
     const s = c.session;
     const a = s.vmm.alloc(c.args.handle);
     if (a.token)
       throw new CudaError(CudaErr.NotSupported, 'cuMemExportToShareableHandle of an imported allocation: export it from its owner');
-    const token = s.vm.vmmShares.mint(s, c.args.handle, a.ref, a.size, s.device);
+    const token = shares.mint(s, c.args.handle, a.ref, a.size, s.device);
     return { out: encode('qcuda_ipc_handle', { token: Buffer.from(token, 'hex'), size: a.size, reserved: new Uint8Array(40) }) };
   },
 
   async VMM_IMPORT(c) {
-    const vmmImport = importer(c);
+    const { shares, vmmImport } = sharing(c);
     const s = c.session;
-    const e = s.vm.vmmShares.find(c.args.token, c.args.size);
+    const e = shares.find(c.args.token, c.args.size);
     s.checkRoom('vmm');
     const [owner, x] = await Promise.all([e.owner.context(e.device), s.context()]);
     const ref = await vmmImport(owner, e.ref, x);
     const h = s.addVmmAlloc(x, ref, e.size, e.token);
-    if (!s.vm.vmmShares.imported(e, s, h)) {
+    if (!shares.imported(e, s, h)) {
       // Its owner freed it meanwhile: this import names nothing.
       await s.dropVmmImport(h);
       throw new CudaError(CudaErr.InvalidValue, 'cuMemImportFromShareableHandle: its memory was freed meanwhile');

@@ -20,6 +20,8 @@ export class Channel {
   readonly #sock: Fd;
   readonly #outbox: Outbox;
   readonly #fds: Fd[] = [];
+  /** fds sent by sendTaking, closed once the outbox is empty (their message has gone). */
+  readonly #sentFds: Fd[] = [];
   #buf = new Uint8Array(READ_ROOM * 2);
   #len = 0;
   #mask = 0;
@@ -46,13 +48,31 @@ export class Channel {
     this.#post(serialize(m), 0, fds);
   }
 
+  /**
+   * As send, taking the fds over: each is closed once its message has gone
+   * (the socket holds it until the peer takes it), or with the channel.
+   */
+  sendTaking(m: unknown, fds: Fd[]): void {
+    const values = fds.map((f) => f.value);
+    this.#sentFds.push(...fds);
+    this.#post(serialize(m), 0, values);
+    this.#closeSent();
+  }
+
+  #closeSent(): void {
+    if (this.#closed || !this.#outbox.pending) for (const fd of this.#sentFds.splice(0)) fd.close();
+  }
+
   /** A frame of bytes the caller encoded; the peer's onMessage gets them as a Uint8Array. */
   sendRaw(bytes: Uint8Array): void {
     this.#post(bytes, RAW, []);
   }
 
   #post(body: Uint8Array, flags: number, fds: number[]): void {
-    if (this.#closed) throw new Error('the channel is closed');
+    if (this.#closed) {
+      this.#closeSent();
+      throw new Error('the channel is closed');
+    }
     const data = new Uint8Array(4 + body.length);
     new DataView(data.buffer).setUint32(0, (body.length | flags) >>> 0, true);
     data.set(body, 4);
@@ -69,12 +89,16 @@ export class Channel {
     this.#closed = true;
     this.#sock.close();
     for (const fd of this.#fds.splice(0)) fd.close();
+    this.#closeSent();
     this.onClose(why);
   }
 
   #onPoll(events: number, status: number): void {
     if (status < 0) return this.close(new Error(`channel poll failed (${status})`));
-    if (events & POLL_WRITABLE) this.#write(() => this.#outbox.flush());
+    if (events & POLL_WRITABLE) {
+      this.#write(() => this.#outbox.flush());
+      this.#closeSent();
+    }
     if (events & POLL_READABLE) this.#read();
   }
 

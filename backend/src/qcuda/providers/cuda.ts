@@ -50,6 +50,7 @@ import {
   type GraphRef,
   type GraphSpec,
   type VmmRef,
+  type VmmFdContext,
   type LinkInput,
   type LinkResult,
 } from '../provider';
@@ -244,7 +245,7 @@ export function cudaSide(x: ProviderContext): CudaSessionContext | undefined {
   return x instanceof CudaSessionContext ? x : undefined;
 }
 
-class CudaSessionContext implements ProviderContext, OutputSource {
+class CudaSessionContext implements ProviderContext, VmmFdContext, OutputSource {
   #dead = false;
   #launched = false;
   /** HOST_MAP aliases, by the device pointer handed out. */
@@ -368,6 +369,12 @@ class CudaSessionContext implements ProviderContext, OutputSource {
   }
   vmmRelease(m: VmmRef): Promise<void> {
     return this.native.vmmRelease(handleId(m, 'physical memory'));
+  }
+  vmmExportFd(m: VmmRef): Promise<number> {
+    return this.native.vmmExport(handleId(m, 'physical memory'));
+  }
+  vmmImportFd(fd: number): Promise<VmmRef> {
+    return this.native.vmmImport(fd);
   }
   vmmMap(ptr: DevPtr, size: bigint, m: VmmRef): Promise<void> {
     return this.native.vmmMap(ptr, size, handleId(m, 'physical memory'));

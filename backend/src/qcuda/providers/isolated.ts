@@ -35,6 +35,7 @@ import {
   type Place,
   type OwnOrder,
   type QueueOwner,
+  type VmmRef,
 } from '../provider';
 import { CONTEXT_IPC, type IpcAnswerer, type IpcAsk } from '../ipc-remote';
 import type { ModuleStore } from '../module-cache';
@@ -299,6 +300,28 @@ class Worker {
     clearTimeout(timer);
   }
 
+  /** A POSIX fd of the context's VMM allocation m (cuMemExportToShareableHandle in the worker): the caller's to hand on. */
+  vmmExport(m: unknown): Promise<Fd> {
+    return this.#expect((id) => this.#send({ t: 'vmm-export', id, m })) as Promise<Fd>;
+  }
+
+  /** Imports fd (another worker's vmmExport) in the context: its allocation here. The fd is taken over, and closed once sent. */
+  vmmImport(fd: Fd): Promise<unknown> {
+    if (this.#gone) {
+      fd.close();
+      return Promise.reject(this.#gone);
+    }
+    return this.#expect((id) => this.#post(() => this.#channel.sendTaking({ t: 'vmm-import', id }, [fd])));
+  }
+
+  /** The fd of a 'vmm-exported': the waiting vmmExport's, or closed if nobody waits for it any more. */
+  #vmmExported(id: number): void {
+    const fd = this.#channel.takeFd();
+    if (!fd) return this.#settle(id, false, new CudaError(CudaErr.Unknown, 'the worker exported no fd'));
+    if (this.#pending.has(id)) this.#settle(id, true, fd);
+    else fd.close();
+  }
+
   #post(write: () => void): void {
     try {
       write();
@@ -332,6 +355,8 @@ class Worker {
         return this.#moduleAdd(m.image);
       case 'ipc':
         return void this.#ipcAsk(m.id, m.ask);
+      case 'vmm-exported':
+        return this.#vmmExported(m.id);
       case 'returned':
         this.#returned = m.state;
         // It has nothing left to do but end: a context it still has goes the fast way (end()).
@@ -448,6 +473,7 @@ export class IsolatedProvider implements Provider {
   ) {
     this.name = local.name;
     this.hasGpu = local.hasGpu;
+    if (o.worker.kind === 'cuda') this.vmmImport = (owner, m, importer) => this.#vmmImport(owner, m, importer);
   }
 
   deviceCount(): number {
@@ -560,6 +586,22 @@ export class IsolatedProvider implements Provider {
   readonly ipcClose = CONTEXT_IPC.ipcClose;
   readonly ipcEventExport = CONTEXT_IPC.ipcEventExport;
   readonly ipcEventOpen = CONTEXT_IPC.ipcEventOpen;
+
+  /**
+   * VMM shareable handles between sessions, each in its worker: the owner's
+   * worker exports the allocation as a POSIX fd, which comes here and goes
+   * on to the importer's worker, where its context imports it. The fd is
+   * only in transit: each copy is closed once imported (a token names the
+   * allocation, not an fd: vmm-share.ts). Host workers' memory does not
+   * leave their process: absent there (the device says so).
+   */
+  readonly vmmImport?: (owner: ProviderContext, m: VmmRef, importer: ProviderContext) => Promise<VmmRef>;
+
+  async #vmmImport(owner: ProviderContext, m: VmmRef, importer: ProviderContext): Promise<VmmRef> {
+    if (!(owner instanceof RemoteContext) || !(importer instanceof RemoteContext))
+      throw new CudaError(CudaErr.InvalidValue, 'a shareable handle of another provider');
+    return importer.worker.vmmImport(await owner.worker.vmmExport(m));
+  }
 
   async close(): Promise<void> {
     if (this.#closed) return;

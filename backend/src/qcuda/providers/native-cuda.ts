@@ -128,6 +128,10 @@ export interface CudaContextNative extends CudaContextCalls {
   vmmCreate(size: bigint): Promise<number>;
   /** cuMemRelease of the allocation's id. */
   vmmRelease(id: number): Promise<void>;
+  /** cuMemExportToShareableHandle (POSIX fd) of the allocation's id -> the fd, the caller's to close. */
+  vmmExport(id: number): Promise<number>;
+  /** cuMemImportFromShareableHandle of a POSIX fd (still the caller's) -> the allocation's id here. */
+  vmmImport(fd: number): Promise<number>;
   /** cuMemMap of the allocation's id, from its start. */
   vmmMap(ptr: bigint, size: bigint, id: number): Promise<void>;
   /** cuMemUnmap. */

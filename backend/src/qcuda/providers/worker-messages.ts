@@ -51,7 +51,11 @@ export type ToWorker =
   /** The answer to a queue owner's 'ipc' ask. */
   | ({ t: 'ipc'; id: number } & IpcAnswer)
   /** The owner of memory the session opened by IPC freed it (or reset, or exited): close it, then reply with id. */
-  | { t: 'ipc-drop'; id: number; ptr: bigint };
+  | { t: 'ipc-drop'; id: number; ptr: bigint }
+  /** A POSIX fd of the context's VMM allocation m (VmmFdContext): answered 'vmm-exported' with it, or a failed 'reply'. */
+  | { t: 'vmm-export'; id: number; m: unknown }
+  /** Import the fd that comes with this (another worker's 'vmm-exported'): a 'reply' with the allocation here. */
+  | { t: 'vmm-import'; id: number };
 
 export type ToParent =
   | { t: 'ready' }
@@ -72,7 +76,9 @@ export type ToParent =
   /** A queue owner's checked image, for the VM's module cache (the backend hashes it itself). */
   | { t: 'module-add'; image: Uint8Array }
   /** A queue owner asks the VM's IPC tables (ipc-remote.ts). */
-  | { t: 'ipc'; id: number; ask: IpcAsk };
+  | { t: 'ipc'; id: number; ask: IpcAsk }
+  /** The answer to 'vmm-export': the fd comes with it (the parent hands it to the importer's worker, then closes it). */
+  | { t: 'vmm-exported'; id: number };
 
 /** The worker's end of the channel: its fd 3. */
 export const CHANNEL_FD = 3;

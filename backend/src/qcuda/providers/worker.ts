@@ -4,13 +4,21 @@
 import createDebug from 'debug';
 import { MemoryTable, type GuestRegion } from '../../vhost-user';
 import { BusyPoll } from '../../sys/busy-poll';
-import { EventFd, type Fd } from '../../sys/fd';
+import { EventFd, Fd } from '../../sys/fd';
 import { native } from '../../sys/native';
 import { OwnedQueue } from './owned-queue';
 import { dropRegion, remapRing, type RingOfRegions } from './worker-regions';
 import type { RingState } from '../../vhost-user';
 import { CudaErr, CudaError } from '../cuda-error';
-import { CONTEXT_METHODS, type GuestSeg, type HostPiece, type OutputSink, type Provider, type ProviderContext } from '../provider';
+import {
+  CONTEXT_METHODS,
+  type GuestSeg,
+  type HostPiece,
+  type OutputSink,
+  type Provider,
+  type ProviderContext,
+  type VmmFdContext,
+} from '../provider';
 import { HostProvider } from './host';
 import { Channel } from './channel';
 import { RemoteModules } from './remote-modules';
@@ -192,6 +200,39 @@ class WorkerMain {
     else if (m.t === 'module') this.modules.answer(m.id, m.image);
     else if (m.t === 'ipc') this.ipc.answer(m.id, m);
     else if (m.t === 'ipc-drop') void this.#ipcDrop(m.id, m.ptr);
+    else if (m.t === 'vmm-export') void this.#vmmExport(m.id, m.m);
+    else if (m.t === 'vmm-import') void this.#vmmImport(m.id, channel.takeFd());
+  }
+
+  /** A POSIX fd of allocation m, to the parent with the answer (closed here once it has gone: only the importer keeps one). */
+  async #vmmExport(id: number, m: unknown): Promise<void> {
+    try {
+      if (!this.#ready) await this.#started;
+      const fd = new Fd(await this.#vmmFds().vmmExportFd(m));
+      channel.sendTaking({ t: 'vmm-exported', id }, [fd]);
+    } catch (e) {
+      this.#refuse(id, 'vmmExport', e);
+    }
+  }
+
+  /** Imports another worker's export; its fd is closed at once: the driver's import holds the memory. */
+  async #vmmImport(id: number, fd: Fd | undefined): Promise<void> {
+    try {
+      if (!fd) throw new CudaError(CudaErr.InvalidValue, 'an import of a shareable handle came without its fd');
+      if (!this.#ready) await this.#started;
+      send({ t: 'reply', id, ok: true, v: await this.#vmmFds().vmmImportFd(fd.value) });
+    } catch (e) {
+      this.#refuse(id, 'vmmImport', e);
+    } finally {
+      fd?.close();
+    }
+  }
+
+  #vmmFds(): VmmFdContext {
+    const x = this.ctx as Partial<VmmFdContext> | undefined;
+    if (!x?.vmmExportFd || !x.vmmImportFd)
+      throw new CudaError(CudaErr.NotSupported, "shareable memory handles: this worker's context cannot share its memory");
+    return x as VmmFdContext;
   }
 
   /** Closes what the owner's free took, then says so: the owner's free is answered after this reply (ipc.ts). */
@@ -296,18 +337,23 @@ class WorkerMain {
       poll.touch();
       if (m === 'destroy') channel.close(); // the reply is sent: the process ends with the channel
     } catch (e) {
-      const err = e as CudaError & { index?: number };
-      const code = e instanceof CudaError ? err.code : CudaErr.Unknown;
-      if (!(e instanceof CudaError)) debug('call %s: %s', m, (e as Error)?.stack ?? e);
-      send({
-        t: 'reply',
-        id,
-        ok: false,
-        code,
-        message: err?.message ?? String(e),
-        ...(typeof err?.index === 'number' ? { index: err.index } : {}),
-      });
+      this.#refuse(id, m, e);
     }
+  }
+
+  /** Call id (of method m) failed with e: its error goes back as the reply. */
+  #refuse(id: number, m: string, e: unknown): void {
+    const err = e as CudaError & { index?: number };
+    const code = e instanceof CudaError ? err.code : CudaErr.Unknown;
+    if (!(e instanceof CudaError)) debug('call %s: %s', m, (e as Error)?.stack ?? e);
+    send({
+      t: 'reply',
+      id,
+      ok: false,
+      code,
+      message: err?.message ?? String(e),
+      ...(typeof err?.index === 'number' ? { index: err.index } : {}),
+    });
   }
 
   async #run(m: string, a: unknown[]): Promise<unknown> {
