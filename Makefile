@@ -66,6 +66,7 @@ include vm-images/vm.mk
 include guest-driver/guest.mk
 include guest-driver/lib/lib.mk
 include guest-driver/libcuda/libcuda.mk
+include guest-driver/nvml/nvml.mk
 include test/guest/guest-tests.mk
 include packaging/packaging.mk
 include packaging/install.mk

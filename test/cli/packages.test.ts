@@ -25,16 +25,17 @@ function extract(deb: string): string {
   return d;
 }
 
-test("qcuda-libs: both libraries in the multiarch directory, conflicting with NVIDIA's packages of them", (t) => {
+test("qcuda-libs: the three libraries in the multiarch directory, conflicting with NVIDIA's packages of them", (t) => {
   t.true(fs.existsSync(LIBS), `${LIBS}: run make guest-debs`);
   const field = (f: string) => sh('dpkg-deb', ['-f', LIBS, f]).trim();
   t.is(field('Architecture'), 'amd64');
   t.regex(field('Conflicts'), /libcuda1/);
   t.regex(field('Conflicts'), /libcudart13/);
+  t.regex(field('Conflicts'), /libnvidia-ml1/);
   t.regex(field('Depends'), /qcuda-dkms/);
   const d = extract(LIBS);
   t.teardown(() => fs.rmSync(d, { recursive: true, force: true }));
-  for (const lib of ['libcuda.so.1', 'libcudart.so.13']) {
+  for (const lib of ['libcuda.so.1', 'libcudart.so.13', 'libnvidia-ml.so.1']) {
     const f = path.join(d, 'usr/lib/x86_64-linux-gnu', lib);
     t.true(fs.existsSync(f), lib);
     // Stripped by the packaging (its symbols go to the -dbgsym package): the same build id as the one built.

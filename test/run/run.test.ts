@@ -102,6 +102,17 @@ test('IPC memory and event handles between two processes of the program: bytes b
   t.regex(r.stdout, /^PASS: ipcpair$/m);
 });
 
+test("the guest's NVML (libnvidia-ml.so.1) names the devices CUDA has: index, name, UUID, bus id, P2P status, refusals", (t) => {
+  const nvml = path.resolve(BIN, '..', 'lib', 'libnvidia-ml.so.1');
+  const r = run(['--provider=host', '--host-devices=2', '--', path.join(BIN, 'nvmlcheck'), nvml]);
+  t.is(r.status, 0, r.stdout + r.stderr);
+  t.regex(r.stdout, /^ok {3}NVML counts the devices CUDA has$/m);
+  t.regex(r.stdout, /^ok {3}device 1: the handle of its bus id as CUDA writes it$/m);
+  t.regex(r.stdout, /^ok {3}devices 0, 1: P2P status OK exactly where cuDeviceCanAccessPeer says 1 \(1\)$/m);
+  t.regex(r.stdout, /^ok {3}after it, queries are UNINITIALIZED$/m);
+  t.regex(r.stdout, /^PASS: nvmlcheck: \d+ checks$/m);
+});
+
 test("a registered shared file mapping stays shared with its other mappings (as NCCL's SHM transport needs)", (t) => {
   const r = run(['--provider=host', '--', path.join(BIN, 'shmreg')]);
   t.is(r.status, 0, r.stdout + r.stderr);

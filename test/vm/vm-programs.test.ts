@@ -73,6 +73,8 @@ test.serial("default-built programs (static cudart over qcuda's libcuda.so.1) pr
     '  echo "=== $p static"; ${p}_static 2>/dev/null; echo "=== $p static exit $?"',
     'done',
     'echo "=== drvapi"; drvapi; echo "=== drvapi exit $?"',
+    // The guest's NVML by its soname, as NCCL opens it: the image's, over qcuda's libcuda.
+    'echo "=== nvmlcheck"; nvmlcheck; echo "=== nvmlcheck exit $?"',
   ].join('\n');
   const r = await runVm({ ...base, command: script, backendArgs: ['--provider=host', '--device-memory-limit=1G'], timeoutMs: 600_000 });
   t.is(r.exit, 0, r.stderr);
@@ -99,6 +101,10 @@ test.serial("default-built programs (static cudart over qcuda's libcuda.so.1) pr
   t.regex(drv, /^SKIP: drvapi: no kernel support on this device \(CUDA_ERROR_NO_BINARY_FOR_GPU\)$/m);
   t.notRegex(drv, /^FAIL /m, drv);
   t.true((drv.match(/^ok /gm) ?? []).length >= 45, drv);
+  const nvml = r.stdout.split('=== nvmlcheck\n')[1]?.split('=== nvmlcheck exit')[0] ?? '';
+  t.is(/=== nvmlcheck exit (\d+)/.exec(r.stdout)?.[1], '0', nvml);
+  t.regex(nvml, /^ok {3}device 0: the handle of its bus id as CUDA writes it$/m);
+  t.regex(nvml, /^PASS: nvmlcheck: \d+ checks$/m);
   t.log(
     `${programs.length} default-built programs, identical output; passing (no kernels): ${passed.join(', ')}; drvapi: ${(drv.match(/^ok /gm) ?? []).length} checks before its first module`,
   );

@@ -2,7 +2,8 @@
 # Several GPUs in one guest process (issue 37), on a host with 2 GPUs:
 # cudaMemcpyPeer bandwidth both ways (256 MiB, bytes checked) natively and
 # under `qcuda run --gpu=0,1`, side by side; then test/guest/multidevice.cu
-# (both builds) and test/libcuda/ipcpair under qcuda run --gpu=0,1.
+# (both builds) and test/libcuda/ipcpair under qcuda run --gpu=0,1; NVML
+# (test/libcuda/nvmlcheck) from NVIDIA's library and from qcuda's guest one.
 # On the GPU machine, from the repository root: bash test/gpu/multigpu/run.sh
 cd "$(dirname "$0")/../../.."
 [ -n "${app:-}" ] || . test/gpu/unpack.sh
@@ -38,6 +39,14 @@ for q in "" --own-queues=no; do
   timeout 120 node "$app/dist/backend/src/cli/qcuda.js" run --provider=cuda --gpu=0,1 $q -- "$bin" > $b/ipc$q.out 2> "$OUT/ipcpair$q.err"
   echo "ipcpair ${q:-(own queues)}: exit $?"; grep -E "FAIL|PASS" $b/ipc$q.out | tail -4; cp $b/ipc$q.out "$OUT/"
 done
+echo "===== NVML: NVIDIA's, and qcuda's guest libnvidia-ml.so.1 over NVIDIA's libcuda (test/libcuda/nvmlcheck)"
+# The same checks against the same GPUs: both pass and print the same.
+if [ -x $work/guest/bin/nvmlcheck ]; then
+  LD_LIBRARY_PATH= timeout 60 $work/guest/bin/nvmlcheck > $b/nvml.native.out 2>&1; echo "NVIDIA's NVML: exit $?"
+  LD_LIBRARY_PATH= timeout 60 $work/guest/bin/nvmlcheck $work/guest/lib/libnvidia-ml.so.1 > $b/nvml.qcuda.out 2>&1; echo "qcuda's NVML: exit $?"
+  grep -h -E "^FAIL|^PASS" $b/nvml.native.out $b/nvml.qcuda.out; diff $b/nvml.native.out $b/nvml.qcuda.out && echo identical
+  cp $b/nvml.native.out $b/nvml.qcuda.out "$OUT/"
+else echo "nvmlcheck: not in the bundle"; fi
 echo "--- multidevice, nvcc static, native"
 nvcc -O1 -arch=sm_90 -I test/guest -o $b/md test/guest/multidevice.cu 2> $b/md.build || cat $b/md.build
 timeout 60 $b/md > $b/md.native.out 2>&1; grep -E "^FAIL|^PASS" $b/md.native.out; cp $b/md.native.out "$OUT/multidevice.native.out"
