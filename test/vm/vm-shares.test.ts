@@ -358,6 +358,8 @@ test.serial("share: `qcuda vm --host-root` runs host programs on the host's root
     'echo "=== libcuda $(LD_TRACE_LOADED_OBJECTS=1 ./drvapi | grep -o "/run/qcuda/lib/libcuda.so.1")"',
     'echo "=== libcudart $(LD_TRACE_LOADED_OBJECTS=1 ./memcpy | grep -c "/run/qcuda")"',
     './memcpy | tail -1',
+    // NVML by its soname, as NCCL opens it: the guest's, not the host's.
+    './nvmlcheck | tail -1',
   ].join('; ');
   // (Absolute paths: the command runs in another directory.)
   const r = spawnSync(
@@ -394,6 +396,7 @@ test.serial("share: `qcuda vm --host-root` runs host programs on the host's root
   t.regex(r.stdout, /^=== libcuda \/run\/qcuda\/lib\/libcuda.so.1$/m, "a driver-API program loads qcuda's libcuda.so.1");
   t.regex(r.stdout, /^=== libcudart 0$/m, "a -cudart=shared program keeps the host's runtime (NVIDIA's)");
   t.regex(r.stdout, /^PASS: memcpy: \d+ checks$/m, "NVIDIA's runtime over qcuda's libcuda.so.1");
+  t.regex(r.stdout, /^PASS: nvmlcheck: \d+ checks$/m, "the guest's NVML, over qcuda's libcuda.so.1");
 });
 
 // Issue 34: `import transformers` under --host-root failed with EMFILE: the
