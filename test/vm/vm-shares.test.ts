@@ -353,6 +353,8 @@ test.serial("share: `qcuda vm --host-root` runs host programs on the host's root
   const script = [
     'echo "=== chroot $(pwd) $(ls /proc/self/ | grep -cx maps) $(test -c /dev/qcuda0 && echo dev)"',
     'python3 -c "print(\'=== python\', 6 * 7)"',
+    // Loopback is up (torchrun's store and NCCL's bootstrap connect over it).
+    `python3 -c "import socket; s = socket.create_server(('127.0.0.1', 0)); socket.create_connection(s.getsockname()); print('=== loopback', s.accept()[1][0])"`,
     'touch /etc/qcuda-was-here 2>/dev/null && echo "=== write ok" || echo "=== write refused"',
     'echo tmp > /tmp/t && echo "=== tmp $(cat /tmp/t)"',
     'echo "=== libcuda $(LD_TRACE_LOADED_OBJECTS=1 ./drvapi | grep -o "/run/qcuda/lib/libcuda.so.1")"',
@@ -390,6 +392,7 @@ test.serial("share: `qcuda vm --host-root` runs host programs on the host's root
     "chrooted in the current directory, with the guest's /proc and /dev/qcuda0",
   );
   t.regex(r.stdout, /^=== python 42$/m, "the host's python3 runs");
+  t.regex(r.stdout, /^=== loopback 127\.0\.0\.1$/m, 'a connection over loopback');
   t.regex(r.stdout, /^=== write refused$/m);
   t.regex(r.stdout, /^=== tmp tmp$/m, 'a writable /tmp');
   t.false(fs.existsSync('/etc/qcuda-was-here'));
