@@ -494,11 +494,19 @@ export class Session {
    */
   readonly droppedImports = new Set<DevPtr>();
 
-  /** The owner of memory opened at ptr freed it: it is dropped here, and its close will still succeed. */
+  /**
+   * The owner of memory opened at ptr freed it: it is dropped here, and its
+   * close will still succeed. Resolves once no request of this session
+   * reaches it (the owner's free waits for that), not once the provider has
+   * closed it: CUDA keeps the memory while it is mapped, and the opener's
+   * context may be busy (served by its own worker: that worker's answer,
+   * bounded there).
+   */
   async dropImport(ptr: DevPtr): Promise<void> {
     this.droppedImports.add(ptr);
     if (this.droppedImports.size > IPC_DROPPED_KEPT) this.droppedImports.delete(this.droppedImports.values().next().value!);
-    await this.closeImport(ptr);
+    if (this.importsElsewhere) return this.importsElsewhere(ptr);
+    void this.closeImport(ptr).catch(() => undefined); // unreachable here at once (removeImport), closed in the provider later
   }
 
   /** Forgets another session's memory opened at ptr (IPC_OPEN) and has the provider drop it. */
