@@ -49,10 +49,17 @@ QCUDA_CONTEXT_METHOD(vmmCreate, ctx, info) {
     // wire args (size, flags) do not carry the guest's requestedHandleTypes,
     // and the guest exports one later (cuMemExportToShareableHandle) only if
     // the driver was asked for that handle type at creation. On Linux it is
-    // a flag the driver keeps; nothing is made until the export.
+    // a flag the driver keeps; nothing is made until the export. Where the
+    // driver refuses the handle type (not for want of memory), the
+    // allocation is made without it and its export fails then, not this.
     prop.requestedHandleTypes = cu::kMemHandleTypePosixFd;
     cu::MemHandle h = 0;
-    if (!job.Check(cu::api().MemCreate(&h, size, &prop, 0), "cuMemCreate")) return {};
+    cu::Result r = cu::api().MemCreate(&h, size, &prop, 0);
+    if (r != 0 && r != cu::kOutOfMemory) {
+      prop.requestedHandleTypes = 0;
+      r = cu::api().MemCreate(&h, size, &prop, 0);
+    }
+    if (!job.Check(r, "cuMemCreate")) return {};
     CtxCore *c = job.ctx.get();
     uint32_t id = c->nextId++;
     c->vmmAllocs[id] = h;
