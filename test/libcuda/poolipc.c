@@ -97,8 +97,8 @@ static void importer_refusals(int fd, CUmemoryPool pool, const CUmemPoolPtrExpor
 	for (int i = 0; i < 16; i++)
 		forged.reserved[i] ^= 0x5a;
 	check(cuMemPoolImportPointer(&p, pool, &forged) != CUDA_SUCCESS, "importer: forged export data is refused");
-	check(cuMemPoolCreate(&other, &own) == CUDA_SUCCESS && cuMemPoolImportPointer(&p, other, (void *)data) !=
-									   CUDA_SUCCESS,
+	check(cuMemPoolCreate(&other, &own) == CUDA_SUCCESS &&
+		      cuMemPoolImportPointer(&p, other, (void *)data) != CUDA_SUCCESS,
 	      "importer: export data put to a pool of its own is refused");
 	if (other)
 		cuMemPoolDestroy(other);
@@ -167,8 +167,7 @@ static void exporter_refusals(CUmemoryPool pool)
 	int fd = -1;
 
 	OK(cuMemPoolCreate(&plain, &none));
-	check(cuMemPoolExportToShareableHandle(&fd, plain, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) !=
-		      CUDA_SUCCESS,
+	check(cuMemPoolExportToShareableHandle(&fd, plain, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS,
 	      "exporter: a pool made without a handle type is not exported");
 	check(cuMemAllocFromPoolAsync(&p, SIZE, plain, NULL) == CUDA_SUCCESS &&
 		      cuMemPoolExportPointer(&data, p) != CUDA_SUCCESS,
@@ -201,7 +200,8 @@ int main(int argc, char **argv)
 	OK(cuMemPoolExportToShareableHandle(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
 	OK(cuMemPoolExportPointer(&data, a));
 	pid = spawn(&sock);
-	check(pid > 0 && send_pool(sock, fd, &data) == 0, "exporter: sends the descriptor and the data to the importer");
+	check(pid > 0 && send_pool(sock, fd, &data) == 0,
+	      "exporter: sends the descriptor and the data to the importer");
 	check(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
 	      "the importer imported, read and wrote, and exited 0");
 	memset(buf, 0, SIZE);
