@@ -27,6 +27,7 @@
 #define _GNU_SOURCE /* memfd_create, file seals */
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -57,6 +58,11 @@ _Static_assert(sizeof(struct qcuda_ipc_handle) == sizeof(struct cudaMemPoolPtrEx
 
 /* The token of an imported pointer's region (unused for QC_MEM_SYMBOL). */
 #define IMPORT_TAG 0x716370696d706f72ull /* "qcpimpor" */
+
+/* Imported pointers not yet freed (a reset leaves it high: harmless), so
+ * that every cudaFree and cudaFreeAsync of a process that imports none
+ * skips the maps' write lock. */
+static atomic_int imports;
 
 int qc_pool_make_id(struct qc_pool *p)
 {
@@ -207,6 +213,7 @@ static cudaError_t add_import(uint64_t dev, uint64_t size)
 		free(r);
 		return cudaErrorUnknown;
 	}
+	atomic_fetch_add(&imports, 1);
 	return cudaSuccess;
 }
 
@@ -268,6 +275,8 @@ int qc_pool_free_import(uint64_t dev, cudaError_t *e)
 {
 	struct qc_region *r;
 
+	if (atomic_load(&imports) <= 0)
+		return 0;
 	pthread_rwlock_wrlock(&qc_maps_lock);
 	r = qc_rmap_find(&qc_dev_map, dev);
 	if (r && r->kind == QC_MEM_SYMBOL && r->dev == dev && r->token == IMPORT_TAG)
@@ -277,6 +286,7 @@ int qc_pool_free_import(uint64_t dev, cudaError_t *e)
 	pthread_rwlock_unlock(&qc_maps_lock);
 	if (!r)
 		return 0;
+	atomic_fetch_sub(&imports, 1);
 	free(r);
 	*e = qc_req_ipc_close(dev);
 	return 1;

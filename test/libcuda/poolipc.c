@@ -91,7 +91,7 @@ static void importer_refusals(int fd, CUmemoryPool pool, const CUmemPoolPtrExpor
 	CUmemoryPool other = NULL, wrong = NULL;
 	CUdeviceptr p = 0;
 
-	check(cuMemPoolImportFromShareableHandle(&wrong, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_FABRIC, 0) !=
+	check(cuMemPoolImportFromShareableHandle(&wrong, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_WIN32, 0) !=
 		      CUDA_SUCCESS,
 	      "importer: a handle type the pool was not exported as is refused");
 	for (int i = 0; i < 16; i++)
@@ -174,7 +174,7 @@ static void exporter_refusals(CUmemoryPool pool)
 	      "exporter: nor its pointers");
 	check(cuMemFreeAsync(p, NULL) == CUDA_SUCCESS && cuMemPoolDestroy(plain) == CUDA_SUCCESS,
 	      "exporter: frees it, destroys it");
-	check(cuMemPoolExportToShareableHandle(&fd, pool, CU_MEM_HANDLE_TYPE_FABRIC, 0) != CUDA_SUCCESS,
+	check(cuMemPoolExportToShareableHandle(&fd, pool, CU_MEM_HANDLE_TYPE_WIN32, 0) != CUDA_SUCCESS,
 	      "exporter: a handle type the pool was not made with is refused");
 }
 
