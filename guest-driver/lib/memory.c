@@ -133,6 +133,8 @@ QC_API cudaError_t cudaFree(void *devPtr)
 		return cudaSuccess;
 	if (qc_graph_mem_owns(devPtr))
 		return cudaSuccess; /* back to its graph (graph.h) */
+	if (qc_pool_free_import(p, &e))
+		return qc_ret(e);
 	pthread_rwlock_wrlock(&qc_maps_lock);
 	r = qc_rmap_find(&qc_dev_map, p);
 	if (!r || r->dev != p)

@@ -44,8 +44,9 @@ static cudaError_t set_device_pool(int device, cudaMemPool_t memPool)
 		return e;
 	pthread_mutex_lock(&qc_pool_lock);
 	p = qc_pool_find(memPool);
-	/* The pool must be of that device. */
-	if (p && p->props.location.type == cudaMemLocationTypeDevice && p->props.location.id == device)
+	/* The pool must be of that device, and its own (an imported one
+	 * makes no allocations). */
+	if (p && !p->imported && p->props.location.type == cudaMemLocationTypeDevice && p->props.location.id == device)
 		qc_current_pool[device] = p->is_default ? NULL : p;
 	else
 		e = cudaErrorInvalidValue;
@@ -147,14 +148,21 @@ static cudaError_t pool_create(cudaMemPool_t *memPool, const struct cudaMemPoolP
 		return cudaErrorInvalidValue;
 	if (qc_pool_check_device(props->location.id) != cudaSuccess)
 		return cudaErrorInvalidDevice;
-	/* IPC (exporting the pool or its pointers) is not served. */
-	if (props->handleTypes != cudaMemHandleTypeNone)
+	/* Exported as a file descriptor between the processes of the VM
+	 * (poolipc.c); Windows and fabric handles are not served. */
+	if (props->handleTypes != cudaMemHandleTypeNone && props->handleTypes != cudaMemHandleTypePosixFileDescriptor)
 		return cudaErrorNotSupported;
 	pthread_mutex_lock(&qc_pool_lock);
 	p = qc_pool_new(props->location.id);
 	if (p) {
 		p->props.maxSize = props->maxSize;
 		p->props.usage = props->usage;
+		p->props.handleTypes = props->handleTypes;
+		if (p->props.handleTypes != cudaMemHandleTypeNone && qc_pool_make_id(p)) {
+			p->destroyed = 1;
+			qc_pool_maybe_free(p);
+			p = NULL;
+		}
 	}
 	pthread_mutex_unlock(&qc_pool_lock);
 	if (!p)

@@ -50,6 +50,9 @@
  * memory in larger granules (2 MiB on the H100), so its numbers differ from
  * these; the relations do not.
  *
+ * Sharing. A pool made with a POSIX file descriptor handle type is exported
+ * to other processes of the VM, and its blocks' pointers with it (poolipc.c).
+ *
  * Locking: one mutex for every pool and the table of live blocks, never
  * held across a device call; it is taken before qc_maps_lock, never after.
  */
@@ -159,6 +162,13 @@ static int block_alive(const struct block *b)
 	alive = block_region(b) != NULL;
 	pthread_rwlock_unlock(&qc_maps_lock);
 	return alive;
+}
+
+struct block *qc_pool_block_at(uint64_t dev)
+{
+	struct block *b = table_find(dev);
+
+	return b && block_alive(b) ? b : NULL;
 }
 
 /* A destroyed pool goes once nothing of it is left (pool lock held). */
@@ -475,9 +485,11 @@ static cudaError_t malloc_async(void **ptr, size_t size, cudaMemPool_t h, int fr
 
 	pthread_mutex_lock(&qc_pool_lock);
 	p = from_pool ? qc_pool_find(h) : qc_pool_current_of(qc_current_device());
-	if (!p) {
+	if (!p || p->imported) {
 		pthread_mutex_unlock(&qc_pool_lock);
-		return from_pool ? cudaErrorInvalidValue : cudaErrorMemoryAllocation;
+		/* Another process's pool hands out only what that process
+		 * exports (cudaMemPoolImportPointer). */
+		return p ? cudaErrorNotSupported : from_pool ? cudaErrorInvalidValue : cudaErrorMemoryAllocation;
 	}
 	b = reuse_block(p, key, need);
 	if (b) {
@@ -522,6 +534,8 @@ static cudaError_t free_async(void *ptr, cudaStream_t stream, int ptds)
 		return e;
 	if (qc_graph_mem_owns(ptr))
 		return cudaSuccess; /* back to its graph (graph.h) */
+	if (qc_pool_free_import(dev, &e))
+		return e;
 
 	pthread_mutex_lock(&qc_pool_lock);
 	b = table_find(dev);

@@ -34,9 +34,14 @@ struct blist {
 	struct block *head, *tail;
 };
 
+/* A pool's name between processes (poolipc.c): random, not secret. */
+#define QC_POOL_ID_BYTES 16
+
 struct qc_pool {
 	struct cudaMemPoolProps props;
 	int is_default;
+	int imported; /* another process's pool (poolipc.c): no allocations from it */
+	unsigned char id[QC_POOL_ID_BYTES]; /* an exportable or imported pool's */
 	int destroyed; /* destroyed with blocks out: freed with the last */
 	uint64_t threshold;
 	int reuse[3]; /* cudaMemPoolReuse* (attributes 1..3) */
@@ -61,6 +66,10 @@ void qc_pool_take_idle(struct qc_pool *p, uint64_t keep, struct block **chain);
 /* Really frees each block of a chain (pool lock not held); the first error. */
 cudaError_t qc_pool_release_chain(struct block *chain);
 struct qc_pool *qc_pool_new(int device);
+/* An exportable pool's id, random (poolipc.c): 0, or -1 (no randomness). */
+int qc_pool_make_id(struct qc_pool *p);
+/* The live block at dev (pool lock held), or NULL. */
+struct block *qc_pool_block_at(uint64_t dev);
 /* The device's default pool, made at first use (pool lock held; device checked). */
 struct qc_pool *qc_pool_default_of(int device);
 /* The device's current pool (pool lock held; device checked). */

@@ -215,6 +215,12 @@ void qc_mem_reset(void);
 void qc_mem_add_symbol(uint64_t dptr, uint64_t size);
 void qc_mem_remove_symbol(uint64_t dptr);
 
+/* ---- poolipc.c ---- */
+
+/* cudaFree and cudaFreeAsync of a pointer cudaMemPoolImportPointer gave:
+ * closed, its result in *e, and 1; 0 if dev is no such pointer. */
+int qc_pool_free_import(uint64_t dev, cudaError_t *e);
+
 /* ---- copy.c ---- */
 
 /* cudaMemcpy*'s core (not recording the error). */

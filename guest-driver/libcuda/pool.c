@@ -143,6 +143,46 @@ CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUme
 		cudaMemPoolGetAccess((enum cudaMemAccessFlags *)flags, memPool, (struct cudaMemLocation *)location));
 }
 
+/* ------------------------------------------- sharing between processes */
+
+/* flags is a 64-bit value here, 32 in the runtime: anything set is refused. */
+CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool, CUmemAllocationHandleType handleType,
+					  unsigned long long flags)
+{
+	CU_POOL_RUN(flags ? cudaErrorInvalidValue
+			  : cudaMemPoolExportToShareableHandle(handle_out, pool,
+							       (enum cudaMemAllocationHandleType)handleType, 0));
+}
+
+CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle, CUmemAllocationHandleType handleType,
+					    unsigned long long flags)
+{
+	CU_POOL_RUN(flags ? cudaErrorInvalidValue
+			  : cudaMemPoolImportFromShareableHandle(pool_out, handle,
+								 (enum cudaMemAllocationHandleType)handleType, 0));
+}
+
+/* These reach memory: a context is needed, as for an allocation. */
+CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
+{
+	CU_RUN(cudaMemPoolExportPointer((struct cudaMemPoolPtrExportData *)shareData_out, (void *)(uintptr_t)ptr));
+}
+
+CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *shareData)
+{
+	void *p = NULL;
+	CUresult r;
+
+	if (!ptr_out)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cu_enter();
+	if (r == CUDA_SUCCESS)
+		r = cu_result(cudaMemPoolImportPointer(&p, pool, (struct cudaMemPoolPtrExportData *)shareData));
+	if (r == CUDA_SUCCESS)
+		*ptr_out = (CUdeviceptr)(uintptr_t)p;
+	return r;
+}
+
 /* The layouts this file relies on. */
 _Static_assert(sizeof(CUmemPoolProps) == sizeof(struct cudaMemPoolProps), "pool properties");
 _Static_assert(sizeof(CUmemAccessDesc) == sizeof(struct cudaMemAccessDesc), "access descriptors");
@@ -150,3 +190,6 @@ _Static_assert(sizeof(CUmemLocation) == sizeof(struct cudaMemLocation), "locatio
 _Static_assert((int)CU_MEMPOOL_ATTR_USED_MEM_HIGH == (int)cudaMemPoolAttrUsedMemHigh, "pool attributes");
 _Static_assert((int)CU_MEMPOOL_ATTR_RELEASE_THRESHOLD == (int)cudaMemPoolAttrReleaseThreshold, "pool attributes");
 _Static_assert((int)CU_MEM_ACCESS_FLAGS_PROT_READWRITE == (int)cudaMemAccessFlagsProtReadWrite, "access flags");
+_Static_assert(sizeof(CUmemPoolPtrExportData) == sizeof(struct cudaMemPoolPtrExportData), "pointer export data");
+_Static_assert((int)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR == (int)cudaMemHandleTypePosixFileDescriptor,
+	       "handle types");

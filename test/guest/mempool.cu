@@ -5,7 +5,8 @@
 // per-thread stream used by async memsets and copies, reuse on the same
 // stream, the release threshold, used / reserved and their high marks (and
 // their reset), trimming, access, memory counted by cudaMemGetInfo, pool
-// memory freed by cudaFree, and the argument errors. No kernels. Prints no
+// memory freed by cudaFree, the argument errors, and a pool made to be
+// exported (its descriptor, a pointer's export data). No kernels. Prints no
 // sizes: pools reserve at a granularity of their own, so only relations are
 // checked.
 #include <stdint.h>
@@ -161,6 +162,38 @@ static void counted(cudaStream_t s)
 /* cudaFree of pool memory is not asked: natively the pool goes on
  * counting it as used (CUDA 13, H100), which qcuda's pools do not mimic. */
 
+/* A pool made with a POSIX file descriptor handle type is exported as a
+ * descriptor, and its pointers as export data (test/libcuda/poolipc.c
+ * imports them in another process); the default pool is not. Only success
+ * or refusal is checked: the error a refusal names is not asked. */
+static void exportable(cudaMemPool_t dp, cudaStream_t s)
+{
+	cudaMemPoolProps props;
+	cudaMemPoolPtrExportData data;
+	cudaMemPool_t pool = NULL;
+	void *q = NULL;
+	int fd = -1;
+
+	qt_check(cudaMemPoolExportToShareableHandle(&fd, dp, cudaMemHandleTypePosixFileDescriptor, 0) != cudaSuccess,
+		 "the default pool is not exported");
+	memset(&props, 0, sizeof(props));
+	props.allocType = cudaMemAllocationTypePinned;
+	props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+	props.location.type = cudaMemLocationTypeDevice;
+	props.location.id = 0;
+	EXPECT(cudaMemPoolCreate(&pool, &props), cudaSuccess);
+	EXPECT(cudaMemPoolExportToShareableHandle(&fd, pool, cudaMemHandleTypePosixFileDescriptor, 0), cudaSuccess);
+	qt_check(fd >= 0 && close(fd) == 0, "the exported pool is a file descriptor");
+	qt_check(cudaMemPoolExportToShareableHandle(&fd, pool, cudaMemHandleTypePosixFileDescriptor, 1) != cudaSuccess,
+		 "an export with flags is refused");
+	EXPECT(cudaMallocFromPoolAsync(&q, 3000, pool, s), cudaSuccess);
+	EXPECT(cudaMemPoolExportPointer(&data, q), cudaSuccess);
+	EXPECT(cudaFreeAsync(q, s), cudaSuccess);
+	EXPECT(cudaStreamSynchronize(s), cudaSuccess);
+	EXPECT(cudaMemPoolDestroy(pool), cudaSuccess);
+	(void)cudaGetLastError(); /* the refusals' */
+}
+
 static void created_pool(cudaMemPool_t dp, cudaStream_t s)
 {
 	cudaMemPoolProps props;
@@ -259,6 +292,7 @@ int main(void)
 	counted(s);
 	created_pool(dp, s);
 	errors(dp, s);
+	exportable(dp, s);
 	EXPECT(cudaStreamDestroy(s), cudaSuccess);
 	EXPECT(cudaDeviceSynchronize(), cudaSuccess);
 	return qt_end();

@@ -113,6 +113,18 @@ test("the guest's NVML (libnvidia-ml.so.1) names the devices CUDA has: index, na
   t.regex(r.stdout, /^PASS: nvmlcheck: \d+ checks$/m);
 });
 
+test('a memory pool shared between two processes of the program: its descriptor over a socket, a pointer both ways, refusals', (t) => {
+  const r = run(['--provider=host', '--', path.join(BIN, 'poolipc')]);
+  t.is(r.status, 0, r.stdout + r.stderr);
+  t.regex(r.stdout, /^ok {3}importer: reads the exporter's bytes$/m);
+  t.regex(r.stdout, /^ok {3}importer: forged export data is refused$/m);
+  t.regex(r.stdout, /^ok {3}importer: no allocation from an imported pool$/m);
+  t.regex(r.stdout, /^ok {3}exporter: a pool made without a handle type is not exported$/m);
+  t.regex(r.stdout, /^ok {3}exporter: reads the importer's bytes$/m);
+  t.regex(r.stdout, /^PASS: poolipc importer: \d+ checks$/m);
+  t.regex(r.stdout, /^PASS: poolipc: \d+ checks$/m);
+});
+
 test("a registered shared file mapping stays shared with its other mappings (as NCCL's SHM transport needs)", (t) => {
   const r = run(['--provider=host', '--', path.join(BIN, 'shmreg')]);
   t.is(r.status, 0, r.stdout + r.stderr);

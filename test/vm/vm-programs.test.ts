@@ -1,6 +1,7 @@
 // The guest CUDA programs (test/guest) in a real guest on the host
 // provider: through qcuda's runtime, NVIDIA's static runtime and NVIDIA's
-// shared runtime over qcuda's libcuda.so.1; what crosses to the host.
+// shared runtime over qcuda's libcuda.so.1; a pool shared by two processes;
+// what crosses to the host.
 import test from 'ava';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -147,6 +148,18 @@ test.serial("NVIDIA's libcudart.so.13 over qcuda's libcuda.so.1 runs the -cudart
     );
     t.is(theirs, ours, p);
   }
+});
+
+// Two processes of one guest, each with its own session through the guest
+// driver: a memory pool shared between them (test/libcuda/poolipc.c: its
+// descriptor over a unix socket, a pointer's bytes both ways, the refusals).
+test.serial('a memory pool shared between two processes of one guest: bytes both ways, refusals', async (t) => {
+  const r = await runVm({ ...base, command: 'poolipc', backendArgs: ['--provider=host'] });
+  t.is(r.exit, 0, r.stdout + r.stderr);
+  t.regex(r.stdout, /^ok {3}importer: reads the exporter's bytes$/m);
+  t.regex(r.stdout, /^ok {3}exporter: reads the importer's bytes$/m);
+  t.regex(r.stdout, /^PASS: poolipc importer: \d+ checks$/m);
+  t.regex(r.stdout, /^PASS: poolipc: \d+ checks$/m);
 });
 
 // QCUDA_STATS: a process says at exit what crossed to the host (round trips:

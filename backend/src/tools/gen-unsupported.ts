@@ -15,10 +15,6 @@ const REASONS: [RegExp, string][] = [
     /External(Memory|Semaphore)|ExternalSemaphores|NvSciSync/,
     'external memory and semaphores: they name objects of another API or process on the host, which a guest cannot',
   ],
-  [
-    /Ipc|MemPool(Export|Import)/,
-    'inter-process sharing of device memory and events: each guest process is an isolated session; sharing across sessions needs a design of its own',
-  ],
   [/Peer|P2P|GPUDirectRDMA|HostAtomicCapabilities/, 'peer devices and platform atomics queries: a guest sees one device'],
   [/AsyncNotification/, "driver notifications: no path carries the driver's callbacks to the guest"],
   [/^cudaLogs/, "the driver's log API: not carried to the guest"],

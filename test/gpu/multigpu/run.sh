@@ -2,8 +2,8 @@
 # Several GPUs in one guest process (issue 37), on a host with 2 GPUs:
 # cudaMemcpyPeer bandwidth both ways (256 MiB, bytes checked) natively and
 # under `qcuda run --gpu=0,1`, side by side; then test/guest/multidevice.cu
-# (both builds) and test/libcuda/ipcpair under qcuda run --gpu=0,1; NVML
-# (test/libcuda/nvmlcheck) from NVIDIA's library and from qcuda's guest one.
+# (both builds) and test/libcuda/ipcpair and poolipc under qcuda run --gpu=0,1;
+# NVML (test/libcuda/nvmlcheck) from NVIDIA's library and from qcuda's guest one.
 # On the GPU machine, from the repository root: bash test/gpu/multigpu/run.sh
 cd "$(dirname "$0")/../../.."
 [ -n "${app:-}" ] || . test/gpu/unpack.sh
@@ -32,12 +32,14 @@ for prog in multidevice multidevice_static; do
   timeout 300 node "$app/dist/backend/src/cli/qcuda.js" run --provider=cuda --gpu=0,1 $cudart -- "$bin" > $b/$prog.out 2> "$OUT/$prog.qcuda.err"
   echo "exit $?"; grep -E "^FAIL|^PASS" $b/$prog.out; cp $b/$prog.out "$OUT/"
 done
-echo "===== IPC between two processes under qcuda run (test/libcuda/ipcpair: memory and event handles)"
+echo "===== IPC between two processes under qcuda run (test/libcuda/ipcpair: memory and event handles; poolipc: a shared memory pool)"
 # Default queues (a worker per process, own queues) and --own-queues=no (the backend serves the queues).
-for q in "" --own-queues=no; do
-  bin=$work/guest/bin/ipcpair; [ -x "$bin" ] || { echo "ipcpair: not in the bundle"; break; }
-  timeout 120 node "$app/dist/backend/src/cli/qcuda.js" run --provider=cuda --gpu=0,1 $q -- "$bin" > $b/ipc$q.out 2> "$OUT/ipcpair$q.err"
-  echo "ipcpair ${q:-(own queues)}: exit $?"; grep -E "FAIL|PASS" $b/ipc$q.out | tail -4; cp $b/ipc$q.out "$OUT/"
+for prog in ipcpair poolipc; do
+  for q in "" --own-queues=no; do
+    bin=$work/guest/bin/$prog; [ -x "$bin" ] || { echo "$prog: not in the bundle"; break; }
+    timeout 120 node "$app/dist/backend/src/cli/qcuda.js" run --provider=cuda --gpu=0,1 $q -- "$bin" > $b/$prog$q.out 2> "$OUT/$prog$q.err"
+    echo "$prog ${q:-(own queues)}: exit $?"; grep -E "FAIL|PASS" $b/$prog$q.out | tail -4; cp $b/$prog$q.out "$OUT/"
+  done
 done
 echo "===== NVML: NVIDIA's, and qcuda's guest libnvidia-ml.so.1 over NVIDIA's libcuda (test/libcuda/nvmlcheck)"
 # The same checks against the same GPUs: both pass and print the same.
