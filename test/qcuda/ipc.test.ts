@@ -232,7 +232,18 @@ async function eventRefusals(t: ExecutionContext, make: MakeProvider) {
   t.is((await openEvent(opener, handle!)).status, CudaErr.InvalidResourceHandle, "a destroyed event's handle");
 }
 
+/** Attributes 119 (MEMPOOL_SUPPORTED_HANDLE_TYPES) and 125 (IPC_EVENT_SUPPORTED) of device 0. */
+async function ipcAttributes(c: QcudaClient): Promise<[number, number]> {
+  const r = await c.call(Cmd.DEVICE_PROPS, { args: ['qcuda_args_device', { device: 0 }], out: 'qcuda_out_device_props' });
+  const attrs = r.out!.attrs as Uint32Array;
+  return [attrs[119], attrs[125]];
+}
+
 for (const [name, make] of PROVIDERS) {
+  test(`${name}: the device says pools export POSIX fds and event handles are served (attributes 119, 125)`, async (t) => {
+    const { client } = await vm(t, make);
+    t.deepEqual(await ipcAttributes(await client()), [1, 1]);
+  });
   test(`${name}: a handle opens in another session: bytes written by either are read by the other`, (t) => bytesBothWays(t, make));
   test(`${name}: refused: forged bytes, a pointer inside an allocation, the owner's own handle, another VM's`, (t) => refusals(t, make));
   test(`${name}: the owner's free, reset or exit takes the memory from its openers`, (t) => ownerEnds(t, make));
@@ -245,6 +256,7 @@ test('a provider that cannot share memory or events between processes refuses wi
   const owner = await client();
   t.is((await get(owner, await malloc(owner))).status, CudaErr.NotSupported);
   t.is((await getEvent(owner, await event(owner, EVENT_IPC))).status, CudaErr.NotSupported);
+  t.deepEqual(await ipcAttributes(owner), [0, 0], 'and its device does not claim them');
 });
 
 test('host-memory workers (a process per session, no CUDA) cannot share: NotSupported at IPC_GET', async (t) => {

@@ -89,6 +89,17 @@ export function checkLimitSet(limit: number): void {
 /** CUdevice_attribute HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: 1 where the provider shares VMM memory between processes (Provider.vmmImport), else 0. */
 export const ATTR_POSIX_FD_HANDLES = 103;
 
+/**
+ * CUdevice_attribute MEMPOOL_SUPPORTED_HANDLE_TYPES: POSIX fd (1) where the
+ * provider opens IPC memory handles, which the guest's pool export carries
+ * (guest-driver/lib/poolipc.c), else 0.
+ */
+export const ATTR_MEMPOOL_HANDLE_TYPES = 119;
+export const MEM_HANDLE_TYPE_POSIX_FD = 1;
+
+/** CUdevice_attribute IPC_EVENT_SUPPORTED: 1 where the provider opens IPC event handles, else 0. */
+export const ATTR_IPC_EVENTS = 125;
+
 /** CUdevice_attribute MAX_PERSISTING_L2_CACHE_SIZE: 0, as the limit cannot be set (checkLimitSet). */
 export const ATTR_MAX_PERSISTING_L2 = 108;
 
@@ -102,9 +113,7 @@ export const ATTR_MAX_PERSISTING_L2 = 108;
 export const UNSERVED_ATTRS: readonly number[] = [
   110, // GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: no third-party device reaches a guest's memory
   116, // GPU_DIRECT_RDMA_SUPPORTED: likewise
-  119, // MEMPOOL_SUPPORTED_HANDLE_TYPES: pools are not exported
   124, // DMA_BUF_SUPPORTED: cuMemGetHandleForAddressRange is not served
-  125, // IPC_EVENT_SUPPORTED: event handles are not served
   128, // HANDLE_TYPE_FABRIC_SUPPORTED: not exported either
   132, // MULTICAST_SUPPORTED: cuMulticast* is not served
   141, // HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: cuMemCreate serves device memory only

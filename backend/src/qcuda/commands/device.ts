@@ -10,6 +10,9 @@ import {
   residentThreads,
   UNSERVED_ATTRS,
   ATTR_POSIX_FD_HANDLES,
+  ATTR_MEMPOOL_HANDLE_TYPES,
+  ATTR_IPC_EVENTS,
+  MEM_HANDLE_TYPE_POSIX_FD,
 } from '../attrs';
 import type { Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
@@ -41,6 +44,8 @@ export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DE
     for (const a of UNSERVED_ATTRS) attrs[a] = 0;
     // cuMemExportToShareableHandle's tokens (vmm-share.ts), where VMM_EXPORT / VMM_IMPORT serve them (commands/vmm.ts sharing()).
     attrs[ATTR_POSIX_FD_HANDLES] = c.dev.provider.vmmImport && c.session.vm.vmmShares ? 1 : 0;
+    attrs[ATTR_MEMPOOL_HANDLE_TYPES] = c.dev.provider.ipcOpen ? MEM_HANDLE_TYPE_POSIX_FD : 0;
+    attrs[ATTR_IPC_EVENTS] = c.dev.provider.ipcEventOpen ? 1 : 0;
     return {
       out: encode('qcuda_out_device_props', {
         name: p.name,
