@@ -6,8 +6,10 @@
 // imported): a token exported by one session is imported by another, which
 // maps the same memory (bytes written by one are read by the other); forged
 // tokens, another VM's and a freed allocation's are refused; the owner's
-// free or exit unmaps the importer's mappings. A session whose worker serves
-// its own queue cannot reach the VM's table: refused, and not claimed.
+// free or exit unmaps the importer's mappings. With own queues (each
+// session's worker serves its queue and asks the backend for the VM's table:
+// vmm-remote.ts) the same holds, and between such a session and one the
+// backend serves, either way.
 import fs from 'node:fs';
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
@@ -33,14 +35,17 @@ type MakeProvider = ((guestView: GuestView) => Provider) & { ownQueues?: boolean
 const host: MakeProvider = (guestView) => new HostProvider({ guestView });
 /** The cuda provider as a backend runs it: each session's context in a worker process of its own, on the fake driver. */
 const cudaWorkers: MakeProvider = () => new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0 } });
+/** The cuda provider's default on a GPU: each session's worker serves the session's own queue, and asks the backend for the VM's table. */
 const cudaOwnQueues: MakeProvider = Object.assign(() => new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0 } }), {
   ownQueues: true,
 });
 const PROVIDERS: [string, MakeProvider][] = [
   ['host provider', host],
   ['cuda provider (a worker per session, fake driver)', cudaWorkers],
+  ['cuda provider (own queues: each worker serves its session, fake driver)', cudaOwnQueues],
 ];
-const QUEUES = 4;
+/** Queues of a VM: queue 0, and one of its own for each session a test opens. */
+const QUEUES = 8;
 
 async function vm(t: ExecutionContext, make: MakeProvider = host) {
   let made: Provider | undefined;
@@ -55,7 +60,13 @@ async function vm(t: ExecutionContext, make: MakeProvider = host) {
     else await c.openOwn(queue++);
     return c;
   };
-  return { dev, fe, client, provider: () => made };
+  /** A session the backend serves (on queue 0), whatever the VM's own queues. */
+  const served = async () => {
+    const c = new QcudaClient(fe, 1);
+    await c.open();
+    return c;
+  };
+  return { dev, fe, client, served, provider: () => made };
 }
 
 async function ok(t: ExecutionContext, p: Promise<{ status: number; value: bigint }>, what: string): Promise<bigint> {
@@ -90,10 +101,15 @@ async function mapped(t: ExecutionContext, c: QcudaClient, h: bigint, size: bigi
   return va;
 }
 
+/** Who serves the owner and the importer: each its worker on its own queue (where the VM has them), or the backend. */
+type Serving = 'own' | 'owner served' | 'importer served';
+
 /** Owner and importer mapping one exported allocation. */
-async function shared(t: ExecutionContext, make: MakeProvider) {
+async function shared(t: ExecutionContext, make: MakeProvider, serving: Serving = 'own') {
   const v = await vm(t, make);
-  const [owner, importer] = [await v.client(), await v.client()];
+  const owner = serving === 'owner served' ? await v.served() : await v.client();
+  const importer = serving === 'importer served' ? await v.served() : await v.client();
+  if (make.ownQueues) t.is((v.provider() as IsolatedProvider).ownerPids.length, serving === 'own' ? 2 : 1, 'queues served by workers');
   const h = await ok(t, create(owner, G), 'create');
   const e = await exportOf(owner, h);
   t.is(e.status, 0, 'export');
@@ -124,7 +140,7 @@ function memfdsOf(pid: number | 'self'): { fds: number; maps: number } {
 /** What the workers hold of the fake's VMM memory, each sorted; undefined on the host provider (no fds). */
 function workersHold(p: Provider | undefined): { fds: number[]; maps: number[] } | undefined {
   if (!(p instanceof IsolatedProvider)) return undefined;
-  const held = p.workerPids.map((pid) => memfdsOf(pid));
+  const held = [...p.workerPids, ...p.ownerPids].map((pid) => memfdsOf(pid));
   return { fds: held.map((h) => h.fds).sort(), maps: held.map((h) => h.maps).sort() };
 }
 
@@ -139,8 +155,8 @@ async function settled(p: Provider | undefined, want: { fds: number[]; maps: num
   return h;
 }
 
-async function bothWays(t: ExecutionContext, make: MakeProvider) {
-  const { dev, fe, owner, importer, ova, iva, provider } = await shared(t, make);
+async function bothWays(t: ExecutionContext, make: MakeProvider, serving?: Serving) {
+  const { dev, fe, owner, importer, ova, iva, provider } = await shared(t, make, serving);
   t.is(dev.vm.quota.used, G, 'counted once, to the owner');
   const gpa = fe.mem.alloc(8192, 4096);
   const host = fe.mem.bytes(gpa, 8192);
@@ -174,8 +190,10 @@ async function refusals(t: ExecutionContext, make: MakeProvider) {
   t.is((await importOf(importer, token)).status, CudaErr.InvalidValue, 'freed');
 }
 
-async function ownerEnds(t: ExecutionContext, make: MakeProvider) {
-  const { dev, fe, client, owner, importer, h, ih, ova, iva, provider } = await shared(t, make);
+async function ownerEnds(t: ExecutionContext, make: MakeProvider, serving?: Serving) {
+  const v = await shared(t, make, serving);
+  const { dev, fe, owner, importer, h, ih, ova, iva, provider } = v;
+  const client = serving === 'owner served' ? v.served : v.client;
   const gpa = fe.mem.alloc(4096, 4096);
   t.is((await release(importer, ih)).status, 0, "the importer's release");
   t.is(await importer.dtoh(gpa, iva, 16), 0, 'its mapping stays');
@@ -218,13 +236,9 @@ for (const [name, make] of PROVIDERS) {
   });
 }
 
-test("own queues: a worker serving its session's queue cannot reach the VM's table: refused, and the device does not claim it", async (t) => {
-  const { client } = await vm(t, cudaOwnQueues);
-  const c = await client();
-  t.is(await attribute(c), 0, 'no POSIX fd handles');
-  const h = await ok(t, create(c, G), 'create');
-  const e = await c.call(Cmd.VMM_EXPORT, { args: ['qcuda_args_handle', { handle: h }], out: 'qcuda_ipc_handle' });
-  t.is(e.status, CudaErr.NotSupported);
-  const i = await importOf(c, { token: new Uint8Array(16), size: G, reserved: new Uint8Array(40) });
-  t.is(i.status, CudaErr.NotSupported);
-});
+// Own queues next to sessions the backend serves (a process that keeps to queue 0): each way round.
+for (const serving of ['owner served', 'importer served'] as const) {
+  const name = `own queues, the ${serving === 'owner served' ? 'owner' : 'importer'} served by the backend`;
+  test(`${name}: the same memory, both ways`, (t) => bothWays(t, cudaOwnQueues, serving));
+  test(`${name}: the owner's free or exit unmaps the importer's mappings`, (t) => ownerEnds(t, cudaOwnQueues, serving));
+}

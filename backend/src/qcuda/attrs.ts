@@ -86,7 +86,7 @@ export function checkLimitSet(limit: number): void {
     );
 }
 
-/** CUdevice_attribute HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: 1 where the provider shares VMM memory between processes (Provider.vmmImport), else 0. */
+/** CUdevice_attribute HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: 1 where VMM memory is shared between processes (VmmShareBook.servedBy), else 0. */
 export const ATTR_POSIX_FD_HANDLES = 103;
 
 /**

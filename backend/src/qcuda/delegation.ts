@@ -171,6 +171,8 @@ export class QueueDelegation {
       d.owner = owner;
       // What it opens by IPC is in its worker: the owner's free closes it there.
       s.importsElsewhere = (ptr) => owner.ipcDrop(ptr);
+      // Its VMM allocations and imports too: its worker exports and drops them (vmm-remote.ts).
+      s.vmmElsewhere = owner;
       if (d.ending) d.end(d.ending); // a close or reset came while it started
       started();
       this.dev.event(`qcuda: session ${s.id.toString(16)}: queue ${d.queue} served by its worker, pid ${owner.pid}`);

@@ -7,42 +7,63 @@
 // tells each opener's worker to close it ('ipc-drop').
 import { CudaErr, CudaError } from './cuda-error';
 import { IPC_TOKEN_BYTES, IpcTable, type IpcBook, type IpcClaim } from './ipc';
-import type { IpcAnswer, IpcAnswerer, IpcAsk, IpcKind } from './ipc-wire';
+import { big, bytes, type IpcAnswer, type IpcAnswerer, type IpcAsker, type IpcAsk, type IpcKind, type IpcReply } from './ipc-wire';
 
-export type { IpcAnswer, IpcAnswerer, IpcAsk, IpcKind } from './ipc-wire';
+export type { IpcAnswer, IpcAnswerer, IpcAsk, IpcKind, IpcReply } from './ipc-wire';
 import type { DevPtr, EventRef, Provider, ProviderContext } from './provider';
 import type { Session, VmShared } from './session';
+import type { Fd } from '../sys/fd';
+import { RemoteVmmShares, VmmShareService } from './vmm-remote';
 
 /** CUDA's handles are 64 bytes (CUipcMemHandle, CUipcEventHandle). */
 const CUDA_HANDLE_BYTES = 64;
 
 /** The worker's end: asks go out with an id, answers come back (ToWorker 'ipc'). */
-export class IpcLink {
-  readonly #waiting = new Map<number, (a: IpcAnswer) => void>();
+export class IpcLink implements IpcAsker {
+  readonly #waiting = new Map<number, (a: IpcAnswer, fd: Fd | undefined) => void>();
   #nextId = 1;
   /** What the backend tells the worker to close (its session opened it; the owner's memory went). */
   onDrop: (ptr: DevPtr) => Promise<void> = () => Promise.resolve();
+  /** The same for a VMM allocation its session imported as handle (vmm-remote.ts). */
+  onVmmDrop: (handle: bigint) => Promise<void> = () => Promise.resolve();
 
   constructor(readonly send: (id: number, ask: IpcAsk) => void) {}
 
   async ask<T>(ask: IpcAsk): Promise<T> {
-    const id = this.#nextId++;
-    const a = await new Promise<IpcAnswer>((resolve) => {
-      this.#waiting.set(id, resolve);
-      this.send(id, ask);
-    });
-    if (!a.ok) throw new CudaError(a.code, a.message);
-    return a.v as T;
+    const { v, fd } = await this.#ask(ask);
+    fd?.close(); // none was asked for
+    return v as T;
   }
 
-  answer(id: number, a: IpcAnswer): void {
-    this.#waiting.get(id)?.(a);
+  /** As ask, for an answer that comes with an fd (a VMM import's): the caller's to close. */
+  async askFd<T>(ask: IpcAsk): Promise<{ v: T; fd: Fd }> {
+    const { v, fd } = await this.#ask(ask);
+    if (!fd) throw new CudaError(CudaErr.Unknown, "the backend's answer came without its fd");
+    return { v: v as T, fd };
+  }
+
+  async #ask(ask: IpcAsk): Promise<{ v: unknown; fd: Fd | undefined }> {
+    const id = this.#nextId++;
+    const [a, fd] = await new Promise<[IpcAnswer, Fd | undefined]>((resolve) => {
+      this.#waiting.set(id, (a, fd) => resolve([a, fd]));
+      this.send(id, ask);
+    });
+    if (a.ok) return { v: a.v, fd };
+    fd?.close();
+    throw new CudaError(a.code, a.message);
+  }
+
+  /** Answer id came (with fd, taken over: closed if nobody waits for it). */
+  answer(id: number, a: IpcAnswer, fd?: Fd): void {
+    const w = this.#waiting.get(id);
     this.#waiting.delete(id);
+    if (w) w(a, fd);
+    else fd?.close();
   }
 
   /** The channel closed: nothing will answer (the process is ending). */
   close(): void {
-    for (const w of this.#waiting.values()) w({ ok: false, code: CudaErr.Unknown, message: 'the backend is gone' });
+    for (const w of this.#waiting.values()) w({ ok: false, code: CudaErr.Unknown, message: 'the backend is gone' }, undefined);
     this.#waiting.clear();
   }
 }
@@ -95,19 +116,12 @@ export class RemoteIpc implements IpcBook<Session> {
   }
 }
 
-/** A queue owner's tables: both kinds over one link. */
-export function remoteIpc(link: IpcLink): Pick<VmShared, 'ipc' | 'ipcEvents'> {
-  return { ipc: new RemoteIpc(link, 'mem'), ipcEvents: new RemoteIpc(link, 'event') };
-}
-
-function bytes(v: unknown, n: number, what: string): Uint8Array {
-  if (!(v instanceof Uint8Array) || v.length !== n) throw new CudaError(CudaErr.InvalidValue, `IPC: ${what} of a worker is malformed`);
-  return v;
-}
-
-function big(v: unknown, what: string): bigint {
-  if (typeof v !== 'bigint' || v < 0n || v >= 1n << 64n) throw new CudaError(CudaErr.InvalidValue, `IPC: ${what} of a worker is malformed`);
-  return v;
+/**
+ * A queue owner's tables: every kind over one link. vmmFds: its contexts
+ * export and import VMM allocations as POSIX fds (the cuda provider's).
+ */
+export function remoteIpc(link: IpcLink, vmmFds: boolean): Pick<VmShared, 'ipc' | 'ipcEvents' | 'vmmShares'> {
+  return { ipc: new RemoteIpc(link, 'mem'), ipcEvents: new RemoteIpc(link, 'event'), vmmShares: new RemoteVmmShares(link, vmmFds) };
 }
 
 /**
@@ -116,11 +130,15 @@ function big(v: unknown, what: string): bigint {
  * tables, the session being the backend's Session of it.
  */
 export class IpcService implements IpcAnswerer {
+  readonly #vmm: VmmShareService;
+
   constructor(
     readonly vm: VmShared,
     readonly session: Session,
     readonly deviceCount: number,
-  ) {}
+  ) {
+    this.#vmm = new VmmShareService(vm, session, deviceCount);
+  }
 
   #table(kind: unknown): IpcTable<Session> {
     const t = kind === 'mem' ? this.vm.ipc : kind === 'event' ? this.vm.ipcEvents : undefined;
@@ -128,8 +146,9 @@ export class IpcService implements IpcAnswerer {
     return t;
   }
 
-  async answer(ask: IpcAsk): Promise<IpcAnswer> {
+  async answer(ask: IpcAsk): Promise<IpcReply> {
     try {
+      if (ask.kind === 'vmm') return { ok: true, ...(await this.#vmm.answer(ask)) };
       return { ok: true, v: await this.#run(ask) };
     } catch (e) {
       const code = e instanceof CudaError ? e.code : CudaErr.Unknown;
@@ -137,7 +156,7 @@ export class IpcService implements IpcAnswerer {
     }
   }
 
-  async #run(a: IpcAsk): Promise<unknown> {
+  async #run(a: Exclude<IpcAsk, { kind: 'vmm' }>): Promise<unknown> {
     const t = this.#table(a.kind);
     const s = this.session;
     switch (a.op) {

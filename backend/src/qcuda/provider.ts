@@ -4,6 +4,7 @@
 // failures by throwing CudaError.
 
 import type { BusyPoll } from '../sys/busy-poll';
+import type { Fd } from '../sys/fd';
 import type { Now } from '../sys/now';
 import type { MemRegion, RingState } from '../vhost-user';
 import type { VmLimits } from './limits';
@@ -608,6 +609,14 @@ export interface Provider {
    */
   vmmImport?(owner: ProviderContext, m: VmmRef, importer: ProviderContext): Promise<VmmRef>;
   /**
+   * vmmImport in two halves, where each context is in a process of its own
+   * (isolated.ts): owner's allocation m as a POSIX fd (the caller's), and an
+   * import of such an fd (from this provider's context or a queue owner's
+   * worker) into importer, which takes the fd over (closed on every path).
+   */
+  vmmExportFd?(owner: ProviderContext, m: VmmRef): Promise<Fd>;
+  vmmImportFd?(importer: ProviderContext, fd: Fd): Promise<VmmRef>;
+  /**
    * Guest RAM as it is mapped in this process: register so copies run at
    * pinned speed. Unregistering resolves before the memory may be unmapped.
    * source: the file behind it, for a provider that maps guest RAM in other
@@ -655,4 +664,8 @@ export interface QueueOwner {
   kill(): void;
   /** Tells it to close what its session opened by IPC at ptr (the owner's memory went: ipc-remote.ts); resolves once it has (bounded). */
   ipcDrop(ptr: DevPtr): Promise<void>;
+  /** A POSIX fd of its session's VMM allocation `handle` (its context on device), the caller's: for another session's import. */
+  vmmExport(handle: bigint, device: number): Promise<Fd>;
+  /** Tells it to drop its session's import `handle` (the owner's memory went: vmm-remote.ts); resolves once it has (bounded). */
+  vmmDrop(handle: bigint): Promise<void>;
 }

@@ -10,7 +10,7 @@ import { CudaErr, CudaError } from './cuda-error';
 import { HandleCounter, HandleTable } from './handles';
 import { Budget, Ledger, Share, type VmLimits } from './limits';
 import { LEDGER_SLOTS, ledgerLimits, quotaBudget } from './vm-ledger';
-import type { DevPtr, EventRef, Provider, ProviderContext, StreamRef, VmmRef } from './provider';
+import type { DevPtr, EventRef, Provider, ProviderContext, QueueOwner, StreamRef, VmmRef } from './provider';
 import { ModuleCache, type ModuleStore } from './module-cache';
 import { OutputQueue } from './output';
 import { QCUDA_OUTPUT_STDERR, QCUDA_OUTPUT_STDOUT, QCUDA_STREAM_LEGACY, QCUDA_STREAM_PER_THREAD, Status } from './proto';
@@ -20,7 +20,8 @@ import { SessionModules } from './session-modules';
 import { SessionObjects } from './session-objects';
 import { printable } from '../sys/log-limiter';
 import { VmmSpace } from './vmm';
-import { VmmShareTable } from './vmm-share';
+import { VmmShareTable, type VmmShare, type VmmShareBook } from './vmm-share';
+import type { Fd } from '../sys/fd';
 import { IpcTable, type IpcBook } from './ipc';
 import type { Now } from '../sys/now';
 
@@ -52,13 +53,8 @@ export interface VmShared {
   readonly ipc: IpcBook<Session>;
   /** The IPC event handles minted by its sessions, as ipc (by the owner's event handle). */
   readonly ipcEvents: IpcBook<Session>;
-  /**
-   * The shareable handles of VMM allocations minted by its sessions
-   * (vmm-share.ts), as ipc. Undefined in a queue owner's worker: the VM's
-   * table is the backend's, which no ask reaches yet, so VMM_EXPORT and
-   * VMM_IMPORT are refused there and the device claims no POSIX fd handles.
-   */
-  readonly vmmShares: VmmShareTable<Session> | undefined;
+  /** The shareable handles of VMM allocations minted by its sessions (vmm-share.ts), as ipc (vmm-remote.ts). */
+  readonly vmmShares: VmmShareBook<Session>;
 }
 
 /**
@@ -70,7 +66,7 @@ export function vmShared(
   limits: VmLimits,
   ledger = Ledger.create(ledgerLimits(limits), LEDGER_SLOTS),
   modules: ModuleStore = new ModuleCache(limits.moduleCache),
-  ipc?: Pick<VmShared, 'ipc' | 'ipcEvents'>,
+  ipc?: Pick<VmShared, 'ipc' | 'ipcEvents' | 'vmmShares'>,
 ): VmShared {
   return {
     limits,
@@ -83,8 +79,12 @@ export function vmShared(
     modules,
     ipc: ipc?.ipc ?? new IpcTable<Session>('IPC handle', (opener, at) => opener.dropImport(at)),
     ipcEvents: ipc?.ipcEvents ?? new IpcTable<Session>('IPC event handle'),
-    // ipc given: a queue owner's worker (owned-queue.ts), whose tables are the backend's.
-    vmmShares: ipc ? undefined : new VmmShareTable<Session>((importer, h) => importer.dropVmmImport(h)),
+    vmmShares:
+      ipc?.vmmShares ??
+      new VmmShareTable<Session>(
+        (importer, h) => importer.dropVmmImport(h),
+        (e, importer, x) => importer.importVmm(e, x),
+      ),
   };
 }
 
@@ -439,11 +439,38 @@ export class Session {
 
   /** The owner of the allocation imported as h freed it: h and its mappings go, and the provider unmaps and lets go of them. */
   async dropVmmImport(h: bigint): Promise<void> {
+    if (this.vmmElsewhere) return this.vmmElsewhere.vmmDrop(h);
     const d = this.vmm.dropAlloc(h);
     const x = d && this.openedContext;
     if (!d || !x) return; // gone with a reset or the exit: the context's end let go of it
     for (const m of d.maps) await x.vmmUnmap(m.base, m.size);
     await x.vmmRelease(d.ref);
+  }
+
+  /**
+   * Served by its worker on its own queue (delegation.ts): its VMM
+   * allocations and imports are there, and its worker exports and drops them.
+   */
+  vmmElsewhere: Pick<QueueOwner, 'vmmExport' | 'vmmDrop'> | undefined;
+
+  /** A POSIX fd of this session's allocation `handle` (ref in its context on device), the caller's to hand on or close. */
+  async vmmExportFd(handle: bigint, ref: VmmRef, device: number): Promise<Fd> {
+    if (this.vmmElsewhere) return this.vmmElsewhere.vmmExport(handle, device);
+    if (!this.provider.vmmExportFd)
+      throw new CudaError(CudaErr.NotSupported, `shareable memory handles: the ${this.provider.name} provider exports no fds`);
+    return this.provider.vmmExportFd(await this.context(device), ref);
+  }
+
+  /**
+   * e's memory imported into x, this session's context: from the owner's
+   * context where the provider holds both (the host provider; a worker per
+   * session), else as a POSIX fd of it from the owner's worker.
+   */
+  async importVmm(e: VmmShare<Session>, x: ProviderContext): Promise<VmmRef> {
+    const p = this.provider;
+    if (p.vmmImport && !e.owner.vmmElsewhere) return p.vmmImport(await e.owner.context(e.device), e.ref, x);
+    if (!p.vmmImportFd) throw new CudaError(CudaErr.NotSupported, `shareable memory handles: the ${p.name} provider imports no fds`);
+    return p.vmmImportFd(x, await e.owner.vmmExportFd(e.handle, e.ref, e.device));
   }
 
   /**
@@ -582,13 +609,13 @@ export class Session {
     this.#limitBases.clear();
     this.peers.clear();
     const eventsGone = this.vm.ipcEvents.forgetSession(this);
-    this.vm.vmmShares?.forgetSession(this); // importers of its memory lose it
+    const sharesGone = this.vm.vmmShares.forgetSession(this); // importers of its memory lose it
     // Others' openings of its memory end with it, before the reset or exit is answered.
     const openingsGone = this.vm.ipc.forgetSession(this);
     // Everything but the overhead of contexts still there, which goes when each context does (#giveSlot).
     const held = this.#memory.held;
     if (held > this.#overheads) this.#memory.give(held - this.#overheads);
-    await Promise.all([eventsGone, openingsGone, ...contexts.map((d) => this.#end(d, why))]);
+    await Promise.all([eventsGone, sharesGone, openingsGone, ...contexts.map((d) => this.#end(d, why))]);
   }
 
   /** Destroys one of the session's contexts (#free took it out). */

@@ -9,7 +9,7 @@
 // owner frees it (release and unmap, reset, exit) the token goes and each
 // importer loses its handle and mappings of it (drop).
 import { CudaErr, CudaError } from './cuda-error';
-import type { VmmRef } from './provider';
+import type { Provider, ProviderContext, VmmRef } from './provider';
 import { TokenTable } from './token-table';
 
 /** Tokens one session may have minted at once (each names an allocation it holds, which its bound on objects bounds too). */
@@ -27,15 +27,56 @@ export interface VmmShare<S> {
   readonly importers: Map<S, Set<bigint>>;
 }
 
-export class VmmShareTable<S> {
-  /** drop: the owner freed the memory; importer's handle h of it is gone (its mappings unmapped). */
-  constructor(readonly drop: (importer: S, h: bigint) => Promise<void>) {}
+/** What an import gives the importer: the memory in its context, and what names it in the VM's table. */
+export interface VmmImported {
+  readonly token: string;
+  readonly size: bigint;
+  /** The memory in the importer's context, released by vmmRelease. */
+  readonly ref: VmmRef;
+}
+
+/**
+ * The VM's shareable handles as the VMM commands use them: the table itself
+ * where the backend serves the session, or the backend's table asked over
+ * the channel from a session's worker serving its own queue (vmm-remote.ts).
+ */
+export interface VmmShareBook<S> {
+  /** Whether sessions served by provider p (this process's) may export and import. */
+  servedBy(p: Provider): boolean;
+  /** The token of owner's allocation (its handle; ref in its context on device), minted at the first ask. */
+  mint(owner: S, handle: bigint, ref: VmmRef, size: bigint, device: number): Promise<string>;
+  /** The memory a token names, imported into importer's context x; refused as find is. Not the importer's until imported(). */
+  import(importer: S, token: Uint8Array, size: bigint, x: ProviderContext): Promise<VmmImported>;
+  /** importer's handle h names token's memory now; false if it went meanwhile (the importer undoes its import). */
+  imported(importer: S, token: string, h: bigint): Promise<boolean>;
+  /** importer freed its handle h of token's memory. */
+  unimported(importer: S, token: string, h: bigint): Promise<void>;
+  /** The owner freed its allocation: its token goes, and importers lose it (resolves once they have, bounded: IpcBook.forget). */
+  forget(owner: S, handle: bigint): Promise<void>;
+  /** The session reset or exited: its tokens go (as forget), and what it imported. */
+  forgetSession(s: S): Promise<void>;
+}
+
+export class VmmShareTable<S> implements VmmShareBook<S> {
+  /**
+   * drop: the owner freed the memory; importer's handle h of it is gone (its
+   * mappings unmapped). open: e's memory imported into importer's context x.
+   */
+  constructor(
+    readonly drop: (importer: S, h: bigint) => Promise<void>,
+    readonly open: (e: VmmShare<S>, importer: S, x: ProviderContext) => Promise<VmmRef>,
+  ) {}
+
+  /** A provider that imports another context's memory (Provider.vmmImport) serves the table's sessions. */
+  servedBy(p: Provider): boolean {
+    return p.vmmImport !== undefined;
+  }
 
   /** One token per allocation of an owner (by its handle). */
   readonly #tokens = new TokenTable<S, bigint, VmmShare<S>>();
 
   /** The token of owner's allocation h, minted at the first ask. */
-  mint(owner: S, handle: bigint, ref: VmmRef, size: bigint, device: number): string {
+  async mint(owner: S, handle: bigint, ref: VmmRef, size: bigint, device: number): Promise<string> {
     if (!this.#tokens.of(owner, handle) && this.#tokens.count(owner) >= VMM_SHARES_PER_SESSION)
       throw new CudaError(
         CudaErr.MemoryAllocation,
@@ -56,33 +97,42 @@ export class VmmShareTable<S> {
     return e;
   }
 
-  /** importer's handle h names e's memory now; false if e went meanwhile (the importer undoes its import). */
-  imported(e: VmmShare<S>, importer: S, h: bigint): boolean {
-    if (!this.#tokens.holds(e)) return false;
+  async import(importer: S, token: Uint8Array, size: bigint, x: ProviderContext): Promise<VmmImported> {
+    const e = this.find(token, size);
+    return { token: e.token, size: e.size, ref: await this.open(e, importer, x) };
+  }
+
+  async imported(importer: S, token: string, h: bigint): Promise<boolean> {
+    const e = this.#tokens.find(token);
+    if (!e) return false;
     let hs = e.importers.get(importer);
     if (!hs) e.importers.set(importer, (hs = new Set()));
     hs.add(h);
     return true;
   }
 
-  /** importer freed its handle h of e's memory. */
-  unimported(token: string, importer: S, h: bigint): void {
+  async unimported(importer: S, token: string, h: bigint): Promise<void> {
     const e = this.#tokens.find(token);
     const hs = e?.importers.get(importer);
     hs?.delete(h);
     if (hs?.size === 0) e!.importers.delete(importer);
   }
 
-  /** The owner freed its allocation h: its token names nothing now, and importers lose it (their drops issued, not waited on). */
-  forget(owner: S, handle: bigint): void {
+  /**
+   * The owner freed its allocation h: its token names nothing now, and
+   * importers lose it. Resolves once they have (an importer served by its own
+   * worker is asked and answers, bounded: Worker.vmmDrop), so the owner's
+   * free is answered after its importers' mappings went.
+   */
+  async forget(owner: S, handle: bigint): Promise<void> {
     const e = this.#tokens.remove(owner, handle);
-    if (e) this.#dropImporters(e);
+    if (e) await this.#dropImporters(e);
   }
 
-  /** The session reset or exited: its tokens go (as forget), and what it imported. */
-  forgetSession(s: S): void {
-    for (const e of this.#tokens.removeOwner(s)) this.#dropImporters(e);
+  async forgetSession(s: S): Promise<void> {
+    const drops = this.#tokens.removeOwner(s).map((e) => this.#dropImporters(e));
     for (const e of this.#tokens.values()) e.importers.delete(s);
+    await Promise.all(drops);
   }
 
   /** Tokens owner holds. */
@@ -90,8 +140,9 @@ export class VmmShareTable<S> {
     return this.#tokens.count(owner);
   }
 
-  #dropImporters(e: VmmShare<S>): void {
-    for (const [s, hs] of e.importers) for (const h of hs) void this.drop(s, h).catch(() => undefined);
+  async #dropImporters(e: VmmShare<S>): Promise<void> {
+    const drops = [...e.importers].flatMap(([s, hs]) => [...hs].map((h) => this.drop(s, h).catch(() => undefined)));
     e.importers.clear();
+    await Promise.all(drops);
   }
 }

@@ -147,6 +147,11 @@ export class VmmSpace {
     return a;
   }
 
+  /** Allocation h while it exists (its handle held, or mapped after its release): what an export of it for another process needs. */
+  existing(h: bigint): VmmAlloc | undefined {
+    return this.#allocs.get(h);
+  }
+
   /** VMM_RELEASE: one hold less; the allocation if that left it unused (the caller frees it). */
   release(h: bigint): VmmFreed | undefined {
     const a = this.alloc(h);

@@ -43,7 +43,7 @@ export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DE
     attrs[ATTR_MAX_PERSISTING_L2] = 0; // the set-aside is every VM's: a guest may not set it (checkLimitSet)
     for (const a of UNSERVED_ATTRS) attrs[a] = 0;
     // cuMemExportToShareableHandle's tokens (vmm-share.ts), where VMM_EXPORT / VMM_IMPORT serve them (commands/vmm.ts sharing()).
-    attrs[ATTR_POSIX_FD_HANDLES] = c.dev.provider.vmmImport && c.session.vm.vmmShares ? 1 : 0;
+    attrs[ATTR_POSIX_FD_HANDLES] = c.session.vm.vmmShares.servedBy(c.dev.provider) ? 1 : 0;
     attrs[ATTR_MEMPOOL_HANDLE_TYPES] = c.dev.provider.ipcOpen ? MEM_HANDLE_TYPE_POSIX_FD : 0;
     attrs[ATTR_IPC_EVENTS] = c.dev.provider.ipcEventOpen ? 1 : 0;
     return {

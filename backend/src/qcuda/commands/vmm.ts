@@ -4,13 +4,12 @@
 // concurrent calls of the process's threads see each other; undone if the
 // provider fails. Physical memory is taken from the VM's quota like MALLOC's.
 import type { Call, Runs } from '../command';
-import type { Provider } from '../provider';
 import { CudaErr, CudaError } from '../cuda-error';
 import { encode, QCUDA_VMM_ACCESS_RW } from '../proto';
 import type { ProviderContext } from '../provider';
 import type { Session } from '../session';
 import { checkSpan, GRANULARITY, MAX_VMM_ALIGNMENT, type VmmFreed } from '../vmm';
-import type { VmmShareTable } from '../vmm-share';
+import type { VmmShareBook } from '../vmm-share';
 
 /**
  * Frees allocations a release or an unmap left unused, then gives their
@@ -19,12 +18,10 @@ import type { VmmShareTable } from '../vmm-share';
  * imported one is the owner's memory: only this session's hold of it goes.
  */
 async function freeUnused(s: Session, x: ProviderContext, freed: readonly VmmFreed[]): Promise<void> {
-  for (const f of freed) {
-    if (f.token) s.vm.vmmShares?.unimported(f.token, s, f.handle);
-    else s.vm.vmmShares?.forget(s, f.handle);
-  }
   const bytes = s.heldBytes(freed.reduce((n, f) => (f.token ? n : n + f.size), 0n));
   try {
+    // Importers lose an exported allocation before its owner's free is answered (forget waits for them, bounded).
+    for (const f of freed) await (f.token ? s.vm.vmmShares.unimported(s, f.token, f.handle) : s.vm.vmmShares.forget(s, f.handle));
     for (const f of freed) await x.vmmRelease(f.ref);
   } finally {
     s.unreserve(bytes);
@@ -32,22 +29,16 @@ async function freeUnused(s: Session, x: ProviderContext, freed: readonly VmmFre
 }
 
 /**
- * The VM's table of shareable handles and the provider's import of another
- * context's physical memory; NotSupported where the provider cannot share
- * memory between processes, or the table is out of reach (a queue owner's
- * worker: session.ts VmShared.vmmShares).
+ * The VM's shareable handles (its table, or the backend's asked from a
+ * queue owner's worker: vmm-remote.ts); NotSupported where the provider
+ * cannot share memory between processes.
  */
-function sharing(c: Call): { shares: VmmShareTable<Session>; vmmImport: NonNullable<Provider['vmmImport']> } {
+function sharing(c: Call): VmmShareBook<Session> {
   const shares = c.session.vm.vmmShares;
-  if (!shares)
-    throw new CudaError(
-      CudaErr.NotSupported,
-      "shareable memory handles: not served to a process whose queue its worker serves (--own-queues): the VM's table is the backend's",
-    );
   const p = c.dev.provider;
-  if (!p.vmmImport)
+  if (!shares.servedBy(p))
     throw new CudaError(CudaErr.NotSupported, `shareable memory handles: the ${p.name} provider cannot share memory between processes`);
-  return { shares, vmmImport: p.vmmImport.bind(p) };
+  return shares;
 }
 
 function noFlags(flags: bigint, what: string): void {
@@ -181,25 +172,24 @@ export const VMM_COMMANDS: Runs<
     return { value: c.session.vmm.alloc(c.args.handle).size };
   },
 
-  VMM_EXPORT(c) {
-    const { shares } = sharing(c);
+  async VMM_EXPORT(c) {
+    const shares = sharing(c);
     const s = c.session;
     const a = s.vmm.alloc(c.args.handle);
     if (a.token)
       throw new CudaError(CudaErr.NotSupported, 'cuMemExportToShareableHandle of an imported allocation: export it from its owner');
-    const token = shares.mint(s, c.args.handle, a.ref, a.size, s.device);
+    const token = await shares.mint(s, c.args.handle, a.ref, a.size, s.device);
     return { out: encode('qcuda_ipc_handle', { token: Buffer.from(token, 'hex'), size: a.size, reserved: new Uint8Array(40) }) };
   },
 
   async VMM_IMPORT(c) {
-    const { shares, vmmImport } = sharing(c);
+    const shares = sharing(c);
     const s = c.session;
-    const e = shares.find(c.args.token, c.args.size);
     s.checkRoom('vmm');
-    const [owner, x] = await Promise.all([e.owner.context(e.device), s.context()]);
-    const ref = await vmmImport(owner, e.ref, x);
-    const h = s.addVmmAlloc(x, ref, e.size, e.token);
-    if (!shares.imported(e, s, h)) {
+    const x = await s.context();
+    const e = await shares.import(s, c.args.token, c.args.size, x);
+    const h = s.addVmmAlloc(x, e.ref, e.size, e.token);
+    if (!(await shares.imported(s, e.token, h))) {
       // Its owner freed it meanwhile: this import names nothing.
       await s.dropVmmImport(h);
       throw new CudaError(CudaErr.InvalidValue, 'cuMemImportFromShareableHandle: its memory was freed meanwhile');

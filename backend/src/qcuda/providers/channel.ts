@@ -59,6 +59,11 @@ export class Channel {
     this.#closeSent();
   }
 
+  /** fds sendTaking has taken that have not gone yet (their message, or one before it, waits for the socket). */
+  get fdsInTransit(): number {
+    return this.#sentFds.length;
+  }
+
   #closeSent(): void {
     if (this.#closed || !this.#outbox.pending) for (const fd of this.#sentFds.splice(0)) fd.close();
   }

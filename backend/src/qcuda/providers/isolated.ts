@@ -53,6 +53,12 @@ const START_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 10_000;
 /** The longest an owner's free waits for an opener's worker to close its opening (Worker.ipcDrop). */
 const IPC_DROP_WAIT_MS = 2_000;
+/**
+ * fds (VMM imports' POSIX fds) the backend holds for a worker's channel at
+ * once, sent and not yet taken: a worker that stops reading its channel
+ * makes the backend hold no more of them (further imports fail).
+ */
+export const VMM_FDS_IN_TRANSIT = 64;
 
 interface SharedRegion {
   id: number;
@@ -278,10 +284,29 @@ class Worker {
 
   /** A queue owner's IPC ask, answered from the VM's tables (refused where it has none). */
   async #ipcAsk(id: number, ask: IpcAsk): Promise<void> {
-    const a = this.ipc
+    const { fd, ...a } = this.ipc
       ? await this.ipc.answer(ask)
       : { ok: false as const, code: CudaErr.NotSupported, message: "IPC: this worker has no way to the VM's tables" };
-    if (!this.#gone) this.#send({ t: 'ipc', id, ...a });
+    // An answer's fd (a VMM import's) goes with it, closed here once sent (or now, the worker gone).
+    if (!fd) return void (this.#gone || this.#send({ t: 'ipc', id, ...a }));
+    const refused = this.#sendFd({ t: 'ipc', id, ...a, fd: true }, fd);
+    if (refused && !this.#gone) this.#send({ t: 'ipc', id, ok: false, code: refused.code, message: refused.message });
+  }
+
+  /** Sends m with fd, which is closed once sent; closed at once, and the error returned, where it cannot go. */
+  #sendFd(m: ToWorker, fd: Fd): CudaError | undefined {
+    if (this.#gone || this.#channel.fdsInTransit >= VMM_FDS_IN_TRANSIT) {
+      fd.close();
+      return (
+        this.#gone ??
+        new CudaError(
+          CudaErr.MemoryAllocation,
+          `shareable memory handles: ${VMM_FDS_IN_TRANSIT} imports are on their way to the process already`,
+        )
+      );
+    }
+    this.#post(() => this.#channel.sendTaking(m, [fd]));
+    return undefined;
   }
 
   /**
@@ -289,10 +314,20 @@ class Worker {
    * memory went); resolves once it has, or is gone, or after IPC_DROP_WAIT_MS:
    * a worker busy in a long call holds the owner's free no longer than that.
    */
-  async ipcDrop(ptr: bigint): Promise<void> {
+  ipcDrop(ptr: bigint): Promise<void> {
+    return this.#acknowledged((id) => ({ t: 'ipc-drop', id, ptr }));
+  }
+
+  /** As ipcDrop, for its session's import `handle` of a VMM allocation (vmm-remote.ts). */
+  vmmDrop(handle: bigint): Promise<void> {
+    return this.#acknowledged((id) => ({ t: 'vmm-drop', id, handle }));
+  }
+
+  /** Sends m, resolving once the worker replies, is gone, or IPC_DROP_WAIT_MS have passed. */
+  async #acknowledged(m: (id: number) => ToWorker): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, IPC_DROP_WAIT_MS)));
-    const done = this.#expect((id) => this.#send({ t: 'ipc-drop', id, ptr })).then(
+    const done = this.#expect((id) => this.#send(m(id))).then(
       () => undefined,
       () => undefined,
     );
@@ -300,7 +335,11 @@ class Worker {
     clearTimeout(timer);
   }
 
-  /** A POSIX fd of the context's VMM allocation m (cuMemExportToShareableHandle in the worker): the caller's to hand on. */
+  /**
+   * A POSIX fd of the context's VMM allocation m (cuMemExportToShareableHandle
+   * in the worker; a queue owner's: m is its session's handle and device),
+   * the caller's to hand on.
+   */
   vmmExport(m: unknown): Promise<Fd> {
     return this.#expect((id) => this.#send({ t: 'vmm-export', id, m })) as Promise<Fd>;
   }
@@ -311,7 +350,10 @@ class Worker {
       fd.close();
       return Promise.reject(this.#gone);
     }
-    return this.#expect((id) => this.#post(() => this.#channel.sendTaking({ t: 'vmm-import', id }, [fd])));
+    return this.#expect((id) => {
+      const refused = this.#sendFd({ t: 'vmm-import', id }, fd);
+      if (refused) this.#settle(id, false, refused);
+    });
   }
 
   /** The fd of a 'vmm-exported': the waiting vmmExport's, or closed if nobody waits for it any more. */
@@ -473,7 +515,11 @@ export class IsolatedProvider implements Provider {
   ) {
     this.name = local.name;
     this.hasGpu = local.hasGpu;
-    if (o.worker.kind === 'cuda') this.vmmImport = (owner, m, importer) => this.#vmmImport(owner, m, importer);
+    if (o.worker.kind === 'cuda') {
+      this.vmmExportFd = (owner, m) => this.#vmmExportFd(owner, m);
+      this.vmmImportFd = (importer, fd) => this.#vmmImportFd(importer, fd);
+      this.vmmImport = async (owner, m, importer) => this.#vmmImportFd(importer, await this.#vmmExportFd(owner, m));
+    }
   }
 
   deviceCount(): number {
@@ -545,6 +591,8 @@ export class IsolatedProvider implements Provider {
       ownAgain: (s, f) => w.ownAgain(s, f),
       kill: () => w.kill(),
       ipcDrop: (ptr) => w.ipcDrop(ptr),
+      vmmExport: (handle, device) => w.vmmExport({ handle, device }),
+      vmmDrop: (handle) => w.vmmDrop(handle),
     };
   }
 
@@ -596,11 +644,20 @@ export class IsolatedProvider implements Provider {
    * leave their process: absent there (the device says so).
    */
   readonly vmmImport?: (owner: ProviderContext, m: VmmRef, importer: ProviderContext) => Promise<VmmRef>;
+  /** The halves of vmmImport: a queue owner's worker exports (QueueOwner.vmmExport) or imports (vmm-remote.ts) the other end. */
+  readonly vmmExportFd?: (owner: ProviderContext, m: VmmRef) => Promise<Fd>;
+  readonly vmmImportFd?: (importer: ProviderContext, fd: Fd) => Promise<VmmRef>;
 
-  async #vmmImport(owner: ProviderContext, m: VmmRef, importer: ProviderContext): Promise<VmmRef> {
-    if (!(owner instanceof RemoteContext) || !(importer instanceof RemoteContext))
-      throw new CudaError(CudaErr.InvalidValue, 'a shareable handle of another provider');
-    return importer.worker.vmmImport(await owner.worker.vmmExport(m));
+  #vmmExportFd(owner: ProviderContext, m: VmmRef): Promise<Fd> {
+    if (!(owner instanceof RemoteContext))
+      return Promise.reject(new CudaError(CudaErr.InvalidValue, 'a shareable handle of another provider'));
+    return owner.worker.vmmExport(m);
+  }
+
+  #vmmImportFd(importer: ProviderContext, fd: Fd): Promise<VmmRef> {
+    if (importer instanceof RemoteContext) return importer.worker.vmmImport(fd);
+    fd.close();
+    return Promise.reject(new CudaError(CudaErr.InvalidValue, 'a shareable handle imported into another provider'));
   }
 
   async close(): Promise<void> {

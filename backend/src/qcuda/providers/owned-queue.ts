@@ -15,8 +15,9 @@ import { QcudaDevice } from '../device';
 import { Ledger } from '../limits';
 import { remoteIpc, type IpcLink } from '../ipc-remote';
 import type { ModuleStore } from '../module-cache';
-import type { OwnOrder, Provider } from '../provider';
-import { vmShared } from '../session';
+import type { OwnOrder, Provider, VmmFdContext } from '../provider';
+import { vmShared, type Session } from '../session';
+import { CudaErr, CudaError } from '../cuda-error';
 import { ledgerLimits } from '../vm-ledger';
 import { RingServer } from './ring-server';
 
@@ -30,6 +31,8 @@ export interface OwnedFds {
 export class OwnedQueue {
   ring: Vring;
   readonly device: QcudaDevice;
+  /** The one session it serves. */
+  readonly session: Session;
   #record: InflightRecord;
   #returning: Promise<RingState> | undefined;
   /** The ring was handed back for a VM stop (park); the session lives on until it comes again (adoptAgain). */
@@ -58,8 +61,10 @@ export class OwnedQueue {
     serveInC = true,
   ) {
     // The VM's bounds are the shared ledger's (its limits as the backend sent them), its module images the backend's cache.
-    // Its IPC handles are in the VM's tables, the backend's (ipc-remote.ts).
-    const vm = vmShared(order.limits, Ledger.open(fds.ledger, ledgerLimits(order.limits)), modules, remoteIpc(ipc));
+    // Its IPC and VMM shareable handles are in the VM's tables, the backend's (ipc-remote.ts, vmm-remote.ts):
+    // a cuda context exports and imports VMM allocations as POSIX fds (cuda.ts).
+    const tables = remoteIpc(ipc, provider.name === 'cuda');
+    const vm = vmShared(order.limits, Ledger.open(fds.ledger, ledgerLimits(order.limits)), modules, tables);
     this.#record = InflightRecord.open(fds.record, order.state.size);
     this.device = new QcudaDevice({
       provider,
@@ -76,7 +81,9 @@ export class OwnedQueue {
     });
     this.device.useMemory(memory);
     const session = this.device.adoptSession(order.session, order.slot);
+    this.session = session;
     ipc.onDrop = (ptr) => session.dropImport(ptr);
+    ipc.onVmmDrop = (h) => session.dropVmmImport(h);
     const queue = order.state.index;
     this.server = serveInC
       ? RingServer.for(
@@ -92,6 +99,24 @@ export class OwnedQueue {
     this.#memory = memory;
     this.#poll = poll;
     this.ring = this.#adopt(order.state, fds.kick, fds.call);
+  }
+
+  /**
+   * A POSIX fd of the session's VMM allocation (m: its handle and device, as
+   * the backend's table has them), for another session's import: the
+   * caller's to close.
+   */
+  async vmmExportFd(m: unknown): Promise<number> {
+    const { handle, device } = (m ?? {}) as { handle?: unknown; device?: unknown };
+    if (typeof handle !== 'bigint' || typeof device !== 'number')
+      throw new CudaError(CudaErr.InvalidValue, 'an export of a malformed VMM handle');
+    // Released but still mapped is still there: its token names it until it is freed (vmm-share.ts).
+    const a = this.session.vmm.existing(handle);
+    if (!a) throw new CudaError(CudaErr.InvalidValue, 'cuMemImportFromShareableHandle: its memory was freed');
+    if (a.token) throw new CudaError(CudaErr.NotSupported, 'an imported allocation is not exported again');
+    const x = (await this.session.context(device)) as Partial<VmmFdContext>;
+    if (!x.vmmExportFd) throw new CudaError(CudaErr.NotSupported, "shareable memory handles: this worker's context cannot export");
+    return x.vmmExportFd(a.ref);
   }
 
   #adopt(state: RingState, kick: EventFd, call: EventFd): Vring {

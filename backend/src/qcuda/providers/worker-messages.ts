@@ -48,11 +48,17 @@ export type ToWorker =
   | { t: 'own-again'; state: RingState }
   /** The answer to a queue owner's module-find: the VM's cached image, or none. */
   | { t: 'module'; id: number; image?: Uint8Array }
-  /** The answer to a queue owner's 'ipc' ask. */
-  | ({ t: 'ipc'; id: number } & IpcAnswer)
+  /** The answer to a queue owner's 'ipc' ask; fd: a POSIX fd comes with it (a VMM import's: the worker imports, then closes it). */
+  | ({ t: 'ipc'; id: number; fd?: true } & IpcAnswer)
   /** The owner of memory the session opened by IPC freed it (or reset, or exited): close it, then reply with id. */
   | { t: 'ipc-drop'; id: number; ptr: bigint }
-  /** A POSIX fd of the context's VMM allocation m (VmmFdContext): answered 'vmm-exported' with it, or a failed 'reply'. */
+  /** The owner of a VMM allocation the session imported as handle freed it (or reset, or exited): drop it, then reply with id. */
+  | { t: 'vmm-drop'; id: number; handle: bigint }
+  /**
+   * A POSIX fd of the context's VMM allocation m (VmmFdContext; a queue
+   * owner's: m is { handle, device } of its session): answered
+   * 'vmm-exported' with it, or a failed 'reply'.
+   */
   | { t: 'vmm-export'; id: number; m: unknown }
   /** Import the fd that comes with this (another worker's 'vmm-exported'): a 'reply' with the allocation here. */
   | { t: 'vmm-import'; id: number };

@@ -198,8 +198,9 @@ class WorkerMain {
     else if (m.t === 'park') void this.#park();
     else if (m.t === 'own-again') this.#ownAgain(m.state);
     else if (m.t === 'module') this.modules.answer(m.id, m.image);
-    else if (m.t === 'ipc') this.ipc.answer(m.id, m);
-    else if (m.t === 'ipc-drop') void this.#ipcDrop(m.id, m.ptr);
+    else if (m.t === 'ipc') this.ipc.answer(m.id, m, m.fd ? channel.takeFd() : undefined);
+    else if (m.t === 'ipc-drop') void this.#dropped(m.id, this.ipc.onDrop(m.ptr));
+    else if (m.t === 'vmm-drop') void this.#dropped(m.id, this.ipc.onVmmDrop(m.handle));
     else if (m.t === 'vmm-export') void this.#vmmExport(m.id, m.m);
     else if (m.t === 'vmm-import') void this.#vmmImport(m.id, channel.takeFd());
   }
@@ -208,7 +209,8 @@ class WorkerMain {
   async #vmmExport(id: number, m: unknown): Promise<void> {
     try {
       if (!this.#ready) await this.#started;
-      const fd = new Fd(await this.#vmmFds().vmmExportFd(m));
+      // A queue owner's allocations are its session's (m: its handle), not this.ctx's.
+      const fd = new Fd(await (this.owned ? this.owned.vmmExportFd(m) : this.#vmmFds().vmmExportFd(m)));
       channel.sendTaking({ t: 'vmm-exported', id }, [fd]);
     } catch (e) {
       this.#refuse(id, 'vmmExport', e);
@@ -235,9 +237,12 @@ class WorkerMain {
     return x as VmmFdContext;
   }
 
-  /** Closes what the owner's free took, then says so: the owner's free is answered after this reply (ipc.ts). */
-  async #ipcDrop(id: number, ptr: bigint): Promise<void> {
-    await this.ipc.onDrop(ptr).catch(() => undefined);
+  /**
+   * Says once what the owner's free took is closed here (an IPC opening, a
+   * VMM import): the owner's free is answered after this reply (ipc.ts, vmm-share.ts).
+   */
+  async #dropped(id: number, closing: Promise<void>): Promise<void> {
+    await closing.catch(() => undefined);
     send({ t: 'reply', id, ok: true, v: undefined });
   }
 
