@@ -148,6 +148,7 @@ export class IpcService implements IpcAnswerer {
 
   async answer(ask: IpcAsk): Promise<IpcReply> {
     try {
+      checkAsk(ask);
       if (ask.kind === 'vmm') return { ok: true, ...(await this.#vmm.answer(ask)) };
       return { ok: true, v: await this.#run(ask) };
     } catch (e) {
@@ -184,6 +185,13 @@ export class IpcService implements IpcAnswerer {
         throw new CudaError(CudaErr.InvalidValue, 'IPC: no such ask');
     }
   }
+}
+
+/** An ask is an object of a kind the backend has tables of; its fields are checked where they are used. */
+function checkAsk(a: unknown): asserts a is IpcAsk {
+  const kind = typeof a === 'object' && a !== null ? (a as { kind?: unknown }).kind : undefined;
+  if (kind !== 'mem' && kind !== 'event' && kind !== 'vmm')
+    throw new CudaError(CudaErr.InvalidValue, 'IPC: an ask of a worker is malformed');
 }
 
 /**
