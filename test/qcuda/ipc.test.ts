@@ -10,42 +10,17 @@
 // cannot share.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
 import { Cmd } from '../../backend/src/qcuda/proto';
 import type { Provider } from '../../backend/src/qcuda/provider';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
-import { fakeLibcuda } from '../addon/fake-driver';
-import { started } from '../helpers';
-import { QcudaClient } from './client';
-
-// The cuda provider's workers load the fake driver.
-process.env.QCUDA_LIBCUDA = fakeLibcuda();
+import type { QcudaClient } from './client';
+import { PROVIDERS, sharingVm, type GuestView, type MakeProvider } from './sharing-vm';
 
 const INVALID_CONTEXT = 201; // cudaErrorDeviceUninitialized, CUDA's invalid context
 const SIZE = 4096;
 const EVENT_IPC = 0x6; // cudaEventInterprocess | cudaEventDisableTiming
-
 type Handle = { token: Uint8Array; size: bigint; reserved: Uint8Array };
-
-type GuestView = (addr: bigint, len: number) => Uint8Array[];
-/** A provider, and whether each session keeps to a queue of its own, served by its worker (--own-queues=yes). */
-type MakeProvider = ((guestView: GuestView) => Provider) & { ownQueues?: boolean };
-
-const host: MakeProvider = (guestView) => new HostProvider({ guestView });
-/** The cuda provider as a backend runs it: each session's context in a worker process of its own, on the fake driver. */
-const cudaWorkers: MakeProvider = () => new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0 } });
-/** The cuda provider's default on a GPU: each session's worker serves the session's own queue, and asks the backend for the VM's IPC tables. */
-const cudaOwnQueues: MakeProvider = Object.assign(() => new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0 } }), {
-  ownQueues: true,
-});
-const PROVIDERS: [string, MakeProvider][] = [
-  ['host provider', host],
-  ['cuda provider (a worker per session, fake driver)', cudaWorkers],
-  ['cuda provider (own queues: each worker serves its session, fake driver)', cudaOwnQueues],
-];
-/** Queues of a VM: queue 0, and one of its own for each session a test opens. */
-const QUEUES = 8;
 
 /** A host provider that cannot share memory or events between sessions. */
 function noIpcHost(guestView: GuestView): Provider {
@@ -55,22 +30,7 @@ function noIpcHost(guestView: GuestView): Provider {
   return p;
 }
 
-async function vm(t: ExecutionContext, make: MakeProvider = host) {
-  let made: Provider | undefined;
-  const own = make.ownQueues === true;
-  const dev = new QcudaDevice({ provider: (guestView: GuestView) => (made = make(guestView)), queues: QUEUES, ownQueues: own });
-  t.teardown(() => made?.close());
-  const { fe } = await started(t, dev, { size: 256, queues: QUEUES });
-  let queue = 1;
-  const client = async () => {
-    const c = new QcudaClient(fe);
-    if (!own) await c.open();
-    else if (queue >= QUEUES) throw new Error('more sessions than queues');
-    else await c.openOwn(queue++);
-    return c;
-  };
-  return { fe, client, dev, provider: () => made };
-}
+const vm = sharingVm;
 
 async function get(c: QcudaClient, ptr: bigint): Promise<{ status: number; handle?: Handle }> {
   const r = await c.call(Cmd.IPC_GET, { args: ['qcuda_args_ptr', { ptr }], out: 'qcuda_ipc_handle' });

@@ -13,61 +13,16 @@
 import fs from 'node:fs';
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
 import type { Provider } from '../../backend/src/qcuda/provider';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
 import { Cmd, QCUDA_VMM_ACCESS_RW, QCUDA_VMM_GRANULARITY } from '../../backend/src/qcuda/proto';
-import { fakeLibcuda } from '../addon/fake-driver';
-import { started } from '../helpers';
-import { QcudaClient } from './client';
-
-// The cuda provider's workers load the fake driver.
-process.env.QCUDA_LIBCUDA = fakeLibcuda();
+import type { QcudaClient } from './client';
+import { cudaOwnQueues, PROVIDERS, sharingVm, type MakeProvider } from './sharing-vm';
 
 const G = BigInt(QCUDA_VMM_GRANULARITY);
 type Token = { token: Uint8Array; size: bigint; reserved: Uint8Array };
 
-type GuestView = (addr: bigint, len: number) => Uint8Array[];
-/** A provider, and whether each session keeps to a queue of its own, served by its worker (--own-queues=yes). */
-type MakeProvider = ((guestView: GuestView) => Provider) & { ownQueues?: boolean };
-
-const host: MakeProvider = (guestView) => new HostProvider({ guestView });
-/** The cuda provider as a backend runs it: each session's context in a worker process of its own, on the fake driver. */
-const cudaWorkers: MakeProvider = () => new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0 } });
-/** The cuda provider's default on a GPU: each session's worker serves the session's own queue, and asks the backend for the VM's table. */
-const cudaOwnQueues: MakeProvider = Object.assign(() => new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0 } }), {
-  ownQueues: true,
-});
-const PROVIDERS: [string, MakeProvider][] = [
-  ['host provider', host],
-  ['cuda provider (a worker per session, fake driver)', cudaWorkers],
-  ['cuda provider (own queues: each worker serves its session, fake driver)', cudaOwnQueues],
-];
-/** Queues of a VM: queue 0, and one of its own for each session a test opens. */
-const QUEUES = 8;
-
-async function vm(t: ExecutionContext, make: MakeProvider = host) {
-  let made: Provider | undefined;
-  const own = make.ownQueues === true;
-  const dev = new QcudaDevice({ provider: (guestView: GuestView) => (made = make(guestView)), queues: QUEUES, ownQueues: own });
-  t.teardown(() => made?.close());
-  const { fe } = await started(t, dev, { size: 256, queues: QUEUES });
-  let queue = 1;
-  const client = async () => {
-    const c = new QcudaClient(fe);
-    if (!own) await c.open();
-    else await c.openOwn(queue++);
-    return c;
-  };
-  /** A session the backend serves (on queue 0), whatever the VM's own queues. */
-  const served = async () => {
-    const c = new QcudaClient(fe, 1);
-    await c.open();
-    return c;
-  };
-  return { dev, fe, client, served, provider: () => made };
-}
+const vm = sharingVm;
 
 async function ok(t: ExecutionContext, p: Promise<{ status: number; value: bigint }>, what: string): Promise<bigint> {
   const r = await p;
