@@ -16,8 +16,9 @@ PY=${TORCH_PY:-/opt/torch/.venv/bin/python}
 T0=$(date +%s)
 say() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 # Both runs: no switch multicast (NVLS), INFO logs a file per rank, and
-# legacy CUDA IPC for P2P (NCCL_CUMEM_ENABLE=0): cuMem's P2P path exports
-# POSIX fds (cuMemExportToShareableHandle), which qcuda does not serve.
+# legacy CUDA IPC for P2P (NCCL_CUMEM_ENABLE=0), the path that has run on
+# GPUs; cuMem's P2P path (POSIX fds between workers, served since 6e5f588,
+# CI only) is tried after, with NCCL's defaults.
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P,SHM,ENV
 TORCHRUN=("$PY" -m torch.distributed.run --standalone --nproc_per_node=2 test/gpu/multigpu/nccl.py)
 # QCUDA_RUN_ARGS: more qcuda run options (e.g. --own-queues=no).
