@@ -3,6 +3,7 @@
 #include "socket.h"
 
 #include <fcntl.h>
+#include <stdio.h>  // renameat2, RENAME_NOREPLACE
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -27,14 +28,26 @@ sockaddr_un UnixAddr(Napi::Env env, const std::string &path) {
   return addr;
 }
 
+// Listens on path. The socket is bound and listening under a name of its
+// own first and then renamed to path (never over an existing file: that is
+// EADDRINUSE, as bind's), so a client that sees the path appear (QEMU, a test
+// polling for it) can connect at once: a bare bind makes the file before
+// listen, and a connect in between is refused.
 Napi::Value UnixListen(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
-  sockaddr_un addr = UnixAddr(env, info[0].As<Napi::String>().Utf8Value());
+  std::string path = info[0].As<Napi::String>().Utf8Value();
+  UnixAddr(env, path);  // the path's own length check
+  std::string staged = path + ".listening-" + std::to_string(getpid());
+  bool rename_in = staged.size() < sizeof(sockaddr_un{}.sun_path);
+  sockaddr_un addr = UnixAddr(env, rename_in ? staged : path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) ThrowErrno(env, "socket", errno);
-  if (bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) < 0 || listen(fd, 16) < 0) {
-    int err = errno;
+  if (rename_in) unlink(staged.c_str());  // left by a process of this pid that died
+  if (bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) < 0 || listen(fd, 16) < 0 ||
+      (rename_in && renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) < 0)) {
+    int err = errno == EEXIST ? EADDRINUSE : errno;
     close(fd);
+    if (rename_in) unlink(staged.c_str());
     ThrowErrno(env, "bind/listen", err);
   }
   return Napi::Number::New(env, fd);
