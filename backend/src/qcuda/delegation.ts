@@ -169,10 +169,8 @@ export class QueueDelegation {
         new IpcService(vm, s, this.dev.provider.deviceCount()),
       );
       d.owner = owner;
-      // What it opens by IPC is in its worker: the owner's free closes it there.
-      s.importsElsewhere = (ptr) => owner.ipcDrop(ptr);
-      // Its VMM allocations and imports too: its worker exports and drops them (vmm-remote.ts).
-      s.vmmElsewhere = owner;
+      // What it opens by IPC, and its VMM allocations and imports, are in its worker (ipc-remote.ts, vmm-remote.ts).
+      s.ownWorker = owner;
       if (d.ending) d.end(d.ending); // a close or reset came while it started
       started();
       this.dev.event(`qcuda: session ${s.id.toString(16)}: queue ${d.queue} served by its worker, pid ${owner.pid}`);

@@ -439,7 +439,7 @@ export class Session {
 
   /** The owner of the allocation imported as h freed it: h and its mappings go, and the provider unmaps and lets go of them. */
   async dropVmmImport(h: bigint): Promise<void> {
-    if (this.vmmElsewhere) return this.vmmElsewhere.vmmDrop(h);
+    if (this.ownWorker) return this.ownWorker.vmmDrop(h);
     const d = this.vmm.dropAlloc(h);
     const x = d && this.openedContext;
     if (!d || !x) return; // gone with a reset or the exit: the context's end let go of it
@@ -448,14 +448,15 @@ export class Session {
   }
 
   /**
-   * Served by its worker on its own queue (delegation.ts): its VMM
-   * allocations and imports are there, and its worker exports and drops them.
+   * The worker that serves the session on its own queue (delegation.ts):
+   * what it opened by IPC, and its VMM allocations and imports, are there;
+   * that worker closes, exports and drops them.
    */
-  vmmElsewhere: Pick<QueueOwner, 'vmmExport' | 'vmmDrop'> | undefined;
+  ownWorker: Pick<QueueOwner, 'ipcDrop' | 'vmmExport' | 'vmmDrop'> | undefined;
 
   /** A POSIX fd of this session's allocation `handle` (ref in its context on device), the caller's to hand on or close. */
   async vmmExportFd(handle: bigint, ref: VmmRef, device: number): Promise<Fd> {
-    if (this.vmmElsewhere) return this.vmmElsewhere.vmmExport(handle, device);
+    if (this.ownWorker) return this.ownWorker.vmmExport(handle, device);
     if (!this.provider.vmmExportFd)
       throw new CudaError(CudaErr.NotSupported, `shareable memory handles: the ${this.provider.name} provider exports no fds`);
     return this.provider.vmmExportFd(await this.context(device), ref);
@@ -468,7 +469,7 @@ export class Session {
    */
   async importVmm(e: VmmShare<Session>, x: ProviderContext): Promise<VmmRef> {
     const p = this.provider;
-    if (p.vmmImport && !e.owner.vmmElsewhere) return p.vmmImport(await e.owner.context(e.device), e.ref, x);
+    if (p.vmmImport && !e.owner.ownWorker) return p.vmmImport(await e.owner.context(e.device), e.ref, x);
     if (!p.vmmImportFd) throw new CudaError(CudaErr.NotSupported, `shareable memory handles: the ${p.name} provider imports no fds`);
     return p.vmmImportFd(x, await e.owner.vmmExportFd(e.handle, e.ref, e.device));
   }
@@ -508,12 +509,6 @@ export class Session {
   }
 
   /**
-   * Served by its worker on its own queue (delegation.ts): what it opened by
-   * IPC is there, and its worker is told to close it.
-   */
-  importsElsewhere: ((ptr: DevPtr) => Promise<void>) | undefined;
-
-  /**
    * Imports whose owner freed them (or reset, or exited) before this process
    * closed them: its cudaIpcCloseMemHandle of one still succeeds, as CUDA's
    * does (NCCL's ranks tear down in any order). At most IPC_DROPPED_KEPT,
@@ -532,13 +527,13 @@ export class Session {
   async dropImport(ptr: DevPtr): Promise<void> {
     this.droppedImports.add(ptr);
     if (this.droppedImports.size > IPC_DROPPED_KEPT) this.droppedImports.delete(this.droppedImports.values().next().value!);
-    if (this.importsElsewhere) return this.importsElsewhere(ptr);
+    if (this.ownWorker) return this.ownWorker.ipcDrop(ptr);
     void this.closeImport(ptr).catch(() => undefined); // unreachable here at once (removeImport), closed in the provider later
   }
 
   /** Forgets another session's memory opened at ptr (IPC_OPEN) and has the provider drop it. */
   async closeImport(ptr: DevPtr): Promise<void> {
-    if (this.importsElsewhere) return this.importsElsewhere(ptr);
+    if (this.ownWorker) return this.ownWorker.ipcDrop(ptr);
     const device = this.memory.deviceOf(ptr, 1n);
     if (!this.memory.removeImport(ptr) || device === undefined) return;
     const x = this.#closed ? undefined : await this.#contexts.get(device)?.opened;

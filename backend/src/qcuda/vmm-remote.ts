@@ -98,7 +98,7 @@ export class VmmShareService {
         const handle = big(a.handle, 'a handle');
         if (!Number.isInteger(a.device) || a.device < 0 || a.device >= this.deviceCount)
           throw new CudaError(CudaErr.InvalidValue, 'IPC: a device of a worker is malformed');
-        // The ref is the owner's worker's to find (by handle): the owner is served elsewhere (Session.vmmElsewhere).
+        // The ref is the owner's worker's to find (by handle): the owner is served elsewhere (Session.ownWorker).
         return { v: await t.mint(s, handle, handle, big(a.size, 'a size'), a.device) };
       }
       case 'import': {
