@@ -57,6 +57,7 @@
       "src/cuda_ctx_modules.cc",
       "src/cuda_ctx_peer.cc",
       "src/cuda_ctx_streams.cc",
+      "src/cuda_ctx_tensor_map.cc",
       "src/cuda_ctx_vmm.cc",
       "src/cuda_exec.cc",
       "src/cuda_image.cc",

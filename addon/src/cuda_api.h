@@ -106,7 +106,11 @@ struct TextureDesc {  // CUDA_TEXTURE_DESC
 };
 
 // CUlaunchAttributeID values the addon sets.
-enum : int { kLaunchAttributeCooperative = 2, kLaunchAttributeClusterDimension = 4 };
+enum : int {
+  kLaunchAttributeCooperative = 2,
+  kLaunchAttributeClusterDimension = 4,
+  kLaunchAttributeClusterSchedulingPolicy = 5,
+};
 
 struct LaunchAttribute {  // CUlaunchAttribute: an id, then a 64-byte value union
   int id;
@@ -127,6 +131,10 @@ struct LaunchConfig {  // CUlaunchConfig
   Stream hStream;
   LaunchAttribute *attrs;
   unsigned numAttrs;
+};
+
+struct TensorMap {  // CUtensorMap: the driver's opaque 128-byte descriptor
+  alignas(128) uint64_t words[16];
 };
 
 struct KernelNodeParams {  // CUDA_KERNEL_NODE_PARAMS (_v2)
@@ -317,6 +325,24 @@ constexpr size_t kAttrValueBytes = 64;  // sizeof(CUstreamAttrValue) (QCUDA_ATTR
     "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", nullptr, false)                                            \
   X(OccupancyAvailableDynamicSMemPerBlock, (size_t *, Function, int, int), "cuOccupancyAvailableDynamicSMemPerBlock",  \
     11000, "cuOccupancyAvailableDynamicSMemPerBlock", nullptr, false)                                                  \
+  X(OccupancyMaxActiveClusters, (int *, Function, const LaunchConfig *), "cuOccupancyMaxActiveClusters", 11070,         \
+    "cuOccupancyMaxActiveClusters", nullptr, false)                                                                    \
+  X(OccupancyMaxPotentialClusterSize, (int *, Function, const LaunchConfig *), "cuOccupancyMaxPotentialClusterSize",   \
+    11070, "cuOccupancyMaxPotentialClusterSize", nullptr, false)                                                       \
+  X(TensorMapEncodeTiled,                                                                                              \
+    (TensorMap *, int, uint32_t, void *, const uint64_t *, const uint64_t *, const uint32_t *, const uint32_t *, int,  \
+     int, int, int),                                                                                                   \
+    "cuTensorMapEncodeTiled", 12000, "cuTensorMapEncodeTiled", nullptr, false)                                         \
+  X(TensorMapEncodeIm2col,                                                                                             \
+    (TensorMap *, int, uint32_t, void *, const uint64_t *, const uint64_t *, const int *, const int *, uint32_t,       \
+     uint32_t, const uint32_t *, int, int, int, int),                                                                  \
+    "cuTensorMapEncodeIm2col", 12000, "cuTensorMapEncodeIm2col", nullptr, false)                                       \
+  X(TensorMapEncodeIm2colWide,                                                                                         \
+    (TensorMap *, int, uint32_t, void *, const uint64_t *, const uint64_t *, int, int, uint32_t, uint32_t,             \
+     const uint32_t *, int, int, int, int, int),                                                                       \
+    "cuTensorMapEncodeIm2colWide", 12080, "cuTensorMapEncodeIm2colWide", nullptr, false)                               \
+  X(TensorMapReplaceAddress, (TensorMap *, void *), "cuTensorMapReplaceAddress", 12000, "cuTensorMapReplaceAddress",   \
+    nullptr, false)                                                                                                    \
   X(CtxSetLimit, (int, size_t), "cuCtxSetLimit", 3010, "cuCtxSetLimit", nullptr, false)                                \
   X(CtxGetLimit, (size_t *, int), "cuCtxGetLimit", 3010, "cuCtxGetLimit", nullptr, false)                              \
   X(StreamSetAttribute, (Stream, int, const void *), "cuStreamSetAttribute", 11000, "cuStreamSetAttribute", nullptr,   \

@@ -31,8 +31,13 @@ static_assert(sizeof(qc::LaunchConfig) == sizeof(CUlaunchConfig) &&
                   offsetof(qc::LaunchConfig, numAttrs) == offsetof(CUlaunchConfig, numAttrs),
               "CUlaunchConfig");
 static_assert(qc::kLaunchAttributeCooperative == CU_LAUNCH_ATTRIBUTE_COOPERATIVE &&
-                  qc::kLaunchAttributeClusterDimension == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+                  qc::kLaunchAttributeClusterDimension == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION &&
+                  qc::kLaunchAttributeClusterSchedulingPolicy ==
+                      CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE,
               "");
+static_assert(sizeof(qc::TensorMap) == sizeof(CUtensorMap) && alignof(qc::TensorMap) == alignof(CUtensorMap),
+              "CUtensorMap");
+
 static_assert(sizeof(qc::Array3DDescriptor) == sizeof(CUDA_ARRAY3D_DESCRIPTOR) &&
                   offsetof(qc::Array3DDescriptor, Flags) == offsetof(CUDA_ARRAY3D_DESCRIPTOR, Flags),
               "CUDA_ARRAY3D_DESCRIPTOR");

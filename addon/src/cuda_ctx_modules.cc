@@ -212,4 +212,40 @@ QCUDA_CONTEXT_METHOD(occupancySmem, ctx, info) {
   });
 }
 
+// occupancyClusters(func, grid, block, smem, cluster, policy, query) -> cuOccupancyMaxActiveClusters
+// (query 0) or cuOccupancyMaxPotentialClusterSize (query 1) of that launch configuration: the
+// driver's answer, which knows how the GPU places clusters within its GPCs (an estimate from
+// blocks per multiprocessor does not, and cuBLASLt picks its kernels by it). grid, block and
+// cluster are Uint32Arrays of 3; a cluster of 0s and a policy of 0 are attributes not given.
+QCUDA_CONTEXT_METHOD(occupancyClusters, ctx, info) {
+  uint32_t fid = ArgId(info[0], "function");
+  std::vector<uint32_t> grid = ArgU32s(info[1], "grid"), block = ArgU32s(info[2], "block");
+  uint32_t smem = ArgU32(info[3], "smem");
+  std::vector<uint32_t> cluster = ArgU32s(info[4], "cluster");
+  uint32_t policy = ArgU32(info[5], "policy");
+  uint32_t query = ArgU32(info[6], "query");
+  if (grid.size() != 3 || block.size() != 3 || cluster.size() != 3 || query > 1)
+    throw Napi::TypeError::New(info.Env(), "occupancyClusters: grid, block and cluster of 3, query 0 or 1");
+  return ctx.Submit(info, Where::kInlineWhenIdle, [=](Job &job) -> res::Num {
+    const cu::Api &a = cu::api();
+    auto fn = query == 0 ? a.OccupancyMaxActiveClusters : a.OccupancyMaxPotentialClusterSize;
+    const char *name = query == 0 ? "cuOccupancyMaxActiveClusters" : "cuOccupancyMaxPotentialClusterSize";
+    const CtxCore::Fn *f = job.ctx->LookupFunction(job, fid);
+    if (f == nullptr || !Have(job, fn, name)) return {};
+    cu::LaunchAttribute attrs[2] = {};
+    cu::LaunchConfig config = {grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, nullptr, attrs, 0};
+    if (cluster[0] | cluster[1] | cluster[2]) {
+      attrs[config.numAttrs].id = cu::kLaunchAttributeClusterDimension;
+      attrs[config.numAttrs++].value.clusterDim = {cluster[0], cluster[1], cluster[2]};
+    }
+    if (policy != 0) {
+      attrs[config.numAttrs].id = cu::kLaunchAttributeClusterSchedulingPolicy;
+      std::memcpy(attrs[config.numAttrs++].value.bytes, &policy, sizeof(policy));
+    }
+    int n = 0;
+    job.Check(fn(&n, f->fn, &config), name);
+    return {static_cast<double>(n)};
+  });
+}
+
 }  // namespace qcuda::cuda

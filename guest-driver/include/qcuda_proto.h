@@ -396,6 +396,20 @@ enum qcuda_cmd {
 	 * num_blocks blocks fit
 	 */
 	QCUDA_CMD_OCCUPANCY_SMEM = 63,
+	/*
+	 * cuOccupancyMaxActiveClusters (query 0) or
+	 * cuOccupancyMaxPotentialClusterSize (query 1) of the launch configuration
+	 * given, answered by the driver; args cluster_occupancy, value = the number
+	 * of clusters, or the cluster size
+	 */
+	QCUDA_CMD_OCCUPANCY_CLUSTERS = 74,
+	/*
+	 * cuTensorMapEncodeTiled, cuTensorMapEncodeIm2col,
+	 * cuTensorMapEncodeIm2colWide or cuTensorMapReplaceAddress (args.kind): the
+	 * driver's 128-byte descriptor of Hopper's tensor memory accelerator; args
+	 * tensor_map, out tensor_map
+	 */
+	QCUDA_CMD_TENSOR_MAP_ENCODE = 75,
 	/* a cudaLimit of the session's context; args limit */
 	QCUDA_CMD_LIMIT_SET = 64,
 	/* args.value unused; args limit, value = the limit */
@@ -957,6 +971,52 @@ struct qcuda_args_occupancy {
 	__le32 reserved;
 };
 QCUDA_SIZE_IS(qcuda_args_occupancy, 32);
+
+/*
+ * A launch configuration, as CUlaunchConfig with its cluster attributes
+ * (cluster all 0: none given).
+ */
+struct qcuda_args_cluster_occupancy {
+	__le64 func;
+	__le32 grid[3];
+	__le32 block[3];
+	__le32 cluster[3];      /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
+	__le32 policy;          /* CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE (0: none given) */
+	__le32 smem;            /* dynamic shared memory bytes per block */
+	__le32 query;           /* 0: max active clusters, 1: max potential cluster size */
+};
+QCUDA_SIZE_IS(qcuda_args_cluster_occupancy, 56);
+
+/*
+ * A tensor map's encoding, as cuda.h's cuTensorMapEncode* take it; the
+ * arrays' first rank entries count.
+ */
+struct qcuda_args_tensor_map {
+	__le32 kind;            /* 0 tiled, 1 im2col, 2 im2col wide, 3 replace the address of map */
+	__le32 data_type;
+	__le32 rank;
+	__le32 interleave;
+	__le32 swizzle;
+	__le32 l2_promotion;
+	__le32 oob_fill;
+	__le32 channels_per_pixel; /* im2col */
+	__le32 pixels_per_column; /* im2col */
+	__le32 wide_mode;       /* im2col wide */
+	__le64 global_address;
+	__le64 global_dim[5];
+	__le64 global_strides[4]; /* bytes, of dimensions 1 and up */
+	__le32 box_dim[5];      /* tiled */
+	__le32 element_strides[5];
+	__le32 lower_corner[3]; /* im2col: ints; im2col wide: the first */
+	__le32 upper_corner[3]; /* im2col: ints; im2col wide: the first */
+	__le64 map[16];         /* replace: the map whose address changes */
+};
+QCUDA_SIZE_IS(qcuda_args_tensor_map, 312);
+
+struct qcuda_out_tensor_map {
+	__le64 map[16];         /* CUtensorMap */
+};
+QCUDA_SIZE_IS(qcuda_out_tensor_map, 128);
 
 struct qcuda_args_limit {
 	__le32 limit;           /* cudaLimit (== CUlimit) */

@@ -31,6 +31,11 @@ struct occ_slot {
 	uint32_t flags;
 };
 
+struct clus_slot {
+	struct qcuda_args_cluster_occupancy q; /* q.func 0: empty */
+	uint64_t answer;
+};
+
 struct set_slot {
 	uint64_t fh;
 	uint32_t attr;
@@ -39,6 +44,7 @@ struct set_slot {
 
 static struct attrs_slot attrs[SLOTS];
 static struct occ_slot occ[SLOTS];
+static struct clus_slot clus[SLOTS];
 static struct set_slot sets[SLOTS];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -95,6 +101,30 @@ cudaError_t qc_occupancy_blocks(uint64_t fh, uint64_t smem, int32_t block_size, 
 	return e;
 }
 
+/* cuOccupancyMaxActiveClusters (q->query 0) or MaxPotentialClusterSize (1): the host
+ * driver's answer, which knows how clusters are placed within the GPU's GPCs. */
+cudaError_t qc_occupancy_clusters(const struct qcuda_args_cluster_occupancy *q, uint64_t *answer)
+{
+	uint64_t shape = ((uint64_t)q->grid[0] << 32 | q->block[0]) ^ ((uint64_t)q->cluster[0] << 48 | q->smem);
+	struct clus_slot *s = &clus[slot_of(q->func, shape, (uint64_t)q->query << 8 | q->policy)];
+	cudaError_t e;
+
+	pthread_mutex_lock(&lock);
+	if (q->func && !memcmp(&s->q, q, sizeof(*q))) {
+		*answer = s->answer;
+		pthread_mutex_unlock(&lock);
+		return cudaSuccess;
+	}
+	pthread_mutex_unlock(&lock);
+	e = qc_req_occupancy_clusters(q, answer);
+	if (e == cudaSuccess && q->func) {
+		pthread_mutex_lock(&lock);
+		*s = (struct clus_slot){ .q = *q, .answer = *answer };
+		pthread_mutex_unlock(&lock);
+	}
+	return e;
+}
+
 /* A set that repeats the function's last successful one is answered here.
  * Otherwise, whatever the outcome, the function's answers are forgotten (a
  * failed set may still have changed something the next question sees). */
@@ -116,6 +146,8 @@ cudaError_t qc_func_set_attr(uint64_t fh, uint32_t attr, int32_t value)
 			attrs[i].fh = 0;
 		if (occ[i].fh == fh)
 			occ[i].fh = 0;
+		if (clus[i].q.func == fh)
+			memset(&clus[i], 0, sizeof(clus[i]));
 		if (sets[i].fh == fh && sets[i].attr == attr)
 			sets[i].fh = 0;
 	}
@@ -130,6 +162,7 @@ void qc_func_cache_clear(void)
 	pthread_mutex_lock(&lock);
 	memset(attrs, 0, sizeof(attrs));
 	memset(occ, 0, sizeof(occ));
+	memset(clus, 0, sizeof(clus));
 	memset(sets, 0, sizeof(sets));
 	pthread_mutex_unlock(&lock);
 }

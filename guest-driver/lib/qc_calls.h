@@ -472,6 +472,30 @@ static inline cudaError_t qc_req_occupancy_smem(uint64_t func,
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_OCCUPANCY_SMEM, .args = &a, .args_len = sizeof(a), .value = result });
 }
 
+/*
+ * OCCUPANCY_CLUSTERS: cuOccupancyMaxActiveClusters (query 0) or
+ * cuOccupancyMaxPotentialClusterSize (query 1) of the launch configuration
+ * given, answered by the driver; args cluster_occupancy, value = the number
+ * of clusters, or the cluster size
+ */
+static inline cudaError_t qc_req_occupancy_clusters(const struct qcuda_args_cluster_occupancy *a,
+							uint64_t *result)
+{
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_OCCUPANCY_CLUSTERS, .args = a, .args_len = sizeof(*a), .value = result });
+}
+
+/*
+ * TENSOR_MAP_ENCODE: cuTensorMapEncodeTiled, cuTensorMapEncodeIm2col,
+ * cuTensorMapEncodeIm2colWide or cuTensorMapReplaceAddress (args.kind): the
+ * driver's 128-byte descriptor of Hopper's tensor memory accelerator; args
+ * tensor_map, out tensor_map
+ */
+static inline cudaError_t qc_req_tensor_map_encode(const struct qcuda_args_tensor_map *a,
+							struct qcuda_out_tensor_map *out)
+{
+	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_TENSOR_MAP_ENCODE, .args = a, .args_len = sizeof(*a), .out = out, .out_len = sizeof(*out) });
+}
+
 /* LIMIT_SET: a cudaLimit of the session's context; args limit */
 static inline cudaError_t qc_req_limit_set(uint32_t limit, uint64_t value)
 {

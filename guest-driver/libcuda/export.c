@@ -4,10 +4,15 @@
  * that embeds it) asks libcuda for, by UUID. None can be forwarded to the
  * host: they hand over guest addresses, guest callbacks and per-process
  * state, so they are served here. Names as ZLUDA uses them; slot 0 of each
- * is the table's size in bytes. A slot the runtime was never seen calling
- * is NULL: a call there crashes loudly rather than doing something wrong.
- * ../../shared/notes/libcuda.md lists what each caller uses.
+ * is the table's size in bytes. A slot no caller was seen using answers
+ * CUDA_ERROR_NOT_SUPPORTED and names itself on stderr, once: a library that
+ * checks the answer takes another path, and one that does not fails with a
+ * message, never by calling through a NULL slot.
+ * ../../shared/notes/libcuda.md lists what each caller uses; the tracer
+ * (docs/tracing.md) shows which slots a program reaches natively.
  */
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -38,7 +43,7 @@ static CUresult cudart_load_compilers(void)
 	return CUDA_SUCCESS;
 }
 
-static void *const cudart_interface[13] = {
+static void *cudart_interface[13] = {
 	[0] = SLOTS(13),
 	[2] = (void *)cudart_primary_ctx,
 	[7] = (void *)cudart_fn7,
@@ -62,7 +67,7 @@ static void tools_get_buffer2(void **ptr, size_t *size)
 	*size = sizeof(tools_buffer2) / sizeof(tools_buffer2[0]);
 }
 
-static void *const tools_callback_hooks[7] = {
+static void *tools_callback_hooks[7] = {
 	[0] = SLOTS(7),
 	[2] = (void *)tools_get_buffer1,
 	[6] = (void *)tools_get_buffer2,
@@ -81,14 +86,14 @@ static uintptr_t tools_tls_none1(const void *arg)
 	return 0;
 }
 
-static void *const tools_tls[4] = {
+static void *tools_tls[4] = {
 	[0] = SLOTS(4),
 	[1] = (void *)tools_tls_none,
 	[2] = (void *)tools_tls_none1,
 	[3] = (void *)tools_tls_none1,
 };
 
-/* ---- 21318c60-...: asked for by cuBLASLt, which calls [4], [39] and [51]
+/* ---- 21318c60-...: 94 slots, as NVIDIA's 580 driver has it; asked for by cuBLASLt, which calls [4], [39] and [51]
  * at its first matrix multiply and stops unless they succeed. What they
  * are is not known; these answers are the ones observed to let cuBLASLt
  * run (LUPINE's): [4] says whether its first argument is set, [39] answers
@@ -124,8 +129,8 @@ static CUresult cublaslt_slot51(uint64_t arg0, uint64_t arg1, uint64_t *out)
 	return CUDA_SUCCESS;
 }
 
-static void *const cublaslt_private[64] = {
-	[0] = SLOTS(64),
+static void *cublaslt_private[94] = {
+	[0] = SLOTS(94),
 	[4] = (void *)cublaslt_slot4,
 	[39] = (void *)cublaslt_slot39,
 	[51] = (void *)cublaslt_slot51,
@@ -187,14 +192,14 @@ static CUresult tools_module_functions(CUcontext ctx, CUmodule module, tools_fun
 	return (CUresult)1; /* what the driver answers */
 }
 
-static void *const tools_module[99] = {
+static void *tools_module[99] = {
 	[0] = SLOTS(99),
 	[7] = (void *)tools_module_functions,
 };
 
 /* ---- CONTEXT_LOCAL_STORAGE: per-context values the runtime keeps its
  * state in (context.c), asked for on nearly every runtime call. */
-static void *const context_local_storage[4] = {
+static void *context_local_storage[4] = {
 	(void *)cu_cls_put,
 	(void *)cu_cls_delete,
 	(void *)cu_cls_get,
@@ -216,7 +221,7 @@ static uint32_t context_check3(void)
 	return 0;
 }
 
-static void *const context_checks[4] = {
+static void *context_checks[4] = {
 	[0] = SLOTS(4),
 	[2] = (void *)context_check,
 	[3] = (void *)context_check3,
@@ -225,7 +230,7 @@ static void *const context_checks[4] = {
 /* ---- INTEGRITY_CHECK: [1](version, unix seconds, &result). */
 static CUresult integrity_check(uint32_t version, uint64_t unix_seconds, uint64_t result[2]);
 
-static void *const integrity_table[3] = {
+static void *integrity_table[3] = {
 	[0] = SLOTS(3),
 	[1] = (void *)integrity_check,
 };
@@ -269,32 +274,92 @@ static CUresult integrity_check(uint32_t version, uint64_t unix_seconds, uint64_
 	return CUDA_SUCCESS;
 }
 
+/* ---- Slots not served: each answers CUDA_ERROR_NOT_SUPPORTED and names
+ * its table and slot once. One function per (table, slot), made by the
+ * macros below: a slot cannot otherwise know which it is. */
+#define TABLES 8
+#define MAX_SLOTS 100
+
+static CUresult slot_unserved(unsigned int table, unsigned int slot);
+
+#define UNSERVED(t, s)                                 \
+	static CUresult unserved_##t##_##s(void)       \
+	{                                              \
+		return slot_unserved(t, s);            \
+	}
+#define TEN(m, t, d) m(t, d##0) m(t, d##1) m(t, d##2) m(t, d##3) m(t, d##4) m(t, d##5) m(t, d##6) m(t, d##7) m(t, d##8) m(t, d##9)
+#define HUNDRED(m, t) TEN(m, t, ) TEN(m, t, 1) TEN(m, t, 2) TEN(m, t, 3) TEN(m, t, 4) TEN(m, t, 5) TEN(m, t, 6) TEN(m, t, 7) TEN(m, t, 8) TEN(m, t, 9)
+#define ALL_TABLES(m) HUNDRED(m, 0) HUNDRED(m, 1) HUNDRED(m, 2) HUNDRED(m, 3) HUNDRED(m, 4) HUNDRED(m, 5) HUNDRED(m, 6) HUNDRED(m, 7)
+ALL_TABLES(UNSERVED)
+#define UNSERVED_FN(t, s) (void *)unserved_##t##_##s,
+static void *const unserved[TABLES * MAX_SLOTS] = { ALL_TABLES(UNSERVED_FN) };
+
+/* Tables whose slot 0 is their size in bytes: QC_SLOTS(t) slots, the
+ * unserved filled in; 0 for a table without a size (filled as it is). */
+#define QC_SLOTS(t) ((unsigned int)(sizeof(t) / sizeof((t)[0])))
+
 static const struct {
 	CUuuid id;
-	void *const *table;
+	void **table;
+	unsigned int slots;
 } tables[] = {
 	{ { { 0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9 } },
-	  cudart_interface },
+	  cudart_interface, QC_SLOTS(cudart_interface) },
 	{ { { 0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74, 0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66 } },
-	  tools_callback_hooks },
+	  tools_callback_hooks, QC_SLOTS(tools_callback_hooks) },
 	{ { { 0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47, 0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc } },
-	  tools_tls },
+	  tools_tls, QC_SLOTS(tools_tls) },
 	{ { { 0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11, 0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95, 0x93 } },
-	  context_local_storage },
+	  context_local_storage, 0 },
 	{ { { 0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43, 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e } },
-	  context_checks },
+	  context_checks, QC_SLOTS(context_checks) },
 	{ { { 0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2 } },
-	  integrity_table },
+	  integrity_table, QC_SLOTS(integrity_table) },
 	{ { { 0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e } },
-	  tools_module },
+	  tools_module, QC_SLOTS(tools_module) },
 	{ { { 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2 } },
-	  cublaslt_private },
+	  cublaslt_private, QC_SLOTS(cublaslt_private) },
 };
+
+_Static_assert(sizeof(tables) / sizeof(tables[0]) <= TABLES, "a table without unserved slots");
+
+static const char *table_name(unsigned int table, char buf[9])
+{
+	const unsigned char *b = (const unsigned char *)tables[table].id.bytes;
+
+	snprintf(buf, 9, "%02x%02x%02x%02x", b[0], b[1], b[2], b[3]);
+	return buf;
+}
+
+static CUresult slot_unserved(unsigned int table, unsigned int slot)
+{
+	static unsigned char warned[TABLES * MAX_SLOTS];
+	char buf[9];
+
+	if (!__atomic_exchange_n(&warned[table * MAX_SLOTS + slot], 1, __ATOMIC_RELAXED))
+		qc_msg("slot %u of the driver's private table %s is not served", slot, table_name(table, buf));
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* Every slot after the size that no function serves gets its unserved one. */
+static void fill_unserved(void)
+{
+	for (unsigned int t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
+		_Static_assert(QC_SLOTS(tools_module) <= MAX_SLOTS && QC_SLOTS(cublaslt_private) <= MAX_SLOTS,
+			       "MAX_SLOTS");
+		for (unsigned int s = 1; s < tables[t].slots; s++)
+			if (!tables[t].table[s])
+				tables[t].table[s] = unserved[t * MAX_SLOTS + s];
+	}
+}
 
 CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
 {
+	static pthread_once_t filled = PTHREAD_ONCE_INIT;
+
 	if (!ppExportTable || !pExportTableId)
 		return CUDA_ERROR_INVALID_VALUE;
+	pthread_once(&filled, fill_unserved);
 	for (unsigned int i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
 		if (!memcmp(tables[i].id.bytes, pExportTableId->bytes, 16)) {
 			*ppExportTable = tables[i].table;

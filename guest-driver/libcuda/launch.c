@@ -314,31 +314,49 @@ CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockS
 			     flags);
 }
 
-/* Clusters of one block are blocks: as many as fit on every multiprocessor.
- * Larger clusters are placed by the hardware within GPCs, which this
- * estimate (whole clusters out of the resident blocks) does not model. */
-CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)
+/* Cluster occupancy is the host driver's answer (funccache.c keeps it): it
+ * knows how clusters are placed within the GPU's GPCs, which an estimate
+ * from blocks per multiprocessor does not, and cuBLASLt picks its kernels
+ * by it. */
+static CUresult clusters(int *out, CUfunction func, const CUlaunchConfig *config, uint32_t query)
 {
-	unsigned int cluster = 1;
-	int blocks = 0, sms = 0, dev;
+	struct qcuda_args_cluster_occupancy q;
+	uint64_t fh, n = 0;
 	CUresult r;
 
-	if (!numClusters || !config || (config->numAttrs && !config->attrs))
+	if (!out || !config || (config->numAttrs && !config->attrs))
 		return CUDA_ERROR_INVALID_VALUE;
-	for (unsigned int i = 0; i < config->numAttrs; i++)
-		if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
-			cluster = config->attrs[i].value.clusterDim.x * config->attrs[i].value.clusterDim.y *
-				  config->attrs[i].value.clusterDim.z;
-	if (!cluster)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = cuOccupancyMaxActiveBlocksPerMultiprocessor(
-		&blocks, func, (int)(config->blockDimX * config->blockDimY * config->blockDimZ),
-		config->sharedMemBytes);
+	r = function_of(func, &fh);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q = (struct qcuda_args_cluster_occupancy){ .func = fh,
+						   .grid = { config->gridDimX, config->gridDimY, config->gridDimZ },
+						   .block = { config->blockDimX, config->blockDimY, config->blockDimZ },
+						   .smem = config->sharedMemBytes,
+						   .query = query };
+	for (unsigned int i = 0; i < config->numAttrs; i++) {
+		const CUlaunchAttribute *a = &config->attrs[i];
+
+		if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+			q.cluster[0] = a->value.clusterDim.x;
+			q.cluster[1] = a->value.clusterDim.y;
+			q.cluster[2] = a->value.clusterDim.z;
+		} else if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE) {
+			q.policy = a->value.clusterSchedulingPolicyPreference;
+		}
+	}
+	r = cu_result(qc_occupancy_clusters(&q, &n));
 	if (r == CUDA_SUCCESS)
-		r = cuCtxGetDevice(&dev);
-	if (r == CUDA_SUCCESS)
-		r = cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
-	if (r == CUDA_SUCCESS)
-		*numClusters = (int)((unsigned int)(blocks * sms) / cluster);
+		*out = (int)n;
 	return r;
+}
+
+CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)
+{
+	return clusters(numClusters, func, config, 0);
+}
+
+CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, const CUlaunchConfig *config)
+{
+	return clusters(clusterSize, func, config, 1);
 }

@@ -23,24 +23,36 @@ def fmt(v, spec='.3g'):
     return '-' if v is None else format(v, spec)
 
 
+def result_matches(name):
+    """'same' when every round's checksum under qcuda equals native's of that round, else the first pair; '-' without one."""
+    pairs = [(r[0][name].get('checksum'), r[1][name].get('checksum')) for r in rounds if name in r[0] and name in r[1]]
+    pairs = [p for p in pairs if p[0] is not None]
+    if not pairs:
+        return '-'
+    bad = [p for p in pairs if p[0] != p[1]]
+    return 'same' if not bad else f'DIFFERS ({bad[0][0]:.8g} vs {bad[0][1]:.8g})'
+
+
 rows, out = [], {'rounds': len(rounds)}
 for name, first in rounds[0][0].items():
     errors = [r[s][name]['error'] for r in rounds for s in (0, 1) if 'error' in r[s].get(name, {'error': 'not run'})]
     if errors:
-        rows.append(f'| {name} | failed: {errors[0]} | | | | |')
+        rows.append(f'| {name} | failed: {errors[0]} | | | | | |')
         out[name] = {'error': errors[0]}
         continue
     n, q = median(0, name, 'value'), median(1, name, 'value')
     ratio = q / n if first.get('higher_is_better') else n / q
     rt, cpu = median(1, name, 'round_trips'), median(1, name, 'backend_cpu_ms')
-    rows.append(f"| {name} ({first['unit']}) | {n:.4g} | {q:.4g} | **{ratio:.3f}** | {fmt(rt, '.2f')} | {fmt(cpu, '.3f')} |")
-    out[name] = {'unit': first['unit'], 'native': n, 'qcuda': q, 'ratio': ratio, 'round_trips_per_step': rt, 'backend_cpu_ms_per_step': cpu}
+    same = result_matches(name)
+    rows.append(f"| {name} ({first['unit']}) | {n:.4g} | {q:.4g} | **{ratio:.3f}** | {fmt(rt, '.2f')} | {fmt(cpu, '.3f')} | {same} |")
+    out[name] = {'unit': first['unit'], 'native': n, 'qcuda': q, 'ratio': ratio, 'round_trips_per_step': rt, 'backend_cpu_ms_per_step': cpu,
+                 'same_result': same}
     if name == 'copies':
         for k in COPIES:
             kn, kq = median(0, name, k), median(1, name, k)
-            rows.append(f'| copies {k} (GB/s) | {kn:.3g} | {kq:.3g} | **{kq / kn:.3f}** | - | - |')
+            rows.append(f'| copies {k} (GB/s) | {kn:.3g} | {kq:.3g} | **{kq / kn:.3f}** | - | - | - |')
             out[f'copies_{k}'] = {'unit': 'GB/s', 'native': kn, 'qcuda': kq, 'ratio': kq / kn}
-print(f'| workload | native | qcuda run | ratio | round trips/step | backend CPU ms/step |  (median of {len(rounds)} rounds)')
-print('|---|---|---|---|---|---|')
+print(f'| workload | native | qcuda run | ratio | round trips/step | backend CPU ms/step | result |  (median of {len(rounds)} rounds)')
+print('|---|---|---|---|---|---|---|')
 print('\n'.join(rows))
 json.dump(out, open(out_file, 'w'), indent=1)

@@ -202,8 +202,189 @@ def copies():
             'pinned_htod': r['pinned'][0], 'pinned_dtoh': r['pinned'][1], 'pageable_htod': r['pageable'][0], 'pageable_dtoh': r['pageable'][1]}
 
 
+def checksum(t):
+    """A digest of a result, the same for the same bytes (native's and qcuda's runs compare it)."""
+    return float(t.double().abs().sum().item())
+
+
+def gemm(dtype, n, tf32=False, batch=0):
+    """torch.matmul of n x n random matrices (batch of them if batch): TFLOP/s and a checksum."""
+    torch, dev, sync = torch_env()
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    shape = (batch, n, n) if batch else (n, n)
+    a = torch.randn(*shape, device=dev).to(dtype)
+    b = torch.randn(*shape, device=dev).to(dtype)
+    steps = max(2, min(200, int(2e12 / (2 * n ** 3 * max(batch, 1)))))
+    s, rt = timed(lambda: torch.matmul(a, b), sync, steps)
+    flops = 2 * n ** 3 * max(batch, 1)
+    return {'unit': 'TFLOP/s', 'value': flops / s / 1e12, 'round_trips': rt, 'higher_is_better': True,
+            'checksum': checksum(torch.matmul(a, b)), 'us': s * 1e6}
+
+
+def gemm_fp8():
+    """FP8 (e4m3) GEMM 8192 through torch._scaled_mm (cuBLASLt), bf16 out."""
+    torch, dev, sync = torch_env()
+    n = 8192
+    a = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn)
+    b = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn).t()
+    one = torch.tensor(1.0, device=dev)
+    mm = lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    s, rt = timed(mm, sync, 20)
+    return {'unit': 'TFLOP/s', 'value': 2 * n ** 3 / s / 1e12, 'round_trips': rt, 'higher_is_better': True,
+            'checksum': checksum(mm())}
+
+
+def gemm_int8():
+    torch, dev, sync = torch_env()
+    n = 4096
+    a = torch.randint(-8, 8, (n, n), device=dev, dtype=torch.int8)
+    b = torch.randint(-8, 8, (n, n), device=dev, dtype=torch.int8)
+    s, rt = timed(lambda: torch._int_mm(a, b), sync, 20)
+    return {'unit': 'TOP/s', 'value': 2 * n ** 3 / s / 1e12, 'round_trips': rt, 'higher_is_better': True,
+            'checksum': checksum(torch._int_mm(a, b))}
+
+
+def resnet50_fp16():
+    """fp16 inference of ResNet-50 under autocast, channels-last, batch 64 (cuDNN convolutions)."""
+    torch, dev, sync = torch_env()
+    import torchvision
+    model = torchvision.models.resnet50().to(dev).eval().to(memory_format=torch.channels_last)
+    x = torch.randn(64, 3, 224, 224, device=dev).to(memory_format=torch.channels_last)
+
+    def step():
+        with torch.no_grad(), torch.autocast('cuda', dtype=torch.float16):
+            return model(x)
+    s, rt = timed(step, sync, 10)
+    return {'unit': 'images/s', 'value': 64 / s, 'round_trips': rt, 'higher_is_better': True, 'checksum': checksum(step())}
+
+
+def conv_bf16_train():
+    """cuDNN convolutions forward and backward in bf16, NCHW and NHWC."""
+    torch, dev, sync = torch_env()
+    conv = torch.nn.Conv2d(128, 128, 3, padding=1).to(dev).to(torch.bfloat16)
+    xs = [torch.randn(32, 128, 56, 56, device=dev, dtype=torch.bfloat16, requires_grad=True),
+          torch.randn(32, 128, 56, 56, device=dev, dtype=torch.bfloat16).to(memory_format=torch.channels_last).requires_grad_()]
+
+    def step():
+        for x in xs:
+            conv(x).sum().backward()
+    s, rt = timed(step, sync, 10)
+    return {'unit': 'ms/step', 'value': s * 1e3, 'round_trips': rt, 'checksum': checksum(conv(xs[1]))}
+
+
+def llm_decode_fp16():
+    """Greedy decode of a 350M-parameter GPT-2 (transformers config, random weights) in fp16, batch 8."""
+    torch, dev, sync = torch_env()
+    import transformers
+    cfg = transformers.GPT2Config(n_layer=24, n_head=16, n_embd=1024, vocab_size=50257, n_positions=1024)
+    model = transformers.GPT2LMHeadModel(cfg).to(dev).half().eval()
+    prompt = torch.randint(0, 50257, (8, 32), device=dev)
+    new = 32
+    out = {}
+
+    def step():
+        with torch.no_grad():
+            out['ids'] = model.generate(prompt, max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0)
+    s, rt = timed(step, sync, 2, warmup=1)
+    if LAST.get('backend_cpu_ms') is not None:
+        LAST['backend_cpu_ms'] /= new
+    return {'unit': 'tokens/s', 'value': 8 * new / s, 'round_trips': None if rt is None else rt / new,
+            'higher_is_better': True, 'checksum': float(out['ids'].double().sum().item())}
+
+
+def gpt_train_bf16():
+    """A small GPT-2 trained under bf16 autocast (losses compared through the checksum)."""
+    torch, dev, sync, model = gpt_model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randint(0, 8192, (8, 128), device=dev)
+    losses = []
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast('cuda', dtype=torch.bfloat16):
+            loss = model(input_ids=x, labels=x).loss
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    s, rt = timed(step, sync, 10)
+    return {'unit': 'ms/step', 'value': s * 1e3, 'round_trips': rt, 'checksum': float(torch.stack(losses[:5]).sum().item())}
+
+
+def sdpa_bf16():
+    """Flash attention (SDPA) forward + backward in bf16."""
+    torch, dev, sync = torch_env()
+    q, k, v = (torch.randn(8, 16, 1024, 64, device=dev, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    step = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+    s, rt = timed(step, sync, 20)
+    return {'unit': 'ms/step', 'value': s * 1e3, 'round_trips': rt}
+
+
+def graph_replay():
+    """One captured CUDA graph of 16 small kernels, replayed (torch.cuda.CUDAGraph)."""
+    torch, dev, sync = torch_env()
+    x = torch.randn(1 << 16, device=dev)
+    g = torch.cuda.CUDAGraph()
+    s_ = torch.cuda.Stream()
+    s_.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s_):
+        y = x * 1.0
+        for _ in range(3):
+            y = y * 1.0001
+    torch.cuda.current_stream().wait_stream(s_)
+    with torch.cuda.graph(g):
+        y = x * 1.0
+        for _ in range(15):
+            y = y * 1.0001 + 0.5
+    s, rt = timed(g.replay, sync, 200)
+    return {'unit': 'us/replay', 'value': s * 1e6, 'round_trips': rt, 'checksum': checksum(y)}
+
+
+def compile_graphs():
+    """torch.compile(mode='reduce-overhead'): an MLP run as CUDA graphs."""
+    torch, dev, sync = torch_env()
+    model = torch.nn.Sequential(*[m for _ in range(8) for m in (torch.nn.Linear(256, 256), torch.nn.ReLU())]).to(dev)
+    f = torch.compile(model, mode='reduce-overhead')
+    x = torch.randn(64, 256, device=dev)
+    with torch.no_grad():
+        for _ in range(5):
+            f(x)
+        s, rt = timed(lambda: f(x), sync, 200)
+        return {'unit': 'us/call', 'value': s * 1e6, 'round_trips': rt, 'checksum': checksum(f(x))}
+
+
+def event_query():
+    """cudaEventRecord + cudaEventQuery on an idle stream."""
+    torch, dev, sync = torch_env()
+    e = torch.cuda.Event()
+    step = lambda: (e.record(), e.query())
+    s, rt = timed(step, sync, 2000)
+    return {'unit': 'us/op', 'value': s * 1e6, 'round_trips': rt}
+
+
+def jax_matmul():
+    import jax
+    import jax.numpy as jnp
+    a = jax.random.normal(jax.random.PRNGKey(0), (1024, 1024))
+    f = jax.jit(lambda x: x @ x)
+    f(a).block_until_ready()
+    s, rt = timed(lambda: f(a), lambda: f(a).block_until_ready(), 100)
+    return {'unit': 'ms/op', 'value': s * 1e3, 'round_trips': rt, 'checksum': float(jnp.abs(f(a)).sum())}
+
+
 WORKLOADS = {'sgemm': sgemm, 'mlp': mlp, 'resnet': resnet, 'gpt_train': gpt_train, 'gpt_decode': gpt_decode,
-             'triton_launch': triton_launch, 'cupy_elementwise': cupy_elementwise, 'copies': copies}
+             'triton_launch': triton_launch, 'cupy_elementwise': cupy_elementwise, 'copies': copies,
+             # issue 43: the libraries at native speed, in half precision too
+             'gemm_bf16_8192': lambda: gemm(torch_env()[0].bfloat16, 8192),
+             'gemm_fp16_4096': lambda: gemm(torch_env()[0].float16, 4096),
+             'gemm_fp16_1024': lambda: gemm(torch_env()[0].float16, 1024),
+             'gemm_fp32_4096': lambda: gemm(torch_env()[0].float32, 4096),
+             'gemm_tf32_4096': lambda: gemm(torch_env()[0].float32, 4096, tf32=True),
+             'gemm_fp32_1024': lambda: gemm(torch_env()[0].float32, 1024),
+             'gemm_bf16_batched': lambda: gemm(torch_env()[0].bfloat16, 1024, batch=16),
+             'gemm_fp8_8192': gemm_fp8, 'gemm_int8_4096': gemm_int8,
+             'resnet50_fp16': resnet50_fp16, 'conv_bf16_train': conv_bf16_train, 'llm_decode_fp16': llm_decode_fp16,
+             'gpt_train_bf16': gpt_train_bf16, 'sdpa_bf16': sdpa_bf16, 'graph_replay': graph_replay,
+             'compile_graphs': compile_graphs, 'event_query': event_query, 'jax_matmul': jax_matmul}
 
 if __name__ == '__main__':
     picked = sys.argv[1:] or list(WORKLOADS)

@@ -331,3 +331,51 @@ test("stream access policy windows must lie in the session's memory, with CUDA's
   t.is((await c.free(a)).status, 0);
   t.is((await set(window(a, 4096n, 0.5, 2, 0))).status, CudaErr.InvalidValue, 'freed memory');
 });
+
+test("cluster occupancy and tensor maps: the backend refuses what would overrun the driver's arrays, the host provider says what it lacks", async (t) => {
+  const { c } = await setup(t);
+  const clusters = (query: number) =>
+    c.call(Cmd.OCCUPANCY_CLUSTERS, {
+      rawArgs: encode('qcuda_args_cluster_occupancy', {
+        func: 0x1234n,
+        grid: new Uint32Array([64, 1, 1]),
+        block: new Uint32Array([128, 1, 1]),
+        cluster: new Uint32Array([2, 1, 1]),
+        query,
+      }),
+    });
+  t.is((await clusters(2)).status, CudaErr.InvalidValue, 'a query that is neither clusters nor cluster size');
+  t.is((await clusters(0)).status, CudaErr.InvalidResourceHandle, 'no such function');
+  t.is((await clusters(1)).status, CudaErr.InvalidResourceHandle);
+
+  const map = (kind: number, rank: number) =>
+    c.call(Cmd.TENSOR_MAP_ENCODE, {
+      rawArgs: encode('qcuda_args_tensor_map', {
+        kind,
+        rank,
+        data_type: 6,
+        global_address: 0x10000n,
+        global_dim: new BigUint64Array([64n, 64n, 1n, 1n, 1n]),
+      }),
+      out: 'qcuda_out_tensor_map',
+    });
+  for (const [kind, rank, why] of [
+    [0, 0, 'tiled rank 0'],
+    [0, 6, 'tiled rank 6: past the arrays'],
+    [1, 2, 'im2col rank 2'],
+    [1, 6, 'im2col rank 6'],
+    [2, 9, 'im2col wide rank 9'],
+    [4, 2, 'no such encoder'],
+  ] as const)
+    t.is((await map(kind, rank)).status, CudaErr.InvalidValue, why);
+  // A rank that fits reaches the provider: the host provider has no tensor memory accelerator.
+  for (const [kind, rank] of [
+    [0, 1],
+    [0, 5],
+    [1, 3],
+    [2, 5],
+    [3, 0],
+  ] as const)
+    t.is((await map(kind, rank)).status, CudaErr.NotSupported, `kind ${kind} rank ${rank}`);
+  t.is((await c.call(Cmd.TENSOR_MAP_ENCODE, { rawArgs: new Uint8Array(64) })).status, Status.BAD_REQUEST, 'short arguments');
+});

@@ -201,3 +201,19 @@ test('qcuda run stops the backend it started (here with a worker per process) an
   t.false(fs.existsSync(path.dirname(sock)), 'its scratch directory is gone');
   t.deepEqual(processesOf(path.dirname(sock)), []);
 });
+
+test("Hopper's driver calls reach the backend, and an unserved private-table slot answers instead of crashing", (t) => {
+  const r = run(['--provider=host', '--', path.join(BIN, 'hopper'), '--unserved']);
+  t.is(r.status, 0, r.stderr);
+  // Served, not stubbed: the host provider's own refusal, not the library's "not supported" stub.
+  t.regex(r.stdout, /^tiled fp16 rank 2 swizzle 128B: CUDA_ERROR_NOT_SUPPORTED$/m);
+  t.regex(r.stdout, /^im2col fp16 rank 4: CUDA_ERROR_NOT_SUPPORTED$/m);
+  t.notRegex(r.stderr, /cuTensorMap\w* is not supported/);
+  t.regex(r.stdout, /^rank 6: CUDA_ERROR_INVALID_VALUE$/m);
+  t.regex(r.stdout, /^clusters: no kernel: /m);
+  t.notRegex(r.stderr, /cuOccupancy\w* is not supported/);
+  // The slot answers CUDA_ERROR_NOT_SUPPORTED and names itself once.
+  t.regex(r.stdout, /^export table 21318c60: CUDA_SUCCESS, 94 slots$/m);
+  t.regex(r.stdout, /^its slot 10: CUDA_ERROR_NOT_SUPPORTED$/m);
+  t.regex(r.stderr, /^qcuda: slot 10 of the driver's private table 21318c60 is not served$/m);
+});

@@ -5,7 +5,7 @@ import { checkFuncAttr, OCCUPANCY_FLAGS } from '../attrs';
 import type { Call, Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
 import { checkImage } from '../module-image';
-import { encode, QCUDA_MAX_NAME, QCUDA_MAX_PARAMS, QCUDA_NUM_FUNC_ATTRS } from '../proto';
+import { encode, LAYOUT, QCUDA_MAX_NAME, QCUDA_MAX_PARAMS, QCUDA_NUM_FUNC_ATTRS } from '../proto';
 
 /** The NUL-terminated name of a qcuda_args_symbol. */
 function symbolName(c: Call<'FUNC_GET' | 'VAR_GET'>): string {
@@ -17,6 +17,12 @@ function symbolName(c: Call<'FUNC_GET' | 'VAR_GET'>): string {
     throw new CudaError(CudaErr.SymbolNotFound, 'symbol name with bytes no symbol has');
   return Buffer.from(raw.subarray(0, end)).toString('latin1');
 }
+
+/** qcuda_args_tensor_map's kinds, and its arrays' room. */
+const TENSOR_MAP_TILED = 0;
+const TENSOR_MAP_REPLACE = 3;
+const TENSOR_MAP_MAX_RANK = 5;
+const TENSOR_MAP_BYTES = LAYOUT.qcuda_out_tensor_map.size;
 
 /** A count CUDA takes as a signed int: negative ones are refused. */
 function count(what: string, n: number): number {
@@ -35,6 +41,8 @@ export const MODULE_COMMANDS: Runs<
   | 'FUNC_SET_ATTR'
   | 'OCCUPANCY_BLOCKS'
   | 'OCCUPANCY_SMEM'
+  | 'OCCUPANCY_CLUSTERS'
+  | 'TENSOR_MAP_ENCODE'
 > = {
   async MODULE_UPLOAD(c) {
     c.session.modules.uploadChunk(c.args.upload_id, c.args.size, c.dataOffset, c.data);
@@ -145,5 +153,27 @@ export const MODULE_COMMANDS: Runs<
     const blockSize = count('block_size', c.args.block_size);
     const f = c.session.modules.func(c.args.func);
     return { value: await (await c.session.context()).occupancySmem(f.ref, numBlocks, blockSize) };
+  },
+
+  // The driver checks the configuration; only the query is the backend's to check.
+  async OCCUPANCY_CLUSTERS(c) {
+    const { grid, block, smem, cluster, policy, query } = c.args;
+    if (query > 1) throw new CudaError(CudaErr.InvalidValue, `cluster query ${query}`);
+    const f = c.session.modules.func(c.args.func);
+    const n = await (await c.session.context()).occupancyClusters(f.ref, { grid, block, smem, cluster, policy, query });
+    return { value: BigInt(n) };
+  },
+
+  // The driver reads rank entries of each array: rank must fit them. Every
+  // other field is the driver's to check, as natively.
+  async TENSOR_MAP_ENCODE(c) {
+    const { kind, rank } = c.args;
+    if (kind > TENSOR_MAP_REPLACE) throw new CudaError(CudaErr.InvalidValue, `tensor map kind ${kind}`);
+    const least = kind === TENSOR_MAP_TILED || kind === TENSOR_MAP_REPLACE ? 1 : 3;
+    if (kind !== TENSOR_MAP_REPLACE && (rank < least || rank > TENSOR_MAP_MAX_RANK))
+      throw new CudaError(CudaErr.InvalidValue, `tensor map rank ${rank}: ${least} to ${TENSOR_MAP_MAX_RANK}`);
+    const map = await (await c.session.context()).tensorMapEncode(encode('qcuda_args_tensor_map', c.args));
+    if (map.length !== TENSOR_MAP_BYTES) throw new CudaError(CudaErr.Unknown, `the provider gave a ${map.length}-byte tensor map`);
+    return { out: map };
   },
 };

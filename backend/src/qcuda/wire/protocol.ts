@@ -407,6 +407,21 @@ export const CALLS = {
     doc: '',
     value: 'dynamic shared memory bytes per block that lets num_blocks blocks fit',
   },
+  OCCUPANCY_CLUSTERS: {
+    cmd: 74,
+    side: 'context',
+    args: 'qcuda_args_cluster_occupancy',
+    handles: { func: 'function' },
+    doc: 'cuOccupancyMaxActiveClusters (query 0) or cuOccupancyMaxPotentialClusterSize (query 1) of the launch configuration given, answered by the driver',
+    value: 'the number of clusters, or the cluster size',
+  },
+  TENSOR_MAP_ENCODE: {
+    cmd: 75,
+    side: 'context',
+    args: 'qcuda_args_tensor_map',
+    out: 'qcuda_out_tensor_map',
+    doc: "cuTensorMapEncodeTiled, cuTensorMapEncodeIm2col, cuTensorMapEncodeIm2colWide or cuTensorMapReplaceAddress (args.kind): the driver's 128-byte descriptor of Hopper's tensor memory accelerator",
+  },
   LIMIT_SET: { cmd: 64, side: 'context', args: 'qcuda_args_limit', doc: "a cudaLimit of the session's context" },
   LIMIT_GET: { cmd: 65, side: 'context', args: 'qcuda_args_limit', doc: 'args.value unused', value: 'the limit' },
 

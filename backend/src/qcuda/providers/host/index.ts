@@ -500,6 +500,13 @@ class HostContext implements ProviderContext, MemoryOwner {
   async occupancySmem(_f: unknown, _n: number, _b: number): Promise<bigint> {
     throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
   }
+  async occupancyClusters(_f: unknown, _q: unknown): Promise<number> {
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+  }
+  // A descriptor only kernels read, in a layout only NVIDIA's driver knows.
+  async tensorMapEncode(_args: Uint8Array): Promise<Uint8Array> {
+    throw new CudaError(CudaErr.NotSupported, 'the host provider has no tensor memory accelerator');
+  }
   async launchCooperative(_f: unknown, _g: Dim3, _b: Dim3, _s: number, _st: StreamRef | undefined, _p: Uint8Array): Promise<void> {
     throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
   }
