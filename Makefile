@@ -67,6 +67,7 @@ include guest-driver/guest.mk
 include guest-driver/lib/lib.mk
 include guest-driver/libcuda/libcuda.mk
 include guest-driver/nvml/nvml.mk
+include guest-driver/trace/trace.mk
 include test/guest/guest-tests.mk
 include packaging/packaging.mk
 include packaging/install.mk
