@@ -70,8 +70,7 @@ function parseParam(fn, text) {
   if (!m) die(`${fn}: cannot parse parameter '${text}'`);
   const base = m[2].trim();
   const name = m[4];
-  if (/^(unsigned|signed|int|char|short|long|const)$/.test(name) || base === '')
-    die(`${fn}: parameter '${text}' has no name`);
+  if (/^(unsigned|signed|int|char|short|long|const)$/.test(name) || base === '') die(`${fn}: parameter '${text}' has no name`);
   return { name, isConst: Boolean(m[1]), base, depth: (m[3].match(/\*/g) ?? []).length };
 }
 
@@ -86,11 +85,13 @@ function render(fn, p) {
   const len = ARRAYS[fn]?.[n];
   if (len !== undefined) return { in: `TR_ARR(&r, ${n}, ${len});` };
   if (p.depth === 0) return { in: ADDRESS_INTS.has(p.base) ? `TR_ADDR(&r, ${n});` : `TR_VAL(&r, ${n});` };
-  if (p.base === 'char' && p.depth === 1) return p.isConst ? { in: `TR_STR(&r, ${n});` } : { in: `TR_ADDR(&r, ${n});`, out: `TR_OUT_STR(&r, ${n});` };
+  if (p.base === 'char' && p.depth === 1)
+    return p.isConst ? { in: `TR_STR(&r, ${n});` } : { in: `TR_ADDR(&r, ${n});`, out: `TR_OUT_STR(&r, ${n});` };
   if (p.base === 'char' && p.depth === 2 && p.isConst) return { in: `TR_ADDR(&r, ${n});`, out: `TR_OUT_STRP(&r, ${n});` };
   if (p.base === 'CUlaunchConfig' && p.isConst && p.depth === 1) return { in: `TR_LAUNCH_CONFIG(&r, ${n});` };
   if (p.base === 'void' && p.depth === 1) return { in: `TR_ADDR(&r, ${n});` };
-  if (p.depth >= 2) return p.isConst && p.base !== 'void' ? { in: `TR_ADDR(&r, ${n});` } : { in: `TR_ADDR(&r, ${n});`, out: `TR_OUT_ADDR(&r, ${n});` };
+  if (p.depth >= 2)
+    return p.isConst && p.base !== 'void' ? { in: `TR_ADDR(&r, ${n});` } : { in: `TR_ADDR(&r, ${n});`, out: `TR_OUT_ADDR(&r, ${n});` };
   if (p.isConst) return { in: `TR_IN_PTR(&r, ${n});` };
   return { in: `TR_ADDR(&r, ${n});`, out: ADDRESS_INTS.has(p.base) ? `TR_OUT_ADDR(&r, ${n});` : `TR_OUT(&r, ${n});` };
 }

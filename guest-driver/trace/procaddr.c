@@ -63,8 +63,8 @@ static void answer(struct tr_rec *r, const char *symbol, void **pfn, CUresult re
 		tr_put(r, " *symbolStatus=%d", *status);
 }
 
-TR_EXPORT CUresult tw_cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) __asm__(
-	"cuGetProcAddress");
+TR_EXPORT CUresult tw_cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+				       cuuint64_t flags) __asm__("cuGetProcAddress");
 TR_EXPORT CUresult tw_cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
 	static struct tr_fn f = { "cuGetProcAddress" };

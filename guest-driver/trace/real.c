@@ -73,7 +73,8 @@ static int load_from_cache(void)
 			end = c + st.st_size;
 			for (const char *s = c; s < end && !ok;) {
 				size_t n = strnlen(s, (size_t)(end - s));
-				if (*s == '/' && n > sizeof(tail) && n < 4096 && memcmp(s + n - (sizeof(tail) - 1), tail, sizeof(tail) - 1) == 0) {
+				if (*s == '/' && n > sizeof(tail) && n < 4096 &&
+				    memcmp(s + n - (sizeof(tail) - 1), tail, sizeof(tail) - 1) == 0) {
 					char path[4096];
 					memcpy(path, s, n);
 					path[n] = 0;

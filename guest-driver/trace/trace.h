@@ -94,7 +94,7 @@ void tr_word(struct tr_rec *r, uintptr_t v);
  * class (__builtin_classify_type: integer, enum, pointer, real, struct) and
  * whether an integer is signed (enums are unsigned in GCC, as in cuda.h).
  */
-#define TR_SIGNED(x) _Generic((x), signed char: 1, short: 1, int: 1, long: 1, long long: 1, default: 0)
+#define TR_SIGNED(x) _Generic((x), signed char : 1, short : 1, int : 1, long : 1, long long : 1, default : 0)
 #define TR_VAL(r, x) tr_val(r, #x, __builtin_classify_type(x), TR_SIGNED(x), &(x), sizeof(x))
 #define TR_ADDR(r, x) tr_addr(r, #x, (uintptr_t)(x))
 #define TR_STR(r, x) tr_str(r, #x, x)

@@ -92,36 +92,37 @@ static uintptr_t xt_call(unsigned int t, unsigned int s, uintptr_t a0, uintptr_t
 }
 
 /* The trampolines: xt_T_SS for table T (decimal) and slot 0xSS. */
-#define XT_FN(t, s)                                                                                         \
-	static uintptr_t xt_##t##_##s(uintptr_t a0, uintptr_t a1, uintptr_t a2, uintptr_t a3, uintptr_t a4, \
-				      uintptr_t a5)                                                         \
-	{                                                                                                   \
-		return xt_call(t, 0x##s, a0, a1, a2, a3, a4, a5);                                           \
+/* Not clang-formatted: it does not settle on one layout for these. */
+// clang-format off
+#define XT_FN(t, s) \
+	static uintptr_t xt_##t##_##s(uintptr_t a0, uintptr_t a1, uintptr_t a2, uintptr_t a3, uintptr_t a4, uintptr_t a5) \
+	{ \
+		return xt_call(t, 0x##s, a0, a1, a2, a3, a4, a5); \
 	}
 #define XT_PTR(t, s) (void *)xt_##t##_##s,
-#define XT_16(m, t, h)                                                                                          \
-	m(t, h##0) m(t, h##1) m(t, h##2) m(t, h##3) m(t, h##4) m(t, h##5) m(t, h##6) m(t, h##7) m(t, h##8) \
-		m(t, h##9) m(t, h##a) m(t, h##b) m(t, h##c) m(t, h##d) m(t, h##e) m(t, h##f)
-#define XT_256(m, t)                                                                                         \
-	XT_16(m, t, 0) XT_16(m, t, 1) XT_16(m, t, 2) XT_16(m, t, 3) XT_16(m, t, 4) XT_16(m, t, 5) XT_16(m, t, 6) \
-		XT_16(m, t, 7) XT_16(m, t, 8) XT_16(m, t, 9) XT_16(m, t, a) XT_16(m, t, b) XT_16(m, t, c)   \
-			XT_16(m, t, d) XT_16(m, t, e) XT_16(m, t, f)
-#define XT_ALL(m)                                                                                              \
-	XT_256(m, 0) XT_256(m, 1) XT_256(m, 2) XT_256(m, 3) XT_256(m, 4) XT_256(m, 5) XT_256(m, 6) XT_256(m, 7)    \
-		XT_256(m, 8) XT_256(m, 9) XT_256(m, 10) XT_256(m, 11) XT_256(m, 12) XT_256(m, 13) XT_256(m, 14)   \
-			XT_256(m, 15) XT_256(m, 16) XT_256(m, 17) XT_256(m, 18) XT_256(m, 19) XT_256(m, 20)       \
-				XT_256(m, 21) XT_256(m, 22) XT_256(m, 23) XT_256(m, 24) XT_256(m, 25)             \
-					XT_256(m, 26) XT_256(m, 27) XT_256(m, 28) XT_256(m, 29) XT_256(m, 30)     \
-						XT_256(m, 31)
-
+#define XT_16(m, t, h) \
+	m(t, h##0) m(t, h##1) m(t, h##2) m(t, h##3) m(t, h##4) m(t, h##5) m(t, h##6) m(t, h##7) \
+	m(t, h##8) m(t, h##9) m(t, h##a) m(t, h##b) m(t, h##c) m(t, h##d) m(t, h##e) m(t, h##f)
+#define XT_256(m, t) \
+	XT_16(m, t, 0) XT_16(m, t, 1) XT_16(m, t, 2) XT_16(m, t, 3) XT_16(m, t, 4) XT_16(m, t, 5) \
+	XT_16(m, t, 6) XT_16(m, t, 7) XT_16(m, t, 8) XT_16(m, t, 9) XT_16(m, t, a) XT_16(m, t, b) \
+	XT_16(m, t, c) XT_16(m, t, d) XT_16(m, t, e) XT_16(m, t, f)
+#define XT_ALL(m) \
+	XT_256(m, 0) XT_256(m, 1) XT_256(m, 2) XT_256(m, 3) XT_256(m, 4) XT_256(m, 5) XT_256(m, 6) XT_256(m, 7) \
+	XT_256(m, 8) XT_256(m, 9) XT_256(m, 10) XT_256(m, 11) XT_256(m, 12) XT_256(m, 13) XT_256(m, 14) XT_256(m, 15) \
+	XT_256(m, 16) XT_256(m, 17) XT_256(m, 18) XT_256(m, 19) XT_256(m, 20) XT_256(m, 21) XT_256(m, 22) XT_256(m, 23) \
+	XT_256(m, 24) XT_256(m, 25) XT_256(m, 26) XT_256(m, 27) XT_256(m, 28) XT_256(m, 29) XT_256(m, 30) XT_256(m, 31)
 #define XT_ROW(t) { XT_256(XT_PTR, t) },
 
 XT_ALL(XT_FN)
 
-static void *const trampolines[XT_TABLES][XT_SLOTS] = { XT_ROW(0) XT_ROW(1) XT_ROW(2) XT_ROW(3) XT_ROW(4) XT_ROW(5)
-	XT_ROW(6) XT_ROW(7) XT_ROW(8) XT_ROW(9) XT_ROW(10) XT_ROW(11) XT_ROW(12) XT_ROW(13) XT_ROW(14) XT_ROW(15)
-		XT_ROW(16) XT_ROW(17) XT_ROW(18) XT_ROW(19) XT_ROW(20) XT_ROW(21) XT_ROW(22) XT_ROW(23) XT_ROW(24)
-			XT_ROW(25) XT_ROW(26) XT_ROW(27) XT_ROW(28) XT_ROW(29) XT_ROW(30) XT_ROW(31) };
+static void *const trampolines[XT_TABLES][XT_SLOTS] = {
+	XT_ROW(0) XT_ROW(1) XT_ROW(2) XT_ROW(3) XT_ROW(4) XT_ROW(5) XT_ROW(6) XT_ROW(7)
+	XT_ROW(8) XT_ROW(9) XT_ROW(10) XT_ROW(11) XT_ROW(12) XT_ROW(13) XT_ROW(14) XT_ROW(15)
+	XT_ROW(16) XT_ROW(17) XT_ROW(18) XT_ROW(19) XT_ROW(20) XT_ROW(21) XT_ROW(22) XT_ROW(23)
+	XT_ROW(24) XT_ROW(25) XT_ROW(26) XT_ROW(27) XT_ROW(28) XT_ROW(29) XT_ROW(30) XT_ROW(31)
+};
+// clang-format on
 
 /* How many slots the table has, and whether slot 0 is its size. */
 static unsigned int table_length(const uintptr_t *real, int *sized)
@@ -157,7 +158,7 @@ static struct xt_table *wrap(const CUuuid *id, const uintptr_t *real)
 	x->id = *id;
 	for (int i = 0; i < 4; i++)
 		x->tag[2 * i] = "0123456789abcdef"[(unsigned char)id->bytes[i] >> 4],
-		x->tag[2 * i + 1] = "0123456789abcdef"[(unsigned char)id->bytes[i] & 15];
+			   x -> tag[2 * i + 1] = "0123456789abcdef"[(unsigned char)id->bytes[i] & 15];
 	x->real = real;
 	x->n = table_length(real, &x->sized);
 	x->wrapped = calloc(x->n ? x->n : 1, sizeof(uintptr_t));
@@ -205,8 +206,8 @@ static void uuid(struct tr_rec *r, const CUuuid *id)
 		tr_put(r, "%02x%s", b[i], i == 3 || i == 5 || i == 7 || i == 9 ? "-" : "");
 }
 
-TR_EXPORT CUresult tw_cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId) __asm__(
-	"cuGetExportTable");
+TR_EXPORT CUresult tw_cuGetExportTable(const void **ppExportTable,
+				       const CUuuid *pExportTableId) __asm__("cuGetExportTable");
 TR_EXPORT CUresult tw_cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
 {
 	static struct tr_fn f = { "cuGetExportTable" };
