@@ -34,7 +34,7 @@ check-gen: node
 vm: qemu vm-image
 
 # Lint first (lint/lint.mk): a style slip fails in seconds, not after the tests.
-test: lint node vm guest-debs libvirt-deps guest-disk
+test: lint node vm guest-debs libvirt-deps guest-disk trace
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node_modules/.bin/ava
 
 # The library and device tests alone (no QEMU, no guest).
@@ -67,6 +67,7 @@ include guest-driver/guest.mk
 include guest-driver/lib/lib.mk
 include guest-driver/libcuda/libcuda.mk
 include guest-driver/nvml/nvml.mk
+include guest-driver/trace/trace.mk
 include test/guest/guest-tests.mk
 include packaging/packaging.mk
 include packaging/install.mk
@@ -75,6 +76,6 @@ include lint/lint.mk
 
 # Everything a GPU machine needs (no network, no Node.js there) in .carry/;
 # then on it: bash test/gpu/run.sh (the device tool carries .carry).
-gpu-bundle: node vm
+gpu-bundle: node vm trace
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) bash test/gpu/bundle.sh
 .PHONY: gpu-bundle

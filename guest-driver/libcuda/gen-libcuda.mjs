@@ -23,6 +23,7 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 const ME = 'gen-libcuda';
 
@@ -660,12 +661,19 @@ function main() {
   note(`done in ${Date.now() - t0} ms`);
 }
 
-try {
-  main();
-} catch (e) {
-  if (e instanceof GenError) {
-    process.stderr.write(`${ME}: error: ${e.message}\n`);
-    process.exit(1);
+// What guest-driver/trace/gen-trace.mjs reuses: cuda.h's exports, each with
+// its parameters, under every ABI, and the C tokenizer.
+export { GenError, readCudaHeaders, countParams, tokenize, closing, gccE, cmp };
+
+// Run as a program, not when imported.
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  try {
+    main();
+  } catch (e) {
+    if (e instanceof GenError) {
+      process.stderr.write(`${ME}: error: ${e.message}\n`);
+      process.exit(1);
+    }
+    throw e;
   }
-  throw e;
 }

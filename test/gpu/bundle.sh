@@ -37,6 +37,11 @@ cp "$GUEST_INITRD" "$stage/guest/initrd.cpio"
 [ -d build/guest/bin ] && cp -a build/guest/bin "$stage/guest/bin"
 [ -d build/guest/lib ] && cp -a build/guest/lib "$stage/guest/lib"
 
+# The driver-call tracer (docs/tracing.md): the shim, its wrapper script and
+# the diff, together in trace/ (the GPU machine has no node to generate it).
+mkdir -p "$stage/trace"
+cp build/trace/libcuda.so.1 guest-driver/trace/qcuda-trace guest-driver/trace/trace-diff.py "$stage/trace/"
+
 # The backend as built here, and the test runner (no compiler needed there).
 mkdir -p "$stage/app/addon/build/Release"
 cp -a dist "$stage/app/dist"
@@ -48,7 +53,7 @@ cp addon/build/Release/*.node "$stage/app/addon/build/Release/"
 cp package.json "$stage/app/"
 tar -C . --exclude='node_modules/typescript' --exclude='node_modules/@types' -cf "$stage/app/node_modules.tar" node_modules
 
-tar -C "$stage" -cf - qemu guest app | xz -T2 -6 > "$out/bundle.tar.xz"
+tar -C "$stage" -cf - qemu guest trace app | xz -T2 -6 > "$out/bundle.tar.xz"
 du -sh "$out"/*
 total=$(du -sk "$out" | cut -f1)
 [ "$total" -lt $((60 * 1024)) ] || { echo "bundle is ${total} KiB: over the 60 MiB budget" >&2; exit 1; }

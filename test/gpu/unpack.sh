@@ -13,4 +13,7 @@ export QCUDA_VIRTIOFSD=$work/qemu/bin/virtiofsd
 export QCUDA_GPU_TESTS=1
 # qcuda run's libraries (the build's build/guest/lib).
 export QCUDA_LIB_DIR=$work/guest/lib
+# The driver-call tracer: $work/trace/qcuda-trace (the shim beside it) and
+# $work/trace/trace-diff.py (docs/tracing.md).
+export QCUDA_TRACE_DIR=$work/trace
 app=$work/app

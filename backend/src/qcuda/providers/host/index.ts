@@ -52,7 +52,7 @@ import { copyViews, segRange } from './views';
 const HOST_DEVICE_NAME = 'qcuda host-memory device (no GPU)';
 
 /** A few attributes a program may look at (CUdevice_attribute numbering). */
-const ATTRS: Record<number, number> = {
+export const ATTRS: Record<number, number> = {
   1: 1024,
   2: 1024,
   3: 1024,
