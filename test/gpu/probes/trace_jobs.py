@@ -1,0 +1,54 @@
+"""One small job per name, for the tracer (docs/tracing.md): run natively and
+under qcuda run with qcuda-trace, then trace-diff.py names every driver
+answer that differs. Prints the job's result digest, so the two runs'
+outputs can be compared too.
+
+  python3 trace_jobs.py bf16|fp16|fp32|conv|graph
+"""
+import sys
+
+import torch
+
+torch.manual_seed(0)
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+dev = torch.device('cuda')
+
+
+def gemm(dtype):
+    a = torch.randn(4096, 4096, device=dev).to(dtype)
+    b = torch.randn(4096, 4096, device=dev).to(dtype)
+    return torch.matmul(a, b)
+
+
+def conv():
+    m = torch.nn.Conv2d(64, 64, 3, padding=1).to(dev).half().to(memory_format=torch.channels_last)
+    x = torch.randn(16, 64, 56, 56, device=dev).half().to(memory_format=torch.channels_last).requires_grad_()
+    y = m(x)
+    y.sum().backward()
+    return y
+
+
+def graph():
+    x = torch.randn(1 << 16, device=dev)
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        y = x * 1.0
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(g):
+        y = x * 1.0
+        for _ in range(15):
+            y = y * 1.0001 + 0.5
+    for _ in range(3):
+        g.replay()
+    return y
+
+
+JOBS = {'bf16': lambda: gemm(torch.bfloat16), 'fp16': lambda: gemm(torch.float16), 'fp32': lambda: gemm(torch.float32),
+        'conv': conv, 'graph': graph}
+
+out = JOBS[sys.argv[1]]()
+torch.cuda.synchronize()
+print(f'{sys.argv[1]}: {out.double().abs().sum().item():.10g}')
