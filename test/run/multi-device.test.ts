@@ -49,3 +49,30 @@ test('--host-devices out of range is a usage error before anything starts', (t) 
     t.regex(r.stderr, /--host-devices must be an integer in 1\.\.16/);
   }
 });
+
+test('--gpu=0,1 on the host provider gives two devices without --host-devices', (t) => {
+  const r = run(['--provider=host', '--gpu=0,1', '--cudart=qcuda', '--', path.join(BIN, 'multidevice')]);
+  t.is(r.status, 0, fails(r.stdout) + r.stderr);
+  const m = /^PASS: multidevice: (\d+) checks$/m.exec(r.stdout);
+  t.true(Number(m?.[1]) > 30, `the two-device checks ran: ${r.stdout.slice(-300)}`);
+});
+
+test('--host-devices that contradicts a --gpu list is a one-line usage error, in qcuda run and qcuda-backend', (t) => {
+  const r = run(['--provider=host', '--host-devices=1', '--gpu=0,1', '--', 'true']);
+  t.is(r.status, 2);
+  t.regex(r.stderr, /--host-devices=1 contradicts --gpu=0,1/);
+  const b = spawnSync(
+    process.execPath,
+    [
+      path.join(dist, 'backend/src/cli/backend.js'),
+      '--socket-path=/tmp/qcuda-none.sock',
+      '--provider=host',
+      '--host-devices=3',
+      '--gpu=0,1',
+    ],
+    { encoding: 'utf8', timeout: 30_000 },
+  );
+  t.is(b.status, 2);
+  t.regex(b.stderr, /--host-devices=3 contradicts --gpu=0,1/);
+  t.false(b.stderr.trim().includes('\n'), b.stderr);
+});
