@@ -7,7 +7,8 @@ import { readStatus } from '../sys/status-socket';
 import { domainXml } from '../vm/libvirt';
 import { qemuArgs } from '../vm/qemu-args';
 import { defaultStatusSocket, formatStatus, type BackendStatus } from './status';
-import { hostDeviceCount, parseGpus, parseSize } from '../qcuda/providers';
+import { gpuProbe, hostDeviceCount, parseGpus, parseSize } from '../qcuda/providers';
+import { chooseDiskStores } from './disk-store';
 import { MAX_HOST_DEVICES } from '../qcuda/providers/host';
 import { GPU_CONTEXT_OVERHEAD } from '../qcuda/limits';
 import { parseWeight } from '../qcuda/share/policy';
@@ -92,9 +93,10 @@ vm options:
                        change. Keep results with --share=DIR:rw
   --disk=SIZE[,store=gpu|host][,ro]
                        attach a disk of SIZE (e.g. 1G) kept in GPU memory
-                       (store=gpu, the default: allocated as written, from
-                       the VM's --device-memory-limit) or host memory
-                       (store=host), served by a qcuda-backend --device=blk of its own to
+                       (store=gpu: allocated as written, from the VM's
+                       --device-memory-limit) or host memory (store=host);
+                       default: the GPU if one answers, else host memory
+                       (said on stderr). Served by a qcuda-backend --device=blk of its own to
                        QEMU's vhost-user-blk-pci: /dev/vda, then vdb, ...;
                        ro: read-only. Repeatable. --disk=socket=PATH: the disk
                        of a qcuda-backend --device=blk --queues=2 started by
@@ -674,6 +676,11 @@ async function main(): Promise<number> {
     usage((e as Error).message);
   }
   const disks = (v.disk ?? []).map(parseDisk);
+  try {
+    for (const line of chooseDiskStores(disks, gpuProbe)) process.stderr.write(`qcuda: ${line}\n`);
+  } catch (e) {
+    usage((e as Error).message);
+  }
   const diskImage = v['disk-image'] !== undefined ? parseDiskImage(v['disk-image']) : undefined;
   // A disk image boots its own kernel and initrd unless both are given.
   if (diskImage && (v.kernel === undefined) !== (v.initrd === undefined))

@@ -123,6 +123,15 @@ function gpuNote(gpu: number | readonly number[]): string {
   return typeof gpu === 'number' || gpu.length === 1 ? `GPU ${String(gpu)}` : `GPUs ${gpu.join(',')}`;
 }
 
+/** Whether a GPU answers here, and if not why (what --provider=auto asks). Runs cuInit once: can take a second. */
+export function gpuProbe(): { ok: boolean; reason: string } {
+  try {
+    return cudaModule().cudaAvailable();
+  } catch (e) {
+    return { ok: false, reason: `the CUDA provider failed to load: ${(e as Error).message}` };
+  }
+}
+
 export async function createProvider(
   kind: ProviderKind,
   gpu: number | readonly number[],
