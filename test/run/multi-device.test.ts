@@ -76,3 +76,19 @@ test('--host-devices that contradicts a --gpu list is a one-line usage error, in
   t.regex(b.stderr, /--host-devices=3 contradicts --gpu=0,1/);
   t.false(b.stderr.trim().includes('\n'), b.stderr);
 });
+
+// Issue 45: device 0's memory, stream and event used while device 1 is
+// current: pointer attributes name device 0 (and its context), work on the
+// stream lands in device 0's memory, the event records and waits there.
+test("device 0's memory, stream and event while device 1 is current, in both builds and the driver API", (t) => {
+  for (const [prog, cudart] of [
+    ['multidevobj', ['--cudart=qcuda']],
+    ['multidevobj_static', []],
+    ['multidevctx', []],
+  ] as const) {
+    const r = run(['--provider=host', '--host-devices=2', '--gpu=0,1', ...cudart, '--', path.join(BIN, prog)]);
+    t.is(r.status, 0, `${prog}:\n${fails(r.stdout)}${r.stderr}`);
+    t.regex(r.stdout, /^PASS: multidev(obj|ctx): \d+ checks$/m, prog);
+    t.regex(r.stdout, /^ok {3}device 1 current: device 0's memory says device 0/m, prog);
+  }
+});
