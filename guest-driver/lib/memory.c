@@ -221,7 +221,7 @@ QC_API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attrib
 		attributes->devicePointer = r->dev ? (void *)(uintptr_t)(r->dev + off) : NULL;
 	}
 	if (r) {
-		attributes->device = qc_current_device();
+		attributes->device = r->device;
 		attributes->type = r->kind == QC_MEM_DEVICE || r->kind == QC_MEM_SYMBOL || r->kind == QC_MEM_VMM
 					   ? cudaMemoryTypeDevice
 				   : r->kind == QC_MEM_MANAGED ? cudaMemoryTypeManaged

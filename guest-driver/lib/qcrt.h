@@ -161,6 +161,8 @@ struct qc_region {
 	int reserved; /* [res_start, +map_len) reserved PROT_NONE here */
 	uint64_t res_start;
 	void *hints; /* managed: managed.c's advice and prefetch record, or NULL */
+	int device; /* the device current when it was made (its pointer attributes' device) */
+	int has_device; /* device is set: kept when the region is added again */
 };
 
 struct qc_rent {

@@ -108,11 +108,17 @@ static void rmap_remove(struct qc_rmap *m, struct qc_region *r)
 	}
 }
 
-/* Adds r to the maps (both, if it has both sides). */
+/* Adds r to the maps (both, if it has both sides). Memory is the device's
+ * that was current when it was made, as CUDA's allocations are, whichever
+ * device is current when it is asked about later. */
 int qc_region_add(struct qc_region *r)
 {
 	int e = 0;
 
+	if (!r->has_device) {
+		r->device = qc_current_device();
+		r->has_device = 1;
+	}
 	pthread_rwlock_wrlock(&qc_maps_lock);
 	if (r->dev)
 		e = rmap_insert(&qc_dev_map, r->dev, r->size, r);

@@ -125,6 +125,59 @@ CUresult cu_primary_ctx(CUdevice dev, CUcontext *pctx)
 	return CUDA_SUCCESS;
 }
 
+CUcontext cu_device_ctx(int device)
+{
+	CUcontext c = current(), p = NULL;
+
+	if (c && c->device == device)
+		return c;
+	return cu_primary_ctx(device, &p) == CUDA_SUCCESS ? p : NULL;
+}
+
+/* A stream's context: that of the device it was made on (the NULL stream's
+ * is the current context). */
+static CUresult stream_ctx(CUstream hStream, int ptds, CUcontext *pctx)
+{
+	int device = -1;
+	CUresult r;
+
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cu_enter();
+	if (r != CUDA_SUCCESS)
+		return r;
+	/* The _ptsz entry points' NULL stream is the per-thread one. */
+	r = cu_result(cudaStreamGetDevice(!hStream && ptds ? cudaStreamPerThread : (cudaStream_t)hStream, &device));
+	if (r == CUDA_SUCCESS)
+		*pctx = cu_device_ctx(device);
+	return r;
+}
+
+CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+	return stream_ctx(hStream, 0, pctx);
+}
+
+CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
+{
+	return stream_ctx(hStream, 1, pctx);
+}
+
+/* No green contexts here: *pGreenCtx is NULL, as for a stream of a plain context. */
+CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+	if (pGreenCtx)
+		*pGreenCtx = NULL;
+	return stream_ctx(hStream, 0, pCtx);
+}
+
+CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+	if (pGreenCtx)
+		*pGreenCtx = NULL;
+	return stream_ctx(hStream, 1, pCtx);
+}
+
 /* ------------------------------------------------------- primary contexts */
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)

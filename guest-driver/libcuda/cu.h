@@ -99,6 +99,10 @@ extern int cu_initialized;
 CUresult cu_enter(void);
 /* The device's primary context (not retained, as cudart's interface asks). */
 CUresult cu_primary_ctx(CUdevice dev, CUcontext *pctx);
+/* The context that owns what was made on device (an allocation, a stream):
+ * the current context if it is that device's, else the device's primary
+ * context (every context of a device shares the session's one there). */
+CUcontext cu_device_ctx(int device);
 /* CONTEXT_LOCAL_STORAGE (export.c's table). */
 CUresult cu_cls_put(CUcontext ctx, void *key, void *value, void (*dtor)(CUcontext, void *, void *));
 CUresult cu_cls_delete(CUcontext ctx, void *key);

@@ -339,15 +339,11 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute attribute, CUd
 	int known = a->type != cudaMemoryTypeUnregistered;
 
 	switch (attribute) {
-	case CU_POINTER_ATTRIBUTE_CONTEXT: {
-		CUcontext c = NULL;
-
+	case CU_POINTER_ATTRIBUTE_CONTEXT:
 		if (!known)
 			return CUDA_ERROR_INVALID_VALUE;
-		cuCtxGetCurrent(&c);
-		*(CUcontext *)data = c;
+		*(CUcontext *)data = cu_device_ctx(a->device); /* the allocation's, whichever is current */
 		return CUDA_SUCCESS;
-	}
 	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
 		if (!known)
 			return CUDA_ERROR_INVALID_VALUE;

@@ -4,8 +4,10 @@
  * pointers. Lookups at a range's edges, overlapping and wrapping ranges
  * refused, a region with both sides added whole or not at all, removal,
  * many regions in any order, and qc_region_add_device's answer to an
- * overlapping (wrong) backend answer. Linked with rmap.c and log.c;
- * qc_region_release (memory.c) is replaced by a recorder here.
+ * overlapping (wrong) backend answer; a region keeps the device that was
+ * current when it was made. Linked with rmap.c and log.c;
+ * qc_region_release (memory.c) and qc_current_device (device.c) are
+ * replaced here.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,6 +27,14 @@ cudaError_t qc_region_release(struct qc_region *r, int after_reset)
 	releases++;
 	free(r);
 	return cudaSuccess;
+}
+
+/* device.c's: the calling thread's current device, set by the test. */
+static int current_device;
+
+int qc_current_device(void)
+{
+	return current_device;
 }
 
 static struct qc_region *region(uint64_t dev, uintptr_t host, uint64_t size)
@@ -165,6 +175,21 @@ static void add_device(void)
 	drop(a);
 }
 
+/* A region is its allocation's device's, whichever is current when it is added again. */
+static void device_kept(void)
+{
+	struct qc_region *r = region(0x600000000000ull, 0, 64);
+
+	current_device = 1;
+	CHECK(qc_region_add(r) == 0 && r->device == 1, "a region made with device 1 current is device 1's");
+	pthread_rwlock_wrlock(&qc_maps_lock);
+	qc_region_remove_locked(r);
+	pthread_rwlock_unlock(&qc_maps_lock);
+	current_device = 0;
+	CHECK(qc_region_add(r) == 0 && r->device == 1, "and stays so, added again with device 0 current");
+	drop(r);
+}
+
 int main(void)
 {
 	CHECK(qc_page_size >= 4096, "page size %zu", qc_page_size);
@@ -176,5 +201,6 @@ int main(void)
 	both_sides();
 	many();
 	add_device();
+	device_kept();
 	return check_end();
 }

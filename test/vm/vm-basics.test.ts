@@ -111,49 +111,55 @@ test.serial('a guest that runs too long is stopped at the timeout', async (t) =>
   t.false(fs.existsSync(info!.dir));
 });
 
-test.serial("`qcuda vm` runs a command in a guest and exits with its status; --backend-log keeps the backend's log lines, timed", (t) => {
-  const { spawnSync } = require('node:child_process') as typeof import('node:child_process');
-  const cli = path.resolve(__dirname, '..', '..', 'backend/src/cli/qcuda.js');
-  const log = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-log-')), 'backend.log');
-  t.teardown(() => fs.rmSync(path.dirname(log), { recursive: true, force: true }));
-  const r = spawnSync(
-    process.execPath,
-    [
-      cli,
-      'vm',
-      '--quiet',
-      '--qemu',
-      base.qemu,
-      '--kernel',
-      base.kernel,
-      '--initrd',
-      base.initrd,
-      `--backend-log=${log}`,
-      '--',
-      'nop_test -t 4 -n 50 && echo guest-ok && exit 3',
-    ],
-    { encoding: 'utf8', timeout: 180_000 },
-  );
-  t.is(r.status, 3, r.stderr);
-  t.regex(r.stdout, /nop_test: PASS 200 NOPs\nguest-ok\n$/);
-  t.regex(r.stderr, /guest command exited with status 3/);
-  const lines = fs.readFileSync(log, 'utf8').split('\n').filter(Boolean);
-  t.true(
-    lines.every((l) => /^\[\d+\.\d{3}\] qcuda-backend: /.test(l)),
-    lines.join('\n'),
-  );
-  t.true(
-    lines.some((l) => l.includes('frontend connected')),
-    lines.join('\n'),
-  );
-  const ms = lines.map((l) => Number(/^\[([\d.]+)\]/.exec(l)![1]));
-  t.deepEqual(
-    ms,
-    [...ms].sort((a, b) => a - b),
-    'in the order they came',
-  );
-  t.true(ms[ms.length - 1] > 0, 'the times go on from the first line');
-});
+test.serial(
+  "`qcuda vm` runs a command in a guest and exits with its status; --backend-log keeps the backend's log lines, timed; a --disk without a store",
+  (t) => {
+    const { spawnSync } = require('node:child_process') as typeof import('node:child_process');
+    const cli = path.resolve(__dirname, '..', '..', 'backend/src/cli/qcuda.js');
+    const log = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-log-')), 'backend.log');
+    t.teardown(() => fs.rmSync(path.dirname(log), { recursive: true, force: true }));
+    const r = spawnSync(
+      process.execPath,
+      [
+        cli,
+        'vm',
+        '--quiet',
+        '--qemu',
+        base.qemu,
+        '--kernel',
+        base.kernel,
+        '--initrd',
+        base.initrd,
+        `--backend-log=${log}`,
+        // No store named: GPU memory where a GPU answers, else host memory (said on stderr), not a failed disk backend.
+        '--disk=1M',
+        '--',
+        'nop_test -t 4 -n 50 && test -b /dev/vda && echo guest-ok && exit 3',
+      ],
+      { encoding: 'utf8', timeout: 180_000 },
+    );
+    t.is(r.status, 3, r.stderr);
+    t.regex(r.stdout, /nop_test: PASS 200 NOPs\nguest-ok\n$/);
+    t.regex(r.stderr, /guest command exited with status 3/);
+    t.regex(r.stderr, /^qcuda: disk 0: in (GPU memory|host memory: no GPU \(.+\))$/m);
+    const lines = fs.readFileSync(log, 'utf8').split('\n').filter(Boolean);
+    t.true(
+      lines.every((l) => /^\[\d+\.\d{3}\] qcuda-backend: /.test(l)),
+      lines.join('\n'),
+    );
+    t.true(
+      lines.some((l) => l.includes('frontend connected')),
+      lines.join('\n'),
+    );
+    const ms = lines.map((l) => Number(/^\[([\d.]+)\]/.exec(l)![1]));
+    t.deepEqual(
+      ms,
+      [...ms].sort((a, b) => a - b),
+      'in the order they came',
+    );
+    t.true(ms[ms.length - 1] > 0, 'the times go on from the first line');
+  },
+);
 
 /** The real, effective, saved and filesystem uids of a process. */
 function uids(pid: number): number[] {

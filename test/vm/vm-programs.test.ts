@@ -76,6 +76,8 @@ test.serial("default-built programs (static cudart over qcuda's libcuda.so.1) pr
     'echo "=== drvapi"; drvapi; echo "=== drvapi exit $?"',
     // The guest's NVML by its soname, as NCCL opens it: the image's, over qcuda's libcuda.
     'echo "=== nvmlcheck"; nvmlcheck; echo "=== nvmlcheck exit $?"',
+    // Device 0's memory, stream and event through the driver API (one device here: test/run runs it on two).
+    'echo "=== multidevctx"; multidevctx; echo "=== multidevctx exit $?"',
   ].join('\n');
   const r = await runVm({ ...base, command: script, backendArgs: ['--provider=host', '--device-memory-limit=1G'], timeoutMs: 600_000 });
   t.is(r.exit, 0, r.stderr);
@@ -106,6 +108,9 @@ test.serial("default-built programs (static cudart over qcuda's libcuda.so.1) pr
   t.is(/=== nvmlcheck exit (\d+)/.exec(r.stdout)?.[1], '0', nvml);
   t.regex(nvml, /^ok {3}device 0: the handle of its bus id as CUDA writes it$/m);
   t.regex(nvml, /^PASS: nvmlcheck: \d+ checks$/m);
+  const ctx = r.stdout.split('=== multidevctx\n')[1]?.split('=== multidevctx exit')[0] ?? '';
+  t.is(/=== multidevctx exit (\d+)/.exec(r.stdout)?.[1], '0', ctx);
+  t.regex(ctx, /^PASS: multidevctx: \d+ checks$/m);
   t.log(
     `${programs.length} default-built programs, identical output; passing (no kernels): ${passed.join(', ')}; drvapi: ${(drv.match(/^ok /gm) ?? []).length} checks before its first module`,
   );

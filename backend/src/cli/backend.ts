@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 import { DEVICES, type DeviceOptions } from '../devices';
 import type { VmShared } from '../qcuda/session';
 import { DEFAULT_LIMITS, GPU_CONTEXT_OVERHEAD, type VmLimits } from '../qcuda/limits';
-import { DEFAULT_INLINE_WAIT_US, DEFAULT_POLL_US, parseGpus, parseSize, type ProviderKind } from '../qcuda/providers';
+import { DEFAULT_INLINE_WAIT_US, DEFAULT_POLL_US, hostDeviceCount, parseGpus, parseSize, type ProviderKind } from '../qcuda/providers';
 import { MAX_HOST_DEVICES } from '../qcuda/providers/host';
 import { LogLimiter } from '../sys/log-limiter';
 import { StatusSocket } from '../sys/status-socket';
@@ -53,8 +53,9 @@ ${Object.entries(DEVICES)
                           qcuda also takes a list (--gpu=0,1): the guest sees
                           those GPUs as its devices 0, 1, ... in that order
   --host-devices=N        qcuda with the host provider: how many devices it
-                          emulates (1 to 16, default 1), each with the
-                          emulated memory, peer copies between them
+                          emulates (1 to 16; default: as many as --gpu lists,
+                          else 1), each with the emulated memory, peer copies
+                          between them
   --isolation=MODE        qcuda with the cuda provider: where each guest
                           process's CUDA context runs (default process):
                             process  a worker process per guest process: a
@@ -474,7 +475,13 @@ async function main(): Promise<void> {
   if (gpus.length > 1 && deviceName !== 'qcuda') usage('a list of GPUs (--gpu=0,1) is for --device=qcuda');
   const gpu = gpus.length === 1 ? gpus[0] : gpus;
   const queues = positiveInt('queues', args.queues, 4, 64);
-  const hostDevices = positiveInt('host-devices', args['host-devices'], 1, MAX_HOST_DEVICES);
+  const hd = args['host-devices'] === undefined ? undefined : positiveInt('host-devices', args['host-devices'], 1, MAX_HOST_DEVICES);
+  let hostDevices = 1;
+  try {
+    hostDevices = hostDeviceCount(hd, gpus);
+  } catch (e) {
+    usage((e as Error).message);
+  }
   const frontends = positiveInt('frontends', args.frontends, 1, 4096);
   if (frontends > 1 && args.fd !== undefined) usage('--frontends needs --socket-path (an --fd is one frontend)');
   const fd = args.fd === undefined ? undefined : connectedFd(args.fd);

@@ -7,7 +7,8 @@ import { readStatus } from '../sys/status-socket';
 import { domainXml } from '../vm/libvirt';
 import { qemuArgs } from '../vm/qemu-args';
 import { defaultStatusSocket, formatStatus, type BackendStatus } from './status';
-import { parseGpus, parseSize } from '../qcuda/providers';
+import { gpuProbe, hostDeviceCount, parseGpus, parseSize } from '../qcuda/providers';
+import { chooseDiskStores } from './disk-store';
 import { MAX_HOST_DEVICES } from '../qcuda/providers/host';
 import { GPU_CONTEXT_OVERHEAD } from '../qcuda/limits';
 import { parseWeight } from '../qcuda/share/policy';
@@ -92,9 +93,10 @@ vm options:
                        change. Keep results with --share=DIR:rw
   --disk=SIZE[,store=gpu|host][,ro]
                        attach a disk of SIZE (e.g. 1G) kept in GPU memory
-                       (store=gpu, the default: allocated as written, from
-                       the VM's --device-memory-limit) or host memory
-                       (store=host), served by a qcuda-backend --device=blk of its own to
+                       (store=gpu: allocated as written, from the VM's
+                       --device-memory-limit) or host memory (store=host);
+                       default: the GPU if one answers, else host memory
+                       (said on stderr). Served by a qcuda-backend --device=blk of its own to
                        QEMU's vhost-user-blk-pci: /dev/vda, then vdb, ...;
                        ro: read-only. Repeatable. --disk=socket=PATH: the disk
                        of a qcuda-backend --device=blk --queues=2 started by
@@ -107,8 +109,9 @@ vm options:
   --gpu=N              which host GPU (default 0); a list (--gpu=0,1): the
                        guest's devices 0, 1, ... are those GPUs in that order
   --host-devices=N     the host-memory device emulates N devices (1 to 16,
-                       default 1): the guest sees devices 0..N-1, with peer
-                       copies between them (docs/multi-gpu.md)
+                       default: as many as --gpu lists, else 1): the guest
+                       sees devices 0..N-1, with peer copies between them
+                       (docs/multi-gpu.md)
   --isolation=MODE     process (default: a backend worker process per guest
                        process, so a kernel fault ends only that process's
                        CUDA) or none (see qcuda-backend --help)
@@ -385,9 +388,10 @@ function backendOptions(v: { [k: string]: string | boolean | string[] | undefine
     if (typeof x === 'string' && !choices.includes(x))
       usage(`--${k} must be ${choices.slice(0, -1).join(', ')} or ${choices[choices.length - 1]}, got '${x}'`);
   }
+  let gpus = [0];
   if (typeof v.gpu === 'string') {
     try {
-      parseGpus(v.gpu);
+      gpus = parseGpus(v.gpu);
     } catch (e) {
       usage((e as Error).message);
     }
@@ -395,6 +399,11 @@ function backendOptions(v: { [k: string]: string | boolean | string[] | undefine
   const hd = v['host-devices'];
   if (typeof hd === 'string' && (!/^\d+$/.test(hd) || +hd < 1 || +hd > MAX_HOST_DEVICES))
     usage(`--host-devices must be an integer in 1..${MAX_HOST_DEVICES}, got '${hd}'`);
+  try {
+    hostDeviceCount(typeof hd === 'string' ? +hd : undefined, gpus); // the backend defaults it so too
+  } catch (e) {
+    usage((e as Error).message);
+  }
   if (typeof v['context-overhead'] === 'string') {
     try {
       parseSize(v['context-overhead']);
@@ -667,6 +676,11 @@ async function main(): Promise<number> {
     usage((e as Error).message);
   }
   const disks = (v.disk ?? []).map(parseDisk);
+  try {
+    for (const line of chooseDiskStores(disks, gpuProbe)) process.stderr.write(`qcuda: ${line}\n`);
+  } catch (e) {
+    usage((e as Error).message);
+  }
   const diskImage = v['disk-image'] !== undefined ? parseDiskImage(v['disk-image']) : undefined;
   // A disk image boots its own kernel and initrd unless both are given.
   if (diskImage && (v.kernel === undefined) !== (v.initrd === undefined))

@@ -123,6 +123,8 @@ export class Session {
   readonly #handles = new HandleCounter();
   readonly #streams: HandleTable<StreamRef>;
   readonly #events: HandleTable<EventRef>;
+  /** The device each stream and event was made on (one handle counter serves both): its work runs in that device's context. */
+  readonly #handleDevices = new Map<bigint, number>();
   /** Its allocations and mapped guest memory. */
   readonly memory: SessionMemory;
   /** Its module uploads, modules, functions and variables. */
@@ -398,7 +400,19 @@ export class Session {
 
   addStream(x: ProviderContext, s: StreamRef): bigint {
     this.live(x);
-    return this.#streams.add(s);
+    const h = this.#streams.add(s);
+    this.#handleDevices.set(h, this.deviceOfContext(x)!);
+    return h;
+  }
+
+  /**
+   * The device a stream or event was made on, whatever device is current
+   * now: CUDA runs a stream's work in its own context, and an event records
+   * and waits in its own. Undefined for the NULL and per-thread streams
+   * (the current device's) and for an unknown handle.
+   */
+  deviceOfHandle(h: bigint): number | undefined {
+    return this.#handleDevices.get(h);
   }
 
   /** The stream behind a handle; undefined for the NULL / per-thread stream. */
@@ -411,12 +425,15 @@ export class Session {
     const s = this.stream(h);
     if (s === undefined) throw new CudaError(CudaErr.InvalidResourceHandle, 'the NULL stream cannot be destroyed');
     this.#streams.remove(h);
+    this.#handleDevices.delete(h);
     return s;
   }
 
   addEvent(x: ProviderContext, e: EventRef): bigint {
     this.live(x);
-    return this.#events.add(e);
+    const h = this.#events.add(e);
+    this.#handleDevices.set(h, this.deviceOfContext(x)!);
+    return h;
   }
 
   event(h: bigint): EventRef {
@@ -425,6 +442,7 @@ export class Session {
 
   takeEvent(h: bigint): EventRef {
     const e = this.#events.take(h);
+    this.#handleDevices.delete(h);
     void this.vm.ipcEvents.forget(this, h); // its IPC handle names nothing now (nothing of the opener's to wait for)
     return e;
   }
@@ -597,6 +615,7 @@ export class Session {
     this.memory.clear();
     this.#streams.clear();
     this.#events.clear();
+    this.#handleDevices.clear();
     this.objects.clear(); // the context's destruction frees them
     this.modules.clear(); // the context's destruction unloads them
     this.vmm.clear(); // the context's end frees it (the addon's teardown; the host provider's destroy)

@@ -33,6 +33,23 @@ function heldByHostFunction(s: Session, kind: HandleKind | undefined, h: bigint)
   return false;
 }
 
+/**
+ * The device whose context runs a call: that of the (created) stream it
+ * names, else of the event, as CUDA runs work on its stream's device and an
+ * event in its own; undefined (the current device) for a call that names
+ * neither, or a function or module (loaded for the current device).
+ */
+function deviceFor(s: Session, handles: Readonly<Record<string, HandleKind>>, args: Record<string, unknown>): number | undefined {
+  const named = Object.entries(handles);
+  if (named.some(([, k]) => k === 'function' || k === 'module')) return undefined;
+  for (const kind of ['stream', 'event'] as const)
+    for (const [p, k] of named) {
+      const d = k === kind ? s.deviceOfHandle(args[p] as bigint) : undefined;
+      if (d !== undefined) return d;
+    }
+  return undefined;
+}
+
 function checkFlags(name: string, flags: [string, number][], args: Record<string, unknown>): void {
   for (const [field, allowed] of flags) {
     const v = args[field] as number;
@@ -94,11 +111,14 @@ function contextCall(name: ContextCmd): Run<ContextCmd> {
       if (heldByHostFunction(c.session, handles[h], (c.args as Record<string, bigint>)[h])) return { status: CudaErr.NotReady };
     }
     // The context first, as natively (a call makes it), then the handles.
-    return c.session.withContext((ctx) => {
-      params ??= resolve(c);
-      const method = ctx[x.method as keyof ProviderContext] as (...a: unknown[]) => Now<unknown>;
-      return then(method.apply(ctx, params), (r) => reply(c, d, x, ctx, r));
-    });
+    return c.session.withContext(
+      (ctx) => {
+        params ??= resolve(c);
+        const method = ctx[x.method as keyof ProviderContext] as (...a: unknown[]) => Now<unknown>;
+        return then(method.apply(ctx, params), (r) => reply(c, d, x, ctx, r));
+      },
+      deviceFor(c.session, handles, c.args as Record<string, unknown>),
+    );
   };
 }
 

@@ -149,8 +149,9 @@ export const MEMORY_COMMANDS: Runs<
     c.session.checkRange(dst, size, 'cudaMemset destination');
     const stream = c.session.stream(c.args.stream);
     const device = onDevice(c, dst, size);
-    const current = c.session.device;
-    // The driver's memset runs on the current device: another's memory only with peer access to it (measured, 2 x H100).
+    // The stream's device (a created stream's), else the current one.
+    const current = c.session.deviceOfHandle(c.args.stream) ?? c.session.device;
+    // The driver's memset runs on that device: another's memory only with peer access to it (measured, 2 x H100).
     if (device !== current && !c.session.peers.has(peerKey(current, device)))
       throw new CudaError(CudaErr.InvalidValue, `cudaMemset of device ${device} memory with device ${current} current, no peer access`);
     if (size > 0n) await (await c.session.context(device)).memset(dst, c.args.value & 0xff, size, stream, c.args.async !== 0);

@@ -8,11 +8,11 @@ import { encode, QCUDA_ATTR_VALUE_BYTES } from '../proto';
 import type { StreamRef } from '../provider';
 
 /** Enqueues an event on the stream and resolves (never rejects) with its status once the GPU got there. */
-function reachedAt(c: Call, stream: StreamRef | undefined): () => Promise<number> {
+function reachedAt(c: Call, stream: StreamRef | undefined, device: number | undefined): () => Promise<number> {
   const code = (e: unknown) => (e instanceof CudaError ? e.code : CudaErr.Unknown);
   return async () => {
     try {
-      const x = await c.session.context();
+      const x = await c.session.context(device); // the stream's own
       const ev = await x.eventCreate(2); // cudaEventDisableTiming
       await x.eventRecord(ev, stream);
       let status = 0;
@@ -38,13 +38,13 @@ export const STREAM_COMMANDS: Runs<'STREAM_SET_ATTR' | 'STREAM_GET_ATTR' | 'EVEN
     const s = c.session.stream(c.args.stream);
     const { attr } = c.args;
     const value = streamAttrValue(attr, c.args.value, (p, n) => c.session.checkRange(p, n, 'access policy window'));
-    await (await c.session.context()).streamSetAttribute(s, attr, value);
+    await (await c.session.context(c.session.deviceOfHandle(c.args.stream))).streamSetAttribute(s, attr, value);
   },
 
   async STREAM_GET_ATTR(c) {
     const s = c.session.stream(c.args.stream);
     checkStreamAttr(c.args.attr);
-    const v = await (await c.session.context()).streamGetAttribute(s, c.args.attr);
+    const v = await (await c.session.context(c.session.deviceOfHandle(c.args.stream))).streamGetAttribute(s, c.args.attr);
     if (v.length !== QCUDA_ATTR_VALUE_BYTES) throw new CudaError(CudaErr.Unknown, `the provider gave a ${v.length}-byte attribute value`);
     return { out: encode('qcuda_out_stream_attr_value', { value: v }) };
   },
@@ -52,7 +52,7 @@ export const STREAM_COMMANDS: Runs<'STREAM_SET_ATTR' | 'STREAM_GET_ATTR' | 'EVEN
   async EVENT_ELAPSED(c) {
     const a = c.session.event(c.args.start);
     const b = c.session.event(c.args.end);
-    const ms = await (await c.session.context()).eventElapsed(a, b);
+    const ms = await (await c.session.context(c.session.deviceOfHandle(c.args.start))).eventElapsed(a, b);
     const f = new DataView(new ArrayBuffer(4));
     f.setFloat32(0, ms, true);
     return { out: encode('qcuda_out_event_elapsed', { ms_bits: f.getUint32(0, true) }) };
@@ -67,7 +67,7 @@ export const STREAM_COMMANDS: Runs<'STREAM_SET_ATTR' | 'STREAM_GET_ATTR' | 'EVEN
     const h = c.args.stream;
     const stream = c.session.stream(h);
     const gate = c.session.callbacks.gate(h);
-    const record = reachedAt(c, stream);
+    const record = reachedAt(c, stream, c.session.deviceOfHandle(h));
     c.session.callbacks.mark(h, c.args.id, gate ? gate.then(record) : record());
   },
 

@@ -105,9 +105,31 @@ export function parseGpus(s: string): number[] {
   return list;
 }
 
+/**
+ * How many devices the host provider emulates: --host-devices where given,
+ * else as many as --gpu lists (a user who asked for two GPUs gets two
+ * devices where none answers). A list and a different --host-devices
+ * contradict each other: throws saying so.
+ */
+export function hostDeviceCount(hostDevices: number | undefined, gpus: readonly number[]): number {
+  if (hostDevices === undefined) return gpus.length;
+  if (gpus.length > 1 && hostDevices !== gpus.length)
+    throw new Error(`--host-devices=${hostDevices} contradicts --gpu=${gpus.join(',')}, which asks for ${gpus.length} devices`);
+  return hostDevices;
+}
+
 /** "GPU 1" or "GPUs 0,1" (for the log). */
 function gpuNote(gpu: number | readonly number[]): string {
   return typeof gpu === 'number' || gpu.length === 1 ? `GPU ${String(gpu)}` : `GPUs ${gpu.join(',')}`;
+}
+
+/** Whether a GPU answers here, and if not why (what --provider=auto asks). Runs cuInit once: can take a second. */
+export function gpuProbe(): { ok: boolean; reason: string } {
+  try {
+    return cudaModule().cudaAvailable();
+  } catch (e) {
+    return { ok: false, reason: `the CUDA provider failed to load: ${(e as Error).message}` };
+  }
 }
 
 export async function createProvider(

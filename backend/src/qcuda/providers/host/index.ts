@@ -38,6 +38,7 @@ import { HostArrays } from './arrays';
 import { HostGraphs, noKernels } from './graphs';
 import { ContextMappings, HostMemory, type MemoryOwner } from './memory';
 import {
+  checkOwner,
   defaultStreamAttr,
   EVENT_DISABLE_TIMING,
   EVENT_INTERPROCESS,
@@ -247,6 +248,9 @@ export class HostProvider implements Provider {
   }
 }
 
+/** Each context's id, for its streams and events. */
+let nextContextId = 1;
+
 class HostContext implements ProviderContext, MemoryOwner {
   /** Destroyed: it makes nothing more (a call that reaches it after the destroy fails). */
   dead = false;
@@ -256,6 +260,8 @@ class HostContext implements ProviderContext, MemoryOwner {
   readonly #graphs: HostGraphs;
   /** The NULL stream's attributes. */
   readonly #legacy: HostStream = { priority: 0, attrs: new Map() };
+  /** Names it in the streams and events it makes (checkOwner). */
+  readonly #id = nextContextId++;
 
   constructor(
     readonly memory: HostMemory,
@@ -417,7 +423,7 @@ class HostContext implements ProviderContext, MemoryOwner {
 
   async streamCreate(_flags: number, priority: number): Promise<StreamRef> {
     // Clamped to the device's range, as the driver does.
-    const st: HostStream = { priority: Math.min(PRIORITY_LEAST, Math.max(PRIORITY_GREATEST, priority)), attrs: new Map() };
+    const st: HostStream = { priority: Math.min(PRIORITY_LEAST, Math.max(PRIORITY_GREATEST, priority)), attrs: new Map(), owner: this.#id };
     return st;
   }
 
@@ -432,29 +438,45 @@ class HostContext implements ProviderContext, MemoryOwner {
   /** There is no L2 here: nothing persists. */
   async resetPersistingL2Cache(): Promise<void> {}
 
-  async streamDestroy(): Promise<void> {}
-  async streamSynchronize(): Promise<void> {}
+  async streamDestroy(s: StreamRef): Promise<void> {
+    checkOwner(this.#id, 'stream', s as HostStream);
+  }
 
-  async streamQuery(): Promise<boolean> {
+  async streamSynchronize(s: StreamRef | undefined): Promise<void> {
+    checkOwner(this.#id, 'stream', s as HostStream | undefined);
+  }
+
+  async streamQuery(s: StreamRef | undefined): Promise<boolean> {
+    checkOwner(this.#id, 'stream', s as HostStream | undefined);
     return true;
   }
 
-  async streamWaitEvent(): Promise<void> {}
+  /** The event may be another device's (CUDA waits across devices). */
+  async streamWaitEvent(s: StreamRef | undefined): Promise<void> {
+    checkOwner(this.#id, 'stream', s as HostStream | undefined);
+  }
 
   async eventCreate(flags: number): Promise<EventRef> {
-    const e: HostEvent = { flags, at: undefined };
+    const e: HostEvent = { flags, at: undefined, owner: this.#id };
     return e;
   }
 
-  async eventDestroy(): Promise<void> {}
+  async eventDestroy(e: EventRef): Promise<void> {
+    checkOwner(this.#id, 'event', e as HostEvent);
+  }
 
-  async eventRecord(e: EventRef): Promise<void> {
+  async eventRecord(e: EventRef, s: StreamRef | undefined): Promise<void> {
+    checkOwner(this.#id, 'event', e as HostEvent);
+    checkOwner(this.#id, 'stream', s as HostStream | undefined);
     (e as HostEvent).at = performance.now();
   }
 
-  async eventSynchronize(): Promise<void> {}
+  async eventSynchronize(e: EventRef): Promise<void> {
+    checkOwner(this.#id, 'event', e as HostEvent);
+  }
 
-  async eventQuery(): Promise<boolean> {
+  async eventQuery(e: EventRef): Promise<boolean> {
+    checkOwner(this.#id, 'event', e as HostEvent);
     return true;
   }
 

@@ -11,12 +11,28 @@ export const EVENT_INTERPROCESS = 0x4;
 export interface HostEvent {
   flags: number;
   at: number | undefined; // ms, when recorded
+  /** The id of the context that made it (a number: refs cross a worker's channel as copies). */
+  owner?: number;
 }
 
 /** A stream: its creation priority and the attributes set on it (cudaLaunchAttributeValue bytes by id). */
 export interface HostStream {
   priority: number;
   attrs: Map<number, Uint8Array>;
+  /** The id of the context that made it (a number: refs cross a worker's channel as copies). */
+  owner?: number;
+}
+
+/**
+ * Throws unless a stream or event is the context's own (or none): the
+ * driver runs a stream's work and an event's record in the context that
+ * made them, and the backend must bring each call to that context (a
+ * session has one per device). Here every context would serve any, so
+ * this is what keeps the backend's choice of context honest without a GPU.
+ */
+export function checkOwner(ctx: number, what: 'stream' | 'event', o: { owner?: number } | undefined): void {
+  if (o?.owner !== undefined && o.owner !== ctx)
+    throw new CudaError(CudaErr.InvalidResourceHandle, `a ${what} of another context (device) used in this one`);
 }
 
 /**
