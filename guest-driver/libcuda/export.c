@@ -74,7 +74,9 @@ static void *tools_callback_hooks[7] = {
 };
 
 /* ---- TOOLS_TLS: the runtime reads its size; cuBLASLt calls [2], which
- * must succeed (tools' thread-local state: none here). */
+ * must succeed, before each matrix multiply, and hands the first word it
+ * writes (natively the current context, traced: docs/tracing.md) to the
+ * 21318c60 table's [4]. Tools' thread-local state: none here. */
 static uintptr_t tools_tls_none(void)
 {
 	return 0;
@@ -86,10 +88,17 @@ static uintptr_t tools_tls_none1(const void *arg)
 	return 0;
 }
 
+static uintptr_t tools_tls_context(CUcontext *out)
+{
+	if (out && cuCtxGetCurrent(out) != CUDA_SUCCESS)
+		*out = NULL;
+	return 0;
+}
+
 static void *tools_tls[4] = {
 	[0] = SLOTS(4),
 	[1] = (void *)tools_tls_none,
-	[2] = (void *)tools_tls_none1,
+	[2] = (void *)tools_tls_context,
 	[3] = (void *)tools_tls_none1,
 };
 
@@ -134,6 +143,14 @@ static void *cublaslt_private[94] = {
 	[4] = (void *)cublaslt_slot4,
 	[39] = (void *)cublaslt_slot39,
 	[51] = (void *)cublaslt_slot51,
+};
+
+/* ---- 1734dc26-...: cuBLASLt asks for it before its nvjet kernels (bf16
+ * and fp16 GEMMs on Hopper) and calls [4], then [13], natively; it does not
+ * check a refusal of the table and crashes. What the slots do is not known:
+ * each answers CUDA_ERROR_NOT_SUPPORTED (17 slots, as the 580 driver). */
+static void *nvjet_private[17] = {
+	[0] = SLOTS(17),
 };
 
 /* ---- TOOLS_MODULE (6e163fbe-...): cuFFT calls [7](ctx, module, callback,
@@ -277,7 +294,7 @@ static CUresult integrity_check(uint32_t version, uint64_t unix_seconds, uint64_
 /* ---- Slots not served: each answers CUDA_ERROR_NOT_SUPPORTED and names
  * its table and slot once. One function per (table, slot), made by the
  * macros below: a slot cannot otherwise know which it is. */
-#define TABLES 8
+#define TABLES 9
 #define MAX_SLOTS 100
 
 static CUresult slot_unserved(unsigned int table, unsigned int slot);
@@ -289,7 +306,9 @@ static CUresult slot_unserved(unsigned int table, unsigned int slot);
 	}
 #define TEN(m, t, d) m(t, d##0) m(t, d##1) m(t, d##2) m(t, d##3) m(t, d##4) m(t, d##5) m(t, d##6) m(t, d##7) m(t, d##8) m(t, d##9)
 #define HUNDRED(m, t) TEN(m, t, ) TEN(m, t, 1) TEN(m, t, 2) TEN(m, t, 3) TEN(m, t, 4) TEN(m, t, 5) TEN(m, t, 6) TEN(m, t, 7) TEN(m, t, 8) TEN(m, t, 9)
-#define ALL_TABLES(m) HUNDRED(m, 0) HUNDRED(m, 1) HUNDRED(m, 2) HUNDRED(m, 3) HUNDRED(m, 4) HUNDRED(m, 5) HUNDRED(m, 6) HUNDRED(m, 7)
+#define ALL_TABLES(m)                                                                                       \
+	HUNDRED(m, 0) HUNDRED(m, 1) HUNDRED(m, 2) HUNDRED(m, 3) HUNDRED(m, 4) HUNDRED(m, 5) HUNDRED(m, 6) HUNDRED(m, 7) \
+		HUNDRED(m, 8)
 ALL_TABLES(UNSERVED)
 #define UNSERVED_FN(t, s) (void *)unserved_##t##_##s,
 static void *const unserved[TABLES * MAX_SLOTS] = { ALL_TABLES(UNSERVED_FN) };
@@ -319,6 +338,8 @@ static const struct {
 	  tools_module, QC_SLOTS(tools_module) },
 	{ { { 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2 } },
 	  cublaslt_private, QC_SLOTS(cublaslt_private) },
+	{ { { 0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca } },
+	  nvjet_private, QC_SLOTS(nvjet_private) },
 };
 
 _Static_assert(sizeof(tables) / sizeof(tables[0]) <= TABLES, "a table without unserved slots");

@@ -15,12 +15,19 @@
 
 #include "check.h"
 
-static void print_map(const char *what, CUresult r, const CUtensorMap *m)
+/* The descriptor's words; one that holds an address in the buffer as buf+offset, since
+ * the buffer lies elsewhere in each run (natively and under qcuda alike). */
+static void print_map(const char *what, CUresult r, const CUtensorMap *m, CUdeviceptr buf)
 {
 	printf("%s: %s", what, name(r));
-	if (r == CUDA_SUCCESS)
-		for (int i = 0; i < 16; i++)
-			printf("%s%016llx", i ? " " : " ", (unsigned long long)m->opaque[i]);
+	for (int i = 0; r == CUDA_SUCCESS && i < 16; i++) {
+		unsigned long long w = m->opaque[i];
+
+		if (w >= buf && w < buf + (1 << 20))
+			printf(" buf+%llx", w - buf);
+		else
+			printf(" %016llx", w);
+	}
 	putchar('\n');
 }
 
@@ -50,10 +57,10 @@ static void tensor_maps(CUdeviceptr buf)
 		r = cuTensorMapEncodeTiled(&m, tiled[t].type, tiled[t].rank, (void *)buf, dim, strides, box, one,
 					   CU_TENSOR_MAP_INTERLEAVE_NONE, tiled[t].swizzle,
 					   CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-		print_map(tiled[t].what, r, &m);
+		print_map(tiled[t].what, r, &m, buf);
 		if (t == 0) {
 			r = cuTensorMapReplaceAddress(&m, (void *)(buf + 4096));
-			print_map("the same, its address replaced", r, &m);
+			print_map("the same, its address replaced", r, &m, buf);
 		}
 	}
 	{
@@ -65,7 +72,7 @@ static void tensor_maps(CUdeviceptr buf)
 		r = cuTensorMapEncodeIm2col(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, (void *)buf, idim, istr, lower, upper,
 					    64, 32, ones, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
 					    CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-		print_map("im2col fp16 rank 4", r, &m);
+		print_map("im2col fp16 rank 4", r, &m, buf);
 	}
 	/* Refused: a rank past 5, a box of 0, a misaligned address. */
 	strides[0] = 512;

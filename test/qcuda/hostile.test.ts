@@ -437,13 +437,23 @@ class PersistingL2Provider extends HostProvider {
   }
 }
 
-it("device-wide L2 state is not the guest's: the persisting set-aside cannot be set and reads as 0, persisting access windows become Normal (review 2, L7)", async (t) => {
+it("device-wide L2 state is not the guest's: the persisting set-aside is a hint the guest reads back and no other session sees, persisting access windows become Normal (review 2, L7; issue 43)", async (t) => {
   const { dev, c, fe } = await setup(t, { provider: ON_GPU ? undefined : new PersistingL2Provider() });
   const props = await c.call(Cmd.DEVICE_PROPS, { args: ['qcuda_args_device', { device: 0 }], out: 'qcuda_out_device_props' });
-  t.is((props.out!.attrs as Uint32Array)[108], 0, 'cudaDevAttrMaxPersistingL2CacheSize: 0');
+  const most = BigInt((props.out!.attrs as Uint32Array)[108]);
+  if (!ON_GPU) t.is(most, 50n << 20n, "cudaDevAttrMaxPersistingL2CacheSize: the GPU's");
   const limit = (value: bigint) => count(c.call(Cmd.LIMIT_SET, { args: ['qcuda_args_limit', { limit: 6, value }] }), true);
-  for (const v of [1n << 20n, 0n]) t.is((await limit(v)).status, CudaErr.UnsupportedLimit, `cudaLimitPersistingL2CacheSize = ${v}`);
-  t.is((await c.call(Cmd.LIMIT_GET, { args: ['qcuda_args_limit', { limit: 6 }] })).value, 0n, 'unchanged');
+  const read = async (x: QcudaClient) => (await x.call(Cmd.LIMIT_GET, { args: ['qcuda_args_limit', { limit: 6 }] })).value;
+  const other = new QcudaClient(fe);
+  await other.open();
+  t.is((await limit(1n << 20n)).status, 0, 'cudaLimitPersistingL2CacheSize = 1 MiB is taken');
+  t.is(await read(c), 1n << 20n, 'and read back');
+  t.is(await read(other), 0n, "another session's set-aside is its own: the GPU's was not changed");
+  t.is((await limit(1n << 40n)).status, 0, 'more than the device has');
+  t.is(await read(c), most, "reads back as the device's maximum");
+  t.is((await limit(0n)).status, 0);
+  t.is(await read(c), 0n, 'unchanged');
+  await other.close();
   const a = (await c.malloc(1 << 20)).value;
   const s = (await c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] })).value;
   const window = new Uint8Array(64);

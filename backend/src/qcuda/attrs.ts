@@ -79,11 +79,16 @@ export function checkLimit(limit: number): void {
  */
 export function checkLimitSet(limit: number): void {
   checkLimit(limit);
-  if (limit === Limit.PersistingL2CacheSize)
-    throw new CudaError(
-      CudaErr.UnsupportedLimit,
-      'cudaLimitPersistingL2CacheSize: the L2 set-aside is shared by every VM on the GPU; qcuda does not let a guest set it',
-    );
+}
+
+/**
+ * cudaLimitPersistingL2CacheSize: the L2 set-aside is the GPU's, shared by
+ * every VM on it, so a guest's is a hint kept for the guest (what it reads
+ * back, up to the device's maximum, attribute 108) and never set on the
+ * GPU; its persisting access windows run as Normal accesses.
+ */
+export function isL2SetAside(limit: number): boolean {
+  return limit === Limit.PersistingL2CacheSize;
 }
 
 /** CUdevice_attribute HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: 1 where VMM memory is shared between processes (VmmShareBook.servedBy), else 0. */
@@ -100,7 +105,7 @@ export const MEM_HANDLE_TYPE_POSIX_FD = 1;
 /** CUdevice_attribute IPC_EVENT_SUPPORTED: 1 where the provider opens IPC event handles, else 0. */
 export const ATTR_IPC_EVENTS = 125;
 
-/** CUdevice_attribute MAX_PERSISTING_L2_CACHE_SIZE: 0, as the limit cannot be set (checkLimitSet). */
+/** CUdevice_attribute MAX_PERSISTING_L2_CACHE_SIZE: the GPU's, the most a guest's set-aside hint reads back (isL2SetAside). */
 export const ATTR_MAX_PERSISTING_L2 = 108;
 
 /**

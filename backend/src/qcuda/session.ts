@@ -162,6 +162,8 @@ export class Session {
   readonly #limitCharges = new Map<number, bigint>();
   /** cudaLimit -> its value in a fresh context (what the context's overhead holds already). */
   readonly #limitBases = new Map<number, bigint>();
+  /** The L2 set-aside this session asked for: a hint, never set on the GPU (attrs.ts isL2SetAside). */
+  l2SetAside = 0n;
   /** Host functions marked in its streams, and the gates they put there. */
   readonly callbacks: Callbacks;
   /** Posted launches handed to the provider and not enqueued yet (batch.ts bounds them). */
@@ -561,6 +563,7 @@ export class Session {
   /** Frees everything (cudaDeviceReset): the context goes with it. */
   reset(): Promise<void> {
     this.callbacks.reset();
+    this.l2SetAside = 0n;
     return this.#free('reset');
   }
 

@@ -4,7 +4,7 @@ import {
   ATTR_MAX_PERSISTING_L2,
   checkLimit,
   checkLimitSet,
-  Limit,
+  isL2SetAside,
   limitBytes,
   limitReservesMemory,
   residentThreads,
@@ -40,7 +40,6 @@ export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DE
     const limit = c.session.vm.quota.limit;
     const attrs = new Uint32Array(QCUDA_NUM_ATTRS);
     attrs.set(new Uint32Array(p.attrs.buffer, p.attrs.byteOffset, Math.min(p.attrs.length, QCUDA_NUM_ATTRS)));
-    attrs[ATTR_MAX_PERSISTING_L2] = 0; // the set-aside is every VM's: a guest may not set it (checkLimitSet)
     for (const a of UNSERVED_ATTRS) attrs[a] = 0;
     // cuMemExportToShareableHandle's tokens (vmm-share.ts), where VMM_EXPORT / VMM_IMPORT serve them (commands/vmm.ts sharing()).
     attrs[ATTR_POSIX_FD_HANDLES] = c.session.vm.vmmShares.servedBy(c.dev.provider) ? 1 : 0;
@@ -74,6 +73,11 @@ export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DE
   async LIMIT_SET(c) {
     const { limit, value } = c.args;
     checkLimitSet(limit);
+    if (isL2SetAside(limit)) {
+      const most = BigInt(c.dev.provider.deviceProps(c.session.device).attrs[ATTR_MAX_PERSISTING_L2] ?? 0);
+      c.session.l2SetAside = value < most ? value : most;
+      return;
+    }
     const x = await c.session.context();
     let undo = () => {};
     if (limitReservesMemory(limit)) {
@@ -90,8 +94,7 @@ export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DE
 
   async LIMIT_GET(c) {
     checkLimit(c.args.limit);
-    // The set-aside the guest cannot set reads as the maximum it is told, 0 (the driver's own default is another VM's business too).
-    if (c.args.limit === Limit.PersistingL2CacheSize) return { value: 0n };
+    if (isL2SetAside(c.args.limit)) return { value: c.session.l2SetAside };
     return { value: await (await c.session.context()).limitGet(c.args.limit) };
   },
 };
