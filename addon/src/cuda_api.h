@@ -325,7 +325,7 @@ constexpr size_t kAttrValueBytes = 64;  // sizeof(CUstreamAttrValue) (QCUDA_ATTR
     "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", nullptr, false)                                            \
   X(OccupancyAvailableDynamicSMemPerBlock, (size_t *, Function, int, int), "cuOccupancyAvailableDynamicSMemPerBlock",  \
     11000, "cuOccupancyAvailableDynamicSMemPerBlock", nullptr, false)                                                  \
-  X(OccupancyMaxActiveClusters, (int *, Function, const LaunchConfig *), "cuOccupancyMaxActiveClusters", 11070,         \
+  X(OccupancyMaxActiveClusters, (int *, Function, const LaunchConfig *), "cuOccupancyMaxActiveClusters", 11070,        \
     "cuOccupancyMaxActiveClusters", nullptr, false)                                                                    \
   X(OccupancyMaxPotentialClusterSize, (int *, Function, const LaunchConfig *), "cuOccupancyMaxPotentialClusterSize",   \
     11070, "cuOccupancyMaxPotentialClusterSize", nullptr, false)                                                       \

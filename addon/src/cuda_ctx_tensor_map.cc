@@ -34,18 +34,17 @@ bool Encode(Job &job, const qcuda_args_tensor_map &t, cu::TensorMap *map) {
       std::memcpy(lower, t.lower_corner, sizeof(lower));
       std::memcpy(upper, t.upper_corner, sizeof(upper));
       return Have(job, a.TensorMapEncodeIm2col, "cuTensorMapEncodeIm2col") &&
-             job.Check(a.TensorMapEncodeIm2col(map, t.data_type, t.rank, addr, dim, strides, lower,
-                                               upper, t.channels_per_pixel, t.pixels_per_column, t.element_strides,
+             job.Check(a.TensorMapEncodeIm2col(map, t.data_type, t.rank, addr, dim, strides, lower, upper,
+                                               t.channels_per_pixel, t.pixels_per_column, t.element_strides,
                                                t.interleave, t.swizzle, t.l2_promotion, t.oob_fill),
                        "cuTensorMapEncodeIm2col");
     }
     case 2:
       return Have(job, a.TensorMapEncodeIm2colWide, "cuTensorMapEncodeIm2colWide") &&
-             job.Check(a.TensorMapEncodeIm2colWide(map, t.data_type, t.rank, addr, dim, strides,
-                                                   static_cast<int>(t.lower_corner[0]),
-                                                   static_cast<int>(t.upper_corner[0]), t.channels_per_pixel,
-                                                   t.pixels_per_column, t.element_strides, t.interleave, t.wide_mode,
-                                                   t.swizzle, t.l2_promotion, t.oob_fill),
+             job.Check(a.TensorMapEncodeIm2colWide(
+                           map, t.data_type, t.rank, addr, dim, strides, static_cast<int>(t.lower_corner[0]),
+                           static_cast<int>(t.upper_corner[0]), t.channels_per_pixel, t.pixels_per_column,
+                           t.element_strides, t.interleave, t.wide_mode, t.swizzle, t.l2_promotion, t.oob_fill),
                        "cuTensorMapEncodeIm2colWide");
     default:
       std::memcpy(map->words, t.map, sizeof(map->words));

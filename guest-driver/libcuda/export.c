@@ -299,16 +299,19 @@ static CUresult integrity_check(uint32_t version, uint64_t unix_seconds, uint64_
 
 static CUresult slot_unserved(unsigned int table, unsigned int slot);
 
-#define UNSERVED(t, s)                                 \
-	static CUresult unserved_##t##_##s(void)       \
-	{                                              \
-		return slot_unserved(t, s);            \
+#define UNSERVED(t, s)                           \
+	static CUresult unserved_##t##_##s(void) \
+	{                                        \
+		return slot_unserved(t, s);      \
 	}
-#define TEN(m, t, d) m(t, d##0) m(t, d##1) m(t, d##2) m(t, d##3) m(t, d##4) m(t, d##5) m(t, d##6) m(t, d##7) m(t, d##8) m(t, d##9)
-#define HUNDRED(m, t) TEN(m, t, ) TEN(m, t, 1) TEN(m, t, 2) TEN(m, t, 3) TEN(m, t, 4) TEN(m, t, 5) TEN(m, t, 6) TEN(m, t, 7) TEN(m, t, 8) TEN(m, t, 9)
-#define ALL_TABLES(m)                                                                                       \
-	HUNDRED(m, 0) HUNDRED(m, 1) HUNDRED(m, 2) HUNDRED(m, 3) HUNDRED(m, 4) HUNDRED(m, 5) HUNDRED(m, 6) HUNDRED(m, 7) \
-		HUNDRED(m, 8)
+/* clang-format off */
+#define TEN(m, t, d) m(t, d##0) m(t, d##1) m(t, d##2) m(t, d##3) m(t, d##4) \
+		     m(t, d##5) m(t, d##6) m(t, d##7) m(t, d##8) m(t, d##9)
+#define HUNDRED(m, t) TEN(m, t, ) TEN(m, t, 1) TEN(m, t, 2) TEN(m, t, 3) TEN(m, t, 4) \
+		      TEN(m, t, 5) TEN(m, t, 6) TEN(m, t, 7) TEN(m, t, 8) TEN(m, t, 9)
+#define ALL_TABLES(m) HUNDRED(m, 0) HUNDRED(m, 1) HUNDRED(m, 2) HUNDRED(m, 3) HUNDRED(m, 4) \
+		      HUNDRED(m, 5) HUNDRED(m, 6) HUNDRED(m, 7) HUNDRED(m, 8)
+/* clang-format on */
 ALL_TABLES(UNSERVED)
 #define UNSERVED_FN(t, s) (void *)unserved_##t##_##s,
 static void *const unserved[TABLES * MAX_SLOTS] = { ALL_TABLES(UNSERVED_FN) };
@@ -323,23 +326,32 @@ static const struct {
 	unsigned int slots;
 } tables[] = {
 	{ { { 0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9 } },
-	  cudart_interface, QC_SLOTS(cudart_interface) },
+	  cudart_interface,
+	  QC_SLOTS(cudart_interface) },
 	{ { { 0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74, 0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66 } },
-	  tools_callback_hooks, QC_SLOTS(tools_callback_hooks) },
+	  tools_callback_hooks,
+	  QC_SLOTS(tools_callback_hooks) },
 	{ { { 0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47, 0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc } },
-	  tools_tls, QC_SLOTS(tools_tls) },
+	  tools_tls,
+	  QC_SLOTS(tools_tls) },
 	{ { { 0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11, 0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95, 0x93 } },
-	  context_local_storage, 0 },
+	  context_local_storage,
+	  0 },
 	{ { { 0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43, 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e } },
-	  context_checks, QC_SLOTS(context_checks) },
+	  context_checks,
+	  QC_SLOTS(context_checks) },
 	{ { { 0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2 } },
-	  integrity_table, QC_SLOTS(integrity_table) },
+	  integrity_table,
+	  QC_SLOTS(integrity_table) },
 	{ { { 0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e } },
-	  tools_module, QC_SLOTS(tools_module) },
+	  tools_module,
+	  QC_SLOTS(tools_module) },
 	{ { { 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2 } },
-	  cublaslt_private, QC_SLOTS(cublaslt_private) },
+	  cublaslt_private,
+	  QC_SLOTS(cublaslt_private) },
 	{ { { 0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca } },
-	  nvjet_private, QC_SLOTS(nvjet_private) },
+	  nvjet_private,
+	  QC_SLOTS(nvjet_private) },
 };
 
 _Static_assert(sizeof(tables) / sizeof(tables[0]) <= TABLES, "a table without unserved slots");

@@ -131,14 +131,13 @@ CUresult cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDataType ten
 	return encode(&a, tensorMap);
 }
 
-CUresult cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
-				     cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim,
-				     const cuuint64_t *globalStrides, int pixelBoxLowerCornerWidth,
-				     int pixelBoxUpperCornerWidth, cuuint32_t channelsPerPixel,
-				     cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides,
-				     CUtensorMapInterleave interleave, CUtensorMapIm2ColWideMode mode,
-				     CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,
-				     CUtensorMapFloatOOBfill oobFill)
+CUresult cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank,
+				     void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides,
+				     int pixelBoxLowerCornerWidth, int pixelBoxUpperCornerWidth,
+				     cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,
+				     const cuuint32_t *elementStrides, CUtensorMapInterleave interleave,
+				     CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle,
+				     CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
 {
 	struct qcuda_args_tensor_map a;
 	CUresult r = common(&a, IM2COL_WIDE, tensorMap, tensorDataType, tensorRank, globalAddress, globalDim,

@@ -69,9 +69,10 @@ static void tensor_maps(CUdeviceptr buf)
 		cuuint32_t ones[4] = { 1, 1, 1, 1 };
 
 		memset(&m, 0, sizeof(m));
-		r = cuTensorMapEncodeIm2col(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, (void *)buf, idim, istr, lower, upper,
-					    64, 32, ones, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-					    CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+		r = cuTensorMapEncodeIm2col(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, (void *)buf, idim, istr, lower,
+					    upper, 64, 32, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
+					    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+					    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 		print_map("im2col fp16 rank 4", r, &m, buf);
 	}
 	/* Refused: a rank past 5, a box of 0, a misaligned address. */
@@ -111,8 +112,14 @@ static void clusters(void)
 	}
 	for (unsigned int c = 1; c <= 16; c *= 2) {
 		CUlaunchAttribute a = { .id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, .value.clusterDim = { c, 1, 1 } };
-		CUlaunchConfig cfg = { .gridDimX = 1024, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 256,
-				       .blockDimY = 1, .blockDimZ = 1, .attrs = &a, .numAttrs = 1 };
+		CUlaunchConfig cfg = { .gridDimX = 1024,
+				       .gridDimY = 1,
+				       .gridDimZ = 1,
+				       .blockDimX = 256,
+				       .blockDimY = 1,
+				       .blockDimZ = 1,
+				       .attrs = &a,
+				       .numAttrs = 1 };
 		int n = -1, size = -1;
 		CUresult r1 = cuOccupancyMaxActiveClusters(&n, f, &cfg), r2;
 
@@ -130,7 +137,8 @@ static void unserved(void)
 	const void *const *table = NULL;
 	CUresult r = cuGetExportTable((const void **)&table, &id);
 
-	printf("export table 21318c60: %s, %zu slots\n", name(r), table ? (size_t)(uintptr_t)table[0] / sizeof(void *) : 0);
+	printf("export table 21318c60: %s, %zu slots\n", name(r),
+	       table ? (size_t)(uintptr_t)table[0] / sizeof(void *) : 0);
 	if (r == CUDA_SUCCESS)
 		printf("its slot 10: %s\n", name(((CUresult(*)(void))table[10])()));
 }

@@ -183,7 +183,11 @@ test('limits: CUDA 13 defaults per context, set and get, clamped hints, unsuppor
   t.is(await get(FIFO), 2n * MIB);
   t.is((await limitSet(c, L2_FETCH, 1000n)).status, 0, 'a hint');
   t.is(await get(L2_FETCH), 128n, 'clamped to 128 bytes');
-  t.is((await limitSet(c, L2_PERSIST, MIB)).status, 0, "the L2 set-aside is a hint kept for the guest: the GPU's is every VM's (review 2, L7)");
+  t.is(
+    (await limitSet(c, L2_PERSIST, MIB)).status,
+    0,
+    "the L2 set-aside is a hint kept for the guest: the GPU's is every VM's (review 2, L7)",
+  );
   t.is(await get(L2_PERSIST), 0n, "no more than the device's maximum, 0 on the host provider");
   // Per context: another session has the defaults; a reset brings them back.
   const other = new QcudaClient(c.fe);
