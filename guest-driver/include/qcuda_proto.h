@@ -381,8 +381,10 @@ enum qcuda_cmd {
 	QCUDA_CMD_LAUNCH_COOPERATIVE = 68,
 	/*
 	 * as LAUNCH, with launch attributes (cuLaunchKernelEx): thread-block
-	 * clusters, cooperative; not posted: whether the grid can be launched so is
-	 * this call's answer; args launch_ex + more
+	 * clusters, cooperative. Sent on its own, whether the grid can be launched
+	 * so is this call's answer; the guest library posts it only once the same
+	 * function, block, cluster and shared memory have launched (every launch of
+	 * Hopper's cuBLASLt kernels is one); args launch_ex + more, postable
 	 */
 	QCUDA_CMD_LAUNCH_EX = 69,
 	/* args handle, out func_attrs */
@@ -619,10 +621,10 @@ enum qcuda_cmd {
 	 * Posted work: several commands in one request (data to device: args.bytes
 	 * of entries, each a struct qcuda_batch_entry, then its argument struct as
 	 * the command takes it, then padding to 8 bytes). Only commands that enqueue
-	 * and never wait may be posted (the postable ones: LAUNCH, MEMSET and
-	 * MEMCPY_DTOD with async = 1, EVENT_RECORD, STREAM_WAIT_EVENT, HOST_FUNC).
-	 * They run in order; one that fails does not stop the others. status = the
-	 * first failure's. A malformed batch runs nothing. With flags
+	 * and never wait may be posted (the postable ones: LAUNCH and LAUNCH_EX,
+	 * MEMSET and MEMCPY_DTOD with async = 1, EVENT_RECORD, STREAM_WAIT_EVENT,
+	 * HOST_FUNC). They run in order; one that fails does not stop the others.
+	 * status = the first failure's. A malformed batch runs nothing. With flags
 	 * QCUDA_BATCH_ENDS_SYNC the last entry is a synchronizing command, run after
 	 * the others: status = its status, which reports the others' first failure
 	 * as posted work's error; args batch, data to device, value = the failed

@@ -154,6 +154,7 @@ cudaError_t qc_func_set_attr(uint64_t fh, uint32_t attr, int32_t value)
 	if (e == cudaSuccess)
 		*s = (struct set_slot){ .fh = fh, .attr = attr, .value = value };
 	pthread_mutex_unlock(&lock);
+	qc_launch_shapes_forget(fh);
 	return e;
 }
 
@@ -165,4 +166,5 @@ void qc_func_cache_clear(void)
 	memset(clus, 0, sizeof(clus));
 	memset(sets, 0, sizeof(sets));
 	pthread_mutex_unlock(&lock);
+	qc_launch_shapes_forget(0);
 }

@@ -423,12 +423,20 @@ static inline cudaError_t qc_req_launch_cooperative(const struct qcuda_args_laun
 
 /*
  * LAUNCH_EX: as LAUNCH, with launch attributes (cuLaunchKernelEx):
- * thread-block clusters, cooperative; not posted: whether the grid can be
- * launched so is this call's answer; args launch_ex + more
+ * thread-block clusters, cooperative. Sent on its own, whether the grid can
+ * be launched so is this call's answer; the guest library posts it only once
+ * the same function, block, cluster and shared memory have launched (every
+ * launch of Hopper's cuBLASLt kernels is one); args launch_ex + more,
+ * postable
  */
 static inline cudaError_t qc_req_launch_ex(const struct qcuda_args_launch_ex *a, uint32_t args_len)
 {
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_LAUNCH_EX, .args = a, .args_len = args_len });
+}
+
+static inline cudaError_t qc_post_launch_ex(const struct qcuda_args_launch_ex *a, uint32_t args_len)
+{
+	return qc_post(QCUDA_CMD_LAUNCH_EX, a, args_len);
 }
 
 /* FUNC_ATTRS: args handle, out func_attrs */
@@ -1057,15 +1065,15 @@ static inline cudaError_t qc_req_ipc_event_open(const struct qcuda_ipc_handle *a
  * BATCH: Posted work: several commands in one request (data to device:
  * args.bytes of entries, each a struct qcuda_batch_entry, then its argument
  * struct as the command takes it, then padding to 8 bytes). Only commands
- * that enqueue and never wait may be posted (the postable ones: LAUNCH,
- * MEMSET and MEMCPY_DTOD with async = 1, EVENT_RECORD, STREAM_WAIT_EVENT,
- * HOST_FUNC). They run in order; one that fails does not stop the others.
- * status = the first failure's. A malformed batch runs nothing. With flags
- * QCUDA_BATCH_ENDS_SYNC the last entry is a synchronizing command, run after
- * the others: status = its status, which reports the others' first failure as
- * posted work's error; args batch, data to device, value = the failed entry's
- * index (the entry count if none failed; with QCUDA_BATCH_ENDS_SYNC, among
- * the entries before the last)
+ * that enqueue and never wait may be posted (the postable ones: LAUNCH and
+ * LAUNCH_EX, MEMSET and MEMCPY_DTOD with async = 1, EVENT_RECORD,
+ * STREAM_WAIT_EVENT, HOST_FUNC). They run in order; one that fails does not
+ * stop the others. status = the first failure's. A malformed batch runs
+ * nothing. With flags QCUDA_BATCH_ENDS_SYNC the last entry is a synchronizing
+ * command, run after the others: status = its status, which reports the
+ * others' first failure as posted work's error; args batch, data to device,
+ * value = the failed entry's index (the entry count if none failed; with
+ * QCUDA_BATCH_ENDS_SYNC, among the entries before the last)
  */
 static inline cudaError_t qc_req_batch(uint32_t count,
 					uint32_t flags,

@@ -14,7 +14,7 @@ import test from 'ava';
 import { Cmd, encode, LAYOUT, QCUDA_BATCH_ENDS_SYNC, QCUDA_ST_OUTPUT, Status } from '../../backend/src/qcuda/proto';
 import { alive, until } from '../helpers';
 import { frameBatch, QcudaClient } from './client';
-import { batch, batchStory, DEVICE_SYNC, handle, i32, kernels, launch, launchArgs, setup, story, type Entry } from './ring-story';
+import { batch, batchStory, DEVICE_SYNC, handle, i32, kernels, launch, launchArgs, output, setup, story, type Entry } from './ring-story';
 
 test.serial('the ring server answers as the device does, bad requests and printf output included', async (t) => {
   const on = await setup(t, true);
@@ -281,3 +281,39 @@ test.serial(
     t.is((await b.call(Cmd.DEVICE_SYNC)).status, 0);
   },
 );
+
+/** A LAUNCH_EX entry: launchArgs' fields, the cluster and flags, then the parameters. */
+function launchEx(func: bigint, params: Uint8Array, grid: number, cluster: number, o: { short?: boolean } = {}): Entry {
+  const a = encode('qcuda_args_launch_ex', {
+    func,
+    stream: 0n,
+    grid: Uint32Array.from([grid, 1, 1]),
+    block: Uint32Array.from([32, 1, 1]),
+    cluster: Uint32Array.from([cluster, 1, 1]),
+    param_bytes: params.length,
+  });
+  const out = new Uint8Array(a.length + params.length);
+  out.set(a);
+  out.set(params, a.length);
+  return [Cmd.LAUNCH_EX, o.short ? out.subarray(0, 16) : out];
+}
+
+test.serial('launches in clusters are posted like launches: they run in order, and a refused one is the next synchronize\u2019s error', async (t) => {
+  for (const ringServer of [true, false]) {
+    const { c } = await setup(t, ringServer);
+    const [say] = await kernels(c, ['say']);
+    const r = await batch(c, [launchEx(say, i32(11), 4, 2), launch(say, i32(12)), launchEx(say, i32(13), 2, 2), DEVICE_SYNC], {
+      endsSync: true,
+    });
+    t.deepEqual([r.status & ~QCUDA_ST_OUTPUT, r.value], [0, 3n], `ring server ${ringServer}: three launches`);
+    t.is(await output(c, r.status), 'say 11\nsay 12\nsay 13\n', 'in the order posted');
+    // A grid that is not whole clusters: the driver refuses it, at the next synchronize.
+    const bad = await batch(c, [launch(say, i32(14)), launchEx(say, i32(15), 3, 2), launch(say, i32(16)), DEVICE_SYNC], {
+      endsSync: true,
+    });
+    t.is(bad.status & ~QCUDA_ST_OUTPUT, 912, 'cudaErrorInvalidClusterSize, reported by the synchronize ending the batch');
+    t.is(await output(c, bad.status), 'say 14\nsay 16\n', 'the entries around it ran');
+    t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0, 'reported once');
+    t.is((await batch(c, [launchEx(say, i32(15), 4, 2, { short: true })])).status, Status.BAD_REQUEST, 'an entry shorter than its struct');
+  }
+});

@@ -48,6 +48,9 @@ const POSTABLE = new Map<number, StructName>(
   Object.values(CALLS).flatMap((d) => ('posted' in d && d.posted ? [[d.cmd, d.args] as [number, StructName]] : [])),
 );
 
+/** Postable commands whose struct is followed by more bytes (a launch's parameters). */
+const VAR_ARGS = new Set<number>(Object.values(CALLS).flatMap((d) => ('posted' in d && d.posted && 'varArgs' in d && d.varArgs ? [d.cmd] : [])));
+
 /** The commands that may end a batch (declared `syncs`: they wait for posted work and report its errors; no data, no output). */
 export type SyncCmd = { [K in CmdName]: (typeof CALLS)[K] extends { syncs: true } ? K : never }[CmdName];
 /** Runs one of them as the dispatcher would (after its gate). */
@@ -95,7 +98,8 @@ export function parseBatch(buf: Uint8Array, count: number, endsSync = false): En
     const len = v.getUint32(at + 4, true);
     const last = endsSync && entries.length === count - 1;
     const size = last ? syncArgsSize(cmd, entries.length) : postedArgsSize(cmd, entries.length);
-    if (cmd === Cmd.LAUNCH ? len < size : len !== size) throw bad(`entry ${entries.length}: ${len} argument bytes for ${cmdName(cmd)}`);
+    if (VAR_ARGS.has(cmd) && !last ? len < size : len !== size)
+      throw bad(`entry ${entries.length}: ${len} argument bytes for ${cmdName(cmd)}`);
     // Plain arithmetic, not (len + 7) & ~7: JavaScript's bitwise operators
     // work in 32 bits, so a len near 2^32 would wrap to a small padded size.
     const padded = len + ((8 - (len % 8)) % 8);
@@ -142,8 +146,8 @@ function targets(cmd: number, args: Record<string, unknown>): { stream: bigint; 
 /** What an entry's call takes from its batch's. */
 type BatchCaller = Pick<Call, 'session' | 'queue' | 'dev'>;
 
-/** An entry as a command of its own sees it: the batch's session and queue, its own arguments, no data. */
-function entryCall(c: BatchCaller, args: object): Call {
+/** An entry as a command of its own sees it: the batch's session and queue, its own arguments (and the bytes after its struct), no data. */
+function entryCall(c: BatchCaller, args: object, extra: Uint8Array = NO_BYTES): Call {
   // Written out, not spread from c: a spread copies every field the slow way, on every synchronize that ends a batch.
   const call = {
     session: c.session,
@@ -153,7 +157,7 @@ function entryCall(c: BatchCaller, args: object): Call {
     dataOffset: 0n,
     dataLen: 0n,
     dev: c.dev,
-    extra: NO_BYTES,
+    extra,
   } satisfies Record<keyof Call, unknown>;
   return call as unknown as Call;
 }
@@ -235,14 +239,15 @@ class Runner {
       });
     }
     const name = cmdName(e.cmd) as Exclude<PostedCmd, 'LAUNCH'>;
-    const args = decode(POSTABLE.get(e.cmd)!, e.args) as Record<string, unknown>;
+    const struct = POSTABLE.get(e.cmd)!;
+    const args = decode(struct, e.args.subarray(0, LAYOUT[struct].size)) as Record<string, unknown>;
     const t = targets(e.cmd, args);
     const gate = e.cmd === Cmd.HOST_FUNC ? undefined : merge(cb.gate(t.stream), t.uses !== undefined ? cb.eventGate(t.uses) : undefined);
     return then(this.#sendLaunches(), () => {
       if ((e.cmd === Cmd.MEMSET || e.cmd === Cmd.MEMCPY_DTOD) && args.async !== 1)
         throw new CudaError(CudaErr.InvalidValue, `a posted ${name} must be async`);
       const run = this.runs[name] as Run<CmdName>;
-      const call = entryCall(this.c, args);
+      const call = entryCall(this.c, args, e.args.subarray(LAYOUT[struct].size));
       if (!gate) return then(run(call), nothing);
       cb.defer(
         t.stream,

@@ -100,6 +100,7 @@ function build(): Runs<SessionCmd> {
         EVENT_RECORD: context.EVENT_RECORD,
         STREAM_WAIT_EVENT: context.STREAM_WAIT_EVENT,
         HOST_FUNC: STREAM_COMMANDS.HOST_FUNC,
+        LAUNCH_EX: LAUNCH_COMMANDS.LAUNCH_EX,
       },
       runSync,
     ),

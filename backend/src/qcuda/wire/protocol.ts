@@ -374,7 +374,8 @@ export const CALLS = {
     varArgs: true,
     handles: { func: 'function', stream: 'stream' },
     stream: 'stream',
-    doc: "as LAUNCH, with launch attributes (cuLaunchKernelEx): thread-block clusters, cooperative; not posted: whether the grid can be launched so is this call's answer",
+    posted: true,
+    doc: "as LAUNCH, with launch attributes (cuLaunchKernelEx): thread-block clusters, cooperative. Sent on its own, whether the grid can be launched so is this call's answer; the guest library posts it only once the same function, block, cluster and shared memory have launched (every launch of Hopper's cuBLASLt kernels is one)",
   },
   FUNC_ATTRS: {
     cmd: 60,
@@ -675,7 +676,7 @@ export const CALLS = {
     unbatched: true,
     args: 'qcuda_args_batch',
     data: 'to',
-    doc: "Posted work: several commands in one request (data to device: args.bytes of entries, each a struct qcuda_batch_entry, then its argument struct as the command takes it, then padding to 8 bytes). Only commands that enqueue and never wait may be posted (the postable ones: LAUNCH, MEMSET and MEMCPY_DTOD with async = 1, EVENT_RECORD, STREAM_WAIT_EVENT, HOST_FUNC). They run in order; one that fails does not stop the others. status = the first failure's. A malformed batch runs nothing. With flags QCUDA_BATCH_ENDS_SYNC the last entry is a synchronizing command, run after the others: status = its status, which reports the others' first failure as posted work's error.",
+    doc: "Posted work: several commands in one request (data to device: args.bytes of entries, each a struct qcuda_batch_entry, then its argument struct as the command takes it, then padding to 8 bytes). Only commands that enqueue and never wait may be posted (the postable ones: LAUNCH and LAUNCH_EX, MEMSET and MEMCPY_DTOD with async = 1, EVENT_RECORD, STREAM_WAIT_EVENT, HOST_FUNC). They run in order; one that fails does not stop the others. status = the first failure's. A malformed batch runs nothing. With flags QCUDA_BATCH_ENDS_SYNC the last entry is a synchronizing command, run after the others: status = its status, which reports the others' first failure as posted work's error.",
     value: "the failed entry's index (the entry count if none failed; with QCUDA_BATCH_ENDS_SYNC, among the entries before the last)",
   },
   HOST_FUNC: {
