@@ -379,6 +379,8 @@ constexpr size_t kAttrValueBytes = 64;  // sizeof(CUstreamAttrValue) (QCUDA_ATTR
     12030, "cuGraphConditionalHandleCreate", nullptr, false)                                                           \
   X(GraphAddKernelNode, (GraphNode *, Graph, const GraphNode *, size_t, const KernelNodeParams *),                     \
     "cuGraphAddKernelNode", 12000, "cuGraphAddKernelNode_v2", nullptr, false)                                          \
+  X(GraphKernelNodeSetAttribute, (GraphNode, int, const void *), "cuGraphKernelNodeSetAttribute", 11000,               \
+    "cuGraphKernelNodeSetAttribute", nullptr, false) /* value: a CUkernelNodeAttrValue (kAttrValueBytes) */            \
   X(GraphAddMemcpyNode, (GraphNode *, Graph, const GraphNode *, size_t, const Memcpy3D *, Ctx),                        \
     "cuGraphAddMemcpyNode", 10000, "cuGraphAddMemcpyNode", nullptr, false)                                             \
   X(GraphAddMemsetNode, (GraphNode *, Graph, const GraphNode *, size_t, const MemsetNodeParams *, Ctx),                \

@@ -79,7 +79,15 @@ bool AddKernel(Build &b, cu::GraphNode *out, cu::Graph g, const uint64_t *f, con
   p.blockDimZ = static_cast<unsigned>(f[6]);
   p.sharedMemBytes = static_cast<unsigned>(f[7]);
   p.kernelParams = ptrs.empty() ? nullptr : ptrs.data();
-  return b.job.Check(cu::api().GraphAddKernelNode(out, g, deps, n, &p), "cuGraphAddKernelNode_v2");
+  if (!b.job.Check(cu::api().GraphAddKernelNode(out, g, deps, n, &p), "cuGraphAddKernelNode_v2")) return false;
+  // Its thread-block cluster (f[10..12], checked by the backend), as the launch it was captured from had it.
+  if (f[10] * f[11] * f[12] <= 1) return true;
+  cu::LaunchAttribute cluster{};
+  cluster.value.clusterDim = {static_cast<unsigned>(f[10]), static_cast<unsigned>(f[11]), static_cast<unsigned>(f[12])};
+  return Have(b.job, cu::api().GraphKernelNodeSetAttribute, "cuGraphKernelNodeSetAttribute") &&
+         b.job.Check(
+             cu::api().GraphKernelNodeSetAttribute(*out, cu::kLaunchAttributeClusterDimension, cluster.value.bytes),
+             "cuGraphKernelNodeSetAttribute");
 }
 
 bool AddMemcpy(Build &b, cu::GraphNode *out, cu::Graph g, const uint64_t *f, const cu::GraphNode *deps, size_t n) {

@@ -471,11 +471,13 @@ enum qcuda_cmd {
 	/* cudaFreeMipmappedArray; args handle */
 	QCUDA_CMD_MIPMAP_DESTROY = 152,
 	/*
-	 * Graphs with conditional nodes run as CUDA graphs of the session's context
-	 * (a kernel sets a condition through the driver): GRAPH_CREATE makes the
-	 * graph their handles belong to, GRAPH_COND_HANDLE a handle,
-	 * GRAPH_INSTANTIATE an executable graph of nodes, GRAPH_LAUNCH runs it;
-	 * other graphs the library runs itself; no args, value = the graph handle
+	 * Graphs run as CUDA graphs of the session's context: those with conditional
+	 * nodes (a kernel sets a condition through the driver) and every other graph
+	 * the host can run (a replay costs one launch). GRAPH_CREATE makes the graph
+	 * their handles belong to, GRAPH_COND_HANDLE a handle, GRAPH_INSTANTIATE an
+	 * executable graph of nodes, GRAPH_LAUNCH runs it; graphs with host nodes or
+	 * copies of pageable memory the library runs step by step itself; no args,
+	 * value = the graph handle
 	 */
 	QCUDA_CMD_GRAPH_CREATE = 170,
 	/* its executable graphs live on; args handle */
@@ -492,7 +494,10 @@ enum qcuda_cmd {
 	QCUDA_CMD_GRAPH_INSTANTIATE = 173,
 	/* args handle */
 	QCUDA_CMD_GRAPH_EXEC_DESTROY = 174,
-	/* enqueued, not waited for; args graph_launch */
+	/*
+	 * enqueued, not waited for; may be posted (the guest library replays every
+	 * graph the host can run so); args graph_launch, postable
+	 */
 	QCUDA_CMD_GRAPH_LAUNCH = 175,
 	/*
 	 * Virtual memory management (cuMem*): cuMemAddressReserve, a range of device
@@ -621,15 +626,15 @@ enum qcuda_cmd {
 	 * Posted work: several commands in one request (data to device: args.bytes
 	 * of entries, each a struct qcuda_batch_entry, then its argument struct as
 	 * the command takes it, then padding to 8 bytes). Only commands that enqueue
-	 * and never wait may be posted (the postable ones: LAUNCH and LAUNCH_EX,
-	 * MEMSET and MEMCPY_DTOD with async = 1, EVENT_RECORD, STREAM_WAIT_EVENT,
-	 * HOST_FUNC). They run in order; one that fails does not stop the others.
-	 * status = the first failure's. A malformed batch runs nothing. With flags
-	 * QCUDA_BATCH_ENDS_SYNC the last entry is a synchronizing command, run after
-	 * the others: status = its status, which reports the others' first failure
-	 * as posted work's error; args batch, data to device, value = the failed
-	 * entry's index (the entry count if none failed; with QCUDA_BATCH_ENDS_SYNC,
-	 * among the entries before the last)
+	 * and never wait may be posted (the postable ones: LAUNCH, LAUNCH_EX and
+	 * GRAPH_LAUNCH, MEMSET and MEMCPY_DTOD with async = 1, EVENT_RECORD,
+	 * STREAM_WAIT_EVENT, HOST_FUNC). They run in order; one that fails does not
+	 * stop the others. status = the first failure's. A malformed batch runs
+	 * nothing. With flags QCUDA_BATCH_ENDS_SYNC the last entry is a
+	 * synchronizing command, run after the others: status = its status, which
+	 * reports the others' first failure as posted work's error; args batch, data
+	 * to device, value = the failed entry's index (the entry count if none
+	 * failed; with QCUDA_BATCH_ENDS_SYNC, among the entries before the last)
 	 */
 	QCUDA_CMD_BATCH = 54,
 	/*
@@ -1238,9 +1243,10 @@ struct qcuda_graph_node {
 	__le32 elem;            /* memset: 1, 2 or 4 */
 	__le32 cond_type;       /* cudaGraphCondType */
 	__le32 size;            /* conditional: bodies */
+	__le32 cluster[3];      /* kernel: its thread-block cluster (1, 1, 1: none) */
 	__le32 reserved;
 };
-QCUDA_SIZE_IS(qcuda_graph_node, 152);
+QCUDA_SIZE_IS(qcuda_graph_node, 168);
 
 struct qcuda_graph_edge {
 	__le32 from;

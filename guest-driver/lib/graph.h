@@ -146,6 +146,11 @@ struct qc_step {
 };
 struct qc_exec {
 	uint64_t host; /* GRAPH_INSTANTIATE's: a graph with conditional nodes (no snapshot, no steps) */
+	/* GRAPH_INSTANTIATE's too, for any other graph the host can run (no host
+	 * nodes, no pageable copies): a launch is one posted GRAPH_LAUNCH
+	 * instead of a launch per step. 0 once a step is disabled or a node set
+	 * after instantiation: the steps run then. */
+	uint64_t replay;
 	struct qc_graph *snapshot;
 	const struct qc_node **orig; /* of each snapshot node: the node it is a copy of */
 	struct qc_step *steps;
@@ -206,6 +211,8 @@ void qc_node_op_keep_attrs(struct qc_node_op *op, struct qc_node_op *old);
 /* A kernel op's attribute id: into *val (0s if never set), or set from *val. */
 cudaError_t qc_kattr_get(const struct qc_node_op *op, enum cudaLaunchAttributeID id, cudaLaunchAttributeValue *val);
 cudaError_t qc_kattr_set(struct qc_node_op *op, enum cudaLaunchAttributeID id, const cudaLaunchAttributeValue *val);
+/* A kernel op's thread-block cluster (its cluster dimension attribute; 1, 1, 1 without one). */
+void qc_node_op_cluster(const struct qc_node_op *op, unsigned int cluster[3]);
 /* Every attribute of src's kernel op becomes dst's. */
 cudaError_t qc_kattr_copy(struct qc_node_op *dst, const struct qc_node_op *src);
 /* A kernel node's operation from a kernel and its arguments (one pointer per

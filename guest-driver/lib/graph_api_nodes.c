@@ -546,9 +546,9 @@ QC_API cudaError_t cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t hGraphExec
  * The launch attributes a kernel node takes. Those that change nothing a
  * program sees here (priority, the L2 access policy window, memory
  * synchronization domains, scheduling and carveout hints) are kept and
- * answered as set, as launch.c accepts them for a launch; cooperative is
- * honoured when the node runs. Clusters of more than one block and device
- * updates are not served; attributes of streams or launches only are not
+ * answered as set, as launch.c accepts them for a launch; cooperative and
+ * the cluster dimension are honoured when the node runs. Preferred
+ * clusters of more than one block and device updates are not served; attributes of streams or launches only are not
  * a node's (cudaErrorInvalidValue). val NULL: only whether id is one.
  */
 static cudaError_t kattr_check(enum cudaLaunchAttributeID id, const cudaLaunchAttributeValue *val)
@@ -564,9 +564,7 @@ static cudaError_t kattr_check(enum cudaLaunchAttributeID id, const cudaLaunchAt
 	case cudaLaunchAttributeNvlinkUtilCentricScheduling:
 		return cudaSuccess;
 	case cudaLaunchAttributeClusterDimension:
-		if (!val || (val->clusterDim.x <= 1 && val->clusterDim.y <= 1 && val->clusterDim.z <= 1))
-			return cudaSuccess;
-		return qc_graph_not_served("a kernel node of clusters of more than one block");
+		return cudaSuccess;
 	case cudaLaunchAttributePreferredClusterDimension:
 		if (!val || (val->preferredClusterDim.x <= 1 && val->preferredClusterDim.y <= 1 &&
 			     val->preferredClusterDim.z <= 1))

@@ -178,6 +178,7 @@ static cudaError_t kernel_node(struct desc *d, const struct qc_node_op *op, stru
 	n->grid[0] = op->kernel.grid.x, n->grid[1] = op->kernel.grid.y, n->grid[2] = op->kernel.grid.z;
 	n->block[0] = op->kernel.block.x, n->block[1] = op->kernel.block.y, n->block[2] = op->kernel.block.z;
 	n->shared_mem = op->kernel.shmem;
+	qc_node_op_cluster(op, n->cluster);
 	d->np += k->param_bytes;
 	return cudaSuccess;
 }

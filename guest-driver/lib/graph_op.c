@@ -102,6 +102,16 @@ void qc_node_set_op(struct qc_node *n, struct qc_node_op *op)
 	memset(op, 0, sizeof(*op));
 }
 
+void qc_node_op_cluster(const struct qc_node_op *op, unsigned int cluster[3])
+{
+	cudaLaunchAttributeValue v;
+
+	qc_kattr_get(op, cudaLaunchAttributeClusterDimension, &v);
+	cluster[0] = v.clusterDim.x ? v.clusterDim.x : 1;
+	cluster[1] = v.clusterDim.y ? v.clusterDim.y : 1;
+	cluster[2] = v.clusterDim.z ? v.clusterDim.z : 1;
+}
+
 /* The cooperative attribute is the op's flag (what a launch and the host's
  * graphs read); the others are kept as set. */
 cudaError_t qc_kattr_get(const struct qc_node_op *op, enum cudaLaunchAttributeID id, cudaLaunchAttributeValue *val)

@@ -192,15 +192,20 @@ static cudaError_t launch_with(struct qc_kernel *k, dim3 grid, dim3 block, size_
 	if (qc_capture_active(stream, ptds)) { /* a kernel node instead */
 		struct qc_node_op op;
 
-		if (clustered(mode)) {
-			qc_msg("a launch in thread-block clusters cannot be captured by qcuda yet: "
-			       "returning cudaErrorNotSupported");
-			return cudaErrorNotSupported;
-		}
 		e = qc_node_op_kernel(&op, k, grid, block, shmem, NULL, params, k->param_bytes);
 		if (e != cudaSuccess)
 			return e;
 		op.kernel.cooperative = mode && mode->cooperative;
+		if (clustered(mode)) {
+			cudaLaunchAttributeValue v = { .clusterDim = { mode->cluster[0], mode->cluster[1],
+								       mode->cluster[2] } };
+
+			e = qc_kattr_set(&op, cudaLaunchAttributeClusterDimension, &v);
+			if (e != cudaSuccess) {
+				qc_node_op_free(&op);
+				return e;
+			}
+		}
 		if (qc_capture_op(stream, ptds, &op, &e))
 			return e;
 		qc_node_op_free(&op); /* the capture ended meanwhile: launch */

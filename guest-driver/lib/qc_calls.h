@@ -754,11 +754,13 @@ static inline cudaError_t qc_req_mipmap_destroy(uint64_t handle)
 }
 
 /*
- * GRAPH_CREATE: Graphs with conditional nodes run as CUDA graphs of the
- * session's context (a kernel sets a condition through the driver):
+ * GRAPH_CREATE: Graphs run as CUDA graphs of the session's context: those
+ * with conditional nodes (a kernel sets a condition through the driver) and
+ * every other graph the host can run (a replay costs one launch).
  * GRAPH_CREATE makes the graph their handles belong to, GRAPH_COND_HANDLE a
  * handle, GRAPH_INSTANTIATE an executable graph of nodes, GRAPH_LAUNCH runs
- * it; other graphs the library runs itself; no args, value = the graph handle
+ * it; graphs with host nodes or copies of pageable memory the library runs
+ * step by step itself; no args, value = the graph handle
  */
 static inline cudaError_t qc_req_graph_create(uint64_t *result)
 {
@@ -807,11 +809,20 @@ static inline cudaError_t qc_req_graph_exec_destroy(uint64_t handle)
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_GRAPH_EXEC_DESTROY, .args = &a, .args_len = sizeof(a) });
 }
 
-/* GRAPH_LAUNCH: enqueued, not waited for; args graph_launch */
+/*
+ * GRAPH_LAUNCH: enqueued, not waited for; may be posted (the guest library
+ * replays every graph the host can run so); args graph_launch, postable
+ */
 static inline cudaError_t qc_req_graph_launch(uint64_t exec, uint64_t stream)
 {
 	struct qcuda_args_graph_launch a = { .exec = exec, .stream = stream };
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_GRAPH_LAUNCH, .args = &a, .args_len = sizeof(a) });
+}
+
+static inline cudaError_t qc_post_graph_launch(uint64_t exec, uint64_t stream)
+{
+	struct qcuda_args_graph_launch a = { .exec = exec, .stream = stream };
+	return qc_post(QCUDA_CMD_GRAPH_LAUNCH, &a, sizeof(a));
 }
 
 /*
@@ -1065,15 +1076,15 @@ static inline cudaError_t qc_req_ipc_event_open(const struct qcuda_ipc_handle *a
  * BATCH: Posted work: several commands in one request (data to device:
  * args.bytes of entries, each a struct qcuda_batch_entry, then its argument
  * struct as the command takes it, then padding to 8 bytes). Only commands
- * that enqueue and never wait may be posted (the postable ones: LAUNCH and
- * LAUNCH_EX, MEMSET and MEMCPY_DTOD with async = 1, EVENT_RECORD,
- * STREAM_WAIT_EVENT, HOST_FUNC). They run in order; one that fails does not
- * stop the others. status = the first failure's. A malformed batch runs
- * nothing. With flags QCUDA_BATCH_ENDS_SYNC the last entry is a synchronizing
- * command, run after the others: status = its status, which reports the
- * others' first failure as posted work's error; args batch, data to device,
- * value = the failed entry's index (the entry count if none failed; with
- * QCUDA_BATCH_ENDS_SYNC, among the entries before the last)
+ * that enqueue and never wait may be posted (the postable ones: LAUNCH,
+ * LAUNCH_EX and GRAPH_LAUNCH, MEMSET and MEMCPY_DTOD with async = 1,
+ * EVENT_RECORD, STREAM_WAIT_EVENT, HOST_FUNC). They run in order; one that
+ * fails does not stop the others. status = the first failure's. A malformed
+ * batch runs nothing. With flags QCUDA_BATCH_ENDS_SYNC the last entry is a
+ * synchronizing command, run after the others: status = its status, which
+ * reports the others' first failure as posted work's error; args batch, data
+ * to device, value = the failed entry's index (the entry count if none
+ * failed; with QCUDA_BATCH_ENDS_SYNC, among the entries before the last)
  */
 static inline cudaError_t qc_req_batch(uint32_t count,
 					uint32_t flags,

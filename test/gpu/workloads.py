@@ -339,6 +339,24 @@ def graph_replay():
     return {'unit': 'us/replay', 'value': s * 1e6, 'round_trips': rt, 'checksum': checksum(y)}
 
 
+def graph_bf16():
+    """A bf16 GEMM of 1024 and a GELU captured in a CUDA graph (cuBLASLt's cluster kernels in graph nodes), replayed."""
+    torch, dev, sync = torch_env()
+    a = torch.randn(1024, 1024, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(1024, 1024, device=dev, dtype=torch.bfloat16)
+    s_ = torch.cuda.Stream()
+    s_.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s_):
+        for _ in range(3):
+            y = torch.nn.functional.gelu(a @ b)
+    torch.cuda.current_stream().wait_stream(s_)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = torch.nn.functional.gelu(a @ b)
+    s, rt = timed(g.replay, sync, 200)
+    return {'unit': 'us/replay', 'value': s * 1e6, 'round_trips': rt, 'checksum': checksum(y)}
+
+
 def compile_graphs():
     """torch.compile(mode='reduce-overhead'): an MLP run as CUDA graphs."""
     torch, dev, sync = torch_env()
@@ -384,7 +402,7 @@ WORKLOADS = {'sgemm': sgemm, 'mlp': mlp, 'resnet': resnet, 'gpt_train': gpt_trai
              'gemm_fp8_8192': gemm_fp8, 'gemm_int8_4096': gemm_int8,
              'resnet50_fp16': resnet50_fp16, 'conv_bf16_train': conv_bf16_train, 'llm_decode_fp16': llm_decode_fp16,
              'gpt_train_bf16': gpt_train_bf16, 'sdpa_bf16': sdpa_bf16, 'graph_replay': graph_replay,
-             'compile_graphs': compile_graphs, 'event_query': event_query, 'jax_matmul': jax_matmul}
+             'compile_graphs': compile_graphs, 'graph_bf16': graph_bf16, 'event_query': event_query, 'jax_matmul': jax_matmul}
 
 if __name__ == '__main__':
     picked = sys.argv[1:] or list(WORKLOADS)

@@ -22,6 +22,7 @@ const POSTED: CmdName[] = [
   'MEMCPY_3D_DTOD',
   'MEMSET_2D',
   'LAUNCH_EX',
+  'GRAPH_LAUNCH',
 ];
 /** Those whose struct is followed by the kernel's parameters. */
 const WITH_PARAMS: CmdName[] = ['LAUNCH', 'LAUNCH_EX'];

@@ -298,22 +298,29 @@ function launchEx(func: bigint, params: Uint8Array, grid: number, cluster: numbe
   return [Cmd.LAUNCH_EX, o.short ? out.subarray(0, 16) : out];
 }
 
-test.serial('launches in clusters are posted like launches: they run in order, and a refused one is the next synchronize\u2019s error', async (t) => {
-  for (const ringServer of [true, false]) {
-    const { c } = await setup(t, ringServer);
-    const [say] = await kernels(c, ['say']);
-    const r = await batch(c, [launchEx(say, i32(11), 4, 2), launch(say, i32(12)), launchEx(say, i32(13), 2, 2), DEVICE_SYNC], {
-      endsSync: true,
-    });
-    t.deepEqual([r.status & ~QCUDA_ST_OUTPUT, r.value], [0, 3n], `ring server ${ringServer}: three launches`);
-    t.is(await output(c, r.status), 'say 11\nsay 12\nsay 13\n', 'in the order posted');
-    // A grid that is not whole clusters: the driver refuses it, at the next synchronize.
-    const bad = await batch(c, [launch(say, i32(14)), launchEx(say, i32(15), 3, 2), launch(say, i32(16)), DEVICE_SYNC], {
-      endsSync: true,
-    });
-    t.is(bad.status & ~QCUDA_ST_OUTPUT, 912, 'cudaErrorInvalidClusterSize, reported by the synchronize ending the batch');
-    t.is(await output(c, bad.status), 'say 14\nsay 16\n', 'the entries around it ran');
-    t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0, 'reported once');
-    t.is((await batch(c, [launchEx(say, i32(15), 4, 2, { short: true })])).status, Status.BAD_REQUEST, 'an entry shorter than its struct');
-  }
-});
+test.serial(
+  'launches in clusters are posted like launches: they run in order, and a refused one is the next synchronize\u2019s error',
+  async (t) => {
+    for (const ringServer of [true, false]) {
+      const { c } = await setup(t, ringServer);
+      const [say] = await kernels(c, ['say']);
+      const r = await batch(c, [launchEx(say, i32(11), 4, 2), launch(say, i32(12)), launchEx(say, i32(13), 2, 2), DEVICE_SYNC], {
+        endsSync: true,
+      });
+      t.deepEqual([r.status & ~QCUDA_ST_OUTPUT, r.value], [0, 3n], `ring server ${ringServer}: three launches`);
+      t.is(await output(c, r.status), 'say 11\nsay 12\nsay 13\n', 'in the order posted');
+      // A grid that is not whole clusters: the driver refuses it, at the next synchronize.
+      const bad = await batch(c, [launch(say, i32(14)), launchEx(say, i32(15), 3, 2), launch(say, i32(16)), DEVICE_SYNC], {
+        endsSync: true,
+      });
+      t.is(bad.status & ~QCUDA_ST_OUTPUT, 912, 'cudaErrorInvalidClusterSize, reported by the synchronize ending the batch');
+      t.is(await output(c, bad.status), 'say 14\nsay 16\n', 'the entries around it ran');
+      t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0, 'reported once');
+      t.is(
+        (await batch(c, [launchEx(say, i32(15), 4, 2, { short: true })])).status,
+        Status.BAD_REQUEST,
+        'an entry shorter than its struct',
+      );
+    }
+  },
+);

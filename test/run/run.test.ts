@@ -217,3 +217,21 @@ test("Hopper's driver calls reach the backend, and an unserved private-table slo
   t.regex(r.stdout, /^its slot 10: CUDA_ERROR_NOT_SUPPORTED$/m);
   t.regex(r.stderr, /^qcuda: slot 10 of the driver's private table 21318c60 is not served$/m);
 });
+
+test('a graph the host can run is replayed as one request a launch, and answers as its steps do', (t) => {
+  const posted = (env: NodeJS.ProcessEnv, prog: string) => {
+    const r = spawnSync(process.execPath, [QCUDA, 'run', '--provider=host', '--', path.join(BIN, prog)], {
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: { ...process.env, QCUDA_STATS: '1', ...env },
+    });
+    t.is(r.status, 0, r.stdout + r.stderr);
+    t.regex(r.stdout, /^PASS: graphreplay: \d+ checks$/m);
+    const m = /carrying (\d+) posted requests/.exec(r.stderr);
+    t.truthy(m, r.stderr);
+    return Number(m![1]);
+  };
+  // 100 launches of 7 nodes, with 2 memsets before each: replayed, a launch is one posted request.
+  for (const prog of ['graphreplay', 'graphreplay_static']) t.true(posted({}, prog) < 400, `${prog}: one request a launch`);
+  t.true(posted({ QCUDA_GRAPH_REPLAY: '0' }, 'graphreplay') > 800, 'step by step: one a node');
+});

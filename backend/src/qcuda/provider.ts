@@ -72,7 +72,7 @@ export type GraphExecRef = unknown;
  * body `body` holds it (always lower), or -1 for the graph itself.
  */
 export type GraphNodeSpec = { parent: number; body: number } & (
-  | { type: 'kernel'; f: FunctionRef; grid: Dim3; block: Dim3; sharedMem: number; params: Uint8Array }
+  | { type: 'kernel'; f: FunctionRef; grid: Dim3; block: Dim3; sharedMem: number; params: Uint8Array; cluster: Dim3 }
   /** width bytes x height rows x depth slices; rows pitch apart, slices pitch * rows apart. */
   | {
       type: 'memcpy';

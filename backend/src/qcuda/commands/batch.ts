@@ -49,7 +49,9 @@ const POSTABLE = new Map<number, StructName>(
 );
 
 /** Postable commands whose struct is followed by more bytes (a launch's parameters). */
-const VAR_ARGS = new Set<number>(Object.values(CALLS).flatMap((d) => ('posted' in d && d.posted && 'varArgs' in d && d.varArgs ? [d.cmd] : [])));
+const VAR_ARGS = new Set<number>(
+  Object.values(CALLS).flatMap((d) => ('posted' in d && d.posted && 'varArgs' in d && d.varArgs ? [d.cmd] : [])),
+);
 
 /** The commands that may end a batch (declared `syncs`: they wait for posted work and report its errors; no data, no output). */
 export type SyncCmd = { [K in CmdName]: (typeof CALLS)[K] extends { syncs: true } ? K : never }[CmdName];

@@ -27,6 +27,7 @@ import {
 } from '../proto';
 import type { GraphNodeSpec, GraphSpec } from '../provider';
 import type { Session } from '../session';
+import { MAX_CLUSTER_BLOCKS } from './launch';
 import { MAX_COND_HANDLES, type SessionGraph } from '../session-objects';
 
 const NODE_BYTES = LAYOUT.qcuda_graph_node.size;
@@ -51,6 +52,9 @@ function kernelNode(s: Session, n: Decoded<'qcuda_graph_node'>, params: Uint8Arr
     throw inval(`node ${i}: parameters ${n.param_off}+${n.param_bytes} outside the ${params.length} bytes sent`);
   if ([...n.grid, ...n.block].some((d) => d === 0))
     throw new CudaError(CudaErr.InvalidConfiguration, `graph: node ${i}: a grid or block dimension of 0`);
+  const [cx, cy, cz] = n.cluster;
+  if (cx === 0 || cy === 0 || cz === 0 || cx * cy * cz > MAX_CLUSTER_BLOCKS)
+    throw inval(`node ${i}: a cluster of ${cx}x${cy}x${cz} blocks`);
   return {
     type: 'kernel',
     f: f.ref,
@@ -58,6 +62,7 @@ function kernelNode(s: Session, n: Decoded<'qcuda_graph_node'>, params: Uint8Arr
     block: [n.block[0], n.block[1], n.block[2]],
     sharedMem: n.shared_mem,
     params: params.subarray(Number(n.param_off), Number(end)),
+    cluster: [cx, cy, cz],
   };
 }
 

@@ -101,6 +101,7 @@ function build(): Runs<SessionCmd> {
         STREAM_WAIT_EVENT: context.STREAM_WAIT_EVENT,
         HOST_FUNC: STREAM_COMMANDS.HOST_FUNC,
         LAUNCH_EX: LAUNCH_COMMANDS.LAUNCH_EX,
+        GRAPH_LAUNCH: GRAPH_COMMANDS.GRAPH_LAUNCH,
       },
       runSync,
     ),

@@ -45,7 +45,7 @@ export function postedLaunch(s: Session, bytes: Uint8Array): LaunchDesc {
 }
 
 /** Clusters of at most this many blocks: what the hardware allows with non-portable sizes (sm_90: 16). */
-const MAX_CLUSTER_BLOCKS = 16;
+export const MAX_CLUSTER_BLOCKS = 16;
 
 /** LAUNCH_EX's cluster shape, checked as far as it is the guest's business: no dimension 0, not larger than any GPU takes. */
 function clusterOf(a: Decoded<'qcuda_args_launch_ex'>): [number, number, number] {

@@ -209,7 +209,7 @@ function graphRecords(spec: GraphSpec): { records: BigUint64Array; params: Uint8
     switch (n.type) {
       case 'kernel':
         params.set(n.params, at);
-        f = [handleId(n.f, 'function'), ...n.grid, ...n.block, n.sharedMem, at, n.params.length];
+        f = [handleId(n.f, 'function'), ...n.grid, ...n.block, n.sharedMem, at, n.params.length, ...n.cluster];
         at += n.params.length;
         break;
       case 'memcpy':

@@ -506,7 +506,7 @@ export const CALLS = {
   GRAPH_CREATE: {
     cmd: 170,
     side: 'context',
-    doc: "Graphs with conditional nodes run as CUDA graphs of the session's context (a kernel sets a condition through the driver): GRAPH_CREATE makes the graph their handles belong to, GRAPH_COND_HANDLE a handle, GRAPH_INSTANTIATE an executable graph of nodes, GRAPH_LAUNCH runs it; other graphs the library runs itself",
+    doc: "Graphs run as CUDA graphs of the session's context: those with conditional nodes (a kernel sets a condition through the driver) and every other graph the host can run (a replay costs one launch). GRAPH_CREATE makes the graph their handles belong to, GRAPH_COND_HANDLE a handle, GRAPH_INSTANTIATE an executable graph of nodes, GRAPH_LAUNCH runs it; graphs with host nodes or copies of pageable memory the library runs step by step itself",
     value: 'the graph handle',
   },
   GRAPH_DESTROY: { cmd: 171, side: 'context', args: 'qcuda_args_handle', doc: 'its executable graphs live on' },
@@ -531,7 +531,8 @@ export const CALLS = {
     args: 'qcuda_args_graph_launch',
     stream: 'stream',
     handles: { stream: 'stream' },
-    doc: 'enqueued, not waited for',
+    posted: true,
+    doc: 'enqueued, not waited for; may be posted (the guest library replays every graph the host can run so)',
   },
 
   VMM_RESERVE: {
@@ -676,7 +677,7 @@ export const CALLS = {
     unbatched: true,
     args: 'qcuda_args_batch',
     data: 'to',
-    doc: "Posted work: several commands in one request (data to device: args.bytes of entries, each a struct qcuda_batch_entry, then its argument struct as the command takes it, then padding to 8 bytes). Only commands that enqueue and never wait may be posted (the postable ones: LAUNCH and LAUNCH_EX, MEMSET and MEMCPY_DTOD with async = 1, EVENT_RECORD, STREAM_WAIT_EVENT, HOST_FUNC). They run in order; one that fails does not stop the others. status = the first failure's. A malformed batch runs nothing. With flags QCUDA_BATCH_ENDS_SYNC the last entry is a synchronizing command, run after the others: status = its status, which reports the others' first failure as posted work's error.",
+    doc: "Posted work: several commands in one request (data to device: args.bytes of entries, each a struct qcuda_batch_entry, then its argument struct as the command takes it, then padding to 8 bytes). Only commands that enqueue and never wait may be posted (the postable ones: LAUNCH, LAUNCH_EX and GRAPH_LAUNCH, MEMSET and MEMCPY_DTOD with async = 1, EVENT_RECORD, STREAM_WAIT_EVENT, HOST_FUNC). They run in order; one that fails does not stop the others. status = the first failure's. A malformed batch runs nothing. With flags QCUDA_BATCH_ENDS_SYNC the last entry is a synchronizing command, run after the others: status = its status, which reports the others' first failure as posted work's error.",
     value: "the failed entry's index (the entry count if none failed; with QCUDA_BATCH_ENDS_SYNC, among the entries before the last)",
   },
   HOST_FUNC: {

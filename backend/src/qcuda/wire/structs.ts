@@ -507,6 +507,7 @@ export const STRUCTS = {
       ['elem', 'u32', 'memset: 1, 2 or 4'],
       ['cond_type', 'u32', 'cudaGraphCondType'],
       ['size', 'u32', 'conditional: bodies'],
+      ['cluster', 'u32[3]', 'kernel: its thread-block cluster (1, 1, 1: none)'],
       ['reserved', 'u32'],
     ],
   },
