@@ -493,6 +493,7 @@ QC_API cudaError_t cudaDeviceReset(void)
 	qc_array_reset();
 	qc_module_reset();
 	qc_func_cache_clear();
+	qc_limits_forget(-1);
 	qc_handle_reset();
 	qc_callback_reset();
 	atomic_store(&device_flags[current_device], 0);

@@ -109,6 +109,8 @@ cudaError_t qc_occupancy_blocks(uint64_t fh, uint64_t smem, int32_t block_size, 
 cudaError_t qc_occupancy_clusters(const struct qcuda_args_cluster_occupancy *q, uint64_t *answer);
 cudaError_t qc_func_set_attr(uint64_t fh, uint32_t attr, int32_t value);
 void qc_func_cache_clear(void);
+/* Context limits kept once asked (devctl.c): forgotten for device dev (-1: every device). */
+void qc_limits_forget(int dev);
 /* Cluster launch shapes known to launch (launch.c): posted from then on; forgotten for function
  * fh (0: all) when what they were checked against may have changed. */
 void qc_launch_shapes_forget(uint64_t fh);
