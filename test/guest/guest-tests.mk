@@ -116,7 +116,7 @@ endif
 
 # A program written against the driver API (linked with -lcuda: here qcuda's
 # libcuda.so.1, by its soname; natively NVIDIA's).
-GUEST_CU_PROGRAMS := drvapi cublas_sgemm forkquota vmm ipcpair poolipc shmreg nvmlcheck multidevctx hopper
+GUEST_CU_PROGRAMS := drvapi cublas_sgemm forkquota vmm ipcpair poolipc shmreg nvmlcheck multidevctx hopper limitcache
 guest-cuda-static: $(addprefix $(GUEST_BIN)/,$(GUEST_CU_PROGRAMS))
 guest-cuda-static: $(GUEST_BIN)/drvapi.cubin
 $(GUEST_BIN)/drvapi.cubin: $(CURDIR)/test/libcuda/drvapi_kernels.cu

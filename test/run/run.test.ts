@@ -235,3 +235,16 @@ test('a graph the host can run is replayed as one request a launch, and answers 
   for (const prog of ['graphreplay', 'graphreplay_static']) t.true(posted({}, prog) < 400, `${prog}: one request a launch`);
   t.true(posted({ QCUDA_GRAPH_REPLAY: '0' }, 'graphreplay') > 800, 'step by step: one a node');
 });
+
+test('context limits asked again and again cross once, and stay right across a set and a reset', (t) => {
+  const r = spawnSync(process.execPath, [QCUDA, 'run', '--provider=host', '--', path.join(BIN, 'limitcache')], {
+    encoding: 'utf8',
+    timeout: 120_000,
+    env: { ...process.env, QCUDA_STATS: '1' },
+  });
+  t.is(r.status, 0, r.stdout + r.stderr);
+  t.regex(r.stdout, /^PASS: limitcache: \d+ checks$/m);
+  // 1,005 asks: one each after the first, a set and a reset cross (LIMIT_GET is command 65).
+  const gets = Number(/cmd 65: (\d+)/.exec(r.stderr)?.[1] ?? '0');
+  t.true(gets >= 1 && gets <= 8, `LIMIT_GET crossed ${gets} times: ${r.stderr}`);
+});
