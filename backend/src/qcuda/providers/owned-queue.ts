@@ -84,6 +84,7 @@ export class OwnedQueue {
     this.session = session;
     ipc.onDrop = (ptr) => session.dropImport(ptr);
     ipc.onVmmDrop = (h) => session.dropVmmImport(h);
+    session.endSelf = () => this.end();
     const queue = order.state.index;
     this.server = serveInC
       ? RingServer.for(
