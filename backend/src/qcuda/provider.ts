@@ -664,6 +664,8 @@ export interface OwnOrder {
   slot: number;
   limits: VmLimits;
   state: RingState;
+  /** The VM's GPU identity key (VmShared.identityKey): its sessions all see one UUID; absent: the real one. */
+  identityKey?: Uint8Array;
 }
 
 /** A session's worker serving the session's own queue (owned-queue.ts), as the backend sees it. */

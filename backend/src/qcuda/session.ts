@@ -24,6 +24,7 @@ import { VmmShareTable, type VmmShare, type VmmShareBook } from './vmm-share';
 import type { Fd } from '../sys/fd';
 import { IpcTable, type IpcBook } from './ipc';
 import type { Now } from '../sys/now';
+import { identityKey } from './gpu-identity';
 
 /** Dropped imports a process's session remembers for their close (Session.droppedImports). */
 export const IPC_DROPPED_KEPT = 4096;
@@ -55,20 +56,25 @@ export interface VmShared {
   readonly ipcEvents: IpcBook<Session>;
   /** The shareable handles of VMM allocations minted by its sessions (vmm-share.ts), as ipc (vmm-remote.ts). */
   readonly vmmShares: VmmShareBook<Session>;
+  /** The key its GPU identity (UUID, PCI location) is derived with (gpu-identity.ts); undefined: the real one is shown. */
+  readonly identityKey: Uint8Array | undefined;
 }
 
 /**
  * The VM's bounds, counted in `ledger`, and its module images in `modules`
  * (default: new ones; a session's worker passes the VM's ledger and asks the
- * backend for images).
+ * backend for images). identity: the key of its GPU identity (default: a
+ * new one; a session's worker gets the backend's), or 'real'.
  */
 export function vmShared(
   limits: VmLimits,
   ledger = Ledger.create(ledgerLimits(limits), LEDGER_SLOTS),
   modules: ModuleStore = new ModuleCache(limits.moduleCache),
   ipc?: Pick<VmShared, 'ipc' | 'ipcEvents' | 'vmmShares'>,
+  identity: Uint8Array | 'real' = identityKey(),
 ): VmShared {
   return {
+    identityKey: identity === 'real' ? undefined : identity,
     limits,
     ledger,
     quota: quotaBudget(ledger),
