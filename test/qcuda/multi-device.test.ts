@@ -47,7 +47,7 @@ test('two emulated devices: count, properties told apart, a device past the last
   t.is(p0.status, 0);
   t.is(p1.status, 0);
   t.notDeepEqual(Array.from(p0.out!.uuid as Uint8Array), Array.from(p1.out!.uuid as Uint8Array), 'each device its own uuid');
-  t.is((p1.out!.attrs as Uint32Array)[33], 1, 'and its own PCI bus id');
+  t.is((p1.out!.attrs as Uint32Array)[33], 2, 'and its own PCI bus id (neutral: device index + 1)');
   t.is((await props(2)).status, CudaErr.InvalidDevice);
   t.is((await setDevice(c, 2)).status, CudaErr.InvalidDevice);
 });

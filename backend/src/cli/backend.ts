@@ -141,6 +141,11 @@ that would pass it fails with the CUDA error named, nothing grows):
                           launches, handle changes) on its own thread when
                           its context thread is idle (default yes): no
                           thread hop a call
+  --real-gpu-identity     qcuda only: the guest sees the host GPU's real UUID
+                          and PCI location (default: a UUID of the VM's own,
+                          an HMAC of the real one with a key drawn when this
+                          process starts, and PCI location 0:(device+1):0, so
+                          that VMs cannot tell that they share a GPU)
   --own-queues=yes|no     a guest process whose driver keeps its requests on a
                           queue of its own (QCUDA_SESSION_OWN_QUEUE) gets that
                           queue served by its worker (isolation process):
@@ -269,6 +274,7 @@ const DEVICE_ONLY: Record<string, string[]> = {
     'context-overhead',
     'gpu-share',
     'gpu-share-mps',
+    'real-gpu-identity',
   ],
 };
 
@@ -388,6 +394,7 @@ async function main(): Promise<void> {
         'gpu-share': { type: 'string' },
         'gpu-share-mps': { type: 'string' },
         'print-capabilities': { type: 'boolean' },
+        'real-gpu-identity': { type: 'boolean' },
         size: { type: 'string' },
         store: { type: 'string' },
         'read-only': { type: 'boolean' },
@@ -507,6 +514,7 @@ async function main(): Promise<void> {
     ringServer: args['ring-server'] === undefined ? undefined : yesNo('ring-server', args['ring-server']),
     pinGuestRam: args['pin-guest-ram'] === undefined ? undefined : yesNo('pin-guest-ram', args['pin-guest-ram']),
     ownQueues: args['own-queues'] === undefined ? undefined : yesNo('own-queues', args['own-queues']),
+    realGpuIdentity: args['real-gpu-identity'],
     pollUs: args['poll-us'] === undefined ? undefined : nonNegativeInt('poll-us', args['poll-us'], 1_000_000),
     ledgerFd: args['ledger-fd'] === undefined ? undefined : ledgerFd(args['ledger-fd']),
     ledgerSlot: args['ledger-slot'] === undefined ? undefined : nonNegativeInt('ledger-slot', args['ledger-slot'], 1 << 16),

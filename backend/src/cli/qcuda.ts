@@ -123,6 +123,9 @@ vm options:
   --pin-guest-ram=yes|no  all guest RAM registered for the GPU: pageable
                        copies at pinned speed, but guest kernels can reach
                        all guest RAM (default no; qcuda-backend --help)
+  --real-gpu-identity  the guest sees the host GPU's real UUID and PCI
+                       location (default: a UUID of the VM's own and a
+                       neutral PCI location; qcuda-backend --help)
   --worker-sandbox=seccomp|none
                        each backend worker process, once its CUDA context
                        is made, takes no new privileges and a system call
@@ -166,7 +169,7 @@ vm options:
                        comes, each line after the milliseconds since its
                        first one
 run options (and --provider, --gpu, --host-devices, --isolation, --own-queues, --ring-server,
---pin-guest-ram (default yes here: the memory is PROGRAM's own), --worker-sandbox,
+--pin-guest-ram (default yes here: the memory is PROGRAM's own), --worker-sandbox, --real-gpu-identity,
 --device-memory-limit, --context-overhead, --gpu-share, --gpu-share-mps and --backend-log as for vm; the
 quota holds across all of PROGRAM's processes):
   --socket=PATH        join the backend listening on PATH (a qcuda-backend
@@ -302,6 +305,7 @@ const OPTIONS = {
   'own-queues': { type: 'string' },
   'ring-server': { type: 'string' },
   'pin-guest-ram': { type: 'string' },
+  'real-gpu-identity': { type: 'boolean' },
   'worker-sandbox': { type: 'string' },
   'backend-user': { type: 'string' },
   'backend-log': { type: 'string' },
@@ -344,6 +348,7 @@ const BACKEND_PASSED = [
   'own-queues',
   'ring-server',
   'pin-guest-ram',
+  'real-gpu-identity',
   'worker-sandbox',
   'context-overhead',
   'gpu-share',
@@ -431,6 +436,7 @@ function backendOptions(v: { [k: string]: string | boolean | string[] | undefine
     ...opt('own-queues'),
     ...opt('ring-server'),
     ...opt('pin-guest-ram'),
+    ...(v['real-gpu-identity'] === true ? ['--real-gpu-identity'] : []),
     ...opt('worker-sandbox'),
     ...opt('context-overhead'),
     ...opt('gpu-share'),

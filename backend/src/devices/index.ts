@@ -41,6 +41,8 @@ export interface DeviceOptions {
   pollUs?: number;
   /** qcuda, isolation process: each worker process's sandbox (default seccomp: no new privileges, a system call filter). */
   workerSandbox?: WorkerSandbox;
+  /** qcuda: the guest sees the host GPU's real UUID and PCI location (QcudaOptions.realGpuIdentity; default false: the VM's own). */
+  realGpuIdentity?: boolean;
   /** qcuda: the bounds and what they count, shared with other devices of this process (one quota for the frontends of `qcuda run`); default: the device's own. */
   vm?: VmShared;
   /** Where to say which provider was chosen. */
@@ -141,6 +143,7 @@ export const DEVICES: Record<
         pollUs: o.pollUs ?? DEFAULT_POLL_US,
         ownQueues,
         vm: o.vm,
+        realGpuIdentity: o.realGpuIdentity,
         ledgerFd: o.ledgerFd === undefined ? undefined : new Fd(o.ledgerFd),
       });
       return device;

@@ -163,7 +163,7 @@ export class QueueDelegation {
       const state = await detaching;
       d.record = InflightRecord.create(state.size, state.lastAvail, state.usedIdx);
       const owner = await start(
-        { session: s.id, slot: s.slot, limits: vm.limits, state },
+        { session: s.id, slot: s.slot, limits: vm.limits, state, identityKey: vm.identityKey },
         [ring.kick!.value, ring.call!.value, d.record.fd.value, vm.ledger.fd.value],
         vm.modules,
         new IpcService(vm, s, this.dev.provider.deviceCount()),

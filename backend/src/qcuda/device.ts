@@ -85,6 +85,8 @@ export interface QcudaOptions {
   ownQueues?: boolean;
   /** Told after a session's SESSION_CLOSE is done (a worker serving that session's queue gives it back then). */
   onSessionClosed?: (id: bigint) => void;
+  /** The guest sees the host GPU's real UUID and PCI location (default false: the VM's own: gpu-identity.ts). Where vm is not given. */
+  realGpuIdentity?: boolean;
 }
 
 /** What dispatch needs of a session command: found once per command number, not by name on each request. */
@@ -150,7 +152,9 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     this.provider = typeof o.provider === 'function' ? o.provider((addr, len) => this.guestViews(addr, len)) : o.provider;
     const limits = { ...DEFAULT_LIMITS, ...(o.memoryLimit !== undefined ? { deviceMemory: o.memoryLimit } : {}), ...o.limits };
     if (o.limits?.contextOverhead === undefined && !this.provider.hasGpu) limits.contextOverhead = 0n; // no driver, no context to pay for
-    this.vm = o.vm ?? vmShared(limits, o.ledgerFd && openVmLedger(o.ledgerFd, limits));
+    this.vm =
+      o.vm ??
+      vmShared(limits, o.ledgerFd && openVmLedger(o.ledgerFd, limits), undefined, undefined, o.realGpuIdentity ? 'real' : undefined);
     this.#ownQueues = o.ownQueues ?? false;
     this.#onSessionClosed = o.onSessionClosed;
     this.log = new LogLimiter(limits.logLinesPerSecond, o.log ?? ((l) => console.error(l)));

@@ -104,7 +104,7 @@ export class RemoteIpc implements IpcBook<Session> {
     return this.link.ask<boolean>({ op: 'close', kind: this.kind, ptr });
   }
 
-  /** Asks only for what was minted here; waits for the backend to have sent the openers' closes. */
+  /** Asks only for what was minted here; waits for the openers to have closed it (or been ended: ipc.ts letGo). */
   async forget(_owner: Session, ptr: DevPtr): Promise<void> {
     if (!this.#mine.delete(ptr)) return;
     await this.link.ask({ op: 'forget', kind: this.kind, ptr }).catch(() => undefined);

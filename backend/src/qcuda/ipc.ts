@@ -3,7 +3,8 @@
 // an allocation of one session; the table of the VM's tokens is the only
 // way from a token to memory, so forged bytes and another VM's handles name
 // nothing. An allocation's handle and what others opened of it go when its
-// owner frees it, resets or exits.
+// owner frees it, resets or exits; its bytes stay counted until every opener
+// has closed it (letGo).
 import { CudaErr, CudaError } from './cuda-error';
 import type { DevPtr } from './provider';
 import { TOKEN_BYTES, TokenTable } from './token-table';
@@ -27,6 +28,35 @@ export const IPC_TOKEN_BYTES = TOKEN_BYTES;
 
 /** Handles one session may hold (memory and events, each), however it is served: its allocations bound them too. */
 export const IPC_HANDLES_PER_SESSION = 65536;
+
+/**
+ * The longest an opener (or importer: vmm-share.ts) may take to let go of
+ * memory whose owner freed it, before its process is ended (letGo).
+ */
+export const DROP_WAIT_MS = 2_000;
+
+/**
+ * Runs drop (an opener closes what it opened of memory its owner freed) and
+ * resolves once the memory is let go of: drop succeeded, or, where it
+ * failed or took longer than DROP_WAIT_MS, once end() has ended the
+ * opener's process (its contexts, and what they hold, go with it). CUDA
+ * keeps freed memory while another process has it open (a context with a
+ * sticky fault fails the close and keeps it until it exits: security
+ * review 3, N4), so the owner's bytes stay counted until this resolves.
+ */
+export async function letGo(drop: () => Promise<void>, end: ((why: string) => Promise<void>) | undefined): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`it did not let go in ${DROP_WAIT_MS} ms`)), DROP_WAIT_MS);
+  });
+  try {
+    await Promise.race([drop(), late]);
+  } catch (e) {
+    await end?.((e as Error).message).catch(() => undefined);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /** What an opener needs of a handle it may open: the owner (where it is in this process) and CUDA's handle. */
 export interface IpcClaim<S> {
@@ -55,22 +85,27 @@ export interface IpcBook<S> {
   settle(opener: S, token: Uint8Array, at: DevPtr | undefined): Promise<boolean>;
   /** Opener closes what it opened at ptr; false if it opened nothing there. */
   close(opener: S, ptr: DevPtr): Promise<boolean>;
-  /** Owner freed ptr: its handle goes, and its openers lose it (resolves once they have, bounded). */
+  /** Owner freed ptr: its handle goes, and its openers lose it (resolves once they have closed it, or their processes ended: letGo). */
   forget(owner: S, ptr: DevPtr): Promise<void>;
-  /** The session reset or exited: its handles go (resolves once their openers have lost them, as forget), and what it opened. */
+  /** The session reset or exited: its handles go (resolves once their openers have let go, as forget, those of its earlier forgets too), and what it opened. */
   forgetSession(s: S): Promise<void>;
 }
 
 export class IpcTable<S> implements IpcBook<S> {
   /**
    * what: the handle's name in refusals. drop: undoes an opener's opening
-   * when the owner's memory goes (none for events: the opener's stays its
-   * own, and the same event may be opened again).
+   * when the owner's memory goes, resolving once it is closed (none for
+   * events: the opener's stays its own, and the same event may be opened
+   * again). end: ends an opener's process, whose drop failed or hung.
    */
   constructor(
     readonly what: string,
     readonly drop?: (opener: S, at: DevPtr) => Promise<void>,
+    readonly end?: (opener: S, why: string) => Promise<void>,
   ) {}
+
+  /** Each owner's forgets whose openers have not let go yet (forgetSession waits for them too). */
+  readonly #letting = new Map<S, Set<Promise<void>>>();
 
   /** One handle per allocation (or event) of an owner, bounded by what the owner holds. */
   readonly #tokens = new TokenTable<S, DevPtr, IpcEntry<S>>();
@@ -137,27 +172,48 @@ export class IpcTable<S> implements IpcBook<S> {
 
   /**
    * Owner freed the allocation at ptr: its handle names nothing now, and
-   * openers lose it. Resolves once they have (an opener served by its own
-   * worker is asked and answers, bounded: Worker.ipcDrop), so an opener's
-   * next call after the owner's free is answered never reaches the memory.
+   * openers lose it. Resolves once each has closed it (an opener served by
+   * its own worker is asked and answers), or, where its close failed or
+   * took longer than DROP_WAIT_MS, once its process was ended (letGo): the
+   * owner's free counts the bytes until then, and an opener's next call
+   * after the owner's free is answered never reaches the memory.
    */
   async forget(owner: S, ptr: DevPtr): Promise<void> {
     const e = this.#tokens.remove(owner, ptr);
     if (e) await this.#dropOpeners(e);
   }
 
-  /** The session reset or exited: its handles go (as forget), and what it opened. */
+  /** The session reset or exited: its handles go (as forget), and what it opened; resolves once the openers of its earlier forgets have let go too. */
   async forgetSession(s: S): Promise<void> {
     const drops = [...this.#tokens.removeOwner(s)].map((e) => this.#dropOpeners(e));
     for (const e of this.#tokens.values()) e.openers.delete(s);
-    await Promise.all(drops);
+    await Promise.all([...drops, ...(this.#letting.get(s) ?? [])]);
   }
 
-  async #dropOpeners(e: IpcEntry<S>): Promise<void> {
+  #dropOpeners(e: IpcEntry<S>): Promise<void> {
     // An opener whose context is gone meanwhile has nothing left to drop.
     // Each is issued at once, before the owner's free: CUDA keeps the memory while it is opened.
-    const drops = [...e.openers].filter(([, at]) => at !== 0n).map(([o, at]) => this.drop?.(o, at).catch(() => undefined));
+    const drop = this.drop;
+    const drops = drop
+      ? [...e.openers].filter(([, at]) => at !== 0n).map(([o, at]) => letGo(() => drop(o, at), this.end && ((why) => this.end!(o, why))))
+      : [];
     e.openers.clear();
-    await Promise.all(drops);
+    return track(
+      this.#letting,
+      e.owner,
+      Promise.all(drops).then(() => undefined),
+    );
   }
+}
+
+/** Keeps p in owner's set of letting until it settles; p. */
+export function track<S>(letting: Map<S, Set<Promise<void>>>, owner: S, p: Promise<void>): Promise<void> {
+  let set = letting.get(owner);
+  if (!set) letting.set(owner, (set = new Set()));
+  set.add(p);
+  void p.finally(() => {
+    set.delete(p);
+    if (set.size === 0 && letting.get(owner) === set) letting.delete(owner);
+  });
+  return p;
 }

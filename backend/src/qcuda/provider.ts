@@ -664,6 +664,8 @@ export interface OwnOrder {
   slot: number;
   limits: VmLimits;
   state: RingState;
+  /** The VM's GPU identity key (VmShared.identityKey): its sessions all see one UUID; absent: the real one. */
+  identityKey?: Uint8Array;
 }
 
 /** A session's worker serving the session's own queue (owned-queue.ts), as the backend sees it. */
@@ -678,10 +680,10 @@ export interface QueueOwner {
   /** After the stop: the ring served by the worker again (fds: kick, call, a new in-flight record). */
   ownAgain(state: RingState, fds: number[]): Promise<void>;
   kill(): void;
-  /** Tells it to close what its session opened by IPC at ptr (the owner's memory went: ipc-remote.ts); resolves once it has (bounded). */
+  /** Tells it to close what its session opened by IPC at ptr (the owner's memory went: ipc-remote.ts); resolves once it has closed it or is gone, rejects where the close failed. */
   ipcDrop(ptr: DevPtr): Promise<void>;
   /** A POSIX fd of its session's VMM allocation `handle` (its context on device), the caller's: for another session's import. */
   vmmExport(handle: bigint, device: number): Promise<Fd>;
-  /** Tells it to drop its session's import `handle` (the owner's memory went: vmm-remote.ts); resolves once it has (bounded). */
+  /** Tells it to drop its session's import `handle` (the owner's memory went: vmm-remote.ts); resolves once unmapped and released or gone, rejects where that failed. */
   vmmDrop(handle: bigint): Promise<void>;
 }

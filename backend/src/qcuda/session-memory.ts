@@ -43,13 +43,17 @@ export class SessionMemory {
     this.s.mirror()?.alloc(base, r.bytes);
   }
 
-  /** Removes the allocation that starts exactly at ptr and gives its bytes back to the quota; returns its size and device. */
-  removeAlloc(ptr: DevPtr): { size: bigint; device: number } {
+  /**
+   * Removes the allocation that starts exactly at ptr; returns its device
+   * and its bytes, still counted against the quota: the caller gives them
+   * back (Session.unreserve) once the memory is free, which is after every
+   * other process that opened it has let go of it (ipc.ts letGo).
+   */
+  removeAlloc(ptr: DevPtr): { held: Reservation; device: number } {
     const r = this.#allocs.removeAt(ptr);
     if (!r) throw new CudaError(CudaErr.InvalidValue, `free of 0x${ptr.toString(16)}, which is not an allocation of this process`);
     this.s.mirror()?.alloc(ptr, 0n);
-    this.s.quota.give(r.size);
-    return { size: r.size, device: r.device };
+    return { held: { epoch: this.s.epoch(), bytes: r.size }, device: r.device };
   }
 
   /** The allocation that starts exactly at ptr, or undefined. */

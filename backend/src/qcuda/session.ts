@@ -24,6 +24,7 @@ import { VmmShareTable, type VmmShare, type VmmShareBook } from './vmm-share';
 import type { Fd } from '../sys/fd';
 import { IpcTable, type IpcBook } from './ipc';
 import type { Now } from '../sys/now';
+import { identityKey } from './gpu-identity';
 
 /** Dropped imports a process's session remembers for their close (Session.droppedImports). */
 export const IPC_DROPPED_KEPT = 4096;
@@ -55,20 +56,25 @@ export interface VmShared {
   readonly ipcEvents: IpcBook<Session>;
   /** The shareable handles of VMM allocations minted by its sessions (vmm-share.ts), as ipc (vmm-remote.ts). */
   readonly vmmShares: VmmShareBook<Session>;
+  /** The key its GPU identity (UUID, PCI location) is derived with (gpu-identity.ts); undefined: the real one is shown. */
+  readonly identityKey: Uint8Array | undefined;
 }
 
 /**
  * The VM's bounds, counted in `ledger`, and its module images in `modules`
  * (default: new ones; a session's worker passes the VM's ledger and asks the
- * backend for images).
+ * backend for images). identity: the key of its GPU identity (default: a
+ * new one; a session's worker gets the backend's), or 'real'.
  */
 export function vmShared(
   limits: VmLimits,
   ledger = Ledger.create(ledgerLimits(limits), LEDGER_SLOTS),
   modules: ModuleStore = new ModuleCache(limits.moduleCache),
   ipc?: Pick<VmShared, 'ipc' | 'ipcEvents' | 'vmmShares'>,
+  identity: Uint8Array | 'real' = identityKey(),
 ): VmShared {
   return {
+    identityKey: identity === 'real' ? undefined : identity,
     limits,
     ledger,
     quota: quotaBudget(ledger),
@@ -77,13 +83,20 @@ export function vmShared(
     hostMaps: new Budget(ledger, 3, 'the bound on pieces of guest memory mapped for the GPU'),
     hostMapBytes: new Budget(ledger, 4, 'the bound on bytes of guest memory mapped for the GPU'),
     modules,
-    ipc: ipc?.ipc ?? new IpcTable<Session>('IPC handle', (opener, at) => opener.dropImport(at)),
+    ipc:
+      ipc?.ipc ??
+      new IpcTable<Session>(
+        'IPC handle',
+        (opener, at) => opener.dropImport(at),
+        (opener, why) => opener.endProcess(`its close of IPC memory whose owner freed it failed (${why})`),
+      ),
     ipcEvents: ipc?.ipcEvents ?? new IpcTable<Session>('IPC event handle'),
     vmmShares:
       ipc?.vmmShares ??
       new VmmShareTable<Session>(
         (importer, h) => importer.dropVmmImport(h),
         (e, importer, x) => importer.importVmm(e, x),
+        (importer, why) => importer.endProcess(`its release of imported memory whose owner freed it failed (${why})`),
       ),
   };
 }
@@ -457,14 +470,29 @@ export class Session {
     return h;
   }
 
-  /** The owner of the allocation imported as h freed it: h and its mappings go, and the provider unmaps and lets go of them. */
+  /** The owner of the allocation imported as h freed it: h and its mappings go, and the provider unmaps and lets go of them (resolves once it has; rejects where it could not). */
   async dropVmmImport(h: bigint): Promise<void> {
     if (this.ownWorker) return this.ownWorker.vmmDrop(h);
     const d = this.vmm.dropAlloc(h);
     const x = d && this.openedContext;
     if (!d || !x) return; // gone with a reset or the exit: the context's end let go of it
-    for (const m of d.maps) await x.vmmUnmap(m.base, m.size);
-    await x.vmmRelease(d.ref);
+    await this.#whileLive(x, async () => {
+      for (const m of d.maps) await x.vmmUnmap(m.base, m.size);
+      await x.vmmRelease(d.ref);
+    });
+  }
+
+  /**
+   * Runs f, a letting go of memory in x; a failure counts only while x is
+   * still the session's context: one reset or closed meanwhile let go of
+   * everything with it.
+   */
+  async #whileLive(x: ProviderContext, f: () => Promise<void>): Promise<void> {
+    try {
+      await f();
+    } catch (e) {
+      if (!this.#closed && this.deviceOfContext(x) !== undefined) throw e;
+    }
   }
 
   /**
@@ -472,7 +500,31 @@ export class Session {
    * what it opened by IPC, and its VMM allocations and imports, are there;
    * that worker closes, exports and drops them.
    */
-  ownWorker: Pick<QueueOwner, 'ipcDrop' | 'vmmExport' | 'vmmDrop'> | undefined;
+  ownWorker: Pick<QueueOwner, 'ipcDrop' | 'vmmExport' | 'vmmDrop' | 'kill' | 'returned'> | undefined;
+
+  /** In the worker that serves the session on its own queue: ends that process (endProcess; the backend serves the ring again). */
+  endSelf: (() => void) | undefined;
+
+  /**
+   * Ends the process's CUDA at once, as a native process's exit would: its
+   * worker is killed (a queue owner's, or each context's), and the driver
+   * lets go of everything its contexts held, memory of other processes it
+   * opened or imported included. Its later calls fail, as after its
+   * worker's death. For an opening of freed memory that it could not close
+   * (a context with a sticky fault keeps it until it exits: security
+   * review 3, N4); resolves once the process is gone.
+   */
+  async endProcess(why: string): Promise<void> {
+    this.o.log?.(`qcuda: session ${this.id.toString(16)}: ${why}: its CUDA process is ended`);
+    if (this.endSelf) return this.endSelf();
+    if (this.ownWorker) {
+      this.ownWorker.kill();
+      await this.ownWorker.returned;
+      return;
+    }
+    const ends = [...this.#contexts.values()].map(async (d) => (await d.ctx.catch(() => undefined))?.destroy('exit'));
+    await Promise.all(ends);
+  }
 
   /** A POSIX fd of this session's allocation `handle` (ref in its context on device), the caller's to hand on or close. */
   async vmmExportFd(handle: bigint, ref: VmmRef, device: number): Promise<Fd> {
@@ -538,17 +590,17 @@ export class Session {
 
   /**
    * The owner of memory opened at ptr freed it: it is dropped here, and its
-   * close will still succeed. Resolves once no request of this session
-   * reaches it (the owner's free waits for that), not once the provider has
-   * closed it: CUDA keeps the memory while it is mapped, and the opener's
-   * context may be busy (served by its own worker: that worker's answer,
-   * bounded there).
+   * close will still succeed. No request of this session reaches it from
+   * the first step on (removeImport); resolves once the provider has closed
+   * it (served by its own worker: that worker's answer), and rejects where
+   * the close failed: CUDA keeps the memory while it is opened, so the
+   * owner's quota counts it until then (ipc.ts letGo).
    */
   async dropImport(ptr: DevPtr): Promise<void> {
     this.droppedImports.add(ptr);
     if (this.droppedImports.size > IPC_DROPPED_KEPT) this.droppedImports.delete(this.droppedImports.values().next().value!);
     if (this.ownWorker) return this.ownWorker.ipcDrop(ptr);
-    void this.closeImport(ptr).catch(() => undefined); // unreachable here at once (removeImport), closed in the provider later
+    await this.closeImport(ptr);
   }
 
   /** Forgets another session's memory opened at ptr (IPC_OPEN) and has the provider drop it. */
@@ -557,7 +609,7 @@ export class Session {
     const device = this.memory.deviceOf(ptr, 1n);
     if (!this.memory.removeImport(ptr) || device === undefined) return;
     const x = this.#closed ? undefined : await this.#contexts.get(device)?.opened;
-    if (x) await this.provider.ipcClose?.(x, ptr);
+    if (x) await this.#whileLive(x, async () => this.provider.ipcClose?.(x, ptr));
   }
 
   /** Frees everything (cudaDeviceReset): the context goes with it. */
@@ -629,10 +681,17 @@ export class Session {
     const sharesGone = this.vm.vmmShares.forgetSession(this); // importers of its memory lose it
     // Others' openings of its memory end with it, before the reset or exit is answered.
     const openingsGone = this.vm.ipc.forgetSession(this);
-    // Everything but the overhead of contexts still there, which goes when each context does (#giveSlot).
+    // Everything but the overhead of contexts still there, which goes when each context does (#giveSlot);
+    // given back once other processes have let go of what they opened or imported of it (CUDA keeps it
+    // while they have it: ipc.ts letGo), and counted until then. What the session takes meanwhile is
+    // its next context's, not given here.
     const held = this.#memory.held;
-    if (held > this.#overheads) this.#memory.give(held - this.#overheads);
-    await Promise.all([eventsGone, sharesGone, openingsGone, ...contexts.map((d) => this.#end(d, why))]);
+    const old = held > this.#overheads ? held - this.#overheads : 0n;
+    try {
+      await Promise.all([eventsGone, sharesGone, openingsGone, ...contexts.map((d) => this.#end(d, why))]);
+    } finally {
+      this.#memory.give(old);
+    }
   }
 
   /** Destroys one of the session's contexts (#free took it out). */

@@ -8,7 +8,7 @@
 // however it is served (Session.vmmExportFd): the fd is only in transit,
 // closed once the importer's context has imported it. When the owner's
 // memory goes, the backend tells each importer's worker to drop its import
-// ('vmm-drop', acknowledged and bounded as 'ipc-drop' is).
+// ('vmm-drop', answered once released, bounded by the table as 'ipc-drop' is).
 import { CudaErr, CudaError } from './cuda-error';
 import { big, bytes, type IpcAsker, type VmmAsk } from './ipc-wire';
 import type { Provider, ProviderContext, VmmFdContext, VmmRef } from './provider';

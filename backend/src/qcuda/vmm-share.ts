@@ -7,8 +7,10 @@
 // memory: forged bytes, another VM's tokens and freed allocations name
 // nothing. The memory stays its owner's (counted in its quota); when the
 // owner frees it (release and unmap, reset, exit) the token goes and each
-// importer loses its handle and mappings of it (drop).
+// importer loses its handle and mappings of it (drop); its bytes stay
+// counted until every importer has let go of it (letGo, as IPC's).
 import { CudaErr, CudaError } from './cuda-error';
+import { letGo, track } from './ipc';
 import type { Provider, ProviderContext, VmmRef } from './provider';
 import { TokenTable } from './token-table';
 
@@ -51,21 +53,27 @@ export interface VmmShareBook<S> {
   imported(importer: S, token: string, h: bigint): Promise<boolean>;
   /** importer freed its handle h of token's memory. */
   unimported(importer: S, token: string, h: bigint): Promise<void>;
-  /** The owner freed its allocation: its token goes, and importers lose it (resolves once they have, bounded: IpcBook.forget). */
+  /** The owner freed its allocation: its token goes, and importers lose it (resolves once they have let go, or their processes ended: IpcBook.forget). */
   forget(owner: S, handle: bigint): Promise<void>;
-  /** The session reset or exited: its tokens go (as forget), and what it imported. */
+  /** The session reset or exited: its tokens go (as forget; those of its earlier forgets waited for too), and what it imported. */
   forgetSession(s: S): Promise<void>;
 }
 
 export class VmmShareTable<S> implements VmmShareBook<S> {
   /**
    * drop: the owner freed the memory; importer's handle h of it is gone (its
-   * mappings unmapped). open: e's memory imported into importer's context x.
+   * mappings unmapped, the import released: resolves once it is). open: e's
+   * memory imported into importer's context x. end: ends an importer's
+   * process, whose drop failed or hung.
    */
   constructor(
     readonly drop: (importer: S, h: bigint) => Promise<void>,
     readonly open: (e: VmmShare<S>, importer: S, x: ProviderContext) => Promise<VmmRef>,
+    readonly end?: (importer: S, why: string) => Promise<void>,
   ) {}
+
+  /** Each owner's forgets whose importers have not let go yet (forgetSession waits for them too). */
+  readonly #letting = new Map<S, Set<Promise<void>>>();
 
   /** A provider that imports another context's memory (Provider.vmmImport) serves the table's sessions. */
   servedBy(p: Provider): boolean {
@@ -120,9 +128,11 @@ export class VmmShareTable<S> implements VmmShareBook<S> {
 
   /**
    * The owner freed its allocation h: its token names nothing now, and
-   * importers lose it. Resolves once they have (an importer served by its own
-   * worker is asked and answers, bounded: Worker.vmmDrop), so the owner's
-   * free is answered after its importers' mappings went.
+   * importers lose it. Resolves once each has unmapped and released it (an
+   * importer served by its own worker is asked and answers), or, where that
+   * failed or took longer than DROP_WAIT_MS, once its process was ended
+   * (letGo): the owner's free is answered, and its bytes uncounted, only
+   * after that.
    */
   async forget(owner: S, handle: bigint): Promise<void> {
     const e = this.#tokens.remove(owner, handle);
@@ -132,7 +142,7 @@ export class VmmShareTable<S> implements VmmShareBook<S> {
   async forgetSession(s: S): Promise<void> {
     const drops = this.#tokens.removeOwner(s).map((e) => this.#dropImporters(e));
     for (const e of this.#tokens.values()) e.importers.delete(s);
-    await Promise.all(drops);
+    await Promise.all([...drops, ...(this.#letting.get(s) ?? [])]);
   }
 
   /** Tokens owner holds. */
@@ -140,9 +150,14 @@ export class VmmShareTable<S> implements VmmShareBook<S> {
     return this.#tokens.count(owner);
   }
 
-  async #dropImporters(e: VmmShare<S>): Promise<void> {
-    const drops = [...e.importers].flatMap(([s, hs]) => [...hs].map((h) => this.drop(s, h).catch(() => undefined)));
+  #dropImporters(e: VmmShare<S>): Promise<void> {
+    const end = this.end;
+    const drops = [...e.importers].flatMap(([s, hs]) => [...hs].map((h) => letGo(() => this.drop(s, h), end && ((why) => end(s, why)))));
     e.importers.clear();
-    await Promise.all(drops);
+    return track(
+      this.#letting,
+      e.owner,
+      Promise.all(drops).then(() => undefined),
+    );
   }
 }

@@ -16,6 +16,7 @@ import {
 } from '../attrs';
 import type { Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
+import { neutralPci, vmUuid } from '../gpu-identity';
 import { encode, QCUDA_CAP_GPU, QCUDA_NUM_ATTRS, QCUDA_PROTO_VERSION, Status } from '../proto';
 
 export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DEVICE_SYNC' | 'DEVICE_RESET' | 'LIMIT_SET' | 'LIMIT_GET'> = {
@@ -45,10 +46,13 @@ export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DE
     attrs[ATTR_POSIX_FD_HANDLES] = c.session.vm.vmmShares.servedBy(c.dev.provider) ? 1 : 0;
     attrs[ATTR_MEMPOOL_HANDLE_TYPES] = c.dev.provider.ipcOpen ? MEM_HANDLE_TYPE_POSIX_FD : 0;
     attrs[ATTR_IPC_EVENTS] = c.dev.provider.ipcEventOpen ? 1 : 0;
+    // The VM's own UUID and a neutral PCI location, unless the real ones are passed through (gpu-identity.ts).
+    const key = c.session.vm.identityKey;
+    if (key) neutralPci(attrs, device);
     return {
       out: encode('qcuda_out_device_props', {
         name: p.name,
-        uuid: p.uuid,
+        uuid: key ? vmUuid(key, p.uuid) : p.uuid,
         total_mem: limit > 0n && limit < p.totalMem ? limit : p.totalMem,
         attrs,
       }),

@@ -57,7 +57,10 @@ export const IPC_COMMANDS: Runs<'IPC_GET' | 'IPC_OPEN' | 'IPC_CLOSE'> = {
     c.session.memory.addImport(at, e.size, device);
     c.session.droppedImports.delete(at); // the address is open again: its next close is this one's
     if (!(await book.settle(c.session, token, at))) {
-      await c.session.closeImport(at);
+      // Closed here, not by the owner's free (which no longer waits for it): one that fails ends the process, as there.
+      await c.session
+        .closeImport(at)
+        .catch((e: Error) => c.session.endProcess(`its close of IPC memory freed meanwhile failed (${e.message})`));
       throw new CudaError(CudaErr.InvalidResourceHandle, 'IPC handle: its memory was freed meanwhile');
     }
     return { value: at };
@@ -70,7 +73,14 @@ export const IPC_COMMANDS: Runs<'IPC_GET' | 'IPC_OPEN' | 'IPC_CLOSE'> = {
       if (c.session.droppedImports.delete(ptr)) return;
       throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} is not memory this process opened by IPC`);
     }
-    await c.session.closeImport(ptr);
+    try {
+      await c.session.closeImport(ptr);
+    } catch (e) {
+      // The memory stays mapped in the process (a context with a sticky fault fails the close and keeps it until
+      // it exits), out of the owner's count once it frees it: the process ends here, as its owner's free would end it.
+      await c.session.endProcess(`its close of IPC memory failed (${(e as Error).message})`);
+      throw e;
+    }
   },
 };
 

@@ -111,9 +111,15 @@ export const MEMORY_COMMANDS: Runs<
   async FREE(c) {
     const { ptr } = c.args;
     if (ptr === 0n) return; // cudaFree(NULL) is a no-op
-    const { device } = c.session.memory.removeAlloc(ptr);
-    await c.session.vm.ipc.forget(c.session, ptr); // its handle names nothing now; openers have closed it before the free
-    await (await c.session.context(device)).free(ptr); // cudaFree takes any device's pointer
+    const { device, held } = c.session.memory.removeAlloc(ptr);
+    try {
+      // Its handle names nothing now; openers close it before the free, and its bytes stay counted until
+      // they have (an opener whose close fails or hangs has its process ended: ipc.ts letGo).
+      await c.session.vm.ipc.forget(c.session, ptr);
+      await (await c.session.context(device)).free(ptr); // cudaFree takes any device's pointer
+    } finally {
+      c.session.unreserve(held); // not after a reset meanwhile: it gave them back, once the openers let go
+    }
   },
 
   MEMCPY_HTOD(c) {

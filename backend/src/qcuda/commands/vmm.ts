@@ -22,9 +22,25 @@ async function freeUnused(s: Session, x: ProviderContext, freed: readonly VmmFre
   try {
     // Importers lose an exported allocation before its owner's free is answered (forget waits for them, bounded).
     for (const f of freed) await (f.token ? s.vm.vmmShares.unimported(s, f.token, f.handle) : s.vm.vmmShares.forget(s, f.handle));
-    for (const f of freed) await x.vmmRelease(f.ref);
+    for (const f of freed) await release(s, x, f);
   } finally {
     s.unreserve(bytes);
+  }
+}
+
+/**
+ * Releases f in x. An import whose release fails stays in the process (a
+ * context with a sticky fault keeps it until it exits), out of its owner's
+ * count once the owner frees it: the process ends, as the owner's free
+ * would end it (vmm-share.ts letGo). Not after a reset meanwhile: x is gone.
+ */
+async function release(s: Session, x: ProviderContext, f: VmmFreed): Promise<void> {
+  try {
+    await x.vmmRelease(f.ref);
+  } catch (e) {
+    if (f.token && s.deviceOfContext(x) !== undefined)
+      await s.endProcess(`its release of imported memory failed (${(e as Error).message})`);
+    throw e;
   }
 }
 

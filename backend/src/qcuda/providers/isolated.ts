@@ -51,8 +51,6 @@ const debug = createDebug('qcuda:isolated');
 /** How long a worker may take to start (node, CUDA init, a context) and to shut down. */
 const START_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 10_000;
-/** The longest an owner's free waits for an opener's worker to close its opening (Worker.ipcDrop). */
-const IPC_DROP_WAIT_MS = 2_000;
 /**
  * fds (VMM imports' POSIX fds) the backend holds for a worker's channel at
  * once, sent and not yet taken: a worker that stops reading its channel
@@ -311,28 +309,26 @@ class Worker {
 
   /**
    * Tells a queue owner to close what its session opened at ptr (the owner's
-   * memory went); resolves once it has, or is gone, or after IPC_DROP_WAIT_MS:
-   * a worker busy in a long call holds the owner's free no longer than that.
+   * memory went); resolves once it has closed it, or is gone (its memory
+   * went with it), and rejects where its close failed. Unbounded here: the
+   * VM's table bounds it and ends a worker that takes too long (ipc.ts letGo).
    */
   ipcDrop(ptr: bigint): Promise<void> {
     return this.#acknowledged((id) => ({ t: 'ipc-drop', id, ptr }));
   }
 
-  /** As ipcDrop, for its session's import `handle` of a VMM allocation (vmm-remote.ts). */
+  /** As ipcDrop, for its session's import `handle` of a VMM allocation (vmm-remote.ts): resolves once unmapped and released. */
   vmmDrop(handle: bigint): Promise<void> {
     return this.#acknowledged((id) => ({ t: 'vmm-drop', id, handle }));
   }
 
-  /** Sends m, resolving once the worker replies, is gone, or IPC_DROP_WAIT_MS have passed. */
+  /** Sends m, resolving once the worker replies that it did it, or is gone; rejecting with its refusal. */
   async #acknowledged(m: (id: number) => ToWorker): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, IPC_DROP_WAIT_MS)));
-    const done = this.#expect((id) => this.#send(m(id))).then(
-      () => undefined,
-      () => undefined,
-    );
-    await Promise.race([done, bound]);
-    clearTimeout(timer);
+    try {
+      await this.#expect((id) => this.#send(m(id)));
+    } catch (e) {
+      if (!this.#gone) throw e;
+    }
   }
 
   /**

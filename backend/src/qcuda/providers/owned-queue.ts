@@ -64,7 +64,7 @@ export class OwnedQueue {
     // Its IPC and VMM shareable handles are in the VM's tables, the backend's (ipc-remote.ts, vmm-remote.ts):
     // a cuda context exports and imports VMM allocations as POSIX fds (cuda.ts).
     const tables = remoteIpc(ipc, provider.name === 'cuda');
-    const vm = vmShared(order.limits, Ledger.open(fds.ledger, ledgerLimits(order.limits)), modules, tables);
+    const vm = vmShared(order.limits, Ledger.open(fds.ledger, ledgerLimits(order.limits)), modules, tables, order.identityKey ?? 'real');
     this.#record = InflightRecord.open(fds.record, order.state.size);
     this.device = new QcudaDevice({
       provider,
@@ -84,6 +84,7 @@ export class OwnedQueue {
     this.session = session;
     ipc.onDrop = (ptr) => session.dropImport(ptr);
     ipc.onVmmDrop = (h) => session.dropVmmImport(h);
+    session.endSelf = () => this.end();
     const queue = order.state.index;
     this.server = serveInC
       ? RingServer.for(

@@ -241,9 +241,14 @@ class WorkerMain {
    * Says once what the owner's free took is closed here (an IPC opening, a
    * VMM import): the owner's free is answered after this reply (ipc.ts, vmm-share.ts).
    */
+  /** Answers an ipc-drop or vmm-drop once its close or release is done; refused where it failed (the backend then ends this process). */
   async #dropped(id: number, closing: Promise<void>): Promise<void> {
-    await closing.catch(() => undefined);
-    send({ t: 'reply', id, ok: true, v: undefined });
+    try {
+      await closing;
+      send({ t: 'reply', id, ok: true, v: undefined });
+    } catch (e) {
+      this.#refuse(id, 'drop', e);
+    }
   }
 
   async #park(): Promise<void> {
