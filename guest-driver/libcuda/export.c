@@ -73,18 +73,15 @@ static void *tools_callback_hooks[7] = {
 	[6] = (void *)tools_get_buffer2,
 };
 
-/* ---- TOOLS_TLS: the runtime reads its size; cuBLASLt calls [2], which
- * must succeed, before each matrix multiply, and hands the first word it
- * writes (natively the current context, traced: docs/tracing.md) to the
- * 21318c60 table's [4]. Tools' thread-local state: none here. */
+/* ---- TOOLS_TLS: 3 slots, as the driver's (its size says which interface
+ * it is: with 4, cuBLAS took another path, asking [2] before each of its
+ * calls and choosing its own kernels over cuBLASLt's, 0.33 of native for
+ * an fp32 GEMM; traced, docs/tracing.md). cuBLASLt calls [2], which must
+ * succeed, before each matrix multiply, and hands the first word it writes
+ * (natively the current context) to the 21318c60 table's [4]. Tools'
+ * thread-local state: none here. */
 static uintptr_t tools_tls_none(void)
 {
-	return 0;
-}
-
-static uintptr_t tools_tls_none1(const void *arg)
-{
-	(void)arg;
 	return 0;
 }
 
@@ -95,14 +92,13 @@ static uintptr_t tools_tls_context(CUcontext *out)
 	return 0;
 }
 
-static void *tools_tls[4] = {
-	[0] = SLOTS(4),
+static void *tools_tls[3] = {
+	[0] = SLOTS(3),
 	[1] = (void *)tools_tls_none,
 	[2] = (void *)tools_tls_context,
-	[3] = (void *)tools_tls_none1,
 };
 
-/* ---- 21318c60-...: 94 slots, as NVIDIA's 580 driver has it; asked for by cuBLASLt, which calls [4], [39] and [51]
+/* ---- 21318c60-...: 93 slots, as NVIDIA's 580 driver has it (traced); asked for by cuBLASLt, which calls [4], [39] and [51]
  * at its first matrix multiply and stops unless they succeed. What they
  * are is not known; these answers are the ones observed to let cuBLASLt
  * run (LUPINE's): [4] says whether its first argument is set, [39] answers
@@ -138,8 +134,8 @@ static CUresult cublaslt_slot51(uint64_t arg0, uint64_t arg1, uint64_t *out)
 	return CUDA_SUCCESS;
 }
 
-static void *cublaslt_private[94] = {
-	[0] = SLOTS(94),
+static void *cublaslt_private[93] = {
+	[0] = SLOTS(93),
 	[4] = (void *)cublaslt_slot4,
 	[39] = (void *)cublaslt_slot39,
 	[51] = (void *)cublaslt_slot51,
