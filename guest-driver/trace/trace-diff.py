@@ -18,8 +18,12 @@ import sys
 from collections import Counter, OrderedDict
 
 # Answers that depend on the run, not on the driver: free memory, ids,
-# timing and whether work has finished yet.
+# timing and whether work has finished yet; and the GPU's UUID, which qcuda
+# gives each VM (each backend) its own (docs/security.md): compare it with
+# --ignore= and qcuda's --real-gpu-identity.
 DEFAULT_IGNORE = [
+    "cuDeviceGetUuid",
+    "cuDeviceGetUuid_v2",
     "cuMemGetInfo",
     "cuMemGetInfo_v2",
     "cuCtxGetId",
