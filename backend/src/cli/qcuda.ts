@@ -169,7 +169,8 @@ vm options:
                        comes, each line after the milliseconds since its
                        first one
 run options (and --provider, --gpu, --host-devices, --isolation, --own-queues, --ring-server,
---pin-guest-ram (default yes here: the memory is PROGRAM's own), --worker-sandbox, --real-gpu-identity,
+--pin-guest-ram (default yes here: the memory is PROGRAM's own), --worker-sandbox, --real-gpu-identity
+(always here: PROGRAM sees NVIDIA's NVML beside it),
 --device-memory-limit, --context-overhead, --gpu-share, --gpu-share-mps and --backend-log as for vm; the
 quota holds across all of PROGRAM's processes):
   --socket=PATH        join the backend listening on PATH (a qcuda-backend
@@ -466,6 +467,9 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
   const backendArgs = [
     ...backendOptions(v),
     ...(v['pin-guest-ram'] === undefined ? ['--pin-guest-ram=yes'] : []),
+    // The program runs on this host, beside NVIDIA's NVML and nvidia-smi: an identity of its
+    // own hides nothing there and would break matching NVML's GPUs to CUDA's (NCCL does).
+    ...(v['real-gpu-identity'] === undefined ? ['--real-gpu-identity'] : []),
     ...(limit ? [`--device-memory-limit=${limit}`] : []),
     `--max-processes=${processes}`,
   ];
