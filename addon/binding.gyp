@@ -33,7 +33,8 @@
       "src/vhost-user/errors.cc",
       "src/ledger.cc",
       "src/sandbox.cc",
-      "src/share_table.cc"
+      "src/share_table.cc",
+      "src/sigbus_guard.cc"
     ],
     "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
     "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],

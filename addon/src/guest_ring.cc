@@ -2,6 +2,7 @@
 // signalled from C by the rules vring.ts and chain.ts follow.
 #include "guest_ring.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -125,6 +126,9 @@ void GuestRing::Signal() {
   }
   if (!need) return;
   const uint64_t one = 1;
+  // The frontend shares this fd's flags and may have cleared O_NONBLOCK (vhost-user/eventfd.cc says why).
+  const int fl = fcntl(callFd_, F_GETFL);
+  if (fl >= 0 && (fl & O_NONBLOCK) == 0) fcntl(callFd_, F_SETFL, fl | O_NONBLOCK);
   ssize_t w;
   do w = write(callFd_, &one, sizeof one);
   while (w < 0 && errno == EINTR);  // EAGAIN: the counter is full, so the driver is being signalled anyway

@@ -5,10 +5,15 @@
 // what it holds of each, so that what a dead process held can be given back
 // (reclaim).
 //
-// One robust, process-shared mutex guards it all. A process that dies inside
-// it leaves the next locker EOWNERDEAD: the totals are then recomputed from
-// the slots, which are always written first (take: slot, then total; give:
-// slot, then total), so a half-done step counts as undone.
+// One lock guards it all: a 32-bit futex word holding the holder's thread
+// id, and nothing else. A locker that finds it held by a thread that no
+// longer exists (or by no thread at all) takes it over and recomputes the
+// totals from the slots, which are always written first (take: slot, then
+// total; give: slot, then total), so a half-done step counts as undone.
+// It is not a pthread mutex: a robust one keeps the locking thread's list
+// pointers in the shared file, which glibc writes through at unlock, so a
+// process that can write the file could make the backend write where it
+// chose (security review 3, N7). Here the file holds only numbers.
 //
 // Every process that maps the file can write it, and a session's worker runs
 // code the guest chose (NVIDIA's loader and JIT on guest images): the
@@ -27,15 +32,21 @@
 #include "ledger.h"
 
 #include <fcntl.h>
-#include <pthread.h>
+#include <linux/futex.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdint>
+#include <cstdio>
+#include <cstddef>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -44,22 +55,65 @@
 namespace qcuda {
 namespace {
 
-constexpr uint32_t kMagic = 0x71636c68;  // "qclh": the layout without limits
+// "qclf": the layout with a futex word, at offset 0 and again at 40, where the
+// layout before it ("qclh", a pthread mutex first) kept its magic: neither
+// version opens a file of the other.
+constexpr uint32_t kMagic = 0x71636c66;
 constexpr uint32_t kMaxBudgets = 8;
 constexpr uint32_t kMaxSlots = 1 << 16;
 // How long a step waits for the lock. Each holds it for a few counts' worth
 // of work (microseconds); one still held after this is held by a process
 // that stopped or means harm, and the step fails rather than wait on.
 constexpr time_t kLockTimeoutSec = 1;
+// The lock word: 0 when free, else the holder's thread id, with kWaiters set
+// once a locker sleeps on it (the unlock then wakes them all).
+constexpr uint32_t kWaiters = 1u << 31;
+// Thread ids are below this (the kernel's PID_MAX_LIMIT is 2^22); a word
+// naming another was written by a process that means harm: no thread holds it.
+constexpr uint32_t kTidLimit = 1u << 30;
+// How long a waiter sleeps before it looks again whether the holder lives.
+constexpr long kWaitSliceNs = 20 * 1000 * 1000;
 
 struct Header {
-  pthread_mutex_t mu;
   uint32_t magic;
+  uint32_t lock;
   uint32_t budgets;
   uint32_t slots;
-  uint32_t reserved;
+  uint32_t reserved[6];
+  uint32_t magic40;  // kMagic again, where the old layout's magic was
+  uint32_t reserved2;
   int64_t total[kMaxBudgets];
 };
+static_assert(offsetof(Header, magic40) == 40, "the old layout's magic was at 40");
+
+uint32_t ThisTid() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
+
+// Whether thread `tid` exists and has not exited (a thread group leader that
+// exited stays a zombie until reaped: it holds nothing). Another user's
+// thread, whose state cannot be read, counts as alive.
+bool ThreadAlive(uint32_t tid) {
+  if (tid == 0 || tid >= kTidLimit) return false;
+  char path[48];
+  snprintf(path, sizeof path, "/proc/%u/stat", tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ESRCH) return false;
+    return kill(static_cast<pid_t>(tid), 0) == 0 || errno == EPERM;
+  }
+  char buf[512];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return false;  // gone while read
+  buf[n] = 0;
+  const char *paren = strrchr(buf, ')');
+  if (paren == nullptr || paren[1] != ' ') return true;
+  const char state = paren[2];
+  return state != 'Z' && state != 'X' && state != 'x';
+}
+
+long Futex(uint32_t *word, int op, uint32_t val, const timespec *timeout) {
+  return syscall(SYS_futex, word, op, val, timeout, nullptr, 0);
+}
 
 struct Slot {
   int64_t held[kMaxBudgets];
@@ -112,16 +166,13 @@ class Ledger : public Napi::ObjectWrap<Ledger> {
     if (p == MAP_FAILED) ThrowErrno(env, "mmap", errno);
     h_ = static_cast<Header *>(p);
     if (create) {
-      pthread_mutexattr_t a;
-      pthread_mutexattr_init(&a);
-      pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-      pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-      pthread_mutex_init(&h_->mu, &a);
-      pthread_mutexattr_destroy(&a);
+      __atomic_store_n(&h_->lock, 0u, __ATOMIC_RELAXED);
       h_->budgets = budgets;
       h_->slots = slots;
+      h_->magic40 = kMagic;
       __atomic_store_n(&h_->magic, kMagic, __ATOMIC_RELEASE);
-    } else if (__atomic_load_n(&h_->magic, __ATOMIC_ACQUIRE) != kMagic || h_->budgets != budgets) {
+    } else if (__atomic_load_n(&h_->magic, __ATOMIC_ACQUIRE) != kMagic || h_->magic40 != kMagic ||
+               h_->budgets != budgets) {
       Unmap();
       ThrowRange(env, "not a ledger (or not one of " + std::to_string(budgets) + " budgets)");
     }
@@ -172,24 +223,46 @@ class Ledger : public Napi::ObjectWrap<Ledger> {
 
   // Locks, waiting kLockTimeoutSec at most; repairs the totals if the last holder died inside.
   void Lock(Napi::Env env) {
-    timespec until;
+    uint32_t *word = &h_->lock;
+    const uint32_t me = ThisTid();
+    timespec now, until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += kLockTimeoutSec;
-    int r = pthread_mutex_clocklock(&h_->mu, CLOCK_MONOTONIC, &until);
-    if (r == EOWNERDEAD) {
-      Rebuild();
-      pthread_mutex_consistent(&h_->mu);
-    } else if (r == ETIMEDOUT) {
-      Napi::Error e =
-          Napi::Error::New(env, "the VM's ledger stayed locked for over " + std::to_string(kLockTimeoutSec) +
-                                    " s (another process serving the VM holds it): nothing was counted");
-      e.Set("code", Napi::String::New(env, "ETIMEDOUT"));
-      throw e;
-    } else if (r != 0) {
-      ThrowErrno(env, "pthread_mutex_clocklock", r);
+    for (;;) {
+      uint32_t cur = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+      if (cur == 0) {
+        if (__atomic_compare_exchange_n(word, &cur, me, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return;
+        continue;
+      }
+      // Held by no live thread (its holder died inside, or the word was
+      // forged; this thread holds nothing here, so not by it either): take it
+      // over, keeping the waiters' flag so that they are woken at the unlock.
+      const uint32_t holder = cur & ~kWaiters;
+      if (holder == me || !ThreadAlive(holder)) {
+        if (__atomic_compare_exchange_n(word, &cur, me | (cur & kWaiters), false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+          Rebuild();
+          return;
+        }
+        continue;
+      }
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      int64_t left = (until.tv_sec - now.tv_sec) * 1000000000LL + (until.tv_nsec - now.tv_nsec);
+      if (left <= 0) {
+        Napi::Error e =
+            Napi::Error::New(env, "the VM's ledger stayed locked for over " + std::to_string(kLockTimeoutSec) +
+                                      " s (another process serving the VM holds it): nothing was counted");
+        e.Set("code", Napi::String::New(env, "ETIMEDOUT"));
+        throw e;
+      }
+      if ((cur & kWaiters) == 0 &&
+          !__atomic_compare_exchange_n(word, &cur, cur | kWaiters, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        continue;
+      // Bounded by the time left and by a slice, after which the holder's life is looked at again.
+      int64_t ns = std::min<int64_t>(left, kWaitSliceNs);
+      timespec slice{static_cast<time_t>(ns / 1000000000LL), static_cast<long>(ns % 1000000000LL)};
+      Futex(word, FUTEX_WAIT, cur | kWaiters, &slice);
     }
   }
-
   // Each total as the sum of what the slots hold. A held value below 0 counts
   // as 0; a sum past what a count can be stays at INT64_MAX, so that every
   // take fails (fail closed) until the slots that claim so much are reclaimed.
@@ -204,7 +277,13 @@ class Ledger : public Napi::ObjectWrap<Ledger> {
     }
   }
 
-  void Unlock() { pthread_mutex_unlock(&h_->mu); }
+  // Frees the lock, whoever the word names now (any other value was forged:
+  // leaving it would only keep every process's steps waiting), and wakes the
+  // waiters if there may be any.
+  void Unlock() {
+    uint32_t old = __atomic_exchange_n(&h_->lock, 0u, __ATOMIC_RELEASE);
+    if (old != ThisTid()) Futex(&h_->lock, FUTEX_WAKE, INT_MAX, nullptr);
+  }
 
   // The lock for a scope: every step below reads or changes the counts only while holding it.
   class Locked {
@@ -302,7 +381,7 @@ class Ledger : public Napi::ObjectWrap<Ledger> {
     return info.Env().Undefined();
   }
 
-  // Takes the lock and keeps it: a process that then exits leaves the next locker EOWNERDEAD (tests).
+  // Takes the lock and keeps it: a process that then exits leaves it to be taken over (tests).
   Napi::Value LockForTest(const Napi::CallbackInfo &info) {
     Open(info.Env());
     Lock(info.Env());

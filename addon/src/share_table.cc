@@ -128,7 +128,8 @@ std::vector<VmView> Table::Snapshot() const {
     if (pid == 0 || !Alive(pid)) continue;
     VmView v;
     v.slot = s;
-    v.weight = std::max(1.0, Get(Vm(s) + kVWeight));
+    // As table.ts clampWeight: any process of the user can write it.
+    v.weight = std::min(1000.0, std::max(1.0, Get(Vm(s) + kVWeight)));
     v.usage = Get(Vm(s) + kVUsage);
     vms.emplace(s, std::move(v));
   }

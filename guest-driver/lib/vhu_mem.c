@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,10 +85,12 @@ static int add_region(uint64_t size, int heap, struct region **out)
 	if (nregions == VHU_MAX_REGIONS)
 		return -ENOSPC;
 	size = round_up(size, VHU_ALIGN);
-	fd = memfd_create("qcuda-guest-ram", MFD_CLOEXEC);
+	fd = memfd_create("qcuda-guest-ram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)size)) {
+	/* Sealed at its size: a backend serving many programs refuses a
+	 * region that could be cut short under its mapping (SIGBUS). */
+	if (ftruncate(fd, (off_t)size) || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW)) {
 		e = -errno;
 		close(fd);
 		return e;

@@ -5,7 +5,10 @@
 // lives ("hold-lock"), takes one count as the backend would ("take SLOT N":
 // prints what happened and how long it took), or plays a hostile worker
 // that writes the ledger's file directly ("zero": all of it; "forge-*":
-// counts found by their values, see forge()).
+// counts found by their values, see forge()), or, for security review 3's
+// N7, takes and gives for a while as the backend does, counting what the
+// ledger answered ("busy SLOT N MS"), while another process writes the lock
+// word and every other byte of the file ("scribble MS").
 import fs from 'node:fs';
 import { native } from '../../backend/src/sys/native';
 
@@ -105,4 +108,67 @@ if (what === 'hammer') {
   const a = find(slot, 0x0123456789abcdefn);
   write(a.total, 5n);
   write(a.held, 1000n);
+} else if (what === 'busy') {
+  // The backend's side: takes and gives for MS ms. A take or give either answers or says the ledger stayed locked; nothing else.
+  const ms = Number(process.argv[5]);
+  const t0 = Date.now();
+  const r = { pairs: 0, refused: 0, timeouts: 0, badTotals: 0 };
+  const limit = ledger.limit(0);
+  const counted = (f: () => boolean): boolean | undefined => {
+    try {
+      return f();
+    } catch (e) {
+      if ((e as { code?: string }).code !== 'ETIMEDOUT') throw e;
+      r.timeouts++;
+      return undefined;
+    }
+  };
+  while (Date.now() - t0 < ms) {
+    const took = counted(() => ledger.take(0, slot, n));
+    if (took === false) r.refused++;
+    if (took === true) {
+      counted(() => ledger.give(0, slot, n));
+      r.pairs++;
+    }
+    // What this process reads back is whatever the file says now; a total it takes from is checked in the take.
+    const total = counted(() => ledger.total(0) >= 0n);
+    if (total === false) r.badTotals++;
+  }
+  process.stdout.write(JSON.stringify({ ...r, limit: limit.toString() }));
+} else if (what === 'scribble') {
+  // A hostile worker with the ledger's fd. Mapped as the backend maps it, it writes, until MS ms have passed:
+  // - (from the start) the robust-list pointers of the pthread mutex the file used to begin with (offsets 24 and 32), each time
+  //   that mutex's owner word (offset 8) is set: the unlock of such a mutex writes through them (security review 3, N7);
+  // - (after the first third) the lock word (offset 4): 0, its own tid (alive), the locker's pid (its own tid: "held by me"), any value;
+  // - every other word, at random, with random values (the header, the totals, the slots).
+  const ms = Number(slotArg);
+  const other = Number(nArg);
+  const size = fs.fstatSync(3).size;
+  const map = new native.Mapping(3, size, 0);
+  const ab = map.window(0, size);
+  const i32 = new Int32Array(ab);
+  const i64 = new BigInt64Array(ab);
+  const bad = 0x4141414141414140n;
+  const lockWords = [0, process.pid, other, 1, 0x7fffffff, -1];
+  const t0 = Date.now();
+  let writes = 0;
+  let all = false;
+  for (let i = 0; ; i++) {
+    if (Atomics.load(i32, 2) !== 0) {
+      Atomics.store(i64, 3, bad);
+      Atomics.store(i64, 4, bad);
+    }
+    if (all && i % 16 === 0) Atomics.store(i32, 1, lockWords[(i >> 4) % lockWords.length] | 0);
+    if (all && i % 8 === 0) {
+      const w = Math.floor(Math.random() * i32.length);
+      Atomics.store(i32, w, (Math.random() * 2 ** 32) | 0);
+      writes++;
+    }
+    if (i % 4096 === 0) {
+      const now = Date.now() - t0;
+      if (now > ms) break;
+      all = now > ms / 3;
+    }
+  }
+  process.stdout.write(JSON.stringify({ writes }));
 }

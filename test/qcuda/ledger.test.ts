@@ -175,3 +175,38 @@ test('forged counts: totals rebuilt after a death in the lock never wrap, and a 
   t.is(ledger.native.total(1), 0n);
   t.is(ledger.native.held(1, 4), 0n);
 });
+
+test("a process with the ledger's fd that writes its lock word and every other byte for 10 s while the backend takes and gives: the backend lives, and the ledger works once it is gone", async (t) => {
+  // Security review 3, N7: the lock was a robust pthread mutex whose list pointers the backend's unlock wrote through.
+  const ledger = Ledger.create([10n * MiB, 0n], 8);
+  t.teardown(() => ledger.close());
+  const run = (...args: string[]) => {
+    const c = spawn(process.execPath, [CHILD, ...args], { stdio: ['ignore', 'pipe', 'pipe', ledger.fd.value], env: env(ledger) });
+    let out = '';
+    let err = '';
+    c.stdout!.on('data', (d) => (out += d));
+    c.stderr!.on('data', (d) => (err += d));
+    const done = new Promise<{ code: number | null; signal: string | null; out: string; err: string }>((r) =>
+      c.once('exit', (code, signal) => r({ code, signal, out, err })),
+    );
+    t.teardown(() => c.kill('SIGKILL'));
+    return { pid: c.pid!, done };
+  };
+  const backend = run('busy', '1', String(MiB), '10000');
+  const attacker = run('scribble', '10500', String(backend.pid));
+  const [b, a] = await Promise.all([backend.done, attacker.done]);
+  t.is(a.code, 0, `the attacker ran its 10 s (${a.signal ?? a.err})`);
+  t.is(b.signal, null, `the backend was not killed (${b.signal})`);
+  t.is(b.code, 0, `the backend's takes and gives answered or said the ledger stayed locked: ${b.err}`);
+  if (b.code !== 0) return;
+  const r = JSON.parse(b.out) as { pairs: number; refused: number; timeouts: number; limit: string };
+  t.log(`backend: ${r.pairs} take/give pairs, ${r.refused} takes refused, ${r.timeouts} steps timed out; attacker: ${a.out}`);
+  t.true(r.pairs > 0, 'the backend took and gave while it was attacked');
+  t.is(r.limit, String(10n * MiB), "the limit is the backend's own");
+  // The attacker is gone (whatever its last write left in the lock word, the word names no live thread):
+  // every slot given back, the totals are 0 again, and the limit holds.
+  for (let s = 0; s < ledger.native.slots; s++) ledger.native.reclaim(s);
+  t.is(ledger.native.total(0), 0n);
+  t.false(ledger.native.take(0, 1, 10n * MiB + 1n), 'a take past the limit fails');
+  t.true(ledger.native.take(0, 1, 10n * MiB), 'a take up to it succeeds');
+});

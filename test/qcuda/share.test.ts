@@ -20,7 +20,7 @@ import {
   wants,
   type VmView,
 } from '../../backend/src/qcuda/share/policy';
-import { ShareTable } from '../../backend/src/qcuda/share/table';
+import { ShareTable, TABLE_BYTES } from '../../backend/src/qcuda/share/table';
 import { MPS_POLICY, ShareGate } from '../../backend/src/qcuda/share/gate';
 import { UsageWindow } from '../../backend/src/qcuda/share/usage-window';
 
@@ -251,7 +251,7 @@ test('the table: VMs and their processes as they say; a dead process is neither 
 
 test('a file that is not a table is refused', (t) => {
   const file = tableFile();
-  fs.writeFileSync(file, Buffer.alloc(64, 0xff));
+  fs.writeFileSync(file, Buffer.alloc(TABLE_BYTES, 0xff), { mode: 0o600 });
   t.throws(() => ShareTable.open(file), { message: /not a qcuda GPU share table/ });
 });
 

@@ -198,9 +198,10 @@ that would pass it fails with the CUDA error named, nothing grows):
                           while its VM is ahead of its weighted share of the
                           time the GPU was busy. Default: no share kept (the
                           driver time-slices every process alike). The VMs
-                          meet in a table in shared memory
+                          meet in a table file only this user can write
                           (QCUDA_GPU_SHARE_TABLE, default
-                          /dev/shm/qcuda-gpu-share-UID-gpuN)
+                          qcuda-gpu-share-UID-gpuN in /run/qcuda, else
+                          $XDG_RUNTIME_DIR, else /dev/shm/qcuda-UID)
   --gpu-share-mps=PIPE_DIR
                           the VM's share of the GPU's threads too, through
                           NVIDIA's MPS: each process running a guest

@@ -86,8 +86,8 @@ export const DEFAULT_LIMITS: VmLimits = {
 
 /**
  * A VM's bounded counts in shared memory (addon/src/ledger.cc), so that every
- * process serving the VM's sessions takes from the same budgets: a robust
- * process-shared mutex, a total per budget, and a slot per holder saying
+ * process serving the VM's sessions takes from the same budgets: a lock word
+ * (the holder's thread id, taken over when that thread is gone), a total per budget, and a slot per holder saying
  * what it holds (given back whole when the holder goes, or dies). The limits
  * are each process's own (a worker gets the backend's with its queue): a
  * worker, which can write the shared file, cannot lift them.

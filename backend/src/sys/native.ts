@@ -55,6 +55,16 @@ export interface QcudaSys {
    * kernel refuses.
    */
   sandboxWorker(): void;
+  /**
+   * A SIGBUS at an address in [address, address+length) (a file mapped there
+   * was cut short by another process) puts zeroed private memory over the
+   * whole range and the access goes on (addon/src/sigbus_guard.cc); at most 16 ranges.
+   */
+  guardMapping(address: bigint, length: number): void;
+  /** Before the range is unmapped. */
+  unguardMapping(address: bigint): void;
+  /** How many faults the guard caught in this process. */
+  sigbusCaught(): number;
   /** (fd, limits, slots) formats a new ledger in the file; (fd, limits) opens one made with these limits. The fd stays the caller's. */
   Ledger: new (fd: number, limits: bigint[], slots?: number) => NativeLedger;
 }

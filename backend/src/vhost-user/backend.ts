@@ -3,13 +3,13 @@
 // whether it replies, and what it does.
 import createDebug from 'debug';
 import { BusyPoll } from './platform/busy-poll';
-import { EventFd, Fd, closeAll } from './platform/fd';
+import { EventFd, Fd, closeAll, isEventfd } from './platform/fd';
 import { LogLimiter } from './platform/log-limiter';
 import { DEFAULT_MAX_INDIRECT, MAX_INDIRECT_LIMIT } from './chain';
 import type { Connection, Message } from './connection';
 import type { VhostUserDevice } from './device';
 import { stderrLogger, type Logger } from './logger';
-import { ProtocolError } from './errors';
+import { FrontendFault, ProtocolError } from './errors';
 import { MemoryTable } from './memory';
 import {
   bit,
@@ -106,6 +106,13 @@ export class Backend {
     readonly device: VhostUserDevice,
     readonly conn: Connection,
     logger: Logger = stderrLogger,
+    /**
+     * The frontend is an untrusted program (VhostUserServer.listenEach: one
+     * of many a process serves): a region must be a memfd sealed against
+     * shrinking, kick and call fds must be eventfds, and one that does what
+     * only a hostile frontend does is dropped (FrontendFault).
+     */
+    readonly untrusted = false,
   ) {
     checkDevice(device);
     this.#log = new LogLimiter(LOG_LINES_PER_SECOND, (l) => logger.error(l));
@@ -130,6 +137,10 @@ export class Backend {
       { length: device.numQueues },
       (_, i) => new Vring(i, limits, this.#ringFeatures, handler, this.memory, this.poll),
     );
+    if (untrusted) {
+      this.memory.sealedOnly = true;
+      for (const r of this.rings) r.onFault = (e) => this.conn.close(e);
+    }
     device.attachMemory?.(this.memory);
     if (this.poll.enabled) device.usePoll?.(this.poll);
     device.useRings?.(this.rings);
@@ -173,6 +184,7 @@ export class Backend {
       debug('%s failed: %s', name, err.message);
       this.#log.log(`vhost-user: ${name} failed: ${err.message}`);
       if (entry?.replies) throw err; // the frontend waits for an answer we cannot give
+      if (err instanceof FrontendFault) throw err; // the frontend is dropped (the server closes its connection, saying why)
       if (needReply && !this.conn.closed) this.#send(m.request, 1n);
     } finally {
       closeAll(m.fds); // every fd a handler keeps it took out of the list
@@ -267,6 +279,8 @@ export class Backend {
     const arg = decodeVringFdArg(name, m.payload);
     const ring = this.#ring(arg.index, name);
     if (arg.noFd !== (m.fds.length === 0)) throw new ProtocolError(`${name}: the no-fd flag says ${arg.noFd} but ${m.fds.length} fds came`);
+    if (this.untrusted && !arg.noFd && !isEventfd(m.fds[0].value))
+      throw new FrontendFault(`${name}: vring ${arg.index}: the fd is not an eventfd`);
     const fd = arg.noFd ? undefined : new EventFd(m.fds.shift()!.take());
     this.#startingRing(ring, () => set(ring, fd));
   }

@@ -58,3 +58,17 @@ export class RequestError extends VhostUserError {
     super('request', message);
   }
 }
+
+/**
+ * A frontend did what only a hostile one does where the frontends are
+ * untrusted programs (VhostUserServer.listenEach): a memory region that
+ * could be cut short under the backend's mapping, a doorbell that is not an
+ * eventfd or was made blocking. The frontend is dropped (its connection
+ * closed, the reason logged), never the backend.
+ */
+export class FrontendFault extends VhostUserError {
+  override readonly name = 'FrontendFault';
+  constructor(message: string) {
+    super('protocol', message);
+  }
+}

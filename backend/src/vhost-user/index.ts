@@ -26,7 +26,16 @@ export {
   type DescChain,
 } from './chain';
 export { Connection, type Message } from './connection';
-export { ChainError, MemoryError, ProtocolError, RequestError, RingError, VhostUserError, type VhostUserErrorKind } from './errors';
+export {
+  ChainError,
+  FrontendFault,
+  MemoryError,
+  ProtocolError,
+  RequestError,
+  RingError,
+  VhostUserError,
+  type VhostUserErrorKind,
+} from './errors';
 export type { VhostUserDevice } from './device';
 export { stderrLogger, type Logger } from './logger';
 export { GuestRegion, MemoryTable, type MemoryListener } from './memory';

@@ -5,7 +5,7 @@ import createDebug from 'debug';
 import { native, type Mapping } from './platform/native';
 import type { Fd } from './platform/fd';
 import { MAX_SAFE_BIG } from './platform/numbers';
-import { MemoryError, ProtocolError } from './errors';
+import { FrontendFault, MemoryError, ProtocolError } from './errors';
 import type { MemRegion } from './message';
 
 const debug = createDebug('vhost-user:mem');
@@ -41,12 +41,19 @@ export class GuestRegion {
   /** Set once the region left the table: runs when the last hold goes. */
   #onIdle: (() => void) | undefined;
 
-  constructor(r: MemRegion, fd: Fd) {
+  /** sealedOnly: the frontend is untrusted (MemoryTable.sealedOnly): fd must be a memfd sealed against shrinking. */
+  constructor(r: MemRegion, fd: Fd, sealedOnly = false) {
     checkRegionShape(r);
     const info = native.fdInfo(fd.value);
     if (BigInt(info.size) < r.mmapOffset + r.size)
       throw new ProtocolError(`region gpa 0x${r.gpa.toString(16)}: fd holds ${info.size} bytes, region needs ${r.mmapOffset + r.size}`);
-    if (info.regular && info.seals >= 0 && (info.seals & native.F_SEAL_SHRINK) === 0)
+    const sealed = info.regular && info.seals >= 0 && (info.seals & native.F_SEAL_SHRINK) !== 0;
+    // A file the frontend can cut short would fault this process (SIGBUS) at its next access: every frontend's backend.
+    if (sealedOnly && !sealed)
+      throw new FrontendFault(
+        `region gpa 0x${r.gpa.toString(16)}: its fd is not a memfd sealed against shrinking (F_SEAL_SHRINK), which a backend shared by several frontends requires`,
+      );
+    if (!sealed && info.regular && info.seals >= 0)
       debug('warning: region fd is not sealed against shrinking; a shrink would fault the backend');
     const page = BigInt(native.pageSize);
     const aligned = r.mmapOffset - (r.mmapOffset % page);
@@ -149,6 +156,8 @@ export class MemoryTable {
   /** Replaced, never changed in place: a hold keeps the array it saw. */
   #regions: readonly GuestRegion[] = [];
   listener: MemoryListener | undefined;
+  /** Only regions of memfds sealed against shrinking (the frontend is untrusted: VhostUserServer.listenEach). */
+  sealedOnly = false;
   /** Regions out of the table and still held by requests in flight. */
   readonly #retiring = new Set<GuestRegion>();
 
@@ -235,7 +244,7 @@ export class MemoryTable {
     const clash = this.#regions.filter((x) => overlaps(x.gpa, x.size, r.gpa, r.size) || overlaps(x.userAddr, x.size, r.userAddr, r.size));
     if (clash.length > 0 && !o.displace)
       throw new ProtocolError(`region gpa 0x${r.gpa.toString(16)} overlaps gpa 0x${clash[0].gpa.toString(16)}`);
-    const region = new GuestRegion(r, fd);
+    const region = new GuestRegion(r, fd, this.sealedOnly);
     this.#regions = [...this.#regions.filter((x) => !clash.includes(x)), region];
     const taken = this.listener?.added(region, fd);
     debug('region gpa=0x%s size=0x%s uaddr=0x%s', r.gpa.toString(16), r.size.toString(16), r.userAddr.toString(16));

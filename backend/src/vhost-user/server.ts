@@ -193,7 +193,8 @@ export class VhostUserServer {
       onMessage: (m) => this.#onMessage(active!, m),
       onClose: (reason) => this.#onClose(active!, reason),
     });
-    active = { conn, backend: new Backend(device, conn, this.#logger) };
+    // listenEach serves programs (qcuda run's), each an untrusted frontend of a process they all share.
+    active = { conn, backend: new Backend(device, conn, this.#logger, this.source !== undefined) };
     this.#active.add(active);
     debug('%s: frontend connected', device.name);
     this.#logger.info?.(`vhost-user: ${device.name}: frontend connected`);

@@ -6,7 +6,7 @@
 // memory layout and order are split-ring.ts's.
 import createDebug from 'debug';
 import type { DescChain } from './chain';
-import { ProtocolError, RingError } from './errors';
+import { FrontendFault, ProtocolError, RingError } from './errors';
 import type { BusyPoll } from './platform/busy-poll';
 import { EventFd } from './platform/fd';
 import { leftover, type InflightRecord } from './inflight';
@@ -59,6 +59,8 @@ export class Vring {
   enabled = false;
   started = false;
   broken = false;
+  /** Where the frontend is untrusted (VhostUserServer.listenEach): what drops it when it misbehaves. */
+  onFault: ((e: FrontendFault) => void) | undefined;
   kick: EventFd | undefined;
   call: EventFd | undefined;
   err: EventFd | undefined;
@@ -554,7 +556,8 @@ export class Vring {
     const old = this.#signalledUsed;
     const now = this.#usedIdx;
     this.#signalledUsed = now;
-    if (v.needsInterrupt(this.features.eventIdx, old, now)) this.call?.signal();
+    if (v.needsInterrupt(this.features.eventIdx, old, now) && this.call?.signal() === 2)
+      this.onFault?.(new FrontendFault(`vring ${this.index}: the frontend made its call eventfd blocking (O_NONBLOCK cleared)`));
   }
 
   /** While the ring is being drained the driver need not kick. */

@@ -14,7 +14,17 @@
 // Trust: a worker runs code the guest chose, and can write this file; a
 // worker that lies (says its VM used nothing) can take more than its
 // share, but no more than the GPU as it was before shares: the table bounds
-// nothing else (memory, processes) and breaks nothing when wrong.
+// nothing else (memory, processes). Weights are read clamped to 1-1000.
+// Nor may it end the processes that map it (security review 3, N6):
+//  - the file lives in a directory only the backends' user can write
+//    (tableDir), is made whole (sized, mode 0600) under another name and
+//    linked into place, and opened only when this user owns it, its mode is
+//    0600 and it holds the whole table: another user cannot make it first
+//    for the backends to adopt;
+//  - a process of the same user can still cut it short under the mappings:
+//    a fault there is caught (native.guardMapping, addon/src/
+//    sigbus_guard.cc), the mapping becomes this process's own zeroed memory,
+//    and the process goes on as without shares, saying so once.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -78,15 +88,106 @@ function alive(pid: number): boolean {
   }
 }
 
-/** Where the table of GPU `gpu` is unless QCUDA_GPU_SHARE_TABLE says: shared memory, one per user. */
+const WEIGHT_MAX = 1000;
+
+/** A weight as read from the table (any process of the user can write it): 1-1000. */
+function clampWeight(w: number): number {
+  return Math.min(WEIGHT_MAX, Math.max(1, Number.isFinite(w) ? w : 1));
+}
+
+/** Whether dir is a real directory (not a link) of uid that no one else may write. */
+function ownDir(dir: string, uid: number): boolean {
+  const st = fs.lstatSync(dir, { throwIfNoEntry: false });
+  return st !== undefined && st.isDirectory() && st.uid === uid && (st.mode & 0o022) === 0;
+}
+
+/**
+ * The directory the tables of this user's backends meet in, one only that
+ * user can write: /run/qcuda where it is its own (the systemd unit's
+ * RuntimeDirectory) or, as root, can be made; else $XDG_RUNTIME_DIR where it
+ * is its own; else qcuda-UID, made mode 0700, in /dev/shm (or the temporary
+ * directory). Throws where that last one is not this user's alone.
+ */
+export function tableDir(): string {
+  const uid = process.geteuid?.() ?? 0;
+  const run = '/run/qcuda';
+  if (ownDir(run, uid)) return run;
+  if (uid === 0 && fs.existsSync('/run') && !fs.existsSync(run)) {
+    try {
+      fs.mkdirSync(run, { mode: 0o700 });
+      if (ownDir(run, uid)) return run;
+    } catch {
+      /* the next place */
+    }
+  }
+  const xdg = process.env.XDG_RUNTIME_DIR;
+  if (xdg && path.isAbsolute(xdg) && ownDir(xdg, uid)) return xdg;
+  const dir = path.join(fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir(), `qcuda-${uid}`);
+  try {
+    fs.mkdirSync(dir, { mode: 0o700 });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+  }
+  if (!ownDir(dir, uid))
+    throw new Error(
+      `${dir} is not a directory of uid ${uid} that only it can write: no place for the GPU share table (set QCUDA_GPU_SHARE_TABLE)`,
+    );
+  return dir;
+}
+
+/** Where the table of GPU `gpu` is unless QCUDA_GPU_SHARE_TABLE says: in tableDir, one per user. */
 export function defaultTablePath(gpu = 0): string {
-  const dir = fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir();
-  return path.join(dir, `qcuda-gpu-share-${process.getuid?.() ?? 0}-gpu${gpu}`);
+  return path.join(tableDir(), `qcuda-gpu-share-${process.geteuid?.() ?? 0}-gpu${gpu}`);
+}
+
+/** Opens the table file at `file` for reading and writing, making it (whole, mode 0600) where there is none. */
+function openTableFile(file: string): number {
+  const { O_RDWR, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return checkTableFile(file, fs.openSync(file, O_RDWR | O_NOFOLLOW));
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT' || attempt > 3) throw e;
+    }
+    // None there: made whole under a name of this process's own, then linked into place (fails where another came first).
+    const tmp = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}`;
+    const fd = fs.openSync(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    try {
+      fs.fchmodSync(fd, 0o600);
+      fs.ftruncateSync(fd, BYTES);
+      fs.linkSync(tmp, file);
+      return fd;
+    } catch (e) {
+      fs.closeSync(fd);
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    } finally {
+      fs.rmSync(tmp, { force: true });
+    }
+  }
+}
+
+/** fd, if the file is this user's own, mode 0600 and holds the whole table; else closes it and says why. */
+function checkTableFile(file: string, fd: number): number {
+  const st = fs.fstatSync(fd);
+  const uid = process.geteuid?.() ?? 0;
+  let why: string | undefined;
+  if (!st.isFile()) why = 'is not a regular file';
+  else if (st.uid !== uid) why = `is owned by uid ${st.uid}, not by this process's uid ${uid}`;
+  else if ((st.mode & 0o777) !== 0o600) why = `has mode 0${(st.mode & 0o777).toString(8)}, not 0600`;
+  else if (st.size < BYTES) why = `holds ${st.size} bytes, less than the table's ${BYTES}`;
+  if (why === undefined) return fd;
+  fs.closeSync(fd);
+  throw new Error(
+    `the GPU share table ${file} ${why}: refusing it (another user or process may have made it; remove it, or set QCUDA_GPU_SHARE_TABLE)`,
+  );
 }
 
 export class ShareTable {
   readonly #map: Mapping;
   readonly #w: BigInt64Array;
+  /** The guard's count when this table was last looked at (a change: it was cut short, here or in another table). */
+  #caught = native.sigbusCaught();
+  #cut = false;
 
   private constructor(
     readonly path: string,
@@ -96,13 +197,13 @@ export class ShareTable {
     this.#w = new BigInt64Array(map.window(0, BYTES));
   }
 
-  /** Maps the table at `file`, making it where there is none. */
+  /** Maps the table at `file`, making it where there is none; throws where the file there is not one this user made. */
   static open(file: string): ShareTable {
-    const fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW, 0o600);
+    const fd = openTableFile(file);
     try {
-      // Grows only: another process may have it mapped already.
-      if (fs.fstatSync(fd).size < BYTES) fs.ftruncateSync(fd, BYTES);
-      const t = new ShareTable(file, new native.Mapping(fd, BYTES, 0));
+      const map = new native.Mapping(fd, BYTES, 0);
+      native.guardMapping(map.address, map.length);
+      const t = new ShareTable(file, map);
       const m = Atomics.compareExchange(t.#w, H_MAGIC, 0n, MAGIC);
       if (m !== 0n && m !== MAGIC) {
         t.close();
@@ -120,7 +221,28 @@ export class ShareTable {
   }
 
   close(): void {
+    if (!this.#map.mapped) return;
+    native.unguardMapping(this.#map.address);
     this.#map.unmap();
+  }
+
+  /**
+   * Whether the file was cut short under this process's mapping: its words
+   * are then this process's own zeros (no VM in it). Said once, on stderr.
+   */
+  get cut(): boolean {
+    const c = native.sigbusCaught();
+    if (c !== this.#caught && !this.#cut) {
+      this.#caught = c;
+      // The guard's count is the process's: this table was cut if its magic is gone.
+      if (Atomics.load(this.#w, H_MAGIC) === 0n) {
+        this.#cut = true;
+        process.stderr.write(
+          `qcuda: the GPU share table ${this.path} was cut short by another process; this process goes on without GPU shares\n`,
+        );
+      }
+    }
+    return this.#cut;
   }
 
   #get(i: number): number {
@@ -170,7 +292,7 @@ export class ShareTable {
   }
 
   weight(slot: number): number {
-    return this.#get(this.#vm(slot) + V_WEIGHT);
+    return clampWeight(this.#get(this.#vm(slot) + V_WEIGHT));
   }
 
   /** Adds ns of GPU time to VM slot's usage (and to what it was charged). */
@@ -257,7 +379,7 @@ export class ShareTable {
       if (pid === 0 || !live(pid)) continue;
       vms.set(s, {
         slot: s,
-        weight: Math.max(1, this.#get(at + V_WEIGHT)),
+        weight: clampWeight(this.#get(at + V_WEIGHT)),
         usage: this.#get(at + V_USAGE),
         busySince: [],
         waiting: 0,
@@ -286,6 +408,8 @@ export class ShareTable {
       }
       v.lastSync = Math.max(v.lastSync, this.#get(at + P_SYNCED));
     }
+    // Read from a file cut short while it was read: what was read is this process's zeros, or half of them.
+    if (this.cut) return [];
     return [...vms.values()];
   }
 
@@ -295,7 +419,7 @@ export class ShareTable {
     for (let s = 0; s < VM_SLOTS; s++) {
       const at = this.#vm(s);
       const pid = this.#get(at + V_PID);
-      if (pid !== 0 && live(pid)) out.push({ slot: s, pid, weight: Math.max(1, this.#get(at + V_WEIGHT)), usedNs: this.#get(at + V_USED) });
+      if (pid !== 0 && live(pid)) out.push({ slot: s, pid, weight: clampWeight(this.#get(at + V_WEIGHT)), usedNs: this.#get(at + V_USED) });
     }
     return out;
   }

@@ -1,5 +1,6 @@
 // Every fd the process creates or receives is owned by exactly one Fd and is
 // closed exactly once. A watcher on the fd is closed before the fd itself.
+import fs from 'node:fs';
 import { native, POLL_READABLE, type Watcher } from './native';
 
 export class Fd {
@@ -59,14 +60,28 @@ export function closeAll(fds: readonly Fd[]): void {
   for (const fd of fds) fd.close();
 }
 
+/** Whether fd is an eventfd (not a pipe, socket or file another process could make block or fill). */
+export function isEventfd(fd: number): boolean {
+  try {
+    return fs.readlinkSync(`/proc/self/fd/${fd}`) === 'anon_inode:[eventfd]';
+  } catch {
+    return false;
+  }
+}
+
 /** An eventfd doorbell. */
 export class EventFd extends Fd {
   static create(): EventFd {
     return new EventFd(native.eventfd());
   }
 
-  signal(): void {
-    native.eventfdWrite(this.value, 1);
+  /**
+   * Adds 1 to the counter, never blocking: O_NONBLOCK is put back first
+   * where the other holder of the fd cleared it. 0: written; 1: the counter
+   * was full (already signalled); 2: the fd had been made blocking.
+   */
+  signal(): number {
+    return native.eventfdWrite(this.value, 1);
   }
 
   /** The counter, or -1 if it was zero. */

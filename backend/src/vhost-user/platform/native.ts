@@ -50,7 +50,8 @@ export interface Native {
   F_SEAL_GROW: number;
   eventfd(): number;
   eventfdRead(fd: number): number;
-  eventfdWrite(fd: number, n?: number): void;
+  /** 0: written; 1: the counter was full (already signalled); 2: the fd had been made blocking (O_NONBLOCK put back first). */
+  eventfdWrite(fd: number, n?: number): number;
   Watcher: new (fd: number, cb: (events: number, status: number) => void, drainEventfd?: boolean) => Watcher;
 }
 
