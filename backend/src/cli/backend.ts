@@ -19,6 +19,7 @@ import { parseWeight } from '../qcuda/share/policy';
 import { defaultTablePath } from '../qcuda/share/table';
 import { UsageWindow } from '../qcuda/share/usage-window';
 import { mpsDaemonMissing, mpsPercentageNow, setMpsMode } from '../qcuda/share/mps';
+import { harden } from '../sys/harden';
 
 const HELP = `Usage: qcuda-backend (--socket-path=PATH | --fd=FDNUM) [options]
 
@@ -513,6 +514,8 @@ async function main(): Promise<void> {
   };
   const startedAt = Date.now();
   const write = (line: string) => void process.stderr.write(`qcuda-backend: ${line}\n`);
+  // Not dumpable; ended with the qcuda vm or qcuda run that started it (sys/harden.ts).
+  harden('SIGTERM');
   // Every line the VM's doings cause (the device's, the connection's events)
   // shares one rate limit, so that a guest cannot flood the journal.
   const vmLog = new LogLimiter(limits.logLinesPerSecond ?? DEFAULT_LIMITS.logLinesPerSecond, write);

@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { childEnv } from '../sys/harden';
 
 /** What a run needs; runCuda() starts what is missing and stops what it started. */
 export interface RunOptions {
@@ -50,6 +51,10 @@ async function startBackend(o: RunOptions, dir: string): Promise<Backend> {
     [BACKEND_JS, `--socket-path=${socket}`, '--status-socket=none', `--frontends=${o.frontends}`, ...o.backendArgs],
     {
       stdio: ['ignore', 'ignore', 'pipe'],
+      // A session of its own, without the terminal the command runs in (its workers run code the command chose:
+      // security review 3, N2); ended by the kernel if this process is killed (sys/harden.ts).
+      detached: true,
+      env: childEnv(),
     },
   );
   let log = '';
