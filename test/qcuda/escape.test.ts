@@ -1,12 +1,12 @@
 // Security review 3's attacks on one VM from another VM's processes of the
-// same user (N1) and from a worker in its starter's terminal (N2), each
-// with its outcome reversed: a real
+// same user (N1), from a worker in its starter's terminal (N2), and on a
+// backend started as root (N8), each with its outcome reversed: a real
 // qcuda-backend and its real GPU worker (on the fake driver) as the victim,
 // and as attackers a process of the same user (another VM's backend) and
 // one under the worker's own filter (a compromised worker), calling the
 // system calls themselves (fixtures/escape_probe.c, an N-API module: a
-// sandboxed process cannot exec). Run as root, every process here runs as
-// nobody, as qcuda vm's backends do.
+// sandboxed process cannot exec). Run as root, every process here but the
+// root-started backends runs as nobody, as qcuda vm's backends do.
 import test, { type ExecutionContext } from 'ava';
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -19,6 +19,7 @@ import { QcudaClient } from './client';
 
 const dist = path.resolve(__dirname, '..', '..');
 const BACKEND = path.join(dist, 'backend/src/cli/backend.js');
+const QCUDA = path.join(dist, 'backend/src/cli/qcuda.js');
 const CHILD = path.join(__dirname, 'escape-child.js');
 const ROOT = process.geteuid!() === 0;
 const NOBODY = 65534;
@@ -173,3 +174,82 @@ test.serial(
     t.deepEqual(tty, { tiocsti: -EPERM, tioclinux: -EPERM }, 'the terminal input cannot be written');
   },
 );
+
+test.serial(
+  'qcuda run: the backend it starts has no terminal, runs as another user when root, and ends when qcuda run is killed',
+  async (t) => {
+    const dir = sharedDir(t);
+    const lib = path.join(dir, 'lib');
+    fs.mkdirSync(lib);
+    fs.writeFileSync(path.join(lib, 'libcuda.so.1'), ''); // sh loads no CUDA
+    const out = path.join(dir, 'out');
+    const script = `{ echo "run $PPID"; cat /proc/$QCUDA_BACKEND_PID/stat; grep ^Uid: /proc/$QCUDA_BACKEND_PID/status; } > ${out}.part; mv ${out}.part ${out}; exec sleep 60`;
+    const py = spawn(
+      'python3',
+      [
+        '-c',
+        'import pty, sys; pty.spawn(sys.argv[1:])',
+        process.execPath,
+        QCUDA,
+        'run',
+        '--provider=host',
+        `--lib-dir=${lib}`,
+        '--',
+        'sh',
+        '-c',
+        script,
+      ],
+      { stdio: ['ignore', 'ignore', 'ignore'] },
+    );
+    t.teardown(() => void py.kill('SIGKILL'));
+    t.true(await until(() => fs.existsSync(out), 60_000), 'the command ran');
+    const [runLine, stat, uidLine] = fs.readFileSync(out, 'utf8').split('\n');
+    const run = +runLine.split(' ')[1];
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const backendPid = +stat.split(' ')[0];
+    const sleeper = (() => {
+      for (const e of fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+        try {
+          const s = fs.readFileSync(`/proc/${e}/stat`, 'utf8');
+          if (+s.slice(s.lastIndexOf(')') + 2).split(' ')[1] === run && +e !== backendPid) return +e;
+        } catch {
+          // gone
+        }
+      }
+      return undefined;
+    })();
+    t.teardown(() => {
+      for (const pid of [sleeper, backendPid]) if (pid !== undefined && alive(pid)) process.kill(pid, 'SIGKILL');
+    });
+    t.is(+f[4], 0, "the backend has no controlling terminal (stat's tty_nr)");
+    t.is(+f[3], backendPid, 'it leads a session of its own');
+    if (ROOT) t.not(+/^Uid:\s+(\d+)/.exec(uidLine)![1], 0, 'run as root, the backend is not root');
+    // qcuda run killed outright (no cleanup of its own runs): the kernel ends the backend (PR_SET_PDEATHSIG).
+    process.kill(run, 'SIGKILL');
+    t.true(await until(() => !alive(backendPid), 10_000), 'the backend ended with qcuda run');
+  },
+);
+
+(ROOT ? test.serial : test.skip)('qcuda-backend started as root runs, and its workers run, as an unprivileged user', async (t) => {
+  const dir = sharedDir(t);
+  const { libcuda } = build(dir);
+  const sock = path.join(dir, 'root.sock');
+  const env = { ...process.env, QCUDA_LIBCUDA: libcuda };
+  const be = await backend(t, [`--socket-path=${sock}`, '--provider=cuda'], { env });
+  t.regex(be.log(), /started as root: runs as (qcuda|nobody) \(--backend-user=root keeps root\)/, 'it says so, in one line');
+  const { worker } = await withWorker(t, sock, be);
+  t.not(uidOf(be.p.pid!), 0, 'the backend is not root');
+  t.not(uidOf(worker), 0, 'its worker is not root');
+  t.regex(fs.readFileSync(`/proc/${worker}/status`, 'utf8'), /^CapEff:\s+0+$/m, 'its worker has no capability');
+  // Where the user it would run as cannot make its socket: it does not start (rather than keep root).
+  const closed = tmpDir(t); // root's, mode 0700
+  const r = spawnSync(process.execPath, [BACKEND, `--socket-path=${path.join(closed, 'b.sock')}`, '--provider=host'], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  t.is(r.status, 2, r.stderr);
+  t.regex(r.stderr, /started as root, it runs as an unprivileged user, but .*--backend-user=USER, or root to keep root/);
+  // Root only when asked.
+  const kept = await backend(t, [`--socket-path=${path.join(closed, 'b.sock')}`, '--provider=host', '--backend-user=root']);
+  t.is(uidOf(kept.p.pid!), 0, '--backend-user=root keeps root');
+});

@@ -167,8 +167,9 @@ vm options:
                        first one
 run options (and --provider, --gpu, --host-devices, --isolation, --own-queues, --ring-server,
 --pin-guest-ram (default yes here: the memory is PROGRAM's own), --worker-sandbox,
---device-memory-limit, --context-overhead, --gpu-share, --gpu-share-mps and --backend-log as for vm; the
-quota holds across all of PROGRAM's processes):
+--device-memory-limit, --context-overhead, --gpu-share, --gpu-share-mps, --backend-log and --backend-user
+as for vm: run as root, the backend runs as --backend-user, its socket in a directory of that user's own;
+the quota holds across all of PROGRAM's processes):
   --socket=PATH        join the backend listening on PATH (a qcuda-backend
                        --frontends=N) instead of starting one
   --cudart=KIND        native (default): only qcuda's libcuda.so.1 goes first
@@ -375,7 +376,7 @@ const COMMAND_OPTIONS: Record<string, string[]> = {
     'backend-user',
     ...BACKEND_PASSED,
   ],
-  run: ['socket', 'cudart', 'max-processes', 'lib-dir', ...BACKEND_PASSED],
+  run: ['socket', 'cudart', 'max-processes', 'lib-dir', 'backend-user', ...BACKEND_PASSED],
   'qemu-args': ['socket', 'disk-socket', 'kernel', 'initrd', 'queues', 'memory', 'cpus'],
   status: ['socket', 'status-socket', 'json'],
   'libvirt-xml': ['name', 'socket', 'kernel', 'initrd', 'cmdline', 'disk', 'qemu', 'memory', 'cpus', 'queues', 'type'],
@@ -444,7 +445,10 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
   const cudart = (v.cudart as string | undefined) ?? 'native';
   if (cudart !== 'native' && cudart !== 'qcuda') usage(`--cudart must be native or qcuda, got '${cudart}'`);
   const str = (k: string) => v[k] as string | undefined;
-  if (str('socket') && (backendOptions(v).length > 0 || str('device-memory-limit') || str('max-processes') || str('backend-log')))
+  if (
+    str('socket') &&
+    (backendOptions(v).length > 0 || str('device-memory-limit') || str('max-processes') || str('backend-log') || str('backend-user'))
+  )
     usage("--socket joins a running backend: its options are that backend's (give them to qcuda-backend)");
   const processes = intOpt(str('max-processes'), 'max-processes', 64, 4096);
   const limit = str('device-memory-limit');
@@ -464,8 +468,19 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
     `--max-processes=${processes}`,
   ];
   const backendLog = str('backend-log') !== undefined ? timedLines(str('backend-log')!) : undefined;
+  // As root, the backend (and its workers, which run code the command chose) runs as another user, as qcuda vm's do.
+  let backendUser: BackendUserChoice = {};
+  if (!socket) {
+    try {
+      backendUser = chooseBackendUser(str('backend-user'));
+    } catch (e) {
+      usage((e as Error).message);
+    }
+    if (backendUser.note) process.stderr.write(`qcuda: ${backendUser.note}\n`);
+  }
   try {
     return await runCuda({
+      backendUser: backendUser.user,
       argv,
       socket,
       qcudaRuntime: cudart === 'qcuda',

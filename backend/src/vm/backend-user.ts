@@ -24,6 +24,8 @@ export interface BackendUserChoice {
   user?: BackendUser;
   /** Why it is not the default user (to print). */
   note?: string;
+  /** Why the default user cannot be used (with note). */
+  why?: string;
 }
 
 /** What a backend loads first: its devices, the providers and the addon. */
@@ -45,10 +47,15 @@ export function socketBase(): string {
   return fs.statSync('/run', { throwIfNoEntry: false })?.isDirectory() ? '/run' : os.tmpdir();
 }
 
-/** Why user cannot start a backend here (the code or socketBase() closed to it), or undefined where it can. */
-function cannotRun(user: BackendUser): string | undefined {
-  const probe = 'require("fs").accessSync(process.argv[1], require("fs").constants.X_OK); require(process.argv[2])';
-  const r = spawnSync(process.execPath, ['-e', probe, socketBase(), DEVICES_JS], {
+/**
+ * Why user cannot start a backend here (the code or socketBase() closed to
+ * it, or one of writable not writable by it), or undefined where it can.
+ */
+function cannotRun(user: BackendUser, writable: string[]): string | undefined {
+  const probe =
+    'const fs = require("fs"); fs.accessSync(process.argv[1], fs.constants.X_OK); require(process.argv[2]);' +
+    ' for (const d of process.argv.slice(3)) fs.accessSync(d, fs.constants.W_OK | fs.constants.X_OK)';
+  const r = spawnSync(process.execPath, ['-e', probe, socketBase(), DEVICES_JS, ...writable], {
     uid: user.uid,
     gid: user.gid,
     cwd: '/',
@@ -64,8 +71,10 @@ function cannotRun(user: BackendUser): string | undefined {
  * The user for `--backend-user` (undefined: the default). Only root can
  * choose; 'root' keeps root. An unusable user that was asked for is a
  * Error; the default one that is unusable leaves root, with a note.
+ * writable: directories the user must be able to write in (qcuda-backend's
+ * socket directories).
  */
-export function chooseBackendUser(wanted: string | undefined): BackendUserChoice {
+export function chooseBackendUser(wanted: string | undefined, writable: string[] = []): BackendUserChoice {
   if (process.geteuid?.() !== 0) {
     if (wanted !== undefined) throw new Error('--backend-user needs root (the backend runs as you)');
     return {};
@@ -75,13 +84,13 @@ export function chooseBackendUser(wanted: string | undefined): BackendUserChoice
   const user = lookupUser(name);
   if (!user) {
     if (wanted !== undefined) throw new Error(`--backend-user=${wanted}: no such user`);
-    return { note: `the backend runs as root: there is no user ${name}` };
+    return { note: `the backend runs as root: there is no user ${name}`, why: `there is no user ${name}` };
   }
   if (user.uid === 0) return {};
-  const why = cannotRun(user);
+  const why = cannotRun(user, writable);
   if (!why) return { user };
   if (wanted !== undefined) throw new Error(`--backend-user=${wanted}: ${why}`);
-  return { note: `the backend runs as root: ${why}; pass --backend-user=root to keep root without this note` };
+  return { note: `the backend runs as root: ${why}; pass --backend-user=root to keep root without this note`, why };
 }
 
 /** A socket directory of user's own (mode 0700), which root (QEMU) reaches too. */

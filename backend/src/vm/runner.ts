@@ -169,10 +169,12 @@ const LEDGER_FD = 3;
 /**
  * A backend (qcuda or blk): in a session of its own, without the terminal of
  * whoever started this (its workers run guest-chosen code: security review 3,
- * N2), and ended by the kernel if this process is (sys/harden.ts).
+ * N2), and ended by the kernel if this process is (sys/harden.ts). As root
+ * and not dropped, it is told to keep root (it would drop by itself).
  */
-function backendProcess(_as: BackendUser | undefined, args: string[]): { args: string[]; detached: true; env: NodeJS.ProcessEnv } {
-  return { args, detached: true, env: childEnv() };
+function backendProcess(as: BackendUser | undefined, args: string[]): { args: string[]; detached: true; env: NodeJS.ProcessEnv } {
+  const keepRoot = !as && process.geteuid?.() === 0 ? ['--backend-user=root'] : [];
+  return { args: [...args, ...keepRoot], detached: true, env: childEnv() };
 }
 
 function start(
