@@ -130,12 +130,14 @@ vm options:
                        and the like fail with EPERM) before it serves the
                        guest (default seccomp; qcuda-backend --help)
   --backend-user=USER  run as root, start the backends (and so their GPU
-                       workers) as USER instead of root (default: qcuda
-                       where that user exists, else nobody; root: keep
-                       root). Their sockets go in a directory of USER's own
-                       under /run, and they serve only QEMU (--peer-uid).
-                       Where the default user cannot run the backend (the
-                       code not readable by it), it stays root, with a note
+                       workers) as USER instead of root (default: a uid and
+                       gid of the VM's own, from 0x7a000000, leased under
+                       /run/qcuda-vm-uids while it runs; else qcuda where
+                       that user exists, else nobody; root: keep root).
+                       Their sockets go in a directory of USER's own under
+                       /run, and they serve only QEMU (--peer-uid). Where
+                       the default user cannot run the backend (the code
+                       not readable by it), it stays root, with a note
   --device-memory-limit=SIZE  the VM's device memory quota (e.g. 2G), one
                        budget for its CUDA processes (each context counts
                        --context-overhead) and its GPU disks (--disk,
@@ -472,7 +474,7 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
   let backendUser: BackendUserChoice = {};
   if (!socket) {
     try {
-      backendUser = chooseBackendUser(str('backend-user'));
+      backendUser = chooseBackendUser(str('backend-user'), [], true);
     } catch (e) {
       usage((e as Error).message);
     }
@@ -704,7 +706,7 @@ async function main(): Promise<number> {
   const files = [...(v.file ?? []).map((f) => path.resolve(f)), ...(diskImage && v.demo ? demoFiles() : [])];
   let backendUser: BackendUserChoice;
   try {
-    backendUser = chooseBackendUser(v['backend-user']);
+    backendUser = chooseBackendUser(v['backend-user'], [], true);
   } catch (e) {
     usage((e as Error).message);
   }
