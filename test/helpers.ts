@@ -96,3 +96,10 @@ export function promised<T>(f: () => T | Promise<T>): Promise<T> {
     return Promise.reject(e);
   }
 }
+
+/**
+ * For a qcuda-backend a test starts as root with its socket in the test's
+ * own (root's, mode 0700) directory: root kept, as before (started as root,
+ * it would run as qcuda or nobody, who cannot reach that directory).
+ */
+export const KEEP_ROOT: string[] = process.geteuid?.() === 0 ? ['--backend-user=root'] : [];

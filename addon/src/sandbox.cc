@@ -18,6 +18,8 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -100,6 +102,48 @@ const int kDenied[] = {
     __NR_setfsuid,
     __NR_setfsgid,
     __NR_setgroups,
+// Other processes of the same user (security review 3, N1): io_uring
+// (its own attack surface, and system calls the filter cannot see),
+// process_madvise, kcmp and the pidfd calls that reach another process
+// (pidfd_getfd copies its fds out: another VM's guest RAM). Signals are
+// below: only to itself.
+#ifdef __NR_io_uring_setup
+    __NR_io_uring_setup,
+    __NR_io_uring_enter,
+    __NR_io_uring_register,
+#endif
+#ifdef __NR_process_madvise
+    __NR_process_madvise,
+#endif
+#ifdef __NR_process_mrelease
+    __NR_process_mrelease,
+#endif
+    __NR_kcmp,
+#ifdef __NR_pidfd_open
+    __NR_pidfd_open,
+    __NR_pidfd_send_signal,
+#endif
+#ifdef __NR_pidfd_getfd
+    __NR_pidfd_getfd,
+#endif
+};
+
+// The low 32 bits of system call argument i (pid_t, int and ioctl's unsigned int command are 32-bit; x86-64 is
+// little-endian).
+constexpr uint32_t ArgLow(int i) { return static_cast<uint32_t>(offsetof(seccomp_data, args) + 8 * i); }
+
+// Calls that send a signal: the argument that names the process and the one that holds the signal.
+struct SignalCall {
+  int nr;
+  int pidArg;
+  int sigArg;
+};
+const SignalCall kSignalCalls[] = {
+    {__NR_kill, 0, 1},
+    {__NR_tkill, 0, 1},
+    {__NR_tgkill, 0, 2},
+    {__NR_rt_sigqueueinfo, 0, 1},
+    {__NR_rt_tgsigqueueinfo, 0, 2},
 };
 
 sock_filter Stmt(uint16_t code, uint32_t k) { return BPF_STMT(code, k); }
@@ -119,6 +163,26 @@ std::vector<sock_filter> Program() {
     p.push_back(Jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(nr), 0, 1));
     p.push_back(Stmt(BPF_RET | BPF_K, eperm));
   }
+  // Signals only to itself (its own pid, as the process or its thread group), or signal 0 (does it exist?) to any:
+  // a worker cannot kill another VM's backend or worker (security review 3, N1).
+  const uint32_t self = static_cast<uint32_t>(getpid());
+  for (const SignalCall &c : kSignalCalls) {
+    p.push_back(Jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(c.nr), 0, 6));
+    p.push_back(Stmt(BPF_LD | BPF_W | BPF_ABS, ArgLow(c.sigArg)));
+    p.push_back(Jump(BPF_JMP | BPF_JEQ | BPF_K, 0, 3, 0));
+    p.push_back(Stmt(BPF_LD | BPF_W | BPF_ABS, ArgLow(c.pidArg)));
+    p.push_back(Jump(BPF_JMP | BPF_JEQ | BPF_K, self, 1, 0));
+    p.push_back(Stmt(BPF_RET | BPF_K, eperm));
+    p.push_back(Stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  }
+  // A terminal's input is not the worker's to write (security review 3, N2): TIOCSTI pushes bytes into it, which
+  // the shell of whoever started the backend would run; TIOCLINUX's selection paste does the same on a console.
+  p.push_back(Jump(BPF_JMP | BPF_JEQ | BPF_K, __NR_ioctl, 0, 5));
+  p.push_back(Stmt(BPF_LD | BPF_W | BPF_ABS, ArgLow(1)));
+  p.push_back(Jump(BPF_JMP | BPF_JEQ | BPF_K, TIOCSTI, 2, 0));
+  p.push_back(Jump(BPF_JMP | BPF_JEQ | BPF_K, TIOCLINUX, 1, 0));
+  p.push_back(Stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  p.push_back(Stmt(BPF_RET | BPF_K, eperm));
   // clone3's flags are in memory the filter cannot read: ENOSYS, so that libc falls back to clone.
   p.push_back(Jump(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1));
   p.push_back(Stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)));
@@ -135,6 +199,7 @@ std::vector<sock_filter> Program() {
 // kernel refuses (a worker must not serve a guest unsandboxed by surprise).
 Napi::Value SandboxWorker(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) ThrowErrno(env, "prctl(PR_SET_DUMPABLE)", errno);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ThrowErrno(env, "prctl(PR_SET_NO_NEW_PRIVS)", errno);
   std::vector<sock_filter> p = Program();
   sock_fprog prog{static_cast<unsigned short>(p.size()), p.data()};
@@ -145,10 +210,38 @@ Napi::Value SandboxWorker(const Napi::CallbackInfo &info) {
   return env.Undefined();
 }
 
+// undumpable(): PR_SET_DUMPABLE 0 for this process (security review 3, N1).
+// Another process of the same user, without CAP_SYS_PTRACE, can then no
+// longer open its /proc/PID/mem (nor maps, environ, fd), take its fds with
+// pidfd_getfd or trace it: the kernel asks ptrace's access check, which
+// refuses a non-dumpable process to all but root. Its /proc/PID files become
+// root's; stat, status and cmdline stay readable. Kept until the next exec
+// or change of ids (which reset it), so called after them.
+Napi::Value Undumpable(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) ThrowErrno(env, "prctl(PR_SET_DUMPABLE)", errno);
+  return env.Undefined();
+}
+
+// dieWithParent(signal, parentPid): the kernel sends this process signal
+// when its parent (the thread that forked it) ends (PR_SET_PDEATHSIG), also
+// where it is killed and no cleanup of its own runs. Returns whether the
+// parent is still parentPid: false if it ended before the call (the caller
+// then ends itself). Cleared by a change of ids: called after it.
+Napi::Value DieWithParent(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  int sig = info[0].As<Napi::Number>().Int32Value();
+  int parent = info[1].As<Napi::Number>().Int32Value();
+  if (prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0) ThrowErrno(env, "prctl(PR_SET_PDEATHSIG)", errno);
+  return Napi::Boolean::New(env, getppid() == parent);
+}
+
 }  // namespace
 
 void InitSandbox(Napi::Env env, Napi::Object exports) {
   exports.Set("sandboxWorker", Napi::Function::New(env, SandboxWorker));
+  exports.Set("undumpable", Napi::Function::New(env, Undumpable));
+  exports.Set("dieWithParent", Napi::Function::New(env, DieWithParent));
 }
 
 }  // namespace qcuda

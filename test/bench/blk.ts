@@ -82,6 +82,7 @@ async function main(): Promise<void> {
       path.join(dist, 'backend/src/cli/backend.js'),
       '--fd=3',
       '--device=blk',
+      ...(process.geteuid?.() === 0 ? ['--backend-user=root'] : []), // as before: started as root, it would drop
       `--queues=${QUEUES}`,
       `--size=${size}`,
       `--store=${STORE}`,

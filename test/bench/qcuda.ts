@@ -249,6 +249,7 @@ async function main(): Promise<void> {
       path.join(dist, 'backend/src/cli/backend.js'),
       '--fd=3',
       '--device=qcuda',
+      ...(process.geteuid?.() === 0 ? ['--backend-user=root'] : []), // as before: started as root, it would drop
       '--queues=4',
       `--provider=${PROVIDER}`,
       `--isolation=${ISOLATION}`,

@@ -60,7 +60,11 @@ async function bare(): Promise<number[]> {
 
 async function backend(): Promise<{ lat: number[]; mibps: number }> {
   const [mine, theirs] = native.socketPair();
-  const c = child('backend/src/cli/backend.js', ['--fd=3', '--device=echo', '--queues=1'], [theirs]);
+  const c = child(
+    'backend/src/cli/backend.js',
+    ['--fd=3', '--device=echo', '--queues=1', ...(process.geteuid?.() === 0 ? ['--backend-user=root'] : [])],
+    [theirs],
+  );
   native.close(theirs);
   const fe = Frontend.fromFd(
     mine,

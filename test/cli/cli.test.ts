@@ -6,7 +6,7 @@ import path from 'node:path';
 import { EchoDevice } from '../../backend/src/devices/echo';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
 import { Frontend } from '../../backend/src/vhost-user/frontend';
-import { connect, tmpDir, until } from '../helpers';
+import { connect, tmpDir, until, KEEP_ROOT } from '../helpers';
 import { hostProvider } from '../../backend/src/qcuda/providers/host';
 
 const dist = path.resolve(__dirname, '..', '..');
@@ -52,7 +52,7 @@ test('qcuda-backend --help, --print-capabilities and bad usage', (t) => {
 
 test('qcuda-backend serves a frontend, keeps listening after it leaves, and exits 0 on SIGTERM removing its socket', async (t) => {
   const sock = path.join(tmpDir(t), 'b.sock');
-  const p = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=echo', '--queues=2'], { stdio: 'ignore' });
+  const p = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=echo', '--queues=2', ...KEEP_ROOT], { stdio: 'ignore' });
   t.teardown(() => p.kill('SIGKILL'));
   t.true(await until(() => fs.existsSync(sock), 5000));
   for (let round = 0; round < 2; round++) {

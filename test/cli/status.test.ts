@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { BackendStatus } from '../../backend/src/cli/status';
 import type { QcudaStatus } from '../../backend/src/qcuda/status';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
-import { tmpDir, until } from '../helpers';
+import { tmpDir, until, KEEP_ROOT } from '../helpers';
 import { QcudaClient } from '../qcuda/client';
 import { ShareTable } from '../../backend/src/qcuda/share/table';
 
@@ -19,7 +19,7 @@ const MIB = 1 << 20;
 
 /** A qcuda-backend on the host provider serving sock, its stderr gathered in .log; killed when the test ends. */
 function startBackend(t: ExecutionContext, sock: string, args: string[], env = process.env): { p: ChildProcess; log: string } {
-  const p = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=qcuda', '--provider=host', ...args], {
+  const p = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=qcuda', '--provider=host', ...KEEP_ROOT, ...args], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env,
   });

@@ -6,7 +6,7 @@ import test from 'ava';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { tmpDir, until } from '../helpers';
+import { tmpDir, until, KEEP_ROOT } from '../helpers';
 
 const UNIT = path.resolve(__dirname, '..', '..', '..', 'packaging', 'systemd', 'qcuda-backend@.service');
 const BACKEND = path.resolve(__dirname, '..', '..', 'backend', 'src', 'cli', 'backend.js');
@@ -49,7 +49,7 @@ test('ExecStart as systemd expands it for a VM starts a backend serving that VM'
     .split(' ')
     .flatMap((w) => (w === '$QCUDA_BACKEND_OPTS' ? ['--provider=host', '--device-memory-limit=1G'] : [w]));
   t.is(words[0], INSTALLED);
-  const p = spawn(process.execPath, [BACKEND, ...words.slice(1)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const p = spawn(process.execPath, [BACKEND, ...words.slice(1), ...KEEP_ROOT], { stdio: ['ignore', 'ignore', 'pipe'] });
   t.teardown(() => p.kill('SIGKILL'));
   let log = '';
   p.stderr!.on('data', (d: Buffer) => (log += d.toString()));

@@ -390,7 +390,7 @@ rc=$?; grep '^disk:' "$LOGS/disk.guest.log" | while read -r l; do say "$l"; done
 # writes a file system and a file, a second guest (a reboot) boots onto the
 # same backend and finds both.
 sock=$work/gpudisk.sock
-node "$app/dist/backend/src/cli/backend.js" --socket-path="$sock" --device=blk --queues=2 --size=256M --store=gpu 2> "$LOGS/disk.backend.err" & bpid=$!
+node "$app/dist/backend/src/cli/backend.js" --socket-path="$sock" --device=blk --queues=2 --size=256M --store=gpu $([ "$(id -u)" = 0 ] && echo --backend-user=root) 2> "$LOGS/disk.backend.err" & bpid=$!
 for i in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 guest_vm --timeout=200 --disk=socket="$sock" -- \
   'dd if=/dev/urandom of=/tmp/a bs=1M count=32 2>/dev/null; mkdir -p /mnt && mke2fs -q /dev/vda && mount -t ext2 /dev/vda /mnt && cp /tmp/a /mnt/a && sha256sum < /tmp/a > /mnt/sum && umount /mnt && echo written' > "$LOGS/disk.boot1.log" 2>&1

@@ -11,7 +11,7 @@ import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:chil
 import fs from 'node:fs';
 import path from 'node:path';
 import { mpsPercentage } from '../../backend/src/qcuda/share/mps';
-import { tmpDir, until } from '../helpers';
+import { tmpDir, until, KEEP_ROOT } from '../helpers';
 
 const dist = path.resolve(__dirname, '..', '..');
 const QCUDA = path.join(dist, 'backend/src/cli/qcuda.js');
@@ -92,7 +92,11 @@ async function workerMpsEnv(
   log: () => string,
 ): Promise<Record<string, string | undefined>> {
   const before = new Set([...log().matchAll(/GPU worker pid (\d+) started/g)].map((m) => m[1]));
-  const prog = spawn(process.execPath, [QCUDA, 'run', ...args, '--', 'python3', contextHolder(tmpDir(t))], { env });
+  const prog = spawn(
+    process.execPath,
+    [QCUDA, 'run', ...args, ...(args.some((a) => a.startsWith('--socket=')) ? [] : KEEP_ROOT), '--', 'python3', contextHolder(tmpDir(t))],
+    { env },
+  );
   t.teardown(() => prog.kill('SIGKILL'));
   const o = collect(prog);
   const exited = new Promise<number | null>((resolve) => prog.once('exit', resolve));
@@ -121,6 +125,7 @@ async function backend(
     [
       BACKEND,
       `--socket-path=${sock}`,
+      ...KEEP_ROOT,
       '--provider=host',
       '--own-queues=yes',
       '--frontends=2',
@@ -191,11 +196,15 @@ test('--gpu-share-mps: a missing PIPE_DIR, or one with no running daemon, is ref
   const dir = tmpDir(t);
   const env = { ...process.env, QCUDA_GPU_SHARE_TABLE: path.join(dir, 'table') };
   const start = (pipe: string) =>
-    spawnSync(process.execPath, [BACKEND, `--socket-path=${path.join(dir, 'b.sock')}`, '--provider=host', `--gpu-share-mps=${pipe}`], {
-      encoding: 'utf8',
-      env,
-      timeout: 30_000,
-    });
+    spawnSync(
+      process.execPath,
+      [BACKEND, `--socket-path=${path.join(dir, 'b.sock')}`, '--provider=host', `--gpu-share-mps=${pipe}`, ...KEEP_ROOT],
+      {
+        encoding: 'utf8',
+        env,
+        timeout: 30_000,
+      },
+    );
   const missing = start(path.join(dir, 'nowhere'));
   t.is(missing.status, 2);
   t.regex(missing.stderr, /^qcuda-backend: --gpu-share-mps=\S+nowhere: no directory \S+nowhere \(try 'qcuda-backend --help'\)\n$/);

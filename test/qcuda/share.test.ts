@@ -23,6 +23,7 @@ import {
 import { ShareTable, TABLE_BYTES } from '../../backend/src/qcuda/share/table';
 import { MPS_POLICY, ShareGate } from '../../backend/src/qcuda/share/gate';
 import { UsageWindow } from '../../backend/src/qcuda/share/usage-window';
+import { KEEP_ROOT } from '../helpers';
 
 const MS = 1e6;
 
@@ -386,7 +387,7 @@ test('qcuda-backend --gpu-share joins the table with its weight and leaves it at
   t.is(bad.status, 2);
   t.regex(bad.stderr, /--gpu-share=0: a weight must be an integer from 1 to 1000/);
   const sock = path.join(path.dirname(file), 'b.sock');
-  const b = spawn(process.execPath, [backend, `--socket-path=${sock}`, '--provider=host', '--gpu-share=7'], {
+  const b = spawn(process.execPath, [backend, `--socket-path=${sock}`, '--provider=host', '--gpu-share=7', ...KEEP_ROOT], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env,
   });

@@ -20,7 +20,7 @@ import type { QcudaStatus } from '../../backend/src/qcuda/status';
 import { diskSlot, vmLedger } from '../../backend/src/qcuda/vm-ledger';
 import type { Ledger } from '../../backend/src/qcuda/limits';
 import { Frontend, GuestMemory, type GuestBuf } from '../../backend/src/vhost-user/frontend';
-import { alive, prng, randomBytes, tmpDir, until } from '../helpers';
+import { alive, prng, randomBytes, tmpDir, until, KEEP_ROOT } from '../helpers';
 import { QcudaClient } from '../qcuda/client';
 
 const dist = path.resolve(__dirname, '..', '..');
@@ -32,7 +32,7 @@ const QUOTA = PIECE * 2n + PIECE / 2n;
 
 /** A backend program sharing the ledger as fd 3, its stderr gathered in .log; killed when the test ends. */
 function startBackend(t: ExecutionContext, ledger: Ledger, args: string[]): { p: ChildProcess; log: string } {
-  const p = spawn(process.execPath, [BACKEND, `--device-memory-limit=${QUOTA}`, '--ledger-fd=3', ...args], {
+  const p = spawn(process.execPath, [BACKEND, `--device-memory-limit=${QUOTA}`, '--ledger-fd=3', ...KEEP_ROOT, ...args], {
     stdio: ['ignore', 'ignore', 'pipe', ledger.fd.value],
   });
   t.teardown(() => p.kill('SIGKILL'));

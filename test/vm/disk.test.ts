@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runVm, VmError, type StartedInfo } from '../../backend/src/vm/runner';
-import { alive } from '../helpers';
+import { alive, KEEP_ROOT } from '../helpers';
 
 const env = { qemu: process.env.QEMU_BIN, kernel: process.env.GUEST_KERNEL, initrd: process.env.GUEST_INITRD };
 const missing = Object.entries(env)
@@ -130,9 +130,13 @@ test('a disk that does not fit its store fails the run before QEMU starts, namin
 test.serial('a disk outlives its guest: a second guest booted onto the same backend reads what the first wrote', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-disk-'));
   const sock = path.join(dir, 'disk.sock');
-  const be = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=blk', '--queues=2', '--size=32M', '--store=host'], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  const be = spawn(
+    process.execPath,
+    [BACKEND, `--socket-path=${sock}`, '--device=blk', '--queues=2', '--size=32M', '--store=host', ...KEEP_ROOT],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
   let err = '';
   be.stderr!.on('data', (d: Buffer) => (err += d.toString()));
   try {

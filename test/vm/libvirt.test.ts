@@ -14,7 +14,7 @@ import { parseReport } from '../../backend/src/vm/result';
 import { buildInitrd } from '../../backend/src/vm/runner';
 import type { BackendStatus } from '../../backend/src/cli/status';
 import type { QcudaStatus } from '../../backend/src/qcuda/status';
-import { alive, tmpDir, until } from '../helpers';
+import { alive, tmpDir, until, KEEP_ROOT } from '../helpers';
 
 // Absolute: libvirt starts QEMU in a directory of its own.
 const env = Object.fromEntries(
@@ -117,9 +117,13 @@ test('a libvirt domain with the qcuda device runs a CUDA program, and is destroy
   try {
     const t1 = Date.now();
     let log = '';
-    backend = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=qcuda', '--queues=4', '--device-memory-limit=256M'], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    backend = spawn(
+      process.execPath,
+      [BACKEND, `--socket-path=${sock}`, '--device=qcuda', '--queues=4', '--device-memory-limit=256M', ...KEEP_ROOT],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
     backend.stderr!.on('data', (d: Buffer) => (log += d.toString()));
     t.true(await until(() => fs.existsSync(`${sock}.status`), 10_000), `backend did not start:\n${log}`);
     lap('backend', t1);

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runVm, VmError, type StartedInfo, type VmOptions } from '../../backend/src/vm/runner';
-import { chooseBackendUser } from '../../backend/src/vm/backend-user';
+import { chooseBackendUser, leaseVmUser, VM_UIDS } from '../../backend/src/vm/backend-user';
 import { readStatus } from '../../backend/src/sys/status-socket';
 import { alive, tmpDir } from '../helpers';
 import { base } from './helpers';
@@ -169,6 +169,39 @@ function uids(pid: number): number[] {
     .map(Number);
 }
 
+// qcuda vm and qcuda run as root (security review 3, N1): each VM's backends
+// get a uid of their own, so that a compromised worker of one VM shares no
+// user with another VM's processes (/proc, signals, files).
+(process.getuid?.() === 0 ? test.serial : test.serial.skip)(
+  'as root, two VMs get two uids of their own, leased until released; a lease whose holder is gone is taken over',
+  (t) => {
+    const a = chooseBackendUser(undefined, [], true).user as ReturnType<typeof leaseVmUser> | undefined;
+    const b = chooseBackendUser(undefined, [], true).user as ReturnType<typeof leaseVmUser> | undefined;
+    t.teardown(() => [a, b].forEach((u) => u?.release()));
+    t.truthy(a && b, 'both have a user');
+    const inRange = (uid: number) => uid >= VM_UIDS.base && uid < VM_UIDS.base + VM_UIDS.count;
+    t.true(inRange(a!.uid) && inRange(b!.uid), `both in the VM range: ${a?.uid} ${b?.uid}`);
+    t.not(a!.uid, b!.uid, 'not the same user');
+    t.is(a!.gid, a!.uid, 'a group of its own too');
+    // A holder that is gone (a qcuda vm killed outright): its uid is taken again.
+    const dead = spawnSync('true').pid!;
+    const leases = path.join(os.tmpdir(), `qcuda-test-leases-${process.pid}`);
+    t.teardown(() => fs.rmSync(leases, { recursive: true, force: true }));
+    fs.mkdirSync(leases, { mode: 0o700 });
+    fs.writeFileSync(path.join(leases, String(VM_UIDS.base)), `${dead} 1`);
+    const c = leaseVmUser(leases);
+    t.is(c.uid, VM_UIDS.base, "a dead holder's uid is taken over");
+    const d = leaseVmUser(leases);
+    t.is(d.uid, VM_UIDS.base + 1, 'a held one is not');
+    c.release();
+    t.false(fs.existsSync(path.join(leases, String(VM_UIDS.base))), 'released: its lease is gone');
+    const e = leaseVmUser(leases);
+    t.is(e.uid, VM_UIDS.base, 'and its uid is free again');
+    d.release();
+    e.release();
+  },
+);
+
 // qcuda vm as root (security review 2, H1): the backend, and so its GPU
 // workers, run as an unprivileged user; QEMU (root) reaches its socket in a
 // directory of that user's own, a CUDA program runs through a worker (own
@@ -177,9 +210,11 @@ function uids(pid: number): number[] {
 (process.getuid?.() === 0 ? test.serial : test.serial.skip)(
   'as root, the backends of `qcuda vm` (chooseBackendUser, runVm) and their workers run as an unprivileged user, and the guest is served',
   async (t) => {
-    const choice = chooseBackendUser(undefined);
+    const choice = chooseBackendUser(undefined, [], true);
     t.truthy(choice.user, `the default user can run the backend here: ${choice.note}`);
     const user = choice.user!;
+    t.teardown(() => (user as { release?: () => void }).release?.());
+    t.true(user.uid >= VM_UIDS.base && user.uid < VM_UIDS.base + VM_UIDS.count, `a uid of the VM's own: ${user.uid}`);
     let info: StartedInfo | undefined;
     let socketDir: fs.Stats | undefined;
     let status: Promise<unknown> | undefined;

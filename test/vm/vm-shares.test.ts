@@ -123,12 +123,16 @@ test.serial('share: two shares at once through `qcuda vm --share`, and a guest w
       `--share=${rw}:/mnt/out:rw`,
       '--',
       'cat /mnt/in/in.txt; tr a-z A-Z < /mnt/in/in.txt > /mnt/out/result.txt; mkdir /mnt/out/sub; echo made > /mnt/out/sub/f;',
-      'rm /mnt/out/old.txt; echo no > /mnt/in/x || echo in-refused; grep -o "/mnt/[a-z]* virtiofs r[ow]" /proc/mounts',
+      'rm /mnt/out/old.txt; echo no > /mnt/in/x || echo in-refused; grep -o "/mnt/[a-z]* virtiofs r[ow]" /proc/mounts;',
+      // Guest root, in the :rw share: no device node (the host's memory, mode 0666, would be root for any host user), a FIFO yes.
+      'mknod /mnt/out/mem c 1 1 2>&1 | grep -o "Operation not permitted"; mkfifo /mnt/out/fifo && echo fifo-made',
     ],
     { encoding: 'utf8', timeout: 120_000 },
   );
   t.is(r.status, 0, r.stderr);
-  t.is(r.stdout, 'input from the host\nin-refused\n/mnt/in virtiofs ro\n/mnt/out virtiofs rw\n');
+  t.is(r.stdout, 'input from the host\nin-refused\n/mnt/in virtiofs ro\n/mnt/out virtiofs rw\nOperation not permitted\nfifo-made\n');
+  t.false(fs.existsSync(path.join(rw, 'mem')), 'guest root made no device node in the share (virtiofsd without CAP_MKNOD: EPERM)');
+  t.true(fs.statSync(path.join(rw, 'fifo')).isFIFO(), 'a FIFO, which needs no CAP_MKNOD, is made');
   t.is(fs.readFileSync(path.join(rw, 'result.txt'), 'utf8'), 'INPUT FROM THE HOST\n');
   t.is(fs.readFileSync(path.join(rw, 'sub', 'f'), 'utf8'), 'made\n');
   t.false(fs.existsSync(path.join(rw, 'old.txt')), 'a guest rm reaches the host');

@@ -19,6 +19,8 @@ import { parseWeight } from '../qcuda/share/policy';
 import { defaultTablePath } from '../qcuda/share/table';
 import { UsageWindow } from '../qcuda/share/usage-window';
 import { mpsDaemonMissing, mpsPercentageNow, setMpsMode } from '../qcuda/share/mps';
+import { harden } from '../sys/harden';
+import { chooseBackendUser, type BackendUserChoice } from '../vm/backend-user';
 
 const HELP = `Usage: qcuda-backend (--socket-path=PATH | --fd=FDNUM) [options]
 
@@ -88,6 +90,13 @@ ${Object.entries(DEVICES)
                           closed, and the backend keeps listening. The status
                           socket then answers only root, this process's user
                           and UID. Default: any process that can open the socket
+  --backend-user=USER     started as root: run as USER (its groups too) from the
+                          start, before any socket, file or worker is made
+                          (default: qcuda where that user exists, else nobody;
+                          root: keep root). The socket directories must be
+                          writable by USER; where the default user cannot run
+                          here (those directories, or the code, closed to it),
+                          it does not start: name a user who can, or root
   --size=SIZE             blk only: the disk's size (e.g. 4G; whole 512-byte sectors)
   --store=WHERE           blk only: where the disk lives (default gpu):
                             gpu     device memory of GPU --gpu, allocated at start
@@ -359,6 +368,35 @@ function storeOf(v: string | undefined): 'gpu' | 'host' | undefined {
   return v;
 }
 
+/**
+ * Started as root, the backend runs as an unprivileged user (security review
+ * 3, N8): its workers run guest-chosen images through NVIDIA's loader, and
+ * as root a worker's filter would be all that stands between a guest and the
+ * host. The same user qcuda vm starts its backends as (vm/backend-user.ts),
+ * taken before anything is made, so that the share table, the JIT cache and
+ * the workers are that user's. dirs: where the sockets go (the user must
+ * write there).
+ */
+function dropRoot(wanted: string | undefined, dirs: string[], write: (line: string) => void): void {
+  let choice: BackendUserChoice;
+  try {
+    choice = chooseBackendUser(wanted, dirs);
+  } catch (e) {
+    usage((e as Error).message);
+  }
+  // Root by default is what this prevents: where the default user cannot run here, the operator says who (or root).
+  if (choice.why)
+    usage(`started as root, it runs as an unprivileged user, but ${choice.why}: pass --backend-user=USER, or root to keep root`);
+  const u = choice.user;
+  if (!u) return;
+  // Its groups as its own (video, render: a host may narrow NVIDIA's device nodes to one), then its ids.
+  const ids = process as NodeJS.Process & { initgroups(user: string, group: number): void };
+  ids.initgroups(u.name, u.gid);
+  process.setgid!(u.gid);
+  process.setuid!(u.uid);
+  if (wanted === undefined) write(`started as root: runs as ${u.name} (--backend-user=root keeps root)`);
+}
+
 async function main(): Promise<void> {
   let args;
   try {
@@ -376,6 +414,7 @@ async function main(): Promise<void> {
         isolation: { type: 'string' },
         'worker-sandbox': { type: 'string' },
         'peer-uid': { type: 'string' },
+        'backend-user': { type: 'string' },
         'device-memory-limit': { type: 'string' },
         'max-processes': { type: 'string' },
         'context-overhead': { type: 'string' },
@@ -522,13 +561,20 @@ async function main(): Promise<void> {
   };
   const startedAt = Date.now();
   const write = (line: string) => void process.stderr.write(`qcuda-backend: ${line}\n`);
-  // Every line the VM's doings cause (the device's, the connection's events)
-  // shares one rate limit, so that a guest cannot flood the journal.
-  const vmLog = new LogLimiter(limits.logLinesPerSecond ?? DEFAULT_LIMITS.logLinesPerSecond, write);
   const statusPath =
     args['status-socket'] === 'none'
       ? undefined
       : (args['status-socket'] ?? (args['socket-path'] !== undefined ? defaultStatusSocket(args['socket-path']) : undefined));
+  dropRoot(
+    args['backend-user'],
+    [args['socket-path'], statusPath].filter((p) => p !== undefined).map((p) => path.dirname(path.resolve(p))),
+    write,
+  );
+  // Not dumpable; ended with the qcuda vm or qcuda run that started it (sys/harden.ts).
+  harden('SIGTERM');
+  // Every line the VM's doings cause (the device's, the connection's events)
+  // shares one rate limit, so that a guest cannot flood the journal.
+  const vmLog = new LogLimiter(limits.logLinesPerSecond ?? DEFAULT_LIMITS.logLinesPerSecond, write);
   let server: VhostUserServer;
   let status: StatusSocket | undefined;
   let shareWindow: UsageWindow | undefined;

@@ -133,12 +133,14 @@ vm options:
                        and the like fail with EPERM) before it serves the
                        guest (default seccomp; qcuda-backend --help)
   --backend-user=USER  run as root, start the backends (and so their GPU
-                       workers) as USER instead of root (default: qcuda
-                       where that user exists, else nobody; root: keep
-                       root). Their sockets go in a directory of USER's own
-                       under /run, and they serve only QEMU (--peer-uid).
-                       Where the default user cannot run the backend (the
-                       code not readable by it), it stays root, with a note
+                       workers) as USER instead of root (default: a uid and
+                       gid of the VM's own, from 0x7a000000, leased under
+                       /run/qcuda-vm-uids while it runs; else qcuda where
+                       that user exists, else nobody; root: keep root).
+                       Their sockets go in a directory of USER's own under
+                       /run, and they serve only QEMU (--peer-uid). Where
+                       the default user cannot run the backend (the code
+                       not readable by it), it stays root, with a note
   --device-memory-limit=SIZE  the VM's device memory quota (e.g. 2G), one
                        budget for its CUDA processes (each context counts
                        --context-overhead) and its GPU disks (--disk,
@@ -170,9 +172,10 @@ vm options:
                        first one
 run options (and --provider, --gpu, --host-devices, --isolation, --own-queues, --ring-server,
 --pin-guest-ram (default yes here: the memory is PROGRAM's own), --worker-sandbox, --real-gpu-identity
-(always here: PROGRAM sees NVIDIA's NVML beside it),
---device-memory-limit, --context-overhead, --gpu-share, --gpu-share-mps and --backend-log as for vm; the
-quota holds across all of PROGRAM's processes):
+(always here: PROGRAM sees NVIDIA's NVML beside it), --device-memory-limit, --context-overhead,
+--gpu-share, --gpu-share-mps, --backend-log and --backend-user as for vm: run as root, the backend runs as
+--backend-user, its socket in a directory of that user's own; the quota holds across all of PROGRAM's
+processes):
   --socket=PATH        join the backend listening on PATH (a qcuda-backend
                        --frontends=N) instead of starting one
   --cudart=KIND        native (default): only qcuda's libcuda.so.1 goes first
@@ -381,7 +384,7 @@ const COMMAND_OPTIONS: Record<string, string[]> = {
     'backend-user',
     ...BACKEND_PASSED,
   ],
-  run: ['socket', 'cudart', 'max-processes', 'lib-dir', ...BACKEND_PASSED],
+  run: ['socket', 'cudart', 'max-processes', 'lib-dir', 'backend-user', ...BACKEND_PASSED],
   'qemu-args': ['socket', 'disk-socket', 'kernel', 'initrd', 'queues', 'memory', 'cpus'],
   status: ['socket', 'status-socket', 'json'],
   'libvirt-xml': ['name', 'socket', 'kernel', 'initrd', 'cmdline', 'disk', 'qemu', 'memory', 'cpus', 'queues', 'type'],
@@ -451,7 +454,10 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
   const cudart = (v.cudart as string | undefined) ?? 'native';
   if (cudart !== 'native' && cudart !== 'qcuda') usage(`--cudart must be native or qcuda, got '${cudart}'`);
   const str = (k: string) => v[k] as string | undefined;
-  if (str('socket') && (backendOptions(v).length > 0 || str('device-memory-limit') || str('max-processes') || str('backend-log')))
+  if (
+    str('socket') &&
+    (backendOptions(v).length > 0 || str('device-memory-limit') || str('max-processes') || str('backend-log') || str('backend-user'))
+  )
     usage("--socket joins a running backend: its options are that backend's (give them to qcuda-backend)");
   const processes = intOpt(str('max-processes'), 'max-processes', 64, 4096);
   const limit = str('device-memory-limit');
@@ -474,8 +480,19 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
     `--max-processes=${processes}`,
   ];
   const backendLog = str('backend-log') !== undefined ? timedLines(str('backend-log')!) : undefined;
+  // As root, the backend (and its workers, which run code the command chose) runs as another user, as qcuda vm's do.
+  let backendUser: BackendUserChoice = {};
+  if (!socket) {
+    try {
+      backendUser = chooseBackendUser(str('backend-user'), [], true);
+    } catch (e) {
+      usage((e as Error).message);
+    }
+    if (backendUser.note) process.stderr.write(`qcuda: ${backendUser.note}\n`);
+  }
   try {
     return await runCuda({
+      backendUser: backendUser.user,
       argv,
       socket,
       qcudaRuntime: cudart === 'qcuda',
@@ -699,7 +716,7 @@ async function main(): Promise<number> {
   const files = [...(v.file ?? []).map((f) => path.resolve(f)), ...(diskImage && v.demo ? demoFiles() : [])];
   let backendUser: BackendUserChoice;
   try {
-    backendUser = chooseBackendUser(v['backend-user']);
+    backendUser = chooseBackendUser(v['backend-user'], [], true);
   } catch (e) {
     usage((e as Error).message);
   }

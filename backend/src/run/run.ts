@@ -7,6 +7,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { childEnv } from '../sys/harden';
+import type { BackendUser } from '../vm/backend-user';
 
 /** What a run needs; runCuda() starts what is missing and stops what it started. */
 export interface RunOptions {
@@ -26,6 +28,8 @@ export interface RunOptions {
   startTimeoutMs: number;
   /** Where the started backend's log goes (default: dropped, but shown if it fails to start). */
   backendLog?: (text: string) => void;
+  /** Run as root: who the started backend runs as (vm/backend-user.ts chooses); undefined: as this process. */
+  backendUser?: BackendUser;
 }
 
 export class RunError extends Error {}
@@ -44,12 +48,27 @@ function waitExit(p: ChildProcess): Promise<void> {
 }
 
 async function startBackend(o: RunOptions, dir: string): Promise<Backend> {
-  const socket = path.join(dir, 'qcuda.sock');
+  const as = o.backendUser;
+  // Dropped (security review 3, N8): its socket in a directory of its user's own, which root (the command) reaches too.
+  const sockDir = as ? path.join(dir, 'backend') : dir;
+  if (as) {
+    fs.chmodSync(dir, 0o711);
+    fs.mkdirSync(sockDir, { mode: 0o700 });
+    fs.chownSync(sockDir, as.uid, as.gid);
+  }
+  const socket = path.join(sockDir, 'qcuda.sock');
+  // As root and not dropped, it is told to keep root (it would drop by itself).
+  const keepRoot = !as && process.geteuid?.() === 0 ? ['--backend-user=root'] : [];
   const p = spawn(
     process.execPath,
-    [BACKEND_JS, `--socket-path=${socket}`, '--status-socket=none', `--frontends=${o.frontends}`, ...o.backendArgs],
+    [BACKEND_JS, `--socket-path=${socket}`, '--status-socket=none', `--frontends=${o.frontends}`, ...o.backendArgs, ...keepRoot],
     {
+      ...(as ? { uid: as.uid, gid: as.gid, cwd: '/' } : {}),
       stdio: ['ignore', 'ignore', 'pipe'],
+      // A session of its own, without the terminal the command runs in (its workers run code the command chose:
+      // security review 3, N2); ended by the kernel if this process is killed (sys/harden.ts).
+      detached: true,
+      env: childEnv(),
     },
   );
   let log = '';

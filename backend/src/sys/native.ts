@@ -65,6 +65,10 @@ export interface QcudaSys {
   unguardMapping(address: bigint): void;
   /** How many faults the guard caught in this process. */
   sigbusCaught(): number;
+  /** PR_SET_DUMPABLE 0 for this process (sys/harden.ts). */
+  undumpable(): void;
+  /** PR_SET_PDEATHSIG signal; whether the parent is still parentPid (sys/harden.ts). */
+  dieWithParent(signal: number, parentPid: number): boolean;
   /** (fd, limits, slots) formats a new ledger in the file; (fd, limits) opens one made with these limits. The fd stays the caller's. */
   Ledger: new (fd: number, limits: bigint[], slots?: number) => NativeLedger;
 }

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { makeSocketDir, type BackendUser } from './backend-user';
+import { childEnv } from '../sys/harden';
 import type { Ledger } from '../qcuda/limits';
 import { diskSlot, vmLedger } from '../qcuda/vm-ledger';
 import { cpio, type CpioEntry } from './cpio';
@@ -147,11 +148,15 @@ const live = new Set<ChildProcess>();
 
 // An interrupted run (Ctrl-C, a test runner tearing down) must not leave a
 // QEMU or backend behind; temp dirs go with the normal path below.
+// Backends run in sessions of their own (no terminal: security review 3,
+// N2), so a closed terminal's SIGHUP no longer reaches them: it ends them
+// through this process, as Ctrl-C does, and where this process is killed
+// outright the kernel ends them (PR_SET_PDEATHSIG, sys/harden.ts).
 function killLive(): void {
   for (const p of live) p.kill('SIGKILL');
 }
 process.once('exit', killLive);
-for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
   process.once(sig, () => {
     killLive();
     process.exit(130);
@@ -161,11 +166,31 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
 /** The fd a backend inherits the VM's ledger as (the first after stdio). */
 const LEDGER_FD = 3;
 
-function start(cmd: string, args: string[], name: string, terminal = false, as?: BackendUser, ledger?: Ledger): ChildProcess {
+/**
+ * A backend (qcuda or blk): in a session of its own, without the terminal of
+ * whoever started this (its workers run guest-chosen code: security review 3,
+ * N2), and ended by the kernel if this process is (sys/harden.ts). As root
+ * and not dropped, it is told to keep root (it would drop by itself).
+ */
+function backendProcess(as: BackendUser | undefined, args: string[]): { args: string[]; detached: true; env: NodeJS.ProcessEnv } {
+  const keepRoot = !as && process.geteuid?.() === 0 ? ['--backend-user=root'] : [];
+  return { args: [...args, ...keepRoot], detached: true, env: childEnv() };
+}
+
+function start(
+  cmd: string,
+  args: string[],
+  name: string,
+  terminal = false,
+  as?: BackendUser,
+  ledger?: Ledger,
+  backend = false,
+): ChildProcess {
   debug('%s: %s %s%s', name, cmd, args.join(' '), as ? ` (as ${as.name})` : '');
   const user = as ? { uid: as.uid, gid: as.gid, cwd: '/' } : {};
   const stdio: ('inherit' | 'pipe' | 'ignore' | number)[] = terminal ? ['inherit', 'inherit', 'pipe'] : ['ignore', 'pipe', 'pipe'];
-  const p = spawn(cmd, args, { stdio: ledger ? [...stdio, ledger.fd.value] : stdio, ...user });
+  const { args: argv, ...apart } = backend ? backendProcess(as, args) : { args };
+  const p = spawn(cmd, argv, { stdio: ledger ? [...stdio, ledger.fd.value] : stdio, ...user, ...apart });
   live.add(p);
   p.once('exit', () => live.delete(p));
   p.once('error', () => live.delete(p));
@@ -408,6 +433,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
         false,
         o.backendUser,
         ledger,
+        true,
       );
       backend = p;
       p.stdout!.on('data', (d: Buffer) => debug('backend: %s', d.toString().trimEnd()));
@@ -442,7 +468,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
           ...peerArgs,
           ...(shared ? [...limitArgs, ...ledgerArgs, `--ledger-slot=${diskSlot(i)}`] : []),
         ];
-        const p = start(process.execPath, args, `disk ${i}`, false, o.backendUser, shared);
+        const p = start(process.execPath, args, `disk ${i}`, false, o.backendUser, shared, true);
         disks[i] = p;
         // What a disk backend that dies held of the quota goes back (one that exits gives it back itself).
         if (shared) p.once('exit', () => shared.native.reclaim(diskSlot(i)));

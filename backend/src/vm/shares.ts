@@ -290,6 +290,13 @@ export function virtiofsdCommand(
       `source=${mountPoint}`,
       '-o',
       'cache=auto',
+      // Without CAP_MKNOD and CAP_SETFCAP: guest root must not make device
+      // nodes (one of the host's disk, mode 0666, is host root for any user
+      // who reaches the share: nodev holds only in virtiofsd's own mount
+      // namespace) nor file capabilities in a :rw share (security review 3,
+      // N9). mknod of a FIFO or socket needs neither.
+      '-o',
+      'modcaps=-mknod:-setfcap',
       ...(share.flat ? [] : ['-o', 'announce_submounts']),
       '-o',
       'log_level=warn',

@@ -19,6 +19,7 @@ import path from 'node:path';
 import createDebug from 'debug';
 import { native } from '../../sys/native';
 import { Fd } from '../../sys/fd';
+import { childEnv } from '../../sys/harden';
 import type { MemRegion, RingState } from '../../vhost-user';
 import { CudaErr, CudaError } from '../cuda-error';
 import {
@@ -95,9 +96,12 @@ class Worker {
     const mps = mpsEnv(options.gpu);
     try {
       // Loads modules eagerly (their code is counted at the load) and JIT-caches per VM: worker-env.ts.
+      // In a session of its own: no controlling terminal, whose input it could write (security review 3, N2).
+      // Ended by the kernel with this process (sys/harden.ts); io_uring, which its filter refuses, stays off in libuv.
       this.#child = spawn(process.execPath, [path.join(__dirname, 'worker.js'), JSON.stringify(options)], {
         stdio: ['ignore', 'inherit', 'inherit', theirs],
-        env: { ...cudaEnv(), ...mps },
+        env: { ...childEnv(cudaEnv()), ...mps, UV_USE_IO_URING: '0' },
+        detached: true,
       });
     } finally {
       native.close(theirs);

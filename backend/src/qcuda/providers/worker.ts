@@ -6,6 +6,7 @@ import { MemoryTable, type GuestRegion } from '../../vhost-user';
 import { BusyPoll } from '../../sys/busy-poll';
 import { EventFd, Fd } from '../../sys/fd';
 import { native } from '../../sys/native';
+import { harden } from '../../sys/harden';
 import { OwnedQueue } from './owned-queue';
 import { dropRegion, remapRing, type RingOfRegions } from './worker-regions';
 import type { RingState } from '../../vhost-user';
@@ -391,6 +392,8 @@ class WorkerMain {
 }
 
 function main(): void {
+  // Not dumpable (other processes of its user cannot read or write its memory), and ended with its backend.
+  harden('SIGKILL');
   const o = JSON.parse(process.argv[2] ?? '{}') as WorkerOptions;
   // A queue's owner serves one guest process from its ring: its turns may spin (busy-poll.ts).
   poll = new BusyPoll(o.pollUs ?? 0, o.owner ? OWNER_SPIN_US : 0);
