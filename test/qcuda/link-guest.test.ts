@@ -14,6 +14,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fakeLibcuda } from '../addon/fake-driver';
+import { KEEP_ROOT } from '../helpers';
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');
 const LIB = path.join(ROOT, 'build/guest/lib');
@@ -45,7 +46,7 @@ test("a program links PTX and a file with the host's linker and loads the cubin;
   t.is(cc.status, 0, cc.stderr);
   const lib = path.join(work, 'dev.a');
   fs.writeFileSync(lib, 'lib bytes\n');
-  const r = spawnSync(process.execPath, [QCUDA, 'run', '--provider=cuda', '--', exe, lib], {
+  const r = spawnSync(process.execPath, [QCUDA, 'run', '--provider=cuda', ...KEEP_ROOT, '--', exe, lib], {
     encoding: 'utf8',
     timeout: 120_000,
     env: { ...process.env, QCUDA_LIBCUDA: fakeLibcuda() },

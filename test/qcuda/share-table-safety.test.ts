@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { KEEP_ROOT } from '../helpers';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { Cmd } from '../../backend/src/qcuda/proto';
 import { ShareTable, TABLE_BYTES } from '../../backend/src/qcuda/share/table';
@@ -35,7 +36,7 @@ function tmpDir(t: ExecutionContext): string {
     });
     const r = spawn(
       process.execPath,
-      [BACKEND, `--socket-path=${path.join(dir, 'b.sock')}`, '--status-socket=none', '--provider=host', '--gpu-share=1'],
+      [BACKEND, `--socket-path=${path.join(dir, 'b.sock')}`, '--status-socket=none', '--provider=host', '--gpu-share=1', ...KEEP_ROOT],
       {
         stdio: ['ignore', 'ignore', 'pipe'],
         env: { ...process.env, QCUDA_GPU_SHARE_TABLE: file },
@@ -82,10 +83,14 @@ test('weights read from the table are clamped to 1-1000, whatever another proces
 /** A backend with --gpu-share on `table`, one frontend, and one allocation to memset. */
 async function shareBackend(t: ExecutionContext, dir: string, name: string, table: string) {
   const sock = path.join(dir, `${name}.sock`);
-  const be = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--status-socket=none', '--provider=host', '--gpu-share=1'], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, QCUDA_GPU_SHARE_TABLE: table },
-  });
+  const be = spawn(
+    process.execPath,
+    [BACKEND, `--socket-path=${sock}`, '--status-socket=none', '--provider=host', '--gpu-share=1', ...KEEP_ROOT],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { ...process.env, QCUDA_GPU_SHARE_TABLE: table },
+    },
+  );
   t.teardown(() => be.kill('SIGKILL'));
   let log = '';
   be.stderr.on('data', (b: Buffer) => (log += b.toString()));

@@ -9,6 +9,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { KEEP_ROOT } from '../helpers';
 import { native } from '../../backend/src/vhost-user/platform/native';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { QcudaClient } from '../qcuda/client';
@@ -27,9 +28,13 @@ async function sharedBackend(t: ExecutionContext) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-untrusted-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const sock = path.join(dir, 'qcuda.sock');
-  const be = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--status-socket=none', '--frontends=4', '--provider=host'], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  const be = spawn(
+    process.execPath,
+    [BACKEND, `--socket-path=${sock}`, '--status-socket=none', '--frontends=4', '--provider=host', ...KEEP_ROOT],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
   t.teardown(() => be.kill('SIGKILL'));
   let log = '';
   be.stderr.on('data', (b: Buffer) => (log += b.toString()));
