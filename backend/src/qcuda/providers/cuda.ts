@@ -58,6 +58,7 @@ import {
 import type { HandleKind } from '../wire/protocol';
 import { cudaNative, packDim3, packSegs, type CudaContextNative, type CudaNative } from './native-cuda';
 import { deviceOutput, type OutputSource } from './cuda-output';
+import { graphRecords } from './graph-records';
 import { packLaunches, type LaunchIds } from './launch-record';
 import { native as sys, type Mapping } from '../../sys/native';
 import { Fd } from '../../sys/fd';
@@ -195,46 +196,6 @@ function blockRecords(place: Place, blocks: readonly HostBlock[], toDevice: bool
 }
 
 /** launchMany's ids (launch-record.ts packs the records). */
-/** u64 fields per node record of graphInstantiate (addon/src/cuda_ctx_graphs.cc reads them). */
-const GRAPH_RECORD = 16;
-const GRAPH_TYPES = { kernel: 1, memcpy: 2, memset: 3, empty: 4, eventRecord: 5, eventWait: 6, cond: 7 } as const;
-
-/** A graph's nodes as the addon takes them: records, and the kernels' parameters one after another. */
-function graphRecords(spec: GraphSpec): { records: BigUint64Array; params: Uint8Array } {
-  const records = new BigUint64Array(spec.nodes.length * GRAPH_RECORD);
-  const params = new Uint8Array(spec.nodes.reduce((n, x) => n + (x.type === 'kernel' ? x.params.length : 0), 0));
-  let at = 0;
-  spec.nodes.forEach((n, i) => {
-    let f: (number | bigint)[];
-    switch (n.type) {
-      case 'kernel':
-        params.set(n.params, at);
-        f = [handleId(n.f, 'function'), ...n.grid, ...n.block, n.sharedMem, at, n.params.length, ...n.cluster];
-        at += n.params.length;
-        break;
-      case 'memcpy':
-        f = [n.dst, n.src, n.dstPitch, n.dstRows, n.srcPitch, n.srcRows, n.width, n.height, n.depth];
-        break;
-      case 'memset':
-        f = [n.dst, n.pitch, n.value, n.elem, n.width, n.height];
-        break;
-      case 'empty':
-        f = [];
-        break;
-      case 'eventRecord':
-      case 'eventWait':
-        f = [eventId(n.event)];
-        break;
-      case 'cond':
-        f = [n.handle, n.condType, n.size];
-        break;
-    }
-    const head = [GRAPH_TYPES[n.type], n.parent < 0 ? 0xffffffff : n.parent, n.body];
-    records.set([...head, ...f].map(BigInt), i * GRAPH_RECORD);
-  });
-  return { records, params };
-}
-
 const LAUNCH_IDS: LaunchIds = { func: (f) => handleId(f, 'function'), stream: streamId };
 
 // The calls a context answers one to one are the addon's methods of the same
@@ -442,7 +403,7 @@ class CudaSessionContext implements ProviderContext, VmmFdContext, OutputSource 
     return this.native.graphCondHandle(handleId(g, 'graph'), defaultValue, flags);
   }
   graphInstantiate(g: GraphRef, spec: GraphSpec): Promise<GraphExecRef> {
-    const { records, params } = graphRecords(spec);
+    const { records, params } = graphRecords(spec, { func: (f) => handleId(f, 'function'), event: eventId });
     return this.native.graphInstantiate(handleId(g, 'graph'), records, spec.edges, params);
   }
   graphExecDestroy(x: GraphExecRef): Promise<void> {
