@@ -79,31 +79,17 @@ QC_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute
  * host driver's answer for the launch configuration and its cluster attributes. */
 static cudaError_t clusters(int *out, const void *func, const cudaLaunchConfig_t *config, uint32_t query)
 {
-	struct qcuda_args_cluster_occupancy q = { .query = query };
 	uint64_t fh = 0, n = 0;
 	cudaError_t e;
 
 	if (!out || !config || (config->numAttrs && !config->attrs))
 		return qc_ret(cudaErrorInvalidValue);
 	e = func_of(func, &fh);
-	if (e != cudaSuccess)
-		return qc_ret(e);
-	q.func = fh;
-	q.grid[0] = config->gridDim.x, q.grid[1] = config->gridDim.y, q.grid[2] = config->gridDim.z;
-	q.block[0] = config->blockDim.x, q.block[1] = config->blockDim.y, q.block[2] = config->blockDim.z;
-	q.smem = (uint32_t)config->dynamicSmemBytes;
-	for (unsigned int i = 0; i < config->numAttrs; i++) {
-		const cudaLaunchAttribute *a = &config->attrs[i];
-
-		if (a->id == cudaLaunchAttributeClusterDimension) {
-			q.cluster[0] = a->val.clusterDim.x;
-			q.cluster[1] = a->val.clusterDim.y;
-			q.cluster[2] = a->val.clusterDim.z;
-		} else if (a->id == cudaLaunchAttributeClusterSchedulingPolicyPreference) {
-			q.policy = a->val.clusterSchedulingPolicyPreference;
-		}
-	}
-	e = qc_occupancy_clusters(&q, &n);
+	if (e == cudaSuccess)
+		e = qc_occupancy_clusters(
+			fh, (const unsigned int[3]){ config->gridDim.x, config->gridDim.y, config->gridDim.z },
+			(const unsigned int[3]){ config->blockDim.x, config->blockDim.y, config->blockDim.z },
+			(uint32_t)config->dynamicSmemBytes, config->attrs, config->numAttrs, query, &n);
 	if (e != cudaSuccess)
 		return qc_ret(e);
 	*out = (int)n;

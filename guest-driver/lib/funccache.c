@@ -101,25 +101,46 @@ cudaError_t qc_occupancy_blocks(uint64_t fh, uint64_t smem, int32_t block_size, 
 	return e;
 }
 
-/* cuOccupancyMaxActiveClusters (q->query 0) or MaxPotentialClusterSize (1): the host
- * driver's answer, which knows how clusters are placed within the GPU's GPCs. */
-cudaError_t qc_occupancy_clusters(const struct qcuda_args_cluster_occupancy *q, uint64_t *answer)
+/* cuOccupancyMaxActiveClusters (query 0) or MaxPotentialClusterSize (1) of
+ * function fh launched so, with its cluster attributes among attrs (the
+ * runtime's and the driver's are one layout): the host driver's answer,
+ * which knows how clusters are placed within the GPU's GPCs. */
+cudaError_t qc_occupancy_clusters(uint64_t fh, const unsigned int grid[3], const unsigned int block[3], uint32_t smem,
+				  const cudaLaunchAttribute *attrs, unsigned int nattrs, uint32_t query,
+				  uint64_t *answer)
 {
-	uint64_t shape = ((uint64_t)q->grid[0] << 32 | q->block[0]) ^ ((uint64_t)q->cluster[0] << 48 | q->smem);
-	struct clus_slot *s = &clus[slot_of(q->func, shape, (uint64_t)q->query << 8 | q->policy)];
+	struct qcuda_args_cluster_occupancy q = {
+		.func = fh,
+		.grid = { grid[0], grid[1], grid[2] },
+		.block = { block[0], block[1], block[2] },
+		.smem = smem,
+		.query = query,
+	};
+	uint64_t shape = ((uint64_t)q.grid[0] << 32 | q.block[0]);
+	struct clus_slot *s;
 	cudaError_t e;
 
+	for (unsigned int i = 0; i < nattrs; i++) {
+		if (attrs[i].id == cudaLaunchAttributeClusterDimension) {
+			q.cluster[0] = attrs[i].val.clusterDim.x;
+			q.cluster[1] = attrs[i].val.clusterDim.y;
+			q.cluster[2] = attrs[i].val.clusterDim.z;
+		} else if (attrs[i].id == cudaLaunchAttributeClusterSchedulingPolicyPreference) {
+			q.policy = attrs[i].val.clusterSchedulingPolicyPreference;
+		}
+	}
+	s = &clus[slot_of(q.func, shape ^ ((uint64_t)q.cluster[0] << 48 | q.smem), (uint64_t)q.query << 8 | q.policy)];
 	pthread_mutex_lock(&lock);
-	if (q->func && !memcmp(&s->q, q, sizeof(*q))) {
+	if (q.func && !memcmp(&s->q, &q, sizeof(q))) {
 		*answer = s->answer;
 		pthread_mutex_unlock(&lock);
 		return cudaSuccess;
 	}
 	pthread_mutex_unlock(&lock);
-	e = qc_req_occupancy_clusters(q, answer);
-	if (e == cudaSuccess && q->func) {
+	e = qc_req_occupancy_clusters(&q, answer);
+	if (e == cudaSuccess && q.func) {
 		pthread_mutex_lock(&lock);
-		*s = (struct clus_slot){ .q = *q, .answer = *answer };
+		*s = (struct clus_slot){ .q = q, .answer = *answer };
 		pthread_mutex_unlock(&lock);
 	}
 	return e;

@@ -106,7 +106,9 @@ void qc_stats(unsigned long long *calls, unsigned long long *batches);
  * changes (funccache.c); qc_func_cache_clear when handles may be reused. */
 cudaError_t qc_func_attrs(uint64_t fh, struct qcuda_out_func_attrs *out);
 cudaError_t qc_occupancy_blocks(uint64_t fh, uint64_t smem, int32_t block_size, uint32_t flags, uint64_t *blocks);
-cudaError_t qc_occupancy_clusters(const struct qcuda_args_cluster_occupancy *q, uint64_t *answer);
+cudaError_t qc_occupancy_clusters(uint64_t fh, const unsigned int grid[3], const unsigned int block[3], uint32_t smem,
+				  const cudaLaunchAttribute *attrs, unsigned int nattrs, uint32_t query,
+				  uint64_t *answer);
 cudaError_t qc_func_set_attr(uint64_t fh, uint32_t attr, int32_t value);
 void qc_func_cache_clear(void);
 /* Context limits kept once asked (devctl.c): forgotten for device dev (-1: every device). */

@@ -46,6 +46,7 @@
 /* Types the forwards (forwards.def) cast between: the runtime's bit for bit. */
 _Static_assert(sizeof(CUmemLocation) == sizeof(struct cudaMemLocation), "CUmemLocation is cudaMemLocation");
 _Static_assert(sizeof(CUstreamAttrValue) == sizeof(cudaStreamAttrValue), "one union");
+_Static_assert(sizeof(CUlaunchAttribute) == sizeof(cudaLaunchAttribute), "one attribute layout");
 
 static inline struct cudaMemLocation cu_loc(CUmemLocation l)
 {

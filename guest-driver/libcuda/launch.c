@@ -320,32 +320,18 @@ CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockS
  * by it. */
 static CUresult clusters(int *out, CUfunction func, const CUlaunchConfig *config, uint32_t query)
 {
-	struct qcuda_args_cluster_occupancy q;
 	uint64_t fh, n = 0;
 	CUresult r;
 
 	if (!out || !config || (config->numAttrs && !config->attrs))
 		return CUDA_ERROR_INVALID_VALUE;
 	r = function_of(func, &fh);
-	if (r != CUDA_SUCCESS)
-		return r;
-	q = (struct qcuda_args_cluster_occupancy){ .func = fh,
-						   .grid = { config->gridDimX, config->gridDimY, config->gridDimZ },
-						   .block = { config->blockDimX, config->blockDimY, config->blockDimZ },
-						   .smem = config->sharedMemBytes,
-						   .query = query };
-	for (unsigned int i = 0; i < config->numAttrs; i++) {
-		const CUlaunchAttribute *a = &config->attrs[i];
-
-		if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
-			q.cluster[0] = a->value.clusterDim.x;
-			q.cluster[1] = a->value.clusterDim.y;
-			q.cluster[2] = a->value.clusterDim.z;
-		} else if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE) {
-			q.policy = a->value.clusterSchedulingPolicyPreference;
-		}
-	}
-	r = cu_result(qc_occupancy_clusters(&q, &n));
+	if (r == CUDA_SUCCESS)
+		r = cu_result(qc_occupancy_clusters(
+			fh, (const unsigned int[3]){ config->gridDimX, config->gridDimY, config->gridDimZ },
+			(const unsigned int[3]){ config->blockDimX, config->blockDimY, config->blockDimZ },
+			config->sharedMemBytes, (const cudaLaunchAttribute *)(const void *)config->attrs,
+			config->numAttrs, query, &n));
 	if (r == CUDA_SUCCESS)
 		*out = (int)n;
 	return r;
