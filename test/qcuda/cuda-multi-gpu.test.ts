@@ -124,8 +124,8 @@ test("device properties: what qcuda does not serve reads 0 whatever the GPU says
     const p = await c.call(Cmd.DEVICE_PROPS, { args: ['qcuda_args_device', { device }], out: 'qcuda_out_device_props' });
     t.is(p.status, 0);
     const attrs = p.out!.attrs as Uint32Array;
-    // Fabric export, RDMA, dma-buf, multicast, host VMM.
-    for (const a of [110, 116, 124, 128, 132, 141, 145, 146]) t.is(attrs[a], 0, `attribute ${a} of device ${device}`);
+    // Compression, fabric export, RDMA, dma-buf, multicast, host VMM.
+    for (const a of [107, 110, 116, 124, 128, 132, 141, 145, 146]) t.is(attrs[a], 0, `attribute ${a} of device ${device}`);
     t.is(attrs[119], 1, 'pools export POSIX fds (over IPC memory handles)');
     t.is(attrs[125], 1, 'IPC event handles are served');
     t.is(attrs[102], 1, 'virtual memory management is served');

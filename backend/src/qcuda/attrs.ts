@@ -116,6 +116,7 @@ export const ATTR_MAX_PERSISTING_L2 = 108;
  * would have worked (docs/multi-gpu.md, "NCCL: what it needs").
  */
 export const UNSERVED_ATTRS: readonly number[] = [
+  107, // GENERIC_COMPRESSION_SUPPORTED: cuMemCreate serves no compression (NVIDIA's compressible-memory sample then failed allocating, where it waives on a GPU without)
   110, // GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: no third-party device reaches a guest's memory
   116, // GPU_DIRECT_RDMA_SUPPORTED: likewise
   124, // DMA_BUF_SUPPORTED: cuMemGetHandleForAddressRange is not served
