@@ -12,7 +12,8 @@ import {
   QCUDA_SESSION_OWN_QUEUE,
   type StructName,
 } from '../../backend/src/qcuda/proto';
-import type { Frontend, GuestBuf } from '../../backend/src/vhost-user/frontend';
+import type { ExecutionContext } from 'ava';
+import { Frontend, GuestMemory, type GuestBuf } from '../../backend/src/vhost-user/frontend';
 
 const REQ = LAYOUT.qcuda_req_hdr.size;
 const RESP = LAYOUT.qcuda_resp_hdr.size;
@@ -264,4 +265,15 @@ export class QcudaClient {
     const replies = await Promise.all(jobs);
     return replies.find((r) => r.status !== 0)?.status ?? 0;
   }
+}
+
+/** A session of its own over the backend listening at sock: a frontend with the default guest RAM, closed at the test's end. */
+export async function sessionAt(t: ExecutionContext, sock: string): Promise<QcudaClient> {
+  const fe = Frontend.connect(sock, new GuestMemory());
+  t.teardown(() => fe.close());
+  await fe.negotiate();
+  await fe.start({ size: 64 });
+  const c = new QcudaClient(fe, fe.queues.length, 8);
+  await c.open();
+  return c;
 }

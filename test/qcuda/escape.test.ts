@@ -12,10 +12,9 @@ import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_pr
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { FAKE_CUDA_SOURCES } from '../addon/fake-driver';
 import { alive, tmpDir, until } from '../helpers';
-import { QcudaClient } from './client';
+import { sessionAt, type QcudaClient } from './client';
 
 const dist = path.resolve(__dirname, '..', '..');
 const BACKEND = path.join(dist, 'backend/src/cli/backend.js');
@@ -66,12 +65,7 @@ async function backend(
 
 /** A frontend with a session whose first allocation starts its GPU worker; its pid. */
 async function withWorker(t: ExecutionContext, sock: string, be: Started): Promise<{ worker: number; c: QcudaClient }> {
-  const fe = Frontend.connect(sock, new GuestMemory());
-  t.teardown(() => fe.close());
-  await fe.negotiate();
-  await fe.start({ size: 64 });
-  const c = new QcudaClient(fe, fe.queues.length, 8);
-  await c.open();
+  const c = await sessionAt(t, sock);
   t.is((await c.malloc(4096)).status, 0, 'the session allocates');
   const m = /GPU worker pid (\d+) started/.exec(be.log());
   if (!m) throw new Error(`no worker started:\n${be.log()}`);

@@ -10,10 +10,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { KEEP_ROOT } from '../helpers';
-import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { Cmd } from '../../backend/src/qcuda/proto';
 import { ShareTable, TABLE_BYTES } from '../../backend/src/qcuda/share/table';
-import { QcudaClient } from './client';
+import { sessionAt } from './client';
 
 const BACKEND = path.join(__dirname, '../../backend/src/cli/backend.js');
 const tick = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -99,12 +98,7 @@ async function shareBackend(t: ExecutionContext, dir: string, name: string, tabl
     if (be.exitCode !== null) throw new Error(log);
     await tick(20);
   }
-  const fe = Frontend.connect(sock, new GuestMemory());
-  t.teardown(() => fe.close());
-  await fe.negotiate();
-  await fe.start({ size: 64 });
-  const c = new QcudaClient(fe, fe.queues.length, 8);
-  await c.open();
+  const c = await sessionAt(t, sock);
   const ptr = (await c.malloc(4096)).value;
   const memset = () =>
     Promise.race([

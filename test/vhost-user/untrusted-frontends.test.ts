@@ -12,7 +12,7 @@ import path from 'node:path';
 import { KEEP_ROOT } from '../helpers';
 import { native } from '../../backend/src/vhost-user/platform/native';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
-import { QcudaClient } from '../qcuda/client';
+import { QcudaClient, sessionAt } from '../qcuda/client';
 
 const BACKEND = path.join(__dirname, '../../backend/src/cli/backend.js');
 const tick = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -42,12 +42,7 @@ async function sharedBackend(t: ExecutionContext) {
     if (be.exitCode !== null) throw new Error(log);
     await tick(20);
   }
-  const victim = Frontend.connect(sock, new GuestMemory());
-  t.teardown(() => victim.close());
-  await victim.negotiate();
-  await victim.start({ size: 64 });
-  const v = new QcudaClient(victim, victim.queues.length, 8);
-  await v.open();
+  const v = await sessionAt(t, sock);
   t.is((await v.malloc(4096)).status, 0, 'the victim is served');
   return { be, sock, v, log: () => log };
 }
