@@ -78,4 +78,8 @@ include lint/lint.mk
 # then on it: bash test/gpu/run.sh (the device tool carries .carry).
 gpu-bundle: node vm trace
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) bash test/gpu/bundle.sh
+# The same without QEMU and the guest kernel: the `qcuda run` parts only.
+.PHONY: gpu-bundle-run
+gpu-bundle-run: node guest-lib guest-libcuda guest-programs guest-cuda-programs guest-cuda-static trace
+	LIGHT=1 bash test/gpu/bundle.sh
 .PHONY: gpu-bundle

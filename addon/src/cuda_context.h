@@ -80,6 +80,14 @@ inline LaunchHeader MakeLaunchHeader(uint32_t fid, uint32_t sid, const uint32_t 
 /** One launch (launch(), one record of launchMany()): its function, stream and parameter size checked, then
  * cuLaunchKernel. */
 void LaunchOne(Job &job, const LaunchHeader &h, uint8_t *params);
+/** What LAUNCH_EX adds to a launch: its thread-block cluster and the cooperative attribute. */
+struct LaunchExtras {
+  uint32_t cluster[3];
+  bool cooperative;
+};
+/** One launch with its extras (launchEx(), a posted LAUNCH_EX of the ring server): checked as LaunchOne, then
+ * cuLaunchKernelEx. */
+void LaunchOneEx(Job &job, const LaunchHeader &h, uint8_t *params, const LaunchExtras &x);
 
 // Where a job's phase 1 runs (cuda_exec.h): always on the context thread (in
 // submission order), or inline on the JS thread when the context thread is

@@ -89,9 +89,37 @@ QCUDA_CONTEXT_METHOD(launchCooperative, ctx, info) {
                     });
 }
 
-// launchEx(func, grid[3], block[3], sharedMem, stream, params, cluster[3], cooperative): cuLaunchKernelEx
-// with a thread-block cluster and the cooperative attribute, a pointer per parameter (into the packed
-// block, as launchCooperative). The driver checks the cluster against the grid and the kernel.
+// One launch with a thread-block cluster and the cooperative attribute: cuLaunchKernelEx, a pointer per
+// parameter (into the packed block, as launchCooperative). The driver checks the cluster against the grid and the
+// kernel.
+void LaunchOneEx(Job &job, const Header &h, uint8_t *params, const LaunchExtras &x) {
+  cu::Stream s;
+  const CtxCore::Fn *f = LaunchTarget(job, h[lr::kFunc], h[lr::kStream], h[lr::kParamBytes], &s);
+  if (f == nullptr || !Have(job, cu::api().LaunchKernelEx, "cuLaunchKernelEx")) return;
+  job.ctx->launchesRun++;
+  std::vector<void *> ptrs;
+  for (uint32_t off : f->offsets) ptrs.push_back(params + off);  // off + size <= paramBytes
+  cu::LaunchAttribute attrs[2] = {};
+  attrs[0].id = cu::kLaunchAttributeClusterDimension;
+  attrs[0].value.clusterDim = {x.cluster[0], x.cluster[1], x.cluster[2]};
+  attrs[1].id = cu::kLaunchAttributeCooperative;
+  attrs[1].value.cooperative = x.cooperative ? 1 : 0;
+  cu::LaunchConfig config{h[lr::kGridX],
+                          h[lr::kGridY],
+                          h[lr::kGridZ],
+                          h[lr::kBlockX],
+                          h[lr::kBlockY],
+                          h[lr::kBlockZ],
+                          h[lr::kSharedMem],
+                          s,
+                          attrs,
+                          2};
+  job.Check(cu::api().LaunchKernelEx(&config, f->fn, ptrs.empty() ? nullptr : ptrs.data(), nullptr),
+            "cuLaunchKernelEx");
+}
+
+// launchEx(func, grid[3], block[3], sharedMem, stream, params, cluster[3], cooperative): LaunchOneEx on the
+// context thread.
 QCUDA_CONTEXT_METHOD(launchEx, ctx, info) {
   uint32_t fid = ArgId(info[0], "function");
   unsigned grid[3], block[3], cluster[3];
@@ -101,26 +129,9 @@ QCUDA_CONTEXT_METHOD(launchEx, ctx, info) {
   uint32_t sid = ArgId(info[4], "stream");
   auto params = std::make_shared<std::vector<uint8_t>>(ArgBytes(info[5], "params"));
   ArgDims(info[6], "cluster", cluster);
-  bool cooperative = info[7].ToBoolean();
-  return ctx.Submit(
-      info, ctx.LaunchWhere(1),
-      [fid, grid0 = grid[0], grid1 = grid[1], grid2 = grid[2], block0 = block[0], block1 = block[1], block2 = block[2],
-       c0 = cluster[0], c1 = cluster[1], c2 = cluster[2], shared, sid, params, cooperative](Job &job) {
-        cu::Stream s;
-        const CtxCore::Fn *f = LaunchTarget(job, fid, sid, params->size(), &s);
-        if (f == nullptr || !Have(job, cu::api().LaunchKernelEx, "cuLaunchKernelEx")) return;
-        job.ctx->launchesRun++;
-        std::vector<void *> ptrs;
-        for (uint32_t off : f->offsets) ptrs.push_back(params->data() + off);  // off + size <= paramBytes
-        cu::LaunchAttribute attrs[2] = {};
-        attrs[0].id = cu::kLaunchAttributeClusterDimension;
-        attrs[0].value.clusterDim = {c0, c1, c2};
-        attrs[1].id = cu::kLaunchAttributeCooperative;
-        attrs[1].value.cooperative = cooperative ? 1 : 0;
-        cu::LaunchConfig config{grid0, grid1, grid2, block0, block1, block2, shared, s, attrs, 2};
-        job.Check(cu::api().LaunchKernelEx(&config, f->fn, ptrs.empty() ? nullptr : ptrs.data(), nullptr),
-                  "cuLaunchKernelEx");
-      });
+  const LaunchExtras x{{cluster[0], cluster[1], cluster[2]}, info[7].ToBoolean()};
+  const Header h = MakeLaunchHeader(fid, sid, grid, block, shared, static_cast<uint32_t>(params->size()));
+  return ctx.Submit(info, ctx.LaunchWhere(1), [h, params, x](Job &job) { LaunchOneEx(job, h, params->data(), x); });
 }
 
 // launch(func, grid[3], block[3], sharedMem, stream, params): resolves once enqueued

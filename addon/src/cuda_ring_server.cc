@@ -33,8 +33,9 @@
 // synchronize served here ends the process's busy time, as JavaScript's.
 //
 // A BATCH (commands/batch.ts) is served when every posted entry is a launch
-// that would be served alone or an event record of the session's event and
-// stream, there are at most kInlineBatchLaunches of them (the device's own
+// that would be served alone, a LAUNCH_EX (a cluster launch: every cuBLASLt
+// kernel on Hopper) checked as JavaScript checks it, or an event record of
+// the session's event and stream, there are at most kInlineBatchLaunches of them (the device's own
 // bound for launching on the JS thread), and its ending synchronize, if
 // any, is one served alone. Its entries run here, in order; the ending
 // synchronize waits here for the inline wait. If it would wait longer, or
@@ -60,6 +61,7 @@
 #include <napi.h>
 #include <time.h>
 
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -105,20 +107,26 @@ uint64_t NowNs() {
   return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
 }
 
-/** Posted work checked and ready to run: a launch (its parameters in the server's copy of the request) or an event
- * record. */
+/** Posted work checked and ready to run: a launch (its parameters in the server's copy of the request; LAUNCH_EX's
+ * cluster and flags in extras) or an event record. */
 struct Posted {
   uint32_t cmd;
   LaunchHeader header;
   uint8_t *params;
   uint32_t event, stream;
+  LaunchExtras extras;
 };
+
+// LAUNCH_EX's struct begins as LAUNCH's: one check serves both.
+static_assert(offsetof(qcuda_args_launch_ex, param_bytes) == offsetof(qcuda_args_launch, param_bytes) &&
+                  offsetof(qcuda_args_launch_ex, cluster) == sizeof(qcuda_args_launch),
+              "qcuda_args_launch_ex extends qcuda_args_launch");
 
 /** A call checked and ready to run: what it runs, and what its answer says. */
 struct Plan {
   uint32_t cmd = 0;
   Job job;                   // the run phase's job (its outcome is the status; a batch's: its launches' first failure)
-  Job records;               // a batch's event records (their first failure, the entry's own as the device reports it)
+  Job records;               // a batch's event records and cluster launches (their first failure, the entry's own)
   int64_t failedEntry = -1;  // and which entry that was
   bool flushes = false;      // a point where CUDA flushes device output
   uint64_t dataOut = 0;      // bytes the answer carries on success
@@ -567,10 +575,30 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
   /** A launch's argument bytes (the struct, then its parameters) checked as LAUNCH checks them, and added to posted_.
    */
   bool PlanLaunch(uint8_t *args, uint64_t len) {
-    qcuda_args_launch a;
+    return PlanKernel(QCUDA_CMD_LAUNCH, args, len, sizeof(qcuda_args_launch), LaunchExtras{{1, 1, 1}, false});
+  }
+
+  /** A posted LAUNCH_EX's bytes: its launch checked as PlanLaunch's, its cluster and flags as commands/launch.ts's
+   * clusterOf checks them (anything else is JavaScript's to refuse). */
+  bool PlanLaunchEx(uint8_t *args, uint64_t len) {
+    qcuda_args_launch_ex a;
     if (len < sizeof a) return false;
     std::memcpy(&a, args, sizeof a);
-    const uint64_t paramBytes = len - sizeof a;
+    if ((a.flags & ~QCUDA_LAUNCH_COOPERATIVE) != 0) return false;
+    for (uint32_t c : a.cluster)
+      if (c == 0 || c > QCUDA_MAX_CLUSTER_BLOCKS) return false;
+    if (uint64_t{a.cluster[0]} * a.cluster[1] * a.cluster[2] > QCUDA_MAX_CLUSTER_BLOCKS) return false;
+    const LaunchExtras x{{a.cluster[0], a.cluster[1], a.cluster[2]}, (a.flags & QCUDA_LAUNCH_COOPERATIVE) != 0};
+    return PlanKernel(QCUDA_CMD_LAUNCH_EX, args, len, sizeof a, x);
+  }
+
+  /** A kernel launch of command cmd whose struct (argBytes long, beginning as qcuda_args_launch) and parameters are
+   * args: its function, parameter size, dimensions and stream checked; added to posted_. */
+  bool PlanKernel(uint32_t cmd, uint8_t *args, uint64_t len, size_t argBytes, const LaunchExtras &x) {
+    qcuda_args_launch a;
+    if (len < argBytes) return false;
+    std::memcpy(&a, args, sizeof a);
+    const uint64_t paramBytes = len - argBytes;
     if (paramBytes != a.param_bytes) return false;
     auto f = funcs_.find(a.func);
     if (f == funcs_.end()) return false;
@@ -581,9 +609,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     uint32_t sid;
     if (!StreamOf(a.stream, &sid)) return false;
     posted_.push_back(
-        {QCUDA_CMD_LAUNCH,
-         MakeLaunchHeader(f->second, sid, a.grid, a.block, a.shared_mem, static_cast<uint32_t>(paramBytes)),
-         args + sizeof a, 0, 0});
+        {cmd, MakeLaunchHeader(f->second, sid, a.grid, a.block, a.shared_mem, static_cast<uint32_t>(paramBytes)),
+         args + argBytes, 0, 0, x});
     return true;
   }
 
@@ -592,7 +619,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     qcuda_args_event_record a;
     if (len != sizeof a) return false;
     std::memcpy(&a, args, sizeof a);
-    Posted r{QCUDA_CMD_EVENT_RECORD, {}, nullptr, 0, 0};
+    Posted r{QCUDA_CMD_EVENT_RECORD, {}, nullptr, 0, 0, {}};
     if (!IdOf(events_, a.event, &r.event) || !StreamOf(a.stream, &r.stream)) return false;
     posted_.push_back(r);
     return true;
@@ -601,7 +628,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
   /** Launches among posted_. */
   uint64_t Launches() const {
     uint64_t n = 0;
-    for (const Posted &w : posted_) n += w.cmd == QCUDA_CMD_LAUNCH;
+    for (const Posted &w : posted_) n += w.cmd == QCUDA_CMD_LAUNCH || w.cmd == QCUDA_CMD_LAUNCH_EX;
     return n;
   }
 
@@ -651,6 +678,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
 
   bool PlanPosted(uint32_t cmd, uint8_t *args, uint32_t len) {
     if (cmd == QCUDA_CMD_LAUNCH) return PlanLaunch(args, len);
+    if (cmd == QCUDA_CMD_LAUNCH_EX) return PlanLaunchEx(args, len);
     if (cmd == QCUDA_CMD_EVENT_RECORD) return PlanRecord(args, len);
     return false;
   }
@@ -703,11 +731,16 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
           const Posted &w = posted_[i];
           if (w.cmd == QCUDA_CMD_LAUNCH) {
             LaunchOne(j, w.header, w.params);
-          } else {
-            const bool clean = p.records.rc == cu::kSuccess;
-            RunEventRecord(p.records, w.event, w.stream);
-            if (clean && p.records.rc != cu::kSuccess) p.failedEntry = static_cast<int64_t>(i);
+            continue;
           }
+          // An event record or a cluster launch fails as its own entry, as JavaScript runs them (one at a
+          // time, each awaited: batch.ts's Runner), where launches' failures are the session's async error.
+          const bool clean = p.records.rc == cu::kSuccess;
+          if (w.cmd == QCUDA_CMD_LAUNCH_EX)
+            LaunchOneEx(p.records, w.header, w.params, w.extras);
+          else
+            RunEventRecord(p.records, w.event, w.stream);
+          if (clean && p.records.rc != cu::kSuccess) p.failedEntry = static_cast<int64_t>(i);
         }
         if (Launches() != 0) cursor_[kLaunched] = 1;
         break;

@@ -93,6 +93,12 @@ typedef uint64_t __le64;
 #define QCUDA_LAUNCH_COOPERATIVE 1u
 
 /*
+ * LAUNCH_EX: most blocks in a thread-block cluster (what the hardware allows
+ * with non-portable sizes; sm_90: 16)
+ */
+#define QCUDA_MAX_CLUSTER_BLOCKS 16
+
+/*
  * SESSION_OPEN flags: every request of the session, its SESSION_CLOSE
  * included, comes on the queue this SESSION_OPEN came on (not queue 0), and
  * no other session's does until that close; the backend may then hand the

@@ -176,21 +176,43 @@ out:
 	return x;
 }
 
-static int passthrough(const char *tag)
+/* Whether tag is one of a comma-separated list. */
+static int listed(const char *list, const char *tag)
 {
-	static const char *list;
-	const char *p;
 	size_t n = strlen(tag);
 
-	if (!list) {
-		list = getenv("QCUDA_TRACE_PASSTHROUGH");
-		if (!list)
-			list = "6bd5fb6c,d4082055";
-	}
-	for (p = strstr(list, tag); p; p = strstr(p + 1, tag))
+	for (const char *p = strstr(list, tag); p; p = strstr(p + 1, tag))
 		if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == 0))
 			return 1;
 	return 0;
+}
+
+static int passthrough(const char *tag)
+{
+	const char *list = getenv("QCUDA_TRACE_PASSTHROUGH");
+
+	return listed(list ? list : "6bd5fb6c,d4082055", tag);
+}
+
+/*
+ * QCUDA_TRACE_REFUSE=TAG,...: tables answered CUDA_ERROR_INVALID_VALUE, as a
+ * driver without them answers. Run natively, it shows whether a library's
+ * choice (a kernel, a path) depends on a table qcuda does not serve.
+ */
+static int refused(const CUuuid *id)
+{
+	const char *list = getenv("QCUDA_TRACE_REFUSE");
+	unsigned char b[4];
+	char tag[9];
+
+	if (!list || !id || tr_peek(id, b, sizeof(b)) != sizeof(b))
+		return 0;
+	for (int i = 0; i < 4; i++) {
+		tag[2 * i] = "0123456789abcdef"[b[i] >> 4];
+		tag[2 * i + 1] = "0123456789abcdef"[b[i] & 15];
+	}
+	tag[8] = 0;
+	return listed(list, tag);
 }
 
 static void uuid(struct tr_rec *r, const CUuuid *id)
@@ -223,7 +245,12 @@ TR_EXPORT CUresult tw_cuGetExportTable(const void **ppExportTable, const CUuuid 
 	tr_begin(&r, "t", f.name);
 	uuid(&r, pExportTableId);
 	tr_enter(&r);
-	res = real(ppExportTable, pExportTableId);
+	if (refused(pExportTableId)) {
+		tr_put(&r, " refused");
+		res = CUDA_ERROR_INVALID_VALUE;
+	} else {
+		res = real(ppExportTable, pExportTableId);
+	}
 	tr_result(&r, res);
 	if (res == CUDA_SUCCESS && ppExportTable && *ppExportTable) {
 		x = wrap(pExportTableId, *ppExportTable);

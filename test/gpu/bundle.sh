@@ -5,9 +5,13 @@
 # backend (dist/, the addon) and the test runner's node_modules. Run by
 # `make gpu-bundle`; the device tool carries .carry/ and test/gpu/run.sh
 # unpacks and runs it there. Keep it under the 64 MiB the tool carries.
+# LIGHT=1 (`make gpu-bundle-run`) leaves out QEMU, virtiofsd and the guest
+# kernel: enough for the `qcuda run` parts (run, workloads, the tracer),
+# without waiting for a QEMU build on a fresh machine.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-: "${QEMU_BIN:?}" "${GUEST_KERNEL:?}" "${GUEST_INITRD:?}"
+LIGHT=${LIGHT:-}
+[ -n "$LIGHT" ] || : "${QEMU_BIN:?}" "${GUEST_KERNEL:?}" "${GUEST_INITRD:?}"
 out=.carry
 rm -rf "$out" && mkdir -p "$out"
 stage=$(mktemp -d)
@@ -15,8 +19,9 @@ trap 'rm -rf "$stage"' EXIT
 
 xz -T2 -6 -c "$(command -v node)" > "$out/node.xz"
 
+mkdir -p "$stage/qemu/bin" "$stage/qemu/lib" "$stage/qemu/firmware" "$stage/guest"
+if [ -z "$LIGHT" ]; then
 # QEMU and every library it links except glibc's own (the GPU machine has a newer glibc).
-mkdir -p "$stage/qemu/bin" "$stage/qemu/lib" "$stage/qemu/firmware"
 cp "$QEMU_BIN" "$stage/qemu/bin/"
 ldd "$QEMU_BIN" | awk '/=> \// { print $3 }' | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' \
   | xargs -r cp -L -t "$stage/qemu/lib/"
@@ -31,9 +36,9 @@ cp "$QCUDA_VIRTIOFSD" "$stage/qemu/bin/virtiofsd"
 ldd "$QCUDA_VIRTIOFSD" | awk '/=> \// { print $3 }' | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' \
   | xargs -r -n1 cp -L -t "$stage/qemu/lib/"
 
-mkdir -p "$stage/guest"
 cp "$GUEST_KERNEL" "$stage/guest/vmlinux"
 cp "$GUEST_INITRD" "$stage/guest/initrd.cpio"
+fi
 [ -d build/guest/bin ] && cp -a build/guest/bin "$stage/guest/bin"
 [ -d build/guest/lib ] && cp -a build/guest/lib "$stage/guest/lib"
 

@@ -14,7 +14,21 @@ import test from 'ava';
 import { Cmd, encode, LAYOUT, QCUDA_BATCH_ENDS_SYNC, QCUDA_ST_OUTPUT, Status } from '../../backend/src/qcuda/proto';
 import { alive, until } from '../helpers';
 import { frameBatch, QcudaClient } from './client';
-import { batch, batchStory, DEVICE_SYNC, handle, i32, kernels, launch, launchArgs, output, setup, story, type Entry } from './ring-story';
+import {
+  batch,
+  batchStory,
+  clusterStory,
+  DEVICE_SYNC,
+  handle,
+  i32,
+  kernels,
+  launch,
+  launchArgs,
+  output,
+  setup,
+  story,
+  type Entry,
+} from './ring-story';
 
 test.serial('the ring server answers as the device does, bad requests and printf output included', async (t) => {
   const on = await setup(t, true);
@@ -174,6 +188,41 @@ async function mutatedBatches(c: QcudaClient, n: number): Promise<string[]> {
   return seen;
 }
 const LAUNCH_BLOCK = LAYOUT.qcuda_args_launch.offsets.block;
+
+test.serial('batches of cluster launches (LAUNCH_EX): answered in C as the device answers them, bad ones left to it', async (t) => {
+  const on = await setup(t, true);
+  const before = on.inC();
+  const withServer = await clusterStory(on.c);
+  const off = await setup(t, false);
+  const without = await clusterStory(off.c);
+  t.deepEqual(withServer, without, 'the same statuses, values and output either way');
+  t.deepEqual(without[0], { status: 0, value: 3n }, 'two cluster launches and a launch');
+  t.is(without[2], 'say 11\n', 'a cluster launch ran, its printf output with the synchronize');
+  t.deepEqual(without[3], { status: 0, value: 1n }, 'a cooperative cluster launch');
+  // The guest library keeps a flush's failure for the next synchronize (batch.c: note_deferred).
+  t.deepEqual(
+    without.slice(4, 7),
+    [{ status: 912, value: 0n }, 0, 0],
+    "the driver's refusal of a cluster that does not divide the grid: its entry's failure, once",
+  );
+  t.true(
+    [7, 9, 11, 13].every((i) => (without[i] as { status: number }).status !== 0),
+    `each bad cluster launch fails its batch: ${JSON.stringify(without.slice(7), (_, v: unknown) => (typeof v === 'bigint' ? Number(v) : v))}`,
+  );
+  t.true(on.inC() > before);
+  // Before, a LAUNCH_EX sent every batch holding one to JavaScript.
+  const [nop] = await kernels(on.c, ['nop']);
+  const inC = on.inC();
+  t.deepEqual(await batch(on.c, [launchEx(nop, new Uint8Array(0), 4, 2), launch(nop, new Uint8Array(0))]), {
+    status: 0,
+    value: 2n,
+  });
+  t.deepEqual(await batch(on.c, [launchEx(nop, new Uint8Array(0), 4, 4), DEVICE_SYNC], { endsSync: true }), {
+    status: 0,
+    value: 1n,
+  });
+  t.is(on.inC() - inC, 2, 'both batches of cluster launches answered in C');
+});
 
 test.serial('mutated batches: the same answers with the ring server on and off', async (t) => {
   const on = await setup(t, true);

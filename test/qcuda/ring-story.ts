@@ -75,6 +75,32 @@ export function launchArgs(
   out.set(params, a.length);
   return out;
 }
+/** LAUNCH_EX's bytes: a launch's, then its cluster and flags, then the parameters. */
+export function launchExArgs(
+  func: bigint,
+  params: Uint8Array,
+  cluster: number[],
+  o: { grid?: Uint32Array; flags?: number } = {},
+): Uint8Array {
+  const a = encode('qcuda_args_launch_ex', {
+    func,
+    stream: 0n,
+    grid: o.grid ?? one,
+    block: one,
+    shared_mem: 0,
+    param_bytes: params.length,
+    cluster: Uint32Array.from(cluster),
+    flags: o.flags ?? 0,
+  });
+  const out = new Uint8Array(a.length + params.length);
+  out.set(a);
+  out.set(params, a.length);
+  return out;
+}
+export const launchEx = (func: bigint, params: Uint8Array, cluster: number[], o?: Parameters<typeof launchExArgs>[3]): Entry => [
+  Cmd.LAUNCH_EX,
+  launchExArgs(func, params, cluster, o),
+];
 export const i32 = (x: number): Uint8Array => new Uint8Array(Int32Array.from([x]).buffer);
 
 export type Entry = readonly [cmd: number, args: Uint8Array];
@@ -165,6 +191,34 @@ export async function batchStory(c: QcudaClient): Promise<unknown[]> {
   seen.push(r, (await output(c, r.status)).length > 0);
   seen.push(await batch(c, [record, launch(nop, new Uint8Array(0))]), await sync());
   seen.push(await batch(c, [launch(nop, new Uint8Array(0)), record, DEVICE_SYNC], { endsSync: true }), await sync(), await query());
+  return seen;
+}
+
+/**
+ * Batches of cluster launches (LAUNCH_EX, posted: every cuBLASLt kernel on
+ * Hopper is one), good and bad, as the guest sees them: each reply's status
+ * and value, and what the kernels printed.
+ */
+export async function clusterStory(c: QcudaClient): Promise<unknown[]> {
+  const seen: unknown[] = [];
+  const [nop, say] = await kernels(c, ['nop', 'say']);
+  const none = new Uint8Array(0);
+  const grid = Uint32Array.from([4, 2, 1]);
+  const sync = async (): Promise<number> => (await c.call(Cmd.DEVICE_SYNC)).status;
+  seen.push(await batch(c, [launchEx(nop, none, [2, 2, 1], { grid }), launchEx(nop, none, [1, 1, 1]), launch(nop, none)]));
+  const r = await batch(c, [launchEx(say, i32(11), [4, 1, 1], { grid }), DEVICE_SYNC], { endsSync: true });
+  seen.push(r, await output(c, r.status));
+  seen.push(await batch(c, [launchEx(nop, none, [2, 1, 1], { grid, flags: 1 }), DEVICE_SYNC], { endsSync: true }));
+  // The driver's refusal: a cluster that does not divide the grid (at the synchronize, as posted work's).
+  seen.push(await batch(c, [launchEx(nop, none, [3, 1, 1], { grid })]), await sync(), await sync());
+  // Refused by the checks: a 0 dimension, 17 blocks, an unknown flag, parameters the kernel does not take.
+  for (const bad of [
+    launchEx(nop, none, [0, 1, 1]),
+    launchEx(nop, none, [17, 1, 1], { grid: Uint32Array.from([17, 1, 1]) }),
+    launchEx(nop, none, [1, 1, 1], { flags: 2 }),
+    launchEx(say, none, [1, 1, 1]),
+  ])
+    seen.push(await batch(c, [launch(nop, none), bad, DEVICE_SYNC], { endsSync: true }), await sync());
   return seen;
 }
 

@@ -2,7 +2,7 @@
 // in a batch (batch.ts): each checked the same way before the provider sees it.
 import type { Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
-import { decode, LAYOUT, QCUDA_LAUNCH_COOPERATIVE, Status, type Decoded } from '../proto';
+import { decode, LAYOUT, QCUDA_LAUNCH_COOPERATIVE, QCUDA_MAX_CLUSTER_BLOCKS, Status, type Decoded } from '../proto';
 import type { LaunchDesc } from '../provider';
 import type { Session } from '../session';
 
@@ -44,8 +44,8 @@ export function postedLaunch(s: Session, bytes: Uint8Array): LaunchDesc {
   return launchDesc(s, decode('qcuda_args_launch', bytes.subarray(0, LAUNCH_ARGS)), bytes.subarray(LAUNCH_ARGS));
 }
 
-/** Clusters of at most this many blocks: what the hardware allows with non-portable sizes (sm_90: 16). */
-export const MAX_CLUSTER_BLOCKS = 16;
+/** Clusters of at most this many blocks (the wire's constant, which the ring server checks too). */
+export const MAX_CLUSTER_BLOCKS = QCUDA_MAX_CLUSTER_BLOCKS;
 
 /** LAUNCH_EX's cluster shape, checked as far as it is the guest's business: no dimension 0, not larger than any GPU takes. */
 function clusterOf(a: Decoded<'qcuda_args_launch_ex'>): [number, number, number] {

@@ -43,6 +43,10 @@ export const CONSTANTS = {
     c: '1u',
     doc: 'LAUNCH_EX flags: every block of the grid resident at once (the cooperative launch attribute)',
   },
+  QCUDA_MAX_CLUSTER_BLOCKS: {
+    value: 16,
+    doc: 'LAUNCH_EX: most blocks in a thread-block cluster (what the hardware allows with non-portable sizes; sm_90: 16)',
+  },
   QCUDA_SESSION_OWN_QUEUE: {
     value: 1,
     c: '1u',
