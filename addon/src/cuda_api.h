@@ -248,6 +248,7 @@ constexpr uintptr_t kLaunchParamEnd = 0x00;
 constexpr uintptr_t kLaunchParamBufferPointer = 0x01;
 constexpr uintptr_t kLaunchParamBufferSize = 0x02;  // QCUDA_NUM_ATTRS (qcuda_proto.h)
 constexpr int kNumFuncAttrs = 16;                   // CU_FUNC_ATTRIBUTE_MAX (QCUDA_NUM_FUNC_ATTRS)
+constexpr int kFuncAttrLocalSizeBytes = 3;          // CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
 constexpr int kFuncAttrEssential =
     10;  // attributes 0..9 exist on every GPU qcuda serves; the cluster ones (10..15) need sm_90
 constexpr size_t kAttrValueBytes = 64;  // sizeof(CUstreamAttrValue) (QCUDA_ATTR_VALUE_BYTES)

@@ -88,7 +88,8 @@ QCUDA_CONTEXT_METHOD(moduleUnload, ctx, info) {
   });
 }
 
-// functionGet(module, name, maxParams) -> {id, params: [{offset, size}]}: the layout from cuFuncGetParamInfo.
+// functionGet(module, name, maxParams) -> {id, params: [{offset, size}], localBytes}: the layout from
+// cuFuncGetParamInfo, the local memory a thread needs from cuFuncGetAttribute (security review 3, N3).
 QCUDA_CONTEXT_METHOD(functionGet, ctx, info) {
   uint32_t mid = ArgId(info[0], "module");
   std::string name = ArgName(info[1]);
@@ -122,8 +123,13 @@ QCUDA_CONTEXT_METHOD(functionGet, ctx, info) {
     }
     std::vector<uint32_t> offsets;  // for cuLaunchCooperativeKernel's per-parameter pointers
     for (const res::Param &p : out.params) offsets.push_back(static_cast<uint32_t>(p.offset));
+    int local = 0;
+    if (!Have(job, a.FuncGetAttribute, "cuFuncGetAttribute") ||
+        !job.Check(a.FuncGetAttribute(&local, cu::kFuncAttrLocalSizeBytes, f), "cuFuncGetAttribute"))
+      return {};
+    out.localBytes = local > 0 ? static_cast<uint64_t>(local) : 0;
     out.id = c->nextId++;
-    c->functions[out.id] = CtxCore::Fn{f, mid, bytes, std::move(offsets)};
+    c->functions[out.id] = CtxCore::Fn{f, mid, bytes, std::move(offsets), out.localBytes};
     return out;
   });
 }

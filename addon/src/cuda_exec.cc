@@ -136,6 +136,7 @@ napi_value MakeValue(Napi::Env env, const Value &result) {
                             params.Set(static_cast<uint32_t>(i), p);
                           }
                           o.Set("params", params);
+                          o.Set("localBytes", num(static_cast<double>(r.localBytes)));
                           return o;
                         },
                         [&](const res::Var &r) -> napi_value {

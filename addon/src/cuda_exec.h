@@ -81,7 +81,8 @@ struct Param {
 struct Func {
   uint32_t id = 0;
   std::vector<Param> params;
-};  // {id, params: [{offset, size}]}
+  uint64_t localBytes = 0;
+};  // {id, params: [{offset, size}], localBytes}
 struct Var {
   uint64_t dptr = 0, size = 0;
 };  // {dptr, size} (bigints)
@@ -329,6 +330,9 @@ struct CtxCore : std::enable_shared_from_this<CtxCore> {
     // Each parameter's offset in the packed block: cuLaunchCooperativeKernel takes
     // one pointer per parameter, not the packed buffer cuLaunchKernel takes.
     std::vector<uint32_t> offsets;
+    // CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: a launch needing more per thread than the context holds grows its
+    // reservation for every resident thread (the ring server leaves such a launch to JavaScript, which counts it).
+    uint64_t localBytes;
   };
   std::unordered_map<uint32_t, Fn> functions;
 

@@ -54,6 +54,7 @@
 //   bind(context | null)                the session's CudaContext now
 //   share(table: BigInt64Array, vm, proc, policy)   the GPU share gate (share/gate.ts), or share() for none
 //   setAlloc(base, size) / setFunc(handle, id) / setStream(handle, id) / setEvent(handle, id)   (0: forget) ; clear()
+//   setLocalMemory(bytes)               the context's per-thread local memory counted in the quota (0 after clear())
 //   serve(spinNs, budgetNs, onFlush) -> Stop   cursor: lastAvail, usedIdx, signalledUsed in; also served, launched,
 //   postedError out left() -> { head, cmd, args: Uint8Array, value, postedError, lateError }   after kLeft: the batch's
 //   ending synchronize, for JavaScript
@@ -160,9 +161,10 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
          InstanceMethod("setRecord", &RingServer::SetRecord), InstanceMethod("bind", &RingServer::Bind),
          InstanceMethod("setAlloc", &RingServer::SetAlloc), InstanceMethod("setFunc", &RingServer::SetFunc),
          InstanceMethod("setStream", &RingServer::SetStream), InstanceMethod("setEvent", &RingServer::SetEvent),
-         InstanceMethod("clear", &RingServer::Clear), InstanceMethod("share", &RingServer::Share),
-         InstanceMethod("serve", &RingServer::Serve), InstanceMethod("left", &RingServer::LeftToJs),
-         StaticValue("CURSOR", CursorNames(env)), StaticValue("STOP", StopNames(env))});
+         InstanceMethod("setLocalMemory", &RingServer::SetLocalMemory), InstanceMethod("clear", &RingServer::Clear),
+         InstanceMethod("share", &RingServer::Share), InstanceMethod("serve", &RingServer::Serve),
+         InstanceMethod("left", &RingServer::LeftToJs), StaticValue("CURSOR", CursorNames(env)),
+         StaticValue("STOP", StopNames(env))});
   }
 
   /** The cursor's words by name (ring-server.ts reads them from here: RingServer.CURSOR). */
@@ -286,7 +288,12 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
       m[h] = id;
     return info.Env().Undefined();
   }
+  Napi::Value SetLocalMemory(const Napi::CallbackInfo &info) {
+    localMemory_ = ArgU64(info[0], "bytes");
+    return info.Env().Undefined();
+  }
   Napi::Value Clear(const Napi::CallbackInfo &info) {
+    localMemory_ = 0;
     allocs_.clear();
     funcs_.clear();
     streams_.clear();
@@ -603,7 +610,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     auto f = funcs_.find(a.func);
     if (f == funcs_.end()) return false;
     auto fn = core_->functions.find(f->second);
-    if (fn == core_->functions.end() || fn->second.paramBytes != paramBytes) return false;
+    if (fn == core_->functions.end() || fn->second.paramBytes != paramBytes || !LocalCounted(fn->second)) return false;
     for (int i = 0; i < 3; i++)
       if (a.grid[i] == 0 || a.block[i] == 0) return false;
     uint32_t sid;
@@ -613,6 +620,13 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
          args + argBytes, 0, 0, x});
     return true;
   }
+
+  /**
+   * Whether f's launch leaves the context's local memory as JavaScript counted it
+   * (setLocalMemory): one needing more per thread makes the driver grow it for every
+   * resident thread, which JavaScript charges to the quota or refuses (security review 3, N3).
+   */
+  bool LocalCounted(const CtxCore::Fn &f) const { return f.localBytes <= localMemory_; }
 
   /** A posted EVENT_RECORD's argument bytes: an event and a stream of the session. */
   bool PlanRecord(const uint8_t *args, uint32_t len) {
@@ -763,6 +777,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
   // What JavaScript told of the session (its tables are the truth; a miss here only sends the request there).
   std::map<uint64_t, uint64_t> allocs_;
   std::unordered_map<uint64_t, uint32_t> funcs_, streams_, events_;
+  uint64_t localMemory_ = 0;  // bytes per thread (setLocalMemory)
   // Per request, reused.
   Chain chain_;
   std::vector<uint8_t> args_, batch_;

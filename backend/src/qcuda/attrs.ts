@@ -133,15 +133,25 @@ export function residentThreads(attrs: Int32Array): bigint {
 }
 
 /**
- * The device memory a limit's value reserves beyond what the context held
- * with its default value (`base`), which is context overhead. The driver
- * reserves the stack of every resident thread, the printf FIFO and the
- * malloc heap outside any allocation: this is what the VM's quota counts
- * for them (0 for the limits that reserve nothing).
+ * The device memory a context's per-thread local memory of perThread bytes
+ * holds beyond its default (base, which is context overhead): the driver
+ * reserves it for every resident thread (threads). The one formula for the
+ * stack limit and a launch's local memory, which are one reservation
+ * (local-memory.ts).
  */
-export function limitBytes(limit: number, value: bigint, base: bigint, threads: bigint): bigint {
+export function localReservationBytes(perThread: bigint, base: bigint, threads: bigint): bigint {
+  return perThread > base ? (perThread - base) * threads : 0n;
+}
+
+/**
+ * The device memory the printf FIFO's or the malloc heap's value reserves
+ * beyond what the context held with its default value (`base`), outside any
+ * allocation: what the VM's quota counts for them (0 for the limits that
+ * reserve nothing; the stack limit's is the context's local memory,
+ * local-memory.ts).
+ */
+export function limitBytes(limit: number, value: bigint, base: bigint): bigint {
   const extra = value > base ? value - base : 0n;
-  if (limit === Limit.StackSize) return extra * threads;
   if (limit === Limit.PrintfFifoSize || limit === Limit.MallocHeapSize) return extra;
   return 0n;
 }

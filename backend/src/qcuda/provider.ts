@@ -154,6 +154,8 @@ export interface FunctionInfo {
   params: { offset: number; size: number }[];
   /** offset + size of the last parameter (0 without parameters). */
   paramBytes: number;
+  /** Local memory one thread of it needs (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES): what its launch may grow the context's reservation to (local-memory.ts). */
+  localBytes: number;
 }
 
 export type Dim3 = readonly [number, number, number];

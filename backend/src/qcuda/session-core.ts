@@ -18,6 +18,8 @@ export interface SessionMirror {
   func(h: bigint, f: FunctionRef | undefined): void;
   stream(h: bigint, s: StreamRef | undefined): void;
   event(h: bigint, e: EventRef | undefined): void;
+  /** The context's per-thread local memory the quota counts now (Session.setLocalMemory): a launch of a kernel needing more is the session's to count. */
+  localMemory(bytes: bigint): void;
   /** Everything is gone (a reset, the close). */
   clear(): void;
 }

@@ -41,6 +41,8 @@ export interface SessionFunction {
   module: bigint;
   params: { offset: number; size: number }[];
   paramBytes: number;
+  /** Local memory one thread needs (FunctionInfo.localBytes). */
+  localBytes: number;
 }
 
 export class SessionModules {

@@ -25,6 +25,8 @@ import type { Fd } from '../sys/fd';
 import { IpcTable, type IpcBook } from './ipc';
 import type { Now } from '../sys/now';
 import { identityKey } from './gpu-identity';
+import { Limit, residentThreads } from './attrs';
+import { LocalMemory } from './local-memory';
 
 /** Dropped imports a process's session remembers for their close (Session.droppedImports). */
 export const IPC_DROPPED_KEPT = 4096;
@@ -171,10 +173,12 @@ export class Session {
   /** Contexts being destroyed (by a reset) and the promises that settle when they are gone. */
   readonly #ending = new Set<ProviderContext>();
   readonly #endings = new Set<Promise<void>>();
-  /** cudaLimit -> the device memory its value reserves beyond the context's default (counted). */
-  readonly #limitCharges = new Map<number, bigint>();
-  /** cudaLimit -> its value in a fresh context (what the context's overhead holds already). */
-  readonly #limitBases = new Map<number, bigint>();
+  /** "device:cudaLimit" -> the device memory its value reserves beyond the context's default (counted; the stack's: #local's). */
+  readonly #limitCharges = new Map<string, bigint>();
+  /** "device:cudaLimit" -> its value in a fresh context (what the context's overhead holds already). */
+  readonly #limitBases = new Map<string, bigint>();
+  /** device -> its context's per-thread local memory (local-memory.ts), once a limit or a kernel needed it. */
+  readonly #local = new Map<number, LocalMemory>();
   /** The L2 set-aside this session asked for: a hint, never set on the GPU (attrs.ts isL2SetAside). */
   l2SetAside = 0n;
   /** Host functions marked in its streams, and the gates they put there. */
@@ -308,34 +312,98 @@ export class Session {
     return this.#memory.held;
   }
 
-  /** A limit's value before the program first set it (asked of x once). */
+  /** A limit's value in x's context before the program first set it (asked of x once). */
   async limitBase(x: ProviderContext, limit: number): Promise<bigint> {
-    let v = this.#limitBases.get(limit);
+    const key = `${this.deviceOfContext(x) ?? this.device}:${limit}`;
+    let v = this.#limitBases.get(key);
     if (v === undefined) {
       v = await x.limitGet(limit);
       this.live(x);
-      if (!this.#limitBases.has(limit)) this.#limitBases.set(limit, v);
+      if (!this.#limitBases.has(key)) this.#limitBases.set(key, v);
     }
-    return this.#limitBases.get(limit)!;
+    return this.#limitBases.get(key)!;
   }
 
   /**
    * cudaDeviceSetLimit: the device memory a limit's value reserves beyond
-   * the context's default (`extra`) replaces what the limit counted before.
-   * Returns the undo for a call that then fails.
+   * the default of device's context (`extra`) replaces what the limit
+   * counted there before. Returns the undo for a call that then fails.
    */
-  chargeLimit(limit: number, extra: bigint): () => void {
-    const before = this.#limitCharges.get(limit) ?? 0n;
+  chargeLimit(limit: number, extra: bigint, device = this.device): () => void {
+    const key = `${device}:${limit}`;
+    const before = this.#limitCharges.get(key) ?? 0n;
     const epoch = this.#epoch;
     if (extra > before) this.#memory.take(extra - before);
     else this.#memory.give(before - extra);
-    this.#limitCharges.set(limit, extra);
+    this.#limitCharges.set(key, extra);
     return () => {
       if (epoch !== this.#epoch) return;
       if (extra > before) this.#memory.give(extra - before);
       else this.#memory.take(before - extra);
-      this.#limitCharges.set(limit, before);
+      this.#limitCharges.set(key, before);
     };
+  }
+
+  // ---- the context's local memory (local-memory.ts) ----
+
+  /** x's context's per-thread local memory (its default stack asked of x once); the ring server is told it. */
+  async localMemory(x: ProviderContext): Promise<LocalMemory> {
+    const device = this.deviceOfContext(x) ?? this.device;
+    const base = await this.limitBase(x, Limit.StackSize);
+    let l = this.#local.get(device);
+    if (!l) {
+      l = new LocalMemory(base, residentThreads(this.provider.deviceProps(device).attrs));
+      this.#local.set(device, l);
+      this.mirror?.localMemory(l.perThread);
+    }
+    return l;
+  }
+
+  /**
+   * Counts device's context's local memory as next (the stack limit's and
+   * launched kernels' one charge); throws past the quota, counting nothing.
+   * Returns the undo for a call that then fails.
+   */
+  setLocalMemory(next: LocalMemory, device = this.device): () => void {
+    const before = this.#local.get(device);
+    const undo = this.chargeLimit(Limit.StackSize, next.bytes, device);
+    const epoch = this.#epoch;
+    this.#local.set(device, next);
+    this.mirror?.localMemory(next.perThread);
+    return () => {
+      if (epoch !== this.#epoch) return;
+      undo();
+      if (before) this.#local.set(device, before);
+      else this.#local.delete(device);
+      this.mirror?.localMemory(before?.perThread ?? 0n);
+    };
+  }
+
+  /**
+   * A launch, on the current device's context, of a kernel needing local
+   * bytes per thread: where that is more than the context holds, the driver
+   * grows the reservation at the launch for every resident thread and keeps
+   * it, so the growth is counted now, before the launch, and stays counted
+   * (whatever the launch's outcome: the driver may have grown it); past the
+   * quota the launch is refused with cudaErrorMemoryAllocation (natively a
+   * launch's CUDA_ERROR_OUT_OF_MEMORY). A context whose default stack was
+   * never asked for (its kernels are got with FUNC_GET, which asks) counts
+   * from 0.
+   */
+  chargeLocal(local: number): void {
+    if (local === 0) return;
+    const device = this.device;
+    const now = this.#local.get(device) ?? new LocalMemory(0n, residentThreads(this.provider.deviceProps(device).attrs));
+    const next = now.afterLaunch(BigInt(local));
+    if (!next) return;
+    try {
+      this.setLocalMemory(next, device);
+    } catch (e) {
+      throw new CudaError(
+        CudaErr.MemoryAllocation,
+        `a kernel needing ${local} bytes of local memory a thread makes the driver reserve ${next.bytes - now.bytes} more bytes for the device's ${now.threads} resident threads: ${(e as Error).message}`,
+      );
+    }
   }
 
   /**
@@ -676,6 +744,7 @@ export class Session {
     this.vmm.clear(); // the context's end frees it (the addon's teardown; the host provider's destroy)
     this.#limitCharges.clear();
     this.#limitBases.clear();
+    this.#local.clear();
     this.peers.clear();
     const eventsGone = this.vm.ipcEvents.forgetSession(this);
     const sharesGone = this.vm.vmmShares.forgetSession(this); // importers of its memory lose it

@@ -5,9 +5,9 @@ import {
   checkLimit,
   checkLimitSet,
   isL2SetAside,
+  Limit,
   limitBytes,
   limitReservesMemory,
-  residentThreads,
   UNSERVED_ATTRS,
   ATTR_POSIX_FD_HANDLES,
   ATTR_MEMPOOL_HANDLE_TYPES,
@@ -72,7 +72,9 @@ export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DE
   /**
    * The stack, heap and printf limits reserve device memory: what a value
    * reserves beyond the context's default counts against the VM's quota
-   * (every session's together), given back when set lower or at reset.
+   * (every session's together), given back when set lower or at reset. The
+   * stack is the context's local memory, which launches grow too: one
+   * charge (local-memory.ts).
    */
   async LIMIT_SET(c) {
     const { limit, value } = c.args;
@@ -84,10 +86,8 @@ export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DE
     }
     const x = await c.session.context();
     let undo = () => {};
-    if (limitReservesMemory(limit)) {
-      const threads = residentThreads(c.dev.provider.deviceProps(c.session.device).attrs);
-      undo = c.session.chargeLimit(limit, limitBytes(limit, value, await c.session.limitBase(x, limit), threads));
-    }
+    if (limit === Limit.StackSize) undo = c.session.setLocalMemory((await c.session.localMemory(x)).withStack(value));
+    else if (limitReservesMemory(limit)) undo = c.session.chargeLimit(limit, limitBytes(limit, value, await c.session.limitBase(x, limit)));
     try {
       await x.limitSet(limit, value);
     } catch (e) {

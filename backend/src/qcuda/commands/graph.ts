@@ -128,8 +128,14 @@ function nodeOf(s: Session, g: SessionGraph, n: Decoded<'qcuda_graph_node'>, par
   }
 }
 
-/** The staged description of GRAPH_INSTANTIATE, checked whole. */
-export function graphSpec(s: Session, g: SessionGraph, bytes: Uint8Array, nodeCount: number, edgeCount: number): GraphSpec {
+/** The staged description of GRAPH_INSTANTIATE, checked whole; localBytes: the most local memory a thread of its kernels needs. */
+export function graphSpec(
+  s: Session,
+  g: SessionGraph,
+  bytes: Uint8Array,
+  nodeCount: number,
+  edgeCount: number,
+): GraphSpec & { localBytes: number } {
   if (nodeCount > QCUDA_MAX_GRAPH_NODES || edgeCount > QCUDA_MAX_GRAPH_NODES)
     throw inval(`${nodeCount} nodes, ${edgeCount} edges (at most ${QCUDA_MAX_GRAPH_NODES} each)`);
   const edgesAt = nodeCount * NODE_BYTES;
@@ -138,6 +144,7 @@ export function graphSpec(s: Session, g: SessionGraph, bytes: Uint8Array, nodeCo
   const params = bytes.subarray(paramsAt);
   const nodes: GraphNodeSpec[] = [];
   let bodies = 0;
+  let localBytes = 0;
   for (let i = 0; i < nodeCount; i++) {
     const n = decode('qcuda_graph_node', bytes.subarray(i * NODE_BYTES, (i + 1) * NODE_BYTES));
     if (n.parent !== QCUDA_GRAPH_TOP) {
@@ -148,6 +155,7 @@ export function graphSpec(s: Session, g: SessionGraph, bytes: Uint8Array, nodeCo
       throw inval(`node ${i}: body ${n.body} outside a conditional node`);
     }
     const node = nodeOf(s, g, n, params, i);
+    if (n.type === QCUDA_GNODE_KERNEL) localBytes = Math.max(localBytes, s.modules.func(n.handle).localBytes);
     if (node.type === 'cond' && (bodies += node.size) > QCUDA_MAX_GRAPH_NODES) throw inval(`more than ${QCUDA_MAX_GRAPH_NODES} bodies`);
     nodes.push(node);
   }
@@ -161,7 +169,7 @@ export function graphSpec(s: Session, g: SessionGraph, bytes: Uint8Array, nodeCo
     edges[2 * i] = e.from;
     edges[2 * i + 1] = e.to;
   }
-  return { nodes, edges };
+  return { nodes, edges, localBytes };
 }
 
 export const GRAPH_COMMANDS: Runs<
@@ -199,8 +207,10 @@ export const GRAPH_COMMANDS: Runs<
     const { image } = s.modules.takeUpload(c.args.upload_id);
     if (BigInt(image.length) !== c.args.size) throw inval(`${image.length} bytes staged, size says ${c.args.size}`);
     const g = s.objects.graph(c.args.graph);
-    const spec = graphSpec(s, g, image, c.args.nodes, c.args.edges);
+    const { localBytes, ...spec } = graphSpec(s, g, image, c.args.nodes, c.args.edges);
     s.objects.checkGraphRoom();
+    // Its kernels' local memory, counted here for every launch of the executable graph (Session.chargeLocal).
+    s.chargeLocal(localBytes);
     const x = await s.context();
     const ref = await x.graphInstantiate(g.ref, spec);
     try {

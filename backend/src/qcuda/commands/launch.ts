@@ -17,7 +17,9 @@ function dims(d: Uint32Array, what: string): [number, number, number] {
 /**
  * A launch (its arguments a, then its parameter block), posted or not,
  * checked: the parameter bytes are what the header and the kernel say, no
- * dimension is 0, the function and the stream are the session's.
+ * dimension is 0, the function and the stream are the session's; then the
+ * local memory the kernel makes the driver reserve is counted, or the
+ * launch refused past the quota (Session.chargeLocal).
  */
 function launchDesc(
   s: Session,
@@ -29,7 +31,7 @@ function launchDesc(
   const f = s.modules.func(a.func);
   if (params.length !== f.paramBytes)
     throw new CudaError(CudaErr.InvalidValue, `${params.length} parameter bytes for a kernel taking ${f.paramBytes}`);
-  return {
+  const l: LaunchDesc = {
     f: f.ref,
     grid: dims(a.grid, 'grid'),
     block: dims(a.block, 'block'),
@@ -37,6 +39,8 @@ function launchDesc(
     stream: s.stream(a.stream),
     params,
   };
+  s.chargeLocal(f.localBytes);
+  return l;
 }
 
 /** A posted launch's bytes (the struct, then the parameters), checked as LAUNCH checks them. */

@@ -101,7 +101,15 @@ export const MODULE_COMMANDS: Runs<
       const info = await x.functionGet(module, name, QCUDA_MAX_PARAMS);
       if (info.params.length > QCUDA_MAX_PARAMS)
         throw new CudaError(CudaErr.NotSupported, `kernel ${name} has ${info.params.length} parameters (at most ${QCUDA_MAX_PARAMS})`);
-      fh = c.session.modules.addFunction(x, mh, name, { ref: info.ref, module: mh, params: info.params, paramBytes: info.paramBytes });
+      // A kernel with local memory: its context's default stack is asked for now, so its launch counts what it grows synchronously.
+      if (info.localBytes > 0) await c.session.localMemory(x);
+      fh = c.session.modules.addFunction(x, mh, name, {
+        ref: info.ref,
+        module: mh,
+        params: info.params,
+        paramBytes: info.paramBytes,
+        localBytes: info.localBytes,
+      });
     }
     const f = c.session.modules.func(fh);
     const offset = new Uint32Array(QCUDA_MAX_PARAMS);

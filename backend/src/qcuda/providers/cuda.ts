@@ -429,7 +429,7 @@ class CudaSessionContext implements ProviderContext, VmmFdContext, OutputSource 
   async functionGet(m: ModuleRef, name: string, maxParams: number): Promise<FunctionInfo> {
     const f = await this.native.functionGet(handleId(m, 'module'), name, maxParams);
     const paramBytes = f.params.reduce((n, p) => Math.max(n, p.offset + p.size), 0);
-    return { ref: f.id, params: f.params, paramBytes };
+    return { ref: f.id, params: f.params, paramBytes, localBytes: f.localBytes };
   }
   variableGet(m: ModuleRef, name: string): Promise<{ dptr: DevPtr; size: bigint }> {
     return this.native.variableGet(handleId(m, 'module'), name);

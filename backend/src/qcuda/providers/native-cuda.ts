@@ -217,7 +217,11 @@ export interface CudaContextNative extends CudaContextCalls {
     options: readonly (readonly [number, number])[],
   ): Promise<Uint8Array>;
   /** cuModuleGetFunction + cuFuncGetParamInfo for each parameter (driver >= 12.4; fails with more than maxParams). */
-  functionGet(module: number, name: string, maxParams: number): Promise<{ id: number; params: { offset: number; size: number }[] }>;
+  functionGet(
+    module: number,
+    name: string,
+    maxParams: number,
+  ): Promise<{ id: number; params: { offset: number; size: number }[]; localBytes: number }>;
   /** cuModuleGetGlobal_v2. */
   variableGet(module: number, name: string): Promise<{ dptr: bigint; size: bigint }>;
   /** cuFuncGetAttribute of every CUfunction_attribute (0 for the cluster ones a pre-sm_90 driver lacks). */
@@ -443,6 +447,8 @@ export interface RingServerNative {
   setFunc(handle: bigint, id: number): void;
   setStream(handle: bigint, id: number): void;
   setEvent(handle: bigint, id: number): void;
+  /** The context's per-thread local memory the quota counts (Session.chargeLocal): a launch of a function needing more is left to the handler. */
+  setLocalMemory(bytes: bigint): void;
   clear(): void;
   /** Under --gpu-share: a post waits its VM's turn (share/gate.ts) on this table, as process slot proc of VM slot vm; share() for none. */
   share(table?: BigInt64Array, vm?: number, proc?: number, policy?: Policy): void;

@@ -12,7 +12,9 @@
 //
 // What it needs of the session it is told here: the context to run on
 // (bound before each serve), the allocations, functions, streams and events to
-// check against (SessionMirror), and whether the session is quiet (no host
+// check against (SessionMirror), the context's local memory the quota counts
+// (a launch of a kernel needing more is left to the handler, which counts
+// it: Session.chargeLocal), and whether the session is quiet (no host
 // function gates, no posted error or launch pending, no device output
 // waiting: Session.quiet), without which it serves nothing. Under
 // --gpu-share it admits posts on the process's share gate (share/gate.ts),
@@ -157,6 +159,10 @@ export class RingServer implements RingFront, SessionMirror {
 
   event(h: bigint, e: EventRef | undefined): void {
     this.#native.setEvent(h, idOf(e));
+  }
+
+  localMemory(bytes: bigint): void {
+    this.#native.setLocalMemory(bytes);
   }
 
   clear(): void {
