@@ -50,6 +50,9 @@ const BACKEND_OPTION_CASES: string[][] = [
   ...badSizes('device-memory-limit'),
   ['--device-memory-limit=0'],
   [`--backend-log=${NONE}/log`],
+  ...badSizes('host-memory-max'),
+  ...badInts('host-tasks-max', true),
+  ...badInts('host-cpu-quota', true),
 ];
 
 const VM_CASES: string[][] = [
@@ -119,6 +122,7 @@ const RUN_CASES: string[][] = [
   ...BACKEND_OPTION_CASES,
   [`--socket=${SOCK}`, '--provider=host'],
   [`--socket=${SOCK}`, '--max-processes=2'],
+  [`--socket=${SOCK}`, '--host-memory-max=1G'],
   ['--nope'],
   ['--memory=256'],
   [`--share=${dir}`],
@@ -290,7 +294,7 @@ async function pool<T, R>(items: T[], n: number, f: (x: T) => Promise<R>): Promi
 }
 
 test('every bad argument of qcuda and qcuda-backend: exit 2, one line naming the program, no stack trace', async (t) => {
-  t.timeout(120_000);
+  t.timeout(240_000); // some 400 processes, on a loaded machine near 2 minutes
   const outcomes = await pool(cases, 6, runCase);
   const failed = cases.flatMap((c, i) => {
     const o = outcomes[i];

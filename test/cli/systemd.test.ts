@@ -66,6 +66,12 @@ test('ExecStart as systemd expands it for a VM starts a backend serving that VM'
   t.is(await gone, 0, 'a clean stop is not a failure (Restart=on-failure leaves it stopped)');
 });
 
+test('host memory and tasks bounded per VM, CPU shared by weight (security review 3, N10)', (t) => {
+  t.deepEqual(setting('MemoryMax'), ['32G']);
+  t.deepEqual(setting('TasksMax'), ['8192']);
+  t.deepEqual(setting('CPUWeight'), ['100']);
+});
+
 test('least privilege: a user of its own, no capabilities, a read-only system, unix sockets only, a system call filter; systemd-analyze security rates it SAFE', (t) => {
   t.deepEqual(setting('User'), ['qcuda']);
   t.deepEqual(setting('NoNewPrivileges'), ['yes']);

@@ -4,11 +4,12 @@
 // whose children use CUDA under one quota, and the bad cases: a socket that
 // is no backend, a backend killed mid-run.
 import test from 'ava';
-import { spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { tmpDir, until, KEEP_ROOT } from '../helpers';
+import { fakeLibcuda } from '../addon/fake-driver';
 
 const dist = path.resolve(__dirname, '..', '..');
 const QCUDA = path.join(dist, 'backend/src/cli/qcuda.js');
@@ -84,6 +85,94 @@ test("the exit status is the program's, and a missing program is a one-line erro
   const none = run([]);
   t.is(none.status, 2);
   t.regex(none.stderr, /run needs a PROGRAM/);
+});
+
+/**
+ * Run inside qcuda run: the control groups of the run's backend (QCUDA_BACKEND_PID) named qcuda-run-*,
+ * each with its bound files, as JSON. v1: a hierarchy per controller; v2: one (controllers '').
+ */
+const READ_GROUPS = `
+const fs = require('fs');
+const mounts = fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\\n').map((l) => l.split(' - ')).filter((p) => p[1]);
+const where = (c) => mounts.find(([l, r]) => (c === '' ? r.startsWith('cgroup2 ') : r.startsWith('cgroup ') && r.split(' ')[2].split(',').includes(c.split(',')[0])))?.[0].split(' ')[4];
+const files = ['memory.limit_in_bytes', 'memory.max', 'pids.max', 'cpu.cfs_quota_us', 'cpu.max'];
+const out = fs.readFileSync('/proc/' + process.env.QCUDA_BACKEND_PID + '/cgroup', 'utf8').split('\\n').filter((l) => l.includes('qcuda-run-')).map((l) => {
+  const [, controllers, p] = l.split(':');
+  const dir = where(controllers) + p;
+  return { controllers, dir, files: Object.fromEntries(files.filter((f) => fs.existsSync(dir + '/' + f)).map((f) => [f, fs.readFileSync(dir + '/' + f, 'utf8').trim()])) };
+});
+console.log(JSON.stringify(out));
+`;
+
+test('the backend runs in a control group of its own bounding host memory, tasks and CPU (review 3, N10), gone after; where none can be made, a line says so', (t) => {
+  const r = run([
+    '--provider=host',
+    '--host-memory-max=256M',
+    '--host-tasks-max=300',
+    '--host-cpu-quota=150',
+    '--',
+    process.execPath,
+    '-e',
+    READ_GROUPS,
+  ]);
+  t.is(r.status, 0, r.stderr);
+  const groups = JSON.parse(r.stdout) as { controllers: string; dir: string; files: Record<string, string> }[];
+  const note = /^qcuda: no host memory, task or CPU bound applies to the backends: .+$/m;
+  if (groups.length === 0) {
+    // This machine lets this user make no control group: said once, and nothing else changed.
+    t.regex(r.stderr, note);
+    t.is(r.stderr.match(new RegExp(note.source, 'gm'))!.length, 1);
+    return;
+  }
+  t.notRegex(r.stderr, note);
+  const files = Object.assign({}, ...groups.map((g) => g.files)) as Record<string, string>;
+  if (groups.some((g) => g.controllers === '')) {
+    t.is(files['memory.max'], String(256 << 20));
+    t.is(files['pids.max'], '300');
+    t.is(files['cpu.max'], '150000 100000');
+  } else {
+    t.is(files['memory.limit_in_bytes'], String(256 << 20), 'v1 memory');
+    t.is(files['pids.max'], '300', 'v1 pids');
+    t.is(files['cpu.cfs_quota_us'], '150000', 'v1 cpu: 1.5 CPUs of each 100 ms');
+  }
+  for (const g of groups) t.false(fs.existsSync(g.dir), `${g.dir} removed with the run`);
+  // A worker (a CUDA process's, on the fake driver, which a dropped backend could not read) is in its backend's group.
+  const dir = tmpDir(t);
+  const prog = path.join(dir, 'ctx');
+  fs.writeFileSync(
+    `${prog}.c`,
+    'extern int cuInit(unsigned), cuCtxCreate_v2(void **, unsigned, int);\n#include <unistd.h>\nint main(void) { void *c; if (cuInit(0) || cuCtxCreate_v2(&c, 0, 0)) return 1; sleep(2); return 0; }\n',
+  );
+  execFileSync('gcc', ['-o', prog, `${prog}.c`, `-L${path.resolve(BIN, '..', 'lib')}`, '-l:libcuda.so.1']);
+  const show = `${prog} & sleep 1; for c in $(cat /proc/$QCUDA_BACKEND_PID/task/*/children); do grep -h qcuda-run- /proc/$c/cgroup; done; wait $!`;
+  const w = spawnSync(process.execPath, [QCUDA, 'run', '--provider=cuda', ...KEEP_ROOT, '--', 'sh', '-c', show], {
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, QCUDA_LIBCUDA: fakeLibcuda() },
+  });
+  t.is(w.status, 0, w.stderr);
+  t.regex(w.stdout, /qcuda-run-\d+$/m, "the worker's control group is the run's");
+  // A user who may make no group (nobody, where this runs as root): one line says so, and the run goes on.
+  if (process.geteuid?.() === 0) {
+    const u = spawnSync(
+      process.execPath,
+      [QCUDA, 'run', '--provider=host', '--', 'sh', '-c', 'grep -c qcuda-run- /proc/$QCUDA_BACKEND_PID/cgroup || :'],
+      {
+        encoding: 'utf8',
+        timeout: 60_000,
+        uid: 65534,
+        gid: 65534,
+        cwd: '/',
+      },
+    );
+    t.is(u.status, 0, u.stderr);
+    t.is(u.stdout.trim(), '0', "nobody's backend is in no group of the run's");
+    t.is(u.stderr.match(new RegExp(note.source, 'gm'))?.length, 1, u.stderr);
+  }
+  // No bound asked: no group.
+  const none = run(['--provider=host', '--host-memory-max=none', '--host-tasks-max=none', '--', process.execPath, '-e', READ_GROUPS]);
+  t.is(none.status, 0, none.stderr);
+  t.deepEqual(JSON.parse(none.stdout), []);
 });
 
 test("a program's children get sessions of their own under one quota; a forked child cannot use its parent's", (t) => {

@@ -15,6 +15,7 @@ import { parseWeight } from '../qcuda/share/policy';
 import fs from 'node:fs';
 import { runCuda, RunError } from '../run/run';
 import { chooseBackendUser, type BackendUserChoice } from '../vm/backend-user';
+import { HostCgroup, parseHostBounds } from '../vm/host-bounds';
 import { DISK_QUEUES, runVm, VmConfigError, VmError, type VmDisk, type VmDiskImage } from '../vm/runner';
 import { defaultVirtiofsd, MAX_SHARES, parseShareSpec, resolveShares, type VmShare } from '../vm/shares';
 import { buildPathsFile, onPath, readBuildPaths, type BuildPaths } from './build-paths';
@@ -166,6 +167,15 @@ vm options:
                        with --disk-image, the same programs from GUEST_BIN
                        (build/guest/bin) as --file, over the image's packages
   --quiet              do not stream the guest console to stderr
+  --host-memory-max=SIZE  host memory the VM's backends and their workers
+                       may use together (default 32G; none: no bound): they
+                       run in a control group of the VM's own (cgroup v2,
+                       else v1; where none can be made, a line says so and
+                       no bound applies)
+  --host-tasks-max=N   their processes and threads together (default 8192;
+                       none: no bound)
+  --host-cpu-quota=PERCENT  their CPU time together, in percent of one CPU
+                       (400: four CPUs; default none)
   --backend-log=FILE   write the backend's log (sessions opened and closed,
                        workers started and ended, warnings) to FILE as it
                        comes, each line after the milliseconds since its
@@ -173,7 +183,8 @@ vm options:
 run options (and --provider, --gpu, --host-devices, --isolation, --own-queues, --ring-server,
 --pin-guest-ram (default yes here: the memory is PROGRAM's own), --worker-sandbox, --real-gpu-identity
 (always here: PROGRAM sees NVIDIA's NVML beside it), --device-memory-limit, --context-overhead,
---gpu-share, --gpu-share-mps, --backend-log and --backend-user as for vm: run as root, the backend runs as
+--gpu-share, --gpu-share-mps, --host-memory-max, --host-tasks-max, --host-cpu-quota, --backend-log and
+--backend-user as for vm: run as root, the backend runs as
 --backend-user, its socket in a directory of that user's own; the quota holds across all of PROGRAM's
 processes):
   --socket=PATH        join the backend listening on PATH (a qcuda-backend
@@ -313,6 +324,9 @@ const OPTIONS = {
   'worker-sandbox': { type: 'string' },
   'backend-user': { type: 'string' },
   'backend-log': { type: 'string' },
+  'host-memory-max': { type: 'string' },
+  'host-tasks-max': { type: 'string' },
+  'host-cpu-quota': { type: 'string' },
   'device-memory-limit': { type: 'string' },
   'context-overhead': { type: 'string' },
   'gpu-share': { type: 'string' },
@@ -361,6 +375,9 @@ const BACKEND_PASSED = [
   'backend-log',
 ];
 
+/** What vm and run bound their backends with (host-bounds.ts). */
+const HOST_BOUND_OPTIONS = ['host-memory-max', 'host-tasks-max', 'host-cpu-quota'];
+
 /** Each command's options (a known option of another command is a usage error too, not ignored). */
 const COMMAND_OPTIONS: Record<string, string[]> = {
   vm: [
@@ -382,9 +399,10 @@ const COMMAND_OPTIONS: Record<string, string[]> = {
     'disk-image',
     'initrd',
     'backend-user',
+    ...HOST_BOUND_OPTIONS,
     ...BACKEND_PASSED,
   ],
-  run: ['socket', 'cudart', 'max-processes', 'lib-dir', 'backend-user', ...BACKEND_PASSED],
+  run: ['socket', 'cudart', 'max-processes', 'lib-dir', 'backend-user', ...HOST_BOUND_OPTIONS, ...BACKEND_PASSED],
   'qemu-args': ['socket', 'disk-socket', 'kernel', 'initrd', 'queues', 'memory', 'cpus'],
   status: ['socket', 'status-socket', 'json'],
   'libvirt-xml': ['name', 'socket', 'kernel', 'initrd', 'cmdline', 'disk', 'qemu', 'memory', 'cpus', 'queues', 'type'],
@@ -448,6 +466,27 @@ function backendOptions(v: { [k: string]: string | boolean | string[] | undefine
   ];
 }
 
+/** The host bounds of vm's or run's backends (checked before anything starts). */
+function hostBounds(v: { [k: string]: string | boolean | string[] | undefined }) {
+  try {
+    return parseHostBounds({
+      memory: v['host-memory-max'] as string | undefined,
+      tasks: v['host-tasks-max'] as string | undefined,
+      cpu: v['host-cpu-quota'] as string | undefined,
+    });
+  } catch (e) {
+    usage((e as Error).message);
+  }
+}
+
+/** The control group the backends run in (name: the command's), or none, said once (security review 3, N10). */
+function hostCgroup(name: string, bounds: ReturnType<typeof hostBounds>): HostCgroup | undefined {
+  const g = HostCgroup.make(name, bounds);
+  if (typeof g !== 'string') return g;
+  process.stderr.write(`qcuda: no host memory, task or CPU bound applies to the backends: ${g}\n`);
+  return undefined;
+}
+
 /** qcuda run: PROGRAM on this host over qcuda's libraries and a backend. */
 async function run(v: { [k: string]: string | boolean | string[] | undefined }, argv: string[]): Promise<number> {
   if (argv.length === 0) usage('run needs a PROGRAM to run');
@@ -456,10 +495,12 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
   const str = (k: string) => v[k] as string | undefined;
   if (
     str('socket') &&
-    (backendOptions(v).length > 0 || str('device-memory-limit') || str('max-processes') || str('backend-log') || str('backend-user'))
+    (backendOptions(v).length > 0 ||
+      ['device-memory-limit', 'max-processes', 'backend-log', 'backend-user', ...HOST_BOUND_OPTIONS].some((k) => str(k) !== undefined))
   )
     usage("--socket joins a running backend: its options are that backend's (give them to qcuda-backend)");
   const processes = intOpt(str('max-processes'), 'max-processes', 64, 4096);
+  const bounds = hostBounds(v);
   const limit = str('device-memory-limit');
   if (limit !== undefined) quotaOf(limit);
   const socket = str('socket') && existingSocket(path.resolve(str('socket')!), '--socket');
@@ -490,9 +531,11 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
     }
     if (backendUser.note) process.stderr.write(`qcuda: ${backendUser.note}\n`);
   }
+  const cgroup = socket ? undefined : hostCgroup('run', bounds);
   try {
     return await runCuda({
       backendUser: backendUser.user,
+      hostCgroup: cgroup,
       argv,
       socket,
       qcudaRuntime: cudart === 'qcuda',
@@ -509,6 +552,8 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
       return 125;
     }
     throw e;
+  } finally {
+    await cgroup?.remove();
   }
 }
 
@@ -730,6 +775,7 @@ async function main(): Promise<number> {
     cpus: intOpt(v.cpus, 'cpus', 2, 256),
   };
   const backendArgs = backendOptions(v);
+  const bounds = hostBounds(v);
   const deviceMemoryLimit = v['device-memory-limit'] !== undefined ? quotaOf(v['device-memory-limit']) : undefined;
   const qemu = existingFile(need(v.qemu, 'qemu', 'QEMU_BIN'), 'QEMU', true);
   const file = (k: 'kernel' | 'initrd') => (v[k] === undefined ? undefined : existingFile(path.resolve(v[k]), `--${k}`));
@@ -740,8 +786,10 @@ async function main(): Promise<number> {
         initrd: existingFile(need(v.initrd, 'initrd', 'GUEST_INITRD'), 'the initrd'),
       };
   const onBackendLog = v['backend-log'] !== undefined ? timedLines(v['backend-log']) : undefined;
+  const cgroup = hostCgroup('vm', bounds);
   try {
     const r = await runVm({
+      hostCgroup: cgroup,
       qemu,
       ...bootFiles,
       command,
@@ -778,6 +826,8 @@ async function main(): Promise<number> {
       return 125;
     }
     throw e;
+  } finally {
+    await cgroup?.remove();
   }
 }
 

@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { childEnv } from '../sys/harden';
 import type { BackendUser } from '../vm/backend-user';
+import type { HostCgroup } from '../vm/host-bounds';
 
 /** What a run needs; runCuda() starts what is missing and stops what it started. */
 export interface RunOptions {
@@ -30,6 +31,8 @@ export interface RunOptions {
   backendLog?: (text: string) => void;
   /** Run as root: who the started backend runs as (vm/backend-user.ts chooses); undefined: as this process. */
   backendUser?: BackendUser;
+  /** The control group the started backend (and so its workers) runs in (vm/host-bounds.ts); default none. */
+  hostCgroup?: HostCgroup;
 }
 
 export class RunError extends Error {}
@@ -71,6 +74,8 @@ async function startBackend(o: RunOptions, dir: string): Promise<Backend> {
       env: childEnv(),
     },
   );
+  // Before it can start a worker: they inherit its group.
+  if (p.pid !== undefined) o.hostCgroup?.add(p.pid);
   let log = '';
   p.stderr!.on('data', (b: Buffer) => {
     log += b.toString();

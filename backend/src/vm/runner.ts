@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { makeSocketDir, type BackendUser } from './backend-user';
+import type { HostCgroup } from './host-bounds';
 import { childEnv } from '../sys/harden';
 import type { Ledger } from '../qcuda/limits';
 import { diskSlot, vmLedger } from '../qcuda/vm-ledger';
@@ -60,6 +61,8 @@ export interface VmOptions {
    * this process's user (QEMU's). Default: as this process.
    */
   backendUser?: BackendUser;
+  /** The control group the backends (and so their workers) run in: host memory, tasks and CPU bounded (host-bounds.ts); default none. */
+  hostCgroup?: HostCgroup;
   /** Receives what the backend writes to stderr (its log: sessions, workers, warnings) as it comes. */
   onBackendLog?: (text: string) => void;
   /** Receives one line when a backend or virtiofsd is slow to listen (a loaded host): what the run waits for. */
@@ -436,6 +439,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
         true,
       );
       backend = p;
+      if (p.pid !== undefined) o.hostCgroup?.add(p.pid);
       p.stdout!.on('data', (d: Buffer) => debug('backend: %s', d.toString().trimEnd()));
       p.stderr!.on('data', (d: Buffer) => {
         beErr += d.toString();
@@ -470,6 +474,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
         ];
         const p = start(process.execPath, args, `disk ${i}`, false, o.backendUser, shared, true);
         disks[i] = p;
+        if (p.pid !== undefined) o.hostCgroup?.add(p.pid);
         // What a disk backend that dies held of the quota goes back (one that exits gives it back itself).
         if (shared) p.once('exit', () => shared.native.reclaim(diskSlot(i)));
         p.stderr!.on('data', (b: Buffer) => (diskErr[i] += b.toString()));
