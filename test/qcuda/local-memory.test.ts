@@ -16,7 +16,7 @@ import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
 import { started } from '../helpers';
 import { QcudaClient } from './client';
-import { batch, DEVICE_SYNC, kernels, launch, launchArgs, one } from './ring-story';
+import { batch, DEVICE_SYNC, kernels, launch, launchArgs, launchEx, one } from './ring-story';
 
 // Workers inherit the environment: the fake driver, as an H100 (132 x 2048 resident threads).
 process.env.QCUDA_LIBCUDA = fakeLibcuda();
@@ -108,7 +108,7 @@ test('every launch route counts it: posted, cooperative, with a cluster', async 
 
 test('the ring server leaves a launch needing more local memory than is counted to JavaScript, which counts or refuses it', async (t) => {
   const { dev, c, inC } = await setup(t, { ownQueue: true });
-  const [big, small, nop] = await kernels(c, ['lmem204800', 'lmem16384', 'nop']);
+  const [big, small, nop, mid] = await kernels(c, ['lmem204800', 'lmem16384', 'nop', 'lmem24576']);
   t.is(await run(c, nop), 0);
   const before = inC();
   t.true(before >= 1, `a launch of a kernel with no local memory is answered in C (${before})`);
@@ -124,5 +124,14 @@ test('the ring server leaves a launch needing more local memory than is counted 
   t.deepEqual(await batch(c, [launch(big, new Uint8Array(0))]), { status: CudaErr.MemoryAllocation, value: 0n }, 'a batch: left, refused');
   t.is(inC(), before + 2);
   t.is(dev.vm.quota.used, used + charge(16384n));
+  // Posted cluster launches (LAUNCH_EX), which the ring server plans too: the same.
+  const ex = (f: bigint) => launchEx(f, new Uint8Array(0), [1, 1, 1]);
+  t.deepEqual(await batch(c, [ex(mid), DEVICE_SYNC], { endsSync: true }), { status: 0, value: 1n });
+  t.is(dev.vm.quota.used, used + charge(24576n), 'a cluster launch needing more: counted in JavaScript');
+  t.is(inC(), before + 2);
+  t.deepEqual(await batch(c, [ex(mid), DEVICE_SYNC], { endsSync: true }), { status: 0, value: 1n });
+  t.is(inC(), before + 3, 'then answered in C');
+  t.deepEqual(await batch(c, [ex(big)]), { status: CudaErr.MemoryAllocation, value: 0n }, 'refused');
+  t.is(dev.vm.quota.used, used + charge(24576n));
   await c.close();
 });
