@@ -183,7 +183,8 @@ vm options:
 run options (and --provider, --gpu, --host-devices, --isolation, --own-queues, --ring-server,
 --pin-guest-ram (default yes here: the memory is PROGRAM's own), --worker-sandbox, --real-gpu-identity
 (always here: PROGRAM sees NVIDIA's NVML beside it), --device-memory-limit, --context-overhead,
---gpu-share, --gpu-share-mps, --host-memory-max, --host-tasks-max, --host-cpu-quota, --backend-log and
+--gpu-share, --gpu-share-mps, --host-memory-max, --host-tasks-max, --host-cpu-quota (here no bound
+unless one of the three is given: PROGRAM is your own process), --backend-log and
 --backend-user as for vm: run as root, the backend runs as
 --backend-user, its socket in a directory of that user's own; the quota holds across all of PROGRAM's
 processes):
@@ -500,7 +501,9 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
   )
     usage("--socket joins a running backend: its options are that backend's (give them to qcuda-backend)");
   const processes = intOpt(str('max-processes'), 'max-processes', 64, 4096);
-  const bounds = hostBounds(v);
+  // Bounds only where asked: PROGRAM is the user's own process, not a tenant (N10 is about VMs).
+  const bounded = HOST_BOUND_OPTIONS.some((k) => str(k) !== undefined);
+  const bounds = bounded ? hostBounds(v) : undefined;
   const limit = str('device-memory-limit');
   if (limit !== undefined) quotaOf(limit);
   const socket = str('socket') && existingSocket(path.resolve(str('socket')!), '--socket');
@@ -531,7 +534,7 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
     }
     if (backendUser.note) process.stderr.write(`qcuda: ${backendUser.note}\n`);
   }
-  const cgroup = socket ? undefined : hostCgroup('run', bounds);
+  const cgroup = socket || !bounds ? undefined : hostCgroup('run', bounds);
   try {
     return await runCuda({
       backendUser: backendUser.user,
