@@ -108,6 +108,25 @@ static int ut_open(const char *path, int *fd)
 	return 0;
 }
 
+/* The shared-memory transport's start (transport_shm.c): the region is
+ * mapped and served, the device's config read from its header; the rest of
+ * the path is this file's. */
+int qt_user_start_polled(const struct virtio_qcuda_config *c)
+{
+	int e;
+
+	if (c->magic != QCUDA_MAGIC || c->num_queues == 0)
+		return -EPROTO;
+	u.num_queues = c->num_queues;
+	u.proto_version = c->proto_version;
+	u.capabilities = c->capabilities;
+	u.queue = u.num_queues > 1 ? 1 : 0;
+	e = vhu_ring_start(u.queue + 1);
+	if (!e)
+		pthread_atfork(NULL, NULL, after_fork_child);
+	return e;
+}
+
 static int ut_info(int fd, struct qt_info *info)
 {
 	info->proto_version = u.proto_version;
@@ -426,6 +445,19 @@ static int ut_gpa(int fd, const void *addr, uint64_t size, uint64_t *gpa)
 const struct qt_ops qt_user_ops = {
 	.name = "vhost-user",
 	.open = ut_open,
+	.info = ut_info,
+	.call = ut_call,
+	.host_alloc = ut_host_alloc,
+	.host_free = ut_host_free,
+	.host_mmap = ut_host_mmap,
+	.host_register = ut_host_register,
+	.host_unregister = ut_host_unregister,
+	.gpa = ut_gpa,
+};
+
+const struct qt_ops qt_shm_ops = {
+	.name = "shm",
+	.open = qt_shm_open,
 	.info = ut_info,
 	.call = ut_call,
 	.host_alloc = ut_host_alloc,

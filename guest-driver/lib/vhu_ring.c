@@ -61,6 +61,14 @@ static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t slot_freed = PTHREAD_COND_INITIALIZER;
 static int dead;
 static uint64_t poll_ns = 1000000;
+/* The shared-memory transport: no kick or call eventfds and no socket; the
+ * backend polls the avail rings, and this says whether it still serves. */
+static int (*polled_alive)(void);
+
+void vhu_ring_use_polling(int (*alive)(void))
+{
+	polled_alive = alive;
+}
 
 /* Queue q's ring at va (in a shared region): three pages. */
 static int start_queue(unsigned int q, uint8_t *va)
@@ -85,6 +93,8 @@ static int start_queue(unsigned int q, uint8_t *va)
 	Q->used = (uint16_t *)(va + 2 * PAGE);
 	pthread_mutex_init(&Q->lock, NULL);
 	pthread_cond_init(&Q->answered, NULL);
+	if (polled_alive) /* the backend has the rings' places (qcuda_shm.h) */
+		return 0;
 	Q->kick = eventfd(0, EFD_CLOEXEC);
 	Q->call = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (Q->kick < 0 || Q->call < 0)
@@ -211,7 +221,7 @@ int vhu_submit(unsigned int q, struct vhu_slot *s, uint32_t args_len, uint32_t o
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	notify = !(__atomic_load_n(&Q->used[0], __ATOMIC_RELAXED) & VRING_USED_F_NO_NOTIFY);
 	pthread_mutex_unlock(&Q->lock);
-	if (notify) {
+	if (notify && !polled_alive) {
 		uint64_t one = 1;
 
 		if (write(Q->kick, &one, sizeof(one)) != sizeof(one))
@@ -267,6 +277,21 @@ static int socket_gone(short revents)
 	return (revents & POLLIN) && recv(vhu_conn_fd(), &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
+/* Polled transport: a short sleep, then whether the backend still serves. */
+static void sleep_polled(struct queue *Q)
+{
+	struct timespec t = { 0, 50000 };
+
+	Q->sleeper = 1;
+	pthread_mutex_unlock(&Q->lock);
+	nanosleep(&t, NULL);
+	if (!polled_alive())
+		__atomic_store_n(&dead, 1, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&Q->lock);
+	Q->sleeper = 0;
+	pthread_cond_broadcast(&Q->answered);
+}
+
 /* Sleeps until Q's call eventfd or the socket wakes it (Q->lock released). */
 static void sleep_on(struct queue *Q)
 {
@@ -306,7 +331,9 @@ int vhu_wait(struct vhu_slot *s)
 	pthread_mutex_lock(&Q->lock);
 	reap(Q);
 	while (!is_done(s) && !__atomic_load_n(&dead, __ATOMIC_ACQUIRE)) {
-		if (!Q->sleeper)
+		if (!Q->sleeper && polled_alive)
+			sleep_polled(Q);
+		else if (!Q->sleeper)
 			sleep_on(Q);
 		else
 			pthread_cond_wait(&Q->answered, &Q->lock);
