@@ -275,6 +275,19 @@ test.serial("shared-memory region: a claim whose process is gone is taken over, 
   await stillServes(t, s, fds);
 });
 
+test.serial("shared-memory region: a backend that stops mid-run ends the program's calls with errors, not a hang", async (t) => {
+  const s = serve(t);
+  const started = Date.now();
+  const done = program(s.region, 'memcpy');
+  t.true(await until(() => s.bridge.served !== 0, 30_000), 'attached');
+  s.bridge.close();
+  const r = await done;
+  t.not(r.code, 0);
+  t.regex(r.out, /^FAIL/m);
+  t.true(Date.now() - started < 50_000, `took ${Date.now() - started} ms`);
+  t.is(stateOf(s, 1), State.Failed);
+});
+
 test('shared-memory region: a region that is cut short, or not a region, is refused by the library before it reads past the file', (t) => {
   const dir = tmpDir(t);
   const s = serve(t);

@@ -1,9 +1,9 @@
 // The shared-memory transport's region, as guest-driver/include/qcuda_shm.h
-// declares it (the offsets below are that header's; test/shm checks them
-// against the C compiler's). The backend writes the layout once, then only
-// its answer fields; of the guest's fields it reads three words (the claim,
-// the attach and detach generations) and the rings' avail indexes, and uses
-// none of them as an offset or a length.
+// declares it (the offsets below are that header's; test/qcuda/shm-layout
+// checks them against the C compiler's). The backend writes the layout once,
+// then only its answer fields; of the guest's fields it reads three words
+// (the claim, the attach and detach generations) and the rings' avail
+// indexes, and uses none of them as an offset or a length.
 
 export const SHM_MAGIC = 0x4d48534144554351n; // "QCUDASHM"
 export const SHM_VERSION = 1;
