@@ -34,7 +34,8 @@ check-gen: node
 vm: qemu vm-image
 
 # Lint first (lint/lint.mk): a style slip fails in seconds, not after the tests.
-test: lint node vm guest-debs libvirt-deps guest-disk trace
+test: lint node vm guest-debs libvirt-deps guest-disk trace windows-deps
+	$(MAKE) windows
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node_modules/.bin/ava
 
 # The library and device tests alone (no QEMU, no guest).
@@ -73,6 +74,7 @@ include packaging/packaging.mk
 include packaging/install.mk
 include vm-images/disk/disk.mk
 include lint/lint.mk
+include guest-driver/windows/windows.mk
 
 # Everything a GPU machine needs (no network, no Node.js there) in .carry/;
 # then on it: bash test/gpu/run.sh (the device tool carries .carry).

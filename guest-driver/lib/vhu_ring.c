@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "qc_os.h"
 #include "vhu.h"
 
 #define VRING_DESC_F_NEXT 1
@@ -280,11 +281,9 @@ static int socket_gone(short revents)
 /* Polled transport: a short sleep, then whether the backend still serves. */
 static void sleep_polled(struct queue *Q)
 {
-	struct timespec t = { 0, 50000 };
-
 	Q->sleeper = 1;
 	pthread_mutex_unlock(&Q->lock);
-	nanosleep(&t, NULL);
+	qc_os_sleep_us(50);
 	if (!polled_alive())
 		__atomic_store_n(&dead, 1, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&Q->lock);
