@@ -39,8 +39,8 @@ interface Served {
   devices: { made: number; disposed: number };
 }
 
-/** A backend of three frontends (a socket, and the region as one of them) on the host provider. */
-function serve(t: ExecutionContext): Served {
+/** A backend of max frontends (a socket, and the region as one of them) on the host provider. */
+function serve(t: ExecutionContext, max = 3): Served {
   const dir = tmpDir(t);
   const sock = path.join(dir, 'qcuda.sock');
   const region = path.join(dir, 'qcuda.shm');
@@ -59,7 +59,7 @@ function serve(t: ExecutionContext): Served {
       devices.disposed++;
       return Promise.resolve();
     },
-    max: 3,
+    max,
   };
   const logger = { error: (l: string) => logged.push(l), info: (l: string) => logged.push(l) };
   const server = VhostUserServer.listenEach(sock, template, source, { logger });
@@ -274,6 +274,21 @@ test.serial("shared-memory region: a claim whose process is gone is taken over, 
   t.regex(s.logged.join('\n'), /attach 8 served/);
   await stillServes(t, s, fds);
 });
+
+test.serial(
+  'shared-memory region: an attach is one of the frontends: refused while the socket holds the only one, served after',
+  async (t) => {
+    const s = serve(t, 1);
+    const c = await sessionAt(t, s.sock);
+    t.is(await attach(s, 1), State.Failed);
+    t.regex(s.logged.join('\n'), /attach 1 refused: no frontend is free/);
+    c.fe.close();
+    t.true(await until(() => s.server.connections === 0, 5000));
+    t.is(await attach(s, 2), State.Ready);
+    detach(s, 2);
+    t.true(await until(() => s.server.connections === 0 && s.devices.disposed === s.devices.made, 5000));
+  },
+);
 
 test.serial("shared-memory region: a backend that stops mid-run ends the program's calls with errors, not a hang", async (t) => {
   const s = serve(t);

@@ -9,8 +9,9 @@
 // that session held.
 //
 // Nothing signals this side: it polls the header and the rings' avail
-// indexes, every turn while requests come and every IDLE_MS otherwise,
-// and turns a moved index into a kick.
+// indexes, every turn while requests come and every IDLE_MS otherwise
+// (UNATTACHED_MS while no guest is attached), and turns a moved index into
+// a kick.
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseSize } from '../qcuda/providers';
@@ -32,6 +33,8 @@ export interface BridgeOptions {
 
 /** A poll turn while idle: the latency of a request that comes after a pause. */
 const IDLE_MS = 1;
+/** A poll turn while no guest is attached: only an attach is looked for (a backend with no guest costs little). */
+const UNATTACHED_MS = 10;
 
 export class ShmBridge {
   readonly #fd: number;
@@ -85,7 +88,8 @@ export class ShmBridge {
 
   #schedule(): void {
     if (this.#closed) return;
-    this.#timer = process.hrtime.bigint() < this.#busyUntil ? setImmediate(() => this.#turn()) : setTimeout(() => this.#turn(), IDLE_MS);
+    if (process.hrtime.bigint() < this.#busyUntil) this.#timer = setImmediate(() => this.#turn());
+    else this.#timer = setTimeout(() => this.#turn(), this.#link || this.#starting ? IDLE_MS : UNATTACHED_MS);
   }
 
   #turn(): void {
