@@ -39,7 +39,7 @@ test: lint node vm guest-debs libvirt-deps guest-disk trace windows-deps
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node_modules/.bin/ava
 
 # The library and device tests alone (no QEMU, no guest).
-test-unit: node guest-libcuda guest-debs libvirt-deps
+test-unit: node guest-libcuda guest-debs libvirt-deps guest-cuda-programs
 	node_modules/.bin/ava 'dist/test/addon/**' 'dist/test/vhost-user/**' 'dist/test/qcuda/**' 'dist/test/cli/**' \
 	  'dist/test/tools/**' 'dist/test/guest-lib/**'
 
