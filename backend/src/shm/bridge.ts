@@ -31,6 +31,8 @@ export interface BridgeOptions {
   busyUs?: number;
 }
 
+/** How long an attach's device may take to start (negotiation, memory, rings): past it the attach fails and the bridge serves on. */
+const START_TIMEOUT_MS = 30_000;
 /** A poll turn while idle: the latency of a request that comes after a pause. */
 const IDLE_MS = 1;
 /** A poll turn while no guest is attached: only an attach is looked for (a backend with no guest costs little). */
@@ -140,14 +142,15 @@ export class ShmBridge {
     try {
       link = new Link(new Fd(mine), (reason) => this.#lost(link!, reason));
       if (!(await this.o.connect(theirs))) throw new Error('no frontend is free (--frontends)');
-      const s = await link.start(this.#fd, this.o.bytes - DATA_OFFSET);
+      const s = await withTimeout(link.start(this.#fd, this.o.bytes - DATA_OFFSET), START_TIMEOUT_MS, 'the device did not start');
       if (this.#closed) throw new Error('the backend stops');
       this.#link = link;
       this.#hdr.answer(gen, State.Ready, s.config, s.rings);
       this.o.log(`shm ${this.o.path}: attach ${gen} served`);
     } catch (e) {
       link?.close();
-      this.#hdr.answer(gen, State.Failed);
+      // Once closed, the header is unmapped: close() has told the guest already.
+      if (!this.#closed) this.#hdr.answer(gen, State.Failed);
       this.o.log(`shm ${this.o.path}: attach ${gen} refused: ${(e as Error).message}`);
     } finally {
       this.#starting = false;
@@ -196,4 +199,11 @@ export function shmOptions(p: string | undefined, size: string | undefined, fd: 
   const bytes = size === undefined ? 512 << 20 : Number(parseSize(size));
   checkRegionBytes(bytes);
   return { path: path.resolve(p), bytes };
+}
+
+/** p, or a rejection with why once ms have passed. */
+function withTimeout<T>(p: Promise<T>, ms: number, why: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${why} within ${ms / 1000} s`)), ms)));
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
