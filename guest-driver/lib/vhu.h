@@ -132,6 +132,12 @@ struct vhu_buf {
  * with -ENODEV once alive() says the backend no longer serves. Before
  * vhu_ring_start. */
 void vhu_ring_use_polling(int (*alive)(void));
+/* The socket transport's notifications (vhu_ring_events.c, Linux only):
+ * queue q's eventfds made and sent with its ring at va; a kick; a sleep of
+ * up to 1 s on the call eventfd and the socket, 1 if the backend is gone. */
+int vhu_events_start(unsigned int q, uint8_t *va, int *kick, int *call);
+int vhu_events_kick(int kick);
+int vhu_events_sleep(int call);
 /* Lays the rings of queues 0..n-1 and the slots in a region, and starts the
  * queues on the backend. 0 or -errno. */
 int vhu_ring_start(unsigned int nqueues);

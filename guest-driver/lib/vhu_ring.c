@@ -14,13 +14,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "qc_os.h"
 #include "vhu.h"
@@ -75,19 +70,6 @@ void vhu_ring_use_polling(int (*alive)(void))
 static int start_queue(unsigned int q, uint8_t *va)
 {
 	struct queue *Q = &queues[q];
-	struct {
-		uint32_t index, flags;
-		uint64_t desc, used, avail, log;
-	} addr = {
-		.index = q,
-		.desc = (uintptr_t)va,
-		.avail = (uintptr_t)va + PAGE,
-		.used = (uintptr_t)va + 2 * PAGE,
-	};
-	struct {
-		uint32_t index, num;
-	} st = { q, VHU_RING_SIZE };
-	int e;
 
 	Q->desc = (struct vring_desc *)va;
 	Q->avail = (uint16_t *)(va + PAGE);
@@ -96,24 +78,7 @@ static int start_queue(unsigned int q, uint8_t *va)
 	pthread_cond_init(&Q->answered, NULL);
 	if (polled_alive) /* the backend has the rings' places (qcuda_shm.h) */
 		return 0;
-	Q->kick = eventfd(0, EFD_CLOEXEC);
-	Q->call = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (Q->kick < 0 || Q->call < 0)
-		return -errno;
-	if ((e = vhu_request(VHU_SET_VRING_NUM, &st, sizeof(st), -1, 0, NULL, 0)))
-		return e;
-	st.num = 0;
-	if ((e = vhu_request(VHU_SET_VRING_BASE, &st, sizeof(st), -1, 0, NULL, 0)))
-		return e;
-	/* Ring addresses are this process's (QEMU's) virtual addresses. */
-	if ((e = vhu_request(VHU_SET_VRING_ADDR, &addr, sizeof(addr), -1, 0, NULL, 0)))
-		return e;
-	if ((e = vhu_set_u64(VHU_SET_VRING_KICK, q, Q->kick)))
-		return e;
-	if ((e = vhu_set_u64(VHU_SET_VRING_CALL, q, Q->call)))
-		return e;
-	st.num = 1;
-	return vhu_request(VHU_SET_VRING_ENABLE, &st, sizeof(st), -1, 0, NULL, 0);
+	return vhu_events_start(q, va, &Q->kick, &Q->call);
 }
 
 int vhu_ring_start(unsigned int n)
@@ -222,13 +187,7 @@ int vhu_submit(unsigned int q, struct vhu_slot *s, uint32_t args_len, uint32_t o
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	notify = !(__atomic_load_n(&Q->used[0], __ATOMIC_RELAXED) & VRING_USED_F_NO_NOTIFY);
 	pthread_mutex_unlock(&Q->lock);
-	if (notify && !polled_alive) {
-		uint64_t one = 1;
-
-		if (write(Q->kick, &one, sizeof(one)) != sizeof(one))
-			return -errno;
-	}
-	return 0;
+	return notify && !polled_alive ? vhu_events_kick(Q->kick) : 0;
 }
 
 /* Marks every answered slot of Q done (Q->lock held); how many. */
@@ -254,28 +213,9 @@ static unsigned int reap(struct queue *Q)
 	return n;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 static int is_done(struct vhu_slot *s)
 {
 	return __atomic_load_n(&s->done, __ATOMIC_ACQUIRE);
-}
-
-/* Whether the socket says the backend is gone (closed, or an error). A
- * reply waiting there is another thread's (vhu_request). */
-static int socket_gone(short revents)
-{
-	char c;
-
-	if (revents & (POLLHUP | POLLERR))
-		return 1;
-	return (revents & POLLIN) && recv(vhu_conn_fd(), &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 /* Polled transport: a short sleep, then whether the backend still serves. */
@@ -294,16 +234,10 @@ static void sleep_polled(struct queue *Q)
 /* Sleeps until Q's call eventfd or the socket wakes it (Q->lock released). */
 static void sleep_on(struct queue *Q)
 {
-	struct pollfd p[2] = { { Q->call, POLLIN, 0 }, { vhu_conn_fd(), POLLIN, 0 } };
-	uint64_t v;
-
 	Q->sleeper = 1;
 	pthread_mutex_unlock(&Q->lock);
-	if (poll(p, 2, 1000) > 0 && socket_gone(p[1].revents))
+	if (vhu_events_sleep(Q->call))
 		__atomic_store_n(&dead, 1, __ATOMIC_RELEASE);
-	if (read(Q->call, &v, sizeof(v)) < 0) {
-		/* EAGAIN: nothing was signalled (a timeout, the socket) */
-	}
 	pthread_mutex_lock(&Q->lock);
 	Q->sleeper = 0;
 	pthread_cond_broadcast(&Q->answered);
@@ -312,7 +246,7 @@ static void sleep_on(struct queue *Q)
 int vhu_wait(struct vhu_slot *s)
 {
 	struct queue *Q = &queues[s->q];
-	uint64_t until = poll_ns ? now_ns() + poll_ns : 0;
+	uint64_t until = poll_ns ? qc_os_now_ns() + poll_ns : 0;
 
 	/* Polled first: an answer within poll_ns costs no wake-up. */
 	while (!is_done(s) && until && !__atomic_load_n(&dead, __ATOMIC_ACQUIRE)) {
@@ -321,7 +255,7 @@ int vhu_wait(struct vhu_slot *s)
 			reap(Q);
 			pthread_mutex_unlock(&Q->lock);
 		}
-		if (now_ns() > until)
+		if (qc_os_now_ns() > until)
 			break;
 		__builtin_ia32_pause();
 	}

@@ -4,9 +4,11 @@
 #   windows-deps   installs mingw-w64 and Wine 8 (Debian's), as libvirt-deps
 #                  installs libvirt: what `make test` needs for the Wine tests
 #   windows        $(BUILD)/windows/shm_probe.exe: the shared-memory region's
-#                  attach (guest-driver/lib/shm_attach.c over os_win32.c),
-#                  and the same probe for Linux, to compare; built by `make`
-#                  where mingw-w64 is installed
+#                  attach (guest-driver/lib/shm_attach.c over os_win32.c);
+#                  shm_calls.exe: requests over the region through the
+#                  library's ring code (vhu_ring.c); and the same two for
+#                  Linux, to compare; built by `make` where mingw-w64 is
+#                  installed
 #
 # nvcuda.dll is not written yet: windows.md says what there is.
 
@@ -25,7 +27,7 @@ windows-deps:
 	@[ "$$(dpkg-query -W -f='$${Status}\n' $(WINDOWS_PKGS) 2>/dev/null | grep -c 'install ok installed')" = $(words $(WINDOWS_PKGS)) ] || { \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(WINDOWS_PKGS); }
 
-windows: $(WIN_OUT)/shm_probe.exe $(WIN_OUT)/shm_probe
+windows: $(WIN_OUT)/shm_probe.exe $(WIN_OUT)/shm_probe $(WIN_OUT)/shm_calls.exe $(WIN_OUT)/shm_calls
 
 $(WIN_OUT)/shm_probe.exe: $(WIN_PROBE_DEPS) $(WIN_DIR)/os_win32.c
 	@mkdir -p $(@D)
@@ -34,6 +36,19 @@ $(WIN_OUT)/shm_probe.exe: $(WIN_PROBE_DEPS) $(WIN_DIR)/os_win32.c
 $(WIN_OUT)/shm_probe: $(WIN_PROBE_DEPS) $(CURDIR)/guest-driver/lib/os_posix.c
 	@mkdir -p $(@D)
 	gcc $(WIN_CFLAGS) -o $@ $(WIN_PROBE_SRCS) $(CURDIR)/guest-driver/lib/os_posix.c
+
+LIB := $(CURDIR)/guest-driver/lib
+WIN_CALLS_SRCS := $(WIN_DIR)/shm_calls.c $(LIB)/shm_attach.c $(LIB)/vhu_ring.c
+WIN_CALLS_DEPS := $(WIN_PROBE_DEPS) $(WIN_CALLS_SRCS) $(LIB)/vhu.h
+
+# Static: the program runs on a Windows without mingw's DLLs (winpthreads).
+$(WIN_OUT)/shm_calls.exe: $(WIN_CALLS_DEPS) $(WIN_DIR)/os_win32.c $(WIN_DIR)/vhu_win32.c
+	@mkdir -p $(@D)
+	$(MINGW_CC) $(WIN_CFLAGS) -static -pthread -o $@ $(WIN_CALLS_SRCS) $(WIN_DIR)/os_win32.c $(WIN_DIR)/vhu_win32.c
+
+$(WIN_OUT)/shm_calls: $(WIN_CALLS_DEPS) $(LIB)/os_posix.c $(LIB)/vhu_mem.c $(LIB)/vhu_conn.c $(LIB)/vhu_ring_events.c
+	@mkdir -p $(@D)
+	gcc $(WIN_CFLAGS) -pthread -o $@ $(WIN_CALLS_SRCS) $(LIB)/os_posix.c $(LIB)/vhu_mem.c $(LIB)/vhu_conn.c $(LIB)/vhu_ring_events.c
 
 # Built by `make` where mingw-w64 is installed (make test installs it).
 ifneq ($(shell command -v $(MINGW_CC) 2>/dev/null),)

@@ -1,9 +1,11 @@
-// Windows' first piece of issue 48, under Wine 8: the shared-memory region's
-// attach (guest-driver/lib/shm_attach.c over guest-driver/windows/os_win32.c,
-// cross-built with mingw-w64: `make windows`) against a real qcuda-backend
-// --shm. The Windows probe prints what the Linux build of the same probe
-// prints, the backend serves its attach and ends it at its detach, and the
-// Linux library then takes the region and runs a CUDA program over it.
+// Windows' first pieces of issue 48, under Wine 8, against a real
+// qcuda-backend --shm: the shared-memory region's attach
+// (guest-driver/lib/shm_attach.c over guest-driver/windows/os_win32.c,
+// cross-built with mingw-w64: `make windows`) and requests over its rings
+// (the library's vhu_ring.c). Each Windows program prints what the Linux
+// build of the same program prints; the backend serves each attach and ends
+// it at its detach; the Linux library then takes the region and runs a CUDA
+// program over it.
 // Wine's prefix is cached under ~/.cache/qcuda (its first start takes
 // seconds to minutes); WINEDEBUG=-all.
 import test, { type ExecutionContext } from 'ava';
@@ -94,6 +96,27 @@ test.serial('under Wine, the Windows build attaches to a region the Linux backen
   t.regex(prog.out, /^PASS: device/m);
   t.regex(b.log(), /attach 3 served/);
 });
+
+test.serial(
+  "under Wine, requests over the region through the library's ring code: a session, 1 MiB both ways, errors, as on Linux",
+  async (t) => {
+    t.timeout(300_000);
+    t.truthy(WINE, 'Wine 8 is installed (make windows-deps)');
+    const env = wineEnv();
+    t.teardown(() => void spawnSync(WINESERVER!, ['-k'], { env, timeout: 30_000 }));
+    const b = await backend(t, tmpDir(t));
+    const linux = await runTo(path.join(WIN, 'shm_calls'), [b.region], process.env, 60_000);
+    t.is(linux.code, 0, linux.out);
+    const wine = await runTo(WINE!, [path.join(WIN, 'shm_calls.exe'), `Z:${b.region.replace(/\//g, '\\')}`], env, 240_000);
+    t.is(wine.code, 0, wine.out);
+    t.is(wine.out.replace(/\r/g, ''), linux.out);
+    t.regex(wine.out, /^ok {3}MEMCPY_DTOH: the same bytes back\r?$/m);
+    t.regex(wine.out, /^PASS: shm_calls\r?$/m);
+    // Each build's session opened and closed in the backend, and each attach ended.
+    t.is((b.log().match(/session \w+ closed after \d+ calls/g) ?? []).length, 2, b.log());
+    t.true(await until(() => (b.log().match(/frontend disconnected/g) ?? []).length === 2, 10_000), b.log());
+  },
+);
 
 test.serial('under Wine, a region cut short or foreign is refused as on Linux, and a missing one is not found', async (t) => {
   t.timeout(300_000);
