@@ -49,6 +49,13 @@ void qc_os_map_private_to_process(struct qc_os_map *m)
 	madvise(m->va, m->bytes, MADV_DONTFORK);
 }
 
+int qc_os_is_socket(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
 uint64_t qc_os_pid(void)
 {
 	return (uint64_t)getpid();

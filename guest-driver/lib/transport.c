@@ -7,8 +7,8 @@
  * region a backend serves (transport_shm.c), and wins over the path.
  */
 #include <stdlib.h>
-#include <sys/stat.h>
 
+#include "qc_os.h"
 #include "transport_ops.h"
 
 static const struct qt_ops *ops = &qt_ioctl_ops;
@@ -16,13 +16,12 @@ static const struct qt_ops *ops = &qt_ioctl_ops;
 int qt_open(const char *path, int *fd)
 {
 	const char *shm = getenv("QCUDA_SHM");
-	struct stat st;
 
 	if (shm && *shm) {
 		ops = &qt_shm_ops;
 		return ops->open(shm, fd);
 	}
-	ops = stat(path, &st) == 0 && S_ISSOCK(st.st_mode) ? &qt_user_ops : &qt_ioctl_ops;
+	ops = qc_os_is_socket(path) ? &qt_user_ops : &qt_ioctl_ops;
 	return ops->open(path, fd);
 }
 

@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include <emmintrin.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,7 +45,8 @@ static struct {
 	int forked; /* this is a child of the process that connected */
 } u = { .open_lock = PTHREAD_MUTEX_INITIALIZER };
 
-static void after_fork_child(void)
+/* Unused on Windows: winpthreads' pthread_atfork drops it (no fork there). */
+static void __attribute__((unused)) after_fork_child(void)
 {
 	/* The rings and the session are the parent's (CUDA does not carry
 	 * across fork either); a child that execs connects anew. */
@@ -399,7 +401,7 @@ static int writable_range(uintptr_t a, uint64_t len, int *shared)
 	if (!f)
 		return -errno;
 	while (a < end && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || hi <= a)
+		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s", &lo, &hi, perms) != 3 || hi <= a)
 			continue;
 		if (lo > a || perms[0] != 'r' || perms[1] != 'w')
 			break;

@@ -69,6 +69,11 @@ void qc_os_map_private_to_process(struct qc_os_map *m)
 	/* Windows has no fork: nothing else inherits the view. */
 }
 
+int qc_os_is_socket(const char *path)
+{
+	return 0; /* no backend's socket is reachable from a Windows guest */
+}
+
 uint64_t qc_os_pid(void)
 {
 	return GetCurrentProcessId();

@@ -1,54 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * shm_calls REGION: requests over a qcuda shared-memory region through the
- * guest library's own ring code (vhu_ring.c, polled) from Windows, as
- * nvcuda.dll will make them: a session, HELLO, 1 MiB of device memory
- * written and read back through a slot's staging room, freed, the session
- * closed. Prints one line per call, the same on every build (the test
- * compares this Windows build under Wine with the Linux build). Exit 0 if
- * every call did what it should.
+ * shm_calls: requests over the qcuda shared-memory region QCUDA_SHM names,
+ * through the guest library's transport (transport.h: transport_shm.c, then
+ * transport_user.c's chunks and staging over vhu_ring.c), as nvcuda.dll
+ * will make them: HELLO (the session opens with it), 8 MiB of device memory
+ * written from and read back into ordinary memory (staged, 2 MiB chunks
+ * pipelined), freed, a double free refused. Prints one line per step, the
+ * same on every build (the test compares this Windows build under Wine with
+ * the Linux build). Exit 0 if every step did what it should.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "shm_attach.h"
-#include "vhu.h"
+#include "qcuda_proto.h"
+#include "transport.h"
 
-static struct shm_attach shm;
+#define BYTES (8u << 20)
+
 static int failed;
-
-static int alive(void)
-{
-	return shm_alive(&shm);
-}
-
-/* One request on queue 0 from a slot: args in, out back; data through the
- * slot's stage (to or from the device, len bytes). */
-static int call(uint32_t cmd, uint64_t session, const void *args, uint32_t args_len, void *out, uint32_t out_len,
-		int to_device, uint32_t len, struct qcuda_resp_hdr *resp, uint8_t **stage)
-{
-	struct vhu_slot *s = vhu_slot_get();
-	struct vhu_buf data = { .len = len, .to_device = to_device };
-	int e;
-
-	*s->hdr = (struct qcuda_req_hdr){ .cmd = cmd, .len = args_len, .session = session, .data_len = len };
-	memcpy(s->args, args, args_len);
-	data.gpa = s->stage_gpa;
-	if (stage && to_device)
-		memcpy(s->stage, *stage, len);
-	e = vhu_submit(0, s, args_len, out_len, &data);
-	if (!e)
-		e = vhu_wait(s);
-	if (!e) {
-		*resp = *s->resp;
-		if (out_len && resp->len <= out_len)
-			memcpy(out, s->out, resp->len);
-		if (stage && !to_device)
-			memcpy(*stage, s->stage, len);
-	}
-	vhu_slot_put(s);
-	return e;
-}
 
 static void check(int ok, const char *what)
 {
@@ -56,57 +26,47 @@ static void check(int ok, const char *what)
 	failed |= !ok;
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
-	static uint8_t pattern[1 << 20], back[1 << 20];
 	struct qcuda_args_hello hello = { .proto_version = QCUDA_PROTO_VERSION, .cuda_version = 13000 };
 	struct qcuda_out_hello ho = { 0 };
-	struct qcuda_args_malloc ma = { .size = sizeof(pattern) };
-	struct qcuda_args_memcpy mc = { .size = sizeof(pattern) };
+	struct qcuda_args_malloc ma = { .size = BYTES };
+	struct qcuda_args_memcpy mc = { .size = BYTES };
 	struct qcuda_args_ptr fr;
-	struct qcuda_resp_hdr r;
-	uint8_t *p = pattern, *b = back;
-	uint64_t session;
-	int e;
+	uint8_t *pattern = malloc(BYTES), *back = malloc(BYTES);
+	struct qt_result r;
+	struct qt_info info;
+	int fd, e;
 
-	if (argc < 2) {
-		fprintf(stderr, "usage: shm_calls REGION\n");
+	if (!pattern || !back || !getenv("QCUDA_SHM"))
 		return 2;
-	}
-	if ((e = shm_attach(argv[1], VHU_RING_SIZE, &shm))) {
-		printf("attach failed (%d)\n", -e);
+	e = qt_open(getenv("QCUDA_SHM"), &fd);
+	check(!e, "qt_open: the region attached");
+	if (e)
 		return 1;
-	}
-	vhu_mem_use_file(-1, shm.map.va + shm.layout.data_offset, shm.layout.data_gpa, shm.layout.data_offset,
-			 shm.layout.data_bytes);
-	vhu_ring_use_polling(alive);
-	if ((e = vhu_ring_start(shm.rings))) {
-		printf("rings failed (%d)\n", -e);
-		shm_detach(&shm);
-		return 1;
-	}
-	e = call(QCUDA_CMD_SESSION_OPEN, 0, NULL, 0, NULL, 0, 0, 0, &r, NULL);
-	session = r.value;
-	check(!e && r.status == 0 && session != 0, "SESSION_OPEN: a session");
-	e = call(QCUDA_CMD_HELLO, session, &hello, sizeof(hello), &ho, sizeof(ho), 0, 0, &r, NULL);
+	printf("     transport %s\n", qt_name());
+	e = qt_info(fd, &info);
+	check(!e && info.proto_version == QCUDA_PROTO_VERSION && info.num_queues > 0, "qt_info: the device's config");
+	e = qt_call(fd, QCUDA_CMD_HELLO, &hello, sizeof(hello), &ho, sizeof(ho), QT_NONE, NULL, 0, &r);
 	check(!e && r.status == 0 && ho.proto_version == QCUDA_PROTO_VERSION, "HELLO: the backend speaks our protocol");
 	printf("     %u device(s)\n", ho.device_count);
-	e = call(QCUDA_CMD_MALLOC, session, &ma, sizeof(ma), NULL, 0, 0, 0, &r, NULL);
-	check(!e && r.status == 0 && r.value != 0, "MALLOC 1 MiB");
+	e = qt_call(fd, QCUDA_CMD_MALLOC, &ma, sizeof(ma), NULL, 0, QT_NONE, NULL, 0, &r);
+	check(!e && r.status == 0 && r.value != 0, "MALLOC 8 MiB");
 	mc.dst = mc.src = fr.ptr = r.value;
-	for (size_t i = 0; i < sizeof(pattern); i++)
+	for (size_t i = 0; i < BYTES; i++)
 		pattern[i] = (uint8_t)(i * 7 + (i >> 12));
-	e = call(QCUDA_CMD_MEMCPY_HTOD, session, &mc, sizeof(mc), NULL, 0, 1, sizeof(pattern), &r, &p);
-	check(!e && r.status == 0, "MEMCPY_HTOD 1 MiB through the region");
-	e = call(QCUDA_CMD_MEMCPY_DTOH, session, &mc, sizeof(mc), NULL, 0, 0, sizeof(back), &r, &b);
-	check(!e && r.status == 0 && !memcmp(pattern, back, sizeof(back)), "MEMCPY_DTOH: the same bytes back");
-	e = call(QCUDA_CMD_FREE, session, &fr, sizeof(fr), NULL, 0, 0, 0, &r, NULL);
+	e = qt_call(fd, QCUDA_CMD_MEMCPY_HTOD, &mc, sizeof(mc), NULL, 0, QT_TO_DEVICE, pattern, BYTES, &r);
+	check(!e && r.status == 0, "MEMCPY_HTOD 8 MiB from ordinary memory (staged)");
+	memset(back, 0, BYTES);
+	e = qt_call(fd, QCUDA_CMD_MEMCPY_DTOH, &mc, sizeof(mc), NULL, 0, QT_FROM_DEVICE, back, BYTES, &r);
+	check(!e && r.status == 0 && !memcmp(pattern, back, BYTES), "MEMCPY_DTOH: the same bytes back");
+	e = qt_call(fd, QCUDA_CMD_FREE, &fr, sizeof(fr), NULL, 0, QT_NONE, NULL, 0, &r);
 	check(!e && r.status == 0, "FREE");
-	e = call(QCUDA_CMD_FREE, session, &fr, sizeof(fr), NULL, 0, 0, 0, &r, NULL);
+	e = qt_call(fd, QCUDA_CMD_FREE, &fr, sizeof(fr), NULL, 0, QT_NONE, NULL, 0, &r);
 	check(!e && r.status != 0, "FREE again: an error");
-	e = call(QCUDA_CMD_SESSION_CLOSE, session, NULL, 0, NULL, 0, 0, 0, &r, NULL);
-	check(!e && r.status == 0, "SESSION_CLOSE");
-	shm_detach(&shm);
 	printf("%s: shm_calls\n", failed ? "FAIL" : "PASS");
+	free(pattern);
+	free(back);
+	/* The region is let go at exit (transport_shm.c). */
 	return failed;
 }

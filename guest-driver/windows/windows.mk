@@ -6,7 +6,7 @@
 #   windows        $(BUILD)/windows/shm_probe.exe: the shared-memory region's
 #                  attach (guest-driver/lib/shm_attach.c over os_win32.c);
 #                  shm_calls.exe: requests over the region through the
-#                  library's ring code (vhu_ring.c); and the same two for
+#                  library's transport (transport.h); and the same two for
 #                  Linux, to compare; built by `make` where mingw-w64 is
 #                  installed
 #
@@ -38,17 +38,20 @@ $(WIN_OUT)/shm_probe: $(WIN_PROBE_DEPS) $(CURDIR)/guest-driver/lib/os_posix.c
 	gcc $(WIN_CFLAGS) -o $@ $(WIN_PROBE_SRCS) $(CURDIR)/guest-driver/lib/os_posix.c
 
 LIB := $(CURDIR)/guest-driver/lib
-WIN_CALLS_SRCS := $(WIN_DIR)/shm_calls.c $(LIB)/shm_attach.c $(LIB)/vhu_ring.c
-WIN_CALLS_DEPS := $(WIN_PROBE_DEPS) $(WIN_CALLS_SRCS) $(LIB)/vhu.h
+# The library's transport path over a region, as the Windows library will link it.
+WIN_CALLS_SRCS := $(WIN_DIR)/shm_calls.c $(addprefix $(LIB)/,transport.c transport_user.c transport_shm.c shm_attach.c vhu_ring.c)
+WIN_CALLS_DEPS := $(WIN_PROBE_DEPS) $(WIN_CALLS_SRCS) $(LIB)/vhu.h $(LIB)/transport.h $(LIB)/transport_ops.h
+WIN_CALLS_OS := $(addprefix $(WIN_DIR)/,os_win32.c vhu_win32.c transport_none.c)
+LINUX_CALLS_OS := $(addprefix $(LIB)/,os_posix.c vhu_mem.c vhu_conn.c vhu_ring_events.c transport_ioctl.c)
 
 # Static: the program runs on a Windows without mingw's DLLs (winpthreads).
-$(WIN_OUT)/shm_calls.exe: $(WIN_CALLS_DEPS) $(WIN_DIR)/os_win32.c $(WIN_DIR)/vhu_win32.c
+$(WIN_OUT)/shm_calls.exe: $(WIN_CALLS_DEPS) $(WIN_CALLS_OS)
 	@mkdir -p $(@D)
-	$(MINGW_CC) $(WIN_CFLAGS) -static -pthread -o $@ $(WIN_CALLS_SRCS) $(WIN_DIR)/os_win32.c $(WIN_DIR)/vhu_win32.c
+	$(MINGW_CC) $(WIN_CFLAGS) -static -pthread -o $@ $(WIN_CALLS_SRCS) $(WIN_CALLS_OS)
 
-$(WIN_OUT)/shm_calls: $(WIN_CALLS_DEPS) $(LIB)/os_posix.c $(LIB)/vhu_mem.c $(LIB)/vhu_conn.c $(LIB)/vhu_ring_events.c
+$(WIN_OUT)/shm_calls: $(WIN_CALLS_DEPS) $(LINUX_CALLS_OS)
 	@mkdir -p $(@D)
-	gcc $(WIN_CFLAGS) -pthread -o $@ $(WIN_CALLS_SRCS) $(LIB)/os_posix.c $(LIB)/vhu_mem.c $(LIB)/vhu_conn.c $(LIB)/vhu_ring_events.c
+	gcc $(WIN_CFLAGS) -pthread -o $@ $(WIN_CALLS_SRCS) $(LINUX_CALLS_OS)
 
 # Built by `make` where mingw-w64 is installed (make test installs it).
 ifneq ($(shell command -v $(MINGW_CC) 2>/dev/null),)
