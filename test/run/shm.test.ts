@@ -65,6 +65,15 @@ for (const [prog, args] of PROGRAMS) {
   });
 }
 
+test("over the region, a session's own queue is served by its worker process (own queues, as on a GPU)", (t) => {
+  const dir = tmpDir(t);
+  const r = run(dir, 'shm', ['--own-queues=yes', '--cudart=qcuda', '--', path.join(BIN, 'stream')]);
+  t.is(r.status, 0, r.stdout + r.stderr);
+  t.regex(r.stdout, /^PASS: stream/m);
+  t.regex(r.log, /attach 1 served/);
+  t.regex(r.log, /session \w+: queue 1 served by its worker, pid \d+/);
+});
+
 test("a program's second CUDA process finds the region taken (one process a region), and the first still passes", (t) => {
   const dir = tmpDir(t);
   // forkquota's child opens a session of its own: over one region it cannot, and says so.
