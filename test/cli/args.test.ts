@@ -232,7 +232,7 @@ function backendCases(): Case[] {
     ...badEnum('own-queues'),
     ...badSizes('shm-size').map((a) => [`--shm=${SOCK}.shm`, ...a]),
     [`--shm=${SOCK}.shm`, '--shm-size=10M'],
-    [`--shm=${SOCK}.shm`, '--shm-size=100M'],
+    [`--shm=${SOCK}.shm`, '--shm-size=99M'],
     ['--shm-size=1G'],
     [`--shm=${NONE}/r.shm`],
     [`--shm=${FILE}`],
