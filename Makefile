@@ -34,11 +34,12 @@ check-gen: node
 vm: qemu vm-image
 
 # Lint first (lint/lint.mk): a style slip fails in seconds, not after the tests.
-test: lint node vm guest-debs libvirt-deps guest-disk trace
+test: lint node vm guest-debs libvirt-deps guest-disk trace windows-deps
+	$(MAKE) windows
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node_modules/.bin/ava
 
 # The library and device tests alone (no QEMU, no guest).
-test-unit: node guest-libcuda guest-debs libvirt-deps
+test-unit: node guest-libcuda guest-debs libvirt-deps guest-cuda-programs
 	node_modules/.bin/ava 'dist/test/addon/**' 'dist/test/vhost-user/**' 'dist/test/qcuda/**' 'dist/test/cli/**' \
 	  'dist/test/tools/**' 'dist/test/guest-lib/**'
 
@@ -73,6 +74,7 @@ include packaging/packaging.mk
 include packaging/install.mk
 include vm-images/disk/disk.mk
 include lint/lint.mk
+include guest-driver/windows/windows.mk
 
 # Everything a GPU machine needs (no network, no Node.js there) in .carry/;
 # then on it: bash test/gpu/run.sh (the device tool carries .carry).

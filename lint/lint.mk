@@ -17,7 +17,7 @@ LINT_APT_PKGS := clang-format perl
 CHECKPATCH := $(CURDIR)/lint/checkpatch.sh
 PRETTIER_FILES := '{backend,test}/**/*.ts' '**/*.mjs'
 # Every C/C++/CUDA source but the kernel module's, less the generated ones.
-CLANG_FORMAT_FILES = $(shell find addon/src guest-driver/lib guest-driver/libcuda guest-driver/nvml guest-driver/trace test \
+CLANG_FORMAT_FILES = $(shell find addon/src guest-driver/lib guest-driver/libcuda guest-driver/nvml guest-driver/trace guest-driver/windows test \
 	-type f \( -name '*.c' -o -name '*.h' -o -name '*.cc' -o -name '*.cu' \) | sort | xargs grep -L 'do not edit')
 KERNEL_FILES = $(sort $(wildcard guest-driver/kernel/*.c guest-driver/kernel/*.h guest-driver/include/*.h))
 

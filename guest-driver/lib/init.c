@@ -31,6 +31,9 @@ static void init_once_fn(void)
 	qc_debug_on = getenv("QCUDA_DEBUG") && *getenv("QCUDA_DEBUG") && strcmp(getenv("QCUDA_DEBUG"), "0");
 	if (!path || !*path)
 		path = "/dev/qcuda0";
+	/* The shared-memory transport's region, where named, is what opens. */
+	if (getenv("QCUDA_SHM") && *getenv("QCUDA_SHM"))
+		path = getenv("QCUDA_SHM");
 
 	r = qt_open(path, &qc.fd);
 	if (r) {

@@ -3,19 +3,25 @@
  * transport.h's entry points, forwarded to the transport qt_open chose: a
  * path naming a unix socket is a backend's vhost-user socket (the userspace
  * transport, `qcuda run`); anything else is a /dev/qcuda<N> device node (the
- * guest kernel driver's ioctls).
+ * guest kernel driver's ioctls). QCUDA_SHM, where set, names a shared-memory
+ * region a backend serves (transport_shm.c), and wins over the path.
  */
-#include <sys/stat.h>
+#include <stdlib.h>
 
+#include "qc_os.h"
 #include "transport_ops.h"
 
 static const struct qt_ops *ops = &qt_ioctl_ops;
 
 int qt_open(const char *path, int *fd)
 {
-	struct stat st;
+	const char *shm = getenv("QCUDA_SHM");
 
-	ops = stat(path, &st) == 0 && S_ISSOCK(st.st_mode) ? &qt_user_ops : &qt_ioctl_ops;
+	if (shm && *shm) {
+		ops = &qt_shm_ops;
+		return ops->open(shm, fd);
+	}
+	ops = qc_os_is_socket(path) ? &qt_user_ops : &qt_ioctl_ops;
 	return ops->open(path, fd);
 }
 

@@ -3,7 +3,8 @@
  * The library's two transports behind transport.h: the kernel's
  * (transport_ioctl.c: /dev/qcuda<N> in a guest) and the userspace one
  * (transport_user.c: the library itself is the vhost-user frontend of a
- * backend's socket, for `qcuda run`). transport.c picks one at qt_open.
+ * backend's socket, for `qcuda run`), and the shared-memory one
+ * (transport_shm.c, QCUDA_SHM). transport.c picks one at qt_open.
  */
 #ifndef QCUDA_TRANSPORT_OPS_H
 #define QCUDA_TRANSPORT_OPS_H
@@ -26,5 +27,11 @@ struct qt_ops {
 
 extern const struct qt_ops qt_ioctl_ops;
 extern const struct qt_ops qt_user_ops;
+/* The shared-memory transport (QCUDA_SHM: transport_shm.c): its open, then
+ * the userspace transport's path over the region's rings. */
+extern const struct qt_ops qt_shm_ops;
+int qt_shm_open(const char *path, int *fd);
+struct virtio_qcuda_config;
+int qt_user_start_polled(const struct virtio_qcuda_config *c);
 
 #endif

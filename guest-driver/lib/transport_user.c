@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include <emmintrin.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,7 +45,8 @@ static struct {
 	int forked; /* this is a child of the process that connected */
 } u = { .open_lock = PTHREAD_MUTEX_INITIALIZER };
 
-static void after_fork_child(void)
+/* Unused on Windows: winpthreads' pthread_atfork drops it (no fork there). */
+static void __attribute__((unused)) after_fork_child(void)
 {
 	/* The rings and the session are the parent's (CUDA does not carry
 	 * across fork either); a child that execs connects anew. */
@@ -106,6 +108,25 @@ static int ut_open(const char *path, int *fd)
 	pthread_atfork(NULL, NULL, after_fork_child);
 	*fd = vhu_conn_fd();
 	return 0;
+}
+
+/* The shared-memory transport's start (transport_shm.c): the region is
+ * mapped and served, the device's config read from its header; the rest of
+ * the path is this file's. */
+int qt_user_start_polled(const struct virtio_qcuda_config *c)
+{
+	int e;
+
+	if (c->magic != QCUDA_MAGIC || c->num_queues == 0)
+		return -EPROTO;
+	u.num_queues = c->num_queues;
+	u.proto_version = c->proto_version;
+	u.capabilities = c->capabilities;
+	u.queue = u.num_queues > 1 ? 1 : 0;
+	e = vhu_ring_start(u.queue + 1);
+	if (!e)
+		pthread_atfork(NULL, NULL, after_fork_child);
+	return e;
 }
 
 static int ut_info(int fd, struct qt_info *info)
@@ -380,7 +401,7 @@ static int writable_range(uintptr_t a, uint64_t len, int *shared)
 	if (!f)
 		return -errno;
 	while (a < end && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || hi <= a)
+		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s", &lo, &hi, perms) != 3 || hi <= a)
 			continue;
 		if (lo > a || perms[0] != 'r' || perms[1] != 'w')
 			break;
@@ -426,6 +447,19 @@ static int ut_gpa(int fd, const void *addr, uint64_t size, uint64_t *gpa)
 const struct qt_ops qt_user_ops = {
 	.name = "vhost-user",
 	.open = ut_open,
+	.info = ut_info,
+	.call = ut_call,
+	.host_alloc = ut_host_alloc,
+	.host_free = ut_host_free,
+	.host_mmap = ut_host_mmap,
+	.host_register = ut_host_register,
+	.host_unregister = ut_host_unregister,
+	.gpa = ut_gpa,
+};
+
+const struct qt_ops qt_shm_ops = {
+	.name = "shm",
+	.open = qt_shm_open,
 	.info = ut_info,
 	.call = ut_call,
 	.host_alloc = ut_host_alloc,

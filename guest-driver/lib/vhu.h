@@ -72,6 +72,10 @@ int vhu_conn_fd(void);
 /* A new region of size bytes (page-rounded), mapped here and sent to the
  * backend; *va its mapping, *gpa its guest-physical start. 0 or -errno. */
 int vhu_mem_region(uint64_t size, void **va, uint64_t *gpa);
+/* The shared-memory transport (transport_shm.c): regions are carved from
+ * one file's data area, size bytes mapped at va, guest-physical gpa, at
+ * file_off in fd, which the backend serves already (no ADD_MEM_REG). */
+void vhu_mem_use_file(int fd, uint8_t *va, uint64_t gpa, uint64_t file_off, uint64_t size);
 /* Pinned host memory of size bytes, zeroed, in a region: its token is its
  * guest-physical address. 0 or -errno. */
 int vhu_mem_alloc(uint64_t size, uint64_t *gpa);
@@ -123,6 +127,17 @@ struct vhu_buf {
 	int to_device;
 };
 
+/* The shared-memory transport: no eventfds and no socket; the backend polls
+ * the rings, waits poll the used rings, then sleep in short steps, and end
+ * with -ENODEV once alive() says the backend no longer serves. Before
+ * vhu_ring_start. */
+void vhu_ring_use_polling(int (*alive)(void));
+/* The socket transport's notifications (vhu_ring_events.c, Linux only):
+ * queue q's eventfds made and sent with its ring at va; a kick; a sleep of
+ * up to 1 s on the call eventfd and the socket, 1 if the backend is gone. */
+int vhu_events_start(unsigned int q, uint8_t *va, int *kick, int *call);
+int vhu_events_kick(int kick);
+int vhu_events_sleep(int call);
 /* Lays the rings of queues 0..n-1 and the slots in a region, and starts the
  * queues on the backend. 0 or -errno. */
 int vhu_ring_start(unsigned int nqueues);

@@ -33,6 +33,7 @@ struct region {
 	uint8_t *va;
 	uint64_t gpa, size;
 	int fd;
+	uint64_t file_off; /* of va in fd (the shared-memory transport's file) */
 	int heap; /* host memory is carved from it */
 	uint64_t touched; /* heap: bytes from its start ever handed out */
 };
@@ -52,6 +53,12 @@ static size_t npieces, cap_pieces;
 static struct piece *aliases;
 static size_t naliases, cap_aliases;
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
+/* The shared-memory transport's data area (vhu_mem_use_file), if in use. */
+static struct {
+	uint8_t *va;
+	uint64_t gpa, file_off, size, next;
+	int fd;
+} file;
 
 static uint64_t round_up(uint64_t v, uint64_t a)
 {
@@ -72,6 +79,38 @@ static int grow(struct piece **v, size_t *cap, size_t n)
 	return 0;
 }
 
+void vhu_mem_use_file(int fd, uint8_t *va, uint64_t gpa, uint64_t file_off, uint64_t size)
+{
+	file.fd = fd, file.va = va, file.gpa = gpa, file.file_off = file_off, file.size = size;
+	next_gpa = gpa;
+}
+
+/* A region carved from the file's data area: the backend has it already.
+ * Host memory takes all that is left at once (there is no more to grow
+ * into), and is zeroed as it is handed out: the file may hold an earlier
+ * process's bytes. */
+static int carve_region(uint64_t size, int heap, struct region **out)
+{
+	struct region *r;
+
+	size = round_up(size, VHU_ALIGN);
+	if (nregions == VHU_MAX_REGIONS || size > file.size - file.next)
+		return -ENOSPC;
+	if (heap)
+		size = file.size - file.next;
+	r = &regions[nregions++];
+	*r = (struct region){ .va = file.va + file.next,
+			      .gpa = file.gpa + file.next,
+			      .size = size,
+			      .fd = file.fd,
+			      .file_off = file.file_off + file.next,
+			      .heap = heap,
+			      .touched = heap ? size : 0 };
+	file.next += size;
+	*out = r;
+	return 0;
+}
+
 /* A new region (under the write lock, or before any other thread runs). */
 static int add_region(uint64_t size, int heap, struct region **out)
 {
@@ -82,6 +121,8 @@ static int add_region(uint64_t size, int heap, struct region **out)
 	void *va;
 	int fd, e;
 
+	if (file.va)
+		return carve_region(size, heap, out);
 	if (nregions == VHU_MAX_REGIONS)
 		return -ENOSPC;
 	size = round_up(size, VHU_ALIGN);
@@ -235,7 +276,7 @@ void *vhu_mem_map(uint64_t gpa, size_t len, void *want)
 	pthread_rwlock_wrlock(&lock);
 	r = region_of(gpa, len);
 	if (r && r->heap && grow(&aliases, &cap_aliases, naliases) == 0) {
-		off_t off = (off_t)(gpa - r->gpa);
+		off_t off = (off_t)(r->file_off + gpa - r->gpa);
 
 		if (want) {
 			p = mmap(want, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, r->fd, off);
@@ -294,7 +335,7 @@ int vhu_mem_adopt(void *addr, uint64_t size, uint64_t *gpa)
 		 * the place of its own (one mmap: the range is never unmapped). */
 		memcpy(r->va + (at - r->gpa), (void *)start, len);
 		p = mmap((void *)start, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, r->fd,
-			 (off_t)(at - r->gpa));
+			 (off_t)(r->file_off + at - r->gpa));
 		e = p == MAP_FAILED ? -errno : 0;
 	}
 	if (!e) {

@@ -14,14 +14,10 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "qc_os.h"
 #include "vhu.h"
 
 #define VRING_DESC_F_NEXT 1
@@ -61,48 +57,28 @@ static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t slot_freed = PTHREAD_COND_INITIALIZER;
 static int dead;
 static uint64_t poll_ns = 1000000;
+/* The shared-memory transport: no kick or call eventfds and no socket; the
+ * backend polls the avail rings, and this says whether it still serves. */
+static int (*polled_alive)(void);
+
+void vhu_ring_use_polling(int (*alive)(void))
+{
+	polled_alive = alive;
+}
 
 /* Queue q's ring at va (in a shared region): three pages. */
 static int start_queue(unsigned int q, uint8_t *va)
 {
 	struct queue *Q = &queues[q];
-	struct {
-		uint32_t index, flags;
-		uint64_t desc, used, avail, log;
-	} addr = {
-		.index = q,
-		.desc = (uintptr_t)va,
-		.avail = (uintptr_t)va + PAGE,
-		.used = (uintptr_t)va + 2 * PAGE,
-	};
-	struct {
-		uint32_t index, num;
-	} st = { q, VHU_RING_SIZE };
-	int e;
 
 	Q->desc = (struct vring_desc *)va;
 	Q->avail = (uint16_t *)(va + PAGE);
 	Q->used = (uint16_t *)(va + 2 * PAGE);
 	pthread_mutex_init(&Q->lock, NULL);
 	pthread_cond_init(&Q->answered, NULL);
-	Q->kick = eventfd(0, EFD_CLOEXEC);
-	Q->call = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (Q->kick < 0 || Q->call < 0)
-		return -errno;
-	if ((e = vhu_request(VHU_SET_VRING_NUM, &st, sizeof(st), -1, 0, NULL, 0)))
-		return e;
-	st.num = 0;
-	if ((e = vhu_request(VHU_SET_VRING_BASE, &st, sizeof(st), -1, 0, NULL, 0)))
-		return e;
-	/* Ring addresses are this process's (QEMU's) virtual addresses. */
-	if ((e = vhu_request(VHU_SET_VRING_ADDR, &addr, sizeof(addr), -1, 0, NULL, 0)))
-		return e;
-	if ((e = vhu_set_u64(VHU_SET_VRING_KICK, q, Q->kick)))
-		return e;
-	if ((e = vhu_set_u64(VHU_SET_VRING_CALL, q, Q->call)))
-		return e;
-	st.num = 1;
-	return vhu_request(VHU_SET_VRING_ENABLE, &st, sizeof(st), -1, 0, NULL, 0);
+	if (polled_alive) /* the backend has the rings' places (qcuda_shm.h) */
+		return 0;
+	return vhu_events_start(q, va, &Q->kick, &Q->call);
 }
 
 int vhu_ring_start(unsigned int n)
@@ -211,13 +187,7 @@ int vhu_submit(unsigned int q, struct vhu_slot *s, uint32_t args_len, uint32_t o
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	notify = !(__atomic_load_n(&Q->used[0], __ATOMIC_RELAXED) & VRING_USED_F_NO_NOTIFY);
 	pthread_mutex_unlock(&Q->lock);
-	if (notify) {
-		uint64_t one = 1;
-
-		if (write(Q->kick, &one, sizeof(one)) != sizeof(one))
-			return -errno;
-	}
-	return 0;
+	return notify && !polled_alive ? vhu_events_kick(Q->kick) : 0;
 }
 
 /* Marks every answered slot of Q done (Q->lock held); how many. */
@@ -243,43 +213,31 @@ static unsigned int reap(struct queue *Q)
 	return n;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 static int is_done(struct vhu_slot *s)
 {
 	return __atomic_load_n(&s->done, __ATOMIC_ACQUIRE);
 }
 
-/* Whether the socket says the backend is gone (closed, or an error). A
- * reply waiting there is another thread's (vhu_request). */
-static int socket_gone(short revents)
+/* Polled transport: a short sleep, then whether the backend still serves. */
+static void sleep_polled(struct queue *Q)
 {
-	char c;
-
-	if (revents & (POLLHUP | POLLERR))
-		return 1;
-	return (revents & POLLIN) && recv(vhu_conn_fd(), &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+	Q->sleeper = 1;
+	pthread_mutex_unlock(&Q->lock);
+	qc_os_sleep_us(50);
+	if (!polled_alive())
+		__atomic_store_n(&dead, 1, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&Q->lock);
+	Q->sleeper = 0;
+	pthread_cond_broadcast(&Q->answered);
 }
 
 /* Sleeps until Q's call eventfd or the socket wakes it (Q->lock released). */
 static void sleep_on(struct queue *Q)
 {
-	struct pollfd p[2] = { { Q->call, POLLIN, 0 }, { vhu_conn_fd(), POLLIN, 0 } };
-	uint64_t v;
-
 	Q->sleeper = 1;
 	pthread_mutex_unlock(&Q->lock);
-	if (poll(p, 2, 1000) > 0 && socket_gone(p[1].revents))
+	if (vhu_events_sleep(Q->call))
 		__atomic_store_n(&dead, 1, __ATOMIC_RELEASE);
-	if (read(Q->call, &v, sizeof(v)) < 0) {
-		/* EAGAIN: nothing was signalled (a timeout, the socket) */
-	}
 	pthread_mutex_lock(&Q->lock);
 	Q->sleeper = 0;
 	pthread_cond_broadcast(&Q->answered);
@@ -288,7 +246,7 @@ static void sleep_on(struct queue *Q)
 int vhu_wait(struct vhu_slot *s)
 {
 	struct queue *Q = &queues[s->q];
-	uint64_t until = poll_ns ? now_ns() + poll_ns : 0;
+	uint64_t until = poll_ns ? qc_os_now_ns() + poll_ns : 0;
 
 	/* Polled first: an answer within poll_ns costs no wake-up. */
 	while (!is_done(s) && until && !__atomic_load_n(&dead, __ATOMIC_ACQUIRE)) {
@@ -297,7 +255,7 @@ int vhu_wait(struct vhu_slot *s)
 			reap(Q);
 			pthread_mutex_unlock(&Q->lock);
 		}
-		if (now_ns() > until)
+		if (qc_os_now_ns() > until)
 			break;
 		__builtin_ia32_pause();
 	}
@@ -306,7 +264,9 @@ int vhu_wait(struct vhu_slot *s)
 	pthread_mutex_lock(&Q->lock);
 	reap(Q);
 	while (!is_done(s) && !__atomic_load_n(&dead, __ATOMIC_ACQUIRE)) {
-		if (!Q->sleeper)
+		if (!Q->sleeper && polled_alive)
+			sleep_polled(Q);
+		else if (!Q->sleeper)
 			sleep_on(Q);
 		else
 			pthread_cond_wait(&Q->answered, &Q->lock);

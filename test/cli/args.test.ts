@@ -117,6 +117,8 @@ const RUN_CASES: string[][] = [
   [`--socket=${NONE}`],
   [`--socket=${FILE}`],
   ...badEnum('cudart'),
+  ...badEnum('transport'),
+  ['--transport=shm', `--socket=${SOCK}`],
   ...badInts('max-processes'),
   ['--max-processes=4097'],
   ...BACKEND_OPTION_CASES,
@@ -232,6 +234,12 @@ function backendCases(): Case[] {
     ...badEnum('ring-server'),
     ...badEnum('pin-guest-ram'),
     ...badEnum('own-queues'),
+    ...badSizes('shm-size').map((a) => [`--shm=${SOCK}.shm`, ...a]),
+    [`--shm=${SOCK}.shm`, '--shm-size=10M'],
+    [`--shm=${SOCK}.shm`, '--shm-size=99M'],
+    ['--shm-size=1G'],
+    [`--shm=${NONE}/r.shm`],
+    [`--shm=${FILE}`],
     ['--nope'],
     ['extra'],
     ['--read-only=yes'],
@@ -254,6 +262,7 @@ function backendCases(): Case[] {
     { program: 'qcuda-backend', args: [`--socket-path=${SOCK}`, `--status-socket=${NONE}/s.sock`] },
     ...[...badInts('fd'), ['--fd=99']].map((a) => ({ program: 'qcuda-backend' as const, args: a })),
     { program: 'qcuda-backend', args: ['--fd=1', '--frontends=2'] },
+    { program: 'qcuda-backend', args: ['--fd=1', `--shm=${SOCK}.shm`] },
   ];
 }
 

@@ -24,7 +24,8 @@ say "accel: $(grep -qwE 'vmx|svm' /proc/cpuinfo && [ -w /dev/kvm ] && echo kvm |
 
 status=0
 # PARTS picks sections (default all): run workloads provider hostile compat guest libcuda cublas torch managed bench latency disk;
-# also latency-short (not in all): the latency part's ring server runs alone, for a run of two minutes.
+# also latency-short (not in all): the latency part's ring server runs alone, for a run of two minutes;
+# shm (not in all): the shared-memory transport's programs and figures (test/gpu/shm-part.sh).
 PARTS=${PARTS:-run workloads provider hostile compat guest libcuda cublas torch managed bench latency disk}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 # PROGRAMS (default all) picks the guest programs the guest and libcuda parts run.
@@ -416,5 +417,6 @@ guest_vm --memory=1024 --cpus=4 --timeout=300 --disk=512M --disk=512M,store=host
   'echo "gpu store: $(blkbench /dev/vda 3 4)"; echo "host store: $(blkbench /dev/vdb 3 4)"' > "$LOGS/disk.tcg.log" 2>&1
 grep -E '^(gpu|host) store:' "$LOGS/disk.tcg.log" | while read -r l; do say "$l"; done
 fi
+if part shm; then . test/gpu/shm-part.sh; fi
 say "overall: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status

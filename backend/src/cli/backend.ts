@@ -8,6 +8,7 @@ import { parseArgs } from 'node:util';
 import { DEVICES, type DeviceOptions } from '../devices';
 import type { VmShared } from '../qcuda/session';
 import { DEFAULT_LIMITS, GPU_CONTEXT_OVERHEAD, type VmLimits } from '../qcuda/limits';
+import { ShmBridge, shmOptions } from '../shm/bridge';
 import { DEFAULT_INLINE_WAIT_US, DEFAULT_POLL_US, hostDeviceCount, parseGpus, parseSize, type ProviderKind } from '../qcuda/providers';
 import { MAX_HOST_DEVICES } from '../qcuda/providers/host';
 import { LogLimiter } from '../sys/log-limiter';
@@ -43,6 +44,14 @@ ${Object.entries(DEVICES)
   .map(([n, d]) => `                            ${n.padEnd(8)}${d.describe}`)
   .join('\n')}
   --queues=N              request queues (default 4; must match QEMU's num-queues)
+  --shm=PATH              qcuda: also serve a shared-memory region, a file
+                          created at PATH (it must not exist; removed on
+                          exit), which one guest process at a time attaches
+                          to (QCUDA_SHM=PATH; a Windows VM's ivshmem device:
+                          docs/windows.md); it is one of the --frontends.
+                          Without --socket-path the region is all it serves
+  --shm-size=SIZE         the region's size (default 512M; at least 98M):
+                          rings, staging room and the guest's pinned memory
   --frontends=N           with --socket-path: serve up to N frontends at once,
                           each a device of its own sharing one quota and the
                           bounds below (the processes of 'qcuda run', each
@@ -266,6 +275,8 @@ function usage(msg: string): never {
 const DEVICE_ONLY: Record<string, string[]> = {
   blk: ['size', 'store', 'read-only', 'ledger-slot'],
   qcuda: [
+    'shm',
+    'shm-size',
     'provider',
     'host-devices',
     'isolation',
@@ -403,6 +414,8 @@ async function main(): Promise<void> {
     args = parseArgs({
       options: {
         'socket-path': { type: 'string' },
+        shm: { type: 'string' },
+        'shm-size': { type: 'string' },
         fd: { type: 'string' },
         'status-socket': { type: 'string' },
         device: { type: 'string' },
@@ -460,7 +473,14 @@ async function main(): Promise<void> {
     process.stdout.write(`${JSON.stringify(caps)}\n`);
     return;
   }
-  if ((args['socket-path'] === undefined) === (args.fd === undefined)) usage('give exactly one of --socket-path and --fd');
+  let shm: ReturnType<typeof shmOptions>;
+  try {
+    shm = shmOptions(args.shm, args['shm-size'], args.fd !== undefined);
+  } catch (e) {
+    usage((e as Error).message);
+  }
+  if (args['socket-path'] !== undefined && args.fd !== undefined) usage('give one of --socket-path and --fd');
+  if (args['socket-path'] === undefined && args.fd === undefined && !shm) usage('give one of --socket-path, --fd and --shm');
   checkDeviceOptions(deviceName, Object.keys(args));
   const provider = args.provider ?? 'auto';
   const isolation = args.isolation ?? 'process';
@@ -567,7 +587,7 @@ async function main(): Promise<void> {
       : (args['status-socket'] ?? (args['socket-path'] !== undefined ? defaultStatusSocket(args['socket-path']) : undefined));
   dropRoot(
     args['backend-user'],
-    [args['socket-path'], statusPath].filter((p) => p !== undefined).map((p) => path.dirname(path.resolve(p))),
+    [args['socket-path'], statusPath, shm?.path].filter((p) => p !== undefined).map((p) => path.dirname(path.resolve(p))),
     write,
   );
   // Not dumpable; ended with the qcuda vm or qcuda run that started it (sys/harden.ts).
@@ -578,6 +598,7 @@ async function main(): Promise<void> {
   let server: VhostUserServer;
   let status: StatusSocket | undefined;
   let shareWindow: UsageWindow | undefined;
+  let bridge: ShmBridge | undefined;
   try {
     // Without a daemon CUDA would run without MPS, quietly: refused before the VM joins anything.
     const missing = mpsDir === undefined ? undefined : mpsDaemonMissing(mpsDir);
@@ -614,7 +635,7 @@ async function main(): Promise<void> {
     const peer = peerUid === undefined ? undefined : { uid: peerUid, refused };
     if (fd !== undefined) {
       server = VhostUserServer.fromConnectedFd(fd, device, { onDisconnect: () => shutdown(0), logger });
-    } else if (frontends > 1) {
+    } else if (frontends > 1 || shm) {
       // Each frontend a device of its own, all counted against the first one's bounds (one quota).
       const shared: DeviceOptions = { ...options, vm: (device as { vm?: VmShared }).vm };
       const source: DeviceSource = {
@@ -622,8 +643,15 @@ async function main(): Promise<void> {
         dispose: (d) => kind.dispose?.(d) ?? Promise.resolve(),
         max: frontends,
       };
-      server = VhostUserServer.listenEach(args['socket-path']!, device, source, { logger, peer });
-      write(`${device.name} device listening on ${args['socket-path']} for up to ${frontends} frontends`);
+      if (args['socket-path'] !== undefined) {
+        server = VhostUserServer.listenEach(args['socket-path'], device, source, { logger, peer });
+        write(`${device.name} device listening on ${args['socket-path']} for up to ${frontends} frontends`);
+      } else server = VhostUserServer.unbound(device, source, { logger });
+      if (shm) {
+        const s = server;
+        bridge = ShmBridge.create({ ...shm, connect: (fd) => s.serveConnected(fd, true), log: (line) => vmLog.log(line) });
+        write(`${device.name} device serving the shared-memory region ${shm.path} (${shm.bytes >> 20} MiB)`);
+      }
     } else {
       server = VhostUserServer.listen(args['socket-path']!, device, { logger, peer });
       write(`${device.name} device listening on ${args['socket-path']}`);
@@ -642,6 +670,7 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   function shutdown(code: number): void {
+    bridge?.close();
     server.close();
     status?.close();
     process.exit(code);

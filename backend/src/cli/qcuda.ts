@@ -190,6 +190,11 @@ unless one of the three is given: PROGRAM is your own process), --backend-log an
 processes):
   --socket=PATH        join the backend listening on PATH (a qcuda-backend
                        --frontends=N) instead of starting one
+  --transport=KIND     vhost-user (default): each CUDA process is a frontend of
+                       the backend's socket; shm: PROGRAM's first CUDA
+                       process reaches it through a shared-memory region
+                       (QCUDA_SHM), as a Windows guest does, and its other
+                       processes find the region taken (docs/windows.md)
   --cudart=KIND        native (default): only qcuda's libcuda.so.1 goes first
                        on LD_LIBRARY_PATH, programs keep their own CUDA runtime
                        (PyTorch, cuBLAS: one session per process); qcuda: its
@@ -344,6 +349,7 @@ const OPTIONS = {
   cmdline: { type: 'string' },
   type: { type: 'string' },
   cudart: { type: 'string' },
+  transport: { type: 'string' },
   'max-processes': { type: 'string' },
   'lib-dir': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
@@ -403,7 +409,7 @@ const COMMAND_OPTIONS: Record<string, string[]> = {
     ...HOST_BOUND_OPTIONS,
     ...BACKEND_PASSED,
   ],
-  run: ['socket', 'cudart', 'max-processes', 'lib-dir', 'backend-user', ...HOST_BOUND_OPTIONS, ...BACKEND_PASSED],
+  run: ['socket', 'transport', 'cudart', 'max-processes', 'lib-dir', 'backend-user', ...HOST_BOUND_OPTIONS, ...BACKEND_PASSED],
   'qemu-args': ['socket', 'disk-socket', 'kernel', 'initrd', 'queues', 'memory', 'cpus'],
   status: ['socket', 'status-socket', 'json'],
   'libvirt-xml': ['name', 'socket', 'kernel', 'initrd', 'cmdline', 'disk', 'qemu', 'memory', 'cpus', 'queues', 'type'],
@@ -493,6 +499,9 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
   if (argv.length === 0) usage('run needs a PROGRAM to run');
   const cudart = (v.cudart as string | undefined) ?? 'native';
   if (cudart !== 'native' && cudart !== 'qcuda') usage(`--cudart must be native or qcuda, got '${cudart}'`);
+  const transport = (v.transport as string | undefined) ?? 'vhost-user';
+  if (transport !== 'vhost-user' && transport !== 'shm') usage(`--transport must be vhost-user or shm, got '${transport}'`);
+  if (transport === 'shm' && v.socket) usage('--transport=shm needs a backend of its own (not --socket)');
   const str = (k: string) => v[k] as string | undefined;
   if (
     str('socket') &&
@@ -542,6 +551,7 @@ async function run(v: { [k: string]: string | boolean | string[] | undefined }, 
       argv,
       socket,
       qcudaRuntime: cudart === 'qcuda',
+      shm: transport === 'shm',
       libDir,
       // Each frontend is one process and its "guest RAM" is that process's own memory: pinned whole.
       backendArgs,

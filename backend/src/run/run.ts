@@ -33,6 +33,8 @@ export interface RunOptions {
   backendUser?: BackendUser;
   /** The control group the started backend (and so its workers) runs in (vm/host-bounds.ts); default none. */
   hostCgroup?: HostCgroup;
+  /** The program's first CUDA process reaches the started backend through a shared-memory region (QCUDA_SHM), not its socket. */
+  shm?: boolean;
 }
 
 export class RunError extends Error {}
@@ -42,6 +44,8 @@ const BACKEND_JS = path.resolve(__dirname, '..', 'cli', 'backend.js');
 /** A backend for the run: started, its socket waited for; stop() ends it. */
 interface Backend {
   socket: string;
+  /** Its shared-memory region (RunOptions.shm). */
+  shm?: string;
   pid: number;
   stop(): Promise<void>;
 }
@@ -60,11 +64,20 @@ async function startBackend(o: RunOptions, dir: string): Promise<Backend> {
     fs.chownSync(sockDir, as.uid, as.gid);
   }
   const socket = path.join(sockDir, 'qcuda.sock');
+  const shm = o.shm ? path.join(sockDir, 'qcuda.shm') : undefined;
   // As root and not dropped, it is told to keep root (it would drop by itself).
   const keepRoot = !as && process.geteuid?.() === 0 ? ['--backend-user=root'] : [];
   const p = spawn(
     process.execPath,
-    [BACKEND_JS, `--socket-path=${socket}`, '--status-socket=none', `--frontends=${o.frontends}`, ...o.backendArgs, ...keepRoot],
+    [
+      BACKEND_JS,
+      `--socket-path=${socket}`,
+      '--status-socket=none',
+      `--frontends=${o.frontends}`,
+      ...(shm ? [`--shm=${shm}`] : []),
+      ...o.backendArgs,
+      ...keepRoot,
+    ],
     {
       ...(as ? { uid: as.uid, gid: as.gid, cwd: '/' } : {}),
       stdio: ['ignore', 'ignore', 'pipe'],
@@ -99,7 +112,7 @@ async function startBackend(o: RunOptions, dir: string): Promise<Backend> {
     }
     await new Promise((r) => setTimeout(r, 20));
   }
-  return { socket, pid: p.pid!, stop };
+  return { socket, shm, pid: p.pid!, stop };
 }
 
 /** The directory put first on LD_LIBRARY_PATH: qcuda's libcuda.so.1, and its libcudart.so.13 if asked. */
@@ -130,6 +143,7 @@ export async function runCuda(o: RunOptions): Promise<number> {
     const env = {
       ...process.env,
       QCUDA_DEVICE: path.resolve(o.socket ?? backend!.socket),
+      ...(backend?.shm ? { QCUDA_SHM: backend.shm } : {}),
       // Where the backend's CPU time can be read (/proc), for benchmarks.
       ...(backend ? { QCUDA_BACKEND_PID: String(backend.pid) } : {}),
       LD_LIBRARY_PATH: [lib, process.env.LD_LIBRARY_PATH].filter(Boolean).join(':'),

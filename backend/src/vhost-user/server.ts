@@ -115,6 +115,46 @@ export class VhostUserServer {
     return s;
   }
 
+  /** A listenEach server without a socket of its own: its frontends come through serveConnected only. */
+  static unbound(template: VhostUserDevice, source: DeviceSource, options: ServerOptions = {}): VhostUserServer {
+    return new VhostUserServer(template, options, source);
+  }
+
+  /**
+   * Serves one more frontend of a listenEach server on a connected socket
+   * (one end of a pair), counted against its max as an accepted one: what
+   * qcuda's shared-memory transport makes of a region's attach. Its memory
+   * may be any file (ownMemory: the embedder made it, so a frontend cannot
+   * cut it short); everything else is as untrusted as an accepted frontend's.
+   * Resolves false, fd closed, if max are served or no device was made.
+   */
+  async serveConnected(fd: number, ownMemory: boolean): Promise<boolean> {
+    const source = this.source;
+    if (!source || this.#closed || this.#active.size + this.#starting >= source.max) {
+      native.close(fd);
+      return false;
+    }
+    this.#starting++;
+    let device: VhostUserDevice;
+    try {
+      device = await source.make();
+    } catch (e) {
+      this.#logger.error(`vhost-user: ${this.device.name}: no device for a frontend: ${(e as Error).message}`);
+      native.close(fd);
+      return false;
+    } finally {
+      this.#starting--;
+    }
+    if (this.#closed) {
+      native.close(fd);
+      await source.dispose(device);
+      return false;
+    }
+    const active = this.#serve(new Fd(fd), device);
+    if (ownMemory) active.backend.memory.sealedOnly = false;
+    return true;
+  }
+
   /** Serves an already connected socket (--fd=FDNUM). */
   static fromConnectedFd(fd: number, device: VhostUserDevice, options: ServerOptions = {}): VhostUserServer {
     const s = new VhostUserServer(device, options);
@@ -186,7 +226,7 @@ export class VhostUserServer {
     return false;
   }
 
-  #serve(sock: Fd, device: VhostUserDevice): void {
+  #serve(sock: Fd, device: VhostUserDevice): Active {
     // The connection's handlers reach its entry, made just after it.
     let active: Active | undefined;
     const conn = new Connection(sock, {
@@ -199,6 +239,7 @@ export class VhostUserServer {
     debug('%s: frontend connected', device.name);
     this.#logger.info?.(`vhost-user: ${device.name}: frontend connected`);
     this.events.onConnect?.();
+    return active;
   }
 
   #onMessage(active: Active, m: Message): void {

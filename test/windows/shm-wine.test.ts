@@ -1,0 +1,148 @@
+// Windows' first pieces of issue 48, under Wine 8, against a real
+// qcuda-backend --shm: the shared-memory region's attach
+// (guest-driver/lib/shm_attach.c over guest-driver/windows/os_win32.c,
+// cross-built with mingw-w64: `make windows`) and requests over its rings
+// (the library's vhu_ring.c). Each Windows program prints what the Linux
+// build of the same program prints; the backend serves each attach and ends
+// it at its detach; the Linux library then takes the region and runs a CUDA
+// program over it.
+// Wine's prefix is cached under ~/.cache/qcuda (its first start takes
+// seconds to minutes); WINEDEBUG=-all.
+import test, { type ExecutionContext } from 'ava';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { KEEP_ROOT, tmpDir, until } from '../helpers';
+
+const dist = path.resolve(__dirname, '..', '..');
+const ROOT = path.resolve(dist, '..');
+const BACKEND = path.join(dist, 'backend/src/cli/backend.js');
+const WIN = path.join(ROOT, 'build', 'windows');
+const BIN = path.join(ROOT, 'build', 'guest', 'bin');
+const WINE = ['/usr/lib/wine/wine64', '/usr/bin/wine64', '/usr/bin/wine'].find((p) => fs.existsSync(p));
+const WINESERVER = ['/usr/lib/wine/wineserver64', '/usr/bin/wineserver'].find((p) => fs.existsSync(p));
+
+function wineEnv(): NodeJS.ProcessEnv {
+  const version = spawnSync(WINE!, ['--version'], { encoding: 'utf8' })
+    .stdout.trim()
+    .replace(/[^\w.-]/g, '_');
+  const prefix = path.join(os.homedir(), '.cache', 'qcuda', `wine-prefix-${version}`);
+  fs.mkdirSync(path.dirname(prefix), { recursive: true });
+  return { ...process.env, WINEPREFIX: prefix, WINEDEBUG: '-all', WINEARCH: 'win64' };
+}
+
+/** A program run to its end (spawned: the test's backend is another process, but its output is waited for without blocking). */
+function runTo(cmd: string, args: string[], env: NodeJS.ProcessEnv, ms: number): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    p.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    p.stderr.on('data', (b: Buffer) => (out += b.toString()));
+    const killer = setTimeout(() => p.kill('SIGKILL'), ms);
+    p.once('close', (code) => {
+      clearTimeout(killer);
+      resolve({ code, out });
+    });
+  });
+}
+
+/** A qcuda-backend serving a region at dir/region (and nothing else), stopped by the test. */
+async function backend(t: ExecutionContext, dir: string): Promise<{ region: string; log: () => string }> {
+  const region = path.join(dir, 'region');
+  const p: ChildProcess = spawn(process.execPath, [BACKEND, '--provider=host', `--shm=${region}`, '--shm-size=128M', ...KEEP_ROOT], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let log = '';
+  p.stderr!.on('data', (b: Buffer) => (log += b.toString()));
+  t.teardown(() => {
+    p.kill('SIGKILL');
+  });
+  t.true(await until(() => /serving the shared-memory region/.test(log), 60_000), log);
+  return { region, log: () => log };
+}
+
+test.serial('under Wine, the Windows build attaches to a region the Linux backend serves, as the Linux build does', async (t) => {
+  t.timeout(300_000);
+  t.truthy(WINE, 'Wine 8 is installed (make windows-deps)');
+  t.true(fs.existsSync(path.join(WIN, 'shm_probe.exe')), 'make windows built the probe');
+  const env = wineEnv();
+  t.teardown(() => void spawnSync(WINESERVER!, ['-k'], { env, timeout: 30_000 }));
+  const dir = tmpDir(t);
+  const b = await backend(t, dir);
+  const linux = await runTo(path.join(WIN, 'shm_probe'), [b.region, '200'], process.env, 60_000);
+  t.is(linux.code, 0, linux.out);
+  // Wine sees the host's files under Z:.
+  const winPath = `Z:${b.region.replace(/\//g, '\\')}`;
+  const wine = await runTo(WINE!, [path.join(WIN, 'shm_probe.exe'), winPath, '200'], env, 240_000);
+  t.is(wine.code, 0, wine.out);
+  const lines = (s: string) => s.split(/\r?\n/).filter((l) => /^(attached|alive):/.test(l));
+  t.deepEqual(lines(wine.out), lines(linux.out));
+  t.regex(linux.out, /^generation 1$/m);
+  t.regex(wine.out, /^generation 2\r?$/m);
+  t.regex(wine.out, /^attached: protocol \d+, \d+ queues, 2 rings, data 126 MiB at 0x40000000\r?$/m);
+  t.regex(wine.out, /^alive: 1\r?$/m);
+  // The backend served both attaches and ended each at its detach.
+  t.true(await until(() => (b.log().match(/frontend disconnected/g) ?? []).length === 2, 10_000), b.log());
+  t.regex(b.log(), /attach 2 served/);
+  // The Linux library takes the region after the Windows process let go, and runs a program over it.
+  const prog = await runTo(
+    path.join(BIN, 'device'),
+    [],
+    { ...process.env, QCUDA_SHM: b.region, LD_LIBRARY_PATH: path.join(ROOT, 'build', 'guest', 'lib') },
+    60_000,
+  );
+  t.is(prog.code, 0, prog.out);
+  t.regex(prog.out, /^PASS: device/m);
+  t.regex(b.log(), /attach 3 served/);
+});
+
+test.serial(
+  "under Wine, requests through the library's transport over the region: HELLO, 8 MiB both ways, errors, as on Linux",
+  async (t) => {
+    t.timeout(300_000);
+    t.truthy(WINE, 'Wine 8 is installed (make windows-deps)');
+    const env = wineEnv();
+    t.teardown(() => void spawnSync(WINESERVER!, ['-k'], { env, timeout: 30_000 }));
+    const b = await backend(t, tmpDir(t));
+    const linux = await runTo(path.join(WIN, 'shm_calls'), [], { ...process.env, QCUDA_SHM: b.region }, 60_000);
+    t.is(linux.code, 0, linux.out);
+    const wine = await runTo(
+      WINE!,
+      [path.join(WIN, 'shm_calls.exe')],
+      { ...env, QCUDA_SHM: `Z:${b.region.replace(/\//g, '\\')}` },
+      240_000,
+    );
+    t.is(wine.code, 0, wine.out);
+    t.is(wine.out.replace(/\r/g, ''), linux.out);
+    t.regex(wine.out, /^ {5}transport shm\r?$/m);
+    t.regex(wine.out, /^ok {3}MEMCPY_DTOH: the same bytes back\r?$/m);
+    t.regex(wine.out, /^PASS: shm_calls\r?$/m);
+    // Each build's session opened, and ended with its attach (the library detaches at exit).
+    t.is((b.log().match(/session \w+ opened/g) ?? []).length, 2, b.log());
+    t.true(await until(() => (b.log().match(/device reset: closing 1 sessions/g) ?? []).length === 2, 10_000), b.log());
+  },
+);
+
+test.serial('under Wine, a region cut short or foreign is refused as on Linux, and a missing one is not found', async (t) => {
+  t.timeout(300_000);
+  t.truthy(WINE, 'Wine 8 is installed (make windows-deps)');
+  const env = wineEnv();
+  t.teardown(() => void spawnSync(WINESERVER!, ['-k'], { env, timeout: 30_000 }));
+  const dir = tmpDir(t);
+  fs.writeFileSync(path.join(dir, 'short'), Buffer.alloc(100));
+  fs.writeFileSync(path.join(dir, 'foreign'), Buffer.alloc(8192, 0x5a));
+  for (const [name, want] of [
+    ['short', 'EPROTO'],
+    ['foreign', 'EPROTO'],
+    ['missing', 'ENOENT'],
+  ]) {
+    const f = path.join(dir, name);
+    const linux = await runTo(path.join(WIN, 'shm_probe'), [f], process.env, 60_000);
+    const wine = await runTo(WINE!, [path.join(WIN, 'shm_probe.exe'), `Z:${f.replace(/\//g, '\\')}`], env, 240_000);
+    t.is(linux.code, 1, name);
+    t.is(wine.code, 1, name);
+    t.regex(wine.out, new RegExp(`^attach failed: ${want}`, 'm'), name);
+    t.is(wine.out.replace(/\r/g, ''), linux.out, name);
+  }
+});
