@@ -152,9 +152,18 @@ static cudaError_t add_host_fn(cudaStream_t stream, int ptds, cudaHostFn_t fn, c
 	marked = f;
 	pthread_mutex_unlock(&lock);
 	e = qc_post_host_func(qc_stream(stream, ptds), id);
-	if (e != cudaSuccess)
+	if (e != cudaSuccess) {
 		free(take(id));
-	return e;
+		return e;
+	}
+	/*
+	 * Sent now, not after the batch delay: a program waits for its host
+	 * function outside CUDA (a semaphore it posts: JAX's in-flight bound
+	 * is one), so no later call would flush it, and the wait would last
+	 * the delay each time.
+	 */
+	qc_flush();
+	return cudaSuccess;
 }
 
 cudaError_t qc_host_fn(cudaStream_t stream, int ptds, cudaHostFn_t fn, void *data)
