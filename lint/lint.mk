@@ -1,6 +1,9 @@
 # Lint and format checks. Included by the top-level Makefile (SHELL, CACHE).
 #
-#   make lint     checks only: ESLint, Prettier, clang-format, checkpatch.pl
+#   make lint     checks only: the rules of CONTRIBUTING.md that a script can
+#                 judge (file sizes, commit messages), ESLint, Prettier,
+#                 clang-format, checkpatch.pl
+#   make hooks    installs lint/commit-msg as this checkout's commit-msg hook
 #   make format   rewrites the files into the checked form (Prettier,
 #                 clang-format, the kernel module's block comments)
 #
@@ -21,13 +24,23 @@ CLANG_FORMAT_FILES = $(shell find addon/src guest-driver/lib guest-driver/libcud
 	-type f \( -name '*.c' -o -name '*.h' -o -name '*.cc' -o -name '*.cu' \) | sort | xargs grep -L 'do not edit')
 KERNEL_FILES = $(sort $(wildcard guest-driver/kernel/*.c guest-driver/kernel/*.h guest-driver/include/*.h))
 
-.PHONY: lint format lint-deps lint-ts lint-c
+.PHONY: lint format lint-deps lint-ts lint-c lint-rules hooks
 
 lint-deps:
 	@[ "$$(dpkg-query -W -f='$${Status}\n' $(LINT_APT_PKGS) 2>/dev/null | grep -c 'install ok installed')" = $(words $(LINT_APT_PKGS)) ] || { \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(LINT_APT_PKGS); }
 
-lint: lint-ts lint-c
+lint: lint-rules lint-ts lint-c
+
+# The written rules (CONTRIBUTING.md): no hand-written file over 900 lines;
+# every commit after lint/commits-base has an area, a short subject and a body.
+lint-rules:
+	bash lint/file-size.sh
+	node lint/commits.mjs
+
+# The hooks folder is the main checkout's, shared by its worktrees.
+hooks:
+	ln -sf "$(CURDIR)/lint/commit-msg" "$$(git rev-parse --git-path hooks)/commit-msg"
 
 lint-ts: node_modules/.installed
 	node_modules/.bin/eslint --max-warnings 0 .
