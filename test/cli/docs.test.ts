@@ -1,7 +1,8 @@
 // The documentation stays usable: the README stays a short user's guide,
-// every link between the docs reaches a file and a heading that exist, and
-// every option the two commands' help texts declare is listed in
-// docs/operations.md, so a new option cannot go undocumented there.
+// every link between the docs reaches a file and a heading that exist, every
+// file and `make` target the docs name in code exists, and every option the
+// two commands' help texts declare is listed in docs/operations.md, so a new
+// option cannot go undocumented there.
 import test from 'ava';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -58,6 +59,85 @@ test('every link in the README, CONTRIBUTING.md and docs/ reaches an existing fi
   }
   t.true(DOCS.length >= 9);
   t.deepEqual(broken, []);
+});
+
+/** The text of each `code span` and each line of a fenced block. */
+function codeSpans(file: string): string[] {
+  const text = read(file);
+  const blocks = [...text.matchAll(/```[^\n]*\n([\s\S]*?)```/g)].flatMap((m) => m[1].split('\n'));
+  return [...text.replace(/```[\s\S]*?```/g, '').matchAll(/`([^`\n]+)`/g)].map((m) => m[1]).concat(blocks);
+}
+
+/** Every file of the tree, relative to it (what is built or installed left out). */
+function treeFiles(dir = ''): string[] {
+  const skip = new Set(['.git', 'node_modules', 'dist', 'build', '.carry']);
+  return fs.readdirSync(path.join(ROOT, dir), { withFileTypes: true }).flatMap((e) => {
+    const rel = dir ? `${dir}/${e.name}` : e.name;
+    if (e.isDirectory()) return skip.has(e.name) || rel === 'addon/build' ? [] : treeFiles(rel);
+    return [rel];
+  });
+}
+
+// Files the docs name that are not in the tree, on purpose: CUDA's and
+// NCCL's own sources, what the build writes, the review notes beside the repo.
+const ELSEWHERE = new Set([
+  'cuda.h',
+  'forwards.c',
+  'build/qcuda-paths.json',
+  'nccl.json',
+  'src/misc/cudawrap.cc',
+  'src/include/alloc.h',
+  'src/misc/shmutils.cc',
+  'shared/notes/security-review-2.md',
+  'shared/notes/security-review-3.md',
+]);
+
+test('every file and folder the docs name in code exists in the tree', (t) => {
+  const files = treeFiles();
+  const tops = new Set(files.filter((f) => f.includes('/')).map((f) => f.split('/')[0]));
+  const missing: string[] = [];
+  let named = 0;
+  for (const file of DOCS) {
+    for (const span of codeSpans(file)) {
+      const name = span.trim();
+      if (ELSEWHERE.has(name)) continue;
+      // A path from the root (a folder of the tree, then more): it exists.
+      if (/^[\w.-]+\/[\w./-]*$/.test(name) && tops.has(name.split('/')[0])) {
+        named++;
+        if (!fs.existsSync(path.join(ROOT, name))) missing.push(`${file}: ${name}`);
+        // A source file by its name or the tail of its path (`providers/cuda.ts`): some file ends so.
+      } else if (/^[\w./-]+\.(ts|mjs|js|c|h|cc|cu|sh|py|mk|md|json|def|txt|gyp)$/.test(name)) {
+        named++;
+        if (!files.some((f) => f === name || f.endsWith(`/${name}`))) missing.push(`${file}: ${name}`);
+      }
+    }
+  }
+  t.true(named > 200, `only ${named} file names found in the docs`);
+  t.deepEqual(missing, [], 'files named in the docs that are not in the tree (or add them to ELSEWHERE, saying why)');
+});
+
+/** The targets the make files define (a rule's left side, before a single or double colon). */
+function makeTargets(): Set<string> {
+  const makefiles = ['Makefile', ...treeFiles().filter((f) => f.endsWith('.mk'))];
+  const rules = makefiles.flatMap((f) => [...read(f).matchAll(/^([\w.$() -]+?)\s*::?(?!=)/gm)].map((m) => m[1]));
+  return new Set(rules.flatMap((r) => r.split(/\s+/)));
+}
+
+test('every make target the docs name in code is defined', (t) => {
+  const targets = makeTargets();
+  const missing: string[] = [];
+  let named = 0;
+  for (const file of DOCS) {
+    for (const span of codeSpans(file)) {
+      const m = /^\s*make ((?:[a-z][\w-]*\s*)+)/.exec(span);
+      for (const target of m ? m[1].split(/\s+/).filter(Boolean) : []) {
+        named++;
+        if (!targets.has(target)) missing.push(`${file}: make ${target}`);
+      }
+    }
+  }
+  t.true(named > 40, `only ${named} make targets found in the docs`);
+  t.deepEqual(missing, []);
 });
 
 /** The --options a help text names. */
