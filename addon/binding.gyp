@@ -13,7 +13,7 @@
     "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
     "cflags!": ["-fno-exceptions"],
     "cflags_cc!": ["-fno-exceptions"],
-    "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-O2"]
+    "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-Werror", "-O2"]
   }, {
     "target_name": "vhost_user_bench",
     "sources": [
@@ -25,7 +25,7 @@
     "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
     "cflags!": ["-fno-exceptions"],
     "cflags_cc!": ["-fno-exceptions"],
-    "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-O2"]
+    "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-Werror", "-O2"]
   }, {
     "target_name": "qcuda_sys",
     "sources": [
@@ -40,7 +40,7 @@
     "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
     "cflags!": ["-fno-exceptions"],
     "cflags_cc!": ["-fno-exceptions"],
-    "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-O2"]
+    "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-Werror", "-O2"]
   }, {
     "target_name": "qcuda_cuda",
     "sources": [
@@ -72,7 +72,7 @@
     "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
     "cflags!": ["-fno-exceptions"],
     "cflags_cc!": ["-fno-exceptions"],
-    "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-O2"],
+    "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-Werror", "-O2"],
     "libraries": ["-ldl", "-lpthread"]
   }]
 }

@@ -30,9 +30,11 @@ static_assert(sizeof(qc::LaunchConfig) == sizeof(CUlaunchConfig) &&
                   offsetof(qc::LaunchConfig, hStream) == offsetof(CUlaunchConfig, hStream) &&
                   offsetof(qc::LaunchConfig, numAttrs) == offsetof(CUlaunchConfig, numAttrs),
               "CUlaunchConfig");
-static_assert(qc::kLaunchAttributeCooperative == CU_LAUNCH_ATTRIBUTE_COOPERATIVE &&
-                  qc::kLaunchAttributeClusterDimension == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION &&
-                  qc::kLaunchAttributeClusterSchedulingPolicy ==
+// The values, as ints: two enums of different types compared are a
+// -Wenum-compare error.
+static_assert(int{qc::kLaunchAttributeCooperative} == CU_LAUNCH_ATTRIBUTE_COOPERATIVE &&
+                  int{qc::kLaunchAttributeClusterDimension} == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION &&
+                  int{qc::kLaunchAttributeClusterSchedulingPolicy} ==
                       CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE,
               "");
 static_assert(sizeof(qc::TensorMap) == sizeof(CUtensorMap) && alignof(qc::TensorMap) == alignof(CUtensorMap),

@@ -17,7 +17,7 @@ GUEST_CUDART := $(GUEST_LIB_OUT)/libcudart.so.13
 
 GUEST_LIB_SRCS := $(wildcard $(GUEST_LIB_DIR)/*.c)
 GUEST_LIB_OBJS := $(patsubst $(GUEST_LIB_DIR)/%.c,$(GUEST_LIB_OBJ)/%.o,$(GUEST_LIB_SRCS))
-GUEST_LIB_CFLAGS := -std=gnu11 -O2 -g -fPIC -Wall -Wextra -Wno-unused-parameter \
+GUEST_LIB_CFLAGS := -std=gnu11 -O2 -g -fPIC -Wall -Wextra -Wno-unused-parameter -Werror \
 	-fno-strict-aliasing -pthread -I$(GUEST_INCLUDE) -I$(CUDA_HOME)/include
 
 .PHONY: guest-lib

@@ -16,7 +16,7 @@ guest-nvml: $(GUEST_NVML)
 # libcuda.so.1 by its soname, qcuda's in a guest.
 $(GUEST_NVML): $(GUEST_NVML_DIR)/nvml.c $(GUEST_NVML_DIR)/nvml_abi.h $(GUEST_LIBCUDA)
 	@mkdir -p $(@D)
-	gcc -std=gnu11 -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra -Wno-unused-parameter -I$(CUDA_HOME)/include \
+	gcc -std=gnu11 -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra -Wno-unused-parameter -Werror -I$(CUDA_HOME)/include \
 	  -shared -pthread -Wl,-soname,libnvidia-ml.so.1 -Wl,-z,defs -Wl,-z,now \
 	  -o $@ $< -L$(GUEST_LIB_OUT) -l:libcuda.so.1
 
