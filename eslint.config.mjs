@@ -31,4 +31,20 @@ export default tseslint.config(
       'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
     },
   },
+  // Type-aware rules, a short named list (review 3 §4.6) rather than all of
+  // recommendedTypeChecked: in an event-loop backend a promise nobody awaits
+  // is an unhandled rejection that kills the process, or an error lost.
+  {
+    files: ['**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      // Await it, or `void` it with a comment that says why nothing waits.
+      '@typescript-eslint/no-floating-promises': 'error',
+      // An async function where a callback's result is ignored (an event
+      // handler, forEach) drops its rejection the same way.
+      '@typescript-eslint/no-misused-promises': 'error',
+      // Not await-thenable: a Now<T> (sys/now.ts: a value, or a promise of
+      // it) is awaited or passed to Promise.all on purpose, which it flags.
+    },
+  },
 );

@@ -29,7 +29,10 @@ export function hardeningTests(): void {
       const local = await createCudaProvider(0);
       const iso = new IsolatedProvider(local, { worker: { kind: 'cuda', gpu: 0 } });
       try {
-        iso.registerGuestMemory(m.address, BigInt(size), { fd, region: { gpa: 0n, size: BigInt(size), userAddr: 0n, mmapOffset: 0n } });
+        await iso.registerGuestMemory(m.address, BigInt(size), {
+          fd,
+          region: { gpa: 0n, size: BigInt(size), userAddr: 0n, mmapOffset: 0n },
+        });
         native.close(fd); // the provider keeps a dup for its workers
         const t0 = Date.now();
         const good = await iso.openContext(0);
@@ -180,7 +183,10 @@ export function hardeningTests(): void {
         return [...new Int32Array(view.buffer.slice(4096 * 100, 4096 * 100 + 16))];
       };
       try {
-        iso.registerGuestMemory(m.address, BigInt(size), { fd, region: { gpa: 0n, size: BigInt(size), userAddr: 0n, mmapOffset: 0n } });
+        await iso.registerGuestMemory(m.address, BigInt(size), {
+          fd,
+          region: { gpa: 0n, size: BigInt(size), userAddr: 0n, mmapOffset: 0n },
+        });
         new Int32Array(view.buffer, 8192, 4).set([11, 22, 33, 44]);
         new Int32Array(view.buffer, 16384, 4).set([55, 66, 77, 88]); // another guest page, never mapped for the device
         const x = await iso.openContext(0);

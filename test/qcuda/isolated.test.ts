@@ -65,7 +65,7 @@ test('each context runs in a worker process of its own; bytes cross guest RAM bo
   const logged: string[] = [];
   const p = isolated((l) => logged.push(l));
   const ram = guestRam(8 * MIB, 0n);
-  p.registerGuestMemory(ram.m.address, BigInt(8 * MIB), ram.source);
+  await p.registerGuestMemory(ram.m.address, BigInt(8 * MIB), ram.source);
   const a = await p.openContext(0);
   const b = await p.openContext(0);
   const [pa, pb] = p.workerPids;
@@ -106,7 +106,7 @@ test('each context runs in a worker process of its own; bytes cross guest RAM bo
 test('a worker that dies fails only its own session: every pending and later call says so', async (t) => {
   const p = isolated();
   const ram = guestRam(4 * MIB, 0n);
-  p.registerGuestMemory(ram.m.address, BigInt(4 * MIB), ram.source);
+  await p.registerGuestMemory(ram.m.address, BigInt(4 * MIB), ram.source);
   const victim = await p.openContext(0);
   const other = await p.openContext(0);
   const [pv, po] = p.workerPids;
@@ -136,10 +136,10 @@ test('a worker that dies fails only its own session: every pending and later cal
 test('regions added and removed while workers run reach them; unknown memory is refused', async (t) => {
   const p = isolated();
   const first = guestRam(MIB, 0n);
-  p.registerGuestMemory(first.m.address, BigInt(MIB), first.source);
+  await p.registerGuestMemory(first.m.address, BigInt(MIB), first.source);
   const ctx = await p.openContext(0);
   const later = guestRam(2 * MIB, 1n << 32n);
-  p.registerGuestMemory(later.m.address, BigInt(2 * MIB), later.source);
+  await p.registerGuestMemory(later.m.address, BigInt(2 * MIB), later.source);
   t.true(await roundTrip(ctx, later, 0, MIB - 5, 4), 'a region registered after the worker started is mapped there');
   const stray = guestRam(MIB, 2n << 32n); // never registered
   const dev = await ctx.malloc(64n);
@@ -165,12 +165,12 @@ test('regions added and removed while workers run reach them; unknown memory is 
 test('a memory table replaced while workers run (the same guest-physical range mapped anew, then the old mapping dropped): the worker follows', async (t) => {
   const p = isolated();
   const old = guestRam(MIB, 0n);
-  p.registerGuestMemory(old.m.address, BigInt(MIB), old.source);
+  await p.registerGuestMemory(old.m.address, BigInt(MIB), old.source);
   const ctx = await p.openContext(0);
   t.true(await roundTrip(ctx, old, 0, 4096, 6));
   // As MemoryTable.replace() tells the provider: the new table's regions first, then the old ones go.
   const fresh = guestRam(MIB, 0n);
-  p.registerGuestMemory(fresh.m.address, BigInt(MIB), fresh.source);
+  await p.registerGuestMemory(fresh.m.address, BigInt(MIB), fresh.source);
   p.unregisterGuestMemory(old.m.address);
   t.true(await roundTrip(ctx, fresh, 0, MIB / 2 - 3, 7), 'copies go through the new mapping');
   t.true(
@@ -242,7 +242,7 @@ test('a worker sandboxes itself before it serves: no new privileges and a seccom
       await p.close(); // also where an assertion failed
       ram.close();
     });
-    p.registerGuestMemory(ram.m.address, BigInt(4 * MIB), ram.source);
+    await p.registerGuestMemory(ram.m.address, BigInt(4 * MIB), ram.source);
     const { ctx, tryExec } = await contextTryingExec(p, tmpDir(t));
     const pid = p.workerPids[0];
     const threads = fs.readdirSync(`/proc/${pid}/task`).map((tid) => procStatus(`/proc/${pid}/task/${tid}`));

@@ -37,8 +37,9 @@ const MESSAGES_PER_SEED = 400;
 function mappedGuest(t: ExecutionContext, regions = [{ gpa: 0n, size: 1 << 20 }]): { guest: GuestMemory; mem: MemoryTable } {
   const guest = new GuestMemory(regions);
   const mem = new MemoryTable();
-  t.teardown(() => {
-    mem.clear();
+  // The regions unmapped (clear() waits for requests holding them) before the memory goes.
+  t.teardown(async () => {
+    await mem.clear();
     guest.close();
   });
   for (const r of guest.regions) mem.add(r, new Fd(guest.fd.value));

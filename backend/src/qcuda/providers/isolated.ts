@@ -550,11 +550,14 @@ export class IsolatedProvider implements Provider {
     // A worker per context, as before: a session's contexts on two devices are two workers, so no copyPeer here
     // (a queue owner holds every device's context of its session in one process: docs/multi-gpu.md).
     const w = new Worker({ ...this.o.worker, device }, output, this.o.log ?? ((l) => debug('%s', l)));
-    for (const r of this.#regions.values()) w.addRegion(r);
+    // Guest RAM known by now is mapped in the worker before the context is
+    // handed out (as registerGuestMemory waits for the running ones); it never rejects.
+    const mapped = [...this.#regions.values()].map((r) => w.addRegion(r));
     const c = new RemoteContext(w, () => this.#contexts.delete(c));
     this.#contexts.add(c);
     try {
       await w.ready;
+      await Promise.all(mapped);
     } catch (e) {
       await c.destroy();
       throw e;
@@ -575,9 +578,10 @@ export class IsolatedProvider implements Provider {
     w.ipc = ipc;
     this.#owners.add(w);
     void w.exited.then(() => this.#owners.delete(w));
-    for (const r of this.#regions.values()) w.addRegion(r);
+    const mapped = [...this.#regions.values()].map((r) => w.addRegion(r)); // as openContext's
     try {
       await w.ready;
+      await Promise.all(mapped);
       await w.own(order, fds);
     } catch (e) {
       w.kill();
