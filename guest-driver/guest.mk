@@ -19,11 +19,15 @@ QCUDA_KO_SRCS := $(wildcard $(GUEST_DRIVER_DIR)/kernel/*.c $(GUEST_DRIVER_DIR)/k
 # Kbuild of this kernel (6.12) has no separate object dir for external
 # modules (MO= came in 6.13): build from a copy under $(BUILD) (sources
 # gone from the kernel folder are removed from it first).
-# (Rebuilt when the headers of the guest kernel change too.)
+# (Rebuilt when the headers of the guest kernel change too.) Built as the
+# kernel's own patch flow checks a driver: W=1's extra warnings and sparse
+# (C=1, its warnings errors by CF=-Wsparse-error), every warning an error
+# (KCFLAGS=-Werror). Only here: the DKMS package builds with the kernel's
+# own flags on whatever compiler a user has.
 $(QCUDA_KO): $(QCUDA_KO_SRCS) $(GUEST_DRIVER_DIR)/kernel/Kbuild \
 		$(GUEST_INCLUDE)/qcuda_proto.h $(GUEST_INCLUDE)/qcuda_ioctl.h \
 		$(wildcard /usr/src/linux-headers-$(GUEST_KVER)/Module.symvers) | guest-kernel-deps
 	@mkdir -p $(@D)
 	rm -f $(@D)/*.c $(@D)/*.h
 	cp $(QCUDA_KO_SRCS) $(GUEST_DRIVER_DIR)/kernel/Kbuild $(@D)/
-	$(MAKE) -C /usr/src/linux-headers-$(GUEST_KVER) M=$(@D) QCUDA_INCLUDE=$(GUEST_INCLUDE) modules
+	$(MAKE) -C /usr/src/linux-headers-$(GUEST_KVER) M=$(@D) QCUDA_INCLUDE=$(GUEST_INCLUDE) W=1 KCFLAGS=-Werror C=1 CF=-Wsparse-error modules

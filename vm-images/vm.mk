@@ -17,8 +17,9 @@ GUEST_KVER ?= $(shell cd /usr/src 2>/dev/null && ls -d linux-headers-6.*-cloud-a
 # Packages: the 6.12 cloud kernel + headers from bookworm-backports
 # (tiny-initramfs in the same command, so that initramfs-tools does not
 # upgrade udev/systemd on the host), busybox-static, cpio, zstd (the vmlinuz
-# payload is zstd), gcc/make/libc6-dev for the module and guest programs.
-GUEST_APT_PKGS := busybox-static cpio zstd gcc make libc6-dev
+# payload is zstd), gcc/make/libc6-dev for the module and guest programs,
+# sparse for the module's check (guest-driver/guest.mk).
+GUEST_APT_PKGS := busybox-static cpio zstd gcc make libc6-dev sparse
 GUEST_BPO_PKGS := linux-image-cloud-amd64/bookworm-backports \
 	linux-headers-cloud-amd64/bookworm-backports tiny-initramfs
 
