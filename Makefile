@@ -8,7 +8,7 @@ BUILD := $(CURDIR)/build
 NODEDIR := $(shell d=$$(dirname $$(dirname $$(command -v node))); [ -f $$d/include/node/node_api.h ] && echo $$d)
 ADDON := addon/build/Release/vhost_user_native.node
 
-.PHONY: all node test test-unit run bench clean gen check-gen
+.PHONY: all node test test-unit check run bench clean gen check-gen
 all: node
 
 node: node_modules/.installed $(ADDON) dist/.built
@@ -33,15 +33,26 @@ check-gen: node
 # Everything the VM tests need: patched QEMU (cached), guest kernel, driver, image.
 vm: qemu vm-image
 
-# Lint first (lint/lint.mk): a style slip fails in seconds, not after the tests.
+# Lint first (lint/lint.mk): a style slip fails in seconds, not after the
+# tests. Every area of test/, one after the other, each one's time printed
+# at the end (test/areas.sh).
 test: lint node vm guest-debs libvirt-deps guest-disk trace windows-deps
 	$(MAKE) windows
-	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) node_modules/.bin/ava
+	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) bash test/areas.sh
 
 # The library and device tests alone (no QEMU, no guest).
 test-unit: node guest-libcuda guest-debs libvirt-deps guest-cuda-programs
-	node_modules/.bin/ava 'dist/test/addon/**' 'dist/test/vhost-user/**' 'dist/test/qcuda/**' 'dist/test/cli/**' \
-	  'dist/test/tools/**' 'dist/test/guest-lib/**'
+	bash test/areas.sh addon vhost-user qcuda cli tools guest-lib
+
+# The quick tier: what node, gcc and CUDA's headers can run (no apt, no QEMU,
+# no guest, no build of the guest libraries): the library, device,
+# host-provider and fake-driver tests, test/guest-lib, the docs and rules.
+# Left out, as they need what only make test builds or installs: the built
+# libcuda.so.1 and guest programs (CHECK_NEEDS_GUEST), the .deb packages,
+# systemd-analyze.
+CHECK_NEEDS_GUEST := cli/libcuda cli/packages cli/systemd qcuda/link-guest qcuda/hostile-shm
+check: node
+	bash test/areas.sh addon vhost-user qcuda cli tools guest-lib -- $(foreach t,$(CHECK_NEEDS_GUEST),'!dist/test/$(t).test.js')
 
 # The demo through the installed launcher, which needs no environment
 # (packaging/install.mk): its "Next, try" lines work as printed.
