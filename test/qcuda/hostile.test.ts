@@ -110,6 +110,11 @@ const streamSync = (c: QcudaClient, handle: bigint) => count(c.call(Cmd.STREAM_S
 const newStream = async (c: QcudaClient) =>
   (await count(c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] }))).value;
 
+/** CALLBACK_WAIT requests parked in the device's sessions now: what a test waits for before it acts on a parked wait. */
+function parkedWaits(dev: QcudaDevice): number {
+  return [...dev.sessions.values()].reduce((n, s) => n + s.callbacks.parked, 0);
+}
+
 /** Everything a VM's sessions hold once they are all gone. */
 function leftovers(dev: QcudaDevice): { sessions: number; quota: bigint; staging: bigint; contexts: bigint } {
   return { sessions: dev.sessions.size, quota: dev.vm.quota.used, staging: dev.vm.staging.used, contexts: dev.vm.contexts.used };
@@ -136,7 +141,7 @@ it('a session closed with a parked callback wait and a held command is freed at 
   t.is((await parked).out!.id, 1n);
   const parked2 = callbackWait(c, 0n); // parks: nothing more to run
   const held = streamSync(c, s); // behind function 1, which the guest never reports as run
-  await tick(50);
+  t.true(await until(() => parkedWaits(dev) === 1), 'the wait is parked in the session');
   t.is((await count(c.close(), true)).status, 0, 'SESSION_CLOSE with requests in flight');
   t.is((await parked2).status, Status.NO_SESSION, 'the parked wait is answered');
   t.is((await held).status, Status.NO_SESSION, 'the held command fails');
@@ -151,7 +156,7 @@ it('DEVICE_RESET answers a parked callback wait with id 0 (wait again); host fun
   const { dev, c, fe } = await setup(t);
   const s = await newStream(c);
   const parked = callbackWait(c);
-  await tick(20);
+  t.true(await until(() => parkedWaits(dev) === 1), 'the wait is parked in the session');
   t.is((await count(c.call(Cmd.DEVICE_RESET))).status, 0);
   const r = await parked;
   t.is(r.status, 0);

@@ -8,6 +8,7 @@ import test, { type ExecutionContext } from 'ava';
 import { dropRegion, remapRing } from '../../backend/src/qcuda/providers/worker-regions';
 import { Fd, MemoryTable, type GuestRegion } from '../../backend/src/vhost-user';
 import { GuestMemory } from '../../backend/src/vhost-user/frontend';
+import { until } from '../helpers';
 
 const MIB = 1 << 20;
 
@@ -53,7 +54,7 @@ test('REM_MEM_REG: the ring server is given the table without the region before 
   await dropRegion(held.memory, held.r1, held.ring, () => t.fail('not displaced'));
   t.deepEqual(held.events, ['server given [gpa 0x0], r1 mapped'], 'answered at once, r1 still mapped for the request');
   release();
-  await new Promise((r) => setTimeout(r, 10));
+  t.true(await until(() => held.events.length === 2), 'unregistered once the request let go');
   t.deepEqual(held.events, ['server given [gpa 0x0], r1 mapped', 'r1 unregistered, r1 mapped']);
   t.is(held.mapped(), 'unmapped');
 });
