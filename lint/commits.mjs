@@ -115,8 +115,10 @@ function main(argv) {
       for (const p of found) console.error(`  ${p}`);
     }
   }
-  if (bad) console.error(`${bad} of ${count} commits in ${range} break CONTRIBUTING.md's "Commit messages" (reword them: git rebase -i)`);
-  else console.log(`lint/commits.mjs: ${count} commits in ${range} follow "Commit messages"`);
+  if (bad) {
+    console.error(`${bad} of ${count} commits in ${range} break CONTRIBUTING.md's "Commit messages": reword them (git rebase -i).`);
+    console.error('(A branch begun before the rule and merged as it is: a commit after the merge moves lint/commits-base to it.)');
+  } else console.log(`lint/commits.mjs: ${count} commits in ${range} follow "Commit messages"`);
   return bad ? 1 : 0;
 }
 
