@@ -38,9 +38,11 @@ lint-rules:
 	bash lint/file-size.sh
 	node lint/commits.mjs
 
-# The hooks folder is the main checkout's, shared by its worktrees.
+# The hooks folder is the main checkout's, shared by its worktrees: a copy,
+# not a link into one worktree, and the hook runs the check of whichever
+# worktree commits.
 hooks:
-	ln -sf "$(CURDIR)/lint/commit-msg" "$$(git rev-parse --git-path hooks)/commit-msg"
+	install -m 755 lint/commit-msg "$$(git rev-parse --git-path hooks)/commit-msg"
 
 lint-ts: node_modules/.installed
 	node_modules/.bin/eslint --max-warnings 0 .
