@@ -45,7 +45,8 @@ test: lint node vm guest-debs libvirt-deps guest-disk trace windows-deps
 	rm -rf $(BUILD)/coverage
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) UNCOVERED_AREAS='run vm windows' \
 	  node_modules/.bin/c8 --all --include 'dist/backend/src/**' --temp-directory $(BUILD)/coverage/tmp \
-	  --report-dir $(BUILD)/coverage --reporter=text-summary --check-coverage --lines $(COVERAGE_FLOOR) bash test/areas.sh
+	  --report-dir $(BUILD)/coverage --reporter=text-summary --check-coverage --lines $(COVERAGE_FLOOR) bash test/areas.sh; \
+	  rc=$$?; rm -rf $(BUILD)/coverage/tmp; exit $$rc # V8's raw coverage: 400 MB, read once
 
 # The library and device tests alone (no QEMU, no guest).
 test-unit: node guest-libcuda guest-debs libvirt-deps guest-cuda-programs
