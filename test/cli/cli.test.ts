@@ -30,7 +30,7 @@ test('qcuda-backend --help, --print-capabilities and bad usage', (t) => {
   t.deepEqual(JSON.parse(caps.stdout), { type: 'qcuda' });
   const both = spawnSync(process.execPath, [BACKEND, '--socket-path=/tmp/x', '--fd=3'], { encoding: 'utf8' });
   t.is(both.status, 2);
-  t.regex(both.stderr, /exactly one of --socket-path and --fd/);
+  t.regex(both.stderr, /give only one of --socket-path and --fd/);
   const dev = spawnSync(process.execPath, [BACKEND, '--socket-path=/tmp/x', '--device=gpu9'], { encoding: 'utf8' });
   t.is(dev.status, 2);
   t.regex(dev.stderr, /unknown device 'gpu9'/);

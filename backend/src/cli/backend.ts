@@ -479,7 +479,7 @@ async function main(): Promise<void> {
   } catch (e) {
     usage((e as Error).message);
   }
-  if (args['socket-path'] !== undefined && args.fd !== undefined) usage('give one of --socket-path and --fd');
+  if (args['socket-path'] !== undefined && args.fd !== undefined) usage('give only one of --socket-path and --fd');
   if (args['socket-path'] === undefined && args.fd === undefined && !shm) usage('give one of --socket-path, --fd and --shm');
   checkDeviceOptions(deviceName, Object.keys(args));
   const provider = args.provider ?? 'auto';
