@@ -119,15 +119,21 @@ test('the VM event log is rate-limited: a flood of sessions cannot flood the jou
   await fe.negotiate();
   await fe.start({ size: 64 });
   const c = new QcudaClient(fe);
+  const t0 = Date.now();
   for (let i = 0; i < 50; i++) {
     await c.open();
     await c.close();
   }
+  // The flood's own length bounds what may pass (5 a second): on a loaded machine it takes seconds.
+  const seconds = Math.ceil((Date.now() - t0) / 1000) + 1;
   await new Promise((r) => setTimeout(r, 1100));
   await c.open(); // the next line let through reports the count
   t.true(await until(() => /log lines dropped/.test(b.log), 5000), b.log);
   const sessionLines = b.log.split('\n').filter((l) => /session \w+ (opened|closed)/.test(l)).length;
-  t.true(sessionLines < 20, `${sessionLines} session lines for 101 events at 5 a second`);
+  t.true(
+    sessionLines <= 5 * (seconds + 1) && sessionLines < 101,
+    `${sessionLines} session lines for 101 events in ${seconds} s at 5 a second`,
+  );
   t.regex(b.log, /\(\d+ log lines dropped: more than 5 a second\)/);
 });
 
