@@ -8,7 +8,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "qcrt.h"
 
