@@ -45,6 +45,10 @@ uint64_t qc_os_pid(void);
 int qc_os_pid_gone(uint64_t pid);
 void qc_os_sleep_us(long us);
 uint64_t qc_os_now_ns(void);
+/* Whether [addr, addr+len) is mapped readable and writable in this
+ * process, as pinning it for the device needs: 0 or -EFAULT (or -errno);
+ * *shared: some of it is a shared mapping (a file, shared memory). */
+int qc_os_writable_range(const void *addr, uint64_t len, int *shared);
 
 /* The rest of the library's needs (issue 48 step 2). */
 size_t qc_os_page_size(void);
