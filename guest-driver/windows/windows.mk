@@ -14,6 +14,8 @@
 #                  (guest-driver/lib and guest-driver/libcuda, the Linux-only
 #                  transport and OS files swapped for guest-driver/windows'),
 #                  exporting the names of gen-libcuda.mjs's nvcuda.def
+#                  and, against it, drvbasic.exe (test/libcuda/drvbasic.c,
+#                  also built for Linux) and dll_refusals.exe
 
 WINDOWS_PKGS := gcc-mingw-w64-x86-64-posix mingw-w64-x86-64-dev binutils-mingw-w64-x86-64 wine64
 MINGW_CC := x86_64-w64-mingw32-gcc-posix
@@ -101,6 +103,10 @@ WIN_DRV_SRC := $(CURDIR)/test/libcuda/drvbasic.c
 windows-dll: $(WIN_OUT)/dll/drvbasic.exe $(WIN_OUT)/drvbasic $(WIN_OUT)/drvapi.cubin
 $(WIN_OUT)/dll/drvbasic.exe: $(WIN_DRV_SRC) $(CURDIR)/test/libcuda/check.h $(WIN_OUT)/dll/nvcuda.dll
 	$(MINGW_CC) -std=gnu11 -O2 -Wall -Wextra -D__USE_MINGW_ANSI_STDIO=1 -I$(CUDA_HOME)/include -o $@ $< $(WIN_OUT)/dll/nvcuda.dll
+# What nvcuda.dll refuses on Windows (docs/windows.md), for the same test.
+windows-dll: $(WIN_OUT)/dll/dll_refusals.exe
+$(WIN_OUT)/dll/dll_refusals.exe: $(WIN_DIR)/dll_refusals.c $(WIN_OUT)/dll/nvcuda.dll
+	$(MINGW_CC) -std=gnu11 -O2 -Wall -Wextra -I$(CUDA_HOME)/include -o $@ $< $(WIN_OUT)/dll/nvcuda.dll
 $(WIN_OUT)/drvbasic: $(WIN_DRV_SRC) $(CURDIR)/test/libcuda/check.h $(GUEST_LIBCUDA)
 	gcc -std=gnu11 -O2 -Wall -Wextra -I$(CUDA_HOME)/include -o $@ $< -L$(GUEST_LIB_OUT) -l:libcuda.so.1
 $(WIN_OUT)/drvapi.cubin: $(CURDIR)/test/libcuda/drvapi_kernels.cu

@@ -76,6 +76,47 @@ test.serial('under Wine, nvcuda.dll without a region says no device, and the pro
   t.regex(wine.out, /No such file or directory/);
 });
 
+test.serial('under Wine, what cannot work on Windows yet answers CUDA_ERROR_NOT_SUPPORTED, and the program goes on', async (t) => {
+  t.timeout(300_000);
+  t.truthy(WINE, 'Wine 8 is installed (make windows-deps)');
+  const env = wineEnv();
+  t.teardown(() => void spawnSync(WINESERVER!, ['-k'], { env, timeout: 30_000 }));
+  const b = await backend(t, tmpDir(t));
+  const wine = await runTo(WINE!, [path.join(WIN, 'dll', 'dll_refusals.exe')], { ...env, QCUDA_SHM: winPath(b.region) }, 240_000);
+  t.is(wine.code, 0, wine.out);
+  const answers = new Map(
+    wine.out
+      .replace(/\r/g, '')
+      .split('\n')
+      .map((l) => /^(\w+)\(.*\) -> (\w+)$/.exec(l))
+      .filter((m): m is RegExpExecArray => !!m)
+      .map((m) => [m[1], m[2]]),
+  );
+  for (const n of [
+    'cuMemExportToShareableHandle',
+    'cuMemImportFromShareableHandle',
+    'cuMemPoolExportToShareableHandle',
+    'cuMemPoolImportFromShareableHandle',
+    'cuMemAllocHost',
+    'cuMemHostAlloc',
+    'cuMemAllocManaged',
+  ])
+    t.is(answers.get(n), 'CUDA_ERROR_NOT_SUPPORTED', n);
+  // The rest worked: the allocations refused sharing were made, registered memory is copied from (staged).
+  for (const n of [
+    'cuInit',
+    'cuCtxCreate',
+    'cuMemCreate',
+    'cuMemRelease',
+    'cuMemPoolCreate',
+    'cuMemHostRegister',
+    'cuMemcpyHtoD',
+    'cuCtxDestroy',
+  ])
+    t.is(answers.get(n), 'CUDA_SUCCESS', n);
+  t.regex(wine.out, /^END\r?$/m);
+});
+
 /** A DLL's exported names (its export table, as objdump -p prints it). */
 function dllExports(dll: string): string[] {
   const dump = spawnSync('x86_64-w64-mingw32-objdump', ['-p', dll], { encoding: 'utf8', maxBuffer: 64 << 20 }).stdout;
