@@ -39,6 +39,15 @@ function linuxRun(dir: string): { status: number | null; stdout: string; stderr:
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
+/** A Windows program's output without Wine's own lines (a fresh prefix's, on its first start). */
+function programLines(out: string): string {
+  return out
+    .replace(/\r/g, '')
+    .split('\n')
+    .filter((l) => !l.startsWith('wine: '))
+    .join('\n');
+}
+
 test.serial('under Wine, drvbasic over nvcuda.dll prints what it prints over libcuda.so.1 on Linux', async (t) => {
   t.timeout(300_000);
   t.truthy(WINE, 'Wine 8 is installed (make windows-deps)');
@@ -46,7 +55,7 @@ test.serial('under Wine, drvbasic over nvcuda.dll prints what it prints over lib
   const linux = linuxRun(tmpDir(t));
   t.is(linux.status, 0, linux.stdout + linux.stderr);
   t.regex(linux.stdout, /^PASS: drvbasic: \d+ checks$/m);
-  const env = wineEnv();
+  const env = wineEnv('dll');
   t.teardown(() => void spawnSync(WINESERVER!, ['-k'], { env, timeout: 30_000 }));
   const b = await backend(t, tmpDir(t));
   // nvcuda.dll lies next to drvbasic.exe: the loader takes it from there, as a user's copy would be.
@@ -57,7 +66,7 @@ test.serial('under Wine, drvbasic over nvcuda.dll prints what it prints over lib
     240_000,
   );
   t.is(wine.code, 0, wine.out);
-  t.is(wine.out.replace(/\r/g, ''), linux.stdout);
+  t.is(programLines(wine.out), linux.stdout);
   // The region carried it: the DLL's session opened, and ended at its detach.
   t.regex(b.log(), /attach 1 served/);
   t.regex(b.log(), /session \w+ opened/);
@@ -67,7 +76,7 @@ test.serial('under Wine, drvbasic over nvcuda.dll prints what it prints over lib
 test.serial('under Wine, nvcuda.dll without a region says no device, and the program fails', async (t) => {
   t.timeout(300_000);
   t.truthy(WINE, 'Wine 8 is installed (make windows-deps)');
-  const env = wineEnv();
+  const env = wineEnv('dll');
   t.teardown(() => void spawnSync(WINESERVER!, ['-k'], { env, timeout: 30_000 }));
   const missing = winPath(path.join(tmpDir(t), 'missing'));
   const wine = await runTo(WINE!, [path.join(WIN, 'dll', 'drvbasic.exe'), winPath(CUBIN)], { ...env, QCUDA_SHM: missing }, 240_000);
@@ -79,7 +88,7 @@ test.serial('under Wine, nvcuda.dll without a region says no device, and the pro
 test.serial('under Wine, what cannot work on Windows yet answers CUDA_ERROR_NOT_SUPPORTED, and the program goes on', async (t) => {
   t.timeout(300_000);
   t.truthy(WINE, 'Wine 8 is installed (make windows-deps)');
-  const env = wineEnv();
+  const env = wineEnv('dll');
   t.teardown(() => void spawnSync(WINESERVER!, ['-k'], { env, timeout: 30_000 }));
   const b = await backend(t, tmpDir(t));
   const wine = await runTo(WINE!, [path.join(WIN, 'dll', 'dll_refusals.exe')], { ...env, QCUDA_SHM: winPath(b.region) }, 240_000);

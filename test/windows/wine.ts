@@ -12,11 +12,14 @@ const BACKEND = path.join(dist, 'backend/src/cli/backend.js');
 export const WINE = ['/usr/lib/wine/wine64', '/usr/bin/wine64', '/usr/bin/wine'].find((p) => fs.existsSync(p));
 export const WINESERVER = ['/usr/lib/wine/wineserver64', '/usr/bin/wineserver'].find((p) => fs.existsSync(p));
 
-export function wineEnv(): NodeJS.ProcessEnv {
+/** Wine's environment; a test file with a prefix of its own (tag) can run
+ * beside another, whose teardown's `wineserver -k` ends only its prefix's
+ * processes. */
+export function wineEnv(tag = ''): NodeJS.ProcessEnv {
   const version = spawnSync(WINE!, ['--version'], { encoding: 'utf8' })
     .stdout.trim()
     .replace(/[^\w.-]/g, '_');
-  const prefix = path.join(os.homedir(), '.cache', 'qcuda', `wine-prefix-${version}`);
+  const prefix = path.join(os.homedir(), '.cache', 'qcuda', `wine-prefix-${version}${tag ? `-${tag}` : ''}`);
   fs.mkdirSync(path.dirname(prefix), { recursive: true });
   return { ...process.env, WINEPREFIX: prefix, WINEDEBUG: '-all', WINEARCH: 'win64' };
 }
