@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "qc_os.h"
 #include "qcrt.h"
 
 /* The context's sticky error (cudaSuccess if none), cleared by cudaDeviceReset. */

@@ -8,7 +8,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "qcrt.h"
 
@@ -79,6 +78,9 @@ static cudaError_t host_alloc(void **out, size_t size, unsigned int flags, enum 
 	}
 	if (rc) {
 		free(r);
+		/* -ENOSYS: a transport without pinned memory (Windows' for now). */
+		if (rc == -ENOSYS)
+			return cudaErrorNotSupported;
 		return rc == -ENOMEM || rc == -EINVAL ? cudaErrorMemoryAllocation : cudaErrorUnknown;
 	}
 	e = gpa ? host_map_call(gpa, len, &dev) : host_map_pages(r->token, len, &dev);

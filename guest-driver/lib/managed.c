@@ -25,9 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "qc_os.h"
 #include "qcrt.h"
 
 /* A location as the range attributes report it. */
@@ -95,9 +95,7 @@ static int numa_node_exists(int id)
 
 static int current_numa_node(void)
 {
-	unsigned int cpu, node;
-
-	return syscall(SYS_getcpu, &cpu, &node, NULL) == 0 ? (int)node : 0;
+	return qc_os_numa_node();
 }
 
 /*
@@ -156,7 +154,7 @@ static int legacy_id(struct where w)
 
 static size_t page_bytes(void)
 {
-	return (size_t)sysconf(_SC_PAGESIZE);
+	return qc_os_page_size();
 }
 
 /* The pages [*first, *end) of the allocation at start that the job's range

@@ -7,9 +7,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "graph.h"
+#include "qc_os.h"
 #include "qcrt.h"
 
 /* Releases what a region holds on both sides; r is out of the maps. With
@@ -27,13 +27,13 @@ cudaError_t qc_region_release(struct qc_region *r, int after_reset)
 		if (!after_reset)
 			e = r->kind == QC_MEM_DEVICE ? qc_req_free(r->dev) : qc_req_vmm_free(r->dev, r->size);
 		if (r->reserved)
-			munmap((void *)(uintptr_t)r->res_start, r->map_len);
+			qc_os_release(r->res_start, r->map_len);
 		break;
 	case QC_MEM_PINNED:
 	case QC_MEM_MANAGED:
 		if (r->dev && !after_reset)
 			e = qc_host_unmap(r->dev);
-		munmap((void *)r->host, r->map_len);
+		qc_os_unmap_pages((void *)r->host, r->map_len);
 		rc = qt_host_free(qc.fd, r->token);
 		if (rc && e == cudaSuccess && !after_reset)
 			qc_debug("HOST_FREE: %s", strerror(-rc));
@@ -42,7 +42,7 @@ cudaError_t qc_region_release(struct qc_region *r, int after_reset)
 		if (r->dev && !after_reset)
 			e = qc_host_unmap(r->unmap_dev ? r->unmap_dev : r->dev);
 		if (r->reserved)
-			munmap((void *)(uintptr_t)r->res_start, r->map_len);
+			qc_os_release(r->res_start, r->map_len);
 		rc = qt_host_unregister(qc.fd, (void *)r->host);
 		if (rc && e == cudaSuccess && !after_reset)
 			qc_debug("HOST_UNREGISTER: %s", strerror(-rc));

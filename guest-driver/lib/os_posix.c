@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -79,4 +81,28 @@ uint64_t qc_os_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* /proc/self/maps: registering is rare. */
+int qc_os_writable_range(const void *addr, uint64_t len, int *shared)
+{
+	uintptr_t a = (uintptr_t)addr, end = a + len, lo, hi;
+	char line[512], perms[8];
+	FILE *f = fopen("/proc/self/maps", "re");
+	int ok = 0;
+
+	*shared = 0;
+	if (!f)
+		return -errno;
+	while (a < end && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s", &lo, &hi, perms) != 3 || hi <= a)
+			continue;
+		if (lo > a || perms[0] != 'r' || perms[1] != 'w')
+			break;
+		*shared |= perms[3] == 's';
+		a = hi;
+	}
+	ok = a >= end;
+	fclose(f);
+	return ok ? 0 : -EFAULT;
 }

@@ -24,17 +24,13 @@
  * requires that before the exporter frees the block, and the exporter's
  * real free takes it from importers anyway (backend ipc.ts).
  */
-#define _GNU_SOURCE /* memfd_create, file seals */
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/random.h>
-#include <unistd.h>
 
 #include "pool_impl.h"
+#include "qc_os.h"
 #include "qc_calls.h"
 
 /* The shareable handle's contents. */
@@ -66,7 +62,7 @@ static atomic_int imports;
 
 int qc_pool_make_id(struct qc_pool *p)
 {
-	return getrandom(p->id, sizeof(p->id), 0) == (ssize_t)sizeof(p->id) ? 0 : -1;
+	return qc_os_random(p->id, sizeof(p->id));
 }
 
 /* ------------------------------------------------------------------ pools */
@@ -79,20 +75,19 @@ static struct qc_pool *exportable(cudaMemPool_t h)
 	return p && !p->imported && (p->props.handleTypes & cudaMemHandleTypePosixFileDescriptor) ? p : NULL;
 }
 
-/* A sealed memfd holding hdr, in *fd. */
+/* A sealed memfd holding hdr, in *fd (none on Windows). */
 static cudaError_t sealed_fd(const struct pool_fd_header *hdr, int *fd)
 {
-	int f = memfd_create("qcuda-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-
-	if (f < 0)
-		return cudaErrorMemoryAllocation;
-	if (pwrite(f, hdr, sizeof(*hdr), 0) != (ssize_t)sizeof(*hdr) ||
-	    fcntl(f, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
-		close(f);
+	switch (qc_os_sealed_file("qcuda-pool", hdr, sizeof(*hdr), fd)) {
+	case 0:
+		return cudaSuccess;
+	case -ENOSYS:
+		return cudaErrorNotSupported;
+	case -EIO:
 		return cudaErrorOperatingSystem;
+	default:
+		return cudaErrorMemoryAllocation;
 	}
-	*fd = f;
-	return cudaSuccess;
 }
 
 static cudaError_t pool_export(void *handle, cudaMemPool_t memPool, enum cudaMemAllocationHandleType type,
@@ -129,6 +124,7 @@ static cudaError_t pool_import(cudaMemPool_t *memPool, void *handle, enum cudaMe
 	struct pool_fd_header hdr;
 	struct qc_pool *p;
 	cudaError_t e = qc_ready();
+	int r;
 
 	if (e != cudaSuccess)
 		return e;
@@ -136,8 +132,10 @@ static cudaError_t pool_import(cudaMemPool_t *memPool, void *handle, enum cudaMe
 		return cudaErrorInvalidValue;
 	/* Not one of ours (or no file at all): what the driver answers a
 	 * descriptor it did not make. */
-	if (pread((int)(intptr_t)handle, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) ||
-	    memcmp(hdr.magic, POOL_FD_MAGIC, sizeof(hdr.magic)) != 0 || hdr.zero ||
+	r = qc_os_read_sealed((int)(intptr_t)handle, &hdr, sizeof(hdr));
+	if (r == -ENOSYS)
+		return cudaErrorNotSupported;
+	if (r || memcmp(hdr.magic, POOL_FD_MAGIC, sizeof(hdr.magic)) != 0 || hdr.zero ||
 	    qc_pool_check_device(hdr.device) != cudaSuccess)
 		return cudaErrorInvalidValue;
 	pthread_mutex_lock(&qc_pool_lock);

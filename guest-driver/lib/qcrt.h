@@ -48,9 +48,9 @@
 /* ---- log.c ---- */
 
 /* Prints "qcuda: <msg>" on stderr. */
-void qc_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void qc_msg(const char *fmt, ...) __attribute__((format(gnu_printf, 1, 2)));
 /* Prints only when QCUDA_DEBUG is set. */
-void qc_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void qc_debug(const char *fmt, ...) __attribute__((format(gnu_printf, 1, 2)));
 extern int qc_debug_on;
 
 /* ---- thread.c ---- */

@@ -20,9 +20,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
+#include "qc_os.h"
 #include "qcrt.h"
 
 pthread_rwlock_t qc_maps_lock = PTHREAD_RWLOCK_INITIALIZER;
@@ -31,7 +30,7 @@ size_t qc_page_size;
 
 __attribute__((constructor)) static void init_page_size(void)
 {
-	qc_page_size = (size_t)sysconf(_SC_PAGESIZE);
+	qc_page_size = qc_os_page_size();
 }
 
 size_t qc_page_round(uint64_t n)
@@ -159,16 +158,10 @@ void qc_region_remove_locked(struct qc_region *r)
  * guest is ever mapped there (best effort). */
 int qc_reserve_range(uint64_t dev, size_t len)
 {
-	void *p;
-
 	if (!len || (dev & (qc_page_size - 1)) || dev >= QC_USER_TOP || len > QC_USER_TOP - dev)
 		return 0;
-	p = mmap((void *)(uintptr_t)dev, len, PROT_NONE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-	if (p == (void *)(uintptr_t)dev)
+	if (qc_os_reserve_at(dev, len))
 		return 1;
-	if (p != MAP_FAILED)
-		munmap(p, len);
 	qc_debug("device range %#llx+%zu overlaps guest memory: pointers there are ambiguous", (unsigned long long)dev,
 		 len);
 	return 0;

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "qc_os.h"
 #include "qcuda_proto.h"
 #include "transport_ops.h"
 #include "vhu.h"
@@ -387,32 +388,6 @@ static void *ut_host_mmap(int fd, uint64_t token, size_t len, void *want)
 	return vhu_mem_map(token, len, want);
 }
 
-/* Whether [a, a+len) is mapped writable in this process, as pinning it
- * for the device needs (/proc/self/maps: registering is rare); *shared: some
- * of it is a shared mapping (a file in /dev/shm, shared anonymous memory). */
-static int writable_range(uintptr_t a, uint64_t len, int *shared)
-{
-	uintptr_t end = a + len, lo, hi;
-	char line[512], perms[8];
-	FILE *f = fopen("/proc/self/maps", "re");
-	int ok = 0;
-
-	*shared = 0;
-	if (!f)
-		return -errno;
-	while (a < end && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s", &lo, &hi, perms) != 3 || hi <= a)
-			continue;
-		if (lo > a || perms[0] != 'r' || perms[1] != 'w')
-			break;
-		*shared |= perms[3] == 's';
-		a = hi;
-	}
-	ok = a >= end;
-	fclose(f);
-	return ok ? 0 : -EFAULT;
-}
-
 /* Registered memory becomes shared where it lies (vhu_mem_adopt): the
  * device can map it. Where its pages are another registration's too, it
  * stays private: copies from it are staged, and it has no device pointer
@@ -423,7 +398,7 @@ static int writable_range(uintptr_t a, uint64_t len, int *shared)
 static int ut_host_register(int fd, void *addr, uint64_t size, uint64_t *gpa)
 {
 	int shared = 0;
-	int e = writable_range((uintptr_t)addr, size, &shared);
+	int e = qc_os_writable_range(addr, size, &shared);
 
 	*gpa = 0;
 	if (!e && !shared && vhu_mem_adopt(addr, size, gpa))

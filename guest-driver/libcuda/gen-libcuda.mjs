@@ -11,6 +11,7 @@
 //                 ABI (today's names, the _ptsz/_ptds ones, the old ones)
 //   libcuda.map   a version script exporting exactly those names, and
 //                 qcuda's own (QCUDA_EXPORTS)
+//   nvcuda.def    the same names as nvcuda.dll's exports (Windows)
 //   stubs.c       for each of them not named in NAMES (what the hand-written
 //                 objects define), an entry point that returns
 //                 CUDA_ERROR_NOT_SUPPORTED
@@ -644,6 +645,11 @@ function main() {
   fs.writeFileSync(
     path.join(opts.out, 'libcuda.map'),
     ['{', '	global:', ...[...names, ...QCUDA_EXPORTS].map((n) => `		${n};`), '	local: *;', '};', ''].join('\n'),
+  );
+  // nvcuda.dll's exports (mingw-w64's ld): the same names, nothing else.
+  fs.writeFileSync(
+    path.join(opts.out, 'nvcuda.def'),
+    ['LIBRARY nvcuda.dll', 'EXPORTS', ...[...names, ...QCUDA_EXPORTS].map((n) => `	${n}`), ''].join('\n'),
   );
   writeStubs(opts.out, stubs, version);
   writeProcs(opts.out, rows, version);

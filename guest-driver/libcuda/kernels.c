@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../lib/fatbin.h"
+#include "../lib/qc_os.h" /* memmem on Windows */
 #include "kernels.h"
 #include "qcuda_proto.h" /* QCUDA_MAX_MODULE */
 

@@ -47,7 +47,7 @@ $(GUEST_CU_GEN)/defined.txt: $(GUEST_CU_OBJS)
 	@mkdir -p $(@D)
 	nm -g --defined-only $^ | awk '$$2=="T"{print $$3}' | sort -u > $@
 
-$(GUEST_CU_GEN)/exports.txt $(GUEST_CU_GEN)/libcuda.map $(GUEST_CU_GEN)/stubs.c $(GUEST_CU_GEN)/procs.c &: \
+$(GUEST_CU_GEN)/exports.txt $(GUEST_CU_GEN)/libcuda.map $(GUEST_CU_GEN)/nvcuda.def $(GUEST_CU_GEN)/stubs.c $(GUEST_CU_GEN)/procs.c &: \
 		$(GUEST_CU_DIR)/gen-libcuda.mjs $(GUEST_CU_DIR)/gpa-requests.txt $(GUEST_CU_HDRS) $(GUEST_CU_GEN)/defined.txt
 	node $(GUEST_CU_DIR)/gen-libcuda.mjs --cuda=$(CUDA_HOME) --out=$(GUEST_CU_GEN) \
 	  --defined=$(GUEST_CU_GEN)/defined.txt --requests=$(GUEST_CU_DIR)/gpa-requests.txt

@@ -144,7 +144,7 @@ CUresult cu_read_file(const char *path, void **buf, size_t *size)
 	f = fopen(path, "rb");
 	if (!f)
 		return CUDA_ERROR_FILE_NOT_FOUND;
-	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || n > QCUDA_MAX_MODULE || fseek(f, 0, SEEK_SET)) {
+	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || (uint64_t)n > QCUDA_MAX_MODULE || fseek(f, 0, SEEK_SET)) {
 		fclose(f);
 		return CUDA_ERROR_INVALID_IMAGE;
 	}

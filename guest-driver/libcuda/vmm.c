@@ -13,14 +13,12 @@
  * granularity is answered).
  */
 #define _GNU_SOURCE
-#include <fcntl.h>
 #include <string.h>
-#include <unistd.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 
 #include "cu.h"
+#include "../lib/qc_os.h"
 
 /* A property struct qcuda serves: pinned memory on a device, no export, no
  * compression, no special usage. */
@@ -124,7 +122,7 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 		r = cu_result(qc_req_vmm_free(ptr, size));
 		if (r == CUDA_SUCCESS) {
 			if (reg->reserved)
-				munmap((void *)(uintptr_t)reg->res_start, reg->map_len);
+				qc_os_release(reg->res_start, reg->map_len);
 			free(reg);
 			return CUDA_SUCCESS;
 		}
@@ -274,16 +272,17 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
 		r = cu_result(qc_req_vmm_export(handle, &hdr.h));
 	if (r != CUDA_SUCCESS)
 		return r;
-	fd = memfd_create("qcuda-vmm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (pwrite(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
-		close(fd);
+	switch (qc_os_sealed_file("qcuda-vmm", &hdr, sizeof(hdr), &fd)) {
+	case 0:
+		*(int *)shareableHandle = fd;
+		return CUDA_SUCCESS;
+	case -ENOSYS: /* Windows: no POSIX fds to share */
+		return CUDA_ERROR_NOT_SUPPORTED;
+	case -EIO:
 		return CUDA_ERROR_OPERATING_SYSTEM;
+	default:
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	*(int *)shareableHandle = fd;
-	return CUDA_SUCCESS;
 }
 
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
@@ -293,14 +292,17 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
 	int fd = (int)(intptr_t)osHandle;
 	uint64_t h = 0;
 	CUresult r;
+	int rd;
 
 	if (!handle)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	/* Not one of ours (or no file at all): as the driver answers a descriptor it did not make. */
-	if (pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) || memcmp(hdr.magic, VMM_FD_MAGIC, 8) != 0 ||
-	    hdr.h.size == 0)
+	rd = qc_os_read_sealed(fd, &hdr, sizeof(hdr));
+	if (rd == -ENOSYS)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	if (rd || memcmp(hdr.magic, VMM_FD_MAGIC, 8) != 0 || hdr.h.size == 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	r = enter();
 	if (r == CUDA_SUCCESS)

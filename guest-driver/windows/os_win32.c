@@ -114,3 +114,22 @@ uint64_t qc_os_now_ns(void)
 	return (uint64_t)(now.QuadPart / freq.QuadPart) * 1000000000ull +
 	       (uint64_t)(now.QuadPart % freq.QuadPart) * 1000000000ull / (uint64_t)freq.QuadPart;
 }
+
+/* VirtualQuery, region by region: committed, writable, not a guard page;
+ * a mapped view (MEM_MAPPED) is shared. */
+int qc_os_writable_range(const void *addr, uint64_t len, int *shared)
+{
+	const DWORD writable = PAGE_READWRITE | PAGE_WRITECOPY | PAGE_EXECUTE_READWRITE | PAGE_EXECUTE_WRITECOPY;
+	uintptr_t a = (uintptr_t)addr, end = a + len;
+	MEMORY_BASIC_INFORMATION mbi;
+
+	*shared = 0;
+	while (a < end) {
+		if (!VirtualQuery((void *)a, &mbi, sizeof(mbi)) || mbi.State != MEM_COMMIT ||
+		    !(mbi.Protect & writable) || (mbi.Protect & PAGE_GUARD))
+			return -EFAULT;
+		*shared |= mbi.Type == MEM_MAPPED;
+		a = (uintptr_t)mbi.BaseAddress + mbi.RegionSize;
+	}
+	return 0;
+}

@@ -10,7 +10,12 @@
 #                  Linux, to compare; built by `make` where mingw-w64 is
 #                  installed
 #
-# nvcuda.dll is not written yet: windows.md says what there is.
+#   windows-dll    $(BUILD)/windows/dll/nvcuda.dll: libcuda.so.1's sources
+#                  (guest-driver/lib and guest-driver/libcuda, the Linux-only
+#                  transport and OS files swapped for guest-driver/windows'),
+#                  exporting the names of gen-libcuda.mjs's nvcuda.def
+#                  and, against it, drvbasic.exe (test/libcuda/drvbasic.c,
+#                  also built for Linux) and dll_refusals.exe
 
 WINDOWS_PKGS := gcc-mingw-w64-x86-64-posix mingw-w64-x86-64-dev binutils-mingw-w64-x86-64 wine64
 MINGW_CC := x86_64-w64-mingw32-gcc-posix
@@ -53,7 +58,65 @@ $(WIN_OUT)/shm_calls: $(WIN_CALLS_DEPS) $(LINUX_CALLS_OS)
 	@mkdir -p $(@D)
 	gcc $(WIN_CFLAGS) -pthread -o $@ $(WIN_CALLS_SRCS) $(LINUX_CALLS_OS)
 
+# nvcuda.dll. The generated sources (forwards, stubs, the cuGetProcAddress
+# table) and the export list are libcuda.so.1's, from the same cuda.h.
+WIN_DLL_OBJ := $(WIN_OUT)/dll-obj
+WIN_LIB_LINUX_ONLY := vhu_mem.c vhu_conn.c vhu_ring_events.c transport_ioctl.c os_posix.c os_posix_rt.c stubs.c
+WIN_LIB_SRCS := $(filter-out $(addprefix $(LIB)/,$(WIN_LIB_LINUX_ONLY)),$(wildcard $(LIB)/*.c)) \
+	$(addprefix $(WIN_DIR)/,os_win32.c os_win32_rt.c vhu_win32.c transport_none.c)
+WIN_CU_SRCS := $(wildcard $(GUEST_CU_DIR)/*.c)
+WIN_CU_GEN_SRCS := $(addprefix $(GUEST_CU_GEN)/,forwards.c stubs.c procs.c)
+WIN_DLL_OBJS := $(patsubst %.c,$(WIN_DLL_OBJ)/lib/%.o,$(notdir $(WIN_LIB_SRCS))) \
+	$(patsubst %.c,$(WIN_DLL_OBJ)/cu/%.o,$(notdir $(WIN_CU_SRCS))) \
+	$(patsubst %.c,$(WIN_DLL_OBJ)/gen/%.o,$(notdir $(WIN_CU_GEN_SRCS)))
+# gnu_printf formats (%zu) through mingw's own printf, as glibc's.
+WIN_DLL_CFLAGS := $(WIN_CFLAGS) -fno-strict-aliasing -pthread -D__USE_MINGW_ANSI_STDIO=1 -I$(CUDA_HOME)/include \
+	-I$(GUEST_CU_DIR) -I$(GUEST_CU_GEN)
+WIN_DLL_HDRS := $(wildcard $(LIB)/*.h) $(wildcard $(GUEST_CU_DIR)/*.h) $(GUEST_INCLUDE)/qcuda_proto.h \
+	$(GUEST_CU_GEN)/cu_errnames.h $(GUEST_CU_GEN)/cu_twins.h
+
+.PHONY: windows-dll
+windows-dll: $(WIN_OUT)/dll/nvcuda.dll
+
+$(WIN_DLL_OBJ)/lib/%.o: $(LIB)/%.c $(WIN_DLL_HDRS)
+	@mkdir -p $(@D)
+	$(MINGW_CC) $(WIN_DLL_CFLAGS) -c -o $@ $<
+$(WIN_DLL_OBJ)/lib/%.o: $(WIN_DIR)/%.c $(WIN_DLL_HDRS)
+	@mkdir -p $(@D)
+	$(MINGW_CC) $(WIN_DLL_CFLAGS) -c -o $@ $<
+$(WIN_DLL_OBJ)/cu/%.o: $(GUEST_CU_DIR)/%.c $(WIN_DLL_HDRS)
+	@mkdir -p $(@D)
+	$(MINGW_CC) $(WIN_DLL_CFLAGS) -c -o $@ $<
+$(WIN_DLL_OBJ)/gen/%.o: $(GUEST_CU_GEN)/%.c $(WIN_DLL_HDRS)
+	@mkdir -p $(@D)
+	$(MINGW_CC) $(WIN_DLL_CFLAGS) -c -o $@ $<
+
+# Static libgcc and winpthreads: the DLL alone is what a user copies.
+$(WIN_OUT)/dll/nvcuda.dll: $(WIN_DLL_OBJS) $(GUEST_CU_GEN)/nvcuda.def
+	@mkdir -p $(@D)
+	$(MINGW_CC) -shared -static -pthread -o $@ $(WIN_DLL_OBJS) $(GUEST_CU_GEN)/nvcuda.def -lbcrypt
+
+# drvbasic (test/libcuda): one driver-API source, over nvcuda.dll and over
+# libcuda.so.1, to compare (test/windows/dll-wine.test.ts); linked against
+# the DLL itself, as a program is against NVIDIA's import library.
+WIN_DRV_SRC := $(CURDIR)/test/libcuda/drvbasic.c
+windows-dll: $(WIN_OUT)/dll/drvbasic.exe $(WIN_OUT)/drvbasic $(WIN_OUT)/drvapi.cubin
+$(WIN_OUT)/dll/drvbasic.exe: $(WIN_DRV_SRC) $(CURDIR)/test/libcuda/check.h $(WIN_OUT)/dll/nvcuda.dll
+	$(MINGW_CC) -std=gnu11 -O2 -Wall -Wextra -D__USE_MINGW_ANSI_STDIO=1 -I$(CUDA_HOME)/include -o $@ $< $(WIN_OUT)/dll/nvcuda.dll
+# What nvcuda.dll refuses on Windows (docs/windows.md), for the same test.
+windows-dll: $(WIN_OUT)/dll/dll_refusals.exe
+$(WIN_OUT)/dll/dll_refusals.exe: $(WIN_DIR)/dll_refusals.c $(WIN_OUT)/dll/nvcuda.dll
+	$(MINGW_CC) -std=gnu11 -O2 -Wall -Wextra -I$(CUDA_HOME)/include -o $@ $< $(WIN_OUT)/dll/nvcuda.dll
+$(WIN_OUT)/drvbasic: $(WIN_DRV_SRC) $(CURDIR)/test/libcuda/check.h $(GUEST_LIBCUDA)
+	gcc -std=gnu11 -O2 -Wall -Wextra -I$(CUDA_HOME)/include -o $@ $< -L$(GUEST_LIB_OUT) -l:libcuda.so.1
+$(WIN_OUT)/drvapi.cubin: $(CURDIR)/test/libcuda/drvapi_kernels.cu
+	@mkdir -p $(@D)
+	$(NVCC) -cubin -arch=sm_90 -o $@ $<
+
 # Built by `make` where mingw-w64 is installed (make test installs it).
 ifneq ($(shell command -v $(MINGW_CC) 2>/dev/null),)
 all: windows
+ifneq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
+all: windows-dll
+endif
 endif

@@ -82,7 +82,9 @@ function treeFiles(dir = ''): string[] {
 // NCCL's own sources, what the build writes, the review notes beside the repo.
 const ELSEWHERE = new Set([
   'cuda.h',
+  'cudaProfiler.h',
   'forwards.c',
+  'nvcuda.def',
   'build/qcuda-paths.json',
   'nccl.json',
   'src/misc/cudawrap.cc',

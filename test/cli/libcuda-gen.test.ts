@@ -216,7 +216,7 @@ test('the same input gives the same output', (t) => {
   const out = path.join(work, 'again');
   const defined = path.join(work, 'defined.txt');
   t.is(gen(out, `--defined=${defined}`).status, 0);
-  for (const f of ['exports.txt', 'libcuda.map', 'stubs.c', 'procs.c'])
+  for (const f of ['exports.txt', 'libcuda.map', 'nvcuda.def', 'stubs.c', 'procs.c'])
     t.is(fs.readFileSync(path.join(out, f), 'utf8'), fs.readFileSync(path.join(generated.out, f), 'utf8'), f);
 });
 

@@ -8,60 +8,17 @@
 // program over it.
 // Wine's prefix is cached under ~/.cache/qcuda (its first start takes
 // seconds to minutes); WINEDEBUG=-all.
-import test, { type ExecutionContext } from 'ava';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import test from 'ava';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { KEEP_ROOT, tmpDir, until } from '../helpers';
+import { tmpDir, until } from '../helpers';
+import { WINE, WINESERVER, backend, runTo, wineEnv } from './wine';
 
 const dist = path.resolve(__dirname, '..', '..');
 const ROOT = path.resolve(dist, '..');
-const BACKEND = path.join(dist, 'backend/src/cli/backend.js');
 const WIN = path.join(ROOT, 'build', 'windows');
 const BIN = path.join(ROOT, 'build', 'guest', 'bin');
-const WINE = ['/usr/lib/wine/wine64', '/usr/bin/wine64', '/usr/bin/wine'].find((p) => fs.existsSync(p));
-const WINESERVER = ['/usr/lib/wine/wineserver64', '/usr/bin/wineserver'].find((p) => fs.existsSync(p));
-
-function wineEnv(): NodeJS.ProcessEnv {
-  const version = spawnSync(WINE!, ['--version'], { encoding: 'utf8' })
-    .stdout.trim()
-    .replace(/[^\w.-]/g, '_');
-  const prefix = path.join(os.homedir(), '.cache', 'qcuda', `wine-prefix-${version}`);
-  fs.mkdirSync(path.dirname(prefix), { recursive: true });
-  return { ...process.env, WINEPREFIX: prefix, WINEDEBUG: '-all', WINEARCH: 'win64' };
-}
-
-/** A program run to its end (spawned: the test's backend is another process, but its output is waited for without blocking). */
-function runTo(cmd: string, args: string[], env: NodeJS.ProcessEnv, ms: number): Promise<{ code: number | null; out: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    p.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    p.stderr.on('data', (b: Buffer) => (out += b.toString()));
-    const killer = setTimeout(() => p.kill('SIGKILL'), ms);
-    p.once('close', (code) => {
-      clearTimeout(killer);
-      resolve({ code, out });
-    });
-  });
-}
-
-/** A qcuda-backend serving a region at dir/region (and nothing else), stopped by the test. */
-async function backend(t: ExecutionContext, dir: string): Promise<{ region: string; log: () => string }> {
-  const region = path.join(dir, 'region');
-  const p: ChildProcess = spawn(process.execPath, [BACKEND, '--provider=host', `--shm=${region}`, '--shm-size=128M', ...KEEP_ROOT], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let log = '';
-  p.stderr!.on('data', (b: Buffer) => (log += b.toString()));
-  t.teardown(() => {
-    p.kill('SIGKILL');
-  });
-  t.true(await until(() => /serving the shared-memory region/.test(log), 60_000), log);
-  return { region, log: () => log };
-}
-
 test.serial('under Wine, the Windows build attaches to a region the Linux backend serves, as the Linux build does', async (t) => {
   t.timeout(300_000);
   t.truthy(WINE, 'Wine 8 is installed (make windows-deps)');
