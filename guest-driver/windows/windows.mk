@@ -77,6 +77,8 @@ WIN_DLL_HDRS := $(wildcard $(LIB)/*.h) $(wildcard $(GUEST_CU_DIR)/*.h) $(GUEST_I
 
 .PHONY: windows-dll
 windows-dll: $(WIN_OUT)/dll/nvcuda.dll
+# make windows (which make test runs) builds the DLL and its test programs too.
+windows: windows-dll
 
 $(WIN_DLL_OBJ)/lib/%.o: $(LIB)/%.c $(WIN_DLL_HDRS)
 	@mkdir -p $(@D)
