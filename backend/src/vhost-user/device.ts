@@ -54,4 +54,28 @@ export interface VhostUserDevice {
   attachMemory?(memory: MemoryTable): void;
   /** What the device holds now, as JSON-able values (the embedder's status endpoint shows it). */
   status?(): object;
+  /**
+   * Migration (VHOST_USER_PROTOCOL_F_DEVICE_STATE): write the device's whole
+   * state. Called only with every ring stopped. A throw fails the migration
+   * with its message; the device must then go on as if never asked.
+   */
+  saveState?(out: StateSink): Promise<void>;
+  /**
+   * Take back what a saveState wrote, maybe in another backend process of
+   * another version: every byte is untrusted. A throw refuses the state and
+   * must leave the device as it was.
+   */
+  loadState?(input: StateSource): Promise<void>;
+}
+
+/** Where saveState writes (the migration stream's pipe, a file, a buffer). */
+export interface StateSink {
+  write(chunk: Uint8Array): Promise<void>;
+}
+
+/** Where loadState reads: read(n) gives exactly n bytes or throws at the stream's end. */
+export interface StateSource {
+  read(len: number): Promise<Uint8Array>;
+  /** Whether the stream has ended (nothing more to read). */
+  atEnd(): Promise<boolean>;
 }

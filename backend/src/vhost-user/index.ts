@@ -36,7 +36,7 @@ export {
   VhostUserError,
   type VhostUserErrorKind,
 } from './errors';
-export type { VhostUserDevice } from './device';
+export type { StateSink, StateSource, VhostUserDevice } from './device';
 export { stderrLogger, type Logger } from './logger';
 export { GuestRegion, MemoryTable, type MemoryListener } from './memory';
 export * from './message';
