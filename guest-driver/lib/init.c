@@ -19,6 +19,8 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void init_once_fn(void)
 {
 	const char *path = getenv("QCUDA_DEVICE");
+	const char *shm = getenv("QCUDA_SHM");
+	const char *debug = getenv("QCUDA_DEBUG");
 	struct qcuda_args_hello hello = {
 		.proto_version = QCUDA_PROTO_VERSION,
 		.cuda_version = CUDART_VERSION,
@@ -28,12 +30,12 @@ static void init_once_fn(void)
 	struct qt_info info;
 	int r;
 
-	qc_debug_on = getenv("QCUDA_DEBUG") && *getenv("QCUDA_DEBUG") && strcmp(getenv("QCUDA_DEBUG"), "0");
+	qc_debug_on = debug && *debug && strcmp(debug, "0");
 	if (!path || !*path)
 		path = "/dev/qcuda0";
 	/* The shared-memory transport's region, where named, is what opens. */
-	if (getenv("QCUDA_SHM") && *getenv("QCUDA_SHM"))
-		path = getenv("QCUDA_SHM");
+	if (shm && *shm)
+		path = shm;
 
 	r = qt_open(path, &qc.fd);
 	if (r) {
