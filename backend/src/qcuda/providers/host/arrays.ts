@@ -117,6 +117,23 @@ export class HostArrays {
     this.#objects.delete(id);
   }
 
+  /** Array a's bytes, rows dense (migration/). */
+  bytesOf(a: ArrayRef): Uint8Array {
+    return this.#array(a).bytes;
+  }
+
+  /** Texture and surface objects, by value. */
+  objects(): [bigint, 'texture' | 'surface'][] {
+    return [...this.#objects];
+  }
+
+  /** A migrated texture or surface object: its value as at its source (the guest holds it). */
+  adoptObject(id: bigint, kind: 'texture' | 'surface'): void {
+    if (this.#objects.has(id)) throw new CudaError(CudaErr.InvalidValue, `${kind} object 0x${id.toString(16)} is taken`);
+    this.#objects.set(id, kind);
+    if (id >= this.#nextObject) this.#nextObject = id + 1n;
+  }
+
   /** The context is gone: its memory went with it (HostMemory.releaseAll). */
   clear(): void {
     this.#arrays.clear();

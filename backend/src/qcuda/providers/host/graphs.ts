@@ -31,7 +31,7 @@ const MAX_LOOP_WORK = 2_000_000;
 const LOOP_WORK_BYTES = 512n;
 
 /** A conditional handle: what a launch starts it at, and its current value. */
-interface HostCond {
+export interface HostCond {
   defaultValue: number;
   assignDefault: boolean;
   value: number;
@@ -223,6 +223,36 @@ export class HostGraphs {
       r.loops--;
     } else if (c.value < n.size) {
       this.#runBody(r, bodies[c.value]); // switch: no body for a value past the last
+    }
+  }
+
+  /** Graph g's conditional handles, or an executable graph's spec and conditions (migration/). */
+  condsOf(g: GraphRef): Map<bigint, HostCond> {
+    return this.#graph(g).conds;
+  }
+
+  execOf(x: GraphExecRef): { spec: GraphSpec; conds: Map<bigint, HostCond> } {
+    const e = this.#exec(x);
+    return { spec: e.spec, conds: e.conds };
+  }
+
+  /** A migrated graph: its conditional handles as at its source (the guest holds them). */
+  adoptGraph(conds: Map<bigint, HostCond>): GraphRef {
+    for (const h of conds.keys()) if (h >= this.#nextCond) this.#nextCond = h + 1n;
+    const id = this.#nextGraph++;
+    this.#graphs.set(id, { conds });
+    return id;
+  }
+
+  /** A migrated executable graph: spec instantiated over conds, then their values as they were. */
+  adoptExec(spec: GraphSpec, conds: Map<bigint, HostCond>): GraphExecRef {
+    const g = this.adoptGraph(conds);
+    try {
+      const x = this.instantiate(g, spec);
+      for (const [h, c] of this.#exec(x).conds) c.value = conds.get(h)!.value;
+      return x;
+    } finally {
+      this.#graphs.delete(g as number);
     }
   }
 
