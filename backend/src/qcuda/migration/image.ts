@@ -1,0 +1,86 @@
+// The description of a device's state (format.ts carries it as JSON, the
+// memory's bytes after it as blobs): what each session holds, by the
+// handles and addresses its guest process knows. Blobs follow in this
+// order: per session, its allocations, then its VMM physical memory, then
+// its arrays, each in the order listed.
+import type { ArrayDesc } from '../provider';
+
+/** A conditional handle of a graph or executable graph (its value as now). */
+export interface CondImage {
+  h: bigint;
+  defaultValue: number;
+  assignDefault: boolean;
+  value: number;
+}
+
+/** A node of an executable graph; an event node names its event by the session's handle. */
+export type NodeImage = { parent: number; body: number } & (
+  | {
+      type: 'memcpy';
+      dst: bigint;
+      src: bigint;
+      dstPitch: bigint;
+      dstRows: bigint;
+      srcPitch: bigint;
+      srcRows: bigint;
+      width: bigint;
+      height: bigint;
+      depth: bigint;
+    }
+  | { type: 'memset'; dst: bigint; pitch: bigint; value: number; elem: number; width: bigint; height: bigint }
+  | { type: 'empty' }
+  | { type: 'eventRecord' | 'eventWait'; event: bigint }
+  | { type: 'cond'; handle: bigint; condType: number; size: number }
+);
+
+/** A stream attribute's bytes, as hex. */
+export type AttrImage = [attr: number, hex: string];
+
+/** A context of the session: its device, its limits (cudaLimit order, null: unsupported), its NULL stream's attributes. */
+export interface ContextImage {
+  device: number;
+  limits: (bigint | null)[];
+  legacy: AttrImage[];
+}
+
+export interface SessionImage {
+  id: bigint;
+  /** The current device. */
+  device: number;
+  calls: number;
+  /** The next handle its counter gives. */
+  next: bigint;
+  /** Device memory it holds against the VM's quota. */
+  allocated: bigint;
+  l2SetAside: bigint;
+  peers: string[];
+  asyncError: number;
+  contexts: ContextImage[];
+  streams: { h: bigint; device: number; priority: number; attrs: AttrImage[] }[];
+  events: { h: bigint; device: number; flags: number; at: number | null }[];
+  limitCharges: [string, bigint][];
+  limitBases: [string, bigint][];
+  local: { device: number; base: bigint; threads: bigint; stack: bigint; launched: bigint }[];
+  /** Each a blob of size bytes. */
+  allocs: { base: bigint; size: bigint; device: number }[];
+  /** Guest memory mapped for the device: by guest physical address (it lies elsewhere in the destination's address space). */
+  hostMaps: { base: bigint; device: number; pieces: { gpa: bigint; size: bigint }[] }[];
+  vmm: {
+    ranges: { base: bigint; size: bigint; device: number }[];
+    /** Each a blob of size bytes. */
+    allocs: { h: bigint; size: bigint; held: number; device: number }[];
+    maps: { base: bigint; size: bigint; h: bigint; access: number }[];
+  };
+  /** Each a blob of len bytes (its rows dense). */
+  arrays: { h: bigint; desc: ArrayDesc; elemSize: bigint; bytes: bigint; len: bigint }[];
+  textures: bigint[];
+  surfaces: bigint[];
+  graphs: { h: bigint; conds: CondImage[] }[];
+  execs: { h: bigint; nodes: NodeImage[]; edges: number[]; conds: CondImage[] }[];
+}
+
+export interface DeviceImage {
+  /** The provider that made it: only the same kind takes it. */
+  provider: string;
+  sessions: SessionImage[];
+}
