@@ -245,6 +245,7 @@ async function fill(s: Session, d: Destination, img: SessionImage, blob: () => U
     s.vmm.addReservation(r.base, r.size);
   }
   const vmmHeld = new Map<bigint, number>();
+  const vmmDevice = new Map<bigint, number>();
   for (const a of img.vmm.allocs) {
     const x = on(a.device);
     s.reserve(a.size);
@@ -252,10 +253,11 @@ async function fill(s: Session, d: Destination, img: SessionImage, blob: () => U
     again(a.h);
     same(a.h, s.addVmmAlloc(x, ref, a.size));
     vmmHeld.set(a.h, a.held);
+    vmmDevice.set(a.h, a.device);
   }
   for (const m of img.vmm.maps) {
     const a = s.vmm.addMapping(m.base, m.size, 0n, m.h);
-    const x = on(img.vmm.allocs.find((v) => v.h === m.h)!.device);
+    const x = on(vmmDevice.get(m.h)!);
     await x.vmmMap(m.base, m.size, a.ref);
     if (m.access !== 0) s.vmm.grantAccess([s.vmm.mappingAt(m.base)]);
   }
