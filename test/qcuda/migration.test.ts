@@ -10,7 +10,7 @@ import test, { type ExecutionContext } from 'ava';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
 import type { VmLimits } from '../../backend/src/qcuda/limits';
 import { StateWriter } from '../../backend/src/qcuda/migration/format';
-import { HostProvider, hostProvider, type HostContext } from '../../backend/src/qcuda/providers/host';
+import { HostProvider, hostProvider, type HostContext, type HostProviderOptions } from '../../backend/src/qcuda/providers/host';
 import {
   Cmd,
   encode,
@@ -60,9 +60,12 @@ interface Machine {
   provider: HostProvider;
 }
 
-async function machine(t: ExecutionContext, o: { mem?: GuestMemory; limits?: Partial<VmLimits> } = {}): Promise<Machine> {
+async function machine(t: ExecutionContext, o: { mem?: GuestMemory; limits?: Partial<VmLimits>; devices?: number } = {}): Promise<Machine> {
   const mem = o.mem ?? new GuestMemory();
-  const dev = new QcudaDevice({ provider: hostProvider, queues: 2, limits: o.limits });
+  const provider = o.devices
+    ? (guestView: HostProviderOptions['guestView']) => new HostProvider({ guestView, devices: o.devices })
+    : hostProvider;
+  const dev = new QcudaDevice({ provider, queues: 2, limits: o.limits });
   const pair = await started(t, dev, { size: 64 }, mem);
   return { dev, c: new QcudaClient(pair.fe, 2, 16), mem, provider: dev.provider as HostProvider };
 }
@@ -281,6 +284,69 @@ test('the save changes nothing: the source goes on after it', async (t) => {
   t.is(src.dev.sessions.size, 1);
   const again = await after(t, src, made);
   t.true(again.length > 0, 'the source goes on after its save');
+});
+
+/** A second device's objects of the first session, and a second session: made, then every answer after. */
+async function twoDevices(
+  t: ExecutionContext,
+  m: Machine,
+  other: QcudaClient,
+  x?: { p: bigint; q: bigint; array: bigint; surf: bigint; stream: bigint },
+) {
+  const { c } = m;
+  const out: unknown[] = [];
+  const call = async (cl: QcudaClient, cmd: number, o: Parameters<QcudaClient['call']>[1]) => {
+    const r = await cl.call(cmd, o);
+    t.is(r.status, 0, `command ${cmd}`);
+    out.push([cmd, r.value]);
+    return r.value;
+  };
+  if (!x) {
+    await call(c, Cmd.SET_DEVICE, { args: ['qcuda_args_device', { device: 1 }] });
+    const p = (await c.malloc(4096)).value;
+    await write(m, p, pattern(4096, 23));
+    const stream = await call(c, Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: -1 }] });
+    const array = await call(c, Cmd.ARRAY_CREATE, {
+      args: ['qcuda_args_array_create', { width: 16n, height: 4n, depth: 0n, format: 0x01, channels: 4, flags: 2 }],
+    });
+    const surf = await call(c, Cmd.SURF_CREATE, { args: ['qcuda_args_handle', { handle: array }] });
+    await other.open();
+    const q = (await other.malloc(1024)).value;
+    const m2 = { ...m, c: other };
+    await write(m2, q, pattern(1024, 29));
+    return { p, q, array, surf, stream };
+  }
+  out.push(await readBytes(m, x.p, 4096), await readBytes({ ...m, c: other }, x.q, 1024));
+  await call(c, Cmd.STREAM_GET_PRIORITY, { args: ['qcuda_args_handle', { handle: x.stream }] });
+  await call(c, Cmd.SURF_DESTROY, { args: ['qcuda_args_handle', { handle: x.surf }] });
+  await call(c, Cmd.ARRAY_DESTROY, { args: ['qcuda_args_handle', { handle: x.array }] });
+  await call(c, Cmd.FREE, { args: ['qcuda_args_ptr', { ptr: x.p }] });
+  await call(other, Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0 }] });
+  await call(other, Cmd.SESSION_CLOSE, {});
+  await call(c, Cmd.SESSION_CLOSE, {});
+  out.push(m.dev.vm.quota.used, m.provider.used);
+  return out;
+}
+
+test('two sessions, one of them on two devices, migrate together', async (t) => {
+  const src = await machine(t, { devices: 2 });
+  await before(t, src);
+  const other = new QcudaClient(src.c.fe, 2, 8);
+  const made = (await twoDevices(t, src, other)) as Exclude<Awaited<ReturnType<typeof twoDevices>>, unknown[]>;
+  const sink = new BufferSink();
+  await src.dev.saveState(sink);
+  const dst = await machine(t, { mem: copyMemory(src.mem), devices: 2 });
+  await dst.dev.loadState(source(sink.bytes));
+  t.is(dst.dev.sessions.size, 2);
+  dst.c.session = src.c.session;
+  const dstOther = new QcudaClient(dst.c.fe, 2, 8);
+  dstOther.session = other.session;
+  t.is(dst.dev.vm.quota.used, src.dev.vm.quota.used);
+  const there = await twoDevices(t, dst, dstOther, made);
+  const here = await twoDevices(t, src, other, made);
+  t.deepEqual(there, here);
+  t.is(dst.dev.vm.quota.used, 0n);
+  t.is(dst.provider.used, 0n);
 });
 
 /** Loads state into a fresh device: the error; the destination holds nothing after. */

@@ -243,6 +243,8 @@ function session(f: Field, room: Room): SessionImage {
       .list(objects, 'arrays')
       .map((a) => ({
         h: a.at('h').big(),
+        device: dev(a.at('device')),
+        base: a.at('base').big(),
         desc: desc(a.at('desc')),
         elemSize: a.at('elemSize').big(64n, 1n),
         bytes: a.at('bytes').big(mem),
@@ -251,20 +253,21 @@ function session(f: Field, room: Room): SessionImage {
     textures: f
       .at('textures')
       .list(objects, 'texture objects')
-      .map((x) => x.big()),
+      .map((x) => ({ v: x.at('v').big(), device: dev(x.at('device')) })),
     surfaces: f
       .at('surfaces')
       .list(objects, 'surface objects')
-      .map((x) => x.big()),
+      .map((x) => ({ v: x.at('v').big(), device: dev(x.at('device')) })),
     graphs: f
       .at('graphs')
       .list(MAX_GRAPHS, 'graphs')
-      .map((g) => ({ h: g.at('h').big(), conds: conds(g.at('conds')) })),
+      .map((g) => ({ h: g.at('h').big(), device: dev(g.at('device')), conds: conds(g.at('conds')) })),
     execs: f
       .at('execs')
       .list(MAX_GRAPHS, 'executable graphs')
       .map((x) => ({
         h: x.at('h').big(),
+        device: dev(x.at('device')),
         nodes: x.at('nodes').list(MAX_NODES, 'nodes').map(node),
         edges: x
           .at('edges')

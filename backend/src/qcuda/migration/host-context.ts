@@ -140,17 +140,12 @@ export function restoreAlloc(x: HostContext, base: DevPtr, bytes: Uint8Array): v
 
 export const restoreVmm = (x: HostContext, bytes: Uint8Array): VmmRef => x.memory.vmmAdopt(bytes, x);
 
-/** A migrated array: made as arrayCreate makes it, then its bytes. */
-export async function restoreArray(x: HostContext, desc: Parameters<HostContext['arrayCreate']>[0], bytes: Uint8Array): Promise<ArrayRef> {
-  const a = await x.arrayCreate(desc);
-  const into = x.parts.arrays.bytesOf(a);
-  if (into.length !== bytes.length) {
-    await x.arrayDestroy(a);
-    throw new StateError(`corrupted: an array of ${bytes.length} bytes whose shape makes ${into.length}`);
-  }
-  into.set(bytes);
-  return a;
+/** A migrated array at its address, with its bytes. */
+export function restoreArray(x: HostContext, desc: Parameters<HostContext['arrayCreate']>[0], base: DevPtr, bytes: Uint8Array): ArrayRef {
+  return x.parts.arrays.adopt(desc, base, bytes);
 }
+
+export const arrayBase = (x: HostContext, a: ArrayRef): DevPtr => x.parts.arrays.baseOf(a);
 
 export function restoreObject(x: HostContext, v: bigint, kind: 'texture' | 'surface'): void {
   x.parts.arrays.adoptObject(v, kind);

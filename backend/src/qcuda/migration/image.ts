@@ -72,11 +72,11 @@ export interface SessionImage {
     maps: { base: bigint; size: bigint; h: bigint; access: number }[];
   };
   /** Each a blob of len bytes (its rows dense). */
-  arrays: { h: bigint; desc: ArrayDesc; elemSize: bigint; bytes: bigint; len: bigint }[];
-  textures: bigint[];
-  surfaces: bigint[];
-  graphs: { h: bigint; conds: CondImage[] }[];
-  execs: { h: bigint; nodes: NodeImage[]; edges: number[]; conds: CondImage[] }[];
+  arrays: { h: bigint; device: number; base: bigint; desc: ArrayDesc; elemSize: bigint; bytes: bigint; len: bigint }[];
+  textures: { v: bigint; device: number }[];
+  surfaces: { v: bigint; device: number }[];
+  graphs: { h: bigint; device: number; conds: CondImage[] }[];
+  execs: { h: bigint; device: number; nodes: NodeImage[]; edges: number[]; conds: CondImage[] }[];
 }
 
 export interface DeviceImage {

@@ -11,6 +11,7 @@ import { GRANULARITY } from '../vmm';
 import { StateError } from './format';
 import {
   allocBytes,
+  arrayBase,
   arrayBytes,
   eventImage,
   execImage,
@@ -111,17 +112,18 @@ export async function saveSession(s: Session, where: GuestAddresses): Promise<{ 
     maps: v.maps.map((m) => ({ base: m.base, size: m.size, h: m.handle, access: m.access })),
   };
   const o = s.objects.snapshot();
-  const objects = o.arrays.length + o.textures.length + o.surfaces.length + o.graphs.length + o.execs.length;
-  if (objects > 0 && ctx.size !== 1)
-    throw new StateError(
-      `session ${s.id.toString(16)}: not yet carried: arrays, texture and surface objects and graphs of a session with contexts on several devices`,
-    );
-  const only = [...ctx.values()][0];
   const arrays = o.arrays.map(([h, a]) => {
-    const bytes = arrayBytes(only, a.ref);
+    const [device, x] = holder('array', a.ref);
+    const bytes = arrayBytes(x, a.ref);
     blobs.push([bytes]);
-    return { h, desc: a.desc, elemSize: a.elemSize, bytes: a.bytes, len: BigInt(bytes.length) };
+    return { h, device, base: arrayBase(x, a.ref), desc: a.desc, elemSize: a.elemSize, bytes: a.bytes, len: BigInt(bytes.length) };
   });
+  const objectsOf = [...ctx].map(([d, x]) => [d, new Map(x.parts.arrays.objects())] as const);
+  const object = (v: bigint, kind: 'texture' | 'surface') => {
+    const found = objectsOf.filter(([, m]) => m.get(v) === kind);
+    if (found.length !== 1) throw new StateError(`session ${s.id.toString(16)}: not yet carried: a ${kind} object of no one context`);
+    return { v, device: found[0][0] };
+  };
   const eventOf = new Map<EventRef, bigint>(t.events.map((e) => [e.ref, e.h]));
   const image: SessionImage = {
     id: s.id,
@@ -142,10 +144,16 @@ export async function saveSession(s: Session, where: GuestAddresses): Promise<{ 
     hostMaps,
     vmm,
     arrays,
-    textures: o.textures,
-    surfaces: o.surfaces,
-    graphs: o.graphs.map(([h, g]) => ({ h, conds: graphConds(only, g.ref) })),
-    execs: o.execs.map(([h, e]) => ({ h, ...execImage(only, e, (ev) => eventOf.get(ev)) })),
+    textures: o.textures.map((v) => object(v, 'texture')),
+    surfaces: o.surfaces.map((v) => object(v, 'surface')),
+    graphs: o.graphs.map(([h, g]) => {
+      const [device, x] = holder('graph', g.ref);
+      return { h, device, conds: graphConds(x, g.ref) };
+    }),
+    execs: o.execs.map(([h, e]) => {
+      const [device, x] = holder('exec', e);
+      return { h, device, ...execImage(x, e, (ev) => eventOf.get(ev)) };
+    }),
   };
   return { image, blobs };
 }
@@ -267,38 +275,38 @@ async function fill(s: Session, d: Destination, img: SessionImage, blob: () => U
       throw new StateError(`corrupted: session ${id}: VMM memory 0x${h.toString(16)} neither held nor mapped`);
     a.held = held;
   }
-  const objects = img.arrays.length + img.textures.length + img.surfaces.length + img.graphs.length + img.execs.length;
-  if (objects > 0 && ctx.size !== 1)
-    throw new StateError(`corrupted: session ${id}: arrays or graphs in a session of ${ctx.size} contexts`);
-  const only = [...ctx.values()][0];
   for (const a of img.arrays) {
+    const x = on(a.device);
     const r = s.reserve(a.bytes);
-    const ref = await restoreArray(only, a.desc, blob());
+    const ref = restoreArray(x, a.desc, a.base, blob());
     again(a.h);
-    same(a.h, s.objects.addArray(only, ref, a.desc, a.elemSize, r));
+    same(a.h, s.objects.addArray(x, ref, a.desc, a.elemSize, r));
   }
   for (const [list, kind] of [
     [img.textures, 'texture'],
     [img.surfaces, 'surface'],
   ] as const)
-    for (const v of list) {
-      restoreObject(only, v, kind);
-      s.objects.addObject(only, kind, v);
+    for (const { v, device } of list) {
+      const x = on(device);
+      restoreObject(x, v, kind);
+      s.objects.addObject(x, kind, v);
     }
   for (const g of img.graphs) {
-    const ref = restoreGraph(only, g.conds);
+    const x = on(g.device);
+    const ref = restoreGraph(x, g.conds);
     again(g.h);
-    same(g.h, s.objects.addGraph(only, ref as never));
+    same(g.h, s.objects.addGraph(x, ref as never));
     for (const c of g.conds) s.objects.graph(g.h).conds.add(c.h);
   }
   for (const e of img.execs) {
-    const ref = restoreExec(only, e, (h) => {
+    const x = on(e.device);
+    const ref = restoreExec(x, e, (h) => {
       const ev = events.get(h);
       if (!ev) throw new StateError(`corrupted: session ${id}: a graph node of event 0x${h.toString(16)}, which it has not`);
       return ev;
     });
     again(e.h);
-    same(e.h, s.objects.addGraphExec(only, ref as never));
+    same(e.h, s.objects.addGraphExec(x, ref as never));
   }
   s.restoreTables(img);
   s.l2SetAside = img.l2SetAside;

@@ -85,18 +85,19 @@ export interface GraphTarget {
   views(ptr: DevPtr, size: bigint): Uint8Array[];
 }
 
+/** Graph ids and conditional handles, unique in the process, as arrays' (arrays.ts). */
+let nextGraph = 1;
+let nextCond = 0xc0d0000001n;
+
 export class HostGraphs {
   /** Graphs and executable graphs, by id (one numbering: neither passes for the other). */
   readonly #graphs = new Map<number, HostGraph>();
   readonly #execs = new Map<number, HostGraphExec>();
-  #nextGraph = 1;
-  /** Conditional handles: unique in the context, never 0. */
-  #nextCond = 0xc0d0000001n;
 
   constructor(private readonly target: GraphTarget) {}
 
   create(): GraphRef {
-    const id = this.#nextGraph++;
+    const id = nextGraph++;
     this.#graphs.set(id, { conds: new Map() });
     return id;
   }
@@ -107,7 +108,7 @@ export class HostGraphs {
   }
 
   condHandle(g: GraphRef, defaultValue: number, flags: number): bigint {
-    const h = this.#nextCond++;
+    const h = nextCond++;
     this.#graph(g).conds.set(h, { defaultValue, assignDefault: (flags & COND_ASSIGN_DEFAULT) !== 0, value: defaultValue });
     return h;
   }
@@ -132,7 +133,7 @@ export class HostGraphs {
         Array.from({ length: n.size }, () => []),
       );
     });
-    const id = this.#nextGraph++;
+    const id = nextGraph++;
     this.#execs.set(id, { spec: { nodes, edges: spec.edges.slice() }, bodies, conds, hasKernel: nodes.some((n) => n.type === 'kernel') });
     return id;
   }
@@ -238,8 +239,8 @@ export class HostGraphs {
 
   /** A migrated graph: its conditional handles as at its source (the guest holds them). */
   adoptGraph(conds: Map<bigint, HostCond>): GraphRef {
-    for (const h of conds.keys()) if (h >= this.#nextCond) this.#nextCond = h + 1n;
-    const id = this.#nextGraph++;
+    for (const h of conds.keys()) if (h >= nextCond) nextCond = h + 1n;
+    const id = nextGraph++;
     this.#graphs.set(id, { conds });
     return id;
   }
