@@ -210,6 +210,13 @@ function arrayBytes(m: Machine, h: bigint): Uint8Array {
   return x.parts.arrays.bytesOf(s.objects.array(h).ref);
 }
 
+/** A mipmap level's bytes in the provider (the session's level handle h, of its context on device 1). */
+function levelBytes(m: Machine, h: bigint): Uint8Array {
+  const s = [...m.dev.sessions.values()].find((x) => x.contextCount === 2)!;
+  const x = s.openedContext as HostContext;
+  return x.parts.arrays.bytesOf(s.objects.array(h).ref);
+}
+
 /** The process's second half: every answer and byte it gets, to compare. */
 async function after(t: ExecutionContext, m: Machine, x: Made): Promise<unknown[]> {
   const { c } = m;
@@ -291,7 +298,7 @@ async function twoDevices(
   t: ExecutionContext,
   m: Machine,
   other: QcudaClient,
-  x?: { p: bigint; q: bigint; array: bigint; surf: bigint; stream: bigint },
+  x?: { p: bigint; q: bigint; array: bigint; surf: bigint; stream: bigint; mip: bigint; level: bigint; tex: bigint },
 ) {
   const { c } = m;
   const out: unknown[] = [];
@@ -310,15 +317,27 @@ async function twoDevices(
       args: ['qcuda_args_array_create', { width: 16n, height: 4n, depth: 0n, format: 0x01, channels: 4, flags: 2 }],
     });
     const surf = await call(c, Cmd.SURF_CREATE, { args: ['qcuda_args_handle', { handle: array }] });
+    // A mipmapped array of 3 levels, level 1 asked for, a texture of it; its bytes set as a kernel would.
+    const mip = await call(c, Cmd.MIPMAP_CREATE, {
+      args: ['qcuda_args_mipmap_create', { width: 32n, height: 8n, depth: 0n, format: 0x01, channels: 1, flags: 0, levels: 3 }],
+    });
+    const level = await call(c, Cmd.MIPMAP_LEVEL, { args: ['qcuda_args_mipmap_level', { handle: mip, level: 1 }] });
+    levelBytes(m, level).set(pattern(16 * 4, 31));
+    const tex = await call(c, Cmd.TEX_CREATE, { args: ['qcuda_args_tex_create', { res_type: 1, res: mip }] });
     await other.open();
     const q = (await other.malloc(1024)).value;
     const m2 = { ...m, c: other };
     await write(m2, q, pattern(1024, 29));
-    return { p, q, array, surf, stream };
+    return { p, q, array, surf, stream, mip, level, tex };
   }
   out.push(await readBytes(m, x.p, 4096), await readBytes({ ...m, c: other }, x.q, 1024));
   await call(c, Cmd.STREAM_GET_PRIORITY, { args: ['qcuda_args_handle', { handle: x.stream }] });
   await call(c, Cmd.SURF_DESTROY, { args: ['qcuda_args_handle', { handle: x.surf }] });
+  out.push([...levelBytes(m, x.level)]);
+  await call(c, Cmd.MIPMAP_LEVEL, { args: ['qcuda_args_mipmap_level', { handle: x.mip, level: 1 }] });
+  await call(c, Cmd.MIPMAP_LEVEL, { args: ['qcuda_args_mipmap_level', { handle: x.mip, level: 2 }] });
+  await call(c, Cmd.TEX_DESTROY, { args: ['qcuda_args_handle', { handle: x.tex }] });
+  await call(c, Cmd.MIPMAP_DESTROY, { args: ['qcuda_args_handle', { handle: x.mip }] });
   await call(c, Cmd.ARRAY_DESTROY, { args: ['qcuda_args_handle', { handle: x.array }] });
   await call(c, Cmd.FREE, { args: ['qcuda_args_ptr', { ptr: x.p }] });
   await call(other, Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0 }] });

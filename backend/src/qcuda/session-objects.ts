@@ -166,7 +166,7 @@ export class SessionObjects {
   /** What the session holds, for its state to be saved (migration/session-state.ts). */
   snapshot(): {
     arrays: [bigint, SessionArray][];
-    mipmaps: number;
+    mipmaps: [bigint, SessionMipmap][];
     textures: bigint[];
     surfaces: bigint[];
     graphs: [bigint, SessionGraph][];
@@ -174,7 +174,7 @@ export class SessionObjects {
   } {
     return {
       arrays: [...this.#arrays.entries()],
-      mipmaps: this.#mipmaps.size,
+      mipmaps: [...this.#mipmaps.entries()],
       textures: [...this.#textures],
       surfaces: [...this.#surfaces],
       graphs: [...this.#graphs.entries()],

@@ -16,6 +16,8 @@ const MAX_NODES = 1 << 20;
 /** Allocations and host mappings of one session: more than any process makes (each costs a RangeSet entry). */
 const MAX_ALLOCS = 1 << 20;
 const U64 = (1n << 64n) - 1n;
+/** Levels of a mipmapped array: one per halving of a 64-bit extent. */
+const MAX_LEVELS = 64;
 
 /** A value of the description at a path: each read checks its type and range, or throws a StateError naming the path. */
 class Field {
@@ -250,6 +252,24 @@ function session(f: Field, room: Room): SessionImage {
         bytes: a.at('bytes').big(mem),
         len: a.at('len').big(mem, 1n),
       })),
+    mipmaps: f
+      .at('mipmaps')
+      .list(objects, 'mipmapped arrays')
+      .map((m) => ({
+        h: m.at('h').big(),
+        device: dev(m.at('device')),
+        desc: desc(m.at('desc')),
+        elemSize: m.at('elemSize').big(64n, 1n),
+        bytes: m.at('bytes').big(mem),
+        levels: m
+          .at('levels')
+          .list(MAX_LEVELS, 'levels')
+          .map((l) => ({ base: l.at('base').big(), len: l.at('len').big(mem, 1n) })),
+        levelHandles: m
+          .at('levelHandles')
+          .list(MAX_LEVELS, 'levels')
+          .map((l) => ({ level: l.at('level').int(0, MAX_LEVELS - 1), h: l.at('h').big(), desc: desc(l.at('desc')) })),
+      })),
     textures: f
       .at('textures')
       .list(objects, 'texture objects')
@@ -299,7 +319,11 @@ export function checkImage(v: unknown, provider: string, room: Room): DeviceImag
   }
   // Every byte the blobs will bring is device memory: within the provider's, and each session's within what it holds.
   const bytes = sessions.reduce(
-    (n, s) => n + [...s.allocs, ...s.vmm.allocs].reduce((m, a) => m + a.size, 0n) + s.arrays.reduce((m, a) => m + a.len, 0n),
+    (n, s) =>
+      n +
+      [...s.allocs, ...s.vmm.allocs].reduce((m, a) => m + a.size, 0n) +
+      s.arrays.reduce((m, a) => m + a.len, 0n) +
+      s.mipmaps.reduce((m, a) => m + a.levels.reduce((k, l) => k + l.len, 0n), 0n),
     0n,
   );
   if (bytes > room.totalMem * BigInt(room.devices))

@@ -72,9 +72,10 @@ export const vmmBytes = (x: HostContext, m: VmmRef): Uint8Array => x.memory.vmmB
 export const arrayBytes = (x: HostContext, a: ArrayRef): Uint8Array => x.parts.arrays.bytesOf(a);
 
 /** Whether x holds physical memory m, array a, graph g, executable graph e: a session's refs are per context. */
-export function holds(x: HostContext, what: 'vmm' | 'array' | 'graph' | 'exec', ref: unknown): boolean {
+export function holds(x: HostContext, what: 'vmm' | 'array' | 'mipmap' | 'graph' | 'exec', ref: unknown): boolean {
   try {
     if (what === 'vmm') x.memory.vmmBytes(ref as VmmRef, x);
+    else if (what === 'mipmap') x.parts.arrays.mipmapLevel(ref as never, 0);
     else if (what === 'array') x.parts.arrays.bytesOf(ref as ArrayRef);
     else if (what === 'graph') x.parts.graphs.condsOf(ref as never);
     else x.parts.graphs.execOf(ref as never);

@@ -73,6 +73,16 @@ export interface SessionImage {
   };
   /** Each a blob of len bytes (its rows dense). */
   arrays: { h: bigint; device: number; base: bigint; desc: ArrayDesc; elemSize: bigint; bytes: bigint; len: bigint }[];
+  /** Each level a blob of its len bytes, after the arrays'; levelHandles: [level, the session's handle of it, its shape]. */
+  mipmaps: {
+    h: bigint;
+    device: number;
+    desc: ArrayDesc;
+    elemSize: bigint;
+    bytes: bigint;
+    levels: { base: bigint; len: bigint }[];
+    levelHandles: { level: number; h: bigint; desc: ArrayDesc }[];
+  }[];
   textures: { v: bigint; device: number }[];
   surfaces: { v: bigint; device: number }[];
   graphs: { h: bigint; device: number; conds: CondImage[] }[];

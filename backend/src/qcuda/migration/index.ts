@@ -61,6 +61,9 @@ export async function loadDeviceState(dev: Migratable, src: StateSource): Promis
     for (const a of s.allocs) blobs.push(await r.blob(a.size, `session ${id}'s allocation 0x${a.base.toString(16)}`));
     for (const a of s.vmm.allocs) blobs.push(await r.blob(a.size, `session ${id}'s VMM memory 0x${a.h.toString(16)}`));
     for (const a of s.arrays) blobs.push(await r.blob(a.len, `session ${id}'s array 0x${a.h.toString(16)}`));
+    for (const m of s.mipmaps)
+      for (const [i, l] of m.levels.entries())
+        blobs.push(await r.blob(l.len, `level ${i} of session ${id}'s mipmapped array 0x${m.h.toString(16)}`));
   }
   await r.end();
   let next = 0;

@@ -57,7 +57,6 @@ function notCarried(s: Session): string | undefined {
   ] as const)
     if ((vm[book].count?.(s) ?? 0) > 0) return what;
   if (s.vmm.snapshot().allocs.some(([, a]) => a.token !== undefined)) return 'imported shareable VMM memory';
-  if (s.objects.snapshot().mipmaps > 0) return 'mipmapped arrays';
   return undefined;
 }
 
@@ -112,11 +111,25 @@ export async function saveSession(s: Session, where: GuestAddresses): Promise<{ 
     maps: v.maps.map((m) => ({ base: m.base, size: m.size, h: m.handle, access: m.access })),
   };
   const o = s.objects.snapshot();
-  const arrays = o.arrays.map(([h, a]) => {
-    const [device, x] = holder('array', a.ref);
-    const bytes = arrayBytes(x, a.ref);
-    blobs.push([bytes]);
-    return { h, device, base: arrayBase(x, a.ref), desc: a.desc, elemSize: a.elemSize, bytes: a.bytes, len: BigInt(bytes.length) };
+  const arrays = o.arrays
+    .filter(([, a]) => a.levelOf === undefined)
+    .map(([h, a]) => {
+      const [device, x] = holder('array', a.ref);
+      const bytes = arrayBytes(x, a.ref);
+      blobs.push([bytes]);
+      return { h, device, base: arrayBase(x, a.ref), desc: a.desc, elemSize: a.elemSize, bytes: a.bytes, len: BigInt(bytes.length) };
+    });
+  const levelOf = new Map(o.arrays.filter(([, a]) => a.levelOf !== undefined).map(([h, a]) => [h, a]));
+  const mipmaps = o.mipmaps.map(([h, m]) => {
+    const [device, x] = holder('mipmap', m.ref);
+    const levels = Array.from({ length: m.levels }, (_, l) => {
+      const ref = x.parts.arrays.mipmapLevel(m.ref, l);
+      const bytes = arrayBytes(x, ref);
+      blobs.push([bytes]);
+      return { base: arrayBase(x, ref), len: BigInt(bytes.length) };
+    });
+    const levelHandles = [...m.levelHandles].map(([level, lh]) => ({ level, h: lh, desc: levelOf.get(lh)!.desc }));
+    return { h, device, desc: m.desc, elemSize: m.elemSize, bytes: m.bytes, levels, levelHandles };
   });
   const objectsOf = [...ctx].map(([d, x]) => [d, new Map(x.parts.arrays.objects())] as const);
   const object = (v: bigint, kind: 'texture' | 'surface') => {
@@ -144,6 +157,7 @@ export async function saveSession(s: Session, where: GuestAddresses): Promise<{ 
     hostMaps,
     vmm,
     arrays,
+    mipmaps,
     textures: o.textures.map((v) => object(v, 'texture')),
     surfaces: o.surfaces.map((v) => object(v, 'surface')),
     graphs: o.graphs.map(([h, g]) => {
@@ -281,6 +295,21 @@ async function fill(s: Session, d: Destination, img: SessionImage, blob: () => U
     const ref = restoreArray(x, a.desc, a.base, blob());
     again(a.h);
     same(a.h, s.objects.addArray(x, ref, a.desc, a.elemSize, r));
+  }
+  for (const m of img.mipmaps) {
+    const x = on(m.device);
+    const r = s.reserve(m.bytes);
+    const ref = x.parts.arrays.adoptMipmap(
+      m.desc,
+      m.levels.map((l) => ({ base: l.base, bytes: blob() })),
+    );
+    again(m.h);
+    same(m.h, s.objects.addMipmap(x, ref, m.desc, m.levels.length, m.elemSize, r));
+    for (const l of m.levelHandles) {
+      if (l.level >= m.levels.length) throw new StateError(`corrupted: session ${id}: level ${l.level} of ${m.levels.length}`);
+      again(l.h);
+      same(l.h, s.objects.addLevel(x, m.h, l.level, x.parts.arrays.mipmapLevel(ref, l.level), l.desc));
+    }
   }
   for (const [list, kind] of [
     [img.textures, 'texture'],

@@ -132,6 +132,20 @@ export class HostArrays {
     return this.#array(a).base;
   }
 
+  /** A migrated mipmapped array: its levels' bytes at their addresses (levelDesc's shapes). */
+  adoptMipmap(desc: ArrayDesc, levels: readonly { base: DevPtr; bytes: Uint8Array }[]): MipmapRef {
+    const ids: number[] = [];
+    try {
+      levels.forEach((l, i) => ids.push(this.adopt(levelDesc(desc, i), l.base, l.bytes) as number));
+    } catch (e) {
+      for (const id of ids) this.destroy(id);
+      throw e;
+    }
+    const id = nextArray++;
+    this.#mipmaps.set(id, ids);
+    return id;
+  }
+
   /** A migrated array: its bytes at its address at the source (another allocation's there otherwise). */
   adopt(desc: ArrayDesc, base: DevPtr, bytes: Uint8Array): ArrayRef {
     const elem = elementSize(desc.format, desc.channels);
