@@ -298,7 +298,20 @@ async function twoDevices(
   t: ExecutionContext,
   m: Machine,
   other: QcudaClient,
-  x?: { p: bigint; q: bigint; array: bigint; surf: bigint; stream: bigint; mip: bigint; level: bigint; tex: bigint },
+  x?: {
+    p: bigint;
+    q: bigint;
+    array: bigint;
+    surf: bigint;
+    stream: bigint;
+    mip: bigint;
+    level: bigint;
+    tex: bigint;
+    handle: object;
+    at: bigint;
+    evHandle: object;
+    opened: bigint;
+  },
 ) {
   const { c } = m;
   const out: unknown[] = [];
@@ -328,9 +341,23 @@ async function twoDevices(
     const q = (await other.malloc(1024)).value;
     const m2 = { ...m, c: other };
     await write(m2, q, pattern(1024, 29));
-    return { p, q, array, surf, stream, mip, level, tex };
+    // IPC: the second session opens the first's allocation p and its interprocess event.
+    const handle = (await c.call(Cmd.IPC_GET, { args: ['qcuda_args_ptr', { ptr: p }], out: 'qcuda_ipc_handle' })).out!;
+    const at = await call(other, Cmd.IPC_OPEN, { args: ['qcuda_ipc_handle', handle as never] });
+    const ev = await call(c, Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0x6 }] });
+    const evHandle = (await c.call(Cmd.IPC_EVENT_GET, { args: ['qcuda_args_handle', { handle: ev }], out: 'qcuda_ipc_handle' })).out!;
+    const opened = await call(other, Cmd.IPC_EVENT_OPEN, { args: ['qcuda_ipc_handle', evHandle as never] });
+    return { p, q, array, surf, stream, mip, level, tex, handle, at, evHandle, opened };
   }
   out.push(await readBytes(m, x.p, 4096), await readBytes({ ...m, c: other }, x.q, 1024));
+  // The opening reaches p's bytes; writes through it are p's; closed and opened again by its handle.
+  out.push(await readBytes({ ...m, c: other }, x.at + 100n, 200));
+  await write({ ...m, c: other }, x.at, pattern(64, 37));
+  out.push(await readBytes(m, x.p, 128));
+  await call(other, Cmd.EVENT_QUERY, { args: ['qcuda_args_handle', { handle: x.opened }] });
+  await call(other, Cmd.IPC_CLOSE, { args: ['qcuda_args_ptr', { ptr: x.at }] });
+  await call(other, Cmd.IPC_OPEN, { args: ['qcuda_ipc_handle', x.handle as never] });
+  await call(other, Cmd.IPC_EVENT_OPEN, { args: ['qcuda_ipc_handle', x.evHandle as never] });
   await call(c, Cmd.STREAM_GET_PRIORITY, { args: ['qcuda_args_handle', { handle: x.stream }] });
   await call(c, Cmd.SURF_DESTROY, { args: ['qcuda_args_handle', { handle: x.surf }] });
   out.push([...levelBytes(m, x.level)]);

@@ -161,8 +161,8 @@ export class SessionMemory {
   }
 
   /** What the session holds, for its state to be saved (migration/session-state.ts). */
-  snapshot(): { allocs: readonly Alloc[]; imports: number; hostMaps: readonly Range[] } {
-    return { allocs: this.#allocs.values(), imports: this.#imports.size, hostMaps: this.#hostMaps.values() };
+  snapshot(): { allocs: readonly Alloc[]; imports: readonly Alloc[]; hostMaps: readonly Range[] } {
+    return { allocs: this.#allocs.values(), imports: this.#imports.values(), hostMaps: this.#hostMaps.values() };
   }
 
   /** Forgets everything and gives the mapped pieces and bytes back (a reset, the close: the context's end frees the memory). */

@@ -3,7 +3,9 @@
 // (limits.ts) and the session's (handles.ts, vmm.ts, session-objects.ts),
 // every size within the provider's memory, and the whole within the
 // destination's quota. What passes is a DeviceImage (image.ts).
+import { IPC_TOKEN_BYTES } from '../ipc';
 import type { VmLimits } from '../limits';
+import { IPC_DROPPED_KEPT } from '../session';
 import { MAX_GRAPHS, MAX_COND_HANDLES } from '../session-objects';
 import { MAX_VMM_RESERVED } from '../vmm';
 import { StateError } from './format';
@@ -207,6 +209,14 @@ function session(f: Field, room: Room): SessionImage {
       .at('allocs')
       .list(MAX_ALLOCS, 'allocations')
       .map((a) => ({ base: a.at('base').big(), size: a.at('size').big(mem, 1n), device: dev(a.at('device')) })),
+    imports: f
+      .at('imports')
+      .list(MAX_ALLOCS, 'IPC openings')
+      .map((a) => ({ base: a.at('base').big(), size: a.at('size').big(mem, 1n), device: dev(a.at('device')) })),
+    droppedImports: f
+      .at('droppedImports')
+      .list(IPC_DROPPED_KEPT)
+      .map((x) => x.big()),
     hostMaps: f
       .at('hostMaps')
       .list(limits.hostMapPieces, 'host mappings')
@@ -333,5 +343,21 @@ export function checkImage(v: unknown, provider: string, room: Room): DeviceImag
     throw new StateError(
       `the state uses ${used} bytes of device memory; the destination VM's quota has ${room.quotaLeft} left (raise its --device-memory-limit)`,
     );
-  return { provider: from, sessions };
+  const ipc = top
+    .at('ipc')
+    .list(MAX_ALLOCS, 'IPC handles')
+    .map((e) => ({
+      kind: e.at('kind').str(8, /^(memory|event)$/) as 'memory' | 'event',
+      token: e.at('token').str(2 * IPC_TOKEN_BYTES, /^[0-9a-f]{32}$/),
+      owner: e.at('owner').big(),
+      ptr: e.at('ptr').big(),
+      size: e.at('size').big(),
+      device: e.at('device').int(0, room.devices - 1),
+      exported: e.at('exported').v === null ? null : e.at('exported').str(1024, /^([0-9a-f]{2})*$/),
+      openers: e
+        .at('openers')
+        .list(MAX_SESSIONS, 'openers')
+        .map((o) => ({ session: o.at('session').big(), at: o.at('at').big() })),
+    }));
+  return { provider: from, sessions, ipc };
 }

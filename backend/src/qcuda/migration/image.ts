@@ -63,6 +63,9 @@ export interface SessionImage {
   local: { device: number; base: bigint; threads: bigint; stack: bigint; launched: bigint }[];
   /** Each a blob of size bytes. */
   allocs: { base: bigint; size: bigint; device: number }[];
+  /** Other sessions' memory it opened by IPC (ipc names whose), and what it opened that its owner freed (IPC_CLOSE still succeeds). */
+  imports: { base: bigint; size: bigint; device: number }[];
+  droppedImports: bigint[];
   /** Guest memory mapped for the device: by guest physical address (it lies elsewhere in the destination's address space). */
   hostMaps: { base: bigint; device: number; pieces: { gpa: bigint; size: bigint }[] }[];
   vmm: {
@@ -89,8 +92,22 @@ export interface SessionImage {
   execs: { h: bigint; device: number; nodes: NodeImage[]; edges: number[]; conds: CondImage[] }[];
 }
 
+/** An IPC memory or event handle of the VM (ipc.ts): its token as the guest holds it, and the openings of memory. */
+export interface IpcImage {
+  kind: 'memory' | 'event';
+  token: string;
+  /** The owner's session id, and its allocation's address or its event's handle. */
+  owner: bigint;
+  ptr: bigint;
+  size: bigint;
+  device: number;
+  exported: string | null;
+  openers: { session: bigint; at: bigint }[];
+}
+
 export interface DeviceImage {
   /** The provider that made it: only the same kind takes it. */
   provider: string;
   sessions: SessionImage[];
+  ipc: IpcImage[];
 }

@@ -11,6 +11,7 @@ import type { Session, VmShared } from '../session';
 import { checkImage } from './checks';
 import { StateError, StateReader, StateWriter } from './format';
 import type { DeviceImage } from './image';
+import { restoreIpc, saveIpc } from './ipc-state';
 import { drain, restoreSession, saveSession, type GuestAddresses } from './session-state';
 
 export { StateError } from './format';
@@ -35,7 +36,7 @@ export async function saveDeviceState(dev: Migratable, sink: StateSink): Promise
   for (const s of sessions) await drain(s);
   const saved = [];
   for (const s of sessions) saved.push(await saveSession(s, dev.where));
-  const image: DeviceImage = { provider: dev.provider.name, sessions: saved.map((x) => x.image) };
+  const image: DeviceImage = { provider: dev.provider.name, sessions: saved.map((x) => x.image), ipc: saveIpc(dev.vm) };
   const w = new StateWriter(sink);
   await w.header(image);
   for (const x of saved) for (const b of x.blobs) await w.blob(b);
@@ -72,6 +73,7 @@ export async function loadDeviceState(dev: Migratable, src: StateSource): Promis
   try {
     for (const s of image.sessions)
       made.push(await restoreSession({ provider: dev.provider, vm: dev.vm, log: (l) => dev.log.log(l), where: dev.where }, s, take));
+    restoreIpc(dev.vm, image.ipc, new Map(made.map((s, i) => [s.id, [s, image.sessions[i]]])));
   } catch (e) {
     await Promise.allSettled(made.map((s) => s.close()));
     throw e;

@@ -48,14 +48,8 @@ function notCarried(s: Session): string | undefined {
   if (s.output.pending) return 'device output the guest has not read yet';
   if (s.modules.moduleCount > 0) return 'loaded modules';
   if (s.modules.pendingUploads > 0 || s.modules.linkResults > 0) return 'a module upload or link result in progress';
-  if (s.memory.snapshot().imports > 0) return 'memory opened by IPC';
-  const vm = s.vm as unknown as Record<string, { count?: (s: Session) => number }>;
-  for (const [book, what] of [
-    ['ipc', 'IPC memory handles'],
-    ['ipcEvents', 'IPC event handles'],
-    ['vmmShares', 'shareable VMM handles'],
-  ] as const)
-    if ((vm[book].count?.(s) ?? 0) > 0) return what;
+  const shares = s.vm.vmmShares as unknown as { count?: (s: Session) => number };
+  if ((shares.count?.(s) ?? 0) > 0) return 'shareable VMM handles';
   if (s.vmm.snapshot().allocs.some(([, a]) => a.token !== undefined)) return 'imported shareable VMM memory';
   return undefined;
 }
@@ -154,6 +148,8 @@ export async function saveSession(s: Session, where: GuestAddresses): Promise<{ 
     limitBases: t.limitBases,
     local: t.local,
     allocs,
+    imports: mem.imports.map((a) => ({ base: a.base, size: a.size, device: a.device })),
+    droppedImports: [...s.droppedImports],
     hostMaps,
     vmm,
     arrays,
@@ -337,6 +333,7 @@ async function fill(s: Session, d: Destination, img: SessionImage, blob: () => U
     again(e.h);
     same(e.h, s.objects.addGraphExec(x, ref as never));
   }
+  for (const p of img.droppedImports) s.droppedImports.add(p);
   s.restoreTables(img);
   s.l2SetAside = img.l2SetAside;
   for (const p of img.peers) s.peers.add(p);

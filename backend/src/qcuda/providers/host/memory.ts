@@ -162,6 +162,17 @@ export class HostMemory {
     if (end > this.#next) this.#next = end;
   }
 
+  /** A migrated opening of another context's allocation (importBytes), at its address at the source. */
+  adoptImport(base: DevPtr, bytes: Uint8Array, owner: MemoryOwner): void {
+    alive(owner);
+    const size = BigInt(bytes.length);
+    if (base < DEVICE_BASE || base + size >= VMM_BASE || this.#allocs.overlapping(base, size))
+      throw new CudaError(CudaErr.InvalidValue, `IPC memory at 0x${base.toString(16)}+${size} is taken or out of range here`);
+    this.#allocs.add({ base, size, bytes, owner, imported: true });
+    const end = base + ((size + ALIGN - 1n) / ALIGN) * ALIGN + GUARD;
+    if (end > this.#next) this.#next = end;
+  }
+
   /** Physical memory m's bytes and whether it was imported (migration/). */
   vmmBytes(m: VmmRef, owner: MemoryOwner): Uint8Array {
     return this.vmmMemory(m, owner);
