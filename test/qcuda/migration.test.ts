@@ -293,7 +293,7 @@ test('the save changes nothing: the source goes on after it', async (t) => {
   t.true(again.length > 0, 'the source goes on after its save');
 });
 
-/** A second device's objects of the first session, and a second session: made, then every answer after. */
+/** A second device's objects of the first session, and a second session with IPC and VMM sharing: made, then every answer after. */
 async function twoDevices(
   t: ExecutionContext,
   m: Machine,
@@ -311,6 +311,10 @@ async function twoDevices(
     at: bigint;
     evHandle: object;
     opened: bigint;
+    shared: bigint;
+    token: object;
+    imported: bigint;
+    va: bigint;
   },
 ) {
   const { c } = m;
@@ -347,7 +351,15 @@ async function twoDevices(
     const ev = await call(c, Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0x6 }] });
     const evHandle = (await c.call(Cmd.IPC_EVENT_GET, { args: ['qcuda_args_handle', { handle: ev }], out: 'qcuda_ipc_handle' })).out!;
     const opened = await call(other, Cmd.IPC_EVENT_OPEN, { args: ['qcuda_ipc_handle', evHandle as never] });
-    return { p, q, array, surf, stream, mip, level, tex, handle, at, evHandle, opened };
+    // VMM sharing: the first session exports memory, the second imports and maps it.
+    const shared = await call(c, Cmd.VMM_CREATE, { args: ['qcuda_args_vmm_create', { size: G, flags: 0n }] });
+    const token = (await c.call(Cmd.VMM_EXPORT, { args: ['qcuda_args_handle', { handle: shared }], out: 'qcuda_ipc_handle' })).out!;
+    const imported = await call(other, Cmd.VMM_IMPORT, { args: ['qcuda_ipc_handle', token as never] });
+    const va = await call(other, Cmd.VMM_RESERVE, { args: ['qcuda_args_vmm_reserve', { size: G, alignment: 0n, addr: 0n, flags: 0n }] });
+    await call(other, Cmd.VMM_MAP, { args: ['qcuda_args_vmm_map', { ptr: va, size: G, offset: 0n, handle: imported, flags: 0n }] });
+    await call(other, Cmd.VMM_SET_ACCESS, { args: ['qcuda_args_vmm_access', { ptr: va, size: G, device: 0, prot: QCUDA_VMM_ACCESS_RW }] });
+    await write(m2, va + 10n, pattern(100, 41));
+    return { p, q, array, surf, stream, mip, level, tex, handle, at, evHandle, opened, shared, token, imported, va };
   }
   out.push(await readBytes(m, x.p, 4096), await readBytes({ ...m, c: other }, x.q, 1024));
   // The opening reaches p's bytes; writes through it are p's; closed and opened again by its handle.
@@ -358,6 +370,12 @@ async function twoDevices(
   await call(other, Cmd.IPC_CLOSE, { args: ['qcuda_args_ptr', { ptr: x.at }] });
   await call(other, Cmd.IPC_OPEN, { args: ['qcuda_ipc_handle', x.handle as never] });
   await call(other, Cmd.IPC_EVENT_OPEN, { args: ['qcuda_ipc_handle', x.evHandle as never] });
+  // The import still maps the exporter's memory; imported again by its token, then the owner's release unmaps it.
+  out.push(await readBytes({ ...m, c: other }, x.va, 128));
+  await call(other, Cmd.VMM_SIZE, { args: ['qcuda_args_handle', { handle: x.imported }] });
+  await call(other, Cmd.VMM_IMPORT, { args: ['qcuda_ipc_handle', x.token as never] });
+  await call(c, Cmd.VMM_RELEASE, { args: ['qcuda_args_handle', { handle: x.shared }] });
+  out.push((await readBytes({ ...m, c: other }, x.va, 16)).status);
   await call(c, Cmd.STREAM_GET_PRIORITY, { args: ['qcuda_args_handle', { handle: x.stream }] });
   await call(c, Cmd.SURF_DESTROY, { args: ['qcuda_args_handle', { handle: x.surf }] });
   out.push([...levelBytes(m, x.level)]);

@@ -243,6 +243,7 @@ function session(f: Field, room: Room): SessionImage {
           size: a.at('size').big(mem, 1n),
           held: a.at('held').int(0, 0x7fffffff),
           device: dev(a.at('device')),
+          token: a.at('token').v === null ? null : a.at('token').str(32, /^[0-9a-f]{32}$/),
         })),
       maps: f
         .at('vmm')
@@ -359,5 +360,25 @@ export function checkImage(v: unknown, provider: string, room: Room): DeviceImag
         .list(MAX_SESSIONS, 'openers')
         .map((o) => ({ session: o.at('session').big(), at: o.at('at').big() })),
     }));
-  return { provider: from, sessions, ipc };
+  const vmmShares = top
+    .at('vmmShares')
+    .list(MAX_ALLOCS, 'shareable VMM handles')
+    .map((e) => ({
+      token: e.at('token').str(32, /^[0-9a-f]{32}$/),
+      owner: e.at('owner').big(),
+      handle: e.at('handle').big(),
+      size: e.at('size').big(room.totalMem, 1n),
+      device: e.at('device').int(0, room.devices - 1),
+      importers: e
+        .at('importers')
+        .list(MAX_SESSIONS, 'importers')
+        .map((i) => ({
+          session: i.at('session').big(),
+          handles: i
+            .at('handles')
+            .list(room.limits.processObjects, 'handles')
+            .map((h) => h.big()),
+        })),
+    }));
+  return { provider: from, sessions, ipc, vmmShares };
 }

@@ -70,8 +70,8 @@ export interface SessionImage {
   hostMaps: { base: bigint; device: number; pieces: { gpa: bigint; size: bigint }[] }[];
   vmm: {
     ranges: { base: bigint; size: bigint; device: number }[];
-    /** Each a blob of size bytes. */
-    allocs: { h: bigint; size: bigint; held: number; device: number }[];
+    /** Each a blob of size bytes, but those imported by a shareable handle's token (their owner's memory). */
+    allocs: { h: bigint; size: bigint; held: number; device: number; token: string | null }[];
     maps: { base: bigint; size: bigint; h: bigint; access: number }[];
   };
   /** Each a blob of len bytes (its rows dense). */
@@ -105,9 +105,20 @@ export interface IpcImage {
   openers: { session: bigint; at: bigint }[];
 }
 
+/** A shareable handle of a session's VMM memory (vmm-share.ts): its token, and the importers' handles of it. */
+export interface VmmShareImage {
+  token: string;
+  owner: bigint;
+  handle: bigint;
+  size: bigint;
+  device: number;
+  importers: { session: bigint; handles: bigint[] }[];
+}
+
 export interface DeviceImage {
   /** The provider that made it: only the same kind takes it. */
   provider: string;
   sessions: SessionImage[];
   ipc: IpcImage[];
+  vmmShares: VmmShareImage[];
 }

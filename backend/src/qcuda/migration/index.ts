@@ -12,6 +12,7 @@ import { checkImage } from './checks';
 import { StateError, StateReader, StateWriter } from './format';
 import type { DeviceImage } from './image';
 import { restoreIpc, saveIpc } from './ipc-state';
+import { restoreShares, saveShares } from './vmm-share-state';
 import { drain, restoreSession, saveSession, type GuestAddresses } from './session-state';
 
 export { StateError } from './format';
@@ -36,7 +37,12 @@ export async function saveDeviceState(dev: Migratable, sink: StateSink): Promise
   for (const s of sessions) await drain(s);
   const saved = [];
   for (const s of sessions) saved.push(await saveSession(s, dev.where));
-  const image: DeviceImage = { provider: dev.provider.name, sessions: saved.map((x) => x.image), ipc: saveIpc(dev.vm) };
+  const image: DeviceImage = {
+    provider: dev.provider.name,
+    sessions: saved.map((x) => x.image),
+    ipc: saveIpc(dev.vm),
+    vmmShares: saveShares(dev.vm),
+  };
   const w = new StateWriter(sink);
   await w.header(image);
   for (const x of saved) for (const b of x.blobs) await w.blob(b);
@@ -60,7 +66,8 @@ export async function loadDeviceState(dev: Migratable, src: StateSource): Promis
   for (const s of image.sessions) {
     const id = s.id.toString(16);
     for (const a of s.allocs) blobs.push(await r.blob(a.size, `session ${id}'s allocation 0x${a.base.toString(16)}`));
-    for (const a of s.vmm.allocs) blobs.push(await r.blob(a.size, `session ${id}'s VMM memory 0x${a.h.toString(16)}`));
+    for (const a of s.vmm.allocs.filter((x) => x.token === null))
+      blobs.push(await r.blob(a.size, `session ${id}'s VMM memory 0x${a.h.toString(16)}`));
     for (const a of s.arrays) blobs.push(await r.blob(a.len, `session ${id}'s array 0x${a.h.toString(16)}`));
     for (const m of s.mipmaps)
       for (const [i, l] of m.levels.entries())
@@ -73,7 +80,9 @@ export async function loadDeviceState(dev: Migratable, src: StateSource): Promis
   try {
     for (const s of image.sessions)
       made.push(await restoreSession({ provider: dev.provider, vm: dev.vm, log: (l) => dev.log.log(l), where: dev.where }, s, take));
-    restoreIpc(dev.vm, image.ipc, new Map(made.map((s, i) => [s.id, [s, image.sessions[i]]])));
+    const byId = new Map(made.map((s, i) => [s.id, [s, image.sessions[i]] as const]));
+    restoreIpc(dev.vm, image.ipc, byId);
+    await restoreShares(dev.vm, image.vmmShares, byId);
   } catch (e) {
     await Promise.allSettled(made.map((s) => s.close()));
     throw e;

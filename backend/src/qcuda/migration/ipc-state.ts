@@ -34,7 +34,7 @@ export function saveIpc(vm: VmShared): IpcImage[] {
 }
 
 /** The VM's handles again, over its restored sessions (by id, with their images); a throw leaves the caller to close them. */
-export function restoreIpc(vm: VmShared, list: readonly IpcImage[], sessions: Map<bigint, [Session, SessionImage]>): void {
+export function restoreIpc(vm: VmShared, list: readonly IpcImage[], sessions: ReadonlyMap<bigint, readonly [Session, SessionImage]>): void {
   try {
     restore(vm, list, sessions);
   } catch (e) {
@@ -43,9 +43,9 @@ export function restoreIpc(vm: VmShared, list: readonly IpcImage[], sessions: Ma
   }
 }
 
-function restore(vm: VmShared, list: readonly IpcImage[], sessions: Map<bigint, [Session, SessionImage]>): void {
+function restore(vm: VmShared, list: readonly IpcImage[], sessions: ReadonlyMap<bigint, readonly [Session, SessionImage]>): void {
   const t = tables(vm);
-  const session = (id: bigint): [Session, SessionImage] => {
+  const session = (id: bigint): readonly [Session, SessionImage] => {
     const s = sessions.get(id);
     if (!s) throw new StateError(`corrupted: an IPC handle of session ${id.toString(16)}, which the state has not`);
     return s;

@@ -48,9 +48,6 @@ function notCarried(s: Session): string | undefined {
   if (s.output.pending) return 'device output the guest has not read yet';
   if (s.modules.moduleCount > 0) return 'loaded modules';
   if (s.modules.pendingUploads > 0 || s.modules.linkResults > 0) return 'a module upload or link result in progress';
-  const shares = s.vm.vmmShares as unknown as { count?: (s: Session) => number };
-  if ((shares.count?.(s) ?? 0) > 0) return 'shareable VMM handles';
-  if (s.vmm.snapshot().allocs.some(([, a]) => a.token !== undefined)) return 'imported shareable VMM memory';
   return undefined;
 }
 
@@ -99,8 +96,9 @@ export async function saveSession(s: Session, where: GuestAddresses): Promise<{ 
     }),
     allocs: v.allocs.map(([h, a]) => {
       const [device, x] = holder('vmm', a.ref);
-      blobs.push([vmmBytes(x, a.ref)]);
-      return { h, size: a.size, held: a.held, device };
+      // Imported memory is its owner's: the share (vmm-share-state.ts) brings it.
+      if (a.token === undefined) blobs.push([vmmBytes(x, a.ref)]);
+      return { h, size: a.size, held: a.held, device, token: a.token ?? null };
     }),
     maps: v.maps.map((m) => ({ base: m.base, size: m.size, h: m.handle, access: m.access })),
   };
@@ -166,6 +164,17 @@ export async function saveSession(s: Session, where: GuestAddresses): Promise<{ 
     }),
   };
   return { image, blobs };
+}
+
+/** A VMM mapping of the session's memory h made again, with its access. */
+export async function restoreMapping(
+  s: Session,
+  x: HostContext,
+  m: { base: bigint; size: bigint; h: bigint; access: number },
+): Promise<void> {
+  const a = s.vmm.addMapping(m.base, m.size, 0n, m.h);
+  await x.vmmMap(m.base, m.size, a.ref);
+  if (m.access !== 0) s.vmm.grantAccess([s.vmm.mappingAt(m.base)]);
 }
 
 /** What restoreSession needs of the device. */
@@ -265,6 +274,11 @@ async function fill(s: Session, d: Destination, img: SessionImage, blob: () => U
   const vmmHeld = new Map<bigint, number>();
   const vmmDevice = new Map<bigint, number>();
   for (const a of img.vmm.allocs) {
+    if (a.token !== null) {
+      on(a.device);
+      used.add(a.h); // imported once every session is back (vmm-share-state.ts)
+      continue;
+    }
     const x = on(a.device);
     s.reserve(a.size);
     const ref = restoreVmm(x, blob());
@@ -273,11 +287,12 @@ async function fill(s: Session, d: Destination, img: SessionImage, blob: () => U
     vmmHeld.set(a.h, a.held);
     vmmDevice.set(a.h, a.device);
   }
+  const imported = new Set(img.vmm.allocs.filter((a) => a.token !== null).map((a) => a.h));
   for (const m of img.vmm.maps) {
-    const a = s.vmm.addMapping(m.base, m.size, 0n, m.h);
-    const x = on(vmmDevice.get(m.h)!);
-    await x.vmmMap(m.base, m.size, a.ref);
-    if (m.access !== 0) s.vmm.grantAccess([s.vmm.mappingAt(m.base)]);
+    if (imported.has(m.h)) continue; // mapped with its import (vmm-share-state.ts)
+    if (!vmmDevice.has(m.h))
+      throw new StateError(`corrupted: session ${id}: a mapping of VMM memory 0x${m.h.toString(16)}, which it has not`);
+    await restoreMapping(s, on(vmmDevice.get(m.h)!), m);
   }
   for (const [h, held] of vmmHeld) {
     const a = s.vmm.existing(h)!;
