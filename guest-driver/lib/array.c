@@ -569,7 +569,7 @@ static cudaError_t malloc_pitch(void **p, size_t *pitch, size_t width, size_t ro
 	if (__builtin_mul_overflow(pt, rows, &bytes))
 		return cudaErrorMemoryAllocation;
 	*pitch = pt;
-	return cudaMalloc(p, bytes);
+	return qc_malloc(p, bytes);
 }
 
 QC_API cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)

@@ -85,7 +85,7 @@ static cudaError_t host_alloc(void **out, size_t size, unsigned int flags, enum 
 	}
 	e = gpa ? host_map_call(gpa, len, &dev) : host_map_pages(r->token, len, &dev);
 	if (e != cudaSuccess) {
-		qc_debug("HOST_MAP%s of %zu bytes failed: %s", gpa ? "" : "_PAGES", len, cudaGetErrorName(e));
+		qc_debug("HOST_MAP%s of %zu bytes failed: %s", gpa ? "" : "_PAGES", len, qc_error_label(e));
 		dev = 0;
 	}
 	if (!dev && need_map) {
@@ -241,7 +241,7 @@ QC_API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 		if (e == cudaSuccess)
 			dev = unmap_dev + (a - key);
 		else
-			qc_debug("HOST_MAP_PAGES of %zu registered bytes failed: %s", size, cudaGetErrorName(e));
+			qc_debug("HOST_MAP_PAGES of %zu registered bytes failed: %s", size, qc_error_label(e));
 	}
 	r = calloc(1, sizeof(*r));
 	if (!r) {

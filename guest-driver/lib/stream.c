@@ -13,27 +13,6 @@
 
 #include "graph.h"
 
-uint64_t qc_stream(cudaStream_t s, int ptds)
-{
-	if (s == NULL)
-		return ptds ? QCUDA_STREAM_PER_THREAD : QCUDA_STREAM_LEGACY;
-	if (s == cudaStreamLegacy)
-		return QCUDA_STREAM_LEGACY;
-	if (s == cudaStreamPerThread)
-		return QCUDA_STREAM_PER_THREAD;
-	return (uint64_t)(uintptr_t)s;
-}
-
-static int special_stream(cudaStream_t s)
-{
-	return s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread;
-}
-
-int qc_stream_known(cudaStream_t s, int ptds)
-{
-	return special_stream(s) || qc_handle_known(QC_STREAM, qc_stream(s, ptds));
-}
-
 typedef cudaError_t (*handle_req)(uint64_t handle);
 
 /*
@@ -150,7 +129,7 @@ QC_API cudaError_t cudaStreamDestroy(cudaStream_t stream)
 	uint64_t h = (uint64_t)(uintptr_t)stream;
 	cudaError_t e = qc_ready();
 
-	if (e == cudaSuccess && special_stream(stream))
+	if (e == cudaSuccess && qc_stream_special(stream))
 		e = cudaErrorInvalidResourceHandle;
 	if (e == cudaSuccess)
 		e = qc_req_stream_destroy(h);
