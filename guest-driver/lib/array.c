@@ -464,10 +464,9 @@ QC_API cudaError_t cudaGetMipmappedArrayLevel(cudaArray_t *levelArray, cudaMipma
 QC_API cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray)
 {
 	struct qc_mipmap *m;
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (!mipmappedArray)
 		return cudaSuccess;
 	m = qc_mipmap_lookup(mipmappedArray);
@@ -511,10 +510,9 @@ QC_API cudaError_t cudaMalloc3DArray(cudaArray_t *array, const struct cudaChanne
 QC_API cudaError_t cudaFreeArray(cudaArray_t array)
 {
 	struct qc_array *a;
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (!array)
 		return cudaSuccess;
 	a = qc_array_lookup(array);

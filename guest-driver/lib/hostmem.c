@@ -130,12 +130,7 @@ QC_API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 {
 	cudaError_t e;
 
-	if (!pHost)
-		return qc_ret(cudaErrorInvalidValue);
-	*pHost = NULL;
-	e = qc_ready();
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER_OUT(pHost, NULL, e);
 	if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
 		return qc_ret(cudaErrorInvalidValue);
 	if (size == 0)
@@ -154,10 +149,9 @@ QC_API cudaError_t cudaMallocHost(void **ptr, size_t size)
 QC_API cudaError_t cudaFreeHost(void *ptr)
 {
 	struct qc_region *r;
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (!ptr)
 		return cudaSuccess;
 	pthread_rwlock_wrlock(&qc_maps_lock);
@@ -178,9 +172,7 @@ QC_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int fl
 
 	if (!devPtr)
 		return qc_ret(cudaErrorInvalidValue);
-	e = qc_ready();
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost)
 		return qc_ret(cudaErrorInvalidValue);
 	*devPtr = NULL;
@@ -274,10 +266,9 @@ QC_API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 QC_API cudaError_t cudaHostUnregister(void *ptr)
 {
 	struct qc_region *r;
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (!ptr)
 		return qc_ret(cudaErrorInvalidValue);
 	pthread_rwlock_wrlock(&qc_maps_lock);
@@ -327,10 +318,9 @@ QC_API cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigne
 QC_API cudaError_t cudaHostGetFlags(unsigned int *pFlags, void *pHost)
 {
 	struct qc_region *r;
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (!pFlags)
 		return qc_ret(cudaErrorInvalidValue);
 	pthread_rwlock_rdlock(&qc_maps_lock);

@@ -335,9 +335,7 @@ QC_API cudaError_t cudaGetFuncBySymbol(cudaFunction_t *functionPtr, const void *
 
 	if (!functionPtr)
 		return qc_ret(cudaErrorInvalidValue);
-	e = qc_ready();
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	k = qc_kernel_find(symbolPtr);
 	if (!k)
 		return qc_ret(cudaErrorInvalidDeviceFunction);

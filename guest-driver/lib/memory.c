@@ -59,10 +59,9 @@ QC_API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attrib
 {
 	uint64_t a = (uintptr_t)ptr;
 	struct qc_region *r;
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (!attributes)
 		return qc_ret(cudaErrorInvalidValue);
 	memset(attributes, 0, sizeof(*attributes));

@@ -176,6 +176,22 @@ cudaError_t qc_init(void);
 /* qc_init(), then the sticky error if the context is dead, then makes the
  * thread's current device the session's (qc_sync_device). */
 cudaError_t qc_ready(void);
+/* The start of an entry point: e = qc_ready(), returned through qc_ret if
+ * it is an error. */
+#define QC_ENTER(e)                                    \
+	do {                                           \
+		if (((e) = qc_ready()) != cudaSuccess) \
+			return qc_ret(e);              \
+	} while (0)
+/* The same for an entry point that answers through the pointer p: NULL is
+ * refused (cudaErrorInvalidValue), *p = none before anything can fail. */
+#define QC_ENTER_OUT(p, none, e)                              \
+	do {                                                  \
+		if (!(p))                                     \
+			return qc_ret(cudaErrorInvalidValue); \
+		*(p) = (none);                                \
+		QC_ENTER(e);                                  \
+	} while (0)
 int qc_current_device(void);
 /* Makes device the calling thread's current device (libcuda: the device of
  * the thread's current context); the session follows at the next call. */

@@ -298,10 +298,9 @@ QC_API cudaError_t cudaCtxResetPersistingL2Cache(void)
 static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, unsigned int flags, int ptds)
 {
 	uint64_t ev = (uint64_t)(uintptr_t)event;
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (flags & ~(unsigned)cudaEventWaitExternal)
 		return qc_ret(cudaErrorInvalidValue);
 	if (!event)
@@ -507,10 +506,9 @@ QC_API cudaError_t cudaEventQuery(cudaEvent_t event)
 static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned int flags, int ptds)
 {
 	uint64_t ev = (uint64_t)(uintptr_t)event;
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (flags & ~(unsigned)cudaEventRecordExternal)
 		return qc_ret(cudaErrorInvalidValue);
 	if (!event)

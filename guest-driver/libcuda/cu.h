@@ -61,6 +61,22 @@ static inline struct cudaMemLocation cu_device_loc(CUdevice d)
 	return (struct cudaMemLocation){ .type = cudaMemLocationTypeDevice, .id = d };
 }
 
+/* The start of an entry point: r = cu_enter(), returned if it is an error. */
+#define CU_ENTER(r)                                     \
+	do {                                            \
+		if (((r) = cu_enter()) != CUDA_SUCCESS) \
+			return r;                       \
+	} while (0)
+/* The same for an entry point that answers through the pointer p: NULL is
+ * refused (CUDA_ERROR_INVALID_VALUE), *p = none before anything can fail. */
+#define CU_ENTER_OUT(p, none, r)                         \
+	do {                                             \
+		if (!(p))                                \
+			return CUDA_ERROR_INVALID_VALUE; \
+		*(p) = (none);                           \
+		CU_ENTER(r);                             \
+	} while (0)
+
 /* The body of an entry point that is one runtime-layer call under the
  * thread's current context: its CUresult. */
 #define CU_RUN(call)                                              \
