@@ -321,6 +321,9 @@ void qc_mem_reset(void);
 /* A module variable's device range (VAR_GET), so that copies and
  * cudaPointerGetAttributes know it as device memory. */
 void qc_mem_add_symbol(uint64_t dptr, uint64_t size);
+/* A QC_MEM_SYMBOL region of [dev, dev+size) with token added: 0, 1 if out
+ * of memory, -1 if the maps refused it (an overlap). */
+int qc_region_add_symbol(uint64_t dev, uint64_t size, uint64_t token);
 void qc_mem_remove_symbol(uint64_t dptr);
 /* Where one side of a copy lives. */
 struct qc_loc {

@@ -123,6 +123,23 @@ cudaError_t qc_malloc(void **devPtr, size_t size)
 	return e;
 }
 
+int qc_region_add_symbol(uint64_t dev, uint64_t size, uint64_t token)
+{
+	struct qc_region *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return 1;
+	r->kind = QC_MEM_SYMBOL;
+	r->dev = dev;
+	r->size = size;
+	r->token = token;
+	if (qc_region_add(r)) {
+		free(r);
+		return -1;
+	}
+	return 0;
+}
+
 void qc_mem_add_symbol(uint64_t dptr, uint64_t size)
 {
 	struct qc_region *r;
@@ -134,17 +151,9 @@ void qc_mem_add_symbol(uint64_t dptr, uint64_t size)
 	pthread_rwlock_unlock(&qc_maps_lock);
 	if (r) /* already known (looked up again after a race) */
 		return;
-	r = calloc(1, sizeof(*r));
-	if (!r)
-		return;
-	r->kind = QC_MEM_SYMBOL;
-	r->dev = dptr;
-	r->size = size;
-	if (qc_region_add(r)) {
+	if (qc_region_add_symbol(dptr, size, 0) < 0)
 		qc_debug("variable at %#llx+%llu overlaps a known range", (unsigned long long)dptr,
 			 (unsigned long long)size);
-		free(r);
-	}
 }
 
 struct qc_region *qc_region_take(uint64_t dev, enum qc_mem_kind kind)

@@ -227,25 +227,7 @@ static CUresult copy_3d(const CUDA_MEMCPY3D *c, CUstream stream, int async, int 
 				   kind_of(c->srcMemoryType, c->dstMemoryType), (cudaStream_t)stream, async, ptds));
 }
 
-CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
-{
-	return copy_3d(pCopy, NULL, 0, 0);
-}
-
-CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
-{
-	return copy_3d(pCopy, NULL, 0, 1);
-}
-
-CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
-{
-	return copy_3d(pCopy, hStream, 1, 0);
-}
-
-CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
-{
-	return copy_3d(pCopy, hStream, 1, 1);
-}
+CU_COPY_ENTRIES(CUDA_MEMCPY3D, copy_3d, cuMemcpy3D_v2, cuMemcpy3D_v2_ptds, cuMemcpy3DAsync_v2, cuMemcpy3DAsync_v2_ptsz)
 
 /* 1D copies to and from arrays: ByteCount bytes from the array's byte
  * offset on, in row order. */

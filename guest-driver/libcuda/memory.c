@@ -192,15 +192,7 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *c, CUstream stream, int async, int 
 	return cu_memcpy2d(c, stream, async, ptds);
 }
 
-CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
-{
-	return copy_2d(pCopy, NULL, 0, 0);
-}
-
-CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
-{
-	return copy_2d(pCopy, NULL, 0, 1);
-}
+CU_COPY_ENTRIES(CUDA_MEMCPY2D, copy_2d, cuMemcpy2D_v2, cuMemcpy2D_v2_ptds, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2_ptsz)
 
 /* Unaligned: what the pitches may be does not matter here. */
 CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
@@ -211,16 +203,6 @@ CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
 CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
 {
 	return copy_2d(pCopy, NULL, 0, 1);
-}
-
-CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
-{
-	return copy_2d(pCopy, hStream, 1, 0);
-}
-
-CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
-{
-	return copy_2d(pCopy, hStream, 1, 1);
 }
 
 /* --------------------------------------------------------------- memsets */
