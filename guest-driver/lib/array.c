@@ -464,10 +464,9 @@ QC_API cudaError_t cudaGetMipmappedArrayLevel(cudaArray_t *levelArray, cudaMipma
 QC_API cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray)
 {
 	struct qc_mipmap *m;
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (!mipmappedArray)
 		return cudaSuccess;
 	m = qc_mipmap_lookup(mipmappedArray);
@@ -511,10 +510,9 @@ QC_API cudaError_t cudaMalloc3DArray(cudaArray_t *array, const struct cudaChanne
 QC_API cudaError_t cudaFreeArray(cudaArray_t array)
 {
 	struct qc_array *a;
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (!array)
 		return cudaSuccess;
 	a = qc_array_lookup(array);
@@ -569,7 +567,7 @@ static cudaError_t malloc_pitch(void **p, size_t *pitch, size_t width, size_t ro
 	if (__builtin_mul_overflow(pt, rows, &bytes))
 		return cudaErrorMemoryAllocation;
 	*pitch = pt;
-	return cudaMalloc(p, bytes);
+	return qc_malloc(p, bytes);
 }
 
 QC_API cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)

@@ -3,6 +3,9 @@
  * The call path: one command to the device (qc_call), its transport errors
  * and QCUDA_ST_* statuses mapped to cudaError_t, sticky errors, and the
  * per-thread last error that every API function returns through (qc_ret).
+ * The call layer: it calls only the transport, the log and the error
+ * table. What runs before a call (batch.c's flush) and after its reply
+ * (output.c's device output) init.c hooks in (qc_call_hooks).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -11,6 +14,20 @@
 
 #include "qc_os.h"
 #include "qcrt.h"
+
+/* The session: init.c fills it in. */
+struct qc_state qc = { .fd = -1, .init_err = cudaErrorInitializationError };
+
+/* What runs before every call but the unbatched ones, and after every
+ * reply (qc_call_hooks); none before init.c's start-up sets them. */
+static void (*before_call)(void);
+static void (*after_reply)(uint32_t cmd, uint32_t *status);
+
+void qc_call_hooks(void (*flush)(void), void (*reply)(uint32_t cmd, uint32_t *status))
+{
+	before_call = flush;
+	after_reply = reply;
+}
 
 /* The context's sticky error (cudaSuccess if none), cleared by cudaDeviceReset. */
 static _Atomic int sticky_err;
@@ -158,7 +175,8 @@ static cudaError_t raw_call(const struct qc_req *q)
 	if (r)
 		return map_errno(q->cmd, r);
 	/* Device output first: CUDA prints it before returning. */
-	qc_output_reply(q->cmd, &res.status);
+	if (after_reply)
+		after_reply(q->cmd, &res.status);
 	if (q->value)
 		*q->value = res.value;
 	if (res.status == 0 && q->out_len && q->dir != QT_FROM_DEVICE && res.out_written < q->out_len) {
@@ -170,7 +188,8 @@ static cudaError_t raw_call(const struct qc_req *q)
 
 cudaError_t qc_call(const struct qc_req *r)
 {
-	qc_flush();
+	if (before_call)
+		before_call();
 	return raw_call(r);
 }
 
@@ -187,18 +206,6 @@ cudaError_t qc_sticky(void)
 void qc_sticky_clear(void)
 {
 	atomic_store(&sticky_err, cudaSuccess);
-}
-
-cudaError_t qc_ready(void)
-{
-	cudaError_t e = qc_init();
-
-	if (e != cudaSuccess)
-		return e;
-	e = qc_sticky();
-	if (e != cudaSuccess)
-		return e;
-	return qc_sync_device();
 }
 
 /* ---------------------------------------------------------------- errors */
@@ -218,11 +225,16 @@ QC_API cudaError_t cudaPeekAtLastError(void)
 	return last_error;
 }
 
-QC_API const char *cudaGetErrorName(cudaError_t error)
+const char *qc_error_label(cudaError_t error)
 {
 	const char *s = qc_error_name((int)error);
 
 	return s ? s : "unrecognized error code";
+}
+
+QC_API const char *cudaGetErrorName(cudaError_t error)
+{
+	return qc_error_label(error);
 }
 
 QC_API const char *cudaGetErrorString(cudaError_t error)

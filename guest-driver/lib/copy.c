@@ -10,40 +10,6 @@
 
 #include "graph.h"
 
-/*
- * Resolves [p, p+n). need_device: the call's kind says this side is device
- * memory, so it must be a known device-accessible range (device
- * allocations, pinned/registered/managed memory); otherwise anything goes
- * (unknown pointers are pageable host memory), as under unified addressing.
- */
-cudaError_t qc_resolve(const void *p, size_t n, int need_device, struct qc_loc *l)
-{
-	uint64_t a = (uintptr_t)p;
-	cudaError_t e = cudaSuccess;
-	struct qc_region *r;
-
-	pthread_rwlock_rdlock(&qc_maps_lock);
-	if ((r = qc_rmap_find(&qc_dev_map, a))) {
-		if (n > r->dev + r->size - a)
-			e = cudaErrorInvalidValue;
-		else if (r->kind == QC_MEM_DEVICE || r->kind == QC_MEM_SYMBOL || r->kind == QC_MEM_VMM)
-			*l = (struct qc_loc){ .device = 1, .dptr = a };
-		else /* host memory seen through its device pointer */
-			*l = (struct qc_loc){ .device = 0, .hptr = (void *)(r->host + (a - r->dev)) };
-	} else if ((r = qc_rmap_find(&qc_host_map, a))) {
-		if (need_device && n > r->host + r->size - a)
-			e = cudaErrorInvalidValue;
-		else
-			*l = (struct qc_loc){ .device = 0, .hptr = (void *)p };
-	} else if (need_device) {
-		e = cudaErrorInvalidValue;
-	} else {
-		*l = (struct qc_loc){ .device = 0, .hptr = (void *)p };
-	}
-	pthread_rwlock_unlock(&qc_maps_lock);
-	return e;
-}
-
 /* Waits for the work queued on a stream so far (for copies and memsets that
  * the library does itself, on guest memory). */
 static cudaError_t stream_drain(cudaStream_t stream, int ptds)

@@ -18,10 +18,6 @@
 #include "graph.h"
 #include "qc_array.h"
 
-/* The runtime's per-thread-default-stream variants (copy.c). */
-cudaError_t cudaMemset_ptds(void *devPtr, int value, size_t count);
-cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, cudaStream_t stream);
-
 /* ---------------------------------------------------------------- copies */
 
 /* A side, resolved: an array, device memory or guest memory (from the box's first byte). */
@@ -701,9 +697,7 @@ cudaError_t qc_memset2d(void *dst, size_t pitch, int value, size_t width, size_t
 	if (__builtin_mul_overflow(height - 1, pitch, &span) || __builtin_add_overflow(span, width, &span))
 		return cudaErrorInvalidValue;
 	if (height == 1 || pitch == width)
-		return async ? (ptds ? cudaMemsetAsync_ptsz(dst, value, span, stream)
-				     : cudaMemsetAsync(dst, value, span, stream))
-			     : (ptds ? cudaMemset_ptds(dst, value, span) : cudaMemset(dst, value, span));
+		return qc_memset(dst, value, span, async ? stream : NULL, async, ptds); /* cudaMemset*'s core */
 	if (async && qc_capture_active(stream, ptds))
 		return cudaErrorStreamCaptureUnsupported; /* no 2D memset node yet */
 	e = qc_resolve(dst, span, 1, &l);

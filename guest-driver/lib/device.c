@@ -13,42 +13,8 @@
 #include "qcrt.h"
 #include "qc_array.h"
 
-/* Device the session was last switched to (SET_DEVICE), -1 before. */
-static _Atomic int session_device = -1;
 /* cudaSetDeviceFlags, per device. */
 static _Atomic unsigned int device_flags[QC_MAX_DEVICES];
-
-static __thread int current_device;
-
-/* Device properties, fetched once per device. */
-static pthread_mutex_t props_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct qcuda_out_device_props *props_cache[QC_MAX_DEVICES];
-
-int qc_current_device(void)
-{
-	return current_device;
-}
-
-void qc_set_thread_device(int device)
-{
-	current_device = device;
-}
-
-/* The session has one current device; CUDA has one per thread. Switch the
- * session when the calling thread's differs (only with several devices). */
-cudaError_t qc_sync_device(void)
-{
-	int dev = current_device;
-	struct qcuda_args_device a = { .device = (uint32_t)dev };
-	cudaError_t e;
-
-	if (qc.device_count <= 1 || atomic_load(&session_device) == dev)
-		return cudaSuccess;
-	e = qc_call_unbatched(&(struct qc_req){ .cmd = QCUDA_CMD_SET_DEVICE, .args = &a, .args_len = sizeof(a) });
-	if (e == cudaSuccess)
-		atomic_store(&session_device, dev);
-	return e;
-}
 
 /* --------------------------------------------------------------- devices */
 
@@ -72,7 +38,7 @@ QC_API cudaError_t cudaGetDevice(int *device)
 	e = qc_init();
 	if (e != cudaSuccess)
 		return qc_ret(e);
-	*device = current_device;
+	*device = qc_current_device();
 	return cudaSuccess;
 }
 
@@ -92,59 +58,22 @@ QC_API cudaError_t cudaSetDevice(int device)
 	e = qc_call_unbatched(&(struct qc_req){ .cmd = QCUDA_CMD_SET_DEVICE, .args = &a, .args_len = sizeof(a) });
 	if (e != cudaSuccess)
 		return qc_ret(e);
-	atomic_store(&session_device, device);
-	current_device = device;
+	qc_device_switched(device);
 	return cudaSuccess;
 }
 
 QC_API cudaError_t cudaInitDevice(int device, unsigned int deviceFlags, unsigned int flags)
 {
-	int prev = current_device;
+	int prev = qc_current_device();
 	cudaError_t e;
 
 	if (flags != 0)
 		return qc_ret(cudaErrorInvalidValue);
 	e = cudaSetDevice(device);
-	current_device = prev;
+	qc_set_thread_device(prev);
 	if (e == cudaSuccess && deviceFlags)
 		e = cudaSetDeviceFlags(deviceFlags);
 	return e;
-}
-
-/* The device's properties from the backend, cached (they do not change). */
-cudaError_t qc_device_props(int device, const struct qcuda_out_device_props **out)
-{
-	struct qcuda_args_device a = { .device = (uint32_t)device };
-	struct qcuda_out_device_props *p;
-	cudaError_t e;
-
-	pthread_mutex_lock(&props_lock);
-	p = props_cache[device];
-	pthread_mutex_unlock(&props_lock);
-	if (p) {
-		*out = p;
-		return cudaSuccess;
-	}
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return cudaErrorMemoryAllocation;
-	e = qc_call_unbatched(&(struct qc_req){
-		.cmd = QCUDA_CMD_DEVICE_PROPS, .args = &a, .args_len = sizeof(a), .out = p, .out_len = sizeof(*p) });
-	if (e != cudaSuccess) {
-		free(p);
-		return e;
-	}
-	p->name[sizeof(p->name) - 1] = 0;
-	pthread_mutex_lock(&props_lock);
-	if (props_cache[device]) { /* another thread was faster */
-		free(p);
-		p = props_cache[device];
-	} else {
-		props_cache[device] = p;
-	}
-	pthread_mutex_unlock(&props_lock);
-	*out = p;
-	return cudaSuccess;
 }
 
 /* Attribute numbers the CUDA 13 runtime accepts (CU_DEVICE_ATTRIBUTE_MAX). */
@@ -445,7 +374,7 @@ QC_API cudaError_t cudaSetDeviceFlags(unsigned int flags)
 		return qc_ret(cudaErrorInvalidValue);
 	/* Scheduling is the backend's business; mapped host memory is always
 	 * on (unified addressing), as cudaGetDeviceFlags then reports. */
-	atomic_store(&device_flags[current_device], flags & ~(unsigned)cudaDeviceMapHost);
+	atomic_store(&device_flags[qc_current_device()], flags & ~(unsigned)cudaDeviceMapHost);
 	return cudaSuccess;
 }
 
@@ -457,7 +386,7 @@ QC_API cudaError_t cudaGetDeviceFlags(unsigned int *flags)
 		return qc_ret(e);
 	if (!flags)
 		return qc_ret(cudaErrorInvalidValue);
-	*flags = atomic_load(&device_flags[current_device]) | cudaDeviceMapHost;
+	*flags = atomic_load(&device_flags[qc_current_device()]) | cudaDeviceMapHost;
 	return cudaSuccess;
 }
 
@@ -496,7 +425,7 @@ QC_API cudaError_t cudaDeviceReset(void)
 	qc_limits_forget(-1);
 	qc_handle_reset();
 	qc_callback_reset();
-	atomic_store(&device_flags[current_device], 0);
+	atomic_store(&device_flags[qc_current_device()], 0);
 	qc_sticky_clear();
 	(void)qc_deferred(cudaSuccess); /* errors of work the reset discarded */
 	return cudaSuccess;

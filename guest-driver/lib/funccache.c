@@ -11,12 +11,85 @@
  * attribute to the same value before each launch (1070 FUNC_SET_ATTR in 30
  * ResNet-18 steps): a set that repeats the last one that succeeded changes
  * nothing, natively either, and is answered here. Bounded: fixed tables, a
- * newer answer takes an older one's slot.
+ * newer answer takes an older one's slot. Beside them, launch.c's cluster
+ * shapes known to launch, forgotten with the function's answers.
  */
 #include <pthread.h>
 #include <string.h>
 
 #include "qcrt.h"
+
+/*
+ * Cluster shapes known to launch. Sent on its own, a LAUNCH_EX's answer is
+ * whether the grid can run in those clusters (the cluster's size, and its
+ * blocks' shared memory on one GPC); once a function has launched with a
+ * block, cluster and shared memory, the same shape is posted like any
+ * launch, whatever its grid (a multiple of the cluster): Hopper's cuBLASLt
+ * launches every kernel so, and a round trip each made a small GEMM five
+ * times slower (docs/performance.md). A failure of a posted one is the
+ * stream's, reported at the next synchronize as for any launch. Bounded: a
+ * fixed table, a newer shape takes an older one's slot.
+ */
+#define SHAPES 256 /* a power of two */
+
+struct shape {
+	uint64_t func; /* 0: empty */
+	uint32_t block[3], cluster[3], shmem;
+};
+
+static struct shape shapes[SHAPES];
+static pthread_mutex_t shapes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct shape shape_of(const struct qcuda_args_launch_ex *x)
+{
+	struct shape s = { .func = x->func, .shmem = x->shared_mem };
+
+	memcpy(s.block, x->block, sizeof(s.block));
+	memcpy(s.cluster, x->cluster, sizeof(s.cluster));
+	return s;
+}
+
+static struct shape *shape_slot(const struct shape *s)
+{
+	uint64_t h = s->func ^ ((uint64_t)s->block[0] << 20) ^ ((uint64_t)s->cluster[0] << 40) ^ s->shmem;
+
+	return &shapes[(h * 0x9e3779b97f4a7c15ull) >> 56 & (SHAPES - 1)];
+}
+
+/* Whether x's shape launched before and its grid is whole clusters: then it may be posted. */
+int qc_launch_shape_known(const struct qcuda_args_launch_ex *x)
+{
+	struct shape s = shape_of(x);
+	int known;
+
+	for (int i = 0; i < 3; i++)
+		if (x->grid[i] % x->cluster[i])
+			return 0;
+	pthread_mutex_lock(&shapes_lock);
+	known = !memcmp(shape_slot(&s), &s, sizeof(s));
+	pthread_mutex_unlock(&shapes_lock);
+	return known;
+}
+
+void qc_launch_shape_launched(const struct qcuda_args_launch_ex *x)
+{
+	struct shape s = shape_of(x);
+
+	pthread_mutex_lock(&shapes_lock);
+	*shape_slot(&s) = s;
+	pthread_mutex_unlock(&shapes_lock);
+}
+
+/* Forgotten with what they name: function fh's when its attributes change, every one (fh 0)
+ * when handles may be reused. */
+static void launch_shapes_forget(uint64_t fh)
+{
+	pthread_mutex_lock(&shapes_lock);
+	for (unsigned int i = 0; i < SHAPES; i++)
+		if (!fh || shapes[i].func == fh)
+			memset(&shapes[i], 0, sizeof(shapes[i]));
+	pthread_mutex_unlock(&shapes_lock);
+}
 
 #define SLOTS 1024 /* each table; a power of two */
 
@@ -175,7 +248,7 @@ cudaError_t qc_func_set_attr(uint64_t fh, uint32_t attr, int32_t value)
 	if (e == cudaSuccess)
 		*s = (struct set_slot){ .fh = fh, .attr = attr, .value = value };
 	pthread_mutex_unlock(&lock);
-	qc_launch_shapes_forget(fh);
+	launch_shapes_forget(fh);
 	return e;
 }
 
@@ -187,5 +260,5 @@ void qc_func_cache_clear(void)
 	memset(clus, 0, sizeof(clus));
 	memset(sets, 0, sizeof(sets));
 	pthread_mutex_unlock(&lock);
-	qc_launch_shapes_forget(0);
+	launch_shapes_forget(0);
 }

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Graphs and their nodes (see graph.h): the handles the library knows, and
- * the topology: adding and removing nodes and edges, cloning, and walking a
+ * Graphs and their nodes (see graph.h): the topology: adding and removing nodes and edges, cloning, and walking a
  * graph in a dependency order. What a node does is graph_op.c's; executable
  * graphs are graph_exec.c's.
  */
@@ -10,75 +9,6 @@
 #include <string.h>
 
 #include "graph.h"
-
-/* Graphs, nodes, executable graphs and user objects the program holds,
- * each with its kind, so that a handle it passes is checked before it is
- * followed (and a node passed as a graph is not taken for one). */
-struct known_obj {
-	const void *p;
-	enum qc_known kind;
-};
-
-static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct known_obj *known;
-static size_t nknown, known_cap;
-
-int qc_known_add(const void *p, enum qc_known kind)
-{
-	int ok = 1;
-
-	pthread_mutex_lock(&known_lock);
-	if (nknown == known_cap) {
-		size_t cap = known_cap ? 2 * known_cap : 64;
-		struct known_obj *v = realloc(known, cap * sizeof(*v));
-
-		if (v)
-			known = v, known_cap = cap;
-		else
-			ok = 0;
-	}
-	if (ok)
-		known[nknown++] = (struct known_obj){ p, kind };
-	pthread_mutex_unlock(&known_lock);
-	return ok;
-}
-
-void qc_known_forget(const void *p)
-{
-	pthread_mutex_lock(&known_lock);
-	for (size_t i = 0; i < nknown; i++)
-		if (known[i].p == p) {
-			known[i] = known[--nknown];
-			break;
-		}
-	pthread_mutex_unlock(&known_lock);
-}
-
-int qc_known_is(const void *p, enum qc_known kind)
-{
-	int found = 0;
-
-	if (!p)
-		return 0;
-	pthread_mutex_lock(&known_lock);
-	for (size_t i = 0; i < nknown && !found; i++)
-		found = known[i].p == p && known[i].kind == kind;
-	pthread_mutex_unlock(&known_lock);
-	return found;
-}
-
-int qc_graph_known(const struct qc_graph *g)
-{
-	return qc_known_is(g, QC_KNOWN_GRAPH);
-}
-int qc_node_known(const struct qc_node *n)
-{
-	return qc_known_is(n, QC_KNOWN_NODE);
-}
-int qc_exec_known(const struct qc_exec *x)
-{
-	return qc_known_is(x, QC_KNOWN_EXEC);
-}
 
 /* ------------------------------------------------------------ graphs */
 
@@ -101,12 +31,20 @@ static void node_free(struct qc_node *n)
 	free(n);
 }
 
+/* Frees g's host graph, if it made one (graph_native.c's). */
+static void graph_free_host(struct qc_graph *g)
+{
+	if (g->host && g->owns_host)
+		qc_req_graph_destroy(g->host);
+	g->host = 0;
+}
+
 void qc_graph_free(struct qc_graph *g)
 {
 	if (!g)
 		return;
 	qc_known_forget(g);
-	qc_graph_free_host(g);
+	graph_free_host(g);
 	for (size_t i = 0; i < g->n; i++)
 		node_free(g->nodes[i]);
 	free(g->nodes);

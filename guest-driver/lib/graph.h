@@ -164,7 +164,7 @@ struct qc_exec {
 	cudaStream_t last_stream;
 };
 
-/* ---- graph.c ---- */
+/* ---- handles.c ---- */
 
 /* The handles the library made, each with its kind, so that one the
  * program passes is checked before it is followed (and a node passed as a
@@ -173,11 +173,15 @@ enum qc_known { QC_KNOWN_GRAPH = 1, QC_KNOWN_NODE, QC_KNOWN_EXEC, QC_KNOWN_UOBJ 
 int qc_known_add(const void *p, enum qc_known kind);
 void qc_known_forget(const void *p);
 int qc_known_is(const void *p, enum qc_known kind);
+int qc_graph_known(const struct qc_graph *g);
+int qc_node_known(const struct qc_node *n);
+struct qc_exec;
+int qc_exec_known(const struct qc_exec *x);
+
+/* ---- graph.c ---- */
 
 struct qc_graph *qc_graph_new(void);
 void qc_graph_free(struct qc_graph *g);
-int qc_graph_known(const struct qc_graph *g);
-int qc_node_known(const struct qc_node *n);
 /* Adds a node doing op (taken over: its owned buffers become the node's;
  * on error they are freed) after deps. */
 cudaError_t qc_graph_add(struct qc_graph *g, struct qc_node_op *op, struct qc_node *const *deps, size_t ndeps,
@@ -262,7 +266,6 @@ int qc_graph_plain_edges(const cudaGraphEdgeData *edges, size_t n);
 
 cudaError_t qc_exec_new(const struct qc_graph *g, unsigned long long flags, struct qc_exec **out);
 void qc_exec_free(struct qc_exec *x);
-int qc_exec_known(const struct qc_exec *x);
 /* Posts the steps of x onto stream, in order. */
 cudaError_t qc_exec_launch(struct qc_exec *x, cudaStream_t stream, int ptds);
 /* Takes a new operation for the step of node (x's source graph's); a
@@ -338,8 +341,6 @@ cudaError_t qc_node_op_cond(struct qc_node_op *op, cudaGraphConditionalHandle ha
 			    enum cudaGraphConditionalNodeType type, unsigned int size);
 /* Sends g's nodes to the host, which makes the executable graph *out. */
 cudaError_t qc_graph_instantiate_host(const struct qc_graph *g, uint64_t *out);
-/* Frees g's host graph, if it made one. */
-void qc_graph_free_host(struct qc_graph *g);
 
 /* ---- capture.c ---- */
 

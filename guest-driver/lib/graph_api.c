@@ -45,10 +45,9 @@ QC_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStr
 static cudaError_t begin_to(cudaStream_t stream, int ptds, cudaGraph_t graph, const cudaGraphNode_t *deps,
 			    const cudaGraphEdgeData *edges, size_t n, enum cudaStreamCaptureMode mode)
 {
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	for (size_t i = 0; edges && i < n; i++)
 		if (edges[i].type || edges[i].from_port || edges[i].to_port)
 			return qc_ret(qc_graph_not_served("a graph edge with data"));

@@ -38,7 +38,7 @@ void qc_graph_mem_put(struct qc_graph_mem *m)
 	}
 	pthread_mutex_unlock(&mem_lock);
 	if (last) {
-		cudaFree(m->ptr);
+		qc_free_device(m->ptr);
 		free(m);
 	}
 }
@@ -79,7 +79,7 @@ cudaError_t qc_node_op_alloc(struct qc_node_op *op, const struct cudaMemPoolProp
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return cudaErrorMemoryAllocation;
-	e = cudaMalloc(&m->ptr, size); /* the session's allocation: quota and checks apply */
+	e = qc_malloc(&m->ptr, size); /* the session's allocation: quota and checks apply */
 	if (e == cudaSuccess) {
 		pthread_mutex_lock(&mem_lock);
 		if (nmems == mems_cap) {
@@ -99,7 +99,7 @@ cudaError_t qc_node_op_alloc(struct qc_node_op *op, const struct cudaMemPoolProp
 		}
 		pthread_mutex_unlock(&mem_lock);
 		if (e != cudaSuccess)
-			cudaFree(m->ptr);
+			qc_free_device(m->ptr);
 	}
 	if (e != cudaSuccess) {
 		free(m);

@@ -64,13 +64,6 @@ cudaError_t qc_graph_cond_handle(struct qc_graph *g, unsigned int value, unsigne
 	return e;
 }
 
-void qc_graph_free_host(struct qc_graph *g)
-{
-	if (g->host && g->owns_host)
-		qc_req_graph_destroy(g->host);
-	g->host = 0;
-}
-
 cudaError_t qc_node_op_cond(struct qc_node_op *op, cudaGraphConditionalHandle handle,
 			    enum cudaGraphConditionalNodeType type, unsigned int size)
 {

@@ -10,12 +10,15 @@
  * the backend's handle), grown at 3/4 full; removal re-inserts the rest of
  * the cluster so that lookups need no tombstones. Each key carries a value
  * of its owner's (stream.c keeps a stream's flags, device and id there:
- * what the queries of a stream answer without a round trip).
+ * what the queries of a stream answer without a round trip). And what a
+ * cudaStream_t is on the wire (qc_stream), for every file that posts work.
+ * And the graphs, nodes, executable graphs and user objects the program
+ * holds (qc_known_*), below the graph files that make them.
  */
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "qcrt.h"
+#include "graph.h"
 
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 static uint64_t *slots, *vals; /* vals[i]: the value of slots[i] */
@@ -146,4 +149,98 @@ void qc_handle_reset(void)
 		slots[i] = 0;
 	used = 0;
 	pthread_rwlock_unlock(&lock);
+}
+
+/* ---------------------------------------------------------------- streams */
+
+uint64_t qc_stream(cudaStream_t s, int ptds)
+{
+	if (s == NULL)
+		return ptds ? QCUDA_STREAM_PER_THREAD : QCUDA_STREAM_LEGACY;
+	if (s == cudaStreamLegacy)
+		return QCUDA_STREAM_LEGACY;
+	if (s == cudaStreamPerThread)
+		return QCUDA_STREAM_PER_THREAD;
+	return (uint64_t)(uintptr_t)s;
+}
+
+int qc_stream_special(cudaStream_t s)
+{
+	return s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
+int qc_stream_known(cudaStream_t s, int ptds)
+{
+	return qc_stream_special(s) || qc_handle_known(QC_STREAM, qc_stream(s, ptds));
+}
+
+/* ------------------------------------------------- graphs and their kin */
+
+/* Graphs, nodes, executable graphs and user objects the program holds,
+ * each with its kind, so that a handle it passes is checked before it is
+ * followed (and a node passed as a graph is not taken for one). */
+struct known_obj {
+	const void *p;
+	enum qc_known kind;
+};
+
+static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct known_obj *known;
+static size_t nknown, known_cap;
+
+int qc_known_add(const void *p, enum qc_known kind)
+{
+	int ok = 1;
+
+	pthread_mutex_lock(&known_lock);
+	if (nknown == known_cap) {
+		size_t cap = known_cap ? 2 * known_cap : 64;
+		struct known_obj *v = realloc(known, cap * sizeof(*v));
+
+		if (v)
+			known = v, known_cap = cap;
+		else
+			ok = 0;
+	}
+	if (ok)
+		known[nknown++] = (struct known_obj){ p, kind };
+	pthread_mutex_unlock(&known_lock);
+	return ok;
+}
+
+void qc_known_forget(const void *p)
+{
+	pthread_mutex_lock(&known_lock);
+	for (size_t i = 0; i < nknown; i++)
+		if (known[i].p == p) {
+			known[i] = known[--nknown];
+			break;
+		}
+	pthread_mutex_unlock(&known_lock);
+}
+
+int qc_known_is(const void *p, enum qc_known kind)
+{
+	int found = 0;
+
+	if (!p)
+		return 0;
+	pthread_mutex_lock(&known_lock);
+	for (size_t i = 0; i < nknown && !found; i++)
+		found = known[i].p == p && known[i].kind == kind;
+	pthread_mutex_unlock(&known_lock);
+	return found;
+}
+
+int qc_graph_known(const struct qc_graph *g)
+{
+	return qc_known_is(g, QC_KNOWN_GRAPH);
+}
+int qc_node_known(const struct qc_node *n)
+{
+	return qc_known_is(n, QC_KNOWN_NODE);
+}
+int qc_exec_known(const struct qc_exec *x)
+{
+	return qc_known_is(x, QC_KNOWN_EXEC);
 }

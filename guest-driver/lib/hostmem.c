@@ -83,7 +83,7 @@ static cudaError_t host_alloc(void **out, size_t size, unsigned int flags, enum 
 	}
 	e = gpa ? host_map_call(gpa, len, &dev) : host_map_pages(r->token, len, &dev);
 	if (e != cudaSuccess) {
-		qc_debug("HOST_MAP%s of %zu bytes failed: %s", gpa ? "" : "_PAGES", len, cudaGetErrorName(e));
+		qc_debug("HOST_MAP%s of %zu bytes failed: %s", gpa ? "" : "_PAGES", len, qc_error_label(e));
 		dev = 0;
 	}
 	if (!dev && need_map) {
@@ -128,12 +128,7 @@ QC_API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 {
 	cudaError_t e;
 
-	if (!pHost)
-		return qc_ret(cudaErrorInvalidValue);
-	*pHost = NULL;
-	e = qc_ready();
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER_OUT(pHost, NULL, e);
 	if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
 		return qc_ret(cudaErrorInvalidValue);
 	if (size == 0)
@@ -152,10 +147,9 @@ QC_API cudaError_t cudaMallocHost(void **ptr, size_t size)
 QC_API cudaError_t cudaFreeHost(void *ptr)
 {
 	struct qc_region *r;
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (!ptr)
 		return cudaSuccess;
 	pthread_rwlock_wrlock(&qc_maps_lock);
@@ -176,9 +170,7 @@ QC_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int fl
 
 	if (!devPtr)
 		return qc_ret(cudaErrorInvalidValue);
-	e = qc_ready();
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost)
 		return qc_ret(cudaErrorInvalidValue);
 	*devPtr = NULL;
@@ -239,7 +231,7 @@ QC_API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 		if (e == cudaSuccess)
 			dev = unmap_dev + (a - key);
 		else
-			qc_debug("HOST_MAP_PAGES of %zu registered bytes failed: %s", size, cudaGetErrorName(e));
+			qc_debug("HOST_MAP_PAGES of %zu registered bytes failed: %s", size, qc_error_label(e));
 	}
 	r = calloc(1, sizeof(*r));
 	if (!r) {
@@ -272,10 +264,9 @@ QC_API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 QC_API cudaError_t cudaHostUnregister(void *ptr)
 {
 	struct qc_region *r;
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (!ptr)
 		return qc_ret(cudaErrorInvalidValue);
 	pthread_rwlock_wrlock(&qc_maps_lock);
@@ -325,10 +316,9 @@ QC_API cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigne
 QC_API cudaError_t cudaHostGetFlags(unsigned int *pFlags, void *pHost)
 {
 	struct qc_region *r;
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (!pFlags)
 		return qc_ret(cudaErrorInvalidValue);
 	pthread_rwlock_rdlock(&qc_maps_lock);

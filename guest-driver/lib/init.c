@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Start-up: opens /dev/qcuda0 and says HELLO once (qc_init).
+ * The session's state (the state layer, under the call path): start-up,
+ * which opens /dev/qcuda0 and says HELLO once (qc_init) and hooks the call
+ * path's flush and output (call.c calls nothing above it), the calling
+ * thread's device and the session's (qc_sync_device), each device's
+ * properties, and qc_ready, which every entry point starts with.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,8 +17,6 @@
 
 /* Exported (libcudart.map): this runtime library is qcuda's, not NVIDIA's. */
 QC_API const char qcuda_libcudart[] = "qcuda libcudart.so.13";
-
-struct qc_state qc = { .fd = -1, .init_err = cudaErrorInitializationError };
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
@@ -31,6 +34,8 @@ static void init_once_fn(void)
 	struct qt_info info;
 	int r;
 
+	/* Before any call: posted work goes first, device output after. */
+	qc_call_hooks(qc_flush, qc_output_reply);
 	qc_debug_on = debug && *debug && strcmp(debug, "0");
 	if (!path || !*path)
 		path = "/dev/qcuda0";
@@ -126,4 +131,95 @@ cudaError_t qc_init(void)
 {
 	pthread_once(&init_once, init_once_fn);
 	return qc.init_err;
+}
+
+/* ---------------------------------------------------------------- devices */
+
+/* Device the session was last switched to (SET_DEVICE), -1 before. */
+static _Atomic int session_device = -1;
+static __thread int current_device;
+
+/* Device properties, fetched once per device. */
+static pthread_mutex_t props_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct qcuda_out_device_props *props_cache[QC_MAX_DEVICES];
+
+int qc_current_device(void)
+{
+	return current_device;
+}
+
+void qc_set_thread_device(int device)
+{
+	current_device = device;
+}
+
+/* cudaSetDevice switched the session (SET_DEVICE) to device: the thread's too. */
+void qc_device_switched(int device)
+{
+	atomic_store(&session_device, device);
+	current_device = device;
+}
+
+/* The session has one current device; CUDA has one per thread. Switch the
+ * session when the calling thread's differs (only with several devices). */
+cudaError_t qc_sync_device(void)
+{
+	int dev = current_device;
+	struct qcuda_args_device a = { .device = (uint32_t)dev };
+	cudaError_t e;
+
+	if (qc.device_count <= 1 || atomic_load(&session_device) == dev)
+		return cudaSuccess;
+	e = qc_call_unbatched(&(struct qc_req){ .cmd = QCUDA_CMD_SET_DEVICE, .args = &a, .args_len = sizeof(a) });
+	if (e == cudaSuccess)
+		atomic_store(&session_device, dev);
+	return e;
+}
+
+/* The device's properties from the backend, cached (they do not change). */
+cudaError_t qc_device_props(int device, const struct qcuda_out_device_props **out)
+{
+	struct qcuda_args_device a = { .device = (uint32_t)device };
+	struct qcuda_out_device_props *p;
+	cudaError_t e;
+
+	pthread_mutex_lock(&props_lock);
+	p = props_cache[device];
+	pthread_mutex_unlock(&props_lock);
+	if (p) {
+		*out = p;
+		return cudaSuccess;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return cudaErrorMemoryAllocation;
+	e = qc_call_unbatched(&(struct qc_req){
+		.cmd = QCUDA_CMD_DEVICE_PROPS, .args = &a, .args_len = sizeof(a), .out = p, .out_len = sizeof(*p) });
+	if (e != cudaSuccess) {
+		free(p);
+		return e;
+	}
+	p->name[sizeof(p->name) - 1] = 0;
+	pthread_mutex_lock(&props_lock);
+	if (props_cache[device]) { /* another thread was faster */
+		free(p);
+		p = props_cache[device];
+	} else {
+		props_cache[device] = p;
+	}
+	pthread_mutex_unlock(&props_lock);
+	*out = p;
+	return cudaSuccess;
+}
+
+cudaError_t qc_ready(void)
+{
+	cudaError_t e = qc_init();
+
+	if (e != cudaSuccess)
+		return e;
+	e = qc_sticky();
+	if (e != cudaSuccess)
+		return e;
+	return qc_sync_device();
 }

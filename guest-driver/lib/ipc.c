@@ -15,10 +15,9 @@ _Static_assert(sizeof(struct qcuda_ipc_handle) == sizeof(cudaIpcMemHandle_t), "a
 QC_API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
 {
 	struct qcuda_ipc_handle h;
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (!handle || !devPtr)
 		return qc_ret(cudaErrorInvalidValue);
 	e = qc_req_ipc_get((uintptr_t)devPtr, &h);
@@ -52,10 +51,9 @@ QC_API cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle
 
 QC_API cudaError_t cudaIpcCloseMemHandle(void *devPtr)
 {
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	e = qc_req_ipc_close((uintptr_t)devPtr);
 	if (e == cudaSuccess)
 		qc_mem_remove_symbol((uintptr_t)devPtr);
@@ -69,10 +67,9 @@ QC_API cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t *handle, cudaEvent
 {
 	struct qcuda_ipc_handle h;
 	uint64_t ev = (uint64_t)(uintptr_t)event;
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (!handle)
 		return qc_ret(cudaErrorInvalidValue);
 	if (!event || !qc_handle_known(QC_EVENT, ev))
@@ -88,10 +85,9 @@ QC_API cudaError_t cudaIpcOpenEventHandle(cudaEvent_t *event, cudaIpcEventHandle
 {
 	struct qcuda_ipc_handle h;
 	uint64_t ev = 0;
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (!event)
 		return qc_ret(cudaErrorInvalidValue);
 	memcpy(&h, &handle, sizeof(h));

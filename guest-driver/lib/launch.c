@@ -47,78 +47,6 @@ static int clustered(const struct qc_launch_mode *mode)
 	return mode && (mode->cluster[0] > 1 || mode->cluster[1] > 1 || mode->cluster[2] > 1);
 }
 
-/*
- * Cluster shapes known to launch. Sent on its own, a LAUNCH_EX's answer is
- * whether the grid can run in those clusters (the cluster's size, and its
- * blocks' shared memory on one GPC); once a function has launched with a
- * block, cluster and shared memory, the same shape is posted like any
- * launch, whatever its grid (a multiple of the cluster): Hopper's cuBLASLt
- * launches every kernel so, and a round trip each made a small GEMM five
- * times slower (docs/performance.md). A failure of a posted one is the
- * stream's, reported at the next synchronize as for any launch. Bounded: a
- * fixed table, a newer shape takes an older one's slot.
- */
-#define SHAPES 256 /* a power of two */
-
-struct shape {
-	uint64_t func; /* 0: empty */
-	uint32_t block[3], cluster[3], shmem;
-};
-
-static struct shape shapes[SHAPES];
-static pthread_mutex_t shapes_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static struct shape shape_of(const struct qcuda_args_launch_ex *x)
-{
-	struct shape s = { .func = x->func, .shmem = x->shared_mem };
-
-	memcpy(s.block, x->block, sizeof(s.block));
-	memcpy(s.cluster, x->cluster, sizeof(s.cluster));
-	return s;
-}
-
-static struct shape *shape_slot(const struct shape *s)
-{
-	uint64_t h = s->func ^ ((uint64_t)s->block[0] << 20) ^ ((uint64_t)s->cluster[0] << 40) ^ s->shmem;
-
-	return &shapes[(h * 0x9e3779b97f4a7c15ull) >> 56 & (SHAPES - 1)];
-}
-
-/* Whether x's shape launched before and its grid is whole clusters: then it may be posted. */
-static int shape_known(const struct qcuda_args_launch_ex *x)
-{
-	struct shape s = shape_of(x);
-	int known;
-
-	for (int i = 0; i < 3; i++)
-		if (x->grid[i] % x->cluster[i])
-			return 0;
-	pthread_mutex_lock(&shapes_lock);
-	known = !memcmp(shape_slot(&s), &s, sizeof(s));
-	pthread_mutex_unlock(&shapes_lock);
-	return known;
-}
-
-static void shape_launched(const struct qcuda_args_launch_ex *x)
-{
-	struct shape s = shape_of(x);
-
-	pthread_mutex_lock(&shapes_lock);
-	*shape_slot(&s) = s;
-	pthread_mutex_unlock(&shapes_lock);
-}
-
-/* Forgotten with what they name: function fh's when its attributes change, every one (fh 0)
- * when handles may be reused (funccache.c). */
-void qc_launch_shapes_forget(uint64_t fh)
-{
-	pthread_mutex_lock(&shapes_lock);
-	for (unsigned int i = 0; i < SHAPES; i++)
-		if (!fh || shapes[i].func == fh)
-			memset(&shapes[i], 0, sizeof(shapes[i]));
-	pthread_mutex_unlock(&shapes_lock);
-}
-
 /* A launch with attributes (LAUNCH_EX): l's fields, then the mode's, then
  * l's parameters (after l in its buffer). A cooperative one is always sent
  * on its own: whether its grid fits at once depends on the grid. */
@@ -142,11 +70,11 @@ static cudaError_t launch_ex_call(const struct qcuda_args_launch *l, const struc
 	buf.x.flags = mode->cooperative ? QCUDA_LAUNCH_COOPERATIVE : 0;
 	memcpy(buf.b + sizeof(buf.x), (const unsigned char *)l + sizeof(*l), l->param_bytes);
 	len = (uint32_t)(sizeof(buf.x) + l->param_bytes);
-	if (!mode->cooperative && shape_known(&buf.x))
+	if (!mode->cooperative && qc_launch_shape_known(&buf.x))
 		return qc_post_launch_ex(&buf.x, len);
 	e = qc_req_launch_ex(&buf.x, len);
 	if (e == cudaSuccess && !mode->cooperative)
-		shape_launched(&buf.x);
+		qc_launch_shape_launched(&buf.x);
 	return e;
 }
 
@@ -407,9 +335,7 @@ QC_API cudaError_t cudaGetFuncBySymbol(cudaFunction_t *functionPtr, const void *
 
 	if (!functionPtr)
 		return qc_ret(cudaErrorInvalidValue);
-	e = qc_ready();
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	k = qc_kernel_find(symbolPtr);
 	if (!k)
 		return qc_ret(cudaErrorInvalidDeviceFunction);

@@ -15,8 +15,8 @@
  * nothing about whether the prefetch has run either).
  *
  * An allocation's record (struct hints, one entry per page) is made at its
- * first advice or prefetch and hangs on memory.c's region, which frees it
- * with the allocation (qc_managed_free). Locking: qc_mem_managed holds the
+ * first advice or prefetch and hangs on the allocation's region, one
+ * malloc'd block that region.c frees with it. Locking: qc_mem_managed holds the
  * maps' read lock around our callbacks, so several threads can be in them at
  * once on one allocation: hints_lock orders them (maps first, then
  * hints_lock).
@@ -72,11 +72,6 @@ struct summary {
 static pthread_mutex_t hints_lock = PTHREAD_MUTEX_INITIALIZER;
 
 _Static_assert(sizeof(enum cudaMemLocationType) == sizeof(int32_t), "location types are 4 bytes");
-
-void qc_managed_free(void *hints)
-{
-	free(hints);
-}
 
 /* ------------------------------------------------------------- locations */
 

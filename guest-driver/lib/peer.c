@@ -56,10 +56,9 @@ QC_API cudaError_t cudaDeviceGetP2PAttribute(int *value, enum cudaDeviceP2PAttr 
 /* For the calling thread's current device (the session is switched to it first). */
 QC_API cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
 {
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (flags != 0)
 		return qc_ret(cudaErrorInvalidValue);
 	if (!valid_device(peerDevice))
@@ -69,10 +68,9 @@ QC_API cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags
 
 QC_API cudaError_t cudaDeviceDisablePeerAccess(int peerDevice)
 {
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (!valid_device(peerDevice))
 		return qc_ret(cudaErrorInvalidDevice);
 	return qc_ret(qc_req_peer_disable((uint32_t)qc_current_device(), (uint32_t)peerDevice, 0));

@@ -2,7 +2,7 @@
 /*
  * Stream-ordered allocation: cudaMallocAsync, cudaFreeAsync and memory
  * pools, kept in the guest on top of cudaMalloc's path (MALLOC / FREE and
- * memory.c's regions), so that the backend's per-session pointer checks and
+ * region.c's regions), so that the backend's per-session pointer checks and
  * the VM's memory quota apply unchanged and the backend has no call of its
  * own for them. libcuda's cuMemAllocAsync and cuMemPool* (../libcuda/pool.c)
  * are these same functions and pools.

@@ -197,18 +197,13 @@ QC_API cudaError_t cudaMemPoolExportPointer(struct cudaMemPoolPtrExportData *exp
 /* Known as device memory for copies, and as an import for cudaFree. */
 static cudaError_t add_import(uint64_t dev, uint64_t size)
 {
-	struct qc_region *r = calloc(1, sizeof(*r));
+	int rc = qc_region_add_symbol(dev, size, IMPORT_TAG);
 
-	if (!r)
+	if (rc > 0)
 		return cudaErrorMemoryAllocation;
-	r->kind = QC_MEM_SYMBOL;
-	r->dev = dev;
-	r->size = size;
-	r->token = IMPORT_TAG;
-	if (qc_region_add(r)) {
+	if (rc < 0) {
 		qc_msg("an imported pool pointer at %#llx+%llu overlaps a known range", (unsigned long long)dev,
 		       (unsigned long long)size);
-		free(r);
 		return cudaErrorUnknown;
 	}
 	atomic_fetch_add(&imports, 1);

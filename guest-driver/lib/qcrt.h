@@ -8,16 +8,25 @@
  * struct layout is CUDA 13's, and exports its symbols under the same soname
  * and version node as NVIDIA's library (libcudart.map).
  *
+ * The declarations below are grouped by layer, from the bottom up, and
+ * within a layer under the name of the file that defines them (as Linux's
+ * virtgpu_drv.h). A file calls only into its own layer or those below
+ * (test/guest-lib/layers.test.ts).
+ *
  * Files: transport.c (the only user of qcuda_ioctl.h), log.c (messages),
- * thread.c (the library's own threads), init.c (start-up: HELLO), call.c
- * (the call path: qc_call, status mapping, sticky and last errors), device.c
- * (devices, synchronization, reset, versions), rmap.c (the range maps of
- * allocations), memory.c (device allocations, pointer attributes), copy.c
+ * thread.c (the library's own threads), init.c (start-up: HELLO; the
+ * thread's device and the session's; device properties), call.c (the call
+ * path: qc_call, status mapping, sticky and last errors), device.c
+ * (devices' entry points, synchronization, reset, versions), rmap.c (the
+ * range maps of allocations), region.c (allocations as regions, their
+ * release, what a pointer is), memory.c (cudaMalloc, cudaFree, pointer
+ * attributes), copy.c
  * (copies, memsets), hostmem.c (pinned, registered and managed host
  * memory), managed.c (managed memory hints: prefetch, advice, range
  * attributes), stream.c (streams, events), module.c (fat binaries, kernel
  * and variable registration and loading), launch.c (launch configuration,
- * launches), funcattr.c (function attributes, occupancy), symbol.c (module
+ * launches), funcattr.c (function attributes, occupancy), funccache.c (their
+ * answers and launch shapes kept), symbol.c (module
  * variables), batch.c (posted work: launches and other enqueues sent
  * together), devctl.c (limits, peer access, profiler, driver entry points),
  * callback.c (host functions), handles.c (the stream and event handles
@@ -45,6 +54,12 @@
 
 #include "transport.h"
 
+/*
+ * ==== Layer 0, base: messages, threads, error names, fat binaries.
+ *
+ * Layer 1, transport (transport.h, vhu.h): transport*.c, vhu_*.c.
+ */
+
 /* ---- log.c ---- */
 
 /* Prints "qcuda: <msg>" on stderr. */
@@ -59,11 +74,30 @@ extern int qc_debug_on;
  * that takes no signals: they stay the program's. 0 on success. */
 int qc_start_thread(void *(*fn)(void *), size_t stack);
 
-/* ---- init.c ---- */
+/* ---- errtab.c ---- */
+
+const char *qc_error_name(int err); /* NULL if unknown */
+const char *qc_error_string(int err); /* NULL if unknown */
+
+/* ---- fatbin.c, sha256.c ---- */
+
+/* A fat binary of only the entries a device of compute capability sm (e.g.
+ * 90) runs: its SASS of that major version not above sm, else its newest
+ * PTX not above sm, in a new buffer (*out, malloc'd); returns its size, or 0
+ * (and *out NULL) when the image should go as it is. */
+uint64_t qc_fatbin_select(const void *image, uint64_t size, int sm, void **out);
+void qc_sha256(const void *data, uint64_t n, uint8_t out[32]);
+
+/*
+ * ==== Layer 2, call: one command to the device, posted work, device output.
+ * call.c calls only the transport and the base; batch.c's flush and
+ * output.c's reply handling reach it through qc_call_hooks.
+ */
+
+/* ---- call.c ---- */
 
 /* Devices the library knows at most (the backend's count is capped). */
 #define QC_MAX_DEVICES 64
-
 struct qc_state {
 	int fd;
 	cudaError_t init_err; /* cudaSuccess once HELLO succeeded */
@@ -73,12 +107,6 @@ struct qc_state {
 	uint64_t memory_limit;
 };
 extern struct qc_state qc;
-
-/* Opens the device and says HELLO once; returns qc.init_err. */
-cudaError_t qc_init(void);
-
-/* ---- call.c ---- */
-
 /* One command to the device. Fields not set are 0/NULL (no args, no output, no data). */
 struct qc_req {
 	uint32_t cmd; /* QCUDA_CMD_* */
@@ -94,47 +122,82 @@ struct qc_req {
 /* One command; maps transport errors and QCUDA_ST_* to cudaError_t and
  * notes sticky errors. Sends posted work first (qc_flush). */
 cudaError_t qc_call(const struct qc_req *r);
+/* What runs before every qc_call (flush: batch.c's qc_flush) and after
+ * every reply (reply: output.c's qc_output_reply); init.c sets them at
+ * start-up, so that the call path calls nothing above it. */
+void qc_call_hooks(void (*flush)(void), void (*reply)(uint32_t cmd, uint32_t *status));
 /* qc_call without flushing posted work first (batch.c sends batches with it). */
 cudaError_t qc_call_unbatched(const struct qc_req *r);
-/* A synchronizing call (no data, no output): sent as the last entry of the
- * posted work waiting to go, if any (one round trip for both), else on its
- * own (batch.c). */
-cudaError_t qc_call_ending_batch(const struct qc_req *r);
 /* Round trips so far: synchronous calls and batches of posted work sent. */
 void qc_stats(unsigned long long *calls, unsigned long long *batches);
-/* Function attributes and occupancy, asked once per function until it
- * changes (funccache.c); qc_func_cache_clear when handles may be reused. */
-cudaError_t qc_func_attrs(uint64_t fh, struct qcuda_out_func_attrs *out);
-cudaError_t qc_occupancy_blocks(uint64_t fh, uint64_t smem, int32_t block_size, uint32_t flags, uint64_t *blocks);
-cudaError_t qc_occupancy_clusters(uint64_t fh, const unsigned int grid[3], const unsigned int block[3], uint32_t smem,
-				  const cudaLaunchAttribute *attrs, unsigned int nattrs, uint32_t query,
-				  uint64_t *answer);
-cudaError_t qc_func_set_attr(uint64_t fh, uint32_t attr, int32_t value);
-void qc_func_cache_clear(void);
-/* Context limits kept once asked (devctl.c): forgotten for device dev (-1: every device). */
-void qc_limits_forget(int dev);
-/* Cluster launch shapes known to launch (launch.c): posted from then on; forgotten for function
- * fh (0: all) when what they were checked against may have changed. */
-void qc_launch_shapes_forget(uint64_t fh);
 /* The commands that crossed most often, as text (QCUDA_STATS). */
 void qc_stats_by_cmd(char *buf, size_t len);
 /* Records err as the calling thread's last error (unless it is cudaSuccess
  * or cudaErrorNotReady) and returns it. Every API function returns through
  * it. */
 cudaError_t qc_ret(cudaError_t err);
-/* qc_init(), then the sticky error if the context is dead, then makes the
- * thread's current device the session's (qc_sync_device). */
-cudaError_t qc_ready(void);
 /* The context's sticky error (cudaSuccess if none); cudaDeviceReset clears it. */
 cudaError_t qc_sticky(void);
 void qc_sticky_clear(void);
+/* cudaGetErrorName's answer: the name, or "unrecognized error code". */
+const char *qc_error_label(cudaError_t error);
 
-/* ---- device.c ---- */
+/* ---- batch.c ---- */
 
+/* A synchronizing call (no data, no output): sent as the last entry of the
+ * posted work waiting to go, if any (one round trip for both), else on its
+ * own (batch.c). */
+cudaError_t qc_call_ending_batch(const struct qc_req *r);
+/* Posts a command that only enqueues work (see batch.c for which): it is sent
+ * later with others, in order; errors come back through qc_deferred. */
+cudaError_t qc_post(uint32_t cmd, const void *args, uint32_t len);
+/* Sends posted work now (qc_call does it before every command). */
+void qc_flush(void);
+/* For synchronizing calls: e if it is an error, else the first error of
+ * posted work since the last such call (cleared), else cudaSuccess. */
+cudaError_t qc_deferred(cudaError_t e);
+
+/* ---- output.c ---- */
+
+/* After every reply to a command (cmd): strips QCUDA_ST_OUTPUT from *status
+ * and, if it was set, fetches the device output (printf, asserts) waiting in
+ * the backend and writes it to stdout / stderr as CUDA would. */
+void qc_output_reply(uint32_t cmd, uint32_t *status);
+
+/*
+ * ==== Layer 3, state: start-up and the devices, the handles held, the
+ * range maps and the regions (allocations) in them.
+ */
+
+/* ---- init.c ---- */
+
+/* Opens the device and says HELLO once; returns qc.init_err. */
+cudaError_t qc_init(void);
+/* qc_init(), then the sticky error if the context is dead, then makes the
+ * thread's current device the session's (qc_sync_device). */
+cudaError_t qc_ready(void);
+/* The start of an entry point: e = qc_ready(), returned through qc_ret if
+ * it is an error. */
+#define QC_ENTER(e)                                    \
+	do {                                           \
+		if (((e) = qc_ready()) != cudaSuccess) \
+			return qc_ret(e);              \
+	} while (0)
+/* The same for an entry point that answers through the pointer p: NULL is
+ * refused (cudaErrorInvalidValue), *p = none before anything can fail. */
+#define QC_ENTER_OUT(p, none, e)                              \
+	do {                                                  \
+		if (!(p))                                     \
+			return qc_ret(cudaErrorInvalidValue); \
+		*(p) = (none);                                \
+		QC_ENTER(e);                                  \
+	} while (0)
 int qc_current_device(void);
 /* Makes device the calling thread's current device (libcuda: the device of
  * the thread's current context); the session follows at the next call. */
 void qc_set_thread_device(int device);
+/* cudaSetDevice switched the session to device: the thread's device too. */
+void qc_device_switched(int device);
 /* The device's properties and attributes, fetched once (device checked by
  * the caller). */
 cudaError_t qc_device_props(int device, const struct qcuda_out_device_props **out);
@@ -142,6 +205,26 @@ cudaError_t qc_device_props(int device, const struct qcuda_out_device_props **ou
  * session to the calling thread's if they differ (SET_DEVICE, only with
  * several devices). */
 cudaError_t qc_sync_device(void);
+
+/* ---- handles.c ---- */
+
+/* Stream handle on the wire for a cudaStream_t; ptds: the per-thread
+ * default stream variant (_ptds/_ptsz entry points) was called. */
+uint64_t qc_stream(cudaStream_t s, int ptds);
+/* Whether s is a special stream or one the process created and holds. */
+int qc_stream_known(cudaStream_t s, int ptds);
+/* Whether s is NULL, cudaStreamLegacy or cudaStreamPerThread. */
+int qc_stream_special(cudaStream_t s);
+/* The stream and event handles the process holds (for posted work's
+ * checks), each with a value of its owner's (stream.c: a stream's flags,
+ * device and id). */
+enum qc_handle_kind { QC_STREAM = 1, QC_EVENT = 2 };
+cudaError_t qc_handle_add(enum qc_handle_kind kind, uint64_t h, uint64_t value);
+void qc_handle_remove(enum qc_handle_kind kind, uint64_t h);
+int qc_handle_known(enum qc_handle_kind kind, uint64_t h);
+/* 1 and *value if the process holds h, else 0. */
+int qc_handle_value(enum qc_handle_kind kind, uint64_t h, uint64_t *value);
+void qc_handle_reset(void);
 
 /* ---- rmap.c ---- */
 
@@ -185,33 +268,48 @@ struct qc_rmap {
 
 /* Held (read) for lookups, (write) for updates of the two maps. */
 extern pthread_rwlock_t qc_maps_lock;
+
 extern struct qc_rmap qc_dev_map, qc_host_map;
+
 extern size_t qc_page_size;
+
 size_t qc_page_round(uint64_t n);
+
 /* The region holding p, or NULL (maps lock held). */
 struct qc_region *qc_rmap_find(const struct qc_rmap *m, uint64_t p);
+
 /* Any entry overlapping [start, end)? (maps lock held) */
 int qc_rmap_overlaps(const struct qc_rmap *m, uint64_t start, uint64_t end);
+
 /* Adds r to the maps (both, if it has both sides); takes the lock. 0 or
  * -EEXIST (overlap), -ENOMEM. */
 int qc_region_add(struct qc_region *r);
+
 /* r, of device memory the backend answered with at dev (what: its command,
  * for the note), set up and added: its guest address range reserved, then
- * the maps. 0, or -1 (r released) where it overlaps a live allocation,
- * which only a wrong answer makes. */
+ * the maps. 0, or -1 where it overlaps a live allocation, which only a
+ * wrong answer makes: then the caller releases r (qc_region_release). */
 int qc_region_add_device(struct qc_region *r, enum qc_mem_kind kind, uint64_t dev, uint64_t size, const char *what);
+
 /* Removes r from the maps (write lock held). */
 void qc_region_remove_locked(struct qc_region *r);
+
 /* PROT_NONE placeholder at a device address, so that nothing else in the
  * guest is ever mapped there (best effort): 1 if reserved. */
 int qc_reserve_range(uint64_t dev, size_t len);
 
-/* ---- memory.c ---- */
+/* ---- region.c ---- */
 
 /* cudaMalloc's path, the one way device memory is allocated: size bytes
  * (MALLOC), kept as a QC_MEM_DEVICE region whose token is token (a pool
  * block's serial, else 0); its address in *dev. */
 cudaError_t qc_alloc_device(uint64_t size, uint64_t token, uint64_t *dev);
+/* cudaMalloc's core, without the thread's last error (qc_ready, then
+ * qc_alloc_device): what the library's own callers use, never cudaMalloc. */
+cudaError_t qc_malloc(void **devPtr, size_t size);
+/* Frees device memory qc_malloc gave, as cudaFree would (after qc_ready),
+ * without the thread's last error. */
+cudaError_t qc_free_device(void *devPtr);
 /* Releases what a region holds on both sides and frees it; r is out of the
  * maps. With after_reset, the backend already dropped its side. */
 cudaError_t qc_region_release(struct qc_region *r, int after_reset);
@@ -223,27 +321,26 @@ void qc_mem_reset(void);
 /* A module variable's device range (VAR_GET), so that copies and
  * cudaPointerGetAttributes know it as device memory. */
 void qc_mem_add_symbol(uint64_t dptr, uint64_t size);
+/* A QC_MEM_SYMBOL region of [dev, dev+size) with token added: 0, 1 if out
+ * of memory, -1 if the maps refused it (an overlap). */
+int qc_region_add_symbol(uint64_t dev, uint64_t size, uint64_t token);
 void qc_mem_remove_symbol(uint64_t dptr);
+/* Where one side of a copy lives. */
+struct qc_loc {
+	int device; /* 1: device memory (the backend's), 0: guest memory */
+	uint64_t dptr; /* device pointer if device */
+	void *hptr; /* guest address if !device */
+};
+/* [p, p+n): device memory (need_device: it must be a device-accessible
+ * range), or guest memory (host memory seen through its device pointer
+ * too); unknown pointers are pageable memory, as under unified addressing. */
+cudaError_t qc_resolve(const void *p, size_t n, int need_device, struct qc_loc *l);
 
-/* ---- poolipc.c ---- */
-
-/* cudaFree and cudaFreeAsync of a pointer cudaMemPoolImportPointer gave:
- * closed, its result in *e, and 1; 0 if dev is no such pointer. */
-int qc_pool_free_import(uint64_t dev, cudaError_t *e);
-
-/* ---- copy.c ---- */
-
-/* cudaMemcpy*'s core (not recording the error). */
-cudaError_t qc_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t stream, int async,
-		      int ptds);
-/* cudaMemcpyBatchAsync's and cudaMemcpy3DBatchAsync's (copy3d.c) cores:
- * *fail is the index of the copy that failed, SIZE_MAX if the error is of
- * no one copy (cuMemcpyBatchAsync's failIdx). */
-cudaError_t qc_memcpy_batch(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t n,
-			    const struct cudaMemcpyAttributes *attrs, const size_t *idxs, size_t nattrs,
-			    cudaStream_t stream, int ptds, size_t *fail);
-cudaError_t qc_memcpy3d_batch(size_t n, const struct cudaMemcpy3DBatchOp *ops, unsigned long long flags,
-			      cudaStream_t stream, int ptds, size_t *fail);
+/*
+ * ==== Layer 4, concepts: what one concept's file gives the others. Their
+ * public entry points (cuda*) are never called from inside the library:
+ * the qc_* cores are (test/guest-lib/layers.test.ts checks it all).
+ */
 
 /* ---- hostmem.c ---- */
 
@@ -257,10 +354,25 @@ cudaError_t qc_host_unmap(uint64_t dev);
 typedef cudaError_t (*qc_managed_fn)(void **hints, uint64_t start, uint64_t size, void *arg);
 cudaError_t qc_mem_managed(const void *p, size_t n, qc_managed_fn fn, void *arg);
 
-/* ---- managed.c ---- */
+/* ---- poolipc.c ---- */
 
-/* Frees an allocation's hints (qc_mem_managed's slot) with the allocation. */
-void qc_managed_free(void *hints);
+/* cudaFree and cudaFreeAsync of a pointer cudaMemPoolImportPointer gave:
+ * closed, its result in *e, and 1; 0 if dev is no such pointer. */
+int qc_pool_free_import(uint64_t dev, cudaError_t *e);
+
+/* ---- copy.c, copy3d.c ---- */
+
+/* cudaMemcpy*'s core (not recording the error). */
+cudaError_t qc_memcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t stream, int async,
+		      int ptds);
+/* cudaMemcpyBatchAsync's and cudaMemcpy3DBatchAsync's (copy3d.c) cores:
+ * *fail is the index of the copy that failed, SIZE_MAX if the error is of
+ * no one copy (cuMemcpyBatchAsync's failIdx). */
+cudaError_t qc_memcpy_batch(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t n,
+			    const struct cudaMemcpyAttributes *attrs, const size_t *idxs, size_t nattrs,
+			    cudaStream_t stream, int ptds, size_t *fail);
+cudaError_t qc_memcpy3d_batch(size_t n, const struct cudaMemcpy3DBatchOp *ops, unsigned long long flags,
+			      cudaStream_t stream, int ptds, size_t *fail);
 
 /* ---- module.c ---- */
 
@@ -280,7 +392,6 @@ struct qc_kernel {
 	char *owned_name; /* device_name, for a driver-API kernel */
 	struct qc_kernel *next;
 };
-
 /* Forgets every module, function and variable handle after DEVICE_RESET
  * (the backend freed them; they are loaded again on next use). */
 void qc_module_reset(void);
@@ -299,7 +410,6 @@ uint64_t qc_upload_id(void);
 /* The device range of the variable whose host shadow is symbol (VAR_GET on
  * first use in a generation); checks qc_ready() first. */
 cudaError_t qc_var_get(const void *symbol, uint64_t *dptr, uint64_t *size);
-
 /* The driver API's modules (../libcuda): an image (fat binary, cubin or
  * PTX) of size bytes, loaded at first use like a registered one; copy: the
  * library keeps its own copy (else the caller keeps image alive). NULL if
@@ -321,20 +431,33 @@ struct qc_kernel *qc_module_kernel(struct qc_module *m, const char *name);
  * as device memory. */
 cudaError_t qc_module_global(struct qc_module *m, const char *name, uint64_t *dptr, uint64_t *size);
 
+/* ---- funccache.c ---- */
+
+/* Function attributes and occupancy, asked once per function until it
+ * changes (funccache.c); qc_func_cache_clear when handles may be reused. */
+cudaError_t qc_func_attrs(uint64_t fh, struct qcuda_out_func_attrs *out);
+cudaError_t qc_occupancy_blocks(uint64_t fh, uint64_t smem, int32_t block_size, uint32_t flags, uint64_t *blocks);
+cudaError_t qc_occupancy_clusters(uint64_t fh, const unsigned int grid[3], const unsigned int block[3], uint32_t smem,
+				  const cudaLaunchAttribute *attrs, unsigned int nattrs, uint32_t query,
+				  uint64_t *answer);
+cudaError_t qc_func_set_attr(uint64_t fh, uint32_t attr, int32_t value);
+void qc_func_cache_clear(void);
+/* Cluster launch shapes known to launch (funccache.c, for launch.c):
+ * posted from then on; forgotten with the function's cached attributes. */
+struct qcuda_args_launch_ex;
+int qc_launch_shape_known(const struct qcuda_args_launch_ex *x);
+void qc_launch_shape_launched(const struct qcuda_args_launch_ex *x);
+
 /* ---- funcattr.c ---- */
 
 /* Where parameter index of k lies in its layout (what FUNC_GET gave with
  * its handle): *size may be NULL. */
 cudaError_t qc_param_info(struct qc_kernel *k, size_t index, size_t *offset, size_t *size);
 
-/* ---- fatbin.c, sha256.c ---- */
+/* ---- devctl.c ---- */
 
-/* A fat binary of only the entries a device of compute capability sm (e.g.
- * 90) runs: its SASS of that major version not above sm, else its newest
- * PTX not above sm, in a new buffer (*out, malloc'd); returns its size, or 0
- * (and *out NULL) when the image should go as it is. */
-uint64_t qc_fatbin_select(const void *image, uint64_t size, int sm, void **out);
-void qc_sha256(const void *data, uint64_t n, uint8_t out[32]);
+/* Context limits kept once asked (devctl.c): forgotten for device dev (-1: every device). */
+void qc_limits_forget(int dev);
 
 /* ---- launch.c ---- */
 
@@ -345,7 +468,6 @@ struct qc_launch_mode {
 	int cooperative;
 	unsigned int cluster[3];
 };
-
 /* Launches k (its layout packs args: one pointer per parameter) on stream;
  * mode NULL: a plain launch. */
 cudaError_t qc_launch(struct qc_kernel *k, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream,
@@ -360,67 +482,11 @@ cudaError_t qc_extra_buffer(void **extra, const void **buf, size_t *size);
 cudaError_t qc_launch_packed(struct qc_kernel *k, dim3 grid, dim3 block, const void *params, size_t size, size_t shmem,
 			     cudaStream_t stream, int ptds, const struct qc_launch_mode *mode);
 
-/* ---- copy.c ---- */
-
-/* Where one side of a copy lives. */
-struct qc_loc {
-	int device; /* 1: device memory (the backend's), 0: guest memory */
-	uint64_t dptr; /* device pointer if device */
-	void *hptr; /* guest address if !device */
-};
-/* [p, p+n): device memory (need_device: it must be a device-accessible
- * range), or guest memory (host memory seen through its device pointer
- * too); unknown pointers are pageable memory, as under unified addressing. */
-cudaError_t qc_resolve(const void *p, size_t n, int need_device, struct qc_loc *l);
-
-/* ---- stream.c ---- */
-
-/* Stream handle on the wire for a cudaStream_t; ptds: the per-thread
- * default stream variant (_ptds/_ptsz entry points) was called. */
-uint64_t qc_stream(cudaStream_t s, int ptds);
-/* Whether s is a special stream or one the process created and holds. */
-int qc_stream_known(cudaStream_t s, int ptds);
-
-/* ---- batch.c ---- */
-
-/* Posts a command that only enqueues work (see batch.c for which): it is sent
- * later with others, in order; errors come back through qc_deferred. */
-cudaError_t qc_post(uint32_t cmd, const void *args, uint32_t len);
-/* Sends posted work now (qc_call does it before every command). */
-void qc_flush(void);
-/* For synchronizing calls: e if it is an error, else the first error of
- * posted work since the last such call (cleared), else cudaSuccess. */
-cudaError_t qc_deferred(cudaError_t e);
-
 /* ---- callback.c ---- */
 
 /* Forgets the host functions marked and not run, after DEVICE_RESET (the
  * backend forgot them too; natively they never run). */
 void qc_callback_reset(void);
-
-/* ---- handles.c ---- */
-
-/* The stream and event handles the process holds (for posted work's
- * checks), each with a value of its owner's (stream.c: a stream's flags,
- * device and id). */
-enum qc_handle_kind { QC_STREAM = 1, QC_EVENT = 2 };
-cudaError_t qc_handle_add(enum qc_handle_kind kind, uint64_t h, uint64_t value);
-void qc_handle_remove(enum qc_handle_kind kind, uint64_t h);
-int qc_handle_known(enum qc_handle_kind kind, uint64_t h);
-/* 1 and *value if the process holds h, else 0. */
-int qc_handle_value(enum qc_handle_kind kind, uint64_t h, uint64_t *value);
-void qc_handle_reset(void);
-
-/* ---- output.c ---- */
-
-/* After every reply to a command (cmd): strips QCUDA_ST_OUTPUT from *status
- * and, if it was set, fetches the device output (printf, asserts) waiting in
- * the backend and writes it to stdout / stderr as CUDA would. */
-void qc_output_reply(uint32_t cmd, uint32_t *status);
-
-/* ---- errtab.c ---- */
-const char *qc_error_name(int err); /* NULL if unknown */
-const char *qc_error_string(int err); /* NULL if unknown */
 
 /* The generated per-command request builders (qc_req_*, qc_post_*). */
 #include "qc_calls.h"

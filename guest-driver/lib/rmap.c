@@ -142,8 +142,7 @@ int qc_region_add_device(struct qc_region *r, enum qc_mem_kind kind, uint64_t de
 		return 0;
 	qc_msg("%s returned %#llx+%llu, which overlaps a live allocation", what, (unsigned long long)dev,
 	       (unsigned long long)size);
-	qc_region_release(r, 0);
-	return -1;
+	return -1; /* the caller releases r (region.c, libcuda/vmm.c) */
 }
 
 void qc_region_remove_locked(struct qc_region *r)

@@ -13,27 +13,6 @@
 
 #include "graph.h"
 
-uint64_t qc_stream(cudaStream_t s, int ptds)
-{
-	if (s == NULL)
-		return ptds ? QCUDA_STREAM_PER_THREAD : QCUDA_STREAM_LEGACY;
-	if (s == cudaStreamLegacy)
-		return QCUDA_STREAM_LEGACY;
-	if (s == cudaStreamPerThread)
-		return QCUDA_STREAM_PER_THREAD;
-	return (uint64_t)(uintptr_t)s;
-}
-
-static int special_stream(cudaStream_t s)
-{
-	return s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread;
-}
-
-int qc_stream_known(cudaStream_t s, int ptds)
-{
-	return special_stream(s) || qc_handle_known(QC_STREAM, qc_stream(s, ptds));
-}
-
 typedef cudaError_t (*handle_req)(uint64_t handle);
 
 /*
@@ -150,7 +129,7 @@ QC_API cudaError_t cudaStreamDestroy(cudaStream_t stream)
 	uint64_t h = (uint64_t)(uintptr_t)stream;
 	cudaError_t e = qc_ready();
 
-	if (e == cudaSuccess && special_stream(stream))
+	if (e == cudaSuccess && qc_stream_special(stream))
 		e = cudaErrorInvalidResourceHandle;
 	if (e == cudaSuccess)
 		e = qc_req_stream_destroy(h);
@@ -319,10 +298,9 @@ QC_API cudaError_t cudaCtxResetPersistingL2Cache(void)
 static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, unsigned int flags, int ptds)
 {
 	uint64_t ev = (uint64_t)(uintptr_t)event;
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (flags & ~(unsigned)cudaEventWaitExternal)
 		return qc_ret(cudaErrorInvalidValue);
 	if (!event)
@@ -528,10 +506,9 @@ QC_API cudaError_t cudaEventQuery(cudaEvent_t event)
 static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned int flags, int ptds)
 {
 	uint64_t ev = (uint64_t)(uintptr_t)event;
-	cudaError_t e = qc_ready();
+	cudaError_t e;
 
-	if (e != cudaSuccess)
-		return qc_ret(e);
+	QC_ENTER(e);
 	if (flags & ~(unsigned)cudaEventRecordExternal)
 		return qc_ret(cudaErrorInvalidValue);
 	if (!event)

@@ -24,9 +24,7 @@ static CUresult array_create(CUarray *out, int format, unsigned int channels, si
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!qc_format_size(format, channels))
 		return CUDA_ERROR_INVALID_VALUE;
-	r = cu_enter();
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	e = qc_array_create(format, channels, w, h, d, flags, &a);
 	if (e == cudaSuccess)
 		*out = (CUarray)a;
@@ -50,10 +48,9 @@ CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *p)
 CUresult cuArrayDestroy(CUarray hArray)
 {
 	struct qc_array *a = qc_array_lookup(hArray);
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	return a ? cu_result(qc_array_destroy(a)) : CUDA_ERROR_INVALID_HANDLE;
 }
 
@@ -97,9 +94,7 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DE
 
 	if (!pHandle || !p || !qc_format_size(p->Format, p->NumChannels))
 		return CUDA_ERROR_INVALID_VALUE;
-	r = cu_enter();
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	e = qc_mipmap_create(p->Format, p->NumChannels, p->Width, p->Height, p->Depth, p->Flags, numMipmapLevels, &m);
 	if (e == cudaSuccess)
 		*pHandle = (CUmipmappedArray)m;
@@ -117,9 +112,7 @@ CUresult cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray hMipmap
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!m)
 		return CUDA_ERROR_INVALID_HANDLE;
-	r = cu_enter();
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	e = qc_mipmap_level(m, level, &a);
 	if (e == cudaSuccess)
 		*pLevelArray = (CUarray)a;
@@ -129,10 +122,9 @@ CUresult cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray hMipmap
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
 {
 	struct qc_mipmap *m = qc_mipmap_lookup(hMipmappedArray);
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	return m ? cu_result(qc_mipmap_destroy(m)) : CUDA_ERROR_INVALID_HANDLE;
 }
 
@@ -148,9 +140,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
 		return CUDA_ERROR_INVALID_VALUE;
 	if (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = cu_enter();
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	r = cu_result(cudaMallocPitch(&p, &pitch, WidthInBytes, Height));
 	if (r == CUDA_SUCCESS)
 		*dptr = (CUdeviceptr)(uintptr_t)p, *pPitch = pitch;
@@ -237,25 +227,7 @@ static CUresult copy_3d(const CUDA_MEMCPY3D *c, CUstream stream, int async, int 
 				   kind_of(c->srcMemoryType, c->dstMemoryType), (cudaStream_t)stream, async, ptds));
 }
 
-CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
-{
-	return copy_3d(pCopy, NULL, 0, 0);
-}
-
-CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
-{
-	return copy_3d(pCopy, NULL, 0, 1);
-}
-
-CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
-{
-	return copy_3d(pCopy, hStream, 1, 0);
-}
-
-CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
-{
-	return copy_3d(pCopy, hStream, 1, 1);
-}
+CU_COPY_ENTRIES(CUDA_MEMCPY3D, copy_3d, cuMemcpy3D_v2, cuMemcpy3D_v2_ptds, cuMemcpy3DAsync_v2, cuMemcpy3DAsync_v2_ptsz)
 
 /* 1D copies to and from arrays: ByteCount bytes from the array's byte
  * offset on, in row order. */
@@ -268,9 +240,7 @@ static CUresult array_1d(CUarray arr, size_t off, void *mem, size_t n, int to_ar
 
 	if (!a)
 		return CUDA_ERROR_INVALID_HANDLE;
-	r = cu_enter();
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	rowb = a->width * a->elem;
 	return cu_result(
 		qc_linear_array(a, off % rowb, off / rowb, mem, n, to_array, kind, (cudaStream_t)s, async, ptds));

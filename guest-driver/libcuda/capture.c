@@ -77,9 +77,7 @@ static CUresult info(CUstream s, int ptds, CUstreamCaptureStatus *st, cuuint64_t
 	unsigned long long id64 = 0;
 	CUresult r;
 
-	r = cu_enter();
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	r = cu_result(qc_capture_info(S(s), ptds, (enum cudaStreamCaptureStatus *)st, &id64, (struct qc_graph **)g,
 				      (struct qc_node *const **)deps, (const cudaGraphEdgeData **)edges, n));
 	if (r == CUDA_SUCCESS && id)

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cu.h"
 
@@ -143,9 +144,7 @@ static CUresult stream_ctx(CUstream hStream, int ptds, CUcontext *pctx)
 
 	if (!pctx)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = cu_enter();
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	/* The _ptsz entry points' NULL stream is the per-thread one. */
 	r = cu_result(cudaStreamGetDevice(!hStream && ptds ? cudaStreamPerThread : (cudaStream_t)hStream, &device));
 	if (r == CUDA_SUCCESS)
@@ -485,10 +484,9 @@ static CUresult ctx_device(CUdevice *device, CUcontext ctx)
  * (the backend keeps one context per device for the process). */
 CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
 {
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	if (!ctx_valid(peerContext))
 		return CUDA_ERROR_INVALID_CONTEXT;
 	return cu_result(cudaDeviceEnablePeerAccess(peerContext->device, Flags));
@@ -496,10 +494,9 @@ CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
 
 CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
 {
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	if (!ctx_valid(peerContext))
 		return CUDA_ERROR_INVALID_CONTEXT;
 	return cu_result(cudaDeviceDisablePeerAccess(peerContext->device));
@@ -620,26 +617,42 @@ CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
 	return r;
 }
 
-/* Cache and shared memory configurations are hints: kept, never refused. */
+/* Cache and shared memory configurations are hints: kept, never refused.
+ * One getter and one setter serve both (their enums are ints). */
 static __thread CUfunc_cache cache_config;
 
-CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
+_Static_assert(sizeof(CUfunc_cache) == sizeof(int) && sizeof(CUsharedconfig) == sizeof(int),
+	       "the hints' enums are ints");
+
+static CUresult hint_get(void *out, int value)
 {
 	CUresult r = cu_enter();
 
-	if (r == CUDA_SUCCESS && !pconfig)
+	if (r == CUDA_SUCCESS && !out)
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (r == CUDA_SUCCESS)
-		*pconfig = cache_config;
+		memcpy(out, &value, sizeof(value));
 	return r;
+}
+
+static CUresult hint_set(unsigned int config, unsigned int max)
+{
+	CUresult r = cu_enter();
+
+	if (r == CUDA_SUCCESS && config > max)
+		r = CUDA_ERROR_INVALID_VALUE;
+	return r;
+}
+
+CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
+{
+	return hint_get(pconfig, cache_config);
 }
 
 CUresult cuCtxSetCacheConfig(CUfunc_cache config)
 {
-	CUresult r = cu_enter();
+	CUresult r = hint_set((unsigned int)config, CU_FUNC_CACHE_PREFER_EQUAL);
 
-	if (r == CUDA_SUCCESS && (unsigned int)config > CU_FUNC_CACHE_PREFER_EQUAL)
-		r = CUDA_ERROR_INVALID_VALUE;
 	if (r == CUDA_SUCCESS)
 		cache_config = config;
 	return r;
@@ -650,22 +663,12 @@ CUresult cuCtxSetCacheConfig(CUfunc_cache config)
  * cudaDevice*SharedMemConfig). */
 CUresult cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
 {
-	CUresult r = cu_enter();
-
-	if (r == CUDA_SUCCESS && !pConfig)
-		r = CUDA_ERROR_INVALID_VALUE;
-	if (r == CUDA_SUCCESS)
-		*pConfig = CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE;
-	return r;
+	return hint_get(pConfig, CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE);
 }
 
 CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
 {
-	CUresult r = cu_enter();
-
-	if (r == CUDA_SUCCESS && (unsigned int)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
-		r = CUDA_ERROR_INVALID_VALUE;
-	return r;
+	return hint_set((unsigned int)config, CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE);
 }
 
 /* ------------------------------------------------ context-local storage */

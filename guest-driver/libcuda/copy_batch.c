@@ -136,22 +136,5 @@ static CUresult peer3d(const CUDA_MEMCPY3D_PEER *p, CUstream stream, int async, 
 	return ptds ? cuMemcpy3D_v2_ptds(&c) : cuMemcpy3D_v2(&c);
 }
 
-CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy)
-{
-	return peer3d(pCopy, NULL, 0, 0);
-}
-
-CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *pCopy)
-{
-	return peer3d(pCopy, NULL, 0, 1);
-}
-
-CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
-{
-	return peer3d(pCopy, hStream, 1, 0);
-}
-
-CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
-{
-	return peer3d(pCopy, hStream, 1, 1);
-}
+CU_COPY_ENTRIES(CUDA_MEMCPY3D_PEER, peer3d, cuMemcpy3DPeer, cuMemcpy3DPeer_ptds, cuMemcpy3DPeerAsync,
+		cuMemcpy3DPeerAsync_ptsz)

@@ -61,6 +61,43 @@ static inline struct cudaMemLocation cu_device_loc(CUdevice d)
 	return (struct cudaMemLocation){ .type = cudaMemLocationTypeDevice, .id = d };
 }
 
+/* The start of an entry point: r = cu_enter(), returned if it is an error. */
+#define CU_ENTER(r)                                     \
+	do {                                            \
+		if (((r) = cu_enter()) != CUDA_SUCCESS) \
+			return r;                       \
+	} while (0)
+/* The same for an entry point that answers through the pointer p: NULL is
+ * refused (CUDA_ERROR_INVALID_VALUE), *p = none before anything can fail. */
+#define CU_ENTER_OUT(p, none, r)                         \
+	do {                                             \
+		if (!(p))                                \
+			return CUDA_ERROR_INVALID_VALUE; \
+		*(p) = (none);                           \
+		CU_ENTER(r);                             \
+	} while (0)
+
+/* The four entry points of a copy that take one descriptor (of type T):
+ * sync and async, each with its per-thread default stream form (_ptds,
+ * _ptsz), all run by fn(desc, stream, async, ptds). */
+#define CU_COPY_ENTRIES(T, fn, sync, sync_ptds, async, async_ptsz) \
+	CUresult sync(const T *pCopy)                              \
+	{                                                          \
+		return fn(pCopy, NULL, 0, 0);                      \
+	}                                                          \
+	CUresult sync_ptds(const T *pCopy)                         \
+	{                                                          \
+		return fn(pCopy, NULL, 0, 1);                      \
+	}                                                          \
+	CUresult async(const T *pCopy, CUstream hStream)           \
+	{                                                          \
+		return fn(pCopy, hStream, 1, 0);                   \
+	}                                                          \
+	CUresult async_ptsz(const T *pCopy, CUstream hStream)      \
+	{                                                          \
+		return fn(pCopy, hStream, 1, 1);                   \
+	}
+
 /* The body of an entry point that is one runtime-layer call under the
  * thread's current context: its CUresult. */
 #define CU_RUN(call)                                              \

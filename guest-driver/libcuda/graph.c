@@ -131,10 +131,9 @@ CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAM
 {
 	struct cudaKernelNodeParams rp;
 	struct qc_node *n = typed(hNode, cudaGraphNodeTypeKernel);
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	if (!n || !p)
 		return CUDA_ERROR_INVALID_VALUE;
 	r = cu_result(cudaGraphKernelNodeGetParams(RN(hNode), &rp));
@@ -171,10 +170,9 @@ static CUresult set_kernel(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *p)
 {
 	struct qc_node *n = typed(hNode, cudaGraphNodeTypeKernel);
 	struct qc_node_op op;
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	if (!n)
 		return CUDA_ERROR_INVALID_VALUE;
 	r = cu_result(cu_graph_kernel_op(&op, p));
@@ -536,10 +534,9 @@ CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const 
 				size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
 {
 	struct cudaMemAllocNodeParams p;
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	if (!nodeParams)
 		return CUDA_ERROR_INVALID_VALUE;
 	memset(&p, 0, sizeof(p));
@@ -689,10 +686,9 @@ static CUresult node_call(const struct qc_node_call *c, CUgraphNodeParams *p)
 {
 	struct qc_node_op op, *api_op = NULL;
 	cudaError_t e = cudaSuccess;
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (p->type == CU_GRAPH_NODE_TYPE_KERNEL) {

@@ -10,10 +10,9 @@
 
 CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	return cu_result(cudaIpcGetMemHandle((cudaIpcMemHandle_t *)pHandle, (void *)(uintptr_t)dptr));
 }
 
@@ -21,10 +20,9 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsign
 {
 	cudaIpcMemHandle_t h;
 	void *p = NULL;
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	if (!pdptr)
 		return CUDA_ERROR_INVALID_VALUE;
 	memcpy(&h, &handle, sizeof(h));
@@ -36,29 +34,26 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsign
 
 CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	return cu_result(cudaIpcCloseMemHandle((void *)(uintptr_t)dptr));
 }
 
 CUresult cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event)
 {
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	return cu_result(cudaIpcGetEventHandle((cudaIpcEventHandle_t *)pHandle, (cudaEvent_t)event));
 }
 
 CUresult cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle)
 {
 	cudaIpcEventHandle_t h;
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	if (!phEvent)
 		return CUDA_ERROR_INVALID_VALUE;
 	memcpy(&h, &handle, sizeof(h));

@@ -17,10 +17,9 @@ static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned 
 	dim3 grid = { gx, gy, gz }, block = { bx, by, bz };
 	const void *buf;
 	size_t size;
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	if (!k)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (params && extra) /* one form or the other */
@@ -132,10 +131,9 @@ CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void 
 static CUresult function_of(const void *h, uint64_t *fh)
 {
 	struct qc_kernel *k = cu_kernel(h);
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	if (!k)
 		return CUDA_ERROR_INVALID_HANDLE;
 	return cu_result(qc_kernel_get(k, fh));

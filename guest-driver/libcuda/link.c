@@ -128,9 +128,7 @@ CUresult cuLinkCreate(unsigned int numOptions, CUjit_option *options, void **opt
 
 	if (!stateOut)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = cu_enter();
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return CUDA_ERROR_OUT_OF_MEMORY;

@@ -39,10 +39,9 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
 	struct qc_region *reg;
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	pthread_rwlock_rdlock(&qc_maps_lock);
 	reg = qc_rmap_find(&qc_dev_map, dptr);
 	if (reg) {
@@ -93,10 +92,9 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 static CUresult copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, CUstream stream, int async,
 		     int ptds)
 {
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	if (n == 0)
 		return CUDA_SUCCESS;
 	return cu_result(qc_memcpy(dst, src, n, kind, (cudaStream_t)stream, async, ptds));
@@ -194,15 +192,7 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *c, CUstream stream, int async, int 
 	return cu_memcpy2d(c, stream, async, ptds);
 }
 
-CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
-{
-	return copy_2d(pCopy, NULL, 0, 0);
-}
-
-CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
-{
-	return copy_2d(pCopy, NULL, 0, 1);
-}
+CU_COPY_ENTRIES(CUDA_MEMCPY2D, copy_2d, cuMemcpy2D_v2, cuMemcpy2D_v2_ptds, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2_ptsz)
 
 /* Unaligned: what the pitches may be does not matter here. */
 CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
@@ -215,24 +205,13 @@ CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
 	return copy_2d(pCopy, NULL, 0, 1);
 }
 
-CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
-{
-	return copy_2d(pCopy, hStream, 1, 0);
-}
-
-CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
-{
-	return copy_2d(pCopy, hStream, 1, 1);
-}
-
 /* --------------------------------------------------------------- memsets */
 
 static CUresult memset8(CUdeviceptr dst, unsigned char v, size_t n, CUstream s, int async, int ptds)
 {
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	if (!async)
 		return cu_result(ptds ? cudaMemset_ptds(PTR(dst), v, n) : cudaMemset(PTR(dst), v, n));
 	return cu_result(ptds ? cudaMemsetAsync_ptsz(PTR(dst), v, n, (cudaStream_t)s)
@@ -404,10 +383,9 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute attribute, CUd
 static CUresult lookup(CUdeviceptr ptr, struct cudaPointerAttributes *a, uint64_t *base, uint64_t *size)
 {
 	struct qc_region *reg;
-	CUresult r = cu_enter();
+	CUresult r;
 
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER(r);
 	r = cu_result(cudaPointerGetAttributes(a, PTR(ptr)));
 	if (r != CUDA_SUCCESS)
 		return r;

@@ -26,12 +26,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool poo
 	void *p = NULL;
 	CUresult r;
 
-	if (!dptr)
-		return CUDA_ERROR_INVALID_VALUE;
-	*dptr = 0;
-	r = cu_enter();
-	if (r != CUDA_SUCCESS)
-		return r;
+	CU_ENTER_OUT(dptr, 0, r);
 	if (from_pool)
 		r = cu_result(ptds ? cudaMallocFromPoolAsync_ptsz(&p, bytesize, pool, s)
 				   : cudaMallocFromPoolAsync(&p, bytesize, pool, s));

@@ -99,8 +99,10 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
 		free(reg);
 		return r;
 	}
-	if (qc_region_add_device(reg, QC_MEM_VMM, va, size, "VMM_RESERVE"))
+	if (qc_region_add_device(reg, QC_MEM_VMM, va, size, "VMM_RESERVE")) {
+		qc_region_release(reg, 0);
 		return CUDA_ERROR_UNKNOWN;
+	}
 	*ptr = va;
 	return CUDA_SUCCESS;
 }

@@ -37,6 +37,7 @@ test('graph topology: nodes walked after their dependencies, cycles and foreign 
       exe,
       path.join(ROOT, 'test/guest-lib/graph_topology.c'),
       path.join(LIB, 'graph.c'),
+      path.join(LIB, 'handles.c'), // the handles known (qc_known_*)
     ],
     { encoding: 'utf8' },
   );
