@@ -5,9 +5,10 @@
 // logged reason and leave the device as it was.
 import test from 'ava';
 import { EchoDevice, fnv1a } from '../../backend/src/devices/echo';
-import { native, Req, type Request, type StateSink, type StateSource } from '../../backend/src/vhost-user';
-import { openPipe, readToEnd, writeAndClose } from '../../backend/src/vhost-user/frontend';
-import { connect, openFds, prng, started, tick, until, type Pair } from '../helpers';
+import path from 'node:path';
+import { native, Req, VhostUserServer, type Request, type StateSink, type StateSource } from '../../backend/src/vhost-user';
+import { Frontend, openPipe, readToEnd, writeAndClose } from '../../backend/src/vhost-user/frontend';
+import { connect, openFds, prng, started, tick, tmpDir, until, type Pair } from '../helpers';
 
 const SAVE = 0;
 const LOAD = 1;
@@ -95,6 +96,29 @@ test.serial('DEVICE_STATE is offered only to a device with saveState and loadSta
   const toy = connect(t, new ToyDevice(16));
   await toy.fe.negotiate();
   t.is(toy.fe.protocolFeatures & (1n << 19n), 1n << 19n);
+
+  // Nor to an untrusted frontend (one of many a listenEach server serves).
+  const sock = path.join(tmpDir(t), 'each.sock');
+  const dev = new ToyDevice(16);
+  const logged: string[] = [];
+  const server = VhostUserServer.listenEach(
+    sock,
+    dev,
+    { make: () => Promise.resolve(dev), dispose: () => Promise.resolve(), max: 1 },
+    { logger: { error: (l) => logged.push(l) } },
+  );
+  const fe = Frontend.connect(sock);
+  t.teardown(() => {
+    fe.close();
+    server.close();
+  });
+  await fe.negotiate();
+  t.is(fe.protocolFeatures & (1n << 19n), 0n, 'not offered to an untrusted frontend');
+  const q = openPipe();
+  t.is(await fe.setDeviceStateFd(LOAD, 0, q.read), 0x101n);
+  native.close(q.read);
+  native.close(q.write);
+  t.is(dev.loads, 0);
 });
 
 test.serial("a toy device's state round-trips through pipes, and the source goes on after the save", async (t) => {

@@ -139,7 +139,10 @@ export class Backend {
       bit(ProtoF.STATUS) |
       bit(ProtoF.RESET_DEVICE) |
       (device.configSize > 0 ? bit(ProtoF.CONFIG) : 0n) |
-      (device.saveState && device.loadState ? bit(ProtoF.DEVICE_STATE) : 0n);
+      // Not to an untrusted frontend: a load would hold its stream in memory
+      // and hand its bytes to the device; such frontends (qcuda run's
+      // processes) do not migrate.
+      (device.saveState && device.loadState && !untrusted ? bit(ProtoF.DEVICE_STATE) : 0n);
     this.poll = new BusyPoll(device.pollUs ?? 0);
     const handler = (req: Parameters<VhostUserDevice['handle']>[0]) => device.handle(req);
     const limits = { maxSize: device.maxQueueSize, maxIndirect: device.maxIndirect ?? DEFAULT_MAX_INDIRECT };
