@@ -41,6 +41,7 @@ vm: qemu vm-image
 # which is raised as it grows, never lowered.
 COVERAGE_FLOOR := 90
 test: lint node vm guest-debs libvirt-deps guest-disk trace windows-deps
+	$(MAKE) lint-tidy
 	$(MAKE) windows
 	rm -rf $(BUILD)/coverage
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) UNCOVERED_AREAS='run vm windows' \

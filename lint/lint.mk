@@ -16,7 +16,7 @@
 # Generated files ("do not edit": `npm run gen`, gen-tables.sh) are left as
 # their generators write them.
 
-LINT_APT_PKGS := clang-format perl
+LINT_APT_PKGS := clang-format clang-tidy perl
 CHECKPATCH := $(CURDIR)/lint/checkpatch.sh
 PRETTIER_FILES := '{backend,test}/**/*.ts' '**/*.mjs'
 # Every C/C++/CUDA source but the kernel module's, less the generated ones.
@@ -24,7 +24,7 @@ CLANG_FORMAT_FILES = $(shell find addon/src guest-driver/lib guest-driver/libcud
 	-type f \( -name '*.c' -o -name '*.h' -o -name '*.cc' -o -name '*.cu' \) | sort | xargs grep -L 'do not edit')
 KERNEL_FILES = $(sort $(wildcard guest-driver/kernel/*.c guest-driver/kernel/*.h guest-driver/include/*.h))
 
-.PHONY: lint format lint-deps lint-ts lint-c lint-rules hooks
+.PHONY: lint format lint-deps lint-ts lint-c lint-rules lint-tidy hooks
 
 lint-deps:
 	@[ "$$(dpkg-query -W -f='$${Status}\n' $(LINT_APT_PKGS) 2>/dev/null | grep -c 'install ok installed')" = $(words $(LINT_APT_PKGS)) ] || { \
@@ -37,6 +37,12 @@ lint: lint-rules lint-ts lint-c
 lint-rules:
 	bash lint/file-size.sh
 	node lint/commits.mjs
+
+# The static analyzer over the guest C (lint/tidy.sh): minutes, not seconds,
+# so make test runs it and make lint does not. It reads libcuda's generated
+# headers.
+lint-tidy: lint-deps $(GUEST_CU_GEN)/cu_twins.h $(GUEST_CU_GEN)/cu_errnames.h
+	bash lint/tidy.sh $(GUEST_CU_GEN)
 
 # The hooks folder is the main checkout's, shared by its worktrees: a copy,
 # not a link into one worktree, and the hook runs the check of whichever

@@ -72,10 +72,8 @@ static cudaError_t host_alloc(void **out, size_t size, unsigned int flags, enum 
 	if (!r)
 		return cudaErrorMemoryAllocation;
 	rc = qt_host_alloc(qc.fd, len, contiguous, &r->token, &gpa);
-	if (rc == -ENOMEM && contiguous) {
-		contiguous = 0;
+	if (rc == -ENOMEM && contiguous)
 		rc = qt_host_alloc(qc.fd, len, 0, &r->token, &gpa);
-	}
 	if (rc) {
 		free(r);
 		/* -ENOSYS: a transport without pinned memory (Windows' for now). */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qc_os.h"
 #include "qcrt.h"
 
 /* Exported (libcudart.map): this runtime library is qcuda's, not NVIDIA's. */
@@ -19,6 +20,8 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void init_once_fn(void)
 {
 	const char *path = getenv("QCUDA_DEVICE");
+	const char *shm = getenv("QCUDA_SHM");
+	const char *debug = getenv("QCUDA_DEBUG");
 	struct qcuda_args_hello hello = {
 		.proto_version = QCUDA_PROTO_VERSION,
 		.cuda_version = CUDART_VERSION,
@@ -28,19 +31,28 @@ static void init_once_fn(void)
 	struct qt_info info;
 	int r;
 
-	qc_debug_on = getenv("QCUDA_DEBUG") && *getenv("QCUDA_DEBUG") && strcmp(getenv("QCUDA_DEBUG"), "0");
+	qc_debug_on = debug && *debug && strcmp(debug, "0");
 	if (!path || !*path)
 		path = "/dev/qcuda0";
-	/* The shared-memory transport's region, where named, is what opens. */
-	if (getenv("QCUDA_SHM") && *getenv("QCUDA_SHM"))
-		path = getenv("QCUDA_SHM");
+	/* The shared-memory transport's region, where named (or where the OS
+	 * has one of its own: Windows' IVSHMEM device), is what opens. */
+	if (!shm || !*shm)
+		shm = qc_os_default_region();
+	if (shm && *shm)
+		path = shm;
 
 	r = qt_open(path, &qc.fd);
 	if (r) {
 		qc.init_err = cudaErrorNoDevice;
-		qc_msg("no CUDA device: cannot open %s: %s (is the qcuda driver loaded and the "
-		       "virtio-qcuda device present?)",
-		       path, strerror(-r));
+		if (path == shm)
+			qc_msg("no CUDA device: cannot map the shared-memory region %s: %s (QCUDA_SHM "
+			       "names a file; without it, on Windows, the VM's IVSHMEM device through "
+			       "virtio-win's driver)",
+			       path, strerror(-r));
+		else
+			qc_msg("no CUDA device: cannot open %s: %s (is the qcuda driver loaded and the "
+			       "virtio-qcuda device present?)",
+			       path, strerror(-r));
 		return;
 	}
 	r = qt_info(qc.fd, &info);

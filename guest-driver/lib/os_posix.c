@@ -51,6 +51,11 @@ void qc_os_map_private_to_process(struct qc_os_map *m)
 	madvise(m->va, m->bytes, MADV_DONTFORK);
 }
 
+const char *qc_os_default_region(void)
+{
+	return NULL; /* /dev/qcuda0 or a backend's socket */
+}
+
 int qc_os_is_socket(const char *path)
 {
 	struct stat st;

@@ -36,6 +36,10 @@ struct qc_os_map {
  * -EPROTO before they are mapped. 0 or -errno. */
 int qc_os_map_file(const char *path, uint64_t min_bytes, struct qc_os_map *m);
 void qc_os_unmap(struct qc_os_map *m);
+/* The shared-memory region this OS reaches where QCUDA_SHM names none: NULL
+ * on Linux (the guest has /dev/qcuda0; qcuda run a socket), the IVSHMEM
+ * device's name on Windows (qc_os_map_file maps the device for it). */
+const char *qc_os_default_region(void);
 /* Not inherited by a forked child (POSIX); nothing on Windows. */
 void qc_os_map_private_to_process(struct qc_os_map *m);
 /* Whether path names a unix socket (a backend's vhost-user socket). */

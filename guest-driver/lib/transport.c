@@ -4,7 +4,8 @@
  * path naming a unix socket is a backend's vhost-user socket (the userspace
  * transport, `qcuda run`); anything else is a /dev/qcuda<N> device node (the
  * guest kernel driver's ioctls). QCUDA_SHM, where set, names a shared-memory
- * region a backend serves (transport_shm.c), and wins over the path.
+ * region a backend serves (transport_shm.c), and wins over the path; where
+ * it is not set, the OS's own region does (Windows: the IVSHMEM device).
  */
 #include <stdlib.h>
 
@@ -17,6 +18,8 @@ int qt_open(const char *path, int *fd)
 {
 	const char *shm = getenv("QCUDA_SHM");
 
+	if (!shm || !*shm)
+		shm = qc_os_default_region();
 	if (shm && *shm) {
 		ops = &qt_shm_ops;
 		return ops->open(shm, fd);

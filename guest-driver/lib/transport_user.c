@@ -241,7 +241,8 @@ static int chunk_reap(const struct op *op, struct vhu_slot *s, uint64_t i)
 			return -EPROTO;
 		op->res->out_written = len;
 		op->res->value = s->resp->value;
-		memcpy(op->out, s->out, len);
+		if (len)
+			memcpy(op->out, s->out, len);
 	}
 	/* The data counts in the used length only where the call succeeded. */
 	if (!op->gpa && op->dir == QT_FROM_DEVICE && !(status & ~QCUDA_ST_OUTPUT)) {
@@ -277,7 +278,9 @@ static int op_run(struct op *op)
 		if (!s && started == reaped)
 			s = vhu_slot_get();
 		if (!s) {
-			struct vhu_slot *old = ring[reaped % window];
+			/* Set when started: started > reaped here. */
+			struct vhu_slot *old =
+				ring[reaped % window]; // NOLINT(clang-analyzer-core.uninitialized.Assign)
 
 			err = chunk_reap(op, old, reaped++);
 			vhu_slot_put(old);

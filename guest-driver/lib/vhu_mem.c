@@ -12,6 +12,7 @@
  * with the old ones).
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -32,10 +33,10 @@
 struct region {
 	uint8_t *va;
 	uint64_t gpa, size;
-	int fd;
 	uint64_t file_off; /* of va in fd (the shared-memory transport's file) */
-	int heap; /* host memory is carved from it */
 	uint64_t touched; /* heap: bytes from its start ever handed out */
+	int fd;
+	int heap; /* host memory is carved from it */
 };
 
 /* A piece of host memory (vhu_mem_alloc) or a mapping of one (an alias). */
@@ -111,6 +112,15 @@ static int carve_region(uint64_t size, int heap, struct region **out)
 	return 0;
 }
 
+/* -errno of the call that just failed; never 0, so that a caller that
+ * reads its out parameter on 0 cannot meet one never written. */
+static int neg_errno(void)
+{
+	int e = errno;
+
+	return e > 0 ? -e : -EIO;
+}
+
 /* A new region (under the write lock, or before any other thread runs). */
 static int add_region(uint64_t size, int heap, struct region **out)
 {
@@ -128,17 +138,17 @@ static int add_region(uint64_t size, int heap, struct region **out)
 	size = round_up(size, VHU_ALIGN);
 	fd = memfd_create("qcuda-guest-ram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
-		return -errno;
+		return neg_errno();
 	/* Sealed at its size: a backend serving many programs refuses a
 	 * region that could be cut short under its mapping (SIGBUS). */
 	if (ftruncate(fd, (off_t)size) || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW)) {
-		e = -errno;
+		e = neg_errno();
 		close(fd);
 		return e;
 	}
 	va = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (va == MAP_FAILED) {
-		e = -errno;
+		e = neg_errno();
 		close(fd);
 		return e;
 	}
@@ -222,6 +232,7 @@ int vhu_mem_alloc(uint64_t size, uint64_t *gpa)
 	if (!at) {
 		e = add_region(size > next_heap ? size : next_heap, 1, &r);
 		if (!e) {
+			assert(r); /* add_region sets it whenever it returns 0 */
 			if (next_heap < VHU_HEAP_MAX)
 				next_heap *= 2;
 			at = gap_in(r, size, &idx);

@@ -309,8 +309,8 @@ static CUresult link_run(const struct jit_opts *j, const struct link_input *inpu
 
 CUresult cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)
 {
-	unsigned char *image;
-	size_t size;
+	unsigned char *image = NULL;
+	size_t size = 0;
 	CUresult r;
 
 	if (!link_valid(state) || !cubinOut || !sizeOut || state->ninputs == 0)
@@ -331,8 +331,8 @@ CUresult cu_link_one(const void *ptx, size_t size, unsigned int n, CUjit_option 
 {
 	struct link_input in = { .type = CU_JIT_INPUT_PTX, .data = (void *)ptx, .size = size };
 	struct jit_opts j;
-	unsigned char *image;
-	size_t image_size;
+	unsigned char *image = NULL;
+	size_t image_size = 0;
 	CUresult r = jit_options(&j, n, options, values);
 
 	if (r == CUDA_SUCCESS)

@@ -4,11 +4,13 @@
  * MapViewOfFile (under Wine a file in /dev/shm is Z:\dev\shm\..., and its
  * bytes are the Linux backend's), process ids through OpenProcess, Sleep
  * and QueryPerformanceCounter. A real VM's region is the IVSHMEM device's
- * memory instead (virtio-win's IOCTL_IVSHMEM_REQUEST_MMAP), not written yet.
+ * memory instead (ivshmem_win32.c), which qc_os_map_file maps for its name.
  */
 #include <errno.h>
+#include <string.h>
 #include <windows.h>
 
+#include "ivshmem_win32.h"
 #include "qc_os.h"
 
 static int from_win32(DWORD e)
@@ -26,15 +28,22 @@ static int from_win32(DWORD e)
 	}
 }
 
+const char *qc_os_default_region(void)
+{
+	return QC_IVSHMEM_NAME;
+}
+
 int qc_os_map_file(const char *path, uint64_t min_bytes, struct qc_os_map *m)
 {
-	HANDLE f = CreateFileA(path, GENERIC_READ | GENERIC_WRITE, FILE_SHARE_READ | FILE_SHARE_WRITE, NULL,
-			       OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, NULL);
+	HANDLE f, section;
 	LARGE_INTEGER size;
-	HANDLE section;
 	void *va;
 	int e;
 
+	if (strncmp(path, QC_IVSHMEM_NAME, strlen(QC_IVSHMEM_NAME)) == 0)
+		return ivshmem_map(path, min_bytes, m);
+	f = CreateFileA(path, GENERIC_READ | GENERIC_WRITE, FILE_SHARE_READ | FILE_SHARE_WRITE, NULL, OPEN_EXISTING,
+			FILE_ATTRIBUTE_NORMAL, NULL);
 	if (f == INVALID_HANDLE_VALUE)
 		return from_win32(GetLastError());
 	if (!GetFileSizeEx(f, &size) || size.QuadPart < 0 || (uint64_t)size.QuadPart < min_bytes) {
@@ -58,6 +67,10 @@ int qc_os_map_file(const char *path, uint64_t min_bytes, struct qc_os_map *m)
 
 void qc_os_unmap(struct qc_os_map *m)
 {
+	if (!m->section) {
+		ivshmem_unmap(m);
+		return;
+	}
 	UnmapViewOfFile(m->va);
 	CloseHandle((HANDLE)m->section);
 	CloseHandle((HANDLE)m->fd);

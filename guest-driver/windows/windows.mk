@@ -34,9 +34,9 @@ windows-deps:
 
 windows: $(WIN_OUT)/shm_probe.exe $(WIN_OUT)/shm_probe $(WIN_OUT)/shm_calls.exe $(WIN_OUT)/shm_calls
 
-$(WIN_OUT)/shm_probe.exe: $(WIN_PROBE_DEPS) $(WIN_DIR)/os_win32.c
+$(WIN_OUT)/shm_probe.exe: $(WIN_PROBE_DEPS) $(WIN_DIR)/os_win32.c $(WIN_DIR)/ivshmem_win32.c
 	@mkdir -p $(@D)
-	$(MINGW_CC) $(WIN_CFLAGS) -o $@ $(WIN_PROBE_SRCS) $(WIN_DIR)/os_win32.c
+	$(MINGW_CC) $(WIN_CFLAGS) -o $@ $(WIN_PROBE_SRCS) $(WIN_DIR)/os_win32.c $(WIN_DIR)/ivshmem_win32.c -lsetupapi
 
 $(WIN_OUT)/shm_probe: $(WIN_PROBE_DEPS) $(CURDIR)/guest-driver/lib/os_posix.c
 	@mkdir -p $(@D)
@@ -46,13 +46,13 @@ LIB := $(CURDIR)/guest-driver/lib
 # The library's transport path over a region, as the Windows library will link it.
 WIN_CALLS_SRCS := $(WIN_DIR)/shm_calls.c $(addprefix $(LIB)/,transport.c transport_user.c transport_shm.c shm_attach.c vhu_ring.c)
 WIN_CALLS_DEPS := $(WIN_PROBE_DEPS) $(WIN_CALLS_SRCS) $(LIB)/vhu.h $(LIB)/transport.h $(LIB)/transport_ops.h
-WIN_CALLS_OS := $(addprefix $(WIN_DIR)/,os_win32.c vhu_win32.c transport_none.c)
+WIN_CALLS_OS := $(addprefix $(WIN_DIR)/,os_win32.c ivshmem_win32.c vhu_win32.c transport_none.c)
 LINUX_CALLS_OS := $(addprefix $(LIB)/,os_posix.c vhu_mem.c vhu_conn.c vhu_ring_events.c transport_ioctl.c)
 
 # Static: the program runs on a Windows without mingw's DLLs (winpthreads).
 $(WIN_OUT)/shm_calls.exe: $(WIN_CALLS_DEPS) $(WIN_CALLS_OS)
 	@mkdir -p $(@D)
-	$(MINGW_CC) $(WIN_CFLAGS) -static -pthread -o $@ $(WIN_CALLS_SRCS) $(WIN_CALLS_OS)
+	$(MINGW_CC) $(WIN_CFLAGS) -static -pthread -o $@ $(WIN_CALLS_SRCS) $(WIN_CALLS_OS) -lsetupapi
 
 $(WIN_OUT)/shm_calls: $(WIN_CALLS_DEPS) $(LINUX_CALLS_OS)
 	@mkdir -p $(@D)
@@ -63,7 +63,7 @@ $(WIN_OUT)/shm_calls: $(WIN_CALLS_DEPS) $(LINUX_CALLS_OS)
 WIN_DLL_OBJ := $(WIN_OUT)/dll-obj
 WIN_LIB_LINUX_ONLY := vhu_mem.c vhu_conn.c vhu_ring_events.c transport_ioctl.c os_posix.c os_posix_rt.c stubs.c
 WIN_LIB_SRCS := $(filter-out $(addprefix $(LIB)/,$(WIN_LIB_LINUX_ONLY)),$(wildcard $(LIB)/*.c)) \
-	$(addprefix $(WIN_DIR)/,os_win32.c os_win32_rt.c vhu_win32.c transport_none.c)
+	$(addprefix $(WIN_DIR)/,os_win32.c os_win32_rt.c ivshmem_win32.c vhu_win32.c transport_none.c)
 WIN_CU_SRCS := $(wildcard $(GUEST_CU_DIR)/*.c)
 WIN_CU_GEN_SRCS := $(addprefix $(GUEST_CU_GEN)/,forwards.c stubs.c procs.c)
 WIN_DLL_OBJS := $(patsubst %.c,$(WIN_DLL_OBJ)/lib/%.o,$(notdir $(WIN_LIB_SRCS))) \
@@ -96,7 +96,7 @@ $(WIN_DLL_OBJ)/gen/%.o: $(GUEST_CU_GEN)/%.c $(WIN_DLL_HDRS)
 # Static libgcc and winpthreads: the DLL alone is what a user copies.
 $(WIN_OUT)/dll/nvcuda.dll: $(WIN_DLL_OBJS) $(GUEST_CU_GEN)/nvcuda.def
 	@mkdir -p $(@D)
-	$(MINGW_CC) -shared -static -pthread -o $@ $(WIN_DLL_OBJS) $(GUEST_CU_GEN)/nvcuda.def -lbcrypt
+	$(MINGW_CC) -shared -static -pthread -o $@ $(WIN_DLL_OBJS) $(GUEST_CU_GEN)/nvcuda.def -lbcrypt -lsetupapi
 
 # drvbasic (test/libcuda): one driver-API source, over nvcuda.dll and over
 # libcuda.so.1, to compare (test/windows/dll-wine.test.ts); linked against

@@ -62,8 +62,10 @@ say "== guest programs natively and under qcuda run (cuda provider; -cudart=shar
 for prog in "$work"/guest/bin/*; do
   name=$(basename "$prog")
   picked "$name" || continue
-  # qcuda-only programs (they drive /dev/qcuda0, the guest driver's accounting or qcuda run's quota), the benchmarks and tools
-  case $name in hostile|memlock|mapreset|nop_test|call_test|blkbench|copy_bench|launch_bench|stuck|ringfill|killcopy|forkquota|gpa_dump|fault*|*.cubin) continue;; esac
+  # qcuda-only programs (they drive /dev/qcuda0, the guest driver's accounting or qcuda run's quota;
+  # ipcpair asserts qcuda's IPC boundary, stricter than the driver's: no handle of an interior
+  # pointer, a forged handle refused), the benchmarks and tools
+  case $name in hostile|memlock|mapreset|nop_test|call_test|blkbench|copy_bench|launch_bench|stuck|ringfill|killcopy|forkquota|ipcpair|gpa_dump|fault*|*.cubin) continue;; esac
   [ -x "$prog" ] && [ -f "$prog" ] || continue
   LD_LIBRARY_PATH=$native_lib timeout 120 "$prog" > "$LOGS/$name.rn.native.out" 2> "$LOGS/$name.rn.native.err"; nrc=$?
   qrun --cudart=qcuda -- timeout 120 "$prog" > "$LOGS/$name.rn.qcuda.out" 2> "$LOGS/$name.rn.qcuda.raw"; qrc=$?

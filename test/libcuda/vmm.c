@@ -150,19 +150,28 @@ int main(void)
 		OK(cuMemRelease(hf));
 	}
 	/* NCCL's probe for cuMem host memory (misc/cudawrap.cc): the
-	 * granularity of pinned host memory is answered, its creation refused,
-	 * so that NCCL falls back to /dev/shm. */
+	 * granularity of pinned host memory is answered, and its creation
+	 * works where the device says it does (the driver) and is refused
+	 * where it says not (qcuda: NCCL falls back to /dev/shm). */
 	{
 		CUmemAllocationProp hostprop = prop;
 		CUmemGenericAllocationHandle hh = 0;
 		size_t hg = 0;
+		int host_vmm = 0;
+		CUresult r;
 
 		hostprop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
 		hostprop.location.id = 0;
 		hostprop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 		OK(cuMemGetAllocationGranularity(&hg, &hostprop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
 		check(hg != 0 && hg % 4096 == 0, "host NUMA granularity %zu", hg);
-		EXPECT(cuMemCreate(&hh, hg, &hostprop, 0), CUDA_ERROR_NOT_SUPPORTED);
+		OK(cuDeviceGetAttribute(&host_vmm, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+					dev));
+		r = cuMemCreate(&hh, hg, &hostprop, 0);
+		check(host_vmm ? r == CUDA_SUCCESS : r == CUDA_ERROR_NOT_SUPPORTED,
+		      "host NUMA cuMemCreate answers as the device's attribute 141 says");
+		if (r == CUDA_SUCCESS)
+			OK(cuMemRelease(hh));
 	}
 	OK(cuMemFree(plain));
 	free(buf);

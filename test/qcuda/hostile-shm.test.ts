@@ -322,6 +322,6 @@ test('shared-memory region: a region that is cut short, or not a region, is refu
     });
     t.is(r.signal, null, `${name}: ${r.stderr}`);
     t.not(r.status, 0, name);
-    t.regex(r.stdout + r.stderr, /no CUDA device: cannot open .*Protocol error/, name);
+    t.regex(r.stdout + r.stderr, /no CUDA device: cannot map the shared-memory region .*Protocol error/, name);
   }
 });

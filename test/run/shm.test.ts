@@ -79,7 +79,7 @@ test("a program's second CUDA process finds the region taken (one process a regi
   // forkquota's child opens a session of its own: over one region it cannot, and says so.
   const r = run(dir, 'shm', ['--', path.join(BIN, 'forkquota'), '48', '32']);
   t.not(r.status, 0);
-  t.regex(r.stdout + r.stderr, /no CUDA device: cannot open \S+qcuda\.shm: Device or resource busy/);
+  t.regex(r.stdout + r.stderr, /no CUDA device: cannot map the shared-memory region \S+qcuda\.shm: Device or resource busy/);
   t.regex(r.stdout, /^ok {3}a forked child without exec cannot use the parent's CUDA$/m);
   t.regex(r.stdout, /^ok {3}parent: its memory is intact after both children$/m);
   t.regex(r.log, /attach 1 served/);

@@ -85,6 +85,20 @@ test.serial('under Wine, nvcuda.dll without a region says no device, and the pro
   t.regex(wine.out, /No such file or directory/);
 });
 
+test.serial('under Wine, nvcuda.dll without QCUDA_SHM looks for the IVSHMEM device, finds none, and says no device', async (t) => {
+  t.timeout(300_000);
+  t.truthy(WINE, 'Wine 8 is installed (make windows-deps)');
+  const env = wineEnv('dll');
+  t.teardown(() => void spawnSync(WINESERVER!, ['-k'], { env, timeout: 30_000 }));
+  const noRegion = { ...env };
+  delete noRegion.QCUDA_SHM;
+  const wine = await runTo(WINE!, [path.join(WIN, 'dll', 'drvbasic.exe'), winPath(CUBIN)], noRegion, 240_000);
+  t.is(wine.code, 1, wine.out);
+  t.regex(wine.out, /^FAIL cuInit\(0\) -> CUDA_ERROR_NO_DEVICE\r?$/m);
+  // SetupAPI lists no device of virtio-win's IVSHMEM interface under Wine: -ENODEV.
+  t.regex(wine.out, /cannot map the shared-memory region ivshmem: No such device/);
+});
+
 test.serial('under Wine, what cannot work on Windows yet answers CUDA_ERROR_NOT_SUPPORTED, and the program goes on', async (t) => {
   t.timeout(300_000);
   t.truthy(WINE, 'Wine 8 is installed (make windows-deps)');

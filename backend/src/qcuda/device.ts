@@ -4,7 +4,7 @@
 // every request against the command table, finds the caller's session, and
 // answers every failure with a status; nothing the guest sends is trusted.
 import createDebug from 'debug';
-import type { MemoryTable, Reader, Request, Struct, VhostUserDevice, Vring, Writer } from '../vhost-user';
+import type { MemoryTable, Reader, Request, StateSink, StateSource, Struct, VhostUserDevice, Vring, Writer } from '../vhost-user';
 import type { BatchEnding, Call, DeviceState, Result, Run, SessionCmd } from './command';
 import { COMMANDS, finishBatch, runGated } from './commands';
 import { CudaErr, CudaError } from './cuda-error';
@@ -33,6 +33,8 @@ import {
   Status,
 } from './proto';
 import { Session, vmShared, type VmShared } from './session';
+import { loadDeviceState, saveDeviceState } from './migration';
+import type { GuestAddresses } from './migration/session-state';
 import { describeSession, sessionStatus, type QcudaStatus, type SessionStatus } from './status';
 import type { CallDecl, CmdName } from './wire/protocol';
 
@@ -243,6 +245,27 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   guestViews(addr: bigint, len: number): Uint8Array[] {
     const { region, offset } = this.#memory!.atHost(addr, len);
     return region.segments(offset, len);
+  }
+
+  /** Guest RAM by guest physical address, as this process maps it (mapped host memory is migrated so: migration/). */
+  readonly where: GuestAddresses = {
+    gpaOf: (host, size) => {
+      if (!this.#memory || size > MAX_SAFE_BIG) throw new Error('no guest memory');
+      const { region, offset } = this.#memory.atHost(host, Number(size));
+      return region.gpa + BigInt(offset);
+    },
+    hostOf: (gpa, size) => this.hostAddressOfGpa(gpa, size),
+    guestRam: () => this.guestRamBytes(),
+  };
+
+  /** Migration: every session's state (migration/); refused, changing nothing, where something cannot be carried. */
+  saveState(out: StateSink): Promise<void> {
+    return saveDeviceState(this, out);
+  }
+
+  /** Migration: the sessions of a saved state, on this device with none of its own yet; refused, making nothing, where it cannot be. */
+  loadState(input: StateSource): Promise<void> {
+    return loadDeviceState(this, input);
   }
 
   /** Answers req: at once where the command finished on this thread (Now), else once it has. */

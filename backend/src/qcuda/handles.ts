@@ -8,11 +8,34 @@ import { CudaError } from './cuda-error';
 /** Where a session's handles come from: one counter for all its tables. */
 export class HandleCounter {
   #next = 0x100n;
+  /** The handle the next next() gives (reuse), once. */
+  #again: bigint | undefined;
 
   next(): bigint {
+    if (this.#again !== undefined) {
+      const h = this.#again;
+      this.#again = undefined;
+      return h;
+    }
     const h = this.#next;
     this.#next += 1n;
     return h;
+  }
+
+  /** The handle next() would give now (a migrated session continues from it). */
+  get upcoming(): bigint {
+    return this.#next;
+  }
+
+  /** A restored session's: the next next() gives h again, a handle its source gave out (migration/). */
+  reuse(h: bigint): void {
+    if (h < 0x100n || h >= this.#next) throw new RangeError(`handle 0x${h.toString(16)} was never given out`);
+    this.#again = h;
+  }
+
+  /** A restored session's: handles go on from next, as at its source. */
+  resume(next: bigint): void {
+    if (next > this.#next) this.#next = next;
   }
 }
 
@@ -65,6 +88,10 @@ export class HandleTable<T> {
 
   values(): IterableIterator<T> {
     return this.#items.values();
+  }
+
+  entries(): IterableIterator<[bigint, T]> {
+    return this.#items.entries();
   }
 
   get size(): number {

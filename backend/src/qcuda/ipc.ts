@@ -120,6 +120,21 @@ export class IpcTable<S> implements IpcBook<S> {
     return this.#tokens.of(owner, ptr)?.token;
   }
 
+  /** Every handle, for the VM's state to be saved (migration/). */
+  entries(): IpcEntry<S>[] {
+    return [...this.#tokens.values()];
+  }
+
+  /** Whether an owner's free still waits for openers to let go (a save waits for none). */
+  get letting(): boolean {
+    return this.#letting.size > 0;
+  }
+
+  /** A migrated handle, its token and openers as at its source; false where its token or allocation has one already. */
+  adopt(e: IpcEntry<S>): boolean {
+    return this.#tokens.adopt(e.owner, e.ptr, e);
+  }
+
   /** How many handles owner has. */
   count(owner: S): number {
     return this.#tokens.count(owner);

@@ -160,6 +160,11 @@ export class SessionMemory {
     this.hostMapBytes.give(m.bytes);
   }
 
+  /** What the session holds, for its state to be saved (migration/session-state.ts). */
+  snapshot(): { allocs: readonly Alloc[]; imports: readonly Alloc[]; hostMaps: readonly Range[] } {
+    return { allocs: this.#allocs.values(), imports: this.#imports.values(), hostMaps: this.#hostMaps.values() };
+  }
+
   /** Forgets everything and gives the mapped pieces and bytes back (a reset, the close: the context's end frees the memory). */
   clear(): void {
     this.#allocs.clear();

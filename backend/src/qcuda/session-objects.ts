@@ -163,6 +163,25 @@ export class SessionObjects {
     return this.#graphs.size + this.#graphExecs.size;
   }
 
+  /** What the session holds, for its state to be saved (migration/session-state.ts). */
+  snapshot(): {
+    arrays: [bigint, SessionArray][];
+    mipmaps: [bigint, SessionMipmap][];
+    textures: bigint[];
+    surfaces: bigint[];
+    graphs: [bigint, SessionGraph][];
+    execs: [bigint, GraphExecRef][];
+  } {
+    return {
+      arrays: [...this.#arrays.entries()],
+      mipmaps: [...this.#mipmaps.entries()],
+      textures: [...this.#textures],
+      surfaces: [...this.#surfaces],
+      graphs: [...this.#graphs.entries()],
+      execs: [...this.#graphExecs.entries()],
+    };
+  }
+
   /** Forgets everything (a reset, the close): the context's destruction frees it. */
   clear(): void {
     this.#arrays.clear();

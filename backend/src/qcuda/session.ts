@@ -28,6 +28,18 @@ import { identityKey } from './gpu-identity';
 import { Limit, residentThreads } from './attrs';
 import { LocalMemory } from './local-memory';
 
+/** A session's own tables as migration/ saves them (Session.tables). */
+export interface SessionTables {
+  next: bigint;
+  contexts: { device: number; ctx: Promise<ProviderContext>; opened: ProviderContext | undefined }[];
+  streams: { h: bigint; ref: StreamRef; device: number }[];
+  events: { h: bigint; ref: EventRef; device: number }[];
+  limitCharges: [string, bigint][];
+  limitBases: [string, bigint][];
+  local: { device: number; base: bigint; threads: bigint; stack: bigint; launched: bigint }[];
+  asyncError: number;
+}
+
 /** Dropped imports a process's session remembers for their close (Session.droppedImports). */
 export const IPC_DROPPED_KEPT = 4096;
 
@@ -459,6 +471,40 @@ export class Session {
     if (size === 0n || this.memory.holds(ptr, size) || this.modules.holdsVariable(ptr, size)) return;
     if (this.vmm.accessible(ptr, size)) return;
     throw new CudaError(CudaErr.InvalidValue, `${what}: 0x${ptr.toString(16)}+${size} is not inside memory of this process`);
+  }
+
+  // ---- migration (migration/session-state.ts) ----
+
+  /** What the session's own tables hold, for its state to be saved. */
+  tables(): SessionTables {
+    const byHandle = <T>(entries: Iterable<[bigint, T]>) =>
+      [...entries].map(([h, ref]) => ({ h, ref, device: this.#handleDevices.get(h)! }));
+    return {
+      next: this.#handles.upcoming,
+      contexts: [...this.#contexts].map(([device, d]) => ({ device, ctx: d.ctx, opened: d.opened })),
+      streams: byHandle(this.#streams.entries()),
+      events: byHandle(this.#events.entries()),
+      limitCharges: [...this.#limitCharges],
+      limitBases: [...this.#limitBases],
+      local: [...this.#local].map(([device, l]) => ({ device, base: l.base, threads: l.threads, stack: l.stack, launched: l.launched })),
+      asyncError: this.#asyncError,
+    };
+  }
+
+  /** Where a restored session's handles come from: each is asked for again (HandleCounter.reuse). */
+  get handleCounter(): HandleCounter {
+    return this.#handles;
+  }
+
+  /** A restored session's limits, local memory and posted work's error, as tables() gave them at its source. */
+  restoreTables(t: Pick<SessionTables, 'limitCharges' | 'limitBases' | 'local' | 'asyncError'>): void {
+    for (const [k, v] of t.limitBases) this.#limitBases.set(k, v);
+    for (const l of t.local) this.setLocalMemory(new LocalMemory(l.base, l.threads, l.stack, l.launched), l.device);
+    for (const [k, v] of t.limitCharges) {
+      const [device, limit] = k.split(':').map(Number);
+      this.chargeLimit(limit, v, device);
+    }
+    if (t.asyncError !== 0) this.noteAsyncError(t.asyncError);
   }
 
   // ---- handles ----

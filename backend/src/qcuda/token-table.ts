@@ -25,6 +25,16 @@ export class TokenTable<S, K, E extends { readonly token: string }> {
     return e;
   }
 
+  /** A migrated entry, its token as at its source; false where the token or owner's key is taken. */
+  adopt(owner: S, key: K, e: E): boolean {
+    if (this.#byToken.has(e.token) || this.#byOwner.get(owner)?.has(key)) return false;
+    let mine = this.#byOwner.get(owner);
+    if (!mine) this.#byOwner.set(owner, (mine = new Map()));
+    mine.set(key, e);
+    this.#byToken.set(e.token, e);
+    return true;
+  }
+
   /** owner's entry for key, if it has one. */
   of(owner: S, key: K): E | undefined {
     return this.#byOwner.get(owner)?.get(key);

@@ -146,6 +146,21 @@ export class VmmShareTable<S> implements VmmShareBook<S> {
   }
 
   /** Tokens owner holds. */
+  /** Every handle, for the VM's state to be saved (migration/). */
+  entries(): VmmShare<S>[] {
+    return [...this.#tokens.values()];
+  }
+
+  /** Whether an owner's free still waits for importers to let go (a save waits for none). */
+  get letting(): boolean {
+    return this.#letting.size > 0;
+  }
+
+  /** A migrated handle, its token as at its source; false where its token or allocation has one already. */
+  adopt(e: VmmShare<S>): boolean {
+    return this.#tokens.adopt(e.owner, e.handle, e);
+  }
+
   count(owner: S): number {
     return this.#tokens.count(owner);
   }

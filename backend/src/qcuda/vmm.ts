@@ -258,6 +258,11 @@ export class VmmSpace {
     return true;
   }
 
+  /** What the session holds, for its state to be saved (migration/session-state.ts). */
+  snapshot(): { ranges: readonly Range[]; allocs: [bigint, VmmAlloc][]; maps: readonly VmmMapping[] } {
+    return { ranges: this.#ranges.values(), allocs: [...this.#allocs], maps: this.#maps.values() };
+  }
+
   /** Forgets everything (a reset, the close: the context's end frees it on the device). */
   clear(): void {
     this.#ranges.clear();

@@ -23,12 +23,13 @@ export class GuestMemory {
   readonly #mapping: Mapping;
   readonly #bytes: Uint8Array;
 
-  /** Default: 32 MiB at gpa 0 and 32 MiB at gpa 4 GiB. */
+  /** Default: 32 MiB at gpa 0 and 32 MiB at gpa 4 GiB; vaBase: where "QEMU" maps them (another QEMU maps them elsewhere). */
   constructor(
     specs: RegionSpec[] = [
       { gpa: 0n, size: 32 << 20 },
       { gpa: 4n * GIB, size: 32 << 20 },
     ],
+    vaBase = FAKE_VA_BASE,
   ) {
     const total = specs.reduce((n, s) => n + s.size, 0);
     this.fd = new Fd(native.memfdCreate('vhost-user-guest-ram', total));
@@ -37,7 +38,7 @@ export class GuestMemory {
     this.#bytes = new Uint8Array(this.#mapping.window(0, total));
     let off = 0;
     this.regions = specs.map((s) => {
-      const r = { gpa: s.gpa, size: BigInt(s.size), userAddr: FAKE_VA_BASE + BigInt(off), mmapOffset: BigInt(off), next: 0 };
+      const r = { gpa: s.gpa, size: BigInt(s.size), userAddr: vaBase + BigInt(off), mmapOffset: BigInt(off), next: 0 };
       off += s.size;
       return r;
     });

@@ -15,14 +15,20 @@ interface HostArray {
   elem: bigint;
 }
 
+/**
+ * Array ids and texture and surface object values, unique in the process
+ * (not per context): a session's refs then name one context's object
+ * whatever its devices (migration/ finds each one's context so).
+ */
+let nextArray = 1;
+let nextObject = 0x7e0000001n;
+
 export class HostArrays {
   readonly #arrays = new Map<number, HostArray>();
-  #nextArray = 1;
   /** Mipmapped arrays: their levels' array ids. */
   readonly #mipmaps = new Map<number, number[]>();
   /** Texture and surface objects. */
   readonly #objects = new Map<bigint, 'texture' | 'surface'>();
-  #nextObject = 0x7e0000001n;
 
   constructor(
     private readonly memory: HostMemory,
@@ -53,7 +59,7 @@ export class HostArrays {
     const elem = elementSize(desc.format, desc.channels);
     const size = desc.width * elem * (desc.height === 0n ? 1n : desc.height) * (desc.depth === 0n ? 1n : desc.depth);
     const base = this.memory.allocate(size, this.owner);
-    const id = this.#nextArray++;
+    const id = nextArray++;
     this.#arrays.set(id, { base, bytes: this.memory.views(base, size, this.owner)[0], desc, elem });
     return id;
   }
@@ -72,7 +78,7 @@ export class HostArrays {
       for (const id of ids) this.destroy(id);
       throw e;
     }
-    const id = this.#nextArray++;
+    const id = nextArray++;
     this.#mipmaps.set(id, ids);
     return id;
   }
@@ -107,7 +113,7 @@ export class HostArrays {
   }
 
   #addObject(kind: 'texture' | 'surface'): bigint {
-    const id = this.#nextObject++;
+    const id = nextObject++;
     this.#objects.set(id, kind);
     return id;
   }
@@ -115,6 +121,53 @@ export class HostArrays {
   objectDestroy(id: bigint, kind: 'texture' | 'surface'): void {
     if (this.#objects.get(id) !== kind) throw new CudaError(CudaErr.InvalidValue, `not a ${kind} object`);
     this.#objects.delete(id);
+  }
+
+  /** Array a's bytes, rows dense, and where they lie in device memory (migration/). */
+  bytesOf(a: ArrayRef): Uint8Array {
+    return this.#array(a).bytes;
+  }
+
+  baseOf(a: ArrayRef): DevPtr {
+    return this.#array(a).base;
+  }
+
+  /** A migrated mipmapped array: its levels' bytes at their addresses (levelDesc's shapes). */
+  adoptMipmap(desc: ArrayDesc, levels: readonly { base: DevPtr; bytes: Uint8Array }[]): MipmapRef {
+    const ids: number[] = [];
+    try {
+      levels.forEach((l, i) => ids.push(this.adopt(levelDesc(desc, i), l.base, l.bytes) as number));
+    } catch (e) {
+      for (const id of ids) this.destroy(id);
+      throw e;
+    }
+    const id = nextArray++;
+    this.#mipmaps.set(id, ids);
+    return id;
+  }
+
+  /** A migrated array: its bytes at its address at the source (another allocation's there otherwise). */
+  adopt(desc: ArrayDesc, base: DevPtr, bytes: Uint8Array): ArrayRef {
+    const elem = elementSize(desc.format, desc.channels);
+    const size = desc.width * elem * (desc.height === 0n ? 1n : desc.height) * (desc.depth === 0n ? 1n : desc.depth);
+    if (size !== BigInt(bytes.length))
+      throw new CudaError(CudaErr.InvalidValue, `an array of ${bytes.length} bytes whose shape makes ${size}`);
+    this.memory.adoptAllocation(base, bytes, this.owner);
+    const id = nextArray++;
+    this.#arrays.set(id, { base, bytes, desc, elem });
+    return id;
+  }
+
+  /** Texture and surface objects, by value. */
+  objects(): [bigint, 'texture' | 'surface'][] {
+    return [...this.#objects];
+  }
+
+  /** A migrated texture or surface object: its value as at its source (the guest holds it). */
+  adoptObject(id: bigint, kind: 'texture' | 'surface'): void {
+    if (this.#objects.has(id)) throw new CudaError(CudaErr.InvalidValue, `${kind} object 0x${id.toString(16)} is taken`);
+    this.#objects.set(id, kind);
+    if (id >= nextObject) nextObject = id + 1n;
   }
 
   /** The context is gone: its memory went with it (HostMemory.releaseAll). */

@@ -31,7 +31,7 @@ const MAX_LOOP_WORK = 2_000_000;
 const LOOP_WORK_BYTES = 512n;
 
 /** A conditional handle: what a launch starts it at, and its current value. */
-interface HostCond {
+export interface HostCond {
   defaultValue: number;
   assignDefault: boolean;
   value: number;
@@ -85,18 +85,19 @@ export interface GraphTarget {
   views(ptr: DevPtr, size: bigint): Uint8Array[];
 }
 
+/** Graph ids and conditional handles, unique in the process, as arrays' (arrays.ts). */
+let nextGraph = 1;
+let nextCond = 0xc0d0000001n;
+
 export class HostGraphs {
   /** Graphs and executable graphs, by id (one numbering: neither passes for the other). */
   readonly #graphs = new Map<number, HostGraph>();
   readonly #execs = new Map<number, HostGraphExec>();
-  #nextGraph = 1;
-  /** Conditional handles: unique in the context, never 0. */
-  #nextCond = 0xc0d0000001n;
 
   constructor(private readonly target: GraphTarget) {}
 
   create(): GraphRef {
-    const id = this.#nextGraph++;
+    const id = nextGraph++;
     this.#graphs.set(id, { conds: new Map() });
     return id;
   }
@@ -107,7 +108,7 @@ export class HostGraphs {
   }
 
   condHandle(g: GraphRef, defaultValue: number, flags: number): bigint {
-    const h = this.#nextCond++;
+    const h = nextCond++;
     this.#graph(g).conds.set(h, { defaultValue, assignDefault: (flags & COND_ASSIGN_DEFAULT) !== 0, value: defaultValue });
     return h;
   }
@@ -132,7 +133,7 @@ export class HostGraphs {
         Array.from({ length: n.size }, () => []),
       );
     });
-    const id = this.#nextGraph++;
+    const id = nextGraph++;
     this.#execs.set(id, { spec: { nodes, edges: spec.edges.slice() }, bodies, conds, hasKernel: nodes.some((n) => n.type === 'kernel') });
     return id;
   }
@@ -223,6 +224,36 @@ export class HostGraphs {
       r.loops--;
     } else if (c.value < n.size) {
       this.#runBody(r, bodies[c.value]); // switch: no body for a value past the last
+    }
+  }
+
+  /** Graph g's conditional handles, or an executable graph's spec and conditions (migration/). */
+  condsOf(g: GraphRef): Map<bigint, HostCond> {
+    return this.#graph(g).conds;
+  }
+
+  execOf(x: GraphExecRef): { spec: GraphSpec; conds: Map<bigint, HostCond> } {
+    const e = this.#exec(x);
+    return { spec: e.spec, conds: e.conds };
+  }
+
+  /** A migrated graph: its conditional handles as at its source (the guest holds them). */
+  adoptGraph(conds: Map<bigint, HostCond>): GraphRef {
+    for (const h of conds.keys()) if (h >= nextCond) nextCond = h + 1n;
+    const id = nextGraph++;
+    this.#graphs.set(id, { conds });
+    return id;
+  }
+
+  /** A migrated executable graph: spec instantiated over conds, then their values as they were. */
+  adoptExec(spec: GraphSpec, conds: Map<bigint, HostCond>): GraphExecRef {
+    const g = this.adoptGraph(conds);
+    try {
+      const x = this.instantiate(g, spec);
+      for (const [h, c] of this.#exec(x).conds) c.value = conds.get(h)!.value;
+      return x;
+    } finally {
+      this.#graphs.delete(g as number);
     }
   }
 

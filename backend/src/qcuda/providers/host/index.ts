@@ -251,7 +251,7 @@ export class HostProvider implements Provider {
 /** Each context's id, for its streams and events. */
 let nextContextId = 1;
 
-class HostContext implements ProviderContext, MemoryOwner {
+export class HostContext implements ProviderContext, MemoryOwner {
   /** Destroyed: it makes nothing more (a call that reaches it after the destroy fails). */
   dead = false;
   readonly mappings = new ContextMappings();
@@ -279,8 +279,13 @@ class HostContext implements ProviderContext, MemoryOwner {
     return this.memory.allocate(size, this);
   }
 
-  async vmmReserve(size: bigint, alignment: bigint): Promise<DevPtr> {
-    return this.memory.vmmReserve(size, alignment, this);
+  async vmmReserve(size: bigint, alignment: bigint, hint: DevPtr = 0n): Promise<DevPtr> {
+    return this.memory.vmmReserve(size, alignment, this, hint);
+  }
+
+  /** Its parts, for its state to be saved and restored (migration/host-context.ts). */
+  get parts(): { arrays: HostArrays; graphs: HostGraphs; legacy: HostStream } {
+    return { arrays: this.#arrays, graphs: this.#graphs, legacy: this.#legacy };
   }
 
   async vmmFree(ptr: DevPtr, size: bigint): Promise<void> {

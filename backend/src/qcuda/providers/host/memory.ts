@@ -145,15 +145,68 @@ export class HostMemory {
     this.#used[owner.device] -= a.size;
   }
 
+  /**
+   * A migrated allocation: bytes at base, as at its source; refused where
+   * the range is taken here or past the device's memory (nothing is kept).
+   */
+  adoptAllocation(base: DevPtr, bytes: Uint8Array, owner: MemoryOwner): void {
+    alive(owner);
+    const size = BigInt(bytes.length);
+    if (size === 0n || base < DEVICE_BASE || base + size >= VMM_BASE || this.#allocs.overlapping(base, size + GUARD))
+      throw new CudaError(CudaErr.MemoryAllocation, `device memory 0x${base.toString(16)}+${size} is taken or out of range here`);
+    const free = this.totalMem - this.#used[owner.device];
+    if (size > free) throw new CudaError(CudaErr.MemoryAllocation, `out of device memory: ${size} bytes to restore, ${free} free`);
+    this.#allocs.add({ base, size, bytes, owner });
+    this.#used[owner.device] += size;
+    const end = base + ((size + ALIGN - 1n) / ALIGN) * ALIGN + GUARD;
+    if (end > this.#next) this.#next = end;
+  }
+
+  /** A migrated opening of another context's allocation (importBytes), at its address at the source. */
+  adoptImport(base: DevPtr, bytes: Uint8Array, owner: MemoryOwner): void {
+    alive(owner);
+    const size = BigInt(bytes.length);
+    if (base < DEVICE_BASE || base + size >= VMM_BASE || this.#allocs.overlapping(base, size))
+      throw new CudaError(CudaErr.InvalidValue, `IPC memory at 0x${base.toString(16)}+${size} is taken or out of range here`);
+    this.#allocs.add({ base, size, bytes, owner, imported: true });
+    const end = base + ((size + ALIGN - 1n) / ALIGN) * ALIGN + GUARD;
+    if (end > this.#next) this.#next = end;
+  }
+
+  /** Physical memory m's bytes and whether it was imported (migration/). */
+  vmmBytes(m: VmmRef, owner: MemoryOwner): Uint8Array {
+    return this.vmmMemory(m, owner);
+  }
+
+  /** Migrated physical memory: these bytes, counted as vmmCreate's. */
+  vmmAdopt(bytes: Uint8Array, owner: MemoryOwner): number {
+    alive(owner);
+    const free = this.totalMem - this.#used[owner.device];
+    if (BigInt(bytes.length) > free)
+      throw new CudaError(CudaErr.MemoryAllocation, `out of device memory: ${bytes.length} bytes to restore, ${free} free`);
+    const id = this.#nextVmm++;
+    this.#vmm.set(id, { bytes, owner });
+    this.#used[owner.device] += BigInt(bytes.length);
+    return id;
+  }
+
   releaseAll(owner: MemoryOwner): void {
     for (const a of this.#allocs.removeWhere((x) => x.owner === owner)) if (!a.imported) this.#used[owner.device] -= a.size;
     this.#reserved.removeWhere((r) => r.owner === owner);
     for (const [id, m] of this.#vmm) if (m.owner === owner) this.vmmRelease(id, owner);
   }
 
-  /** The lowest free range of size bytes, aligned, in [VMM_BASE, VMM_END) (the hint is not taken: any address is as good here). */
-  vmmReserve(size: bigint, alignment: bigint, owner: MemoryOwner): DevPtr {
+  /**
+   * The range at hint where it is aligned, free and in [VMM_BASE, VMM_END)
+   * (a migrated reservation asks for its address so), else the lowest free
+   * range of size bytes, aligned.
+   */
+  vmmReserve(size: bigint, alignment: bigint, owner: MemoryOwner, hint = 0n): DevPtr {
     alive(owner);
+    if (hint !== 0n && hint % alignment === 0n && hint >= VMM_BASE && hint + size <= VMM_END && !this.#reserved.overlapping(hint, size)) {
+      this.#reserved.add({ base: hint, size, owner });
+      return hint;
+    }
     const up = (p: bigint): bigint => ((p + alignment - 1n) / alignment) * alignment;
     let at = up(VMM_BASE);
     for (const r of this.#reserved.values()) {
@@ -269,6 +322,21 @@ export class ContextMappings {
 
   unmap(ptr: DevPtr): void {
     this.#maps.removeAt(ptr);
+  }
+
+  /** The guest memory mapped at ptr, by host address (migration/). */
+  piecesAt(ptr: DevPtr): readonly HostPiece[] | undefined {
+    const m = this.#maps.find(ptr);
+    return m && m.base === ptr ? m.pieces : undefined;
+  }
+
+  /** A migrated mapping: its device pointer as at its source, its guest memory where it lies here. */
+  mapAt(base: DevPtr, pieces: readonly HostPiece[]): void {
+    const size = pieces.reduce((n, p) => n + p.size, 0n);
+    if (this.#maps.overlapping(base, size))
+      throw new CudaError(CudaErr.InvalidValue, `mapped host memory at 0x${base.toString(16)} is taken`);
+    this.#maps.add({ base, size, pieces: pieces.slice() });
+    if (base >= this.#nextMapBase) this.#nextMapBase = base + ((size + MAP_ALIGN - 1n) / MAP_ALIGN) * MAP_ALIGN + MAP_ALIGN;
   }
 
   /** Whether a VMM mapping overlaps [ptr, ptr + size). */
