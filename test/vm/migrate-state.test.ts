@@ -74,6 +74,37 @@ withState('a guest program migrated mid-run to another QEMU finishes there with 
   t.is(r.stdout, unmoved, 'the same output as a run never moved');
 });
 
+withState(
+  'a destination that refuses the state (too small a quota): the migration fails, the source runs on to the same output',
+  async (t) => {
+    const uri = `unix:${path.join(tmpDir(t), 'mig.sock')}`;
+    let err: string | undefined;
+    const dst = runVm({ ...host, backendArgs: ['--provider=host', '--device-memory-limit=64K'], command: 'true', incoming: uri }).then(
+      () => 'ran',
+      (e: Error) => e,
+    );
+    const w = onMark(MID, async (monitor) => {
+      const q = await Qmp.connect(monitor);
+      try {
+        await migrateVm(q, uri);
+      } catch (e) {
+        err = (e as Error).message;
+      } finally {
+        q.close();
+      }
+    });
+    const src = await runVm({ ...host, ...w, command: PROGRAM });
+    await w.done;
+    const d = await dst;
+    t.true(d instanceof VmError, String(d));
+    t.regex((d as VmError).message, /Error loading back-end state/);
+    t.regex((d as VmError).message, /quota|device memory/i);
+    t.regex(err ?? '', /^migration to unix:.* failed/, 'the source heard of the refusal (return path)');
+    t.falsy(src.migrated);
+    t.is(src.stdout, unmoved, 'the source ran on to the unmoved output');
+  },
+);
+
 withState('saved mid-run to a file: the source goes on, the file restores to the same output, a corrupted one is refused', async (t) => {
   const dir = tmpDir(t);
   const file = path.join(dir, 'vm.state');

@@ -4,7 +4,7 @@
 // a signal, and tells a VM that migrated away from one that just stopped.
 import fs from 'node:fs';
 import type { ChildProcess } from 'node:child_process';
-import { migrateVm, Qmp, resumeIncoming, type QmpEvent } from './qmp';
+import { migrateVm, Qmp, resumeIncoming, setReturnPath, type QmpEvent } from './qmp';
 
 export interface VmMigrationOptions {
   /**
@@ -51,16 +51,21 @@ export class VmControl {
     const c = new VmControl(qmp);
     c.#off.push(qmp.onEvent((e: QmpEvent) => c.#onEvent(e)));
     if (o.incoming) {
-      resumeIncoming(qmp).then(
-        () => {
-          o.onMigration?.(`the VM came in from ${o.incoming} and runs`);
-          return c.#events();
-        },
-        (e: Error) => {
-          c.incomingError = e.message;
-          o.onMigration?.(`the incoming migration from ${o.incoming} failed: ${e.message}`);
-        },
-      );
+      // QEMU waits (-incoming defer) until the return path is set as the source's.
+      const uri = o.incoming;
+      setReturnPath(qmp, uri)
+        .then(() => qmp.execute('migrate-incoming', { uri }))
+        .then(() => resumeIncoming(qmp))
+        .then(
+          () => {
+            o.onMigration?.(`the VM came in from ${o.incoming} and runs`);
+            return c.#events();
+          },
+          (e: Error) => {
+            c.incomingError = e.message;
+            o.onMigration?.(`the incoming migration from ${o.incoming} failed: ${e.message}`);
+          },
+        );
     } else await c.#events();
     if (o.saveFile) {
       const file = o.saveFile;

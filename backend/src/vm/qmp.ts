@@ -148,6 +148,7 @@ export async function migrateVm(q: Qmp, uri: string, o: { resume?: boolean; time
   if (wasRunning) await q.execute('stop');
   let info: MigrationInfo;
   try {
+    await setReturnPath(q, uri);
     await q.execute('migrate', { uri });
     info = await waitForMigration(q, o.timeoutMs);
   } catch (e) {
@@ -161,6 +162,21 @@ export async function migrateVm(q: Qmp, uri: string, o: { resume?: boolean; time
   }
   if (o.resume && wasRunning) await q.execute('cont');
   return { pausedMs, bytes: info.ram?.transferred };
+}
+
+/**
+ * Over a socket the destination says whether it took the state (QEMU's
+ * return path, set on both sides): without it the source counts a
+ * migration the destination refused (the device's state, say) as
+ * completed, and would end a VM that lives nowhere. A file or a command
+ * has no way back.
+ */
+export function hasReturnPath(uri: string): boolean {
+  return /^(unix|tcp):/.test(uri);
+}
+
+export async function setReturnPath(q: Qmp, uri: string): Promise<void> {
+  await q.execute('migrate-set-capabilities', { capabilities: [{ capability: 'return-path', state: hasReturnPath(uri) }] });
 }
 
 /** Waits for an incoming migration (-incoming) to end, then runs the VM; throws with QEMU's reason if it failed. */

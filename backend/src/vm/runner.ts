@@ -514,7 +514,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
         disks: diskSockets.map((socket) => ({ socket, queues: DISK_QUEUES })),
         interactive: o.interactive,
         qmp: [qmpSock, monitor],
-        incoming: o.incoming,
+        incoming: o.incoming ? 'defer' : undefined,
       }),
       'qemu',
       o.interactive,
