@@ -19,6 +19,7 @@ import { HostCgroup, parseHostBounds } from '../vm/host-bounds';
 import { DISK_QUEUES, runVm, VmConfigError, VmError, type VmDisk, type VmDiskImage } from '../vm/runner';
 import { defaultVirtiofsd, MAX_SHARES, parseShareSpec, resolveShares, type VmShare } from '../vm/shares';
 import { buildPathsFile, onPath, readBuildPaths, type BuildPaths } from './build-paths';
+import { migrateCommand } from './migrate';
 
 const HELP = `Usage: qcuda <command> [options]
 
@@ -45,6 +46,12 @@ Commands:
                                  the backend at PATH (guest RAM a shared memfd;
                                  the device through <qemu:commandline>); also
                                  --qemu, --memory, --cpus, --queues, --type=kvm|qemu
+  migrate --monitor=PATH --to=URI
+                                 move a running VM (qcuda vm --monitor=PATH) to
+                                 a QEMU waiting on URI (qcuda vm --incoming=URI,
+                                 or any -incoming): stopped, migrated, then
+                                 ended here; on failure it runs on here
+                                 (docs/migration.md)
   help                           this text
 
 vm options:
@@ -180,6 +187,15 @@ vm options:
                        workers started and ended, warnings) to FILE as it
                        comes, each line after the milliseconds since its
                        first one
+  --save=FILE          on SIGUSR2, save the VM into FILE (guest RAM, devices
+                       and the qcuda device's state; the guest pauses for the
+                       copy, then goes on); again on the next signal
+  --restore=FILE       start from a VM --save wrote instead of booting (the
+                       same --memory, --cpus and --queues; COMMAND optional)
+  --incoming=URI       wait for a VM migrated to URI (unix:PATH, tcp:HOST:PORT,
+                       exec:CMD) by qcuda migrate or QEMU's migrate, then run it
+  --monitor=PATH       QEMU's QMP socket for qcuda migrate (default: in the
+                       run's temporary directory)
 run options (and --provider, --gpu, --host-devices, --isolation, --own-queues, --ring-server,
 --pin-guest-ram (default yes here: the memory is PROGRAM's own), --worker-sandbox, --real-gpu-identity
 (always here: PROGRAM sees NVIDIA's NVML beside it), --device-memory-limit, --context-overhead,
@@ -352,6 +368,11 @@ const OPTIONS = {
   transport: { type: 'string' },
   'max-processes': { type: 'string' },
   'lib-dir': { type: 'string' },
+  save: { type: 'string' },
+  restore: { type: 'string' },
+  incoming: { type: 'string' },
+  monitor: { type: 'string' },
+  to: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -406,9 +427,14 @@ const COMMAND_OPTIONS: Record<string, string[]> = {
     'disk-image',
     'initrd',
     'backend-user',
+    'save',
+    'restore',
+    'incoming',
+    'monitor',
     ...HOST_BOUND_OPTIONS,
     ...BACKEND_PASSED,
   ],
+  migrate: ['monitor', 'to'],
   run: ['socket', 'transport', 'cudart', 'max-processes', 'lib-dir', 'backend-user', ...HOST_BOUND_OPTIONS, ...BACKEND_PASSED],
   'qemu-args': ['socket', 'disk-socket', 'kernel', 'initrd', 'queues', 'memory', 'cpus'],
   status: ['socket', 'status-socket', 'json'],
@@ -737,6 +763,10 @@ async function main(): Promise<number> {
     return 0;
   }
   if (cmd === 'status') return status(v.socket, v['status-socket'], v.json ?? false);
+  if (cmd === 'migrate') {
+    if (!v.monitor || !v.to) usage("migrate needs --monitor=PATH (the VM's, qcuda vm --monitor) and --to=URI");
+    return migrateCommand(existingSocket(path.resolve(v.monitor), '--monitor'), v.to, (l) => process.stderr.write(`qcuda: ${l}\n`));
+  }
   if (cmd === 'run') return run(v, positionals);
   if (cmd === 'libvirt-xml') {
     process.stdout.write(libvirtXml(v));
@@ -747,7 +777,11 @@ async function main(): Promise<number> {
   if (v.console) {
     if (!v['disk-image']) usage('--console needs --disk-image (the initramfs guest has no login)');
     if (command) usage('--console runs no COMMAND: log in and run it yourself');
-  } else if (!command) usage('vm needs a COMMAND to run in the guest (or --demo)');
+  } else if (v.restore !== undefined && v.incoming !== undefined) usage('--restore and --incoming: one or the other');
+  const incoming = v.restore !== undefined ? `file:${existingFile(path.resolve(v.restore), '--restore')}` : v.incoming;
+  if (!command && incoming)
+    command = 'true'; // the guest's own command came with its state
+  else if (!command && !v.console) usage('vm needs a COMMAND to run in the guest (or --demo)');
   const shares: VmShare[] = [];
   try {
     for (const spec of v.share ?? []) shares.push(parseShareSpec(spec));
@@ -820,7 +854,15 @@ async function main(): Promise<number> {
       backendUser: backendUser.user,
       // Even with --quiet: it explains a delay that is not the guest's.
       onWaiting: (line) => process.stderr.write(`qcuda: ${line}\n`),
+      incoming,
+      saveFile: v.save !== undefined ? path.resolve(v.save) : undefined,
+      monitorSocket: v.monitor !== undefined ? path.resolve(v.monitor) : undefined,
+      onMigration: (line) => process.stderr.write(`qcuda: ${line}\n`),
     });
+    if (r.migrated) {
+      process.stderr.write('qcuda: the VM migrated away; its command finishes there\n');
+      return 0;
+    }
     if (v.console) {
       process.stderr.write(`\nqcuda: the guest powered off (QEMU exited with status ${r.exit})\n`);
       return r.exit ?? 125;

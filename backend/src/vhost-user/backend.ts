@@ -14,12 +14,14 @@ import { MemoryTable } from './memory';
 import {
   bit,
   decodeConfig,
+  decodeDeviceStateParams,
   decodeMemTable,
   decodeSingleRegion,
   decodeU64,
   decodeVringAddr,
   decodeVringFdArg,
   decodeVringState,
+  DEVICE_STATE_NOFD,
   encodeConfig,
   encodeU64,
   encodeVringState,
@@ -34,6 +36,7 @@ import {
   VRING_ADDR_F_LOG,
 } from './message';
 import { MAX_QUEUE_SIZE, Vring, type RingFeatures } from './vring';
+import { StateDirection, StatePhase, StateTransfer, type TransferResult } from './state-transfer';
 
 const debug = createDebug('vhost-user:backend');
 
@@ -83,6 +86,8 @@ export class Backend {
     [Req.RESET_DEVICE]: { fds: noFds, run: (b) => b.#reset() },
     [Req.SET_STATUS]: { fds: noFds, run: (b, m) => void (b.#status = Number(decodeU64('SET_STATUS', m.payload) & 0xffn)) },
     [Req.GET_STATUS]: { fds: noFds, replies: true, run: (b) => BigInt(b.#status) },
+    [Req.SET_DEVICE_STATE_FD]: { fds: oneFd, replies: true, run: (b, m) => b.#setDeviceStateFd(m) },
+    [Req.CHECK_DEVICE_STATE]: { fds: noFds, replies: true, run: (b) => b.#checkDeviceState() },
   };
 
   readonly memory = new MemoryTable();
@@ -97,6 +102,10 @@ export class Backend {
   #owned = false;
   #status = 0;
   #backendReq: Fd | undefined;
+  /** The state transfer SET_DEVICE_STATE_FD began, until CHECK_DEVICE_STATE takes its outcome. */
+  #transfer: StateTransfer | undefined;
+  /** Why a SET_DEVICE_STATE_FD was refused since the last CHECK_DEVICE_STATE (that CHECK then fails). */
+  #refused: string | undefined;
   /** Failed frontend messages are logged, at most LOG_LINES_PER_SECOND a second. */
   readonly #log: LogLimiter;
   /** Memory table changes (the frontend chooses how often), as limited. */
@@ -129,7 +138,11 @@ export class Backend {
       bit(ProtoF.CONFIGURE_MEM_SLOTS) |
       bit(ProtoF.STATUS) |
       bit(ProtoF.RESET_DEVICE) |
-      (device.configSize > 0 ? bit(ProtoF.CONFIG) : 0n);
+      (device.configSize > 0 ? bit(ProtoF.CONFIG) : 0n) |
+      // Not to an untrusted frontend: a load would hold its stream in memory
+      // and hand its bytes to the device; such frontends (qcuda run's
+      // processes) do not migrate.
+      (device.saveState && device.loadState && !untrusted ? bit(ProtoF.DEVICE_STATE) : 0n);
     this.poll = new BusyPoll(device.pollUs ?? 0);
     const handler = (req: Parameters<VhostUserDevice['handle']>[0]) => device.handle(req);
     const limits = { maxSize: device.maxQueueSize, maxIndirect: device.maxIndirect ?? DEFAULT_MAX_INDIRECT };
@@ -325,8 +338,59 @@ export class Backend {
     return this.device.readConfig();
   }
 
+  // ---- device state (migration) ----
+
+  /**
+   * Starts a save or load on the fd; the reply says only whether it began
+   * (the outcome comes with CHECK_DEVICE_STATE). The backend uses the
+   * frontend's pipe: the reply always carries the no-fd flag.
+   */
+  #setDeviceStateFd(m: Message): bigint {
+    try {
+      const p = decodeDeviceStateParams(m.payload);
+      if (!(this.#protocolFeatures & bit(ProtoF.DEVICE_STATE)))
+        throw new ProtocolError('the DEVICE_STATE protocol feature was not negotiated');
+      if (!this.device.saveState || !this.device.loadState) throw new ProtocolError(`${this.device.name} cannot save its state`);
+      if (p.direction !== StateDirection.SAVE && p.direction !== StateDirection.LOAD) throw new ProtocolError(`direction ${p.direction}`);
+      if (p.phase !== StatePhase.STOPPED) throw new ProtocolError(`phase ${p.phase} (only 0, stopped, exists)`);
+      const running = this.rings.find((r) => r.started);
+      if (running) throw new ProtocolError(`vring ${running.index} is running: the device must be stopped first`);
+      if (this.#transfer) throw new ProtocolError(`a ${StateDirection[this.#transfer.direction].toLowerCase()} is under way`);
+      const fd = m.fds[0];
+      this.#transfer = p.direction === StateDirection.SAVE ? StateTransfer.save(this.device, fd) : StateTransfer.load(this.device, fd);
+      this.#events.log(`vhost-user: ${this.device.name}: state ${p.direction === StateDirection.SAVE ? 'save' : 'load'} started`);
+      return DEVICE_STATE_NOFD;
+    } catch (e) {
+      const reason = (e as Error).message;
+      this.#refused ??= `SET_DEVICE_STATE_FD refused: ${reason}`;
+      this.#log.log(`vhost-user: ${this.device.name}: SET_DEVICE_STATE_FD refused: ${reason}`);
+      return DEVICE_STATE_NOFD | 1n;
+    }
+  }
+
+  /** Waits for the transfer to end; 0 if it and everything asked since the last CHECK went well. */
+  async #checkDeviceState(): Promise<bigint> {
+    const t = this.#transfer;
+    const refused = this.#refused;
+    const r: TransferResult | undefined = await t?.done;
+    this.#transfer = undefined;
+    this.#refused = undefined;
+    const what = t?.direction === StateDirection.LOAD ? 'load' : 'save';
+    if (r?.ok && !refused) {
+      this.#events.log(`vhost-user: ${this.device.name}: state ${what}: ${r.bytes} bytes in ${r.ms.toFixed(1)} ms`);
+      return 0n;
+    }
+    const reason = r && !r.ok ? `state ${what} failed: ${r.reason}` : (refused ?? 'no state transfer was asked for');
+    this.#log.log(`vhost-user: ${this.device.name}: CHECK_DEVICE_STATE: ${reason}`);
+    return 1n;
+  }
+
   /** RESET_OWNER / RESET_DEVICE / disconnect: back to the state of a fresh connection. */
   async #reset(): Promise<void> {
+    this.#transfer?.abort('the frontend reset the device or went away');
+    await this.#transfer?.done;
+    this.#transfer = undefined;
+    this.#refused = undefined;
     for (const r of this.rings) r.close();
     this.#ackedFeatures = 0n;
     this.#ringFeatures.indirect = this.#ringFeatures.eventIdx = false;

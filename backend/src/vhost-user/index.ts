@@ -37,6 +37,7 @@ export {
   type VhostUserErrorKind,
 } from './errors';
 export type { StateSink, StateSource, VhostUserDevice } from './device';
+export { ChunkSource, MAX_STATE_BYTES, StateDirection, StatePhase, StateTransfer, type TransferResult } from './state-transfer';
 export { stderrLogger, type Logger } from './logger';
 export { GuestRegion, MemoryTable, type MemoryListener } from './memory';
 export * from './message';

@@ -91,6 +91,7 @@ export const ProtoF = {
   INBAND_NOTIFICATIONS: 14n,
   CONFIGURE_MEM_SLOTS: 15n,
   STATUS: 16n,
+  DEVICE_STATE: 19n,
 } as const;
 
 export const bit = (n: bigint): bigint => 1n << n;
@@ -296,3 +297,25 @@ export function encodeConfig(c: ConfigMsg): Uint8Array {
   b.set(c.data, 12);
   return b;
 }
+
+/** SET_DEVICE_STATE_FD: u32 direction (0 save, 1 load), u32 phase (0 stopped). */
+export interface DeviceStateParams {
+  direction: number;
+  phase: number;
+}
+
+export function decodeDeviceStateParams(p: Uint8Array): DeviceStateParams {
+  const v = expectSize('SET_DEVICE_STATE_FD', p, 8);
+  return { direction: v.getUint32(0, true), phase: v.getUint32(4, true) };
+}
+
+export function encodeDeviceStateParams(s: DeviceStateParams): Uint8Array {
+  const b = new Uint8Array(8);
+  const v = view(b);
+  v.setUint32(0, s.direction, true);
+  v.setUint32(4, s.phase, true);
+  return b;
+}
+
+/** SET_DEVICE_STATE_FD's reply: bits 0-7 an error code (0: accepted), bit 8 "no fd comes back". */
+export const DEVICE_STATE_NOFD = 0x100n;

@@ -28,6 +28,10 @@ export interface QemuConfig {
   rootDisk?: { file: string; snapshot: boolean };
   /** Read-only raw disks the guest finds by their virtio serial (/sys/block/vdX/serial). */
   dataDisks?: { file: string; serial: string }[];
+  /** QMP monitors, one unix socket each (QEMU listens; one client at a time on each). */
+  qmp?: string[];
+  /** Wait for an incoming migration from this URI (-incoming: "unix:PATH", "tcp:HOST:PORT", "file:PATH", "exec:CMD"). */
+  incoming?: string;
 }
 
 /** Debian's firmware packages; QCUDA_FIRMWARE_DIRS (colon-separated) overrides, e.g. for a carried copy. */
@@ -134,5 +138,7 @@ export function qemuArgs(c: QemuConfig): string[] {
     c.interactive ? 'mon:stdio' : 'stdio',
     '-serial',
     c.resultFile ? `file:${c.resultFile}` : 'null',
+    ...(c.qmp ?? []).flatMap((q) => ['-qmp', `unix:${q},server=on,wait=off`]),
+    ...(c.incoming ? ['-incoming', c.incoming] : []),
   ];
 }

@@ -18,13 +18,14 @@ import { DISK_APPEND, DiskImageError, prepareDiskImage, runArg, RUN_DISK_SERIAL 
 import { qemuArgs, type QemuConfig } from './qemu-args';
 import { exited, ListenError, tail, waitForListen } from './listen-wait';
 import { parseReport, type GuestReport } from './result';
+import { VmControl, type VmMigrationOptions } from './migration';
 import { defaultVirtiofsd, resolveShares, virtiofsdCommand, type ResolvedShare, type VmShare } from './shares';
 
 export type { VmShare } from './shares';
 
 const debug = createDebug('qcuda:vm');
 
-export interface VmOptions {
+export interface VmOptions extends VmMigrationOptions {
   qemu: string;
   /** The initramfs guest's kernel; with diskImage, the image's own unless given (then initrd too). */
   kernel?: string;
@@ -112,6 +113,8 @@ export interface VmResult extends GuestReport {
   wallMs: number;
   /** What the backend said of the provider it chose ("cuda provider on GPU 0 ...", "host-memory provider: no GPU (why)"). */
   provider?: string;
+  /** The VM migrated away before its command finished (its result is the destination's). */
+  migrated?: boolean;
 }
 
 export interface StartedInfo {
@@ -124,6 +127,8 @@ export interface StartedInfo {
   /** One per share, in order (each also has a sandboxed child once QEMU connected). */
   virtiofsdPids: number[];
   dir: string;
+  /** QEMU's QMP monitor for others (qcuda migrate --monitor): the VM's own stays runVm's. */
+  monitor: string;
 }
 
 export type FailedSide = 'backend' | 'qemu' | 'virtiofsd' | 'guest' | 'timeout';
@@ -381,6 +386,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
   let sockDir = dir;
   let backend: ChildProcess | undefined;
   let qemu: ChildProcess | undefined;
+  let control: VmControl | undefined;
   const fsds: ChildProcess[] = [];
   const disks: ChildProcess[] = [];
   const t0 = Date.now();
@@ -484,6 +490,10 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
 
     let consoleText = '';
     let qemuErr = '';
+    if ((o.incoming || o.saveFile) && (shares.length > 0 || (o.disks ?? []).length > 0))
+      throw new VmConfigError('a VM with shares or disks cannot be saved or migrated (their backends keep no state to move)');
+    const qmpSock = path.join(dir, 'qmp.sock');
+    const monitor = o.monitorSocket ?? path.join(dir, 'monitor.sock');
     qemu = start(
       o.qemu,
       qemuArgs({
@@ -503,6 +513,8 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
         shares: shares.map((s, i) => ({ socket: path.join(dir, `fs${i}.sock`), tag: s.tag })),
         disks: diskSockets.map((socket) => ({ socket, queues: DISK_QUEUES })),
         interactive: o.interactive,
+        qmp: [qmpSock, monitor],
+        incoming: o.incoming ? 'defer' : undefined,
       }),
       'qemu',
       o.interactive,
@@ -524,7 +536,9 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
         qemuPid: qemu.pid,
         virtiofsdPids: fsds.map((p) => p.pid!),
         dir,
+        monitor,
       });
+    control = await VmControl.attach(qmpSock, qemu, o);
 
     const timeoutMs = o.timeoutMs ?? 120_000;
     let timer: NodeJS.Timeout | undefined;
@@ -591,8 +605,9 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
       const s = shares[+share[1]];
       throw new VmError('guest', `the guest could not mount share ${s?.hostDir} at ${s?.guestDir}:\n${tail(report.log)}`, consoleText);
     }
+    if (!report.complete && (await control?.migratedAway())) return { ...result, migrated: true, exit: 0 };
     if (!report.complete) {
-      const why = qemuErr.trim() ? `:\n${tail(qemuErr)}` : '';
+      const why = (qemuErr.trim() ? `:\n${tail(qemuErr)}` : '') + (o.incoming && beErr.trim() ? `\nthe backend said:\n${tail(beErr)}` : '');
       throw new VmError(
         'qemu',
         `QEMU ${outcome.how} before the guest reported a result${why}\nconsole tail:\n${tail(consoleText)}`,
@@ -601,6 +616,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     }
     return result;
   } finally {
+    control?.close();
     await Promise.all([stop(qemu), stop(backend), ...disks.filter(Boolean).map(stop), ...fsds.filter(Boolean).map(stopVirtiofsd)]);
     ledger?.close();
     fs.rmSync(dir, { recursive: true, force: true });

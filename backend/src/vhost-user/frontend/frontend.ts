@@ -8,6 +8,7 @@ import {
   bit,
   decodeConfig,
   decodeU64,
+  encodeDeviceStateParams,
   decodeVringState,
   encodeConfig,
   encodeMemTable,
@@ -25,6 +26,17 @@ import {
 import { BusyPoll } from '../platform/busy-poll';
 import { GuestMemory } from './guest-memory';
 import { GuestRing, type GuestBuf, type Used } from './guest-ring';
+import { openPipe, readToEnd, writeAndClose } from './pipe';
+
+/** A state transfer as QEMU's vhost_save/load_backend_state does it: SET_DEVICE_STATE_FD's and CHECK_DEVICE_STATE's replies. */
+export interface StateOutcome {
+  /** SET_DEVICE_STATE_FD's reply (0x100: accepted, our pipe used). */
+  set: bigint;
+  /** CHECK_DEVICE_STATE's reply (0: the backend took or gave the whole state). */
+  check: bigint;
+  /** What the backend wrote (save). */
+  data?: Buffer;
+}
 
 export interface StartOptions {
   queues?: number; // default: all the backend has
@@ -294,6 +306,42 @@ export class Frontend {
       await this.#sendRing(i, q.ring, bases[i], q.kick, q.call);
       await this.#ack(Req.SET_VRING_ENABLE, encodeVringState({ index: i, num: 1 }));
     }
+  }
+
+  /** SET_DEVICE_STATE_FD with fd; its u64 reply. */
+  async setDeviceStateFd(direction: number, phase: number, fd: number): Promise<bigint> {
+    const m = await this.request(Req.SET_DEVICE_STATE_FD, encodeDeviceStateParams({ direction, phase }), [fd], { reply: true });
+    return decodeU64('SET_DEVICE_STATE_FD', m!.payload);
+  }
+
+  async checkDeviceState(): Promise<bigint> {
+    return this.getU64(Req.CHECK_DEVICE_STATE);
+  }
+
+  /** QEMU's vhost_save_backend_state: a pipe, its write end to the backend, read to EOF, then CHECK. */
+  async saveDeviceState(direction = 0, phase = 0): Promise<StateOutcome> {
+    const p = openPipe();
+    let set: bigint;
+    try {
+      set = await this.setDeviceStateFd(direction, phase, p.write);
+    } finally {
+      native.close(p.write);
+    }
+    const data = await readToEnd(p.read);
+    return { set, check: await this.checkDeviceState(), data };
+  }
+
+  /** QEMU's vhost_load_backend_state: a pipe, its read end to the backend, the state written and the end closed, then CHECK. */
+  async loadDeviceState(data: Uint8Array, direction = 1, phase = 0): Promise<StateOutcome> {
+    const p = openPipe();
+    let set: bigint;
+    try {
+      set = await this.setDeviceStateFd(direction, phase, p.read);
+    } finally {
+      native.close(p.read);
+    }
+    await writeAndClose(p.write, data);
+    return { set, check: await this.checkDeviceState() };
   }
 
   close(): void {
