@@ -9,7 +9,8 @@
 import test, { type ExecutionContext } from 'ava';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
 import type { VmLimits } from '../../backend/src/qcuda/limits';
-import { StateWriter } from '../../backend/src/qcuda/migration/format';
+import { StateWriter } from '../../backend/src/qcuda/providers/host/migration/format';
+import { hostState } from '../../backend/src/qcuda/providers/host/migration';
 import { HostProvider, hostProvider, type HostContext, type HostProviderOptions } from '../../backend/src/qcuda/providers/host';
 import {
   Cmd,
@@ -65,7 +66,7 @@ async function machine(t: ExecutionContext, o: { mem?: GuestMemory; limits?: Par
   const provider = o.devices
     ? (guestView: HostProviderOptions['guestView']) => new HostProvider({ guestView, devices: o.devices })
     : hostProvider;
-  const dev = new QcudaDevice({ provider, queues: 2, limits: o.limits });
+  const dev = new QcudaDevice({ provider, queues: 2, limits: o.limits, state: hostState });
   const pair = await started(t, dev, { size: 64 }, mem);
   return { dev, c: new QcudaClient(pair.fe, 2, 16), mem, provider: dev.provider as HostProvider };
 }

@@ -6,6 +6,7 @@ import { openDiskLedger, quotaBudget } from '../qcuda/vm-ledger';
 import { Fd } from '../sys/fd';
 import type { VmShared } from '../qcuda/session';
 import { createProvider, DEFAULT_POLL_US, type ProviderKind } from '../qcuda/providers';
+import { hostState } from '../qcuda/providers/host/migration';
 import { IsolatedProvider } from '../qcuda/providers/isolated';
 import type { WorkerSandbox } from '../qcuda/providers/worker-messages';
 import { cudaEnv } from '../qcuda/providers/worker-env';
@@ -139,6 +140,8 @@ export const DEVICES: Record<
         memoryLimit: o.memoryLimit,
         limits,
         provider,
+        // Only the host provider's sessions, in this process, are carried yet.
+        state: provider === chosen.provider && provider.name === 'host' ? hostState : undefined,
         log: o.log,
         pollUs: o.pollUs ?? DEFAULT_POLL_US,
         ownQueues,

@@ -16,7 +16,7 @@ import { MAX_SAFE_BIG } from '../sys/numbers';
 import { DEFAULT_LIMITS, type VmLimits } from './limits';
 import { openVmLedger } from './vm-ledger';
 import type { Fd } from '../sys/fd';
-import type { GuestSeg, Provider } from './provider';
+import type { GuestAddresses, GuestSeg, Provider } from './provider';
 import {
   CALLS,
   Cmd,
@@ -33,8 +33,6 @@ import {
   Status,
 } from './proto';
 import { Session, vmShared, type VmShared } from './session';
-import { loadDeviceState, saveDeviceState } from './migration';
-import type { GuestAddresses } from './migration/session-state';
 import { describeSession, sessionStatus, type QcudaStatus, type SessionStatus } from './status';
 import type { CallDecl, CmdName } from './wire/protocol';
 
@@ -58,7 +56,19 @@ const MAX_NOP_PAYLOAD = 64 << 10;
 /** Sessions (guest processes with the device open) per VM. */
 const MAX_SESSIONS = 4096;
 
+/**
+ * How a device's sessions go into a migration stream and come back
+ * (saveState, loadState): the provider's, given by whoever chose the
+ * provider (devices/index.ts), so that the dispatcher imports none.
+ */
+export interface StateCarrier {
+  save(device: QcudaDevice, out: StateSink): Promise<void>;
+  load(device: QcudaDevice, input: StateSource): Promise<void>;
+}
+
 export interface QcudaOptions {
+  /** How its sessions are carried in a migration; absent: saveState and loadState refuse, naming the provider. */
+  state?: StateCarrier;
   queues?: number;
   queueSize?: number;
   /**
@@ -147,7 +157,10 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   /** Sessions served by their workers on their own queues (ownQueues). */
   readonly #delegation: QueueDelegation;
 
+  readonly #state: StateCarrier | undefined;
+
   constructor(o: QcudaOptions) {
+    this.#state = o.state;
     this.numQueues = o.queues ?? 4;
     this.maxQueueSize = o.queueSize ?? 256;
     this.pollUs = o.pollUs ?? 0;
@@ -258,14 +271,20 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     guestRam: () => this.guestRamBytes(),
   };
 
-  /** Migration: every session's state (migration/); refused, changing nothing, where something cannot be carried. */
+  /** Migration: every session's state (the carrier's); refused, changing nothing, where something cannot be carried. */
   saveState(out: StateSink): Promise<void> {
-    return saveDeviceState(this, out);
+    return this.#carrier().save(this, out);
   }
 
   /** Migration: the sessions of a saved state, on this device with none of its own yet; refused, making nothing, where it cannot be. */
   loadState(input: StateSource): Promise<void> {
-    return loadDeviceState(this, input);
+    return this.#carrier().load(this, input);
+  }
+
+  #carrier(): StateCarrier {
+    if (!this.#state)
+      throw new Error(`not yet carried: the ${this.provider.name} provider (its sessions' CUDA state lives in its workers)`);
+    return this.#state;
   }
 
   /** Answers req: at once where the command finished on this thread (Now), else once it has. */

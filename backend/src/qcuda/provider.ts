@@ -560,6 +560,13 @@ void complete;
 /** Every ProviderContext method a session's worker may be asked to run (destroy is the worker's own). */
 export const CONTEXT_METHODS: readonly (keyof ProviderContext)[] = [...CORE_METHODS, ...CONTEXT_CALLS.map((c) => c.method)];
 
+/** Where guest RAM lies in this backend's address space: a migrated state names mapped guest memory by guest physical address. */
+export interface GuestAddresses {
+  gpaOf(host: bigint, size: bigint): bigint;
+  hostOf(gpa: bigint, size: bigint): bigint;
+  guestRam(): bigint;
+}
+
 export interface Provider {
   readonly name: 'cuda' | 'host';
   readonly hasGpu: boolean;

@@ -160,7 +160,7 @@ export class SessionMemory {
     this.hostMapBytes.give(m.bytes);
   }
 
-  /** What the session holds, for its state to be saved (migration/session-state.ts). */
+  /** What the session holds, for its state to be saved (providers/host/migration/session-state.ts). */
   snapshot(): { allocs: readonly Alloc[]; imports: readonly Alloc[]; hostMaps: readonly Range[] } {
     return { allocs: this.#allocs.values(), imports: this.#imports.values(), hostMaps: this.#hostMaps.values() };
   }

@@ -163,7 +163,7 @@ export class SessionObjects {
     return this.#graphs.size + this.#graphExecs.size;
   }
 
-  /** What the session holds, for its state to be saved (migration/session-state.ts). */
+  /** What the session holds, for its state to be saved (providers/host/migration/session-state.ts). */
   snapshot(): {
     arrays: [bigint, SessionArray][];
     mipmaps: [bigint, SessionMipmap][];

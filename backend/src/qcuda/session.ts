@@ -473,7 +473,7 @@ export class Session {
     throw new CudaError(CudaErr.InvalidValue, `${what}: 0x${ptr.toString(16)}+${size} is not inside memory of this process`);
   }
 
-  // ---- migration (migration/session-state.ts) ----
+  // ---- migration (providers/host/migration/session-state.ts) ----
 
   /** What the session's own tables hold, for its state to be saved. */
   tables(): SessionTables {

@@ -258,7 +258,7 @@ export class VmmSpace {
     return true;
   }
 
-  /** What the session holds, for its state to be saved (migration/session-state.ts). */
+  /** What the session holds, for its state to be saved (providers/host/migration/session-state.ts). */
   snapshot(): { ranges: readonly Range[]; allocs: [bigint, VmmAlloc][]; maps: readonly VmmMapping[] } {
     return { ranges: this.#ranges.values(), allocs: [...this.#allocs], maps: this.#maps.values() };
   }

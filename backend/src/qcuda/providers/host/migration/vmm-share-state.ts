@@ -3,9 +3,9 @@
 // owner, and each importer's handles of it. Restored once every session
 // is: an importer's memory is its owner's again (the provider's vmmImport),
 // under the importer's old handle, mapped where it was.
-import { CudaError } from '../cuda-error';
-import type { Session, VmShared } from '../session';
-import { VmmShareTable, type VmmShare } from '../vmm-share';
+import { CudaError } from '../../../cuda-error';
+import type { Session, VmShared } from '../../../session';
+import { VmmShareTable, type VmmShare } from '../../../vmm-share';
 import { StateError } from './format';
 import { hostContext } from './host-context';
 import type { SessionImage, VmmShareImage } from './image';

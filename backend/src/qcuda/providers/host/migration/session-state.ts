@@ -4,10 +4,10 @@
 // made it at the source, each given its old handle (HandleCounter.reuse),
 // its memory at its old address. A failure closes the half-made session,
 // which gives back everything it took.
-import { CudaError } from '../cuda-error';
-import type { EventRef, HostPiece, Provider } from '../provider';
-import { Session, type VmShared } from '../session';
-import { GRANULARITY } from '../vmm';
+import { CudaError } from '../../../cuda-error';
+import type { EventRef, GuestAddresses, HostPiece, Provider } from '../../../provider';
+import { Session, type VmShared } from '../../../session';
+import { GRANULARITY } from '../../../vmm';
 import { StateError } from './format';
 import {
   allocBytes,
@@ -31,15 +31,8 @@ import {
   streamImage,
   vmmBytes,
 } from './host-context';
-import type { HostContext } from '../providers/host';
+import type { HostContext } from '..';
 import type { SessionImage } from './image';
-
-/** Where guest RAM lies in this backend's address space: mapped guest memory is carried by guest physical address. */
-export interface GuestAddresses {
-  gpaOf(host: bigint, size: bigint): bigint;
-  hostOf(gpa: bigint, size: bigint): bigint;
-  guestRam(): bigint;
-}
 
 /** What cannot be carried of s: a reason, or undefined. The session is not changed. */
 function notCarried(s: Session): string | undefined {

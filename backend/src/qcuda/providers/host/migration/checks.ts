@@ -3,11 +3,11 @@
 // (limits.ts) and the session's (handles.ts, vmm.ts, session-objects.ts),
 // every size within the provider's memory, and the whole within the
 // destination's quota. What passes is a DeviceImage (image.ts).
-import { IPC_TOKEN_BYTES } from '../ipc';
-import type { VmLimits } from '../limits';
-import { IPC_DROPPED_KEPT } from '../session';
-import { MAX_GRAPHS, MAX_COND_HANDLES } from '../session-objects';
-import { MAX_VMM_RESERVED } from '../vmm';
+import { IPC_TOKEN_BYTES } from '../../../ipc';
+import type { VmLimits } from '../../../limits';
+import { IPC_DROPPED_KEPT } from '../../../session';
+import { MAX_GRAPHS, MAX_COND_HANDLES } from '../../../session-objects';
+import { MAX_VMM_RESERVED } from '../../../vmm';
 import { StateError } from './format';
 import type { AttrImage, CondImage, DeviceImage, NodeImage, SessionImage } from './image';
 

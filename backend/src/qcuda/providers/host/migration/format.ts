@@ -6,7 +6,7 @@
 // hashes what it reads and refuses a stream that ends early, runs past
 // its end or does not match its hash.
 import { createHash, type Hash } from 'node:crypto';
-import type { StateSink, StateSource } from '../../vhost-user';
+import type { StateSink, StateSource } from '../../../../vhost-user';
 
 /** "QCUDAST" and a newline: what a state stream starts with. */
 export const STATE_MAGIC = new Uint8Array([0x51, 0x43, 0x55, 0x44, 0x41, 0x53, 0x54, 0x0a]);

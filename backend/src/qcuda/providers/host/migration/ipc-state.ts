@@ -3,10 +3,10 @@
 // owner and what it names there, and each opening of IPC memory, at the
 // address the opener got. Restored once every session is, by session id:
 // an opening reaches its owner's allocation again, at its old address.
-import { CudaError } from '../cuda-error';
-import { IpcTable, type IpcEntry } from '../ipc';
-import type { DevPtr } from '../provider';
-import type { Session, VmShared } from '../session';
+import { CudaError } from '../../../cuda-error';
+import { IpcTable, type IpcEntry } from '../../../ipc';
+import type { DevPtr } from '../../../provider';
+import type { Session, VmShared } from '../../../session';
 import { StateError } from './format';
 import { hostContext } from './host-context';
 import type { IpcImage, SessionImage } from './image';

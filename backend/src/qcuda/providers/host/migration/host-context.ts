@@ -2,12 +2,12 @@
 // its limits and NULL stream, its streams' and events' records, and the
 // bytes of its allocations, VMM physical memory and arrays (views of its
 // memory as they are: work completes at once here, nothing is in flight).
-import { StreamAttr } from '../attrs';
-import { CudaError } from '../cuda-error';
-import type { ArrayRef, DevPtr, EventRef, GraphNodeSpec, ProviderContext, StreamRef, VmmRef } from '../provider';
-import { HostContext } from '../providers/host';
-import type { HostCond } from '../providers/host/graphs';
-import type { HostEvent, HostStream } from '../providers/host/streams';
+import { StreamAttr } from '../../../attrs';
+import { CudaError } from '../../../cuda-error';
+import type { ArrayRef, DevPtr, EventRef, GraphNodeSpec, ProviderContext, StreamRef, VmmRef } from '../../../provider';
+import { HostContext } from '..';
+import type { HostCond } from '../graphs';
+import type { HostEvent, HostStream } from '../streams';
 import { StateError } from './format';
 import type { AttrImage, CondImage, ContextImage, NodeImage } from './image';
 

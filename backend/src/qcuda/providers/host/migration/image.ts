@@ -3,7 +3,7 @@
 // handles and addresses its guest process knows. Blobs follow in this
 // order: per session, its allocations, then its VMM physical memory, then
 // its arrays, each in the order listed.
-import type { ArrayDesc } from '../provider';
+import type { ArrayDesc } from '../../../provider';
 
 /** A conditional handle of a graph or executable graph (its value as now). */
 export interface CondImage {

@@ -5,15 +5,16 @@
 // load checks the whole description against the destination before it
 // makes anything, reads every byte and the hash before it installs
 // anything, and gives back whatever it made if any step fails.
-import type { StateSink, StateSource } from '../../vhost-user';
-import type { Provider } from '../provider';
-import type { Session, VmShared } from '../session';
+import type { StateSink, StateSource } from '../../../../vhost-user';
+import type { GuestAddresses, Provider } from '../../../provider';
+import type { StateCarrier } from '../../../device';
+import type { Session, VmShared } from '../../../session';
 import { checkImage } from './checks';
 import { StateError, StateReader, StateWriter } from './format';
 import type { DeviceImage } from './image';
 import { restoreIpc, saveIpc } from './ipc-state';
 import { restoreShares, saveShares } from './vmm-share-state';
-import { drain, restoreSession, saveSession, type GuestAddresses } from './session-state';
+import { drain, restoreSession, saveSession } from './session-state';
 
 export { StateError } from './format';
 
@@ -89,3 +90,6 @@ export async function loadDeviceState(dev: Migratable, src: StateSource): Promis
   }
   for (const s of made) dev.sessions.set(s.id, s);
 }
+
+/** The host provider's carrier of a device's sessions (QcudaOptions.state; devices/index.ts gives it). */
+export const hostState: StateCarrier = { save: saveDeviceState, load: loadDeviceState };
