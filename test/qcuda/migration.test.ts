@@ -269,14 +269,14 @@ async function saved(t: ExecutionContext, limits?: Partial<VmLimits>): Promise<{
   const src = await machine(t, { limits });
   const made = await before(t, src);
   const sink = new BufferSink();
-  await src.dev.saveState(sink);
+  await src.dev.saveState!(sink);
   return { src, made, state: sink.bytes };
 }
 
 test('a process migrated to a fresh device and guest memory goes on with the same handles, bytes and answers as unmigrated', async (t) => {
   const { src, made, state } = await saved(t, { deviceMemory: 256n << 20n });
   const dst = await machine(t, { mem: copyMemory(src.mem), limits: { deviceMemory: 256n << 20n } });
-  await dst.dev.loadState(source(state));
+  await dst.dev.loadState!(source(state));
   dst.c.session = src.c.session;
   t.is(dst.dev.vm.quota.used, src.dev.vm.quota.used, 'the quota counts what the source counted');
   t.is(dst.provider.used, src.provider.used, 'the same device memory in use');
@@ -399,9 +399,9 @@ test('two sessions, one of them on two devices, migrate together', async (t) => 
   const other = new QcudaClient(src.c.fe, 2, 8);
   const made = (await twoDevices(t, src, other)) as Exclude<Awaited<ReturnType<typeof twoDevices>>, unknown[]>;
   const sink = new BufferSink();
-  await src.dev.saveState(sink);
+  await src.dev.saveState!(sink);
   const dst = await machine(t, { mem: copyMemory(src.mem), devices: 2 });
-  await dst.dev.loadState(source(sink.bytes));
+  await dst.dev.loadState!(source(sink.bytes));
   t.is(dst.dev.sessions.size, 2);
   dst.c.session = src.c.session;
   const dstOther = new QcudaClient(dst.c.fe, 2, 8);
@@ -417,7 +417,7 @@ test('two sessions, one of them on two devices, migrate together', async (t) => 
 /** Loads state into a fresh device: the error; the destination holds nothing after. */
 async function refused(t: ExecutionContext, src: Machine, state: Uint8Array, limits?: Partial<VmLimits>): Promise<string> {
   const dst = await machine(t, { mem: copyMemory(src.mem), limits });
-  const e = await t.throwsAsync(dst.dev.loadState(source(state)));
+  const e = await t.throwsAsync(dst.dev.loadState!(source(state)));
   t.is(dst.dev.sessions.size, 0, 'no session made');
   t.is(dst.dev.vm.quota.used, 0n, 'no quota held');
   t.is(dst.provider.used, 0n, 'no device memory held');
@@ -514,9 +514,9 @@ test('what cannot be carried fails the save and leaves the source as it was: the
     }),
     'half an upload',
   );
-  await t.throwsAsync(src.dev.saveState(new BufferSink()), { message: /not yet carried: a module upload/ });
+  await t.throwsAsync(src.dev.saveState!(new BufferSink()), { message: /not yet carried: a module upload/ });
   Object.defineProperty(src.provider, 'name', { value: 'cuda' });
-  await t.throwsAsync(src.dev.saveState(new BufferSink()), { message: /not yet carried: the cuda provider/ });
+  await t.throwsAsync(src.dev.saveState!(new BufferSink()), { message: /not yet carried: the cuda provider/ });
   Object.defineProperty(src.provider, 'name', { value: 'host' });
   const out = await after(t, src, made);
   t.is(out.at(-2), 0n, 'the source goes on and gives everything back');

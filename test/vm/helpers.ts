@@ -5,8 +5,6 @@ import path from 'node:path';
 import { readStatus } from '../../backend/src/sys/status-socket';
 import type { BackendStatus } from '../../backend/src/cli/status';
 import type { QcudaStatus } from '../../backend/src/qcuda/status';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
-import type { VhostUserDevice } from '../../backend/src/vhost-user';
 
 const env = { qemu: process.env.QEMU_BIN, kernel: process.env.GUEST_KERNEL, initrd: process.env.GUEST_INITRD };
 const missing = Object.entries(env)
@@ -52,11 +50,3 @@ export function statusAtMarks(): {
     },
   };
 }
-
-/**
- * Whether the qcuda device can save and load its state: the backend then
- * offers VHOST_USER_PROTOCOL_F_DEVICE_STATE (the library offers it to a
- * device with both hooks) and a VM with it migrates; without, QEMU refuses.
- */
-const proto = QcudaDevice.prototype as Partial<VhostUserDevice>;
-export const deviceHasState = typeof proto.saveState === 'function' && typeof proto.loadState === 'function';

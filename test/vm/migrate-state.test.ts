@@ -10,10 +10,9 @@ import path from 'node:path';
 import { runVm, VmError, type VmOptions } from '../../backend/src/vm/runner';
 import { migrateVm, Qmp } from '../../backend/src/vm/qmp';
 import { tmpDir } from '../helpers';
-import { base, deviceHasState } from './helpers';
+import { base } from './helpers';
 
-/** Needs the qcuda device's saveState and loadState (branch mig-state); skipped without them (migrate.test.ts covers that backend). */
-const withState = deviceHasState ? test.serial : test.serial.skip;
+const withState = test.serial;
 
 const host = { ...base, backendArgs: ['--provider=host'], timeoutMs: 300_000 };
 /** memcpy prints this after its first round trips: the program is mid-run, its memory allocated. */
@@ -46,7 +45,6 @@ function onMark(
 let unmoved: string;
 
 test.serial.before(async () => {
-  if (!deviceHasState) return;
   const r = await runVm({ ...host, command: PROGRAM });
   if (r.exit !== 0) throw new Error(`${PROGRAM} failed unmoved:\n${r.stdout}${r.stderr}`);
   unmoved = r.stdout;

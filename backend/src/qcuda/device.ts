@@ -67,7 +67,7 @@ export interface StateCarrier {
 }
 
 export interface QcudaOptions {
-  /** How its sessions are carried in a migration; absent: saveState and loadState refuse, naming the provider. */
+  /** How its sessions are carried in a migration; absent: the device has no saveState or loadState. */
   state?: StateCarrier;
   queues?: number;
   queueSize?: number;
@@ -157,10 +157,12 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   /** Sessions served by their workers on their own queues (ownQueues). */
   readonly #delegation: QueueDelegation;
 
-  readonly #state: StateCarrier | undefined;
-
   constructor(o: QcudaOptions) {
-    this.#state = o.state;
+    const carrier = o.state;
+    if (carrier) {
+      this.saveState = (out) => carrier.save(this, out);
+      this.loadState = (input) => carrier.load(this, input);
+    }
     this.numQueues = o.queues ?? 4;
     this.maxQueueSize = o.queueSize ?? 256;
     this.pollUs = o.pollUs ?? 0;
@@ -271,21 +273,15 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     guestRam: () => this.guestRamBytes(),
   };
 
-  /** Migration: every session's state (the carrier's); refused, changing nothing, where something cannot be carried. */
-  saveState(out: StateSink): Promise<void> {
-    return this.#carrier().save(this, out);
-  }
-
-  /** Migration: the sessions of a saved state, on this device with none of its own yet; refused, making nothing, where it cannot be. */
-  loadState(input: StateSource): Promise<void> {
-    return this.#carrier().load(this, input);
-  }
-
-  #carrier(): StateCarrier {
-    if (!this.#state)
-      throw new Error(`not yet carried: the ${this.provider.name} provider (its sessions' CUDA state lives in its workers)`);
-    return this.#state;
-  }
+  /**
+   * Migration (VhostUserDevice): every session's state, through the
+   * provider's carrier; present only where one was given, so that a
+   * backend whose provider cannot carry its sessions does not offer the
+   * device state and QEMU refuses the migration at its start.
+   */
+  readonly saveState?: (out: StateSink) => Promise<void>;
+  /** The sessions of a saved state, on this device with none of its own yet; refused, making nothing, where it cannot be. */
+  readonly loadState?: (input: StateSource) => Promise<void>;
 
   /** Answers req: at once where the command finished on this thread (Now), else once it has. */
   handle(req: Request): Now<number> {
