@@ -96,10 +96,11 @@ struct qc_req {
 cudaError_t qc_call(const struct qc_req *r);
 /* qc_call without flushing posted work first (batch.c sends batches with it). */
 cudaError_t qc_call_unbatched(const struct qc_req *r);
-/* A synchronizing call (no data, no output): sent as the last entry of the
- * posted work waiting to go, if any (one round trip for both), else on its
- * own (batch.c). */
-cudaError_t qc_call_ending_batch(const struct qc_req *r);
+/* A synchronizing call or a query (no data, no output): sent as the last
+ * entry of the posted work waiting to go, if any (one round trip for both;
+ * ends: QCUDA_BATCH_ENDS_SYNC or QCUDA_BATCH_ENDS_QUERY), else on its own
+ * (batch.c). */
+cudaError_t qc_call_ending_batch(const struct qc_req *r, uint32_t ends);
 /* Round trips so far: synchronous calls and batches of posted work sent. */
 void qc_stats(unsigned long long *calls, unsigned long long *batches);
 /* Function attributes and occupancy, asked once per function until it
