@@ -37,8 +37,9 @@
 // kernel on Hopper) checked as JavaScript checks it, or an event record of
 // the session's event and stream, there are at most kInlineBatchLaunches of them (the device's own
 // bound for launching on the JS thread), and its ending synchronize, if
-// any, is one served alone. Its entries run here, in order; the ending
-// synchronize waits here for the inline wait. If it would wait longer, or
+// any, is one served alone, or its ending query (QCUDA_BATCH_ENDS_QUERY) an
+// EVENT_QUERY of the session's event. Its entries run here, in order; the ending
+// synchronize waits here for the inline wait, the query does not wait. If it would wait longer, or
 // an entry failed (posted work's error, which the synchronize reports), the
 // request is taken but left unanswered: serve() returns kLeft and left()
 // gives JavaScript what remains, the ending synchronize, the reply's value
@@ -136,7 +137,8 @@ struct Plan {
   uint64_t ptr = 0;
   uint32_t stream = 0, event = 0;
   std::vector<Seg> segs;
-  // A batch's ending synchronize (0: none) and its argument bytes in the server's copy (its operands: stream, event).
+  // A batch's ending synchronize or query (0: none) and its argument bytes in the server's copy (its operands: stream,
+  // event).
   uint32_t endCmd = 0;
   const uint8_t *endArgs = nullptr;
   uint32_t endLen = 0;
@@ -424,16 +426,24 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
            cmd == QCUDA_CMD_MEMCPY_DTOH;
   }
 
-  /** Whether the answered call waited for the process's posted work (share/commands.ts syncs): a synchronize, or a
-   * batch ending in one. */
-  static bool Syncs(const Plan &p) {
-    return p.cmd == QCUDA_CMD_DEVICE_SYNC || p.cmd == QCUDA_CMD_STREAM_SYNC || p.cmd == QCUDA_CMD_EVENT_SYNC ||
-           (p.cmd == QCUDA_CMD_BATCH && p.endCmd != 0);
+  /** Whether cmd is a synchronize (of the device, a stream or an event). */
+  static bool IsSync(uint32_t cmd) {
+    return cmd == QCUDA_CMD_DEVICE_SYNC || cmd == QCUDA_CMD_STREAM_SYNC || cmd == QCUDA_CMD_EVENT_SYNC;
   }
 
-  /** A batch's ending synchronize, once its posted work ran: true (its outcome in p.job) if it returned within the
-   * inline wait. */
+  /** Whether the answered call waited for the process's posted work (share/commands.ts syncs): a synchronize, or a
+   * batch ending in one (not one ending in a query: its work may still run). */
+  static bool Syncs(const Plan &p) { return IsSync(p.cmd) || (p.cmd == QCUDA_CMD_BATCH && IsSync(p.endCmd)); }
+
+  /** A batch's ending call, once its posted work ran: true (its outcome in p.job) if it returned within the inline
+   * wait, as a query always does (not done yet is its answer, cudaErrorNotReady; the reply's value, posted work's
+   * failure, is 0: one that failed is left to JavaScript). */
   bool EndBatch(Plan &p) {
+    if (p.endCmd == QCUDA_CMD_EVENT_QUERY) {
+      if (!RunEventQuery(p.job, p.event) && p.job.rc == cu::kSuccess) p.job.rc = cu::kNotReady;
+      p.value = 0;
+      return true;
+    }
     if (!Sync(p, p.endCmd)) return false;
     if (p.job.wait) p.job.wait(p.job);
     p.flushes = true;
@@ -661,12 +671,12 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     const Chain &c = chain_;
     qcuda_args_batch a;
     std::memcpy(&a, args_.data(), sizeof a);
-    if (a.flags != 0 && a.flags != QCUDA_BATCH_ENDS_SYNC) return false;
-    const bool endsSync = a.flags == QCUDA_BATCH_ENDS_SYNC;
-    if (a.bytes > QCUDA_MAX_BATCH || h.data_offset != 0 || h.data_len != a.bytes || (endsSync && a.count == 0))
+    if (a.flags != 0 && a.flags != QCUDA_BATCH_ENDS_SYNC && a.flags != QCUDA_BATCH_ENDS_QUERY) return false;
+    const bool ends = a.flags != 0;
+    if (a.bytes > QCUDA_MAX_BATCH || h.data_offset != 0 || h.data_len != a.bytes || (ends && a.count == 0))
       return false;
     if (c.readableBytes != kReq + h.len + a.bytes || c.writableBytes < kResp) return false;
-    const uint32_t posted = endsSync ? a.count - 1 : a.count;
+    const uint32_t posted = ends ? a.count - 1 : a.count;
     // A longer batch goes to the context thread, so the JS thread reads the next one meanwhile
     // (kInlineBatchLaunches): left before its bytes are copied (a full batch is 64 KiB).
     if (posted > kInlineBatchLaunches) return false;
@@ -683,7 +693,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
       if (padded > batch_.size() - at) return false;
       uint8_t *args = batch_.data() + at;
       at += padded;
-      if (i < posted ? !PlanPosted(e.cmd, args, e.len) : !CheckEnding(p, e.cmd, args, e.len)) return false;
+      if (i < posted ? !PlanPosted(e.cmd, args, e.len) : !CheckEnding(p, a.flags, e.cmd, args, e.len)) return false;
     }
     if (at != batch_.size() || !Backlog(Launches())) return false;
     p.value = posted;
@@ -697,15 +707,17 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     return false;
   }
 
-  /** A batch's ending synchronize that EndBatch runs: DEVICE_SYNC, or STREAM_SYNC or EVENT_SYNC of the session's stream
-   * or event. */
-  bool CheckEnding(Plan &p, uint32_t cmd, const uint8_t *args, uint32_t len) {
+  /** A batch's ending call that EndBatch runs: with QCUDA_BATCH_ENDS_SYNC, DEVICE_SYNC, or STREAM_SYNC or EVENT_SYNC of
+   * the session's stream or event; with QCUDA_BATCH_ENDS_QUERY, EVENT_QUERY of the session's event (a STREAM_QUERY
+   * ending is JavaScript's). */
+  bool CheckEnding(Plan &p, uint32_t flags, uint32_t cmd, const uint8_t *args, uint32_t len) {
     qcuda_args_handle a{};
+    if ((flags == QCUDA_BATCH_ENDS_QUERY) != (cmd == QCUDA_CMD_EVENT_QUERY)) return false;
     if (len != (cmd == QCUDA_CMD_DEVICE_SYNC ? 0 : sizeof a)) return false;
     std::memcpy(&a, args, len);
     if (cmd == QCUDA_CMD_STREAM_SYNC) {
       if (!StreamOf(a.handle, &p.stream)) return false;
-    } else if (cmd == QCUDA_CMD_EVENT_SYNC) {
+    } else if (cmd == QCUDA_CMD_EVENT_SYNC || cmd == QCUDA_CMD_EVENT_QUERY) {
       if (!IdOf(events_, a.handle, &p.event)) return false;
     } else if (cmd != QCUDA_CMD_DEVICE_SYNC) {
       return false;

@@ -52,7 +52,7 @@ typedef uint64_t __le64;
  * Bumped on any incompatible change of this file (new commands and structs
  * are compatible).
  */
-#define QCUDA_PROTO_VERSION 5u
+#define QCUDA_PROTO_VERSION 6u
 
 /* sizeof(struct virtio_qcuda_config) */
 #define QCUDA_CONFIG_SIZE 40
@@ -169,6 +169,17 @@ typedef uint64_t __le64;
  * the other entries is posted work's error, which it reports).
  */
 #define QCUDA_BATCH_ENDS_SYNC 1u
+
+/*
+ * qcuda_args_batch.flags: the batch's last entry is a query that does not
+ * wait (one declared endsBatch: EVENT_QUERY, STREAM_QUERY), run after the
+ * others, so that posted work and the query after it take one round trip. The
+ * reply's status is the query's own; its value is the others' first failure
+ * (0 if none), posted work's error, which the guest library keeps for its
+ * next synchronizing call as it keeps a batch's. Not with
+ * QCUDA_BATCH_ENDS_SYNC.
+ */
+#define QCUDA_BATCH_ENDS_QUERY 2u
 
 /*
  * HOST_MAP_PAGES: extents at most (what fits in QCUDA_MAX_ARGS); 8 GiB of the
@@ -304,7 +315,10 @@ enum qcuda_cmd {
 	QCUDA_CMD_STREAM_DESTROY = 33,
 	/* args handle, reports posted work's errors, ends its batch */
 	QCUDA_CMD_STREAM_SYNC = 34,
-	/* status = cudaSuccess or cudaErrorNotReady; args handle */
+	/*
+	 * status = cudaSuccess or cudaErrorNotReady; args handle, ends its batch
+	 * (QCUDA_BATCH_ENDS_QUERY)
+	 */
 	QCUDA_CMD_STREAM_QUERY = 35,
 	/* args stream_wait_event, postable */
 	QCUDA_CMD_STREAM_WAIT_EVENT = 36,
@@ -329,7 +343,10 @@ enum qcuda_cmd {
 	QCUDA_CMD_EVENT_RECORD = 42,
 	/* args handle, reports posted work's errors, ends its batch */
 	QCUDA_CMD_EVENT_SYNC = 43,
-	/* status = cudaSuccess or cudaErrorNotReady; args handle */
+	/*
+	 * status = cudaSuccess or cudaErrorNotReady; args handle, ends its batch
+	 * (QCUDA_BATCH_ENDS_QUERY)
+	 */
 	QCUDA_CMD_EVENT_QUERY = 44,
 	/* args event_elapsed, out event_elapsed */
 	QCUDA_CMD_EVENT_ELAPSED = 45,
@@ -638,9 +655,15 @@ enum qcuda_cmd {
 	 * stop the others. status = the first failure's. A malformed batch runs
 	 * nothing. With flags QCUDA_BATCH_ENDS_SYNC the last entry is a
 	 * synchronizing command, run after the others: status = its status, which
-	 * reports the others' first failure as posted work's error; args batch, data
-	 * to device, value = the failed entry's index (the entry count if none
-	 * failed; with QCUDA_BATCH_ENDS_SYNC, among the entries before the last)
+	 * reports the others' first failure as posted work's error. With
+	 * QCUDA_BATCH_ENDS_QUERY the last entry is a query (declared endsBatch), run
+	 * after the others: status = its own status (cudaSuccess or
+	 * cudaErrorNotReady, or its own failure), value = the others' first failure;
+	 * args batch, data to device, value = the failed entry's index (the entry
+	 * count if none failed; with QCUDA_BATCH_ENDS_SYNC, among the entries before
+	 * the last); with QCUDA_BATCH_ENDS_QUERY, the first failure's status among
+	 * the entries before the last (0 if none), which the guest keeps as posted
+	 * work's error
 	 */
 	QCUDA_CMD_BATCH = 54,
 	/*
@@ -1081,7 +1104,7 @@ QCUDA_SIZE_IS(qcuda_out_callback, 16);
 
 struct qcuda_args_batch {
 	__le32 count;           /* entries */
-	__le32 flags;           /* QCUDA_BATCH_ENDS_SYNC or 0 */
+	__le32 flags;           /* QCUDA_BATCH_ENDS_SYNC, QCUDA_BATCH_ENDS_QUERY or 0 */
 	__le64 bytes;           /* == hdr.data_len; QCUDA_MAX_BATCH at most */
 };
 QCUDA_SIZE_IS(qcuda_args_batch, 16);

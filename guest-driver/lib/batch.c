@@ -16,7 +16,9 @@
  * cudaEventSynchronize: qc_call_ending_batch) goes as the last entry of the
  * batch it flushes (QCUDA_BATCH_ENDS_SYNC), so a launch and the synchronize
  * after it take one round trip; the backend then reports the batch's failure
- * as that call's.
+ * as that call's. A query (cudaEventQuery, cudaStreamQuery) goes so too
+ * (QCUDA_BATCH_ENDS_QUERY): its status stays its own, and the batch's failure
+ * comes back as the reply's value, kept here as a batch's is.
  *
  * Two buffers: entries go into `fill` (under fill_lock) while the previous
  * batch is being sent (under send_lock, taken before fill_lock), so posting
@@ -102,12 +104,13 @@ static int put(struct batch *b, uint32_t cmd, const void *args, uint32_t len)
 
 /*
  * Sends the filled batch, if any; called with send_lock held. With last (a
- * synchronizing call: qc_call_ending_batch), that call goes as the batch's
- * final entry if it fits, taken in under fill_lock with the others so that
- * nothing posted meanwhile comes after it: returns 1 and its result in
- * *last_e if it went, else 0 (no batch, or no room).
+ * synchronizing call or a query: qc_call_ending_batch, which passes the
+ * batch flag in last_flag), that call goes as the batch's final entry if it
+ * fits, taken in under fill_lock with the others so that nothing posted
+ * meanwhile comes after it: returns 1 and its result in *last_e if it went,
+ * else 0 (no batch, or no room).
  */
-static int send_locked(const struct qc_req *last, cudaError_t *last_e)
+static int send_locked(const struct qc_req *last, uint32_t last_flag, cudaError_t *last_e)
 {
 	struct qcuda_args_batch a;
 	struct batch *b;
@@ -133,7 +136,7 @@ static int send_locked(const struct qc_req *last, cudaError_t *last_e)
 
 	memset(&a, 0, sizeof(a));
 	a.count = b->count;
-	a.flags = ends ? QCUDA_BATCH_ENDS_SYNC : 0;
+	a.flags = ends ? last_flag : 0;
 	a.bytes = b->used;
 	e = qc_call_unbatched(&(struct qc_req){ .cmd = QCUDA_CMD_BATCH,
 						.args = &a,
@@ -143,8 +146,11 @@ static int send_locked(const struct qc_req *last, cudaError_t *last_e)
 						.data_len = b->used,
 						.value = &failed });
 	if (ends) {
-		/* The call's own result: it reports the batch's failure itself. */
+		/* The call's own result: a synchronize reports the batch's failure
+		 * itself; after a query it is the reply's value (a CUDA error). */
 		*last_e = e;
+		if (last_flag == QCUDA_BATCH_ENDS_QUERY && failed != 0)
+			note_deferred(failed < QCUDA_ST_BAD_REQUEST ? (cudaError_t)failed : cudaErrorInvalidValue);
 	} else {
 		if (e != cudaSuccess)
 			qc_debug("batch of %u: entry %llu failed: %d", b->count, (unsigned long long)failed, (int)e);
@@ -169,11 +175,11 @@ void qc_flush(void)
 	if (nothing_posted())
 		return;
 	pthread_mutex_lock(&send_lock);
-	send_locked(NULL, NULL);
+	send_locked(NULL, 0, NULL);
 	pthread_mutex_unlock(&send_lock);
 }
 
-cudaError_t qc_call_ending_batch(const struct qc_req *r)
+cudaError_t qc_call_ending_batch(const struct qc_req *r, uint32_t ends)
 {
 	cudaError_t e;
 	int sent;
@@ -181,7 +187,7 @@ cudaError_t qc_call_ending_batch(const struct qc_req *r)
 	if (nothing_posted())
 		return qc_call_unbatched(r);
 	pthread_mutex_lock(&send_lock);
-	sent = send_locked(r, &e);
+	sent = send_locked(r, ends, &e);
 	pthread_mutex_unlock(&send_lock);
 	/* No batch was left (another thread sent it), or no room in it: on its own. */
 	return sent ? e : qc_call_unbatched(r);
@@ -242,7 +248,7 @@ static void *flusher(void *arg)
 			due = seen == swaps; /* not sent meanwhile */
 			pthread_mutex_unlock(&fill_lock);
 			if (due)
-				send_locked(NULL, NULL);
+				send_locked(NULL, 0, NULL);
 			pthread_mutex_unlock(&send_lock);
 		}
 		now = atomic_load(&posted);
@@ -295,7 +301,7 @@ cudaError_t qc_post(uint32_t cmd, const void *args, uint32_t len)
 	atomic_fetch_add(&posted, 1);
 	while (!append(cmd, args, len)) {
 		pthread_mutex_lock(&send_lock);
-		send_locked(NULL, NULL);
+		send_locked(NULL, 0, NULL);
 		pthread_mutex_unlock(&send_lock);
 	}
 	return cudaSuccess;

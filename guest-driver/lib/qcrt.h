@@ -144,10 +144,11 @@ const char *qc_error_label(cudaError_t error);
 
 /* ---- batch.c ---- */
 
-/* A synchronizing call (no data, no output): sent as the last entry of the
- * posted work waiting to go, if any (one round trip for both), else on its
- * own (batch.c). */
-cudaError_t qc_call_ending_batch(const struct qc_req *r);
+/* A synchronizing call or a query (no data, no output): sent as the last
+ * entry of the posted work waiting to go, if any (one round trip for both;
+ * ends: QCUDA_BATCH_ENDS_SYNC or QCUDA_BATCH_ENDS_QUERY), else on its own
+ * (batch.c). */
+cudaError_t qc_call_ending_batch(const struct qc_req *r, uint32_t ends);
 /* Posts a command that only enqueues work (see batch.c for which): it is sent
  * later with others, in order; errors come back through qc_deferred. */
 cudaError_t qc_post(uint32_t cmd, const void *args, uint32_t len);

@@ -1,12 +1,21 @@
 // BATCH (posted work) through the frontend harness, on the host provider:
 // entries run in order, a failing entry is reported by index and does not
 // stop the rest, a malformed batch runs nothing, a batch may end with the
-// synchronizing call that waits for it (QCUDA_BATCH_ENDS_SYNC), and mutated
+// synchronizing call that waits for it (QCUDA_BATCH_ENDS_SYNC) or with a
+// query that does not wait (QCUDA_BATCH_ENDS_QUERY), and mutated
 // batches never crash the backend or touch another session.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import { Cmd, encode, QCUDA_BATCH_ENDS_SYNC, QCUDA_MAX_BATCH, Status, type StructName } from '../../backend/src/qcuda/proto';
+import {
+  Cmd,
+  encode,
+  QCUDA_BATCH_ENDS_QUERY,
+  QCUDA_BATCH_ENDS_SYNC,
+  QCUDA_MAX_BATCH,
+  Status,
+  type StructName,
+} from '../../backend/src/qcuda/proto';
 import { prng, randomBytes, started } from '../helpers';
 import { frameBatch as frame, QcudaClient } from './client';
 import { hostProvider } from '../../backend/src/qcuda/providers/host';
@@ -156,11 +165,60 @@ test('only a synchronizing call may end a batch, only last, only with the flag',
     ['a call that is not postable either', () => send(frame([memset(a, 8n, 1), malloc]), 2, ENDS)],
     ['the flag and a postable last entry', () => send(frame([memset(a, 8n, 1), memset(a, 8n, 1)]), 2, ENDS)],
     ['arguments of the wrong size', () => send(frame([memset(a, 8n, 1), [Cmd.STREAM_SYNC, new Uint8Array(16)]]), 2, ENDS)],
-    ['an unknown flag', () => send(frame([memset(a, 8n, 1)]), 1, { flags: 2 })],
+    ['an unknown flag', () => send(frame([memset(a, 8n, 1)]), 1, { flags: 4 })],
+    ['both ending flags', () => send(frame([memset(a, 8n, 1), deviceSync]), 2, { flags: QCUDA_BATCH_ENDS_SYNC | QCUDA_BATCH_ENDS_QUERY })],
+    ['a query with the synchronize flag', () => send(frame([memset(a, 8n, 1), handle(Cmd.EVENT_QUERY, 1n)]), 2, ENDS)],
+    ['a synchronize with the query flag', () => send(frame([memset(a, 8n, 1), deviceSync]), 2, QUERY)],
+    ['the query flag and a postable last entry', () => send(frame([memset(a, 8n, 1), memset(a, 8n, 1)]), 2, QUERY)],
+    ['the query flag on an empty batch', () => send(new Uint8Array(0), 0, QUERY)],
     ['the flag on an empty batch', () => send(new Uint8Array(0), 0, ENDS)],
   ];
   for (const [what, run] of cases) t.is((await run()).status, Status.BAD_REQUEST, what);
   t.deepEqual(await read(a, 8), Array(8).fill(0), 'none of them ran anything');
+});
+
+const QUERY = { flags: QCUDA_BATCH_ENDS_QUERY };
+
+test('a batch that ends with a query runs it after the others, in one round trip, and answers as the query', async (t) => {
+  const { c, send, read } = await setup(t);
+  const a = (await c.malloc(32)).value;
+  const s = (await c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 0, priority: 0 }] })).value;
+  const ev = (await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0 }] })).value;
+  for (const end of [handle(Cmd.EVENT_QUERY, ev), handle(Cmd.STREAM_QUERY, s), handle(Cmd.STREAM_QUERY, 0n)]) {
+    const list = [memset(a, 32n, end[0] & 0xff), entry(Cmd.EVENT_RECORD, 'qcuda_args_event_record', { event: ev, stream: 0n }), end];
+    const r = await send(frame(list), list.length, QUERY);
+    t.deepEqual([r.status, r.value], [0, 0n], 'ready, and no posted failure (the value)');
+    t.deepEqual(await read(a, 32), Array(32).fill(end[0] & 0xff), `the work before ${end[0]} ran`);
+  }
+  // Not ready: the record waits behind a host function the guest has not run.
+  const held = (id: bigint) => [
+    entry(Cmd.HOST_FUNC, 'qcuda_args_host_func', { stream: s, id }),
+    entry(Cmd.EVENT_RECORD, 'qcuda_args_event_record', { event: ev, stream: s }),
+  ];
+  const ev2 = (await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0 }] })).value;
+  for (const [id, end] of [handle(Cmd.EVENT_QUERY, ev), handle(Cmd.STREAM_QUERY, s)].entries()) {
+    const r = await send(frame([...held(BigInt(id + 1)), end]), 3, QUERY);
+    t.deepEqual([r.status, r.value], [CudaErr.NotReady, 0n], `${end[0]}: not ready, as it would answer on its own`);
+  }
+  const other = await send(frame([handle(Cmd.EVENT_QUERY, ev2)]), 1, QUERY);
+  t.deepEqual([other.status, other.value], [0, 0n], 'a batch of the query alone');
+});
+
+test("a batch that ends with a query: the others' first failure is the reply's value, the query's status its own", async (t) => {
+  const { c, send, read } = await setup(t);
+  const a = (await c.malloc(16)).value;
+  const ev = (await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0 }] })).value;
+  const list = [memset(a, 4n, 7), memset(a, 17n, 9) /* past the allocation */, memset(a + 8n, 8n, 5), handle(Cmd.EVENT_QUERY, ev)];
+  const r = await send(frame(list), list.length, QUERY);
+  t.is(r.status, 0, 'the query answers for itself: ready');
+  t.is(r.value, BigInt(CudaErr.InvalidValue), "the posted memset's failure, for the guest to keep");
+  t.deepEqual(await read(a, 16), [7, 7, 7, 7, 0, 0, 0, 0, 5, 5, 5, 5, 5, 5, 5, 5], 'the entries after it ran');
+  t.is((await c.call(Cmd.DEVICE_SYNC)).status, 0, 'the backend keeps no copy of it: the guest reports it, once');
+  const bad = await send(frame([memset(a, 4n, 1), handle(Cmd.EVENT_QUERY, 0x777n)]), 2, QUERY);
+  t.deepEqual([bad.status, bad.value], [CudaErr.InvalidResourceHandle, 0n], "the query's own failure (no such event)");
+  t.deepEqual(await read(a, 4), [1, 1, 1, 1], 'the posted work before it ran');
+  const both = await send(frame([memset(a, 17n, 9), handle(Cmd.STREAM_QUERY, 0x777n)]), 2, QUERY);
+  t.deepEqual([both.status, both.value], [CudaErr.InvalidResourceHandle, BigInt(CudaErr.InvalidValue)], 'both, each in its place');
 });
 
 test('mutated batches never crash the backend or touch another session', async (t) => {
@@ -189,8 +247,9 @@ test('mutated batches never crash the backend or touch another session', async (
       else b.set(randomBytes(rnd, 8).subarray(0, Math.min(8, b.length - at)), at);
     }
     if (rnd() < 0.3) new DataView(b.buffer).setBigUint64(8 + ((rnd() * 3) | 0) * 8, secret + BigInt((rnd() * 64) | 0), true);
-    // A third of them claim to end with a synchronizing call (QCUDA_BATCH_ENDS_SYNC), whatever their last entry is.
-    const r = await send(b, rnd() < 0.9 ? 5 : (rnd() * 8) | 0, rnd() < 0.33 ? ENDS : {});
+    // A third of them claim to end with a synchronizing call (QCUDA_BATCH_ENDS_SYNC), a sixth with a query, whatever their last entry is.
+    const pick = rnd();
+    const r = await send(b, rnd() < 0.9 ? 5 : (rnd() * 8) | 0, pick < 0.33 ? ENDS : pick < 0.5 ? QUERY : {});
     t.not(r.status, CudaErr.Unknown, `mutation ${i} hit an internal error`);
     seen.add(r.status);
   }

@@ -9,9 +9,10 @@
 // killed after such calls leaves a ring the backend serves on. Batches of
 // launches and event records are answered in C too, or, where their ending
 // synchronize would wait or an entry failed, finished by the device, their
-// entries run once; event queries and stream and event synchronizes too.
+// entries run once; event queries and stream and event synchronizes too,
+// and batches that end with an event query (QCUDA_BATCH_ENDS_QUERY).
 import test from 'ava';
-import { Cmd, encode, LAYOUT, QCUDA_BATCH_ENDS_SYNC, QCUDA_ST_OUTPUT, Status } from '../../backend/src/qcuda/proto';
+import { Cmd, encode, LAYOUT, QCUDA_BATCH_ENDS_QUERY, QCUDA_BATCH_ENDS_SYNC, QCUDA_ST_OUTPUT, Status } from '../../backend/src/qcuda/proto';
 import { alive, until } from '../helpers';
 import { frameBatch, QcudaClient } from './client';
 import {
@@ -97,6 +98,73 @@ test.serial(
   },
 );
 
+/**
+ * Batches that end with a query (QCUDA_BATCH_ENDS_QUERY), as cudaEventRecord
+ * + cudaEventQuery send them: ready or not, after a failed launch or
+ * record, of an unknown event, a stream query, the wrong flag.
+ */
+async function queryStory(c: QcudaClient): Promise<unknown[]> {
+  const seen: unknown[] = [];
+  const [nop, hold] = await kernels(c, ['nop', 'hold']);
+  const none = new Uint8Array(0);
+  const ev = (await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0 }] })).value;
+  const recordOf = (event: bigint): Entry => [Cmd.EVENT_RECORD, encode('qcuda_args_event_record', { event, stream: 0n })];
+  const record = recordOf(ev);
+  const query = (h = ev): Entry => [Cmd.EVENT_QUERY, handle(h)];
+  const ends = { endsQuery: true };
+  const sync = async (): Promise<number> => (await c.call(Cmd.DEVICE_SYNC)).status;
+  for (let i = 0; i < 3; i++) seen.push(await batch(c, [record, query()], ends));
+  seen.push(await batch(c, [launch(nop, none), launch(nop, none), record, query()], ends));
+  // Behind a kernel of 400 ms: not ready, answered at once.
+  const t0 = Date.now();
+  seen.push(await batch(c, [launch(hold, i32(400)), record, query()], ends), Date.now() - t0 < 300);
+  seen.push(await sync(), await batch(c, [record, query()], ends));
+  // A failed launch (a block of 2048 threads): the query answers for itself; the launch's error comes at the synchronize, once.
+  const wide = Uint32Array.from([2048, 1, 1]);
+  seen.push(await batch(c, [launch(nop, none, { block: wide }), record, query()], ends), await sync(), await sync());
+  // A failed record (an unknown event): its error is the reply's value, the backend keeps none.
+  seen.push(await batch(c, [recordOf(0x4343n), query()], ends), await sync());
+  // The query's own failure; a stream query; a query with the synchronize flag, a synchronize with the query flag.
+  seen.push(await batch(c, [record, query(0x4343n)], ends));
+  seen.push(await batch(c, [record, [Cmd.STREAM_QUERY, handle(0n)]], ends));
+  seen.push(await batch(c, [record, query()], { endsSync: true }), await batch(c, [record, DEVICE_SYNC], ends));
+  seen.push(await batch(c, [record, query()], ends));
+  return seen;
+}
+
+test.serial('batches ending with an event query: answered in C as the device answers them, in one round trip', async (t) => {
+  const on = await setup(t, true);
+  const before = on.inC();
+  const withServer = await queryStory(on.c);
+  const inC = on.inC() - before;
+  const off = await setup(t, false);
+  const without = await queryStory(off.c);
+  t.deepEqual(withServer, without, 'the same statuses and values either way');
+  const ready = { status: 0, value: 0n };
+  t.deepEqual(without.slice(0, 4), [ready, ready, ready, ready], 'recorded and ready; the value: no posted failure');
+  t.deepEqual(without.slice(4, 8), [{ status: 600, value: 0n }, true, 0, ready], 'behind the kernel: not ready, at once');
+  t.deepEqual(without.slice(8, 11), [ready, 1, 0], "a failed launch: not the query's; the next synchronize's, once");
+  t.deepEqual(without.slice(11, 13), [{ status: 0, value: 400n }, 0], "a failed record: the reply's value (the guest keeps it)");
+  t.deepEqual(without[13], { status: 400, value: 0n }, "the query's own failure (no such event)");
+  t.deepEqual(without[14], ready, 'a stream query ends a batch too');
+  t.deepEqual(
+    [without[15], without[16]],
+    [
+      { status: Status.BAD_REQUEST, value: 0n },
+      { status: Status.BAD_REQUEST, value: 0n },
+    ],
+  );
+  t.deepEqual(without[17], ready);
+  // In C (9): the four ready batches, the one behind the kernel, the one after the synchronize,
+  // the second synchronize after the failed launch, the one after the failed record, and the
+  // last batch. Not: the synchronize behind the kernel (it would wait), the failed launch's and
+  // record's batches (left to the device, or whole), the first synchronize after the launch's
+  // (the session's async error), the unknown event, the stream query (the device's) and the
+  // wrong flags.
+  t.is(inC, 9, `answered in C (${inC})`);
+  t.is(off.inC(), 0, 'none with the server off');
+});
+
 /** A small deterministic generator (mulberry32): the same mutations for both sessions. */
 function random(seed: number): (n: number) => number {
   let x = seed >>> 0;
@@ -122,7 +190,7 @@ async function mutatedBatches(c: QcudaClient, n: number): Promise<string[]> {
   const ev = (await c.call(Cmd.EVENT_CREATE, { args: ['qcuda_args_event_create', { flags: 0 }] })).value;
   const pick = random(0x51a7e);
   const handles = [0n, s, ev, nop, 0x4242n, 2n, 0xffffffffffffffffn];
-  const endings = [Cmd.DEVICE_SYNC, Cmd.STREAM_SYNC, Cmd.EVENT_SYNC, Cmd.EVENT_QUERY, Cmd.LAUNCH, Cmd.MALLOC, 9999];
+  const endings = [Cmd.DEVICE_SYNC, Cmd.STREAM_SYNC, Cmd.EVENT_SYNC, Cmd.EVENT_QUERY, Cmd.STREAM_QUERY, Cmd.LAUNCH, Cmd.MALLOC, 9999];
   for (let i = 0; i < n; i++) {
     const entries: [number, Uint8Array][] = [];
     for (let k = 1 + pick(4); k > 0; k--)
@@ -132,10 +200,12 @@ async function mutatedBatches(c: QcudaClient, n: number): Promise<string[]> {
           : [Cmd.LAUNCH, launchArgs(nop, new Uint8Array(0), { stream: pick(2) ? s : 0n })],
       );
     let endsSync = pick(2) === 1;
+    const endsQuery = !endsSync && pick(2) === 1;
     if (endsSync)
       entries.push(
         pick(3) === 0 ? [Cmd.DEVICE_SYNC, new Uint8Array(0)] : [pick(2) ? Cmd.STREAM_SYNC : Cmd.EVENT_SYNC, handle(pick(2) ? s : ev)],
       );
+    if (endsQuery) entries.push(pick(3) === 0 ? [Cmd.STREAM_QUERY, handle(s)] : [Cmd.EVENT_QUERY, handle(ev)]);
     let count = entries.length;
     let flags: number | undefined;
     let lieBytes = 0;
@@ -177,7 +247,11 @@ async function mutatedBatches(c: QcudaClient, n: number): Promise<string[]> {
     const r = await c.call(Cmd.BATCH, {
       args: [
         'qcuda_args_batch',
-        { count: count >>> 0, flags: flags ?? (endsSync ? QCUDA_BATCH_ENDS_SYNC : 0), bytes: BigInt(bytes.length + Math.max(0, lieBytes)) },
+        {
+          count: count >>> 0,
+          flags: flags ?? (endsSync ? QCUDA_BATCH_ENDS_SYNC : endsQuery ? QCUDA_BATCH_ENDS_QUERY : 0),
+          bytes: BigInt(bytes.length + Math.max(0, lieBytes)),
+        },
       ],
       to: body.length ? [{ gpa, len: body.length }] : [],
     });

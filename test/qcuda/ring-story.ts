@@ -4,7 +4,7 @@
 // server on or off, and the stories whose answers must not depend on it.
 import type { ExecutionContext } from 'ava';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import { Cmd, encode, QCUDA_BATCH_ENDS_SYNC, QCUDA_ST_OUTPUT } from '../../backend/src/qcuda/proto';
+import { Cmd, encode, QCUDA_BATCH_ENDS_QUERY, QCUDA_BATCH_ENDS_SYNC, QCUDA_ST_OUTPUT } from '../../backend/src/qcuda/proto';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
@@ -111,21 +111,19 @@ export const launch = (func: bigint, params: Uint8Array, o?: Parameters<typeof l
 export const DEVICE_SYNC: Entry = [Cmd.DEVICE_SYNC, new Uint8Array(0)];
 export const handle = (h: bigint): Uint8Array => encode('qcuda_args_handle', { handle: h });
 
-/** Sends entries as one BATCH (ending with a synchronizing call if endsSync); count may lie. */
+/** Sends entries as one BATCH (ending with a synchronizing call if endsSync, a query if endsQuery); count may lie. */
 export async function batch(
   c: QcudaClient,
   entries: readonly Entry[],
-  o: { endsSync?: boolean; count?: number } = {},
+  o: { endsSync?: boolean; endsQuery?: boolean; count?: number } = {},
 ): Promise<{ status: number; value: bigint }> {
+  const flags = (o.endsSync ? QCUDA_BATCH_ENDS_SYNC : 0) | (o.endsQuery ? QCUDA_BATCH_ENDS_QUERY : 0);
   const bytes = frameBatch(entries);
   const at = c.fe.mem.mark();
   const gpa = c.fe.mem.alloc(Math.max(bytes.length, 8), 64);
   c.fe.mem.bytes(gpa, bytes.length).set(bytes);
   const r = await c.call(Cmd.BATCH, {
-    args: [
-      'qcuda_args_batch',
-      { count: o.count ?? entries.length, flags: o.endsSync ? QCUDA_BATCH_ENDS_SYNC : 0, bytes: BigInt(bytes.length) },
-    ],
+    args: ['qcuda_args_batch', { count: o.count ?? entries.length, flags, bytes: BigInt(bytes.length) }],
     to: bytes.length ? [{ gpa, len: bytes.length }] : [],
   });
   c.fe.mem.rewind(at);

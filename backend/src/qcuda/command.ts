@@ -53,12 +53,12 @@ export type Run<K extends CmdName> = (c: Call<K>) => Now<Result | void>;
 /** Runs for some commands, each typed by its own declaration. */
 export type Runs<K extends CmdName> = { readonly [P in K]: Run<P> };
 
-/** A batch's synchronizing call, once its other entries ran (here, or in the ring server: ring-server.ts). */
+/** A batch's ending call (a synchronize or a query), once its other entries ran (here, or in the ring server: ring-server.ts). */
 export interface BatchEnding {
   /** The command and its argument bytes, as the batch had them. */
   cmd: number;
   args: Uint8Array;
-  /** The reply's value: the failed entry's index, else the count of the others. */
+  /** The reply's value, for a synchronize: the failed entry's index, else the count of the others (a query's is postedError). */
   value: bigint;
   /** The other entries' first failure (0: none). */
   postedError: number;

@@ -30,6 +30,7 @@ function flags(d: CallDecl): string {
   return [
     d.posted ? 'posted' : '',
     d.syncs ? 'syncs' : '',
+    d.endsBatch ? 'ends batch' : '',
     d.unbatched ? 'unbatched' : '',
     d.varArgs ? 'more args' : '',
     d.context ? 'one to one' : '',
@@ -74,6 +75,10 @@ function callSection(name: string, d: CallDecl): string[] {
   if (d.syncs)
     facts.push(
       '- synchronizes: its status is also the first error of posted work since the last such call; it may end a batch (`QCUDA_BATCH_ENDS_SYNC`)',
+    );
+  if (d.endsBatch)
+    facts.push(
+      "- does not wait, so it may end a batch (`QCUDA_BATCH_ENDS_QUERY`): its status stays its own, posted work's first failure is the reply's value, kept by the guest for its next synchronizing call",
     );
   if (d.unbatched) facts.push('- sent without flushing posted work first');
   if (d.context) {
@@ -145,7 +150,8 @@ export function protocolDoc(): string {
     `## Calls (${calls.length})`,
     '',
     "Properties: *posted*: may be sent later in a `BATCH`; *syncs*: reports posted work's",
-    'errors and may end a batch; *unbatched*: sent without flushing posted work; *more args*:',
+    'errors and may end a batch; *ends batch*: a query that may end a batch without reporting',
+    "posted work's errors; *unbatched*: sent without flushing posted work; *more args*:",
     'more argument bytes follow the struct; *one to one*: answered by one method of the',
     "session's provider context.",
     '',

@@ -8,7 +8,11 @@
 // A batch may end with that synchronizing call (QCUDA_BATCH_ENDS_SYNC: the
 // guest library flushes its posted work with the call that waits for it), so
 // a launch and a synchronize take one round trip; the reply is then the
-// call's, which reports the other entries' first failure.
+// call's, which reports the other entries' first failure. A batch may end
+// with a query too (QCUDA_BATCH_ENDS_QUERY: an event or stream query, which
+// does not wait): the reply's status is then the query's own, and the other
+// entries' first failure is its value, which the guest keeps as it keeps a
+// batch's failure.
 import type { BatchEnding, Call, Result, Run, Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
 import {
@@ -17,6 +21,7 @@ import {
   cmdName,
   decode,
   LAYOUT,
+  QCUDA_BATCH_ENDS_QUERY,
   QCUDA_BATCH_ENDS_SYNC,
   QCUDA_MAX_BATCH,
   Status,
@@ -24,6 +29,7 @@ import {
   type StructName,
 } from '../proto';
 import type { LaunchDesc } from '../provider';
+import type { CallDecl } from '../wire/protocol';
 import { postedLaunch } from './launch';
 import { later, then, type Now } from '../../sys/now';
 
@@ -53,16 +59,31 @@ const VAR_ARGS = new Set<number>(
   Object.values(CALLS).flatMap((d) => ('posted' in d && d.posted && 'varArgs' in d && d.varArgs ? [d.cmd] : [])),
 );
 
-/** The commands that may end a batch (declared `syncs`: they wait for posted work and report its errors; no data, no output). */
-export type SyncCmd = { [K in CmdName]: (typeof CALLS)[K] extends { syncs: true } ? K : never }[CmdName];
+/**
+ * The commands that may end a batch: declared `syncs` (they wait for posted
+ * work and report its errors) or `endsBatch` (queries: they do not wait, and
+ * their status is their own); no data, no output.
+ */
+export type EndingCmd = {
+  [K in CmdName]: (typeof CALLS)[K] extends { syncs: true } | { endsBatch: true } ? K : never;
+}[CmdName];
 /** Runs one of them as the dispatcher would (after its gate). */
-export type RunSync = (name: SyncCmd, c: Call) => Now<Result>;
+export type RunEnding = (name: EndingCmd, c: Call) => Now<Result>;
 
-/** Synchronizing command number -> its name and its argument struct, if any. */
-const SYNCING = new Map<number, { name: SyncCmd; args?: StructName }>(
-  (Object.entries(CALLS) as [CmdName, (typeof CALLS)[CmdName]][]).flatMap(([name, d]) =>
-    'syncs' in d && d.syncs ? [[d.cmd, { name: name as SyncCmd, args: 'args' in d ? (d.args as StructName) : undefined }] as const] : [],
-  ),
+/** The batch flag of an ending command: what its declaration says it is. */
+function endingFlag(name: string, d: CallDecl): number | undefined {
+  if (!d.syncs && !d.endsBatch) return undefined;
+  if ((d.syncs && d.endsBatch) || d.data || d.out || d.varArgs)
+    throw new Error(`${name}: only a call with no data and no output may end a batch, as syncs or endsBatch`);
+  return d.syncs ? QCUDA_BATCH_ENDS_SYNC : QCUDA_BATCH_ENDS_QUERY;
+}
+
+/** Ending command number -> its name, its argument struct, if any, and the batch flag it ends a batch with. */
+const ENDING = new Map<number, { name: EndingCmd; args?: StructName; flag: number }>(
+  (Object.entries(CALLS) as [EndingCmd, CallDecl][]).flatMap(([name, d]) => {
+    const flag = endingFlag(name, d);
+    return flag === undefined ? [] : [[d.cmd, { name, args: d.args, flag }] as const];
+  }),
 );
 
 interface Entry {
@@ -87,9 +108,12 @@ function gather(c: Call<'BATCH'>, bytes: bigint): Uint8Array {
   return out;
 }
 
-/** Splits the batch into entries, checking all of its framing first; endsSync: the last entry is a synchronizing command. */
-export function parseBatch(buf: Uint8Array, count: number, endsSync = false): Entry[] {
-  if (endsSync && count === 0) throw bad('QCUDA_BATCH_ENDS_SYNC with no entry to end it');
+/** The name of a batch's ending flag, for messages. */
+const flagName = (ending: number): string => (ending === QCUDA_BATCH_ENDS_SYNC ? 'QCUDA_BATCH_ENDS_SYNC' : 'QCUDA_BATCH_ENDS_QUERY');
+
+/** Splits the batch into entries, checking all of its framing first; ending (a flag, 0: none): the last entry is a command that ends a batch so. */
+export function parseBatch(buf: Uint8Array, count: number, ending = 0): Entry[] {
+  if (ending !== 0 && count === 0) throw bad(`${flagName(ending)} with no entry to end it`);
   const v = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   const entries: Entry[] = [];
   let at = 0;
@@ -98,8 +122,8 @@ export function parseBatch(buf: Uint8Array, count: number, endsSync = false): En
     if (buf.length - at < ENTRY) throw bad(`truncated entry header at byte ${at}`);
     const cmd = v.getUint32(at, true);
     const len = v.getUint32(at + 4, true);
-    const last = endsSync && entries.length === count - 1;
-    const size = last ? syncArgsSize(cmd, entries.length) : postedArgsSize(cmd, entries.length);
+    const last = ending !== 0 && entries.length === count - 1;
+    const size = last ? endingArgsSize(cmd, ending, entries.length) : postedArgsSize(cmd, entries.length);
     if (VAR_ARGS.has(cmd) && !last ? len < size : len !== size)
       throw bad(`entry ${entries.length}: ${len} argument bytes for ${cmdName(cmd)}`);
     // Plain arithmetic, not (len + 7) & ~7: JavaScript's bitwise operators
@@ -119,9 +143,9 @@ function postedArgsSize(cmd: number, index: number): number {
   return LAYOUT[struct].size;
 }
 
-function syncArgsSize(cmd: number, index: number): number {
-  const s = SYNCING.get(cmd);
-  if (s === undefined) throw bad(`entry ${index}: command ${cmdName(cmd)} cannot end a batch (QCUDA_BATCH_ENDS_SYNC)`);
+function endingArgsSize(cmd: number, ending: number, index: number): number {
+  const s = ENDING.get(cmd);
+  if (s?.flag !== ending) throw bad(`entry ${index}: command ${cmdName(cmd)} cannot end a batch (${flagName(ending)})`);
   return s.args ? LAYOUT[s.args].size : 0;
 }
 
@@ -311,44 +335,51 @@ class Runner {
 }
 
 /**
- * The synchronizing call that ends a batch, after the other entries: their
- * first failure is posted work's error, which the call reports (as it
+ * The call that ends a batch, after the other entries. A synchronizing one:
+ * their first failure is posted work's error, which the call reports (as it
  * would, sent on its own after the batch); the reply is the call's, with
- * the batch's value, failed or not.
+ * the batch's value, failed or not. A query: the reply's status is its own
+ * (as it would be, sent on its own), and the failure is the reply's value,
+ * which the guest keeps as it keeps a batch's failure (the query neither
+ * reports it nor leaves it to the session: where it shows does not depend
+ * on whether the posted work left before the query or with it).
  */
-export function endBatch(c: BatchCaller, e: BatchEnding, runSync: RunSync): Now<Result> {
-  const s = SYNCING.get(e.cmd);
+export function endBatch(c: BatchCaller, e: BatchEnding, runEnding: RunEnding): Now<Result> {
+  const s = ENDING.get(e.cmd);
   if (s === undefined || e.args.length !== (s.args ? LAYOUT[s.args].size : 0))
     throw bad(`${cmdName(e.cmd)} with ${e.args.length} argument bytes cannot end a batch`);
-  if (e.postedError !== 0) c.session.noteAsyncError(e.postedError);
+  const syncs = s.flag === QCUDA_BATCH_ENDS_SYNC;
+  if (syncs && e.postedError !== 0) c.session.noteAsyncError(e.postedError);
+  const value = syncs ? e.value : BigInt(e.postedError);
   const call = entryCall(c, s.args ? decode(s.args, e.args) : {});
-  const answer = (r: Result): Result => ({ status: r.status ?? 0, value: e.value });
+  const answer = (r: Result): Result => ({ status: r.status ?? 0, value });
   const failed = (err: unknown): Result => {
     if (!(err instanceof CudaError)) throw err;
-    return { status: err.code, value: e.value };
+    return { status: err.code, value };
   };
   let r: Now<Result>;
   try {
-    r = runSync(s.name, call);
+    r = runEnding(s.name, call);
   } catch (err) {
     return failed(err);
   }
   return later(r) ? r.then(answer, failed) : answer(r);
 }
 
-/** BATCH, running posted entries with runs, and a synchronizing call that ends one with runSync. */
-export function batchRun(runs: PostedRuns, runSync: RunSync): Run<'BATCH'> {
+/** BATCH, running posted entries with runs, and a call that ends one (a synchronize or a query) with runEnding. */
+export function batchRun(runs: PostedRuns, runEnding: RunEnding): Run<'BATCH'> {
   return (c): Now<Result> => {
     const flags = c.args.flags;
-    if ((flags & ~QCUDA_BATCH_ENDS_SYNC) !== 0) throw bad(`unknown flags 0x${flags.toString(16)}`);
-    const endsSync = flags === QCUDA_BATCH_ENDS_SYNC;
-    const entries = parseBatch(gather(c, c.args.bytes), c.args.count, endsSync);
-    const posted = endsSync ? entries.slice(0, -1) : entries;
+    if (flags !== 0 && flags !== QCUDA_BATCH_ENDS_SYNC && flags !== QCUDA_BATCH_ENDS_QUERY)
+      throw bad(`unknown flags 0x${flags.toString(16)}`);
+    const ends = flags !== 0;
+    const entries = parseBatch(gather(c, c.args.bytes), c.args.count, flags);
+    const posted = ends ? entries.slice(0, -1) : entries;
     const r = new Runner(c, runs);
     return then(r.run(posted), () => {
       const value = BigInt(r.out.index < 0 ? posted.length : r.out.index);
       const last = entries[entries.length - 1];
-      if (endsSync) return endBatch(c, { cmd: last.cmd, args: last.args, value, postedError: r.out.index < 0 ? 0 : r.out.status }, runSync);
+      if (ends) return endBatch(c, { cmd: last.cmd, args: last.args, value, postedError: r.out.index < 0 ? 0 : r.out.status }, runEnding);
       return r.out.index < 0 ? { value } : { status: r.out.status, value };
     });
   };

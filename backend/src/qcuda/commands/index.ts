@@ -6,7 +6,7 @@ import type { BatchEnding, Call, Result, Run, Runs, SessionCmd } from '../comman
 import { then, type Now } from '../../sys/now';
 import { CALLS, type CallDecl, type CmdName } from '../wire/protocol';
 import { ARRAY_COMMANDS } from './array';
-import { batchRun, endBatch, type SyncCmd } from './batch';
+import { batchRun, endBatch, type EndingCmd } from './batch';
 import { contextCalls } from './context-call';
 import { DEVICE_COMMANDS } from './device';
 import { GRAPH_COMMANDS } from './graph';
@@ -103,7 +103,7 @@ function build(): Runs<SessionCmd> {
         LAUNCH_EX: LAUNCH_COMMANDS.LAUNCH_EX,
         GRAPH_LAUNCH: GRAPH_COMMANDS.GRAPH_LAUNCH,
       },
-      runSync,
+      runEnding,
     ),
   };
   const synced = (Object.keys(runs) as SessionCmd[]).filter((k) => (CALLS[k] as CallDecl).syncs);
@@ -131,14 +131,14 @@ export function runGated(d: CallDecl, run: Run<CmdName>, c: Call, ready?: () => 
   return both ? both.then(go) : go();
 }
 
-/** A synchronizing call that ends a batch, run as the dispatcher runs one (reporting posted work's errors: COMMANDS has it so). */
-function runSync(name: SyncCmd, c: Call): Now<Result> {
+/** A call that ends a batch, run as the dispatcher runs one (a synchronize reporting posted work's errors: COMMANDS has it so). */
+function runEnding(name: EndingCmd, c: Call): Now<Result> {
   return runGated(CALLS[name], COMMANDS[name] as Run<CmdName>, c);
 }
 
-/** A batch whose other entries ran in the ring server: its ending synchronize, run and answered as BATCH's would be (batch.ts). */
+/** A batch whose other entries ran in the ring server: its ending call, run and answered as BATCH's would be (batch.ts). */
 export function finishBatch(c: Pick<Call, 'session' | 'queue' | 'dev'>, e: BatchEnding): Now<Result> {
-  return endBatch(c, e, runSync);
+  return endBatch(c, e, runEnding);
 }
 
 export const COMMANDS: Runs<SessionCmd> = build();

@@ -412,10 +412,10 @@ export interface RingServerClass {
   readonly STOP: Readonly<Record<'idle' | 'handOff' | 'output' | 'busy' | 'budget' | 'left' | 'posted', number>>;
 }
 
-/** What a batch the ring server took leaves to the device (STOP.left): its ending synchronize, and the reply's value. */
+/** What a batch the ring server took leaves to the device (STOP.left): its ending synchronize or query, and the reply's value. */
 export interface LeftBatch {
   head: number;
-  /** The synchronizing command and its argument bytes, as the batch had them. */
+  /** The ending command (a synchronize, or an event query) and its argument bytes, as the batch had them. */
   cmd: number;
   args: Uint8Array;
   /** The reply's value (the count of posted entries). */

@@ -7,8 +7,8 @@
 // request it does not take (any other command, a bad one, one that would
 // wait or whose session has something pending) goes to the handler as before.
 // A BATCH whose entries it ran but whose ending synchronize would wait (or
-// follows a failed entry) is left to the device to finish
-// (QcudaDevice.finishBatch), as the ring's takeLeft.
+// whose ending synchronize or event query follows a failed entry) is left to
+// the device to finish (QcudaDevice.finishBatch), as the ring's takeLeft.
 //
 // What it needs of the session it is told here: the context to run on
 // (bound before each serve), the allocations, functions, streams and events to
@@ -121,7 +121,7 @@ export class RingServer implements RingFront, SessionMirror {
     return inflight <= this.session.callbacks.parked;
   }
 
-  /** The batch serve() took and left: the device runs its ending synchronize and answers it. */
+  /** The batch serve() took and left: the device runs its ending synchronize or query and answers it. */
   takeLeft(): LeftRequest | undefined {
     const l = this.#left;
     if (!l) return undefined;

@@ -25,9 +25,14 @@ const POSTING = [
 const POSTS = new Set<number>(POSTING.map((n) => (CALLS[n] as CallDecl).cmd));
 const BATCH = (CALLS.BATCH as CallDecl).cmd;
 
-/** Whether the command, once it returns, has waited for the process's posted work (a synchronize, or a batch ending in one). */
+/**
+ * Whether the command, once it returns, has waited for the process's posted
+ * work: a synchronize, or a batch ending in one (QCUDA_BATCH_ENDS_SYNC). A
+ * batch ending in a query (QCUDA_BATCH_ENDS_QUERY) has not: the work it
+ * posted may still be running, so the process stays busy.
+ */
 function syncs(d: CallDecl, c: Call): boolean {
-  return d.syncs === true || (d.cmd === BATCH && (((c.args as { flags?: number }).flags ?? 0) & QCUDA_BATCH_ENDS_SYNC) !== 0);
+  return d.syncs === true || (d.cmd === BATCH && ((c.args as { flags?: number }).flags ?? 0) === QCUDA_BATCH_ENDS_SYNC);
 }
 
 /** What must pass before the command runs under --gpu-share (undefined, the usual case: nothing). */

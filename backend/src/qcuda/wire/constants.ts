@@ -17,8 +17,8 @@ export const CONSTANTS = {
   },
   QCUDA_MAGIC: { value: 0x44554351, c: '0x44554351u', doc: '"QCUD"' },
   QCUDA_PROTO_VERSION: {
-    value: 5,
-    c: '5u',
+    value: 6,
+    c: '6u',
     doc: 'Bumped on any incompatible change of this file (new commands and structs are compatible).',
   },
   QCUDA_CONFIG_SIZE: { value: 40, doc: 'sizeof(struct virtio_qcuda_config)' },
@@ -81,6 +81,11 @@ export const CONSTANTS = {
     value: 1,
     c: '1u',
     doc: "qcuda_args_batch.flags: the batch's last entry is a synchronizing command (one declared to report posted work's errors: DEVICE_SYNC, STREAM_SYNC, EVENT_SYNC), run after the others, so that posted work and the call that waits for it take one round trip. The reply is that command's (a failure of the other entries is posted work's error, which it reports).",
+  },
+  QCUDA_BATCH_ENDS_QUERY: {
+    value: 2,
+    c: '2u',
+    doc: "qcuda_args_batch.flags: the batch's last entry is a query that does not wait (one declared endsBatch: EVENT_QUERY, STREAM_QUERY), run after the others, so that posted work and the query after it take one round trip. The reply's status is the query's own; its value is the others' first failure (0 if none), posted work's error, which the guest library keeps for its next synchronizing call as it keeps a batch's. Not with QCUDA_BATCH_ENDS_SYNC.",
   },
   QCUDA_MAX_EXTENTS: {
     value: 2048,

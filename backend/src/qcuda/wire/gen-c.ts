@@ -80,6 +80,7 @@ function shape(d: CallDecl): string {
     valueOf(d) ? `value = ${valueOf(d)}` : '',
     d.posted ? 'postable' : '',
     d.syncs ? "reports posted work's errors, ends its batch" : '',
+    d.endsBatch ? 'ends its batch (QCUDA_BATCH_ENDS_QUERY)' : '',
   ];
   return parts.filter(Boolean).join(', ');
 }
@@ -194,10 +195,12 @@ function signature(ret: string, name: string, params: string[]): string {
   return `${head}${params.join(`,\n${'\t'.repeat(Math.ceil(head.length / 8))}`)})`;
 }
 
-/** How a request goes: after the posted work (qc_call), at the end of its batch (a synchronizing call), or on its own. */
-function sender(d: CallDecl): string {
-  if (d.unbatched) return 'qc_call_unbatched';
-  return d.syncs ? 'qc_call_ending_batch' : 'qc_call';
+/** How a request goes: after the posted work (qc_call), at the end of its batch (a synchronizing call or a query, with the batch's flag), or on its own. */
+function sender(d: CallDecl, req: string): string {
+  if (d.unbatched) return `qc_call_unbatched(${req})`;
+  if (d.syncs) return `qc_call_ending_batch(${req}, QCUDA_BATCH_ENDS_SYNC)`;
+  if (d.endsBatch) return `qc_call_ending_batch(${req}, QCUDA_BATCH_ENDS_QUERY)`;
+  return `qc_call(${req})`;
 }
 
 function requestBuilder(name: string, d: CallDecl): string[] {
@@ -223,7 +226,7 @@ function requestBuilder(name: string, d: CallDecl): string[] {
     `${signature('cudaError_t', `qc_req_${lower}`, params)}`,
     '{',
     ...a.build,
-    `\treturn ${sender(d)}(&(struct qc_req){ ${req.join(', ')} });`,
+    `\treturn ${sender(d, `&(struct qc_req){ ${req.join(', ')} }`)};`,
     '}',
     '',
   ];
@@ -247,8 +250,8 @@ export function callsHeader(): string {
     '/* SPDX-License-Identifier: MIT */',
     '/*',
     " * The guest library's request builders: qc_req_<command>() sends one command",
-    ' * and waits for its reply (qc_call; a synchronizing one goes at the end of',
-    " * the posted work's batch: qc_call_ending_batch), qc_post_<command>() queues",
+    ' * and waits for its reply (qc_call; a synchronizing one or a query goes at the',
+    " * end of the posted work's batch: qc_call_ending_batch), qc_post_<command>() queues",
     ' * a postable one for the next batch (qc_post). Included by qcrt.h after',
     ' * struct qc_req.',
     ` * ${GENERATED}`,

@@ -81,6 +81,15 @@ export interface CallDecl {
    */
   readonly syncs?: boolean;
   /**
+   * Asks without waiting (a query), takes no data and has no output, so it
+   * may end a batch too (QCUDA_BATCH_ENDS_QUERY: the guest library sends it
+   * with the posted work it flushes). Unlike a `syncs` call its status is
+   * its own: posted work's first failure comes back as the reply's value,
+   * which the guest keeps for its next synchronizing call, as it keeps a
+   * batch's.
+   */
+  readonly endsBatch?: boolean;
+  /**
    * Who answers: the virtio device itself (requests of the guest kernel
    * driver, no session), the backend from the session's state, or the
    * session's provider context (in the session's worker when isolated).
@@ -201,6 +210,7 @@ export const CALLS = {
     side: 'context',
     args: 'qcuda_args_handle',
     handles: { handle: 'stream' },
+    endsBatch: true,
     doc: 'status = cudaSuccess or cudaErrorNotReady',
     context: { method: 'streamQuery', params: ['handle'], result: 'ready' },
   },
@@ -287,6 +297,7 @@ export const CALLS = {
     side: 'context',
     args: 'qcuda_args_handle',
     handles: { handle: 'event' },
+    endsBatch: true,
     doc: 'status = cudaSuccess or cudaErrorNotReady',
     context: { method: 'eventQuery', params: ['handle'], result: 'ready' },
   },
@@ -677,8 +688,9 @@ export const CALLS = {
     unbatched: true,
     args: 'qcuda_args_batch',
     data: 'to',
-    doc: "Posted work: several commands in one request (data to device: args.bytes of entries, each a struct qcuda_batch_entry, then its argument struct as the command takes it, then padding to 8 bytes). Only commands that enqueue and never wait may be posted (the postable ones: LAUNCH, LAUNCH_EX and GRAPH_LAUNCH, MEMSET and MEMCPY_DTOD with async = 1, EVENT_RECORD, STREAM_WAIT_EVENT, HOST_FUNC). They run in order; one that fails does not stop the others. status = the first failure's. A malformed batch runs nothing. With flags QCUDA_BATCH_ENDS_SYNC the last entry is a synchronizing command, run after the others: status = its status, which reports the others' first failure as posted work's error.",
-    value: "the failed entry's index (the entry count if none failed; with QCUDA_BATCH_ENDS_SYNC, among the entries before the last)",
+    doc: "Posted work: several commands in one request (data to device: args.bytes of entries, each a struct qcuda_batch_entry, then its argument struct as the command takes it, then padding to 8 bytes). Only commands that enqueue and never wait may be posted (the postable ones: LAUNCH, LAUNCH_EX and GRAPH_LAUNCH, MEMSET and MEMCPY_DTOD with async = 1, EVENT_RECORD, STREAM_WAIT_EVENT, HOST_FUNC). They run in order; one that fails does not stop the others. status = the first failure's. A malformed batch runs nothing. With flags QCUDA_BATCH_ENDS_SYNC the last entry is a synchronizing command, run after the others: status = its status, which reports the others' first failure as posted work's error. With QCUDA_BATCH_ENDS_QUERY the last entry is a query (declared endsBatch), run after the others: status = its own status (cudaSuccess or cudaErrorNotReady, or its own failure), value = the others' first failure.",
+    value:
+      "the failed entry's index (the entry count if none failed; with QCUDA_BATCH_ENDS_SYNC, among the entries before the last); with QCUDA_BATCH_ENDS_QUERY, the first failure's status among the entries before the last (0 if none), which the guest keeps as posted work's error",
   },
   HOST_FUNC: {
     cmd: 55,

@@ -364,7 +364,7 @@ export const STRUCTS = {
   qcuda_args_batch: {
     fields: [
       ['count', 'u32', 'entries'],
-      ['flags', 'u32', 'QCUDA_BATCH_ENDS_SYNC or 0'],
+      ['flags', 'u32', 'QCUDA_BATCH_ENDS_SYNC, QCUDA_BATCH_ENDS_QUERY or 0'],
       ['bytes', 'u64', '== hdr.data_len; QCUDA_MAX_BATCH at most'],
     ],
   },
