@@ -279,8 +279,8 @@ static int op_run(struct op *op)
 			s = vhu_slot_get();
 		if (!s) {
 			/* Set when started: started > reaped here. */
-			struct vhu_slot *old =
-				ring[reaped % window]; // NOLINT(clang-analyzer-core.uninitialized.Assign)
+			// NOLINTNEXTLINE(clang-analyzer-core.uninitialized.Assign)
+			struct vhu_slot *old = ring[reaped % window];
 
 			err = chunk_reap(op, old, reaped++);
 			vhu_slot_put(old);
