@@ -21,7 +21,9 @@ WINDOWS_PKGS := gcc-mingw-w64-x86-64-posix mingw-w64-x86-64-dev binutils-mingw-w
 MINGW_CC := x86_64-w64-mingw32-gcc-posix
 WIN_OUT := $(BUILD)/windows
 WIN_DIR := $(CURDIR)/guest-driver/windows
-WIN_CFLAGS := -std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -I$(CURDIR)/guest-driver/include -I$(CURDIR)/guest-driver/lib
+# -Werror as the Linux guest libraries; CUDA's headers as system headers:
+# under mingw they redefine __cdecl, which is theirs to fix, not a warning here.
+WIN_CFLAGS := -std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -Werror -I$(CURDIR)/guest-driver/include -I$(CURDIR)/guest-driver/lib
 WIN_PROBE_SRCS := $(WIN_DIR)/shm_probe.c $(CURDIR)/guest-driver/lib/shm_attach.c
 WIN_PROBE_DEPS := $(WIN_PROBE_SRCS) $(CURDIR)/guest-driver/lib/shm_attach.h $(CURDIR)/guest-driver/lib/qc_os.h \
 	$(CURDIR)/guest-driver/include/qcuda_shm.h $(CURDIR)/guest-driver/include/qcuda_proto.h
@@ -70,7 +72,7 @@ WIN_DLL_OBJS := $(patsubst %.c,$(WIN_DLL_OBJ)/lib/%.o,$(notdir $(WIN_LIB_SRCS)))
 	$(patsubst %.c,$(WIN_DLL_OBJ)/cu/%.o,$(notdir $(WIN_CU_SRCS))) \
 	$(patsubst %.c,$(WIN_DLL_OBJ)/gen/%.o,$(notdir $(WIN_CU_GEN_SRCS)))
 # gnu_printf formats (%zu) through mingw's own printf, as glibc's.
-WIN_DLL_CFLAGS := $(WIN_CFLAGS) -fno-strict-aliasing -pthread -D__USE_MINGW_ANSI_STDIO=1 -I$(CUDA_HOME)/include \
+WIN_DLL_CFLAGS := $(WIN_CFLAGS) -fno-strict-aliasing -pthread -D__USE_MINGW_ANSI_STDIO=1 -isystem $(CUDA_HOME)/include \
 	-I$(GUEST_CU_DIR) -I$(GUEST_CU_GEN)
 WIN_DLL_HDRS := $(wildcard $(LIB)/*.h) $(wildcard $(GUEST_CU_DIR)/*.h) $(GUEST_INCLUDE)/qcuda_proto.h \
 	$(GUEST_CU_GEN)/cu_errnames.h $(GUEST_CU_GEN)/cu_twins.h
@@ -104,11 +106,11 @@ $(WIN_OUT)/dll/nvcuda.dll: $(WIN_DLL_OBJS) $(GUEST_CU_GEN)/nvcuda.def
 WIN_DRV_SRC := $(CURDIR)/test/libcuda/drvbasic.c
 windows-dll: $(WIN_OUT)/dll/drvbasic.exe $(WIN_OUT)/drvbasic $(WIN_OUT)/drvapi.cubin
 $(WIN_OUT)/dll/drvbasic.exe: $(WIN_DRV_SRC) $(CURDIR)/test/libcuda/check.h $(WIN_OUT)/dll/nvcuda.dll
-	$(MINGW_CC) -std=gnu11 -O2 -Wall -Wextra -D__USE_MINGW_ANSI_STDIO=1 -I$(CUDA_HOME)/include -o $@ $< $(WIN_OUT)/dll/nvcuda.dll
+	$(MINGW_CC) -std=gnu11 -O2 -Wall -Wextra -Werror -D__USE_MINGW_ANSI_STDIO=1 -isystem $(CUDA_HOME)/include -o $@ $< $(WIN_OUT)/dll/nvcuda.dll
 # What nvcuda.dll refuses on Windows (docs/windows.md), for the same test.
 windows-dll: $(WIN_OUT)/dll/dll_refusals.exe
 $(WIN_OUT)/dll/dll_refusals.exe: $(WIN_DIR)/dll_refusals.c $(WIN_OUT)/dll/nvcuda.dll
-	$(MINGW_CC) -std=gnu11 -O2 -Wall -Wextra -I$(CUDA_HOME)/include -o $@ $< $(WIN_OUT)/dll/nvcuda.dll
+	$(MINGW_CC) -std=gnu11 -O2 -Wall -Wextra -Werror -isystem $(CUDA_HOME)/include -o $@ $< $(WIN_OUT)/dll/nvcuda.dll
 $(WIN_OUT)/drvbasic: $(WIN_DRV_SRC) $(CURDIR)/test/libcuda/check.h $(GUEST_LIBCUDA)
 	gcc -std=gnu11 -O2 -Wall -Wextra -I$(CUDA_HOME)/include -o $@ $< -L$(GUEST_LIB_OUT) -l:libcuda.so.1
 $(WIN_OUT)/drvapi.cubin: $(CURDIR)/test/libcuda/drvapi_kernels.cu
