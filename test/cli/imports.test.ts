@@ -7,6 +7,7 @@
 import test from 'ava';
 import fs from 'node:fs';
 import path from 'node:path';
+import { stronglyConnected } from '../sccs';
 
 const root = path.resolve(__dirname, '..', '..', '..');
 const src = path.join(root, 'backend', 'src');
@@ -48,38 +49,11 @@ const rel = (f: string) => path.relative(src, f);
 const lib = path.join(src, 'vhost-user');
 const inLib = (p: string) => p.startsWith(lib + path.sep);
 
-/** Strongly connected groups of more than one module (Tarjan), or a module importing itself. */
+/** Strongly connected groups of more than one module, or a module importing itself. */
 function cycles(): string[][] {
-  let index = 0;
-  const idx = new Map<string, number>();
-  const low = new Map<string, number>();
-  const stack: string[] = [];
-  const on = new Set<string>();
-  const out: string[][] = [];
-  const visit = (v: string): void => {
-    idx.set(v, index);
-    low.set(v, index++);
-    stack.push(v);
-    on.add(v);
-    for (const w of graph.get(v) ?? []) {
-      if (!idx.has(w)) {
-        visit(w);
-        low.set(v, Math.min(low.get(v)!, low.get(w)!));
-      } else if (on.has(w)) low.set(v, Math.min(low.get(v)!, idx.get(w)!));
-    }
-    if (low.get(v) === idx.get(v)) {
-      const group: string[] = [];
-      let w;
-      do {
-        w = stack.pop()!;
-        on.delete(w);
-        group.push(rel(w));
-      } while (w !== v);
-      if (group.length > 1 || (graph.get(v) ?? []).includes(v)) out.push(group);
-    }
-  };
-  for (const v of graph.keys()) if (!idx.has(v)) visit(v);
-  return out;
+  return stronglyConnected(graph.keys(), (v) => graph.get(v) ?? [])
+    .filter((g) => g.length > 1 || (graph.get(g[0]) ?? []).includes(g[0]))
+    .map((g) => g.map(rel));
 }
 
 test('the backend has no import cycles, type imports included', (t) => {

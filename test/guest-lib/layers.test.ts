@@ -17,6 +17,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { stronglyConnected } from '../sccs';
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');
 const LIB = path.join(ROOT, 'guest-driver/lib');
@@ -48,38 +49,12 @@ function layerOf(file: string): number {
 }
 const layerName = (i: number) => (i < LAYERS.length ? LAYERS[i][0] : 'concepts');
 
-/** Groups of more than one file that reach each other (Tarjan), largest first. */
+/** Groups of more than one file that reach each other, largest first. */
 function circles(uses: Uses): string[][] {
-  let index = 0;
-  const idx = new Map<string, number>();
-  const low = new Map<string, number>();
-  const stack: string[] = [];
-  const on = new Set<string>();
-  const out: string[][] = [];
-  const visit = (v: string): void => {
-    idx.set(v, index);
-    low.set(v, index++);
-    stack.push(v);
-    on.add(v);
-    for (const w of uses.get(v)?.keys() ?? []) {
-      if (!idx.has(w)) {
-        visit(w);
-        low.set(v, Math.min(low.get(v)!, low.get(w)!));
-      } else if (on.has(w)) low.set(v, Math.min(low.get(v)!, idx.get(w)!));
-    }
-    if (low.get(v) === idx.get(v)) {
-      const group: string[] = [];
-      let w: string;
-      do {
-        w = stack.pop()!;
-        on.delete(w);
-        group.push(w);
-      } while (w !== v);
-      if (group.length > 1) out.push(group.sort());
-    }
-  };
-  for (const v of uses.keys()) if (!idx.has(v)) visit(v);
-  return out.sort((a, b) => b.length - a.length);
+  return stronglyConnected(uses.keys(), (v) => uses.get(v)?.keys() ?? [])
+    .filter((g) => g.length > 1)
+    .map((g) => g.sort())
+    .sort((a, b) => b.length - a.length);
 }
 
 /** What breaks the rules, one line each (empty: none). */

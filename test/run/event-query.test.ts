@@ -6,15 +6,7 @@
 // own. Counted with qcuda_stats, not timed. (What becomes of a posted
 // failure before the query: test/qcuda/batch.test.ts, ring-server.test.ts.)
 import test from 'ava';
-import { execFileSync, spawnSync } from 'node:child_process';
-import fs from 'node:fs';
-import path from 'node:path';
-import { tmpDir } from '../helpers';
-
-const dist = path.resolve(__dirname, '..', '..');
-const QCUDA = path.join(dist, 'backend/src/cli/qcuda.js');
-const LIB = path.resolve(dist, '..', 'build', 'guest', 'lib');
-const CUDA_INCLUDE = path.join(process.env.CUDA_HOME ?? '/usr/local/cuda', 'include');
+import { runCounted } from './counted';
 
 const SOURCE = `#include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -51,15 +43,7 @@ int main(void) {
 `;
 
 test('an event record and a query are one round trip, as are a memset and a stream query', (t) => {
-  const dir = tmpDir(t);
-  const prog = path.join(dir, 'event-query');
-  fs.writeFileSync(`${prog}.c`, SOURCE);
-  execFileSync('gcc', ['-o', prog, `${prog}.c`, `-I${CUDA_INCLUDE}`, `-L${LIB}`, '-l:libcudart.so.13']);
-  const r = spawnSync(process.execPath, [QCUDA, 'run', '--provider=host', '--cudart=qcuda', '--', prog], {
-    encoding: 'utf8',
-    timeout: 60_000,
-    env: { ...process.env, QCUDA_BATCH_DELAY_US: '1000000' },
-  });
+  const r = runCounted(t, 'event-query', SOURCE);
   t.is(r.status, 0, r.stderr);
   t.is(
     r.stdout,

@@ -6,15 +6,7 @@
 // outside CUDA (on a semaphore it posts) still runs: the flusher sends it
 // within the batch delay (1 s here). Counted with qcuda_stats, not timed.
 import test from 'ava';
-import { execFileSync, spawnSync } from 'node:child_process';
-import fs from 'node:fs';
-import path from 'node:path';
-import { tmpDir } from '../helpers';
-
-const dist = path.resolve(__dirname, '..', '..');
-const QCUDA = path.join(dist, 'backend/src/cli/qcuda.js');
-const LIB = path.resolve(dist, '..', 'build', 'guest', 'lib');
-const CUDA_INCLUDE = path.join(process.env.CUDA_HOME ?? '/usr/local/cuda', 'include');
+import { runCounted } from './counted';
 
 const SOURCE = `#include <cuda_runtime_api.h>
 #include <semaphore.h>
@@ -48,15 +40,7 @@ int main(void) {
 `;
 
 test('a host function goes in the batch of the synchronize after it; one waited for outside CUDA runs', (t) => {
-  const dir = tmpDir(t);
-  const prog = path.join(dir, 'hostfn');
-  fs.writeFileSync(`${prog}.c`, SOURCE);
-  execFileSync('gcc', ['-o', prog, `${prog}.c`, `-I${CUDA_INCLUDE}`, `-L${LIB}`, '-l:libcudart.so.13']);
-  const r = spawnSync(process.execPath, [QCUDA, 'run', '--provider=host', '--cudart=qcuda', '--', prog], {
-    encoding: 'utf8',
-    timeout: 60_000,
-    env: { ...process.env, QCUDA_BATCH_DELAY_US: '1000000' },
-  });
+  const r = runCounted(t, 'hostfn', SOURCE);
   t.is(r.status, 0, r.stderr);
   t.is(r.stdout, 'batches sent by the host function: 0, with the synchronize: 1\nthe host function waited for outside CUDA ran\n');
 });

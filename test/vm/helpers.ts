@@ -5,6 +5,7 @@ import path from 'node:path';
 import { readStatus } from '../../backend/src/sys/status-socket';
 import type { BackendStatus } from '../../backend/src/cli/status';
 import type { QcudaStatus } from '../../backend/src/qcuda/status';
+import type { VmOptions } from '../../backend/src/vm/runner';
 
 const env = { qemu: process.env.QEMU_BIN, kernel: process.env.GUEST_KERNEL, initrd: process.env.GUEST_INITRD };
 const missing = Object.entries(env)
@@ -48,5 +49,28 @@ export function statusAtMarks(): {
         );
       }
     },
+  };
+}
+
+/** Calls act(monitor) once the console shows `mark`. */
+export function onMark(
+  mark: string,
+  act: (monitor: string) => Promise<void>,
+): Pick<VmOptions, 'onStarted' | 'onConsole'> & { done: Promise<void> } {
+  let monitor: string | undefined;
+  let seen = '';
+  let fire: () => void;
+  const go = new Promise<void>((r) => (fire = r));
+  let fired = false;
+  return {
+    onStarted: (i) => (monitor = i.monitor),
+    onConsole: (s) => {
+      seen += s;
+      if (!fired && seen.includes(mark)) {
+        fired = true;
+        fire();
+      }
+    },
+    done: go.then(() => act(monitor!)),
   };
 }

@@ -7,10 +7,10 @@
 import test from 'ava';
 import fs from 'node:fs';
 import path from 'node:path';
-import { runVm, VmError, type VmOptions } from '../../backend/src/vm/runner';
+import { runVm, VmError } from '../../backend/src/vm/runner';
 import { migrateVm, Qmp } from '../../backend/src/vm/qmp';
 import { tmpDir } from '../helpers';
-import { base } from './helpers';
+import { base, onMark } from './helpers';
 
 const withState = test.serial;
 
@@ -18,29 +18,6 @@ const host = { ...base, backendArgs: ['--provider=host'], timeoutMs: 300_000 };
 /** memcpy prints this after its first round trips: the program is mid-run, its memory allocated. */
 const MID = 'round trips of';
 const PROGRAM = 'memcpy';
-
-/** Calls act(monitor) once the console shows `mark`. */
-function onMark(
-  mark: string,
-  act: (monitor: string) => Promise<void>,
-): Pick<VmOptions, 'onStarted' | 'onConsole'> & { done: Promise<void> } {
-  let monitor: string | undefined;
-  let seen = '';
-  let fire: () => void;
-  const go = new Promise<void>((r) => (fire = r));
-  let fired = false;
-  return {
-    onStarted: (i) => (monitor = i.monitor),
-    onConsole: (s) => {
-      seen += s;
-      if (!fired && seen.includes(mark)) {
-        fired = true;
-        fire();
-      }
-    },
-    done: go.then(() => act(monitor!)),
-  };
-}
 
 let unmoved: string;
 

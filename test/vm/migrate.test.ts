@@ -5,10 +5,10 @@
 import test from 'ava';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { runVm, type VmOptions } from '../../backend/src/vm/runner';
+import { runVm } from '../../backend/src/vm/runner';
 import { Qmp, waitForMigration } from '../../backend/src/vm/qmp';
 import { tmpDir } from '../helpers';
-import { base } from './helpers';
+import { base, onMark } from './helpers';
 
 /**
  * Tests of a backend whose device offers no state: the host provider with a
@@ -39,24 +39,7 @@ function qcudaMigrate(monitor: string, to: string, timeoutMs = 120_000): Promise
 }
 
 /** Calls act(monitor) once the guest printed READY on its console. */
-function whenReady(act: (monitor: string) => Promise<void>): Pick<VmOptions, 'onStarted' | 'onConsole'> & { done: Promise<void> } {
-  let monitor: string | undefined;
-  let seen = '';
-  let fire: () => void;
-  const go = new Promise<void>((r) => (fire = r));
-  let fired = false;
-  return {
-    onStarted: (i) => (monitor = i.monitor),
-    onConsole: (s) => {
-      seen += s;
-      if (!fired && seen.includes(READY)) {
-        fired = true;
-        fire();
-      }
-    },
-    done: go.then(() => act(monitor!)),
-  };
-}
+const whenReady = (act: (monitor: string) => Promise<void>) => onMark(READY, act);
 
 withoutState('a back-end without the device state: qcuda migrate fails at setup, says why, and the source VM runs on', async (t) => {
   const dir = tmpDir(t);
