@@ -71,9 +71,14 @@ export class HostArrays {
   }
 
   mipmapCreate(desc: ArrayDesc, levels: number): MipmapRef {
+    return this.#newMipmap(levels, (l) => this.create(levelDesc(desc, l)));
+  }
+
+  /** A mipmapped array of levels made by make(level); the ones made are destroyed if one fails. */
+  #newMipmap(levels: number, make: (level: number) => ArrayRef): MipmapRef {
     const ids: number[] = [];
     try {
-      for (let l = 0; l < levels; l++) ids.push(this.create(levelDesc(desc, l)) as number);
+      for (let l = 0; l < levels; l++) ids.push(make(l) as number);
     } catch (e) {
       for (const id of ids) this.destroy(id);
       throw e;
@@ -134,16 +139,7 @@ export class HostArrays {
 
   /** A migrated mipmapped array: its levels' bytes at their addresses (levelDesc's shapes). */
   adoptMipmap(desc: ArrayDesc, levels: readonly { base: DevPtr; bytes: Uint8Array }[]): MipmapRef {
-    const ids: number[] = [];
-    try {
-      levels.forEach((l, i) => ids.push(this.adopt(levelDesc(desc, i), l.base, l.bytes) as number));
-    } catch (e) {
-      for (const id of ids) this.destroy(id);
-      throw e;
-    }
-    const id = nextArray++;
-    this.#mipmaps.set(id, ids);
-    return id;
+    return this.#newMipmap(levels.length, (l) => this.adopt(levelDesc(desc, l), levels[l].base, levels[l].bytes));
   }
 
   /** A migrated array: its bytes at its address at the source (another allocation's there otherwise). */

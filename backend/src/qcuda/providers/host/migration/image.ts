@@ -3,7 +3,7 @@
 // handles and addresses its guest process knows. Blobs follow in this
 // order: per session, its allocations, then its VMM physical memory, then
 // its arrays, each in the order listed.
-import type { ArrayDesc } from '../../../provider';
+import type { ArrayDesc, GraphNodeSpec } from '../../../provider';
 
 /** A conditional handle of a graph or executable graph (its value as now). */
 export interface CondImage {
@@ -13,25 +13,12 @@ export interface CondImage {
   value: number;
 }
 
-/** A node of an executable graph; an event node names its event by the session's handle. */
-export type NodeImage = { parent: number; body: number } & (
-  | {
-      type: 'memcpy';
-      dst: bigint;
-      src: bigint;
-      dstPitch: bigint;
-      dstRows: bigint;
-      srcPitch: bigint;
-      srcRows: bigint;
-      width: bigint;
-      height: bigint;
-      depth: bigint;
-    }
-  | { type: 'memset'; dst: bigint; pitch: bigint; value: number; elem: number; width: bigint; height: bigint }
-  | { type: 'empty' }
-  | { type: 'eventRecord' | 'eventWait'; event: bigint }
-  | { type: 'cond'; handle: bigint; condType: number; size: number }
-);
+type EventNode = Extract<GraphNodeSpec, { type: 'eventRecord' | 'eventWait' }>;
+/**
+ * A node of an executable graph as GraphNodeSpec has it, but an event node
+ * names its event by the session's handle; kernel nodes are not carried.
+ */
+export type NodeImage = Exclude<GraphNodeSpec, { type: 'kernel' } | EventNode> | (Omit<EventNode, 'event'> & { event: bigint });
 
 /** A stream attribute's bytes, as hex. */
 export type AttrImage = [attr: number, hex: string];
