@@ -16,7 +16,9 @@ const NONE = new Uint8Array(0);
 /** A context as a session's worker has it: ordered calls and short waits on the JS thread. */
 async function context(t: ExecutionContext) {
   n.setInlineCalls(true);
-  n.setInlineWait(50);
+  // Long enough that a loaded CI machine's preemption does not outlast an
+  // idle wait's poll (50 us did once); far below the 300 ms hold below.
+  n.setInlineWait(2000);
   t.teardown(() => {
     n.setInlineCalls(false);
     n.setInlineWait(0);
