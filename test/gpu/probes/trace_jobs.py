@@ -3,7 +3,7 @@ under qcuda run with qcuda-trace, then trace-diff.py names every driver
 answer that differs. Prints the job's result digest, so the two runs'
 outputs can be compared too.
 
-  python3 trace_jobs.py bf16|fp16|fp32|conv|graph
+  python3 trace_jobs.py bf16|fp16|fp32|conv|graph|event
 """
 import sys
 
@@ -46,8 +46,19 @@ def graph():
     return y
 
 
+def event():
+    # The calls behind workloads.py's event_query step, 50 times over: which
+    # of them cross the wire on their own under qcuda shows in the trace.
+    e = torch.cuda.Event()
+    x = torch.ones(4, device=dev)
+    for _ in range(50):
+        e.record()
+        e.query()
+    return x
+
+
 JOBS = {'bf16': lambda: gemm(torch.bfloat16), 'fp16': lambda: gemm(torch.float16), 'fp32': lambda: gemm(torch.float32),
-        'conv': conv, 'graph': graph}
+        'conv': conv, 'graph': graph, 'event': event}
 
 out = JOBS[sys.argv[1]]()
 torch.cuda.synchronize()
