@@ -37,22 +37,26 @@ rows, out = [], {'rounds': len(rounds)}
 for name, first in rounds[0][0].items():
     errors = [r[s][name]['error'] for r in rounds for s in (0, 1) if 'error' in r[s].get(name, {'error': 'not run'})]
     if errors:
-        rows.append(f'| {name} | failed: {errors[0]} | | | | | |')
+        rows.append(f'| {name} | failed: {errors[0]} | | | | | | |')
         out[name] = {'error': errors[0]}
         continue
     n, q = median(0, name, 'value'), median(1, name, 'value')
     ratio = q / n if first.get('higher_is_better') else n / q
     rt, cpu = median(1, name, 'round_trips'), median(1, name, 'backend_cpu_ms')
+    # The program's own CPU time per step (all its threads), natively and under qcuda.
+    ncpu, qcpu = median(0, name, 'client_cpu_us'), median(1, name, 'client_cpu_us')
     same = result_matches(name)
-    rows.append(f"| {name} ({first['unit']}) | {n:.4g} | {q:.4g} | **{ratio:.3f}** | {fmt(rt, '.2f')} | {fmt(cpu, '.3f')} | {same} |")
+    rows.append(f"| {name} ({first['unit']}) | {n:.4g} | {q:.4g} | **{ratio:.3f}** | {fmt(rt, '.2f')} | {fmt(cpu, '.3f')} | "
+                f"{fmt(ncpu, '.1f')} / {fmt(qcpu, '.1f')} | {same} |")
     out[name] = {'unit': first['unit'], 'native': n, 'qcuda': q, 'ratio': ratio, 'round_trips_per_step': rt, 'backend_cpu_ms_per_step': cpu,
-                 'same_result': same}
+                 'client_cpu_us_per_step': {'native': ncpu, 'qcuda': qcpu}, 'same_result': same}
     if name == 'copies':
         for k in COPIES:
             kn, kq = median(0, name, k), median(1, name, k)
-            rows.append(f'| copies {k} (GB/s) | {kn:.3g} | {kq:.3g} | **{kq / kn:.3f}** | - | - | - |')
+            rows.append(f'| copies {k} (GB/s) | {kn:.3g} | {kq:.3g} | **{kq / kn:.3f}** | - | - | - | - |')
             out[f'copies_{k}'] = {'unit': 'GB/s', 'native': kn, 'qcuda': kq, 'ratio': kq / kn}
-print(f'| workload | native | qcuda run | ratio | round trips/step | backend CPU ms/step | result |  (median of {len(rounds)} rounds)')
-print('|---|---|---|---|---|---|---|')
+print(f'| workload | native | qcuda run | ratio | round trips/step | backend CPU ms/step | program CPU us/step native / qcuda | result |'
+      f'  (median of {len(rounds)} rounds)')
+print('|---|---|---|---|---|---|---|---|')
 print('\n'.join(rows))
 json.dump(out, open(out_file, 'w'), indent=1)

@@ -56,19 +56,22 @@ LAST = {}
 
 def timed(step, sync, steps, warmup=3):
     """Median seconds per step over REPS batches of `steps` steps, and round trips per step
-    (the backend's CPU seconds per step go to LAST['backend_cpu_ms'])."""
+    (the backend's CPU seconds per step go to LAST['backend_cpu_ms'], this process's, all its
+    threads, in microseconds to LAST['client_cpu_us']: above the step's time, the program
+    (with qcuda's library in it) is what bounds the step, not the GPU)."""
     for _ in range(warmup):
         step()
     sync()
     times = []
-    t_before, c_before = trips(), backend_cpu()
+    t_before, c_before, p_before = trips(), backend_cpu(), time.process_time()
     for _ in range(REPS):
         t0 = time.perf_counter()
         for _ in range(steps):
             step()
         sync()
         times.append((time.perf_counter() - t0) / steps)
-    t_after, c_after = trips(), backend_cpu()
+    t_after, c_after, p_after = trips(), backend_cpu(), time.process_time()
+    LAST['client_cpu_us'] = (p_after - p_before) * 1e6 / (REPS * steps)
     rt = None if t_before is None else (t_after - t_before) / (REPS * steps)
     LAST['backend_cpu_ms'] = None if c_before is None else (c_after - c_before) * 1e3 / (REPS * steps)
     return statistics.median(times), rt
@@ -413,6 +416,7 @@ if __name__ == '__main__':
             LAST.clear()
             results[name] = WORKLOADS[name]()
             results[name]['backend_cpu_ms'] = LAST.get('backend_cpu_ms')
+            results[name]['client_cpu_us'] = LAST.get('client_cpu_us')
         except Exception as e:  # one failing workload must not hide the rest
             traceback.print_exc()
             results[name] = {'error': f'{type(e).__name__}: {e}'}
