@@ -115,7 +115,7 @@ static cudaError_t host_alloc(void **out, size_t size, unsigned int flags, enum 
 	r->map_len = len;
 	r->flags = flags;
 	if (qc_region_add(r)) {
-		qc_msg("pinned memory at %#lx / device %#llx overlaps a live allocation", (unsigned long)r->host,
+		qc_msg("pinned memory at %#llx / device %#llx overlaps a live allocation", (unsigned long long)r->host,
 		       (unsigned long long)dev);
 		qc_region_release(r, 0);
 		return cudaErrorUnknown;
