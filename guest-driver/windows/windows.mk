@@ -15,7 +15,12 @@
 #                  transport and OS files swapped for guest-driver/windows'),
 #                  exporting the names of gen-libcuda.mjs's nvcuda.def
 #                  and, against it, drvbasic.exe (test/libcuda/drvbasic.c,
-#                  also built for Linux) and dll_refusals.exe
+#                  also built for Linux) and dll_refusals.exe; and
+#                  $(BUILD)/windows/dll/cudart64_13.dll: libcudart.so.13's
+#                  sources (the same objects, its stubs.c too), exporting
+#                  what libcudart.map exports, with its import library
+#                  libcudart.dll.a and, against that, rtbasic.exe
+#                  (test/windows/rtbasic.c, also built for Linux)
 
 WINDOWS_PKGS := gcc-mingw-w64-x86-64-posix mingw-w64-x86-64-dev binutils-mingw-w64-x86-64 wine64
 MINGW_CC := x86_64-w64-mingw32-gcc-posix
@@ -116,6 +121,49 @@ $(WIN_OUT)/drvbasic: $(WIN_DRV_SRC) $(CURDIR)/test/libcuda/check.h $(GUEST_LIBCU
 $(WIN_OUT)/drvapi.cubin: $(CURDIR)/test/libcuda/drvapi_kernels.cu
 	@mkdir -p $(@D)
 	$(NVCC) -cubin -arch=sm_90 -o $@ $<
+
+# cudart64_13.dll: the objects of nvcuda.dll's runtime layer and
+# libcudart.so.13's stubs, as libcudart.so.13 is lib.mk's objects. Its
+# exports are the names libcudart.map makes global (its patterns, read from
+# it), taken from what the objects define: no list kept by hand. The import
+# library is what a mingw program links against (rtbasic.exe below); a
+# program built with NVIDIA's toolkit links NVIDIA's cudart.lib, which names
+# the same DLL.
+WIN_CUDART_OBJS := $(patsubst %.c,$(WIN_DLL_OBJ)/lib/%.o,$(notdir $(WIN_LIB_SRCS))) $(WIN_DLL_OBJ)/lib/stubs.o
+MINGW_NM := x86_64-w64-mingw32-nm
+windows-dll: $(WIN_OUT)/dll/cudart64_13.dll
+$(WIN_DLL_OBJ)/cudart64_13.def: $(WIN_CUDART_OBJS) $(LIB)/libcudart.map
+	re=$$(sed -n '/global:/,/local:/s/^[[:space:]]*\([A-Za-z_][A-Za-z0-9_*]*\);.*/\1/p' $(LIB)/libcudart.map | \
+	  sed 's/\*/.*/g; s/.*/^&$$/' | paste -sd'|') && \
+	{ echo 'LIBRARY cudart64_13.dll'; echo 'EXPORTS'; \
+	  $(MINGW_NM) -g --defined-only $(WIN_CUDART_OBJS) | \
+	    awk -v re="$$re" 'NF == 3 && $$3 ~ re { print "\t" $$3 ($$2 ~ /^[DBR]$$/ ? " DATA" : "") }' | sort -u; } > $@.tmp
+	@[ "$$(grep -c '^	' $@.tmp)" -gt 400 ] || { echo "$@: too few exports"; exit 1; }
+	mv $@.tmp $@
+$(WIN_OUT)/dll/cudart64_13.dll $(WIN_OUT)/dll/libcudart.dll.a &: $(WIN_CUDART_OBJS) $(WIN_DLL_OBJ)/cudart64_13.def
+	@mkdir -p $(@D)
+	$(MINGW_CC) -shared -static -pthread -o $(WIN_OUT)/dll/cudart64_13.dll $(WIN_CUDART_OBJS) $(WIN_DLL_OBJ)/cudart64_13.def \
+	  -Wl,--out-implib,$(WIN_OUT)/dll/libcudart.dll.a -lbcrypt -lsetupapi
+
+# rtbasic (test/windows/rtbasic.c): the runtime API and a kernel registered
+# from a fat binary as nvcc's generated code registers it, over
+# cudart64_13.dll (through its import library) and over libcudart.so.13, to
+# compare (test/windows/cudart-wine.test.ts). The fat binary is nvcc's, as
+# an array of 64-bit words, as nvcc embeds it.
+WIN_RT_SRC := $(CURDIR)/test/windows/rtbasic.c
+windows-dll: $(WIN_OUT)/dll/rtbasic.exe $(WIN_OUT)/rtbasic
+$(WIN_OUT)/rtbasic_fatbin.h: $(CURDIR)/test/windows/rtbasic_kernels.cu
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin -arch=sm_90 -o $(WIN_OUT)/rtbasic.fatbin $<
+	{ echo '/* nvcc -fatbin of rtbasic_kernels.cu: do not edit. */'; \
+	  echo 'static const unsigned long long rtbasic_fatbin[] = {'; \
+	  od -An -v -tx8 $(WIN_OUT)/rtbasic.fatbin | sed 's/\([0-9a-f]\{16\}\)/0x\1ull,/g'; echo '};'; } > $@.tmp && mv $@.tmp $@
+$(WIN_OUT)/dll/rtbasic.exe: $(WIN_RT_SRC) $(WIN_OUT)/rtbasic_fatbin.h $(WIN_OUT)/dll/libcudart.dll.a
+	$(MINGW_CC) -std=gnu11 -O2 -Wall -Wextra -Werror -D__USE_MINGW_ANSI_STDIO=1 -isystem $(CUDA_HOME)/include -I$(WIN_OUT) \
+	  -o $@ $< -L$(WIN_OUT)/dll -lcudart
+$(WIN_OUT)/rtbasic: $(WIN_RT_SRC) $(WIN_OUT)/rtbasic_fatbin.h $(GUEST_CUDART)
+	gcc -std=gnu11 -O2 -Wall -Wextra -Werror -isystem $(CUDA_HOME)/include -I$(WIN_OUT) -o $@ $< \
+	  -L$(GUEST_LIB_OUT) -l:libcudart.so.13
 
 # Built by `make` where mingw-w64 is installed (make test installs it).
 ifneq ($(shell command -v $(MINGW_CC) 2>/dev/null),)

@@ -39,19 +39,54 @@ export function runTo(cmd: string, args: string[], env: NodeJS.ProcessEnv, ms: n
   });
 }
 
-/** A qcuda-backend serving a region at dir/region (and nothing else), stopped by the test. */
-export async function backend(t: ExecutionContext, dir: string): Promise<{ region: string; log: () => string }> {
+/** A qcuda-backend serving a region at dir/region (and nothing else), stopped by the test: at its
+ * end at the latest, or by stop(), which ends it as its service manager would (SIGTERM) and
+ * gives its exit status. env: more of the backend's environment (DEBUG=qcuda:device). */
+export async function backend(
+  t: ExecutionContext,
+  dir: string,
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ region: string; log: () => string; stop: () => Promise<number | null> }> {
   const region = path.join(dir, 'region');
   const p: ChildProcess = spawn(process.execPath, [BACKEND, '--provider=host', `--shm=${region}`, '--shm-size=128M', ...KEEP_ROOT], {
     stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, ...env },
   });
   let log = '';
   p.stderr!.on('data', (b: Buffer) => (log += b.toString()));
+  const exited = new Promise<number | null>((resolve) => p.once('exit', (code) => resolve(code)));
   t.teardown(() => {
     p.kill('SIGKILL');
   });
   t.true(await until(() => /serving the shared-memory region/.test(log), 60_000), log);
-  return { region, log: () => log };
+  const stop = (): Promise<number | null> => {
+    p.kill('SIGTERM');
+    return exited;
+  };
+  return { region, log: () => log, stop };
+}
+
+/** The processes whose environment names this Wine prefix (the program, wineserver, Wine's services). */
+export function wineProcesses(env: NodeJS.ProcessEnv): number[] {
+  const mark = `WINEPREFIX=${env.WINEPREFIX}`;
+  return fs
+    .readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .filter((d) => {
+      try {
+        return fs.readFileSync(`/proc/${d}/environ`, 'latin1').split('\0').includes(mark);
+      } catch {
+        return false; // gone meanwhile, or not ours to read
+      }
+    })
+    .map(Number);
+}
+
+/** Ends the prefix's wineserver and everything it runs (wineserver -k), and waits until no process of the prefix is left: those left. */
+export async function stopWine(env: NodeJS.ProcessEnv): Promise<number[]> {
+  spawnSync(WINESERVER!, ['-k'], { env, timeout: 30_000 });
+  await until(() => wineProcesses(env).length === 0, 15_000);
+  return wineProcesses(env);
 }
 
 /** A host path as Wine sees it (under Z:). */
