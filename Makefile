@@ -42,7 +42,7 @@ vm: qemu vm-image
 COVERAGE_FLOOR := 90
 test: lint node vm guest-debs libvirt-deps guest-disk trace windows-deps
 	$(MAKE) lint-tidy
-	$(MAKE) windows
+	$(MAKE) windows windows-zip
 	rm -rf $(BUILD)/coverage
 	QEMU_BIN=$(QEMU_BIN) GUEST_KERNEL=$(GUEST_KERNEL) GUEST_INITRD=$(GUEST_INITRD) UNCOVERED_AREAS='run vm windows' \
 	  node_modules/.bin/c8 --all --include 'dist/backend/src/**' --temp-directory $(BUILD)/coverage/tmp \

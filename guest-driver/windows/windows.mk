@@ -21,8 +21,11 @@
 #                  what libcudart.map exports, with its import library
 #                  libcudart.dll.a and, against that, rtbasic.exe
 #                  (test/windows/rtbasic.c, also built for Linux)
+#   windows-zip    $(BUILD)/windows/qcuda-windows-x64.zip: the two DLLs and
+#                  README.txt (guest-driver/windows/README.txt), what a
+#                  Windows user copies
 
-WINDOWS_PKGS := gcc-mingw-w64-x86-64-posix mingw-w64-x86-64-dev binutils-mingw-w64-x86-64 wine64
+WINDOWS_PKGS := gcc-mingw-w64-x86-64-posix mingw-w64-x86-64-dev binutils-mingw-w64-x86-64 wine64 zip unzip
 MINGW_CC := x86_64-w64-mingw32-gcc-posix
 WIN_OUT := $(BUILD)/windows
 WIN_DIR := $(CURDIR)/guest-driver/windows
@@ -164,6 +167,18 @@ $(WIN_OUT)/dll/rtbasic.exe: $(WIN_RT_SRC) $(WIN_OUT)/rtbasic_fatbin.h $(WIN_OUT)
 $(WIN_OUT)/rtbasic: $(WIN_RT_SRC) $(WIN_OUT)/rtbasic_fatbin.h $(GUEST_CUDART)
 	gcc -std=gnu11 -O2 -Wall -Wextra -Werror -isystem $(CUDA_HOME)/include -I$(WIN_OUT) -o $@ $< \
 	  -L$(GUEST_LIB_OUT) -l:libcudart.so.13
+
+# What a Windows user copies: the two DLLs and README.txt (CRLF, for
+# Notepad) in one folder of a zip (zip, which windows-deps installs). make
+# test builds it for test/windows/zip-wine.test.ts.
+WIN_ZIP := $(WIN_OUT)/qcuda-windows-x64.zip
+.PHONY: windows-zip
+windows-zip: $(WIN_ZIP)
+$(WIN_ZIP): $(WIN_OUT)/dll/nvcuda.dll $(WIN_OUT)/dll/cudart64_13.dll $(WIN_DIR)/README.txt
+	rm -rf $(WIN_OUT)/zip $@ && mkdir -p $(WIN_OUT)/zip/qcuda-windows-x64
+	cp $(WIN_OUT)/dll/nvcuda.dll $(WIN_OUT)/dll/cudart64_13.dll $(WIN_OUT)/zip/qcuda-windows-x64/
+	sed 's/$$/\r/' $(WIN_DIR)/README.txt > $(WIN_OUT)/zip/qcuda-windows-x64/README.txt
+	cd $(WIN_OUT)/zip && zip -q -X -r $@.tmp qcuda-windows-x64 && mv $@.tmp $@
 
 # Built by `make` where mingw-w64 is installed (make test installs it).
 ifneq ($(shell command -v $(MINGW_CC) 2>/dev/null),)
