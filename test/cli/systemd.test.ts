@@ -46,9 +46,14 @@ test('one backend per VM: the socket in /run/qcuda/VM, linked from /run/qcuda/VM
     '+/usr/bin/ln -sfn %i/qcuda.sock /run/qcuda/%i.sock',
     '+/usr/bin/ln -sfn %i/qcuda.sock.status /run/qcuda/%i.sock.status',
   ]);
-  t.deepEqual(setting('ReadWritePaths'), ['/run/qcuda/%i']);
+  t.deepEqual(setting('ReadWritePaths'), ['-/run/qcuda/%i'], 'made by ExecStartPre: absent when the + commands set up their namespace');
   t.deepEqual(setting('UMask'), ['0007'], 'the socket 0770: its user and QEMU');
-  t.deepEqual(setting('ExecStopPost'), ['+/usr/bin/rm -rf /run/qcuda/%i /run/qcuda/%i.sock /run/qcuda/%i.sock.status']);
+  t.deepEqual(setting('ExecStopPost'), [
+    '+/usr/bin/rm -f /run/qcuda/%i.sock /run/qcuda/%i.sock.status',
+    '+/usr/bin/find /run/qcuda/%i -mindepth 1 -delete',
+    '+/usr/bin/chown root:root /run/qcuda/%i',
+    '+/usr/bin/chmod 00700 /run/qcuda/%i', // 00: GNU chmod keeps a directory's set-group-id bit otherwise
+  ]);
   t.deepEqual(setting('RuntimeDirectory'), [], 'systemd would give it the service group again at each command');
   t.deepEqual(setting('Group'), [], "the VM's own group, not QEMU's");
 });
