@@ -6,7 +6,9 @@
 // uids, neither of which may list the other's socket directory or JIT
 // cache or connect to its socket, while a user of QEMU's group connects
 // through the link /run/qcuda/VM.sock; a stop succeeds and leaves nothing
-// of the VM's user behind.
+// of the VM's user behind. Each joins a GPU share table of its own then;
+// under the drop-in of docs/operations.md (DynamicUser=no, User=qcuda) they
+// are one user and one table again.
 import test from 'ava';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -90,4 +92,15 @@ test("two instances of the unit run as two uids that reach neither the other's d
   t.is(f.stopped, 'success success', 'a stop is not a failure');
   t.is(f.after_stop, 'vm1 vm2', 'the links are gone');
   t.is(f.left_vm1, 'root root 700 0', "the directory is empty and root's again");
+  // --gpu-share: a table per VM's user, so the VMs do not meet ...
+  t.is(f.table_vm1, `slot 0 of /dev/shm/qcuda-${u1}/qcuda-gpu-share-${u1}-gpu0`);
+  t.is(f.table_vm2, `slot 0 of /dev/shm/qcuda-${u2}/qcuda-gpu-share-${u2}-gpu0`);
+  // ... unless the drop-in makes them one user: one table, two slots, the unit's directory as before.
+  const q = f.one_uids.split(' ');
+  t.deepEqual(q, [q[2], q[2], q[2]], `both run as qcuda (${f.one_active})`);
+  t.is(f.one_dir_vm1, 'qcuda libvirt-qemu 2750');
+  t.is(f.one_table_vm1, `slot 0 of /dev/shm/qcuda-${q[2]}/qcuda-gpu-share-${q[2]}-gpu0`);
+  t.is(f.one_table_vm2, `slot 1 of /dev/shm/qcuda-${q[2]}/qcuda-gpu-share-${q[2]}-gpu0`);
+  t.is(f.one_qemu_connect_vm1, 'connected');
+  t.is(f.one_stopped, 'success success');
 });

@@ -4,7 +4,8 @@
 # (its ExecStart the tree's backend, from the tarball $1 that
 # test/vm/disk-unit.test.ts packs, on the node copied in with --file), starts two instances, vm1 and vm2, and says
 # what each runs as and what each may reach of the other's, one KEY=VALUE a
-# line; then stops them and says what is left.
+# line; then stops them and says what is left; then the same two under the
+# drop-in that makes them one user (docs/operations.md, MPS).
 set -u
 TREE=/opt/qcuda
 NODE=$PWD/node
@@ -17,12 +18,18 @@ printf '#!/bin/sh\nexec /usr/local/bin/node %s/dist/backend/src/cli/backend.js "
 chmod 0755 /usr/local/bin/qcuda-backend
 install -m 0644 "$TREE/packaging/systemd/qcuda-backend@.service" /etc/systemd/system/
 mkdir -p /etc/qcuda
-for vm in vm1 vm2; do echo 'QCUDA_BACKEND_OPTS="--provider=host"' > /etc/qcuda/$vm.conf; done
+echo 'QCUDA_BACKEND_OPTS="--provider=host --gpu-share=1"' > /etc/qcuda/vm1.conf
+echo 'QCUDA_BACKEND_OPTS="--provider=host --gpu-share=3"' > /etc/qcuda/vm2.conf
 systemctl daemon-reload
-systemctl start qcuda-backend@vm1 qcuda-backend@vm2
-for vm in vm1 vm2; do
-	for _ in $(seq 600); do [ -S /run/qcuda/$vm/qcuda.sock.status ] && break; sleep 0.1; done
-done
+start() {
+	systemctl start qcuda-backend@vm1 qcuda-backend@vm2
+	for vm in vm1 vm2; do
+		for _ in $(seq 600); do [ -S /run/qcuda/$vm/qcuda.sock.status ] && break; sleep 0.1; done
+	done
+}
+# The GPU share table each joined (the backend's line): "slot N of PATH".
+table() { journalctl -u qcuda-backend@$1 _SYSTEMD_INVOCATION_ID="$(systemctl show -p InvocationID --value qcuda-backend@$1)" -o cat | sed -n 's/.*GPU share: weight [0-9]*, \(slot .*\)/\1/p' | tail -1; }
+start
 echo "active=$(systemctl is-active qcuda-backend@vm1) $(systemctl is-active qcuda-backend@vm2)"
 # What went wrong, where it did (on stderr: the test shows it on failure).
 for vm in vm1 vm2; do
@@ -50,7 +57,25 @@ echo "vm1_connect_vm1=$(as1 /usr/local/bin/node -e "$connect" /run/qcuda/vm1.soc
 # QEMU under libvirt: a user of group libvirt-qemu, through the link.
 useradd --system --no-create-home --gid libvirt-qemu qemutest
 echo "qemu_connect_vm2=$(setpriv --reuid=qemutest --regid=libvirt-qemu --init-groups /usr/local/bin/node -e "$connect" /run/qcuda/vm2.sock)"
+echo "table_vm1=$(table vm1)"
+echo "table_vm2=$(table vm2)"
 systemctl stop qcuda-backend@vm1 qcuda-backend@vm2
 echo "stopped=$(systemctl show -p Result --value qcuda-backend@vm1) $(systemctl show -p Result --value qcuda-backend@vm2)"
 echo "after_stop=$(ls -A /run/qcuda | xargs)"
 echo "left_vm1=$(stat -c '%U %G %a' /run/qcuda/vm1) $(ls -A /run/qcuda/vm1 | wc -l)"
+
+# The drop-in of docs/operations.md ("GPU sharing with MPS"): the VMs one user
+# again, qcuda, so that their share table (and an MPS server) is one.
+useradd --system --no-create-home --shell /usr/sbin/nologin -g qcuda --groups video,render qcuda
+mkdir -p /etc/systemd/system/qcuda-backend@.service.d
+printf '[Service]\nDynamicUser=no\nUser=qcuda\nRemoveIPC=no\n' > /etc/systemd/system/qcuda-backend@.service.d/one-user.conf
+systemctl daemon-reload
+start
+echo "one_active=$(systemctl is-active qcuda-backend@vm1) $(systemctl is-active qcuda-backend@vm2)"
+echo "one_uids=$(uid_of vm1) $(uid_of vm2) $(id -u qcuda)"
+echo "one_dir_vm1=$(stat -c '%U %G %a' /run/qcuda/vm1)"
+echo "one_table_vm1=$(table vm1)"
+echo "one_table_vm2=$(table vm2)"
+echo "one_qemu_connect_vm1=$(setpriv --reuid=qemutest --regid=libvirt-qemu --init-groups /usr/local/bin/node -e "$connect" /run/qcuda/vm1.sock)"
+systemctl stop qcuda-backend@vm1 qcuda-backend@vm2
+echo "one_stopped=$(systemctl show -p Result --value qcuda-backend@vm1) $(systemctl show -p Result --value qcuda-backend@vm2)"
