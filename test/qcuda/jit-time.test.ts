@@ -7,14 +7,16 @@
 // image containing "fakecuda:jit-ms=<n>" takes n ms to load or link, as
 // PTX that keeps NVIDIA's JIT busy would.
 import test, { type ExecutionContext } from 'ava';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
 import { Cmd, encode, QCUDA_LINK_NAME, QCUDA_MAX_LINK_INPUTS } from '../../backend/src/qcuda/proto';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
-import { alive, started, until } from '../helpers';
-import { QcudaClient } from './client';
+import { alive, KEEP_ROOT, started, tmpDir, until } from '../helpers';
+import { QcudaClient, sessionAt } from './client';
 import { ptx } from './images';
 
 // Workers inherit the environment: they load the fake driver.
@@ -142,4 +144,31 @@ test.serial('--jit-time-max=0: no bound', async (t) => {
   t.is(r.r.status, 0, 'a 1.6 s load completes');
   t.false(lines.some((l) => l.includes('jit-time-max')));
   await c.close();
+});
+
+test.serial('qcuda-backend --jit-time-max=1: the option bounds a load of a guest on its socket', async (t) => {
+  const sock = path.join(tmpDir(t), 'b.sock');
+  const backend = path.join(__dirname, '../../backend/src/cli/backend.js');
+  const be = spawn(
+    process.execPath,
+    [backend, `--socket-path=${sock}`, '--status-socket=none', '--provider=cuda', '--jit-time-max=1', ...KEEP_ROOT],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
+  t.teardown(() => be.kill('SIGKILL'));
+  let log = '';
+  be.stderr.on('data', (b: Buffer) => (log += b.toString()));
+  t.true(await until(() => /listening on/.test(log) || be.exitCode !== null, 20_000), log);
+  const c = await sessionAt(t, sock);
+  const slow = await load(c, 1n, LONG_MS);
+  t.true(slow.took < 5000, `answered after ${Math.round(slow.took)} ms`);
+  t.is(slow.r.status, CudaErr.Unknown, log);
+  t.regex(log, /GPU worker pid \d+: a JIT or link job ran [\d.]+ s, past --jit-time-max=1: killed/);
+  t.is(be.exitCode, null, 'the backend goes on');
+  // The next guest process, on the same VM's connection.
+  await c.close().catch(() => undefined);
+  const next = new QcudaClient(c.fe, c.fe.queues.length, 8);
+  await next.open();
+  t.is((await load(next, 2n, 0)).r.status, 0, 'and serves the next session');
 });
