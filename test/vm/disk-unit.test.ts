@@ -92,6 +92,12 @@ test("two instances of the unit run as two uids that reach neither the other's d
   t.is(f.stopped, 'success success', 'a stop is not a failure');
   t.is(f.after_stop, 'vm1 vm2', 'the links are gone');
   t.is(f.left_vm1, 'root root 700 0', "the directory is empty and root's again");
+  // A crash: systemd restarts it; its socket is back, its user's, and QEMU's group connects.
+  t.is(f.restarted, 'active 1', why);
+  const [sockUid, , , backendUid] = f.restarted_sock.split(' ');
+  t.is(f.restarted_sock, `${sockUid} libvirt-qemu 770 ${backendUid}`);
+  t.is(sockUid, backendUid, "the socket is the restarted backend's user's");
+  t.is(f.restarted_qemu, 'connected');
   // --gpu-share: a table per VM's user, so the VMs do not meet ...
   t.is(f.table_vm1, `slot 0 of /dev/shm/qcuda-${u1}/qcuda-gpu-share-${u1}-gpu0`);
   t.is(f.table_vm2, `slot 0 of /dev/shm/qcuda-${u2}/qcuda-gpu-share-${u2}-gpu0`);

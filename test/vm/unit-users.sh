@@ -57,6 +57,17 @@ echo "vm1_connect_vm1=$(as1 /usr/local/bin/node -e "$connect" /run/qcuda/vm1.soc
 # QEMU under libvirt: a user of group libvirt-qemu, through the link.
 useradd --system --no-create-home --gid libvirt-qemu qemutest
 echo "qemu_connect_vm2=$(setpriv --reuid=qemutest --regid=libvirt-qemu --init-groups /usr/local/bin/node -e "$connect" /run/qcuda/vm2.sock)"
+# A crash (Restart=on-failure): the stop commands run, then the start's again; the socket is back, the VM's.
+pid1=$(systemctl show -p MainPID --value qcuda-backend@vm1)
+systemctl kill -s KILL qcuda-backend@vm1
+for _ in $(seq 300); do
+	p=$(systemctl show -p MainPID --value qcuda-backend@vm1)
+	[ "$p" != 0 ] && [ "$p" != "$pid1" ] && [ -S /run/qcuda/vm1/qcuda.sock.status ] && break
+	sleep 0.1
+done
+echo "restarted=$(systemctl is-active qcuda-backend@vm1) $(systemctl show -p NRestarts --value qcuda-backend@vm1)"
+echo "restarted_sock=$(stat -c '%u %G %a' /run/qcuda/vm1/qcuda.sock) $(uid_of vm1)"
+echo "restarted_qemu=$(setpriv --reuid=qemutest --regid=libvirt-qemu --init-groups /usr/local/bin/node -e "$connect" /run/qcuda/vm1.sock)"
 echo "table_vm1=$(table vm1)"
 echo "table_vm2=$(table vm2)"
 systemctl stop qcuda-backend@vm1 qcuda-backend@vm2
