@@ -30,12 +30,41 @@ test('systemd-analyze verify accepts an instance of the unit', (t) => {
   t.is(r.stderr.trim(), '', 'no warnings');
 });
 
-test('one backend per VM: the socket under /run/qcuda named by the instance, options from /etc/qcuda/VM.conf, restarts, journald', (t) => {
-  t.deepEqual(setting('ExecStart'), [`${INSTALLED} --socket-path=/run/qcuda/%i.sock --device=qcuda $QCUDA_BACKEND_OPTS`]);
+test('one backend per VM: the socket in /run/qcuda/VM, linked from /run/qcuda/VM.sock, options from /etc/qcuda/VM.conf, restarts, journald', (t) => {
+  t.deepEqual(setting('ExecStart'), [`${INSTALLED} --socket-path=/run/qcuda/%i/qcuda.sock --device=qcuda $QCUDA_BACKEND_OPTS`]);
   t.deepEqual(setting('EnvironmentFile'), ['-/etc/qcuda/%i.conf']);
   t.deepEqual(setting('Restart'), ['on-failure']);
-  t.deepEqual(setting('RuntimeDirectory'), ['qcuda']);
   t.deepEqual(setting('StandardError'), ['journal']);
+  // The VM's directory, made by root before the backend: its user's, QEMU's group (inherited by the socket), 2750.
+  t.deepEqual(setting('ExecStartPre'), [
+    '+/usr/bin/install -d -m 0755 /run/qcuda',
+    '+/usr/bin/install -d /run/qcuda/%i',
+    // The service's user, whatever it is (qcuda-VM, or a drop-in's): its CacheDirectory's.
+    '+/usr/bin/chown --reference=/var/cache/qcuda/%i /run/qcuda/%i',
+    '+/usr/bin/chgrp libvirt-qemu /run/qcuda/%i',
+    '+/usr/bin/chmod 2750 /run/qcuda/%i',
+    '+/usr/bin/ln -sfn %i/qcuda.sock /run/qcuda/%i.sock',
+    '+/usr/bin/ln -sfn %i/qcuda.sock.status /run/qcuda/%i.sock.status',
+  ]);
+  t.deepEqual(setting('ReadWritePaths'), ['-/run/qcuda/%i'], 'made by ExecStartPre: absent when the + commands set up their namespace');
+  t.deepEqual(setting('UMask'), ['0007'], 'the socket 0770: its user and QEMU');
+  t.deepEqual(setting('ExecStopPost'), [
+    '+/usr/bin/rm -f /run/qcuda/%i.sock /run/qcuda/%i.sock.status',
+    '+/usr/bin/find /run/qcuda/%i -mindepth 1 -delete',
+    '+/usr/bin/chown root:root /run/qcuda/%i',
+    '+/usr/bin/chmod 00700 /run/qcuda/%i', // 00: GNU chmod keeps a directory's set-group-id bit otherwise
+  ]);
+  t.deepEqual(setting('RuntimeDirectory'), [], 'systemd would give it the service group again at each command');
+  t.deepEqual(setting('Group'), [], "the VM's own group, not QEMU's");
+});
+
+test('a uid per VM (security review 3, N1): a dynamic user named by the instance, the GPU groups, its JIT cache 0700', (t) => {
+  t.deepEqual(setting('DynamicUser'), ['yes']);
+  // Without an instance in the name every instance would be one dynamic user (systemd names it by the unit's prefix).
+  t.deepEqual(setting('User'), ['qcuda-%i']);
+  t.deepEqual(setting('SupplementaryGroups'), ['video render']);
+  t.deepEqual(setting('CacheDirectory'), ['qcuda/%i']);
+  t.deepEqual(setting('CacheDirectoryMode'), ['0700']);
 });
 
 test('ExecStart as systemd expands it for a VM starts a backend serving that VM', async (t) => {
@@ -43,6 +72,7 @@ test('ExecStart as systemd expands it for a VM starts a backend serving that VM'
   const vm = 'vm1';
   // %i -> the instance, /run/qcuda -> a directory of the test's, the
   // environment file's options -> a host provider with a quota.
+  fs.mkdirSync(path.join(run, vm), { mode: 0o750 }); // what ExecStartPre makes
   const words = setting('ExecStart')[0]
     .replaceAll('%i', vm)
     .replaceAll('/run/qcuda', run)
@@ -53,8 +83,11 @@ test('ExecStart as systemd expands it for a VM starts a backend serving that VM'
   t.teardown(() => p.kill('SIGKILL'));
   let log = '';
   p.stderr!.on('data', (d: Buffer) => (log += d.toString()));
-  t.true(await until(() => fs.existsSync(path.join(run, `${vm}.sock.status`)), 10_000), log);
-  t.true(fs.statSync(path.join(run, `${vm}.sock`)).isSocket());
+  // The links ExecStartPre makes: the path from before DynamicUser= (and qcuda status's).
+  fs.symlinkSync(`${vm}/qcuda.sock`, path.join(run, `${vm}.sock`));
+  fs.symlinkSync(`${vm}/qcuda.sock.status`, path.join(run, `${vm}.sock.status`));
+  t.true(await until(() => fs.existsSync(path.join(run, vm, 'qcuda.sock.status')), 10_000), log);
+  t.true(fs.statSync(path.join(run, `${vm}.sock`)).isSocket(), 'the socket, through the link');
   const s = spawnSync(process.execPath, [QCUDA, 'status', `--socket=${path.join(run, `${vm}.sock`)}`], {
     encoding: 'utf8',
     timeout: 20_000,
@@ -73,7 +106,7 @@ test('host memory and tasks bounded per VM, CPU shared by weight (security revie
 });
 
 test('least privilege: a user of its own, no capabilities, a read-only system, unix sockets only, a system call filter; systemd-analyze security rates it SAFE', (t) => {
-  t.deepEqual(setting('User'), ['qcuda']);
+  t.deepEqual(setting('DynamicUser'), ['yes']);
   t.deepEqual(setting('NoNewPrivileges'), ['yes']);
   t.deepEqual(setting('CapabilityBoundingSet'), ['']);
   t.deepEqual(setting('ProtectSystem'), ['strict']);

@@ -138,6 +138,13 @@ that would pass it fails with the CUDA error named, nothing grows):
                           link results not read back yet, all
                           processes together (default ${DEFAULT_LIMITS.moduleStaging >> 20n}M):
                           cudaErrorMemoryAllocation
+  --jit-time-max=SECONDS  how long one module load or JIT link (the driver's
+                          JIT of guest PTX) may run in a guest process's
+                          worker (default ${DEFAULT_LIMITS.jitTimeMs / 1000}; 0: no bound): past it
+                          the worker is ended, and that process's calls fail
+                          as when its worker exits; the backend and the
+                          other sessions go on (with --isolation=none: no
+                          bound)
   --module-cache=SIZE     module image bytes kept by content so that the VM's
                           next processes do not send them again (default
                           ${DEFAULT_LIMITS.moduleCache >> 20n}M; 0: none): the oldest images go first
@@ -283,6 +290,7 @@ const DEVICE_ONLY: Record<string, string[]> = {
     'max-processes',
     'module-staging',
     'module-cache',
+    'jit-time-max',
     'deferred-limit',
     'inline-wait',
     'inline-calls',
@@ -433,6 +441,7 @@ async function main(): Promise<void> {
         'context-overhead': { type: 'string' },
         'module-staging': { type: 'string' },
         'module-cache': { type: 'string' },
+        'jit-time-max': { type: 'string' },
         'deferred-limit': { type: 'string' },
         'log-rate': { type: 'string' },
         'waiter-threads': { type: 'string' },
@@ -524,6 +533,12 @@ async function main(): Promise<void> {
   if (staging !== undefined) limits.moduleStaging = staging;
   const cache = size('module-cache', args['module-cache'], true); // 0: no cache
   if (cache !== undefined) limits.moduleCache = cache;
+  // Whole seconds, or a fraction down to ms (tests bound a job at a second or less).
+  const jit = args['jit-time-max'];
+  if (jit !== undefined) {
+    if (!/^\d+(\.\d{1,3})?$/.test(jit) || +jit > 86_400) usage(`--jit-time-max must be seconds from 0 to 86400, got '${jit}'`);
+    limits.jitTimeMs = Math.round(+jit * 1000);
+  }
   if (args['context-overhead'] !== undefined) {
     try {
       limits.contextOverhead = parseSize(args['context-overhead']);

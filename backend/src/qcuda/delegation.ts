@@ -17,10 +17,13 @@ const REQ = LAYOUT.qcuda_req_hdr.size;
 const RESP = LAYOUT.qcuda_resp_hdr.size;
 
 /**
- * How often the backend looks at what waits on the owned queues, while there
- * are any (#checkOwner): one timer for them all, so an idle VM costs two
- * wake-ups a second. A worker that has taken nothing for two such looks
- * while its session's SESSION_CLOSE waits is killed.
+ * How often the backend looks at its workers (the worker watch): at what
+ * waits on the owned queues, while there are any (#checkOwner), and at the
+ * JIT and link jobs running in workers, while any does (Provider.jobs).
+ * One timer for them all, so an idle VM costs two wake-ups a second. A
+ * worker that has taken nothing for two such looks while its session's
+ * SESSION_CLOSE waits is killed, and so is one whose job has run past
+ * VmLimits.jitTimeMs (--jit-time-max).
  */
 const OWNER_CHECK_MS = 500;
 
@@ -80,12 +83,15 @@ export class QueueDelegation {
   readonly #byQueue = new Map<number, Delegation>();
   /** The same delegations by session: every request looks its session up here. */
   readonly #bySession = new Map<Session, Delegation>();
-  /** The timer of #watchOwners, while any queue is owned. */
+  /** The timer of the worker watch, while any queue is owned or job runs. */
   #ownerWatch: NodeJS.Timeout | undefined;
   /** Sessions whose worker died with their SESSION_CLOSE waiting, untaken, on their queue: that close is answered as done. At most one per queue. */
   readonly #closedUntaken = new Set<bigint>();
 
-  constructor(private readonly dev: DelegationHost) {}
+  constructor(private readonly dev: DelegationHost) {
+    // A JIT or link job starting in any worker (owned queue or not) starts the watch too.
+    dev.provider.jobs?.listen(() => this.#watchOwners());
+  }
 
   /** The backend's rings, which queues are handed over from. */
   useRings(rings: readonly Vring[]): void {
@@ -255,11 +261,12 @@ export class QueueDelegation {
     });
   }
 
-  /** Looks at every owned queue each OWNER_CHECK_MS while there are any. */
+  /** Looks at every owned queue and every worker's jobs each OWNER_CHECK_MS while there are any. */
   #watchOwners(): void {
     if (this.#ownerWatch) return;
     this.#ownerWatch = setInterval(() => {
-      if (this.#byQueue.size === 0) {
+      const jobs = this.dev.provider.jobs;
+      if (this.#byQueue.size === 0 && !jobs?.running) {
         clearInterval(this.#ownerWatch);
         this.#ownerWatch = undefined;
         return;
@@ -268,6 +275,8 @@ export class QueueDelegation {
         const ring = this.#rings?.[d.queue];
         if (ring) this.#checkOwner(d, ring);
       }
+      const bound = this.dev.vm.limits.jitTimeMs;
+      if (jobs && bound > 0) for (const line of jobs.endPast(bound)) this.dev.event(line);
     }, OWNER_CHECK_MS);
     this.#ownerWatch.unref();
   }

@@ -45,6 +45,12 @@ export interface VmLimits {
   processEvents: number;
   processModules: number;
   processObjects: number;
+  /**
+   * How long one JIT or link job (a module load, a JIT link) may run in a
+   * guest process's worker, ms (0: no bound): past it the worker is ended
+   * (providers/jit-jobs.ts). With --isolation=none nothing bounds it.
+   */
+  jitTimeMs: number;
 }
 
 /**
@@ -82,6 +88,8 @@ export const DEFAULT_LIMITS: VmLimits = {
   // cuBLAS alone registers about 3,000 fat binaries (a module each, loaded lazily).
   processModules: 8192,
   processObjects: 65536,
+  // The largest real modules (cuBLAS's, PyTorch's PTX) JIT in seconds to tens of seconds a module.
+  jitTimeMs: 120_000,
 };
 
 /**

@@ -663,7 +663,24 @@ export interface Provider {
    * of its own has it: without, every queue is served by the backend.
    */
   startOwner?(order: OwnOrder, fds: number[], modules?: ModuleStore, ipc?: IpcAnswerer): Promise<QueueOwner>;
+  /**
+   * The JIT and link jobs (moduleLoad, link) running in the provider's
+   * workers, which the device's worker watch bounds in time
+   * (VmLimits.jitTimeMs). Only a provider with workers has it: a job in
+   * the backend itself (--isolation=none) is not bounded.
+   */
+  readonly jobs?: JobWatch;
   close(): Promise<void>;
+}
+
+/** The JIT and link jobs of a provider's workers (providers/jit-jobs.ts). */
+export interface JobWatch {
+  /** Calls onStart at each job's start (the watch runs while any job does); returns what stops that. */
+  listen(onStart: () => void): () => void;
+  /** Whether any job runs now. */
+  readonly running: boolean;
+  /** Kills the worker of each job that has run longer than ms: a line for each, to log. */
+  endPast(ms: number): string[];
 }
 
 /** What a queue owner is handed (owned-queue.ts); the kick, call, in-flight record and ledger fds come with it. */

@@ -46,6 +46,7 @@ import { Channel } from './channel';
 import { decodeFast, encodeCopy, Fast, fastStream, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
 import { cudaEnv } from './worker-env';
 import { mpsEnv } from '../share/mps';
+import { JIT_METHODS, JitJobs, type WorkerJobs } from './jit-jobs';
 
 const debug = createDebug('qcuda:isolated');
 
@@ -85,11 +86,15 @@ class Worker {
   modules: ModuleStore | undefined;
   /** A queue owner's way to the VM's IPC tables, for its session. */
   ipc: IpcAnswerer | undefined;
+  /** Its JIT and link jobs running, timed for the worker watch (jit-jobs.ts). */
+  readonly jobs: WorkerJobs;
+  #nextJob = 1;
 
   constructor(
     options: WorkerOptions,
     readonly output: OutputSink | undefined,
     log: (line: string) => void,
+    board: JitJobs,
   ) {
     const [mine, theirs] = native.socketPair();
     // Under --gpu-share-mps an MPS client with its VM's part of the GPU, as the share table has it now: share/mps.ts.
@@ -112,8 +117,10 @@ class Worker {
       () => undefined,
     );
     const pid = this.#child.pid;
+    this.jobs = board.forWorker(pid, () => this.kill());
     this.exited = new Promise((resolve) =>
       this.#child.once('exit', (code, signal) => {
+        this.jobs.clear();
         log(`qcuda: GPU worker pid ${pid} exited (${signal ?? `status ${code}`})`);
         this.#fail(`the session's GPU worker (pid ${pid}) exited (${signal ?? `status ${code}`})`);
         this.#channel.close();
@@ -202,7 +209,12 @@ class Worker {
   }
 
   call(m: string, a: unknown[]): Promise<unknown> {
-    return this.#expect((id) => this.#send({ t: 'call', id, m, a }));
+    const sent = this.#expect((id) => this.#send({ t: 'call', id, m, a }));
+    if (!JIT_METHODS.has(m) || this.#gone) return sent;
+    // A JIT or link job: timed from here to its reply (the worker watch ends one that runs too long).
+    const job = this.#nextJob++;
+    this.jobs.begin(job);
+    return sent.finally(() => this.jobs.end(job));
   }
 
   /** copyToDevice / copyFromDevice, in a raw frame where the stream allows. */
@@ -395,6 +407,10 @@ class Worker {
         return void this.#moduleFind(m.id, m.sha256, m.size);
       case 'module-add':
         return this.#moduleAdd(m.image);
+      case 'job':
+        // A queue owner's own JIT or link job (jit-jobs.ts reportJobs); ids apart from the calls sent from here.
+        if (typeof m.id !== 'number') return;
+        return m.on ? this.jobs.begin(-m.id) : this.jobs.end(-m.id);
       case 'ipc':
         return void this.#ipcAsk(m.id, m.ask);
       case 'vmm-exported':
@@ -505,6 +521,8 @@ export class IsolatedProvider implements Provider {
   readonly #contexts = new Set<RemoteContext>();
   /** Workers serving their sessions' queues: they map guest RAM as the others do. */
   readonly #owners = new Set<Worker>();
+  /** The JIT and link jobs running in its workers (the device's worker watch bounds them). */
+  readonly jobs = new JitJobs();
   #nextRegion = 1;
   #closed = false;
 
@@ -549,7 +567,7 @@ export class IsolatedProvider implements Provider {
     // memory, which cudaMemGetInfo would show every guest as gone.
     // A worker per context, as before: a session's contexts on two devices are two workers, so no copyPeer here
     // (a queue owner holds every device's context of its session in one process: docs/multi-gpu.md).
-    const w = new Worker({ ...this.o.worker, device }, output, this.o.log ?? ((l) => debug('%s', l)));
+    const w = new Worker({ ...this.o.worker, device }, output, this.o.log ?? ((l) => debug('%s', l)), this.jobs);
     // Guest RAM known by now is mapped in the worker before the context is
     // handed out (as registerGuestMemory waits for the running ones); it never rejects.
     const mapped = [...this.#regions.values()].map((r) => w.addRegion(r));
@@ -573,7 +591,7 @@ export class IsolatedProvider implements Provider {
    */
   async startOwner(order: OwnOrder, fds: number[], modules?: ModuleStore, ipc?: IpcAnswerer): Promise<QueueOwner> {
     if (this.#closed) throw new CudaError(CudaErr.InitializationError, 'the provider is closed');
-    const w = new Worker({ ...this.o.worker, owner: true }, undefined, this.o.log ?? ((l) => debug('%s', l)));
+    const w = new Worker({ ...this.o.worker, owner: true }, undefined, this.o.log ?? ((l) => debug('%s', l)), this.jobs);
     w.modules = modules;
     w.ipc = ipc;
     this.#owners.add(w);

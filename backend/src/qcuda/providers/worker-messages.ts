@@ -81,6 +81,8 @@ export type ToParent =
   | { t: 'module-find'; id: number; sha256: Uint8Array; size: bigint }
   /** A queue owner's checked image, for the VM's module cache (the backend hashes it itself). */
   | { t: 'module-add'; image: Uint8Array }
+  /** A queue owner's JIT or link job begins (on) or ends: the backend times it (jit-jobs.ts). */
+  | { t: 'job'; id: number; on: boolean }
   /** A queue owner asks the VM's IPC tables (ipc-remote.ts). */
   | { t: 'ipc'; id: number; ask: IpcAsk }
   /** The answer to 'vmm-export': the fd comes with it (the parent hands it to the importer's worker, then closes it). */

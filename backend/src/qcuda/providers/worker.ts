@@ -24,6 +24,7 @@ import { HostProvider } from './host';
 import { Channel } from './channel';
 import { RemoteModules } from './remote-modules';
 import { CONTEXT_IPC, IpcLink } from '../ipc-remote';
+import { reportJobs } from './jit-jobs';
 import { CHANNEL_FD, decodeFast, encodeDone, Fast, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
 
 const debug = createDebug('qcuda:worker');
@@ -166,6 +167,8 @@ class WorkerMain {
     const p = await createLocal(this.o);
     // A queue owner's session shares by IPC with the VM's other processes: CUDA's handles, from context to context.
     if (this.o.owner) Object.assign(p, CONTEXT_IPC);
+    // Its own JIT and link jobs are timed by the backend, which ends this process past the VM's bound.
+    if (this.o.owner) reportJobs(p, (id, on) => send({ t: 'job', id, on }));
     // In the same tick as provider is set: regions mapped until now are
     // registered here, later ones by #addRegion, none twice.
     this.provider = p;

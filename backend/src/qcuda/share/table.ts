@@ -103,8 +103,8 @@ function ownDir(dir: string, uid: number): boolean {
 
 /**
  * The directory the tables of this user's backends meet in, one only that
- * user can write: /run/qcuda where it is its own (the systemd unit's
- * RuntimeDirectory) or, as root, can be made; else $XDG_RUNTIME_DIR where it
+ * user can write: /run/qcuda where it is its own (root's) or, as root,
+ * can be made; else $XDG_RUNTIME_DIR where it
  * is its own; else qcuda-UID, made mode 0700, in /dev/shm (or the temporary
  * directory). Throws where that last one is not this user's alone.
  */
