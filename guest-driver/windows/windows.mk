@@ -20,7 +20,9 @@
 #                  sources (the same objects, its stubs.c too), exporting
 #                  what libcudart.map exports, with its import library
 #                  libcudart.dll.a and, against that, rtbasic.exe
-#                  (test/windows/rtbasic.c, also built for Linux)
+#                  (test/windows/rtbasic.c, also built for Linux); and
+#                  drvpinned.exe and rtpinned.exe (test/windows), pinned
+#                  memory through each DLL, also built for Linux
 #   windows-zip    $(BUILD)/windows/qcuda-windows-x64.zip: the two DLLs and
 #                  README.txt (guest-driver/windows/README.txt), what a
 #                  Windows user copies
@@ -167,6 +169,21 @@ $(WIN_OUT)/dll/rtbasic.exe: $(WIN_RT_SRC) $(WIN_OUT)/rtbasic_fatbin.h $(WIN_OUT)
 $(WIN_OUT)/rtbasic: $(WIN_RT_SRC) $(WIN_OUT)/rtbasic_fatbin.h $(GUEST_CUDART)
 	gcc -std=gnu11 -O2 -Wall -Wextra -Werror -isystem $(CUDA_HOME)/include -I$(WIN_OUT) -o $@ $< \
 	  -L$(GUEST_LIB_OUT) -l:libcudart.so.13
+
+# drvpinned and rtpinned (test/windows): pinned host memory through each
+# DLL and through its Linux library, to compare
+# (test/windows/pinned-wine.test.ts).
+WIN_PIN_DIR := $(CURDIR)/test/windows
+WIN_PIN_CFLAGS := -std=gnu11 -O2 -Wall -Wextra -Werror -isystem $(CUDA_HOME)/include
+windows-dll: $(WIN_OUT)/dll/drvpinned.exe $(WIN_OUT)/drvpinned $(WIN_OUT)/dll/rtpinned.exe $(WIN_OUT)/rtpinned
+$(WIN_OUT)/dll/drvpinned.exe: $(WIN_PIN_DIR)/drvpinned.c $(WIN_OUT)/dll/nvcuda.dll
+	$(MINGW_CC) $(WIN_PIN_CFLAGS) -D__USE_MINGW_ANSI_STDIO=1 -o $@ $< $(WIN_OUT)/dll/nvcuda.dll
+$(WIN_OUT)/drvpinned: $(WIN_PIN_DIR)/drvpinned.c $(GUEST_LIBCUDA)
+	gcc $(WIN_PIN_CFLAGS) -o $@ $< -L$(GUEST_LIB_OUT) -l:libcuda.so.1
+$(WIN_OUT)/dll/rtpinned.exe: $(WIN_PIN_DIR)/rtpinned.c $(WIN_OUT)/dll/libcudart.dll.a
+	$(MINGW_CC) $(WIN_PIN_CFLAGS) -D__USE_MINGW_ANSI_STDIO=1 -o $@ $< -L$(WIN_OUT)/dll -lcudart
+$(WIN_OUT)/rtpinned: $(WIN_PIN_DIR)/rtpinned.c $(GUEST_CUDART)
+	gcc $(WIN_PIN_CFLAGS) -o $@ $< -L$(GUEST_LIB_OUT) -l:libcudart.so.13
 
 # What a Windows user copies: the two DLLs and README.txt (CRLF, for
 # Notepad) in one folder of a zip (zip, which windows-deps installs). make
