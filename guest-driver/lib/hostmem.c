@@ -76,7 +76,7 @@ static cudaError_t host_alloc(void **out, size_t size, unsigned int flags, enum 
 		rc = qt_host_alloc(qc.fd, len, 0, &r->token, &gpa);
 	if (rc) {
 		free(r);
-		/* -ENOSYS: a transport without pinned memory (Windows' for now). */
+		/* -ENOSYS: a transport without pinned memory. */
 		if (rc == -ENOSYS)
 			return cudaErrorNotSupported;
 		return rc == -ENOMEM || rc == -EINVAL ? cudaErrorMemoryAllocation : cudaErrorUnknown;

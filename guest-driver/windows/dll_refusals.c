@@ -2,7 +2,8 @@
 /*
  * dll_refusals: what nvcuda.dll answers, over a region, for what cannot
  * work on Windows yet (docs/windows.md): shareable handles as POSIX fds
- * (VMM allocations and memory pools) and pinned host memory. Prints each
+ * (VMM allocations and memory pools), and registered host memory, which
+ * stays where it is (its copies are staged). Prints each
  * call's CUresult by name; test/windows/dll-wine.test.ts checks them and
  * that the program ends (no crash) with the context still usable.
  */
@@ -48,12 +49,8 @@ static void shareable_handles(void)
 static void host_memory(void)
 {
 	static char buf[1 << 16];
-	CUdeviceptr m = 0, d = 0;
-	void *h = NULL;
+	CUdeviceptr d = 0;
 
-	SAY(cuMemAllocHost(&h, 1 << 20));
-	SAY(cuMemHostAlloc(&h, 1 << 20, 0));
-	SAY(cuMemAllocManaged(&m, 1 << 20, CU_MEM_ATTACH_GLOBAL));
 	/* Registered memory stays where it is: its copies are staged. */
 	SAY(cuMemHostRegister(buf, sizeof(buf), 0));
 	SAY(cuMemAlloc(&d, sizeof(buf)));

@@ -70,8 +70,9 @@ void qc_os_release(uint64_t addr, size_t len)
 	VirtualFree((void *)(uintptr_t)addr, 0, MEM_RELEASE);
 }
 
-/* vhu_win32.c maps no pinned pages yet (they fail, data is staged), so no
- * transport mapping reaches here. */
+/* vhu_win32.c hands out pinned memory where it lies in the region's one
+ * view (its vhu_mem_map maps nothing): there is nothing to unmap; the view
+ * goes at detach. */
 void qc_os_unmap_pages(void *va, size_t len)
 {
 }

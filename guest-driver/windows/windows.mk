@@ -13,14 +13,17 @@
 #   windows-dll    $(BUILD)/windows/dll/nvcuda.dll: libcuda.so.1's sources
 #                  (guest-driver/lib and guest-driver/libcuda, the Linux-only
 #                  transport and OS files swapped for guest-driver/windows'),
-#                  exporting the names of gen-libcuda.mjs's nvcuda.def
-#                  and, against it, drvbasic.exe (test/libcuda/drvbasic.c,
+#                  exporting the names of gen-libcuda.mjs's nvcuda.def and
+#                  the runtime's (libcudart.so.13's objects), and, against it, drvbasic.exe (test/libcuda/drvbasic.c,
 #                  also built for Linux) and dll_refusals.exe; and
-#                  $(BUILD)/windows/dll/cudart64_13.dll: libcudart.so.13's
-#                  sources (the same objects, its stubs.c too), exporting
-#                  what libcudart.map exports, with its import library
-#                  libcudart.dll.a and, against that, rtbasic.exe
-#                  (test/windows/rtbasic.c, also built for Linux)
+#                  $(BUILD)/windows/dll/cudart64_13.dll: what
+#                  libcudart.map exports, each name forwarded to nvcuda.dll
+#                  (one session for both), with its import library libcudart.dll.a and, against that, rtbasic.exe
+#                  (test/windows/rtbasic.c, also built for Linux); and
+#                  drvpinned.exe and rtpinned.exe (test/windows), pinned
+#                  memory through each DLL, also built for Linux; and
+#                  rtdrv.exe (test/windows/rtdrv.c), both APIs in one
+#                  process; cudart64_13.dll forwards to nvcuda.dll
 #   windows-zip    $(BUILD)/windows/qcuda-windows-x64.zip: the two DLLs and
 #                  README.txt (guest-driver/windows/README.txt), what a
 #                  Windows user copies
@@ -103,10 +106,18 @@ $(WIN_DLL_OBJ)/gen/%.o: $(GUEST_CU_GEN)/%.c $(WIN_DLL_HDRS)
 	@mkdir -p $(@D)
 	$(MINGW_CC) $(WIN_DLL_CFLAGS) -c -o $@ $<
 
-# Static libgcc and winpthreads: the DLL alone is what a user copies.
-$(WIN_OUT)/dll/nvcuda.dll: $(WIN_DLL_OBJS) $(GUEST_CU_GEN)/nvcuda.def
+# Static libgcc and winpthreads: the DLL alone is what a user copies. It
+# holds the runtime too (libcudart.so.13's stubs.o with the rest of its
+# objects) and exports it beside the driver API: cudart64_13.dll forwards
+# there, so a process that loads both has one session (below).
+$(WIN_OUT)/dll/nvcuda.dll: $(WIN_DLL_OBJS) $(WIN_DLL_OBJ)/lib/stubs.o $(WIN_DLL_OBJ)/nvcuda.def
 	@mkdir -p $(@D)
-	$(MINGW_CC) -shared -static -pthread -o $@ $(WIN_DLL_OBJS) $(GUEST_CU_GEN)/nvcuda.def -lbcrypt -lsetupapi
+	$(MINGW_CC) -shared -static -pthread -o $@ $(WIN_DLL_OBJS) $(WIN_DLL_OBJ)/lib/stubs.o $(WIN_DLL_OBJ)/nvcuda.def \
+	  -lbcrypt -lsetupapi
+# gen-libcuda.mjs's list, then the runtime's names it does not hold already.
+$(WIN_DLL_OBJ)/nvcuda.def: $(GUEST_CU_GEN)/nvcuda.def $(WIN_DLL_OBJ)/cudart-exports.txt
+	{ cat $(GUEST_CU_GEN)/nvcuda.def; grep -vxFf <(grep '^	' $(GUEST_CU_GEN)/nvcuda.def) $(WIN_DLL_OBJ)/cudart-exports.txt; } > $@.tmp
+	mv $@.tmp $@
 
 # drvbasic (test/libcuda): one driver-API source, over nvcuda.dll and over
 # libcuda.so.1, to compare (test/windows/dll-wine.test.ts); linked against
@@ -125,28 +136,34 @@ $(WIN_OUT)/drvapi.cubin: $(CURDIR)/test/libcuda/drvapi_kernels.cu
 	@mkdir -p $(@D)
 	$(NVCC) -cubin -arch=sm_90 -o $@ $<
 
-# cudart64_13.dll: the objects of nvcuda.dll's runtime layer and
-# libcudart.so.13's stubs, as libcudart.so.13 is lib.mk's objects. Its
-# exports are the names libcudart.map makes global (its patterns, read from
-# it), taken from what the objects define: no list kept by hand. The import
+# The runtime's exports: the names libcudart.map makes global (its
+# patterns, read from it), taken from what libcudart.so.13's objects (the
+# runtime layer's and its stubs.o) define: no list kept by hand.
+WIN_CUDART_OBJS := $(patsubst %.c,$(WIN_DLL_OBJ)/lib/%.o,$(notdir $(WIN_LIB_SRCS))) $(WIN_DLL_OBJ)/lib/stubs.o
+MINGW_NM := x86_64-w64-mingw32-nm
+$(WIN_DLL_OBJ)/cudart-exports.txt: $(WIN_CUDART_OBJS) $(LIB)/libcudart.map
+	re=$$(sed -n '/global:/,/local:/s/^[[:space:]]*\([A-Za-z_][A-Za-z0-9_*]*\);.*/\1/p' $(LIB)/libcudart.map | \
+	  sed 's/\*/.*/g; s/.*/^&$$/' | paste -sd'|') && \
+	$(MINGW_NM) -g --defined-only $(WIN_CUDART_OBJS) | \
+	  awk -v re="$$re" 'NF == 3 && $$3 ~ re { print "\t" $$3 ($$2 ~ /^[DBR]$$/ ? " DATA" : "") }' | sort -u > $@.tmp
+	@[ "$$(grep -c '^	' $@.tmp)" -gt 400 ] || { echo "$@: too few exports"; exit 1; }
+	mv $@.tmp $@
+
+# cudart64_13.dll: no code, each of the runtime's names forwarded to
+# nvcuda.dll (PE export forwarders, which Windows' loader follows), so the
+# runtime a program loads and the driver API it or NVIDIA's libraries call
+# are one library with one session; the two DLLs go together. The import
 # library is what a mingw program links against (rtbasic.exe below); a
 # program built with NVIDIA's toolkit links NVIDIA's cudart.lib, which names
 # the same DLL.
-WIN_CUDART_OBJS := $(patsubst %.c,$(WIN_DLL_OBJ)/lib/%.o,$(notdir $(WIN_LIB_SRCS))) $(WIN_DLL_OBJ)/lib/stubs.o
-MINGW_NM := x86_64-w64-mingw32-nm
 windows-dll: $(WIN_OUT)/dll/cudart64_13.dll
-$(WIN_DLL_OBJ)/cudart64_13.def: $(WIN_CUDART_OBJS) $(LIB)/libcudart.map
-	re=$$(sed -n '/global:/,/local:/s/^[[:space:]]*\([A-Za-z_][A-Za-z0-9_*]*\);.*/\1/p' $(LIB)/libcudart.map | \
-	  sed 's/\*/.*/g; s/.*/^&$$/' | paste -sd'|') && \
-	{ echo 'LIBRARY cudart64_13.dll'; echo 'EXPORTS'; \
-	  $(MINGW_NM) -g --defined-only $(WIN_CUDART_OBJS) | \
-	    awk -v re="$$re" 'NF == 3 && $$3 ~ re { print "\t" $$3 ($$2 ~ /^[DBR]$$/ ? " DATA" : "") }' | sort -u; } > $@.tmp
-	@[ "$$(grep -c '^	' $@.tmp)" -gt 400 ] || { echo "$@: too few exports"; exit 1; }
+$(WIN_DLL_OBJ)/cudart64_13.def: $(WIN_DLL_OBJ)/cudart-exports.txt
+	{ echo 'LIBRARY cudart64_13.dll'; echo 'EXPORTS'; awk '{ print "\t" $$1 " = nvcuda." $$1 ($$2 ? " " $$2 : "") }' $<; } > $@.tmp
 	mv $@.tmp $@
-$(WIN_OUT)/dll/cudart64_13.dll $(WIN_OUT)/dll/libcudart.dll.a &: $(WIN_CUDART_OBJS) $(WIN_DLL_OBJ)/cudart64_13.def
+$(WIN_OUT)/dll/cudart64_13.dll $(WIN_OUT)/dll/libcudart.dll.a &: $(WIN_DLL_OBJ)/cudart64_13.def $(WIN_OUT)/dll/nvcuda.dll
 	@mkdir -p $(@D)
-	$(MINGW_CC) -shared -static -pthread -o $(WIN_OUT)/dll/cudart64_13.dll $(WIN_CUDART_OBJS) $(WIN_DLL_OBJ)/cudart64_13.def \
-	  -Wl,--out-implib,$(WIN_OUT)/dll/libcudart.dll.a -lbcrypt -lsetupapi
+	$(MINGW_CC) -shared -nostdlib -Wl,-e,0 -o $(WIN_OUT)/dll/cudart64_13.dll $(WIN_DLL_OBJ)/cudart64_13.def \
+	  -Wl,--out-implib,$(WIN_OUT)/dll/libcudart.dll.a
 
 # rtbasic (test/windows/rtbasic.c): the runtime API and a kernel registered
 # from a fat binary as nvcc's generated code registers it, over
@@ -167,6 +184,31 @@ $(WIN_OUT)/dll/rtbasic.exe: $(WIN_RT_SRC) $(WIN_OUT)/rtbasic_fatbin.h $(WIN_OUT)
 $(WIN_OUT)/rtbasic: $(WIN_RT_SRC) $(WIN_OUT)/rtbasic_fatbin.h $(GUEST_CUDART)
 	gcc -std=gnu11 -O2 -Wall -Wextra -Werror -isystem $(CUDA_HOME)/include -I$(WIN_OUT) -o $@ $< \
 	  -L$(GUEST_LIB_OUT) -l:libcudart.so.13
+
+# drvpinned and rtpinned (test/windows): pinned host memory through each
+# DLL and through its Linux library, to compare
+# (test/windows/pinned-wine.test.ts).
+WIN_PIN_DIR := $(CURDIR)/test/windows
+WIN_PIN_CFLAGS := -std=gnu11 -O2 -Wall -Wextra -Werror -isystem $(CUDA_HOME)/include
+windows-dll: $(WIN_OUT)/dll/drvpinned.exe $(WIN_OUT)/drvpinned $(WIN_OUT)/dll/rtpinned.exe $(WIN_OUT)/rtpinned
+$(WIN_OUT)/dll/drvpinned.exe: $(WIN_PIN_DIR)/drvpinned.c $(WIN_OUT)/dll/nvcuda.dll
+	$(MINGW_CC) $(WIN_PIN_CFLAGS) -D__USE_MINGW_ANSI_STDIO=1 -o $@ $< $(WIN_OUT)/dll/nvcuda.dll
+$(WIN_OUT)/drvpinned: $(WIN_PIN_DIR)/drvpinned.c $(GUEST_LIBCUDA)
+	gcc $(WIN_PIN_CFLAGS) -o $@ $< -L$(GUEST_LIB_OUT) -l:libcuda.so.1
+$(WIN_OUT)/dll/rtpinned.exe: $(WIN_PIN_DIR)/rtpinned.c $(WIN_OUT)/dll/libcudart.dll.a
+	$(MINGW_CC) $(WIN_PIN_CFLAGS) -D__USE_MINGW_ANSI_STDIO=1 -o $@ $< -L$(WIN_OUT)/dll -lcudart
+$(WIN_OUT)/rtpinned: $(WIN_PIN_DIR)/rtpinned.c $(GUEST_CUDART)
+	gcc $(WIN_PIN_CFLAGS) -o $@ $< -L$(GUEST_LIB_OUT) -l:libcudart.so.13
+
+# rtdrv (test/windows/rtdrv.c): the runtime and the driver API in one
+# process, each using what the other allocated: over cudart64_13.dll and
+# nvcuda.dll, and on Linux over NVIDIA's runtime and qcuda's libcuda.so.1
+# (one session there too), to compare (test/windows/rtdrv-wine.test.ts).
+windows-dll: $(WIN_OUT)/dll/rtdrv.exe $(WIN_OUT)/rtdrv
+$(WIN_OUT)/dll/rtdrv.exe: $(WIN_PIN_DIR)/rtdrv.c $(WIN_OUT)/dll/libcudart.dll.a $(WIN_OUT)/dll/nvcuda.dll
+	$(MINGW_CC) $(WIN_PIN_CFLAGS) -D__USE_MINGW_ANSI_STDIO=1 -o $@ $< -L$(WIN_OUT)/dll -lcudart $(WIN_OUT)/dll/nvcuda.dll
+$(WIN_OUT)/rtdrv: $(WIN_PIN_DIR)/rtdrv.c $(GUEST_LIBCUDA)
+	gcc $(WIN_PIN_CFLAGS) -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64 -L$(GUEST_LIB_OUT) -l:libcuda.so.1
 
 # What a Windows user copies: the two DLLs and README.txt (CRLF, for
 # Notepad) in one folder of a zip (zip, which windows-deps installs). make

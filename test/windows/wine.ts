@@ -41,14 +41,16 @@ export function runTo(cmd: string, args: string[], env: NodeJS.ProcessEnv, ms: n
 
 /** A qcuda-backend serving a region at dir/region (and nothing else), stopped by the test: at its
  * end at the latest, or by stop(), which ends it as its service manager would (SIGTERM) and
- * gives its exit status. env: more of the backend's environment (DEBUG=qcuda:device). */
+ * gives its exit status. env: more of the backend's environment (DEBUG=qcuda:device); size: the
+ * region's (qcuda run's default, 512M, where a test compares how much it pins). */
 export async function backend(
   t: ExecutionContext,
   dir: string,
   env: NodeJS.ProcessEnv = {},
+  size = '128M',
 ): Promise<{ region: string; log: () => string; stop: () => Promise<number | null> }> {
   const region = path.join(dir, 'region');
-  const p: ChildProcess = spawn(process.execPath, [BACKEND, '--provider=host', `--shm=${region}`, '--shm-size=128M', ...KEEP_ROOT], {
+  const p: ChildProcess = spawn(process.execPath, [BACKEND, '--provider=host', `--shm=${region}`, `--shm-size=${size}`, ...KEEP_ROOT], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, ...env },
   });

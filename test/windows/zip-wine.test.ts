@@ -1,7 +1,9 @@
 // What a Windows user copies (`make windows-zip`:
 // build/windows/qcuda-windows-x64.zip): unzipped, it holds the two DLLs and
-// README.txt in one folder and nothing else; each DLL exports exactly what
-// its Linux library exports and needs nothing but Windows' own DLLs; and,
+// README.txt in one folder and nothing else; cudart64_13.dll exports
+// exactly what libcudart.so.13 exports, each name forwarded to nvcuda.dll,
+// which exports what libcuda.so.1 and libcudart.so.13 export and needs
+// nothing but Windows' own DLLs; and,
 // copied next to a program as the README says, each loads under Wine 8 and
 // carries that program's calls over a region a real qcuda-backend serves
 // (drvbasic over nvcuda.dll, rtbasic over cudart64_13.dll). The backend and
@@ -58,16 +60,20 @@ test('the zip holds nvcuda.dll, cudart64_13.dll and README.txt, and the DLLs exp
     t.true(fs.readFileSync(path.join(dir, dll)).equals(fs.readFileSync(path.join(WIN, 'dll', dll))), `${dll} is the one built`);
   const nvcuda = exportsOf(path.join(dir, 'nvcuda.dll'));
   const cudart = exportsOf(path.join(dir, 'cudart64_13.dll'));
-  t.deepEqual(nvcuda, soExports(path.join(LIB, 'libcuda.so.1')));
-  t.deepEqual(cudart, soExports(path.join(LIB, 'libcudart.so.13')));
+  const runtime = soExports(path.join(LIB, 'libcudart.so.13'));
+  t.deepEqual(nvcuda, [...new Set([...soExports(path.join(LIB, 'libcuda.so.1')), ...runtime])].sort());
+  t.deepEqual(cudart, runtime);
+  // cudart64_13.dll holds no code: every name is nvcuda.dll's (one session for both).
+  const forwarded = [...objdump(path.join(dir, 'cudart64_13.dll')).matchAll(/Forwarder RVA -- nvcuda\.(\S+)/g)].map((m) => m[1]).sort();
+  t.deepEqual(forwarded, runtime);
   for (const n of ['cuInit', 'cuGetProcAddress_v2', 'cuMemAlloc_v2', 'cuLaunchKernel_ptsz']) t.true(nvcuda.includes(n), n);
   for (const n of ['cudaMalloc', 'cudaGetDeviceProperties', 'cudaMemcpy_ptds', 'cudaLaunchKernel', '__cudaRegisterFatBinary'])
     t.true(cudart.includes(n), n);
-  // Nothing to copy beside them: only DLLs every Windows has.
-  for (const dll of ['nvcuda.dll', 'cudart64_13.dll']) {
-    const imports = [...objdump(path.join(dir, dll)).matchAll(/DLL Name: (\S+)/g)].map((m) => m[1].toLowerCase()).sort();
-    t.deepEqual(imports, ['bcrypt.dll', 'kernel32.dll', 'msvcrt.dll', 'setupapi.dll'], dll);
-  }
+  // Nothing to copy beside them: only DLLs every Windows has (cudart64_13.dll imports nothing).
+  const imports = (dll: string): string[] =>
+    [...objdump(path.join(dir, dll)).matchAll(/DLL Name: (\S+)/g)].map((m) => m[1].toLowerCase()).sort();
+  t.deepEqual(imports('nvcuda.dll'), ['bcrypt.dll', 'kernel32.dll', 'msvcrt.dll', 'setupapi.dll']);
+  t.deepEqual(imports('cudart64_13.dll'), []);
   // The README says where they go and how they find the backend, in Windows' line ends.
   const readme = fs.readFileSync(path.join(dir, 'README.txt'), 'utf8');
   t.true(
