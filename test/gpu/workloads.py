@@ -189,6 +189,26 @@ def cupy_elementwise():
     return {'unit': 'us/op', 'value': s * 1e6, 'round_trips': rt, 'correct': ok}
 
 
+def host_func():
+    """A kernel and a host function (cudaLaunchHostFunc) per step on one stream, as frameworks
+    use them to free buffers or signal completion: work after the function waits for it."""
+    import cupy
+    x = cupy.zeros(1024, dtype=cupy.float32)
+    k = cupy.ElementwiseKernel('float32 x', 'float32 y', 'y = x + 1.0f', 'qcuda_inc')
+    stream = cupy.cuda.Stream(non_blocking=True)
+    ran = [0]
+
+    def fn(arg):
+        ran[0] += 1
+
+    def step():
+        with stream:
+            k(x, x)
+        stream.launch_host_func(fn, None)
+    s, rt = timed(step, stream.synchronize, 200)
+    return {'unit': 'us/op', 'value': s * 1e6, 'round_trips': rt, 'correct': ran[0] > 0}
+
+
 def copies():
     torch, dev, sync = torch_env()
     n = 256 << 20
@@ -405,7 +425,8 @@ WORKLOADS = {'sgemm': sgemm, 'mlp': mlp, 'resnet': resnet, 'gpt_train': gpt_trai
              'gemm_fp8_8192': gemm_fp8, 'gemm_int8_4096': gemm_int8,
              'resnet50_fp16': resnet50_fp16, 'conv_bf16_train': conv_bf16_train, 'llm_decode_fp16': llm_decode_fp16,
              'gpt_train_bf16': gpt_train_bf16, 'sdpa_bf16': sdpa_bf16, 'graph_replay': graph_replay,
-             'compile_graphs': compile_graphs, 'graph_bf16': graph_bf16, 'event_query': event_query, 'jax_matmul': jax_matmul}
+             'compile_graphs': compile_graphs, 'graph_bf16': graph_bf16, 'event_query': event_query, 'jax_matmul': jax_matmul,
+             'host_func': host_func}
 
 if __name__ == '__main__':
     picked = sys.argv[1:] or list(WORKLOADS)
