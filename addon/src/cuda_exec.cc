@@ -410,11 +410,18 @@ void CtxCore::Loop() {
     if (ctx != nullptr) cu::api().CtxSetCurrent(ctx);
     j->run(*j);
     j->run = nullptr;
-    bool exit = j->exitThread;
+    const bool exit = j->exitThread;
+    if (!exit) {
+      // Idle again before the job's answer can reach JavaScript: woken by
+      // it, JS may submit its next call at once, and that call should find
+      // the thread idle and run inline. Counted down after AfterRun (as it
+      // was), a loaded machine let JS in first, and the call queued here.
+      std::lock_guard<std::mutex> lk(mu);
+      busy--;
+    }
     AfterRun(j, false);
-    std::lock_guard<std::mutex> lk(mu);
-    busy--;
     if (exit) {
+      std::lock_guard<std::mutex> lk(mu);
       dead = true;
       // Anything queued after the end is refused (the JS side stops submitting at destroy()).
       for (Job *k : q) {
