@@ -31,23 +31,53 @@ test('systemd-analyze verify accepts an instance of the unit', (t) => {
 });
 
 test('one backend per VM: the socket under /run/qcuda named by the instance, options from /etc/qcuda/VM.conf, restarts, journald', (t) => {
-  t.deepEqual(setting('ExecStart'), [`${INSTALLED} --socket-path=/run/qcuda/%i.sock --device=qcuda $QCUDA_BACKEND_OPTS`]);
+  t.deepEqual(setting('ExecStart'), [
+    `${INSTALLED} --socket-path=/run/qcuda/%i.sock --device=qcuda $QCUDA_RESTART_STATE $QCUDA_BACKEND_OPTS`,
+  ]);
   t.deepEqual(setting('EnvironmentFile'), ['-/etc/qcuda/%i.conf']);
   t.deepEqual(setting('Restart'), ['on-failure']);
   t.deepEqual(setting('RuntimeDirectory'), ['qcuda']);
   t.deepEqual(setting('StandardError'), ['journal']);
 });
 
-test('ExecStart as systemd expands it for a VM starts a backend serving that VM', async (t) => {
-  const run = tmpDir(t);
-  const vm = 'vm1';
-  // %i -> the instance, /run/qcuda -> a directory of the test's, the
-  // environment file's options -> a host provider with a quota.
-  const words = setting('ExecStart')[0]
+test("a restart keeps the state: a file in the VM's StateDirectory, a stop that leaves room for the drain", (t) => {
+  t.deepEqual(
+    setting('Environment').filter((e) => e.startsWith('QCUDA_RESTART_STATE=')),
+    ['QCUDA_RESTART_STATE=--restart-state=/var/lib/qcuda/%i/restart.state'],
+  );
+  t.deepEqual(setting('StateDirectory'), ['qcuda/%i']);
+  t.deepEqual(setting('StateDirectoryMode'), ['0700']);
+  t.deepEqual(setting('KillSignal'), ['SIGTERM']);
+  t.deepEqual(setting('KillMode'), ['mixed'], 'SIGTERM to the backend alone: its workers are its own to end');
+  t.true(Number(setting('TimeoutStopSec')[0]) >= 60, 'the drain (30 s) and the save fit before systemd kills it');
+  t.deepEqual(setting('RestartPreventExitStatus'), ['2'], 'a refused option is not retried every second');
+});
+
+/** ExecStart's words as systemd expands them for VM vm, the state directory and /run/qcuda in dirs of the test's. */
+function execStart(vm: string, run: string, state: string, env: Record<string, string[]>): string[] {
+  const defaults = Object.fromEntries(
+    setting('Environment').map((e) => {
+      const [k, ...v] = e.split('=');
+      return [k, v.join('=').replaceAll('%i', vm).replaceAll('/var/lib/qcuda', state).split(' ')];
+    }),
+  );
+  return setting('ExecStart')[0]
     .replaceAll('%i', vm)
     .replaceAll('/run/qcuda', run)
     .split(' ')
-    .flatMap((w) => (w === '$QCUDA_BACKEND_OPTS' ? ['--provider=host', '--device-memory-limit=1G'] : [w]));
+    .flatMap((w) => (w.startsWith('$') ? (env[w.slice(1)] ?? defaults[w.slice(1)] ?? []) : [w]))
+    .filter((w) => w !== '');
+}
+
+test('ExecStart as systemd expands it for a VM starts a backend serving that VM', async (t) => {
+  const run = tmpDir(t);
+  const state = tmpDir(t);
+  const vm = 'vm1';
+  fs.mkdirSync(path.join(state, vm)); // StateDirectory=qcuda/%i, made by systemd
+  // %i -> the instance, /run/qcuda and /var/lib/qcuda -> directories of the
+  // test's, the environment file's options -> a host provider with a quota.
+  const words = execStart(vm, run, state, { QCUDA_BACKEND_OPTS: ['--provider=host', '--device-memory-limit=1G'] });
+  t.true(words.includes(`--restart-state=${path.join(state, vm, 'restart.state')}`), words.join(' '));
   t.is(words[0], INSTALLED);
   const p = spawn(process.execPath, [BACKEND, ...words.slice(1), ...KEEP_ROOT], { stdio: ['ignore', 'ignore', 'pipe'] });
   t.teardown(() => p.kill('SIGKILL'));
@@ -64,6 +94,28 @@ test('ExecStart as systemd expands it for a VM starts a backend serving that VM'
   const gone = new Promise<number | null>((r) => p.once('exit', (code) => r(code)));
   p.kill('SIGTERM'); // what systemctl stop sends
   t.is(await gone, 0, 'a clean stop is not a failure (Restart=on-failure leaves it stopped)');
+  t.regex(log, /restart state: no frontend is connected: nothing to keep/);
+});
+
+test('a VM on the cuda provider turns the restart state off in its VM.conf; left on, the backend refuses to start', async (t) => {
+  const run = tmpDir(t);
+  const state = tmpDir(t);
+  fs.mkdirSync(path.join(state, 'vm2'));
+  const refused = spawnSync(
+    process.execPath,
+    [BACKEND, ...execStart('vm2', run, state, { QCUDA_BACKEND_OPTS: ['--provider=cuda'] }).slice(1), ...KEEP_ROOT],
+    {
+      encoding: 'utf8',
+      timeout: 20_000,
+    },
+  );
+  t.is(refused.status, 2, refused.stderr);
+  t.regex(refused.stderr, /--restart-state: the cuda provider's sessions cannot be saved yet/);
+  const off = execStart('vm2', run, state, { QCUDA_RESTART_STATE: [''], QCUDA_BACKEND_OPTS: ['--provider=cuda'] });
+  t.false(
+    off.some((w) => w.startsWith('--restart-state')),
+    off.join(' '),
+  );
 });
 
 test('host memory and tasks bounded per VM, CPU shared by weight (security review 3, N10)', (t) => {
@@ -81,7 +133,11 @@ test('least privilege: a user of its own, no capabilities, a read-only system, u
   t.deepEqual(setting('RestrictAddressFamilies'), ['AF_UNIX']);
   t.deepEqual(setting('SystemCallFilter')[0], '@system-service');
   t.true(setting('SystemCallFilter').includes('seccomp'), 'a GPU worker may add its own filter (--worker-sandbox=seccomp)');
-  t.deepEqual(setting('Environment'), ['CUDA_CACHE_PATH=/var/cache/qcuda/%i'], "the JIT cache is the VM's own");
+  t.deepEqual(
+    setting('Environment').filter((e) => e.startsWith('CUDA_CACHE_PATH=')),
+    ['CUDA_CACHE_PATH=/var/cache/qcuda/%i'],
+    "the JIT cache is the VM's own",
+  );
   const dir = tmpDir(t);
   const stub = path.join(dir, 'qcuda-backend');
   fs.writeFileSync(stub, '#!/bin/sh\n', { mode: 0o755 });
