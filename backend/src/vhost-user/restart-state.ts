@@ -125,8 +125,8 @@ export class RestartState {
     readonly mark: RestartMark,
     /** The framed device state's body (checked against its CRC). */
     readonly body: Buffer[],
-    /** The whole file, to be written back as it was (a stop before the frontend came back). */
-    readonly raw: Buffer,
+    /** The whole file, in chunks, to be written back as it was (a stop before the frontend came back). */
+    readonly raw: Buffer[],
   ) {}
 
   /** The device state's bytes (without framing). */
@@ -136,20 +136,18 @@ export class RestartState {
 
   /** Reads and checks a state file; throws RestartStateError saying what is wrong with it. */
   static read(file: string, maxBytes = MAX_STATE_BYTES): RestartState {
-    const st = fs.statSync(file);
-    if (!st.isFile()) throw new RestartStateError(`${file} is not a regular file`);
-    if (st.size > maxBytes) throw new RestartStateError(`${file} holds ${st.size} bytes, more than ${maxBytes}`);
-    const raw = fs.readFileSync(file);
-    if (raw.length < HEAD) throw new RestartStateError(`${file} is truncated (${raw.length} bytes)`);
-    const v = new DataView(raw.buffer, raw.byteOffset, raw.length);
-    if (v.getUint32(0, true) !== RESTART_MAGIC) throw new RestartStateError(`${file} is not a backend's restart state (bad magic)`);
-    const format = v.getUint32(4, true);
+    const raw = readChunks(file, maxBytes);
+    const all = Buffer.concat(raw.slice(0, 1).map((c) => c.subarray(0, HEAD)));
+    if (all.length < HEAD) throw new RestartStateError(`${file} is truncated (${all.length} bytes)`);
+    if (all.readUInt32LE(0) !== RESTART_MAGIC) throw new RestartStateError(`${file} is not a backend's restart state (bad magic)`);
+    const format = all.readUInt32LE(4);
     if (format !== RESTART_FORMAT) throw new RestartStateError(`${file} has format ${format}, this backend reads ${RESTART_FORMAT}`);
-    const len = v.getUint32(8, true);
-    if (len > MAX_MARK || HEAD + len > raw.length)
+    const len = all.readUInt32LE(8);
+    const first = raw[0];
+    if (len > MAX_MARK || HEAD + len > first.length)
       throw new RestartStateError(`${file} is truncated or corrupted (a mark of ${len} bytes)`);
-    const markBytes = raw.subarray(HEAD, HEAD + len);
-    if (zlib.crc32(markBytes) >>> 0 !== v.getUint32(12, true))
+    const markBytes = first.subarray(HEAD, HEAD + len);
+    if (zlib.crc32(markBytes) >>> 0 !== all.readUInt32LE(12))
       throw new RestartStateError(`${file} is corrupted (crc32 mismatch in its mark)`);
     let mark: RestartMark;
     try {
@@ -161,7 +159,7 @@ export class RestartState {
       throw new RestartStateError(`${file} is corrupted (its mark lacks the device, regions or rings)`);
     let body: Buffer[];
     try {
-      body = checkFrame([raw.subarray(HEAD + len)]).chunks;
+      body = checkFrame([first.subarray(HEAD + len), ...raw.slice(1)]).chunks;
     } catch (e) {
       throw new RestartStateError(`${file}: ${(e as Error).message}`);
     }
@@ -181,7 +179,9 @@ export class RestartState {
 
   /** Writes the file back as it was read (a stop before its frontend came back). */
   async writeBack(file: string): Promise<void> {
-    await writeAtomic(file, async (write) => write(this.raw));
+    await writeAtomic(file, async (write) => {
+      for (const c of this.raw) await write(c);
+    });
   }
 }
 
@@ -258,6 +258,35 @@ export async function saveForRestart(b: Backend, file: string, drainMs: number):
   }
   const rings = mark.rings.map((r) => `${r.index}@${r.lastAvail}`).join(' ');
   return { outcome: 'saved', what: `${bytes} bytes of device state, rings at ${rings || 'none'}`, inflight: 0 };
+}
+
+/** Chunks a file is read in: a state may be larger than one Buffer (2 GiB for readFileSync). */
+const READ_CHUNK = 64 << 20;
+
+/** The whole of file, in chunks; the first holds at least the header and the mark where the file does. */
+function readChunks(file: string, maxBytes: number): Buffer[] {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const st = fs.fstatSync(fd);
+    if (!st.isFile()) throw new RestartStateError(`${file} is not a regular file`);
+    if (st.size > maxBytes) throw new RestartStateError(`${file} holds ${st.size} bytes, more than ${maxBytes}`);
+    const out: Buffer[] = [];
+    let at = 0;
+    while (at < st.size) {
+      const b = Buffer.allocUnsafe(Math.min(READ_CHUNK, st.size - at));
+      let got = 0;
+      while (got < b.length) {
+        const n = fs.readSync(fd, b, got, b.length - got, at + got);
+        if (n === 0) throw new RestartStateError(`${file} shrank while it was read`);
+        got += n;
+      }
+      out.push(b);
+      at += b.length;
+    }
+    return out.length > 0 ? out : [Buffer.alloc(0)];
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 /**
