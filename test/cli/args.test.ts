@@ -269,6 +269,14 @@ function backendCases(): Case[] {
     ...[...badInts('fd'), ['--fd=99']].map((a) => ({ program: 'qcuda-backend' as const, args: a })),
     { program: 'qcuda-backend', args: ['--fd=1', '--frontends=2'] },
     { program: 'qcuda-backend', args: ['--fd=1', `--shm=${SOCK}.shm`] },
+    // --restart-state: one VM's QEMU on a socket, a provider that carries its sessions, a file in a directory.
+    { program: 'qcuda-backend', args: [...at, `--restart-state=${NONE}/vm.state`] },
+    { program: 'qcuda-backend', args: [...at, `--restart-state=${dir}`] },
+    { program: 'qcuda-backend', args: [...at, '--provider=cuda', `--restart-state=${dir}/vm.state`] },
+    { program: 'qcuda-backend', args: [...at, '--frontends=2', `--restart-state=${dir}/vm.state`] },
+    { program: 'qcuda-backend', args: [...at, `--shm=${SOCK}.shm`, `--restart-state=${dir}/vm.state`] },
+    { program: 'qcuda-backend', args: ['--fd=1', `--restart-state=${dir}/vm.state`] },
+    { program: 'qcuda-backend', args: [...blk, `--restart-state=${dir}/vm.state`] },
   ];
 }
 
