@@ -71,6 +71,11 @@ export interface CallDecl {
   readonly event?: string;
   /** May be sent later, in a BATCH (it enqueues work and never waits for it). */
   readonly posted?: boolean;
+  /**
+   * Puts work on the GPU (a launch, a copy, a memset, a batch): under
+   * --gpu-share it waits for its VM's turn before it runs (share/gate.ts).
+   */
+  readonly gpu?: 'posts';
   /** The guest library sends it without flushing posted work first (the batch itself; the callback thread's wait). */
   readonly unbatched?: boolean;
   /**
@@ -135,6 +140,7 @@ export const CALLS = {
   MEMCPY_HTOD: {
     cmd: 24,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_memcpy',
     data: 'to',
     stream: 'stream',
@@ -144,6 +150,7 @@ export const CALLS = {
   MEMCPY_DTOH: {
     cmd: 25,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_memcpy',
     data: 'from',
     stream: 'stream',
@@ -153,6 +160,7 @@ export const CALLS = {
   MEMCPY_DTOD: {
     cmd: 26,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_memcpy',
     stream: 'stream',
     handles: { stream: 'stream' },
@@ -162,6 +170,7 @@ export const CALLS = {
   MEMSET: {
     cmd: 27,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_memset',
     stream: 'stream',
     handles: { stream: 'stream' },
@@ -362,6 +371,7 @@ export const CALLS = {
   LAUNCH: {
     cmd: 53,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_launch',
     varArgs: true,
     handles: { func: 'function', stream: 'stream' },
@@ -372,6 +382,7 @@ export const CALLS = {
   LAUNCH_COOPERATIVE: {
     cmd: 68,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_launch',
     varArgs: true,
     handles: { func: 'function', stream: 'stream' },
@@ -381,6 +392,7 @@ export const CALLS = {
   LAUNCH_EX: {
     cmd: 69,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_launch_ex',
     varArgs: true,
     handles: { func: 'function', stream: 'stream' },
@@ -440,6 +452,7 @@ export const CALLS = {
   MEMCPY_3D_HTOD: {
     cmd: 140,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_memcpy_3d',
     data: 'to',
     stream: 'stream',
@@ -449,6 +462,7 @@ export const CALLS = {
   MEMCPY_3D_DTOH: {
     cmd: 141,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_memcpy_3d',
     data: 'from',
     stream: 'stream',
@@ -458,6 +472,7 @@ export const CALLS = {
   MEMCPY_3D_DTOD: {
     cmd: 142,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_memcpy_3d',
     stream: 'stream',
     handles: { stream: 'stream' },
@@ -467,6 +482,7 @@ export const CALLS = {
   MEMSET_2D: {
     cmd: 143,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_memset_2d',
     stream: 'stream',
     handles: { stream: 'stream' },
@@ -539,6 +555,7 @@ export const CALLS = {
   GRAPH_LAUNCH: {
     cmd: 175,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_graph_launch',
     stream: 'stream',
     handles: { stream: 'stream' },
@@ -685,6 +702,7 @@ export const CALLS = {
   BATCH: {
     cmd: 54,
     side: 'backend',
+    gpu: 'posts',
     unbatched: true,
     args: 'qcuda_args_batch',
     data: 'to',
