@@ -7,6 +7,7 @@ import type { BusyPoll } from '../sys/busy-poll';
 import type { Fd } from '../sys/fd';
 import type { Now } from '../sys/now';
 import type { MemRegion, RingState } from '../vhost-user';
+import { CudaErr, CudaError } from './cuda-error';
 import type { VmLimits } from './limits';
 import type { ModuleStore } from './module-cache';
 import type { IpcAnswerer } from './ipc-wire';
@@ -682,6 +683,41 @@ export interface JobWatch {
   /** Kills the worker of each job that has run longer than ms: a line for each, to log. */
   endPast(ms: number): string[];
 }
+
+/**
+ * The provider-level methods of a provider whose every context lives in a
+ * process of its own (a worker per session, isolated.ts; a queue owner's
+ * worker, worker.ts): each runs in one of the contexts it is given, as
+ * that context's method. Such a provider takes them all (Object.assign), so
+ * a provider-level method added here reaches every worker with no list to
+ * join. Host contexts refuse at the export with NotSupported: host memory
+ * does not leave its process.
+ */
+export const CONTEXT_TWINS = {
+  ipcExport(owner: ProviderContext, ptr: DevPtr): Promise<Uint8Array> {
+    return owner.ipcMemExport(ptr);
+  },
+  ipcOpen(_owner: ProviderContext | undefined, _ptr: DevPtr, opener: ProviderContext, exported?: Uint8Array): Promise<DevPtr> {
+    if (!exported) return Promise.reject(new CudaError(CudaErr.InvalidResourceHandle, 'an IPC handle without its CUDA handle'));
+    return opener.ipcMemOpen(exported);
+  },
+  ipcClose(opener: ProviderContext, ptr: DevPtr): Promise<void> {
+    return opener.ipcMemClose(ptr);
+  },
+  ipcEventExport(owner: ProviderContext, e: EventRef): Promise<Uint8Array> {
+    return owner.ipcEventExport(e);
+  },
+  ipcEventOpen(
+    _owner: ProviderContext | undefined,
+    _e: EventRef | undefined,
+    opener: ProviderContext,
+    exported?: Uint8Array,
+  ): Promise<EventRef> {
+    if (!exported) return Promise.reject(new CudaError(CudaErr.InvalidResourceHandle, 'an IPC event handle without its CUDA handle'));
+    return opener.ipcEventOpen(exported);
+  },
+} satisfies Partial<Provider>;
+export type ContextTwins = typeof CONTEXT_TWINS;
 
 /** What a queue owner is handed (owned-queue.ts); the kick, call, in-flight record and ledger fds come with it. */
 export interface OwnOrder {
