@@ -123,7 +123,9 @@ function contextCall(name: ContextCmd): Run<ContextCmd> {
 }
 
 /** The run of every call declared with `context`. */
-export function contextCalls(): { readonly [K in ContextCmd]: Run<K> } {
+function contextCalls(): { readonly [K in ContextCmd]: Run<K> } {
   const names = (Object.keys(CALLS) as CmdName[]).filter((k): k is ContextCmd => 'context' in CALLS[k]);
   return Object.fromEntries(names.map((k) => [k, contextCall(k)])) as { readonly [K in ContextCmd]: Run<K> };
 }
+
+export const RUNS = contextCalls();

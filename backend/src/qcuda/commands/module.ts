@@ -30,7 +30,7 @@ function count(what: string, n: number): number {
   return n;
 }
 
-export const MODULE_COMMANDS: Runs<
+export const RUNS: Runs<
   | 'MODULE_UPLOAD'
   | 'MODULE_FIND'
   | 'MODULE_LOAD'
