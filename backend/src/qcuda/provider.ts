@@ -181,16 +181,6 @@ export interface LaunchDesc {
   params: Uint8Array;
 }
 
-/** A launch configuration whose clusters are asked about (cluster 0,0,0 and policy 0: attributes not given). */
-export interface ClusterQuery {
-  grid: Uint32Array;
-  block: Uint32Array;
-  smem: number;
-  cluster: Uint32Array;
-  policy: number;
-  query: number;
-}
-
 /** Where a region of guest RAM comes from: an fd and the vhost-user region that maps it. */
 export interface GuestMemorySource {
   fd: number;
@@ -410,8 +400,6 @@ export interface CoreContext {
   occupancyBlocks(f: FunctionRef, blockSize: number, dynamicSmem: bigint, flags: number): Promise<number>;
   /** Dynamic shared memory per block that lets numBlocks blocks of blockSize threads fit on a multiprocessor. */
   occupancySmem(f: FunctionRef, numBlocks: number, blockSize: number): Promise<bigint>;
-  /** cuOccupancyMaxActiveClusters (query 0) or cuOccupancyMaxPotentialClusterSize (query 1) of a launch configuration. */
-  occupancyClusters(f: FunctionRef, config: ClusterQuery): Promise<number>;
   /** The driver's CUtensorMap (128 bytes) for a qcuda_args_tensor_map whose rank fits its arrays. */
   tensorMapEncode(args: Uint8Array): Promise<Uint8Array>;
   /** The context's cudaLimit values (limit already checked to be one the runtime names). */
@@ -537,7 +525,6 @@ const CORE_METHODS = [
   'funcSetAttribute',
   'occupancyBlocks',
   'occupancySmem',
-  'occupancyClusters',
   'tensorMapEncode',
   'limitSet',
   'limitGet',

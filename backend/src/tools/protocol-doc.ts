@@ -90,7 +90,8 @@ function callSection(name: string, d: CallDecl): string[] {
           .map(([f, b]) => `${code(f)} 0x${b.toString(16)}`)
           .join(', ')}`
       : '';
-    facts.push(`- context method ${code(`${c.method}(${c.params.join(', ')})`)}, result: ${c.result}${flagBits}`);
+    const run = c.checked ? '; its run checks the arguments first and calls it' : '';
+    facts.push(`- context method ${code(`${c.method}(${c.params.join(', ')})`)}, result: ${c.result}${flagBits}${run}`);
   }
   return [`### ${name}`, '', ...(d.doc ? [d.doc, ''] : []), ...facts, ''];
 }

@@ -86,6 +86,7 @@ function shape(d: CallDecl): string {
 }
 
 export function valueOf(d: CallDecl): string | undefined {
+  if (d.value) return d.value;
   switch (d.context?.result) {
     case 'stream':
       return 'the new stream handle';
@@ -94,7 +95,7 @@ export function valueOf(d: CallDecl): string | undefined {
     case 'signed':
       return 'an int, sign-extended';
     default:
-      return d.value;
+      return undefined;
   }
 }
 

@@ -31,7 +31,8 @@ export type HandleKind = 'stream' | 'event' | 'module' | 'function';
  * it passes (handles resolved to the provider's objects), what it makes of
  * the result, and the flag bits it admits. From it come the ProviderContext
  * method (provider.ts), its forwarding to a session's worker (isolated.ts,
- * worker.ts) and, for the cuda provider, the addon method of the same name.
+ * worker.ts) and, for the cuda provider, the addon method of the same name;
+ * and, unless `checked`, the call's run (commands/context-call.ts).
  */
 export interface ContextDecl {
   readonly method: string;
@@ -47,6 +48,13 @@ export interface ContextDecl {
   readonly result: 'none' | 'value' | 'signed' | 'ready' | 'out' | 'stream' | 'event' | 'memory';
   /** Argument fields holding flags, and the bits each admits (others: cudaErrorInvalidValue). */
   readonly flags?: Readonly<Record<string, number>>;
+  /**
+   * The call's run is written by hand (commands/<concept>.ts): it checks
+   * what the context cannot (ranges, the session's state) and calls the
+   * method itself, with the arguments declared here. The method, its
+   * forwarding and the addon's call are derived all the same.
+   */
+  readonly checked?: boolean;
 }
 
 export interface CallDecl {
@@ -436,6 +444,12 @@ export const CALLS = {
     side: 'context',
     args: 'qcuda_args_cluster_occupancy',
     handles: { func: 'function' },
+    context: {
+      method: 'occupancyClusters',
+      params: ['func', 'grid', 'block', 'smem', 'cluster', 'policy', 'query'],
+      result: 'signed',
+      checked: true,
+    },
     doc: 'cuOccupancyMaxActiveClusters (query 0) or cuOccupancyMaxPotentialClusterSize (query 1) of the launch configuration given, answered by the driver',
     value: 'the number of clusters, or the cluster size',
   },
