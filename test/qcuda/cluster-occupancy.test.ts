@@ -1,15 +1,16 @@
-// OCCUPANCY_CLUSTERS on the cuda provider: the driver answers
-// (cuOccupancyMaxActiveClusters, cuOccupancyMaxPotentialClusterSize), through
-// the context method its declaration derives (occupancyClusters, `checked`:
-// the run in commands/module.ts checks the query, the forwarding to the
-// worker and the addon's call follow from wire/protocol.ts). On the fake
-// driver (fixtures/fakecuda.c: as many clusters as the grid holds, a
-// potential size of 8, none for nop), in a worker per session and in a
-// worker serving its session's own queue.
+// Context calls whose provider side is derived from their declaration
+// (wire/protocol.ts), on the cuda provider: OCCUPANCY_CLUSTERS, whose run
+// (commands/module.ts, `checked`) checks the query and calls the derived
+// method (cuOccupancyMaxActiveClusters, cuOccupancyMaxPotentialClusterSize);
+// and the calls whose addon method is generated as one driver call
+// (`driver`: addon/src/context_calls.h). On the fake driver
+// (fixtures/fakecuda.c: as many clusters as the grid holds, a potential size
+// of 8, none for nop; priorities 0 down to -5), in a worker per session and
+// in a worker serving its session's own queue.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import { Cmd, encode } from '../../backend/src/qcuda/proto';
+import { Cmd, encode, Status } from '../../backend/src/qcuda/proto';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
@@ -59,5 +60,28 @@ for (const [name, ownQueue] of [
     t.is((await clusters(c, nop, 1, [0, 0, 0])).value, 0n, "another function's answer");
     t.is((await clusters(c, say, 2, [0, 0, 0])).status, CudaErr.InvalidValue, 'the run refuses a query that is neither');
     t.is((await clusters(c, 0x1234n, 0, [2, 1, 1])).status, CudaErr.InvalidResourceHandle, 'no such function');
+  });
+}
+
+for (const [name, ownQueue] of [
+  ['a worker per session', false],
+  ['a worker serving its own queue', true],
+] as const) {
+  test(`${name}: the calls whose addon method is one driver call, generated, answer as the driver`, async (t) => {
+    const c = await setup(t, ownQueue);
+    const range = await c.call(Cmd.STREAM_PRIORITY_RANGE, { out: 'qcuda_out_priority_range' });
+    t.is(range.status, 0);
+    t.deepEqual({ least: range.out!.least, greatest: range.out!.greatest }, { least: 0, greatest: -5 }, 'named by the out struct');
+    const created = await c.call(Cmd.STREAM_CREATE, { args: ['qcuda_args_stream_create', { flags: 1, priority: -3 }] });
+    t.is(created.status, 0);
+    const prio = await c.call(Cmd.STREAM_GET_PRIORITY, { args: ['qcuda_args_handle', { handle: created.value }] });
+    t.deepEqual([prio.status, BigInt.asIntN(64, prio.value)], [0, -3n], "the stream's own priority, looked up in the context");
+    const legacy = await c.call(Cmd.STREAM_GET_PRIORITY, { args: ['qcuda_args_handle', { handle: 0n }] });
+    t.deepEqual([legacy.status, legacy.value], [0, 0n], 'the legacy NULL stream');
+    t.is((await c.call(Cmd.STREAM_DESTROY, { args: ['qcuda_args_handle', { handle: created.value }] })).status, 0);
+    const gone = await c.call(Cmd.STREAM_GET_PRIORITY, { args: ['qcuda_args_handle', { handle: created.value }] });
+    t.is(gone.status, CudaErr.InvalidResourceHandle, 'a destroyed stream');
+    t.is((await c.call(Cmd.CTX_RESET_PERSISTING_L2, {})).status, 0);
+    t.is((await c.call(Cmd.CTX_RESET_PERSISTING_L2, { args: ['qcuda_args_handle', { handle: 1n }] })).status, Status.BAD_REQUEST);
   });
 }

@@ -90,7 +90,9 @@ function callSection(name: string, d: CallDecl): string[] {
           .map(([f, b]) => `${code(f)} 0x${b.toString(16)}`)
           .join(', ')}`
       : '';
-    const run = c.checked ? '; its run checks the arguments first and calls it' : '';
+    const run =
+      (c.checked ? '; its run checks the arguments first and calls it' : '') +
+      (c.driver ? `; the cuda provider's addon method is one call of ${code(`cu${c.driver}`)} (generated)` : '');
     facts.push(`- context method ${code(`${c.method}(${c.params.join(', ')})`)}, result: ${c.result}${flagBits}${run}`);
   }
   return [`### ${name}`, '', ...(d.doc ? [d.doc, ''] : []), ...facts, ''];

@@ -55,6 +55,16 @@ export interface ContextDecl {
    * forwarding and the addon's call are derived all the same.
    */
   readonly checked?: boolean;
+  /**
+   * The driver entry point (a member of cuda_api.h's Api, as StreamGetPriority)
+   * that the cuda provider's addon method calls once: with the declared
+   * arguments (handles as the context's stream, event or function), then a
+   * pointer for each result (result none: no pointer; signed or value: one;
+   * out: one per field of the out struct, each an int, in its order). The
+   * addon method is then generated (addon/src/context_calls.h, for
+   * cuda_ctx_calls.cc): none is written by hand.
+   */
+  readonly driver?: string;
 }
 
 export interface CallDecl {
@@ -257,20 +267,20 @@ export const CALLS = {
     args: 'qcuda_args_handle',
     handles: { handle: 'stream' },
     doc: 'cudaStreamGetPriority',
-    context: { method: 'streamGetPriority', params: ['handle'], result: 'signed' },
+    context: { method: 'streamGetPriority', params: ['handle'], result: 'signed', driver: 'StreamGetPriority' },
   },
   STREAM_PRIORITY_RANGE: {
     cmd: 72,
     side: 'context',
     out: 'qcuda_out_priority_range',
     doc: "cudaDeviceGetStreamPriorityRange of the session's context",
-    context: { method: 'streamPriorityRange', params: [], result: 'out' },
+    context: { method: 'streamPriorityRange', params: [], result: 'out', driver: 'CtxGetStreamPriorityRange' },
   },
   CTX_RESET_PERSISTING_L2: {
     cmd: 73,
     side: 'context',
     doc: 'cudaCtxResetPersistingL2Cache: persisting L2 lines become normal',
-    context: { method: 'resetPersistingL2Cache', params: [], result: 'none' },
+    context: { method: 'resetPersistingL2Cache', params: [], result: 'none', driver: 'CtxResetPersistingL2Cache' },
   },
 
   EVENT_CREATE: {
