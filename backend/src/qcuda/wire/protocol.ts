@@ -144,7 +144,7 @@ export const CALLS = {
   },
   DEVICE_PROPS: { cmd: 17, side: 'backend', args: 'qcuda_args_device', out: 'qcuda_out_device_props', doc: '' },
   SET_DEVICE: { cmd: 18, side: 'backend', args: 'qcuda_args_device', doc: '' },
-  DEVICE_SYNC: { cmd: 19, side: 'context', stream: 'all', syncs: true, doc: 'cudaDeviceSynchronize' },
+  DEVICE_SYNC: { cmd: 19, side: 'context', stream: 'all', syncs: true, doc: 'cudaDeviceSynchronize, cuCtxSynchronize' },
   DEVICE_RESET: { cmd: 20, side: 'backend', doc: "frees the session's resources" },
   MEM_GET_INFO: {
     cmd: 21,
@@ -210,7 +210,7 @@ export const CALLS = {
     cmd: 32,
     side: 'context',
     args: 'qcuda_args_stream_create',
-    doc: '',
+    doc: 'cudaStreamCreateWithPriority',
     context: { method: 'streamCreate', params: ['flags', 'priority'], result: 'stream', flags: { flags: 0x1 } },
   },
   STREAM_DESTROY: {
@@ -219,7 +219,7 @@ export const CALLS = {
     args: 'qcuda_args_handle',
     handles: { handle: 'stream' },
     ends: 'handle',
-    doc: '',
+    doc: 'cudaStreamDestroy',
     context: { method: 'streamDestroy', params: ['handle'], result: 'none' },
   },
   STREAM_SYNC: {
@@ -229,7 +229,7 @@ export const CALLS = {
     handles: { handle: 'stream' },
     stream: 'handle',
     syncs: true,
-    doc: '',
+    doc: 'cudaStreamSynchronize',
     context: { method: 'streamSynchronize', params: ['handle'], result: 'none' },
   },
   STREAM_QUERY: {
@@ -238,7 +238,7 @@ export const CALLS = {
     args: 'qcuda_args_handle',
     handles: { handle: 'stream' },
     endsBatch: true,
-    doc: 'status = cudaSuccess or cudaErrorNotReady',
+    doc: 'cudaStreamQuery: status = cudaSuccess or cudaErrorNotReady',
     context: { method: 'streamQuery', params: ['handle'], result: 'ready' },
   },
   STREAM_WAIT_EVENT: {
@@ -249,7 +249,7 @@ export const CALLS = {
     stream: 'stream',
     event: 'event',
     posted: true,
-    doc: '',
+    doc: 'cudaStreamWaitEvent',
     context: { method: 'streamWaitEvent', params: ['stream', 'event', 'flags'], result: 'none' },
   },
   STREAM_SET_ATTR: { cmd: 66, side: 'context', args: 'qcuda_args_stream_attr', handles: { stream: 'stream' }, doc: '' },
@@ -273,7 +273,7 @@ export const CALLS = {
     cmd: 72,
     side: 'context',
     out: 'qcuda_out_priority_range',
-    doc: "cudaDeviceGetStreamPriorityRange of the session's context",
+    doc: "cudaDeviceGetStreamPriorityRange (cuCtxGetStreamPriorityRange) of the session's context",
     context: { method: 'streamPriorityRange', params: [], result: 'out', driver: 'CtxGetStreamPriorityRange' },
   },
   CTX_RESET_PERSISTING_L2: {
@@ -287,7 +287,7 @@ export const CALLS = {
     cmd: 40,
     side: 'context',
     args: 'qcuda_args_event_create',
-    doc: '',
+    doc: 'cudaEventCreateWithFlags, cuEventCreate',
     context: { method: 'eventCreate', params: ['flags'], result: 'event', flags: { flags: 0x7 } },
   },
   EVENT_DESTROY: {
@@ -296,7 +296,7 @@ export const CALLS = {
     args: 'qcuda_args_handle',
     handles: { handle: 'event' },
     ends: 'handle',
-    doc: '',
+    doc: 'cudaEventDestroy',
     context: { method: 'eventDestroy', params: ['handle'], result: 'none' },
   },
   EVENT_RECORD: {
@@ -306,7 +306,7 @@ export const CALLS = {
     handles: { event: 'event', stream: 'stream' },
     stream: 'stream',
     posted: true,
-    doc: '',
+    doc: 'cudaEventRecord',
     context: { method: 'eventRecord', params: ['event', 'stream'], result: 'none' },
   },
   EVENT_SYNC: {
@@ -316,7 +316,7 @@ export const CALLS = {
     handles: { handle: 'event' },
     event: 'handle',
     syncs: true,
-    doc: '',
+    doc: 'cudaEventSynchronize',
     context: { method: 'eventSynchronize', params: ['handle'], result: 'none' },
   },
   EVENT_QUERY: {
@@ -325,7 +325,7 @@ export const CALLS = {
     args: 'qcuda_args_handle',
     handles: { handle: 'event' },
     endsBatch: true,
-    doc: 'status = cudaSuccess or cudaErrorNotReady',
+    doc: 'cudaEventQuery: status = cudaSuccess or cudaErrorNotReady',
     context: { method: 'eventQuery', params: ['handle'], result: 'ready' },
   },
   EVENT_ELAPSED: {
@@ -511,7 +511,7 @@ export const CALLS = {
     stream: 'stream',
     handles: { stream: 'stream' },
     posted: true,
-    doc: 'cudaMemset2D: height rows of width bytes, pitch apart; posted with async = 1',
+    doc: 'cudaMemset2D (cuMemsetD2D8): height rows of width bytes, pitch apart; posted with async = 1',
   },
   ARRAY_CREATE: {
     cmd: 144,
@@ -520,12 +520,12 @@ export const CALLS = {
     doc: 'a CUDA array, counted against the quota',
     value: 'the array handle',
   },
-  ARRAY_DESTROY: { cmd: 145, side: 'context', args: 'qcuda_args_handle', doc: 'cudaFreeArray' },
+  ARRAY_DESTROY: { cmd: 145, side: 'context', args: 'qcuda_args_handle', doc: 'cudaFreeArray, cuArrayDestroy' },
   TEX_CREATE: {
     cmd: 146,
     side: 'context',
     args: 'qcuda_args_tex_create',
-    doc: 'cudaCreateTextureObject',
+    doc: 'cudaCreateTextureObject, cuTexObjectCreate',
     value: 'the texture object, as kernels take it',
   },
   TEX_DESTROY: { cmd: 147, side: 'context', args: 'qcuda_args_handle', doc: 'handle: the texture object' },
@@ -533,7 +533,7 @@ export const CALLS = {
     cmd: 148,
     side: 'context',
     args: 'qcuda_args_handle',
-    doc: 'cudaCreateSurfaceObject of an array (handle)',
+    doc: 'cudaCreateSurfaceObject (cuSurfObjectCreate) of an array (handle)',
     value: 'the surface object, as kernels take it',
   },
   SURF_DESTROY: { cmd: 149, side: 'context', args: 'qcuda_args_handle', doc: 'handle: the surface object' },
@@ -542,17 +542,17 @@ export const CALLS = {
     cmd: 150,
     side: 'context',
     args: 'qcuda_args_mipmap_create',
-    doc: 'cudaMallocMipmappedArray, counted against the quota (every level)',
+    doc: 'cudaMallocMipmappedArray (cuMipmappedArrayCreate), counted against the quota (every level)',
     value: 'the mipmapped array handle',
   },
   MIPMAP_LEVEL: {
     cmd: 151,
     side: 'context',
     args: 'qcuda_args_mipmap_level',
-    doc: 'cudaGetMipmappedArrayLevel: the level as an array of the session (freed with its mipmapped array)',
+    doc: 'cudaGetMipmappedArrayLevel (cuMipmappedArrayGetLevel): the level as an array of the session (freed with its mipmapped array)',
     value: "the level's array handle",
   },
-  MIPMAP_DESTROY: { cmd: 152, side: 'context', args: 'qcuda_args_handle', doc: 'cudaFreeMipmappedArray' },
+  MIPMAP_DESTROY: { cmd: 152, side: 'context', args: 'qcuda_args_handle', doc: 'cudaFreeMipmappedArray, cuMipmappedArrayDestroy' },
 
   GRAPH_CREATE: {
     cmd: 170,
@@ -680,13 +680,13 @@ export const CALLS = {
     cmd: 192,
     side: 'backend',
     args: 'qcuda_args_peer',
-    doc: "cudaDeviceEnablePeerAccess: the current device's context may reach args.peer's memory (args.device and attr unused); cudaErrorPeerAccessAlreadyEnabled the second time, until a PEER_DISABLE or reset",
+    doc: "cudaDeviceEnablePeerAccess (cuCtxEnablePeerAccess): the current device's context may reach args.peer's memory (args.device and attr unused); cudaErrorPeerAccessAlreadyEnabled the second time, until a PEER_DISABLE or reset",
   },
   PEER_DISABLE: {
     cmd: 193,
     side: 'backend',
     args: 'qcuda_args_peer',
-    doc: 'cudaDeviceDisablePeerAccess of args.peer (as PEER_ENABLE); cudaErrorPeerAccessNotEnabled where not enabled',
+    doc: 'cudaDeviceDisablePeerAccess (cuCtxDisablePeerAccess) of args.peer (as PEER_ENABLE); cudaErrorPeerAccessNotEnabled where not enabled',
   },
   IPC_GET: {
     cmd: 194,
