@@ -161,10 +161,9 @@ napi_value MakeValue(Napi::Env env, const Value &result) {
                           if (!r.v.empty()) memcpy(a.Data(), r.v.data(), r.v.size());
                           return a;
                         },
-                        [&](const res::PriorityRange &r) -> napi_value {
+                        [&](const res::Named &r) -> napi_value {
                           Napi::Object o = Napi::Object::New(env);
-                          o.Set("least", num(r.least));
-                          o.Set("greatest", num(r.greatest));
+                          for (const auto &[name, v] : r.fields) o.Set(name, num(v));
                           return o;
                         },
                     },
