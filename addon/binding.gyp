@@ -50,6 +50,7 @@
       "src/cuda_check.cc",
       "src/cuda_context.cc",
       "src/cuda_ctx_arrays.cc",
+      "src/cuda_ctx_calls.cc",
       "src/cuda_ctx_graphs.cc",
       "src/cuda_ctx_ipc.cc",
       "src/cuda_ctx_launch.cc",

@@ -1,6 +1,7 @@
-// CudaContext's ordering calls: synchronize, streams (and their attributes
-// and priorities), events, the context's limits and its persisting L2 lines;
-// and the wait for a stream that copies and synchronizes share (WaitForStream).
+// CudaContext's ordering calls: synchronize, streams (and their attributes),
+// events and the context's limits; and the wait for a stream that copies and
+// synchronizes share (WaitForStream). Stream priorities and the persisting-L2
+// reset are one driver call each: generated (cuda_ctx_calls.cc).
 // Stream and event ids are the context's own (0 = the legacy NULL stream).
 // Waits (synchronizes) run on the waiter pool; cheap queries and settings run
 // inline when the context thread is idle, which keeps them in order with the
@@ -205,31 +206,6 @@ QCUDA_CONTEXT_METHOD(streamGetAttribute, ctx, info) {
   });
 }
 
-// streamPriorityRange() -> {least, greatest}: cuCtxGetStreamPriorityRange (greatest is the
-// numerically lowest, e.g. least 0, greatest -5).
-QCUDA_CONTEXT_METHOD(streamPriorityRange, ctx, info) {
-  return ctx.Submit(info, Where::kInlineWhenIdle, [](Job &job) -> res::PriorityRange {
-    const cu::Api &a = cu::api();
-    if (!Have(job, a.CtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange")) return {};
-    int least = 0, greatest = 0;
-    job.Check(a.CtxGetStreamPriorityRange(&least, &greatest), "cuCtxGetStreamPriorityRange");
-    return {least, greatest};
-  });
-}
-
-// streamGetPriority(stream) -> the stream's priority: cuStreamGetPriority (0 = the legacy NULL stream).
-QCUDA_CONTEXT_METHOD(streamGetPriority, ctx, info) {
-  uint32_t sid = ArgId(info[0], "stream");
-  return ctx.Submit(info, Where::kInlineWhenIdle, [sid](Job &job) -> res::Num {
-    cu::Stream s;
-    if (!job.ctx->LookupStream(job, sid, &s) || !Have(job, cu::api().StreamGetPriority, "cuStreamGetPriority"))
-      return {};
-    int prio = 0;
-    job.Check(cu::api().StreamGetPriority(s, &prio), "cuStreamGetPriority");
-    return {static_cast<double>(prio)};
-  });
-}
-
 // eventCreate(flags) -> id
 QCUDA_CONTEXT_METHOD(eventCreate, ctx, info) {
   uint32_t flags = ArgU32(info[0], "flags");
@@ -335,15 +311,6 @@ QCUDA_CONTEXT_METHOD(limitGet, ctx, info) {
     size_t v = 0;
     job.Check(cu::api().CtxGetLimit(&v, limit), "cuCtxGetLimit");
     return {v};
-  });
-}
-
-// resetPersistingL2Cache(): cuCtxResetPersistingL2Cache, on the context thread (it acts on
-// the device's L2, after the work queued before it is enqueued).
-QCUDA_CONTEXT_METHOD(resetPersistingL2Cache, ctx, info) {
-  return ctx.Submit(info, Where::kContextThread, [](Job &job) {
-    if (Have(job, cu::api().CtxResetPersistingL2Cache, "cuCtxResetPersistingL2Cache"))
-      job.Check(cu::api().CtxResetPersistingL2Cache(), "cuCtxResetPersistingL2Cache");
   });
 }
 

@@ -161,10 +161,9 @@ napi_value MakeValue(Napi::Env env, const Value &result) {
                           if (!r.v.empty()) memcpy(a.Data(), r.v.data(), r.v.size());
                           return a;
                         },
-                        [&](const res::PriorityRange &r) -> napi_value {
+                        [&](const res::Named &r) -> napi_value {
                           Napi::Object o = Napi::Object::New(env);
-                          o.Set("least", num(r.least));
-                          o.Set("greatest", num(r.greatest));
+                          for (const auto &[name, v] : r.fields) o.Set(name, num(v));
                           return o;
                         },
                     },
@@ -410,11 +409,18 @@ void CtxCore::Loop() {
     if (ctx != nullptr) cu::api().CtxSetCurrent(ctx);
     j->run(*j);
     j->run = nullptr;
-    bool exit = j->exitThread;
+    const bool exit = j->exitThread;
+    if (!exit) {
+      // Idle again before the job's answer can reach JavaScript: woken by
+      // it, JS may submit its next call at once, and that call should find
+      // the thread idle and run inline. Counted down after AfterRun (as it
+      // was), a loaded machine let JS in first, and the call queued here.
+      std::lock_guard<std::mutex> lk(mu);
+      busy--;
+    }
     AfterRun(j, false);
-    std::lock_guard<std::mutex> lk(mu);
-    busy--;
     if (exit) {
+      std::lock_guard<std::mutex> lk(mu);
       dead = true;
       // Anything queued after the end is refused (the JS side stops submitting at destroy()).
       for (Job *k : q) {

@@ -96,12 +96,12 @@ struct Ints {
 struct Bytes {
   std::vector<uint8_t> v;
 };  // Uint8Array
-struct PriorityRange {
-  int least = 0, greatest = 0;
-};  // {least, greatest}
+struct Named {
+  std::vector<std::pair<const char *, double>> fields;
+};  // {name: number, ...}: a driver call's results by the out struct's field names (cuda_ctx_calls.cc)
 }  // namespace res
 using Value = std::variant<res::None, res::Big, res::Num, res::Flag, res::MemInfo, res::Object, res::Probe, res::Func,
-                           res::Var, res::Module, res::Ints, res::Bytes, res::PriorityRange>;
+                           res::Var, res::Module, res::Ints, res::Bytes, res::Named>;
 
 /** Where a job settled on the JS thread inside the call that made it puts its outcome (Context::SubmitNow). */
 struct Settled {

@@ -420,7 +420,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     return output ? Stop::kOutput : Stop::kServedOne;
   }
 
-  /** Whether cmd posts work to the GPU (share/commands.ts POSTING, of the calls served here). */
+  /** Whether cmd posts work to the GPU (declared gpu: 'posts' in wire/protocol.ts, of the calls served here). */
   static bool Posts(uint32_t cmd) {
     return cmd == QCUDA_CMD_LAUNCH || cmd == QCUDA_CMD_BATCH || cmd == QCUDA_CMD_MEMCPY_HTOD ||
            cmd == QCUDA_CMD_MEMCPY_DTOH;

@@ -275,8 +275,8 @@ enum qcuda_cmd {
 	/* args device */
 	QCUDA_CMD_SET_DEVICE = 18,
 	/*
-	 * cudaDeviceSynchronize; no args, reports posted work's errors, ends its
-	 * batch
+	 * cudaDeviceSynchronize, cuCtxSynchronize; no args, reports posted work's
+	 * errors, ends its batch
 	 */
 	QCUDA_CMD_DEVICE_SYNC = 19,
 	/* frees the session's resources; no args */
@@ -309,18 +309,24 @@ enum qcuda_cmd {
 	QCUDA_CMD_HOST_MAP_PAGES = 160,
 	/* ptr: the device pointer; args ptr */
 	QCUDA_CMD_HOST_UNMAP = 29,
-	/* args stream_create, value = the new stream handle */
+	/*
+	 * cudaStreamCreateWithPriority; args stream_create, value = the new stream
+	 * handle
+	 */
 	QCUDA_CMD_STREAM_CREATE = 32,
-	/* args handle */
+	/* cudaStreamDestroy; args handle */
 	QCUDA_CMD_STREAM_DESTROY = 33,
-	/* args handle, reports posted work's errors, ends its batch */
+	/*
+	 * cudaStreamSynchronize; args handle, reports posted work's errors, ends its
+	 * batch
+	 */
 	QCUDA_CMD_STREAM_SYNC = 34,
 	/*
-	 * status = cudaSuccess or cudaErrorNotReady; args handle, ends its batch
-	 * (QCUDA_BATCH_ENDS_QUERY)
+	 * cudaStreamQuery: status = cudaSuccess or cudaErrorNotReady; args handle,
+	 * ends its batch (QCUDA_BATCH_ENDS_QUERY)
 	 */
 	QCUDA_CMD_STREAM_QUERY = 35,
-	/* args stream_wait_event, postable */
+	/* cudaStreamWaitEvent; args stream_wait_event, postable */
 	QCUDA_CMD_STREAM_WAIT_EVENT = 36,
 	/* args stream_attr */
 	QCUDA_CMD_STREAM_SET_ATTR = 66,
@@ -329,23 +335,29 @@ enum qcuda_cmd {
 	/* cudaStreamGetPriority; args handle, value = an int, sign-extended */
 	QCUDA_CMD_STREAM_GET_PRIORITY = 71,
 	/*
-	 * cudaDeviceGetStreamPriorityRange of the session's context; no args, out
-	 * priority_range
+	 * cudaDeviceGetStreamPriorityRange (cuCtxGetStreamPriorityRange) of the
+	 * session's context; no args, out priority_range
 	 */
 	QCUDA_CMD_STREAM_PRIORITY_RANGE = 72,
 	/* cudaCtxResetPersistingL2Cache: persisting L2 lines become normal; no args */
 	QCUDA_CMD_CTX_RESET_PERSISTING_L2 = 73,
-	/* args event_create, value = the new event handle */
+	/*
+	 * cudaEventCreateWithFlags, cuEventCreate; args event_create, value = the
+	 * new event handle
+	 */
 	QCUDA_CMD_EVENT_CREATE = 40,
-	/* args handle */
+	/* cudaEventDestroy; args handle */
 	QCUDA_CMD_EVENT_DESTROY = 41,
-	/* args event_record, postable */
+	/* cudaEventRecord; args event_record, postable */
 	QCUDA_CMD_EVENT_RECORD = 42,
-	/* args handle, reports posted work's errors, ends its batch */
+	/*
+	 * cudaEventSynchronize; args handle, reports posted work's errors, ends its
+	 * batch
+	 */
 	QCUDA_CMD_EVENT_SYNC = 43,
 	/*
-	 * status = cudaSuccess or cudaErrorNotReady; args handle, ends its batch
-	 * (QCUDA_BATCH_ENDS_QUERY)
+	 * cudaEventQuery: status = cudaSuccess or cudaErrorNotReady; args handle,
+	 * ends its batch (QCUDA_BATCH_ENDS_QUERY)
 	 */
 	QCUDA_CMD_EVENT_QUERY = 44,
 	/* args event_elapsed, out event_elapsed */
@@ -455,8 +467,8 @@ enum qcuda_cmd {
 	 */
 	QCUDA_CMD_MEMCPY_3D_DTOD = 142,
 	/*
-	 * cudaMemset2D: height rows of width bytes, pitch apart; posted with async =
-	 * 1; args memset_2d, postable
+	 * cudaMemset2D (cuMemsetD2D8): height rows of width bytes, pitch apart;
+	 * posted with async = 1; args memset_2d, postable
 	 */
 	QCUDA_CMD_MEMSET_2D = 143,
 	/*
@@ -464,34 +476,35 @@ enum qcuda_cmd {
 	 * array handle
 	 */
 	QCUDA_CMD_ARRAY_CREATE = 144,
-	/* cudaFreeArray; args handle */
+	/* cudaFreeArray, cuArrayDestroy; args handle */
 	QCUDA_CMD_ARRAY_DESTROY = 145,
 	/*
-	 * cudaCreateTextureObject; args tex_create, value = the texture object, as
-	 * kernels take it
+	 * cudaCreateTextureObject, cuTexObjectCreate; args tex_create, value = the
+	 * texture object, as kernels take it
 	 */
 	QCUDA_CMD_TEX_CREATE = 146,
 	/* handle: the texture object; args handle */
 	QCUDA_CMD_TEX_DESTROY = 147,
 	/*
-	 * cudaCreateSurfaceObject of an array (handle); args handle, value = the
-	 * surface object, as kernels take it
+	 * cudaCreateSurfaceObject (cuSurfObjectCreate) of an array (handle); args
+	 * handle, value = the surface object, as kernels take it
 	 */
 	QCUDA_CMD_SURF_CREATE = 148,
 	/* handle: the surface object; args handle */
 	QCUDA_CMD_SURF_DESTROY = 149,
 	/*
-	 * cudaMallocMipmappedArray, counted against the quota (every level); args
-	 * mipmap_create, value = the mipmapped array handle
+	 * cudaMallocMipmappedArray (cuMipmappedArrayCreate), counted against the
+	 * quota (every level); args mipmap_create, value = the mipmapped array
+	 * handle
 	 */
 	QCUDA_CMD_MIPMAP_CREATE = 150,
 	/*
-	 * cudaGetMipmappedArrayLevel: the level as an array of the session (freed
-	 * with its mipmapped array); args mipmap_level, value = the level's array
-	 * handle
+	 * cudaGetMipmappedArrayLevel (cuMipmappedArrayGetLevel): the level as an
+	 * array of the session (freed with its mipmapped array); args mipmap_level,
+	 * value = the level's array handle
 	 */
 	QCUDA_CMD_MIPMAP_LEVEL = 151,
-	/* cudaFreeMipmappedArray; args handle */
+	/* cudaFreeMipmappedArray, cuMipmappedArrayDestroy; args handle */
 	QCUDA_CMD_MIPMAP_DESTROY = 152,
 	/*
 	 * Graphs run as CUDA graphs of the session's context: those with conditional
@@ -602,15 +615,15 @@ enum qcuda_cmd {
 	 */
 	QCUDA_CMD_P2P_ATTRIBUTE = 191,
 	/*
-	 * cudaDeviceEnablePeerAccess: the current device's context may reach
-	 * args.peer's memory (args.device and attr unused);
+	 * cudaDeviceEnablePeerAccess (cuCtxEnablePeerAccess): the current device's
+	 * context may reach args.peer's memory (args.device and attr unused);
 	 * cudaErrorPeerAccessAlreadyEnabled the second time, until a PEER_DISABLE or
 	 * reset; args peer
 	 */
 	QCUDA_CMD_PEER_ENABLE = 192,
 	/*
-	 * cudaDeviceDisablePeerAccess of args.peer (as PEER_ENABLE);
-	 * cudaErrorPeerAccessNotEnabled where not enabled; args peer
+	 * cudaDeviceDisablePeerAccess (cuCtxDisablePeerAccess) of args.peer (as
+	 * PEER_ENABLE); cudaErrorPeerAccessNotEnabled where not enabled; args peer
 	 */
 	QCUDA_CMD_PEER_DISABLE = 193,
 	/*

@@ -38,8 +38,8 @@ static inline cudaError_t qc_req_set_device(uint32_t device)
 }
 
 /*
- * DEVICE_SYNC: cudaDeviceSynchronize; no args, reports posted work's errors,
- * ends its batch
+ * DEVICE_SYNC: cudaDeviceSynchronize, cuCtxSynchronize; no args, reports
+ * posted work's errors, ends its batch
  */
 static inline cudaError_t qc_req_device_sync(void)
 {
@@ -170,21 +170,27 @@ static inline cudaError_t qc_req_host_unmap(uint64_t ptr)
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_HOST_UNMAP, .args = &a, .args_len = sizeof(a) });
 }
 
-/* STREAM_CREATE: args stream_create, value = the new stream handle */
+/*
+ * STREAM_CREATE: cudaStreamCreateWithPriority; args stream_create, value =
+ * the new stream handle
+ */
 static inline cudaError_t qc_req_stream_create(uint32_t flags, int32_t priority, uint64_t *result)
 {
 	struct qcuda_args_stream_create a = { .flags = flags, .priority = priority };
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_STREAM_CREATE, .args = &a, .args_len = sizeof(a), .value = result });
 }
 
-/* STREAM_DESTROY: args handle */
+/* STREAM_DESTROY: cudaStreamDestroy; args handle */
 static inline cudaError_t qc_req_stream_destroy(uint64_t handle)
 {
 	struct qcuda_args_handle a = { .handle = handle };
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_STREAM_DESTROY, .args = &a, .args_len = sizeof(a) });
 }
 
-/* STREAM_SYNC: args handle, reports posted work's errors, ends its batch */
+/*
+ * STREAM_SYNC: cudaStreamSynchronize; args handle, reports posted work's
+ * errors, ends its batch
+ */
 static inline cudaError_t qc_req_stream_sync(uint64_t handle)
 {
 	struct qcuda_args_handle a = { .handle = handle };
@@ -192,8 +198,8 @@ static inline cudaError_t qc_req_stream_sync(uint64_t handle)
 }
 
 /*
- * STREAM_QUERY: status = cudaSuccess or cudaErrorNotReady; args handle, ends
- * its batch (QCUDA_BATCH_ENDS_QUERY)
+ * STREAM_QUERY: cudaStreamQuery: status = cudaSuccess or cudaErrorNotReady;
+ * args handle, ends its batch (QCUDA_BATCH_ENDS_QUERY)
  */
 static inline cudaError_t qc_req_stream_query(uint64_t handle)
 {
@@ -201,7 +207,7 @@ static inline cudaError_t qc_req_stream_query(uint64_t handle)
 	return qc_call_ending_batch(&(struct qc_req){ .cmd = QCUDA_CMD_STREAM_QUERY, .args = &a, .args_len = sizeof(a) }, QCUDA_BATCH_ENDS_QUERY);
 }
 
-/* STREAM_WAIT_EVENT: args stream_wait_event, postable */
+/* STREAM_WAIT_EVENT: cudaStreamWaitEvent; args stream_wait_event, postable */
 static inline cudaError_t qc_req_stream_wait_event(uint64_t stream, uint64_t event, uint32_t flags)
 {
 	struct qcuda_args_stream_wait_event a = { .stream = stream, .event = event, .flags = flags };
@@ -240,8 +246,9 @@ static inline cudaError_t qc_req_stream_get_priority(uint64_t handle, uint64_t *
 }
 
 /*
- * STREAM_PRIORITY_RANGE: cudaDeviceGetStreamPriorityRange of the session's
- * context; no args, out priority_range
+ * STREAM_PRIORITY_RANGE: cudaDeviceGetStreamPriorityRange
+ * (cuCtxGetStreamPriorityRange) of the session's context; no args, out
+ * priority_range
  */
 static inline cudaError_t qc_req_stream_priority_range(struct qcuda_out_priority_range *out)
 {
@@ -257,21 +264,24 @@ static inline cudaError_t qc_req_ctx_reset_persisting_l2(void)
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_CTX_RESET_PERSISTING_L2 });
 }
 
-/* EVENT_CREATE: args event_create, value = the new event handle */
+/*
+ * EVENT_CREATE: cudaEventCreateWithFlags, cuEventCreate; args event_create,
+ * value = the new event handle
+ */
 static inline cudaError_t qc_req_event_create(uint32_t flags, uint64_t *result)
 {
 	struct qcuda_args_event_create a = { .flags = flags };
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_EVENT_CREATE, .args = &a, .args_len = sizeof(a), .value = result });
 }
 
-/* EVENT_DESTROY: args handle */
+/* EVENT_DESTROY: cudaEventDestroy; args handle */
 static inline cudaError_t qc_req_event_destroy(uint64_t handle)
 {
 	struct qcuda_args_handle a = { .handle = handle };
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_EVENT_DESTROY, .args = &a, .args_len = sizeof(a) });
 }
 
-/* EVENT_RECORD: args event_record, postable */
+/* EVENT_RECORD: cudaEventRecord; args event_record, postable */
 static inline cudaError_t qc_req_event_record(uint64_t event, uint64_t stream)
 {
 	struct qcuda_args_event_record a = { .event = event, .stream = stream };
@@ -284,7 +294,10 @@ static inline cudaError_t qc_post_event_record(uint64_t event, uint64_t stream)
 	return qc_post(QCUDA_CMD_EVENT_RECORD, &a, sizeof(a));
 }
 
-/* EVENT_SYNC: args handle, reports posted work's errors, ends its batch */
+/*
+ * EVENT_SYNC: cudaEventSynchronize; args handle, reports posted work's
+ * errors, ends its batch
+ */
 static inline cudaError_t qc_req_event_sync(uint64_t handle)
 {
 	struct qcuda_args_handle a = { .handle = handle };
@@ -292,8 +305,8 @@ static inline cudaError_t qc_req_event_sync(uint64_t handle)
 }
 
 /*
- * EVENT_QUERY: status = cudaSuccess or cudaErrorNotReady; args handle, ends
- * its batch (QCUDA_BATCH_ENDS_QUERY)
+ * EVENT_QUERY: cudaEventQuery: status = cudaSuccess or cudaErrorNotReady;
+ * args handle, ends its batch (QCUDA_BATCH_ENDS_QUERY)
  */
 static inline cudaError_t qc_req_event_query(uint64_t handle)
 {
@@ -641,8 +654,8 @@ static inline cudaError_t qc_post_memcpy_3d_dtod(uint64_t dst,
 }
 
 /*
- * MEMSET_2D: cudaMemset2D: height rows of width bytes, pitch apart; posted
- * with async = 1; args memset_2d, postable
+ * MEMSET_2D: cudaMemset2D (cuMemsetD2D8): height rows of width bytes, pitch
+ * apart; posted with async = 1; args memset_2d, postable
  */
 static inline cudaError_t qc_req_memset_2d(uint64_t dst,
 						uint64_t pitch,
@@ -684,7 +697,7 @@ static inline cudaError_t qc_req_array_create(uint64_t width,
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_ARRAY_CREATE, .args = &a, .args_len = sizeof(a), .value = result });
 }
 
-/* ARRAY_DESTROY: cudaFreeArray; args handle */
+/* ARRAY_DESTROY: cudaFreeArray, cuArrayDestroy; args handle */
 static inline cudaError_t qc_req_array_destroy(uint64_t handle)
 {
 	struct qcuda_args_handle a = { .handle = handle };
@@ -692,8 +705,8 @@ static inline cudaError_t qc_req_array_destroy(uint64_t handle)
 }
 
 /*
- * TEX_CREATE: cudaCreateTextureObject; args tex_create, value = the texture
- * object, as kernels take it
+ * TEX_CREATE: cudaCreateTextureObject, cuTexObjectCreate; args tex_create,
+ * value = the texture object, as kernels take it
  */
 static inline cudaError_t qc_req_tex_create(const struct qcuda_args_tex_create *a, uint64_t *result)
 {
@@ -708,8 +721,8 @@ static inline cudaError_t qc_req_tex_destroy(uint64_t handle)
 }
 
 /*
- * SURF_CREATE: cudaCreateSurfaceObject of an array (handle); args handle,
- * value = the surface object, as kernels take it
+ * SURF_CREATE: cudaCreateSurfaceObject (cuSurfObjectCreate) of an array
+ * (handle); args handle, value = the surface object, as kernels take it
  */
 static inline cudaError_t qc_req_surf_create(uint64_t handle, uint64_t *result)
 {
@@ -725,8 +738,9 @@ static inline cudaError_t qc_req_surf_destroy(uint64_t handle)
 }
 
 /*
- * MIPMAP_CREATE: cudaMallocMipmappedArray, counted against the quota (every
- * level); args mipmap_create, value = the mipmapped array handle
+ * MIPMAP_CREATE: cudaMallocMipmappedArray (cuMipmappedArrayCreate), counted
+ * against the quota (every level); args mipmap_create, value = the mipmapped
+ * array handle
  */
 static inline cudaError_t qc_req_mipmap_create(uint64_t width,
 						uint64_t height,
@@ -742,9 +756,9 @@ static inline cudaError_t qc_req_mipmap_create(uint64_t width,
 }
 
 /*
- * MIPMAP_LEVEL: cudaGetMipmappedArrayLevel: the level as an array of the
- * session (freed with its mipmapped array); args mipmap_level, value = the
- * level's array handle
+ * MIPMAP_LEVEL: cudaGetMipmappedArrayLevel (cuMipmappedArrayGetLevel): the
+ * level as an array of the session (freed with its mipmapped array); args
+ * mipmap_level, value = the level's array handle
  */
 static inline cudaError_t qc_req_mipmap_level(uint64_t handle, uint32_t level, uint64_t *result)
 {
@@ -752,7 +766,10 @@ static inline cudaError_t qc_req_mipmap_level(uint64_t handle, uint32_t level, u
 	return qc_call(&(struct qc_req){ .cmd = QCUDA_CMD_MIPMAP_LEVEL, .args = &a, .args_len = sizeof(a), .value = result });
 }
 
-/* MIPMAP_DESTROY: cudaFreeMipmappedArray; args handle */
+/*
+ * MIPMAP_DESTROY: cudaFreeMipmappedArray, cuMipmappedArrayDestroy; args
+ * handle
+ */
 static inline cudaError_t qc_req_mipmap_destroy(uint64_t handle)
 {
 	struct qcuda_args_handle a = { .handle = handle };
@@ -1002,10 +1019,10 @@ static inline cudaError_t qc_req_p2p_attribute(uint32_t device,
 }
 
 /*
- * PEER_ENABLE: cudaDeviceEnablePeerAccess: the current device's context may
- * reach args.peer's memory (args.device and attr unused);
- * cudaErrorPeerAccessAlreadyEnabled the second time, until a PEER_DISABLE or
- * reset; args peer
+ * PEER_ENABLE: cudaDeviceEnablePeerAccess (cuCtxEnablePeerAccess): the
+ * current device's context may reach args.peer's memory (args.device and attr
+ * unused); cudaErrorPeerAccessAlreadyEnabled the second time, until a
+ * PEER_DISABLE or reset; args peer
  */
 static inline cudaError_t qc_req_peer_enable(uint32_t device, uint32_t peer, uint32_t attr)
 {
@@ -1014,8 +1031,9 @@ static inline cudaError_t qc_req_peer_enable(uint32_t device, uint32_t peer, uin
 }
 
 /*
- * PEER_DISABLE: cudaDeviceDisablePeerAccess of args.peer (as PEER_ENABLE);
- * cudaErrorPeerAccessNotEnabled where not enabled; args peer
+ * PEER_DISABLE: cudaDeviceDisablePeerAccess (cuCtxDisablePeerAccess) of
+ * args.peer (as PEER_ENABLE); cudaErrorPeerAccessNotEnabled where not
+ * enabled; args peer
  */
 static inline cudaError_t qc_req_peer_disable(uint32_t device, uint32_t peer, uint32_t attr)
 {

@@ -31,7 +31,9 @@ test('systemd-analyze verify accepts an instance of the unit', (t) => {
 });
 
 test('one backend per VM: the socket in /run/qcuda/VM, linked from /run/qcuda/VM.sock, options from /etc/qcuda/VM.conf, restarts, journald', (t) => {
-  t.deepEqual(setting('ExecStart'), [`${INSTALLED} --socket-path=/run/qcuda/%i/qcuda.sock --device=qcuda $QCUDA_BACKEND_OPTS`]);
+  t.deepEqual(setting('ExecStart'), [
+    `${INSTALLED} --socket-path=/run/qcuda/%i/qcuda.sock --device=qcuda $QCUDA_RESTART_STATE $QCUDA_BACKEND_OPTS`,
+  ]);
   t.deepEqual(setting('EnvironmentFile'), ['-/etc/qcuda/%i.conf']);
   t.deepEqual(setting('Restart'), ['on-failure']);
   t.deepEqual(setting('StandardError'), ['journal']);
@@ -67,17 +69,50 @@ test('a uid per VM (security review 3, N1): a dynamic user named by the instance
   t.deepEqual(setting('CacheDirectoryMode'), ['0700']);
 });
 
-test('ExecStart as systemd expands it for a VM starts a backend serving that VM', async (t) => {
-  const run = tmpDir(t);
-  const vm = 'vm1';
-  // %i -> the instance, /run/qcuda -> a directory of the test's, the
-  // environment file's options -> a host provider with a quota.
-  fs.mkdirSync(path.join(run, vm), { mode: 0o750 }); // what ExecStartPre makes
-  const words = setting('ExecStart')[0]
+test("a restart keeps the state where VM.conf asks: a file in the VM's StateDirectory, a stop that leaves room for the drain", (t) => {
+  // Off unless VM.conf turns it on (the cuda provider refuses it); the unit's comment names the file.
+  t.deepEqual(
+    setting('Environment').filter((e) => e.startsWith('QCUDA_RESTART_STATE=')),
+    ['QCUDA_RESTART_STATE='],
+  );
+  t.true(unit.includes('QCUDA_RESTART_STATE=--restart-state=/var/lib/qcuda/%i/restart.state'), 'the line VM.conf takes');
+  t.deepEqual(setting('StateDirectory'), ['qcuda/%i']);
+  t.deepEqual(setting('StateDirectoryMode'), ['0700']);
+  t.deepEqual(setting('KillSignal'), ['SIGTERM']);
+  t.deepEqual(setting('KillMode'), ['mixed'], 'SIGTERM to the backend alone: its workers are its own to end');
+  t.true(Number(setting('TimeoutStopSec')[0]) >= 60, 'the drain (30 s) and the save fit before systemd kills it');
+  t.deepEqual(setting('RestartPreventExitStatus'), ['2'], 'a refused option is not retried every second');
+});
+
+/** ExecStart's words as systemd expands them for VM vm, the state directory and /run/qcuda in dirs of the test's. */
+function execStart(vm: string, run: string, state: string, env: Record<string, string[]>): string[] {
+  const defaults = Object.fromEntries(
+    setting('Environment').map((e) => {
+      const [k, ...v] = e.split('=');
+      return [k, v.join('=').replaceAll('%i', vm).replaceAll('/var/lib/qcuda', state).split(' ')];
+    }),
+  );
+  return setting('ExecStart')[0]
     .replaceAll('%i', vm)
     .replaceAll('/run/qcuda', run)
     .split(' ')
-    .flatMap((w) => (w === '$QCUDA_BACKEND_OPTS' ? ['--provider=host', '--device-memory-limit=1G'] : [w]));
+    .flatMap((w) => (w.startsWith('$') ? (env[w.slice(1)] ?? defaults[w.slice(1)] ?? []) : [w]))
+    .filter((w) => w !== '');
+}
+
+test('ExecStart as systemd expands it for a VM starts a backend serving that VM', async (t) => {
+  const run = tmpDir(t);
+  const state = tmpDir(t);
+  const vm = 'vm1';
+  fs.mkdirSync(path.join(state, vm)); // StateDirectory=qcuda/%i, made by systemd
+  // %i -> the instance, /run/qcuda and /var/lib/qcuda -> directories of the
+  // test's, the environment file's options -> a host provider with a quota.
+  fs.mkdirSync(path.join(run, vm), { mode: 0o750 }); // what ExecStartPre makes
+  const words = execStart(vm, run, state, {
+    QCUDA_RESTART_STATE: [`--restart-state=${path.join(state, vm, 'restart.state')}`], // as a host VM's VM.conf sets it
+    QCUDA_BACKEND_OPTS: ['--provider=host', '--device-memory-limit=1G'],
+  });
+  t.true(words.includes(`--restart-state=${path.join(state, vm, 'restart.state')}`), words.join(' '));
   t.is(words[0], INSTALLED);
   const p = spawn(process.execPath, [BACKEND, ...words.slice(1), ...KEEP_ROOT], { stdio: ['ignore', 'ignore', 'pipe'] });
   t.teardown(() => p.kill('SIGKILL'));
@@ -97,6 +132,36 @@ test('ExecStart as systemd expands it for a VM starts a backend serving that VM'
   const gone = new Promise<number | null>((r) => p.once('exit', (code) => r(code)));
   p.kill('SIGTERM'); // what systemctl stop sends
   t.is(await gone, 0, 'a clean stop is not a failure (Restart=on-failure leaves it stopped)');
+  t.regex(log, /restart state: no frontend is connected: nothing to keep/);
+});
+
+test('a VM on the cuda provider starts without a restart state by default; turned on, the backend refuses to start', async (t) => {
+  const run = tmpDir(t);
+  const state = tmpDir(t);
+  fs.mkdirSync(path.join(state, 'vm2'));
+  fs.mkdirSync(path.join(run, 'vm2'), { mode: 0o750 }); // what ExecStartPre makes
+  const refused = spawnSync(
+    process.execPath,
+    [
+      BACKEND,
+      ...execStart('vm2', run, state, {
+        QCUDA_RESTART_STATE: [`--restart-state=${path.join(state, 'vm2', 'restart.state')}`],
+        QCUDA_BACKEND_OPTS: ['--provider=cuda'],
+      }).slice(1),
+      ...KEEP_ROOT,
+    ],
+    {
+      encoding: 'utf8',
+      timeout: 20_000,
+    },
+  );
+  t.is(refused.status, 2, refused.stderr);
+  t.regex(refused.stderr, /--restart-state: the cuda provider's sessions cannot be saved yet/);
+  const off = execStart('vm2', run, state, { QCUDA_BACKEND_OPTS: ['--provider=cuda'] }); // the unit's default
+  t.false(
+    off.some((w) => w.startsWith('--restart-state')),
+    off.join(' '),
+  );
 });
 
 test('host memory and tasks bounded per VM, CPU shared by weight (security review 3, N10)', (t) => {
@@ -114,7 +179,11 @@ test('least privilege: a user of its own, no capabilities, a read-only system, u
   t.deepEqual(setting('RestrictAddressFamilies'), ['AF_UNIX']);
   t.deepEqual(setting('SystemCallFilter')[0], '@system-service');
   t.true(setting('SystemCallFilter').includes('seccomp'), 'a GPU worker may add its own filter (--worker-sandbox=seccomp)');
-  t.deepEqual(setting('Environment'), ['CUDA_CACHE_PATH=/var/cache/qcuda/%i'], "the JIT cache is the VM's own");
+  t.deepEqual(
+    setting('Environment').filter((e) => e.startsWith('CUDA_CACHE_PATH=')),
+    ['CUDA_CACHE_PATH=/var/cache/qcuda/%i'],
+    "the JIT cache is the VM's own",
+  );
   const dir = tmpDir(t);
   const stub = path.join(dir, 'qcuda-backend');
   fs.writeFileSync(stub, '#!/bin/sh\n', { mode: 0o755 });

@@ -39,6 +39,13 @@ const MALFORMED: [string, unknown][] = [
   ['a VMM imported of a short token string', { op: 'imported', kind: 'vmm', token: 'ab', handle: 1n }],
   ['a VMM unimported of a token as bytes', { op: 'unimported', kind: 'vmm', token: TOKEN, handle: 1n }],
   ['an unknown VMM op', { op: 'export-all', kind: 'vmm' }],
+  // The ops are the tables' methods a worker may call (ipc.ts IPC_ASKS, vmm-share.ts VMM_ASKS), and no other name.
+  ['a table method answered in the worker', { op: 'minted', kind: 'mem', ptr: 4096n }],
+  ['a VMM table method answered in the worker', { op: 'servedBy', kind: 'vmm' }],
+  ["a table's find", { op: 'find', kind: 'vmm', token: TOKEN, size: 1n }],
+  ["the object's constructor", { op: 'constructor', kind: 'mem' }],
+  ["the object's prototype", { op: '__proto__', kind: 'event' }],
+  ['an op that is no string', { op: ['mint'], kind: 'mem', ptr: 4096n, size: 1n, device: 0 }],
 ];
 
 test("a worker's malformed IPC and VMM-share asks are refused, and the service goes on answering", async (t) => {

@@ -22,6 +22,10 @@ import { UsageWindow } from '../qcuda/share/usage-window';
 import { mpsDaemonMissing, mpsPercentageNow, setMpsMode } from '../qcuda/share/mps';
 import { harden } from '../sys/harden';
 import { chooseBackendUser, type BackendUserChoice } from '../vm/backend-user';
+import { RestartSlot, RestartState } from '../vhost-user';
+
+/** How long a stop for a restart waits for the requests in flight (the unit's TimeoutStopSec leaves room for it and the save). */
+const RESTART_DRAIN_MS = 30_000;
 
 const HELP = `Usage: qcuda-backend (--socket-path=PATH | --fd=FDNUM) [options]
 
@@ -99,6 +103,26 @@ ${Object.entries(DEVICES)
                           closed, and the backend keeps listening. The status
                           socket then answers only root, this process's user
                           and UID. Default: any process that can open the socket
+  --restart-state=FILE    qcuda, with --socket-path: keep the guest's CUDA
+                          programs running across a restart of this backend
+                          (systemctl restart; QEMU reconnects: -chardev
+                          socket,...,reconnect-ms=N). On SIGTERM or SIGINT the
+                          backend takes no more requests, lets those in flight
+                          finish (up to ${RESTART_DRAIN_MS / 1000} s), writes the device's state
+                          (sessions, device memory, handles) to FILE (a new
+                          file renamed into place, mode 0600) and exits 0;
+                          started with FILE there, it reads it, removes it, and
+                          loads the state when its QEMU is back, before it
+                          serves a request, so that the programs' next calls
+                          find their memory and handles. A state it cannot
+                          keep (a host function not yet run, loaded modules,
+                          calls still in flight) or cannot load (corrupted,
+                          another VM's, over the quota) is said in one line
+                          and the guest's sessions then end (their calls get
+                          errors): exit 1 for a stop that could not save it;
+                          a refused FILE is kept as FILE.refused. The host
+                          provider only: with --provider=cuda it does not
+                          start (docs/migration.md)
   --backend-user=USER     started as root: run as USER (its groups too) from the
                           start, before any socket, file or worker is made
                           (default: qcuda where that user exists, else nobody;
@@ -269,8 +293,9 @@ table, session opened or closed with what it held, errors), at most --log-rate
 a second; DEBUG=qcuda:*,vhost-user:* adds protocol traces. Exit status: 0 on SIGTERM/SIGINT
 or when an --fd connection ends; 2 on bad usage (one line on stderr, before
 anything starts: a bad number or value, an option of another --device, a
-socket in a missing directory, an --fd that is not an open socket); 1 on a
-startup error.`;
+socket in a missing directory, an --fd that is not an open socket, a
+--restart-state the provider cannot honour); 1 on a startup error, or a
+stop whose --restart-state could not be saved.`;
 
 /** Bad usage: one line on stderr, exit 2, before anything starts. */
 function usage(msg: string): never {
@@ -304,6 +329,7 @@ const DEVICE_ONLY: Record<string, string[]> = {
     'gpu-share',
     'gpu-share-mps',
     'real-gpu-identity',
+    'restart-state',
   ],
 };
 
@@ -462,6 +488,7 @@ async function main(): Promise<void> {
         'read-only': { type: 'boolean' },
         'ledger-fd': { type: 'string' },
         'ledger-slot': { type: 'string' },
+        'restart-state': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -567,6 +594,7 @@ async function main(): Promise<void> {
   const frontends = positiveInt('frontends', args.frontends, 1, 4096);
   if (frontends > 1 && args.fd !== undefined) usage('--frontends needs --socket-path (an --fd is one frontend)');
   const fd = args.fd === undefined ? undefined : connectedFd(args.fd);
+  const restartFile = restartState(args['restart-state'], { socket: args['socket-path'] !== undefined, frontends, shm: !!shm, provider });
   let gpuShare: number | undefined;
   try {
     gpuShare = args['gpu-share'] === undefined ? undefined : parseWeight(args['gpu-share']);
@@ -641,6 +669,12 @@ async function main(): Promise<void> {
       log: (line) => vmLog.log(line),
     };
     const device = await kind.create(options);
+    // auto chose a provider whose sessions cannot be carried (the cuda provider, or host workers): refused, not ignored.
+    if (restartFile && !device.saveState)
+      usage(
+        `--restart-state: this backend's sessions cannot be saved (${(device as { provider?: { name: string } }).provider?.name ?? deviceName} provider${parsed.ownQueues ? ' with --own-queues=yes' : ''}; only the host provider's, served here, are carried yet): drop the option or use --provider=host`,
+      );
+    const restart = restartFile ? new RestartSlot(readRestartState(restartFile, write)) : undefined;
     // The library's own lines (a frontend's failed requests, rate-limited;
     // connection errors) go to stderr as they are: they start "vhost-user: ".
     // Its events (connected, memory table, disconnected) are VM events.
@@ -668,7 +702,7 @@ async function main(): Promise<void> {
         write(`${device.name} device serving the shared-memory region ${shm.path} (${shm.bytes >> 20} MiB)`);
       }
     } else {
-      server = VhostUserServer.listen(args['socket-path']!, device, { logger, peer });
+      server = VhostUserServer.listen(args['socket-path']!, device, { logger, peer, restart });
       write(`${device.name} device listening on ${args['socket-path']}`);
     }
     if (statusPath !== undefined) {
@@ -690,8 +724,85 @@ async function main(): Promise<void> {
     status?.close();
     process.exit(code);
   }
-  process.on('SIGTERM', () => shutdown(0));
-  process.on('SIGINT', () => shutdown(0));
+  let stopping = false;
+  // With --restart-state a stop keeps the device's state for the next backend on this socket.
+  const stop = (): void => {
+    if (!restartFile) return shutdown(0);
+    if (stopping) return void write('stopping already: saving the restart state');
+    stopping = true;
+    write(`stopping for a restart: no more requests taken; the ones in flight get up to ${RESTART_DRAIN_MS / 1000} s`);
+    server.saveForRestart(restartFile, RESTART_DRAIN_MS).then(
+      (r) => {
+        if (r.outcome === 'saved') write(`restart state saved to ${restartFile}: ${r.what}`);
+        else if (r.outcome === 'nothing') write(`restart state: ${r.what}`);
+        else write(`restart state not saved (${r.what}): the guest's CUDA sessions end with this backend`);
+        shutdown(r.outcome === 'failed' ? 1 : 0);
+      },
+      (e: Error) => {
+        write(`restart state not saved (${e.message}): the guest's CUDA sessions end with this backend`);
+        shutdown(1);
+      },
+    );
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
+/**
+ * --restart-state: a path in an existing directory, for one VM's QEMU on a
+ * listening socket, whose sessions the provider can carry (the cuda
+ * provider's cannot yet: refused before anything starts).
+ */
+function restartState(
+  v: string | undefined,
+  o: { socket: boolean; frontends: number; shm: boolean; provider: string },
+): string | undefined {
+  if (v === undefined) return undefined;
+  if (!o.socket || o.frontends > 1 || o.shm)
+    usage(
+      "--restart-state needs --socket-path and one frontend (a VM's QEMU, which reconnects to the socket), without --fd, --frontends or --shm",
+    );
+  if (o.provider === 'cuda')
+    usage(
+      "--restart-state: the cuda provider's sessions cannot be saved yet (their CUDA state lives in the GPU and its workers): use --provider=host, or drop the option",
+    );
+  const file = path.resolve(v);
+  if (!fs.statSync(path.dirname(file), { throwIfNoEntry: false })?.isDirectory())
+    usage(`--restart-state=${v}: no directory ${path.dirname(file)}`);
+  if (fs.statSync(file, { throwIfNoEntry: false })?.isDirectory()) usage(`--restart-state=${v}: a directory`);
+  return file;
+}
+
+/**
+ * The state a stopped backend left in file, read and checked (its frame's
+ * CRC, whose state it is), then removed, so that a crash of this backend
+ * does not bring it back later. A file that is refused is kept as
+ * file.refused, and the device starts empty: the guest's old sessions
+ * then get errors.
+ */
+function readRestartState(file: string, write: (line: string) => void): RestartState | undefined {
+  if (!fs.existsSync(file)) {
+    write(`restart state: none in ${file}: the device starts empty`);
+    return undefined;
+  }
+  try {
+    const s = RestartState.read(file);
+    fs.rmSync(file);
+    write(
+      `restart state: ${file} read (${s.bytes} bytes of ${s.mark.device} state saved at ${s.mark.savedAt} by pid ${s.mark.pid}) and removed: loaded when its QEMU is back`,
+    );
+    return s;
+  } catch (e) {
+    let kept = '';
+    try {
+      fs.renameSync(file, `${file}.refused`);
+      kept = `; kept as ${file}.refused`;
+    } catch (r) {
+      kept = `; could not set it aside (${(r as Error).message})`;
+    }
+    write(`restart state refused, the device starts empty (the guest's old sessions get errors): ${(e as Error).message}${kept}`);
+    return undefined;
+  }
 }
 
 main().catch((e) => {

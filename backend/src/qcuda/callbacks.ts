@@ -158,6 +158,20 @@ export class Callbacks {
     for (const w of this.#waiters.splice(0)) w.resolve({ id: 0n, status: 0 });
   }
 
+  /**
+   * A stop for a restart (QcudaDevice.quiesce), with no function marked:
+   * each parked wait is answered with id 0 ("nothing to run: wait again"),
+   * as after a reset, so that none is in flight when the state is saved;
+   * the guest's callback thread parks again, on the restarted backend.
+   * Returns how many were answered.
+   */
+  releaseParked(): number {
+    if (this.#marked.size > 0) throw new Error('host functions are marked: their waits cannot be answered');
+    const all = this.#waiters.splice(0);
+    for (const w of all) w.resolve({ id: 0n, status: 0 });
+    return all.length;
+  }
+
   /** Session end: every gate opens and every parked wait ends. */
   close(): void {
     this.#closed = true;

@@ -283,6 +283,24 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   /** The sessions of a saved state, on this device with none of its own yet; refused, making nothing, where it cannot be. */
   readonly loadState?: (input: StateSource) => Promise<void>;
 
+  /**
+   * A stop for a restart (VhostUserDevice.quiesce): the rings take nothing
+   * more. A parked CALLBACK_WAIT is answered (id 0: wait again) where its
+   * session has no host function waiting to run, so that it does not hold
+   * the stop; a session whose state cannot be carried now says why at once
+   * (the rest, such as loaded modules, the save itself refuses).
+   */
+  quiesce(): string | undefined {
+    if (!this.saveState) return `the ${this.provider.name} provider's sessions are not carried yet`;
+    for (const s of this.sessions.values()) {
+      const id = s.id.toString(16);
+      if (this.#delegation.of(s)) return `session ${id}: not yet carried: a session served on its own queue by a worker`;
+      if (s.callbacks.waiting > 0) return `session ${id}: not yet carried: a host function (cudaLaunchHostFunc) that has not run yet`;
+    }
+    for (const s of this.sessions.values()) s.callbacks.releaseParked();
+    return undefined;
+  }
+
   /** Answers req: at once where the command finished on this thread (Now), else once it has. */
   handle(req: Request): Now<number> {
     if (req.writableBytes < RESP) throw new RangeError(`no room for a reply header (${req.writableBytes} bytes)`);

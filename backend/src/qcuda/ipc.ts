@@ -7,6 +7,7 @@
 // has closed it (letGo).
 import { CudaErr, CudaError } from './cuda-error';
 import type { DevPtr } from './provider';
+import { wire, type AskDecls } from './ipc-wire';
 import { TOKEN_BYTES, TokenTable } from './token-table';
 
 /** One minted handle: an owner's allocation (or event), and the sessions that opened it. */
@@ -25,6 +26,9 @@ export interface IpcEntry<S> {
 
 /** A token's bytes (the handle's first 16). */
 export const IPC_TOKEN_BYTES = TOKEN_BYTES;
+
+/** CUDA's handles are 64 bytes (CUipcMemHandle, CUipcEventHandle). */
+export const CUDA_HANDLE_BYTES = 64;
 
 /** Handles one session may hold (memory and events, each), however it is served: its allocations bound them too. */
 export const IPC_HANDLES_PER_SESSION = 65536;
@@ -90,6 +94,31 @@ export interface IpcBook<S> {
   /** The session reset or exited: its handles go (resolves once their openers have let go, as forget, those of its earlier forgets too), and what it opened. */
   forgetSession(s: S): Promise<void>;
 }
+
+/**
+ * What a queue owner's worker may ask of the VM's table for its session
+ * (ipc-remote.ts): every IpcBook method but minted (its worker keeps its
+ * own), with how the backend checks each argument; a claim's owner stays
+ * in the backend.
+ */
+export const IPC_ASKS = {
+  mint: {
+    args: {
+      ptr: wire.u64('a pointer'),
+      size: wire.u64('a size'),
+      device: wire.device,
+      exported: wire.optional(wire.bytes(CUDA_HANDLE_BYTES, "CUDA's handle")),
+    },
+  },
+  claim: {
+    args: { token: wire.bytes(IPC_TOKEN_BYTES, 'a token'), size: wire.u64('a size') },
+    reply: (c: IpcClaim<unknown>) => ({ ptr: c.ptr, size: c.size, device: c.device, exported: c.exported }),
+  },
+  settle: { args: { token: wire.bytes(IPC_TOKEN_BYTES, 'a token'), at: wire.optional(wire.u64('a pointer')) } },
+  close: { args: { ptr: wire.u64('a pointer') } },
+  forget: { args: { ptr: wire.u64('a pointer') } },
+  forgetSession: { args: {} },
+} satisfies AskDecls<IpcBook<unknown>, 'minted'>;
 
 export class IpcTable<S> implements IpcBook<S> {
   /**

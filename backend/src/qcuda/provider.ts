@@ -7,6 +7,7 @@ import type { BusyPoll } from '../sys/busy-poll';
 import type { Fd } from '../sys/fd';
 import type { Now } from '../sys/now';
 import type { MemRegion, RingState } from '../vhost-user';
+import { CudaErr, CudaError } from './cuda-error';
 import type { VmLimits } from './limits';
 import type { ModuleStore } from './module-cache';
 import type { IpcAnswerer } from './ipc-wire';
@@ -178,16 +179,6 @@ export interface LaunchDesc {
   sharedMem: number;
   stream: StreamRef | undefined;
   params: Uint8Array;
-}
-
-/** A launch configuration whose clusters are asked about (cluster 0,0,0 and policy 0: attributes not given). */
-export interface ClusterQuery {
-  grid: Uint32Array;
-  block: Uint32Array;
-  smem: number;
-  cluster: Uint32Array;
-  policy: number;
-  query: number;
 }
 
 /** Where a region of guest RAM comes from: an fd and the vhost-user region that maps it. */
@@ -409,8 +400,6 @@ export interface CoreContext {
   occupancyBlocks(f: FunctionRef, blockSize: number, dynamicSmem: bigint, flags: number): Promise<number>;
   /** Dynamic shared memory per block that lets numBlocks blocks of blockSize threads fit on a multiprocessor. */
   occupancySmem(f: FunctionRef, numBlocks: number, blockSize: number): Promise<bigint>;
-  /** cuOccupancyMaxActiveClusters (query 0) or cuOccupancyMaxPotentialClusterSize (query 1) of a launch configuration. */
-  occupancyClusters(f: FunctionRef, config: ClusterQuery): Promise<number>;
   /** The driver's CUtensorMap (128 bytes) for a qcuda_args_tensor_map whose rank fits its arrays. */
   tensorMapEncode(args: Uint8Array): Promise<Uint8Array>;
   /** The context's cudaLimit values (limit already checked to be one the runtime names). */
@@ -536,7 +525,6 @@ const CORE_METHODS = [
   'funcSetAttribute',
   'occupancyBlocks',
   'occupancySmem',
-  'occupancyClusters',
   'tensorMapEncode',
   'limitSet',
   'limitGet',
@@ -682,6 +670,41 @@ export interface JobWatch {
   /** Kills the worker of each job that has run longer than ms: a line for each, to log. */
   endPast(ms: number): string[];
 }
+
+/**
+ * The provider-level methods of a provider whose every context lives in a
+ * process of its own (a worker per session, isolated.ts; a queue owner's
+ * worker, worker.ts): each runs in one of the contexts it is given, as
+ * that context's method. Such a provider takes them all (Object.assign), so
+ * a provider-level method added here reaches every worker with no list to
+ * join. Host contexts refuse at the export with NotSupported: host memory
+ * does not leave its process.
+ */
+export const CONTEXT_TWINS = {
+  ipcExport(owner: ProviderContext, ptr: DevPtr): Promise<Uint8Array> {
+    return owner.ipcMemExport(ptr);
+  },
+  ipcOpen(_owner: ProviderContext | undefined, _ptr: DevPtr, opener: ProviderContext, exported?: Uint8Array): Promise<DevPtr> {
+    if (!exported) return Promise.reject(new CudaError(CudaErr.InvalidResourceHandle, 'an IPC handle without its CUDA handle'));
+    return opener.ipcMemOpen(exported);
+  },
+  ipcClose(opener: ProviderContext, ptr: DevPtr): Promise<void> {
+    return opener.ipcMemClose(ptr);
+  },
+  ipcEventExport(owner: ProviderContext, e: EventRef): Promise<Uint8Array> {
+    return owner.ipcEventExport(e);
+  },
+  ipcEventOpen(
+    _owner: ProviderContext | undefined,
+    _e: EventRef | undefined,
+    opener: ProviderContext,
+    exported?: Uint8Array,
+  ): Promise<EventRef> {
+    if (!exported) return Promise.reject(new CudaError(CudaErr.InvalidResourceHandle, 'an IPC event handle without its CUDA handle'));
+    return opener.ipcEventOpen(exported);
+  },
+} satisfies Partial<Provider>;
+export type ContextTwins = typeof CONTEXT_TWINS;
 
 /** What a queue owner is handed (owned-queue.ts); the kick, call, in-flight record and ledger fds come with it. */
 export interface OwnOrder {

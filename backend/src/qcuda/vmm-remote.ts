@@ -2,27 +2,32 @@
 // (owned-queue.ts), as IPC handles are (ipc-remote.ts): the VM's table stays
 // in the backend, so a token minted in one worker imports in another, or in
 // a session the backend serves, and the reverse. The worker asks over its
-// channel (VmmAsk, kind 'vmm' on the IPC link); the backend answers from the
-// table for that worker's session (VmmShareService). An import's answer
-// carries the owner's allocation as a POSIX fd, got from the owner's worker
-// however it is served (Session.vmmExportFd): the fd is only in transit,
-// closed once the importer's context has imported it. When the owner's
-// memory goes, the backend tells each importer's worker to drop its import
-// ('vmm-drop', answered once released, bounded by the table as 'ipc-drop' is).
+// channel (kind 'vmm' on the IPC link); the backend answers from the table
+// for that worker's session (VmmShareService). Which table methods a worker
+// may ask, and how each argument is checked, is the table's declaration
+// (vmm-share.ts VMM_ASKS); both ends here are derived from it. An import's
+// answer carries the owner's allocation as a POSIX fd, got from the owner's
+// worker however it is served (Session.vmmExportFd): the fd is only in
+// transit, closed once the importer's context has imported it. When the
+// owner's memory goes, the backend tells each importer's worker to drop its
+// import ('vmm-drop', answered once released, bounded by the table as
+// 'ipc-drop' is).
 import { CudaErr, CudaError } from './cuda-error';
-import { big, bytes, type IpcAsker, type VmmAsk } from './ipc-wire';
+import { askOf, checkedAsk, defineAsks, runAsk, type IpcAsk, type IpcAsker } from './ipc-wire';
 import type { Provider, ProviderContext, VmmFdContext, VmmRef } from './provider';
 import type { Session, VmShared } from './session';
 import type { Fd } from '../sys/fd';
-import { TOKEN_BYTES } from './token-table';
-import { VmmShareTable, type VmmImported, type VmmShareBook } from './vmm-share';
+import { VMM_ASKS, VmmShareTable, type VmmImported, type VmmShareBook } from './vmm-share';
 
 /**
  * The VM's table as a queue owner's worker sees it: what its session minted
  * is remembered here (a free of anything else asks nothing), the rest is
- * the backend's.
+ * the backend's; the methods not defined here only ask (defineAsks, below).
  */
+export interface RemoteVmmShares extends VmmShareBook<Session> {}
+
 export class RemoteVmmShares implements VmmShareBook<Session> {
+  readonly kind = 'vmm';
   /** The session's handles with a token (bounded by what it holds: each goes with its free, or the reset). */
   readonly #mine = new Set<bigint>();
 
@@ -32,6 +37,10 @@ export class RemoteVmmShares implements VmmShareBook<Session> {
     readonly fds: boolean,
   ) {}
 
+  #ask(op: keyof typeof VMM_ASKS, ...args: unknown[]): IpcAsk {
+    return askOf(VMM_ASKS, this.kind, op, args);
+  }
+
   servedBy(_p: Provider): boolean {
     return this.fds;
   }
@@ -40,12 +49,12 @@ export class RemoteVmmShares implements VmmShareBook<Session> {
   async mint(_owner: Session, handle: bigint, _ref: VmmRef, size: bigint, device: number): Promise<string> {
     // Before the ask: a free meanwhile asks after it, so the backend's token goes too.
     this.#mine.add(handle);
-    return this.link.ask<string>({ op: 'mint', kind: 'vmm', handle, size, device });
+    return this.link.ask<string>(this.#ask('mint', handle, size, device));
   }
 
   /** The owner's fd comes with the answer; it is closed once imported (the driver's import holds the memory). */
   async import(_importer: Session, token: Uint8Array, size: bigint, x: ProviderContext): Promise<VmmImported> {
-    const { v, fd } = await this.link.askFd<{ token: string; size: bigint }>({ op: 'import', kind: 'vmm', token, size });
+    const { v, fd } = await this.link.askFd<{ token: string; size: bigint }>(this.#ask('import', token, size));
     try {
       const c = x as Partial<VmmFdContext>;
       if (!c.vmmImportFd) throw new CudaError(CudaErr.NotSupported, "shareable memory handles: this worker's context cannot import");
@@ -55,26 +64,23 @@ export class RemoteVmmShares implements VmmShareBook<Session> {
     }
   }
 
-  imported(_importer: Session, token: string, handle: bigint): Promise<boolean> {
-    return this.link.ask<boolean>({ op: 'imported', kind: 'vmm', token, handle });
-  }
-
   /** Never refused: the import's release goes on (the backend forgets this session's imports at its end anyway). */
   async unimported(_importer: Session, token: string, handle: bigint): Promise<void> {
-    await this.link.ask({ op: 'unimported', kind: 'vmm', token, handle }).catch(() => undefined);
+    await this.link.ask(this.#ask('unimported', token, handle)).catch(() => undefined);
   }
 
   /** Waits for the backend to have dropped the importers' imports (bounded there). */
   async forget(_owner: Session, handle: bigint): Promise<void> {
     if (!this.#mine.delete(handle)) return;
-    await this.link.ask({ op: 'forget', kind: 'vmm', handle }).catch(() => undefined);
+    await this.link.ask(this.#ask('forget', handle)).catch(() => undefined);
   }
 
   async forgetSession(): Promise<void> {
     this.#mine.clear();
-    await this.link.ask({ op: 'forget-session', kind: 'vmm' }).catch(() => undefined);
+    await this.link.ask(this.#ask('forgetSession')).catch(() => undefined);
   }
 }
+defineAsks(RemoteVmmShares, VMM_ASKS);
 
 /**
  * The backend's end, for one queue owner's session: what its worker asks is
@@ -89,40 +95,15 @@ export class VmmShareService {
   ) {}
 
   /** The answer's value, and the fd it hands over (an import's: the caller's, to send and close). */
-  async answer(a: VmmAsk): Promise<{ v: unknown; fd?: Fd }> {
+  async answer(ask: IpcAsk): Promise<{ v: unknown; fd?: Fd }> {
     const t = this.vm.vmmShares;
     if (!(t instanceof VmmShareTable)) throw new CudaError(CudaErr.NotSupported, 'shareable memory handles: the VM has no table here');
-    const s = this.session;
-    switch (a.op) {
-      case 'mint': {
-        const handle = big(a.handle, 'a handle');
-        if (!Number.isInteger(a.device) || a.device < 0 || a.device >= this.deviceCount)
-          throw new CudaError(CudaErr.InvalidValue, 'IPC: a device of a worker is malformed');
-        // The ref is the owner's worker's to find (by handle): the owner is served elsewhere (Session.ownWorker).
-        return { v: await t.mint(s, handle, handle, big(a.size, 'a size'), a.device) };
-      }
-      case 'import': {
-        const e = t.find(bytes(a.token, TOKEN_BYTES, 'a token'), big(a.size, 'a size'));
-        const fd = await e.owner.vmmExportFd(e.handle, e.ref, e.device);
-        return { v: { token: e.token, size: e.size }, fd };
-      }
-      case 'imported':
-        return { v: await t.imported(s, token(a.token), big(a.handle, 'a handle')) };
-      case 'unimported':
-        return { v: await t.unimported(s, token(a.token), big(a.handle, 'a handle')) };
-      case 'forget':
-        return { v: await t.forget(s, big(a.handle, 'a handle')) };
-      case 'forget-session':
-        return { v: await t.forgetSession(s) };
-      default:
-        throw new CudaError(CudaErr.InvalidValue, 'IPC: no such ask');
-    }
+    const a = checkedAsk(VMM_ASKS, ask, this.deviceCount);
+    if (a.op !== 'import') return { v: await runAsk(t, this.session, a) };
+    // The owner's allocation as an fd, from its worker however it is served.
+    const [token, size] = a.args as [Uint8Array, bigint];
+    const e = t.find(token, size);
+    const fd = await e.owner.vmmExportFd(e.handle, e.ref, e.device);
+    return { v: { token: e.token, size: e.size }, fd };
   }
-}
-
-/** A token as the table names it (its hex string); anything else names nothing there. */
-function token(v: unknown): string {
-  if (typeof v !== 'string' || v.length !== TOKEN_BYTES * 2)
-    throw new CudaError(CudaErr.InvalidValue, 'IPC: a token of a worker is malformed');
-  return v;
 }

@@ -12,7 +12,8 @@
 import { CudaErr, CudaError } from './cuda-error';
 import { letGo, track } from './ipc';
 import type { Provider, ProviderContext, VmmRef } from './provider';
-import { TokenTable } from './token-table';
+import { wire, type AskDecls } from './ipc-wire';
+import { TOKEN_BYTES, TokenTable } from './token-table';
 
 /** Tokens one session may have minted at once (each names an allocation it holds, which its bound on objects bounds too). */
 export const VMM_SHARES_PER_SESSION = 65536;
@@ -58,6 +59,25 @@ export interface VmmShareBook<S> {
   /** The session reset or exited: its tokens go (as forget; those of its earlier forgets waited for too), and what it imported. */
   forgetSession(s: S): Promise<void>;
 }
+
+/**
+ * What a queue owner's worker may ask of the VM's table for its session
+ * (vmm-remote.ts): every VmmShareBook method but servedBy (its worker
+ * knows), with how the backend checks each argument. A mint names the
+ * allocation by its handle alone: the owner's worker finds the ref by it.
+ * An import's answer carries an fd (VmmShareService answers it).
+ */
+export const VMM_ASKS = {
+  mint: {
+    args: { handle: wire.u64('a handle'), size: wire.u64('a size'), device: wire.device },
+    call: (t: VmmShareBook<unknown>, s: unknown, handle: bigint, size: bigint, device: number) => t.mint(s, handle, handle, size, device),
+  },
+  import: { args: { token: wire.bytes(TOKEN_BYTES, 'a token'), size: wire.u64('a size') } },
+  imported: { args: { token: wire.hex(TOKEN_BYTES, 'a token'), handle: wire.u64('a handle') } },
+  unimported: { args: { token: wire.hex(TOKEN_BYTES, 'a token'), handle: wire.u64('a handle') } },
+  forget: { args: { handle: wire.u64('a handle') } },
+  forgetSession: { args: {} },
+} satisfies AskDecls<VmmShareBook<unknown>, 'servedBy'>;
 
 export class VmmShareTable<S> implements VmmShareBook<S> {
   /**

@@ -29,6 +29,7 @@ const SIDES: Record<CallDecl['side'], string> = {
 function flags(d: CallDecl): string {
   return [
     d.posted ? 'posted' : '',
+    d.gpu === 'posts' ? 'GPU work' : '',
     d.syncs ? 'syncs' : '',
     d.endsBatch ? 'ends batch' : '',
     d.unbatched ? 'unbatched' : '',
@@ -72,6 +73,7 @@ function callSection(name: string, d: CallDecl): string[] {
     );
   if (d.event) facts.push(`- waits for the deferred record of the event in ${code(d.event)}`);
   if (d.posted) facts.push('- may be posted: sent later, in a `BATCH` (it enqueues work and never waits for it)');
+  if (d.gpu === 'posts') facts.push("- puts work on the GPU: under `--gpu-share` it waits for its VM's turn first");
   if (d.syncs)
     facts.push(
       '- synchronizes: its status is also the first error of posted work since the last such call; it may end a batch (`QCUDA_BATCH_ENDS_SYNC`)',
@@ -88,7 +90,10 @@ function callSection(name: string, d: CallDecl): string[] {
           .map(([f, b]) => `${code(f)} 0x${b.toString(16)}`)
           .join(', ')}`
       : '';
-    facts.push(`- context method ${code(`${c.method}(${c.params.join(', ')})`)}, result: ${c.result}${flagBits}`);
+    const run =
+      (c.checked ? '; its run checks the arguments first and calls it' : '') +
+      (c.driver ? `; the cuda provider's addon method is one call of ${code(`cu${c.driver}`)} (generated)` : '');
+    facts.push(`- context method ${code(`${c.method}(${c.params.join(', ')})`)}, result: ${c.result}${flagBits}${run}`);
   }
   return [`### ${name}`, '', ...(d.doc ? [d.doc, ''] : []), ...facts, ''];
 }
@@ -149,7 +154,8 @@ export function protocolDoc(): string {
     '',
     `## Calls (${calls.length})`,
     '',
-    "Properties: *posted*: may be sent later in a `BATCH`; *syncs*: reports posted work's",
+    'Properties: *posted*: may be sent later in a `BATCH`; *GPU work*: puts work on the GPU',
+    "(under `--gpu-share` it waits for its VM's turn); *syncs*: reports posted work's",
     'errors and may end a batch; *ends batch*: a query that may end a batch without reporting',
     "posted work's errors; *unbatched*: sent without flushing posted work; *more args*:",
     'more argument bytes follow the struct; *one to one*: answered by one method of the',

@@ -37,6 +37,7 @@ import {
 } from './message';
 import { MAX_QUEUE_SIZE, Vring, type RingFeatures } from './vring';
 import { StateDirection, StatePhase, StateTransfer, type TransferResult } from './state-transfer';
+import type { RestartSlot } from './restart-state';
 
 const debug = createDebug('vhost-user:backend');
 
@@ -110,6 +111,8 @@ export class Backend {
   readonly #log: LogLimiter;
   /** Memory table changes (the frontend chooses how often), as limited. */
   readonly #events: LogLimiter;
+  /** The restored state being loaded into the device (resume): the rings take nothing until it is in or refused. */
+  #resuming: Promise<void> | undefined;
 
   constructor(
     readonly device: VhostUserDevice,
@@ -122,6 +125,8 @@ export class Backend {
      * only a hostile frontend does is dropped (FrontendFault).
      */
     readonly untrusted = false,
+    /** A restarted backend's state, for the first connection that starts its rings (restart-state.ts). */
+    private readonly restart?: RestartSlot,
   ) {
     checkDevice(device);
     this.#log = new LogLimiter(LOG_LINES_PER_SECOND, (l) => logger.error(l));
@@ -308,8 +313,42 @@ export class Backend {
   #setVringEnable(m: Message): void {
     this.#withRing(m, (ring, num) => {
       if (num > 1) throw new ProtocolError(`SET_VRING_ENABLE: state ${num}`);
+      if (num === 1) this.#resume();
       this.#startingRing(ring, () => ring.setEnabled(num === 1));
     });
+  }
+
+  /**
+   * A restarted backend's state goes into the device when the frontend
+   * enables its first ring (QEMU has sent the memory table and every ring's
+   * setup by then), before any ring takes a request: the rings are paused
+   * until it is in, or refused (the device then starts empty). The reply to
+   * SET_VRING_ENABLE does not wait for it: QEMU waits for that reply with
+   * its main loop held.
+   */
+  #resume(): void {
+    const state = this.restart?.take();
+    if (!state) return;
+    for (const r of this.rings) r.pause();
+    const name = this.device.name;
+    const load = async (): Promise<void> => {
+      const why = state.mismatch(this);
+      if (why) throw new Error(`not this frontend's: ${why}`);
+      const t0 = performance.now();
+      await state.load(this.device);
+      this.#events.log(
+        `vhost-user: ${name}: restored the state saved at ${state.mark.savedAt} (${state.bytes} bytes in ${(performance.now() - t0).toFixed(1)} ms)`,
+      );
+    };
+    this.#resuming = load()
+      .catch((e: Error) => this.#log.log(`vhost-user: ${name}: restart state refused, the device starts empty: ${e.message}`))
+      .finally(() => {
+        this.#resuming = undefined;
+        if (this.restart?.loading === done) this.restart.loading = undefined;
+        for (const r of this.rings) r.unpause();
+      });
+    const done = this.#resuming;
+    if (this.restart) this.restart.loading = done;
   }
 
   #setBackendReqFd(fd: Fd): void {
@@ -387,6 +426,7 @@ export class Backend {
 
   /** RESET_OWNER / RESET_DEVICE / disconnect: back to the state of a fresh connection. */
   async #reset(): Promise<void> {
+    await this.#resuming; // a state being loaded is in (or refused) before the device resets
     this.#transfer?.abort('the frontend reset the device or went away');
     await this.#transfer?.done;
     this.#transfer = undefined;

@@ -61,6 +61,14 @@ export interface VhostUserDevice {
    */
   saveState?(out: StateSink): Promise<void>;
   /**
+   * A stop for a restart (restart-state.ts): the rings take nothing more.
+   * Answer the requests that wait for the guest's next ones (which will not
+   * be taken now), so that what is in flight can finish; return why the
+   * state cannot be kept (the stop then goes at once, without it), or
+   * undefined.
+   */
+  quiesce?(): string | undefined;
+  /**
    * Take back what a saveState wrote, maybe in another backend process of
    * another version: every byte is untrusted. A throw refuses the state and
    * must leave the device as it was.

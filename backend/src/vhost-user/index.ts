@@ -39,6 +39,18 @@ export {
 export type { StateSink, StateSource, VhostUserDevice } from './device';
 export { ChunkSource, MAX_STATE_BYTES, StateDirection, StatePhase, StateTransfer, type TransferResult } from './state-transfer';
 export { stderrLogger, type Logger } from './logger';
+export {
+  RESTART_FORMAT,
+  RESTART_MAGIC,
+  RestartSlot,
+  RestartState,
+  RestartStateError,
+  saveForRestart,
+  writeAtomic,
+  type RestartMark,
+  type RestartSave,
+  type RingMark,
+} from './restart-state';
 export { GuestRegion, MemoryTable, type MemoryListener } from './memory';
 export * from './message';
 export { Reader, Writer, type Segment, type Struct } from './cursor';

@@ -11,6 +11,7 @@ import { Fd } from './platform/fd';
 import { Connection, type Message } from './connection';
 import type { VhostUserDevice } from './device';
 import { stderrLogger, type Logger } from './logger';
+import { saveForRestart, type RestartSave, type RestartSlot } from './restart-state';
 
 const debug = createDebug('vhost-user:server');
 
@@ -25,6 +26,12 @@ export interface ServerOptions extends ServerEvents {
   logger?: Logger;
   /** Listening: serve only a frontend whose process runs as this user (PeerCheck). */
   peer?: PeerCheck;
+  /**
+   * A restarted backend's state (restart-state.ts), loaded into the device
+   * when the first frontend starts its rings; and where saveForRestart
+   * finds a state not yet loaded. Not for listenEach servers.
+   */
+  restart?: RestartSlot;
 }
 
 /**
@@ -234,7 +241,8 @@ export class VhostUserServer {
       onClose: (reason) => this.#onClose(active!, reason),
     });
     // listenEach serves programs (qcuda run's), each an untrusted frontend of a process they all share.
-    active = { conn, backend: new Backend(device, conn, this.#logger, this.source !== undefined) };
+    const untrusted = this.source !== undefined;
+    active = { conn, backend: new Backend(device, conn, this.#logger, untrusted, untrusted ? undefined : this.events.restart) };
     this.#active.add(active);
     debug('%s: frontend connected', device.name);
     this.#logger.info?.(`vhost-user: ${device.name}: frontend connected`);
@@ -264,6 +272,34 @@ export class VhostUserServer {
     else this.#logger.info?.(`vhost-user: ${device.name}: frontend disconnected`);
     debug('%s: frontend disconnected%s', device.name, reason ? `: ${reason.message}` : '');
     this.events.onDisconnect?.(reason);
+  }
+
+  /**
+   * A stop for a restart (restart-state.ts): the frontend's rings take
+   * nothing more, what is in flight finishes (up to drainMs), and the
+   * device's state goes to file. A state read at start and not loaded yet
+   * (its frontend has not started its rings since) is written back as it
+   * was. Nothing is written where there is nothing to keep (no frontend,
+   * or one that has not started the device). The server goes on as it is:
+   * close() it next.
+   */
+  async saveForRestart(file: string, drainMs: number): Promise<RestartSave> {
+    const slot = this.events.restart;
+    await slot?.loading;
+    const pending = slot?.take();
+    if (pending) {
+      await pending.writeBack(file);
+      return {
+        outcome: 'saved',
+        what: `the state read at start (${pending.bytes} bytes), its frontend not back yet: written back as it was`,
+        inflight: 0,
+      };
+    }
+    const b = this.backend;
+    if (!b) return { outcome: 'nothing', what: 'no frontend is connected: nothing to keep', inflight: 0 };
+    if (!b.rings.some((r) => r.started))
+      return { outcome: 'nothing', what: 'the frontend has not started the device: nothing to keep', inflight: 0 };
+    return saveForRestart(b, file, drainMs);
   }
 
   /** Drops the frontends, stops listening and removes the socket file. */

@@ -10,7 +10,8 @@
 //   body    the device's bytes (saveState's writes, in order)
 //   trailer "VUSE" (u32 le 0x45535556), u64 body length, u32 crc32 of body
 // so a truncated or corrupted stream is refused before the device sees a
-// byte of it, whatever the device's own format.
+// byte of it, whatever the device's own format. A restart's state file
+// (restart-state.ts) holds the same frame.
 import net from 'node:net';
 import stream from 'node:stream';
 import zlib from 'node:zlib';
@@ -81,29 +82,11 @@ export class StateTransfer {
   static save(device: VhostUserDevice, fd: Fd): StateTransfer {
     return new StateTransfer(StateDirection.SAVE, fd, async (t, sock) => {
       const w = new PipeWriter(sock);
-      const header = new Uint8Array(HEADER);
-      const hv = new DataView(header.buffer);
-      hv.setUint32(0, STATE_MAGIC, true);
-      hv.setUint32(4, STATE_FORMAT, true);
-      await w.write(header);
-      let crc = 0;
-      let bytes = 0;
-      const sink: StateSink = {
-        write: async (chunk) => {
-          if (t.#aborted) throw new Error(t.#aborted);
-          if (chunk.length === 0) return;
-          crc = zlib.crc32(chunk, crc);
-          bytes += chunk.length;
-          // The pipe takes the bytes later: a caller may reuse its buffer.
-          await w.write(Uint8Array.from(chunk));
-        },
-      };
-      try {
-        await device.saveState!(sink);
-      } catch (e) {
-        throw new Error(`the device's saveState failed: ${(e as Error).message ?? String(e)}`);
-      }
-      await w.write(trailer(bytes, crc));
+      const bytes = await saveFramed(
+        device,
+        (b) => w.write(b),
+        () => t.#aborted,
+      );
       await w.end();
       return bytes;
     });
@@ -115,14 +98,7 @@ export class StateTransfer {
       const chunks = await readAll(t.#sock, maxBytes);
       const body = checkFrame(chunks);
       if (t.#aborted) throw new Error(t.#aborted);
-      const source = new ChunkSource(body.chunks);
-      try {
-        await device.loadState!(source);
-      } catch (e) {
-        throw new Error(`the device refused the state: ${(e as Error).message ?? String(e)}`);
-      }
-      const left = source.remaining;
-      if (left > 0) throw new Error(`the device left ${left} bytes of the state unread`);
+      await loadFramed(device, body.chunks);
       return body.length;
     });
   }
@@ -132,6 +108,56 @@ export class StateTransfer {
     this.#aborted ??= reason;
     this.#sock.destroy();
   }
+}
+
+/**
+ * device.saveState's state, framed (header, body, trailer with the body's
+ * length and CRC32), through write: the migration's pipe, or a restart's
+ * file (restart-state.ts). Returns the body's length. aborted: a reason to
+ * stop at the next chunk.
+ */
+export async function saveFramed(
+  device: VhostUserDevice,
+  write: (b: Uint8Array) => Promise<void>,
+  aborted: () => string | undefined = () => undefined,
+): Promise<number> {
+  const header = new Uint8Array(HEADER);
+  const hv = new DataView(header.buffer);
+  hv.setUint32(0, STATE_MAGIC, true);
+  hv.setUint32(4, STATE_FORMAT, true);
+  await write(header);
+  let crc = 0;
+  let bytes = 0;
+  const sink: StateSink = {
+    write: async (chunk) => {
+      const why = aborted();
+      if (why) throw new Error(why);
+      if (chunk.length === 0) return;
+      crc = zlib.crc32(chunk, crc);
+      bytes += chunk.length;
+      // The pipe takes the bytes later: a caller may reuse its buffer.
+      await write(Uint8Array.from(chunk));
+    },
+  };
+  try {
+    await device.saveState!(sink);
+  } catch (e) {
+    throw new Error(`the device's saveState failed: ${(e as Error).message ?? String(e)}`);
+  }
+  await write(trailer(bytes, crc));
+  return bytes;
+}
+
+/** Hands a checked frame's body (checkFrame) to device.loadState, which must read all of it. */
+export async function loadFramed(device: VhostUserDevice, body: Buffer[]): Promise<void> {
+  const source = new ChunkSource(body);
+  try {
+    await device.loadState!(source);
+  } catch (e) {
+    throw new Error(`the device refused the state: ${(e as Error).message ?? String(e)}`);
+  }
+  const left = source.remaining;
+  if (left > 0) throw new Error(`the device left ${left} bytes of the state unread`);
 }
 
 function trailer(bytes: number, crc: number): Uint8Array {
@@ -217,7 +243,7 @@ function readAll(sock: net.Socket, maxBytes: number): Promise<Buffer[]> {
 }
 
 /** Checks header and trailer; the body as the chunks between them. */
-function checkFrame(chunks: Buffer[]): { chunks: Buffer[]; length: number } {
+export function checkFrame(chunks: Buffer[]): { chunks: Buffer[]; length: number } {
   const all = new ChunkSource(chunks);
   const total = all.remaining;
   if (total < HEADER + TRAILER) throw new Error(`the state stream is truncated: ${total} bytes, less than its framing`);

@@ -80,6 +80,8 @@ export class Vring {
   #record: InflightRecord | undefined;
   /** Serves requests ahead of the handler (serveFirst). */
   #front: RingFront | undefined;
+  /** Takes nothing new while set (pause: a backend stopping, or one restoring its state); what is in flight finishes. */
+  #paused = false;
 
   constructor(
     index: number,
@@ -197,6 +199,50 @@ export class Vring {
       };
     });
     this.#drained = undefined;
+  }
+
+  /**
+   * Takes nothing more from the ring until unpause(), the ring otherwise as
+   * it is (started, enabled, its fds): what is in flight finishes and is
+   * answered. A backend that stops for a restart pauses its rings, then
+   * waits for idle(); one that restores a state holds its rings so until
+   * the state is in.
+   */
+  pause(): void {
+    this.#paused = true;
+  }
+
+  /** Takes requests again, looking at the ring at once (kicks that came meanwhile went unread). */
+  unpause(): void {
+    if (!this.#paused) return;
+    this.#paused = false;
+    this.process();
+  }
+
+  get paused(): boolean {
+    return this.#paused;
+  }
+
+  /** Requests taken and not yet answered. */
+  get inflight(): number {
+    return this.#inflight;
+  }
+
+  /** Resolves once nothing is in flight, or after ms: the requests still in flight. */
+  async idle(ms: number): Promise<number> {
+    if (this.#inflight === 0) return 0;
+    const prev = this.#drained;
+    const mine = await new Promise<() => void>((resolve) => {
+      const timer = setTimeout(() => resolve(mine), ms);
+      const mine = (): void => {
+        clearTimeout(timer);
+        prev?.();
+        resolve(mine);
+      };
+      this.#drained = mine;
+    });
+    if (this.#drained === mine) this.#drained = prev;
+    return this.#inflight;
   }
 
   /** Where the ring stands now (see RingState). */
@@ -369,7 +415,7 @@ export class Vring {
    */
   process(): void {
     const v = this.#views;
-    if (!v || !this.started || !this.enabled || this.broken || this.#delegated) return;
+    if (!v || !this.started || !this.enabled || this.broken || this.#delegated || this.#paused) return;
     const took = this.#drain(v);
     // Handed on meanwhile (detach): no polling or kicks here any more; what was answered is still signalled.
     if (!this.#delegated) {
@@ -387,7 +433,7 @@ export class Vring {
     const end = this.#front ? performance.now() + (this.poll?.chainUs ?? 0) / 1000 : 0;
     for (;;) {
       // A request's handler may have handed the ring on (detach): what follows in it is the new owner's.
-      if (this.#delegated) return took;
+      if (this.#delegated || this.#paused) return took;
       const avail = v.availIdx();
       const pending = (avail - this.lastAvail) & 0xffff;
       if (pending > this.size) {
@@ -409,7 +455,7 @@ export class Vring {
         if (this.broken) return took;
         continue;
       }
-      for (let n = 0; n < pending && !this.#delegated; n++, took++) this.#take(v);
+      for (let n = 0; n < pending && !this.#delegated && !this.#paused; n++, took++) this.#take(v);
       if (this.broken) return took;
     }
   }

@@ -267,7 +267,7 @@ function texDesc(a: Call<'TEX_CREATE'>['args']): TexDesc {
   };
 }
 
-export const ARRAY_COMMANDS: Runs<
+export const RUNS: Runs<
   | 'MEMCPY_3D_HTOD'
   | 'MEMCPY_3D_DTOH'
   | 'MEMCPY_3D_DTOD'

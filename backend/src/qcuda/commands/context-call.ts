@@ -1,7 +1,8 @@
 // The run of every call a provider context answers one to one, derived from
 // its declaration (ContextDecl in wire/protocol.ts): flags checked, handles
 // looked up in the session (an ended handle forgotten first), the context's
-// method called with the declared arguments, its result made the reply.
+// method called with the declared arguments, its result made the reply. A
+// call declared `checked` has a run of its own in the file of its concept.
 import type { Call, Result, Run } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
 import { encode } from '../proto';
@@ -10,8 +11,14 @@ import type { Session } from '../session';
 import { then, type Now } from '../../sys/now';
 import { CALLS, type CallDecl, type CmdName, type ContextDecl, type HandleKind } from '../wire/protocol';
 
-/** The commands declared with `context`. */
-export type ContextCmd = { [K in CmdName]: (typeof CALLS)[K] extends { context: object } ? K : never }[CmdName];
+/** The commands declared with `context` whose run is derived (not `checked`). */
+export type ContextCmd = {
+  [K in CmdName]: (typeof CALLS)[K] extends { context: { checked: true } }
+    ? never
+    : (typeof CALLS)[K] extends { context: object }
+      ? K
+      : never;
+}[CmdName];
 
 function lookup(s: Session, kind: HandleKind, h: bigint, ends: boolean): unknown {
   switch (kind) {
@@ -122,8 +129,13 @@ function contextCall(name: ContextCmd): Run<ContextCmd> {
   };
 }
 
-/** The run of every call declared with `context`. */
-export function contextCalls(): { readonly [K in ContextCmd]: Run<K> } {
-  const names = (Object.keys(CALLS) as CmdName[]).filter((k): k is ContextCmd => 'context' in CALLS[k]);
+/** The run of every call declared with `context` (but `checked`). */
+function contextCalls(): { readonly [K in ContextCmd]: Run<K> } {
+  const names = (Object.keys(CALLS) as CmdName[]).filter((k): k is ContextCmd => {
+    const d: CallDecl = CALLS[k];
+    return d.context !== undefined && !d.context.checked;
+  });
   return Object.fromEntries(names.map((k) => [k, contextCall(k)])) as { readonly [K in ContextCmd]: Run<K> };
 }
+
+export const RUNS = contextCalls();

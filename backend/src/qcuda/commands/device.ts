@@ -19,7 +19,7 @@ import { CudaErr, CudaError } from '../cuda-error';
 import { neutralPci, vmUuid } from '../gpu-identity';
 import { encode, QCUDA_CAP_GPU, QCUDA_NUM_ATTRS, QCUDA_PROTO_VERSION, Status } from '../proto';
 
-export const DEVICE_COMMANDS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DEVICE_SYNC' | 'DEVICE_RESET' | 'LIMIT_SET' | 'LIMIT_GET'> = {
+export const RUNS: Runs<'HELLO' | 'DEVICE_PROPS' | 'SET_DEVICE' | 'DEVICE_SYNC' | 'DEVICE_RESET' | 'LIMIT_SET' | 'LIMIT_GET'> = {
   async HELLO(c) {
     if (c.args.proto_version !== QCUDA_PROTO_VERSION) return { status: Status.VERSION, value: BigInt(QCUDA_PROTO_VERSION) };
     const p = c.dev.provider;

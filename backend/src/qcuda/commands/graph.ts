@@ -172,7 +172,7 @@ export function graphSpec(
   return { nodes, edges, localBytes };
 }
 
-export const GRAPH_COMMANDS: Runs<
+export const RUNS: Runs<
   'GRAPH_CREATE' | 'GRAPH_DESTROY' | 'GRAPH_COND_HANDLE' | 'GRAPH_INSTANTIATE' | 'GRAPH_EXEC_DESTROY' | 'GRAPH_LAUNCH'
 > = {
   async GRAPH_CREATE(c) {

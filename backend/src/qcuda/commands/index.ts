@@ -1,24 +1,26 @@
 // The command table: every command a session sends, with its run. Built
-// once from the command files; the compiler checks that every declared
-// command (wire/protocol.ts) has a run, typed by its declaration, and the
-// build that no command has two.
+// once from the command files, each of which exports its runs as RUNS (a
+// new file is one more entry in FILES; a new run in a file, none); the
+// compiler checks that every declared command (wire/protocol.ts) has a
+// run, typed by its declaration, and the build that no command has two.
+// BATCH runs the runs of the commands declared posted.
 import type { BatchEnding, Call, Result, Run, Runs, SessionCmd } from '../command';
 import { then, type Now } from '../../sys/now';
 import { CALLS, type CallDecl, type CmdName } from '../wire/protocol';
-import { ARRAY_COMMANDS } from './array';
-import { batchRun, endBatch, type EndingCmd } from './batch';
-import { contextCalls } from './context-call';
-import { DEVICE_COMMANDS } from './device';
-import { GRAPH_COMMANDS } from './graph';
-import { LAUNCH_COMMANDS } from './launch';
-import { MEMORY_COMMANDS } from './memory';
-import { LINK_COMMANDS } from './link';
-import { MODULE_COMMANDS } from './module';
-import { OUTPUT_COMMANDS } from './output';
-import { PEER_COMMANDS } from './peer';
-import { IPC_COMMANDS, IPC_EVENT_COMMANDS } from './ipc';
-import { STREAM_COMMANDS } from './stream';
-import { VMM_COMMANDS } from './vmm';
+import * as array from './array';
+import { batchRun, endBatch, type EndingCmd, type PostedRuns } from './batch';
+import * as context from './context-call';
+import * as device from './device';
+import * as graph from './graph';
+import * as ipc from './ipc';
+import * as launch from './launch';
+import * as link from './link';
+import * as memory from './memory';
+import * as modules from './module';
+import * as output from './output';
+import * as peer from './peer';
+import * as stream from './stream';
+import * as vmm from './vmm';
 import { shareAfter, shareBefore } from '../share/commands';
 
 /** A synchronizing command's status: posted work's failure that came after its batch, if any. */
@@ -45,67 +47,37 @@ export function gateOf(d: CallDecl, c: Call): Promise<unknown> | undefined {
   return e && g ? Promise.all([e, g]) : (e ?? g);
 }
 
-/** Each command in one group only: a spread would let a later run replace an earlier one unseen. */
-function disjoint(groups: Readonly<Record<string, object>>): void {
+/** The files of commands, by name: each exports RUNS, its commands' runs (context-call.ts: those derived from `context` declarations). */
+const FILES = { device, memory, vmm, array, graph, stream, module: modules, link, launch, output, peer, ipc, context };
+
+type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;
+/** Every file's runs together. */
+type FileRuns = UnionToIntersection<(typeof FILES)[keyof typeof FILES]['RUNS']>;
+
+/** Files' runs in one table, each command in one file only: a spread would let a later run replace an earlier one unseen. */
+export function foldRuns(files: Readonly<Record<string, { readonly RUNS: object }>>): Record<string, unknown> {
   const owner = new Map<string, string>();
-  for (const [group, runs] of Object.entries(groups)) {
-    for (const cmd of Object.keys(runs)) {
+  const runs: Record<string, unknown> = {};
+  for (const [file, m] of Object.entries(files)) {
+    for (const [cmd, run] of Object.entries(m.RUNS)) {
       const other = owner.get(cmd);
-      if (other !== undefined) throw new Error(`command ${cmd} has a run in ${other} and in ${group}`);
-      owner.set(cmd, group);
+      if (other !== undefined) throw new Error(`command ${cmd} has a run in ${other}.ts and in ${file}.ts`);
+      owner.set(cmd, file);
+      runs[cmd] = run;
     }
   }
+  return runs;
+}
+
+/** What a batch runs its entries with: the run of every command declared posted (but LAUNCH: launches go to the provider together). */
+function postedRuns(runs: FileRuns): PostedRuns {
+  const posted = (Object.keys(CALLS) as CmdName[]).filter((k) => (CALLS[k] as CallDecl).posted && k !== 'LAUNCH');
+  return Object.fromEntries(posted.map((k) => [k, (runs as Record<string, unknown>)[k]])) as PostedRuns;
 }
 
 function build(): Runs<SessionCmd> {
-  const context = contextCalls();
-  const groups = {
-    device: DEVICE_COMMANDS,
-    memory: MEMORY_COMMANDS,
-    vmm: VMM_COMMANDS,
-    array: ARRAY_COMMANDS,
-    graph: GRAPH_COMMANDS,
-    stream: STREAM_COMMANDS,
-    module: MODULE_COMMANDS,
-    link: LINK_COMMANDS,
-    launch: LAUNCH_COMMANDS,
-    output: OUTPUT_COMMANDS,
-    peer: PEER_COMMANDS,
-    ipc: IPC_COMMANDS,
-    ipcEvents: IPC_EVENT_COMMANDS,
-    context,
-  };
-  disjoint(groups);
-  const runs: Runs<SessionCmd> = {
-    ...groups.device,
-    ...groups.memory,
-    ...groups.vmm,
-    ...groups.array,
-    ...groups.graph,
-    ...groups.stream,
-    ...groups.module,
-    ...groups.link,
-    ...groups.launch,
-    ...groups.output,
-    ...groups.peer,
-    ...groups.ipc,
-    ...groups.ipcEvents,
-    ...groups.context,
-    BATCH: batchRun(
-      {
-        MEMSET: MEMORY_COMMANDS.MEMSET,
-        MEMCPY_DTOD: MEMORY_COMMANDS.MEMCPY_DTOD,
-        MEMCPY_3D_DTOD: ARRAY_COMMANDS.MEMCPY_3D_DTOD,
-        MEMSET_2D: ARRAY_COMMANDS.MEMSET_2D,
-        EVENT_RECORD: context.EVENT_RECORD,
-        STREAM_WAIT_EVENT: context.STREAM_WAIT_EVENT,
-        HOST_FUNC: STREAM_COMMANDS.HOST_FUNC,
-        LAUNCH_EX: LAUNCH_COMMANDS.LAUNCH_EX,
-        GRAPH_LAUNCH: GRAPH_COMMANDS.GRAPH_LAUNCH,
-      },
-      runEnding,
-    ),
-  };
+  const files = foldRuns(FILES) as FileRuns;
+  const runs: Runs<SessionCmd> = { ...files, BATCH: batchRun(postedRuns(files), runEnding) };
   const synced = (Object.keys(runs) as SessionCmd[]).filter((k) => (CALLS[k] as CallDecl).syncs);
   return { ...runs, ...Object.fromEntries(synced.map((k) => [k, reportingPostedErrors(runs[k] as Run<CmdName>)])) };
 }

@@ -19,7 +19,7 @@ function handleOut(token: string, size: bigint) {
   return { out: encode('qcuda_ipc_handle', { token: Buffer.from(token, 'hex'), size, reserved: new Uint8Array(40) }) };
 }
 
-export const IPC_COMMANDS: Runs<'IPC_GET' | 'IPC_OPEN' | 'IPC_CLOSE'> = {
+const MEMORY_HANDLES: Runs<'IPC_GET' | 'IPC_OPEN' | 'IPC_CLOSE'> = {
   async IPC_GET(c) {
     const { ptr } = c.args;
     const p = provider(c);
@@ -94,7 +94,7 @@ function eventProvider(c: Call) {
 // Event handles (cudaIpcGetEventHandle): the same token scheme, by the
 // owner's event handle, size 0. An opened event is the opener's own (its
 // destroy, its reset); the owner's destroy, reset or exit forgets the token.
-export const IPC_EVENT_COMMANDS: Runs<'IPC_EVENT_GET' | 'IPC_EVENT_OPEN'> = {
+const EVENT_HANDLES: Runs<'IPC_EVENT_GET' | 'IPC_EVENT_OPEN'> = {
   async IPC_EVENT_GET(c) {
     const { handle } = c.args;
     const p = eventProvider(c);
@@ -117,3 +117,5 @@ export const IPC_EVENT_COMMANDS: Runs<'IPC_EVENT_GET' | 'IPC_EVENT_OPEN'> = {
     return { value: c.session.addEvent(opener, ref) };
   },
 };
+
+export const RUNS = { ...MEMORY_HANDLES, ...EVENT_HANDLES };

@@ -59,7 +59,7 @@ function clusterOf(a: Decoded<'qcuda_args_launch_ex'>): [number, number, number]
   return c;
 }
 
-export const LAUNCH_COMMANDS: Runs<'LAUNCH' | 'LAUNCH_COOPERATIVE' | 'LAUNCH_EX'> = {
+export const RUNS: Runs<'LAUNCH' | 'LAUNCH_COOPERATIVE' | 'LAUNCH_EX'> = {
   LAUNCH(c) {
     const l = launchDesc(c.session, c.args, c.extra);
     return c.session.withContext((x) => x.launch(l.f, l.grid, l.block, l.sharedMem, l.stream, l.params));

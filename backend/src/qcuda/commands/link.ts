@@ -43,7 +43,7 @@ function options(option: Uint32Array, value: Uint32Array, n: number): [number, n
   return out;
 }
 
-export const LINK_COMMANDS: Runs<'LINK' | 'LINK_READ'> = {
+export const RUNS: Runs<'LINK' | 'LINK_READ'> = {
   /**
    * Every named upload is taken (its staging given back) whatever follows,
    * as MODULE_LOAD takes its one; the result is counted against the same

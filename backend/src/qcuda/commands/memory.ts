@@ -88,7 +88,7 @@ async function peerCopy(c: Call<'MEMCPY_DTOD'>, to: number, dst: bigint, from: n
   await p.copyPeer(x, dst, y, src, size);
 }
 
-export const MEMORY_COMMANDS: Runs<
+export const RUNS: Runs<
   'MALLOC' | 'FREE' | 'MEMCPY_HTOD' | 'MEMCPY_DTOH' | 'MEMCPY_DTOD' | 'MEMSET' | 'HOST_MAP' | 'HOST_MAP_PAGES' | 'HOST_UNMAP'
 > = {
   async MALLOC(c) {

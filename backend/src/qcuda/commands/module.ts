@@ -30,7 +30,7 @@ function count(what: string, n: number): number {
   return n;
 }
 
-export const MODULE_COMMANDS: Runs<
+export const RUNS: Runs<
   | 'MODULE_UPLOAD'
   | 'MODULE_FIND'
   | 'MODULE_LOAD'
@@ -168,7 +168,7 @@ export const MODULE_COMMANDS: Runs<
     const { grid, block, smem, cluster, policy, query } = c.args;
     if (query > 1) throw new CudaError(CudaErr.InvalidValue, `cluster query ${query}`);
     const f = c.session.modules.func(c.args.func);
-    const n = await (await c.session.context()).occupancyClusters(f.ref, { grid, block, smem, cluster, policy, query });
+    const n = await (await c.session.context()).occupancyClusters(f.ref, grid, block, smem, cluster, policy, query);
     return { value: BigInt(n) };
   },
 

@@ -4,7 +4,7 @@ import type { Runs } from '../command';
 import { CudaError } from '../cuda-error';
 import { encode, QCUDA_CHUNK, Status } from '../proto';
 
-export const OUTPUT_COMMANDS: Runs<'OUTPUT_READ'> = {
+export const RUNS: Runs<'OUTPUT_READ'> = {
   async OUTPUT_READ(c) {
     // Reading consumes, so the buffer must be one request: a chunked one could
     // complete in any order and its pieces would be lost or misplaced.

@@ -36,7 +36,7 @@ function peerPair(c: Call<'PEER_ENABLE' | 'PEER_DISABLE'>): { device: number; pe
   return { device, peer, key: peerKey(device, peer) };
 }
 
-export const PEER_COMMANDS: Runs<'CAN_ACCESS_PEER' | 'P2P_ATTRIBUTE' | 'PEER_ENABLE' | 'PEER_DISABLE'> = {
+export const RUNS: Runs<'CAN_ACCESS_PEER' | 'P2P_ATTRIBUTE' | 'PEER_ENABLE' | 'PEER_DISABLE'> = {
   async CAN_ACCESS_PEER(c) {
     return { value: BigInt(canAccess(c, c.args.device, c.args.peer)) };
   },

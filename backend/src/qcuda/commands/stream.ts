@@ -33,7 +33,7 @@ function reachedAt(c: Call, stream: StreamRef | undefined, device: number | unde
   };
 }
 
-export const STREAM_COMMANDS: Runs<'STREAM_SET_ATTR' | 'STREAM_GET_ATTR' | 'EVENT_ELAPSED' | 'HOST_FUNC' | 'CALLBACK_WAIT'> = {
+export const RUNS: Runs<'STREAM_SET_ATTR' | 'STREAM_GET_ATTR' | 'EVENT_ELAPSED' | 'HOST_FUNC' | 'CALLBACK_WAIT'> = {
   async STREAM_SET_ATTR(c) {
     const s = c.session.stream(c.args.stream);
     const { attr } = c.args;

@@ -61,7 +61,7 @@ function noFlags(flags: bigint, what: string): void {
   if (flags !== 0n) throw new CudaError(CudaErr.InvalidValue, `${what}: flags 0x${flags.toString(16)} (CUDA takes 0)`);
 }
 
-export const VMM_COMMANDS: Runs<
+export const RUNS: Runs<
   | 'VMM_RESERVE'
   | 'VMM_FREE'
   | 'VMM_CREATE'

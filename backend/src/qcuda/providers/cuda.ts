@@ -28,7 +28,6 @@ import {
   type Dim3,
   type EventRef,
   type FunctionInfo,
-  type ClusterQuery,
   type FunctionRef,
   type GuestSeg,
   type HostPiece,
@@ -445,10 +444,6 @@ class CudaSessionContext implements ProviderContext, VmmFdContext, OutputSource 
   }
   occupancySmem(f: FunctionRef, numBlocks: number, blockSize: number): Promise<bigint> {
     return this.native.occupancySmem(handleId(f, 'function'), numBlocks, blockSize);
-  }
-
-  occupancyClusters(f: FunctionRef, q: ClusterQuery): Promise<number> {
-    return this.native.occupancyClusters(handleId(f, 'function'), q.grid, q.block, q.smem, q.cluster, q.policy, q.query);
   }
 
   tensorMapEncode(args: Uint8Array): Promise<Uint8Array> {

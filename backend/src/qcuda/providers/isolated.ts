@@ -24,6 +24,8 @@ import type { MemRegion, RingState } from '../../vhost-user';
 import { CudaErr, CudaError } from '../cuda-error';
 import {
   CONTEXT_METHODS,
+  CONTEXT_TWINS,
+  type ContextTwins,
   type DevPtr,
   type DeviceProps,
   type GuestMemorySource,
@@ -38,7 +40,7 @@ import {
   type QueueOwner,
   type VmmRef,
 } from '../provider';
-import { CONTEXT_IPC, type IpcAnswerer, type IpcAsk } from '../ipc-remote';
+import type { IpcAnswerer, IpcAsk } from '../ipc-remote';
 import type { ModuleStore } from '../module-cache';
 import { checkImage } from '../module-image';
 import { QCUDA_MAX_MODULE } from '../proto';
@@ -459,11 +461,13 @@ function addrs(segs: GuestSeg[]): { addr: bigint; len: number }[] {
   return segs.map((s) => ({ addr: s.addr, len: s.len }));
 }
 
-/** A session's context, in its worker: every method but the copies (raw frames) and destroy is a call message (defined below). */
-interface RemoteContext extends Omit<
-  ProviderContext,
-  'copyToDevice' | 'copyFromDevice' | 'copy3DToDevice' | 'copy3DFromDevice' | 'destroy'
-> {}
+/**
+ * A session's context, in its worker: every method the class does not
+ * define itself (the copies, whose guest memory goes as addresses or raw
+ * frames, and destroy) is a call message, defined below for every
+ * ProviderContext method.
+ */
+interface RemoteContext extends ProviderContext {}
 
 class RemoteContext implements ProviderContext {
   #stopped: Promise<void> | undefined;
@@ -497,7 +501,7 @@ class RemoteContext implements ProviderContext {
 }
 
 for (const m of CONTEXT_METHODS) {
-  if (m === 'copyToDevice' || m === 'copyFromDevice' || m === 'copy3DToDevice' || m === 'copy3DFromDevice' || m === 'destroy') continue;
+  if (Object.hasOwn(RemoteContext.prototype, m)) continue;
   Object.defineProperty(RemoteContext.prototype, m, {
     value(this: RemoteContext, ...a: unknown[]) {
       return this.worker.call(m, a);
@@ -513,6 +517,11 @@ export interface IsolatedOptions {
   /** Where a worker's start and exit are logged (the VM's event log); default DEBUG=qcuda:isolated. */
   log?: (line: string) => void;
 }
+
+// IPC between sessions, each in its worker (cuda workers: host ones refuse
+// with NotSupported at the export): every provider-level method of two
+// contexts runs in one of them (provider.ts CONTEXT_TWINS).
+export interface IsolatedProvider extends ContextTwins {}
 
 export class IsolatedProvider implements Provider {
   readonly name: 'cuda' | 'host';
@@ -649,14 +658,6 @@ export class IsolatedProvider implements Provider {
     r.fd.close();
   }
 
-  // IPC between sessions, each in its worker (cuda workers: host ones
-  // refuse with NotSupported at the export): ipc-remote.ts.
-  readonly ipcExport = CONTEXT_IPC.ipcExport;
-  readonly ipcOpen = CONTEXT_IPC.ipcOpen;
-  readonly ipcClose = CONTEXT_IPC.ipcClose;
-  readonly ipcEventExport = CONTEXT_IPC.ipcEventExport;
-  readonly ipcEventOpen = CONTEXT_IPC.ipcEventOpen;
-
   /**
    * VMM shareable handles between sessions, each in its worker: the owner's
    * worker exports the allocation as a POSIX fd, which comes here and goes
@@ -693,3 +694,5 @@ export class IsolatedProvider implements Provider {
     await this.local.close();
   }
 }
+
+Object.assign(IsolatedProvider.prototype, CONTEXT_TWINS);

@@ -232,16 +232,6 @@ export interface CudaContextNative extends CudaContextCalls {
   occupancyBlocks(func: number, blockSize: number, dynamicSmem: bigint, flags: number): Promise<number>;
   /** cuOccupancyAvailableDynamicSMemPerBlock -> bytes. */
   occupancySmem(func: number, numBlocks: number, blockSize: number): Promise<bigint>;
-  /** cuOccupancyMaxActiveClusters (query 0) or cuOccupancyMaxPotentialClusterSize (query 1). */
-  occupancyClusters(
-    func: number,
-    grid: Uint32Array,
-    block: Uint32Array,
-    smem: number,
-    cluster: Uint32Array,
-    policy: number,
-    query: number,
-  ): Promise<number>;
   /** cuTensorMapEncode* or cuTensorMapReplaceAddress of a qcuda_args_tensor_map -> the 128-byte CUtensorMap. */
   tensorMapEncode(args: Uint8Array): Promise<Uint8Array>;
   /** cuCtxSetLimit (on the context thread). */

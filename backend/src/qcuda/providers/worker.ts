@@ -13,6 +13,7 @@ import type { RingState } from '../../vhost-user';
 import { CudaErr, CudaError } from '../cuda-error';
 import {
   CONTEXT_METHODS,
+  CONTEXT_TWINS,
   type GuestSeg,
   type HostPiece,
   type OutputSink,
@@ -23,7 +24,7 @@ import {
 import { HostProvider } from './host';
 import { Channel } from './channel';
 import { RemoteModules } from './remote-modules';
-import { CONTEXT_IPC, IpcLink } from '../ipc-remote';
+import { IpcLink } from '../ipc-remote';
 import { reportJobs } from './jit-jobs';
 import { CHANNEL_FD, decodeFast, encodeDone, Fast, type ToParent, type ToWorker, type WorkerOptions } from './worker-messages';
 
@@ -166,7 +167,7 @@ class WorkerMain {
   async #start(): Promise<void> {
     const p = await createLocal(this.o);
     // A queue owner's session shares by IPC with the VM's other processes: CUDA's handles, from context to context.
-    if (this.o.owner) Object.assign(p, CONTEXT_IPC);
+    if (this.o.owner) Object.assign(p, CONTEXT_TWINS);
     // Its own JIT and link jobs are timed by the backend, which ends this process past the VM's bound.
     if (this.o.owner) reportJobs(p, (id, on) => send({ t: 'job', id, on }));
     // In the same tick as provider is set: regions mapped until now are

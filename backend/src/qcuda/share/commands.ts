@@ -1,28 +1,13 @@
 // Which commands the GPU share gate (gate.ts) stands before and after: those
-// that post work to the GPU wait for their VM's turn; those that wait for
-// work to finish end the process's busy time.
+// that put work on the GPU (declared gpu: 'posts', wire/protocol.ts) wait
+// for their VM's turn; those that wait for work to finish end the process's
+// busy time.
 import { CALLS, type CallDecl } from '../wire/protocol';
 import { QCUDA_BATCH_ENDS_SYNC } from '../proto';
 import type { Call, Result } from '../command';
 import { then, type Now } from '../../sys/now';
 import { shareGate } from './gate';
 
-const POSTING = [
-  'LAUNCH',
-  'LAUNCH_COOPERATIVE',
-  'LAUNCH_EX',
-  'GRAPH_LAUNCH',
-  'BATCH',
-  'MEMCPY_HTOD',
-  'MEMCPY_DTOH',
-  'MEMCPY_DTOD',
-  'MEMSET',
-  'MEMCPY_3D_HTOD',
-  'MEMCPY_3D_DTOH',
-  'MEMCPY_3D_DTOD',
-  'MEMSET_2D',
-] as const;
-const POSTS = new Set<number>(POSTING.map((n) => (CALLS[n] as CallDecl).cmd));
 const BATCH = (CALLS.BATCH as CallDecl).cmd;
 
 /**
@@ -37,7 +22,7 @@ function syncs(d: CallDecl, c: Call): boolean {
 
 /** What must pass before the command runs under --gpu-share (undefined, the usual case: nothing). */
 export function shareBefore(d: CallDecl): Promise<void> | undefined {
-  return shareGate()?.before(POSTS.has(d.cmd)) ?? undefined;
+  return shareGate()?.before(d.gpu === 'posts') ?? undefined;
 }
 
 /** The command's result, once the gate knows whether it synchronized. */

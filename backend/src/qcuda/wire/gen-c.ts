@@ -1,8 +1,9 @@
 // The C side of the protocol, generated from its declaration (protocol.ts):
-// the wire header the guest kernel driver and library include, and the guest
+// the wire header the guest kernel driver and library include, the guest
 // library's request builders (one static inline function per command, so a
 // call site names its arguments instead of filling a struct and nine
-// qc_call parameters by hand). `npm run gen` writes both; a unit test
+// qc_call parameters by hand), and the addon's context methods that are one
+// driver call (context_calls.h). `npm run gen` writes them; a unit test
 // (test/tools/generated.test.ts) fails when a checked-in copy is out of date.
 import { layoutOf, type FieldDecl, type FieldType, type StructDecl } from './layout';
 import { CALLS, CONSTANTS, STATUSES, STRUCTS, type CallDecl, type ConstantDecl, type StructName } from './protocol';
@@ -86,6 +87,7 @@ function shape(d: CallDecl): string {
 }
 
 export function valueOf(d: CallDecl): string | undefined {
+  if (d.value) return d.value;
   switch (d.context?.result) {
     case 'stream':
       return 'the new stream handle';
@@ -94,7 +96,7 @@ export function valueOf(d: CallDecl): string | undefined {
     case 'signed':
       return 'an int, sign-extended';
     default:
-      return d.value;
+      return undefined;
   }
 }
 
@@ -267,4 +269,29 @@ export function callsHeader(): string {
   }
   out.push('#endif', '');
   return out.join('\n');
+}
+
+/**
+ * addon/src/context_calls.h: a QCUDA_DRIVER_CALL line (cuda_ctx_calls.cc)
+ * for each call whose context method is one driver call (ContextDecl.driver):
+ * the method, the entry point, the count of arguments, and the out struct's
+ * field names that several results take.
+ */
+export function contextCallsHeader(): string {
+  const lines = [
+    `// ${GENERATED}`,
+    '// The context methods that are one driver call (ContextDecl.driver), for',
+    '// cuda_ctx_calls.cc: QCUDA_DRIVER_CALL(method, entry point, arguments, the out',
+    "// struct's field names a call of several results gives them, nullptr).",
+  ];
+  for (const [name, d] of Object.entries(CALLS) as [string, CallDecl][]) {
+    const x = d.context;
+    if (!x?.driver) continue;
+    if (!['none', 'signed', 'value', 'out'].includes(x.result))
+      throw new Error(`${name}: a driver call's result is none, signed, value or out, not ${x.result}`);
+    if (x.result === 'out' && !d.out) throw new Error(`${name}: result out without an out struct`);
+    const names = x.result === 'out' ? STRUCTS[d.out!].fields.map((f) => `"${f[0]}"`) : [];
+    lines.push(`QCUDA_DRIVER_CALL(${[x.method, x.driver, String(x.params.length), ...names, 'nullptr'].join(', ')})`);
+  }
+  return lines.join('\n') + '\n';
 }

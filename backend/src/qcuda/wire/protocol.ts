@@ -31,7 +31,8 @@ export type HandleKind = 'stream' | 'event' | 'module' | 'function';
  * it passes (handles resolved to the provider's objects), what it makes of
  * the result, and the flag bits it admits. From it come the ProviderContext
  * method (provider.ts), its forwarding to a session's worker (isolated.ts,
- * worker.ts) and, for the cuda provider, the addon method of the same name.
+ * worker.ts) and, for the cuda provider, the addon method of the same name;
+ * and, unless `checked`, the call's run (commands/context-call.ts).
  */
 export interface ContextDecl {
   readonly method: string;
@@ -47,6 +48,23 @@ export interface ContextDecl {
   readonly result: 'none' | 'value' | 'signed' | 'ready' | 'out' | 'stream' | 'event' | 'memory';
   /** Argument fields holding flags, and the bits each admits (others: cudaErrorInvalidValue). */
   readonly flags?: Readonly<Record<string, number>>;
+  /**
+   * The call's run is written by hand (commands/<concept>.ts): it checks
+   * what the context cannot (ranges, the session's state) and calls the
+   * method itself, with the arguments declared here. The method, its
+   * forwarding and the addon's call are derived all the same.
+   */
+  readonly checked?: boolean;
+  /**
+   * The driver entry point (a member of cuda_api.h's Api, as StreamGetPriority)
+   * that the cuda provider's addon method calls once: with the declared
+   * arguments (handles as the context's stream, event or function), then a
+   * pointer for each result (result none: no pointer; signed or value: one;
+   * out: one per field of the out struct, each an int, in its order). The
+   * addon method is then generated (addon/src/context_calls.h, for
+   * cuda_ctx_calls.cc): none is written by hand.
+   */
+  readonly driver?: string;
 }
 
 export interface CallDecl {
@@ -71,6 +89,11 @@ export interface CallDecl {
   readonly event?: string;
   /** May be sent later, in a BATCH (it enqueues work and never waits for it). */
   readonly posted?: boolean;
+  /**
+   * Puts work on the GPU (a launch, a copy, a memset, a batch): under
+   * --gpu-share it waits for its VM's turn before it runs (share/gate.ts).
+   */
+  readonly gpu?: 'posts';
   /** The guest library sends it without flushing posted work first (the batch itself; the callback thread's wait). */
   readonly unbatched?: boolean;
   /**
@@ -121,7 +144,7 @@ export const CALLS = {
   },
   DEVICE_PROPS: { cmd: 17, side: 'backend', args: 'qcuda_args_device', out: 'qcuda_out_device_props', doc: '' },
   SET_DEVICE: { cmd: 18, side: 'backend', args: 'qcuda_args_device', doc: '' },
-  DEVICE_SYNC: { cmd: 19, side: 'context', stream: 'all', syncs: true, doc: 'cudaDeviceSynchronize' },
+  DEVICE_SYNC: { cmd: 19, side: 'context', stream: 'all', syncs: true, doc: 'cudaDeviceSynchronize, cuCtxSynchronize' },
   DEVICE_RESET: { cmd: 20, side: 'backend', doc: "frees the session's resources" },
   MEM_GET_INFO: {
     cmd: 21,
@@ -135,6 +158,7 @@ export const CALLS = {
   MEMCPY_HTOD: {
     cmd: 24,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_memcpy',
     data: 'to',
     stream: 'stream',
@@ -144,6 +168,7 @@ export const CALLS = {
   MEMCPY_DTOH: {
     cmd: 25,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_memcpy',
     data: 'from',
     stream: 'stream',
@@ -153,6 +178,7 @@ export const CALLS = {
   MEMCPY_DTOD: {
     cmd: 26,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_memcpy',
     stream: 'stream',
     handles: { stream: 'stream' },
@@ -162,6 +188,7 @@ export const CALLS = {
   MEMSET: {
     cmd: 27,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_memset',
     stream: 'stream',
     handles: { stream: 'stream' },
@@ -183,7 +210,7 @@ export const CALLS = {
     cmd: 32,
     side: 'context',
     args: 'qcuda_args_stream_create',
-    doc: '',
+    doc: 'cudaStreamCreateWithPriority',
     context: { method: 'streamCreate', params: ['flags', 'priority'], result: 'stream', flags: { flags: 0x1 } },
   },
   STREAM_DESTROY: {
@@ -192,7 +219,7 @@ export const CALLS = {
     args: 'qcuda_args_handle',
     handles: { handle: 'stream' },
     ends: 'handle',
-    doc: '',
+    doc: 'cudaStreamDestroy',
     context: { method: 'streamDestroy', params: ['handle'], result: 'none' },
   },
   STREAM_SYNC: {
@@ -202,7 +229,7 @@ export const CALLS = {
     handles: { handle: 'stream' },
     stream: 'handle',
     syncs: true,
-    doc: '',
+    doc: 'cudaStreamSynchronize',
     context: { method: 'streamSynchronize', params: ['handle'], result: 'none' },
   },
   STREAM_QUERY: {
@@ -211,7 +238,7 @@ export const CALLS = {
     args: 'qcuda_args_handle',
     handles: { handle: 'stream' },
     endsBatch: true,
-    doc: 'status = cudaSuccess or cudaErrorNotReady',
+    doc: 'cudaStreamQuery: status = cudaSuccess or cudaErrorNotReady',
     context: { method: 'streamQuery', params: ['handle'], result: 'ready' },
   },
   STREAM_WAIT_EVENT: {
@@ -222,7 +249,7 @@ export const CALLS = {
     stream: 'stream',
     event: 'event',
     posted: true,
-    doc: '',
+    doc: 'cudaStreamWaitEvent',
     context: { method: 'streamWaitEvent', params: ['stream', 'event', 'flags'], result: 'none' },
   },
   STREAM_SET_ATTR: { cmd: 66, side: 'context', args: 'qcuda_args_stream_attr', handles: { stream: 'stream' }, doc: '' },
@@ -240,27 +267,27 @@ export const CALLS = {
     args: 'qcuda_args_handle',
     handles: { handle: 'stream' },
     doc: 'cudaStreamGetPriority',
-    context: { method: 'streamGetPriority', params: ['handle'], result: 'signed' },
+    context: { method: 'streamGetPriority', params: ['handle'], result: 'signed', driver: 'StreamGetPriority' },
   },
   STREAM_PRIORITY_RANGE: {
     cmd: 72,
     side: 'context',
     out: 'qcuda_out_priority_range',
-    doc: "cudaDeviceGetStreamPriorityRange of the session's context",
-    context: { method: 'streamPriorityRange', params: [], result: 'out' },
+    doc: "cudaDeviceGetStreamPriorityRange (cuCtxGetStreamPriorityRange) of the session's context",
+    context: { method: 'streamPriorityRange', params: [], result: 'out', driver: 'CtxGetStreamPriorityRange' },
   },
   CTX_RESET_PERSISTING_L2: {
     cmd: 73,
     side: 'context',
     doc: 'cudaCtxResetPersistingL2Cache: persisting L2 lines become normal',
-    context: { method: 'resetPersistingL2Cache', params: [], result: 'none' },
+    context: { method: 'resetPersistingL2Cache', params: [], result: 'none', driver: 'CtxResetPersistingL2Cache' },
   },
 
   EVENT_CREATE: {
     cmd: 40,
     side: 'context',
     args: 'qcuda_args_event_create',
-    doc: '',
+    doc: 'cudaEventCreateWithFlags, cuEventCreate',
     context: { method: 'eventCreate', params: ['flags'], result: 'event', flags: { flags: 0x7 } },
   },
   EVENT_DESTROY: {
@@ -269,7 +296,7 @@ export const CALLS = {
     args: 'qcuda_args_handle',
     handles: { handle: 'event' },
     ends: 'handle',
-    doc: '',
+    doc: 'cudaEventDestroy',
     context: { method: 'eventDestroy', params: ['handle'], result: 'none' },
   },
   EVENT_RECORD: {
@@ -279,7 +306,7 @@ export const CALLS = {
     handles: { event: 'event', stream: 'stream' },
     stream: 'stream',
     posted: true,
-    doc: '',
+    doc: 'cudaEventRecord',
     context: { method: 'eventRecord', params: ['event', 'stream'], result: 'none' },
   },
   EVENT_SYNC: {
@@ -289,7 +316,7 @@ export const CALLS = {
     handles: { handle: 'event' },
     event: 'handle',
     syncs: true,
-    doc: '',
+    doc: 'cudaEventSynchronize',
     context: { method: 'eventSynchronize', params: ['handle'], result: 'none' },
   },
   EVENT_QUERY: {
@@ -298,7 +325,7 @@ export const CALLS = {
     args: 'qcuda_args_handle',
     handles: { handle: 'event' },
     endsBatch: true,
-    doc: 'status = cudaSuccess or cudaErrorNotReady',
+    doc: 'cudaEventQuery: status = cudaSuccess or cudaErrorNotReady',
     context: { method: 'eventQuery', params: ['handle'], result: 'ready' },
   },
   EVENT_ELAPSED: {
@@ -362,6 +389,7 @@ export const CALLS = {
   LAUNCH: {
     cmd: 53,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_launch',
     varArgs: true,
     handles: { func: 'function', stream: 'stream' },
@@ -372,6 +400,7 @@ export const CALLS = {
   LAUNCH_COOPERATIVE: {
     cmd: 68,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_launch',
     varArgs: true,
     handles: { func: 'function', stream: 'stream' },
@@ -381,6 +410,7 @@ export const CALLS = {
   LAUNCH_EX: {
     cmd: 69,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_launch_ex',
     varArgs: true,
     handles: { func: 'function', stream: 'stream' },
@@ -424,6 +454,12 @@ export const CALLS = {
     side: 'context',
     args: 'qcuda_args_cluster_occupancy',
     handles: { func: 'function' },
+    context: {
+      method: 'occupancyClusters',
+      params: ['func', 'grid', 'block', 'smem', 'cluster', 'policy', 'query'],
+      result: 'signed',
+      checked: true,
+    },
     doc: 'cuOccupancyMaxActiveClusters (query 0) or cuOccupancyMaxPotentialClusterSize (query 1) of the launch configuration given, answered by the driver',
     value: 'the number of clusters, or the cluster size',
   },
@@ -440,6 +476,7 @@ export const CALLS = {
   MEMCPY_3D_HTOD: {
     cmd: 140,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_memcpy_3d',
     data: 'to',
     stream: 'stream',
@@ -449,6 +486,7 @@ export const CALLS = {
   MEMCPY_3D_DTOH: {
     cmd: 141,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_memcpy_3d',
     data: 'from',
     stream: 'stream',
@@ -458,6 +496,7 @@ export const CALLS = {
   MEMCPY_3D_DTOD: {
     cmd: 142,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_memcpy_3d',
     stream: 'stream',
     handles: { stream: 'stream' },
@@ -467,11 +506,12 @@ export const CALLS = {
   MEMSET_2D: {
     cmd: 143,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_memset_2d',
     stream: 'stream',
     handles: { stream: 'stream' },
     posted: true,
-    doc: 'cudaMemset2D: height rows of width bytes, pitch apart; posted with async = 1',
+    doc: 'cudaMemset2D (cuMemsetD2D8): height rows of width bytes, pitch apart; posted with async = 1',
   },
   ARRAY_CREATE: {
     cmd: 144,
@@ -480,12 +520,12 @@ export const CALLS = {
     doc: 'a CUDA array, counted against the quota',
     value: 'the array handle',
   },
-  ARRAY_DESTROY: { cmd: 145, side: 'context', args: 'qcuda_args_handle', doc: 'cudaFreeArray' },
+  ARRAY_DESTROY: { cmd: 145, side: 'context', args: 'qcuda_args_handle', doc: 'cudaFreeArray, cuArrayDestroy' },
   TEX_CREATE: {
     cmd: 146,
     side: 'context',
     args: 'qcuda_args_tex_create',
-    doc: 'cudaCreateTextureObject',
+    doc: 'cudaCreateTextureObject, cuTexObjectCreate',
     value: 'the texture object, as kernels take it',
   },
   TEX_DESTROY: { cmd: 147, side: 'context', args: 'qcuda_args_handle', doc: 'handle: the texture object' },
@@ -493,7 +533,7 @@ export const CALLS = {
     cmd: 148,
     side: 'context',
     args: 'qcuda_args_handle',
-    doc: 'cudaCreateSurfaceObject of an array (handle)',
+    doc: 'cudaCreateSurfaceObject (cuSurfObjectCreate) of an array (handle)',
     value: 'the surface object, as kernels take it',
   },
   SURF_DESTROY: { cmd: 149, side: 'context', args: 'qcuda_args_handle', doc: 'handle: the surface object' },
@@ -502,17 +542,17 @@ export const CALLS = {
     cmd: 150,
     side: 'context',
     args: 'qcuda_args_mipmap_create',
-    doc: 'cudaMallocMipmappedArray, counted against the quota (every level)',
+    doc: 'cudaMallocMipmappedArray (cuMipmappedArrayCreate), counted against the quota (every level)',
     value: 'the mipmapped array handle',
   },
   MIPMAP_LEVEL: {
     cmd: 151,
     side: 'context',
     args: 'qcuda_args_mipmap_level',
-    doc: 'cudaGetMipmappedArrayLevel: the level as an array of the session (freed with its mipmapped array)',
+    doc: 'cudaGetMipmappedArrayLevel (cuMipmappedArrayGetLevel): the level as an array of the session (freed with its mipmapped array)',
     value: "the level's array handle",
   },
-  MIPMAP_DESTROY: { cmd: 152, side: 'context', args: 'qcuda_args_handle', doc: 'cudaFreeMipmappedArray' },
+  MIPMAP_DESTROY: { cmd: 152, side: 'context', args: 'qcuda_args_handle', doc: 'cudaFreeMipmappedArray, cuMipmappedArrayDestroy' },
 
   GRAPH_CREATE: {
     cmd: 170,
@@ -539,6 +579,7 @@ export const CALLS = {
   GRAPH_LAUNCH: {
     cmd: 175,
     side: 'context',
+    gpu: 'posts',
     args: 'qcuda_args_graph_launch',
     stream: 'stream',
     handles: { stream: 'stream' },
@@ -639,13 +680,13 @@ export const CALLS = {
     cmd: 192,
     side: 'backend',
     args: 'qcuda_args_peer',
-    doc: "cudaDeviceEnablePeerAccess: the current device's context may reach args.peer's memory (args.device and attr unused); cudaErrorPeerAccessAlreadyEnabled the second time, until a PEER_DISABLE or reset",
+    doc: "cudaDeviceEnablePeerAccess (cuCtxEnablePeerAccess): the current device's context may reach args.peer's memory (args.device and attr unused); cudaErrorPeerAccessAlreadyEnabled the second time, until a PEER_DISABLE or reset",
   },
   PEER_DISABLE: {
     cmd: 193,
     side: 'backend',
     args: 'qcuda_args_peer',
-    doc: 'cudaDeviceDisablePeerAccess of args.peer (as PEER_ENABLE); cudaErrorPeerAccessNotEnabled where not enabled',
+    doc: 'cudaDeviceDisablePeerAccess (cuCtxDisablePeerAccess) of args.peer (as PEER_ENABLE); cudaErrorPeerAccessNotEnabled where not enabled',
   },
   IPC_GET: {
     cmd: 194,
@@ -685,6 +726,7 @@ export const CALLS = {
   BATCH: {
     cmd: 54,
     side: 'backend',
+    gpu: 'posts',
     unbatched: true,
     args: 'qcuda_args_batch',
     data: 'to',

@@ -71,7 +71,8 @@ interface Queue {
 }
 
 export class Frontend {
-  readonly conn: Connection;
+  /** The connection to the backend (a new one after reconnect()). */
+  conn: Connection;
   readonly mem: GuestMemory;
   readonly queues: Queue[] = [];
   features = 0n;
@@ -82,14 +83,21 @@ export class Frontend {
   #closeReason: Error | undefined;
   #closed = false;
   #poll = new BusyPoll(0);
+  /** What start() acked and how it sent memory: reconnect() does the same. */
+  #started: { acked: bigint; addMemReg: boolean } | undefined;
 
   private constructor(sock: Fd, mem: GuestMemory) {
     this.mem = mem;
-    this.conn = new Connection(
+    this.conn = this.#connection(sock);
+  }
+
+  #connection(sock: Fd): Connection {
+    const conn: Connection = new Connection(
       sock,
       {
         onMessage: (m) => this.#onReply(m),
         onClose: (reason) => {
+          if (conn !== this.conn) return; // an old connection, left by reconnect()
           this.#closed = true;
           this.#closeReason = reason;
           this.#replyWaiter?.(undefined as unknown as Message);
@@ -97,6 +105,7 @@ export class Frontend {
       },
       true,
     );
+    return conn;
   }
 
   static connect(path: string, mem = new GuestMemory()): Frontend {
@@ -186,6 +195,7 @@ export class Frontend {
     if (eventIdx) acked |= bit(VirtioF.RING_EVENT_IDX);
     if (indirect) acked |= bit(VirtioF.RING_INDIRECT_DESC);
     await this.#ack(Req.SET_FEATURES, encodeU64(acked & this.features));
+    this.#started = { acked: acked & this.features, addMemReg: o.addMemReg ?? false };
     await this.sendMemory(o.addMemReg ?? false);
     this.#poll = new BusyPoll(o.pollUs ?? 0, o.spinUs ?? 0);
     for (let i = 0; i < n; i++) await this.#startQueue(i, size, eventIdx, o.ringRegion ?? 0);
@@ -306,6 +316,30 @@ export class Frontend {
       await this.#sendRing(i, q.ring, bases[i], q.kick, q.call);
       await this.#ack(Req.SET_VRING_ENABLE, encodeVringState({ index: i, num: 1 }));
     }
+  }
+
+  /**
+   * What QEMU does when its backend went away and one listens on the socket
+   * again (qemu-patches/0002, -chardev ...,reconnect-ms): a new connection,
+   * the handshake, and the started device set up again as vhost_dev_start
+   * does: features, memory, every ring (its base the used index found in
+   * guest memory, as QEMU restores it from a dead backend), and only then
+   * the rings enabled. The rings, their kick and call fds and the requests
+   * waiting on them stay: what the old backend never took is there for the
+   * new one.
+   */
+  async reconnect(path: string): Promise<void> {
+    if (!this.#closed) this.conn.close();
+    this.#closed = false;
+    this.#closeReason = undefined;
+    this.#replies = [];
+    this.conn = this.#connection(new Fd(native.unixConnect(path)));
+    await this.negotiate();
+    if (!this.#started) return;
+    await this.#ack(Req.SET_FEATURES, encodeU64(this.#started.acked));
+    await this.sendMemory(this.#started.addMemReg);
+    for (const [i, q] of this.queues.entries()) await this.#sendRing(i, q.ring, q.ring.usedIdx, q.kick, q.call);
+    for (let i = 0; i < this.queues.length; i++) await this.#ack(Req.SET_VRING_ENABLE, encodeVringState({ index: i, num: 1 }));
   }
 
   /** SET_DEVICE_STATE_FD with fd; its u64 reply. */

@@ -188,6 +188,11 @@ export class GuestRing {
     return (Atomics.load(this.u16, 0) & VRING_USED_F_NO_NOTIFY) === 0;
   }
 
+  /** The used index the device has published (what QEMU restores a dead backend's ring from). */
+  get usedIdx(): number {
+    return Atomics.load(this.u16, 1);
+  }
+
   /** The device has published something not harvested yet. */
   get hasUsed(): boolean {
     return Atomics.load(this.u16, 1) !== this.#lastUsed;

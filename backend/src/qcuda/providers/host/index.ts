@@ -527,7 +527,7 @@ export class HostContext implements ProviderContext, MemoryOwner {
   async occupancySmem(_f: unknown, _n: number, _b: number): Promise<bigint> {
     throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
   }
-  async occupancyClusters(_f: unknown, _q: unknown): Promise<number> {
+  async occupancyClusters(_f: unknown, ..._config: unknown[]): Promise<number> {
     throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
   }
   // A descriptor only kernels read, in a layout only NVIDIA's driver knows.
