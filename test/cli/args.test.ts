@@ -107,8 +107,36 @@ const VM_CASES: string[][] = [
   [`--disk-image=${FILE}`, `--kernel=${KERNEL}`],
   [`--disk-image=${FILE}`, '--host-root'],
   ['--demo'],
+  ...badEnum('transport'),
+  ['--shm-size=256M'],
+  ...['100M', '192M', '64M', 'abc', ''].map((v) => ['--transport=shm', `--shm-size=${v}`]),
+  [`--disk-image=${FILE}`, '--transport=shm'],
+  [`--virtio-win=${FILE}`],
+  ['--vnc=:0'],
+  ['--transport=shm', `--save=${FILE}`],
+  ['--transport=shm', `--incoming=unix:${SOCK}`],
   [`--share=${dir}:/a`, `--share=${dir}:/a`],
   Array.from({ length: 9 }, (_, i) => `--share=${dir}:/s${i}`),
+];
+
+/** qcuda vm --windows-image (with a file as the image and a folder with an nvcuda.dll). */
+const DLLS = path.join(dir, 'dlls');
+fs.mkdirSync(DLLS);
+fs.writeFileSync(path.join(DLLS, 'nvcuda.dll'), '');
+const WINDOWS_CASES: string[][] = [
+  [`--windows-image=${NONE}`],
+  [`--windows-image=${dir}`],
+  [`--windows-image=${FILE}`, '--', 'true'],
+  [`--windows-image=${FILE}`, `--share=${dir}`],
+  [`--windows-image=${FILE}`, '--transport=shm'],
+  [`--windows-image=${FILE}`, `--file=${FILE}`],
+  [`--windows-image=${FILE}`, `--virtio-win=${NONE}`],
+  [`--windows-image=${FILE}`, `--dll-dir=${NONE}`],
+  [`--windows-image=${FILE}`, '--firmware=bogus'],
+  [`--windows-image=${FILE}`, '--vnc=bogus'],
+  [`--windows-image=${FILE}`, '--shm-size=100M'],
+  [`--windows-image=${FILE}`, '--provider=bogus'],
+  ...badInts('memory').map((a) => [`--windows-image=${FILE}`, ...a]),
 ];
 
 const RUN_CASES: string[][] = [
@@ -172,6 +200,10 @@ const cases: Case[] = [
   ...VM_CASES.map((a) => ({ program: 'qcuda' as const, args: ['vm', `--qemu=/bin/false`, ...a, '--', 'true'] })),
   { program: 'qcuda', args: ['vm', '--qemu=/bin/false'] },
   { program: 'qcuda', args: ['vm', '--qemu=/bin/false', `--disk-image=${FILE}`, '--console'] },
+  ...WINDOWS_CASES.map((a) => ({
+    program: 'qcuda' as const,
+    args: ['vm', '--qemu=/bin/false', '--firmware=bios', `--dll-dir=${DLLS}`, ...a],
+  })),
   ...RUN_CASES.map((a) => ({ program: 'qcuda' as const, args: ['run', ...a, '--', 'true'] })),
   { program: 'qcuda', args: ['run'] },
   ...QEMU_ARGS_CASES.map((a) => ({

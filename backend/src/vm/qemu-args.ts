@@ -1,6 +1,7 @@
 // The QEMU command line for a guest with the vhost-user-qcuda-pci device.
 // `qcuda qemu-args` prints it for people who start QEMU themselves.
 import fs from 'node:fs';
+import { ivshmemArgs, type ShmRegion } from './ivshmem';
 
 export interface QemuConfig {
   kernel: string;
@@ -30,6 +31,8 @@ export interface QemuConfig {
   dataDisks?: { file: string; serial: string }[];
   /** QMP monitors, one unix socket each (QEMU listens; one client at a time on each). */
   qmp?: string[];
+  /** The backend's shared-memory region as an ivshmem-plain device (ivshmem.ts). */
+  shm?: ShmRegion;
   /** Wait for an incoming migration from this URI (-incoming: "unix:PATH", "tcp:HOST:PORT", "file:PATH", "exec:CMD"). */
   incoming?: string;
 }
@@ -42,7 +45,7 @@ export const DEFAULT_FIRMWARE_DIRS = process.env.QCUDA_FIRMWARE_DIRS?.split(':')
 ];
 
 /** KVM only where the CPU has hardware virtualization and /dev/kvm opens; else TCG. */
-function detectAccel(): 'kvm' | 'tcg' {
+export function detectAccel(): 'kvm' | 'tcg' {
   try {
     const cpu = fs.readFileSync('/proc/cpuinfo', 'utf8');
     if (!/\b(vmx|svm)\b/.test(cpu)) return 'tcg';
@@ -120,6 +123,7 @@ export function qemuArgs(c: QemuConfig): string[] {
       '-device',
       `vhost-user-blk-pci,chardev=blk${i},num-queues=${d.queues}`,
     ]),
+    ...(c.shm ? ivshmemArgs(c.shm) : []),
     ...(c.rootDisk
       ? [
           '-drive',

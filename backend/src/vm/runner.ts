@@ -16,6 +16,7 @@ import { diskSlot, vmLedger } from '../qcuda/vm-ledger';
 import { cpio, type CpioEntry } from './cpio';
 import { DISK_APPEND, DiskImageError, prepareDiskImage, runArg, RUN_DISK_SERIAL } from './disk-image';
 import { qemuArgs, type QemuConfig } from './qemu-args';
+import { shmBackendArgs, type ShmRegion } from './ivshmem';
 import { exited, ListenError, tail, waitForListen } from './listen-wait';
 import { parseReport, type GuestReport } from './result';
 import { VmControl, type VmMigrationOptions } from './migration';
@@ -85,6 +86,12 @@ export interface VmOptions extends VmMigrationOptions {
   onBackendRestarted?: (pid: number) => void;
   /** GPU disks: each a blk backend of its own (vhost-user-blk-pci), /dev/vda, vdb, ... in the guest. */
   disks?: VmDisk[];
+  /**
+   * Also serve a shared-memory region of this many bytes (ivshmem.ts): the
+   * backend makes it beside its socket, QEMU maps it as an ivshmem-plain
+   * device; removed with the run.
+   */
+  shmBytes?: number;
 }
 
 export interface VmDiskImage {
@@ -151,7 +158,7 @@ export class VmConfigError extends Error {
 
 /** What vm-images/init prints on the console first. */
 const INIT_MARK = 'qcuda-init: started';
-const BACKEND_JS = path.resolve(__dirname, '..', 'cli', 'backend.js');
+export const BACKEND_JS = path.resolve(__dirname, '..', 'cli', 'backend.js');
 const live = new Set<ChildProcess>();
 
 // An interrupted run (Ctrl-C, a test runner tearing down) must not leave a
@@ -185,7 +192,8 @@ function backendProcess(as: BackendUser | undefined, args: string[]): { args: st
   return { args: [...args, ...keepRoot], detached: true, env: childEnv() };
 }
 
-function start(
+/** Starts a child the run owns: killed with this process (killLive) wherever the run ends. */
+export function start(
   cmd: string,
   args: string[],
   name: string,
@@ -205,7 +213,7 @@ function start(
   return p;
 }
 
-async function stop(p: ChildProcess | undefined): Promise<void> {
+export async function stop(p: ChildProcess | undefined): Promise<void> {
   if (!p || p.exitCode !== null || p.signalCode !== null || p.pid === undefined) return;
   const gone = exited(p);
   p.kill('SIGTERM');
@@ -381,10 +389,13 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     throw new VmConfigError('--share and --host-root work with the initramfs guest only, not with --disk-image');
   if (o.interactive && !o.diskImage)
     throw new VmConfigError('an interactive console needs a disk image (the initramfs guest has no login)');
+  // QEMU keeps the region it mapped at start: a new backend's would be another file.
+  if (o.shmBytes && o.restartBackend) throw new VmConfigError('a shared-memory region cannot outlive its backend (no restartBackend)');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-vm-'));
   // A backend of another user's gets a directory of its own for its sockets (dir is closed to it).
   let sockDir = dir;
   let backend: ChildProcess | undefined;
+  let shmBackend: ChildProcess | undefined;
   let qemu: ChildProcess | undefined;
   let control: VmControl | undefined;
   const fsds: ChildProcess[] = [];
@@ -401,6 +412,8 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     const boot = prepareBoot(dir, o, shares);
     if (o.backendUser) sockDir = makeSocketDir(o.backendUser);
     const sock = path.join(sockDir, 'vhost.sock');
+    // Beside the socket: a backend of another user's makes it in its own directory (QEMU, as root, still opens it).
+    const shm: ShmRegion | undefined = o.shmBytes ? { path: path.join(sockDir, 'qcuda.shm'), bytes: o.shmBytes } : undefined;
     // Dropped: only QEMU, which runs as this process does, may be the frontend (others of the user's cannot take the device).
     const peerArgs = o.backendUser ? [`--peer-uid=${process.geteuid!()}`] : [];
     const resultFile = path.join(dir, 'result');
@@ -455,6 +468,19 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
       return p;
     };
     await launchBackend();
+    // The region's backend: one of its own (it serves the region alone; its socket only tells that it is up).
+    if (shm) {
+      const shmSock = path.join(sockDir, 'shm.sock');
+      let shmErr = '';
+      const args = [BACKEND_JS, `--socket-path=${shmSock}`, '--device=qcuda', ...shmBackendArgs(shm), ...peerArgs, ...limitArgs];
+      shmBackend = start(process.execPath, [...args, ...(o.backendArgs ?? [])], 'shm backend', false, o.backendUser, undefined, true);
+      if (shmBackend.pid !== undefined) o.hostCgroup?.add(shmBackend.pid);
+      shmBackend.stderr!.on('data', (d: Buffer) => {
+        shmErr += d.toString();
+        o.onBackendLog?.(d.toString());
+      });
+      await waitForSocket(shmSock, shmBackend, () => shmErr, o, 'backend', 'backend of the shared-memory region');
+    }
     let restarts = o.restartBackend ?? 0;
     // A blk backend per disk: a disk that does not fit the device fails the
     // run here, as the backend's. A GPU disk is allocated as written, from
@@ -490,8 +516,10 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
 
     let consoleText = '';
     let qemuErr = '';
-    if ((o.incoming || o.saveFile) && (shares.length > 0 || (o.disks ?? []).length > 0))
-      throw new VmConfigError('a VM with shares or disks cannot be saved or migrated (their backends keep no state to move)');
+    if ((o.incoming || o.saveFile) && (shares.length > 0 || (o.disks ?? []).length > 0 || shm))
+      throw new VmConfigError(
+        'a VM with shares, disks or a shared-memory region cannot be saved or migrated (their backends keep no state to move)',
+      );
     const qmpSock = path.join(dir, 'qmp.sock');
     const monitor = o.monitorSocket ?? path.join(dir, 'monitor.sock');
     qemu = start(
@@ -512,6 +540,7 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
         reconnectMs: restarts > 0 ? 200 : undefined,
         shares: shares.map((s, i) => ({ socket: path.join(dir, `fs${i}.sock`), tag: s.tag })),
         disks: diskSockets.map((socket) => ({ socket, queues: DISK_QUEUES })),
+        shm,
         interactive: o.interactive,
         qmp: [qmpSock, monitor],
         incoming: o.incoming ? 'defer' : undefined,
@@ -617,7 +646,13 @@ export async function runVm(o: VmOptions): Promise<VmResult> {
     return result;
   } finally {
     control?.close();
-    await Promise.all([stop(qemu), stop(backend), ...disks.filter(Boolean).map(stop), ...fsds.filter(Boolean).map(stopVirtiofsd)]);
+    await Promise.all([
+      stop(qemu),
+      stop(backend),
+      stop(shmBackend),
+      ...disks.filter(Boolean).map(stop),
+      ...fsds.filter(Boolean).map(stopVirtiofsd),
+    ]);
     ledger?.close();
     fs.rmSync(dir, { recursive: true, force: true });
     if (sockDir !== dir) fs.rmSync(sockDir, { recursive: true, force: true });
