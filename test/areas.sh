@@ -9,7 +9,8 @@
 # With no AREA, every folder of dist/test that holds tests, so an area
 # added later is run too. Patterns after -- go to each ava run (make check
 # passes '!dist/test/...' to leave out tests that need what it does not
-# build). Exits 1 when any area failed; every area runs all the same.
+# build). Exits 1 when any area failed; every area runs all the same. The
+# failed tests are listed again at the end, where a tail of the log shows them.
 # UNCOVERED_AREAS (make test: 'run vm') run without NODE_V8_COVERAGE, so
 # that c8's coverage is not asked of processes that cannot write it.
 set -uo pipefail
@@ -29,6 +30,7 @@ fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 rows=()
+failures=()
 passed=0
 failed=0
 status=0
@@ -52,6 +54,8 @@ for area in "${areas[@]}"; do
   passed=$((passed + ${p:-0}))
   failed=$((failed + ${f:-0}))
   [ "$rc" -eq 0 ] || status=1
+  # Named again at the end: CI keeps only the tail of this output.
+  mapfile -t -O "${#failures[@]}" failures < <(grep -E '^ *✘' "$log" | cut -c1-300)
   rows+=("$(printf '%-12s %6ss %5s passed %3s failed %3s skipped%s' "$area" $((SECONDS - t0)) "${p:-0}" "${f:-0}" "${s:-0}" \
     "$([ "$rc" -eq 0 ] || echo '  FAILED')")")
 done
@@ -61,4 +65,8 @@ echo "Time per test area (test/areas.sh):"
 printf '  %s\n' "${rows[@]}"
 printf '  %-12s %6ss\n' total $((SECONDS - start_all))
 echo "$passed passed, $failed failed"
+if [ ${#failures[@]} -gt 0 ]; then
+  echo "Failed:"
+  printf '  %s\n' "${failures[@]}"
+fi
 exit $status
