@@ -21,6 +21,7 @@ import { buildPathsFile, onPath, readBuildPaths, type BuildPaths } from './build
 import { migrateCommand } from './migrate';
 import { HELP } from './help';
 import { windowsVm } from './windows-vm';
+import { BACKEND_PASSED, HOST_BOUND_OPTIONS } from './backend-options';
 import { GUEST_FIND_SHM, parseShmSize } from '../vm/ivshmem';
 
 /** Writes text to file as it comes, a whole line at a time, each after the milliseconds since the first call ("[12.345] line"). */
@@ -168,26 +169,6 @@ const BACKEND_CHOICES: Record<string, string[]> = {
   'worker-sandbox': ['seccomp', 'none'],
 };
 
-const BACKEND_PASSED = [
-  'provider',
-  'gpu',
-  'host-devices',
-  'isolation',
-  'own-queues',
-  'ring-server',
-  'pin-guest-ram',
-  'real-gpu-identity',
-  'worker-sandbox',
-  'context-overhead',
-  'gpu-share',
-  'gpu-share-mps',
-  'device-memory-limit',
-  'backend-log',
-];
-
-/** What vm and run bound their backends with (host-bounds.ts). */
-const HOST_BOUND_OPTIONS = ['host-memory-max', 'host-tasks-max', 'host-cpu-quota'];
-
 /** Each command's options (a known option of another command is a usage error too, not ignored). */
 const COMMAND_OPTIONS: Record<string, string[]> = {
   vm: [
@@ -220,11 +201,22 @@ const COMMAND_OPTIONS: Record<string, string[]> = {
     'dll-dir',
     'firmware',
     'vnc',
+    'backend-log',
     ...HOST_BOUND_OPTIONS,
     ...BACKEND_PASSED,
   ],
   migrate: ['monitor', 'to'],
-  run: ['socket', 'transport', 'cudart', 'max-processes', 'lib-dir', 'backend-user', ...HOST_BOUND_OPTIONS, ...BACKEND_PASSED],
+  run: [
+    'socket',
+    'transport',
+    'cudart',
+    'max-processes',
+    'lib-dir',
+    'backend-user',
+    'backend-log',
+    ...HOST_BOUND_OPTIONS,
+    ...BACKEND_PASSED,
+  ],
   'qemu-args': ['socket', 'disk-socket', 'kernel', 'initrd', 'queues', 'memory', 'cpus'],
   status: ['socket', 'status-socket', 'json'],
   'libvirt-xml': ['name', 'socket', 'kernel', 'initrd', 'cmdline', 'disk', 'qemu', 'memory', 'cpus', 'queues', 'type'],

@@ -8,6 +8,13 @@ import { parseShmSize } from '../vm/ivshmem';
 import { VmError } from '../vm/runner';
 import { findUefi } from '../vm/windows';
 import { runWindowsVm } from '../vm/windows-run';
+import { BACKEND_PASSED, HOST_BOUND_OPTIONS } from './backend-options';
+
+/**
+ * Backend and host-bound options apply to a Windows VM's backend as to a
+ * Linux one's (--backend-log does not: qcuda.ts's windowsVmOf keeps no log).
+ */
+const BACKEND_OR_HOST = new Set([...BACKEND_PASSED, 'backend-user', ...HOST_BOUND_OPTIONS]);
 
 type Values = { [k: string]: string | boolean | string[] | undefined };
 
@@ -108,24 +115,3 @@ export async function windowsVm(c: WindowsVmCli): Promise<number> {
     await cgroup?.remove();
   }
 }
-
-/** Backend and host-bound options apply to a Windows VM's backend as to a Linux one's. */
-const BACKEND_OR_HOST = new Set([
-  'provider',
-  'gpu',
-  'host-devices',
-  'isolation',
-  'own-queues',
-  'ring-server',
-  'pin-guest-ram',
-  'real-gpu-identity',
-  'worker-sandbox',
-  'context-overhead',
-  'gpu-share',
-  'gpu-share-mps',
-  'device-memory-limit',
-  'backend-user',
-  'host-memory-max',
-  'host-tasks-max',
-  'host-cpu-quota',
-]);
