@@ -65,6 +65,8 @@ export class VhostUserServer {
   readonly #active = new Set<Active>();
   /** Connections accepted whose device is still being made. */
   #starting = 0;
+  /** Frontends gone whose device is still being reset (and, listenEach, let go): settled() waits for them. */
+  readonly #ending = new Set<Promise<void>>();
   #closed = false;
   readonly #logger: Logger;
 
@@ -264,10 +266,11 @@ export class VhostUserServer {
     const closed = active.backend
       .close()
       .catch((e: Error) => this.#logger.error(`vhost-user: ${device.name}: device reset failed: ${e.message}`));
-    if (this.source)
-      void closed
-        .then(() => this.source!.dispose(device))
-        .catch((e: Error) => this.#logger.error(`vhost-user: ${device.name}: ${e.message}`));
+    const ended = !this.source
+      ? closed
+      : closed.then(() => this.source!.dispose(device)).catch((e: Error) => this.#logger.error(`vhost-user: ${device.name}: ${e.message}`));
+    this.#ending.add(ended);
+    void ended.then(() => this.#ending.delete(ended));
     if (reason) this.#logger.error(`vhost-user: ${device.name}: connection closed: ${reason.message}`);
     else this.#logger.info?.(`vhost-user: ${device.name}: frontend disconnected`);
     debug('%s: frontend disconnected%s', device.name, reason ? `: ${reason.message}` : '');
@@ -300,6 +303,16 @@ export class VhostUserServer {
     if (!b.rings.some((r) => r.started))
       return { outcome: 'nothing', what: 'the frontend has not started the device: nothing to keep', inflight: 0 };
     return saveForRestart(b, file, drainMs);
+  }
+
+  /**
+   * Resolves once every frontend gone so far (by close() or on its own)
+   * has had its device reset and, listenEach, let go: a process that
+   * exits after close() waits for it, so that what the devices do as their
+   * frontends go (end sessions, log them) is done, not cut short.
+   */
+  async settled(): Promise<void> {
+    while (this.#ending.size > 0) await Promise.all(this.#ending);
   }
 
   /** Drops the frontends, stops listening and removes the socket file. */
