@@ -51,7 +51,7 @@ function serve(t: ExecutionContext, max = 3): Served {
   // Each frontend a device of its own on the template's quota, as qcuda-backend --frontends makes them.
   const make = () => {
     devices.made++;
-    return Promise.resolve(new QcudaDevice({ ...options, vm: template.vm }));
+    return Promise.resolve(new QcudaDevice({ ...options, vm: template.vm, log: (l) => logged.push(l) }));
   };
   const source = {
     make,
@@ -129,13 +129,17 @@ const SCRATCH_GPA = DATA_GPA + BigInt(2 * RING_BYTES);
 const NEXT = 1;
 const WRITE = 2;
 
-/** A well-formed request chain (descriptors 0, 1) whose reply lands in the scratch page. */
-function helloChain(s: Served): void {
-  const hdr = encode('qcuda_req_hdr', { cmd: Cmd.HELLO, len: 8, session: 0n, data_offset: 0n, data_len: 0n });
+/** A well-formed request chain (descriptors 0, 1) of cmd and its arguments, whose reply lands in the scratch page. */
+function requestChain(s: Served, cmd: Cmd, args: Uint8Array = new Uint8Array(0)): void {
+  const hdr = encode('qcuda_req_hdr', { cmd, len: args.length, session: 0n, data_offset: 0n, data_len: 0n });
   s.scratch.set(hdr, 0);
-  s.scratch.set(encode('qcuda_args_hello', { proto_version: 0, cuda_version: 0 }), hdr.length);
-  setDesc(s, 0, SCRATCH_GPA, hdr.length + 8, NEXT, 1);
+  s.scratch.set(args, hdr.length);
+  setDesc(s, 0, SCRATCH_GPA, hdr.length + args.length, NEXT, 1);
   setDesc(s, 1, SCRATCH_GPA + 1024n, 256, WRITE);
+}
+
+function helloChain(s: Served): void {
+  requestChain(s, Cmd.HELLO, encode('qcuda_args_hello', { proto_version: 0, cuda_version: 0 }));
 }
 
 /** The guest words of the header as the test left them: the backend never writes them. */
@@ -324,4 +328,24 @@ test('shared-memory region: a region that is cut short, or not a region, is refu
     t.not(r.status, 0, name);
     t.regex(r.stdout + r.stderr, /no CUDA device: cannot map the shared-memory region .*Protocol error/, name);
   }
+});
+
+test.serial('shared-memory region: a detach the backend stops right after ends its session as a detach, as a turn would', async (t) => {
+  const s = serve(t);
+  t.is(await attach(s, 3), State.Ready);
+  requestChain(s, Cmd.SESSION_OPEN);
+  publish(s, [0]);
+  t.true(await until(() => s.used.getUint16(2, true) === 1, 5000), 'SESSION_OPEN answered');
+  t.regex(s.logged.join('\n'), /session \w+ opened/);
+  // The guest's process detaches and the backend stops before a poll turn sees it: only close() can.
+  detach(s, 3);
+  s.bridge.close();
+  s.server.close();
+  await s.server.settled();
+  const log = s.logged.join('\n');
+  t.is(stateOf(s, 3), State.Idle, log);
+  t.regex(log, /detach 3/);
+  // The device's reset ended the session before settled() resolved, and the device was let go.
+  t.regex(log, /device reset: closing 1 sessions/);
+  t.is(s.devices.disposed, s.devices.made);
 });

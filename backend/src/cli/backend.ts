@@ -26,6 +26,8 @@ import { RestartSlot, RestartState } from '../vhost-user';
 
 /** How long a stop for a restart waits for the requests in flight (the unit's TimeoutStopSec leaves room for it and the save). */
 const RESTART_DRAIN_MS = 30_000;
+/** How long a stopping backend waits for its devices' resets (qcuda vm kills it at 2 s, qcuda run at 5 s). */
+const SETTLE_MS = 1500;
 
 const HELP = `Usage: qcuda-backend (--socket-path=PATH | --fd=FDNUM) [options]
 
@@ -718,11 +720,20 @@ async function main(): Promise<void> {
     process.stderr.write(`qcuda-backend: ${(e as Error).message}\n`);
     process.exit(1);
   }
+  let exiting = false;
   function shutdown(code: number): void {
+    // A second stop while the first waits: out at once.
+    if (exiting) process.exit(code);
+    exiting = true;
     bridge?.close();
     server.close();
     status?.close();
-    process.exit(code);
+    // The frontends' devices finish their reset (their sessions ended and
+    // logged, their memory given back) before the process goes, whatever
+    // the order the frontends and the stop came in; a reset stuck past
+    // SETTLE_MS is cut short.
+    const late = new Promise((r) => setTimeout(r, SETTLE_MS).unref());
+    void Promise.race([server.settled(), late]).then(() => process.exit(code));
   }
   let stopping = false;
   // With --restart-state a stop keeps the device's state for the next backend on this socket.

@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseSize } from '../qcuda/providers';
 import { Fd, native, type Mapping } from '../vhost-user';
-import { DATA_OFFSET, Header, MIN_DATA_BYTES, RING_BYTES, State } from './layout';
+import { DATA_OFFSET, Header, MIN_DATA_BYTES, RING_BYTES, State, type GuestWords } from './layout';
 import { Link } from './link';
 
 /** How the bridge reaches the server: a new frontend on this connected socket, or false (none is free). */
@@ -110,10 +110,7 @@ export class ShmBridge {
     if (g.attach !== 0 && g.attach !== this.#gen) return void this.#attach(g.attach);
     const link = this.#link;
     if (!link || link.closed) return;
-    if (g.detach === this.#gen) {
-      this.#drop(State.Idle);
-      return;
-    }
+    if (this.#detached(g)) return;
     for (let i = 0; i < link.kicks.length; i++) {
       const idx = this.#avail[i][1];
       if (idx === this.#last[i]) continue;
@@ -121,6 +118,14 @@ export class ShmBridge {
       this.#busyUntil = process.hrtime.bigint() + this.#busyNs;
       link.kicks[i].signal();
     }
+  }
+
+  /** A detach of the generation served: its link ends as the guest asked (IDLE). Whether there was one. */
+  #detached(g: GuestWords): boolean {
+    if (!this.#link || this.#link.closed || g.detach !== this.#gen) return false;
+    this.#drop(State.Idle);
+    this.o.log(`shm ${this.o.path}: detach ${this.#gen}`);
+    return true;
   }
 
   /** Ends the link served now; the guest reads state for its generation. */
@@ -166,15 +171,22 @@ export class ShmBridge {
     this.o.log(`shm ${this.o.path}: attach ${this.#gen} dropped${reason ? `: ${reason.message}` : ''}`);
   }
 
-  /** Stops serving, tells a guest attached now, and removes the file. */
+  /**
+   * Stops serving, tells a guest attached now, and removes the file. A
+   * detach the guest wrote that no turn has seen yet (the backend stopped
+   * just after its process detached) is taken as a turn would take it: its
+   * session ends as a detach, and the guest reads IDLE, not FAILED.
+   */
   close(): void {
     if (this.#closed) return;
+    if (!this.#starting) this.#detached(this.#hdr.guest());
     this.#closed = true;
     if (this.#timer) {
       clearTimeout(this.#timer as NodeJS.Timeout);
       clearImmediate(this.#timer as NodeJS.Immediate);
     }
-    this.#drop(State.Failed);
+    // A guest attached, or attaching, hears FAILED; one that detached keeps its IDLE.
+    if (this.#link || this.#starting) this.#drop(State.Failed);
     this.#map.unmap();
     fs.closeSync(this.#fd);
     fs.rmSync(this.o.path, { force: true });
