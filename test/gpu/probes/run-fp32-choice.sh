@@ -4,15 +4,8 @@
 # with each table of REFUSE refused in turn (QCUDA_TRACE_REFUSE), and under
 # qcuda run. cuBLASLt's heuristic answer (CUBLASLT_LOG_LEVEL=5) and each
 # native trace's slot calls of the tables come back in $OUT/fp32-choice.tar.xz.
-set -uo pipefail
-cd "$(dirname "$0")/../../.."
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-work=$(mktemp -d /tmp/qcuda-gpu.XXXXXX)
-. test/gpu/unpack.sh
-logs=$(mktemp -d /tmp/qcuda-fp32.XXXXXX)
-trap 'tar -C "$logs" -cJf "$OUT/fp32-choice.tar.xz" .; rm -rf "$work" "$logs"' EXIT
-py=${TORCH_PY:-/opt/torch/.venv/bin/python3}
+. "$(dirname "$0")/prelude.sh"
+probe_logs fp32-choice
 T=$QCUDA_TRACE_DIR
 job=test/gpu/probes/fp32_choice.py
 heur() { grep -m3 -o 'algo.\{0,160\}' "$1" | head -3; }
@@ -25,7 +18,7 @@ for refuse in none ${REFUSE:-69a28e9f f8cff951 a094798c 263e8860}; do
   heur "$logs/t-$refuse.lt"
 done
 echo "qcuda run: $(CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE=$logs/qcuda.lt timeout 300 \
-  node "$app/dist/backend/src/cli/qcuda.js" run --provider=cuda -- "$py" $job 2>&1 | tail -1)"
+  "${qcuda[@]}" run --provider=cuda -- "$py" $job 2>&1 | tail -1)"
 heur "$logs/qcuda.lt"
 # The native trace's calls of each table (the largest trace: the job's own process).
 t=$(ls -S "$logs"/t-none.* 2>/dev/null | head -1)

@@ -3,11 +3,7 @@
 # qcuda run with a 12 GiB quota, with the most GPU memory nvidia-smi saw in
 # use while each ran (natively about 16 GiB: the freed 8 GiB stays held by
 # the broken opener; under qcuda at most the quota).
-set -uo pipefail
-cd "$(dirname "$0")/../../.."
-work=$(mktemp -d /tmp/qcuda-gpu.XXXXXX)
-. test/gpu/unpack.sh
-trap 'rm -rf "$work"' EXIT
+. "$(dirname "$0")/prelude.sh"
 nvcc -arch sm_90 -O2 -o "$work/gpu-ipc-hold" test/gpu/probes/gpu-ipc-hold.cu || exit 1
 used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader | tr -dc 0-9; }
 peak_of() {
@@ -18,5 +14,5 @@ peak_of() {
 }
 echo "== native"; peak_of timeout 120 "$work/gpu-ipc-hold"
 echo "== qcuda run --device-memory-limit=12G"
-peak_of timeout 120 node "$app/dist/backend/src/cli/qcuda.js" run --provider=cuda --backend-user=root \
+peak_of timeout 120 "${qcuda[@]}" run --provider=cuda --backend-user=root \
   --device-memory-limit=12G -- "$work/gpu-ipc-hold"

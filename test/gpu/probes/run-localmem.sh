@@ -4,16 +4,12 @@
 # qcuda run with an 8 GiB quota (the launches past it are refused, at the
 # synchronize after them: launches are posted), with nvidia-smi's used
 # memory while each runs.
-set -uo pipefail
-cd "$(dirname "$0")/../../.."
-work=$(mktemp -d /tmp/qcuda-gpu.XXXXXX)
-. test/gpu/unpack.sh
-trap 'rm -rf "$work"' EXIT
+. "$(dirname "$0")/prelude.sh"
 nvcc -arch sm_90 -O2 -o "$work/gpu-localmem" test/gpu/probes/gpu-localmem.cu || exit 1
 used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader; }
 echo "== native"; "$work/gpu-localmem"
 echo "== qcuda run --device-memory-limit=8G"
-node "$app/dist/backend/src/cli/qcuda.js" run --provider=cuda --device-memory-limit=8G -- "$work/gpu-localmem" &
+"${qcuda[@]}" run --provider=cuda --device-memory-limit=8G -- "$work/gpu-localmem" &
 pid=$!; peak=0
 while kill -0 $pid 2>/dev/null; do u=$(used | tr -dc 0-9); [ "${u:-0}" -gt $peak ] && peak=$u; sleep 0.2; done
 wait $pid; echo "exit $?; GPU memory used at most ${peak} MiB during the run"

@@ -4,19 +4,12 @@
 # once per batch delay of DELAYS ("default" leaves QCUDA_BATCH_DELAY_US
 # unset): its figure and round trips, then the library's count of round
 # trips by command (qcuda_proto.h numbers). Logs in $OUT/stats.tar.xz.
-set -uo pipefail
-cd "$(dirname "$0")/../../.."
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-work=$(mktemp -d /tmp/qcuda-gpu.XXXXXX)
-. test/gpu/unpack.sh
-logs=$(mktemp -d /tmp/qcuda-stats.XXXXXX)
-trap 'tar -C "$logs" -cJf "$OUT/stats.tar.xz" .; rm -rf "$work" "$logs"' EXIT
-py=${TORCH_PY:-/opt/torch/.venv/bin/python3}
+. "$(dirname "$0")/prelude.sh"
+probe_logs stats
 for w in ${WORKLOADS:-event_query jax_matmul}; do
   for d in ${DELAYS:-default 1000000}; do
     env=(QCUDA_STATS=1); [ "$d" = default ] || env+=(QCUDA_BATCH_DELAY_US="$d")
-    env "${env[@]}" timeout 300 node "$app/dist/backend/src/cli/qcuda.js" run --provider=cuda --backend-user=root -- \
+    env "${env[@]}" timeout 300 "${qcuda[@]}" run --provider=cuda --backend-user=root -- \
       "$py" test/gpu/workloads.py "$w" > "$logs/$w.$d.json" 2> "$logs/$w.$d.err"
     echo "== $w, delay $d: $(cut -c1-300 "$logs/$w.$d.json")"
     grep 'round trips to the host' "$logs/$w.$d.err" | cut -c1-400
