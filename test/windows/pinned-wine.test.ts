@@ -12,44 +12,10 @@
 // of the pinned copies' (they were not staged, and the fill zeroed them
 // where they lay). The backend and Wine are stopped, and seen stopped.
 import test from 'ava';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { tmpDir, until } from '../helpers';
-import { WINE, WINESERVER, backend, runTo, stopWine, wineEnv, winPath } from './wine';
-
-const dist = path.resolve(__dirname, '..', '..');
-const ROOT = path.resolve(dist, '..');
-const QCUDA = path.join(dist, 'backend/src/cli/qcuda.js');
-const WIN = path.join(ROOT, 'build', 'windows');
-
-/** The Linux build under qcuda run over a region of qcuda run's size (512M, the backend's default). */
-function linuxRun(dir: string, program: string, cudart: boolean): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(
-    process.execPath,
-    [
-      QCUDA,
-      'run',
-      '--provider=host',
-      '--transport=shm',
-      ...(cudart ? ['--cudart=qcuda'] : []),
-      `--backend-log=${path.join(dir, 'linux.log')}`,
-      '--',
-      path.join(WIN, program),
-    ],
-    { encoding: 'utf8', timeout: 120_000 },
-  );
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
-
-/** A Windows program's output without Wine's own lines (a fresh prefix's, on its first start). */
-function programLines(out: string): string {
-  return out
-    .replace(/\r/g, '')
-    .split('\n')
-    .filter((l) => !l.startsWith('wine: '))
-    .join('\n');
-}
+import { tmpDir } from '../helpers';
+import { backend, linuxRun, programLines, stopBoth, WIN, wineFor, wineRun } from './wine';
 
 /** Whether the file holds 64 bytes of word repeated (read in pieces: the region is 512 MiB). */
 function holds(file: string, word: string): boolean {
@@ -72,17 +38,15 @@ for (const [program, dll, oom] of [
   ['rtpinned', 'cudart64_13.dll', 'cudaErrorMemoryAllocation'],
 ] as const) {
   test.serial(`under Wine, ${program} pins memory through ${dll} as its Linux build does through the region`, async (t) => {
-    t.timeout(300_000);
-    t.truthy(WINE, 'Wine 8 is installed (make windows-deps)');
+    const env = wineFor(t, 'pinned');
     const exe = path.join(WIN, 'dll', `${program}.exe`);
     t.true(fs.existsSync(exe) && fs.existsSync(path.join(WIN, 'dll', dll)), `make windows-dll built ${dll} and ${program}.exe`);
-    const linux = linuxRun(tmpDir(t), program, program === 'rtpinned');
+    // Over a region of qcuda run's size (512M, the backend's default), as the backend's below.
+    const linux = linuxRun(tmpDir(t), [path.join(WIN, program)], program === 'rtpinned' ? ['--cudart=qcuda'] : []);
     t.is(linux.status, 0, linux.stdout + linux.stderr);
     t.regex(linux.stdout, new RegExp(`^PASS: ${program}$`, 'm'));
-    const env = wineEnv('pinned');
-    t.teardown(() => void spawnSync(WINESERVER!, ['-k'], { env, timeout: 30_000 }));
     const b = await backend(t, tmpDir(t), {}, '512M');
-    const wine = await runTo(WINE!, [exe], { ...env, QCUDA_SHM: winPath(b.region) }, 240_000);
+    const wine = await wineRun(env, exe, [], b.region);
     t.is(wine.code, 0, wine.out);
     const out = programLines(wine.out);
     t.is(out, linux.stdout);
@@ -95,11 +59,9 @@ for (const [program, dll, oom] of [
     t.notRegex(out, /NOT_SUPPORTED|NotSupported|DIFFER|FAIL/);
     // The session ended at the detach; then the region shows what was staged: the pageable
     // copy's bytes, and none of the pinned copies' (copied where they lay, zeroed by the fill).
-    t.true(await until(() => /device reset: closing 1 sessions/.test(b.log()), 10_000), b.log());
+    t.true(await b.logged(/device reset: closing 1 sessions/), b.log());
     t.true(holds(b.region, 'PAGEABLE-STAGED!'), 'the pageable copy went through the staging room');
     for (const word of ['PINNED-BYTES-OK!', 'MAPPED-BYTES-OK!', 'MANAGED-BYTESOK!']) t.false(holds(b.region, word), word);
-    t.is(await b.stop(), 0, b.log());
-    t.false(fs.existsSync(b.region));
-    t.deepEqual(await stopWine(env), []);
+    await stopBoth(t, b, env);
   });
 }

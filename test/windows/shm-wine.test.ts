@@ -9,29 +9,21 @@
 // Wine's prefix is cached under ~/.cache/qcuda (its first start takes
 // seconds to minutes); WINEDEBUG=-all.
 import test from 'ava';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { tmpDir, until } from '../helpers';
-import { WINE, WINESERVER, backend, runTo, wineEnv } from './wine';
+import { tmpDir } from '../helpers';
+import { backend, programLines, ROOT, runTo, WIN, wineFor, wineRun, winPath } from './wine';
 
-const dist = path.resolve(__dirname, '..', '..');
-const ROOT = path.resolve(dist, '..');
-const WIN = path.join(ROOT, 'build', 'windows');
 const BIN = path.join(ROOT, 'build', 'guest', 'bin');
+
 test.serial('under Wine, the Windows build attaches to a region the Linux backend serves, as the Linux build does', async (t) => {
-  t.timeout(300_000);
-  t.truthy(WINE, 'Wine 8 is installed (make windows-deps)');
+  const env = wineFor(t);
   t.true(fs.existsSync(path.join(WIN, 'shm_probe.exe')), 'make windows built the probe');
-  const env = wineEnv();
-  t.teardown(() => void spawnSync(WINESERVER!, ['-k'], { env, timeout: 30_000 }));
-  const dir = tmpDir(t);
-  const b = await backend(t, dir);
+  const b = await backend(t, tmpDir(t));
   const linux = await runTo(path.join(WIN, 'shm_probe'), [b.region, '200'], process.env, 60_000);
   t.is(linux.code, 0, linux.out);
   // Wine sees the host's files under Z:.
-  const winPath = `Z:${b.region.replace(/\//g, '\\')}`;
-  const wine = await runTo(WINE!, [path.join(WIN, 'shm_probe.exe'), winPath, '200'], env, 240_000);
+  const wine = await wineRun(env, path.join(WIN, 'shm_probe.exe'), [winPath(b.region), '200']);
   t.is(wine.code, 0, wine.out);
   const lines = (s: string) => s.split(/\r?\n/).filter((l) => /^(attached|alive):/.test(l));
   t.deepEqual(lines(wine.out), lines(linux.out));
@@ -40,7 +32,7 @@ test.serial('under Wine, the Windows build attaches to a region the Linux backen
   t.regex(wine.out, /^attached: protocol \d+, \d+ queues, 2 rings, data 126 MiB at 0x40000000\r?$/m);
   t.regex(wine.out, /^alive: 1\r?$/m);
   // The backend served both attaches and ended each at its detach.
-  t.true(await until(() => (b.log().match(/frontend disconnected/g) ?? []).length === 2, 10_000), b.log());
+  t.true(await b.logged(/frontend disconnected/, 2), b.log());
   t.regex(b.log(), /attach 2 served/);
   // The Linux library takes the region after the Windows process let go, and runs a program over it.
   const prog = await runTo(
@@ -57,35 +49,24 @@ test.serial('under Wine, the Windows build attaches to a region the Linux backen
 test.serial(
   "under Wine, requests through the library's transport over the region: HELLO, 8 MiB both ways, errors, as on Linux",
   async (t) => {
-    t.timeout(300_000);
-    t.truthy(WINE, 'Wine 8 is installed (make windows-deps)');
-    const env = wineEnv();
-    t.teardown(() => void spawnSync(WINESERVER!, ['-k'], { env, timeout: 30_000 }));
+    const env = wineFor(t);
     const b = await backend(t, tmpDir(t));
     const linux = await runTo(path.join(WIN, 'shm_calls'), [], { ...process.env, QCUDA_SHM: b.region }, 60_000);
     t.is(linux.code, 0, linux.out);
-    const wine = await runTo(
-      WINE!,
-      [path.join(WIN, 'shm_calls.exe')],
-      { ...env, QCUDA_SHM: `Z:${b.region.replace(/\//g, '\\')}` },
-      240_000,
-    );
+    const wine = await wineRun(env, path.join(WIN, 'shm_calls.exe'), [], b.region);
     t.is(wine.code, 0, wine.out);
-    t.is(wine.out.replace(/\r/g, ''), linux.out);
+    t.is(programLines(wine.out), linux.out);
     t.regex(wine.out, /^ {5}transport shm\r?$/m);
     t.regex(wine.out, /^ok {3}MEMCPY_DTOH: the same bytes back\r?$/m);
     t.regex(wine.out, /^PASS: shm_calls\r?$/m);
     // Each build's session opened, and ended with its attach (the library detaches at exit).
     t.is((b.log().match(/session \w+ opened/g) ?? []).length, 2, b.log());
-    t.true(await until(() => (b.log().match(/device reset: closing 1 sessions/g) ?? []).length === 2, 10_000), b.log());
+    t.true(await b.logged(/device reset: closing 1 sessions/, 2), b.log());
   },
 );
 
 test.serial('under Wine, a region cut short or foreign is refused as on Linux, and a missing one is not found', async (t) => {
-  t.timeout(300_000);
-  t.truthy(WINE, 'Wine 8 is installed (make windows-deps)');
-  const env = wineEnv();
-  t.teardown(() => void spawnSync(WINESERVER!, ['-k'], { env, timeout: 30_000 }));
+  const env = wineFor(t);
   const dir = tmpDir(t);
   fs.writeFileSync(path.join(dir, 'short'), Buffer.alloc(100));
   fs.writeFileSync(path.join(dir, 'foreign'), Buffer.alloc(8192, 0x5a));
@@ -96,10 +77,10 @@ test.serial('under Wine, a region cut short or foreign is refused as on Linux, a
   ]) {
     const f = path.join(dir, name);
     const linux = await runTo(path.join(WIN, 'shm_probe'), [f], process.env, 60_000);
-    const wine = await runTo(WINE!, [path.join(WIN, 'shm_probe.exe'), `Z:${f.replace(/\//g, '\\')}`], env, 240_000);
+    const wine = await wineRun(env, path.join(WIN, 'shm_probe.exe'), [winPath(f)]);
     t.is(linux.code, 1, name);
     t.is(wine.code, 1, name);
     t.regex(wine.out, new RegExp(`^attach failed: ${want}`, 'm'), name);
-    t.is(wine.out.replace(/\r/g, ''), linux.out, name);
+    t.is(programLines(wine.out), linux.out, name);
   }
 });

@@ -13,11 +13,9 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { tmpDir } from '../helpers';
-import { WINE, WINESERVER, backend, runTo, stopWine, wineEnv, winPath } from './wine';
+import { dllExports, objdump, soExports } from './pe';
+import { backend, ROOT, stopBoth, WIN, wineFor, wineRun, winPath } from './wine';
 
-const dist = path.resolve(__dirname, '..', '..');
-const ROOT = path.resolve(dist, '..');
-const WIN = path.join(ROOT, 'build', 'windows');
 const ZIP = path.join(WIN, 'qcuda-windows-x64.zip');
 const LIB = path.join(ROOT, 'build', 'guest', 'lib');
 
@@ -28,29 +26,6 @@ function unzipped(dir: string): string {
   return path.join(dir, 'qcuda-windows-x64');
 }
 
-function objdump(file: string): string {
-  return spawnSync('x86_64-w64-mingw32-objdump', ['-p', file], { encoding: 'utf8', maxBuffer: 64 << 20 }).stdout;
-}
-
-/** A DLL's exported names (objdump -p's export table). */
-function exportsOf(dll: string): string[] {
-  return (objdump(dll).split('[Ordinal/Name Pointer] Table')[1] ?? '')
-    .split('\n\n')[0]
-    .split('\n')
-    .map((l) => /\]\s+(\S+)$/.exec(l)?.[1])
-    .filter((n): n is string => !!n)
-    .sort();
-}
-
-/** A Linux library's exported names, without the version node's own symbol. */
-function soExports(so: string): string[] {
-  return spawnSync('nm', ['-D', '--defined-only', so], { encoding: 'utf8', maxBuffer: 64 << 20 })
-    .stdout.split('\n')
-    .map((l) => l.split(' ')[2]?.replace(/@.*/, ''))
-    .filter((n): n is string => !!n && n !== path.basename(so))
-    .sort();
-}
-
 test('the zip holds nvcuda.dll, cudart64_13.dll and README.txt, and the DLLs export what the Linux libraries export', (t) => {
   t.true(fs.existsSync(ZIP), 'make windows-zip built it');
   const dir = unzipped(tmpDir(t));
@@ -58,8 +33,8 @@ test('the zip holds nvcuda.dll, cudart64_13.dll and README.txt, and the DLLs exp
   t.deepEqual(fs.readdirSync(dir).sort(), ['README.txt', 'cudart64_13.dll', 'nvcuda.dll']);
   for (const dll of ['nvcuda.dll', 'cudart64_13.dll'])
     t.true(fs.readFileSync(path.join(dir, dll)).equals(fs.readFileSync(path.join(WIN, 'dll', dll))), `${dll} is the one built`);
-  const nvcuda = exportsOf(path.join(dir, 'nvcuda.dll'));
-  const cudart = exportsOf(path.join(dir, 'cudart64_13.dll'));
+  const nvcuda = dllExports(path.join(dir, 'nvcuda.dll'));
+  const cudart = dllExports(path.join(dir, 'cudart64_13.dll'));
   const runtime = soExports(path.join(LIB, 'libcudart.so.13'));
   t.deepEqual(nvcuda, [...new Set([...soExports(path.join(LIB, 'libcuda.so.1')), ...runtime])].sort());
   t.deepEqual(cudart, runtime);
@@ -88,26 +63,20 @@ test('the zip holds nvcuda.dll, cudart64_13.dll and README.txt, and the DLLs exp
 });
 
 test.serial('under Wine, the unzipped DLLs load next to a program and carry its calls over the region', async (t) => {
-  t.timeout(300_000);
-  t.truthy(WINE, 'Wine 8 is installed (make windows-deps)');
+  const env = wineFor(t, 'zip');
   const dir = unzipped(tmpDir(t));
   // As the README says: the program beside the DLLs (the test programs of make windows-dll).
   for (const exe of ['drvbasic.exe', 'rtbasic.exe']) fs.copyFileSync(path.join(WIN, 'dll', exe), path.join(dir, exe));
-  const env = wineEnv('zip');
-  t.teardown(() => void spawnSync(WINESERVER!, ['-k'], { env, timeout: 30_000 }));
   const b = await backend(t, tmpDir(t));
-  const shm = { ...env, QCUDA_SHM: winPath(b.region) };
-  const drv = await runTo(WINE!, [path.join(dir, 'drvbasic.exe'), winPath(path.join(WIN, 'drvapi.cubin'))], shm, 240_000);
+  const drv = await wineRun(env, path.join(dir, 'drvbasic.exe'), [winPath(path.join(WIN, 'drvapi.cubin'))], b.region);
   t.is(drv.code, 0, drv.out);
   t.regex(drv.out, /^PASS: drvbasic: \d+ checks\r?$/m);
-  const rt = await runTo(WINE!, [path.join(dir, 'rtbasic.exe')], shm, 240_000);
+  const rt = await wineRun(env, path.join(dir, 'rtbasic.exe'), [], b.region);
   t.is(rt.code, 0, rt.out);
   t.regex(rt.out, /^ok {3}1 MiB went host to device, device to device and back\r?$/m);
   t.regex(rt.out, /^PASS: rtbasic: \d+ checks\r?$/m);
   // One session a program, each ended at its detach.
   t.regex(b.log(), /attach 2 served/);
   t.is(b.log().match(/session \w+ opened/g)?.length, 2, b.log());
-  t.is(await b.stop(), 0, b.log());
-  t.false(fs.existsSync(b.region));
-  t.deepEqual(await stopWine(env), []);
+  await stopBoth(t, b, env);
 });
