@@ -101,9 +101,13 @@ async function startBackend(o: RunOptions, dir: string): Promise<Backend> {
     await waitExit(p);
     clearTimeout(killer);
   };
-  // Ready once it says it listens (the socket exists by then).
+  // Ready once it says it listens (the socket exists by then), and with a
+  // region once it says it serves it: it says it listens before it makes
+  // the region, and a program started between the two finds none, or one
+  // not laid out yet.
+  const ready = shm ? /serving the shared-memory region/ : /listening on/;
   const deadline = Date.now() + o.startTimeoutMs;
-  while (!/listening on/.test(log)) {
+  while (!ready.test(log)) {
     if (p.exitCode !== null || p.signalCode !== null)
       throw new RunError(`the backend exited before it served (${p.signalCode ?? `status ${p.exitCode}`}):\n${log.trimEnd()}`);
     if (Date.now() > deadline) {
