@@ -6,7 +6,9 @@
 // generation FAILED), that the backend reached nothing outside the data
 // area (the header's guest words are as the test left them), that the same
 // server still serves a socket frontend and a new attach of the region (the
-// real library's), and that nothing is left (connections, fds).
+// real library's), and that nothing is left (connections, fds). And a
+// guest that detaches just as the backend stops: its session still ends as
+// a detach (IDLE, the device's reset logged), not as the backend's stop.
 import test, { type ExecutionContext } from 'ava';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
