@@ -108,7 +108,7 @@ test('every file and folder the docs name in code exists in the tree', (t) => {
       if (/^[\w.-]+\/[\w./-]*$/.test(name) && tops.has(name.split('/')[0])) {
         named++;
         if (!fs.existsSync(path.join(ROOT, name))) missing.push(`${file}: ${name}`);
-        // A source file by its name or the tail of its path (`providers/cuda.ts`): some file ends so.
+        // A source file by its name or the tail of its path (`providers/cuda/cuda.ts`): some file ends so.
       } else if (/^[\w./-]+\.(ts|mjs|js|c|h|cc|cu|sh|py|mk|md|json|def|txt|gyp)$/.test(name)) {
         named++;
         if (!files.some((f) => f === name || f.endsWith(`/${name}`))) missing.push(`${file}: ${name}`);
