@@ -37,7 +37,7 @@ import type { BatchEnding } from '../command';
 import type { DevPtr, EventRef, FunctionRef, Provider, StreamRef } from '../provider';
 import type { Session } from '../session/session';
 import type { SessionMirror } from '../session/session-core';
-import { cudaSide } from '../providers/cuda/cuda';
+import { cudaSide } from '../providers/cuda/context';
 import { shareGate } from '../share/gate';
 
 /** An addon id (function, stream or event ref of the cuda provider), else 0: not known to the server, so left to the handler. */
