@@ -157,3 +157,29 @@ test('every option of qcuda-backend --help and qcuda help is listed in docs/oper
   const missing = all.filter((o) => !new RegExp(`--${o}(?![a-z-])`).test(ops));
   t.deepEqual(missing, [], 'options missing from docs/operations.md');
 });
+
+/** The folders the layout table of docs/architecture.md names in its first column (`a/`, `b/` or `a/`, `x/`: x beside a). */
+function layoutFolders(): string[] {
+  const rows = read('docs/architecture.md')
+    .split('\n## Layout')[1]
+    .split('\n## ')[0]
+    .split('\n')
+    .filter((l) => l.startsWith('| `'));
+  return rows.flatMap((row) => {
+    const spans = [...row.split(' | ')[0].matchAll(/`([^`]+)`/g)].map((m) => m[1]);
+    const first = spans[0].replace(/\/$/, '');
+    // The spans after the first are its siblings (`backend/src/devices/`, `vm/`).
+    return [first, ...spans.slice(1).map((s) => path.posix.join(path.posix.dirname(first), s.replace(/\/$/, '')))];
+  });
+}
+
+test("the architecture's layout table names every folder of the backend's source and qcuda/, and only folders that exist", (t) => {
+  const named = new Set(layoutFolders());
+  t.true(named.size > 15, [...named].join(', '));
+  for (const f of named) t.true(fs.existsSync(path.join(ROOT, f)), `${f} is named in the layout table but is not in the tree`);
+  for (const dir of ['backend/src', 'backend/src/qcuda']) {
+    for (const e of fs.readdirSync(path.join(ROOT, dir), { withFileTypes: true })) {
+      if (e.isDirectory()) t.true(named.has(`${dir}/${e.name}`), `${dir}/${e.name}/ is not in the layout table of docs/architecture.md`);
+    }
+  }
+});
