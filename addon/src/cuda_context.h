@@ -1,4 +1,4 @@
-// The CudaContext JS class (CudaContextNative in backend/src/qcuda/providers/native-cuda.ts):
+// The CudaContext JS class (CudaContextNative in backend/src/qcuda/providers/cuda/native-cuda.ts):
 // one CUDA context (a CtxCore, cuda_exec.h) and the calls on it. Every call
 // reads its arguments on the JS thread (cuda_args.h), then hands the driver
 // work to Submit() as one job and returns the job's promise. The calls are

@@ -17,7 +17,7 @@
 namespace qcuda::cuda {
 namespace {
 
-// A node record: 16 u64 (backend/src/qcuda/providers/cuda.ts graphRecords).
+// A node record: 16 u64 (backend/src/qcuda/providers/cuda/cuda.ts graphRecords).
 constexpr size_t kRecord = 16;
 enum : uint64_t { kKernel = 1, kMemcpy = 2, kMemset = 3, kEmpty = 4, kEventRecord = 5, kEventWait = 6, kCond = 7 };
 constexpr uint64_t kTop = 0xffffffff;

@@ -23,7 +23,7 @@ namespace qcuda::cuda {
 // before - after), and the backend counts the larger of this and what the image itself
 // declares (module-image.ts), checking the quota again after the load: a free elsewhere can
 // only make the count larger than the image's, never smaller. Function code is in it because
-// workers load eagerly (CUDA_MODULE_LOADING=EAGER: providers/worker-env.ts); loaded lazily, it
+// workers load eagerly (CUDA_MODULE_LOADING=EAGER: workers/worker-env.ts); loaded lazily, it
 // would come at a kernel's first launch, unmeasured. With `limit` (bytes), a load that took more
 // is undone here at once (cuModuleUnload) and fails with CUDA_ERROR_OUT_OF_MEMORY; without it
 // the caller decides, and unloads with moduleUnload.

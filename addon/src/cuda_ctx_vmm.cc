@@ -1,7 +1,7 @@
 // CudaContext's virtual memory management: address reservations, physical
 // memory (pinned, on the context's device), mappings and their access, each
 // one driver call. The backend checked every argument against the session's
-// table (backend/src/qcuda/vmm.ts) and runs one call per mapping; this keeps
+// table (backend/src/qcuda/vmm/vmm.ts) and runs one call per mapping; this keeps
 // what it made so that the context's teardown frees it (such memory is the
 // device's, not the context's: destroying the context would leave it).
 #include "cuda_args.h"

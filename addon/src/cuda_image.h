@@ -17,7 +17,7 @@
 //    and not starting with a byte >= 0x80 (so no other binary format, such
 //    as a fat binary wrapper 0x466243B1, reaches the driver as "text").
 // Everything else fails with CUDA_ERROR_INVALID_IMAGE (cudaErrorInvalidKernelImage).
-// The backend checks the same before it gets here (backend/src/qcuda/module-image.ts);
+// The backend checks the same before it gets here (backend/src/qcuda/modules/module-image.ts);
 // this is the last line of defence, kept small on purpose: it bounds what the
 // driver reads, it does not judge whether the code makes sense.
 #pragma once

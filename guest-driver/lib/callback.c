@@ -4,7 +4,7 @@
  * runs in this process, on one callback thread (as CUDA runs them on a
  * thread of its own), once the stream has reached it; work queued on the
  * stream after it waits until it has returned (the backend holds that work
- * back: see backend/src/qcuda/callbacks.ts). The mark is posted like a
+ * back: see backend/src/qcuda/session/callbacks.ts). The mark is posted like a
  * launch. The callback thread starts with the first host function and then
  * lives in CALLBACK_WAIT; it never flushes posted work itself, since a flush
  * may be waiting for the very function it is to run. cudaDeviceReset

@@ -3,7 +3,7 @@
  * Virtual memory management: address reservations, physical allocations,
  * mappings and their access (what XLA's allocator and PyTorch's expandable
  * segments build on). The backend checks and records every step (VMM_*,
- * backend/src/qcuda/vmm.ts); here a reservation is a region of the device
+ * backend/src/qcuda/vmm/vmm.ts); here a reservation is a region of the device
  * map (kind QC_MEM_VMM), so that copies, memsets and pointer attributes know
  * its addresses as device memory, and whether a byte of it is mapped and
  * accessible is the backend's to say. Pinned memory of the device only,

@@ -30,7 +30,7 @@ function segs(off: number, len: number, piece = 1 << 30): GuestSeg[] {
 }
 
 test('arrays through the addon: chunked and scattered copies in and out, device copies, memsets, objects', async (t) => {
-  const { createCudaProvider } = await import('../../backend/src/qcuda/providers/cuda');
+  const { createCudaProvider } = await import('../../backend/src/qcuda/providers/cuda/cuda');
   const p = await createCudaProvider(0);
   t.teardown(() => p.close());
   const x = await p.openContext(0);

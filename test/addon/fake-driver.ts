@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { cudaNative, type CudaNative } from '../../backend/src/qcuda/providers/native-cuda';
+import { cudaNative, type CudaNative } from '../../backend/src/qcuda/providers/cuda/native-cuda';
 
 export const root = path.resolve(__dirname, '..', '..', '..');
 export const ADDON = path.join(root, 'addon', 'build', 'Release', 'qcuda_cuda.node');

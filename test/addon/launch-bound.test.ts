@@ -9,7 +9,7 @@
 // ones on the context thread.
 import test from 'ava';
 import type { LaunchDesc } from '../../backend/src/qcuda/provider';
-import { packLaunches, type LaunchIds } from '../../backend/src/qcuda/providers/launch-record';
+import { packLaunches, type LaunchIds } from '../../backend/src/qcuda/providers/cuda/launch-record';
 import { fakeCuda, i32, ONE, text } from './fake-driver';
 
 const n = fakeCuda();

@@ -11,7 +11,7 @@ import {
   LAUNCH_RECORD_FIELDS,
   packLaunches,
   type LaunchIds,
-} from '../../backend/src/qcuda/providers/launch-record';
+} from '../../backend/src/qcuda/providers/cuda/launch-record';
 import type { LaunchDesc } from '../../backend/src/qcuda/provider';
 import { fakeCuda, i32, ONE, text } from './fake-driver';
 

@@ -6,7 +6,7 @@
 // both logs and the wall time come back, and a failed link resolves with its
 // CUresult and error log.
 import test from 'ava';
-import { unpackLink } from '../../backend/src/qcuda/providers/cuda';
+import { unpackLink } from '../../backend/src/qcuda/providers/cuda/context';
 import { fakeCuda, text } from './fake-driver';
 
 const n = fakeCuda();

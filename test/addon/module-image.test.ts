@@ -18,7 +18,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { native } from '../../backend/src/sys/native';
-import type { CudaContextNative } from '../../backend/src/qcuda/providers/native-cuda';
+import type { CudaContextNative } from '../../backend/src/qcuda/providers/cuda/native-cuda';
 import { prng } from '../helpers';
 import { fakeCuda, text } from './fake-driver';
 

@@ -5,7 +5,7 @@
 // running, the context thread busy) returns a promise as before, and keeps
 // its place in the context's order.
 import test, { type ExecutionContext } from 'ava';
-import type { CudaContextNative } from '../../backend/src/qcuda/providers/native-cuda';
+import type { CudaContextNative } from '../../backend/src/qcuda/providers/cuda/native-cuda';
 import { native } from '../../backend/src/sys/native';
 import { GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { fakeCuda, i32, ONE, text } from './fake-driver';

@@ -5,7 +5,7 @@
 // Uint32Arrays of 3 launch as arrays do; values that are not whole numbers
 // in range, or of the wrong shape, are refused before any driver call.
 import test from 'ava';
-import { packDim3, packSegs } from '../../backend/src/qcuda/providers/native-cuda';
+import { packDim3, packSegs } from '../../backend/src/qcuda/providers/cuda/native-cuda';
 import { native } from '../../backend/src/sys/native';
 import { fakeCuda, i32, ONE, text } from './fake-driver';
 

@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { BlkT } from '../../backend/src/devices/blk';
 import { ProviderStore } from '../../backend/src/devices/blk-store';
-import { createProvider } from '../../backend/src/qcuda/providers';
+import { createProvider } from '../../backend/src/qcuda/choose-provider';
 import type { GuestSeg } from '../../backend/src/qcuda/provider';
 import { native } from '../../backend/src/sys/native';
 import { Frontend, GuestMemory, type GuestBuf } from '../../backend/src/vhost-user/frontend';

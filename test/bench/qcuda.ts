@@ -35,7 +35,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { native } from '../../backend/src/sys/native';
 import { Cmd, encode, QCUDA_BATCH_ENDS_SYNC, QCUDA_CHUNK, QCUDA_PROTO_VERSION } from '../../backend/src/qcuda/proto';
-import { createProvider, type ProviderKind } from '../../backend/src/qcuda/providers';
+import { createProvider, type ProviderKind } from '../../backend/src/qcuda/choose-provider';
 import type { GuestSeg, LaunchDesc, ProviderContext } from '../../backend/src/qcuda/provider';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { frameBatch, fullBatch, QcudaClient, type CallOptions } from '../qcuda/client';

@@ -4,7 +4,7 @@ import test from 'ava';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { chooseDiskStores } from '../../backend/src/cli/disk-store';
-import { gpuProbe } from '../../backend/src/qcuda/providers';
+import { gpuProbe } from '../../backend/src/qcuda/choose-provider';
 import type { VmDisk } from '../../backend/src/vm/runner';
 
 const QCUDA = path.join(path.resolve(__dirname, '..', '..'), 'backend/src/cli/qcuda.js');

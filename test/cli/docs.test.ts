@@ -108,7 +108,7 @@ test('every file and folder the docs name in code exists in the tree', (t) => {
       if (/^[\w.-]+\/[\w./-]*$/.test(name) && tops.has(name.split('/')[0])) {
         named++;
         if (!fs.existsSync(path.join(ROOT, name))) missing.push(`${file}: ${name}`);
-        // A source file by its name or the tail of its path (`providers/cuda.ts`): some file ends so.
+        // A source file by its name or the tail of its path (`providers/cuda/cuda.ts`): some file ends so.
       } else if (/^[\w./-]+\.(ts|mjs|js|c|h|cc|cu|sh|py|mk|md|json|def|txt|gyp)$/.test(name)) {
         named++;
         if (!files.some((f) => f === name || f.endsWith(`/${name}`))) missing.push(`${file}: ${name}`);
@@ -156,4 +156,30 @@ test('every option of qcuda-backend --help and qcuda help is listed in docs/oper
   t.true(all.length > 50, `only ${all.length} options found in the help texts`);
   const missing = all.filter((o) => !new RegExp(`--${o}(?![a-z-])`).test(ops));
   t.deepEqual(missing, [], 'options missing from docs/operations.md');
+});
+
+/** The folders the layout table of docs/architecture.md names in its first column (`a/`, `b/` or `a/`, `x/`: x beside a). */
+function layoutFolders(): string[] {
+  const rows = read('docs/architecture.md')
+    .split('\n## Layout')[1]
+    .split('\n## ')[0]
+    .split('\n')
+    .filter((l) => l.startsWith('| `'));
+  return rows.flatMap((row) => {
+    const spans = [...row.split(' | ')[0].matchAll(/`([^`]+)`/g)].map((m) => m[1]);
+    const first = spans[0].replace(/\/$/, '');
+    // The spans after the first are its siblings (`backend/src/devices/`, `vm/`).
+    return [first, ...spans.slice(1).map((s) => path.posix.join(path.posix.dirname(first), s.replace(/\/$/, '')))];
+  });
+}
+
+test("the architecture's layout table names every folder of the backend's source and qcuda/, and only folders that exist", (t) => {
+  const named = new Set(layoutFolders());
+  t.true(named.size > 15, [...named].join(', '));
+  for (const f of named) t.true(fs.existsSync(path.join(ROOT, f)), `${f} is named in the layout table but is not in the tree`);
+  for (const dir of ['backend/src', 'backend/src/qcuda']) {
+    for (const e of fs.readdirSync(path.join(ROOT, dir), { withFileTypes: true })) {
+      if (e.isDirectory()) t.true(named.has(`${dir}/${e.name}`), `${dir}/${e.name}/ is not in the layout table of docs/architecture.md`);
+    }
+  }
 });

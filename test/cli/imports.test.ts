@@ -85,20 +85,48 @@ test('providers never import commands: what both need lives below them (cuda-for
 });
 
 test('the dispatcher, sessions and commands never import a concrete provider: only the Provider interface (provider.ts)', (t) => {
+  // Above the interface. Not so: workers/ (the process topology: a provider
+  // in another process), choose-provider.ts (which builds one) and
+  // migration/ (the host provider's objects and the sessions, carried as one
+  // state).
   const providers = under('qcuda/providers');
+  const builders = (f: string) => under('qcuda/workers')(f) || under('qcuda/migration')(f) || file('qcuda/choose-provider.ts')(f);
   t.deepEqual(
-    edges((f) => under('qcuda')(f) && !providers(f), providers),
+    edges((f) => under('qcuda')(f) && !providers(f) && !builders(f), providers),
+    [],
+  );
+});
+
+test('providers run calls and know nothing of the processes around them: no workers/, device.ts or session/', (t) => {
+  t.deepEqual(
+    edges(under('qcuda/providers'), (d) => under('qcuda/workers')(d) || file('qcuda/device.ts')(d) || under('qcuda/session')(d)),
+    [],
+  );
+});
+
+test('in qcuda, only workers/ (a worker serves its own queue with a device of its own) and migration/ (its StateCarrier) import the dispatcher (device.ts)', (t) => {
+  const allowed = (f: string) => under('qcuda/workers')(f) || under('qcuda/migration')(f);
+  t.deepEqual(
+    edges((f) => under('qcuda')(f) && !allowed(f), file('qcuda/device.ts')),
     [],
   );
 });
 
 test('the parts of a session see it only through session-core.ts: not session.ts, not one another', (t) => {
-  const parts = ['session-memory.ts', 'session-modules.ts', 'session-objects.ts'].map((p) => path.join(src, 'qcuda', p));
+  const parts = ['session-memory.ts', 'session-modules.ts', 'session-objects.ts'].map((p) => path.join(src, 'qcuda', 'session', p));
   const isPart = (f: string) => parts.includes(f);
   t.deepEqual(
-    edges(isPart, (d) => isPart(d) || file('qcuda/session.ts')(d)),
+    edges(isPart, (d) => isPart(d) || file('qcuda/session/session.ts')(d)),
     [],
   );
+});
+
+/** Files directly in a folder of src (not in its subfolders). */
+const filesIn = (dir: string) => [...graph.keys()].filter((f) => path.dirname(f) === path.join(src, dir)).map(rel);
+
+test('qcuda is laid out by concept: at most 10 files at its root, the rest in folders', (t) => {
+  const root = filesIn('qcuda');
+  t.true(root.length <= 10, root.join(', '));
 });
 
 test('qcuda imports neither the device registry nor the command line (they choose and inject its provider)', (t) => {

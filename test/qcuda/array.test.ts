@@ -579,7 +579,7 @@ test('hostile: array shapes, boxes past arrays and allocations, data that does n
 });
 
 test('through a session worker process (isolation): 2D copies with scattered data, arrays, objects', async (t) => {
-  const { IsolatedProvider } = await import('../../backend/src/qcuda/providers/isolated');
+  const { IsolatedProvider } = await import('../../backend/src/qcuda/workers/isolated');
   const { HostProvider } = await import('../../backend/src/qcuda/providers/host');
   const p = new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } });
   t.teardown(() => p.close());

@@ -3,7 +3,7 @@
 // deferred posted work and its byte limit, event gates, and what reset and
 // close do to marks, gates and parked waits.
 import test from 'ava';
-import { Callbacks, MAX_CALLBACKS, MAX_WAITERS, type Reached } from '../../backend/src/qcuda/callbacks';
+import { Callbacks, MAX_CALLBACKS, MAX_WAITERS, type Reached } from '../../backend/src/qcuda/session/callbacks';
 import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
 import { QCUDA_STREAM_LEGACY, Status } from '../../backend/src/qcuda/proto';
 

@@ -1,4 +1,4 @@
-// The backend <-> worker channel (providers/channel.ts) on a real socketpair:
+// The backend <-> worker channel (workers/channel.ts) on a real socketpair:
 // order, values V8 serializes, raw frames among them, fds, messages far
 // larger than the socket buffer (partial writes and reads), and a peer that
 // sends garbage; and the raw frames' codec (worker-messages.ts).
@@ -6,8 +6,8 @@ import { isDeepStrictEqual } from 'node:util';
 import test from 'ava';
 import { native } from '../../backend/src/sys/native';
 import { Fd } from '../../backend/src/sys/fd';
-import { Channel } from '../../backend/src/qcuda/providers/channel';
-import { decodeFast, encodeCopy, encodeDone, Fast } from '../../backend/src/qcuda/providers/worker-messages';
+import { Channel } from '../../backend/src/qcuda/workers/channel';
+import { decodeFast, encodeCopy, encodeDone, Fast } from '../../backend/src/qcuda/workers/worker-messages';
 
 function pair() {
   const [a, b] = native.socketPair();

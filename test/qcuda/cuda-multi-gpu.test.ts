@@ -11,9 +11,9 @@ import test, { type ExecutionContext } from 'ava';
 import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
 import { Cmd } from '../../backend/src/qcuda/proto';
-import { parseGpus } from '../../backend/src/qcuda/providers';
+import { parseGpus } from '../../backend/src/qcuda/choose-provider';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
-import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
+import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
 import { started } from '../helpers';
 import { QcudaClient } from './client';
@@ -136,7 +136,7 @@ test("device properties: what qcuda does not serve reads 0 whatever the GPU says
 });
 
 test('the cuda provider on a list of GPUs: guest device i is the i-th listed, each its own properties', async (t) => {
-  const { createCudaProvider } = await import('../../backend/src/qcuda/providers/cuda');
+  const { createCudaProvider } = await import('../../backend/src/qcuda/providers/cuda/cuda');
   const p = await createCudaProvider([1, 0]);
   t.teardown(() => p.close());
   t.is(p.deviceCount(), 2);

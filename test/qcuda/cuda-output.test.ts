@@ -115,9 +115,9 @@ test("on a driver that prints like NVIDIA's, device output reaches the right con
 // lines with control characters in them.
 const FLOOD_CHILD = `
 const fs = require('fs');
-const { createCudaProvider } = require(process.env.DIST + '/backend/src/qcuda/providers/cuda.js');
-const { Session, vmShared } = require(process.env.DIST + '/backend/src/qcuda/session.js');
-const { DEFAULT_LIMITS } = require(process.env.DIST + '/backend/src/qcuda/limits.js');
+const { createCudaProvider } = require(process.env.DIST + '/backend/src/qcuda/providers/cuda/cuda.js');
+const { Session, vmShared } = require(process.env.DIST + '/backend/src/qcuda/session/session.js');
+const { DEFAULT_LIMITS } = require(process.env.DIST + '/backend/src/qcuda/quota/limits.js');
 const { LogLimiter } = require(process.env.DIST + '/backend/src/sys/log-limiter.js');
 (async () => {
   const p = await createCudaProvider(0, { captureOutput: true });

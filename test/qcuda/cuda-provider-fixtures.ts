@@ -10,7 +10,7 @@ import path from 'node:path';
 import { native } from '../../backend/src/sys/native';
 import { CudaError } from '../../backend/src/qcuda/cuda-error';
 import type { GuestSeg, ProviderContext } from '../../backend/src/qcuda/provider';
-import { createCudaProvider, type CudaProvider } from '../../backend/src/qcuda/providers/cuda';
+import { createCudaProvider, type CudaProvider } from '../../backend/src/qcuda/providers/cuda/cuda';
 import { prng } from '../helpers';
 
 export const MiB = 1 << 20;

@@ -9,8 +9,8 @@ import path from 'node:path';
 import { native } from '../../backend/src/sys/native';
 import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
 import type { ProviderContext } from '../../backend/src/qcuda/provider';
-import { createCudaProvider } from '../../backend/src/qcuda/providers/cuda';
-import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
+import { createCudaProvider } from '../../backend/src/qcuda/providers/cuda/cuda';
+import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { prng, promised } from '../helpers';
 import { kernelsFatbin, MiB, provider, rejectsWith } from './cuda-provider-fixtures';
 
@@ -219,7 +219,7 @@ export function hardeningTests(): void {
     'module loads: what a load takes is measured; a 100-byte PTX with an 8 GiB .global is refused before it reaches the driver',
     async (t) => {
       const ptx = Buffer.from('.version 8.0\n.target sm_80\n.address_size 64\n.global .b8 big[8589934592];\n');
-      const { checkImage } = await import('../../backend/src/qcuda/module-image');
+      const { checkImage } = await import('../../backend/src/qcuda/modules/module-image');
       t.is(checkImage(new Uint8Array(ptx)).globalBytes, 8n << 30n, 'the estimate sees it');
       const x = await provider.openContext(0);
       try {
@@ -265,7 +265,7 @@ export function hardeningTests(): void {
     async (t) => {
       const image = kernelsFatbin(t);
       if (!image) return;
-      const { checkImage } = await import('../../backend/src/qcuda/module-image');
+      const { checkImage } = await import('../../backend/src/qcuda/modules/module-image');
       const local = await createCudaProvider(0);
       const iso = new IsolatedProvider(local, { worker: { kind: 'cuda', gpu: 0 } });
       try {

@@ -2,7 +2,7 @@
 // polled on the JS thread, several contexts at once.
 import test from 'ava';
 import { BusyPoll } from '../../backend/src/sys/busy-poll';
-import { cudaNative } from '../../backend/src/qcuda/providers/native-cuda';
+import { cudaNative } from '../../backend/src/qcuda/providers/cuda/native-cuda';
 import { promised } from '../helpers';
 import { ctx, fill, mapRam, MiB, provider, ram, same, seg, whileTicking } from './cuda-provider-fixtures';
 

@@ -9,9 +9,9 @@
 // RAM (cuda-provider-fixtures.ts); a file of its own per subject would leave
 // ava a file without tests where there is no GPU.
 import test from 'ava';
-import { cudaNative } from '../../backend/src/qcuda/providers/native-cuda';
+import { cudaNative } from '../../backend/src/qcuda/providers/cuda/native-cuda';
 import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
-import { cudaAvailable, createCudaProvider } from '../../backend/src/qcuda/providers/cuda';
+import { cudaAvailable, createCudaProvider } from '../../backend/src/qcuda/providers/cuda/cuda';
 import { openGpu, realDriver } from './cuda-provider-fixtures';
 import { memoryTests } from './cuda-provider-memory';
 import { streamTests } from './cuda-provider-streams';

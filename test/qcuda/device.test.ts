@@ -5,8 +5,8 @@
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import type { VmLimits } from '../../backend/src/qcuda/limits';
-import type { ModuleCache } from '../../backend/src/qcuda/module-cache';
+import type { VmLimits } from '../../backend/src/qcuda/quota/limits';
+import type { ModuleCache } from '../../backend/src/qcuda/modules/module-cache';
 import { hostProvider, type HostProvider } from '../../backend/src/qcuda/providers/host';
 import {
   Cmd,
@@ -23,7 +23,7 @@ import {
   Status,
   type StructName,
 } from '../../backend/src/qcuda/proto';
-import { MAX_PENDING_UPLOADS } from '../../backend/src/qcuda/session-modules';
+import { MAX_PENDING_UPLOADS } from '../../backend/src/qcuda/session/session-modules';
 import { GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { prng, randomBytes, started, until } from '../helpers';
 import { QcudaClient } from './client';
@@ -526,7 +526,7 @@ test('module images cross once per VM: MODULE_FIND stages an image loaded before
 });
 
 test('the module cache keeps at most its bound in bytes, the least recently used going first', async (t) => {
-  const { ModuleCache } = await import('../../backend/src/qcuda/module-cache');
+  const { ModuleCache } = await import('../../backend/src/qcuda/modules/module-cache');
   const { createHash } = await import('node:crypto');
   const m = new ModuleCache(1000n);
   const img = (b: number, n: number) => new Uint8Array(n).fill(b);
@@ -653,7 +653,7 @@ test('module, function, variable and launch requests with bad lengths or handles
 // provider's method: answered in process and through a session's worker.
 for (const where of ['in process', 'in a worker'] as const) {
   test(`stream priority range, a stream's priority (clamped), L2 persistence reset: ${where}`, async (t) => {
-    const { IsolatedProvider } = await import('../../backend/src/qcuda/providers/isolated');
+    const { IsolatedProvider } = await import('../../backend/src/qcuda/workers/isolated');
     const { HostProvider } = await import('../../backend/src/qcuda/providers/host');
     const provider =
       where === 'in a worker' ? new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } }) : hostProvider;

@@ -10,7 +10,7 @@
 import fs from 'node:fs';
 import { native } from '../../backend/src/sys/native';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
-import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
+import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 
 interface Probe {
   openMem(pid: number): number;

@@ -12,8 +12,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import type { VmLimits } from '../../backend/src/qcuda/limits';
-import { checkImage } from '../../backend/src/qcuda/module-image';
+import type { VmLimits } from '../../backend/src/qcuda/quota/limits';
+import { checkImage } from '../../backend/src/qcuda/modules/module-image';
 import type { Provider, ProviderContext } from '../../backend/src/qcuda/provider';
 import { HostProvider, hostProvider } from '../../backend/src/qcuda/providers/host';
 import { Cmd, encode, QCUDA_MAX_BATCH, QCUDA_STREAM_LEGACY, Status } from '../../backend/src/qcuda/proto';
@@ -32,8 +32,8 @@ const it = ON_GPU ? test.serial : test;
 
 async function gpuProvider(t: ExecutionContext): Promise<Provider | undefined> {
   if (!ON_GPU) return undefined;
-  const { createCudaProvider } = await import('../../backend/src/qcuda/providers/cuda');
-  const { IsolatedProvider } = await import('../../backend/src/qcuda/providers/isolated');
+  const { createCudaProvider } = await import('../../backend/src/qcuda/providers/cuda/cuda');
+  const { IsolatedProvider } = await import('../../backend/src/qcuda/workers/isolated');
   const p = new IsolatedProvider(await createCudaProvider(0), { worker: { kind: 'cuda', gpu: 0 } });
   t.teardown(() => p.close());
   return p;

@@ -1,6 +1,6 @@
 // Module images made by hand for the tests of module-image.ts and of what
 // a load counts: cubin-like ELF images, fat binaries, PTX text.
-import { FATBIN_MAGIC } from '../../backend/src/qcuda/module-image';
+import { FATBIN_MAGIC } from '../../backend/src/qcuda/modules/module-image';
 
 /**
  * A minimal ELF64 cubin-like image: a NOBITS .nv.global of `globals` bytes,

@@ -12,7 +12,7 @@
 // is started with, which these tests set and restore around that start.
 import test, { type ExecutionContext } from 'ava';
 import { Cmd, QCUDA_VMM_ACCESS_RW, QCUDA_VMM_GRANULARITY } from '../../backend/src/qcuda/proto';
-import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
+import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { alive, tick, until } from '../helpers';
 import type { QcudaClient } from './client';
 import { cudaOwnQueues, cudaWorkers, PROVIDERS, sharingVm, type MakeProvider } from './sharing-vm';

@@ -8,7 +8,7 @@
 import test from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import { IpcService, type IpcAsk } from '../../backend/src/qcuda/ipc-remote';
+import { IpcService, type IpcAsk } from '../../backend/src/qcuda/ipc/ipc-remote';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { started } from '../helpers';
 import { QcudaClient } from './client';

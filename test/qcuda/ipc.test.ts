@@ -13,7 +13,7 @@ import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { Cmd } from '../../backend/src/qcuda/proto';
 import type { Provider } from '../../backend/src/qcuda/provider';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
-import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
+import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import type { QcudaClient } from './client';
 import { PROVIDERS, sharingVm, type GuestView, type MakeProvider } from './sharing-vm';
 

@@ -12,7 +12,7 @@ import { native } from '../../backend/src/sys/native';
 import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
 import type { GuestSeg, ProviderContext } from '../../backend/src/qcuda/provider';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
-import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
+import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { alive, promised, tmpDir, until } from '../helpers';
 
 const MIB = 1 << 20;
@@ -334,7 +334,7 @@ function environOf(pid: number): Map<string, string> {
 async function backendWithWorker(env: NodeJS.ProcessEnv) {
   const script = `
     const { HostProvider } = require(${JSON.stringify(require.resolve('../../backend/src/qcuda/providers/host'))});
-    const { IsolatedProvider } = require(${JSON.stringify(require.resolve('../../backend/src/qcuda/providers/isolated'))});
+    const { IsolatedProvider } = require(${JSON.stringify(require.resolve('../../backend/src/qcuda/workers/isolated'))});
     const p = new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } });
     p.openContext(0).then(() => console.log(p.workerPids[0]));
     process.stdin.resume();
@@ -381,7 +381,7 @@ test("workers load modules eagerly and JIT-cache in a 0700 directory of their ba
 test('workers end when the backend process is killed (their channel closes)', async (t) => {
   const script = `
     const { HostProvider } = require(${JSON.stringify(require.resolve('../../backend/src/qcuda/providers/host'))});
-    const { IsolatedProvider } = require(${JSON.stringify(require.resolve('../../backend/src/qcuda/providers/isolated'))});
+    const { IsolatedProvider } = require(${JSON.stringify(require.resolve('../../backend/src/qcuda/workers/isolated'))});
     const p = new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } });
     Promise.all([p.openContext(0), p.openContext(0)]).then(() => console.log(p.workerPids.join(' ')));
     setInterval(() => undefined, 1000);`;

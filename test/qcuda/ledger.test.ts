@@ -1,4 +1,4 @@
-// The VM's budgets in shared memory (qcuda/limits.ts Ledger,
+// The VM's budgets in shared memory (qcuda/quota/limits.ts Ledger,
 // addon/src/ledger.cc): processes taking from one budget at once never pass
 // its limit, what a killed holder held is given back, and a process that dies
 // holding the ledger's lock leaves it repaired for the next one. A hostile
@@ -8,7 +8,7 @@
 import test from 'ava';
 import { spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
-import { Budget, Ledger, Share } from '../../backend/src/qcuda/limits';
+import { Budget, Ledger, Share } from '../../backend/src/qcuda/quota/limits';
 import { CudaError } from '../../backend/src/qcuda/cuda-error';
 
 const MiB = 1n << 20n;

@@ -8,9 +8,9 @@
 // the destination's bounds or quota: each refused, nothing left held.
 import test, { type ExecutionContext } from 'ava';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import type { VmLimits } from '../../backend/src/qcuda/limits';
-import { StateWriter } from '../../backend/src/qcuda/providers/host/migration/format';
-import { hostState } from '../../backend/src/qcuda/providers/host/migration';
+import type { VmLimits } from '../../backend/src/qcuda/quota/limits';
+import { StateWriter } from '../../backend/src/qcuda/migration/format';
+import { hostState } from '../../backend/src/qcuda/migration';
 import { HostProvider, hostProvider, type HostContext, type HostProviderOptions } from '../../backend/src/qcuda/providers/host';
 import {
   Cmd,

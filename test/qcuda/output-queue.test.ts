@@ -3,7 +3,7 @@
 // say, the byte limit cutting a piece, the one note of a run of dropped bytes
 // and where in the stream it lands, empty pushes and reads, and close.
 import test from 'ava';
-import { MAX_SESSION_OUTPUT, OutputQueue } from '../../backend/src/qcuda/output';
+import { MAX_SESSION_OUTPUT, OutputQueue } from '../../backend/src/qcuda/session/output';
 import { QCUDA_OUTPUT_STDERR as ERR, QCUDA_OUTPUT_STDOUT as OUT } from '../../backend/src/qcuda/proto';
 
 const enc = (s: string) => new TextEncoder().encode(s);

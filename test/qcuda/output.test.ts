@@ -6,7 +6,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import { MAX_SESSION_OUTPUT } from '../../backend/src/qcuda/output';
+import { MAX_SESSION_OUTPUT } from '../../backend/src/qcuda/session/output';
 import type { OutputSink } from '../../backend/src/qcuda/provider';
 import { Cmd, QCUDA_CHUNK, QCUDA_OUTPUT_STDERR, QCUDA_OUTPUT_STDOUT, QCUDA_ST_OUTPUT, Status } from '../../backend/src/qcuda/proto';
 import { started } from '../helpers';

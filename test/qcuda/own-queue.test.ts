@@ -1,6 +1,6 @@
 // A session that keeps to a queue of its own (QCUDA_SESSION_OWN_QUEUE) has
 // that queue served by its worker process (qcuda-backend --own-queues;
-// providers/owned-queue.ts), here with host-provider workers: real child
+// workers/owned-queue.ts), here with host-provider workers: real child
 // processes serving a real ring. The backend answers only the SESSION_OPEN
 // there; the VM's quota is one across the backend and the workers (the
 // shared ledger); a closed session's queue comes back to the backend; a
@@ -9,10 +9,10 @@
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import type { VmLimits } from '../../backend/src/qcuda/limits';
+import type { VmLimits } from '../../backend/src/qcuda/quota/limits';
 import { Cmd, Status } from '../../backend/src/qcuda/proto';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
-import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
+import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { alive, started, until } from '../helpers';
 import { QcudaClient } from './client';
 

@@ -9,8 +9,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
-import { checkImage } from '../../backend/src/qcuda/module-image';
-import { ptxGlobalBytes } from '../../backend/src/qcuda/ptx-globals';
+import { checkImage } from '../../backend/src/qcuda/modules/module-image';
+import { ptxGlobalBytes } from '../../backend/src/qcuda/modules/ptx-globals';
 
 const HEAD = '//\n.version 8.0\n.target sm_90\n.address_size 64\n';
 const GiB8 = 8n << 30n;

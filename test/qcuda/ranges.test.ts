@@ -3,7 +3,7 @@
 // predicate, adjacent and empty ranges, and the top of the 64-bit space.
 // The set is meant for disjoint ranges (allocations, mappings, variables).
 import test from 'ava';
-import { RangeSet, type Range } from '../../backend/src/qcuda/ranges';
+import { RangeSet, type Range } from '../../backend/src/sys/ranges';
 
 interface Tagged extends Range {
   tag: string;

@@ -7,7 +7,7 @@
 // argv[3]: the kernels fatbin (peek).
 import fs from 'node:fs';
 import { native } from '../../backend/src/sys/native';
-import { createCudaProvider } from '../../backend/src/qcuda/providers/cuda';
+import { createCudaProvider } from '../../backend/src/qcuda/providers/cuda/cuda';
 
 const MARK = [0x1234, 0x5678, 0x9abc, 0xdef0];
 

@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
 import { hostProvider } from '../../backend/src/qcuda/providers/host';
-import { hostState } from '../../backend/src/qcuda/providers/host/migration';
+import { hostState } from '../../backend/src/qcuda/migration';
 import { Cmd, Status } from '../../backend/src/qcuda/proto';
 import { RestartSlot, RestartState, VhostUserServer } from '../../backend/src/vhost-user';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';

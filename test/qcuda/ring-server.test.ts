@@ -1,4 +1,4 @@
-// The ring server (providers/ring-server.ts, addon/src/cuda_ring_server.cc):
+// The ring server (workers/ring-server.ts, addon/src/cuda_ring_server.cc):
 // a session's worker, on the cuda provider, answers the short calls of a
 // round trip in C before its device sees them. Here with real cuda workers
 // on the fake driver (fixtures/fakecuda.c): the answers it gives are the

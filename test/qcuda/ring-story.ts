@@ -6,7 +6,7 @@ import type { ExecutionContext } from 'ava';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
 import { Cmd, encode, QCUDA_BATCH_ENDS_QUERY, QCUDA_BATCH_ENDS_SYNC, QCUDA_ST_OUTPUT } from '../../backend/src/qcuda/proto';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
-import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
+import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
 import { started } from '../helpers';
 import { frameBatch, QcudaClient } from './client';

@@ -7,7 +7,7 @@ import type { ExecutionContext } from 'ava';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
 import type { Provider } from '../../backend/src/qcuda/provider';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
-import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
+import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
 import { started } from '../helpers';
 import { QcudaClient } from './client';

@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import type { Provider } from '../../backend/src/qcuda/provider';
-import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
+import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { Cmd, QCUDA_VMM_ACCESS_RW, QCUDA_VMM_GRANULARITY } from '../../backend/src/qcuda/proto';
 import type { QcudaClient } from './client';
 import { cudaOwnQueues, PROVIDERS, sharingVm, type MakeProvider } from './sharing-vm';

@@ -9,10 +9,10 @@
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
 import { QcudaDevice } from '../../backend/src/qcuda/device';
-import type { VmLimits } from '../../backend/src/qcuda/limits';
+import type { VmLimits } from '../../backend/src/qcuda/quota/limits';
 import type { Provider } from '../../backend/src/qcuda/provider';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
-import { IsolatedProvider } from '../../backend/src/qcuda/providers/isolated';
+import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
 import { Cmd, QCUDA_VMM_ACCESS_RW, QCUDA_VMM_GRANULARITY } from '../../backend/src/qcuda/proto';
 import { started, until } from '../helpers';
@@ -124,7 +124,7 @@ test('on cuda workers (the fake driver): the same sequence, every step through t
 });
 
 test('on the cuda provider in this process (the fake driver, no worker to end with the context): a reset frees what VMM holds on the device', async (t) => {
-  const { createCudaProvider } = await import('../../backend/src/qcuda/providers/cuda');
+  const { createCudaProvider } = await import('../../backend/src/qcuda/providers/cuda/cuda');
   const provider = await createCudaProvider(0);
   t.teardown(() => provider.close());
   const { c } = await on(t, provider);

@@ -1,11 +1,11 @@
 // A session's worker letting go of a region of guest RAM
-// (providers/worker-regions.ts; security review 2, L3): its ring server's
+// (workers/worker-regions.ts; security review 2, L3): its ring server's
 // list of regions (the ring remapped from the table) must not name the
 // region by the time it is unregistered and unmapped, whether it leaves at
 // once, is held by a request in flight, or was displaced by a newer one;
 // and where the ring itself is not in the table, the server keeps no region.
 import test, { type ExecutionContext } from 'ava';
-import { dropRegion, remapRing } from '../../backend/src/qcuda/providers/worker-regions';
+import { dropRegion, remapRing } from '../../backend/src/qcuda/workers/worker-regions';
 import { Fd, MemoryTable, type GuestRegion } from '../../backend/src/vhost-user';
 import { GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { until } from '../helpers';

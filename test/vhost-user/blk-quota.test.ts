@@ -1,5 +1,5 @@
 // One live device memory budget for a VM's CUDA device and its GPU disks
-// (qcuda/vm-ledger.ts, docs/gpu-sharing.md "Memory shared live"): the real
+// (qcuda/quota/vm-ledger.ts, docs/gpu-sharing.md "Memory shared live"): the real
 // qcuda-backend programs of a `qcuda vm`, a qcuda device and a disk (on the
 // host provider and host store: no GPU), sharing the VM's ledger inherited
 // as fd 3, each with the quota on its own command line, driven by the test
@@ -17,8 +17,8 @@ import { PIECE } from '../../backend/src/devices/blk-store';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { Cmd } from '../../backend/src/qcuda/proto';
 import type { QcudaStatus } from '../../backend/src/qcuda/status';
-import { diskSlot, vmLedger } from '../../backend/src/qcuda/vm-ledger';
-import type { Ledger } from '../../backend/src/qcuda/limits';
+import { diskSlot, vmLedger } from '../../backend/src/qcuda/quota/vm-ledger';
+import type { Ledger } from '../../backend/src/qcuda/quota/limits';
 import { Frontend, GuestMemory, type GuestBuf } from '../../backend/src/vhost-user/frontend';
 import { alive, prng, randomBytes, tmpDir, until, KEEP_ROOT } from '../helpers';
 import { QcudaClient } from '../qcuda/client';

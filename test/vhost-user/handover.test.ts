@@ -8,7 +8,7 @@ import test, { type ExecutionContext } from 'ava';
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { EchoDevice, ECHO_TRAILER } from '../../backend/src/devices/echo';
-import { Channel } from '../../backend/src/qcuda/providers/channel';
+import { Channel } from '../../backend/src/qcuda/workers/channel';
 import { native } from '../../backend/src/vhost-user';
 import { InflightRecord, leftover } from '../../backend/src/vhost-user/inflight';
 import type { Frontend, Used } from '../../backend/src/vhost-user/frontend';

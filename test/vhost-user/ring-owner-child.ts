@@ -1,13 +1,13 @@
 // The other process of handover.test.ts: adopts a ring handed to it (as a
 // session's GPU worker will adopt its queue) and serves it with an echo
 // device, recording what it has in flight, until asked to hand it back.
-// Its parent talks to it over fd 3 (providers/channel.ts):
+// Its parent talks to it over fd 3 (workers/channel.ts):
 //   in:  { t: 'region', region } + fd   guest RAM to map
 //        { t: 'adopt', state, holdMs } + kick, call and in-flight record fds
 //        { t: 'detach' }                 hand the ring back and exit
 //   out: { t: 'adopted' }, { t: 'state', state, served } after detach
 import { EchoDevice } from '../../backend/src/devices/echo';
-import { Channel } from '../../backend/src/qcuda/providers/channel';
+import { Channel } from '../../backend/src/qcuda/workers/channel';
 import { EventFd, Fd } from '../../backend/src/vhost-user';
 import { InflightRecord } from '../../backend/src/vhost-user/inflight';
 import { MemoryTable } from '../../backend/src/vhost-user/memory';

@@ -1,4 +1,4 @@
-// The ring server (providers/ring-server.ts, addon/src/cuda_ring_server.cc)
+// The ring server (workers/ring-server.ts, addon/src/cuda_ring_server.cc)
 // behind a real guest, without a GPU: a TCG guest's CUDA programs, through
 // qcuda's guest library and driver on queues of their own, on the cuda
 // provider over the fake driver (test/qcuda/fixtures/fakecuda.c, whose

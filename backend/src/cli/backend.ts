@@ -6,10 +6,17 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { DEVICES, type DeviceOptions } from '../devices';
-import type { VmShared } from '../qcuda/session';
-import { DEFAULT_LIMITS, GPU_CONTEXT_OVERHEAD, type VmLimits } from '../qcuda/limits';
+import type { VmShared } from '../qcuda/session/session';
+import { DEFAULT_LIMITS, GPU_CONTEXT_OVERHEAD, type VmLimits } from '../qcuda/quota/limits';
 import { ShmBridge, shmOptions } from '../shm/bridge';
-import { DEFAULT_INLINE_WAIT_US, DEFAULT_POLL_US, hostDeviceCount, parseGpus, parseSize, type ProviderKind } from '../qcuda/providers';
+import {
+  DEFAULT_INLINE_WAIT_US,
+  DEFAULT_POLL_US,
+  hostDeviceCount,
+  parseGpus,
+  parseSize,
+  type ProviderKind,
+} from '../qcuda/choose-provider';
 import { MAX_HOST_DEVICES } from '../qcuda/providers/host';
 import { LogLimiter } from '../sys/log-limiter';
 import { StatusSocket } from '../sys/status-socket';

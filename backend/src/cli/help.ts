@@ -1,6 +1,6 @@
 // `qcuda help`: what each command does and its options (docs/operations.md
 // lists every option here: test/cli/docs.test.ts checks).
-import { GPU_CONTEXT_OVERHEAD } from '../qcuda/limits';
+import { GPU_CONTEXT_OVERHEAD } from '../qcuda/quota/limits';
 import { MAX_SHARES } from '../vm/shares';
 
 export const HELP = `Usage: qcuda <command> [options]

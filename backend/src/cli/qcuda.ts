@@ -7,7 +7,7 @@ import { readStatus } from '../sys/status-socket';
 import { domainXml } from '../vm/libvirt';
 import { qemuArgs } from '../vm/qemu-args';
 import { defaultStatusSocket, formatStatus, type BackendStatus } from './status';
-import { gpuProbe, hostDeviceCount, parseGpus, parseSize } from '../qcuda/providers';
+import { gpuProbe, hostDeviceCount, parseGpus, parseSize } from '../qcuda/choose-provider';
 import { chooseDiskStores } from './disk-store';
 import { MAX_HOST_DEVICES } from '../qcuda/providers/host';
 import { parseWeight } from '../qcuda/share/policy';

@@ -8,7 +8,7 @@
 // they use it; a piece never written reads as zeroes. Requests copy
 // straight between guest RAM (the request's segments) and the store.
 import type { DevPtr, GuestSeg, Provider, ProviderContext } from '../qcuda/provider';
-import type { Share } from '../qcuda/limits';
+import type { Share } from '../qcuda/quota/limits';
 
 /** A piece: few for a large disk, small enough to be granted and to take a quota in steps a guest's writes make. */
 export const PIECE = 64n << 20n;

@@ -1,15 +1,15 @@
 // The devices the backend command can serve.
 import os from 'node:os';
 import { QcudaDevice } from '../qcuda/device';
-import { Share, type VmLimits } from '../qcuda/limits';
-import { openDiskLedger, quotaBudget } from '../qcuda/vm-ledger';
+import { Share, type VmLimits } from '../qcuda/quota/limits';
+import { openDiskLedger, quotaBudget } from '../qcuda/quota/vm-ledger';
 import { Fd } from '../sys/fd';
-import type { VmShared } from '../qcuda/session';
-import { createProvider, DEFAULT_POLL_US, type ProviderKind } from '../qcuda/providers';
-import { hostState } from '../qcuda/providers/host/migration';
-import { IsolatedProvider } from '../qcuda/providers/isolated';
-import type { WorkerSandbox } from '../qcuda/providers/worker-messages';
-import { cudaEnv } from '../qcuda/providers/worker-env';
+import type { VmShared } from '../qcuda/session/session';
+import { createProvider, DEFAULT_POLL_US, type ProviderKind } from '../qcuda/choose-provider';
+import { hostState } from '../qcuda/migration';
+import { IsolatedProvider } from '../qcuda/workers/isolated';
+import type { WorkerSandbox } from '../qcuda/workers/worker-messages';
+import { cudaEnv } from '../qcuda/workers/worker-env';
 import { mpsEnv } from '../qcuda/share/mps';
 import type { VhostUserDevice } from '../vhost-user';
 import { BlkDevice } from './blk';
@@ -50,7 +50,7 @@ export interface DeviceOptions {
   log?: (line: string) => void;
   /**
    * qcuda and blk: the VM's ledger, inherited as this fd (made by `qcuda vm`,
-   * qcuda/vm-ledger.ts): the disk takes its device memory from the qcuda
+   * qcuda/quota/vm-ledger.ts): the disk takes its device memory from the qcuda
    * device's quota (memoryLimit, each process its own) as it is written.
    */
   ledgerFd?: number;

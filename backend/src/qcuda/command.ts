@@ -5,7 +5,7 @@
 import type { Now } from '../sys/now';
 import type { Decoded } from './proto';
 import type { GuestSeg, Provider } from './provider';
-import type { Session } from './session';
+import type { Session } from './session/session';
 import type { CALLS, CmdName, StructName } from './wire/protocol';
 
 /** The commands a session sends (the others the device answers itself). */

@@ -8,13 +8,13 @@ import type { MemoryTable, Reader, Request, StateSink, StateSource, Struct, Vhos
 import type { BatchEnding, Call, DeviceState, Result, Run, SessionCmd } from './command';
 import { COMMANDS, finishBatch, runGated } from './commands';
 import { CudaErr, CudaError } from './cuda-error';
-import { QueueDelegation, servedBy } from './delegation';
+import { QueueDelegation, servedBy } from './workers/delegation';
 import { LogLimiter } from '../sys/log-limiter';
 import type { BusyPoll } from '../sys/busy-poll';
 import { later, type Now } from '../sys/now';
 import { MAX_SAFE_BIG } from '../sys/numbers';
-import { DEFAULT_LIMITS, type VmLimits } from './limits';
-import { openVmLedger } from './vm-ledger';
+import { DEFAULT_LIMITS, type VmLimits } from './quota/limits';
+import { openVmLedger } from './quota/vm-ledger';
 import type { Fd } from '../sys/fd';
 import type { GuestAddresses, GuestSeg, Provider } from './provider';
 import {
@@ -32,7 +32,7 @@ import {
   QCUDA_ST_OUTPUT,
   Status,
 } from './proto';
-import { Session, vmShared, type VmShared } from './session';
+import { Session, vmShared, type VmShared } from './session/session';
 import { describeSession, sessionStatus, type QcudaStatus, type SessionStatus } from './status';
 import type { CallDecl, CmdName } from './wire/protocol';
 

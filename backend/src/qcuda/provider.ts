@@ -8,9 +8,9 @@ import type { Fd } from '../sys/fd';
 import type { Now } from '../sys/now';
 import type { MemRegion, RingState } from '../vhost-user';
 import { CudaErr, CudaError } from './cuda-error';
-import type { VmLimits } from './limits';
-import type { ModuleStore } from './module-cache';
-import type { IpcAnswerer } from './ipc-wire';
+import type { VmLimits } from './quota/limits';
+import type { ModuleStore } from './modules/module-cache';
+import type { IpcAnswerer } from './ipc/ipc-wire';
 import type { FieldInput, Fields } from './wire/layout';
 import { CALLS, type CallDecl, type CmdName, type HandleKind, type StructName, type STRUCTS } from './wire/protocol';
 
@@ -646,7 +646,7 @@ export interface Provider {
   pollWith?(poll: BusyPoll): void;
   /**
    * Starts a worker process that serves one session's own queue
-   * (providers/owned-queue.ts; fds: its kick, call, in-flight record and
+   * (workers/owned-queue.ts; fds: its kick, call, in-flight record and
    * the VM's ledger). Only a provider that runs each session in a worker
    * of its own has it: without, every queue is served by the backend.
    */
@@ -661,7 +661,7 @@ export interface Provider {
   close(): Promise<void>;
 }
 
-/** The JIT and link jobs of a provider's workers (providers/jit-jobs.ts). */
+/** The JIT and link jobs of a provider's workers (providers/cuda/jit-jobs.ts). */
 export interface JobWatch {
   /** Calls onStart at each job's start (the watch runs while any job does); returns what stops that. */
   listen(onStart: () => void): () => void;

@@ -1,13 +1,13 @@
 // What a qcuda device holds, as the status socket reports it and as the log
 // line of a closing session says it: one description of a session, used by both.
-import type { Session } from './session';
+import type { Session } from './session/session';
 
 export interface SessionStatus {
   /** The session id (hex), as the guest driver's SESSION_OPEN returned it. */
   id: string;
   /** Requests served for it. */
   calls: number;
-  /** Of those, the ones its worker's ring server answered in C (providers/ring-server.ts). */
+  /** Of those, the ones its worker's ring server answered in C (workers/ring-server.ts). */
   callsInC: number;
   /** Device memory it holds against the VM's quota, bytes. */
   deviceMemory: number;

@@ -14,7 +14,7 @@
 // a kick.
 import fs from 'node:fs';
 import path from 'node:path';
-import { parseSize } from '../qcuda/providers';
+import { parseSize } from '../qcuda/choose-provider';
 import { Fd, native, type Mapping } from '../vhost-user';
 import { DATA_OFFSET, Header, MIN_DATA_BYTES, RING_BYTES, State, type GuestWords } from './layout';
 import { Link } from './link';

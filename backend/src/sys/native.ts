@@ -6,7 +6,7 @@ import path from 'node:path';
 import { native as vhostUser, type Native as VhostUserNative } from '../vhost-user';
 
 /**
- * Budgets in shared memory (addon/src/ledger.cc; qcuda/limits.ts Ledger). Amounts are bigints from 0 to 2^63-1.
+ * Budgets in shared memory (addon/src/ledger.cc; qcuda/quota/limits.ts Ledger). Amounts are bigints from 0 to 2^63-1.
  * Each step takes the ledger's lock, and throws (code ETIMEDOUT) where another process keeps it for over a second.
  */
 export interface NativeLedger {

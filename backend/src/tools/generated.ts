@@ -6,7 +6,7 @@
 // them from CUDA's headers, guest-driver/libcuda/gen-libcuda.mjs.)
 import fs from 'node:fs';
 import path from 'node:path';
-import { launchRecordHeader } from '../qcuda/providers/launch-record';
+import { launchRecordHeader } from '../qcuda/providers/cuda/launch-record';
 import { callsHeader, contextCallsHeader, protoHeader } from '../qcuda/wire/gen-c';
 import { errtabSource, stubsSource } from './gen-cudart';
 import { unsupportedDoc } from './gen-unsupported';
@@ -17,7 +17,7 @@ export const GENERATED_FILES: Record<string, (root: string) => string> = {
   'guest-driver/include/qcuda_proto.h': protoHeader,
   'guest-driver/lib/qc_calls.h': callsHeader,
   'addon/src/context_calls.h': contextCallsHeader,
-  // From the launch record's field list (providers/launch-record.ts).
+  // From the launch record's field list (providers/cuda/launch-record.ts).
   'addon/src/launch_record.h': launchRecordHeader,
   // From NVIDIA's libcudart.so.13 and headers (CUDA_HOME).
   'guest-driver/lib/errtab.c': errtabSource,

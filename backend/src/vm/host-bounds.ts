@@ -12,7 +12,7 @@
 // CPUQuota=: packaging/systemd/qcuda-backend@.service).
 import fs from 'node:fs';
 import path from 'node:path';
-import { parseSize } from '../qcuda/providers';
+import { parseSize } from '../qcuda/choose-provider';
 
 /** What a VM's backends may use of the host together; 0: no bound of that kind. */
 export interface HostBounds {

@@ -3,7 +3,7 @@
 // device's memory. A guest finds the device by its PCI id and maps its
 // BAR 2, which is the region: a Windows guest through virtio-win's IVSHMEM
 // driver, a Linux guest at /sys/bus/pci/devices/BDF/resource2 (QCUDA_SHM).
-import { parseSize } from '../qcuda/providers';
+import { parseSize } from '../qcuda/choose-provider';
 
 /** The ivshmem device's PCI vendor:device (Red Hat's; QEMU's hw/misc/ivshmem-pci.c). */
 export const IVSHMEM_PCI_ID = '1af4:1110';

@@ -11,8 +11,8 @@ import path from 'node:path';
 import { makeSocketDir, type BackendUser } from './backend-user';
 import type { HostCgroup } from './host-bounds';
 import { childEnv } from '../sys/harden';
-import type { Ledger } from '../qcuda/limits';
-import { diskSlot, vmLedger } from '../qcuda/vm-ledger';
+import type { Ledger } from '../qcuda/quota/limits';
+import { diskSlot, vmLedger } from '../qcuda/quota/vm-ledger';
 import { cpio, type CpioEntry } from './cpio';
 import { DISK_APPEND, DiskImageError, prepareDiskImage, runArg, RUN_DISK_SERIAL } from './disk-image';
 import { qemuArgs, type QemuConfig } from './qemu-args';
@@ -54,7 +54,7 @@ export interface VmOptions extends VmMigrationOptions {
    * The VM's device memory quota (bytes; default none): the qcuda backend's
    * --device-memory-limit, and the GPU disks' (store gpu) too, which take
    * from it as they are written (one ledger shared by the backends:
-   * qcuda/vm-ledger.ts).
+   * qcuda/quota/vm-ledger.ts).
    */
   deviceMemoryLimit?: bigint;
   /**

@@ -16,8 +16,8 @@ import { CudaErr, CudaError } from '../cuda-error';
 import { ARRAY_CUBEMAP, ARRAY_FLAGS, ARRAY_LAYERED, ARRAY_SURFACE_LDST, elementSize, levelDesc } from '../cuda-formats';
 import { QCUDA_MEM_ARRAY, QCUDA_MEM_HOST, QCUDA_MEM_LINEAR } from '../proto';
 import type { ArrayDesc, Extent, HostBlock, Place, Pos, TexDesc, TexResource } from '../provider';
-import type { Session } from '../session';
-import type { SessionArray } from '../session-objects';
+import type { Session } from '../session/session';
+import type { SessionArray } from '../session/session-objects';
 
 /** Sizes and positions past this are refused (no real copy comes near; bigint math stays exact anyway). */
 const BIG = 1n << 48n;

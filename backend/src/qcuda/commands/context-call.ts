@@ -7,7 +7,7 @@ import type { Call, Result, Run } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
 import { encode } from '../proto';
 import type { ProviderContext } from '../provider';
-import type { Session } from '../session';
+import type { Session } from '../session/session';
 import { then, type Now } from '../../sys/now';
 import { CALLS, type CallDecl, type CmdName, type ContextDecl, type HandleKind } from '../wire/protocol';
 

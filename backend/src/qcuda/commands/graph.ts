@@ -26,9 +26,9 @@ import {
   type Decoded,
 } from '../proto';
 import type { GraphNodeSpec, GraphSpec } from '../provider';
-import type { Session } from '../session';
+import type { Session } from '../session/session';
 import { MAX_CLUSTER_BLOCKS } from './launch';
-import { MAX_COND_HANDLES, type SessionGraph } from '../session-objects';
+import { MAX_COND_HANDLES, type SessionGraph } from '../session/session-objects';
 
 const NODE_BYTES = LAYOUT.qcuda_graph_node.size;
 const EDGE_BYTES = LAYOUT.qcuda_graph_edge.size;

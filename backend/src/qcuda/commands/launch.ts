@@ -4,7 +4,7 @@ import type { Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
 import { decode, LAYOUT, QCUDA_LAUNCH_COOPERATIVE, QCUDA_MAX_CLUSTER_BLOCKS, Status, type Decoded } from '../proto';
 import type { LaunchDesc } from '../provider';
-import type { Session } from '../session';
+import type { Session } from '../session/session';
 
 /** Bytes of the launch arguments struct, after which its parameters follow. */
 const LAUNCH_ARGS = LAYOUT.qcuda_args_launch.size;

@@ -4,7 +4,7 @@
 import { checkFuncAttr, OCCUPANCY_FLAGS } from '../attrs';
 import type { Call, Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
-import { checkImage } from '../module-image';
+import { checkImage } from '../modules/module-image';
 import { encode, LAYOUT, QCUDA_MAX_NAME, QCUDA_MAX_PARAMS, QCUDA_NUM_FUNC_ATTRS } from '../proto';
 
 /** The NUL-terminated name of a qcuda_args_symbol. */

@@ -7,9 +7,9 @@ import type { Call, Runs } from '../command';
 import { CudaErr, CudaError } from '../cuda-error';
 import { encode, QCUDA_VMM_ACCESS_RW } from '../proto';
 import type { ProviderContext } from '../provider';
-import type { Session } from '../session';
-import { checkSpan, GRANULARITY, MAX_VMM_ALIGNMENT, type VmmFreed } from '../vmm';
-import type { VmmShareBook } from '../vmm-share';
+import type { Session } from '../session/session';
+import { checkSpan, GRANULARITY, MAX_VMM_ALIGNMENT, type VmmFreed } from '../vmm/vmm';
+import type { VmmShareBook } from '../vmm/vmm-share';
 
 /**
  * Frees allocations a release or an unmap left unused, then gives their

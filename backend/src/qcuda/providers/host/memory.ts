@@ -4,7 +4,7 @@
 // (guest memory mapped for the device, VMM mappings).
 import { CudaErr, CudaError } from '../../cuda-error';
 import type { DevPtr, HostPiece, VmmRef } from '../../provider';
-import { RangeSet, type Range } from '../../ranges';
+import { RangeSet, type Range } from '../../../sys/ranges';
 import { MAX_SAFE_BIG } from '../../../sys/numbers';
 
 /**
