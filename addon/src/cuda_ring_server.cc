@@ -10,16 +10,20 @@
 // same way and at once:
 //  - the chain walks as chain.ts walks it (the same rules; a chain of more
 //    than GuestRing::kMaxBufs buffers is left to JavaScript; guest_ring.h);
-//  - the header and arguments, copied out of guest memory once, pass the
-//    dispatcher's checks (qcuda/device.ts) and the command's (ranges in the
-//    session's allocations, its functions, streams and events: the tables
-//    JavaScript keeps it told of, setAlloc/setFunc/setStream/setEvent);
+//  - the call is one of the table (ring_calls.h, generated from the calls'
+//    declarations: RingDecl in backend/src/qcuda/wire/protocol.ts), which
+//    says how each is served and what is checked of it; its header and
+//    arguments, copied out of guest memory once, pass the dispatcher's
+//    checks (qcuda/device.ts) and the command's (its handles the session's
+//    functions, streams and events, its range in one of its allocations:
+//    the tables JavaScript keeps it told of, setAlloc/setFunc/setStream/setEvent);
 //  - the call cannot block for long: a synchronize (of the device, a stream
 //    or an event) only once what it waits for is done (polled for the
-//    inline wait), a copy of at most kMaxCopy bytes only on an idle stream
-//    (from pinned memory, or pageable guest RAM, which the driver stages at
-//    once at that size: kMaxInlinePageableCopy), a launch only below the launch bound
-//    (kInlineLaunchBound); an event query never waits.
+//    inline wait), a copy of at most its declared maxData bytes only on an
+//    idle stream (from pinned memory, or pageable guest RAM, which the
+//    driver stages at once at that size: kMaxInlinePageableCopy), a launch
+//    only below the launch bound (kInlineLaunchBound); an event query never
+//    waits.
 // Anything else, a bad request included, is left where it is and serve()
 // returns kHandOff: JavaScript takes it, and answers it (or its error)
 // exactly as before. The calls run through the same run phases as the
@@ -75,14 +79,13 @@
 #include "cuda_ring_server.h"
 #include "guest_ring.h"
 #include "qcuda_proto.h"
+#include "ring_calls.h"
 #include "share_table.h"
 #include "vhost-user/typed_view.h"
 
 namespace qcuda::cuda {
 namespace {
 
-/** The largest copy served here: its wait, on an idle stream, is microseconds. */
-constexpr uint64_t kMaxCopy = 64 * 1024;
 /** Largest integer JavaScript's checks hold exactly (device.ts: MAX_SAFE_BIG). */
 constexpr uint64_t kMaxSafe = (1ull << 53) - 1;
 constexpr size_t kReq = sizeof(qcuda_req_hdr), kResp = sizeof(qcuda_resp_hdr);
@@ -109,10 +112,10 @@ uint64_t NowNs() {
   return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
 }
 
-/** Posted work checked and ready to run: a launch (its parameters in the server's copy of the request; LAUNCH_EX's
- * cluster and flags in extras) or an event record. */
+/** Posted work checked and ready to run: a launch (its parameters in the server's copy of the request; a cluster
+ * launch's cluster and flags in extras) or an event record. */
 struct Posted {
-  uint32_t cmd;
+  ring::Serves serves;
   LaunchHeader header;
   uint8_t *params;
   uint32_t event, stream;
@@ -124,22 +127,27 @@ static_assert(offsetof(qcuda_args_launch_ex, param_bytes) == offsetof(qcuda_args
                   offsetof(qcuda_args_launch_ex, cluster) == sizeof(qcuda_args_launch),
               "qcuda_args_launch_ex extends qcuda_args_launch");
 
+/** The session's objects a request's handle arguments name (ring::Call.handles), as the context's ids. */
+struct Operands {
+  uint32_t stream = 0, event = 0, func = 0;
+};
+
 /** A call checked and ready to run: what it runs, and what its answer says. */
 struct Plan {
-  uint32_t cmd = 0;
+  const ring::Call *call = nullptr;  // its row of the table (ring_calls.h)
   Job job;                   // the run phase's job (its outcome is the status; a batch's: its launches' first failure)
   Job records;               // a batch's event records and cluster launches (their first failure, the entry's own)
   int64_t failedEntry = -1;  // and which entry that was
   bool flushes = false;      // a point where CUDA flushes device output
   uint64_t dataOut = 0;      // bytes the answer carries on success
   uint64_t value = 0;        // the answer's value
-  // The call's operands, decided by the checks (stream and event: the context's ids).
+  // The call's operands, decided by the checks.
   uint64_t ptr = 0;
-  uint32_t stream = 0, event = 0;
+  Operands ops;
   std::vector<Seg> segs;
-  // A batch's ending synchronize or query (0: none) and its argument bytes in the server's copy (its operands: stream,
-  // event).
-  uint32_t endCmd = 0;
+  // A batch's ending synchronize or query (nullptr: none) and its argument bytes in the server's copy (its operands in
+  // ops).
+  const ring::Call *end = nullptr;
   const uint8_t *endArgs = nullptr;
   uint32_t endLen = 0;
 };
@@ -375,7 +383,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     p.job.env = State(env);
     cu::api().CtxSetCurrent(core_->ctx);
     if (!Check(p)) return Stop::kHandOff;
-    if (gate_ && Posts(p.cmd) && !gate_->Admit(NowNs())) return Stop::kHandOff;
+    if (gate_ && p.call->posts && !gate_->Admit(NowNs())) return Stop::kHandOff;
     // Taken: from here the request is answered here, whatever the driver
     // says, or (a batch's ending synchronize that would wait) left to JavaScript.
     ring_.Took(head);
@@ -384,16 +392,16 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     // failed launch is the session's async error (late); a failed event
     // record is its entry's failure, the reply's value and status.
     int late = 0;
-    if (p.cmd == QCUDA_CMD_BATCH) {
+    if (p.call->serves == ring::Serves::kBatch) {
       late = p.job.rc == cu::kSuccess ? 0 : cu::ToCudaError(p.job.rc);
       const int failed = p.records.rc == cu::kSuccess ? 0 : cu::ToCudaError(p.records.rc);
       if (p.failedEntry >= 0) p.value = static_cast<uint64_t>(p.failedEntry);
-      if (p.endCmd != 0 && (late != 0 || failed != 0 || !EndBatch(p))) {
+      if (p.end != nullptr && (late != 0 || failed != 0 || !EndBatch(p))) {
         left_ = std::make_unique<Left>(
-            Left{head, p.endCmd, std::vector<uint8_t>(p.endArgs, p.endArgs + p.endLen), p.value, failed, late});
+            Left{head, p.end->cmd, std::vector<uint8_t>(p.endArgs, p.endArgs + p.endLen), p.value, failed, late});
         return Stop::kLeft;
       }
-      if (p.endCmd == 0) p.job.rc = p.records.rc;
+      if (p.end == nullptr) p.job.rc = p.records.rc;
     }
     if (gate_ && Syncs(p)) gate_->Synced(NowNs());
     uint32_t status = p.job.rc == cu::kSuccess ? 0 : static_cast<uint32_t>(cu::ToCudaError(p.job.rc));
@@ -420,52 +428,44 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     return output ? Stop::kOutput : Stop::kServedOne;
   }
 
-  /** Whether cmd posts work to the GPU (declared gpu: 'posts' in wire/protocol.ts, of the calls served here). */
-  static bool Posts(uint32_t cmd) {
-    return cmd == QCUDA_CMD_LAUNCH || cmd == QCUDA_CMD_BATCH || cmd == QCUDA_CMD_MEMCPY_HTOD ||
-           cmd == QCUDA_CMD_MEMCPY_DTOH;
-  }
-
-  /** Whether cmd is a synchronize (of the device, a stream or an event). */
-  static bool IsSync(uint32_t cmd) {
-    return cmd == QCUDA_CMD_DEVICE_SYNC || cmd == QCUDA_CMD_STREAM_SYNC || cmd == QCUDA_CMD_EVENT_SYNC;
-  }
-
   /** Whether the answered call waited for the process's posted work (share/commands.ts syncs): a synchronize, or a
    * batch ending in one (not one ending in a query: its work may still run). */
-  static bool Syncs(const Plan &p) { return IsSync(p.cmd) || (p.cmd == QCUDA_CMD_BATCH && IsSync(p.endCmd)); }
+  static bool Syncs(const Plan &p) {
+    return p.call->syncs || (p.call->serves == ring::Serves::kBatch && p.end != nullptr && p.end->syncs);
+  }
 
   /** A batch's ending call, once its posted work ran: true (its outcome in p.job) if it returned within the inline
    * wait, as a query always does (not done yet is its answer, cudaErrorNotReady; the reply's value, posted work's
    * failure, is 0: one that failed is left to JavaScript). */
   bool EndBatch(Plan &p) {
-    if (p.endCmd == QCUDA_CMD_EVENT_QUERY) {
-      if (!RunEventQuery(p.job, p.event) && p.job.rc == cu::kSuccess) p.job.rc = cu::kNotReady;
+    if (p.end->serves == ring::Serves::kQuery) {
+      if (!RunEventQuery(p.job, p.ops.event) && p.job.rc == cu::kSuccess) p.job.rc = cu::kNotReady;
       p.value = 0;
       return true;
     }
-    if (!Sync(p, p.endCmd)) return false;
+    if (!Sync(p, *p.end)) return false;
     if (p.job.wait) p.job.wait(p.job);
     p.flushes = true;
     return true;
   }
 
   /**
-   * The run phase of synchronizing command cmd (on p's stream or event);
-   * true if its wait would return at once, polled for the inline wait (the
-   * wait itself is the caller's to run).
+   * The run phase of synchronize k (of the device, or p's stream or event,
+   * as its handle says); true if its wait would return at once, polled for
+   * the inline wait (the wait itself is the caller's to run).
    */
-  bool Sync(Plan &p, uint32_t cmd) {
+  bool Sync(Plan &p, const ring::Call &k) {
     Job &j = p.job;
-    switch (cmd) {
-      case QCUDA_CMD_DEVICE_SYNC:
+    if (k.serves != ring::Serves::kSync) return false;
+    switch (k.handles[0].kind) {
+      case ring::Kind::kNone:
         RunSynchronize(j);
         break;
-      case QCUDA_CMD_STREAM_SYNC:
-        RunStreamSynchronize(j, p.stream);
+      case ring::Kind::kStream:
+        RunStreamSynchronize(j, p.ops.stream);
         break;
-      case QCUDA_CMD_EVENT_SYNC:
-        RunEventSynchronize(j, p.event);
+      case ring::Kind::kEvent:
+        RunEventSynchronize(j, p.ops.event);
         break;
       default:
         return false;
@@ -513,6 +513,13 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     return cu::api().StreamQuery(s) == cu::kSuccess;
   }
 
+  /**
+   * The request at the chain, checked as the dispatcher (device.ts) and the
+   * call's own checks would take it: only a call of the table (ring_calls.h),
+   * sent on its own, with its argument bytes, no data unless it moves some
+   * (then checked by its kind), its handles the session's and its range in
+   * one of its allocations; then what its kind checks.
+   */
   bool Check(Plan &p) {
     const Chain &c = chain_;
     if (c.readableBytes < kReq || c.writableBytes < kResp) return false;
@@ -521,83 +528,105 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     if (h.session != session_ || h.len > QCUDA_MAX_ARGS) return false;
     args_.resize(h.len);
     if (!Gather(c.readable, kReq, args_.data(), h.len)) return false;
-    p.cmd = h.cmd;
-    switch (h.cmd) {
-      case QCUDA_CMD_DEVICE_SYNC:
-        return h.len == 0 && NoData(h) && c.readableBytes == kReq && CheckSync(p);
-      case QCUDA_CMD_STREAM_SYNC:
-        return HandleArgs(h) && StreamOf(Handle(), &p.stream) && CheckSync(p);
-      case QCUDA_CMD_EVENT_SYNC:
-      case QCUDA_CMD_EVENT_QUERY:
-        return HandleArgs(h) && IdOf(events_, Handle(), &p.event) && (h.cmd == QCUDA_CMD_EVENT_QUERY || CheckSync(p));
-      case QCUDA_CMD_MEMCPY_HTOD:
-      case QCUDA_CMD_MEMCPY_DTOH:
-        return h.len == sizeof(qcuda_args_memcpy) && CheckCopy(p, h);
-      case QCUDA_CMD_LAUNCH:
+    const ring::Call *k = ring::Find(h.cmd);
+    if (k == nullptr || !k->alone || !Fits(*k, h.len)) return false;
+    if (k->data == ring::Data::kNone && (!NoData(h) || c.readableBytes != kReq + h.len)) return false;
+    p.call = k;
+    switch (k->serves) {
+      case ring::Serves::kSync:
+        return Resolve(*k, args_.data(), &p.ops) && CheckSync(p);
+      case ring::Serves::kQuery:
+        return Resolve(*k, args_.data(), &p.ops);
+      case ring::Serves::kCopy:
+        return CheckCopy(p, h);
+      case ring::Serves::kLaunch:
         posted_.clear();
-        return h.len >= sizeof(qcuda_args_launch) && NoData(h) && c.readableBytes == kReq + h.len &&
-               PlanLaunch(args_.data(), h.len) && Backlog(1);
-      case QCUDA_CMD_BATCH:
-        return h.len == sizeof(qcuda_args_batch) && CheckBatch(p, h);
+        return PlanPosted(*k, args_.data(), h.len) && Backlog(1);
+      case ring::Serves::kBatch:
+        return CheckBatch(p, h);
       default:
-        return false;
+        return false;  // the rest only in a batch (RingDecl.batchOnly)
     }
   }
 
   static bool NoData(const qcuda_req_hdr &h) { return h.data_len == 0 && h.data_offset == 0; }
 
-  /** A request whose arguments are one handle (qcuda_args_handle), and nothing else. */
-  bool HandleArgs(const qcuda_req_hdr &h) const {
-    return h.len == sizeof(qcuda_args_handle) && NoData(h) && chain_.readableBytes == kReq + h.len;
+  /** Whether len argument bytes are what call k takes: its struct's, or at least those where more may follow. */
+  static bool Fits(const ring::Call &k, uint64_t len) { return k.varArgs ? len >= k.args : len == k.args; }
+
+  static uint64_t U64At(const uint8_t *args, uint32_t offset) {
+    uint64_t v;
+    std::memcpy(&v, args + offset, sizeof v);
+    return v;
   }
-  uint64_t Handle() const {
-    qcuda_args_handle a;
-    std::memcpy(&a, args_.data(), sizeof a);
-    return a.handle;
+
+  /** Each handle argument of call k (in args, which Fits k) one of the session's, as the context's id in o. */
+  bool Resolve(const ring::Call &k, const uint8_t *args, Operands *o) const {
+    for (const ring::Handle &h : k.handles) {
+      if (h.kind == ring::Kind::kNone) continue;
+      const uint64_t v = U64At(args, h.offset);
+      const bool known = h.kind == ring::Kind::kStream  ? StreamOf(v, &o->stream)
+                         : h.kind == ring::Kind::kEvent ? IdOf(events_, v, &o->event)
+                                                        : IdOf(funcs_, v, &o->func);
+      if (!known) return false;
+    }
+    return true;
   }
 
   /** A synchronize: only once what it waits for is done (polled for the inline wait); its wait then returns at once. */
   bool CheckSync(Plan &p) {
-    if (!Sync(p, p.cmd)) return false;
+    if (!Sync(p, *p.call)) return false;
     p.flushes = true;
     return true;
   }
 
+  /** A copy (data to or from the device) of at most the declared bytes, on an idle stream. */
   bool CheckCopy(Plan &p, const qcuda_req_hdr &h) {
     const Chain &c = chain_;
-    qcuda_args_memcpy a;
-    std::memcpy(&a, args_.data(), sizeof a);
-    const bool toDevice = h.cmd == QCUDA_CMD_MEMCPY_HTOD;
+    const ring::Call &k = *p.call;
+    const bool toDevice = k.data == ring::Data::kTo;
     const uint64_t n = h.data_len;
-    if (n > kMaxSafe || n > kMaxCopy) return false;
+    if (n > kMaxSafe || n > k.maxData || !k.range.present) return false;
     const uint64_t dataIn = toDevice ? n : 0, dataOut = toDevice ? 0 : n;
     if (c.readableBytes != kReq + h.len + dataIn || c.writableBytes < kResp + dataOut) return false;
     // The chunk inside the transfer, the transfer inside one allocation, the stream the session's.
-    if (h.data_offset > a.size || n > a.size - h.data_offset) return false;
-    p.ptr = (toDevice ? a.dst : a.src);
-    if (!InAlloc(p.ptr, a.size) || !StreamOf(a.stream, &p.stream)) return false;
-    p.ptr += h.data_offset;
+    const uint64_t ptr = U64At(args_.data(), k.range.ptr), size = U64At(args_.data(), k.range.size);
+    if (h.data_offset > size || n > size - h.data_offset) return false;
+    if (!InAlloc(ptr, size) || !Resolve(k, args_.data(), &p.ops)) return false;
+    p.ptr = ptr + h.data_offset;
     p.flushes = true;
     if (n == 0) return true;  // nothing to copy: answered with status 0, as JavaScript does
     const bool sliced =
         toDevice ? Slice(c.readable, kReq + h.len, n, &p.segs) : Slice(c.writable, c.writableBytes - n, n, &p.segs);
     if (!sliced) return false;
-    static_assert(kMaxCopy <= kMaxInlinePageableCopy, "a copy served here may be from pageable guest RAM");
+    static_assert(ring::MaxData() <= kMaxInlinePageableCopy, "a copy served here may be from pageable guest RAM");
     p.segs = p.job.env->given.Resolve(p.segs);
-    if (!StreamIdle(p.stream)) return false;
+    if (!StreamIdle(p.ops.stream)) return false;
     p.dataOut = dataOut;
     return true;
   }
 
-  /** A launch's argument bytes (the struct, then its parameters) checked as LAUNCH checks them, and added to posted_.
-   */
-  bool PlanLaunch(uint8_t *args, uint64_t len) {
-    return PlanKernel(QCUDA_CMD_LAUNCH, args, len, sizeof(qcuda_args_launch), LaunchExtras{{1, 1, 1}, false});
+  /** Posted work of call k (a launch, a cluster launch or an event record; its argument bytes args) checked as
+   * JavaScript checks it, and added to posted_. */
+  bool PlanPosted(const ring::Call &k, uint8_t *args, uint32_t len) {
+    Operands o;
+    if (!Fits(k, len) || !Resolve(k, args, &o)) return false;
+    switch (k.serves) {
+      case ring::Serves::kLaunch:
+        return PlanKernel(k, args, len, o, LaunchExtras{{1, 1, 1}, false});
+      case ring::Serves::kClusterLaunch:
+        return PlanCluster(k, args, len, o);
+      case ring::Serves::kRecord:
+        posted_.push_back({k.serves, {}, nullptr, o.event, o.stream, {}});
+        return true;
+      default:
+        return false;
+    }
   }
 
-  /** A posted LAUNCH_EX's bytes: its launch checked as PlanLaunch's, its cluster and flags as commands/launch.ts's
-   * clusterOf checks them (anything else is JavaScript's to refuse). */
-  bool PlanLaunchEx(uint8_t *args, uint64_t len) {
+  /** A cluster launch: its launch checked as PlanKernel's, its cluster and flags as commands/launch.ts's clusterOf
+   * checks them (anything else is JavaScript's to refuse). */
+  bool PlanCluster(const ring::Call &k, uint8_t *args, uint64_t len, const Operands &o) {
     qcuda_args_launch_ex a;
     if (len < sizeof a) return false;
     std::memcpy(&a, args, sizeof a);
@@ -606,28 +635,24 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
       if (c == 0 || c > QCUDA_MAX_CLUSTER_BLOCKS) return false;
     if (uint64_t{a.cluster[0]} * a.cluster[1] * a.cluster[2] > QCUDA_MAX_CLUSTER_BLOCKS) return false;
     const LaunchExtras x{{a.cluster[0], a.cluster[1], a.cluster[2]}, (a.flags & QCUDA_LAUNCH_COOPERATIVE) != 0};
-    return PlanKernel(QCUDA_CMD_LAUNCH_EX, args, len, sizeof a, x);
+    return PlanKernel(k, args, len, o, x);
   }
 
-  /** A kernel launch of command cmd whose struct (argBytes long, beginning as qcuda_args_launch) and parameters are
-   * args: its function, parameter size, dimensions and stream checked; added to posted_. */
-  bool PlanKernel(uint32_t cmd, uint8_t *args, uint64_t len, size_t argBytes, const LaunchExtras &x) {
+  /** A kernel launch of call k whose struct (k.args long, beginning as qcuda_args_launch) and parameters are args
+   * (its function and stream in o): its parameter size and dimensions checked; added to posted_. */
+  bool PlanKernel(const ring::Call &k, uint8_t *args, uint64_t len, const Operands &o, const LaunchExtras &x) {
     qcuda_args_launch a;
-    if (len < argBytes) return false;
+    if (k.args < sizeof a || len < k.args) return false;
     std::memcpy(&a, args, sizeof a);
-    const uint64_t paramBytes = len - argBytes;
+    const uint64_t paramBytes = len - k.args;
     if (paramBytes != a.param_bytes) return false;
-    auto f = funcs_.find(a.func);
-    if (f == funcs_.end()) return false;
-    auto fn = core_->functions.find(f->second);
+    auto fn = core_->functions.find(o.func);
     if (fn == core_->functions.end() || fn->second.paramBytes != paramBytes || !LocalCounted(fn->second)) return false;
     for (int i = 0; i < 3; i++)
       if (a.grid[i] == 0 || a.block[i] == 0) return false;
-    uint32_t sid;
-    if (!StreamOf(a.stream, &sid)) return false;
     posted_.push_back(
-        {cmd, MakeLaunchHeader(f->second, sid, a.grid, a.block, a.shared_mem, static_cast<uint32_t>(paramBytes)),
-         args + argBytes, 0, 0, x});
+        {k.serves, MakeLaunchHeader(o.func, o.stream, a.grid, a.block, a.shared_mem, static_cast<uint32_t>(paramBytes)),
+         args + k.args, 0, 0, x});
     return true;
   }
 
@@ -638,21 +663,10 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
    */
   bool LocalCounted(const CtxCore::Fn &f) const { return f.localBytes <= localMemory_; }
 
-  /** A posted EVENT_RECORD's argument bytes: an event and a stream of the session. */
-  bool PlanRecord(const uint8_t *args, uint32_t len) {
-    qcuda_args_event_record a;
-    if (len != sizeof a) return false;
-    std::memcpy(&a, args, sizeof a);
-    Posted r{QCUDA_CMD_EVENT_RECORD, {}, nullptr, 0, 0, {}};
-    if (!IdOf(events_, a.event, &r.event) || !StreamOf(a.stream, &r.stream)) return false;
-    posted_.push_back(r);
-    return true;
-  }
-
   /** Launches among posted_. */
   uint64_t Launches() const {
     uint64_t n = 0;
-    for (const Posted &w : posted_) n += w.cmd == QCUDA_CMD_LAUNCH || w.cmd == QCUDA_CMD_LAUNCH_EX;
+    for (const Posted &w : posted_) n += w.serves == ring::Serves::kLaunch || w.serves == ring::Serves::kClusterLaunch;
     return n;
   }
 
@@ -664,7 +678,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
 
   /**
    * BATCH (commands/batch.ts: parseBatch's framing): served only when every
-   * posted entry is one PlanPosted takes and the ending synchronize,
+   * posted entry is one PlanPosted takes and the ending synchronize or query,
    * if any, is one EndBatch runs; otherwise all of it is left to JavaScript.
    */
   bool CheckBatch(Plan &p, const qcuda_req_hdr &h) {
@@ -693,36 +707,21 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
       if (padded > batch_.size() - at) return false;
       uint8_t *args = batch_.data() + at;
       at += padded;
-      if (i < posted ? !PlanPosted(e.cmd, args, e.len) : !CheckEnding(p, a.flags, e.cmd, args, e.len)) return false;
+      const ring::Call *k = ring::Find(e.cmd);
+      if (k == nullptr) return false;
+      if (i < posted ? !(k->posted && PlanPosted(*k, args, e.len)) : !CheckEnding(p, a.flags, *k, args, e.len))
+        return false;
     }
     if (at != batch_.size() || !Backlog(Launches())) return false;
     p.value = posted;
     return true;
   }
 
-  bool PlanPosted(uint32_t cmd, uint8_t *args, uint32_t len) {
-    if (cmd == QCUDA_CMD_LAUNCH) return PlanLaunch(args, len);
-    if (cmd == QCUDA_CMD_LAUNCH_EX) return PlanLaunchEx(args, len);
-    if (cmd == QCUDA_CMD_EVENT_RECORD) return PlanRecord(args, len);
-    return false;
-  }
-
-  /** A batch's ending call that EndBatch runs: with QCUDA_BATCH_ENDS_SYNC, DEVICE_SYNC, or STREAM_SYNC or EVENT_SYNC of
-   * the session's stream or event; with QCUDA_BATCH_ENDS_QUERY, EVENT_QUERY of the session's event (a STREAM_QUERY
-   * ending is JavaScript's). */
-  bool CheckEnding(Plan &p, uint32_t flags, uint32_t cmd, const uint8_t *args, uint32_t len) {
-    qcuda_args_handle a{};
-    if ((flags == QCUDA_BATCH_ENDS_QUERY) != (cmd == QCUDA_CMD_EVENT_QUERY)) return false;
-    if (len != (cmd == QCUDA_CMD_DEVICE_SYNC ? 0 : sizeof a)) return false;
-    std::memcpy(&a, args, len);
-    if (cmd == QCUDA_CMD_STREAM_SYNC) {
-      if (!StreamOf(a.handle, &p.stream)) return false;
-    } else if (cmd == QCUDA_CMD_EVENT_SYNC || cmd == QCUDA_CMD_EVENT_QUERY) {
-      if (!IdOf(events_, a.handle, &p.event)) return false;
-    } else if (cmd != QCUDA_CMD_DEVICE_SYNC) {
-      return false;
-    }
-    p.endCmd = cmd;
+  /** A batch's ending call (its flags say which kind) that EndBatch runs: a synchronize served alone, or the query
+   * (the rest are JavaScript's). */
+  bool CheckEnding(Plan &p, uint32_t flags, const ring::Call &k, const uint8_t *args, uint32_t len) {
+    if (k.ends == 0 || k.ends != flags || !Fits(k, len) || !Resolve(k, args, &p.ops)) return false;
+    p.end = &k;
     p.endArgs = args;
     p.endLen = len;
     return true;
@@ -733,36 +732,33 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
 
   void Execute(Plan &p) {
     Job &j = p.job;
-    switch (p.cmd) {
-      case QCUDA_CMD_DEVICE_SYNC:
-      case QCUDA_CMD_STREAM_SYNC:
-      case QCUDA_CMD_EVENT_SYNC:
-        break;  // its run phase ran in the check
-      case QCUDA_CMD_EVENT_QUERY:
+    switch (p.call->serves) {
+      case ring::Serves::kQuery:
         // Not done yet is the call's answer (cudaErrorNotReady), as eventQuery's false is the device's.
-        if (!RunEventQuery(j, p.event) && j.rc == cu::kSuccess) j.rc = cu::kNotReady;
+        if (!RunEventQuery(j, p.ops.event) && j.rc == cu::kSuccess) j.rc = cu::kNotReady;
         break;
-      case QCUDA_CMD_MEMCPY_HTOD:
-        if (!p.segs.empty()) RunCopyHtoD(j, p.ptr, p.segs, p.stream);
+      case ring::Serves::kCopy:
+        if (p.segs.empty()) break;
+        if (p.call->data == ring::Data::kTo)
+          RunCopyHtoD(j, p.ptr, p.segs, p.ops.stream);
+        else
+          RunCopyDtoH(j, p.segs, p.ptr, p.ops.stream);
         break;
-      case QCUDA_CMD_MEMCPY_DTOH:
-        if (!p.segs.empty()) RunCopyDtoH(j, p.segs, p.ptr, p.stream);
-        break;
-      case QCUDA_CMD_LAUNCH:
-      case QCUDA_CMD_BATCH:
+      case ring::Serves::kLaunch:
+      case ring::Serves::kBatch:
         // In order, each tried even after one failed, as the device's batches run them; the job keeps the first
         // failure.
         p.records.ctx = core_;
         for (size_t i = 0; i < posted_.size(); i++) {
           const Posted &w = posted_[i];
-          if (w.cmd == QCUDA_CMD_LAUNCH) {
+          if (w.serves == ring::Serves::kLaunch) {
             LaunchOne(j, w.header, w.params);
             continue;
           }
           // An event record or a cluster launch fails as its own entry, as JavaScript runs them (one at a
           // time, each awaited: batch.ts's Runner), where launches' failures are the session's async error.
           const bool clean = p.records.rc == cu::kSuccess;
-          if (w.cmd == QCUDA_CMD_LAUNCH_EX)
+          if (w.serves == ring::Serves::kClusterLaunch)
             LaunchOneEx(p.records, w.header, w.params, w.extras);
           else
             RunEventRecord(p.records, w.event, w.stream);
@@ -770,6 +766,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
         }
         if (Launches() != 0) cursor_[kLaunched] = 1;
         break;
+      default:
+        break;  // a synchronize's run phase ran in the check
     }
     // A copy on an idle stream ends within microseconds; waited for here as a native program's cudaMemcpy does.
     if (j.wait) {
