@@ -174,7 +174,44 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
          InstanceMethod("setLocalMemory", &RingServer::SetLocalMemory), InstanceMethod("clear", &RingServer::Clear),
          InstanceMethod("share", &RingServer::Share), InstanceMethod("serve", &RingServer::Serve),
          InstanceMethod("left", &RingServer::LeftToJs), StaticValue("CURSOR", CursorNames(env)),
-         StaticValue("STOP", StopNames(env))});
+         StaticValue("STOP", StopNames(env)), StaticValue("CALLS", CallTable(env))});
+  }
+
+  /** The table this server was built with (ring_calls.h), as the test of its declaration reads it
+   * (RingServer.CALLS; enums as numbers, offsets in bytes). */
+  static Napi::Array CallTable(Napi::Env env) {
+    Napi::Array rows = Napi::Array::New(env);
+    for (const ring::Call &k : ring::kCalls) {
+      Napi::Object o = Napi::Object::New(env);
+      o.Set("cmd", k.cmd);
+      o.Set("serves", static_cast<int>(k.serves));
+      o.Set("alone", k.alone);
+      o.Set("posted", k.posted);
+      o.Set("ends", k.ends);
+      o.Set("args", k.args);
+      o.Set("varArgs", k.varArgs);
+      o.Set("data", static_cast<int>(k.data));
+      o.Set("posts", k.posts);
+      o.Set("syncs", k.syncs);
+      Napi::Array handles = Napi::Array::New(env);
+      for (const ring::Handle &h : k.handles) {
+        if (h.kind == ring::Kind::kNone) continue;
+        Napi::Object x = Napi::Object::New(env);
+        x.Set("offset", h.offset);
+        x.Set("kind", static_cast<int>(h.kind));
+        handles.Set(handles.Length(), x);
+      }
+      o.Set("handles", handles);
+      if (k.range.present) {
+        Napi::Object r = Napi::Object::New(env);
+        r.Set("ptr", k.range.ptr);
+        r.Set("size", k.range.size);
+        o.Set("range", r);
+      }
+      o.Set("maxData", Napi::Number::New(env, static_cast<double>(k.maxData)));
+      rows.Set(rows.Length(), o);
+    }
+    return rows;
   }
 
   /** The cursor's words by name (ring-server.ts reads them from here: RingServer.CURSOR). */

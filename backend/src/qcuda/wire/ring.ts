@@ -7,11 +7,15 @@
 import { layoutOf } from './layout';
 import { CALLS, STRUCTS, type CallDecl, type CmdName, type HandleKind, type RingDecl } from './protocol';
 
+/** The enums of ring_calls.h, in their order: what a handle names, the data it moves (RING_SERVES, how it is served, below). */
+export const RING_KINDS = ['none', 'stream', 'event', 'function'] as const;
+export const RING_DATA = ['none', 'to', 'from'] as const;
+
 /** An argument field the server looks up in the session's tables. */
 export interface RingHandle {
   readonly field: string;
   readonly offset: number;
-  readonly kind: Extract<HandleKind, 'stream' | 'event' | 'function'>;
+  readonly kind: Extract<HandleKind, (typeof RING_KINDS)[number]>;
 }
 
 /** One row of the table: a call the ring server answers, and its checks. */
@@ -57,6 +61,9 @@ const NEEDS: Record<RingDecl['serves'], Needs> = {
   batch: { handles: [[]], data: true, args: 'qcuda_args_batch' },
 };
 
+/** ring_calls.h's Serves, in its order: one for each way NEEDS knows. */
+export const RING_SERVES = Object.keys(NEEDS) as RingDecl['serves'][];
+
 function rowOf(name: CmdName, d: CallDecl, r: RingDecl): RingCall {
   const fail = (why: string): never => {
     throw new Error(`${name}: ring ${r.serves}: ${why}`);
@@ -100,9 +107,9 @@ function rowOf(name: CmdName, d: CallDecl, r: RingDecl): RingCall {
   };
 }
 
-/** The calls the ring server answers, in command order; throws for a declaration it cannot serve as declared. */
-export function ringCalls(): RingCall[] {
-  const rows = (Object.entries(CALLS) as [CmdName, CallDecl][])
+/** The calls the ring server answers (of calls: the protocol's), in command order; throws for a declaration it cannot serve as declared. */
+export function ringCalls(calls: Readonly<Record<string, CallDecl>> = CALLS): RingCall[] {
+  const rows = (Object.entries(calls) as [CmdName, CallDecl][])
     .filter(([, d]) => d.ring)
     .map(([name, d]) => rowOf(name, d, d.ring!))
     .sort((a, b) => a.cmd - b.cmd);
