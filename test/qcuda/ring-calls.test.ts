@@ -1,8 +1,8 @@
 // The ring server's calls come from one place, their declarations (`ring`,
 // RingDecl in wire/protocol.ts): the table the addon was built with
 // (addon/src/ring_calls.h, RingServer.CALLS) is the one the declarations
-// give (wire/ring.ts), offsets included; cuda_ring_server.cc lists no command
-// of its own; a declaration the server cannot serve as declared is refused
+// give (wire/ring.ts), offsets included; the server (cuda_ring_server.cc,
+// ring_plan.cc) lists no command of its own; a declaration the server cannot serve as declared is refused
 // by the generator; and every way a call is declared served (alone, posted
 // in a batch, ending a batch) has a case here that the server answers in C,
 // on the fake driver (fixtures/fakecuda.c), with the answer the device gives
@@ -99,10 +99,12 @@ test('the table the addon was built with is the declarations\u2019, offsets incl
   t.true(names.length >= 10, `${names.length} calls`);
 });
 
-test('cuda_ring_server.cc names no command: which calls it serves, and how, is the table\u2019s', (t) => {
-  const src = fs.readFileSync(path.join(root, 'addon', 'src', 'cuda_ring_server.cc'), 'utf8');
-  t.deepEqual([...new Set(src.match(/QCUDA_CMD_\w+/g) ?? [])], []);
-  t.true(src.includes('#include "ring_calls.h"'));
+test('the ring server names no command: which calls it serves, and how, is the table\u2019s', (t) => {
+  for (const file of ['cuda_ring_server.cc', 'ring_plan.h', 'ring_plan.cc']) {
+    const src = fs.readFileSync(path.join(root, 'addon', 'src', file), 'utf8');
+    t.deepEqual([...new Set(src.match(/QCUDA_CMD_\w+/g) ?? [])], [], file);
+  }
+  t.regex(fs.readFileSync(path.join(root, 'addon', 'src', 'ring_plan.h'), 'utf8'), /#include "ring_calls.h"/);
 });
 
 test('a declaration the server cannot serve as declared is refused by the generator', (t) => {
