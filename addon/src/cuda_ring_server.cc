@@ -155,9 +155,9 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     if (size == 0 || (size & (size - 1)) != 0 || size > 32768)
       throw Napi::RangeError::New(env, "avail: 3 + a power of two of u16");
     ring_.Attach(TypedView<uint8_t>(info[0], size * GuestRing::kDescBytes, "desc"),
-                 TypedView<uint16_t>(info[1], 3 + size, "avail"), TypedView<uint16_t>(info[2], 3 + size * 4, "used"),
-                 size, info[3].ToBoolean(), info[4].ToBoolean(), ArgU32(info[5], "maxIndirect"),
-                 ArgI32(info[6], "callFd"));
+                 TypedView<uint16_t>(info[1], vring::AvailWords(size), "avail"),
+                 TypedView<uint16_t>(info[2], vring::UsedWords(size), "used"), size, info[3].ToBoolean(),
+                 info[4].ToBoolean(), ArgU32(info[5], "maxIndirect"), ArgI32(info[6], "callFd"));
     // Kept alive with the views: their memory is the ring.
     views_.clear();
     for (int i = 0; i < 3; i++) views_.push_back(Napi::Persistent(info[i].As<Napi::Object>()));
