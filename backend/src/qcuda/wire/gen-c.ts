@@ -318,15 +318,16 @@ function ringRow(r: RingCall): string[] {
 }
 
 /**
- * addon/src/ring_calls.h: the ring server's table (cuda_ring_server.cc), one
- * row per call declared with `ring` (RingDecl), in command order.
+ * addon/src/ring_calls.h: the ring server's table (ring_plan.cc reads it),
+ * one row per call declared with `ring` (RingDecl), in command order.
  */
 export function ringCallsHeader(): string {
   return [
     `// ${GENERATED}`,
-    '// The calls the ring server (cuda_ring_server.cc) answers in C, from their',
-    "// declarations' `ring` (RingDecl, backend/src/qcuda/wire/ring.ts), and what it",
-    '// checks of each before it does: no call is served here but these.',
+    '// The calls the ring server (cuda_ring_server.cc, ring_plan.cc) answers in C,',
+    "// from their declarations' `ring` (RingDecl in wire/protocol.ts, through",
+    '// wire/ring.ts), and what it checks of each before it does: no call is served',
+    '// there but these.',
     '#pragma once',
     '#include <cstddef>',
     '#include <cstdint>',

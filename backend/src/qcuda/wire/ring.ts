@@ -1,4 +1,4 @@
-// The ring server's table (addon/src/ring_calls.h, for cuda_ring_server.cc),
+// The ring server's table (addon/src/ring_calls.h, for ring_plan.cc),
 // derived from the calls' declarations (CallDecl.ring): each call it answers
 // in C, how, and what it checks of the request before it does. A declaration
 // the server cannot serve as declared (a handle kind it is not told of, a
