@@ -67,6 +67,7 @@
       "src/cuda_output.cc",
       "src/cuda_ring_server.cc",
       "src/guest_ring.cc",
+      "src/ring_plan.cc",
       "src/share_table.cc"
     ],
     "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "/usr/local/cuda/include", "../guest-driver/include"],

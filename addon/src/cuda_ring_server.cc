@@ -7,24 +7,13 @@
 // it would take the next request), so no other thread touches the ring, the
 // session or the context meanwhile, and it serves a request only when it can
 // tell, before doing anything, that the JavaScript path would serve it the
-// same way and at once:
-//  - the chain walks as chain.ts walks it (the same rules; a chain of more
-//    than GuestRing::kMaxBufs buffers is left to JavaScript; guest_ring.h);
-//  - the header and arguments, copied out of guest memory once, pass the
-//    dispatcher's checks (qcuda/device.ts) and the command's (ranges in the
-//    session's allocations, its functions, streams and events: the tables
-//    JavaScript keeps it told of, setAlloc/setFunc/setStream/setEvent);
-//  - the call cannot block for long: a synchronize (of the device, a stream
-//    or an event) only once what it waits for is done (polled for the
-//    inline wait), a copy of at most kMaxCopy bytes only on an idle stream
-//    (from pinned memory, or pageable guest RAM, which the driver stages at
-//    once at that size: kMaxInlinePageableCopy), a launch only below the launch bound
-//    (kInlineLaunchBound); an event query never waits.
-// Anything else, a bad request included, is left where it is and serve()
-// returns kHandOff: JavaScript takes it, and answers it (or its error)
-// exactly as before. The calls run through the same run phases as the
-// context's methods (RunSynchronize, RunStreamSynchronize, RunEventRecord,
-// RunEventSynchronize, RunEventQuery, RunCopyHtoD, RunCopyDtoH, LaunchOne).
+// same way and at once: the chain walks as chain.ts walks it (the same
+// rules; a chain of more than GuestRing::kMaxBufs buffers is left to
+// JavaScript; guest_ring.h), and the request is one the planner takes
+// (ring_plan.h: the calls of the table generated from their declarations,
+// ring_calls.h, and their checks). Anything else, a bad request included,
+// is left where it is and serve() returns kHandOff: JavaScript takes it, and
+// answers it (or its error) exactly as before.
 //
 // Under --gpu-share (issue 36) a launch, copy or batch is served only where
 // its VM may post now (share_table.h Gate: the table and policy JavaScript's
@@ -32,16 +21,11 @@
 // JavaScript's gate waits for it, bounded, without holding the thread. A
 // synchronize served here ends the process's busy time, as JavaScript's.
 //
-// A BATCH (commands/batch.ts) is served when every posted entry is a launch
-// that would be served alone, a LAUNCH_EX (a cluster launch: every cuBLASLt
-// kernel on Hopper) checked as JavaScript checks it, or an event record of
-// the session's event and stream, there are at most kInlineBatchLaunches of them (the device's own
-// bound for launching on the JS thread), and its ending synchronize, if
-// any, is one served alone, or its ending query (QCUDA_BATCH_ENDS_QUERY) an
-// EVENT_QUERY of the session's event. Its entries run here, in order; the ending
-// synchronize waits here for the inline wait, the query does not wait. If it would wait longer, or
-// an entry failed (posted work's error, which the synchronize reports), the
-// request is taken but left unanswered: serve() returns kLeft and left()
+// A BATCH taken here (ring_plan.h says which) runs its entries in order,
+// then its ending: a synchronize waits here for the inline wait, a query
+// does not wait. If the synchronize would wait longer, or an entry failed
+// (posted work's error, which the synchronize reports), the request is
+// taken but left unanswered: serve() returns kLeft and left()
 // gives JavaScript what remains, the ending synchronize, the reply's value
 // and the failures, which the device runs and answers
 // (QcudaDevice.finishBatch). A batch with no ending synchronize whose launch
@@ -63,11 +47,8 @@
 #include <napi.h>
 #include <time.h>
 
-#include <cstddef>
 #include <cstring>
-#include <map>
 #include <memory>
-#include <unordered_map>
 #include <vector>
 
 #include "cuda_args.h"
@@ -75,17 +56,14 @@
 #include "cuda_ring_server.h"
 #include "guest_ring.h"
 #include "qcuda_proto.h"
+#include "ring_plan.h"
 #include "share_table.h"
 #include "vhost-user/typed_view.h"
 
 namespace qcuda::cuda {
 namespace {
 
-/** The largest copy served here: its wait, on an idle stream, is microseconds. */
-constexpr uint64_t kMaxCopy = 64 * 1024;
-/** Largest integer JavaScript's checks hold exactly (device.ts: MAX_SAFE_BIG). */
-constexpr uint64_t kMaxSafe = (1ull << 53) - 1;
-constexpr size_t kReq = sizeof(qcuda_req_hdr), kResp = sizeof(qcuda_resp_hdr);
+constexpr size_t kResp = sizeof(qcuda_resp_hdr);
 
 // Cursor words (JS's Uint32Array) after the ring's (guest_ring.h: RingWord):
 // what serve() did (postedError: a CUDA error of an answered batch's launch).
@@ -109,41 +87,6 @@ uint64_t NowNs() {
   return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
 }
 
-/** Posted work checked and ready to run: a launch (its parameters in the server's copy of the request; LAUNCH_EX's
- * cluster and flags in extras) or an event record. */
-struct Posted {
-  uint32_t cmd;
-  LaunchHeader header;
-  uint8_t *params;
-  uint32_t event, stream;
-  LaunchExtras extras;
-};
-
-// LAUNCH_EX's struct begins as LAUNCH's: one check serves both.
-static_assert(offsetof(qcuda_args_launch_ex, param_bytes) == offsetof(qcuda_args_launch, param_bytes) &&
-                  offsetof(qcuda_args_launch_ex, cluster) == sizeof(qcuda_args_launch),
-              "qcuda_args_launch_ex extends qcuda_args_launch");
-
-/** A call checked and ready to run: what it runs, and what its answer says. */
-struct Plan {
-  uint32_t cmd = 0;
-  Job job;                   // the run phase's job (its outcome is the status; a batch's: its launches' first failure)
-  Job records;               // a batch's event records and cluster launches (their first failure, the entry's own)
-  int64_t failedEntry = -1;  // and which entry that was
-  bool flushes = false;      // a point where CUDA flushes device output
-  uint64_t dataOut = 0;      // bytes the answer carries on success
-  uint64_t value = 0;        // the answer's value
-  // The call's operands, decided by the checks (stream and event: the context's ids).
-  uint64_t ptr = 0;
-  uint32_t stream = 0, event = 0;
-  std::vector<Seg> segs;
-  // A batch's ending synchronize or query (0: none) and its argument bytes in the server's copy (its operands: stream,
-  // event).
-  uint32_t endCmd = 0;
-  const uint8_t *endArgs = nullptr;
-  uint32_t endLen = 0;
-};
-
 /** What a batch taken here leaves to JavaScript (kLeft): its ending synchronize, and the reply's value. */
 struct Left {
   uint16_t head = 0;
@@ -166,7 +109,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
          InstanceMethod("setLocalMemory", &RingServer::SetLocalMemory), InstanceMethod("clear", &RingServer::Clear),
          InstanceMethod("share", &RingServer::Share), InstanceMethod("serve", &RingServer::Serve),
          InstanceMethod("left", &RingServer::LeftToJs), StaticValue("CURSOR", CursorNames(env)),
-         StaticValue("STOP", StopNames(env))});
+         StaticValue("STOP", StopNames(env)), StaticValue("CALLS", RingCallTable(env))});
   }
 
   /** The cursor's words by name (ring-server.ts reads them from here: RingServer.CURSOR). */
@@ -194,8 +137,8 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     return o;
   }
 
-  explicit RingServer(const Napi::CallbackInfo &info) : Napi::ObjectWrap<RingServer>(info) {
-    session_ = ArgU64(info[0], "session");
+  explicit RingServer(const Napi::CallbackInfo &info)
+      : Napi::ObjectWrap<RingServer>(info), planner_(ArgU64(info[0], "session")) {
     cursor_ = TypedView<uint32_t>(info[1], kCursorWords, "cursor");
     cursorRef_ = Napi::Persistent(info[1].As<Napi::Object>());
     ring_.SetCursor(cursor_);
@@ -212,9 +155,9 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     if (size == 0 || (size & (size - 1)) != 0 || size > 32768)
       throw Napi::RangeError::New(env, "avail: 3 + a power of two of u16");
     ring_.Attach(TypedView<uint8_t>(info[0], size * GuestRing::kDescBytes, "desc"),
-                 TypedView<uint16_t>(info[1], 3 + size, "avail"), TypedView<uint16_t>(info[2], 3 + size * 4, "used"),
-                 size, info[3].ToBoolean(), info[4].ToBoolean(), ArgU32(info[5], "maxIndirect"),
-                 ArgI32(info[6], "callFd"));
+                 TypedView<uint16_t>(info[1], vring::AvailWords(size), "avail"),
+                 TypedView<uint16_t>(info[2], vring::UsedWords(size), "used"), size, info[3].ToBoolean(),
+                 info[4].ToBoolean(), ArgU32(info[5], "maxIndirect"), ArgI32(info[6], "callFd"));
     // Kept alive with the views: their memory is the ring.
     views_.clear();
     for (int i = 0; i < 3; i++) views_.push_back(Napi::Persistent(info[i].As<Napi::Object>()));
@@ -246,13 +189,13 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
 
   Napi::Value Bind(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
-    core_.reset();
+    planner_.Bind(nullptr);
     if (info[0].IsObject()) {
       napi_value ctor = nullptr;
       napi_get_reference_value(env, State(env)->contextCtor, &ctor);
       if (!info[0].As<Napi::Object>().InstanceOf(Napi::Function(env, ctor)))
         throw Napi::TypeError::New(env, "bind: not a CudaContext");
-      core_ = Napi::ObjectWrap<Context>::Unwrap(info[0].As<Napi::Object>())->core();
+      planner_.Bind(Napi::ObjectWrap<Context>::Unwrap(info[0].As<Napi::Object>())->core());
     }
     return env.Undefined();
   }
@@ -270,36 +213,24 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     return info.Env().Undefined();
   }
 
+  // What JavaScript tells of the session: the planner's tables (ring_plan.h).
   Napi::Value SetAlloc(const Napi::CallbackInfo &info) {
-    uint64_t base = ArgU64(info[0], "base"), size = ArgU64(info[1], "size");
-    if (size == 0)
-      allocs_.erase(base);
-    else
-      allocs_[base] = size;
+    planner_.SetAlloc(ArgU64(info[0], "base"), ArgU64(info[1], "size"));
     return info.Env().Undefined();
   }
-  Napi::Value SetFunc(const Napi::CallbackInfo &info) { return SetId(info, funcs_); }
-  Napi::Value SetStream(const Napi::CallbackInfo &info) { return SetId(info, streams_); }
-  Napi::Value SetEvent(const Napi::CallbackInfo &info) { return SetId(info, events_); }
-  Napi::Value SetId(const Napi::CallbackInfo &info, std::unordered_map<uint64_t, uint32_t> &m) {
-    uint64_t h = ArgU64(info[0], "handle");
-    uint32_t id = ArgU32(info[1], "id");
-    if (id == 0)
-      m.erase(h);
-    else
-      m[h] = id;
+  Napi::Value SetFunc(const Napi::CallbackInfo &info) { return SetId(info, ring::Kind::kFunction); }
+  Napi::Value SetStream(const Napi::CallbackInfo &info) { return SetId(info, ring::Kind::kStream); }
+  Napi::Value SetEvent(const Napi::CallbackInfo &info) { return SetId(info, ring::Kind::kEvent); }
+  Napi::Value SetId(const Napi::CallbackInfo &info, ring::Kind kind) {
+    planner_.SetId(kind, ArgU64(info[0], "handle"), ArgU32(info[1], "id"));
     return info.Env().Undefined();
   }
   Napi::Value SetLocalMemory(const Napi::CallbackInfo &info) {
-    localMemory_ = ArgU64(info[0], "bytes");
+    planner_.SetLocalMemory(ArgU64(info[0], "bytes"));
     return info.Env().Undefined();
   }
   Napi::Value Clear(const Napi::CallbackInfo &info) {
-    localMemory_ = 0;
-    allocs_.clear();
-    funcs_.clear();
-    streams_.clear();
-    events_.clear();
+    planner_.Clear();
     return info.Env().Undefined();
   }
 
@@ -363,37 +294,38 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
   /** Nothing else may touch the context meanwhile: no job queued, running or unsettled (its errors are the session's
    * next status). */
   bool Quiet(EnvState *st) {
-    if (!core_ || st->pending != 0 || !st->parked.empty()) return false;
-    std::lock_guard<std::mutex> lk(core_->mu);
-    return core_->busy == 0 && !core_->dead && !core_->closing;
+    const std::shared_ptr<CtxCore> &core = planner_.core();
+    if (!core || st->pending != 0 || !st->parked.empty()) return false;
+    std::lock_guard<std::mutex> lk(core->mu);
+    return core->busy == 0 && !core->dead && !core->closing;
   }
 
   Stop ServeOne(Napi::Env env, uint16_t head, const Napi::Function &onFlush) {
     if (!ring_.Walk(head, &chain_)) return Stop::kHandOff;
     Plan p;
-    p.job.ctx = core_;
+    p.job.ctx = planner_.core();
     p.job.env = State(env);
-    cu::api().CtxSetCurrent(core_->ctx);
-    if (!Check(p)) return Stop::kHandOff;
-    if (gate_ && Posts(p.cmd) && !gate_->Admit(NowNs())) return Stop::kHandOff;
+    cu::api().CtxSetCurrent(p.job.ctx->ctx);
+    if (!planner_.Check(chain_, p)) return Stop::kHandOff;
+    if (gate_ && p.call->posts && !gate_->Admit(NowNs())) return Stop::kHandOff;
     // Taken: from here the request is answered here, whatever the driver
     // says, or (a batch's ending synchronize that would wait) left to JavaScript.
     ring_.Took(head);
-    Execute(p);
+    if (planner_.Execute(p)) cursor_[kLaunched] = 1;
     // A batch's outcome, as the device's batches have it (commands/batch.ts): a
     // failed launch is the session's async error (late); a failed event
     // record is its entry's failure, the reply's value and status.
     int late = 0;
-    if (p.cmd == QCUDA_CMD_BATCH) {
+    if (p.call->serves == ring::Serves::kBatch) {
       late = p.job.rc == cu::kSuccess ? 0 : cu::ToCudaError(p.job.rc);
       const int failed = p.records.rc == cu::kSuccess ? 0 : cu::ToCudaError(p.records.rc);
       if (p.failedEntry >= 0) p.value = static_cast<uint64_t>(p.failedEntry);
-      if (p.endCmd != 0 && (late != 0 || failed != 0 || !EndBatch(p))) {
+      if (p.end != nullptr && (late != 0 || failed != 0 || !planner_.EndBatch(p))) {
         left_ = std::make_unique<Left>(
-            Left{head, p.endCmd, std::vector<uint8_t>(p.endArgs, p.endArgs + p.endLen), p.value, failed, late});
+            Left{head, p.end->cmd, std::vector<uint8_t>(p.endArgs, p.endArgs + p.endLen), p.value, failed, late});
         return Stop::kLeft;
       }
-      if (p.endCmd == 0) p.job.rc = p.records.rc;
+      if (p.end == nullptr) p.job.rc = p.records.rc;
     }
     if (gate_ && Syncs(p)) gate_->Synced(NowNs());
     uint32_t status = p.job.rc == cu::kSuccess ? 0 : static_cast<uint32_t>(cu::ToCudaError(p.job.rc));
@@ -420,380 +352,22 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     return output ? Stop::kOutput : Stop::kServedOne;
   }
 
-  /** Whether cmd posts work to the GPU (declared gpu: 'posts' in wire/protocol.ts, of the calls served here). */
-  static bool Posts(uint32_t cmd) {
-    return cmd == QCUDA_CMD_LAUNCH || cmd == QCUDA_CMD_BATCH || cmd == QCUDA_CMD_MEMCPY_HTOD ||
-           cmd == QCUDA_CMD_MEMCPY_DTOH;
-  }
-
-  /** Whether cmd is a synchronize (of the device, a stream or an event). */
-  static bool IsSync(uint32_t cmd) {
-    return cmd == QCUDA_CMD_DEVICE_SYNC || cmd == QCUDA_CMD_STREAM_SYNC || cmd == QCUDA_CMD_EVENT_SYNC;
-  }
-
   /** Whether the answered call waited for the process's posted work (share/commands.ts syncs): a synchronize, or a
    * batch ending in one (not one ending in a query: its work may still run). */
-  static bool Syncs(const Plan &p) { return IsSync(p.cmd) || (p.cmd == QCUDA_CMD_BATCH && IsSync(p.endCmd)); }
-
-  /** A batch's ending call, once its posted work ran: true (its outcome in p.job) if it returned within the inline
-   * wait, as a query always does (not done yet is its answer, cudaErrorNotReady; the reply's value, posted work's
-   * failure, is 0: one that failed is left to JavaScript). */
-  bool EndBatch(Plan &p) {
-    if (p.endCmd == QCUDA_CMD_EVENT_QUERY) {
-      if (!RunEventQuery(p.job, p.event) && p.job.rc == cu::kSuccess) p.job.rc = cu::kNotReady;
-      p.value = 0;
-      return true;
-    }
-    if (!Sync(p, p.endCmd)) return false;
-    if (p.job.wait) p.job.wait(p.job);
-    p.flushes = true;
-    return true;
+  static bool Syncs(const Plan &p) {
+    return p.call->syncs || (p.call->serves == ring::Serves::kBatch && p.end != nullptr && p.end->syncs);
   }
 
-  /**
-   * The run phase of synchronizing command cmd (on p's stream or event);
-   * true if its wait would return at once, polled for the inline wait (the
-   * wait itself is the caller's to run).
-   */
-  bool Sync(Plan &p, uint32_t cmd) {
-    Job &j = p.job;
-    switch (cmd) {
-      case QCUDA_CMD_DEVICE_SYNC:
-        RunSynchronize(j);
-        break;
-      case QCUDA_CMD_STREAM_SYNC:
-        RunStreamSynchronize(j, p.stream);
-        break;
-      case QCUDA_CMD_EVENT_SYNC:
-        RunEventSynchronize(j, p.event);
-        break;
-      default:
-        return false;
-    }
-    return j.rc == cu::kSuccess && Ready(j);
-  }
-
-  // ---- the request (device.ts: #dispatch, then the command's checks) ----
-
-  /** The session's stream behind handle h (0: the NULL stream); false if it is not one JavaScript told of. */
-  bool StreamOf(uint64_t h, uint32_t *id) const {
-    if (h == QCUDA_STREAM_LEGACY || h == QCUDA_STREAM_PER_THREAD) {
-      *id = 0;
-      return true;
-    }
-    return IdOf(streams_, h, id);
-  }
-
-  /** The context's id behind the session's handle h in table m; false if JavaScript told of none. */
-  static bool IdOf(const std::unordered_map<uint64_t, uint32_t> &m, uint64_t h, uint32_t *id) {
-    auto it = m.find(h);
-    if (it == m.end()) return false;
-    *id = it->second;
-    return true;
-  }
-
-  /** [ptr, ptr+size) inside one allocation (Session.checkRange, allocations only: mappings and symbols take the
-   * JavaScript path). */
-  bool InAlloc(uint64_t ptr, uint64_t size) const {
-    if (size == 0) return true;
-    auto it = allocs_.upper_bound(ptr);
-    if (it == allocs_.begin()) return false;
-    --it;
-    return ptr - it->first < it->second && size <= it->second - (ptr - it->first);
-  }
-
-  /** Whether stream id has nothing left to do (a call on it would not wait behind other work). */
-  bool StreamIdle(uint32_t id) const {
-    cu::Stream s = nullptr;
-    if (id != 0) {
-      auto it = core_->streams.find(id);
-      if (it == core_->streams.end()) return false;
-      s = it->second;
-    }
-    return cu::api().StreamQuery(s) == cu::kSuccess;
-  }
-
-  bool Check(Plan &p) {
-    const Chain &c = chain_;
-    if (c.readableBytes < kReq || c.writableBytes < kResp) return false;
-    qcuda_req_hdr h;
-    if (!Gather(c.readable, 0, reinterpret_cast<uint8_t *>(&h), kReq)) return false;
-    if (h.session != session_ || h.len > QCUDA_MAX_ARGS) return false;
-    args_.resize(h.len);
-    if (!Gather(c.readable, kReq, args_.data(), h.len)) return false;
-    p.cmd = h.cmd;
-    switch (h.cmd) {
-      case QCUDA_CMD_DEVICE_SYNC:
-        return h.len == 0 && NoData(h) && c.readableBytes == kReq && CheckSync(p);
-      case QCUDA_CMD_STREAM_SYNC:
-        return HandleArgs(h) && StreamOf(Handle(), &p.stream) && CheckSync(p);
-      case QCUDA_CMD_EVENT_SYNC:
-      case QCUDA_CMD_EVENT_QUERY:
-        return HandleArgs(h) && IdOf(events_, Handle(), &p.event) && (h.cmd == QCUDA_CMD_EVENT_QUERY || CheckSync(p));
-      case QCUDA_CMD_MEMCPY_HTOD:
-      case QCUDA_CMD_MEMCPY_DTOH:
-        return h.len == sizeof(qcuda_args_memcpy) && CheckCopy(p, h);
-      case QCUDA_CMD_LAUNCH:
-        posted_.clear();
-        return h.len >= sizeof(qcuda_args_launch) && NoData(h) && c.readableBytes == kReq + h.len &&
-               PlanLaunch(args_.data(), h.len) && Backlog(1);
-      case QCUDA_CMD_BATCH:
-        return h.len == sizeof(qcuda_args_batch) && CheckBatch(p, h);
-      default:
-        return false;
-    }
-  }
-
-  static bool NoData(const qcuda_req_hdr &h) { return h.data_len == 0 && h.data_offset == 0; }
-
-  /** A request whose arguments are one handle (qcuda_args_handle), and nothing else. */
-  bool HandleArgs(const qcuda_req_hdr &h) const {
-    return h.len == sizeof(qcuda_args_handle) && NoData(h) && chain_.readableBytes == kReq + h.len;
-  }
-  uint64_t Handle() const {
-    qcuda_args_handle a;
-    std::memcpy(&a, args_.data(), sizeof a);
-    return a.handle;
-  }
-
-  /** A synchronize: only once what it waits for is done (polled for the inline wait); its wait then returns at once. */
-  bool CheckSync(Plan &p) {
-    if (!Sync(p, p.cmd)) return false;
-    p.flushes = true;
-    return true;
-  }
-
-  bool CheckCopy(Plan &p, const qcuda_req_hdr &h) {
-    const Chain &c = chain_;
-    qcuda_args_memcpy a;
-    std::memcpy(&a, args_.data(), sizeof a);
-    const bool toDevice = h.cmd == QCUDA_CMD_MEMCPY_HTOD;
-    const uint64_t n = h.data_len;
-    if (n > kMaxSafe || n > kMaxCopy) return false;
-    const uint64_t dataIn = toDevice ? n : 0, dataOut = toDevice ? 0 : n;
-    if (c.readableBytes != kReq + h.len + dataIn || c.writableBytes < kResp + dataOut) return false;
-    // The chunk inside the transfer, the transfer inside one allocation, the stream the session's.
-    if (h.data_offset > a.size || n > a.size - h.data_offset) return false;
-    p.ptr = (toDevice ? a.dst : a.src);
-    if (!InAlloc(p.ptr, a.size) || !StreamOf(a.stream, &p.stream)) return false;
-    p.ptr += h.data_offset;
-    p.flushes = true;
-    if (n == 0) return true;  // nothing to copy: answered with status 0, as JavaScript does
-    const bool sliced =
-        toDevice ? Slice(c.readable, kReq + h.len, n, &p.segs) : Slice(c.writable, c.writableBytes - n, n, &p.segs);
-    if (!sliced) return false;
-    static_assert(kMaxCopy <= kMaxInlinePageableCopy, "a copy served here may be from pageable guest RAM");
-    p.segs = p.job.env->given.Resolve(p.segs);
-    if (!StreamIdle(p.stream)) return false;
-    p.dataOut = dataOut;
-    return true;
-  }
-
-  /** A launch's argument bytes (the struct, then its parameters) checked as LAUNCH checks them, and added to posted_.
-   */
-  bool PlanLaunch(uint8_t *args, uint64_t len) {
-    return PlanKernel(QCUDA_CMD_LAUNCH, args, len, sizeof(qcuda_args_launch), LaunchExtras{{1, 1, 1}, false});
-  }
-
-  /** A posted LAUNCH_EX's bytes: its launch checked as PlanLaunch's, its cluster and flags as commands/launch.ts's
-   * clusterOf checks them (anything else is JavaScript's to refuse). */
-  bool PlanLaunchEx(uint8_t *args, uint64_t len) {
-    qcuda_args_launch_ex a;
-    if (len < sizeof a) return false;
-    std::memcpy(&a, args, sizeof a);
-    if ((a.flags & ~QCUDA_LAUNCH_COOPERATIVE) != 0) return false;
-    for (uint32_t c : a.cluster)
-      if (c == 0 || c > QCUDA_MAX_CLUSTER_BLOCKS) return false;
-    if (uint64_t{a.cluster[0]} * a.cluster[1] * a.cluster[2] > QCUDA_MAX_CLUSTER_BLOCKS) return false;
-    const LaunchExtras x{{a.cluster[0], a.cluster[1], a.cluster[2]}, (a.flags & QCUDA_LAUNCH_COOPERATIVE) != 0};
-    return PlanKernel(QCUDA_CMD_LAUNCH_EX, args, len, sizeof a, x);
-  }
-
-  /** A kernel launch of command cmd whose struct (argBytes long, beginning as qcuda_args_launch) and parameters are
-   * args: its function, parameter size, dimensions and stream checked; added to posted_. */
-  bool PlanKernel(uint32_t cmd, uint8_t *args, uint64_t len, size_t argBytes, const LaunchExtras &x) {
-    qcuda_args_launch a;
-    if (len < argBytes) return false;
-    std::memcpy(&a, args, sizeof a);
-    const uint64_t paramBytes = len - argBytes;
-    if (paramBytes != a.param_bytes) return false;
-    auto f = funcs_.find(a.func);
-    if (f == funcs_.end()) return false;
-    auto fn = core_->functions.find(f->second);
-    if (fn == core_->functions.end() || fn->second.paramBytes != paramBytes || !LocalCounted(fn->second)) return false;
-    for (int i = 0; i < 3; i++)
-      if (a.grid[i] == 0 || a.block[i] == 0) return false;
-    uint32_t sid;
-    if (!StreamOf(a.stream, &sid)) return false;
-    posted_.push_back(
-        {cmd, MakeLaunchHeader(f->second, sid, a.grid, a.block, a.shared_mem, static_cast<uint32_t>(paramBytes)),
-         args + argBytes, 0, 0, x});
-    return true;
-  }
-
-  /**
-   * Whether f's launch leaves the context's local memory as JavaScript counted it
-   * (setLocalMemory): one needing more per thread makes the driver grow it for every
-   * resident thread, which JavaScript charges to the quota or refuses (security review 3, N3).
-   */
-  bool LocalCounted(const CtxCore::Fn &f) const { return f.localBytes <= localMemory_; }
-
-  /** A posted EVENT_RECORD's argument bytes: an event and a stream of the session. */
-  bool PlanRecord(const uint8_t *args, uint32_t len) {
-    qcuda_args_event_record a;
-    if (len != sizeof a) return false;
-    std::memcpy(&a, args, sizeof a);
-    Posted r{QCUDA_CMD_EVENT_RECORD, {}, nullptr, 0, 0, {}};
-    if (!IdOf(events_, a.event, &r.event) || !StreamOf(a.stream, &r.stream)) return false;
-    posted_.push_back(r);
-    return true;
-  }
-
-  /** Launches among posted_. */
-  uint64_t Launches() const {
-    uint64_t n = 0;
-    for (const Posted &w : posted_) n += w.cmd == QCUDA_CMD_LAUNCH || w.cmd == QCUDA_CMD_LAUNCH_EX;
-    return n;
-  }
-
-  /** n more launches stay below the launch bound: cuLaunchKernel blocks once the GPU's launch queue is full, not here
-   * (Context::LaunchWhere). */
-  bool Backlog(uint64_t n) const {
-    return core_->launchesRun.load() - core_->launchesDone.load() + n <= kInlineLaunchBound;
-  }
-
-  /**
-   * BATCH (commands/batch.ts: parseBatch's framing): served only when every
-   * posted entry is one PlanPosted takes and the ending synchronize,
-   * if any, is one EndBatch runs; otherwise all of it is left to JavaScript.
-   */
-  bool CheckBatch(Plan &p, const qcuda_req_hdr &h) {
-    const Chain &c = chain_;
-    qcuda_args_batch a;
-    std::memcpy(&a, args_.data(), sizeof a);
-    if (a.flags != 0 && a.flags != QCUDA_BATCH_ENDS_SYNC && a.flags != QCUDA_BATCH_ENDS_QUERY) return false;
-    const bool ends = a.flags != 0;
-    if (a.bytes > QCUDA_MAX_BATCH || h.data_offset != 0 || h.data_len != a.bytes || (ends && a.count == 0))
-      return false;
-    if (c.readableBytes != kReq + h.len + a.bytes || c.writableBytes < kResp) return false;
-    const uint32_t posted = ends ? a.count - 1 : a.count;
-    // A longer batch goes to the context thread, so the JS thread reads the next one meanwhile
-    // (kInlineBatchLaunches): left before its bytes are copied (a full batch is 64 KiB).
-    if (posted > kInlineBatchLaunches) return false;
-    batch_.resize(a.bytes);
-    if (!Gather(c.readable, kReq + h.len, batch_.data(), a.bytes)) return false;
-    posted_.clear();
-    uint64_t at = 0;
-    for (uint32_t i = 0; i < a.count; i++) {
-      qcuda_batch_entry e;
-      if (batch_.size() - at < sizeof e) return false;
-      std::memcpy(&e, batch_.data() + at, sizeof e);
-      at += sizeof e;
-      const uint64_t padded = (static_cast<uint64_t>(e.len) + 7) & ~7ull;
-      if (padded > batch_.size() - at) return false;
-      uint8_t *args = batch_.data() + at;
-      at += padded;
-      if (i < posted ? !PlanPosted(e.cmd, args, e.len) : !CheckEnding(p, a.flags, e.cmd, args, e.len)) return false;
-    }
-    if (at != batch_.size() || !Backlog(Launches())) return false;
-    p.value = posted;
-    return true;
-  }
-
-  bool PlanPosted(uint32_t cmd, uint8_t *args, uint32_t len) {
-    if (cmd == QCUDA_CMD_LAUNCH) return PlanLaunch(args, len);
-    if (cmd == QCUDA_CMD_LAUNCH_EX) return PlanLaunchEx(args, len);
-    if (cmd == QCUDA_CMD_EVENT_RECORD) return PlanRecord(args, len);
-    return false;
-  }
-
-  /** A batch's ending call that EndBatch runs: with QCUDA_BATCH_ENDS_SYNC, DEVICE_SYNC, or STREAM_SYNC or EVENT_SYNC of
-   * the session's stream or event; with QCUDA_BATCH_ENDS_QUERY, EVENT_QUERY of the session's event (a STREAM_QUERY
-   * ending is JavaScript's). */
-  bool CheckEnding(Plan &p, uint32_t flags, uint32_t cmd, const uint8_t *args, uint32_t len) {
-    qcuda_args_handle a{};
-    if ((flags == QCUDA_BATCH_ENDS_QUERY) != (cmd == QCUDA_CMD_EVENT_QUERY)) return false;
-    if (len != (cmd == QCUDA_CMD_DEVICE_SYNC ? 0 : sizeof a)) return false;
-    std::memcpy(&a, args, len);
-    if (cmd == QCUDA_CMD_STREAM_SYNC) {
-      if (!StreamOf(a.handle, &p.stream)) return false;
-    } else if (cmd == QCUDA_CMD_EVENT_SYNC || cmd == QCUDA_CMD_EVENT_QUERY) {
-      if (!IdOf(events_, a.handle, &p.event)) return false;
-    } else if (cmd != QCUDA_CMD_DEVICE_SYNC) {
-      return false;
-    }
-    p.endCmd = cmd;
-    p.endArgs = args;
-    p.endLen = len;
-    return true;
-  }
-
-  /** Whether job's wait would return at once: it has none, or its ready() says so within the inline wait. */
-  static bool Ready(const Job &job) { return !job.wait || PollReady(job, InlineWaitNs()); }
-
-  void Execute(Plan &p) {
-    Job &j = p.job;
-    switch (p.cmd) {
-      case QCUDA_CMD_DEVICE_SYNC:
-      case QCUDA_CMD_STREAM_SYNC:
-      case QCUDA_CMD_EVENT_SYNC:
-        break;  // its run phase ran in the check
-      case QCUDA_CMD_EVENT_QUERY:
-        // Not done yet is the call's answer (cudaErrorNotReady), as eventQuery's false is the device's.
-        if (!RunEventQuery(j, p.event) && j.rc == cu::kSuccess) j.rc = cu::kNotReady;
-        break;
-      case QCUDA_CMD_MEMCPY_HTOD:
-        if (!p.segs.empty()) RunCopyHtoD(j, p.ptr, p.segs, p.stream);
-        break;
-      case QCUDA_CMD_MEMCPY_DTOH:
-        if (!p.segs.empty()) RunCopyDtoH(j, p.segs, p.ptr, p.stream);
-        break;
-      case QCUDA_CMD_LAUNCH:
-      case QCUDA_CMD_BATCH:
-        // In order, each tried even after one failed, as the device's batches run them; the job keeps the first
-        // failure.
-        p.records.ctx = core_;
-        for (size_t i = 0; i < posted_.size(); i++) {
-          const Posted &w = posted_[i];
-          if (w.cmd == QCUDA_CMD_LAUNCH) {
-            LaunchOne(j, w.header, w.params);
-            continue;
-          }
-          // An event record or a cluster launch fails as its own entry, as JavaScript runs them (one at a
-          // time, each awaited: batch.ts's Runner), where launches' failures are the session's async error.
-          const bool clean = p.records.rc == cu::kSuccess;
-          if (w.cmd == QCUDA_CMD_LAUNCH_EX)
-            LaunchOneEx(p.records, w.header, w.params, w.extras);
-          else
-            RunEventRecord(p.records, w.event, w.stream);
-          if (clean && p.records.rc != cu::kSuccess) p.failedEntry = static_cast<int64_t>(i);
-        }
-        if (Launches() != 0) cursor_[kLaunched] = 1;
-        break;
-    }
-    // A copy on an idle stream ends within microseconds; waited for here as a native program's cudaMemcpy does.
-    if (j.wait) {
-      Ready(j);
-      j.wait(j);
-    }
-  }
-
-  uint64_t session_ = 0;
   uint32_t *cursor_ = nullptr;
   Napi::ObjectReference cursorRef_;
   // The ring (attach), its memory kept alive by views_ and recordRef_.
   GuestRing ring_;
   std::vector<Napi::ObjectReference> views_;
   Napi::ObjectReference recordRef_;
-  std::shared_ptr<CtxCore> core_;
-  // What JavaScript told of the session (its tables are the truth; a miss here only sends the request there).
-  std::map<uint64_t, uint64_t> allocs_;
-  std::unordered_map<uint64_t, uint32_t> funcs_, streams_, events_;
-  uint64_t localMemory_ = 0;  // bytes per thread (setLocalMemory)
+  // The session's context, what JavaScript told of the session, and the checks of a request (ring_plan.h).
+  RingPlanner planner_;
   // Per request, reused.
   Chain chain_;
-  std::vector<uint8_t> args_, batch_;
-  std::vector<Posted> posted_;
   std::unique_ptr<Left> left_;
   // The GPU share gate (share()), on the table JavaScript mapped.
   std::unique_ptr<share::Gate> gate_;

@@ -10,8 +10,9 @@
 namespace qcuda::cuda {
 namespace {
 
-constexpr uint16_t kDescNext = 1, kDescWrite = 2, kDescIndirect = 4;
-constexpr uint16_t kAvailNoInterrupt = 1;
+using vring::kDescIndirect;
+using vring::kDescNext;
+using vring::kDescWrite;
 // The in-flight record (vhost-user/inflight.ts): u16 lastAvail, u16 usedIdx, u32 size, u32 served, u32 servedInC, a bit
 // per head.
 constexpr size_t kRecLastAvail = 0, kRecUsedIdx = 2, kRecServed = 8, kRecServedInC = 12, kRecBits = 16;
@@ -100,11 +101,11 @@ void GuestRing::Took(uint16_t head) {
 void GuestRing::Publish(uint16_t head, uint32_t len) {
   uint16_t usedIdx = static_cast<uint16_t>(cursor_[kUsedIdx]);
   uint32_t *used32 = reinterpret_cast<uint32_t *>(used16_);
-  const uint32_t slot = usedIdx & (size_ - 1);
-  used32[1 + slot * 2] = head;
-  used32[2 + slot * 2] = len;
+  const size_t id = vring::UsedId(usedIdx, size_);
+  used32[id] = head;
+  used32[id + 1] = len;
   usedIdx++;
-  __atomic_store_n(&used16_[1], usedIdx, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&used16_[vring::kUsedIdx], usedIdx, __ATOMIC_SEQ_CST);
   cursor_[kUsedIdx] = usedIdx;
   if (record_ == nullptr) return;
   record_[kRecBits + (head >> 3)] &= static_cast<uint8_t>(~(1u << (head & 7)));
@@ -119,10 +120,9 @@ void GuestRing::Signal() {
   cursor_[kSignalledUsed] = now;
   bool need;
   if (eventIdx_) {
-    const uint16_t usedEvent = __atomic_load_n(&avail_[2 + size_], __ATOMIC_SEQ_CST);
-    need = static_cast<uint16_t>(now - usedEvent - 1) < static_cast<uint16_t>(now - old);
+    need = vring::NeedEvent(__atomic_load_n(&avail_[vring::UsedEvent(size_)], __ATOMIC_SEQ_CST), now, old);
   } else {
-    need = (__atomic_load_n(&avail_[0], __ATOMIC_SEQ_CST) & kAvailNoInterrupt) == 0;
+    need = (__atomic_load_n(&avail_[vring::kAvailFlags], __ATOMIC_SEQ_CST) & vring::kAvailNoInterrupt) == 0;
   }
   if (!need) return;
   const uint64_t one = 1;

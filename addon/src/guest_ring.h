@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuda_args.h"
+#include "vhost-user/split_ring.h"
 
 namespace qcuda::cuda {
 
@@ -85,7 +86,7 @@ class GuestRing {
   /** Buffers a chain walked here may have; longer chains (large scattered transfers) are left to JavaScript. */
   static constexpr size_t kMaxBufs = 64;
   /** A descriptor's bytes (addr, len, flags, next). */
-  static constexpr size_t kDescBytes = 16;
+  static constexpr size_t kDescBytes = vring::kDescBytes;
 
   /** The ring's parts (desc: size descriptors; avail and used: as the split ring lays them out) and its call eventfd.
    */
@@ -101,11 +102,11 @@ class GuestRing {
   bool attached() const { return desc_ != nullptr; }
   uint32_t size() const { return size_; }
   /** avail->idx as the driver last published it. */
-  uint16_t AvailIdx() const { return __atomic_load_n(&avail_[1], __ATOMIC_ACQUIRE); }
+  uint16_t AvailIdx() const { return __atomic_load_n(&avail_[vring::kAvailIdx], __ATOMIC_ACQUIRE); }
   uint16_t LastAvail() const { return static_cast<uint16_t>(cursor_[kLastAvail]); }
   /** The head the driver made available at lastAvail. */
   uint16_t HeadAt(uint16_t lastAvail) const {
-    return __atomic_load_n(&avail_[2 + (lastAvail & (size_ - 1))], __ATOMIC_RELAXED);
+    return __atomic_load_n(&avail_[vring::AvailSlot(lastAvail, size_)], __ATOMIC_RELAXED);
   }
 
   /** The chain at head as host ranges, by chain.ts's rules; false (c unusable) if it breaks one or is longer than

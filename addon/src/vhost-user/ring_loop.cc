@@ -19,12 +19,11 @@
 #include <vector>
 
 #include "errors.h"
+#include "split_ring.h"
 #include "typed_view.h"
 
 namespace qcuda {
 namespace {
-
-constexpr uint16_t kUsedNoNotify = 1;
 
 uint64_t NowNs() {
   timespec t;
@@ -46,8 +45,8 @@ Napi::Value RingLoop(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   uint32_t size = static_cast<uint32_t>(ArgU64(info, 2, "size", 32768));
   if (size == 0 || (size & (size - 1)) != 0) ThrowRange(env, "size must be a power of two");
-  uint16_t *avail = ViewOf<uint16_t>(info, 0, 3 + size, "avail");
-  uint16_t *used16 = ViewOf<uint16_t>(info, 1, 3 + size * 4, "used");
+  uint16_t *avail = ViewOf<uint16_t>(info, 0, vring::AvailWords(size), "avail");
+  uint16_t *used16 = ViewOf<uint16_t>(info, 1, vring::UsedWords(size), "used");
   uint32_t *used32 = reinterpret_cast<uint32_t *>(used16);
   bool eventIdx = info[3].ToBoolean();
   int kickFd = ArgFd(info, 4);
@@ -74,26 +73,24 @@ Napi::Value RingLoop(const Napi::CallbackInfo &info) {
     for (uint32_t j = 0; j < heads.size(); j++) {
       uint32_t *reply = replies[j];
       __atomic_store_n(reply, ~0u, __ATOMIC_RELAXED);
-      avail[2 + (ai & (size - 1))] = static_cast<uint16_t>(heads[j]);
+      avail[vring::AvailSlot(ai, size)] = static_cast<uint16_t>(heads[j]);
       uint16_t old = ai++;
-      __atomic_store_n(&avail[1], ai, __ATOMIC_RELEASE);
+      __atomic_store_n(&avail[vring::kAvailIdx], ai, __ATOMIC_RELEASE);
       __atomic_thread_fence(__ATOMIC_SEQ_CST);  // publish, then read the device's suppression (virtio's kick rule)
       bool kick;
       if (eventIdx) {
-        uint16_t ev = __atomic_load_n(&used16[2 + size * 4], __ATOMIC_ACQUIRE);
-        kick = static_cast<uint16_t>(ai - ev - 1) < static_cast<uint16_t>(ai - old);
+        kick = vring::NeedEvent(__atomic_load_n(&used16[vring::AvailEvent(size)], __ATOMIC_ACQUIRE), ai, old);
       } else {
-        kick = (__atomic_load_n(&used16[0], __ATOMIC_ACQUIRE) & kUsedNoNotify) == 0;
+        kick = (__atomic_load_n(&used16[vring::kUsedFlags], __ATOMIC_ACQUIRE) & vring::kUsedNoNotify) == 0;
       }
       if (kick) {
         uint64_t one = 1;
         if (write(kickFd, &one, sizeof(one)) != sizeof(one)) ThrowErrno(env, "write (kick)", errno);
         kicks++;
       }
-      while (__atomic_load_n(&used16[1], __ATOMIC_ACQUIRE) == lu)
+      while (__atomic_load_n(&used16[vring::kUsedIdx], __ATOMIC_ACQUIRE) == lu)
         if (NowNs() - t0 > timeoutNs) ThrowRange(env, "no answer within the timeout (step " + std::to_string(i) + ")");
-      uint32_t slot = lu & (size - 1);
-      uint32_t id = __atomic_load_n(&used32[1 + slot * 2], __ATOMIC_ACQUIRE);
+      uint32_t id = __atomic_load_n(&used32[vring::UsedId(lu, size)], __ATOMIC_ACQUIRE);
       lu++;
       if (id != heads[j])
         ThrowRange(env, "the device answered head " + std::to_string(id) + ", not " + std::to_string(heads[j]));

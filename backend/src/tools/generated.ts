@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { launchRecordHeader } from '../qcuda/providers/cuda/launch-record';
-import { callsHeader, contextCallsHeader, protoHeader } from '../qcuda/wire/gen-c';
+import { callsHeader, contextCallsHeader, protoHeader, ringCallsHeader } from '../qcuda/wire/gen-c';
 import { errtabSource, stubsSource } from './gen-cudart';
 import { unsupportedDoc } from './gen-unsupported';
 import { protocolDoc } from './protocol-doc';
@@ -17,6 +17,7 @@ export const GENERATED_FILES: Record<string, (root: string) => string> = {
   'guest-driver/include/qcuda_proto.h': protoHeader,
   'guest-driver/lib/qc_calls.h': callsHeader,
   'addon/src/context_calls.h': contextCallsHeader,
+  'addon/src/ring_calls.h': ringCallsHeader,
   // From the launch record's field list (providers/cuda/launch-record.ts).
   'addon/src/launch_record.h': launchRecordHeader,
   // From NVIDIA's libcudart.so.13 and headers (CUDA_HOME).

@@ -35,6 +35,7 @@ function flags(d: CallDecl): string {
     d.unbatched ? 'unbatched' : '',
     d.varArgs ? 'more args' : '',
     d.context ? 'one to one' : '',
+    d.ring ? 'ring server' : '',
   ]
     .filter(Boolean)
     .join(', ');
@@ -83,6 +84,15 @@ function callSection(name: string, d: CallDecl): string[] {
       "- does not wait, so it may end a batch (`QCUDA_BATCH_ENDS_QUERY`): its status stays its own, posted work's first failure is the reply's value, kept by the guest for its next synchronizing call",
     );
   if (d.unbatched) facts.push('- sent without flushing posted work first');
+  if (d.ring) {
+    const r = d.ring;
+    const where = r.batchOnly ? 'as an entry of a batch it serves' : 'sent on its own' + (d.posted ? ' or in a batch it serves' : '');
+    const range = r.range ? `, ${code(r.range[0])} to ${code(r.range[1])} inside one of the session's allocations` : '';
+    const most = r.maxData !== undefined ? `, at most ${r.maxData} bytes of data` : '';
+    facts.push(
+      `- the ring server answers it in C (${code(r.serves)}), ${where}, when it can tell the backend would answer it the same way at once${range}${most} (see [the three routes of a call](architecture.md#the-three-routes-of-a-call))`,
+    );
+  }
   if (d.context) {
     const c = d.context;
     const flagBits = c.flags

@@ -67,6 +67,38 @@ export interface ContextDecl {
   readonly driver?: string;
 }
 
+/**
+ * How the ring server (addon/src/cuda_ring_server.cc) answers a call in C,
+ * before the backend sees it, on a session's own queue in its worker, while
+ * the session is quiet. The server serves it only when it can tell that the
+ * backend would answer it the same way and at once; anything else it leaves
+ * to the backend. What it checks comes from the declaration
+ * (addon/src/ring_calls.h, generated): the argument bytes (the struct's,
+ * exactly, or at least with `varArgs`), no data but what `data` declares,
+ * each of `handles` one the session holds (a stream, an event or a
+ * function), and `range` inside one of its allocations. A `posted` call is
+ * also served as a posted entry of a BATCH it serves, a `syncs` or
+ * `endsBatch` one as the batch's ending.
+ */
+export interface RingDecl {
+  /**
+   * What the server does with it. sync: waits for the device, or the stream
+   * or event in `handles`, only once that is done (polled for the inline
+   * wait); query: asks the event in `handles`, never waiting; copy: moves
+   * `data` on an idle stream; launch: a kernel launch (qcuda_args_launch,
+   * then its parameters), below the launch bound; cluster-launch: a
+   * LAUNCH_EX launch (qcuda_args_launch_ex: its cluster and flags checked);
+   * record: an event record; batch: a BATCH whose entries it all serves.
+   */
+  readonly serves: 'sync' | 'query' | 'copy' | 'launch' | 'cluster-launch' | 'record' | 'batch';
+  /** Served only as an entry of a batch: sent on its own, the backend answers it. */
+  readonly batchOnly?: boolean;
+  /** A device range the call touches, [pointer field, size field]: served only inside one of the session's allocations. */
+  readonly range?: readonly [ptr: string, size: string];
+  /** The most data bytes it moves when served here (its wait is then microseconds); more: the backend's. */
+  readonly maxData?: number;
+}
+
 export interface CallDecl {
   readonly cmd: number;
   /** For the header: what the call does. */
@@ -120,6 +152,8 @@ export interface CallDecl {
   readonly side: 'device' | 'backend' | 'context';
   /** For calls a context answers one to one: how (see ContextDecl). */
   readonly context?: ContextDecl;
+  /** Answered by the ring server in C where it can be (see RingDecl). */
+  readonly ring?: RingDecl;
 }
 
 export const CALLS = {
@@ -144,7 +178,14 @@ export const CALLS = {
   },
   DEVICE_PROPS: { cmd: 17, side: 'backend', args: 'qcuda_args_device', out: 'qcuda_out_device_props', doc: '' },
   SET_DEVICE: { cmd: 18, side: 'backend', args: 'qcuda_args_device', doc: '' },
-  DEVICE_SYNC: { cmd: 19, side: 'context', stream: 'all', syncs: true, doc: 'cudaDeviceSynchronize, cuCtxSynchronize' },
+  DEVICE_SYNC: {
+    cmd: 19,
+    side: 'context',
+    stream: 'all',
+    syncs: true,
+    doc: 'cudaDeviceSynchronize, cuCtxSynchronize',
+    ring: { serves: 'sync' },
+  },
   DEVICE_RESET: { cmd: 20, side: 'backend', doc: "frees the session's resources" },
   MEM_GET_INFO: {
     cmd: 21,
@@ -164,6 +205,7 @@ export const CALLS = {
     stream: 'stream',
     handles: { stream: 'stream' },
     doc: 'src unused',
+    ring: { serves: 'copy', range: ['dst', 'size'], maxData: 64 * 1024 },
   },
   MEMCPY_DTOH: {
     cmd: 25,
@@ -174,6 +216,7 @@ export const CALLS = {
     stream: 'stream',
     handles: { stream: 'stream' },
     doc: 'dst unused',
+    ring: { serves: 'copy', range: ['src', 'size'], maxData: 64 * 1024 },
   },
   MEMCPY_DTOD: {
     cmd: 26,
@@ -231,6 +274,7 @@ export const CALLS = {
     syncs: true,
     doc: 'cudaStreamSynchronize',
     context: { method: 'streamSynchronize', params: ['handle'], result: 'none' },
+    ring: { serves: 'sync' },
   },
   STREAM_QUERY: {
     cmd: 35,
@@ -308,6 +352,7 @@ export const CALLS = {
     posted: true,
     doc: 'cudaEventRecord',
     context: { method: 'eventRecord', params: ['event', 'stream'], result: 'none' },
+    ring: { serves: 'record', batchOnly: true },
   },
   EVENT_SYNC: {
     cmd: 43,
@@ -318,6 +363,7 @@ export const CALLS = {
     syncs: true,
     doc: 'cudaEventSynchronize',
     context: { method: 'eventSynchronize', params: ['handle'], result: 'none' },
+    ring: { serves: 'sync' },
   },
   EVENT_QUERY: {
     cmd: 44,
@@ -327,6 +373,7 @@ export const CALLS = {
     endsBatch: true,
     doc: 'cudaEventQuery: status = cudaSuccess or cudaErrorNotReady',
     context: { method: 'eventQuery', params: ['handle'], result: 'ready' },
+    ring: { serves: 'query' },
   },
   EVENT_ELAPSED: {
     cmd: 45,
@@ -396,6 +443,7 @@ export const CALLS = {
     stream: 'stream',
     posted: true,
     doc: 'param_bytes of packed parameters follow the struct; enqueued, not waited for: errors of the kernel surface at the next synchronizing call',
+    ring: { serves: 'launch' },
   },
   LAUNCH_COOPERATIVE: {
     cmd: 68,
@@ -417,6 +465,7 @@ export const CALLS = {
     stream: 'stream',
     posted: true,
     doc: "as LAUNCH, with launch attributes (cuLaunchKernelEx): thread-block clusters, cooperative. Sent on its own, whether the grid can be launched so is this call's answer; the guest library posts it only once the same function, block, cluster and shared memory have launched (every launch of Hopper's cuBLASLt kernels is one)",
+    ring: { serves: 'cluster-launch', batchOnly: true },
   },
   FUNC_ATTRS: {
     cmd: 60,
@@ -733,6 +782,7 @@ export const CALLS = {
     doc: "Posted work: several commands in one request (data to device: args.bytes of entries, each a struct qcuda_batch_entry, then its argument struct as the command takes it, then padding to 8 bytes). Only commands that enqueue and never wait may be posted (the postable ones: LAUNCH, LAUNCH_EX and GRAPH_LAUNCH, MEMSET and MEMCPY_DTOD with async = 1, EVENT_RECORD, STREAM_WAIT_EVENT, HOST_FUNC). They run in order; one that fails does not stop the others. status = the first failure's. A malformed batch runs nothing. With flags QCUDA_BATCH_ENDS_SYNC the last entry is a synchronizing command, run after the others: status = its status, which reports the others' first failure as posted work's error. With QCUDA_BATCH_ENDS_QUERY the last entry is a query (declared endsBatch), run after the others: status = its own status (cudaSuccess or cudaErrorNotReady, or its own failure), value = the others' first failure.",
     value:
       "the failed entry's index (the entry count if none failed; with QCUDA_BATCH_ENDS_SYNC, among the entries before the last); with QCUDA_BATCH_ENDS_QUERY, the first failure's status among the entries before the last (0 if none), which the guest keeps as posted work's error",
+    ring: { serves: 'batch' },
   },
   HOST_FUNC: {
     cmd: 55,

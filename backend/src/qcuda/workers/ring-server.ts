@@ -1,6 +1,7 @@
 // A session's own queue served in C for the short calls of a round trip
-// (issue 15): the addon's RingServer (addon/src/cuda_ring_server.cc says
-// which calls, and when) answers them on this thread before the ring's
+// (issue 15): the addon's RingServer (addon/src/cuda_ring_server.cc; the
+// calls declared `ring` in wire/protocol.ts, and addon/src/ring_plan.h says
+// when) answers them on this thread before the ring's
 // handler (QcudaDevice) sees them, with no JavaScript between the guest's
 // request and the driver call. It stands in front of the session's ring
 // (Vring.serveFirst) in the session's worker, on the cuda provider; every

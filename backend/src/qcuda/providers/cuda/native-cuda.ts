@@ -400,6 +400,25 @@ export interface RingServerClass {
   readonly CURSOR: Readonly<Record<'lastAvail' | 'usedIdx' | 'signalledUsed' | 'served' | 'launched' | 'postedError' | 'words', number>>;
   /** Why serve() returned (cuda_ring_server.cc: Stop). */
   readonly STOP: Readonly<Record<'idle' | 'handOff' | 'output' | 'busy' | 'budget' | 'left' | 'posted', number>>;
+  /** The table of calls it was built with (addon/src/ring_calls.h), for the test of its declaration: enums as numbers (ring.ts: RING_SERVES, RING_KINDS, RING_DATA). */
+  readonly CALLS: readonly RingServerRow[];
+}
+
+/** A row of the ring server's table as the addon has it (ring_calls.h: ring::Call). */
+export interface RingServerRow {
+  cmd: number;
+  serves: number;
+  alone: boolean;
+  posted: boolean;
+  ends: number;
+  args: number;
+  varArgs: boolean;
+  data: number;
+  posts: boolean;
+  syncs: boolean;
+  handles: { offset: number; kind: number }[];
+  range?: { ptr: number; size: number };
+  maxData: number;
 }
 
 /** What a batch the ring server took leaves to the device (STOP.left): its ending synchronize or query, and the reply's value. */
