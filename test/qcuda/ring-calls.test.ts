@@ -12,7 +12,7 @@ import test from 'ava';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Cmd, encode, QCUDA_BATCH_ENDS_QUERY, QCUDA_BATCH_ENDS_SYNC } from '../../backend/src/qcuda/proto';
-import { cudaNative } from '../../backend/src/qcuda/providers/native-cuda';
+import { cudaNative } from '../../backend/src/qcuda/providers/cuda/native-cuda';
 import { CALLS, type CallDecl } from '../../backend/src/qcuda/wire/protocol';
 import { RING_DATA, RING_KINDS, RING_SERVES, ringCalls } from '../../backend/src/qcuda/wire/ring';
 import { root } from '../addon/fake-driver';
