@@ -296,12 +296,10 @@ static cudaError_t prefetch(const void *p, size_t n, struct cudaMemLocation loc,
 			    cudaStream_t stream, int ptds)
 {
 	struct job j = { .p = p, .n = n };
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_ready_args(flags == 0);
 
 	if (e != cudaSuccess)
 		return e;
-	if (flags != 0)
-		return cudaErrorInvalidValue;
 	e = check_location(loc, 1, &j.where);
 	if (e != cudaSuccess)
 		return e;
@@ -376,12 +374,10 @@ static cudaError_t note_batch(void *const *dptrs, const size_t *sizes, size_t co
 static cudaError_t prefetch_batch(void **dptrs, size_t *sizes, size_t count, struct cudaMemLocation *locs, size_t *idxs,
 				  size_t nlocs, unsigned long long flags, cudaStream_t stream, int ptds)
 {
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_ready_args(dptrs && sizes && count && locs && idxs && nlocs && nlocs <= count && !flags);
 
 	if (e != cudaSuccess)
 		return e;
-	if (!dptrs || !sizes || !count || !locs || !idxs || !nlocs || nlocs > count || flags)
-		return cudaErrorInvalidValue;
 	if (!qc_stream_known(stream, ptds))
 		return cudaErrorInvalidResourceHandle;
 	/* Documented: "Must not be legacy NULL stream". */
@@ -508,34 +504,36 @@ static void put_accessed_by(const struct summary *s, void *data, size_t slots)
 		put(data, i++, cudaInvalidDeviceId);
 }
 
+/* The attributes that ask for one part of a location, the preferred one
+ * or the last prefetch's: a legacy device id, the type or the id. */
+enum where_part { LEGACY_ID, WHERE_TYPE, WHERE_ID };
+static const struct {
+	int attr;
+	int last; /* the last prefetch's location, else the preferred one */
+	enum where_part part;
+} where_attrs[] = {
+	{ cudaMemRangeAttributePreferredLocation, 0, LEGACY_ID },
+	{ cudaMemRangeAttributePreferredLocationType, 0, WHERE_TYPE },
+	{ cudaMemRangeAttributePreferredLocationId, 0, WHERE_ID },
+	{ cudaMemRangeAttributeLastPrefetchLocation, 1, LEGACY_ID },
+	{ cudaMemRangeAttributeLastPrefetchLocationType, 1, WHERE_TYPE },
+	{ cudaMemRangeAttributeLastPrefetchLocationId, 1, WHERE_ID },
+};
+
+static int32_t where_part(struct where w, enum where_part part)
+{
+	return part == LEGACY_ID ? legacy_id(w) : part == WHERE_TYPE ? w.type : w.id;
+}
+
 static void answer(const struct summary *s, enum cudaMemRangeAttribute attr, void *data, size_t size)
 {
-	switch ((int)attr) {
-	case cudaMemRangeAttributeReadMostly:
+	if (attr == cudaMemRangeAttributeReadMostly)
 		put(data, 0, s->read_mostly);
-		break;
-	case cudaMemRangeAttributePreferredLocation:
-		put(data, 0, legacy_id(s->pref));
-		break;
-	case cudaMemRangeAttributePreferredLocationType:
-		put(data, 0, s->pref.type);
-		break;
-	case cudaMemRangeAttributePreferredLocationId:
-		put(data, 0, s->pref.id);
-		break;
-	case cudaMemRangeAttributeLastPrefetchLocation:
-		put(data, 0, legacy_id(s->last));
-		break;
-	case cudaMemRangeAttributeLastPrefetchLocationType:
-		put(data, 0, s->last.type);
-		break;
-	case cudaMemRangeAttributeLastPrefetchLocationId:
-		put(data, 0, s->last.id);
-		break;
-	case cudaMemRangeAttributeAccessedBy:
+	if (attr == cudaMemRangeAttributeAccessedBy)
 		put_accessed_by(s, data, size / sizeof(int32_t));
-		break;
-	}
+	for (size_t i = 0; i < sizeof(where_attrs) / sizeof(where_attrs[0]); i++)
+		if (where_attrs[i].attr == (int)attr)
+			put(data, 0, where_part(where_attrs[i].last ? s->last : s->pref, where_attrs[i].part));
 }
 
 static cudaError_t range_summary(const void *p, size_t n, struct summary *s)
@@ -599,12 +597,11 @@ static cudaError_t whole_allocation(void **slot, uint64_t start, uint64_t size, 
 static cudaError_t attach(cudaStream_t stream, void *p, size_t length, unsigned int flags, int ptds)
 {
 	struct job j = { .p = p, .n = length };
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_ready_args(flags == cudaMemAttachGlobal || flags == cudaMemAttachHost ||
+				      flags == cudaMemAttachSingle);
 
 	if (e != cudaSuccess)
 		return e;
-	if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost && flags != cudaMemAttachSingle)
-		return cudaErrorInvalidValue;
 	if (!qc_stream_known(stream, ptds))
 		return cudaErrorInvalidResourceHandle;
 	/* The NULL stream stands for all streams: nothing can be attached to

@@ -348,12 +348,10 @@ static cudaError_t stream_set_attr(cudaStream_t stream, cudaStreamAttrID attr, c
 				   int ptds)
 {
 	struct qcuda_args_stream_attr a = { .stream = qc_stream(stream, ptds), .attr = (uint32_t)attr };
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_ready_args(value != NULL);
 
 	if (e != cudaSuccess)
 		return e;
-	if (!value)
-		return cudaErrorInvalidValue;
 	memcpy(a.value, value, sizeof(a.value));
 	return qc_req_stream_set_attr(&a);
 }
@@ -362,12 +360,10 @@ static cudaError_t stream_get_attr(cudaStream_t stream, cudaStreamAttrID attr, c
 {
 	struct qcuda_args_stream_attr a = { .stream = qc_stream(stream, ptds), .attr = (uint32_t)attr };
 	struct qcuda_out_stream_attr_value out;
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_ready_args(value != NULL);
 
 	if (e != cudaSuccess)
 		return e;
-	if (!value)
-		return cudaErrorInvalidValue;
 	e = qc_req_stream_get_attr(&a, &out);
 	if (e == cudaSuccess)
 		memcpy(value, out.value, sizeof(out.value));
