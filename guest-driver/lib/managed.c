@@ -183,22 +183,33 @@ static cudaError_t is_managed(void **slot, uint64_t start, uint64_t size, void *
 	return cudaSuccess;
 }
 
-/* qc_mem_managed callback: records a prefetch to j->where. */
-static cudaError_t note_prefetch(void **slot, uint64_t start, uint64_t size, void *arg)
+/* The part of a qc_mem_managed callback that notes a hint: fn on each of
+ * j's pages in the record at slot (made if need be), under hints_lock. */
+static cudaError_t each_page(void **slot, uint64_t start, uint64_t size, const struct job *j,
+			     void (*fn)(struct page_hint *pg, const struct job *j))
 {
-	const struct job *j = arg;
 	struct hints *h;
 	size_t first, end;
 
 	job_pages(j, start, &first, &end);
 	pthread_mutex_lock(&hints_lock);
 	h = record(slot, size);
-	for (size_t i = first; h && i < end; i++) {
-		h->page[i].last_type = (uint8_t)j->where.type;
-		h->page[i].last_id = j->where.id;
-	}
+	for (size_t i = first; h && i < end; i++)
+		fn(&h->page[i], j);
 	pthread_mutex_unlock(&hints_lock);
 	return h ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+static void prefetch_page(struct page_hint *pg, const struct job *j)
+{
+	pg->last_type = (uint8_t)j->where.type;
+	pg->last_id = j->where.id;
+}
+
+/* qc_mem_managed callback: records a prefetch to j->where. */
+static cudaError_t note_prefetch(void **slot, uint64_t start, uint64_t size, void *arg)
+{
+	return each_page(slot, start, size, arg, prefetch_page);
 }
 
 static void set_accessed_by(struct page_hint *pg, struct where w, int on)
@@ -237,20 +248,15 @@ static void advise_page(struct page_hint *pg, int advice, struct where w)
 	}
 }
 
+static void advice_page(struct page_hint *pg, const struct job *j)
+{
+	advise_page(pg, j->advice, j->where);
+}
+
 /* qc_mem_managed callback: applies j->advice for j->where. */
 static cudaError_t note_advice(void **slot, uint64_t start, uint64_t size, void *arg)
 {
-	const struct job *j = arg;
-	struct hints *h;
-	size_t first, end;
-
-	job_pages(j, start, &first, &end);
-	pthread_mutex_lock(&hints_lock);
-	h = record(slot, size);
-	for (size_t i = first; h && i < end; i++)
-		advise_page(&h->page[i], j->advice, j->where);
-	pthread_mutex_unlock(&hints_lock);
-	return h ? cudaSuccess : cudaErrorMemoryAllocation;
+	return each_page(slot, start, size, arg, advice_page);
 }
 
 /* Adds one page to a summary: a hint holds for the range only if it holds

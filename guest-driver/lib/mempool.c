@@ -209,23 +209,35 @@ QC_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
 
 /* --------------------------------------------------------- attributes */
 
-static cudaError_t pool_trim(cudaMemPool_t memPool, size_t minBytesToKeep)
+/* qc_ready_args(args_ok), then memPool's pool in *out with its stale
+ * blocks dropped, the pool lock held for the caller to release; a pool
+ * not found is cudaErrorInvalidValue, the lock not held. */
+static cudaError_t lock_pool(cudaMemPool_t memPool, int args_ok, struct qc_pool **out)
 {
-	struct block *chain = NULL;
-	struct qc_pool *p;
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_ready_args(args_ok);
 
 	if (e != cudaSuccess)
 		return e;
 	pthread_mutex_lock(&qc_pool_lock);
-	p = qc_pool_find(memPool);
-	if (p) {
-		qc_pool_drop_stale(p);
-		qc_pool_take_idle(p, minBytesToKeep, &chain);
-	}
-	pthread_mutex_unlock(&qc_pool_lock);
-	if (!p)
+	*out = qc_pool_find(memPool);
+	if (!*out) {
+		pthread_mutex_unlock(&qc_pool_lock);
 		return cudaErrorInvalidValue;
+	}
+	qc_pool_drop_stale(*out);
+	return cudaSuccess;
+}
+
+static cudaError_t pool_trim(cudaMemPool_t memPool, size_t minBytesToKeep)
+{
+	struct block *chain = NULL;
+	struct qc_pool *p;
+	cudaError_t e = lock_pool(memPool, 1, &p);
+
+	if (e != cudaSuccess)
+		return e;
+	qc_pool_take_idle(p, minBytesToKeep, &chain);
+	pthread_mutex_unlock(&qc_pool_lock);
 	return qc_pool_release_chain(chain);
 }
 
@@ -295,18 +307,11 @@ static cudaError_t pool_attr(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, v
 {
 	struct block *chain = NULL;
 	struct qc_pool *p;
-	cudaError_t e = qc_ready();
+	cudaError_t e = lock_pool(memPool, value != NULL, &p);
 
 	if (e != cudaSuccess)
 		return e;
-	pthread_mutex_lock(&qc_pool_lock);
-	p = qc_pool_find(memPool);
-	if (!p || !value) {
-		e = cudaErrorInvalidValue;
-	} else {
-		qc_pool_drop_stale(p);
-		e = set ? set_attr(p, attr, value, &chain) : get_attr(p, attr, value);
-	}
+	e = set ? set_attr(p, attr, value, &chain) : get_attr(p, attr, value);
 	pthread_mutex_unlock(&qc_pool_lock);
 	qc_pool_release_chain(chain);
 	return e;
