@@ -93,18 +93,16 @@ windows-dll: $(WIN_OUT)/dll/nvcuda.dll
 # make windows (which make test runs) builds the DLL and its test programs too.
 windows: windows-dll
 
-$(WIN_DLL_OBJ)/lib/%.o: $(LIB)/%.c $(WIN_DLL_HDRS)
-	@mkdir -p $(@D)
-	$(MINGW_CC) $(WIN_DLL_CFLAGS) -c -o $@ $<
-$(WIN_DLL_OBJ)/lib/%.o: $(WIN_DIR)/%.c $(WIN_DLL_HDRS)
-	@mkdir -p $(@D)
-	$(MINGW_CC) $(WIN_DLL_CFLAGS) -c -o $@ $<
-$(WIN_DLL_OBJ)/cu/%.o: $(GUEST_CU_DIR)/%.c $(WIN_DLL_HDRS)
-	@mkdir -p $(@D)
-	$(MINGW_CC) $(WIN_DLL_CFLAGS) -c -o $@ $<
-$(WIN_DLL_OBJ)/gen/%.o: $(GUEST_CU_GEN)/%.c $(WIN_DLL_HDRS)
-	@mkdir -p $(@D)
-	$(MINGW_CC) $(WIN_DLL_CFLAGS) -c -o $@ $<
+# The compile rule of each source folder: $(2)'s sources to objects under $(1).
+define WIN_DLL_COMPILE
+$$(WIN_DLL_OBJ)/$(1)/%.o: $(2)/%.c $$(WIN_DLL_HDRS)
+	@mkdir -p $$(@D)
+	$$(MINGW_CC) $$(WIN_DLL_CFLAGS) -c -o $$@ $$<
+endef
+$(eval $(call WIN_DLL_COMPILE,lib,$(LIB)))
+$(eval $(call WIN_DLL_COMPILE,lib,$(WIN_DIR)))
+$(eval $(call WIN_DLL_COMPILE,cu,$(GUEST_CU_DIR)))
+$(eval $(call WIN_DLL_COMPILE,gen,$(GUEST_CU_GEN)))
 
 # Static libgcc and winpthreads: the DLL alone is what a user copies. It
 # holds the runtime too (libcudart.so.13's stubs.o with the rest of its
