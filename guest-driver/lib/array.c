@@ -345,12 +345,10 @@ cudaError_t qc_mipmap_level(struct qc_mipmap *m, unsigned int level, struct qc_a
 	struct qc_array *a;
 	int keep = (m->flags & (cudaArrayLayered | cudaArrayCubemap)) != 0;
 	uint64_t h = 0;
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_ready_args(level < m->levels);
 
 	if (e != cudaSuccess)
 		return e;
-	if (level >= m->levels)
-		return cudaErrorInvalidValue;
 	pthread_mutex_lock(&arrays_lock);
 	a = m->lv[level];
 	pthread_mutex_unlock(&arrays_lock);

@@ -116,12 +116,10 @@ static cudaError_t add_host_fn(cudaStream_t stream, int ptds, cudaHostFn_t fn, c
 {
 	struct host_fn *f;
 	uint64_t id;
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_ready_args(fn || cb);
 
 	if (e != cudaSuccess)
 		return e;
-	if (!fn && !cb)
-		return cudaErrorInvalidValue;
 	if (!qc_stream_known(stream, ptds))
 		return cudaErrorInvalidResourceHandle;
 	if (fn && qc_capture_active(stream, ptds)) { /* a host node instead */

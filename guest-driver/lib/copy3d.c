@@ -475,11 +475,22 @@ ARRAY2D(cudaMemcpyFromArrayAsync_ptsz,
 	 cudaStream_t stream),
 	linear_array(src, wOffset, hOffset, dst, count, 0, kind, stream, 1, 1))
 
+/* One side of a 3D copy: an array's (its x in elements, made bytes) or a
+ * pitched pointer's. */
+static struct qc_side parms_side(struct qc_array *a, struct cudaPos pos, struct cudaPitchedPtr ptr)
+{
+	if (a)
+		return (struct qc_side){ .array = a, .x = pos.x * a->elem, .y = pos.y, .z = pos.z };
+	return (struct qc_side){
+		.ptr = ptr.ptr, .pitch = ptr.pitch, .rows = ptr.ysize, .x = pos.x, .y = pos.y, .z = pos.z
+	};
+}
+
 /* cudaMemcpy3D: positions and the extent's width are in elements of the
  * array taking part (bytes without one). */
 static cudaError_t copy3d_parms(const struct cudaMemcpy3DParms *p, cudaStream_t s, int async, int ptds)
 {
-	struct qc_side d = { 0 }, r = { 0 };
+	struct qc_side d, r;
 	struct qc_array *da = NULL, *sa = NULL;
 	size_t elem = 1;
 	cudaError_t e;
@@ -499,24 +510,8 @@ static cudaError_t copy3d_parms(const struct cudaMemcpy3DParms *p, cudaStream_t 
 		elem = da->elem;
 	if (p->extent.width > SIZE_MAX / elem)
 		return cudaErrorInvalidValue;
-	if (da)
-		d = (struct qc_side){ .array = da, .x = p->dstPos.x * da->elem, .y = p->dstPos.y, .z = p->dstPos.z };
-	else
-		d = (struct qc_side){ .ptr = p->dstPtr.ptr,
-				      .pitch = p->dstPtr.pitch,
-				      .rows = p->dstPtr.ysize,
-				      .x = p->dstPos.x,
-				      .y = p->dstPos.y,
-				      .z = p->dstPos.z };
-	if (sa)
-		r = (struct qc_side){ .array = sa, .x = p->srcPos.x * sa->elem, .y = p->srcPos.y, .z = p->srcPos.z };
-	else
-		r = (struct qc_side){ .ptr = p->srcPtr.ptr,
-				      .pitch = p->srcPtr.pitch,
-				      .rows = p->srcPtr.ysize,
-				      .x = p->srcPos.x,
-				      .y = p->srcPos.y,
-				      .z = p->srcPos.z };
+	d = parms_side(da, p->dstPos, p->dstPtr);
+	r = parms_side(sa, p->srcPos, p->srcPtr);
 	if ((da && p->dstPos.x > SIZE_MAX / da->elem) || (sa && p->srcPos.x > SIZE_MAX / sa->elem))
 		return cudaErrorInvalidValue;
 	return qc_copy3d(&d, &r, p->extent.width * elem, p->extent.height, p->extent.depth, p->kind, s, async, ptds);

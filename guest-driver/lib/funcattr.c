@@ -11,15 +11,7 @@ _Static_assert(QCUDA_NUM_FUNC_ATTRS == cudaFuncAttributeMax, "FUNC_ATTRS carries
 /* The function handle behind func (a host stub or a cudaKernel_t). */
 static cudaError_t func_of(const void *func, uint64_t *handle)
 {
-	struct qc_kernel *k;
-	cudaError_t e = qc_ready();
-
-	if (e != cudaSuccess)
-		return e;
-	k = qc_kernel_by_func(func);
-	if (!k)
-		return cudaErrorInvalidDeviceFunction;
-	return qc_kernel_get(k, handle);
+	return qc_kernel_ready(qc_kernel_by_func(func), handle);
 }
 
 /* values[] is indexed by CUfunction_attribute (cuda.h). */
@@ -176,13 +168,8 @@ QC_API cudaError_t cudaFuncSetSharedMemConfig(const void *func, enum cudaSharedM
 cudaError_t qc_param_info(struct qc_kernel *k, size_t index, size_t *offset, size_t *size)
 {
 	uint64_t fh;
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_kernel_ready(k, &fh);
 
-	if (e != cudaSuccess)
-		return e;
-	if (!k)
-		return cudaErrorInvalidDeviceFunction;
-	e = qc_kernel_get(k, &fh);
 	if (e != cudaSuccess)
 		return e;
 	if (!offset || index >= k->num_params)

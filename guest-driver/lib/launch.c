@@ -93,13 +93,8 @@ static cudaError_t launch_with(struct qc_kernel *k, dim3 grid, dim3 block, size_
 	unsigned char *params = buf.b + sizeof(buf.l);
 	uint32_t len; /* the struct and the packed parameters after it */
 	uint64_t func;
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_kernel_ready(k, &func);
 
-	if (e != cudaSuccess)
-		return e;
-	if (!k)
-		return cudaErrorInvalidDeviceFunction;
-	e = qc_kernel_get(k, &func);
 	if (e != cudaSuccess)
 		return e;
 	if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z || shmem > UINT32_MAX)

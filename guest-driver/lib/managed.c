@@ -183,22 +183,33 @@ static cudaError_t is_managed(void **slot, uint64_t start, uint64_t size, void *
 	return cudaSuccess;
 }
 
-/* qc_mem_managed callback: records a prefetch to j->where. */
-static cudaError_t note_prefetch(void **slot, uint64_t start, uint64_t size, void *arg)
+/* The part of a qc_mem_managed callback that notes a hint: fn on each of
+ * j's pages in the record at slot (made if need be), under hints_lock. */
+static cudaError_t each_page(void **slot, uint64_t start, uint64_t size, const struct job *j,
+			     void (*fn)(struct page_hint *pg, const struct job *j))
 {
-	const struct job *j = arg;
 	struct hints *h;
 	size_t first, end;
 
 	job_pages(j, start, &first, &end);
 	pthread_mutex_lock(&hints_lock);
 	h = record(slot, size);
-	for (size_t i = first; h && i < end; i++) {
-		h->page[i].last_type = (uint8_t)j->where.type;
-		h->page[i].last_id = j->where.id;
-	}
+	for (size_t i = first; h && i < end; i++)
+		fn(&h->page[i], j);
 	pthread_mutex_unlock(&hints_lock);
 	return h ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+static void prefetch_page(struct page_hint *pg, const struct job *j)
+{
+	pg->last_type = (uint8_t)j->where.type;
+	pg->last_id = j->where.id;
+}
+
+/* qc_mem_managed callback: records a prefetch to j->where. */
+static cudaError_t note_prefetch(void **slot, uint64_t start, uint64_t size, void *arg)
+{
+	return each_page(slot, start, size, arg, prefetch_page);
 }
 
 static void set_accessed_by(struct page_hint *pg, struct where w, int on)
@@ -237,20 +248,15 @@ static void advise_page(struct page_hint *pg, int advice, struct where w)
 	}
 }
 
+static void advice_page(struct page_hint *pg, const struct job *j)
+{
+	advise_page(pg, j->advice, j->where);
+}
+
 /* qc_mem_managed callback: applies j->advice for j->where. */
 static cudaError_t note_advice(void **slot, uint64_t start, uint64_t size, void *arg)
 {
-	const struct job *j = arg;
-	struct hints *h;
-	size_t first, end;
-
-	job_pages(j, start, &first, &end);
-	pthread_mutex_lock(&hints_lock);
-	h = record(slot, size);
-	for (size_t i = first; h && i < end; i++)
-		advise_page(&h->page[i], j->advice, j->where);
-	pthread_mutex_unlock(&hints_lock);
-	return h ? cudaSuccess : cudaErrorMemoryAllocation;
+	return each_page(slot, start, size, arg, advice_page);
 }
 
 /* Adds one page to a summary: a hint holds for the range only if it holds
@@ -296,12 +302,10 @@ static cudaError_t prefetch(const void *p, size_t n, struct cudaMemLocation loc,
 			    cudaStream_t stream, int ptds)
 {
 	struct job j = { .p = p, .n = n };
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_ready_args(flags == 0);
 
 	if (e != cudaSuccess)
 		return e;
-	if (flags != 0)
-		return cudaErrorInvalidValue;
 	e = check_location(loc, 1, &j.where);
 	if (e != cudaSuccess)
 		return e;
@@ -376,12 +380,10 @@ static cudaError_t note_batch(void *const *dptrs, const size_t *sizes, size_t co
 static cudaError_t prefetch_batch(void **dptrs, size_t *sizes, size_t count, struct cudaMemLocation *locs, size_t *idxs,
 				  size_t nlocs, unsigned long long flags, cudaStream_t stream, int ptds)
 {
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_ready_args(dptrs && sizes && count && locs && idxs && nlocs && nlocs <= count && !flags);
 
 	if (e != cudaSuccess)
 		return e;
-	if (!dptrs || !sizes || !count || !locs || !idxs || !nlocs || nlocs > count || flags)
-		return cudaErrorInvalidValue;
 	if (!qc_stream_known(stream, ptds))
 		return cudaErrorInvalidResourceHandle;
 	/* Documented: "Must not be legacy NULL stream". */
@@ -508,34 +510,36 @@ static void put_accessed_by(const struct summary *s, void *data, size_t slots)
 		put(data, i++, cudaInvalidDeviceId);
 }
 
+/* The attributes that ask for one part of a location, the preferred one
+ * or the last prefetch's: a legacy device id, the type or the id. */
+enum where_part { LEGACY_ID, WHERE_TYPE, WHERE_ID };
+static const struct {
+	int attr;
+	int last; /* the last prefetch's location, else the preferred one */
+	enum where_part part;
+} where_attrs[] = {
+	{ cudaMemRangeAttributePreferredLocation, 0, LEGACY_ID },
+	{ cudaMemRangeAttributePreferredLocationType, 0, WHERE_TYPE },
+	{ cudaMemRangeAttributePreferredLocationId, 0, WHERE_ID },
+	{ cudaMemRangeAttributeLastPrefetchLocation, 1, LEGACY_ID },
+	{ cudaMemRangeAttributeLastPrefetchLocationType, 1, WHERE_TYPE },
+	{ cudaMemRangeAttributeLastPrefetchLocationId, 1, WHERE_ID },
+};
+
+static int32_t where_part(struct where w, enum where_part part)
+{
+	return part == LEGACY_ID ? legacy_id(w) : part == WHERE_TYPE ? w.type : w.id;
+}
+
 static void answer(const struct summary *s, enum cudaMemRangeAttribute attr, void *data, size_t size)
 {
-	switch ((int)attr) {
-	case cudaMemRangeAttributeReadMostly:
+	if (attr == cudaMemRangeAttributeReadMostly)
 		put(data, 0, s->read_mostly);
-		break;
-	case cudaMemRangeAttributePreferredLocation:
-		put(data, 0, legacy_id(s->pref));
-		break;
-	case cudaMemRangeAttributePreferredLocationType:
-		put(data, 0, s->pref.type);
-		break;
-	case cudaMemRangeAttributePreferredLocationId:
-		put(data, 0, s->pref.id);
-		break;
-	case cudaMemRangeAttributeLastPrefetchLocation:
-		put(data, 0, legacy_id(s->last));
-		break;
-	case cudaMemRangeAttributeLastPrefetchLocationType:
-		put(data, 0, s->last.type);
-		break;
-	case cudaMemRangeAttributeLastPrefetchLocationId:
-		put(data, 0, s->last.id);
-		break;
-	case cudaMemRangeAttributeAccessedBy:
+	if (attr == cudaMemRangeAttributeAccessedBy)
 		put_accessed_by(s, data, size / sizeof(int32_t));
-		break;
-	}
+	for (size_t i = 0; i < sizeof(where_attrs) / sizeof(where_attrs[0]); i++)
+		if (where_attrs[i].attr == (int)attr)
+			put(data, 0, where_part(where_attrs[i].last ? s->last : s->pref, where_attrs[i].part));
 }
 
 static cudaError_t range_summary(const void *p, size_t n, struct summary *s)
@@ -599,12 +603,11 @@ static cudaError_t whole_allocation(void **slot, uint64_t start, uint64_t size, 
 static cudaError_t attach(cudaStream_t stream, void *p, size_t length, unsigned int flags, int ptds)
 {
 	struct job j = { .p = p, .n = length };
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_ready_args(flags == cudaMemAttachGlobal || flags == cudaMemAttachHost ||
+				      flags == cudaMemAttachSingle);
 
 	if (e != cudaSuccess)
 		return e;
-	if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost && flags != cudaMemAttachSingle)
-		return cudaErrorInvalidValue;
 	if (!qc_stream_known(stream, ptds))
 		return cudaErrorInvalidResourceHandle;
 	/* The NULL stream stands for all streams: nothing can be attached to

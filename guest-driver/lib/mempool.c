@@ -5,6 +5,7 @@
  * hand out, and how they are reused and released, are pool.c's.
  */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,12 +135,10 @@ static int all_zero(const unsigned char *b, size_t n)
 static cudaError_t pool_create(cudaMemPool_t *memPool, const struct cudaMemPoolProps *props)
 {
 	struct qc_pool *p;
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_ready_args(memPool && props);
 
 	if (e != cudaSuccess)
 		return e;
-	if (!memPool || !props)
-		return cudaErrorInvalidValue;
 	if (props->allocType == cudaMemAllocationTypeManaged || props->location.type == cudaMemLocationTypeHost ||
 	    props->location.type == cudaMemLocationTypeHostNuma)
 		return cudaErrorNotSupported;
@@ -210,23 +209,35 @@ QC_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
 
 /* --------------------------------------------------------- attributes */
 
-static cudaError_t pool_trim(cudaMemPool_t memPool, size_t minBytesToKeep)
+/* qc_ready_args(args_ok), then memPool's pool in *out with its stale
+ * blocks dropped, the pool lock held for the caller to release; a pool
+ * not found is cudaErrorInvalidValue, the lock not held. */
+static cudaError_t lock_pool(cudaMemPool_t memPool, int args_ok, struct qc_pool **out)
 {
-	struct block *chain = NULL;
-	struct qc_pool *p;
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_ready_args(args_ok);
 
 	if (e != cudaSuccess)
 		return e;
 	pthread_mutex_lock(&qc_pool_lock);
-	p = qc_pool_find(memPool);
-	if (p) {
-		qc_pool_drop_stale(p);
-		qc_pool_take_idle(p, minBytesToKeep, &chain);
-	}
-	pthread_mutex_unlock(&qc_pool_lock);
-	if (!p)
+	*out = qc_pool_find(memPool);
+	if (!*out) {
+		pthread_mutex_unlock(&qc_pool_lock);
 		return cudaErrorInvalidValue;
+	}
+	qc_pool_drop_stale(*out);
+	return cudaSuccess;
+}
+
+static cudaError_t pool_trim(cudaMemPool_t memPool, size_t minBytesToKeep)
+{
+	struct block *chain = NULL;
+	struct qc_pool *p;
+	cudaError_t e = lock_pool(memPool, 1, &p);
+
+	if (e != cudaSuccess)
+		return e;
+	qc_pool_take_idle(p, minBytesToKeep, &chain);
+	pthread_mutex_unlock(&qc_pool_lock);
 	return qc_pool_release_chain(chain);
 }
 
@@ -266,54 +277,41 @@ static cudaError_t set_attr(struct qc_pool *p, enum cudaMemPoolAttr attr, const 
 	}
 }
 
+/* The 64-bit attributes (cuuint64_t), each one of the pool's counters. */
+static const struct {
+	enum cudaMemPoolAttr attr;
+	size_t offset; /* of the uint64_t in struct qc_pool */
+} counters[] = {
+	{ cudaMemPoolAttrReleaseThreshold, offsetof(struct qc_pool, threshold) },
+	{ cudaMemPoolAttrReservedMemCurrent, offsetof(struct qc_pool, reserved) },
+	{ cudaMemPoolAttrReservedMemHigh, offsetof(struct qc_pool, reserved_high) },
+	{ cudaMemPoolAttrUsedMemCurrent, offsetof(struct qc_pool, used) },
+	{ cudaMemPoolAttrUsedMemHigh, offsetof(struct qc_pool, used_high) },
+};
+
 static cudaError_t get_attr(struct qc_pool *p, enum cudaMemPoolAttr attr, void *value)
 {
-	uint64_t v;
-
-	switch (attr) {
-	case cudaMemPoolReuseFollowEventDependencies:
-	case cudaMemPoolReuseAllowOpportunistic:
-	case cudaMemPoolReuseAllowInternalDependencies:
+	if (attr >= cudaMemPoolReuseFollowEventDependencies && attr <= cudaMemPoolReuseAllowInternalDependencies) {
 		*(int *)value = p->reuse[attr - cudaMemPoolReuseFollowEventDependencies];
 		return cudaSuccess;
-	case cudaMemPoolAttrReleaseThreshold:
-		v = p->threshold;
-		break;
-	case cudaMemPoolAttrReservedMemCurrent:
-		v = p->reserved;
-		break;
-	case cudaMemPoolAttrReservedMemHigh:
-		v = p->reserved_high;
-		break;
-	case cudaMemPoolAttrUsedMemCurrent:
-		v = p->used;
-		break;
-	case cudaMemPoolAttrUsedMemHigh:
-		v = p->used_high;
-		break;
-	default:
-		return cudaErrorInvalidValue;
 	}
-	memcpy(value, &v, sizeof(v)); /* a cuuint64_t */
-	return cudaSuccess;
+	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
+		if (counters[i].attr == attr) {
+			memcpy(value, (const char *)p + counters[i].offset, sizeof(uint64_t));
+			return cudaSuccess;
+		}
+	return cudaErrorInvalidValue;
 }
 
 static cudaError_t pool_attr(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value, int set)
 {
 	struct block *chain = NULL;
 	struct qc_pool *p;
-	cudaError_t e = qc_ready();
+	cudaError_t e = lock_pool(memPool, value != NULL, &p);
 
 	if (e != cudaSuccess)
 		return e;
-	pthread_mutex_lock(&qc_pool_lock);
-	p = qc_pool_find(memPool);
-	if (!p || !value) {
-		e = cudaErrorInvalidValue;
-	} else {
-		qc_pool_drop_stale(p);
-		e = set ? set_attr(p, attr, value, &chain) : get_attr(p, attr, value);
-	}
+	e = set ? set_attr(p, attr, value, &chain) : get_attr(p, attr, value);
 	pthread_mutex_unlock(&qc_pool_lock);
 	qc_pool_release_chain(chain);
 	return e;

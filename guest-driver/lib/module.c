@@ -453,6 +453,15 @@ cudaError_t qc_kernel_get(struct qc_kernel *k, uint64_t *func)
 	return e;
 }
 
+cudaError_t qc_kernel_ready(struct qc_kernel *k, uint64_t *func)
+{
+	cudaError_t e = qc_ready();
+
+	if (e != cudaSuccess)
+		return e;
+	return k ? qc_kernel_get(k, func) : cudaErrorInvalidDeviceFunction;
+}
+
 /* -------------------------------------------------------------- variables */
 
 /* The device range of the variable whose host shadow is symbol. */

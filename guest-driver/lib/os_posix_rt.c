@@ -38,19 +38,12 @@ int qc_os_random(void *buf, size_t len)
  * of them blocked: the program's handlers run on its own threads only. */
 int qc_os_start_thread(void *(*fn)(void *), size_t stack)
 {
-	pthread_attr_t attr;
-	pthread_t t;
 	sigset_t all, old;
 	int err;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (stack)
-		pthread_attr_setstacksize(&attr, stack);
-	err = pthread_create(&t, &attr, fn, NULL);
-	pthread_attr_destroy(&attr);
+	err = qc_os_start_detached(fn, stack);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return err;
 }

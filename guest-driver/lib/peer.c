@@ -14,18 +14,27 @@ static int valid_device(int device)
 	return device >= 0 && device < qc.device_count;
 }
 
+/* The checks of a query about two devices, in CUDA's order: the library,
+ * the answer's pointer, the devices. */
+static cudaError_t pair_checks(const int *out, int a, int b)
+{
+	cudaError_t e = qc_init();
+
+	if (e != cudaSuccess)
+		return e;
+	if (!out)
+		return cudaErrorInvalidValue;
+	return valid_device(a) && valid_device(b) ? cudaSuccess : cudaErrorInvalidDevice;
+}
+
 /* A device is not its own peer: CUDA answers 0 for device == peerDevice. */
 QC_API cudaError_t cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevice)
 {
 	uint64_t v = 0;
-	cudaError_t e = qc_init();
+	cudaError_t e = pair_checks(canAccessPeer, device, peerDevice);
 
 	if (e != cudaSuccess)
 		return qc_ret(e);
-	if (!canAccessPeer)
-		return qc_ret(cudaErrorInvalidValue);
-	if (!valid_device(device) || !valid_device(peerDevice))
-		return qc_ret(cudaErrorInvalidDevice);
 	if (device == peerDevice) {
 		*canAccessPeer = 0;
 		return cudaSuccess;
@@ -39,14 +48,10 @@ QC_API cudaError_t cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int p
 QC_API cudaError_t cudaDeviceGetP2PAttribute(int *value, enum cudaDeviceP2PAttr attr, int srcDevice, int dstDevice)
 {
 	uint64_t v = 0;
-	cudaError_t e = qc_init();
+	cudaError_t e = pair_checks(value, srcDevice, dstDevice);
 
 	if (e != cudaSuccess)
 		return qc_ret(e);
-	if (!value)
-		return qc_ret(cudaErrorInvalidValue);
-	if (!valid_device(srcDevice) || !valid_device(dstDevice))
-		return qc_ret(cudaErrorInvalidDevice);
 	e = qc_req_p2p_attribute((uint32_t)srcDevice, (uint32_t)dstDevice, (uint32_t)attr, &v);
 	if (e == cudaSuccess)
 		*value = (int)v;

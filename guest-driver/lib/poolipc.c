@@ -123,13 +123,11 @@ static cudaError_t pool_import(cudaMemPool_t *memPool, void *handle, enum cudaMe
 {
 	struct pool_fd_header hdr;
 	struct qc_pool *p;
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_ready_args(memPool && !flags && type == cudaMemHandleTypePosixFileDescriptor);
 	int r;
 
 	if (e != cudaSuccess)
 		return e;
-	if (!memPool || flags || type != cudaMemHandleTypePosixFileDescriptor)
-		return cudaErrorInvalidValue;
 	/* Not one of ours (or no file at all): what the driver answers a
 	 * descriptor it did not make. */
 	r = qc_os_read_sealed((int)(intptr_t)handle, &hdr, sizeof(hdr));
@@ -165,12 +163,10 @@ static cudaError_t ptr_export(struct cudaMemPoolPtrExportData *data, void *ptr)
 	struct ptr_tag tag = { .magic = PTR_MAGIC };
 	struct qcuda_ipc_handle h;
 	struct block *b;
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_ready_args(data && ptr);
 
 	if (e != cudaSuccess)
 		return e;
-	if (!data || !ptr)
-		return cudaErrorInvalidValue;
 	/* The start of a live block of an exportable pool. */
 	pthread_mutex_lock(&qc_pool_lock);
 	b = qc_pool_block_at((uintptr_t)ptr);
@@ -231,12 +227,10 @@ static cudaError_t ptr_import(void **ptr, cudaMemPool_t memPool, const struct cu
 	struct qcuda_ipc_handle h;
 	struct ptr_tag tag;
 	uint64_t p = 0;
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_ready_args(ptr && data);
 
 	if (e != cudaSuccess)
 		return e;
-	if (!ptr || !data)
-		return cudaErrorInvalidValue;
 	memcpy(&h, data, sizeof(h));
 	memcpy(&tag, h.reserved, sizeof(tag));
 	if (tag_matches(memPool, &tag))

@@ -63,6 +63,8 @@ int qc_os_random(void *buf, size_t len);
 /* A detached thread running fn(NULL), with stack bytes (0: the default),
  * that takes none of the program's signals (POSIX). 0 or an errno. */
 int qc_os_start_thread(void *(*fn)(void *), size_t stack);
+/* The same without the signal mask: a detached pthread (os_pthread.c). */
+int qc_os_start_detached(void *(*fn)(void *), size_t stack);
 /* An inaccessible reservation at exactly [addr, addr+len), so that nothing
  * else is ever mapped there: 1 if made, 0 if not (the range is taken). */
 int qc_os_reserve_at(uint64_t addr, size_t len);

@@ -177,6 +177,16 @@ cudaError_t qc_init(void);
 /* qc_init(), then the sticky error if the context is dead, then makes the
  * thread's current device the session's (qc_sync_device). */
 cudaError_t qc_ready(void);
+/* qc_ready(), then cudaErrorInvalidValue unless args_ok: the start of a
+ * call whose arguments are checked before anything else (their test is
+ * evaluated first, so it may only look at the arguments). Inline, so that
+ * the static analyzer sees which pointers the caller went on with. */
+static inline cudaError_t qc_ready_args(int args_ok)
+{
+	cudaError_t e = qc_ready();
+
+	return e != cudaSuccess || args_ok ? e : cudaErrorInvalidValue;
+}
 /* The start of an entry point: e = qc_ready(), returned through qc_ret if
  * it is an error. */
 #define QC_ENTER(e)                                    \
@@ -406,6 +416,9 @@ struct qc_kernel *qc_kernel_by_func(const void *func);
 /* The function handle (and layout) of k in the current generation, loading
  * its module and looking it up (FUNC_GET) if need be. */
 cudaError_t qc_kernel_get(struct qc_kernel *k, uint64_t *func);
+/* The start of a call that takes a kernel: qc_ready(), then k's function
+ * handle (qc_kernel_get); a NULL k is cudaErrorInvalidDeviceFunction. */
+cudaError_t qc_kernel_ready(struct qc_kernel *k, uint64_t *func);
 /* A new id for a staged upload (MODULE_UPLOAD): module images, graph descriptions. */
 uint64_t qc_upload_id(void);
 /* The device range of the variable whose host shadow is symbol (VAR_GET on

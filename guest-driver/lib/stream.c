@@ -295,29 +295,39 @@ QC_API cudaError_t cudaCtxResetPersistingL2Cache(void)
 	return qc_ret(e);
 }
 
+/* The checks of an event recorded on or waited for by a stream, and its
+ * External form (flag external), which is a node of type in a capture and
+ * only that: 1 when they answer the call (*e), 0 to go on. */
+static int event_op_answered(cudaStream_t stream, cudaEvent_t event, unsigned int flags, int ptds,
+			     unsigned int external, enum cudaGraphNodeType type, cudaError_t *e)
+{
+	if (flags & ~external) {
+		*e = cudaErrorInvalidValue;
+		return 1;
+	}
+	if (!event || !qc_handle_known(QC_EVENT, (uint64_t)(uintptr_t)event) || !qc_stream_known(stream, ptds)) {
+		*e = cudaErrorInvalidResourceHandle;
+		return 1;
+	}
+	if (flags & external) {
+		struct qc_node_op op = { .type = type, .event = event };
+
+		if (!qc_capture_op(stream, ptds, &op, e))
+			*e = cudaErrorIllegalState;
+		return 1;
+	}
+	return 0;
+}
+
 static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, unsigned int flags, int ptds)
 {
-	uint64_t ev = (uint64_t)(uintptr_t)event;
 	cudaError_t e;
 
 	QC_ENTER(e);
-	if (flags & ~(unsigned)cudaEventWaitExternal)
-		return qc_ret(cudaErrorInvalidValue);
-	if (!event)
-		return qc_ret(cudaErrorInvalidResourceHandle);
-	if (!qc_handle_known(QC_EVENT, ev) || !qc_stream_known(stream, ptds))
-		return qc_ret(cudaErrorInvalidResourceHandle);
-	/* An external wait is a wait node of a capture, and only that. */
-	if (flags & cudaEventWaitExternal) {
-		struct qc_node_op op = { .type = cudaGraphNodeTypeWaitEvent, .event = event };
-
-		if (qc_capture_op(stream, ptds, &op, &e))
-			return qc_ret(e);
-		return qc_ret(cudaErrorIllegalState);
-	}
-	if (qc_capture_event_wait(stream, ptds, event, &e))
+	if (event_op_answered(stream, event, flags, ptds, cudaEventWaitExternal, cudaGraphNodeTypeWaitEvent, &e) ||
+	    qc_capture_event_wait(stream, ptds, event, &e))
 		return qc_ret(e);
-	return qc_ret(qc_post_stream_wait_event(qc_stream(stream, ptds), ev, 0));
+	return qc_ret(qc_post_stream_wait_event(qc_stream(stream, ptds), (uint64_t)(uintptr_t)event, 0));
 }
 
 cudaError_t qc_event_wait_now(cudaStream_t stream, cudaEvent_t event, int ptds)
@@ -348,12 +358,10 @@ static cudaError_t stream_set_attr(cudaStream_t stream, cudaStreamAttrID attr, c
 				   int ptds)
 {
 	struct qcuda_args_stream_attr a = { .stream = qc_stream(stream, ptds), .attr = (uint32_t)attr };
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_ready_args(value != NULL);
 
 	if (e != cudaSuccess)
 		return e;
-	if (!value)
-		return cudaErrorInvalidValue;
 	memcpy(a.value, value, sizeof(a.value));
 	return qc_req_stream_set_attr(&a);
 }
@@ -362,12 +370,10 @@ static cudaError_t stream_get_attr(cudaStream_t stream, cudaStreamAttrID attr, c
 {
 	struct qcuda_args_stream_attr a = { .stream = qc_stream(stream, ptds), .attr = (uint32_t)attr };
 	struct qcuda_out_stream_attr_value out;
-	cudaError_t e = qc_ready();
+	cudaError_t e = qc_ready_args(value != NULL);
 
 	if (e != cudaSuccess)
 		return e;
-	if (!value)
-		return cudaErrorInvalidValue;
 	e = qc_req_stream_get_attr(&a, &out);
 	if (e == cudaSuccess)
 		memcpy(value, out.value, sizeof(out.value));
@@ -505,27 +511,13 @@ QC_API cudaError_t cudaEventQuery(cudaEvent_t event)
 
 static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned int flags, int ptds)
 {
-	uint64_t ev = (uint64_t)(uintptr_t)event;
 	cudaError_t e;
 
 	QC_ENTER(e);
-	if (flags & ~(unsigned)cudaEventRecordExternal)
-		return qc_ret(cudaErrorInvalidValue);
-	if (!event)
-		return qc_ret(cudaErrorInvalidResourceHandle);
-	if (!qc_handle_known(QC_EVENT, ev) || !qc_stream_known(stream, ptds))
-		return qc_ret(cudaErrorInvalidResourceHandle);
-	/* An external record is a record node of a capture, and only that. */
-	if (flags & cudaEventRecordExternal) {
-		struct qc_node_op op = { .type = cudaGraphNodeTypeEventRecord, .event = event };
-
-		if (qc_capture_op(stream, ptds, &op, &e))
-			return qc_ret(e);
-		return qc_ret(cudaErrorIllegalState);
-	}
-	if (qc_capture_event_record(event, stream, ptds, &e))
+	if (event_op_answered(stream, event, flags, ptds, cudaEventRecordExternal, cudaGraphNodeTypeEventRecord, &e) ||
+	    qc_capture_event_record(event, stream, ptds, &e))
 		return qc_ret(e);
-	return qc_ret(qc_post_event_record(ev, qc_stream(stream, ptds)));
+	return qc_ret(qc_post_event_record((uint64_t)(uintptr_t)event, qc_stream(stream, ptds)));
 }
 
 cudaError_t qc_event_record_now(cudaEvent_t event, cudaStream_t stream, int ptds)

@@ -40,10 +40,10 @@ static int kt_info(int fd, struct qt_info *info)
 	r = xioctl(fd, QCUDA_IOC_INFO, &i);
 	if (r)
 		return r;
-	info->proto_version = i.proto_version;
-	info->num_queues = i.num_queues;
-	info->capabilities = i.capabilities;
-	info->session = i.session;
+	*info = (struct qt_info){ .proto_version = i.proto_version,
+				  .num_queues = i.num_queues,
+				  .capabilities = i.capabilities,
+				  .session = i.session };
 	return 0;
 }
 
@@ -67,9 +67,7 @@ static int kt_call(int fd, uint32_t cmd, const void *args, uint32_t args_len, vo
 	r = xioctl(fd, QCUDA_IOC_CALL, &c);
 	if (r)
 		return r;
-	res->status = c.status;
-	res->out_written = c.out_written;
-	res->value = c.value;
+	*res = (struct qt_result){ .status = c.status, .out_written = c.out_written, .value = c.value };
 	return 0;
 }
 

@@ -422,28 +422,14 @@ static int ut_gpa(int fd, const void *addr, uint64_t size, uint64_t *gpa)
 	return *gpa ? 0 : -EINVAL;
 }
 
-const struct qt_ops qt_user_ops = {
-	.name = "vhost-user",
-	.open = ut_open,
-	.info = ut_info,
-	.call = ut_call,
-	.host_alloc = ut_host_alloc,
-	.host_free = ut_host_free,
-	.host_mmap = ut_host_mmap,
-	.host_register = ut_host_register,
-	.host_unregister = ut_host_unregister,
-	.gpa = ut_gpa,
-};
+/* The socket and the shared-memory region carry the same ring protocol:
+ * the two transports differ only in how the ring is reached. */
+#define UT_OPS(label, opener)                                                                                     \
+	{                                                                                                         \
+		.name = (label), .open = (opener), .info = ut_info, .call = ut_call, .host_alloc = ut_host_alloc, \
+		.host_free = ut_host_free, .host_mmap = ut_host_mmap, .host_register = ut_host_register,          \
+		.host_unregister = ut_host_unregister, .gpa = ut_gpa,                                             \
+	}
 
-const struct qt_ops qt_shm_ops = {
-	.name = "shm",
-	.open = qt_shm_open,
-	.info = ut_info,
-	.call = ut_call,
-	.host_alloc = ut_host_alloc,
-	.host_free = ut_host_free,
-	.host_mmap = ut_host_mmap,
-	.host_register = ut_host_register,
-	.host_unregister = ut_host_unregister,
-	.gpa = ut_gpa,
-};
+const struct qt_ops qt_user_ops = UT_OPS("vhost-user", ut_open);
+const struct qt_ops qt_shm_ops = UT_OPS("shm", qt_shm_open);

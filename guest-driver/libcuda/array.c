@@ -54,20 +54,6 @@ CUresult cuArrayDestroy(CUarray hArray)
 	return a ? cu_result(qc_array_destroy(a)) : CUDA_ERROR_INVALID_HANDLE;
 }
 
-CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *p, CUarray hArray)
-{
-	struct qc_array *a = qc_array_lookup(hArray);
-
-	if (!p)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (!a)
-		return CUDA_ERROR_INVALID_HANDLE;
-	*p = (CUDA_ARRAY_DESCRIPTOR){
-		.Width = a->width, .Height = a->height, .Format = (CUarray_format)a->format, .NumChannels = a->channels
-	};
-	return CUDA_SUCCESS;
-}
-
 CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *p, CUarray hArray)
 {
 	struct qc_array *a = qc_array_lookup(hArray);
@@ -83,6 +69,19 @@ CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *p, CUarray hArray)
 					.NumChannels = a->channels,
 					.Flags = a->flags };
 	return CUDA_SUCCESS;
+}
+
+/* The 3D descriptor's first fields, with its answers. */
+CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *p, CUarray hArray)
+{
+	CUDA_ARRAY3D_DESCRIPTOR d;
+	CUresult r = cuArray3DGetDescriptor_v2(p ? &d : NULL, hArray);
+
+	if (r == CUDA_SUCCESS)
+		*p = (CUDA_ARRAY_DESCRIPTOR){
+			.Width = d.Width, .Height = d.Height, .Format = d.Format, .NumChannels = d.NumChannels
+		};
+	return r;
 }
 
 CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *p,

@@ -667,19 +667,23 @@ function main() {
   note(`done in ${Date.now() - t0} ms`);
 }
 
-// What guest-driver/trace/gen-trace.mjs reuses: cuda.h's exports, each with
-// its parameters, under every ABI, and the C tokenizer.
-export { GenError, readCudaHeaders, countParams, tokenize, closing, gccE, cmp };
-
-// Run as a program, not when imported.
-if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+// Runs main as the program named me: a GenError is a one-line message and
+// exit status 1, anything else a bug's stack.
+function runMain(me, main) {
   try {
     main();
   } catch (e) {
     if (e instanceof GenError) {
-      process.stderr.write(`${ME}: error: ${e.message}\n`);
+      process.stderr.write(`${me}: error: ${e.message}\n`);
       process.exit(1);
     }
     throw e;
   }
 }
+
+// What guest-driver/trace/gen-trace.mjs reuses: cuda.h's exports, each with
+// its parameters, under every ABI, the C tokenizer and the runner.
+export { GenError, readCudaHeaders, countParams, tokenize, closing, gccE, cmp, runMain };
+
+// Run as a program, not when imported.
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) runMain(ME, main);

@@ -465,31 +465,22 @@ CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, siz
 	return cuGraphGetEdges_v2(hGraph, from, to, NULL, numEdges);
 }
 
-CUresult cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *deps, CUgraphEdgeData *edgeData,
-				       size_t *numDependencies)
-{
-	return cu_result(cudaGraphNodeGetDependencies(RN(hNode), (cudaGraphNode_t *)deps,
-						      (cudaGraphEdgeData *)(void *)edgeData, numDependencies));
-}
+/* A node's neighbours one way, with their edges' data (_v2) and, in the
+ * older ABI, without: the runtime's call with the same parameters. */
+#define NODE_NEIGHBOURS(cu_name, rt_call)                                                                        \
+	CUresult cu_name##_v2(CUgraphNode hNode, CUgraphNode *nodes, CUgraphEdgeData *edgeData, size_t *n)       \
+	{                                                                                                        \
+		return cu_result(                                                                                \
+			rt_call(RN(hNode), (cudaGraphNode_t *)nodes, (cudaGraphEdgeData *)(void *)edgeData, n)); \
+	}                                                                                                        \
+	CUresult cu_name(CUgraphNode hNode, CUgraphNode *nodes, size_t *n);                                      \
+	CUresult cu_name(CUgraphNode hNode, CUgraphNode *nodes, size_t *n)                                       \
+	{                                                                                                        \
+		return cu_name##_v2(hNode, nodes, NULL, n);                                                      \
+	}
 
-CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *deps, size_t *numDependencies);
-CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *deps, size_t *numDependencies)
-{
-	return cuGraphNodeGetDependencies_v2(hNode, deps, NULL, numDependencies);
-}
-
-CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *nodes, CUgraphEdgeData *edgeData,
-					 size_t *numNodes)
-{
-	return cu_result(cudaGraphNodeGetDependentNodes(RN(hNode), (cudaGraphNode_t *)nodes,
-							(cudaGraphEdgeData *)(void *)edgeData, numNodes));
-}
-
-CUresult cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *nodes, size_t *numNodes);
-CUresult cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *nodes, size_t *numNodes)
-{
-	return cuGraphNodeGetDependentNodes_v2(hNode, nodes, NULL, numNodes);
-}
+NODE_NEIGHBOURS(cuGraphNodeGetDependencies, cudaGraphNodeGetDependencies)
+NODE_NEIGHBOURS(cuGraphNodeGetDependentNodes, cudaGraphNodeGetDependentNodes)
 
 CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
 				   const CUgraphEdgeData *edgeData, size_t numDependencies)

@@ -4,6 +4,7 @@
  * launching, updating, the parameters of nodes in an executable graph,
  * enabling nodes; and kernel node attributes.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "cu.h"
@@ -21,17 +22,18 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, u
 	CU_RUN(cudaGraphInstantiateWithFlags((cudaGraphExec_t *)phGraphExec, RG(hGraph), flags));
 }
 
-/* CUDA_GRAPH_INSTANTIATE_PARAMS: the flags, an upload stream, and what went wrong. */
+/* CUDA_GRAPH_INSTANTIATE_PARAMS is the runtime's cudaGraphInstantiateParams
+ * (the flags, an upload stream, what went wrong; the same result values):
+ * the runtime's call answers it. */
+_Static_assert(sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS) == sizeof(cudaGraphInstantiateParams), "instantiate params");
+_Static_assert(offsetof(CUDA_GRAPH_INSTANTIATE_PARAMS, result_out) == offsetof(cudaGraphInstantiateParams, result_out),
+	       "instantiate result");
+_Static_assert((int)CUDA_GRAPH_INSTANTIATE_ERROR == (int)cudaGraphInstantiateError, "instantiate result values");
+
 static CUresult instantiate_params(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
 {
-	CUresult r;
-
-	if (!p)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = cuGraphInstantiateWithFlags(phGraphExec, hGraph, p->flags);
-	p->hErrNode_out = NULL;
-	p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
-	return r;
+	CU_RUN(cudaGraphInstantiateWithParams((cudaGraphExec_t *)phGraphExec, RG(hGraph),
+					      (cudaGraphInstantiateParams *)(void *)p));
 }
 
 CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,

@@ -139,15 +139,20 @@ static CUresult function_of(const void *h, uint64_t *fh)
 	return cu_result(qc_kernel_get(k, fh));
 }
 
+/* function_of for a call whose arguments are tested first: a failed test
+ * is CUDA_ERROR_INVALID_VALUE before anything else. */
+static CUresult function_args(int args_ok, const void *h, uint64_t *fh)
+{
+	return args_ok ? function_of(h, fh) : CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult func_attribute(int *pi, CUfunction_attribute attrib, const void *h)
 {
 	struct qcuda_out_func_attrs out;
 	uint64_t fh;
 	CUresult r;
 
-	if (!pi || (unsigned int)attrib >= QCUDA_NUM_FUNC_ATTRS)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = function_of(h, &fh);
+	r = function_args(pi && (unsigned int)attrib < QCUDA_NUM_FUNC_ATTRS, h, &fh);
 	if (r == CUDA_SUCCESS)
 		r = cu_result(qc_func_attrs(fh, &out));
 	if (r == CUDA_SUCCESS)
@@ -221,9 +226,7 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CU
 	uint64_t fh, n = 0;
 	CUresult r;
 
-	if (!numBlocks)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = function_of(func, &fh);
+	r = function_args(numBlocks != NULL, func, &fh);
 	if (r == CUDA_SUCCESS)
 		r = cu_result(qc_occupancy_blocks(fh, dynamicSMemSize, blockSize, flags, &n));
 	if (r == CUDA_SUCCESS)
@@ -243,9 +246,7 @@ CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunc
 	uint64_t fh, bytes = 0;
 	CUresult r;
 
-	if (!dynamicSmemSize)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = function_of(func, &fh);
+	r = function_args(dynamicSmemSize != NULL, func, &fh);
 	if (r == CUDA_SUCCESS)
 		r = cu_result(qc_req_occupancy_smem(fh, 0, blockSize, 0, numBlocks, &bytes));
 	if (r == CUDA_SUCCESS)
@@ -321,9 +322,7 @@ static CUresult clusters(int *out, CUfunction func, const CUlaunchConfig *config
 	uint64_t fh, n = 0;
 	CUresult r;
 
-	if (!out || !config || (config->numAttrs && !config->attrs))
-		return CUDA_ERROR_INVALID_VALUE;
-	r = function_of(func, &fh);
+	r = function_args(out && config && (!config->numAttrs || config->attrs), func, &fh);
 	if (r == CUDA_SUCCESS)
 		r = cu_result(qc_occupancy_clusters(
 			fh, (const unsigned int[3]){ config->gridDimX, config->gridDimY, config->gridDimZ },

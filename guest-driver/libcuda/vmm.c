@@ -49,6 +49,13 @@ static CUresult enter(void)
 	return r != CUDA_SUCCESS ? r : cu_result(qc_ready());
 }
 
+/* enter() for a call whose arguments are tested first: a failed test is
+ * CUDA_ERROR_INVALID_VALUE before anything else. */
+static CUresult enter_args(int args_ok)
+{
+	return args_ok ? enter() : CUDA_ERROR_INVALID_VALUE;
+}
+
 /* Pinned host memory (cuMemCreate on a host location): not served. */
 static int host_location(const CUmemAllocationProp *prop)
 {
@@ -181,9 +188,7 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
 {
 	CUresult r;
 
-	if (!desc || count == 0)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = enter();
+	r = enter_args(desc && count);
 	for (size_t i = 0; r == CUDA_SUCCESS && i < count; i++) {
 		if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE)
 			return CUDA_ERROR_INVALID_VALUE;
@@ -219,9 +224,7 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmem
 	uint64_t size = 0;
 	CUresult r;
 
-	if (!prop)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = enter();
+	r = enter_args(prop != NULL);
 	if (r == CUDA_SUCCESS)
 		r = cu_result(qc_req_vmm_size(handle, &size)); /* the handle must be live */
 	if (r != CUDA_SUCCESS)
@@ -237,9 +240,7 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void 
 	uint64_t h = 0;
 	CUresult r;
 
-	if (!handle)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = enter();
+	r = enter_args(handle != NULL);
 	if (r == CUDA_SUCCESS)
 		r = cu_result(qc_req_vmm_retain((uint64_t)(uintptr_t)addr, &h));
 	if (r == CUDA_SUCCESS)

@@ -13,7 +13,7 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { GenError, readCudaHeaders, countParams, cmp } from '../libcuda/gen-libcuda.mjs';
+import { GenError, readCudaHeaders, countParams, cmp, runMain } from '../libcuda/gen-libcuda.mjs';
 
 const ME = 'gen-trace';
 const die = (msg) => {
@@ -163,12 +163,4 @@ function main() {
   process.stderr.write(`${ME}: CUDA ${version}: ${generated.length} wrappers, ${HAND_WRITTEN.length} written by hand\n`);
 }
 
-try {
-  main();
-} catch (e) {
-  if (e instanceof GenError) {
-    process.stderr.write(`${ME}: error: ${e.message}\n`);
-    process.exit(1);
-  }
-  throw e;
-}
+runMain(ME, main);

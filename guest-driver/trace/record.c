@@ -210,13 +210,19 @@ static void quoted(struct tr_rec *r, const char *s)
 	tr_put(r, len > STR_MAX ? "\"+" : (len == n ? "\"?" : "\""));
 }
 
-void tr_str(struct tr_rec *r, const char *name, const char *s)
+/* A string argument's value: NULL or the string, quoted. */
+static void str_value(struct tr_rec *r, const char *s)
 {
-	tr_put(r, " %s=", name);
 	if (!s)
 		tr_put(r, "NULL");
 	else
 		quoted(r, s);
+}
+
+void tr_str(struct tr_rec *r, const char *name, const char *s)
+{
+	tr_put(r, " %s=", name);
+	str_value(r, s);
 }
 
 /* What p points to: an input (a struct, before the call) or an output (after). */
@@ -261,10 +267,7 @@ void tr_out_addr(struct tr_rec *r, const char *name, const void *p, size_t size)
 void tr_out_str(struct tr_rec *r, const char *name, const char *s)
 {
 	tr_put(r, " *%s=", name);
-	if (!s)
-		tr_put(r, "NULL");
-	else
-		quoted(r, s);
+	str_value(r, s);
 }
 
 void tr_out_strp(struct tr_rec *r, const char *name, const void *pp)
@@ -276,10 +279,8 @@ void tr_out_strp(struct tr_rec *r, const char *name, const void *pp)
 		tr_put(r, "NULL");
 	else if (tr_peek(pp, &s, sizeof(s)) != sizeof(s))
 		tr_put(r, "?");
-	else if (!s)
-		tr_put(r, "NULL");
 	else
-		quoted(r, s);
+		str_value(r, s);
 }
 
 /* n integers of size bytes at p (a length another parameter gives). */

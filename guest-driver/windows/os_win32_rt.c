@@ -8,7 +8,6 @@
  * CUDA_ERROR_NOT_SUPPORTED (docs/windows.md).
  */
 #include <errno.h>
-#include <pthread.h>
 #include <string.h>
 #include <windows.h>
 #include <bcrypt.h>
@@ -39,17 +38,7 @@ int qc_os_random(void *buf, size_t len)
 
 int qc_os_start_thread(void *(*fn)(void *), size_t stack)
 {
-	pthread_attr_t attr;
-	pthread_t t;
-	int err;
-
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (stack)
-		pthread_attr_setstacksize(&attr, stack);
-	err = pthread_create(&t, &attr, fn, NULL);
-	pthread_attr_destroy(&attr);
-	return err;
+	return qc_os_start_detached(fn, stack);
 }
 
 /* VirtualAlloc rounds addr down to 64 KiB: a reservation that would not

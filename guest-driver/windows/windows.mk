@@ -93,18 +93,16 @@ windows-dll: $(WIN_OUT)/dll/nvcuda.dll
 # make windows (which make test runs) builds the DLL and its test programs too.
 windows: windows-dll
 
-$(WIN_DLL_OBJ)/lib/%.o: $(LIB)/%.c $(WIN_DLL_HDRS)
-	@mkdir -p $(@D)
-	$(MINGW_CC) $(WIN_DLL_CFLAGS) -c -o $@ $<
-$(WIN_DLL_OBJ)/lib/%.o: $(WIN_DIR)/%.c $(WIN_DLL_HDRS)
-	@mkdir -p $(@D)
-	$(MINGW_CC) $(WIN_DLL_CFLAGS) -c -o $@ $<
-$(WIN_DLL_OBJ)/cu/%.o: $(GUEST_CU_DIR)/%.c $(WIN_DLL_HDRS)
-	@mkdir -p $(@D)
-	$(MINGW_CC) $(WIN_DLL_CFLAGS) -c -o $@ $<
-$(WIN_DLL_OBJ)/gen/%.o: $(GUEST_CU_GEN)/%.c $(WIN_DLL_HDRS)
-	@mkdir -p $(@D)
-	$(MINGW_CC) $(WIN_DLL_CFLAGS) -c -o $@ $<
+# The compile rule of each source folder: $(2)'s sources to objects under $(1).
+define WIN_DLL_COMPILE
+$$(WIN_DLL_OBJ)/$(1)/%.o: $(2)/%.c $$(WIN_DLL_HDRS)
+	@mkdir -p $$(@D)
+	$$(MINGW_CC) $$(WIN_DLL_CFLAGS) -c -o $$@ $$<
+endef
+$(eval $(call WIN_DLL_COMPILE,lib,$(LIB)))
+$(eval $(call WIN_DLL_COMPILE,lib,$(WIN_DIR)))
+$(eval $(call WIN_DLL_COMPILE,cu,$(GUEST_CU_DIR)))
+$(eval $(call WIN_DLL_COMPILE,gen,$(GUEST_CU_GEN)))
 
 # Static libgcc and winpthreads: the DLL alone is what a user copies. It
 # holds the runtime too (libcudart.so.13's stubs.o with the rest of its
@@ -124,13 +122,13 @@ $(WIN_DLL_OBJ)/nvcuda.def: $(GUEST_CU_GEN)/nvcuda.def $(WIN_DLL_OBJ)/cudart-expo
 # the DLL itself, as a program is against NVIDIA's import library.
 WIN_DRV_SRC := $(CURDIR)/test/libcuda/drvbasic.c
 windows-dll: $(WIN_OUT)/dll/drvbasic.exe $(WIN_OUT)/drvbasic $(WIN_OUT)/drvapi.cubin
-$(WIN_OUT)/dll/drvbasic.exe: $(WIN_DRV_SRC) $(CURDIR)/test/libcuda/check.h $(WIN_OUT)/dll/nvcuda.dll
+$(WIN_OUT)/dll/drvbasic.exe: $(WIN_DRV_SRC) $(CURDIR)/test/libcuda/check.h $(CURDIR)/test/libcuda/check_core.h $(WIN_OUT)/dll/nvcuda.dll
 	$(MINGW_CC) -std=gnu11 -O2 -Wall -Wextra -Werror -D__USE_MINGW_ANSI_STDIO=1 -isystem $(CUDA_HOME)/include -o $@ $< $(WIN_OUT)/dll/nvcuda.dll
 # What nvcuda.dll refuses on Windows (docs/windows.md), for the same test.
 windows-dll: $(WIN_OUT)/dll/dll_refusals.exe
 $(WIN_OUT)/dll/dll_refusals.exe: $(WIN_DIR)/dll_refusals.c $(WIN_OUT)/dll/nvcuda.dll
 	$(MINGW_CC) -std=gnu11 -O2 -Wall -Wextra -Werror -isystem $(CUDA_HOME)/include -o $@ $< $(WIN_OUT)/dll/nvcuda.dll
-$(WIN_OUT)/drvbasic: $(WIN_DRV_SRC) $(CURDIR)/test/libcuda/check.h $(GUEST_LIBCUDA)
+$(WIN_OUT)/drvbasic: $(WIN_DRV_SRC) $(CURDIR)/test/libcuda/check.h $(CURDIR)/test/libcuda/check_core.h $(GUEST_LIBCUDA)
 	gcc -std=gnu11 -O2 -Wall -Wextra -I$(CUDA_HOME)/include -o $@ $< -L$(GUEST_LIB_OUT) -l:libcuda.so.1
 $(WIN_OUT)/drvapi.cubin: $(CURDIR)/test/libcuda/drvapi_kernels.cu
 	@mkdir -p $(@D)
@@ -178,10 +176,10 @@ $(WIN_OUT)/rtbasic_fatbin.h: $(CURDIR)/test/windows/rtbasic_kernels.cu
 	{ echo '/* nvcc -fatbin of rtbasic_kernels.cu: do not edit. */'; \
 	  echo 'static const unsigned long long rtbasic_fatbin[] = {'; \
 	  od -An -v -tx8 $(WIN_OUT)/rtbasic.fatbin | sed 's/\([0-9a-f]\{16\}\)/0x\1ull,/g'; echo '};'; } > $@.tmp && mv $@.tmp $@
-$(WIN_OUT)/dll/rtbasic.exe: $(WIN_RT_SRC) $(WIN_OUT)/rtbasic_fatbin.h $(WIN_OUT)/dll/libcudart.dll.a
+$(WIN_OUT)/dll/rtbasic.exe: $(WIN_RT_SRC) $(CURDIR)/test/libcuda/check_core.h $(WIN_OUT)/rtbasic_fatbin.h $(WIN_OUT)/dll/libcudart.dll.a
 	$(MINGW_CC) -std=gnu11 -O2 -Wall -Wextra -Werror -D__USE_MINGW_ANSI_STDIO=1 -isystem $(CUDA_HOME)/include -I$(WIN_OUT) \
 	  -o $@ $< -L$(WIN_OUT)/dll -lcudart
-$(WIN_OUT)/rtbasic: $(WIN_RT_SRC) $(WIN_OUT)/rtbasic_fatbin.h $(GUEST_CUDART)
+$(WIN_OUT)/rtbasic: $(WIN_RT_SRC) $(CURDIR)/test/libcuda/check_core.h $(WIN_OUT)/rtbasic_fatbin.h $(GUEST_CUDART)
 	gcc -std=gnu11 -O2 -Wall -Wextra -Werror -isystem $(CUDA_HOME)/include -I$(WIN_OUT) -o $@ $< \
 	  -L$(GUEST_LIB_OUT) -l:libcudart.so.13
 
@@ -191,13 +189,13 @@ $(WIN_OUT)/rtbasic: $(WIN_RT_SRC) $(WIN_OUT)/rtbasic_fatbin.h $(GUEST_CUDART)
 WIN_PIN_DIR := $(CURDIR)/test/windows
 WIN_PIN_CFLAGS := -std=gnu11 -O2 -Wall -Wextra -Werror -isystem $(CUDA_HOME)/include
 windows-dll: $(WIN_OUT)/dll/drvpinned.exe $(WIN_OUT)/drvpinned $(WIN_OUT)/dll/rtpinned.exe $(WIN_OUT)/rtpinned
-$(WIN_OUT)/dll/drvpinned.exe: $(WIN_PIN_DIR)/drvpinned.c $(WIN_OUT)/dll/nvcuda.dll
+$(WIN_OUT)/dll/drvpinned.exe: $(WIN_PIN_DIR)/drvpinned.c $(WIN_PIN_DIR)/pinned.h $(WIN_OUT)/dll/nvcuda.dll
 	$(MINGW_CC) $(WIN_PIN_CFLAGS) -D__USE_MINGW_ANSI_STDIO=1 -o $@ $< $(WIN_OUT)/dll/nvcuda.dll
-$(WIN_OUT)/drvpinned: $(WIN_PIN_DIR)/drvpinned.c $(GUEST_LIBCUDA)
+$(WIN_OUT)/drvpinned: $(WIN_PIN_DIR)/drvpinned.c $(WIN_PIN_DIR)/pinned.h $(GUEST_LIBCUDA)
 	gcc $(WIN_PIN_CFLAGS) -o $@ $< -L$(GUEST_LIB_OUT) -l:libcuda.so.1
-$(WIN_OUT)/dll/rtpinned.exe: $(WIN_PIN_DIR)/rtpinned.c $(WIN_OUT)/dll/libcudart.dll.a
+$(WIN_OUT)/dll/rtpinned.exe: $(WIN_PIN_DIR)/rtpinned.c $(WIN_PIN_DIR)/pinned.h $(WIN_OUT)/dll/libcudart.dll.a
 	$(MINGW_CC) $(WIN_PIN_CFLAGS) -D__USE_MINGW_ANSI_STDIO=1 -o $@ $< -L$(WIN_OUT)/dll -lcudart
-$(WIN_OUT)/rtpinned: $(WIN_PIN_DIR)/rtpinned.c $(GUEST_CUDART)
+$(WIN_OUT)/rtpinned: $(WIN_PIN_DIR)/rtpinned.c $(WIN_PIN_DIR)/pinned.h $(GUEST_CUDART)
 	gcc $(WIN_PIN_CFLAGS) -o $@ $< -L$(GUEST_LIB_OUT) -l:libcudart.so.13
 
 # rtdrv (test/windows/rtdrv.c): the runtime and the driver API in one

@@ -51,7 +51,7 @@ function run(exe: string) {
 }
 
 test('rmap: edges found, overlapping and wrapping ranges refused, two-sided regions all or nothing, 1000 regions in any order, the device kept', (t) => {
-  const r = run(build('rmap_test', ['rmap.c', 'log.c', 'os_posix_rt.c']));
+  const r = run(build('rmap_test', ['rmap.c', 'log.c', 'os_posix_rt.c', 'os_pthread.c']));
   t.is(r.status, 0, r.stdout + r.stderr);
   t.deepEqual(
     r.stdout.split('\n').filter((l) => l.startsWith('FAIL')),

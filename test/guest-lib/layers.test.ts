@@ -25,7 +25,7 @@ const CUDA = process.env.CUDA_HOME ?? '/usr/local/cuda';
 
 /** The layers from the bottom up; a file named in none is a concept file (the top). */
 const LAYERS: [string, string[]][] = [
-  ['base', ['log', 'errtab', 'os_posix', 'os_posix_rt', 'thread', 'sha256', 'fatbin']],
+  ['base', ['log', 'errtab', 'os_posix', 'os_posix_rt', 'os_pthread', 'thread', 'sha256', 'fatbin']],
   [
     'transport',
     ['transport', 'transport_ioctl', 'transport_shm', 'transport_user', 'vhu_conn', 'vhu_mem', 'vhu_ring', 'vhu_ring_events', 'shm_attach'],

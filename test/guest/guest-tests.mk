@@ -122,7 +122,7 @@ guest-cuda-static: $(GUEST_BIN)/drvapi.cubin
 $(GUEST_BIN)/drvapi.cubin: $(CURDIR)/test/libcuda/drvapi_kernels.cu
 	@mkdir -p $(@D)
 	$(NVCC) -cubin -arch=sm_90 -o $@ $<
-$(addprefix $(GUEST_BIN)/,$(GUEST_CU_PROGRAMS)): $(GUEST_BIN)/%: $(CURDIR)/test/libcuda/%.c $(CURDIR)/test/libcuda/check.h $(GUEST_LIBCUDA)
+$(addprefix $(GUEST_BIN)/,$(GUEST_CU_PROGRAMS)): $(GUEST_BIN)/%: $(CURDIR)/test/libcuda/%.c $(CURDIR)/test/libcuda/check.h $(CURDIR)/test/libcuda/check_core.h $(GUEST_LIBCUDA)
 	@mkdir -p $(@D)
 	gcc -std=gnu11 -O2 -Wall -Wextra -I$(CUDA_HOME)/include -o $@ $< -L$(GUEST_LIB_OUT) -l:libcuda.so.1 -ldl
 

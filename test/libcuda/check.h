@@ -1,34 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the driver-API test programs share: check() prints an "ok" or
- * "FAIL" line and counts; EXPECT and OK check a call's CUresult, by name;
- * primary_context() makes device 0's primary context current (or exits);
- * finish() prints PASS or FAIL with the counts and gives the exit status.
+ * What the driver-API test programs share: check() and finish() of
+ * check_core.h; EXPECT and OK check a call's CUresult, by name;
+ * primary_context() makes device 0's primary context current (or exits).
  */
 #ifndef QCUDA_TEST_LIBCUDA_CHECK_H
 #define QCUDA_TEST_LIBCUDA_CHECK_H
 
 #include <cuda.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-static int checks, failed;
-
-__attribute__((format(printf, 2, 3), unused)) static int check(int ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	checks++;
-	failed += !ok;
-	fputs(ok ? "ok   " : "FAIL ", stdout);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	fflush(stdout);
-	return ok;
-}
+#include "check_core.h"
 
 __attribute__((unused)) static const char *name(CUresult r)
 {
@@ -56,16 +39,6 @@ __attribute__((unused)) static CUcontext primary_context(void)
 		exit(1);
 	}
 	return c;
-}
-
-/* "PASS: prog: N checks" or "FAIL: prog: F of N checks failed"; the exit status. */
-__attribute__((unused)) static int finish(const char *prog)
-{
-	if (failed)
-		printf("FAIL: %s: %d of %d checks failed\n", prog, failed, checks);
-	else
-		printf("PASS: %s: %d checks\n", prog, checks);
-	return failed ? 1 : 0;
 }
 
 #endif

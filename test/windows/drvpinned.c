@@ -14,13 +14,8 @@
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#define N (4u << 20)
-#define PIECE (8u << 20)
-#define MAX_PIECES 4096
-
-static int failed;
+#include "pinned.h"
 
 static const char *nm(CUresult r)
 {
@@ -39,22 +34,6 @@ static CUresult say(const char *call, CUresult r)
 }
 
 #define SAY(call) say(#call, call)
-
-static void fill(void *p, const char *word)
-{
-	size_t n = strlen(word);
-
-	for (size_t i = 0; i < N; i++)
-		((char *)p)[i] = word[i % n];
-}
-
-static void same(const char *what, const void *a, const void *b)
-{
-	int eq = memcmp(a, b, N) == 0;
-
-	printf("%s: %u bytes %s\n", what, N, eq ? "equal" : "DIFFER");
-	failed += !eq;
-}
 
 /* host -> device -> host through two pinned buffers and the mapped one,
  * and ordinary memory for the staged bytes the test looks for. */
@@ -96,27 +75,28 @@ static void copies(void)
 	free(pageable);
 }
 
-/* Pieces until the pinned area is full, then all given back: the same
- * room is had again. Zeroing what it hands out also wipes the pinned
- * bytes above from the region. */
-static void to_the_bound(void)
+static int alloc_host(void **p, size_t bytes)
 {
-	static void *p[MAX_PIECES];
-	unsigned int n = 0;
-	CUresult r = CUDA_SUCCESS;
-
-	while (n < MAX_PIECES && (r = cuMemAllocHost(&p[n], PIECE)) == CUDA_SUCCESS)
-		n++;
-	printf("cuMemAllocHost of %u MiB pieces: %u, then %s\n", PIECE >> 20, n, nm(r));
-	failed += n == 0 || r != CUDA_ERROR_OUT_OF_MEMORY;
-	while (n > 0)
-		failed += cuMemFreeHost(p[--n]) != CUDA_SUCCESS;
-	while (n < MAX_PIECES && cuMemAllocHost(&p[n], PIECE) == CUDA_SUCCESS)
-		n++;
-	printf("after freeing them all: %u again\n", n);
-	while (n > 0)
-		failed += cuMemFreeHost(p[--n]) != CUDA_SUCCESS;
+	return cuMemAllocHost(p, bytes);
 }
+
+static int free_host(void *p)
+{
+	return cuMemFreeHost(p);
+}
+
+static const char *error_name(int r)
+{
+	return nm((CUresult)r);
+}
+
+static const struct pin_api driver_pins = {
+	.alloc_name = "cuMemAllocHost",
+	.alloc = alloc_host,
+	.release = free_host,
+	.error_name = error_name,
+	.out_of_memory = CUDA_ERROR_OUT_OF_MEMORY,
+};
 
 int main(void)
 {
@@ -129,7 +109,7 @@ int main(void)
 	if (failed)
 		return 1;
 	copies();
-	to_the_bound();
+	to_the_bound(&driver_pins);
 	SAY(cuCtxDestroy(c));
 	printf("%s: drvpinned\n", failed ? "FAIL" : "PASS");
 	return failed ? 1 : 0;

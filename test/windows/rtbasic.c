@@ -16,31 +16,14 @@
  */
 #include <cuda_runtime_api.h>
 #include <fatbinary_section.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../libcuda/check_core.h"
 #include "rtbasic_fatbin.h" /* rtbasic_fatbin[]: nvcc -fatbin rtbasic_kernels.cu (windows.mk) */
 
 #define N (1u << 18) /* 32-bit words: 1 MiB */
-
-static int checks, failed;
-
-__attribute__((format(printf, 2, 3))) static int check(int ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	checks++;
-	failed += !ok;
-	fputs(ok ? "ok   " : "FAIL ", stdout);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	fflush(stdout);
-	return ok;
-}
 
 /* EXPECT(call, result): the call returns that cudaError_t, printed by name and number. */
 #define EXPECT(call, want)                                                                  \
@@ -263,9 +246,5 @@ int main(void)
 	OK(cudaDeviceReset());
 	free(a);
 	free(b);
-	if (failed)
-		printf("FAIL: rtbasic: %d of %d checks failed\n", failed, checks);
-	else
-		printf("PASS: rtbasic: %d checks\n", checks);
-	return failed ? 1 : 0;
+	return finish("rtbasic");
 }
