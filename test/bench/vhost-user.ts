@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { native } from '../../backend/src/sys/native';
-import { EventFd } from '../../backend/src/sys/fd';
+import { EventFd } from '../../backend/src/vhost-user';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { percentile, report } from './stats';
 

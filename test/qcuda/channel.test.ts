@@ -5,7 +5,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import test from 'ava';
 import { native } from '../../backend/src/sys/native';
-import { Fd } from '../../backend/src/sys/fd';
+import { Fd } from '../../backend/src/vhost-user';
 import { Channel } from '../../backend/src/qcuda/workers/channel';
 import { decodeFast, encodeCopy, encodeDone, Fast } from '../../backend/src/qcuda/workers/worker-messages';
 

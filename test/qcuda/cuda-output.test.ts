@@ -118,7 +118,7 @@ const fs = require('fs');
 const { createCudaProvider } = require(process.env.DIST + '/backend/src/qcuda/providers/cuda/cuda.js');
 const { Session, vmShared } = require(process.env.DIST + '/backend/src/qcuda/session/session.js');
 const { DEFAULT_LIMITS } = require(process.env.DIST + '/backend/src/qcuda/quota/limits.js');
-const { LogLimiter } = require(process.env.DIST + '/backend/src/sys/log-limiter.js');
+const { LogLimiter } = require(process.env.DIST + '/backend/src/vhost-user/index.js');
 (async () => {
   const p = await createCudaProvider(0, { captureOutput: true });
   const vmLog = new LogLimiter(5, (l) => process.stderr.write(l + '\\n'));

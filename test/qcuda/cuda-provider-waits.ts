@@ -1,7 +1,7 @@
 // The cuda provider on a GPU: long waits leave the event loop free, waits
 // polled on the JS thread, several contexts at once.
 import test from 'ava';
-import { BusyPoll } from '../../backend/src/sys/busy-poll';
+import { BusyPoll } from '../../backend/src/vhost-user';
 import { cudaNative } from '../../backend/src/qcuda/providers/cuda/native-cuda';
 import { promised } from '../helpers';
 import { ctx, fill, mapRam, MiB, provider, ram, same, seg, whileTicking } from './cuda-provider-fixtures';

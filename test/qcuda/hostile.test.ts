@@ -19,7 +19,7 @@ import { HostProvider, hostProvider } from '../../backend/src/qcuda/providers/ho
 import { Cmd, encode, QCUDA_MAX_BATCH, QCUDA_STREAM_LEGACY, Status } from '../../backend/src/qcuda/proto';
 import type { Frontend } from '../../backend/src/vhost-user/frontend';
 import { encodeSingleRegion, Req } from '../../backend/src/vhost-user';
-import { LogLimiter } from '../../backend/src/sys/log-limiter';
+import { LogLimiter } from '../../backend/src/vhost-user';
 import { prng, randomBytes, started, tick, until } from '../helpers';
 import { fullBatch, QcudaClient } from './client';
 import { elf, fatbin, ptx } from './images';

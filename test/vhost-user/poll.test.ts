@@ -1,4 +1,4 @@
-// Ring polling (VhostUserDevice.pollUs, sys/busy-poll.ts): while a device is
+// Ring polling (VhostUserDevice.pollUs, vhost-user/platform/busy-poll.ts): while a device is
 // busy its rings are polled with the driver's kicks suppressed, every
 // request is still served, and once the window has passed kicks are asked
 // for again and the process sleeps (no CPU).

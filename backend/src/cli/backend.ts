@@ -18,7 +18,7 @@ import {
   type ProviderKind,
 } from '../qcuda/choose-provider';
 import { MAX_HOST_DEVICES } from '../qcuda/providers/host';
-import { LogLimiter } from '../sys/log-limiter';
+import { LogLimiter } from '../vhost-user';
 import { StatusSocket } from '../sys/status-socket';
 import { stderrLogger, VhostUserServer, type DeviceSource, type Logger } from '../vhost-user';
 import { backendStatus, defaultStatusSocket } from './status';

@@ -8,7 +8,7 @@
 import type { Request, VhostUserDevice } from '../vhost-user';
 import type { MemoryTable } from '../vhost-user';
 import type { Provider } from '../qcuda/provider';
-import type { BusyPoll } from '../sys/busy-poll';
+import type { BusyPoll } from '../vhost-user';
 import { StoreFullError, type BlkStore } from './blk-store';
 
 export const SECTOR = 512n;

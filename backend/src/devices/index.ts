@@ -3,7 +3,7 @@ import os from 'node:os';
 import { QcudaDevice } from '../qcuda/device';
 import { Share, type VmLimits } from '../qcuda/quota/limits';
 import { openDiskLedger, quotaBudget } from '../qcuda/quota/vm-ledger';
-import { Fd } from '../sys/fd';
+import { Fd } from '../vhost-user';
 import type { VmShared } from '../qcuda/session/session';
 import { createProvider, DEFAULT_POLL_US, type ProviderKind } from '../qcuda/choose-provider';
 import { hostState } from '../qcuda/migration';

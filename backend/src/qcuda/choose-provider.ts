@@ -79,7 +79,7 @@ export const DEFAULT_INLINE_WAIT_US = 50;
 
 /**
  * How long the backend polls its rings, and a worker its channel, after each
- * request and answer before sleeping (sys/busy-poll.ts): a synchronous
+ * request and answer before sleeping (vhost-user/platform/busy-poll.ts): a synchronous
  * caller's next request comes within it, with no wake-up on either side.
  * Only where the host has cores to spare: a poller holds a core, and on a
  * 2-core machine with other work (a TCG guest, a build) it took the core

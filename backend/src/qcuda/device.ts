@@ -9,13 +9,13 @@ import type { BatchEnding, Call, DeviceState, Result, Run, SessionCmd } from './
 import { COMMANDS, finishBatch, runGated } from './commands';
 import { CudaErr, CudaError } from './cuda-error';
 import { QueueDelegation, servedBy } from './workers/delegation';
-import { LogLimiter } from '../sys/log-limiter';
-import type { BusyPoll } from '../sys/busy-poll';
+import { LogLimiter } from '../vhost-user';
+import type { BusyPoll } from '../vhost-user';
 import { later, type Now } from '../sys/now';
-import { MAX_SAFE_BIG } from '../sys/numbers';
+import { MAX_SAFE_BIG } from '../vhost-user';
 import { DEFAULT_LIMITS, type VmLimits } from './quota/limits';
 import { openVmLedger } from './quota/vm-ledger';
-import type { Fd } from '../sys/fd';
+import type { Fd } from '../vhost-user';
 import type { GuestAddresses, GuestSeg, Provider } from './provider';
 import {
   CALLS,

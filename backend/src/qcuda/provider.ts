@@ -3,8 +3,8 @@
 // pointer, size and handle before a provider sees it; a provider reports
 // failures by throwing CudaError.
 
-import type { BusyPoll } from '../sys/busy-poll';
-import type { Fd } from '../sys/fd';
+import type { BusyPoll } from '../vhost-user';
+import type { Fd } from '../vhost-user';
 import type { Now } from '../sys/now';
 import type { MemRegion, RingState } from '../vhost-user';
 import { CudaErr, CudaError } from './cuda-error';
@@ -638,7 +638,7 @@ export interface Provider {
   registerGuestMemory(addr: bigint, size: bigint, source?: GuestMemorySource): void | Promise<void>;
   unregisterGuestMemory(addr: bigint): void | Promise<void>;
   /**
-   * This process's poll loop (sys/busy-poll.ts) also waits for the GPU: a
+   * This process's poll loop (vhost-user/platform/busy-poll.ts) also waits for the GPU: a
    * wait begun on the JS thread while it polls is settled by a later turn
    * instead of a waiter thread, so a completion needs no thread's wake-up.
    * Absent where the provider has no waits of its own.

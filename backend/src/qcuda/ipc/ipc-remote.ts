@@ -26,7 +26,7 @@ import {
 export type { IpcAnswer, IpcAnswerer, IpcAsk, IpcKind, IpcReply } from './ipc-wire';
 import type { DevPtr } from '../provider';
 import type { Session, VmShared } from '../session/session';
-import type { Fd } from '../../sys/fd';
+import type { Fd } from '../../vhost-user';
 import { RemoteVmmShares, VmmShareService } from '../vmm/vmm-remote';
 
 /** The worker's end: asks go out with an id, answers come back (ToWorker 'ipc'). */

@@ -6,7 +6,7 @@
 // vmm-share.ts VMM_ASKS). Both ends are derived from those declarations:
 // the worker's asks (askOf, defineAsks) and the backend's checks of them
 // (checkedAsk), so a table method is declared once, beside the table.
-import type { Fd } from '../../sys/fd';
+import type { Fd } from '../../vhost-user';
 import { CudaErr, CudaError } from '../cuda-error';
 
 export type IpcKind = 'mem' | 'event';

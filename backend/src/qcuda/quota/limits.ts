@@ -5,7 +5,7 @@
 // error instead of growing the backend. The defaults are safe for a host
 // serving several VMs; each is a qcuda-backend option (cli/backend.ts).
 import { CudaErr, CudaError } from '../cuda-error';
-import { Fd } from '../../sys/fd';
+import { Fd } from '../../vhost-user';
 import { native, type NativeLedger } from '../../sys/native';
 
 export interface VmLimits {

@@ -4,7 +4,7 @@
 // device memory from the same quota as the CUDA processes, as they are
 // written (docs/gpu-sharing.md, "Memory shared live").
 import { Budget, DEFAULT_LIMITS, Ledger, type VmLimits } from './limits';
-import type { Fd } from '../../sys/fd';
+import type { Fd } from '../../vhost-user';
 
 /** Holder slots of a VM's ledger: one per session, those still closing included (device.ts allows 4096 open). */
 export const LEDGER_SLOTS = 8192;

@@ -16,7 +16,7 @@ import { CudaErr, CudaError } from '../cuda-error';
 import { askOf, checkedAsk, defineAsks, runAsk, type IpcAsk, type IpcAsker } from '../ipc/ipc-wire';
 import type { Provider, ProviderContext, VmmFdContext, VmmRef } from '../provider';
 import type { Session, VmShared } from '../session/session';
-import type { Fd } from '../../sys/fd';
+import type { Fd } from '../../vhost-user';
 import { VMM_ASKS, VmmShareTable, type VmmImported, type VmmShareBook } from './vmm-share';
 
 /**

@@ -8,8 +8,8 @@
 // gets them as a Uint8Array.
 import { deserialize, serialize } from 'node:v8';
 import { native, POLL_READABLE, POLL_WRITABLE } from '../../sys/native';
-import { Fd } from '../../sys/fd';
-import { Outbox } from '../../sys/outbox';
+import { Fd } from '../../vhost-user';
+import { Outbox } from '../../vhost-user';
 
 /** Module images are the largest messages. */
 const MAX_MESSAGE = 512 << 20;

@@ -7,7 +7,7 @@
 // ring or past what a dead one left in flight.
 import { IpcService } from '../ipc/ipc-remote';
 import { InflightRecord, type Request, type RingState, type Vring } from '../../vhost-user';
-import type { LogLimiter } from '../../sys/log-limiter';
+import type { LogLimiter } from '../../vhost-user';
 import type { Provider, QueueOwner } from '../provider';
 import { Cmd, decode, encode, LAYOUT } from '../proto';
 import type { Session, VmShared } from '../session/session';

@@ -18,7 +18,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import createDebug from 'debug';
 import { native } from '../../sys/native';
-import { Fd } from '../../sys/fd';
+import { Fd } from '../../vhost-user';
 import { childEnv } from '../../sys/harden';
 import type { MemRegion, RingState } from '../../vhost-user';
 import { CudaErr, CudaError } from '../cuda-error';

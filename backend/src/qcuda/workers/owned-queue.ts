@@ -8,8 +8,8 @@
 // bounds in the shared ledger, finds module images in the backend's cache
 // (remote-modules.ts), and records what it has in flight so that the
 // backend can answer it should this process die.
-import type { BusyPoll } from '../../sys/busy-poll';
-import type { EventFd, Fd } from '../../sys/fd';
+import type { BusyPoll } from '../../vhost-user';
+import type { EventFd, Fd } from '../../vhost-user';
 import { InflightRecord, Vring, type MemoryTable, type RingState } from '../../vhost-user';
 import { QcudaDevice } from '../device';
 import { Ledger } from '../quota/limits';

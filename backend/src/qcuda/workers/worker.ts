@@ -3,8 +3,8 @@
 // and ends when the parent asks, or when the parent is gone.
 import createDebug from 'debug';
 import { MemoryTable, type GuestRegion } from '../../vhost-user';
-import { BusyPoll } from '../../sys/busy-poll';
-import { EventFd, Fd } from '../../sys/fd';
+import { BusyPoll } from '../../vhost-user';
+import { EventFd, Fd } from '../../vhost-user';
 import { native } from '../../sys/native';
 import { harden } from '../../sys/harden';
 import { OwnedQueue } from './owned-queue';

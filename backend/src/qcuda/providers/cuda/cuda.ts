@@ -24,7 +24,7 @@ import { cudaNative, type CudaContextNative, type CudaNative } from './native-cu
 import { deviceOutput } from './cuda-output';
 import { CudaSessionContext, cudaSide } from './context';
 import { GuestRam } from './guest-ram';
-import type { BusyPoll } from '../../../sys/busy-poll';
+import type { BusyPoll } from '../../../vhost-user';
 
 let factorySet = false;
 

@@ -7,8 +7,8 @@ import { CudaErr, CudaError } from '../../cuda-error';
 import type { GuestMemorySource, HostPiece } from '../../provider';
 import type { CudaContextNative, CudaNative } from './native-cuda';
 import { native as sys, type Mapping } from '../../../sys/native';
-import { Fd } from '../../../sys/fd';
-import { MAX_SAFE_BIG } from '../../../sys/numbers';
+import { Fd } from '../../../vhost-user';
+import { MAX_SAFE_BIG } from '../../../vhost-user';
 
 const debug = createDebug('qcuda:cuda');
 

@@ -15,7 +15,7 @@
 import path from 'node:path';
 import type { ContextCalls } from '../../provider';
 import type { Now } from '../../../sys/now';
-import { MAX_SAFE_BIG } from '../../../sys/numbers';
+import { MAX_SAFE_BIG } from '../../../vhost-user';
 import type { Policy } from '../../share/policy';
 
 export interface CudaProbe {
@@ -347,7 +347,7 @@ export interface CudaNative {
    */
   setInlineCalls(on: boolean): void;
   /**
-   * A turn of this process's poll loop (sys/busy-poll.ts): settles the waits
+   * A turn of this process's poll loop (vhost-user/platform/busy-poll.ts): settles the waits
    * begun on the JS thread that are done, and returns how many. From the
    * first call on, such waits are kept for these turns instead of going to a
    * waiter thread; a call with stop set that settles none hands the rest to

@@ -5,7 +5,7 @@
 import { CudaErr, CudaError } from '../../cuda-error';
 import type { DevPtr, HostPiece, VmmRef } from '../../provider';
 import { RangeSet, type Range } from '../../../sys/ranges';
-import { MAX_SAFE_BIG } from '../../../sys/numbers';
+import { MAX_SAFE_BIG } from '../../../vhost-user';
 
 /**
  * Where the device pointers of mappings of several pieces (HOST_MAP_PAGES)
