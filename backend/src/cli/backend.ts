@@ -22,7 +22,7 @@ import { LogLimiter } from '../vhost-user';
 import { StatusSocket } from '../sys/status-socket';
 import { stderrLogger, VhostUserServer, type DeviceSource, type Logger } from '../vhost-user';
 import { backendStatus, defaultStatusSocket } from './status';
-import { joinShare } from '../qcuda/share/gate';
+import { joinShare, type ShareGate } from '../qcuda/share/gate';
 import { parseWeight } from '../qcuda/share/policy';
 import { defaultTablePath } from '../qcuda/share/table';
 import { UsageWindow } from '../qcuda/share/usage-window';
@@ -650,6 +650,7 @@ async function main(): Promise<void> {
   let server: VhostUserServer;
   let status: StatusSocket | undefined;
   let shareWindow: UsageWindow | undefined;
+  let shareGate: ShareGate | undefined;
   let bridge: ShmBridge | undefined;
   try {
     // Without a daemon CUDA would run without MPS, quietly: refused before the VM joins anything.
@@ -660,6 +661,7 @@ async function main(): Promise<void> {
       const share = joinShare(process.env.QCUDA_GPU_SHARE_TABLE ?? defaultTablePath(gpus[0]), gpuShare, mpsDir !== undefined);
       write(`GPU share: weight ${gpuShare}, slot ${share.slot} of ${share.table.path}`);
       shareWindow = new UsageWindow(share.table, share.slot);
+      shareGate = share.gate;
       if (mpsDir !== undefined) {
         setMpsMode({ pipeDir: mpsDir, table: share.table, slot: share.slot, memoryLimit });
         write(`GPU share: MPS clients of ${mpsDir}, ${mpsPercentageNow()}% of the GPU's threads now`);
@@ -676,6 +678,7 @@ async function main(): Promise<void> {
       ...parsed,
       workerSandbox: workerSandbox as 'seccomp' | 'none',
       log: (line) => vmLog.log(line),
+      share: shareGate,
     };
     const device = await kind.create(options);
     // auto chose a provider whose sessions cannot be carried (the cuda provider, or host workers): refused, not ignored.

@@ -10,6 +10,7 @@ import { hostState } from '../qcuda/migration';
 import { IsolatedProvider } from '../qcuda/workers/isolated';
 import type { WorkerSandbox } from '../qcuda/workers/worker-messages';
 import { cudaEnv } from '../qcuda/workers/worker-env';
+import type { ShareGate } from '../qcuda/share/gate';
 import { mpsEnv } from '../qcuda/share/mps';
 import type { VhostUserDevice } from '../vhost-user';
 import { BlkDevice } from './blk';
@@ -46,6 +47,8 @@ export interface DeviceOptions {
   realGpuIdentity?: boolean;
   /** qcuda: the bounds and what they count, shared with other devices of this process (one quota for the frontends of `qcuda run`); default: the device's own. */
   vm?: VmShared;
+  /** qcuda: the VM's GPU share gate (--gpu-share: joinShare's); absent: no gate. */
+  share?: ShareGate;
   /** Where to say which provider was chosen. */
   log?: (line: string) => void;
   /**
@@ -146,6 +149,7 @@ export const DEVICES: Record<
         pollUs: o.pollUs ?? DEFAULT_POLL_US,
         ownQueues,
         vm: o.vm,
+        share: o.share,
         realGpuIdentity: o.realGpuIdentity,
         ledgerFd: o.ledgerFd === undefined ? undefined : new Fd(o.ledgerFd),
       });

@@ -2,6 +2,7 @@
 // (commands/) see it: types only. A command's shape (its structs, data,
 // handles, gates) is its declaration in wire/protocol.ts; what it does is a
 // Run, typed by that declaration, so its arguments are its struct's fields.
+import type { ShareGate } from './share/gate';
 import type { Now } from '../sys/now';
 import type { Decoded } from './proto';
 import type { GuestSeg, Provider } from './provider';
@@ -31,6 +32,8 @@ export interface Call<K extends CmdName = CmdName> {
 /** What the commands need from the device. */
 export interface DeviceState {
   readonly provider: Provider;
+  /** The VM's GPU share gate under --gpu-share (share/gate.ts); undefined: commands run as they come. */
+  readonly share?: ShareGate;
   /** Host address of a guest-physical range, checked whole. */
   hostAddressOfGpa(gpa: bigint, size: bigint): bigint;
   /** Bytes of guest RAM in the memory table now. */

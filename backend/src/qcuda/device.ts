@@ -5,6 +5,7 @@
 // answers every failure with a status; nothing the guest sends is trusted.
 import createDebug from 'debug';
 import type { MemoryTable, Reader, Request, StateSink, StateSource, Struct, VhostUserDevice, Vring, Writer } from '../vhost-user';
+import type { ShareGate } from './share/gate';
 import type { BatchEnding, Call, DeviceState, Result, Run, SessionCmd } from './command';
 import { COMMANDS, finishBatch, runGated } from './commands';
 import { CudaErr, CudaError } from './cuda-error';
@@ -77,6 +78,8 @@ export interface QcudaOptions {
    * host address (what mapped host memory's device pointers name).
    */
   provider: Provider | ((guestView: (addr: bigint, len: number) => Uint8Array[]) => Provider);
+  /** The VM's GPU share gate (--gpu-share: share/gate.ts joinShare, or gateFromEnv in a worker); absent: no gate. */
+  share?: ShareGate;
   /** Per-VM device memory quota in bytes; 0 = none (the same as limits.deviceMemory). */
   memoryLimit?: bigint;
   /** The VM's bounds (limits.ts); DEFAULT_LIMITS where not given. */
@@ -141,6 +144,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
   readonly maxIndirect = 8192;
   readonly pollUs: number;
   readonly provider: Provider;
+  readonly share: ShareGate | undefined;
   /** The VM's bounds and what its sessions hold against them. */
   readonly vm: VmShared;
   readonly log: LogLimiter;
@@ -166,6 +170,7 @@ export class QcudaDevice implements VhostUserDevice, DeviceState {
     this.numQueues = o.queues ?? 4;
     this.maxQueueSize = o.queueSize ?? 256;
     this.pollUs = o.pollUs ?? 0;
+    this.share = o.share;
     this.provider = typeof o.provider === 'function' ? o.provider((addr, len) => this.guestViews(addr, len)) : o.provider;
     const limits = { ...DEFAULT_LIMITS, ...(o.memoryLimit !== undefined ? { deviceMemory: o.memoryLimit } : {}), ...o.limits };
     if (o.limits?.contextOverhead === undefined && !this.provider.hasGpu) limits.contextOverhead = 0n; // no driver, no context to pay for

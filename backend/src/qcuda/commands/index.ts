@@ -94,10 +94,10 @@ const orNothing = (r: Result | void): Result => r ?? NO_RESULT;
 export function runGated(d: CallDecl, run: Run<CmdName>, c: Call, ready?: () => void): Now<Result> {
   const go = (): Now<Result> => {
     ready?.();
-    return shareAfter(d, c, then(run(c), orNothing));
+    return shareAfter(c.dev.share, d, c, then(run(c), orNothing));
   };
   // The VM's GPU share (--gpu-share): a post waits while the VM is ahead of it.
-  const share = shareBefore(d);
+  const share = shareBefore(c.dev.share, d);
   const gate = gateOf(d, c);
   const both = share && gate ? Promise.all([share, gate]) : (share ?? gate);
   return both ? both.then(go) : go();

@@ -6,7 +6,7 @@ import { CALLS, type CallDecl } from '../wire/protocol';
 import { QCUDA_BATCH_ENDS_SYNC } from '../proto';
 import type { Call, Result } from '../command';
 import { then, type Now } from '../../sys/now';
-import { shareGate } from './gate';
+import type { ShareGate } from './gate';
 
 const BATCH = (CALLS.BATCH as CallDecl).cmd;
 
@@ -21,13 +21,12 @@ function syncs(d: CallDecl, c: Call): boolean {
 }
 
 /** What must pass before the command runs under --gpu-share (undefined, the usual case: nothing). */
-export function shareBefore(d: CallDecl): Promise<void> | undefined {
-  return shareGate()?.before(d.gpu === 'posts') ?? undefined;
+export function shareBefore(g: ShareGate | undefined, d: CallDecl): Promise<void> | undefined {
+  return g?.before(d.gpu === 'posts') ?? undefined;
 }
 
 /** The command's result, once the gate knows whether it synchronized. */
-export function shareAfter(d: CallDecl, c: Call, r: Now<Result>): Now<Result> {
-  const g = shareGate();
+export function shareAfter(g: ShareGate | undefined, d: CallDecl, c: Call, r: Now<Result>): Now<Result> {
   if (!g || !syncs(d, c)) return r;
   return then(r, (x) => {
     g.synced();

@@ -149,22 +149,15 @@ export class ShareGate {
   }
 }
 
-let gate: ShareGate | undefined | null = null;
-
-/** This process's gate, from QCUDA_GPU_SHARE (undefined: no shares, commands run as they come). */
-export function shareGate(): ShareGate | undefined {
-  if (gate === null) {
-    gate = undefined;
-    const v = process.env[SHARE_ENV];
-    const m = v === undefined ? null : /^([0-9]+)(,mps)?:(.+)$/.exec(v);
-    if (m) gate = new ShareGate(ShareTable.open(m[3]), +m[1], m[2] ? MPS_POLICY : DEFAULT_POLICY);
-  }
-  return gate;
-}
-
-/** Sets (or, with undefined, clears) this process's gate: the backend's after joinShare, and tests. */
-export function setShareGate(g: ShareGate | undefined): void {
-  gate = g;
+/**
+ * A worker's gate, from the QCUDA_GPU_SHARE its backend gave it (undefined:
+ * no shares, commands run as they come). Read once where the process
+ * starts, and passed to what it makes (the device, the ring server).
+ */
+export function gateFromEnv(env: NodeJS.ProcessEnv = process.env): ShareGate | undefined {
+  const v = env[SHARE_ENV];
+  const m = v === undefined ? null : /^([0-9]+)(,mps)?:(.+)$/.exec(v);
+  return m ? new ShareGate(ShareTable.open(m[3]), +m[1], m[2] ? MPS_POLICY : DEFAULT_POLICY) : undefined;
 }
 
 /** The policy under --gpu-share-mps: a VM's processes take turns, VMs do not wait for each other (policy.ts). */
@@ -172,14 +165,13 @@ export const MPS_POLICY: Policy = { ...DEFAULT_POLICY, mps: true };
 
 /**
  * This backend's VM joins the table at `file` with `weight`: its workers
- * inherit where (QCUDA_GPU_SHARE), and whether in MPS mode, and this
- * process gates its own sessions.
+ * inherit where (QCUDA_GPU_SHARE), and whether in MPS mode; the gate is the
+ * one this process gates its own sessions with (given to its device).
  */
-export function joinShare(file: string, weight: number, mps = false): { table: ShareTable; slot: number } {
+export function joinShare(file: string, weight: number, mps = false): { table: ShareTable; slot: number; gate: ShareGate } {
   const table = ShareTable.open(file);
   const slot = table.joinVm(weight);
   process.once('exit', () => table.leaveVm(slot));
   process.env[SHARE_ENV] = `${slot}${mps ? ',mps' : ''}:${file}`;
-  setShareGate(new ShareGate(table, slot, mps ? MPS_POLICY : DEFAULT_POLICY));
-  return { table, slot };
+  return { table, slot, gate: new ShareGate(table, slot, mps ? MPS_POLICY : DEFAULT_POLICY) };
 }

@@ -19,6 +19,7 @@ import type { OwnOrder, Provider, VmmFdContext } from '../provider';
 import { vmShared, type Session } from '../session/session';
 import { CudaErr, CudaError } from '../cuda-error';
 import { ledgerLimits } from '../quota/vm-ledger';
+import type { ShareGate } from '../share/gate';
 import { RingServer } from './ring-server';
 
 export interface OwnedFds {
@@ -46,7 +47,8 @@ export class OwnedQueue {
    * Serves order.session's queue from here on. onReturn gets where the ring
    * stands once giveBack() has given it back; end ends this process at once
    * (as the session's SESSION_CLOSE does). serveInC: the ring server stands
-   * in front of the device (where the provider is cuda).
+   * in front of the device (where the provider is cuda). share: the VM's
+   * GPU share gate, for the device and the ring server (gateFromEnv).
    */
   constructor(
     order: OwnOrder,
@@ -59,6 +61,7 @@ export class OwnedQueue {
     readonly onReturn: (state: RingState) => void,
     readonly end: () => void,
     serveInC = true,
+    share?: ShareGate,
   ) {
     // The VM's bounds are the shared ledger's (its limits as the backend sent them), its module images the backend's cache.
     // Its IPC and VMM shareable handles are in the VM's tables, the backend's (ipc-remote.ts, vmm-remote.ts):
@@ -71,6 +74,7 @@ export class OwnedQueue {
       vm,
       queues: order.state.index + 1,
       pollUs: 0,
+      share,
       // SESSION_CLOSE came on the queue. The guest takes its answer to mean
       // that what the session held on the host is free (qcuda_file.c), and
       // the context is freed only with this process (the fast way, as a
@@ -95,6 +99,7 @@ export class OwnedQueue {
             session.calls += n;
           },
           (req, ending) => this.device.finishBatch(req, session, ending),
+          share,
         )
       : undefined;
     this.#memory = memory;

@@ -39,7 +39,7 @@ import type { DevPtr, EventRef, FunctionRef, Provider, StreamRef } from '../prov
 import type { Session } from '../session/session';
 import type { SessionMirror } from '../session/session-core';
 import { cudaSide } from '../providers/cuda/context';
-import { shareGate } from '../share/gate';
+import type { ShareGate } from '../share/gate';
 
 /** An addon id (function, stream or event ref of the cuda provider), else 0: not known to the server, so left to the handler. */
 function idOf(ref: unknown): number {
@@ -64,20 +64,26 @@ export class RingServer implements RingFront, SessionMirror {
     readonly session: Session,
     readonly onServed: (n: number) => void,
     readonly finish: FinishBatch,
+    share: ShareGate | undefined,
   ) {
     this.#class = cudaNative().RingServer;
     this.cursor = new Uint32Array(this.#class.CURSOR.words);
     this.#native = new this.#class(session.id, this.cursor);
     session.mirror = this;
     // Under --gpu-share the posts it serves wait their VM's turn too (share/gate.ts): on the gate's table and process slot.
-    const g = shareGate();
-    const proc = g?.slot() ?? -1;
-    if (g && proc >= 0) this.#native.share(g.table.words, g.vm, proc, g.policy);
+    const proc = share?.slot() ?? -1;
+    if (share && proc >= 0) this.#native.share(share.table.words, share.vm, proc, share.policy);
   }
 
   /** A ring server for session where its provider is cuda; undefined otherwise (the handler serves everything). */
-  static for(provider: Provider, session: Session, onServed: (n: number) => void, finish: FinishBatch): RingServer | undefined {
-    return provider.name === 'cuda' ? new RingServer(session, onServed, finish) : undefined;
+  static for(
+    provider: Provider,
+    session: Session,
+    onServed: (n: number) => void,
+    finish: FinishBatch,
+    share: ShareGate | undefined,
+  ): RingServer | undefined {
+    return provider.name === 'cuda' ? new RingServer(session, onServed, finish, share) : undefined;
   }
 
   attach(r: FrontRing): void {

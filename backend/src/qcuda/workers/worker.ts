@@ -7,6 +7,7 @@ import { BusyPoll } from '../../vhost-user';
 import { EventFd, Fd } from '../../vhost-user';
 import { native } from '../../sys/native';
 import { harden } from '../../sys/harden';
+import { gateFromEnv } from '../share/gate';
 import { OwnedQueue } from './owned-queue';
 import { dropRegion, remapRing, type RingOfRegions } from './worker-regions';
 import type { RingState } from '../../vhost-user';
@@ -305,6 +306,7 @@ class WorkerMain {
       },
       () => process.kill(process.pid, 'SIGKILL'),
       this.o.ringServer ?? true,
+      gateFromEnv(), // where its backend's VM is in the GPU share table, if it shares
     ); // end: as a killed worker (no exit handlers, the driver frees the context)
     send({ t: 'owning' });
   }
