@@ -18,7 +18,7 @@ import path from 'node:path';
 import { tmpDir } from '../helpers';
 import { FAKE_CUDA_SOURCES } from '../addon/fake-driver';
 
-const CUDA_JS = path.resolve(__dirname, '..', '..', 'backend', 'src', 'qcuda', 'providers', 'cuda.js');
+const CUDA_JS = path.resolve(__dirname, '..', '..', 'backend', 'src', 'qcuda', 'providers', 'cuda', 'cuda.js');
 const DIST = path.resolve(__dirname, '..', '..');
 
 function fakeDriver(t: Parameters<typeof tmpDir>[0]): string {
