@@ -4,7 +4,7 @@
 // what the backend needs of guest RAM (a memfd it can map) is libvirt's own
 // <memoryBacking>. `qcuda libvirt-xml` prints one; test/vm/libvirt.test.ts
 // defines, starts and destroys one with virsh.
-import { DEFAULT_FIRMWARE_DIRS, guestCmdline, qcudaDeviceArgs, type QemuConfig } from './qemu-args';
+import { DEFAULT_FIRMWARE_DIRS, firmwareArgs, guestCmdline, qcudaDeviceArgs, type QemuConfig } from './qemu-args';
 
 /** What the domain shares with a QEMU command line (qemu-args.ts): the backend's socket, the guest's size, firmware, reconnect, the result file. */
 type SharedWithQemu = 'socket' | 'memoryMiB' | 'cpus' | 'queues' | 'queueSize' | 'firmwareDirs' | 'reconnectMs' | 'resultFile';
@@ -60,7 +60,7 @@ function osBlock(c: DomainConfig): string[] {
 export function domainXml(c: DomainConfig): string {
   if (!c.kernel && !c.disk) throw new Error('a domain needs a kernel (direct boot) or a disk to boot from');
   const mem = c.memoryMiB ?? 512;
-  const args = [...(c.firmwareDirs ?? DEFAULT_FIRMWARE_DIRS).flatMap((d) => ['-L', d]), ...qcudaDeviceArgs(c)];
+  const args = [...firmwareArgs(c.firmwareDirs), ...qcudaDeviceArgs(c)];
   const type = c.type ?? 'kvm';
   return [
     `<domain type='${type}' xmlns:qemu='${QEMU_NS}'>`,

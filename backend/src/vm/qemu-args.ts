@@ -44,6 +44,16 @@ export const DEFAULT_FIRMWARE_DIRS = process.env.QCUDA_FIRMWARE_DIRS?.split(':')
   '/usr/lib/ipxe/qemu',
 ];
 
+/** Where QEMU looks for its firmware: -L for each folder. */
+export function firmwareArgs(dirs: readonly string[] = DEFAULT_FIRMWARE_DIRS): string[] {
+  return dirs.flatMap((d) => ['-L', d]);
+}
+
+/** The accelerator and the CPU it shows the guest: the host's under KVM, TCG's fullest model else. */
+export function accelArgs(accel: 'kvm' | 'tcg' = detectAccel()): string[] {
+  return accel === 'kvm' ? ['-accel', 'kvm', '-cpu', 'host'] : ['-accel', 'tcg,thread=multi', '-cpu', 'max'];
+}
+
 /** KVM only where the CPU has hardware virtualization and /dev/kvm opens; else TCG. */
 export function detectAccel(): 'kvm' | 'tcg' {
   try {
@@ -83,12 +93,9 @@ export function qcudaDeviceArgs(c: { socket: string; queues?: number; queueSize?
 
 export function qemuArgs(c: QemuConfig): string[] {
   const mem = c.memoryMiB ?? 512;
-  const accel = c.accel ?? detectAccel();
   return [
-    ...(c.firmwareDirs ?? DEFAULT_FIRMWARE_DIRS).flatMap((d) => ['-L', d]),
-    '-accel',
-    accel === 'kvm' ? 'kvm' : 'tcg,thread=multi',
-    ...(accel === 'kvm' ? ['-cpu', 'host'] : ['-cpu', 'max']),
+    ...firmwareArgs(c.firmwareDirs),
+    ...accelArgs(c.accel),
     '-machine',
     'q35,memory-backend=mem',
     '-bios',

@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { ivshmemArgs, type ShmRegion } from './ivshmem';
-import { detectAccel, DEFAULT_FIRMWARE_DIRS } from './qemu-args';
+import { accelArgs, DEFAULT_FIRMWARE_DIRS, firmwareArgs } from './qemu-args';
 
 export interface WindowsConfig {
   /** The user's Windows disk: qcow2 by its name (.qcow2), else raw. Written to: it is the VM's own disk. */
@@ -56,13 +56,9 @@ export function imageFormat(image: string): 'qcow2' | 'raw' {
 
 export function windowsQemuArgs(c: WindowsConfig): string[] {
   const mem = c.memoryMiB ?? 4096;
-  const accel = c.accel ?? detectAccel();
   return [
-    ...(c.firmwareDirs ?? DEFAULT_FIRMWARE_DIRS).flatMap((d) => ['-L', d]),
-    '-accel',
-    accel === 'kvm' ? 'kvm' : 'tcg,thread=multi',
-    '-cpu',
-    accel === 'kvm' ? 'host' : 'max',
+    ...firmwareArgs(c.firmwareDirs),
+    ...accelArgs(c.accel),
     '-machine',
     'q35',
     '-smp',
