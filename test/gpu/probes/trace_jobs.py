@@ -3,25 +3,35 @@ under qcuda run with qcuda-trace, then trace-diff.py names every driver
 answer that differs. Prints the job's result digest, so the two runs'
 outputs can be compared too.
 
-  python3 trace_jobs.py bf16|fp16|fp32|conv|graph|event
+  python3 trace_jobs.py bf16|fp16|fp32|conv|graph|event|jax
+
+Each job imports only the framework it uses (the jax job loads no PyTorch).
 """
 import sys
 
-import torch
+torch = dev = None
 
-torch.manual_seed(0)
-torch.backends.cuda.matmul.allow_tf32 = False
-torch.backends.cudnn.allow_tf32 = False
-dev = torch.device('cuda')
+
+def torch_env():
+    global torch, dev
+    import torch as t
+    torch = t
+    torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = torch.device('cuda')
 
 
 def gemm(dtype):
+    torch_env()
+    dtype = getattr(torch, dtype)
     a = torch.randn(4096, 4096, device=dev).to(dtype)
     b = torch.randn(4096, 4096, device=dev).to(dtype)
     return torch.matmul(a, b)
 
 
 def conv():
+    torch_env()
     m = torch.nn.Conv2d(64, 64, 3, padding=1).to(dev).half().to(memory_format=torch.channels_last)
     x = torch.randn(16, 64, 56, 56, device=dev).half().to(memory_format=torch.channels_last).requires_grad_()
     y = m(x)
@@ -30,6 +40,7 @@ def conv():
 
 
 def graph():
+    torch_env()
     x = torch.randn(1 << 16, device=dev)
     g = torch.cuda.CUDAGraph()
     s = torch.cuda.Stream()
@@ -57,9 +68,28 @@ def event():
     return x
 
 
-JOBS = {'bf16': lambda: gemm(torch.bfloat16), 'fp16': lambda: gemm(torch.float16), 'fp32': lambda: gemm(torch.float32),
-        'conv': conv, 'graph': graph, 'event': event}
+def jax_matmul():
+    # workloads.py's jax_matmul, 20 steps: what XLA asks of the driver per
+    # step (launches, events, host functions), natively and under qcuda.
+    import jax
+    import jax.numpy as jnp
+    a = jax.random.normal(jax.random.PRNGKey(0), (1024, 1024))
+    f = jax.jit(lambda x: x @ x)
+    f(a).block_until_ready()
+    for _ in range(20):
+        y = f(a)
+    y.block_until_ready()
+    return float(jnp.abs(y).sum())
 
-out = JOBS[sys.argv[1]]()
-torch.cuda.synchronize()
-print(f'{sys.argv[1]}: {out.double().abs().sum().item():.10g}')
+
+def digest(out):
+    if isinstance(out, float):
+        return out
+    torch.cuda.synchronize()
+    return out.double().abs().sum().item()
+
+
+JOBS = {'bf16': lambda: gemm('bfloat16'), 'fp16': lambda: gemm('float16'), 'fp32': lambda: gemm('float32'),
+        'conv': conv, 'graph': graph, 'event': event, 'jax': jax_matmul}
+
+print(f'{sys.argv[1]}: {digest(JOBS[sys.argv[1]]()):.10g}')
