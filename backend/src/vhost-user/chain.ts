@@ -25,7 +25,7 @@ export interface Buf {
   /**
    * Its host views, once a handler has asked for them as one buffer
    * (Request: a header, a reply); the request holds the regions mapped
-   * while it lives (vring.ts).
+   * while it lives (vring-serve.ts).
    */
   views?: Uint8Array[];
 }

@@ -3,7 +3,7 @@
 // driver's avail ring and the device's used ring, and the two ways a side
 // says it needs no notification (EVENT_IDX's used_event/avail_event, or the
 // flags). The indices it is read and written at are the caller's
-// (vring.ts); everything here is the layout and its memory order.
+// (vring-serve.ts); everything here is the layout and its memory order.
 //
 // Ordering: ring entries are plain loads/stores; avail->idx is read and
 // used->idx written with Atomics, which on x86 give the acquire/release
