@@ -33,7 +33,7 @@ export class SplitRing {
     readonly size: number,
     mem: MemoryTable,
   ) {
-    if (a.desc % 16n || a.avail % 2n || a.used % 4n) throw new ProtocolError(`${where}: misaligned ring addresses`);
+    if (a.desc % 16n || a.avail % 2n || a.used % 4n) throw new ProtocolError('bad-value', `${where}: misaligned ring addresses`);
     const desc = mem.viewVa(a.desc, size * 16);
     const avail = mem.viewVa(a.avail, 6 + size * 2);
     const used = mem.viewVa(a.used, 6 + size * 8);
@@ -79,7 +79,7 @@ export class SplitRing {
     return next;
   }
 
-  /** The chain at head, walked defensively (chain.ts; ChainError or MemoryError). */
+  /** The chain at head, walked defensively (chain.ts: a ChainError, its reason saying what is wrong). */
   walk(head: number, mem: MemoryTable, indirect: boolean, maxIndirect: number): DescChain {
     return walkChain(this.desc, head, mem, indirect, maxIndirect);
   }

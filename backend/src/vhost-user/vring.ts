@@ -46,13 +46,13 @@ export class Vring extends ServedRing {
     if (this.started) throw new RingError(`vring ${this.index}: SET_VRING_NUM on a started ring`);
     const max = this.limits.maxSize;
     if (num === 0 || num > max || (num & (num - 1)) !== 0)
-      throw new ProtocolError(`vring ${this.index}: size ${num} is not a power of two in 1..${max}`);
+      throw new ProtocolError('bad-value', `vring ${this.index}: size ${num} is not a power of two in 1..${max}`);
     this.size = num;
   }
 
   setBase(base: number): void {
     if (this.started) throw new RingError(`vring ${this.index}: SET_VRING_BASE on a started ring`);
-    if (base > 0xffff) throw new ProtocolError(`vring ${this.index}: base ${base} is not a 16-bit index`);
+    if (base > 0xffff) throw new ProtocolError('bad-value', `vring ${this.index}: base ${base} is not a 16-bit index`);
     this.lastAvail = base;
   }
 
@@ -95,7 +95,7 @@ export class Vring extends ServedRing {
   setKick(fd: EventFd | undefined): void {
     this.kick?.close();
     this.kick = fd;
-    if (!fd) throw new ProtocolError(`vring ${this.index}: polling mode (no kick fd) is not supported`);
+    if (!fd) throw new ProtocolError('unsupported-request', `vring ${this.index}: polling mode (no kick fd) is not supported`);
     // A ring another process serves is that process's to watch (both draining one eventfd would lose kicks).
     if (!this.handedOn) fd.watch(() => this.process(), true);
     this.started = true;
