@@ -17,7 +17,7 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
 
-$(ADDON): addon/binding.gyp $(wildcard addon/src/* addon/src/vhost-user/*) node_modules/.installed
+$(ADDON): addon/binding.gyp $(wildcard addon/src/* backend/src/vhost-user/native/*) node_modules/.installed
 	cd addon && ../node_modules/.bin/node-gyp rebuild $(if $(NODEDIR),--nodedir=$(NODEDIR))
 
 dist/.built: tsconfig.json $(shell find backend/src test -name '*.ts') node_modules/.installed

@@ -1,36 +1,14 @@
+# qcuda's native addons. The vhost-user library's own (vhost_user_native,
+# vhost_user_bench, and the errors both share with qcuda_sys) are the
+# package's: backend/src/vhost-user/native/vhost-user.gypi, included here so
+# that all of them build into addon/build/Release/.
 {
+  "includes": ["../backend/src/vhost-user/native/vhost-user.gypi"],
   "targets": [{
-    "target_name": "vhost_user_native",
-    "sources": [
-      "src/vhost-user/addon.cc",
-      "src/vhost-user/errors.cc",
-      "src/vhost-user/socket.cc",
-      "src/vhost-user/memory.cc",
-      "src/vhost-user/eventfd.cc",
-      "src/vhost-user/watcher.cc"
-    ],
-    "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
-    "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
-    "cflags!": ["-fno-exceptions"],
-    "cflags_cc!": ["-fno-exceptions"],
-    "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-Werror", "-O2"]
-  }, {
-    "target_name": "vhost_user_bench",
-    "sources": [
-      "src/vhost-user/bench_addon.cc",
-      "src/vhost-user/errors.cc",
-      "src/vhost-user/ring_loop.cc"
-    ],
-    "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
-    "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
-    "cflags!": ["-fno-exceptions"],
-    "cflags_cc!": ["-fno-exceptions"],
-    "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-Werror", "-O2"]
-  }, {
     "target_name": "qcuda_sys",
+    "dependencies": ["vhost_user_errors"],
     "sources": [
       "src/sys_addon.cc",
-      "src/vhost-user/errors.cc",
       "src/ledger.cc",
       "src/sandbox.cc",
       "src/share_table.cc",
@@ -43,6 +21,7 @@
     "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra", "-Werror", "-O2"]
   }, {
     "target_name": "qcuda_cuda",
+    "dependencies": ["vhost_user_errors"],
     "sources": [
       "src/cuda_api.cc",
       "src/cuda_args.cc",

@@ -8,7 +8,8 @@
 #                 clang-format, the kernel module's block comments)
 #
 # TypeScript and the .mjs generators: ESLint (eslint.config.mjs) and Prettier
-# (.prettierrc.json). The addon's C++ and the guest C libraries and test
+# (.prettierrc.json). The addons' C++ (addon/src, and vhost-user-ts's in
+# backend/src/vhost-user/native) and the guest C libraries and test
 # programs: clang-format (.clang-format, guest-driver/.clang-format,
 # test/.clang-format). The guest kernel module and the headers it shares with
 # the guest (guest-driver/kernel, guest-driver/include): the kernel's own
@@ -20,7 +21,7 @@ LINT_APT_PKGS := clang-format clang-tidy perl
 CHECKPATCH := $(CURDIR)/lint/checkpatch.sh
 PRETTIER_FILES := '{backend,test}/**/*.ts' '**/*.mjs'
 # Every C/C++/CUDA source but the kernel module's, less the generated ones.
-CLANG_FORMAT_FILES = $(shell find addon/src guest-driver/lib guest-driver/libcuda guest-driver/nvml guest-driver/trace guest-driver/windows test \
+CLANG_FORMAT_FILES = $(shell find addon/src backend/src/vhost-user/native guest-driver/lib guest-driver/libcuda guest-driver/nvml guest-driver/trace guest-driver/windows test \
 	-type f \( -name '*.c' -o -name '*.h' -o -name '*.cc' -o -name '*.cu' \) | sort | xargs grep -L 'do not edit')
 KERNEL_FILES = $(sort $(wildcard guest-driver/kernel/*.c guest-driver/kernel/*.h guest-driver/include/*.h))
 

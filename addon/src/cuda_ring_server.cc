@@ -58,10 +58,12 @@
 #include "qcuda_proto.h"
 #include "ring_plan.h"
 #include "share_table.h"
-#include "vhost-user/typed_view.h"
+#include "vhost-user/native/typed_view.h"
 
 namespace qcuda::cuda {
 namespace {
+
+using vhost_user::TypedView;
 
 constexpr size_t kResp = sizeof(qcuda_resp_hdr);
 

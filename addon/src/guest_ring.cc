@@ -126,7 +126,7 @@ void GuestRing::Signal() {
   }
   if (!need) return;
   const uint64_t one = 1;
-  // The frontend shares this fd's flags and may have cleared O_NONBLOCK (vhost-user/eventfd.cc says why).
+  // The frontend shares this fd's flags and may have cleared O_NONBLOCK (vhost-user/native/eventfd.cc says why).
   const int fl = fcntl(callFd_, F_GETFL);
   if (fl >= 0 && (fl & O_NONBLOCK) == 0) fcntl(callFd_, F_SETFL, fl | O_NONBLOCK);
   ssize_t w;

@@ -13,9 +13,11 @@
 #include <vector>
 
 #include "cuda_args.h"
-#include "vhost-user/split_ring.h"
+#include "vhost-user/native/split_ring.h"
 
 namespace qcuda::cuda {
+
+namespace vring = vhost_user::vring;
 
 /** The cursor's words that say where the ring stands (in and out of each serve()); the server's own follow. */
 enum RingWord { kLastAvail = 0, kUsedIdx = 1, kSignalledUsed = 2, kRingWords = 3 };

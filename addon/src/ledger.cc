@@ -50,10 +50,15 @@
 #include <string>
 #include <vector>
 
-#include "vhost-user/errors.h"
+#include "vhost-user/native/errors.h"
 
 namespace qcuda {
 namespace {
+
+using vhost_user::ArgFd;
+using vhost_user::ArgU64;
+using vhost_user::ThrowErrno;
+using vhost_user::ThrowRange;
 
 // "qclf": the layout with a futex word, at offset 0 and again at 40, where the
 // layout before it ("qclh", a pthread mutex first) kept its magic: neither

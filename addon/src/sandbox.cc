@@ -29,10 +29,13 @@
 #include <cstdint>
 #include <vector>
 
-#include "vhost-user/errors.h"
+#include "vhost-user/native/errors.h"
 
 namespace qcuda {
 namespace {
+
+using vhost_user::ThrowErrno;
+using vhost_user::ThrowRange;
 
 // x32 system calls are x86-64 ones with this bit: the same calls under other
 // numbers, which a deny-list by number would miss.

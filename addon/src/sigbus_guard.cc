@@ -19,10 +19,13 @@
 #include <cstdint>
 #include <cstring>
 
-#include "vhost-user/errors.h"
+#include "vhost-user/native/errors.h"
 
 namespace qcuda {
 namespace {
+
+using vhost_user::ThrowErrno;
+using vhost_user::ThrowRange;
 
 constexpr int kMaxGuarded = 16;
 

@@ -1,7 +1,8 @@
 // qcuda_sys: the system calls qcuda itself needs beside the vhost-user
-// library's (addon/src/vhost-user/): a VM's quota ledger in shared memory
-// the GPU worker's sandbox, the GPU share table's layout (share_table.h) and
-// the guard that keeps a cut-short table from faulting (sigbus_guard.cc).
+// library's (backend/src/vhost-user/native/): a VM's quota ledger in shared
+// memory, the GPU worker's sandbox, the GPU share table's layout
+// (share_table.h) and the guard that keeps a cut-short table from faulting
+// (sigbus_guard.cc).
 #include <napi.h>
 
 #include "ledger.h"

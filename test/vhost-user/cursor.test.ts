@@ -6,6 +6,7 @@
 // Also: each library error names its kind.
 import test, { type ExecutionContext } from 'ava';
 import {
+  ChainError,
   DescTable,
   Fd,
   InflightRecord,
@@ -123,7 +124,7 @@ test('a writer fills the reply in order across buffer ends; its split-off tail w
   t.deepEqual([...guest.bytes(0x30005n, 14)], [...range(110, 2), 0, 0, 0, 0, 0, 0, ...range(200, 6)]);
 });
 
-test('each library error names its kind: chain, memory, ring', (t) => {
+test('each library error names its kind (chain, memory, ring) and a chain error its reason', (t) => {
   const { mem } = mapped(t);
   const bytes = new Uint8Array(16 * 4);
   const table = new DescTable(bytes);
@@ -131,11 +132,15 @@ test('each library error names its kind: chain, memory, ring', (t) => {
   d.setBigUint64(0, 0x100n, true);
   d.setUint32(8, 16, true);
   d.setUint16(12, 1, true); // NEXT, to itself: a loop
-  t.is(t.throws(() => walkChain(table, 0, mem, true))?.name, 'ChainError');
-  t.is((t.throws(() => walkChain(table, 0, mem, true)) as VhostUserError).kind, 'chain');
+  const loop = t.throws(() => walkChain(table, 0, mem, true), { instanceOf: ChainError });
+  t.deepEqual([loop?.name, loop?.kind, loop?.reason], ['ChainError', 'chain', 'loop']);
   d.setBigUint64(0, BigInt(2 * MIB), true);
   d.setUint16(12, 0, true);
-  t.is((t.throws(() => walkChain(table, 0, mem, true), { instanceOf: MemoryError }) as VhostUserError).kind, 'memory');
+  // Outside guest memory: the chain's fault, the memory table's error its cause.
+  const outside = t.throws(() => walkChain(table, 0, mem, true), { instanceOf: ChainError });
+  t.deepEqual([outside?.kind, outside?.reason], ['chain', 'out-of-memory-table']);
+  t.is((outside?.cause as VhostUserError | undefined)?.kind, 'memory');
+  t.true(outside?.cause instanceof MemoryError);
   const rec = InflightRecord.create(8, 0, 0);
   t.teardown(() => rec.close());
   const e = t.throws(() => InflightRecord.open(new Fd(native.dup(rec.fd.value)), 4)) as VhostUserError;

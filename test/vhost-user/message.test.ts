@@ -32,14 +32,15 @@ import {
   Req,
   reqName,
   type MemRegion,
+  type ProtocolReason,
 } from '../../backend/src/vhost-user';
 
 const MAX64 = (1n << 64n) - 1n;
 
-/** fn must throw a ProtocolError whose message matches re. */
-function bad(t: ExecutionContext, fn: () => unknown, re: RegExp, what?: string): void {
+/** fn must throw a ProtocolError for this reason (its kind: protocol). */
+function bad(t: ExecutionContext, fn: () => unknown, reason: ProtocolReason, what?: string): void {
   const e = t.throws(fn, { instanceOf: ProtocolError }, what);
-  if (e) t.regex(e.message, re, what);
+  if (e) t.is(e.reason, reason, what);
   if (e) t.is(e.kind, 'protocol', what);
 }
 
@@ -72,20 +73,20 @@ test('checkHeader for requests: version 1 only, no REPLY flag, NEED_REPLY allowe
   t.notThrows(() => checkHeader(h(FLAG_VERSION)));
   t.notThrows(() => checkHeader(h(FLAG_VERSION | FLAG_NEED_REPLY)));
   t.notThrows(() => checkHeader(h(FLAG_VERSION, MAX_PAYLOAD)), 'exactly the largest payload');
-  bad(t, () => checkHeader(h(FLAG_VERSION, MAX_PAYLOAD + 1)), /SET_FEATURES payload of 4097 bytes/);
-  bad(t, () => checkHeader(h(0)), /version 0/);
-  bad(t, () => checkHeader(h(2)), /version 2/);
-  bad(t, () => checkHeader(h(3)), /version 3/);
-  bad(t, () => checkHeader(h(FLAG_VERSION | FLAG_REPLY)), /SET_FEATURES carries the REPLY flag/);
+  bad(t, () => checkHeader(h(FLAG_VERSION, MAX_PAYLOAD + 1)), 'bad-size');
+  bad(t, () => checkHeader(h(0)), 'bad-header');
+  bad(t, () => checkHeader(h(2)), 'bad-header');
+  bad(t, () => checkHeader(h(3)), 'bad-header');
+  bad(t, () => checkHeader(h(FLAG_VERSION | FLAG_REPLY)), 'bad-header');
 });
 
 test('checkHeader for replies: flags exactly VERSION|REPLY', (t) => {
   const h = (flags: number) => ({ request: Req.GET_FEATURES, flags, size: 8 });
   t.notThrows(() => checkHeader(h(FLAG_VERSION | FLAG_REPLY), true));
-  bad(t, () => checkHeader(h(FLAG_VERSION), true), /bad reply to GET_FEATURES: flags 0x1/);
-  bad(t, () => checkHeader(h(FLAG_VERSION | FLAG_REPLY | FLAG_NEED_REPLY), true), /flags 0xd/);
-  bad(t, () => checkHeader(h(FLAG_REPLY), true), /version 0/);
-  bad(t, () => checkHeader({ request: Req.GET_FEATURES, flags: FLAG_VERSION | FLAG_REPLY, size: MAX_PAYLOAD + 1 }, true), /payload of/);
+  bad(t, () => checkHeader(h(FLAG_VERSION), true), 'bad-header');
+  bad(t, () => checkHeader(h(FLAG_VERSION | FLAG_REPLY | FLAG_NEED_REPLY), true), 'bad-header');
+  bad(t, () => checkHeader(h(FLAG_REPLY), true), 'bad-header');
+  bad(t, () => checkHeader({ request: Req.GET_FEATURES, flags: FLAG_VERSION | FLAG_REPLY, size: MAX_PAYLOAD + 1 }, true), 'bad-size');
 });
 
 test('reqName names known requests and marks unknown ones; bit shifts', (t) => {
@@ -100,8 +101,7 @@ test('reqName names known requests and marks unknown ones; bit shifts', (t) => {
 test('u64: round trip at 0, 2^32 and 2^64-1, little-endian; other sizes refused by name', (t) => {
   for (const v of [0n, 1n, 1n << 32n, 0x0102030405060708n, MAX64]) t.is(decodeU64('X', shifted(encodeU64(v))), v);
   t.deepEqual(Array.from(encodeU64(0x0102030405060708n)), [8, 7, 6, 5, 4, 3, 2, 1]);
-  for (const n of [0, 4, 7, 9, 16])
-    bad(t, () => decodeU64('SET_FEATURES', new Uint8Array(n)), new RegExp(`SET_FEATURES: payload is ${n} bytes, expected 8`));
+  for (const n of [0, 4, 7, 9, 16]) bad(t, () => decodeU64('SET_FEATURES', new Uint8Array(n)), 'bad-size');
 });
 
 test('vring state: round trip of index and num (all 32 bits); other sizes refused', (t) => {
@@ -113,8 +113,7 @@ test('vring state: round trip of index and num (all 32 bits); other sizes refuse
     t.deepEqual(decodeVringState('SET_VRING_NUM', shifted(encodeVringState(s))), s);
   }
   t.deepEqual(Array.from(encodeVringState({ index: 2, num: 0x100 })), [2, 0, 0, 0, 0, 1, 0, 0]);
-  for (const n of [0, 4, 7, 9, 12])
-    bad(t, () => decodeVringState('SET_VRING_BASE', new Uint8Array(n)), new RegExp(`SET_VRING_BASE: payload is ${n} bytes`));
+  for (const n of [0, 4, 7, 9, 12]) bad(t, () => decodeVringState('SET_VRING_BASE', new Uint8Array(n)), 'bad-size');
 });
 
 test('vring address: round trip of every field (distinct values, 64-bit extremes); exactly 40 bytes', (t) => {
@@ -135,8 +134,7 @@ test('vring address: round trip of every field (distinct values, 64-bit extremes
     [3, 1, a.desc, a.used, a.avail, a.log],
     'the order of the fields: index, flags, desc, used, avail, log',
   );
-  for (const n of [0, 32, 39, 41, 48])
-    bad(t, () => decodeVringAddr(new Uint8Array(n)), new RegExp(`SET_VRING_ADDR: payload is ${n} bytes, expected 40`));
+  for (const n of [0, 32, 39, 41, 48]) bad(t, () => decodeVringAddr(new Uint8Array(n)), 'bad-size');
 });
 
 test('vring fd argument: the queue in bits 0-7, "no fd" in bit 8, any other bit refused', (t) => {
@@ -144,9 +142,8 @@ test('vring fd argument: the queue in bits 0-7, "no fd" in bit 8, any other bit 
   t.deepEqual(decodeVringFdArg('SET_VRING_KICK', encodeU64(0xffn)), { index: 255, noFd: false });
   t.deepEqual(decodeVringFdArg('SET_VRING_CALL', encodeU64(0x105n)), { index: 5, noFd: true });
   t.deepEqual(decodeVringFdArg('SET_VRING_ERR', encodeU64(0x1ffn)), { index: 255, noFd: true });
-  for (const v of [0x200n, 0x300n, 1n << 63n, MAX64])
-    bad(t, () => decodeVringFdArg('SET_VRING_KICK', encodeU64(v)), new RegExp(`SET_VRING_KICK: reserved bits set in 0x${v.toString(16)}`));
-  bad(t, () => decodeVringFdArg('SET_VRING_CALL', new Uint8Array(4)), /SET_VRING_CALL: payload is 4 bytes/);
+  for (const v of [0x200n, 0x300n, 1n << 63n, MAX64]) bad(t, () => decodeVringFdArg('SET_VRING_KICK', encodeU64(v)), 'bad-value');
+  bad(t, () => decodeVringFdArg('SET_VRING_CALL', new Uint8Array(4)), 'bad-size');
 });
 
 test('memory table: round trip of 0 to 8 regions; the count and padding in the first 8 bytes', (t) => {
@@ -170,16 +167,16 @@ test('memory table: trailing unused slots are accepted up to 8; anything short, 
   full.set(two);
   t.deepEqual(decodeMemTable(full), [region(0), region(1)], 'all 8 slots sent, 2 used');
   t.deepEqual(decodeMemTable(full.subarray(0, 8 + 32 * 3)), [region(0), region(1)], 'a slot more than used');
-  bad(t, () => decodeMemTable(Buffer.concat([full, new Uint8Array(1)])), /265 bytes cannot hold 2 regions/, 'a byte over 8 slots');
-  bad(t, () => decodeMemTable(two.subarray(0, two.length - 1)), /71 bytes cannot hold 2 regions/, 'a byte short');
-  bad(t, () => decodeMemTable(two.subarray(0, 8 + 32)), /40 bytes cannot hold 2 regions/, 'a region short');
-  for (const n of [0, 4, 7]) bad(t, () => decodeMemTable(new Uint8Array(n)), new RegExp(`SET_MEM_TABLE: payload is ${n} bytes`));
+  bad(t, () => decodeMemTable(Buffer.concat([full, new Uint8Array(1)])), 'bad-size', 'a byte over 8 slots');
+  bad(t, () => decodeMemTable(two.subarray(0, two.length - 1)), 'bad-size', 'a byte short');
+  bad(t, () => decodeMemTable(two.subarray(0, 8 + 32)), 'bad-size', 'a region short');
+  for (const n of [0, 4, 7]) bad(t, () => decodeMemTable(new Uint8Array(n)), 'bad-size');
   const nine = new Uint8Array(8 + 32 * 9);
   new DataView(nine.buffer).setUint32(0, 9, true);
-  bad(t, () => decodeMemTable(nine), /9 regions \(at most 8\)/);
+  bad(t, () => decodeMemTable(nine), 'bad-value');
   const huge = new Uint8Array(8);
   new DataView(huge.buffer).setUint32(0, 0xffffffff, true);
-  bad(t, () => decodeMemTable(huge), /4294967295 regions/);
+  bad(t, () => decodeMemTable(huge), 'bad-value');
 });
 
 test('single region (ADD/REM_MEM_REG): 8 bytes of padding then the region; exactly 40 bytes', (t) => {
@@ -191,8 +188,7 @@ test('single region (ADD/REM_MEM_REG): 8 bytes of padding then the region; exact
   const padded = b.slice();
   padded.fill(0xff, 0, 8);
   t.deepEqual(decodeSingleRegion('ADD_MEM_REG', padded), r, 'the padding is not read');
-  for (const n of [0, 8, 32, 39, 41, 72])
-    bad(t, () => decodeSingleRegion('REM_MEM_REG', new Uint8Array(n)), new RegExp(`REM_MEM_REG: payload is ${n} bytes, expected 40`));
+  for (const n of [0, 8, 32, 39, 41, 72]) bad(t, () => decodeSingleRegion('REM_MEM_REG', new Uint8Array(n)), 'bad-size');
 });
 
 test('config: round trip of offset, size, flags and data, up to MAX_CONFIG_SIZE bytes of data', (t) => {
@@ -211,12 +207,12 @@ test('config: round trip of offset, size, flags and data, up to MAX_CONFIG_SIZE 
 });
 
 test('config: short headers, a size over MAX_CONFIG_SIZE and data not of size bytes are refused', (t) => {
-  for (const n of [0, 8, 11]) bad(t, () => decodeConfig('SET_CONFIG', new Uint8Array(n)), new RegExp(`SET_CONFIG: payload is ${n} bytes$`));
+  for (const n of [0, 8, 11]) bad(t, () => decodeConfig('SET_CONFIG', new Uint8Array(n)), 'bad-size');
   const over = encodeConfig({ offset: 0, size: MAX_CONFIG_SIZE + 1, flags: 0, data: new Uint8Array(MAX_CONFIG_SIZE + 1) });
-  bad(t, () => decodeConfig('SET_CONFIG', over), /size 257 > 256/);
+  bad(t, () => decodeConfig('SET_CONFIG', over), 'bad-size');
   const lying = (size: number, data: number) => encodeConfig({ offset: 0, size, flags: 0, data: new Uint8Array(data) });
-  bad(t, () => decodeConfig('GET_CONFIG', lying(4, 3)), /GET_CONFIG: payload is 15 bytes for size 4/);
-  bad(t, () => decodeConfig('GET_CONFIG', lying(4, 5)), /payload is 17 bytes for size 4/);
-  bad(t, () => decodeConfig('GET_CONFIG', lying(0, 1)), /payload is 13 bytes for size 0/);
-  bad(t, () => decodeConfig('GET_CONFIG', lying(0xffffffff, 0)), /size 4294967295 > 256/);
+  bad(t, () => decodeConfig('GET_CONFIG', lying(4, 3)), 'bad-size');
+  bad(t, () => decodeConfig('GET_CONFIG', lying(4, 5)), 'bad-size');
+  bad(t, () => decodeConfig('GET_CONFIG', lying(0, 1)), 'bad-size');
+  bad(t, () => decodeConfig('GET_CONFIG', lying(0xffffffff, 0)), 'bad-size');
 });

@@ -4,6 +4,9 @@
 import test from 'ava';
 import { EchoDevice } from '../../backend/src/devices/echo';
 import {
+  Backend,
+  Fd,
+  ProtocolError,
   native,
   encodeConfig,
   encodeMemTable,
@@ -15,6 +18,10 @@ import {
   FLAG_VERSION,
   encodeMessage,
   Req,
+  type Connection,
+  type Message,
+  type ProtocolReason,
+  type VhostUserDevice,
 } from '../../backend/src/vhost-user';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { connect, openFds, started, tick, until } from '../helpers';
@@ -65,6 +72,35 @@ test.serial('bad requests get a failing REPLY_ACK and the connection lives on', 
   t.is(await fe.acked(Req.SET_VRING_KICK, encodeU64(0x100n | 0n)), 1n, 'polling mode is refused');
   t.is(await fe.acked(Req.SET_VRING_KICK, encodeU64(1n << 12n)), 1n, 'reserved bits');
   t.false(fe.closed);
+});
+
+test('a request that must be answered and cannot is a ProtocolError, its reason what the frontend did wrong', async (t) => {
+  // The Backend alone, over a connection that drops its replies: the error a
+  // request with a reply throws is the one the server ends the connection on.
+  const conn = { closed: false, send: () => {}, close: () => {} } as unknown as Connection;
+  const quiet = { error: () => {} };
+  const echo = new Backend(new EchoDevice({ queues: 1 }), conn, quiet);
+  const bare: VhostUserDevice = { name: 'bare', numQueues: 1, maxQueueSize: 256, features: 0n, configSize: 0, handle: () => 0 };
+  const configless = new Backend(bare, conn, quiet);
+  t.teardown(async () => {
+    await echo.close();
+    await configless.close();
+  });
+  const msg = (request: Req, payload: Uint8Array = new Uint8Array(0), fds: Fd[] = []): Message => ({
+    request,
+    flags: FLAG_VERSION,
+    size: payload.length,
+    payload,
+    fds,
+  });
+  const reason = async (b: Backend, m: Message): Promise<ProtocolReason | undefined> =>
+    (await t.throwsAsync(b.handle(m), { instanceOf: ProtocolError }))?.reason;
+  const config = (offset: number, size: number) => encodeConfig({ offset, size, flags: 0, data: new Uint8Array(size) });
+  t.is(await reason(echo, msg(Req.GET_FEATURES, new Uint8Array(0), [new Fd(native.eventfd())])), 'bad-fds', 'an fd where none belongs');
+  t.is(await reason(echo, msg(Req.GET_VRING_BASE, new Uint8Array(4))), 'bad-size', 'a vring state of 4 bytes');
+  t.is(await reason(echo, msg(Req.GET_VRING_BASE, state(1, 0))), 'bad-value', 'a queue past the last');
+  t.is(await reason(echo, msg(Req.GET_CONFIG, config(4, 8))), 'bad-size', 'past the config space');
+  t.is(await reason(configless, msg(Req.GET_CONFIG, config(0, 4))), 'unsupported-request', 'a device without a config space');
 });
 
 test.serial('fds are checked and always closed, also on unknown and failing requests', async (t) => {

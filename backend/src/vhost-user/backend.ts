@@ -190,10 +190,10 @@ export class Backend {
     const entry = Backend.#TABLE[m.request as Req];
     const needReply = (m.flags & FLAG_NEED_REPLY) !== 0;
     try {
-      if (!entry) throw new ProtocolError(`${name}: request not supported`);
+      if (!entry) throw new ProtocolError('unsupported-request', `${name}: request not supported`);
       const [min, max] = entry.fds;
       if (m.fds.length < min || m.fds.length > max)
-        throw new ProtocolError(`${name}: came with ${m.fds.length} fds, expected ${min === max ? min : `${min}..${max}`}`);
+        throw new ProtocolError('bad-fds', `${name}: came with ${m.fds.length} fds, expected ${min === max ? min : `${min}..${max}`}`);
       const reply = await entry.run(this, m);
       if (entry.replies) this.#send(m.request, reply);
       else if (needReply) this.#send(m.request, 0n);
@@ -218,7 +218,7 @@ export class Backend {
 
   #setFeatures(v: bigint): void {
     const unknown = v & ~this.offeredFeatures;
-    if (unknown) throw new ProtocolError(`SET_FEATURES: bits 0x${unknown.toString(16)} were not offered`);
+    if (unknown) throw new ProtocolError('not-negotiated', `SET_FEATURES: bits 0x${unknown.toString(16)} were not offered`);
     this.#ackedFeatures = v;
     this.#ringFeatures.indirect = (v & bit(VirtioF.RING_INDIRECT_DESC)) !== 0n;
     this.#ringFeatures.eventIdx = (v & bit(VirtioF.RING_EVENT_IDX)) !== 0n;
@@ -228,20 +228,21 @@ export class Backend {
 
   #setProtocolFeatures(v: bigint): void {
     const unknown = v & ~this.offeredProtocolFeatures;
-    if (unknown) throw new ProtocolError(`SET_PROTOCOL_FEATURES: bits 0x${unknown.toString(16)} were not offered`);
+    if (unknown) throw new ProtocolError('not-negotiated', `SET_PROTOCOL_FEATURES: bits 0x${unknown.toString(16)} were not offered`);
     this.#protocolFeatures = v;
   }
 
   async #setMemTable(m: Message): Promise<void> {
     const regions = decodeMemTable(m.payload);
-    if (regions.length !== m.fds.length) throw new ProtocolError(`SET_MEM_TABLE: ${regions.length} regions but ${m.fds.length} fds`);
+    if (regions.length !== m.fds.length)
+      throw new ProtocolError('bad-fds', `SET_MEM_TABLE: ${regions.length} regions but ${m.fds.length} fds`);
     await this.memory.replace(regions.map((r, i) => ({ region: r, fd: m.fds[i] })));
     this.#remapRings();
     this.#memoryEvent('memory table');
   }
 
   async #addMemReg(m: Message): Promise<void> {
-    if (this.memory.regions.length >= MAX_MEM_SLOTS) throw new ProtocolError(`ADD_MEM_REG: all ${MAX_MEM_SLOTS} slots in use`);
+    if (this.memory.regions.length >= MAX_MEM_SLOTS) throw new ProtocolError('bad-state', `ADD_MEM_REG: all ${MAX_MEM_SLOTS} slots in use`);
     await this.memory.addSettled(decodeSingleRegion('ADD_MEM_REG', m.payload), m.fds[0]);
     this.#remapRings();
     this.#memoryEvent('memory region added');
@@ -270,7 +271,7 @@ export class Backend {
 
   #ring(index: number, what: string): Vring {
     const r = this.rings[index];
-    if (!r) throw new ProtocolError(`${what}: vring ${index} does not exist (${this.rings.length} queues)`);
+    if (!r) throw new ProtocolError('bad-value', `${what}: vring ${index} does not exist (${this.rings.length} queues)`);
     return r;
   }
 
@@ -282,7 +283,7 @@ export class Backend {
 
   #setVringAddr(m: Message): void {
     const a = decodeVringAddr(m.payload);
-    if (a.flags & VRING_ADDR_F_LOG) throw new ProtocolError('SET_VRING_ADDR: dirty logging was not offered');
+    if (a.flags & VRING_ADDR_F_LOG) throw new ProtocolError('not-negotiated', 'SET_VRING_ADDR: dirty logging was not offered');
     this.#ring(a.index, 'SET_VRING_ADDR').setAddr(a);
   }
 
@@ -296,7 +297,8 @@ export class Backend {
     const name = reqName(m.request);
     const arg = decodeVringFdArg(name, m.payload);
     const ring = this.#ring(arg.index, name);
-    if (arg.noFd !== (m.fds.length === 0)) throw new ProtocolError(`${name}: the no-fd flag says ${arg.noFd} but ${m.fds.length} fds came`);
+    if (arg.noFd !== (m.fds.length === 0))
+      throw new ProtocolError('bad-fds', `${name}: the no-fd flag says ${arg.noFd} but ${m.fds.length} fds came`);
     if (this.untrusted && !arg.noFd && !isEventfd(m.fds[0].value))
       throw new FrontendFault(`${name}: vring ${arg.index}: the fd is not an eventfd`);
     const fd = arg.noFd ? undefined : new EventFd(m.fds.shift()!.take());
@@ -312,7 +314,7 @@ export class Backend {
 
   #setVringEnable(m: Message): void {
     this.#withRing(m, (ring, num) => {
-      if (num > 1) throw new ProtocolError(`SET_VRING_ENABLE: state ${num}`);
+      if (num > 1) throw new ProtocolError('bad-value', `SET_VRING_ENABLE: state ${num}`);
       if (num === 1) this.#resume();
       this.#startingRing(ring, () => ring.setEnabled(num === 1));
     });
@@ -360,20 +362,21 @@ export class Backend {
     const c = decodeConfig('GET_CONFIG', m.payload);
     const space = this.#configSpace();
     if (c.offset + c.size > space.length)
-      throw new ProtocolError(`GET_CONFIG: ${c.size} bytes at ${c.offset} exceed the ${space.length}-byte config space`);
+      throw new ProtocolError('bad-size', `GET_CONFIG: ${c.size} bytes at ${c.offset} exceed the ${space.length}-byte config space`);
     return encodeConfig({ ...c, data: space.subarray(c.offset, c.offset + c.size) });
   }
 
   #setConfig(m: Message): void {
     const c = decodeConfig('SET_CONFIG', m.payload);
     const size = this.#configSpace().length;
-    if (c.offset + c.size > size) throw new ProtocolError(`SET_CONFIG: ${c.size} bytes at ${c.offset} exceed ${size}`);
-    if (!this.device.writeConfig) throw new ProtocolError('SET_CONFIG: the config space is read-only');
+    if (c.offset + c.size > size) throw new ProtocolError('bad-size', `SET_CONFIG: ${c.size} bytes at ${c.offset} exceed ${size}`);
+    if (!this.device.writeConfig) throw new ProtocolError('unsupported-request', 'SET_CONFIG: the config space is read-only');
     this.device.writeConfig(c.offset, c.data);
   }
 
   #configSpace(): Uint8Array {
-    if (this.device.configSize === 0 || !this.device.readConfig) throw new ProtocolError('the device has no config space');
+    if (this.device.configSize === 0 || !this.device.readConfig)
+      throw new ProtocolError('unsupported-request', 'the device has no config space');
     return this.device.readConfig();
   }
 
@@ -388,13 +391,15 @@ export class Backend {
     try {
       const p = decodeDeviceStateParams(m.payload);
       if (!(this.#protocolFeatures & bit(ProtoF.DEVICE_STATE)))
-        throw new ProtocolError('the DEVICE_STATE protocol feature was not negotiated');
-      if (!this.device.saveState || !this.device.loadState) throw new ProtocolError(`${this.device.name} cannot save its state`);
-      if (p.direction !== StateDirection.SAVE && p.direction !== StateDirection.LOAD) throw new ProtocolError(`direction ${p.direction}`);
-      if (p.phase !== StatePhase.STOPPED) throw new ProtocolError(`phase ${p.phase} (only 0, stopped, exists)`);
+        throw new ProtocolError('not-negotiated', 'the DEVICE_STATE protocol feature was not negotiated');
+      if (!this.device.saveState || !this.device.loadState)
+        throw new ProtocolError('unsupported-request', `${this.device.name} cannot save its state`);
+      if (p.direction !== StateDirection.SAVE && p.direction !== StateDirection.LOAD)
+        throw new ProtocolError('bad-value', `direction ${p.direction}`);
+      if (p.phase !== StatePhase.STOPPED) throw new ProtocolError('bad-value', `phase ${p.phase} (only 0, stopped, exists)`);
       const running = this.rings.find((r) => r.started);
-      if (running) throw new ProtocolError(`vring ${running.index} is running: the device must be stopped first`);
-      if (this.#transfer) throw new ProtocolError(`a ${StateDirection[this.#transfer.direction].toLowerCase()} is under way`);
+      if (running) throw new ProtocolError('bad-state', `vring ${running.index} is running: the device must be stopped first`);
+      if (this.#transfer) throw new ProtocolError('bad-state', `a ${StateDirection[this.#transfer.direction].toLowerCase()} is under way`);
       const fd = m.fds[0];
       this.#transfer = p.direction === StateDirection.SAVE ? StateTransfer.save(this.device, fd) : StateTransfer.load(this.device, fd);
       this.#events.log(`vhost-user: ${this.device.name}: state ${p.direction === StateDirection.SAVE ? 'save' : 'load'} started`);

@@ -2,7 +2,7 @@
 // untrusted, so a chain that loops, points past the table, nests indirect
 // tables, puts a readable buffer after a writable one or names memory outside
 // the guest is rejected as a whole (ChainError), and only that request fails.
-import { ChainError } from './errors';
+import { ChainError, MemoryError } from './errors';
 import type { MemoryTable } from './memory';
 
 export const VIRTQ_DESC_F_NEXT = 1;
@@ -25,7 +25,7 @@ export interface Buf {
   /**
    * Its host views, once a handler has asked for them as one buffer
    * (Request: a header, a reply); the request holds the regions mapped
-   * while it lives (vring.ts).
+   * while it lives (vring-serve.ts).
    */
   views?: Uint8Array[];
 }
@@ -46,7 +46,7 @@ export class DescTable {
   readonly count: number;
 
   constructor(bytes: Uint8Array) {
-    if (bytes.byteOffset % 4 !== 0) throw new ChainError('descriptor table is not 4-byte aligned');
+    if (bytes.byteOffset % 4 !== 0) throw new ChainError('indirect-table', 'descriptor table is not 4-byte aligned');
     this.count = Math.floor(bytes.length / DESC_SIZE);
     this.u32 = new Uint32Array(bytes.buffer, bytes.byteOffset, this.count * 4);
     this.u16 = new Uint16Array(bytes.buffer, bytes.byteOffset, this.count * 8);
@@ -70,7 +70,10 @@ export class DescTable {
 
 /**
  * The chain from `head`; indirectOk: RING_INDIRECT_DESC was negotiated;
- * maxIndirect: the largest indirect table accepted, in descriptors.
+ * maxIndirect: the largest indirect table accepted, in descriptors. Every
+ * fault of the chain is a ChainError, its reason saying which; a buffer or
+ * an indirect table outside guest memory is one too (out-of-memory-table,
+ * the memory table's MemoryError its cause).
  */
 export function walkChain(
   table: DescTable,
@@ -79,19 +82,28 @@ export function walkChain(
   indirectOk: boolean,
   maxIndirect = DEFAULT_MAX_INDIRECT,
 ): DescChain {
-  if (head >= table.count) throw new ChainError(`head ${head} is past the ring (size ${table.count})`);
+  try {
+    return walk(table, head, mem, indirectOk, maxIndirect);
+  } catch (e) {
+    if (e instanceof MemoryError) throw new ChainError('out-of-memory-table', e.message, { cause: e });
+    throw e;
+  }
+}
+
+function walk(table: DescTable, head: number, mem: MemoryTable, indirectOk: boolean, maxIndirect: number): DescChain {
+  if (head >= table.count) throw new ChainError('bad-index', `head ${head} is past the ring (size ${table.count})`);
   const chain: DescChain = { head, readable: [], writable: [], readableBytes: 0, writableBytes: 0 };
   let t = table;
   let i = head;
   let budget = table.count;
   let indirect = false;
   for (;;) {
-    if (budget-- === 0) throw new ChainError(`chain from head ${head} loops or is longer than its table`);
+    if (budget-- === 0) throw new ChainError('loop', `chain from head ${head} loops or is longer than its table`);
     const flags = t.flags(i);
     if (flags & VIRTQ_DESC_F_INDIRECT) {
-      if (!indirectOk) throw new ChainError('indirect descriptor without RING_INDIRECT_DESC');
-      if (indirect) throw new ChainError('nested indirect descriptor');
-      if (flags & VIRTQ_DESC_F_NEXT) throw new ChainError('descriptor has both INDIRECT and NEXT');
+      if (!indirectOk) throw new ChainError('indirect-table', 'indirect descriptor without RING_INDIRECT_DESC');
+      if (indirect) throw new ChainError('indirect-table', 'nested indirect descriptor');
+      if (flags & VIRTQ_DESC_F_NEXT) throw new ChainError('indirect-table', 'descriptor has both INDIRECT and NEXT');
       t = indirectTable(t.addr(i), t.len(i), mem, maxIndirect);
       indirect = true;
       budget = t.count;
@@ -101,15 +113,15 @@ export function walkChain(
     addBuffer(chain, t.addr(i), t.len(i), (flags & VIRTQ_DESC_F_WRITE) !== 0, mem);
     if (!(flags & VIRTQ_DESC_F_NEXT)) return chain;
     i = t.next(i);
-    if (i >= t.count) throw new ChainError(`next index ${i} is past the table (size ${t.count})`);
+    if (i >= t.count) throw new ChainError('bad-index', `next index ${i} is past the table (size ${t.count})`);
   }
 }
 
 function indirectTable(gpa: bigint, len: number, mem: MemoryTable, max: number): DescTable {
-  if (len === 0 || len % DESC_SIZE !== 0) throw new ChainError(`indirect table length ${len} is not a multiple of 16`);
-  if (len / DESC_SIZE > max) throw new ChainError(`indirect table of ${len / DESC_SIZE} descriptors`);
+  if (len === 0 || len % DESC_SIZE !== 0) throw new ChainError('indirect-table', `indirect table length ${len} is not a multiple of 16`);
+  if (len / DESC_SIZE > max) throw new ChainError('indirect-table', `indirect table of ${len / DESC_SIZE} descriptors`);
   const segs = mem.segmentsGpa(gpa, len);
-  if (segs.length !== 1) throw new ChainError('indirect table crosses a mapping window');
+  if (segs.length !== 1) throw new ChainError('indirect-table', 'indirect table crosses a mapping window');
   return new DescTable(segs[0]);
 }
 
@@ -123,7 +135,7 @@ function addBuffer(chain: DescChain, gpa: bigint, len: number, writable: boolean
     chain.writable.push({ gpa, len });
     chain.writableBytes += len;
   } else {
-    if (chain.writable.length > 0) throw new ChainError('readable descriptor after a writable one');
+    if (chain.writable.length > 0) throw new ChainError('bad-order', 'readable descriptor after a writable one');
     chain.readable.push({ gpa, len });
     chain.readableBytes += len;
   }

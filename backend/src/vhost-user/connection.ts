@@ -109,10 +109,10 @@ export class Connection {
     if (r.n < 0) return false;
     const fds = (r.fds ?? []).map((fd) => new Fd(fd));
     this.#fds.push(...fds);
-    if (r.ctrunc) throw new ProtocolError('fds were truncated (MSG_CTRUNC)');
-    if (this.#fds.length > MAX_FDS) throw new ProtocolError(`more than ${MAX_FDS} fds with one message`);
+    if (r.ctrunc) throw new ProtocolError('bad-fds', 'fds were truncated (MSG_CTRUNC)');
+    if (this.#fds.length > MAX_FDS) throw new ProtocolError('bad-fds', `more than ${MAX_FDS} fds with one message`);
     if (r.n === 0) {
-      if (this.#got > 0 || this.#current) throw new ProtocolError('peer closed in the middle of a message');
+      if (this.#got > 0 || this.#current) throw new ProtocolError('partial-message', 'peer closed in the middle of a message');
       this.close();
       return false;
     }

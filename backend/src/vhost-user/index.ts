@@ -34,6 +34,8 @@ export {
   RequestError,
   RingError,
   VhostUserError,
+  type ChainReason,
+  type ProtocolReason,
   type VhostUserErrorKind,
 } from './errors';
 export type { StateSink, StateSource, VhostUserDevice } from './device';

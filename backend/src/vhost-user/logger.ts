@@ -2,7 +2,7 @@
 // frontend's request that failed (rate-limited: the frontend chooses how
 // often), a connection that ended on an error, a device reset that failed.
 // Whoever creates the server passes one (as libvhost-user takes a panic
-// callback); protocol traces go to `debug` (DEBUG=qcuda:vhost-user*) instead.
+// callback); protocol traces go to `debug` (DEBUG=vhost-user:*) instead.
 // `info` hears what happened to the connection, a line each (a frontend
 // connected or left, a new memory table), rate-limited as errors are.
 

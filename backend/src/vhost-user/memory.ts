@@ -46,7 +46,10 @@ export class GuestRegion {
     checkRegionShape(r);
     const info = native.fdInfo(fd.value);
     if (BigInt(info.size) < r.mmapOffset + r.size)
-      throw new ProtocolError(`region gpa 0x${r.gpa.toString(16)}: fd holds ${info.size} bytes, region needs ${r.mmapOffset + r.size}`);
+      throw new ProtocolError(
+        'bad-fds',
+        `region gpa 0x${r.gpa.toString(16)}: fd holds ${info.size} bytes, region needs ${r.mmapOffset + r.size}`,
+      );
     const sealed = info.regular && info.seals >= 0 && (info.seals & native.F_SEAL_SHRINK) !== 0;
     // A file the frontend can cut short would fault this process (SIGBUS) at its next access: every frontend's backend.
     if (sealedOnly && !sealed)
@@ -133,10 +136,10 @@ export class GuestRegion {
 
 function checkRegionShape(r: MemRegion): void {
   const where = `region gpa 0x${r.gpa.toString(16)}`;
-  if (r.size === 0n) throw new ProtocolError(`${where}: size 0`);
-  if (r.size > MAX_SAFE_BIG) throw new ProtocolError(`${where}: size too large`);
-  if (r.gpa + r.size > 1n << 64n || r.userAddr + r.size > 1n << 64n) throw new ProtocolError(`${where}: wraps around`);
-  if (r.mmapOffset > MAX_SAFE_BIG) throw new ProtocolError(`${where}: mmap offset too large`);
+  if (r.size === 0n) throw new ProtocolError('bad-value', `${where}: size 0`);
+  if (r.size > MAX_SAFE_BIG) throw new ProtocolError('bad-value', `${where}: size too large`);
+  if (r.gpa + r.size > 1n << 64n || r.userAddr + r.size > 1n << 64n) throw new ProtocolError('bad-value', `${where}: wraps around`);
+  if (r.mmapOffset > MAX_SAFE_BIG) throw new ProtocolError('bad-value', `${where}: mmap offset too large`);
 }
 
 function overlaps(aStart: bigint, aSize: bigint, bStart: bigint, bSize: bigint): boolean {
@@ -243,7 +246,7 @@ export class MemoryTable {
   #insert(r: MemRegion, fd: Fd, o: { displace?: boolean }): { region: GuestRegion; taken: void | Promise<void> } {
     const clash = this.#regions.filter((x) => overlaps(x.gpa, x.size, r.gpa, r.size) || overlaps(x.userAddr, x.size, r.userAddr, r.size));
     if (clash.length > 0 && !o.displace)
-      throw new ProtocolError(`region gpa 0x${r.gpa.toString(16)} overlaps gpa 0x${clash[0].gpa.toString(16)}`);
+      throw new ProtocolError('bad-value', `region gpa 0x${r.gpa.toString(16)} overlaps gpa 0x${clash[0].gpa.toString(16)}`);
     const region = new GuestRegion(r, fd, this.sealedOnly);
     this.#regions = [...this.#regions.filter((x) => !clash.includes(x)), region];
     const taken = this.listener?.added(region, fd);
@@ -253,7 +256,7 @@ export class MemoryTable {
 
   async remove(r: MemRegion): Promise<void> {
     const i = this.#regions.findIndex((o) => o.gpa === r.gpa && o.size === r.size && o.userAddr === r.userAddr);
-    if (i < 0) throw new ProtocolError(`REM_MEM_REG: no region at gpa 0x${r.gpa.toString(16)}`);
+    if (i < 0) throw new ProtocolError('bad-value', `REM_MEM_REG: no region at gpa 0x${r.gpa.toString(16)}`);
     const gone = this.#regions[i];
     this.#regions = this.#regions.filter((_, j) => j !== i);
     await this.#unmap(gone);

@@ -111,11 +111,11 @@ export function decodeHeader(b: Uint8Array): Header {
  * requests; a frontend reads replies, whose flags must be exactly 0x5. */
 export function checkHeader(h: Header, replies = false): void {
   if ((h.flags & FLAG_VERSION_MASK) !== FLAG_VERSION)
-    throw new ProtocolError(`bad header: version ${h.flags & FLAG_VERSION_MASK} (flags 0x${h.flags.toString(16)})`);
+    throw new ProtocolError('bad-header', `bad header: version ${h.flags & FLAG_VERSION_MASK} (flags 0x${h.flags.toString(16)})`);
   if (replies && h.flags !== (FLAG_VERSION | FLAG_REPLY))
-    throw new ProtocolError(`bad reply to ${reqName(h.request)}: flags 0x${h.flags.toString(16)}`);
-  if (!replies && h.flags & FLAG_REPLY) throw new ProtocolError(`bad header: ${reqName(h.request)} carries the REPLY flag`);
-  if (h.size > MAX_PAYLOAD) throw new ProtocolError(`bad header: ${reqName(h.request)} payload of ${h.size} bytes`);
+    throw new ProtocolError('bad-header', `bad reply to ${reqName(h.request)}: flags 0x${h.flags.toString(16)}`);
+  if (!replies && h.flags & FLAG_REPLY) throw new ProtocolError('bad-header', `bad header: ${reqName(h.request)} carries the REPLY flag`);
+  if (h.size > MAX_PAYLOAD) throw new ProtocolError('bad-size', `bad header: ${reqName(h.request)} payload of ${h.size} bytes`);
 }
 
 export function encodeMessage(request: number, flags: number, payload: Uint8Array): Uint8Array {
@@ -133,7 +133,7 @@ export function view(b: Uint8Array): DataView {
 }
 
 function expectSize(name: string, p: Uint8Array, size: number): DataView {
-  if (p.length !== size) throw new ProtocolError(`${name}: payload is ${p.length} bytes, expected ${size}`);
+  if (p.length !== size) throw new ProtocolError('bad-size', `${name}: payload is ${p.length} bytes, expected ${size}`);
   return view(p);
 }
 
@@ -209,7 +209,7 @@ export interface VringFdArg {
 }
 export function decodeVringFdArg(name: string, p: Uint8Array): VringFdArg {
   const v = decodeU64(name, p);
-  if (v & ~0x1ffn) throw new ProtocolError(`${name}: reserved bits set in 0x${v.toString(16)}`);
+  if (v & ~0x1ffn) throw new ProtocolError('bad-value', `${name}: reserved bits set in 0x${v.toString(16)}`);
   return { index: Number(v & 0xffn), noFd: (v & VRING_NOFD) !== 0n };
 }
 
@@ -240,12 +240,12 @@ function encodeRegion(v: DataView, off: number, r: MemRegion): void {
 
 /** SET_MEM_TABLE: u32 nregions, u32 padding, then nregions regions (QEMU may send all 8 slots). */
 export function decodeMemTable(p: Uint8Array): MemRegion[] {
-  if (p.length < 8) throw new ProtocolError(`SET_MEM_TABLE: payload is ${p.length} bytes`);
+  if (p.length < 8) throw new ProtocolError('bad-size', `SET_MEM_TABLE: payload is ${p.length} bytes`);
   const v = view(p);
   const n = v.getUint32(0, true);
-  if (n > MAX_MEM_TABLE_REGIONS) throw new ProtocolError(`SET_MEM_TABLE: ${n} regions (at most ${MAX_MEM_TABLE_REGIONS})`);
+  if (n > MAX_MEM_TABLE_REGIONS) throw new ProtocolError('bad-value', `SET_MEM_TABLE: ${n} regions (at most ${MAX_MEM_TABLE_REGIONS})`);
   if (p.length < 8 + n * REGION_SIZE || p.length > 8 + MAX_MEM_TABLE_REGIONS * REGION_SIZE)
-    throw new ProtocolError(`SET_MEM_TABLE: ${p.length} bytes cannot hold ${n} regions`);
+    throw new ProtocolError('bad-size', `SET_MEM_TABLE: ${p.length} bytes cannot hold ${n} regions`);
   const out: MemRegion[] = [];
   for (let i = 0; i < n; i++) out.push(decodeRegion(v, 8 + i * REGION_SIZE));
   return out;
@@ -278,13 +278,13 @@ export interface ConfigMsg {
 }
 
 export function decodeConfig(name: string, p: Uint8Array): ConfigMsg {
-  if (p.length < 12) throw new ProtocolError(`${name}: payload is ${p.length} bytes`);
+  if (p.length < 12) throw new ProtocolError('bad-size', `${name}: payload is ${p.length} bytes`);
   const v = view(p);
   const offset = v.getUint32(0, true);
   const size = v.getUint32(4, true);
   const flags = v.getUint32(8, true);
-  if (size > MAX_CONFIG_SIZE) throw new ProtocolError(`${name}: size ${size} > ${MAX_CONFIG_SIZE}`);
-  if (p.length !== 12 + size) throw new ProtocolError(`${name}: payload is ${p.length} bytes for size ${size}`);
+  if (size > MAX_CONFIG_SIZE) throw new ProtocolError('bad-size', `${name}: size ${size} > ${MAX_CONFIG_SIZE}`);
+  if (p.length !== 12 + size) throw new ProtocolError('bad-size', `${name}: payload is ${p.length} bytes for size ${size}`);
   return { offset, size, flags, data: p.subarray(12) };
 }
 

@@ -3,7 +3,7 @@
 // driver's avail ring and the device's used ring, and the two ways a side
 // says it needs no notification (EVENT_IDX's used_event/avail_event, or the
 // flags). The indices it is read and written at are the caller's
-// (vring.ts); everything here is the layout and its memory order.
+// (vring-serve.ts); everything here is the layout and its memory order.
 //
 // Ordering: ring entries are plain loads/stores; avail->idx is read and
 // used->idx written with Atomics, which on x86 give the acquire/release
@@ -33,7 +33,7 @@ export class SplitRing {
     readonly size: number,
     mem: MemoryTable,
   ) {
-    if (a.desc % 16n || a.avail % 2n || a.used % 4n) throw new ProtocolError(`${where}: misaligned ring addresses`);
+    if (a.desc % 16n || a.avail % 2n || a.used % 4n) throw new ProtocolError('bad-value', `${where}: misaligned ring addresses`);
     const desc = mem.viewVa(a.desc, size * 16);
     const avail = mem.viewVa(a.avail, 6 + size * 2);
     const used = mem.viewVa(a.used, 6 + size * 8);
@@ -79,7 +79,7 @@ export class SplitRing {
     return next;
   }
 
-  /** The chain at head, walked defensively (chain.ts; ChainError or MemoryError). */
+  /** The chain at head, walked defensively (chain.ts: a ChainError, its reason saying what is wrong). */
   walk(head: number, mem: MemoryTable, indirect: boolean, maxIndirect: number): DescChain {
     return walkChain(this.desc, head, mem, indirect, maxIndirect);
   }

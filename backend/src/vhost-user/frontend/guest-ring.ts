@@ -5,7 +5,7 @@ import { DESC_SIZE, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT, VIRTQ_DESC_F_WRITE
 import { loadAddon } from '../platform/native';
 import type { GuestMemory } from './guest-memory';
 
-/** vhost_user_bench.node (addon/src/vhost-user/ring_loop.cc): loaded on a benchmark's first loop(), never by a backend. */
+/** vhost_user_bench.node (native/ring_loop.cc): loaded on a benchmark's first loop(), never by a backend. */
 interface BenchAddon {
   /**
    * n times, posts the chains `heads` one after another on a driver's rings (avail and used as mapped here), kicking only

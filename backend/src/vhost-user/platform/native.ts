@@ -1,4 +1,4 @@
-// The library's native addon (vhost_user_native, addon/src/vhost-user/),
+// The library's native addon (vhost_user_native, built from native/),
 // typed: only the system calls JavaScript cannot make. (platform/: the
 // library's system pieces -- this addon, fds, the socket write queue, busy
 // polling, the log rate limit -- which an embedder such as qcuda may share.)
@@ -39,7 +39,7 @@ export interface Native {
   memfdCreate(name: string, size: number): number;
   fdInfo(fd: number): { size: number; seals: number; regular: boolean };
   addSeals(fd: number, seals: number): void;
-  /** random: at an unguessable address (guest RAM the GPU can reach: addon/src/vhost-user/memory.cc says why). */
+  /** random: at an unguessable address (guest RAM the GPU can reach: native/memory.cc says why). */
   Mapping: {
     new (fd: number, length: number, offset: number, random?: boolean): Mapping;
     /** The pieces ([fd, offset, length], whole pages) one after another, at a random address. */
@@ -61,7 +61,7 @@ export const POLL_WRITABLE = 2;
 /** The repository root, from dist/backend/src/vhost-user/platform/. */
 const ROOT = path.resolve(__dirname, '..', '..', '..', '..', '..');
 
-/** An addon of this library's, built by addon/binding.gyp. */
+/** An addon of this library's (native/vhost-user.gypi; the repository's addon/binding.gyp includes it and builds it there). */
 export function loadAddon<T>(name: 'vhost_user_native' | 'vhost_user_bench'): T {
   return require(path.join(ROOT, 'addon', 'build', 'Release', `${name}.node`)) as T;
 }

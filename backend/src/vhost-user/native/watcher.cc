@@ -8,7 +8,7 @@
 #include "errors.h"
 #include "eventfd.h"
 
-namespace qcuda {
+namespace vhost_user {
 namespace {
 
 class Watcher : public Napi::ObjectWrap<Watcher> {
@@ -95,4 +95,4 @@ class Watcher : public Napi::ObjectWrap<Watcher> {
 
 void InitWatcher(Napi::Env env, Napi::Object exports) { exports.Set("Watcher", Watcher::Define(env)); }
 
-}  // namespace qcuda
+}  // namespace vhost_user

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-namespace qcuda {
+namespace vhost_user {
 
 void ThrowErrno(Napi::Env env, const char *call, int err) {
   Napi::Error e = Napi::Error::New(env, std::string(call) + ": " + strerror(err));
@@ -42,4 +42,4 @@ int32_t ArgFd(const Napi::CallbackInfo &info, size_t i) {
   return fd;
 }
 
-}  // namespace qcuda
+}  // namespace vhost_user

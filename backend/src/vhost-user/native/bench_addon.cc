@@ -5,7 +5,7 @@
 #include "ring_loop.h"
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
-  qcuda::InitRingLoop(env, exports);
+  vhost_user::InitRingLoop(env, exports);
   return exports;
 }
 

@@ -14,7 +14,7 @@
 
 #include "errors.h"
 
-namespace qcuda {
+namespace vhost_user {
 namespace {
 
 constexpr size_t kMaxFdsPerMsg = 32;
@@ -208,4 +208,4 @@ void InitSocket(Napi::Env env, Napi::Object exports) {
   exports.Set("peerCred", Napi::Function::New(env, PeerCred));
 }
 
-}  // namespace qcuda
+}  // namespace vhost_user

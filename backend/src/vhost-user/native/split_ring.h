@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace qcuda::vring {
+namespace vhost_user::vring {
 
 // A descriptor: u64 addr, u32 len, u16 flags, u16 next.
 constexpr size_t kDescBytes = 16;
@@ -37,4 +37,4 @@ constexpr bool NeedEvent(uint16_t event, uint16_t now, uint16_t old) {
   return static_cast<uint16_t>(now - event - 1) < static_cast<uint16_t>(now - old);
 }
 
-}  // namespace qcuda::vring
+}  // namespace vhost_user::vring

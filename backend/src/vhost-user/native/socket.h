@@ -1,5 +1,5 @@
 #pragma once
 #include <napi.h>
-namespace qcuda {
+namespace vhost_user {
 void InitSocket(Napi::Env env, Napi::Object exports);
 }

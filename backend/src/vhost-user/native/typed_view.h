@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-namespace qcuda {
+namespace vhost_user {
 
 /** v's memory, as at least atLeast Ts; a TypeError or RangeError, naming what, otherwise. */
 template <typename T>
@@ -21,4 +21,4 @@ T *TypedView(const Napi::Value &v, size_t atLeast, const std::string &what) {
   return reinterpret_cast<T *>(static_cast<uint8_t *>(a.ArrayBuffer().Data()) + a.ByteOffset());
 }
 
-}  // namespace qcuda
+}  // namespace vhost_user

@@ -22,7 +22,7 @@
 #include "split_ring.h"
 #include "typed_view.h"
 
-namespace qcuda {
+namespace vhost_user {
 namespace {
 
 uint64_t NowNs() {
@@ -115,4 +115,4 @@ Napi::Value RingLoop(const Napi::CallbackInfo &info) {
 
 void InitRingLoop(Napi::Env env, Napi::Object exports) { exports.Set("ringLoop", Napi::Function::New(env, RingLoop)); }
 
-}  // namespace qcuda
+}  // namespace vhost_user

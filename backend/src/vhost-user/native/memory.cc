@@ -16,7 +16,7 @@
 
 #include "errors.h"
 
-namespace qcuda {
+namespace vhost_user {
 namespace {
 
 constexpr uint64_t kMaxWindow = 1ull << 32;
@@ -224,4 +224,4 @@ void InitMemory(Napi::Env env, Napi::Object exports) {
   exports.Set("F_SEAL_GROW", F_SEAL_GROW);
 }
 
-}  // namespace qcuda
+}  // namespace vhost_user

@@ -10,7 +10,7 @@
 
 #include "errors.h"
 
-namespace qcuda {
+namespace vhost_user {
 
 // A doorbell's file description is shared with the frontend, which can clear
 // O_NONBLOCK on it at any time (security review 3, N5): a read or write
@@ -80,4 +80,4 @@ void InitEventfd(Napi::Env env, Napi::Object exports) {
   exports.Set("eventfdWrite", Napi::Function::New(env, Write));
 }
 
-}  // namespace qcuda
+}  // namespace vhost_user

@@ -9,10 +9,10 @@
 #include "watcher.h"
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
-  qcuda::InitSocket(env, exports);
-  qcuda::InitMemory(env, exports);
-  qcuda::InitEventfd(env, exports);
-  qcuda::InitWatcher(env, exports);
+  vhost_user::InitSocket(env, exports);
+  vhost_user::InitMemory(env, exports);
+  vhost_user::InitEventfd(env, exports);
+  vhost_user::InitWatcher(env, exports);
   return exports;
 }
 
