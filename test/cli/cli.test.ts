@@ -4,7 +4,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { EchoDevice } from '../../backend/src/devices/echo';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Frontend } from '../../backend/src/vhost-user/frontend';
 import { connect, tmpDir, until, KEEP_ROOT } from '../helpers';
 import { hostProvider } from '../../backend/src/qcuda/providers/host';

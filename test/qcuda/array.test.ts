@@ -7,7 +7,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { hostBlocks } from '../../backend/src/qcuda/commands/array';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { hostProvider, type HostProvider } from '../../backend/src/qcuda/providers/host';
 import { Cmd, QCUDA_MEM_ARRAY, QCUDA_MEM_HOST, QCUDA_MEM_LINEAR, Status } from '../../backend/src/qcuda/proto';
 import { prng, randomBytes, started } from '../helpers';

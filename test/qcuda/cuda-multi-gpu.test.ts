@@ -9,7 +9,7 @@
 // to the JavaScript path, each on its device's context), and --gpu's lists.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Cmd } from '../../backend/src/qcuda/proto';
 import { parseGpus } from '../../backend/src/qcuda/choose-provider';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';

@@ -6,7 +6,7 @@
 // in another.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Cmd, encode, LAYOUT, QCUDA_ATTR_VALUE_BYTES, QCUDA_MAX_ARGS, Status } from '../../backend/src/qcuda/proto';
 import { started } from '../helpers';
 import { QcudaClient } from './client';

@@ -4,7 +4,7 @@
 // worker serves on its own queue, and another in another VM; a neutral PCI
 // location; --real-gpu-identity (realGpuIdentity) passes the real ones.
 import test from 'ava';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { vmUuid } from '../../backend/src/qcuda/gpu-identity';
 import { Cmd } from '../../backend/src/qcuda/proto';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';

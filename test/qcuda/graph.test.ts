@@ -5,7 +5,7 @@
 // a clear status, leaving nothing staged or held and the session usable.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr, type CudaError } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import type { GraphNodeSpec } from '../../backend/src/qcuda/provider';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import {

@@ -13,7 +13,7 @@ import test, { type ExecutionContext } from 'ava';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Cmd, encode } from '../../backend/src/qcuda/proto';
 import { hostProvider } from '../../backend/src/qcuda/providers/host';
 import { ShmBridge } from '../../backend/src/shm/bridge';

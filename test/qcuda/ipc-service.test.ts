@@ -7,7 +7,7 @@
 // session is a real one of a host-provider device.
 import test from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { IpcService, type IpcAsk } from '../../backend/src/qcuda/ipc/ipc-remote';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { started } from '../helpers';

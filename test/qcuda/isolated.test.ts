@@ -395,7 +395,7 @@ test('workers end when the backend process is killed (their channel closes)', as
 });
 
 test("through the device: worker processes are bounded per VM, and a closed session's worker is killed at once even when it hangs", async (t) => {
-  const { QcudaDevice } = await import('../../backend/src/qcuda/device');
+  const { QcudaDevice } = await import('../../backend/src/qcuda/virtio-device');
   const { QcudaClient } = await import('./client');
   const { started } = await import('../helpers');
   const { Cmd } = await import('../../backend/src/qcuda/proto');

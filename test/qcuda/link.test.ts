@@ -6,7 +6,7 @@
 // VM's staging bound until read whole or the session ends, bad links refused
 // with the backend intact; the host provider answers that it cannot link.
 import test, { type ExecutionContext } from 'ava';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Cmd, encode, QCUDA_LINK_NAME, QCUDA_MAX_LINK_INPUTS } from '../../backend/src/qcuda/proto';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';

@@ -9,7 +9,7 @@
 // stack limit is the same reservation.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Cmd, encode } from '../../backend/src/qcuda/proto';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';

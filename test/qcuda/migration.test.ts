@@ -7,7 +7,7 @@
 // Then bad states: truncated, corrupted, of another version, too large for
 // the destination's bounds or quota: each refused, nothing left held.
 import test, { type ExecutionContext } from 'ava';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import type { VmLimits } from '../../backend/src/qcuda/quota/limits';
 import { StateWriter } from '../../backend/src/qcuda/migration/format';
 import { hostState } from '../../backend/src/qcuda/migration';

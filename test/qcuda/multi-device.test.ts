@@ -6,7 +6,7 @@
 // runs past a peer's allocation, another session's pointer).
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { Cmd, QCUDA_PROTO_VERSION } from '../../backend/src/qcuda/proto';
 import { started } from '../helpers';

@@ -5,7 +5,7 @@
 // requests, and what close and cudaDeviceReset do with waiting output.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { MAX_SESSION_OUTPUT } from '../../backend/src/qcuda/session/output';
 import type { OutputSink } from '../../backend/src/qcuda/provider';
 import { Cmd, QCUDA_CHUNK, QCUDA_OUTPUT_STDERR, QCUDA_OUTPUT_STDOUT, QCUDA_ST_OUTPUT, Status } from '../../backend/src/qcuda/proto';

@@ -10,7 +10,7 @@
 import test, { type ExecutionContext } from 'ava';
 import fs from 'node:fs';
 import path from 'node:path';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { hostProvider } from '../../backend/src/qcuda/providers/host';
 import { hostState } from '../../backend/src/qcuda/migration';
 import { Cmd, Status } from '../../backend/src/qcuda/proto';

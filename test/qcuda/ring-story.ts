@@ -3,7 +3,7 @@
 // ring-server-share.test.ts tell them: a device set up with the ring
 // server on or off, and the stories whose answers must not depend on it.
 import type { ExecutionContext } from 'ava';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Cmd, encode, QCUDA_BATCH_ENDS_QUERY, QCUDA_BATCH_ENDS_SYNC, QCUDA_ST_OUTPUT } from '../../backend/src/qcuda/proto';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';

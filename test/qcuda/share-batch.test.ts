@@ -3,7 +3,7 @@
 // so the process is idle (synced); one ending with a query has not (its
 // work may still run), so the process stays busy.
 import test from 'ava';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Cmd, encode, QCUDA_BATCH_ENDS_QUERY, QCUDA_BATCH_ENDS_SYNC } from '../../backend/src/qcuda/proto';
 import { hostProvider } from '../../backend/src/qcuda/providers/host';
 import type { ShareGate } from '../../backend/src/qcuda/share/gate';

@@ -4,7 +4,7 @@
 // on the fake driver with a worker per session, served by the backend or
 // serving its session's own queue (the GPU default).
 import type { ExecutionContext } from 'ava';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import type { Provider } from '../../backend/src/qcuda/provider';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';
 import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';

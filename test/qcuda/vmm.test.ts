@@ -8,7 +8,7 @@
 // access is set), the addon's side of it (addon/src/cuda_ctx_vmm.cc).
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import type { VmLimits } from '../../backend/src/qcuda/quota/limits';
 import type { Provider } from '../../backend/src/qcuda/provider';
 import { HostProvider } from '../../backend/src/qcuda/providers/host';

@@ -4,7 +4,7 @@
 // for again and the process sleeps (no CPU).
 import test from 'ava';
 import { EchoDevice, ECHO_TRAILER } from '../../backend/src/devices/echo';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { BusyPoll } from '../../backend/src/vhost-user';
 import type { Frontend } from '../../backend/src/vhost-user/frontend';
 import { prng, randomBytes, started, tick } from '../helpers';

@@ -1,6 +1,6 @@
 // The devices the backend command can serve.
 import os from 'node:os';
-import { QcudaDevice } from '../qcuda/device';
+import { QcudaDevice } from '../qcuda/virtio-device';
 import { Share, type VmLimits } from '../qcuda/quota/limits';
 import { openDiskLedger, quotaBudget } from '../qcuda/quota/vm-ledger';
 import { Fd } from '../vhost-user';

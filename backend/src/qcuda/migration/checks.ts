@@ -11,7 +11,7 @@ import { MAX_VMM_RESERVED } from '../vmm/vmm';
 import { StateError } from './format';
 import type { AttrImage, CondImage, DeviceImage, NodeImage, SessionImage } from './image';
 
-/** Sessions of a VM (device.ts MAX_SESSIONS). */
+/** Sessions of a VM (virtio-device.ts MAX_SESSIONS). */
 const MAX_SESSIONS = 4096;
 /** Nodes of one executable graph: a node description is a module upload (QCUDA_MAX_MODULE) of 64-byte nodes at most. */
 const MAX_NODES = 1 << 20;

@@ -7,7 +7,7 @@
 // anything, and gives back whatever it made if any step fails.
 import type { StateSink, StateSource } from '../../vhost-user';
 import type { GuestAddresses, Provider } from '../provider';
-import type { StateCarrier } from '../device';
+import type { StateCarrier } from '../virtio-device';
 import type { Session, VmShared } from '../session/session';
 import { checkImage } from './checks';
 import { StateError, StateReader, StateWriter } from './format';

@@ -4,7 +4,7 @@
 // sessions, and refusal of malformed requests.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import type { VmLimits } from '../../backend/src/qcuda/quota/limits';
 import type { ModuleCache } from '../../backend/src/qcuda/modules/module-cache';
 import { hostProvider, type HostProvider } from '../../backend/src/qcuda/providers/host';
