@@ -15,11 +15,12 @@ import fs from 'node:fs';
 import { runCuda, RunError } from '../run/run';
 import { chooseBackendUser, type BackendUserChoice } from '../vm/backend-user';
 import { HostCgroup, parseHostBounds } from '../vm/host-bounds';
-import { DISK_QUEUES, runVm, VmConfigError, VmError, type VmDisk, type VmDiskImage } from '../vm/runner';
+import { DISK_QUEUES, runVm, type VmDisk, type VmDiskImage } from '../vm/runner';
 import { defaultVirtiofsd, parseShareSpec, resolveShares, type VmShare } from '../vm/shares';
 import { buildPathsFile, onPath, readBuildPaths, type BuildPaths } from './build-paths';
 import { migrateCommand } from './migrate';
 import { HELP } from './help';
+import { vmFailed } from './vm-failed';
 import { windowsVm } from './windows-vm';
 import { BACKEND_PASSED, HOST_BOUND_OPTIONS } from './backend-options';
 import { GUEST_FIND_SHM, parseShmSize } from '../vm/ivshmem';
@@ -707,12 +708,7 @@ async function main(): Promise<number> {
     process.stderr.write(`qcuda: guest command exited with status ${r.exit}; ${boot} ${r.bootMs ?? '?'} ms, total ${r.wallMs} ms\n`);
     return r.exit ?? 125;
   } catch (e) {
-    if (e instanceof VmConfigError) usage(e.message);
-    if (e instanceof VmError) {
-      process.stderr.write(`qcuda: VM failed (${e.side}): ${e.message}\n`);
-      return 125;
-    }
-    throw e;
+    return vmFailed(e, usage);
   } finally {
     await cgroup?.remove();
   }
