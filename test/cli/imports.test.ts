@@ -101,7 +101,7 @@ test('providers never import commands: what both need lives below them (cuda-for
 test('the dispatcher, sessions and commands never import a concrete provider: only the Provider interface (provider.ts)', (t) => {
   // Above the interface. Not so: workers/ (the process topology: a provider
   // in another process), choose-provider.ts (which builds one) and
-  // migration/ (the host provider's objects and the sessions, carried as one
+  // migration/ (the emu provider's objects and the sessions, carried as one
   // state).
   const [qcuda, providers, builders] = [
     under('qcuda'),

@@ -33,10 +33,16 @@ function qcuda(args: string[]): Promise<{ status: number | null; stderr: string 
   });
 }
 
-const VM = ['vm', '--qemu=/bin/false', '--provider=host'];
+const VM = ['vm', '--qemu=/bin/false', '--provider=emu'];
 
 test('a Linux VM whose QEMU fails: one line naming qemu, status 125', async (t) => {
   const r = await qcuda([...VM, `--kernel=${EMPTY}`, `--initrd=${EMPTY}`, '--', 'true']);
+  t.is(r.status, 125, r.stderr);
+  t.regex(r.stderr, /^qcuda: VM failed \(qemu\): QEMU exited/m);
+});
+
+test("qcuda vm takes --provider=host, emu's old name: its backend starts and QEMU fails as above", async (t) => {
+  const r = await qcuda(['vm', '--qemu=/bin/false', '--provider=host', `--kernel=${EMPTY}`, `--initrd=${EMPTY}`, '--', 'true']);
   t.is(r.status, 125, r.stderr);
   t.regex(r.stderr, /^qcuda: VM failed \(qemu\): QEMU exited/m);
 });

@@ -8,7 +8,7 @@
 // session's close cannot reach it, so that the backend must end that worker
 // (qcuda/workers/delegation.ts, the worker watch) for the close to be answered. The parent
 // checks that the 1 GiB comes back each time and that its own kernels run.
-// Needs kernels: on a device without (the host provider) it says SKIP;
+// Needs kernels: on a device without (the emu provider) it says SKIP;
 // qcuda's GPU run (test/gpu/run.sh) runs it beside native.
 #include <signal.h>
 #include <spawn.h>
