@@ -55,7 +55,7 @@ test-unit: node guest-libcuda guest-debs libvirt-deps guest-cuda-programs
 
 # The quick tier: what node, gcc and CUDA's headers can run (no apt, no QEMU,
 # no guest, no build of the guest libraries): the library, device,
-# host-provider and fake-driver tests, test/guest-lib, the docs and rules.
+# emu-provider and fake-driver tests, test/guest-lib, the docs and rules.
 # Left out, as they need what only make test builds or installs: the built
 # libcuda.so.1 and guest programs (CHECK_NEEDS_GUEST), the .deb packages,
 # systemd-analyze.

@@ -246,7 +246,7 @@ WaiterStats GetWaiterStats();
  * thread blocked in the driver would hold up its guest process's other
  * threads' calls, and could take its session's SESSION_CLOSE only by being
  * killed (the backend kills a worker that takes nothing while its close
- * waits: qcuda/device.ts). A waiter thread kept spinning while the session
+ * waits: qcuda/virtio-device.ts). A waiter thread kept spinning while the session
  * is busy, blocking in the driver while the JS thread spun on it, was tried
  * (6787b8f, reverted): on the H100 the two hand-overs between cores cost
  * what the driver's cheaper wait saved, and a 4 B copy got slower (docs/latency.md,

@@ -343,7 +343,7 @@ class RingServer : public Napi::ObjectWrap<RingServer> {
     r.status = status | (output ? QCUDA_ST_OUTPUT : 0);
     r.value = p.value;
     Scatter(chain_.writable, 0, reinterpret_cast<const uint8_t *>(&r), kResp);
-    // The data went out only if the command succeeded (device.ts: #answer).
+    // The data went out only if the command succeeded (virtio-device.ts: #answer).
     ring_.Publish(head, static_cast<uint32_t>(kResp + (status == 0 ? p.dataOut : 0)));
     ring_.Signal();
     cursor_[kServed]++;

@@ -8,7 +8,7 @@
 namespace qcuda::cuda {
 namespace {
 
-/** Largest integer JavaScript's checks hold exactly (device.ts: MAX_SAFE_BIG). */
+/** Largest integer JavaScript's checks hold exactly (virtio-device.ts: MAX_SAFE_BIG). */
 constexpr uint64_t kMaxSafe = (1ull << 53) - 1;
 constexpr size_t kReq = sizeof(qcuda_req_hdr), kResp = sizeof(qcuda_resp_hdr);
 
@@ -65,7 +65,7 @@ void RingPlanner::Clear() {
   for (auto &m : ids_) m.clear();
 }
 
-// ---- the request (device.ts: #dispatch, then the command's checks)
+// ---- the request (virtio-device.ts: #dispatch, then the command's checks)
 
 /** The session's stream behind handle h (0: the NULL stream); false if it is not one JavaScript told of. */
 bool RingPlanner::StreamOf(uint64_t h, uint32_t *id) const {
@@ -98,7 +98,7 @@ bool RingPlanner::StreamIdle(uint32_t id) const {
 }
 
 /**
- * The request at the chain, checked as the dispatcher (device.ts) and the
+ * The request at the chain, checked as the dispatcher (virtio-device.ts) and the
  * call's own checks would take it: only a call of the table (ring_calls.h),
  * sent on its own, with its argument bytes, no data unless it moves some
  * (then checked by its kind), its handles the session's and its range in

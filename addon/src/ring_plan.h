@@ -6,7 +6,7 @@
 //    declarations: RingDecl in backend/src/qcuda/wire/protocol.ts), which
 //    says how each is served and what is checked of it; its header and
 //    arguments, copied out of guest memory once, pass the dispatcher's
-//    checks (qcuda/device.ts) and the command's, as the row has them: its
+//    checks (qcuda/virtio-device.ts) and the command's, as the row has them: its
 //    argument bytes, no data unless it moves some, its handles the session's
 //    functions, streams and events and its range in one of its allocations
 //    (the tables JavaScript keeps the server told of: SetAlloc, SetId);

@@ -6,7 +6,7 @@
  * compiles PTX. So the library sends the SASS entries of the device's major
  * version not above its SM, or, with none, the newest PTX not above it: a
  * new fat binary of those entries, copied unchanged. Where nothing fits (or
- * the device reports no compute capability: the host provider), the image
+ * the device reports no compute capability: the emu provider), the image
  * goes whole and the driver answers as it would.
  *
  * Layout (as module-image.ts checks it on the host): a 16-byte header {u32

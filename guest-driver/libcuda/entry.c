@@ -25,7 +25,7 @@ CUresult cuInit(unsigned int flags)
 }
 
 /* The host driver's version (HELLO), and at least 13.0: this library is
- * CUDA 13's driver API whatever serves it (the host provider reports its
+ * CUDA 13's driver API whatever serves it (the emu provider reports its
  * own). Answered before cuInit too, as natively. */
 CUresult cuDriverGetVersion(int *driverVersion)
 {

@@ -120,7 +120,7 @@ async function main(): Promise<void> {
   fe.close();
   await new Promise((res) => child.once('exit', res));
 
-  const { provider, note } = await createProvider(STORE === 'gpu' ? 'cuda' : 'host', 0, {}, { captureOutput: false });
+  const { provider, note } = await createProvider(STORE === 'gpu' ? 'cuda' : 'emu', 0, {}, { captureOutput: false });
   const buf = new GuestMemory([{ gpa: 0n, size: 2 << 20 }]);
   const region = new native.Mapping(buf.fd.value, 2 << 20, 0);
   await provider.registerGuestMemory(region.address, BigInt(region.length));

@@ -28,14 +28,14 @@
 // that the driver does not.
 // --chunk-mib sets the size of a transfer's requests (default QCUDA_CHUNK, as
 // the guest driver sends them), to see what the request size costs.
-//   node dist/test/bench/qcuda.js [--provider cuda|host|auto] [--isolation process|none] [--mib 256] [--chunk-mib 16] [--launches 100000] [--inline-wait US] [--poll-us US] [--guest-poll-us US] [--inline-calls yes|no] [--own-queues] [--ring-server yes|no]
+//   node dist/test/bench/qcuda.js [--provider cuda|emu|auto] [--isolation process|none] [--mib 256] [--chunk-mib 16] [--launches 100000] [--inline-wait US] [--poll-us US] [--guest-poll-us US] [--inline-calls yes|no] [--own-queues] [--ring-server yes|no]
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { native } from '../../backend/src/sys/native';
 import { Cmd, encode, QCUDA_BATCH_ENDS_SYNC, QCUDA_CHUNK, QCUDA_PROTO_VERSION } from '../../backend/src/qcuda/proto';
-import { createProvider, type ProviderKind } from '../../backend/src/qcuda/choose-provider';
+import { createProvider, PROVIDER_KINDS, providerKind } from '../../backend/src/qcuda/choose-provider';
 import type { GuestSeg, LaunchDesc, ProviderContext } from '../../backend/src/qcuda/provider';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
 import { frameBatch, fullBatch, QcudaClient, type CallOptions } from '../qcuda/client';
@@ -43,7 +43,11 @@ import { treeCpuNs } from './cpu';
 import { percentile, report, type Row } from './stats';
 
 const arg = (name: string, dflt: string) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : dflt);
-const PROVIDER = arg('--provider', 'auto') as ProviderKind;
+const PROVIDER =
+  providerKind(arg('--provider', 'auto')) ??
+  (() => {
+    throw new Error(`--provider must be one of ${PROVIDER_KINDS.join(', ')} (or host, emu's old name)`);
+  })();
 const ISOLATION = arg('--isolation', 'process');
 const BIG = Number(arg('--mib', '256')) << 20;
 const LAUNCHES = Number(arg('--launches', '100000'));
@@ -310,7 +314,7 @@ async function main(): Promise<void> {
       ],
     ]),
   };
-  const image = PROVIDER !== 'host' ? fixtureFatbin() : undefined;
+  const image = PROVIDER !== 'emu' ? fixtureFatbin() : undefined;
   const hello = await c.call(Cmd.HELLO, {
     args: ['qcuda_args_hello', { proto_version: QCUDA_PROTO_VERSION, cuda_version: 13000 }],
     out: 'qcuda_out_hello',

@@ -152,7 +152,7 @@ const RUN_CASES: string[][] = [
   ...badInts('max-processes'),
   ['--max-processes=4097'],
   ...BACKEND_OPTION_CASES,
-  [`--socket=${SOCK}`, '--provider=host'],
+  [`--socket=${SOCK}`, '--provider=emu'],
   [`--socket=${SOCK}`, '--max-processes=2'],
   [`--socket=${SOCK}`, '--host-memory-max=1G'],
   ['--nope'],
@@ -173,7 +173,7 @@ const QEMU_ARGS_CASES: string[][] = [
   ...badInts('cpus'),
   ['--nope'],
   [`--file=${FILE}`],
-  ['--provider=host'],
+  ['--provider=emu'],
   ['extra'],
 ];
 

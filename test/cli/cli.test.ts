@@ -4,10 +4,10 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { EchoDevice } from '../../backend/src/devices/echo';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Frontend } from '../../backend/src/vhost-user/frontend';
 import { connect, tmpDir, until, KEEP_ROOT } from '../helpers';
-import { hostProvider } from '../../backend/src/qcuda/providers/host';
+import { emuProvider } from '../../backend/src/qcuda/providers/emu';
 
 const dist = path.resolve(__dirname, '..', '..');
 const BACKEND = path.join(dist, 'backend/src/cli/backend.js');
@@ -89,7 +89,7 @@ test('qcuda-backend --fd serves an inherited socket and exits when it closes', a
 
 test('several devices in one process, each on its own socket', async (t) => {
   const echo = connect(t, new EchoDevice({ queues: 2 }));
-  const qcuda = connect(t, new QcudaDevice({ provider: hostProvider, queues: 3 }));
+  const qcuda = connect(t, new QcudaDevice({ provider: emuProvider, queues: 3 }));
   await Promise.all([echo.fe.negotiate(), qcuda.fe.negotiate()]);
   t.is(echo.fe.queueNum, 2);
   t.is(qcuda.fe.queueNum, 3);

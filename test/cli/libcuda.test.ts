@@ -208,7 +208,7 @@ test('a fat binary crosses with only the entries the device runs: its SASS of th
     'sm 80: sass80',
     'sm 75: whole', // nothing it runs: the driver says so, as natively
     'sm 100: ptx90', // no SASS of its generation: PTX, JIT-compiled by the driver
-    'sm 0: whole', // no compute capability (the host provider)
+    'sm 0: whole', // no compute capability (the emu provider)
     '',
   ]);
 });

@@ -30,7 +30,7 @@ function backend(t: ExecutionContext, sock: string, file: string, extra: string[
       BACKEND,
       `--socket-path=${sock}`,
       '--status-socket=none',
-      '--provider=host',
+      '--provider=emu',
       '--queues=2',
       `--restart-state=${file}`,
       ...extra,
@@ -136,7 +136,7 @@ test.serial('a provider whose sessions cannot be carried is refused at start, wi
   t.is(await b.exit, 2, b.log());
   t.regex(
     b.log(),
-    /--restart-state: this backend's sessions cannot be saved \(host provider with --own-queues=yes; only the host provider's, served here, are carried yet\)/,
+    /--restart-state: this backend's sessions cannot be saved \(emu provider with --own-queues=yes; only the emu provider's, served here, are carried yet\)/,
   );
   t.false(fs.existsSync(path.join(dir, 'vm.sock')));
 });

@@ -17,9 +17,10 @@ const BACKEND = path.join(dist, 'backend/src/cli/backend.js');
 const QCUDA = path.join(dist, 'backend/src/cli/qcuda.js');
 const MIB = 1 << 20;
 
-/** A qcuda-backend on the host provider serving sock, its stderr gathered in .log; killed when the test ends. */
+/** A qcuda-backend (on the emu provider unless args name one) serving sock, its stderr gathered in .log; killed when the test ends. */
 function startBackend(t: ExecutionContext, sock: string, args: string[], env = process.env): { p: ChildProcess; log: string } {
-  const p = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=qcuda', '--provider=host', ...KEEP_ROOT, ...args], {
+  const provider = args.some((a) => a.startsWith('--provider=')) ? [] : ['--provider=emu'];
+  const p = spawn(process.execPath, [BACKEND, `--socket-path=${sock}`, '--device=qcuda', ...provider, ...KEEP_ROOT, ...args], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env,
   });
@@ -63,7 +64,7 @@ test('qcuda status shows sessions, device memory against the quota and calls ser
   t.true(doc.frontend.connected);
   t.deepEqual(doc.frontend.memory, [{ gpa: 0, size: 64 * MIB }]);
   t.is(q.device, 'qcuda');
-  t.is(q.provider, 'host');
+  t.is(q.provider, 'emu');
   t.deepEqual(q.deviceMemory, { used: 4 * MIB, quota: 64 * MIB, disks: 0 });
   t.is(
     q.served.reduce((a, b) => a + b, 0),
@@ -109,6 +110,19 @@ test('qcuda status shows sessions, device memory against the quota and calls ser
   t.regex(none.stderr, /no status from .*vm1\.sock\.status/);
 });
 
+test("--provider=host, emu's old name, reaches the emu provider as --provider=emu does", async (t) => {
+  for (const given of ['emu', 'host']) {
+    const sock = path.join(tmpDir(t), `${given}.sock`);
+    const b = startBackend(t, sock, [`--provider=${given}`, '--queues=1']);
+    // The log line that names the provider comes before the status socket.
+    t.true(await until(() => fs.existsSync(`${sock}.status`) && b.log.includes('qcuda device listening'), 10_000), b.log);
+    t.regex(b.log, /^qcuda-backend: emu provider: device memory in host RAM, no GPU$/m, `--provider=${given}`);
+    const r = qcudaStatus(`--socket=${sock}`, '--json');
+    t.is(r.status, 0, r.stderr);
+    t.is(((JSON.parse(r.stdout) as BackendStatus).status as QcudaStatus).provider, 'emu', `--provider=${given}`);
+  }
+});
+
 test('the VM event log is rate-limited: a flood of sessions cannot flood the journal', async (t) => {
   const sock = path.join(tmpDir(t), 'vm2.sock');
   const b = startBackend(t, sock, ['--queues=1', '--log-rate=5', '--status-socket=none']);
@@ -148,7 +162,7 @@ test("qcuda status shows the VM's GPU share: its weight, its part of the GPU tim
   );
   const doc = (vm: string): BackendStatus => JSON.parse(qcudaStatus(`--socket=${path.join(dir, vm)}`, '--json').stdout) as BackendStatus;
 
-  // The host provider runs no kernels: nothing used yet.
+  // The emu provider runs no kernels: nothing used yet.
   t.like(doc('a.sock').gpuShare, { weight: 1, share: 0, target: 0.25, vms: 2, usedNs: 0, totalNs: 0 });
   t.like(doc('b.sock').gpuShare, { weight: 3, share: 0, target: 0.75, vms: 2 });
 

@@ -106,11 +106,11 @@ test('ExecStart as systemd expands it for a VM starts a backend serving that VM'
   const vm = 'vm1';
   fs.mkdirSync(path.join(state, vm)); // StateDirectory=qcuda/%i, made by systemd
   // %i -> the instance, /run/qcuda and /var/lib/qcuda -> directories of the
-  // test's, the environment file's options -> a host provider with a quota.
+  // test's, the environment file's options -> an emu provider with a quota.
   fs.mkdirSync(path.join(run, vm), { mode: 0o750 }); // what ExecStartPre makes
   const words = execStart(vm, run, state, {
     QCUDA_RESTART_STATE: [`--restart-state=${path.join(state, vm, 'restart.state')}`], // as a host VM's VM.conf sets it
-    QCUDA_BACKEND_OPTS: ['--provider=host', '--device-memory-limit=1G'],
+    QCUDA_BACKEND_OPTS: ['--provider=emu', '--device-memory-limit=1G'],
   });
   t.true(words.includes(`--restart-state=${path.join(state, vm, 'restart.state')}`), words.join(' '));
   t.is(words[0], INSTALLED);

@@ -339,7 +339,7 @@ nvcc -O2 -o "$work/driver_costs" test/gpu/driver_costs.cu -lcuda > "$LOGS/driver
   && timeout 120 "$work/driver_costs" > "$LOGS/lat.driver.json" 2>&1 && say "the driver's own costs (us): $(cat "$LOGS/lat.driver.json")" \
   || { say "driver_costs: FAIL"; status=1; }
 # Five runs polled (the 256 MiB copies' target is every run), two not; then
-# the host provider, which runs in the backend process: the backend's own
+# the emu provider, which runs in the backend process: the backend's own
 # path on this machine's CPU, no worker and no GPU.
 for run in 1 2 3 4 5; do
   for p in 0 default; do
@@ -363,8 +363,8 @@ timeout 240 node "$app/dist/test/bench/qcuda.js" --mib 256 --launches 20000 --in
 say "harness, polled, ordered calls on the worker's context thread (--inline-calls no): $(grep -E '^(cudaDeviceSynchronize|4 B H2D|null-kernel launch)' "$LOGS/lat.nocalls.bench" | tr -s ' ' | paste -sd';')"
 timeout 240 node "$app/dist/test/bench/qcuda.js" --mib 256 --launches 20000 --isolation none > "$LOGS/lat.none.bench" 2>&1
 say "harness, polled, --isolation=none (no worker: one hop less, the backend's own thread inline): $(grep -E '^(cudaDeviceSynchronize|4 B H2D|null-kernel launch|async)' "$LOGS/lat.none.bench" | tr -s ' ' | paste -sd';')"
-timeout 120 node "$app/dist/test/bench/qcuda.js" --provider host --mib 64 > "$LOGS/lat.host.bench" 2>&1
-say "harness, host provider (the backend process alone, no worker): $(grep -E '^(cudaDeviceSynchronize|4 B H2D|backend \+ workers CPU per)' "$LOGS/lat.host.bench" | tr -s ' ' | paste -sd';')"
+timeout 120 node "$app/dist/test/bench/qcuda.js" --provider emu --mib 64 > "$LOGS/lat.emu.bench" 2>&1
+say "harness, emu provider (the backend process alone, no worker): $(grep -E '^(cudaDeviceSynchronize|4 B H2D|backend \+ workers CPU per)' "$LOGS/lat.emu.bench" | tr -s ' ' | paste -sd';')"
 say "== call latency in the TCG guest (cuda provider): the guest driver's poll_us off (0) and on (50), alternating =="
 guest_vm --memory=1536 --timeout=400 -- \
   'for p in 0 50 0 50; do echo $p > /sys/module/qcuda/parameters/poll_us; echo "poll_us $p: $(copy_bench) $(launch_bench 2000)"; done' > "$LOGS/lat.guest.log" 2>&1

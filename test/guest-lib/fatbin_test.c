@@ -146,7 +146,7 @@ static void selects(void)
 	KEPT(m, 100, "ptx 90 d"); /* no SASS of its generation: the newest PTX */
 	KEPT(m, 75, "ptx 70 b");
 	KEPT(m, 60, "whole"); /* nothing it runs: the driver says so */
-	KEPT(m, 0, "whole"); /* no compute capability (the host provider) */
+	KEPT(m, 0, "whole"); /* no compute capability (the emu provider) */
 	KEPT(m, -1, "whole");
 	KEPT(wide, 90, "elf 90 c, elf 90 f"); /* a longer header: the new one is 16 bytes */
 	free(m.b);

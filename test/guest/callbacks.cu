@@ -2,7 +2,7 @@
 // in stream order: after the work queued before them, and before the work
 // queued after them, which waits until they return; a stream with a host
 // function still running is not ready; synchronizing waits for them. No
-// kernels: this runs on every device (the host provider too).
+// kernels: this runs on every device (the emu provider too).
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>

@@ -11,7 +11,7 @@
 // every element after each.
 //
 // Everything before the kernels needs no kernel support, so a device without
-// it (the host provider) runs those checks and then skips at the first
+// it (the emu provider) runs those checks and then skips at the first
 // launch. The expected answers are CUDA 13's as measured natively on an H100
 // (driver 580), also where the documentation says nothing (which error,
 // the ids reported for the host). Lines starting with "info" print answers

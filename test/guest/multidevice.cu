@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // multidevice: several devices in one process (issue 37), on a backend
-// serving two or more (the host provider's --host-devices=2): the count,
+// serving two or more (the emu provider's --host-devices=2): the count,
 // each device's properties and memory info, allocations on the current
 // device, peer copies byte for byte both ways (cudaMemcpyPeer, and
 // cudaMemcpy of kind default between devices), a memset and a download of

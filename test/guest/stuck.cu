@@ -6,9 +6,9 @@
 // tears the context down at once. In a guest the child's worker waits too:
 // its thread free (the wait handed on), or held in the driver, where its
 // session's close cannot reach it, so that the backend must end that worker
-// (device.ts, the owner watch) for the close to be answered. The parent
+// (qcuda/workers/delegation.ts, the worker watch) for the close to be answered. The parent
 // checks that the 1 GiB comes back each time and that its own kernels run.
-// Needs kernels: on a device without (the host provider) it says SKIP;
+// Needs kernels: on a device without (the emu provider) it says SKIP;
 // qcuda's GPU run (test/gpu/run.sh) runs it beside native.
 #include <signal.h>
 #include <spawn.h>

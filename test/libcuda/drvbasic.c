@@ -7,7 +7,7 @@
  * memsets, a stream with asynchronous copies, events, a cubin loaded from
  * its file and from memory (argv[1]) and a launch of its kernel, a name
  * resolved by cuGetProcAddress, error names. What the provider answers a
- * module or a launch is printed rather than required (the host provider
+ * module or a launch is printed rather than required (the emu provider
  * runs no kernels), so the lines are the same wherever the same backend
  * serves them. Ends with PASS / FAIL.
  */

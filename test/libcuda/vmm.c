@@ -2,7 +2,7 @@
 /*
  * vmm: virtual memory management through the driver API, as XLA's allocator
  * and PyTorch's expandable segments use it (test/gpu/probes/vmm_probe.cu's
- * sequence, without its kernel, so that it runs on the host provider too):
+ * sequence, without its kernel, so that it runs on the emu provider too):
  * the granularity, a reservation, physical memory mapped in two pieces one
  * after the other, access, memsets and copies across both pieces and to
  * cuMemAlloc memory, the handle's properties and a retained handle, unmap,
@@ -108,7 +108,7 @@ int main(void)
 
 	/* A POSIX fd handle type may be requested (PyTorch's expandable segments
 	 * do); an export works where the device says it does (the GPU's driver,
-	 * qcuda's host provider), and is refused where it says not: the same
+	 * qcuda's emu provider), and is refused where it says not: the same
 	 * line either way. Where it works, the fd imports (in this process, as
 	 * CUDA allows) as a handle of the same memory, and a file that is no
 	 * shareable handle is refused. */

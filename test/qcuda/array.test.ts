@@ -1,5 +1,5 @@
 // Arrays, 2D/3D copies, pitched memsets, texture and surface objects on the
-// host provider, driven as the guest driver drives the device: round trips
+// emu provider, driven as the guest driver drives the device: round trips
 // checked byte for byte (chunks cutting rows anywhere, data in scattered
 // pieces), then hostile arguments (overflowing sizes, boxes past an array or
 // an allocation, data that does not match its box, foreign handles), each
@@ -7,18 +7,18 @@
 import test, { type ExecutionContext } from 'ava';
 import { hostBlocks } from '../../backend/src/qcuda/commands/array';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
-import { hostProvider, type HostProvider } from '../../backend/src/qcuda/providers/host';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
+import { emuProvider, type EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { Cmd, QCUDA_MEM_ARRAY, QCUDA_MEM_HOST, QCUDA_MEM_LINEAR, Status } from '../../backend/src/qcuda/proto';
 import { prng, randomBytes, started } from '../helpers';
 import { QcudaClient, type Reply } from './client';
 
 async function setup(t: ExecutionContext, o: { memoryLimit?: bigint } = {}) {
-  const dev = new QcudaDevice({ provider: hostProvider, queues: 4, memoryLimit: o.memoryLimit });
+  const dev = new QcudaDevice({ provider: emuProvider, queues: 4, memoryLimit: o.memoryLimit });
   const pair = await started(t, dev, { size: 256 });
   const c = new QcudaClient(pair.fe);
   await c.open();
-  return { dev, c, fe: pair.fe, provider: dev.provider as HostProvider };
+  return { dev, c, fe: pair.fe, provider: dev.provider as EmuProvider };
 }
 
 type Args3D = Partial<
@@ -580,8 +580,8 @@ test('hostile: array shapes, boxes past arrays and allocations, data that does n
 
 test('through a session worker process (isolation): 2D copies with scattered data, arrays, objects', async (t) => {
   const { IsolatedProvider } = await import('../../backend/src/qcuda/workers/isolated');
-  const { HostProvider } = await import('../../backend/src/qcuda/providers/host');
-  const p = new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } });
+  const { EmuProvider } = await import('../../backend/src/qcuda/providers/emu');
+  const p = new IsolatedProvider(new EmuProvider(), { worker: { kind: 'emu', gpu: 0 } });
   t.teardown(() => p.close());
   const dev = new QcudaDevice({ queues: 2, provider: p });
   const pair = await started(t, dev, { size: 64 });
@@ -758,5 +758,5 @@ test('mipmapped arrays: levels as arrays of their own shape, copies per level, t
     CudaErr.InvalidValue,
   );
   await c.close();
-  t.is((dev.provider as HostProvider).used, 0n);
+  t.is((dev.provider as EmuProvider).used, 0n);
 });

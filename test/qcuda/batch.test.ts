@@ -1,4 +1,4 @@
-// BATCH (posted work) through the frontend harness, on the host provider:
+// BATCH (posted work) through the frontend harness, on the emu provider:
 // entries run in order, a failing entry is reported by index and does not
 // stop the rest, a malformed batch runs nothing, a batch may end with the
 // synchronizing call that waits for it (QCUDA_BATCH_ENDS_SYNC) or with a
@@ -6,7 +6,7 @@
 // batches never crash the backend or touch another session.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import {
   Cmd,
   encode,
@@ -18,7 +18,7 @@ import {
 } from '../../backend/src/qcuda/proto';
 import { prng, randomBytes, started } from '../helpers';
 import { frameBatch as frame, QcudaClient } from './client';
-import { hostProvider } from '../../backend/src/qcuda/providers/host';
+import { emuProvider } from '../../backend/src/qcuda/providers/emu';
 
 type Entry = [cmd: number, args: Uint8Array];
 
@@ -29,7 +29,7 @@ const d2d = (dst: bigint, src: bigint, size: bigint) =>
   entry(Cmd.MEMCPY_DTOD, 'qcuda_args_memcpy', { dst, src, size, stream: 0n, async: 1 });
 
 async function setup(t: ExecutionContext) {
-  const dev = new QcudaDevice({ provider: hostProvider, queues: 2 });
+  const dev = new QcudaDevice({ provider: emuProvider, queues: 2 });
   const pair = await started(t, dev, { size: 64 });
   const c = new QcudaClient(pair.fe);
   await c.open();

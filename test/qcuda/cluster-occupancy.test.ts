@@ -9,9 +9,9 @@
 // in a worker serving its session's own queue.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Cmd, encode, Status } from '../../backend/src/qcuda/proto';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
 import { started } from '../helpers';
@@ -22,7 +22,7 @@ import { kernels } from './ring-story';
 process.env.QCUDA_LIBCUDA = fakeLibcuda();
 
 async function setup(t: ExecutionContext, ownQueue: boolean) {
-  const provider = new IsolatedProvider(new HostProvider({}), { worker: { kind: 'cuda', gpu: 0 } });
+  const provider = new IsolatedProvider(new EmuProvider({}), { worker: { kind: 'cuda', gpu: 0 } });
   const dev = new QcudaDevice({ provider, queues: 4, ownQueues: ownQueue, limits: {} });
   t.teardown(() => provider.close());
   const { fe } = await started(t, dev, { queues: 4, size: 64 });

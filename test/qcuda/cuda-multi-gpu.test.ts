@@ -9,10 +9,10 @@
 // to the JavaScript path, each on its device's context), and --gpu's lists.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Cmd } from '../../backend/src/qcuda/proto';
 import { parseGpus } from '../../backend/src/qcuda/choose-provider';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
 import { started } from '../helpers';
@@ -23,7 +23,7 @@ process.env.QCUDA_LIBCUDA = fakeLibcuda();
 process.env.FAKECUDA_DEVICES = '2';
 
 async function ownQueue(t: ExecutionContext, ringServer: boolean) {
-  const provider = new IsolatedProvider(new HostProvider({ devices: 2 }), {
+  const provider = new IsolatedProvider(new EmuProvider({ devices: 2 }), {
     worker: { kind: 'cuda', gpu: [0, 1], inlineWaitUs: 50, pollUs: 0, ringServer },
   });
   const dev = new QcudaDevice({ provider, queues: 4, ownQueues: true });
@@ -82,7 +82,7 @@ for (const ringServer of [true, false]) {
 }
 
 test("IPC with own queues across GPUs: device 1's allocation opened by a session on device 0, bytes both ways", async (t) => {
-  const provider = new IsolatedProvider(new HostProvider({ devices: 2 }), { worker: { kind: 'cuda', gpu: [0, 1], pollUs: 0 } });
+  const provider = new IsolatedProvider(new EmuProvider({ devices: 2 }), { worker: { kind: 'cuda', gpu: [0, 1], pollUs: 0 } });
   const dev = new QcudaDevice({ provider, queues: 4, ownQueues: true });
   t.teardown(() => provider.close());
   const { fe } = await started(t, dev, { queues: 4, size: 256 });

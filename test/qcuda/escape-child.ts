@@ -9,7 +9,7 @@
 //    session and terminal (/proc/PID/stat) of this process and of it.
 import fs from 'node:fs';
 import { native } from '../../backend/src/sys/native';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 
 interface Probe {
@@ -34,7 +34,7 @@ function sessionOf(pid: number): { pgrp: number; session: number; tty: number } 
 async function main(): Promise<void> {
   const [what, probePath, ...rest] = process.argv.slice(2);
   if (what === 'isolated') {
-    const p = new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } });
+    const p = new IsolatedProvider(new EmuProvider(), { worker: { kind: 'emu', gpu: 0 } });
     await p.openContext(0);
     const worker = p.workerPids[0];
     process.stdout.write(`${JSON.stringify({ self: sessionOf(process.pid), worker: { pid: worker, ...sessionOf(worker) } })}\n`);

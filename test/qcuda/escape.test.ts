@@ -186,7 +186,7 @@ test.serial(
         process.execPath,
         QCUDA,
         'run',
-        '--provider=host',
+        '--provider=emu',
         `--lib-dir=${lib}`,
         '--',
         'sh',
@@ -237,13 +237,13 @@ test.serial(
   t.regex(fs.readFileSync(`/proc/${worker}/status`, 'utf8'), /^CapEff:\s+0+$/m, 'its worker has no capability');
   // Where the user it would run as cannot make its socket: it does not start (rather than keep root).
   const closed = tmpDir(t); // root's, mode 0700
-  const r = spawnSync(process.execPath, [BACKEND, `--socket-path=${path.join(closed, 'b.sock')}`, '--provider=host'], {
+  const r = spawnSync(process.execPath, [BACKEND, `--socket-path=${path.join(closed, 'b.sock')}`, '--provider=emu'], {
     encoding: 'utf8',
     timeout: 30_000,
   });
   t.is(r.status, 2, r.stderr);
   t.regex(r.stderr, /started as root, it runs as an unprivileged user, but .*--backend-user=USER, or root to keep root/);
   // Root only when asked.
-  const kept = await backend(t, [`--socket-path=${path.join(closed, 'b.sock')}`, '--provider=host', '--backend-user=root']);
+  const kept = await backend(t, [`--socket-path=${path.join(closed, 'b.sock')}`, '--provider=emu', '--backend-user=root']);
   t.is(uidOf(kept.p.pid!), 0, '--backend-user=root keeps root');
 });

@@ -1,21 +1,21 @@
 // Function attributes, occupancy, limits, stream attributes and cooperative
-// launches (commands 60-68) against the host provider, through the test
+// launches (commands 60-68) against the emu provider, through the test
 // frontend as the guest driver sends them: bad handles, attribute ids and
 // values are refused with CUDA's error codes, limits and stream attributes
 // keep what is set per context / stream, and nothing one session sets shows
 // in another.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Cmd, encode, LAYOUT, QCUDA_ATTR_VALUE_BYTES, QCUDA_MAX_ARGS, Status } from '../../backend/src/qcuda/proto';
 import { started } from '../helpers';
 import { QcudaClient } from './client';
-import { hostProvider } from '../../backend/src/qcuda/providers/host';
+import { emuProvider } from '../../backend/src/qcuda/providers/emu';
 
 const MIB = 1n << 20n;
 
 async function setup(t: ExecutionContext, memoryLimit?: bigint) {
-  const dev = new QcudaDevice({ provider: hostProvider, queues: 2, memoryLimit });
+  const dev = new QcudaDevice({ provider: emuProvider, queues: 2, memoryLimit });
   const pair = await started(t, dev, { size: 256 });
   const c = new QcudaClient(pair.fe);
   await c.open();
@@ -188,7 +188,7 @@ test('limits: CUDA 13 defaults per context, set and get, clamped hints, unsuppor
     0,
     "the L2 set-aside is a hint kept for the guest: the GPU's is every VM's (review 2, L7)",
   );
-  t.is(await get(L2_PERSIST), 0n, "no more than the device's maximum, 0 on the host provider");
+  t.is(await get(L2_PERSIST), 0n, "no more than the device's maximum, 0 on the emu provider");
   // Per context: another session has the defaults; a reset brings them back.
   const other = new QcudaClient(c.fe);
   await other.open();
@@ -336,7 +336,7 @@ test("stream access policy windows must lie in the session's memory, with CUDA's
   t.is((await set(window(a, 4096n, 0.5, 2, 0))).status, CudaErr.InvalidValue, 'freed memory');
 });
 
-test("cluster occupancy and tensor maps: the backend refuses what would overrun the driver's arrays, the host provider says what it lacks", async (t) => {
+test("cluster occupancy and tensor maps: the backend refuses what would overrun the driver's arrays, the emu provider says what it lacks", async (t) => {
   const { c } = await setup(t);
   const clusters = (query: number) =>
     c.call(Cmd.OCCUPANCY_CLUSTERS, {
@@ -372,7 +372,7 @@ test("cluster occupancy and tensor maps: the backend refuses what would overrun 
     [4, 2, 'no such encoder'],
   ] as const)
     t.is((await map(kind, rank)).status, CudaErr.InvalidValue, why);
-  // A rank that fits reaches the provider: the host provider has no tensor memory accelerator.
+  // A rank that fits reaches the provider: the emu provider has no tensor memory accelerator.
   for (const [kind, rank] of [
     [0, 1],
     [0, 5],

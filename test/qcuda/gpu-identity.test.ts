@@ -4,10 +4,10 @@
 // worker serves on its own queue, and another in another VM; a neutral PCI
 // location; --real-gpu-identity (realGpuIdentity) passes the real ones.
 import test from 'ava';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { vmUuid } from '../../backend/src/qcuda/gpu-identity';
 import { Cmd } from '../../backend/src/qcuda/proto';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { started } from '../helpers';
 import { QcudaClient } from './client';
 import { cudaOwnQueues, sharingVm } from './sharing-vm';
@@ -20,11 +20,11 @@ async function props(c: QcudaClient, device = 0) {
   return { uuid: Array.from(r.out!.uuid as Uint8Array), pci: [attrs[50], attrs[33], attrs[34]] };
 }
 
-/** A VM on the host provider (devices emulated): its device, the provider's real properties, and sessions. */
+/** A VM on the emu provider (devices emulated): its device, the provider's real properties, and sessions. */
 async function hostVm(t: ExecutionContext, o: { realGpuIdentity?: boolean; devices?: number } = {}) {
-  let made: HostProvider | undefined;
+  let made: EmuProvider | undefined;
   const dev = new QcudaDevice({
-    provider: (guestView) => (made = new HostProvider({ guestView, devices: o.devices ?? 1 })),
+    provider: (guestView) => (made = new EmuProvider({ guestView, devices: o.devices ?? 1 })),
     queues: 2,
     realGpuIdentity: o.realGpuIdentity,
   });
@@ -38,7 +38,7 @@ async function hostVm(t: ExecutionContext, o: { realGpuIdentity?: boolean; devic
   return { dev, client, real: (d = 0) => made!.deviceProps(d) };
 }
 
-test('host provider: each VM sees a UUID of its own, the same in each of its processes, and a neutral PCI location', async (t) => {
+test('emu provider: each VM sees a UUID of its own, the same in each of its processes, and a neutral PCI location', async (t) => {
   const a = await hostVm(t, { devices: 2 });
   const b = await hostVm(t, { devices: 2 });
   const [a1, a2, b1] = [await a.client(), await a.client(), await b.client()];
@@ -59,7 +59,7 @@ test('host provider: each VM sees a UUID of its own, the same in each of its pro
   t.notDeepEqual(d1.uuid, Array.from(a.real(1).uuid));
 });
 
-test('host provider: --real-gpu-identity passes the real UUID and PCI location through', async (t) => {
+test('emu provider: --real-gpu-identity passes the real UUID and PCI location through', async (t) => {
   const v = await hostVm(t, { realGpuIdentity: true, devices: 2 });
   const c = await v.client();
   const real = v.real(1);
@@ -69,7 +69,7 @@ test('host provider: --real-gpu-identity passes the real UUID and PCI location t
 });
 
 test('own queues: a session its worker serves sees the UUID the VM’s key gives, not the real one', async (t) => {
-  // Its worker answers from the fake driver, whose device 0 has the UUID of sixteen 7s; the backend from its host provider.
+  // Its worker answers from the fake driver, whose device 0 has the UUID of sixteen 7s; the backend from its emu provider.
   const v = await sharingVm(t, cudaOwnQueues);
   const own = await v.client();
   const fakeReal = new Uint8Array(16).fill(7);

@@ -1,13 +1,13 @@
-// Graphs with conditional nodes on the host provider, driven as the guest
+// Graphs with conditional nodes on the emu provider, driven as the guest
 // library drives them: GRAPH_CREATE, GRAPH_COND_HANDLE, the node description
 // staged with MODULE_UPLOAD and instantiated, GRAPH_LAUNCH, then the device
 // bytes read back. Then hostile descriptions and handles, each refused with
 // a clear status, leaving nothing staged or held and the session usable.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr, type CudaError } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import type { GraphNodeSpec } from '../../backend/src/qcuda/provider';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import {
   Cmd,
   encode,
@@ -23,7 +23,7 @@ import {
 import type { FieldInput } from '../../backend/src/qcuda/wire/layout';
 import { started } from '../helpers';
 import { QcudaClient, type Reply } from './client';
-import { hostProvider } from '../../backend/src/qcuda/providers/host';
+import { emuProvider } from '../../backend/src/qcuda/providers/emu';
 
 /** cudaGraphCondAssignDefault */
 const ASSIGN_DEFAULT = 1;
@@ -34,11 +34,11 @@ const SWITCH = 2;
 type NodeIn = FieldInput<(typeof STRUCTS)['qcuda_graph_node']>;
 
 async function setup(t: ExecutionContext) {
-  const dev = new QcudaDevice({ provider: hostProvider, queues: 4 });
+  const dev = new QcudaDevice({ provider: emuProvider, queues: 4 });
   const pair = await started(t, dev, { size: 256 });
   const c = new QcudaClient(pair.fe);
   await c.open();
-  return { dev, c, fe: pair.fe, provider: dev.provider as HostProvider, session: () => [...dev.sessions.values()][0] };
+  return { dev, c, fe: pair.fe, provider: dev.provider as EmuProvider, session: () => [...dev.sessions.values()][0] };
 }
 type Setup = Awaited<ReturnType<typeof setup>>;
 
@@ -340,8 +340,8 @@ test('a WHILE whose value never changes fails the launch after a bound, and the 
   t.is((await x.c.malloc(16)).status, 0);
 });
 
-test('host provider: WHILE bodies are bounded in iterations and in work per launch', async (t) => {
-  const x = await new HostProvider().openContext(0);
+test('emu provider: WHILE bodies are bounded in iterations and in work per launch', async (t) => {
+  const x = await new EmuProvider().openContext(0);
   const g = await x.graphCreate();
   const h = await x.graphCondHandle(g, 1, 1);
   const loop = async (body: GraphNodeSpec[]) =>
@@ -578,8 +578,8 @@ test('an executable graph outlives its graph: GRAPH_DESTROY, then it still launc
   t.is(x.provider.used, 0n);
 });
 
-test('host provider: a graph holding a kernel fails its launch as launch() does, before any node runs', async (t) => {
-  const x = await new HostProvider().openContext(0);
+test('emu provider: a graph holding a kernel fails its launch as launch() does, before any node runs', async (t) => {
+  const x = await new EmuProvider().openContext(0);
   const buf = await x.malloc(8n);
   const g = await x.graphCreate();
   const spec = {

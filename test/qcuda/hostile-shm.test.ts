@@ -13,9 +13,9 @@ import test, { type ExecutionContext } from 'ava';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Cmd, encode } from '../../backend/src/qcuda/proto';
-import { hostProvider } from '../../backend/src/qcuda/providers/host';
+import { emuProvider } from '../../backend/src/qcuda/providers/emu';
 import { ShmBridge } from '../../backend/src/shm/bridge';
 import { DATA_GPA, DATA_OFFSET, Off, RING_BYTES, RING_SIZE, State } from '../../backend/src/shm/layout';
 import { native, VhostUserServer, type Mapping } from '../../backend/src/vhost-user';
@@ -41,14 +41,14 @@ interface Served {
   devices: { made: number; disposed: number };
 }
 
-/** A backend of max frontends (a socket, and the region as one of them) on the host provider. */
+/** A backend of max frontends (a socket, and the region as one of them) on the emu provider. */
 function serve(t: ExecutionContext, max = 3): Served {
   const dir = tmpDir(t);
   const sock = path.join(dir, 'qcuda.sock');
   const region = path.join(dir, 'qcuda.shm');
   const logged: string[] = [];
   const devices = { made: 0, disposed: 0 };
-  const options = { queues: 4, limits: { contextOverhead: 0n }, provider: hostProvider };
+  const options = { queues: 4, limits: { contextOverhead: 0n }, provider: emuProvider };
   const template = new QcudaDevice(options);
   // Each frontend a device of its own on the template's quota, as qcuda-backend --frontends makes them.
   const make = () => {

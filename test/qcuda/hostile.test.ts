@@ -1,4 +1,4 @@
-// A hostile guest against the device on the host provider (what CI runs; the
+// A hostile guest against the device on the emu provider (what CI runs; the
 // GPU run repeats the kernel-side cases with the cuda provider): requests in
 // flight at once (races), resource exhaustion, sessions ended with requests
 // outstanding, memory-table changes mid-request, and fuzzed module images.
@@ -11,11 +11,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import type { VmLimits } from '../../backend/src/qcuda/quota/limits';
 import { checkImage } from '../../backend/src/qcuda/modules/module-image';
 import type { Provider, ProviderContext } from '../../backend/src/qcuda/provider';
-import { HostProvider, hostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider, emuProvider } from '../../backend/src/qcuda/providers/emu';
 import { Cmd, encode, QCUDA_MAX_BATCH, QCUDA_STREAM_LEGACY, Status } from '../../backend/src/qcuda/proto';
 import type { Frontend } from '../../backend/src/vhost-user/frontend';
 import { encodeSingleRegion, Req } from '../../backend/src/vhost-user';
@@ -25,7 +25,7 @@ import { fullBatch, QcudaClient } from './client';
 import { elf, fatbin, ptx } from './images';
 
 const MIB = 1n << 20n;
-/** QCUDA_HOSTILE_PROVIDER=cuda (the GPU run): the cases that need no host-provider internals run on the GPU, a worker per session. */
+/** QCUDA_HOSTILE_PROVIDER=cuda (the GPU run): the cases that need no emu-provider internals run on the GPU, a worker per session. */
 const ON_GPU = process.env.QCUDA_HOSTILE_PROVIDER === 'cuda';
 /** On the GPU the cases run one at a time (each starts workers). */
 const it = ON_GPU ? test.serial : test;
@@ -52,10 +52,10 @@ test.after.always(() => {
 });
 
 /**
- * A host provider whose contexts hold chosen calls until released: a test
+ * An emu provider whose contexts hold chosen calls until released: a test
  * makes a call "in flight" for as long as it likes.
  */
-class HeldProvider extends HostProvider {
+class HeldProvider extends EmuProvider {
   readonly held = new Map<string, (() => void)[]>();
   readonly holding = new Set<string>();
 
@@ -85,7 +85,7 @@ async function setup(
 ) {
   // Quotas here are MiBs: a GPU context's overhead (1049 MiB by default) counts only where a case asks.
   const limits = { contextOverhead: 0n, ...o.limits };
-  const dev = new QcudaDevice({ queues: 4, limits, provider: o.provider ?? (await gpuProvider(t)) ?? hostProvider, log: o.log });
+  const dev = new QcudaDevice({ queues: 4, limits, provider: o.provider ?? (await gpuProvider(t)) ?? emuProvider, log: o.log });
   const pair = await started(t, dev, { size: 256, addMemReg: o.addMemReg });
   const client = async () => {
     const c = new QcudaClient(pair.fe);
@@ -432,8 +432,8 @@ it("each process's context counts --context-overhead against the quota: Q/O cont
   await noteLeft(dev, fe);
 });
 
-/** A host provider whose device has a persisting L2 set-aside, as the H100's (attribute 108: 50 MiB there). */
-class PersistingL2Provider extends HostProvider {
+/** An emu provider whose device has a persisting L2 set-aside, as the H100's (attribute 108: 50 MiB there). */
+class PersistingL2Provider extends EmuProvider {
   override deviceProps(device: number) {
     const p = super.deviceProps(device);
     const attrs = p.attrs.slice();
@@ -506,7 +506,7 @@ it('log lines are rate-limited and the dropped ones counted', (t) => {
 // ---- guest memory changing under a request
 
 it('a request held behind a host function resolves its data after the wait: a region removed meanwhile fails it cleanly, and stays mapped until it completes', async (t) => {
-  const provider = new HostProvider({});
+  const provider = new EmuProvider({});
   const unregistered: number[] = [];
   provider.unregisterGuestMemory = () => void unregistered.push(Date.now());
   const { dev, c, fe } = await setup(t, { provider, addMemReg: true });
@@ -536,8 +536,8 @@ it('a request held behind a host function resolves its data after the wait: a re
   await noteLeft(dev, fe);
 });
 
-/** A host provider whose copies to the device wait until the test lets them go (a GPU copy in flight), noting what happens meanwhile. */
-class SlowCopyProvider extends HostProvider {
+/** An emu provider whose copies to the device wait until the test lets them go (a GPU copy in flight), noting what happens meanwhile. */
+class SlowCopyProvider extends EmuProvider {
   readonly events: string[] = [];
   #go: (() => void) | undefined;
 
@@ -724,7 +724,7 @@ it('fuzzed module images: only cudaErrorInvalidKernelImage or a load answer, nev
   }
   t.log(`600 mutated images: ${direct} refused by the checks; 150 loads answered ${JSON.stringify(Object.fromEntries(seen))}`);
   t.is(dev.vm.staging.used, 0n, 'no staging left');
-  // Host provider: nothing loads, nothing is counted. GPU: what loaded is counted (and freed at close).
+  // Emu provider: nothing loads, nothing is counted. GPU: what loaded is counted (and freed at close).
   const held = dev.vm.quota.used;
   if (!ON_GPU) t.is(held, 0n);
   // An 8 GiB .global is refused before any load: the quota is 64 MiB.

@@ -4,12 +4,12 @@
 // asks (wrong types, sizes, out-of-range values, unknown ops and kinds, not
 // an object at all) are refused with a CUDA error the worker passes on, the
 // service never throws, and it answers well-formed asks as before. The
-// session is a real one of a host-provider device.
+// session is a real one of an emu-provider device.
 import test from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { IpcService, type IpcAsk } from '../../backend/src/qcuda/ipc/ipc-remote';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { started } from '../helpers';
 import { QcudaClient } from './client';
 
@@ -49,7 +49,7 @@ const MALFORMED: [string, unknown][] = [
 ];
 
 test("a worker's malformed IPC and VMM-share asks are refused, and the service goes on answering", async (t) => {
-  const provider = new HostProvider({});
+  const provider = new EmuProvider({});
   t.teardown(() => provider.close());
   const dev = new QcudaDevice({ provider, queues: 2, limits: {} });
   const { fe } = await started(t, dev, { size: 64 });

@@ -2,7 +2,7 @@
 // (issue 37, docs/multi-gpu.md): IPC_GET mints a handle of an allocation,
 // IPC_OPEN in another session of the same backend reaches that memory,
 // IPC_CLOSE ends it; IPC_EVENT_GET / IPC_EVENT_OPEN the same for events. On
-// the host provider and on the cuda provider with a worker per session (the
+// the emu provider and on the cuda provider with a worker per session (the
 // fake driver: CUDA's handles made in one worker process and opened in
 // another, the bytes crossing between them). The refusals: forged bytes,
 // another VM's handle, a pointer inside an allocation, the owner opening its
@@ -12,7 +12,7 @@ import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { Cmd } from '../../backend/src/qcuda/proto';
 import type { Provider } from '../../backend/src/qcuda/provider';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import type { QcudaClient } from './client';
 import { PROVIDERS, sharingVm, type GuestView, type MakeProvider } from './sharing-vm';
@@ -22,9 +22,9 @@ const SIZE = 4096;
 const EVENT_IPC = 0x6; // cudaEventInterprocess | cudaEventDisableTiming
 type Handle = { token: Uint8Array; size: bigint; reserved: Uint8Array };
 
-/** A host provider that cannot share memory or events between sessions. */
+/** An emu provider that cannot share memory or events between sessions. */
 function noIpcHost(guestView: GuestView): Provider {
-  const p = new HostProvider({ guestView });
+  const p = new EmuProvider({ guestView });
   Object.defineProperty(p, 'ipcOpen', { value: undefined });
   Object.defineProperty(p, 'ipcEventOpen', { value: undefined });
   return p;
@@ -220,7 +220,7 @@ test('a provider that cannot share memory or events between processes refuses wi
 });
 
 test('host-memory workers (a process per session, no CUDA) cannot share: NotSupported at IPC_GET', async (t) => {
-  const { client } = await vm(t, () => new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } }));
+  const { client } = await vm(t, () => new IsolatedProvider(new EmuProvider(), { worker: { kind: 'emu', gpu: 0 } }));
   const owner = await client();
   t.is((await get(owner, await malloc(owner))).status, CudaErr.NotSupported);
 });

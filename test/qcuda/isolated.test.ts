@@ -1,5 +1,5 @@
 // The provider with a worker process per session (isolated.ts), here with
-// host-provider workers so it runs without a GPU: real child processes, guest
+// emu-provider workers so it runs without a GPU: real child processes, guest
 // RAM shared through memfds passed over a socket, calls over the IPC channel.
 // (The GPU run repeats the fault-isolation case with the cuda provider:
 // test/qcuda/cuda-provider.test.ts.)
@@ -11,7 +11,7 @@ import test from 'ava';
 import { native } from '../../backend/src/sys/native';
 import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
 import type { GuestSeg, ProviderContext } from '../../backend/src/qcuda/provider';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { alive, promised, tmpDir, until } from '../helpers';
 
@@ -40,10 +40,10 @@ function guestRam(size: number, gpa: bigint) {
 const gone = (pid: number, ms = 5000): Promise<boolean> => until(() => !alive(pid), ms);
 
 function isolated(log?: (line: string) => void): IsolatedProvider {
-  return new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 }, log });
+  return new IsolatedProvider(new EmuProvider(), { worker: { kind: 'emu', gpu: 0 }, log });
 }
 
-/** stream: undefined goes in a raw frame (worker-messages.ts); a host provider's stream object, V8-serialized. */
+/** stream: undefined goes in a raw frame (worker-messages.ts); an emu provider's stream object, V8-serialized. */
 async function roundTrip(
   ctx: ProviderContext,
   ram: ReturnType<typeof guestRam>,
@@ -236,7 +236,7 @@ async function contextTryingExec(
 test('a worker sandboxes itself before it serves: no new privileges and a seccomp filter on every thread; its exec fails with EPERM; copies go on', async (t) => {
   const mine = procStatus('/proc/self');
   for (const sandbox of ['seccomp', 'none'] as const) {
-    const p = new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0, sandbox } });
+    const p = new IsolatedProvider(new EmuProvider(), { worker: { kind: 'emu', gpu: 0, sandbox } });
     const ram = guestRam(4 * MIB, 0n);
     t.teardown(async () => {
       await p.close(); // also where an assertion failed
@@ -287,7 +287,7 @@ test('a sandboxed worker can still connect to a unix socket and talk over it (wh
     c.on('data', (d) => (got += d)).on('end', () => done(got)).on('error', (e) => done(e.code));
   });\n`,
   );
-  const p = new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0, sandbox: 'seccomp' } });
+  const p = new IsolatedProvider(new EmuProvider(), { worker: { kind: 'emu', gpu: 0, sandbox: 'seccomp' } });
   t.teardown(() => p.close());
   const before = process.env.NODE_OPTIONS;
   process.env.NODE_OPTIONS = `--require ${hook}`;
@@ -307,7 +307,7 @@ test('a sandboxed worker can still connect to a unix socket and talk over it (wh
 });
 
 test('a worker that cannot start fails openContext with the reason, and leaves no process behind', async (t) => {
-  const p = new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 9999 } });
+  const p = new IsolatedProvider(new EmuProvider(), { worker: { kind: 'cuda', gpu: 9999 } });
   const before = p.workerPids.length;
   const e = await p.openContext(0).then(
     () => undefined,
@@ -333,9 +333,9 @@ function environOf(pid: number): Map<string, string> {
 /** A backend stand-in with one worker: resolves with the worker's pid and environment; the process exits when its stdin closes. */
 async function backendWithWorker(env: NodeJS.ProcessEnv) {
   const script = `
-    const { HostProvider } = require(${JSON.stringify(require.resolve('../../backend/src/qcuda/providers/host'))});
+    const { EmuProvider } = require(${JSON.stringify(require.resolve('../../backend/src/qcuda/providers/emu'))});
     const { IsolatedProvider } = require(${JSON.stringify(require.resolve('../../backend/src/qcuda/workers/isolated'))});
-    const p = new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } });
+    const p = new IsolatedProvider(new EmuProvider(), { worker: { kind: 'emu', gpu: 0 } });
     p.openContext(0).then(() => console.log(p.workerPids[0]));
     process.stdin.resume();
     process.stdin.on('end', () => p.close().then(() => process.exit(0)));`;
@@ -380,9 +380,9 @@ test("workers load modules eagerly and JIT-cache in a 0700 directory of their ba
 
 test('workers end when the backend process is killed (their channel closes)', async (t) => {
   const script = `
-    const { HostProvider } = require(${JSON.stringify(require.resolve('../../backend/src/qcuda/providers/host'))});
+    const { EmuProvider } = require(${JSON.stringify(require.resolve('../../backend/src/qcuda/providers/emu'))});
     const { IsolatedProvider } = require(${JSON.stringify(require.resolve('../../backend/src/qcuda/workers/isolated'))});
-    const p = new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } });
+    const p = new IsolatedProvider(new EmuProvider(), { worker: { kind: 'emu', gpu: 0 } });
     Promise.all([p.openContext(0), p.openContext(0)]).then(() => console.log(p.workerPids.join(' ')));
     setInterval(() => undefined, 1000);`;
   const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -395,7 +395,7 @@ test('workers end when the backend process is killed (their channel closes)', as
 });
 
 test("through the device: worker processes are bounded per VM, and a closed session's worker is killed at once even when it hangs", async (t) => {
-  const { QcudaDevice } = await import('../../backend/src/qcuda/device');
+  const { QcudaDevice } = await import('../../backend/src/qcuda/virtio-device');
   const { QcudaClient } = await import('./client');
   const { started } = await import('../helpers');
   const { Cmd } = await import('../../backend/src/qcuda/proto');

@@ -10,9 +10,9 @@ import test, { type ExecutionContext } from 'ava';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Cmd, encode, QCUDA_LINK_NAME, QCUDA_MAX_LINK_INPUTS } from '../../backend/src/qcuda/proto';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
 import { alive, KEEP_ROOT, started, tmpDir, until } from '../helpers';
@@ -29,7 +29,7 @@ const LONG_MS = 60_000;
 
 async function setup(t: ExecutionContext, ownQueues: boolean) {
   const lines: string[] = [];
-  const provider = new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0 } });
+  const provider = new IsolatedProvider(new EmuProvider(), { worker: { kind: 'cuda', gpu: 0 } });
   const dev = new QcudaDevice({ provider, queues: 4, ownQueues, limits: { jitTimeMs: BOUND_MS }, log: (l) => lines.push(l) });
   t.teardown(() => provider.close());
   const { fe } = await started(t, dev, { queues: 4, size: 64 });
@@ -134,7 +134,7 @@ test.serial('a JIT link past --jit-time-max ends its worker too; one inside it l
 
 test.serial('--jit-time-max=0: no bound', async (t) => {
   const lines: string[] = [];
-  const provider = new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0 } });
+  const provider = new IsolatedProvider(new EmuProvider(), { worker: { kind: 'cuda', gpu: 0 } });
   const dev = new QcudaDevice({ provider, queues: 2, limits: { jitTimeMs: 0 }, log: (l) => lines.push(l) });
   t.teardown(() => provider.close());
   const { fe } = await started(t, dev, { queues: 2, size: 64 });

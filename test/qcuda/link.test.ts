@@ -4,11 +4,11 @@
 // input with its name and type), the cubin and logs read back with LINK_READ
 // in chunks, every upload taken by the LINK, results counted against the
 // VM's staging bound until read whole or the session ends, bad links refused
-// with the backend intact; the host provider answers that it cannot link.
+// with the backend intact; the emu provider answers that it cannot link.
 import test, { type ExecutionContext } from 'ava';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Cmd, encode, QCUDA_LINK_NAME, QCUDA_MAX_LINK_INPUTS } from '../../backend/src/qcuda/proto';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
 import { fakeLibcuda } from '../addon/fake-driver';
@@ -21,7 +21,7 @@ process.env.QCUDA_LIBCUDA = fakeLibcuda();
 const MIB = 1n << 20n;
 
 async function setup(t: ExecutionContext, cuda = true, moduleStaging = 64n * MIB) {
-  const provider = cuda ? new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0 } }) : new HostProvider();
+  const provider = cuda ? new IsolatedProvider(new EmuProvider(), { worker: { kind: 'cuda', gpu: 0 } }) : new EmuProvider();
   const dev = new QcudaDevice({ provider, queues: 2, limits: { deviceMemory: 64n * MIB, moduleStaging } });
   if (provider instanceof IsolatedProvider) t.teardown(() => provider.close());
   const { fe } = await started(t, dev, { queues: 2, size: 64 });
@@ -192,7 +192,7 @@ test('results are bounded per session and by the staging bound, and freed at clo
   t.is(dev.vm.staging.used, 0n, "the session's results went with it");
 });
 
-test('the host provider cannot link: cudaErrorNotSupported', async (t) => {
+test('the emu provider cannot link: cudaErrorNotSupported', async (t) => {
   const { dev, c } = await setup(t, false);
   await upload(c, 1n, '.entry a');
   t.is((await link(c, [{ id: 1n, type: 1, name: 'a.ptx' }])).status, CudaErr.NotSupported);

@@ -9,9 +9,9 @@
 // stack limit is the same reservation.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Cmd, encode } from '../../backend/src/qcuda/proto';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
 import { started } from '../helpers';
@@ -31,7 +31,7 @@ const DEFAULT_STACK = 1024n;
 const charge = (perThread: bigint) => (perThread - DEFAULT_STACK) * THREADS;
 
 /** The backend's view of the device (what a session on queue 0 counts with): the H100's resident threads. */
-class H100 extends HostProvider {
+class H100 extends EmuProvider {
   override deviceProps(device: number) {
     const p = super.deviceProps(device);
     const attrs = p.attrs.slice();

@@ -1,5 +1,5 @@
 // The qcuda device's state saved and restored (migration/, issue 47) on the
-// host provider: a guest process's allocations, streams, events, a graph,
+// emu provider: a guest process's allocations, streams, events, a graph,
 // VMM memory, an array and mapped guest memory are saved into a buffer,
 // loaded into a fresh device over a fresh guest memory of the same contents
 // (mapped by "QEMU" elsewhere), and the process goes on there with the same
@@ -7,11 +7,11 @@
 // Then bad states: truncated, corrupted, of another version, too large for
 // the destination's bounds or quota: each refused, nothing left held.
 import test, { type ExecutionContext } from 'ava';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import type { VmLimits } from '../../backend/src/qcuda/quota/limits';
 import { StateWriter } from '../../backend/src/qcuda/migration/format';
-import { hostState } from '../../backend/src/qcuda/migration';
-import { HostProvider, hostProvider, type HostContext, type HostProviderOptions } from '../../backend/src/qcuda/providers/host';
+import { emuState } from '../../backend/src/qcuda/migration';
+import { EmuProvider, emuProvider, type EmuContext, type EmuProviderOptions } from '../../backend/src/qcuda/providers/emu';
 import {
   Cmd,
   encode,
@@ -58,17 +58,17 @@ interface Machine {
   dev: QcudaDevice;
   c: QcudaClient;
   mem: GuestMemory;
-  provider: HostProvider;
+  provider: EmuProvider;
 }
 
 async function machine(t: ExecutionContext, o: { mem?: GuestMemory; limits?: Partial<VmLimits>; devices?: number } = {}): Promise<Machine> {
   const mem = o.mem ?? new GuestMemory();
   const provider = o.devices
-    ? (guestView: HostProviderOptions['guestView']) => new HostProvider({ guestView, devices: o.devices })
-    : hostProvider;
-  const dev = new QcudaDevice({ provider, queues: 2, limits: o.limits, state: hostState });
+    ? (guestView: EmuProviderOptions['guestView']) => new EmuProvider({ guestView, devices: o.devices })
+    : emuProvider;
+  const dev = new QcudaDevice({ provider, queues: 2, limits: o.limits, state: emuState });
   const pair = await started(t, dev, { size: 64 }, mem);
-  return { dev, c: new QcudaClient(pair.fe, 2, 16), mem, provider: dev.provider as HostProvider };
+  return { dev, c: new QcudaClient(pair.fe, 2, 16), mem, provider: dev.provider as EmuProvider };
 }
 
 /** A fresh guest memory with mem's contents (and allocator), mapped elsewhere by its "QEMU". */
@@ -207,14 +207,14 @@ async function before(t: ExecutionContext, m: Machine): Promise<Made> {
 /** The array's bytes in the provider (no copy command needed to look). */
 function arrayBytes(m: Machine, h: bigint): Uint8Array {
   const s = [...m.dev.sessions.values()][0];
-  const x = s.openedContext as HostContext;
+  const x = s.openedContext as EmuContext;
   return x.parts.arrays.bytesOf(s.objects.array(h).ref);
 }
 
 /** A mipmap level's bytes in the provider (the session's level handle h, of its context on device 1). */
 function levelBytes(m: Machine, h: bigint): Uint8Array {
   const s = [...m.dev.sessions.values()].find((x) => x.contextCount === 2)!;
-  const x = s.openedContext as HostContext;
+  const x = s.openedContext as EmuContext;
   return x.parts.arrays.bytesOf(s.objects.array(h).ref);
 }
 
@@ -285,6 +285,24 @@ test('a process migrated to a fresh device and guest memory goes on with the sam
   t.deepEqual(there, here);
   t.is(dst.dev.vm.quota.used, 0n, 'everything given back at the close');
   t.is(dst.provider.used, 0n);
+});
+
+test("a state saved when emu was called host loads, and the process goes on; another provider's is refused", async (t) => {
+  const { src, made, state } = await saved(t);
+  const { desc, blobs } = parse(state);
+  t.is(desc.provider, 'emu', 'saved under the name it has now');
+  const load = async (provider: string) => {
+    const dst = await machine(t, { mem: copyMemory(src.mem) });
+    await dst.dev.loadState!(source(await forge({ ...desc, provider }, blobs)));
+    dst.c.session = src.c.session;
+    return dst;
+  };
+  const there = await after(t, await load('host'), made);
+  t.deepEqual(there, await after(t, src, made));
+  t.regex(
+    await refused(t, src, await forge({ ...desc, provider: 'cuda' }, blobs)),
+    /made by the cuda provider: this backend runs the emu provider/,
+  );
 });
 
 test('the save changes nothing: the source goes on after it', async (t) => {
@@ -517,7 +535,7 @@ test('what cannot be carried fails the save and leaves the source as it was: the
   await t.throwsAsync(src.dev.saveState!(new BufferSink()), { message: /not yet carried: a module upload/ });
   Object.defineProperty(src.provider, 'name', { value: 'cuda' });
   await t.throwsAsync(src.dev.saveState!(new BufferSink()), { message: /not yet carried: the cuda provider/ });
-  Object.defineProperty(src.provider, 'name', { value: 'host' });
+  Object.defineProperty(src.provider, 'name', { value: 'emu' });
   const out = await after(t, src, made);
   t.is(out.at(-2), 0n, 'the source goes on and gives everything back');
 });

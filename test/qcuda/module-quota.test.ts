@@ -6,9 +6,9 @@
 // of the measurement and what the image declares, so such a free cannot
 // make it smaller than the image's globals, constants and code.
 import test, { type ExecutionContext } from 'ava';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Cmd } from '../../backend/src/qcuda/proto';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
 import { started } from '../helpers';
@@ -21,7 +21,7 @@ process.env.QCUDA_LIBCUDA = fakeLibcuda();
 const MIB = 1n << 20n;
 
 async function setup(t: ExecutionContext) {
-  const provider = new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0 } });
+  const provider = new IsolatedProvider(new EmuProvider(), { worker: { kind: 'cuda', gpu: 0 } });
   const dev = new QcudaDevice({ provider, queues: 2, limits: { deviceMemory: 64n * MIB } });
   t.teardown(() => provider.close());
   const { fe } = await started(t, dev, { queues: 2, size: 64 });

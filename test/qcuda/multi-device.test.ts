@@ -1,4 +1,4 @@
-// Several devices in one VM (issue 37) on the host provider emulating two:
+// Several devices in one VM (issue 37) on the emu provider emulating two:
 // the device count, per-device properties and memory info, a context per
 // device in one session, allocations on the device that was current, peer
 // copies device to device byte for byte, the quota one budget across the
@@ -6,8 +6,8 @@
 // runs past a peer's allocation, another session's pointer).
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { Cmd, QCUDA_PROTO_VERSION } from '../../backend/src/qcuda/proto';
 import { started } from '../helpers';
 import { QcudaClient } from './client';
@@ -16,7 +16,7 @@ const MIB = 1n << 20n;
 
 async function setup(t: ExecutionContext, o: { devices?: number; memoryLimit?: bigint } = {}) {
   const provider = (guestView: (addr: bigint, len: number) => Uint8Array[]) =>
-    new HostProvider({ guestView, devices: o.devices ?? 2, totalMem: 64n * MIB });
+    new EmuProvider({ guestView, devices: o.devices ?? 2, totalMem: 64n * MIB });
   const dev = new QcudaDevice({ provider, queues: 2, memoryLimit: o.memoryLimit });
   const pair = await started(t, dev, { size: 256 });
   const client = async () => {
@@ -24,7 +24,7 @@ async function setup(t: ExecutionContext, o: { devices?: number; memoryLimit?: b
     await c.open();
     return c;
   };
-  return { dev, fe: pair.fe, c: await client(), client, provider: dev.provider as HostProvider };
+  return { dev, fe: pair.fe, c: await client(), client, provider: dev.provider as EmuProvider };
 }
 
 const setDevice = (c: QcudaClient, device: number) => c.call(Cmd.SET_DEVICE, { args: ['qcuda_args_device', { device }] });
@@ -120,6 +120,6 @@ test('the quota is one budget for the VM across its devices', async (t) => {
 test('one device by default: device 1 does not exist', async (t) => {
   const { c } = await setup(t, { devices: 1 });
   t.is((await setDevice(c, 1)).status, CudaErr.InvalidDevice);
-  t.throws(() => new HostProvider({ devices: 0 }));
-  t.throws(() => new HostProvider({ devices: 17 }));
+  t.throws(() => new EmuProvider({ devices: 0 }));
+  t.throws(() => new EmuProvider({ devices: 17 }));
 });

@@ -5,18 +5,18 @@
 // requests, and what close and cudaDeviceReset do with waiting output.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { MAX_SESSION_OUTPUT } from '../../backend/src/qcuda/session/output';
 import type { OutputSink } from '../../backend/src/qcuda/provider';
 import { Cmd, QCUDA_CHUNK, QCUDA_OUTPUT_STDERR, QCUDA_OUTPUT_STDOUT, QCUDA_ST_OUTPUT, Status } from '../../backend/src/qcuda/proto';
 import { started } from '../helpers';
 import { QcudaClient, type Reply } from './client';
-import { hostProvider } from '../../backend/src/qcuda/providers/host';
+import { emuProvider } from '../../backend/src/qcuda/providers/emu';
 
 const enc = (s: string) => new TextEncoder().encode(s);
 
 async function setup(t: ExecutionContext) {
-  const dev = new QcudaDevice({ provider: hostProvider, queues: 2 });
+  const dev = new QcudaDevice({ provider: emuProvider, queues: 2 });
   // The sink each session's context is opened with, in the order the contexts are made.
   const sinks: OutputSink[] = [];
   const open = dev.provider.openContext.bind(dev.provider);

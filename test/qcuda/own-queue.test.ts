@@ -1,6 +1,6 @@
 // A session that keeps to a queue of its own (QCUDA_SESSION_OWN_QUEUE) has
 // that queue served by its worker process (qcuda-backend --own-queues;
-// workers/owned-queue.ts), here with host-provider workers: real child
+// workers/owned-queue.ts), here with emu-provider workers: real child
 // processes serving a real ring. The backend answers only the SESSION_OPEN
 // there; the VM's quota is one across the backend and the workers (the
 // shared ledger); a closed session's queue comes back to the backend; a
@@ -8,10 +8,10 @@
 // stop (GET_VRING_BASE) and restart the ring goes back to the same worker.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import type { VmLimits } from '../../backend/src/qcuda/quota/limits';
 import { Cmd, Status } from '../../backend/src/qcuda/proto';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { alive, started, until } from '../helpers';
 import { QcudaClient } from './client';
@@ -20,7 +20,7 @@ const MIB = 1 << 20;
 
 async function setup(t: ExecutionContext, ownQueues = true, memoryLimit = 0n, limits: Partial<VmLimits> = {}) {
   const lines: string[] = [];
-  const provider = new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } });
+  const provider = new IsolatedProvider(new EmuProvider(), { worker: { kind: 'emu', gpu: 0 } });
   const dev = new QcudaDevice({ provider, queues: 4, ownQueues, memoryLimit, limits, log: (l) => lines.push(l) });
   t.teardown(() => provider.close());
   const { fe } = await started(t, dev, { queues: 4, size: 256 });
@@ -262,7 +262,7 @@ test.serial(
         ).status,
         0,
       );
-      // The host provider runs no kernels: the image is checked (and kept), then refused with 209.
+      // The emu provider runs no kernels: the image is checked (and kept), then refused with 209.
       t.is((await c.call(Cmd.MODULE_LOAD, { args: ['qcuda_args_module_load', { upload_id: id }] })).status, CudaErr.NoKernelImageForDevice);
     };
     // A session the backend serves loads image 1.

@@ -7,9 +7,9 @@
 // forgetting what was enabled, sessions apart.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Cmd } from '../../backend/src/qcuda/proto';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
 import { started } from '../helpers';
@@ -37,7 +37,7 @@ const setDevice = async (c: QcudaClient, device: number) =>
   (await c.call(Cmd.SET_DEVICE, { args: ['qcuda_args_device', { device }] })).status;
 
 async function hostSetup(t: ExecutionContext, devices = 2) {
-  const dev = new QcudaDevice({ provider: (guestView) => new HostProvider({ guestView, devices }), queues: 2 });
+  const dev = new QcudaDevice({ provider: (guestView) => new EmuProvider({ guestView, devices }), queues: 2 });
   const { fe } = await started(t, dev, { size: 256 });
   const client = async () => {
     const c = new QcudaClient(fe);
@@ -49,7 +49,7 @@ async function hostSetup(t: ExecutionContext, devices = 2) {
 
 /** A session's worker serving its own queue, on the fake driver's two GPUs (as cuda-multi-gpu.test.ts). */
 async function fakeSetup(t: ExecutionContext) {
-  const provider = new IsolatedProvider(new HostProvider({ devices: 2 }), {
+  const provider = new IsolatedProvider(new EmuProvider({ devices: 2 }), {
     worker: { kind: 'cuda', gpu: [0, 1], inlineWaitUs: 50, pollUs: 0, ringServer: false },
   });
   const dev = new QcudaDevice({ provider, queues: 4, ownQueues: true });
@@ -60,7 +60,7 @@ async function fakeSetup(t: ExecutionContext) {
   return c;
 }
 
-test('host provider: two devices reach each other, a device is not its own peer, bad devices refused', async (t) => {
+test('emu provider: two devices reach each other, a device is not its own peer, bad devices refused', async (t) => {
   const { c } = await hostSetup(t);
   t.like(await canAccess(c, 0, 1), { status: 0, value: 1n });
   t.like(await canAccess(c, 1, 0), { status: 0, value: 1n });
@@ -74,7 +74,7 @@ test('host provider: two devices reach each other, a device is not its own peer,
   t.is((await p2p(c, 5, 0, 1)).status, CudaErr.InvalidValue);
 });
 
-test('host provider: enable twice is 704, disable what is not enabled 705, per direction, forgotten at reset', async (t) => {
+test('emu provider: enable twice is 704, disable what is not enabled 705, per direction, forgotten at reset', async (t) => {
   const { c, client } = await hostSetup(t);
   t.is(await disable(c, 1), NOT_ENABLED);
   t.is(await enable(c, 1), 0);
@@ -96,7 +96,7 @@ test('host provider: enable twice is 704, disable what is not enabled 705, per d
   t.is(await enable(c, 1), 0);
 });
 
-test('host provider with one device: no peer', async (t) => {
+test('emu provider with one device: no peer', async (t) => {
   const { c } = await hostSetup(t, 1);
   t.like(await canAccess(c, 0, 0), { status: 0, value: 0n });
   t.is((await canAccess(c, 0, 1)).status, CudaErr.InvalidDevice);

@@ -1,5 +1,5 @@
 // A backend restart that keeps a guest's CUDA state (qcuda-backend
-// --restart-state; restart-state.ts), on the host provider: a guest process
+// --restart-state; restart-state.ts), on the emu provider: a guest process
 // with allocations, their bytes, a stream and a parked CALLBACK_WAIT; the
 // backend stops for a restart (the wait answered "wait again", the state
 // saved), a new device loads it when the "QEMU" reconnects, and the process
@@ -10,9 +10,9 @@
 import test, { type ExecutionContext } from 'ava';
 import fs from 'node:fs';
 import path from 'node:path';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
-import { hostProvider } from '../../backend/src/qcuda/providers/host';
-import { hostState } from '../../backend/src/qcuda/migration';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
+import { emuProvider } from '../../backend/src/qcuda/providers/emu';
+import { emuState } from '../../backend/src/qcuda/migration';
 import { Cmd, Status } from '../../backend/src/qcuda/proto';
 import { RestartSlot, RestartState, VhostUserServer } from '../../backend/src/vhost-user';
 import { Frontend, GuestMemory } from '../../backend/src/vhost-user/frontend';
@@ -43,9 +43,9 @@ async function rig(t: ExecutionContext): Promise<Rig> {
   const servers: VhostUserServer[] = [];
   const serve: Rig['serve'] = (o = {}) => {
     const dev = new QcudaDevice({
-      provider: hostProvider,
+      provider: emuProvider,
       queues: 2,
-      state: hostState,
+      state: emuState,
       memoryLimit: o.memoryLimit,
       log: (l) => logged.push(l),
     });

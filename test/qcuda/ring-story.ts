@@ -3,9 +3,9 @@
 // ring-server-share.test.ts tell them: a device set up with the ring
 // server on or off, and the stories whose answers must not depend on it.
 import type { ExecutionContext } from 'ava';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Cmd, encode, QCUDA_BATCH_ENDS_QUERY, QCUDA_BATCH_ENDS_SYNC, QCUDA_ST_OUTPUT } from '../../backend/src/qcuda/proto';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
 import { started } from '../helpers';
@@ -15,7 +15,7 @@ import { frameBatch, QcudaClient } from './client';
 process.env.QCUDA_LIBCUDA = fakeLibcuda();
 
 export async function setup(t: ExecutionContext, ringServer: boolean) {
-  const provider = new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0, inlineWaitUs: 50, pollUs: 50, ringServer } });
+  const provider = new IsolatedProvider(new EmuProvider(), { worker: { kind: 'cuda', gpu: 0, inlineWaitUs: 50, pollUs: 50, ringServer } });
   const lines: string[] = [];
   const dev = new QcudaDevice({ provider, queues: 4, ownQueues: true, log: (l) => lines.push(l) });
   t.teardown(() => provider.close());

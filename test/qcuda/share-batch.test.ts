@@ -3,9 +3,9 @@
 // so the process is idle (synced); one ending with a query has not (its
 // work may still run), so the process stays busy.
 import test from 'ava';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { Cmd, encode, QCUDA_BATCH_ENDS_QUERY, QCUDA_BATCH_ENDS_SYNC } from '../../backend/src/qcuda/proto';
-import { hostProvider } from '../../backend/src/qcuda/providers/host';
+import { emuProvider } from '../../backend/src/qcuda/providers/emu';
 import type { ShareGate } from '../../backend/src/qcuda/share/gate';
 import { started } from '../helpers';
 import { frameBatch as frame, QcudaClient } from './client';
@@ -13,7 +13,7 @@ import { frameBatch as frame, QcudaClient } from './client';
 test('a batch ending in a synchronize marks the process synced; one ending in a query does not', async (t) => {
   let synced = 0;
   const share = { before: () => undefined, synced: () => void synced++ } as unknown as ShareGate;
-  const dev = new QcudaDevice({ provider: hostProvider, queues: 2, share });
+  const dev = new QcudaDevice({ provider: emuProvider, queues: 2, share });
   const pair = await started(t, dev, { size: 64 });
   const c = new QcudaClient(pair.fe);
   await c.open();

@@ -1,6 +1,6 @@
 // MPS mode of the GPU share (--gpu-share-mps, issue 36; qcuda/share/mps.ts):
 // the environment a worker is started with, read from /proc/PID/environ of
-// the real workers of real backends (host provider with --own-queues=yes:
+// the real workers of real backends (emu provider with --own-queues=yes:
 // a worker per guest process, spawned as on a GPU), each VM's thread
 // percentage from the weights in a shared table; and the refusals at start.
 // No GPU and no MPS daemon here: a pid file naming a live process stands
@@ -126,7 +126,7 @@ async function backend(
       BACKEND,
       `--socket-path=${sock}`,
       ...KEEP_ROOT,
-      '--provider=host',
+      '--provider=emu',
       '--own-queues=yes',
       '--frontends=2',
       '--status-socket=none',
@@ -173,7 +173,7 @@ test('qcuda run --gpu-share-mps: a VM alone (weight 1 without --gpu-share) gets 
   const log = () => (fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8') : '');
   const alone = await workerMpsEnv(
     t,
-    ['--provider=host', '--own-queues=yes', `--gpu-share-mps=${pipe}`, `--backend-log=${logFile}`],
+    ['--provider=emu', '--own-queues=yes', `--gpu-share-mps=${pipe}`, `--backend-log=${logFile}`],
     env,
     log,
   );
@@ -184,7 +184,7 @@ test('qcuda run --gpu-share-mps: a VM alone (weight 1 without --gpu-share) gets 
   });
   t.regex(log(), /GPU share: weight 1, slot \d+ of /, 'the VM joined the table with weight 1');
   fs.rmSync(logFile);
-  const plain = await workerMpsEnv(t, ['--provider=host', '--own-queues=yes', `--backend-log=${logFile}`], env, log);
+  const plain = await workerMpsEnv(t, ['--provider=emu', '--own-queues=yes', `--backend-log=${logFile}`], env, log);
   t.deepEqual(plain, {
     CUDA_MPS_PIPE_DIRECTORY: undefined,
     CUDA_MPS_ACTIVE_THREAD_PERCENTAGE: undefined,
@@ -198,7 +198,7 @@ test('--gpu-share-mps: a missing PIPE_DIR, or one with no running daemon, is ref
   const start = (pipe: string) =>
     spawnSync(
       process.execPath,
-      [BACKEND, `--socket-path=${path.join(dir, 'b.sock')}`, '--provider=host', `--gpu-share-mps=${pipe}`, ...KEEP_ROOT],
+      [BACKEND, `--socket-path=${path.join(dir, 'b.sock')}`, '--provider=emu', `--gpu-share-mps=${pipe}`, ...KEEP_ROOT],
       {
         encoding: 'utf8',
         env,
@@ -223,7 +223,7 @@ test('--gpu-share-mps: a missing PIPE_DIR, or one with no running daemon, is ref
   const gone = start(stale);
   t.is(gone.status, 1);
   t.regex(gone.stderr, /--gpu-share-mps: the MPS control daemon of \S+stale \(nvidia-cuda-mps-control.pid\) is not running/);
-  const run = spawnSync(process.execPath, [QCUDA, 'run', '--provider=host', `--gpu-share-mps=${path.join(dir, 'nowhere')}`, '--', 'true'], {
+  const run = spawnSync(process.execPath, [QCUDA, 'run', '--provider=emu', `--gpu-share-mps=${path.join(dir, 'nowhere')}`, '--', 'true'], {
     encoding: 'utf8',
     env,
   });

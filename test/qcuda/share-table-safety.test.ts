@@ -35,7 +35,7 @@ function tmpDir(t: ExecutionContext): string {
     });
     const r = spawn(
       process.execPath,
-      [BACKEND, `--socket-path=${path.join(dir, 'b.sock')}`, '--status-socket=none', '--provider=host', '--gpu-share=1', ...KEEP_ROOT],
+      [BACKEND, `--socket-path=${path.join(dir, 'b.sock')}`, '--status-socket=none', '--provider=emu', '--gpu-share=1', ...KEEP_ROOT],
       {
         stdio: ['ignore', 'ignore', 'pipe'],
         env: { ...process.env, QCUDA_GPU_SHARE_TABLE: file },
@@ -84,7 +84,7 @@ async function shareBackend(t: ExecutionContext, dir: string, name: string, tabl
   const sock = path.join(dir, `${name}.sock`);
   const be = spawn(
     process.execPath,
-    [BACKEND, `--socket-path=${sock}`, '--status-socket=none', '--provider=host', '--gpu-share=1', ...KEEP_ROOT],
+    [BACKEND, `--socket-path=${sock}`, '--status-socket=none', '--provider=emu', '--gpu-share=1', ...KEEP_ROOT],
     {
       stdio: ['ignore', 'ignore', 'pipe'],
       env: { ...process.env, QCUDA_GPU_SHARE_TABLE: table },

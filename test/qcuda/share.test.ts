@@ -380,14 +380,14 @@ test('qcuda-backend --gpu-share joins the table with its weight and leaves it at
   const backend = path.join(__dirname, '../../backend/src/cli/backend.js');
   const file = tableFile();
   const env = { ...process.env, QCUDA_GPU_SHARE_TABLE: file };
-  const bad = spawnSync(process.execPath, [backend, '--socket-path=/tmp/x.sock', '--provider=host', '--gpu-share=0'], {
+  const bad = spawnSync(process.execPath, [backend, '--socket-path=/tmp/x.sock', '--provider=emu', '--gpu-share=0'], {
     encoding: 'utf8',
     env,
   });
   t.is(bad.status, 2);
   t.regex(bad.stderr, /--gpu-share=0: a weight must be an integer from 1 to 1000/);
   const sock = path.join(path.dirname(file), 'b.sock');
-  const b = spawn(process.execPath, [backend, `--socket-path=${sock}`, '--provider=host', '--gpu-share=7', ...KEEP_ROOT], {
+  const b = spawn(process.execPath, [backend, `--socket-path=${sock}`, '--provider=emu', '--gpu-share=7', ...KEEP_ROOT], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env,
   });

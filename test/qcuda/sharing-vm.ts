@@ -1,12 +1,12 @@
 // The providers the tests of sharing between a VM's processes run on (IPC
 // handles: ipc.test.ts; VMM shareable handles: vmm-share.test.ts), and a VM
-// of one backend on one of them: the host provider, and the cuda provider
+// of one backend on one of them: the emu provider, and the cuda provider
 // on the fake driver with a worker per session, served by the backend or
 // serving its session's own queue (the GPU default).
 import type { ExecutionContext } from 'ava';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import type { Provider } from '../../backend/src/qcuda/provider';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
 import { started } from '../helpers';
@@ -19,16 +19,16 @@ export type GuestView = (addr: bigint, len: number) => Uint8Array[];
 /** A provider, and whether each session keeps to a queue of its own, served by its worker (--own-queues=yes). */
 export type MakeProvider = ((guestView: GuestView) => Provider) & { ownQueues?: boolean };
 
-export const host: MakeProvider = (guestView) => new HostProvider({ guestView });
+export const host: MakeProvider = (guestView) => new EmuProvider({ guestView });
 /** The cuda provider as a backend runs it: each session's context in a worker process of its own, on the fake driver. */
-export const cudaWorkers: MakeProvider = () => new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0 } });
+export const cudaWorkers: MakeProvider = () => new IsolatedProvider(new EmuProvider(), { worker: { kind: 'cuda', gpu: 0 } });
 /** The cuda provider's default on a GPU: each session's worker serves the session's own queue, and asks the backend for the VM's tables. */
 export const cudaOwnQueues: MakeProvider = Object.assign(
-  () => new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0 } }),
+  () => new IsolatedProvider(new EmuProvider(), { worker: { kind: 'cuda', gpu: 0 } }),
   { ownQueues: true },
 );
 export const PROVIDERS: [string, MakeProvider][] = [
-  ['host provider', host],
+  ['emu provider', host],
   ['cuda provider (a worker per session, fake driver)', cudaWorkers],
   ['cuda provider (own queues: each worker serves its session, fake driver)', cudaOwnQueues],
 ];

@@ -1,6 +1,6 @@
 // Shareable handles of VMM allocations between the processes of one VM
 // (cuMemExportToShareableHandle / cuMemImportFromShareableHandle, POSIX fd;
-// vmm-share.ts), on the host provider and on the cuda provider with a worker
+// vmm-share.ts), on the emu provider and on the cuda provider with a worker
 // per session (the fake driver: the owner's worker exports a real fd, which
 // goes through the backend to the importer's worker and is closed once
 // imported): a token exported by one session is imported by another, which
@@ -92,7 +92,7 @@ function memfdsOf(pid: number | 'self'): { fds: number; maps: number } {
   return { fds, maps };
 }
 
-/** What the workers hold of the fake's VMM memory, each sorted; undefined on the host provider (no fds). */
+/** What the workers hold of the fake's VMM memory, each sorted; undefined on the emu provider (no fds). */
 function workersHold(p: Provider | undefined): { fds: number[]; maps: number[] } | undefined {
   if (!(p instanceof IsolatedProvider)) return undefined;
   const held = [...p.workerPids, ...p.ownerPids].map((pid) => memfdsOf(pid));

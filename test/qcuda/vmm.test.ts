@@ -1,5 +1,5 @@
 // Virtual memory management (cuMemAddressReserve, cuMemCreate, cuMemMap,
-// cuMemSetAccess, ...) through the device on the host provider: the
+// cuMemSetAccess, ...) through the device on the emu provider: the
 // sequence of test/gpu/probes/vmm_probe.cu, what is refused (unaligned,
 // outside a reservation, overlapping, another process's handle, a double
 // release), the quota taken and given back, and a process's end freeing
@@ -8,10 +8,10 @@
 // access is set), the addon's side of it (addon/src/cuda_ctx_vmm.cc).
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr, CudaError } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import type { VmLimits } from '../../backend/src/qcuda/quota/limits';
 import type { Provider } from '../../backend/src/qcuda/provider';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { IsolatedProvider } from '../../backend/src/qcuda/workers/isolated';
 import { fakeLibcuda } from '../addon/fake-driver';
 import { Cmd, QCUDA_VMM_ACCESS_RW, QCUDA_VMM_GRANULARITY } from '../../backend/src/qcuda/proto';
@@ -25,7 +25,7 @@ const G = BigInt(QCUDA_VMM_GRANULARITY);
 const MIB = 1n << 20n;
 
 async function setup(t: ExecutionContext, limits: Partial<VmLimits> = {}) {
-  const provider = new HostProvider({});
+  const provider = new EmuProvider({});
   return { provider, ...(await on(t, provider, limits)) };
 }
 
@@ -113,7 +113,7 @@ test("vmm_probe's sequence: reserve, create, map, set access, memset and copies,
 });
 
 test('on cuda workers (the fake driver): the same sequence, every step through the worker', async (t) => {
-  const provider = new IsolatedProvider(new HostProvider(), { worker: { kind: 'cuda', gpu: 0 } });
+  const provider = new IsolatedProvider(new EmuProvider(), { worker: { kind: 'cuda', gpu: 0 } });
   t.teardown(() => provider.close());
   const { dev, fe, c } = await on(t, provider);
   const free = async () => (await c.call(Cmd.MEM_GET_INFO, { out: 'qcuda_out_mem_info' })).out!.free as bigint;
@@ -273,7 +273,7 @@ test('a handle released while its mapping is being made, which then fails: the m
   let letGo!: () => void;
   const held = new Promise<void>((r) => (letGo = r));
   let mapping = false;
-  class FailingMaps extends HostProvider {
+  class FailingMaps extends EmuProvider {
     override async openContext(device: number) {
       const x = await super.openContext(device);
       x.vmmMap = async () => {

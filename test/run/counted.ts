@@ -1,5 +1,5 @@
 // A C program built against qcuda's libcudart.so.13 and run under
-// `qcuda run --provider=host` with a 1 s batch delay, so that what crossed
+// `qcuda run --provider=emu` with a 1 s batch delay, so that what crossed
 // to the backend (qcuda_stats) is what the library sent, not the flusher:
 // the round-trip counts of hostfn.test.ts and event-query.test.ts.
 import type { ExecutionContext } from 'ava';
@@ -18,7 +18,7 @@ export function runCounted(t: ExecutionContext, name: string, source: string): S
   const prog = path.join(tmpDir(t), name);
   fs.writeFileSync(`${prog}.c`, source);
   execFileSync('gcc', ['-o', prog, `${prog}.c`, `-I${CUDA_INCLUDE}`, `-L${LIB}`, '-l:libcudart.so.13']);
-  return spawnSync(process.execPath, [QCUDA, 'run', '--provider=host', '--cudart=qcuda', '--', prog], {
+  return spawnSync(process.execPath, [QCUDA, 'run', '--provider=emu', '--cudart=qcuda', '--', prog], {
     encoding: 'utf8',
     timeout: 60_000,
     env: { ...process.env, QCUDA_BATCH_DELAY_US: '1000000' },

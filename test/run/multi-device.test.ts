@@ -27,7 +27,7 @@ test('multidevice passes on two emulated devices, in both builds, with all its c
     ['multidevice', ['--cudart=qcuda']],
     ['multidevice_static', []],
   ] as const) {
-    const r = run(['--provider=host', '--host-devices=2', ...cudart, '--', path.join(BIN, prog)]);
+    const r = run(['--provider=emu', '--host-devices=2', ...cudart, '--', path.join(BIN, prog)]);
     t.is(r.status, 0, fails(r.stdout) + r.stderr);
     const m = /^PASS: multidevice: (\d+) checks$/m.exec(r.stdout);
     t.truthy(m, prog);
@@ -36,7 +36,7 @@ test('multidevice passes on two emulated devices, in both builds, with all its c
 });
 
 test('on one device (the default) multidevice checks what one device allows', (t) => {
-  const r = run(['--provider=host', '--cudart=qcuda', '--', path.join(BIN, 'multidevice')]);
+  const r = run(['--provider=emu', '--cudart=qcuda', '--', path.join(BIN, 'multidevice')]);
   t.is(r.status, 0, fails(r.stdout) + r.stderr);
   t.regex(r.stdout, /cudaSetDevice\(1\) -> cudaErrorInvalidDevice/);
   t.regex(r.stdout, /^PASS: multidevice: \d+ checks$/m);
@@ -44,21 +44,21 @@ test('on one device (the default) multidevice checks what one device allows', (t
 
 test('--host-devices out of range is a usage error before anything starts', (t) => {
   for (const n of ['0', '17', 'two']) {
-    const r = run(['--provider=host', `--host-devices=${n}`, '--', 'true']);
+    const r = run(['--provider=emu', `--host-devices=${n}`, '--', 'true']);
     t.is(r.status, 2, n);
     t.regex(r.stderr, /--host-devices must be an integer in 1\.\.16/);
   }
 });
 
-test('--gpu=0,1 on the host provider gives two devices without --host-devices', (t) => {
-  const r = run(['--provider=host', '--gpu=0,1', '--cudart=qcuda', '--', path.join(BIN, 'multidevice')]);
+test('--gpu=0,1 on the emu provider gives two devices without --host-devices', (t) => {
+  const r = run(['--provider=emu', '--gpu=0,1', '--cudart=qcuda', '--', path.join(BIN, 'multidevice')]);
   t.is(r.status, 0, fails(r.stdout) + r.stderr);
   const m = /^PASS: multidevice: (\d+) checks$/m.exec(r.stdout);
   t.true(Number(m?.[1]) > 30, `the two-device checks ran: ${r.stdout.slice(-300)}`);
 });
 
 test('--host-devices that contradicts a --gpu list is a one-line usage error, in qcuda run and qcuda-backend', (t) => {
-  const r = run(['--provider=host', '--host-devices=1', '--gpu=0,1', '--', 'true']);
+  const r = run(['--provider=emu', '--host-devices=1', '--gpu=0,1', '--', 'true']);
   t.is(r.status, 2);
   t.regex(r.stderr, /--host-devices=1 contradicts --gpu=0,1/);
   const b = spawnSync(
@@ -66,7 +66,7 @@ test('--host-devices that contradicts a --gpu list is a one-line usage error, in
     [
       path.join(dist, 'backend/src/cli/backend.js'),
       '--socket-path=/tmp/qcuda-none.sock',
-      '--provider=host',
+      '--provider=emu',
       '--host-devices=3',
       '--gpu=0,1',
     ],
@@ -86,7 +86,7 @@ test("device 0's memory, stream and event while device 1 is current, in both bui
     ['multidevobj_static', []],
     ['multidevctx', []],
   ] as const) {
-    const r = run(['--provider=host', '--host-devices=2', '--gpu=0,1', ...cudart, '--', path.join(BIN, prog)]);
+    const r = run(['--provider=emu', '--host-devices=2', '--gpu=0,1', ...cudart, '--', path.join(BIN, prog)]);
     t.is(r.status, 0, `${prog}:\n${fails(r.stdout)}${r.stderr}`);
     t.regex(r.stdout, /^PASS: multidev(obj|ctx): \d+ checks$/m, prog);
     t.regex(r.stdout, /^ok {3}device 1 current: device 0's memory says device 0/m, prog);

@@ -1,4 +1,4 @@
-// qcuda run on the host provider: real processes over a real backend, no VM.
+// qcuda run on the emu provider: real processes over a real backend, no VM.
 // Both builds of a program (qcuda's runtime over the userspace transport,
 // and nvcc's default static runtime over qcuda's libcuda.so.1), a program
 // whose children use CUDA under one quota, and the bad cases: a socket that
@@ -38,10 +38,10 @@ function processesOf(needle: string): number[] {
 }
 
 test('a -cudart=shared program and its default build print the same through qcuda run, and exit 0', (t) => {
-  const shared = run(['--provider=host', '--cudart=qcuda', '--', path.join(BIN, 'device')]);
+  const shared = run(['--provider=emu', '--cudart=qcuda', '--', path.join(BIN, 'device')]);
   t.is(shared.status, 0, shared.stderr);
   t.regex(shared.stdout, /^PASS: device: \d+ checks$/m);
-  const dflt = run(['--provider=host', '--', path.join(BIN, 'device_static')]);
+  const dflt = run(['--provider=emu', '--', path.join(BIN, 'device_static')]);
   t.is(dflt.status, 0, dflt.stderr);
   t.is(dflt.stdout, shared.stdout);
 });
@@ -49,7 +49,7 @@ test('a -cudart=shared program and its default build print the same through qcud
 test('copies of every size and alignment come back exact through the userspace transport (pinned, registered and pageable)', (t) => {
   // hostmem: registered memory too, its device pointer included (made shared where it lies).
   for (const p of ['memcpy', 'hostmem']) {
-    const r = run(['--provider=host', '--cudart=qcuda', '--', path.join(BIN, p)]);
+    const r = run(['--provider=emu', '--cudart=qcuda', '--', path.join(BIN, p)]);
     t.is(
       r.status,
       0,
@@ -64,7 +64,7 @@ test('copies of every size and alignment come back exact through the userspace t
 
 test('a driver-API program using virtual memory management (reserve, create, map, set access, copies, unmap, release) passes, with a worker per process too', (t) => {
   for (const queues of ['--own-queues=no', '--own-queues=yes']) {
-    const r = run(['--provider=host', queues, '--', path.join(BIN, 'vmm')]);
+    const r = run(['--provider=emu', queues, '--', path.join(BIN, 'vmm')]);
     t.is(
       r.status,
       0,
@@ -78,8 +78,8 @@ test('a driver-API program using virtual memory management (reserve, create, map
 });
 
 test("the exit status is the program's, and a missing program is a one-line error", (t) => {
-  t.is(run(['--provider=host', '--', 'sh', '-c', 'exit 7']).status, 7);
-  const missing = run(['--provider=host', '--', '/nonexistent/prog']);
+  t.is(run(['--provider=emu', '--', 'sh', '-c', 'exit 7']).status, 7);
+  const missing = run(['--provider=emu', '--', '/nonexistent/prog']);
   t.is(missing.status, 125);
   t.regex(missing.stderr, /^qcuda run: cannot run \/nonexistent\/prog: /);
   const none = run([]);
@@ -106,7 +106,7 @@ console.log(JSON.stringify(out));
 
 test('the backend runs in a control group of its own bounding host memory, tasks and CPU (review 3, N10), gone after; where none can be made, a line says so', (t) => {
   const r = run([
-    '--provider=host',
+    '--provider=emu',
     '--host-memory-max=256M',
     '--host-tasks-max=300',
     '--host-cpu-quota=150',
@@ -159,7 +159,7 @@ test('the backend runs in a control group of its own bounding host memory, tasks
       [
         QCUDA,
         'run',
-        '--provider=host',
+        '--provider=emu',
         '--host-memory-max=64M',
         '--',
         'sh',
@@ -180,7 +180,7 @@ test('the backend runs in a control group of its own bounding host memory, tasks
   }
   // Bounds turned off, or none asked (qcuda run bounds only where asked: PROGRAM is the user's own): no group, no line.
   for (const off of [['--host-memory-max=none', '--host-tasks-max=none'], []]) {
-    const none = run(['--provider=host', ...off, '--', process.execPath, '-e', READ_GROUPS]);
+    const none = run(['--provider=emu', ...off, '--', process.execPath, '-e', READ_GROUPS]);
     t.is(none.status, 0, none.stderr);
     t.deepEqual(JSON.parse(none.stdout), []);
     t.notRegex(none.stderr, note);
@@ -188,14 +188,14 @@ test('the backend runs in a control group of its own bounding host memory, tasks
 });
 
 test("a program's children get sessions of their own under one quota; a forked child cannot use its parent's", (t) => {
-  const r = run(['--provider=host', '--device-memory-limit=64M', '--', path.join(BIN, 'forkquota'), '48', '32']);
+  const r = run(['--provider=emu', '--device-memory-limit=64M', '--', path.join(BIN, 'forkquota'), '48', '32']);
   t.is(r.status, 0, r.stdout);
   t.regex(r.stdout, /^ok {3}child: an allocation past what the parent left of the quota is refused$/m);
   t.regex(r.stdout, /^PASS: forkquota$/m);
 });
 
 test('IPC memory and event handles between two processes of the program: bytes both ways, the event waited on, refusals', (t) => {
-  const r = run(['--provider=host', '--', path.join(BIN, 'ipcpair')]);
+  const r = run(['--provider=emu', '--', path.join(BIN, 'ipcpair')]);
   t.is(r.status, 0, r.stdout + r.stderr);
   t.regex(r.stdout, /^ok {3}child: reads the parent's bytes$/m);
   t.regex(r.stdout, /^ok {3}parent: reads the child's bytes$/m);
@@ -205,7 +205,7 @@ test('IPC memory and event handles between two processes of the program: bytes b
 
 test("the guest's NVML (libnvidia-ml.so.1) names the devices CUDA has: index, name, UUID, bus id, P2P status, refusals", (t) => {
   const nvml = path.resolve(BIN, '..', 'lib', 'libnvidia-ml.so.1');
-  const r = run(['--provider=host', '--host-devices=2', '--', path.join(BIN, 'nvmlcheck'), nvml]);
+  const r = run(['--provider=emu', '--host-devices=2', '--', path.join(BIN, 'nvmlcheck'), nvml]);
   t.is(r.status, 0, r.stdout + r.stderr);
   t.regex(r.stdout, /^ok {3}NVML counts the devices CUDA has$/m);
   t.regex(r.stdout, /^ok {3}device 1: the handle of its bus id as CUDA writes it$/m);
@@ -215,7 +215,7 @@ test("the guest's NVML (libnvidia-ml.so.1) names the devices CUDA has: index, na
 });
 
 test('a memory pool shared between two processes of the program: its descriptor over a socket, a pointer both ways, refusals', (t) => {
-  const r = run(['--provider=host', '--', path.join(BIN, 'poolipc')]);
+  const r = run(['--provider=emu', '--', path.join(BIN, 'poolipc')]);
   t.is(r.status, 0, r.stdout + r.stderr);
   t.regex(r.stdout, /^ok {3}importer: reads the exporter's bytes$/m);
   t.regex(r.stdout, /^ok {3}importer: forged export data is refused$/m);
@@ -227,7 +227,7 @@ test('a memory pool shared between two processes of the program: its descriptor 
 });
 
 test("a registered shared file mapping stays shared with its other mappings (as NCCL's SHM transport needs)", (t) => {
-  const r = run(['--provider=host', '--', path.join(BIN, 'shmreg')]);
+  const r = run(['--provider=emu', '--', path.join(BIN, 'shmreg')]);
   t.is(r.status, 0, r.stdout + r.stderr);
   t.regex(r.stdout, /^ok {3}a CPU write through the other mapping is seen in the registered one$/m);
   t.regex(r.stdout, /^ok {3}a copy from the device into the registered mapping is seen through the other$/m);
@@ -261,7 +261,7 @@ test("a backend killed mid-run: the program's calls fail at once and it exits; n
   const sock = path.join(dir, 'b.sock');
   const backend = spawn(
     process.execPath,
-    [BACKEND, `--socket-path=${sock}`, '--provider=host', '--frontends=4', '--status-socket=none', ...KEEP_ROOT],
+    [BACKEND, `--socket-path=${sock}`, '--provider=emu', '--frontends=4', '--status-socket=none', ...KEEP_ROOT],
     {
       stdio: ['ignore', 'ignore', 'pipe'],
     },
@@ -292,7 +292,7 @@ test("a backend killed mid-run: the program's calls fail at once and it exits; n
 
 test('qcuda run stops the backend it started (here with a worker per process) and removes its scratch directory', async (t) => {
   const r = run([
-    '--provider=host',
+    '--provider=emu',
     '--own-queues=yes',
     '--cudart=qcuda',
     '--',
@@ -310,9 +310,9 @@ test('qcuda run stops the backend it started (here with a worker per process) an
 });
 
 test("Hopper's driver calls reach the backend, and an unserved private-table slot answers instead of crashing", (t) => {
-  const r = run(['--provider=host', '--', path.join(BIN, 'hopper'), '--unserved']);
+  const r = run(['--provider=emu', '--', path.join(BIN, 'hopper'), '--unserved']);
   t.is(r.status, 0, r.stderr);
-  // Served, not stubbed: the host provider's own refusal, not the library's "not supported" stub.
+  // Served, not stubbed: the emu provider's own refusal, not the library's "not supported" stub.
   t.regex(r.stdout, /^tiled fp16 rank 2 swizzle 128B: CUDA_ERROR_NOT_SUPPORTED$/m);
   t.regex(r.stdout, /^im2col fp16 rank 4: CUDA_ERROR_NOT_SUPPORTED$/m);
   t.notRegex(r.stderr, /cuTensorMap\w* is not supported/);
@@ -327,7 +327,7 @@ test("Hopper's driver calls reach the backend, and an unserved private-table slo
 
 test('a graph the host can run is replayed as one request a launch, and answers as its steps do', (t) => {
   const posted = (env: NodeJS.ProcessEnv, prog: string) => {
-    const r = spawnSync(process.execPath, [QCUDA, 'run', '--provider=host', '--', path.join(BIN, prog)], {
+    const r = spawnSync(process.execPath, [QCUDA, 'run', '--provider=emu', '--', path.join(BIN, prog)], {
       encoding: 'utf8',
       timeout: 120_000,
       env: { ...process.env, QCUDA_STATS: '1', ...env },
@@ -344,7 +344,7 @@ test('a graph the host can run is replayed as one request a launch, and answers 
 });
 
 test('context limits asked again and again cross once, and stay right across a set and a reset', (t) => {
-  const r = spawnSync(process.execPath, [QCUDA, 'run', '--provider=host', '--', path.join(BIN, 'limitcache')], {
+  const r = spawnSync(process.execPath, [QCUDA, 'run', '--provider=emu', '--', path.join(BIN, 'limitcache')], {
     encoding: 'utf8',
     timeout: 120_000,
     env: { ...process.env, QCUDA_STATS: '1' },

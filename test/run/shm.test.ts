@@ -1,5 +1,5 @@
 // The shared-memory transport (QCUDA_SHM, guest-driver/lib/transport_shm.c,
-// backend/src/shm/) on the host provider, through `qcuda run
+// backend/src/shm/) on the emu provider, through `qcuda run
 // --transport=shm`: the run's programs print exactly what they print over
 // the socket, the region is what carried them (the backend's log says it
 // served the attach), and a second CUDA process of a program finds the
@@ -24,7 +24,7 @@ interface Ran {
 /** qcuda run over a transport; its status, output and the backend's log. */
 function run(dir: string, transport: string, args: string[], timeout = 120_000): Ran {
   const log = path.join(dir, `backend-${transport}-${Math.random().toString(36).slice(2)}.log`);
-  const r = spawnSync(process.execPath, [QCUDA, 'run', '--provider=host', `--transport=${transport}`, `--backend-log=${log}`, ...args], {
+  const r = spawnSync(process.execPath, [QCUDA, 'run', '--provider=emu', `--transport=${transport}`, `--backend-log=${log}`, ...args], {
     encoding: 'utf8',
     timeout,
   });

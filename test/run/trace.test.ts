@@ -1,12 +1,12 @@
 // The driver-call tracer (guest-driver/trace): a default-built program
 // (static cudart: cuGetProcAddress and export tables) traced under qcuda run
-// on the host provider, over qcuda's libcuda.so.1; then trace-diff.py on two
+// on the emu provider, over qcuda's libcuda.so.1; then trace-diff.py on two
 // traces of the same run (no difference) and of a run with another answer.
 import test from 'ava';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ATTRS } from '../../backend/src/qcuda/providers/host';
+import { ATTRS } from '../../backend/src/qcuda/providers/emu';
 import { tmpDir } from '../helpers';
 
 const dist = path.resolve(__dirname, '..', '..');
@@ -32,7 +32,7 @@ function spawn(cmd: string, args: string[]): Run {
 /** device_static under qcuda run; traced to PREFIX.PID when prefix is given. Returns the run and the trace. */
 function runProgram(runArgs: string[], prefix?: string): { run: Run; trace: string } {
   const tracer = prefix ? [TRACE, `--real=${REAL}`, `--out=${prefix}`, '--'] : [];
-  const run = spawn(process.execPath, [QCUDA, 'run', '--provider=host', ...runArgs, '--', ...tracer, PROG]);
+  const run = spawn(process.execPath, [QCUDA, 'run', '--provider=emu', ...runArgs, '--', ...tracer, PROG]);
   if (!prefix) return { run, trace: '' };
   const dir = path.dirname(prefix);
   const files = fs.readdirSync(dir).filter((f) => f.startsWith(`${path.basename(prefix)}.`));
@@ -50,7 +50,7 @@ test('a default-built program traced over qcuda libcuda.so.1: calls, answers, cu
   const lines = fs.readFileSync(traced.trace, 'utf8').split('\n');
   t.regex(lines[0], new RegExp(`^# qcuda-trace pid=\\d+ real=${REAL.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`));
   t.true(lines.some((l) => /^c T\d+ cuInit Flags=0 -> CUDA_SUCCESS$/.test(l)));
-  // The device's answer, as the host provider gives it.
+  // The device's answer, as the emu provider gives it.
   const mp = lines
     .map((l) =>
       new RegExp(`^c T\\d+ cuDeviceGetAttribute pi=@0x[0-9a-f]+ attrib=${MULTIPROCESSOR_COUNT} dev=0 -> CUDA_SUCCESS \\*pi=(\\d+)$`).exec(

@@ -8,7 +8,7 @@
 //   - a runtime function's driver API twin is defined too: cuX for cudaX
 //     where cuda.h has it, else the doc names the twin (cu*);
 //   - a call answered by a context method (a `context` entry) names its
-//     entry point, the host provider's context has the method, and the
+//     entry point, the emu provider's context has the method, and the
 //     addon has it: written by hand (QCUDA_CONTEXT_METHOD in a
 //     cuda_ctx_<concept>.cc) or, for a `driver` entry, generated, whose entry
 //     point cuda_api.h declares.
@@ -19,7 +19,7 @@
 import test from 'ava';
 import fs from 'node:fs';
 import path from 'node:path';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import { CALLS, type CallDecl } from '../../backend/src/qcuda/wire/protocol';
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');
@@ -101,7 +101,7 @@ function missing(tree: Tree, hostMethods: ReadonlySet<string>): string[] {
     const c = d.context;
     if (!c) continue;
     if (runtime.length + driver.length === 0) out.push(`${name}: its doc names no CUDA entry point (the runtime function it serves)`);
-    if (!hostMethods.has(c.method)) out.push(`${name}: the host provider's context method ${c.method} (backend/src/qcuda/providers/host/)`);
+    if (!hostMethods.has(c.method)) out.push(`${name}: the emu provider's context method ${c.method} (backend/src/qcuda/providers/emu/)`);
     if (c.driver) {
       if (!entries.has(c.driver)) out.push(`${name}: the driver entry point ${c.driver} (an X line of addon/src/cuda_api.h)`);
     } else if (!methods.has(c.method))
@@ -110,9 +110,9 @@ function missing(tree: Tree, hostMethods: ReadonlySet<string>): string[] {
   return out;
 }
 
-/** The methods of the host provider's context (its class and what it inherits). */
+/** The methods of the emu provider's context (its class and what it inherits). */
 async function hostContextMethods(): Promise<Set<string>> {
-  const p = new HostProvider({});
+  const p = new EmuProvider({});
   try {
     const ctx = await p.openContext(0);
     const names = new Set<string>();
@@ -159,6 +159,6 @@ test('the checklist names each place taken out', async (t) => {
   ]);
   const noHost = new Set([...host].filter((m) => m !== 'occupancyClusters'));
   t.deepEqual(missing(readTree(), noHost), [
-    "OCCUPANCY_CLUSTERS: the host provider's context method occupancyClusters (backend/src/qcuda/providers/host/)",
+    "OCCUPANCY_CLUSTERS: the emu provider's context method occupancyClusters (backend/src/qcuda/providers/emu/)",
   ]);
 });

@@ -1,7 +1,7 @@
 // One live device memory budget for a VM's CUDA device and its GPU disks
 // (qcuda/quota/vm-ledger.ts, docs/gpu-sharing.md "Memory shared live"): the real
 // qcuda-backend programs of a `qcuda vm`, a qcuda device and a disk (on the
-// host provider and host store: no GPU), sharing the VM's ledger inherited
+// emu provider and host store: no GPU), sharing the VM's ledger inherited
 // as fd 3, each with the quota on its own command line, driven by the test
 // frontend. What the disk writes is taken from the quota a piece at a time,
 // so CUDA allocations see it; what CUDA frees lets the disk write; a write
@@ -81,7 +81,7 @@ test("a VM's qcuda device and GPU disk share one live quota: disk writes take it
   const total = () => ledger.native.total(0);
   const qsock = path.join(dir, 'qcuda.sock');
   const dsock = path.join(dir, 'blk0.sock');
-  const q = startBackend(t, ledger, [`--socket-path=${qsock}`, '--device=qcuda', '--provider=host', '--queues=1']);
+  const q = startBackend(t, ledger, [`--socket-path=${qsock}`, '--device=qcuda', '--provider=emu', '--queues=1']);
   const d = startBackend(t, ledger, [
     `--socket-path=${dsock}`,
     '--device=blk',

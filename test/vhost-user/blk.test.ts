@@ -1,5 +1,5 @@
 // The GPU disk (backend/src/devices/blk.ts) driven through the test
-// frontend on its host store (the host provider's memory): what is written
+// frontend on its host store (the emu provider's memory): what is written
 // reads back, on several queues at once; discard and write-zeroes read back
 // as zeroes; GET_ID, FLUSH and the config space; every malformed or
 // out-of-range request gets an error status and leaves the disk as it was;
@@ -7,14 +7,14 @@
 import test, { type ExecutionContext } from 'ava';
 import { BLK_CONFIG_SIZE, BlkDevice, BlkS, BlkT, SECTOR } from '../../backend/src/devices/blk';
 import { ProviderStore } from '../../backend/src/devices/blk-store';
-import { HostProvider } from '../../backend/src/qcuda/providers/host';
+import { EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import type { Frontend, GuestBuf } from '../../backend/src/vhost-user/frontend';
 import { prng, randomBytes, started } from '../helpers';
 
 const SIZE = 8n << 20n;
 
 async function disk(t: ExecutionContext, o: { readOnly?: boolean; queues?: number } = {}) {
-  const provider = new HostProvider();
+  const provider = new EmuProvider();
   const store = await ProviderStore.open(provider, SIZE);
   const dev = new BlkDevice({ store, queues: o.queues ?? 4, readOnly: o.readOnly, provider });
   const { fe } = await started(t, dev, { size: 64 });
@@ -180,5 +180,5 @@ test('a read-only disk refuses writes, discards and write-zeroes, and serves rea
 });
 
 test('a disk larger than the store can hold is refused at start with a clear error', async (t) => {
-  await t.throwsAsync(ProviderStore.open(new HostProvider({ totalMem: 1n << 20n }), 4n << 20n), { message: /does not fit/ });
+  await t.throwsAsync(ProviderStore.open(new EmuProvider({ totalMem: 1n << 20n }), 4n << 20n), { message: /does not fit/ });
 });

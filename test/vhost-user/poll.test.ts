@@ -4,12 +4,12 @@
 // for again and the process sleeps (no CPU).
 import test from 'ava';
 import { EchoDevice, ECHO_TRAILER } from '../../backend/src/devices/echo';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import { BusyPoll } from '../../backend/src/vhost-user';
 import type { Frontend } from '../../backend/src/vhost-user/frontend';
 import { prng, randomBytes, started, tick } from '../helpers';
 import { QcudaClient } from '../qcuda/client';
-import { hostProvider } from '../../backend/src/qcuda/providers/host';
+import { emuProvider } from '../../backend/src/qcuda/providers/emu';
 
 /** One echo of `n` bytes on queue 0; resolves once its bytes came back right. */
 async function echo(fe: Frontend, n: number, fill: number): Promise<boolean> {
@@ -86,7 +86,7 @@ for (const eventIdx of [true, false]) {
 }
 
 test.serial('the qcuda device polled: copies of many sizes come back whole with the rings polled, over all queues', async (t) => {
-  const dev = new QcudaDevice({ provider: hostProvider, queues: 4, pollUs: WINDOW_US });
+  const dev = new QcudaDevice({ provider: emuProvider, queues: 4, pollUs: WINDOW_US });
   const { fe } = await started(t, dev, { size: 256 });
   const c = new QcudaClient(fe);
   await c.open();

@@ -23,14 +23,14 @@ async function until(f: () => boolean, ms: number): Promise<boolean> {
   return f();
 }
 
-/** A backend serving up to 4 frontends (host provider), and a victim frontend with a session open. */
+/** A backend serving up to 4 frontends (emu provider), and a victim frontend with a session open. */
 async function sharedBackend(t: ExecutionContext) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-untrusted-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const sock = path.join(dir, 'qcuda.sock');
   const be = spawn(
     process.execPath,
-    [BACKEND, `--socket-path=${sock}`, '--status-socket=none', '--frontends=4', '--provider=host', ...KEEP_ROOT],
+    [BACKEND, `--socket-path=${sock}`, '--status-socket=none', '--frontends=4', '--provider=emu', ...KEEP_ROOT],
     {
       stdio: ['ignore', 'ignore', 'pipe'],
     },

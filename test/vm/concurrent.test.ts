@@ -1,7 +1,7 @@
 // Many `qcuda vm` started at once (issue 34: 36 at once on a 64-core host
 // all failed, their backends not listening within a fixed 10 s). Each run
 // here is as cheap as a run gets: `true` in a small TCG guest on the
-// host-memory provider; on a 2-core machine eight at once load it as the
+// emu provider; on a 2-core machine eight at once load it as the
 // many-VM case loads a big host.
 import test from 'ava';
 import { spawn } from 'node:child_process';
@@ -26,7 +26,7 @@ interface Run {
 
 function qcudaVm(): Promise<Run> {
   const t0 = Date.now();
-  const p = spawn(process.execPath, [CLI, 'vm', '--quiet', '--provider=host', '--memory=256', '--cpus=1', '--timeout=240', '--', 'true'], {
+  const p = spawn(process.execPath, [CLI, 'vm', '--quiet', '--provider=emu', '--memory=256', '--cpus=1', '--timeout=240', '--', 'true'], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';

@@ -69,10 +69,7 @@ test.serial('a full systemd boot of the image runs the CUDA programs as its user
   const files = ['nop_test', ...CUDA_PROGRAMS].flatMap((p) => ['--file', path.join(GUEST_BIN, p)]);
   // A bound for a guest gone wrong, not a timing: under TCG beside other work the
   // boot and 13 programs took 235 s of the 240 this had.
-  const r = qcuda(
-    [`--disk-image=${DISK}`, '--provider=host', '--timeout=420', '--quiet', ...files, '--', `${FACTS}; ${PROGRAMS}`],
-    480_000,
-  );
+  const r = qcuda([`--disk-image=${DISK}`, '--provider=emu', '--timeout=420', '--quiet', ...files, '--', `${FACTS}; ${PROGRAMS}`], 480_000);
   t.is(r.status, 0, `${r.stdout}\n${r.stderr}`);
   t.log(r.stderr.trim().split('\n').pop());
   // The runner's own report (qcuda-vm-run asked systemd before the command).
@@ -95,7 +92,7 @@ test.serial('a full systemd boot of the image runs the CUDA programs as its user
 });
 
 test.serial('a login on the serial console (qcuda vm --console), then sudo poweroff', async (t) => {
-  const p = spawn(process.execPath, [QCUDA, 'vm', `--disk-image=${DISK}`, '--console', '--provider=host', '--timeout=240'], {
+  const p = spawn(process.execPath, [QCUDA, 'vm', `--disk-image=${DISK}`, '--console', '--provider=emu', '--timeout=240'], {
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   const exited = new Promise<number | null>((resolve) => p.once('exit', (code) => resolve(code)));

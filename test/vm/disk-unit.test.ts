@@ -55,7 +55,7 @@ test("two instances of the unit run as two uids that reach neither the other's d
       QCUDA,
       'vm',
       `--disk-image=${DISK}`,
-      '--provider=host',
+      '--provider=emu',
       '--memory=1024',
       '--timeout=400',
       '--quiet',

@@ -25,7 +25,7 @@ const base = {
   initrd: env.initrd!,
   timeoutMs: 180_000,
   memoryMiB: 768,
-  backendArgs: ['--provider=host'],
+  backendArgs: ['--provider=emu'],
 };
 
 test.serial(

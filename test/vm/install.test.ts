@@ -57,7 +57,7 @@ test('the environment still overrides what the build recorded', (t) => {
 
 test('the installed qcuda boots a guest and runs a command in it, with no environment', (t) => {
   const bin = install(t);
-  const r = qcuda(bin, ['vm', '--provider=host', '--quiet', '--timeout=240', '--', 'echo booted; exit 7'], {}, 300_000);
+  const r = qcuda(bin, ['vm', '--provider=emu', '--quiet', '--timeout=240', '--', 'echo booted; exit 7'], {}, 300_000);
   t.is(r.status, 7, r.stderr);
   t.is(r.stdout, 'booted\n');
 });

@@ -26,7 +26,7 @@ test.serial('a backend that listens only after 12 s is waited for, and the wait 
   const t0 = Date.now();
   try {
     const e = await t.throwsAsync(
-      runVm({ ...stubBoot(t), command: 'true', backendArgs: ['--provider=host'], onWaiting: (l) => lines.push(l) }),
+      runVm({ ...stubBoot(t), command: 'true', backendArgs: ['--provider=emu'], onWaiting: (l) => lines.push(l) }),
       { instanceOf: VmError },
     );
     t.is(e!.side, 'qemu', e!.message);

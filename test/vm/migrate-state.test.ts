@@ -1,4 +1,4 @@
-// A guest CUDA program (host provider) moved mid-run with the qcuda device's
+// A guest CUDA program (emu provider) moved mid-run with the qcuda device's
 // state: migrated live to a second QEMU on this machine, and saved to a file
 // and restored; each finishes with the output of a run never moved. A state
 // the destination refuses fails with the reason, and the source runs on.
@@ -14,7 +14,7 @@ import { base, onMark } from './helpers';
 
 const withState = test.serial;
 
-const host = { ...base, backendArgs: ['--provider=host'], timeoutMs: 300_000 };
+const emu = { ...base, backendArgs: ['--provider=emu'], timeoutMs: 300_000 };
 /** memcpy prints this after its first round trips: the program is mid-run, its memory allocated. */
 const MID = 'round trips of';
 const PROGRAM = 'memcpy';
@@ -22,7 +22,7 @@ const PROGRAM = 'memcpy';
 let unmoved: string;
 
 test.serial.before(async () => {
-  const r = await runVm({ ...host, command: PROGRAM });
+  const r = await runVm({ ...emu, command: PROGRAM });
   if (r.exit !== 0) throw new Error(`${PROGRAM} failed unmoved:\n${r.stdout}${r.stderr}`);
   unmoved = r.stdout;
 });
@@ -30,7 +30,7 @@ test.serial.before(async () => {
 withState('a guest program migrated mid-run to another QEMU finishes there with the same output', async (t) => {
   const uri = `unix:${path.join(tmpDir(t), 'mig.sock')}`;
   let moved: { pausedMs: number; bytes?: number } | undefined;
-  const dst = runVm({ ...host, command: 'true', incoming: uri });
+  const dst = runVm({ ...emu, command: 'true', incoming: uri });
   const w = onMark(MID, async (monitor) => {
     const q = await Qmp.connect(monitor);
     try {
@@ -40,7 +40,7 @@ withState('a guest program migrated mid-run to another QEMU finishes there with 
       q.close();
     }
   });
-  const src = await runVm({ ...host, ...w, command: PROGRAM });
+  const src = await runVm({ ...emu, ...w, command: PROGRAM });
   await w.done;
   const r = await dst;
   t.log(`guest paused ${moved?.pausedMs} ms, ${moved?.bytes} bytes of RAM`);
@@ -54,7 +54,7 @@ withState(
   async (t) => {
     const uri = `unix:${path.join(tmpDir(t), 'mig.sock')}`;
     let err: string | undefined;
-    const dst = runVm({ ...host, backendArgs: ['--provider=host', '--device-memory-limit=64K'], command: 'true', incoming: uri }).then(
+    const dst = runVm({ ...emu, backendArgs: ['--provider=emu', '--device-memory-limit=64K'], command: 'true', incoming: uri }).then(
       () => 'ran',
       (e: Error) => e,
     );
@@ -68,7 +68,7 @@ withState(
         q.close();
       }
     });
-    const src = await runVm({ ...host, ...w, command: PROGRAM });
+    const src = await runVm({ ...emu, ...w, command: PROGRAM });
     await w.done;
     const d = await dst;
     t.true(d instanceof VmError, String(d));
@@ -89,12 +89,12 @@ withState('saved mid-run to a file: the source goes on, the file restores to the
     const end = Date.now() + 120_000;
     while (!lines.length && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
   });
-  const src = await runVm({ ...host, ...w, command: PROGRAM, saveFile: file, onMigration: (l) => lines.push(l) });
+  const src = await runVm({ ...emu, ...w, command: PROGRAM, saveFile: file, onMigration: (l) => lines.push(l) });
   await w.done;
   t.regex(lines[0] ?? '', /^saved the VM to .* \(\d+ bytes; the guest paused \d+ ms\)$/);
   t.is(src.stdout, unmoved, 'the source went on after the save');
 
-  const restored = await runVm({ ...host, command: 'true', incoming: `file:${file}` });
+  const restored = await runVm({ ...emu, command: 'true', incoming: `file:${file}` });
   t.is(restored.exit, 0);
   t.is(restored.stdout, unmoved, 'the restored run ends as the unmoved one');
 
@@ -105,7 +105,7 @@ withState('saved mid-run to a file: the source goes on, the file restores to the
   bytes[at + 200] ^= 0xff;
   const bad = path.join(dir, 'bad.state');
   fs.writeFileSync(bad, bytes);
-  const e = await t.throwsAsync(runVm({ ...host, command: 'true', incoming: `file:${bad}` }), { instanceOf: VmError });
+  const e = await t.throwsAsync(runVm({ ...emu, command: 'true', incoming: `file:${bad}` }), { instanceOf: VmError });
   t.regex(e!.message, /Error loading back-end state/);
   t.regex(e!.message, /crc32 mismatch|corrupted/);
 });

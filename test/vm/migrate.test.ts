@@ -11,16 +11,16 @@ import { tmpDir } from '../helpers';
 import { base, onMark } from './helpers';
 
 /**
- * Tests of a backend whose device offers no state: the host provider with a
+ * Tests of a backend whose device offers no state: the emu provider with a
  * worker process per guest process (--own-queues=yes), whose sessions are
  * not carried yet, so QEMU refuses the migration at its start.
  */
 const withoutState = test.serial;
 
 const QCUDA = path.resolve(__dirname, '..', '..', 'backend', 'src', 'cli', 'qcuda.js');
-const host = { ...base, backendArgs: ['--provider=host'], timeoutMs: 240_000 };
+const emu = { ...base, backendArgs: ['--provider=emu'], timeoutMs: 240_000 };
 /** A backend whose device offers no state (above). */
-const stateless = { ...host, backendArgs: ['--provider=host', '--own-queues=yes'] };
+const stateless = { ...emu, backendArgs: ['--provider=emu', '--own-queues=yes'] };
 /** The guest says it is up, then waits (guest time: it stands still while the VM is stopped). */
 const READY = 'qcuda-ready';
 
@@ -71,7 +71,7 @@ test.serial('a running VM is not migrated behind its back: QEMU refuses a migrat
       q.close();
     }
   });
-  const r = await runVm({ ...host, ...w, command: `echo ${READY}; sleep 3; memcpy` });
+  const r = await runVm({ ...emu, ...w, command: `echo ${READY}; sleep 3; memcpy` });
   await w.done;
   t.regex(err ?? '', /migrates only a stopped VM/);
   t.is(r.exit, 0, r.stderr);

@@ -1,5 +1,5 @@
 // A backend restart under a running guest program (qcuda-backend
-// --restart-state, host provider): memcpy, mid-run with its device memory
+// --restart-state, emu provider): memcpy, mid-run with its device memory
 // allocated and filled, sees its backend stopped with SIGTERM (what
 // systemctl restart sends) and a new one started on the socket; QEMU
 // reconnects (reconnect-ms) and the program finishes with the output of a
@@ -13,7 +13,7 @@ import { runVm, type StartedInfo, type VmOptions } from '../../backend/src/vm/ru
 import { tmpDir } from '../helpers';
 import { base } from './helpers';
 
-const host = { ...base, backendArgs: ['--provider=host'], timeoutMs: 300_000 };
+const emu = { ...base, backendArgs: ['--provider=emu'], timeoutMs: 300_000 };
 /** memcpy prints this after its first round trips: the program is mid-run, its memory allocated and filled. */
 const MID = 'round trips of 7 bytes';
 const PROGRAM = 'memcpy';
@@ -21,7 +21,7 @@ const PROGRAM = 'memcpy';
 let unrestarted: string;
 
 test.serial.before(async () => {
-  const r = await runVm({ ...host, command: PROGRAM });
+  const r = await runVm({ ...emu, command: PROGRAM });
   if (r.exit !== 0) throw new Error(`${PROGRAM} failed:\n${r.stdout}${r.stderr}`);
   unrestarted = r.stdout;
 });
@@ -69,7 +69,7 @@ function restartAtMid(signal: NodeJS.Signals): Pick<
 test.serial('a graceful restart mid-run: the program finishes with the output of a run never restarted', async (t) => {
   const file = path.join(tmpDir(t), 'vm.state');
   const w = restartAtMid('SIGTERM');
-  const r = await runVm({ ...host, ...w, backendArgs: [...host.backendArgs, `--restart-state=${file}`], command: PROGRAM });
+  const r = await runVm({ ...emu, ...w, backendArgs: [...emu.backendArgs, `--restart-state=${file}`], command: PROGRAM });
   t.true(w.sent(), 'the backend was stopped mid-run');
   t.is(w.restarted.length, 1, 'a second backend was started');
   t.is(r.exit, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}\nbackends:\n${w.log()}`);
@@ -86,11 +86,11 @@ test.serial('a crash mid-run keeps nothing: the program gets errors from the new
   const file = path.join(tmpDir(t), 'vm.state');
   const w = restartAtMid('SIGKILL');
   const t0 = Date.now();
-  const r = await runVm({ ...host, ...w, backendArgs: [...host.backendArgs, `--restart-state=${file}`], command: PROGRAM });
+  const r = await runVm({ ...emu, ...w, backendArgs: [...emu.backendArgs, `--restart-state=${file}`], command: PROGRAM });
   t.true(w.sent());
   t.is(w.restarted.length, 1);
   t.not(r.exit, 0, 'the program failed');
   t.regex(r.stdout + r.stderr, /the backend has no session for this process/, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
   t.regex(w.log(), /restart state: none in .*vm\.state: the device starts empty/);
-  t.true(Date.now() - t0 < host.timeoutMs - 60_000, 'it ended, well before the timeout');
+  t.true(Date.now() - t0 < emu.timeoutMs - 60_000, 'it ended, well before the timeout');
 });

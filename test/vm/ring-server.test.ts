@@ -49,7 +49,7 @@ async function run(ringServer: 'yes' | 'no'): Promise<{ exit: number | undefined
     backendArgs: ['--provider=cuda', '--own-queues=yes', `--ring-server=${ringServer}`],
     onBackendLog: (s) => (log += s),
   });
-  // One line per session as it ends (device.ts), in the order the programs ran.
+  // One line per session as it ends (qcuda/workers/delegation.ts), in the order the programs ran.
   const ended = [...log.matchAll(/session \w+ \(queue \d+\) ended after (\d+) calls(?: \((\d+) answered in C\))? on its queue/g)].map(
     (m) => ({ calls: Number(m[1]), inC: Number(m[2] ?? 0) }),
   );

@@ -12,7 +12,7 @@ import { runVm } from '../../backend/src/vm/runner';
 import { GUEST_FIND_SHM, IVSHMEM_PCI_ID } from '../../backend/src/vm/ivshmem';
 import { base, section } from './helpers';
 
-/** Guest programs of the image (test/guest) that run on the host provider: the device's properties, copies of many sizes, streams, pinned memory. */
+/** Guest programs of the image (test/guest) that run on the emu provider: the device's properties, copies of many sizes, streams, pinned memory. */
 const PROGRAMS = ['device', 'memcpy', 'stream', 'hostmem'];
 
 function runAll(label: string): string {
@@ -33,7 +33,7 @@ test.serial('a guest program over the ivshmem device prints what it prints over 
   const r = await runVm({
     ...base,
     command: script,
-    backendArgs: ['--provider=host'],
+    backendArgs: ['--provider=emu'],
     shmBytes: 256 << 20,
     timeoutMs: 600_000,
     onBackendLog: (s) => (backendLog += s),

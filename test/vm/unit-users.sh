@@ -18,8 +18,8 @@ printf '#!/bin/sh\nexec /usr/local/bin/node %s/dist/backend/src/cli/backend.js "
 chmod 0755 /usr/local/bin/qcuda-backend
 install -m 0644 "$TREE/packaging/systemd/qcuda-backend@.service" /etc/systemd/system/
 mkdir -p /etc/qcuda
-echo 'QCUDA_BACKEND_OPTS="--provider=host --gpu-share=1"' > /etc/qcuda/vm1.conf
-echo 'QCUDA_BACKEND_OPTS="--provider=host --gpu-share=3"' > /etc/qcuda/vm2.conf
+echo 'QCUDA_BACKEND_OPTS="--provider=emu --gpu-share=1"' > /etc/qcuda/vm1.conf
+echo 'QCUDA_BACKEND_OPTS="--provider=emu --gpu-share=3"' > /etc/qcuda/vm2.conf
 systemctl daemon-reload
 start() {
 	systemctl start qcuda-backend@vm1 qcuda-backend@vm2

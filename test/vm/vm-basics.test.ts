@@ -205,7 +205,7 @@ function uids(pid: number): number[] {
 // qcuda vm as root (security review 2, H1): the backend, and so its GPU
 // workers, run as an unprivileged user; QEMU (root) reaches its socket in a
 // directory of that user's own, a CUDA program runs through a worker (own
-// queues on the host provider), which sandboxes itself, and a disk's backend
+// queues on the emu provider), which sandboxes itself, and a disk's backend
 // runs as that user too.
 (process.getuid?.() === 0 ? test.serial : test.serial.skip)(
   'as root, the backends of `qcuda vm` (chooseBackendUser, runVm) and their workers run as an unprivileged user, and the guest is served',
@@ -224,7 +224,7 @@ function uids(pid: number): number[] {
       ...base,
       command: 'memcpy && test -b /dev/vda && echo disk-ok',
       backendUser: user,
-      backendArgs: ['--provider=host', '--own-queues=yes'],
+      backendArgs: ['--provider=emu', '--own-queues=yes'],
       disks: [{ size: 16n << 20n, store: 'host' }],
       onStarted: (i) => {
         info = i;

@@ -17,7 +17,7 @@ test.serial(
   'a process that ran a host function frees its memory at exit: 48 MiB three times under a 64 MiB quota (sessionend)',
   async (t) => {
     const script = [1, 2, 3].map((i) => `echo "=== run ${i}"; sessionend; echo "=== run ${i} exit $?"`).join('\n');
-    const r = await runVm({ ...base, command: script, backendArgs: ['--provider=host', '--device-memory-limit=64M'] });
+    const r = await runVm({ ...base, command: script, backendArgs: ['--provider=emu', '--device-memory-limit=64M'] });
     for (const i of [1, 2, 3]) {
       t.regex(r.stdout, new RegExp(`=== run ${i} exit 0`), `run ${i}:\n${section(r.stdout, `run ${i}`)}`);
       t.regex(section(r.stdout, `run ${i}`), /PASS: sessionend: \d+ checks/, `run ${i}`);
@@ -45,7 +45,7 @@ test.serial(
       'echo "=== after"; timeout -s KILL 120 ringfill probe 48; echo "=== after exit $?"',
       'echo "=== hold output"; cat hold.out',
     ].join('\n');
-    const r = await runVm({ ...base, command: script, backendArgs: ['--provider=host', '--device-memory-limit=64M'], timeoutMs: 540_000 });
+    const r = await runVm({ ...base, command: script, backendArgs: ['--provider=emu', '--device-memory-limit=64M'], timeoutMs: 540_000 });
     t.log(/=== hold ready after \d+ s/.exec(r.stdout)?.[0] ?? 'no hold line');
     t.regex(section(r.stdout, 'hold output'), /ringfill: holding/, r.stdout);
     t.regex(r.stdout, /=== probe exit 0/, `probe:\n${section(r.stdout, 'probe')}`);
@@ -87,7 +87,7 @@ test.serial('each session keeps to a queue of its own while one is free, the oth
     ...base,
     queues: 4,
     command: script,
-    backendArgs: ['--provider=host'],
+    backendArgs: ['--provider=emu'],
     timeoutMs: 360_000,
     onStarted,
     onConsole,
@@ -177,7 +177,7 @@ test.serial(
       ...base,
       queues: 4,
       command: script,
-      backendArgs: ['--provider=host'],
+      backendArgs: ['--provider=emu'],
       timeoutMs: 600_000,
       onStarted,
       onConsole,
@@ -233,7 +233,7 @@ test.serial(
 // cudaMallocManaged) counts against RLIMIT_MEMLOCK of an unprivileged
 // process, and is given back when freed.
 test.serial('pinned host memory counts against RLIMIT_MEMLOCK of an unprivileged process (memlock)', async (t) => {
-  const r = await runVm({ ...base, command: 'memlock', backendArgs: ['--provider=host'] });
+  const r = await runVm({ ...base, command: 'memlock', backendArgs: ['--provider=emu'] });
   t.is(r.exit, 0, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
   t.regex(r.stdout, /PASS: memlock: \d+ checks/);
 });
@@ -244,7 +244,7 @@ test.serial('pinned host memory counts against RLIMIT_MEMLOCK of an unprivileged
 // (one run caught the old driver 5 times in 6).
 test.serial('a DEVICE_RESET racing HOST_MAP keeps the hold of the map in flight (mapreset)', async (t) => {
   const script = [1, 2, 3].map((i) => `echo "=== run ${i}"; mapreset; echo "=== run ${i} exit $?"`).join('\n');
-  const r = await runVm({ ...base, command: script, backendArgs: ['--provider=host'] });
+  const r = await runVm({ ...base, command: script, backendArgs: ['--provider=emu'] });
   for (const i of [1, 2, 3]) {
     t.regex(r.stdout, new RegExp(`=== run ${i} exit 0`), `run ${i}:\n${section(r.stdout, `run ${i}`)}`);
     t.regex(section(r.stdout, `run ${i}`), /PASS: mapreset: \d+ checks/, `run ${i}`);
@@ -252,7 +252,7 @@ test.serial('a DEVICE_RESET racing HOST_MAP keeps the hold of the map in flight 
 });
 
 // The other half of issue 15's own queues: the backend hands each owned
-// queue to its session's worker (--own-queues=yes; with the host provider,
+// queue to its session's worker (--own-queues=yes; with the emu provider,
 // host-memory workers), so the backend itself answers only each SESSION_OPEN
 // there. Programs one after another (each takes queue 1 in turn, the queue
 // going back to the backend between them), then two at once (queues 1 and
@@ -273,7 +273,7 @@ test.serial(
       ...base,
       queues: 4,
       command: script,
-      backendArgs: ['--provider=host', '--own-queues=yes'],
+      backendArgs: ['--provider=emu', '--own-queues=yes'],
       timeoutMs: 360_000,
       onStarted,
       onConsole,

@@ -9,9 +9,9 @@ import { runVm } from '../../backend/src/vm/runner';
 import { base } from './helpers';
 
 // Every guest CUDA program (test/guest/*.cu, built with nvcc -cudart=shared and
-// loading qcuda's libcudart.so.13) in one guest on the host provider, with a
+// loading qcuda's libcudart.so.13) in one guest on the emu provider, with a
 // quota so the quota program meets it; each must end in PASS.
-test.serial('the guest CUDA programs pass against the host provider', async (t) => {
+test.serial('the guest CUDA programs pass against the emu provider', async (t) => {
   const dir = path.resolve(__dirname, '..', '..', '..', 'test', 'guest');
   const programs = fs
     .readdirSync(dir)
@@ -19,13 +19,13 @@ test.serial('the guest CUDA programs pass against the host provider', async (t) 
     .map((f) => f.slice(0, -3));
   programs.push('memcpy_ptds', 'stream_ptds', 'memadvise_ptds');
   const script = programs.map((p) => `echo "=== ${p}"; ${p}; echo "=== ${p} exit $?"`).join('\n');
-  const r = await runVm({ ...base, command: script, backendArgs: ['--provider=host', '--device-memory-limit=1G'], timeoutMs: 600_000 });
+  const r = await runVm({ ...base, command: script, backendArgs: ['--provider=emu', '--device-memory-limit=1G'], timeoutMs: 600_000 });
   const skipped: string[] = [];
   for (const p of programs) {
     const section = r.stdout.split(`=== ${p}\n`)[1]?.split(`=== ${p} exit`)[0] ?? '';
     const exit = new RegExp(`=== ${p} exit (\\d+)`).exec(r.stdout)?.[1];
     if (exit === '77') {
-      // A kernel program: the host provider must refuse its kernels with the documented error.
+      // A kernel program: the emu provider must refuse its kernels with the documented error.
       t.regex(section, new RegExp(`SKIP: ${p.replace('_ptds', '')}: no kernel support on this device \\(cuda\\w+\\)`), p);
       // The checks it ran before its first kernel (memadvise runs most of its own there) must pass.
       t.notRegex(
@@ -49,7 +49,7 @@ test.serial('the guest CUDA programs pass against the host provider', async (t) 
     );
     t.regex(section, new RegExp(`PASS: ${p.replace('_ptds', '')}: \\d+ checks`), p);
   }
-  if (skipped.length) t.log(`kernel programs refused by the host provider (they run on the GPU): ${skipped.join(', ')}`);
+  if (skipped.length) t.log(`kernel programs refused by the emu provider (they run on the GPU): ${skipped.join(', ')}`);
   t.log(
     programs
       .map(
@@ -79,7 +79,7 @@ test.serial("default-built programs (static cudart over qcuda's libcuda.so.1) pr
     // Device 0's memory, stream and event through the driver API (one device here: test/run runs it on two).
     'echo "=== multidevctx"; multidevctx; echo "=== multidevctx exit $?"',
   ].join('\n');
-  const r = await runVm({ ...base, command: script, backendArgs: ['--provider=host', '--device-memory-limit=1G'], timeoutMs: 600_000 });
+  const r = await runVm({ ...base, command: script, backendArgs: ['--provider=emu', '--device-memory-limit=1G'], timeoutMs: 600_000 });
   t.is(r.exit, 0, r.stderr);
   const programs = [...r.stdout.matchAll(/^=== (\w+) static$/gm)].map((m) => m[1]);
   t.true(programs.length >= 20, `only ${programs.length} programs: ${programs.join(', ')}`);
@@ -134,7 +134,7 @@ test.serial("NVIDIA's libcudart.so.13 over qcuda's libcuda.so.1 runs the -cudart
     ...base,
     files: [cudart],
     command: script,
-    backendArgs: ['--provider=host', '--device-memory-limit=1G'],
+    backendArgs: ['--provider=emu', '--device-memory-limit=1G'],
     timeoutMs: 300_000,
   });
   t.is(r.exit, 0, r.stderr);
@@ -159,7 +159,7 @@ test.serial("NVIDIA's libcudart.so.13 over qcuda's libcuda.so.1 runs the -cudart
 // driver: a memory pool shared between them (test/libcuda/poolipc.c: its
 // descriptor over a unix socket, a pointer's bytes both ways, the refusals).
 test.serial('a memory pool shared between two processes of one guest: bytes both ways, refusals', async (t) => {
-  const r = await runVm({ ...base, command: 'poolipc', backendArgs: ['--provider=host'] });
+  const r = await runVm({ ...base, command: 'poolipc', backendArgs: ['--provider=emu'] });
   t.is(r.exit, 0, r.stdout + r.stderr);
   t.regex(r.stdout, /^ok {3}importer: reads the exporter's bytes$/m);
   t.regex(r.stdout, /^ok {3}exporter: reads the importer's bytes$/m);
@@ -173,7 +173,7 @@ test.serial('QCUDA_STATS counts the round trips to the host: synchronous calls, 
   const r = await runVm({
     ...base,
     command: 'QCUDA_STATS=1 stream >/dev/null; QCUDA_STATS=1 stream_static >/dev/null',
-    backendArgs: ['--provider=host'],
+    backendArgs: ['--provider=emu'],
   });
   t.is(r.exit, 0, r.stderr);
   const rows = [
@@ -196,7 +196,7 @@ test.serial('module images cross once per VM: later processes find them on the h
   const r = await runVm({
     ...base,
     command: 'for p in vectorAdd vectorAdd_static vectorAdd; do QCUDA_DEBUG=1 $p 2>&1 | grep "qcuda\\[debug\\]: module of"; done',
-    backendArgs: ['--provider=host'],
+    backendArgs: ['--provider=emu'],
   });
   t.is(r.exit, 0, r.stderr);
   const lines = r.stdout.split('\n').filter(Boolean);

@@ -70,7 +70,7 @@ test.serial('QEMU starts with a blank disk as the Windows image: the devices are
     shmBytes: 128 << 20,
     memoryMiB: 256,
     cpus: 1,
-    backendArgs: ['--provider=host'],
+    backendArgs: ['--provider=emu'],
     timeoutMs: 120_000,
     onStarted: (i) => {
       void (async () => {

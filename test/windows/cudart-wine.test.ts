@@ -1,6 +1,6 @@
 // cudart64_13.dll (issue 48: libcudart.so.13's sources cross-built with
 // mingw-w64, `make windows-dll`) under Wine 8, against a real
-// qcuda-backend --shm on the host provider: rtbasic (test/windows/rtbasic.c),
+// qcuda-backend --shm on the emu provider: rtbasic (test/windows/rtbasic.c),
 // one runtime-API source built for Windows against the DLL's import library
 // and for Linux against libcudart.so.13, prints over the region under Wine
 // exactly what the Linux build prints under `qcuda run --cudart=qcuda
@@ -58,7 +58,7 @@ test.serial('under Wine, rtbasic over cudart64_13.dll prints what it prints over
   // provider's module load, and the session ended at the detach.
   t.regex(b.log(), /attach 1 served/);
   t.regex(b.log(), /session \w+ opened/);
-  t.regex(b.log(), /status 0xd1: the host provider runs no kernels/);
+  t.regex(b.log(), /status 0xd1: the emu provider runs no kernels/);
   t.true(await b.logged(/device reset: closing 1 sessions/), b.log());
   // Everything started is stopped.
   await stopBoth(t, b, env);

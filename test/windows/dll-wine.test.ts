@@ -1,6 +1,6 @@
 // nvcuda.dll (issue 48 step 2: libcuda's sources cross-built with
 // mingw-w64, `make windows-dll`) under Wine 8, against a real
-// qcuda-backend --shm on the host provider: drvbasic (test/libcuda), one
+// qcuda-backend --shm on the emu provider: drvbasic (test/libcuda), one
 // driver-API source built for Windows against the DLL and for Linux against
 // libcuda.so.1, prints over the region under Wine exactly what the Linux
 // build prints under `qcuda run --transport=shm`; and the DLL exports

@@ -10,7 +10,7 @@
  * and a kernel of a fat binary that nvcc built (rtbasic_kernels.cu),
  * registered before main and launched the ways nvcc's generated host code
  * and cudaLaunchKernel launch it. What the provider answers a launch is
- * printed rather than required (the host provider runs no kernels: error
+ * printed rather than required (the emu provider runs no kernels: error
  * 209), so the lines are the same wherever the same backend serves them;
  * where the kernel ran, its output is checked. Ends with PASS / FAIL.
  */

@@ -68,14 +68,14 @@ export function programLines(out: string): string {
 
 /**
  * The Linux build of a program (argv) under qcuda run over a shared-memory
- * region on the host provider, as its Windows build runs over one: its
+ * region on the emu provider, as its Windows build runs over one: its
  * status and output; the backend's log in dir. runArgs: more of qcuda
  * run's options (--cudart=qcuda).
  */
 export function linuxRun(dir: string, argv: string[], runArgs: string[] = []): { status: number | null; stdout: string; stderr: string } {
   const r = spawnSync(
     process.execPath,
-    [QCUDA, 'run', '--provider=host', '--transport=shm', ...runArgs, `--backend-log=${path.join(dir, 'linux.log')}`, '--', ...argv],
+    [QCUDA, 'run', '--provider=emu', '--transport=shm', ...runArgs, `--backend-log=${path.join(dir, 'linux.log')}`, '--', ...argv],
     { encoding: 'utf8', timeout: 120_000 },
   );
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
@@ -112,7 +112,7 @@ export interface Backend {
  * region's (qcuda run's default, 512M, where a test compares how much it pins). */
 export async function backend(t: ExecutionContext, dir: string, env: NodeJS.ProcessEnv = {}, size = '128M'): Promise<Backend> {
   const region = path.join(dir, 'region');
-  const p: ChildProcess = spawn(process.execPath, [BACKEND, '--provider=host', `--shm=${region}`, `--shm-size=${size}`, ...KEEP_ROOT], {
+  const p: ChildProcess = spawn(process.execPath, [BACKEND, '--provider=emu', `--shm=${region}`, `--shm-size=${size}`, ...KEEP_ROOT], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, ...env },
   });

@@ -15,9 +15,10 @@ import {
   hostDeviceCount,
   parseGpus,
   parseSize,
-  type ProviderKind,
+  PROVIDER_KINDS,
+  providerKind,
 } from '../qcuda/choose-provider';
-import { MAX_HOST_DEVICES } from '../qcuda/providers/host';
+import { MAX_HOST_DEVICES } from '../qcuda/providers/emu';
 import { LogLimiter } from '../vhost-user';
 import { StatusSocket } from '../sys/status-socket';
 import { stderrLogger, VhostUserServer, type DeviceSource, type Logger } from '../vhost-user';
@@ -71,12 +72,13 @@ ${Object.entries(DEVICES)
                           its own frontend); default 1 (a VM's QEMU)
   --provider=KIND         qcuda only: what runs the CUDA calls (default auto):
                             cuda    the GPU, through the CUDA driver (libcuda.so.1)
-                            host    device memory emulated in host RAM (no kernels)
-                            auto    cuda where a GPU answers, else host
+                            emu     a CUDA device emulated in host RAM (no
+                                    kernels; 'host', its old name, works too)
+                            auto    cuda where a GPU answers, else emu
   --gpu=N                 qcuda, and blk with --store=gpu: which GPU (default 0);
                           qcuda also takes a list (--gpu=0,1): the guest sees
                           those GPUs as its devices 0, 1, ... in that order
-  --host-devices=N        qcuda with the host provider: how many devices it
+  --host-devices=N        qcuda with the emu provider: how many devices it
                           emulates (1 to 16; default: as many as --gpu lists,
                           else 1), each with the emulated memory, peer copies
                           between them
@@ -158,7 +160,7 @@ ${Object.entries(DEVICES)
                           it exists: what the driver takes for it beyond any
                           allocation (default ${GPU_CONTEXT_OVERHEAD >> 20n}M with the cuda provider,
                           measured on the H100 with --isolation=process; 0
-                          with the host provider); a context that would pass
+                          with the emu provider); a context that would pass
                           the quota is not created: the process's first call
                           fails with cudaErrorMemoryAllocation
 
@@ -208,8 +210,8 @@ that would pass it fails with the CUDA error named, nothing grows):
                           queue of its own (QCUDA_SESSION_OWN_QUEUE) gets that
                           queue served by its worker (isolation process):
                           no hop through this process a call (default yes
-                          with the cuda provider, no with the host provider;
-                          with it, yes gives the host provider's sessions
+                          with the cuda provider, no with the emu provider;
+                          with it, yes gives the emu provider's sessions
                           host-memory workers: the same path without a GPU)
   --ring-server=yes|no    a worker serving its guest process's own queue
                           answers the short calls of a round trip
@@ -527,9 +529,12 @@ async function main(): Promise<void> {
   if (args['socket-path'] !== undefined && args.fd !== undefined) usage('give only one of --socket-path and --fd');
   if (args['socket-path'] === undefined && args.fd === undefined && !shm) usage('give one of --socket-path, --fd and --shm');
   checkDeviceOptions(deviceName, Object.keys(args));
-  const provider = args.provider ?? 'auto';
+  const provider = providerKind(args.provider ?? 'auto');
   const isolation = args.isolation ?? 'process';
-  if (!['cuda', 'host', 'auto'].includes(provider)) usage(`--provider must be cuda, host or auto, got '${provider}'`);
+  if (!provider)
+    usage(
+      `--provider must be ${PROVIDER_KINDS.slice(0, -1).join(', ')} or ${PROVIDER_KINDS[PROVIDER_KINDS.length - 1]}, got '${args.provider}'`,
+    );
   if (!['process', 'none'].includes(isolation)) usage(`--isolation must be process or none, got '${isolation}'`);
   if (args['socket-path'] !== undefined) socketDir('socket-path', args['socket-path']);
   if (args['status-socket'] !== undefined && args['status-socket'] !== 'none') socketDir('status-socket', args['status-socket']);
@@ -669,7 +674,7 @@ async function main(): Promise<void> {
     }
     const options: DeviceOptions = {
       queues,
-      provider: provider as ProviderKind,
+      provider,
       gpu,
       hostDevices,
       memoryLimit,
@@ -681,10 +686,10 @@ async function main(): Promise<void> {
       share: shareGate,
     };
     const device = await kind.create(options);
-    // auto chose a provider whose sessions cannot be carried (the cuda provider, or host workers): refused, not ignored.
+    // auto chose a provider whose sessions cannot be carried (the cuda provider, or emu workers): refused, not ignored.
     if (restartFile && !device.saveState)
       usage(
-        `--restart-state: this backend's sessions cannot be saved (${(device as { provider?: { name: string } }).provider?.name ?? deviceName} provider${parsed.ownQueues ? ' with --own-queues=yes' : ''}; only the host provider's, served here, are carried yet): drop the option or use --provider=host`,
+        `--restart-state: this backend's sessions cannot be saved (${(device as { provider?: { name: string } }).provider?.name ?? deviceName} provider${parsed.ownQueues ? ' with --own-queues=yes' : ''}; only the emu provider's, served here, are carried yet): drop the option or use --provider=emu`,
       );
     const restart = restartFile ? new RestartSlot(readRestartState(restartFile, write)) : undefined;
     // The library's own lines (a frontend's failed requests, rate-limited;
@@ -785,7 +790,7 @@ function restartState(
     );
   if (o.provider === 'cuda')
     usage(
-      "--restart-state: the cuda provider's sessions cannot be saved yet (their CUDA state lives in the GPU and its workers): use --provider=host, or drop the option",
+      "--restart-state: the cuda provider's sessions cannot be saved yet (their CUDA state lives in the GPU and its workers): use --provider=emu, or drop the option",
     );
   const file = path.resolve(v);
   if (!fs.statSync(path.dirname(file), { throwIfNoEntry: false })?.isDirectory())

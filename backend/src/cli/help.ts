@@ -127,7 +127,9 @@ vm options:
   --queues=N           request queues (default 4)
   --memory=MIB         guest RAM (default 512)
   --cpus=N             guest CPUs (default 2)
-  --provider=KIND      cuda, host or auto (default auto: the GPU if one answers)
+  --provider=KIND      cuda, emu or auto (default auto: the GPU if one answers,
+                       else emu, a device emulated in host RAM; 'host', emu's
+                       old name, works too)
   --gpu=N              which host GPU (default 0); a list (--gpu=0,1): the
                        guest's devices 0, 1, ... are those GPUs in that order
   --host-devices=N     the host-memory device emulates N devices (1 to 16,

@@ -7,19 +7,21 @@ import { readStatus } from '../sys/status-socket';
 import { domainXml } from '../vm/libvirt';
 import { qemuArgs } from '../vm/qemu-args';
 import { defaultStatusSocket, formatStatus, type BackendStatus } from './status';
-import { gpuProbe, hostDeviceCount, parseGpus, parseSize } from '../qcuda/choose-provider';
+import { gpuProbe, hostDeviceCount, parseGpus, parseSize, PROVIDER_KINDS } from '../qcuda/choose-provider';
+import { PROVIDER_ALIASES } from '../qcuda/provider';
 import { chooseDiskStores } from './disk-store';
-import { MAX_HOST_DEVICES } from '../qcuda/providers/host';
+import { MAX_HOST_DEVICES } from '../qcuda/providers/emu';
 import { parseWeight } from '../qcuda/share/policy';
 import fs from 'node:fs';
 import { runCuda, RunError } from '../run/run';
 import { chooseBackendUser, type BackendUserChoice } from '../vm/backend-user';
 import { HostCgroup, parseHostBounds } from '../vm/host-bounds';
-import { DISK_QUEUES, runVm, VmConfigError, VmError, type VmDisk, type VmDiskImage } from '../vm/runner';
+import { DISK_QUEUES, runVm, type VmDisk, type VmDiskImage } from '../vm/runner';
 import { defaultVirtiofsd, parseShareSpec, resolveShares, type VmShare } from '../vm/shares';
 import { buildPathsFile, onPath, readBuildPaths, type BuildPaths } from './build-paths';
 import { migrateCommand } from './migrate';
 import { HELP } from './help';
+import { vmFailed } from './vm-failed';
 import { windowsVm } from './windows-vm';
 import { BACKEND_PASSED, HOST_BOUND_OPTIONS } from './backend-options';
 import { GUEST_FIND_SHM, parseShmSize } from '../vm/ivshmem';
@@ -160,14 +162,17 @@ const OPTIONS = {
 } as const;
 
 /** Values of the backend options vm and run pass on, checked here so that a bad one fails before anything starts. */
-const BACKEND_CHOICES: Record<string, string[]> = {
-  provider: ['cuda', 'host', 'auto'],
+const BACKEND_CHOICES: Record<string, readonly string[]> = {
+  provider: PROVIDER_KINDS,
   isolation: ['process', 'none'],
   'own-queues': ['yes', 'no'],
   'ring-server': ['yes', 'no'],
   'pin-guest-ram': ['yes', 'no'],
   'worker-sandbox': ['seccomp', 'none'],
 };
+
+/** Older names of those values, taken as the value they stand for. */
+const BACKEND_ALIASES: Partial<Record<string, ReadonlyMap<string, string>>> = { provider: PROVIDER_ALIASES };
 
 /** Each command's options (a known option of another command is a usage error too, not ignored). */
 const COMMAND_OPTIONS: Record<string, string[]> = {
@@ -226,7 +231,7 @@ const COMMAND_OPTIONS: Record<string, string[]> = {
 function backendOptions(v: { [k: string]: string | boolean | string[] | undefined }): string[] {
   for (const [k, choices] of Object.entries(BACKEND_CHOICES)) {
     const x = v[k];
-    if (typeof x === 'string' && !choices.includes(x))
+    if (typeof x === 'string' && !choices.includes(BACKEND_ALIASES[k]?.get(x) ?? x))
       usage(`--${k} must be ${choices.slice(0, -1).join(', ')} or ${choices[choices.length - 1]}, got '${x}'`);
   }
   let gpus = [0];
@@ -707,12 +712,7 @@ async function main(): Promise<number> {
     process.stderr.write(`qcuda: guest command exited with status ${r.exit}; ${boot} ${r.bootMs ?? '?'} ms, total ${r.wallMs} ms\n`);
     return r.exit ?? 125;
   } catch (e) {
-    if (e instanceof VmConfigError) usage(e.message);
-    if (e instanceof VmError) {
-      process.stderr.write(`qcuda: VM failed (${e.side}): ${e.message}\n`);
-      return 125;
-    }
-    throw e;
+    return vmFailed(e, usage);
   } finally {
     await cgroup?.remove();
   }

@@ -5,10 +5,10 @@ import path from 'node:path';
 import type { BackendUser } from '../vm/backend-user';
 import type { HostCgroup } from '../vm/host-bounds';
 import { parseShmSize } from '../vm/ivshmem';
-import { VmError } from '../vm/runner';
 import { findUefi } from '../vm/windows';
 import { runWindowsVm } from '../vm/windows-run';
 import { BACKEND_PASSED, HOST_BOUND_OPTIONS } from './backend-options';
+import { vmFailed } from './vm-failed';
 
 /**
  * Backend and host-bound options apply to a Windows VM's backend as to a
@@ -106,11 +106,7 @@ export async function windowsVm(c: WindowsVmCli): Promise<number> {
     process.stderr.write('qcuda: the Windows VM shut down\n');
     return r.exit;
   } catch (e) {
-    if (e instanceof VmError) {
-      process.stderr.write(`qcuda: VM failed (${e.side}): ${e.message}\n`);
-      return 125;
-    }
-    throw e;
+    return vmFailed(e, fail);
   } finally {
     await cgroup?.remove();
   }

@@ -1,5 +1,5 @@
 // Where a GPU disk (blk.ts) keeps its bytes: device memory of a provider
-// context (the cuda provider: GPU memory; the host provider: host RAM, for
+// context (the cuda provider: GPU memory; the emu provider: host RAM, for
 // machines without a GPU), in pieces of PIECE bytes. A disk of its own
 // (a backend started alone) has them all allocated at start; a disk that
 // takes from a VM's device memory quota (`qcuda vm`: vm-ledger.ts) gets

@@ -1,12 +1,12 @@
 // The devices the backend command can serve.
 import os from 'node:os';
-import { QcudaDevice } from '../qcuda/device';
+import { QcudaDevice } from '../qcuda/virtio-device';
 import { Share, type VmLimits } from '../qcuda/quota/limits';
 import { openDiskLedger, quotaBudget } from '../qcuda/quota/vm-ledger';
 import { Fd } from '../vhost-user';
 import type { VmShared } from '../qcuda/session/session';
 import { createProvider, DEFAULT_POLL_US, type ProviderKind } from '../qcuda/choose-provider';
-import { hostState } from '../qcuda/migration';
+import { emuState } from '../qcuda/migration';
 import { IsolatedProvider } from '../qcuda/workers/isolated';
 import type { WorkerSandbox } from '../qcuda/workers/worker-messages';
 import { cudaEnv } from '../qcuda/workers/worker-env';
@@ -22,7 +22,7 @@ export interface DeviceOptions {
   provider?: ProviderKind;
   /** The host GPU; qcuda also takes a list, guest device i being the i-th (--gpu=0,1). */
   gpu?: number | readonly number[];
-  /** qcuda, host provider: how many devices it emulates (default 1). */
+  /** qcuda, emu provider: how many devices it emulates (default 1). */
   hostDevices?: number;
   memoryLimit?: bigint;
   /** qcuda: the VM's bounds (limits.ts). */
@@ -37,7 +37,7 @@ export interface DeviceOptions {
   ringServer?: boolean;
   /** qcuda, cuda: register all of guest RAM for the device where guest kernels run (ProviderSetup.pinGuestRam; default false). */
   pinGuestRam?: boolean;
-  /** qcuda, isolation process: sessions that keep to a queue of their own have it served by their worker (QcudaOptions.ownQueues). Default: yes with the cuda provider, no with the host provider. */
+  /** qcuda, isolation process: sessions that keep to a queue of their own have it served by their worker (QcudaOptions.ownQueues). Default: yes with the cuda provider, no with the emu provider. */
   ownQueues?: boolean;
   /** qcuda and blk: how long the rings (qcuda with isolation process: each worker's channel too) are polled after each request and answer (DEFAULT_POLL_US). */
   pollUs?: number;
@@ -90,7 +90,7 @@ export const DEVICES: Record<
     describe: 'the virtual CUDA device (virtio id 60)',
     async create(o) {
       let device: QcudaDevice | undefined;
-      // The host provider reads mapped guest memory through the device, which exists by the time it asks.
+      // The emu provider reads mapped guest memory through the device, which exists by the time it asks.
       const isolate = (o.isolation ?? 'process') === 'process';
       // Without isolation guest modules load in this process: eagerly, and JIT-cached per VM, as a worker's (worker-env.ts), from CUDA's start on;
       // under --gpu-share-mps it is the VM's one MPS client (share/mps.ts).
@@ -114,25 +114,25 @@ export const DEVICES: Record<
           workerSandbox: o.workerSandbox,
         },
       );
-      // The host provider has nothing to isolate, but with own queues its
+      // The emu provider has nothing to isolate, but with own queues its
       // sessions get (host-memory) workers too: the owned-queue path, whole,
       // on a machine without a GPU (the tests' way to run it in a guest).
-      const hostWorkers = o.ownQueues === true && isolate && chosen.provider.name === 'host';
-      // A worker's host provider is one device of its own: peer copies need the devices in one process.
-      if (hostWorkers && chosen.provider.deviceCount() > 1)
+      const emuWorkers = o.ownQueues === true && isolate && chosen.provider.name === 'emu';
+      // A worker's emu provider is one device of its own: peer copies need the devices in one process.
+      if (emuWorkers && chosen.provider.deviceCount() > 1)
         throw new Error('--host-devices above 1 with --own-queues=yes: not yet (docs/multi-gpu.md)');
       // By default a GPU's sessions, each in a worker of its own, are served on their own queues by
-      // those workers; the host provider's are served here (no worker), unless asked.
+      // those workers; the emu provider's are served here (no worker), unless asked.
       const ownQueues = o.ownQueues ?? (isolate && chosen.provider.startOwner !== undefined);
-      const provider = hostWorkers
+      const provider = emuWorkers
         ? new IsolatedProvider(chosen.provider, {
-            worker: { kind: 'host', gpu: 0, pollUs: o.pollUs ?? DEFAULT_POLL_US, sandbox: o.workerSandbox },
+            worker: { kind: 'emu', gpu: 0, pollUs: o.pollUs ?? DEFAULT_POLL_US, sandbox: o.workerSandbox },
             log: o.log,
           })
         : chosen.provider;
-      const note = hostWorkers ? `${chosen.note}, a worker process per guest process` : chosen.note;
+      const note = emuWorkers ? `${chosen.note}, a worker process per guest process` : chosen.note;
       o.log?.(note);
-      // All contexts in one process (isolation none, or a host provider: no
+      // All contexts in one process (isolation none, or an emu provider: no
       // kernels, no context to share) can address one another's device
       // memory with a guessed pointer (a kernel in one context read another's
       // on the H100): with isolation none, one CUDA process per VM at a time.
@@ -143,8 +143,8 @@ export const DEVICES: Record<
         memoryLimit: o.memoryLimit,
         limits,
         provider,
-        // Only the host provider's sessions, in this process, are carried yet.
-        state: provider === chosen.provider && provider.name === 'host' ? hostState : undefined,
+        // Only the emu provider's sessions, in this process, are carried yet.
+        state: provider === chosen.provider && provider.name === 'emu' ? emuState : undefined,
         log: o.log,
         pollUs: o.pollUs ?? DEFAULT_POLL_US,
         ownQueues,
@@ -165,7 +165,7 @@ export const DEVICES: Record<
       const kind = o.store ?? 'gpu';
       // The host store may take at most half the host's RAM (it is all committed at start).
       const { provider, note } = await createProvider(
-        kind === 'gpu' ? 'cuda' : 'host',
+        kind === 'gpu' ? 'cuda' : 'emu',
         typeof o.gpu === 'number' ? o.gpu : (o.gpu?.[0] ?? 0),
         { totalMem: BigInt(os.totalmem()) / 2n },
         { captureOutput: false, waiterThreads: o.limits?.waiterThreads, pinGuestRam: true },

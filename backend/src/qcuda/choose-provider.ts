@@ -1,11 +1,18 @@
 // Picks the provider the backend command asked for.
 import os from 'node:os';
-import type { Provider } from './provider';
-import { HostProvider, type HostProviderOptions } from './providers/host';
+import { PROVIDER_ALIASES, PROVIDER_NAMES, type Provider } from './provider';
+import { EmuProvider, type EmuProviderOptions } from './providers/emu';
 import { IsolatedProvider } from './workers/isolated';
 import type { WorkerSandbox } from './workers/worker-messages';
 
-export type ProviderKind = 'cuda' | 'host' | 'auto';
+/** What --provider takes: a provider, or auto (the GPU if one answers, else emu). */
+export const PROVIDER_KINDS = [...PROVIDER_NAMES, 'auto'] as const;
+export type ProviderKind = (typeof PROVIDER_KINDS)[number];
+
+/** The kind a --provider value names (an older name as the provider it stands for: PROVIDER_ALIASES), or undefined. */
+export function providerKind(value: string): ProviderKind | undefined {
+  return PROVIDER_KINDS.find((k) => k === value) ?? PROVIDER_ALIASES.get(value);
+}
 
 interface CudaModule {
   cudaAvailable(): { ok: boolean; reason: string };
@@ -15,7 +22,7 @@ interface CudaModule {
   setInlineCalls(on: boolean): void;
 }
 
-/** Loaded on demand: the host path must work where the CUDA part cannot. */
+/** Loaded on demand: the emu path must work where the CUDA part cannot. */
 function cudaModule(): CudaModule {
   return require('./providers/cuda/cuda') as CudaModule;
 }
@@ -84,11 +91,11 @@ export const DEFAULT_INLINE_WAIT_US = 50;
  * Only where the host has cores to spare: a poller holds a core, and on a
  * 2-core machine with other work (a TCG guest, a build) it took the core
  * from the very process it waited for: a synchronize round trip went from
- * 14 us without polling to 65-116 us with it (host provider, harness).
+ * 14 us without polling to 65-116 us with it (emu provider, harness).
  */
 export const DEFAULT_POLL_US = os.availableParallelism() >= 4 ? 50 : 0;
 
-/** The most GPUs one backend serves (--gpu=0,1,...): the host provider's bound on emulated devices too. */
+/** The most GPUs one backend serves (--gpu=0,1,...): the emu provider's bound on emulated devices too. */
 export const MAX_GPUS = 16;
 
 /**
@@ -106,7 +113,7 @@ export function parseGpus(s: string): number[] {
 }
 
 /**
- * How many devices the host provider emulates: --host-devices where given,
+ * How many devices the emu provider emulates: --host-devices where given,
  * else as many as --gpu lists (a user who asked for two GPUs gets two
  * devices where none answers). A list and a different --host-devices
  * contradict each other: throws saying so.
@@ -132,13 +139,16 @@ export function gpuProbe(): { ok: boolean; reason: string } {
   }
 }
 
+/** What the log (and qcuda vm --demo) says of the emu provider. */
+const EMU_NOTE = 'device memory in host RAM, no GPU';
+
 export async function createProvider(
   kind: ProviderKind,
   gpu: number | readonly number[],
-  host: HostProviderOptions = {},
+  emu: EmuProviderOptions = {},
   setup: ProviderSetup = {},
 ): Promise<ProviderChoice> {
-  if (kind === 'host') return { provider: new HostProvider(host), note: 'host-memory provider (no GPU)' };
+  if (kind === 'emu') return { provider: new EmuProvider(emu), note: `emu provider: ${EMU_NOTE}` };
   let cuda: CudaModule | undefined;
   let avail: { ok: boolean; reason: string };
   try {
@@ -180,7 +190,7 @@ export async function createProvider(
     };
   }
   if (kind === 'cuda') throw new Error(`--provider=cuda: ${avail.reason}`);
-  return { provider: new HostProvider(host), note: `host-memory provider: no GPU (${avail.reason})` };
+  return { provider: new EmuProvider(emu), note: `emu provider: ${EMU_NOTE} (${avail.reason})` };
 }
 
 /** CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS: the GPU reaches pageable host memory (HMM). */

@@ -1,4 +1,4 @@
-// What a command is, as the dispatcher (device.ts) and the command files
+// What a command is, as the dispatcher (virtio-device.ts) and the command files
 // (commands/) see it: types only. A command's shape (its structs, data,
 // handles, gates) is its declaration in wire/protocol.ts; what it does is a
 // Run, typed by that declaration, so its arguments are its struct's fields.

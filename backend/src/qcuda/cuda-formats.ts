@@ -1,6 +1,6 @@
 // CUDA's array formats and flags as qcuda serves them, and the flag of a
 // conditional graph handle: what both the commands (which check a guest's
-// values) and the host provider (which emulates them) need to know.
+// values) and the emu provider (which emulates them) need to know.
 import { CudaErr, CudaError } from './cuda-error';
 import type { ArrayDesc } from './provider';
 

@@ -1,5 +1,5 @@
 // What executes CUDA work: a real GPU through the driver API (`cuda`) or
-// device memory emulated in host RAM (`host`). The dispatcher checks every
+// a CUDA device emulated in host RAM (`emu`). The dispatcher checks every
 // pointer, size and handle before a provider sees it; a provider reports
 // failures by throwing CudaError.
 
@@ -167,7 +167,7 @@ export type Dim3 = readonly [number, number, number];
  * stderr: kind 3, one line, which is the guest's stderr too and worth a
  * line in the host's log): the session's queue for the guest. A provider
  * calls it, before the reply of the flush point that produced the output
- * goes back, where it has such output; the host provider never does.
+ * goes back, where it has such output; the emu provider never does.
  */
 export type OutputSink = (kind: 1 | 2 | 3, bytes: Uint8Array) => void;
 
@@ -555,8 +555,18 @@ export interface GuestAddresses {
   guestRam(): bigint;
 }
 
+/** The providers by the names --provider takes: the GPU, or a CUDA device emulated in host memory. */
+export const PROVIDER_NAMES = ['cuda', 'emu'] as const;
+export type ProviderName = (typeof PROVIDER_NAMES)[number];
+/**
+ * Older names of providers, taken where a name is read (--provider, a saved
+ * state's header): emu was called host, which clashed with CUDA's host
+ * memory and host functions.
+ */
+export const PROVIDER_ALIASES: ReadonlyMap<string, ProviderName> = new Map([['host', 'emu']]);
+
 export interface Provider {
-  readonly name: 'cuda' | 'host';
+  readonly name: ProviderName;
   readonly hasGpu: boolean;
   deviceCount(): number;
   driverVersion(): number;
@@ -677,7 +687,7 @@ export interface JobWatch {
  * worker, worker.ts): each runs in one of the contexts it is given, as
  * that context's method. Such a provider takes them all (Object.assign), so
  * a provider-level method added here reaches every worker with no list to
- * join. Host contexts refuse at the export with NotSupported: host memory
+ * join. Emu contexts refuse at the export with NotSupported: host memory
  * does not leave its process.
  */
 export const CONTEXT_TWINS = {

@@ -118,7 +118,7 @@ export interface VmResult extends GuestReport {
   /** Milliseconds from QEMU's start to the guest's /init printing its first line (host clock). */
   bootMs?: number;
   wallMs: number;
-  /** What the backend said of the provider it chose ("cuda provider on GPU 0 ...", "host-memory provider: no GPU (why)"). */
+  /** What the backend said of the provider it chose ("cuda provider on GPU 0 ...", "emu provider: device memory in host RAM, no GPU (why)"). */
   provider?: string;
   /** The VM migrated away before its command finished (its result is the destination's). */
   migrated?: boolean;

@@ -10,8 +10,8 @@
 #
 # On the GPU machine, from the repository root (after `make gpu-bundle` here):
 #   bash test/gpu/share/run.sh
-# Here, a smoke check on the host provider (copies, no kernels, tiny):
-#   bash test/gpu/share/run.sh --provider=host
+# Here, a smoke check on the emu provider (copies, no kernels, tiny):
+#   bash test/gpu/share/run.sh --provider=emu
 # Environment: SECS (seconds a run, default 10; host 3), SCENARIOS (default
 # all: equal mixed weights procs noisy-idle noisy-long noisy-bw noisy-storm;
 # noisy-idle is the latency tenant beside a neighbour that runs nothing, the
@@ -24,6 +24,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../../.."
 provider=cuda
 for a in "$@"; do case $a in --provider=*) provider=${a#--provider=};; *) echo "run.sh: unknown argument $a" >&2; exit 2;; esac; done
+[ "$provider" = host ] && provider=emu # emu's old name
 OUT=${OUT:-$PWD/share-out}; mkdir -p "$OUT"
 b=$(mktemp -d /tmp/qcuda-share.XXXXXX)
 trap 'rm -rf "$b"' EXIT
@@ -45,7 +46,7 @@ export QCUDA_GPU_SHARE_TABLE=$b/share-table
 
 # A scenario's tenants: NAME:MODE:WEIGHT:PROCESSES each (the host smoke turns every mode into copy).
 tenants() {
-  if [ "$provider" = host ]; then spec "$1" | sed -E 's/:[a-z]+:/:copy:/g'; else spec "$1"; fi
+  if [ "$provider" = emu ]; then spec "$1" | sed -E 's/:[a-z]+:/:copy:/g'; else spec "$1"; fi
 }
 spec() {
   case $1 in
@@ -93,7 +94,7 @@ scenario() { # VARIANT SCENARIO
 }
 
 # Solo rates first (what each mode does alone: natively, and under qcuda run), then the scenarios.
-modes=$([ "$provider" = host ] && echo copy || echo "sgemm train infer long bw storm")
+modes=$([ "$provider" = emu ] && echo copy || echo "sgemm train infer long bw storm")
 for m in $modes; do for v in $VARIANTS; do case $v in share|mps|share-mps) ;; *) scenario "$v" "solo-$m";; esac; done; done
 # mps: native tenants under NVIDIA's MPS, each client capped to its weight's
 # part of the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE): the driver's mechanism,

@@ -7,7 +7,7 @@
 //   infer   small-batch inference: 3 layers of a 32 x 1024 x 1024 GEMM + ReLU, synchronized each step (latency
 //   measured) long    noisy: one kernel that spins --ms milliseconds, again and again bw      noisy: a streaming copy
 //   over 2 x --size MiB, again and again storm   noisy: empty kernels launched back to back, synchronized every 4096
-//   copy    host-provider smoke: 64 KiB copies in and out (no kernel)
+//   copy    emu-provider smoke: 64 KiB copies in and out (no kernel)
 // Build: nvcc -O3 -arch=sm_90 -cudart=shared -o tenant tenant.cu
 #include <cuda_runtime.h>
 

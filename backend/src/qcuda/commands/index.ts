@@ -10,7 +10,7 @@ import { CALLS, type CallDecl, type CmdName } from '../wire/protocol';
 import * as array from './array';
 import { batchRun, endBatch, type EndingCmd, type PostedRuns } from './batch';
 import * as context from './context-call';
-import * as device from './device';
+import * as cudaDevice from './cuda-device';
 import * as graph from './graph';
 import * as ipc from './ipc';
 import * as launch from './launch';
@@ -48,7 +48,7 @@ export function gateOf(d: CallDecl, c: Call): Promise<unknown> | undefined {
 }
 
 /** The files of commands, by name: each exports RUNS, its commands' runs (context-call.ts: those derived from `context` declarations). */
-const FILES = { device, memory, vmm, array, graph, stream, module: modules, link, launch, output, peer, ipc, context };
+const FILES = { 'cuda-device': cudaDevice, memory, vmm, array, graph, stream, module: modules, link, launch, output, peer, ipc, context };
 
 type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;
 /** Every file's runs together. */

@@ -4,6 +4,7 @@
 // every size within the provider's memory, and the whole within the
 // destination's quota. What passes is a DeviceImage (image.ts).
 import { IPC_TOKEN_BYTES } from '../ipc/ipc';
+import { PROVIDER_ALIASES } from '../provider';
 import type { VmLimits } from '../quota/limits';
 import { IPC_DROPPED_KEPT } from '../session/session';
 import { MAX_GRAPHS, MAX_COND_HANDLES } from '../session/session-objects';
@@ -11,7 +12,7 @@ import { MAX_VMM_RESERVED } from '../vmm/vmm';
 import { StateError } from './format';
 import type { AttrImage, CondImage, DeviceImage, NodeImage, SessionImage } from './image';
 
-/** Sessions of a VM (device.ts MAX_SESSIONS). */
+/** Sessions of a VM (virtio-device.ts MAX_SESSIONS). */
 const MAX_SESSIONS = 4096;
 /** Nodes of one executable graph: a node description is a module upload (QCUDA_MAX_MODULE) of 64-byte nodes at most. */
 const MAX_NODES = 1 << 20;
@@ -312,7 +313,9 @@ function session(f: Field, room: Room): SessionImage {
 /** The description checked against the destination: a DeviceImage, or a StateError saying what is wrong. */
 export function checkImage(v: unknown, provider: string, room: Room): DeviceImage {
   const top = new Field(v, 'state');
-  const from = top.at('provider').str(32, /^[a-z]+$/);
+  const named = top.at('provider').str(32, /^[a-z]+$/);
+  // A state saved before a provider's rename names it by its older name.
+  const from = PROVIDER_ALIASES.get(named) ?? named;
   if (from !== provider) throw new StateError(`made by the ${from} provider: this backend runs the ${provider} provider`);
   const sessions = top
     .at('sessions')

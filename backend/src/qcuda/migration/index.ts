@@ -7,7 +7,7 @@
 // anything, and gives back whatever it made if any step fails.
 import type { StateSink, StateSource } from '../../vhost-user';
 import type { GuestAddresses, Provider } from '../provider';
-import type { StateCarrier } from '../device';
+import type { StateCarrier } from '../virtio-device';
 import type { Session, VmShared } from '../session/session';
 import { checkImage } from './checks';
 import { StateError, StateReader, StateWriter } from './format';
@@ -29,7 +29,7 @@ export interface Migratable {
 
 /** The providers whose state is carried. */
 function carried(p: Provider): void {
-  if (p.name !== 'host') throw new StateError(`not yet carried: the ${p.name} provider (its sessions' CUDA state lives in its workers)`);
+  if (p.name !== 'emu') throw new StateError(`not yet carried: the ${p.name} provider (its sessions' CUDA state lives in its workers)`);
 }
 
 export async function saveDeviceState(dev: Migratable, sink: StateSink): Promise<void> {
@@ -91,5 +91,5 @@ export async function loadDeviceState(dev: Migratable, src: StateSource): Promis
   for (const s of made) dev.sessions.set(s.id, s);
 }
 
-/** The host provider's carrier of a device's sessions (QcudaOptions.state; devices/index.ts gives it). */
-export const hostState: StateCarrier = { save: saveDeviceState, load: loadDeviceState };
+/** The emu provider's carrier of a device's sessions (QcudaOptions.state; devices/index.ts gives it). */
+export const emuState: StateCarrier = { save: saveDeviceState, load: loadDeviceState };

@@ -8,7 +8,7 @@ import { IpcTable, type IpcEntry } from '../ipc/ipc';
 import type { DevPtr } from '../provider';
 import type { Session, VmShared } from '../session/session';
 import { StateError } from './format';
-import { hostContext } from './host-context';
+import { hostContext } from './emu-context';
 import type { IpcImage, SessionImage } from './image';
 
 function tables(vm: VmShared): { memory: IpcTable<Session>; event: IpcTable<Session> } {

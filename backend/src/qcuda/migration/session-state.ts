@@ -30,8 +30,8 @@ import {
   saveContext,
   streamImage,
   vmmBytes,
-} from './host-context';
-import type { HostContext } from '../providers/host';
+} from './emu-context';
+import type { EmuContext } from '../providers/emu';
 import type { SessionImage } from './image';
 
 /** What cannot be carried of s: a reason, or undefined. The session is not changed. */
@@ -58,13 +58,13 @@ export async function drain(s: Session): Promise<void> {
 /** The session's image and its blobs (views of its memory, in the image's order). */
 export async function saveSession(s: Session, where: GuestAddresses): Promise<{ image: SessionImage; blobs: Uint8Array[][] }> {
   const t = s.tables();
-  const ctx = new Map<number, HostContext>();
+  const ctx = new Map<number, EmuContext>();
   for (const c of t.contexts) {
     if (!c.opened) throw new StateError(`session ${s.id.toString(16)}: not yet carried: a context that failed to open`);
     ctx.set(c.device, hostContext(c.opened));
   }
-  const on = (device: number): HostContext => ctx.get(device)!;
-  const holder = (what: Parameters<typeof holds>[1], ref: unknown): [number, HostContext] => {
+  const on = (device: number): EmuContext => ctx.get(device)!;
+  const holder = (what: Parameters<typeof holds>[1], ref: unknown): [number, EmuContext] => {
     const found = [...ctx].filter(([, x]) => holds(x, what, ref));
     if (found.length !== 1) throw new StateError(`session ${s.id.toString(16)}: not yet carried: a ${what} of no one context`);
     return found[0];
@@ -162,7 +162,7 @@ export async function saveSession(s: Session, where: GuestAddresses): Promise<{ 
 /** A VMM mapping of the session's memory h made again, with its access. */
 export async function restoreMapping(
   s: Session,
-  x: HostContext,
+  x: EmuContext,
   m: { base: bigint; size: bigint; h: bigint; access: number },
 ): Promise<void> {
   const a = s.vmm.addMapping(m.base, m.size, 0n, m.h);
@@ -210,14 +210,14 @@ async function fill(s: Session, d: Destination, img: SessionImage, blob: () => U
   const same = (h: bigint, got: bigint): void => {
     if (got !== h) throw new StateError(`session ${id}: handle 0x${h.toString(16)} came back as 0x${got.toString(16)}`);
   };
-  const ctx = new Map<number, HostContext>();
+  const ctx = new Map<number, EmuContext>();
   for (const c of img.contexts) {
     if (ctx.has(c.device)) throw new StateError(`corrupted: session ${id}: two contexts on device ${c.device}`);
     const x = hostContext(await s.context(c.device));
     await restoreContext(x, c);
     ctx.set(c.device, x);
   }
-  const on = (device: number): HostContext => {
+  const on = (device: number): EmuContext => {
     const x = ctx.get(device);
     if (!x) throw new StateError(`corrupted: session ${id}: an object of device ${device}, where it has no context`);
     return x;

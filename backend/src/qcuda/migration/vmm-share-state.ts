@@ -7,7 +7,7 @@ import { CudaError } from '../cuda-error';
 import type { Session, VmShared } from '../session/session';
 import { VmmShareTable, type VmmShare } from '../vmm/vmm-share';
 import { StateError } from './format';
-import { hostContext } from './host-context';
+import { hostContext } from './emu-context';
 import type { SessionImage, VmmShareImage } from './image';
 import { restoreMapping } from './session-state';
 

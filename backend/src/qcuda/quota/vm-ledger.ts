@@ -6,7 +6,7 @@
 import { Budget, DEFAULT_LIMITS, Ledger, type VmLimits } from './limits';
 import type { Fd } from '../../vhost-user';
 
-/** Holder slots of a VM's ledger: one per session, those still closing included (device.ts allows 4096 open). */
+/** Holder slots of a VM's ledger: one per session, those still closing included (virtio-device.ts allows 4096 open). */
 export const LEDGER_SLOTS = 8192;
 
 /** The limits of a VM's ledger, budget by budget (the Budgets of session.ts vmShared, in order; 0: unbounded). */

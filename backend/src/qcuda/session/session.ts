@@ -650,7 +650,7 @@ export class Session {
 
   /**
    * e's memory imported into x, this session's context: from the owner's
-   * context where the provider holds both (the host provider; a worker per
+   * context where the provider holds both (the emu provider; a worker per
    * session), else as a POSIX fd of it from the owner's worker.
    */
   async importVmm(e: VmmShare<Session>, x: ProviderContext): Promise<VmmRef> {
@@ -787,7 +787,7 @@ export class Session {
     this.#handleDevices.clear();
     this.objects.clear(); // the context's destruction frees them
     this.modules.clear(); // the context's destruction unloads them
-    this.vmm.clear(); // the context's end frees it (the addon's teardown; the host provider's destroy)
+    this.vmm.clear(); // the context's end frees it (the addon's teardown; the emu provider's destroy)
     this.#limitCharges.clear();
     this.#limitBases.clear();
     this.#local.clear();

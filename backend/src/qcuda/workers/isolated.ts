@@ -33,6 +33,7 @@ import {
   type OutputSink,
   type Provider,
   type ProviderContext,
+  type ProviderName,
   type StreamRef,
   type HostBlock,
   type Place,
@@ -518,13 +519,13 @@ export interface IsolatedOptions {
   log?: (line: string) => void;
 }
 
-// IPC between sessions, each in its worker (cuda workers: host ones refuse
+// IPC between sessions, each in its worker (cuda workers: emu ones refuse
 // with NotSupported at the export): every provider-level method of two
 // contexts runs in one of them (provider.ts CONTEXT_TWINS).
 export interface IsolatedProvider extends ContextTwins {}
 
 export class IsolatedProvider implements Provider {
-  readonly name: 'cuda' | 'host';
+  readonly name: ProviderName;
   readonly hasGpu: boolean;
   readonly #regions = new Map<bigint, SharedRegion>();
   readonly #contexts = new Set<RemoteContext>();
@@ -663,7 +664,7 @@ export class IsolatedProvider implements Provider {
    * worker exports the allocation as a POSIX fd, which comes here and goes
    * on to the importer's worker, where its context imports it. The fd is
    * only in transit: each copy is closed once imported (a token names the
-   * allocation, not an fd: vmm-share.ts). Host workers' memory does not
+   * allocation, not an fd: vmm-share.ts). Emu workers' memory does not
    * leave their process: absent there (the device says so).
    */
   readonly vmmImport?: (owner: ProviderContext, m: VmmRef, importer: ProviderContext) => Promise<VmmRef>;

@@ -11,7 +11,7 @@
 import type { BusyPoll } from '../../vhost-user';
 import type { EventFd, Fd } from '../../vhost-user';
 import { InflightRecord, Vring, type MemoryTable, type RingState } from '../../vhost-user';
-import { QcudaDevice } from '../device';
+import { QcudaDevice } from '../virtio-device';
 import { Ledger } from '../quota/limits';
 import { remoteIpc, type IpcLink } from '../ipc/ipc-remote';
 import type { ModuleStore } from '../modules/module-cache';
@@ -80,7 +80,7 @@ export class OwnedQueue {
       // the context is freed only with this process (the fast way, as a
       // dead process's is: work still running on the GPU ends with it). So
       // the process ends here, the close unanswered and in flight in the
-      // record; the backend answers it once the process has exited (device.ts).
+      // record; the backend answers it once the process has exited (delegation.ts).
       onSessionClosed: () => this.end(),
     });
     this.device.useMemory(memory);

@@ -3,11 +3,11 @@
 // bigint and typed arrays go through as they are).
 import type { MemRegion, RingState } from '../../vhost-user';
 import type { IpcAnswer, IpcAsk } from '../ipc/ipc-remote';
-import type { OwnOrder } from '../provider';
+import type { OwnOrder, ProviderName } from '../provider';
 
 /** What the worker runs, as its one command-line argument (JSON). */
 export interface WorkerOptions {
-  kind: 'cuda' | 'host';
+  kind: ProviderName;
   /** The host GPU, or the GPUs in guest device order (--gpu=0,1): a queue owner's session may use each. */
   gpu: number | readonly number[];
   /** Not a queue owner: the guest device its one context is on (default 0). */

@@ -22,7 +22,7 @@ import {
   type ProviderContext,
   type VmmFdContext,
 } from '../provider';
-import { HostProvider } from '../providers/host';
+import { EmuProvider } from '../providers/emu';
 import { Channel } from './channel';
 import { RemoteModules } from './remote-modules';
 import { IpcLink } from '../ipc/ipc-remote';
@@ -95,7 +95,7 @@ function translate(m: string, a: unknown[], used: GuestRegion[]): unknown[] {
   return a;
 }
 
-/** The provider's views of guest RAM by (this process's) host address, for the host provider. */
+/** The provider's views of guest RAM by (this process's) host address, for the emu provider. */
 function guestView(addr: bigint, len: number): Uint8Array[] {
   for (const { region } of regions.values()) {
     const start = region.hostAddress;
@@ -105,7 +105,7 @@ function guestView(addr: bigint, len: number): Uint8Array[] {
 }
 
 async function createLocal(o: WorkerOptions): Promise<Provider> {
-  if (o.kind === 'host') return new HostProvider({ guestView });
+  if (o.kind === 'emu') return new EmuProvider({ guestView });
   const { createCudaProvider, setWaiterThreads, setInlineWait, setInlineCalls } =
     require('../providers/cuda/cuda') as typeof import('../providers/cuda/cuda');
   if (o.waiterThreads !== undefined) setWaiterThreads(o.waiterThreads);

@@ -1,4 +1,4 @@
-// Moving bytes between lists of views: what every copy of the host provider
+// Moving bytes between lists of views: what every copy of the emu provider
 // comes down to (device memory, guest memory and arrays are all views).
 import { CudaErr, CudaError } from '../../cuda-error';
 import type { GuestSeg } from '../../provider';

@@ -1,4 +1,4 @@
-// The `host` provider: device memory emulated in host RAM, for machines
+// The `emu` provider: a CUDA device emulated in host RAM, for machines
 // without a GPU (and CI). Memory, device, stream and event calls keep CUDA's
 // semantics and error codes; work completes synchronously, so every stream
 // is always idle. It is not a model of GPU timing and runs no kernels.
@@ -34,19 +34,19 @@ import type {
 } from '../../provider';
 import { StreamAttr } from '../../attrs';
 import { QCUDA_NUM_ATTRS } from '../../proto';
-import { HostArrays } from './arrays';
-import { HostGraphs, noKernels } from './graphs';
-import { ContextMappings, HostMemory, type MemoryOwner } from './memory';
+import { EmuArrays } from './arrays';
+import { EmuGraphs, noKernels } from './graphs';
+import { ContextMappings, EmuMemory, type MemoryOwner } from './memory';
 import {
   checkOwner,
   defaultStreamAttr,
   EVENT_DISABLE_TIMING,
   EVENT_INTERPROCESS,
-  HostLimits,
+  EmuLimits,
   PRIORITY_GREATEST,
   PRIORITY_LEAST,
-  type HostEvent,
-  type HostStream,
+  type EmuEvent,
+  type EmuStream,
 } from './streams';
 import { copyViews, segRange } from './views';
 
@@ -93,13 +93,13 @@ export const ATTRS: Record<number, number> = {
   84: 0,
 };
 
-/** The most devices the host provider emulates (the guest library's QC_MAX_DEVICES is 64; 16 is plenty to test with). */
+/** The most devices the emu provider emulates (the guest library's QC_MAX_DEVICES is 64; 16 is plenty to test with). */
 export const MAX_HOST_DEVICES = 16;
 
 /** CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: tells emulated devices apart, as bus ids tell GPUs apart. */
 const ATTR_PCI_BUS_ID = 33;
 
-export interface HostProviderOptions {
+export interface EmuProviderOptions {
   /** Emulated device memory size in bytes, per device (default 4 GiB). */
   totalMem?: bigint;
   /** How many devices to emulate (default 1, at most MAX_HOST_DEVICES). */
@@ -108,18 +108,18 @@ export interface HostProviderOptions {
   guestView?: (addr: bigint, len: number) => Uint8Array[];
 }
 
-/** A host provider over a device's guest memory: the factory form of QcudaOptions.provider. */
-export function hostProvider(guestView: (addr: bigint, len: number) => Uint8Array[]): HostProvider {
-  return new HostProvider({ guestView });
+/** An emu provider over a device's guest memory: the factory form of QcudaOptions.provider. */
+export function emuProvider(guestView: (addr: bigint, len: number) => Uint8Array[]): EmuProvider {
+  return new EmuProvider({ guestView });
 }
 
-export class HostProvider implements Provider {
-  readonly name = 'host' as const;
+export class EmuProvider implements Provider {
+  readonly name = 'emu' as const;
   readonly hasGpu = false;
-  readonly memory: HostMemory;
+  readonly memory: EmuMemory;
   readonly #devices: number;
 
-  constructor(o: HostProviderOptions = {}) {
+  constructor(o: EmuProviderOptions = {}) {
     const guestView =
       o.guestView ??
       (() => {
@@ -127,8 +127,8 @@ export class HostProvider implements Provider {
       });
     this.#devices = o.devices ?? 1;
     if (!Number.isInteger(this.#devices) || this.#devices < 1 || this.#devices > MAX_HOST_DEVICES)
-      throw new Error(`host provider: ${this.#devices} devices (1 to ${MAX_HOST_DEVICES})`);
-    this.memory = new HostMemory(o.totalMem ?? 4n << 30n, this.#devices, guestView);
+      throw new Error(`emu provider: ${this.#devices} devices (1 to ${MAX_HOST_DEVICES})`);
+    this.memory = new EmuMemory(o.totalMem ?? 4n << 30n, this.#devices, guestView);
   }
 
   get totalMem(): bigint {
@@ -160,7 +160,7 @@ export class HostProvider implements Provider {
 
   async openContext(device: number): Promise<ProviderContext> {
     this.#check(device);
-    return new HostContext(this.memory, device);
+    return new EmuContext(this.memory, device);
   }
 
   /**
@@ -169,7 +169,7 @@ export class HostProvider implements Provider {
    * guest RAM. Each pointer must be memory of its own context.
    */
   async copyPeer(dst: ProviderContext, dstPtr: DevPtr, src: ProviderContext, srcPtr: DevPtr, size: bigint): Promise<void> {
-    if (!(dst instanceof HostContext) || !(src instanceof HostContext) || dst.memory !== this.memory || src.memory !== this.memory)
+    if (!(dst instanceof EmuContext) || !(src instanceof EmuContext) || dst.memory !== this.memory || src.memory !== this.memory)
       throw new CudaError(CudaErr.InvalidValue, 'a peer copy between contexts of another provider');
     const from = this.memory.views(srcPtr, size, src).map((v) => v.slice()); // memmove semantics, as copyOnDevice
     copyViews(this.memory.views(dstPtr, size, dst), from);
@@ -179,29 +179,29 @@ export class HostProvider implements Provider {
    * The opener reaches the owner's bytes at an address of its own memory:
    * the owner may be a session of another device of the backend (qcuda run
    * gives each process a device of its own), whose memory is another
-   * HostMemory with addresses that may be the same numbers.
+   * EmuMemory with addresses that may be the same numbers.
    */
   async ipcOpen(owner: ProviderContext | undefined, ptr: DevPtr, opener: ProviderContext): Promise<DevPtr> {
-    if (!(owner instanceof HostContext) || !(opener instanceof HostContext) || opener.memory !== this.memory)
+    if (!(owner instanceof EmuContext) || !(opener instanceof EmuContext) || opener.memory !== this.memory)
       throw new CudaError(CudaErr.InvalidValue, 'an IPC handle of another provider');
     return this.memory.importBytes(owner.memory.exportBytes(ptr, owner), opener);
   }
 
   async vmmImport(owner: ProviderContext, m: VmmRef, importer: ProviderContext): Promise<VmmRef> {
-    if (!(owner instanceof HostContext) || !(importer instanceof HostContext) || importer.memory !== this.memory)
+    if (!(owner instanceof EmuContext) || !(importer instanceof EmuContext) || importer.memory !== this.memory)
       throw new CudaError(CudaErr.InvalidValue, 'a shareable handle of another provider');
     return this.memory.vmmShare(m, owner, importer);
   }
 
   async ipcClose(opener: ProviderContext, ptr: DevPtr): Promise<void> {
-    if (!(opener instanceof HostContext) || !opener.memory.unimport(ptr, opener))
+    if (!(opener instanceof EmuContext) || !opener.memory.unimport(ptr, opener))
       throw new CudaError(CudaErr.InvalidValue, `0x${ptr.toString(16)} was not opened by IPC here`);
   }
 
   /** cudaIpcGetEventHandle's check, as CUDA's: an event made interprocess with timing disabled. Nothing is exported. */
   async ipcEventExport(owner: ProviderContext, e: EventRef): Promise<Uint8Array> {
     const want = EVENT_INTERPROCESS | EVENT_DISABLE_TIMING;
-    if (!(owner instanceof HostContext) || ((e as HostEvent).flags & want) !== want)
+    if (!(owner instanceof EmuContext) || ((e as EmuEvent).flags & want) !== want)
       throw new CudaError(
         CudaErr.InvalidValue,
         'IPC event handle: the event was not made with cudaEventInterprocess | cudaEventDisableTiming',
@@ -215,9 +215,9 @@ export class HostProvider implements Provider {
    * over, and the opener's event needs nothing of the owner's.
    */
   async ipcEventOpen(owner: ProviderContext | undefined, e: EventRef | undefined, opener: ProviderContext): Promise<EventRef> {
-    if (!(owner instanceof HostContext) || !(opener instanceof HostContext) || opener.memory !== this.memory)
+    if (!(owner instanceof EmuContext) || !(opener instanceof EmuContext) || opener.memory !== this.memory)
       throw new CudaError(CudaErr.InvalidResourceHandle, 'an IPC event handle of another provider');
-    return opener.eventCreate((e as HostEvent | undefined)?.flags ?? 0);
+    return opener.eventCreate((e as EmuEvent | undefined)?.flags ?? 0);
   }
 
   /** Emulated devices share one address space: each reaches every other's memory. */
@@ -251,24 +251,24 @@ export class HostProvider implements Provider {
 /** Each context's id, for its streams and events. */
 let nextContextId = 1;
 
-export class HostContext implements ProviderContext, MemoryOwner {
+export class EmuContext implements ProviderContext, MemoryOwner {
   /** Destroyed: it makes nothing more (a call that reaches it after the destroy fails). */
   dead = false;
   readonly mappings = new ContextMappings();
-  readonly #limits = new HostLimits();
-  readonly #arrays: HostArrays;
-  readonly #graphs: HostGraphs;
+  readonly #limits = new EmuLimits();
+  readonly #arrays: EmuArrays;
+  readonly #graphs: EmuGraphs;
   /** The NULL stream's attributes. */
-  readonly #legacy: HostStream = { priority: 0, attrs: new Map() };
+  readonly #legacy: EmuStream = { priority: 0, attrs: new Map() };
   /** Names it in the streams and events it makes (checkOwner). */
   readonly #id = nextContextId++;
 
   constructor(
-    readonly memory: HostMemory,
+    readonly memory: EmuMemory,
     readonly device: number,
   ) {
-    this.#arrays = new HostArrays(memory, this);
-    this.#graphs = new HostGraphs({ copyBox: (d, dp, s, sp, e) => this.#copyBox(d, dp, s, sp, e), views: (p, n) => this.#views(p, n) });
+    this.#arrays = new EmuArrays(memory, this);
+    this.#graphs = new EmuGraphs({ copyBox: (d, dp, s, sp, e) => this.#copyBox(d, dp, s, sp, e), views: (p, n) => this.#views(p, n) });
   }
 
   #views(ptr: DevPtr, size: bigint): Uint8Array[] {
@@ -283,8 +283,8 @@ export class HostContext implements ProviderContext, MemoryOwner {
     return this.memory.vmmReserve(size, alignment, this, hint);
   }
 
-  /** Its parts, for its state to be saved and restored (migration/host-context.ts). */
-  get parts(): { arrays: HostArrays; graphs: HostGraphs; legacy: HostStream } {
+  /** Its parts, for its state to be saved and restored (migration/emu-context.ts). */
+  get parts(): { arrays: EmuArrays; graphs: EmuGraphs; legacy: EmuStream } {
     return { arrays: this.#arrays, graphs: this.#graphs, legacy: this.#legacy };
   }
 
@@ -428,12 +428,12 @@ export class HostContext implements ProviderContext, MemoryOwner {
 
   async streamCreate(_flags: number, priority: number): Promise<StreamRef> {
     // Clamped to the device's range, as the driver does.
-    const st: HostStream = { priority: Math.min(PRIORITY_LEAST, Math.max(PRIORITY_GREATEST, priority)), attrs: new Map(), owner: this.#id };
+    const st: EmuStream = { priority: Math.min(PRIORITY_LEAST, Math.max(PRIORITY_GREATEST, priority)), attrs: new Map(), owner: this.#id };
     return st;
   }
 
   async streamGetPriority(s: StreamRef | undefined): Promise<number> {
-    return ((s as HostStream | undefined) ?? this.#legacy).priority;
+    return ((s as EmuStream | undefined) ?? this.#legacy).priority;
   }
 
   async streamPriorityRange(): Promise<{ least: number; greatest: number }> {
@@ -444,50 +444,50 @@ export class HostContext implements ProviderContext, MemoryOwner {
   async resetPersistingL2Cache(): Promise<void> {}
 
   async streamDestroy(s: StreamRef): Promise<void> {
-    checkOwner(this.#id, 'stream', s as HostStream);
+    checkOwner(this.#id, 'stream', s as EmuStream);
   }
 
   async streamSynchronize(s: StreamRef | undefined): Promise<void> {
-    checkOwner(this.#id, 'stream', s as HostStream | undefined);
+    checkOwner(this.#id, 'stream', s as EmuStream | undefined);
   }
 
   async streamQuery(s: StreamRef | undefined): Promise<boolean> {
-    checkOwner(this.#id, 'stream', s as HostStream | undefined);
+    checkOwner(this.#id, 'stream', s as EmuStream | undefined);
     return true;
   }
 
   /** The event may be another device's (CUDA waits across devices). */
   async streamWaitEvent(s: StreamRef | undefined): Promise<void> {
-    checkOwner(this.#id, 'stream', s as HostStream | undefined);
+    checkOwner(this.#id, 'stream', s as EmuStream | undefined);
   }
 
   async eventCreate(flags: number): Promise<EventRef> {
-    const e: HostEvent = { flags, at: undefined, owner: this.#id };
+    const e: EmuEvent = { flags, at: undefined, owner: this.#id };
     return e;
   }
 
   async eventDestroy(e: EventRef): Promise<void> {
-    checkOwner(this.#id, 'event', e as HostEvent);
+    checkOwner(this.#id, 'event', e as EmuEvent);
   }
 
   async eventRecord(e: EventRef, s: StreamRef | undefined): Promise<void> {
-    checkOwner(this.#id, 'event', e as HostEvent);
-    checkOwner(this.#id, 'stream', s as HostStream | undefined);
-    (e as HostEvent).at = performance.now();
+    checkOwner(this.#id, 'event', e as EmuEvent);
+    checkOwner(this.#id, 'stream', s as EmuStream | undefined);
+    (e as EmuEvent).at = performance.now();
   }
 
   async eventSynchronize(e: EventRef): Promise<void> {
-    checkOwner(this.#id, 'event', e as HostEvent);
+    checkOwner(this.#id, 'event', e as EmuEvent);
   }
 
   async eventQuery(e: EventRef): Promise<boolean> {
-    checkOwner(this.#id, 'event', e as HostEvent);
+    checkOwner(this.#id, 'event', e as EmuEvent);
     return true;
   }
 
   async eventElapsed(start: EventRef, end: EventRef): Promise<number> {
-    const a = start as HostEvent;
-    const b = end as HostEvent;
+    const a = start as EmuEvent;
+    const b = end as EmuEvent;
     if ((a.flags | b.flags) & EVENT_DISABLE_TIMING)
       throw new CudaError(CudaErr.InvalidResourceHandle, 'event created with cudaEventDisableTiming');
     if (a.at === undefined || b.at === undefined) throw new CudaError(CudaErr.InvalidResourceHandle, 'event was never recorded');
@@ -500,42 +500,42 @@ export class HostContext implements ProviderContext, MemoryOwner {
   // way it would on a GPU of the wrong architecture; 801 (not supported) would
   // read as a missing feature of the API rather than of the device.
   async moduleLoad(_image: Uint8Array): Promise<{ ref: never; bytes: bigint }> {
-    throw new CudaError(CudaErr.NoKernelImageForDevice, 'the host provider runs no kernels: kernels need the cuda provider (a GPU)');
+    throw new CudaError(CudaErr.NoKernelImageForDevice, 'the emu provider runs no kernels: kernels need the cuda provider (a GPU)');
   }
   async link(): Promise<never> {
-    throw new CudaError(CudaErr.NotSupported, 'the host provider cannot JIT-link: linking needs the cuda provider (a GPU driver)');
+    throw new CudaError(CudaErr.NotSupported, 'the emu provider cannot JIT-link: linking needs the cuda provider (a GPU driver)');
   }
   async moduleUnload(_m: unknown): Promise<void> {
-    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no modules');
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the emu provider has no modules');
   }
   async functionGet(_m: unknown, _name: string): Promise<FunctionInfo> {
-    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no modules');
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the emu provider has no modules');
   }
   async variableGet(_m: unknown, _name: string): Promise<{ dptr: DevPtr; size: bigint }> {
-    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no modules');
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the emu provider has no modules');
   }
   // Function queries and cooperative launches: there are no functions (as for launch).
   async funcGetAttributes(_f: unknown): Promise<Int32Array> {
-    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the emu provider has no kernels');
   }
   async funcSetAttribute(_f: unknown, _a: number, _v: number): Promise<void> {
-    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the emu provider has no kernels');
   }
   async occupancyBlocks(_f: unknown, _b: number, _s: bigint, _fl: number): Promise<number> {
-    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the emu provider has no kernels');
   }
   async occupancySmem(_f: unknown, _n: number, _b: number): Promise<bigint> {
-    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the emu provider has no kernels');
   }
   async occupancyClusters(_f: unknown, ..._config: unknown[]): Promise<number> {
-    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the emu provider has no kernels');
   }
   // A descriptor only kernels read, in a layout only NVIDIA's driver knows.
   async tensorMapEncode(_args: Uint8Array): Promise<Uint8Array> {
-    throw new CudaError(CudaErr.NotSupported, 'the host provider has no tensor memory accelerator');
+    throw new CudaError(CudaErr.NotSupported, 'the emu provider has no tensor memory accelerator');
   }
   async launchCooperative(_f: unknown, _g: Dim3, _b: Dim3, _s: number, _st: StreamRef | undefined, _p: Uint8Array): Promise<void> {
-    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the emu provider has no kernels');
   }
   async launchEx(
     _f: unknown,
@@ -547,7 +547,7 @@ export class HostContext implements ProviderContext, MemoryOwner {
     _c: Dim3,
     _co: boolean,
   ): Promise<void> {
-    throw new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+    throw new CudaError(CudaErr.InvalidResourceHandle, 'the emu provider has no kernels');
   }
 
   async limitSet(limit: number, value: bigint): Promise<void> {
@@ -559,12 +559,12 @@ export class HostContext implements ProviderContext, MemoryOwner {
 
   // Stream attributes: kept per stream, as set (they change nothing here: work completes at once).
   async streamSetAttribute(s: StreamRef | undefined, attr: number, value: Uint8Array): Promise<void> {
-    const st = (s as HostStream | undefined) ?? this.#legacy;
+    const st = (s as EmuStream | undefined) ?? this.#legacy;
     st.attrs.set(attr, value.slice());
     if (attr === StreamAttr.Priority) st.priority = new DataView(value.buffer, value.byteOffset, 4).getInt32(0, true);
   }
   async streamGetAttribute(s: StreamRef | undefined, attr: number): Promise<Uint8Array> {
-    const st = (s as HostStream | undefined) ?? this.#legacy;
+    const st = (s as EmuStream | undefined) ?? this.#legacy;
     return (st.attrs.get(attr) ?? defaultStreamAttr(attr, st.priority)).slice();
   }
   async launch(_f: unknown, _g: Dim3, _b: Dim3, _s: number, _st: StreamRef | undefined, _p: Uint8Array): Promise<void> {
@@ -603,7 +603,7 @@ export class HostContext implements ProviderContext, MemoryOwner {
   }
 
   // Its memory and events are shared between sessions by the provider itself
-  // (HostProvider.ipcOpen, ipcEventOpen): nothing leaves this process.
+  // (EmuProvider.ipcOpen, ipcEventOpen): nothing leaves this process.
   async ipcMemExport(): Promise<Uint8Array> {
     throw new CudaError(CudaErr.NotSupported, 'IPC handles: host memory does not leave its process');
   }
@@ -614,10 +614,10 @@ export class HostContext implements ProviderContext, MemoryOwner {
     throw new CudaError(CudaErr.NotSupported, 'IPC handles: host memory does not leave its process');
   }
   async ipcEventExport(): Promise<Uint8Array> {
-    throw new CudaError(CudaErr.NotSupported, 'IPC handles: host events do not leave their process');
+    throw new CudaError(CudaErr.NotSupported, 'IPC handles: emulated events do not leave their process');
   }
   async ipcEventOpen(): Promise<EventRef> {
-    throw new CudaError(CudaErr.NotSupported, 'IPC handles: host events do not leave their process');
+    throw new CudaError(CudaErr.NotSupported, 'IPC handles: emulated events do not leave their process');
   }
 
   async hostUnmap(ptr: DevPtr): Promise<void> {

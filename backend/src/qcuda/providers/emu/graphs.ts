@@ -1,4 +1,4 @@
-// A host context's CUDA graphs with conditional nodes. Refs are ids, as for
+// An emu context's CUDA graphs with conditional nodes. Refs are ids, as for
 // arrays: they cross to a session's worker and back. Work completes when
 // enqueued here, so a launch runs the whole graph before it resolves, in
 // stream order like any other call.
@@ -7,7 +7,7 @@ import { CudaErr, CudaError } from '../../cuda-error';
 import { COND_ASSIGN_DEFAULT } from '../../cuda-formats';
 import type { DevPtr, Extent, GraphExecRef, GraphNodeSpec, GraphRef, GraphSpec, Place, Pos } from '../../provider';
 import { copyViews, pattern } from './views';
-import type { HostEvent } from './streams';
+import type { EmuEvent } from './streams';
 
 /** cudaGraphCondType */
 const COND_IF = 0;
@@ -31,7 +31,7 @@ const MAX_LOOP_WORK = 2_000_000;
 const LOOP_WORK_BYTES = 512n;
 
 /** A conditional handle: what a launch starts it at, and its current value. */
-export interface HostCond {
+export interface EmuCond {
   defaultValue: number;
   assignDefault: boolean;
   value: number;
@@ -39,7 +39,7 @@ export interface HostCond {
 
 /** A graph (GRAPH_CREATE): only where conditional handles live; the nodes come at instantiation. */
 interface HostGraph {
-  conds: Map<bigint, HostCond>;
+  conds: Map<bigint, EmuCond>;
 }
 
 /**
@@ -51,7 +51,7 @@ interface HostGraph {
 interface HostGraphExec {
   spec: GraphSpec;
   bodies: Map<number, number[][]>;
-  conds: Map<bigint, HostCond>;
+  conds: Map<bigint, EmuCond>;
   hasKernel: boolean;
 }
 
@@ -64,7 +64,7 @@ interface GraphRun {
 
 /** The error every kernel call gets here. */
 export function noKernels(): CudaError {
-  return new CudaError(CudaErr.InvalidResourceHandle, 'the host provider has no kernels');
+  return new CudaError(CudaErr.InvalidResourceHandle, 'the emu provider has no kernels');
 }
 
 /** Counts a node run inside a WHILE body against the launch's MAX_LOOP_WORK. */
@@ -89,7 +89,7 @@ export interface GraphTarget {
 let nextGraph = 1;
 let nextCond = 0xc0d0000001n;
 
-export class HostGraphs {
+export class EmuGraphs {
   /** Graphs and executable graphs, by id (one numbering: neither passes for the other). */
   readonly #graphs = new Map<number, HostGraph>();
   readonly #execs = new Map<number, HostGraphExec>();
@@ -117,7 +117,7 @@ export class HostGraphs {
     const graph = this.#graph(g);
     const nodes = spec.nodes.map((n) => (n.type === 'kernel' ? { ...n, params: n.params.slice() } : { ...n })); // params view the staged image
     const bodies = new Map<number, number[][]>([[-1, [[]]]]);
-    const conds = new Map<bigint, HostCond>();
+    const conds = new Map<bigint, EmuCond>();
     nodes.forEach((n, i) => {
       // Parents come first (the dispatcher checked), so a node's body list exists when it is reached.
       const body = bodies.get(n.parent)?.[n.body];
@@ -192,7 +192,7 @@ export class HostGraphs {
         return;
       }
       case 'eventRecord':
-        (n.event as HostEvent).at = performance.now(); // as eventRecord()
+        (n.event as EmuEvent).at = performance.now(); // as eventRecord()
         return;
       case 'eventWait': // as streamWaitEvent(): recorded work is already done
       case 'empty':
@@ -228,17 +228,17 @@ export class HostGraphs {
   }
 
   /** Graph g's conditional handles, or an executable graph's spec and conditions (migration/). */
-  condsOf(g: GraphRef): Map<bigint, HostCond> {
+  condsOf(g: GraphRef): Map<bigint, EmuCond> {
     return this.#graph(g).conds;
   }
 
-  execOf(x: GraphExecRef): { spec: GraphSpec; conds: Map<bigint, HostCond> } {
+  execOf(x: GraphExecRef): { spec: GraphSpec; conds: Map<bigint, EmuCond> } {
     const e = this.#exec(x);
     return { spec: e.spec, conds: e.conds };
   }
 
   /** A migrated graph: its conditional handles as at its source (the guest holds them). */
-  adoptGraph(conds: Map<bigint, HostCond>): GraphRef {
+  adoptGraph(conds: Map<bigint, EmuCond>): GraphRef {
     for (const h of conds.keys()) if (h >= nextCond) nextCond = h + 1n;
     const id = nextGraph++;
     this.#graphs.set(id, { conds });
@@ -246,7 +246,7 @@ export class HostGraphs {
   }
 
   /** A migrated executable graph: spec instantiated over conds, then their values as they were. */
-  adoptExec(spec: GraphSpec, conds: Map<bigint, HostCond>): GraphExecRef {
+  adoptExec(spec: GraphSpec, conds: Map<bigint, EmuCond>): GraphExecRef {
     const g = this.adoptGraph(conds);
     try {
       const x = this.instantiate(g, spec);

@@ -1,13 +1,13 @@
-// The qcuda device with the host provider, driven through the test frontend
+// The qcuda device with the emu provider, driven through the test frontend
 // the way the guest driver drives it: sessions, memory, copies of many sizes
 // in chunks over all queues, streams and events, quotas, isolation between
 // sessions, and refusal of malformed requests.
 import test, { type ExecutionContext } from 'ava';
 import { CudaErr } from '../../backend/src/qcuda/cuda-error';
-import { QcudaDevice } from '../../backend/src/qcuda/device';
+import { QcudaDevice } from '../../backend/src/qcuda/virtio-device';
 import type { VmLimits } from '../../backend/src/qcuda/quota/limits';
 import type { ModuleCache } from '../../backend/src/qcuda/modules/module-cache';
-import { hostProvider, type HostProvider } from '../../backend/src/qcuda/providers/host';
+import { emuProvider, type EmuProvider } from '../../backend/src/qcuda/providers/emu';
 import {
   Cmd,
   decode,
@@ -31,11 +31,11 @@ import { QcudaClient } from './client';
 const MIB = 1 << 20;
 
 async function setup(t: ExecutionContext, o: { memoryLimit?: bigint; mem?: GuestMemory; limits?: Partial<VmLimits> } = {}) {
-  const dev = new QcudaDevice({ provider: hostProvider, queues: 4, memoryLimit: o.memoryLimit, limits: o.limits });
+  const dev = new QcudaDevice({ provider: emuProvider, queues: 4, memoryLimit: o.memoryLimit, limits: o.limits });
   const pair = await started(t, dev, { size: 256 }, o.mem);
   const c = new QcudaClient(pair.fe);
   await c.open();
-  return { dev, c, fe: pair.fe, provider: dev.provider as HostProvider };
+  return { dev, c, fe: pair.fe, provider: dev.provider as EmuProvider };
 }
 
 test('config space carries magic, version and queue count', async (t) => {
@@ -44,7 +44,7 @@ test('config space carries magic, version and queue count', async (t) => {
   t.is(cfg.magic, QCUDA_MAGIC);
   t.is(cfg.proto_version, QCUDA_PROTO_VERSION);
   t.is(cfg.num_queues, 4);
-  t.is(cfg.capabilities, 0n, 'the host provider has no GPU');
+  t.is(cfg.capabilities, 0n, 'the emu provider has no GPU');
 });
 
 test('NOP echoes its payload and names the queue, on every queue, without a session', async (t) => {
@@ -467,7 +467,7 @@ test('random and mutated commands never crash the backend or disturb another ses
   t.is(LAYOUT.qcuda_req_hdr.size, 32);
 });
 
-// ---- modules and launches (the host provider runs no kernels: the protocol checks)
+// ---- modules and launches (the emu provider runs no kernels: the protocol checks)
 
 function upload(c: QcudaClient, id: bigint, size: bigint, gpa: bigint, at: number, len: number) {
   return c.call(Cmd.MODULE_UPLOAD, {
@@ -495,7 +495,7 @@ test('module images cross once per VM: MODULE_FIND stages an image loaded before
   t.is(r.value, 0n, 'nothing cached yet: upload it');
   t.is(dev.sessions.get(c.session)!.modules.pendingUploads, 0, 'a miss stages nothing');
   t.is((await upload(c, 1n, size, g, 0, ptx.length)).status, 0);
-  t.is((await load(c, 1n)).status, CudaErr.NoKernelImageForDevice, 'host provider: checked, then 209');
+  t.is((await load(c, 1n)).status, CudaErr.NoKernelImageForDevice, 'emu provider: checked, then 209');
   t.is((dev.vm.modules as ModuleCache).count, 1, 'the checked image is kept');
   // Another process of the VM finds it by content and loads it without sending it.
   const other = new QcudaClient(fe);
@@ -549,7 +549,7 @@ test('the module cache keeps at most its bound in bytes, the least recently used
   t.is(new ModuleCache(0n).count, 0);
 });
 
-test('module uploads: sizes, chunks out of range, unknown, incomplete and too many uploads; load on the host provider says 209', async (t) => {
+test('module uploads: sizes, chunks out of range, unknown, incomplete and too many uploads; load on the emu provider says 209', async (t) => {
   const { c, fe, dev, provider } = await setup(t);
   const g = fe.mem.alloc(64 * 1024);
   fe.mem.bytes(g, 64 * 1024).fill(0x5a);
@@ -576,12 +576,12 @@ test('module uploads: sizes, chunks out of range, unknown, incomplete and too ma
   const junk = await load(c, 3n);
   t.is(junk.status, CudaErr.InvalidKernelImage, 'neither a fat binary, ELF nor PTX: cudaErrorInvalidKernelImage');
   t.is(junk.value, 0n);
-  // A well-formed image reaches the provider, and the host provider runs no kernels.
+  // A well-formed image reaches the provider, and the emu provider runs no kernels.
   const ptx = Buffer.from('//\n.version 8.0\n.target sm_90\n.address_size 64\n');
   fe.mem.bytes(g, ptx.length).set(ptx);
   t.is((await upload(c, 4n, BigInt(ptx.length), g, 0, ptx.length)).status, 0);
   const l = await load(c, 4n);
-  t.is(l.status, CudaErr.NoKernelImageForDevice, 'host provider: cudaErrorNoKernelImageForDevice');
+  t.is(l.status, CudaErr.NoKernelImageForDevice, 'emu provider: cudaErrorNoKernelImageForDevice');
   t.is(l.value, 0n);
   t.is(session.modules.pendingUploads, 0, 'staging freed');
   t.is(session.modules.moduleCount, 0, 'no module kept');
@@ -654,9 +654,8 @@ test('module, function, variable and launch requests with bad lengths or handles
 for (const where of ['in process', 'in a worker'] as const) {
   test(`stream priority range, a stream's priority (clamped), L2 persistence reset: ${where}`, async (t) => {
     const { IsolatedProvider } = await import('../../backend/src/qcuda/workers/isolated');
-    const { HostProvider } = await import('../../backend/src/qcuda/providers/host');
-    const provider =
-      where === 'in a worker' ? new IsolatedProvider(new HostProvider(), { worker: { kind: 'host', gpu: 0 } }) : hostProvider;
+    const { EmuProvider } = await import('../../backend/src/qcuda/providers/emu');
+    const provider = where === 'in a worker' ? new IsolatedProvider(new EmuProvider(), { worker: { kind: 'emu', gpu: 0 } }) : emuProvider;
     const dev = new QcudaDevice({ queues: 2, provider });
     t.teardown(() => (typeof provider === 'function' ? undefined : provider.close()));
     const c = new QcudaClient((await started(t, dev, { size: 256 })).fe);

@@ -1,4 +1,4 @@
-// A host context's streams, events and limits: records of what was set, as
+// An emu context's streams, events and limits: records of what was set, as
 // CUDA reports it back (work completes at once here, so nothing waits).
 import { StreamAttr } from '../../attrs';
 import { CudaErr, CudaError } from '../../cuda-error';
@@ -8,7 +8,7 @@ import { QCUDA_ATTR_VALUE_BYTES } from '../../proto';
 export const EVENT_DISABLE_TIMING = 0x2;
 export const EVENT_INTERPROCESS = 0x4;
 
-export interface HostEvent {
+export interface EmuEvent {
   flags: number;
   at: number | undefined; // ms, when recorded
   /** The id of the context that made it (a number: refs cross a worker's channel as copies). */
@@ -16,7 +16,7 @@ export interface HostEvent {
 }
 
 /** A stream: its creation priority and the attributes set on it (cudaLaunchAttributeValue bytes by id). */
-export interface HostStream {
+export interface EmuStream {
   priority: number;
   attrs: Map<number, Uint8Array>;
   /** The id of the context that made it (a number: refs cross a worker's channel as copies). */
@@ -68,7 +68,7 @@ export function defaultStreamAttr(attr: number, priority: number): Uint8Array {
 }
 
 /** A context's limits (cudaLimit order): a table that keeps what is set, clamping the hints as CUDA does. */
-export class HostLimits {
+export class EmuLimits {
   readonly #values = LIMIT_DEFAULTS.slice();
 
   set(limit: number, value: bigint): void {

@@ -1,11 +1,11 @@
-// A host context's CUDA arrays, mipmapped arrays, and texture and surface
+// An emu context's CUDA arrays, mipmapped arrays, and texture and surface
 // objects (records: nothing samples them here). Arrays are allocations of
 // the device memory, reachable only through their ids; refs are ids, so
 // they cross to a session's worker and back.
 import { CudaErr, CudaError } from '../../cuda-error';
 import { elementSize, levelDesc } from '../../cuda-formats';
 import type { ArrayDesc, ArrayRef, DevPtr, MipmapRef, Place, Pos, TexResource } from '../../provider';
-import type { HostMemory, MemoryOwner } from './memory';
+import type { EmuMemory, MemoryOwner } from './memory';
 
 /** An array here: dense rows of width * elem bytes, height rows a slice. */
 interface HostArray {
@@ -23,7 +23,7 @@ interface HostArray {
 let nextArray = 1;
 let nextObject = 0x7e0000001n;
 
-export class HostArrays {
+export class EmuArrays {
   readonly #arrays = new Map<number, HostArray>();
   /** Mipmapped arrays: their levels' array ids. */
   readonly #mipmaps = new Map<number, number[]>();
@@ -31,7 +31,7 @@ export class HostArrays {
   readonly #objects = new Map<bigint, 'texture' | 'surface'>();
 
   constructor(
-    private readonly memory: HostMemory,
+    private readonly memory: EmuMemory,
     private readonly owner: MemoryOwner,
   ) {}
 
@@ -166,7 +166,7 @@ export class HostArrays {
     if (id >= nextObject) nextObject = id + 1n;
   }
 
-  /** The context is gone: its memory went with it (HostMemory.releaseAll). */
+  /** The context is gone: its memory went with it (EmuMemory.releaseAll). */
   clear(): void {
     this.#arrays.clear();
     this.#mipmaps.clear();

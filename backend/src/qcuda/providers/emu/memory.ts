@@ -1,4 +1,4 @@
-// Emulated device memory of the host provider: allocations, address
+// Emulated device memory of the emu provider: allocations, address
 // reservations and physical memory of virtual memory management (one address
 // space for every context, as a GPU's), and each context's own mappings
 // (guest memory mapped for the device, VMM mappings).
@@ -60,7 +60,7 @@ function alive(owner: MemoryOwner): void {
  * totalMem bytes on each emulated device, in one address space (as unified
  * addressing has it: a pointer names one device's memory).
  */
-export class HostMemory {
+export class EmuMemory {
   readonly #allocs = new RangeSet<Alloc>();
   #next = DEVICE_BASE;
   /** Every context's VMM reservations: one address space, as a GPU's. */
