@@ -37,8 +37,9 @@ Commands:
                                  first, as the user QEMU runs as (libvirt's
                                  system daemon: libvirt-qemu), for it makes the
                                  region, mode 0600, and libvirt only maps it:
-                                   qcuda-backend --provider=auto \
-                                     --shm=/dev/shm/NAME --shm-size=512M
+                                   qcuda-backend --backend-user=libvirt-qemu
+                                     --provider=auto --shm=/dev/shm/NAME
+                                     --shm-size=512M
                                  (docs/windows.md: virsh define, start)
   migrate --monitor=PATH --to=URI
                                  move a running VM (qcuda vm --monitor=PATH) to
