@@ -54,6 +54,8 @@ function blank(file: string, bytes: number): string {
 }
 
 test.serial('the full domain (UEFI, the DLL folder, the ISO, the region, VNC) is one libvirt defines', (t) => {
+  // A define can take most of a minute where libvirt re-probes QEMU (docs/operations.md).
+  t.timeout(TEST_TIMEOUT_MS);
   const dir = tmpDir(t);
   const name = `qcuda-test-windef-${process.pid}`;
   const fw = path.join(dir, 'fw');
