@@ -141,6 +141,17 @@ const WINDOWS_CASES: string[][] = [
   ...badInts('memory').map((a) => [`--windows-image=${FILE}`, ...a]),
 ];
 
+/** The options of a Windows domain libvirt-xml prints (cli.test.ts checks one prints). */
+const WINDOWS_DOMAIN = [
+  '--windows',
+  '--name=vm',
+  '--qemu=/bin/false',
+  `--windows-image=${FILE}`,
+  '--shm=/dev/shm/qcuda-args',
+  '--firmware=bios',
+  `--dll-dir=${DLLS}`,
+];
+
 const RUN_CASES: string[][] = [
   [`--lib-dir=${NONE}`],
   [`--lib-dir=${dir}`],
@@ -190,6 +201,40 @@ const LIBVIRT_CASES: string[][] = [
   ['--nope'],
   [`--file=${FILE}`],
   ['extra'],
+  // A Windows domain's options without --windows.
+  ['--shm=/dev/shm/qcuda-args'],
+  [`--windows-image=${FILE}`],
+  ['--firmware=bios'],
+];
+
+/** libvirt-xml --windows: a good domain's options (WINDOWS_DOMAIN), then one bad. */
+const LIBVIRT_WINDOWS_CASES: string[][] = [
+  // A Linux domain's options.
+  [`--socket=${SOCK}`],
+  [`--kernel=${KERNEL}`],
+  [`--disk=${FILE}`],
+  ['--queues=2'],
+  // vm's, not libvirt-xml's.
+  ['--timeout=5'],
+  // libvirt's <shmem> is a file of /dev/shm only.
+  ['--shm=/tmp/qcuda-args'],
+  ['--shm=/dev/shm/a/b'],
+  ['--shm=/dev/shm/.hidden'],
+  ['--shm=/dev/shm/'],
+  ['--shm=qcuda-args'],
+  [`--windows-image=${NONE}`],
+  [`--windows-image=${dir}`],
+  [`--virtio-win=${NONE}`],
+  [`--dll-dir=${NONE}`],
+  ['--firmware=bogus'],
+  ['--vnc=bogus'],
+  ['--shm-size=100M'],
+  ...badSizes('shm-size'),
+  [`--qemu=${NONE}`],
+  ...badEnum('type'),
+  ...badInts('memory'),
+  ...badInts('cpus'),
+  ['extra'],
 ];
 
 interface Case {
@@ -224,6 +269,9 @@ const cases: Case[] = [
       ...a,
     ],
   })),
+  ...LIBVIRT_WINDOWS_CASES.map((a) => ({ program: 'qcuda' as const, args: ['libvirt-xml', ...WINDOWS_DOMAIN, ...a] })),
+  // Each of --name, --windows-image and --shm missing.
+  ...[1, 3, 4].map((i) => ({ program: 'qcuda' as const, args: ['libvirt-xml', ...WINDOWS_DOMAIN.filter((_, j) => j !== i)] })),
   { program: 'qcuda', args: ['libvirt-xml', `--socket=${SOCK}`, `--kernel=${KERNEL}`] },
   { program: 'qcuda', args: ['libvirt-xml', '--name=vm', `--kernel=${KERNEL}`] },
   { program: 'qcuda', args: ['libvirt-xml', '--name=vm', `--socket=${SOCK}`] },

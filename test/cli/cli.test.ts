@@ -149,3 +149,69 @@ test('qcuda vm --file naming no file is a one-line usage error, exit 2', (t) => 
   t.is(r.status, 2);
   t.is(r.stderr, "qcuda: --file /nonexistent/qcuda-file: no such file (try 'qcuda help')\n");
 });
+
+test('qcuda libvirt-xml --windows prints the Windows machine on the region at /dev/shm/NAME', (t) => {
+  const dir = tmpDir(t);
+  const dlls = path.join(dir, 'dlls');
+  const fw = path.join(dir, 'fw');
+  for (const d of [dlls, fw]) fs.mkdirSync(d);
+  for (const f of [path.join(dlls, 'nvcuda.dll'), path.join(dir, 'win.qcow2'), path.join(dir, 'virtio-win.iso')]) fs.writeFileSync(f, '');
+  for (const f of ['OVMF_CODE_4M.fd', 'OVMF_VARS_4M.fd']) fs.writeFileSync(path.join(fw, f), '');
+  const args = [
+    QCUDA,
+    'libvirt-xml',
+    '--windows',
+    '--name=win1',
+    '--qemu=/bin/true',
+    `--windows-image=${dir}/win.qcow2`,
+    '--shm=/dev/shm/qcuda-win1',
+    '--shm-size=256M',
+    `--dll-dir=${dlls}`,
+    `--virtio-win=${dir}/virtio-win.iso`,
+    '--vnc=127.0.0.1:3',
+    '--memory=8192',
+    '--cpus=4',
+    '--type=qemu',
+  ];
+  // UEFI (the default) from the firmware folders QCUDA_FIRMWARE_DIRS names.
+  const r = spawnSync(process.execPath, args, { encoding: 'utf8', env: { ...process.env, QCUDA_FIRMWARE_DIRS: fw } });
+  t.is(r.status, 0, r.stderr);
+  const xml = r.stdout;
+  t.regex(xml, /^<domain type='qemu' xmlns:qemu='http:\/\/libvirt\.org\/schemas\/domain\/qemu\/1\.0'>\n\s*<name>win1<\/name>/);
+  t.regex(xml, /<memory unit='MiB'>8192<\/memory>\n\s*<vcpu>4<\/vcpu>/);
+  t.regex(xml, /<type arch='x86_64' machine='q35'>hvm<\/type>/);
+  t.regex(
+    xml,
+    new RegExp(`<loader readonly='yes' type='pflash'>${fw}/OVMF_CODE_4M.fd</loader>\\n    <nvram template='${fw}/OVMF_VARS_4M.fd'/>`),
+  );
+  t.regex(
+    xml,
+    new RegExp(`<driver name='qemu' type='qcow2'/>\\n      <source file='${dir}/win.qcow2'/>\\n      <target dev='sda' bus='sata'/>`),
+  );
+  t.regex(
+    xml,
+    new RegExp(
+      `<driver name='qemu' type='fat'/>\\n      <source dir='${dlls}'/>\\n      <target dev='sdb' bus='usb'/>\\n      <readonly/>`,
+    ),
+  );
+  t.regex(
+    xml,
+    new RegExp(
+      `<disk type='file' device='cdrom'>\\n.*\\n      <source file='${dir}/virtio-win.iso'/>\\n      <target dev='sdc' bus='sata'/>`,
+    ),
+  );
+  t.regex(xml, /<graphics type='vnc' port='5903' autoport='no'><listen type='address' address='127\.0\.0\.1'\/><\/graphics>/);
+  t.regex(xml, /<video><model type='vga'\/><\/video>/);
+  t.regex(xml, /<input type='tablet' bus='usb'\/>/);
+  t.regex(xml, /<shmem name='qcuda-win1'>\s*<model type='ivshmem-plain'\/>\s*<size unit='M'>256<\/size>\s*<\/shmem>/);
+  t.notRegex(xml, /seclabel/);
+  // BIOS: no loader; a display on a unix socket.
+  const bios = spawnSync(process.execPath, [...args, '--firmware=bios', `--vnc=unix:${dir}/vnc.sock`], { encoding: 'utf8' });
+  t.is(bios.status, 0, bios.stderr);
+  t.notRegex(bios.stdout, /<loader|<nvram/);
+  t.regex(bios.stdout, new RegExp(`<graphics type='vnc'><listen type='socket' socket='${dir}/vnc.sock'/></graphics>`));
+  // Not in /dev/shm: libvirt could not name it.
+  const elsewhere = spawnSync(process.execPath, [...args, '--firmware=bios', `--shm=${dir}/r.shm`], { encoding: 'utf8' });
+  t.is(elsewhere.status, 2);
+  t.regex(elsewhere.stderr, /libvirt maps a region at \/dev\/shm\/NAME only/);
+});

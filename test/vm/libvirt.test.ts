@@ -5,7 +5,7 @@
 // is the test image booted directly (kernel, an initramfs carrying the
 // command), its results read from the second serial port's file.
 import test from 'ava';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { readStatus } from '../../backend/src/sys/status-socket';
@@ -15,6 +15,7 @@ import { buildInitrd } from '../../backend/src/vm/runner';
 import type { BackendStatus } from '../../backend/src/cli/status';
 import type { QcudaStatus } from '../../backend/src/qcuda/status';
 import { alive, tmpDir, until, KEEP_ROOT } from '../helpers';
+import { holdLibvirtd, poll, qemuPidOf, stopChild, virsh } from './libvirtd';
 
 // Absolute: libvirt starts QEMU in a directory of its own.
 const env = Object.fromEntries(
@@ -32,73 +33,11 @@ if (missing.length > 0)
   );
 
 const BACKEND = path.resolve(__dirname, '..', '..', 'backend', 'src', 'cli', 'backend.js');
-// As root, libvirt's session URI is the system daemon's (root has no session
-// daemon of its own); CI runs as root.
-const URI = process.getuid?.() === 0 ? 'qemu:///system' : 'qemu:///session';
 /** The guest's whole run (TCG boot ~4 s, two programs); past it the domain is destroyed and the test fails. */
 const RUN_TIMEOUT_MS = 180_000;
+/** Waiting for libvirt-windows.test.ts to give libvirt back, the run, destroy and undefine. */
+const TEST_TIMEOUT_MS = 600_000;
 const COMMAND = 'device && memcpy';
-
-function virsh(...args: string[]): { status: number | null; out: string } {
-  const r = spawnSync('virsh', ['-c', URI, ...args], { encoding: 'utf8', timeout: 60_000 });
-  return { status: r.status, out: `${r.stdout ?? ''}${r.stderr ?? ''}`.trim() };
-}
-
-function stopChild(p: ChildProcess): Promise<void> {
-  if (p.exitCode !== null || p.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => p.kill('SIGKILL'), 5000);
-    p.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    p.kill('SIGTERM');
-  });
-}
-
-/**
- * A libvirt daemon to talk to: the one that answers (systemd's socket
- * units start it), else one of the test's own (a container without systemd,
- * as CI is), with virtlogd, which writes QEMU's log and file serial ports.
- * Returns the processes it started, for the caller to stop.
- */
-async function ensureLibvirtd(): Promise<ChildProcess[]> {
-  if (virsh('uri').status === 0) return [];
-  const started: ChildProcess[] = [];
-  const daemon = (bin: string) => {
-    const p = spawn(bin, [], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let err = '';
-    p.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    p.once('exit', (code, sig) => (err += `\n${bin} exited (${sig ?? code})`));
-    started.push(p);
-    return () => err;
-  };
-  if (!fs.existsSync('/run/libvirt/virtlogd-sock')) daemon('/usr/sbin/virtlogd');
-  const libvirtdErr = daemon('/usr/sbin/libvirtd');
-  if (!(await poll(() => virsh('uri').status === 0, 30_000))) {
-    await Promise.all(started.reverse().map(stopChild));
-    throw new Error(`libvirtd did not answer within 30 s:\n${libvirtdErr()}`);
-  }
-  return started;
-}
-
-/** Polls every 500 ms (each poll runs virsh) until cond holds or ms pass. */
-async function poll(cond: () => boolean, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) return false;
-    await new Promise((r) => setTimeout(r, 500));
-  }
-  return true;
-}
-
-function qemuPidOf(name: string): number | undefined {
-  try {
-    return +fs.readFileSync(`/run/libvirt/qemu/${name}.pid`, 'utf8');
-  } catch {
-    return undefined;
-  }
-}
 
 test('a libvirt domain with the qcuda device runs a CUDA program, and is destroyed and undefined', async (t) => {
   const dir = tmpDir(t);
@@ -109,8 +48,9 @@ test('a libvirt domain with the qcuda device runs a CUDA program, and is destroy
   const times: string[] = [];
   const t0 = Date.now();
   const lap = (what: string, since: number) => times.push(`${what} ${Date.now() - since} ms`);
-  const daemons = await ensureLibvirtd();
-  lap(daemons.length ? 'libvirtd started' : 'libvirtd (running)', t0);
+  t.timeout(TEST_TIMEOUT_MS);
+  const libvirtd = await holdLibvirtd();
+  lap(libvirtd.own ? 'libvirtd held and started' : 'libvirtd held (running)', t0);
   let backend: ChildProcess | undefined;
   let qemuPid: number | undefined;
   let defined = false;
@@ -198,7 +138,7 @@ test('a libvirt domain with the qcuda device runs a CUDA program, and is destroy
     if (qemuPid !== undefined) t.false(alive(qemuPid), `QEMU (pid ${qemuPid}) is gone`);
     t.not(virsh('domstate', name).status, 0, 'the domain is no longer known');
     if (backend) await stopChild(backend);
-    await Promise.all(daemons.reverse().map(stopChild));
+    await libvirtd.release();
     t.log(`times: ${times.join(', ')}; whole test ${Date.now() - t0} ms`);
   }
 });

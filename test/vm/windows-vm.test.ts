@@ -7,6 +7,7 @@
 // default features), so the DLL disk and the display are checked on the
 // command line only.
 import test from 'ava';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -37,7 +38,7 @@ test('the command line: the disk on AHCI, the DLLs as a read-only FAT disk, the 
   t.regex(args, /-drive file=\/vm\/win11\.qcow2,if=none,id=windows,format=qcow2 -device ide-hd,drive=windows,bus=ide\.0,bootindex=0/);
   t.regex(
     args,
-    /-drive file=fat:ro:\/b\/zip\/qcuda-windows-x64,if=none,id=qcuda-dlls,format=raw,readonly=on -device ide-hd,drive=qcuda-dlls/,
+    /-device qemu-xhci .*-drive file=fat:ro:\/b\/zip\/qcuda-windows-x64,if=none,id=qcuda-dlls,format=raw,readonly=on -device usb-storage,drive=qcuda-dlls/,
   );
   t.regex(args, /-drive file=\/iso\/virtio-win\.iso,if=none,id=virtio-win,media=cdrom,readonly=on -device ide-cd,drive=virtio-win/);
   t.regex(
@@ -52,6 +53,34 @@ test('the command line: the disk on AHCI, the DLLs as a read-only FAT disk, the 
   t.regex(args, /-vnc 127\.0\.0\.1:3/);
   // A raw image is named raw, never probed.
   t.regex(windowsQemuArgs({ image: '/vm/win.img', shm: { path: '/s', bytes: 128 << 20 } }).join(' '), /format=raw -device ide-hd/);
+});
+
+test('QEMU takes the DLL disk: read-only on USB (a raw image in place of vvfat, which this QEMU lacks)', (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcuda-wintest-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = (name: string, bytes: number) => {
+    const f = path.join(dir, name);
+    fs.writeFileSync(f, '');
+    fs.truncateSync(f, bytes);
+    return f;
+  };
+  const dlls = file('dlls.img', 8 << 20);
+  const args = windowsQemuArgs({
+    image: file('blank.img', 64 << 20),
+    shm: { path: file('region', 128 << 20), bytes: 128 << 20 },
+    dllDir: path.join(dir, 'dlls'),
+    virtioWin: file('virtio-win.iso', 1 << 20),
+    accel: 'tcg',
+    memoryMiB: 256,
+    cpus: 1,
+  }).map((a) => a.replace(`fat:ro:${path.join(dir, 'dlls')}`, dlls));
+  t.true(
+    args.some((a) => a.startsWith(`file=${dlls},`)),
+    args.join(' '),
+  );
+  // The devices are made before the monitor reads "quit": exit 0 only if each was taken (ide-hd refused it: "Block node is read-only").
+  const r = spawnSync(base.qemu, [...args, '-S', '-monitor', 'stdio'], { input: 'quit\n', encoding: 'utf8', timeout: 60_000 });
+  t.is(r.status, 0, r.stderr);
 });
 
 test.serial('QEMU starts with a blank disk as the Windows image: the devices are there, and all of it goes at the end', async (t) => {

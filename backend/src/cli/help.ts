@@ -28,6 +28,19 @@ Commands:
                                  the backend at PATH (guest RAM a shared memfd;
                                  the device through <qemu:commandline>); also
                                  --qemu, --memory, --cpus, --queues, --type=kvm|qemu
+  libvirt-xml --windows --name=VM --windows-image=DISK --shm=/dev/shm/NAME
+                                 print a libvirt domain for a Windows VM: the
+                                 machine of vm --windows-image (its --shm-size,
+                                 --dll-dir, --virtio-win, --firmware, --vnc,
+                                 --memory, --cpus; also --qemu, --type) with the
+                                 region as <shmem name='NAME'>. Start the backend
+                                 first, as the user QEMU runs as (libvirt's
+                                 system daemon: libvirt-qemu), for it makes the
+                                 region, mode 0600, and libvirt only maps it:
+                                   qcuda-backend --backend-user=libvirt-qemu
+                                     --provider=auto --shm=/dev/shm/NAME
+                                     --shm-size=512M
+                                 (docs/windows.md: virsh define, start)
   migrate --monitor=PATH --to=URI
                                  move a running VM (qcuda vm --monitor=PATH) to
                                  a QEMU waiting on URI (qcuda vm --incoming=URI,

@@ -23,6 +23,7 @@ import { migrateCommand } from './migrate';
 import { HELP } from './help';
 import { vmFailed } from './vm-failed';
 import { windowsVm } from './windows-vm';
+import { WINDOWS_DOMAIN_ONLY, windowsLibvirtXml } from './windows-libvirt-xml';
 import { BACKEND_PASSED, HOST_BOUND_OPTIONS } from './backend-options';
 import { GUEST_FIND_SHM, parseShmSize } from '../vm/ivshmem';
 
@@ -146,6 +147,8 @@ const OPTIONS = {
   cudart: { type: 'string' },
   transport: { type: 'string' },
   'shm-size': { type: 'string' },
+  windows: { type: 'boolean' },
+  shm: { type: 'string' },
   'windows-image': { type: 'string' },
   'virtio-win': { type: 'string' },
   'dll-dir': { type: 'string' },
@@ -224,7 +227,20 @@ const COMMAND_OPTIONS: Record<string, string[]> = {
   ],
   'qemu-args': ['socket', 'disk-socket', 'kernel', 'initrd', 'queues', 'memory', 'cpus'],
   status: ['socket', 'status-socket', 'json'],
-  'libvirt-xml': ['name', 'socket', 'kernel', 'initrd', 'cmdline', 'disk', 'qemu', 'memory', 'cpus', 'queues', 'type'],
+  'libvirt-xml': [
+    'name',
+    'socket',
+    'kernel',
+    'initrd',
+    'cmdline',
+    'disk',
+    'qemu',
+    'memory',
+    'cpus',
+    'queues',
+    'type',
+    ...WINDOWS_DOMAIN_ONLY,
+  ],
 };
 
 /** The backend options vm and run share. */
@@ -482,9 +498,14 @@ async function status(socket: string | undefined, statusSocket: string | undefin
   return 0;
 }
 
-/** qcuda libvirt-xml: a domain for the backend at --socket. */
+/** qcuda libvirt-xml: a domain for the backend at --socket (--windows: at --shm). */
 function libvirtXml(v: { [k: string]: string | boolean | string[] | undefined }): string {
   const str = (k: string) => v[k] as string | undefined;
+  const qemu = () => existingFile(need(str('qemu'), 'qemu', 'QEMU_BIN'), 'QEMU', true);
+  const int = (name: string, dflt: number, max: number) => intOpt(str(name), name, dflt, max);
+  if (v.windows) return windowsLibvirtXml({ str, given: Object.keys(v), qemu, int, fail: usage });
+  const windowsOnly = Object.keys(v).find((k) => WINDOWS_DOMAIN_ONLY.includes(k));
+  if (windowsOnly) usage(`--${windowsOnly} is an option of a Windows domain (libvirt-xml --windows)`);
   if (!str('name') || !str('socket')) usage("libvirt-xml needs --name=VM and --socket=PATH (the backend's --socket-path)");
   const disks = (v.disk as string[] | undefined) ?? [];
   if (disks.length > 1) usage('libvirt-xml boots one --disk=IMAGE');
@@ -499,14 +520,14 @@ function libvirtXml(v: { [k: string]: string | boolean | string[] | undefined })
   return domainXml({
     name: str('name')!,
     socket: path.resolve(str('socket')!),
-    emulator: existingFile(need(str('qemu'), 'qemu', 'QEMU_BIN'), 'QEMU', true),
+    emulator: qemu(),
     kernel: file('kernel'),
     initrd: file('initrd'),
     cmdline: str('cmdline'),
     disk: disk ? { path: disk, format: disk.endsWith('.qcow2') ? 'qcow2' : 'raw' } : undefined,
-    memoryMiB: intOpt(str('memory'), 'memory', 2048, 1 << 20),
-    cpus: intOpt(str('cpus'), 'cpus', 2, 256),
-    queues: intOpt(str('queues'), 'queues', 4, 64),
+    memoryMiB: int('memory', 2048, 1 << 20),
+    cpus: int('cpus', 2, 256),
+    queues: int('queues', 4, 64),
     type,
     reconnectMs: 1000,
   });

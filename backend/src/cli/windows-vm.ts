@@ -1,14 +1,12 @@
 // `qcuda vm --windows-image=DISK`: the options of a user's Windows VM,
 // checked before anything starts, and the run (vm/windows-run.ts).
-import fs from 'node:fs';
 import path from 'node:path';
 import type { BackendUser } from '../vm/backend-user';
 import type { HostCgroup } from '../vm/host-bounds';
-import { parseShmSize } from '../vm/ivshmem';
-import { findUefi } from '../vm/windows';
 import { runWindowsVm } from '../vm/windows-run';
 import { BACKEND_PASSED, HOST_BOUND_OPTIONS } from './backend-options';
 import { vmFailed } from './vm-failed';
+import { windowsMachine } from './windows-options';
 
 /**
  * Backend and host-bound options apply to a Windows VM's backend as to a
@@ -33,9 +31,6 @@ export const WINDOWS_OPTIONS = [
   'monitor',
 ];
 
-/** The zip's folder as `make windows-dll windows-zip` leaves it. */
-const BUILD_DLL_DIR = path.resolve(__dirname, '..', '..', '..', '..', 'build', 'windows', 'zip', 'qcuda-windows-x64');
-
 export interface WindowsVmCli {
   v: Values;
   positionals: string[];
@@ -50,12 +45,6 @@ export interface WindowsVmCli {
   fail: (msg: string) => never;
 }
 
-function file(p: string, what: string, fail: (m: string) => never): string {
-  const abs = path.resolve(p);
-  if (!fs.statSync(abs, { throwIfNoEntry: false })?.isFile()) fail(`${what}=${p}: no such file`);
-  return abs;
-}
-
 /** Everything checked; then the VM runs until Windows shuts down. Returns QEMU's status, 125 when the VM failed. */
 export async function windowsVm(c: WindowsVmCli): Promise<number> {
   const { v, fail } = c;
@@ -63,24 +52,7 @@ export async function windowsVm(c: WindowsVmCli): Promise<number> {
   if (c.positionals.length > 0) fail('--windows-image runs no COMMAND: Windows is interactive (VNC)');
   const linuxOnly = c.given.find((k) => !WINDOWS_OPTIONS.includes(k) && !BACKEND_OR_HOST.has(k));
   if (linuxOnly) fail(`--${linuxOnly} is not an option of a Windows VM (--windows-image)`);
-  const image = file(str('windows-image')!, '--windows-image', fail);
-  const virtioWin = str('virtio-win') !== undefined ? file(str('virtio-win')!, '--virtio-win', fail) : undefined;
-  const dllDir = path.resolve(str('dll-dir') ?? BUILD_DLL_DIR);
-  if (!fs.existsSync(path.join(dllDir, 'nvcuda.dll')))
-    fail(`--dll-dir=${dllDir}: no nvcuda.dll there (make windows-dll windows-zip builds build/windows/zip/qcuda-windows-x64)`);
-  const firmware = str('firmware') ?? 'uefi';
-  if (firmware !== 'uefi' && firmware !== 'bios') fail(`--firmware must be uefi or bios, got '${firmware}'`);
-  const uefi = firmware === 'uefi' ? findUefi() : undefined;
-  if (firmware === 'uefi' && !uefi)
-    fail('no UEFI firmware (OVMF_CODE*.fd and its OVMF_VARS*.fd): install ovmf, set QCUDA_FIRMWARE_DIRS, or --firmware=bios');
-  const vnc = str('vnc') ?? '127.0.0.1:0';
-  if (!/^(unix:\/\S+|[\w.-]*:\d+)$/.test(vnc)) fail(`--vnc must be HOST:DISPLAY or unix:/PATH, got '${vnc}'`);
-  let shmBytes: number;
-  try {
-    shmBytes = parseShmSize(str('shm-size'));
-  } catch (e) {
-    return fail((e as Error).message);
-  }
+  const { image, virtioWin, dllDir, uefi, vnc, shmBytes } = windowsMachine(str, fail);
   const sizes = { memoryMiB: c.int('memory', 4096, 1 << 20), cpus: c.int('cpus', 2, 256), timeoutS: c.int('timeout', 0, 86400 * 365) };
   const qemu = c.qemu();
   const cgroup = c.hostCgroup?.();

@@ -4,6 +4,7 @@
 // what the backend needs of guest RAM (a memfd it can map) is libvirt's own
 // <memoryBacking>. `qcuda libvirt-xml` prints one; test/vm/libvirt.test.ts
 // defines, starts and destroys one with virsh.
+import { cpuLine, domainHead, esc, qemuCommandline, ROOT_SECLABEL, type DomainType } from './libvirt-common';
 import { DEFAULT_FIRMWARE_DIRS, firmwareArgs, guestCmdline, qcudaDeviceArgs, type QemuConfig } from './qemu-args';
 
 /** What the domain shares with a QEMU command line (qemu-args.ts): the backend's socket, the guest's size, firmware, reconnect, the result file. */
@@ -14,7 +15,7 @@ export interface DomainConfig extends Pick<QemuConfig, SharedWithQemu> {
   /** The patched QEMU (vhost-user-qcuda-pci). */
   emulator: string;
   /** kvm (default where /dev/kvm works) or qemu (TCG). */
-  type?: 'kvm' | 'qemu';
+  type?: DomainType;
   /** Direct kernel boot (the test guest): kernel, initrd and command line. */
   kernel?: string;
   initrd?: string;
@@ -25,12 +26,6 @@ export interface DomainConfig extends Pick<QemuConfig, SharedWithQemu> {
   consoleFile?: string;
   /** Run QEMU as root instead of libvirt's qemu user (the test: its QEMU lives in root's home). */
   runAsRoot?: boolean;
-}
-
-const QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0';
-
-function esc(s: string): string {
-  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/'/g, '&apos;').replace(/"/g, '&quot;');
 }
 
 /** ttyS0 (and ttyS1 where results go) to files; else ttyS0 on a pty, for `virsh console`. */
@@ -59,14 +54,10 @@ function osBlock(c: DomainConfig): string[] {
 
 export function domainXml(c: DomainConfig): string {
   if (!c.kernel && !c.disk) throw new Error('a domain needs a kernel (direct boot) or a disk to boot from');
-  const mem = c.memoryMiB ?? 512;
   const args = [...firmwareArgs(c.firmwareDirs), ...qcudaDeviceArgs(c)];
   const type = c.type ?? 'kvm';
   return [
-    `<domain type='${type}' xmlns:qemu='${QEMU_NS}'>`,
-    `  <name>${esc(c.name)}</name>`,
-    `  <memory unit='MiB'>${mem}</memory>`,
-    `  <vcpu>${c.cpus ?? 2}</vcpu>`,
+    ...domainHead({ type, name: c.name, memoryMiB: c.memoryMiB ?? 512, cpus: c.cpus ?? 2 }),
     // The backend maps guest RAM from the memfd QEMU passes it: shared, not private.
     `  <memoryBacking>`,
     `    <source type='memfd'/>`,
@@ -77,7 +68,7 @@ export function domainXml(c: DomainConfig): string {
     `  </os>`,
     // ACPI: the guest's poweroff ends QEMU (q35 powers off through it).
     `  <features><acpi/></features>`,
-    type === 'kvm' ? `  <cpu mode='host-passthrough'/>` : `  <cpu mode='maximum'/>`,
+    cpuLine(type),
     `  <on_poweroff>destroy</on_poweroff>`,
     `  <on_reboot>destroy</on_reboot>`,
     `  <on_crash>destroy</on_crash>`,
@@ -96,10 +87,8 @@ export function domainXml(c: DomainConfig): string {
     `    <controller type='usb' model='none'/>`,
     `    <memballoon model='none'/>`,
     `  </devices>`,
-    ...(c.runAsRoot ? [`  <seclabel type='static' model='dac' relabel='no'><label>+0:+0</label></seclabel>`] : []),
-    `  <qemu:commandline>`,
-    ...args.map((a) => `    <qemu:arg value='${esc(a)}'/>`),
-    `  </qemu:commandline>`,
+    ...(c.runAsRoot ? [ROOT_SECLABEL] : []),
+    ...qemuCommandline(args),
     `</domain>`,
     '',
   ].join('\n');

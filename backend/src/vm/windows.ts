@@ -3,7 +3,8 @@
 // disk (QEMU's vvfat of the `make windows-zip` folder), virtio-win's ISO as
 // a CD-ROM, the shared-memory region as an ivshmem-plain device, UEFI (or
 // BIOS) firmware, a VNC display. Windows has no virtio drivers until
-// virtio-win's are installed, so its disks are on q35's AHCI controller.
+// virtio-win's are installed, so its disk and the ISO are on q35's AHCI
+// controller, and the DLL disk (read-only, which ide-hd refuses) on USB.
 import fs from 'node:fs';
 import path from 'node:path';
 import { ivshmemArgs, type ShmRegion } from './ivshmem';
@@ -79,9 +80,6 @@ export function windowsQemuArgs(c: WindowsConfig): string[] {
     `file=${c.image},if=none,id=windows,format=${imageFormat(c.image)}`,
     '-device',
     'ide-hd,drive=windows,bus=ide.0,bootindex=0',
-    ...(c.dllDir
-      ? ['-drive', `file=fat:ro:${c.dllDir},if=none,id=qcuda-dlls,format=raw,readonly=on`, '-device', 'ide-hd,drive=qcuda-dlls,bus=ide.1']
-      : []),
     ...(c.virtioWin
       ? ['-drive', `file=${c.virtioWin},if=none,id=virtio-win,media=cdrom,readonly=on`, '-device', 'ide-cd,drive=virtio-win,bus=ide.2']
       : []),
@@ -92,6 +90,10 @@ export function windowsQemuArgs(c: WindowsConfig): string[] {
     'qemu-xhci',
     '-device',
     'usb-tablet',
+    // On USB: QEMU refuses a read-only drive on ide-hd ("Block node is read-only").
+    ...(c.dllDir
+      ? ['-drive', `file=fat:ro:${c.dllDir},if=none,id=qcuda-dlls,format=raw,readonly=on`, '-device', 'usb-storage,drive=qcuda-dlls']
+      : []),
     '-display',
     'none',
     ...(c.vnc ? ['-vnc', c.vnc] : []),
