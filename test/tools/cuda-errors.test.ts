@@ -47,3 +47,14 @@ test("the addon's own CUresult constants (cuda_api.h) are cuda.h's", (t) => {
   t.true(ours.size >= 10, `${ours.size} constants read`);
   for (const [name, value] of ours) t.is(header.get(name), value, name);
 });
+
+test('the guest test errors.cu asks the name of every cudaError_t', (t) => {
+  const text = fs.readFileSync(path.join(REPO_ROOT, 'test/guest/errors.cu'), 'utf8');
+  const list = /static const int codes\[\] = \{([^}]*)\}/.exec(text)?.[1] ?? '';
+  const asked = new Set([...list.matchAll(/-?\d+/g)].map((m) => Number(m[0])));
+  t.true(asked.size > 100, `${asked.size} codes read`);
+  t.deepEqual(
+    cudaErrors().filter((e) => !asked.has(e.value)),
+    [],
+  );
+});
