@@ -58,3 +58,32 @@ test('it is MIT licensed, with the text the packaging gives', (t) => {
   t.is(body.length, 3);
   t.deepEqual(paragraphs(license).slice(2), body);
 });
+
+// Imports of this folder's tests that reach past the library, kept until
+// the library offers the same: an fd channel to a child process, and the
+// status socket beside the peer-uid check.
+const NOT_YET_OWN: Record<string, string[]> = {
+  'handover.test.ts': ['backend/src/qcuda/workers/channel'],
+  'ring-owner-child.ts': ['backend/src/qcuda/workers/channel'],
+  'peer.test.ts': ['backend/src/sys/status-socket'],
+};
+
+test("this folder's tests import the library, its example echo device and the shared helpers, nothing else", (t) => {
+  const dir = path.join(root, 'test', 'vhost-user');
+  const own = (spec: string) =>
+    spec.startsWith('node:') ||
+    spec === 'ava' ||
+    spec === '../helpers' ||
+    spec.startsWith('./') ||
+    spec === '../../backend/src/devices/echo' ||
+    spec === '../../backend/src/vhost-user' ||
+    spec.startsWith('../../backend/src/vhost-user/');
+  const beyond: Record<string, string[]> = {};
+  for (const f of fs.readdirSync(dir).filter((n) => n.endsWith('.ts'))) {
+    const specs = [...fs.readFileSync(path.join(dir, f), 'utf8').matchAll(/^(?:import|export)\b[^;]*?'([^']+)';/gms)].map((m) => m[1]);
+    t.true(specs.length > 0, `${f}: imports read`);
+    const out = specs.filter((s) => !own(s)).map((s) => s.replace(/^(\.\.\/)+/, ''));
+    if (out.length) beyond[f] = out;
+  }
+  t.deepEqual(beyond, NOT_YET_OWN);
+});
