@@ -4,7 +4,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'build/', 'addon/build/', 'node_modules/', '.carry/'] },
+  { ignores: ['dist/', 'build/', 'addon/build/', 'node_modules/', '.carry/', 'backend/src/vhost-user/dist/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

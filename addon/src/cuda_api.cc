@@ -9,6 +9,8 @@
 #include <mutex>
 #include <type_traits>
 
+#include "cuda_shared_errors.h"
+
 namespace qcuda::cu {
 namespace {
 
@@ -78,25 +80,6 @@ void DoProbe(ProbeResult *p) {
   p->ok = true;
 }
 
-// Every CUresult that has a cudaError_t of the same number (CUDA 13.0 headers:
-// all of them but 202 CUDA_ERROR_CONTEXT_ALREADY_CURRENT, deprecated, and 916
-// CUDA_ERROR_KEY_ROTATION). The names differ for some, the meaning does not:
-// 2 OUT_OF_MEMORY = cudaErrorMemoryAllocation, 3 NOT_INITIALIZED =
-// cudaErrorInitializationError, 4 DEINITIALIZED = cudaErrorCudartUnloading,
-// 200 INVALID_IMAGE = cudaErrorInvalidKernelImage, 201 INVALID_CONTEXT =
-// cudaErrorDeviceUninitialized, 209 NO_BINARY_FOR_GPU =
-// cudaErrorNoKernelImageForDevice, 216 CONTEXT_ALREADY_IN_USE =
-// cudaErrorDeviceAlreadyInUse, 400 INVALID_HANDLE =
-// cudaErrorInvalidResourceHandle, 500 NOT_FOUND = cudaErrorSymbolNotFound,
-// 708 PRIMARY_CONTEXT_ACTIVE = cudaErrorSetOnActiveProcess, 719 LAUNCH_FAILED =
-// cudaErrorLaunchFailure.
-constexpr int kShared[] = {1,   2,   3,   4,   5,   6,   7,   8,   34,  36,  46,  100, 101, 102, 200, 201, 205,
-                           206, 207, 208, 209, 210, 211, 212, 213, 214, 215, 216, 217, 218, 219, 220, 221, 222,
-                           223, 224, 225, 226, 300, 301, 302, 303, 304, 400, 401, 402, 500, 600, 700, 701, 702,
-                           703, 704, 705, 708, 709, 710, 711, 712, 713, 714, 715, 716, 717, 718, 719, 720, 721,
-                           800, 801, 802, 803, 804, 805, 806, 807, 808, 809, 810, 811, 812, 900, 901, 902, 903,
-                           904, 905, 906, 907, 908, 909, 910, 911, 912, 913, 914, 915, 999};
-
 }  // namespace
 
 const ProbeResult &Probe() {
@@ -122,7 +105,7 @@ std::string Describe(Result r) {
 
 int ToCudaError(Result r) {
   if (r == kSuccess) return 0;
-  if (std::binary_search(std::begin(kShared), std::end(kShared), r)) return r;
+  if (std::binary_search(std::begin(kSharedErrors), std::end(kSharedErrors), r)) return r;
   return 999;  // cudaErrorUnknown
 }
 

@@ -204,7 +204,8 @@ static_assert(qc::kMemAllocationTypePinned == CU_MEM_ALLOCATION_TYPE_PINNED &&
                   qc::kMemAccessReadWrite == CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
               "");
 
-// The runtime's numbers for the codes whose names differ (cuda_api.cc maps by number).
+// The runtime's numbers for the codes whose names differ (cuda_shared_errors.h
+// lists the shared numbers; cuda_api.cc maps by number).
 static_assert(CUDA_ERROR_OUT_OF_MEMORY == static_cast<int>(cudaErrorMemoryAllocation), "");
 static_assert(CUDA_ERROR_NOT_INITIALIZED == static_cast<int>(cudaErrorInitializationError), "");
 static_assert(CUDA_ERROR_DEINITIALIZED == static_cast<int>(cudaErrorCudartUnloading), "");

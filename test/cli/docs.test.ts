@@ -82,6 +82,7 @@ function treeFiles(dir = ''): string[] {
 // NCCL's own sources, what the build writes, the review notes beside the repo.
 const ELSEWHERE = new Set([
   'cuda.h',
+  'driver_types.h',
   'cudaProfiler.h',
   'forwards.c',
   'nvcuda.def',

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { launchRecordHeader } from '../qcuda/providers/cuda/launch-record';
 import { callsHeader, contextCallsHeader, protoHeader, ringCallsHeader } from '../qcuda/wire/gen-c';
+import { cudaErrSource, sharedErrorsHeader } from './gen-cuda-errors';
 import { errtabSource, stubsSource } from './gen-cudart';
 import { unsupportedDoc } from './gen-unsupported';
 import { protocolDoc } from './protocol-doc';
@@ -20,6 +21,9 @@ export const GENERATED_FILES: Record<string, (root: string) => string> = {
   'addon/src/ring_calls.h': ringCallsHeader,
   // From the launch record's field list (providers/cuda/launch-record.ts).
   'addon/src/launch_record.h': launchRecordHeader,
+  // From CUDA's error enums (CUDA_HOME's driver_types.h and cuda.h).
+  'backend/src/qcuda/wire/cuda-errors.ts': cudaErrSource,
+  'addon/src/cuda_shared_errors.h': sharedErrorsHeader,
   // From NVIDIA's libcudart.so.13 and headers (CUDA_HOME).
   'guest-driver/lib/errtab.c': errtabSource,
   'guest-driver/lib/stubs.c': stubsSource,
