@@ -1,7 +1,8 @@
 // What the two libvirt domains qcuda prints have in common (libvirt.ts, a
 // Linux guest on the vhost-user device; libvirt-windows.ts, a Windows guest
 // on the shared-memory region): XML escaping, the domain's head, the CPU,
-// running QEMU as root, and QEMU arguments libvirt has no element for.
+// a disk, running QEMU as root, and QEMU arguments libvirt has no element
+// for.
 
 export const QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0';
 
@@ -25,6 +26,31 @@ export function domainHead(c: { type: DomainType; name: string; memoryMiB: numbe
 /** The host's CPU under KVM, TCG's fullest model else (as qemu-args.ts' accelArgs). */
 export function cpuLine(type: DomainType): string {
   return type === 'kvm' ? `  <cpu mode='host-passthrough'/>` : `  <cpu mode='maximum'/>`;
+}
+
+/** A <disk>: an image file, or a folder QEMU shows as a FAT disk (kind 'dir'). */
+export interface DiskElement {
+  kind: 'file' | 'dir';
+  device: 'disk' | 'cdrom';
+  /** The driver's type: raw, qcow2, fat. */
+  format: string;
+  source: string;
+  dev: string;
+  bus: string;
+  bootOrder?: number;
+  readonly?: boolean;
+}
+
+export function diskXml(d: DiskElement): string[] {
+  return [
+    `    <disk type='${d.kind}' device='${d.device}'>`,
+    `      <driver name='qemu' type='${d.format}'/>`,
+    `      <source ${d.kind}='${esc(d.source)}'/>`,
+    `      <target dev='${d.dev}' bus='${d.bus}'/>`,
+    ...(d.bootOrder !== undefined ? [`      <boot order='${d.bootOrder}'/>`] : []),
+    ...(d.readonly ? [`      <readonly/>`] : []),
+    `    </disk>`,
+  ];
 }
 
 /** QEMU as root, nothing relabelled (the tests: their QEMU lives in root's home). */

@@ -10,32 +10,19 @@
 // region file; libvirt only maps it). test/vm/libvirt-windows.test.ts
 // defines, starts and destroys one with virsh.
 import path from 'node:path';
-import type { ShmRegion } from './ivshmem';
-import { cpuLine, domainHead, esc, qemuCommandline, ROOT_SECLABEL, type DomainType } from './libvirt-common';
+import { cpuLine, diskXml, domainHead, esc, qemuCommandline, ROOT_SECLABEL, type DomainType } from './libvirt-common';
 import { firmwareArgs } from './qemu-args';
-import { imageFormat } from './windows';
+import { imageFormat, type WindowsConfig } from './windows';
 
-export interface WindowsDomainConfig {
+/** What the domain shares with windowsQemuArgs' machine (windows.ts); there the UEFI variables are the run's copy, here the template libvirt copies for the domain (its nvram). */
+type SharedWithQemu = 'image' | 'shm' | 'dllDir' | 'virtioWin' | 'uefi' | 'vnc' | 'memoryMiB' | 'cpus' | 'firmwareDirs';
+
+/** shm's path is /dev/shm/NAME (shmemName); no uefi: BIOS. */
+export interface WindowsDomainConfig extends Pick<WindowsConfig, SharedWithQemu> {
   name: string;
   /** QEMU: one with vvfat for the DLL disk and VNC for the display (a distribution's). */
   emulator: string;
-  /** The user's Windows disk: qcow2 by its name (.qcow2), else raw. */
-  image: string;
-  /** The backend's region; its path is /dev/shm/NAME (shmemName). */
-  shm: ShmRegion;
-  /** qcuda's DLL folder as a read-only FAT disk; none: no such disk. */
-  dllDir?: string;
-  /** virtio-win's ISO, a CD-ROM. */
-  virtioWin?: string;
-  /** UEFI: the code (read-only) and the variables libvirt copies for the domain (its nvram). None: BIOS. */
-  uefi?: { code: string; vars: string };
-  /** QEMU's -vnc form: HOST:DISPLAY or unix:/PATH; none: no display. */
-  vnc?: string;
-  memoryMiB?: number;
-  cpus?: number;
   type?: DomainType;
-  /** QEMU's firmware search path (-L), as windowsQemuArgs passes it. */
-  firmwareDirs?: string[];
   /** Run QEMU as root instead of libvirt's qemu user (the test). */
   runAsRoot?: boolean;
 }
@@ -49,33 +36,13 @@ export function shmemName(p: string): string {
 
 /** The Windows disk and the ISO on SATA (windowsQemuArgs' ide.0 and ide.2), the DLLs on USB. */
 function disks(c: WindowsDomainConfig): string[] {
-  const lines = [
-    `    <disk type='file' device='disk'>`,
-    `      <driver name='qemu' type='${imageFormat(c.image)}'/>`,
-    `      <source file='${esc(c.image)}'/>`,
-    `      <target dev='sda' bus='sata'/>`,
-    `      <boot order='1'/>`,
-    `    </disk>`,
+  return [
+    ...diskXml({ kind: 'file', device: 'disk', format: imageFormat(c.image), source: c.image, dev: 'sda', bus: 'sata', bootOrder: 1 }),
+    ...(c.dllDir ? diskXml({ kind: 'dir', device: 'disk', format: 'fat', source: c.dllDir, dev: 'sdb', bus: 'usb', readonly: true }) : []),
+    ...(c.virtioWin
+      ? diskXml({ kind: 'file', device: 'cdrom', format: 'raw', source: c.virtioWin, dev: 'sdc', bus: 'sata', readonly: true })
+      : []),
   ];
-  if (c.dllDir)
-    lines.push(
-      `    <disk type='dir' device='disk'>`,
-      `      <driver name='qemu' type='fat'/>`,
-      `      <source dir='${esc(c.dllDir)}'/>`,
-      `      <target dev='sdb' bus='usb'/>`,
-      `      <readonly/>`,
-      `    </disk>`,
-    );
-  if (c.virtioWin)
-    lines.push(
-      `    <disk type='file' device='cdrom'>`,
-      `      <driver name='qemu' type='raw'/>`,
-      `      <source file='${esc(c.virtioWin)}'/>`,
-      `      <target dev='sdc' bus='sata'/>`,
-      `      <readonly/>`,
-      `    </disk>`,
-    );
-  return lines;
 }
 
 /** VNC on a unix socket, or on HOST's port 5900+DISPLAY (an empty HOST: every address, as QEMU's -vnc :N). */

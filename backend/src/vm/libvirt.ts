@@ -4,7 +4,7 @@
 // what the backend needs of guest RAM (a memfd it can map) is libvirt's own
 // <memoryBacking>. `qcuda libvirt-xml` prints one; test/vm/libvirt.test.ts
 // defines, starts and destroys one with virsh.
-import { cpuLine, domainHead, esc, qemuCommandline, ROOT_SECLABEL, type DomainType } from './libvirt-common';
+import { cpuLine, diskXml, domainHead, esc, qemuCommandline, ROOT_SECLABEL, type DomainType } from './libvirt-common';
 import { DEFAULT_FIRMWARE_DIRS, firmwareArgs, guestCmdline, qcudaDeviceArgs, type QemuConfig } from './qemu-args';
 
 /** What the domain shares with a QEMU command line (qemu-args.ts): the backend's socket, the guest's size, firmware, reconnect, the result file. */
@@ -74,15 +74,7 @@ export function domainXml(c: DomainConfig): string {
     `  <on_crash>destroy</on_crash>`,
     `  <devices>`,
     `    <emulator>${esc(c.emulator)}</emulator>`,
-    ...(c.disk
-      ? [
-          `    <disk type='file' device='disk'>`,
-          `      <driver name='qemu' type='${c.disk.format}'/>`,
-          `      <source file='${esc(c.disk.path)}'/>`,
-          `      <target dev='vda' bus='virtio'/>`,
-          `    </disk>`,
-        ]
-      : []),
+    ...(c.disk ? diskXml({ kind: 'file', device: 'disk', format: c.disk.format, source: c.disk.path, dev: 'vda', bus: 'virtio' }) : []),
     ...serials(c),
     `    <controller type='usb' model='none'/>`,
     `    <memballoon model='none'/>`,
