@@ -8,17 +8,20 @@
 import test from 'ava';
 import { runCounted } from './counted';
 
-const SOURCE = `#include <cuda_runtime_api.h>
-#include <stdio.h>
-extern void qcuda_stats(unsigned long long out[3]);
-static unsigned long long at[3];
+/** C: trips(what) prints the round trips since its last call (calls and batches), read with the function named stats. */
+const TRIPS = (stats: string): string => `static unsigned long long at[3];
 /* Round trips since the last call: calls and batches. */
 static void trips(const char *what) {
   unsigned long long s[3];
-  qcuda_stats(s);
+  ${stats}(s);
   printf("%s: %llu calls, %llu batches\\n", what, s[0] - at[0], s[1] - at[1]);
-  qcuda_stats(at);
-}
+  ${stats}(at);
+}`;
+
+const SOURCE = `#include <cuda_runtime_api.h>
+#include <stdio.h>
+extern void qcuda_stats(unsigned long long out[3]);
+${TRIPS('qcuda_stats')}
 static int answered(cudaError_t e) { return e == cudaSuccess || e == cudaErrorNotReady; }
 int main(void) {
   cudaEvent_t ev;
@@ -69,13 +72,7 @@ const TORCH_STEP = `#include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <unistd.h>
 static void (*stats)(unsigned long long *);
-static unsigned long long at[3];
-static void trips(const char *what) {
-  unsigned long long s[3];
-  stats(s);
-  printf("%s: %llu calls, %llu batches\\n", what, s[0] - at[0], s[1] - at[1]);
-  stats(at);
-}
+${TRIPS('stats')}
 static int step(cudaEvent_t ev) {
   int dev;
   enum cudaStreamCaptureStatus cap;
