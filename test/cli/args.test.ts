@@ -228,6 +228,7 @@ const LIBVIRT_WINDOWS_CASES: string[][] = [
   [`--dll-dir=${NONE}`],
   ['--firmware=bogus'],
   ['--vnc=bogus'],
+  ...badEnum('type'),
   ['--shm-size=100M'],
   ...badSizes('shm-size'),
   [`--qemu=${NONE}`],

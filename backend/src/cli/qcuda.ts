@@ -5,6 +5,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { readStatus } from '../sys/status-socket';
 import { domainXml } from '../vm/libvirt';
+import { domainType } from '../vm/libvirt-common';
 import { qemuArgs } from '../vm/qemu-args';
 import { defaultStatusSocket, formatStatus, type BackendStatus } from './status';
 import { gpuProbe, hostDeviceCount, parseGpus, parseSize, PROVIDER_KINDS } from '../qcuda/choose-provider';
@@ -514,8 +515,7 @@ function libvirtXml(v: { [k: string]: string | boolean | string[] | undefined })
   if (disk && (str('kernel') || str('initrd') || str('cmdline')))
     usage('libvirt-xml boots --disk=IMAGE or --kernel=PATH (with --initrd, --cmdline), not both');
   if (str('initrd') && !str('kernel')) usage('--initrd goes with --kernel');
-  const type = str('type') ?? 'kvm';
-  if (type !== 'kvm' && type !== 'qemu') usage(`--type must be kvm or qemu (TCG), got '${type}'`);
+  const type = domainType(str('type'), usage);
   const file = (k: string) => (str(k) ? existingFile(path.resolve(str(k)!), `--${k}`) : undefined);
   return domainXml({
     name: str('name')!,

@@ -3,7 +3,7 @@
 // --shm=/dev/shm/NAME. Its machine options are `qcuda vm --windows-image`'s
 // (windows-options.ts).
 import path from 'node:path';
-import type { DomainType } from '../vm/libvirt-common';
+import { domainType } from '../vm/libvirt-common';
 import { shmemName, windowsDomainXml } from '../vm/libvirt-windows';
 import { windowsMachine } from './windows-options';
 
@@ -34,8 +34,7 @@ export function windowsLibvirtXml(c: WindowsLibvirtCli): string {
     fail((e as Error).message);
   }
   const m = windowsMachine(str, fail);
-  const type = str('type') ?? 'kvm';
-  if (type !== 'kvm' && type !== 'qemu') fail(`--type must be kvm or qemu (TCG), got '${type}'`);
+  const type = domainType(str('type'), fail);
   return windowsDomainXml({
     name: str('name')!,
     emulator: c.qemu(),
@@ -47,6 +46,6 @@ export function windowsLibvirtXml(c: WindowsLibvirtCli): string {
     vnc: m.vnc,
     memoryMiB: c.int('memory', 4096, 1 << 20),
     cpus: c.int('cpus', 2, 256),
-    type: type as DomainType,
+    type,
   });
 }

@@ -9,6 +9,13 @@ export const QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0';
 /** kvm (hardware virtualization) or qemu (TCG). */
 export type DomainType = 'kvm' | 'qemu';
 
+/** `libvirt-xml --type`'s value (kvm if not given); fail: a usage error. */
+export function domainType(value: string | undefined, fail: (msg: string) => never): DomainType {
+  const type = value ?? 'kvm';
+  if (type !== 'kvm' && type !== 'qemu') fail(`--type must be kvm or qemu (TCG), got '${type}'`);
+  return type;
+}
+
 export function esc(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/'/g, '&apos;').replace(/"/g, '&quot;');
 }
